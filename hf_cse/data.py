@@ -1,0 +1,118 @@
+"""Training text: reading sentences (local files or Hub data sets), tokenizing, and the two-view collator."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+DEMO_CORPUS = Path(__file__).parent / "resources" / "demo_corpus.txt"
+
+
+class DataError(ValueError):
+    """Training data that cannot be used; the message says what is wrong and how to fix it."""
+
+
+def _check_utf8(path: Path) -> None:
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(
+                    f"{path}: line {lineno} is not valid UTF-8 ({err.reason} at byte {err.start}). "
+                    f"Convert the file, e.g. `iconv -f latin1 -t utf-8 {path.name} > fixed.txt`."
+                ) from None
+
+
+def read_sentences(train_file: str | Path, text_column: str | None = None) -> list[str]:
+    """Non-blank sentences of a ``.txt`` file (one per line) or a column of a ``.csv``/``.tsv`` file."""
+    path = Path(train_file)
+    if not path.is_file():
+        raise DataError(f"--train_file {path} does not exist (or is not a file). Give a path to a text file "
+                        "with one sentence per line, or a CSV file with --text_column.")
+    _check_utf8(path)
+    if path.suffix.lower() in (".csv", ".tsv"):
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            columns = reader.fieldnames or []
+            column = text_column or (columns[0] if len(columns) == 1 else "text")
+            if column not in columns:
+                raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass --text_column NAME.")
+            lines = [row[column] or "" for row in reader]
+    else:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    sentences = [s.strip() for s in lines if s and s.strip()]
+    if not sentences:
+        raise DataError(f"{path} contains no sentences (empty or blank lines only).")
+    return sentences
+
+
+def load_train_dataset(
+    train_file: str | None = None,
+    dataset_name: str | None = None,
+    dataset_config_name: str | None = None,
+    text_column: str | None = None,
+    split: str = "train",
+):
+    """A ``datasets.Dataset`` with one column ``text``; the embedded demo corpus when nothing is given."""
+    import datasets
+
+    if train_file and dataset_name:
+        raise DataError("Give either --train_file or --dataset_name, not both.")
+    if dataset_name:
+        ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
+        column = text_column or "text"
+        if column not in ds.column_names:
+            raise DataError(f"data set {dataset_name} has no column {column!r}; columns: {ds.column_names}. "
+                            "Pass --text_column NAME.")
+        ds = ds.select_columns([column]).rename_column(column, "text") if column != "text" else ds.select_columns(["text"])
+        ds = ds.filter(lambda ex: bool(ex["text"] and ex["text"].strip()))
+        if len(ds) == 0:
+            raise DataError(f"data set {dataset_name} has no non-empty {column!r} rows in split {split!r}.")
+        return ds
+    sentences = read_sentences(train_file or DEMO_CORPUS, text_column)
+    return datasets.Dataset.from_dict({"text": sentences})
+
+
+def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None):
+    """Tokenize once (truncation, no padding: the collator pads each batch dynamically)."""
+
+    def tok(batch):
+        return tokenizer(batch["text"], truncation=True, max_length=max_seq_length)
+
+    return ds.map(tok, batched=True, remove_columns=ds.column_names, num_proc=num_proc,
+                  desc="Tokenizing")
+
+
+def check_enough_rows(num_rows: int, global_batch_size: int, source: str) -> None:
+    if num_rows < global_batch_size:
+        raise DataError(
+            f"{source} has {num_rows} sentences, fewer than one global batch of {global_batch_size} "
+            "(per-device batch size x processes). Use more sentences or a smaller --per_device_train_batch_size."
+        )
+
+
+@dataclass
+class TwoViewCollator:
+    """Pads a batch and repeats every sentence ``num_views`` times: ``input_ids (B, views, L)``.
+
+    The model flattens this to ``(B * views, L)`` for ONE encoder forward, so the views differ only by
+    their independent dropout masks (SimCSE's ``[[s_i, s_i]]`` layout).
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    num_views: int = 2
+
+    def pad(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        keep = ("input_ids", "attention_mask", "token_type_ids")
+        feats = [{k: f[k] for k in keep if k in f} for f in features]
+        return self.tokenizer.pad(feats, padding=True, return_tensors="pt")
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch = self.pad(features)
+        return {k: v.unsqueeze(1).repeat(1, self.num_views, 1) for k, v in batch.items()}

@@ -1,0 +1,38 @@
+"""All-gather with gradients, so every process uses the global batch as negatives."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    """Forward: all_gather. Backward: sum the incoming gradients over processes, keep the local slice.
+
+    Every process computes the same global loss L; summing makes the local slice's gradient
+    P * dL/dz_local, and DDP's gradient averaging divides by P again, so the parameters receive
+    exactly the single-process gradient of L on the global batch (as lightly's ``GatherLayer``).
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor):
+        out = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(out, x.contiguous())
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor):
+        stacked = torch.stack(grads)
+        dist.all_reduce(stacked, op=dist.ReduceOp.SUM)
+        return stacked[dist.get_rank()]
+
+
+def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
+    """Concatenate ``x`` from every process along dim 0 (rank order); identity on one process."""
+    if world_size() == 1:
+        return x
+    return torch.cat(_GatherWithGrad.apply(x), dim=0)

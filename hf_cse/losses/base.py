@@ -1,0 +1,206 @@
+"""Shared pieces of every loss: the output type, input checks, batch diagnostics and small helpers.
+
+A loss is a small ``nn.Module`` whose ``forward(z1, z2, **extra)`` takes the projector outputs of the
+two dropout views (``(N, D)``, not normalised) and returns a :class:`LossOutput`. Losses know nothing
+about models, tokenizers or processes: the trainer gathers embeddings across processes before it
+calls them.
+
+Precision: every loss computes its similarities, logits and reductions in at least fp32
+(:func:`compute_dtype`): fp16/bf16 inputs are upcast, fp32 stays fp32 and fp64 stays fp64 (so closed-form
+tests can be exact).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class LossOutput:
+    """What a loss returns: the scalar to minimise and floats to log."""
+
+    loss: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _check_tensor(z: torch.Tensor, which: str, loss_name: str) -> None:
+    if not isinstance(z, torch.Tensor):
+        raise TypeError(f"{loss_name}: {which} must be a torch.Tensor, got {type(z).__name__}.")
+    if z.dim() != 2:
+        raise ValueError(
+            f"{loss_name}: {which} must be a 2-D (batch, dim) tensor of embeddings, got shape "
+            f"{tuple(z.shape)}."
+        )
+
+
+def _check_finite(z: torch.Tensor, which: str, loss_name: str) -> None:
+    if not torch.isfinite(z).all():
+        raise ValueError(
+            f"{loss_name}: {which} contains NaN or Inf. The encoder diverged or the input is broken; "
+            "lower the learning rate or train in fp32/bf16 instead of fp16."
+        )
+
+
+def check_pair(z1: torch.Tensor, z2: torch.Tensor, loss_name: str, min_batch: int = 2) -> None:
+    """Raise a clear ``ValueError`` for inputs no loss can use."""
+    for which, z in (("z1", z1), ("z2", z2)):
+        _check_tensor(z, which, loss_name)
+    if z1.shape != z2.shape:
+        raise ValueError(
+            f"{loss_name}: the two views must have the same shape, got z1 {tuple(z1.shape)} and "
+            f"z2 {tuple(z2.shape)}."
+        )
+    if z1.shape[0] < min_batch:
+        raise ValueError(
+            f"{loss_name}: needs a batch of at least {min_batch} sentences to have in-batch negatives, "
+            f"got {z1.shape[0]}. Increase --per_device_train_batch_size (or the number of processes)."
+        )
+    for which, z in (("z1", z1), ("z2", z2)):
+        _check_finite(z, which, loss_name)
+
+
+def compute_dtype(z: torch.Tensor) -> torch.dtype:
+    """The dtype losses compute in: at least fp32 (fp16/bf16 -> fp32, fp64 stays fp64)."""
+    return torch.promote_types(z.dtype, torch.float32)
+
+
+def unit(z: torch.Tensor) -> torch.Tensor:
+    """Rows of ``z`` l2-normalised, in :func:`compute_dtype` (eps 1e-8 as ``nn.CosineSimilarity``)."""
+    return F.normalize(z.to(compute_dtype(z)), dim=-1, eps=1e-8)
+
+
+def cosine_matrix(z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+    """``S[i, j] = cos(z1_i, z2_j)`` in at least fp32 (logits of low-precision inputs lose too much otherwise)."""
+    return unit(z1) @ unit(z2).T
+
+
+def eye_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Boolean identity, used to mask self-pairs."""
+    return torch.eye(n, dtype=torch.bool, device=device)
+
+
+@torch.no_grad()
+def batch_diagnostics(
+    z1: torch.Tensor, z2: torch.Tensor, m: float = 0.3, temperature: float = 0.05
+) -> dict[str, float]:
+    """Cosine statistics and seed 002's paradigm components measured on a batch.
+
+    * ``pos_cos`` / ``neg_cos``: mean cosine of positive pairs and of in-batch negative pairs.
+    * ``gd_active``: share of anchors whose gradient dissipation is active, i.e.
+      ``s_ii - max_{j!=i} s_ij < m`` (paper 002 eq. 5 baseline GD with its default m = 0.3).
+    * ``hardest_weight``: mean softmax weight (at ``temperature``) of each anchor's hardest
+      negative among its negatives (002 §3.2: W concentrates on hard negatives as tau -> 0).
+    The third paradigm component, the ratio R, depends on the loss; each loss reports it through
+    :meth:`ContrastiveLoss.paradigm_ratio`.
+    """
+    s = cosine_matrix(z1, z2)
+    n = s.shape[0]
+    eye = eye_mask(n, s.device)
+    pos = s.diagonal()
+    neg = s.masked_fill(eye, float("-inf"))
+    hardest = neg.amax(dim=1)
+    weights = torch.softmax(neg / temperature, dim=1)
+    return {
+        "pos_cos": pos.mean().item(),
+        "neg_cos": s.masked_select(~eye).mean().item(),
+        "gd_active": (pos - hardest < m).float().mean().item(),
+        "hardest_weight": weights.amax(dim=1).mean().item(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# hyperparameter validation (constructors call these so a bad CLI value fails before training starts)
+
+
+def check_positive(loss_name: str, param: str, value: float) -> None:
+    """``value`` must be a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{loss_name}: {param} must be a finite number > 0, got {value!r}.")
+
+
+def check_non_negative(loss_name: str, param: str, value: float) -> None:
+    """``value`` must be a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{loss_name}: {param} must be a finite number >= 0, got {value!r}.")
+
+
+def check_finite(loss_name: str, param: str, value: float) -> None:
+    """``value`` must be a finite number (any sign)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{loss_name}: {param} must be a finite number, got {value!r}.")
+
+
+def check_choice(loss_name: str, param: str, value: str, choices: Iterable[str]) -> None:
+    """``value`` must be one of ``choices``."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(
+            f"{loss_name}: unknown {param} {value!r}; valid choices: {', '.join(repr(c) for c in choices)}."
+        )
+
+
+def check_bool(loss_name: str, param: str, value: bool) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{loss_name}: {param} must be True or False, got {value!r}.")
+
+
+class ContrastiveLoss(nn.Module):
+    """Base class: subclasses implement ``compute(z1, z2, **extra) -> (loss, extra_metrics)``."""
+
+    name = "base"
+    #: extra keyword tensors the loss requires besides z1, z2 (e.g. ``z_nodropout``); each must have
+    #: the shape of ``z1`` and be finite (checked here).
+    extra_inputs: tuple[str, ...] = ()
+
+    def forward(self, z1: torch.Tensor, z2: torch.Tensor, **extra: torch.Tensor) -> LossOutput:
+        check_pair(z1, z2, self.name)
+        missing = [k for k in self.extra_inputs if extra.get(k) is None]
+        if missing:
+            hint = (
+                " Use --method imsimcse (or --off_dropout) so the model provides them."
+                if "z_nodropout" in missing
+                else ""
+            )
+            raise ValueError(f"{self.name}: needs the extra input(s) {missing}.{hint}")
+        unknown = set(extra) - set(self.extra_inputs)
+        if unknown:
+            raise ValueError(
+                f"{self.name}: got unexpected inputs {sorted(unknown)}; it takes {list(self.extra_inputs)}."
+            )
+        for k in self.extra_inputs:
+            _check_tensor(extra[k], k, self.name)
+            if extra[k].shape != z1.shape:
+                raise ValueError(
+                    f"{self.name}: {k} must have the shape of z1 {tuple(z1.shape)}, got {tuple(extra[k].shape)}."
+                )
+            _check_finite(extra[k], k, self.name)
+        loss, metrics = self.compute(z1, z2, **extra)
+        out = batch_diagnostics(z1.detach(), z2.detach())
+        ratio = self.paradigm_ratio(z1.detach(), z2.detach())
+        if ratio is not None:
+            out["ratio"] = float(ratio)
+        out.update(metrics)
+        return LossOutput(loss=loss, metrics=out)
+
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor, **extra: torch.Tensor):
+        """Return ``(loss, metrics)``; ``loss`` is a scalar, the mean over anchors."""
+        raise NotImplementedError
+
+    def paradigm_ratio(self, z1: torch.Tensor, z2: torch.Tensor) -> float | None:
+        """Seed 002's R (Table 1) for this loss on the batch, averaged over anchors; None if undefined."""
+        return None
+
+    def extra_repr(self) -> str:
+        from .registry import loss_hyperparameters  # local import: registry imports this module
+
+        try:
+            names = loss_hyperparameters(self.name)
+        except ValueError:
+            return ""
+        return ", ".join(f"{k}={getattr(self, k)!r}" for k in names if hasattr(self, k))

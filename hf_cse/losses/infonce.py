@@ -1,0 +1,45 @@
+"""InfoNCE over two dropout views: the unsupervised SimCSE objective."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .base import ContrastiveLoss, check_positive, cosine_matrix
+from .registry import register_loss
+
+
+@register_loss("infonce")
+class InfoNCELoss(ContrastiveLoss):
+    r"""InfoNCE with in-batch negatives (SimCSE; seed 004 eq. 2, seed 000 eq. 1).
+
+    .. math::
+        \ell_i = -\log \frac{e^{\cos(z^1_i, z^2_i)/\tau}}{\sum_{j=1}^{N} e^{\cos(z^1_i, z^2_j)/\tau}},
+        \qquad L = \frac1N \sum_i \ell_i
+
+    Only rows of ``z1`` are anchors; the negatives of anchor i are the other rows of ``z2``.
+    The papers write a sum over anchors, every official code uses the mean (as here).
+    Gradient: ``dL/dlogits = (softmax(logits) - I) / N``; in seed 002's paradigm (Table 1) GD is the
+    soft 1 - p_ii, W the softmax over negatives and R = 1 (:meth:`paradigm_ratio`).
+
+    Args:
+        temperature: tau, 0.05 in SimCSE and all five papers' SimCSE baselines.
+
+    Example::
+
+        loss_fn = build_loss("infonce", temperature=0.05)
+        out = loss_fn(z1, z2)   # out.loss, out.metrics["pos_cos"], ...
+    """
+
+    def __init__(self, temperature: float = 0.05):
+        super().__init__()
+        check_positive("infonce", "temperature", temperature)
+        self.temperature = temperature
+
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor):
+        logits = cosine_matrix(z1, z2) / self.temperature
+        labels = torch.arange(logits.shape[0], device=logits.device)
+        return F.cross_entropy(logits, labels), {}
+
+    def paradigm_ratio(self, z1, z2):
+        return 1.0  # seed 002 Table 1: R = 1 for InfoNCE

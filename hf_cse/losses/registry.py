@@ -1,0 +1,53 @@
+"""Name -> loss class registry. Adding a loss = one file + one ``@register_loss`` line."""
+
+from __future__ import annotations
+
+import inspect
+
+from .base import ContrastiveLoss
+
+_LOSSES: dict[str, type[ContrastiveLoss]] = {}
+
+
+def register_loss(name: str):
+    """Class decorator: make a loss available to :func:`build_loss` under ``name``."""
+
+    def deco(cls: type[ContrastiveLoss]) -> type[ContrastiveLoss]:
+        if name in _LOSSES and _LOSSES[name] is not cls:
+            raise ValueError(f"loss name {name!r} is already registered by {_LOSSES[name].__name__}")
+        cls.name = name
+        _LOSSES[name] = cls
+        return cls
+
+    return deco
+
+
+def available_losses() -> list[str]:
+    """Sorted names of every registered loss."""
+    return sorted(_LOSSES)
+
+
+def get_loss_class(name: str) -> type[ContrastiveLoss]:
+    if name not in _LOSSES:
+        raise ValueError(f"Unknown loss {name!r}. Available losses: {', '.join(available_losses())}.")
+    return _LOSSES[name]
+
+
+def loss_hyperparameters(name: str) -> dict[str, inspect.Parameter]:
+    """The constructor arguments (hyperparameters) of a loss, by name."""
+    sig = inspect.signature(get_loss_class(name).__init__)
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {k: p for k, p in sig.parameters.items() if k != "self" and p.kind in kinds}
+
+
+def build_loss(name: str, **hparams) -> ContrastiveLoss:
+    """Instantiate the loss ``name``; unknown names or hyperparameters raise with the valid choices."""
+    cls = get_loss_class(name)
+    valid = loss_hyperparameters(name)
+    unknown = sorted(set(hparams) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"Loss {name!r} does not take hyperparameter(s) {unknown}. "
+            f"Valid hyperparameters: {', '.join(valid) or '(none)'}."
+        )
+    return cls(**hparams)

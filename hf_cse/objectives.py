@@ -1,0 +1,58 @@
+"""Which registry losses a model's config asks for, and how they combine into one scalar.
+
+The trainer gathers the model's embeddings across processes, then calls :func:`compute_objectives`;
+tests call it directly to compare a model's loss with a hand-computed one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .losses import ContrastiveLoss, build_loss
+from .models.config import CSEConfig
+
+
+@dataclass
+class Objective:
+    name: str  # prefix of its logged metrics
+    weight: float
+    loss: ContrastiveLoss
+
+
+def build_objectives(config: CSEConfig) -> list[Objective]:
+    """The contrastive loss of the config, plus DCL when ``dcl_weight > 0``; checks they fit together."""
+    main = build_loss(config.loss, **config.loss_kwargs)
+    takes_nodropout = "z_nodropout" in main.extra_inputs
+    if config.off_dropout and not takes_nodropout:
+        raise ValueError(
+            f"off_dropout=True makes no-dropout negatives, but loss {config.loss!r} does not use them. "
+            "Use --loss off_dropout_infonce, or turn off --off_dropout."
+        )
+    if takes_nodropout and not config.off_dropout:
+        raise ValueError(
+            f"loss {config.loss!r} needs no-dropout embeddings: add --off_dropout (or use --method imsimcse)."
+        )
+    objectives = [Objective("contrastive", 1.0, main)]
+    if config.dcl_weight > 0:
+        dcl = build_loss("dcl", temperature=config.dcl_temperature, normalization=config.dcl_normalization)
+        objectives.append(Objective("dcl", config.dcl_weight, dcl))
+    return objectives
+
+
+def compute_objectives(
+    objectives: list[Objective], embeddings: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Weighted sum of the objectives on (already gathered) embeddings, and their metrics."""
+    total = None
+    metrics: dict[str, float] = {}
+    for obj in objectives:
+        extra = {k: embeddings[k] for k in obj.loss.extra_inputs if k in embeddings}
+        out = obj.loss(embeddings["z1"], embeddings["z2"], **extra)
+        term = obj.weight * out.loss
+        total = term if total is None else total + term
+        metrics[f"{obj.name}_loss"] = out.loss.item()
+        if obj.name == "contrastive":
+            metrics.update(out.metrics)
+    return total, metrics

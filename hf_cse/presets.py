@@ -1,0 +1,40 @@
+"""The papers' main settings as named presets (``run_unsup.py --preset NAME``).
+
+A preset only supplies defaults: any flag given on the command line wins. Values are BERT-base
+settings from each paper and its authors' scripts (see ../shared/docs/methods_spec.md §0.4); the
+papers train on wiki1m for one epoch (DiffCSE: two) and select checkpoints on STS-B dev every
+125 steps.
+"""
+
+from __future__ import annotations
+
+_COMMON = {
+    "max_seq_length": 32,
+    "per_device_train_batch_size": 64,
+    "learning_rate": 3e-5,
+    "num_train_epochs": 1,
+    "pooler_type": "cls",
+    "mlp_only_train": True,
+    "eval_strategy": "steps",
+    "eval_steps": 125,
+    "save_strategy": "steps",
+    "save_steps": 125,
+    "save_total_limit": 1,
+    "metric_for_best_model": "stsb_spearman",
+    "greater_is_better": True,
+    "load_best_model_at_end": True,
+}
+
+PRESETS: dict[str, dict] = {
+    # SimCSE unsup BERT-base (SimCSE README, run_unsup_example.sh)
+    "simcse_bert": {**_COMMON, "method": "simcse", "loss": "infonce", "temperature": 0.05},
+    # GS-InfoNCE (seed 004 §4; gsInfoNCE/run.sh: M = 192 = 3 x 64, dropout 0.2 for BERT)
+    "gs_infonce_bert": {**_COMMON, "method": "simcse", "loss": "gs_infonce", "temperature": 0.05,
+                        "num_noise": 192, "lam": 1.0, "noise_std": 1.0, "dropout": 0.2},
+    # Focal-InfoNCE (seed 000 Table 4/5: tau 0.07 BERT-base, m 0.3)
+    "focal_infonce_bert": {**_COMMON, "method": "simcse", "loss": "focal_infonce", "temperature": 0.07, "m": 0.3},
+    # Seed 002 baseline paradigm (App. A.3: bs 128, lr 1e-5, Linear head N(0, 6e-3))
+    "paradigm_bert": {**_COMMON, "method": "simcse", "loss": "paradigm", "projector": "linear",
+                      "per_device_train_batch_size": 128, "learning_rate": 1e-5,
+                      "temperature": 0.05, "m": 0.3, "r": 1.0},
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env python
+"""Train a sentence encoder with an unsupervised contrastive method.
+
+    accelerate launch run_unsup.py --loss gs_infonce                       # embedded defaults
+    accelerate launch run_unsup.py --preset simcse_bert --model_name_or_path bert-base-uncased \
+        --train_file wiki1m_for_simcse.txt --senteval_data_dir SentEval/data/downstream --output_dir out/simcse
+
+With no flags it trains the packaged all-MiniLM-L6-v2 on the small demo corpus shipped in the package.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import transformers
+from transformers import AutoTokenizer, HfArgumentParser, TrainingArguments, set_seed
+
+from hf_cse.arguments import (
+    DataArguments,
+    MethodArguments,
+    ModelArguments,
+    default_encoder,
+    loss_arguments_class,
+    loss_kwargs_from,
+)
+from hf_cse.data import check_enough_rows, load_train_dataset, tokenize_dataset, TwoViewCollator
+from hf_cse.models import get_method
+from hf_cse.presets import PRESETS
+from hf_cse.trainer import ContrastiveTrainer
+
+logger = logging.getLogger("run_unsup")
+
+# Defaults of this script where they differ from TrainingArguments' (a preset or a flag overrides them).
+SCRIPT_DEFAULTS = {
+    "output_dir": None,
+    "per_device_train_batch_size": 64,
+    "learning_rate": 3e-5,
+    "num_train_epochs": 1,
+    "logging_steps": 5,
+    "save_strategy": "no",
+    "report_to": "none",
+    "dataloader_drop_last": True,
+    "disable_tqdm": False,
+}
+
+
+def parse_args(argv: list[str]):
+    LossArguments = loss_arguments_class()
+    parser = HfArgumentParser((ModelArguments, DataArguments, MethodArguments, LossArguments, TrainingArguments))
+    parser.set_defaults(**SCRIPT_DEFAULTS)
+    preset = parser.parse_known_args(argv)[0].preset
+    if preset is not None:
+        if preset not in PRESETS:
+            parser.error(f"unknown --preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
+        parser.set_defaults(**PRESETS[preset])
+    if "--output_dir" not in " ".join(argv):
+        method = parser.parse_known_args(argv)[0]
+        parser.set_defaults(output_dir=f"outputs/{method.method}-{method.loss}")
+    return parser.parse_args_into_dataclasses(args=argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    model_args, data_args, method_args, loss_args, training_args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    transformers.utils.logging.set_verbosity_warning()
+    set_seed(training_args.seed)
+
+    # 1. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
+    encoder = model_args.model_name_or_path or default_encoder()
+    model_cls = get_method(model_args.method)
+    config_kwargs = dict(
+        pooler_type=model_args.pooler_type,
+        mlp_only_train=model_args.mlp_only_train,
+        dropout=model_args.dropout,
+        loss=method_args.loss,
+        loss_kwargs=loss_kwargs_from(method_args.loss, loss_args),
+        off_dropout_grad=method_args.off_dropout_grad,
+        dcl_temperature=method_args.dcl_temperature,
+        dcl_normalization=method_args.dcl_normalization,
+    )
+    # None = keep the method's own default (e.g. imsimcse turns off-dropout and DCL on)
+    optional = {"projector": model_args.projector, "off_dropout": method_args.off_dropout,
+                "dcl_weight": method_args.dcl_weight}
+    config_kwargs.update({k: v for k, v in optional.items() if v is not None})
+    model = model_cls.from_encoder(encoder, **config_kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    if training_args.gradient_checkpointing:
+        model.encoder.gradient_checkpointing_enable()
+        training_args.gradient_checkpointing = False  # done on the encoder; the wrapper has nothing to checkpoint
+
+    # 2. Data: sentences -> tokens (cached by datasets for file/Hub sources).
+    raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
+                             data_args.text_column)
+    if data_args.max_train_samples is not None:
+        raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
+    source = data_args.train_file or data_args.dataset_name or "the demo corpus"
+    check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source)
+    with training_args.main_process_first(desc="tokenizing"):
+        train_dataset = tokenize_dataset(raw, tokenizer, data_args.max_seq_length,
+                                         data_args.preprocessing_num_workers)
+    logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, method_args.loss,
+                encoder, len(train_dataset), training_args.per_device_train_batch_size * training_args.world_size
+                * training_args.gradient_accumulation_steps)
+
+    # 3. Train.
+    training_args.remove_unused_columns = False
+    trainer = ContrastiveTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        data_collator=model_cls.collator(tokenizer, model.config),
+        processing_class=tokenizer,
+        senteval_data_dir=method_args.senteval_data_dir,
+        eval_source=method_args.eval_source,
+    )
+    result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.log_metrics("train", result.metrics)
+    trainer.save_metrics("train", result.metrics)
+    trainer.save_state()
+
+    # 4. Save the model (the best checkpoint when load_best_model_at_end) and its tokenizer.
+    trainer.save_model(training_args.output_dir)
+    logger.info("saved %s model to %s", model_args.method, training_args.output_dir)
+
+
+if __name__ == "__main__":
+    main()

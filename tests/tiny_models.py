@@ -1,0 +1,100 @@
+"""Tiny random encoders and tokenizers built inside the tests (no downloads)."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertModel,
+    BertTokenizerFast,
+    DistilBertConfig,
+    DistilBertModel,
+    RobertaConfig,
+    RobertaModel,
+)
+
+WORDS = (
+    "the a an of to in and is are was were it this that for on with as by at from be has have had "
+    "not but or which one two three city river music water food team game year people time first new "
+    "model sentence cat dog bird tree sun rain train car book song word language small large old young "
+    "red blue green fast slow good bad happy sad house road school work play run walk eat drink see"
+).split()
+
+
+def write_vocab(folder: Path) -> Path:
+    """A WordPiece vocab that can spell any lowercase word (letters and ##letters as fall-back)."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    chars = list(string.ascii_lowercase + string.digits + string.punctuation)
+    tokens = specials + chars + ["##" + c for c in string.ascii_lowercase + string.digits] + WORDS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "vocab.txt"
+    path.write_text("\n".join(dict.fromkeys(tokens)) + "\n")
+    return path
+
+
+def tiny_tokenizer(folder: Path) -> BertTokenizerFast:
+    tokens = write_vocab(folder).read_text().split()
+    return BertTokenizerFast(vocab={t: i for i, t in enumerate(tokens)}, do_lower_case=True)
+
+
+def make_tiny_encoder(folder: Path, kind: str = "bert", hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """Save a random ``kind`` encoder (bert, roberta, distilbert) and a matching tokenizer in ``folder``."""
+    import torch
+
+    torch.manual_seed(seed)
+    folder = Path(folder)
+    tok = tiny_tokenizer(folder)
+    vocab = len(tok)
+    common = dict(vocab_size=vocab, max_position_embeddings=64)
+    if kind == "bert":
+        model = BertModel(BertConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
+                                     intermediate_size=2 * hidden, **common))
+    elif kind == "roberta":
+        model = RobertaModel(RobertaConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
+                                           intermediate_size=2 * hidden, pad_token_id=0, bos_token_id=2,
+                                           eos_token_id=3, type_vocab_size=1, **{**common, "max_position_embeddings": 80}))
+    elif kind == "distilbert":
+        model = DistilBertModel(DistilBertConfig(dim=hidden, n_layers=layers, n_heads=2, hidden_dim=2 * hidden,
+                                                 pad_token_id=0, **common))
+    else:
+        raise ValueError(kind)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def make_tiny_mlm(folder: Path, hidden: int = 32, layers: int = 1, seed: int = 1) -> Path:
+    """A random BERT masked-LM sharing the tiny vocab (a stand-in for DiffCSE's generator)."""
+    import torch
+
+    torch.manual_seed(seed)
+    folder = Path(folder)
+    tok = tiny_tokenizer(folder)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers,
+                                       num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=64))
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+SENTENCES = [
+    "the cat sat on the old red mat",
+    "a dog runs fast in the green park",
+    "rain falls on the city and the river",
+    "the team won the first game of the year",
+    "people eat food and drink water at school",
+    "a young bird sings a happy song in the tree",
+    "the slow train was late for work",
+    "this book has one large word on each page",
+    "music and language are old and new at the same time",
+    "the blue car is on the road to the house",
+    "two small dogs play with a young cat",
+    "the sun is good for the green tree",
+    "three people walk to the river in the rain",
+    "a new model reads the sentence word by word",
+    "the sad song was not played by the team",
+    "it was a bad year for the large city",
+]
