@@ -11,6 +11,7 @@ With no flags it trains the packaged all-MiniLM-L6-v2 on the small demo corpus s
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import transformers
@@ -55,8 +56,9 @@ def parse_args(argv: list[str]):
             parser.error(f"unknown --preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
         parser.set_defaults(**PRESETS[preset])
     if "--output_dir" not in " ".join(argv):
-        method = parser.parse_known_args(argv)[0]
-        parser.set_defaults(output_dir=f"outputs/{method.method}-{method.loss}")
+        known = parser.parse_known_args(argv)[0]
+        loss = known.loss or get_method(known.method).config_class.loss
+        parser.set_defaults(output_dir=f"outputs/{known.method}-{loss}")
     return parser.parse_args_into_dataclasses(args=argv)
 
 
@@ -66,15 +68,28 @@ def main(argv: list[str] | None = None) -> None:
     transformers.utils.logging.set_verbosity_warning()
     set_seed(training_args.seed)
 
-    # 1. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
+    # 1. Data first, so bad input fails before any model is loaded.
+    raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
+                             data_args.text_column)
+    if data_args.max_train_samples is not None:
+        raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
+    source = data_args.train_file or data_args.dataset_name or "the demo corpus"
+    check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source)
+
+    # 2. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
     encoder = model_args.model_name_or_path or default_encoder()
     model_cls = get_method(model_args.method)
+    method_defaults = model_cls.config_class()
+    loss = method_args.loss or method_defaults.loss
+    # flags override the method's own loss settings (e.g. imsimcse's m = 0.9) only where given
+    loss_kwargs = dict(method_defaults.loss_kwargs) if loss == method_defaults.loss else {}
+    loss_kwargs.update(loss_kwargs_from(loss, loss_args))
     config_kwargs = dict(
         pooler_type=model_args.pooler_type,
         mlp_only_train=model_args.mlp_only_train,
         dropout=model_args.dropout,
-        loss=method_args.loss,
-        loss_kwargs=loss_kwargs_from(method_args.loss, loss_args),
+        loss=loss,
+        loss_kwargs=loss_kwargs,
         off_dropout_grad=method_args.off_dropout_grad,
         dcl_temperature=method_args.dcl_temperature,
         dcl_normalization=method_args.dcl_normalization,
@@ -89,17 +104,11 @@ def main(argv: list[str] | None = None) -> None:
         model.encoder.gradient_checkpointing_enable()
         training_args.gradient_checkpointing = False  # done on the encoder; the wrapper has nothing to checkpoint
 
-    # 2. Data: sentences -> tokens (cached by datasets for file/Hub sources).
-    raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
-                             data_args.text_column)
-    if data_args.max_train_samples is not None:
-        raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
-    source = data_args.train_file or data_args.dataset_name or "the demo corpus"
-    check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source)
+    # Tokens are cached by datasets for file/Hub sources.
     with training_args.main_process_first(desc="tokenizing"):
         train_dataset = tokenize_dataset(raw, tokenizer, data_args.max_seq_length,
                                          data_args.preprocessing_num_workers)
-    logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, method_args.loss,
+    logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, loss,
                 encoder, len(train_dataset), training_args.per_device_train_batch_size * training_args.world_size
                 * training_args.gradient_accumulation_steps)
 
@@ -125,4 +134,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (ValueError, FileNotFoundError) as err:  # bad input: say what and how to fix, no traceback
+        if os.environ.get("HF_CSE_DEBUG"):
+            raise
+        sys.exit(f"run_unsup.py: error: {err}\n(set HF_CSE_DEBUG=1 to see the traceback)")

@@ -49,7 +49,10 @@ class DataArguments:
 
 @dataclass
 class MethodArguments:
-    loss: str = field(default="infonce", metadata={"help": f"Contrastive loss: {', '.join(available_losses())}."})
+    loss: str | None = field(
+        default=None,
+        metadata={"help": f"Contrastive loss (default: the method's, infonce for simcse): {', '.join(available_losses())}."},
+    )
     preset: str | None = field(default=None, metadata={"help": "Papers' settings; see hf_cse.presets.PRESETS."})
     off_dropout: bool | None = field(default=None, metadata={"help": "ImSimCSE no-dropout negatives."})
     off_dropout_grad: bool = field(default=True, metadata={"help": "Gradients through the no-dropout pass."})

@@ -75,8 +75,19 @@ def load_train_dataset(
         if len(ds) == 0:
             raise DataError(f"data set {dataset_name} has no non-empty {column!r} rows in split {split!r}.")
         return ds
-    sentences = read_sentences(train_file or DEMO_CORPUS, text_column)
-    return datasets.Dataset.from_dict({"text": sentences})
+    path = Path(train_file or DEMO_CORPUS)
+    read_sentences(path, text_column)  # validates (exists, UTF-8, column, not empty) with clear messages
+    # load through `datasets` so that the data set and its tokenization are cached on disk (fingerprints)
+    if path.suffix.lower() in (".csv", ".tsv"):
+        ds = datasets.load_dataset("csv", data_files=str(path), split="train",
+                                   delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+        column = text_column or (ds.column_names[0] if len(ds.column_names) == 1 else "text")
+        ds = ds.select_columns([column]).rename_column(column, "text") if column != "text" else ds.select_columns(["text"])
+    else:
+        ds = datasets.load_dataset("text", data_files=str(path), split="train")
+    # one batched pass drops blank lines and strips the rest (a batched map may return fewer rows)
+    return ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]},
+                  batched=True, desc="Dropping blank lines")
 
 
 def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None):

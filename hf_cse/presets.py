@@ -33,6 +33,9 @@ PRESETS: dict[str, dict] = {
                         "num_noise": 192, "lam": 1.0, "noise_std": 1.0, "dropout": 0.2},
     # Focal-InfoNCE (seed 000 Table 4/5: tau 0.07 BERT-base, m 0.3)
     "focal_infonce_bert": {**_COMMON, "method": "simcse", "loss": "focal_infonce", "temperature": 0.07, "m": 0.3},
+    # ImSimCSE (seed 003 §5.1: m 0.9, lambda 0.1, tau_DCL 5, lr 3e-5, bs 64)
+    "imsimcse_bert": {**_COMMON, "method": "imsimcse", "loss": "off_dropout_infonce", "temperature": 0.05,
+                      "m": 0.9, "off_dropout": True, "dcl_weight": 0.1, "dcl_temperature": 5.0},
     # Seed 002 baseline paradigm (App. A.3: bs 128, lr 1e-5, Linear head N(0, 6e-3))
     "paradigm_bert": {**_COMMON, "method": "simcse", "loss": "paradigm", "projector": "linear",
                       "per_device_train_batch_size": 128, "learning_rate": 1e-5,

@@ -10,9 +10,10 @@ from transformers import AutoConfig, AutoModel
 
 from .config import CSEConfig
 from .pooling import POOLERS, pool
+from .imsimcse import ImSimCSEConfig, ImSimCSEModel
 from .simcse import CSEOutput, CSEPreTrainedModel, SimCSEConfig, SimCSEModel
 
-METHODS: dict[str, type[CSEPreTrainedModel]] = {"simcse": SimCSEModel}
+METHODS: dict[str, type[CSEPreTrainedModel]] = {"simcse": SimCSEModel, "imsimcse": ImSimCSEModel}
 
 
 def _register(config_cls: type[CSEConfig], model_cls: type[CSEPreTrainedModel]) -> None:
@@ -45,6 +46,8 @@ __all__ = [
     "CSEConfig",
     "CSEOutput",
     "CSEPreTrainedModel",
+    "ImSimCSEConfig",
+    "ImSimCSEModel",
     "METHODS",
     "POOLERS",
     "SimCSEConfig",

@@ -20,14 +20,18 @@ class MLPProjector(nn.Module):
         return self.activation(self.dense(x))
 
 
-class LinearProjector(nn.Module):
-    """Seed 002's head: a single Linear(H, H), no activation, weight and bias drawn from N(0, 6e-3)."""
+class SmallInitLinear(nn.Linear):
+    """A Linear whose weight and bias are drawn from N(0, 6e-3) (seed 002's ``custom_param_init``)."""
 
     init_std = 6e-3
 
+
+class LinearProjector(nn.Module):
+    """Seed 002's head: a single Linear(H, H), no activation, weight and bias drawn from N(0, 6e-3)."""
+
     def __init__(self, hidden_size: int):
         super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.dense = SmallInitLinear(hidden_size, hidden_size)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dense(x)

@@ -13,7 +13,7 @@ from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from .config import CSEConfig
-from .heads import LinearProjector, build_projector
+from .heads import SmallInitLinear, build_projector
 from .pooling import needs_hidden_states, pool
 
 
@@ -88,11 +88,10 @@ class CSEPreTrainedModel(PreTrainedModel):
 
     def _init_weights(self, module: nn.Module) -> None:
         std = float(self.config.encoder_config.get("initializer_range", 0.02))
-        if isinstance(module, LinearProjector):
-            nn.init.normal_(module.dense.weight, std=module.init_std)  # seed 002's custom_param_init
-            nn.init.normal_(module.dense.bias, std=module.init_std)
-            module.dense._is_hf_initialized = True
-        elif isinstance(module, nn.Linear) and not getattr(module, "_is_hf_initialized", False):
+        if isinstance(module, SmallInitLinear):
+            nn.init.normal_(module.weight, std=module.init_std)
+            nn.init.normal_(module.bias, std=module.init_std)
+        elif isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, std=std)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)

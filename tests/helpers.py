@@ -1,0 +1,42 @@
+"""Small builders shared by the trainer tests."""
+
+from __future__ import annotations
+
+import random
+
+from transformers import AutoTokenizer, TrainingArguments
+
+from tiny_models import WORDS
+
+from hf_cse.data import TwoViewCollator, load_train_dataset, tokenize_dataset
+
+
+def random_sentences(n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct random word sequences over the tiny vocab (duplicates would be false negatives)."""
+    rng = random.Random(seed)
+    out: dict[str, None] = {}
+    while len(out) < n:
+        out[" ".join(rng.choices(WORDS, k=rng.randint(4, 12)))] = None
+    return list(out)
+
+
+def tiny_train_dataset(folder, sentences, tmp_path, repeat: int = 1):
+    """The toy sentences, plus distinct random ones so the data set has ``len(sentences) * repeat`` rows."""
+    rows = list(sentences) + random_sentences(len(sentences) * (repeat - 1))
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "train.txt"
+    path.write_text("\n".join(rows) + "\n")
+    tok = AutoTokenizer.from_pretrained(folder)
+    return tokenize_dataset(load_train_dataset(str(path)), tok, 32), tok
+
+
+def tiny_args(out, **overrides) -> TrainingArguments:
+    kwargs = dict(output_dir=str(out), per_device_train_batch_size=8, learning_rate=1e-3, max_steps=4,
+                  logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True,
+                  remove_unused_columns=False, seed=0, dataloader_drop_last=True)
+    kwargs.update(overrides)
+    return TrainingArguments(**kwargs)
+
+
+def collator(tok):
+    return TwoViewCollator(tok)

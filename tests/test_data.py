@@ -1,0 +1,64 @@
+"""Reading training text and building two-view batches; every bad input has its own message."""
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from hf_cse.data import DEMO_CORPUS, DataError, TwoViewCollator, check_enough_rows, load_train_dataset, read_sentences
+
+
+def test_txt_drops_blank_lines_and_strips(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("first sentence\n\n   \n  second one  \nthird\n")
+    assert read_sentences(path) == ["first sentence", "second one", "third"]
+
+
+def test_csv_column_and_missing_column(tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("id,sent\n1,hello world\n2,\n3,good bye\n")
+    assert read_sentences(path, "sent") == ["hello world", "good bye"]
+    with pytest.raises(DataError, match="no column 'text'.*--text_column"):
+        read_sentences(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        read_sentences(tmp_path / "nope.txt")
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_empty_file(tmp_path, content):
+    path = tmp_path / "empty.txt"
+    path.write_text(content)
+    with pytest.raises(DataError, match="contains no sentences"):
+        read_sentences(path)
+
+
+def test_non_utf8_names_the_line(tmp_path):
+    path = tmp_path / "latin.txt"
+    path.write_bytes("ok line\ncaf\xe9 au lait\n".encode("latin-1"))
+    with pytest.raises(DataError, match="line 2 is not valid UTF-8.*iconv"):
+        read_sentences(path)
+
+
+def test_too_few_rows_for_a_batch():
+    with pytest.raises(DataError, match="fewer than one global batch of 64"):
+        check_enough_rows(10, 64, "x.txt")
+    check_enough_rows(64, 64, "x.txt")
+
+
+def test_both_sources_rejected_and_demo_corpus_default():
+    with pytest.raises(DataError, match="either --train_file or --dataset_name"):
+        load_train_dataset("a.txt", "wiki")
+    ds = load_train_dataset()
+    assert DEMO_CORPUS.is_file() and len(ds) >= 1000
+    assert len(set(ds["text"])) == len(ds)  # duplicates would be false negatives
+
+
+def test_collator_repeats_each_sentence_as_two_views(tiny_bert_dir):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    feats = [dict(tok(s)) for s in ["the cat", "a dog runs fast in the park"]]
+    batch = TwoViewCollator(tok)(feats)
+    assert batch["input_ids"].shape[:2] == (2, 2)
+    assert torch.equal(batch["input_ids"][:, 0], batch["input_ids"][:, 1])
+    assert batch["attention_mask"][0, 0].sum() < batch["attention_mask"][1, 0].sum()  # dynamic padding

@@ -1,0 +1,112 @@
+"""SimCSE model: construction from an encoder, save/load round trip, views, poolers."""
+
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from hf_cse.models import METHODS, SimCSEModel, get_method, pool
+from hf_cse.models.config import CSEConfig
+from hf_cse.models.heads import LinearProjector
+
+
+def _batch(tokenizer, sentences, views=None):
+    enc = tokenizer(sentences, padding=True, return_tensors="pt")
+    if views:
+        return {k: v.unsqueeze(1).repeat(1, views, 1) for k, v in enc.items()}
+    return dict(enc)
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta", "distilbert"])
+def test_round_trip_gives_bit_identical_embeddings(kind, request, tmp_path, sentences):
+    folder = request.getfixturevalue(f"tiny_{kind}_dir")
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = SimCSEModel.from_encoder(str(folder)).eval()
+    model.save_pretrained(tmp_path / "m")
+    batch = _batch(tok, sentences[:5])
+    with torch.no_grad():
+        before = model.sentence_embedding(**batch)
+        for loaded in (AutoModel.from_pretrained(tmp_path / "m"), SimCSEModel.from_pretrained(tmp_path / "m")):
+            assert type(loaded) is SimCSEModel
+            after = loaded.eval().sentence_embedding(**batch)
+            assert torch.equal(before, after)
+            # the projector (used by pooler "cls") round-trips too
+            assert torch.equal(model.sentence_embedding(**batch, pooler="cls"),
+                               loaded.sentence_embedding(**batch, pooler="cls"))
+
+
+def test_from_encoder_keeps_pretrained_weights_and_test_pooler_is_raw_cls(tiny_bert_dir, sentences):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir)).eval()
+    plain = AutoModel.from_pretrained(tiny_bert_dir).eval()
+    batch = _batch(tok, sentences[:4])
+    with torch.no_grad():
+        raw_cls = plain(**batch).last_hidden_state[:, 0]
+        assert model.config.test_pooler == "cls_before_pooler"
+        assert torch.allclose(model.sentence_embedding(**batch), raw_cls, atol=1e-6)
+        with_mlp = model.sentence_embedding(**batch, pooler="cls")
+        assert torch.allclose(with_mlp, model.projector(raw_cls), atol=1e-6)
+        assert not torch.allclose(with_mlp, raw_cls)
+
+
+def test_two_views_come_from_one_forward_and_differ_only_by_dropout(tiny_bert_dir, sentences):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    batch = _batch(tok, sentences[:6], views=2)
+    calls = []
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir)).train()
+    hook = model.encoder.register_forward_hook(lambda m, args, kw, out: calls.append(kw["input_ids"].shape),
+                                               with_kwargs=True)
+    out = model(**batch)
+    hook.remove()
+    assert calls == [torch.Size([12, batch["input_ids"].shape[-1]])]  # ONE forward of 2N rows
+    assert not torch.allclose(out.embeddings["z1"], out.embeddings["z2"])
+
+    no_dropout = SimCSEModel.from_encoder(str(tiny_bert_dir), dropout=0.0).train()
+    out = no_dropout(**batch)
+    assert torch.allclose(out.embeddings["z1"], out.embeddings["z2"], atol=1e-6)
+
+
+def test_poolers_match_hand_computation(tiny_bert_dir, sentences):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    plain = AutoModel.from_pretrained(tiny_bert_dir).eval()
+    batch = _batch(tok, sentences[:4])
+    with torch.no_grad():
+        out = plain(**batch, output_hidden_states=True)
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    mean = lambda h: (h * mask).sum(1) / mask.sum(1)
+    hs = out.hidden_states
+    expected = {
+        "cls_before_pooler": hs[-1][:, 0],
+        "avg": mean(hs[-1]),
+        "avg_first_last": mean((hs[1] + hs[-1]) / 2),
+        "avg_top2": mean((hs[-2] + hs[-1]) / 2),
+    }
+    for name, want in expected.items():
+        got = pool(name, batch["attention_mask"], out.last_hidden_state, out.hidden_states)
+        assert torch.allclose(got, want, atol=1e-6), name
+    # padding must not leak into the mean
+    assert batch["attention_mask"].min() == 0
+
+
+def test_bad_pooler_projector_and_method_names_are_clear():
+    with pytest.raises(ValueError, match="Valid poolers"):
+        CSEConfig(pooler_type="max")
+    with pytest.raises(ValueError, match="Valid projectors"):
+        CSEConfig(projector="deep")
+    with pytest.raises(ValueError, match="Available methods"):
+        get_method("supcse")
+    assert {"simcse", "imsimcse"} <= set(METHODS)
+
+
+def test_linear_projector_uses_seed_002_init(tiny_bert_dir):
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), projector="linear")
+    assert isinstance(model.projector, LinearProjector)
+    std = model.projector.dense.weight.std().item()
+    assert 4e-3 < std < 8e-3
+    assert model.projector.dense.bias.abs().max() > 0  # bias drawn from N(0, 6e-3) as well, not zero
+
+
+def test_training_batch_must_have_views(tiny_bert_dir, sentences):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    with pytest.raises(ValueError, match="batch, views, length"):
+        model(**_batch(tok, sentences[:3]))

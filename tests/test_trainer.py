@@ -1,0 +1,81 @@
+"""ContrastiveTrainer: its loss, logging, optimisation, accumulation and resuming."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import collator, tiny_args, tiny_train_dataset
+
+from hf_cse.models import SimCSEModel
+from hf_cse.trainer import ContrastiveTrainer
+
+
+def _trainer(folder, sentences, tmp_path, model=None, repeat=1, **args):
+    ds, tok = tiny_train_dataset(folder, sentences, tmp_path, repeat)
+    torch.manual_seed(0)  # the projector's random init
+    model = model or SimCSEModel.from_encoder(str(folder))
+    return ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out", **args), train_dataset=ds,
+                              data_collator=collator(tok), processing_class=tok), ds, tok
+
+
+def test_trainer_loss_equals_hand_computed_infonce(tiny_bert_dir, sentences, tmp_path):
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), dropout=0.0, loss_kwargs={"temperature": 0.1})
+    trainer, ds, tok = _trainer(tiny_bert_dir, sentences, tmp_path, model=model)
+    batch = collator(tok)([ds[i] for i in range(8)])
+    model.train()
+    loss = trainer.compute_loss(model, batch)
+    with torch.no_grad():
+        _, z = model.two_view_embeddings(**batch)
+        cos = F.cosine_similarity(z[:, 0, None], z[None, :, 1], dim=-1) / 0.1
+        expected = F.cross_entropy(cos, torch.arange(8))
+    assert torch.allclose(loss, expected, atol=1e-6)
+
+
+def test_training_lowers_the_loss_and_logs_diagnostics(tiny_bert_dir, sentences, tmp_path):
+    trainer, *_ = _trainer(tiny_bert_dir, sentences, tmp_path, repeat=4, max_steps=24, learning_rate=2e-3)
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == 24
+    assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4
+    logged = trainer.state.log_history[0]
+    for key in ("pos_cos", "neg_cos", "gd_active", "hardest_weight", "contrastive_loss"):
+        assert key in logged, key
+    assert -1.0 <= logged["neg_cos"] <= logged["pos_cos"] <= 1.0
+
+
+def test_gradient_accumulation_runs_and_counts_optimizer_steps(tiny_bert_dir, sentences, tmp_path):
+    trainer, *_ = _trainer(tiny_bert_dir, sentences, tmp_path, repeat=4, max_steps=3,
+                           gradient_accumulation_steps=2, per_device_train_batch_size=4)
+    trainer.train()
+    assert trainer.state.global_step == 3
+    assert all(torch.isfinite(torch.tensor(h["loss"])) for h in trainer.state.log_history if "loss" in h)
+
+
+def test_resume_from_checkpoint_continues_the_same_run(tiny_bert_dir, sentences, tmp_path):
+    common = dict(repeat=4, max_steps=6, save_strategy="steps", save_steps=3)
+    full, *_ = _trainer(tiny_bert_dir, sentences, tmp_path / "a", **common)
+    full.train()
+    first, *_ = _trainer(tiny_bert_dir, sentences, tmp_path / "b", **common)
+    first.train()
+    ckpt = tmp_path / "b" / "out" / "checkpoint-3"
+    assert ckpt.is_dir()
+    resumed, *_ = _trainer(tiny_bert_dir, sentences, tmp_path / "b", **common)
+    resumed.train(resume_from_checkpoint=str(ckpt))
+    assert resumed.state.global_step == 6
+    steps = [h["step"] for h in resumed.state.log_history if "loss" in h]
+    assert steps[-3:] == [4, 5, 6]
+    # the resumed run ends where the uninterrupted one does
+    for (name, a), b in zip(full.model.named_parameters(), resumed.model.parameters()):
+        assert torch.allclose(a, b, atol=1e-5), name
+
+
+def test_drop_last_is_enforced_and_evaluate_needs_data(tiny_bert_dir, sentences, tmp_path):
+    trainer, *_ = _trainer(tiny_bert_dir, sentences, tmp_path, dataloader_drop_last=False)
+    assert trainer.args.dataloader_drop_last
+    with pytest.raises(ValueError, match="senteval_data_dir"):
+        trainer.evaluate()
+
+
+def test_incompatible_loss_and_off_dropout_are_rejected(tiny_bert_dir, sentences, tmp_path):
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), off_dropout=True)  # infonce ignores z_nodropout
+    with pytest.raises(ValueError, match="off_dropout_infonce"):
+        _trainer(tiny_bert_dir, sentences, tmp_path, model=model)
