@@ -108,9 +108,13 @@ def test_gs_infonce_closed_form_and_no_gradient_to_noise(monkeypatch):
     assert noise.grad is None, "gradient must not reach the noise vectors"
     s = F.normalize(z1, dim=-1) @ F.normalize(z2, dim=-1).T
     c = F.normalize(z1, dim=-1) @ F.normalize(noise, dim=-1).T
-    expected = (-s.diagonal() / tau + torch.log(torch.exp(s / tau).sum(1) + lam * torch.exp(c / tau).sum(1))).mean()
+    expected = (
+        -s.diagonal() / tau + torch.log(torch.exp(s / tau).sum(1) + lam * torch.exp(c / tau).sum(1))
+    ).mean()
     torch.testing.assert_close(out.loss, expected, rtol=1e-12, atol=1e-12)
-    share = (lam * torch.exp(c / tau).sum(1) / (torch.exp(s / tau).sum(1) + lam * torch.exp(c / tau).sum(1))).mean()
+    share = (
+        lam * torch.exp(c / tau).sum(1) / (torch.exp(s / tau).sum(1) + lam * torch.exp(c / tau).sum(1))
+    ).mean()
     assert out.metrics["noise_logit_share"] == pytest.approx(share.item(), rel=1e-9)
 
 
@@ -143,7 +147,9 @@ def test_focal_infonce_value_equals_eq2():
         num = math.exp(s[i, i].item() ** 2 / tau)
         den = num + sum(math.exp(s[i, j].item() * (s[i, j].item() + m) / tau) for j in range(5) if j != i)
         expected += -math.log(num / den) / 5
-    assert build_loss("focal_infonce", temperature=tau, m=m)(z1, z2).loss.item() == pytest.approx(expected, rel=1e-10)
+    assert build_loss("focal_infonce", temperature=tau, m=m)(z1, z2).loss.item() == pytest.approx(
+        expected, rel=1e-10
+    )
 
 
 def test_focal_infonce_gradients_are_the_true_ones_not_printed_eq4():
@@ -192,9 +198,11 @@ def test_off_dropout_code_and_paper_forms_equal_only_at_m1():
     z1, z2 = _xy(n=6)
     zbar = z1 + 0.05
     code = lambda m: build_loss("off_dropout_infonce", m=m)(z1, z2, z_nodropout=zbar).loss  # noqa: E731
-    paper = lambda m: build_loss("off_dropout_infonce", m=m, m_placement="negative_sum")(  # noqa: E731
-        z1, z2, z_nodropout=zbar
-    ).loss
+    paper = lambda m: (
+        build_loss("off_dropout_infonce", m=m, m_placement="negative_sum")(  # noqa: E731
+            z1, z2, z_nodropout=zbar
+        ).loss
+    )
     torch.testing.assert_close(code(1.0), paper(1.0), rtol=1e-12, atol=1e-12)
     assert abs(code(0.9).item() - paper(0.9).item()) > 1e-3
 
@@ -203,7 +211,9 @@ def test_off_dropout_code_and_paper_forms_equal_only_at_m1():
 def test_off_dropout_closed_form_and_gradients(placement):
     n, tau, m = 5, 0.05, 0.9
     z1, z2, zbar = unit_leaf(n, 6, 6), unit_leaf(n, 6, 7), unit_leaf(n, 6, 8)
-    out = build_loss("off_dropout_infonce", temperature=tau, m=m, m_placement=placement)(z1, z2, z_nodropout=zbar)
+    out = build_loss("off_dropout_infonce", temperature=tau, m=m, m_placement=placement)(
+        z1, z2, z_nodropout=zbar
+    )
     out.loss.backward()
     pos = (z1 * z2).sum(-1).detach() / tau
     sbar = (zbar @ zbar.T).detach() / tau
@@ -219,7 +229,9 @@ def test_off_dropout_closed_form_and_gradients(placement):
         dpos = -(1 - p_pos)
     torch.testing.assert_close(out.loss, ell.mean(), rtol=1e-12, atol=1e-12)
     # z1 only enters through the positive: grad = dpos / tau * P(z2_i) / N
-    torch.testing.assert_close(z1.grad, tangent(z1.detach(), dpos[:, None] / tau * z2.detach()) / n, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(
+        z1.grad, tangent(z1.detach(), dpos[:, None] / tau * z2.detach()) / n, rtol=1e-9, atol=1e-12
+    )
     assert zbar.grad is not None and zbar.grad.abs().sum() > 1e-6, "gradient must reach z_nodropout"
 
 

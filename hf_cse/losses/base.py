@@ -76,7 +76,7 @@ def unit(z: torch.Tensor) -> torch.Tensor:
 
 
 def cosine_matrix(z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
-    """``S[i, j] = cos(z1_i, z2_j)`` in at least fp32 (logits of low-precision inputs lose too much otherwise)."""
+    """``S[i, j] = cos(z1_i, z2_j)`` in at least fp32 (low-precision logits lose too much otherwise)."""
     return unit(z1) @ unit(z2).T
 
 
@@ -120,13 +120,23 @@ def batch_diagnostics(
 
 def check_positive(loss_name: str, param: str, value: float) -> None:
     """``value`` must be a finite number > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise ValueError(f"{loss_name}: {param} must be a finite number > 0, got {value!r}.")
 
 
 def check_non_negative(loss_name: str, param: str, value: float) -> None:
     """``value`` must be a finite number >= 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ValueError(f"{loss_name}: {param} must be a finite number >= 0, got {value!r}.")
 
 
@@ -177,7 +187,8 @@ class ContrastiveLoss(nn.Module):
             _check_tensor(extra[k], k, self.name)
             if extra[k].shape != z1.shape:
                 raise ValueError(
-                    f"{self.name}: {k} must have the shape of z1 {tuple(z1.shape)}, got {tuple(extra[k].shape)}."
+                    f"{self.name}: {k} must have the shape of z1 {tuple(z1.shape)}, "
+                    f"got {tuple(extra[k].shape)}."
                 )
             _check_finite(extra[k], k, self.name)
         loss, metrics = self.compute(z1, z2, **extra)

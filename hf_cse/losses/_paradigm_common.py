@@ -1,0 +1,140 @@
+"""Helpers shared by the seed-002 family (paradigm, ArcCon, MPT/MET, original and modified objectives).
+
+Notation of seed 002 (Li, Zhang & Nie): ``h = normalize(z1)`` are the anchors, ``h' = normalize(z2)`` the
+other view; ``S = h h'^T``; the unified gradient paradigm (eq. 4) is
+
+    dL_i/dh_i = GD_i * sum_{j != i} W_ij (h'_j - R_i h'_i)
+
+and eq. 5 is a surrogate loss whose gradient w.r.t. h_i is eq. 4 when GD, W, R carry no gradient.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .base import ContrastiveLoss, check_bool, check_choice, check_finite, eye_mask, unit
+
+GD_REFERENCES = ("cross", "self")
+#: clamp of squared unit-vector distances before sqrt (UnderstandingCSE code uses 1e-4): d >= 0.01, so
+#: d/dx sqrt stays finite for identical views or duplicate sentences.
+DIST_EPS = 1e-4
+
+
+def as_ratio(ratio: float | torch.Tensor) -> float | torch.Tensor:
+    """Broadcast a per-anchor ratio (N,) against (N, N) matrices; scalars and (N, N) pass through."""
+    if isinstance(ratio, torch.Tensor) and ratio.dim() == 1:
+        return ratio[:, None]
+    return ratio
+
+
+@torch.no_grad()
+def gd_mask(h: torch.Tensor, hp: torch.Tensor, m: float, reference: str = "cross") -> torch.Tensor:
+    """Seed 002's gradient dissipation indicator ``d_i`` (bool, no gradient).
+
+    * ``"cross"`` (paper eq. 5 / App. E): ``h_i.h'_i - max_{k!=i} h_i.h'_k < m``.
+    * ``"self"`` (authors' code for mMHE/mMHS/mB/mV): ``1 - max_{k!=i} h_i.h_k < m`` (the anchor's own
+      view, positive similarity replaced by 1).
+    """
+    n = h.shape[0]
+    eye = eye_mask(n, h.device)
+    if reference == "cross":
+        s = h @ hp.T
+        pos = s.diagonal()
+    elif reference == "self":
+        s = h @ h.T
+        pos = torch.ones(n, dtype=s.dtype, device=s.device)
+    else:  # pragma: no cover - constructors validate
+        raise ValueError(f"unknown gd_reference {reference!r}; valid: {GD_REFERENCES}")
+    hardest = s.masked_fill(eye, float("-inf")).amax(dim=1)
+    return pos - hardest < m
+
+
+def gate_rows(h: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+    """Stop the gradient of the rows whose anchor is inactive (seed 002 App. E's way of applying d_i)."""
+    return torch.where(active[:, None], h, h.detach())
+
+
+@torch.no_grad()
+def softmax_negative_weights(s: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``W_ij = e^{s_ij/tau} / sum_{k!=i} e^{s_ik/tau}`` for j != i, ``W_ii = 0`` (no gradient)."""
+    eye = eye_mask(s.shape[0], s.device)
+    return torch.softmax(s.masked_fill(eye, float("-inf")) / temperature, dim=1)
+
+
+@torch.no_grad()
+def hardest_negative_weights(s: torch.Tensor) -> torch.Tensor:
+    """One-hot weights on each row's hardest negative ``argmax_{k!=i} s_ik`` (no gradient)."""
+    eye = eye_mask(s.shape[0], s.device)
+    j = s.masked_fill(eye, float("-inf")).argmax(dim=1)
+    return torch.nn.functional.one_hot(j, s.shape[1]).to(s.dtype)
+
+
+def paradigm_surrogate(
+    h: torch.Tensor,
+    hp: torch.Tensor,
+    gd: torch.Tensor,
+    weights: torch.Tensor,
+    ratio: float | torch.Tensor,
+) -> torch.Tensor:
+    """Seed 002 eq. 5 averaged over anchors: ``mean_i GD_i sum_{j!=i} W_ij (h_i.h'_j - R_i h_i.h'_i)``.
+
+    ``gd`` (N,), ``weights`` (N, N) with a zero diagonal and ``ratio`` (scalar, (N,) or (N, N)) must not
+    require gradient; ``h``/``hp`` are unit vectors. Its gradient w.r.t. ``h_i`` is eq. 4 divided by N.
+    Any GD/W/R of seed 002 Table 1 can be plugged in (see the tests).
+    """
+    s = h @ hp.T
+    target = s - as_ratio(ratio) * s.diagonal()[:, None]
+    return (gd.to(s.dtype)[:, None] * weights * target).sum(dim=1).mean()
+
+
+def unit_distance(s: torch.Tensor, eps: float = DIST_EPS) -> torch.Tensor:
+    """``||a - b|| = sqrt(2 - 2 a.b)`` for unit vectors, clamped at ``sqrt(eps)`` (no NaN/inf gradient)."""
+    return torch.sqrt((2 - 2 * s).clamp_min(eps))
+
+
+class ModifiedObjective(ContrastiveLoss):
+    """Shared driver of seed 002's modified objectives (mMHE, mMHS, mB, mV; App. E, Table 2 lower).
+
+    Subclasses implement ``direction(a, b)``: the batch loss with the rows of ``a`` as anchors (already
+    GD-gated: inactive rows detached) and ``b`` as the other view. ``symmetric=False`` is the paper's
+    one-directional form (anchors = view 1, ``b`` = view 2 as is); ``symmetric=True`` is the authors'
+    code: both views are anchors, each view gated by its own GD, loss = direction(h, h') + direction(h', h).
+    """
+
+    def __init__(self, m: float, r: float, symmetric: bool, gd_reference: str):
+        super().__init__()
+        check_finite(self.name, "m", m)
+        check_finite(self.name, "r", r)
+        check_bool(self.name, "symmetric", symmetric)
+        check_choice(self.name, "gd_reference", gd_reference, GD_REFERENCES)
+        self.m = m
+        self.r = r
+        self.symmetric = symmetric
+        self.gd_reference = gd_reference
+
+    def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor):
+        h, hp = unit(z1), unit(z2)
+        d1 = gd_mask(h, hp, self.m, self.gd_reference)
+        if not self.symmetric:
+            loss = self.direction(gate_rows(h, d1), hp)
+            return loss, {"active_share": d1.float().mean().item()}
+        d2 = gd_mask(hp, h, self.m, self.gd_reference)
+        hg, hpg = gate_rows(h, d1), gate_rows(hp, d2)
+        loss = self.direction(hg, hpg) + self.direction(hpg, hg)
+        return loss, {"active_share": 0.5 * (d1.float().mean() + d2.float().mean()).item()}
+
+    def paradigm_ratio(self, z1, z2):
+        return self.r  # static ratio (Table 2 lower); with symmetric=True the effective pull is ~2r
+
+
+def off_diagonal_log_weights(s: torch.Tensor, temperature: float, norm: str) -> torch.Tensor:
+    """log of ``e^{s_ij/tau}`` normalised over all off-diagonal pairs (``"global"``) or per row
+    (``"per_anchor"``), ``-inf`` on the diagonal; no gradient."""
+    s = s.detach() / temperature
+    s = s.masked_fill(eye_mask(s.shape[0], s.device), float("-inf"))
+    if norm == "global":
+        return s - torch.logsumexp(s.flatten(), dim=0)
+    return s - torch.logsumexp(s, dim=1, keepdim=True)

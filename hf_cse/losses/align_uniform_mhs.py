@@ -1,0 +1,73 @@
+"""Alignment + MHS uniformity (maximum hyperspherical separation) as analysed in seed 002 §4."""
+
+from __future__ import annotations
+
+import torch
+
+from ._paradigm_common import DIST_EPS, unit_distance
+from .base import ContrastiveLoss, check_choice, check_non_negative, eye_mask, unit
+from .registry import register_loss
+
+VARIANTS = ("paper", "code")
+
+
+@register_loss("align_uniform_mhs")
+class AlignUniformMHSLoss(ContrastiveLoss):
+    r"""``L^a + nu * (1/N) sum_i L_i^{u,MHS}`` (seed 002 §4, gradients eq. 7 and 9; spec §12.1).
+
+    .. math::
+        L^a = \frac1N \sum_i \|h_i - h'_i\|^2, \qquad L_i^{u,MHS} = -\min_{j\ne i} \|h_i - h_j\|
+
+    with unit ``h = z1/|z1|`` (nearest neighbour within view 1; gradient reaches both the anchor and
+    its neighbour), ``h' = z2/|z2|``. Per anchor (eq. 9): ``dL_i^u/dh_i = h_j / ||h_i - h_j||``
+    (tangentially). Paradigm (Table 2): GD = 1, ``W = nu/||h_i - h_j||`` on the nearest neighbour,
+    ``R_i = 2 ||h_i - h_j|| / (nu N)`` (``metrics["ratio"]``). Distances are ``sqrt(2 - 2 cos)`` with
+    ``2 - 2 cos`` clamped at 1e-4 (duplicate sentences give distance 0).
+
+    ``variant="paper"`` (default) is the printed objective. ``variant="code"`` is the authors' code
+    (UnderstandingCSE ``mhs``, which produced seed 002's "ori MHS" numbers): nearest neighbours are taken
+    in the *other*, detached view, ``d = sqrt(||h_i - sg(h'_j)||^2 + 1e-4)``, for both views:
+    ``mean_i ||h_i - h'_i||^2 + nu (mean_i u0_i + mean_i u1_i)``.
+
+    Args:
+        nu: uniformity weight nu^u (1, the authors' scripts).
+        variant: ``"paper"`` or ``"code"``.
+
+    Example::
+
+        out = build_loss("align_uniform_mhs", nu=1.0)(z1, z2)
+    """
+
+    def __init__(self, nu: float = 1.0, variant: str = "paper"):
+        super().__init__()
+        check_non_negative("align_uniform_mhs", "nu", nu)
+        check_choice("align_uniform_mhs", "variant", variant, VARIANTS)
+        self.nu = nu
+        self.variant = variant
+
+    @staticmethod
+    def _code_nearest(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        d = torch.sqrt((2 - 2 * (a @ b.detach().T)).clamp_min(0) + DIST_EPS)
+        return d.masked_fill(eye_mask(d.shape[0], d.device), float("inf")).amin(dim=1)
+
+    def _nearest(self, h: torch.Tensor, hp: torch.Tensor) -> torch.Tensor:
+        if self.variant == "paper":
+            d = unit_distance(h @ h.T, DIST_EPS)
+            return d.masked_fill(eye_mask(d.shape[0], d.device), float("inf")).amin(dim=1)
+        return self._code_nearest(h, hp)
+
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor):
+        h, hp = unit(z1), unit(z2)
+        align = (2 - 2 * (h * hp).sum(-1)).mean()
+        uniform = -self._nearest(h, hp).mean()
+        if self.variant == "code":
+            uniform = uniform - self._code_nearest(hp, h).mean()
+        loss = align + self.nu * uniform
+        return loss, {"alignment": align.item(), "uniformity": uniform.item()}
+
+    @torch.no_grad()
+    def paradigm_ratio(self, z1, z2):
+        if self.nu == 0:
+            return None
+        h, hp = unit(z1), unit(z2)
+        return (2 * self._nearest(h, hp) / (self.nu * h.shape[0])).mean().item()

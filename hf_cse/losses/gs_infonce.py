@@ -1,0 +1,94 @@
+"""GS-InfoNCE: InfoNCE with Gaussian-noise negatives (Wu et al., COLING 2022; seed 004)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .base import ContrastiveLoss, check_non_negative, check_positive, compute_dtype, cosine_matrix, unit
+from .registry import register_loss
+
+
+@register_loss("gs_infonce")
+class GSInfoNCELoss(ContrastiveLoss):
+    r"""InfoNCE whose denominator also holds M random Gaussian vectors (seed 004 eq. 5).
+
+    .. math::
+        \ell_i = -\log \frac{e^{s_{ii}/\tau}}
+            {\sum_{j=1}^{N} e^{s_{ij}/\tau} + \lambda \sum_{k=1}^{M} e^{\cos(z^1_i, g_k)/\tau}},
+        \qquad g_k \sim \mathcal N(0, \sigma^2 I_D), \qquad L = \frac1N\sum_i \ell_i
+
+    with ``s_ij = cos(z1_i, z2_j)``. Implemented as extra logit columns ``cos(z1_i, g_k)/tau + log(lam)``
+    appended to the InfoNCE logits (the paper's listing 1 = the authors' code).
+
+    * The noise is drawn fresh at every call (every step and every gradient-accumulation micro-step), is
+      shared by all anchors, is compared with ``z1`` (view 1) only and never receives gradient.
+    * ``lam = 0`` or ``num_noise = 0`` drop the noise columns: the loss is then exactly ``infonce``.
+    * With mean 0 the loss does not depend on ``noise_std`` (``cos(z, c g) = cos(z, g)``); the per-model
+      ``random_std`` of the authors' scripts (0.5/0.1) only changes the RNG stream. Default 1 = the paper.
+
+    Where the authors' code differs from the paper: the code has no lambda (= 1, the paper's value),
+    uses ``M = 192`` fixed (= 3 x 64, the paper's 3 x batch size) and ``N(0, 0.5^2)`` / ``N(0, 0.1^2)``
+    (irrelevant, see above). Paper eq. 5 writes the in-batch term as ``sim(h_j, h_i)``; the code (followed
+    here) uses ``cos(z1_i, z2_j)`` exactly as SimCSE. (Eq. 2 of the paper has a typo ``sim * tau``.)
+
+    Args:
+        temperature: tau (0.05 as SimCSE).
+        num_noise: M, the number of noise vectors; ``None`` = 3 x the number of rows the loss receives
+            (3 x batch size, the paper's setting; in multi-process training the gathered batch).
+        lam: lambda, weight of the noise terms in the denominator (paper 1).
+        noise_std: sigma of the Gaussian (paper 1); no effect on the loss value (see above).
+
+    The noise is drawn with ``self.generator`` (a ``torch.Generator``, default ``None`` = torch's global
+    RNG of the embedding's device), so seeding torch seeds the noise.
+
+    Metrics: ``noise_logit_share`` = mean softmax mass the anchors put on the noise columns.
+
+    Example::
+
+        loss_fn = build_loss("gs_infonce", temperature=0.05)       # M = 3 x batch size, lambda = 1
+        out = loss_fn(z1, z2)
+    """
+
+    def __init__(
+        self,
+        temperature: float = 0.05,
+        num_noise: int | None = None,
+        lam: float = 1.0,
+        noise_std: float = 1.0,
+    ):
+        super().__init__()
+        check_positive("gs_infonce", "temperature", temperature)
+        if num_noise is not None and (
+            isinstance(num_noise, bool) or not isinstance(num_noise, int) or num_noise < 0
+        ):
+            raise ValueError(f"gs_infonce: num_noise must be None or an integer >= 0, got {num_noise!r}.")
+        check_non_negative("gs_infonce", "lam", lam)
+        check_positive("gs_infonce", "noise_std", noise_std)
+        self.temperature = temperature
+        self.num_noise = num_noise
+        self.lam = lam
+        self.noise_std = noise_std
+        self.generator: torch.Generator | None = None
+
+    def sample_noise(self, num: int, dim: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """``num`` vectors from N(0, noise_std^2 I_dim) (override or monkeypatch to control the noise)."""
+        gen_device = self.generator.device if self.generator is not None else device
+        g = torch.randn(num, dim, generator=self.generator, device=gen_device, dtype=dtype)
+        return (g * self.noise_std).to(device)
+
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor):
+        n, d = z1.shape
+        logits = cosine_matrix(z1, z2) / self.temperature
+        num = 3 * n if self.num_noise is None else self.num_noise
+        metrics: dict[str, float] = {}
+        if num > 0 and self.lam > 0:
+            g = self.sample_noise(num, d, z1.device, compute_dtype(z1)).detach()  # no gradient to the noise
+            noise = unit(z1) @ unit(g).T / self.temperature + math.log(self.lam)
+            logits = torch.cat([logits, noise], dim=1)
+            with torch.no_grad():
+                metrics["noise_logit_share"] = torch.softmax(logits, dim=1)[:, n:].sum(1).mean().item()
+        labels = torch.arange(n, device=logits.device)
+        return F.cross_entropy(logits, labels), metrics
