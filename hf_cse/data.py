@@ -52,6 +52,12 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
     return sentences
 
 
+def _only_text_column(ds, column: str):
+    """Keep one column, named ``text``."""
+    ds = ds.select_columns([column])
+    return ds.rename_column(column, "text") if column != "text" else ds
+
+
 def load_train_dataset(
     train_file: str | None = None,
     dataset_name: str | None = None,
@@ -70,7 +76,7 @@ def load_train_dataset(
         if column not in ds.column_names:
             raise DataError(f"data set {dataset_name} has no column {column!r}; columns: {ds.column_names}. "
                             "Pass --text_column NAME.")
-        ds = ds.select_columns([column]).rename_column(column, "text") if column != "text" else ds.select_columns(["text"])
+        ds = _only_text_column(ds, column)
         ds = ds.filter(lambda ex: bool(ex["text"] and ex["text"].strip()))
         if len(ds) == 0:
             raise DataError(f"data set {dataset_name} has no non-empty {column!r} rows in split {split!r}.")
@@ -82,7 +88,7 @@ def load_train_dataset(
         ds = datasets.load_dataset("csv", data_files=str(path), split="train",
                                    delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
         column = text_column or (ds.column_names[0] if len(ds.column_names) == 1 else "text")
-        ds = ds.select_columns([column]).rename_column(column, "text") if column != "text" else ds.select_columns(["text"])
+        ds = _only_text_column(ds, column)
     else:
         ds = datasets.load_dataset("text", data_files=str(path), split="train")
     # one batched pass drops blank lines and strips the rest (a batched map may return fewer rows)

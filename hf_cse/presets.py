@@ -36,6 +36,15 @@ PRESETS: dict[str, dict] = {
     # ImSimCSE (seed 003 §5.1: m 0.9, lambda 0.1, tau_DCL 5, lr 3e-5, bs 64)
     "imsimcse_bert": {**_COMMON, "method": "imsimcse", "loss": "off_dropout_infonce", "temperature": 0.05,
                       "m": 0.9, "off_dropout": True, "dcl_weight": 0.1, "dcl_temperature": 5.0},
+    # DiffCSE (seed 001 Table 12 = run_diffcse.sh: lr 7e-6, mask 0.30, lambda 0.005, 2 epochs, bs 64, BatchNorm
+    # projector; generator distilbert-base-uncased, a Hub download -- --generator_name_or_path unigram works offline)
+    "diffcse_bert": {**_COMMON, "method": "diffcse", "loss": "infonce", "temperature": 0.05, "projector": "batchnorm",
+                     "learning_rate": 7e-6, "num_train_epochs": 2, "masking_ratio": 0.30, "lambda_rtd": 0.005,
+                     "generator_name_or_path": "distilbert-base-uncased"},
+    # DiffCSE RoBERTa-base (Table 12: lr 1e-5, mask 0.20, lambda 0.005; generator distilroberta-base)
+    "diffcse_roberta": {**_COMMON, "method": "diffcse", "loss": "infonce", "temperature": 0.05,
+                        "projector": "batchnorm", "learning_rate": 1e-5, "num_train_epochs": 2, "masking_ratio": 0.20,
+                        "lambda_rtd": 0.005, "generator_name_or_path": "distilroberta-base"},
     # Seed 002 baseline paradigm (App. A.3: bs 128, lr 1e-5, Linear head N(0, 6e-3))
     "paradigm_bert": {**_COMMON, "method": "simcse", "loss": "paradigm", "projector": "linear",
                       "per_device_train_batch_size": 128, "learning_rate": 1e-5,

@@ -55,7 +55,8 @@ def make_tiny_encoder(folder: Path, kind: str = "bert", hidden: int = 32, layers
     elif kind == "roberta":
         model = RobertaModel(RobertaConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
                                            intermediate_size=2 * hidden, pad_token_id=0, bos_token_id=2,
-                                           eos_token_id=3, type_vocab_size=1, **{**common, "max_position_embeddings": 80}))
+                                           eos_token_id=3, type_vocab_size=1, vocab_size=vocab,
+                                           max_position_embeddings=80))
     elif kind == "distilbert":
         model = DistilBertModel(DistilBertConfig(dim=hidden, n_layers=layers, n_heads=2, hidden_dim=2 * hidden,
                                                  pad_token_id=0, **common))

@@ -9,11 +9,16 @@ from __future__ import annotations
 from transformers import AutoConfig, AutoModel
 
 from .config import CSEConfig
-from .pooling import POOLERS, pool
+from .diffcse import DiffCSEConfig, DiffCSEModel
 from .imsimcse import ImSimCSEConfig, ImSimCSEModel
+from .pooling import POOLERS, pool
 from .simcse import CSEOutput, CSEPreTrainedModel, SimCSEConfig, SimCSEModel
 
-METHODS: dict[str, type[CSEPreTrainedModel]] = {"simcse": SimCSEModel, "imsimcse": ImSimCSEModel}
+METHODS: dict[str, type[CSEPreTrainedModel]] = {
+    "simcse": SimCSEModel,
+    "imsimcse": ImSimCSEModel,
+    "diffcse": DiffCSEModel,
+}
 
 
 def _register(config_cls: type[CSEConfig], model_cls: type[CSEPreTrainedModel]) -> None:
@@ -46,6 +51,8 @@ __all__ = [
     "CSEConfig",
     "CSEOutput",
     "CSEPreTrainedModel",
+    "DiffCSEConfig",
+    "DiffCSEModel",
     "ImSimCSEConfig",
     "ImSimCSEModel",
     "METHODS",

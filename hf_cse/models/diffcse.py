@@ -1,0 +1,294 @@
+"""DiffCSE (Chuang et al., NAACL 2022; seed 001, spec §4): contrastive learning + conditional ELECTRA.
+
+    L = L_contrast + lambda * L_RTD
+
+* L_contrast: any registry loss on the two dropout views, computed by the trainer exactly as for SimCSE
+  (this model reuses :meth:`CSEPreTrainedModel.forward`, so off-dropout / DCL / Focal switches keep working).
+* L_RTD: a frozen generator G fills a randomly edited copy x' of each of the 2B rows (x'' = G(x')); the
+  discriminator D (a second encoder, initialised from the encoder's checkpoint) predicts for every token of
+  x'' whether it was replaced, conditioned on the sentence vector h of the same row: h REPLACES D's
+  position-0 embedding output (after word/position embeddings and LayerNorm, before layer 1; a forward hook on
+  ``discriminator.embeddings``, the modern form of the authors' patched ``cls_input``). h is the projector
+  output -- the tensor the contrastive loss sees (BatchNorm projector of App. A by default) -- so the RTD
+  gradient reaches the encoder f only through h. At test time only f is used (``model.encoder`` +
+  ``config.test_pooler`` = raw [CLS]).
+
+L_RTD is computed per process: it is a per-token classification with no negatives, so the local mean is the
+right estimate and DDP's gradient averaging combines processes (only the contrastive embeddings are gathered).
+
+Generators (``hf_cse.models.generators``) are attached with :meth:`DiffCSEModel.attach_generator` after the
+model is built; they are never parameters of the model and never saved with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoModel
+
+from ..masking import EDIT_OPERATIONS
+from .config import CSEConfig
+from .generators import GENERATOR_FILLS, UNIGRAM, Generator, GeneratorError, load_generator
+from .simcse import CSEOutput, CSEPreTrainedModel
+
+RTD_REDUCTIONS = ("mean", "sum")
+DISCRIMINATOR_INITS = ("encoder", "random")
+
+
+class DiffCSEConfig(CSEConfig):
+    r"""Configuration of :class:`DiffCSEModel` (CSEConfig fields plus the RTD task).
+
+    Args:
+        projector: default ``"batchnorm"`` (App. A ``ProjectionMLP``); ``"mlp"`` is Table 5's "w/o BN".
+        lambda_rtd: weight lambda of L_RTD (paper STS setting 0.005; transfer 0.05).
+        masking_ratio: share of tokens edited (0.30 BERT, 0.20 RoBERTa; Table 7).
+        edit_operation: ``"replace"`` (the paper's), ``"insert"`` or ``"delete"`` (Table 4); see ``hf_cse.masking``.
+        generator_name_or_path: the generator used for training (a record; the generator itself is attached with
+            ``model.attach_generator``): a masked LM (paper: ``distilbert-base-uncased``) or ``"unigram"``.
+        generator_sampling: sample from the generator instead of argmax (paper text: sampling; code: argmax).
+        generator_train_mode: run the generator with dropout on (authors' code, spec §17 #4); default off.
+        generator_fill: ``"all"`` = the generator's token at every position (authors' code), ``"masked"`` = only
+            at [MASK] positions (ELECTRA). Insert always fills the inserted tokens only.
+        rtd_reduction: ``"mean"`` over all 2B*L positions incl. [CLS] and padding (authors' code; lambda was tuned
+            for it) or ``"sum"`` (the paper's formula).
+        rtd_ignore_pad: leave padding positions out of L_RTD (paper: sum over real tokens = sum + ignore_pad).
+        discriminator_init: ``"encoder"`` = same pretrained checkpoint as the encoder (paper), ``"random"``.
+    """
+
+    model_type = "hf_cse_diffcse"
+    method = "diffcse"
+
+    projector: str = "batchnorm"
+    lambda_rtd: float = 0.005
+    masking_ratio: float = 0.30
+    edit_operation: str = "replace"
+    generator_name_or_path: str | None = None
+    generator_sampling: bool = False
+    generator_train_mode: bool = False
+    generator_fill: str = "all"
+    rtd_reduction: str = "mean"
+    rtd_ignore_pad: bool = False
+    discriminator_init: str = "encoder"
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        choices = {"edit_operation": EDIT_OPERATIONS, "generator_fill": GENERATOR_FILLS,
+                   "rtd_reduction": RTD_REDUCTIONS, "discriminator_init": DISCRIMINATOR_INITS}
+        for name, valid in choices.items():
+            if getattr(self, name) not in valid:
+                raise ValueError(f"DiffCSE: unknown {name} {getattr(self, name)!r}. Valid: {', '.join(valid)}.")
+        if not self.lambda_rtd >= 0:
+            raise ValueError(f"DiffCSE: lambda_rtd must be >= 0, got {self.lambda_rtd}.")
+        if not 0.0 <= self.masking_ratio <= 1.0:
+            raise ValueError(f"DiffCSE: masking_ratio must be in [0, 1], got {self.masking_ratio}.")
+
+
+@dataclass
+class RTDOutput:
+    """The discriminator's result on one batch (all tensors over the flattened 2B rows)."""
+
+    loss: torch.Tensor  # unweighted L_RTD
+    logits: torch.Tensor  # (2B, L', 2)
+    labels: torch.Tensor  # (2B, L'), 1 = replaced
+    attention_mask: torch.Tensor  # (2B, L')
+    metrics: dict[str, float]
+
+
+def _build_encoder(cfg) -> nn.Module:
+    try:
+        return AutoModel.from_config(cfg, add_pooling_layer=False)
+    except TypeError:  # DistilBERT and others have no pooler argument
+        return AutoModel.from_config(cfg)
+
+
+class DiffCSEModel(CSEPreTrainedModel):
+    """DiffCSE: encoder + projector (contrastive views) + conditional discriminator + RTD head.
+
+    Example::
+
+        model = DiffCSEModel.from_encoder("bert-base-uncased", loss_kwargs={"temperature": 0.05})
+        model.attach_generator("distilbert-base-uncased", tokenizer)   # or "unigram" (no weights)
+        trainer = ContrastiveTrainer(model=model, data_collator=DiffCSEModel.collator(tokenizer, model.config), ...)
+    """
+
+    config_class = DiffCSEConfig
+
+    def __init__(self, config: DiffCSEConfig):
+        super().__init__(config)
+        self.discriminator = _build_encoder(config.build_encoder_config())
+        self.rtd_head = nn.Linear(config.hidden_size, 2)  # ELECTRA head: replaced vs original
+        if not hasattr(self.discriminator, "embeddings"):
+            raise ValueError(f"DiffCSE needs a discriminator with an `embeddings` module to condition on h; "
+                             f"{type(self.discriminator).__name__} has none.")
+        self._generator: Generator | None = None  # plain attribute: not a parameter, not saved
+        self._rtd_condition: torch.Tensor | None = None
+        self.discriminator.embeddings.register_forward_hook(self._condition_on_h)
+        self.post_init()  # initialises only the new modules (the others are flagged initialised)
+
+    @classmethod
+    def from_encoder(cls, name_or_path: str, **config_kwargs: Any) -> "DiffCSEModel":
+        """As :meth:`CSEPreTrainedModel.from_encoder`; the discriminator starts from the same checkpoint
+        (``discriminator_init="encoder"``, the paper) or stays randomly initialised (``"random"``)."""
+        model = super().from_encoder(name_or_path, **config_kwargs)
+        if model.config.discriminator_init == "encoder":
+            missing, unexpected = model.discriminator.load_state_dict(model.encoder.state_dict(), strict=False)
+            if unexpected or [k for k in missing if "pooler" not in k]:
+                raise RuntimeError(f"discriminator weights did not match: missing {missing}, unexpected {unexpected}")
+        return model
+
+    @classmethod
+    def collator(cls, tokenizer, config: DiffCSEConfig):
+        """Two views plus an edited copy of every row (``hf_cse.masking.DiffCSECollator``)."""
+        from ..masking import DiffCSECollator
+
+        return DiffCSECollator(tokenizer, masking_ratio=config.masking_ratio, edit_operation=config.edit_operation)
+
+    # ----------------------------------------------------------------- generator
+    @property
+    def generator(self) -> Generator | None:
+        """The attached (frozen, unsaved) generator, or None."""
+        return self._generator
+
+    def attach_generator(self, generator=None, tokenizer=None, train_token_ids=None) -> Generator:
+        """Load (or take) the generator and keep it outside the model's parameters and checkpoints.
+
+        ``generator``: ``"unigram"``, a masked-LM folder / Hub id, an ``AutoModelForMaskedLM`` module, or a ready
+        generator object with ``fill``; None = ``config.generator_name_or_path``. ``tokenizer``: the encoder's
+        tokenizer (loaded from ``config.base_encoder`` when omitted). ``train_token_ids``: token-id sequences of the
+        training set for the unigram counts (uniform over the vocabulary when omitted).
+        """
+        generator = generator if generator is not None else self.config.generator_name_or_path
+        if generator is None:
+            raise GeneratorError(
+                "no generator given: call model.attach_generator('distilbert-base-uncased', tokenizer) (the paper's, "
+                "for BERT-uncased vocabularies), a local masked-LM folder, or 'unigram' (no weights)."
+            )
+        if hasattr(generator, "fill"):
+            gen = generator
+            if getattr(gen, "vocab_size", self.encoder.config.vocab_size) != self.encoder.config.vocab_size:
+                raise GeneratorError(f"generator vocabulary ({gen.vocab_size}) differs from the encoder's "
+                                     f"({self.encoder.config.vocab_size}).")
+        else:
+            tokenizer = tokenizer or self._encoder_tokenizer()
+            cfg = self.config
+            gen = load_generator(generator, tokenizer, encoder_vocab_size=self.encoder.config.vocab_size,
+                                 train_token_ids=train_token_ids, sampling=cfg.generator_sampling,
+                                 train_mode=cfg.generator_train_mode, fill=cfg.generator_fill)
+        self._generator = gen
+        name = generator if isinstance(generator, str) else getattr(gen, "name", None)
+        if name is not None:
+            self.config.generator_name_or_path = str(name)
+        return gen
+
+    def _encoder_tokenizer(self):
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(self.config.base_encoder)
+        except (OSError, TypeError, ValueError) as err:
+            raise GeneratorError(f"attach_generator needs the encoder's tokenizer and could not load it from "
+                                 f"{self.config.base_encoder!r} ({err}); pass tokenizer=...") from err
+
+    # ----------------------------------------------------------------- RTD
+    def _condition_on_h(self, module, args, output):
+        """Forward hook on ``discriminator.embeddings``: position 0 of its output becomes h (spec §4.2)."""
+        h = self._rtd_condition
+        if h is None:  # the discriminator used on its own
+            return None
+        if h.shape[0] != output.shape[0]:
+            raise ValueError(f"DiffCSE: {h.shape[0]} condition vectors for {output.shape[0]} discriminator rows.")
+        return torch.cat([h.to(output.dtype).unsqueeze(1), output[:, 1:]], dim=1)
+
+    def rtd_batch(self, input_ids, attention_mask, mlm_input_ids, mlm_attention_mask=None, rtd_labels=None):
+        """Discriminator inputs ``(ids, attention_mask, labels)`` over the flattened rows, from the collator's edit.
+
+        replace: x'' = G(x'), position 0 and padding keep the original ids; label = [x''_t != x_t] on real tokens
+        (0 at [CLS] and padding). insert: G fills the inserted [MASK]s; labels from the collator. delete: the
+        edited ids as they are; labels from the collator.
+        """
+        op = self.config.edit_operation
+        flat = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731
+        if op != "delete" and self._generator is None:
+            raise GeneratorError(
+                f"DiffCSE ({op!r} edits) needs a generator in training: call model.attach_generator(...) after "
+                "building or loading the model (generators are never saved in checkpoints)."
+            )
+        if op == "replace":
+            if mlm_input_ids.shape != input_ids.shape:
+                raise ValueError(f"replace edits keep the length: mlm_input_ids {tuple(mlm_input_ids.shape)} vs "
+                                 f"input_ids {tuple(input_ids.shape)}.")
+            ids, att = flat(input_ids), flat(attention_mask)
+            filled = self._generator.fill(flat(mlm_input_ids), att)
+            real = att.bool().clone()
+            real[:, 0] = False  # position 0 carries h, never "replaced" (authors: g_pred[:, 0] = [CLS])
+            filled = torch.where(real, filled, ids)
+            return filled, att, (filled != ids).long()
+        if mlm_attention_mask is None or rtd_labels is None:
+            raise ValueError(f"{op!r} edits need mlm_attention_mask and rtd_labels from DiffCSEModel.collator.")
+        ids, att, labels = flat(mlm_input_ids), flat(mlm_attention_mask), flat(rtd_labels).long()
+        if op == "insert":
+            ids = torch.where(labels.bool(), self._generator.fill(ids, att), ids)
+        return ids, att, labels
+
+    def rtd_forward(self, h: torch.Tensor, ids: torch.Tensor, att: torch.Tensor, labels: torch.Tensor) -> RTDOutput:
+        """The conditional discriminator on ``ids (2B, L')`` with ``h (2B, H)`` at position 0, and L_RTD."""
+        max_len = getattr(self.discriminator.config, "max_position_embeddings", None)
+        if max_len is not None and ids.shape[-1] > max_len:  # insert edits lengthen the rows
+            raise ValueError(f"DiffCSE: edited rows of length {ids.shape[-1]} exceed the discriminator's "
+                             f"{max_len} positions; lower --max_seq_length or --masking_ratio.")
+        self._rtd_condition = h
+        try:
+            hidden = self.discriminator(input_ids=ids, attention_mask=att, return_dict=True).last_hidden_state
+        finally:
+            self._rtd_condition = None
+        logits = self.rtd_head(hidden)
+        ce = F.cross_entropy(logits.reshape(-1, 2).float(), labels.reshape(-1), reduction="none")
+        if self.config.rtd_ignore_pad:
+            ce = ce[att.reshape(-1).bool()]
+        loss = ce.mean() if self.config.rtd_reduction == "mean" else ce.sum()
+        return RTDOutput(loss, logits, labels, att, self._rtd_metrics(loss, logits, labels, att))
+
+    @staticmethod
+    @torch.no_grad()
+    def _rtd_metrics(loss, logits, labels, att) -> dict[str, float]:
+        real = att.bool().clone()
+        real[:, 0] = False  # h's slot is not a token
+        replaced = labels.bool() & real
+        pred = logits.argmax(-1)
+        metrics = {"rtd_loss": loss.item(),
+                   "rtd_accuracy": (pred == labels)[real].float().mean().item() if real.any() else float("nan"),
+                   "rtd_replaced_share": (replaced.sum() / real.sum().clamp_min(1)).item()}
+        if replaced.any():  # recall on replaced tokens (authors' electra_rep_acc); undefined when none replaced
+            metrics["rtd_replaced_accuracy"] = (pred[replaced] == 1).float().mean().item()
+        return metrics
+
+    # ----------------------------------------------------------------- training forward
+    def forward(self, input_ids, attention_mask, token_type_ids=None, mlm_input_ids=None, mlm_attention_mask=None,
+                rtd_labels=None, **kwargs) -> CSEOutput:
+        """Base two-view forward (+ off-dropout) plus ``aux_losses["rtd_loss"] = lambda * L_RTD``.
+
+        Metrics: ``rtd_loss`` (unweighted; it overrides the trainer's weighted value of the same name in the
+        logs), ``rtd_accuracy`` (all real tokens), ``rtd_replaced_accuracy``, ``rtd_replaced_share``.
+        """
+        out = super().forward(input_ids, attention_mask, token_type_ids, **kwargs)
+        if mlm_input_ids is None:
+            if self.training:
+                raise ValueError("DiffCSE training batches need mlm_input_ids: use DiffCSEModel.collator(tokenizer, "
+                                 "config) as the data collator.")
+            return out
+        if not self.training and self._generator is None and self.config.edit_operation != "delete":
+            return out  # e.g. a reloaded checkpoint scored without its generator
+        ids, att, labels = self.rtd_batch(input_ids, attention_mask, mlm_input_ids, mlm_attention_mask, rtd_labels)
+        # h in the flattened row order [x1_v1, x1_v2, x2_v1, ...] of the edited rows
+        h = torch.stack([out.embeddings["z1"], out.embeddings["z2"]], dim=1).reshape(ids.shape[0], -1)
+        rtd = self.rtd_forward(h, ids, att, labels)
+        out.aux_losses["rtd_loss"] = self.config.lambda_rtd * rtd.loss
+        out.metrics.update(rtd.metrics)
+        return out
+
+
+__all__ = ["DiffCSEConfig", "DiffCSEModel", "RTDOutput", "UNIGRAM"]
