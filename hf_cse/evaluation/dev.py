@@ -1,0 +1,58 @@
+"""In-training evaluation for the trainer: STS-B and SICK-R **dev** Spearman, as SimCSE's ``CLTrainer``.
+
+The scale is Spearman x 100 like every other STS number of hf_cse (SimCSE's trainer logs fractions in
+[0, 1]; multiply theirs by 100 to compare).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .data import STS_TASKS, load_sts
+from .encoder import SentenceEncoder
+from .sts import score_sts
+
+METRIC_NAMES = {"STSBenchmark": "stsb_spearman", "SICKRelatedness": "sickr_spearman"}
+
+
+def dev_metrics(
+    model,
+    tokenizer=None,
+    senteval_data_dir=None,
+    source: str = "local",
+    batch_size: int = 128,
+    pooler: str | None = None,
+    tasks: Sequence[str] = ("STSBenchmark", "SICKRelatedness"),
+    max_length: int | None = None,
+    show_progress_bar: bool = False,
+) -> dict[str, float]:
+    """Dev-split Spearman x 100 of a live model: ``{"stsb_spearman", "sickr_spearman", "avg_sts"}``.
+
+    ``model`` is an hf_cse model (its test pooler unless ``pooler`` is given), a plain HF encoder or a
+    SentenceTransformer; ``tokenizer`` its tokenizer. The model's train/eval state (of every sub-module)
+    is restored afterwards. Parsed dev data are cached across calls (module-level ``lru_cache``), so
+    only the encoding is repeated. STS12-16 (no dev split) are not allowed here.
+    """
+    tasks = list(tasks)
+    for t in tasks:
+        if t not in METRIC_NAMES:
+            raise ValueError(
+                f"dev_metrics task {t!r} has no dev split; use {', '.join(METRIC_NAMES)} "
+                f"(STS tasks: {', '.join(STS_TASKS)})."
+            )
+    encoder = SentenceEncoder(
+        model,
+        tokenizer,
+        pooler=pooler,
+        batch_size=batch_size,
+        max_length=max_length,
+        show_progress_bar=show_progress_bar,
+    )
+    data_dir = None if senteval_data_dir is None else str(senteval_data_dir)
+    data = {t: load_sts(t, data_dir, "dev", source) for t in tasks}
+    res = score_sts(encoder.encode, data)
+    out = {METRIC_NAMES[t]: float(res[t]) for t in tasks}
+    out["avg_sts"] = float(np.mean([res[t] for t in tasks]))
+    return out

@@ -1,0 +1,310 @@
+"""One encoder interface for every kind of model the evaluation accepts.
+
+``SentenceEncoder`` turns a list of sentences into a float32 ``(N, H)`` array, whatever is behind it:
+
+* an **hf_cse** model (object with ``sentence_embedding``, or a folder whose ``config.json`` ``model_type``
+  starts with ``"hf_cse"``): its own test pooler by default (``config.test_pooler``, i.e.
+  ``cls_before_pooler`` for the papers' unsup models; ``cls`` applies the trained MLP);
+* a **sentence-transformers** model (folder or Hub repo with ``modules.json``, or a ``SentenceTransformer``
+  object): its own modules (pooling, Dense, Normalize...) by default; a ``pooler`` flag reads the
+  underlying transformer's hidden states with :func:`hf_cse.models.pooling.pool` instead;
+* a **plain Hugging Face encoder** (``AutoModel`` folder / Hub id, or a model object plus tokenizer):
+  pooler by flag, default ``cls_before_pooler``; ``cls`` uses ``outputs.pooler_output`` when the
+  model has one (as SimCSE's ``evaluation.py``), else the [CLS] row.
+
+Speed: sentences are de-duplicated, tokenized once, sorted by token length and encoded in batches
+(default 128) under ``torch.inference_mode()`` with the model in eval mode; the train/eval state of
+every sub-module is restored afterwards (the trainer calls this mid-training). Sequences are truncated
+only at the model's limit (no 32-token training truncation).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ..models.pooling import POOLERS, check_pooler, needs_hidden_states, pool
+
+KINDS = ("hf_cse", "sentence_transformers", "hf")
+_POSITION_OFFSET = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "longformer": 2}
+
+
+# --------------------------------------------------------------------------------------------- loading
+def _read_json(name_or_path: str, filename: str, revision: str | None = None) -> dict | None:
+    """A JSON file of a local folder or a Hub repo (None when it is absent or unreachable)."""
+    path = Path(name_or_path)
+    if path.is_dir():
+        f = path / filename
+        return json.loads(f.read_text()) if f.is_file() else None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return json.loads(Path(hf_hub_download(str(name_or_path), filename, revision=revision)).read_text())
+    except Exception:  # not on the Hub / offline / no such file
+        return None
+
+
+def detect_kind(name_or_path: str, revision: str | None = None) -> str:
+    """``"hf_cse"``, ``"sentence_transformers"`` or ``"hf"`` for a folder or Hub id."""
+    name_or_path = str(name_or_path)
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if (
+            not path.is_dir()
+            or not (path / "config.json").is_file()
+            and not (path / "modules.json").is_file()
+        ):
+            raise FileNotFoundError(f"{name_or_path} is not a model folder (no config.json or modules.json).")
+    elif path.is_absolute() or name_or_path.startswith((".", "~")) or name_or_path.count("/") > 1:
+        raise FileNotFoundError(f"Model path {name_or_path} does not exist.")
+    config = _read_json(str(path) if path.exists() else name_or_path, "config.json", revision)
+    if config is not None and str(config.get("model_type", "")).startswith("hf_cse"):
+        return "hf_cse"
+    if _read_json(str(path) if path.exists() else name_or_path, "modules.json", revision) is not None:
+        return "sentence_transformers"
+    return "hf"
+
+
+def _is_sentence_transformer(model: Any) -> bool:
+    return type(model).__module__.startswith("sentence_transformers") and hasattr(model, "preprocess")
+
+
+def _model_max_length(tokenizer, config) -> int:
+    limits = []
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tok_max, int) and 0 < tok_max < 100_000:
+        limits.append(tok_max)
+    pos = getattr(config, "max_position_embeddings", None) if config is not None else None
+    if isinstance(pos, int) and pos > 0:
+        limits.append(pos - _POSITION_OFFSET.get(getattr(config, "model_type", ""), 0))
+    return min(limits) if limits else 512
+
+
+# --------------------------------------------------------------------------------------------- encoder
+class SentenceEncoder:
+    """Embeds sentences with any supported model; see the module docstring.
+
+    Args:
+        model: an hf_cse model, a plain HF encoder (``PreTrainedModel`` returning ``last_hidden_state``) or a
+            ``SentenceTransformer``. Use :meth:`from_pretrained` for folders and Hub ids.
+        tokenizer: the model's tokenizer (not needed for a ``SentenceTransformer``).
+        pooler: one of ``hf_cse.models.pooling.POOLERS`` or None for the model's own (hf_cse: its test
+            pooler; sentence-transformers: its modules; plain: ``cls_before_pooler``).
+        batch_size: sentences per forward pass.
+        max_length: truncation length in tokens; default = the model's limit.
+        device: where to run; default = where the model's parameters are.
+        show_progress_bar: tqdm bar over batches.
+        name: label used in reports (default: the model path or class name).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        pooler: str | None = None,
+        batch_size: int = 128,
+        max_length: int | None = None,
+        device: str | torch.device | None = None,
+        show_progress_bar: bool = True,
+        name: str | None = None,
+    ):
+        if pooler is not None:
+            check_pooler(pooler)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        self.model = model
+        self.pooler = pooler
+        self.batch_size = int(batch_size)
+        self.show_progress_bar = show_progress_bar
+        if _is_sentence_transformer(model):
+            self.kind = "sentence_transformers"
+            first = model[0]
+            self._st_transformer = first
+            self.tokenizer = tokenizer or getattr(model, "tokenizer", None)
+            self._lower = bool(getattr(first, "do_lower_case", False))
+            st_max = getattr(model, "max_seq_length", None)
+            hf_model = getattr(first, "auto_model", None) or getattr(first, "model", None)
+            self._hf_model = hf_model
+            default_max = (
+                st_max if st_max else _model_max_length(self.tokenizer, getattr(hf_model, "config", None))
+            )
+        else:
+            if tokenizer is None:
+                raise ValueError("A tokenizer is needed for a transformers model (or use from_pretrained).")
+            self.kind = "hf_cse" if hasattr(model, "sentence_embedding") else "hf"
+            self.tokenizer = tokenizer
+            self._lower = False
+            self._hf_model = getattr(model, "encoder", model) if self.kind == "hf_cse" else model
+            default_max = _model_max_length(tokenizer, getattr(self._hf_model, "config", None))
+        self.max_length = int(max_length) if max_length else int(default_max)
+        if device is None:
+            try:
+                device = next(model.parameters()).device
+            except (StopIteration, AttributeError):
+                device = torch.device("cpu")
+        self.device = torch.device(device)
+        self.name = (
+            name
+            or getattr(getattr(self._hf_model, "config", None), "_name_or_path", None)
+            or type(model).__name__
+        )
+
+    # ------------------------------------------------------------------------------ construction
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str,
+        *,
+        pooler: str | None = None,
+        batch_size: int = 128,
+        max_length: int | None = None,
+        device: str | torch.device | None = None,
+        show_progress_bar: bool = True,
+        revision: str | None = None,
+        trust_remote_code: bool = False,
+    ) -> "SentenceEncoder":
+        """Load an hf_cse checkpoint, a sentence-transformers folder/repo or a plain HF encoder."""
+        name_or_path = str(name_or_path)
+        kind = detect_kind(name_or_path, revision)
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if kind == "sentence_transformers":
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(
+                name_or_path, device=str(device), revision=revision, trust_remote_code=trust_remote_code
+            )
+            tokenizer = None
+        else:
+            from transformers import AutoModel, AutoTokenizer
+
+            if kind == "hf_cse":
+                import hf_cse.models  # noqa: F401  (registers the hf_cse classes with AutoModel)
+            tokenizer = AutoTokenizer.from_pretrained(
+                name_or_path, revision=revision, trust_remote_code=trust_remote_code
+            )
+            model = AutoModel.from_pretrained(
+                name_or_path, revision=revision, trust_remote_code=trust_remote_code
+            )
+            model.to(device)
+        model.eval()
+        return cls(
+            model,
+            tokenizer,
+            pooler=pooler,
+            batch_size=batch_size,
+            max_length=max_length,
+            device=device,
+            show_progress_bar=show_progress_bar,
+            name=name_or_path,
+        )
+
+    # ------------------------------------------------------------------------------ description
+    @property
+    def effective_pooler(self) -> str:
+        """The pooling actually used (``"model"`` = the sentence-transformers modules)."""
+        if self.pooler is not None:
+            return self.pooler
+        if self.kind == "hf_cse":
+            return self.model.config.test_pooler
+        if self.kind == "sentence_transformers":
+            return "model"
+        return "cls_before_pooler"
+
+    def describe(self) -> dict:
+        return {
+            "model": self.name,
+            "kind": self.kind,
+            "pooler": self.effective_pooler,
+            "max_length": self.max_length,
+            "batch_size": self.batch_size,
+        }
+
+    # ------------------------------------------------------------------------------ encoding
+    def encode(
+        self, sentences: Sequence[str], batch_size: int | None = None, show_progress_bar: bool | None = None
+    ) -> np.ndarray:
+        """float32 ``(len(sentences), H)`` embeddings, row i for ``sentences[i]``."""
+        sentences = list(sentences)
+        if not sentences:
+            return np.zeros((0, 0), dtype=np.float32)
+        batch_size = int(batch_size or self.batch_size)
+        show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
+        unique: dict[str, int] = {}
+        inverse = np.fromiter((unique.setdefault(s, len(unique)) for s in sentences), dtype=np.int64)
+        texts = list(unique)
+        if self._lower:
+            texts = [t.lower() for t in texts]
+        tokens = (
+            self.tokenizer(texts, truncation=True, max_length=self.max_length) if self.tokenizer else None
+        )
+        if tokens is not None:
+            lengths = np.fromiter((len(ids) for ids in tokens["input_ids"]), dtype=np.int64)
+        else:
+            lengths = np.fromiter((len(t) for t in texts), dtype=np.int64)
+        order = np.argsort(-lengths, kind="stable")  # longest first: a memory problem shows up at once
+
+        from tqdm.auto import tqdm
+
+        module = self.model
+        states = [(m, m.training) for m in module.modules()]
+        out: np.ndarray | None = None
+        st_max = getattr(module, "max_seq_length", None) if self.kind == "sentence_transformers" else None
+        try:
+            module.eval()
+            if st_max is not None and st_max != self.max_length:
+                module.max_seq_length = self.max_length  # --max_seq_length also for the ST's own modules
+            with torch.inference_mode():
+                starts = range(0, len(texts), batch_size)
+                for start in tqdm(starts, desc="Encoding", disable=not show, unit="batch"):
+                    idx = order[start : start + batch_size]
+                    emb = self._encode_batch(idx, texts, tokens)
+                    emb = emb.float().cpu().numpy()
+                    if out is None:
+                        out = np.empty((len(texts), emb.shape[1]), dtype=np.float32)
+                    out[idx] = emb
+        finally:
+            for m, training in states:
+                m.training = training
+            if st_max is not None and st_max != self.max_length:
+                module.max_seq_length = st_max
+        return out[inverse]
+
+    def _features(self, idx: np.ndarray, tokens) -> dict[str, torch.Tensor]:
+        batch = {k: [tokens[k][i] for i in idx] for k in tokens.keys()}
+        feats = self.tokenizer.pad(batch, padding=True, return_tensors="pt")
+        return {k: v.to(self.device) for k, v in feats.items()}
+
+    def _encode_batch(self, idx: np.ndarray, texts: list[str], tokens) -> torch.Tensor:
+        if self.kind == "sentence_transformers" and self.pooler is None:
+            feats = self.model.preprocess([texts[i] for i in idx])
+            feats = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in feats.items()}
+            return self.model(feats)["sentence_embedding"]
+        feats = self._features(idx, tokens)
+        if self.kind == "hf_cse":
+            return self.model.sentence_embedding(
+                feats["input_ids"], feats["attention_mask"], feats.get("token_type_ids"), pooler=self.pooler
+            )
+        pooler = self.pooler or "cls_before_pooler"
+        model = self._hf_model
+        kwargs = {k: v for k, v in feats.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        if getattr(model.config, "model_type", "") in ("distilbert", "roberta"):
+            kwargs.pop("token_type_ids", None)
+        want_hidden = needs_hidden_states(pooler)
+        outputs = model(**kwargs, output_hidden_states=want_hidden, return_dict=True)
+        if pooler == "cls" and getattr(outputs, "pooler_output", None) is not None:
+            return outputs.pooler_output
+        last = getattr(outputs, "last_hidden_state", None)
+        if last is None:
+            raise ValueError(
+                f"{type(model).__name__} returns no last_hidden_state: pass a base encoder (AutoModel)."
+            )
+        return pool(pooler, feats["attention_mask"], last, outputs.hidden_states if want_hidden else None)
+
+
+__all__ = ["KINDS", "POOLERS", "SentenceEncoder", "detect_kind"]

@@ -1,0 +1,231 @@
+"""Writing results: ``results.json``, ``results.md`` and PNG plots (matplotlib, Agg backend).
+
+Plots:
+
+* :func:`plot_alignment_uniformity`: one point per model in the (alignment, uniformity) plane, lower-left
+  is better, coloured by the STS average when known (ImSimCSE Fig. 1 / SimCSE Fig. 2 style);
+* :func:`plot_cosine_buckets`: distribution of the predicted cosine of STS-B pairs grouped by gold score
+  (0-1, 1-2, 2-3, 3-4, 4-5; DiffCSE Fig. 2 style).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .data import STS_TASKS, TRANSFER_TASKS
+from .sts import TABLE_NAMES
+
+BUCKETS = ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5))
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def write_json(obj, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_jsonable(obj), indent=2) + "\n")
+    return path
+
+
+def short_name(name: str) -> str:
+    """A readable label for a model path (last two path parts)."""
+    parts = [p for p in str(name).replace("\\", "/").split("/") if p]
+    if len(parts) >= 2 and parts[-1] in ("model", "best", "final"):
+        return "/".join(parts[-2:])
+    return parts[-1] if parts else str(name)
+
+
+# --------------------------------------------------------------------------------------------- markdown
+def _fmt(v, digits=2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def markdown_report(results: Sequence[dict]) -> str:
+    """Markdown tables of one or several models' results (papers' column order)."""
+    out = ["# hf_cse evaluation", ""]
+    names = [short_name(r.get("model", "?")) for r in results]
+    if any(t in r for r in results for t in STS_TASKS):
+        agg = results[0].get("settings", {}).get("sts_aggregation", "all")
+        mode = results[0].get("settings", {}).get("mode", "test")
+        out += [
+            f"## STS (Spearman x 100; STS12-16 '{agg}', STS-B/SICK-R {mode if mode == 'dev' else 'test'})",
+            "",
+        ]
+        header = ["model"] + [TABLE_NAMES[t] for t in STS_TASKS] + ["Avg"]
+        rows = [
+            [n] + [_fmt(r.get(t)) for t in STS_TASKS] + [_fmt(r.get("avg"))] for n, r in zip(names, results)
+        ]
+        out += [_md_table(header, rows), ""]
+    if any(t in r for r in results for t in TRANSFER_TASKS):
+        out += ["## Transfer (accuracy x 100)", ""]
+        header = ["model", "MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC", "Avg"]
+        rows = [
+            [n] + [_fmt(r.get(t)) for t in TRANSFER_TASKS] + [_fmt(r.get("transfer_avg"))]
+            for n, r in zip(names, results)
+        ]
+        out += [_md_table(header, rows), ""]
+    if any("alignment" in r or "R@1" in r for r in results):
+        out += ["## Geometry and retrieval (STS-B test)", ""]
+        header = ["model", "alignment", "uniformity", "R@1", "R@5", "R@10"]
+        rows = [
+            [n, _fmt(r.get("alignment"), 4), _fmt(r.get("uniformity"), 4)]
+            + [_fmt(r.get(k)) for k in ("R@1", "R@5", "R@10")]
+            for n, r in zip(names, results)
+        ]
+        out += [_md_table(header, rows), ""]
+    for n, r in zip(names, results):
+        sts_details = r.get("details", {}).get("sts", {})
+        if sts_details:
+            out += [f"## STS subsets: {n}", ""]
+            rows = []
+            for task, d in sts_details.items():
+                for sub, v in d["subsets"].items():
+                    rows.append([task, sub, str(v["n"]), _fmt(v["spearman"]), _fmt(v["pearson"])])
+                if len(d["subsets"]) > 1:
+                    total = str(sum(v["n"] for v in d["subsets"].values()))
+                    rows += [[task, f"*{agg}*", total, _fmt(d[agg]), ""] for agg in ("all", "wmean", "mean")]
+            out += [_md_table(["task", "subset", "pairs", "Spearman", "Pearson"], rows), ""]
+        out += [
+            f"## Settings: {n}",
+            "",
+            "```json",
+            json.dumps(_jsonable(r.get("settings", {})), indent=2),
+            "```",
+            "",
+        ]
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------------- plots
+def plot_alignment_uniformity(results: Sequence[dict], path, labels: Sequence[str] | None = None, title=None):
+    """Scatter of (alignment, uniformity) for several result dicts (those without both are skipped)."""
+    plt = _pyplot()
+    pts = [(r, lab) for r, lab in zip(results, labels or [short_name(r.get("model", "?")) for r in results])]
+    pts = [(r, lab) for r, lab in pts if r.get("alignment") is not None and r.get("uniformity") is not None]
+    if not pts:
+        raise ValueError("No result has both alignment and uniformity.")
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    xs = np.array([r["alignment"] for r, _ in pts])
+    ys = np.array([r["uniformity"] for r, _ in pts])
+    colour = [r.get("avg") for r, _ in pts]
+    if all(c is not None for c in colour):
+        sc = ax.scatter(xs, ys, c=colour, cmap="viridis", s=70, edgecolors="black", zorder=3)
+        fig.colorbar(sc, ax=ax, label="STS avg (Spearman x 100)")
+    else:
+        ax.scatter(xs, ys, s=70, edgecolors="black", zorder=3)
+    for (_, lab), x, y in zip(pts, xs, ys):
+        ax.annotate(lab, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    pad_x = max(0.01, 0.15 * (xs.max() - xs.min()))
+    pad_y = max(0.05, 0.15 * (ys.max() - ys.min()))
+    ax.set_xlim(xs.min() - pad_x, xs.max() + 2 * pad_x)
+    ax.set_ylim(ys.min() - pad_y, ys.max() + pad_y)
+    ax.set_xlabel(r"$\ell_{align}$ (lower is better)")
+    ax.set_ylabel(r"$\ell_{uniform}$ (lower is better)")
+    ax.set_title(title or "Alignment vs uniformity (STS-B)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def bucket_of(gold: np.ndarray) -> np.ndarray:
+    """Index of the gold-score bucket 0-1, 1-2, 2-3, 3-4, 4-5 (5.0 falls in 4-5)."""
+    return np.clip(np.floor(np.asarray(gold, dtype=np.float64)), 0, len(BUCKETS) - 1).astype(int)
+
+
+def plot_cosine_buckets(cosine: np.ndarray, gold: np.ndarray, path, title: str | None = None):
+    """Histograms of predicted cosine similarity per gold-score bucket, one row per bucket."""
+    plt = _pyplot()
+    cosine = np.asarray(cosine, dtype=np.float64)
+    buckets = bucket_of(gold)
+    lo = min(0.0, float(np.floor(cosine.min() * 10) / 10)) if len(cosine) else 0.0
+    bins = np.linspace(lo, 1.0, 41)
+    fig, axes = plt.subplots(len(BUCKETS), 1, figsize=(5.5, 6), sharex=True)
+    for i, (ax, (a, b)) in enumerate(zip(axes[::-1], BUCKETS)):
+        vals = cosine[buckets == i]
+        ax.hist(
+            vals, bins=bins, color=plt.cm.viridis(i / (len(BUCKETS) - 1)), alpha=0.85, density=len(vals) > 0
+        )
+        ax.set_ylabel(f"{a}-{b}", rotation=0, labelpad=18, va="center")
+        ax.set_yticks([])
+        if len(vals):
+            ax.axvline(vals.mean(), color="black", lw=1, ls="--")
+        ax.text(0.01, 0.75, f"n={len(vals)}", transform=ax.transAxes, fontsize=7)
+    axes[-1].set_xlabel("cosine similarity")
+    fig.suptitle(title or "STS-B cosine similarity by gold score")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------------------------- all
+def write_report(
+    results: Sequence[dict], output_dir, extras: Sequence[dict] | None = None
+) -> dict[str, Path]:
+    """Write results.json, results.md and the plots into ``output_dir``; several models also get one
+    sub-folder each. ``extras[i]`` may hold ``{"stsb_cosine": ..., "stsb_gold": ...}`` for the bucket plot.
+    Returns the written paths."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    extras = list(extras or [{}] * len(results))
+    if len(results) == 1:
+        written["results.json"] = write_json(results[0], out / "results.json")
+    else:
+        written["results.json"] = write_json({"models": list(results)}, out / "results.json")
+        for i, r in enumerate(results):
+            sub = out / f"model_{i}_{short_name(r.get('model', str(i))).replace('/', '_')}"
+            written[f"model_{i}/results.json"] = write_json(r, sub / "results.json")
+    md = out / "results.md"
+    md.write_text(markdown_report(results))
+    written["results.md"] = md
+    if any(r.get("alignment") is not None for r in results):
+        written["align_uniform.png"] = plot_alignment_uniformity(results, out / "align_uniform.png")
+    for i, (r, ex) in enumerate(zip(results, extras)):
+        if ex.get("stsb_cosine") is not None:
+            fname = "stsb_cosine_buckets.png" if len(results) == 1 else f"stsb_cosine_buckets_{i}.png"
+            written[fname] = plot_cosine_buckets(
+                ex["stsb_cosine"], ex["stsb_gold"], out / fname, title=f"{short_name(r.get('model', ''))}"
+            )
+    return written

@@ -1,0 +1,193 @@
+"""SentenceEncoder on a tiny random BERT: batching == naive encoding, state restore, every model kind."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_evaluation_utils import WORDS, make_tiny_bert, write_toy_senteval
+from transformers import AutoModel, AutoTokenizer
+
+from hf_cse.evaluation import data as D
+from hf_cse.evaluation import dev_metrics, evaluate_sts
+from hf_cse.evaluation.encoder import SentenceEncoder, detect_kind
+
+SENTS = [
+    "the dog runs in the park",
+    "a man plays",
+    "the dog runs in the park",  # duplicate
+    "what is the old river",
+    "xylophone quizzically",  # word-pieces
+    " ".join(WORDS),  # long
+    "a man plays",
+    "blue",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert_eval"))
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dir):
+    return AutoModel.from_pretrained(tiny_dir), AutoTokenizer.from_pretrained(tiny_dir)
+
+
+def naive(model, tok, sentences, pooler, max_length=512):
+    """One sentence at a time, no padding, pooling written out by hand."""
+    was = model.training
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for s in sentences:
+            f = tok([s], return_tensors="pt", truncation=True, max_length=max_length)
+            o = model(**f, output_hidden_states=True)
+            hs = o.hidden_states
+            if pooler == "cls":
+                v = o.pooler_output[0]
+            elif pooler == "cls_before_pooler":
+                v = hs[-1][0, 0]
+            elif pooler == "avg":
+                v = hs[-1][0].mean(0)
+            elif pooler == "avg_first_last":
+                v = ((hs[1][0] + hs[-1][0]) / 2).mean(0)
+            else:
+                v = ((hs[-2][0] + hs[-1][0]) / 2).mean(0)
+            out.append(v.numpy())
+    model.train(was)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("pooler", ["cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2"])
+def test_batched_equals_naive(tiny, pooler):
+    model, tok = tiny
+    enc = SentenceEncoder(model, tok, pooler=pooler, batch_size=3, show_progress_bar=False)
+    got = enc.encode(SENTS)
+    assert got.dtype == np.float32 and got.shape == (len(SENTS), 32)
+    np.testing.assert_allclose(got, naive(model, tok, SENTS, pooler), atol=1e-5)
+
+
+def test_dedup_sort_and_default_pooler(tiny):
+    model, tok = tiny
+    enc = SentenceEncoder(model, tok, batch_size=2, show_progress_bar=False)
+    assert enc.kind == "hf" and enc.effective_pooler == "cls_before_pooler" and enc.max_length == 512
+    calls = []
+    orig = model.forward
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs["input_ids"].shape)
+        return orig(*args, **kwargs)
+
+    model.forward = spy
+    try:
+        got = enc.encode(SENTS)
+    finally:
+        del model.forward
+    assert sum(s[0] for s in calls) == len(set(SENTS))  # every distinct sentence encoded once
+    assert [s[1] for s in calls] == sorted((s[1] for s in calls), reverse=True)  # length-sorted batches
+    np.testing.assert_array_equal(got[0], got[2])
+    np.testing.assert_allclose(got, naive(model, tok, SENTS, "cls_before_pooler"), atol=1e-5)
+
+
+def test_no_short_truncation_and_max_length(tiny):
+    model, tok = tiny
+    long = [" ".join(WORDS * 2)]  # > 100 tokens
+    assert len(tok(long[0])["input_ids"]) > 64
+    full = SentenceEncoder(model, tok, pooler="avg", show_progress_bar=False).encode(long)
+    np.testing.assert_allclose(full, naive(model, tok, long, "avg"), atol=1e-5)
+    cut = SentenceEncoder(model, tok, pooler="avg", max_length=32, show_progress_bar=False).encode(long)
+    np.testing.assert_allclose(cut, naive(model, tok, long, "avg", max_length=32), atol=1e-5)
+    assert np.abs(full - cut).max() > 1e-3
+
+
+def test_restores_train_state_and_disables_dropout(tiny):
+    model, tok = tiny
+    model.train()
+    model.encoder.layer[0].eval()  # a mixed state must come back exactly
+    before = {name: m.training for name, m in model.named_modules()}
+    enc = SentenceEncoder(model, tok, pooler="avg", show_progress_bar=False)
+    first, second = enc.encode(SENTS), enc.encode(SENTS)
+    np.testing.assert_array_equal(first, second)  # dropout was off during encoding
+    assert {name: m.training for name, m in model.named_modules()} == before
+    model.eval()
+
+
+def test_sentence_transformers_folder(tiny_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(tiny_dir), device="cpu")  # Transformer + mean pooling
+    st_dir = tmp_path / "st"
+    st.save(str(st_dir))
+    assert detect_kind(str(st_dir)) == "sentence_transformers"
+    enc = SentenceEncoder.from_pretrained(st_dir, show_progress_bar=False, device="cpu")
+    assert enc.kind == "sentence_transformers" and enc.effective_pooler == "model"
+    np.testing.assert_allclose(enc.encode(SENTS), st.encode(SENTS, convert_to_numpy=True), atol=1e-5)
+    short = SentenceEncoder(enc.model, max_length=4, show_progress_bar=False)
+    got_short = short.encode(SENTS)
+    assert enc.model.max_seq_length == st.max_seq_length  # restored
+    st.max_seq_length = 4
+    np.testing.assert_allclose(got_short, st.encode(SENTS, convert_to_numpy=True), atol=1e-5)
+    assert np.abs(got_short - enc.encode(SENTS)).max() > 1e-3
+    over = SentenceEncoder.from_pretrained(
+        st_dir, pooler="cls_before_pooler", show_progress_bar=False, device="cpu"
+    )
+    model, tok = AutoModel.from_pretrained(tiny_dir), AutoTokenizer.from_pretrained(tiny_dir)
+    np.testing.assert_allclose(over.encode(SENTS), naive(model, tok, SENTS, "cls_before_pooler"), atol=1e-5)
+
+
+def test_hf_cse_checkpoint(tiny_dir, tmp_path):
+    from hf_cse.models import SimCSEModel
+
+    cse = SimCSEModel.from_encoder(str(tiny_dir))
+    out = tmp_path / "cse"
+    cse.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_dir).save_pretrained(out)
+    assert detect_kind(str(out)) == "hf_cse"
+    enc = SentenceEncoder.from_pretrained(out, show_progress_bar=False, device="cpu")
+    assert enc.kind == "hf_cse" and enc.effective_pooler == "cls_before_pooler"
+    model, tok = AutoModel.from_pretrained(tiny_dir), AutoTokenizer.from_pretrained(tiny_dir)
+    raw = naive(model, tok, SENTS, "cls_before_pooler")
+    np.testing.assert_allclose(enc.encode(SENTS), raw, atol=1e-5)
+    # pooler "cls" applies the trained MLP of the hf_cse model
+    mlp = SentenceEncoder.from_pretrained(out, pooler="cls", show_progress_bar=False, device="cpu")
+    with torch.no_grad():
+        expected = enc.model.projector(torch.from_numpy(raw)).numpy()
+    np.testing.assert_allclose(mlp.encode(SENTS), expected, atol=1e-5)
+    # the live (in-memory) model the trainer passes
+    live = SentenceEncoder(cse, tok, show_progress_bar=False)
+    assert live.kind == "hf_cse"
+    np.testing.assert_allclose(live.encode(SENTS), raw, atol=1e-5)
+
+
+def test_bad_model_paths(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        SentenceEncoder.from_pretrained(tmp_path / "no_such_model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="not a model folder"):
+        SentenceEncoder.from_pretrained(tmp_path / "empty")
+    with pytest.raises(ValueError, match="Valid poolers"):
+        SentenceEncoder(torch.nn.Linear(2, 2), object(), pooler="max")
+
+
+def test_dev_metrics(tiny_dir, tmp_path):
+    from hf_cse.models import SimCSEModel
+
+    D.clear_cache()
+    root = write_toy_senteval(tmp_path / "se")
+    cse = SimCSEModel.from_encoder(str(tiny_dir))
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    cse.train()
+    out = dev_metrics(cse, tok, root)
+    assert cse.training and all(m.training for m in cse.modules())
+    assert set(out) == {"stsb_spearman", "sickr_spearman", "avg_sts"}
+    ref = evaluate_sts(SentenceEncoder(cse, tok, show_progress_bar=False), None, root, mode="dev")
+    assert out["stsb_spearman"] == pytest.approx(ref["STSBenchmark"])
+    assert out["sickr_spearman"] == pytest.approx(ref["SICKRelatedness"])
+    assert out["avg_sts"] == pytest.approx((out["stsb_spearman"] + out["sickr_spearman"]) / 2)
+    assert -100 <= out["stsb_spearman"] <= 100
+    hits = D.load_sts.cache_info().hits
+    assert dev_metrics(cse, tok, root, tasks=("STSBenchmark",)).keys() == {"stsb_spearman", "avg_sts"}
+    assert D.load_sts.cache_info().hits > hits  # parsed dev data re-used
+    with pytest.raises(ValueError, match="no dev split"):
+        dev_metrics(cse, tok, root, tasks=("STS12",))

@@ -1,0 +1,238 @@
+"""STS data readers and scoring: aggregation by hand, empty gold lines, file formats, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import rankdata
+from test_evaluation_utils import SHARED_SENTEVAL, FakeEncoder, write_toy_senteval
+
+from hf_cse.evaluation import data as D
+from hf_cse.evaluation.sts import evaluate_sts, format_sts_table, pairwise_cosine, score_sts
+
+
+def hand_spearman(x, y) -> float:
+    rx, ry = rankdata(x), rankdata(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    return float(100 * (rx * ry).sum() / np.sqrt((rx**2).sum() * (ry**2).sum()))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    D.clear_cache()
+    yield
+    D.clear_cache()
+
+
+@pytest.fixture
+def toy_sts12(tmp_path):
+    """STS12 with hand-made subsets of different sizes; sentence 'k-i-a' / 'k-i-b' per pair."""
+    folder = tmp_path / "STS" / "STS12-en-test"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(3)
+    table, expected = {}, {}
+    sizes = {"MSRpar": 7, "MSRvid": 5, "SMTeuroparl": 9, "surprise.OnWN": 6, "surprise.SMTnews": 4}
+    for k, (sub, n) in enumerate(sizes.items()):
+        inputs, gold, cos, kept = [], [], [], []
+        for i in range(n + 1):  # one extra pair whose gold line is empty
+            a, b = f"s{k} p{i} first", f"s{k} p{i} second"
+            va, vb = rng.normal(size=4), rng.normal(size=4)
+            table[a], table[b] = va.astype(np.float32), vb.astype(np.float32)
+            inputs.append(f"{a}\t{b}")
+            # gold scores on a per-subset offset, so pooled 'all' differs from the subset means
+            score = float(np.round(rng.uniform(0, 5), 2))
+            if i == 2:
+                gold.append("")  # not scored: must be skipped
+                continue
+            gold.append(f"{score}")
+            kept.append(score + k)
+            cos.append(float(va @ vb / np.linalg.norm(va) / np.linalg.norm(vb)))
+        # write gold with the subset offset applied (scores are just numbers to Spearman)
+        gold = [g if g == "" else f"{float(g) + k}" for g in gold]
+        (folder / f"STS.input.{sub}.txt").write_text("\n".join(inputs) + "\n")
+        (folder / f"STS.gs.{sub}.txt").write_text("\n".join(gold) + "\n")
+        expected[sub] = (np.array(cos), np.array(kept))
+    return tmp_path, table, expected
+
+
+def test_aggregations_match_hand_computation(toy_sts12):
+    root, table, expected = toy_sts12
+    enc = FakeEncoder(table)
+    per = {sub: hand_spearman(c, g) for sub, (c, g) in expected.items()}
+    n = {sub: len(g) for sub, (_, g) in expected.items()}
+    hand_all = hand_spearman(
+        np.concatenate([c for c, _ in expected.values()]), np.concatenate([g for _, g in expected.values()])
+    )
+    hand_mean = float(np.mean(list(per.values())))
+    hand_wmean = float(sum(per[s] * n[s] for s in per) / sum(n.values()))
+
+    got = {
+        agg: evaluate_sts(enc, ["STS12"], root, aggregation=agg)["STS12"] for agg in ("all", "wmean", "mean")
+    }
+    assert got["all"] == pytest.approx(hand_all, abs=1e-9)
+    assert got["wmean"] == pytest.approx(hand_wmean, abs=1e-9)
+    assert got["mean"] == pytest.approx(hand_mean, abs=1e-9)
+    assert len({round(v, 6) for v in got.values()}) == 3, (
+        "the three aggregations must differ on this toy task"
+    )
+
+    details = evaluate_sts(enc, ["STS12"], root)["details"]["STS12"]
+    for sub in expected:
+        assert details["subsets"][sub]["n"] == n[sub]  # the empty gold line was skipped
+        assert details["subsets"][sub]["spearman"] == pytest.approx(per[sub], abs=1e-9)
+
+
+def test_empty_gold_lines_are_skipped(toy_sts12):
+    root, _, expected = toy_sts12
+    data = D.load_sts("STS12", root)
+    for sub, pairs in data.items():
+        assert len(pairs) == len(expected[sub][1])
+        assert all("p2 " not in s for s in pairs.sentences1)
+
+
+def test_all_subsets_encoded_in_one_call(toy_sts12):
+    root, table, _ = toy_sts12
+    enc = FakeEncoder(table)
+    evaluate_sts(enc, ["STS12"], root)
+    assert len(enc.calls) == 1
+    assert len(enc.calls[0]) == len(set(enc.calls[0]))
+
+
+def test_stsb_is_tab_separated_without_quoting(tmp_path):
+    folder = tmp_path / "STS" / "STSBenchmark"
+    folder.mkdir(parents=True)
+    lines = [
+        'main-news\theadlines\t2015\t0001\t4.200\tHe said "no way .\tShe said " yes .',
+        "main-forums\tdeft-forum\t2014\t0002\t0.500\tIt 's   fine .\t' quoted ' text",
+        "",
+    ]
+    (folder / "sts-test.csv").write_text("\n".join(lines))
+    pairs = D.load_sts("STSBenchmark", tmp_path, "test")["test"]
+    assert pairs.sentences1 == ('He said "no way .', "It 's fine .")  # whitespace joined like SentEval
+    assert pairs.sentences2 == ('She said " yes .', "' quoted ' text")
+    np.testing.assert_allclose(pairs.scores, [4.2, 0.5])
+
+
+def test_sick_splits_and_latin1_fallback(tmp_path):
+    folder = tmp_path / "SICK"
+    folder.mkdir()
+    header = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"
+    (folder / "SICK_trial.txt").write_bytes(
+        f"{header}\r\n1\tA caf\xe9\tB\t3.5\tNEUTRAL\r\n".encode("latin-1")
+    )
+    (folder / "SICK_test_annotated.txt").write_text(f"{header}\n7\tx y\tz\t1.0\tNEUTRAL\n8\tu\tv\t4.5\tX\n")
+    dev = D.load_sts("SICKRelatedness", tmp_path, "dev")["dev"]
+    assert dev.sentences1 == ("A café",) and dev.scores.tolist() == [3.5]
+    test = D.load_sts("SICKRelatedness", tmp_path, "test")["test"]
+    assert len(test) == 2 and test.scores.tolist() == [1.0, 4.5]
+
+
+def test_missing_file_error_names_task_and_path(tmp_path):
+    (tmp_path / "STS").mkdir()
+    with pytest.raises(D.SentEvalDataError) as err:
+        D.load_sts("STS13", tmp_path)
+    msg = str(err.value)
+    assert "STS13" in msg and str(tmp_path / "STS" / "STS13-en-test" / "STS.input.FNWN.txt") in msg
+    assert "get_transfer_data.bash" in msg and "--senteval_source hub" in msg
+    with pytest.raises(D.SentEvalDataError, match=r"MRPC.*msr_paraphrase_train\.txt"):
+        D.load_mrpc(tmp_path)
+    with pytest.raises(D.SentEvalDataError, match="does not exist"):
+        D.load_sts("STS12", tmp_path / "nowhere")
+
+
+def test_unknown_names_list_valid_ones(tmp_path):
+    with pytest.raises(ValueError, match="Valid tasks: STS12"):
+        D.load_sts("STS17", tmp_path)
+    with pytest.raises(ValueError, match="aggregation"):
+        evaluate_sts(FakeEncoder(), ["STSBenchmark"], tmp_path, aggregation="median")
+
+
+def test_modes_and_table(tmp_path):
+    root = write_toy_senteval(tmp_path / "se")
+    enc = FakeEncoder()
+    test = evaluate_sts(enc, None, root, mode="test")
+    assert [k for k in test if k not in ("details",)] == list(D.STS_TASKS) + ["avg"]
+    assert test["avg"] == pytest.approx(np.mean([test[t] for t in D.STS_TASKS]))
+    dev = evaluate_sts(enc, None, root, mode="dev")
+    assert set(dev) == {"STSBenchmark", "SICKRelatedness", "avg", "details"}
+    assert dev["STSBenchmark"] != test["STSBenchmark"]
+    table = format_sts_table(test)
+    assert table.splitlines()[0].split() == [
+        "STS12",
+        "STS13",
+        "STS14",
+        "STS15",
+        "STS16",
+        "STS-B",
+        "SICK-R",
+        "Avg",
+    ]
+    assert f"{test['avg']:.2f}" in table
+    assert format_sts_table(dev).splitlines()[1].split()[0] == "-"
+
+
+def test_cosine_matches_normalised_dot():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(5, 7)) * 3, rng.normal(size=(5, 7))
+    an, bn = a / np.linalg.norm(a, axis=1, keepdims=True), b / np.linalg.norm(b, axis=1, keepdims=True)
+    np.testing.assert_allclose(pairwise_cosine(a, b), (an * bn).sum(1), atol=1e-12)
+    assert pairwise_cosine(np.zeros((1, 3)), np.ones((1, 3)))[0] == 0.0  # nan_to_num as SentEval
+
+
+def test_score_sts_dedups_across_tasks():
+    pairs = D.STSPairs(("x", "y", "x"), ("y", "z", "z"), np.array([1.0, 2.0, 3.0]))
+    enc = FakeEncoder()
+    res = score_sts(enc.encode, {"STSBenchmark": {"test": pairs}, "SICKRelatedness": {"test": pairs}})
+    assert sorted(enc.calls[0]) == ["x", "y", "z"]
+    assert res["STSBenchmark"] == res["SICKRelatedness"]
+
+
+@pytest.mark.skipif(
+    not SHARED_SENTEVAL.is_dir(), reason=f"shared SentEval data not found at {SHARED_SENTEVAL}"
+)
+def test_shared_data_sizes():
+    sizes = {t: sum(len(p) for p in D.load_sts(t, SHARED_SENTEVAL).values()) for t in D.STS_TASKS}
+    assert sizes == {
+        "STS12": 3108,
+        "STS13": 1500,
+        "STS14": 3750,
+        "STS15": 3000,
+        "STS16": 1186,
+        "STSBenchmark": 1379,
+        "SICKRelatedness": 4927,
+    }
+    assert len(D.load_sts("STSBenchmark", SHARED_SENTEVAL, "dev")["dev"]) == 1500
+    assert tuple(D.load_sts("STS13", SHARED_SENTEVAL)) == ("FNWN", "headlines", "OnWN")  # no SMT
+    trec = D.load_trec(SHARED_SENTEVAL)  # Latin-1 file
+    assert len(trec["train"].sentences) == 5452 and len(trec["test"].sentences) == 500
+
+
+def test_hub_source_code_path_with_a_stub(monkeypatch):
+    """The Hub path (``source="hub"``) with ``datasets.load_dataset`` stubbed (no network in tests)."""
+    import datasets
+
+    calls = []
+
+    def fake_load(repo, config=None, split=None):
+        calls.append((repo, split))
+        if repo == "RobZamp/sick":
+            return datasets.Dataset.from_dict(
+                {"sentence_A": ["a  b", "c"], "sentence_B": ["d", "e f"], "relatedness_score": [1.0, 4.5]}
+            )
+        if repo == "CogComp/trec":
+            return datasets.Dataset.from_dict({"text": ["What ?", "Who is it ?"], "coarse_label": [5, 3]})
+        return datasets.Dataset.from_dict(
+            {"sentence1": ["x y", "z"], "sentence2": ["u", "v w"], "score": [0.5, 3]}
+        )
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    sts12 = D.load_sts("STS12", source="hub")
+    assert list(sts12) == ["all"] and sts12["all"].sentences1 == ("x y", "z")
+    assert D.load_sts("STSBenchmark", source="hub", split="dev")["dev"].scores.tolist() == [0.5, 3.0]
+    assert ("mteb/stsbenchmark-sts", "validation") in calls
+    sick = D.load_sts("SICKRelatedness", source="hub", split="test")["test"]
+    assert sick.sentences1 == ("a b", "c") and sick.scores.tolist() == [1.0, 4.5]
+    trec = D.load_trec(source="hub")
+    assert trec["train"].labels.tolist() == [5, 3]  # sorted by length like SentEval
+    res = evaluate_sts(FakeEncoder(), ["STS12", "STSBenchmark"], source="hub")
+    assert set(res) == {"STS12", "STSBenchmark", "avg", "details"}
