@@ -19,13 +19,16 @@ from transformers import AutoTokenizer, HfArgumentParser, TrainingArguments, set
 
 from hf_cse.arguments import (
     DataArguments,
+    DiffCSEArguments,
     MethodArguments,
     ModelArguments,
     default_encoder,
+    diffcse_config_kwargs,
     loss_arguments_class,
     loss_kwargs_from,
 )
-from hf_cse.data import check_enough_rows, load_train_dataset, tokenize_dataset, TwoViewCollator
+from hf_cse.data import check_enough_rows, load_train_dataset, tokenize_dataset
+from hf_cse.export import HubPushError, export_after_training, take_over_hub_push
 from hf_cse.models import get_method
 from hf_cse.presets import PRESETS
 from hf_cse.trainer import ContrastiveTrainer
@@ -48,7 +51,9 @@ SCRIPT_DEFAULTS = {
 
 def parse_args(argv: list[str]):
     LossArguments = loss_arguments_class()
-    parser = HfArgumentParser((ModelArguments, DataArguments, MethodArguments, LossArguments, TrainingArguments))
+    parser = HfArgumentParser(
+        (ModelArguments, DataArguments, MethodArguments, LossArguments, DiffCSEArguments, TrainingArguments)
+    )
     parser.set_defaults(**SCRIPT_DEFAULTS)
     preset = parser.parse_known_args(argv)[0].preset
     if preset is not None:
@@ -62,8 +67,23 @@ def parse_args(argv: list[str]):
     return parser.parse_args_into_dataclasses(args=argv)
 
 
+def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) -> None:
+    """DiffCSE's frozen generator, loaded after the model (never part of it); 'unigram' when none is named."""
+    if name is None or name == "unigram":
+        logger.warning(
+            "DiffCSE generator: UNIGRAM replacements drawn from the training corpus (no masked-LM weights). This "
+            "DEPARTS FROM THE PAPER, which fills masks with a frozen masked LM: pass --generator_name_or_path "
+            "distilbert-base-uncased (BERT vocab) / distilroberta-base (RoBERTa) or a local masked-LM folder."
+        )
+        model.attach_generator("unigram", tokenizer, train_token_ids=train_dataset["input_ids"])
+    else:
+        model.attach_generator(name, tokenizer)
+    logger.info("DiffCSE generator: %r (frozen, not saved with the model)", model.generator)
+
+
 def main(argv: list[str] | None = None) -> None:
-    model_args, data_args, method_args, loss_args, training_args = parse_args(sys.argv[1:] if argv is None else argv)
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    model_args, data_args, method_args, loss_args, diffcse_args, training_args = args
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
     set_seed(training_args.seed)
@@ -98,22 +118,28 @@ def main(argv: list[str] | None = None) -> None:
     optional = {"projector": model_args.projector, "off_dropout": method_args.off_dropout,
                 "dcl_weight": method_args.dcl_weight}
     config_kwargs.update({k: v for k, v in optional.items() if v is not None})
+    config_kwargs.update(diffcse_config_kwargs(model_args.method, diffcse_args))
     model = model_cls.from_encoder(encoder, **config_kwargs)
     tokenizer = AutoTokenizer.from_pretrained(encoder)
     if training_args.gradient_checkpointing:
         model.encoder.gradient_checkpointing_enable()
+        if hasattr(model, "discriminator"):  # DiffCSE's second encoder
+            model.discriminator.gradient_checkpointing_enable()
         training_args.gradient_checkpointing = False  # done on the encoder; the wrapper has nothing to checkpoint
 
     # Tokens are cached by datasets for file/Hub sources.
     with training_args.main_process_first(desc="tokenizing"):
         train_dataset = tokenize_dataset(raw, tokenizer, data_args.max_seq_length,
                                          data_args.preprocessing_num_workers)
+    if model_args.method == "diffcse":
+        attach_diffcse_generator(model, diffcse_args.generator_name_or_path, tokenizer, train_dataset)
     logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, loss,
                 encoder, len(train_dataset), training_args.per_device_train_batch_size * training_args.world_size
                 * training_args.gradient_accumulation_steps)
 
     # 3. Train.
     training_args.remove_unused_columns = False
+    hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 5, not checkpoints
     trainer = ContrastiveTrainer(
         model=model,
         args=training_args,
@@ -122,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         processing_class=tokenizer,
         senteval_data_dir=method_args.senteval_data_dir,
         eval_source=method_args.eval_source,
+        cached_minibatch_size=method_args.cached_minibatch_size,
     )
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.log_metrics("train", result.metrics)
@@ -132,11 +159,16 @@ def main(argv: list[str] | None = None) -> None:
     trainer.save_model(training_args.output_dir)
     logger.info("saved %s model to %s", model_args.method, training_args.output_dir)
 
+    # 5. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
+    if trainer.is_world_process_zero():
+        export_after_training(trainer.accelerator.unwrap_model(trainer.model), tokenizer, training_args, data_args,
+                              len(train_dataset), result.metrics, hub_repo, preset=method_args.preset)
+
 
 if __name__ == "__main__":
     try:
         main()
-    except (ValueError, FileNotFoundError) as err:  # bad input: say what and how to fix, no traceback
+    except (ValueError, FileNotFoundError, HubPushError) as err:  # bad input: say what and how to fix, no traceback
         if os.environ.get("HF_CSE_DEBUG"):
             raise
         sys.exit(f"run_unsup.py: error: {err}\n(set HF_CSE_DEBUG=1 to see the traceback)")

@@ -51,7 +51,8 @@ class DataArguments:
 class MethodArguments:
     loss: str | None = field(
         default=None,
-        metadata={"help": f"Contrastive loss (default: the method's, infonce for simcse): {', '.join(available_losses())}."},
+        metadata={"help": "Contrastive loss (default: the method's, infonce for simcse): "
+                          + ", ".join(available_losses())},
     )
     preset: str | None = field(default=None, metadata={"help": "Papers' settings; see hf_cse.presets.PRESETS."})
     off_dropout: bool | None = field(default=None, metadata={"help": "ImSimCSE no-dropout negatives."})
@@ -63,6 +64,11 @@ class MethodArguments:
         default=None, metadata={"help": "SentEval data/downstream folder for STS-B dev evaluation during training."}
     )
     eval_source: str = field(default="local", metadata={"help": "local (senteval_data_dir) or hub."})
+    cached_minibatch_size: int | None = field(
+        default=None,
+        metadata={"help": "Gradient-cache mode: encode the batch in mini-batches of N sentences (bounded memory, "
+                          "same gradient as the full batch; ~+35% time). 0/None = off. See hf_cse/cached.py."},
+    )
 
 
 def _flag_type(name: str) -> object:
@@ -87,7 +93,8 @@ def loss_arguments_class() -> type:
     for name in names:
         typ = _flag_type(name)
         users = [loss for loss in available_losses() if name in loss_hyperparameters(loss)]
-        fields.append((name, typ | None, field(default=None, metadata={"help": f"Loss hyperparameter of {', '.join(users)}."})))
+        help_text = f"Loss hyperparameter of {', '.join(users)}."
+        fields.append((name, typ | None, field(default=None, metadata={"help": help_text})))
     return make_dataclass("LossArguments", fields)
 
 
@@ -101,4 +108,41 @@ def loss_kwargs_from(loss: str, loss_args) -> dict:
             f"--loss {loss} does not take {', '.join('--' + w for w in wrong)}. "
             f"Its hyperparameters: {', '.join('--' + v for v in valid) or '(none)'}."
         )
+    return given
+
+
+@dataclass
+class DiffCSEArguments:
+    """DiffCSE flags (``--method diffcse``); None = the DiffCSEConfig default (paper's BERT STS setting)."""
+
+    generator_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "DiffCSE generator: a masked LM (paper: distilbert-base-uncased / distilroberta-base) or "
+                          "'unigram' (no weights; departs from the paper). Default: unigram."},
+    )
+    lambda_rtd: float | None = field(default=None, metadata={"help": "DiffCSE RTD weight lambda (paper 0.005)."})
+    masking_ratio: float | None = field(default=None, metadata={"help": "DiffCSE masking ratio (BERT 0.30)."})
+    edit_operation: str | None = field(default=None, metadata={"help": "DiffCSE edit: replace, insert, delete."})
+    generator_sampling: bool | None = field(default=None, metadata={"help": "Sample from the generator (not argmax)."})
+    generator_train_mode: bool | None = field(
+        default=None, metadata={"help": "Generator dropout on (the authors' code); default off."}
+    )
+    generator_fill: str | None = field(
+        default=None, metadata={"help": "Generator tokens at all positions (code) or only [MASK]ed ones: all, masked."}
+    )
+    rtd_reduction: str | None = field(default=None, metadata={"help": "L_RTD: mean (code) or sum (paper)."})
+    rtd_ignore_pad: bool | None = field(default=None, metadata={"help": "Leave padding out of L_RTD."})
+    discriminator_init: str | None = field(
+        default=None, metadata={"help": "Discriminator start: encoder (same checkpoint, paper) or random."}
+    )
+
+
+def diffcse_config_kwargs(method: str, args: DiffCSEArguments) -> dict:
+    """The DiffCSE config fields given on the command line; DiffCSE flags with another method are an error."""
+    given = {k: v for k, v in vars(args).items() if v is not None and k != "generator_name_or_path"}
+    if method != "diffcse":
+        flags = sorted(given) + (["generator_name_or_path"] if args.generator_name_or_path is not None else [])
+        if flags:
+            raise ValueError(f"{', '.join('--' + f for f in flags)} only apply to --method diffcse "
+                             f"(got --method {method}).")
     return given

@@ -8,6 +8,7 @@ from collections import defaultdict
 import torch
 from transformers import Trainer
 
+from .cached import IncompatibleOptionsError, cached_step, check_cached_compatible
 from .distributed import gather_with_grad
 from .objectives import build_objectives, compute_objectives
 
@@ -27,10 +28,32 @@ class ContrastiveTrainer(Trainer):
     ``senteval_data_dir`` (or ``eval_source="hub"``) is given, logged as ``eval_stsb_spearman``:
     use ``metric_for_best_model="stsb_spearman"`` with ``load_best_model_at_end`` to select
     checkpoints as the papers do.
+
+    ``cached_minibatch_size=m`` (``--cached_minibatch_size``) turns on the gradient-cache mode
+    (:mod:`hf_cse.cached`): the encoder sees mini-batches of ``m`` sentences, the loss still sees the whole
+    (gathered) batch, and the gradient equals the plain one. 0 / None = off.
     """
 
-    def __init__(self, *args, senteval_data_dir: str | None = None, eval_source: str = "local", **kwargs):
+    def __init__(
+        self,
+        *args,
+        senteval_data_dir: str | None = None,
+        eval_source: str = "local",
+        cached_minibatch_size: int | None = None,
+        **kwargs,
+    ):
+        if kwargs.get("eval_dataset") is None and (senteval_data_dir is not None or eval_source == "hub"):
+            # evaluate() reads STS dev itself; the Trainer only insists that some eval_dataset exists
+            kwargs["eval_dataset"] = [{"task": "STSBenchmark-dev"}]
         super().__init__(*args, **kwargs)
+        self.cached_minibatch_size = cached_minibatch_size or None
+        if self.cached_minibatch_size is not None:
+            check_cached_compatible(self.accelerator.unwrap_model(self.model).config, self.cached_minibatch_size)
+            if self.is_deepspeed_enabled:
+                raise IncompatibleOptionsError(
+                    "--cached_minibatch_size needs several backward passes per step, which DeepSpeed's engine "
+                    "does not allow. Drop --cached_minibatch_size or --deepspeed."
+                )
         self.senteval_data_dir = senteval_data_dir
         self.eval_source = eval_source
         # our loss is a per-batch mean: let the Trainer divide it for gradient accumulation
@@ -42,21 +65,65 @@ class ContrastiveTrainer(Trainer):
         self.objectives = build_objectives(self.accelerator.unwrap_model(self.model).config)
         self._metric_sums: dict[str, float] = defaultdict(float)
         self._metric_counts: dict[str, int] = defaultdict(int)
+        logger.info(
+            "contrastive batch: %d sentences per process x %d processes = %d rows per loss (in-batch negatives); "
+            "%d per optimizer step with %d accumulation steps%s",
+            self.args.per_device_train_batch_size, self.args.world_size,
+            self.contrastive_batch_size, self.contrastive_batch_size * self.args.gradient_accumulation_steps,
+            self.args.gradient_accumulation_steps,
+            f"; encoder mini-batches of {self.cached_minibatch_size} (cached mode)" if self.cached_minibatch_size
+            else "",
+        )
+
+    @property
+    def contrastive_batch_size(self) -> int:
+        """Rows every loss sees: the per-device batch gathered over all processes (the global batch)."""
+        return self.args.per_device_train_batch_size * self.args.world_size
 
     # ------------------------------------------------------------------ training
+    def _global_objectives(self, embeddings: dict[str, torch.Tensor]):
+        """The loss terms on the batch gathered over processes (equal to one process on the global batch)."""
+        return compute_objectives(self.objectives, {name: gather_with_grad(t) for name, t in embeddings.items()})
+
+    def _record(self, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            self._metric_sums[key] += float(value)
+            self._metric_counts[key] += 1
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = model(**inputs)
-        embeddings = {name: gather_with_grad(t) for name, t in out.embeddings.items()}
-        loss, metrics = compute_objectives(self.objectives, embeddings)
+        loss, metrics = self._global_objectives(out.embeddings)
         for name, term in out.aux_losses.items():
             loss = loss + term
             metrics[name] = term.item()
         metrics.update(out.metrics)
         if model.training:
-            for key, value in metrics.items():
-                self._metric_sums[key] += float(value)
-                self._metric_counts[key] += 1
+            self._record(metrics)
         return (loss, out) if return_outputs else loss
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        rows = inputs["input_ids"].shape[0] if "input_ids" in inputs else 0
+        if not self.cached_minibatch_size or rows <= self.cached_minibatch_size:
+            # one mini-batch: the cache would only add a second forward
+            return super().training_step(model, inputs, num_items_in_batch)
+        # Gradient-cache step (hf_cse.cached): the same loss scaling as Trainer.training_step (1 / GA steps,
+        # accelerator.backward for mixed-precision scaling and DDP), but several encoder backward passes.
+        model.train()
+        if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
+            self.optimizer.train()
+        inputs = self._prepare_inputs(inputs)
+        with self.compute_loss_context_manager():
+            loss, metrics = cached_step(
+                model,
+                inputs,
+                self.cached_minibatch_size,
+                loss_fn=self._global_objectives,
+                backward=self.accelerator.backward,
+                no_sync=lambda: self.accelerator.no_sync(model),
+                loss_scale=1.0 / getattr(self, "current_gradient_accumulation_steps", 1),
+            )
+        self._record(metrics)
+        return loss / getattr(self, "current_gradient_accumulation_steps", 1)
 
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
         if "loss" in logs and self._metric_counts:

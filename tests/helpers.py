@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import random
 
-from transformers import AutoTokenizer, TrainingArguments
-
 from tiny_models import WORDS
+from transformers import AutoTokenizer, TrainingArguments
 
 from hf_cse.data import TwoViewCollator, load_train_dataset, tokenize_dataset
 

@@ -1,0 +1,122 @@
+#!/usr/bin/env python
+"""Step-time overhead of every method and loss relative to SimCSE's ``infonce`` (packaged MiniLM, batch 64,
+length 32, one process).
+
+    python benchmarks/bench_method_overhead.py                  # ~8-10 min on a loaded shared 2-core machine
+    python benchmarks/bench_method_overhead.py --steps 10 --threads 2
+
+One step = model forward + objectives (loss + metrics) + auxiliary losses + backward + AdamW step, what
+``ContrastiveTrainer`` does per batch; the collator is not timed (it runs in the dataloader). Variants:
+
+* ``infonce`` and, in full steps, ``gs_infonce`` (M = 3 x 64), ``focal_infonce`` and two seed-002 losses
+  (``paradigm``, ``m_mhe``) on ONE shared SimCSE model (cls pooler, MLP projector): they differ only by the loss;
+* ``+dcl``: infonce + DCL (lambda 0.1), ImSimCSE's second objective;
+* ``off_dropout``: the third, no-dropout encoder pass (with gradient) and ``off_dropout_infonce``;
+* ``imsimcse``: off-dropout + DCL (the method's defaults);
+* ``diffcse`` (when present): DiffCSEModel with the no-download unigram generator, BatchNorm projector, RTD.
+
+Variants run interleaved step by step (round r = one step of each, in rotating order) so load changes on
+the shared machine hit them alike; overhead = median step / median ``infonce`` step - 1.
+
+Every other registered loss differs from infonce only by its loss module, whose cost is far below the
+step-to-step noise of a shared machine: its overhead is computed as (loss fwd+bwd time - infonce's) /
+infonce step (``derived`` column; the loss-only times are measured as in ``bench_loss_share.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import torch
+from bench_train_common import (
+    ManualVariant,
+    add_common_args,
+    features,
+    load_sentences,
+    loss_variants,
+    machine_info,
+    minilm_path,
+    print_table,
+    run_interleaved,
+    save_results,
+    setup_threads,
+    summarize,
+    time_loss,
+)
+
+STEP_LOSSES = ("infonce", "gs_infonce", "focal_infonce", "paradigm", "m_mhe")
+
+
+def build_variants(encoder, tokenizer, feats, include_diffcse: bool) -> list[ManualVariant]:
+    from hf_cse.data import TwoViewCollator
+    from hf_cse.losses import available_losses
+    from hf_cse.models import METHODS, SimCSEModel
+
+    two_view = TwoViewCollator(tokenizer)
+    losses = [n for n in STEP_LOSSES if n in available_losses()]
+    variants = loss_variants(encoder, two_view, losses)
+    torch.manual_seed(0)
+    if "dcl" in available_losses():
+        variants.append(ManualVariant("infonce+dcl", SimCSEModel.from_encoder(encoder, dcl_weight=0.1), two_view))
+    if "off_dropout_infonce" in available_losses():
+        model = SimCSEModel.from_encoder(encoder, loss="off_dropout_infonce", off_dropout=True)
+        variants.append(ManualVariant("off_dropout", model, two_view))
+    if "imsimcse" in METHODS:
+        variants.append(ManualVariant("imsimcse", METHODS["imsimcse"].from_encoder(encoder), two_view))
+    if include_diffcse and "diffcse" in METHODS:
+        cls = METHODS["diffcse"]
+        model = cls.from_encoder(encoder)
+        model.attach_generator("unigram", tokenizer, train_token_ids=[f["input_ids"] for f in feats])
+        variants.append(ManualVariant("diffcse(unigram)", model, cls.collator(tokenizer, model.config)))
+    return variants
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(parser, steps=5, warmup=1)
+    parser.add_argument("--skip_diffcse", action="store_true")
+    parser.add_argument("--reps", type=int, default=30, help="repetitions of the loss-only timings")
+    args = parser.parse_args()
+    threads = setup_threads(args.threads)
+    logging.disable(logging.WARNING)
+    from transformers import AutoTokenizer
+
+    encoder = minilm_path()
+    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    feats = features(tokenizer, load_sentences(args.data, args.batch_size, args.offset), args.length)
+    variants = build_variants(encoder, tokenizer, feats, not args.skip_diffcse)
+    print(f"{len(variants)} variants x ({args.warmup} warm-up + {args.steps} timed) steps, {threads} thread(s)")
+    run_interleaved(variants, feats, args.warmup, args.steps)
+    base = summarize(variants[0].step_times)["median_s"]
+    results = {}
+    for v in variants:
+        s = summarize(v.step_times)
+        s["overhead_vs_infonce"] = s["median_s"] / base - 1.0
+        s["how"] = "measured steps"
+        results[v.name] = s
+    from hf_cse.losses import available_losses, build_loss
+
+    dim = variants[0].model.config.hidden_size
+    loss_times = {name: time_loss(build_loss(name), args.batch_size, dim, args.reps)["loss_fwd_bwd_s"]
+                  for name in available_losses() if name not in ("dcl", "off_dropout_infonce")}
+    for name, t in loss_times.items():  # dcl and off_dropout_infonce are measured as methods above
+        results.setdefault(name, {"how": "derived"})["derived_overhead_vs_infonce"] = (t - loss_times["infonce"]) / base
+        results[name]["loss_fwd_bwd_s"] = t
+    print()
+    fmt = lambda x: "" if x is None else f"{100 * x:+.2f}%"  # noqa: E731
+    print_table(["variant", "median step s", "overhead (measured)", "overhead (derived)"],
+                [[n, s.get("median_s", ""), fmt(s.get("overhead_vs_infonce")),
+                  fmt(s.get("derived_overhead_vs_infonce"))] for n, s in results.items()])
+    save_results("method_overhead", {
+        "benchmark": "bench_method_overhead",
+        "settings": {"batch_size": args.batch_size, "length": args.length, "steps": args.steps, "warmup": args.warmup,
+                     "pooler": "cls", "projector": "mlp (diffcse: batchnorm)", "optimizer": "AdamW",
+                     "data": f"{args.data.name} lines {args.offset}..", "model": "all-MiniLM-L6-v2 (packaged)"},
+        "machine": machine_info(threads),
+        "results": results,
+    }, not args.no_save)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+#!/usr/bin/env python
+"""Training throughput: hf_cse ``ContrastiveTrainer`` (SimCSE / InfoNCE) vs sentence-transformers'
+``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss`` on (sentence, sentence) pairs.
+
+    python benchmarks/bench_train_throughput.py                 # ~6-8 min on a loaded shared 2-core machine
+    python benchmarks/bench_train_throughput.py --steps 30 --rounds 3
+
+Same model (the packaged all-MiniLM-L6-v2), batch 64, length 32 (ST ``max_seq_length=32``), learning rate
+3e-5, AdamW, dropout active (0.1, the model's) and the same temperature (MNRL scale 20 = 1 / 0.05) in both.
+Both sides see two dropout views of each sentence per step, so sentences/s are comparable.
+
+* hf_cse: ``SimCSEModel`` with pooler ``avg`` (mean pooling, what the ST model uses; the papers' ``cls``
+  costs the same) and the default MLP projector (SimCSE's train-time head, 384x384: negligible).
+  Tokenized once up front (``tokenize_dataset``); the collator pads each batch.
+* sentence-transformers: its own data path (tokenizes in the collator every step) and two encoder calls
+  per step (anchors, positives).
+
+Step time = interval between consecutive optimizer-step ends (includes fetching/collating the batch). The
+frameworks alternate in ``--rounds`` rounds (a fresh trainer each) so a load change on the shared machine
+hits both; the ratio uses the median step time over all rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+
+import torch
+from bench_train_common import (
+    StepTimer,
+    add_common_args,
+    load_sentences,
+    machine_info,
+    minilm_path,
+    print_table,
+    save_results,
+    setup_threads,
+    summarize,
+)
+
+
+def run_hf_cse(sentences, args, out_dir) -> list[float]:
+    import datasets
+    from transformers import AutoTokenizer, TrainingArguments
+
+    from hf_cse.data import tokenize_dataset
+    from hf_cse.models import SimCSEModel
+    from hf_cse.trainer import ContrastiveTrainer
+
+    path = minilm_path()
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(path, pooler_type="avg", loss="infonce", loss_kwargs={"temperature": 0.05})
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    data = tokenize_dataset(datasets.Dataset.from_dict({"text": sentences}), tokenizer, args.length)
+    targs = TrainingArguments(output_dir=out_dir, per_device_train_batch_size=args.batch_size, learning_rate=3e-5,
+                              max_steps=args.warmup + args.steps, logging_steps=10_000, save_strategy="no",
+                              report_to="none", disable_tqdm=True, use_cpu=True, seed=0, dataloader_drop_last=True,
+                              remove_unused_columns=False)
+    timer = StepTimer()
+    trainer = ContrastiveTrainer(model=model, args=targs, train_dataset=data, processing_class=tokenizer,
+                                 data_collator=SimCSEModel.collator(tokenizer, model.config), callbacks=[timer])
+    trainer.train()
+    return timer.times[args.warmup:]
+
+
+def run_sentence_transformers(sentences, args, out_dir) -> list[float]:
+    import datasets
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
+
+    torch.manual_seed(0)
+    model = SentenceTransformer(minilm_path(), device="cpu")
+    model.max_seq_length = args.length
+    data = datasets.Dataset.from_dict({"anchor": sentences, "positive": sentences})
+    targs = SentenceTransformerTrainingArguments(output_dir=out_dir, per_device_train_batch_size=args.batch_size,
+                                                 learning_rate=3e-5, max_steps=args.warmup + args.steps,
+                                                 logging_steps=10_000, save_strategy="no", report_to="none",
+                                                 disable_tqdm=True, use_cpu=True, seed=0, dataloader_drop_last=True)
+    timer = StepTimer()
+    trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=data,
+                                         loss=MultipleNegativesRankingLoss(model, scale=20.0), callbacks=[timer])
+    trainer.train()
+    return timer.times[args.warmup:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(parser, steps=6, warmup=2)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    threads = setup_threads(args.threads)
+    logging.disable(logging.WARNING)
+    sentences = load_sentences(args.data, args.batch_size * (args.warmup + args.steps), args.offset)
+    times = {"hf_cse": [], "sentence_transformers": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            order = [("hf_cse", run_hf_cse), ("sentence_transformers", run_sentence_transformers)]
+            for name, fn in order if r % 2 == 0 else order[::-1]:
+                t = fn(sentences, args, tmp)
+                times[name] += t
+                print(f"round {r + 1} {name}: median step {summarize(t)['median_s']:.3f} s")
+    stats = {name: summarize(t) for name, t in times.items()}
+    for s in stats.values():
+        s["sentences_per_s"] = args.batch_size / s["median_s"]
+    ratio = stats["hf_cse"]["sentences_per_s"] / stats["sentence_transformers"]["sentences_per_s"]
+    print()
+    print_table(["framework", "median step s", "min step s", "sentences/s", "steps"],
+                [[n, s["median_s"], s["min_s"], s["sentences_per_s"], s["n"]] for n, s in stats.items()])
+    print(f"\nthroughput ratio hf_cse / sentence-transformers = {ratio:.3f}  (target >= 1.1)")
+    save_results("train_throughput", {
+        "benchmark": "bench_train_throughput",
+        "settings": {"batch_size": args.batch_size, "length": args.length, "steps": args.steps,
+                     "warmup": args.warmup, "rounds": args.rounds, "learning_rate": 3e-5, "dropout": 0.1,
+                     "hf_cse_pooler": "avg", "hf_cse_projector": "mlp", "temperature": 0.05,
+                     "data": f"{args.data.name} lines {args.offset}..", "model": "all-MiniLM-L6-v2 (packaged)"},
+        "machine": machine_info(threads),
+        "results": stats,
+        "ratio_hf_cse_over_st": ratio,
+        "target": ">= 1.1",
+    }, not args.no_save)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""One training step of ContrastiveTrainer per case, dumped for comparing process counts.
+
+Launched by ``tests/test_distributed.py`` as ``torchrun --nproc_per_node 2 tests/dist_worker.py ...``
+(every process takes its rank's contiguous slice of the global batch, as the distributed sampler's
+rank-order gather would) and as a plain ``python tests/dist_worker.py ...`` (one process, the whole
+global batch). Each case builds the tiny model deterministically with dropout 0 (so every run sees the
+same "masks"), runs ``trainer.training_step`` (compute_loss or the cached step + accelerator.backward
+through DDP) and saves the loss and the flattened parameter gradients to ``OUT/rank{R}.pt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from tiny_models import SENTENCES  # noqa: E402
+from transformers import AutoTokenizer, TrainingArguments  # noqa: E402
+
+from hf_cse.distributed import world_size  # noqa: E402
+from hf_cse.models import get_method  # noqa: E402
+from hf_cse.trainer import ContrastiveTrainer  # noqa: E402
+
+
+def global_batch(model, tokenizer, n: int) -> dict[str, torch.Tensor]:
+    """The global batch, collated once (same padding, same DiffCSE edits) so every process count sees
+    identical tensors; each process then takes its rows."""
+    feats = [tokenizer(s, truncation=True, max_length=32) for s in (SENTENCES * 4)[:n]]
+    torch.manual_seed(5)
+    return type(model).collator(tokenizer, model.config)(feats)
+
+
+def run_case(case: dict, model_dir: str, tokenizer, n_global: int, rank: int, procs: int, tmp: str) -> dict:
+    torch.manual_seed(1234)  # identical weights (projector init) and loss RNG in every process and run
+    config = {"dropout": 0.0, "loss": case["loss"], "loss_kwargs": case.get("loss_kwargs", {})}
+    config.update(case.get("config", {}))
+    model = get_method(case.get("method", "simcse")).from_encoder(model_dir, **config)
+    if hasattr(model, "attach_generator"):  # DiffCSE: the no-download unigram generator
+        model.attach_generator("unigram", tokenizer)
+    batch = global_batch(model, tokenizer, n_global)
+    n = n_global // procs
+    local = {k: v[rank * n : (rank + 1) * n] for k, v in batch.items()}
+    args = TrainingArguments(output_dir=tmp, use_cpu=True, per_device_train_batch_size=n, report_to="none",
+                             save_strategy="no", disable_tqdm=True, seed=1234, ddp_backend="gloo" if procs > 1
+                             else None)
+    trainer = ContrastiveTrainer(model=model, args=args, cached_minibatch_size=case.get("cached"))
+    wrapped = trainer.accelerator.prepare(trainer.model)
+    trainer.create_optimizer()
+    trainer.current_gradient_accumulation_steps = 1
+    torch.manual_seed(99)  # the loss's own RNG (GS noise): same stream in every process and run
+    loss = trainer.training_step(wrapped, local)
+    grads = [p.grad.reshape(-1) for p in model.parameters() if p.grad is not None]
+    return {"loss": float(loss), "grads": torch.cat(grads), "world_size": world_size()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--cases", required=True, help="JSON list of cases")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--batch", type=int, default=16)
+    args = parser.parse_args()
+    rank, procs = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    torch.set_num_threads(1)
+    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in json.loads(Path(args.cases).read_text()):
+            try:
+                results[case["name"]] = run_case(case, args.model_dir, tokenizer, args.batch, rank, procs, tmp)
+            except Exception as err:  # reported per case, so one failing loss does not hide the others
+                results[case["name"]] = {"error": f"{type(err).__name__}: {err}"}
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    torch.save(results, Path(args.out) / f"rank{rank}.pt")
+
+
+if __name__ == "__main__":
+    main()
