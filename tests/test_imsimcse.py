@@ -93,3 +93,20 @@ def test_trainer_logs_both_terms_and_third_pass_time(tiny_bert_dir, sentences, t
     logged = trainer.state.log_history[0]
     for key in ("contrastive_loss", "dcl_loss", "off_dropout_seconds", "loss"):
         assert key in logged, key
+
+
+def test_imsimcse_on_diffcse_trains_a_few_steps(tiny_bert_dir, tiny_mlm_dir, sentences, tmp_path):
+    from hf_cse.models import DiffCSEModel
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path, repeat=2)
+    model = DiffCSEModel.from_encoder(str(tiny_bert_dir), loss="off_dropout_infonce",
+                                      loss_kwargs={"temperature": 0.05, "m": 0.9}, off_dropout=True, dcl_weight=0.1)
+    model.attach_generator(str(tiny_mlm_dir), tok)
+    trainer = ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "o", max_steps=3), train_dataset=ds,
+                                 data_collator=DiffCSEModel.collator(tok, model.config), processing_class=tok)
+    trainer.train()
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logged) == 3
+    for entry in logged:
+        for key in ("contrastive_loss", "dcl_loss", "rtd_loss", "off_dropout_seconds"):
+            assert key in entry and torch.isfinite(torch.tensor(entry[key])), key
