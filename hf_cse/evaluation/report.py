@@ -158,6 +158,10 @@ def plot_alignment_uniformity(results: Sequence[dict], path, labels: Sequence[st
     ax.set_ylabel(r"$\ell_{uniform}$ (lower is better)")
     ax.set_title(title or "Alignment vs uniformity (STS-B)")
     ax.grid(alpha=0.3)
+    return _save(fig, plt, path)
+
+
+def _save(fig, plt, path) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -191,12 +195,7 @@ def plot_cosine_buckets(cosine: np.ndarray, gold: np.ndarray, path, title: str |
         ax.text(0.01, 0.75, f"n={len(vals)}", transform=ax.transAxes, fontsize=7)
     axes[-1].set_xlabel("cosine similarity")
     fig.suptitle(title or "STS-B cosine similarity by gold score")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, plt, path)
 
 
 # --------------------------------------------------------------------------------------------- all
