@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         pooler_type=model_args.pooler_type,
         mlp_only_train=model_args.mlp_only_train,
         dropout=model_args.dropout,
+        fast_dropout=model_args.fast_dropout,
         loss=loss,
         loss_kwargs=loss_kwargs,
         off_dropout_grad=method_args.off_dropout_grad,

@@ -32,6 +32,10 @@ class ModelArguments:
     )
     mlp_only_train: bool = field(default=True, metadata={"help": "Projector in training only (papers' unsup)."})
     dropout: float | None = field(default=None, metadata={"help": "Override encoder dropout (GS code: 0.2)."})
+    fast_dropout: bool = field(
+        default=True, metadata={"help": "CPU dropout masks from 16 random bits per element (same distribution, "
+                                        "~1.2x faster steps; no effect on GPU). false = torch's dropout."}
+    )
 
 
 @dataclass

@@ -206,7 +206,8 @@ def test_works_with_other_losses_and_the_off_dropout_and_dcl_switches(tiny_bert_
 def test_a_few_trainer_steps_lower_both_losses(tiny_bert_dir, tok, sentences, tmp_path):
     # A random tiny encoder's [CLS] barely depends on the sentence, so after the BatchNorm projector the two
     # views are mostly dropout noise: train on the probe sentences themselves and average the probe over
-    # dropout draws (checked to hold for model seeds 0-5).
+    # dropout draws. 8 steps were not enough (the contrastive loss fell for only 6 of 8 model seeds with torch's
+    # dropout, 7 of 8 with fast dropout); with 20 steps both losses fell for every model seed 0-5 checked.
     ds, _ = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
     torch.manual_seed(0)
     model = _model(tiny_bert_dir, tok, generator=None, lambda_rtd=0.1)
@@ -223,7 +224,7 @@ def test_a_few_trainer_steps_lower_both_losses(tiny_bert_dir, tok, sentences, tm
         return contrastive, rtd
 
     before = losses()
-    args = tiny_args(tmp_path / "o", max_steps=8, learning_rate=1e-3, per_device_train_batch_size=len(sentences))
+    args = tiny_args(tmp_path / "o", max_steps=20, learning_rate=1e-3, per_device_train_batch_size=len(sentences))
     trainer = ContrastiveTrainer(model=model, args=args, train_dataset=ds,
                                  data_collator=DiffCSEModel.collator(tok, model.config), processing_class=tok)
     trainer.train()

@@ -37,6 +37,9 @@ class CSEConfig(PretrainedConfig):
         off_dropout_grad: let gradients flow through that pass (the authors' code: yes).
         dcl_weight: weight lambda of the dimension-wise contrastive loss (seed 003 §4.3); 0 disables it.
         dcl_temperature, dcl_normalization: its tau_DCL and normalisation (see the ``dcl`` loss).
+        fast_dropout: draw the encoder's CPU dropout masks 16 random bits per element instead of torch's
+            per-element ``bernoulli_`` (same distribution up to p +- 7.7e-6; ~1.2x faster CPU training steps;
+            no effect on CUDA). See ``hf_cse.models.fast_dropout``.
     """
 
     model_type = "hf_cse"
@@ -56,6 +59,7 @@ class CSEConfig(PretrainedConfig):
     dcl_temperature: float = 5.0
     dcl_normalization: str = "code"
     base_encoder: str | None = None
+    fast_dropout: bool = True
 
     def __post_init__(self, **kwargs):
         kwargs.pop("method", None)  # written by to_dict for readers of config.json; the class decides

@@ -32,6 +32,7 @@ from transformers import AutoModel
 
 from ..masking import EDIT_OPERATIONS
 from .config import CSEConfig
+from .fast_dropout import install_fast_dropout
 from .generators import GENERATOR_FILLS, UNIGRAM, Generator, GeneratorError, load_generator
 from .simcse import CSEOutput, CSEPreTrainedModel
 
@@ -120,6 +121,8 @@ class DiffCSEModel(CSEPreTrainedModel):
     def __init__(self, config: DiffCSEConfig):
         super().__init__(config)
         self.discriminator = _build_encoder(config.build_encoder_config())
+        if config.fast_dropout:
+            install_fast_dropout(self.discriminator)
         self.rtd_head = nn.Linear(config.hidden_size, 2)  # ELECTRA head: replaced vs original
         if not hasattr(self.discriminator, "embeddings"):
             raise ValueError(f"DiffCSE needs a discriminator with an `embeddings` module to condition on h; "

@@ -13,6 +13,7 @@ from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from .config import CSEConfig
+from .fast_dropout import install_fast_dropout
 from .heads import SmallInitLinear, build_projector
 from .pooling import needs_hidden_states, pool
 
@@ -64,6 +65,8 @@ class CSEPreTrainedModel(PreTrainedModel):
             self.encoder = AutoModel.from_config(enc_cfg, add_pooling_layer=False)
         except TypeError:
             self.encoder = AutoModel.from_config(enc_cfg)
+        if config.fast_dropout:
+            install_fast_dropout(self.encoder)
         self.projector = build_projector(config.projector, config.hidden_size)
         self.post_init()
 

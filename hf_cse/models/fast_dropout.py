@@ -1,0 +1,114 @@
+"""Fast dropout for CPU training: the same Bernoulli masks, drawn 16 random bits at a time.
+
+Why: on CPU, torch's dropout draws one float per element (``bernoulli_``), ~15 ns each, single-threaded; on
+the packaged MiniLM at batch 2x64, length 32 the 19 dropout calls were 16 % of a SimCSE training step
+(``torch.profiler``, see ``benchmarks/README.md``). Here the mask comes from 64-bit words of the same
+generator (``torch.Generator`` default, so ``torch.manual_seed`` and the cached mode's RNG replay still hold),
+split into four 16-bit lanes and compared with a threshold: element kept with probability
+``1 - round(p * 65536) / 65536`` (|error| <= 7.7e-6; p = 0.1 -> keep 0.899994), kept values scaled by the exact
+inverse keep probability, so ``E[out] = x`` as in ``nn.Dropout``. The mask is stored as ``bool`` for backward
+(what torch's dropout saves, so activation memory is unchanged).
+
+It replaces every ``nn.Dropout`` of an encoder (``FastDropout`` is a subclass, flags and ``p`` unchanged) and
+the attention-probability dropout, which transformers runs inside SDPA: the encoder's attention is switched to
+``hf_cse_sdpa``, which is transformers' SDPA attention whenever dropout is off (eval, or p = 0) or the tensors
+are not on CPU (CUDA's fused dropout is already fast), and otherwise the eager softmax attention with this
+dropout. ``CSEConfig(fast_dropout=False)`` keeps torch's dropout. Nothing is saved: checkpoints and exports
+are plain encoders.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+ATTENTION_NAME = "hf_cse_sdpa"
+_LANES = 1 << 16
+
+
+def keep_mask(shape: torch.Size, p: float) -> tuple[torch.Tensor, float]:
+    """A bool mask of ``shape`` (True = keep) and the exact keep probability it was drawn with."""
+    numel = 1
+    for size in shape:
+        numel *= size
+    threshold = round(p * _LANES)
+    # full 64-bit range: every 16-bit lane is uniform (the default random_() leaves the top bit 0)
+    words = torch.empty((numel + 3) // 4, dtype=torch.int64).random_(-(2**63), None)
+    lanes = words.view(torch.int16)[:numel]
+    return (lanes >= threshold - _LANES // 2).view(shape), 1.0 - threshold / _LANES
+
+
+class _MaskedScale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, keep, scale):
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return torch.where(keep, x, 0.0).mul_(scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (keep,) = ctx.saved_tensors
+        return torch.where(keep, grad, 0.0).mul_(ctx.scale), None, None
+
+
+def fast_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """``F.dropout(x, p, training)`` with the CPU mask drawn 16 bits per element (see the module docstring)."""
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu" or p >= 1.0:
+        return nn.functional.dropout(x, p, training)
+    keep, keep_prob = keep_mask(x.shape, p)
+    return _MaskedScale.apply(x, keep, 1.0 / keep_prob)
+
+
+class FastDropout(nn.Dropout):
+    """``nn.Dropout`` drawing its CPU masks with :func:`fast_dropout`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fast_dropout(x, self.p, self.training)
+
+
+def fast_dropout_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
+    """transformers attention function ``hf_cse_sdpa``: SDPA, except for CPU training with dropout."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if dropout == 0.0 or query.device.type != "cpu":
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    if scaling is None:
+        scaling = query.size(-1) ** -0.5
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:  # SDPA-style mask: True = attend
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores + attention_mask
+    probs = fast_dropout(torch.softmax(scores, dim=-1), dropout, True)
+    return torch.matmul(probs, value).transpose(1, 2).contiguous(), None
+
+
+def _register_attention() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+    if ATTENTION_NAME not in AttentionInterface._global_mapping:
+        AttentionInterface.register(ATTENTION_NAME, fast_dropout_attention)
+        ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION_NAME, sdpa_mask)
+
+
+def install_fast_dropout(encoder: nn.Module) -> int:
+    """Swap every ``nn.Dropout`` of ``encoder`` for :class:`FastDropout` and route SDPA attention through
+    ``hf_cse_sdpa``. Returns the number of dropout modules replaced. Idempotent."""
+    replaced = 0
+    for parent in encoder.modules():
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Dropout:
+                swapped = FastDropout(child.p, child.inplace)
+                swapped.train(child.training)
+                setattr(parent, name, swapped)
+                replaced += 1
+    config = getattr(encoder, "config", None)
+    if config is not None and getattr(config, "_attn_implementation", None) == "sdpa":
+        _register_attention()
+        config._attn_implementation = ATTENTION_NAME
+    return replaced
