@@ -164,7 +164,7 @@ class ManualVariant:
             self.loss_times.append(loss_end - loss_start)
 
 
-def loss_variants(encoder: str, collator, loss_names: list[str]) -> list[ManualVariant]:
+def loss_variants(encoder: str, collator, loss_names: list[str], **model_kwargs) -> list[ManualVariant]:
     """One SimCSE model (cls pooler, MLP projector) shared by one variant per loss: the variants differ only by
     their objectives, so step-time differences are the loss's own cost."""
     from hf_cse.losses import build_loss
@@ -172,7 +172,7 @@ def loss_variants(encoder: str, collator, loss_names: list[str]) -> list[ManualV
     from hf_cse.objectives import Objective
 
     torch.manual_seed(0)
-    model = SimCSEModel.from_encoder(encoder, loss="infonce")
+    model = SimCSEModel.from_encoder(encoder, loss="infonce", **model_kwargs)
     shared = ManualVariant("infonce", model, collator)
     out = []
     for name in loss_names:

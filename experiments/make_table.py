@@ -96,6 +96,11 @@ def main() -> None:
         "paper's DistilBERT generator.",
         "",
     ]
+    trained = [c for c in cells if c.get("train")]
+    fast = sum(bool(c["train"].get("fast_dropout")) for c in trained)
+    if 0 < fast < len(trained):
+        lines += [f"Dropout: {len(trained) - fast} cells ran with torch's dropout (before hf_cse's fast CPU dropout),",
+                  f"{fast} with the fast CPU dropout (the same Bernoulli(0.1) masks from another random stream).", ""]
     (HERE / "RESULTS.md").write_text("\n".join(lines))
     print("\n".join(lines))
     if points:

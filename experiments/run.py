@@ -106,6 +106,8 @@ def run_cell(method: str, seed: int, keep_runs: bool) -> dict:
     cpu0, wall0 = child_cpu_seconds(), time.time()
     run([sys.executable, "run_unsup.py", *flag_list(train_args)], log)
     summary = train_summary(run_dir)
+    # torch's dropout (cells before fast dropout existed) or hf_cse's fast CPU dropout: same distribution
+    summary["fast_dropout"] = json.loads((run_dir / "config.json").read_text()).get("fast_dropout", False)
     eval_dir = run_dir / "eval"
     run([sys.executable, "run_eval.py", "--model_name_or_path", str(run_dir), "--senteval_data_dir",
          str(SHARED / "senteval"), "--tasks", "sts,geometry", "--output_dir", str(eval_dir), "--disable_tqdm", "true"],
