@@ -71,7 +71,7 @@ def check_cached_compatible(config, minibatch_size: int) -> None:
         raise IncompatibleOptionsError(
             "--cached_minibatch_size is incompatible with --method diffcse: its RTD loss is computed inside the "
             "forward on each mini-batch (and its BatchNorm projector uses mini-batch statistics). Drop "
-            "--cached_minibatch_size (use more processes or --gradient_checkpointing for memory)."
+            "--cached_minibatch_size (use more processes or --activation_checkpointing for memory)."
         )
     if getattr(config, "projector", None) == "batchnorm":
         raise IncompatibleOptionsError(

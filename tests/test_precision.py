@@ -115,20 +115,32 @@ def test_gradient_checkpointing_same_gradients_with_off_dropout_pass(tiny_bert_d
         torch.testing.assert_close(ckpt[name], plain[name], atol=1e-7, rtol=1e-5, msg=lambda m: f"{name}: {m}")
 
 
-def test_run_unsup_bf16_gradient_checkpointing_cached(tiny_bert_dir, tmp_path, monkeypatch):
-    """The script's switches together: --bf16 --gradient_checkpointing --cached_minibatch_size (+ off-dropout)."""
+@pytest.mark.parametrize("flag", ["--activation_checkpointing", "--gradient_checkpointing"])
+def test_run_unsup_bf16_gradient_checkpointing_cached(tiny_bert_dir, tmp_path, monkeypatch, flag):
+    """The script's switches together: --bf16, checkpointing (transformers 5's --activation_checkpointing or the
+    deprecated --gradient_checkpointing), --cached_minibatch_size (+ off-dropout)."""
     monkeypatch.syspath_prepend(str(ROOT))
     import run_unsup
+
+    enabled = []
+    real = run_unsup.checkpoint_activations
+
+    def spy(encoder):
+        real(encoder)
+        enabled.append(encoder.is_gradient_checkpointing)
+
+    monkeypatch.setattr(run_unsup, "checkpoint_activations", spy)
 
     extra = ["--loss", "off_dropout_infonce", "--off_dropout", "true"] if "off_dropout_infonce" in \
         available_losses() else []
     run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
                     "--max_steps", "2", "--per_device_train_batch_size", "8", "--logging_steps", "1",
-                    "--use_cpu", "true", "--bf16", "true", "--gradient_checkpointing", "true",
+                    "--use_cpu", "true", "--bf16", "true", flag, "true",
                     "--cached_minibatch_size", "3", "--disable_tqdm", "true", *extra])
     state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
     losses = [e["loss"] for e in state["log_history"] if "loss" in e]
     assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
+    assert enabled == [True]  # the encoder checkpoints its layers
     assert sys.modules["run_unsup"] is run_unsup
 
 
