@@ -136,3 +136,19 @@ def test_install_is_idempotent(tiny_bert_dir):
     model = SimCSEModel.from_encoder(str(tiny_bert_dir), fast_dropout=False)
     assert install_fast_dropout(model.encoder) > 0
     assert install_fast_dropout(model.encoder) == 0
+
+
+def test_causal_attention_is_left_to_sdpa():
+    # a decoder's causal mask can be None with SDPA's is_causal flag; the eager path must not drop it
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from hf_cse.models.fast_dropout import fast_dropout_attention
+
+    module = nn.Module()
+    module.is_causal, module.training = True, True
+    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    torch.manual_seed(0)
+    ours, _ = fast_dropout_attention(module, q, k, v, None, dropout=0.2)
+    torch.manual_seed(0)
+    reference, _ = sdpa_attention_forward(module, q, k, v, None, dropout=0.2)
+    assert torch.equal(ours, reference)

@@ -72,7 +72,9 @@ def fast_dropout_attention(module, query, key, value, attention_mask, dropout: f
     """transformers attention function ``hf_cse_sdpa``: SDPA, except for CPU training with dropout."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    if dropout == 0.0 or query.device.type != "cpu":
+    causal = kwargs.get("is_causal")
+    causal = getattr(module, "is_causal", False) if causal is None else causal
+    if dropout == 0.0 or query.device.type != "cpu" or causal:  # causal masks: left to SDPA (is_causal flag)
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     if scaling is None:
