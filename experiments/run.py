@@ -4,6 +4,11 @@
     python experiments/run.py                      # every missing cell, in config order, seed by seed
     python experiments/run.py --methods simcse,gs_infonce --seeds 42
     python experiments/run.py --dry_run            # list what would run
+    python experiments/run.py --threads 1 & python experiments/run.py --threads 1 --reverse &   # two runners
+
+Several runners may share the table: each claims a cell with a lock file (experiments/runs/<cell>.lock, holding
+its pid; a lock whose process is gone is taken over) and skips cells whose result appeared meanwhile. On a
+2-core machine two 1-thread runners finish more cells per hour than one 2-thread runner.
 
 A cell = one method (experiments/configs/<method>.json) trained with one seed under the shared budget
 (experiments/budget.json), the checkpoint selected on STS-B dev, then scored with run_eval.py
@@ -48,11 +53,15 @@ def child_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+THREADS: int | None = None  # --threads: torch/OpenMP threads of every child process
+
+
 def run(cmd: list[str], log: Path) -> None:
+    env = dict(os.environ, **({"OMP_NUM_THREADS": str(THREADS)} if THREADS else {}))
     with log.open("a") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"command failed ({proc.returncode}); see {log}")
 
@@ -75,6 +84,35 @@ def train_summary(run_dir: Path) -> dict:
         "best_stsb_dev": state.get("best_metric"),
         "best_checkpoint": Path(state["best_model_checkpoint"]).name if state.get("best_model_checkpoint") else None,
     }
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim(name: str) -> Path | None:
+    """Take the lock of cell ``name`` (None if a live runner holds it); a dead runner's lock is taken over."""
+    lock = HERE / "runs" / f"{name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            holder = lock.read_text().strip()
+            if holder.isdigit() and _alive(int(holder)):
+                return None
+            lock.unlink(missing_ok=True)  # stale (or being written: the retry decides)
+            continue
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return lock
+    return None
 
 
 def run_cell(method: str, seed: int, keep_runs: bool) -> dict:
@@ -155,7 +193,11 @@ def main() -> None:
     parser.add_argument("--seeds", help="comma list (default: budget.json seeds)")
     parser.add_argument("--dry_run", action="store_true")
     parser.add_argument("--keep_runs", action="store_true", help="keep checkpoints in experiments/runs/")
+    parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS of the training/eval processes")
+    parser.add_argument("--reverse", action="store_true", help="methods in reverse order, seed by seed (a 2nd runner)")
     args = parser.parse_args()
+    global THREADS
+    THREADS = args.threads
     all_methods = [json.loads(p.read_text())["name"] for p in sorted((HERE / "configs").glob("*.json"))]
     order = json.loads((HERE / "order.json").read_text()) if (HERE / "order.json").is_file() else all_methods
     methods = args.methods.split(",") if args.methods else [m for m in order if m in all_methods]
@@ -166,7 +208,8 @@ def main() -> None:
     if not (SHARED / "senteval").is_dir():
         sys.exit(f"evaluation data not found at {SHARED / 'senteval'}")
     (HERE / "results").mkdir(exist_ok=True)
-    todo = [(m, s) for s in seeds for m in methods if not (HERE / "results" / f"{cell_name(m, s)}.json").is_file()]
+    order = methods[::-1] if args.reverse else methods
+    todo = [(m, s) for s in seeds for m in order if not (HERE / "results" / f"{cell_name(m, s)}.json").is_file()]
     print(f"{len(todo)} missing cell(s): {', '.join(cell_name(m, s) for m, s in todo) or '-'}", flush=True)
     if args.dry_run:
         return
@@ -175,6 +218,10 @@ def main() -> None:
         print(f"[{datetime.now():%H:%M:%S}] pretrained (no training) ...", flush=True)
         baseline.write_text(json.dumps(run_baseline(), indent=2) + "\n")
     for method, seed in todo:
+        out = HERE / "results" / f"{cell_name(method, seed)}.json"
+        lock = None if out.is_file() else claim(cell_name(method, seed))
+        if lock is None:  # finished or being run by another runner meanwhile
+            continue
         start = time.time()
         print(f"[{datetime.now():%H:%M:%S}] {cell_name(method, seed)} ...", flush=True)
         try:
@@ -182,7 +229,8 @@ def main() -> None:
         except RuntimeError as err:
             print(f"  FAILED: {err}", flush=True)
             continue
-        out = HERE / "results" / f"{cell_name(method, seed)}.json"
+        finally:
+            lock.unlink(missing_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
         avg = result["eval"].get("avg")
         print(f"  done in {time.time() - start:.0f} s, STS avg {avg}", flush=True)
