@@ -13,8 +13,9 @@ It replaces every ``nn.Dropout`` of an encoder (``FastDropout`` is a subclass, f
 the attention-probability dropout, which transformers runs inside SDPA: the encoder's attention is switched to
 ``hf_cse_sdpa``, which is transformers' SDPA attention whenever dropout is off (eval, or p = 0) or the tensors
 are not on CPU (CUDA's fused dropout is already fast), and otherwise the eager softmax attention with this
-dropout. ``CSEConfig(fast_dropout=False)`` keeps torch's dropout. Nothing is saved: checkpoints and exports
-are plain encoders.
+dropout. Under ``torch.compile`` both fall back to torch's dropout, which inductor compiles with its own RNG
+(``random_`` would break the graph at every dropout). ``CSEConfig(fast_dropout=False)`` keeps torch's dropout.
+Nothing is saved: checkpoints and exports are plain encoders.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def fast_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tens
     """``F.dropout(x, p, training)`` with the CPU mask drawn 16 bits per element (see the module docstring)."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0:
+    if x.device.type != "cpu" or p >= 1.0 or torch.compiler.is_compiling():  # compiled: inductor's own RNG
         return nn.functional.dropout(x, p, training)
     keep, keep_prob = keep_mask(x.shape, p)
     return _MaskedScale.apply(x, keep, 1.0 / keep_prob)
@@ -74,7 +75,8 @@ def fast_dropout_attention(module, query, key, value, attention_mask, dropout: f
 
     causal = kwargs.get("is_causal")
     causal = getattr(module, "is_causal", False) if causal is None else causal
-    if dropout == 0.0 or query.device.type != "cpu" or causal:  # causal masks: left to SDPA (is_causal flag)
+    # causal masks are left to SDPA (is_causal flag); so is a compiled graph (inductor fuses its own dropout)
+    if dropout == 0.0 or query.device.type != "cpu" or causal or torch.compiler.is_compiling():
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     if scaling is None:
