@@ -28,13 +28,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AutoModel
 
 from ..masking import EDIT_OPERATIONS
 from .config import CSEConfig
-from .fast_dropout import install_fast_dropout
 from .generators import GENERATOR_FILLS, UNIGRAM, Generator, GeneratorError, load_generator
-from .simcse import CSEOutput, CSEPreTrainedModel
+from .simcse import CSEOutput, CSEPreTrainedModel, build_encoder
 
 RTD_REDUCTIONS = ("mean", "sum")
 DISCRIMINATOR_INITS = ("encoder", "random")
@@ -99,13 +97,6 @@ class RTDOutput:
     metrics: dict[str, float]
 
 
-def _build_encoder(cfg) -> nn.Module:
-    try:
-        return AutoModel.from_config(cfg, add_pooling_layer=False)
-    except TypeError:  # DistilBERT and others have no pooler argument
-        return AutoModel.from_config(cfg)
-
-
 class DiffCSEModel(CSEPreTrainedModel):
     """DiffCSE: encoder + projector (contrastive views) + conditional discriminator + RTD head.
 
@@ -120,9 +111,7 @@ class DiffCSEModel(CSEPreTrainedModel):
 
     def __init__(self, config: DiffCSEConfig):
         super().__init__(config)
-        self.discriminator = _build_encoder(config.build_encoder_config())
-        if config.fast_dropout:
-            install_fast_dropout(self.discriminator)
+        self.discriminator = build_encoder(config)
         self.rtd_head = nn.Linear(config.hidden_size, 2)  # ELECTRA head: replaced vs original
         if not hasattr(self.discriminator, "embeddings"):
             raise ValueError(f"DiffCSE needs a discriminator with an `embeddings` module to condition on h; "

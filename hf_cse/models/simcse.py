@@ -49,6 +49,19 @@ def _load_encoder(name_or_path: str, config, **kwargs) -> PreTrainedModel:
         hf_logging.set_verbosity(verbosity)
 
 
+def build_encoder(config: CSEConfig) -> PreTrainedModel:
+    """A freshly initialised encoder of ``config.encoder_config`` without BERT's pooler layer (SimCSE's and
+    DiffCSE's discriminator's), with the fast CPU dropout when ``config.fast_dropout``."""
+    enc_cfg = config.build_encoder_config()
+    try:
+        encoder = AutoModel.from_config(enc_cfg, add_pooling_layer=False)
+    except TypeError:  # DistilBERT and others have no pooler argument
+        encoder = AutoModel.from_config(enc_cfg)
+    if config.fast_dropout:
+        install_fast_dropout(encoder)
+    return encoder
+
+
 class CSEPreTrainedModel(PreTrainedModel):
     """Shared machinery: encoder wrapping, pooling, projector, test-time embeddings, off-dropout pass."""
 
@@ -60,13 +73,7 @@ class CSEPreTrainedModel(PreTrainedModel):
 
     def __init__(self, config: CSEConfig):
         super().__init__(config)
-        enc_cfg = config.build_encoder_config()
-        try:
-            self.encoder = AutoModel.from_config(enc_cfg, add_pooling_layer=False)
-        except TypeError:
-            self.encoder = AutoModel.from_config(enc_cfg)
-        if config.fast_dropout:
-            install_fast_dropout(self.encoder)
+        self.encoder = build_encoder(config)
         self.projector = build_projector(config.projector, config.hidden_size)
         self.post_init()
 
