@@ -53,15 +53,11 @@ def child_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-THREADS: int | None = None  # --threads: torch/OpenMP threads of every child process
-
-
 def run(cmd: list[str], log: Path) -> None:
-    env = dict(os.environ, **({"OMP_NUM_THREADS": str(THREADS)} if THREADS else {}))
     with log.open("a") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         raise RuntimeError(f"command failed ({proc.returncode}); see {log}")
 
@@ -196,8 +192,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS of the training/eval processes")
     parser.add_argument("--reverse", action="store_true", help="methods in reverse order, seed by seed (a 2nd runner)")
     args = parser.parse_args()
-    global THREADS
-    THREADS = args.threads
+    if args.threads:  # inherited by every training / evaluation process
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
     all_methods = [json.loads(p.read_text())["name"] for p in sorted((HERE / "configs").glob("*.json"))]
     order = json.loads((HERE / "order.json").read_text()) if (HERE / "order.json").is_file() else all_methods
     methods = args.methods.split(",") if args.methods else [m for m in order if m in all_methods]
