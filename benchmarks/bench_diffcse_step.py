@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,41 +25,17 @@ from transformers import AutoTokenizer, DistilBertConfig, DistilBertForMaskedLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from bench_train_common import ManualVariant  # noqa: E402
+
 from hf_cse.arguments import default_encoder  # noqa: E402
 from hf_cse.data import DEMO_CORPUS, TwoViewCollator  # noqa: E402
 from hf_cse.models import DiffCSEModel, SimCSEModel  # noqa: E402
-from hf_cse.objectives import build_objectives, compute_objectives  # noqa: E402
 
 
 def _features(tokenizer, batch_size: int, length: int):
     sentences = [s for s in DEMO_CORPUS.read_text(encoding="utf-8").splitlines() if s.strip()][:batch_size]
     enc = tokenizer(sentences, truncation=True, max_length=length, padding="max_length")
     return [{k: enc[k][i] for k in enc} for i in range(len(sentences))]
-
-
-class Variant:
-    def __init__(self, name, model, collator):
-        self.name, self.model, self.collator = name, model.train(), collator
-        self.objectives = build_objectives(model.config)
-        self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
-        self.step_times: list[float] = []
-        self.collate_times: list[float] = []
-
-    def step(self, features, record: bool) -> None:
-        start = time.perf_counter()
-        batch = self.collator(features)
-        collated = time.perf_counter()
-        out = self.model(**batch)
-        loss, _ = compute_objectives(self.objectives, out.embeddings)
-        for term in out.aux_losses.values():
-            loss = loss + term
-        loss.backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        end = time.perf_counter()
-        if record:
-            self.collate_times.append(collated - start)
-            self.step_times.append(end - collated)
 
 
 def main() -> None:
@@ -77,15 +52,16 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(encoder)
     features = _features(tokenizer, args.batch_size, args.length)
     temp = {"temperature": 0.05}
-    variants = [Variant("simcse", SimCSEModel.from_encoder(encoder, loss_kwargs=temp), TwoViewCollator(tokenizer))]
+    simcse = SimCSEModel.from_encoder(encoder, loss_kwargs=temp)
+    variants = [ManualVariant("simcse", simcse, TwoViewCollator(tokenizer))]
     unigram = DiffCSEModel.from_encoder(encoder, loss_kwargs=temp)
     unigram.attach_generator("unigram", tokenizer, train_token_ids=[f["input_ids"] for f in features])
-    variants.append(Variant("diffcse_unigram", unigram, DiffCSEModel.collator(tokenizer, unigram.config)))
+    variants.append(ManualVariant("diffcse_unigram", unigram, DiffCSEModel.collator(tokenizer, unigram.config)))
     if not args.skip_mlm:
         mlm = DiffCSEModel.from_encoder(encoder, loss_kwargs=temp)
         gen = DistilBertForMaskedLM(DistilBertConfig(vocab_size=len(tokenizer)))  # distilbert-base-uncased shape
         mlm.attach_generator(gen, tokenizer)
-        variants.append(Variant("diffcse_mlm", mlm, DiffCSEModel.collator(tokenizer, mlm.config)))
+        variants.append(ManualVariant("diffcse_mlm", mlm, DiffCSEModel.collator(tokenizer, mlm.config)))
 
     for i in range(args.warmup + args.steps):
         for v in variants:  # interleaved: the same machine load for every variant

@@ -132,7 +132,8 @@ class ManualVariant:
     """One training configuration driven step by step (forward + objectives + aux + backward + AdamW), so that
     variants can be interleaved step by step and a load change on the shared machine hits them alike.
 
-    ``loss_seconds`` records the forward time of the objectives (the loss functions incl. their metrics).
+    ``loss_times`` records the forward time of the objectives (the loss functions incl. their metrics),
+    ``collate_times`` the collator's (not part of the step time: it runs in the dataloader).
     """
 
     def __init__(self, name: str, model, collator, lr: float = 1e-6, objectives=None, optimizer=None):
@@ -143,11 +144,13 @@ class ManualVariant:
         self.optimizer = optimizer or torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
         self.step_times: list[float] = []
         self.loss_times: list[float] = []
+        self.collate_times: list[float] = []
 
     def step(self, features, record: bool) -> None:
         from hf_cse.objectives import compute_objectives
 
-        batch = self.collator(features)  # not timed: the collator runs in the dataloader
+        collate_start = time.perf_counter()
+        batch = self.collator(features)  # not in the step time: the collator runs in the dataloader
         start = time.perf_counter()
         out = self.model(**batch)
         loss_start = time.perf_counter()
@@ -162,6 +165,7 @@ class ManualVariant:
         if record:
             self.step_times.append(end - start)
             self.loss_times.append(loss_end - loss_start)
+            self.collate_times.append(start - collate_start)
 
 
 def loss_variants(encoder: str, collator, loss_names: list[str], **model_kwargs) -> list[ManualVariant]:
