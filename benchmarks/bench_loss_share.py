@@ -23,6 +23,7 @@ import statistics
 
 from bench_train_common import (
     add_common_args,
+    common_settings,
     features,
     load_sentences,
     loss_variants,
@@ -73,9 +74,8 @@ def main() -> None:
     print(f"largest share: {worst} {100 * results[worst]['share']:.3f}%  (target < 3%)")
     save_results("loss_share", {
         "benchmark": "bench_loss_share",
-        "settings": {"batch_size": args.batch_size, "length": args.length, "steps": args.steps, "warmup": args.warmup,
-                     "reps": args.reps, "embedding_dim": dim, "loss_hyperparameters": "each loss's defaults",
-                     "data": f"{args.data.name} lines {args.offset}..", "model": "all-MiniLM-L6-v2 (packaged)"},
+        "settings": common_settings(args, reps=args.reps, embedding_dim=dim,
+                                    loss_hyperparameters="each loss's defaults"),
         "machine": machine_info(threads),
         "infonce_step": step,
         "infonce_in_step_loss_forward_median_s": statistics.median(infonce.loss_times),

@@ -35,6 +35,7 @@ import torch
 from bench_train_common import (
     ManualVariant,
     add_common_args,
+    common_settings,
     features,
     load_sentences,
     loss_variants,
@@ -127,11 +128,8 @@ def main() -> None:
                   fmt(s.get("derived_overhead_vs_infonce"))] for n, s in results.items()])
     save_results("method_overhead_torch_dropout" if args.torch_dropout else "method_overhead", {
         "benchmark": "bench_method_overhead",
-        "settings": {"batch_size": args.batch_size, "length": args.length, "steps": args.steps, "warmup": args.warmup,
-                     "pooler": "cls",
-                     "dropout": "torch" if args.torch_dropout else "fast (hf_cse)",
-                     "projector": "mlp (diffcse: batchnorm)", "optimizer": "AdamW",
-                     "data": f"{args.data.name} lines {args.offset}..", "model": "all-MiniLM-L6-v2 (packaged)"},
+        "settings": common_settings(args, pooler="cls", dropout="torch" if args.torch_dropout else "fast (hf_cse)",
+                                    projector="mlp (diffcse: batchnorm)", optimizer="AdamW"),
         "machine": machine_info(threads),
         "simcse_step_estimate_s": simcse_step,
         "results": results,

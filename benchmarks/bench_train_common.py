@@ -34,6 +34,12 @@ def add_common_args(parser, steps: int = 8, warmup: int = 2) -> None:
     parser.add_argument("--no_save", action="store_true", help="do not write benchmarks/results/*.json")
 
 
+def common_settings(args, **extra) -> dict:
+    """The ``settings`` block of a results file: the flags of :func:`add_common_args`, then ``extra``."""
+    return {"batch_size": args.batch_size, "length": args.length, "steps": args.steps, "warmup": args.warmup,
+            "data": f"{args.data.name} lines {args.offset}..", "model": "all-MiniLM-L6-v2 (packaged)", **extra}
+
+
 def setup_threads(threads: int | None) -> int:
     """Default 1 thread: on a shared, loaded 2-core machine two OpenMP threads per process contend (measured
     2-3x slower per step here); pass --threads 2 (or more) on a quiet machine."""

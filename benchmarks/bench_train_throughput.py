@@ -30,6 +30,7 @@ import torch
 from bench_train_common import (
     StepTimer,
     add_common_args,
+    common_settings,
     load_sentences,
     machine_info,
     minilm_path,
@@ -111,10 +112,8 @@ def main() -> None:
     print(f"\nthroughput ratio hf_cse / sentence-transformers = {ratio:.3f}  (target >= 1.1)")
     save_results("train_throughput", {
         "benchmark": "bench_train_throughput",
-        "settings": {"batch_size": args.batch_size, "length": args.length, "steps": args.steps,
-                     "warmup": args.warmup, "rounds": args.rounds, "learning_rate": 3e-5, "dropout": 0.1,
-                     "hf_cse_pooler": "avg", "hf_cse_projector": "mlp", "temperature": 0.05,
-                     "data": f"{args.data.name} lines {args.offset}..", "model": "all-MiniLM-L6-v2 (packaged)"},
+        "settings": common_settings(args, rounds=args.rounds, learning_rate=3e-5, dropout=0.1, hf_cse_pooler="avg",
+                                    hf_cse_projector="mlp", temperature=0.05),
         "machine": machine_info(threads),
         "results": stats,
         "ratio_hf_cse_over_st": ratio,
