@@ -81,12 +81,6 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) 
     logger.info("DiffCSE generator: %r (frozen, not saved with the model)", model.generator)
 
 
-def checkpoint_activations(encoder) -> None:
-    """Activation (gradient) checkpointing on a transformers encoder, under the name its version has."""
-    enable = getattr(encoder, "activation_checkpointing_enable", None) or encoder.gradient_checkpointing_enable
-    enable()
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     model_args, data_args, method_args, loss_args, diffcse_args, training_args = args
@@ -130,10 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     tokenizer = AutoTokenizer.from_pretrained(encoder)
     # --activation_checkpointing (transformers 5's name) or the deprecated --gradient_checkpointing
     if getattr(training_args, "activation_checkpointing", False) or training_args.gradient_checkpointing:
-        for encoder_module in (model.encoder, getattr(model, "discriminator", None)):  # + DiffCSE's second encoder
-            if encoder_module is not None:
-                checkpoint_activations(encoder_module)
-        # done on the encoders; the wrapper has nothing to checkpoint
+        model.enable_activation_checkpointing()  # inside the encoders; the Trainer must not redo it on the wrapper
         training_args.gradient_checkpointing = False
         if hasattr(training_args, "activation_checkpointing"):
             training_args.activation_checkpointing = False

@@ -73,6 +73,26 @@ def test_discriminator_starts_from_the_encoder_checkpoint_or_random(tiny_bert_di
     assert not torch.equal(rand.discriminator.state_dict()[key], enc[key])
 
 
+def test_activation_checkpointing_reaches_the_discriminator_with_the_same_gradients(tiny_bert_dir, tok, sentences):
+    """``--activation_checkpointing`` checkpoints both encoders DiffCSE trains; without dropout the recomputed
+    forward gives the gradients of the plain one."""
+    batch = _batch(tok, sentences[:6])
+    grads = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        model = _model(tiny_bert_dir, tok, dropout=0.0)
+        assert [m is model.encoder or m is model.discriminator for m in model.transformer_encoders()] == [True] * 2
+        if checkpointing:
+            model.enable_activation_checkpointing()
+        assert [e.is_gradient_checkpointing for e in model.transformer_encoders()] == [checkpointing] * 2
+        torch.manual_seed(1)  # the same generator draws
+        _total_loss(model, model(**batch)).backward()
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    assert any(n.startswith("discriminator.") for n in grads[1]) and grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], atol=1e-6, rtol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
 # ----------------------------------------------------------------------------------------------- the loss
 def test_lambda_zero_is_the_contrastive_loss_on_batchnorm_projected_embeddings(tiny_bert_dir, tok, sentences):
     model = _model(tiny_bert_dir, tok, lambda_rtd=0.0)

@@ -86,7 +86,7 @@ def _grads_after_step(model_dir, batch, checkpointing, dropout, seed=3):
     torch.manual_seed(0)
     model = SimCSEModel.from_encoder(model_dir, loss="off_dropout_infonce", off_dropout=True, dropout=dropout)
     if checkpointing:
-        model.encoder.gradient_checkpointing_enable()  # what run_unsup.py --gradient_checkpointing does
+        model.enable_activation_checkpointing()  # what run_unsup.py --activation_checkpointing does
     model.train()
     objectives = build_objectives(model.config)
     torch.manual_seed(seed)
@@ -123,13 +123,13 @@ def test_run_unsup_bf16_gradient_checkpointing_cached(tiny_bert_dir, tmp_path, m
     import run_unsup
 
     enabled = []
-    real = run_unsup.checkpoint_activations
+    real = SimCSEModel.enable_activation_checkpointing
 
-    def spy(encoder):
-        real(encoder)
-        enabled.append(encoder.is_gradient_checkpointing)
+    def spy(model):
+        real(model)
+        enabled.extend(encoder.is_gradient_checkpointing for encoder in model.transformer_encoders())
 
-    monkeypatch.setattr(run_unsup, "checkpoint_activations", spy)
+    monkeypatch.setattr(SimCSEModel, "enable_activation_checkpointing", spy)
 
     extra = ["--loss", "off_dropout_infonce", "--off_dropout", "true"] if "off_dropout_infonce" in \
         available_losses() else []

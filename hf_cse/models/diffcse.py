@@ -28,6 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import PreTrainedModel
 
 from ..masking import EDIT_OPERATIONS
 from .config import CSEConfig
@@ -131,6 +132,9 @@ class DiffCSEModel(CSEPreTrainedModel):
             if unexpected or [k for k in missing if "pooler" not in k]:
                 raise RuntimeError(f"discriminator weights did not match: missing {missing}, unexpected {unexpected}")
         return model
+
+    def transformer_encoders(self) -> list[PreTrainedModel]:
+        return [self.encoder, self.discriminator]
 
     @classmethod
     def collator(cls, tokenizer, config: DiffCSEConfig):

@@ -125,6 +125,17 @@ class CSEPreTrainedModel(PreTrainedModel):
     def get_input_embeddings(self) -> nn.Module:
         return self.encoder.get_input_embeddings()
 
+    def transformer_encoders(self) -> list[PreTrainedModel]:
+        """Every transformers encoder this method trains (DiffCSE adds its discriminator)."""
+        return [self.encoder]
+
+    def enable_activation_checkpointing(self) -> None:
+        """Activation (gradient) checkpointing inside every encoder; the wrapper itself has no layers to
+        checkpoint. Under the name the installed transformers has (5: ``activation_checkpointing_enable``)."""
+        for encoder in self.transformer_encoders():
+            enable = getattr(encoder, "activation_checkpointing_enable", None) or encoder.gradient_checkpointing_enable
+            enable()
+
     # ----------------------------------------------------------------- embeddings
     def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
         pooler = pooler or self.config.pooler_type
