@@ -32,6 +32,10 @@ class ContrastiveTrainer(Trainer):
     ``cached_minibatch_size=m`` (``--cached_minibatch_size``) turns on the gradient-cache mode
     (:mod:`hf_cse.cached`): the encoder sees mini-batches of ``m`` sentences, the loss still sees the whole
     (gathered) batch, and the gradient equals the plain one. 0 / None = off.
+
+    Under DDP, ``ddp_find_unused_parameters`` defaults to False (transformers' Trainer: True unless activation
+    checkpointing is on): every hf_cse method uses all its parameters in each step. Pass
+    ``--ddp_find_unused_parameters true`` for a model of your own that leaves some unused.
     """
 
     def __init__(
@@ -62,6 +66,10 @@ class ContrastiveTrainer(Trainer):
             # an incomplete last batch cannot be all-gathered across processes and may hold < 2 rows
             logger.info("ContrastiveTrainer sets dataloader_drop_last=True (incomplete batches are skipped).")
             self.args.dataloader_drop_last = True
+        if self.args.ddp_find_unused_parameters is None:
+            # every method model gives every parameter a gradient in each step (tests/test_models.py), so DDP
+            # need not walk the autograd graph for unused ones after every backward (transformers' default)
+            self.args.ddp_find_unused_parameters = False
         self.objectives = build_objectives(self.accelerator.unwrap_model(self.model).config)
         self._metric_sums: dict[str, float] = defaultdict(float)
         self._metric_counts: dict[str, int] = defaultdict(int)

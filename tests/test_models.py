@@ -110,3 +110,46 @@ def test_training_batch_must_have_views(tiny_bert_dir, sentences):
     model = SimCSEModel.from_encoder(str(tiny_bert_dir))
     with pytest.raises(ValueError, match="batch, views, length"):
         model(**_batch(tok, sentences[:3]))
+
+
+# ---------------------------------------------------------------------------------- every parameter is used
+def _method_cases():
+    from hf_cse.losses import available_losses
+
+    cases = [("simcse", {"loss": name, "off_dropout": name == "off_dropout_infonce"}) for name in available_losses()]
+    cases += [("imsimcse", {}), ("imsimcse", {"off_dropout_grad": True}), ("diffcse", {}),
+              ("diffcse", {"lambda_rtd": 0.0}), ("diffcse", {"loss": "off_dropout_infonce", "off_dropout": True,
+                                                            "dcl_weight": 0.1})]
+    return [pytest.param(method, kwargs, id=f"{method}-{'-'.join(f'{k}={v}' for k, v in kwargs.items())}")
+            for method, kwargs in cases]
+
+
+@pytest.mark.parametrize(("method", "config"), _method_cases())
+def test_every_parameter_gets_a_gradient_so_ddp_need_not_search_for_unused_ones(method, config, tiny_bert_dir,
+                                                                                 sentences, tmp_path):
+    """ContrastiveTrainer defaults ``ddp_find_unused_parameters`` to False, which DDP only allows when each
+    step's backward reaches every trainable parameter: checked for every loss and method switch."""
+    from helpers import tiny_args
+
+    from hf_cse.trainer import ContrastiveTrainer
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = get_method(method).from_encoder(str(tiny_bert_dir), **config).train()
+    if method == "diffcse":
+        model.attach_generator("unigram", tok)
+    trainer = ContrastiveTrainer(model=model, args=tiny_args(tmp_path))
+    assert trainer.args.ddp_find_unused_parameters is False
+    batch = model.collator(tok, model.config)([tok(s) for s in sentences[:6]])
+    trainer.compute_loss(model, batch).backward()
+    unused = [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    assert not unused, f"{method} {config}: no gradient for {unused}"
+
+
+def test_an_explicit_ddp_find_unused_parameters_is_kept(tiny_bert_dir, tmp_path):
+    from helpers import tiny_args
+
+    from hf_cse.trainer import ContrastiveTrainer
+
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    trainer = ContrastiveTrainer(model=model, args=tiny_args(tmp_path, ddp_find_unused_parameters=True))
+    assert trainer.args.ddp_find_unused_parameters is True
