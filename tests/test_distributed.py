@@ -68,13 +68,14 @@ NOT_EQUIVALENT = {"diffcse"}
 
 
 def _run_unsup_cmd(model_dir: Path, out: Path) -> list[str]:
-    """run_unsup.py under accelerate launch with the shipped 2-process CPU config, cached mode on."""
+    """run_unsup.py under accelerate launch with the shipped 2-process CPU config, cached mode on, and
+    ContrastiveTrainer's default ddp_find_unused_parameters=False (DDP raises if a parameter goes unused)."""
     return [sys.executable, "-m", "accelerate.commands.launch",
             "--config_file", str(ROOT / "configs" / "accelerate" / "cpu_2proc.yaml"),
             "--main_process_port", str(_free_port()), str(ROOT / "run_unsup.py"),
             "--model_name_or_path", str(model_dir), "--output_dir", str(out), "--max_steps", "2",
             "--per_device_train_batch_size", "4", "--cached_minibatch_size", "2", "--logging_steps", "1",
-            "--disable_tqdm", "true", "--use_cpu", "true", "--ddp_find_unused_parameters", "false"]
+            "--disable_tqdm", "true", "--use_cpu", "true"]
 
 
 def _wait(proc: subprocess.Popen) -> str:
