@@ -108,21 +108,40 @@ def main() -> None:
 
 
 def comparison_with_simcse(by_method: dict, methods: list[str]) -> list[str]:
-    """Which methods beat SimCSE's STS average here (means over the seeds each has so far)."""
+    """Each method's STS average against SimCSE's at the same seed (same data order), grouped by the sign of
+    the difference at every seed and by whether it exceeds SimCSE's own seed-to-seed std (the noise scale)."""
     if "simcse" not in by_method:
         return []
-    base = statistics.fmean(r["eval"]["avg"] for r in by_method["simcse"])
-    above, below = [], []
+    simcse = {r["seed"]: r["eval"]["avg"] for r in by_method["simcse"]}
+    noise = statistics.stdev(simcse.values()) if len(simcse) > 1 else 0.0
+    groups: dict[str, list[tuple[float, str]]] = defaultdict(list)
     for method in methods:
         if method in ("simcse", "pretrained"):
             continue
-        runs = by_method[method]
-        delta = statistics.fmean(r["eval"]["avg"] for r in runs) - base
-        (above if delta > 0 else below).append(f"{method} ({delta:+.2f}, {len(runs)} seed{'s' * (len(runs) > 1)})")
+        deltas = [r["eval"]["avg"] - simcse[r["seed"]] for r in by_method[method] if r["seed"] in simcse]
+        if not deltas:
+            continue
+        mean = statistics.fmean(deltas)
+        if min(deltas) > noise:
+            group = "above by more than the noise at every seed"
+        elif min(deltas) > 0:
+            group = "above at every seed, within the noise"
+        elif max(deltas) < -noise:
+            group = "below by more than the noise at every seed"
+        elif max(deltas) < 0:
+            group = "below at every seed, within the noise"
+        else:
+            group = "no consistent direction"
+        per_seed = f"; {' / '.join(f'{d:+.2f}' for d in deltas)}" if len(deltas) > 1 else ", 1 seed"
+        groups[group].append((mean, f"{method} ({mean:+.2f}{per_seed})"))
+    order = ["above by more than the noise at every seed", "above at every seed, within the noise",
+             "no consistent direction", "below at every seed, within the noise",
+             "below by more than the noise at every seed"]
     return [
-        f"Against SimCSE's STS average ({base:.2f}) on this testbed:",
-        f"- above: {', '.join(above) or 'none'}",
-        f"- below: {', '.join(below) or 'none'}",
+        f"STS average minus SimCSE's at the same seed (mean; per seed {' / '.join(map(str, sorted(simcse)))}); "
+        f"the noise scale is SimCSE's own seed-to-seed std, {noise:.2f}:",
+        *(f"- {group}: {', '.join(text for _, text in sorted(groups[group], reverse=True)) or 'none'}"
+          for group in order),
     ]
 
 
