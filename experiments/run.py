@@ -41,6 +41,10 @@ def cell_name(method: str, seed: int) -> str:
     return f"{method}__seed{seed}"
 
 
+def result_path(method: str, seed: int) -> Path:
+    return HERE / "results" / f"{cell_name(method, seed)}.json"
+
+
 def flag_list(args: dict) -> list[str]:
     out = []
     for key, value in args.items():
@@ -204,8 +208,9 @@ def main() -> None:
     if not (SHARED / "senteval").is_dir():
         sys.exit(f"evaluation data not found at {SHARED / 'senteval'}")
     (HERE / "results").mkdir(exist_ok=True)
-    order = methods[::-1] if args.reverse else methods
-    todo = [(m, s) for s in seeds for m in order if not (HERE / "results" / f"{cell_name(m, s)}.json").is_file()]
+    if args.reverse:
+        methods = methods[::-1]
+    todo = [(m, s) for s in seeds for m in methods if not result_path(m, s).is_file()]
     print(f"{len(todo)} missing cell(s): {', '.join(cell_name(m, s) for m, s in todo) or '-'}", flush=True)
     if args.dry_run:
         return
@@ -214,7 +219,7 @@ def main() -> None:
         print(f"[{datetime.now():%H:%M:%S}] pretrained (no training) ...", flush=True)
         baseline.write_text(json.dumps(run_baseline(), indent=2) + "\n")
     for method, seed in todo:
-        out = HERE / "results" / f"{cell_name(method, seed)}.json"
+        out = result_path(method, seed)
         lock = None if out.is_file() else claim(cell_name(method, seed))
         if lock is None:  # finished or being run by another runner meanwhile
             continue
