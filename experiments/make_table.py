@@ -107,6 +107,12 @@ def main() -> None:
         plot(points, HERE / "align_uniform.png")
 
 
+#: how a method compares with SimCSE, in the order listed under the table
+GROUPS = (ABOVE, ABOVE_WITHIN_NOISE, MIXED, BELOW_WITHIN_NOISE, BELOW) = (
+    "above by more than the noise at every seed", "above at every seed, within the noise", "no consistent direction",
+    "below at every seed, within the noise", "below by more than the noise at every seed")
+
+
 def comparison_with_simcse(by_method: dict, methods: list[str]) -> list[str]:
     """Each method's STS average against SimCSE's at the same seed (same data order), grouped by the sign of
     the difference at every seed and by whether it exceeds SimCSE's own seed-to-seed std (the noise scale)."""
@@ -123,25 +129,22 @@ def comparison_with_simcse(by_method: dict, methods: list[str]) -> list[str]:
             continue
         mean = statistics.fmean(deltas)
         if min(deltas) > noise:
-            group = "above by more than the noise at every seed"
+            group = ABOVE
         elif min(deltas) > 0:
-            group = "above at every seed, within the noise"
+            group = ABOVE_WITHIN_NOISE
         elif max(deltas) < -noise:
-            group = "below by more than the noise at every seed"
+            group = BELOW
         elif max(deltas) < 0:
-            group = "below at every seed, within the noise"
+            group = BELOW_WITHIN_NOISE
         else:
-            group = "no consistent direction"
+            group = MIXED
         per_seed = f"; {' / '.join(f'{d:+.2f}' for d in deltas)}" if len(deltas) > 1 else ", 1 seed"
         groups[group].append((mean, f"{method} ({mean:+.2f}{per_seed})"))
-    order = ["above by more than the noise at every seed", "above at every seed, within the noise",
-             "no consistent direction", "below at every seed, within the noise",
-             "below by more than the noise at every seed"]
     return [
         f"STS average minus SimCSE's at the same seed (mean; per seed {' / '.join(map(str, sorted(simcse)))}); "
         f"the noise scale is SimCSE's own seed-to-seed std, {noise:.2f}:",
         *(f"- {group}: {', '.join(text for _, text in sorted(groups[group], reverse=True)) or 'none'}"
-          for group in order),
+          for group in GROUPS),
     ]
 
 
