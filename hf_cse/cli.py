@@ -1,0 +1,70 @@
+"""What every command-line entry point shares: one line per foreseeable failure (the traceback behind
+``HF_CSE_DEBUG=1``), and checks of a model path before anything is loaded.
+
+    if __name__ == "__main__":
+        sys.exit(run_cli(main, "run_unsup.py"))
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+DEBUG_ENV = "HF_CSE_DEBUG"
+
+
+class InputError(ValueError):
+    """Bad input found by a check before any work; the message names the problem and the fix."""
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+# Failures a user can cause and fix. Other exceptions are bugs and keep their traceback.
+FORESEEABLE: tuple[type[BaseException], ...] = (ValueError, OSError, RuntimeError, ImportError)
+
+
+def run_cli(main: Callable[[], int | None], prog: str) -> int:
+    """Run ``main()``; a foreseeable failure becomes ``prog: error: <one line>`` on stderr and exit code 1.
+
+    ``RuntimeError`` is included for hf_cse's own error types (e.g. ``HubPushError``) and torch's device errors
+    ("CUDA is not available"); set ``HF_CSE_DEBUG=1`` to get the traceback of any of them.
+    """
+    try:
+        return int(main() or 0)
+    except FORESEEABLE as err:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"{prog}: error: {_one_line(err)} (set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
+        return 1
+
+
+def check_model_source(name_or_path: str, flag: str = "--model_name_or_path") -> None:
+    """Fail early and clearly for a model reference that cannot load: a path that is a file, a folder without
+    ``config.json``, or (with the Hub offline) a name that is neither a local folder nor in the Hub cache."""
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise InputError(f"{flag} {name_or_path} is a file; give a model folder (holding config.json) or a "
+                             "Hub model id.")
+        if not (path / "config.json").is_file():
+            raise InputError(f"{flag} {name_or_path} is a folder without config.json, so it holds no model; give the "
+                             "folder a model was saved to (save_pretrained / run_unsup.py's --output_dir) or a Hub id.")
+        return
+    looks_local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
+    if looks_local:
+        raise InputError(f"{flag} {name_or_path}: no such folder. Check the path.")
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if constants.HF_HUB_OFFLINE:
+        try:
+            cached = try_to_load_from_cache(name_or_path, "config.json")
+        except ValueError:  # not a valid repo id either
+            cached = None
+        if not isinstance(cached, str):
+            raise InputError(f"{flag} {name_or_path} is not a local folder, and the Hugging Face Hub is offline "
+                             "(HF_HUB_OFFLINE=1) with no cached copy of it. Give a local model folder, or unset "
+                             "HF_HUB_OFFLINE to download it.")
