@@ -89,3 +89,82 @@ def test_small_but_nonzero_rows_still_train():
     out = build_loss("infonce")(z1, z2)
     out.loss.backward()
     assert z1.grad.abs().sum() > 0
+
+
+# ------------------------------------------------------------------ model config
+
+
+@pytest.fixture
+def encoder_loading_fails(monkeypatch):
+    """Any attempt to load encoder weights raises, so a test sees which check ran first."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("encoder weights were loaded")
+
+    monkeypatch.setattr(simcse_module, "_load_encoder", refuse)
+
+
+@pytest.mark.parametrize("method", [SimCSEModel, DiffCSEModel])
+@pytest.mark.parametrize(
+    "config_kwargs, message",
+    [
+        ({"loss": "no_such_loss"}, "Unknown loss 'no_such_loss'"),
+        ({"loss_kwargs": {"temperature": -1.0}}, "temperature must be a finite number > 0"),
+        ({"loss_kwargs": {"margin": 0.1}}, "does not take hyperparameter"),
+        ({"off_dropout": True}, "off_dropout_infonce"),
+    ],
+)
+def test_from_encoder_refuses_a_bad_objective_before_loading_weights(
+    tiny_bert_dir, encoder_loading_fails, method, config_kwargs, message
+):
+    with pytest.raises(ValueError, match=message):
+        method.from_encoder(str(tiny_bert_dir), **config_kwargs)
+
+
+def test_from_encoder_with_a_valid_objective_reaches_the_weights(tiny_bert_dir, encoder_loading_fails):
+    # the control for the test above: the patched loader is the one from_encoder calls
+    with pytest.raises(AssertionError, match="encoder weights were loaded"):
+        SimCSEModel.from_encoder(str(tiny_bert_dir), loss="focal_infonce")
+
+
+# ------------------------------------------------------------------ encoders naming the hidden size differently
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny_gpt2")
+    tok = tiny_tokenizer(folder)
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(tok), n_embd=24, n_layer=1, n_head=2, n_positions=64,
+                        bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
+    GPT2Model(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_gpt2_encoder_trains_one_step_with_avg_pooling(tiny_gpt2_dir):
+    # before: CSEConfig read hidden_size from the raw dict (GPT-2 calls it n_embd): a 0 x 0 projector
+    model = SimCSEModel.from_encoder(str(tiny_gpt2_dir), pooler_type="avg")
+    assert model.config.hidden_size == 24 and model.projector.dense.weight.shape == (24, 24)
+    tok = AutoTokenizer.from_pretrained(tiny_gpt2_dir)
+    batch = tok(["the cat sat on the mat", "a dog runs", "rain falls on the city", "the team won"],
+                padding=True, return_tensors="pt")
+    batch = {k: v.unsqueeze(1).repeat(1, 2, 1) for k, v in batch.items()}
+    model.train()
+    before = model.encoder.get_input_embeddings().weight.detach().clone()
+    loss, _ = compute_objectives(build_objectives(model.config), model(**batch).embeddings)
+    loss.backward()
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    assert torch.isfinite(loss)
+    assert not torch.equal(before, model.encoder.get_input_embeddings().weight)
+
+
+@pytest.mark.parametrize("pooler", ["cls", "cls_before_pooler"])
+def test_gpt2_encoder_refuses_first_token_pooling(tiny_gpt2_dir, pooler):
+    with pytest.raises(ValueError, match="causal \\(decoder-only\\) encoder.*--pooler_type avg"):
+        SimCSEModel.from_encoder(str(tiny_gpt2_dir), pooler_type=pooler)
+
+
+def test_distilbert_hidden_size_still_read_from_dim(tiny_distilbert_dir):
+    model = SimCSEModel.from_encoder(str(tiny_distilbert_dir))
+    assert model.config.hidden_size == 32 and model.projector.dense.weight.shape == (32, 32)
