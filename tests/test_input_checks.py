@@ -127,6 +127,21 @@ def test_from_encoder_with_a_valid_objective_reaches_the_weights(tiny_bert_dir, 
         SimCSEModel.from_encoder(str(tiny_bert_dir), loss="focal_infonce")
 
 
+# ------------------------------------------------------------------ DiffCSE generator
+
+
+def test_generator_without_masked_lm_head_is_refused(tiny_bert_dir):
+    # tiny_bert_dir holds a plain BertModel: transformers would add a random masked-LM head
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    with pytest.raises(GeneratorError, match=r"has no masked-LM head weights \(6 missing.*cls\.predictions"):
+        load_generator(str(tiny_bert_dir), tok)
+
+
+def test_generator_with_masked_lm_head_loads(tiny_bert_dir, tiny_mlm_dir):
+    generator = load_generator(str(tiny_mlm_dir), AutoTokenizer.from_pretrained(tiny_bert_dir))
+    assert isinstance(generator, MaskedLMGenerator)
+
+
 # ------------------------------------------------------------------ encoders naming the hidden size differently
 
 
