@@ -127,6 +127,82 @@ def test_from_encoder_with_a_valid_objective_reaches_the_weights(tiny_bert_dir, 
         SimCSEModel.from_encoder(str(tiny_bert_dir), loss="focal_infonce")
 
 
+# ------------------------------------------------------------------ training text
+
+
+def test_special_token_only_lines_are_dropped_with_one_warning(tiny_bert_dir, tmp_path, caplog):
+    path = tmp_path / "train.txt"
+    # zero-width spaces, control characters, and characters outside the tiny vocabulary ([UNK] only)
+    path.write_text("the cat sat\n\u200b\u200b\n\x01\x02\n\u4e00\u4e01\na dog runs\n", encoding="utf-8")
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        ds = tokenize_dataset(load_train_dataset(str(path)), tok, 32)
+    assert len(ds) == 2 and ds.column_names == ["input_ids", "token_type_ids", "attention_mask"]
+    assert tok.decode(ds[0]["input_ids"], skip_special_tokens=True) == "the cat sat"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "dropped 3 of 5 training sentences" in warnings[0]
+    assert "\\u200b" in warnings[0]  # the example is shown escaped, so an invisible line is visible
+
+
+def test_clean_text_gives_no_warning(tiny_bert_dir, tmp_path, caplog):
+    path = tmp_path / "train.txt"
+    path.write_text("the cat sat\na dog runs\n")
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        ds = tokenize_dataset(load_train_dataset(str(path)), AutoTokenizer.from_pretrained(tiny_bert_dir), 32)
+    assert len(ds) == 2 and not [r for r in caplog.records if r.name == "hf_cse.data"]
+
+
+def test_text_of_special_tokens_only_is_refused(tiny_bert_dir, tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text("\u200b\n\x01\n", encoding="utf-8")
+    with pytest.raises(DataError, match="all 2 sentences tokenize to special tokens only"):
+        tokenize_dataset(load_train_dataset(str(path)), AutoTokenizer.from_pretrained(tiny_bert_dir), 32)
+
+
+def _write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_jsonl_is_read_by_field_not_as_raw_lines(tmp_path):
+    # before: every row was the raw JSON text '{"text": "the cat sat", "id": 1}'
+    path = _write_jsonl(tmp_path / "train.jsonl", [{"text": " the cat sat ", "id": 1}, {"text": None, "id": 2},
+                                                  {"text": "a dog runs", "id": 3}])
+    assert load_train_dataset(str(path))["text"] == ["the cat sat", "a dog runs"]
+    assert read_sentences(path) == ["the cat sat", "a dog runs"]
+
+
+def test_jsonl_other_column_and_json_list(tmp_path):
+    path = _write_jsonl(tmp_path / "train.jsonl", [{"sent": "the cat sat"}, {"sent": "a dog runs"}])
+    assert load_train_dataset(str(path), text_column="sent")["text"] == ["the cat sat", "a dog runs"]
+    listed = tmp_path / "train.json"
+    listed.write_text(json.dumps([{"text": "the cat sat"}, {"text": "a dog runs"}]))
+    assert load_train_dataset(str(listed))["text"] == ["the cat sat", "a dog runs"]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"text": "ok"}\n{"sent": "no text field"}\n', r"line 2 has no field 'text'.*--text_column"),
+        ('{"text": "ok"}\n{"text": "unclosed\n', "line 2 is not valid JSON"),
+        ('{"text": "ok"}\n["a", "list"]\n', "line 2 is a JSON list, not an object"),
+        ('{"text": "ok"}\n{"text": 12}\n', "line 2: field 'text' holds int 12, not a sentence"),
+    ],
+)
+def test_malformed_jsonl_names_the_line(tmp_path, content, message):
+    path = tmp_path / "train.jsonl"
+    path.write_text(content)
+    with pytest.raises(DataError, match=message):
+        load_train_dataset(str(path))
+
+
+def test_text_column_for_a_plain_text_file_is_refused(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text("the cat sat\na dog runs\n")
+    with pytest.raises(DataError, match="--text_column sent was given, but .* is read as plain text"):
+        load_train_dataset(str(path), text_column="sent")
+
+
 # ------------------------------------------------------------------ DiffCSE generator
 
 
