@@ -197,6 +197,19 @@ def check_enough_rows(num_rows: int, global_batch_size: int, source: str) -> Non
         )
 
 
+def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
+    """Causal-LM tokenizers (GPT-2...) have no padding token. Padded positions are masked out of attention and
+    pooling, so the end-of-text token serves as one (the usual choice); said once in the log."""
+    if tokenizer.pad_token is not None:
+        return
+    if tokenizer.eos_token is None:
+        raise DataError(f"the tokenizer ({type(tokenizer).__name__}) has neither a padding nor an end-of-text token "
+                        "to pad batches with; set tokenizer.pad_token before training.")
+    tokenizer.pad_token = tokenizer.eos_token
+    logger.warning("the tokenizer has no padding token: padding with its end-of-text token %r (masked out)",
+                   tokenizer.eos_token)
+
+
 @dataclass
 class TwoViewCollator:
     """Pads a batch and repeats every sentence ``num_views`` times: ``input_ids (B, views, L)``.
@@ -207,6 +220,9 @@ class TwoViewCollator:
 
     tokenizer: PreTrainedTokenizerBase
     num_views: int = 2
+
+    def __post_init__(self):
+        ensure_pad_token(self.tokenizer)
 
     def pad(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         keep = ("input_ids", "attention_mask", "token_type_ids")

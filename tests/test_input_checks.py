@@ -9,7 +9,7 @@ from tiny_models import tiny_tokenizer
 from transformers import AutoTokenizer, GPT2Config, GPT2Model
 
 import hf_cse.models.simcse as simcse_module
-from hf_cse.data import DataError, load_train_dataset, read_sentences, tokenize_dataset
+from hf_cse.data import DataError, TwoViewCollator, load_train_dataset, read_sentences, tokenize_dataset
 from hf_cse.losses import available_losses, build_loss, get_loss_class
 from hf_cse.models import DiffCSEModel, SimCSEModel
 from hf_cse.models.generators import GeneratorError, MaskedLMGenerator, load_generator
@@ -259,3 +259,20 @@ def test_gpt2_encoder_refuses_first_token_pooling(tiny_gpt2_dir, pooler):
 def test_distilbert_hidden_size_still_read_from_dim(tiny_distilbert_dir):
     model = SimCSEModel.from_encoder(str(tiny_distilbert_dir))
     assert model.config.hidden_size == 32 and model.projector.dense.weight.shape == (32, 32)
+
+
+def test_collator_pads_with_end_of_text_when_the_tokenizer_has_no_pad_token(tiny_bert_dir, caplog):
+    # GPT-2's tokenizer has no padding token: before, the first batch failed inside tokenizer.pad
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    tok.pad_token, tok.eos_token = None, "[SEP]"
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        batch = TwoViewCollator(tok)([dict(tok(s)) for s in ["the cat", "a dog runs fast"]])
+    assert tok.pad_token == "[SEP]" and "padding with its end-of-text token '[SEP]'" in caplog.text
+    assert batch["input_ids"][0, 0, -1] == tok.sep_token_id and batch["attention_mask"][0, 0, -1] == 0
+
+
+def test_collator_refuses_a_tokenizer_without_pad_or_end_token(tiny_bert_dir):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    tok.pad_token = None
+    with pytest.raises(DataError, match="neither a padding nor an end-of-text token"):
+        TwoViewCollator(tok)
