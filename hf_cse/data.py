@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,11 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
+logger = logging.getLogger(__name__)
+
 DEMO_CORPUS = Path(__file__).parent / "resources" / "demo_corpus.txt"
+TABLE_SUFFIXES = (".csv", ".tsv")
+JSON_SUFFIXES = (".json", ".jsonl")
 
 
 class DataError(ValueError):
@@ -29,14 +35,64 @@ def _check_utf8(path: Path) -> None:
                 ) from None
 
 
+def check_text_column_applies(path: Path, text_column: str | None) -> None:
+    """``--text_column`` names a column; a plain text file has none."""
+    if text_column and path.suffix.lower() not in TABLE_SUFFIXES + JSON_SUFFIXES:
+        raise DataError(f"--text_column {text_column} was given, but {path} is read as plain text (one sentence per "
+                        "line, no columns). Drop --text_column, or give a .csv/.tsv/.json/.jsonl file.")
+
+
+def _json_records(path: Path) -> list[tuple[int, Any]]:
+    """``(line number, record)`` of a JSON-lines file, or of a ``.json`` file holding one list of records."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
+        try:
+            return [(1, record) for record in json.loads(text)]
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}).") from None
+    records = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                records.append((lineno, json.loads(line)))
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}: line {lineno} is not valid JSON ({err.msg}); give one JSON object per "
+                                "line, or a .json file holding one list of objects.") from None
+    return records
+
+
+def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]:
+    """The ``text_column`` (default ``text``) strings of a JSON-lines / JSON-list file; null or blank values are
+    dropped like blank lines, anything else that is not a string is refused with its line."""
+    column = text_column or "text"
+    lines = []
+    for lineno, record in _json_records(path):
+        if not isinstance(record, dict):
+            raise DataError(f"{path}: line {lineno} is a JSON {type(record).__name__}, not an object with a "
+                            f"{column!r} field.")
+        if column not in record:
+            raise DataError(f"{path}: line {lineno} has no field {column!r}; its fields are {sorted(record)}. "
+                            "Pass --text_column NAME.")
+        value = record[column]
+        if value is not None and not isinstance(value, str):
+            raise DataError(f"{path}: line {lineno}: field {column!r} holds {type(value).__name__} {value!r:.40}, "
+                            "not a sentence (a string).")
+        lines.append(value or "")
+    return lines
+
+
 def read_sentences(train_file: str | Path, text_column: str | None = None) -> list[str]:
-    """Non-blank sentences of a ``.txt`` file (one per line) or a column of a ``.csv``/``.tsv`` file."""
+    """Non-blank sentences of a ``.txt`` file (one per line), or a column of a ``.csv``/``.tsv``/``.json``/``.jsonl``
+    file (``text_column``)."""
     path = Path(train_file)
     if not path.is_file():
         raise DataError(f"--train_file {path} does not exist (or is not a file). Give a path to a text file "
                         "with one sentence per line, or a CSV file with --text_column.")
     _check_utf8(path)
-    if path.suffix.lower() in (".csv", ".tsv"):
+    check_text_column_applies(path, text_column)
+    if path.suffix.lower() in JSON_SUFFIXES:
+        lines = read_json_sentences(path, text_column)
+    elif path.suffix.lower() in (".csv", ".tsv"):
         with path.open(encoding="utf-8", newline="") as fh:
             reader = csv.DictReader(fh, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
             columns = reader.fieldnames or []
@@ -89,6 +145,9 @@ def load_train_dataset(
                                    delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
         column = text_column or (ds.column_names[0] if len(ds.column_names) == 1 else "text")
         ds = _only_text_column(ds, column)
+    elif path.suffix.lower() in JSON_SUFFIXES:
+        ds = _only_text_column(datasets.load_dataset("json", data_files=str(path), split="train"),
+                               text_column or "text")
     else:
         ds = datasets.load_dataset("text", data_files=str(path), split="train")
     # one batched pass drops blank lines and strips the rest (a batched map may return fewer rows)
@@ -97,13 +156,37 @@ def load_train_dataset(
 
 
 def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None):
-    """Tokenize once (truncation, no padding: the collator pads each batch dynamically)."""
+    """Tokenize once (truncation, no padding: the collator pads each batch dynamically); sentences that become
+    special tokens only are dropped with one warning (:func:`drop_special_only`)."""
 
     def tok(batch):
         return tokenizer(batch["text"], truncation=True, max_length=max_seq_length)
 
-    return ds.map(tok, batched=True, remove_columns=ds.column_names, num_proc=num_proc,
-                  desc="Tokenizing")
+    tokenized = ds.map(tok, batched=True, num_proc=num_proc, desc="Tokenizing")
+    return drop_special_only(tokenized, tokenizer, num_proc).remove_columns(ds.column_names)
+
+
+def drop_special_only(tokenized, tokenizer: PreTrainedTokenizerBase, num_proc: int | None = None):
+    """Drop rows whose ``input_ids`` are all special tokens ([CLS], [SEP], [UNK]...): lines of control or zero-width
+    characters, or of characters the tokenizer does not know. Such rows carry no text, so every one of them is the
+    same input and a false negative for the others. One warning gives the count and an example."""
+    special = set(tokenizer.all_special_ids)
+    kept = tokenized.filter(
+        lambda batch: [any(i not in special for i in ids) for ids in batch["input_ids"]],
+        batched=True, num_proc=num_proc, desc="Dropping special-token-only lines",
+    )
+    dropped = len(tokenized) - len(kept)
+    if dropped == len(tokenized):
+        raise DataError(f"all {dropped} sentences tokenize to special tokens only (e.g. "
+                        f"{tokenized[0]['text']!r:.60}): the tokenizer cannot read this text. Check the file's "
+                        "encoding and that the tokenizer fits the language.")
+    if dropped:
+        example = next(text for batch in tokenized.iter(batch_size=1000)
+                       for text, ids in zip(batch["text"], batch["input_ids"]) if all(i in special for i in ids))
+        logger.warning("dropped %d of %d training sentences that tokenize to special tokens only, e.g. %.60r "
+                       "(control or zero-width characters, or characters outside the tokenizer's vocabulary)",
+                       dropped, len(tokenized), example)
+    return kept
 
 
 def check_enough_rows(num_rows: int, global_batch_size: int, source: str) -> None:
@@ -112,6 +195,19 @@ def check_enough_rows(num_rows: int, global_batch_size: int, source: str) -> Non
             f"{source} has {num_rows} sentences, fewer than one global batch of {global_batch_size} "
             "(per-device batch size x processes). Use more sentences or a smaller --per_device_train_batch_size."
         )
+
+
+def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
+    """Causal-LM tokenizers (GPT-2...) have no padding token. Padded positions are masked out of attention and
+    pooling, so the end-of-text token serves as one (the usual choice); said once in the log."""
+    if tokenizer.pad_token is not None:
+        return
+    if tokenizer.eos_token is None:
+        raise DataError(f"the tokenizer ({type(tokenizer).__name__}) has neither a padding nor an end-of-text token "
+                        "to pad batches with; set tokenizer.pad_token before training.")
+    tokenizer.pad_token = tokenizer.eos_token
+    logger.warning("the tokenizer has no padding token: padding with its end-of-text token %r (masked out)",
+                   tokenizer.eos_token)
 
 
 @dataclass
@@ -124,6 +220,9 @@ class TwoViewCollator:
 
     tokenizer: PreTrainedTokenizerBase
     num_views: int = 2
+
+    def __post_init__(self):
+        ensure_pad_token(self.tokenizer)
 
     def pad(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         keep = ("input_ids", "attention_mask", "token_type_ids")

@@ -77,6 +77,9 @@ def test_drop_last_is_enforced_and_evaluate_needs_data(tiny_bert_dir, sentences,
 
 
 def test_incompatible_loss_and_off_dropout_are_rejected(tiny_bert_dir, sentences, tmp_path):
-    model = SimCSEModel.from_encoder(str(tiny_bert_dir), off_dropout=True)  # infonce ignores z_nodropout
+    with pytest.raises(ValueError, match="off_dropout_infonce"):  # from_encoder: infonce ignores z_nodropout
+        SimCSEModel.from_encoder(str(tiny_bert_dir), off_dropout=True)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    model.config.off_dropout = True  # a config changed after construction is still caught by the trainer
     with pytest.raises(ValueError, match="off_dropout_infonce"):
         _trainer(tiny_bert_dir, sentences, tmp_path, model=model)

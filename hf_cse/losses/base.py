@@ -29,9 +29,15 @@ class LossOutput:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+#: rows whose l2 norm is at or below this are "zero" to :func:`unit` (its eps, as ``nn.CosineSimilarity``)
+NORM_EPS = 1e-8
+
+
 def _check_tensor(z: torch.Tensor, which: str, loss_name: str) -> None:
     if not isinstance(z, torch.Tensor):
         raise TypeError(f"{loss_name}: {which} must be a torch.Tensor, got {type(z).__name__}.")
+    if not z.is_floating_point():
+        raise TypeError(f"{loss_name}: {which} must be a floating-point tensor of embeddings, got {z.dtype}.")
     if z.dim() != 2:
         raise ValueError(
             f"{loss_name}: {which} must be a 2-D (batch, dim) tensor of embeddings, got shape "
@@ -44,6 +50,33 @@ def _check_finite(z: torch.Tensor, which: str, loss_name: str) -> None:
         raise ValueError(
             f"{loss_name}: {which} contains NaN or Inf. The encoder diverged or the input is broken; "
             "lower the learning rate or train in fp32/bf16 instead of fp16."
+        )
+
+
+def _check_same_kind(z: torch.Tensor, ref: torch.Tensor, which: str, loss_name: str) -> None:
+    """``z`` must have the dtype and device of ``z1`` (bf16 is fine: losses upcast both the same way)."""
+    if z.dtype != ref.dtype:
+        raise TypeError(
+            f"{loss_name}: z1 is {ref.dtype} but {which} is {z.dtype}; give every embedding in one dtype "
+            "(e.g. both from the same autocast region, or .float() on each)."
+        )
+    if z.device != ref.device:
+        raise ValueError(f"{loss_name}: z1 is on {ref.device} but {which} is on {z.device}; move both to one device.")
+
+
+def _check_nonzero_norm(z: torch.Tensor, which: str, loss_name: str) -> None:
+    """Rows that normalise to zero (norm 0, or a norm that overflows) have cosine 0 with everything: the loss
+    is then a constant (log N for InfoNCE) with zero gradient, so training silently stops learning."""
+    norms = torch.linalg.vector_norm(z.detach().to(compute_dtype(z)), dim=-1)
+    bad = ~(norms > NORM_EPS) | ~torch.isfinite(norms)
+    if bad.any():
+        rows = bad.nonzero().flatten().tolist()
+        kind = "overflows" if not torch.isfinite(norms[rows[0]]) else f"is 0 (<= {NORM_EPS:g})"
+        raise ValueError(
+            f"{loss_name}: {len(rows)} of {z.shape[0]} rows of {which} cannot be normalised (row {rows[0]}'s norm "
+            f"{kind}); they would give a constant loss with zero gradient. Likely an all-zero encoder or projector "
+            "output (zeroed weights, inputs of padding only) or values too large for the dtype: check the model "
+            "and lower the learning rate."
         )
 
 
@@ -61,8 +94,10 @@ def check_pair(z1: torch.Tensor, z2: torch.Tensor, loss_name: str, min_batch: in
             f"{loss_name}: needs a batch of at least {min_batch} sentences to have in-batch negatives, "
             f"got {z1.shape[0]}. Increase --per_device_train_batch_size (or the number of processes)."
         )
+    _check_same_kind(z2, z1, "z2", loss_name)
     for which, z in (("z1", z1), ("z2", z2)):
         _check_finite(z, which, loss_name)
+        _check_nonzero_norm(z, which, loss_name)
 
 
 def compute_dtype(z: torch.Tensor) -> torch.dtype:
@@ -72,7 +107,7 @@ def compute_dtype(z: torch.Tensor) -> torch.dtype:
 
 def unit(z: torch.Tensor) -> torch.Tensor:
     """Rows of ``z`` l2-normalised, in :func:`compute_dtype` (eps 1e-8 as ``nn.CosineSimilarity``)."""
-    return F.normalize(z.to(compute_dtype(z)), dim=-1, eps=1e-8)
+    return F.normalize(z.to(compute_dtype(z)), dim=-1, eps=NORM_EPS)
 
 
 def cosine_matrix(z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
@@ -190,7 +225,9 @@ class ContrastiveLoss(nn.Module):
                     f"{self.name}: {k} must have the shape of z1 {tuple(z1.shape)}, "
                     f"got {tuple(extra[k].shape)}."
                 )
+            _check_same_kind(extra[k], z1, k, self.name)
             _check_finite(extra[k], k, self.name)
+            _check_nonzero_norm(extra[k], k, self.name)
         loss, metrics = self.compute(z1, z2, **extra)
         out = batch_diagnostics(z1.detach(), z2.detach())
         ratio = self.paradigm_ratio(z1.detach(), z2.detach())

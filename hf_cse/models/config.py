@@ -18,6 +18,20 @@ _DROPOUT_KEYS = {
 }
 
 
+def is_decoder_only(encoder_config: dict) -> bool:
+    """Whether the encoder attends causally (GPT-2, Llama...): a causal-LM family with no masked-LM head, or a
+    config flagged ``is_decoder``."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    model_type = encoder_config.get("model_type")
+    if encoder_config.get("is_decoder"):
+        return True
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
 class CSEConfig(PretrainedConfig):
     r"""Shared configuration of hf_cse models.
 
@@ -73,11 +87,28 @@ class CSEConfig(PretrainedConfig):
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}.")
         if self.dcl_weight < 0:
             raise ValueError(f"dcl_weight must be >= 0, got {self.dcl_weight}.")
+        if self.pooler_type in ("cls", "cls_before_pooler") and is_decoder_only(self.encoder_config):
+            raise ValueError(
+                f"pooler {self.pooler_type!r} reads the first token, which a causal (decoder-only) encoder "
+                f"such as {self.encoder_config.get('model_type')!r} computes without seeing the rest of the "
+                "sentence. Use --pooler_type avg."
+            )
+
+    def check_objectives(self) -> None:
+        """Raise the loss's own ``ValueError`` if ``loss`` / ``loss_kwargs`` / DCL / off-dropout do not make a
+        valid objective. Called by ``from_encoder`` (before any weights load), not at construction: a saved
+        model must still load for inference where its (possibly user-registered) loss is unavailable."""
+        from ..objectives import build_objectives  # objectives imports this module
+
+        build_objectives(self)
 
     @property
     def hidden_size(self) -> int:  # type: ignore[override]
+        """The encoder's output size, under whatever name its config uses (``dim``, GPT-2's ``n_embd``...)."""
         enc = self.encoder_config
-        return int(enc.get("hidden_size", enc.get("dim", 0)))
+        if "model_type" not in enc:  # not built by from_encoder: read the common names
+            return int(enc.get("hidden_size", enc.get("dim", 0)))
+        return int(self.build_encoder_config().hidden_size)
 
     @property
     def test_pooler(self) -> str:

@@ -28,6 +28,7 @@ from typing import Protocol
 import numpy as np
 import torch
 from torch import nn
+from transformers.utils import logging as hf_logging
 
 logger = logging.getLogger(__name__)
 
@@ -180,6 +181,24 @@ def check_same_tokenizer(generator_tokenizer, encoder_tokenizer, name: str) -> N
         )
 
 
+def check_all_weights_loaded(model: nn.Module, loading_info: dict, name: str) -> None:
+    """Refuse a masked LM whose checkpoint lacks weights (e.g. a plain ``BertModel`` folder has no masked-LM
+    head): transformers would initialise them at random and the frozen generator would emit noise."""
+    missing = sorted(loading_info.get("missing_keys") or [])
+    mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in loading_info.get("mismatched_keys") or [])
+    if not missing and not mismatched:
+        return
+    prefix = getattr(model, "base_model_prefix", "") + "."
+    head_missing = [k for k in missing if not k.startswith(prefix)]
+    what = "has no masked-LM head weights" if head_missing else "lacks weights"
+    keys = (head_missing or missing or mismatched)[:3]
+    raise GeneratorError(
+        f"generator {name!r} {what} ({len(missing)} missing, {len(mismatched)} of another shape, e.g. {keys}): "
+        "they would be randomly initialised and the frozen generator would fill masks with noise. Give a masked-LM "
+        f"checkpoint (e.g. {PAPER_GENERATORS['bert']}), or --generator_name_or_path unigram."
+    )
+
+
 def load_generator(
     name_or_path: str | nn.Module,
     tokenizer,
@@ -210,8 +229,10 @@ def load_generator(
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
         name = str(name_or_path)
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # missing weights are refused below with one line, not a load report
         try:
-            model = AutoModelForMaskedLM.from_pretrained(name)
+            model, loading_info = AutoModelForMaskedLM.from_pretrained(name, output_loading_info=True)
         except OSError as err:
             local = Path(name).is_dir()
             raise GeneratorError(
@@ -219,6 +240,9 @@ def load_generator(
                 + ("" if local else "Without network access to the Hugging Face Hub use a local folder, or ")
                 + "use --generator_name_or_path unigram (no weights; a departure from the paper)."
             ) from err
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        check_all_weights_loaded(model, loading_info, name)
         try:
             gen_tokenizer = AutoTokenizer.from_pretrained(name)
         except (OSError, ValueError):

@@ -87,6 +87,7 @@ class CSEPreTrainedModel(PreTrainedModel):
         """
         enc_config = AutoConfig.from_pretrained(name_or_path)
         config = cls.config_class(encoder_config=enc_config.to_dict(), **config_kwargs)
+        config.check_objectives()  # a bad loss or hyperparameter fails here, before the weights load
         encoder = _load_encoder(name_or_path, config.build_encoder_config())
         model = cls(config)
         missing, unexpected = model.encoder.load_state_dict(encoder.state_dict(), strict=False)
@@ -140,7 +141,8 @@ class CSEPreTrainedModel(PreTrainedModel):
     def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
         pooler = pooler or self.config.pooler_type
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None and self.encoder.config.model_type not in ("distilbert", "roberta"):
+        # only encoders with learned segment embeddings take them (not RoBERTa, DistilBERT, MPNet, GPT-2...)
+        if token_type_ids is not None and (getattr(self.encoder.config, "type_vocab_size", 0) or 0) > 1:
             kwargs["token_type_ids"] = token_type_ids
         out = self.encoder(**kwargs, output_hidden_states=needs_hidden_states(pooler), return_dict=True)
         return pool(pooler, attention_mask, out.last_hidden_state, out.hidden_states)
