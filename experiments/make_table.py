@@ -48,7 +48,8 @@ def main() -> None:
     cells = [json.loads(p.read_text()) for p in sorted((HERE / "results").glob("*.json"))]
     by_method: dict[str, list[dict]] = defaultdict(list)
     for cell in cells:
-        by_method[cell["method"]].append(cell)
+        if cell.get("precision", "fp32") == "fp32":  # bf16 twins (run.py --precision bf16) are compared elsewhere
+            by_method[cell["method"]].append(cell)
     order = ["pretrained", *order]
     methods = [m for m in order if m in by_method] + sorted(set(by_method) - set(order))
     budget = json.loads((HERE / "budget.json").read_text())
