@@ -12,8 +12,10 @@ tests can be exact).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -23,10 +25,26 @@ from torch import nn
 
 @dataclass
 class LossOutput:
-    """What a loss returns: the scalar to minimise and floats to log."""
+    """What a loss returns: the scalar to minimise and metrics to log, detached 0-d tensors on the loss's device
+    (read on the host only at logging steps: :mod:`hf_cse.metrics`) or Python floats for host values."""
 
     loss: torch.Tensor
-    metrics: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, torch.Tensor | float] = field(default_factory=dict)
+
+
+# Set by the trainer (finite_checks_deferred): reading ``isfinite(z).all()`` on the host is a device sync per step.
+_FINITE_CHECKS_DEFERRED = contextvars.ContextVar("hf_cse_finite_checks_deferred", default=False)
+
+
+@contextlib.contextmanager
+def finite_checks_deferred() -> Iterator[None]:
+    """Inside, losses skip the NaN/Inf check of their inputs; the caller must check the loss instead
+    (ContrastiveTrainer does at logging steps: a NaN input gives a NaN loss)."""
+    token = _FINITE_CHECKS_DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _FINITE_CHECKS_DEFERRED.reset(token)
 
 
 def _check_tensor(z: torch.Tensor, which: str, loss_name: str) -> None:
@@ -40,6 +58,8 @@ def _check_tensor(z: torch.Tensor, which: str, loss_name: str) -> None:
 
 
 def _check_finite(z: torch.Tensor, which: str, loss_name: str) -> None:
+    if _FINITE_CHECKS_DEFERRED.get():
+        return
     if not torch.isfinite(z).all():
         raise ValueError(
             f"{loss_name}: {which} contains NaN or Inf. The encoder diverged or the input is broken; "
@@ -88,16 +108,18 @@ def eye_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
 @torch.no_grad()
 def batch_diagnostics(
     z1: torch.Tensor, z2: torch.Tensor, m: float = 0.3, temperature: float = 0.05
-) -> dict[str, float]:
+) -> dict[str, torch.Tensor]:
     """Cosine statistics and seed 002's paradigm components measured on a batch.
 
     * ``pos_cos`` / ``neg_cos``: mean cosine of positive pairs and of in-batch negative pairs.
     * ``gd_active``: share of anchors whose gradient dissipation is active, i.e.
       ``s_ii - max_{j!=i} s_ij < m`` (paper 002 eq. 5 baseline GD with its default m = 0.3).
     * ``hardest_weight``: mean softmax weight (at ``temperature``) of each anchor's hardest
-      negative among its negatives (002 §3.2: W concentrates on hard negatives as tau -> 0).
+      negative among its negatives (002 §3.2: W concentrates on hard negatives as tau -> 0); losses pass
+      their own temperature.
     The third paradigm component, the ratio R, depends on the loss; each loss reports it through
-    :meth:`ContrastiveLoss.paradigm_ratio`.
+    :meth:`ContrastiveLoss.paradigm_ratio`. Values are 0-d tensors (no host synchronisation); no op has a
+    data-dependent output shape (``masked_select`` would sync a GPU).
     """
     s = cosine_matrix(z1, z2)
     n = s.shape[0]
@@ -107,10 +129,10 @@ def batch_diagnostics(
     hardest = neg.amax(dim=1)
     weights = torch.softmax(neg / temperature, dim=1)
     return {
-        "pos_cos": pos.mean().item(),
-        "neg_cos": s.masked_select(~eye).mean().item(),
-        "gd_active": (pos - hardest < m).float().mean().item(),
-        "hardest_weight": weights.amax(dim=1).mean().item(),
+        "pos_cos": pos.mean(),
+        "neg_cos": (s.sum() - pos.sum()) / (n * (n - 1)),
+        "gd_active": (pos - hardest < m).float().mean(),
+        "hardest_weight": weights.amax(dim=1).mean(),
     }
 
 
@@ -192,10 +214,11 @@ class ContrastiveLoss(nn.Module):
                 )
             _check_finite(extra[k], k, self.name)
         loss, metrics = self.compute(z1, z2, **extra)
-        out = batch_diagnostics(z1.detach(), z2.detach())
+        # diagnostics at the loss's own temperature where it has one (SimCSE's 0.05 otherwise)
+        out = batch_diagnostics(z1.detach(), z2.detach(), temperature=getattr(self, "temperature", 0.05))
         ratio = self.paradigm_ratio(z1.detach(), z2.detach())
         if ratio is not None:
-            out["ratio"] = float(ratio)
+            out["ratio"] = ratio.detach() if isinstance(ratio, torch.Tensor) else float(ratio)
         out.update(metrics)
         return LossOutput(loss=loss, metrics=out)
 
@@ -203,7 +226,7 @@ class ContrastiveLoss(nn.Module):
         """Return ``(loss, metrics)``; ``loss`` is a scalar, the mean over anchors."""
         raise NotImplementedError
 
-    def paradigm_ratio(self, z1: torch.Tensor, z2: torch.Tensor) -> float | None:
+    def paradigm_ratio(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor | float | None:
         """Seed 002's R (Table 1) for this loss on the batch, averaged over anchors; None if undefined."""
         return None
 
