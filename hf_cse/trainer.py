@@ -12,6 +12,7 @@ from .distributed import gather_with_grad
 from .losses.base import finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
+from .precision import check_training_args
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class ContrastiveTrainer(Trainer):
             # evaluate() reads STS dev itself; the Trainer only insists that some eval_dataset exists
             kwargs["eval_dataset"] = [{"task": "STSBenchmark-dev"}]
         super().__init__(*args, **kwargs)
+        check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         self.cached_minibatch_size = cached_minibatch_size or None
         if self.cached_minibatch_size is not None:
             check_cached_compatible(self.accelerator.unwrap_model(self.model).config, self.cached_minibatch_size)
