@@ -266,3 +266,23 @@ def test_torch_compile_trains_finite(tiny_bert_dir, sentences, tmp_path):
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
     assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
+
+
+def test_run_eval_precision_recorded_and_close_to_fp32(tmp_path):
+    """run_eval --precision bf16 encodes under autocast and records it in results.json; on a tiny random BERT and a
+    toy STS-B the scores stay near fp32's (Spearman of cosines, which bf16 rounding moves only slightly)."""
+    from test_evaluation_utils import REPO, make_tiny_bert, write_toy_senteval
+
+    sys.path.insert(0, str(REPO))
+    import run_eval
+
+    tiny, se = make_tiny_bert(tmp_path / "tiny"), write_toy_senteval(tmp_path / "se")
+    scores = {}
+    for prec in ("fp32", "bf16"):
+        out = tmp_path / prec
+        assert run_eval.main(["--model_name_or_path", str(tiny), "--senteval_data_dir", str(se), "--tasks",
+                              "STS-B", "--output_dir", str(out), "--disable_tqdm", "--precision", prec]) == 0
+        res = json.loads((out / "results.json").read_text())
+        assert res["settings"]["precision"] == precision.describe(prec)
+        scores[prec] = res["STSBenchmark"]
+    assert scores["bf16"] == pytest.approx(scores["fp32"], abs=5.0)
