@@ -88,3 +88,31 @@ def test_no_host_reads_outside_logging_steps(case, logging_steps, tiny_bert_dir,
         assert len(logged) == 1 and torch.isfinite(torch.tensor(logged[0]["contrastive_loss"]))
         reads = [c for c in count_syncs if "generators.py" not in c] if case in KNOWN_READS else count_syncs
         assert len(reads) == 1 and reads[0].startswith("tolist at metrics.py"), count_syncs
+
+
+def test_nan_loss_raises_at_the_logging_step(tiny_bert_dir, sentences, tmp_path):
+    """Inside the trainer losses skip their per-step NaN check (a host read); a NaN loss term still stops the run
+    with one clear error, at the next logging step."""
+    from hf_cse.metrics import DivergedError
+
+    torch.manual_seed(0)
+    model = get_method("simcse").from_encoder(str(tiny_bert_dir), loss="infonce")
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    data = [dict(tok(s, truncation=True, max_length=32)) for s in sentences * 3]
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, per_device_train_batch_size=8, max_steps=3,
+                             report_to="none", save_strategy="no", logging_steps=2, disable_tqdm=True)
+    trainer = ContrastiveTrainer(model=model, args=args, train_dataset=data,
+                                 data_collator=type(model).collator(tok, model.config))
+    loss_fn = trainer.objectives[0].loss
+    original, calls = loss_fn.compute, []
+
+    def nan_in_second_step(z1, z2, **extra):
+        calls.append(1)
+        if len(calls) == 2:
+            z1 = z1 * float("nan")
+        return original(z1, z2, **extra)
+
+    loss_fn.compute = nan_in_second_step
+    with pytest.raises(DivergedError, match="contrastive_loss became NaN or Inf"):
+        trainer.train()
+    assert len(calls) == 2  # raised at the logging step right after the NaN step, not later
