@@ -41,8 +41,9 @@ BUDGET = json.loads((HERE / "budget.json").read_text())
 
 
 Precision = Literal["fp32", "bf16"]
-# training flags of a precision variant (fp32: none); the cell's name gains the suffix "_<precision>"
-PRECISION_FLAGS: dict[str, list[str]] = {"fp32": [], "bf16": ["--bf16", "true", "--use_cpu", "true"]}
+# training flags of a precision variant, explicit whatever run_unsup.py's default; a non-fp32 cell's name gains the
+# suffix "_<precision>"
+PRECISION_FLAGS: dict[str, list[str]] = {"fp32": ["--precision", "fp32"], "bf16": ["--precision", "bf16"]}
 
 
 def cell_name(method: str, seed: int, precision: Precision = "fp32") -> str:
@@ -160,8 +161,8 @@ def run_cell(method: str, seed: int, keep_runs: bool, precision: Precision = "fp
     summary["fast_dropout"] = json.loads((run_dir / "config.json").read_text()).get("fast_dropout", False)
     eval_dir = run_dir / "eval"
     run([sys.executable, "run_eval.py", "--model_name_or_path", str(run_dir), "--senteval_data_dir",
-         str(SHARED / "senteval"), "--tasks", "sts,geometry", "--output_dir", str(eval_dir), "--disable_tqdm", "true"],
-        log)
+         str(SHARED / "senteval"), "--tasks", "sts,geometry", "--output_dir", str(eval_dir), "--disable_tqdm", "true",
+         "--precision", "fp32"], log)
     scores = json.loads((eval_dir / "results.json").read_text())
     result = {
         "cell": name,
@@ -190,7 +191,7 @@ def run_baseline() -> dict:
     cpu0, wall0 = child_cpu_seconds(), time.time()
     run([sys.executable, "run_eval.py", "--pooler", "cls_before_pooler", "--senteval_data_dir",
          str(SHARED / "senteval"), "--tasks", "sts,geometry", "--output_dir", str(run_dir / "eval"),
-         "--disable_tqdm", "true"], run_dir / "log.txt")
+         "--disable_tqdm", "true", "--precision", "fp32"], run_dir / "log.txt")
     scores = json.loads((run_dir / "eval" / "results.json").read_text())
     shutil.rmtree(run_dir)
     return {"cell": "pretrained", "method": "pretrained", "seed": None,
