@@ -99,7 +99,8 @@ def test_training_flags_combine_precision_and_trainer_flags(monkeypatch):
         {"bf16": True, "fp16": False, "use_cpu": True}, "bf16", "requested")
     assert precision.training_flags("auto", False, False, False)[1] == "bf16"
     assert precision.training_flags("fp32", False, False, False)[0] == {"bf16": False, "fp16": False}
-    assert precision.training_flags(None, False, False, False)[1] == precision.DEFAULT_PRECISION
+    assert precision.training_flags(None, False, False, False)[1] == precision.resolve(
+        precision.DEFAULT_PRECISION, "cpu")[0]
     with pytest.raises(PrecisionError, match="contradicts"):
         precision.training_flags("fp32", True, False, False)
     with pytest.raises(PrecisionError, match="exclude"):
