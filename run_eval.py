@@ -32,6 +32,7 @@ from hf_cse.evaluation import (
 )
 from hf_cse.evaluation.runner import parse_tasks, valid_task_names
 from hf_cse.models.pooling import POOLERS
+from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
 
 logger = logging.getLogger("run_eval")
 
@@ -101,6 +102,11 @@ class EvalArguments:
     output_dir: str = field(default="eval_results", metadata={"help": "Where results and plots go."})
     device: str | None = field(default=None, metadata={"help": "cpu / cuda (default: cuda if available)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
+    precision: Precision = field(
+        default=DEFAULT_EVAL_PRECISION,
+        metadata={"help": "Encode in fp32, under bf16 / fp16 (GPU) autocast, or auto: bf16 where the device computes "
+                          "it natively. Recorded in results.json (settings.precision)."},
+    )
 
     def __post_init__(self):
         models = [m.strip() for item in self.model_name_or_path for m in item.split(",") if m.strip()]
@@ -123,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
 
+    try:  # before any model is loaded (e.g. fp16 on a CPU)
+        resolve(args.precision, args.device.split(":")[0] if args.device else default_device_type())
+    except PrecisionError as err:
+        parser.error(str(err))
+
     all_results, all_extras = [], []
     for name in args.model_name_or_path:
         logger.info("Evaluating %s on %s (mode %s)", name, ", ".join(args.task_list), args.mode)
@@ -134,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
                 max_length=args.max_seq_length,
                 device=args.device,
                 show_progress_bar=not args.disable_tqdm,
+                precision=args.precision,
             )
+            logger.info("precision: %s on %s", encoder.describe()["precision"], encoder.device)
         except (FileNotFoundError, OSError) as err:
             parser.error(f"cannot load model {name!r}: {err}")
         try:

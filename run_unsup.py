@@ -30,6 +30,7 @@ from hf_cse.arguments import (
 from hf_cse.data import check_enough_rows, load_train_dataset, tokenize_dataset
 from hf_cse.export import HubPushError, export_after_training, take_over_hub_push
 from hf_cse.models import get_method
+from hf_cse.precision import PrecisionArguments, describe, training_flags
 from hf_cse.presets import PRESETS
 from hf_cse.trainer import ContrastiveTrainer
 
@@ -52,7 +53,8 @@ SCRIPT_DEFAULTS = {
 def parse_args(argv: list[str]):
     LossArguments = loss_arguments_class()
     parser = HfArgumentParser(
-        (ModelArguments, DataArguments, MethodArguments, LossArguments, DiffCSEArguments, TrainingArguments)
+        (ModelArguments, DataArguments, MethodArguments, LossArguments, DiffCSEArguments, PrecisionArguments,
+         TrainingArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
     preset = parser.parse_known_args(argv)[0].preset
@@ -64,7 +66,13 @@ def parse_args(argv: list[str]):
         known = parser.parse_known_args(argv)[0]
         loss = known.loss or get_method(known.method).config_class.loss
         parser.set_defaults(output_dir=f"outputs/{known.method}-{loss}")
-    return parser.parse_args_into_dataclasses(args=argv)
+    # --precision and the Trainer's --bf16/--fp16, resolved for this machine before TrainingArguments checks them
+    known = parser.parse_known_args(argv)[0]
+    precision_values, precision, why = training_flags(known.precision, known.bf16, known.fp16, known.use_cpu)
+    parser.set_defaults(**precision_values)
+    parsed = parser.parse_args_into_dataclasses(args=argv)
+    parsed[-2].precision, parsed[-2].reason = precision, why  # PrecisionArguments: what will run, and why
+    return parsed
 
 
 def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) -> None:
@@ -83,9 +91,11 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    model_args, data_args, method_args, loss_args, diffcse_args, training_args = args
+    model_args, data_args, method_args, loss_args, diffcse_args, precision_args, training_args = args
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
+    precision = precision_args.precision
+    logger.info("precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
     set_seed(training_args.seed)
 
     # 1. Data first, so bad input fails before any model is loaded.
@@ -164,7 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     # 5. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
     if trainer.is_world_process_zero():
         export_after_training(trainer.accelerator.unwrap_model(trainer.model), tokenizer, training_args, data_args,
-                              len(train_dataset), result.metrics, hub_repo, preset=method_args.preset)
+                              len(train_dataset), result.metrics, hub_repo, preset=method_args.preset,
+                              precision=describe(precision))
 
 
 if __name__ == "__main__":

@@ -142,10 +142,12 @@ class ManualVariant:
     ``collate_times`` the collator's (not part of the step time: it runs in the dataloader).
     """
 
-    def __init__(self, name: str, model, collator, lr: float = 1e-6, objectives=None, optimizer=None):
+    def __init__(self, name: str, model, collator, lr: float = 1e-6, objectives=None, optimizer=None,
+                 precision: str = "fp32"):
         from hf_cse.objectives import build_objectives
 
         self.name, self.model, self.collator = name, model.train(), collator
+        self.precision = precision  # bf16: the model's forward under CPU autocast, as accelerate wraps it
         self.objectives = objectives if objectives is not None else build_objectives(model.config)
         self.optimizer = optimizer or torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
         self.step_times: list[float] = []
@@ -158,7 +160,10 @@ class ManualVariant:
         collate_start = time.perf_counter()
         batch = self.collator(features)  # not in the step time: the collator runs in the dataloader
         start = time.perf_counter()
-        out = self.model(**batch)
+        from hf_cse.precision import autocast
+
+        with autocast(self.precision, "cpu"):
+            out = self.model(**batch)
         loss_start = time.perf_counter()
         loss, _ = compute_objectives(self.objectives, out.embeddings)
         loss_end = time.perf_counter()

@@ -4,6 +4,7 @@
 
     python benchmarks/bench_train_throughput.py                 # ~6-8 min on a loaded shared 2-core machine
     python benchmarks/bench_train_throughput.py --steps 30 --rounds 3
+    python benchmarks/bench_train_throughput.py --precision bf16   # both trainers under bf16 autocast
 
 Same model (the packaged all-MiniLM-L6-v2), batch 64, length 32 (ST ``max_seq_length=32``), learning rate
 3e-5, AdamW, dropout active (0.1, the model's) and the same temperature (MNRL scale 20 = 1 / 0.05) in both.
@@ -57,7 +58,7 @@ def run_hf_cse(sentences, args, out_dir) -> list[float]:
     targs = TrainingArguments(output_dir=out_dir, per_device_train_batch_size=args.batch_size, learning_rate=3e-5,
                               max_steps=args.warmup + args.steps, logging_steps=10_000, save_strategy="no",
                               report_to="none", disable_tqdm=True, use_cpu=True, seed=0, dataloader_drop_last=True,
-                              remove_unused_columns=False)
+                              remove_unused_columns=False, bf16=args.precision == "bf16")
     timer = StepTimer()
     trainer = ContrastiveTrainer(model=model, args=targs, train_dataset=data, processing_class=tokenizer,
                                  data_collator=SimCSEModel.collator(tokenizer, model.config), callbacks=[timer])
@@ -78,7 +79,8 @@ def run_sentence_transformers(sentences, args, out_dir) -> list[float]:
     targs = SentenceTransformerTrainingArguments(output_dir=out_dir, per_device_train_batch_size=args.batch_size,
                                                  learning_rate=3e-5, max_steps=args.warmup + args.steps,
                                                  logging_steps=10_000, save_strategy="no", report_to="none",
-                                                 disable_tqdm=True, use_cpu=True, seed=0, dataloader_drop_last=True)
+                                                 disable_tqdm=True, use_cpu=True, seed=0, dataloader_drop_last=True,
+                                                 bf16=args.precision == "bf16")
     timer = StepTimer()
     trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=data,
                                          loss=MultipleNegativesRankingLoss(model, scale=20.0), callbacks=[timer])
@@ -90,6 +92,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(parser, steps=6, warmup=2)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="both trainers in this precision (bf16: --bf16 autocast); results_<precision>.json")
     args = parser.parse_args()
     threads = setup_threads(args.threads)
     logging.disable(logging.WARNING)
@@ -110,9 +114,10 @@ def main() -> None:
     print_table(["framework", "median step s", "min step s", "sentences/s", "steps"],
                 [[n, s["median_s"], s["min_s"], s["sentences_per_s"], s["n"]] for n, s in stats.items()])
     print(f"\nthroughput ratio hf_cse / sentence-transformers = {ratio:.3f}  (target >= 1.1)")
-    save_results("train_throughput", {
+    save_results("train_throughput" + ("" if args.precision == "fp32" else f"_{args.precision}"), {
         "benchmark": "bench_train_throughput",
-        "settings": common_settings(args, rounds=args.rounds, learning_rate=3e-5, dropout=0.1, hf_cse_pooler="avg",
+        "settings": common_settings(args, rounds=args.rounds, precision=args.precision,
+                                    learning_rate=3e-5, dropout=0.1, hf_cse_pooler="avg",
                                     hf_cse_projector="mlp", temperature=0.05),
         "machine": machine_info(threads),
         "results": stats,

@@ -46,6 +46,8 @@ def fmt(values: list[float]) -> str:
 def main() -> None:
     order = json.loads((HERE / "order.json").read_text())
     cells = [json.loads(p.read_text()) for p in sorted((HERE / "results").glob("*.json"))]
+    # bf16 twins (run.py --precision bf16) are compared in benchmarks/README.md, not in this fp32 table
+    cells = [c for c in cells if c.get("precision", "fp32") == "fp32"]
     by_method: dict[str, list[dict]] = defaultdict(list)
     for cell in cells:
         by_method[cell["method"]].append(cell)

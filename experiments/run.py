@@ -5,6 +5,7 @@
     python experiments/run.py --methods simcse,gs_infonce --seeds 42
     python experiments/run.py --dry_run            # list what would run
     python experiments/run.py --threads 1 & python experiments/run.py --threads 1 --reverse &   # two runners
+    python experiments/run.py --methods simcse --precision bf16   # a bf16 twin: results/simcse_bf16__seed42.json
 
 Several runners may share the table: each claims a cell with a lock file (experiments/runs/<cell>.lock, holding
 its pid; a lock whose process is gone is taken over) and skips cells whose result appeared meanwhile. On a
@@ -13,9 +14,10 @@ its pid; a lock whose process is gone is taken over) and skips cells whose resul
 A cell = one method (experiments/configs/<method>.json) trained with one seed under the shared budget
 (experiments/budget.json), the checkpoint selected on STS-B dev, then scored with run_eval.py
 (STS 7 tasks test, alignment and uniformity). Each finished cell writes
-experiments/results/<method>__seed<seed>.json; cells with a result on disk are skipped, so the table
-can be filled across several sittings. Training runs go to experiments/runs/ (not committed) and are
-deleted after scoring unless --keep_runs.
+experiments/results/<method>__seed<seed>.json (``--precision bf16``: <method>_bf16__seed<seed>.json, trained
+under bf16 autocast, scored in fp32 so that only the training precision differs); cells with a result on disk
+are skipped, so the table can be filled across several sittings. Training runs go to experiments/runs/ (not
+committed) and are deleted after scoring unless --keep_runs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Literal
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -37,12 +40,19 @@ SHARED = ROOT.parent / "shared" / "data"
 BUDGET = json.loads((HERE / "budget.json").read_text())
 
 
-def cell_name(method: str, seed: int) -> str:
-    return f"{method}__seed{seed}"
+Precision = Literal["fp32", "bf16"]
+# training flags of a precision variant, explicit whatever run_unsup.py's default; a non-fp32 cell's name gains the
+# suffix "_<precision>"
+PRECISION_FLAGS: dict[str, list[str]] = {"fp32": ["--precision", "fp32"], "bf16": ["--precision", "bf16"]}
 
 
-def result_path(method: str, seed: int) -> Path:
-    return HERE / "results" / f"{cell_name(method, seed)}.json"
+def cell_name(method: str, seed: int, precision: Precision = "fp32") -> str:
+    variant = "" if precision == "fp32" else f"_{precision}"
+    return f"{method}{variant}__seed{seed}"
+
+
+def result_path(method: str, seed: int, precision: Precision = "fp32") -> Path:
+    return HERE / "results" / f"{cell_name(method, seed, precision)}.json"
 
 
 def flag_list(args: dict) -> list[str]:
@@ -115,9 +125,9 @@ def claim(name: str) -> Path | None:
     return None
 
 
-def run_cell(method: str, seed: int, keep_runs: bool) -> dict:
+def run_cell(method: str, seed: int, keep_runs: bool, precision: Precision = "fp32") -> dict:
     config = json.loads((HERE / "configs" / f"{method}.json").read_text())
-    name = cell_name(method, seed)
+    name = cell_name(method, seed, precision)
     run_dir = HERE / "runs" / name
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
@@ -141,20 +151,24 @@ def run_cell(method: str, seed: int, keep_runs: bool) -> dict:
         "disable_tqdm": True,
         "report_to": "none",
     }
+    twin = result_path(method, seed)
+    if precision != "fp32" and twin.is_file() and not json.loads(twin.read_text())["train"].get("fast_dropout"):
+        train_args["fast_dropout"] = False  # the fp32 twin ran torch's dropout: same masks, only precision differs
     cpu0, wall0 = child_cpu_seconds(), time.time()
-    run([sys.executable, "run_unsup.py", *flag_list(train_args)], log)
+    run([sys.executable, "run_unsup.py", *flag_list(train_args), *PRECISION_FLAGS[precision]], log)
     summary = train_summary(run_dir)
     # torch's dropout (cells before fast dropout existed) or hf_cse's fast CPU dropout: same distribution
     summary["fast_dropout"] = json.loads((run_dir / "config.json").read_text()).get("fast_dropout", False)
     eval_dir = run_dir / "eval"
     run([sys.executable, "run_eval.py", "--model_name_or_path", str(run_dir), "--senteval_data_dir",
-         str(SHARED / "senteval"), "--tasks", "sts,geometry", "--output_dir", str(eval_dir), "--disable_tqdm", "true"],
-        log)
+         str(SHARED / "senteval"), "--tasks", "sts,geometry", "--output_dir", str(eval_dir), "--disable_tqdm", "true",
+         "--precision", "fp32"], log)
     scores = json.loads((eval_dir / "results.json").read_text())
     result = {
         "cell": name,
         "method": method,
         "seed": seed,
+        "precision": precision,
         "paper_setting": config["paper"],
         "config": config["args"],
         "budget": BUDGET,
@@ -177,7 +191,7 @@ def run_baseline() -> dict:
     cpu0, wall0 = child_cpu_seconds(), time.time()
     run([sys.executable, "run_eval.py", "--pooler", "cls_before_pooler", "--senteval_data_dir",
          str(SHARED / "senteval"), "--tasks", "sts,geometry", "--output_dir", str(run_dir / "eval"),
-         "--disable_tqdm", "true"], run_dir / "log.txt")
+         "--disable_tqdm", "true", "--precision", "fp32"], run_dir / "log.txt")
     scores = json.loads((run_dir / "eval" / "results.json").read_text())
     shutil.rmtree(run_dir)
     return {"cell": "pretrained", "method": "pretrained", "seed": None,
@@ -195,6 +209,8 @@ def main() -> None:
     parser.add_argument("--keep_runs", action="store_true", help="keep checkpoints in experiments/runs/")
     parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS of the training/eval processes")
     parser.add_argument("--reverse", action="store_true", help="methods in reverse order, seed by seed (a 2nd runner)")
+    parser.add_argument("--precision", choices=list(PRECISION_FLAGS), default="fp32",
+                        help="training precision; bf16 cells are written beside the fp32 ones as <method>_bf16")
     args = parser.parse_args()
     if args.threads:  # inherited by every training / evaluation process
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
@@ -210,8 +226,10 @@ def main() -> None:
     (HERE / "results").mkdir(exist_ok=True)
     if args.reverse:
         methods = methods[::-1]
-    todo = [(m, s) for s in seeds for m in methods if not result_path(m, s).is_file()]
-    print(f"{len(todo)} missing cell(s): {', '.join(cell_name(m, s) for m, s in todo) or '-'}", flush=True)
+    precision = args.precision
+    todo = [(m, s) for s in seeds for m in methods if not result_path(m, s, precision).is_file()]
+    print(f"{len(todo)} missing cell(s): {', '.join(cell_name(m, s, precision) for m, s in todo) or '-'}",
+          flush=True)
     if args.dry_run:
         return
     baseline = HERE / "results" / "pretrained.json"
@@ -219,14 +237,14 @@ def main() -> None:
         print(f"[{datetime.now():%H:%M:%S}] pretrained (no training) ...", flush=True)
         baseline.write_text(json.dumps(run_baseline(), indent=2) + "\n")
     for method, seed in todo:
-        out = result_path(method, seed)
-        lock = None if out.is_file() else claim(cell_name(method, seed))
+        out = result_path(method, seed, precision)
+        lock = None if out.is_file() else claim(cell_name(method, seed, precision))
         if lock is None:  # finished or being run by another runner meanwhile
             continue
         start = time.time()
-        print(f"[{datetime.now():%H:%M:%S}] {cell_name(method, seed)} ...", flush=True)
+        print(f"[{datetime.now():%H:%M:%S}] {cell_name(method, seed, precision)} ...", flush=True)
         try:
-            result = run_cell(method, seed, args.keep_runs)
+            result = run_cell(method, seed, args.keep_runs, precision)
         except RuntimeError as err:
             print(f"  FAILED: {err}", flush=True)
             continue

@@ -93,12 +93,13 @@ def split_batch(inputs: dict[str, torch.Tensor], minibatch_size: int) -> list[di
     ]
 
 
-def _merge_metrics(per_chunk: list[dict[str, float]]) -> dict[str, float]:
-    """Mean over mini-batches, except durations (``*_seconds``), which add up."""
-    sums: dict[str, float] = defaultdict(float)
+def _merge_metrics(per_chunk: list[dict]) -> dict:
+    """Mean over mini-batches, except durations (``*_seconds``), which add up. Device tensors stay on the device
+    (no host synchronisation; :mod:`hf_cse.metrics`)."""
+    sums: dict = defaultdict(float)
     for metrics in per_chunk:
         for key, value in metrics.items():
-            sums[key] += float(value)
+            sums[key] = sums[key] + value
     return {k: v if k.endswith("_seconds") else v / len(per_chunk) for k, v in sums.items()}
 
 
@@ -114,11 +115,11 @@ def _check_no_aux(out, where: str) -> None:
 @torch.no_grad()
 def embed_minibatches(
     model: torch.nn.Module, chunks: list[dict[str, torch.Tensor]]
-) -> tuple[Embeddings, list[RandState], dict[str, float]]:
+) -> tuple[Embeddings, list[RandState], dict]:
     """Step 1: the full batch's embeddings without a graph, and the RNG state before each mini-batch."""
     states: list[RandState] = []
     parts: dict[str, list[torch.Tensor]] = defaultdict(list)
-    metrics: list[dict[str, float]] = []
+    metrics: list[dict] = []
     for chunk in chunks:
         states.append(RandState.capture(*[v for v in chunk.values() if isinstance(v, torch.Tensor)]))
         out = model(**chunk)
@@ -168,11 +169,11 @@ def cached_step(
     model: torch.nn.Module,
     inputs: dict[str, torch.Tensor],
     minibatch_size: int,
-    loss_fn: Callable[[Embeddings], tuple[torch.Tensor, dict[str, float]]],
+    loss_fn: Callable[[Embeddings], tuple[torch.Tensor, dict]],
     backward: Callable[[torch.Tensor], None],
     no_sync: Callable[[], AbstractContextManager] = nullcontext,
     loss_scale: float = 1.0,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict]:
     """One GradCache step: embed (no graph) -> loss and d loss / d embeddings -> replay with backward.
 
     ``loss_fn`` maps the local batch's embeddings to ``(loss, metrics)`` (the trainer gathers across

@@ -43,16 +43,17 @@ def build_objectives(config: CSEConfig) -> list[Objective]:
 
 def compute_objectives(
     objectives: list[Objective], embeddings: dict[str, torch.Tensor]
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """Weighted sum of the objectives on (already gathered) embeddings, and their metrics."""
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Weighted sum of the objectives on (already gathered) embeddings, and their metrics (detached device tensors:
+    reading them is left to logging steps, :mod:`hf_cse.metrics`)."""
     total = None
-    metrics: dict[str, float] = {}
+    metrics: dict[str, torch.Tensor] = {}
     for obj in objectives:
         extra = {k: embeddings[k] for k in obj.loss.extra_inputs if k in embeddings}
         out = obj.loss(embeddings["z1"], embeddings["z2"], **extra)
         term = obj.weight * out.loss
         total = term if total is None else total + term
-        metrics[f"{obj.name}_loss"] = out.loss.item()
+        metrics[f"{obj.name}_loss"] = out.loss.detach()
         if obj.name == "contrastive":
             metrics.update(out.metrics)
     return total, metrics

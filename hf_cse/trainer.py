@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 
 import torch
 from transformers import Trainer
 
 from .cached import IncompatibleOptionsError, cached_step, check_cached_compatible
 from .distributed import gather_with_grad
+from .losses.base import finite_checks_deferred
+from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
+from .precision import check_training_args
 
 logger = logging.getLogger(__name__)
 
@@ -21,8 +23,10 @@ class ContrastiveTrainer(Trainer):
     ``compute_loss`` asks the model for its embeddings, gathers them across processes *with*
     gradients (every process then uses the global batch as negatives and receives the
     single-process gradient), applies the loss(es) named in the model's config, adds the model's
-    per-process auxiliary terms (e.g. DiffCSE's RTD) and records metrics, which are averaged and
-    logged with the training loss.
+    per-process auxiliary terms (e.g. DiffCSE's RTD) and records metrics, which are averaged over the
+    logging window and over processes and logged with the training loss. A step never reads a device
+    value on the host (:mod:`hf_cse.metrics`): metrics are summed on the device and read at logging
+    steps, where a NaN/Inf loss term also raises (losses skip their per-step input check here).
 
     ``evaluate`` scores STS-B (and SICK-R) dev Spearman with the model's test-time pooler when
     ``senteval_data_dir`` (or ``eval_source="hub"``) is given, logged as ``eval_stsb_spearman``:
@@ -50,6 +54,7 @@ class ContrastiveTrainer(Trainer):
             # evaluate() reads STS dev itself; the Trainer only insists that some eval_dataset exists
             kwargs["eval_dataset"] = [{"task": "STSBenchmark-dev"}]
         super().__init__(*args, **kwargs)
+        check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         self.cached_minibatch_size = cached_minibatch_size or None
         if self.cached_minibatch_size is not None:
             check_cached_compatible(self.accelerator.unwrap_model(self.model).config, self.cached_minibatch_size)
@@ -71,8 +76,7 @@ class ContrastiveTrainer(Trainer):
             # need not walk the autograd graph for unused ones after every backward (transformers' default)
             self.args.ddp_find_unused_parameters = False
         self.objectives = build_objectives(self.accelerator.unwrap_model(self.model).config)
-        self._metric_sums: dict[str, float] = defaultdict(float)
-        self._metric_counts: dict[str, int] = defaultdict(int)
+        self._metrics = MetricAccumulator()
         logger.info(
             "contrastive batch: %d sentences per process x %d processes = %d rows per loss (in-batch negatives); "
             "%d per optimizer step with %d accumulation steps%s",
@@ -91,19 +95,25 @@ class ContrastiveTrainer(Trainer):
     # ------------------------------------------------------------------ training
     def _global_objectives(self, embeddings: dict[str, torch.Tensor]):
         """The loss terms on the batch gathered over processes (equal to one process on the global batch)."""
-        return compute_objectives(self.objectives, {name: gather_with_grad(t) for name, t in embeddings.items()})
+        with finite_checks_deferred():  # a NaN/Inf loss is caught at the logging step instead (no host sync)
+            return compute_objectives(self.objectives,
+                                      {name: gather_with_grad(t) for name, t in embeddings.items()})
 
-    def _record(self, metrics: dict[str, float]) -> None:
-        for key, value in metrics.items():
-            self._metric_sums[key] += float(value)
-            self._metric_counts[key] += 1
+    def _record(self, metrics) -> None:
+        self._metrics.add(metrics)
+
+    def _reduced_metrics(self) -> dict[str, float]:
+        """The recorded metrics' means over the logging window and all processes (a collective: every process
+        calls it at the same logging step)."""
+        return self._metrics.reduce(lambda t: self.accelerator.reduce(t, reduction="sum"),
+                                    self.accelerator.num_processes)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         out = model(**inputs)
         loss, metrics = self._global_objectives(out.embeddings)
         for name, term in out.aux_losses.items():
             loss = loss + term
-            metrics[name] = term.item()
+            metrics[name] = term.detach()
         metrics.update(out.metrics)
         if model.training:
             self._record(metrics)
@@ -134,11 +144,8 @@ class ContrastiveTrainer(Trainer):
         return loss / getattr(self, "current_gradient_accumulation_steps", 1)
 
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
-        if "loss" in logs and self._metric_counts:
-            for key, total in self._metric_sums.items():
-                logs[key] = round(total / self._metric_counts[key], 6)
-            self._metric_sums.clear()
-            self._metric_counts.clear()
+        if "loss" in logs and self._metrics:
+            logs.update(self._reduced_metrics())
         super().log(logs, *args, **kwargs)
 
     # ------------------------------------------------------------------ evaluation

@@ -5,12 +5,14 @@ Launched by ``tests/test_distributed.py`` as ``torchrun --nproc_per_node 2 tests
 rank-order gather would) and as a plain ``python tests/dist_worker.py ...`` (one process, the whole
 global batch). Each case builds the tiny model deterministically with dropout 0 (so every run sees the
 same "masks"), runs ``trainer.training_step`` (compute_loss or the cached step + accelerator.backward
-through DDP) and saves the loss and the flattened parameter gradients to ``OUT/rank{R}.pt``.
+through DDP) and saves the loss, the flattened parameter gradients and the step's metrics (local, and reduced over
+processes as a logging step does) to ``OUT/rank{R}.pt``.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -59,7 +61,10 @@ def run_case(case: dict, model_dir: str, tokenizer, n_global: int, rank: int, pr
     torch.manual_seed(99)  # the loss's own RNG (GS noise): same stream in every process and run
     loss = trainer.training_step(wrapped, local)
     grads = [p.grad.reshape(-1) for p in model.parameters() if p.grad is not None]
-    return {"loss": float(loss), "grads": torch.cat(grads), "world_size": world_size()}
+    metrics_local = copy.deepcopy(trainer._metrics).reduce()  # this process's own values
+    metrics = trainer._reduced_metrics()  # what a logging step logs: the mean over processes
+    return {"loss": float(loss), "grads": torch.cat(grads), "world_size": world_size(), "metrics": metrics,
+            "metrics_local": metrics_local}
 
 
 def main() -> None:

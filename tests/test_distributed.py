@@ -140,6 +140,23 @@ def test_two_processes_run_not_equivalent_methods(two_vs_one, name):
     assert torch.equal(rank0["grads"], rank1["grads"])  # DDP still hands every process the same gradient
 
 
+@pytest.mark.parametrize("name", [c["name"] for c in _cases()])
+def test_logged_metrics_are_global_means(two_vs_one, name):
+    """A logging step logs the same numbers on every process: each metric's mean over all processes (rounded to 6
+    decimals, hence the tolerance), which for the loss terms and cosines equals one process on the global batch."""
+    one, rank0, rank1 = (r[name] for r in two_vs_one)
+    for res in (one, rank0, rank1):
+        assert "error" not in res, res.get("error")
+    assert rank0["metrics"] == rank1["metrics"]
+    assert set(rank0["metrics"]) == set(rank0["metrics_local"]) == set(rank1["metrics_local"])
+    for key, value in rank0["metrics"].items():
+        mean = (rank0["metrics_local"][key] + rank1["metrics_local"][key]) / 2
+        assert value == pytest.approx(mean, rel=1e-5, abs=2e-6), key
+    if name not in NOT_EQUIVALENT:
+        for key in ("contrastive_loss", "pos_cos", "neg_cos", "hardest_weight"):
+            assert rank0["metrics"][key] == pytest.approx(one["metrics"][key], rel=1e-5, abs=2e-6), key
+
+
 def test_run_unsup_under_accelerate_launch(launches):
     """run_unsup.py itself: 2 CPU processes, 2 steps, cached mode on; it reports the global batch."""
     tmp, logs = launches

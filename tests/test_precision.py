@@ -7,6 +7,8 @@ are checked, inductor's CPU code generation (minutes, see docs/distributed.md) i
 from __future__ import annotations
 
 import json
+import logging
+import math
 import sys
 from pathlib import Path
 
@@ -14,10 +16,13 @@ import pytest
 import torch
 from transformers import AutoTokenizer, TrainingArguments, modeling_utils
 
+from hf_cse import precision
 from hf_cse.data import TwoViewCollator
 from hf_cse.losses import available_losses, build_loss
 from hf_cse.models import SimCSEModel
+from hf_cse.models.fast_dropout import fast_dropout, keep_mask
 from hf_cse.objectives import build_objectives, compute_objectives
+from hf_cse.precision import PrecisionError
 from hf_cse.trainer import ContrastiveTrainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,12 +63,106 @@ def test_bf16_autocast_finite_and_loss_in_fp32(tiny_bert_dir, sentences, tmp_pat
     assert seen["loss"] == torch.float32 and not seen["autocast"]
 
 
-def test_fp16_on_cpu_finite(tiny_bert_dir, sentences, tmp_path):
-    """torch >= 2.3 has CPU fp16 autocast and a CPU GradScaler, so --fp16 trains on CPU (slowly: no fp16
-    kernels); on GPUs it is the papers' setting."""
-    losses, seen = _train(tiny_bert_dir, sentences, tmp_path, fp16=True)
-    assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
-    assert seen["loss"] == torch.float32
+def test_fp16_on_cpu_refused(tiny_bert_dir, sentences, tmp_path):
+    """The Trainer runs fp16 on a CPU silently in fp32 (accelerate has no CPU fp16 autocast): refused instead."""
+    with pytest.raises(PrecisionError, match="fp16 .* needs a GPU"):
+        _train(tiny_bert_dir, sentences, tmp_path, fp16=True)
+
+
+def test_bf16_first_step_loss_equals_fp32(tiny_bert_dir, sentences, tmp_path):
+    """Same weights, batch and dropout masks: the first step's loss under bf16 autocast is the fp32 one up to bf16
+    rounding. bf16 keeps 8 significant bits (relative error up to 2**-9 per rounding) and the InfoNCE logits are
+    cosines / 0.05, 20x the cosine error: 2 % leaves room for that (the difference measured here is 0.2 %)."""
+    fp32, _ = _train(tiny_bert_dir, sentences, tmp_path / "fp32", steps=1)
+    bf16, seen = _train(tiny_bert_dir, sentences, tmp_path / "bf16", steps=1, bf16=True)
+    assert seen["embedding"] == torch.bfloat16  # the encoder really ran under autocast
+    assert math.isfinite(bf16[0]) and bf16[0] != fp32[0]
+    assert bf16[0] == pytest.approx(fp32[0], rel=0.02)
+
+
+def test_resolve_auto_follows_native_bf16(monkeypatch):
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    assert precision.resolve("auto", "cpu")[0] == "bf16"
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    assert precision.resolve("auto", "cpu")[0] == "fp32"
+    assert precision.resolve("bf16", "cpu")[0] == "bf16"  # asked for: runs (emulated), with a warning reason
+    assert precision.resolve("fp32", "cuda")[0] == "fp32"
+    with pytest.raises(PrecisionError):
+        precision.resolve("fp16", "cpu")
+
+
+def test_training_flags_combine_precision_and_trainer_flags(monkeypatch):
+    monkeypatch.setattr(precision, "default_device_type", lambda use_cpu=False: "cpu")
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    # --bf16 alone on a CPU-only machine: use_cpu is set for the Trainer, which refuses bf16 on CPU without it
+    assert precision.training_flags(None, True, False, False) == (
+        {"bf16": True, "fp16": False, "use_cpu": True}, "bf16", "requested")
+    assert precision.training_flags("auto", False, False, False)[1] == "bf16"
+    assert precision.training_flags("fp32", False, False, False)[0] == {"bf16": False, "fp16": False}
+    assert precision.training_flags(None, False, False, False)[1] == precision.resolve(
+        precision.DEFAULT_PRECISION, "cpu")[0]
+    with pytest.raises(PrecisionError, match="contradicts"):
+        precision.training_flags("fp32", True, False, False)
+    with pytest.raises(PrecisionError, match="exclude"):
+        precision.training_flags(None, True, True, False)
+
+
+def test_run_unsup_bf16_on_cpu_without_use_cpu_records_precision(tiny_bert_dir, tmp_path, monkeypatch, caplog):
+    """--bf16 alone works on a CPU, says so in one log line, and training_info.json and the model card record
+    the precision that ran."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    import run_unsup
+
+    out = tmp_path / "out"
+    with caplog.at_level(logging.INFO, logger="run_unsup"):
+        run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out), "--max_steps", "1",
+                        "--per_device_train_batch_size", "8", "--disable_tqdm", "true", "--bf16", "true"])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("precision:")]
+    assert len(lines) == 1 and "bf16 autocast" in lines[0], lines
+    info = json.loads((out / "training_info.json").read_text())
+    assert info["precision"] == precision.describe("bf16") and info["training_args"]["bf16"] is True
+    card = (out / "sentence-transformers" / "README.md").read_text()
+    assert precision.describe("bf16") in card
+
+
+def test_run_unsup_fp32_records_fp32(tiny_bert_dir, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    import run_unsup
+
+    out = tmp_path / "out"
+    run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out), "--max_steps", "1",
+                    "--per_device_train_batch_size", "8", "--disable_tqdm", "true", "--precision", "fp32"])
+    info = json.loads((out / "training_info.json").read_text())
+    assert info["precision"] == "fp32" and not info["training_args"]["bf16"] and not info["training_args"]["fp16"]
+
+
+def test_fast_dropout_keep_rate_exact_under_bf16_autocast():
+    """Under bf16 autocast (bf16 activations) the fast CPU dropout draws the same masks as in fp32, with the exact
+    keep probability, and scales kept values by its inverse (rounded once to bf16)."""
+    p, shape = 0.1, (64, 32, 384)
+    torch.manual_seed(7)
+    keep, keep_prob = keep_mask(torch.Size(shape), p)
+    x = torch.randn(shape).to(torch.bfloat16)
+    torch.manual_seed(7)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        layer = torch.nn.Linear(384, 384)  # an autocast op in front, as in the encoder
+        out = fast_dropout(layer(x.float()), p, True)
+    assert out.dtype == torch.bfloat16
+    torch.manual_seed(7)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out_x = fast_dropout(x, p, True)
+    assert torch.equal(out_x != 0, keep & (x != 0))  # the very mask of keep_mask(shape, p) at this seed
+    assert torch.equal(out_x[keep], (x[keep].float() / keep_prob).to(torch.bfloat16))
+    n = keep.numel()
+    sigma = math.sqrt(keep_prob * (1 - keep_prob) / n)
+    assert abs(keep.float().mean().item() - keep_prob) < 5 * sigma
+    assert keep_prob == 1 - round(p * 65536) / 65536
+    # the autocast path: backward keeps the mask and the scale
+    x.requires_grad_(True)
+    torch.manual_seed(7)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fast_dropout(x, p, True).float().sum().backward()
+    assert torch.equal(x.grad != 0, keep)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -168,3 +267,23 @@ def test_torch_compile_trains_finite(tiny_bert_dir, sentences, tmp_path):
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
     assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
+
+
+def test_run_eval_precision_recorded_and_close_to_fp32(tmp_path):
+    """run_eval --precision bf16 encodes under autocast and records it in results.json; on a tiny random BERT and a
+    toy STS-B the scores stay near fp32's (Spearman of cosines, which bf16 rounding moves only slightly)."""
+    from test_evaluation_utils import REPO, make_tiny_bert, write_toy_senteval
+
+    sys.path.insert(0, str(REPO))
+    import run_eval
+
+    tiny, se = make_tiny_bert(tmp_path / "tiny"), write_toy_senteval(tmp_path / "se")
+    scores = {}
+    for prec in ("fp32", "bf16"):
+        out = tmp_path / prec
+        assert run_eval.main(["--model_name_or_path", str(tiny), "--senteval_data_dir", str(se), "--tasks",
+                              "STS-B", "--output_dir", str(out), "--disable_tqdm", "--precision", prec]) == 0
+        res = json.loads((out / "results.json").read_text())
+        assert res["settings"]["precision"] == precision.describe(prec)
+        scores[prec] = res["STSBenchmark"]
+    assert scores["bf16"] == pytest.approx(scores["fp32"], abs=5.0)

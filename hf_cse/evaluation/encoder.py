@@ -28,6 +28,8 @@ import numpy as np
 import torch
 
 from ..models.pooling import POOLERS, check_pooler, needs_hidden_states, pool
+from ..precision import autocast, resolve
+from ..precision import describe as describe_precision
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
 _POSITION_OFFSET = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "longformer": 2}
@@ -97,6 +99,8 @@ class SentenceEncoder:
         batch_size: sentences per forward pass.
         max_length: truncation length in tokens; default = the model's limit.
         device: where to run; default = where the model's parameters are.
+        precision: ``fp32``, or ``bf16`` / ``fp16`` to encode under autocast (embeddings are returned in fp32);
+            :meth:`from_pretrained` also takes ``auto`` (:mod:`hf_cse.precision`).
         show_progress_bar: tqdm bar over batches.
         name: label used in reports (default: the model path or class name).
     """
@@ -112,6 +116,7 @@ class SentenceEncoder:
         device: str | torch.device | None = None,
         show_progress_bar: bool = True,
         name: str | None = None,
+        precision: str = "fp32",
     ):
         if pooler is not None:
             check_pooler(pooler)
@@ -148,6 +153,7 @@ class SentenceEncoder:
             except (StopIteration, AttributeError):
                 device = torch.device("cpu")
         self.device = torch.device(device)
+        self.precision, _ = resolve(precision, self.device.type)  # refuses fp16 on a CPU
         self.name = (
             name
             or getattr(getattr(self._hf_model, "config", None), "_name_or_path", None)
@@ -167,6 +173,7 @@ class SentenceEncoder:
         show_progress_bar: bool = True,
         revision: str | None = None,
         trust_remote_code: bool = False,
+        precision: str = "fp32",
     ) -> "SentenceEncoder":
         """Load an hf_cse checkpoint, a sentence-transformers folder/repo or a plain HF encoder."""
         name_or_path = str(name_or_path)
@@ -202,6 +209,7 @@ class SentenceEncoder:
             device=device,
             show_progress_bar=show_progress_bar,
             name=name_or_path,
+            precision=precision,
         )
 
     # ------------------------------------------------------------------------------ description
@@ -223,6 +231,7 @@ class SentenceEncoder:
             "pooler": self.effective_pooler,
             "max_length": self.max_length,
             "batch_size": self.batch_size,
+            "precision": describe_precision(self.precision),
         }
 
     # ------------------------------------------------------------------------------ encoding
@@ -259,7 +268,7 @@ class SentenceEncoder:
             module.eval()
             if st_max is not None and st_max != self.max_length:
                 module.max_seq_length = self.max_length  # --max_seq_length also for the ST's own modules
-            with torch.inference_mode():
+            with torch.inference_mode(), autocast(self.precision, self.device.type):
                 starts = range(0, len(texts), batch_size)
                 for start in tqdm(starts, desc="Encoding", disable=not show, unit="batch"):
                     idx = order[start : start + batch_size]

@@ -120,11 +120,11 @@ class ModifiedObjective(ContrastiveLoss):
         d1 = gd_mask(h, hp, self.m, self.gd_reference)
         if not self.symmetric:
             loss = self.direction(gate_rows(h, d1), hp)
-            return loss, {"active_share": d1.float().mean().item()}
+            return loss, {"active_share": d1.float().mean().detach()}
         d2 = gd_mask(hp, h, self.m, self.gd_reference)
         hg, hpg = gate_rows(h, d1), gate_rows(hp, d2)
         loss = self.direction(hg, hpg) + self.direction(hpg, hg)
-        return loss, {"active_share": 0.5 * (d1.float().mean() + d2.float().mean()).item()}
+        return loss, {"active_share": 0.5 * (d1.float().mean() + d2.float().mean()).detach()}
 
     def paradigm_ratio(self, z1, z2):
         return self.r  # static ratio (Table 2 lower); with symmetric=True the effective pull is ~2r

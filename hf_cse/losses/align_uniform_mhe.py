@@ -62,7 +62,7 @@ class AlignUniformMHELoss(ContrastiveLoss):
         else:
             uniform = torch.logsumexp((h @ h.T)[low], dim=0) + torch.logsumexp((hp @ hp.T)[low], dim=0)
         loss = align + self.nu * uniform
-        return loss, {"alignment": align.item(), "uniformity": uniform.item()}
+        return loss, {"alignment": align.detach(), "uniformity": uniform.detach()}
 
     @torch.no_grad()
     def paradigm_ratio(self, z1, z2):
@@ -77,4 +77,4 @@ class AlignUniformMHELoss(ContrastiveLoss):
         # paper: sum_{k<l} / (nu N sum_{k!=i});
         # code (W = nu e^{s} / sum_{k<l}, positive pull 2/N): 2 sum_{k<l} / (nu N sum_{k!=i})
         scale = 1.0 if self.variant == "paper" else 2.0
-        return (scale * torch.exp(lse_pairs - lse_rows) / (self.nu * n)).mean().item()
+        return (scale * torch.exp(lse_pairs - lse_rows) / (self.nu * n)).mean().detach()

@@ -63,11 +63,11 @@ class AlignUniformMHSLoss(ContrastiveLoss):
         if self.variant == "code":
             uniform = uniform - self._code_nearest(hp, h).mean()
         loss = align + self.nu * uniform
-        return loss, {"alignment": align.item(), "uniformity": uniform.item()}
+        return loss, {"alignment": align.detach(), "uniformity": uniform.detach()}
 
     @torch.no_grad()
     def paradigm_ratio(self, z1, z2):
         if self.nu == 0:
             return None
         h, hp = unit(z1), unit(z2)
-        return (2 * self._nearest(h, hp) / (self.nu * h.shape[0])).mean().item()
+        return (2 * self._nearest(h, hp) / (self.nu * h.shape[0])).mean().detach()

@@ -72,4 +72,4 @@ class ArcConLoss(ContrastiveLoss):
         u = math.radians(self.u)
         sin_theta = torch.sqrt((1 - s * s).clamp_min(_SIN2_EPS))
         # sin(theta + u) / sin(theta) = cos u + cos(theta) sin u / sin(theta)
-        return (math.cos(u) + s * math.sin(u) / sin_theta).mean().item()
+        return (math.cos(u) + s * math.sin(u) / sin_theta).mean().detach()

@@ -68,4 +68,4 @@ class BarlowTwinsLoss(ContrastiveLoss):
         diag = c.diagonal()
         on = ((diag - 1) ** 2).sum()
         off = (c * c).sum() - (diag * diag).sum()
-        return on + self.nu * off, {"bt_on_diag": on.item(), "bt_off_diag": off.item()}
+        return on + self.nu * off, {"bt_on_diag": on.detach(), "bt_off_diag": off.detach()}

@@ -12,8 +12,10 @@ tests can be exact).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -23,10 +25,26 @@ from torch import nn
 
 @dataclass
 class LossOutput:
-    """What a loss returns: the scalar to minimise and floats to log."""
+    """What a loss returns: the scalar to minimise and metrics to log, detached 0-d tensors on the loss's device
+    (read on the host only at logging steps: :mod:`hf_cse.metrics`) or Python floats for host values."""
 
     loss: torch.Tensor
-    metrics: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, torch.Tensor | float] = field(default_factory=dict)
+
+
+# Set by the trainer (finite_checks_deferred): reading ``isfinite(z).all()`` on the host is a device sync per step.
+_FINITE_CHECKS_DEFERRED = contextvars.ContextVar("hf_cse_finite_checks_deferred", default=False)
+
+
+@contextlib.contextmanager
+def finite_checks_deferred() -> Iterator[None]:
+    """Inside, losses skip the NaN/Inf check of their inputs; the caller must check the loss instead
+    (ContrastiveTrainer does at logging steps: a NaN input gives a NaN loss)."""
+    token = _FINITE_CHECKS_DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _FINITE_CHECKS_DEFERRED.reset(token)
 
 
 #: rows whose l2 norm is at or below this are "zero" to :func:`unit` (its eps, as ``nn.CosineSimilarity``)
@@ -46,6 +64,8 @@ def _check_tensor(z: torch.Tensor, which: str, loss_name: str) -> None:
 
 
 def _check_finite(z: torch.Tensor, which: str, loss_name: str) -> None:
+    if _FINITE_CHECKS_DEFERRED.get():
+        return
     if not torch.isfinite(z).all():
         raise ValueError(
             f"{loss_name}: {which} contains NaN or Inf. The encoder diverged or the input is broken; "
@@ -64,11 +84,27 @@ def _check_same_kind(z: torch.Tensor, ref: torch.Tensor, which: str, loss_name: 
         raise ValueError(f"{loss_name}: z1 is on {ref.device} but {which} is on {z.device}; move both to one device.")
 
 
+def _row_norms(z: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.vector_norm(z.detach().to(compute_dtype(z)), dim=-1)
+
+
+def _unnormalisable(norms: torch.Tensor) -> torch.Tensor:
+    """Boolean per row: norm 0 (<= NORM_EPS) or a norm that overflows."""
+    return ~(norms > NORM_EPS) | ~torch.isfinite(norms)
+
+
+#: metric a loss reports inside the trainer instead of raising at once (read at logging steps, no host sync)
+UNNORMALISABLE_ROWS = "unnormalisable_rows"
+
+
 def _check_nonzero_norm(z: torch.Tensor, which: str, loss_name: str) -> None:
     """Rows that normalise to zero (norm 0, or a norm that overflows) have cosine 0 with everything: the loss
-    is then a constant (log N for InfoNCE) with zero gradient, so training silently stops learning."""
-    norms = torch.linalg.vector_norm(z.detach().to(compute_dtype(z)), dim=-1)
-    bad = ~(norms > NORM_EPS) | ~torch.isfinite(norms)
+    is then a constant (log N for InfoNCE) with zero gradient, so training silently stops learning. Inside the
+    trainer (checks deferred) the count is reported as the metric ``unnormalisable_rows`` instead."""
+    if _FINITE_CHECKS_DEFERRED.get():
+        return
+    norms = _row_norms(z)
+    bad = _unnormalisable(norms)
     if bad.any():
         rows = bad.nonzero().flatten().tolist()
         kind = "overflows" if not torch.isfinite(norms[rows[0]]) else f"is 0 (<= {NORM_EPS:g})"
@@ -123,16 +159,18 @@ def eye_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
 @torch.no_grad()
 def batch_diagnostics(
     z1: torch.Tensor, z2: torch.Tensor, m: float = 0.3, temperature: float = 0.05
-) -> dict[str, float]:
+) -> dict[str, torch.Tensor]:
     """Cosine statistics and seed 002's paradigm components measured on a batch.
 
     * ``pos_cos`` / ``neg_cos``: mean cosine of positive pairs and of in-batch negative pairs.
     * ``gd_active``: share of anchors whose gradient dissipation is active, i.e.
       ``s_ii - max_{j!=i} s_ij < m`` (paper 002 eq. 5 baseline GD with its default m = 0.3).
     * ``hardest_weight``: mean softmax weight (at ``temperature``) of each anchor's hardest
-      negative among its negatives (002 §3.2: W concentrates on hard negatives as tau -> 0).
+      negative among its negatives (002 §3.2: W concentrates on hard negatives as tau -> 0); losses pass
+      their own temperature.
     The third paradigm component, the ratio R, depends on the loss; each loss reports it through
-    :meth:`ContrastiveLoss.paradigm_ratio`.
+    :meth:`ContrastiveLoss.paradigm_ratio`. Values are 0-d tensors (no host synchronisation); no op has a
+    data-dependent output shape (``masked_select`` would sync a GPU).
     """
     s = cosine_matrix(z1, z2)
     n = s.shape[0]
@@ -142,10 +180,10 @@ def batch_diagnostics(
     hardest = neg.amax(dim=1)
     weights = torch.softmax(neg / temperature, dim=1)
     return {
-        "pos_cos": pos.mean().item(),
-        "neg_cos": s.masked_select(~eye).mean().item(),
-        "gd_active": (pos - hardest < m).float().mean().item(),
-        "hardest_weight": weights.amax(dim=1).mean().item(),
+        "pos_cos": pos.mean(),
+        "neg_cos": (s.sum() - pos.sum()) / (n * (n - 1)),
+        "gd_active": (pos - hardest < m).float().mean(),
+        "hardest_weight": weights.amax(dim=1).mean(),
     }
 
 
@@ -229,18 +267,21 @@ class ContrastiveLoss(nn.Module):
             _check_finite(extra[k], k, self.name)
             _check_nonzero_norm(extra[k], k, self.name)
         loss, metrics = self.compute(z1, z2, **extra)
-        out = batch_diagnostics(z1.detach(), z2.detach())
+        # diagnostics at the loss's own temperature where it has one (SimCSE's 0.05 otherwise)
+        out = batch_diagnostics(z1.detach(), z2.detach(), temperature=getattr(self, "temperature", 0.05))
         ratio = self.paradigm_ratio(z1.detach(), z2.detach())
         if ratio is not None:
-            out["ratio"] = float(ratio)
+            out["ratio"] = ratio.detach() if isinstance(ratio, torch.Tensor) else float(ratio)
         out.update(metrics)
+        if _FINITE_CHECKS_DEFERRED.get():  # the trainer raises at its next logging step when this is > 0
+            out[UNNORMALISABLE_ROWS] = sum(_unnormalisable(_row_norms(z)).sum() for z in (z1, z2, *extra.values()))
         return LossOutput(loss=loss, metrics=out)
 
     def compute(self, z1: torch.Tensor, z2: torch.Tensor, **extra: torch.Tensor):
         """Return ``(loss, metrics)``; ``loss`` is a scalar, the mean over anchors."""
         raise NotImplementedError
 
-    def paradigm_ratio(self, z1: torch.Tensor, z2: torch.Tensor) -> float | None:
+    def paradigm_ratio(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor | float | None:
         """Seed 002's R (Table 1) for this loss on the batch, averaged over anchors; None if undefined."""
         return None
 

@@ -89,6 +89,6 @@ class GSInfoNCELoss(ContrastiveLoss):
             noise = unit(z1) @ unit(g).T / self.temperature + math.log(self.lam)
             logits = torch.cat([logits, noise], dim=1)
             with torch.no_grad():
-                metrics["noise_logit_share"] = torch.softmax(logits, dim=1)[:, n:].sum(1).mean().item()
+                metrics["noise_logit_share"] = torch.softmax(logits, dim=1)[:, n:].sum(1).mean().detach()
         labels = torch.arange(n, device=logits.device)
         return F.cross_entropy(logits, labels), metrics

@@ -50,9 +50,9 @@ class METLoss(ContrastiveLoss):
     def compute(self, z1: torch.Tensor, z2: torch.Tensor):
         pos, neg = self._distances(z1, z2)
         per_anchor = F.relu(pos - neg + self.margin)
-        return per_anchor.mean(), {"active_share": (per_anchor.detach() > 0).float().mean().item()}
+        return per_anchor.mean(), {"active_share": (per_anchor.detach() > 0).float().mean().detach()}
 
     @torch.no_grad()
     def paradigm_ratio(self, z1, z2):
         pos, neg = self._distances(z1, z2)
-        return (neg / pos).mean().item()
+        return (neg / pos).mean().detach()

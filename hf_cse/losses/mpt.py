@@ -45,7 +45,7 @@ class MPTLoss(ContrastiveLoss):
         s = cosine_matrix(z1, z2)
         hardest = s.masked_fill(eye_mask(s.shape[0], s.device), float("-inf")).amax(dim=1)
         per_anchor = F.relu(hardest - s.diagonal() + self.margin)
-        return per_anchor.mean(), {"active_share": (per_anchor.detach() > 0).float().mean().item()}
+        return per_anchor.mean(), {"active_share": (per_anchor.detach() > 0).float().mean().detach()}
 
     def paradigm_ratio(self, z1, z2):
         return 1.0

@@ -118,10 +118,10 @@ class ParadigmLoss(ContrastiveLoss):
         if self.symmetric:
             l1, gd1 = self._code_direction(h, hp)
             l2, gd2 = self._code_direction(hp, h)
-            return l1 + l2, {"active_share": 0.5 * (gd1.float().mean() + gd2.float().mean()).item()}
+            return l1 + l2, {"active_share": 0.5 * (gd1.float().mean() + gd2.float().mean()).detach()}
         gd, w = self._components(h @ hp.T)
         loss = paradigm_surrogate(h, hp, gd, w, self.r)
-        return loss, {"active_share": gd.float().mean().item()}
+        return loss, {"active_share": gd.float().mean().detach()}
 
     def paradigm_ratio(self, z1, z2):
         return self.r

@@ -103,9 +103,9 @@ class VICRegLoss(ContrastiveLoss):
         align = (2 - 2 * (h * hp).sum(-1)).mean()
         cov = covariance_term(h) + covariance_term(hp)
         loss = align + self.covariance_weight(n, d) * cov
-        metrics = {"alignment": align.item(), "covariance": cov.item()}
+        metrics = {"alignment": align.detach(), "covariance": cov.detach()}
         if self.variance_weight > 0:
             var = variance_term(h, self.gamma) + variance_term(hp, self.gamma)
             loss = loss + self.variance_weight * d * var
-            metrics["variance"] = var.item()
+            metrics["variance"] = var.detach()
         return loss, metrics

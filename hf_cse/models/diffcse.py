@@ -243,24 +243,28 @@ class DiffCSEModel(CSEPreTrainedModel):
             self._rtd_condition = None
         logits = self.rtd_head(hidden)
         ce = F.cross_entropy(logits.reshape(-1, 2).float(), labels.reshape(-1), reduction="none")
-        if self.config.rtd_ignore_pad:
-            ce = ce[att.reshape(-1).bool()]
-        loss = ce.mean() if self.config.rtd_reduction == "mean" else ce.sum()
+        # a 0/1 weight instead of boolean indexing, whose data-dependent shape would sync a GPU every step
+        keep = att.reshape(-1).to(ce.dtype) if self.config.rtd_ignore_pad else torch.ones_like(ce)
+        loss = (ce * keep).sum()
+        if self.config.rtd_reduction == "mean":
+            loss = loss / keep.sum()
         return RTDOutput(loss, logits, labels, att, self._rtd_metrics(loss, logits, labels, att))
 
     @staticmethod
     @torch.no_grad()
-    def _rtd_metrics(loss, logits, labels, att) -> dict[str, float]:
+    def _rtd_metrics(loss, logits, labels, att) -> dict[str, torch.Tensor]:
+        # masked means, not boolean indexing or .any(): those read the device on the host (hf_cse.metrics)
         real = att.bool().clone()
         real[:, 0] = False  # h's slot is not a token
-        replaced = labels.bool() & real
+        replaced = (labels.bool() & real).float()
+        real = real.float()
         pred = logits.argmax(-1)
-        metrics = {"rtd_loss": loss.item(),
-                   "rtd_accuracy": (pred == labels)[real].float().mean().item() if real.any() else float("nan"),
-                   "rtd_replaced_share": (replaced.sum() / real.sum().clamp_min(1)).item()}
-        if replaced.any():  # recall on replaced tokens (authors' electra_rep_acc); undefined when none replaced
-            metrics["rtd_replaced_accuracy"] = (pred[replaced] == 1).float().mean().item()
-        return metrics
+        return {"rtd_loss": loss.detach(),
+                # NaN (left out of the logged mean) when undefined: no real token / none replaced
+                "rtd_accuracy": ((pred == labels).float() * real).sum() / real.sum(),
+                "rtd_replaced_share": replaced.sum() / real.sum().clamp_min(1),
+                # recall on replaced tokens (authors' electra_rep_acc)
+                "rtd_replaced_accuracy": ((pred == 1).float() * replaced).sum() / replaced.sum()}
 
     # ----------------------------------------------------------------- training forward
     def forward(self, input_ids, attention_mask, token_type_ids=None, mlm_input_ids=None, mlm_attention_mask=None,

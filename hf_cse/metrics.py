@@ -1,0 +1,91 @@
+"""Training metrics without host synchronisation: summed where they are computed, read only at logging steps.
+
+Every loss, objective and model reports its metrics as detached 0-d tensors on the training device (host values
+such as ``off_dropout_seconds`` stay Python floats). Reading a device tensor on the host (``.item()``,
+``float()``, ``bool()``) waits for the device to finish all queued work; doing it for a dozen metrics in every
+step stalls a GPU's pipeline. :class:`MetricAccumulator` adds them up on their device and reads them once per
+logging step, after one reduction over processes, so the logged numbers are the global means (all processes'
+steps), not rank 0's.
+
+Undefined values (NaN, e.g. DiffCSE's accuracy on replaced tokens in a batch where none were replaced) are left
+out of the mean; a loss term that was NaN or Inf in any step of the window makes :meth:`MetricAccumulator.reduce`
+raise, which replaces the per-step input check that losses skip inside the trainer
+(:func:`hf_cse.losses.base.finite_checks_deferred`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import torch
+
+from .losses.base import UNNORMALISABLE_ROWS
+
+Metrics = Mapping[str, "torch.Tensor | float"]
+
+
+class DivergedError(ValueError):
+    """A loss term became NaN or Inf during training."""
+
+
+class MetricAccumulator:
+    """Sums of metrics and of their finite values' counts between two logging steps (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, torch.Tensor | float] = {}
+        self._counts: dict[str, torch.Tensor | float] = {}
+        self._records: dict[str, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._records)
+
+    def add(self, metrics: Metrics) -> None:
+        """Add one step's metrics (no host synchronisation: device tensors are summed on their device)."""
+        for key, value in metrics.items():
+            if isinstance(value, torch.Tensor):
+                value = value.detach().float()
+                finite = torch.isfinite(value)
+                value, count = torch.where(finite, value, 0.0), finite.float()
+            else:
+                value = float(value)
+                count = 1.0 if math.isfinite(value) else 0.0
+                value = value if count else 0.0
+            self._sums[key] = self._sums.get(key, 0.0) + value
+            self._counts[key] = self._counts.get(key, 0.0) + count
+            self._records[key] = self._records.get(key, 0) + 1
+
+    def reduce(
+        self, sum_over_processes: Callable[[torch.Tensor], torch.Tensor] = lambda t: t, processes: int = 1
+    ) -> dict[str, float]:
+        """The mean of every metric over the steps added since the last call and over all processes; resets.
+
+        ``sum_over_processes`` sums a tensor over processes (e.g. ``accelerator.reduce(t, "sum")``); every process
+        must call this at the same step with the same metric names (collective). One host read in all.
+        """
+        if not self._records:
+            return {}
+        keys = sorted(self._records)
+        device = next((v.device for v in self._sums.values() if isinstance(v, torch.Tensor)), torch.device("cpu"))
+        stacked = torch.stack([torch.as_tensor(part[k], dtype=torch.float32, device=device)
+                               for part in (self._sums, self._counts) for k in keys])
+        totals = sum_over_processes(stacked).tolist()
+        sums, counts = totals[: len(keys)], totals[len(keys):]
+        records = dict(self._records)
+        self._sums.clear()
+        self._counts.clear()
+        self._records.clear()
+        unnormalisable = sums[keys.index(UNNORMALISABLE_ROWS)] if UNNORMALISABLE_ROWS in keys else 0
+        if unnormalisable > 0:
+            raise DivergedError(
+                f"{int(unnormalisable)} embedding row(s) could not be normalised (norm 0 or overflowing) since the "
+                "last logging step: they give a constant loss with zero gradient. Likely an all-zero encoder or "
+                "projector output or values too large for the dtype: check the model and lower the learning rate."
+            )
+        diverged = [k for k, c in zip(keys, counts) if k.endswith("_loss") and c < records[k] * processes]
+        if diverged:
+            raise DivergedError(
+                f"training loss term(s) {', '.join(diverged)} became NaN or Inf: the encoder diverged or the input "
+                "is broken; lower the learning rate or train in fp32/bf16 instead of fp16."
+            )
+        return {k: round(s / c, 6) for k, s, c in zip(keys, sums, counts) if c > 0 and k != UNNORMALISABLE_ROWS}

@@ -1,0 +1,124 @@
+"""CUDA checks (``pytest -m cuda`` on a machine with an NVIDIA GPU; skipped without one).
+
+Mixed precision with the loss in fp32, the fast-dropout attention deferring to torch's fused SDPA dropout, the
+cached mode replaying the CUDA RNG, no host synchronisation inside ``compute_loss`` (``torch.cuda`` raises on any
+sync, including those hidden in ops such as boolean indexing), and a single-GPU run_unsup.py run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoTokenizer, TrainingArguments
+
+from hf_cse.cached import embed_minibatches, replay_minibatches, split_batch
+from hf_cse.data import TwoViewCollator
+from hf_cse.models import SimCSEModel
+from hf_cse.models import fast_dropout as fd
+from hf_cse.precision import describe
+from hf_cse.trainer import ContrastiveTrainer
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA)")]
+
+
+def _trainer(model_dir, sentences, tmp_path, steps=2, logging_steps=1, **precision):
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(model_dir), loss="infonce")
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    data = [dict(tok(s, truncation=True, max_length=32)) for s in sentences]
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=steps,
+                             report_to="none", save_strategy="no", logging_steps=logging_steps, disable_tqdm=True,
+                             **precision)
+    return ContrastiveTrainer(model=model, args=args, train_dataset=data, data_collator=TwoViewCollator(tok))
+
+
+@pytest.mark.parametrize("flag", ["bf16", "fp16"])
+def test_mixed_precision_training_loss_in_fp32(tiny_bert_dir, sentences, tmp_path, flag):
+    if flag == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
+        pytest.skip("this GPU has no bf16")
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, **{flag: True})
+    assert trainer.args.device.type == "cuda"
+    seen = {}
+    loss_fn = trainer.objectives[0].loss
+    original = loss_fn.compute
+
+    def spy(z1, z2, **extra):
+        loss, metrics = original(z1, z2, **extra)
+        seen.update(embedding=z1.dtype, loss=loss.dtype)
+        return loss, metrics
+
+    loss_fn.compute = spy
+    trainer.train()
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
+    assert seen["embedding"] == {"bf16": torch.bfloat16, "fp16": torch.float16}[flag]
+    assert seen["loss"] == torch.float32
+
+
+def test_fast_dropout_defers_to_torch_on_cuda(tiny_bert_dir, sentences, monkeypatch):
+    """On CUDA the fast dropout's attention goes to transformers' SDPA (fused dropout) and FastDropout to
+    torch's dropout: the 16-bit mask trick is for CPUs only."""
+    from transformers.integrations import sdpa_attention
+
+    calls = {"sdpa": 0, "dropout": 0, "keep_mask": 0}
+    real_sdpa, real_dropout, real_mask = sdpa_attention.sdpa_attention_forward, fd.nn.functional.dropout, fd.keep_mask
+    monkeypatch.setattr(sdpa_attention, "sdpa_attention_forward",
+                        lambda *a, **k: calls.__setitem__("sdpa", calls["sdpa"] + 1) or real_sdpa(*a, **k))
+    monkeypatch.setattr(fd.nn.functional, "dropout",
+                        lambda *a, **k: calls.__setitem__("dropout", calls["dropout"] + 1) or real_dropout(*a, **k))
+    monkeypatch.setattr(fd, "keep_mask",
+                        lambda *a, **k: calls.__setitem__("keep_mask", calls["keep_mask"] + 1) or real_mask(*a, **k))
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), loss="infonce").cuda().train()
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    batch = {k: v.cuda() for k, v in TwoViewCollator(tok)([tok(s) for s in sentences[:8]]).items()}
+    model(**batch)
+    assert calls["sdpa"] > 0 and calls["dropout"] > 0 and calls["keep_mask"] == 0
+
+
+def test_cached_mode_replays_cuda_rng(tiny_bert_dir, sentences):
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), dropout=0.1).cuda().train()
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    batch = {k: v.cuda() for k, v in TwoViewCollator(tok)([tok(s) for s in (sentences * 2)[:16]]).items()}
+    chunks = split_batch(batch, 4)
+    first, states, _ = embed_minibatches(model, chunks)
+    assert states[0].devices  # the CUDA generator's state was captured
+    grads = {k: torch.zeros_like(v) for k, v in first.items()}
+    replayed = list(replay_minibatches(model, chunks, states, grads, backward=lambda s: s.backward()))
+    for name in first:
+        assert torch.equal(torch.cat([r[name] for r in replayed]), first[name])
+    assert not torch.equal(model(**chunks[0]).embeddings["z1"], first["z1"][:4])  # dropout is on
+
+
+def test_no_host_sync_in_compute_loss(tiny_bert_dir, sentences, tmp_path):
+    """Every host read of a CUDA value raises inside compute_loss (forward, gather, losses, metrics)."""
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, steps=3, logging_steps=100, bf16=True)
+    original = trainer.compute_loss
+
+    def strict(*args, **kwargs):
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return original(*args, **kwargs)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    trainer.compute_loss = strict
+    trainer.train()
+    assert trainer.state.global_step == 3
+
+
+def test_run_unsup_single_gpu_bf16(tiny_bert_dir, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    import run_unsup
+
+    out = tmp_path / "out"
+    run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out), "--max_steps", "2",
+                    "--per_device_train_batch_size", "8", "--disable_tqdm", "true", "--precision", "auto"])
+    info = json.loads((out / "training_info.json").read_text())
+    expected = "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp32"
+    assert info["precision"] == describe(expected) and info["world_size"] == 1
