@@ -9,7 +9,7 @@ import torch
 from transformers import Trainer
 
 from .cached import IncompatibleOptionsError, cached_step, check_cached_compatible
-from .distributed import gather_with_grad
+from .distributed import check_not_data_parallel, gather_with_grad
 from .objectives import build_objectives, compute_objectives
 
 logger = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ class ContrastiveTrainer(Trainer):
             # evaluate() reads STS dev itself; the Trainer only insists that some eval_dataset exists
             kwargs["eval_dataset"] = [{"task": "STSBenchmark-dev"}]
         super().__init__(*args, **kwargs)
+        check_not_data_parallel(self.args)
         self.cached_minibatch_size = cached_minibatch_size or None
         if self.cached_minibatch_size is not None:
             check_cached_compatible(self.accelerator.unwrap_model(self.model).config, self.cached_minibatch_size)
