@@ -29,6 +29,14 @@ def _check_utf8(path: Path) -> None:
                 ) from None
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def read_sentences(train_file: str | Path, text_column: str | None = None) -> list[str]:
     """Non-blank sentences of a ``.txt`` file (one per line) or a column of a ``.csv``/``.tsv`` file."""
     path = Path(train_file)
@@ -43,7 +51,16 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
             column = text_column or (columns[0] if len(columns) == 1 else "text")
             if column not in columns:
                 raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass --text_column NAME.")
-            lines = [row[column] or "" for row in reader]
+            lines = []
+            for row in reader:  # csv puts extra fields under None and gives missing ones the value None
+                if None in row or None in row.values():
+                    fields = len(columns) + len(row.get(None, [])) - list(row.values()).count(None)
+                    raise DataError(f"{path}: line {reader.line_num} has {fields} fields, the header has "
+                                    f"{len(columns)}. Quote fields that hold the delimiter, or fix the row.")
+                lines.append(row[column] or "")
+            if lines and all(_is_number(text) for text in lines):
+                raise DataError(f"{path}: column {column!r} holds only numbers, not sentences; pass --text_column "
+                                f"with the sentence column (columns: {columns}).")
     else:
         lines = path.read_text(encoding="utf-8").splitlines()
     sentences = [s.strip() for s in lines if s and s.strip()]

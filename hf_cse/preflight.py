@@ -62,6 +62,8 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
 
 def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: str, preset: str | None) -> None:
     """The dev sets the trainer will score during training are read now (they are small and cached)."""
+    if eval_source not in ("local", "hub"):
+        raise InputError(f"--eval_source {eval_source!r}: use local (with --senteval_data_dir) or hub.")
     evaluates = _value(training_args.eval_strategy) != "no"
     if evaluates and senteval_data_dir is None and eval_source == "local":
         source = f"--preset {preset}" if preset else "--eval_strategy"
