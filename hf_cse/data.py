@@ -88,7 +88,12 @@ def load_train_dataset(
     if train_file and dataset_name:
         raise DataError("Give either --train_file or --dataset_name, not both.")
     if dataset_name:
-        ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
+        try:
+            ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
+        except ConnectionError as err:  # offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and not cached, or no network
+            raise DataError(f"--dataset_name {dataset_name}: cannot read it from the Hugging Face Hub ({err}). Unset "
+                            "HF_HUB_OFFLINE / HF_DATASETS_OFFLINE or check the network, or give a local --train_file."
+                            ) from err
         column = text_column or "text"
         if column not in ds.column_names:
             raise DataError(f"data set {dataset_name} has no column {column!r}; columns: {ds.column_names}. "

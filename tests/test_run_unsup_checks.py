@@ -173,3 +173,31 @@ def test_several_gpus_in_one_process_are_refused(tiny_bert_dir, train_file, tmp_
     monkeypatch.setattr(TrainingArguments, "n_gpu", property(lambda self: 2))
     with pytest.raises(ValueError, match="accelerate launch"):
         ContrastiveTrainer(model=tiny, args=TrainingArguments(str(tmp_path / "t"), use_cpu=True, report_to="none"))
+
+
+# ----------------------------------------------------------------------------------------------- training data
+@pytest.mark.parametrize("rows,message", [
+    ("text,label\na sentence,1\nan extra,column,1\n", "line 3 has 3 fields, the header has 2"),
+    ("text,label\na sentence,1\ntoo few\n", "line 3 has 1 fields, the header has 2"),
+    ("text,label\n3,1\n4.5,0\n", "column 'text' holds only numbers"),
+])
+def test_malformed_training_csv_is_named_with_its_line(tmp_path, rows, message):
+    from hf_cse.data import DataError, load_train_dataset
+
+    path = tmp_path / "train.csv"
+    path.write_text(rows)
+    with pytest.raises(DataError, match=message):
+        load_train_dataset(str(path), text_column="text")
+
+
+def test_hub_data_set_while_offline_names_the_fix(monkeypatch):
+    import datasets
+
+    from hf_cse.data import DataError, load_train_dataset
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'someone/data' on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError, match="HF_HUB_OFFLINE .* or give a local --train_file"):
+        load_train_dataset(dataset_name="someone/data")
