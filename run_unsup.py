@@ -10,9 +10,10 @@ With no flags it trains the packaged all-MiniLM-L6-v2 on the small demo corpus s
 
 from __future__ import annotations
 
+import argparse
 import logging
-import os
 import sys
+from pathlib import Path
 
 import transformers
 from transformers import AutoTokenizer, HfArgumentParser, TrainingArguments, set_seed
@@ -27,11 +28,20 @@ from hf_cse.arguments import (
     loss_arguments_class,
     loss_kwargs_from,
 )
+from hf_cse.cli import check_model_source, run_cli
 from hf_cse.data import check_enough_rows, load_train_dataset, tokenize_dataset
-from hf_cse.export import HubPushError, export_after_training, take_over_hub_push
+from hf_cse.export import export_after_training, take_over_hub_push
 from hf_cse.models import get_method
+from hf_cse.output_dir import OutputDirArguments, prepare_output_dir
 from hf_cse.precision import PrecisionArguments, describe, training_flags
-from hf_cse.presets import PRESETS
+from hf_cse.preflight import (
+    check_eval_data,
+    check_max_seq_length,
+    check_objectives,
+    check_training_arguments,
+    encoder_config,
+)
+from hf_cse.presets import PRESETS, drop_unused_preset_values
 from hf_cse.trainer import ContrastiveTrainer
 
 logger = logging.getLogger("run_unsup")
@@ -48,12 +58,27 @@ SCRIPT_DEFAULTS = {
     "dataloader_drop_last": True,
     "disable_tqdm": False,
 }
+# TrainingArguments that define a run (with the model, loss and data settings): resuming a checkpoint with other
+# values would silently continue a different run
+RUN_DEFINING_TRAINING_ARGS = ("seed", "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate",
+                              "weight_decay", "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps",
+                              "world_size")
+_NOT_GIVEN = object()
+
+
+def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The options given on the command line (abbreviations and --no_x forms included), by destination name."""
+    unset = argparse.Namespace(**{action.dest: _NOT_GIVEN for action in parser._actions})
+    parsed = parser.parse_known_args(argv, namespace=unset)[0]
+    return {name for name, value in vars(parsed).items() if value is not _NOT_GIVEN}
 
 
 def parse_args(argv: list[str]):
+    """The argument dataclasses, and the set of flags the user typed (a preset's values are only defaults)."""
     LossArguments = loss_arguments_class()
     parser = HfArgumentParser(
         (ModelArguments, DataArguments, MethodArguments, LossArguments, DiffCSEArguments, PrecisionArguments,
+         OutputDirArguments,
          TrainingArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
@@ -62,7 +87,8 @@ def parse_args(argv: list[str]):
         if preset not in PRESETS:
             parser.error(f"unknown --preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
         parser.set_defaults(**PRESETS[preset])
-    if "--output_dir" not in " ".join(argv):
+    typed = typed_flags(parser, argv)
+    if "output_dir" not in typed:
         known = parser.parse_known_args(argv)[0]
         loss = known.loss or get_method(known.method).config_class.loss
         parser.set_defaults(output_dir=f"outputs/{known.method}-{loss}")
@@ -71,8 +97,9 @@ def parse_args(argv: list[str]):
     precision_values, precision, why = training_flags(known.precision, known.bf16, known.fp16, known.use_cpu)
     parser.set_defaults(**precision_values)
     parsed = parser.parse_args_into_dataclasses(args=argv)
-    parsed[-2].precision, parsed[-2].reason = precision, why  # PrecisionArguments: what will run, and why
-    return parsed
+    precision_args = next(p for p in parsed if isinstance(p, PrecisionArguments))
+    precision_args.precision, precision_args.reason = precision, why  # what will run, and why
+    return (*parsed, typed)
 
 
 def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) -> None:
@@ -91,26 +118,26 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    model_args, data_args, method_args, loss_args, diffcse_args, precision_args, training_args = args
+    (model_args, data_args, method_args, loss_args, diffcse_args, precision_args, output_args, training_args,
+     typed) = args
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
     precision = precision_args.precision
-    logger.info("precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
     set_seed(training_args.seed)
 
-    # 1. Data first, so bad input fails before any model is loaded.
-    raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
-                             data_args.text_column)
-    if data_args.max_train_samples is not None:
-        raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
-    source = data_args.train_file or data_args.dataset_name or "the demo corpus"
-    check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source)
-
-    # 2. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
+    # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.preflight).
+    check_training_arguments(training_args, data_args.max_seq_length)
     encoder = model_args.model_name_or_path or default_encoder()
+    enc_config = encoder_config(encoder)
+    check_max_seq_length(data_args.max_seq_length, enc_config, encoder)
     model_cls = get_method(model_args.method)
     method_defaults = model_cls.config_class()
     loss = method_args.loss or method_defaults.loss
+    dropped = drop_unused_preset_values(method_args.preset, typed, loss, model_args.method, loss_args, diffcse_args,
+                                        method_args)
+    if dropped:
+        logger.info("--preset %s: dropped %s (not taken by --loss %s / --method %s)", method_args.preset,
+                    ", ".join("--" + name for name in dropped), loss, model_args.method)
     # flags override the method's own loss settings (e.g. imsimcse's m = 0.9) only where given
     loss_kwargs = dict(method_defaults.loss_kwargs) if loss == method_defaults.loss else {}
     loss_kwargs.update(loss_kwargs_from(loss, loss_args))
@@ -130,6 +157,36 @@ def main(argv: list[str] | None = None) -> None:
                 "dcl_weight": method_args.dcl_weight}
     config_kwargs.update({k: v for k, v in optional.items() if v is not None})
     config_kwargs.update(diffcse_config_kwargs(model_args.method, diffcse_args))
+    check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
+    generator = diffcse_args.generator_name_or_path
+    if model_args.method == "diffcse" and generator not in (None, "unigram"):
+        check_model_source(generator, "--generator_name_or_path")
+    check_eval_data(training_args, method_args.senteval_data_dir, method_args.eval_source, method_args.preset)
+    hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 7, not checkpoints
+
+    # 2. Data (read and checked; tokenized after the model's tokenizer is loaded).
+    raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
+                             data_args.text_column)
+    if data_args.max_train_samples is not None:
+        raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
+    source = data_args.train_file or data_args.dataset_name or "the demo corpus"
+    check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source)
+
+    # 3. The output folder (hf_cse.output_dir): a new run, the interrupted run to resume, or a refusal.
+    train_file = data_args.train_file and str(Path(data_args.train_file).resolve())
+    settings = {"encoder": encoder, "method": model_args.method, **config_kwargs, "generator": generator,
+                **vars(data_args), "train_file": train_file,
+                **{k: getattr(training_args, k, None) for k in RUN_DEFINING_TRAINING_ARGS}}
+    settings.pop("preprocessing_num_workers", None)  # changes speed, not the run
+    with training_args.main_process_first(desc="checking the output folder"):
+        resume_from = prepare_output_dir(training_args.output_dir, settings,
+                                         overwrite=output_args.overwrite_output_dir, encoder=encoder,
+                                         resume_from_checkpoint=training_args.resume_from_checkpoint,
+                                         is_main_process=training_args.process_index == 0)
+
+    logger.info("precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
+
+    # 4. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
     model = model_cls.from_encoder(encoder, **config_kwargs)
     tokenizer = AutoTokenizer.from_pretrained(encoder)
     # --activation_checkpointing (transformers 5's name) or the deprecated --gradient_checkpointing
@@ -149,9 +206,8 @@ def main(argv: list[str] | None = None) -> None:
                 encoder, len(train_dataset), training_args.per_device_train_batch_size * training_args.world_size
                 * training_args.gradient_accumulation_steps)
 
-    # 3. Train.
+    # 5. Train.
     training_args.remove_unused_columns = False
-    hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 5, not checkpoints
     trainer = ContrastiveTrainer(
         model=model,
         args=training_args,
@@ -162,16 +218,16 @@ def main(argv: list[str] | None = None) -> None:
         eval_source=method_args.eval_source,
         cached_minibatch_size=method_args.cached_minibatch_size,
     )
-    result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    result = trainer.train(resume_from_checkpoint=resume_from)
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()
 
-    # 4. Save the model (the best checkpoint when load_best_model_at_end) and its tokenizer.
+    # 6. Save the model (the best checkpoint when load_best_model_at_end) and its tokenizer.
     trainer.save_model(training_args.output_dir)
     logger.info("saved %s model to %s", model_args.method, training_args.output_dir)
 
-    # 5. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
+    # 7. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
     if trainer.is_world_process_zero():
         export_after_training(trainer.accelerator.unwrap_model(trainer.model), tokenizer, training_args, data_args,
                               len(train_dataset), result.metrics, hub_repo, preset=method_args.preset,
@@ -179,9 +235,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (ValueError, FileNotFoundError, HubPushError) as err:  # bad input: say what and how to fix, no traceback
-        if os.environ.get("HF_CSE_DEBUG"):
-            raise
-        sys.exit(f"run_unsup.py: error: {err}\n(set HF_CSE_DEBUG=1 to see the traceback)")
+    sys.exit(run_cli(main, "run_unsup.py"))

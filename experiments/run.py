@@ -141,6 +141,7 @@ def run_cell(method: str, seed: int, keep_runs: bool, precision: Precision = "fp
         "train_file": str(SHARED / "unsup" / "wiki_sentences.txt"),
         "senteval_data_dir": str(SHARED / "senteval"),
         "output_dir": str(run_dir),
+        "overwrite_output_dir": True,  # run_dir holds this cell's log.txt (kept: run_unsup.py only removes run files)
         "eval_strategy": "steps",
         "save_strategy": "steps",
         "save_steps": BUDGET["eval_steps"],

@@ -81,6 +81,14 @@ def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]
     return lines
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def read_sentences(train_file: str | Path, text_column: str | None = None) -> list[str]:
     """Non-blank sentences of a ``.txt`` file (one per line), or a column of a ``.csv``/``.tsv``/``.json``/``.jsonl``
     file (``text_column``)."""
@@ -99,7 +107,16 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
             column = text_column or (columns[0] if len(columns) == 1 else "text")
             if column not in columns:
                 raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass --text_column NAME.")
-            lines = [row[column] or "" for row in reader]
+            lines = []
+            for row in reader:  # csv puts extra fields under None and gives missing ones the value None
+                if None in row or None in row.values():
+                    fields = len(columns) + len(row.get(None, [])) - list(row.values()).count(None)
+                    raise DataError(f"{path}: line {reader.line_num} has {fields} fields, the header has "
+                                    f"{len(columns)}. Quote fields that hold the delimiter, or fix the row.")
+                lines.append(row[column] or "")
+            if lines and all(_is_number(text) for text in lines):
+                raise DataError(f"{path}: column {column!r} holds only numbers, not sentences; pass --text_column "
+                                f"with the sentence column (columns: {columns}).")
     else:
         lines = path.read_text(encoding="utf-8").splitlines()
     sentences = [s.strip() for s in lines if s and s.strip()]
@@ -127,7 +144,12 @@ def load_train_dataset(
     if train_file and dataset_name:
         raise DataError("Give either --train_file or --dataset_name, not both.")
     if dataset_name:
-        ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
+        try:
+            ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
+        except ConnectionError as err:  # offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and not cached, or no network
+            raise DataError(f"--dataset_name {dataset_name}: cannot read it from the Hugging Face Hub ({err}). Unset "
+                            "HF_HUB_OFFLINE / HF_DATASETS_OFFLINE or check the network, or give a local --train_file."
+                            ) from err
         column = text_column or "text"
         if column not in ds.column_names:
             raise DataError(f"data set {dataset_name} has no column {column!r}; columns: {ds.column_names}. "

@@ -36,3 +36,17 @@ def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     if world_size() == 1:
         return x
     return torch.cat(_GatherWithGrad.apply(x), dim=0)
+
+
+def check_not_data_parallel(training_args) -> None:
+    """Refuse the Trainer's single-process multi-GPU mode: with several visible GPUs and no launcher it wraps the
+    model in ``nn.DataParallel``, whose output gather cannot merge a ``CSEOutput`` (``TypeError: 'CSEOutput' object
+    is not iterable``), and each replica's loss would see only its slice of the batch as negatives."""
+    from transformers.training_args import ParallelMode
+
+    if training_args.n_gpu > 1 and training_args.parallel_mode == ParallelMode.NOT_DISTRIBUTED:
+        raise ValueError(
+            f"{training_args.n_gpu} GPUs are visible to one process; hf_cse trains with one process per GPU. Launch "
+            f"with `accelerate launch --num_processes {training_args.n_gpu} run_unsup.py ...` (or `torchrun "
+            f"--nproc_per_node {training_args.n_gpu} ...`), or use one GPU (CUDA_VISIBLE_DEVICES=0)."
+        )

@@ -121,15 +121,16 @@ def _load_tokenizer(tokenizer, model_or_path, model):
     )
 
 
-def encoder_max_length(encoder_config) -> int:
+def encoder_max_length(encoder_config, cap: int | None = MAX_EXPORT_LENGTH) -> int | None:
     """Longest input the encoder takes: ``max_position_embeddings`` minus the position offset of RoBERTa-style
-    models (positions start after the padding index), capped at 512."""
+    models (positions start after the padding index), capped at ``cap`` (512 for the export; ``None``: no cap, and
+    ``None`` returned when the config names no position limit)."""
     cfg = encoder_config if isinstance(encoder_config, Mapping) else encoder_config.to_dict()
     max_pos = cfg.get("max_position_embeddings")
     if not isinstance(max_pos, int) or max_pos <= 0:
-        return MAX_EXPORT_LENGTH
+        return cap
     offset = _POSITION_OFFSET.get(cfg.get("model_type", ""), 0)
-    return max(1, min(max_pos - offset, MAX_EXPORT_LENGTH))
+    return max(1, max_pos - offset if cap is None else min(max_pos - offset, cap))
 
 
 # --------------------------------------------------------------------------------------------- modules
@@ -528,7 +529,9 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
     """run_unsup.py's last step: record ``training_info.json`` beside the checkpoint, export to
     ``<output_dir>/sentence-transformers`` and push it when ``hub_repo`` is set (from :func:`take_over_hub_push`).
 
-    A model whose pooler cannot be exported only logs a warning (the checkpoint is saved) unless a push was asked.
+    A model whose pooler cannot be exported only logs a warning (the checkpoint is saved) unless a push was asked;
+    an export already in the folder is then removed, so it cannot pass for this run's. ``training_info.json`` is
+    replaced atomically (written beside, then renamed), never left half-written.
     """
     data = {}
     if data_args is not None:
@@ -545,13 +548,19 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
         data = {k: v for k, v in data.items() if v is not None}
     info = training_info_from_run(training_args, data=data, train_metrics=train_metrics, **extra)
     output_dir = Path(training_args.output_dir)
-    (output_dir / TRAINING_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    partial = output_dir / f".{TRAINING_INFO_FILE}.partial"
+    partial.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    os.replace(partial, output_dir / TRAINING_INFO_FILE)
+    export_dir = output_dir / "sentence-transformers"
     try:
-        out = to_sentence_transformer(model, output_dir / "sentence-transformers", tokenizer=tokenizer,
+        out = to_sentence_transformer(model, export_dir, tokenizer=tokenizer,
                                       overwrite=True, training_info=info, repo_id=hub_repo)
     except ExportError as err:
         if hub_repo:
             raise
+        if export_dir.is_dir():  # an earlier run's export must not sit beside this run's model
+            shutil.rmtree(export_dir)
+            logger.warning("removed the earlier export %s: it does not hold this run's model", export_dir)
         logger.warning("no sentence-transformers export: %s", err)
         return None
     logger.info("sentence-transformers export with model card: %s", out)

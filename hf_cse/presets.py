@@ -50,3 +50,27 @@ PRESETS: dict[str, dict] = {
                       "per_device_train_batch_size": 128, "learning_rate": 1e-5,
                       "temperature": 0.05, "m": 0.3, "r": 1.0},
 }
+
+
+def drop_unused_preset_values(preset: str | None, typed: set[str], loss: str, method: str, *arg_objects) -> list[str]:
+    """Unset (``None`` = the default) the preset's values that the chosen loss or method does not take, unless the
+    user typed them (``typed``: the flags given on the command line), so ``--preset focal_infonce_bert --loss
+    infonce`` drops the preset's ``m`` instead of failing on a flag nobody gave. Returns the dropped names."""
+    if preset is None:
+        return []
+    from .arguments import DiffCSEArguments
+    from .losses import available_losses, get_loss_class, loss_hyperparameters
+
+    values = PRESETS[preset]
+    every_loss_flag = {name for other in available_losses() for name in loss_hyperparameters(other)}
+    unused = {k for k in values if k in every_loss_flag and k not in loss_hyperparameters(loss)}
+    if method != "diffcse":
+        unused |= {k for k in values if k in DiffCSEArguments.__dataclass_fields__}
+    if "z_nodropout" not in get_loss_class(loss).extra_inputs:  # off-dropout negatives only feed such losses
+        unused |= {"off_dropout"} & values.keys()
+    dropped = sorted(unused - typed)
+    for args in arg_objects:
+        for name in dropped:
+            if hasattr(args, name):
+                setattr(args, name, None)
+    return dropped

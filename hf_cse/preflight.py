@@ -1,0 +1,84 @@
+"""Checks run_unsup.py makes before it loads a model or tokenizes data: a bad argument fails at once, in one line,
+not at the step (or the evaluation) that first meets it, possibly hours in."""
+
+from __future__ import annotations
+
+import inspect
+
+from .cached import check_cached_compatible
+from .cli import InputError, check_model_source
+from .distributed import check_not_data_parallel
+from .export import encoder_max_length
+from .objectives import build_objectives
+
+
+def _value(option) -> str:
+    return str(getattr(option, "value", option))  # IntervalStrategy.STEPS -> "steps"
+
+
+def check_training_arguments(training_args, max_seq_length: int) -> None:
+    """Values the Trainer would accept and then fail on, or silently misread."""
+    if training_args.gradient_accumulation_steps < 1:
+        raise InputError(f"--gradient_accumulation_steps must be at least 1, got "
+                         f"{training_args.gradient_accumulation_steps}.")
+    if max_seq_length < 2:
+        raise InputError(f"--max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 "
+                         f"positions; 0 and 1 would turn truncation off), got {max_seq_length}. The papers use 32.")
+    if training_args.per_device_train_batch_size * training_args.world_size < 2:
+        raise InputError("a contrastive batch needs at least 2 sentences (the others in the batch are the "
+                         "negatives); raise --per_device_train_batch_size.")
+    if training_args.max_steps == 0:
+        raise InputError("--max_steps 0 trains nothing (the Trainer would silently train --num_train_epochs "
+                         "instead); give a positive --max_steps, or leave it out to train by epochs.")
+    if training_args.max_steps < 0 and training_args.num_train_epochs <= 0:
+        raise InputError(f"--num_train_epochs {training_args.num_train_epochs} trains nothing, and the export would "
+                         "describe an untrained encoder as trained; give a positive --num_train_epochs or --max_steps.")
+    check_not_data_parallel(training_args)
+
+
+def encoder_config(encoder: str, flag: str = "--model_name_or_path"):
+    """The encoder's config (config.json only: no weights), after checking the reference can load."""
+    from transformers import AutoConfig
+
+    check_model_source(encoder, flag)
+    return AutoConfig.from_pretrained(encoder)
+
+
+def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
+    """A length beyond the encoder's position embeddings would crash at the first batch holding a long sentence."""
+    limit = encoder_max_length(enc_config, cap=None)
+    if limit is not None and max_seq_length > limit:
+        raise InputError(f"--max_seq_length {max_seq_length} exceeds what the encoder {encoder} takes ({limit} "
+                         f"positions); use --max_seq_length {limit} or less (the papers use 32).")
+
+
+def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None) -> None:
+    """Build the method's config and its losses as the model will, without loading any weights."""
+    config = model_cls.config_class(encoder_config=enc_config.to_dict(), **config_kwargs)
+    build_objectives(config)
+    if cached_minibatch_size:
+        check_cached_compatible(config, cached_minibatch_size)
+
+
+def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: str, preset: str | None) -> None:
+    """The dev sets the trainer will score during training are read now (they are small and cached)."""
+    if eval_source not in ("local", "hub"):
+        raise InputError(f"--eval_source {eval_source!r}: use local (with --senteval_data_dir) or hub.")
+    evaluates = _value(training_args.eval_strategy) != "no"
+    if evaluates and senteval_data_dir is None and eval_source == "local":
+        source = f"--preset {preset}" if preset else "--eval_strategy"
+        raise InputError(
+            f"{source} evaluates on STS-B dev during training (--eval_strategy {_value(training_args.eval_strategy)}), "
+            "but no --senteval_data_dir was given: pass --senteval_data_dir SentEval/data/downstream (or "
+            "--eval_source hub), or --eval_strategy no --load_best_model_at_end false to train without evaluation."
+        )
+    if not evaluates and senteval_data_dir is None:
+        return
+    from .evaluation import dev_metrics, load_sts  # imported here: the evaluation stack is slow to import
+
+    for task in inspect.signature(dev_metrics).parameters["tasks"].default:  # what ContrastiveTrainer.evaluate scores
+        try:
+            load_sts(task, senteval_data_dir, "dev", eval_source)
+        except ConnectionError as err:  # --eval_source hub without network or with HF_HUB_OFFLINE=1
+            raise InputError(f"--eval_source hub: cannot read {task} dev from the Hub ({err}). Use "
+                             "--senteval_data_dir with local SentEval data, or go online.") from err

@@ -1,0 +1,159 @@
+"""The output-folder policy (hf_cse.output_dir): new run, resume an interrupted run, refuse anything else unless
+--overwrite_output_dir, never mix two runs' files, never write into the encoder's folder."""
+
+import json
+import logging
+from fnmatch import fnmatchcase
+
+import pytest
+from helpers import random_sentences
+
+import run_unsup
+from hf_cse.cli import InputError
+from hf_cse.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir
+from hf_cse.trainer import ContrastiveTrainer
+
+SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
+
+
+def _args(encoder, tmp_path, out, *extra):
+    train = tmp_path / "train.txt"
+    if not train.exists():
+        train.write_text("\n".join(random_sentences(32)) + "\n")
+    return ["--model_name_or_path", str(encoder), "--train_file", str(train), "--max_steps", "2",
+            "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true",
+            *extra]
+
+
+# ------------------------------------------------------------------------------------------------ unit
+def test_new_folder_starts_a_run_and_records_its_settings(tmp_path):
+    out = tmp_path / "a" / "b"
+    assert prepare_output_dir(out, SETTINGS) is None
+    assert json.loads((out / RUN_RECORD_FILE).read_text()) == SETTINGS
+
+
+def test_other_files_are_refused_naming_the_flag_and_kept(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="notes.txt.*--overwrite_output_dir"):
+        prepare_output_dir(tmp_path, SETTINGS)
+    assert (tmp_path / "notes.txt").read_text() == "mine" and not (tmp_path / RUN_RECORD_FILE).exists()
+
+
+def test_checkpoints_of_the_same_run_are_resumed(tmp_path, caplog):
+    prepare_output_dir(tmp_path, SETTINGS)
+    for step in (2, 10, 4):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    with caplog.at_level(logging.WARNING, logger="hf_cse.output_dir"):
+        assert prepare_output_dir(tmp_path, SETTINGS) == str(tmp_path / "checkpoint-10")
+    assert "resuming the interrupted run" in caplog.text
+
+
+def test_checkpoints_of_a_run_with_other_settings_are_refused(tmp_path):
+    prepare_output_dir(tmp_path, SETTINGS)
+    (tmp_path / "checkpoint-2").mkdir()
+    with pytest.raises(InputError, match=r"other settings \(loss: 'infonce' then, 'gs_infonce' now\)"):
+        prepare_output_dir(tmp_path, {**SETTINGS, "loss": "gs_infonce"})
+
+
+def test_overwrite_removes_the_previous_runs_files_only(tmp_path):
+    for name in ("config.json", "model.safetensors", "training_info.json", "vocab.txt", "notes.txt"):
+        (tmp_path / name).write_text("old")
+    for folder in ("checkpoint-3", "sentence-transformers", "my_data"):
+        (tmp_path / folder).mkdir()
+    assert prepare_output_dir(tmp_path, SETTINGS, overwrite=True) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([RUN_RECORD_FILE, "notes.txt", "my_data"])
+
+
+def test_overwrite_and_resume_from_checkpoint_together_are_refused(tmp_path):
+    with pytest.raises(InputError, match="give one"):
+        prepare_output_dir(tmp_path, SETTINGS, overwrite=True, resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+
+
+def test_output_path_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="is a file"):
+        prepare_output_dir(tmp_path / "f", SETTINGS)
+
+
+@pytest.mark.parametrize("where", ["same", "inside", "holds"])
+def test_encoder_folder_is_refused(tiny_bert_dir, tmp_path, where):
+    out = {"same": tiny_bert_dir, "inside": tiny_bert_dir / "run", "holds": tiny_bert_dir.parent}[where]
+    before = sorted(p.name for p in tiny_bert_dir.iterdir())
+    with pytest.raises(InputError, match="encoder's folder"):
+        prepare_output_dir(out, SETTINGS, encoder=str(tiny_bert_dir), overwrite=True)
+    assert sorted(p.name for p in tiny_bert_dir.iterdir()) == before
+
+
+def test_refused_export_removes_an_earlier_export(tiny_bert_dir, tmp_path):
+    """A model the export cannot convert must not leave an earlier run's export beside it."""
+    from transformers import AutoTokenizer, TrainingArguments
+
+    from hf_cse.export import export_after_training
+    from hf_cse.models import SimCSEModel
+
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), pooler_type="avg_first_last")
+    stale = tmp_path / "sentence-transformers"
+    stale.mkdir()
+    (stale / "modules.json").write_text("[]")
+    args = TrainingArguments(str(tmp_path), use_cpu=True, report_to="none")
+    assert export_after_training(model, AutoTokenizer.from_pretrained(tiny_bert_dir), args) is None
+    assert not stale.exists() and (tmp_path / "training_info.json").is_file()
+    assert not list(tmp_path.glob(".training_info.json*"))
+
+
+# ------------------------------------------------------------------------------------------------ run_unsup.py
+def test_second_run_is_refused_and_overwrite_replaces_every_file_of_the_first(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    run_unsup.main(_args(tiny_bert_dir, tmp_path, out, "--save_strategy", "steps", "--save_steps", "1"))
+    finished = sorted(p.name for p in out.iterdir())
+    assert all(any(fnmatchcase(name, pattern) for pattern in RUN_FILES) for name in finished), finished
+    assert "checkpoint-1" in finished and "sentence-transformers" in finished
+    weights = (out / "model.safetensors").read_bytes()
+
+    with pytest.raises(InputError, match="already holds a finished run.*--overwrite_output_dir"):
+        run_unsup.main(_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce"))
+    assert (out / "model.safetensors").read_bytes() == weights  # the first run is untouched
+
+    (out / "notes.txt").write_text("kept")
+    run_unsup.main(_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce", "--overwrite_output_dir"))
+    names = sorted(p.name for p in out.iterdir())
+    assert not [n for n in names if n.startswith("checkpoint-")]  # the first run's checkpoints are gone
+    assert (out / "notes.txt").read_text() == "kept"
+    info = json.loads((out / "training_info.json").read_text())
+    card = (out / "sentence-transformers" / "README.md").read_text()
+    assert json.loads((out / "config.json").read_text())["loss"] == "gs_infonce"
+    assert info["training_args"]["max_steps"] == 2 and "gs_infonce" in card
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tiny_bert_dir, tmp_path, monkeypatch,
+                                                                             caplog):
+    """Before: a relaunch restarted at step 0 and --save_total_limit then deleted the interrupted run's checkpoints."""
+    out = tmp_path / "out"
+    args = _args(tiny_bert_dir, tmp_path, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2",
+                 "--save_total_limit", "1")
+    steps = []
+    original = ContrastiveTrainer.training_step
+
+    def counting_step(self, *a, **k):
+        if interrupt_at is not None and self.state.global_step == interrupt_at:
+            raise Interrupted
+        steps.append(self.state.global_step)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(ContrastiveTrainer, "training_step", counting_step)
+    interrupt_at = 2  # after checkpoint-2 is saved
+    with pytest.raises(Interrupted):
+        run_unsup.main(args)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-2", RUN_RECORD_FILE]
+
+    steps.clear()
+    interrupt_at = None
+    with caplog.at_level(logging.WARNING, logger="hf_cse.output_dir"):
+        run_unsup.main(args)
+    assert steps == [2, 3]  # only the two missing steps ran
+    assert f"from {out / 'checkpoint-2'}" in caplog.text
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
