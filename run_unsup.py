@@ -27,7 +27,15 @@ from hf_cse.arguments import (
     loss_arguments_class,
     loss_kwargs_from,
 )
-from hf_cse.data import check_enough_rows, load_train_dataset, tokenize_dataset
+from hf_cse.data import (
+    PairCollator,
+    check_enough_rows,
+    check_pair_training,
+    load_pair_dataset,
+    load_train_dataset,
+    tokenize_dataset,
+    tokenize_pair_dataset,
+)
 from hf_cse.export import HubPushError, export_after_training, take_over_hub_push
 from hf_cse.models import get_method
 from hf_cse.presets import PRESETS
@@ -89,8 +97,15 @@ def main(argv: list[str] | None = None) -> None:
     set_seed(training_args.seed)
 
     # 1. Data first, so bad input fails before any model is loaded.
-    raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
-                             data_args.text_column)
+    pairs = data_args.pair_column is not None
+    check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class.loss,
+                        data_args.pair_column, data_args.negative_column)
+    if pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views
+        raw = load_pair_dataset(data_args.pair_column, data_args.train_file, data_args.dataset_name,
+                                data_args.dataset_config_name, data_args.text_column, data_args.negative_column)
+    else:
+        raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
+                                 data_args.text_column)
     if data_args.max_train_samples is not None:
         raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
     source = data_args.train_file or data_args.dataset_name or "the demo corpus"
@@ -120,8 +135,9 @@ def main(argv: list[str] | None = None) -> None:
                 "dcl_weight": method_args.dcl_weight}
     config_kwargs.update({k: v for k, v in optional.items() if v is not None})
     config_kwargs.update(diffcse_config_kwargs(model_args.method, diffcse_args))
-    model = model_cls.from_encoder(encoder, **config_kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
+    model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
     # --activation_checkpointing (transformers 5's name) or the deprecated --gradient_checkpointing
     if getattr(training_args, "activation_checkpointing", False) or training_args.gradient_checkpointing:
         model.enable_activation_checkpointing()  # inside the encoders; the Trainer must not redo it on the wrapper
@@ -131,8 +147,8 @@ def main(argv: list[str] | None = None) -> None:
 
     # Tokens are cached by datasets for file/Hub sources.
     with training_args.main_process_first(desc="tokenizing"):
-        train_dataset = tokenize_dataset(raw, tokenizer, data_args.max_seq_length,
-                                         data_args.preprocessing_num_workers)
+        tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
+        train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers)
     if model_args.method == "diffcse":
         attach_diffcse_generator(model, diffcse_args.generator_name_or_path, tokenizer, train_dataset)
     logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, loss,
@@ -146,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        data_collator=model_cls.collator(tokenizer, model.config),
+        data_collator=PairCollator(tokenizer) if pairs else model_cls.collator(tokenizer, model.config),
         processing_class=tokenizer,
         senteval_data_dir=method_args.senteval_data_dir,
         eval_source=method_args.eval_source,

@@ -23,7 +23,8 @@ class CSEOutput:
     """What a method model hands the trainer for one batch.
 
     embeddings: tensors the losses need, gathered across processes by the trainer
-        (``z1``, ``z2`` = projector outputs of the two dropout views, ``z_nodropout`` with off-dropout).
+        (``z1``, ``z2`` = projector outputs of the two dropout views -- or of anchor and positive with pair
+        data --, ``z_neg`` of the hard negatives with triplet data, ``z_nodropout`` with off-dropout).
     aux_losses: weighted per-process loss terms already computed by the model (e.g. DiffCSE's RTD).
     metrics: floats to log.
     """
@@ -155,9 +156,10 @@ class CSEPreTrainedModel(PreTrainedModel):
         return emb
 
     def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
-        """The two dropout views from ONE flattened forward of 2N rows, as in SimCSE.
+        """Every view from ONE flattened forward of ``N * views`` rows, as in SimCSE: two dropout views of
+        a sentence, or (pair / triplet data, :class:`hf_cse.data.PairCollator`) anchor, positive[, negative].
 
-        Returns ``(cls, z)`` with ``cls`` the pooled vectors ``(N, 2, H)`` and ``z`` their projections.
+        Returns ``(cls, z)`` with ``cls`` the pooled vectors ``(N, views, H)`` and ``z`` their projections.
         """
         if input_ids.dim() != 3:
             raise ValueError(
@@ -193,8 +195,13 @@ class CSEPreTrainedModel(PreTrainedModel):
         unused = set(kwargs) - {"return_dict", "num_items_in_batch"}
         if unused:
             raise ValueError(f"{type(self).__name__}.forward got unexpected inputs {sorted(unused)}.")
+        if input_ids.dim() == 3 and input_ids.shape[1] not in (2, 3):
+            raise ValueError(f"training batches hold 2 views (two dropout views, or anchor and positive) or 3 "
+                             f"(anchor, positive, hard negative); got {input_ids.shape[1]}.")
         _, z = self.two_view_embeddings(input_ids, attention_mask, token_type_ids)
         embeddings = {"z1": z[:, 0], "z2": z[:, 1]}
+        if z.shape[1] == 3:  # triplets: the hard negatives (supervised SimCSE)
+            embeddings["z_neg"] = z[:, 2]
         metrics: dict[str, float] = {}
         if self.config.off_dropout:
             timed = not torch.compiler.is_compiling()  # a clock read inside a compiled graph is a graph break
