@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     if data_args.max_train_samples is not None:
         raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
     source = data_args.train_file or data_args.dataset_name or "the demo corpus"
-    check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source)
+    check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source,
+                      "rows" if pairs else "sentences")
 
     # 2. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
     encoder = model_args.model_name_or_path or default_encoder()

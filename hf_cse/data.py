@@ -106,11 +106,11 @@ def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int
                   desc="Tokenizing")
 
 
-def check_enough_rows(num_rows: int, global_batch_size: int, source: str) -> None:
+def check_enough_rows(num_rows: int, global_batch_size: int, source: str, unit: str = "sentences") -> None:
     if num_rows < global_batch_size:
         raise DataError(
-            f"{source} has {num_rows} sentences, fewer than one global batch of {global_batch_size} "
-            "(per-device batch size x processes). Use more sentences or a smaller --per_device_train_batch_size."
+            f"{source} has {num_rows} {unit}, fewer than one global batch of {global_batch_size} "
+            "(per-device batch size x processes). Use more data or a smaller --per_device_train_batch_size."
         )
 
 

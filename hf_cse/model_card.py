@@ -374,12 +374,22 @@ def _training_data(info: Mapping[str, Any]) -> str:
     if source:
         rows.append(("Source", _fmt(source) + (f" (config `{data['dataset_config_name']}`)"
                                               if data.get("dataset_config_name") else "")))
+    pair = data.get("pair_data")
+    if pair:  # supervised rows: anchor, positive[, hard negative] columns
+        views = f"anchor `{pair['anchor']}`, positive `{pair['positive']}`" + (
+            f", hard negative `{pair['hard_negative']}`" if pair.get("hard_negative") else "")
+        rows.append(("Trained on", f"{pair['kind']} ({views}); each row's texts are encoded together, the other "
+                                   "rows' positives" + (" and hard negatives" if pair.get("hard_negative") else "")
+                     + " are the negatives"))
+        if data.get("num_rows") is not None:
+            rows.append((f"Training {pair['kind']}", f"{int(data['num_rows']):,}"))
     if data.get("num_sentences") is not None:
         rows.append(("Training sentences", f"{int(data['num_sentences']):,}"))
     if data.get("max_seq_length") is not None:
         rows.append(("Training truncation length", f"{data['max_seq_length']} tokens"))
     rows += [(k.replace("_", " ").capitalize(), _fmt(v)) for k, v in sorted(data.items())
-             if k not in ("source", "dataset_name", "dataset_config_name", "num_sentences", "max_seq_length")
+             if k not in ("source", "dataset_name", "dataset_config_name", "num_sentences", "max_seq_length",
+                          "pair_data", "num_rows")
              and v is not None]
     return _table(("Property", "Value"), rows)
 
