@@ -95,6 +95,10 @@ class EvalArguments:
         default="senteval", metadata={"help": "senteval: [|u-v|, u*v] (papers); full: [u, v, |u-v|, u*v]."}
     )
     batch_size: int = field(default=128, metadata={"help": "Sentences per forward pass."})
+    trust_remote_code: bool = field(
+        default=False, metadata={"help": "Allow a model whose code ships with its checkpoint to run that code "
+                                         "(transformers' trust_remote_code). Off by default."}
+    )
     max_seq_length: int | None = field(
         default=None, metadata={"help": "Truncation length in tokens (default: the model's limit)."}
     )
@@ -134,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_length=args.max_seq_length,
                 device=args.device,
                 show_progress_bar=not args.disable_tqdm,
+                trust_remote_code=args.trust_remote_code,
             )
         except (FileNotFoundError, OSError) as err:
             parser.error(f"cannot load model {name!r}: {err}")

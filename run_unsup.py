@@ -75,7 +75,8 @@ def parse_args(argv: list[str]):
     return parser.parse_args_into_dataclasses(args=argv)
 
 
-def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) -> None:
+def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset,
+                             trust_remote_code: bool = False) -> None:
     """DiffCSE's frozen generator, loaded after the model (never part of it); 'unigram' when none is named."""
     if name is None or name == "unigram":
         logger.warning(
@@ -85,7 +86,7 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) 
         )
         model.attach_generator("unigram", tokenizer, train_token_ids=train_dataset["input_ids"])
     else:
-        model.attach_generator(name, tokenizer)
+        model.attach_generator(name, tokenizer, trust_remote_code=trust_remote_code)
     logger.info("DiffCSE generator: %r (frozen, not saved with the model)", model.generator)
 
 
@@ -151,7 +152,8 @@ def main(argv: list[str] | None = None) -> None:
         tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
         train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers)
     if model_args.method == "diffcse":
-        attach_diffcse_generator(model, diffcse_args.generator_name_or_path, tokenizer, train_dataset)
+        attach_diffcse_generator(model, diffcse_args.generator_name_or_path, tokenizer, train_dataset,
+                                 model_args.trust_remote_code)
     logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, loss,
                 encoder, len(train_dataset), training_args.per_device_train_batch_size * training_args.world_size
                 * training_args.gradient_accumulation_steps)

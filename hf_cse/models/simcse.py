@@ -80,15 +80,23 @@ class CSEPreTrainedModel(PreTrainedModel):
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def from_encoder(cls, name_or_path: str, **config_kwargs: Any) -> "CSEPreTrainedModel":
+    def from_encoder(cls, name_or_path: str, trust_remote_code: bool = False,
+                     **config_kwargs: Any) -> "CSEPreTrainedModel":
         """Build a fresh method model around a plain pretrained encoder (local folder or Hub id).
 
         ``config_kwargs`` are fields of the method's config (pooler_type, projector, loss, loss_kwargs...).
         Sentence-transformers folders work too: their transformer weights sit at the top level.
+        ``trust_remote_code``: allow an encoder whose code ships with its checkpoint (transformers' flag, off by
+        default); its classes are then registered with ``AutoConfig``/``AutoModel`` for this process.
         """
-        enc_config = AutoConfig.from_pretrained(name_or_path)
+        remote = {"trust_remote_code": True} if trust_remote_code else {}
+        enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
+        if trust_remote_code:
+            AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         config = cls.config_class(encoder_config=enc_config.to_dict(), **config_kwargs)
-        encoder = _load_encoder(name_or_path, config.build_encoder_config())
+        encoder = _load_encoder(name_or_path, config.build_encoder_config(), **remote)
+        if trust_remote_code:  # so that build_encoder's AutoModel.from_config finds the custom class
+            AutoModel.register(type(enc_config), type(encoder), exist_ok=True)
         model = cls(config)
         missing, unexpected = model.encoder.load_state_dict(encoder.state_dict(), strict=False)
         if unexpected or [k for k in missing if "pooler" not in k]:
