@@ -210,6 +210,8 @@ def test_run_unsup_on_triplets_records_the_data_in_the_export(tiny_bert_dir, sen
     card = (tmp_path / "out" / "sentence-transformers" / "README.md").read_text()
     assert "| Trained on | triplets (anchor `anchor`, positive `pos`, hard negative `neg`)" in card
     assert "| Training triplets | 16 |" in card
+    assert "anchor and positive and hard negative are encoded in one forward pass (supervised SimCSE)" in card
+    assert "Two dropout views" not in card
 
 
 @pytest.fixture
@@ -259,3 +261,12 @@ def test_pair_column_needs_a_table(tmp_path):
     path.write_text("one\ntwo\n")
     with pytest.raises(DataError, match="needs a .csv or .tsv file"):
         load_pair_dataset("pos", train_file=str(path))
+
+
+def test_supervised_simcse_preset(tiny_bert_dir):
+    args = run_unsup.parse_args(["--preset", "sup_simcse_bert", "--model_name_or_path", str(tiny_bert_dir),
+                                 "--learning_rate", "1e-5"])
+    model_args, _, method_args, loss_args, _, training_args = args
+    assert (method_args.loss, loss_args.temperature, model_args.mlp_only_train) == ("infonce", 0.05, False)
+    assert (training_args.per_device_train_batch_size, training_args.num_train_epochs) == (512, 3)
+    assert training_args.learning_rate == 1e-5  # an explicit flag wins over the preset's 5e-5
