@@ -148,7 +148,7 @@ def _check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dic
         if column not in columns:
             raise DataError(f"{source}: no column {column!r} for {flag}; columns are {columns}. Pass {flag} NAME.")
     for flag, column in wanted.items():
-        empty = [i for i, row in enumerate(rows, 1) if not (row[column] or "").strip()]
+        empty = [i for i, row in enumerate(rows, 1) if row[column] is None or not str(row[column]).strip()]
         if empty:
             shown = ", ".join(map(str, empty[:5])) + (" ..." if len(empty) > 5 else "")
             raise DataError(f"{source}: {len(empty)} row(s) with an empty {column!r} cell ({flag}), data rows "
@@ -186,9 +186,7 @@ def load_pair_dataset(
         ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
         source = f"data set {dataset_name}"
         columns = list(ds.column_names)
-        for column in wanted.values():  # a missing column first, before reading the rows
-            if column not in columns:
-                _check_pair_rows([], columns, wanted, source)
+        _check_pair_rows([], columns, wanted, source)  # a missing column fails before the rows are read
         rows = ds.select_columns(list(dict.fromkeys(wanted.values()))).to_list()
     else:
         path = Path(train_file)
