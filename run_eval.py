@@ -96,6 +96,10 @@ class EvalArguments:
         default="senteval", metadata={"help": "senteval: [|u-v|, u*v] (papers); full: [u, v, |u-v|, u*v]."}
     )
     batch_size: int = field(default=128, metadata={"help": "Sentences per forward pass."})
+    trust_remote_code: bool = field(
+        default=False, metadata={"help": "Allow a model whose code ships with its checkpoint to run that code "
+                                         "(transformers' trust_remote_code). Off by default."}
+    )
     max_seq_length: int | None = field(
         default=None, metadata={"help": "Truncation length in tokens (default: the model's limit)."}
     )
@@ -146,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                 device=args.device,
                 show_progress_bar=not args.disable_tqdm,
                 precision=args.precision,
+                trust_remote_code=args.trust_remote_code,
             )
             logger.info("precision: %s on %s", encoder.describe()["precision"], encoder.device)
         except (FileNotFoundError, OSError) as err:

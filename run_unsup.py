@@ -29,7 +29,15 @@ from hf_cse.arguments import (
     loss_kwargs_from,
 )
 from hf_cse.cli import check_model_source, run_cli
-from hf_cse.data import check_enough_rows, load_train_dataset, tokenize_dataset
+from hf_cse.data import (
+    PairCollator,
+    check_enough_rows,
+    check_pair_training,
+    load_pair_dataset,
+    load_train_dataset,
+    tokenize_dataset,
+    tokenize_pair_dataset,
+)
 from hf_cse.export import export_after_training, take_over_hub_push
 from hf_cse.models import get_method
 from hf_cse.output_dir import OutputDirArguments, prepare_output_dir
@@ -102,7 +110,8 @@ def parse_args(argv: list[str]):
     return (*parsed, typed)
 
 
-def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) -> None:
+def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset,
+                             trust_remote_code: bool = False) -> None:
     """DiffCSE's frozen generator, loaded after the model (never part of it); 'unigram' when none is named."""
     if name is None or name == "unigram":
         logger.warning(
@@ -112,7 +121,7 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) 
         )
         model.attach_generator("unigram", tokenizer, train_token_ids=train_dataset["input_ids"])
     else:
-        model.attach_generator(name, tokenizer)
+        model.attach_generator(name, tokenizer, trust_remote_code=trust_remote_code)
     logger.info("DiffCSE generator: %r (frozen, not saved with the model)", model.generator)
 
 
@@ -127,8 +136,12 @@ def main(argv: list[str] | None = None) -> None:
 
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.preflight).
     check_training_arguments(training_args, data_args.max_seq_length)
+    pairs = data_args.pair_column is not None
+    check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class.loss,
+                        data_args.pair_column, data_args.negative_column)
     encoder = model_args.model_name_or_path or default_encoder()
-    enc_config = encoder_config(encoder)
+    remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
+    enc_config = encoder_config(encoder, **remote)
     check_max_seq_length(data_args.max_seq_length, enc_config, encoder)
     model_cls = get_method(model_args.method)
     method_defaults = model_cls.config_class()
@@ -165,12 +178,17 @@ def main(argv: list[str] | None = None) -> None:
     hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 7, not checkpoints
 
     # 2. Data (read and checked; tokenized after the model's tokenizer is loaded).
-    raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
-                             data_args.text_column)
+    if pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views
+        raw = load_pair_dataset(data_args.pair_column, data_args.train_file, data_args.dataset_name,
+                                data_args.dataset_config_name, data_args.text_column, data_args.negative_column)
+    else:
+        raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
+                                 data_args.text_column)
     if data_args.max_train_samples is not None:
         raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
     source = data_args.train_file or data_args.dataset_name or "the demo corpus"
-    check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source)
+    check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source,
+                      "rows" if pairs else "sentences")
 
     # 3. The output folder (hf_cse.output_dir): a new run, the interrupted run to resume, or a refusal.
     train_file = data_args.train_file and str(Path(data_args.train_file).resolve())
@@ -187,8 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     logger.info("precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
 
     # 4. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
-    model = model_cls.from_encoder(encoder, **config_kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
     # --activation_checkpointing (transformers 5's name) or the deprecated --gradient_checkpointing
     if getattr(training_args, "activation_checkpointing", False) or training_args.gradient_checkpointing:
         model.enable_activation_checkpointing()  # inside the encoders; the Trainer must not redo it on the wrapper
@@ -198,10 +216,11 @@ def main(argv: list[str] | None = None) -> None:
 
     # Tokens are cached by datasets for file/Hub sources.
     with training_args.main_process_first(desc="tokenizing"):
-        train_dataset = tokenize_dataset(raw, tokenizer, data_args.max_seq_length,
-                                         data_args.preprocessing_num_workers)
+        tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
+        train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers)
     if model_args.method == "diffcse":
-        attach_diffcse_generator(model, diffcse_args.generator_name_or_path, tokenizer, train_dataset)
+        attach_diffcse_generator(model, diffcse_args.generator_name_or_path, tokenizer, train_dataset,
+                                 model_args.trust_remote_code)
     logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, loss,
                 encoder, len(train_dataset), training_args.per_device_train_batch_size * training_args.world_size
                 * training_args.gradient_accumulation_steps)
@@ -212,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        data_collator=model_cls.collator(tokenizer, model.config),
+        data_collator=PairCollator(tokenizer) if pairs else model_cls.collator(tokenizer, model.config),
         processing_class=tokenizer,
         senteval_data_dir=method_args.senteval_data_dir,
         eval_source=method_args.eval_source,

@@ -103,6 +103,9 @@ def main() -> None:
     if 0 < fast < len(trained):
         lines += [f"Dropout: {len(trained) - fast} cells ran with torch's dropout (before hf_cse's fast CPU dropout),",
                   f"{fast} with the fast CPU dropout (the same Bernoulli(0.1) masks from another random stream).", ""]
+    if (HERE / "SUPERVISED.md").is_file():  # written by hand from its own runs, not from results/
+        lines += ["Supervised training on SICK (anchor, entailment, contradiction) triplets under the same budget, "
+                  "next to these SimCSE cells: [SUPERVISED.md](SUPERVISED.md).", ""]
     (HERE / "RESULTS.md").write_text("\n".join(lines))
     print("\n".join(lines))
     if points:

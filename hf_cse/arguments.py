@@ -36,6 +36,10 @@ class ModelArguments:
         default=True, metadata={"help": "CPU dropout masks from 16 random bits per element (same distribution, "
                                         "~1.2x faster steps; no effect on GPU). false = torch's dropout."}
     )
+    trust_remote_code: bool = field(
+        default=False, metadata={"help": "Allow an encoder (or tokenizer) whose code lives in its Hub repo / folder "
+                                         "to run that code (transformers' trust_remote_code). Off by default."}
+    )
 
 
 @dataclass
@@ -46,6 +50,14 @@ class DataArguments:
     dataset_name: str | None = field(default=None, metadata={"help": "Hub data set with a text column."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub data set configuration."})
     text_column: str | None = field(default=None, metadata={"help": "Column holding the sentences."})
+    pair_column: str | None = field(
+        default=None, metadata={"help": "Pair data: column of each row's positive (e.g. an entailed sentence); the "
+                                        "--text_column text and it are the two views (.csv/.tsv or Hub data)."}
+    )
+    negative_column: str | None = field(
+        default=None, metadata={"help": "Triplet data (with --pair_column): column of each row's hard negative, "
+                                        "an extra candidate of every anchor as in supervised SimCSE."}
+    )
     max_seq_length: int = field(default=32, metadata={"help": "Training truncation length (papers: 32)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N sentences."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenizing."})

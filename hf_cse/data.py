@@ -211,11 +211,11 @@ def drop_special_only(tokenized, tokenizer: PreTrainedTokenizerBase, num_proc: i
     return kept
 
 
-def check_enough_rows(num_rows: int, global_batch_size: int, source: str) -> None:
+def check_enough_rows(num_rows: int, global_batch_size: int, source: str, unit: str = "sentences") -> None:
     if num_rows < global_batch_size:
         raise DataError(
-            f"{source} has {num_rows} sentences, fewer than one global batch of {global_batch_size} "
-            "(per-device batch size x processes). Use more sentences or a smaller --per_device_train_batch_size."
+            f"{source} has {num_rows} {unit}, fewer than one global batch of {global_batch_size} "
+            "(per-device batch size x processes). Use more data or a smaller --per_device_train_batch_size."
         )
 
 
@@ -254,3 +254,123 @@ class TwoViewCollator:
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = self.pad(features)
         return {k: v.unsqueeze(1).repeat(1, self.num_views, 1) for k, v in batch.items()}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pair and triplet data: (anchor, positive[, hard negative]) per row, as supervised SimCSE's NLI triplets.
+
+#: column-name prefixes of the tokenized views, in view order: anchor, positive, hard negative
+PAIR_VIEWS = ("", "positive_", "negative_")
+
+
+def _check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict[str, str], source: str) -> None:
+    """Every wanted column exists and no cell of it is empty (one line naming the rows otherwise)."""
+    for flag, column in wanted.items():
+        if column not in columns:
+            raise DataError(f"{source}: no column {column!r} for {flag}; columns are {columns}. Pass {flag} NAME.")
+    for flag, column in wanted.items():
+        empty = [i for i, row in enumerate(rows, 1) if row[column] is None or not str(row[column]).strip()]
+        if empty:
+            shown = ", ".join(map(str, empty[:5])) + (" ..." if len(empty) > 5 else "")
+            raise DataError(f"{source}: {len(empty)} row(s) with an empty {column!r} cell ({flag}), data rows "
+                            f"{shown}. Every row needs all its texts: remove or fill those rows.")
+
+
+def pair_columns(text_column: str | None, pair_column: str, negative_column: str | None) -> dict[str, str]:
+    """The flag -> column mapping of pair / triplet data, in view order (anchor, positive[, negative])."""
+    wanted = {"--text_column": text_column or "text", "--pair_column": pair_column}
+    if negative_column:
+        wanted["--negative_column"] = negative_column
+    return wanted
+
+
+def load_pair_dataset(
+    pair_column: str,
+    train_file: str | None = None,
+    dataset_name: str | None = None,
+    dataset_config_name: str | None = None,
+    text_column: str | None = None,
+    negative_column: str | None = None,
+    split: str = "train",
+):
+    """A ``datasets.Dataset`` with columns ``text``, ``positive`` (and ``negative`` with ``negative_column``)
+    from a ``.csv``/``.tsv`` file or a Hub data set; missing columns and empty cells raise :class:`DataError`."""
+    import datasets
+
+    if train_file and dataset_name:
+        raise DataError("Give either --train_file or --dataset_name, not both.")
+    if not train_file and not dataset_name:
+        raise DataError("--pair_column needs pair data: --train_file a .csv/.tsv file (or --dataset_name) with "
+                        "the anchor in --text_column and the positive in --pair_column.")
+    wanted = pair_columns(text_column, pair_column, negative_column)
+    if dataset_name:
+        ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
+        source = f"data set {dataset_name}"
+        columns = list(ds.column_names)
+        _check_pair_rows([], columns, wanted, source)  # a missing column fails before the rows are read
+        rows = ds.select_columns(list(dict.fromkeys(wanted.values()))).to_list()
+    else:
+        path = Path(train_file)
+        if not path.is_file():
+            raise DataError(f"--train_file {path} does not exist (or is not a file).")
+        if path.suffix.lower() not in (".csv", ".tsv"):
+            raise DataError(f"--pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
+        _check_utf8(path)
+        source = str(path)
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            columns = list(reader.fieldnames or [])
+            rows = list(reader)
+    _check_pair_rows(rows, columns, wanted, source)
+    names = ("text", "positive", "negative")
+    return datasets.Dataset.from_dict(
+        {name: [str(row[column]).strip() for row in rows] for name, column in zip(names, wanted.values())}
+    )
+
+
+def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32,
+                          num_proc: int | None = None):
+    """Tokenize every view column (``text``, ``positive``[, ``negative``]) into ``input_ids``, ``positive_input_ids``,
+    ``negative_input_ids``, ... (truncation, no padding)."""
+    views = [(prefix, column) for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"))
+             if column in ds.column_names]
+
+    def tok(batch):
+        out = {}
+        for prefix, column in views:
+            for key, value in tokenizer(batch[column], truncation=True, max_length=max_seq_length).items():
+                out[prefix + key] = value
+        return out
+
+    return ds.map(tok, batched=True, remove_columns=ds.column_names, num_proc=num_proc, desc="Tokenizing pairs")
+
+
+@dataclass
+class PairCollator(TwoViewCollator):
+    """Pads anchor, positive (and hard negative) of each row together: ``input_ids (B, views, L)`` with views in
+    the order anchor, positive[, negative]. The model encodes the ``B * views`` rows in one forward, so the
+    views differ by their text (and their own dropout masks), as supervised SimCSE."""
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        views = [p for p in PAIR_VIEWS if f"{p}input_ids" in features[0]]
+        keep = ("input_ids", "attention_mask", "token_type_ids")
+        batch = self.pad([{k: f[p + k] for k in keep if p + k in f} for f in features for p in views])
+        return {k: v.view(len(features), len(views), -1) for k, v in batch.items()}
+
+
+def check_pair_training(method: str, loss: str, pair_column: str | None, negative_column: str | None) -> None:
+    """Refuse, before any model is loaded, pair options that cannot train: a negative column without a pair
+    column, pairs with DiffCSE (its views are edits of one sentence), hard negatives for a loss without them."""
+    if negative_column and not pair_column:
+        raise DataError("--negative_column needs --pair_column (triplets are anchor, positive, hard negative).")
+    if not pair_column:
+        return
+    if method == "diffcse":
+        raise DataError("--pair_column does not work with --method diffcse (its second view is an edit of the "
+                        "same sentence); use --method simcse or imsimcse for pair data.")
+    if negative_column:
+        from .losses import get_loss_class
+        from .losses.base import hard_negative_refusal
+
+        if not get_loss_class(loss).takes_hard_negatives:
+            raise DataError(hard_negative_refusal(loss))

@@ -545,6 +545,11 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
             "max_seq_length": fields.get("max_seq_length"),
             "max_train_samples": fields.get("max_train_samples"),
         }
+        if fields.get("pair_column"):  # pair / triplet data: the columns that were the views, and rows not sentences
+            kind = "triplets" if fields.get("negative_column") else "pairs"
+            data["pair_data"] = {"kind": kind, "anchor": fields.get("text_column") or "text",
+                                 "positive": fields["pair_column"], "hard_negative": fields.get("negative_column")}
+            data["num_rows"], data["num_sentences"] = data.pop("num_sentences", None), None
         data = {k: v for k, v in data.items() if v is not None}
     info = training_info_from_run(training_args, data=data, train_metrics=train_metrics, **extra)
     output_dir = Path(training_args.output_dir)

@@ -343,7 +343,7 @@ def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
     return _table(("Property", "Value"), rows) + f"\n\nModule stack:\n\n```\nSentenceTransformer(\n{modules}\n)\n```"
 
 
-def _method_section(config, papers) -> str:
+def _method_section(config, papers, pair_data: Mapping[str, Any] | None = None) -> str:
     main = papers[0]
     lines = [f"**{main['name']}** — {main['authors']}, *{main['title']}*, {main['venue']} "
              f"([paper]({main['url']}), [code]({main['code']}))."]
@@ -358,8 +358,12 @@ def _method_section(config, papers) -> str:
                       f"temperature {config.dcl_temperature:g}, normalisation `{config.dcl_normalization}`."]
     if getattr(config, "off_dropout", False):
         lines += ["", "Negatives come from a third, dropout-free encoder pass (ImSimCSE off-dropout)."]
-    lines += ["", "Two dropout views of every sentence are encoded in one forward pass (SimCSE); the other "
-                  "sentences of the batch are the negatives. Training-only parts (projection head"
+    views = ("Two dropout views of every sentence are encoded in one forward pass (SimCSE); the other "
+             "sentences of the batch are the negatives.") if not pair_data else (
+        "Each training row's anchor and positive" + (" and hard negative" if pair_data.get("hard_negative") else "")
+        + " are encoded in one forward pass (supervised SimCSE); the other rows' positives"
+        + (" and every row's hard negative" if pair_data.get("hard_negative") else "") + " are the negatives.")
+    lines += ["", views + " Training-only parts (projection head"
                   + (", RTD discriminator and generator" if getattr(config, "method", "") == "diffcse" else "")
                   + ") are not part of this model unless listed in the module stack above."]
     return "\n".join(lines)
@@ -374,12 +378,22 @@ def _training_data(info: Mapping[str, Any]) -> str:
     if source:
         rows.append(("Source", _fmt(source) + (f" (config `{data['dataset_config_name']}`)"
                                               if data.get("dataset_config_name") else "")))
+    pair = data.get("pair_data")
+    if pair:  # supervised rows: anchor, positive[, hard negative] columns
+        views = f"anchor `{pair['anchor']}`, positive `{pair['positive']}`" + (
+            f", hard negative `{pair['hard_negative']}`" if pair.get("hard_negative") else "")
+        rows.append(("Trained on", f"{pair['kind']} ({views}); each row's texts are encoded together, the other "
+                                   "rows' positives" + (" and hard negatives" if pair.get("hard_negative") else "")
+                     + " are the negatives"))
+        if data.get("num_rows") is not None:
+            rows.append((f"Training {pair['kind']}", f"{int(data['num_rows']):,}"))
     if data.get("num_sentences") is not None:
         rows.append(("Training sentences", f"{int(data['num_sentences']):,}"))
     if data.get("max_seq_length") is not None:
         rows.append(("Training truncation length", f"{data['max_seq_length']} tokens"))
     rows += [(k.replace("_", " ").capitalize(), _fmt(v)) for k, v in sorted(data.items())
-             if k not in ("source", "dataset_name", "dataset_config_name", "num_sentences", "max_seq_length")
+             if k not in ("source", "dataset_name", "dataset_config_name", "num_sentences", "max_seq_length",
+                          "pair_data", "num_rows")
              and v is not None]
     return _table(("Property", "Value"), rows)
 
@@ -525,7 +539,7 @@ def render_model_card(
         "num_example_sentences": "3",
         "embedding_dimension": str(export["embedding_dimension"]),
         "model_details": _model_details(config, export, base_label),
-        "method": _method_section(config, papers),
+        "method": _method_section(config, papers, (info.get("data") or {}).get("pair_data")),
         "training_data": _training_data(info),
         "hyperparameters": _hyperparameters(config, info),
         "evaluation": _evaluation(results, export["pooling_description"]),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .losses import ContrastiveLoss, build_loss
+from .losses.base import HARD_NEGATIVE_INPUT, hard_negative_refusal
 from .models.config import CSEConfig
 
 
@@ -45,11 +46,20 @@ def compute_objectives(
     objectives: list[Objective], embeddings: dict[str, torch.Tensor]
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Weighted sum of the objectives on (already gathered) embeddings, and their metrics (detached device tensors:
-    reading them is left to logging steps, :mod:`hf_cse.metrics`)."""
+    reading them is left to logging steps, :mod:`hf_cse.metrics`).
+
+    Hard negatives (``z_neg``, from triplet data) go to the main contrastive loss, which must take them;
+    auxiliary objectives (DCL) are defined on the two views only and never see them.
+    """
     total = None
     metrics: dict[str, torch.Tensor] = {}
+    has_negatives = embeddings.get(HARD_NEGATIVE_INPUT) is not None
     for obj in objectives:
         extra = {k: embeddings[k] for k in obj.loss.extra_inputs if k in embeddings}
+        if has_negatives and obj.name == "contrastive":
+            if not obj.loss.takes_hard_negatives:
+                raise ValueError(hard_negative_refusal(obj.loss.name))
+            extra[HARD_NEGATIVE_INPUT] = embeddings[HARD_NEGATIVE_INPUT]
         out = obj.loss(embeddings["z1"], embeddings["z2"], **extra)
         term = obj.weight * out.loss
         total = term if total is None else total + term

@@ -9,7 +9,6 @@ from .cached import check_cached_compatible
 from .cli import InputError, check_model_source
 from .distributed import check_not_data_parallel
 from .export import encoder_max_length
-from .objectives import build_objectives
 
 
 def _value(option) -> str:
@@ -36,12 +35,12 @@ def check_training_arguments(training_args, max_seq_length: int) -> None:
     check_not_data_parallel(training_args)
 
 
-def encoder_config(encoder: str, flag: str = "--model_name_or_path"):
+def encoder_config(encoder: str, flag: str = "--model_name_or_path", trust_remote_code: bool = False):
     """The encoder's config (config.json only: no weights), after checking the reference can load."""
     from transformers import AutoConfig
 
     check_model_source(encoder, flag)
-    return AutoConfig.from_pretrained(encoder)
+    return AutoConfig.from_pretrained(encoder, trust_remote_code=trust_remote_code)
 
 
 def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
@@ -55,7 +54,7 @@ def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
 def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None) -> None:
     """Build the method's config and its losses as the model will, without loading any weights."""
     config = model_cls.config_class(encoder_config=enc_config.to_dict(), **config_kwargs)
-    build_objectives(config)
+    config.check_objectives()
     if cached_minibatch_size:
         check_cached_compatible(config, cached_minibatch_size)
 

@@ -45,6 +45,13 @@ PRESETS: dict[str, dict] = {
     "diffcse_roberta": {**_COMMON, "method": "diffcse", "loss": "infonce", "temperature": 0.05,
                         "projector": "batchnorm", "learning_rate": 1e-5, "num_train_epochs": 2, "masking_ratio": 0.20,
                         "lambda_rtd": 0.005, "generator_name_or_path": "distilroberta-base"},
+    # Supervised SimCSE BERT-base on NLI triplets (SimCSE's run_sup_example.sh: 4 GPUs x 128 = batch 512, lr 5e-5,
+    # 3 epochs, length 32, temperature 0.05, eval every 125 steps, pooler cls WITHOUT --mlp_only_train: the MLP is
+    # kept at test time). Give the data's columns: --text_column, --pair_column, --negative_column. The batch is
+    # per process: with N processes pass --per_device_train_batch_size 512/N.
+    "sup_simcse_bert": {**_COMMON, "method": "simcse", "loss": "infonce", "temperature": 0.05,
+                        "per_device_train_batch_size": 512, "learning_rate": 5e-5, "num_train_epochs": 3,
+                        "mlp_only_train": False},
     # Seed 002 baseline paradigm (App. A.3: bs 128, lr 1e-5, Linear head N(0, 6e-3))
     "paradigm_bert": {**_COMMON, "method": "simcse", "loss": "paradigm", "projector": "linear",
                       "per_device_train_batch_size": 128, "learning_rate": 1e-5,

@@ -33,11 +33,19 @@ from hf_cse.models import get_method  # noqa: E402
 from hf_cse.trainer import ContrastiveTrainer  # noqa: E402
 
 
-def global_batch(model, tokenizer, n: int) -> dict[str, torch.Tensor]:
+def global_batch(model, tokenizer, n: int, triplets: bool = False) -> dict[str, torch.Tensor]:
     """The global batch, collated once (same padding, same DiffCSE edits) so every process count sees
-    identical tensors; each process then takes its rows."""
-    feats = [tokenizer(s, truncation=True, max_length=32) for s in (SENTENCES * 4)[:n]]
+    identical tensors; each process then takes its rows. ``triplets``: (anchor, positive, hard negative) rows
+    of three different sentences (hf_cse.data.PairCollator)."""
+    texts = (SENTENCES * 4)[: n + 2]
+    feats = [tokenizer(s, truncation=True, max_length=32) for s in texts[:n]]
     torch.manual_seed(5)
+    if triplets:
+        from hf_cse.data import PAIR_VIEWS, PairCollator
+
+        rows = [{p + k: v for p, j in zip(PAIR_VIEWS, (i, i + 1, i + 2))
+                 for k, v in tokenizer(texts[j], truncation=True, max_length=32).items()} for i in range(n)]
+        return PairCollator(tokenizer)(rows)
     return type(model).collator(tokenizer, model.config)(feats)
 
 
@@ -48,7 +56,7 @@ def run_case(case: dict, model_dir: str, tokenizer, n_global: int, rank: int, pr
     model = get_method(case.get("method", "simcse")).from_encoder(model_dir, **config)
     if hasattr(model, "attach_generator"):  # DiffCSE: the no-download unigram generator
         model.attach_generator("unigram", tokenizer)
-    batch = global_batch(model, tokenizer, n_global)
+    batch = global_batch(model, tokenizer, n_global, case.get("triplets", False))
     n = n_global // procs
     local = {k: v[rank * n : (rank + 1) * n] for k, v in batch.items()}
     args = TrainingArguments(output_dir=tmp, use_cpu=True, per_device_train_batch_size=n, report_to="none",

@@ -57,6 +57,9 @@ def _cases() -> list[dict]:
             cases.append({"name": "imsimcse", "method": "imsimcse", "loss": "off_dropout_infonce",
                           "loss_kwargs": {"m": 0.9}})
     cases.append({"name": "infonce_cached_3", "loss": "infonce", "cached": 3})  # chunks 3, 3, 2 per process
+    # triplet data: the hard negatives are gathered with the views (supervised SimCSE), plain and cached
+    cases.append({"name": "infonce_triplets", "loss": "infonce", "triplets": True})
+    cases.append({"name": "focal_infonce_triplets_cached_3", "loss": "focal_infonce", "triplets": True, "cached": 3})
     if "diffcse" in METHODS:  # runs, but is not equivalent: see NOT_EQUIVALENT
         cases.append({"name": "diffcse", "method": "diffcse", "loss": "infonce"})
     return cases

@@ -233,6 +233,19 @@ def check_bool(loss_name: str, param: str, value: bool) -> None:
         raise ValueError(f"{loss_name}: {param} must be True or False, got {value!r}.")
 
 
+#: the keyword of the hard-negative embeddings (one per anchor, shape of z1) for losses that take them
+HARD_NEGATIVE_INPUT = "z_neg"
+
+
+def hard_negative_refusal(loss_name: str) -> str:
+    """The one line saying that ``loss_name`` has no use for hard negatives, and which losses do."""
+    from .registry import available_losses, get_loss_class  # local import: registry imports this module
+
+    takers = [n for n in available_losses() if get_loss_class(n).takes_hard_negatives]
+    return (f"loss {loss_name!r} has no defined use for hard negatives (--negative_column); the losses that take "
+            f"them: {', '.join(takers)}. Drop --negative_column or pick one of those losses.")
+
+
 class ContrastiveLoss(nn.Module):
     """Base class: subclasses implement ``compute(z1, z2, **extra) -> (loss, extra_metrics)``."""
 
@@ -240,6 +253,9 @@ class ContrastiveLoss(nn.Module):
     #: extra keyword tensors the loss requires besides z1, z2 (e.g. ``z_nodropout``); each must have
     #: the shape of ``z1`` and be finite (checked here).
     extra_inputs: tuple[str, ...] = ()
+    #: whether the loss accepts ``z_neg``, one hard-negative embedding per anchor (supervised SimCSE's
+    #: contradiction hypotheses; :data:`HARD_NEGATIVE_INPUT`), as extra candidates of every anchor.
+    takes_hard_negatives: bool = False
 
     def forward(self, z1: torch.Tensor, z2: torch.Tensor, **extra: torch.Tensor) -> LossOutput:
         check_pair(z1, z2, self.name)
@@ -251,12 +267,14 @@ class ContrastiveLoss(nn.Module):
                 else ""
             )
             raise ValueError(f"{self.name}: needs the extra input(s) {missing}.{hint}")
-        unknown = set(extra) - set(self.extra_inputs)
+        unknown = set(extra) - set(self.extra_inputs) - ({HARD_NEGATIVE_INPUT} if self.takes_hard_negatives else set())
+        if HARD_NEGATIVE_INPUT in unknown:
+            raise ValueError(hard_negative_refusal(self.name))
         if unknown:
             raise ValueError(
                 f"{self.name}: got unexpected inputs {sorted(unknown)}; it takes {list(self.extra_inputs)}."
             )
-        for k in self.extra_inputs:
+        for k in [*self.extra_inputs, *([HARD_NEGATIVE_INPUT] if extra.get(HARD_NEGATIVE_INPUT) is not None else [])]:
             _check_tensor(extra[k], k, self.name)
             if extra[k].shape != z1.shape:
                 raise ValueError(

@@ -28,6 +28,10 @@ class FocalInfoNCELoss(ContrastiveLoss):
     eq. 2, whose true gradient is the one above. A negative's logit exceeds InfoNCE's ``s/tau`` iff
     ``s_n > 1 - m`` (for ``s_n > 0``); no ``m`` turns Focal into InfoNCE (the positive is squared).
 
+    Hard negatives (``z_neg``, one per anchor, as supervised SimCSE): they join every anchor's negatives
+    with the negative modulation, logit ``s(s + m)/tau`` for ``s = cos(z1_i, zneg_j)``; the paper's
+    argument (hard negatives, large ``s_n``, weigh more) applies to them as to in-batch negatives.
+
     Args:
         temperature: tau. Default 0.07, the BERT setting (paper Table 4 best for BERT-base/large);
             use 0.05 for RoBERTa (Table 4 and the authors' RoBERTa script). The paper text's
@@ -40,6 +44,8 @@ class FocalInfoNCELoss(ContrastiveLoss):
         out = loss_fn(z1, z2)
     """
 
+    takes_hard_negatives = True
+
     def __init__(self, temperature: float = 0.07, m: float = 0.3):
         super().__init__()
         check_positive("focal_infonce", "temperature", temperature)
@@ -47,13 +53,18 @@ class FocalInfoNCELoss(ContrastiveLoss):
         self.temperature = temperature
         self.m = m
 
-    def logits(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
-        """The modulated logits ``[s_p^2 ; s_n (s_n + m)] / tau`` (positive on the diagonal)."""
+    def logits(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None) -> torch.Tensor:
+        """The modulated logits ``[s_p^2 ; s_n (s_n + m)] / tau`` (positive on the diagonal), then the hard
+        negatives' columns ``s (s + m) / tau`` when ``z_neg`` is given."""
         s = cosine_matrix(z1, z2)
         eye = eye_mask(s.shape[0], s.device)
-        return torch.where(eye, s * s, s * (s + self.m)) / self.temperature
+        logits = torch.where(eye, s * s, s * (s + self.m)) / self.temperature
+        if z_neg is not None:
+            h = cosine_matrix(z1, z_neg)
+            logits = torch.cat([logits, h * (h + self.m) / self.temperature], dim=1)
+        return logits
 
-    def compute(self, z1: torch.Tensor, z2: torch.Tensor):
-        logits = self.logits(z1, z2)
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None):
+        logits = self.logits(z1, z2, z_neg)
         labels = torch.arange(logits.shape[0], device=logits.device)
         return F.cross_entropy(logits, labels), {}

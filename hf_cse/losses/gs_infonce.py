@@ -34,6 +34,9 @@ class GSInfoNCELoss(ContrastiveLoss):
     (irrelevant, see above). Paper eq. 5 writes the in-batch term as ``sim(h_j, h_i)``; the code (followed
     here) uses ``cos(z1_i, z2_j)`` exactly as SimCSE. (Eq. 2 of the paper has a typo ``sim * tau``.)
 
+    Hard negatives (``z_neg``, one per anchor, as supervised SimCSE): their columns
+    ``cos(z1_i, zneg_j)/tau`` join the in-batch ones before the noise columns; the noise is unchanged.
+
     Args:
         temperature: tau (0.05 as SimCSE).
         num_noise: M, the number of noise vectors; ``None`` = 3 x the number of rows the loss receives
@@ -51,6 +54,8 @@ class GSInfoNCELoss(ContrastiveLoss):
         loss_fn = build_loss("gs_infonce", temperature=0.05)       # M = 3 x batch size, lambda = 1
         out = loss_fn(z1, z2)
     """
+
+    takes_hard_negatives = True
 
     def __init__(
         self,
@@ -79,9 +84,9 @@ class GSInfoNCELoss(ContrastiveLoss):
         g = torch.randn(num, dim, generator=self.generator, device=gen_device, dtype=dtype)
         return (g * self.noise_std).to(device)
 
-    def compute(self, z1: torch.Tensor, z2: torch.Tensor):
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None):
         n, d = z1.shape
-        logits = cosine_matrix(z1, z2) / self.temperature
+        logits = cosine_matrix(z1, z2 if z_neg is None else torch.cat([z2, z_neg])) / self.temperature
         num = 3 * n if self.num_noise is None else self.num_noise
         metrics: dict[str, float] = {}
         if num > 0 and self.lam > 0:
@@ -89,6 +94,7 @@ class GSInfoNCELoss(ContrastiveLoss):
             noise = unit(z1) @ unit(g).T / self.temperature + math.log(self.lam)
             logits = torch.cat([logits, noise], dim=1)
             with torch.no_grad():
-                metrics["noise_logit_share"] = torch.softmax(logits, dim=1)[:, n:].sum(1).mean().detach()
+                start = logits.shape[1] - noise.shape[1]
+                metrics["noise_logit_share"] = torch.softmax(logits, dim=1)[:, start:].sum(1).mean().detach()
         labels = torch.arange(n, device=logits.device)
         return F.cross_entropy(logits, labels), metrics

@@ -18,6 +18,10 @@ class InfoNCELoss(ContrastiveLoss):
         \qquad L = \frac1N \sum_i \ell_i
 
     Only rows of ``z1`` are anchors; the negatives of anchor i are the other rows of ``z2``.
+
+    Hard negatives (supervised SimCSE, Gao et al. 2021 §5, eq. 5): with ``z_neg`` (one hard negative per
+    anchor, e.g. the contradiction hypothesis) every anchor's candidates are all of ``z2`` and all of
+    ``z_neg``: logits ``[z1 z2^T, z1 z_neg^T] / tau``, the target still the diagonal of the first block.
     The papers write a sum over anchors, every official code uses the mean (as here).
     Gradient: ``dL/dlogits = (softmax(logits) - I) / N``; in seed 002's paradigm (Table 1) GD is the
     soft 1 - p_ii, W the softmax over negatives and R = 1 (:meth:`paradigm_ratio`).
@@ -31,13 +35,16 @@ class InfoNCELoss(ContrastiveLoss):
         out = loss_fn(z1, z2)   # out.loss, out.metrics["pos_cos"], ...
     """
 
+    takes_hard_negatives = True
+
     def __init__(self, temperature: float = 0.05):
         super().__init__()
         check_positive("infonce", "temperature", temperature)
         self.temperature = temperature
 
-    def compute(self, z1: torch.Tensor, z2: torch.Tensor):
-        logits = cosine_matrix(z1, z2) / self.temperature
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None):
+        candidates = z2 if z_neg is None else torch.cat([z2, z_neg])
+        logits = cosine_matrix(z1, candidates) / self.temperature
         labels = torch.arange(logits.shape[0], device=logits.device)
         return F.cross_entropy(logits, labels), {}
 

@@ -123,10 +123,11 @@ class DiffCSEModel(CSEPreTrainedModel):
         self.post_init()  # initialises only the new modules (the others are flagged initialised)
 
     @classmethod
-    def from_encoder(cls, name_or_path: str, **config_kwargs: Any) -> "DiffCSEModel":
+    def from_encoder(cls, name_or_path: str, trust_remote_code: bool = False,
+                     **config_kwargs: Any) -> "DiffCSEModel":
         """As :meth:`CSEPreTrainedModel.from_encoder`; the discriminator starts from the same checkpoint
         (``discriminator_init="encoder"``, the paper) or stays randomly initialised (``"random"``)."""
-        model = super().from_encoder(name_or_path, **config_kwargs)
+        model = super().from_encoder(name_or_path, trust_remote_code=trust_remote_code, **config_kwargs)
         if model.config.discriminator_init == "encoder":
             missing, unexpected = model.discriminator.load_state_dict(model.encoder.state_dict(), strict=False)
             if unexpected or [k for k in missing if "pooler" not in k]:
@@ -149,13 +150,15 @@ class DiffCSEModel(CSEPreTrainedModel):
         """The attached (frozen, unsaved) generator, or None."""
         return self._generator
 
-    def attach_generator(self, generator=None, tokenizer=None, train_token_ids=None) -> Generator:
+    def attach_generator(self, generator=None, tokenizer=None, train_token_ids=None,
+                         trust_remote_code: bool = False) -> Generator:
         """Load (or take) the generator and keep it outside the model's parameters and checkpoints.
 
         ``generator``: ``"unigram"``, a masked-LM folder / Hub id, an ``AutoModelForMaskedLM`` module, or a ready
         generator object with ``fill``; None = ``config.generator_name_or_path``. ``tokenizer``: the encoder's
         tokenizer (loaded from ``config.base_encoder`` when omitted). ``train_token_ids``: token-id sequences of the
-        training set for the unigram counts (uniform over the vocabulary when omitted).
+        training set for the unigram counts (uniform over the vocabulary when omitted). ``trust_remote_code``: allow
+        a masked LM whose code ships with its checkpoint (off by default).
         """
         generator = generator if generator is not None else self.config.generator_name_or_path
         if generator is None:
@@ -173,7 +176,8 @@ class DiffCSEModel(CSEPreTrainedModel):
             cfg = self.config
             gen = load_generator(generator, tokenizer, encoder_vocab_size=self.encoder.config.vocab_size,
                                  train_token_ids=train_token_ids, sampling=cfg.generator_sampling,
-                                 train_mode=cfg.generator_train_mode, fill=cfg.generator_fill)
+                                 train_mode=cfg.generator_train_mode, fill=cfg.generator_fill,
+                                 trust_remote_code=trust_remote_code)
         self._generator = gen
         name = generator if isinstance(generator, str) else getattr(gen, "name", None)
         if name is not None:

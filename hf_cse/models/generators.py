@@ -207,12 +207,14 @@ def load_generator(
     sampling: bool = False,
     train_mode: bool = False,
     fill: str = "all",
+    trust_remote_code: bool = False,
 ) -> MaskedLMGenerator | UnigramGenerator:
     """A generator for an encoder whose tokenizer is ``tokenizer``.
 
     ``name_or_path``: ``"unigram"`` (no weights; ``train_token_ids`` gives the corpus counts, else uniform), a
     masked-LM folder or Hub id (loaded with ``AutoModelForMaskedLM``; its tokenizer must equal the encoder's), or
-    an already built masked-LM module. ``encoder_vocab_size`` defaults to ``len(tokenizer)``.
+    an already built masked-LM module. ``encoder_vocab_size`` defaults to ``len(tokenizer)``. ``trust_remote_code``
+    lets a masked LM whose code ships with its checkpoint run that code (off by default).
     """
     if tokenizer.mask_token_id is None:
         raise GeneratorError(f"the encoder's tokenizer ({type(tokenizer).__name__}) has no mask token; DiffCSE "
@@ -232,7 +234,8 @@ def load_generator(
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # missing weights are refused below with one line, not a load report
         try:
-            model, loading_info = AutoModelForMaskedLM.from_pretrained(name, output_loading_info=True)
+            model, loading_info = AutoModelForMaskedLM.from_pretrained(name, output_loading_info=True,
+                                                                       trust_remote_code=trust_remote_code)
         except OSError as err:
             local = Path(name).is_dir()
             raise GeneratorError(
@@ -244,7 +247,7 @@ def load_generator(
             hf_logging.set_verbosity(verbosity)
         check_all_weights_loaded(model, loading_info, name)
         try:
-            gen_tokenizer = AutoTokenizer.from_pretrained(name)
+            gen_tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
         except (OSError, ValueError):
             gen_tokenizer = None
             logger.warning("generator %s has no tokenizer to compare with the encoder's; checking vocab size", name)

@@ -23,7 +23,8 @@ class CSEOutput:
     """What a method model hands the trainer for one batch.
 
     embeddings: tensors the losses need, gathered across processes by the trainer
-        (``z1``, ``z2`` = projector outputs of the two dropout views, ``z_nodropout`` with off-dropout).
+        (``z1``, ``z2`` = projector outputs of the two dropout views -- or of anchor and positive with pair
+        data --, ``z_neg`` of the hard negatives with triplet data, ``z_nodropout`` with off-dropout).
     aux_losses: weighted per-process loss terms already computed by the model (e.g. DiffCSE's RTD).
     metrics: floats to log.
     """
@@ -79,16 +80,24 @@ class CSEPreTrainedModel(PreTrainedModel):
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def from_encoder(cls, name_or_path: str, **config_kwargs: Any) -> "CSEPreTrainedModel":
+    def from_encoder(cls, name_or_path: str, trust_remote_code: bool = False,
+                     **config_kwargs: Any) -> "CSEPreTrainedModel":
         """Build a fresh method model around a plain pretrained encoder (local folder or Hub id).
 
         ``config_kwargs`` are fields of the method's config (pooler_type, projector, loss, loss_kwargs...).
         Sentence-transformers folders work too: their transformer weights sit at the top level.
+        ``trust_remote_code``: allow an encoder whose code ships with its checkpoint (transformers' flag, off by
+        default); its classes are then registered with ``AutoConfig``/``AutoModel`` for this process.
         """
-        enc_config = AutoConfig.from_pretrained(name_or_path)
+        remote = {"trust_remote_code": True} if trust_remote_code else {}
+        enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
+        if trust_remote_code:
+            AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         config = cls.config_class(encoder_config=enc_config.to_dict(), **config_kwargs)
         config.check_objectives()  # a bad loss or hyperparameter fails here, before the weights load
-        encoder = _load_encoder(name_or_path, config.build_encoder_config())
+        encoder = _load_encoder(name_or_path, config.build_encoder_config(), **remote)
+        if trust_remote_code:  # so that build_encoder's AutoModel.from_config finds the custom class
+            AutoModel.register(type(enc_config), type(encoder), exist_ok=True)
         model = cls(config)
         missing, unexpected = model.encoder.load_state_dict(encoder.state_dict(), strict=False)
         if unexpected or [k for k in missing if "pooler" not in k]:
@@ -157,9 +166,10 @@ class CSEPreTrainedModel(PreTrainedModel):
         return emb
 
     def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
-        """The two dropout views from ONE flattened forward of 2N rows, as in SimCSE.
+        """Every view from ONE flattened forward of ``N * views`` rows, as in SimCSE: two dropout views of
+        a sentence, or (pair / triplet data, :class:`hf_cse.data.PairCollator`) anchor, positive[, negative].
 
-        Returns ``(cls, z)`` with ``cls`` the pooled vectors ``(N, 2, H)`` and ``z`` their projections.
+        Returns ``(cls, z)`` with ``cls`` the pooled vectors ``(N, views, H)`` and ``z`` their projections.
         """
         if input_ids.dim() != 3:
             raise ValueError(
@@ -195,8 +205,13 @@ class CSEPreTrainedModel(PreTrainedModel):
         unused = set(kwargs) - {"return_dict", "num_items_in_batch"}
         if unused:
             raise ValueError(f"{type(self).__name__}.forward got unexpected inputs {sorted(unused)}.")
+        if input_ids.dim() == 3 and input_ids.shape[1] not in (2, 3):
+            raise ValueError(f"training batches hold 2 views (two dropout views, or anchor and positive) or 3 "
+                             f"(anchor, positive, hard negative); got {input_ids.shape[1]}.")
         _, z = self.two_view_embeddings(input_ids, attention_mask, token_type_ids)
         embeddings = {"z1": z[:, 0], "z2": z[:, 1]}
+        if z.shape[1] == 3:  # triplets: the hard negatives (supervised SimCSE)
+            embeddings["z_neg"] = z[:, 2]
         metrics: dict[str, float] = {}
         if self.config.off_dropout:
             timed = not torch.compiler.is_compiling()  # a clock read inside a compiled graph is a graph break

@@ -1,0 +1,170 @@
+"""hf_cse losses inside sentence-transformers (hf_cse.integrations.sentence_transformers.CSELoss)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from datasets import Dataset
+from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+from hf_cse.integrations.sentence_transformers import CSELoss
+from hf_cse.losses import available_losses, build_loss, get_loss_class
+from hf_cse.model_card import load_papers
+
+BATCH = 4
+
+
+@pytest.fixture
+def st_model(tiny_bert_dir):
+    torch.manual_seed(0)
+    transformer = Transformer(str(tiny_bert_dir), max_seq_length=16)
+    return SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")],
+                               device="cpu")
+
+
+def _train(model, loss, columns: dict[str, list[str]], tmp_path, steps=3):
+    args = SentenceTransformerTrainingArguments(str(tmp_path / "out"), per_device_train_batch_size=BATCH,
+                                                max_steps=steps, use_cpu=True, report_to="none",
+                                                save_strategy="no", disable_tqdm=True, logging_steps=1,
+                                                learning_rate=1e-3, seed=0)
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=Dataset.from_dict(columns), loss=loss)
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    changed = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    return trainer, losses, changed
+
+
+@pytest.mark.parametrize("loss", available_losses())
+def test_every_registry_loss_trains_three_steps_unsupervised(st_model, sentences, tmp_path, loss):
+    """The same sentence in both columns: the two forwards differ by dropout (SimCSE)."""
+    texts = (sentences * 2)[: 3 * BATCH]
+    _, losses, changed = _train(st_model, CSELoss(st_model, loss), {"a": texts, "b": texts}, tmp_path)
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    assert changed
+
+
+def test_same_sentence_columns_get_different_dropout_masks(st_model, sentences):
+    st_model.train()
+    features = st_model.tokenize(sentences[:BATCH])
+    z1 = st_model(dict(features))["sentence_embedding"]
+    z2 = st_model(dict(features))["sentence_embedding"]
+    assert not torch.allclose(z1, z2)  # otherwise the positive would be trivially identical
+    loss = CSELoss(st_model, "infonce")
+    assert loss([dict(features), dict(features)], None).item() > 0
+
+
+def test_pairs_and_triplets_train(st_model, sentences, tmp_path):
+    texts = (sentences * 3)[: 3 * BATCH + 2]
+    columns = {"anchor": texts[:-2], "positive": texts[1:-1], "negative": texts[2:]}
+    _, losses, changed = _train(st_model, CSELoss(st_model, "focal_infonce", temperature=0.07, m=0.3), columns,
+                                tmp_path)
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses) and changed
+
+
+def test_hard_negative_column_for_a_loss_without_them_is_refused(st_model, sentences):
+    features = [dict(st_model.tokenize(sentences[i : i + BATCH])) for i in range(3)]
+    with pytest.raises(ValueError, match=r"'mpt' has no defined use for hard negatives \(a third column\)"):
+        CSELoss(st_model, "mpt")(features, None)
+    with pytest.raises(ValueError, match="takes 2 text columns"):
+        CSELoss(st_model, "infonce")(features[:1], None)
+
+
+@pytest.mark.parametrize("loss", available_losses())
+def test_loss_on_fixed_embeddings_equals_build_loss(loss):
+    g = torch.Generator().manual_seed(3)
+    z1, z2, zbar = (torch.randn(6, 8, generator=g) for _ in range(3))
+    extra = {"z_nodropout": zbar} if "z_nodropout" in get_loss_class(loss).extra_inputs else {}
+    adapter = CSELoss(torch.nn.Identity(), loss)
+    torch.manual_seed(7)  # GS-InfoNCE draws its noise from torch's global RNG
+    got = adapter.compute_loss_from_embeddings([z1, z2], None, extra.get("z_nodropout"))
+    torch.manual_seed(7)
+    want = build_loss(loss)(z1, z2, **extra).loss
+    assert torch.equal(got, want)
+
+
+def test_hyperparameters_reach_the_loss_and_the_config():
+    adapter = CSELoss(torch.nn.Identity(), "focal_infonce", temperature=0.1, m=0.2)
+    assert adapter.loss_fn.temperature == 0.1 and adapter.loss_fn.m == 0.2
+    assert adapter.get_config_dict() == {"loss": "focal_infonce", "temperature": 0.1, "m": 0.2,
+                                         "gather_across_devices": True}
+    g = torch.Generator().manual_seed(0)
+    z1, z2, z3 = (torch.randn(5, 4, generator=g) for _ in range(3))
+    assert torch.equal(adapter.compute_loss_from_embeddings([z1, z2, z3]),
+                       build_loss("focal_infonce", temperature=0.1, m=0.2)(z1, z2, z_neg=z3).loss)
+    with pytest.raises(ValueError, match="does not take hyperparameter"):
+        CSELoss(torch.nn.Identity(), "infonce", m=0.3)
+
+
+def test_off_dropout_loss_gets_a_no_dropout_pass(st_model, sentences):
+    st_model.train()
+    features = st_model.tokenize(sentences[:BATCH])
+    seen = {}
+    adapter = CSELoss(st_model, "off_dropout_infonce")
+    original = adapter.compute_loss_from_embeddings
+
+    def spy(embeddings, labels=None, no_dropout=None):
+        seen["no_dropout"] = no_dropout
+        return original(embeddings, labels, no_dropout)
+
+    adapter.compute_loss_from_embeddings = spy
+    adapter([dict(features), dict(features)], None).backward()
+    assert all(m.training for m in st_model.modules())  # train mode restored after the no-dropout pass
+    assert seen["no_dropout"].requires_grad  # gradients flow through it (ImSimCSE's code)
+    st_model.eval()
+    with torch.no_grad():
+        expected = st_model(dict(features))["sentence_embedding"]
+    torch.testing.assert_close(seen["no_dropout"].detach(), expected)  # the eval-mode (dropout-free) forward
+
+
+def test_citation_reaches_the_sentence_transformers_model_card(st_model, sentences, tmp_path):
+    loss = CSELoss(st_model, "focal_infonce")
+    papers = load_papers()
+    assert papers["focal_infonce"]["bibtex"] in loss.citation and papers["simcse"]["bibtex"] in loss.citation
+    texts = (sentences * 2)[: 3 * BATCH]
+    _train(st_model, loss, {"a": texts, "b": texts}, tmp_path, steps=1)
+    assert st_model.model_card_data.citations["CSELoss"] == loss.citation
+    st_model.save(str(tmp_path / "saved"))
+    card = (tmp_path / "saved" / "README.md").read_text()
+    assert "CSELoss" in card and '"loss": "focal_infonce"' in card and papers["focal_infonce"]["bibtex"] in card
+
+
+def _two_process_worker(rank: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        g = torch.Generator().manual_seed(11)
+        z = [torch.randn(8, 6, generator=g, dtype=torch.float64) for _ in range(3)]  # the global batch
+        local = [t[rank * 4 : (rank + 1) * 4].clone().requires_grad_(True) for t in z]
+        loss = CSELoss(torch.nn.Identity(), "focal_infonce").compute_loss_from_embeddings(local)
+        loss.backward()
+        torch.save({"loss": loss.item(), "grads": [t.grad for t in local]}, f"{out}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_processes_gather_the_global_batch_with_its_gradient(tmp_path):
+    """Each process's loss is the global-batch loss; its local gradient is P x the single-process one (DDP's
+    average over the P processes then gives exactly the single-process gradient, as in hf_cse's trainer)."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_two_process_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
+    g = torch.Generator().manual_seed(11)
+    z = [torch.randn(8, 6, generator=g, dtype=torch.float64).requires_grad_(True) for _ in range(3)]
+    loss = build_loss("focal_infonce")(z[0], z[1], z_neg=z[2]).loss
+    loss.backward()
+    for rank in range(2):
+        got = torch.load(tmp_path / f"rank{rank}.pt")
+        assert abs(got["loss"] - loss.item()) < 1e-12
+        for mine, full in zip(got["grads"], z):
+            torch.testing.assert_close(mine / 2, full.grad[rank * 4 : (rank + 1) * 4], atol=1e-12, rtol=1e-10)
