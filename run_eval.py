@@ -11,6 +11,11 @@ Examples::
 
 Writes results.json, results.md and PNG plots into --output_dir. Models may be hf_cse checkpoints,
 sentence-transformers folders / Hub repos or plain Hugging Face encoders.
+
+Safe to interrupt: the models, the device, every task file (read and checked) and the output folder are checked
+before anything is encoded, and results.json / results.md are rewritten (atomically) as each task finishes. An
+output folder that holds another evaluation's results is refused unless --overwrite_output_dir is given.
+Bad input ends in one line naming the problem and the fix (HF_CSE_DEBUG=1 shows the traceback).
 """
 
 from __future__ import annotations
@@ -18,19 +23,21 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from transformers import HfArgumentParser
 
+from hf_cse.cli import InputError, check_device, check_model_source, run_cli
 from hf_cse.evaluation import (
     SentenceEncoder,
-    SentEvalDataError,
     evaluate,
     format_sts_table,
     format_transfer_table,
     write_report,
 )
-from hf_cse.evaluation.runner import parse_tasks, valid_task_names
+from hf_cse.evaluation.report import remove_report_files, report_files
+from hf_cse.evaluation.runner import load_task_data, parse_tasks, valid_task_names
 from hf_cse.models.pooling import POOLERS
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
 
@@ -104,6 +111,10 @@ class EvalArguments:
         default=None, metadata={"help": "Truncation length in tokens (default: the model's limit)."}
     )
     output_dir: str = field(default="eval_results", metadata={"help": "Where results and plots go."})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Replace the results of an earlier evaluation in --output_dir (otherwise refused)."},
+    )
     device: str | None = field(default=None, metadata={"help": "cpu / cuda (default: cuda if available)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
     precision: Precision = field(
@@ -123,39 +134,99 @@ class EvalArguments:
         self.task_list = parse_tasks(self.tasks)
         if self.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {self.batch_size}.")
+        if self.max_seq_length is not None and self.max_seq_length < 1:
+            raise ValueError(f"--max_seq_length must be >= 1 (or left out for the model's limit), got "
+                             f"{self.max_seq_length}.")
+
+
+def check_output_dir(output_dir: str, overwrite: bool) -> Path:
+    """The output folder, created; refused when it is a file or holds another evaluation's results (unless
+    ``overwrite``: then those results are removed, so the folder never mixes two evaluations)."""
+    out = Path(output_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--output_dir {out} is a file; give a folder for results.json, results.md and the plots.")
+    previous = report_files(out)
+    if previous and not overwrite:
+        raise InputError(f"--output_dir {out} already holds the results of an evaluation "
+                         f"({', '.join(p.name for p in previous[:3])}{', ...' if len(previous) > 3 else ''}); pass "
+                         "--overwrite_output_dir to replace them, or choose another folder.")
+    if previous:
+        logger.info("--overwrite_output_dir: removing the earlier results in %s", out)
+        remove_report_files(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--output_dir {out} cannot be created ({err.strerror}); choose another folder.") from None
+    return out
+
+
+def check_inputs(args: EvalArguments) -> Path:
+    """Everything that can be checked before the first sentence is encoded: the device, every model reference,
+    every task file (read and validated; the readers cache them) and the output folder. Returns the folder."""
+    check_device(args.device)
+    try:  # e.g. fp16 on a CPU
+        resolve(args.precision, args.device.split(":")[0] if args.device else default_device_type())
+    except PrecisionError as err:
+        raise InputError(str(err)) from None
+    for name in args.model_name_or_path:
+        check_model_source(name, markers=("config.json", "modules.json"))
+    load_task_data(args.task_list, args.senteval_data_dir, args.senteval_source, args.mode)
+    return check_output_dir(args.output_dir, args.overwrite_output_dir)
+
+
+def print_results(name: str, pooler: str, args: EvalArguments, results: dict) -> None:
+    print(f"\n{name}  (pooler: {pooler}, mode: {args.mode})")
+    if "avg" in results:
+        print(format_sts_table(results))
+    if "transfer_avg" in results:
+        print(format_transfer_table(results))
+    for key in ("alignment", "uniformity", "R@1", "R@5", "R@10"):
+        if key in results:
+            print(f"{key}: {results[key]:.4f}")
+
+
+def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
+    try:
+        return SentenceEncoder.from_pretrained(
+            name,
+            pooler=args.pooler,
+            batch_size=args.batch_size,
+            max_length=args.max_seq_length,
+            device=args.device,
+            show_progress_bar=not args.disable_tqdm,
+            precision=args.precision,
+            trust_remote_code=args.trust_remote_code,
+        )
+    except Exception as err:  # the path was checked up front: what fails here are the model's own files
+        raise InputError(f"cannot load model {name}: {type(err).__name__}: {err}") from err
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; a foreseeable failure becomes one line on stderr and exit code 1."""
+    return run_cli(lambda: evaluate_models(argv), "run_eval.py")
+
+
+def evaluate_models(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     parser = HfArgumentParser(EvalArguments)
     try:
         (args,) = parser.parse_args_into_dataclasses(args=argv)
-    except ValueError as err:
-        parser.error(str(err))
+    except ValueError as err:  # __post_init__'s checks
+        raise InputError(str(err)) from None
+    out = check_inputs(args)
 
-    try:  # before any model is loaded (e.g. fp16 on a CPU)
-        resolve(args.precision, args.device.split(":")[0] if args.device else default_device_type())
-    except PrecisionError as err:
-        parser.error(str(err))
+    combined = len(args.model_name_or_path) > 1
+    all_results: list[dict] = []
+    all_extras: list[dict] = []
 
-    all_results, all_extras = [], []
-    for name in args.model_name_or_path:
-        logger.info("Evaluating %s on %s (mode %s)", name, ", ".join(args.task_list), args.mode)
-        try:
-            encoder = SentenceEncoder.from_pretrained(
-                name,
-                pooler=args.pooler,
-                batch_size=args.batch_size,
-                max_length=args.max_seq_length,
-                device=args.device,
-                show_progress_bar=not args.disable_tqdm,
-                precision=args.precision,
-                trust_remote_code=args.trust_remote_code,
-            )
+    def save_partial(partial: dict) -> None:  # after each task: text files only, plots at the end of a model
+        write_report(all_results + [partial], out, all_extras, combined=combined, plots=False)
+
+    try:
+        for name in args.model_name_or_path:
+            logger.info("Evaluating %s on %s (mode %s)", name, ", ".join(args.task_list), args.mode)
+            encoder = load_encoder(name, args)
             logger.info("precision: %s on %s", encoder.describe()["precision"], encoder.device)
-        except (FileNotFoundError, OSError) as err:
-            parser.error(f"cannot load model {name!r}: {err}")
-        try:
             results, extras = evaluate(
                 encoder,
                 args.task_list,
@@ -164,21 +235,16 @@ def main(argv: list[str] | None = None) -> int:
                 mode=args.mode,
                 sts_aggregation=args.sts_aggregation,
                 mrpc_features=args.mrpc_features,
+                on_progress=save_partial,
             )
-        except SentEvalDataError as err:
-            parser.exit(2, f"error: {err}\n")
-        all_results.append(results)
-        all_extras.append(extras)
-        print(f"\n{name}  (pooler: {encoder.effective_pooler}, mode: {args.mode})")
-        if "avg" in results:
-            print(format_sts_table(results))
-        if "transfer_avg" in results:
-            print(format_transfer_table(results))
-        for key in ("alignment", "uniformity", "R@1", "R@5", "R@10"):
-            if key in results:
-                print(f"{key}: {results[key]:.4f}")
-
-    written = write_report(all_results, args.output_dir, all_extras)
+            all_results.append(results)
+            all_extras.append(extras)
+            written = write_report(all_results, out, all_extras, combined=combined)
+            print_results(name, encoder.effective_pooler, args, results)
+    except BaseException:
+        if (out / "results.json").is_file():
+            logger.error("stopped; the tasks finished so far are saved in %s", out / "results.json")
+        raise
     print("\nwrote " + ", ".join(str(p) for p in written.values()))
     return 0
 

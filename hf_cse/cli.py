@@ -42,17 +42,20 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
         return 1
 
 
-def check_model_source(name_or_path: str, flag: str = "--model_name_or_path") -> None:
-    """Fail early and clearly for a model reference that cannot load: a path that is a file, a folder without
-    ``config.json``, or (with the Hub offline) a name that is neither a local folder nor in the Hub cache."""
+def check_model_source(name_or_path: str, flag: str = "--model_name_or_path",
+                       markers: tuple[str, ...] = ("config.json",), what: str = "model") -> None:
+    """Fail early and clearly for a model reference that cannot load: a path that is a file, a folder without any of
+    ``markers`` (default ``config.json``), or (with the Hub offline) a name that is neither a local folder nor in the
+    Hub cache. ``what`` names the thing in the messages (e.g. "tokenizer")."""
     path = Path(name_or_path).expanduser()
+    files = " or ".join(markers)
     if path.exists():
         if not path.is_dir():
-            raise InputError(f"{flag} {name_or_path} is a file; give a model folder (holding config.json) or a "
-                             "Hub model id.")
-        if not (path / "config.json").is_file():
-            raise InputError(f"{flag} {name_or_path} is a folder without config.json, so it holds no model; give the "
-                             "folder a model was saved to (save_pretrained / run_unsup.py's --output_dir) or a Hub id.")
+            raise InputError(f"{flag} {name_or_path} is a file; give a {what} folder (holding {files}) or a "
+                             f"Hub {what} id.")
+        if not any((path / marker).is_file() for marker in markers):
+            raise InputError(f"{flag} {name_or_path} is a folder without {files}, so it holds no {what}; give the "
+                             f"folder a {what} was saved to (save_pretrained, run_unsup.py's --output_dir) or Hub id.")
         return
     looks_local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
     if looks_local:
@@ -61,10 +64,33 @@ def check_model_source(name_or_path: str, flag: str = "--model_name_or_path") ->
 
     if constants.HF_HUB_OFFLINE:
         try:
-            cached = try_to_load_from_cache(name_or_path, "config.json")
+            cached = [try_to_load_from_cache(name_or_path, marker) for marker in markers]
         except ValueError:  # not a valid repo id either
-            cached = None
-        if not isinstance(cached, str):
+            cached = []
+        if not any(isinstance(c, str) for c in cached):
             raise InputError(f"{flag} {name_or_path} is not a local folder, and the Hugging Face Hub is offline "
-                             "(HF_HUB_OFFLINE=1) with no cached copy of it. Give a local model folder, or unset "
+                             f"(HF_HUB_OFFLINE=1) with no cached copy of it. Give a local {what} folder, or unset "
                              "HF_HUB_OFFLINE to download it.")
+
+
+def check_device(device: str | None, flag: str = "--device") -> None:
+    """Fail early for a device torch cannot use here: not a device name, or CUDA / MPS that this machine lacks."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise InputError(f"{flag} {device!r} is not a device; use cpu, cuda, cuda:N or mps.") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise InputError(f"{flag} {device}: torch sees no CUDA GPU here (torch.cuda.is_available() is False); "
+                             f"use {flag} cpu, or install a CUDA build of torch.")
+        if dev.index is not None and dev.index >= count:
+            raise InputError(f"{flag} {device}: torch sees {count} CUDA GPU(s), numbered 0-{count - 1}.")
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError(f"{flag} mps: the Apple MPS backend is not available here; use {flag} cpu.")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise InputError(f"{flag} {device}: hf_cse runs on cpu, cuda or mps.")

@@ -29,7 +29,6 @@ method modules import each other, which ``trust_remote_code`` folders cannot hol
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 import logging
@@ -46,7 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .model_card import ModelCardError, read_eval_results, render_model_card, resolve_base_model
+from .model_card import read_eval_results, render_model_card, resolve_base_model
 
 logger = logging.getLogger(__name__)
 
@@ -99,26 +98,70 @@ def _load_model(model_or_path):
     return model
 
 
-def _load_tokenizer(tokenizer, model_or_path, model):
-    """The tokenizer: given, or saved with the checkpoint, or the base encoder's."""
+def _model_tokenizer(model_or_path, model) -> tuple[Any, str | None, list[str]]:
+    """The tokenizer saved with the checkpoint, else the base encoder's: ``(tokenizer, its name, errors)``."""
     from transformers import AutoTokenizer
 
-    if tokenizer is not None and not isinstance(tokenizer, (str, Path)):
-        return tokenizer
-    candidates = [tokenizer] if tokenizer is not None else []
-    if isinstance(model_or_path, (str, Path)):
-        candidates.append(model_or_path)
+    candidates = [model_or_path] if isinstance(model_or_path, (str, Path)) else []
     candidates += [model.config.base_encoder, getattr(model.encoder.config, "_name_or_path", None)]
     errors = []
     for name in dict.fromkeys(str(c) for c in candidates if c):
         try:
-            return AutoTokenizer.from_pretrained(name)
+            return AutoTokenizer.from_pretrained(name), name, errors
         except (OSError, ValueError) as err:
             errors.append(f"{name}: {type(err).__name__}")
-    raise ExportError(
-        f"no tokenizer found for the export (tried {', '.join(errors) or 'nothing'}). Pass tokenizer= "
-        "(an object or a folder/Hub id), e.g. the encoder the model was trained from."
-    )
+    return None, None, errors
+
+
+def _load_tokenizer(tokenizer, model_or_path, model):
+    """The tokenizer: the one given (an object, or a folder / Hub id that must load: no silent fall-back), else the
+    checkpoint's, else the base encoder's; checked against the encoder (:func:`check_tokenizer_fits`)."""
+    from transformers import AutoTokenizer
+
+    if tokenizer is None:
+        tok, _, errors = _model_tokenizer(model_or_path, model)
+        if tok is None:
+            raise ExportError(
+                f"no tokenizer found for the export (tried {', '.join(errors) or 'nothing'}). Pass tokenizer= "
+                "(an object or a folder/Hub id), e.g. the encoder the model was trained from."
+            )
+        check_tokenizer_fits(tok, model.encoder)
+        return tok
+    if not isinstance(tokenizer, (str, Path)):
+        check_tokenizer_fits(tokenizer, model.encoder)
+        return tokenizer
+    try:
+        tok = AutoTokenizer.from_pretrained(str(tokenizer))
+    except (OSError, ValueError) as err:
+        raise ExportError(f"tokenizer {tokenizer} could not be loaded ({type(err).__name__}: {err}); give a folder "
+                          "holding a saved tokenizer or a Hub id, or leave it out to use the checkpoint's.") from err
+    reference, reference_name, _ = _model_tokenizer(model_or_path, model)
+    check_tokenizer_fits(tok, model.encoder, reference, reference_name)
+    return tok
+
+
+def check_tokenizer_fits(tokenizer, encoder, reference=None, reference_name: str | None = None) -> None:
+    """Refuse a tokenizer made for another model (its ids would read the wrong embedding rows, silently): more tokens
+    than the encoder's embedding matrix has rows, a padding / begin / end id other than the encoder config's, or
+    (with ``reference``, the tokenizer saved with the model) another token -> id mapping."""
+    rows = encoder.get_input_embeddings().num_embeddings
+    fix = "use the tokenizer the model was trained with (leave the tokenizer out to take the checkpoint's)"
+    if len(tokenizer) > rows:
+        raise ExportError(f"the tokenizer has {len(tokenizer)} tokens but the encoder's embedding matrix only {rows} "
+                          f"rows, so it belongs to another model; {fix}.")
+    for attr in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        want, got = getattr(encoder.config, attr, None), getattr(tokenizer, attr, None)
+        if isinstance(want, int) and isinstance(got, int) and want != got:
+            raise ExportError(f"the tokenizer's {attr} is {got} but the encoder's config says {want}, so it belongs "
+                              f"to another model; {fix}.")
+    if reference is None:
+        return
+    vocab, expected = tokenizer.get_vocab(), reference.get_vocab()
+    moved = sorted((t for t, i in expected.items() if vocab.get(t) != i), key=expected.get)  # added tokens are fine
+    if moved:
+        raise ExportError(f"the tokenizer's vocabulary differs from the one the model was saved with "
+                          f"({reference_name}): {len(moved)} of its {len(expected)} tokens are missing or have another "
+                          f"id (e.g. {moved[0]!r}: {vocab.get(moved[0])} instead of {expected[moved[0]]}); {fix}.")
 
 
 def encoder_max_length(encoder_config, cap: int | None = MAX_EXPORT_LENGTH) -> int | None:
@@ -576,48 +619,12 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
 
 
 # --------------------------------------------------------------------------------------------- CLI
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="hf-cse-export",
-        description="Export an hf_cse checkpoint as a sentence-transformers model with a model card "
-                    "(optionally pushed to the Hugging Face Hub).",
-    )
-    p.add_argument("checkpoint", help="hf_cse checkpoint folder (run_unsup.py's output_dir) or Hub id")
-    p.add_argument("out_dir", help="folder to write the sentence-transformers model to")
-    p.add_argument("--keep_projector", action="store_true", help="keep the training-only projection head")
-    p.add_argument("--overwrite", action="store_true", help="replace out_dir if it is not empty")
-    p.add_argument("--eval_results", help="results.json written by run_eval.py (scores for the card)")
-    p.add_argument("--training_info", help=f"training info JSON (default: CHECKPOINT/{TRAINING_INFO_FILE} if present)")
-    p.add_argument("--tokenizer", help="tokenizer folder or Hub id (default: the checkpoint's)")
-    p.add_argument("--max_seq_length", type=int, help="truncation length (default: the encoder's limit, <= 512)")
-    p.add_argument("--push_to_hub", metavar="REPO", help="push the export to this Hub repo (user/name)")
-    p.add_argument("--private", action="store_true", help="create the Hub repo as private")
-    p.add_argument("--token", help="Hub token (default: the stored login or HF_TOKEN)")
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    try:
-        if args.training_info:
-            info = json.loads(Path(args.training_info).read_text(encoding="utf-8"))
-        else:
-            info = read_training_info(args.checkpoint) if Path(args.checkpoint).is_dir() else None
-        out = to_sentence_transformer(
-            args.checkpoint, args.out_dir, tokenizer=args.tokenizer, keep_projector=args.keep_projector,
-            max_seq_length=args.max_seq_length, overwrite=args.overwrite, eval_results=args.eval_results,
-            training_info=info, repo_id=args.push_to_hub,
-        )
-        print(f"sentence-transformers model written to {out}")
-        if args.push_to_hub:
-            url = push_export(out, args.push_to_hub, token=args.token, private=args.private)
-            print(f"pushed to {url}")
-    except (ExportError, HubPushError, ModelCardError, FileExistsError, FileNotFoundError) as err:
-        print(f"hf-cse-export: error: {err}", file=sys.stderr)
-        raise SystemExit(1) from None
-    return 0
+    """``hf-cse-export`` / ``python -m hf_cse.export`` (the command line lives in :mod:`hf_cse.export_cli`)."""
+    from .export_cli import main as cli_main
+
+    return cli_main(argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -118,7 +118,7 @@ def test_bad_inputs(setup, tmp_path, capsys):
     code, err = run_cli(
         capsys, "--model_name_or_path", str(tmp_path / "nope"), "--senteval_data_dir", str(se)
     )
-    assert code != 0 and "does not exist" in err and str(tmp_path / "nope") in err
+    assert code != 0 and "no such folder" in err and str(tmp_path / "nope") in err
     code, err = run_cli(
         capsys,
         "--model_name_or_path",

@@ -417,18 +417,14 @@ def test_cli_exports_a_saved_checkpoint_with_its_training_info(tiny_bert_dir, to
     card = (out / "README.md").read_text()
     assert "| Training sentences | 321 |" in card and "| `learning_rate` | 7e-06 |" in card and "76.85" in card
     # non-empty output without --overwrite: exit code 1 and a one-line message (checked before loading anything)
-    with pytest.raises(SystemExit) as err:
-        main([str(ckpt), str(out)])
-    assert err.value.code == 1
+    assert main([str(ckpt), str(out)]) == 1
     assert re.search(r"hf-cse-export: error: .*not empty.*--overwrite", capsys.readouterr().err)
 
 
 def test_cli_rejects_a_folder_that_is_not_an_hf_cse_checkpoint(tiny_bert_dir, tmp_path, capsys):
     from hf_cse.export import main
 
-    with pytest.raises(SystemExit) as err:
-        main([str(tiny_bert_dir), str(tmp_path / "st")])
-    assert err.value.code == 1
+    assert main([str(tiny_bert_dir), str(tmp_path / "st")]) == 1
     assert "not an hf_cse checkpoint" in capsys.readouterr().err
 
 

@@ -8,6 +8,11 @@ sorted by ``(length in tokens, label)`` before the folds are drawn), so fold ass
 Encodings follow SentEval's readers (STS/SST/MRPC/SICK: UTF-8, MR/CR/SUBJ/MPQA/TREC: Latin-1); a UTF-8
 file that does not decode falls back to Latin-1 instead of failing.
 
+Local files are checked row by row (:mod:`.rowcheck`): the column count of SentEval's format, gold scores that are
+finite numbers in the task's range (``SCORE_RANGES``), labels, non-empty sentences; a bad row raises
+``SentEvalDataError`` naming the file and the line. What SentEval itself does is kept: STS12-16 pairs with an
+empty gold line are not scored, and empty lines of MR/CR/SUBJ/MPQA are samples (CR and MPQA have a few).
+
 Parsed data are cached per ``(data_dir, source, task, split)`` in a module-level ``lru_cache`` so the
 trainer's repeated dev evaluations read the files once.
 """
@@ -20,6 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from . import rowcheck as check
+from .hub_data import HUB_DATASETS, hub_load
+from .rowcheck import SentEvalDataError
 
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 STS_TASKS = STS_YEARS + ("STSBenchmark", "SICKRelatedness")
@@ -41,52 +50,9 @@ _GET_DATA_HINT = (
     "--senteval_data_dir, or read the tasks from the Hugging Face Hub with --senteval_source hub."
 )
 
-# Hub data sets used by source="hub" (repo id, config, {our split: hub split(s)}, column names).
-# They were chosen to match SentEval's sets as closely as the Hub allows; the ones that differ are noted.
-# Override an entry by assigning to HUB_DATASETS[task] before loading.
-HUB_DATASETS: dict[str, dict] = {
-    "STS12": {"repo": "mteb/sts12-sts", "splits": {"test": ["test"]}},
-    "STS13": {"repo": "mteb/sts13-sts", "splits": {"test": ["test"]}},
-    "STS14": {"repo": "mteb/sts14-sts", "splits": {"test": ["test"]}},
-    "STS15": {"repo": "mteb/sts15-sts", "splits": {"test": ["test"]}},
-    "STS16": {"repo": "mteb/sts16-sts", "splits": {"test": ["test"]}},
-    "STSBenchmark": {
-        "repo": "mteb/stsbenchmark-sts",
-        "splits": {"train": ["train"], "dev": ["validation"], "test": ["test"]},
-    },
-    # SICK with SentEval's train / trial (= dev) / test split (mteb/sickr-sts is the whole of SICK).
-    "SICKRelatedness": {
-        "repo": "RobZamp/sick",
-        "splits": {"train": ["train"], "dev": ["validation"], "test": ["test"]},
-        "columns": ("sentence_A", "sentence_B", "relatedness_score"),
-    },
-    "MR": {
-        "repo": "cornell-movie-review-data/rotten_tomatoes",
-        "splits": {"all": ["train", "validation", "test"]},
-    },
-    "CR": {"repo": "SetFit/SentEval-CR", "splits": {"all": ["train", "test"]}},
-    "SUBJ": {"repo": "SetFit/subj", "splits": {"all": ["train", "test"]}},
-    "MPQA": {"repo": "SetFit/mpqa", "splits": {"all": ["train", "test"]}},
-    # Sentence-level SST-2 (6,920 train sentences); SentEval trains on the 67,349 phrase-level set.
-    "SST2": {"repo": "SetFit/sst2", "splits": {"train": ["train"], "dev": ["validation"], "test": ["test"]}},
-    "TREC": {
-        "repo": "CogComp/trec",
-        "splits": {"train": ["train"], "test": ["test"]},
-        "columns": ("text", "coarse_label"),
-    },
-    # SentEval's MRPC train (4,076 pairs) = GLUE train + validation.
-    "MRPC": {
-        "repo": "SetFit/mrpc",
-        "splits": {"train": ["train", "validation"], "test": ["test"]},
-        "columns": ("text1", "text2", "label"),
-    },
-}
-
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
-
-
-class SentEvalDataError(FileNotFoundError):
-    """A task's data file is missing (the message names the task, the path and where to get the data)."""
+# Gold-score ranges: STS12-16 and STS-B are scored 0-5, SICK relatedness 1-5.
+SCORE_RANGES = {**{t: (0.0, 5.0) for t in STS_YEARS}, "STSBenchmark": (0.0, 5.0), "SICKRelatedness": (1.0, 5.0)}
 
 
 @dataclass(frozen=True)
@@ -182,35 +148,50 @@ def _sentence_pairs(a, b, y) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarr
 def _local_sts_year(task: str, data_dir: Path) -> dict[str, STSPairs]:
     folder = data_dir / "STS" / f"{task}-en-test"
     out: dict[str, STSPairs] = {}
+    low, high = SCORE_RANGES[task]
     for subset in STS_SUBSETS[task]:
-        inp = read_lines(_require(task, folder / f"STS.input.{subset}.txt"))
-        gold = read_lines(_require(task, folder / f"STS.gs.{subset}.txt"))
+        inp_path, gold_path = folder / f"STS.input.{subset}.txt", folder / f"STS.gs.{subset}.txt"
+        inp = read_lines(_require(task, inp_path))
+        gold = read_lines(_require(task, gold_path))
         if len(inp) != len(gold):
-            raise ValueError(f"{task}/{subset}: {len(inp)} sentence pairs but {len(gold)} gold lines.")
+            raise SentEvalDataError(f"{task}/{subset}: {len(inp)} sentence pairs in {inp_path} but {len(gold)} gold "
+                                    f"lines in {gold_path} (one per pair); get both files again.")
         a, b, y = [], [], []
-        for line, score in zip(inp, gold):
-            if score.strip() == "":  # pair not scored
+        for lineno, (line, score) in enumerate(zip(inp, gold), 1):
+            s1, s2 = check.columns(inp_path, lineno, line, ("sentence1", "sentence2"))
+            if score.strip() == "":  # pair not scored; SentEval drops it
                 continue
-            s1, s2 = line.split("\t")[:2]
-            a.append(s1)
-            b.append(s2)
-            y.append(float(score))
+            a.append(check.sentence(inp_path, lineno, s1, "sentence1"))
+            b.append(check.sentence(inp_path, lineno, s2, "sentence2"))
+            y.append(check.score(gold_path, lineno, score, low, high))
         out[subset] = STSPairs(*_sentence_pairs(a, b, y))
     return out
 
 
-def _local_stsb(data_dir: Path, split: str) -> STSPairs:
-    path = _require("STSBenchmark", data_dir / "STS" / "STSBenchmark" / f"sts-{split}.csv")
+# SentEval's get_transfer_data.bash keeps the first 7 columns of the original STS-B files.
+_STSB_COLUMNS = ("genre", "file", "year", "id", "score", "sentence1", "sentence2")
+_SICK_COLUMNS = ("pair_ID", "sentence_A", "sentence_B", "relatedness_score", "entailment_judgment")
+
+
+def _scored_pairs(task: str, path: Path, names: tuple[str, ...], skip_header: bool) -> STSPairs:
+    """Rows of a tab-separated file with a score and two sentences (STS-B, SICK), checked."""
+    i_score, i_a, i_b = (4, 5, 6) if names == _STSB_COLUMNS else (3, 1, 2)
+    low, high = SCORE_RANGES[task]
     a, b, y = [], [], []
     # Tab-separated, no quoting (like csv.QUOTE_NONE): sentences contain unbalanced quote characters.
-    for line in read_lines(path):
-        if not line.strip():
+    for lineno, line in enumerate(read_lines(path), 1):
+        if (skip_header and lineno == 1) or not line.strip():
             continue
-        cols = line.strip().split("\t")
-        y.append(float(cols[4]))
-        a.append(cols[5])
-        b.append(cols[6])
+        cols = check.columns(path, lineno, line, names)
+        y.append(check.score(path, lineno, cols[i_score], low, high))
+        a.append(check.sentence(path, lineno, cols[i_a], names[i_a]))
+        b.append(check.sentence(path, lineno, cols[i_b], names[i_b]))
     return STSPairs(*_sentence_pairs(a, b, y))
+
+
+def _local_stsb(data_dir: Path, split: str) -> STSPairs:
+    path = _require("STSBenchmark", data_dir / "STS" / "STSBenchmark" / f"sts-{split}.csv")
+    return _scored_pairs("STSBenchmark", path, _STSB_COLUMNS, skip_header=False)
 
 
 _SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
@@ -218,40 +199,11 @@ _SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK
 
 def _local_sick(data_dir: Path, split: str) -> STSPairs:
     path = _require("SICKRelatedness", data_dir / "SICK" / _SICK_FILES[split])
-    a, b, y = [], [], []
-    for line in read_lines(path)[1:]:  # header
-        if not line.strip():
-            continue
-        cols = line.strip().split("\t")
-        a.append(cols[1])
-        b.append(cols[2])
-        y.append(float(cols[3]))
-    return STSPairs(*_sentence_pairs(a, b, y))
-
-
-def _hub_load(task: str, split: str):
-    """Rows of a Hub data set for one of our splits (several Hub splits are concatenated)."""
-    try:
-        import datasets
-    except ImportError as err:  # pragma: no cover
-        raise ImportError(
-            "--senteval_source hub needs the `datasets` package (pip install datasets)."
-        ) from err
-    spec = HUB_DATASETS[task]
-    if split not in spec["splits"]:
-        raise ValueError(
-            f"{task}: split {split!r} is not available from the Hub data set {spec['repo']} "
-            f"(available: {', '.join(spec['splits'])})."
-        )
-    parts = [
-        datasets.load_dataset(spec["repo"], spec.get("config"), split=hub_split)
-        for hub_split in spec["splits"][split]
-    ]
-    return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
+    return _scored_pairs("SICKRelatedness", path, _SICK_COLUMNS, skip_header=True)
 
 
 def _hub_sts(task: str, split: str) -> STSPairs:
-    ds = _hub_load(task, split)
+    ds = hub_load(task, split)
     c1, c2, cs = HUB_DATASETS[task].get("columns", ("sentence1", "sentence2", "score"))
     return STSPairs(*_sentence_pairs(ds[c1], ds[c2], [float(s) for s in ds[cs]]))
 
@@ -299,7 +251,7 @@ def _sorted_by_length(sentences, labels) -> LabelledSentences:
 
 
 def _hub_labelled(task: str, split: str) -> tuple[list[str], list[int]]:
-    ds = _hub_load(task, split)
+    ds = hub_load(task, split)
     c_text, c_label = HUB_DATASETS[task].get("columns", ("text", "label"))
     return list(ds[c_text]), [int(v) for v in ds[c_label]]
 
@@ -315,6 +267,10 @@ def load_binary(task: str, data_dir=None, source: str = "local") -> LabelledSent
     root = _check_dir(data_dir) / folder
     pos = read_lines(_require(task, root / pos_name), "latin-1")
     neg = read_lines(_require(task, root / neg_name), "latin-1")
+    for name, lines in ((pos_name, pos), (neg_name, neg)):
+        if not any(line.strip() for line in lines):  # empty lines are samples (SentEval), an empty file is not data
+            raise SentEvalDataError(f"{task}: {root / name} holds no sentence; get the file again with SentEval's "
+                                    "data/downstream/get_transfer_data.bash.")
     return _sorted_by_length(pos + neg, [1] * len(pos) + [0] * len(neg))
 
 
@@ -329,12 +285,12 @@ def load_sst2(data_dir=None, source: str = "local") -> dict[str, LabelledSentenc
             continue
         path = _require("SST2", _check_dir(data_dir) / "SST" / "binary" / f"sentiment-{split}")
         sents, labels = [], []
-        for line in read_lines(path):
+        for lineno, line in enumerate(read_lines(path), 1):
             if not line.strip():
                 continue
-            text, label = line.strip().split("\t")
-            sents.append(text)
-            labels.append(int(label))
+            text, label = check.columns(path, lineno, line, ("sentence", "label"))
+            sents.append(check.sentence(path, lineno, text))
+            labels.append(check.label(path, lineno, label, ("0", "1")))
         out[split] = _sorted_by_length(sents, labels)
     return out
 
@@ -350,12 +306,15 @@ def load_trec(data_dir=None, source: str = "local") -> dict[str, LabelledSentenc
             continue
         path = _require("TREC", _check_dir(data_dir) / "TREC" / fname)
         sents, labels = [], []
-        for line in read_lines(path, "latin-1"):
+        for lineno, line in enumerate(read_lines(path, "latin-1"), 1):
             if not line.strip():
                 continue
-            target, sample = line.strip().split(":", 1)
-            sents.append(sample.split(" ", 1)[1])
-            labels.append(TREC_CLASSES.index(target))
+            head, _, question = line.strip().partition(" ")  # "CLASS:fine question words"
+            target, colon, _ = head.partition(":")
+            if not colon:
+                raise check.row_error(path, lineno, f"expected 'CLASS:fine question', found no ':' in {head!r}")
+            labels.append(check.label(path, lineno, target, TREC_CLASSES))
+            sents.append(check.sentence(path, lineno, question, "question"))
         out[split] = _sorted_by_length(sents, labels)
     return out
 
@@ -367,19 +326,19 @@ def load_mrpc(data_dir=None, source: str = "local") -> dict[str, LabelledPairs]:
     out = {}
     for split in ("train", "test"):
         if source == "hub":
-            ds = _hub_load("MRPC", split)
+            ds = hub_load("MRPC", split)
             c1, c2, cl = HUB_DATASETS["MRPC"]["columns"]
             a, b, y = list(ds[c1]), list(ds[c2]), [int(v) for v in ds[cl]]
         else:
             path = _require("MRPC", _check_dir(data_dir) / "MRPC" / f"msr_paraphrase_{split}.txt")
             a, b, y = [], [], []
-            for line in read_lines(path)[1:]:  # header
-                if not line.strip():
+            for lineno, line in enumerate(read_lines(path), 1):
+                if lineno == 1 or not line.strip():  # header
                     continue
-                cols = line.strip().split("\t")
-                y.append(int(cols[0]))
-                a.append(cols[3])
-                b.append(cols[4])
+                cols = check.columns(path, lineno, line, ("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"))
+                y.append(check.label(path, lineno, cols[0], ("0", "1")))
+                a.append(check.sentence(path, lineno, cols[3], "#1 String"))
+                b.append(check.sentence(path, lineno, cols[4], "#2 String"))
         ta, tb = [s.split() for s in a], [s.split() for s in b]
         order = sorted(range(len(y)), key=lambda i: (len(ta[i]), len(tb[i]), y[i]))
         out[split] = LabelledPairs(

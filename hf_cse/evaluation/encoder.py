@@ -146,6 +146,11 @@ class SentenceEncoder:
             self._lower = False
             self._hf_model = getattr(model, "encoder", model) if self.kind == "hf_cse" else model
             default_max = _model_max_length(tokenizer, getattr(self._hf_model, "config", None))
+        if max_length is not None:
+            limit = _model_max_length(self.tokenizer, getattr(self._hf_model, "config", None))
+            if not 0 < int(max_length) <= limit:  # longer inputs would index past the position embeddings
+                raise ValueError(f"max_length must be in [1, {limit}] for this model (its position limit), got "
+                                 f"{max_length}; leave it out to use the model's limit.")
         self.max_length = int(max_length) if max_length else int(default_max)
         if device is None:
             try:

@@ -6,12 +6,17 @@ Plots:
   is better, coloured by the STS average when known (ImSimCSE Fig. 1 / SimCSE Fig. 2 style);
 * :func:`plot_cosine_buckets`: distribution of the predicted cosine of STS-B pairs grouped by gold score
   (0-1, 1-2, 2-3, 3-4, 4-5; DiffCSE Fig. 2 style).
+
+Every file is written to a temporary name and renamed into place, so an interrupted write never leaves a
+half-written ``results.json``; :func:`report_files` lists what an earlier evaluation left in a folder.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from pathlib import Path
 from typing import Sequence
 
@@ -49,11 +54,47 @@ def _jsonable(obj):
     return obj
 
 
-def write_json(obj, path) -> Path:
+def _partial_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.partial-{os.getpid()}")
+
+
+def write_text_atomic(path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename (readers see the old or the new file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_jsonable(obj), indent=2) + "\n")
+    tmp = _partial_name(path)
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
     return path
+
+
+def write_json(obj, path) -> Path:
+    return write_text_atomic(path, json.dumps(_jsonable(obj), indent=2) + "\n")
+
+
+def report_files(folder) -> list[Path]:
+    """The files and per-model folders a :func:`write_report` call left in ``folder`` (empty when none)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    names = ("results.json", "results.md", "align_uniform.png")
+    found = [folder / n for n in names if (folder / n).is_file()]
+    found += sorted(folder.glob("stsb_cosine_buckets*.png")) + sorted(folder.glob(".*.partial-*"))
+    found += sorted(d for d in folder.glob("model_*") if d.is_dir() and (d / "results.json").is_file())
+    return found
+
+
+def remove_report_files(folder) -> list[Path]:
+    """Delete what :func:`report_files` lists (a per-model folder only when nothing else is in it)."""
+    removed = report_files(folder)
+    for path in removed:
+        if path.is_dir():
+            (path / "results.json").unlink()
+            if not any(path.iterdir()):
+                shutil.rmtree(path)
+        else:
+            path.unlink()
+    return removed
 
 
 def short_name(name: str) -> str:
@@ -79,6 +120,9 @@ def markdown_report(results: Sequence[dict]) -> str:
     """Markdown tables of one or several models' results (papers' column order)."""
     out = ["# hf_cse evaluation", ""]
     names = [short_name(r.get("model", "?")) for r in results]
+    for n, r in zip(names, results):
+        if r.get("unfinished_tasks"):  # written while the evaluation runs; kept as is if it was interrupted
+            out += [f"**{n}: not finished**: no results yet for {', '.join(r['unfinished_tasks'])}.", ""]
     if any(t in r for r in results for t in STS_TASKS):
         agg = results[0].get("settings", {}).get("sts_aggregation", "all")
         mode = results[0].get("settings", {}).get("mode", "test")
@@ -165,8 +209,10 @@ def _save(fig, plt, path) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    tmp = _partial_name(path)
+    fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
+    os.replace(tmp, path)
     return path
 
 
@@ -200,30 +246,39 @@ def plot_cosine_buckets(cosine: np.ndarray, gold: np.ndarray, path, title: str |
 
 # --------------------------------------------------------------------------------------------- all
 def write_report(
-    results: Sequence[dict], output_dir, extras: Sequence[dict] | None = None
+    results: Sequence[dict],
+    output_dir,
+    extras: Sequence[dict] | None = None,
+    combined: bool | None = None,
+    plots: bool = True,
 ) -> dict[str, Path]:
     """Write results.json, results.md and the plots into ``output_dir``; several models also get one
     sub-folder each. ``extras[i]`` may hold ``{"stsb_cosine": ..., "stsb_gold": ...}`` for the bucket plot.
-    Returns the written paths."""
+    ``combined``: the several-models layout (``{"models": [...]}``), default when ``results`` has more than one;
+    pass it to keep that layout while only the first models are done. ``plots=False`` writes the text files only
+    (the quick update after each task). Returns the written paths."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
-    extras = list(extras or [{}] * len(results))
-    if len(results) == 1:
+    extras = list(extras or [])
+    extras += [{}] * (len(results) - len(extras))
+    if combined is None:
+        combined = len(results) > 1
+    if not combined:
         written["results.json"] = write_json(results[0], out / "results.json")
     else:
         written["results.json"] = write_json({"models": list(results)}, out / "results.json")
         for i, r in enumerate(results):
             sub = out / f"model_{i}_{short_name(r.get('model', str(i))).replace('/', '_')}"
             written[f"model_{i}/results.json"] = write_json(r, sub / "results.json")
-    md = out / "results.md"
-    md.write_text(markdown_report(results))
-    written["results.md"] = md
+    written["results.md"] = write_text_atomic(out / "results.md", markdown_report(results))
+    if not plots:
+        return written
     if any(r.get("alignment") is not None for r in results):
         written["align_uniform.png"] = plot_alignment_uniformity(results, out / "align_uniform.png")
     for i, (r, ex) in enumerate(zip(results, extras)):
         if ex.get("stsb_cosine") is not None:
-            fname = "stsb_cosine_buckets.png" if len(results) == 1 else f"stsb_cosine_buckets_{i}.png"
+            fname = f"stsb_cosine_buckets_{i}.png" if combined else "stsb_cosine_buckets.png"
             written[fname] = plot_cosine_buckets(
                 ex["stsb_cosine"], ex["stsb_gold"], out / fname, title=f"{short_name(r.get('model', ''))}"
             )

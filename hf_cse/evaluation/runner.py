@@ -12,14 +12,14 @@ Task names accepted by :func:`parse_tasks` (comma separated, order kept, duplica
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from .data import STS_TASKS, TRANSFER_TASKS
+from .data import STS_TASKS, TRANSFER_TASKS, load_sts
 from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
-from .sts import AGGREGATIONS, MODES, evaluate_sts, pairwise_cosine
-from .transfer import MRPC_FEATURES, evaluate_transfer
+from .sts import AGGREGATIONS, MODES, evaluate_sts, load_sts_tasks, pairwise_cosine, resolve_sts_tasks
+from .transfer import MRPC_FEATURES, evaluate_transfer, load_transfer_task
 
 GROUPS = {
     "sts": STS_TASKS,
@@ -67,6 +67,18 @@ def parse_tasks(spec: str | Sequence[str]) -> list[str]:
     return out
 
 
+def load_task_data(tasks: str | Sequence[str], data_dir=None, source: str = "local", mode: str = "test") -> None:
+    """Read every file ``tasks`` need, so a missing or malformed file (``SentEvalDataError``) or an unreachable Hub
+    data set fails before any encoding. The readers cache what they parse: the evaluation does not read twice."""
+    names = parse_tasks(tasks)
+    load_sts_tasks(resolve_sts_tasks([t for t in names if t in STS_TASKS], mode), data_dir, source, mode)
+    if "geometry" in names or "retrieval" in names:
+        load_sts("STSBenchmark", data_dir, "test", source)
+    for task in names:
+        if task in TRANSFER_TASKS:
+            load_transfer_task(task, data_dir, source)
+
+
 class _MemoEncode:
     """Remembers embeddings by text within one run (STS-B is used by STS, geometry and retrieval)."""
 
@@ -93,6 +105,7 @@ def evaluate(
     mode: str = "test",
     sts_aggregation: str = "all",
     mrpc_features: str = "senteval",
+    on_progress: Callable[[dict], None] | None = None,
 ) -> tuple[dict, dict]:
     """Run ``tasks`` on ``encoder`` (a ``SentenceEncoder``).
 
@@ -100,6 +113,10 @@ def evaluate(
     ``SICKRelatedness``, ``avg``; transfer keys ``MR`` ... ``MRPC``, ``transfer_avg``; ``alignment``,
     ``uniformity``; ``R@1``/``R@5``/``R@10``; ``details``, ``settings``, ``timing``); ``extras`` holds
     arrays for plots (``stsb_cosine``, ``stsb_gold``).
+
+    ``on_progress(partial)`` is called after the STS tasks (scored together), after geometry / retrieval and
+    after each transfer task, with the results so far and ``unfinished_tasks`` listing the rest (run_eval.py
+    saves it, so an interruption keeps every finished task).
     """
     if mode not in MODES:
         raise ValueError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODES)}.")
@@ -114,6 +131,27 @@ def evaluate(
     timing: dict = {}
     extras: dict = {}
     memo = _MemoEncode(encoder.encode)
+    settings = {
+        **describe,
+        "tasks": names,
+        "mode": mode,
+        "sts_aggregation": sts_aggregation,
+        "mrpc_features": mrpc_features,
+        "senteval_source": source,
+        "senteval_data_dir": None if data_dir is None else str(data_dir),
+        "sts_metric": "Spearman x 100 of cosine similarity",
+        "transfer_metric": "accuracy x 100" + (" (dev)" if mode == "dev" else " (test)"),
+    }
+    finished: set[str] = set()
+
+    def assemble(unfinished: list[str] | None = None) -> dict:
+        out = {**results, "details": details, "settings": settings, "timing": timing}
+        return {**out, "unfinished_tasks": unfinished} if unfinished else out
+
+    def done(*tasks_done: str) -> None:
+        finished.update(tasks_done)
+        if on_progress is not None:
+            on_progress(assemble([t for t in names if t not in finished]))
 
     sts_tasks = [t for t in names if t in STS_TASKS]
     if sts_tasks:
@@ -129,6 +167,7 @@ def evaluate(
                 preds["STSBenchmark"]["gold"],
             )
         timing["sts_seconds"] = round(time.perf_counter() - t0, 2)
+        done(*sts_tasks)
 
     if "geometry" in names or "retrieval" in names:
         t0 = time.perf_counter()
@@ -146,26 +185,20 @@ def evaluate(
             n = len(pairs)
             extras["stsb_cosine"], extras["stsb_gold"] = pairwise_cosine(emb[:n], emb[n:]), pairs.scores
         timing["geometry_retrieval_seconds"] = round(time.perf_counter() - t0, 2)
+        done("geometry", "retrieval")
 
     transfer_tasks = [t for t in names if t in TRANSFER_TASKS]
     if transfer_tasks:
         t0 = time.perf_counter()
-        tr = evaluate_transfer(encoder, transfer_tasks, data_dir, source, mode, mrpc_features)
+
+        def transfer_done(task: str, task_details: dict) -> None:
+            details.setdefault("transfer", {})[task] = task_details
+            results[task] = task_details["score"]
+            done(task)
+
+        tr = evaluate_transfer(encoder, transfer_tasks, data_dir, source, mode, mrpc_features, transfer_done)
         details["transfer"] = tr.pop("details")
         results.update(tr)
         timing["transfer_seconds"] = round(time.perf_counter() - t0, 2)
 
-    results["details"] = details
-    results["settings"] = {
-        **describe,
-        "tasks": names,
-        "mode": mode,
-        "sts_aggregation": sts_aggregation,
-        "mrpc_features": mrpc_features,
-        "senteval_source": source,
-        "senteval_data_dir": None if data_dir is None else str(data_dir),
-        "sts_metric": "Spearman x 100 of cosine similarity",
-        "transfer_metric": "accuracy x 100" + (" (dev)" if mode == "dev" else " (test)"),
-    }
-    results["timing"] = timing
-    return results, extras
+    return assemble(), extras

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -434,6 +434,17 @@ def _embed(encode, *sentence_lists):
     return [emb[[index[s] for s in sents]] for sents in sentence_lists]
 
 
+def load_transfer_task(task: str, data_dir=None, source: str = "local"):
+    """The parsed (and checked) data of one transfer task; cached by the readers, so reading them up front costs
+    nothing later."""
+    if task in ("MR", "CR", "SUBJ", "MPQA"):
+        return load_binary(task, data_dir, source)
+    loaders = {"SST2": load_sst2, "TREC": load_trec, "MRPC": load_mrpc}
+    if task not in loaders:
+        raise ValueError(f"Unknown transfer task {task!r}. Valid transfer tasks: {', '.join(TRANSFER_TASKS)}.")
+    return loaders[task](data_dir, source)
+
+
 def run_transfer_task(
     encode, task: str, data_dir=None, source: str = "local", mode: str = "test", mrpc_feature_set="senteval"
 ) -> dict:
@@ -443,13 +454,12 @@ def run_transfer_task(
         raise ValueError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODE_CONFIGS)}.")
     config = MODE_CONFIGS[mode]
     t0 = time.perf_counter()
+    data = load_transfer_task(task, data_dir, source)
     if task in ("MR", "CR", "SUBJ", "MPQA"):
-        data = load_binary(task, data_dir, source)
         (X,) = _embed(encode, data.sentences)
         t1 = time.perf_counter()
         out = inner_kfold_classifier(X, data.labels, 2, config)
     elif task == "SST2":
-        data = load_sst2(data_dir, source)
         Xtr, Xdev, Xte = _embed(
             encode, data["train"].sentences, data["dev"].sentences, data["test"].sentences
         )
@@ -458,14 +468,12 @@ def run_transfer_task(
             Xtr, data["train"].labels, Xdev, data["dev"].labels, Xte, data["test"].labels, 2, config
         )
     elif task == "TREC":
-        data = load_trec(data_dir, source)
         Xtr, Xte = _embed(encode, data["train"].sentences, data["test"].sentences)
         t1 = time.perf_counter()
         out, _ = kfold_classifier(
             Xtr, data["train"].labels, Xte, data["test"].labels, len(TREC_CLASSES), config
         )
     elif task == "MRPC":
-        data = load_mrpc(data_dir, source)
         tr, te = data["train"], data["test"]
         ua, ub, va, vb = _embed(encode, tr.sentences1, tr.sentences2, te.sentences1, te.sentences2)
         t1 = time.perf_counter()
@@ -475,10 +483,6 @@ def run_transfer_task(
 
         out["f1"] = float(round(100 * f1_score(te.labels, yhat), 2))
         out["features"] = mrpc_feature_set
-    else:
-        raise ValueError(
-            f"Unknown transfer task {task!r}. Valid transfer tasks: {', '.join(TRANSFER_TASKS)}."
-        )
     out["score"] = out["devacc"] if mode == "dev" else out["testacc"]
     out["encode_seconds"] = round(t1 - t0, 2)
     out["classifier_seconds"] = round(time.perf_counter() - t1, 2)
@@ -493,9 +497,11 @@ def evaluate_transfer(
     source: str = "local",
     mode: str = "test",
     mrpc_feature_set: str = "senteval",
+    after_task: Callable[[str, dict], None] | None = None,
 ) -> dict:
     """Accuracy x 100 of each transfer task and their mean: ``{"MR": ..., ..., "transfer_avg": ...,
-    "details": {task: {...}}}`` (test accuracy; dev accuracy in ``mode="dev"``)."""
+    "details": {task: {...}}}`` (test accuracy; dev accuracy in ``mode="dev"``). ``after_task(task, details)`` is
+    called as each task finishes (e.g. to save it)."""
     tasks = resolve_transfer_tasks(tasks)
     if mrpc_feature_set not in MRPC_FEATURES:
         raise ValueError(f"Unknown MRPC features {mrpc_feature_set!r}. Valid: {', '.join(MRPC_FEATURES)}.")
@@ -505,6 +511,8 @@ def evaluate_transfer(
     for task in tasks:
         details[task] = run_transfer_task(encode, task, data_dir, source, mode, mrpc_feature_set)
         results[task] = details[task]["score"]
+        if after_task is not None:
+            after_task(task, details[task])
     if tasks:
         results["transfer_avg"] = float(np.mean([results[t] for t in tasks]))
     results["details"] = details

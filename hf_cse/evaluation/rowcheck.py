@@ -1,0 +1,61 @@
+"""Checked reading of SentEval's rows: a malformed row fails with one :class:`SentEvalDataError` that names the
+file and the line, instead of being read with shifted columns, scored as nan, or ending in an IndexError.
+
+Line numbers are 1-based lines of the file as a text editor shows them (a header counts as line 1).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+FIX = "fix or remove that line, or get the file again with SentEval's data/downstream/get_transfer_data.bash"
+
+
+class SentEvalDataError(FileNotFoundError, ValueError):
+    """A task's data file is missing or malformed; the message names the task or file (and line) and the fix.
+
+    A ``FileNotFoundError`` for a missing file and a ``ValueError`` for a malformed one, so callers catching either
+    see it."""
+
+
+def row_error(path: Path | str, lineno: int, problem: str) -> SentEvalDataError:
+    return SentEvalDataError(f"{path}, line {lineno}: {problem}; {FIX}.")
+
+
+def columns(path: Path | str, lineno: int, line: str, names: Sequence[str], sep: str = "\t") -> list[str]:
+    """``line`` split on ``sep``; exactly one column per name (an extra column would shift every later one)."""
+    cols = line.split(sep)
+    if len(cols) != len(names):
+        what = "tab-separated" if sep == "\t" else f"{sep!r}-separated"
+        raise row_error(path, lineno, f"expected {len(names)} {what} columns ({', '.join(names)}), found {len(cols)}")
+    return cols
+
+
+def sentence(path: Path | str, lineno: int, text: str, name: str = "sentence") -> str:
+    """The sentence, which must hold at least one non-blank character."""
+    if not text.split():
+        raise row_error(path, lineno, f"{name} is empty")
+    return text
+
+
+def score(path: Path | str, lineno: int, text: str, low: float, high: float) -> float:
+    """A gold similarity score: a finite number in ``[low, high]``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise row_error(path, lineno, f"gold score {text.strip()!r} is not a number") from None
+    if not math.isfinite(value):
+        raise row_error(path, lineno, f"gold score {text.strip()!r} is not a finite number")
+    if not low <= value <= high:
+        raise row_error(path, lineno, f"gold score {value:g} is outside the task's range {low:g}-{high:g}")
+    return value
+
+
+def label(path: Path | str, lineno: int, text: str, allowed: Sequence[str]) -> int:
+    """The index of ``text`` (stripped) in ``allowed``."""
+    value = text.strip()
+    if value not in allowed:
+        raise row_error(path, lineno, f"label {value!r} is not one of {', '.join(allowed)}")
+    return list(allowed).index(value)

@@ -1,0 +1,90 @@
+"""The ``hf-cse-export`` command (``python -m hf_cse.export``): export an hf_cse checkpoint as a sentence-transformers
+model with a model card, optionally pushed to the Hub. Every input (checkpoint, output folder, tokenizer, JSON files)
+is checked before the model is loaded; a foreseeable failure is one line naming the problem and the fix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from .cli import InputError, check_model_source, run_cli
+from .export import TRAINING_INFO_FILE, _check_target, push_export, to_sentence_transformer
+from .model_card import read_eval_results
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hf-cse-export",
+        description="Export an hf_cse checkpoint as a sentence-transformers model with a model card "
+                    "(optionally pushed to the Hugging Face Hub).",
+    )
+    p.add_argument("checkpoint", help="hf_cse checkpoint folder (run_unsup.py's output_dir) or Hub id")
+    p.add_argument("out_dir", help="folder to write the sentence-transformers model to")
+    p.add_argument("--keep_projector", action="store_true", help="keep the training-only projection head")
+    p.add_argument("--overwrite", action="store_true", help="replace out_dir if it is not empty")
+    p.add_argument("--eval_results", help="results.json written by run_eval.py (scores for the card)")
+    p.add_argument("--training_info", help=f"training info JSON (default: CHECKPOINT/{TRAINING_INFO_FILE} if present)")
+    p.add_argument("--tokenizer", help="tokenizer folder or Hub id (default: the checkpoint's)")
+    p.add_argument("--max_seq_length", type=int, help="truncation length (default: the encoder's limit, <= 512)")
+    p.add_argument("--push_to_hub", metavar="REPO", help="push the export to this Hub repo (user/name)")
+    p.add_argument("--private", action="store_true", help="create the Hub repo as private")
+    p.add_argument("--token", help="Hub token (default: the stored login or HF_TOKEN)")
+    return p
+
+
+def _read_json_object(path: str | Path, what: str) -> dict[str, Any]:
+    """A JSON file holding an object, or one line saying what is wrong with it."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise InputError(f"{what} {path}: no such file." if not path.exists() else f"{what} {path} is a folder; "
+                         "give the JSON file.")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{what} {path} is not a UTF-8 text file; give the JSON file run_unsup.py wrote.") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{what} {path} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); "
+                         "fix it or give the JSON file run_unsup.py wrote.") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{what} {path} must hold a JSON object ({{...}}), not a {type(data).__name__}.")
+    return data
+
+
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")  # what save_pretrained writes for a tokenizer
+
+
+def export_from_args(argv: list[str] | None = None) -> int:
+    """The command line's work; every input is checked before the model is loaded."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    check_model_source(args.checkpoint, "CHECKPOINT")
+    _check_target(Path(args.out_dir).expanduser(), args.overwrite)
+    if args.tokenizer:
+        check_model_source(args.tokenizer, "--tokenizer", markers=TOKENIZER_FILES, what="tokenizer")
+    if args.training_info:
+        info = _read_json_object(args.training_info, "--training_info")
+    elif (Path(args.checkpoint) / TRAINING_INFO_FILE).is_file():
+        info = _read_json_object(Path(args.checkpoint) / TRAINING_INFO_FILE, "the checkpoint's")
+    else:
+        info = None
+    eval_results = read_eval_results(args.eval_results)
+    out = to_sentence_transformer(
+        args.checkpoint, args.out_dir, tokenizer=args.tokenizer, keep_projector=args.keep_projector,
+        max_seq_length=args.max_seq_length, overwrite=args.overwrite, eval_results=eval_results or None,
+        training_info=info, repo_id=args.push_to_hub,
+    )
+    print(f"sentence-transformers model written to {out}")
+    if args.push_to_hub:
+        url = push_export(out, args.push_to_hub, token=args.token, private=args.private)
+        print(f"pushed to {url}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``hf-cse-export`` / ``python -m hf_cse.export``: a foreseeable failure is one line on stderr naming the
+    problem and the fix, exit code 1 (``HF_CSE_DEBUG=1`` shows the traceback)."""
+    return run_cli(lambda: export_from_args(argv), "hf-cse-export")
+

@@ -1,0 +1,120 @@
+"""Bad input to `python run_eval.py` and `python -m hf_cse.export`, as a user types it: exit code 1 and stderr is one
+line that starts with the program's name and names the problem (no traceback unless HF_CSE_DEBUG=1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_evaluation_utils import write_toy_senteval
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, tiny_bert_dir):
+    from transformers import AutoTokenizer
+
+    from hf_cse.models import SimCSEModel
+
+    root = tmp_path_factory.mktemp("cli_errors")
+    senteval = write_toy_senteval(root / "senteval")
+    stsb = senteval / "STS" / "STSBenchmark" / "sts-test.csv"
+    lines = stsb.read_text().split("\n")
+    lines[2] += "\t96"
+    (root / "bad_senteval").mkdir()
+    bad = write_toy_senteval(root / "bad_senteval")
+    (bad / "STS" / "STSBenchmark" / "sts-test.csv").write_text("\n".join(lines))
+    ckpt = root / "ckpt"
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(ckpt)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(ckpt)
+    (root / "a_file").write_text("not a folder")
+    (root / "empty_folder").mkdir()
+    (root / "broken.json").write_text('{"learning_rate": 3e-05,')
+    return {"root": root, "senteval": senteval, "bad": bad, "ckpt": ckpt, "model": tiny_bert_dir}
+
+
+def run_eval_args(f, *extra, model=None, out=None):
+    return ["run_eval.py", "--model_name_or_path", str(model or f["model"]), "--senteval_data_dir", str(f["senteval"]),
+            "--tasks", "STSB", "--output_dir", str(out or f["root"] / "eval_out"), "--disable_tqdm", *extra]
+
+
+CASES = {
+    "eval-missing-model": (lambda f: run_eval_args(f, model=f["root"] / "nope"), "no such folder"),
+    "eval-model-is-a-file": (lambda f: run_eval_args(f, model=f["root"] / "a_file"), "is a file"),
+    "eval-folder-without-config": (lambda f: run_eval_args(f, model=f["root"] / "empty_folder"),
+                                   "folder without config.json or modules.json"),
+    "eval-hub-model-offline": (lambda f: run_eval_args(f, model="someone/not-cached"), "HF_HUB_OFFLINE"),
+    "eval-hub-data-offline": (lambda f: run_eval_args(f, "--senteval_source", "hub"),
+                              "cannot read the Hub data set mteb/stsbenchmark-sts: offline mode is on"),
+    "eval-output-is-a-file": (lambda f: run_eval_args(f, out=f["root"] / "a_file"), "--output_dir .* is a file"),
+    "eval-device-foo": (lambda f: run_eval_args(f, "--device", "foo"), "--device 'foo' is not a device"),
+    "eval-device-cuda-99": (lambda f: run_eval_args(f, "--device", "cuda:99"), "--device cuda:99: torch sees"),
+    "eval-malformed-stsb-row": (lambda f: run_eval_args(f)[:4] + [str(f["bad"])] + run_eval_args(f)[5:],
+                                r"sts-test\.csv, line 3: expected 7 tab-separated columns .*found 8"),
+    "export-missing-checkpoint": (lambda f: ["-m", "hf_cse.export", str(f["root"] / "nope"), str(f["root"] / "st")],
+                                  "CHECKPOINT .*nope: no such folder"),
+    "export-hub-id-offline": (lambda f: ["-m", "hf_cse.export", "someone/not-cached", str(f["root"] / "st")],
+                              "HF_HUB_OFFLINE"),
+    "export-output-is-a-file": (lambda f: ["-m", "hf_cse.export", str(f["ckpt"]), str(f["root"] / "a_file")],
+                                "exists and is a file"),
+    "export-malformed-training-info": (
+        lambda f: ["-m", "hf_cse.export", str(f["ckpt"]), str(f["root"] / "st"), "--training_info",
+                   str(f["root"] / "broken.json")], r"--training_info .*broken\.json is not valid JSON"),
+    "export-malformed-eval-results": (
+        lambda f: ["-m", "hf_cse.export", str(f["ckpt"]), str(f["root"] / "st"), "--eval_results",
+                   str(f["root"] / "broken.json")], r"broken\.json is not valid JSON"),
+    "export-missing-tokenizer": (
+        lambda f: ["-m", "hf_cse.export", str(f["ckpt"]), str(f["root"] / "st"), "--tokenizer",
+                   str(f["root"] / "no_tokenizer")], "--tokenizer .*no_tokenizer: no such folder"),
+}
+
+
+def run(args, debug: bool = False):
+    env = {k: v for k, v in os.environ.items() if k != "HF_CSE_DEBUG"}
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
+               CUDA_VISIBLE_DEVICES="")
+    if debug:
+        env["HF_CSE_DEBUG"] = "1"
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+# run as a subprocess (the real command); the other cases in-process through the same main(), which is faster
+SUBPROCESS = ("eval-missing-model", "eval-hub-data-offline", "eval-malformed-stsb-row", "export-missing-checkpoint",
+              "export-malformed-training-info")
+
+
+def run_in_process(args, capsys):
+    import run_eval
+    from hf_cse import export
+
+    capsys.readouterr()
+    code = run_eval.main(args[1:]) if args[0] == "run_eval.py" else export.main(args[2:])
+    return subprocess.CompletedProcess(args, code, "", capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_bad_input_is_one_line_without_traceback(case, files, capsys, monkeypatch):
+    import re
+
+    make_args, message = CASES[case]
+    if case in SUBPROCESS:
+        proc = run(make_args(files))
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+        monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+        proc = run_in_process(make_args(files), capsys)
+    prog = "run_eval.py" if case.startswith("eval") else "hf-cse-export"
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1, proc.stderr
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"{prog}: error: ") and re.search(message, lines[0]), lines[0]
+    assert not (files["root"] / "st").exists() and not (files["root"] / "eval_out" / "results.json").exists()
+
+
+def test_debug_switch_shows_the_traceback(files):
+    proc = run(run_eval_args(files, model=files["root"] / "nope"), debug=True)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "no such folder" in proc.stderr
