@@ -28,6 +28,8 @@ from hf_cse.arguments import (
     loss_kwargs_from,
 )
 from hf_cse.data import check_enough_rows, load_train_dataset, tokenize_dataset
+from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
+from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import HubPushError, export_after_training, take_over_hub_push
 from hf_cse.models import get_method
 from hf_cse.presets import PRESETS
@@ -52,7 +54,8 @@ SCRIPT_DEFAULTS = {
 def parse_args(argv: list[str]):
     LossArguments = loss_arguments_class()
     parser = HfArgumentParser(
-        (ModelArguments, DataArguments, MethodArguments, LossArguments, DiffCSEArguments, TrainingArguments)
+        (ModelArguments, DataArguments, MethodArguments, LossArguments, DiffCSEArguments, TrainingArguments,
+         EvalDataArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
     preset = parser.parse_known_args(argv)[0].preset
@@ -83,7 +86,7 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset) 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    model_args, data_args, method_args, loss_args, diffcse_args, training_args = args
+    model_args, data_args, method_args, loss_args, diffcse_args, training_args, eval_data_args = args
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
     set_seed(training_args.seed)
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
     source = data_args.train_file or data_args.dataset_name or "the demo corpus"
     check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source)
+    eval_pairs = pairs_from_args(eval_data_args)  # --eval_file / --eval_dataset_name: checkpoint selection data
 
     # 2. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
     encoder = model_args.model_name_or_path or default_encoder()
@@ -150,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         processing_class=tokenizer,
         senteval_data_dir=method_args.senteval_data_dir,
         eval_source=method_args.eval_source,
+        evaluator=None if eval_pairs is None else PairsEvaluator(eval_pairs, eval_data_args.eval_name),
         cached_minibatch_size=method_args.cached_minibatch_size,
     )
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
