@@ -22,6 +22,7 @@ from typing import Literal
 
 from transformers import HfArgumentParser
 
+from hf_cse.cli import InputError
 from hf_cse.evaluation import (
     SentenceEncoder,
     SentEvalDataError,
@@ -30,6 +31,10 @@ from hf_cse.evaluation import (
     format_transfer_table,
     write_report,
 )
+from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
+from hf_cse.evaluation.evaluators import PairsEvaluator
+from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, run_mteb_tasks, split_mteb_tasks
+from hf_cse.evaluation.report import model_folder
 from hf_cse.evaluation.runner import parse_tasks, valid_task_names
 from hf_cse.models.pooling import POOLERS
 
@@ -46,7 +51,7 @@ def packaged_minilm() -> str | None:
 
 
 @dataclass
-class EvalArguments:
+class EvalArguments(EvalDataArguments):
     model_name_or_path: list[str] = field(
         default_factory=list,
         metadata={
@@ -78,7 +83,9 @@ class EvalArguments:
     )
     tasks: str = field(
         default="sts",
-        metadata={"help": f"Comma list of task groups or tasks: {', '.join(valid_task_names())}."},
+        metadata={"help": f"Comma list of task groups or tasks: {', '.join(valid_task_names())}; then "
+                          "mteb:NAME,NAME,... for MTEB tasks (needs pip install 'hf_cse[mteb]'); 'none' for no "
+                          "SentEval task (e.g. only --eval_file)."},
     )
     mode: Literal["test", "dev", "fast"] = field(
         default="test",
@@ -110,7 +117,8 @@ class EvalArguments:
                 raise ValueError("--model_name_or_path is required (the packaged MiniLM is not installed).")
             models = [default]
         self.model_name_or_path = models
-        self.task_list = parse_tasks(self.tasks)
+        senteval_tasks, self.mteb_tasks = split_mteb_tasks(self.tasks)
+        self.task_list = parse_tasks(senteval_tasks) if senteval_tasks else []
         if self.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {self.batch_size}.")
 
@@ -123,8 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
 
+    # your own scored pairs and MTEB tasks: read (and their data checked) before any model is loaded
+    try:
+        eval_pairs = pairs_from_args(args)
+        mteb_tasks = get_mteb_tasks(args.mteb_tasks) if args.mteb_tasks else []
+    except InputError as err:
+        parser.exit(2, f"run_eval.py: error: {err}\n")
+
     all_results, all_extras = [], []
-    for name in args.model_name_or_path:
+    for index, name in enumerate(args.model_name_or_path):
         logger.info("Evaluating %s on %s (mode %s)", name, ", ".join(args.task_list), args.mode)
         try:
             encoder = SentenceEncoder.from_pretrained(
@@ -146,9 +161,15 @@ def main(argv: list[str] | None = None) -> int:
                 mode=args.mode,
                 sts_aggregation=args.sts_aggregation,
                 mrpc_features=args.mrpc_features,
-            )
+            ) if args.task_list else ({"model": name, "settings": encoder.describe()}, {})
         except SentEvalDataError as err:
             parser.exit(2, f"error: {err}\n")
+        if eval_pairs is not None:
+            results["own_data"] = {**PairsEvaluator(eval_pairs, args.eval_name)(encoder), "pairs": len(eval_pairs),
+                                   "source": args.eval_file or args.eval_dataset_name}
+        if mteb_tasks:
+            folder = model_folder(args.output_dir, index, len(args.model_name_or_path), name) / "mteb"
+            results["mteb"], results.setdefault("details", {})["mteb"] = run_mteb_tasks(encoder, mteb_tasks, folder)
         all_results.append(results)
         all_extras.append(extras)
         print(f"\n{name}  (pooler: {encoder.effective_pooler}, mode: {args.mode})")
@@ -159,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         for key in ("alignment", "uniformity", "R@1", "R@5", "R@10"):
             if key in results:
                 print(f"{key}: {results[key]:.4f}")
+        if eval_pairs is not None:
+            print(f"{args.eval_name}_spearman: {results['own_data'][args.eval_name + '_spearman']:.2f}")
+        for task, score in results.get("mteb", {}).items():
+            print(f"MTEB {task}: {score:.2f}")
 
     written = write_report(all_results, args.output_dir, all_extras)
     print("\nwrote " + ", ".join(str(p) for p in written.values()))

@@ -51,7 +51,7 @@ def test_csv_with_header_quotes_and_any_language(tmp_path):
     ("sentence1\tsentence2\tscore\na\tb\t1\nc\td\thigh\n", None, r"dev.tsv, line 3: score 'high' is not a number"),
     ("sentence1\tsentence2\tscore\na\tb\t1\nc\t \t2\n", None, r"dev.tsv, line 3: empty sentence"),
     ("sentence1\tsentence2\tscore\na\tb\t1\nc\td\n", None, r"dev.tsv, line 3: 2 columns"),
-    ("sentence1\tsentence2\tscore\na\tb\t1\nc\td\t1\n", None, r"2 pair\(s\) with 1 distinct score"),
+    ("sentence1\tsentence2\tscore\na\tb\t1\nc\td\t1\n", None, r"2 scored pair\(s\) with 1 distinct score"),
     ("", None, r"dev.tsv is empty"),
 ])
 def test_malformed_files_name_file_and_line(tmp_path, text, columns, message):
@@ -106,5 +106,6 @@ def test_run_eval_scores_the_eval_file(tiny_bert_dir, tmp_path):
                           str(_pair_file(tmp_path)), "--eval_name", "mine", "--output_dir", str(out),
                           "--disable_tqdm", "true", "--device", "cpu"]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert -100 <= results["mine_spearman"] <= 100
-    assert "mine" in (out / "results.md").read_text()
+    own = results["own_data"]
+    assert own["pairs"] == 20 and -100 <= own["mine_spearman"] <= 100
+    assert f"{own['mine_spearman']:.2f}" in (out / "results.md").read_text()

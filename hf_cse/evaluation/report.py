@@ -56,6 +56,13 @@ def write_json(obj, path) -> Path:
     return path
 
 
+def model_folder(output_dir, index: int, n_models: int, name: str) -> Path:
+    """Where one model's own files go: ``output_dir`` itself for one model, a sub-folder each for several."""
+    if n_models == 1:
+        return Path(output_dir)
+    return Path(output_dir) / f"model_{index}_{short_name(name).replace('/', '_')}"
+
+
 def short_name(name: str) -> str:
     """A readable label for a model path (last two path parts)."""
     parts = [p for p in str(name).replace("\\", "/").split("/") if p]
@@ -108,6 +115,7 @@ def markdown_report(results: Sequence[dict]) -> str:
             for n, r in zip(names, results)
         ]
         out += [_md_table(header, rows), ""]
+    out += _own_and_mteb_sections(names, results)
     for n, r in zip(names, results):
         sts_details = r.get("details", {}).get("sts", {})
         if sts_details:
@@ -129,6 +137,23 @@ def markdown_report(results: Sequence[dict]) -> str:
             "",
         ]
     return "\n".join(out)
+
+
+def _own_and_mteb_sections(names: Sequence[str], results: Sequence[dict]) -> list[str]:
+    """Tables of the user's own pairs (``--eval_file``) and of MTEB tasks (``--tasks mteb:...``)."""
+    out: list[str] = []
+    own = [(n, r["own_data"]) for n, r in zip(names, results) if "own_data" in r]
+    if own:
+        out += ["## Your data (Spearman x 100 of cosine)", ""]
+        rows = [[n, str(d.get("source")), str(d.get("pairs")), _fmt(v)]
+                for n, d in own for k, v in d.items() if k.endswith("_spearman")]
+        out += [_md_table(["model", "pairs from", "pairs", "Spearman"], rows), ""]
+    tasks = list(dict.fromkeys(t for r in results for t in r.get("mteb", {})))
+    if tasks:
+        out += ["## MTEB (main score x 100; MTEB's own result files are in mteb/)", ""]
+        rows = [[n] + [_fmt(r.get("mteb", {}).get(t)) for t in tasks] for n, r in zip(names, results)]
+        out += [_md_table(["model"] + tasks, rows), ""]
+    return out
 
 
 # --------------------------------------------------------------------------------------------- plots
@@ -214,7 +239,7 @@ def write_report(
     else:
         written["results.json"] = write_json({"models": list(results)}, out / "results.json")
         for i, r in enumerate(results):
-            sub = out / f"model_{i}_{short_name(r.get('model', str(i))).replace('/', '_')}"
+            sub = model_folder(out, i, len(results), r.get("model", str(i)))
             written[f"model_{i}/results.json"] = write_json(r, sub / "results.json")
     md = out / "results.md"
     md.write_text(markdown_report(results))
