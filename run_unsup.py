@@ -32,6 +32,7 @@ from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import HubPushError, export_after_training, take_over_hub_push
 from hf_cse.models import get_method
+from hf_cse.plots import CURVES_FILE, plot_training_curves
 from hf_cse.presets import PRESETS
 from hf_cse.trainer import ContrastiveTrainer
 
@@ -161,6 +162,11 @@ def main(argv: list[str] | None = None) -> None:
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()
+    if trainer.is_world_process_zero():  # before the export, which copies the curves beside the model card
+        run_name = f"{model_args.method} + {loss}: {os.path.basename(training_args.output_dir)}"
+        curves = plot_training_curves(trainer.state.log_history, os.path.join(training_args.output_dir, CURVES_FILE),
+                                      title=run_name)
+        logger.info("training curves: %s", curves)
 
     # 4. Save the model (the best checkpoint when load_best_model_at_end) and its tokenizer.
     trainer.save_model(training_args.output_dir)

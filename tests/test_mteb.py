@@ -57,6 +57,7 @@ def test_run_eval_writes_mteb_result_files_and_tables_for_several_models(tiny_be
     models = json.loads((out / "results.json").read_text())["models"]
     md = (out / "results.md").read_text()
     assert "## MTEB" in md
+    assert (out / "task_comparison.png").is_file()  # several models: one bar chart of per-task scores
     for i, result in enumerate(models):
         file = result["details"]["mteb"]["MyPairs"]["file"]
         assert file.startswith(str(out / f"model_{i}_")) and file.endswith("mteb/MyPairs.json")

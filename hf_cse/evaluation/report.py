@@ -244,6 +244,12 @@ def write_report(
     md = out / "results.md"
     md.write_text(markdown_report(results))
     written["results.md"] = md
+    if len(results) > 1:
+        from ..plots import plot_task_comparison
+
+        comparison = plot_task_comparison(results, out / "task_comparison.png")
+        if comparison is not None:
+            written["task_comparison.png"] = comparison
     if any(r.get("alignment") is not None for r in results):
         written["align_uniform.png"] = plot_alignment_uniformity(results, out / "align_uniform.png")
     for i, (r, ex) in enumerate(zip(results, extras)):
