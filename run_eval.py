@@ -119,6 +119,9 @@ class EvalArguments(EvalDataArguments):
         self.model_name_or_path = models
         senteval_tasks, self.mteb_tasks = split_mteb_tasks(self.tasks)
         self.task_list = parse_tasks(senteval_tasks) if senteval_tasks else []
+        if not (self.task_list or self.mteb_tasks or self.eval_file or self.eval_dataset_name):
+            raise ValueError(f"--tasks {self.tasks!r} leaves nothing to evaluate: name SentEval tasks, mteb:NAME "
+                             "tasks or --eval_file.")
         if self.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {self.batch_size}.")
 

@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
     source = data_args.train_file or data_args.dataset_name or "the demo corpus"
     check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source)
     eval_pairs = pairs_from_args(eval_data_args)  # --eval_file / --eval_dataset_name: checkpoint selection data
+    if eval_pairs is not None and training_args.eval_strategy == "no":
+        logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
 
     # 2. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
     encoder = model_args.model_name_or_path or default_encoder()

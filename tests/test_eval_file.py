@@ -109,3 +109,9 @@ def test_run_eval_scores_the_eval_file(tiny_bert_dir, tmp_path):
     own = results["own_data"]
     assert own["pairs"] == 20 and -100 <= own["mine_spearman"] <= 100
     assert f"{own['mine_spearman']:.2f}" in (out / "results.md").read_text()
+
+
+def test_run_eval_with_nothing_to_evaluate_says_so(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        run_eval.main(["--tasks", "none", "--output_dir", str(tmp_path)])
+    assert "leaves nothing to evaluate" in capsys.readouterr().err
