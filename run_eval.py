@@ -36,7 +36,10 @@ from hf_cse.evaluation import (
     format_transfer_table,
     write_report,
 )
-from hf_cse.evaluation.report import remove_report_files, report_files
+from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
+from hf_cse.evaluation.evaluators import PairsEvaluator
+from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, run_mteb_tasks, split_mteb_tasks
+from hf_cse.evaluation.report import model_folder, remove_report_files, report_files
 from hf_cse.evaluation.runner import load_task_data, parse_tasks, valid_task_names
 from hf_cse.models.pooling import POOLERS
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
@@ -54,7 +57,7 @@ def packaged_minilm() -> str | None:
 
 
 @dataclass
-class EvalArguments:
+class EvalArguments(EvalDataArguments):
     model_name_or_path: list[str] = field(
         default_factory=list,
         metadata={
@@ -86,7 +89,9 @@ class EvalArguments:
     )
     tasks: str = field(
         default="sts",
-        metadata={"help": f"Comma list of task groups or tasks: {', '.join(valid_task_names())}."},
+        metadata={"help": f"Comma list of task groups or tasks: {', '.join(valid_task_names())}; then "
+                          "mteb:NAME,NAME,... for MTEB tasks (needs pip install 'hf_cse[mteb]'); 'none' for no "
+                          "SentEval task (e.g. only --eval_file)."},
     )
     mode: Literal["test", "dev", "fast"] = field(
         default="test",
@@ -131,7 +136,11 @@ class EvalArguments:
                 raise ValueError("--model_name_or_path is required (the packaged MiniLM is not installed).")
             models = [default]
         self.model_name_or_path = models
-        self.task_list = parse_tasks(self.tasks)
+        senteval_tasks, self.mteb_tasks = split_mteb_tasks(self.tasks)
+        self.task_list = parse_tasks(senteval_tasks) if senteval_tasks else []
+        if not (self.task_list or self.mteb_tasks or self.eval_file or self.eval_dataset_name):
+            raise ValueError(f"--tasks {self.tasks!r} leaves nothing to evaluate: name SentEval tasks, mteb:NAME "
+                             "tasks or --eval_file.")
         if self.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {self.batch_size}.")
         if self.max_seq_length is not None and self.max_seq_length < 1:
@@ -160,9 +169,10 @@ def check_output_dir(output_dir: str, overwrite: bool) -> Path:
     return out
 
 
-def check_inputs(args: EvalArguments) -> Path:
+def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
     """Everything that can be checked before the first sentence is encoded: the device, every model reference,
-    every task file (read and validated; the readers cache them) and the output folder. Returns the folder."""
+    every task file (read and validated; the readers cache them), your own scored pairs and the MTEB tasks (their
+    data loaded) and the output folder. Returns the folder, the pairs and the MTEB tasks."""
     check_device(args.device)
     try:  # e.g. fp16 on a CPU
         resolve(args.precision, args.device.split(":")[0] if args.device else default_device_type())
@@ -170,8 +180,11 @@ def check_inputs(args: EvalArguments) -> Path:
         raise InputError(str(err)) from None
     for name in args.model_name_or_path:
         check_model_source(name, markers=("config.json", "modules.json"))
-    load_task_data(args.task_list, args.senteval_data_dir, args.senteval_source, args.mode)
-    return check_output_dir(args.output_dir, args.overwrite_output_dir)
+    if args.task_list:
+        load_task_data(args.task_list, args.senteval_data_dir, args.senteval_source, args.mode)
+    eval_pairs = pairs_from_args(args)
+    mteb_tasks = get_mteb_tasks(args.mteb_tasks) if args.mteb_tasks else []
+    return check_output_dir(args.output_dir, args.overwrite_output_dir), eval_pairs, mteb_tasks
 
 
 def print_results(name: str, pooler: str, args: EvalArguments, results: dict) -> None:
@@ -183,6 +196,10 @@ def print_results(name: str, pooler: str, args: EvalArguments, results: dict) ->
     for key in ("alignment", "uniformity", "R@1", "R@5", "R@10"):
         if key in results:
             print(f"{key}: {results[key]:.4f}")
+    if "own_data" in results:
+        print(f"{args.eval_name}_spearman: {results['own_data'][args.eval_name + '_spearman']:.2f}")
+    for task, score in results.get("mteb", {}).items():
+        print(f"MTEB {task}: {score:.2f}")
 
 
 def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
@@ -213,7 +230,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
         (args,) = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as err:  # __post_init__'s checks
         raise InputError(str(err)) from None
-    out = check_inputs(args)
+    out, eval_pairs, mteb_tasks = check_inputs(args)
 
     combined = len(args.model_name_or_path) > 1
     all_results: list[dict] = []
@@ -223,7 +240,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
         write_report(all_results + [partial], out, all_extras, combined=combined, plots=False)
 
     try:
-        for name in args.model_name_or_path:
+        for index, name in enumerate(args.model_name_or_path):
             logger.info("Evaluating %s on %s (mode %s)", name, ", ".join(args.task_list), args.mode)
             encoder = load_encoder(name, args)
             logger.info("precision: %s on %s", encoder.describe()["precision"], encoder.device)
@@ -236,7 +253,15 @@ def evaluate_models(argv: list[str] | None = None) -> int:
                 sts_aggregation=args.sts_aggregation,
                 mrpc_features=args.mrpc_features,
                 on_progress=save_partial,
-            )
+            ) if args.task_list else ({"model": name, "settings": encoder.describe()}, {})
+            if eval_pairs is not None:
+                results["own_data"] = {**PairsEvaluator(eval_pairs, args.eval_name)(encoder),
+                                       "pairs": len(eval_pairs), "source": args.eval_file or args.eval_dataset_name}
+                save_partial(results)
+            if mteb_tasks:
+                folder = model_folder(out, index, name, several=combined) / "mteb"
+                results["mteb"], results.setdefault("details", {})["mteb"] = run_mteb_tasks(encoder, mteb_tasks,
+                                                                                            folder)
             all_results.append(results)
             all_extras.append(extras)
             written = write_report(all_results, out, all_extras, combined=combined)

@@ -38,9 +38,12 @@ from hf_cse.data import (
     tokenize_dataset,
     tokenize_pair_dataset,
 )
+from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
+from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
 from hf_cse.models import get_method
 from hf_cse.output_dir import OutputDirArguments, prepare_output_dir
+from hf_cse.plots import CURVES_FILE, plot_training_curves
 from hf_cse.precision import PrecisionArguments, describe, training_flags
 from hf_cse.preflight import (
     check_eval_data,
@@ -86,7 +89,7 @@ def parse_args(argv: list[str]):
     LossArguments = loss_arguments_class()
     parser = HfArgumentParser(
         (ModelArguments, DataArguments, MethodArguments, LossArguments, DiffCSEArguments, PrecisionArguments,
-         OutputDirArguments,
+         OutputDirArguments, EvalDataArguments,
          TrainingArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
@@ -127,8 +130,8 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset,
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    (model_args, data_args, method_args, loss_args, diffcse_args, precision_args, output_args, training_args,
-     typed) = args
+    (model_args, data_args, method_args, loss_args, diffcse_args, precision_args, output_args, eval_data_args,
+     training_args, typed) = args
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
     precision = precision_args.precision
@@ -174,7 +177,11 @@ def main(argv: list[str] | None = None) -> None:
     generator = diffcse_args.generator_name_or_path
     if model_args.method == "diffcse" and generator not in (None, "unigram"):
         check_model_source(generator, "--generator_name_or_path")
-    check_eval_data(training_args, method_args.senteval_data_dir, method_args.eval_source, method_args.preset)
+    eval_pairs = pairs_from_args(eval_data_args)  # --eval_file / --eval_dataset_name: checkpoint selection data
+    if eval_pairs is not None and training_args.eval_strategy == "no":
+        logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
+    check_eval_data(training_args, method_args.senteval_data_dir, method_args.eval_source, method_args.preset,
+                    own_eval_data=eval_pairs is not None)
     hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 7, not checkpoints
 
     # 2. Data (read and checked; tokenized after the model's tokenizer is loaded).
@@ -235,12 +242,18 @@ def main(argv: list[str] | None = None) -> None:
         processing_class=tokenizer,
         senteval_data_dir=method_args.senteval_data_dir,
         eval_source=method_args.eval_source,
+        evaluator=None if eval_pairs is None else PairsEvaluator(eval_pairs, eval_data_args.eval_name),
         cached_minibatch_size=method_args.cached_minibatch_size,
     )
     result = trainer.train(resume_from_checkpoint=resume_from)
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()
+    if trainer.is_world_process_zero():  # before the export, which copies the curves beside the model card
+        run_name = f"{model_args.method} + {loss}: {Path(training_args.output_dir).name}"
+        curves = plot_training_curves(trainer.state.log_history, Path(training_args.output_dir) / CURVES_FILE,
+                                      title=run_name)
+        logger.info("training curves: %s", curves)
 
     # 6. Save the model (the best checkpoint when load_best_model_at_end) and its tokenizer.
     trainer.save_model(training_args.output_dir)

@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from .model_card import read_eval_results, render_model_card, resolve_base_model
+from .plots import CURVES_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -596,6 +597,9 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
         data = {k: v for k, v in data.items() if v is not None}
     info = training_info_from_run(training_args, data=data, train_metrics=train_metrics, **extra)
     output_dir = Path(training_args.output_dir)
+    curves = output_dir / CURVES_FILE  # written by run_unsup.py; the card links the copy beside it
+    if curves.is_file():
+        info["training_curves"] = CURVES_FILE
     partial = output_dir / f".{TRAINING_INFO_FILE}.partial"
     partial.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     os.replace(partial, output_dir / TRAINING_INFO_FILE)
@@ -612,6 +616,8 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
         logger.warning("no sentence-transformers export: %s", err)
         return None
     logger.info("sentence-transformers export with model card: %s", out)
+    if curves.is_file():
+        shutil.copy2(curves, out / CURVES_FILE)
     if hub_repo:
         url = push_export(out, hub_repo, token=training_args.hub_token, private=bool(training_args.hub_private_repo))
         logger.info("pushed the sentence-transformers export to %s", url)

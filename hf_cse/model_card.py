@@ -440,10 +440,19 @@ def _hyperparameters(config, info: Mapping[str, Any]) -> str:
         parts += ["", "Training run:", "", _kv_table(("Metric", "Value"), metrics)]
     other = {k: v for k, v in info.items()
              if k not in ("training_args", "data", "train_metrics", "world_size", "datasets", "language", "license",
-                          "base_model") and v is not None}
+                          "base_model", "training_curves") and v is not None}
     if other:
         parts += ["", "Other training information:", "", _kv_table(("Key", "Value"), other)]
     return "\n".join(parts)
+
+
+def _training_curves(info: Mapping[str, Any]) -> str:
+    """A link to the curves image copied beside the card (``info["training_curves"]``: its file name)."""
+    name = info.get("training_curves")
+    if not name:
+        return ""
+    return (f"\n### Training curves\n\n![Loss terms, positive/negative cosine, gradient diagnostics and dev metrics "
+            f"over the training steps]({name})\n")
 
 
 def _evaluation(results: Mapping[str, Any], pooling: str) -> str:
@@ -542,6 +551,7 @@ def render_model_card(
         "method": _method_section(config, papers, (info.get("data") or {}).get("pair_data")),
         "training_data": _training_data(info),
         "hyperparameters": _hyperparameters(config, info),
+        "training_curves": _training_curves(info),
         "evaluation": _evaluation(results, export["pooling_description"]),
         "max_seq_length": str(export["max_seq_length"]),
         "training_length": f"sentences truncated to {train_len} tokens" if train_len else "short sentences",

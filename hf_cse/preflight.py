@@ -59,17 +59,20 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
         check_cached_compatible(config, cached_minibatch_size)
 
 
-def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: str, preset: str | None) -> None:
-    """The dev sets the trainer will score during training are read now (they are small and cached)."""
+def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: str, preset: str | None,
+                    own_eval_data: bool = False) -> None:
+    """The dev sets the trainer will score during training are read now (they are small and cached).
+    ``own_eval_data``: the user's own pairs (--eval_file) are scored, so STS-B dev is not required."""
     if eval_source not in ("local", "hub"):
         raise InputError(f"--eval_source {eval_source!r}: use local (with --senteval_data_dir) or hub.")
     evaluates = _value(training_args.eval_strategy) != "no"
-    if evaluates and senteval_data_dir is None and eval_source == "local":
+    if evaluates and senteval_data_dir is None and eval_source == "local" and not own_eval_data:
         source = f"--preset {preset}" if preset else "--eval_strategy"
         raise InputError(
             f"{source} evaluates on STS-B dev during training (--eval_strategy {_value(training_args.eval_strategy)}), "
             "but no --senteval_data_dir was given: pass --senteval_data_dir SentEval/data/downstream (or "
-            "--eval_source hub), or --eval_strategy no --load_best_model_at_end false to train without evaluation."
+            "--eval_source hub), --eval_file with your own scored pairs, or --eval_strategy no "
+            "--load_best_model_at_end false to train without evaluation."
         )
     if not evaluates and senteval_data_dir is None:
         return

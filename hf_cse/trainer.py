@@ -28,10 +28,12 @@ class ContrastiveTrainer(Trainer):
     value on the host (:mod:`hf_cse.metrics`): metrics are summed on the device and read at logging
     steps, where a NaN/Inf loss term also raises (losses skip their per-step input check here).
 
-    ``evaluate`` scores STS-B (and SICK-R) dev Spearman with the model's test-time pooler when
-    ``senteval_data_dir`` (or ``eval_source="hub"``) is given, logged as ``eval_stsb_spearman``:
-    use ``metric_for_best_model="stsb_spearman"`` with ``load_best_model_at_end`` to select
-    checkpoints as the papers do.
+    ``evaluate`` runs ``evaluator`` on the model's test-time embedding (:mod:`hf_cse.evaluation.evaluators`): an
+    hf_cse evaluator, any sentence-transformers ``SentenceEvaluator`` (``EmbeddingSimilarityEvaluator``,
+    ``InformationRetrievalEvaluator``, ...) or a list of them. With ``senteval_data_dir`` (or ``eval_source="hub"``)
+    STS-B and SICK-R dev Spearman are scored too, logged as ``eval_stsb_spearman``: use
+    ``metric_for_best_model="stsb_spearman"`` with ``load_best_model_at_end`` to select checkpoints as the papers
+    do. The evaluator runs on the main process only; its metrics are broadcast to the others.
 
     ``cached_minibatch_size=m`` (``--cached_minibatch_size``) turns on the gradient-cache mode
     (:mod:`hf_cse.cached`): the encoder sees mini-batches of ``m`` sentences, the loss still sees the whole
@@ -47,12 +49,24 @@ class ContrastiveTrainer(Trainer):
         *args,
         senteval_data_dir: str | None = None,
         eval_source: str = "local",
+        evaluator=None,
         cached_minibatch_size: int | None = None,
         **kwargs,
     ):
-        if kwargs.get("eval_dataset") is None and (senteval_data_dir is not None or eval_source == "hub"):
-            # evaluate() reads STS dev itself; the Trainer only insists that some eval_dataset exists
-            kwargs["eval_dataset"] = [{"task": "STSBenchmark-dev"}]
+        from .evaluation.evaluators import training_evaluator
+
+        if kwargs.get("eval_dataset") is not None:
+            raise ValueError("ContrastiveTrainer evaluates sentence embeddings, not a loss on an eval_dataset: pass "
+                             "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
+                             "senteval_data_dir= instead of eval_dataset=.")
+        # set before Trainer.__init__, which checks that there is something to evaluate (see eval_dataset below)
+        self.evaluator = training_evaluator(senteval_data_dir, eval_source, extra=evaluator)
+        training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
+        if self.evaluator is None and getattr(training_args, "eval_strategy", "no") not in (None, "no"):
+            strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
+            raise ValueError(f"eval_strategy={strategy} needs something to evaluate: pass "
+                             "senteval_data_dir=, eval_source='hub' or evaluator= (run_unsup.py: --senteval_data_dir, "
+                             "--eval_source hub or --eval_file).")
         super().__init__(*args, **kwargs)
         check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         check_not_data_parallel(self.args)
@@ -64,8 +78,6 @@ class ContrastiveTrainer(Trainer):
                     "--cached_minibatch_size needs several backward passes per step, which DeepSpeed's engine "
                     "does not allow. Drop --cached_minibatch_size or --deepspeed."
                 )
-        self.senteval_data_dir = senteval_data_dir
-        self.eval_source = eval_source
         # our loss is a per-batch mean: let the Trainer divide it for gradient accumulation
         self.loss_is_scaled_for_ga = False
         if not self.args.dataloader_drop_last:
@@ -150,23 +162,48 @@ class ContrastiveTrainer(Trainer):
         super().log(logs, *args, **kwargs)
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
-        if self.senteval_data_dir is None and self.eval_source != "hub":
-            raise ValueError(
-                "ContrastiveTrainer.evaluate scores STS-B dev: pass senteval_data_dir (a SentEval "
-                "data/downstream folder) or eval_source='hub' (--senteval_data_dir / --eval_source)."
-            )
-        from .evaluation import dev_metrics
+    @property
+    def eval_dataset(self):
+        """What ``evaluate`` scores: the evaluator holds its own data (transformers' Trainer only checks that this
+        is set when an ``eval_strategy`` is)."""
+        return self.evaluator
 
-        # Every process scores the dev set (it is small); this keeps processes in step without a broadcast.
-        scores = dev_metrics(
-            self.accelerator.unwrap_model(self.model),
-            self.processing_class,
-            senteval_data_dir=self.senteval_data_dir,
-            source=self.eval_source,
-            batch_size=max(self.args.per_device_eval_batch_size, 128),
-        )
-        metrics = {f"{metric_key_prefix}_{k}": v for k, v in scores.items()}
+    @eval_dataset.setter
+    def eval_dataset(self, value) -> None:
+        if value is not None:  # Trainer.__init__ assigns the (rejected) eval_dataset argument, i.e. None
+            raise ValueError("ContrastiveTrainer takes evaluator=, not eval_dataset.")
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
+        if self.evaluator is None:
+            raise ValueError(
+                "ContrastiveTrainer.evaluate has nothing to score: pass senteval_data_dir (a SentEval data/downstream "
+                "folder, for STS-B dev), eval_source='hub', or evaluator= (run_unsup.py: --senteval_data_dir, "
+                "--eval_source hub or --eval_file)."
+            )
+        from accelerate.utils import broadcast_object_list
+
+        from .evaluation.encoder import SentenceEncoder
+        from .evaluation.evaluators import run_evaluator
+
+        # The main process scores (sentence-transformers' trainer does the same); an error there is sent to the
+        # others too, so that no process waits in the broadcast for a result that never comes.
+        outcome: dict = {}
+        if self.accelerator.is_main_process:
+            encoder = SentenceEncoder(self.accelerator.unwrap_model(self.model), self.processing_class,
+                                      batch_size=max(self.args.per_device_eval_batch_size, 128),
+                                      show_progress_bar=False)
+            try:
+                outcome["metrics"] = run_evaluator(self.evaluator, encoder, epoch=self.state.epoch or 0.0,
+                                                   steps=self.state.global_step)
+            except Exception as err:
+                if self.args.world_size == 1:
+                    raise
+                outcome["error"] = f"{type(err).__name__}: {err}"
+        if self.args.world_size > 1:
+            outcome = broadcast_object_list([outcome])[0]
+        if "error" in outcome:
+            raise RuntimeError(f"evaluation failed on the main process: {outcome['error']}")
+        metrics = {f"{metric_key_prefix}_{k}": v for k, v in outcome["metrics"].items()}
         metrics[f"{metric_key_prefix}_epoch"] = self.state.epoch or 0.0
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
@@ -174,4 +211,4 @@ class ContrastiveTrainer(Trainer):
 
     @torch.no_grad()
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
-        raise NotImplementedError("ContrastiveTrainer evaluates with STS dev scores; see evaluate().")
+        raise NotImplementedError("ContrastiveTrainer scores embeddings with its evaluator; see evaluate().")

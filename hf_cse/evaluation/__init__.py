@@ -22,6 +22,7 @@ from .data import (
 )
 from .dev import dev_metrics
 from .encoder import SentenceEncoder, detect_kind
+from .evaluators import PairsEvaluator, STSDevEvaluator
 from .geometry import alignment, evaluate_geometry, evaluate_retrieval, retrieval_recall, uniformity
 from .report import plot_alignment_uniformity, plot_cosine_buckets, write_report
 from .runner import evaluate, parse_tasks
@@ -34,6 +35,8 @@ __all__ = [
     "STS_SUBSETS",
     "STS_TASKS",
     "TRANSFER_TASKS",
+    "PairsEvaluator",
+    "STSDevEvaluator",
     "SentEvalDataError",
     "SentenceEncoder",
     "alignment",

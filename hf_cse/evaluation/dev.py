@@ -8,13 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
-
-from .data import STS_TASKS, load_sts
 from .encoder import SentenceEncoder
-from .sts import score_sts
-
-METRIC_NAMES = {"STSBenchmark": "stsb_spearman", "SICKRelatedness": "sickr_spearman"}
+from .evaluators import STSDevEvaluator
 
 
 def dev_metrics(
@@ -35,24 +30,7 @@ def dev_metrics(
     is restored afterwards. Parsed dev data are cached across calls (module-level ``lru_cache``), so
     only the encoding is repeated. STS12-16 (no dev split) are not allowed here.
     """
-    tasks = list(tasks)
-    for t in tasks:
-        if t not in METRIC_NAMES:
-            raise ValueError(
-                f"dev_metrics task {t!r} has no dev split; use {', '.join(METRIC_NAMES)} "
-                f"(STS tasks: {', '.join(STS_TASKS)})."
-            )
-    encoder = SentenceEncoder(
-        model,
-        tokenizer,
-        pooler=pooler,
-        batch_size=batch_size,
-        max_length=max_length,
-        show_progress_bar=show_progress_bar,
-    )
-    data_dir = None if senteval_data_dir is None else str(senteval_data_dir)
-    data = {t: load_sts(t, data_dir, "dev", source) for t in tasks}
-    res = score_sts(encoder.encode, data)
-    out = {METRIC_NAMES[t]: float(res[t]) for t in tasks}
-    out["avg_sts"] = float(np.mean([res[t] for t in tasks]))
-    return out
+    evaluator = STSDevEvaluator(senteval_data_dir, source, tasks)
+    encoder = SentenceEncoder(model, tokenizer, pooler=pooler, batch_size=batch_size, max_length=max_length,
+                              show_progress_bar=show_progress_bar)
+    return evaluator(encoder)

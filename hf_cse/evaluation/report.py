@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from .data import STS_TASKS, TRANSFER_TASKS
+from .mteb_tasks import MTEB_FOLDER_MARK
 from .sts import TABLE_NAMES
 
 BUCKETS = ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5))
@@ -77,8 +78,9 @@ def report_files(folder) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    names = ("results.json", "results.md", "align_uniform.png")
+    names = ("results.json", "results.md", "align_uniform.png", "task_comparison.png")
     found = [folder / n for n in names if (folder / n).is_file()]
+    found += [folder / "mteb"] if (folder / "mteb" / MTEB_FOLDER_MARK).is_file() else []
     found += sorted(folder.glob("stsb_cosine_buckets*.png")) + sorted(folder.glob(".*.partial-*"))
     found += sorted(d for d in folder.glob("model_*") if d.is_dir() and (d / "results.json").is_file())
     return found
@@ -88,13 +90,25 @@ def remove_report_files(folder) -> list[Path]:
     """Delete what :func:`report_files` lists (a per-model folder only when nothing else is in it)."""
     removed = report_files(folder)
     for path in removed:
-        if path.is_dir():
+        if path.name == "mteb":  # MTEB's result files of an earlier run_eval (marked by run_mteb_tasks)
+            shutil.rmtree(path)
+        elif path.is_dir():
             (path / "results.json").unlink()
+            if (path / "mteb" / MTEB_FOLDER_MARK).is_file():
+                shutil.rmtree(path / "mteb")
             if not any(path.iterdir()):
                 shutil.rmtree(path)
         else:
             path.unlink()
     return removed
+
+
+def model_folder(output_dir, index: int, name: str, several: bool) -> Path:
+    """Where one model's own files go: ``output_dir`` itself for one model, a sub-folder each when ``several``
+    models are evaluated (also while only the first ones are done)."""
+    if not several:
+        return Path(output_dir)
+    return Path(output_dir) / f"model_{index}_{short_name(name).replace('/', '_')}"
 
 
 def short_name(name: str) -> str:
@@ -152,6 +166,7 @@ def markdown_report(results: Sequence[dict]) -> str:
             for n, r in zip(names, results)
         ]
         out += [_md_table(header, rows), ""]
+    out += _own_and_mteb_sections(names, results)
     for n, r in zip(names, results):
         sts_details = r.get("details", {}).get("sts", {})
         if sts_details:
@@ -173,6 +188,23 @@ def markdown_report(results: Sequence[dict]) -> str:
             "",
         ]
     return "\n".join(out)
+
+
+def _own_and_mteb_sections(names: Sequence[str], results: Sequence[dict]) -> list[str]:
+    """Tables of the user's own pairs (``--eval_file``) and of MTEB tasks (``--tasks mteb:...``)."""
+    out: list[str] = []
+    own = [(n, r["own_data"]) for n, r in zip(names, results) if "own_data" in r]
+    if own:
+        out += ["## Your data (Spearman x 100 of cosine)", ""]
+        rows = [[n, str(d.get("source")), str(d.get("pairs")), _fmt(v)]
+                for n, d in own for k, v in d.items() if k.endswith("_spearman")]
+        out += [_md_table(["model", "pairs from", "pairs", "Spearman"], rows), ""]
+    tasks = list(dict.fromkeys(t for r in results for t in r.get("mteb", {})))
+    if tasks:
+        out += ["## MTEB (main score x 100; MTEB's own result files are in mteb/)", ""]
+        rows = [[n] + [_fmt(r.get("mteb", {}).get(t)) for t in tasks] for n, r in zip(names, results)]
+        out += [_md_table(["model"] + tasks, rows), ""]
+    return out
 
 
 # --------------------------------------------------------------------------------------------- plots
@@ -269,11 +301,17 @@ def write_report(
     else:
         written["results.json"] = write_json({"models": list(results)}, out / "results.json")
         for i, r in enumerate(results):
-            sub = out / f"model_{i}_{short_name(r.get('model', str(i))).replace('/', '_')}"
+            sub = model_folder(out, i, r.get("model", str(i)), several=True)
             written[f"model_{i}/results.json"] = write_json(r, sub / "results.json")
     written["results.md"] = write_text_atomic(out / "results.md", markdown_report(results))
     if not plots:
         return written
+    if len(results) > 1:
+        from ..plots import plot_task_comparison
+
+        comparison = plot_task_comparison(results, out / "task_comparison.png")
+        if comparison is not None:
+            written["task_comparison.png"] = comparison
     if any(r.get("alignment") is not None for r in results):
         written["align_uniform.png"] = plot_alignment_uniformity(results, out / "align_uniform.png")
     for i, (r, ex) in enumerate(zip(results, extras)):

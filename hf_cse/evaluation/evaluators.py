@@ -1,0 +1,165 @@
+"""Evaluators for :class:`hf_cse.trainer.ContrastiveTrainer` (``evaluator=``): what is scored at each evaluation.
+
+Two kinds are accepted, both applied to the model's **test-time** embedding (``sentence_embedding`` with the
+model's test pooler, through :class:`SentenceEncoder`: de-duplicated, length-sorted batches, inference mode):
+
+* hf_cse evaluators: callables ``evaluator(encoder: SentenceEncoder) -> dict[str, float]``, e.g.
+  :class:`STSDevEvaluator` (STS-B / SICK-R dev, the default with ``senteval_data_dir``) and
+  :class:`PairsEvaluator` (your own scored pairs, ``--eval_file``). Scores are Spearman x 100.
+* any sentence-transformers evaluator (``SentenceEvaluator`` / ``BaseEvaluator``: ``EmbeddingSimilarityEvaluator``,
+  ``InformationRetrievalEvaluator``, ...). It is handed :class:`STModelAdapter`, which gives it the
+  ``SentenceTransformer`` surface it uses (``encode``, ``similarity_fn_name``, ``similarity``...). Its metrics
+  keep sentence-transformers' scale (fractions: 0.85, not 85).
+
+A list of evaluators runs each and merges their metrics. The trainer prefixes every key with ``eval_``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from .data import STSPairs, load_sts
+from .encoder import SentenceEncoder
+from .sts import score_sts
+
+DEV_METRIC_NAMES = {"STSBenchmark": "stsb_spearman", "SICKRelatedness": "sickr_spearman"}
+
+
+class STSDevEvaluator:
+    """STS-B and SICK-R **dev** Spearman x 100 (SimCSE's checkpoint selection): ``stsb_spearman``,
+    ``sickr_spearman``, ``avg_sts``. Data from a SentEval folder (``source="local"``) or the Hub."""
+
+    def __init__(self, senteval_data_dir=None, source: str = "local",
+                 tasks: Sequence[str] = ("STSBenchmark", "SICKRelatedness")):
+        for task in tasks:
+            if task not in DEV_METRIC_NAMES:
+                raise ValueError(f"STS dev task {task!r} has no dev split; use {', '.join(DEV_METRIC_NAMES)}.")
+        self.data_dir = None if senteval_data_dir is None else str(senteval_data_dir)
+        self.source = source
+        self.tasks = list(tasks)
+
+    def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
+        data = {t: load_sts(t, self.data_dir, "dev", self.source) for t in self.tasks}  # parsed once (lru_cache)
+        res = score_sts(encoder.encode, data)
+        out = {DEV_METRIC_NAMES[t]: float(res[t]) for t in self.tasks}
+        out["avg_sts"] = float(np.mean([res[t] for t in self.tasks]))
+        return out
+
+
+class PairsEvaluator:
+    """Spearman x 100 of cosine on your own scored pairs (:mod:`hf_cse.evaluation.custom_dev`), as
+    ``<name>_spearman``."""
+
+    def __init__(self, pairs: STSPairs, name: str = "custom"):
+        self.pairs = pairs
+        self.name = name
+
+    def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
+        res = score_sts(encoder.encode, {self.name: {self.name: self.pairs}})
+        return {f"{self.name}_spearman": float(res[self.name])}
+
+
+class _NoModelCard:
+    """sentence-transformers evaluators record their metrics in ``model.model_card_data``; hf_cse writes its
+    own model card, so the record is dropped."""
+
+    def set_evaluation_metrics(self, *args, **kwargs) -> None:
+        pass
+
+
+class STModelAdapter:
+    """The part of ``SentenceTransformer`` that sentence-transformers evaluators call, backed by a
+    :class:`SentenceEncoder` (so by the hf_cse model's test-time embedding). Cosine similarity."""
+
+    similarity_fn_name = "cosine"
+
+    def __init__(self, encoder: SentenceEncoder):
+        self.encoder = encoder
+        self.model_card_data = _NoModelCard()
+
+    @property
+    def device(self) -> torch.device:
+        return self.encoder.device
+
+    def eval(self) -> "STModelAdapter":
+        return self  # SentenceEncoder encodes in eval mode and restores the training state afterwards
+
+    def encode(self, sentences, batch_size: int | None = None, show_progress_bar: bool | None = None,
+               convert_to_numpy: bool = True, convert_to_tensor: bool = False, normalize_embeddings: bool = False,
+               precision: str | None = None, truncate_dim: int | None = None, **_ignored: Any):
+        """Embeddings of ``sentences`` (a string gives one vector); prompts are ignored (hf_cse models take none)."""
+        single = isinstance(sentences, str)
+        emb = self.encoder.encode([sentences] if single else list(sentences), batch_size=batch_size,
+                                  show_progress_bar=False if show_progress_bar is None else show_progress_bar)
+        if truncate_dim:
+            emb = emb[:, :truncate_dim]
+        if normalize_embeddings:
+            emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+        if precision not in (None, "float32"):
+            from sentence_transformers.util import quantize_embeddings
+
+            emb = quantize_embeddings(emb, precision=precision)
+        if single:
+            emb = emb[0]
+        return torch.from_numpy(np.ascontiguousarray(emb)) if convert_to_tensor else emb
+
+    encode_query = encode
+    encode_document = encode
+
+    def similarity(self, a, b) -> torch.Tensor:
+        from sentence_transformers.util import cos_sim
+
+        return cos_sim(a, b)
+
+    def similarity_pairwise(self, a, b) -> torch.Tensor:
+        from sentence_transformers.util import pairwise_cos_sim
+
+        return pairwise_cos_sim(a, b)
+
+
+def is_sentence_transformers_evaluator(evaluator: Any) -> bool:
+    try:
+        from sentence_transformers.base.evaluation.evaluator import BaseEvaluator
+    except ImportError:  # sentence-transformers < 5.3
+        from sentence_transformers.evaluation import SentenceEvaluator as BaseEvaluator
+    return isinstance(evaluator, BaseEvaluator)
+
+
+Evaluator = Callable[[SentenceEncoder], dict[str, float]]
+
+
+def run_evaluator(evaluator, encoder: SentenceEncoder, epoch: float = -1, steps: int = -1,
+                  output_path: str | None = None) -> dict[str, float]:
+    """Metrics of ``evaluator`` (an hf_cse evaluator, a sentence-transformers evaluator or a list of them)."""
+    if isinstance(evaluator, (list, tuple)):
+        merged: dict[str, float] = {}
+        for one in evaluator:
+            merged.update(run_evaluator(one, encoder, epoch, steps, output_path))
+        return merged
+    if is_sentence_transformers_evaluator(evaluator):
+        out = evaluator(STModelAdapter(encoder), output_path=output_path, epoch=epoch, steps=steps)
+        if not isinstance(out, dict):
+            out = {getattr(evaluator, "name", "") or type(evaluator).__name__: out}
+        return {k: float(v) for k, v in out.items()}
+    if not callable(evaluator):
+        raise TypeError(f"evaluator {evaluator!r} is neither a sentence-transformers evaluator nor a callable "
+                        "taking a SentenceEncoder.")
+    return {k: float(v) for k, v in evaluator(encoder).items()}
+
+
+def training_evaluator(senteval_data_dir=None, source: str = "local", pairs: STSPairs | None = None,
+                       pairs_name: str = "custom", extra=None) -> list | None:
+    """What ``run_unsup.py`` scores during training: STS dev (with ``senteval_data_dir`` or ``source="hub"``),
+    your own pairs (``--eval_file``) and ``extra`` evaluators; None when nothing is given."""
+    evaluators = []
+    if senteval_data_dir is not None or source == "hub":
+        evaluators.append(STSDevEvaluator(senteval_data_dir, source))
+    if pairs is not None:
+        evaluators.append(PairsEvaluator(pairs, pairs_name))
+    if extra is not None:
+        evaluators += list(extra) if isinstance(extra, (list, tuple)) else [extra]
+    return evaluators or None

@@ -1,0 +1,187 @@
+"""MTEB tasks (the ``mteb`` package, ``pip install 'hf_cse[mteb]'``) on any model ``run_eval.py`` accepts.
+
+``run_eval.py --tasks mteb:STS22,Banking77Classification`` runs MTEB's own task definitions and metrics; the
+embeddings come from hf_cse's :class:`SentenceEncoder` (the model's test-time pooler; de-duplicated,
+length-sorted batches, inference mode), wrapped as an MTEB encoder by :func:`mteb_encoder`.
+
+Local data: :class:`LocalSTSTask` is an MTEB STS task whose ``load_data`` reads scored pairs from your files
+instead of the Hub (``LocalSTSTask.from_file("sts-test.csv", "5", "6", "4", name="SentEvalSTSB")``; columns as
+in :mod:`hf_cse.evaluation.custom_dev`). See docs/evaluation.md.
+
+``mteb`` is imported on first use, so this module loads without it; :func:`require_mteb` says how to install it.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Callable
+
+from ..cli import InputError
+from .data import STSPairs
+from .encoder import SentenceEncoder
+
+PREFIX = "mteb:"
+
+
+def split_mteb_tasks(spec: str) -> tuple[str, list[str]]:
+    """``"sts,mteb:STS22,Banking77Classification"`` -> ``("sts", ["STS22", "Banking77Classification"])``: the
+    items from the first ``mteb:`` on are MTEB task names; ``none`` alone means no hf_cse task."""
+    items = [s.strip() for s in spec.split(",") if s.strip()]
+    first = next((i for i, s in enumerate(items) if s.lower().startswith(PREFIX)), len(items))
+    names = [s[len(PREFIX):].strip() if s.lower().startswith(PREFIX) else s for s in items[first:]]
+    if any(not n for n in names):
+        raise InputError(f"--tasks {spec!r}: 'mteb:' must be followed by an MTEB task name, e.g. mteb:STS22.")
+    ours = [s for s in items[:first] if s.lower() != "none"]
+    return ",".join(ours), list(dict.fromkeys(names))
+
+
+def require_mteb():
+    try:
+        import mteb
+    except ImportError as err:
+        raise InputError("MTEB tasks need the mteb package: pip install 'hf_cse[mteb]' (or pip install mteb).") \
+            from err
+    return mteb
+
+
+def get_mteb_tasks(names: list[str], load: bool = True) -> list:
+    """MTEB task objects by name, their data loaded (so an unknown name or unreachable data fails before any
+    model is run)."""
+    mteb = require_mteb()
+    tasks = []
+    for name in names:
+        try:
+            task = mteb.get_task(name)
+        except KeyError as err:
+            hint = str(err).strip("'\"").removeprefix("KeyError: ")
+            raise InputError(f"unknown MTEB task {name!r} ({hint}). The names: "
+                             "python -c \"import mteb; print(sorted(t.metadata.name for t in mteb.get_tasks()))\"") \
+                from err
+        if load:
+            load_task_data(task)
+        tasks.append(task)
+    return tasks
+
+
+def load_task_data(task) -> None:
+    from huggingface_hub import constants
+
+    try:
+        task.load_data()
+    except (ConnectionError, FileNotFoundError, ValueError) as err:
+        path = task.metadata.dataset.get("path", "?")
+        if constants.HF_HUB_OFFLINE:
+            raise InputError(f"MTEB task {task.metadata.name}: its data ({path}) are not in the local cache and the "
+                             "Hub is offline (HF_HUB_OFFLINE=1). Unset HF_HUB_OFFLINE to download them, or run the "
+                             "task on local files (hf_cse.evaluation.mteb_tasks.LocalSTSTask, docs/evaluation.md).") \
+                from err
+        raise InputError(f"MTEB task {task.metadata.name}: cannot load its data ({path}): "
+                         f"{' '.join(str(err).split())}") from err
+
+
+@functools.cache
+def _classes() -> dict[str, type]:
+    """The classes built on mteb's (made on first use, so that importing this module does not need mteb)."""
+    require_mteb()
+    import numpy as np
+    from datasets import Dataset, DatasetDict
+    from mteb.abstasks.sts import AbsTaskSTS
+    from mteb.models import ModelMeta
+    from mteb.models.abs_encoder import AbsEncoder
+    from mteb.models.model_meta import ScoringFunction
+
+    class HFCSEMTEBEncoder(AbsEncoder):
+        """An MTEB encoder backed by a :class:`SentenceEncoder`; no prompts (hf_cse models take none), cosine."""
+
+        def __init__(self, encoder: SentenceEncoder):
+            self.model = encoder
+            name = str(encoder.name).strip("/").replace("\\", "/")
+            self.mteb_model_meta = ModelMeta.create_empty(
+                {"name": name if "/" in name else f"local/{name}", "revision": "local", "similarity_fn_name":
+                 ScoringFunction.COSINE, "framework": ["PyTorch"], "embed_dim": None, "max_tokens": encoder.max_length})
+
+        def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
+            texts = [text for batch in inputs for text in batch["text"]]
+            return self.model.encode(texts, batch_size=kwargs.get("batch_size"), show_progress_bar=False)
+
+    class LocalSTSTask(AbsTaskSTS):
+        """An MTEB STS task (MTEB's evaluator and scores) on scored pairs read by ``read_pairs()`` ->
+        ``{split: STSPairs}`` when MTEB loads the data. ``like`` names the MTEB task whose description is copied."""
+
+        def __init__(self, read_pairs: Callable[[], dict[str, STSPairs]], name: str, splits=("test",),
+                     like: str = "STSBenchmark", **kwargs):
+            import mteb
+
+            self.metadata = mteb.get_task(like).metadata.model_copy(update={
+                "name": name, "dataset": {"path": "local", "revision": "local"}, "eval_splits": list(splits),
+                "superseded_by": None, "description": f"{name}: local scored pairs (MTEB {like} definition)"})
+            self.read_pairs = read_pairs
+            super().__init__(**kwargs)
+
+        @property
+        def metadata(self):  # per instance (mteb reads it from the class after unloading filtered data)
+            return self._local_metadata
+
+        @metadata.setter
+        def metadata(self, value) -> None:
+            self._local_metadata = value
+
+        @classmethod
+        def from_file(cls, path, sentence1_column="sentence1", sentence2_column="sentence2", score_column="score",
+                      name: str | None = None, split: str = "test", **kwargs):
+            """A task on one CSV/TSV file (read by :func:`hf_cse.evaluation.custom_dev.read_pair_file`)."""
+            from .custom_dev import read_pair_file
+
+            def read():
+                return {split: read_pair_file(path, sentence1_column, sentence2_column, score_column)}
+
+            return cls(read, name or Path(path).stem, splits=(split,), **kwargs)
+
+        def load_data(self, num_proc=None, **kwargs) -> None:
+            if self.data_loaded:
+                return
+            splits = {}
+            for split, pairs in self.read_pairs().items():
+                splits[split] = Dataset.from_dict({"sentence1": list(pairs.sentences1),
+                                                   "sentence2": list(pairs.sentences2),
+                                                   "score": pairs.scores.tolist()})
+            scores = np.concatenate([np.asarray(d["score"], dtype=float) for d in splits.values()])
+            self.min_score, self.max_score = float(scores.min()), float(scores.max())  # MTEB rescales to [0, 1]
+            self.dataset = {"default": DatasetDict(splits)}
+            self.data_loaded = True
+
+    return {"HFCSEMTEBEncoder": HFCSEMTEBEncoder, "LocalSTSTask": LocalSTSTask}
+
+
+def __getattr__(name: str):  # LocalSTSTask, HFCSEMTEBEncoder: built on first access
+    if name in ("LocalSTSTask", "HFCSEMTEBEncoder"):
+        return _classes()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def mteb_encoder(encoder: SentenceEncoder):
+    """``encoder`` as an MTEB encoder (``EncoderProtocol``)."""
+    return _classes()["HFCSEMTEBEncoder"](encoder)
+
+
+MTEB_FOLDER_MARK = ".hf_cse_mteb"
+
+
+def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir) -> tuple[dict[str, float], dict[str, dict]]:
+    """Run MTEB ``tasks`` (objects from :func:`get_mteb_tasks` or :class:`LocalSTSTask`) on ``encoder``; MTEB's
+    result file of each task goes to ``output_dir/<task>.json``. Returns ``({task: main score x 100}, details)``."""
+    mteb = require_mteb()
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / MTEB_FOLDER_MARK).touch()  # marks the folder as run_eval's, so --overwrite_output_dir may remove it
+    result = mteb.evaluate(mteb_encoder(encoder), tasks, cache=None, co2_tracker=False, show_progress_bar=False,
+                           encode_kwargs={"batch_size": encoder.batch_size}, overwrite_strategy="always")
+    main_scores = {task.metadata.name: task.metadata.main_score for task in tasks}
+    scores, details = {}, {}
+    for task_result in result.task_results:
+        path = output_dir / f"{task_result.task_name}.json"
+        task_result.to_disk(path)
+        scores[task_result.task_name] = float(task_result.get_score()) * 100.0
+        details[task_result.task_name] = {"file": str(path), "main_score": main_scores.get(task_result.task_name)}
+    return scores, details

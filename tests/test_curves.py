@@ -1,0 +1,66 @@
+"""Training curves (run_unsup.py), the model card's link to them, and run_eval's comparison plot."""
+
+import json
+
+import pytest
+from helpers import random_sentences
+
+import run_unsup
+from hf_cse.plots import CURVES_FILE, curve_panels, plot_task_comparison, plot_training_curves
+
+
+def _png_shape(path):
+    from matplotlib.image import imread
+
+    return imread(path).shape
+
+
+def _pairs_file(tmp_path):
+    sents = random_sentences(40, seed=11)
+    rows = ["sentence1\tsentence2\tscore"] + [f"{sents[i]}\t{sents[i + 20]}\t{i % 5}" for i in range(20)]
+    path = tmp_path / "dev.tsv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_run_unsup_writes_curves_and_the_card_links_them(tiny_bert_dir, tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(random_sentences(48)) + "\n")
+    out = tmp_path / "out"
+    run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train), "--max_steps", "6",
+                    "--per_device_train_batch_size", "8", "--logging_steps", "1", "--output_dir", str(out),
+                    "--use_cpu", "--disable_tqdm", "true", "--eval_file", str(_pairs_file(tmp_path)),
+                    "--eval_strategy", "steps", "--eval_steps", "3"])
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    panels = curve_panels(history)
+    assert set(panels["loss terms"]) == {"loss", "contrastive_loss"}
+    assert set(panels["cosine of positive / negative pairs"]) == {"pos_cos", "neg_cos"}
+    assert {"gd_active", "hardest_weight"} <= set(panels["gradient diagnostics"])
+    assert panels["dev metrics (evaluation)"] == ["eval_custom_spearman"]
+    height, width, _ = _png_shape(out / CURVES_FILE)
+    assert height > 400 and width > 800
+    export = out / "sentence-transformers"
+    assert (export / CURVES_FILE).read_bytes() == (out / CURVES_FILE).read_bytes()
+    card = (export / "README.md").read_text()
+    assert f"]({CURVES_FILE})" in card and "### Training curves" in card
+
+
+def test_no_curves_without_logged_values(tmp_path):
+    assert curve_panels([{"step": 1, "learning_rate": 1e-3}]) == {}
+    assert plot_training_curves([], tmp_path / "c.png") is None and not (tmp_path / "c.png").exists()
+
+
+def test_comparison_plot_has_a_group_per_task(tmp_path):
+    results = [{"model": "a/simcse", "STSBenchmark": 80.0, "MR": 75.0, "mteb": {"STS22": 60.0}},
+               {"model": "b/diffcse", "STSBenchmark": 82.0, "own_data": {"mine_spearman": 70.0, "pairs": 20}}]
+    path = plot_task_comparison(results, tmp_path / "cmp.png")
+    assert _png_shape(path)[0] > 300
+    assert plot_task_comparison([{"model": "x"}], tmp_path / "none.png") is None
+
+
+@pytest.mark.parametrize("with_curves", [True, False])
+def test_model_card_links_curves_only_when_recorded(with_curves):
+    from hf_cse.model_card import _training_curves
+
+    text = _training_curves({"training_curves": CURVES_FILE} if with_curves else {})
+    assert (f"]({CURVES_FILE})" in text) is with_curves

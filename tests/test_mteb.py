@@ -1,0 +1,97 @@
+"""MTEB through the mteb package: a task definition on local files, run_eval's mteb: tasks and their errors."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import random_sentences
+
+import run_eval
+from hf_cse.cli import InputError
+from hf_cse.evaluation import SentenceEncoder, evaluate_sts
+from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, require_mteb, run_mteb_tasks, split_mteb_tasks
+
+mteb = pytest.importorskip("mteb")
+
+
+def test_mteb_evaluator_on_local_stsb_test_equals_run_evals_stsb_score(minilm_dir, senteval_dir, tmp_path):
+    from hf_cse.evaluation.mteb_tasks import LocalSTSTask
+
+    enc = SentenceEncoder.from_pretrained(str(minilm_dir), device="cpu", show_progress_bar=False)
+    task = LocalSTSTask.from_file(senteval_dir / "STS" / "STSBenchmark" / "sts-test.csv", "5", "6", "4",
+                                  name="SentEvalSTSB")
+    scores, details = run_mteb_tasks(enc, [task], tmp_path / "mteb")
+    ours = evaluate_sts(enc, ["STSBenchmark"], str(senteval_dir))["STSBenchmark"]
+    # both: cosine Spearman over the 1,379 test pairs (MTEB in float32 via sklearn, hf_cse in float64)
+    assert scores["SentEvalSTSB"] == pytest.approx(ours, abs=0.01)
+    saved = mteb.TaskResult.from_disk(tmp_path / "mteb" / "SentEvalSTSB.json")  # MTEB's own result file
+    assert saved.task_name == "SentEvalSTSB" and saved.get_score() * 100 == pytest.approx(ours, abs=0.01)
+    assert details["SentEvalSTSB"]["main_score"] == "cosine_spearman"
+
+
+def _pairs_file(tmp_path):
+    sents = random_sentences(30, seed=7)
+    rows = ["sentence1\tsentence2\tscore"] + [f"{sents[i]}\t{sents[i + 15]}\t{i % 4}" for i in range(15)]
+    path = tmp_path / "pairs.tsv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_run_eval_writes_mteb_result_files_and_tables_for_several_models(tiny_bert_dir, tiny_roberta_dir, tmp_path,
+                                                                         monkeypatch):
+    from hf_cse.evaluation.mteb_tasks import LocalSTSTask
+
+    path = _pairs_file(tmp_path)
+    seen = []
+
+    def local_tasks(names):  # an offline stand-in for MTEB's Hub data, under the name asked for
+        seen.append(names)
+        return [LocalSTSTask.from_file(path, name=name) for name in names]
+
+    monkeypatch.setattr(run_eval, "get_mteb_tasks", local_tasks)
+    out = tmp_path / "ev"
+    assert run_eval.main(["--model_name_or_path", f"{tiny_bert_dir},{tiny_roberta_dir}", "--tasks", "mteb:MyPairs",
+                          "--output_dir", str(out), "--disable_tqdm", "true", "--device", "cpu"]) == 0
+    assert seen == [["MyPairs"]]
+    models = json.loads((out / "results.json").read_text())["models"]
+    md = (out / "results.md").read_text()
+    assert "## MTEB" in md
+    assert (out / "task_comparison.png").is_file()  # several models: one bar chart of per-task scores
+    for i, result in enumerate(models):
+        file = result["details"]["mteb"]["MyPairs"]["file"]
+        assert file.startswith(str(out / f"model_{i}_")) and file.endswith("mteb/MyPairs.json")
+        assert mteb.TaskResult.from_disk(Path(file)).get_score() * 100 == pytest.approx(
+            result["mteb"]["MyPairs"], abs=1e-3)  # the file holds scores rounded to 6 decimals
+        assert f"{result['mteb']['MyPairs']:.2f}" in md
+
+
+def test_split_mteb_tasks():
+    assert split_mteb_tasks("sts,mteb:STS22,Banking77Classification") == ("sts", ["STS22", "Banking77Classification"])
+    assert split_mteb_tasks("mteb:STS22") == ("", ["STS22"])
+    assert split_mteb_tasks("none") == ("", [])
+    assert split_mteb_tasks("sts,transfer") == ("sts,transfer", [])
+    with pytest.raises(InputError, match="must be followed by an MTEB task name"):
+        split_mteb_tasks("sts,mteb:")
+
+
+def test_unknown_mteb_task_names_the_fix():
+    with pytest.raises(InputError, match=r"unknown MTEB task 'Bankng77Classification' .*Banking77Classification"):
+        get_mteb_tasks(["Bankng77Classification"])
+
+
+def test_mteb_data_offline_is_one_line(tmp_path, capsys):
+    from huggingface_hub import constants
+
+    # the tests run with HF_HUB_OFFLINE=1
+    if (Path(constants.HF_HUB_CACHE) / "datasets--mteb--stsbenchmark-sts").exists():
+        pytest.skip("MTEB's STSBenchmark data are in the local Hub cache")
+    assert run_eval.main(["--tasks", "mteb:STSBenchmark", "--output_dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "MTEB task STSBenchmark" in err and "HF_HUB_OFFLINE" in err
+
+
+def test_mteb_not_installed_names_the_fix(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mteb", None)  # import mteb -> ImportError
+    with pytest.raises(InputError, match=r"pip install 'hf_cse\[mteb\]'"):
+        require_mteb()

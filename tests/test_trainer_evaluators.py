@@ -1,0 +1,102 @@
+"""ContrastiveTrainer's pluggable evaluation: hf_cse evaluators and sentence-transformers evaluators."""
+
+import pytest
+import torch
+from helpers import collator, random_sentences, tiny_args, tiny_train_dataset
+
+from hf_cse.evaluation import SentenceEncoder, load_sts
+from hf_cse.evaluation.evaluators import STModelAdapter, STSDevEvaluator, run_evaluator
+from hf_cse.models import SimCSEModel
+from hf_cse.trainer import ContrastiveTrainer
+
+
+def _trainer(folder, sentences, tmp_path, repeat=1, model=None, **kwargs):
+    ds, tok = tiny_train_dataset(folder, sentences, tmp_path, repeat)
+    args = {k: kwargs.pop(k) for k in list(kwargs) if k not in ("evaluator", "senteval_data_dir")}
+    torch.manual_seed(0)
+    model = model or SimCSEModel.from_encoder(str(folder))
+    return ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out", **args), train_dataset=ds,
+                              data_collator=collator(tok), processing_class=tok, **kwargs)
+
+
+def _st_sts_dev_evaluator(senteval_dir):
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    pairs = load_sts("STSBenchmark", str(senteval_dir), "dev")["dev"]
+    return EmbeddingSimilarityEvaluator(list(pairs.sentences1), list(pairs.sentences2), pairs.scores.tolist(),
+                                        batch_size=128, main_similarity="cosine", name="sts-dev", write_csv=False)
+
+
+def test_st_evaluator_matches_hf_cse_dev_score_and_selects_the_same_checkpoint(minilm_dir, senteval_dir, sentences,
+                                                                                 tmp_path):
+    st_eval = _st_sts_dev_evaluator(senteval_dir)
+    hf_eval = STSDevEvaluator(senteval_dir, tasks=("STSBenchmark",))
+    trainer = _trainer(minilm_dir, sentences, tmp_path, repeat=4, evaluator=[st_eval, hf_eval], max_steps=4,
+                       learning_rate=3e-4, eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2,
+                       metric_for_best_model="sts-dev_spearman_cosine", load_best_model_at_end=True,
+                       save_total_limit=None)
+    trainer.train()
+    evals = [h for h in trainer.state.log_history if "eval_stsb_spearman" in h]
+    assert [h["step"] for h in evals] == [2, 4]
+    for h in evals:
+        # same pairs, same embeddings; sentence-transformers' cosine is float32, hf_cse's float64: ranks of
+        # near-equal cosines may swap, which moves Spearman x 100 by far less than 0.01
+        assert h["eval_sts-dev_spearman_cosine"] * 100 == pytest.approx(h["eval_stsb_spearman"], abs=0.01)
+    scores = [h["eval_stsb_spearman"] for h in evals]
+    assert max(scores) - min(scores) > 0.05  # the checkpoints differ, so selecting one means something
+    best_step = max(evals, key=lambda h: h["eval_stsb_spearman"])["step"]
+    assert trainer.state.best_global_step == best_step
+    # load_best_model_at_end: the model in memory is the selected checkpoint
+    enc = SentenceEncoder(trainer.model, trainer.processing_class, show_progress_bar=False)
+    final = STSDevEvaluator(senteval_dir, tasks=("STSBenchmark",))(enc)["stsb_spearman"]
+    assert final == pytest.approx(max(scores), abs=1e-4)
+
+
+def test_information_retrieval_evaluator_runs_through_the_trainer(tiny_bert_dir, sentences, tmp_path):
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+
+    docs = random_sentences(12, seed=3)
+    corpus = {f"d{i}": s for i, s in enumerate(docs)}
+    queries = {f"q{i}": s for i, s in enumerate(docs[:4])}  # each query is its own document: found at rank 1
+    relevant = {f"q{i}": {f"d{i}"} for i in range(4)}
+    ir = InformationRetrievalEvaluator(queries, corpus, relevant, name="toy", write_csv=False)
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, evaluator=ir)
+    metrics = trainer.evaluate()
+    assert metrics["eval_toy_cosine_accuracy@1"] == 1.0
+    assert trainer.state.log_history[-1]["eval_toy_cosine_accuracy@1"] == 1.0
+
+
+def test_adapter_encodes_with_the_test_time_embedding(tiny_bert_dir, sentences):
+    from transformers import AutoTokenizer
+
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    enc = SentenceEncoder(model, AutoTokenizer.from_pretrained(tiny_bert_dir), show_progress_bar=False)
+    adapter = STModelAdapter(enc)
+    ref = enc.encode(sentences[:3])
+    assert torch.allclose(adapter.encode(sentences[:3], convert_to_tensor=True), torch.from_numpy(ref))
+    unit = adapter.encode(sentences[:3], normalize_embeddings=True)
+    assert unit.shape == ref.shape and abs(float((unit**2).sum(1).mean()) - 1.0) < 1e-5
+    assert adapter.encode(sentences[0]).shape == ref[0].shape
+    assert adapter.encode(sentences[:3], truncate_dim=4).shape == (3, 4)
+
+
+def test_hf_cse_callable_evaluators_merge(tiny_bert_dir, sentences):
+    from transformers import AutoTokenizer
+
+    enc = SentenceEncoder(SimCSEModel.from_encoder(str(tiny_bert_dir)), AutoTokenizer.from_pretrained(tiny_bert_dir),
+                          show_progress_bar=False)
+    out = run_evaluator([lambda e: {"a": 1}, lambda e: {"b": e.encode(["x y"]).shape[0]}], enc)
+    assert out == {"a": 1.0, "b": 1.0}
+    with pytest.raises(TypeError, match="neither"):
+        run_evaluator(object(), enc)
+
+
+def test_eval_dataset_and_evaluation_without_evaluator_are_rejected(tiny_bert_dir, sentences, tmp_path):
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    with pytest.raises(ValueError, match="evaluator="):
+        ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "o"), train_dataset=ds, eval_dataset=ds,
+                           data_collator=collator(tok), processing_class=tok)
+    with pytest.raises(ValueError, match="eval_strategy=steps needs something to evaluate"):
+        ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "o", eval_strategy="steps", eval_steps=1),
+                           train_dataset=ds, data_collator=collator(tok), processing_class=tok)
