@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from .model_card import read_eval_results, render_model_card, resolve_base_model
+from .models.modes import eval_mode
 from .plots import CURVES_FILE
 
 logger = logging.getLogger(__name__)
@@ -293,16 +294,6 @@ def _atomic_output_dir(out_dir: Path, overwrite: bool) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
-@contextmanager
-def _eval_mode(model: nn.Module):
-    flags = [(m, m.training) for m in model.modules()]
-    model.eval()
-    try:
-        yield
-    finally:
-        for module, flag in flags:
-            module.training = flag
-
 
 def reference_embeddings(model, tokenizer, sentences, pooling_mode: str, with_projector: bool, max_length: int):
     """What the export must reproduce: hf_cse's own test embedding (CPU float32)."""
@@ -310,7 +301,7 @@ def reference_embeddings(model, tokenizer, sentences, pooling_mode: str, with_pr
     device = next(model.parameters()).device
     inputs = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
     pooler = "cls_before_pooler" if pooling_mode == "cls" else "avg"
-    with _eval_mode(model), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         emb = model.sentence_embedding(**inputs, pooler=pooler)
         if with_projector:
             emb = model.projector(emb)

@@ -28,8 +28,7 @@ the pooled output (plus any Dense / Normalize modules of the model), not hf_cse'
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
@@ -38,20 +37,10 @@ from torch import Tensor, nn
 from ..distributed import gather_with_grad
 from ..losses import build_loss, loss_hyperparameters
 from ..losses.base import HARD_NEGATIVE_INPUT, hard_negative_refusal
+from ..models.modes import eval_mode
 
 NO_DROPOUT_INPUT = "z_nodropout"
 
-
-@contextmanager
-def _eval_mode(model: nn.Module) -> Iterator[None]:
-    """Every sub-module in eval mode (SDPA attention dropout reads ``module.training``), flags restored after."""
-    flags = [(m, m.training) for m in model.modules()]
-    model.eval()
-    try:
-        yield
-    finally:
-        for module, flag in flags:
-            module.training = flag
 
 
 class CSELoss(nn.Module):
@@ -94,7 +83,7 @@ class CSELoss(nn.Module):
         embeddings = [self.model(f)["sentence_embedding"] for f in features]  # one forward each: own dropout masks
         no_dropout = None
         if NO_DROPOUT_INPUT in self.loss_fn.extra_inputs:
-            with _eval_mode(self.model):
+            with eval_mode(self.model):
                 no_dropout = self.model(dict(features[0]))["sentence_embedding"]
         return self.compute_loss_from_embeddings(embeddings, labels, no_dropout)
 
