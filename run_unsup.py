@@ -194,8 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     if data_args.max_train_samples is not None:
         raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
     source = data_args.train_file or data_args.dataset_name or "the demo corpus"
-    check_enough_rows(len(raw), training_args.per_device_train_batch_size * training_args.world_size, source,
-                      "rows" if pairs else "sentences")
+    global_batch = training_args.per_device_train_batch_size * training_args.world_size
+    unit = "rows" if pairs else "sentences"
+    check_enough_rows(len(raw), global_batch, source, unit)
 
     # 3. The output folder (hf_cse.output_dir): a new run, the interrupted run to resume, or a refusal.
     train_file = data_args.train_file and str(Path(data_args.train_file).resolve())
@@ -225,12 +226,13 @@ def main(argv: list[str] | None = None) -> None:
     with training_args.main_process_first(desc="tokenizing"):
         tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
         train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers)
+    # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
+    check_enough_rows(len(train_dataset), global_batch, source, unit)
     if model_args.method == "diffcse":
         attach_diffcse_generator(model, diffcse_args.generator_name_or_path, tokenizer, train_dataset,
                                  model_args.trust_remote_code)
     logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, loss,
-                encoder, len(train_dataset), training_args.per_device_train_batch_size * training_args.world_size
-                * training_args.gradient_accumulation_steps)
+                encoder, len(train_dataset), global_batch * training_args.gradient_accumulation_steps)
 
     # 5. Train.
     training_args.remove_unused_columns = False
