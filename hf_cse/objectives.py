@@ -15,6 +15,26 @@ from .losses.base import HARD_NEGATIVE_INPUT, hard_negative_refusal
 from .models.config import CSEConfig
 
 
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """One objective as the configuration states it: its loss's registry name, weight and hyperparameters
+    (only those given; the loss's defaults fill the rest). ``name`` prefixes its logged metrics."""
+
+    name: str
+    loss: str
+    weight: float
+    hyperparameters: dict
+
+
+def objective_specs(config: CSEConfig) -> list[ObjectiveSpec]:
+    """The objectives a config asks for, the main contrastive one first (read by model cards and reports)."""
+    specs = [ObjectiveSpec("contrastive", config.loss, 1.0, dict(config.loss_kwargs))]
+    if config.dcl_weight > 0:
+        specs.append(ObjectiveSpec("dcl", "dcl", config.dcl_weight,
+                                   {"temperature": config.dcl_temperature, "normalization": config.dcl_normalization}))
+    return specs
+
+
 @dataclass
 class Objective:
     name: str  # prefix of its logged metrics

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from ..references import GRADIENT_PARADIGM
 from .base import ContrastiveLoss, check_choice, check_non_negative, eye_mask, unit
 from .registry import register_loss
 
@@ -43,6 +44,8 @@ class AlignUniformMHELoss(ContrastiveLoss):
 
         out = build_loss("align_uniform_mhe", nu=10.0)(z1, z2)   # metrics: alignment, uniformity
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(self, nu: float = 10.0, variant: str = "paper"):
         super().__init__()

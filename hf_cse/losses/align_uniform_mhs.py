@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..references import GRADIENT_PARADIGM
 from ._paradigm_common import DIST_EPS, unit_distance
 from .base import ContrastiveLoss, check_choice, check_non_negative, eye_mask, unit
 from .registry import register_loss
@@ -37,6 +38,8 @@ class AlignUniformMHSLoss(ContrastiveLoss):
 
         out = build_loss("align_uniform_mhs", nu=1.0)(z1, z2)
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(self, nu: float = 1.0, variant: str = "paper"):
         super().__init__()

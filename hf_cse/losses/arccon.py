@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..references import GRADIENT_PARADIGM
 from .base import ContrastiveLoss, check_positive, cosine_matrix, eye_mask, unit
 from .registry import register_loss
 
@@ -49,6 +50,8 @@ class ArcConLoss(ContrastiveLoss):
         loss_fn = build_loss("arccon", temperature=0.05, u=10)
         out = loss_fn(z1, z2)      # out.metrics["ratio"] = mean sin(theta+u)/sin(theta)
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(self, temperature: float = 0.05, u: float = 10.0):
         super().__init__()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..references import GRADIENT_PARADIGM
 from .base import ContrastiveLoss, check_bool, check_non_negative, unit
 from .registry import register_loss
 
@@ -51,6 +52,8 @@ class BarlowTwinsLoss(ContrastiveLoss):
 
         out = build_loss("barlow_twins", nu=30.0)(z1, z2)
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(self, nu: float = 30.0, surrogate: bool = False):
         super().__init__()

@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..references import Paper
+
 
 @dataclass
 class LossOutput:
@@ -256,6 +258,8 @@ class ContrastiveLoss(nn.Module):
     #: whether the loss accepts ``z_neg``, one hard-negative embedding per anchor (supervised SimCSE's
     #: contradiction hypotheses; :data:`HARD_NEGATIVE_INPUT`), as extra candidates of every anchor.
     takes_hard_negatives: bool = False
+    #: the papers that define the loss (:mod:`hf_cse.references`), the defining one first; model cards cite these
+    references: tuple[Paper, ...] = ()
 
     def forward(self, z1: torch.Tensor, z2: torch.Tensor, **extra: torch.Tensor) -> LossOutput:
         check_pair(z1, z2, self.name)

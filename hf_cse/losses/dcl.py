@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..references import IMSIMCSE
 from .base import ContrastiveLoss, check_choice, check_non_negative, check_positive, compute_dtype
 from .registry import register_loss
 
@@ -49,6 +50,8 @@ class DCLLoss(ContrastiveLoss):
         dcl = build_loss("dcl", temperature=5.0)
         loss = off_info(z1, z2, z_nodropout=zbar).loss + 0.1 * dcl(z1, z2).loss
     """
+
+    references = (IMSIMCSE,)
 
     def __init__(self, temperature: float = 5.0, normalization: str = "code", eps: float = 1e-5):
         super().__init__()

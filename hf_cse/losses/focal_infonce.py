@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..references import FOCAL_INFONCE
 from .base import ContrastiveLoss, check_finite, check_positive, cosine_matrix, eye_mask
 from .registry import register_loss
 
@@ -43,6 +44,8 @@ class FocalInfoNCELoss(ContrastiveLoss):
         loss_fn = build_loss("focal_infonce", temperature=0.07, m=0.3)
         out = loss_fn(z1, z2)
     """
+
+    references = (FOCAL_INFONCE,)
 
     takes_hard_negatives = True
 

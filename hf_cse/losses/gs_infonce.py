@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..references import GS_INFONCE
 from .base import ContrastiveLoss, check_non_negative, check_positive, compute_dtype, cosine_matrix, unit
 from .registry import register_loss
 
@@ -54,6 +55,8 @@ class GSInfoNCELoss(ContrastiveLoss):
         loss_fn = build_loss("gs_infonce", temperature=0.05)       # M = 3 x batch size, lambda = 1
         out = loss_fn(z1, z2)
     """
+
+    references = (GS_INFONCE,)
 
     takes_hard_negatives = True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..references import SIMCSE
 from .base import ContrastiveLoss, check_positive, cosine_matrix
 from .registry import register_loss
 
@@ -34,6 +35,8 @@ class InfoNCELoss(ContrastiveLoss):
         loss_fn = build_loss("infonce", temperature=0.05)
         out = loss_fn(z1, z2)   # out.loss, out.metrics["pos_cos"], ...
     """
+
+    references = (SIMCSE,)
 
     takes_hard_negatives = True
 

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from ..references import GRADIENT_PARADIGM
 from ._paradigm_common import ModifiedObjective
 from .base import check_positive, eye_mask
 from .registry import register_loss
@@ -47,6 +48,8 @@ class ModifiedMHELoss(ModifiedObjective):
 
         out = build_loss("m_mhe", m=0.3, temperature=0.05, r=1.75)(z1, z2)
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(
         self,

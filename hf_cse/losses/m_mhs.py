@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..references import GRADIENT_PARADIGM
 from ._paradigm_common import DIST_EPS, ModifiedObjective, unit_distance
 from .base import check_choice, eye_mask
 from .registry import register_loss
@@ -43,6 +44,8 @@ class ModifiedMHSLoss(ModifiedObjective):
 
         out = build_loss("m_mhs", m=0.3, r=1.75)(z1, z2)
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..references import GRADIENT_PARADIGM
 from ._paradigm_common import ModifiedObjective, off_diagonal_log_weights
 from .base import check_choice, check_positive
 from .registry import register_loss
@@ -44,6 +45,8 @@ class ModifiedVICRegLoss(ModifiedObjective):
 
         out = build_loss("m_vicreg", m=0.3, temperature=0.05, r=1.5)(z1, z2)
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..references import GRADIENT_PARADIGM
 from ._paradigm_common import DIST_EPS, unit_distance
 from .base import ContrastiveLoss, check_finite, cosine_matrix, eye_mask
 from .registry import register_loss
@@ -35,6 +36,8 @@ class METLoss(ContrastiveLoss):
 
         out = build_loss("met", margin=0.45)(z1, z2)    # out.metrics["ratio"] = mean d_ij*/d_ii
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(self, margin: float = 0.45):
         super().__init__()

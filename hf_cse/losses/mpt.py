@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..references import GRADIENT_PARADIGM
 from .base import ContrastiveLoss, check_finite, cosine_matrix, eye_mask
 from .registry import register_loss
 
@@ -35,6 +36,8 @@ class MPTLoss(ContrastiveLoss):
 
         out = build_loss("mpt", margin=0.23)(z1, z2)    # out.metrics["active_share"]
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(self, margin: float = 0.23):
         super().__init__()

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from ..references import IMSIMCSE
 from .base import ContrastiveLoss, check_choice, check_positive, cosine_matrix, eye_mask, unit
 from .registry import register_loss
 
@@ -52,6 +53,8 @@ class OffDropoutInfoNCELoss(ContrastiveLoss):
         loss_fn = build_loss("off_dropout_infonce", m=0.9)
         out = loss_fn(z1, z2, z_nodropout=zbar)
     """
+
+    references = (IMSIMCSE,)
 
     extra_inputs = ("z_nodropout",)
 

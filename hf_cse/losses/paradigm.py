@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..references import GRADIENT_PARADIGM
 from ._paradigm_common import (
     hardest_negative_weights,
     paradigm_surrogate,
@@ -66,6 +67,8 @@ class ParadigmLoss(ContrastiveLoss):
         loss_fn = build_loss("paradigm", m=0.3, temperature=0.05, r=1.0)
         out = loss_fn(z1, z2)     # out.metrics["active_share"]: share of anchors with GD = 1
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..references import GRADIENT_PARADIGM
 from .base import ContrastiveLoss, check_bool, check_non_negative, unit
 from .registry import register_loss
 
@@ -76,6 +77,8 @@ class VICRegLoss(ContrastiveLoss):
 
         out = build_loss("vicreg", nu=30.0)(z1, z2)
     """
+
+    references = (GRADIENT_PARADIGM,)
 
     def __init__(
         self, nu: float = 30.0, variance_weight: float = 1.0, gamma: float = 1.0, surrogate: bool = False

@@ -31,6 +31,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from ..masking import EDIT_OPERATIONS
+from ..references import DIFFCSE, SIMCSE
 from .config import CSEConfig
 from .generators import GENERATOR_FILLS, UNIGRAM, Generator, GeneratorError, load_generator
 from .simcse import CSEOutput, CSEPreTrainedModel, build_encoder
@@ -107,6 +108,8 @@ class DiffCSEModel(CSEPreTrainedModel):
         model.attach_generator("distilbert-base-uncased", tokenizer)   # or "unigram" (no weights)
         trainer = ContrastiveTrainer(model=model, data_collator=DiffCSEModel.collator(tokenizer, model.config), ...)
     """
+
+    references = (DIFFCSE, SIMCSE)  # the method's paper first (hf_cse.references)
 
     config_class = DiffCSEConfig
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from ..references import IMSIMCSE, SIMCSE
 from .config import CSEConfig
 from .simcse import CSEPreTrainedModel
 
@@ -34,5 +35,7 @@ class ImSimCSEConfig(CSEConfig):
 
 class ImSimCSEModel(CSEPreTrainedModel):
     """SimCSE with ImSimCSE's off-dropout negatives and DCL on by default (each switchable)."""
+
+    references = (IMSIMCSE, SIMCSE)  # the method's paper first (hf_cse.references)
 
     config_class = ImSimCSEConfig

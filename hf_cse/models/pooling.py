@@ -23,6 +23,13 @@ def check_pooler(pooler: str) -> str:
     return pooler
 
 
+def applies_projector(pooler: str) -> bool:
+    """What the test-time pooler ``"cls"`` means, decided here only: the pooled [CLS] vector goes through the
+    model's trained head (an hf_cse projector; a plain encoder's own pooler layer, ``pooler_output``). Every other
+    pooler (``cls_before_pooler`` included) returns the encoder's vector as it is."""
+    return check_pooler(pooler) == "cls"
+
+
 def needs_hidden_states(pooler: str) -> bool:
     """Whether the pooler reads layers other than the last (the encoder must output hidden states)."""
     return check_pooler(pooler) in ("avg_first_last", "avg_top2")

@@ -12,6 +12,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from ..references import SIMCSE, Paper
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
 from .heads import SmallInitLinear, build_projector
@@ -71,6 +72,8 @@ class CSEPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     _no_split_modules: list[str] = []
+    #: the papers that define the method (:mod:`hf_cse.references`), its own first; model cards cite these
+    references: tuple[Paper, ...] = ()
 
     def __init__(self, config: CSEConfig):
         super().__init__(config)
@@ -230,5 +233,7 @@ class SimCSEModel(CSEPreTrainedModel):
 
         model = SimCSEModel.from_encoder("bert-base-uncased", loss="infonce", loss_kwargs={"temperature": 0.05})
     """
+
+    references = (SIMCSE,)  # the method's paper first (hf_cse.references)
 
     config_class = SimCSEConfig

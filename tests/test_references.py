@@ -1,0 +1,31 @@
+"""Every loss and method model names the paper that defines it, as data."""
+
+import re
+
+import pytest
+
+from hf_cse.losses import available_losses, get_loss_class
+from hf_cse.models import METHODS
+from hf_cse.references import PAPERS, Paper
+
+
+@pytest.mark.parametrize("name", available_losses())
+def test_every_loss_cites_a_known_paper(name):
+    refs = get_loss_class(name).references
+    assert refs and all(isinstance(p, Paper) and PAPERS[p.key] is p for p in refs)
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_cites_its_paper_first(method):
+    refs = METHODS[method].references
+    assert refs and refs[0].name.lower().startswith(method)
+
+
+@pytest.mark.parametrize("paper", list(PAPERS.values()), ids=list(PAPERS))
+def test_paper_records_are_consistent(paper):
+    assert re.fullmatch(r"\d{4}\.\d{5}", paper.arxiv)
+    assert paper.bibtex.startswith(f"@inproceedings{{{paper.key},")
+    assert f"eprint    = {{{paper.arxiv}}}" in paper.bibtex
+    assert f"year      = {{{paper.year}}}" in paper.bibtex
+    assert str(paper.year) in paper.venue
+    assert paper.authors[0].split()[-1] in paper.bibtex
