@@ -15,6 +15,8 @@ read from what defines the run:
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -67,8 +69,6 @@ def resolve_base_model(base_encoder: str | None) -> str | None:
     Hub ids pass through; a local Hub-cache snapshot (``models--org--name/snapshots/...``) and the packaged
     default encoder map to their repos; other local folders have no Hub id (None).
     """
-    import re
-
     if not base_encoder:
         return None
     path = Path(base_encoder).expanduser()
@@ -88,20 +88,26 @@ def card_metadata(text: str) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------- from sentence-transformers
-def _sentence_transformers_card(model_id: str, embedding_dimension: int, model=None):
-    """sentence-transformers' card data, for its usage snippet (with the similarities of its example sentences
-    when the exported ``model`` is given) and its library versions."""
+@functools.cache
+def _export_card_data_class():
+    """sentence-transformers' card data that knows the export's dimension without loading the export."""
     from sentence_transformers import SentenceTransformerModelCardData
 
     @dataclass
     class ExportCardData(SentenceTransformerModelCardData):
         embedding_dimension: int | None = None
 
-        def _get_snippet_output_dimensionality(self) -> int | str:  # known without loading the export
+        def _get_snippet_output_dimensionality(self) -> int | str:
             return self.embedding_dimension if self.model is None else super()._get_snippet_output_dimensionality()
 
-    card = ExportCardData(local_files_only=True, generate_widget_examples=model is not None,
-                          embedding_dimension=embedding_dimension)
+    return ExportCardData
+
+
+def _sentence_transformers_card(model_id: str, embedding_dimension: int, model=None):
+    """sentence-transformers' card data, for its usage snippet (with the similarities of its example sentences
+    when the exported ``model`` is given) and its library versions."""
+    card = _export_card_data_class()(local_files_only=True, generate_widget_examples=model is not None,
+                                     embedding_dimension=embedding_dimension)
     card.model_id = model_id  # after construction: sentence-transformers keeps only "org/name" ids, a folder is fine
     if model is not None:
         card.register_model(model)
