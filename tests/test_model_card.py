@@ -178,3 +178,22 @@ def test_resolve_base_model(tmp_path):
     assert resolve_base_model(str(snapshot)) == "org/encoder"
     if packaged_encoder_path() is not None:
         assert resolve_base_model(packaged_encoder_path()) == DEFAULT_ENCODER_HUB_ID
+
+
+def test_loss_summary_is_the_docstring_line_without_its_reference(monkeypatch):
+    from hf_cse.losses import ContrastiveLoss, registry
+    from hf_cse.model_card.sections import loss_summary
+
+    class Smoothed(ContrastiveLoss):
+        """``a (b) + c`` of two views, smoothed (Some paper, eq. 3).
+
+        More text that stays in the docstring."""
+
+    class Plain(ContrastiveLoss):
+        """Dimension-wise loss over features (Some paper, eq. 5)."""
+
+    monkeypatch.setitem(registry._LOSSES, "smoothed_for_test", Smoothed)
+    monkeypatch.setitem(registry._LOSSES, "plain_for_test", Plain)
+    assert loss_summary("smoothed_for_test") == "`a (b) + c` of two views, smoothed"  # code spans stay whole
+    assert loss_summary("plain_for_test") == "dimension-wise loss over features"  # continues a card sentence
+    assert loss_summary("not_a_registered_loss") == ""

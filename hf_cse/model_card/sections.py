@@ -85,9 +85,12 @@ def citations_section(papers: Iterable[Paper]) -> str:
 def loss_summary(loss: str) -> str:
     """The first line of the loss class's docstring, up to its reference parenthesis (the card cites the paper
     itself); empty for a loss this installation lacks."""
-    doc = inspect.getdoc(_loss_class(loss)) if _loss_class(loss) else ""
-    line = doc.strip().splitlines()[0] if doc and doc.strip() else ""
-    chunks = line.split("``")  # even chunks are prose, odd ones code: the reference parenthesis is in prose
+    cls = _loss_class(loss)
+    doc = (inspect.getdoc(cls) or "").strip() if cls is not None else ""
+    if not doc:
+        return ""
+    # even chunks are prose, odd ones code (``...``): the reference parenthesis is in prose
+    chunks = doc.splitlines()[0].split("``")
     for i in range(0, len(chunks), 2):
         if " (" in chunks[i]:
             chunks = [*chunks[:i], chunks[i].split(" (", 1)[0]]
