@@ -60,7 +60,7 @@ def test_comparison_plot_has_a_group_per_task(tmp_path):
 
 @pytest.mark.parametrize("with_curves", [True, False])
 def test_model_card_links_curves_only_when_recorded(with_curves):
-    from hf_cse.model_card import _training_curves
+    from hf_cse.model_card.sections import training_curves_section
 
-    text = _training_curves({"training_curves": CURVES_FILE} if with_curves else {})
+    text = training_curves_section({"training_curves": CURVES_FILE} if with_curves else {})
     assert (f"]({CURVES_FILE})" in text) is with_curves

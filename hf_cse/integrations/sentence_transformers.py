@@ -29,7 +29,6 @@ the pooled output (plus any Dense / Normalize modules of the model), not hf_cse'
 from __future__ import annotations
 
 from collections.abc import Iterable
-from types import SimpleNamespace
 from typing import Any
 
 from torch import Tensor, nn
@@ -106,7 +105,6 @@ class CSELoss(nn.Module):
     @property
     def citation(self) -> str:
         """BibTeX of the papers behind the loss (its own paper first, then SimCSE), from hf_cse's paper list."""
-        from ..model_card import papers_for
+        from ..model_card import cited_papers
 
-        config = SimpleNamespace(method="simcse", loss=self.loss_name, off_dropout=False, dcl_weight=0.0)
-        return "\n\n".join(paper["bibtex"] for paper in papers_for(config))
+        return "\n\n".join(paper.bibtex for paper in cited_papers("simcse", [self.loss_name]))

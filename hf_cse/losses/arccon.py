@@ -23,7 +23,7 @@ def _cos_theta_plus_u(s: torch.Tensor, u_rad: float) -> torch.Tensor:
 
 @register_loss("arccon")
 class ArcConLoss(ContrastiveLoss):
-    r"""ArcCon's pairwise loss as analysed by seed 002 (its §2.2 and eq. 2; spec §9).
+    r"""ArcCon's pairwise loss as analysed by the unified gradient paradigm (its §2.2 and eq. 2).
 
     .. math::
         \ell_i = -\log \frac{e^{\cos(\theta_{ii'}+u)/\tau}}

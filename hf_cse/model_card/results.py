@@ -1,0 +1,110 @@
+"""Evaluation results on a model card: ``run_eval.py``'s ``results.json`` read and checked, the Hub ``model-index``
+entries, and the card's evaluation section. Task names, their display headers and the Hub data sets standing for
+them come from :mod:`hf_cse.evaluation`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..evaluation.data import STS_TASKS, TRANSFER_TASKS
+from ..evaluation.hub_data import HUB_DATASETS
+from ..evaluation.sts import TABLE_NAMES
+from .text import fmt, is_number, kv_table, table
+
+
+class ModelCardError(ValueError):
+    """A model card that cannot be rendered (e.g. evaluation results that are not one model's)."""
+
+
+def read_eval_results(results: Mapping[str, Any] | str | Path | None) -> dict[str, Any]:
+    """``run_eval.py``'s ``results.json`` of ONE model (a path or an already loaded dict), checked."""
+    if results is None:
+        return {}
+    source = "eval_results"
+    if not isinstance(results, Mapping):
+        path = Path(results)
+        source = str(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"evaluation results {path} not found; give the results.json of run_eval.py.")
+        try:
+            results = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ModelCardError(f"{path} is not valid JSON ({err}); give the results.json of run_eval.py.") from None
+    if not isinstance(results, Mapping):
+        raise ModelCardError(f"{source} must hold a JSON object of task -> score, got {type(results).__name__}.")
+    if "models" in results:
+        raise ModelCardError(f"{source} holds the results of several models; give this model's own results.json "
+                             "(run_eval.py writes one per model in model_<i>_<name>/).")
+    return dict(results)
+
+
+def eval_scores(results: Mapping[str, Any]) -> dict[str, float]:
+    """The top-level numeric scores of a results dict (``details``, ``settings``, ``timing`` are not scores)."""
+    return {str(k): float(v) for k, v in results.items() if is_number(v)}
+
+
+def eval_settings(results: Mapping[str, Any]) -> dict[str, Any]:
+    """How the scores were measured (``run_eval.py``'s ``settings``), without machine-local values."""
+    settings = results.get("settings")
+    if not isinstance(settings, Mapping):
+        return {}
+    keep = ("mode", "sts_aggregation", "pooler", "senteval_source", "mrpc_features", "kind")
+    return {k: settings[k] for k in keep if settings.get(k) is not None}
+
+
+def model_index_results(scores: Mapping[str, float]) -> list:
+    """``huggingface_hub.EvalResult`` entries (the card's ``model-index``) for every STS and transfer score."""
+    from huggingface_hub import EvalResult
+
+    results = []
+    for task in STS_TASKS:
+        if task in scores:
+            results.append(EvalResult(
+                task_type="sentence-similarity", task_name="Semantic Textual Similarity",
+                dataset_type=HUB_DATASETS[task]["repo"], dataset_name=task, dataset_split="test",
+                metric_type="spearman", metric_name="Spearman correlation (x100, cosine)",
+                metric_value=round(scores[task], 2),
+            ))
+    for task in TRANSFER_TASKS:
+        if task in scores:
+            results.append(EvalResult(
+                task_type="text-classification", task_name="SentEval transfer",
+                dataset_type=HUB_DATASETS[task]["repo"], dataset_name=f"SentEval {task}",
+                metric_type="accuracy", metric_name="Accuracy (x100)", metric_value=round(scores[task], 2),
+            ))
+    return results
+
+
+def evaluation_section(results: Mapping[str, Any], pooling: str) -> str:
+    """The scores as tables (STS, transfer, others) and how they were measured; or how to add them."""
+    scores, settings = eval_scores(results), eval_settings(results)
+    if not scores:
+        return ("No evaluation results were attached to this export. Score the model with `run_eval.py` and "
+                "re-export with `--eval_results results.json` (or `eval_results=` in "
+                "`hf_cse.export.to_sentence_transformer`) to add them here and to the Hub metadata.")
+    parts = []
+    sts = [t for t in STS_TASKS if t in scores]
+    if sts:
+        header = tuple(TABLE_NAMES.get(t, t) for t in sts) + (("Avg.",) if "avg" in scores else ())
+        row = tuple(f"{scores[t]:.2f}" for t in sts) + ((f"{scores['avg']:.2f}",) if "avg" in scores else ())
+        split = "dev" if settings.get("mode") == "dev" else "test"
+        parts += [f"Semantic textual similarity ({split} sets, Spearman correlation x 100 of cosine similarities, "
+                  f"SentEval protocol as in SimCSE, embeddings = {pooling}):", "", table(header, [row])]
+    transfer = [t for t in TRANSFER_TASKS if t in scores]
+    if transfer:
+        header = tuple(transfer) + (("Avg.",) if "transfer_avg" in scores else ())
+        row = tuple(f"{scores[t]:.2f}" for t in transfer) + (
+            (f"{scores['transfer_avg']:.2f}",) if "transfer_avg" in scores else ())
+        parts += ["", "SentEval transfer tasks (accuracy x 100, logistic regression on frozen embeddings):", "",
+                  table(header, [row])]
+    known = set(STS_TASKS) | set(TRANSFER_TASKS) | {"avg", "transfer_avg"}
+    other = {k: v for k, v in scores.items() if k not in known}
+    if other:
+        parts += ["", "Other scores:", "", kv_table(("Metric", "Value"), other, value_fmt=lambda v: f"{v:.4g}")]
+    if settings:
+        parts += ["", "Evaluation settings (`run_eval.py`): "
+                  + ", ".join(f"{k} = {fmt(v)}" for k, v in settings.items()) + "."]
+    return "\n".join(parts).strip()

@@ -1,0 +1,232 @@
+"""The hf_cse parts of a model card: the papers behind a config, the method and its objectives, the training data,
+every hyperparameter, the training curves and the citations. Each reads what defines the run: the method model's
+and the losses' ``references`` (:mod:`hf_cse.references`), :func:`hf_cse.objectives.objective_specs`, the config
+fields (their meaning is the field's ``help`` metadata) and what ``run_unsup.py`` records (``training_info``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..references import Paper
+from .text import fmt, is_number, kv_table, table
+
+# TrainingArguments shown in the main table, in this order; every other set argument goes below it.
+MAIN_TRAINING_ARGS = (
+    "learning_rate",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_train_epochs",
+    "max_steps",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "warmup_ratio",
+    "weight_decay",
+    "optim",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "max_grad_norm",
+    "seed",
+    "fp16",
+    "bf16",
+    "eval_strategy",
+    "eval_steps",
+    "metric_for_best_model",
+    "load_best_model_at_end",
+)
+# Machine-local or secret values that do not describe the training and must not be published.
+_PRIVATE_ARG = re.compile(r"(^|_)token$|_dir$|^hub_model_id$|^push_to_hub|^resume_from_checkpoint$")
+# Config fields that state the objectives (old and new layouts); the card lists them through objective_specs.
+_OBJECTIVE_FIELDS = {"objectives", "loss", "loss_kwargs", "dcl_weight", "dcl_temperature", "dcl_normalization"}
+# training_info keys shown in their own sections (or the metadata), not under "Other training information".
+_INFO_SHOWN_ELSEWHERE = {"training_args", "data", "train_metrics", "world_size", "datasets", "language", "license",
+                         "base_model", "training_curves"}
+
+
+# --------------------------------------------------------------------------------------------- papers
+def _loss_class(loss: str):
+    """The registered loss class, or None (a saved model may name a loss this installation lacks)."""
+    from ..losses import get_loss_class
+
+    try:
+        return get_loss_class(loss)
+    except ValueError:
+        return None
+
+
+def cited_papers(method: str, losses: Iterable[str]) -> list[Paper]:
+    """Papers behind a method trained with ``losses``, the defining one first: the method's own paper (DiffCSE,
+    ImSimCSE), then each loss's papers, then the training pipeline every method builds on (a method class lists
+    it last in its ``references``: SimCSE). Each paper once."""
+    from ..models import METHODS
+
+    method_refs = METHODS[method].references if method in METHODS else ()
+    loss_refs = [paper for loss in losses for paper in getattr(_loss_class(loss), "references", ())]
+    return list(dict.fromkeys([*method_refs[:-1], *loss_refs, *method_refs[-1:]]))
+
+
+def papers_for(config) -> list[Paper]:
+    """Papers behind a config (see :func:`cited_papers`)."""
+    from ..objectives import objective_specs
+
+    return cited_papers(getattr(config, "method", "simcse"), [spec.loss for spec in objective_specs(config)])
+
+
+def citations_section(papers: Iterable[Paper]) -> str:
+    return "\n\n".join(f"{paper.name} — [{paper.title}]({paper.url}) ({paper.short}):\n\n```bibtex\n{paper.bibtex}\n```"
+                       for paper in papers)
+
+
+# --------------------------------------------------------------------------------------------- method
+def loss_summary(loss: str) -> str:
+    """The first line of the loss class's docstring, up to its reference parenthesis (the card cites the paper
+    itself); empty for a loss this installation lacks."""
+    cls = _loss_class(loss)
+    doc = (inspect.getdoc(cls) or "").strip() if cls is not None else ""
+    if not doc:
+        return ""
+    # even chunks are prose, odd ones code (``...``): the reference parenthesis is in prose
+    chunks = doc.splitlines()[0].split("``")
+    for i in range(0, len(chunks), 2):
+        if " (" in chunks[i]:
+            chunks = [*chunks[:i], chunks[i].split(" (", 1)[0]]
+            break
+    summary = "`".join(chunks).rstrip(" .")
+    words = summary.split()
+    # it continues a card sentence: lower-case an ordinary first word ("Dimension-wise contrastive loss"), keep
+    # names ("InfoNCE with...", "Barlow Twins with...")
+    if len(words) > 1 and words[0][1:].islower() and words[1][:1].islower():
+        summary = summary[0].lower() + summary[1:]
+    return summary
+
+
+def loss_hyperparameters_of(loss: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Every hyperparameter of ``loss``: the given ones over the loss's defaults."""
+    from ..losses import loss_hyperparameters
+
+    try:
+        params = loss_hyperparameters(loss)
+    except ValueError:  # not registered in this installation: show what the config holds
+        return dict(given)
+    values = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+    values.update(given)
+    return values
+
+
+def _paper_link(paper: Paper) -> str:
+    return f"[{paper.name}]({paper.url}) ({paper.short})"
+
+
+def method_section(config, papers: list[Paper], pair_data: Mapping[str, Any] | None = None) -> str:
+    from ..objectives import objective_specs
+
+    main = papers[0]
+    lines = [f"**{main.name}** — {', '.join(main.authors)}, *{main.title}*, {main.venue} "
+             f"([paper]({main.url}), [code]({main.code}))."]
+    specs = objective_specs(config)
+    lines += ["", "Training objective" + (f": the weighted sum of {len(specs)} objectives." if len(specs) > 1 else ":")]
+    for spec in specs:
+        cls = _loss_class(spec.loss)
+        summary = loss_summary(spec.loss)
+        source = f", from {_paper_link(cls.references[0])}" if cls is not None and cls.references else ""
+        weight = f" with weight {spec.weight:g}" if len(specs) > 1 else ""
+        lines += ["", f"* `{spec.name}`: loss `{spec.loss}`{weight}" + (f" — {summary}" if summary else "")
+                  + source + "."]
+        hyperparameters = loss_hyperparameters_of(spec.loss, spec.hyperparameters)
+        if hyperparameters:
+            lines += ["", kv_table(("Loss hyperparameter", "Value"), hyperparameters)]
+    if getattr(config, "off_dropout", False):
+        lines += ["", "Negatives come from a third, dropout-free encoder pass (ImSimCSE's off-dropout sampling)."]
+    hard = bool(pair_data and pair_data.get("hard_negative"))
+    views = ("Two dropout views of every sentence are encoded in one forward pass (SimCSE); the other "
+             "sentences of the batch are the negatives.") if not pair_data else (
+        "Each training row's anchor and positive" + (" and hard negative" if hard else "")
+        + " are encoded in one forward pass (supervised SimCSE); the other rows' positives"
+        + (" and every row's hard negative" if hard else "") + " are the negatives.")
+    lines += ["", views + " Training-only parts (projection head"
+                  + (", RTD discriminator and generator" if getattr(config, "method", "") == "diffcse" else "")
+                  + ") are not part of this model unless listed in the module stack above."]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------- training
+def training_data_section(info: Mapping[str, Any]) -> str:
+    data = info.get("data") or {}
+    if not data:
+        return "Not recorded for this export (no training information was given)."
+    rows = []
+    source = data.get("dataset_name") or data.get("source")
+    if source:
+        rows.append(("Source", fmt(source) + (f" (config `{data['dataset_config_name']}`)"
+                                             if data.get("dataset_config_name") else "")))
+    pair = data.get("pair_data")
+    if pair:  # supervised rows: anchor, positive[, hard negative] columns
+        views = f"anchor `{pair['anchor']}`, positive `{pair['positive']}`" + (
+            f", hard negative `{pair['hard_negative']}`" if pair.get("hard_negative") else "")
+        rows.append(("Trained on", f"{pair['kind']} ({views}); each row's texts are encoded together, the other "
+                                   "rows' positives" + (" and hard negatives" if pair.get("hard_negative") else "")
+                     + " are the negatives"))
+        if data.get("num_rows") is not None:
+            rows.append((f"Training {pair['kind']}", f"{int(data['num_rows']):,}"))
+    if data.get("num_sentences") is not None:
+        rows.append(("Training sentences", f"{int(data['num_sentences']):,}"))
+    if data.get("max_seq_length") is not None:
+        rows.append(("Training truncation length", f"{data['max_seq_length']} tokens"))
+    rows += [(k.replace("_", " ").capitalize(), fmt(v)) for k, v in sorted(data.items())
+             if k not in ("source", "dataset_name", "dataset_config_name", "num_sentences", "max_seq_length",
+                          "pair_data", "num_rows")
+             and v is not None]
+    return table(("Property", "Value"), rows)
+
+
+def method_fields(config) -> dict[str, tuple[Any, str]]:
+    """The hf_cse fields of a config (declared by CSEConfig and its method subclasses, not by ``PretrainedConfig``)
+    in declaration order, as ``name -> (value, meaning)``; the meaning is the field's ``help`` metadata (the bare
+    name where a field has none). The objectives are left out: :func:`method_section` lists them."""
+    from transformers import PretrainedConfig
+
+    generic = {f.name for f in dataclasses.fields(PretrainedConfig)} | {"encoder_config", "method"} | _OBJECTIVE_FIELDS
+    return {f.name: (getattr(config, f.name), f.metadata.get("help") or f.name)
+            for f in dataclasses.fields(config) if f.name not in generic}
+
+
+def hyperparameters_section(config, info: Mapping[str, Any]) -> str:
+    rows = [(f"`{name}`", fmt(value), " ".join(str(meaning).split()).replace("|", "\\|"))
+            for name, (value, meaning) in method_fields(config).items() if name != "base_encoder"]
+    parts = ["Method configuration (`config.json` of the hf_cse checkpoint; the objectives are listed above):", "",
+             table(("Field", "Value", "Meaning"), rows)]
+    args = {k: v for k, v in (info.get("training_args") or {}).items() if not _PRIVATE_ARG.search(k)}
+    if args:
+        world = int(info.get("world_size") or args.get("world_size") or 1)
+        main = [(f"`{k}`", fmt(args[k])) for k in MAIN_TRAINING_ARGS if k in args]
+        if "per_device_train_batch_size" in args:
+            total = int(args["per_device_train_batch_size"]) * world * int(args.get("gradient_accumulation_steps") or 1)
+            main.insert(2, ("global batch size", f"{total} ({world} process{'es' if world != 1 else ''})"))
+        rest = [(f"`{k}`", fmt(v)) for k, v in sorted(args.items())
+                if k not in MAIN_TRAINING_ARGS and v is not None and v != "" and v != [] and v != {}]
+        parts += ["", "Training arguments (`transformers.TrainingArguments`):", "", table(("Argument", "Value"), main)]
+        if rest:
+            parts += ["", "<details><summary>All other training arguments that were set</summary>", "",
+                      table(("Argument", "Value"), rest), "", "</details>"]
+    else:
+        parts += ["", "Training arguments were not recorded for this export."]
+    metrics = {k: v for k, v in (info.get("train_metrics") or {}).items() if is_number(v)}
+    if metrics:
+        parts += ["", "Training run:", "", kv_table(("Metric", "Value"), metrics)]
+    other = {k: v for k, v in info.items() if k not in _INFO_SHOWN_ELSEWHERE and v is not None}
+    if other:
+        parts += ["", "Other training information:", "", kv_table(("Key", "Value"), other)]
+    return "\n".join(parts)
+
+
+def training_curves_section(info: Mapping[str, Any]) -> str:
+    """A link to the curves image copied beside the card (``info["training_curves"]``: its file name)."""
+    name = info.get("training_curves")
+    if not name:
+        return ""
+    return (f"### Training curves\n\n![Loss terms, positive/negative cosine, gradient diagnostics and dev metrics "
+            f"over the training steps]({name})")

@@ -1,0 +1,199 @@
+"""Model cards (hf_cse.model_card): papers from the losses' and method models' references, no internal labels,
+every objective and hyperparameter, the pieces reused from huggingface_hub and sentence-transformers."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import jinja2
+import jinja2.meta
+import pytest
+from transformers import BertConfig
+
+from hf_cse.encoders import DEFAULT_ENCODER_HUB_ID, packaged_encoder_path
+from hf_cse.evaluation.data import STS_TASKS, TRANSFER_TASKS
+from hf_cse.losses import available_losses, get_loss_class
+from hf_cse.model_card import (
+    TEMPLATE,
+    card_metadata,
+    cited_papers,
+    method_fields,
+    papers_for,
+    render_model_card,
+    resolve_base_model,
+)
+from hf_cse.models import METHODS
+from hf_cse.models.config import CSEConfig
+from hf_cse.references import DIFFCSE, FOCAL_INFONCE, GS_INFONCE, IMSIMCSE, SIMCSE
+
+TINY_ENCODER = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=64, max_position_embeddings=64).to_dict()
+EXPORT = {"embedding_dimension": 32, "max_seq_length": 64, "pooling_description": "CLS token",
+          "projector_description": "none", "modules": ["Transformer(BertModel)", "Pooling('cls')"]}
+INTERNAL_LABELS = re.compile(r"seed 00\d|spec §|\{\{|\}\}")
+
+
+def config_for(method: str = "simcse", **fields):
+    return METHODS[method].config_class(encoder_config=dict(TINY_ENCODER), **fields)
+
+
+def config_with_loss(loss: str):
+    """A SimCSE config whose main objective is ``loss`` (with the off-dropout pass the loss may need)."""
+    takes_nodropout = "z_nodropout" in get_loss_class(loss).extra_inputs
+    return config_for("simcse", loss=loss, off_dropout=takes_nodropout)
+
+
+def card(config, **kwargs) -> str:
+    return render_model_card(config, model_id="someone/model", export=kwargs.pop("export", EXPORT), **kwargs)
+
+
+# --------------------------------------------------------------------------------------------- papers
+@pytest.mark.parametrize("loss", available_losses())
+def test_every_loss_card_cites_its_paper_and_no_internal_label(loss):
+    text = card(config_with_loss(loss))
+    assert not INTERNAL_LABELS.search(text), INTERNAL_LABELS.search(text).group()
+    paper = get_loss_class(loss).references[0]
+    assert paper.title in text and f"https://arxiv.org/abs/{paper.arxiv}" in text and paper.bibtex in text
+    assert f"loss `{loss}`" in text
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_card_cites_its_papers_first_and_no_internal_label(method):
+    text = card(config_for(method))
+    assert not INTERNAL_LABELS.search(text), INTERNAL_LABELS.search(text).group()
+    own = METHODS[method].references[0]
+    assert text.split("\n# ", 1)[1].startswith(f"{own.name} sentence embeddings")  # the title names the method
+    citations = text.split("## Citation", 1)[1]
+    positions = [citations.index(paper.bibtex) for paper in METHODS[method].references]
+    assert positions == sorted(positions)  # the method's paper first, the pipeline it builds on after
+
+
+def test_papers_are_ordered_defining_one_first_and_cited_once():
+    assert cited_papers("simcse", ["infonce"]) == [SIMCSE]
+    assert cited_papers("simcse", ["gs_infonce"]) == [GS_INFONCE, SIMCSE]
+    assert cited_papers("imsimcse", ["off_dropout_infonce", "dcl"]) == [IMSIMCSE, SIMCSE]
+    assert cited_papers("diffcse", ["focal_infonce"]) == [DIFFCSE, FOCAL_INFONCE, SIMCSE]
+    assert cited_papers("simcse", ["infonce", "dcl"]) == [SIMCSE, IMSIMCSE]
+    # a loss this installation does not know is skipped, not an error (a saved model must still get a card)
+    assert cited_papers("simcse", ["not_a_registered_loss"]) == [SIMCSE]
+    assert papers_for(config_for("imsimcse")) == [IMSIMCSE, SIMCSE]
+
+
+# --------------------------------------------------------------------------------------------- objectives
+def test_every_objective_is_listed_with_its_weight_and_every_hyperparameter():
+    text = card(config_for("imsimcse"))
+    method = text.split("### Method", 1)[1].split("### Training data", 1)[0]
+    assert "loss `off_dropout_infonce` with weight 1" in method and "loss `dcl` with weight 0.1" in method
+    assert "dimension-wise contrastive loss" in method  # the loss's own one-line description
+    for row in ("| `m` | 0.9 |", "| `temperature` | 0.05 |", "| `m_placement` |",  # given, then a default
+                "| `temperature` | 5 |", "| `normalization` | code |", "| `eps` |"):  # DCL's
+        assert row in method, row
+    # the objectives are not repeated as raw config fields in the hyperparameter table
+    assert not re.search(r"\| `(loss|loss_kwargs|dcl_weight|dcl_temperature|dcl_normalization|objectives)` \|", text)
+
+
+def test_field_meaning_comes_from_the_field_help_metadata():
+    class HelpedConfig(CSEConfig):
+        model_type = "hf_cse_test_helped"
+        knob: float = dataclasses.field(default=0.5, metadata={"help": "how far the knob | is turned"})
+
+    fields = method_fields(HelpedConfig(encoder_config=dict(TINY_ENCODER)))
+    assert fields["knob"] == (0.5, "how far the knob | is turned")
+    assert fields["pooler_type"][0] == "cls"
+    help_of_pooler = next(f for f in dataclasses.fields(CSEConfig) if f.name == "pooler_type").metadata.get("help")
+    assert fields["pooler_type"][1] == (help_of_pooler or "pooler_type")  # no help: the bare name
+    assert not {"loss", "loss_kwargs", "objectives", "encoder_config", "method"} & set(fields)
+    text = card(HelpedConfig(encoder_config=dict(TINY_ENCODER)))
+    assert "| `knob` | 0.5 | how far the knob \\| is turned |" in text  # a "|" in the help must not split the row
+
+
+# --------------------------------------------------------------------------------------------- rendering
+def test_the_template_gets_every_variable_it_uses(monkeypatch):
+    """jinja renders an unknown variable as empty text: every variable of the template must be passed."""
+    from huggingface_hub import ModelCard
+
+    seen = {}
+    original = ModelCard.from_template.__func__
+
+    def spy(cls, card_data, template_path=None, template_str=None, **kwargs):
+        seen.update(kwargs, card_data=card_data)
+        return original(cls, card_data, template_path=template_path, template_str=template_str, **kwargs)
+
+    monkeypatch.setattr(ModelCard, "from_template", classmethod(spy))
+    card(config_for())
+    used = jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(TEMPLATE.read_text(encoding="utf-8")))
+    assert used and used <= set(seen), used - set(seen)
+
+
+def test_usage_snippet_and_versions_come_from_sentence_transformers():
+    import sentence_transformers
+
+    text = card(config_for())
+    assert 'model = SentenceTransformer("someone/model")' in text
+    assert "# [3, 32]" in text  # three example sentences, the export's dimension
+    assert f"| sentence-transformers | {sentence_transformers.__version__} |" in text and "| hf_cse |" in text
+    widget = card_metadata(text)["widget"][0]
+    snippet = text.split("```python", 1)[1].split("```", 1)[0]
+    for sentence in [widget["source_sentence"], *widget["sentences"]]:
+        assert repr(sentence) in snippet  # the Hub widget shows the snippet's sentences
+
+
+def test_usage_snippet_shows_similarities_when_the_exported_model_is_given(tiny_bert_dir):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    transformer = Transformer(str(tiny_bert_dir))
+    model = SentenceTransformer(modules=[transformer, Pooling(32, pooling_mode="cls")], device="cpu")
+    text = card(config_for(), export={**EXPORT, "model": model})
+    snippet = text.split("```python", 1)[1].split("```", 1)[0]
+    assert "print(similarities)" in snippet and "# tensor([[1.0000," in snippet  # each sentence with itself
+
+
+def test_scores_go_to_tables_with_display_headers_and_to_the_model_index():
+    scores = {task: 60.0 + i for i, task in enumerate(STS_TASKS + TRANSFER_TASKS)}
+    text = card(config_for(), eval_results={**scores, "avg": 63.0})
+    assert "| STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. |" in text
+    index = card_metadata(text)["model-index"][0]
+    assert index["name"] == "someone/model"
+    got = {r["dataset"]["name"]: r["metrics"][0]["value"] for r in index["results"]}
+    assert got == {(t if t in STS_TASKS else f"SentEval {t}"): v for t, v in scores.items()}
+
+
+def test_training_curves_section_only_when_recorded():
+    assert "### Training curves" not in card(config_for())
+    text = card(config_for(), training_info={"training_curves": "training_curves.png"})
+    assert "### Training curves" in text and "](training_curves.png)" in text
+
+
+# --------------------------------------------------------------------------------------------- base model
+def test_resolve_base_model(tmp_path):
+    assert resolve_base_model(None) is None
+    assert resolve_base_model("bert-base-uncased") == "bert-base-uncased"
+    assert resolve_base_model("princeton-nlp/unsup-simcse-bert-base-uncased") == \
+        "princeton-nlp/unsup-simcse-bert-base-uncased"
+    assert resolve_base_model(str(tmp_path)) is None  # a local folder has no Hub id
+    snapshot = tmp_path / "models--org--encoder" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    assert resolve_base_model(str(snapshot)) == "org/encoder"
+    if packaged_encoder_path() is not None:
+        assert resolve_base_model(packaged_encoder_path()) == DEFAULT_ENCODER_HUB_ID
+
+
+def test_loss_summary_is_the_docstring_line_without_its_reference(monkeypatch):
+    from hf_cse.losses import ContrastiveLoss, registry
+    from hf_cse.model_card.sections import loss_summary
+
+    class Smoothed(ContrastiveLoss):
+        """``a (b) + c`` of two views, smoothed (Some paper, eq. 3).
+
+        More text that stays in the docstring."""
+
+    class Plain(ContrastiveLoss):
+        """Dimension-wise loss over features (Some paper, eq. 5)."""
+
+    monkeypatch.setitem(registry._LOSSES, "smoothed_for_test", Smoothed)
+    monkeypatch.setitem(registry._LOSSES, "plain_for_test", Plain)
+    assert loss_summary("smoothed_for_test") == "`a (b) + c` of two views, smoothed"  # code spans stay whole
+    assert loss_summary("plain_for_test") == "dimension-wise loss over features"  # continues a card sentence
+    assert loss_summary("not_a_registered_loss") == ""
