@@ -60,7 +60,8 @@ class SmallInitLinear(nn.Linear):
 
 
 class LinearProjector(nn.Module):
-    """The unified gradient paradigm paper's head: a single Linear(H, H), no activation, weight and bias drawn from N(0, 6e-3)."""
+    """The unified gradient paradigm paper's head: a single Linear(H, H), no activation, weight and bias drawn
+    from N(0, 6e-3)."""
 
     def __init__(self, hidden_size: int):
         super().__init__()
