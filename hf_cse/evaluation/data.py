@@ -30,10 +30,14 @@ from . import rowcheck as check
 from .hub_data import HUB_DATASETS, hub_load
 from .rowcheck import SentEvalDataError
 
+# The task names, in one place (scripts, reports, plots and model cards import them from here).
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
-STS_TASKS = STS_YEARS + ("STSBenchmark", "SICKRelatedness")
+STS_DEV_TASKS = ("STSBenchmark", "SICKRelatedness")  # the STS sets with a dev split
+STS_TASKS = STS_YEARS + STS_DEV_TASKS
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 ALL_TASKS = STS_TASKS + TRANSFER_TASKS
+# the STS tasks' names in result tables (SimCSE's)
+TABLE_NAMES = {**{t: t for t in STS_YEARS}, "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
 
 # SimCSE's modified SentEval (senteval/sts.py); STS13 without SMT (licence).
 STS_SUBSETS: dict[str, tuple[str, ...]] = {

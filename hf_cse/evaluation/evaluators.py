@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .data import STSPairs, load_sts
+from .data import STS_DEV_TASKS, STSPairs, load_sts
 from .encoder import SentenceEncoder
 from .sts import score_sts
 
@@ -34,7 +34,7 @@ class STSDevEvaluator:
     ``sickr_spearman``, ``avg_sts``. Data from a SentEval folder (``source="local"``) or the Hub."""
 
     def __init__(self, senteval_data_dir=None, source: str = "local",
-                 tasks: Sequence[str] = ("STSBenchmark", "SICKRelatedness")):
+                 tasks: Sequence[str] = STS_DEV_TASKS):
         for task in tasks:
             if task not in DEV_METRIC_NAMES:
                 raise ValueError(f"STS dev task {task!r} has no dev split; use {', '.join(DEV_METRIC_NAMES)}.")

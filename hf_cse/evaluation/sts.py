@@ -20,21 +20,12 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from .data import STS_TASKS, STS_YEARS, STSPairs, load_sts
+from .data import STS_TASKS, STS_YEARS, TABLE_NAMES, STSPairs, load_sts
 
 logger = logging.getLogger(__name__)
 
 AGGREGATIONS = ("all", "wmean", "mean")
 MODES = ("test", "dev", "fast")
-TABLE_NAMES = {
-    "STS12": "STS12",
-    "STS13": "STS13",
-    "STS14": "STS14",
-    "STS15": "STS15",
-    "STS16": "STS16",
-    "STSBenchmark": "STS-B",
-    "SICKRelatedness": "SICK-R",
-}
 
 
 def pairwise_cosine(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
