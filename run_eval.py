@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Evaluate sentence embeddings the way the SimCSE-family papers do (methods spec section 15).
+"""Evaluate sentence embeddings the way the SimCSE-family papers do.
 
 Examples::
 

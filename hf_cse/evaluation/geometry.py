@@ -1,6 +1,6 @@
 """Embedding geometry on STS-B: alignment / uniformity (Wang & Isola) and DiffCSE's retrieval test.
 
-Methods spec sections 15.3 and 15.4:
+Definitions (alignment and uniformity as Wang & Isola, DiffCSE App. C; retrieval as DiffCSE Sec. 6.2):
 
 * alignment  = E_{(x, x+)} ||f(x) - f(x+)||^2 (alpha = 2) over STS-B pairs with gold score > 4;
 * uniformity = log E_{x, y} exp(-2 ||f(x) - f(y)||^2) (t = 2) over the distinct STS-B sentences

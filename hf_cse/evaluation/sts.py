@@ -1,6 +1,6 @@
 """Semantic textual similarity: cosine of the two embeddings vs gold scores, Spearman x 100.
 
-Follows SimCSE's modified SentEval (``senteval/sts.py``, ``evaluation.py``; methods spec section 15.1):
+Follows SimCSE's modified SentEval (``senteval/sts.py``, ``evaluation.py``):
 
 * STS12-16: every subset is scored; the reported number is, by default, **"all"**: one Spearman over the
   concatenation of the year's subsets (what the five papers report). ``"wmean"`` (mean of the subsets'
