@@ -1,9 +1,9 @@
 """The model card's inputs, kept beside an export so the card can be rendered again for another model id (a push
 to a Hub repo the export was not made for) instead of being patched after rendering.
 
-The record holds nothing machine-local, like the rest of the folder: the config is the published
-``hf_cse_config.json``, absolute paths in the training info become folder names, and the base encoder is kept as
-what the card shows of it (its Hub id, or the name of a local folder).
+The record holds nothing machine-local beyond what the card shows (the folder an export names as its model id
+until it is pushed): the config is the published ``hf_cse_config.json``, absolute paths in the training info become
+folder names, and the base encoder is kept as what the card shows of it (its Hub id, or a local folder's name).
 """
 
 from __future__ import annotations
@@ -69,11 +69,12 @@ def _recorded_config(folder: Path, record: Mapping[str, Any]):
 
 def render_card_for(folder: Path, model_id: str) -> bool:
     """Render the export's card again for ``model_id`` from its recorded inputs and write it (README.md) with the
-    record updated; returns False when the folder has no record (an export made before records were kept)."""
+    record updated; returns False when the folder has no record (an export made before records were kept) or no
+    ``hf_cse_config.json``."""
     from ..model_card import render_model_card
 
     record = read_card_inputs(folder)
-    if record is None:
+    if record is None or not (Path(folder) / HF_CSE_CONFIG_FILE).is_file():
         return False
     if record["model_id"] == model_id:
         return True

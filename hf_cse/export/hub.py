@@ -33,8 +33,9 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
     login_hint = ("log in with `huggingface-cli login` (or `hf auth login`) or set the HF_TOKEN environment variable "
                   f"to a token with write access to {repo_id}")
     if not render_card_for(out, repo_id):
-        logger.warning("%s records no model card inputs (exported by an older hf_cse): its card is pushed as it is "
-                       "and may name another model id; export again to have it name %s", out, repo_id)
+        logger.warning("%s lacks the model card's recorded inputs (%s or hf_cse_config.json; an export made by an "
+                       "older hf_cse): its card is pushed as it is and may name another model id; export again to "
+                       "have it name %s", out, CARD_INPUTS_FILE, repo_id)
     api = HfApi()
     try:
         url = api.create_repo(repo_id, token=token, private=private, exist_ok=True)
