@@ -460,6 +460,16 @@ def test_cli_exports_a_saved_checkpoint_with_its_training_info(tiny_bert_dir, to
     assert re.search(r"hf-cse-export: error: .*not empty.*--overwrite", capsys.readouterr().err)
 
 
+def test_python_dash_m_runs_the_export_command(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "hf_cse.export", str(tmp_path / "nope"), str(tmp_path / "st")],
+                         capture_output=True, text=True)
+    assert run.returncode == 1 and run.stderr.startswith("hf-cse-export: error: CHECKPOINT")
+    assert "Traceback" not in run.stderr and not (tmp_path / "st").exists()
+
+
 def test_cli_rejects_a_folder_that_is_not_an_hf_cse_checkpoint(tiny_bert_dir, tmp_path, capsys):
     from hf_cse.export import main
 
