@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .data import STS_DEV_TASKS
+from .data import STS_DEV_TASKS, Source
 from .encoder import SentenceEncoder
 from .evaluators import STSDevEvaluator
 
@@ -17,7 +17,7 @@ def dev_metrics(
     model,
     tokenizer=None,
     senteval_data_dir=None,
-    source: str = "local",
+    source: Source = "local",
     batch_size: int = 128,
     pooler: str | None = None,
     tasks: Sequence[str] = STS_DEV_TASKS,

@@ -27,19 +27,21 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence, get_args
 
 import numpy as np
 import torch
 from sklearn.model_selection import StratifiedKFold
 
-from .data import TRANSFER_TASKS, TREC_CLASSES, load_binary, load_mrpc, load_sst2, load_trec
+from .data import TRANSFER_TASKS, TREC_CLASSES, Mode, Source, load_binary, load_mrpc, load_sst2, load_trec
 from .logreg import FAST_CONFIG, MODE_CONFIGS, TEST_CONFIG, BatchedLogReg, ClassifierConfig, Fit, accuracy
 
 logger = logging.getLogger(__name__)
 
 L2_GRID = (1e-5, 1e-4, 1e-3, 1e-2)
-MRPC_FEATURES = ("senteval", "full")
+#: MRPC's pair features (see the module docstring)
+MrpcFeatures = Literal["senteval", "full"]
+MRPC_FEATURES: tuple[str, ...] = get_args(MrpcFeatures)
 
 __all__ = [  # the classifier (hf_cse.evaluation.logreg) is part of this module's interface too
     "FAST_CONFIG", "L2_GRID", "MODE_CONFIGS", "MRPC_FEATURES", "TEST_CONFIG", "BatchedLogReg", "ClassifierConfig",
@@ -149,7 +151,7 @@ def split_classifier(Xtr, ytr, Xdev, ydev, Xte, yte, nclasses, config: Classifie
     }
 
 
-def mrpc_features(u: np.ndarray, v: np.ndarray, kind: str = "senteval") -> np.ndarray:
+def mrpc_features(u: np.ndarray, v: np.ndarray, kind: MrpcFeatures = "senteval") -> np.ndarray:
     """MRPC pair features: ``"senteval"`` = ``[|u - v|, u * v]`` (SentEval's mrpc.py, the papers);
     ``"full"`` = ``[u, v, |u - v|, u * v]``."""
     if kind == "senteval":
@@ -192,7 +194,8 @@ def load_transfer_task(task: str, data_dir=None, source: str = "local"):
 
 
 def run_transfer_task(
-    encode, task: str, data_dir=None, source: str = "local", mode: str = "test", mrpc_feature_set="senteval"
+    encode, task: str, data_dir=None, source: Source = "local", mode: Mode = "test",
+    mrpc_feature_set: MrpcFeatures = "senteval",
 ) -> dict:
     """Embed one task's sentences once and run its SentEval protocol; returns a details dict with
     ``devacc``, ``testacc`` and ``score`` (testacc, or devacc in ``mode="dev"``)."""
@@ -240,9 +243,9 @@ def evaluate_transfer(
     encoder,
     tasks: Sequence[str] | None = None,
     data_dir=None,
-    source: str = "local",
-    mode: str = "test",
-    mrpc_feature_set: str = "senteval",
+    source: Source = "local",
+    mode: Mode = "test",
+    mrpc_feature_set: MrpcFeatures = "senteval",
     after_task: Callable[[str, dict], None] | None = None,
 ) -> dict:
     """Accuracy x 100 of each transfer task and their mean: ``{"MR": ..., ..., "transfer_avg": ...,
