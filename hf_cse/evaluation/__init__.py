@@ -1,4 +1,4 @@
-"""Evaluation of sentence embeddings (methods spec section 15): STS, SentEval transfer tasks, alignment /
+"""Evaluation of sentence embeddings as the SimCSE-family papers report it: STS, SentEval transfer tasks, alignment /
 uniformity, STS-B retrieval, reports and plots, and the trainer's dev metrics.
 
 Every STS number is Spearman x 100 of cosine similarity; every transfer number is accuracy x 100.

@@ -23,6 +23,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -30,10 +31,21 @@ from . import rowcheck as check
 from .hub_data import HUB_DATASETS, hub_load
 from .rowcheck import SentEvalDataError
 
+#: where SentEval's data is read from: a local ``data/downstream`` folder or the Hugging Face Hub
+Source = Literal["local", "hub"]
+SOURCES: tuple[str, ...] = get_args(Source)
+#: SimCSE's evaluation modes: ``test`` (the papers' numbers), ``dev`` (dev splits), ``fast`` (a quicker classifier)
+Mode = Literal["test", "dev", "fast"]
+MODES: tuple[str, ...] = get_args(Mode)
+
+# The task names, in one place (scripts, reports, plots and model cards import them from here).
 STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
-STS_TASKS = STS_YEARS + ("STSBenchmark", "SICKRelatedness")
+STS_DEV_TASKS = ("STSBenchmark", "SICKRelatedness")  # the STS sets with a dev split
+STS_TASKS = STS_YEARS + STS_DEV_TASKS
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 ALL_TASKS = STS_TASKS + TRANSFER_TASKS
+# the STS tasks' names in result tables (SimCSE's)
+TABLE_NAMES = {**{t: t for t in STS_YEARS}, "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
 
 # SimCSE's modified SentEval (senteval/sts.py); STS13 without SMT (licence).
 STS_SUBSETS: dict[str, tuple[str, ...]] = {
@@ -135,8 +147,8 @@ def _check_task(task: str, valid: tuple[str, ...]) -> None:
         raise ValueError(f"Unknown task {task!r}. Valid tasks: {', '.join(valid)}.")
 
 
-def _check_source(source: str) -> None:
-    if source not in ("local", "hub"):
+def _check_source(source: Source) -> None:
+    if source not in SOURCES:
         raise ValueError(f"Unknown senteval source {source!r}: use 'local' or 'hub'.")
 
 
@@ -209,7 +221,7 @@ def _hub_sts(task: str, split: str) -> STSPairs:
 
 
 @functools.lru_cache(maxsize=64)
-def load_sts(task: str, data_dir=None, split: str = "test", source: str = "local") -> dict[str, STSPairs]:
+def load_sts(task: str, data_dir=None, split: str = "test", source: Source = "local") -> dict[str, STSPairs]:
     """The pairs of an STS task as ``{subset: STSPairs}``.
 
     STS12-16 have only a test split and one entry per subset of SentEval (from the Hub: a single
@@ -257,7 +269,7 @@ def _hub_labelled(task: str, split: str) -> tuple[list[str], list[int]]:
 
 
 @functools.lru_cache(maxsize=32)
-def load_binary(task: str, data_dir=None, source: str = "local") -> LabelledSentences:
+def load_binary(task: str, data_dir=None, source: Source = "local") -> LabelledSentences:
     """MR, CR, SUBJ, MPQA: all sentences with 0/1 labels (class 1 = SentEval's first file), SentEval order."""
     _check_task(task, tuple(_BINARY_FILES))
     _check_source(source)
@@ -275,7 +287,7 @@ def load_binary(task: str, data_dir=None, source: str = "local") -> LabelledSent
 
 
 @functools.lru_cache(maxsize=4)
-def load_sst2(data_dir=None, source: str = "local") -> dict[str, LabelledSentences]:
+def load_sst2(data_dir=None, source: Source = "local") -> dict[str, LabelledSentences]:
     """SST-2 (SentEval's ``SST/binary``): ``{"train", "dev", "test"}``, each sorted like SentEval."""
     _check_source(source)
     out = {}
@@ -296,7 +308,7 @@ def load_sst2(data_dir=None, source: str = "local") -> dict[str, LabelledSentenc
 
 
 @functools.lru_cache(maxsize=4)
-def load_trec(data_dir=None, source: str = "local") -> dict[str, LabelledSentences]:
+def load_trec(data_dir=None, source: Source = "local") -> dict[str, LabelledSentences]:
     """TREC coarse question types (6 classes, ``TREC_CLASSES`` order): ``{"train", "test"}``."""
     _check_source(source)
     out = {}
@@ -320,7 +332,7 @@ def load_trec(data_dir=None, source: str = "local") -> dict[str, LabelledSentenc
 
 
 @functools.lru_cache(maxsize=4)
-def load_mrpc(data_dir=None, source: str = "local") -> dict[str, LabelledPairs]:
+def load_mrpc(data_dir=None, source: Source = "local") -> dict[str, LabelledPairs]:
     """MRPC paraphrase pairs: ``{"train", "test"}``, sorted like SentEval's mrpc.py."""
     _check_source(source)
     out = {}

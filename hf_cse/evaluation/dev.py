@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .data import STS_DEV_TASKS, Source
 from .encoder import SentenceEncoder
 from .evaluators import STSDevEvaluator
 
@@ -16,10 +17,10 @@ def dev_metrics(
     model,
     tokenizer=None,
     senteval_data_dir=None,
-    source: str = "local",
+    source: Source = "local",
     batch_size: int = 128,
     pooler: str | None = None,
-    tasks: Sequence[str] = ("STSBenchmark", "SICKRelatedness"),
+    tasks: Sequence[str] = STS_DEV_TASKS,
     max_length: int | None = None,
     show_progress_bar: bool = False,
 ) -> dict[str, float]:

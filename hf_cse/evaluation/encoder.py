@@ -27,12 +27,13 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ..models.pooling import POOLERS, check_pooler, needs_hidden_states, pool
+from ..encoders import encoder_max_length, takes_token_type_ids
+from ..models.modes import eval_mode
+from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hidden_states, pool
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
-_POSITION_OFFSET = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "longformer": 2}
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -80,9 +81,9 @@ def _model_max_length(tokenizer, config) -> int:
     tok_max = getattr(tokenizer, "model_max_length", None)
     if isinstance(tok_max, int) and 0 < tok_max < 100_000:
         limits.append(tok_max)
-    pos = getattr(config, "max_position_embeddings", None) if config is not None else None
-    if isinstance(pos, int) and pos > 0:
-        limits.append(pos - _POSITION_OFFSET.get(getattr(config, "model_type", ""), 0))
+    positions = encoder_max_length(config)  # None when the config names no position limit
+    if positions is not None:
+        limits.append(positions)
     return min(limits) if limits else 512
 
 
@@ -266,14 +267,12 @@ class SentenceEncoder:
         from tqdm.auto import tqdm
 
         module = self.model
-        states = [(m, m.training) for m in module.modules()]
         out: np.ndarray | None = None
         st_max = getattr(module, "max_seq_length", None) if self.kind == "sentence_transformers" else None
         try:
-            module.eval()
             if st_max is not None and st_max != self.max_length:
                 module.max_seq_length = self.max_length  # --max_seq_length also for the ST's own modules
-            with torch.inference_mode(), autocast(self.precision, self.device.type):
+            with eval_mode(module), torch.inference_mode(), autocast(self.precision, self.device.type):
                 starts = range(0, len(texts), batch_size)
                 for start in tqdm(starts, desc="Encoding", disable=not show, unit="batch"):
                     idx = order[start : start + batch_size]
@@ -283,8 +282,6 @@ class SentenceEncoder:
                         out = np.empty((len(texts), emb.shape[1]), dtype=np.float32)
                     out[idx] = emb
         finally:
-            for m, training in states:
-                m.training = training
             if st_max is not None and st_max != self.max_length:
                 module.max_seq_length = st_max
         return out[inverse]
@@ -307,11 +304,11 @@ class SentenceEncoder:
         pooler = self.pooler or "cls_before_pooler"
         model = self._hf_model
         kwargs = {k: v for k, v in feats.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-        if getattr(model.config, "model_type", "") in ("distilbert", "roberta"):
+        if not takes_token_type_ids(model.config):
             kwargs.pop("token_type_ids", None)
         want_hidden = needs_hidden_states(pooler)
         outputs = model(**kwargs, output_hidden_states=want_hidden, return_dict=True)
-        if pooler == "cls" and getattr(outputs, "pooler_output", None) is not None:
+        if applies_projector(pooler) and getattr(outputs, "pooler_output", None) is not None:
             return outputs.pooler_output
         last = getattr(outputs, "last_hidden_state", None)
         if last is None:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .data import STSPairs, load_sts
+from .data import STS_DEV_TASKS, Source, STSPairs, load_sts
 from .encoder import SentenceEncoder
 from .sts import score_sts
 
@@ -33,8 +33,8 @@ class STSDevEvaluator:
     """STS-B and SICK-R **dev** Spearman x 100 (SimCSE's checkpoint selection): ``stsb_spearman``,
     ``sickr_spearman``, ``avg_sts``. Data from a SentEval folder (``source="local"``) or the Hub."""
 
-    def __init__(self, senteval_data_dir=None, source: str = "local",
-                 tasks: Sequence[str] = ("STSBenchmark", "SICKRelatedness")):
+    def __init__(self, senteval_data_dir=None, source: Source = "local",
+                 tasks: Sequence[str] = STS_DEV_TASKS):
         for task in tasks:
             if task not in DEV_METRIC_NAMES:
                 raise ValueError(f"STS dev task {task!r} has no dev split; use {', '.join(DEV_METRIC_NAMES)}.")
@@ -151,7 +151,7 @@ def run_evaluator(evaluator, encoder: SentenceEncoder, epoch: float = -1, steps:
     return {k: float(v) for k, v in evaluator(encoder).items()}
 
 
-def training_evaluator(senteval_data_dir=None, source: str = "local", pairs: STSPairs | None = None,
+def training_evaluator(senteval_data_dir=None, source: Source = "local", pairs: STSPairs | None = None,
                        pairs_name: str = "custom", extra=None) -> list | None:
     """What ``run_unsup.py`` scores during training: STS dev (with ``senteval_data_dir`` or ``source="hub"``),
     your own pairs (``--eval_file``) and ``extra`` evaluators; None when nothing is given."""

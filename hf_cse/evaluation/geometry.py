@@ -1,6 +1,6 @@
 """Embedding geometry on STS-B: alignment / uniformity (Wang & Isola) and DiffCSE's retrieval test.
 
-Methods spec sections 15.3 and 15.4:
+Definitions (alignment and uniformity as Wang & Isola, DiffCSE App. C; retrieval as DiffCSE Sec. 6.2):
 
 * alignment  = E_{(x, x+)} ||f(x) - f(x+)||^2 (alpha = 2) over STS-B pairs with gold score > 4;
 * uniformity = log E_{x, y} exp(-2 ||f(x) - f(y)||^2) (t = 2) over the distinct STS-B sentences
@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .data import load_sts
+from .data import Source, load_sts
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -81,7 +81,7 @@ def _stsb_embeddings(encoder, data_dir, source, split):
 
 
 def evaluate_geometry(
-    encoder, data_dir=None, source: str = "local", split: str = "test", threshold: float = 4.0, _cache=None
+    encoder, data_dir=None, source: Source = "local", split: str = "test", threshold: float = 4.0, _cache=None
 ) -> dict:
     """``{"alignment", "uniformity", "n_pairs", "n_sentences"}`` on STS-B (see the module docstring)."""
     pairs, corpus, emb = _cache or _stsb_embeddings(encoder, data_dir, source, split)
@@ -101,7 +101,7 @@ def evaluate_geometry(
 
 
 def evaluate_retrieval(
-    encoder, data_dir=None, source: str = "local", split: str = "test", ks=(1, 5, 10), _cache=None
+    encoder, data_dir=None, source: Source = "local", split: str = "test", ks=(1, 5, 10), _cache=None
 ) -> dict:
     """DiffCSE's STS-B retrieval: ``{"R@1", "R@5", "R@10", "n_queries", "corpus_size"}`` (x 100)."""
     pairs, corpus, emb = _cache or _stsb_embeddings(encoder, data_dir, source, split)
@@ -111,7 +111,7 @@ def evaluate_retrieval(
     return out
 
 
-def evaluate_geometry_and_retrieval(encoder, data_dir=None, source: str = "local", split: str = "test"):
+def evaluate_geometry_and_retrieval(encoder, data_dir=None, source: Source = "local", split: str = "test"):
     """Both, from one encoding of STS-B."""
     cache = _stsb_embeddings(encoder, data_dir, source, split)
     return (

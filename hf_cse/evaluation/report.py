@@ -22,9 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .data import STS_TASKS, TRANSFER_TASKS
+from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 from .mteb_tasks import MTEB_FOLDER_MARK
-from .sts import TABLE_NAMES
 
 BUCKETS = ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5))
 

@@ -16,10 +16,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .data import STS_TASKS, TRANSFER_TASKS, load_sts
+from .data import STS_TASKS, TRANSFER_TASKS, Mode, Source, load_sts
 from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
-from .sts import AGGREGATIONS, MODES, evaluate_sts, load_sts_tasks, pairwise_cosine, resolve_sts_tasks
-from .transfer import MRPC_FEATURES, evaluate_transfer, load_transfer_task
+from .sts import AGGREGATIONS, MODES, Aggregation, evaluate_sts, load_sts_tasks, pairwise_cosine, resolve_sts_tasks
+from .transfer import MRPC_FEATURES, MrpcFeatures, evaluate_transfer, load_transfer_task
 
 GROUPS = {
     "sts": STS_TASKS,
@@ -67,7 +67,7 @@ def parse_tasks(spec: str | Sequence[str]) -> list[str]:
     return out
 
 
-def load_task_data(tasks: str | Sequence[str], data_dir=None, source: str = "local", mode: str = "test") -> None:
+def load_task_data(tasks: str | Sequence[str], data_dir=None, source: Source = "local", mode: Mode = "test") -> None:
     """Read every file ``tasks`` need, so a missing or malformed file (``SentEvalDataError``) or an unreachable Hub
     data set fails before any encoding. The readers cache what they parse: the evaluation does not read twice."""
     names = parse_tasks(tasks)
@@ -101,10 +101,10 @@ def evaluate(
     encoder,
     tasks: str | Sequence[str] = "sts",
     data_dir=None,
-    source: str = "local",
-    mode: str = "test",
-    sts_aggregation: str = "all",
-    mrpc_features: str = "senteval",
+    source: Source = "local",
+    mode: Mode = "test",
+    sts_aggregation: Aggregation = "all",
+    mrpc_features: MrpcFeatures = "senteval",
     on_progress: Callable[[dict], None] | None = None,
 ) -> tuple[dict, dict]:
     """Run ``tasks`` on ``encoder`` (a ``SentenceEncoder``).

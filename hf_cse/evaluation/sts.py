@@ -1,6 +1,6 @@
 """Semantic textual similarity: cosine of the two embeddings vs gold scores, Spearman x 100.
 
-Follows SimCSE's modified SentEval (``senteval/sts.py``, ``evaluation.py``; methods spec section 15.1):
+Follows SimCSE's modified SentEval (``senteval/sts.py``, ``evaluation.py``):
 
 * STS12-16: every subset is scored; the reported number is, by default, **"all"**: one Spearman over the
   concatenation of the year's subsets (what the five papers report). ``"wmean"`` (mean of the subsets'
@@ -15,26 +15,18 @@ No training of any kind (the unsupervised STS-B / SICK-R evaluations, never the 
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Literal, Sequence, get_args
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
-from .data import STS_TASKS, STS_YEARS, STSPairs, load_sts
+from .data import MODES, STS_TASKS, STS_YEARS, TABLE_NAMES, Mode, Source, STSPairs, load_sts
 
 logger = logging.getLogger(__name__)
 
-AGGREGATIONS = ("all", "wmean", "mean")
-MODES = ("test", "dev", "fast")
-TABLE_NAMES = {
-    "STS12": "STS12",
-    "STS13": "STS13",
-    "STS14": "STS14",
-    "STS15": "STS15",
-    "STS16": "STS16",
-    "STSBenchmark": "STS-B",
-    "SICKRelatedness": "SICK-R",
-}
+#: how STS12-16's subsets make one score (see the module docstring)
+Aggregation = Literal["all", "wmean", "mean"]
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 
 
 def pairwise_cosine(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
@@ -77,7 +69,7 @@ def aggregate(subsets: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, di
     }
 
 
-def resolve_sts_tasks(tasks: Sequence[str] | None, mode: str) -> list[str]:
+def resolve_sts_tasks(tasks: Sequence[str] | None, mode: Mode) -> list[str]:
     tasks = list(STS_TASKS if tasks is None else tasks)
     for t in tasks:
         if t not in STS_TASKS:
@@ -92,14 +84,14 @@ def resolve_sts_tasks(tasks: Sequence[str] | None, mode: str) -> list[str]:
     return tasks
 
 
-def load_sts_tasks(tasks: Sequence[str], data_dir=None, source: str = "local", mode: str = "test"):
+def load_sts_tasks(tasks: Sequence[str], data_dir=None, source: Source = "local", mode: Mode = "test"):
     """``{task: {subset: STSPairs}}`` for the split that ``mode`` evaluates."""
     split = "dev" if mode == "dev" else "test"
     return {t: load_sts(t, data_dir, "test" if t in STS_YEARS else split, source) for t in tasks}
 
 
 def score_sts(
-    encode, data: dict[str, dict[str, STSPairs]], aggregation: str = "all", return_predictions: bool = False
+    encode, data: dict[str, dict[str, STSPairs]], aggregation: Aggregation = "all", return_predictions: bool = False
 ):
     """Score loaded STS data with ``encode(list[str]) -> array``; every sentence of every task is encoded
     in ONE call (de-duplicated across tasks by the encoder)."""
@@ -138,9 +130,9 @@ def evaluate_sts(
     encoder,
     tasks: Sequence[str] | None = None,
     data_dir=None,
-    source: str = "local",
-    mode: str = "test",
-    aggregation: str = "all",
+    source: Source = "local",
+    mode: Mode = "test",
+    aggregation: Aggregation = "all",
     return_predictions: bool = False,
 ):
     """STS scores (Spearman x 100) of ``encoder`` (a ``SentenceEncoder`` or any ``encode(list[str])``).

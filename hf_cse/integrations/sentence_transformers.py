@@ -37,6 +37,7 @@ from ..distributed import gather_with_grad
 from ..losses import build_loss, loss_hyperparameters
 from ..losses.base import HARD_NEGATIVE_INPUT, hard_negative_refusal
 from ..models.modes import eval_mode
+from ..references import SIMCSE
 
 NO_DROPOUT_INPUT = "z_nodropout"
 
@@ -53,7 +54,7 @@ class CSELoss(nn.Module):
         **hyperparameters: the loss's own hyperparameters (``temperature=0.07, m=0.3``...); unknown names raise.
 
     ``forward(sentence_features, labels)`` takes 2 or 3 text columns (labels are not used). The loss carries
-    ``citation`` (the BibTeX of the loss's paper and SimCSE's) and ``get_config_dict()`` (loss name and every
+    ``citation`` (the BibTeX of the loss's ``references`` and SimCSE's) and ``get_config_dict()`` (loss name and every
     hyperparameter), which sentence-transformers writes into the model card. ``last_metrics`` holds the hf_cse
     diagnostics (``pos_cos``, ``neg_cos``, ...) of the latest batch.
     """
@@ -104,7 +105,7 @@ class CSELoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        """BibTeX of the papers behind the loss (its own paper first, then SimCSE), from hf_cse's paper list."""
-        from ..model_card import cited_papers
-
-        return "\n\n".join(paper.bibtex for paper in cited_papers("simcse", [self.loss_name]))
+        """BibTeX of the papers behind the loss (its ``references``, the defining paper first, then SimCSE's, whose
+        dropout-view training this is)."""
+        papers = dict.fromkeys([*self.loss_fn.references, SIMCSE])
+        return "\n\n".join(paper.bibtex for paper in papers)

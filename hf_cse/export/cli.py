@@ -10,9 +10,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .cli import InputError, check_model_source, run_cli
-from .export import TRAINING_INFO_FILE, _check_target, push_export, to_sentence_transformer
-from .model_card import read_eval_results
+from ..cli import InputError, check_model_source, run_cli
+from ..model_card import read_eval_results
+from . import to_sentence_transformer
+from .folders import check_target
+from .hub import push_export
+from .training_info import TRAINING_INFO_FILE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,7 +64,7 @@ def export_from_args(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
     check_model_source(args.checkpoint, "CHECKPOINT")
-    _check_target(Path(args.out_dir).expanduser(), args.overwrite)
+    check_target(Path(args.out_dir).expanduser(), args.overwrite)
     if args.tokenizer:
         check_model_source(args.tokenizer, "--tokenizer", markers=TOKENIZER_FILES, what="tokenizer")
     if args.training_info:

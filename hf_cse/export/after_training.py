@@ -1,0 +1,58 @@
+"""run_unsup.py's last step: record the run, export the model for sentence-transformers, push it if asked."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..plots import CURVES_FILE
+from .errors import ExportError
+from .folders import replace_file
+from .hub import push_export
+from .training_info import TRAINING_INFO_FILE, data_facts, training_info_from_run
+
+logger = logging.getLogger(__name__)
+
+
+def export_after_training(model, tokenizer, training_args, data_args=None, num_sentences: int | None = None,
+                          train_metrics: Mapping[str, Any] | None = None, hub_repo: str | None = None,
+                          **extra: Any) -> Path | None:
+    """Record ``training_info.json`` beside the checkpoint, export to ``<output_dir>/sentence-transformers`` and
+    push it when ``hub_repo`` is set (from :func:`hf_cse.export.hub.take_over_hub_push`).
+
+    A model whose pooler cannot be exported only logs a warning (the checkpoint is saved) unless a push was asked;
+    an export already in the folder is then removed, so it cannot pass for this run's. ``training_info.json`` is
+    replaced atomically (written beside, then renamed), never left half-written.
+    """
+    from . import to_sentence_transformer  # the package's entry point (it imports this module)
+
+    info = training_info_from_run(training_args, data=data_facts(data_args, num_sentences),
+                                  train_metrics=train_metrics, **extra)
+    output_dir = Path(training_args.output_dir)
+    curves = output_dir / CURVES_FILE  # written by run_unsup.py; the card links the copy beside it
+    if curves.is_file():
+        info["training_curves"] = CURVES_FILE
+    replace_file(output_dir / TRAINING_INFO_FILE, json.dumps(info, indent=2) + "\n")
+    export_dir = output_dir / "sentence-transformers"
+    try:
+        out = to_sentence_transformer(model, export_dir, tokenizer=tokenizer,
+                                      overwrite=True, training_info=info, repo_id=hub_repo)
+    except ExportError as err:
+        if hub_repo:
+            raise
+        if export_dir.is_dir():  # an earlier run's export must not sit beside this run's model
+            shutil.rmtree(export_dir)
+            logger.warning("removed the earlier export %s: it does not hold this run's model", export_dir)
+        logger.warning("no sentence-transformers export: %s", err)
+        return None
+    logger.info("sentence-transformers export with model card: %s", out)
+    if curves.is_file():
+        shutil.copy2(curves, out / CURVES_FILE)
+    if hub_repo:
+        url = push_export(out, hub_repo, token=training_args.hub_token, private=bool(training_args.hub_private_repo))
+        logger.info("pushed the sentence-transformers export to %s", url)
+    return out

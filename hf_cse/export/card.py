@@ -1,0 +1,87 @@
+"""The model card's inputs, kept beside an export so the card can be rendered again for another model id (a push
+to a Hub repo the export was not made for) instead of being patched after rendering.
+
+The record holds nothing machine-local beyond what the card shows (the folder an export names as its model id
+until it is pushed): the config is the published ``hf_cse_config.json``, absolute paths in the training info become
+folder names, and the base encoder is kept as what the card shows of it (its Hub id, or a local folder's name).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..model_card import resolve_base_model
+from .folders import replace_file
+from .modules import HF_CSE_CONFIG_FILE
+
+CARD_INPUTS_FILE = "hf_cse_card_inputs.json"
+
+
+def card_title(model_id: str | None) -> str | None:
+    """The card's heading for a Hub repo: its name (None: the card's own default heading)."""
+    return model_id.split("/")[-1] if model_id else None
+
+
+def _without_local_paths(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_local_paths(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_local_paths(v) for v in value]
+    if isinstance(value, str) and len(value) > 1 and Path(value).is_absolute():
+        return Path(value).name
+    return value
+
+
+def record_card_inputs(folder: Path, config, *, model_id: str, export: Mapping[str, Any],
+                       eval_results: Mapping[str, Any] | None, training_info: Mapping[str, Any] | None,
+                       title: str | None) -> None:
+    """Write into ``folder`` what :func:`hf_cse.model_card.render_model_card` was given (besides the config,
+    which ``hf_cse_config.json`` holds)."""
+    base = config.base_encoder
+    record = {"model_id": model_id, "title": title, "export": dict(export), "eval_results": dict(eval_results or {}),
+              "training_info": _without_local_paths(json.loads(json.dumps(training_info or {}, default=str))),
+              "base_model": resolve_base_model(base), "base_encoder_name": Path(base).name if base else None}
+    replace_file(folder / CARD_INPUTS_FILE, json.dumps(record, indent=2) + "\n")
+
+
+def read_card_inputs(folder: Path) -> dict[str, Any] | None:
+    """The record :func:`record_card_inputs` left in an export folder (None for exports made without one)."""
+    path = Path(folder) / CARD_INPUTS_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _recorded_config(folder: Path, record: Mapping[str, Any]):
+    """The export's hf_cse config (``hf_cse_config.json``) with the base encoder as the card saw it."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from .. import models  # noqa: F401 - registers the hf_cse config classes
+
+    data = json.loads((Path(folder) / HF_CSE_CONFIG_FILE).read_text(encoding="utf-8"))
+    if record["base_model"]:
+        data["base_encoder"] = record["base_model"]
+    elif record["base_encoder_name"]:  # a local folder: given as an absolute path, so it is not read as a Hub id
+        data["base_encoder"] = str(Path(Path(folder).resolve().anchor) / record["base_encoder_name"])
+    return CONFIG_MAPPING[data["model_type"]].from_dict(data)
+
+
+def render_card_for(folder: Path, model_id: str) -> bool:
+    """Render the export's card again for ``model_id`` from its recorded inputs and write it (README.md) with the
+    record updated; returns False when the folder has no record (an export made before records were kept) or no
+    ``hf_cse_config.json``."""
+    from ..model_card import render_model_card
+
+    record = read_card_inputs(folder)
+    if record is None or not (Path(folder) / HF_CSE_CONFIG_FILE).is_file():
+        return False
+    if record["model_id"] == model_id:
+        return True
+    title = card_title(model_id)
+    card = render_model_card(_recorded_config(folder, record), model_id=model_id, export=record["export"],
+                             eval_results=record["eval_results"], training_info=record["training_info"], title=title)
+    replace_file(Path(folder) / "README.md", card)
+    record.update(model_id=model_id, title=title)
+    replace_file(Path(folder) / CARD_INPUTS_FILE, json.dumps(record, indent=2) + "\n")
+    return True

@@ -1,0 +1,5 @@
+"""The export's error type (the Hub push has its own, :class:`hf_cse.export.hub.HubPushError`)."""
+
+
+class ExportError(ValueError):
+    """A model that cannot be exported as asked; the message says why and what to do instead."""

@@ -1,0 +1,83 @@
+"""Pushing a sentence-transformers export to the Hugging Face Hub, with its own error type.
+
+:func:`take_over_hub_push` turns run_unsup.py's ``--push_to_hub`` into a push of the export (checked before
+training); :func:`push_export` uploads an export folder. The card names the repo: rendered with it when the export
+was made for it, else rendered again from the inputs recorded beside the export (:mod:`hf_cse.export.card`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from .card import CARD_INPUTS_FILE, render_card_for
+from .errors import ExportError
+
+logger = logging.getLogger(__name__)
+
+
+class HubPushError(RuntimeError):
+    """A push to the Hugging Face Hub failed; the message says what to do."""
+
+
+def push_export(out_dir, repo_id: str, token: str | None = None, private: bool = False,
+                commit_message: str = "Add sentence-transformers model exported by hf_cse") -> str:
+    """Upload an exported folder to the Hub repo ``repo_id`` (created if needed); returns the repo URL."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, LocalTokenNotFoundError, OfflineModeIsEnabled
+
+    out = Path(out_dir)
+    if not (out / "modules.json").is_file():
+        raise ExportError(f"{out} is not a sentence-transformers export (no modules.json); create it with "
+                          "hf_cse.export.to_sentence_transformer first.")
+    login_hint = ("log in with `huggingface-cli login` (or `hf auth login`) or set the HF_TOKEN environment variable "
+                  f"to a token with write access to {repo_id}")
+    if not render_card_for(out, repo_id):
+        logger.warning("%s lacks the model card's recorded inputs (%s or hf_cse_config.json; an export made by an "
+                       "older hf_cse): its card is pushed as it is and may name another model id; export again to "
+                       "have it name %s", out, CARD_INPUTS_FILE, repo_id)
+    api = HfApi()
+    try:
+        url = api.create_repo(repo_id, token=token, private=private, exist_ok=True)
+        repo = getattr(url, "repo_id", None) or repo_id
+        api.upload_folder(repo_id=repo, folder_path=str(out), repo_type="model", token=token,
+                          commit_message=commit_message, ignore_patterns=[CARD_INPUTS_FILE])
+    except OfflineModeIsEnabled as err:
+        raise HubPushError(
+            f"cannot push to {repo_id}: Hugging Face Hub offline mode is on (HF_HUB_OFFLINE=1). Unset HF_HUB_OFFLINE "
+            f"and retry, or upload the folder later with `hf upload {repo_id} {out}`."
+        ) from err
+    except LocalTokenNotFoundError as err:
+        raise HubPushError(f"cannot push to {repo_id}: not logged in to the Hugging Face Hub; {login_hint}.") from err
+    except HfHubHTTPError as err:
+        status = getattr(getattr(err, "response", None), "status_code", None)
+        if status in (401, 403):
+            raise HubPushError(f"cannot push to {repo_id}: the Hub refused the credentials (HTTP {status}); "
+                               f"{login_hint}.") from err
+        raise HubPushError(f"cannot push to {repo_id}: the Hub answered HTTP {status} ({err}).") from err
+    except ValueError as err:  # huggingface_hub's HFValidationError: malformed repo id
+        raise HubPushError(f"cannot push to {repo_id!r}: {err}. Use a repo id like 'username/model-name'.") from err
+    except OSError as err:  # connection problems
+        raise HubPushError(f"cannot push to {repo_id}: {type(err).__name__}: {err}. Check the network connection "
+                           f"and retry, or upload later with `hf upload {repo_id} {out}`.") from err
+    return f"https://huggingface.co/{repo}"
+
+
+def take_over_hub_push(training_args) -> str | None:
+    """For ``--push_to_hub``: the Hub repo gets the sentence-transformers export (see
+    :func:`hf_cse.export.export_after_training`), not the Trainer's raw checkpoints, so the Trainer's own pushing is
+    switched off. Returns the repo id (default: the output folder's name, as the Trainer would) after checking,
+    before training, that a push can work."""
+    if not getattr(training_args, "push_to_hub", False):
+        return None
+    from huggingface_hub import constants, get_token
+
+    repo_id = training_args.hub_model_id or Path(training_args.output_dir).absolute().name
+    if constants.HF_HUB_OFFLINE:
+        raise HubPushError(f"--push_to_hub {repo_id}: Hugging Face Hub offline mode is on (HF_HUB_OFFLINE=1); unset it "
+                           "or drop --push_to_hub (push later with `hf-cse-export OUTPUT_DIR OUT --push_to_hub REPO`).")
+    if not (training_args.hub_token or get_token()):
+        raise HubPushError(f"--push_to_hub {repo_id}: not logged in to the Hugging Face Hub; log in with "
+                           "`huggingface-cli login` (or `hf auth login`), set HF_TOKEN, or pass --hub_token.")
+    training_args.push_to_hub = False
+    return repo_id

@@ -1,0 +1,90 @@
+"""The sentence-transformers modules of an export: Transformer (the trained encoder and its tokenizer), Pooling
+(the method's test pooler) and, when the head is kept, the projector's own Dense form
+(``to_sentence_transformers()`` in :mod:`hf_cse.models.heads`); plus the published hf_cse config."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from ..encoders import without_pooler_kwargs
+from ..model_card import resolve_base_model
+from .errors import ExportError
+
+HF_CSE_CONFIG_FILE = "hf_cse_config.json"
+# hf_cse test pooler -> sentence-transformers Pooling mode
+ST_POOLING = {"cls_before_pooler": "cls", "cls": "cls", "avg": "mean"}
+
+
+def projector_to_dense(projector: nn.Module) -> list[nn.Module]:
+    """The projection head as sentence-transformers ``Dense`` modules (same function in eval mode)."""
+    to_modules = getattr(projector, "to_sentence_transformers", None)
+    if to_modules is None:
+        raise ExportError(f"no sentence-transformers equivalent for projector {type(projector).__name__}; "
+                          "export without keep_projector.")
+    try:
+        return to_modules()
+    except ValueError as err:  # e.g. a BatchNorm head without running statistics
+        raise ExportError(str(err)) from err
+
+
+def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: list, max_seq_length: int) -> int:
+    """Save Transformer + Pooling (+ Dense) as a sentence-transformers model in ``folder``; returns the
+    Transformer's dimension. The encoder goes through a staging folder because sentence-transformers builds its
+    Transformer module from a path."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    staging = folder / ".encoder"
+    encoder.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    model_kwargs = without_pooler_kwargs(type(encoder))
+    transformer = Transformer(str(staging), max_seq_length=max_seq_length, model_kwargs=model_kwargs)
+    dim = transformer.get_embedding_dimension()
+    st = SentenceTransformer(modules=[transformer, Pooling(dim, pooling_mode=pooling_mode), *dense], device="cpu",
+                             similarity_fn_name="cosine")
+    st.save(str(folder), create_model_card=False)
+    del st, transformer
+    shutil.rmtree(staging)
+    if model_kwargs:  # sentence-transformers does not save model_kwargs; without this the encoder would reload
+        # with a randomly initialised (unused) BERT pooler and print a missing-weights report
+        st_config = folder / "sentence_bert_config.json"
+        data = json.loads(st_config.read_text())
+        data["model_kwargs"] = model_kwargs
+        st_config.write_text(json.dumps(data, indent=4) + "\n")
+    return dim
+
+
+def describe(config, pooling_mode: str, dense_modules: list, keep_projector: bool) -> dict[str, str]:
+    """The card's one-line descriptions of the pooling and of the projection head."""
+    if pooling_mode == "cls":
+        pooling = "CLS token of the last layer (hf_cse `cls_before_pooler`)"
+    else:
+        pooling = "mean of the last layer over non-padding tokens (hf_cse `avg`)"
+    if dense_modules:
+        pooling += f", then the trained `{config.projector}` projection head"
+        why = "kept on request (keep_projector)" if keep_projector and config.mlp_only_train else "used at test time"
+        projector = f"`{config.projector}` head as {len(dense_modules)} Dense module(s), {why}"
+    elif config.projector == "none":
+        projector = "none (the method has no head)"
+    else:
+        projector = f"none: the training-only `{config.projector}` head was dropped (mlp_only_train)"
+    return {"pooling_description": pooling, "projector_description": projector}
+
+
+def public_config_dict(config) -> dict[str, Any]:
+    """The hf_cse config for publishing: local paths (base encoder, generator...) become Hub ids or folder names."""
+
+    def public(value):
+        if isinstance(value, str) and len(value) > 1 and Path(value).is_absolute():
+            return resolve_base_model(value) or Path(value).name
+        return value
+
+    data = {k: public(v) for k, v in config.to_dict().items()}
+    if isinstance(data.get("encoder_config"), dict):
+        data["encoder_config"] = {k: public(v) for k, v in data["encoder_config"].items()}
+    return data
