@@ -1,4 +1,4 @@
-"""Seed 002 (unified gradient paradigm) family: paradigm, ArcCon, MPT, MET, the original objectives and
+"""The unified gradient paradigm (Li et al., ACL 2024) family: paradigm, ArcCon, MPT, MET, the original objectives and
 their modified versions, checked against the paper's gradient formulas (with the spec's corrections)."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_paradigm_symmetric_is_the_authors_code_gradient():
     s = hd @ hpd.T
     gd0, w0 = baseline_components(s, m, tau)
     gd1, w1 = baseline_components(s.T, m, tau)
-    # spec §8.2 (mean over N instead of the code's 1/(k N)):
+    # hf_cse's reduction (mean over N instead of the code's 1/(k N)):
     # d/dh_i = gd0_i (sum_j W0_ij h'_j - r h'_i) - gd1_i r h'_i
     exp1 = gd0[:, None] * (w0 @ hpd - r * hpd) - r * gd1[:, None] * hpd
     exp2 = gd1[:, None] * (w1 @ hd - r * hd) - r * gd0[:, None] * hd

@@ -1,6 +1,7 @@
-"""Helpers shared by the seed-002 family (paradigm, ArcCon, MPT/MET, original and modified objectives).
+"""Helpers shared by the losses of the gradient paradigm (Li et al., ACL 2024): paradigm, ArcCon, MPT/MET,
+the original and the modified objectives.
 
-Notation of seed 002 (Li, Zhang & Nie): ``h = normalize(z1)`` are the anchors, ``h' = normalize(z2)`` the
+Notation of that paper: ``h = normalize(z1)`` are the anchors, ``h' = normalize(z2)`` the
 other view; ``S = h h'^T``; the unified gradient paradigm (eq. 4) is
 
     dL_i/dh_i = GD_i * sum_{j != i} W_ij (h'_j - R_i h'_i)
@@ -29,7 +30,7 @@ def as_ratio(ratio: float | torch.Tensor) -> float | torch.Tensor:
 
 @torch.no_grad()
 def gd_mask(h: torch.Tensor, hp: torch.Tensor, m: float, reference: str = "cross") -> torch.Tensor:
-    """Seed 002's gradient dissipation indicator ``d_i`` (bool, no gradient).
+    """The paradigm paper's gradient dissipation indicator ``d_i`` (bool, no gradient).
 
     * ``"cross"`` (paper eq. 5 / App. E): ``h_i.h'_i - max_{k!=i} h_i.h'_k < m``.
     * ``"self"`` (authors' code for mMHE/mMHS/mB/mV): ``1 - max_{k!=i} h_i.h_k < m`` (the anchor's own
@@ -50,7 +51,7 @@ def gd_mask(h: torch.Tensor, hp: torch.Tensor, m: float, reference: str = "cross
 
 
 def gate_rows(h: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-    """Stop the gradient of the rows whose anchor is inactive (seed 002 App. E's way of applying d_i)."""
+    """Stop the gradient of the rows whose anchor is inactive (how the paradigm paper applies d_i: §4, App. E)."""
     return torch.where(active[:, None], h, h.detach())
 
 
@@ -76,11 +77,11 @@ def paradigm_surrogate(
     weights: torch.Tensor,
     ratio: float | torch.Tensor,
 ) -> torch.Tensor:
-    """Seed 002 eq. 5 averaged over anchors: ``mean_i GD_i sum_{j!=i} W_ij (h_i.h'_j - R_i h_i.h'_i)``.
+    """The paradigm paper's eq. 5 averaged over anchors: ``mean_i GD_i sum_{j!=i} W_ij (h_i.h'_j - R_i h_i.h'_i)``.
 
     ``gd`` (N,), ``weights`` (N, N) with a zero diagonal and ``ratio`` (scalar, (N,) or (N, N)) must not
     require gradient; ``h``/``hp`` are unit vectors. Its gradient w.r.t. ``h_i`` is eq. 4 divided by N.
-    Any GD/W/R of seed 002 Table 1 can be plugged in (see the tests).
+    Any GD/W/R of its Table 1 can be plugged in (see the tests).
     """
     s = h @ hp.T
     target = s - as_ratio(ratio) * s.diagonal()[:, None]
@@ -93,7 +94,7 @@ def unit_distance(s: torch.Tensor, eps: float = DIST_EPS) -> torch.Tensor:
 
 
 class ModifiedObjective(ContrastiveLoss):
-    """Shared driver of seed 002's modified objectives (mMHE, mMHS, mB, mV; App. E, Table 2 lower).
+    """Shared driver of the paradigm paper's modified objectives (mMHE, mMHS, mB, mV; App. E, Table 2 lower).
 
     Subclasses implement ``direction(a, b)``: the batch loss with the rows of ``a`` as anchors (already
     GD-gated: inactive rows detached) and ``b`` as the other view. ``symmetric=False`` is the paper's

@@ -1,4 +1,5 @@
-"""Alignment + MHE uniformity (Wang & Isola 2020) as analysed in seed 002 §4 (the "ineffective" original)."""
+"""Alignment + MHE uniformity (Wang & Isola 2020) as analysed in the gradient paradigm (Li et al., ACL 2024), §4
+(the "ineffective" original)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def strict_lower(n: int, device) -> torch.Tensor:
 
 @register_loss("align_uniform_mhe")
 class AlignUniformMHELoss(ContrastiveLoss):
-    r"""``L^a + nu * L^{u,MHE}`` (seed 002 §4, gradients eq. 7-8, Table 2 upper; spec §12.1).
+    r"""``L^a + nu * L^{u,MHE}`` (gradient paradigm (Li et al., ACL 2024), §4, gradients eq. 7-8, Table 2 upper).
 
     .. math::
         L^a = \frac1N \sum_i \|h_i - h'_i\|^2, \qquad
@@ -34,7 +35,7 @@ class AlignUniformMHELoss(ContrastiveLoss):
     (UnderstandingCSE ``mhe``): uniformity of *both* views with ``e^{h_k.h_l}`` (Wang & Isola t = 1/2
     instead of t = 1, no constant):
     ``mean_i ||h_i - h'_i||^2 + nu (lse_{k<l} h_k.h_l + lse_{k<l} h'_k.h'_l)``;
-    seed 002's "ori MHE" numbers (Table 3) were produced by that code.
+    the paradigm paper's "ori MHE" numbers (Figure 1; the gains in Table 3) were produced by that code.
 
     Args:
         nu: uniformity weight nu^u (10, the authors' scripts).

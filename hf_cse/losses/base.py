@@ -162,14 +162,14 @@ def eye_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
 def batch_diagnostics(
     z1: torch.Tensor, z2: torch.Tensor, m: float = 0.3, temperature: float = 0.05
 ) -> dict[str, torch.Tensor]:
-    """Cosine statistics and seed 002's paradigm components measured on a batch.
+    """Cosine statistics and the gradient paradigm (Li et al., ACL 2024) components measured on a batch.
 
     * ``pos_cos`` / ``neg_cos``: mean cosine of positive pairs and of in-batch negative pairs.
     * ``gd_active``: share of anchors whose gradient dissipation is active, i.e.
-      ``s_ii - max_{j!=i} s_ij < m`` (paper 002 eq. 5 baseline GD with its default m = 0.3).
+      ``s_ii - max_{j!=i} s_ij < m`` (the paradigm paper's eq. 5 baseline GD with its default m = 0.3).
     * ``hardest_weight``: mean softmax weight (at ``temperature``) of each anchor's hardest
-      negative among its negatives (002 §3.2: W concentrates on hard negatives as tau -> 0); losses pass
-      their own temperature.
+      negative among its negatives (the paradigm paper's §3.1.2 and Figs. 3 and 7: W concentrates on hard negatives
+      as tau -> 0); losses pass their own temperature.
     The third paradigm component, the ratio R, depends on the loss; each loss reports it through
     :meth:`ContrastiveLoss.paradigm_ratio`. Values are 0-d tensors (no host synchronisation); no op has a
     data-dependent output shape (``masked_select`` would sync a GPU).
@@ -304,7 +304,8 @@ class ContrastiveLoss(nn.Module):
         raise NotImplementedError
 
     def paradigm_ratio(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor | float | None:
-        """Seed 002's R (Table 1) for this loss on the batch, averaged over anchors; None if undefined."""
+        """The ratio R of the gradient paradigm (Li et al., ACL 2024), Table 1, for this loss on the batch,
+        averaged over anchors; None if undefined."""
         return None
 
     def extra_repr(self) -> str:

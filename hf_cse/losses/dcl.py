@@ -1,4 +1,4 @@
-"""DCL: dimension-wise contrastive learning (ImSimCSE / SimCSE++, seed 003 §4.3)."""
+"""DCL: dimension-wise contrastive learning (ImSimCSE / SimCSE++, Xu et al., EMNLP 2023, §4.3)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ NORMALIZATIONS = ("code", "paper")
 
 @register_loss("dcl")
 class DCLLoss(ContrastiveLoss):
-    r"""Dimension-wise contrastive loss: InfoNCE over the D feature dimensions (seed 003 eq. 5, spec §6).
+    r"""Dimension-wise contrastive loss: InfoNCE over the D feature dimensions (SimCSE++, Xu et al., EMNLP 2023, eq. 5).
 
     Each dimension is standardised over the batch, ``zt_{ic} = (z_{ic} - mean_c) / sigma_c``, and
     dimension c of view 1 must be most similar to dimension c of view 2 among all D dimensions:

@@ -1,4 +1,5 @@
-"""mB: Barlow Twins made effective with GD, exponential weights and a static ratio (seed 002 eq. 6, 18)."""
+"""mB: Barlow Twins made effective with GD, exponential weights and a static ratio (gradient paradigm (Li et al.,
+ACL 2024), eq. 6 and 18)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from .registry import register_loss
 
 @register_loss("m_barlow")
 class ModifiedBarlowTwinsLoss(ModifiedObjective):
-    r"""Modified Barlow Twins (seed 002 §4 eq. 6, gradient eq. 18, Table 2 lower; spec §13.2).
+    r"""Modified Barlow Twins (gradient paradigm (Li et al., ACL 2024), §4 eq. 6, gradient eq. 18, Table 2 lower).
 
     With unit ``h = z1/|z1|`` (anchors), ``h' = z2/|z2|``, GD indicator ``d_i`` (applied by stopping the
     gradient of inactive anchors) and detached weights from the *other* view, normalised globally:
@@ -29,7 +30,7 @@ class ModifiedBarlowTwinsLoss(ModifiedObjective):
     the sum, which only adds a radial, gradient-free term after normalisation); ``h'_i`` in the positive
     term receives gradient. ``symmetric=True`` = authors' code (both views anchors, summed).
 
-    Args (defaults = seed 002 Table 4, BERT-base; RoBERTa-base: m = 0.37, r = 1.25 with batch 512):
+    Args (defaults = the paper's Table 4, BERT-base; RoBERTa-base: m = 0.37, r = 1.25 with batch 512):
         m: GD margin (0.30).
         temperature: tau (0.05).
         r: static ratio (1.50).

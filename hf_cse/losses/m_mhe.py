@@ -1,4 +1,5 @@
-"""mMHE: alignment + MHE uniformity made effective with GD, W, R (seed 002 App. E eq. 14, 16)."""
+"""mMHE: alignment + MHE uniformity made effective with GD, W, R (gradient paradigm (Li et al., ACL 2024), App. E,
+eq. 14 and 16)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from .registry import register_loss
 
 @register_loss("m_mhe")
 class ModifiedMHELoss(ModifiedObjective):
-    r"""Modified alignment + MHE uniformity (seed 002 eq. 14, gradient eq. 16, Table 2 lower; spec §12.2).
+    r"""Modified alignment + MHE uniformity (gradient paradigm (Li et al., ACL 2024), eq. 14, gradient eq. 16,
+    Table 2 lower).
 
     With unit ``h = z1/|z1|`` (anchors), ``h' = z2/|z2|`` and ``d_i`` the GD indicator:
 
@@ -37,7 +39,7 @@ class ModifiedMHELoss(ModifiedObjective):
     ``symmetric=True`` follows the authors' code: both views anchors (each GD-gated),
     ``L^u(h) + L^u(h') + sum_i r (w_i + w'_i)/2 ||h_i - h'_i||^2``: positive pull ~2x eq. 16's.
 
-    Args (defaults = seed 002 Table 4, BERT-base; RoBERTa-base: r = 1.25 with batch 512):
+    Args (defaults = the paper's Table 4, BERT-base; RoBERTa-base: r = 1.25 with batch 512):
         m: GD margin (0.30).
         temperature: tau (0.05).
         r: static ratio (1.75).

@@ -1,4 +1,5 @@
-"""mV: VICReg made effective with GD, exponential weights and a static ratio (seed 002 eq. 13, 19)."""
+"""mV: VICReg made effective with GD, exponential weights and a static ratio (gradient paradigm (Li et al., ACL
+2024), eq. 13 and 19)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ WEIGHT_NORMS = ("global", "per_anchor")
 
 @register_loss("m_vicreg")
 class ModifiedVICRegLoss(ModifiedObjective):
-    r"""Modified VICReg (seed 002 App. E eq. 13, gradient eq. 19, Table 2 lower; spec §14.2).
+    r"""Modified VICReg (gradient paradigm (Li et al., ACL 2024), App. E eq. 13, gradient eq. 19, Table 2 lower).
 
     With unit ``h = z1/|z1|`` (anchors), ``h' = z2/|z2|``, GD indicator ``d_i`` (applied by stopping the
     gradient of inactive anchors) and detached weights from the anchor's *own* view:
@@ -33,7 +34,7 @@ class ModifiedVICRegLoss(ModifiedObjective):
     ``symmetric=True`` = authors' code (both views anchors, summed); ``gd_reference="self"`` = the
     code's GD rule. ``h_j`` in the negative term is detached, ``h'_i`` in the positive receives gradient.
 
-    Args (defaults = seed 002 Table 4, BERT-base; RoBERTa-base: m = 0.37, r = 1.25 with batch 512):
+    Args (defaults = the paper's Table 4, BERT-base; RoBERTa-base: m = 0.37, r = 1.25 with batch 512):
         m: GD margin (0.30).
         temperature: tau (0.05).
         r: static ratio (1.50).

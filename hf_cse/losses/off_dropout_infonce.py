@@ -1,4 +1,5 @@
-"""Off-dropout InfoNCE: negatives from a dropout-free forward pass (ImSimCSE / SimCSE++, seed 003)."""
+"""Off-dropout InfoNCE: negatives from a dropout-free forward pass (ImSimCSE / SimCSE++, Xu et al., EMNLP 2023,
+§3.2)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ M_PLACEMENTS = ("positive_logit", "negative_sum")
 
 @register_loss("off_dropout_infonce")
 class OffDropoutInfoNCELoss(ContrastiveLoss):
-    r"""InfoNCE whose negatives come from embeddings computed with dropout off (seed 003 eq. 3, spec §5).
+    r"""InfoNCE whose negatives come from embeddings computed with dropout off (SimCSE++, Xu et al., EMNLP 2023, eq. 3).
 
     With ``s(a, b) = cos(a, b)/tau``, ``z1, z2`` the two dropout views and ``zbar`` (``z_nodropout``) the
     embeddings of the same sentences from an extra forward pass with dropout off:

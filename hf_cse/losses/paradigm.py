@@ -1,4 +1,4 @@
-"""Seed 002's baseline loss built from the unified gradient paradigm: GD x W x R (eq. 5)."""
+"""The baseline loss of the gradient paradigm (Li et al., ACL 2024): GD x W x R (eq. 5)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ WEIGHT_CHOICES = ("softmax", "hardest")
 
 @register_loss("paradigm")
 class ParadigmLoss(ContrastiveLoss):
-    r"""The paradigm (baseline) loss of seed 002 (Li, Zhang & Nie 2024), eq. 5, spec §8.
+    r"""The paradigm (baseline) loss of the gradient paradigm (Li et al., ACL 2024), eq. 5.
 
     With unit ``h = z1/|z1|``, ``h' = z2/|z2|``:
 
@@ -43,7 +43,7 @@ class ParadigmLoss(ContrastiveLoss):
       tau -> 0 limit, MPT's weight).
     * ``R = r`` (static ratio).
 
-    Baseline: ``m = 0.3, tau = 0.05, r = 1``. Seed 002 Fig. 6: larger m (weaker GD) and larger tau (less
+    Baseline: ``m = 0.3, tau = 0.05, r = 1``. The paper's Fig. 6: larger m (weaker GD) and larger tau (less
     weight on the hardest negative) hurt, larger r helps (0.25 -> 2).
 
     ``symmetric=False`` (default) is the paper's one-directional L_i with view-1 anchors; gradient also
