@@ -118,3 +118,25 @@ def test_bad_input_is_one_line_without_traceback(case, files, capsys, monkeypatc
 def test_debug_switch_shows_the_traceback(files):
     proc = run(run_eval_args(files, model=files["root"] / "nope"), debug=True)
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "no such folder" in proc.stderr
+
+
+def test_run_unsup_help_works_and_offers_each_loss_choice_from_its_literal():
+    import re
+    import typing
+
+    from hf_cse.losses import available_losses, get_loss_class, loss_hyperparameters
+
+    proc = run(["run_unsup.py", "--help"])
+    assert proc.returncode == 0, proc.stderr
+    help_text = " ".join(proc.stdout.split())
+    choice_flags = {}
+    for loss in available_losses():
+        hints = typing.get_type_hints(get_loss_class(loss).__init__)
+        for name in loss_hyperparameters(loss):
+            if typing.get_origin(hints[name]) is typing.Literal:
+                choice_flags[name] = typing.get_args(hints[name])
+    assert "normalization" in choice_flags and "weight_norm" in choice_flags
+    for name, choices in choice_flags.items():
+        # argparse may list them in another order (typing caches equal Literal unions by value)
+        offered = re.search(rf"--{name} {{([^}}]*)}}", help_text)
+        assert offered and set(offered.group(1).split(",")) == set(choices), name

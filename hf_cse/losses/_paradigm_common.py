@@ -11,11 +11,18 @@ and eq. 5 is a surrogate loss whose gradient w.r.t. h_i is eq. 4 when GD, W, R c
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
 from .base import ContrastiveLoss, check_bool, check_choice, check_finite, eye_mask, unit
 
-GD_REFERENCES = ("cross", "self")
+#: which similarity the GD rule compares with the hardest negative (see :func:`gd_mask`)
+GDReference = Literal["cross", "self"]
+#: the printed objective or the authors' code (UnderstandingCSE) of an "ineffective" original
+Variant = Literal["paper", "code"]
+#: how the exponential weights of a modified objective are normalised (see :func:`off_diagonal_log_weights`)
+WeightNorm = Literal["global", "per_anchor"]
 #: clamp of squared unit-vector distances before sqrt (UnderstandingCSE code uses 1e-4): d >= 0.01, so
 #: d/dx sqrt stays finite for identical views or duplicate sentences.
 DIST_EPS = 1e-4
@@ -29,7 +36,7 @@ def as_ratio(ratio: float | torch.Tensor) -> float | torch.Tensor:
 
 
 @torch.no_grad()
-def gd_mask(h: torch.Tensor, hp: torch.Tensor, m: float, reference: str = "cross") -> torch.Tensor:
+def gd_mask(h: torch.Tensor, hp: torch.Tensor, m: float, reference: GDReference = "cross") -> torch.Tensor:
     """The paradigm paper's gradient dissipation indicator ``d_i`` (bool, no gradient).
 
     * ``"cross"`` (paper eq. 5 / App. E): ``h_i.h'_i - max_{k!=i} h_i.h'_k < m``.
@@ -45,7 +52,7 @@ def gd_mask(h: torch.Tensor, hp: torch.Tensor, m: float, reference: str = "cross
         s = h @ h.T
         pos = torch.ones(n, dtype=s.dtype, device=s.device)
     else:  # pragma: no cover - constructors validate
-        raise ValueError(f"unknown gd_reference {reference!r}; valid: {GD_REFERENCES}")
+        raise ValueError(f"unknown gd_reference {reference!r}")
     hardest = s.masked_fill(eye, float("-inf")).amax(dim=1)
     return pos - hardest < m
 
@@ -102,12 +109,12 @@ class ModifiedObjective(ContrastiveLoss):
     code: both views are anchors, each view gated by its own GD, loss = direction(h, h') + direction(h', h).
     """
 
-    def __init__(self, m: float, r: float, symmetric: bool, gd_reference: str):
+    def __init__(self, m: float, r: float, symmetric: bool, gd_reference: GDReference):
         super().__init__()
         check_finite(self.name, "m", m)
         check_finite(self.name, "r", r)
         check_bool(self.name, "symmetric", symmetric)
-        check_choice(self.name, "gd_reference", gd_reference, GD_REFERENCES)
+        check_choice(self.name, "gd_reference", gd_reference, GDReference)
         self.m = m
         self.r = r
         self.symmetric = symmetric
@@ -131,7 +138,7 @@ class ModifiedObjective(ContrastiveLoss):
         return self.r  # static ratio (Table 2 lower); with symmetric=True the effective pull is ~2r
 
 
-def off_diagonal_log_weights(s: torch.Tensor, temperature: float, norm: str) -> torch.Tensor:
+def off_diagonal_log_weights(s: torch.Tensor, temperature: float, norm: WeightNorm) -> torch.Tensor:
     """log of ``e^{s_ij/tau}`` normalised over all off-diagonal pairs (``"global"``) or per row
     (``"per_anchor"``), ``-inf`` on the diagonal; no gradient."""
     s = s.detach() / temperature

@@ -8,10 +8,9 @@ import math
 import torch
 
 from ..references import GRADIENT_PARADIGM
+from ._paradigm_common import Variant
 from .base import ContrastiveLoss, check_choice, check_non_negative, eye_mask, unit
 from .registry import register_loss
-
-VARIANTS = ("paper", "code")
 
 
 def strict_lower(n: int, device) -> torch.Tensor:
@@ -48,10 +47,10 @@ class AlignUniformMHELoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    def __init__(self, nu: float = 10.0, variant: str = "paper"):
+    def __init__(self, nu: float = 10.0, variant: Variant = "paper"):
         super().__init__()
         check_non_negative("align_uniform_mhe", "nu", nu)
-        check_choice("align_uniform_mhe", "variant", variant, VARIANTS)
+        check_choice("align_uniform_mhe", "variant", variant, Variant)
         self.nu = nu
         self.variant = variant
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 import torch
 
 from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import DIST_EPS, unit_distance
+from ._paradigm_common import DIST_EPS, Variant, unit_distance
 from .base import ContrastiveLoss, check_choice, check_non_negative, eye_mask, unit
 from .registry import register_loss
-
-VARIANTS = ("paper", "code")
 
 
 @register_loss("align_uniform_mhs")
@@ -42,10 +40,10 @@ class AlignUniformMHSLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    def __init__(self, nu: float = 1.0, variant: str = "paper"):
+    def __init__(self, nu: float = 1.0, variant: Variant = "paper"):
         super().__init__()
         check_non_negative("align_uniform_mhs", "nu", nu)
-        check_choice("align_uniform_mhs", "variant", variant, VARIANTS)
+        check_choice("align_uniform_mhs", "variant", variant, Variant)
         self.nu = nu
         self.variant = variant
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from collections.abc import Iterable, Iterator
+import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -221,9 +222,17 @@ def check_finite(loss_name: str, param: str, value: float) -> None:
         raise ValueError(f"{loss_name}: {param} must be a finite number, got {value!r}.")
 
 
-def check_choice(loss_name: str, param: str, value: str, choices: Iterable[str]) -> None:
-    """``value`` must be one of ``choices``."""
-    choices = tuple(choices)
+def literal_choices(choices: object) -> tuple[str, ...]:
+    """The values of a ``typing.Literal`` type: a loss types a choice argument with one (``Literal["code",
+    "paper"]``), which is then the only place its valid values are written (argparse reads it too)."""
+    if typing.get_origin(choices) is not typing.Literal:
+        raise TypeError(f"expected a typing.Literal type of the valid values, got {choices!r}")
+    return typing.get_args(choices)
+
+
+def check_choice(loss_name: str, param: str, value: str, choices: object) -> None:
+    """``value`` must be one of the values of the ``typing.Literal`` type ``choices``."""
+    choices = literal_choices(choices)
     if value not in choices:
         raise ValueError(
             f"{loss_name}: unknown {param} {value!r}; valid choices: {', '.join(repr(c) for c in choices)}."

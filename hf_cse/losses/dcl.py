@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
 from ..references import IMSIMCSE
 from .base import ContrastiveLoss, check_choice, check_non_negative, check_positive, compute_dtype
 from .registry import register_loss
 
-NORMALIZATIONS = ("code", "paper")
+Normalization = Literal["code", "paper"]
 
 
 @register_loss("dcl")
@@ -53,10 +55,10 @@ class DCLLoss(ContrastiveLoss):
 
     references = (IMSIMCSE,)
 
-    def __init__(self, temperature: float = 5.0, normalization: str = "code", eps: float = 1e-5):
+    def __init__(self, temperature: float = 5.0, normalization: Normalization = "code", eps: float = 1e-5):
         super().__init__()
         check_positive("dcl", "temperature", temperature)
-        check_choice("dcl", "normalization", normalization, NORMALIZATIONS)
+        check_choice("dcl", "normalization", normalization, Normalization)
         check_non_negative("dcl", "eps", eps)
         self.temperature = temperature
         self.normalization = normalization

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import ModifiedObjective, off_diagonal_log_weights
+from ._paradigm_common import GDReference, ModifiedObjective, off_diagonal_log_weights
 from .base import check_positive
 from .registry import register_loss
 
@@ -50,7 +50,7 @@ class ModifiedBarlowTwinsLoss(ModifiedObjective):
         temperature: float = 0.05,
         r: float = 1.50,
         symmetric: bool = False,
-        gd_reference: str = "cross",
+        gd_reference: GDReference = "cross",
     ):
         super().__init__(m=m, r=r, symmetric=symmetric, gd_reference=gd_reference)
         check_positive(self.name, "temperature", temperature)

@@ -8,7 +8,7 @@ import math
 import torch
 
 from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import ModifiedObjective
+from ._paradigm_common import GDReference, ModifiedObjective
 from .base import check_positive, eye_mask
 from .registry import register_loss
 
@@ -59,7 +59,7 @@ class ModifiedMHELoss(ModifiedObjective):
         temperature: float = 0.05,
         r: float = 1.75,
         symmetric: bool = False,
-        gd_reference: str = "cross",
+        gd_reference: GDReference = "cross",
     ):
         super().__init__(m=m, r=r, symmetric=symmetric, gd_reference=gd_reference)
         check_positive(self.name, "temperature", temperature)

@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
 from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import DIST_EPS, ModifiedObjective, unit_distance
+from ._paradigm_common import DIST_EPS, GDReference, ModifiedObjective, unit_distance
 from .base import check_choice, eye_mask
 from .registry import register_loss
 
-NEIGHBOR_VIEWS = ("same", "other")
+NeighborView = Literal["same", "other"]
 
 
 @register_loss("m_mhs")
@@ -54,11 +56,11 @@ class ModifiedMHSLoss(ModifiedObjective):
         m: float = 0.30,
         r: float = 1.75,
         symmetric: bool = False,
-        gd_reference: str = "cross",
-        neighbor_view: str = "same",
+        gd_reference: GDReference = "cross",
+        neighbor_view: NeighborView = "same",
     ):
         super().__init__(m=m, r=r, symmetric=symmetric, gd_reference=gd_reference)
-        check_choice(self.name, "neighbor_view", neighbor_view, NEIGHBOR_VIEWS)
+        check_choice(self.name, "neighbor_view", neighbor_view, NeighborView)
         self.neighbor_view = neighbor_view
 
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

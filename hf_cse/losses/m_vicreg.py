@@ -6,11 +6,9 @@ from __future__ import annotations
 import torch
 
 from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import ModifiedObjective, off_diagonal_log_weights
+from ._paradigm_common import GDReference, ModifiedObjective, WeightNorm, off_diagonal_log_weights
 from .base import check_choice, check_positive
 from .registry import register_loss
-
-WEIGHT_NORMS = ("global", "per_anchor")
 
 
 @register_loss("m_vicreg")
@@ -55,12 +53,12 @@ class ModifiedVICRegLoss(ModifiedObjective):
         temperature: float = 0.05,
         r: float = 1.50,
         symmetric: bool = False,
-        gd_reference: str = "cross",
-        weight_norm: str = "global",
+        gd_reference: GDReference = "cross",
+        weight_norm: WeightNorm = "global",
     ):
         super().__init__(m=m, r=r, symmetric=symmetric, gd_reference=gd_reference)
         check_positive(self.name, "temperature", temperature)
-        check_choice(self.name, "weight_norm", weight_norm, WEIGHT_NORMS)
+        check_choice(self.name, "weight_norm", weight_norm, WeightNorm)
         self.temperature = temperature
         self.weight_norm = weight_norm
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
 from ..references import GRADIENT_PARADIGM
@@ -21,8 +23,8 @@ from .base import (
 )
 from .registry import register_loss
 
-GD_CHOICES = ("indicator", "none")
-WEIGHT_CHOICES = ("softmax", "hardest")
+GradientDissipation = Literal["indicator", "none"]
+NegativeWeight = Literal["softmax", "hardest"]
 
 
 @register_loss("paradigm")
@@ -75,16 +77,16 @@ class ParadigmLoss(ContrastiveLoss):
         temperature: float = 0.05,
         m: float = 0.3,
         r: float = 1.0,
-        gd: str = "indicator",
-        weight: str = "softmax",
+        gd: GradientDissipation = "indicator",
+        weight: NegativeWeight = "softmax",
         symmetric: bool = False,
     ):
         super().__init__()
         check_positive("paradigm", "temperature", temperature)
         check_finite("paradigm", "m", m)
         check_finite("paradigm", "r", r)
-        check_choice("paradigm", "gd", gd, GD_CHOICES)
-        check_choice("paradigm", "weight", weight, WEIGHT_CHOICES)
+        check_choice("paradigm", "gd", gd, GradientDissipation)
+        check_choice("paradigm", "weight", weight, NegativeWeight)
         check_bool("paradigm", "symmetric", symmetric)
         self.temperature = temperature
         self.m = m
