@@ -182,6 +182,24 @@ def test_off_dropout_requires_z_nodropout():
         loss_fn(z1, z2, z_nodropout=bad)
 
 
+def test_input_errors_are_typed_carry_the_facts_and_name_no_command_line_flag():
+    from hf_cse.losses.errors import BatchTooSmallError, HardNegativesNotTakenError, MissingInputsError
+
+    z1, z2, zbar = _inputs("off_dropout_infonce")
+    with pytest.raises(BatchTooSmallError) as small:
+        build_loss("infonce")(z1[:1], z2[:1])
+    with pytest.raises(MissingInputsError) as missing:
+        build_loss("off_dropout_infonce")(z1, z2)
+    with pytest.raises(HardNegativesNotTakenError) as negatives:
+        build_loss("mpt")(z1, z2, z_neg=zbar)
+    assert (small.value.loss_name, small.value.min_batch, small.value.got) == ("infonce", 2, 1)
+    assert missing.value.missing == ("z_nodropout",)
+    assert negatives.value.loss_name == "mpt" and "infonce" in negatives.value.takers
+    assert "mpt" not in negatives.value.takers
+    for err in (small.value, missing.value, negatives.value):
+        assert isinstance(err, ValueError) and "--" not in str(err), str(err)
+
+
 def test_unexpected_extra_input_is_rejected():
     z1, z2, zbar = _inputs("infonce")
     with pytest.raises(ValueError, match="unexpected inputs"):

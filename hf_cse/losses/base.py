@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..references import Paper
+from .errors import BatchTooSmallError, HardNegativesNotTakenError, MissingInputsError
 
 
 @dataclass
@@ -129,10 +130,7 @@ def check_pair(z1: torch.Tensor, z2: torch.Tensor, loss_name: str, min_batch: in
             f"z2 {tuple(z2.shape)}."
         )
     if z1.shape[0] < min_batch:
-        raise ValueError(
-            f"{loss_name}: needs a batch of at least {min_batch} sentences to have in-batch negatives, "
-            f"got {z1.shape[0]}. Increase --per_device_train_batch_size (or the number of processes)."
-        )
+        raise BatchTooSmallError(loss_name, min_batch, z1.shape[0])
     _check_same_kind(z2, z1, "z2", loss_name)
     for which, z in (("z1", z1), ("z2", z2)):
         _check_finite(z, which, loss_name)
@@ -248,13 +246,10 @@ def check_bool(loss_name: str, param: str, value: bool) -> None:
 HARD_NEGATIVE_INPUT = "z_neg"
 
 
-def hard_negative_refusal(loss_name: str) -> str:
-    """The one line saying that ``loss_name`` has no use for hard negatives, and which losses do."""
-    from .registry import available_losses, get_loss_class  # local import: registry imports this module
-
-    takers = [n for n in available_losses() if get_loss_class(n).takes_hard_negatives]
-    return (f"loss {loss_name!r} has no defined use for hard negatives (--negative_column); the losses that take "
-            f"them: {', '.join(takers)}. Drop --negative_column or pick one of those losses.")
+def hard_negative_refusal(loss_name: str, source: str | None = None) -> str:
+    """The one line saying that ``loss_name`` has no use for hard negatives (from ``source``, in the caller's terms),
+    and which losses do: the message of :class:`~hf_cse.losses.errors.HardNegativesNotTakenError`."""
+    return str(HardNegativesNotTakenError(loss_name, source))
 
 
 class ContrastiveLoss(nn.Module):
@@ -274,15 +269,10 @@ class ContrastiveLoss(nn.Module):
         check_pair(z1, z2, self.name)
         missing = [k for k in self.extra_inputs if extra.get(k) is None]
         if missing:
-            hint = (
-                " Use --method imsimcse (or --off_dropout) so the model provides them."
-                if "z_nodropout" in missing
-                else ""
-            )
-            raise ValueError(f"{self.name}: needs the extra input(s) {missing}.{hint}")
+            raise MissingInputsError(self.name, missing)
         unknown = set(extra) - set(self.extra_inputs) - ({HARD_NEGATIVE_INPUT} if self.takes_hard_negatives else set())
         if HARD_NEGATIVE_INPUT in unknown:
-            raise ValueError(hard_negative_refusal(self.name))
+            raise HardNegativesNotTakenError(self.name)
         if unknown:
             raise ValueError(
                 f"{self.name}: got unexpected inputs {sorted(unknown)}; it takes {list(self.extra_inputs)}."
