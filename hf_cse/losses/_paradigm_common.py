@@ -15,7 +15,17 @@ from typing import Literal
 
 import torch
 
-from .base import ContrastiveLoss, check_bool, check_choice, check_finite, eye_mask, unit
+from ..references import GRADIENT_PARADIGM
+from .base import (
+    ContrastiveLoss,
+    check_bool,
+    check_choice,
+    check_finite,
+    check_positive,
+    eye_mask,
+    hardest_negative_gap,
+    unit,
+)
 
 #: which similarity the GD rule compares with the hardest negative (see :func:`gd_mask`)
 GDReference = Literal["cross", "self"]
@@ -43,18 +53,11 @@ def gd_mask(h: torch.Tensor, hp: torch.Tensor, m: float, reference: GDReference 
     * ``"self"`` (authors' code for mMHE/mMHS/mB/mV): ``1 - max_{k!=i} h_i.h_k < m`` (the anchor's own
       view, positive similarity replaced by 1).
     """
-    n = h.shape[0]
-    eye = eye_mask(n, h.device)
     if reference == "cross":
-        s = h @ hp.T
-        pos = s.diagonal()
-    elif reference == "self":
-        s = h @ h.T
-        pos = torch.ones(n, dtype=s.dtype, device=s.device)
-    else:  # pragma: no cover - constructors validate
-        raise ValueError(f"unknown gd_reference {reference!r}")
-    hardest = s.masked_fill(eye, float("-inf")).amax(dim=1)
-    return pos - hardest < m
+        return hardest_negative_gap(h @ hp.T) < m
+    if reference == "self":
+        return hardest_negative_gap(h @ h.T, positive=torch.ones(h.shape[0], dtype=h.dtype, device=h.device)) < m
+    raise ValueError(f"unknown gd_reference {reference!r}")  # pragma: no cover - constructors validate
 
 
 def gate_rows(h: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
@@ -107,9 +110,21 @@ class ModifiedObjective(ContrastiveLoss):
     GD-gated: inactive rows detached) and ``b`` as the other view. ``symmetric=False`` is the paper's
     one-directional form (anchors = view 1, ``b`` = view 2 as is); ``symmetric=True`` is the authors'
     code: both views are anchors, each view gated by its own GD, loss = direction(h, h') + direction(h', h).
+
+    The hyperparameters every modified objective shares (each states its defaults, the paper's Table 4):
+
+    * ``m``: GD margin; anchor i is active (``d_i = 1``) while its positive beats its hardest negative by
+      less than m (:func:`gd_mask`).
+    * ``temperature``: tau of the exponential weights (mMHS has none: None).
+    * ``r``: static ratio R (Table 2 lower); with ``symmetric=True`` the effective pull is ~2r.
+    * ``symmetric``: False = the paper's one-directional form, True = the authors' code (see above).
+    * ``gd_reference``: ``"cross"`` (paper) or ``"self"`` (authors' code), see :func:`gd_mask`.
     """
 
-    def __init__(self, m: float, r: float, symmetric: bool, gd_reference: GDReference):
+    references = (GRADIENT_PARADIGM,)
+
+    def __init__(self, m: float, r: float, symmetric: bool, gd_reference: GDReference,
+                 temperature: float | None = None):
         super().__init__()
         check_finite(self.name, "m", m)
         check_finite(self.name, "r", r)
@@ -119,6 +134,9 @@ class ModifiedObjective(ContrastiveLoss):
         self.r = r
         self.symmetric = symmetric
         self.gd_reference = gd_reference
+        if temperature is not None:  # no attribute otherwise: diagnostics then use SimCSE's 0.05
+            check_positive(self.name, "temperature", temperature)
+            self.temperature = temperature
 
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -136,6 +154,13 @@ class ModifiedObjective(ContrastiveLoss):
 
     def paradigm_ratio(self, z1, z2):
         return self.r  # static ratio (Table 2 lower); with symmetric=True the effective pull is ~2r
+
+    def weighted_terms(self, a: torch.Tensor, b: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """Per anchor, ``-r (sum_{j!=i} w_ij) a_i.b_i + sum_{j!=i} w_ij a_i.sg(a_j)`` for detached weights ``w``
+        with a zero diagonal: the body of mB (eq. 6) and mV (eq. 13), whose weights differ."""
+        neg = (w * (a @ a.detach().T)).sum(-1)
+        pos = self.r * w.sum(-1) * (a * b).sum(-1)
+        return neg - pos
 
 
 def off_diagonal_log_weights(s: torch.Tensor, temperature: float, norm: WeightNorm) -> torch.Tensor:

@@ -157,6 +157,15 @@ def eye_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
     return torch.eye(n, dtype=torch.bool, device=device)
 
 
+def hardest_negative_gap(s: torch.Tensor, positive: torch.Tensor | None = None) -> torch.Tensor:
+    """``positive_i - max_{j!=i} s_ij`` for each anchor row of the similarity matrix ``s``: by how much the anchor's
+    positive (default: the diagonal of ``s``) beats its hardest in-batch negative. The one home of the
+    margin-vs-hardest-negative rule: the gradient paradigm's GD indicator (Li et al., ACL 2024, eq. 5 and d_i of
+    §4 / App. E) is ``gap < m``, MPT's hinge is ``relu(m - gap)``."""
+    hardest = s.masked_fill(eye_mask(s.shape[0], s.device), float("-inf")).amax(dim=1)
+    return (s.diagonal() if positive is None else positive) - hardest
+
+
 @torch.no_grad()
 def batch_diagnostics(
     z1: torch.Tensor, z2: torch.Tensor, m: float = 0.3, temperature: float = 0.05
@@ -177,13 +186,11 @@ def batch_diagnostics(
     n = s.shape[0]
     eye = eye_mask(n, s.device)
     pos = s.diagonal()
-    neg = s.masked_fill(eye, float("-inf"))
-    hardest = neg.amax(dim=1)
-    weights = torch.softmax(neg / temperature, dim=1)
+    weights = torch.softmax(s.masked_fill(eye, float("-inf")) / temperature, dim=1)
     return {
         "pos_cos": pos.mean(),
         "neg_cos": (s.sum() - pos.sum()) / (n * (n - 1)),
-        "gd_active": (pos - hardest < m).float().mean(),
+        "gd_active": (hardest_negative_gap(s) < m).float().mean(),
         "hardest_weight": weights.amax(dim=1).mean(),
     }
 

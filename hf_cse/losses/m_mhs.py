@@ -7,7 +7,6 @@ from typing import Literal
 
 import torch
 
-from ..references import GRADIENT_PARADIGM
 from ._paradigm_common import DIST_EPS, GDReference, ModifiedObjective, unit_distance
 from .base import check_choice, eye_mask
 from .registry import register_loss
@@ -37,29 +36,18 @@ class ModifiedMHSLoss(ModifiedObjective):
     ``neighbor_view="other"`` (nearest neighbour among the detached *other* view, ``sqrt(. + 1e-4)``),
     ``symmetric=True`` (both views anchors, summed; positive pull ~2x).
 
-    Args (defaults = the paper's Table 4, BERT-base; RoBERTa-base: m = 0.27, r = 1.00 with batch 512):
-        m: GD margin (0.30).
-        r: static ratio (1.75).
-        symmetric: see above (False).
-        gd_reference: ``"cross"`` (paper) or ``"self"`` (code).
-        neighbor_view: ``"same"`` (paper) or ``"other"`` (code).
+    Args: ``m``, ``r``, ``symmetric``, ``gd_reference`` as in :class:`ModifiedObjective`; defaults = the
+    paper's Table 4, BERT-base: m = 0.30, r = 1.75 (RoBERTa-base: m = 0.27, r = 1.00 with batch 512),
+    one-directional, ``"cross"``. ``neighbor_view``: ``"same"`` (paper) or ``"other"`` (code).
 
     Example::
 
         out = build_loss("m_mhs", m=0.3, r=1.75)(z1, z2)
     """
 
-    references = (GRADIENT_PARADIGM,)
-
-    def __init__(
-        self,
-        m: float = 0.30,
-        r: float = 1.75,
-        symmetric: bool = False,
-        gd_reference: GDReference = "cross",
-        neighbor_view: NeighborView = "same",
-    ):
-        super().__init__(m=m, r=r, symmetric=symmetric, gd_reference=gd_reference)
+    def __init__(self, m: float = 0.30, r: float = 1.75, symmetric: bool = False, gd_reference: GDReference = "cross",
+                 neighbor_view: NeighborView = "same"):
+        super().__init__(m, r, symmetric, gd_reference)
         check_choice(self.name, "neighbor_view", neighbor_view, NeighborView)
         self.neighbor_view = neighbor_view
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from ..references import GRADIENT_PARADIGM
-from .base import ContrastiveLoss, check_finite, cosine_matrix, eye_mask
+from .base import ContrastiveLoss, check_finite, cosine_matrix, hardest_negative_gap
 from .registry import register_loss
 
 
@@ -48,8 +48,7 @@ class MPTLoss(ContrastiveLoss):
 
     def compute(self, z1: torch.Tensor, z2: torch.Tensor):
         s = cosine_matrix(z1, z2)
-        hardest = s.masked_fill(eye_mask(s.shape[0], s.device), float("-inf")).amax(dim=1)
-        per_anchor = F.relu(hardest - s.diagonal() + self.margin)
+        per_anchor = F.relu(self.margin - hardest_negative_gap(s))
         return per_anchor.mean(), {"active_share": (per_anchor.detach() > 0).float().mean().detach()}
 
     def paradigm_ratio(self, z1, z2):

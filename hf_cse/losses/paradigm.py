@@ -19,6 +19,7 @@ from .base import (
     check_finite,
     check_positive,
     eye_mask,
+    hardest_negative_gap,
     unit,
 )
 from .registry import register_loss
@@ -53,8 +54,10 @@ class ParadigmLoss(ContrastiveLoss):
     (``UnderstandingCSE isotropy/models.py``, ``sg.w_gd.w_w.w_r``): both views are anchors, the negative
     similarities use the detached other view, the positive ``h_i.h'_i`` carries gradient into both
     views, so an anchor is pulled to its positive from both directions (effective paper ratio ~ 2r).
-    In both modes the batch reduction is the mean over the N anchors; the code's
-    ``(W * target)[mask].mean()`` divides by (#active anchors x N), a batch-dependent scale.
+    In both modes the batch reduction is the mean over the N anchors (sum / N). The authors' code,
+    ``(W * target)[mask].mean()``, averages each direction over the *active* anchors only (sum / (k N), k the
+    number of anchors whose GD gate is open), so its gradient scale changes from batch to batch (larger when
+    few anchors are active); here it does not: this loss and its gradient are the code's times k.
 
     Args:
         temperature: tau of the softmax weights (0.05).
@@ -99,8 +102,7 @@ class ParadigmLoss(ContrastiveLoss):
         """GD (N,) and W (N, N) of the anchors of the rows of the similarity matrix ``s`` (no grad)."""
         s = s.detach()
         if self.gd == "indicator":
-            hardest = s.masked_fill(eye_mask(s.shape[0], s.device), float("-inf")).amax(dim=1)
-            gd = s.diagonal() - hardest < self.m
+            gd = hardest_negative_gap(s) < self.m
         else:
             gd = torch.ones(s.shape[0], dtype=torch.bool, device=s.device)
         w = (
