@@ -1,4 +1,4 @@
-"""Helpers shared by the losses of the gradient paradigm (Li et al., ACL 2024): paradigm, ArcCon, MPT/MET,
+"""Helpers shared by the losses of the gradient paradigm of Li et al. (ACL 2024): paradigm, ArcCon, MPT/MET,
 the original and the modified objectives.
 
 Notation of that paper: ``h = normalize(z1)`` are the anchors, ``h' = normalize(z2)`` the

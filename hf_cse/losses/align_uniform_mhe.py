@@ -1,4 +1,4 @@
-"""Alignment + MHE uniformity (Wang & Isola 2020) as analysed in the gradient paradigm (Li et al., ACL 2024), §4
+"""Alignment + MHE uniformity (Wang & Isola 2020) as analysed in the gradient paradigm of Li et al. (ACL 2024), §4
 (the "ineffective" original)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def strict_lower(n: int, device) -> torch.Tensor:
 
 @register_loss("align_uniform_mhe")
 class AlignUniformMHELoss(ContrastiveLoss):
-    r"""``L^a + nu * L^{u,MHE}`` (gradient paradigm (Li et al., ACL 2024), §4, gradients eq. 7-8, Table 2 upper).
+    r"""``L^a + nu * L^{u,MHE}`` (gradient paradigm of Li et al., ACL 2024: §4, gradients eq. 7-8, Table 2 upper).
 
     .. math::
         L^a = \frac1N \sum_i \|h_i - h'_i\|^2, \qquad

@@ -1,5 +1,5 @@
-"""Alignment + MHS uniformity (maximum hyperspherical separation) as analysed in the gradient paradigm (Li et al.,
-ACL 2024), §4."""
+"""Alignment + MHS uniformity (maximum hyperspherical separation) as analysed in the gradient paradigm of
+Li et al. (ACL 2024), §4."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .registry import register_loss
 
 @register_loss("align_uniform_mhs")
 class AlignUniformMHSLoss(ContrastiveLoss):
-    r"""``L^a + nu * (1/N) sum_i L_i^{u,MHS}`` (gradient paradigm (Li et al., ACL 2024), §4, gradients eq. 7 and 9).
+    r"""``L^a + nu * (1/N) sum_i L_i^{u,MHS}`` (gradient paradigm of Li et al., ACL 2024: §4, gradients eq. 7 and 9).
 
     .. math::
         L^a = \frac1N \sum_i \|h_i - h'_i\|^2, \qquad L_i^{u,MHS} = -\min_{j\ne i} \|h_i - h_j\|

@@ -1,4 +1,4 @@
-"""Barlow Twins on l2-normalised embeddings, as analysed in the gradient paradigm (Li et al., ACL 2024), §4 (the
+"""Barlow Twins on l2-normalised embeddings, as analysed in the gradient paradigm of Li et al. (ACL 2024), §4 (the
 "ineffective" original)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def bt_surrogate_direction(u1: torch.Tensor, u2: torch.Tensor, nu: float) -> tor
 
 @register_loss("barlow_twins")
 class BarlowTwinsLoss(ContrastiveLoss):
-    r"""Barlow Twins with l2 normalisation (gradient paradigm (Li et al., ACL 2024), §4, gradient eq. 10, Table 2
+    r"""Barlow Twins with l2 normalisation (gradient paradigm of Li et al., ACL 2024: §4, gradient eq. 10, Table 2
     upper).
 
     .. math::

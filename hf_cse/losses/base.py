@@ -170,7 +170,7 @@ def hardest_negative_gap(s: torch.Tensor, positive: torch.Tensor | None = None) 
 def batch_diagnostics(
     z1: torch.Tensor, z2: torch.Tensor, m: float = 0.3, temperature: float = 0.05
 ) -> dict[str, torch.Tensor]:
-    """Cosine statistics and the gradient paradigm (Li et al., ACL 2024) components measured on a batch.
+    """Cosine statistics and the components of the gradient paradigm of Li et al. (ACL 2024), measured on a batch.
 
     * ``pos_cos`` / ``neg_cos``: mean cosine of positive pairs and of in-batch negative pairs.
     * ``gd_active``: share of anchors whose gradient dissipation is active, i.e.
@@ -310,7 +310,7 @@ class ContrastiveLoss(nn.Module):
         raise NotImplementedError
 
     def paradigm_ratio(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor | float | None:
-        """The ratio R of the gradient paradigm (Li et al., ACL 2024), Table 1, for this loss on the batch,
+        """The ratio R of the gradient paradigm of Li et al. (ACL 2024), Table 1, for this loss on the batch,
         averaged over anchors; None if undefined."""
         return None
 

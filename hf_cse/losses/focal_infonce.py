@@ -1,5 +1,5 @@
-"""Focal-InfoNCE: InfoNCE with self-paced modulation of positive and negative logits (Hou and Li, Findings of EMNLP
-2023)."""
+"""Focal-InfoNCE: InfoNCE with self-paced modulation of positive and negative logits (Hou and Li, Findings of
+EMNLP 2023)."""
 
 from __future__ import annotations
 

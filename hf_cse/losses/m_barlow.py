@@ -1,5 +1,5 @@
-"""mB: Barlow Twins made effective with GD, exponential weights and a static ratio (gradient paradigm (Li et al.,
-ACL 2024), eq. 6 and 18)."""
+"""mB: Barlow Twins made effective with GD, exponential weights and a static ratio (gradient paradigm of
+Li et al., ACL 2024: eq. 6 and 18)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .registry import register_loss
 
 @register_loss("m_barlow")
 class ModifiedBarlowTwinsLoss(ModifiedObjective):
-    r"""Modified Barlow Twins (gradient paradigm (Li et al., ACL 2024), §4 eq. 6, gradient eq. 18, Table 2 lower).
+    r"""Modified Barlow Twins (gradient paradigm of Li et al., ACL 2024: §4 eq. 6, gradient eq. 18, Table 2 lower).
 
     With unit ``h = z1/|z1|`` (anchors), ``h' = z2/|z2|``, GD indicator ``d_i`` (applied by stopping the
     gradient of inactive anchors) and detached weights from the *other* view, normalised globally:

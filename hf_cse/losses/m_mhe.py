@@ -1,5 +1,5 @@
-"""mMHE: alignment + MHE uniformity made effective with GD, W, R (gradient paradigm (Li et al., ACL 2024), App. E,
-eq. 14 and 16)."""
+"""mMHE: alignment + MHE uniformity made effective with GD, W, R (gradient paradigm of Li et al., ACL 2024:
+App. E, eq. 14 and 16)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .registry import register_loss
 
 @register_loss("m_mhe")
 class ModifiedMHELoss(ModifiedObjective):
-    r"""Modified alignment + MHE uniformity (gradient paradigm (Li et al., ACL 2024), eq. 14, gradient eq. 16,
+    r"""Modified alignment + MHE uniformity (gradient paradigm of Li et al., ACL 2024: eq. 14, gradient eq. 16,
     Table 2 lower).
 
     With unit ``h = z1/|z1|`` (anchors), ``h' = z2/|z2|`` and ``d_i`` the GD indicator:

@@ -1,5 +1,5 @@
-"""mMHS: alignment + MHS uniformity made effective with GD and a static ratio (gradient paradigm (Li et al., ACL
-2024), App. E, eq. 15 and 17)."""
+"""mMHS: alignment + MHS uniformity made effective with GD and a static ratio (gradient paradigm of
+Li et al., ACL 2024: App. E, eq. 15 and 17)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ NeighborView = Literal["same", "other"]
 
 @register_loss("m_mhs")
 class ModifiedMHSLoss(ModifiedObjective):
-    r"""Modified alignment + MHS uniformity (gradient paradigm (Li et al., ACL 2024), eq. 15, gradient eq. 17,
+    r"""Modified alignment + MHS uniformity (gradient paradigm of Li et al., ACL 2024: eq. 15, gradient eq. 17,
     Table 2 lower).
 
     With unit ``h = z1/|z1|`` (anchors), ``h' = z2/|z2|``, ``n_i = min_{j!=i} ||h_i - sg(h_j)||`` and

@@ -1,5 +1,5 @@
-"""mV: VICReg made effective with GD, exponential weights and a static ratio (gradient paradigm (Li et al., ACL
-2024), eq. 13 and 19)."""
+"""mV: VICReg made effective with GD, exponential weights and a static ratio (gradient paradigm of
+Li et al., ACL 2024: eq. 13 and 19)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .registry import register_loss
 
 @register_loss("m_vicreg")
 class ModifiedVICRegLoss(ModifiedObjective):
-    r"""Modified VICReg (gradient paradigm (Li et al., ACL 2024), App. E eq. 13, gradient eq. 19, Table 2 lower).
+    r"""Modified VICReg (gradient paradigm of Li et al., ACL 2024: App. E eq. 13, gradient eq. 19, Table 2 lower).
 
     With unit ``h = z1/|z1|`` (anchors), ``h' = z2/|z2|``, GD indicator ``d_i`` (applied by stopping the
     gradient of inactive anchors) and detached weights from the anchor's *own* view:

@@ -1,5 +1,5 @@
-"""MET: margin triplet loss with Euclidean distance (Nie et al., ICLR 2023; as in the gradient paradigm (Li et al.,
-ACL 2024), eq. 3)."""
+"""MET: margin triplet loss with Euclidean distance (Nie et al., ICLR 2023; as in the gradient paradigm of
+Li et al., ACL 2024: eq. 3)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .registry import register_loss
 
 @register_loss("met")
 class METLoss(ContrastiveLoss):
-    r"""Margin triplet loss on the Euclidean distance of unit vectors (gradient paradigm (Li et al., ACL 2024), §2.2).
+    r"""Margin triplet loss on the Euclidean distance of unit vectors (gradient paradigm of Li et al., ACL 2024: §2.2).
 
     .. math::
         \ell_i = \max\big(0,\ d_{ii'} - \min_{j\ne i} d_{ij'} + m\big), \qquad

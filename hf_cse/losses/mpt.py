@@ -1,5 +1,5 @@
-"""MPT: margin triplet loss with dot-product distance (Nie et al., ICLR 2023; as in the gradient paradigm (Li et
-al., ACL 2024), eq. 3)."""
+"""MPT: margin triplet loss with dot-product distance (Nie et al., ICLR 2023; as in the gradient paradigm of
+Li et al., ACL 2024: eq. 3)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from .registry import register_loss
 
 @register_loss("mpt")
 class MPTLoss(ContrastiveLoss):
-    r"""Margin triplet loss on cosine similarity against the hardest in-batch negative (gradient paradigm (Li et
-    al., ACL 2024), §2.2).
+    r"""Margin triplet loss on cosine similarity against the hardest in-batch negative (gradient paradigm of
+    Li et al., ACL 2024: §2.2).
 
     .. math::
         \ell_i = \max\big(0,\ \max_{j\ne i} h_i^\top h'_j - h_i^\top h'_i + m\big),

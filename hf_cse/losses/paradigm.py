@@ -1,4 +1,4 @@
-"""The baseline loss of the gradient paradigm (Li et al., ACL 2024): GD x W x R (eq. 5)."""
+"""The baseline loss of the gradient paradigm of Li et al. (ACL 2024): GD x W x R (eq. 5)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ NegativeWeight = Literal["softmax", "hardest"]
 
 @register_loss("paradigm")
 class ParadigmLoss(ContrastiveLoss):
-    r"""The paradigm (baseline) loss of the gradient paradigm (Li et al., ACL 2024), eq. 5.
+    r"""The baseline loss of the gradient paradigm of Li et al. (ACL 2024), eq. 5.
 
     With unit ``h = z1/|z1|``, ``h' = z2/|z2|``:
 

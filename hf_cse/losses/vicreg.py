@@ -1,4 +1,4 @@
-"""VICReg on l2-normalised embeddings, as analysed in the gradient paradigm (Li et al., ACL 2024), §4 (the
+"""VICReg on l2-normalised embeddings, as analysed in the gradient paradigm of Li et al. (ACL 2024), §4 (the
 "ineffective" original)."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def variance_term(h: torch.Tensor, gamma: float) -> torch.Tensor:
 
 @register_loss("vicreg")
 class VICRegLoss(ContrastiveLoss):
-    r"""VICReg with l2 normalisation (gradient paradigm (Li et al., ACL 2024), §4, gradient eq. 11, Table 2 upper).
+    r"""VICReg with l2 normalisation (gradient paradigm of Li et al., ACL 2024: §4, gradient eq. 11, Table 2 upper).
 
     .. math::
         L^V = L^a + \nu^{V,1}\big(v(h) + v(h')\big) + \nu^{V,2}\big(c(h) + c(h')\big),
