@@ -8,7 +8,7 @@ length 32, one process).
 One step = model forward + objectives (loss + metrics) + auxiliary losses + backward + AdamW step, what
 ``ContrastiveTrainer`` does per batch; the collator is not timed (it runs in the dataloader). Variants:
 
-* ``infonce`` and, in full steps, ``gs_infonce`` (M = 3 x 64), ``focal_infonce`` and two seed-002 losses
+* ``infonce`` and, in full steps, ``gs_infonce`` (M = 3 x 64), ``focal_infonce`` and two gradient-paradigm losses
   (``paradigm``, ``m_mhe``) on ONE shared SimCSE model (cls pooler, MLP projector): they differ only by the loss;
 * ``+dcl``: infonce + DCL (lambda 0.1), ImSimCSE's second objective;
 * ``off_dropout``: the third, no-dropout encoder pass (with gradient) and ``off_dropout_infonce``;

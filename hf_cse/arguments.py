@@ -83,7 +83,7 @@ class MethodArguments:
     cached_minibatch_size: int | None = field(
         default=None,
         metadata={"help": "Gradient-cache mode: encode the batch in mini-batches of N sentences (bounded memory, "
-                          "same gradient as the full batch; ~+35% time). 0/None = off. See hf_cse/cached.py."},
+                          "same gradient as the full batch; ~1.35x the time). 0/None = off. See hf_cse/cached.py."},
     )
 
 

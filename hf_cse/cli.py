@@ -27,8 +27,23 @@ def _one_line(err: BaseException) -> str:
 FORESEEABLE: tuple[type[BaseException], ...] = (ValueError, OSError, RuntimeError, ImportError)
 
 
+def flag_advice(err: BaseException) -> str:
+    """The flags to change for an error a loss raised in its own terms (:mod:`hf_cse.losses.errors`); "" otherwise."""
+    errors = sys.modules.get("hf_cse.losses.errors")
+    if errors is None:  # no loss was imported, so none raised
+        return ""
+    if isinstance(err, errors.BatchTooSmallError):
+        return "Increase --per_device_train_batch_size (or the number of processes)."
+    if isinstance(err, errors.MissingInputsError) and "z_nodropout" in err.missing:
+        return "Use --method imsimcse (or --off_dropout) so the model provides them."
+    if isinstance(err, errors.HardNegativesNotTakenError):
+        return "Drop --negative_column or pick one of those losses."
+    return ""
+
+
 def run_cli(main: Callable[[], int | None], prog: str) -> int:
-    """Run ``main()``; a foreseeable failure becomes ``prog: error: <one line>`` on stderr and exit code 1.
+    """Run ``main()``; a foreseeable failure becomes ``prog: error: <one line>`` on stderr and exit code 1 (with the
+    flags to change where a loss said what is wrong in its own terms: :func:`flag_advice`).
 
     ``RuntimeError`` is included for hf_cse's own error types (e.g. ``HubPushError``) and torch's device errors
     ("CUDA is not available"); set ``HF_CSE_DEBUG=1`` to get the traceback of any of them.
@@ -38,7 +53,9 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     except FORESEEABLE as err:
         if os.environ.get(DEBUG_ENV):
             raise
-        print(f"{prog}: error: {_one_line(err)} (set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
+        advice = flag_advice(err)
+        message = f"{_one_line(err)} {advice}" if advice else _one_line(err)
+        print(f"{prog}: error: {message} (set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
         return 1
 
 

@@ -369,8 +369,10 @@ def check_pair_training(method: str, loss: str, pair_column: str | None, negativ
         raise DataError("--pair_column does not work with --method diffcse (its second view is an edit of the "
                         "same sentence); use --method simcse or imsimcse for pair data.")
     if negative_column:
+        from .cli import flag_advice
         from .losses import get_loss_class
-        from .losses.base import hard_negative_refusal
+        from .losses.errors import HardNegativesNotTakenError
 
         if not get_loss_class(loss).takes_hard_negatives:
-            raise DataError(hard_negative_refusal(loss))
+            err = HardNegativesNotTakenError(loss, "--negative_column")
+            raise DataError(f"{err} {flag_advice(err)}")

@@ -1,4 +1,4 @@
-"""DiffCSE's edits of a sentence (seed 001 §3 and Table 4) and the collator that makes them.
+"""DiffCSE's edits of a sentence (DiffCSE, Chuang et al., NAACL 2022, §3 and Table 4) and the collator that makes them.
 
 Each row of the flattened ``(2B, L)`` two-view batch gets its own, independent edit (the authors mask the
 2B rows separately). Special tokens ([CLS], [SEP], padding...) are never edited, so position 0 stays [CLS].
@@ -14,7 +14,7 @@ Edit operations and their replaced-token-detection (RTD) labels (1 = "replaced",
   exactly the inserted tokens (even when the generator happens to write a copy of a neighbour).
 * ``delete``: ``round(masking_ratio * n)`` ordinary tokens are deleted; no generator is involved. Label 1 marks
   every token whose immediate predecessor was deleted ("whether a token preceding it has been deleted",
-  seed 001 §5), i.e. the token right after each deleted run -- possibly [SEP].
+  DiffCSE §5), i.e. the token right after each deleted run -- possibly [SEP].
 
 The paper's Table 4 uses 15% for insert/delete; here the same ``masking_ratio`` sets all three.
 """

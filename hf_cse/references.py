@@ -154,6 +154,16 @@ GRADIENT_PARADIGM = Paper(
 }""",
 )
 
-#: every paper, by key
+#: every paper, by key: the six above and any a loss module adds with :func:`register_paper`
 PAPERS: dict[str, Paper] = {p.key: p for p in (SIMCSE, GS_INFONCE, FOCAL_INFONCE, DIFFCSE, IMSIMCSE,
                                                 GRADIENT_PARADIGM)}
+
+
+def register_paper(paper: Paper) -> Paper:
+    """Add ``paper`` to :data:`PAPERS` and return it. A loss from a paper not listed here defines the record in its
+    own module, ``MY_PAPER = register_paper(Paper(...))``, so a new loss stays one file; a key already taken by a
+    different record is an error."""
+    known = PAPERS.setdefault(paper.key, paper)
+    if known != paper:
+        raise ValueError(f"paper key {paper.key!r} is already taken by another record ({known.title!r})")
+    return known

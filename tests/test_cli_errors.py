@@ -1,5 +1,6 @@
 """Bad input to `python run_eval.py` and `python -m hf_cse.export`, as a user types it: exit code 1 and stderr is one
-line that starts with the program's name and names the problem (no traceback unless HF_CSE_DEBUG=1)."""
+line that starts with the program's name and names the problem (no traceback unless HF_CSE_DEBUG=1); a loss's own
+error gets the flag advice there; `run_unsup.py --help` offers each loss choice."""
 
 from __future__ import annotations
 
@@ -118,3 +119,63 @@ def test_bad_input_is_one_line_without_traceback(case, files, capsys, monkeypatc
 def test_debug_switch_shows_the_traceback(files):
     proc = run(run_eval_args(files, model=files["root"] / "nope"), debug=True)
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "no such folder" in proc.stderr
+
+
+def test_run_unsup_help_works_and_offers_each_loss_choice_from_its_literal():
+    import re
+    import typing
+
+    from hf_cse.losses import available_losses, get_loss_class, loss_hyperparameters
+
+    proc = run(["run_unsup.py", "--help"])
+    assert proc.returncode == 0, proc.stderr
+    help_text = " ".join(proc.stdout.split())
+    choice_flags = {}
+    for loss in available_losses():
+        hints = typing.get_type_hints(get_loss_class(loss).__init__)
+        for name in loss_hyperparameters(loss):
+            if typing.get_origin(hints[name]) is typing.Literal:
+                choice_flags[name] = typing.get_args(hints[name])
+    assert "normalization" in choice_flags and "weight_norm" in choice_flags
+    for name, choices in choice_flags.items():
+        # argparse may list them in another order (typing caches equal Literal unions by value)
+        offered = re.search(rf"--{name} {{([^}}]*)}}", help_text)
+        assert offered and set(offered.group(1).split(",")) == set(choices), name
+
+
+@pytest.mark.parametrize(
+    ("make_error", "advice"),
+    [
+        (lambda: _loss_error("infonce", 1), "Increase --per_device_train_batch_size"),
+        (lambda: _loss_error("off_dropout_infonce", 4), "Use --method imsimcse (or --off_dropout)"),
+        (lambda: _loss_error("mpt", 4, z_neg=True), "Drop --negative_column"),
+    ],
+    ids=["batch-too-small", "missing-no-dropout-embeddings", "hard-negatives-not-taken"],
+)
+def test_scripts_translate_a_loss_error_into_flag_advice(make_error, advice, capsys, monkeypatch):
+    """A loss says what is wrong in its own terms; the scripts' error path (run_cli) adds which flag to change."""
+    from hf_cse.cli import run_cli
+
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    err = make_error()
+    assert "--" not in str(err)
+
+    def main():
+        raise err
+
+    assert run_cli(main, "run_unsup.py") == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"run_unsup.py: error: {err} {advice}"), lines
+
+
+def _loss_error(name: str, n: int, z_neg: bool = False) -> ValueError:
+    import torch
+
+    from hf_cse.losses import build_loss
+
+    z = torch.randn(n, 8, generator=torch.Generator().manual_seed(0))
+    try:
+        build_loss(name)(z, z + 0.1, **({"z_neg": -z} if z_neg else {}))
+    except ValueError as err:
+        return err
+    raise AssertionError(f"{name} accepted the inputs")

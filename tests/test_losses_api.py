@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import inspect
 import math
+import typing
 
 import pytest
 import torch
 
-from hf_cse.losses import available_losses, build_loss, loss_hyperparameters
+from hf_cse.losses import available_losses, build_loss, get_loss_class, loss_hyperparameters
 from hf_cse.losses.base import LossOutput
 
 ALL = available_losses()
@@ -69,13 +70,30 @@ def test_contract_hyperparameter_names(name):
 
 @pytest.mark.parametrize("name", ALL)
 def test_hyperparameters_are_simple_annotated_keywords_with_defaults(name):
-    allowed = {"float", "int", "bool", "str", "int | None"}
+    # a choice argument is a typing.Literal of strings (its one list of valid values), never a plain str
+    allowed = {"float", "int", "bool", "int | None"}
+    hints = typing.get_type_hints(get_loss_class(name).__init__)
     for pname, p in loss_hyperparameters(name).items():
         assert p.default is not inspect.Parameter.empty, f"{name}.{pname} has no default"
-        assert p.annotation in allowed, f"{name}.{pname}: annotation {p.annotation!r}"
+        choices = typing.get_args(hints[pname]) if typing.get_origin(hints[pname]) is typing.Literal else ()
+        is_choice = bool(choices) and all(isinstance(c, str) for c in choices) and p.default in choices
+        assert p.annotation in allowed or is_choice, f"{name}.{pname}: annotation {p.annotation!r}"
     loss_fn = build_loss(name)  # defaults construct
     assert loss_fn.name == name
     assert loss_fn.__doc__ and "Example" in loss_fn.__doc__
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_choice_arguments_reject_other_values_listing_the_literal_choices(name):
+    hints = typing.get_type_hints(get_loss_class(name).__init__)
+    choice_params = {k: typing.get_args(hints[k]) for k in loss_hyperparameters(name)
+                     if typing.get_origin(hints[k]) is typing.Literal}
+    for pname, choices in choice_params.items():
+        for value in choices:  # every listed value constructs
+            build_loss(name, **{pname: value})
+        with pytest.raises(ValueError) as e:
+            build_loss(name, **{pname: "no_such_choice"})
+        assert all(repr(c) in str(e.value) for c in choices), str(e.value)
 
 
 def test_build_loss_unknown_name_lists_available():
@@ -162,6 +180,24 @@ def test_off_dropout_requires_z_nodropout():
     bad[0, 0] = float("inf")
     with pytest.raises(ValueError, match="z_nodropout contains NaN"):
         loss_fn(z1, z2, z_nodropout=bad)
+
+
+def test_input_errors_are_typed_carry_the_facts_and_name_no_command_line_flag():
+    from hf_cse.losses.errors import BatchTooSmallError, HardNegativesNotTakenError, MissingInputsError
+
+    z1, z2, zbar = _inputs("off_dropout_infonce")
+    with pytest.raises(BatchTooSmallError) as small:
+        build_loss("infonce")(z1[:1], z2[:1])
+    with pytest.raises(MissingInputsError) as missing:
+        build_loss("off_dropout_infonce")(z1, z2)
+    with pytest.raises(HardNegativesNotTakenError) as negatives:
+        build_loss("mpt")(z1, z2, z_neg=zbar)
+    assert (small.value.loss_name, small.value.min_batch, small.value.got) == ("infonce", 2, 1)
+    assert missing.value.missing == ("z_nodropout",)
+    assert negatives.value.loss_name == "mpt" and "infonce" in negatives.value.takers
+    assert "mpt" not in negatives.value.takers
+    for err in (small.value, missing.value, negatives.value):
+        assert isinstance(err, ValueError) and "--" not in str(err), str(err)
 
 
 def test_unexpected_extra_input_is_rejected():

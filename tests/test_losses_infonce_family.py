@@ -49,7 +49,7 @@ def test_infonce_constant_embeddings_give_log_n(n):
     assert build_loss("infonce", temperature=0.05)(z, z).loss.item() == pytest.approx(math.log(n), abs=1e-12)
 
 
-def test_infonce_matches_seed002_eq1_on_unit_vectors():
+def test_infonce_matches_gradient_paradigm_eq1_on_unit_vectors():
     n, tau = 5, 0.1
     h, hp = unit_leaf(n, 6, 2), unit_leaf(n, 6, 3)
     build_loss("infonce", temperature=tau)(h, hp).loss.backward()

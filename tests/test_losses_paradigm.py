@@ -1,5 +1,5 @@
-"""Seed 002 (unified gradient paradigm) family: paradigm, ArcCon, MPT, MET, the original objectives and
-their modified versions, checked against the paper's gradient formulas (with the spec's corrections)."""
+"""The unified gradient paradigm (Li et al., ACL 2024) family: paradigm, ArcCon, MPT, MET, the original objectives and
+their modified versions, checked against the paper's gradient formulas (with the corrections each loss documents)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_paradigm_symmetric_is_the_authors_code_gradient():
     s = hd @ hpd.T
     gd0, w0 = baseline_components(s, m, tau)
     gd1, w1 = baseline_components(s.T, m, tau)
-    # spec §8.2 (mean over N instead of the code's 1/(k N)):
+    # hf_cse's reduction (mean over N instead of the code's 1/(k N)):
     # d/dh_i = gd0_i (sum_j W0_ij h'_j - r h'_i) - gd1_i r h'_i
     exp1 = gd0[:, None] * (w0 @ hpd - r * hpd) - r * gd1[:, None] * hpd
     exp2 = gd1[:, None] * (w1 @ hd - r * hd) - r * gd0[:, None] * hd
@@ -595,3 +595,22 @@ def test_modified_losses_report_static_ratio(name):
     out = build_loss(name, r=1.3)(h, hp)
     assert out.metrics["ratio"] == pytest.approx(1.3)
     assert 0.0 <= out.metrics["active_share"] <= 1.0
+
+
+def test_margin_vs_hardest_negative_rule_is_the_same_in_gd_mask_paradigm_mpt_and_diagnostics():
+    """GD indicator, MPT's active hinge and the gd_active diagnostic are one rule: positive - hardest negative < m."""
+    from hf_cse.losses._paradigm_common import gd_mask
+    from hf_cse.losses.base import batch_diagnostics
+
+    h, hp = pair(n=8, d=5, seed=3)
+    h, hp = h.detach(), hp.detach()
+    s = (h @ hp.T).tolist()
+    gaps = [s[i][i] - max(s[i][j] for j in range(8) if j != i) for i in range(8)]
+    m = sum(sorted(gaps)[3:5]) / 2  # half of the anchors on each side of the margin
+    by_hand = [gap < m for gap in gaps]
+    assert 0 < sum(by_hand) < 8  # the batch has both active and inactive anchors, so the check can fail
+    share = sum(by_hand) / 8
+    assert gd_mask(h, hp, m).tolist() == by_hand
+    assert build_loss("paradigm", m=m)(h, hp).metrics["active_share"].item() == pytest.approx(share)
+    assert build_loss("mpt", margin=m)(h, hp).metrics["active_share"].item() == pytest.approx(share)
+    assert batch_diagnostics(h, hp, m=m)["gd_active"].item() == pytest.approx(share)

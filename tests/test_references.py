@@ -6,7 +6,7 @@ import pytest
 
 from hf_cse.losses import available_losses, get_loss_class
 from hf_cse.models import METHODS
-from hf_cse.references import PAPERS, Paper
+from hf_cse.references import PAPERS, SIMCSE, Paper, register_paper
 
 
 @pytest.mark.parametrize("name", available_losses())
@@ -29,3 +29,16 @@ def test_paper_records_are_consistent(paper):
     assert f"year      = {{{paper.year}}}" in paper.bibtex
     assert str(paper.year) in paper.venue
     assert paper.authors[0].split()[-1] in paper.bibtex
+
+
+def test_register_paper_adds_a_new_record_and_refuses_a_taken_key(monkeypatch):
+    from dataclasses import replace
+
+    monkeypatch.setattr("hf_cse.references.PAPERS", dict(PAPERS))  # leave the shared registry as it was
+    from hf_cse import references
+
+    new = replace(SIMCSE, key="doe2099example", title="An Example")
+    assert register_paper(new) is new and references.PAPERS["doe2099example"] is new
+    assert register_paper(SIMCSE) is SIMCSE  # the same record again is fine
+    with pytest.raises(ValueError, match="already taken"):
+        register_paper(replace(SIMCSE, title="Another Title"))

@@ -79,7 +79,7 @@ class CSELoss(nn.Module):
             raise ValueError(f"CSELoss({self.loss_name!r}) takes 2 text columns (sentence twice, or anchor and "
                              f"positive) or 3 (anchor, positive, hard negative); the data set has {len(features)}.")
         if len(features) == 3 and not self.loss_fn.takes_hard_negatives:
-            raise ValueError(hard_negative_refusal(self.loss_name).replace("(--negative_column)", "(a third column)"))
+            raise ValueError(hard_negative_refusal(self.loss_name, "a third column"))
         embeddings = [self.model(f)["sentence_embedding"] for f in features]  # one forward each: own dropout masks
         no_dropout = None
         if NO_DROPOUT_INPUT in self.loss_fn.extra_inputs:

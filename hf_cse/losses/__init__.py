@@ -6,9 +6,9 @@
 >>> out.loss, out.metrics
 
 Families: InfoNCE variants (``infonce``, ``gs_infonce``, ``focal_infonce``, ``off_dropout_infonce``),
-``dcl``; seed 002's paradigm (``paradigm``), the effective losses it analyses (``arccon``, ``mpt``,
-``met``), the "ineffective" originals (``align_uniform_mhe``, ``align_uniform_mhs``, ``barlow_twins``,
-``vicreg``) and their modified versions (``m_mhe``, ``m_mhs``, ``m_barlow``, ``m_vicreg``).
+``dcl``; the gradient paradigm of Li et al., ACL 2024 (``paradigm``), the effective losses it analyses
+(``arccon``, ``mpt``, ``met``), the "ineffective" originals (``align_uniform_mhe``, ``align_uniform_mhs``,
+``barlow_twins``, ``vicreg``) and their modified versions (``m_mhe``, ``m_mhs``, ``m_barlow``, ``m_vicreg``).
 """
 
 # Importing a loss module registers it.

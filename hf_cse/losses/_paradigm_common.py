@@ -1,6 +1,7 @@
-"""Helpers shared by the seed-002 family (paradigm, ArcCon, MPT/MET, original and modified objectives).
+"""Helpers shared by the losses of the gradient paradigm of Li et al. (ACL 2024): paradigm, ArcCon, MPT/MET,
+the original and the modified objectives.
 
-Notation of seed 002 (Li, Zhang & Nie): ``h = normalize(z1)`` are the anchors, ``h' = normalize(z2)`` the
+Notation of that paper: ``h = normalize(z1)`` are the anchors, ``h' = normalize(z2)`` the
 other view; ``S = h h'^T``; the unified gradient paradigm (eq. 4) is
 
     dL_i/dh_i = GD_i * sum_{j != i} W_ij (h'_j - R_i h'_i)
@@ -10,11 +11,28 @@ and eq. 5 is a surrogate loss whose gradient w.r.t. h_i is eq. 4 when GD, W, R c
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
-from .base import ContrastiveLoss, check_bool, check_choice, check_finite, eye_mask, unit
+from ..references import GRADIENT_PARADIGM
+from .base import (
+    ContrastiveLoss,
+    check_bool,
+    check_choice,
+    check_finite,
+    check_positive,
+    eye_mask,
+    hardest_negative_gap,
+    unit,
+)
 
-GD_REFERENCES = ("cross", "self")
+#: which similarity the GD rule compares with the hardest negative (see :func:`gd_mask`)
+GDReference = Literal["cross", "self"]
+#: the printed objective or the authors' code (UnderstandingCSE) of an "ineffective" original
+Variant = Literal["paper", "code"]
+#: how the exponential weights of a modified objective are normalised (see :func:`off_diagonal_log_weights`)
+WeightNorm = Literal["global", "per_anchor"]
 #: clamp of squared unit-vector distances before sqrt (UnderstandingCSE code uses 1e-4): d >= 0.01, so
 #: d/dx sqrt stays finite for identical views or duplicate sentences.
 DIST_EPS = 1e-4
@@ -28,29 +46,22 @@ def as_ratio(ratio: float | torch.Tensor) -> float | torch.Tensor:
 
 
 @torch.no_grad()
-def gd_mask(h: torch.Tensor, hp: torch.Tensor, m: float, reference: str = "cross") -> torch.Tensor:
-    """Seed 002's gradient dissipation indicator ``d_i`` (bool, no gradient).
+def gd_mask(h: torch.Tensor, hp: torch.Tensor, m: float, reference: GDReference = "cross") -> torch.Tensor:
+    """The paradigm paper's gradient dissipation indicator ``d_i`` (bool, no gradient).
 
     * ``"cross"`` (paper eq. 5 / App. E): ``h_i.h'_i - max_{k!=i} h_i.h'_k < m``.
     * ``"self"`` (authors' code for mMHE/mMHS/mB/mV): ``1 - max_{k!=i} h_i.h_k < m`` (the anchor's own
       view, positive similarity replaced by 1).
     """
-    n = h.shape[0]
-    eye = eye_mask(n, h.device)
     if reference == "cross":
-        s = h @ hp.T
-        pos = s.diagonal()
-    elif reference == "self":
-        s = h @ h.T
-        pos = torch.ones(n, dtype=s.dtype, device=s.device)
-    else:  # pragma: no cover - constructors validate
-        raise ValueError(f"unknown gd_reference {reference!r}; valid: {GD_REFERENCES}")
-    hardest = s.masked_fill(eye, float("-inf")).amax(dim=1)
-    return pos - hardest < m
+        return hardest_negative_gap(h @ hp.T) < m
+    if reference == "self":
+        return hardest_negative_gap(h @ h.T, positive=torch.ones(h.shape[0], dtype=h.dtype, device=h.device)) < m
+    raise ValueError(f"unknown gd_reference {reference!r}")  # pragma: no cover - constructors validate
 
 
 def gate_rows(h: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-    """Stop the gradient of the rows whose anchor is inactive (seed 002 App. E's way of applying d_i)."""
+    """Stop the gradient of the rows whose anchor is inactive (how the paradigm paper applies d_i: §4, App. E)."""
     return torch.where(active[:, None], h, h.detach())
 
 
@@ -76,11 +87,11 @@ def paradigm_surrogate(
     weights: torch.Tensor,
     ratio: float | torch.Tensor,
 ) -> torch.Tensor:
-    """Seed 002 eq. 5 averaged over anchors: ``mean_i GD_i sum_{j!=i} W_ij (h_i.h'_j - R_i h_i.h'_i)``.
+    """The paradigm paper's eq. 5 averaged over anchors: ``mean_i GD_i sum_{j!=i} W_ij (h_i.h'_j - R_i h_i.h'_i)``.
 
     ``gd`` (N,), ``weights`` (N, N) with a zero diagonal and ``ratio`` (scalar, (N,) or (N, N)) must not
     require gradient; ``h``/``hp`` are unit vectors. Its gradient w.r.t. ``h_i`` is eq. 4 divided by N.
-    Any GD/W/R of seed 002 Table 1 can be plugged in (see the tests).
+    Any GD/W/R of its Table 1 can be plugged in (see the tests).
     """
     s = h @ hp.T
     target = s - as_ratio(ratio) * s.diagonal()[:, None]
@@ -93,24 +104,39 @@ def unit_distance(s: torch.Tensor, eps: float = DIST_EPS) -> torch.Tensor:
 
 
 class ModifiedObjective(ContrastiveLoss):
-    """Shared driver of seed 002's modified objectives (mMHE, mMHS, mB, mV; App. E, Table 2 lower).
+    """Shared driver of the paradigm paper's modified objectives (mMHE, mMHS, mB, mV; App. E, Table 2 lower).
 
     Subclasses implement ``direction(a, b)``: the batch loss with the rows of ``a`` as anchors (already
     GD-gated: inactive rows detached) and ``b`` as the other view. ``symmetric=False`` is the paper's
     one-directional form (anchors = view 1, ``b`` = view 2 as is); ``symmetric=True`` is the authors'
     code: both views are anchors, each view gated by its own GD, loss = direction(h, h') + direction(h', h).
+
+    The hyperparameters every modified objective shares (each states its defaults, the paper's Table 4):
+
+    * ``m``: GD margin; anchor i is active (``d_i = 1``) while its positive beats its hardest negative by
+      less than m (:func:`gd_mask`).
+    * ``temperature``: tau of the exponential weights (mMHS has none: None).
+    * ``r``: static ratio R (Table 2 lower); with ``symmetric=True`` the effective pull is ~2r.
+    * ``symmetric``: False = the paper's one-directional form, True = the authors' code (see above).
+    * ``gd_reference``: ``"cross"`` (paper) or ``"self"`` (authors' code), see :func:`gd_mask`.
     """
 
-    def __init__(self, m: float, r: float, symmetric: bool, gd_reference: str):
+    references = (GRADIENT_PARADIGM,)
+
+    def __init__(self, m: float, r: float, symmetric: bool, gd_reference: GDReference,
+                 temperature: float | None = None):
         super().__init__()
         check_finite(self.name, "m", m)
         check_finite(self.name, "r", r)
         check_bool(self.name, "symmetric", symmetric)
-        check_choice(self.name, "gd_reference", gd_reference, GD_REFERENCES)
+        check_choice(self.name, "gd_reference", gd_reference, GDReference)
         self.m = m
         self.r = r
         self.symmetric = symmetric
         self.gd_reference = gd_reference
+        if temperature is not None:  # no attribute otherwise: diagnostics then use SimCSE's 0.05
+            check_positive(self.name, "temperature", temperature)
+            self.temperature = temperature
 
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -129,8 +155,15 @@ class ModifiedObjective(ContrastiveLoss):
     def paradigm_ratio(self, z1, z2):
         return self.r  # static ratio (Table 2 lower); with symmetric=True the effective pull is ~2r
 
+    def weighted_terms(self, a: torch.Tensor, b: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """Per anchor, ``-r (sum_{j!=i} w_ij) a_i.b_i + sum_{j!=i} w_ij a_i.sg(a_j)`` for detached weights ``w``
+        with a zero diagonal: the body of mB (eq. 6) and mV (eq. 13), whose weights differ."""
+        neg = (w * (a @ a.detach().T)).sum(-1)
+        pos = self.r * w.sum(-1) * (a * b).sum(-1)
+        return neg - pos
 
-def off_diagonal_log_weights(s: torch.Tensor, temperature: float, norm: str) -> torch.Tensor:
+
+def off_diagonal_log_weights(s: torch.Tensor, temperature: float, norm: WeightNorm) -> torch.Tensor:
     """log of ``e^{s_ij/tau}`` normalised over all off-diagonal pairs (``"global"``) or per row
     (``"per_anchor"``), ``-inf`` on the diagonal; no gradient."""
     s = s.detach() / temperature

@@ -1,4 +1,5 @@
-"""Alignment + MHE uniformity (Wang & Isola 2020) as analysed in seed 002 §4 (the "ineffective" original)."""
+"""Alignment + MHE uniformity (Wang & Isola 2020) as analysed in the gradient paradigm of Li et al. (ACL 2024), §4
+(the "ineffective" original)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ import math
 import torch
 
 from ..references import GRADIENT_PARADIGM
+from ._paradigm_common import Variant
 from .base import ContrastiveLoss, check_choice, check_non_negative, eye_mask, unit
 from .registry import register_loss
-
-VARIANTS = ("paper", "code")
 
 
 def strict_lower(n: int, device) -> torch.Tensor:
@@ -19,7 +19,7 @@ def strict_lower(n: int, device) -> torch.Tensor:
 
 @register_loss("align_uniform_mhe")
 class AlignUniformMHELoss(ContrastiveLoss):
-    r"""``L^a + nu * L^{u,MHE}`` (seed 002 §4, gradients eq. 7-8, Table 2 upper; spec §12.1).
+    r"""``L^a + nu * L^{u,MHE}`` (gradient paradigm of Li et al., ACL 2024: §4, gradients eq. 7-8, Table 2 upper).
 
     .. math::
         L^a = \frac1N \sum_i \|h_i - h'_i\|^2, \qquad
@@ -34,7 +34,7 @@ class AlignUniformMHELoss(ContrastiveLoss):
     (UnderstandingCSE ``mhe``): uniformity of *both* views with ``e^{h_k.h_l}`` (Wang & Isola t = 1/2
     instead of t = 1, no constant):
     ``mean_i ||h_i - h'_i||^2 + nu (lse_{k<l} h_k.h_l + lse_{k<l} h'_k.h'_l)``;
-    seed 002's "ori MHE" numbers (Table 3) were produced by that code.
+    the paradigm paper's "ori MHE" numbers (Figure 1; the gains in Table 3) were produced by that code.
 
     Args:
         nu: uniformity weight nu^u (10, the authors' scripts).
@@ -47,10 +47,10 @@ class AlignUniformMHELoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    def __init__(self, nu: float = 10.0, variant: str = "paper"):
+    def __init__(self, nu: float = 10.0, variant: Variant = "paper"):
         super().__init__()
         check_non_negative("align_uniform_mhe", "nu", nu)
-        check_choice("align_uniform_mhe", "variant", variant, VARIANTS)
+        check_choice("align_uniform_mhe", "variant", variant, Variant)
         self.nu = nu
         self.variant = variant
 

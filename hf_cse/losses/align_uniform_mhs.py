@@ -1,20 +1,19 @@
-"""Alignment + MHS uniformity (maximum hyperspherical separation) as analysed in seed 002 §4."""
+"""Alignment + MHS uniformity (maximum hyperspherical separation) as analysed in the gradient paradigm of
+Li et al. (ACL 2024), §4."""
 
 from __future__ import annotations
 
 import torch
 
 from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import DIST_EPS, unit_distance
+from ._paradigm_common import DIST_EPS, Variant, unit_distance
 from .base import ContrastiveLoss, check_choice, check_non_negative, eye_mask, unit
 from .registry import register_loss
-
-VARIANTS = ("paper", "code")
 
 
 @register_loss("align_uniform_mhs")
 class AlignUniformMHSLoss(ContrastiveLoss):
-    r"""``L^a + nu * (1/N) sum_i L_i^{u,MHS}`` (seed 002 §4, gradients eq. 7 and 9; spec §12.1).
+    r"""``L^a + nu * (1/N) sum_i L_i^{u,MHS}`` (gradient paradigm of Li et al., ACL 2024: §4, gradients eq. 7 and 9).
 
     .. math::
         L^a = \frac1N \sum_i \|h_i - h'_i\|^2, \qquad L_i^{u,MHS} = -\min_{j\ne i} \|h_i - h_j\|
@@ -26,7 +25,7 @@ class AlignUniformMHSLoss(ContrastiveLoss):
     ``2 - 2 cos`` clamped at 1e-4 (duplicate sentences give distance 0).
 
     ``variant="paper"`` (default) is the printed objective. ``variant="code"`` is the authors' code
-    (UnderstandingCSE ``mhs``, which produced seed 002's "ori MHS" numbers): nearest neighbours are taken
+    (UnderstandingCSE ``mhs``, which produced the paper's "ori MHS" numbers): nearest neighbours are taken
     in the *other*, detached view, ``d = sqrt(||h_i - sg(h'_j)||^2 + 1e-4)``, for both views:
     ``mean_i ||h_i - h'_i||^2 + nu (mean_i u0_i + mean_i u1_i)``.
 
@@ -41,10 +40,10 @@ class AlignUniformMHSLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    def __init__(self, nu: float = 1.0, variant: str = "paper"):
+    def __init__(self, nu: float = 1.0, variant: Variant = "paper"):
         super().__init__()
         check_non_negative("align_uniform_mhs", "nu", nu)
-        check_choice("align_uniform_mhs", "variant", variant, VARIANTS)
+        check_choice("align_uniform_mhs", "variant", variant, Variant)
         self.nu = nu
         self.variant = variant
 

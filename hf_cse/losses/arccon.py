@@ -1,4 +1,5 @@
-"""ArcCon: InfoNCE with an additive angular margin on the positive (Zhang et al. 2022; seed 002 eq. 2)."""
+"""ArcCon: InfoNCE with an additive angular margin on the positive (Zhang et al., 2022; as in the gradient
+paradigm of Li et al., ACL 2024: eq. 2)."""
 
 from __future__ import annotations
 
@@ -23,27 +24,27 @@ def _cos_theta_plus_u(s: torch.Tensor, u_rad: float) -> torch.Tensor:
 
 @register_loss("arccon")
 class ArcConLoss(ContrastiveLoss):
-    r"""ArcCon's pairwise loss as analysed by the unified gradient paradigm (its §2.2 and eq. 2).
+    r"""ArcCon's pairwise loss as analysed in the gradient paradigm of Li et al. (ACL 2024), §2.2 and eq. 2.
 
     .. math::
         \ell_i = -\log \frac{e^{\cos(\theta_{ii'}+u)/\tau}}
             {e^{\cos(\theta_{ii'}+u)/\tau} + \sum_{j\ne i} e^{h_i^\top h'_j/\tau}},
         \qquad \theta_{ii'} = \arccos(h_i^\top h'_i), \qquad L = \frac1N\sum_i \ell_i
 
-    Paradigm components (seed 002 Table 1): InfoNCE's W, a GD with the margin, and the dynamic ratio
+    Paradigm components (the paradigm paper's Table 1): InfoNCE's W, a GD with the margin, and the dynamic ratio
     ``R_i = sin(theta_ii' + u) / sin(theta_ii')`` (> 1 while ``theta + u < pi/2``), reported as
     ``metrics["ratio"]``. ``u = 0`` gives InfoNCE exactly.
 
     Numerics: ``cos(theta + u)`` is computed as ``s cos u - sqrt(1 - s^2) sin u`` (an identity for
     ``theta`` in [0, pi]) with ``1 - s^2`` clamped at 1e-6, which is the same as clamping the acos input
     but exact at ``u = 0`` and never NaN for identical views (d acos/ds is infinite at +-1; the
-    authors' code has no clamp). The original ArcCon also has a triplet term that seed 002 ignores (so
+    authors' code has no clamp). The original ArcCon also has a triplet term that the paradigm paper ignores (so
     does this loss).
 
     Args:
-        temperature: tau. The seed-002 code defaults to 1.0 when none is passed; 0.05 (SimCSE's) is used
-            here, ArcCon's own value is not in the inputs.
-        u: angular margin in **degrees** (10, the seed-002 code default of 10 pi/180 rad).
+        temperature: tau. The paradigm paper's code (UnderstandingCSE) defaults to 1.0 when none is passed; 0.05
+            (SimCSE's) is used here, ArcCon's own value is not in the inputs.
+        u: angular margin in **degrees** (10, that code's default of 10 pi/180 rad).
 
     Example::
 

@@ -1,4 +1,5 @@
-"""Barlow Twins on l2-normalised embeddings, as analysed in seed 002 §4 (the "ineffective" original)."""
+"""Barlow Twins on l2-normalised embeddings, as analysed in the gradient paradigm of Li et al. (ACL 2024), §4 (the
+"ineffective" original)."""
 
 from __future__ import annotations
 
@@ -26,22 +27,23 @@ def bt_surrogate_direction(u1: torch.Tensor, u2: torch.Tensor, nu: float) -> tor
 
 @register_loss("barlow_twins")
 class BarlowTwinsLoss(ContrastiveLoss):
-    r"""Barlow Twins with l2 normalisation (seed 002 §4, gradient eq. 10, Table 2 upper; spec §13.1).
+    r"""Barlow Twins with l2 normalisation (gradient paradigm of Li et al., ACL 2024: §4, gradient eq. 10, Table 2
+    upper).
 
     .. math::
         L^B = \sum_k (C_{kk} - 1)^2 + \nu \sum_{k\ne l} C_{kl}^2, \qquad C = \frac1N \sum_i h_i h_i'^\top
 
-    with unit ``h = z1/|z1|``, ``h' = z2/|z2|`` (seed 002 uses l2 normalisation instead of BT's batch
+    with unit ``h = z1/|z1|``, ``h' = z2/|z2|`` (the paper uses l2 normalisation instead of BT's batch
     norm, after Tao et al. 2022; the paper prints ``h_i h_i^T``, a typo for the cross-correlation).
     Its gradient w.r.t. h_i is ``(2/N)(-A h'_i + nu sum_j (h'_i.h'_j / N) h_j)``, ``A = I - (1-nu) C_diag``,
     i.e. eq. 10 with Table 2's weight ``h'_i.h'_j`` (exact up to the radial j = i term; eq. 10 prints
     ``h_i.h'_j``, which is not the gradient of L^B).
 
     ``surrogate=False`` (default): the true loss above. ``surrogate=True``: the authors' code
-    (UnderstandingCSE ``_bt_loss``, which produced seed 002's "ori BT" numbers): a gradient-equivalent
+    (UnderstandingCSE ``_bt_loss``, which produced the paper's "ori BT" numbers): a gradient-equivalent
     surrogate applied in both directions with detached partners, whose value is not L^B but whose
     gradient w.r.t. each view is eq. 10 exactly (Table-2 weight). Both use nu^B = ``nu``.
-    Seed 002 Table 2 gives GD = 1, ``W = 2 nu h'_i.h'_j / N^2`` and a matrix-valued ratio with a
+    The paper's Table 2 gives GD = 1, ``W = 2 nu h'_i.h'_j / N^2`` and a matrix-valued ratio with a
     sign-indefinite denominator, so no scalar ``ratio`` metric is reported.
 
     Args:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from collections.abc import Iterable, Iterator
+import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -23,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..references import Paper
+from .errors import BatchTooSmallError, HardNegativesNotTakenError, MissingInputsError
 
 
 @dataclass
@@ -128,10 +130,7 @@ def check_pair(z1: torch.Tensor, z2: torch.Tensor, loss_name: str, min_batch: in
             f"z2 {tuple(z2.shape)}."
         )
     if z1.shape[0] < min_batch:
-        raise ValueError(
-            f"{loss_name}: needs a batch of at least {min_batch} sentences to have in-batch negatives, "
-            f"got {z1.shape[0]}. Increase --per_device_train_batch_size (or the number of processes)."
-        )
+        raise BatchTooSmallError(loss_name, min_batch, z1.shape[0])
     _check_same_kind(z2, z1, "z2", loss_name)
     for which, z in (("z1", z1), ("z2", z2)):
         _check_finite(z, which, loss_name)
@@ -158,18 +157,27 @@ def eye_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
     return torch.eye(n, dtype=torch.bool, device=device)
 
 
+def hardest_negative_gap(s: torch.Tensor, positive: torch.Tensor | None = None) -> torch.Tensor:
+    """``positive_i - max_{j!=i} s_ij`` for each anchor row of the similarity matrix ``s``: by how much the anchor's
+    positive (default: the diagonal of ``s``) beats its hardest in-batch negative. The one home of the
+    margin-vs-hardest-negative rule: the gradient paradigm's GD indicator (Li et al., ACL 2024, eq. 5 and d_i of
+    §4 / App. E) is ``gap < m``, MPT's hinge is ``relu(m - gap)``."""
+    hardest = s.masked_fill(eye_mask(s.shape[0], s.device), float("-inf")).amax(dim=1)
+    return (s.diagonal() if positive is None else positive) - hardest
+
+
 @torch.no_grad()
 def batch_diagnostics(
     z1: torch.Tensor, z2: torch.Tensor, m: float = 0.3, temperature: float = 0.05
 ) -> dict[str, torch.Tensor]:
-    """Cosine statistics and seed 002's paradigm components measured on a batch.
+    """Cosine statistics and the components of the gradient paradigm of Li et al. (ACL 2024), measured on a batch.
 
     * ``pos_cos`` / ``neg_cos``: mean cosine of positive pairs and of in-batch negative pairs.
     * ``gd_active``: share of anchors whose gradient dissipation is active, i.e.
-      ``s_ii - max_{j!=i} s_ij < m`` (paper 002 eq. 5 baseline GD with its default m = 0.3).
+      ``s_ii - max_{j!=i} s_ij < m`` (the paradigm paper's eq. 5 baseline GD with its default m = 0.3).
     * ``hardest_weight``: mean softmax weight (at ``temperature``) of each anchor's hardest
-      negative among its negatives (002 §3.2: W concentrates on hard negatives as tau -> 0); losses pass
-      their own temperature.
+      negative among its negatives (the paradigm paper's §3.1.2 and Figs. 3 and 7: W concentrates on hard negatives
+      as tau -> 0); losses pass their own temperature.
     The third paradigm component, the ratio R, depends on the loss; each loss reports it through
     :meth:`ContrastiveLoss.paradigm_ratio`. Values are 0-d tensors (no host synchronisation); no op has a
     data-dependent output shape (``masked_select`` would sync a GPU).
@@ -178,13 +186,11 @@ def batch_diagnostics(
     n = s.shape[0]
     eye = eye_mask(n, s.device)
     pos = s.diagonal()
-    neg = s.masked_fill(eye, float("-inf"))
-    hardest = neg.amax(dim=1)
-    weights = torch.softmax(neg / temperature, dim=1)
+    weights = torch.softmax(s.masked_fill(eye, float("-inf")) / temperature, dim=1)
     return {
         "pos_cos": pos.mean(),
         "neg_cos": (s.sum() - pos.sum()) / (n * (n - 1)),
-        "gd_active": (pos - hardest < m).float().mean(),
+        "gd_active": (hardest_negative_gap(s) < m).float().mean(),
         "hardest_weight": weights.amax(dim=1).mean(),
     }
 
@@ -221,9 +227,17 @@ def check_finite(loss_name: str, param: str, value: float) -> None:
         raise ValueError(f"{loss_name}: {param} must be a finite number, got {value!r}.")
 
 
-def check_choice(loss_name: str, param: str, value: str, choices: Iterable[str]) -> None:
-    """``value`` must be one of ``choices``."""
-    choices = tuple(choices)
+def literal_choices(choices: object) -> tuple[str, ...]:
+    """The values of a ``typing.Literal`` type: a loss types a choice argument with one (``Literal["code",
+    "paper"]``), which is then the only place its valid values are written (argparse reads it too)."""
+    if typing.get_origin(choices) is not typing.Literal:
+        raise TypeError(f"expected a typing.Literal type of the valid values, got {choices!r}")
+    return typing.get_args(choices)
+
+
+def check_choice(loss_name: str, param: str, value: str, choices: object) -> None:
+    """``value`` must be one of the values of the ``typing.Literal`` type ``choices``."""
+    choices = literal_choices(choices)
     if value not in choices:
         raise ValueError(
             f"{loss_name}: unknown {param} {value!r}; valid choices: {', '.join(repr(c) for c in choices)}."
@@ -239,13 +253,10 @@ def check_bool(loss_name: str, param: str, value: bool) -> None:
 HARD_NEGATIVE_INPUT = "z_neg"
 
 
-def hard_negative_refusal(loss_name: str) -> str:
-    """The one line saying that ``loss_name`` has no use for hard negatives, and which losses do."""
-    from .registry import available_losses, get_loss_class  # local import: registry imports this module
-
-    takers = [n for n in available_losses() if get_loss_class(n).takes_hard_negatives]
-    return (f"loss {loss_name!r} has no defined use for hard negatives (--negative_column); the losses that take "
-            f"them: {', '.join(takers)}. Drop --negative_column or pick one of those losses.")
+def hard_negative_refusal(loss_name: str, source: str | None = None) -> str:
+    """The one line saying that ``loss_name`` has no use for hard negatives (from ``source``, in the caller's terms),
+    and which losses do: the message of :class:`~hf_cse.losses.errors.HardNegativesNotTakenError`."""
+    return str(HardNegativesNotTakenError(loss_name, source))
 
 
 class ContrastiveLoss(nn.Module):
@@ -265,15 +276,10 @@ class ContrastiveLoss(nn.Module):
         check_pair(z1, z2, self.name)
         missing = [k for k in self.extra_inputs if extra.get(k) is None]
         if missing:
-            hint = (
-                " Use --method imsimcse (or --off_dropout) so the model provides them."
-                if "z_nodropout" in missing
-                else ""
-            )
-            raise ValueError(f"{self.name}: needs the extra input(s) {missing}.{hint}")
+            raise MissingInputsError(self.name, missing)
         unknown = set(extra) - set(self.extra_inputs) - ({HARD_NEGATIVE_INPUT} if self.takes_hard_negatives else set())
         if HARD_NEGATIVE_INPUT in unknown:
-            raise ValueError(hard_negative_refusal(self.name))
+            raise HardNegativesNotTakenError(self.name)
         if unknown:
             raise ValueError(
                 f"{self.name}: got unexpected inputs {sorted(unknown)}; it takes {list(self.extra_inputs)}."
@@ -304,7 +310,8 @@ class ContrastiveLoss(nn.Module):
         raise NotImplementedError
 
     def paradigm_ratio(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor | float | None:
-        """Seed 002's R (Table 1) for this loss on the batch, averaged over anchors; None if undefined."""
+        """The ratio R of the gradient paradigm of Li et al. (ACL 2024), Table 1, for this loss on the batch,
+        averaged over anchors; None if undefined."""
         return None
 
     def extra_repr(self) -> str:

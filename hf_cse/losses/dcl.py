@@ -1,6 +1,8 @@
-"""DCL: dimension-wise contrastive learning (ImSimCSE / SimCSE++, seed 003 §4.3)."""
+"""DCL: dimension-wise contrastive learning (ImSimCSE / SimCSE++, Xu et al., EMNLP 2023, §4.3)."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 
@@ -8,12 +10,12 @@ from ..references import IMSIMCSE
 from .base import ContrastiveLoss, check_choice, check_non_negative, check_positive, compute_dtype
 from .registry import register_loss
 
-NORMALIZATIONS = ("code", "paper")
+Normalization = Literal["code", "paper"]
 
 
 @register_loss("dcl")
 class DCLLoss(ContrastiveLoss):
-    r"""Dimension-wise contrastive loss: InfoNCE over the D feature dimensions (seed 003 eq. 5, spec §6).
+    r"""Dimension-wise contrastive loss: InfoNCE over the D feature dimensions (SimCSE++, Xu et al., EMNLP 2023, eq. 5).
 
     Each dimension is standardised over the batch, ``zt_{ic} = (z_{ic} - mean_c) / sigma_c``, and
     dimension c of view 1 must be most similar to dimension c of view 2 among all D dimensions:
@@ -53,10 +55,10 @@ class DCLLoss(ContrastiveLoss):
 
     references = (IMSIMCSE,)
 
-    def __init__(self, temperature: float = 5.0, normalization: str = "code", eps: float = 1e-5):
+    def __init__(self, temperature: float = 5.0, normalization: Normalization = "code", eps: float = 1e-5):
         super().__init__()
         check_positive("dcl", "temperature", temperature)
-        check_choice("dcl", "normalization", normalization, NORMALIZATIONS)
+        check_choice("dcl", "normalization", normalization, Normalization)
         check_non_negative("dcl", "eps", eps)
         self.temperature = temperature
         self.normalization = normalization

@@ -1,4 +1,5 @@
-"""Focal-InfoNCE: InfoNCE with self-paced modulation of positive and negative logits (seed 000)."""
+"""Focal-InfoNCE: InfoNCE with self-paced modulation of positive and negative logits (Hou and Li, Findings of
+EMNLP 2023)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from .registry import register_loss
 
 @register_loss("focal_infonce")
 class FocalInfoNCELoss(ContrastiveLoss):
-    r"""Focal-InfoNCE (Hou & Li 2023; seed 000 eq. 2).
+    r"""Focal-InfoNCE (Hou and Li, Findings of EMNLP 2023), eq. 2.
 
     .. math::
         \ell_i = -\log \frac{e^{(s_p^i)^2/\tau}}

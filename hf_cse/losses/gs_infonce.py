@@ -1,4 +1,4 @@
-"""GS-InfoNCE: InfoNCE with Gaussian-noise negatives (Wu et al., COLING 2022; seed 004)."""
+"""GS-InfoNCE: InfoNCE with Gaussian-noise negatives (Wu et al., COLING 2022)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .registry import register_loss
 
 @register_loss("gs_infonce")
 class GSInfoNCELoss(ContrastiveLoss):
-    r"""InfoNCE whose denominator also holds M random Gaussian vectors (seed 004 eq. 5).
+    r"""InfoNCE whose denominator also holds M random Gaussian vectors (GS-InfoNCE, Wu et al., COLING 2022, eq. 5).
 
     .. math::
         \ell_i = -\log \frac{e^{s_{ii}/\tau}}

@@ -12,7 +12,8 @@ from .registry import register_loss
 
 @register_loss("infonce")
 class InfoNCELoss(ContrastiveLoss):
-    r"""InfoNCE with in-batch negatives (SimCSE; seed 004 eq. 2, seed 000 eq. 1).
+    r"""InfoNCE with in-batch negatives (SimCSE, Gao et al., EMNLP 2021; as written in GS-InfoNCE, eq. 2, and
+    Focal-InfoNCE, eq. 1).
 
     .. math::
         \ell_i = -\log \frac{e^{\cos(z^1_i, z^2_i)/\tau}}{\sum_{j=1}^{N} e^{\cos(z^1_i, z^2_j)/\tau}},
@@ -24,8 +25,8 @@ class InfoNCELoss(ContrastiveLoss):
     anchor, e.g. the contradiction hypothesis) every anchor's candidates are all of ``z2`` and all of
     ``z_neg``: logits ``[z1 z2^T, z1 z_neg^T] / tau``, the target still the diagonal of the first block.
     The papers write a sum over anchors, every official code uses the mean (as here).
-    Gradient: ``dL/dlogits = (softmax(logits) - I) / N``; in seed 002's paradigm (Table 1) GD is the
-    soft 1 - p_ii, W the softmax over negatives and R = 1 (:meth:`paradigm_ratio`).
+    Gradient: ``dL/dlogits = (softmax(logits) - I) / N``; in the gradient paradigm of Li et al. (ACL 2024),
+    Table 1, GD is the soft 1 - p_ii, W the softmax over negatives and R = 1 (:meth:`paradigm_ratio`).
 
     Args:
         temperature: tau, 0.05 in SimCSE and all five papers' SimCSE baselines.
@@ -52,4 +53,4 @@ class InfoNCELoss(ContrastiveLoss):
         return F.cross_entropy(logits, labels), {}
 
     def paradigm_ratio(self, z1, z2):
-        return 1.0  # seed 002 Table 1: R = 1 for InfoNCE
+        return 1.0  # gradient paradigm of Li et al., ACL 2024, Table 1: R = 1 for InfoNCE

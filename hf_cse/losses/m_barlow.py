@@ -1,18 +1,17 @@
-"""mB: Barlow Twins made effective with GD, exponential weights and a static ratio (seed 002 eq. 6, 18)."""
+"""mB: Barlow Twins made effective with GD, exponential weights and a static ratio (gradient paradigm of
+Li et al., ACL 2024: eq. 6 and 18)."""
 
 from __future__ import annotations
 
 import torch
 
-from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import ModifiedObjective, off_diagonal_log_weights
-from .base import check_positive
+from ._paradigm_common import GDReference, ModifiedObjective, off_diagonal_log_weights
 from .registry import register_loss
 
 
 @register_loss("m_barlow")
 class ModifiedBarlowTwinsLoss(ModifiedObjective):
-    r"""Modified Barlow Twins (seed 002 §4 eq. 6, gradient eq. 18, Table 2 lower; spec §13.2).
+    r"""Modified Barlow Twins (gradient paradigm of Li et al., ACL 2024: §4 eq. 6, gradient eq. 18, Table 2 lower).
 
     With unit ``h = z1/|z1|`` (anchors), ``h' = z2/|z2|``, GD indicator ``d_i`` (applied by stopping the
     gradient of inactive anchors) and detached weights from the *other* view, normalised globally:
@@ -29,34 +28,19 @@ class ModifiedBarlowTwinsLoss(ModifiedObjective):
     the sum, which only adds a radial, gradient-free term after normalisation); ``h'_i`` in the positive
     term receives gradient. ``symmetric=True`` = authors' code (both views anchors, summed).
 
-    Args (defaults = seed 002 Table 4, BERT-base; RoBERTa-base: m = 0.37, r = 1.25 with batch 512):
-        m: GD margin (0.30).
-        temperature: tau (0.05).
-        r: static ratio (1.50).
-        symmetric: see above (False).
-        gd_reference: ``"cross"`` (paper, default) or ``"self"`` (authors' code).
+    Args: ``m``, ``temperature``, ``r``, ``symmetric``, ``gd_reference`` as in :class:`ModifiedObjective`;
+    defaults = the paper's Table 4, BERT-base: m = 0.30, tau = 0.05, r = 1.50 (RoBERTa-base: m = 0.37,
+    r = 1.25 with batch 512), one-directional, ``"cross"``.
 
     Example::
 
         out = build_loss("m_barlow", m=0.3, temperature=0.05, r=1.5)(z1, z2)
     """
 
-    references = (GRADIENT_PARADIGM,)
-
-    def __init__(
-        self,
-        m: float = 0.30,
-        temperature: float = 0.05,
-        r: float = 1.50,
-        symmetric: bool = False,
-        gd_reference: str = "cross",
-    ):
-        super().__init__(m=m, r=r, symmetric=symmetric, gd_reference=gd_reference)
-        check_positive(self.name, "temperature", temperature)
-        self.temperature = temperature
+    def __init__(self, m: float = 0.30, temperature: float = 0.05, r: float = 1.50, symmetric: bool = False,
+                 gd_reference: GDReference = "cross"):
+        super().__init__(m, r, symmetric, gd_reference, temperature=temperature)
 
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         w = off_diagonal_log_weights(b @ b.T, self.temperature, "global").exp()
-        neg = (w * (a @ a.detach().T)).sum(-1)
-        pos = self.r * w.sum(-1) * (a * b).sum(-1)
-        return (neg - pos).sum()
+        return self.weighted_terms(a, b, w).sum()

@@ -1,4 +1,5 @@
-"""mMHE: alignment + MHE uniformity made effective with GD, W, R (seed 002 App. E eq. 14, 16)."""
+"""mMHE: alignment + MHE uniformity made effective with GD, W, R (gradient paradigm of Li et al., ACL 2024:
+App. E, eq. 14 and 16)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,15 @@ import math
 
 import torch
 
-from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import ModifiedObjective
-from .base import check_positive, eye_mask
+from ._paradigm_common import GDReference, ModifiedObjective
+from .base import eye_mask
 from .registry import register_loss
 
 
 @register_loss("m_mhe")
 class ModifiedMHELoss(ModifiedObjective):
-    r"""Modified alignment + MHE uniformity (seed 002 eq. 14, gradient eq. 16, Table 2 lower; spec §12.2).
+    r"""Modified alignment + MHE uniformity (gradient paradigm of Li et al., ACL 2024: eq. 14, gradient eq. 16,
+    Table 2 lower).
 
     With unit ``h = z1/|z1|`` (anchors), ``h' = z2/|z2|`` and ``d_i`` the GD indicator:
 
@@ -37,31 +38,18 @@ class ModifiedMHELoss(ModifiedObjective):
     ``symmetric=True`` follows the authors' code: both views anchors (each GD-gated),
     ``L^u(h) + L^u(h') + sum_i r (w_i + w'_i)/2 ||h_i - h'_i||^2``: positive pull ~2x eq. 16's.
 
-    Args (defaults = seed 002 Table 4, BERT-base; RoBERTa-base: r = 1.25 with batch 512):
-        m: GD margin (0.30).
-        temperature: tau (0.05).
-        r: static ratio (1.75).
-        symmetric: see above (False).
-        gd_reference: ``"cross"`` or ``"self"``.
+    Args: ``m``, ``temperature``, ``r``, ``symmetric``, ``gd_reference`` as in :class:`ModifiedObjective`;
+    defaults = the paper's Table 4, BERT-base: m = 0.30, tau = 0.05, r = 1.75 (RoBERTa-base: r = 1.25 with
+    batch 512), one-directional, ``"cross"``.
 
     Example::
 
         out = build_loss("m_mhe", m=0.3, temperature=0.05, r=1.75)(z1, z2)
     """
 
-    references = (GRADIENT_PARADIGM,)
-
-    def __init__(
-        self,
-        m: float = 0.30,
-        temperature: float = 0.05,
-        r: float = 1.75,
-        symmetric: bool = False,
-        gd_reference: str = "cross",
-    ):
-        super().__init__(m=m, r=r, symmetric=symmetric, gd_reference=gd_reference)
-        check_positive(self.name, "temperature", temperature)
-        self.temperature = temperature
+    def __init__(self, m: float = 0.30, temperature: float = 0.05, r: float = 1.75, symmetric: bool = False,
+                 gd_reference: GDReference = "cross"):
+        super().__init__(m, r, symmetric, gd_reference, temperature=temperature)
 
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         n = a.shape[0]

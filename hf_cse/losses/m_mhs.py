@@ -1,20 +1,23 @@
-"""mMHS: alignment + MHS uniformity made effective with GD and a static ratio (seed 002 App. E eq. 15, 17)."""
+"""mMHS: alignment + MHS uniformity made effective with GD and a static ratio (gradient paradigm of
+Li et al., ACL 2024: App. E, eq. 15 and 17)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 
-from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import DIST_EPS, ModifiedObjective, unit_distance
+from ._paradigm_common import DIST_EPS, GDReference, ModifiedObjective, unit_distance
 from .base import check_choice, eye_mask
 from .registry import register_loss
 
-NEIGHBOR_VIEWS = ("same", "other")
+NeighborView = Literal["same", "other"]
 
 
 @register_loss("m_mhs")
 class ModifiedMHSLoss(ModifiedObjective):
-    r"""Modified alignment + MHS uniformity (seed 002 eq. 15, gradient eq. 17, Table 2 lower; spec §12.2).
+    r"""Modified alignment + MHS uniformity (gradient paradigm of Li et al., ACL 2024: eq. 15, gradient eq. 17,
+    Table 2 lower).
 
     With unit ``h = z1/|z1|`` (anchors), ``h' = z2/|z2|``, ``n_i = min_{j!=i} ||h_i - sg(h_j)||`` and
     ``d_i`` the GD indicator (applied by stopping the gradient of inactive anchors):
@@ -27,36 +30,25 @@ class ModifiedMHSLoss(ModifiedObjective):
     ``max_{j!=i} ||h_i - h_j||`` in the alignment weight: a typo (Table 2's weight and eq. 17 need the
     nearest-neighbour distance; the authors' code uses min), so min is used. The neighbour is detached
     (only the anchor moves, as eq. 17). Distances are ``sqrt(2 - 2 cos)`` clamped at 1e-4 inside.
-    No temperature: seed 002 Tables 4-5 list none for mMHS.
+    No temperature: the paper's Tables 4-5 list none for mMHS.
 
     Options reproducing the authors' code (``mhs.w_gd.w_w.w_r``): ``gd_reference="self"``,
     ``neighbor_view="other"`` (nearest neighbour among the detached *other* view, ``sqrt(. + 1e-4)``),
     ``symmetric=True`` (both views anchors, summed; positive pull ~2x).
 
-    Args (defaults = seed 002 Table 4, BERT-base; RoBERTa-base: m = 0.27, r = 1.00 with batch 512):
-        m: GD margin (0.30).
-        r: static ratio (1.75).
-        symmetric: see above (False).
-        gd_reference: ``"cross"`` (paper) or ``"self"`` (code).
-        neighbor_view: ``"same"`` (paper) or ``"other"`` (code).
+    Args: ``m``, ``r``, ``symmetric``, ``gd_reference`` as in :class:`ModifiedObjective`; defaults = the
+    paper's Table 4, BERT-base: m = 0.30, r = 1.75 (RoBERTa-base: m = 0.27, r = 1.00 with batch 512),
+    one-directional, ``"cross"``. ``neighbor_view``: ``"same"`` (paper) or ``"other"`` (code).
 
     Example::
 
         out = build_loss("m_mhs", m=0.3, r=1.75)(z1, z2)
     """
 
-    references = (GRADIENT_PARADIGM,)
-
-    def __init__(
-        self,
-        m: float = 0.30,
-        r: float = 1.75,
-        symmetric: bool = False,
-        gd_reference: str = "cross",
-        neighbor_view: str = "same",
-    ):
-        super().__init__(m=m, r=r, symmetric=symmetric, gd_reference=gd_reference)
-        check_choice(self.name, "neighbor_view", neighbor_view, NEIGHBOR_VIEWS)
+    def __init__(self, m: float = 0.30, r: float = 1.75, symmetric: bool = False, gd_reference: GDReference = "cross",
+                 neighbor_view: NeighborView = "same"):
+        super().__init__(m, r, symmetric, gd_reference)
+        check_choice(self.name, "neighbor_view", neighbor_view, NeighborView)
         self.neighbor_view = neighbor_view
 
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

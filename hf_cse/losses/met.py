@@ -1,4 +1,5 @@
-"""MET: margin triplet loss with Euclidean distance (Nie et al., ICLR 2023; seed 002 eq. 3)."""
+"""MET: margin triplet loss with Euclidean distance (Nie et al., ICLR 2023; as in the gradient paradigm of
+Li et al., ACL 2024: eq. 3)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,20 @@ from .registry import register_loss
 
 @register_loss("met")
 class METLoss(ContrastiveLoss):
-    r"""Margin triplet loss on the Euclidean distance of unit vectors (spec §11).
+    r"""Margin triplet loss on the Euclidean distance of unit vectors (gradient paradigm of Li et al., ACL 2024: §2.2).
 
     .. math::
         \ell_i = \max\big(0,\ d_{ii'} - \min_{j\ne i} d_{ij'} + m\big), \qquad
         d_{ij'} = \|h_i - h'_j\| = \sqrt{2 - 2 h_i^\top h'_j}, \qquad L = \frac1N\sum_i \ell_i
 
     Gradient (eq. 3): ``1[.] (h'_j*/d_ij* - h'_i/d_ii)``; exact w.r.t. unit vectors because ``d`` is
-    computed as ``sqrt(2 - 2 cos)`` (as the seed-002 code); written as ``||h - h'||`` it carries an extra
+    computed as ``sqrt(2 - 2 cos)`` (as the paradigm paper's code, UnderstandingCSE); written as ``||h - h'||`` it
+    carries an extra
     radial term ``h_i (1/d_ii - 1/d_ij*)`` that the tangent projection removes. Paradigm (Table 1):
     indicator GD, ``W = 1/d_ij*`` on the hardest negative, dynamic ratio ``R_i = d_ij*/d_ii`` (reported
     as ``metrics["ratio"]``).
 
-    Numerics and code differences: ``2 - 2 cos`` is clamped at 1e-4 before the sqrt (seed-002 code;
+    Numerics and code differences: ``2 - 2 cos`` is clamped at 1e-4 before the sqrt (UnderstandingCSE code;
     Nie et al.'s ICLR ``margin_e_loss`` has no clamp, so identical views give NaN gradients). Hardest
     negative row-wise with ``+inf`` masking (the ICLR code uses ``min(dim=0)`` with the diagonal set to 2).
 

@@ -1,4 +1,5 @@
-"""MPT: margin triplet loss with dot-product distance (Nie et al., ICLR 2023; seed 002 eq. 3)."""
+"""MPT: margin triplet loss with dot-product distance (Nie et al., ICLR 2023; as in the gradient paradigm of
+Li et al., ACL 2024: eq. 3)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import torch
 import torch.nn.functional as F
 
 from ..references import GRADIENT_PARADIGM
-from .base import ContrastiveLoss, check_finite, cosine_matrix, eye_mask
+from .base import ContrastiveLoss, check_finite, cosine_matrix, hardest_negative_gap
 from .registry import register_loss
 
 
 @register_loss("mpt")
 class MPTLoss(ContrastiveLoss):
-    r"""Margin triplet loss on cosine similarity against the hardest in-batch negative (spec §10).
+    r"""Margin triplet loss on cosine similarity against the hardest in-batch negative (gradient paradigm of
+    Li et al., ACL 2024: §2.2).
 
     .. math::
         \ell_i = \max\big(0,\ \max_{j\ne i} h_i^\top h'_j - h_i^\top h'_i + m\big),
@@ -23,14 +25,14 @@ class MPTLoss(ContrastiveLoss):
     paradigm (Table 1): indicator GD, one-hot W on j*, R = 1. Zero loss and gradient once every anchor's
     positive beats its hardest negative by m.
 
-    Paper vs code: seed 002 §2.2 prints ``max_{j!=i} d`` (a typo; App. D and Table 1 use the hardest
-    negative, min d), as the seed-002 code (row-wise, default margin 0.23). Nie et al.'s ICLR code
+    Paper vs code: the paradigm paper's §2.2 prints ``max_{j!=i} d`` (a typo; App. D and Table 1 use the hardest
+    negative, min d), as its authors' code (UnderstandingCSE; row-wise, default margin 0.23). Nie et al.'s ICLR code
     ``margin_p_loss`` instead zeroes the diagonal by multiplication (clipping the hardest negative at 0)
     and takes ``max(dim=0)`` (column-wise); here: row-wise with ``-inf`` masking. The margins are not
-    reported in seed 002; defaults are the code's.
+    reported in the paradigm paper; defaults are its code's.
 
     Args:
-        margin: m (0.23 = seed-002 code default; Nie et al.'s ICLR code default 0.09).
+        margin: m (0.23 = the UnderstandingCSE code default; Nie et al.'s ICLR code default 0.09).
 
     Example::
 
@@ -46,8 +48,7 @@ class MPTLoss(ContrastiveLoss):
 
     def compute(self, z1: torch.Tensor, z2: torch.Tensor):
         s = cosine_matrix(z1, z2)
-        hardest = s.masked_fill(eye_mask(s.shape[0], s.device), float("-inf")).amax(dim=1)
-        per_anchor = F.relu(hardest - s.diagonal() + self.margin)
+        per_anchor = F.relu(self.margin - hardest_negative_gap(s))
         return per_anchor.mean(), {"active_share": (per_anchor.detach() > 0).float().mean().detach()}
 
     def paradigm_ratio(self, z1, z2):

@@ -1,8 +1,10 @@
-"""Off-dropout InfoNCE: negatives from a dropout-free forward pass (ImSimCSE / SimCSE++, seed 003)."""
+"""Off-dropout InfoNCE: negatives from a dropout-free forward pass (ImSimCSE / SimCSE++, Xu et al., EMNLP 2023,
+§3.2)."""
 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
 
@@ -10,12 +12,12 @@ from ..references import IMSIMCSE
 from .base import ContrastiveLoss, check_choice, check_positive, cosine_matrix, eye_mask, unit
 from .registry import register_loss
 
-M_PLACEMENTS = ("positive_logit", "negative_sum")
+MPlacement = Literal["positive_logit", "negative_sum"]
 
 
 @register_loss("off_dropout_infonce")
 class OffDropoutInfoNCELoss(ContrastiveLoss):
-    r"""InfoNCE whose negatives come from embeddings computed with dropout off (seed 003 eq. 3, spec §5).
+    r"""InfoNCE whose negatives come from embeddings computed with dropout off (SimCSE++, Xu et al., EMNLP 2023, eq. 3).
 
     With ``s(a, b) = cos(a, b)/tau``, ``z1, z2`` the two dropout views and ``zbar`` (``z_nodropout``) the
     embeddings of the same sentences from an extra forward pass with dropout off:
@@ -58,11 +60,11 @@ class OffDropoutInfoNCELoss(ContrastiveLoss):
 
     extra_inputs = ("z_nodropout",)
 
-    def __init__(self, temperature: float = 0.05, m: float = 0.9, m_placement: str = "positive_logit"):
+    def __init__(self, temperature: float = 0.05, m: float = 0.9, m_placement: MPlacement = "positive_logit"):
         super().__init__()
         check_positive("off_dropout_infonce", "temperature", temperature)
         check_positive("off_dropout_infonce", "m", m)
-        check_choice("off_dropout_infonce", "m_placement", m_placement, M_PLACEMENTS)
+        check_choice("off_dropout_infonce", "m_placement", m_placement, MPlacement)
         self.temperature = temperature
         self.m = m
         self.m_placement = m_placement

@@ -1,6 +1,8 @@
-"""Seed 002's baseline loss built from the unified gradient paradigm: GD x W x R (eq. 5)."""
+"""The baseline loss of the gradient paradigm of Li et al. (ACL 2024): GD x W x R (eq. 5)."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 
@@ -17,17 +19,18 @@ from .base import (
     check_finite,
     check_positive,
     eye_mask,
+    hardest_negative_gap,
     unit,
 )
 from .registry import register_loss
 
-GD_CHOICES = ("indicator", "none")
-WEIGHT_CHOICES = ("softmax", "hardest")
+GradientDissipation = Literal["indicator", "none"]
+NegativeWeight = Literal["softmax", "hardest"]
 
 
 @register_loss("paradigm")
 class ParadigmLoss(ContrastiveLoss):
-    r"""The paradigm (baseline) loss of seed 002 (Li, Zhang & Nie 2024), eq. 5, spec §8.
+    r"""The baseline loss of the gradient paradigm of Li et al. (ACL 2024), eq. 5.
 
     With unit ``h = z1/|z1|``, ``h' = z2/|z2|``:
 
@@ -43,7 +46,7 @@ class ParadigmLoss(ContrastiveLoss):
       tau -> 0 limit, MPT's weight).
     * ``R = r`` (static ratio).
 
-    Baseline: ``m = 0.3, tau = 0.05, r = 1``. Seed 002 Fig. 6: larger m (weaker GD) and larger tau (less
+    Baseline: ``m = 0.3, tau = 0.05, r = 1``. The paper's Fig. 6: larger m (weaker GD) and larger tau (less
     weight on the hardest negative) hurt, larger r helps (0.25 -> 2).
 
     ``symmetric=False`` (default) is the paper's one-directional L_i with view-1 anchors; gradient also
@@ -51,8 +54,10 @@ class ParadigmLoss(ContrastiveLoss):
     (``UnderstandingCSE isotropy/models.py``, ``sg.w_gd.w_w.w_r``): both views are anchors, the negative
     similarities use the detached other view, the positive ``h_i.h'_i`` carries gradient into both
     views, so an anchor is pulled to its positive from both directions (effective paper ratio ~ 2r).
-    In both modes the batch reduction is the mean over the N anchors; the code's
-    ``(W * target)[mask].mean()`` divides by (#active anchors x N), a batch-dependent scale.
+    In both modes the batch reduction is the mean over the N anchors (sum / N). The authors' code,
+    ``(W * target)[mask].mean()``, averages each direction over the *active* anchors only (sum / (k N), k the
+    number of anchors whose GD gate is open), so its gradient scale changes from batch to batch (larger when
+    few anchors are active); here it does not: this loss and its gradient are the code's times k.
 
     Args:
         temperature: tau of the softmax weights (0.05).
@@ -75,16 +80,16 @@ class ParadigmLoss(ContrastiveLoss):
         temperature: float = 0.05,
         m: float = 0.3,
         r: float = 1.0,
-        gd: str = "indicator",
-        weight: str = "softmax",
+        gd: GradientDissipation = "indicator",
+        weight: NegativeWeight = "softmax",
         symmetric: bool = False,
     ):
         super().__init__()
         check_positive("paradigm", "temperature", temperature)
         check_finite("paradigm", "m", m)
         check_finite("paradigm", "r", r)
-        check_choice("paradigm", "gd", gd, GD_CHOICES)
-        check_choice("paradigm", "weight", weight, WEIGHT_CHOICES)
+        check_choice("paradigm", "gd", gd, GradientDissipation)
+        check_choice("paradigm", "weight", weight, NegativeWeight)
         check_bool("paradigm", "symmetric", symmetric)
         self.temperature = temperature
         self.m = m
@@ -97,8 +102,7 @@ class ParadigmLoss(ContrastiveLoss):
         """GD (N,) and W (N, N) of the anchors of the rows of the similarity matrix ``s`` (no grad)."""
         s = s.detach()
         if self.gd == "indicator":
-            hardest = s.masked_fill(eye_mask(s.shape[0], s.device), float("-inf")).amax(dim=1)
-            gd = s.diagonal() - hardest < self.m
+            gd = hardest_negative_gap(s) < self.m
         else:
             gd = torch.ones(s.shape[0], dtype=torch.bool, device=s.device)
         w = (

@@ -1,4 +1,5 @@
-"""Name -> loss class registry. Adding a loss = one file + one ``@register_loss`` line."""
+"""Name -> loss class registry. Adding a loss = one file (its class decorated with ``@register_loss``), its import
+in ``hf_cse/losses/__init__.py`` and one test: CONTRIBUTING.md works through an example."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""VICReg on l2-normalised embeddings, as analysed in seed 002 §4 (the "ineffective" original)."""
+"""VICReg on l2-normalised embeddings, as analysed in the gradient paradigm of Li et al. (ACL 2024), §4 (the
+"ineffective" original)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def vicreg_surrogate_direction(u1: torch.Tensor, u2: torch.Tensor, nu: float) ->
 
 
 def covariance_term(h: torch.Tensor) -> torch.Tensor:
-    """Seed 002's ``v(h) = (1/D) sum_{k!=l} Cov_kl^2`` with the unbiased covariance."""
+    """The paradigm paper's ``v(h) = (1/D) sum_{k!=l} Cov_kl^2`` with the unbiased covariance."""
     n, d = h.shape
     x = h - h.mean(dim=0, keepdim=True)
     cov = x.T @ x / (n - 1)
@@ -34,20 +35,20 @@ def covariance_term(h: torch.Tensor) -> torch.Tensor:
 
 
 def variance_term(h: torch.Tensor, gamma: float) -> torch.Tensor:
-    """Seed 002's ``c(h) = (1/D) sum_k max(0, gamma - sigma_k)``, ``sigma = sqrt(var_unbiased + 1e-4)``."""
+    """The paradigm paper's ``c(h) = (1/D) sum_k max(0, gamma - sigma_k)``, ``sigma = sqrt(var_unbiased + 1e-4)``."""
     sigma = torch.sqrt(h.var(dim=0, unbiased=True) + _STD_EPS)
     return torch.relu(gamma - sigma).mean()
 
 
 @register_loss("vicreg")
 class VICRegLoss(ContrastiveLoss):
-    r"""VICReg with l2 normalisation (seed 002 §4, gradient eq. 11, Table 2 upper; spec §14.1).
+    r"""VICReg with l2 normalisation (gradient paradigm of Li et al., ACL 2024: §4, gradient eq. 11, Table 2 upper).
 
     .. math::
         L^V = L^a + \nu^{V,1}\big(v(h) + v(h')\big) + \nu^{V,2}\big(c(h) + c(h')\big),
 
     ``L^a = mean_i ||h_i - h'_i||^2``, ``v = (1/D) sum_{k!=l} Cov_kl^2`` (unbiased covariance over the batch),
-    ``c = (1/D) sum_k max(0, gamma - sigma_k)`` (seed 002 swaps VICReg's names v/c). Seed 002's gradient
+    ``c = (1/D) sum_k max(0, gamma - sigma_k)`` (the paper swaps VICReg's names v/c). The paper's gradient
     (eq. 11, after Tao et al.; centring, the diagonal and the hinge ignored) is
     ``(2/N)(-h'_i + nu^V sum_{j!=i} (h_i.h_j / N) h_j)`` with ``nu^V = 2 nu^{V,1} N^2 / (D (N-1)^2)``.
 
@@ -55,14 +56,14 @@ class VICRegLoss(ContrastiveLoss):
     weight ``nu^{V,1} = nu D (N-1)^2 / (2 N^2)`` for the batch at hand, so both forms push with the same
     strength. **``variance_weight``** sets ``nu^{V,2} = variance_weight * D``, i.e. VICReg's own
     variance/invariance ratio mu/lambda (25/25 = 1 in VICReg) once its mean-squared-error invariance is
-    rescaled to seed 002's squared-distance alignment L^a (a factor D). Seed 002 gives no value for
+    rescaled to the paper's squared-distance alignment L^a (a factor D). The paper gives no value for
     nu^{V,2}, and neither its eq. 11 nor the authors' code has the hinge; but without it the true loss is
     minimised by collapse (for unit vectors the centred covariance and the alignment are both 0 when all
     embeddings coincide), so the default keeps VICReg's ratio. For unit vectors sum_k sigma_k^2 <= N/(N-1),
     so with gamma = 1 the hinge is active on (almost) every dimension and spreads the embeddings.
 
     ``surrogate=False`` (default): the true loss. ``surrogate=True``: the authors' code
-    (UnderstandingCSE ``_vicreg_loss``, which produced seed 002's "ori VICReg" numbers): a
+    (UnderstandingCSE ``_vicreg_loss``, which produced the paper's "ori VICReg" numbers): a
     gradient-equivalent surrogate in both directions with detached partners, whose gradient w.r.t. each
     view is eq. 11 exactly (``variance_weight``/``gamma`` unused). No scalar ``ratio`` metric (Table 2's
     R has a sign-indefinite denominator ``sum_{k!=i} h_i.h_k``).

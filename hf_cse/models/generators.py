@@ -2,11 +2,12 @@
 
 Two kinds, one interface (``fill(mlm_input_ids, attention_mask) -> token ids``):
 
-* :class:`MaskedLMGenerator` -- the paper's choice (seed 001 §3, Table 6): a frozen pretrained masked LM
+* :class:`MaskedLMGenerator` -- the paper's choice (DiffCSE, Chuang et al., NAACL 2022, §3 and Table 6): a frozen
+  pretrained masked LM
   (``distilbert-base-uncased`` for BERT, ``distilroberta-base`` for RoBERTa). Argmax by default as in the
   authors' code (the paper says "sampling"; ``sampling=True`` draws from the softmax instead); eval mode by
   default (the authors' generator runs with dropout on because ``model.train()`` reaches it: ``train_mode=True``).
-  ``fill="all"`` takes the generator's token at EVERY position (authors' code, spec §4.2), ``"masked"`` only at
+  ``fill="all"`` takes the generator's token at EVERY position (authors' code), ``"masked"`` only at
   the [MASK] positions (the ELECTRA recipe).
 * :class:`UnigramGenerator` -- needs no weights: every [MASK] becomes a token drawn from the corpus unigram
   distribution (or uniformly from the vocabulary). **A departure from the paper**: the replacements are not
@@ -14,7 +15,7 @@ Two kinds, one interface (``fill(mlm_input_ids, attention_mask) -> token ids``):
 
 Generators are deliberately NOT ``nn.Module`` sub-modules of the DiffCSE model (``DiffCSEModel.attach_generator``
 keeps them in a plain attribute): they stay out of ``model.parameters()`` (so out of the optimizer and of DDP),
-out of ``save_pretrained`` checkpoints, and ``from_pretrained`` cannot re-initialise them (spec §4.7).
+out of ``save_pretrained`` checkpoints, and ``from_pretrained`` cannot re-initialise them.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ logger = logging.getLogger(__name__)
 UNIGRAM = "unigram"
 GENERATOR_FILLS = ("all", "masked")
 
-# Hub ids of the paper's generators (seed 001 §4.1 and README), for messages and presets.
+# Hub ids of the paper's generators (DiffCSE §4.1 and the authors' README), for messages and presets.
 PAPER_GENERATORS = {"bert": "distilbert-base-uncased", "roberta": "distilroberta-base"}
 
 

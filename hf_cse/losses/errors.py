@@ -1,0 +1,43 @@
+"""What a loss raises for inputs it cannot use: ``ValueError`` subclasses whose message says what is wrong in the
+loss's own terms (batch sizes, input names) and whose attributes carry the facts, so that a caller who knows where
+the inputs came from (a script's flags, a data set's columns) can say what to change. The training scripts do in
+:func:`hf_cse.cli.run_cli`; a loss never names a command-line flag."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class LossInputError(ValueError):
+    """Inputs a loss cannot use."""
+
+
+class BatchTooSmallError(LossInputError):
+    """Fewer rows than the loss needs (a contrastive loss needs at least 2: the others are the negatives)."""
+
+    def __init__(self, loss_name: str, min_batch: int, got: int):
+        self.loss_name, self.min_batch, self.got = loss_name, min_batch, got
+        super().__init__(f"{loss_name}: needs a batch of at least {min_batch} sentences to have in-batch negatives, "
+                         f"got {got}.")
+
+
+class MissingInputsError(LossInputError):
+    """Extra embeddings the loss requires (its ``extra_inputs``, e.g. ``z_nodropout``) were not passed."""
+
+    def __init__(self, loss_name: str, missing: Sequence[str]):
+        self.loss_name, self.missing = loss_name, tuple(missing)
+        super().__init__(f"{loss_name}: needs the extra input(s) {list(self.missing)}.")
+
+
+class HardNegativesNotTakenError(LossInputError):
+    """Hard negatives (``z_neg``) given to a loss that has no defined use for them. ``source`` names where they came
+    from in the caller's terms (e.g. "a third column"); ``takers`` are the losses that do take them."""
+
+    def __init__(self, loss_name: str, source: str | None = None):
+        from .registry import available_losses, get_loss_class  # local import: the registry imports the losses
+
+        self.loss_name, self.source = loss_name, source
+        self.takers = tuple(n for n in available_losses() if get_loss_class(n).takes_hard_negatives)
+        where = f" ({source})" if source else ""
+        super().__init__(f"loss {loss_name!r} has no defined use for hard negatives{where}; the losses that take "
+                         f"them: {', '.join(self.takers)}.")
