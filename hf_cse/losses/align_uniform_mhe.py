@@ -19,7 +19,9 @@ def strict_lower(n: int, device) -> torch.Tensor:
 
 @register_loss("align_uniform_mhe")
 class AlignUniformMHELoss(ContrastiveLoss):
-    r"""``L^a + nu * L^{u,MHE}`` (gradient paradigm of Li et al., ACL 2024: §4, gradients eq. 7-8, Table 2 upper).
+    r"""Alignment plus MHE uniformity (minimum hyperspherical energy), ``L^a + nu * L^{u,MHE}``.
+
+    Gradient paradigm of Li et al., ACL 2024: §4, gradients eq. 7-8, Table 2 upper.
 
     .. math::
         L^a = \frac1N \sum_i \|h_i - h'_i\|^2, \qquad

@@ -13,7 +13,9 @@ from .registry import register_loss
 
 @register_loss("align_uniform_mhs")
 class AlignUniformMHSLoss(ContrastiveLoss):
-    r"""``L^a + nu * (1/N) sum_i L_i^{u,MHS}`` (gradient paradigm of Li et al., ACL 2024: §4, gradients eq. 7 and 9).
+    r"""Alignment plus MHS uniformity (maximum hyperspherical separation), ``L^a + nu * (1/N) sum_i L_i^{u,MHS}``.
+
+    Gradient paradigm of Li et al., ACL 2024: §4, gradients eq. 7 and 9.
 
     .. math::
         L^a = \frac1N \sum_i \|h_i - h'_i\|^2, \qquad L_i^{u,MHS} = -\min_{j\ne i} \|h_i - h_j\|

@@ -24,7 +24,9 @@ def _cos_theta_plus_u(s: torch.Tensor, u_rad: float) -> torch.Tensor:
 
 @register_loss("arccon")
 class ArcConLoss(ContrastiveLoss):
-    r"""ArcCon's pairwise loss as analysed in the gradient paradigm of Li et al. (ACL 2024), §2.2 and eq. 2.
+    r"""ArcCon's pairwise loss: InfoNCE with an additive angular margin on the positive pair.
+
+    As analysed in the gradient paradigm of Li et al., ACL 2024: §2.2 and eq. 2.
 
     .. math::
         \ell_i = -\log \frac{e^{\cos(\theta_{ii'}+u)/\tau}}

@@ -13,7 +13,9 @@ from .registry import register_loss
 
 @register_loss("focal_infonce")
 class FocalInfoNCELoss(ContrastiveLoss):
-    r"""Focal-InfoNCE (Hou and Li, Findings of EMNLP 2023), eq. 2.
+    r"""Focal-InfoNCE: InfoNCE with similarity-modulated logits, so that hard negatives weigh more.
+
+    Hou and Li, Findings of EMNLP 2023, eq. 2.
 
     .. math::
         \ell_i = -\log \frac{e^{(s_p^i)^2/\tau}}

@@ -30,7 +30,9 @@ NegativeWeight = Literal["softmax", "hardest"]
 
 @register_loss("paradigm")
 class ParadigmLoss(ContrastiveLoss):
-    r"""The baseline loss of the gradient paradigm of Li et al. (ACL 2024), eq. 5.
+    r"""The baseline loss built from gradient dissipation, weight and ratio: GD x W x R.
+
+    Gradient paradigm of Li et al., ACL 2024, eq. 5.
 
     With unit ``h = z1/|z1|``, ``h' = z2/|z2|``:
 
