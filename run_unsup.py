@@ -101,7 +101,7 @@ def parse_args(argv: list[str]):
     typed = typed_flags(parser, argv)
     if "output_dir" not in typed:
         known = parser.parse_known_args(argv)[0]
-        loss = known.loss or get_method(known.method).config_class.loss
+        loss = known.loss or get_method(known.method).config_class().loss
         parser.set_defaults(output_dir=f"outputs/{known.method}-{loss}")
     # --precision and the Trainer's --bf16/--fp16, resolved for this machine before TrainingArguments checks them
     known = parser.parse_known_args(argv)[0]
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.preflight).
     check_training_arguments(training_args, data_args.max_seq_length)
     pairs = data_args.pair_column is not None
-    check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class.loss,
+    check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class().loss,
                         data_args.pair_column, data_args.negative_column)
     encoder = model_args.model_name_or_path or default_encoder()
     remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}

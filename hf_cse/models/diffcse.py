@@ -32,9 +32,9 @@ from transformers import PreTrainedModel
 
 from ..masking import EDIT_OPERATIONS
 from ..references import DIFFCSE, SIMCSE
+from .base import CSEOutput, CSEPreTrainedModel, build_encoder
 from .config import CSEConfig
 from .generators import GENERATOR_FILLS, UNIGRAM, Generator, GeneratorError, load_generator
-from .simcse import CSEOutput, CSEPreTrainedModel, build_encoder
 
 RTD_REDUCTIONS = ("mean", "sum")
 DISCRIMINATOR_INITS = ("encoder", "random")

@@ -18,19 +18,21 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from ..objectives import DCL, objective
 from ..references import IMSIMCSE, SIMCSE
+from .base import CSEPreTrainedModel
 from .config import CSEConfig
-from .simcse import CSEPreTrainedModel
 
 
 class ImSimCSEConfig(CSEConfig):
     model_type = "hf_cse_imsimcse"
     method = "imsimcse"
 
-    loss: str = "off_dropout_infonce"
-    loss_kwargs: dict = field(default_factory=lambda: {"temperature": 0.05, "m": 0.9})
-    off_dropout: bool = True
-    dcl_weight: float = 0.1
+    objectives: list = field(default_factory=lambda: [
+        objective("off_dropout_infonce", temperature=0.05, m=0.9),
+        objective(DCL, 0.1, temperature=5.0, normalization="code"),
+    ], metadata=CSEConfig.__dataclass_fields__["objectives"].metadata)
+    off_dropout: bool = field(default=True, metadata=CSEConfig.__dataclass_fields__["off_dropout"].metadata)
 
 
 class ImSimCSEModel(CSEPreTrainedModel):

@@ -1,0 +1,132 @@
+"""Objectives are data in the configuration: checked by the loss registry when the config is created, converted from
+the fields of older configs, saved and reloaded as a list."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+from transformers import AutoModel
+
+from hf_cse.losses import ContrastiveLoss, LossOutput, build_loss, register_loss
+from hf_cse.losses import registry as loss_registry
+from hf_cse.models import CSEConfig, ImSimCSEConfig, SimCSEConfig, SimCSEModel
+from hf_cse.objectives import ObjectiveSpec, build_objectives, compute_objectives, objective, objective_specs
+
+
+def _registry_message(name, **hyperparameters) -> str:
+    with pytest.raises(ValueError) as err:
+        build_loss(name, **hyperparameters)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("kwargs, loss, hyperparameters", [
+    ({"loss": "no_such_loss"}, "no_such_loss", {}),
+    ({"loss": "gs_infonce", "loss_kwargs": {"temperature": -1.0}}, "gs_infonce", {"temperature": -1.0}),
+    ({"loss_kwargs": {"margin": 0.1}}, "infonce", {"margin": 0.1}),
+    ({"objectives": [objective("infonce"), objective("dcl", 0.1, normalization="nope")]}, "dcl",
+     {"normalization": "nope"}),
+])
+def test_a_bad_objective_fails_at_construction_with_the_registry_message(kwargs, loss, hyperparameters):
+    with pytest.raises(ValueError) as err:
+        SimCSEConfig(**kwargs)
+    assert str(err.value) == _registry_message(loss, **hyperparameters)
+
+
+def test_from_encoder_fails_with_the_registry_message(tiny_bert_dir):
+    with pytest.raises(ValueError) as err:
+        SimCSEModel.from_encoder(str(tiny_bert_dir), loss="focal_infonce", loss_kwargs={"temperature": 0.0})
+    assert str(err.value) == _registry_message("focal_infonce", temperature=0.0)
+
+
+@pytest.mark.parametrize("objectives, message", [
+    ([], "non-empty list"),
+    ([{"weight": 1.0}], "registry 'loss' name"),
+    ([objective("infonce"), {"loss": "dcl", "weight": -0.1}], "weight must be a finite number > 0"),
+    ([objective("infonce"), {"loss": "dcl", "scale": 2}], "unknown keys"),
+    ([objective("infonce"), objective("dcl", 0.1), objective("dcl", 0.2)], "appear"),
+])
+def test_malformed_objective_lists_are_refused(objectives, message):
+    with pytest.raises(ValueError, match=message):
+        CSEConfig(objectives=objectives)
+
+
+def test_legacy_keywords_become_objectives_and_to_dict_writes_only_the_list():
+    config = SimCSEConfig(loss="gs_infonce", loss_kwargs={"temperature": 0.07}, dcl_weight=0.2, dcl_temperature=4.0)
+    assert config.objectives == [objective("gs_infonce", temperature=0.07),
+                                 objective("dcl", 0.2, temperature=4.0, normalization="code")]
+    saved = config.to_dict()
+    assert saved["objectives"] == config.objectives
+    assert not {"loss", "loss_kwargs", "dcl_weight", "dcl_temperature", "dcl_normalization"} & saved.keys()
+    # the old names stay readable, derived from the list (there is no second stored copy)
+    assert (config.loss, config.loss_kwargs, config.dcl_weight, config.dcl_temperature) == (
+        "gs_infonce", {"temperature": 0.07}, 0.2, 4.0)
+    with pytest.raises(AttributeError):
+        config.loss = "infonce"
+    assert SimCSEConfig(dcl_weight=0.0).objectives == [objective("infonce")]
+    assert ImSimCSEConfig(dcl_weight=0.0).objectives == [objective("off_dropout_infonce", temperature=0.05, m=0.9)]
+    with pytest.raises(ValueError, match="dcl_weight must be >= 0"):
+        SimCSEConfig(dcl_weight=-1.0)
+
+
+def test_dcl_is_an_ordinary_second_objective():
+    config = SimCSEConfig(objectives=[objective("infonce", temperature=0.05),
+                                      objective("dcl", 0.1, temperature=5.0, normalization="code")])
+    assert objective_specs(config) == [
+        ObjectiveSpec("contrastive", "infonce", 1.0, {"temperature": 0.05}),
+        ObjectiveSpec("dcl", "dcl", 0.1, {"temperature": 5.0, "normalization": "code"}),
+    ]
+    torch.manual_seed(0)
+    z1, z2 = torch.randn(6, 8, dtype=torch.float64), torch.randn(6, 8, dtype=torch.float64)
+    total, metrics = compute_objectives(build_objectives(config), {"z1": z1, "z2": z2})
+    infonce = build_loss("infonce", temperature=0.05)(z1, z2).loss
+    dcl = build_loss("dcl", temperature=5.0, normalization="code")(z1, z2).loss
+    torch.testing.assert_close(total, infonce + 0.1 * dcl)  # float64: exact up to rounding
+    assert {"contrastive_loss", "dcl_loss"} <= metrics.keys()
+
+
+def test_imsimcse_differs_only_in_its_default_objectives_and_off_dropout():
+    ims, base = ImSimCSEConfig(), SimCSEConfig()
+    assert ims.objectives == [objective("off_dropout_infonce", temperature=0.05, m=0.9),
+                              objective("dcl", 0.1, temperature=5.0, normalization="code")]
+    assert ims.off_dropout and not base.off_dropout
+    same = {k for k in ims.to_dict() if k not in ("objectives", "off_dropout", "model_type", "method")}
+    assert {k: ims.to_dict()[k] for k in same} == {k: base.to_dict()[k] for k in same}
+
+
+def test_objectives_round_trip_through_save_and_load(tiny_bert_dir, tmp_path):
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), objectives=[
+        objective("focal_infonce", temperature=0.07, m=0.3), objective("dcl", 0.25, normalization="paper")])
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["objectives"] == model.config.objectives and "loss" not in saved
+    reloaded = AutoModel.from_pretrained(tmp_path)
+    assert objective_specs(reloaded.config) == objective_specs(model.config)
+
+
+def test_a_saved_model_whose_loss_is_not_registered_still_loads_for_inference(tiny_bert_dir, tmp_path, caplog):
+    @register_loss("hf_cse_test_users_loss")
+    class UsersLoss(ContrastiveLoss):
+        def __init__(self, temperature: float = 0.1):
+            super().__init__()
+            self.temperature = temperature
+
+        def forward(self, z1, z2):
+            return LossOutput((z1 - z2).pow(2).mean())
+
+    try:
+        model = SimCSEModel.from_encoder(str(tiny_bert_dir), loss="hf_cse_test_users_loss",
+                                         loss_kwargs={"temperature": 0.2})
+        model.save_pretrained(tmp_path)
+    finally:
+        loss_registry._LOSSES.pop("hf_cse_test_users_loss")
+    with caplog.at_level(logging.WARNING):
+        reloaded = AutoModel.from_pretrained(tmp_path)
+    assert "not registered" in caplog.text
+    assert reloaded.config.loss == "hf_cse_test_users_loss"
+    with pytest.raises(ValueError, match="Unknown loss 'hf_cse_test_users_loss'"):  # training it needs the loss
+        build_objectives(reloaded.config)
+    with pytest.raises(ValueError, match="Unknown loss"):  # a new config is still checked strictly
+        SimCSEConfig(loss="hf_cse_test_users_loss")
