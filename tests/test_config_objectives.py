@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import field
 
 import pytest
 import torch
-from transformers import AutoModel
+from transformers import AutoModel, HfArgumentParser
 
-from hf_cse.losses import ContrastiveLoss, LossOutput, build_loss, register_loss
+from hf_cse.arguments import (
+    config_kwargs_from,
+    dcl_arguments_class,
+    loss_arguments_class,
+    model_arguments_class,
+    objectives_from_flags,
+)
+from hf_cse.losses import ContrastiveLoss, LossOutput, build_loss, loss_hyperparameters, register_loss
 from hf_cse.losses import registry as loss_registry
 from hf_cse.models import CSEConfig, ImSimCSEConfig, SimCSEConfig, SimCSEModel
 from hf_cse.objectives import ObjectiveSpec, build_objectives, compute_objectives, objective, objective_specs
@@ -130,3 +138,58 @@ def test_a_saved_model_whose_loss_is_not_registered_still_loads_for_inference(ti
         build_objectives(reloaded.config)
     with pytest.raises(ValueError, match="Unknown loss"):  # a new config is still checked strictly
         SimCSEConfig(loss="hf_cse_test_users_loss")
+
+
+# ----------------------------------------------------------------------------------------------- command line
+def _parse(argv, config_classes=None):
+    parser = HfArgumentParser((model_arguments_class(config_classes), loss_arguments_class(), dcl_arguments_class()))
+    return parser, parser.parse_args_into_dataclasses(argv)
+
+
+def test_a_new_config_field_is_a_flag_with_its_help_and_its_method():
+    class WithExtraConfig(SimCSEConfig):
+        model_type = "hf_cse_test_extra"
+        extra_margin: float = field(default=0.25, metadata={"help": "a margin only this test's method has"})
+
+    classes = {"simcse": SimCSEConfig, "extra": WithExtraConfig}
+    parser, (model_args, *_) = _parse(["--method", "extra", "--extra_margin", "0.5", "--pooler_type", "avg"], classes)
+    assert config_kwargs_from("extra", model_args, classes) == {"extra_margin": 0.5, "pooler_type": "avg"}
+    help_text = " ".join(parser.format_help().split())
+    assert "--extra_margin" in help_text and "A margin only this test's method has. (--method extra only)" in help_text
+    with pytest.raises(ValueError, match="--extra_margin only apply to --method extra"):
+        config_kwargs_from("simcse", model_args, classes)
+
+
+def test_config_field_flags_are_typed_from_the_fields():
+    parser, (model_args, *_) = _parse(["--projector", "linear", "--mlp_only_train", "false", "--dropout", "0.2"])
+    assert config_kwargs_from("simcse", model_args) == {"projector": "linear", "mlp_only_train": False, "dropout": 0.2}
+    assert config_kwargs_from("simcse", _parse([])[1][0]) == {}  # nothing given: the method's defaults
+    with pytest.raises(SystemExit):  # a Literal field is a choice of the parser
+        parser.parse_args_into_dataclasses(["--pooler_type", "max"])
+    with pytest.raises(ValueError, match="--lambda_rtd only apply to --method diffcse"):
+        config_kwargs_from("simcse", _parse(["--lambda_rtd", "0.1"])[1][0])
+
+
+def test_loss_and_dcl_flags_build_the_objectives():
+    _, (_, loss_args, dcl_args) = _parse(["--temperature", "0.07"])
+    assert objectives_from_flags(SimCSEConfig().objectives, "gs_infonce", loss_args, dcl_args) == [
+        objective("gs_infonce", temperature=0.07)]
+    # imsimcse: its own m = 0.9 and DCL kept unless a flag overrides them
+    _, (_, loss_args, dcl_args) = _parse(["--temperature", "0.1", "--dcl_temperature", "4"])
+    assert objectives_from_flags(ImSimCSEConfig().objectives, "off_dropout_infonce", loss_args, dcl_args) == [
+        objective("off_dropout_infonce", temperature=0.1, m=0.9),
+        objective("dcl", 0.1, temperature=4.0, normalization="code")]
+    _, (_, loss_args, dcl_args) = _parse(["--dcl_weight", "0"])
+    assert objectives_from_flags(ImSimCSEConfig().objectives, "infonce", loss_args, dcl_args) == [objective("infonce")]
+    _, (_, loss_args, dcl_args) = _parse(["--dcl_weight", "0.3", "--dcl_normalization", "paper"])
+    assert objectives_from_flags(SimCSEConfig().objectives, "infonce", loss_args, dcl_args) == [
+        objective("infonce"), objective("dcl", 0.3, temperature=5.0, normalization="paper")]
+
+
+def test_dcl_flags_come_from_the_dcl_loss_and_temperature_no_longer_claims_dcl():
+    assert set(dcl_arguments_class().__dataclass_fields__) == {"dcl_weight"} | {
+        f"dcl_{name}" for name in loss_hyperparameters("dcl")}
+    help_text = loss_arguments_class().__dataclass_fields__["temperature"].metadata["help"]
+    main_users = help_text.split(".")[0]
+    assert "infonce" in main_users and "dcl" not in main_users
+    assert "--dcl_temperature" in help_text
