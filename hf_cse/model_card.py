@@ -327,7 +327,7 @@ def _summary(config, papers, embedding_dim: int, base_label: str) -> str:
 
 
 def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
-    enc = config.encoder_config
+    enc = config.encoder_config.to_dict()
     rows = [
         ("Base encoder", base_label),
         ("Architecture", _fmt(enc.get("model_type"))),

@@ -9,7 +9,7 @@ from dataclasses import field
 
 import pytest
 import torch
-from transformers import AutoModel, HfArgumentParser
+from transformers import AutoModel, BertConfig, BertModel, HfArgumentParser
 
 from hf_cse.arguments import (
     config_kwargs_from,
@@ -193,3 +193,29 @@ def test_dcl_flags_come_from_the_dcl_loss_and_temperature_no_longer_claims_dcl()
     main_users = help_text.split(".")[0]
     assert "infonce" in main_users and "dcl" not in main_users
     assert "--dcl_temperature" in help_text
+
+
+# ----------------------------------------------------------------------------------------------- encoder sub-config
+def test_encoder_config_is_a_sub_configuration_saved_as_a_dict(tiny_bert_dir, tmp_path):
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), dropout=0.25)
+    assert isinstance(model.config.encoder_config, BertConfig) and "encoder_config" in SimCSEConfig.sub_configs
+    # the dropout override reaches the encoder; the sub-configuration keeps the encoder's own value
+    assert model.encoder.config.hidden_dropout_prob == 0.25 and model.config.encoder_config.hidden_dropout_prob == 0.1
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())["encoder_config"]
+    assert saved["model_type"] == "bert" and saved["hidden_size"] == model.config.hidden_size
+    reloaded = AutoModel.from_pretrained(tmp_path)
+    assert isinstance(reloaded.config.encoder_config, BertConfig)
+    assert reloaded.encoder.config.hidden_dropout_prob == 0.25
+
+
+def test_from_encoder_wraps_the_loaded_encoder_without_building_another(tiny_bert_dir, monkeypatch):
+    import hf_cse.models.base as base_module
+
+    monkeypatch.setattr(base_module, "build_encoder", lambda config: pytest.fail("a second encoder was built"))
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    pretrained = BertModel.from_pretrained(tiny_bert_dir, add_pooling_layer=False)
+    assert model.encoder.config._name_or_path == str(tiny_bert_dir)
+    for name, tensor in pretrained.state_dict().items():  # the checkpoint's weights, not re-initialised
+        assert torch.equal(model.encoder.state_dict()[name], tensor), name
+    assert model.training and model.encoder.training  # a fresh model is in training mode, as any new nn.Module

@@ -1,4 +1,4 @@
-"""DiffCSE (seed 001, spec §4): contrastive loss + conditional replaced-token detection."""
+"""DiffCSE (Chuang et al., NAACL 2022): contrastive loss + conditional replaced-token detection."""
 
 import math
 import random

@@ -12,7 +12,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from ..encoders import takes_token_type_ids
+from ..encoders import takes_token_type_ids, without_pooler_kwargs
 from ..references import Paper
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
@@ -37,13 +37,29 @@ class CSEOutput:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+def _encoder_class(encoder_config) -> type | None:
+    """The ``AutoModel`` class of an encoder config, or None where it is not known yet (custom code not loaded)."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    try:
+        return MODEL_MAPPING[type(encoder_config)]
+    except KeyError:
+        return None
+
+
 def _load_encoder(name_or_path: str, config, **kwargs) -> PreTrainedModel:
+    """The pretrained encoder, in fp32 and without BERT's pretrained pooler layer (SimCSE trains without it)."""
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the dropped BERT pooler is expected, not worth a load report
-    try:  # BERT / RoBERTa: SimCSE builds the encoder without BERT's pretrained pooler
-        return AutoModel.from_pretrained(name_or_path, config=config, add_pooling_layer=False, **kwargs)
-    except TypeError:  # DistilBERT and others have no pooler argument
-        return AutoModel.from_pretrained(name_or_path, config=config, **kwargs)
+    kwargs = {"config": config, "dtype": torch.float32, **kwargs}
+    try:
+        encoder_class = _encoder_class(config)
+        if encoder_class is not None:
+            return AutoModel.from_pretrained(name_or_path, **without_pooler_kwargs(encoder_class), **kwargs)
+        try:  # custom code, whose class is known only once loaded: try the pooler flag, as BERT-like models take it
+            return AutoModel.from_pretrained(name_or_path, add_pooling_layer=False, **kwargs)
+        except TypeError:
+            return AutoModel.from_pretrained(name_or_path, **kwargs)
     finally:
         hf_logging.set_verbosity(verbosity)
 
@@ -52,10 +68,8 @@ def build_encoder(config: CSEConfig) -> PreTrainedModel:
     """A freshly initialised encoder of ``config.encoder_config`` without BERT's pooler layer (SimCSE's and
     DiffCSE's discriminator's), with the fast CPU dropout when ``config.fast_dropout``."""
     enc_cfg = config.build_encoder_config()
-    try:
-        encoder = AutoModel.from_config(enc_cfg, add_pooling_layer=False)
-    except TypeError:  # DistilBERT and others have no pooler argument
-        encoder = AutoModel.from_config(enc_cfg)
+    encoder_class = _encoder_class(enc_cfg)
+    encoder = AutoModel.from_config(enc_cfg, **(without_pooler_kwargs(encoder_class) if encoder_class else {}))
     if config.fast_dropout:
         install_fast_dropout(encoder)
     return encoder
@@ -72,11 +86,17 @@ class CSEPreTrainedModel(PreTrainedModel):
     #: the papers that define the method (:mod:`hf_cse.references`), its own first; model cards cite these
     references: tuple[Paper, ...] = ()
 
-    def __init__(self, config: CSEConfig):
+    def __init__(self, config: CSEConfig, encoder: PreTrainedModel | None = None):
+        """``encoder``: a loaded encoder to wrap (:meth:`from_encoder`); None builds a fresh one from the config
+        (``from_pretrained`` then loads the saved weights into it)."""
         super().__init__(config)
-        self.encoder = build_encoder(config)
+        if encoder is None:
+            encoder = build_encoder(config)
+        elif config.fast_dropout:
+            install_fast_dropout(encoder)
+        self.encoder = encoder
         self.projector = build_projector(config.projector, config.hidden_size)
-        self.post_init()
+        self.post_init()  # initialises the new modules only: the loaded encoder is flagged initialised
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -84,30 +104,27 @@ class CSEPreTrainedModel(PreTrainedModel):
                      **config_kwargs: Any) -> "CSEPreTrainedModel":
         """Build a fresh method model around a plain pretrained encoder (local folder or Hub id).
 
-        ``config_kwargs`` are fields of the method's config (pooler_type, projector, loss, loss_kwargs...).
-        Sentence-transformers folders work too: their transformer weights sit at the top level.
-        ``trust_remote_code``: allow an encoder whose code ships with its checkpoint (transformers' flag, off by
-        default); its classes are then registered with ``AutoConfig``/``AutoModel`` for this process.
+        ``config_kwargs`` are fields of the method's config (pooler_type, projector, objectives...; the older
+        loss, loss_kwargs, dcl_* are accepted too). Sentence-transformers folders work too: their transformer
+        weights sit at the top level. ``trust_remote_code``: allow an encoder whose code ships with its checkpoint
+        (transformers' flag, off by default); its classes are then registered with ``AutoConfig``/``AutoModel``
+        for this process.
         """
         remote = {"trust_remote_code": True} if trust_remote_code else {}
         enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
         if trust_remote_code:
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         # the config checks its objectives with the loss registry: a bad loss or value fails here, before any weights
-        config = cls.config_class(encoder_config=enc_config.to_dict(), **config_kwargs)
+        config = cls.config_class(encoder_config=enc_config, **config_kwargs)
         encoder = _load_encoder(name_or_path, config.build_encoder_config(), **remote)
-        if trust_remote_code:  # so that build_encoder's AutoModel.from_config finds the custom class
+        if trust_remote_code:  # so that build_encoder (from_pretrained, DiffCSE's discriminator) finds the class
             AutoModel.register(type(enc_config), type(encoder), exist_ok=True)
-        model = cls(config)
-        missing, unexpected = model.encoder.load_state_dict(encoder.state_dict(), strict=False)
-        if unexpected or [k for k in missing if "pooler" not in k]:
-            raise RuntimeError(f"encoder weights did not match: missing {missing}, unexpected {unexpected}")
-        model.encoder.config._name_or_path = str(name_or_path)
-        model.config.base_encoder = str(name_or_path)
-        return model
+        encoder.config._name_or_path = str(name_or_path)
+        config.base_encoder = str(name_or_path)
+        return cls(config, encoder=encoder.train())  # a fresh model trains: from_pretrained left it in eval mode
 
     def _init_weights(self, module: nn.Module) -> None:
-        std = float(self.config.encoder_config.get("initializer_range", 0.02))
+        std = float(getattr(self.config.encoder_config, "initializer_range", 0.02))
         if isinstance(module, SmallInitLinear):
             nn.init.normal_(module.weight, std=module.init_std)
             nn.init.normal_(module.bias, std=module.init_std)

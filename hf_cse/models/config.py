@@ -4,10 +4,13 @@ so ``from_pretrained`` rebuilds it exactly."""
 from __future__ import annotations
 
 import contextvars
+import copy
+from collections.abc import Mapping
 from dataclasses import field
 from typing import Any, Literal
 
 from transformers import AutoConfig, PretrainedConfig
+from transformers.configuration_utils import SubConfigSpec
 
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .heads import PROJECTORS
@@ -26,7 +29,7 @@ _DROPOUT_KEYS = {
 }
 
 
-def is_decoder_only(encoder_config: dict) -> bool:
+def is_decoder_only(encoder_config: PretrainedConfig | None) -> bool:
     """Whether the encoder attends causally (GPT-2, Llama...): a causal-LM family with no masked-LM head, or a
     config flagged ``is_decoder``."""
     from transformers.models.auto.modeling_auto import (
@@ -34,8 +37,10 @@ def is_decoder_only(encoder_config: dict) -> bool:
         MODEL_FOR_MASKED_LM_MAPPING_NAMES,
     )
 
-    model_type = encoder_config.get("model_type")
-    if encoder_config.get("is_decoder"):
+    if encoder_config is None:
+        return False
+    model_type = encoder_config.model_type
+    if getattr(encoder_config, "is_decoder", False):
         return True
     return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
@@ -52,9 +57,13 @@ class CSEConfig(PretrainedConfig):
 
     model_type = "hf_cse"
     method = "base"
+    # the wrapped encoder's configuration is a sub-configuration, as in transformers' composite models: a config
+    # object in memory (its class picked by its model_type), a dict in config.json
+    sub_configs_defaults = {"encoder_config": SubConfigSpec(AutoConfig, model_type="bert", optional=True)}
 
     # Fields (transformers >= 5 configs are dataclasses: subclasses only change defaults or add fields).
-    encoder_config: dict = field(default_factory=dict, metadata={"help": "configuration of the wrapped encoder"})
+    encoder_config: PretrainedConfig | None = field(default=None, metadata={
+        "help": "configuration of the wrapped encoder"})
     pooler_type: PoolerName = field(default="cls", metadata={"help": "training pooler"})
     projector: ProjectorName = field(default="mlp", metadata={
         "help": "training-time head on the pooled vector: mlp (SimCSE's Linear+tanh), linear (N(0, 6e-3) init, "
@@ -78,8 +87,12 @@ class CSEConfig(PretrainedConfig):
     def __post_init__(self, **kwargs):
         kwargs.pop("method", None)  # written by to_dict for readers of config.json; the class decides
         legacy = {name: kwargs.pop(name) for name in LEGACY_FIELDS if name in kwargs}
-        super().__post_init__(**kwargs)
-        self.encoder_config = dict(self.encoder_config or {})
+        if isinstance(self.encoder_config, Mapping):  # config.json, or a dict given by hand
+            if not self.encoder_config:
+                self.encoder_config = None  # configs made without an encoder (e.g. to read a method's defaults)
+            elif "model_type" not in self.encoder_config:
+                raise ValueError("encoder_config has no model_type; build the model with from_encoder(...).")
+        super().__post_init__(**kwargs)  # builds the encoder's config object (sub_configs_defaults)
         self.objectives = normalise_objectives(self.objectives, legacy)
         check_pooler(self.pooler_type)
         if self.projector not in PROJECTORS:
@@ -89,7 +102,7 @@ class CSEConfig(PretrainedConfig):
         if self.pooler_type in ("cls", "cls_before_pooler") and is_decoder_only(self.encoder_config):
             raise ValueError(
                 f"pooler {self.pooler_type!r} reads the first token, which a causal (decoder-only) encoder "
-                f"such as {self.encoder_config.get('model_type')!r} computes without seeing the rest of the "
+                f"such as {self.encoder_config.model_type!r} computes without seeing the rest of the "
                 "sentence. Use --pooler_type avg."
             )
         check_objectives(self.objectives, self.off_dropout, loading=_LOADING.get())
@@ -134,11 +147,9 @@ class CSEConfig(PretrainedConfig):
 
     @property
     def hidden_size(self) -> int:  # type: ignore[override]
-        """The encoder's output size, under whatever name its config uses (``dim``, GPT-2's ``n_embd``...)."""
-        enc = self.encoder_config
-        if "model_type" not in enc:  # not built by from_encoder: read the common names
-            return int(enc.get("hidden_size", enc.get("dim", 0)))
-        return int(self.build_encoder_config().hidden_size)
+        """The encoder's output size, under whatever name its config uses (``dim``, GPT-2's ``n_embd``...; 0 for a
+        config without an encoder)."""
+        return 0 if self.encoder_config is None else int(self.encoder_config.hidden_size)
 
     @property
     def test_pooler(self) -> str:
@@ -148,14 +159,13 @@ class CSEConfig(PretrainedConfig):
         return self.pooler_type
 
     def build_encoder_config(self) -> PretrainedConfig:
-        """The wrapped encoder's config, with the dropout override applied."""
-        if "model_type" not in self.encoder_config:
-            raise ValueError("encoder_config has no model_type; build the model with from_encoder(...).")
-        enc = dict(self.encoder_config)
-        model_type = enc.pop("model_type")
-        cfg = AutoConfig.for_model(model_type, **enc)
+        """A copy of the wrapped encoder's config for building the encoder, with the dropout override applied
+        (``encoder_config`` itself keeps the encoder's own values)."""
+        if self.encoder_config is None:
+            raise ValueError("this config has no encoder_config; build the model with from_encoder(...).")
+        cfg = copy.deepcopy(self.encoder_config)
         if self.dropout is not None:
-            for key in _DROPOUT_KEYS.get(model_type, _DROPOUT_KEYS["default"]):
+            for key in _DROPOUT_KEYS.get(cfg.model_type, _DROPOUT_KEYS["default"]):
                 setattr(cfg, key, self.dropout)
         return cfg
 

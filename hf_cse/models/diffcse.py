@@ -117,8 +117,8 @@ class DiffCSEModel(CSEPreTrainedModel):
 
     config_class = DiffCSEConfig
 
-    def __init__(self, config: DiffCSEConfig):
-        super().__init__(config)
+    def __init__(self, config: DiffCSEConfig, encoder: PreTrainedModel | None = None):
+        super().__init__(config, encoder)
         self.discriminator = build_encoder(config)
         self.rtd_head = nn.Linear(config.hidden_size, 2)  # ELECTRA head: replaced vs original
         if not hasattr(self.discriminator, "embeddings"):
