@@ -8,7 +8,7 @@ import inspect
 from .cached import check_cached_compatible
 from .cli import InputError, check_model_source
 from .distributed import check_not_data_parallel
-from .export import encoder_max_length
+from .encoders import encoder_max_length
 
 
 def _value(option) -> str:
