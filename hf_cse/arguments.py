@@ -183,9 +183,10 @@ def loss_arguments_class() -> type:
 def dcl_arguments_class() -> type:
     """``--dcl_weight`` and one ``--dcl_<name>`` flag per hyperparameter of the ``dcl`` loss: the dimension-wise
     contrastive objective (ImSimCSE) added after the main one. None = the method's own setting."""
+    weights = ", ".join(f"{config_cls().dcl_weight:g} for {m}" for m, config_cls in _method_configs().items())
     fields = [("dcl_weight", float | None, field(default=None, metadata={
         "help": "Weight lambda of the dimension-wise contrastive objective (DCL, ImSimCSE) added to the main loss; "
-                "0 = none. Default: the method's (imsimcse 0.1, others 0)."}))]
+                f"0 = none. Method default: {weights}."}))]
     for name, param in loss_hyperparameters(DCL).items():
         fields.append((f"dcl_{name}", _hyperparameter_type(DCL, name) | None, field(default=None, metadata={
             "help": f"{name} of the DCL objective (the dcl loss's; default {param.default})."})))

@@ -70,7 +70,7 @@ class CSEConfig(PretrainedConfig):
                 "the paradigm paper's), batchnorm (DiffCSE's, App. A), none"})
     mlp_only_train: bool = field(default=True, metadata={
         "help": "head used in training only (test embedding = pooled vector; the papers' unsupervised setting)"})
-    objectives: list = field(default_factory=lambda: [objective("infonce")], metadata={
+    objectives: list[dict] = field(default_factory=lambda: [objective("infonce")], metadata={
         "help": "training objectives: registry loss, weight and hyperparameters of each, the main contrastive "
                 "one first"})
     dropout: float | None = field(default=None, metadata={

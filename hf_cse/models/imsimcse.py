@@ -30,7 +30,7 @@ class ImSimCSEConfig(CSEConfig):
     model_type = "hf_cse_imsimcse"
     method = "imsimcse"
 
-    objectives: list = field(default_factory=lambda: [
+    objectives: list[dict] = field(default_factory=lambda: [
         objective("off_dropout_infonce", temperature=0.05, m=0.9),
         objective(DCL, 0.1, temperature=5.0, normalization="code"),
     ], metadata=CSEConfig.__dataclass_fields__["objectives"].metadata)
