@@ -80,20 +80,34 @@ class _ScriptModelArguments:
     )
 
 
+def _common_default(defaults: dict[str, Any], methods: Iterable[str]) -> Any:
+    """The field's default when every method has the field with the same default, else None."""
+    values = list(defaults.values())
+    if set(defaults) != set(methods) or any(repr(v) != repr(values[0]) for v in values):
+        return None
+    return values[0]
+
+
 def model_arguments_class(config_classes: dict[str, type] | None = None) -> type:
-    """``ModelArguments``: the encoder and method flags, plus one flag per config field of the methods (default
-    None = the method's own default; a field only some methods have is refused with the others)."""
+    """``ModelArguments``: the encoder and method flags, plus one flag per config field of the methods. A field
+    every method has with one default takes that default (a boolean defaulting to true gets its ``--no_`` form);
+    otherwise the default is None = the method's own, and a field only some methods have is refused with the others."""
     config_classes = config_classes or _method_configs()
     method = _ScriptModelArguments.__dataclass_fields__["method"]
     fields = [("method", Literal[tuple(config_classes)], field(default=method.default, metadata=method.metadata))]
     for name, (typ, help_text, defaults) in config_fields(config_classes).items():
-        help_text = help_text[0].upper() + help_text[1:] + "." + _describe_defaults(defaults, config_classes)
-        fields.append((name, typ | None, field(default=None, metadata={"help": help_text})))
+        common = _common_default(defaults, config_classes)
+        help_text = help_text[0].upper() + help_text[1:] + "."
+        if common is None:
+            help_text += _describe_defaults(defaults, config_classes)
+        fields.append((name, typ if common is not None else typ | None,
+                       field(default=common, metadata={"help": help_text})))
     return make_dataclass("ModelArguments", fields, bases=(_ScriptModelArguments,))
 
 
 def config_kwargs_from(method: str, model_args, config_classes: dict[str, type] | None = None) -> dict[str, Any]:
-    """The config fields given on the command line; a field the chosen method's config lacks is an error."""
+    """The config fields set by the flags (those left at None keep the method's default); a field the chosen
+    method's config lacks is an error."""
     config_classes = config_classes or _method_configs()
     flags = config_fields(config_classes)
     given = {k: getattr(model_args, k) for k in flags if getattr(model_args, k, None) is not None}

@@ -20,7 +20,7 @@ from hf_cse.arguments import (
 )
 from hf_cse.losses import ContrastiveLoss, LossOutput, build_loss, loss_hyperparameters, register_loss
 from hf_cse.losses import registry as loss_registry
-from hf_cse.models import CSEConfig, ImSimCSEConfig, SimCSEConfig, SimCSEModel
+from hf_cse.models import CSEConfig, DiffCSEConfig, ImSimCSEConfig, SimCSEConfig, SimCSEModel
 from hf_cse.objectives import ObjectiveSpec, build_objectives, compute_objectives, objective, objective_specs
 
 
@@ -153,7 +153,8 @@ def test_a_new_config_field_is_a_flag_with_its_help_and_its_method():
 
     classes = {"simcse": SimCSEConfig, "extra": WithExtraConfig}
     parser, (model_args, *_) = _parse(["--method", "extra", "--extra_margin", "0.5", "--pooler_type", "avg"], classes)
-    assert config_kwargs_from("extra", model_args, classes) == {"extra_margin": 0.5, "pooler_type": "avg"}
+    given = config_kwargs_from("extra", model_args, classes)
+    assert (given["extra_margin"], given["pooler_type"]) == (0.5, "avg")
     help_text = " ".join(parser.format_help().split())
     assert "--extra_margin" in help_text and "A margin only this test's method has. (--method extra only)" in help_text
     with pytest.raises(ValueError, match="--extra_margin only apply to --method extra"):
@@ -162,8 +163,13 @@ def test_a_new_config_field_is_a_flag_with_its_help_and_its_method():
 
 def test_config_field_flags_are_typed_from_the_fields():
     parser, (model_args, *_) = _parse(["--projector", "linear", "--mlp_only_train", "false", "--dropout", "0.2"])
-    assert config_kwargs_from("simcse", model_args) == {"projector": "linear", "mlp_only_train": False, "dropout": 0.2}
-    assert config_kwargs_from("simcse", _parse([])[1][0]) == {}  # nothing given: the method's defaults
+    given = config_kwargs_from("simcse", model_args)
+    assert (given["projector"], given["mlp_only_train"], given["dropout"]) == ("linear", False, 0.2)
+    for method, config_cls in {"simcse": SimCSEConfig, "imsimcse": ImSimCSEConfig, "diffcse": DiffCSEConfig}.items():
+        nothing_given = config_kwargs_from(method, _parse(["--method", method])[1][0])
+        assert config_cls(**nothing_given).to_dict() == config_cls().to_dict()  # the method's own defaults
+    assert "--no_mlp_only_train" in parser.format_help()  # a field defaulting to true gets its --no_ form
+    assert config_kwargs_from("simcse", _parse(["--no_fast_dropout"])[1][0])["fast_dropout"] is False
     with pytest.raises(SystemExit):  # a Literal field is a choice of the parser
         parser.parse_args_into_dataclasses(["--pooler_type", "max"])
     with pytest.raises(ValueError, match="--lambda_rtd only apply to --method diffcse"):
