@@ -18,6 +18,10 @@ class SimCSEModel(CSEPreTrainedModel):
 
     Example::
 
+        from hf_cse.objectives import objective
+
+        model = SimCSEModel.from_encoder("bert-base-uncased", objectives=[objective("infonce", temperature=0.05)])
+        # the same, in the keywords of older versions
         model = SimCSEModel.from_encoder("bert-base-uncased", loss="infonce", loss_kwargs={"temperature": 0.05})
     """
 
