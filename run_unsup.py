@@ -20,13 +20,12 @@ from transformers import AutoTokenizer, HfArgumentParser, TrainingArguments, set
 
 from hf_cse.arguments import (
     DataArguments,
-    DiffCSEArguments,
     MethodArguments,
-    ModelArguments,
-    default_encoder,
-    diffcse_config_kwargs,
+    config_kwargs_from,
+    dcl_arguments_class,
     loss_arguments_class,
-    loss_kwargs_from,
+    model_arguments_class,
+    objectives_from_flags,
 )
 from hf_cse.cli import check_model_source, run_cli
 from hf_cse.data import (
@@ -38,6 +37,7 @@ from hf_cse.data import (
     tokenize_dataset,
     tokenize_pair_dataset,
 )
+from hf_cse.encoders import default_encoder
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
@@ -86,11 +86,9 @@ def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 
 def parse_args(argv: list[str]):
     """The argument dataclasses, and the set of flags the user typed (a preset's values are only defaults)."""
-    LossArguments = loss_arguments_class()
     parser = HfArgumentParser(
-        (ModelArguments, DataArguments, MethodArguments, LossArguments, DiffCSEArguments, PrecisionArguments,
-         OutputDirArguments, EvalDataArguments,
-         TrainingArguments)
+        (model_arguments_class(), DataArguments, MethodArguments, loss_arguments_class(), dcl_arguments_class(),
+         PrecisionArguments, OutputDirArguments, EvalDataArguments, TrainingArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
     preset = parser.parse_known_args(argv)[0].preset
@@ -101,7 +99,7 @@ def parse_args(argv: list[str]):
     typed = typed_flags(parser, argv)
     if "output_dir" not in typed:
         known = parser.parse_known_args(argv)[0]
-        loss = known.loss or get_method(known.method).config_class.loss
+        loss = known.loss or get_method(known.method).config_class().loss
         parser.set_defaults(output_dir=f"outputs/{known.method}-{loss}")
     # --precision and the Trainer's --bf16/--fp16, resolved for this machine before TrainingArguments checks them
     known = parser.parse_known_args(argv)[0]
@@ -130,7 +128,7 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset,
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    (model_args, data_args, method_args, loss_args, diffcse_args, precision_args, output_args, eval_data_args,
+    (model_args, data_args, method_args, loss_args, dcl_args, precision_args, output_args, eval_data_args,
      training_args, typed) = args
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
@@ -140,41 +138,26 @@ def main(argv: list[str] | None = None) -> None:
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.preflight).
     check_training_arguments(training_args, data_args.max_seq_length)
     pairs = data_args.pair_column is not None
-    check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class.loss,
+    check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class().loss,
                         data_args.pair_column, data_args.negative_column)
     encoder = model_args.model_name_or_path or default_encoder()
     remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
     enc_config = encoder_config(encoder, **remote)
     check_max_seq_length(data_args.max_seq_length, enc_config, encoder)
     model_cls = get_method(model_args.method)
-    method_defaults = model_cls.config_class()
-    loss = method_args.loss or method_defaults.loss
-    dropped = drop_unused_preset_values(method_args.preset, typed, loss, model_args.method, loss_args, diffcse_args,
-                                        method_args)
+    method_objectives = model_cls.config_class().objectives
+    loss = method_args.loss or method_objectives[0]["loss"]
+    dropped = drop_unused_preset_values(method_args.preset, typed, loss, model_args.method, loss_args, model_args,
+                                        dcl_args, method_args)
     if dropped:
         logger.info("--preset %s: dropped %s (not taken by --loss %s / --method %s)", method_args.preset,
                     ", ".join("--" + name for name in dropped), loss, model_args.method)
-    # flags override the method's own loss settings (e.g. imsimcse's m = 0.9) only where given
-    loss_kwargs = dict(method_defaults.loss_kwargs) if loss == method_defaults.loss else {}
-    loss_kwargs.update(loss_kwargs_from(loss, loss_args))
-    config_kwargs = dict(
-        pooler_type=model_args.pooler_type,
-        mlp_only_train=model_args.mlp_only_train,
-        dropout=model_args.dropout,
-        fast_dropout=model_args.fast_dropout,
-        loss=loss,
-        loss_kwargs=loss_kwargs,
-        off_dropout_grad=method_args.off_dropout_grad,
-        dcl_temperature=method_args.dcl_temperature,
-        dcl_normalization=method_args.dcl_normalization,
-    )
-    # None = keep the method's own default (e.g. imsimcse turns off-dropout and DCL on)
-    optional = {"projector": model_args.projector, "off_dropout": method_args.off_dropout,
-                "dcl_weight": method_args.dcl_weight}
-    config_kwargs.update({k: v for k, v in optional.items() if v is not None})
-    config_kwargs.update(diffcse_config_kwargs(model_args.method, diffcse_args))
+    # every config field given as a flag (None = the method's own default, e.g. imsimcse's off-dropout), and the
+    # objectives: the method's own, overridden only where a loss or DCL flag is given (e.g. imsimcse's m = 0.9)
+    config_kwargs = config_kwargs_from(model_args.method, model_args)
+    config_kwargs["objectives"] = objectives_from_flags(method_objectives, loss, loss_args, dcl_args)
     check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
-    generator = diffcse_args.generator_name_or_path
+    generator = config_kwargs.get("generator_name_or_path")
     if model_args.method == "diffcse" and generator not in (None, "unigram"):
         check_model_source(generator, "--generator_name_or_path")
     eval_pairs = pairs_from_args(eval_data_args)  # --eval_file / --eval_dataset_name: checkpoint selection data
@@ -229,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
     check_enough_rows(len(train_dataset), global_batch, source, unit)
     if model_args.method == "diffcse":
-        attach_diffcse_generator(model, diffcse_args.generator_name_or_path, tokenizer, train_dataset,
+        attach_diffcse_generator(model, generator, tokenizer, train_dataset,
                                  model_args.trust_remote_code)
     logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, loss,
                 encoder, len(train_dataset), global_batch * training_args.gradient_accumulation_steps)

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from bench_train_common import ManualVariant  # noqa: E402
 
-from hf_cse.arguments import default_encoder  # noqa: E402
 from hf_cse.data import DEMO_CORPUS, TwoViewCollator  # noqa: E402
+from hf_cse.encoders import default_encoder  # noqa: E402
 from hf_cse.models import DiffCSEModel, SimCSEModel  # noqa: E402
 
 

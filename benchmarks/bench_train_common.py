@@ -65,7 +65,7 @@ def load_sentences(path: Path, n: int, offset: int = 0) -> list[str]:
 
 
 def minilm_path() -> str:
-    from hf_cse.arguments import default_encoder
+    from hf_cse.encoders import default_encoder
 
     return default_encoder()
 

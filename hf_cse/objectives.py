@@ -1,18 +1,51 @@
-"""Which registry losses a model's config asks for, and how they combine into one scalar.
+"""The objectives of a model: a list in its configuration, each a registry loss with a weight and hyperparameters,
+and how they combine into one scalar.
 
-The trainer gathers the model's embeddings across processes, then calls :func:`compute_objectives`;
-tests call it directly to compare a model's loss with a hand-computed one.
+A configuration's ``objectives`` is plain data (saved in config.json)::
+
+    [{"loss": "infonce", "weight": 1.0, "hyperparameters": {"temperature": 0.05}},
+     {"loss": "dcl", "weight": 0.1, "hyperparameters": {"temperature": 5.0, "normalization": "code"}}]
+
+The first is the main contrastive objective (it alone sees hard negatives; its metrics are logged unprefixed, its
+value as ``contrastive_loss``); every other one is logged as ``<loss name>_loss`` (``dcl_loss``). Each entry is
+built by the loss registry (:func:`hf_cse.losses.build_loss`) when the configuration is created, so an unknown loss
+or a bad value fails there with the registry's message.
+
+The trainer gathers the model's embeddings across processes, then calls :func:`compute_objectives`; tests call it
+directly to compare a model's loss with a hand-computed one.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .losses import ContrastiveLoss, build_loss
+from .losses import ContrastiveLoss, build_loss, loss_hyperparameters
 from .losses.base import HARD_NEGATIVE_INPUT, hard_negative_refusal
-from .models.config import CSEConfig
+from .losses.registry import available_losses
+
+if TYPE_CHECKING:
+    from .models.config import CSEConfig
+
+logger = logging.getLogger(__name__)
+
+#: metric prefix of the first (main) objective
+MAIN_OBJECTIVE = "contrastive"
+#: the loss that makes the dimension-wise contrastive objective (ImSimCSE)
+DCL = "dcl"
+#: config fields of checkpoints saved before objectives were a list; still accepted and converted
+LEGACY_FIELDS = ("loss", "loss_kwargs", "dcl_weight", "dcl_temperature", "dcl_normalization")
+NO_DROPOUT_INPUT = "z_nodropout"
+
+
+def objective(loss: str, weight: float = 1.0, **hyperparameters: Any) -> dict:
+    """One entry of a configuration's ``objectives`` list."""
+    return {"loss": loss, "weight": float(weight), "hyperparameters": dict(hyperparameters)}
 
 
 @dataclass(frozen=True)
@@ -26,13 +59,111 @@ class ObjectiveSpec:
     hyperparameters: dict
 
 
+def _entry(value: Any, index: int) -> dict:
+    """A checked copy of one ``objectives`` entry (shape and weight; the registry checks the rest)."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("loss"), str):
+        raise ValueError(f"objectives[{index}] must be a dict with a registry 'loss' name, an optional 'weight' and "
+                         f"'hyperparameters', got {value!r}.")
+    unknown = sorted(set(value) - {"loss", "weight", "hyperparameters"})
+    if unknown:
+        raise ValueError(f"objectives[{index}] has unknown keys {unknown}; it takes loss, weight, hyperparameters.")
+    weight = value.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
+        raise ValueError(f"objectives[{index}] ({value['loss']}): weight must be a finite number > 0, got {weight!r} "
+                         "(leave an objective out of the list to turn it off).")
+    hyperparameters = value.get("hyperparameters") or {}
+    if not isinstance(hyperparameters, Mapping):
+        raise ValueError(f"objectives[{index}] ({value['loss']}): hyperparameters must be a dict, got "
+                         f"{hyperparameters!r}.")
+    return objective(value["loss"], weight, **hyperparameters)
+
+
+def objective_names(objectives: list[dict]) -> list[str]:
+    """The metric prefix of each objective: ``contrastive`` for the first, the loss name for the others."""
+    names = [MAIN_OBJECTIVE] + [entry["loss"] for entry in objectives[1:]]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"objectives: {', '.join(repeated)} appear(s) twice; each auxiliary loss may appear once "
+                         "(their metrics are logged under the loss name).")
+    return names
+
+
+def normalise_objectives(objectives: Any, legacy: Mapping[str, Any] | None = None) -> list[dict]:
+    """Checked copies of the entries, with the fields of older configs (``loss``, ``loss_kwargs``, ``dcl_*``:
+    :data:`LEGACY_FIELDS`) applied on top: ``loss`` / ``loss_kwargs`` replace the main objective's, ``dcl_weight``
+    > 0 sets (0 removes) the DCL objective, ``dcl_temperature`` / ``dcl_normalization`` set its hyperparameters."""
+    if not isinstance(objectives, list | tuple) or not objectives:
+        raise ValueError(f"objectives must be a non-empty list (the main contrastive objective first), got "
+                         f"{objectives!r}.")
+    entries = [_entry(value, i) for i, value in enumerate(objectives)]
+    legacy = {k: v for k, v in (legacy or {}).items() if k in LEGACY_FIELDS}
+    if not legacy:
+        return entries
+    main = entries[0]
+    if "loss" in legacy:
+        main["loss"] = legacy["loss"]
+    if "loss_kwargs" in legacy:
+        main["hyperparameters"] = dict(legacy["loss_kwargs"] or {})
+    dcl_keys = {"dcl_weight", "dcl_temperature", "dcl_normalization"} & legacy.keys()
+    if dcl_keys:
+        current = next((e for e in entries[1:] if e["loss"] == DCL), None)
+        weight = legacy.get("dcl_weight", current["weight"] if current else 0.0)
+        if weight < 0:
+            raise ValueError(f"dcl_weight must be >= 0, got {weight}.")
+        hyperparameters = dict(current["hyperparameters"]) if current else {}
+        for key in ("temperature", "normalization"):
+            if f"dcl_{key}" in legacy:
+                hyperparameters[key] = legacy[f"dcl_{key}"]
+        entries = [e for e in entries if e is main or e["loss"] != DCL]
+        if weight > 0:
+            entries.append(objective(DCL, weight, **dcl_defaults(hyperparameters)))
+    return entries
+
+
+def dcl_defaults(hyperparameters: Mapping[str, Any]) -> dict:
+    """DCL's temperature and normalisation as older configs always stored them (the loss's defaults where not
+    given), and any other hyperparameter given."""
+    params = loss_hyperparameters(DCL)
+    return {"temperature": params["temperature"].default, "normalization": params["normalization"].default,
+            **hyperparameters}
+
+
+def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = False) -> list[ContrastiveLoss]:
+    """Build every objective's loss (the registry checks names and values) and check that the off-dropout switch
+    matches the losses' inputs; returns the losses. ``loading``: a saved configuration being read, where a loss name
+    this process has not registered (a user's own loss) only warns, so the model still loads for inference."""
+    objective_names(objectives)
+    if loading:
+        unknown = [e["loss"] for e in objectives if e["loss"] not in available_losses()]
+        if unknown:
+            logger.warning("this model was trained with loss(es) %s, not registered in this process: it loads for "
+                           "inference; to train it, import the module that registers them first.", unknown)
+            return []
+    losses = [build_loss(entry["loss"], **entry["hyperparameters"]) for entry in objectives]
+    main = objectives[0]["loss"]
+    takes_nodropout = any(NO_DROPOUT_INPUT in loss.extra_inputs for loss in losses)
+    if off_dropout and not takes_nodropout:
+        raise ValueError(
+            f"off_dropout=True makes no-dropout negatives, but loss {main!r} does not use them. "
+            "Use --loss off_dropout_infonce, or turn off --off_dropout."
+        )
+    if takes_nodropout and not off_dropout:
+        raise ValueError(
+            f"loss {main!r} needs no-dropout embeddings: add --off_dropout (or use --method imsimcse)."
+        )
+    return losses
+
+
 def objective_specs(config: CSEConfig) -> list[ObjectiveSpec]:
-    """The objectives a config asks for, the main contrastive one first (read by model cards and reports)."""
-    specs = [ObjectiveSpec("contrastive", config.loss, 1.0, dict(config.loss_kwargs))]
-    if config.dcl_weight > 0:
-        specs.append(ObjectiveSpec("dcl", "dcl", config.dcl_weight,
-                                   {"temperature": config.dcl_temperature, "normalization": config.dcl_normalization}))
-    return specs
+    """The objectives a config asks for, the main contrastive one first (read by model cards and reports). A plain
+    object with only the older fields (``loss``, ``loss_kwargs``, ``dcl_*``) is read through them."""
+    objectives = getattr(config, "objectives", None)
+    if objectives is None:
+        legacy = {name: getattr(config, name) for name in LEGACY_FIELDS if hasattr(config, name)}
+        objectives = normalise_objectives([objective(legacy.get("loss", "infonce"))], legacy)
+    names = objective_names(objectives)
+    return [ObjectiveSpec(name, e["loss"], e["weight"], dict(e["hyperparameters"]))
+            for name, e in zip(names, objectives, strict=True)]
 
 
 @dataclass
@@ -43,23 +174,9 @@ class Objective:
 
 
 def build_objectives(config: CSEConfig) -> list[Objective]:
-    """The contrastive loss of the config, plus DCL when ``dcl_weight > 0``; checks they fit together."""
-    main = build_loss(config.loss, **config.loss_kwargs)
-    takes_nodropout = "z_nodropout" in main.extra_inputs
-    if config.off_dropout and not takes_nodropout:
-        raise ValueError(
-            f"off_dropout=True makes no-dropout negatives, but loss {config.loss!r} does not use them. "
-            "Use --loss off_dropout_infonce, or turn off --off_dropout."
-        )
-    if takes_nodropout and not config.off_dropout:
-        raise ValueError(
-            f"loss {config.loss!r} needs no-dropout embeddings: add --off_dropout (or use --method imsimcse)."
-        )
-    objectives = [Objective("contrastive", 1.0, main)]
-    if config.dcl_weight > 0:
-        dcl = build_loss("dcl", temperature=config.dcl_temperature, normalization=config.dcl_normalization)
-        objectives.append(Objective("dcl", config.dcl_weight, dcl))
-    return objectives
+    """The config's objectives with their losses built (checked again: a config may change after construction)."""
+    losses = check_objectives(config.objectives, config.off_dropout)
+    return [Objective(spec.name, spec.weight, loss) for spec, loss in zip(objective_specs(config), losses, strict=True)]
 
 
 def compute_objectives(
@@ -76,7 +193,7 @@ def compute_objectives(
     has_negatives = embeddings.get(HARD_NEGATIVE_INPUT) is not None
     for obj in objectives:
         extra = {k: embeddings[k] for k in obj.loss.extra_inputs if k in embeddings}
-        if has_negatives and obj.name == "contrastive":
+        if has_negatives and obj.name == MAIN_OBJECTIVE:
             if not obj.loss.takes_hard_negatives:
                 raise ValueError(hard_negative_refusal(obj.loss.name))
             extra[HARD_NEGATIVE_INPUT] = embeddings[HARD_NEGATIVE_INPUT]
@@ -84,6 +201,6 @@ def compute_objectives(
         term = obj.weight * out.loss
         total = term if total is None else total + term
         metrics[f"{obj.name}_loss"] = out.loss.detach()
-        if obj.name == "contrastive":
+        if obj.name == MAIN_OBJECTIVE:
             metrics.update(out.metrics)
     return total, metrics

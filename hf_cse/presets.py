@@ -1,7 +1,7 @@
 """The papers' main settings as named presets (``run_unsup.py --preset NAME``).
 
 A preset only supplies defaults: any flag given on the command line wins. Values are BERT-base
-settings from each paper and its authors' scripts (see ../shared/docs/methods_spec.md §0.4); the
+settings from each paper and its authors' scripts; the
 papers train on wiki1m for one epoch (DiffCSE: two) and select checkpoints on STS-B dev every
 125 steps.
 """
@@ -28,16 +28,17 @@ _COMMON = {
 PRESETS: dict[str, dict] = {
     # SimCSE unsup BERT-base (SimCSE README, run_unsup_example.sh)
     "simcse_bert": {**_COMMON, "method": "simcse", "loss": "infonce", "temperature": 0.05},
-    # GS-InfoNCE (seed 004 §4; gsInfoNCE/run.sh: M = 192 = 3 x 64, dropout 0.2 for BERT)
+    # GS-InfoNCE (Wu et al., COLING 2022, Sec. 4: M = 3 x batch = 192, batch 64; authors' run.sh: dropout 0.2 for BERT)
     "gs_infonce_bert": {**_COMMON, "method": "simcse", "loss": "gs_infonce", "temperature": 0.05,
                         "num_noise": 192, "lam": 1.0, "noise_std": 1.0, "dropout": 0.2},
-    # Focal-InfoNCE (seed 000 Table 4/5: tau 0.07 BERT-base, m 0.3)
+    # Focal-InfoNCE (Hou and Li, Findings of EMNLP 2023, Tables 4 and 5: tau 0.07 for BERT-base, m 0.3)
     "focal_infonce_bert": {**_COMMON, "method": "simcse", "loss": "focal_infonce", "temperature": 0.07, "m": 0.3},
-    # ImSimCSE (seed 003 §5.1: m 0.9, lambda 0.1, tau_DCL 5, lr 3e-5, bs 64)
+    # ImSimCSE (Xu et al., EMNLP 2023, Sec. 5.1: m 0.9, lambda 0.1, tau_DCL 5, lr 3e-5, batch 64)
     "imsimcse_bert": {**_COMMON, "method": "imsimcse", "loss": "off_dropout_infonce", "temperature": 0.05,
                       "m": 0.9, "off_dropout": True, "dcl_weight": 0.1, "dcl_temperature": 5.0},
-    # DiffCSE (seed 001 Table 12 = run_diffcse.sh: lr 7e-6, mask 0.30, lambda 0.005, 2 epochs, bs 64, BatchNorm
-    # projector; generator distilbert-base-uncased, a Hub download -- --generator_name_or_path unigram works offline)
+    # DiffCSE (Chuang et al., NAACL 2022, Table 12 = run_diffcse.sh: lr 7e-6, mask 0.30, lambda 0.005, 2 epochs,
+    # batch 64, BatchNorm projector; generator distilbert-base-uncased, a Hub download -- --generator_name_or_path
+    # unigram works offline)
     "diffcse_bert": {**_COMMON, "method": "diffcse", "loss": "infonce", "temperature": 0.05, "projector": "batchnorm",
                      "learning_rate": 7e-6, "num_train_epochs": 2, "masking_ratio": 0.30, "lambda_rtd": 0.005,
                      "generator_name_or_path": "distilbert-base-uncased"},
@@ -52,7 +53,7 @@ PRESETS: dict[str, dict] = {
     "sup_simcse_bert": {**_COMMON, "method": "simcse", "loss": "infonce", "temperature": 0.05,
                         "per_device_train_batch_size": 512, "learning_rate": 5e-5, "num_train_epochs": 3,
                         "mlp_only_train": False},
-    # Seed 002 baseline paradigm (App. A.3: bs 128, lr 1e-5, Linear head N(0, 6e-3))
+    # Gradient paradigm baseline (Li et al., ACL 2024, App. A.3: batch 128, lr 1e-5, Linear head N(0, 6e-3))
     "paradigm_bert": {**_COMMON, "method": "simcse", "loss": "paradigm", "projector": "linear",
                       "per_device_train_batch_size": 128, "learning_rate": 1e-5,
                       "temperature": 0.05, "m": 0.3, "r": 1.0},
@@ -65,14 +66,13 @@ def drop_unused_preset_values(preset: str | None, typed: set[str], loss: str, me
     infonce`` drops the preset's ``m`` instead of failing on a flag nobody gave. Returns the dropped names."""
     if preset is None:
         return []
-    from .arguments import DiffCSEArguments
+    from .arguments import method_only_flags
     from .losses import available_losses, get_loss_class, loss_hyperparameters
 
     values = PRESETS[preset]
     every_loss_flag = {name for other in available_losses() for name in loss_hyperparameters(other)}
     unused = {k for k in values if k in every_loss_flag and k not in loss_hyperparameters(loss)}
-    if method != "diffcse":
-        unused |= {k for k in values if k in DiffCSEArguments.__dataclass_fields__}
+    unused |= method_only_flags(method) & values.keys()  # e.g. DiffCSE's fields with --method simcse
     if "z_nodropout" not in get_loss_class(loss).extra_inputs:  # off-dropout negatives only feed such losses
         unused |= {"off_dropout"} & values.keys()
     dropped = sorted(unused - typed)

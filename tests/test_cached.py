@@ -25,7 +25,7 @@ from hf_cse.cached import (
 from hf_cse.data import TwoViewCollator
 from hf_cse.losses import available_losses
 from hf_cse.models import SimCSEModel
-from hf_cse.models.simcse import CSEOutput
+from hf_cse.models.base import CSEOutput
 from hf_cse.objectives import build_objectives, compute_objectives
 from hf_cse.trainer import ContrastiveTrainer
 

@@ -1,4 +1,4 @@
-"""DiffCSE (seed 001, spec §4): contrastive loss + conditional replaced-token detection."""
+"""DiffCSE (Chuang et al., NAACL 2022): contrastive loss + conditional replaced-token detection."""
 
 import math
 import random
@@ -24,7 +24,7 @@ def tok(tiny_bert_dir):
 
 
 def _model(tiny_bert_dir, tok, generator="unigram", **config):
-    model = DiffCSEModel.from_encoder(str(tiny_bert_dir), loss_kwargs={"temperature": 0.05}, **config)
+    model = DiffCSEModel.from_encoder(str(tiny_bert_dir), **{"loss_kwargs": {"temperature": 0.05}, **config})
     if generator is not None:
         model.attach_generator(generator, tok)
     return model.train()
@@ -212,8 +212,8 @@ def test_metrics_and_errors_in_training(tiny_bert_dir, tok, sentences):
 
 
 def test_works_with_other_losses_and_the_off_dropout_and_dcl_switches(tiny_bert_dir, tok, sentences):
-    model = _model(tiny_bert_dir, tok, loss="off_dropout_infonce", off_dropout=True, dcl_weight=0.1)
-    model.config.loss_kwargs = {"temperature": 0.05, "m": 0.9}
+    model = _model(tiny_bert_dir, tok, loss="off_dropout_infonce", loss_kwargs={"temperature": 0.05, "m": 0.9},
+                   off_dropout=True, dcl_weight=0.1)
     out = model(**_batch(tok, sentences[:6]))
     assert set(out.embeddings) == {"z1", "z2", "z_nodropout"} and "rtd_loss" in out.aux_losses
     loss, metrics = compute_objectives(build_objectives(model.config), out.embeddings)

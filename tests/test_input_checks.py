@@ -8,7 +8,7 @@ import torch
 from tiny_models import tiny_tokenizer
 from transformers import AutoTokenizer, GPT2Config, GPT2Model
 
-import hf_cse.models.simcse as simcse_module
+import hf_cse.models.base as base_module
 from hf_cse.data import DataError, TwoViewCollator, load_train_dataset, read_sentences, tokenize_dataset
 from hf_cse.losses import available_losses, build_loss, get_loss_class
 from hf_cse.models import DiffCSEModel, SimCSEModel
@@ -101,7 +101,7 @@ def encoder_loading_fails(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("encoder weights were loaded")
 
-    monkeypatch.setattr(simcse_module, "_load_encoder", refuse)
+    monkeypatch.setattr(base_module, "_load_encoder", refuse)
 
 
 @pytest.mark.parametrize("method", [SimCSEModel, DiffCSEModel])

@@ -121,7 +121,7 @@ def test_second_run_is_refused_and_overwrite_replaces_every_file_of_the_first(ti
     assert (out / "notes.txt").read_text() == "kept"
     info = json.loads((out / "training_info.json").read_text())
     card = (out / "sentence-transformers" / "README.md").read_text()
-    assert json.loads((out / "config.json").read_text())["loss"] == "gs_infonce"
+    assert json.loads((out / "config.json").read_text())["objectives"][0]["loss"] == "gs_infonce"
     assert info["training_args"]["max_steps"] == 2 and "gs_infonce" in card
 
 

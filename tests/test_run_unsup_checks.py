@@ -19,15 +19,16 @@ ROOT = run_unsup.__file__.rsplit("/", 1)[0]
 class ModelLoaded(Exception):
     """Raised by the patched model loader: every check before it passed."""
 
-    def __init__(self, config_kwargs):
+    def __init__(self, config_kwargs, config):
         super().__init__("model loaded")
         self.config_kwargs = config_kwargs
+        self.config = config  # the method's config the model would have been built with
 
 
 @pytest.fixture
 def no_model_load(monkeypatch):
     def refuse(cls, name_or_path, **config_kwargs):
-        raise ModelLoaded(config_kwargs)
+        raise ModelLoaded(config_kwargs, cls.config_class(**config_kwargs))
 
     monkeypatch.setattr(CSEPreTrainedModel, "from_encoder", classmethod(refuse))
     monkeypatch.setattr(run_unsup, "tokenize_dataset", lambda *a, **k: pytest.fail("data were tokenized"))
@@ -111,8 +112,8 @@ def test_preset_values_the_chosen_loss_or_method_does_not_take_are_dropped(
     with pytest.raises(ModelLoaded) as loaded, caplog.at_level(logging.INFO, logger="run_unsup"):
         run_unsup.main(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", preset,
                              "--senteval_data_dir", str(senteval_dir), *extra))
-    kwargs = loaded.value.config_kwargs
-    assert {k: kwargs.get(k) for k in expected} == expected
+    kwargs, config = loaded.value.config_kwargs, loaded.value.config
+    assert {k: getattr(config, k) for k in expected} == expected
     assert not {"masking_ratio", "lambda_rtd"} & set(kwargs)
     if preset != "simcse_bert":
         assert f"--preset {preset}: dropped" in caplog.text

@@ -18,7 +18,7 @@ The data set's text columns are the views, in order:
 
 Losses that need no-dropout embeddings (``off_dropout_infonce``, ImSimCSE) get them from one more forward of
 the first column with every module of the model in eval mode (gradients flow through it, as in
-:meth:`hf_cse.models.simcse.CSEPreTrainedModel.no_dropout_embeddings`).
+:meth:`hf_cse.models.base.CSEPreTrainedModel.no_dropout_embeddings`).
 
 Across processes the embeddings are all-gathered with gradients before the loss (hf_cse's
 :func:`~hf_cse.distributed.gather_with_grad`, as its trainer does): each process computes the loss of the

@@ -168,6 +168,7 @@ def _summary(config, papers, embedding_dim: int, base_label: str) -> str:
 
 def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
     enc = config.encoder_config
+    enc = enc if isinstance(enc, Mapping) else enc.to_dict()
     rows = [
         ("Base encoder", base_label),
         ("Architecture", fmt(enc.get("model_type"))),

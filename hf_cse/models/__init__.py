@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from transformers import AutoConfig, AutoModel
 
+from .base import CSEOutput, CSEPreTrainedModel
 from .config import CSEConfig
 from .diffcse import DiffCSEConfig, DiffCSEModel
 from .imsimcse import ImSimCSEConfig, ImSimCSEModel
 from .pooling import POOLERS, pool
-from .simcse import CSEOutput, CSEPreTrainedModel, SimCSEConfig, SimCSEModel
+from .simcse import SimCSEConfig, SimCSEModel
 
 METHODS: dict[str, type[CSEPreTrainedModel]] = {
     "simcse": SimCSEModel,

@@ -3,13 +3,24 @@ so ``from_pretrained`` rebuilds it exactly."""
 
 from __future__ import annotations
 
+import contextvars
+import copy
+from collections.abc import Mapping
 from dataclasses import field
-from typing import Any
+from typing import Any, Literal
 
 from transformers import AutoConfig, PretrainedConfig
+from transformers.configuration_utils import SubConfigSpec
 
+from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .heads import PROJECTORS
-from .pooling import check_pooler
+from .pooling import POOLERS, applies_projector, check_pooler
+
+PoolerName = Literal[POOLERS]  # type: ignore[valid-type]  # the names are kept once, in pooling.POOLERS
+ProjectorName = Literal[PROJECTORS]  # type: ignore[valid-type]
+
+# Set while a saved configuration is read (from_dict): see CSEConfig.from_dict.
+_LOADING = contextvars.ContextVar("hf_cse_loading_config", default=False)
 
 # Config keys of the wrapped encoder that carry dropout, per architecture family.
 _DROPOUT_KEYS = {
@@ -18,7 +29,7 @@ _DROPOUT_KEYS = {
 }
 
 
-def is_decoder_only(encoder_config: dict) -> bool:
+def is_decoder_only(encoder_config: PretrainedConfig | None) -> bool:
     """Whether the encoder attends causally (GPT-2, Llama...): a causal-LM family with no masked-LM head, or a
     config flagged ``is_decoder``."""
     from transformers.models.auto.modeling_auto import (
@@ -26,106 +37,135 @@ def is_decoder_only(encoder_config: dict) -> bool:
         MODEL_FOR_MASKED_LM_MAPPING_NAMES,
     )
 
-    model_type = encoder_config.get("model_type")
-    if encoder_config.get("is_decoder"):
+    if encoder_config is None:
+        return False
+    model_type = encoder_config.model_type
+    if getattr(encoder_config, "is_decoder", False):
         return True
     return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
 class CSEConfig(PretrainedConfig):
-    r"""Shared configuration of hf_cse models.
+    r"""Shared configuration of hf_cse models: every field says what it means in its ``metadata["help"]`` (read by
+    the command line of ``run_unsup.py`` and by the model card).
 
-    Args:
-        encoder_config: ``to_dict()`` of the wrapped encoder's config (BERT, RoBERTa, DistilBERT, MiniLM...).
-        pooler_type: how the training embedding is read off the encoder (see ``hf_cse.models.pooling``).
-        projector: training-time head on the pooled vector: ``"mlp"`` (SimCSE Linear+tanh), ``"linear"``
-            (seed 002, N(0, 6e-3) init), ``"batchnorm"`` (DiffCSE App. A), ``"none"``.
-        mlp_only_train: use the projector in training only; test embeddings are the raw pooled vector
-            (SimCSE's ``--mlp_only_train``; what the five papers report for unsupervised models).
-        loss: registry name of the contrastive loss (``hf_cse.losses.available_losses()``).
-        loss_kwargs: its hyperparameters.
-        dropout: if set, overrides the encoder's hidden and attention dropout (GS-InfoNCE's code uses
-            0.2 for BERT; the papers otherwise keep the encoder's 0.1).
-        off_dropout: ImSimCSE off-dropout sampling: a third encoder pass with dropout off gives
-            ``z_nodropout`` for the negatives of ``off_dropout_infonce`` (seed 003 §3).
-        off_dropout_grad: let gradients flow through that pass (the authors' code: yes).
-        dcl_weight: weight lambda of the dimension-wise contrastive loss (seed 003 §4.3); 0 disables it.
-        dcl_temperature, dcl_normalization: its tau_DCL and normalisation (see the ``dcl`` loss).
-        fast_dropout: draw the encoder's CPU dropout masks 16 random bits per element instead of torch's
-            per-element ``bernoulli_`` (same distribution up to p +- 7.7e-6; ~1.2x faster CPU training steps;
-            no effect on CUDA). See ``hf_cse.models.fast_dropout``.
+    Objectives are data: ``objectives`` lists the registry losses the model trains with (see
+    :mod:`hf_cse.objectives`), checked by the registry when the configuration is created. The fields of older
+    configs -- ``loss``, ``loss_kwargs``, ``dcl_weight``, ``dcl_temperature``, ``dcl_normalization`` -- are still
+    accepted (as keywords and in config.json) and converted; they remain readable as properties.
     """
 
     model_type = "hf_cse"
     method = "base"
+    # the wrapped encoder's configuration is a sub-configuration, as in transformers' composite models: a config
+    # object in memory (its class picked by its model_type), a dict in config.json
+    sub_configs_defaults = {"encoder_config": SubConfigSpec(AutoConfig, model_type="bert", optional=True)}
 
-    # Fields (transformers >= 5 configs are dataclasses: subclasses only change defaults).
-    encoder_config: dict = field(default_factory=dict)
-    pooler_type: str = "cls"
-    projector: str = "mlp"
-    mlp_only_train: bool = True
-    loss: str = "infonce"
-    loss_kwargs: dict = field(default_factory=dict)
-    dropout: float | None = None
-    off_dropout: bool = False
-    off_dropout_grad: bool = True
-    dcl_weight: float = 0.0
-    dcl_temperature: float = 5.0
-    dcl_normalization: str = "code"
-    base_encoder: str | None = None
-    fast_dropout: bool = True
+    # Fields (transformers >= 5 configs are dataclasses: subclasses only change defaults or add fields).
+    encoder_config: PretrainedConfig | None = field(default=None, metadata={
+        "help": "configuration of the wrapped encoder"})
+    pooler_type: PoolerName = field(default="cls", metadata={"help": "training pooler"})
+    projector: ProjectorName = field(default="mlp", metadata={
+        "help": "training-time head on the pooled vector: mlp (SimCSE's Linear+tanh), linear (N(0, 6e-3) init, "
+                "the paradigm paper's), batchnorm (DiffCSE's, App. A), none"})
+    mlp_only_train: bool = field(default=True, metadata={
+        "help": "head used in training only (test embedding = pooled vector; the papers' unsupervised setting)"})
+    objectives: list[dict] = field(default_factory=lambda: [objective("infonce")], metadata={
+        "help": "training objectives: registry loss, weight and hyperparameters of each, the main contrastive "
+                "one first"})
+    dropout: float | None = field(default=None, metadata={
+        "help": "encoder dropout override (not set = the encoder's own; GS-InfoNCE's code uses 0.2 for BERT)"})
+    off_dropout: bool = field(default=False, metadata={
+        "help": "ImSimCSE off-dropout negatives: a third, dropout-free pass gives the negatives of "
+                "off_dropout_infonce"})
+    off_dropout_grad: bool = field(default=True, metadata={"help": "gradients through the dropout-free pass"})
+    base_encoder: str | None = field(default=None, metadata={"help": "encoder the training started from"})
+    fast_dropout: bool = field(default=True, metadata={
+        "help": "CPU dropout masks from 16 random bits per element (same distribution up to p +- 7.7e-6, ~1.2x "
+                "faster CPU steps; no effect on GPU); false = torch's dropout"})
 
     def __post_init__(self, **kwargs):
         kwargs.pop("method", None)  # written by to_dict for readers of config.json; the class decides
-        super().__post_init__(**kwargs)
-        self.encoder_config = dict(self.encoder_config or {})
-        self.loss_kwargs = dict(self.loss_kwargs or {})
+        legacy = {name: kwargs.pop(name) for name in LEGACY_FIELDS if name in kwargs}
+        if isinstance(self.encoder_config, Mapping):  # config.json, or a dict given by hand
+            if not self.encoder_config:
+                self.encoder_config = None  # configs made without an encoder (e.g. to read a method's defaults)
+            elif "model_type" not in self.encoder_config:
+                raise ValueError("encoder_config has no model_type; build the model with from_encoder(...).")
+        super().__post_init__(**kwargs)  # builds the encoder's config object (sub_configs_defaults)
+        self.objectives = normalise_objectives(self.objectives, legacy)
         check_pooler(self.pooler_type)
         if self.projector not in PROJECTORS:
             raise ValueError(f"Unknown projector {self.projector!r}. Valid projectors: {', '.join(PROJECTORS)}.")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}.")
-        if self.dcl_weight < 0:
-            raise ValueError(f"dcl_weight must be >= 0, got {self.dcl_weight}.")
         if self.pooler_type in ("cls", "cls_before_pooler") and is_decoder_only(self.encoder_config):
             raise ValueError(
                 f"pooler {self.pooler_type!r} reads the first token, which a causal (decoder-only) encoder "
-                f"such as {self.encoder_config.get('model_type')!r} computes without seeing the rest of the "
+                f"such as {self.encoder_config.model_type!r} computes without seeing the rest of the "
                 "sentence. Use --pooler_type avg."
             )
+        check_objectives(self.objectives, self.off_dropout, loading=_LOADING.get())
 
-    def check_objectives(self) -> None:
-        """Raise the loss's own ``ValueError`` if ``loss`` / ``loss_kwargs`` / DCL / off-dropout do not make a
-        valid objective. Called by ``from_encoder`` (before any weights load), not at construction: a saved
-        model must still load for inference where its (possibly user-registered) loss is unavailable."""
-        from ..objectives import build_objectives  # objectives imports this module
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):
+        """A saved configuration: a loss this process has not registered only warns (the model loads for
+        inference; training it needs the loss registered)."""
+        token = _LOADING.set(True)
+        try:
+            return super().from_dict(config_dict, **kwargs)
+        finally:
+            _LOADING.reset(token)
 
-        build_objectives(self)
+    # ----------------------------------------------------------------- fields of older configs, read-only
+    @property
+    def loss(self) -> str:
+        """Registry name of the main contrastive loss."""
+        return self.objectives[0]["loss"]
+
+    @property
+    def loss_kwargs(self) -> dict:
+        """Hyperparameters given for the main contrastive loss."""
+        return dict(self.objectives[0]["hyperparameters"])
+
+    def _dcl(self) -> dict | None:
+        return next((e for e in self.objectives[1:] if e["loss"] == DCL), None)
+
+    @property
+    def dcl_weight(self) -> float:
+        """Weight of the dimension-wise contrastive objective (0 = none)."""
+        dcl = self._dcl()
+        return dcl["weight"] if dcl else 0.0
+
+    @property
+    def dcl_temperature(self) -> float:
+        return dcl_defaults((self._dcl() or {}).get("hyperparameters", {}))["temperature"]
+
+    @property
+    def dcl_normalization(self) -> str:
+        return dcl_defaults((self._dcl() or {}).get("hyperparameters", {}))["normalization"]
 
     @property
     def hidden_size(self) -> int:  # type: ignore[override]
-        """The encoder's output size, under whatever name its config uses (``dim``, GPT-2's ``n_embd``...)."""
-        enc = self.encoder_config
-        if "model_type" not in enc:  # not built by from_encoder: read the common names
-            return int(enc.get("hidden_size", enc.get("dim", 0)))
-        return int(self.build_encoder_config().hidden_size)
+        """The encoder's output size, under whatever name its config uses (``dim``, GPT-2's ``n_embd``...; 0 for a
+        config without an encoder)."""
+        return 0 if self.encoder_config is None else int(self.encoder_config.hidden_size)
 
     @property
     def test_pooler(self) -> str:
         """The pooler used for evaluation and export: raw [CLS] for unsup CLS models with mlp_only_train."""
-        if self.pooler_type == "cls" and (self.mlp_only_train or self.projector == "none"):
+        if applies_projector(self.pooler_type) and (self.mlp_only_train or self.projector == "none"):
             return "cls_before_pooler"
         return self.pooler_type
 
     def build_encoder_config(self) -> PretrainedConfig:
-        """The wrapped encoder's config, with the dropout override applied."""
-        if "model_type" not in self.encoder_config:
-            raise ValueError("encoder_config has no model_type; build the model with from_encoder(...).")
-        enc = dict(self.encoder_config)
-        model_type = enc.pop("model_type")
-        cfg = AutoConfig.for_model(model_type, **enc)
+        """A copy of the wrapped encoder's config for building the encoder, with the dropout override applied
+        (``encoder_config`` itself keeps the encoder's own values)."""
+        if self.encoder_config is None:
+            raise ValueError("this config has no encoder_config; build the model with from_encoder(...).")
+        cfg = copy.deepcopy(self.encoder_config)
         if self.dropout is not None:
-            for key in _DROPOUT_KEYS.get(model_type, _DROPOUT_KEYS["default"]):
+            for key in _DROPOUT_KEYS.get(cfg.model_type, _DROPOUT_KEYS["default"]):
                 setattr(cfg, key, self.dropout)
         return cfg
 

@@ -1,4 +1,4 @@
-"""DiffCSE (Chuang et al., NAACL 2022; seed 001, spec §4): contrastive learning + conditional ELECTRA.
+"""DiffCSE (Chuang et al., NAACL 2022): contrastive learning + conditional ELECTRA (DiffCSE, Sec. 3).
 
     L = L_contrast + lambda * L_RTD
 
@@ -22,8 +22,8 @@ model is built; they are never parameters of the model and never saved with it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -32,48 +32,52 @@ from transformers import PreTrainedModel
 
 from ..masking import EDIT_OPERATIONS
 from ..references import DIFFCSE, SIMCSE
-from .config import CSEConfig
+from .base import CSEOutput, CSEPreTrainedModel, build_encoder
+from .config import CSEConfig, ProjectorName
 from .generators import GENERATOR_FILLS, UNIGRAM, Generator, GeneratorError, load_generator
-from .simcse import CSEOutput, CSEPreTrainedModel, build_encoder
 
 RTD_REDUCTIONS = ("mean", "sum")
 DISCRIMINATOR_INITS = ("encoder", "random")
+# choices as types (the names are kept once, in the tuples)
+EditOperation = Literal[EDIT_OPERATIONS]  # type: ignore[valid-type]
+GeneratorFill = Literal[GENERATOR_FILLS]  # type: ignore[valid-type]
+RTDReduction = Literal[RTD_REDUCTIONS]  # type: ignore[valid-type]
+DiscriminatorInit = Literal[DISCRIMINATOR_INITS]  # type: ignore[valid-type]
 
 
 class DiffCSEConfig(CSEConfig):
-    r"""Configuration of :class:`DiffCSEModel` (CSEConfig fields plus the RTD task).
-
-    Args:
-        projector: default ``"batchnorm"`` (App. A ``ProjectionMLP``); ``"mlp"`` is Table 5's "w/o BN".
-        lambda_rtd: weight lambda of L_RTD (paper STS setting 0.005; transfer 0.05).
-        masking_ratio: share of tokens edited (0.30 BERT, 0.20 RoBERTa; Table 7).
-        edit_operation: ``"replace"`` (the paper's), ``"insert"`` or ``"delete"`` (Table 4); see ``hf_cse.masking``.
-        generator_name_or_path: the generator used for training (a record; the generator itself is attached with
-            ``model.attach_generator``): a masked LM (paper: ``distilbert-base-uncased``) or ``"unigram"``.
-        generator_sampling: sample from the generator instead of argmax (paper text: sampling; code: argmax).
-        generator_train_mode: run the generator with dropout on (authors' code, spec §17 #4); default off.
-        generator_fill: ``"all"`` = the generator's token at every position (authors' code), ``"masked"`` = only
-            at [MASK] positions (ELECTRA). Insert always fills the inserted tokens only.
-        rtd_reduction: ``"mean"`` over all 2B*L positions incl. [CLS] and padding (authors' code; lambda was tuned
-            for it) or ``"sum"`` (the paper's formula).
-        rtd_ignore_pad: leave padding positions out of L_RTD (paper: sum over real tokens = sum + ignore_pad).
-        discriminator_init: ``"encoder"`` = same pretrained checkpoint as the encoder (paper), ``"random"``.
-    """
+    r"""Configuration of :class:`DiffCSEModel`: the :class:`CSEConfig` fields plus the replaced-token-detection (RTD)
+    task; each field's ``metadata["help"]`` says what it means. Defaults are the paper's BERT STS setting."""
 
     model_type = "hf_cse_diffcse"
     method = "diffcse"
 
-    projector: str = "batchnorm"
-    lambda_rtd: float = 0.005
-    masking_ratio: float = 0.30
-    edit_operation: str = "replace"
-    generator_name_or_path: str | None = None
-    generator_sampling: bool = False
-    generator_train_mode: bool = False
-    generator_fill: str = "all"
-    rtd_reduction: str = "mean"
-    rtd_ignore_pad: bool = False
-    discriminator_init: str = "encoder"
+    projector: ProjectorName = field(default="batchnorm", metadata={
+        "help": "training-time head on the pooled vector: batchnorm (DiffCSE's ProjectionMLP, App. A), mlp (Table 5's "
+                "'w/o BN'), linear, none"})
+    lambda_rtd: float = field(default=0.005, metadata={
+        "help": "DiffCSE: weight lambda of the RTD loss (paper: 0.005 for STS, 0.05 for transfer)"})
+    masking_ratio: float = field(default=0.30, metadata={
+        "help": "DiffCSE: share of tokens edited (0.30 BERT, 0.20 RoBERTa; Table 7)"})
+    edit_operation: EditOperation = field(default="replace", metadata={
+        "help": "DiffCSE: how sentences are edited: replace (the paper's), insert, delete (Table 4)"})
+    generator_name_or_path: str | None = field(default=None, metadata={
+        "help": "DiffCSE generator: a masked LM (paper: distilbert-base-uncased / distilroberta-base) or 'unigram' "
+                "(no weights; departs from the paper); attached after the model is built, never saved with it "
+                "(run_unsup.py: unigram when not given)"})
+    generator_sampling: bool = field(default=False, metadata={
+        "help": "DiffCSE: sample the generator's tokens instead of argmax (paper text: sampling; code: argmax)"})
+    generator_train_mode: bool = field(default=False, metadata={
+        "help": "DiffCSE: run the generator with dropout on (as the authors' code does)"})
+    generator_fill: GeneratorFill = field(default="all", metadata={
+        "help": "DiffCSE: generator tokens at every position (all, the authors' code) or only at [MASK] positions "
+                "(masked, ELECTRA); insert edits always fill the inserted tokens only"})
+    rtd_reduction: RTDReduction = field(default="mean", metadata={
+        "help": "DiffCSE: L_RTD as the mean over all positions incl. [CLS] and padding (mean, the authors' code; "
+                "lambda was tuned for it) or the sum of the paper's formula (sum)"})
+    rtd_ignore_pad: bool = field(default=False, metadata={"help": "DiffCSE: leave padding positions out of L_RTD"})
+    discriminator_init: DiscriminatorInit = field(default="encoder", metadata={
+        "help": "DiffCSE: discriminator starts from the encoder's checkpoint (encoder, the paper) or at random"})
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -113,8 +117,8 @@ class DiffCSEModel(CSEPreTrainedModel):
 
     config_class = DiffCSEConfig
 
-    def __init__(self, config: DiffCSEConfig):
-        super().__init__(config)
+    def __init__(self, config: DiffCSEConfig, encoder: PreTrainedModel | None = None):
+        super().__init__(config, encoder)
         self.discriminator = build_encoder(config)
         self.rtd_head = nn.Linear(config.hidden_size, 2)  # ELECTRA head: replaced vs original
         if not hasattr(self.discriminator, "embeddings"):
@@ -198,7 +202,7 @@ class DiffCSEModel(CSEPreTrainedModel):
 
     # ----------------------------------------------------------------- RTD
     def _condition_on_h(self, module, args, output):
-        """Forward hook on ``discriminator.embeddings``: position 0 of its output becomes h (spec §4.2)."""
+        """Forward hook on ``discriminator.embeddings``: position 0 of its output becomes h (DiffCSE, Sec. 3)."""
         h = self._rtd_condition
         if h is None:  # the discriminator used on its own
             return None

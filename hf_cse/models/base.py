@@ -1,0 +1,227 @@
+"""The base class of every method model: encoder wrapping, pooling, projector, test-time embeddings and the
+off-dropout pass (:class:`CSEPreTrainedModel`), and what a method model hands the trainer (:class:`CSEOutput`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModel, PreTrainedModel
+from transformers.utils import logging as hf_logging
+
+from ..encoders import takes_token_type_ids, without_pooler_kwargs
+from ..references import Paper
+from .config import CSEConfig
+from .fast_dropout import install_fast_dropout
+from .heads import SmallInitLinear, build_projector
+from .modes import eval_mode
+from .pooling import applies_projector, needs_hidden_states, pool
+
+
+@dataclass
+class CSEOutput:
+    """What a method model hands the trainer for one batch.
+
+    embeddings: tensors the losses need, gathered across processes by the trainer
+        (``z1``, ``z2`` = projector outputs of the two dropout views -- or of anchor and positive with pair
+        data --, ``z_neg`` of the hard negatives with triplet data, ``z_nodropout`` with off-dropout).
+    aux_losses: weighted per-process loss terms already computed by the model (e.g. DiffCSE's RTD).
+    metrics: floats to log.
+    """
+
+    embeddings: dict[str, torch.Tensor] | None = None
+    aux_losses: dict[str, torch.Tensor] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _encoder_class(encoder_config) -> type | None:
+    """The ``AutoModel`` class of an encoder config, or None where it is not known yet (custom code not loaded)."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    try:
+        return MODEL_MAPPING[type(encoder_config)]
+    except KeyError:
+        return None
+
+
+def _load_encoder(name_or_path: str, config, **kwargs) -> PreTrainedModel:
+    """The pretrained encoder, in fp32 and without BERT's pretrained pooler layer (SimCSE trains without it)."""
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the dropped BERT pooler is expected, not worth a load report
+    kwargs = {"config": config, "dtype": torch.float32, **kwargs}
+    try:
+        encoder_class = _encoder_class(config)
+        if encoder_class is not None:
+            return AutoModel.from_pretrained(name_or_path, **without_pooler_kwargs(encoder_class), **kwargs)
+        try:  # custom code, whose class is known only once loaded: try the pooler flag, as BERT-like models take it
+            return AutoModel.from_pretrained(name_or_path, add_pooling_layer=False, **kwargs)
+        except TypeError:
+            return AutoModel.from_pretrained(name_or_path, **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def build_encoder(config: CSEConfig) -> PreTrainedModel:
+    """A freshly initialised encoder of ``config.encoder_config`` without BERT's pooler layer (SimCSE's and
+    DiffCSE's discriminator's), with the fast CPU dropout when ``config.fast_dropout``."""
+    enc_cfg = config.build_encoder_config()
+    encoder_class = _encoder_class(enc_cfg)
+    encoder = AutoModel.from_config(enc_cfg, **(without_pooler_kwargs(encoder_class) if encoder_class else {}))
+    if config.fast_dropout:
+        install_fast_dropout(encoder)
+    return encoder
+
+
+class CSEPreTrainedModel(PreTrainedModel):
+    """Shared machinery: encoder wrapping, pooling, projector, test-time embeddings, off-dropout pass."""
+
+    config_class = CSEConfig
+    base_model_prefix = "cse"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _no_split_modules: list[str] = []
+    #: the papers that define the method (:mod:`hf_cse.references`), its own first; model cards cite these
+    references: tuple[Paper, ...] = ()
+
+    def __init__(self, config: CSEConfig, encoder: PreTrainedModel | None = None):
+        """``encoder``: a loaded encoder to wrap (:meth:`from_encoder`); None builds a fresh one from the config
+        (``from_pretrained`` then loads the saved weights into it)."""
+        super().__init__(config)
+        if encoder is None:
+            encoder = build_encoder(config)
+        elif config.fast_dropout:
+            install_fast_dropout(encoder)
+        self.encoder = encoder
+        self.projector = build_projector(config.projector, config.hidden_size)
+        self.post_init()  # initialises the new modules only: the loaded encoder is flagged initialised
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_encoder(cls, name_or_path: str, trust_remote_code: bool = False,
+                     **config_kwargs: Any) -> "CSEPreTrainedModel":
+        """Build a fresh method model around a plain pretrained encoder (local folder or Hub id).
+
+        ``config_kwargs`` are fields of the method's config (pooler_type, projector, objectives...; the older
+        loss, loss_kwargs, dcl_* are accepted too). Sentence-transformers folders work too: their transformer
+        weights sit at the top level. ``trust_remote_code``: allow an encoder whose code ships with its checkpoint
+        (transformers' flag, off by default); its classes are then registered with ``AutoConfig``/``AutoModel``
+        for this process.
+        """
+        remote = {"trust_remote_code": True} if trust_remote_code else {}
+        enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
+        if trust_remote_code:
+            AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
+        # the config checks its objectives with the loss registry: a bad loss or value fails here, before any weights
+        config = cls.config_class(encoder_config=enc_config, **config_kwargs)
+        encoder = _load_encoder(name_or_path, config.build_encoder_config(), **remote)
+        if trust_remote_code:  # so that build_encoder (from_pretrained, DiffCSE's discriminator) finds the class
+            AutoModel.register(type(enc_config), type(encoder), exist_ok=True)
+        encoder.config._name_or_path = str(name_or_path)
+        config.base_encoder = str(name_or_path)
+        return cls(config, encoder=encoder.train())  # a fresh model trains: from_pretrained left it in eval mode
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = float(getattr(self.config.encoder_config, "initializer_range", 0.02))
+        if isinstance(module, SmallInitLinear):
+            nn.init.normal_(module.weight, std=module.init_std)
+            nn.init.normal_(module.bias, std=module.init_std)
+        elif isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+            if module.padding_idx is not None:
+                module.weight.data[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.BatchNorm1d):
+            module.reset_parameters()
+
+    @classmethod
+    def collator(cls, tokenizer, config: CSEConfig):
+        """The data collator this method trains with (two views of each sentence)."""
+        from ..data import TwoViewCollator
+
+        return TwoViewCollator(tokenizer)
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.encoder.get_input_embeddings()
+
+    def transformer_encoders(self) -> list[PreTrainedModel]:
+        """Every transformers encoder this method trains (DiffCSE adds its discriminator)."""
+        return [self.encoder]
+
+    def enable_activation_checkpointing(self) -> None:
+        """Activation (gradient) checkpointing inside every encoder; the wrapper itself has no layers to
+        checkpoint. Under the name the installed transformers has (5: ``activation_checkpointing_enable``)."""
+        for encoder in self.transformer_encoders():
+            enable = getattr(encoder, "activation_checkpointing_enable", None) or encoder.gradient_checkpointing_enable
+            enable()
+
+    # ----------------------------------------------------------------- embeddings
+    def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
+        pooler = pooler or self.config.pooler_type
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None and takes_token_type_ids(self.encoder.config):
+            kwargs["token_type_ids"] = token_type_ids
+        out = self.encoder(**kwargs, output_hidden_states=needs_hidden_states(pooler), return_dict=True)
+        return pool(pooler, attention_mask, out.last_hidden_state, out.hidden_states)
+
+    def sentence_embedding(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
+        """Test-time embeddings ``(B, H)``. ``pooler=None`` uses ``config.test_pooler``; whether the trained
+        projector is applied is :func:`hf_cse.models.pooling.applies_projector`'s rule (``"cls"`` only)."""
+        pooler = pooler or self.config.test_pooler
+        emb = self._encode(input_ids, attention_mask, token_type_ids, pooler)
+        if applies_projector(pooler) and self.projector is not None:
+            emb = self.projector(emb)
+        return emb
+
+    def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
+        """Every view from ONE flattened forward of ``N * views`` rows, as in SimCSE: two dropout views of
+        a sentence, or (pair / triplet data, :class:`hf_cse.data.PairCollator`) anchor, positive[, negative].
+
+        Returns ``(cls, z)`` with ``cls`` the pooled vectors ``(N, views, H)`` and ``z`` their projections.
+        """
+        if input_ids.dim() != 3:
+            raise ValueError(
+                "training batches must have input_ids of shape (batch, views, length); "
+                f"got {tuple(input_ids.shape)}. Use hf_cse.data.TwoViewCollator."
+            )
+        n, views, length = input_ids.shape
+        flat = lambda t: None if t is None else t.reshape(n * views, length)  # noqa: E731
+        pooled = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids))
+        z = self.projector(pooled) if self.projector is not None else pooled
+        return pooled.view(n, views, -1), z.view(n, views, -1)
+
+    def no_dropout_embeddings(self, input_ids, attention_mask, token_type_ids=None):
+        """ImSimCSE's third pass: the un-duplicated batch with dropout off, through the projector."""
+        with eval_mode(self.encoder), torch.set_grad_enabled(self.config.off_dropout_grad and torch.is_grad_enabled()):
+            pooled = self._encode(input_ids, attention_mask, token_type_ids)
+            return self.projector(pooled) if self.projector is not None else pooled
+
+    # ----------------------------------------------------------------- training forward
+    def forward(self, input_ids, attention_mask, token_type_ids=None, **kwargs) -> CSEOutput:
+        unused = set(kwargs) - {"return_dict", "num_items_in_batch"}
+        if unused:
+            raise ValueError(f"{type(self).__name__}.forward got unexpected inputs {sorted(unused)}.")
+        if input_ids.dim() == 3 and input_ids.shape[1] not in (2, 3):
+            raise ValueError(f"training batches hold 2 views (two dropout views, or anchor and positive) or 3 "
+                             f"(anchor, positive, hard negative); got {input_ids.shape[1]}.")
+        _, z = self.two_view_embeddings(input_ids, attention_mask, token_type_ids)
+        embeddings = {"z1": z[:, 0], "z2": z[:, 1]}
+        if z.shape[1] == 3:  # triplets: the hard negatives (supervised SimCSE)
+            embeddings["z_neg"] = z[:, 2]
+        metrics: dict[str, float] = {}
+        if self.config.off_dropout:
+            timed = not torch.compiler.is_compiling()  # a clock read inside a compiled graph is a graph break
+            start = time.perf_counter() if timed else 0.0
+            tt = None if token_type_ids is None else token_type_ids[:, 0]
+            embeddings["z_nodropout"] = self.no_dropout_embeddings(input_ids[:, 0], attention_mask[:, 0], tt)
+            if timed:
+                metrics["off_dropout_seconds"] = time.perf_counter() - start
+        return CSEOutput(embeddings=embeddings, metrics=metrics)
