@@ -197,3 +197,12 @@ def test_loss_summary_is_the_docstring_line_without_its_reference(monkeypatch):
     assert loss_summary("smoothed_for_test") == "`a (b) + c` of two views, smoothed"  # code spans stay whole
     assert loss_summary("plain_for_test") == "dimension-wise loss over features"  # continues a card sentence
     assert loss_summary("not_a_registered_loss") == ""
+
+
+def test_a_paper_without_published_code_gets_no_empty_code_link():
+    from hf_cse.model_card.sections import method_section
+
+    no_code = dataclasses.replace(SIMCSE, code="")
+    text = method_section(config_for("simcse"), [no_code])
+    assert "[code]" not in text and f"([paper]({SIMCSE.url}))" in text
+    assert f"[code]({SIMCSE.code})" in method_section(config_for("simcse"), [SIMCSE])

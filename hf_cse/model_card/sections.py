@@ -125,8 +125,8 @@ def method_section(config, papers: list[Paper], pair_data: Mapping[str, Any] | N
     from ..objectives import objective_specs
 
     main = papers[0]
-    lines = [f"**{main.name}** — {', '.join(main.authors)}, *{main.title}*, {main.venue} "
-             f"([paper]({main.url}), [code]({main.code}))."]
+    code = f", [code]({main.code})" if main.code else ""  # a paper whose authors published no code
+    lines = [f"**{main.name}** — {', '.join(main.authors)}, *{main.title}*, {main.venue} ([paper]({main.url}){code})."]
     specs = objective_specs(config)
     lines += ["", "Training objective" + (f": the weighted sum of {len(specs)} objectives." if len(specs) > 1 else ":")]
     for spec in specs:
