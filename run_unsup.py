@@ -42,6 +42,7 @@ from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
 from hf_cse.models import get_method
+from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.output_dir import OutputDirArguments, prepare_output_dir
 from hf_cse.plots import CURVES_FILE, plot_training_curves
 from hf_cse.precision import PrecisionArguments, describe, training_flags
@@ -109,6 +110,18 @@ def parse_args(argv: list[str]):
     precision_args = next(p for p in parsed if isinstance(p, PrecisionArguments))
     precision_args.precision, precision_args.reason = precision, why  # what will run, and why
     return (*parsed, typed)
+
+
+def record_in_objectives_form(record: dict) -> dict:
+    """A run record (``hf_cse_run.json``) written before objectives were a list -- with ``loss``, ``loss_kwargs`` and
+    the ``dcl_*`` settings, absent ones meaning the method's defaults -- in today's form, through the config's own
+    conversion of those fields, so that relaunching such an interrupted run resumes it."""
+    if "objectives" in record or "loss" not in record:
+        return record
+    legacy = {k: v for k, v in record.items() if k in LEGACY_FIELDS and v is not None}
+    record = {k: v for k, v in record.items() if k not in LEGACY_FIELDS}
+    config = get_method(record.get("method", "simcse")).config_class(**legacy)
+    return {**record, "objectives": config.objectives}
 
 
 def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset,
@@ -191,7 +204,8 @@ def main(argv: list[str] | None = None) -> None:
         resume_from = prepare_output_dir(training_args.output_dir, settings,
                                          overwrite=output_args.overwrite_output_dir, encoder=encoder,
                                          resume_from_checkpoint=training_args.resume_from_checkpoint,
-                                         is_main_process=training_args.process_index == 0)
+                                         is_main_process=training_args.process_index == 0,
+                                         read_record=record_in_objectives_form)
 
     logger.info("precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
 

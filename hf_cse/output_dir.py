@@ -18,6 +18,7 @@ import fnmatch
 import json
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,10 +85,12 @@ def check_not_encoder_folder(output_dir: Path, encoder: str | None) -> None:
 
 
 def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool = False, encoder: str | None = None,
-                       resume_from_checkpoint: str | None = None, is_main_process: bool = True) -> str | None:
+                       resume_from_checkpoint: str | None = None, is_main_process: bool = True,
+                       read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> str | None:
     """Apply the policy of the module doc before anything is loaded; returns the checkpoint to resume from (or
     ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when
-    the recorded ones are equal. Only the main process removes or writes files."""
+    the recorded ones are equal. ``read_record`` brings a record written by an older hf_cse to today's form of the
+    same settings (so its interrupted run still resumes). Only the main process removes or writes files."""
     out = Path(output_dir).expanduser()
     if out.exists() and not out.is_dir():
         raise InputError(f"--output_dir {output_dir} is a file; give a folder path (new or holding this run).")
@@ -118,7 +121,8 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
         resume = get_last_checkpoint(str(out))
         record = out / RUN_RECORD_FILE
         if resume is not None and record.is_file():
-            changed = _differences(json.loads(record.read_text(encoding="utf-8")), settings)
+            recorded = json.loads(record.read_text(encoding="utf-8"))
+            changed = _differences(_json_safe(read_record(recorded)) if read_record else recorded, settings)
             if changed:
                 raise InputError(f"--output_dir {out} holds checkpoints of a run with other settings "
                                  f"({'; '.join(changed[:3])}). Use the same settings to resume it, choose another "

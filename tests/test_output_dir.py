@@ -55,6 +55,40 @@ def test_checkpoints_of_a_run_with_other_settings_are_refused(tmp_path):
         prepare_output_dir(tmp_path, {**SETTINGS, "loss": "gs_infonce"})
 
 
+# the settings an ImSimCSE run recorded before objectives were a list (written by hf_cse at 4e9c843, trimmed):
+# the DCL weight was not recorded when it was the method's default
+OLDER_IMSIMCSE_RECORD = {"method": "imsimcse", "loss": "off_dropout_infonce",
+                         "loss_kwargs": {"m": 0.9, "temperature": 0.05}, "dcl_temperature": 5.0,
+                         "dcl_normalization": "code", "off_dropout_grad": True, "seed": 42}
+
+
+def test_an_older_record_reads_in_objectives_form():
+    from hf_cse.models import ImSimCSEConfig, SimCSEConfig
+
+    upgraded = run_unsup.record_in_objectives_form(OLDER_IMSIMCSE_RECORD)
+    assert upgraded == {"method": "imsimcse", "off_dropout_grad": True, "seed": 42,
+                        "objectives": ImSimCSEConfig().objectives}
+    simcse = run_unsup.record_in_objectives_form({"method": "simcse", "loss": "gs_infonce", "dcl_weight": 0.2,
+                                                  "loss_kwargs": {"temperature": 0.07}, "dcl_temperature": 4.0})
+    assert simcse["objectives"] == SimCSEConfig(objectives=[
+        {"loss": "gs_infonce", "hyperparameters": {"temperature": 0.07}},
+        {"loss": "dcl", "weight": 0.2, "hyperparameters": {"temperature": 4.0, "normalization": "code"}}]).objectives
+    assert run_unsup.record_in_objectives_form(upgraded) is upgraded  # today's records pass through
+
+
+def test_an_interrupted_run_recorded_by_an_older_version_resumes_and_other_settings_stay_refused(tmp_path):
+    (tmp_path / RUN_RECORD_FILE).write_text(json.dumps(OLDER_IMSIMCSE_RECORD))
+    (tmp_path / "checkpoint-2").mkdir()
+    today = run_unsup.record_in_objectives_form(OLDER_IMSIMCSE_RECORD)
+    with pytest.raises(InputError, match="other settings"):  # without the reader the two forms differ
+        prepare_output_dir(tmp_path, today)
+    read = run_unsup.record_in_objectives_form
+    assert prepare_output_dir(tmp_path, today, read_record=read) == str(tmp_path / "checkpoint-2")
+    other = {**today, "objectives": today["objectives"][:1]}  # DCL dropped: another run
+    with pytest.raises(InputError, match="other settings"):
+        prepare_output_dir(tmp_path, other, read_record=read)
+
+
 def test_overwrite_removes_the_previous_runs_files_only(tmp_path):
     for name in ("config.json", "model.safetensors", "training_info.json", "vocab.txt", "notes.txt"):
         (tmp_path / name).write_text("old")
