@@ -28,6 +28,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoin
 from .cli import InputError
 from .export import TRAINING_INFO_FILE
 from .export.folders import same_or_inside as _same_or_inside
+from .export.training_info import json_safe
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +72,6 @@ def _differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]
     return [f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys if recorded.get(k) != current.get(k)]
 
 
-def _json_safe(settings: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(settings, default=str, sort_keys=True))
-
-
 def check_not_encoder_folder(output_dir: Path, encoder: str | None) -> None:
     if encoder is None or not Path(encoder).expanduser().exists():
         return
@@ -95,7 +92,7 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
     if out.exists() and not out.is_dir():
         raise InputError(f"--output_dir {output_dir} is a file; give a folder path (new or holding this run).")
     check_not_encoder_folder(out, encoder)
-    settings = _json_safe(settings)
+    settings = json_safe(settings)
     names = [p.name for p in out.iterdir()] if out.is_dir() else []
     if resume_from_checkpoint:
         if overwrite:
@@ -122,7 +119,7 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
         record = out / RUN_RECORD_FILE
         if resume is not None and record.is_file():
             recorded = json.loads(record.read_text(encoding="utf-8"))
-            changed = _differences(_json_safe(read_record(recorded)) if read_record else recorded, settings)
+            changed = _differences(json_safe(read_record(recorded)) if read_record else recorded, settings)
             if changed:
                 raise InputError(f"--output_dir {out} holds checkpoints of a run with other settings "
                                  f"({'; '.join(changed[:3])}). Use the same settings to resume it, choose another "

@@ -15,7 +15,8 @@ from typing import Any
 
 from ..model_card import resolve_base_model
 from .folders import replace_file
-from .modules import HF_CSE_CONFIG_FILE
+from .modules import HF_CSE_CONFIG_FILE, without_local_paths
+from .training_info import json_safe
 
 CARD_INPUTS_FILE = "hf_cse_card_inputs.json"
 
@@ -25,16 +26,6 @@ def card_title(model_id: str | None) -> str | None:
     return model_id.split("/")[-1] if model_id else None
 
 
-def _without_local_paths(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _without_local_paths(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_without_local_paths(v) for v in value]
-    if isinstance(value, str) and len(value) > 1 and Path(value).is_absolute():
-        return Path(value).name
-    return value
-
-
 def record_card_inputs(folder: Path, config, *, model_id: str, export: Mapping[str, Any],
                        eval_results: Mapping[str, Any] | None, training_info: Mapping[str, Any] | None,
                        title: str | None) -> None:
@@ -42,7 +33,7 @@ def record_card_inputs(folder: Path, config, *, model_id: str, export: Mapping[s
     which ``hf_cse_config.json`` holds)."""
     base = config.base_encoder
     record = {"model_id": model_id, "title": title, "export": dict(export), "eval_results": dict(eval_results or {}),
-              "training_info": _without_local_paths(json.loads(json.dumps(training_info or {}, default=str))),
+              "training_info": without_local_paths(json_safe(training_info or {})),
               "base_model": resolve_base_model(base), "base_encoder_name": Path(base).name if base else None}
     replace_file(folder / CARD_INPUTS_FILE, json.dumps(record, indent=2) + "\n")
 

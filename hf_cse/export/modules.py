@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,15 +77,18 @@ def describe(config, pooling_mode: str, dense_modules: list, keep_projector: boo
     return {"pooling_description": pooling, "projector_description": projector}
 
 
+def without_local_paths(value: Any, name_of=lambda path: Path(path).name) -> Any:
+    """``value`` with every absolute path (a string, at any depth of dicts and lists) replaced by ``name_of(path)``:
+    by default the folder's name; nothing machine-local is published."""
+    if isinstance(value, Mapping):
+        return {k: without_local_paths(v, name_of) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_local_paths(v, name_of) for v in value]
+    if isinstance(value, str) and len(value) > 1 and Path(value).is_absolute():
+        return name_of(value)
+    return value
+
+
 def public_config_dict(config) -> dict[str, Any]:
     """The hf_cse config for publishing: local paths (base encoder, generator...) become Hub ids or folder names."""
-
-    def public(value):
-        if isinstance(value, str) and len(value) > 1 and Path(value).is_absolute():
-            return resolve_base_model(value) or Path(value).name
-        return value
-
-    data = {k: public(v) for k, v in config.to_dict().items()}
-    if isinstance(data.get("encoder_config"), dict):
-        data["encoder_config"] = {k: public(v) for k, v in data["encoder_config"].items()}
-    return data
+    return without_local_paths(config.to_dict(), lambda path: resolve_base_model(path) or Path(path).name)

@@ -11,7 +11,8 @@ from typing import Any
 TRAINING_INFO_FILE = "training_info.json"  # written by run_unsup.py next to the checkpoint; read by the CLI
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """``value`` as JSON would give it back (objects JSON cannot hold become their ``str``)."""
     return json.loads(json.dumps(value, default=str))
 
 
@@ -29,7 +30,7 @@ def training_info_from_run(training_args=None, data: Mapping[str, Any] | None = 
     if train_metrics:
         info["train_metrics"] = dict(train_metrics)
     info.update({k: v for k, v in extra.items() if v is not None})
-    return _json_safe(info)
+    return json_safe(info)
 
 
 def data_facts(data_args, num_sentences: int | None = None) -> dict[str, Any]:
