@@ -155,15 +155,10 @@ def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = 
 
 
 def objective_specs(config: CSEConfig) -> list[ObjectiveSpec]:
-    """The objectives a config asks for, the main contrastive one first (read by model cards and reports). A plain
-    object with only the older fields (``loss``, ``loss_kwargs``, ``dcl_*``) is read through them."""
-    objectives = getattr(config, "objectives", None)
-    if objectives is None:
-        legacy = {name: getattr(config, name) for name in LEGACY_FIELDS if hasattr(config, name)}
-        objectives = normalise_objectives([objective(legacy.get("loss", "infonce"))], legacy)
-    names = objective_names(objectives)
+    """The objectives a config asks for, the main contrastive one first (read by model cards and reports)."""
+    names = objective_names(config.objectives)
     return [ObjectiveSpec(name, e["loss"], e["weight"], dict(e["hyperparameters"]))
-            for name, e in zip(names, objectives, strict=True)]
+            for name, e in zip(names, config.objectives, strict=True)]
 
 
 @dataclass

@@ -225,10 +225,3 @@ def test_from_encoder_wraps_the_loaded_encoder_without_building_another(tiny_ber
     for name, tensor in pretrained.state_dict().items():  # the checkpoint's weights, not re-initialised
         assert torch.equal(model.encoder.state_dict()[name], tensor), name
     assert model.training and model.encoder.training  # a fresh model is in training mode, as any new nn.Module
-
-
-def test_objective_specs_read_a_plain_object_with_the_older_fields():
-    from types import SimpleNamespace
-
-    plain = SimpleNamespace(method="simcse", loss="gs_infonce", loss_kwargs={"temperature": 0.07}, dcl_weight=0.0)
-    assert objective_specs(plain) == [ObjectiveSpec("contrastive", "gs_infonce", 1.0, {"temperature": 0.07})]

@@ -40,8 +40,6 @@ MAIN_TRAINING_ARGS = (
 )
 # Machine-local or secret values that do not describe the training and must not be published.
 _PRIVATE_ARG = re.compile(r"(^|_)token$|_dir$|^hub_model_id$|^push_to_hub|^resume_from_checkpoint$")
-# Config fields that state the objectives (old and new layouts); the card lists them through objective_specs.
-_OBJECTIVE_FIELDS = {"objectives", "loss", "loss_kwargs", "dcl_weight", "dcl_temperature", "dcl_normalization"}
 # training_info keys shown in their own sections (or the metadata), not under "Other training information".
 _INFO_SHOWN_ELSEWHERE = {"training_args", "data", "train_metrics", "world_size", "datasets", "language", "license",
                          "base_model", "training_curves"}
@@ -189,7 +187,8 @@ def method_fields(config) -> dict[str, tuple[Any, str]]:
     name where a field has none). The objectives are left out: :func:`method_section` lists them."""
     from transformers import PretrainedConfig
 
-    generic = {f.name for f in dataclasses.fields(PretrainedConfig)} | {"encoder_config", "method"} | _OBJECTIVE_FIELDS
+    # the encoder's own config is the "Model details" section; the objectives are the method section's
+    generic = {f.name for f in dataclasses.fields(PretrainedConfig)} | {"encoder_config", "objectives"}
     return {f.name: (getattr(config, f.name), f.metadata.get("help") or f.name)
             for f in dataclasses.fields(config) if f.name not in generic}
 
