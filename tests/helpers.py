@@ -19,6 +19,16 @@ def random_sentences(n: int, seed: int = 0) -> list[str]:
     return list(out)
 
 
+def scored_pairs_file(path, n_pairs: int, score_levels: int, seed: int):
+    """A ``sentence1 / sentence2 / score`` .tsv of ``n_pairs`` random pairs with ``score_levels`` distinct scores
+    (own evaluation data for --eval_file / MTEB tests); returns its path."""
+    sents = random_sentences(2 * n_pairs, seed=seed)
+    rows = ["sentence1\tsentence2\tscore"] + [f"{sents[i]}\t{sents[i + n_pairs]}\t{i % score_levels}"
+                                                for i in range(n_pairs)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
 def tiny_train_dataset(folder, sentences, tmp_path, repeat: int = 1):
     """The toy sentences, plus distinct random ones so the data set has ``len(sentences) * repeat`` rows."""
     rows = list(sentences) + random_sentences(len(sentences) * (repeat - 1))

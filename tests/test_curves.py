@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from helpers import random_sentences
+from helpers import random_sentences, scored_pairs_file
 
 import run_unsup
 from hf_cse.plots import CURVES_FILE, curve_panels, plot_task_comparison, plot_training_curves
@@ -15,21 +15,16 @@ def _png_shape(path):
     return imread(path).shape
 
 
-def _pairs_file(tmp_path):
-    sents = random_sentences(40, seed=11)
-    rows = ["sentence1\tsentence2\tscore"] + [f"{sents[i]}\t{sents[i + 20]}\t{i % 5}" for i in range(20)]
-    path = tmp_path / "dev.tsv"
-    path.write_text("\n".join(rows) + "\n")
-    return path
 
 
 def test_run_unsup_writes_curves_and_the_card_links_them(tiny_bert_dir, tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("\n".join(random_sentences(48)) + "\n")
     out = tmp_path / "out"
+    dev = scored_pairs_file(tmp_path / "dev.tsv", 20, 5, seed=11)
     run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train), "--max_steps", "6",
                     "--per_device_train_batch_size", "8", "--logging_steps", "1", "--output_dir", str(out),
-                    "--use_cpu", "--disable_tqdm", "true", "--eval_file", str(_pairs_file(tmp_path)),
+                    "--use_cpu", "--disable_tqdm", "true", "--eval_file", str(dev),
                     "--eval_strategy", "steps", "--eval_steps", "3"])
     history = json.loads((out / "trainer_state.json").read_text())["log_history"]
     panels = curve_panels(history)

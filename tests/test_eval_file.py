@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from helpers import random_sentences
+from helpers import random_sentences, scored_pairs_file
 from transformers import AutoTokenizer
 
 import run_eval
@@ -72,18 +72,15 @@ def test_flag_errors(tmp_path):
     assert pairs_from_args(EvalDataArguments()) is None
 
 
-def _pair_file(tmp_path):
-    sents = random_sentences(40, seed=5)
-    rows = ["sentence1\tsentence2\tscore"] + [f"{sents[i]}\t{sents[i + 20]}\t{i % 5}" for i in range(20)]
-    return _write(tmp_path / "mydev.tsv", "\n".join(rows) + "\n")
 
 
 def test_run_unsup_selects_checkpoints_on_the_eval_file(tiny_bert_dir, tmp_path):
     train = _write(tmp_path / "train.txt", "\n".join(random_sentences(32)) + "\n")
     out = tmp_path / "out"
+    dev = scored_pairs_file(tmp_path / "mydev.tsv", 20, 5, seed=5)
     run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train), "--max_steps", "4",
                     "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu", "--disable_tqdm",
-                    "true", "--eval_file", str(_pair_file(tmp_path)), "--eval_name", "mine", "--eval_strategy",
+                    "true", "--eval_file", str(dev), "--eval_name", "mine", "--eval_strategy",
                     "steps", "--eval_steps", "2", "--save_strategy", "steps", "--save_steps", "2",
                     "--metric_for_best_model", "mine_spearman", "--load_best_model_at_end", "true"])
     state = json.loads((out / "trainer_state.json").read_text())
@@ -107,9 +104,10 @@ def test_run_unsup_rejects_a_malformed_eval_file_before_loading_a_model(tiny_ber
 
 
 def test_run_eval_scores_the_eval_file(tiny_bert_dir, tmp_path):
+    dev = scored_pairs_file(tmp_path / "mydev.tsv", 20, 5, seed=5)
     out = tmp_path / "ev"
     assert run_eval.main(["--model_name_or_path", str(tiny_bert_dir), "--tasks", "none", "--eval_file",
-                          str(_pair_file(tmp_path)), "--eval_name", "mine", "--output_dir", str(out),
+                          str(dev), "--eval_name", "mine", "--output_dir", str(out),
                           "--disable_tqdm", "true", "--device", "cpu"]) == 0
     results = json.loads((out / "results.json").read_text())
     own = results["own_data"]

@@ -10,18 +10,14 @@ from test_evaluation_utils import SHARED_SENTEVAL, FakeEncoder, write_toy_sentev
 from hf_cse.evaluation import data as D
 from hf_cse.evaluation.sts import evaluate_sts, format_sts_table, pairwise_cosine, score_sts
 
+# every test reads the evaluation data afresh (hf_cse.evaluation.data caches what it reads)
+pytestmark = pytest.mark.usefixtures("fresh_evaluation_data_cache")
+
 
 def hand_spearman(x, y) -> float:
     rx, ry = rankdata(x), rankdata(y)
     rx, ry = rx - rx.mean(), ry - ry.mean()
     return float(100 * (rx * ry).sum() / np.sqrt((rx**2).sum() * (ry**2).sum()))
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    D.clear_cache()
-    yield
-    D.clear_cache()
 
 
 @pytest.fixture

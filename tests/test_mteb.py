@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import random_sentences
+from helpers import scored_pairs_file
 
 import run_eval
 from hf_cse.cli import InputError
@@ -30,19 +30,13 @@ def test_mteb_evaluator_on_local_stsb_test_equals_run_evals_stsb_score(minilm_di
     assert details["SentEvalSTSB"]["main_score"] == "cosine_spearman"
 
 
-def _pairs_file(tmp_path):
-    sents = random_sentences(30, seed=7)
-    rows = ["sentence1\tsentence2\tscore"] + [f"{sents[i]}\t{sents[i + 15]}\t{i % 4}" for i in range(15)]
-    path = tmp_path / "pairs.tsv"
-    path.write_text("\n".join(rows) + "\n")
-    return path
 
 
 def test_run_eval_writes_mteb_result_files_and_tables_for_several_models(tiny_bert_dir, tiny_roberta_dir, tmp_path,
                                                                          monkeypatch):
     from hf_cse.evaluation.mteb_tasks import LocalSTSTask
 
-    path = _pairs_file(tmp_path)
+    path = scored_pairs_file(tmp_path / "pairs.tsv", 15, 4, seed=7)
     seen = []
 
     def local_tasks(names):  # an offline stand-in for MTEB's Hub data, under the name asked for

@@ -11,20 +11,15 @@ import pytest
 from test_evaluation_utils import write_toy_senteval
 
 import run_eval
-from hf_cse.evaluation import data as D
 from hf_cse.evaluation import transfer
+
+# every test reads the evaluation data afresh (hf_cse.evaluation.data caches what it reads)
+pytestmark = pytest.mark.usefixtures("fresh_evaluation_data_cache")
 
 
 @pytest.fixture(scope="module")
 def senteval(tmp_path_factory):
     return write_toy_senteval(tmp_path_factory.mktemp("run_eval_safety") / "senteval")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    D.clear_cache()
-    yield
-    D.clear_cache()
 
 
 @pytest.fixture
