@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .losses import ContrastiveLoss, build_loss, loss_hyperparameters
-from .losses.base import HARD_NEGATIVE_INPUT, hard_negative_refusal
+from .losses.base import HARD_NEGATIVE_INPUT
+from .losses.errors import HardNegativesNotTakenError
 from .losses.registry import available_losses
 
 if TYPE_CHECKING:
@@ -190,7 +191,7 @@ def compute_objectives(
         extra = {k: embeddings[k] for k in obj.loss.extra_inputs if k in embeddings}
         if has_negatives and obj.name == MAIN_OBJECTIVE:
             if not obj.loss.takes_hard_negatives:
-                raise ValueError(hard_negative_refusal(obj.loss.name))
+                raise HardNegativesNotTakenError(obj.loss.name)
             extra[HARD_NEGATIVE_INPUT] = embeddings[HARD_NEGATIVE_INPUT]
         out = obj.loss(embeddings["z1"], embeddings["z2"], **extra)
         term = obj.weight * out.loss

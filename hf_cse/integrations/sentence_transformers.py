@@ -35,7 +35,8 @@ from torch import Tensor, nn
 
 from ..distributed import gather_with_grad
 from ..losses import build_loss, loss_hyperparameters
-from ..losses.base import HARD_NEGATIVE_INPUT, hard_negative_refusal
+from ..losses.base import HARD_NEGATIVE_INPUT
+from ..losses.errors import HardNegativesNotTakenError
 from ..models.modes import eval_mode
 from ..references import SIMCSE
 
@@ -79,7 +80,7 @@ class CSELoss(nn.Module):
             raise ValueError(f"CSELoss({self.loss_name!r}) takes 2 text columns (sentence twice, or anchor and "
                              f"positive) or 3 (anchor, positive, hard negative); the data set has {len(features)}.")
         if len(features) == 3 and not self.loss_fn.takes_hard_negatives:
-            raise ValueError(hard_negative_refusal(self.loss_name, "a third column"))
+            raise HardNegativesNotTakenError(self.loss_name, "a third column")
         embeddings = [self.model(f)["sentence_embedding"] for f in features]  # one forward each: own dropout masks
         no_dropout = None
         if NO_DROPOUT_INPUT in self.loss_fn.extra_inputs:

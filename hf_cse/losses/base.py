@@ -253,12 +253,6 @@ def check_bool(loss_name: str, param: str, value: bool) -> None:
 HARD_NEGATIVE_INPUT = "z_neg"
 
 
-def hard_negative_refusal(loss_name: str, source: str | None = None) -> str:
-    """The one line saying that ``loss_name`` has no use for hard negatives (from ``source``, in the caller's terms),
-    and which losses do: the message of :class:`~hf_cse.losses.errors.HardNegativesNotTakenError`."""
-    return str(HardNegativesNotTakenError(loss_name, source))
-
-
 class ContrastiveLoss(nn.Module):
     """Base class: subclasses implement ``compute(z1, z2, **extra) -> (loss, extra_metrics)``."""
 
