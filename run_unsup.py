@@ -38,10 +38,12 @@ from hf_cse.data import (
     tokenize_pair_dataset,
 )
 from hf_cse.encoders import default_encoder
+from hf_cse.evaluation.before_after import NOISE_POINTS, dev_change, no_dev_line
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
 from hf_cse.models import get_method
+from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.output_dir import OutputDirArguments, prepare_output_dir
 from hf_cse.plots import CURVES_FILE, plot_training_curves
@@ -169,6 +171,13 @@ def main(argv: list[str] | None = None) -> None:
     # objectives: the method's own, overridden only where a loss or DCL flag is given (e.g. imsimcse's m = 0.9)
     config_kwargs = config_kwargs_from(model_args.method, model_args)
     config_kwargs["objectives"] = objectives_from_flags(method_objectives, loss, loss_args, dcl_args)
+    # the pooling: a flag's or preset's, else the encoder's own (a sentence-transformers model keeps its pooling)
+    pooling_by = next((f"--{name}" for name in ("pooler_type", "normalize") if name in typed), None)
+    if pooling_by is None and method_args.preset and "pooler_type" in PRESETS[method_args.preset]:
+        pooling_by = f"--preset {method_args.preset}"
+    pooling = resolve_pooling(encoder, config_kwargs.get("pooler_type"), config_kwargs.get("normalize"),
+                              given_by=pooling_by or "--pooler_type")
+    config_kwargs.update(pooling.config_fields())
     check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
     generator = config_kwargs.get("generator_name_or_path")
     if model_args.method == "diffcse" and generator not in (None, "unigram"):
@@ -208,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
                                          read_record=record_in_objectives_form)
 
     logger.info("precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
+    logger.info("pooling: %s", describe_pooling(pooling))
 
     # 4. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
     model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
@@ -231,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, loss,
                 encoder, len(train_dataset), global_batch * training_args.gradient_accumulation_steps)
 
-    # 5. Train.
+    # 5. Train, scoring the dev data (if any) before the first step and after the last (hf_cse.evaluation.before_after)
     training_args.remove_unused_columns = False
     trainer = ContrastiveTrainer(
         model=model,
@@ -244,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
         evaluator=None if eval_pairs is None else PairsEvaluator(eval_pairs, eval_data_args.eval_name),
         cached_minibatch_size=method_args.cached_minibatch_size,
     )
+    trainer.args.eval_on_start = trainer.evaluator is not None
     result = trainer.train(resume_from_checkpoint=resume_from)
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
@@ -254,15 +265,26 @@ def main(argv: list[str] | None = None) -> None:
                                       title=run_name)
         logger.info("training curves: %s", curves)
 
-    # 6. Save the model (the best checkpoint when load_best_model_at_end) and its tokenizer.
+    # 6. Save the model (the best checkpoint when load_best_model_at_end) and its tokenizer; score it on the dev data.
     trainer.save_model(training_args.output_dir)
     logger.info("saved %s model to %s", model_args.method, training_args.output_dir)
+    dev = None
+    if trainer.evaluator is not None:
+        dev = dev_change(trainer.state.log_history, trainer.evaluate(), training_args.metric_for_best_model)
 
     # 7. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
     if trainer.is_world_process_zero():
         export_after_training(trainer.accelerator.unwrap_model(trainer.model), tokenizer, training_args, data_args,
                               len(train_dataset), result.metrics, hub_repo, preset=method_args.preset,
-                              precision=describe(precision))
+                              precision=describe(precision), dev=dev and dev.as_dict())
+    # the run's last line: did training make the model better on the dev data?
+    if dev is None:
+        logger.warning(no_dev_line())
+    elif dev.worse:
+        logger.warning("%s: WORSE than the untrained encoder by more than %.1f points; try a lower --learning_rate or "
+                       "fewer steps, or keep the encoder as it was", dev.line(), NOISE_POINTS)
+    else:
+        logger.info(dev.line())
 
 
 if __name__ == "__main__":

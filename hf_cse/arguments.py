@@ -18,9 +18,9 @@ from typing import Any, Literal
 from .losses import available_losses, get_loss_class, loss_hyperparameters
 from .objectives import DCL, dcl_defaults, objective
 
-#: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder) or built from
-#: the loss flags (objectives)
-NOT_FLAGS = ("encoder_config", "base_encoder", "objectives")
+#: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder, pooler_source)
+#: or built from the loss flags (objectives)
+NOT_FLAGS = ("encoder_config", "base_encoder", "objectives", "pooler_source")
 
 
 def _method_configs() -> dict[str, type]:

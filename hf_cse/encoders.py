@@ -5,7 +5,9 @@ position-id offset of RoBERTa-style models), which encoders take segment ids, an
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +81,55 @@ def takes_pooling_flag(encoder_class: type) -> bool:
 def without_pooler_kwargs(encoder_class: type) -> dict[str, bool]:
     """Constructor keywords that leave out the encoder's pretrained pooler layer (SimCSE trains without it)."""
     return {"add_pooling_layer": False} if takes_pooling_flag(encoder_class) else {}
+
+
+def read_model_json(name_or_path: str, filename: str, revision: str | None = None) -> Any:
+    """A JSON file of a local model folder or a Hub repo (``filename`` may name a subfolder's file); None when it is
+    absent or unreachable (offline, no such repo)."""
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        f = path / filename
+        return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return json.loads(Path(hf_hub_download(str(name_or_path), filename, revision=revision)).read_text())
+    except Exception:  # not on the Hub / offline / no such file
+        return None
+
+
+# sentence-transformers' older Pooling config: one boolean per mode
+_ST_LEGACY_POOLING_KEYS = {
+    "pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+
+
+@dataclass(frozen=True)
+class OwnPooling:
+    """A sentence-transformers encoder's own pooling: its Pooling module's mode (several joined by ``+``), whether
+    a Normalize module follows, and the other modules after pooling (Dense...), which hf_cse does not train."""
+
+    mode: str
+    normalize: bool
+    unsupported_modules: tuple[str, ...] = ()
+
+
+def own_pooling(name_or_path: str, revision: str | None = None) -> OwnPooling | None:
+    """The pooling a sentence-transformers model folder / Hub repo was trained with (its ``modules.json`` and Pooling
+    ``config.json``, old and new formats), or None for a plain Hugging Face encoder."""
+    modules = read_model_json(str(name_or_path), "modules.json", revision)
+    if not isinstance(modules, list):
+        return None
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    if "Pooling" not in kinds:
+        return None
+    at = kinds.index("Pooling")
+    folder = str(modules[at].get("path") or "")
+    config = read_model_json(str(name_or_path), f"{folder}/config.json" if folder else "config.json", revision) or {}
+    mode = config.get("pooling_mode") or [name for key, name in _ST_LEGACY_POOLING_KEYS.items() if config.get(key)]
+    mode = "+".join(mode) if isinstance(mode, (list, tuple)) else str(mode)
+    after = kinds[at + 1:]
+    return OwnPooling(mode=mode or "mean", normalize="Normalize" in after,
+                      unsupported_modules=tuple(k for k in after if k != "Normalize"))

@@ -171,7 +171,7 @@ def test_config_field_flags_are_typed_from_the_fields():
     assert "--no_mlp_only_train" in parser.format_help()  # a field defaulting to true gets its --no_ form
     assert config_kwargs_from("simcse", _parse(["--no_fast_dropout"])[1][0])["fast_dropout"] is False
     with pytest.raises(SystemExit):  # a Literal field is a choice of the parser
-        parser.parse_args_into_dataclasses(["--pooler_type", "max"])
+        parser.parse_args_into_dataclasses(["--pooler_type", "maximum"])
     with pytest.raises(ValueError, match="--lambda_rtd only apply to --method diffcse"):
         config_kwargs_from("simcse", _parse(["--lambda_rtd", "0.1"])[1][0])
 

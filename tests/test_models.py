@@ -79,6 +79,7 @@ def test_poolers_match_hand_computation(tiny_bert_dir, sentences):
         "avg": mean(hs[-1]),
         "avg_first_last": mean((hs[1] + hs[-1]) / 2),
         "avg_top2": mean((hs[-2] + hs[-1]) / 2),
+        "max": torch.stack([h[m.bool()].max(0).values for h, m in zip(hs[-1], batch["attention_mask"])]),
     }
     for name, want in expected.items():
         got = pool(name, batch["attention_mask"], out.last_hidden_state, out.hidden_states)
@@ -89,7 +90,7 @@ def test_poolers_match_hand_computation(tiny_bert_dir, sentences):
 
 def test_bad_pooler_projector_and_method_names_are_clear():
     with pytest.raises(ValueError, match="Valid poolers"):
-        CSEConfig(pooler_type="max")
+        CSEConfig(pooler_type="maximum")
     with pytest.raises(ValueError, match="Valid projectors"):
         CSEConfig(projector="deep")
     with pytest.raises(ValueError, match="Available methods"):

@@ -20,14 +20,13 @@ only at the model's limit (no 32-token training truncation).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
-from ..encoders import encoder_max_length, takes_token_type_ids
+from ..encoders import encoder_max_length, read_model_json, takes_token_type_ids
 from ..models.modes import eval_mode
 from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hidden_states, pool
 from ..precision import autocast, resolve
@@ -37,20 +36,6 @@ KINDS = ("hf_cse", "sentence_transformers", "hf")
 
 
 # --------------------------------------------------------------------------------------------- loading
-def _read_json(name_or_path: str, filename: str, revision: str | None = None) -> dict | None:
-    """A JSON file of a local folder or a Hub repo (None when it is absent or unreachable)."""
-    path = Path(name_or_path)
-    if path.is_dir():
-        f = path / filename
-        return json.loads(f.read_text()) if f.is_file() else None
-    try:
-        from huggingface_hub import hf_hub_download
-
-        return json.loads(Path(hf_hub_download(str(name_or_path), filename, revision=revision)).read_text())
-    except Exception:  # not on the Hub / offline / no such file
-        return None
-
-
 def detect_kind(name_or_path: str, revision: str | None = None) -> str:
     """``"hf_cse"``, ``"sentence_transformers"`` or ``"hf"`` for a folder or Hub id."""
     name_or_path = str(name_or_path)
@@ -64,10 +49,10 @@ def detect_kind(name_or_path: str, revision: str | None = None) -> str:
             raise FileNotFoundError(f"{name_or_path} is not a model folder (no config.json or modules.json).")
     elif path.is_absolute() or name_or_path.startswith((".", "~")) or name_or_path.count("/") > 1:
         raise FileNotFoundError(f"Model path {name_or_path} does not exist.")
-    config = _read_json(str(path) if path.exists() else name_or_path, "config.json", revision)
+    config = read_model_json(str(path) if path.exists() else name_or_path, "config.json", revision)
     if config is not None and str(config.get("model_type", "")).startswith("hf_cse"):
         return "hf_cse"
-    if _read_json(str(path) if path.exists() else name_or_path, "modules.json", revision) is not None:
+    if read_model_json(str(path) if path.exists() else name_or_path, "modules.json", revision) is not None:
         return "sentence_transformers"
     return "hf"
 

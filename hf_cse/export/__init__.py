@@ -9,7 +9,9 @@ no ``trust_remote_code``):
 * ``Transformer``: the trained encoder (``model.encoder``) and its tokenizer; ``max_seq_length`` is the encoder's
   limit (``max_position_embeddings`` minus RoBERTa's position offset, capped at 512), not the training length 32.
 * ``Pooling``: what the method uses at test time (``config.test_pooler``): ``cls_before_pooler``/``cls`` -> CLS
-  token, ``avg`` -> mean over tokens. ``avg_first_last``/``avg_top2`` mix layers and are refused (ExportError).
+  token, ``avg`` -> mean over tokens, ``max`` -> max over tokens (``hf_cse.models.pooling.ST_POOLING_MODES``);
+  ``avg_first_last``/``avg_top2`` mix layers and are refused (ExportError).
+* ``Normalize``: when the model normalises its embeddings (``config.normalize``: the encoder's own Normalize).
 * ``Dense``: the projection head, only when the test embedding uses it (``mlp_only_train=False``) or with
   ``keep_projector=True``: each head's own sentence-transformers form (:mod:`hf_cse.models.heads`): SimCSE's MLP =
   Dense + tanh, the unified gradient paradigm's linear head = Dense, DiffCSE's BatchNorm head = two Dense modules
@@ -43,14 +45,14 @@ from typing import Any
 
 from ..encoders import encoder_max_length
 from ..model_card import read_eval_results, render_model_card
-from ..models.pooling import applies_projector
+from ..models.pooling import ST_POOLING_MODES, applies_projector
 from .after_training import export_after_training
 from .card import CARD_INPUTS_FILE, card_title, record_card_inputs
 from .checkpoint import check_tokenizer_fits, load_model, load_tokenizer
 from .errors import ExportError
 from .folders import atomic_output_dir, check_target, same_or_inside
 from .hub import HubPushError, push_export, take_over_hub_push
-from .modules import HF_CSE_CONFIG_FILE, ST_POOLING, describe, projector_to_dense, public_config_dict, write_modules
+from .modules import HF_CSE_CONFIG_FILE, describe, projector_to_dense, public_config_dict, write_modules
 from .training_info import TRAINING_INFO_FILE, read_training_info, training_info_from_run
 from .verify import PROBE_SENTENCES, reference_embeddings, verify_export
 
@@ -59,7 +61,7 @@ logger = logging.getLogger(__name__)
 MAX_EXPORT_LENGTH = 512  # the export's default truncation cap, whatever longer positions the encoder has
 
 __all__ = [
-    "CARD_INPUTS_FILE", "HF_CSE_CONFIG_FILE", "MAX_EXPORT_LENGTH", "PROBE_SENTENCES", "ST_POOLING",
+    "CARD_INPUTS_FILE", "HF_CSE_CONFIG_FILE", "MAX_EXPORT_LENGTH", "PROBE_SENTENCES",
     "TRAINING_INFO_FILE", "ExportError", "HubPushError", "check_tokenizer_fits", "export_after_training", "main",
     "projector_to_dense", "public_config_dict", "push_export", "read_training_info", "reference_embeddings",
     "take_over_hub_push", "to_sentence_transformer", "training_info_from_run",
@@ -105,13 +107,13 @@ def to_sentence_transformer(
     tokenizer = load_tokenizer(tokenizer, model_or_path, model)
     config = model.config
     test_pooler = config.test_pooler
-    if test_pooler not in ST_POOLING:
+    if test_pooler not in ST_POOLING_MODES:
         raise ExportError(
             f"this model's test-time pooler is {test_pooler!r}, which mixes several layers and has no plain "
-            "sentence-transformers Pooling equivalent. Train with --pooler_type cls or avg to export it, or use "
+            "sentence-transformers Pooling equivalent. Train with --pooler_type cls, avg or max to export it, or use "
             "the hf_cse checkpoint directly (hf_cse.evaluation accepts it)."
         )
-    pooling_mode = ST_POOLING[test_pooler]
+    pooling_mode = ST_POOLING_MODES[test_pooler]
     uses_projector = applies_projector(test_pooler) and model.projector is not None  # the test embedding uses it
     if keep_projector and model.projector is None:
         raise ExportError("keep_projector=True, but this model has no projection head (projector='none'); "
@@ -126,7 +128,7 @@ def to_sentence_transformer(
 
     with atomic_output_dir(out_dir, overwrite) as tmp:
         dense = projector_to_dense(model.projector) if with_projector else []
-        dim = write_modules(tmp, model.encoder, tokenizer, pooling_mode, dense, int(max_seq_length))
+        dim = write_modules(tmp, model.encoder, tokenizer, pooling_mode, dense, int(max_seq_length), config.normalize)
         (tmp / HF_CSE_CONFIG_FILE).write_text(json.dumps(public_config_dict(config), indent=2, sort_keys=True) + "\n")
         if verify:
             verify_export(tmp, model, tokenizer, pooling_mode, with_projector, int(max_seq_length))
@@ -136,7 +138,7 @@ def to_sentence_transformer(
             "modules": [f"Transformer({type(model.encoder).__name__}, max_seq_length={int(max_seq_length)})",
                         f"Pooling(pooling_mode={pooling_mode!r})"]
                        + [f"Dense({d.in_features} -> {d.out_features}, {type(d.activation_function).__name__})"
-                          for d in dense],
+                          for d in dense] + (["Normalize()"] if config.normalize else []),
             **describe(config, pooling_mode, dense, keep_projector),
             "limitations_extra": (
                 "* **Projection head kept**: these embeddings include the training-time head; the papers report "

@@ -17,8 +17,6 @@ from ..model_card import resolve_base_model
 from .errors import ExportError
 
 HF_CSE_CONFIG_FILE = "hf_cse_config.json"
-# hf_cse test pooler -> sentence-transformers Pooling mode
-ST_POOLING = {"cls_before_pooler": "cls", "cls": "cls", "avg": "mean"}
 
 
 def projector_to_dense(projector: nn.Module) -> list[nn.Module]:
@@ -33,12 +31,13 @@ def projector_to_dense(projector: nn.Module) -> list[nn.Module]:
         raise ExportError(str(err)) from err
 
 
-def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: list, max_seq_length: int) -> int:
-    """Save Transformer + Pooling (+ Dense) as a sentence-transformers model in ``folder``; returns the
+def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: list, max_seq_length: int,
+                  normalize: bool = False) -> int:
+    """Save Transformer + Pooling (+ Dense) (+ Normalize) as a sentence-transformers model in ``folder``; returns the
     Transformer's dimension. The encoder goes through a staging folder because sentence-transformers builds its
     Transformer module from a path."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
     staging = folder / ".encoder"
     encoder.save_pretrained(staging)
@@ -46,8 +45,8 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
     model_kwargs = without_pooler_kwargs(type(encoder))
     transformer = Transformer(str(staging), max_seq_length=max_seq_length, model_kwargs=model_kwargs)
     dim = transformer.get_embedding_dimension()
-    st = SentenceTransformer(modules=[transformer, Pooling(dim, pooling_mode=pooling_mode), *dense], device="cpu",
-                             similarity_fn_name="cosine")
+    modules = [transformer, Pooling(dim, pooling_mode=pooling_mode), *dense, *([Normalize()] if normalize else [])]
+    st = SentenceTransformer(modules=modules, device="cpu", similarity_fn_name="cosine")
     st.save(str(folder), create_model_card=False)
     del st, transformer
     shutil.rmtree(staging)
@@ -60,14 +59,23 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
     return dim
 
 
+#: the card's words for each sentence-transformers Pooling mode an export writes
+POOLING_WORDS = {"cls": "CLS token of the last layer (hf_cse `cls_before_pooler`)",
+                 "mean": "mean of the last layer over non-padding tokens (hf_cse `avg`)",
+                 "max": "element-wise maximum of the last layer over non-padding tokens (hf_cse `max`)",
+                 "lasttoken": "last non-padding token of the last layer (hf_cse `last`)"}
+
+
 def describe(config, pooling_mode: str, dense_modules: list, keep_projector: bool) -> dict[str, str]:
-    """The card's one-line descriptions of the pooling and of the projection head."""
-    if pooling_mode == "cls":
-        pooling = "CLS token of the last layer (hf_cse `cls_before_pooler`)"
-    else:
-        pooling = "mean of the last layer over non-padding tokens (hf_cse `avg`)"
+    """The card's one-line descriptions of the pooling (and why the model pools so) and of the projection head."""
+    pooling = POOLING_WORDS[pooling_mode]
     if dense_modules:
         pooling += f", then the trained `{config.projector}` projection head"
+    if config.normalize:
+        pooling += ", L2-normalised"
+    if config.pooler_source:
+        pooling += f" ({config.pooler_source})"
+    if dense_modules:
         why = "kept on request (keep_projector)" if keep_projector and config.mlp_only_train else "used at test time"
         projector = f"`{config.projector}` head as {len(dense_modules)} Dense module(s), {why}"
     elif config.projector == "none":

@@ -8,8 +8,11 @@ from pathlib import Path
 import torch
 
 from ..models.modes import eval_mode
+from ..models.pooling import ST_POOLING_MODES
 from .errors import ExportError
 
+# sentence-transformers Pooling mode -> the hf_cse pooler that computes it without a head
+TEST_POOLER_OF_MODE = {mode: name for name, mode in ST_POOLING_MODES.items() if name != "cls"}
 # sentences the export is checked on (different lengths, so padding is exercised)
 PROBE_SENTENCES = (
     "A man is playing a guitar.",
@@ -24,11 +27,8 @@ def reference_embeddings(model, tokenizer, sentences, pooling_mode: str, with_pr
     batch = tokenizer(list(sentences), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
     device = next(model.parameters()).device
     inputs = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-    pooler = "cls_before_pooler" if pooling_mode == "cls" else "avg"
     with eval_mode(model), torch.no_grad():
-        emb = model.sentence_embedding(**inputs, pooler=pooler)
-        if with_projector:
-            emb = model.projector(emb)
+        emb = model.sentence_embedding(**inputs, pooler=TEST_POOLER_OF_MODE[pooling_mode], projector=with_projector)
     return emb.float().cpu()
 
 
@@ -44,6 +44,11 @@ def verify_export(folder: Path, model, tokenizer, pooling_mode: str, with_projec
                           f"{tuple(want.shape)}. This is a bug in hf_cse.export.")
     cos = torch.nn.functional.cosine_similarity(got, want, dim=-1).min().item()
     tol = 1e-4 if next(model.parameters()).dtype == torch.float32 else 2e-2
+    norm_gap = ((got.norm(dim=-1) - want.norm(dim=-1)).abs() / want.norm(dim=-1)).max().item()
+    if norm_gap > tol:
+        raise ExportError(f"export check failed: sentence-transformers vectors differ in length from the model's "
+                          f"(relative gap {norm_gap:.6f}; a Normalize module missing or extra). This is a bug in "
+                          "hf_cse.export; nothing was written.")
     if cos < 1 - tol:
         raise ExportError(f"export check failed: sentence-transformers vectors differ from the model's (min cosine "
                           f"{cos:.6f}). This is a bug in hf_cse.export; nothing was written.")

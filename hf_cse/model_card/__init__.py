@@ -238,7 +238,7 @@ def render_model_card(
             training_data=training_data_section(info),
             hyperparameters=hyperparameters_section(config, info),
             training_curves=training_curves_section(info),
-            evaluation=evaluation_section(results, export["pooling_description"]),
+            evaluation=evaluation_section(results, export["pooling_description"], info.get("dev")),
             max_seq_length=export["max_seq_length"],
             training_length=f"sentences truncated to {train_len} tokens" if train_len else "short sentences",
             limitations_extra=export.get("limitations_extra", ""),

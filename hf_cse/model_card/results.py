@@ -78,13 +78,26 @@ def model_index_results(scores: Mapping[str, float]) -> list:
     return results
 
 
-def evaluation_section(results: Mapping[str, Any], pooling: str) -> str:
-    """The scores as tables (STS, transfer, others) and how they were measured; or how to add them."""
+def dev_change_line(dev: Mapping[str, Any] | None) -> str:
+    """The training run's own check (``training_info["dev"]``): its dev score before and after training."""
+    if not dev:
+        return ""
+    verdict = "better" if dev["delta"] > 0 else "worse" if dev["delta"] < 0 else "unchanged"
+    return (f"During training (`run_unsup.py`), the dev metric `{dev['metric']}` went from {dev['before']:.2f} before "
+            f"the first step to {dev['after']:.2f} after the last ({dev['delta']:+.2f}: {verdict} than the encoder it "
+            "started from).")
+
+
+def evaluation_section(results: Mapping[str, Any], pooling: str, dev: Mapping[str, Any] | None = None) -> str:
+    """The scores as tables (STS, transfer, others) and how they were measured, or how to add them; and the
+    training run's dev score before and after training, when it had dev data."""
     scores, settings = eval_scores(results), eval_settings(results)
+    before_after = dev_change_line(dev)
     if not scores:
-        return ("No evaluation results were attached to this export. Score the model with `run_eval.py` and "
-                "re-export with `--eval_results results.json` (or `eval_results=` in "
-                "`hf_cse.export.to_sentence_transformer`) to add them here and to the Hub metadata.")
+        missing = ("No evaluation results were attached to this export. Score the model with `run_eval.py` and "
+                   "re-export with `--eval_results results.json` (or `eval_results=` in "
+                   "`hf_cse.export.to_sentence_transformer`) to add them here and to the Hub metadata.")
+        return f"{before_after}\n\n{missing}" if before_after else missing
     parts = []
     sts = [t for t in STS_TASKS if t in scores]
     if sts:
@@ -107,4 +120,6 @@ def evaluation_section(results: Mapping[str, Any], pooling: str) -> str:
     if settings:
         parts += ["", "Evaluation settings (`run_eval.py`): "
                   + ", ".join(f"{k} = {fmt(v)}" for k, v in settings.items()) + "."]
+    if before_after:
+        parts += ["", before_after]
     return "\n".join(parts).strip()

@@ -3,6 +3,7 @@ off-dropout pass (:class:`CSEPreTrainedModel`), and what a method model hands th
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,9 @@ from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
 from .heads import SmallInitLinear, build_projector
 from .modes import eval_mode
-from .pooling import applies_projector, needs_hidden_states, pool
+from .pooling import applies_projector, describe_pooling, needs_hidden_states, pool, resolve_pooling
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -106,11 +109,18 @@ class CSEPreTrainedModel(PreTrainedModel):
 
         ``config_kwargs`` are fields of the method's config (pooler_type, projector, objectives...; the older
         loss, loss_kwargs, dcl_* are accepted too). Sentence-transformers folders work too: their transformer
-        weights sit at the top level. ``trust_remote_code``: allow an encoder whose code ships with its checkpoint
+        weights sit at the top level, and their own pooling (and Normalize) is the default when ``pooler_type`` /
+        ``normalize`` are not given (:func:`hf_cse.models.pooling.resolve_pooling`; one log line says which).
+        ``trust_remote_code``: allow an encoder whose code ships with its checkpoint
         (transformers' flag, off by default); its classes are then registered with ``AutoConfig``/``AutoModel``
         for this process.
         """
         remote = {"trust_remote_code": True} if trust_remote_code else {}
+        if config_kwargs.get("pooler_source") is None:  # run_unsup.py resolves it before any weights load
+            choice = resolve_pooling(str(name_or_path), config_kwargs.get("pooler_type"),
+                                     config_kwargs.get("normalize"), given_by="the caller")
+            config_kwargs = {**config_kwargs, **choice.config_fields()}
+            logger.info("pooling: %s", describe_pooling(choice))
         enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
         if trust_remote_code:
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
@@ -172,14 +182,17 @@ class CSEPreTrainedModel(PreTrainedModel):
         out = self.encoder(**kwargs, output_hidden_states=needs_hidden_states(pooler), return_dict=True)
         return pool(pooler, attention_mask, out.last_hidden_state, out.hidden_states)
 
-    def sentence_embedding(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
+    def sentence_embedding(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None,
+                           projector: bool | None = None):
         """Test-time embeddings ``(B, H)``. ``pooler=None`` uses ``config.test_pooler``; whether the trained
-        projector is applied is :func:`hf_cse.models.pooling.applies_projector`'s rule (``"cls"`` only)."""
+        projector is applied is :func:`hf_cse.models.pooling.applies_projector`'s rule (``"cls"`` only) unless
+        ``projector`` says (the export's kept head); with ``config.normalize`` they are then L2-normalised (the
+        encoder's sentence-transformers Normalize)."""
         pooler = pooler or self.config.test_pooler
         emb = self._encode(input_ids, attention_mask, token_type_ids, pooler)
-        if applies_projector(pooler) and self.projector is not None:
+        if (applies_projector(pooler) if projector is None else projector) and self.projector is not None:
             emb = self.projector(emb)
-        return emb
+        return nn.functional.normalize(emb, dim=-1) if self.config.normalize else emb
 
     def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
         """Every view from ONE flattened forward of ``N * views`` rows, as in SimCSE: two dropout views of

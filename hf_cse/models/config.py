@@ -14,7 +14,7 @@ from transformers.configuration_utils import SubConfigSpec
 
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .heads import PROJECTORS
-from .pooling import POOLERS, applies_projector, check_pooler
+from .pooling import PAPERS_POOLER, POOLERS, applies_projector, check_pooler
 
 PoolerName = Literal[POOLERS]  # type: ignore[valid-type]  # the names are kept once, in pooling.POOLERS
 ProjectorName = Literal[PROJECTORS]  # type: ignore[valid-type]
@@ -64,7 +64,15 @@ class CSEConfig(PretrainedConfig):
     # Fields (transformers >= 5 configs are dataclasses: subclasses only change defaults or add fields).
     encoder_config: PretrainedConfig | None = field(default=None, metadata={
         "help": "configuration of the wrapped encoder"})
-    pooler_type: PoolerName = field(default="cls", metadata={"help": "training pooler"})
+    pooler_type: PoolerName | None = field(default=None, metadata={
+        "help": "training pooler (not set = the encoder's own: a sentence-transformers model keeps its Pooling "
+                "module's mode, mean -> avg, cls -> cls, max -> max; a plain encoder gets the papers' cls)"})
+    normalize: bool | None = field(default=None, metadata={
+        "help": "L2-normalise the test-time embeddings, as a sentence-transformers Normalize module (not set = the "
+                "encoder's own: true when its sentence-transformers modules end in Normalize); the training losses "
+                "see the vectors before normalisation, as the papers define them"})
+    pooler_source: str | None = field(default=None, metadata={
+        "help": "why the model pools as it does (the encoder's own pooling, a flag, a preset, the papers' default)"})
     projector: ProjectorName = field(default="mlp", metadata={
         "help": "training-time head on the pooled vector: mlp (SimCSE's Linear+tanh), linear (N(0, 6e-3) init, "
                 "the paradigm paper's), batchnorm (DiffCSE's, App. A), none"})
@@ -94,6 +102,9 @@ class CSEConfig(PretrainedConfig):
                 raise ValueError("encoder_config has no model_type; build the model with from_encoder(...).")
         super().__post_init__(**kwargs)  # builds the encoder's config object (sub_configs_defaults)
         self.objectives = normalise_objectives(self.objectives, legacy)
+        if self.pooler_type is None:  # made without from_encoder (which resolves the encoder's own pooling)
+            self.pooler_type = PAPERS_POOLER
+        self.normalize = bool(self.normalize)
         check_pooler(self.pooler_type)
         if self.projector not in PROJECTORS:
             raise ValueError(f"Unknown projector {self.projector!r}. Valid projectors: {', '.join(PROJECTORS)}.")

@@ -8,13 +8,27 @@
   as in SimCSE's ``models.py``; the DiffCSE / ImSimCSE / GS forks use ``hidden_states[0]`` (the
   embedding output) -- pass ``first_layer=0`` for those.
 * ``avg_top2``: mean of the last two layers.
+* ``max``: element-wise maximum of the last layer over non-padding tokens (sentence-transformers' ``max``).
+
+A sentence-transformers encoder brings its own pooling (its ``Pooling`` module: ``mean`` -> ``avg``, ``cls`` ->
+``cls``, ``max`` -> ``max``, ``lasttoken`` -> ``last``); :func:`hf_cse.encoders.own_pooling` reads it and
+:func:`choose_pooling` makes it the default, so training keeps the pooling the encoder was trained with.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
+from ..encoders import OwnPooling, own_pooling
+
+POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "max")
+#: hf_cse pooler -> sentence-transformers Pooling mode, for the poolers that have one (read both ways: the export
+#: writes the test pooler's mode, and an encoder's own mode becomes the training pooler)
+ST_POOLING_MODES = {"cls": "cls", "cls_before_pooler": "cls", "avg": "mean", "max": "max", "last": "lasttoken"}
+#: the papers' pooler for a plain Hugging Face encoder (raw BERT/RoBERTa): [CLS] with the training-only MLP
+PAPERS_POOLER = "cls"
 
 
 def check_pooler(pooler: str) -> str:
@@ -53,8 +67,69 @@ def pool(
         return last_hidden_state[:, 0]
     if pooler == "avg":
         return _masked_mean(last_hidden_state, attention_mask)
+    if pooler == "max":
+        padding = attention_mask.unsqueeze(-1) == 0
+        return last_hidden_state.masked_fill(padding, torch.finfo(last_hidden_state.dtype).min).amax(1)
     if hidden_states is None:
         raise ValueError(f"pooler {pooler!r} needs the encoder's hidden_states (output_hidden_states=True).")
     if pooler == "avg_first_last":
         return _masked_mean((hidden_states[first_layer] + hidden_states[-1]) / 2.0, attention_mask)
     return _masked_mean((hidden_states[-2] + hidden_states[-1]) / 2.0, attention_mask)
+
+
+@dataclass(frozen=True)
+class PoolingChoice:
+    """The pooling a run trains and tests with, and why (``source``: said in the log, recorded in the config and
+    the model card)."""
+
+    pooler_type: str
+    normalize: bool
+    source: str
+
+    def config_fields(self) -> dict:
+        """The config fields that record this choice."""
+        return {"pooler_type": self.pooler_type, "normalize": self.normalize, "pooler_source": self.source}
+
+
+def _describe_own(own: OwnPooling) -> str:
+    return own.mode + (" + Normalize" if own.normalize else "")
+
+
+def choose_pooling(own: OwnPooling | None, pooler_type: str | None = None, normalize: bool | None = None,
+                   given_by: str = "pooler_type") -> PoolingChoice:
+    """The pooling of a run on an encoder whose own sentence-transformers pooling is ``own`` (None: a plain Hugging
+    Face encoder). A ``pooler_type`` / ``normalize`` given (by ``given_by``: a flag, a preset, the caller) wins;
+    otherwise a sentence-transformers encoder keeps its own pooling and Normalize -- what it was trained with, so
+    that training starts from the model users measured -- and a plain encoder gets the papers' [CLS]."""
+    if pooler_type is not None:
+        check_pooler(pooler_type)
+        source = f"set by {given_by}"
+        if own is not None and ST_POOLING_MODES.get(pooler_type) != own.mode:
+            source += f"; the encoder's own sentence-transformers pooling is {_describe_own(own)}"
+        return PoolingChoice(pooler_type, bool(normalize), source)
+    if own is None:
+        return PoolingChoice(PAPERS_POOLER, bool(normalize),
+                             "the papers' [CLS] pooling (a plain Hugging Face encoder has no pooling of its own)")
+    by_mode = {mode: name for name, mode in ST_POOLING_MODES.items() if name != "cls_before_pooler"}
+    if own.mode not in by_mode or by_mode[own.mode] not in POOLERS:
+        raise ValueError(f"the encoder pools by {own.mode!r} (its sentence-transformers Pooling module), which hf_cse "
+                         f"does not implement; choose one with --pooler_type ({', '.join(sorted(by_mode))}).")
+    keep_normalize = own.normalize if normalize is None else normalize
+    source = f"the encoder's own sentence-transformers pooling ({_describe_own(own)})"
+    if normalize is not None and normalize != own.normalize:
+        source += f", normalize set to {normalize}"
+    if own.unsupported_modules:
+        source += f"; its {', '.join(own.unsupported_modules)} module(s) after pooling are not trained or exported"
+    return PoolingChoice(by_mode[own.mode], keep_normalize, source)
+
+
+def describe_pooling(choice: PoolingChoice) -> str:
+    """The log line's words, e.g. ``avg + normalize (the encoder's own sentence-transformers pooling ...)``."""
+    return f"{choice.pooler_type}{' + normalize' if choice.normalize else ''} ({choice.source})"
+
+
+def resolve_pooling(name_or_path: str, pooler_type: str | None = None, normalize: bool | None = None,
+                    given_by: str = "pooler_type", revision: str | None = None) -> PoolingChoice:
+    """:func:`choose_pooling` for the encoder at ``name_or_path`` (a folder or Hub id; reads its ``modules.json``
+    and Pooling config only, no weights)."""
+    return choose_pooling(own_pooling(name_or_path, revision), pooler_type, normalize, given_by)
