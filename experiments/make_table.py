@@ -1,10 +1,13 @@
 #!/usr/bin/env python
-"""Turn experiments/results/*.json into experiments/RESULTS.md and experiments/align_uniform.png.
+"""Turn experiments/results/<regime>/*.json into experiments/RESULTS.md and experiments/align_uniform_<regime>.png.
 
     python experiments/make_table.py
 
-Rows: methods (config order), mean ± sample standard deviation over seeds (± 0 shown as "±0.00" only
-when there are >= 2 seeds; one seed shows no spread). Columns as the papers' Table 1.
+One table per regime of experiments/regimes.json (general, domain, cls), each led by the untrained encoder: with its
+own pooling (mean + Normalize) in every table, and through its raw [CLS] too where the methods use [CLS]. Rows:
+methods (experiments/order.json), mean ± sample standard deviation over seeds (one seed shows no spread). "Avg." is
+the mean over the regime's tasks, named under the table. Under each table, every method against the untrained
+encoder and against SimCSE at the same seed, grouped by sign and by SimCSE's own seed-to-seed std (the noise).
 """
 
 from __future__ import annotations
@@ -15,8 +18,14 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-STS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "avg"]
-HEAD = ["STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "Avg."]
+REGIMES = json.loads((HERE / "regimes.json").read_text())
+TABLE_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+ANCHORS = {"untrained_own": "untrained, own pooling (mean + Normalize)",
+           "untrained_cls": "untrained, raw [CLS] (the methods' pooling here)"}
+#: how a method compares with a reference row, in the order listed under the table
+GROUPS = (ABOVE, ABOVE_WITHIN_NOISE, MIXED, BELOW_WITHIN_NOISE, BELOW) = (
+    "above by more than the noise at every seed", "above at every seed, within the noise", "no consistent direction",
+    "below at every seed, within the noise", "below by more than the noise at every seed")
 
 
 def geometry(scores: dict) -> tuple[float | None, float | None]:
@@ -43,117 +52,128 @@ def fmt(values: list[float]) -> str:
     return f"{mean:.2f} ± {statistics.stdev(values):.2f}" if len(values) > 1 else f"{mean:.2f}"
 
 
-def main() -> None:
-    order = json.loads((HERE / "order.json").read_text())
-    cells = [json.loads(p.read_text()) for p in sorted((HERE / "results").glob("*.json"))]
-    # bf16 twins (run.py --precision bf16) are compared in benchmarks/README.md, not in this fp32 table
-    cells = [c for c in cells if c.get("precision", "fp32") == "fp32"]
+def average(cell: dict, tasks: list[str]) -> float | None:
+    """The mean over the regime's tasks (None unless every one was scored)."""
+    values = [cell["eval"].get(t) for t in tasks]
+    return statistics.fmean(values) if all(isinstance(v, (int, float)) for v in values) else None
+
+
+def group_of(deltas: list[float], noise: float) -> str:
+    if min(deltas) > noise:
+        return ABOVE
+    if min(deltas) > 0:
+        return ABOVE_WITHIN_NOISE
+    if max(deltas) < -noise:
+        return BELOW
+    if max(deltas) < 0:
+        return BELOW_WITHIN_NOISE
+    return MIXED
+
+
+def comparison(by_method: dict, methods: list[str], tasks: list[str], reference: str, noise: float) -> list[str]:
+    """Each method's average against ``reference``: an anchor row (one value) or SimCSE at the same seed."""
+    ref = {r["seed"]: average(r, tasks) for r in by_method.get(reference, [])}
+    if not ref:
+        return []
+    groups: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    for method in methods:
+        if method == reference or method in ANCHORS:
+            continue
+        deltas = [average(r, tasks) - ref.get(r["seed"], ref.get(None)) for r in by_method[method]
+                  if average(r, tasks) is not None and (r["seed"] in ref or None in ref)]
+        if not deltas:
+            continue
+        mean = statistics.fmean(deltas)
+        per_seed = f"; {' / '.join(f'{d:+.2f}' for d in deltas)}" if len(deltas) > 1 else ", 1 seed"
+        groups[group_of(deltas, noise)].append((mean, f"{method} ({mean:+.2f}{per_seed})"))
+    return [f"- {group}: {', '.join(text for _, text in sorted(groups[group], reverse=True)) or 'none'}"
+            for group in GROUPS]
+
+
+def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list[str], list[tuple]]:
+    regime = REGIMES[name]
+    tasks = regime["tasks"]
     by_method: dict[str, list[dict]] = defaultdict(list)
     for cell in cells:
         by_method[cell["method"]].append(cell)
-    order = ["pretrained", *order]
-    methods = [m for m in order if m in by_method] + sorted(set(by_method) - set(order))
-    budget = json.loads((HERE / "budget.json").read_text())
-
+    methods = [m for m in (*ANCHORS, *order) if m in by_method] + sorted(set(by_method) - set(order) - set(ANCHORS))
+    devices = sorted({c.get("device", "cpu (not recorded)") for c in cells if c.get("train")})
     lines = [
-        "# Comparison table: every method on one small testbed",
-        "",
-        f"Encoder {budget['encoder']} ([CLS] + training-time head, `cls_before_pooler` at test); "
-        f"{budget['max_steps']} steps, batch {budget['per_device_train_batch_size']}, length "
-        f"{budget['max_seq_length']}, lr {budget['learning_rate']} linear decay, STS-B dev every "
-        f"{budget['eval_steps']} steps selects the checkpoint; corpus `../shared/data/unsup/wiki_sentences.txt`. "
-        "STS: Spearman x 100 on the test sets, 'all' aggregation for STS12-16; mean ± sample std over seeds. "
-        "Made by `python experiments/make_table.py` from `experiments/results/`.",
-        "",
-        "| method | seeds | " + " | ".join(HEAD) + " | STS-B dev (sel.) | align | uniform |",
-        "|---|---|" + "---|" * (len(HEAD) + 3),
+        f"## {regime['title']}", "",
+        f"What: {regime['what']}. Budget: {regime['max_steps']} steps, batch {regime['per_device_train_batch_size']}, "
+        f"length {regime['max_seq_length']}, lr {regime['learning_rate']} ({regime['lr_scheduler_type']} decay; "
+        f"`simcse_lr*` rows change only the learning rate), STS-B dev every {regime['eval_steps']} steps selects the "
+        f"checkpoint; seeds {', '.join(map(str, regime['seeds']))}; trained on {', '.join(devices) or '-'}. "
+        f"Avg. = mean of {', '.join(TABLE_NAMES.get(t, t) for t in tasks)} (test, Spearman x 100).", "",
+        "| method | seeds | " + " | ".join(TABLE_NAMES.get(t, t) for t in tasks)
+        + " | Avg. | STS-B dev (sel.) | dev before -> after | align | uniform |",
+        "|---|---|" + "---|" * (len(tasks) + 6),
     ]
     points = []
     for method in methods:
         runs = by_method[method]
         seeds = len([r for r in runs if r["seed"] is not None])
-        row = [method, str(seeds) if seeds else "–"]
-        for key in STS:
-            row.append(fmt([r["eval"][key] for r in runs if key in r["eval"]]))
+        row = [f"**{ANCHORS[method]}**" if method in ANCHORS else method, str(seeds) if seeds else "–"]
+        row += [fmt([r["eval"][t] for r in runs if t in r["eval"]]) for t in tasks]
+        avgs = [a for a in (average(r, tasks) for r in runs) if a is not None]
+        row.append(fmt(avgs))
         row.append(fmt([r["train"]["best_stsb_dev"] for r in runs if r["train"].get("best_stsb_dev") is not None]))
+        devs = [r["train"]["dev"] for r in runs if r["train"].get("dev")]
+        before, after = (statistics.fmean(d[k] for d in devs) if devs else None for k in ("before", "after"))
+        row.append(f"{before:.2f} -> {after:.2f}" if devs else "–")
         geo = [geometry(r["eval"]) for r in runs]
-        aligns = [a for a, _ in geo if a is not None]
-        unifs = [u for _, u in geo if u is not None]
+        aligns, unifs = [a for a, _ in geo if a is not None], [u for _, u in geo if u is not None]
         row += [f"{statistics.fmean(v):.3f}" if v else "–" for v in (aligns, unifs)]
         lines.append("| " + " | ".join(row) + " |")
-        if aligns and unifs:
-            points.append((method, statistics.fmean(aligns), statistics.fmean(unifs),
-                           statistics.fmean(r["eval"]["avg"] for r in runs)))
-    total_cpu = sum(c.get("cpu_seconds", 0) for c in cells)
-    lines += ["", f"{len(cells)} cells, {total_cpu / 3600:.1f} CPU hours in all.", ""]
-    lines += comparison_with_simcse(by_method, methods)
-    lines += [
-        "",
-        "**What this table is:** every method under one identical, tiny budget (a 6-layer 384-d encoder that was",
-        "already trained for sentence similarity, 100 optimizer steps = 6,400 sentences of an 80k-sentence",
-        "Wikipedia stand-in corpus, CPU). **What it is not:** the papers' setting (BERT/RoBERTa base or large,",
-        "1M sentences, a full epoch, GPU, the paper's own learning rates). Differences of a few tenths of a point",
-        "are within seed noise at this budget; a method that loses here may still win in its paper's setting.",
-        "DiffCSE rows use the corpus-unigram generator (no masked-LM weights can be downloaded here), not the",
-        "paper's DistilBERT generator.",
-        "",
-    ]
+        if aligns and unifs and avgs:
+            points.append((method, statistics.fmean(aligns), statistics.fmean(unifs), statistics.fmean(avgs)))
+    simcse = [average(r, tasks) for r in by_method.get("simcse", [])]
+    noise = statistics.stdev(simcse) if len(simcse) > 1 else 0.0
     trained = [c for c in cells if c.get("train")]
-    fast = sum(bool(c["train"].get("fast_dropout")) for c in trained)
-    if 0 < fast < len(trained):
-        lines += [f"Dropout: {len(trained) - fast} cells ran with torch's dropout (before hf_cse's fast CPU dropout),",
-                  f"{fast} with the fast CPU dropout (the same Bernoulli(0.1) masks from another random stream).", ""]
+    lines += ["", f"{len(trained)} trained cells, {sum(c.get('wall_seconds', 0) for c in trained) / 3600:.2f} "
+              f"hours of cell wall time (cells ran side by side on a GPU; one at a time on CPU). "
+              f"The noise scale is SimCSE's own seed-to-seed std of Avg., {noise:.2f}.", ""]
+    for anchor in ANCHORS:
+        if anchor in by_method:
+            lines += [f"Avg. minus the **{ANCHORS[anchor]}** row ({average(by_method[anchor][0], tasks):.2f}):",
+                      *comparison(by_method, methods, tasks, anchor, noise), ""]
+    if "simcse" in by_method:
+        lines += ["Avg. minus SimCSE's at the same seed:", *comparison(by_method, methods, tasks, "simcse", noise), ""]
+    return lines, points
+
+
+def main() -> None:
+    order = json.loads((HERE / "order.json").read_text())
+    lines = [
+        "# Comparison tables: every method on one small testbed, in three regimes", "",
+        "The packaged all-MiniLM-L6-v2 is already trained for sentence similarity (on a billion pairs), so the first "
+        "question is whether a method makes it better at all: every table leads with the untrained encoder scored the "
+        "same way, and the lists under it say which methods beat it beyond the noise and which do not. "
+        "It is NOT a reproduction of the papers' BERT-base numbers (raw masked-LM encoders, 1M sentences). "
+        "Made by `python experiments/make_table.py` from `experiments/results/<regime>/`; how each regime was run, "
+        "its budget and the command: [README.md](README.md).", "",
+    ]
+    all_points = {}
+    for name in REGIMES:
+        cells = [json.loads(p.read_text()) for p in sorted((HERE / "results" / name).glob("*.json"))
+                 if p.name != "corpus.json"]
+        cells = [c for c in cells if c.get("precision", "fp32") in ("fp32", "auto")]  # bf16 twins: benchmarks/
+        if not cells:
+            continue
+        section, points = regime_section(name, cells, order)
+        lines += section
+        all_points[name] = points
     if (HERE / "SUPERVISED.md").is_file():  # written by hand from its own runs, not from results/
-        lines += ["Supervised training on SICK (anchor, entailment, contradiction) triplets under the same budget, "
-                  "next to these SimCSE cells: [SUPERVISED.md](SUPERVISED.md).", ""]
+        lines += ["Supervised training on SICK (anchor, entailment, contradiction) triplets under the [CLS] regime's "
+                  "budget: [SUPERVISED.md](SUPERVISED.md).", ""]
     (HERE / "RESULTS.md").write_text("\n".join(lines))
     print("\n".join(lines))
-    if points:
-        plot(points, HERE / "align_uniform.png")
+    for name, points in all_points.items():
+        if points:
+            plot(points, HERE / f"align_uniform_{name}.png", REGIMES[name]["title"])
 
 
-#: how a method compares with SimCSE, in the order listed under the table
-GROUPS = (ABOVE, ABOVE_WITHIN_NOISE, MIXED, BELOW_WITHIN_NOISE, BELOW) = (
-    "above by more than the noise at every seed", "above at every seed, within the noise", "no consistent direction",
-    "below at every seed, within the noise", "below by more than the noise at every seed")
-
-
-def comparison_with_simcse(by_method: dict, methods: list[str]) -> list[str]:
-    """Each method's STS average against SimCSE's at the same seed (same data order), grouped by the sign of
-    the difference at every seed and by whether it exceeds SimCSE's own seed-to-seed std (the noise scale)."""
-    if "simcse" not in by_method:
-        return []
-    simcse = {r["seed"]: r["eval"]["avg"] for r in by_method["simcse"]}
-    noise = statistics.stdev(simcse.values()) if len(simcse) > 1 else 0.0
-    groups: dict[str, list[tuple[float, str]]] = defaultdict(list)
-    for method in methods:
-        if method in ("simcse", "pretrained"):
-            continue
-        deltas = [r["eval"]["avg"] - simcse[r["seed"]] for r in by_method[method] if r["seed"] in simcse]
-        if not deltas:
-            continue
-        mean = statistics.fmean(deltas)
-        if min(deltas) > noise:
-            group = ABOVE
-        elif min(deltas) > 0:
-            group = ABOVE_WITHIN_NOISE
-        elif max(deltas) < -noise:
-            group = BELOW
-        elif max(deltas) < 0:
-            group = BELOW_WITHIN_NOISE
-        else:
-            group = MIXED
-        per_seed = f"; {' / '.join(f'{d:+.2f}' for d in deltas)}" if len(deltas) > 1 else ", 1 seed"
-        groups[group].append((mean, f"{method} ({mean:+.2f}{per_seed})"))
-    return [
-        f"STS average minus SimCSE's at the same seed (mean; per seed {' / '.join(map(str, sorted(simcse)))}); "
-        f"the noise scale is SimCSE's own seed-to-seed std, {noise:.2f}:",
-        *(f"- {group}: {', '.join(text for _, text in sorted(groups[group], reverse=True)) or 'none'}"
-          for group in GROUPS),
-    ]
-
-
-def plot(points, path: Path) -> None:
+def plot(points, path: Path, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -163,10 +183,10 @@ def plot(points, path: Path) -> None:
     sc = ax.scatter([p[2] for p in points], [p[1] for p in points], c=[p[3] for p in points], cmap="viridis", s=40)
     for name, align, unif, _ in points:
         ax.annotate(name, (unif, align), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    fig.colorbar(sc, label="STS avg (Spearman x 100)")
+    fig.colorbar(sc, label="Avg. (Spearman x 100)")
     ax.set_xlabel("uniformity (lower is better)")
     ax.set_ylabel("alignment (lower is better)")
-    ax.set_title("Alignment vs uniformity on STS-B (mean over seeds)")
+    ax.set_title(f"Alignment vs uniformity on STS-B: {title.split(':')[0]}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
 

@@ -1,23 +1,26 @@
 #!/usr/bin/env python
-"""Run the missing cells of the comparison table (every method x seed on one small testbed).
+"""Run the missing cells of the comparison tables: every method x seed in each regime of experiments/regimes.json.
 
-    python experiments/run.py                      # every missing cell, in config order, seed by seed
-    python experiments/run.py --methods simcse,gs_infonce --seeds 42
-    python experiments/run.py --dry_run            # list what would run
-    python experiments/run.py --threads 1 & python experiments/run.py --threads 1 --reverse &   # two runners
-    python experiments/run.py --methods simcse --precision bf16   # a bf16 twin: results/simcse_bf16__seed42.json
+    python experiments/run.py --regime general                 # every missing cell of a regime
+    python experiments/run.py --regime domain --methods simcse,gs_infonce --seeds 42
+    python experiments/run.py --regime general --dry_run       # list what would run
+    python experiments/run.py --regime general --workers 12 --stop_after 480   # a GPU: cells side by side
+    python experiments/run.py --regime cls --precision bf16 --methods simcse  # a bf16 twin (simcse_bf16__seed42)
 
-Several runners may share the table: each claims a cell with a lock file (experiments/runs/<cell>.lock, holding
-its pid; a lock whose process is gone is taken over) and skips cells whose result appeared meanwhile. On a
-2-core machine two 1-thread runners finish more cells per hour than one 2-thread runner.
+Regimes (experiments/regimes.json): ``general`` (Wikipedia sentences, seven STS tasks) and ``domain`` (the sentences
+of STS-B train/dev and SICK train as unlabeled text, minus every test sentence; STS-B and SICK-R test) train the
+packaged encoder with its own pooling (mean + Normalize); ``cls`` trains it through its [CLS] token (the papers'
+pooling for raw BERT). A cell = one method (experiments/configs/<method>.json; a config may name the regimes it runs
+in and change the regime's budget, e.g. the learning rate) trained with one seed, the checkpoint selected on STS-B
+dev, then scored with run_eval.py (the regime's tasks, alignment and uniformity). Each finished cell writes
+experiments/results/<regime>/<method>__seed<seed>.json; cells with a result on disk are skipped. The untrained
+encoder is scored first, with its own pooling (``untrained_own``) and, in the cls regime, through its raw [CLS]
+(``untrained_cls``): the anchor rows of every table.
 
-A cell = one method (experiments/configs/<method>.json) trained with one seed under the shared budget
-(experiments/budget.json), the checkpoint selected on STS-B dev, then scored with run_eval.py
-(STS 7 tasks test, alignment and uniformity). Each finished cell writes
-experiments/results/<method>__seed<seed>.json (``--precision bf16``: <method>_bf16__seed<seed>.json, trained
-under bf16 autocast, scored in fp32 so that only the training precision differs); cells with a result on disk
-are skipped, so the table can be filled across several sittings. Training runs go to experiments/runs/ (not
-committed) and are deleted after scoring unless --keep_runs.
+Several runners may share a regime: each claims a cell with a lock file (experiments/runs/<regime>/<cell>.lock,
+holding its pid; a lock whose process is gone is taken over). ``--workers N`` runs N cells at once (on a GPU the
+cells are bound by Python, not by the GPU); ``--stop_after S`` starts no cell after S seconds. Training runs go to
+experiments/runs/ (not committed) and are deleted after scoring unless --keep_runs.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
@@ -37,22 +42,21 @@ from typing import Literal
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SHARED = ROOT.parent / "shared" / "data"
-BUDGET = json.loads((HERE / "budget.json").read_text())
+REGIMES = json.loads((HERE / "regimes.json").read_text())
+#: the regime's settings that are run_unsup.py flags
+BUDGET_FLAGS = ("max_steps", "per_device_train_batch_size", "max_seq_length", "learning_rate", "lr_scheduler_type",
+                "warmup_steps", "eval_steps")
+
+Precision = Literal["auto", "fp32", "bf16"]
 
 
-Precision = Literal["fp32", "bf16"]
-# training flags of a precision variant, explicit whatever run_unsup.py's default; a non-fp32 cell's name gains the
-# suffix "_<precision>"
-PRECISION_FLAGS: dict[str, list[str]] = {"fp32": ["--precision", "fp32"], "bf16": ["--precision", "bf16"]}
-
-
-def cell_name(method: str, seed: int, precision: Precision = "fp32") -> str:
-    variant = "" if precision == "fp32" else f"_{precision}"
+def cell_name(method: str, seed: int, precision: Precision = "auto") -> str:
+    variant = "" if precision in ("auto", "fp32") else f"_{precision}"
     return f"{method}{variant}__seed{seed}"
 
 
-def result_path(method: str, seed: int, precision: Precision = "fp32") -> Path:
-    return HERE / "results" / f"{cell_name(method, seed, precision)}.json"
+def result_path(regime: str, name: str) -> Path:
+    return HERE / "results" / regime / f"{name}.json"
 
 
 def flag_list(args: dict) -> list[str]:
@@ -67,11 +71,12 @@ def child_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(cmd: list[str], log: Path) -> None:
+def run(cmd: list[str], log: Path, threads: int | None) -> None:
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
     with log.open("a") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"command failed ({proc.returncode}); see {log}")
 
@@ -84,6 +89,8 @@ def train_summary(run_dir: Path) -> dict:
     last = train_logs[-1] if train_logs else {}
     final = next((h for h in history if "train_runtime" in h), {})
     diagnostics = ("pos_cos", "neg_cos", "gd_active", "hardest_weight", "ratio")
+    info_file = run_dir / "training_info.json"
+    info = json.loads(info_file.read_text()) if info_file.is_file() else {}
     return {
         "steps": state["global_step"],
         "train_runtime_s": final.get("train_runtime"),
@@ -93,6 +100,8 @@ def train_summary(run_dir: Path) -> dict:
         "dev_evals": evals,
         "best_stsb_dev": state.get("best_metric"),
         "best_checkpoint": Path(state["best_model_checkpoint"]).name if state.get("best_model_checkpoint") else None,
+        "dev": info.get("dev"),
+        "precision": info.get("precision"),
     }
 
 
@@ -106,9 +115,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def claim(name: str) -> Path | None:
+def claim(regime: str, name: str) -> Path | None:
     """Take the lock of cell ``name`` (None if a live runner holds it); a dead runner's lock is taken over."""
-    lock = HERE / "runs" / f"{name}.lock"
+    lock = HERE / "runs" / regime / f"{name}.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(2):
         try:
@@ -125,57 +134,75 @@ def claim(name: str) -> Path | None:
     return None
 
 
-def run_cell(method: str, seed: int, keep_runs: bool, precision: Precision = "fp32") -> dict:
+def train_corpus(regime: dict) -> Path:
+    if regime["corpus"] == "wiki":
+        return SHARED / "unsup" / "wiki_sentences.txt"
+    path = HERE / "runs" / "domain_corpus.txt"
+    if not path.is_file():
+        from domain_corpus import build
+
+        record = HERE / "results" / "domain" / "corpus.json"
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(build(SHARED / "senteval", path), indent=2) + "\n")
+    return path
+
+
+def device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+
+
+def encoder_flags(encoder: str | None) -> list[str]:
+    return ["--model_name_or_path", encoder] if encoder else []
+
+
+def evaluate(model: str, regime: dict, out_dir: Path, log: Path, threads: int | None, *extra: str) -> dict:
+    run([sys.executable, "run_eval.py", "--model_name_or_path", model, "--senteval_data_dir", str(SHARED / "senteval"),
+         "--tasks", ",".join(regime["tasks"]) + ",geometry", "--output_dir", str(out_dir), "--disable_tqdm", "true",
+         "--precision", "fp32", *extra], log, threads)
+    return json.loads((out_dir / "results.json").read_text())
+
+
+def run_cell(regime_name: str, method: str, seed: int, keep_runs: bool, precision: Precision, encoder: str | None,
+             threads: int | None) -> dict:
+    regime = REGIMES[regime_name]
     config = json.loads((HERE / "configs" / f"{method}.json").read_text())
+    budget = {**{k: regime[k] for k in BUDGET_FLAGS}, **config.get("budget", {})}
     name = cell_name(method, seed, precision)
-    run_dir = HERE / "runs" / name
+    run_dir = HERE / "runs" / regime_name / name
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     log = run_dir / "log.txt"
-    budget = {k: BUDGET[k] for k in ("max_steps", "per_device_train_batch_size", "max_seq_length", "learning_rate",
-                                     "lr_scheduler_type", "warmup_steps", "eval_steps", "pooler_type")}
     train_args = {
         **budget,
+        **({"pooler_type": "cls"} if regime["pooling"] == "cls" else {}),  # "own": the encoder's own pooling
         **config["args"],
         "seed": seed,
-        "train_file": str(SHARED / "unsup" / "wiki_sentences.txt"),
+        "train_file": str(train_corpus(regime)),
         "senteval_data_dir": str(SHARED / "senteval"),
         "output_dir": str(run_dir),
         "overwrite_output_dir": True,  # run_dir holds this cell's log.txt (kept: run_unsup.py only removes run files)
         "eval_strategy": "steps",
         "save_strategy": "steps",
-        "save_steps": BUDGET["eval_steps"],
+        "save_steps": budget["eval_steps"],
         "save_total_limit": 1,
         "load_best_model_at_end": True,
         "metric_for_best_model": "stsb_spearman",
         "logging_steps": 10,
         "disable_tqdm": True,
         "report_to": "none",
-    }
-    twin = result_path(method, seed)
-    if precision != "fp32" and twin.is_file() and not json.loads(twin.read_text())["train"].get("fast_dropout"):
-        train_args["fast_dropout"] = False  # the fp32 twin ran torch's dropout: same masks, only precision differs
-    cpu0, wall0 = child_cpu_seconds(), time.time()
-    run([sys.executable, "run_unsup.py", *flag_list(train_args), *PRECISION_FLAGS[precision]], log)
-    summary = train_summary(run_dir)
-    # torch's dropout (cells before fast dropout existed) or hf_cse's fast CPU dropout: same distribution
-    summary["fast_dropout"] = json.loads((run_dir / "config.json").read_text()).get("fast_dropout", False)
-    eval_dir = run_dir / "eval"
-    run([sys.executable, "run_eval.py", "--model_name_or_path", str(run_dir), "--senteval_data_dir",
-         str(SHARED / "senteval"), "--tasks", "sts,geometry", "--output_dir", str(eval_dir), "--disable_tqdm", "true",
-         "--precision", "fp32"], log)
-    scores = json.loads((eval_dir / "results.json").read_text())
-    result = {
-        "cell": name,
-        "method": method,
-        "seed": seed,
         "precision": precision,
-        "paper_setting": config["paper"],
-        "config": config["args"],
-        "budget": BUDGET,
-        "train": summary,
-        "eval": scores,
-        "wall_seconds": round(time.time() - wall0, 1),
+    }
+    cpu0, wall0 = child_cpu_seconds(), time.time()
+    run([sys.executable, "run_unsup.py", *encoder_flags(encoder), *flag_list(train_args)], log, threads)
+    summary = train_summary(run_dir)
+    summary["fast_dropout"] = json.loads((run_dir / "config.json").read_text()).get("fast_dropout", False)
+    scores = evaluate(str(run_dir), regime, run_dir / "eval", log, threads)
+    result = {
+        "cell": name, "regime": regime_name, "method": method, "seed": seed, "precision": precision,
+        "paper_setting": config["paper"], "config": config["args"], "budget": budget, "train": summary,
+        "eval": scores, "device": device_name(), "wall_seconds": round(time.time() - wall0, 1),
         "cpu_seconds": round(child_cpu_seconds() - cpu0, 1),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
@@ -184,78 +211,106 @@ def run_cell(method: str, seed: int, keep_runs: bool, precision: Precision = "fp
     return result
 
 
-def run_baseline() -> dict:
-    """The untrained encoder scored the same way (raw [CLS] at test), the table's reference row."""
-    run_dir = HERE / "runs" / "pretrained"
+#: the untrained encoder's anchor rows: with its own pooling (every regime) and through raw [CLS] (cls regime)
+BASELINES = {"untrained_own": ((), "no training: the packaged encoder with its own pooling (mean + Normalize)"),
+             "untrained_cls": (("--pooler", "cls_before_pooler"),
+                               "no training: the packaged encoder's raw [CLS] (cls_before_pooler)")}
+
+
+def run_baseline(regime_name: str, name: str, encoder: str | None, threads: int | None) -> dict:
+    flags, setting = BASELINES[name]
+    run_dir = HERE / "runs" / regime_name / name
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     cpu0, wall0 = child_cpu_seconds(), time.time()
-    run([sys.executable, "run_eval.py", "--pooler", "cls_before_pooler", "--senteval_data_dir",
-         str(SHARED / "senteval"), "--tasks", "sts,geometry", "--output_dir", str(run_dir / "eval"),
-         "--disable_tqdm", "true", "--precision", "fp32"], run_dir / "log.txt")
-    scores = json.loads((run_dir / "eval" / "results.json").read_text())
+    model = encoder or __import__("hf_cse.encoders", fromlist=["x"]).default_encoder()
+    scores = evaluate(model, REGIMES[regime_name], run_dir / "eval", run_dir / "log.txt", threads, *flags)
     shutil.rmtree(run_dir)
-    return {"cell": "pretrained", "method": "pretrained", "seed": None,
-            "paper_setting": "no training: the packaged encoder's raw [CLS] (cls_before_pooler)",
-            "config": {}, "budget": BUDGET, "train": {}, "eval": scores,
+    return {"cell": name, "regime": regime_name, "method": name, "seed": None, "paper_setting": setting,
+            "config": {}, "budget": {}, "train": {}, "eval": scores, "device": device_name(),
             "wall_seconds": round(time.time() - wall0, 1), "cpu_seconds": round(child_cpu_seconds() - cpu0, 1),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
+def methods_of(regime: str) -> list[str]:
+    """The configs that run in ``regime`` (a config without ``regimes`` runs in all), in order.json's order."""
+    configs = {json.loads(p.read_text())["name"]: json.loads(p.read_text()) for p in (HERE / "configs").glob("*.json")}
+    order = json.loads((HERE / "order.json").read_text())
+    names = [m for m in order if m in configs] + sorted(set(configs) - set(order))
+    return [m for m in names if regime in configs[m].get("regimes", REGIMES)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--methods", help="comma list (default: every config)")
-    parser.add_argument("--seeds", help="comma list (default: budget.json seeds)")
+    parser.add_argument("--regime", choices=list(REGIMES), required=True)
+    parser.add_argument("--methods", help="comma list (default: every config of the regime)")
+    parser.add_argument("--seeds", help="comma list (default: the regime's seeds)")
     parser.add_argument("--dry_run", action="store_true")
     parser.add_argument("--keep_runs", action="store_true", help="keep checkpoints in experiments/runs/")
     parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS of the training/eval processes")
+    parser.add_argument("--workers", type=int, default=1, help="cells run at once")
+    parser.add_argument("--stop_after", type=float, help="start no cell after this many seconds")
     parser.add_argument("--reverse", action="store_true", help="methods in reverse order, seed by seed (a 2nd runner)")
-    parser.add_argument("--precision", choices=list(PRECISION_FLAGS), default="fp32",
-                        help="training precision; bf16 cells are written beside the fp32 ones as <method>_bf16")
+    parser.add_argument("--encoder", help="encoder folder (default: the packaged all-MiniLM-L6-v2)")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                        help="training precision (auto: bf16 where the device computes it natively); a bf16 cell "
+                             "is named <method>_bf16")
     args = parser.parse_args()
-    if args.threads:  # inherited by every training / evaluation process
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    all_methods = [json.loads(p.read_text())["name"] for p in sorted((HERE / "configs").glob("*.json"))]
-    order = json.loads((HERE / "order.json").read_text()) if (HERE / "order.json").is_file() else all_methods
-    methods = args.methods.split(",") if args.methods else [m for m in order if m in all_methods]
-    unknown = sorted(set(methods) - set(all_methods))
+    start = time.time()
+    available = methods_of(args.regime)
+    methods = args.methods.split(",") if args.methods else available
+    unknown = sorted(set(methods) - set(available))
     if unknown:
-        sys.exit(f"unknown method(s) {unknown}; configs: {', '.join(all_methods)}")
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else BUDGET["seeds"]
+        sys.exit(f"unknown method(s) {unknown} for regime {args.regime}; configs: {', '.join(available)}")
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else REGIMES[args.regime]["seeds"]
     if not (SHARED / "senteval").is_dir():
         sys.exit(f"evaluation data not found at {SHARED / 'senteval'}")
-    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / args.regime).mkdir(parents=True, exist_ok=True)
     if args.reverse:
         methods = methods[::-1]
-    precision = args.precision
-    todo = [(m, s) for s in seeds for m in methods if not result_path(m, s, precision).is_file()]
-    print(f"{len(todo)} missing cell(s): {', '.join(cell_name(m, s, precision) for m, s in todo) or '-'}",
+    todo = [(m, s) for s in seeds for m in methods
+            if not result_path(args.regime, cell_name(m, s, args.precision)).is_file()]
+    print(f"{len(todo)} missing cell(s): {', '.join(cell_name(m, s, args.precision) for m, s in todo) or '-'}",
           flush=True)
     if args.dry_run:
         return
-    baseline = HERE / "results" / "pretrained.json"
-    if not baseline.is_file():
-        print(f"[{datetime.now():%H:%M:%S}] pretrained (no training) ...", flush=True)
-        baseline.write_text(json.dumps(run_baseline(), indent=2) + "\n")
-    for method, seed in todo:
-        out = result_path(method, seed, precision)
-        lock = None if out.is_file() else claim(cell_name(method, seed, precision))
+    baselines = ["untrained_own"] + (["untrained_cls"] if REGIMES[args.regime]["pooling"] == "cls" else [])
+    for name in baselines:
+        if not result_path(args.regime, name).is_file():
+            print(f"[{datetime.now():%H:%M:%S}] {name} (no training) ...", flush=True)
+            result = run_baseline(args.regime, name, args.encoder, args.threads)
+            result_path(args.regime, name).write_text(json.dumps(result, indent=2) + "\n")
+    print_lock = threading.Lock()
+
+    def one(cell: tuple[str, int]) -> None:
+        method, seed = cell
+        name = cell_name(method, seed, args.precision)
+        out = result_path(args.regime, name)
+        if args.stop_after is not None and time.time() - start > args.stop_after:
+            return
+        lock = None if out.is_file() else claim(args.regime, name)
         if lock is None:  # finished or being run by another runner meanwhile
-            continue
-        start = time.time()
-        print(f"[{datetime.now():%H:%M:%S}] {cell_name(method, seed, precision)} ...", flush=True)
+            return
+        begun = time.time()
+        with print_lock:
+            print(f"[{datetime.now():%H:%M:%S}] {args.regime}/{name} ...", flush=True)
         try:
-            result = run_cell(method, seed, args.keep_runs, precision)
+            result = run_cell(args.regime, method, seed, args.keep_runs, args.precision, args.encoder, args.threads)
         except RuntimeError as err:
-            print(f"  FAILED: {err}", flush=True)
-            continue
+            with print_lock:
+                print(f"  {name} FAILED: {err}", flush=True)
+            return
         finally:
             lock.unlink(missing_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
-        avg = result["eval"].get("avg")
-        print(f"  done in {time.time() - start:.0f} s, STS avg {avg}", flush=True)
+        with print_lock:
+            print(f"  {name} done in {time.time() - begun:.0f} s", flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        list(pool.map(one, todo))
 
 
 if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sys.path.insert(0, str(HERE))
     main()
