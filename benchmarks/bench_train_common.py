@@ -113,23 +113,41 @@ def print_table(headers: list[str], rows: list[list]) -> None:
 class StepTimer:
     """A ``transformers.TrainerCallback`` timing every optimizer step end to end: the interval between
     consecutive step ends, so fetching and collating the batch (tokenizing, for sentence-transformers)
-    counts, as it does for a user."""
+    counts, as it does for a user.
 
-    def __new__(cls):
+    On a GPU the steps run asynchronously, so a single interval is not one step's time: ``window_s`` is the time
+    from the end of step ``warmup`` to the end of the last step with the device synchronised at both ends
+    (``window_steps`` steps); on a CPU it is the sum of the same intervals."""
+
+    def __new__(cls, warmup: int = 0):
+        from bench_limit_common import synchronize
         from transformers import TrainerCallback
 
         class _Timer(TrainerCallback):
             def __init__(self):
                 self.times: list[float] = []
-                self._last = None
+                self.window_s: float | None = None
+                self.window_steps = 0
+                self._last = self._start = None
+
+            def _now(self, args) -> float:
+                synchronize(args.device)
+                return time.perf_counter()
 
             def on_train_begin(self, args, state, control, **kwargs):
-                self._last = time.perf_counter()
+                self._last = self._now(args)
+                if warmup == 0:
+                    self._start = self._last
 
             def on_step_end(self, args, state, control, **kwargs):
-                now = time.perf_counter()
+                step = state.global_step
+                now = self._now(args) if step in (warmup, state.max_steps) else time.perf_counter()
                 self.times.append(now - self._last)
                 self._last = now
+                if step == warmup:
+                    self._start = now
+                if step == state.max_steps and self._start is not None:
+                    self.window_s, self.window_steps = now - self._start, step - warmup
 
         return _Timer()
 
