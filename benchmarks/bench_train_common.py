@@ -173,23 +173,30 @@ class ManualVariant:
         self.collate_times: list[float] = []
 
     def step(self, features, record: bool) -> None:
-        from hf_cse.objectives import compute_objectives
+        """One step; its phases are ``torch.profiler`` scopes ``phase::collate`` .. ``phase::optimizer`` (free
+        when no profiler runs), which ``bench_limit.py`` attributes the operators' time with."""
+        from torch.profiler import record_function
 
-        collate_start = time.perf_counter()
-        batch = self.collator(features)  # not in the step time: the collator runs in the dataloader
-        start = time.perf_counter()
+        from hf_cse.objectives import compute_objectives
         from hf_cse.precision import autocast
 
-        with autocast(self.precision, "cpu"):
+        collate_start = time.perf_counter()
+        with record_function("phase::collate"):
+            batch = self.collator(features)  # not in the step time: the collator runs in the dataloader
+        start = time.perf_counter()
+        with record_function("phase::forward"), autocast(self.precision, "cpu"):
             out = self.model(**batch)
         loss_start = time.perf_counter()
-        loss, _ = compute_objectives(self.objectives, out.embeddings)
+        with record_function("phase::loss"):
+            loss, _ = compute_objectives(self.objectives, out.embeddings)
+            for term in out.aux_losses.values():
+                loss = loss + term
         loss_end = time.perf_counter()
-        for term in out.aux_losses.values():
-            loss = loss + term
-        loss.backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        with record_function("phase::backward"):
+            loss.backward()
+        with record_function("phase::optimizer"):
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
         end = time.perf_counter()
         if record:
             self.step_times.append(end - start)
