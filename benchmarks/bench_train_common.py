@@ -113,23 +113,41 @@ def print_table(headers: list[str], rows: list[list]) -> None:
 class StepTimer:
     """A ``transformers.TrainerCallback`` timing every optimizer step end to end: the interval between
     consecutive step ends, so fetching and collating the batch (tokenizing, for sentence-transformers)
-    counts, as it does for a user."""
+    counts, as it does for a user.
 
-    def __new__(cls):
+    On a GPU the steps run asynchronously, so a single interval is not one step's time: ``window_s`` is the time
+    from the end of step ``warmup`` to the end of the last step with the device synchronised at both ends
+    (``window_steps`` steps); on a CPU it is the sum of the same intervals."""
+
+    def __new__(cls, warmup: int = 0):
+        from bench_limit_common import synchronize
         from transformers import TrainerCallback
 
         class _Timer(TrainerCallback):
             def __init__(self):
                 self.times: list[float] = []
-                self._last = None
+                self.window_s: float | None = None
+                self.window_steps = 0
+                self._last = self._start = None
+
+            def _now(self, args) -> float:
+                synchronize(args.device)
+                return time.perf_counter()
 
             def on_train_begin(self, args, state, control, **kwargs):
-                self._last = time.perf_counter()
+                self._last = self._now(args)
+                if warmup == 0:
+                    self._start = self._last
 
             def on_step_end(self, args, state, control, **kwargs):
-                now = time.perf_counter()
+                step = state.global_step
+                now = self._now(args) if step in (warmup, state.max_steps) else time.perf_counter()
                 self.times.append(now - self._last)
                 self._last = now
+                if step == warmup:
+                    self._start = now
+                if step == state.max_steps and self._start is not None:
+                    self.window_s, self.window_steps = now - self._start, step - warmup
 
         return _Timer()
 
@@ -155,23 +173,30 @@ class ManualVariant:
         self.collate_times: list[float] = []
 
     def step(self, features, record: bool) -> None:
-        from hf_cse.objectives import compute_objectives
+        """One step; its phases are ``torch.profiler`` scopes ``phase::collate`` .. ``phase::optimizer`` (free
+        when no profiler runs), which ``bench_limit.py`` attributes the operators' time with."""
+        from torch.profiler import record_function
 
-        collate_start = time.perf_counter()
-        batch = self.collator(features)  # not in the step time: the collator runs in the dataloader
-        start = time.perf_counter()
+        from hf_cse.objectives import compute_objectives
         from hf_cse.precision import autocast
 
-        with autocast(self.precision, "cpu"):
+        collate_start = time.perf_counter()
+        with record_function("phase::collate"):
+            batch = self.collator(features)  # not in the step time: the collator runs in the dataloader
+        start = time.perf_counter()
+        with record_function("phase::forward"), autocast(self.precision, "cpu"):
             out = self.model(**batch)
         loss_start = time.perf_counter()
-        loss, _ = compute_objectives(self.objectives, out.embeddings)
+        with record_function("phase::loss"):
+            loss, _ = compute_objectives(self.objectives, out.embeddings)
+            for term in out.aux_losses.values():
+                loss = loss + term
         loss_end = time.perf_counter()
-        for term in out.aux_losses.values():
-            loss = loss + term
-        loss.backward()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        with record_function("phase::backward"):
+            loss.backward()
+        with record_function("phase::optimizer"):
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
         end = time.perf_counter()
         if record:
             self.step_times.append(end - start)

@@ -42,7 +42,12 @@ from bench_train_common import (
 )
 
 
-def run_hf_cse(sentences, args, out_dir) -> list[float]:
+def hf_cse_trainer(sentences, args, out_dir, callbacks=(), model_path: str | None = None, use_cpu: bool = True,
+                   cached_minibatch_size: int | None = None, torch_compile: bool = False,
+                   attn_implementation: str | None = None):
+    """The hf_cse side: ``ContrastiveTrainer`` on ``SimCSEModel`` (pooler avg, MLP head, infonce at 0.05) over
+    ``args.warmup + args.steps`` steps of ``args.batch_size`` sentences. ``model_path``: default the packaged
+    MiniLM; ``attn_implementation``: the encoder's (default: as loaded, i.e. SDPA with hf_cse's fast CPU dropout)."""
     import datasets
     from transformers import AutoTokenizer, TrainingArguments
 
@@ -50,41 +55,58 @@ def run_hf_cse(sentences, args, out_dir) -> list[float]:
     from hf_cse.models import SimCSEModel
     from hf_cse.trainer import ContrastiveTrainer
 
-    path = minilm_path()
+    path = model_path or minilm_path()
     torch.manual_seed(0)
     model = SimCSEModel.from_encoder(path, pooler_type="avg", loss="infonce", loss_kwargs={"temperature": 0.05})
+    if attn_implementation:
+        model.encoder.set_attn_implementation(attn_implementation)
     tokenizer = AutoTokenizer.from_pretrained(path)
     data = tokenize_dataset(datasets.Dataset.from_dict({"text": sentences}), tokenizer, args.length)
     targs = TrainingArguments(output_dir=out_dir, per_device_train_batch_size=args.batch_size, learning_rate=3e-5,
                               max_steps=args.warmup + args.steps, logging_steps=10_000, save_strategy="no",
-                              report_to="none", disable_tqdm=True, use_cpu=True, seed=0, dataloader_drop_last=True,
-                              remove_unused_columns=False, bf16=args.precision == "bf16")
-    timer = StepTimer()
-    trainer = ContrastiveTrainer(model=model, args=targs, train_dataset=data, processing_class=tokenizer,
-                                 data_collator=SimCSEModel.collator(tokenizer, model.config), callbacks=[timer])
-    trainer.train()
-    return timer.times[args.warmup:]
+                              report_to="none", disable_tqdm=True, use_cpu=use_cpu, seed=0, dataloader_drop_last=True,
+                              remove_unused_columns=False, bf16=args.precision == "bf16", torch_compile=torch_compile)
+    return ContrastiveTrainer(model=model, args=targs, train_dataset=data, processing_class=tokenizer,
+                              data_collator=SimCSEModel.collator(tokenizer, model.config), callbacks=list(callbacks),
+                              cached_minibatch_size=cached_minibatch_size)
 
 
-def run_sentence_transformers(sentences, args, out_dir) -> list[float]:
+def sentence_transformers_trainer(sentences, args, out_dir, callbacks=(), model_path: str | None = None,
+                                  use_cpu: bool = True, cached_minibatch_size: int | None = None):
+    """The sentence-transformers side: ``SentenceTransformerTrainer`` + ``MultipleNegativesRankingLoss`` at scale 20
+    (its cached variant with ``mini_batch_size=cached_minibatch_size`` when given) on (sentence, sentence) pairs."""
     import datasets
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
     from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
 
     torch.manual_seed(0)
-    model = SentenceTransformer(minilm_path(), device="cpu")
+    model = SentenceTransformer(model_path or minilm_path(), device="cpu" if use_cpu else "cuda")
     model.max_seq_length = args.length
     data = datasets.Dataset.from_dict({"anchor": sentences, "positive": sentences})
     targs = SentenceTransformerTrainingArguments(output_dir=out_dir, per_device_train_batch_size=args.batch_size,
                                                  learning_rate=3e-5, max_steps=args.warmup + args.steps,
                                                  logging_steps=10_000, save_strategy="no", report_to="none",
-                                                 disable_tqdm=True, use_cpu=True, seed=0, dataloader_drop_last=True,
-                                                 bf16=args.precision == "bf16")
+                                                 disable_tqdm=True, use_cpu=use_cpu, seed=0,
+                                                 dataloader_drop_last=True, bf16=args.precision == "bf16")
+    loss = (CachedMultipleNegativesRankingLoss(model, scale=20.0, mini_batch_size=cached_minibatch_size)
+            if cached_minibatch_size else MultipleNegativesRankingLoss(model, scale=20.0))
+    return SentenceTransformerTrainer(model=model, args=targs, train_dataset=data, loss=loss,
+                                      callbacks=list(callbacks))
+
+
+def run_hf_cse(sentences, args, out_dir) -> list[float]:
     timer = StepTimer()
-    trainer = SentenceTransformerTrainer(model=model, args=targs, train_dataset=data,
-                                         loss=MultipleNegativesRankingLoss(model, scale=20.0), callbacks=[timer])
-    trainer.train()
+    hf_cse_trainer(sentences, args, out_dir, [timer]).train()
+    return timer.times[args.warmup:]
+
+
+def run_sentence_transformers(sentences, args, out_dir) -> list[float]:
+    timer = StepTimer()
+    sentence_transformers_trainer(sentences, args, out_dir, [timer]).train()
     return timer.times[args.warmup:]
 
 

@@ -1,0 +1,204 @@
+#!/usr/bin/env python
+"""The SimCSE step against the machine's limit: model FLOPs, measured GEMM peak, and where the rest of the step goes.
+
+    python benchmarks/bench_limit.py                       # ~4-6 min on a loaded 2-core machine (1 thread)
+    python benchmarks/bench_limit.py --threads 2 --rounds 5
+
+Step: packaged all-MiniLM-L6-v2, ``SimCSEModel`` (cls pooler, MLP head, infonce), batch 64, length 32, AdamW,
+fast dropout (hf_cse's defaults), driven by ``ManualVariant`` (forward of 2 x 64 rows, loss, backward, optimizer).
+
+1. Model FLOPs of the step (``bench_limit_common.step_flops``): over the padded batch and over its real tokens.
+2. Measured GEMM TFLOP/s in fp32 and bf16: a ``--square``^3 product and the encoder's own shapes at 4,096 tokens.
+3. The step in fp32 and in bf16 (autocast), interleaved round by round with the GEMMs of its precision, so a load
+   change hits the step and its reference alike: each round's fraction = step model TFLOP/s / that round's GEMM.
+4. One ``torch.profiler`` trace of a step per precision, operator self-time by class: GEMMs, attention (softmax,
+   masking, SDPA), normalisation / activation, dropout (hf_cse's fast dropout or torch's, forward and backward),
+   embedding (look-up and gradient), other tensor ops (adds, casts, copies, the loss), optimizer (AdamW and
+   zero_grad), data / collation, and Python / framework overhead (time in the step not inside any operator).
+   The profiler's own cost inflates the small operators: read shares, and the step times of part 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import defaultdict
+
+import torch
+from bench_limit_common import encoder_gemm_shapes, gemm_tflops, step_flops
+from bench_train_common import (
+    ManualVariant,
+    add_common_args,
+    common_settings,
+    features,
+    load_sentences,
+    machine_info,
+    minilm_path,
+    print_table,
+    save_results,
+    setup_threads,
+)
+
+GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul",
+            "aten::_addmm_activation", "mkldnn::_linear_pointwise", "aten::mkldnn_linear"}
+ATTENTION_OPS = ("softmax", "scaled_dot_product", "masked_fill", "_efficient_attention", "_flash_attention")
+NORM_ACT_OPS = ("layer_norm", "gelu", "tanh")
+CLASSES = ("GEMMs", "attention (non-GEMM)", "norm/activation", "dropout", "embedding (look-up + grad)",
+           "other tensor ops", "optimizer", "data/collation", "Python/framework overhead")
+
+
+def _scope_of(event) -> tuple[str | None, bool, bool]:
+    """(phase, inside dropout, inside the embedding's backward) from the event's ancestors."""
+    phase, dropout, embedding = None, False, False
+    node = event
+    while node is not None:
+        name = node.name
+        if name.startswith("phase::"):
+            phase = phase or name.removeprefix("phase::")
+        elif name == "hf_cse::dropout" or "MaskedScaleBackward" in name or "DropoutBackward" in name:
+            dropout = True
+        elif "EmbeddingBackward" in name:
+            embedding = True
+        node = node.cpu_parent
+    return phase, dropout, embedding
+
+
+def classify(event) -> str:
+    """The operator class of one profiler event's self time (scopes' and autograd wrappers' self time = overhead)."""
+    name = event.name
+    phase, dropout, embedding = _scope_of(event)
+    if phase == "collate":
+        return "data/collation"
+    if phase == "optimizer":
+        return "optimizer"
+    if name.startswith(("phase::", "hf_cse::", "autograd::engine")) or "Backward" in name:
+        return "Python/framework overhead"
+    if dropout or "dropout" in name or "bernoulli" in name:
+        return "dropout"
+    if embedding or name in ("aten::embedding", "aten::embedding_dense_backward", "aten::index_select"):
+        return "embedding (look-up + grad)"
+    if name in GEMM_OPS:
+        return "GEMMs"
+    if any(k in name for k in ATTENTION_OPS):
+        return "attention (non-GEMM)"
+    if any(k in name for k in NORM_ACT_OPS):
+        return "norm/activation"
+    return "other tensor ops"
+
+
+def profile_step(variant: ManualVariant, feats) -> dict:
+    """Self CPU time per operator class over one profiled step (with collation), and the step's wall time."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from hf_cse.models import fast_dropout as fd
+
+    real = fd.fast_dropout
+
+    def labelled(*args, **kwargs):  # the fast dropout's forward ops under one scope (its backward has its own name)
+        with record_function("hf_cse::dropout"):
+            return real(*args, **kwargs)
+
+    fd.fast_dropout = labelled
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            with record_function("phase::step"):
+                variant.step(feats, record=False)
+    finally:
+        fd.fast_dropout = real
+    seconds = defaultdict(float)
+    ops = defaultdict(float)
+    wall = None
+    for event in prof.events():
+        if event.name == "phase::step":
+            wall = event.cpu_time_total / 1e6
+            continue
+        cls = classify(event)
+        seconds[cls] += event.self_cpu_time_total / 1e6
+        ops[(cls, event.name)] += event.self_cpu_time_total / 1e6
+    top = sorted(ops.items(), key=lambda kv: -kv[1])[:25]
+    return {"wall_s": wall, "by_class_s": {c: seconds.get(c, 0.0) for c in CLASSES},
+            "top_ops": [{"class": c, "op": n, "self_s": s} for (c, n), s in top]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_args(parser, steps=3, warmup=1)
+    parser.add_argument("--square", type=int, default=2048, help="side of the square GEMM")
+    parser.add_argument("--gemm_reps", type=int, default=3, help="timed products per GEMM measurement")
+    parser.add_argument("--model_name_or_path", default=None, help="default: the packaged all-MiniLM-L6-v2")
+    parser.add_argument("--no_profile", action="store_true", help="skip the torch.profiler breakdown")
+    args = parser.parse_args()
+    threads = setup_threads(args.threads)
+    from transformers import AutoConfig, AutoTokenizer
+
+    from hf_cse.models import SimCSEModel
+
+    path = args.model_name_or_path or minilm_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    config = AutoConfig.from_pretrained(path)
+    feats = features(tokenizer, load_sentences(args.data, args.batch_size, args.offset), args.length)
+    variants = {}
+    for precision in ("fp32", "bf16"):
+        torch.manual_seed(0)
+        model = SimCSEModel.from_encoder(path, loss="infonce")
+        variants[precision] = ManualVariant(precision, model, SimCSEModel.collator(tokenizer, model.config),
+                                            precision=precision)
+    batch = variants["fp32"].collator(feats)
+    rows, padded = batch["input_ids"].shape[0] * batch["input_ids"].shape[1], batch["input_ids"].shape[-1]
+    real = batch["attention_mask"].reshape(rows, padded).sum(-1).tolist()
+    flops = step_flops(config, rows, padded, real)
+    tokens = rows * padded
+    shapes = {"square": (args.square,) * 3, **encoder_gemm_shapes(config, tokens)}
+    gemm = {p: {s: [] for s in shapes} for p in variants}
+    for r in range(args.warmup + args.steps):  # one round: per precision, its GEMMs then its step
+        for precision, variant in variants.items():
+            for name, shape in shapes.items():
+                tflops = gemm_tflops(*shape, precision, "cpu", args.gemm_reps, warmup=1)["tflops"]
+                if r >= args.warmup:
+                    gemm[precision][name].append(tflops)
+            variant.step(feats, record=r >= args.warmup)
+        print(f"round {r + 1}/{args.warmup + args.steps}: " + ", ".join(
+            f"{p} step {v.step_times[-1]:.2f} s" for p, v in variants.items() if v.step_times), flush=True)
+    results = {}
+    for precision, variant in variants.items():
+        step_tflops = [flops["padded"] / t / 1e12 for t in variant.step_times]
+        own = [max(gemm[precision][s][i] for s in shapes if s != "square") for i in range(args.steps)]
+        results[precision] = {
+            "step_s": variant.step_times, "median_step_s": statistics.median(variant.step_times),
+            "step_model_tflops": step_tflops,
+            "gemm_tflops": gemm[precision],
+            "fraction_of_square": statistics.median(s / g for s, g in zip(step_tflops, gemm[precision]["square"])),
+            "fraction_of_own_shapes": statistics.median(s / g for s, g in zip(step_tflops, own)),
+            "fraction_real_tokens_of_square": statistics.median(
+                flops["real"] / t / 1e12 / g for t, g in zip(variant.step_times, gemm[precision]["square"])),
+        }
+    print()
+    print_table(["precision", "median step s", "step TFLOP/s", "square GEMM TFLOP/s", "own-shape GEMM TFLOP/s",
+                 "of square", "of own shapes", "real tokens: of square"],
+                [[p, r["median_step_s"], statistics.median(r["step_model_tflops"]),
+                  statistics.median(r["gemm_tflops"]["square"]),
+                  statistics.median(max(r["gemm_tflops"][s][i] for s in shapes if s != "square")
+                                    for i in range(args.steps)),
+                  r["fraction_of_square"], r["fraction_of_own_shapes"], r["fraction_real_tokens_of_square"]]
+                 for p, r in results.items()])
+    print(f"\nstep model FLOPs: {flops['padded'] / 1e9:.1f} G padded, {flops['real'] / 1e9:.1f} G real tokens "
+          f"({flops['padding_fraction']:.1%} of the tokens are padding)")
+    profiles = {}
+    if not args.no_profile:
+        for precision, variant in variants.items():
+            profiles[precision] = prof = profile_step(variant, feats)
+            total = sum(prof["by_class_s"].values())
+            print(f"\nprofile, {precision} (step wall {prof['wall_s']:.2f} s under the profiler):")
+            print_table(["class", "self s", "share"],
+                        [[c, s, f"{s / total:.1%}"] for c, s in prof["by_class_s"].items()])
+    save_results("limit", {
+        "benchmark": "bench_limit",
+        "settings": common_settings(args, square=args.square, gemm_reps=args.gemm_reps, rounds=args.steps,
+                                    model=path if args.model_name_or_path else "all-MiniLM-L6-v2 (packaged)"),
+        "machine": machine_info(threads),
+        "flops": flops, "gemm_shapes": shapes, "results": results, "profile": profiles,
+    }, not args.no_save)
+
+
+if __name__ == "__main__":
+    main()

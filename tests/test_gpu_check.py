@@ -1,0 +1,88 @@
+"""benchmarks/gpu_check.sh: the dry run builds and runs everything the GPU check would (tiny encoder, 1 step, the
+cuda tests collected) on a CPU; the model-FLOP count it divides by matches the encoder's own matrices.
+
+One dry run for the module (about a minute on a loaded 2-core machine); no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_limit_common import step_flops  # noqa: E402
+
+
+def _gpu_check(out: Path, *flags: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": ""}  # a CPU plan check, even on a GPU
+    return subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--out", str(out), *flags],
+                          capture_output=True, text=True, env=env, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu_check") / "results"
+    proc = _gpu_check(out, "--dry-run")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+def test_dry_run_runs_every_part(dry_run):
+    read = lambda name: json.loads((dry_run / name).read_text())  # noqa: E731
+    tests = read("tests.json")
+    assert tests["status"] == "ok" and tests["collected"] == 6  # tests/test_cuda.py: 6 tests, bf16 and fp16 twice
+    plan = read("plan.json")
+    for part in ("throughput", "compile", "attention"):
+        runs = read(f"{part}.json")["runs"]
+        assert [r["name"] for r in runs] == [r["name"] for r in plan[part]]
+        for run in runs:
+            if run["torch_compile"]:  # built, not compiled (minutes on a CPU)
+                assert run["status"] == "constructed (not run)"
+            else:
+                assert run["status"] == "ok", run
+                assert run["step_s"] > 0 and run["window_steps"] == run["steps"] == 1
+                assert run["model_flops"] > 0
+    attention = {r["name"]: r["attention_in_use"] for r in read("attention.json")["runs"]}
+    assert attention["hf_cse b64 eager"] == "eager"
+    assert attention["hf_cse b64 sdpa"] == "hf_cse_sdpa"  # hf_cse's fast dropout route, SDPA off the CPU
+    cached = [r for r in read("throughput.json")["runs"] if r["cached_minibatch_size"]]
+    assert {r["framework"] for r in cached} == {"hf_cse", "sentence_transformers"}
+    assert all(r["hardware_flops"] > r["model_flops"] for r in cached)  # the cached mode's extra forward
+    assert read("throughput.json")["padding"]["padding_fraction"] == 0.0  # every row fills the length
+    peak = read("peak.json")
+    assert set(peak["gemm"]) == {"bf16", "fp32"} and peak["gemm"]["bf16"]["peak_tflops"] > 0
+    summary = read("summary.json")
+    assert summary["dry_run"] and summary["ratios"]["hf_cse / st, b64"] > 0
+    assert "| throughput | hf_cse b64 |" in (dry_run / "summary.md").read_text()
+
+
+def test_refuses_a_folder_with_results(dry_run):
+    proc = _gpu_check(dry_run, "--dry-run")
+    assert proc.returncode == 2 and "is not empty" in proc.stderr and "--overwrite" in proc.stderr
+
+
+def test_step_flops_match_the_encoders_matrices():
+    """6 FLOPs per token per weight of every matrix product in the layers, plus attention's two products."""
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+                        intermediate_size=48)
+    model = BertModel(config, add_pooling_layer=False)
+    weights = sum(m.weight.numel() for m in model.encoder.modules() if isinstance(m, torch.nn.Linear))
+    rows, length = 6, 10
+    lengths = [10, 7, 3, 10, 5, 1]
+    got = step_flops(config, rows, length, lengths, projector_layers=0)
+    attention = 3 * 4 * 32 * 3  # backward twice the forward, 2 products of 2*n*n*h per row, per layer
+    assert got["padded"] == 6 * weights * rows * length + attention * rows * length**2
+    assert got["real"] == 6 * weights * sum(lengths) + attention * sum(n * n for n in lengths)
+    assert got["padding_fraction"] == pytest.approx(1 - 36 / 60)
+    assert got["hardware_padded"] == got["padded"]
+    cached = step_flops(config, rows, length, projector_layers=0, recomputed_forward=True)
+    assert cached["hardware_padded"] == pytest.approx(got["padded"] * 4 / 3)
