@@ -58,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--embedding_init", choices=get_args(EmbeddingInit), default="encoder_pca")
     p.add_argument("--max_seq_length", type=int, default=32)
     p.add_argument("--batch_size", type=int, default=128)
-    p.add_argument("--max_steps", type=int, default=2500)
+    p.add_argument("--max_steps", type=int, default=1200)
     p.add_argument("--learning_rate", type=float, default=1e-3)
     p.add_argument("--warmup_ratio", type=float, default=0.05)
     p.add_argument("--weight_decay", type=float, default=0.01)
