@@ -101,3 +101,21 @@ def test_diffcse_trains_with_the_built_generator(tiny_bert_dir, corpus, tmp_path
     logged = [h for h in state["log_history"] if "rtd_loss" in h]
     assert state["global_step"] == 2 and len(logged) == 2 and all(h["rtd_loss"] > 0 for h in logged)
     assert DiffCSEModel.from_pretrained(tmp_path / "run").config.generator_name_or_path == str(tmp_path / "gen")
+
+
+def test_committed_generator_loads_as_the_packaged_encoders_generator(minilm_dir):
+    """experiments/generator (built by the full command) passes DiffCSE's checks: every masked-LM weight
+    present, the encoder's tokenizer, and it fills a masked batch with vocabulary ids."""
+    from hf_cse.models.generators import load_generator
+
+    folder = build_generator.ROOT / "experiments" / "generator"
+    if not (folder / "model.safetensors").is_file():
+        pytest.skip(f"{folder} not built")
+    tok = AutoTokenizer.from_pretrained(minilm_dir)
+    gen = load_generator(str(folder), tok)
+    assert isinstance(gen, MaskedLMGenerator) and gen.vocab_size == len(tok) == 30522
+    enc = tok(["the cat sat on the mat ."], return_tensors="pt")
+    ids = enc["input_ids"].clone()
+    ids[0, 2] = tok.mask_token_id
+    filled = gen.fill(ids, enc["attention_mask"])
+    assert filled.shape == ids.shape and int(filled.max()) < len(tok)
