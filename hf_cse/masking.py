@@ -50,6 +50,17 @@ def mask_tokens(
     As SimCSE/DiffCSE's ``mask_tokens`` (DiffCSE ``train.py:512-545``); the random tokens come from the whole
     vocabulary as in BERT.
     """
+    return mask_tokens_and_selection(input_ids, tokenizer, masking_ratio, generator)[0]
+
+
+def mask_tokens_and_selection(
+    input_ids: torch.Tensor,
+    tokenizer: PreTrainedTokenizerBase,
+    masking_ratio: float,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`mask_tokens` and the boolean mask of the selected positions (the masked-LM targets: [MASK],
+    random and kept tokens alike), for training a masked LM with BERT's recipe."""
     ids = input_ids.clone()
     probs = torch.full(ids.shape, float(masking_ratio))
     probs.masked_fill_(special_tokens_mask(ids, tokenizer), 0.0)
@@ -58,7 +69,7 @@ def mask_tokens(
     ids[to_mask] = tokenizer.mask_token_id
     to_random = torch.bernoulli(torch.full(ids.shape, 0.5), generator=generator).bool() & selected & ~to_mask
     ids[to_random] = torch.randint(len(tokenizer), ids.shape, dtype=ids.dtype, generator=generator)[to_random]
-    return ids
+    return ids, selected
 
 
 def _ordinary_positions(row: list[int], special: set[int]) -> list[int]:
