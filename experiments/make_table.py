@@ -101,13 +101,14 @@ def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list
     lines = [
         f"## {regime['title']}", "",
         f"What: {regime['what']}. Budget: {regime['max_steps']} steps, batch {regime['per_device_train_batch_size']}, "
-        f"length {regime['max_seq_length']}, lr {regime['learning_rate']} ({regime['lr_scheduler_type']} decay; "
-        f"`simcse_lr*` rows change only the learning rate), STS-B dev every {regime['eval_steps']} steps selects the "
+        f"length {regime['max_seq_length']}, lr {regime['learning_rate']} ({regime['lr_scheduler_type']} decay"
+        f"{'; `simcse_lr*` rows change only the learning rate' if any('_lr' in m for m in methods) else ''}), "
+        f"STS-B dev every {regime['eval_steps']} steps selects the "
         f"checkpoint; seeds {', '.join(map(str, regime['seeds']))}; trained on {', '.join(devices) or '-'}. "
         f"Avg. = mean of {', '.join(TABLE_NAMES.get(t, t) for t in tasks)} (test, Spearman x 100).", "",
         "| method | seeds | " + " | ".join(TABLE_NAMES.get(t, t) for t in tasks)
         + " | Avg. | STS-B dev (sel.) | dev before -> after | align | uniform |",
-        "|---|---|" + "---|" * (len(tasks) + 6),
+        "|---|---|" + "---|" * (len(tasks) + 5),
     ]
     points = []
     for method in methods:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One cell of the supervised demonstration (experiments/SUPERVISED.md): the comparison table's budget
-# (experiments/budget.json) on SICK (anchor, entailment, contradiction) triplets, then the STS 7-task test.
+# (experiments/regimes.json, the cls regime) on SICK (anchor, entailment, contradiction) triplets, then the STS 7-task test.
 #   experiments/sick_supervised.sh LOSS SEED WORKDIR [loss flags...]
 #   e.g. experiments/sick_supervised.sh infonce 42 /tmp/sick --temperature 0.05
 set -euo pipefail
