@@ -185,7 +185,7 @@ def test_bad_model_paths(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a model folder"):
         SentenceEncoder.from_pretrained(tmp_path / "empty")
     with pytest.raises(ValueError, match="Valid poolers"):
-        SentenceEncoder(torch.nn.Linear(2, 2), object(), pooler="max")
+        SentenceEncoder(torch.nn.Linear(2, 2), object(), pooler="maximum")
 
 
 def test_dev_metrics(tiny_dir, tmp_path):
