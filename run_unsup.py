@@ -222,7 +222,8 @@ def main(argv: list[str] | None = None) -> None:
     # Tokens are cached by datasets for file/Hub sources.
     with training_args.main_process_first(desc="tokenizing"):
         tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
-        train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers)
+        train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers,
+                                 prompt=model.config.prompt)
     # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
     check_enough_rows(len(train_dataset), global_batch, source, unit)
     if model_args.method == "diffcse":

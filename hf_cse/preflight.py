@@ -9,6 +9,7 @@ from .cached import check_cached_compatible
 from .cli import InputError, check_model_source
 from .distributed import check_not_data_parallel
 from .encoders import encoder_max_length
+from .models.lora import check_targets_match
 
 
 def _value(option) -> str:
@@ -54,6 +55,8 @@ def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
 def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None) -> None:
     """Build the method's config (which builds its losses) as the model will, without loading any weights."""
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
+    if config.lora_r:
+        check_targets_match(config)
     if cached_minibatch_size:
         check_cached_compatible(config, cached_minibatch_size)
 

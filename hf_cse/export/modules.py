@@ -14,11 +14,12 @@ from torch import nn
 
 from ..encoders import without_pooler_kwargs
 from ..model_card import resolve_base_model
+from ..models.lora import adapter_settings
 from .errors import ExportError
 
 HF_CSE_CONFIG_FILE = "hf_cse_config.json"
 # hf_cse test pooler -> sentence-transformers Pooling mode
-ST_POOLING = {"cls_before_pooler": "cls", "cls": "cls", "avg": "mean"}
+ST_POOLING = {"cls_before_pooler": "cls", "cls": "cls", "avg": "mean", "last": "lasttoken"}
 
 
 def projector_to_dense(projector: nn.Module) -> list[nn.Module]:
@@ -33,10 +34,12 @@ def projector_to_dense(projector: nn.Module) -> list[nn.Module]:
         raise ExportError(str(err)) from err
 
 
-def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: list, max_seq_length: int) -> int:
+def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: list, max_seq_length: int,
+                  prompt: str | None = None) -> int:
     """Save Transformer + Pooling (+ Dense) as a sentence-transformers model in ``folder``; returns the
     Transformer's dimension. The encoder goes through a staging folder because sentence-transformers builds its
-    Transformer module from a path."""
+    Transformer module from a path. ``encoder`` must be a plain transformers model (LoRA adapters merged:
+    :func:`hf_cse.models.lora.merged_encoder`); ``prompt`` becomes the export's default prompt."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
@@ -44,10 +47,17 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
     encoder.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     model_kwargs = without_pooler_kwargs(type(encoder))
+    if getattr(encoder.config, "is_causal", True) is False:
+        # a bidirectional decoder (hf_cse.models.loading): its config.json keeps is_causal = False, but a fresh load
+        # sets the attention modules' own is_causal flag again, which SDPA / flash attention follow when a batch
+        # has no padding; eager attention follows the (bidirectional) mask alone
+        model_kwargs = {**model_kwargs, "attn_implementation": "eager"}
     transformer = Transformer(str(staging), max_seq_length=max_seq_length, model_kwargs=model_kwargs)
     dim = transformer.get_embedding_dimension()
+    prompts = {"query": prompt, "document": prompt} if prompt else None
     st = SentenceTransformer(modules=[transformer, Pooling(dim, pooling_mode=pooling_mode), *dense], device="cpu",
-                             similarity_fn_name="cosine")
+                             similarity_fn_name="cosine", prompts=prompts,
+                             default_prompt_name="query" if prompt else None)
     st.save(str(folder), create_model_card=False)
     del st, transformer
     shutil.rmtree(staging)
@@ -64,6 +74,8 @@ def describe(config, pooling_mode: str, dense_modules: list, keep_projector: boo
     """The card's one-line descriptions of the pooling and of the projection head."""
     if pooling_mode == "cls":
         pooling = "CLS token of the last layer (hf_cse `cls_before_pooler`)"
+    elif pooling_mode == "lasttoken":
+        pooling = "last non-padding token of the last layer (hf_cse `last`)"
     else:
         pooling = "mean of the last layer over non-padding tokens (hf_cse `avg`)"
     if dense_modules:
@@ -75,6 +87,17 @@ def describe(config, pooling_mode: str, dense_modules: list, keep_projector: boo
     else:
         projector = f"none: the training-only `{config.projector}` head was dropped (mlp_only_train)"
     return {"pooling_description": pooling, "projector_description": projector}
+
+
+def describe_adapters(config) -> str | None:
+    """The card's line on LoRA adapters (None without them)."""
+    settings = adapter_settings(config)
+    if settings is None:
+        return None
+    targets = settings["target_modules"]
+    return (f"trained with LoRA (r={settings['r']}, alpha={settings['alpha']:g}, dropout={settings['dropout']:g}, "
+            f"target modules: {targets if isinstance(targets, str) else ', '.join(targets)}); the adapters are "
+            "merged into these weights (no peft needed)")
 
 
 def without_local_paths(value: Any, name_of=lambda path: Path(path).name) -> Any:

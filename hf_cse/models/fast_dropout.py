@@ -71,7 +71,7 @@ class FastDropout(nn.Dropout):
 
 def fast_dropout_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
     """transformers attention function ``hf_cse_sdpa``: SDPA, except for CPU training with dropout."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
     causal = kwargs.get("is_causal")
     causal = getattr(module, "is_causal", False) if causal is None else causal
@@ -81,6 +81,9 @@ def fast_dropout_attention(module, query, key, value, attention_mask, dropout: f
                                       **kwargs)
     if scaling is None:
         scaling = query.size(-1) ** -0.5
+    groups = getattr(module, "num_key_value_groups", 1)
+    if groups > 1:  # grouped-query attention (Llama, Mistral...): each key/value head serves `groups` query heads
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:  # SDPA-style mask: True = attend

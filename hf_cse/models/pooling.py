@@ -8,13 +8,15 @@
   as in SimCSE's ``models.py``; the DiffCSE / ImSimCSE / GS forks use ``hidden_states[0]`` (the
   embedding output) -- pass ``first_layer=0`` for those.
 * ``avg_top2``: mean of the last two layers.
+* ``last``: the last layer at each row's last non-padding token (found from the attention mask, so left and right
+  padding both work): the usual pooling of decoder (LLM) embedders, whose last token has seen the whole sentence.
 """
 
 from __future__ import annotations
 
 import torch
 
-POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
+POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "last")
 
 
 def check_pooler(pooler: str) -> str:
@@ -53,6 +55,9 @@ def pool(
         return last_hidden_state[:, 0]
     if pooler == "avg":
         return _masked_mean(last_hidden_state, attention_mask)
+    if pooler == "last":  # position of the last 1 in each mask row: L - 1 - (index of the first 1 from the right)
+        last = attention_mask.shape[1] - 1 - attention_mask.flip(1).int().argmax(1)
+        return last_hidden_state[torch.arange(last_hidden_state.shape[0], device=last.device), last]
     if hidden_states is None:
         raise ValueError(f"pooler {pooler!r} needs the encoder's hidden_states (output_hidden_states=True).")
     if pooler == "avg_first_last":
