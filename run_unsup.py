@@ -261,7 +261,11 @@ def main(argv: list[str] | None = None) -> None:
 
     # 7. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
     if trainer.is_world_process_zero():
-        export_after_training(trainer.accelerator.unwrap_model(trainer.model), tokenizer, training_args, data_args,
+        # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads the
+        # full model save_model just gathered and wrote
+        sharded = trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled
+        export_after_training(training_args.output_dir if sharded else trainer.accelerator.unwrap_model(trainer.model),
+                              tokenizer, training_args, data_args,
                               len(train_dataset), result.metrics, hub_repo, preset=method_args.preset,
                               precision=describe(precision))
 
