@@ -5,8 +5,8 @@ Launched by ``tests/test_distributed.py`` as ``torchrun --nproc_per_node 2 tests
 rank-order gather would) and as a plain ``python tests/dist_worker.py ...`` (one process, the whole
 global batch). Each case builds the tiny model deterministically with dropout 0 (so every run sees the
 same "masks"), runs ``trainer.training_step`` (compute_loss or the cached step + accelerator.backward
-through DDP) and saves the loss, the flattened parameter gradients and the step's metrics (local, and reduced over
-processes as a logging step does) to ``OUT/rank{R}.pt``.
+through DDP, or through FSDP2 for the ``fsdp`` cases) and saves the loss, the flattened parameter gradients
+and the step's metrics (local, and reduced over processes as a logging step does) to ``OUT/rank{R}.pt``.
 """
 
 from __future__ import annotations

@@ -176,3 +176,20 @@ def test_target_modules_matching_nothing_name_the_linear_layers(tiny_bert_dir, t
 def test_lora_settings_without_a_rank_are_refused(tiny_bert_dir):
     with pytest.raises(ValueError, match="lora_r is 0"):
         SimCSEModel.config_class(lora_alpha=16)
+
+
+def test_activation_checkpointing_keeps_the_adapters_gradient(tiny_bert_dir, sentences):
+    """The frozen embeddings give the checkpointed layers inputs without requires_grad: the adapters must still get
+    their gradient (transformers 5 checkpoints non-reentrantly), equal to the one without checkpointing."""
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), dropout=0.0, lora_r=4, lora_dropout=0.0).train()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if ".lora_B." in name:
+                param.normal_(std=0.1)
+    batch = _batch(tiny_bert_dir, sentences)
+    _, plain = _plain_step(model, [batch])
+    model.enable_activation_checkpointing()
+    _, checkpointed = _plain_step(model, [batch])
+    assert any(".lora_A." in n for n in checkpointed)
+    _assert_same_grads(checkpointed, plain)
