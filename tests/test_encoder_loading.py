@@ -79,3 +79,18 @@ def test_flash_attention_is_refused_in_one_line_before_loading(tiny_bert_dir, tm
     with pytest.raises(ValueError, match="runs only on a CUDA GPU and none is visible; use --attn_implementation sdpa"):
         run_unsup.main(argv)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the fall-back where flash attention cannot run")
+def test_a_model_trained_with_flash_attention_loads_where_it_cannot_run(tiny_bert_dir, tmp_path):
+    """config.json names flash_attention_2 (a GPU run); on this CPU the model loads with transformers' default
+    attention (the same function) instead of failing."""
+    import json
+
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    config["encoder_attention"] = "flash_attention_2"
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    model = AutoModel.from_pretrained(tmp_path / "m")
+    assert model.config.encoder_attention == "flash_attention_2"
+    assert model.encoder.config._attn_implementation in (ATTENTION_NAME, "sdpa")

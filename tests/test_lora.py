@@ -193,3 +193,34 @@ def test_activation_checkpointing_keeps_the_adapters_gradient(tiny_bert_dir, sen
     _, checkpointed = _plain_step(model, [batch])
     assert any(".lora_A." in n for n in checkpointed)
     _assert_same_grads(checkpointed, plain)
+
+
+def test_run_eval_scores_an_adapter_checkpoint(tiny_bert_dir, tmp_path):
+    """run_eval.py on an hf_cse checkpoint with LoRA adapters scores the adapted encoder (not the frozen one)."""
+    from test_evaluation_utils import REPO, write_toy_senteval
+
+    from hf_cse.evaluation import data as D
+
+    sys.path.insert(0, str(REPO))
+    import run_eval
+
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=4, pooler_type="avg")
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if ".lora_B." in name:
+                param.normal_(std=0.5)
+    model.save_pretrained(tmp_path / "ckpt")
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(tmp_path / "ckpt")
+    se = write_toy_senteval(tmp_path / "se")
+    D.clear_cache()
+    scores = {}
+    for name in ("ckpt", "base"):
+        path = tmp_path / "ckpt" if name == "ckpt" else tiny_bert_dir
+        assert run_eval.main(["--model_name_or_path", str(path), "--senteval_data_dir", str(se), "--tasks",
+                              "STS-B", "--pooler", "avg", "--output_dir", str(tmp_path / name),
+                              "--disable_tqdm"]) == 0
+        scores[name] = json.loads((tmp_path / name / "results.json").read_text())["STSBenchmark"]
+    assert scores["ckpt"] != scores["base"]  # the adapters change what is scored
