@@ -41,13 +41,34 @@ def test_llama_left_and_right_padding_give_the_same_embedding(tiny_llama_dir, bi
     torch.testing.assert_close(out["left"], out["right"], atol=1e-5, rtol=1e-4)
 
 
-def test_bidirectional_lets_the_first_token_see_the_rest(tiny_llama_dir):
-    ids = torch.tensor([[2, 40, 41, 42, 3], [2, 40, 50, 51, 3]])  # same first two tokens, then different
-    mask = torch.ones_like(ids)
+def _tiny_decoder_config(model_type: str):
+    from transformers import AutoConfig
+
+    common = dict(vocab_size=100, max_position_embeddings=64, pad_token_id=0)
+    if model_type == "gpt2":
+        return AutoConfig.for_model("gpt2", n_embd=32, n_layer=2, n_head=2, **common)
+    return AutoConfig.for_model(model_type, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                num_attention_heads=4, num_key_value_heads=2, head_dim=8, **common)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen2", "gemma", "gpt2"])
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_bidirectional_lets_the_first_token_see_the_rest(model_type, attention):
+    """Through transformers' own config.is_causal and the attention modules' is_causal flags (no model code)."""
+    from transformers import AutoModel
+
+    from hf_cse.models.loading import check_bidirectional, make_bidirectional
+
+    config = _tiny_decoder_config(model_type)
+    check_bidirectional(config)
+    ids = torch.tensor([[5, 40, 41, 42, 43], [5, 40, 50, 51, 52]])  # same first two tokens, then different
     for bidirectional in (False, True):
-        model = SimCSEModel.from_encoder(str(tiny_llama_dir), pooler_type="last", bidirectional=bidirectional)
-        with torch.no_grad():
-            first = model.eval().encoder(input_ids=ids, attention_mask=mask).last_hidden_state[:, 0]
+        torch.manual_seed(0)
+        encoder = AutoModel.from_config(config, attn_implementation=attention).eval()
+        if bidirectional:
+            assert make_bidirectional(encoder) > 0
+        with torch.no_grad():  # no padding: the path where SDPA would rely on its is_causal flag alone
+            first = encoder(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state[:, 0]
         assert torch.allclose(first[0], first[1], atol=1e-6) is (not bidirectional)
 
 

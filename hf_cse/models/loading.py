@@ -24,7 +24,9 @@ letting every token attend to every other): transformers builds decoder masks wi
 (padding-only) mask when ``config.is_causal`` is False, and its attention modules pass their own ``is_causal``
 attribute to SDPA / flash attention. Setting both turns the model bidirectional without any copied model code.
 Architectures whose modeling module builds its masks with those functions take it (Llama, Mistral, Mixtral,
-Qwen2/3, Gemma 1/2/3, Phi-3, GPT-2, OPT, GPT-NeoX, Falcon, ... in transformers 5); others are refused.
+Qwen2/3, Gemma 1/2/3, Phi-3, GPT-2, OPT, GPT-NeoX, Falcon, ... in transformers 5; tested for Llama, Mistral,
+Qwen2, Gemma and GPT-2 under sdpa and eager); others (Mamba, Llama 4's chunked attention...) are refused.
+LLM2Vec itself copies each model's code to drop the causal mask; transformers 5 makes that unnecessary.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """LoRA adapters on the encoder through peft (Hu et al., ICLR 2022, "LoRA: Low-Rank Adaptation of Large Language
-Models"), as LLM2Vec's unsupervised SimCSE stage trains decoder LLMs (BehnamGhader et al., 2024, Sec. 3).
+Models"), as LLM2Vec's unsupervised SimCSE stage trains decoder LLMs (BehnamGhader et al., COLM 2024; its released
+SimCSE configs: r = 16, alpha = 2r, dropout 0.05 on all seven attention and MLP projections, bf16 weights, flash
+attention, gradient checkpointing).
 
 With ``lora_r > 0`` the encoder is wrapped by ``peft.get_peft_model``: its weights are frozen and low-rank adapters
 ``W + (alpha / r) * B A`` train on the ``lora_target_modules`` (default: every attention and feed-forward linear
