@@ -27,6 +27,9 @@ def test_bf16_weights_fp32_head_and_losses_and_they_survive_a_reload(tiny_bert_d
                                  data_collator=model.collator(tok, model.config), processing_class=tok)
     trainer.train()
     assert all(torch.isfinite(p).all() for p in model.parameters())
+    # without LoRA the bf16 weights' AdamW states are bf16 too (the warning of from_encoder says so)
+    weight = model.encoder.embeddings.word_embeddings.weight
+    assert trainer.optimizer.state[weight]["exp_avg"].dtype == torch.bfloat16
     model.save_pretrained(tmp_path / "saved")
     reloaded = AutoModel.from_pretrained(tmp_path / "saved")
     assert {p.dtype for p in reloaded.encoder.parameters()} == {torch.bfloat16}

@@ -42,11 +42,12 @@ def test_lora_freezes_the_encoder_and_starts_at_the_pretrained_function(tiny_ber
     torch.testing.assert_close(lora.sentence_embedding(ids, mask), plain.sentence_embedding(ids, mask))
 
 
+@pytest.mark.parametrize("encoder_dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("model_cls", [SimCSEModel, ImSimCSEModel, DiffCSEModel])
-def test_every_method_trains_its_adapters_and_leaves_the_frozen_weights(model_cls, tiny_bert_dir, sentences,
-                                                                         tmp_path):
+def test_every_method_trains_its_adapters_and_leaves_the_frozen_weights(model_cls, encoder_dtype, tiny_bert_dir,
+                                                                         sentences, tmp_path):
     torch.manual_seed(0)
-    model = model_cls.from_encoder(str(tiny_bert_dir), lora_r=4)
+    model = model_cls.from_encoder(str(tiny_bert_dir), lora_r=4, encoder_dtype=encoder_dtype)
     train, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "data", repeat=2)
     if model_cls is DiffCSEModel:
         model.attach_generator("unigram", tok, train_token_ids=train["input_ids"])
@@ -61,6 +62,11 @@ def test_every_method_trains_its_adapters_and_leaves_the_frozen_weights(model_cl
     assert frozen and not frozen & changed
     if model_cls is DiffCSEModel:  # the training-only discriminator trains in full
         assert any(n.startswith("discriminator.") for n in changed)
+    # adapters and head in fp32 whatever the weights' dtype (so are their AdamW states)
+    assert {p.dtype for n, p in model.named_parameters() if ".lora_" in n or n.startswith("projector.")} == \
+        {torch.float32}
+    adapter = next(p for n, p in model.named_parameters() if ".lora_B." in n)
+    assert trainer.optimizer.state[adapter]["exp_avg"].dtype == torch.float32
 
 
 def test_cached_mode_with_lora_equals_the_plain_step(tiny_bert_dir, sentences):
