@@ -232,7 +232,8 @@ def main(argv: list[str] | None = None) -> None:
     # Tokens are cached by datasets for file/Hub sources.
     with training_args.main_process_first(desc="tokenizing"):
         tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
-        train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers)
+        train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers,
+                                 prompt=model.config.prompt)
     # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
     check_enough_rows(len(train_dataset), global_batch, source, unit)
     if model_args.method == "diffcse":
@@ -274,7 +275,11 @@ def main(argv: list[str] | None = None) -> None:
 
     # 7. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
     if trainer.is_world_process_zero():
-        export_after_training(trainer.accelerator.unwrap_model(trainer.model), tokenizer, training_args, data_args,
+        # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads the
+        # full model save_model just gathered and wrote
+        sharded = trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled
+        export_after_training(training_args.output_dir if sharded else trainer.accelerator.unwrap_model(trainer.model),
+                              tokenizer, training_args, data_args,
                               len(train_dataset), result.metrics, hub_repo, preset=method_args.preset,
                               precision=describe(precision), dev=dev and dev.as_dict())
     # the run's last line: did training make the model better on the dev data?

@@ -56,6 +56,16 @@ def config_fields(config_classes: dict[str, type]) -> dict[str, tuple[Any, str, 
     return out
 
 
+def _aliases(config_classes: dict[str, type], name: str) -> list[str]:
+    """Other option strings of a config field's flag (``metadata["aliases"]``: ``--torch_dtype`` for
+    ``encoder_dtype``, whose own name transformers' config already uses)."""
+    for config_cls in config_classes.values():
+        for f in _own_fields(config_cls):
+            if f.name == name:
+                return list(f.metadata.get("aliases", ()))
+    return []
+
+
 def _describe_defaults(defaults: dict[str, Any], methods: Iterable[str]) -> str:
     """`` (--method diffcse only) Method default: ...`` for the help of a config-field flag."""
     methods = list(methods)
@@ -100,8 +110,10 @@ def model_arguments_class(config_classes: dict[str, type] | None = None) -> type
         help_text = help_text[0].upper() + help_text[1:] + "."
         if common is None:
             help_text += _describe_defaults(defaults, config_classes)
-        fields.append((name, typ if common is not None else typ | None,
-                       field(default=common, metadata={"help": help_text})))
+        metadata = {"help": help_text}
+        if aliases := _aliases(config_classes, name):
+            metadata["aliases"] = aliases
+        fields.append((name, typ if common is not None else typ | None, field(default=common, metadata=metadata)))
     return make_dataclass("ModelArguments", fields, bases=(_ScriptModelArguments,))
 
 

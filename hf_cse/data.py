@@ -177,12 +177,19 @@ def load_train_dataset(
                   batched=True, desc="Dropping blank lines")
 
 
-def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None):
+def with_prompt(texts: list[str], prompt: str | None) -> list[str]:
+    """``texts`` with the model's instruction / prefix (``CSEConfig.prompt``) in front of each."""
+    return texts if not prompt else [prompt + t for t in texts]
+
+
+def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None,
+                     prompt: str | None = None):
     """Tokenize once (truncation, no padding: the collator pads each batch dynamically); sentences that become
-    special tokens only are dropped with one warning (:func:`drop_special_only`)."""
+    special tokens only are dropped with one warning (:func:`drop_special_only`). ``prompt``: prepended to each
+    sentence (its tokens count toward ``max_seq_length``)."""
 
     def tok(batch):
-        return tokenizer(batch["text"], truncation=True, max_length=max_seq_length)
+        return tokenizer(with_prompt(batch["text"], prompt), truncation=True, max_length=max_seq_length)
 
     tokenized = ds.map(tok, batched=True, num_proc=num_proc, desc="Tokenizing")
     return drop_special_only(tokenized, tokenizer, num_proc).remove_columns(ds.column_names)
@@ -329,16 +336,17 @@ def load_pair_dataset(
 
 
 def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32,
-                          num_proc: int | None = None):
+                          num_proc: int | None = None, prompt: str | None = None):
     """Tokenize every view column (``text``, ``positive``[, ``negative``]) into ``input_ids``, ``positive_input_ids``,
-    ``negative_input_ids``, ... (truncation, no padding)."""
+    ``negative_input_ids``, ... (truncation, no padding); ``prompt`` as in :func:`tokenize_dataset`."""
     views = [(prefix, column) for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"))
              if column in ds.column_names]
 
     def tok(batch):
         out = {}
         for prefix, column in views:
-            for key, value in tokenizer(batch[column], truncation=True, max_length=max_seq_length).items():
+            texts = with_prompt(batch[column], prompt)
+            for key, value in tokenizer(texts, truncation=True, max_length=max_seq_length).items():
                 out[prefix + key] = value
         return out
 

@@ -50,3 +50,25 @@ def check_not_data_parallel(training_args) -> None:
             f"with `accelerate launch --num_processes {training_args.n_gpu} run_unsup.py ...` (or `torchrun "
             f"--nproc_per_node {training_args.n_gpu} ...`), or use one GPU (CUDA_VISIBLE_DEVICES=0)."
         )
+
+
+def sharding_engine(training_args) -> str | None:
+    """``"FSDP"`` / ``"DeepSpeed"`` when the run asks for one (TrainingArguments or ``accelerate launch``'s config),
+    else None."""
+    import os
+
+    if getattr(training_args, "fsdp", None) or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true":
+        return "FSDP"
+    if getattr(training_args, "deepspeed", None) or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
+        return "DeepSpeed"
+    return None
+
+
+def check_sharding_device(training_args) -> None:
+    """Refuse FSDP / DeepSpeed on a CPU: accelerate enables either only on accelerators (GPUs...) and on a CPU
+    trains plain DDP without a word, so the run would not shard anything."""
+    engine = sharding_engine(training_args)
+    if engine and training_args.device.type == "cpu":
+        raise ValueError(f"{engine} runs only on GPUs (accelerate enables it on accelerators; on a CPU it would "
+                         "silently train plain DDP). On a CPU launch with configs/accelerate/cpu_2proc.yaml; "
+                         "on GPUs drop --use_cpu.")

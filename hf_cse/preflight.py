@@ -7,8 +7,9 @@ import inspect
 
 from .cached import check_cached_compatible
 from .cli import InputError, check_model_source
-from .distributed import check_not_data_parallel
+from .distributed import check_not_data_parallel, check_sharding_device
 from .encoders import encoder_max_length
+from .models.lora import check_targets_match
 
 
 def _value(option) -> str:
@@ -33,6 +34,7 @@ def check_training_arguments(training_args, max_seq_length: int) -> None:
         raise InputError(f"--num_train_epochs {training_args.num_train_epochs} trains nothing, and the export would "
                          "describe an untrained encoder as trained; give a positive --num_train_epochs or --max_steps.")
     check_not_data_parallel(training_args)
+    check_sharding_device(training_args)
 
 
 def encoder_config(encoder: str, flag: str = "--model_name_or_path", trust_remote_code: bool = False):
@@ -54,6 +56,8 @@ def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
 def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None) -> None:
     """Build the method's config (which builds its losses) as the model will, without loading any weights."""
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
+    if config.lora_r:
+        check_targets_match(config)
     if cached_minibatch_size:
         check_cached_compatible(config, cached_minibatch_size)
 

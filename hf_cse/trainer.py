@@ -8,7 +8,7 @@ import torch
 from transformers import Trainer
 
 from .cached import IncompatibleOptionsError, cached_step, check_cached_compatible
-from .distributed import check_not_data_parallel, gather_with_grad
+from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
 from .losses.base import finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
@@ -70,6 +70,7 @@ class ContrastiveTrainer(Trainer):
         super().__init__(*args, **kwargs)
         check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         check_not_data_parallel(self.args)
+        check_sharding_device(self.args)
         self.cached_minibatch_size = cached_minibatch_size or None
         if self.cached_minibatch_size is not None:
             check_cached_compatible(self.accelerator.unwrap_model(self.model).config, self.cached_minibatch_size)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_models import SENTENCES, make_tiny_encoder, make_tiny_mlm  # noqa: E402
+from tiny_models import SENTENCES, make_tiny_encoder, make_tiny_llama, make_tiny_mlm  # noqa: E402
 
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
@@ -67,3 +67,8 @@ def fresh_evaluation_data_cache():
     data.clear_cache()
     yield
     data.clear_cache()
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_dir(tmp_path_factory):
+    return make_tiny_llama(tmp_path_factory.mktemp("tiny_llama"))

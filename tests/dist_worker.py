@@ -5,8 +5,8 @@ Launched by ``tests/test_distributed.py`` as ``torchrun --nproc_per_node 2 tests
 rank-order gather would) and as a plain ``python tests/dist_worker.py ...`` (one process, the whole
 global batch). Each case builds the tiny model deterministically with dropout 0 (so every run sees the
 same "masks"), runs ``trainer.training_step`` (compute_loss or the cached step + accelerator.backward
-through DDP) and saves the loss, the flattened parameter gradients and the step's metrics (local, and reduced over
-processes as a logging step does) to ``OUT/rank{R}.pt``.
+through DDP, or through FSDP2 for the ``fsdp`` cases) and saves the loss, the flattened parameter gradients
+and the step's metrics (local, and reduced over processes as a logging step does) to ``OUT/rank{R}.pt``.
 """
 
 from __future__ import annotations
@@ -63,16 +63,28 @@ def run_case(case: dict, model_dir: str, tokenizer, n_global: int, rank: int, pr
                              save_strategy="no", disable_tqdm=True, seed=1234, ddp_backend="gloo" if procs > 1
                              else None)
     trainer = ContrastiveTrainer(model=model, args=args, cached_minibatch_size=case.get("cached"))
-    wrapped = trainer.accelerator.prepare(trainer.model)
+    if case.get("fsdp") and procs > 1:
+        # FSDP2 as accelerate applies it on GPUs (fully_shard on every transformer layer, then on the root), done
+        # by hand: accelerate enables FSDP only on accelerators, and on CPU falls back to DDP (docs/distributed.md)
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in [m for m in model.modules() if type(m).__name__ == "BertLayer"]:
+            fully_shard(layer)
+        wrapped = fully_shard(model)
+    else:
+        wrapped = trainer.accelerator.prepare(trainer.model)
     trainer.create_optimizer()
     trainer.current_gradient_accumulation_steps = 1
     torch.manual_seed(99)  # the loss's own RNG (GS noise): same stream in every process and run
     loss = trainer.training_step(wrapped, local)
-    grads = [p.grad.reshape(-1) for p in model.parameters() if p.grad is not None]
+    # FSDP holds each gradient as a sharded DTensor: its full value, for comparing with one process
+    grads = [getattr(p.grad, "full_tensor", lambda g=p.grad: g)().reshape(-1) for p in model.parameters()
+             if p.grad is not None]
     metrics_local = copy.deepcopy(trainer._metrics).reduce()  # this process's own values
     metrics = trainer._reduced_metrics()  # what a logging step logs: the mean over processes
+    sharded = any(type(p).__name__ == "DTensor" for p in model.parameters())  # FSDP2 really wrapped the model
     return {"loss": float(loss), "grads": torch.cat(grads), "world_size": world_size(), "metrics": metrics,
-            "metrics_local": metrics_local}
+            "metrics_local": metrics_local, "sharded": sharded}
 
 
 def main() -> None:

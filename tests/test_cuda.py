@@ -2,11 +2,13 @@
 
 Mixed precision with the loss in fp32, the fast-dropout attention deferring to torch's fused SDPA dropout, the
 cached mode replaying the CUDA RNG, no host synchronisation inside ``compute_loss`` (``torch.cuda`` raises on any
-sync, including those hidden in ops such as boolean indexing), and a single-GPU run_unsup.py run.
+sync, including those hidden in ops such as boolean indexing), a single-GPU run_unsup.py run, and LLM2Vec's
+setting (bf16 weights, flash attention 2, LoRA, last-token pooling, bidirectional) on a tiny Llama.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -141,3 +143,21 @@ def test_run_unsup_single_gpu_bf16(tiny_bert_dir, tmp_path, monkeypatch):
     info = json.loads((out / "training_info.json").read_text())
     expected = "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp32"
     assert info["precision"] == describe(expected) and info["world_size"] == 1
+
+
+@pytest.mark.skipif(importlib.util.find_spec("flash_attn") is None or importlib.util.find_spec("peft") is None,
+                    reason="needs flash-attn and peft")
+def test_llama_lora_bf16_flash_attention_trains_and_exports(tiny_llama_dir, tmp_path, monkeypatch):
+    """LLM2Vec's setting on one GPU: bf16 weights, flash attention 2, LoRA, last-token pooling, bidirectional,
+    activation checkpointing; the export is checked against the model when it is written."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    import run_unsup
+
+    out = tmp_path / "out"
+    run_unsup.main(["--model_name_or_path", str(tiny_llama_dir), "--output_dir", str(out), "--max_steps", "2",
+                    "--per_device_train_batch_size", "8", "--disable_tqdm", "true", "--torch_dtype", "bf16",
+                    "--attn_implementation", "flash_attention_2", "--lora_r", "4", "--pooler_type", "last",
+                    "--bidirectional", "--activation_checkpointing", "--precision", "bf16"])
+    model = SimCSEModel.from_pretrained(out)
+    assert model.config.encoder_attention == "flash_attention_2"
+    assert (out / "sentence-transformers" / "model.safetensors").is_file()

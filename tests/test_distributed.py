@@ -9,6 +9,7 @@ flattened gradients must agree to 1e-5 (relative to the gradient scale for large
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -60,6 +61,15 @@ def _cases() -> list[dict]:
     # triplet data: the hard negatives are gathered with the views (supervised SimCSE), plain and cached
     cases.append({"name": "infonce_triplets", "loss": "infonce", "triplets": True})
     cases.append({"name": "focal_infonce_triplets_cached_3", "loss": "focal_infonce", "triplets": True, "cached": 3})
+    # FSDP2 (torch's fully_shard per BertLayer and on the root, as accelerate applies it on GPUs): the sharded
+    # gradient reduction keeps the gathered negatives' exact gradient, plain and in the cached mode
+    cases.append({"name": "infonce_fsdp", "loss": "infonce", "fsdp": True})
+    cases.append({"name": "infonce_cached_3_fsdp", "loss": "infonce", "cached": 3, "fsdp": True})
+    if importlib.util.find_spec("peft") is not None:  # LoRA adapters (frozen encoder) under DDP and FSDP
+        lora = {"lora_r": 4, "lora_dropout": 0.0}
+        cases.append({"name": "infonce_lora", "loss": "infonce", "config": lora})
+        cases.append({"name": "infonce_lora_cached_3_fsdp", "loss": "infonce", "config": lora, "cached": 3,
+                      "fsdp": True})
     if "diffcse" in METHODS:  # runs, but is not equivalent: see NOT_EQUIVALENT
         cases.append({"name": "diffcse", "method": "diffcse", "loss": "infonce"})
     return cases
@@ -124,6 +134,7 @@ def test_two_processes_equal_one_process(two_vs_one, name):
     for res in (one, rank0, rank1):
         assert "error" not in res, res.get("error")
     assert one["world_size"] == 1 and rank0["world_size"] == 2
+    assert rank0["sharded"] is name.endswith("_fsdp")  # FSDP really sharded the parameters (DTensors)
     # every process holds the same loss and (after DDP's all-reduce) the same gradients
     assert rank0["loss"] == rank1["loss"]
     assert torch.equal(rank0["grads"], rank1["grads"])
@@ -171,3 +182,28 @@ def test_run_unsup_under_accelerate_launch(launches):
     assert state["global_step"] == 2
     losses = [e["loss"] for e in state["log_history"] if "loss" in e]
     assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
+
+
+def test_sharding_on_a_cpu_is_refused_in_one_line(tiny_bert_dir, tmp_path, monkeypatch):
+    """accelerate turns FSDP / DeepSpeed on only on accelerators; on a CPU it would train plain DDP silently."""
+    import run_unsup
+
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with pytest.raises(ValueError, match="FSDP runs only on GPUs .* launch with configs/accelerate/cpu_2proc.yaml"):
+        run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "o"),
+                        "--use_cpu", "--max_steps", "1"])
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("name, engine", [("fsdp", "FSDP"), ("deepspeed_zero2", "DEEPSPEED"),
+                                          ("deepspeed_zero3", "DEEPSPEED")])
+def test_shipped_accelerate_configs_load(name, engine):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(ROOT / "configs" / "accelerate" / f"{name}.yaml"))
+    assert config.distributed_type.value == engine and not config.use_cpu
+    if engine == "FSDP":
+        fsdp = config.fsdp_config
+        assert fsdp["fsdp_version"] == 2 and fsdp["fsdp_state_dict_type"] == "FULL_STATE_DICT"
+    else:
+        assert config.deepspeed_config["zero_stage"] == int(name[-1])

@@ -99,3 +99,21 @@ SENTENCES = [
     "the sad song was not played by the team",
     "it was a bad year for the large city",
 ]
+
+
+def make_tiny_llama(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """A random Llama-style decoder (RoPE, RMSNorm, SwiGLU, grouped-query attention) with the tiny WordPiece
+    tokenizer, whose [SEP] ends every sentence as an end-of-sequence token would."""
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    torch.manual_seed(seed)
+    folder = Path(folder)
+    tok = tiny_tokenizer(folder)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=64, pad_token_id=0, bos_token_id=2, eos_token_id=3,
+                         attention_dropout=0.1)
+    LlamaModel(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder

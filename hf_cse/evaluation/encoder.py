@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..data import with_prompt
 from ..encoders import encoder_max_length, read_model_json, takes_token_type_ids
 from ..models.modes import eval_mode
 from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hidden_states, pool
@@ -151,6 +152,16 @@ class SentenceEncoder:
             or type(model).__name__
         )
 
+    @property
+    def prompt(self) -> str | None:
+        """The instruction / prefix the model was trained with, put in front of every sentence: an hf_cse model's
+        ``config.prompt``, a sentence-transformers model's default prompt."""
+        if self.kind == "hf_cse":
+            return getattr(self.model.config, "prompt", None)
+        if self.kind == "sentence_transformers" and getattr(self.model, "default_prompt_name", None):
+            return self.model.prompts.get(self.model.default_prompt_name)
+        return None
+
     # ------------------------------------------------------------------------------ construction
     @classmethod
     def from_pretrained(
@@ -237,7 +248,7 @@ class SentenceEncoder:
         show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
         unique: dict[str, int] = {}
         inverse = np.fromiter((unique.setdefault(s, len(unique)) for s in sentences), dtype=np.int64)
-        texts = list(unique)
+        texts = with_prompt(list(unique), self.prompt)
         if self._lower:
             texts = [t.lower() for t in texts]
         tokens = (
@@ -278,7 +289,7 @@ class SentenceEncoder:
 
     def _encode_batch(self, idx: np.ndarray, texts: list[str], tokens) -> torch.Tensor:
         if self.kind == "sentence_transformers" and self.pooler is None:
-            feats = self.model.preprocess([texts[i] for i in idx])
+            feats = self.model.preprocess([texts[i] for i in idx])  # texts hold its default prompt
             feats = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in feats.items()}
             return self.model(feats)["sentence_embedding"]
         feats = self._features(idx, tokens)

@@ -6,10 +6,13 @@
 What the export holds (written with sentence-transformers' own modules, so loading needs no custom code and
 no ``trust_remote_code``):
 
-* ``Transformer``: the trained encoder (``model.encoder``) and its tokenizer; ``max_seq_length`` is the encoder's
-  limit (``max_position_embeddings`` minus RoBERTa's position offset, capped at 512), not the training length 32.
+* ``Transformer``: the trained encoder (``model.encoder``, LoRA adapters merged into its weights: a plain model
+  that loads without peft; a bidirectional decoder pinned to eager attention) and its tokenizer; ``max_seq_length``
+  is the encoder's limit (``max_position_embeddings`` minus RoBERTa's position offset, capped at 512), not the
+  training length 32.
 * ``Pooling``: what the method uses at test time (``config.test_pooler``): ``cls_before_pooler``/``cls`` -> CLS
-  token, ``avg`` -> mean over tokens, ``max`` -> max over tokens (``hf_cse.models.pooling.ST_POOLING_MODES``);
+  token, ``avg`` -> mean over tokens, ``max`` -> max over tokens, ``last`` -> last token (``lasttoken``)
+  (``hf_cse.models.pooling.ST_POOLING_MODES``). The model's ``prompt`` is the export's default prompt.
   ``avg_first_last``/``avg_top2`` mix layers and are refused (ExportError).
 * ``Normalize``: when the model normalises its embeddings (``config.normalize``: the encoder's own Normalize).
 * ``Dense``: the projection head, only when the test embedding uses it (``mlp_only_train=False``) or with
@@ -45,6 +48,7 @@ from typing import Any
 
 from ..encoders import encoder_max_length
 from ..model_card import read_eval_results, render_model_card
+from ..models.lora import merged_encoder
 from ..models.pooling import ST_POOLING_MODES, applies_projector
 from .after_training import export_after_training
 from .card import CARD_INPUTS_FILE, card_title, record_card_inputs
@@ -52,7 +56,14 @@ from .checkpoint import check_tokenizer_fits, load_model, load_tokenizer
 from .errors import ExportError
 from .folders import atomic_output_dir, check_target, same_or_inside
 from .hub import HubPushError, push_export, take_over_hub_push
-from .modules import HF_CSE_CONFIG_FILE, describe, projector_to_dense, public_config_dict, write_modules
+from .modules import (
+    HF_CSE_CONFIG_FILE,
+    describe,
+    describe_adapters,
+    projector_to_dense,
+    public_config_dict,
+    write_modules,
+)
 from .training_info import TRAINING_INFO_FILE, read_training_info, training_info_from_run
 from .verify import PROBE_SENTENCES, reference_embeddings, verify_export
 
@@ -128,18 +139,21 @@ def to_sentence_transformer(
 
     with atomic_output_dir(out_dir, overwrite) as tmp:
         dense = projector_to_dense(model.projector) if with_projector else []
-        dim = write_modules(tmp, model.encoder, tokenizer, pooling_mode, dense, int(max_seq_length), config.normalize)
+        encoder = merged_encoder(model.encoder)  # LoRA adapters merged: a plain model that loads without peft
+        dim = write_modules(tmp, encoder, tokenizer, pooling_mode, dense, int(max_seq_length), config.prompt,
+                            config.normalize)
         (tmp / HF_CSE_CONFIG_FILE).write_text(json.dumps(public_config_dict(config), indent=2, sort_keys=True) + "\n")
         if verify:
             verify_export(tmp, model, tokenizer, pooling_mode, with_projector, int(max_seq_length))
         export = {
             "embedding_dimension": dense[-1].out_features if dense else dim,
             "max_seq_length": int(max_seq_length),
-            "modules": [f"Transformer({type(model.encoder).__name__}, max_seq_length={int(max_seq_length)})",
+            "modules": [f"Transformer({type(encoder).__name__}, max_seq_length={int(max_seq_length)})",
                         f"Pooling(pooling_mode={pooling_mode!r})"]
                        + [f"Dense({d.in_features} -> {d.out_features}, {type(d.activation_function).__name__})"
                           for d in dense] + (["Normalize()"] if config.normalize else []),
             **describe(config, pooling_mode, dense, keep_projector),
+            "adapter_description": describe_adapters(config),
             "limitations_extra": (
                 "* **Projection head kept**: these embeddings include the training-time head; the papers report "
                 "unsupervised results without it (`cls_before_pooler`)."

@@ -14,6 +14,7 @@ from torch import nn
 
 from ..encoders import without_pooler_kwargs
 from ..model_card import resolve_base_model
+from ..models.lora import adapter_settings
 from .errors import ExportError
 
 HF_CSE_CONFIG_FILE = "hf_cse_config.json"
@@ -32,10 +33,11 @@ def projector_to_dense(projector: nn.Module) -> list[nn.Module]:
 
 
 def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: list, max_seq_length: int,
-                  normalize: bool = False) -> int:
+                  prompt: str | None = None, normalize: bool = False) -> int:
     """Save Transformer + Pooling (+ Dense) (+ Normalize) as a sentence-transformers model in ``folder``; returns the
     Transformer's dimension. The encoder goes through a staging folder because sentence-transformers builds its
-    Transformer module from a path."""
+    Transformer module from a path. ``encoder`` must be a plain transformers model (LoRA adapters merged:
+    :func:`hf_cse.models.lora.merged_encoder`); ``prompt`` becomes the export's default prompt."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
@@ -43,10 +45,17 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
     encoder.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
     model_kwargs = without_pooler_kwargs(type(encoder))
+    if getattr(encoder.config, "is_causal", True) is False:
+        # a bidirectional decoder (hf_cse.models.loading): its config.json keeps is_causal = False, but a fresh load
+        # sets the attention modules' own is_causal flag again, which SDPA / flash attention follow when a batch
+        # has no padding; eager attention follows the (bidirectional) mask alone
+        model_kwargs = {**model_kwargs, "attn_implementation": "eager"}
     transformer = Transformer(str(staging), max_seq_length=max_seq_length, model_kwargs=model_kwargs)
     dim = transformer.get_embedding_dimension()
     modules = [transformer, Pooling(dim, pooling_mode=pooling_mode), *dense, *([Normalize()] if normalize else [])]
-    st = SentenceTransformer(modules=modules, device="cpu", similarity_fn_name="cosine")
+    prompts = {"query": prompt, "document": prompt} if prompt else None
+    st = SentenceTransformer(modules=modules, device="cpu", similarity_fn_name="cosine", prompts=prompts,
+                             default_prompt_name="query" if prompt else None)
     st.save(str(folder), create_model_card=False)
     del st, transformer
     shutil.rmtree(staging)
@@ -83,6 +92,17 @@ def describe(config, pooling_mode: str, dense_modules: list, keep_projector: boo
     else:
         projector = f"none: the training-only `{config.projector}` head was dropped (mlp_only_train)"
     return {"pooling_description": pooling, "projector_description": projector}
+
+
+def describe_adapters(config) -> str | None:
+    """The card's line on LoRA adapters (None without them)."""
+    settings = adapter_settings(config)
+    if settings is None:
+        return None
+    targets = settings["target_modules"]
+    return (f"trained with LoRA (r={settings['r']}, alpha={settings['alpha']:g}, dropout={settings['dropout']:g}, "
+            f"target modules: {targets if isinstance(targets, str) else ', '.join(targets)}); the adapters are "
+            "merged into these weights (no peft needed)")
 
 
 def without_local_paths(value: Any, name_of=lambda path: Path(path).name) -> Any:

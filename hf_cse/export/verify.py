@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from ..data import with_prompt
 from ..models.modes import eval_mode
 from ..models.pooling import ST_POOLING_MODES
 from .errors import ExportError
@@ -24,7 +25,8 @@ PROBE_SENTENCES = (
 
 def reference_embeddings(model, tokenizer, sentences, pooling_mode: str, with_projector: bool, max_length: int):
     """What the export must reproduce: hf_cse's own test embedding (CPU float32)."""
-    batch = tokenizer(list(sentences), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    texts = with_prompt(list(sentences), getattr(model.config, "prompt", None))
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
     device = next(model.parameters()).device
     inputs = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
     with eval_mode(model), torch.no_grad():

@@ -180,6 +180,8 @@ def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
         ("Pooling", export["pooling_description"]),
         ("Projection head", export["projector_description"]),
     ]
+    if export.get("adapter_description"):
+        rows.append(("Adapters", export["adapter_description"]))
     modules = "\n".join(f"  ({i}): {m}" for i, m in enumerate(export["modules"]))
     return table(("Property", "Value"), rows) + f"\n\nModule stack:\n\n```\nSentenceTransformer(\n{modules}\n)\n```"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,10 +19,14 @@ from ..references import Paper
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
 from .heads import SmallInitLinear, build_projector
+from .loading import load_kwargs, make_bidirectional
+from .lora import ADAPTER_FOLDER, apply_lora, is_lora
 from .modes import eval_mode
 from .pooling import applies_projector, describe_pooling, needs_hidden_states, pool, resolve_pooling
 
 logger = logging.getLogger(__name__)
+
+logger = hf_logging.get_logger(__name__)
 
 
 @dataclass
@@ -51,7 +56,8 @@ def _encoder_class(encoder_config) -> type | None:
 
 
 def _load_encoder(name_or_path: str, config, **kwargs) -> PreTrainedModel:
-    """The pretrained encoder, in fp32 and without BERT's pretrained pooler layer (SimCSE trains without it)."""
+    """The pretrained encoder, in fp32 unless ``dtype`` says otherwise (:func:`.loading.load_kwargs`) and without
+    BERT's pretrained pooler layer (SimCSE trains without it)."""
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the dropped BERT pooler is expected, not worth a load report
     kwargs = {"config": config, "dtype": torch.float32, **kwargs}
@@ -67,15 +73,23 @@ def _load_encoder(name_or_path: str, config, **kwargs) -> PreTrainedModel:
         hf_logging.set_verbosity(verbosity)
 
 
-def build_encoder(config: CSEConfig) -> PreTrainedModel:
-    """A freshly initialised encoder of ``config.encoder_config`` without BERT's pooler layer (SimCSE's and
-    DiffCSE's discriminator's), with the fast CPU dropout when ``config.fast_dropout``."""
-    enc_cfg = config.build_encoder_config()
-    encoder_class = _encoder_class(enc_cfg)
-    encoder = AutoModel.from_config(enc_cfg, **(without_pooler_kwargs(encoder_class) if encoder_class else {}))
+def prepare_encoder(encoder: PreTrainedModel, config: CSEConfig) -> PreTrainedModel:
+    """What the config asks of a loaded encoder: the fast CPU dropout, bidirectional attention."""
     if config.fast_dropout:
         install_fast_dropout(encoder)
+    if config.bidirectional:
+        make_bidirectional(encoder)
     return encoder
+
+
+def build_encoder(config: CSEConfig) -> PreTrainedModel:
+    """A freshly initialised encoder of ``config.encoder_config`` without BERT's pooler layer (SimCSE's and
+    DiffCSE's discriminator's), in the config's dtype and attention (:func:`prepare_encoder`)."""
+    enc_cfg = config.build_encoder_config()
+    encoder_class = _encoder_class(enc_cfg)
+    encoder = AutoModel.from_config(enc_cfg, **(without_pooler_kwargs(encoder_class) if encoder_class else {}),
+                                    **load_kwargs(config))
+    return prepare_encoder(encoder, config)
 
 
 class CSEPreTrainedModel(PreTrainedModel):
@@ -86,6 +100,8 @@ class CSEPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     _no_split_modules: list[str] = []
+    # the head and LoRA adapters stay fp32 whatever the encoder's dtype, also when reloaded (loading.py)
+    _keep_in_fp32_modules_strict = ["projector", "lora_A", "lora_B"]
     #: the papers that define the method (:mod:`hf_cse.references`), its own first; model cards cite these
     references: tuple[Paper, ...] = ()
 
@@ -93,13 +109,13 @@ class CSEPreTrainedModel(PreTrainedModel):
         """``encoder``: a loaded encoder to wrap (:meth:`from_encoder`); None builds a fresh one from the config
         (``from_pretrained`` then loads the saved weights into it)."""
         super().__init__(config)
-        if encoder is None:
-            encoder = build_encoder(config)
-        elif config.fast_dropout:
-            install_fast_dropout(encoder)
-        self.encoder = encoder
+        self.encoder = build_encoder(config) if encoder is None else prepare_encoder(encoder, config)
         self.projector = build_projector(config.projector, config.hidden_size)
         self.post_init()  # initialises the new modules only: the loaded encoder is flagged initialised
+        if config.lora_r:  # after post_init, which must not redraw the adapters (lora.apply_lora flags them)
+            self.encoder = apply_lora(self.encoder, config)
+            if config.fast_dropout:
+                install_fast_dropout(self.encoder)  # the adapters' own dropout
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -126,7 +142,11 @@ class CSEPreTrainedModel(PreTrainedModel):
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         # the config checks its objectives with the loss registry: a bad loss or value fails here, before any weights
         config = cls.config_class(encoder_config=enc_config, **config_kwargs)
-        encoder = _load_encoder(name_or_path, config.build_encoder_config(), **remote)
+        encoder = _load_encoder(name_or_path, config.build_encoder_config(), **load_kwargs(config), **remote)
+        if config.encoder_dtype != "fp32" and not config.lora_r:
+            logger.warning("encoder_dtype %s without LoRA: the encoder's weights and their AdamW states train in %s "
+                           "(updates below its resolution are lost); LoRA (lora_r > 0) trains fp32 adapters instead.",
+                           config.encoder_dtype, config.encoder_dtype)
         if trust_remote_code:  # so that build_encoder (from_pretrained, DiffCSE's discriminator) finds the class
             AutoModel.register(type(enc_config), type(encoder), exist_ok=True)
         encoder.config._name_or_path = str(name_or_path)
@@ -159,6 +179,15 @@ class CSEPreTrainedModel(PreTrainedModel):
 
         return TwoViewCollator(tokenizer)
 
+    def save_pretrained(self, save_directory, *args, **kwargs) -> None:
+        """As transformers'; a LoRA model also writes its adapter alone in peft's format in ``adapter/``."""
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if is_lora(self.encoder) and kwargs.get("is_main_process", True):
+            state_dict = kwargs.get("state_dict")  # gathered by the Trainer under FSDP / DeepSpeed
+            if state_dict is not None:
+                state_dict = {k[len("encoder."):]: v for k, v in state_dict.items() if k.startswith("encoder.")}
+            self.encoder.save_pretrained(Path(save_directory) / ADAPTER_FOLDER, state_dict=state_dict)
+
     def get_input_embeddings(self) -> nn.Module:
         return self.encoder.get_input_embeddings()
 
@@ -180,7 +209,9 @@ class CSEPreTrainedModel(PreTrainedModel):
         if token_type_ids is not None and takes_token_type_ids(self.encoder.config):
             kwargs["token_type_ids"] = token_type_ids
         out = self.encoder(**kwargs, output_hidden_states=needs_hidden_states(pooler), return_dict=True)
-        return pool(pooler, attention_mask, out.last_hidden_state, out.hidden_states)
+        pooled = pool(pooler, attention_mask, out.last_hidden_state, out.hidden_states)
+        # bf16/fp16 weights: the head and the losses take fp32 (hf_cse.models.loading)
+        return pooled if self.config.encoder_dtype == "fp32" else pooled.float()
 
     def sentence_embedding(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None,
                            projector: bool | None = None):

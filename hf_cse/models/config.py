@@ -14,6 +14,8 @@ from transformers.configuration_utils import SubConfigSpec
 
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .heads import PROJECTORS
+from .loading import ENCODER_DTYPES, Attention, EncoderDtype, check_attention, check_bidirectional
+from .lora import check_peft_installed
 from .pooling import PAPERS_POOLER, POOLERS, applies_projector, check_pooler
 
 PoolerName = Literal[POOLERS]  # type: ignore[valid-type]  # the names are kept once, in pooling.POOLERS
@@ -91,6 +93,29 @@ class CSEConfig(PretrainedConfig):
     fast_dropout: bool = field(default=True, metadata={
         "help": "CPU dropout masks from 16 random bits per element (same distribution up to p +- 7.7e-6, ~1.2x "
                 "faster CPU steps; no effect on GPU); false = torch's dropout"})
+    # how the encoder is loaded (hf_cse.models.loading); the config's own dtype / attn_implementation belong to
+    # transformers, hence the encoder_ names (the flags keep transformers' names as aliases)
+    encoder_dtype: EncoderDtype = field(default="fp32", metadata={
+        "help": "dtype of the encoder's weights (--torch_dtype): fp32, or bf16/fp16 to halve their memory; the "
+                "projection head and every loss stay fp32, optimizer states follow the trained weights' dtype (LoRA "
+                "adapters: fp32)", "aliases": ["--torch_dtype"]})
+    encoder_attention: Attention | None = field(default=None, metadata={
+        "help": "attention implementation of the encoder (--attn_implementation): sdpa, eager, flash_attention_2 "
+                "(CUDA + flash-attn only); not set = transformers' default", "aliases": ["--attn_implementation"]})
+    bidirectional: bool = field(default=False, metadata={
+        "help": "decoder (LLM) encoders: every token attends to every other (LLM2Vec), through transformers' "
+                "config.is_causal; Llama, Mistral, Qwen2/3, Gemma, Phi-3, GPT-2 and others"})
+    prompt: str | None = field(default=None, metadata={
+        "help": "instruction / prefix prepended to every sentence in training, evaluation and the "
+                "sentence-transformers export (its default prompt), e.g. 'Retrieve semantically similar text: '"})
+    lora_r: int = field(default=0, metadata={
+        "help": "LoRA rank (peft): > 0 freezes the encoder and trains low-rank adapters; 0 = full fine-tuning"})
+    lora_alpha: float | None = field(default=None, metadata={
+        "help": "LoRA alpha (adapter scale alpha / r); not set = 2 * lora_r (LLM2Vec's 32 for r = 16)"})
+    lora_dropout: float = field(default=0.05, metadata={"help": "dropout on the LoRA adapters' input (LLM2Vec's)"})
+    lora_target_modules: list[str] | None = field(default=None, metadata={
+        "help": "module names the adapters wrap; not set = every attention and feed-forward linear layer of the "
+                "architecture (BERT query key value dense; Llama q/k/v/o/gate/up/down_proj)"})
 
     def __post_init__(self, **kwargs):
         kwargs.pop("method", None)  # written by to_dict for readers of config.json; the class decides
@@ -110,13 +135,40 @@ class CSEConfig(PretrainedConfig):
             raise ValueError(f"Unknown projector {self.projector!r}. Valid projectors: {', '.join(PROJECTORS)}.")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}.")
-        if self.pooler_type in ("cls", "cls_before_pooler") and is_decoder_only(self.encoder_config):
+        self._check_loading()
+        if self.pooler_type in ("cls", "cls_before_pooler") and is_decoder_only(self.encoder_config) \
+                and not self.bidirectional:
             raise ValueError(
                 f"pooler {self.pooler_type!r} reads the first token, which a causal (decoder-only) encoder "
                 f"such as {self.encoder_config.model_type!r} computes without seeing the rest of the "
-                "sentence. Use --pooler_type avg."
+                "sentence. Use --pooler_type avg or last (or --bidirectional)."
             )
         check_objectives(self.objectives, self.off_dropout, loading=_LOADING.get())
+
+    def _check_loading(self) -> None:
+        """The encoder-loading fields (:mod:`hf_cse.models.loading`, :mod:`hf_cse.models.lora`)."""
+        if self.encoder_dtype not in ENCODER_DTYPES:
+            raise ValueError(f"unknown encoder_dtype {self.encoder_dtype!r}; choose one of "
+                             f"{', '.join(ENCODER_DTYPES)}.")
+        if not _LOADING.get():  # a saved model trained on a GPU still loads on a CPU (see loading.load_kwargs)
+            check_attention(self.encoder_attention)
+        if self.bidirectional and self.encoder_config is not None:
+            if not is_decoder_only(self.encoder_config):
+                raise ValueError(f"bidirectional applies to decoder (causal) encoders; "
+                                 f"{self.encoder_config.model_type!r} already attends in both directions. "
+                                 "Drop --bidirectional.")
+            check_bidirectional(self.encoder_config)
+        if self.lora_r < 0:
+            raise ValueError(f"lora_r must be >= 0 (0 = no LoRA), got {self.lora_r}.")
+        if not self.lora_r and (self.lora_alpha is not None or self.lora_target_modules):
+            raise ValueError("lora_alpha / lora_target_modules are set but lora_r is 0 (no LoRA); pass --lora_r, "
+                             "e.g. --lora_r 16.")
+        if self.lora_r:
+            check_peft_installed()
+            if not 0.0 <= self.lora_dropout < 1.0:
+                raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}.")
+            if self.lora_alpha is not None and not self.lora_alpha > 0:
+                raise ValueError(f"lora_alpha must be > 0, got {self.lora_alpha}.")
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):

@@ -35,6 +35,7 @@ from ..references import DIFFCSE, SIMCSE
 from .base import CSEOutput, CSEPreTrainedModel, build_encoder
 from .config import CSEConfig, ProjectorName
 from .generators import GENERATOR_FILLS, UNIGRAM, Generator, GeneratorError, load_generator
+from .lora import base_state_dict
 
 RTD_REDUCTIONS = ("mean", "sum")
 DISCRIMINATOR_INITS = ("encoder", "random")
@@ -116,6 +117,7 @@ class DiffCSEModel(CSEPreTrainedModel):
     references = (DIFFCSE, SIMCSE)  # the method's paper first (hf_cse.references)
 
     config_class = DiffCSEConfig
+    _keep_in_fp32_modules_strict = ["projector", "lora_A", "lora_B", "rtd_head"]
 
     def __init__(self, config: DiffCSEConfig, encoder: PreTrainedModel | None = None):
         super().__init__(config, encoder)
@@ -136,7 +138,7 @@ class DiffCSEModel(CSEPreTrainedModel):
         (``discriminator_init="encoder"``, the paper) or stays randomly initialised (``"random"``)."""
         model = super().from_encoder(name_or_path, trust_remote_code=trust_remote_code, **config_kwargs)
         if model.config.discriminator_init == "encoder":
-            missing, unexpected = model.discriminator.load_state_dict(model.encoder.state_dict(), strict=False)
+            missing, unexpected = model.discriminator.load_state_dict(base_state_dict(model.encoder), strict=False)
             if unexpected or [k for k in missing if "pooler" not in k]:
                 raise RuntimeError(f"discriminator weights did not match: missing {missing}, unexpected {unexpected}")
         return model
@@ -252,7 +254,7 @@ class DiffCSEModel(CSEPreTrainedModel):
             hidden = self.discriminator(input_ids=ids, attention_mask=att, return_dict=True).last_hidden_state
         finally:
             self._rtd_condition = None
-        logits = self.rtd_head(hidden)
+        logits = self.rtd_head(hidden.to(self.rtd_head.weight.dtype))  # bf16/fp16 discriminator weights
         ce = F.cross_entropy(logits.reshape(-1, 2).float(), labels.reshape(-1), reduction="none")
         # a 0/1 weight instead of boolean indexing, whose data-dependent shape would sync a GPU every step
         keep = att.reshape(-1).to(ce.dtype) if self.config.rtd_ignore_pad else torch.ones_like(ce)

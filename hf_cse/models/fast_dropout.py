@@ -13,7 +13,10 @@ It replaces every ``nn.Dropout`` of an encoder (``FastDropout`` is a subclass, f
 the attention-probability dropout, which transformers runs inside SDPA: the encoder's attention is switched to
 ``hf_cse_sdpa``, which is transformers' SDPA attention whenever dropout is off (eval, or p = 0) or the tensors
 are not on CPU (CUDA's fused dropout is already fast), and otherwise the eager softmax attention with this
-dropout. Under ``torch.compile`` both fall back to torch's dropout, which inductor compiles with its own RNG
+dropout (grouped-query attention included). An encoder loaded with ``eager`` attention keeps transformers' eager
+attention, whose attention-probability dropout stays torch's; ``flash_attention_2`` runs on CUDA only, where this
+module never draws masks (``hf_cse.models.loading``; tested in ``tests/test_encoder_loading.py``).
+Under ``torch.compile`` both fall back to torch's dropout, which inductor compiles with its own RNG
 (``random_`` would break the graph at every dropout). ``CSEConfig(fast_dropout=False)`` keeps torch's dropout.
 Nothing is saved: checkpoints and exports are plain encoders.
 """
@@ -71,7 +74,7 @@ class FastDropout(nn.Dropout):
 
 def fast_dropout_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
     """transformers attention function ``hf_cse_sdpa``: SDPA, except for CPU training with dropout."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
     causal = kwargs.get("is_causal")
     causal = getattr(module, "is_causal", False) if causal is None else causal
@@ -81,6 +84,9 @@ def fast_dropout_attention(module, query, key, value, attention_mask, dropout: f
                                       **kwargs)
     if scaling is None:
         scaling = query.size(-1) ** -0.5
+    groups = getattr(module, "num_key_value_groups", 1)
+    if groups > 1:  # grouped-query attention (Llama, Mistral...): each key/value head serves `groups` query heads
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:  # SDPA-style mask: True = attend

@@ -8,6 +8,8 @@
   as in SimCSE's ``models.py``; the DiffCSE / ImSimCSE / GS forks use ``hidden_states[0]`` (the
   embedding output) -- pass ``first_layer=0`` for those.
 * ``avg_top2``: mean of the last two layers.
+* ``last``: the last layer at each row's last non-padding token (found from the attention mask, so left and right
+  padding both work): the usual pooling of decoder (LLM) embedders, whose last token has seen the whole sentence.
 * ``max``: element-wise maximum of the last layer over non-padding tokens (sentence-transformers' ``max``).
 
 A sentence-transformers encoder brings its own pooling (its ``Pooling`` module: ``mean`` -> ``avg``, ``cls`` ->
@@ -23,7 +25,7 @@ import torch
 
 from ..encoders import OwnPooling, own_pooling
 
-POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "max")
+POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "max", "last")
 #: hf_cse pooler -> sentence-transformers Pooling mode, for the poolers that have one (read both ways: the export
 #: writes the test pooler's mode, and an encoder's own mode becomes the training pooler)
 ST_POOLING_MODES = {"cls": "cls", "cls_before_pooler": "cls", "avg": "mean", "max": "max", "last": "lasttoken"}
@@ -70,6 +72,9 @@ def pool(
     if pooler == "max":
         padding = attention_mask.unsqueeze(-1) == 0
         return last_hidden_state.masked_fill(padding, torch.finfo(last_hidden_state.dtype).min).amax(1)
+    if pooler == "last":  # position of the last 1 in each mask row: L - 1 - (index of the first 1 from the right)
+        last = attention_mask.shape[1] - 1 - attention_mask.flip(1).int().argmax(1)
+        return last_hidden_state[torch.arange(last_hidden_state.shape[0], device=last.device), last]
     if hidden_states is None:
         raise ValueError(f"pooler {pooler!r} needs the encoder's hidden_states (output_hidden_states=True).")
     if pooler == "avg_first_last":

@@ -1,0 +1,118 @@
+"""How the encoder is loaded: its weights' dtype, its attention implementation, and bidirectional attention for
+decoder (LLM) encoders. Set by the config fields ``encoder_dtype`` (``--torch_dtype``), ``encoder_attention``
+(``--attn_implementation``) and ``bidirectional``; everything is checked before any weight is read.
+
+**Where each dtype lives.** ``--torch_dtype bf16|fp16`` loads the encoder's (and DiffCSE's discriminator's) weights
+in that dtype, so the encoder computes in it. The pooled vectors are cast to fp32 before the projection head, which
+stays fp32 (``_keep_in_fp32_modules_strict``, also when a checkpoint is reloaded), and every loss computes in fp32
+(:func:`hf_cse.losses.base.compute_dtype`).
+The optimizer keeps its states in the dtype of the parameters it updates: with LoRA (:mod:`.lora`) the trainable
+adapters are fp32 (peft's ``autocast_adapter_dtype``) and so are their AdamW moments, while the frozen encoder
+weights have no optimizer state; without LoRA the encoder's own weights train in bf16/fp16 and so do their AdamW
+states (updates below the dtype's resolution are lost: a logged warning says so). ``--precision`` (autocast) is
+independent: it decides the compute dtype of fp32 weights.
+
+**Attention and the CPU fast dropout** (:mod:`.fast_dropout`): ``sdpa`` (transformers' default where the
+architecture has it) is routed through ``hf_cse_sdpa``, so CPU attention-probability dropout uses the fast masks;
+``eager`` keeps transformers' eager attention, whose attention-probability dropout stays torch's (the hidden-state
+dropouts are fast in both); ``flash_attention_2`` runs only on a CUDA GPU, where fast dropout never applies (it
+is a CPU optimisation) and the dropout is the flash kernel's own.
+
+**Bidirectional attention** (LLM2Vec, BehnamGhader et al., 2024, Sec. 2.1: a decoder turned into an encoder by
+letting every token attend to every other): transformers builds decoder masks with
+``masking_utils.create_causal_mask`` / ``create_sliding_window_causal_mask``, which return a bidirectional
+(padding-only) mask when ``config.is_causal`` is False, and its attention modules pass their own ``is_causal``
+attribute to SDPA / flash attention. Setting both turns the model bidirectional without any copied model code.
+Architectures whose modeling module builds its masks with those functions take it (Llama, Mistral, Mixtral,
+Qwen2/3, Gemma 1/2/3, Phi-3, GPT-2, OPT, GPT-NeoX, Falcon, ... in transformers 5; tested for Llama, Mistral,
+Qwen2, Gemma and GPT-2 under sdpa and eager); others (Mamba, Llama 4's chunked attention...) are refused.
+LLM2Vec itself copies each model's code to drop the causal mask; transformers 5 makes that unnecessary.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+from typing import Literal
+
+import torch
+
+from ..precision import DTYPES
+
+EncoderDtype = Literal["fp32", "bf16", "fp16"]
+Attention = Literal["sdpa", "eager", "flash_attention_2"]
+ENCODER_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16")
+ATTENTIONS: tuple[str, ...] = ("sdpa", "eager", "flash_attention_2")
+#: the transformers mask builders that honour ``config.is_causal = False``
+_BIDIRECTIONAL_MASKS = ("create_causal_mask", "create_sliding_window_causal_mask")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """``fp32`` / ``bf16`` / ``fp16`` as a torch dtype."""
+    return torch.float32 if name == "fp32" else DTYPES[name]
+
+
+def load_kwargs(config) -> dict:
+    """``dtype`` and ``attn_implementation`` for ``from_pretrained`` / ``from_config`` of the encoder."""
+    kwargs = {"dtype": torch_dtype(config.encoder_dtype)}
+    attention = config.encoder_attention
+    if attention == "flash_attention_2":
+        try:
+            check_attention(attention)
+        except ValueError:  # a saved model trained with flash attention, loaded where it cannot run: the same
+            attention = None  # function through transformers' default attention
+    if attention is not None:
+        kwargs["attn_implementation"] = attention
+    return kwargs
+
+
+def check_attention(attention: str | None) -> None:
+    """Refuse an attention implementation this machine cannot run, naming the fix."""
+    if attention is None:
+        return
+    if attention not in ATTENTIONS:
+        raise ValueError(f"unknown attn_implementation {attention!r}; choose one of {', '.join(ATTENTIONS)}.")
+    if attention == "flash_attention_2":
+        if importlib.util.find_spec("flash_attn") is None:
+            raise ValueError("attn_implementation flash_attention_2 needs the flash-attn package: pip install "
+                             "flash-attn (CUDA GPUs only), or use --attn_implementation sdpa.")
+        if not torch.cuda.is_available():
+            raise ValueError("attn_implementation flash_attention_2 runs only on a CUDA GPU and none is visible; "
+                             "use --attn_implementation sdpa (or eager).")
+
+
+def _modeling_module(encoder_config):
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    try:
+        return sys.modules[MODEL_MAPPING[type(encoder_config)].__module__]
+    except KeyError:
+        return None
+
+
+def check_bidirectional(encoder_config) -> None:
+    """Refuse ``bidirectional`` on an architecture whose masks do not honour ``config.is_causal`` (see module doc)."""
+    module = _modeling_module(encoder_config)
+    model_type = getattr(encoder_config, "model_type", "?")
+    if module is None or not any(hasattr(module, name) for name in _BIDIRECTIONAL_MASKS):
+        raise ValueError(f"bidirectional attention is not available for {model_type!r}: its transformers code does "
+                         "not build its attention mask with create_causal_mask (which reads config.is_causal). "
+                         "Drop --bidirectional.")
+    source = inspect.getsource(module)
+    if "create_chunked_causal_mask" in source:  # chunked attention (Llama 4) ignores is_causal
+        raise ValueError(f"bidirectional attention is not available for {model_type!r} (chunked attention masks "
+                         "ignore config.is_causal). Drop --bidirectional.")
+
+
+def make_bidirectional(encoder: torch.nn.Module) -> int:
+    """Let every token attend to every other in a decoder encoder: ``config.is_causal = False`` (mask builders)
+    and ``is_causal = False`` on every attention module (SDPA / flash attention flags). Returns the number of
+    attention modules changed."""
+    encoder.config.is_causal = False
+    changed = 0
+    for module in encoder.modules():
+        if getattr(module, "is_causal", None) is True:
+            module.is_causal = False
+            changed += 1
+    return changed
