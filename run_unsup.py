@@ -222,7 +222,8 @@ def main(argv: list[str] | None = None) -> None:
     # Tokens are cached by datasets for file/Hub sources.
     with training_args.main_process_first(desc="tokenizing"):
         tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
-        train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers)
+        train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers,
+                                 keep_text=method_args.no_duplicates_in_batch)  # the sampler compares texts
     # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
     check_enough_rows(len(train_dataset), global_batch, source, unit)
     if model_args.method == "diffcse":
@@ -243,6 +244,7 @@ def main(argv: list[str] | None = None) -> None:
         eval_source=method_args.eval_source,
         evaluator=None if eval_pairs is None else PairsEvaluator(eval_pairs, eval_data_args.eval_name),
         cached_minibatch_size=method_args.cached_minibatch_size,
+        no_duplicates_in_batch=method_args.no_duplicates_in_batch,
     )
     result = trainer.train(resume_from_checkpoint=resume_from)
     trainer.log_metrics("train", result.metrics)

@@ -177,15 +177,18 @@ def load_train_dataset(
                   batched=True, desc="Dropping blank lines")
 
 
-def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None):
+def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None,
+                     keep_text: bool = False):
     """Tokenize once (truncation, no padding: the collator pads each batch dynamically); sentences that become
-    special tokens only are dropped with one warning (:func:`drop_special_only`)."""
+    special tokens only are dropped with one warning (:func:`drop_special_only`). ``keep_text``: keep the ``text``
+    column (the no-duplicates batch sampler compares rows by it; the collators ignore it)."""
 
     def tok(batch):
         return tokenizer(batch["text"], truncation=True, max_length=max_seq_length)
 
     tokenized = ds.map(tok, batched=True, num_proc=num_proc, desc="Tokenizing")
-    return drop_special_only(tokenized, tokenizer, num_proc).remove_columns(ds.column_names)
+    return drop_special_only(tokenized, tokenizer, num_proc).remove_columns(
+        [c for c in ds.column_names if not (keep_text and c == "text")])
 
 
 def drop_special_only(tokenized, tokenizer: PreTrainedTokenizerBase, num_proc: int | None = None):
@@ -329,9 +332,9 @@ def load_pair_dataset(
 
 
 def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32,
-                          num_proc: int | None = None):
+                          num_proc: int | None = None, keep_text: bool = False):
     """Tokenize every view column (``text``, ``positive``[, ``negative``]) into ``input_ids``, ``positive_input_ids``,
-    ``negative_input_ids``, ... (truncation, no padding)."""
+    ``negative_input_ids``, ... (truncation, no padding); ``keep_text`` keeps the text columns too."""
     views = [(prefix, column) for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"))
              if column in ds.column_names]
 
@@ -342,7 +345,8 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
                 out[prefix + key] = value
         return out
 
-    return ds.map(tok, batched=True, remove_columns=ds.column_names, num_proc=num_proc, desc="Tokenizing pairs")
+    return ds.map(tok, batched=True, remove_columns=[] if keep_text else ds.column_names, num_proc=num_proc,
+                  desc="Tokenizing pairs")
 
 
 @dataclass
