@@ -48,6 +48,7 @@ from hf_cse.plots import CURVES_FILE, plot_training_curves
 from hf_cse.precision import PrecisionArguments, describe, training_flags
 from hf_cse.preflight import (
     check_eval_data,
+    check_hard_negative_weight,
     check_max_seq_length,
     check_objectives,
     check_training_arguments,
@@ -170,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     config_kwargs = config_kwargs_from(model_args.method, model_args)
     config_kwargs["objectives"] = objectives_from_flags(method_objectives, loss, loss_args, dcl_args)
     check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
+    check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data_args.negative_column)
     generator = config_kwargs.get("generator_name_or_path")
     if model_args.method == "diffcse" and generator not in (None, "unigram"):
         check_model_source(generator, "--generator_name_or_path")

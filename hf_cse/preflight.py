@@ -83,3 +83,10 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
         except ConnectionError as err:  # --eval_source hub without network or with HF_HUB_OFFLINE=1
             raise InputError(f"--eval_source hub: cannot read {task} dev from the Hub ({err}). Use "
                              "--senteval_data_dir with local SentEval data, or go online.") from err
+
+
+def check_hard_negative_weight(weight: float | None, negative_column: str | None) -> None:
+    """``--hard_negative_weight`` weighs the hard negatives of triplet data; without them it would do nothing."""
+    if weight and not negative_column:
+        raise InputError(f"--hard_negative_weight {weight:g} weighs hard negatives, but the data has none: add "
+                         "--pair_column and --negative_column (triplets), or drop --hard_negative_weight.")
