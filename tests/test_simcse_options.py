@@ -77,3 +77,108 @@ def test_hard_negative_weight_without_hard_negatives_is_one_line_before_any_mode
         run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
                         "--use_cpu", "--max_steps", "1", *extra])
     assert "\n" not in str(err.value)
+
+
+# ------------------------------------------------------------------ the auxiliary MLM objective
+def authors_mask_tokens(tokenizer, inputs, mlm_probability=0.15):
+    """SimCSE's train.py OurDataCollatorWithPadding.mask_tokens, verbatim but for the self."""
+    inputs = inputs.clone()
+    labels = inputs.clone()
+    probability_matrix = torch.full(labels.shape, mlm_probability)
+    special_tokens_mask = [tokenizer.get_special_tokens_mask(val, already_has_special_tokens=True)
+                           for val in labels.tolist()]
+    special_tokens_mask = torch.tensor(special_tokens_mask, dtype=torch.bool)
+    probability_matrix.masked_fill_(special_tokens_mask, value=0.0)
+    masked_indices = torch.bernoulli(probability_matrix).bool()
+    labels[~masked_indices] = -100
+    indices_replaced = torch.bernoulli(torch.full(labels.shape, 0.8)).bool() & masked_indices
+    inputs[indices_replaced] = tokenizer.convert_tokens_to_ids(tokenizer.mask_token)
+    indices_random = torch.bernoulli(torch.full(labels.shape, 0.5)).bool() & masked_indices & ~indices_replaced
+    random_words = torch.randint(len(tokenizer), labels.shape, dtype=torch.long)
+    inputs[indices_random] = random_words[indices_random]
+    return inputs, labels
+
+
+def _mlm_model_and_batch(model_dir, sentences, **config):
+    from transformers import AutoTokenizer
+
+    from hf_cse.models import SimCSEModel
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(model_dir), do_mlm=True, dropout=0.0, **config)
+    feats = [tok(s, truncation=True, max_length=32) for s in sentences[:6]]
+    torch.manual_seed(7)
+    return model, tok, feats, type(model).collator(tok, model.config)(feats)
+
+
+def test_mlm_masking_equals_the_authors_collator(tiny_mlm_dir, sentences):
+    from hf_cse.data import TwoViewCollator
+
+    _, tok, feats, batch = _mlm_model_and_batch(tiny_mlm_dir, sentences)
+    flat = TwoViewCollator(tok)(feats)["input_ids"].view(12, -1)  # the authors' flattened bs * num_sent rows
+    torch.manual_seed(7)
+    ids, labels = authors_mask_tokens(tok, flat)
+    assert torch.equal(batch["mlm_input_ids"].view(12, -1), ids)
+    assert torch.equal(batch["mlm_labels"].view(12, -1), labels)
+    assert (labels != -100).any() and (ids == tok.mask_token_id).any()
+
+
+def test_mlm_term_equals_the_authors_cl_forward(tiny_mlm_dir, sentences):
+    """mlm_weight x CE(lm_head(encoder(mlm_input_ids).last_hidden_state), mlm_labels), the authors' formula, on the
+    checkpoint's own BertForMaskedLM (float64); the head starts as the checkpoint's cls.predictions."""
+    from transformers import BertForMaskedLM
+
+    model, tok, _, batch = _mlm_model_and_batch(tiny_mlm_dir, sentences, mlm_weight=0.3)
+    reference = BertForMaskedLM.from_pretrained(tiny_mlm_dir).double().eval()
+    theirs = reference.cls.state_dict()
+    for name, ours in model.lm_head.state_dict().items():  # (their predictions.bias is their decoder.bias)
+        assert torch.equal(ours.double(), theirs[name]), name
+    model.double().train()
+    out = model(**batch)
+    length = batch["input_ids"].shape[-1]
+    hidden = reference.bert(batch["mlm_input_ids"].view(-1, length), attention_mask=batch["attention_mask"].view(
+        -1, length), token_type_ids=batch["token_type_ids"].view(-1, length)).last_hidden_state
+    prediction_scores = reference.cls(hidden)
+    expected = 0.3 * F.cross_entropy(prediction_scores.view(-1, reference.config.vocab_size),
+                                     batch["mlm_labels"].view(-1))
+    assert out.aux_losses["mlm_loss"].item() == pytest.approx(expected.item(), rel=1e-10)
+    out.aux_losses["mlm_loss"].backward()
+    assert model.lm_head.predictions.decoder.weight.grad.abs().sum() > 0
+
+
+def test_mlm_refusals_are_one_line(tiny_bert_dir, tiny_mlm_dir):
+    from hf_cse.cached import IncompatibleOptionsError, check_cached_compatible
+    from hf_cse.models import SimCSEModel, get_method
+    from hf_cse.models.mlm import NoMaskedLMHeadError
+
+    with pytest.raises(NoMaskedLMHeadError, match=r"has no pretrained masked-LM head .* drop --do_mlm") as err:
+        SimCSEModel.from_encoder(str(tiny_bert_dir), do_mlm=True)  # a BertModel checkpoint: no cls.predictions
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="DiffCSE: do_mlm does not apply"):
+        get_method("diffcse").config_class(do_mlm=True)
+    with pytest.raises(IncompatibleOptionsError, match="--do_mlm"):
+        check_cached_compatible(get_method("simcse").config_class(do_mlm=True), 4)
+    with pytest.raises(ValueError, match="mlm_weight must be a finite number > 0"):
+        get_method("simcse").config_class(mlm_weight=0.0)
+
+
+def test_run_unsup_do_mlm_logs_the_term_and_the_model_reloads(tiny_mlm_dir, tmp_path):
+    import run_unsup
+    from hf_cse.models import SimCSEModel
+
+    out = tmp_path / "out"
+    run_unsup.main(["--model_name_or_path", str(tiny_mlm_dir), "--output_dir", str(out), "--use_cpu",
+                    "--max_steps", "2", "--per_device_train_batch_size", "8", "--logging_steps", "1",
+                    "--do_mlm", "--mlm_weight", "0.1", "--disable_tqdm", "true"])
+    import json
+
+    logs = [h for h in json.loads((out / "trainer_state.json").read_text())["log_history"] if "loss" in h]
+    assert len(logs) == 2 and all(h["mlm_loss"] > 0 for h in logs)
+    reloaded = SimCSEModel.from_pretrained(out)
+    assert reloaded.config.do_mlm and reloaded.lm_head is not None
+    from safetensors.torch import load_file
+
+    saved = load_file(out / "model.safetensors")
+    head = reloaded.lm_head.state_dict()
+    assert head and all(torch.equal(value, saved["lm_head." + name]) for name, value in head.items())
