@@ -54,6 +54,10 @@ def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
 def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None) -> None:
     """Build the method's config (which builds its losses) as the model will, without loading any weights."""
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
+    if config.do_mlm:
+        from .models.mlm import check_mlm_architecture
+
+        check_mlm_architecture(enc_config)
     if cached_minibatch_size:
         check_cached_compatible(config, cached_minibatch_size)
 

@@ -46,21 +46,26 @@ def _head_of(mlm_model: nn.Module, model_type: str) -> tuple[str, nn.Module]:
     return name, head
 
 
-def build_mlm_head(encoder_config) -> nn.Module:
-    """A freshly initialised masked-LM head of the encoder's architecture (weights come from a checkpoint). Its
-    decoder weight is not tied to the input embeddings (the authors' separate ``lm_head``)."""
+def check_mlm_architecture(encoder_config) -> None:
+    """The encoder's architecture has a masked-LM model in transformers (checked before any weights are read)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
     if encoder_config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
         raise NoMaskedLMHeadError(f"do_mlm: a {encoder_config.model_type!r} encoder has no masked-LM head in "
                                   "transformers (a causal or encoder-only architecture). Drop do_mlm (--do_mlm).")
+
+
+def build_mlm_head(encoder_config) -> nn.Module:
+    """A freshly initialised masked-LM head of the encoder's architecture (weights come from a checkpoint). Its
+    decoder weight is not tied to the input embeddings (the authors' separate ``lm_head``)."""
+    check_mlm_architecture(encoder_config)
     return _head_of(AutoModelForMaskedLM.from_config(encoder_config), encoder_config.model_type)[1]
 
 
 def load_mlm_head(name_or_path: str, encoder_config, **kwargs) -> nn.Module:
     """The pretrained masked-LM head of the checkpoint ``name_or_path``; :class:`NoMaskedLMHeadError` in one line
     when the checkpoint holds no head weights (a bare encoder, e.g. a sentence-transformers model)."""
-    build_mlm_head(encoder_config)  # the architecture check, before any weights are read
+    check_mlm_architecture(encoder_config)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the missing keys are reported below, in our terms
     try:
