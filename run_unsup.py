@@ -42,6 +42,7 @@ from hf_cse.evaluation.before_after import NOISE_POINTS, dev_change, no_dev_line
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
+from hf_cse.masking import with_masked_lm
 from hf_cse.models import get_method
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
@@ -50,12 +51,14 @@ from hf_cse.plots import CURVES_FILE, plot_training_curves
 from hf_cse.precision import PrecisionArguments, describe, training_flags
 from hf_cse.preflight import (
     check_eval_data,
+    check_hard_negative_weight,
     check_max_seq_length,
     check_objectives,
     check_training_arguments,
     encoder_config,
 )
 from hf_cse.presets import PRESETS, drop_unused_preset_values
+from hf_cse.streaming import StreamingArguments, check_streaming_arguments, load_training_text, tokenize_stream
 from hf_cse.trainer import ContrastiveTrainer
 
 logger = logging.getLogger("run_unsup")
@@ -91,7 +94,7 @@ def parse_args(argv: list[str]):
     """The argument dataclasses, and the set of flags the user typed (a preset's values are only defaults)."""
     parser = HfArgumentParser(
         (model_arguments_class(), DataArguments, MethodArguments, loss_arguments_class(), dcl_arguments_class(),
-         PrecisionArguments, OutputDirArguments, EvalDataArguments, TrainingArguments)
+         PrecisionArguments, OutputDirArguments, EvalDataArguments, StreamingArguments, TrainingArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
     preset = parser.parse_known_args(argv)[0].preset
@@ -144,7 +147,7 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset,
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     (model_args, data_args, method_args, loss_args, dcl_args, precision_args, output_args, eval_data_args,
-     training_args, typed) = args
+     stream_args, training_args, typed) = args
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
     precision = precision_args.precision
@@ -155,6 +158,8 @@ def main(argv: list[str] | None = None) -> None:
     pairs = data_args.pair_column is not None
     check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class().loss,
                         data_args.pair_column, data_args.negative_column)
+    check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method)
+    streamed = stream_args.streaming  # an iterable data set, tokenized on the fly (hf_cse.streaming)
     encoder = model_args.model_name_or_path or default_encoder()
     remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
     enc_config = encoder_config(encoder, **remote)
@@ -179,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
                               given_by=pooling_by or "--pooler_type")
     config_kwargs.update(pooling.config_fields())
     check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
+    check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data_args.negative_column)
     generator = config_kwargs.get("generator_name_or_path")
     if model_args.method == "diffcse" and generator not in (None, "unigram"):
         check_model_source(generator, "--generator_name_or_path")
@@ -190,18 +196,23 @@ def main(argv: list[str] | None = None) -> None:
     hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 7, not checkpoints
 
     # 2. Data (read and checked; tokenized after the model's tokenizer is loaded).
-    if pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views
+    if streamed or stream_args.train_files:
+        raw = load_training_text(stream_args, data_args, training_args.seed)
+    elif pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views
         raw = load_pair_dataset(data_args.pair_column, data_args.train_file, data_args.dataset_name,
                                 data_args.dataset_config_name, data_args.text_column, data_args.negative_column)
     else:
         raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
                                  data_args.text_column)
     if data_args.max_train_samples is not None:
-        raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
-    source = data_args.train_file or data_args.dataset_name or "the demo corpus"
+        raw = (raw.take(data_args.max_train_samples) if streamed
+               else raw.select(range(min(data_args.max_train_samples, len(raw)))))
+    source = (data_args.train_file or data_args.dataset_name or " + ".join(stream_args.train_files or [])
+              or "the demo corpus")
     global_batch = training_args.per_device_train_batch_size * training_args.world_size
     unit = "rows" if pairs else "sentences"
-    check_enough_rows(len(raw), global_batch, source, unit)
+    if not streamed:
+        check_enough_rows(len(raw), global_batch, source, unit)
 
     # 3. The output folder (hf_cse.output_dir): a new run, the interrupted run to resume, or a refusal.
     train_file = data_args.train_file and str(Path(data_args.train_file).resolve())
@@ -209,6 +220,11 @@ def main(argv: list[str] | None = None) -> None:
                 **vars(data_args), "train_file": train_file,
                 **{k: getattr(training_args, k, None) for k in RUN_DEFINING_TRAINING_ARGS}}
     settings.pop("preprocessing_num_workers", None)  # changes speed, not the run
+    if streamed or stream_args.train_files:  # recorded only when used: older records lack them
+        settings.update(streaming=streamed, train_weights=stream_args.train_weights,
+                        train_files=[str(Path(f).resolve()) for f in stream_args.train_files or []])
+    if not config_kwargs.get("do_mlm"):  # the MLM settings define nothing without it (and older records lack them)
+        settings = {k: v for k, v in settings.items() if k not in ("do_mlm", "mlm_weight", "mlm_probability")}
     with training_args.main_process_first(desc="checking the output folder"):
         resume_from = prepare_output_dir(training_args.output_dir, settings,
                                          overwrite=output_args.overwrite_output_dir, encoder=encoder,
@@ -230,17 +246,22 @@ def main(argv: list[str] | None = None) -> None:
             training_args.activation_checkpointing = False
 
     # Tokens are cached by datasets for file/Hub sources.
-    with training_args.main_process_first(desc="tokenizing"):
-        tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
-        train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers,
-                                 prompt=model.config.prompt)
-    # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
-    check_enough_rows(len(train_dataset), global_batch, source, unit)
+    if streamed:
+        train_dataset = tokenize_stream(raw, tokenizer, data_args.max_seq_length)
+    else:
+        with training_args.main_process_first(desc="tokenizing"):
+            tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
+            train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers,
+                                     prompt=model.config.prompt,
+                                     keep_text=method_args.no_duplicates_in_batch)  # the sampler compares texts
+        # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
+        check_enough_rows(len(train_dataset), global_batch, source, unit)
+    num_rows = None if streamed else len(train_dataset)
     if model_args.method == "diffcse":
         attach_diffcse_generator(model, generator, tokenizer, train_dataset,
                                  model_args.trust_remote_code)
-    logger.info("method=%s loss=%s encoder=%s sentences=%d global batch=%d", model_args.method, loss,
-                encoder, len(train_dataset), global_batch * training_args.gradient_accumulation_steps)
+    logger.info("method=%s loss=%s encoder=%s sentences=%s global batch=%d", model_args.method, loss,
+                encoder, "streamed" if streamed else num_rows, global_batch * training_args.gradient_accumulation_steps)
 
     # 5. Train, scoring the dev data (if any) before the first step and after the last (hf_cse.evaluation.before_after)
     training_args.remove_unused_columns = False
@@ -248,12 +269,14 @@ def main(argv: list[str] | None = None) -> None:
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        data_collator=PairCollator(tokenizer) if pairs else model_cls.collator(tokenizer, model.config),
+        data_collator=(with_masked_lm(PairCollator(tokenizer), tokenizer, model.config) if pairs
+                       else model_cls.collator(tokenizer, model.config)),
         processing_class=tokenizer,
         senteval_data_dir=method_args.senteval_data_dir,
         eval_source=method_args.eval_source,
         evaluator=None if eval_pairs is None else PairsEvaluator(eval_pairs, eval_data_args.eval_name),
         cached_minibatch_size=method_args.cached_minibatch_size,
+        no_duplicates_in_batch=method_args.no_duplicates_in_batch,
     )
     trainer.args.eval_on_start = trainer.evaluator is not None
     result = trainer.train(resume_from_checkpoint=resume_from)
@@ -275,13 +298,13 @@ def main(argv: list[str] | None = None) -> None:
 
     # 7. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
     if trainer.is_world_process_zero():
+        data_record = argparse.Namespace(**vars(data_args), **vars(stream_args))  # the card's data facts
         # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads the
         # full model save_model just gathered and wrote
         sharded = trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled
         export_after_training(training_args.output_dir if sharded else trainer.accelerator.unwrap_model(trainer.model),
-                              tokenizer, training_args, data_args,
-                              len(train_dataset), result.metrics, hub_repo, preset=method_args.preset,
-                              precision=describe(precision), dev=dev and dev.as_dict())
+                              tokenizer, training_args, data_record, num_rows, result.metrics, hub_repo,
+                              preset=method_args.preset, precision=describe(precision), dev=dev and dev.as_dict())
     # the run's last line: did training make the model better on the dev data?
     if dev is None:
         logger.warning(no_dev_line())

@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from hf_cse.encoders import default_encoder  # noqa: E402
-from hf_cse.masking import mask_tokens_and_selection  # noqa: E402
+from hf_cse.masking import masked_lm_inputs  # noqa: E402
 
 DEFAULT_TRAIN_FILE = ROOT.parent / "shared" / "data" / "unsup" / "wiki_sentences.txt"
 EmbeddingInit = Literal["encoder_pca", "random"]
@@ -156,7 +156,8 @@ def heldout_accuracy(model, rows, tokenizer, ratio: float, seed: int, batch_size
     hits = {"selected": [0, 0], "masked": [0, 0], "copy": [0, 0]}
     for start in range(0, len(rows), batch_size):
         ids, attention = pad(rows[start: start + batch_size], tokenizer.pad_token_id)
-        masked_ids, selected = mask_tokens_and_selection(ids, tokenizer, ratio, generator=gen)
+        masked_ids, labels = masked_lm_inputs(ids, tokenizer, ratio, generator=gen)
+        selected = labels != -100
         pred = model(input_ids=masked_ids, attention_mask=attention).logits.argmax(-1)
         ordinary = attention & ~torch.isin(ids, torch.tensor(tokenizer.all_special_ids))
         for key, where in (("selected", selected), ("masked", masked_ids == tokenizer.mask_token_id),
@@ -190,7 +191,8 @@ def train(model, rows, tokenizer, args, log=print) -> list[dict]:
             order = torch.randperm(len(rows), generator=order_gen).tolist()
         idx = order[(step % per_epoch) * args.batch_size: (step % per_epoch + 1) * args.batch_size]
         ids, attention = pad([rows[i] for i in idx], tokenizer.pad_token_id)
-        masked_ids, selected = mask_tokens_and_selection(ids, tokenizer, args.mlm_probability, generator=mask_gen)
+        masked_ids, labels = masked_lm_inputs(ids, tokenizer, args.mlm_probability, generator=mask_gen)
+        selected = labels != -100
         with autocast:
             loss = mlm_loss(model, masked_ids, attention, ids, selected)
         loss.backward()

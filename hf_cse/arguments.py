@@ -176,6 +176,12 @@ class MethodArguments:
         metadata={"help": "Gradient-cache mode: encode the batch in mini-batches of N sentences (bounded memory, "
                           "same gradient as the full batch; ~1.35x the time). 0/None = off. See hf_cse/cached.py."},
     )
+    no_duplicates_in_batch: bool = field(
+        default=True,
+        metadata={"help": "Keep identical texts (NFKC, case-folded, white space collapsed; every view of a row) out of "
+                          "one global batch, where a copy would be a false negative: a clashing row waits for a later "
+                          "batch. false = the Trainer's plain random batches. See hf_cse/sampler.py."},
+    )
 
 
 def _hyperparameter_type(loss: str, name: str) -> Any:

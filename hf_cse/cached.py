@@ -73,6 +73,11 @@ def check_cached_compatible(config, minibatch_size: int) -> None:
             "forward on each mini-batch (and its BatchNorm projector uses mini-batch statistics). Drop "
             "--cached_minibatch_size (use more processes or --activation_checkpointing for memory)."
         )
+    if getattr(config, "do_mlm", False):
+        raise IncompatibleOptionsError(
+            "--cached_minibatch_size is incompatible with --do_mlm: the masked-LM term is computed in the model's own "
+            "forward, which the cached mode splits. Drop one of them."
+        )
     if getattr(config, "projector", None) == "batchnorm":
         raise IncompatibleOptionsError(
             "--cached_minibatch_size is incompatible with the batchnorm projector (DiffCSE): its batch statistics "

@@ -183,16 +183,18 @@ def with_prompt(texts: list[str], prompt: str | None) -> list[str]:
 
 
 def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None,
-                     prompt: str | None = None):
+                     prompt: str | None = None, keep_text: bool = False):
     """Tokenize once (truncation, no padding: the collator pads each batch dynamically); sentences that become
     special tokens only are dropped with one warning (:func:`drop_special_only`). ``prompt``: prepended to each
-    sentence (its tokens count toward ``max_seq_length``)."""
+    sentence (its tokens count toward ``max_seq_length``). ``keep_text``: keep the ``text`` column (the
+    no-duplicates batch sampler compares rows by it; the collators ignore it)."""
 
     def tok(batch):
         return tokenizer(with_prompt(batch["text"], prompt), truncation=True, max_length=max_seq_length)
 
     tokenized = ds.map(tok, batched=True, num_proc=num_proc, desc="Tokenizing")
-    return drop_special_only(tokenized, tokenizer, num_proc).remove_columns(ds.column_names)
+    return drop_special_only(tokenized, tokenizer, num_proc).remove_columns(
+        [c for c in ds.column_names if not (keep_text and c == "text")])
 
 
 def drop_special_only(tokenized, tokenizer: PreTrainedTokenizerBase, num_proc: int | None = None):
@@ -336,9 +338,10 @@ def load_pair_dataset(
 
 
 def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32,
-                          num_proc: int | None = None, prompt: str | None = None):
+                          num_proc: int | None = None, prompt: str | None = None, keep_text: bool = False):
     """Tokenize every view column (``text``, ``positive``[, ``negative``]) into ``input_ids``, ``positive_input_ids``,
-    ``negative_input_ids``, ... (truncation, no padding); ``prompt`` as in :func:`tokenize_dataset`."""
+    ``negative_input_ids``, ... (truncation, no padding); ``prompt`` and ``keep_text`` as in
+    :func:`tokenize_dataset`."""
     views = [(prefix, column) for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"))
              if column in ds.column_names]
 
@@ -350,7 +353,8 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
                 out[prefix + key] = value
         return out
 
-    return ds.map(tok, batched=True, remove_columns=ds.column_names, num_proc=num_proc, desc="Tokenizing pairs")
+    return ds.map(tok, batched=True, remove_columns=[] if keep_text else ds.column_names, num_proc=num_proc,
+                  desc="Tokenizing pairs")
 
 
 @dataclass

@@ -50,26 +50,56 @@ def mask_tokens(
     As SimCSE/DiffCSE's ``mask_tokens`` (DiffCSE ``train.py:512-545``); the random tokens come from the whole
     vocabulary as in BERT.
     """
-    return mask_tokens_and_selection(input_ids, tokenizer, masking_ratio, generator)[0]
+    return masked_lm_inputs(input_ids, tokenizer, masking_ratio, generator)[0]
 
 
-def mask_tokens_and_selection(
+def masked_lm_inputs(
     input_ids: torch.Tensor,
     tokenizer: PreTrainedTokenizerBase,
     masking_ratio: float,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`mask_tokens` and the boolean mask of the selected positions (the masked-LM targets: [MASK],
-    random and kept tokens alike), for training a masked LM with BERT's recipe."""
+    """:func:`mask_tokens` and the masked-LM labels: the original token at every selected position, -100
+    elsewhere (SimCSE's ``train.py`` ``mask_tokens``, which draws in the same order)."""
     ids = input_ids.clone()
     probs = torch.full(ids.shape, float(masking_ratio))
     probs.masked_fill_(special_tokens_mask(ids, tokenizer), 0.0)
     selected = torch.bernoulli(probs, generator=generator).bool()
+    labels = input_ids.masked_fill(~selected, -100)
     to_mask = torch.bernoulli(torch.full(ids.shape, 0.8), generator=generator).bool() & selected
     ids[to_mask] = tokenizer.mask_token_id
     to_random = torch.bernoulli(torch.full(ids.shape, 0.5), generator=generator).bool() & selected & ~to_mask
     ids[to_random] = torch.randint(len(tokenizer), ids.shape, dtype=ids.dtype, generator=generator)[to_random]
-    return ids, selected
+    return ids, labels
+
+
+def with_masked_lm(collator, tokenizer: PreTrainedTokenizerBase, config):
+    """``collator``, wrapped in :class:`MaskedLMCollator` when the model's config asks for the MLM objective."""
+    if not getattr(config, "do_mlm", False):
+        return collator
+    return MaskedLMCollator(collator, tokenizer, config.mlm_probability)
+
+
+@dataclass
+class MaskedLMCollator:
+    """Wraps a two-view / pair collator for SimCSE's auxiliary MLM objective (:mod:`hf_cse.models.mlm`): adds
+    ``mlm_input_ids`` and ``mlm_labels`` of the shape of ``input_ids`` ``(B, views, L)``, every row masked on its
+    own (the authors mask the flattened ``B * views`` rows)."""
+
+    collator: Any
+    tokenizer: PreTrainedTokenizerBase
+    mlm_probability: float = 0.15
+
+    def __post_init__(self):
+        if self.tokenizer.mask_token_id is None:
+            raise ValueError(f"the tokenizer ({type(self.tokenizer).__name__}) has no mask token; the MLM objective "
+                             "(do_mlm) needs one.")
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch = self.collator(features)
+        batch["mlm_input_ids"], batch["mlm_labels"] = masked_lm_inputs(batch["input_ids"], self.tokenizer,
+                                                                       self.mlm_probability)
+        return batch
 
 
 def _ordinary_positions(row: list[int], special: set[int]) -> list[int]:

@@ -58,6 +58,10 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
     if config.lora_r:
         check_targets_match(config)
+    if config.do_mlm:
+        from .models.mlm import check_mlm_architecture
+
+        check_mlm_architecture(enc_config)
     if cached_minibatch_size:
         check_cached_compatible(config, cached_minibatch_size)
 
@@ -87,3 +91,10 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
         except ConnectionError as err:  # --eval_source hub without network or with HF_HUB_OFFLINE=1
             raise InputError(f"--eval_source hub: cannot read {task} dev from the Hub ({err}). Use "
                              "--senteval_data_dir with local SentEval data, or go online.") from err
+
+
+def check_hard_negative_weight(weight: float | None, negative_column: str | None) -> None:
+    """``--hard_negative_weight`` weighs the hard negatives of triplet data; without them it would do nothing."""
+    if weight and not negative_column:
+        raise InputError(f"--hard_negative_weight {weight:g} weighs hard negatives, but the data has none: add "
+                         "--pair_column and --negative_column (triplets), or drop --hard_negative_weight.")

@@ -8,11 +8,13 @@ import torch
 from transformers import Trainer
 
 from .cached import IncompatibleOptionsError, cached_step, check_cached_compatible
+from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
 from .losses.base import finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
 from .precision import check_training_args
+from .sampler import NoDuplicatesBatchSampler, row_keys
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +37,10 @@ class ContrastiveTrainer(Trainer):
     ``metric_for_best_model="stsb_spearman"`` with ``load_best_model_at_end`` to select checkpoints as the papers
     do. The evaluator runs on the main process only; its metrics are broadcast to the others.
 
+    ``no_duplicates_in_batch`` (default True; ``--no_duplicates_in_batch false`` turns it off): batches come from
+    :class:`hf_cse.sampler.NoDuplicatesBatchSampler`, so that no text occurs twice in one global batch (a false
+    negative); it applies to data sets with text or ``input_ids`` columns and the Trainer's default random order.
+
     ``cached_minibatch_size=m`` (``--cached_minibatch_size``) turns on the gradient-cache mode
     (:mod:`hf_cse.cached`): the encoder sees mini-batches of ``m`` sentences, the loss still sees the whole
     (gathered) batch, and the gradient equals the plain one. 0 / None = off.
@@ -51,6 +57,7 @@ class ContrastiveTrainer(Trainer):
         eval_source: str = "local",
         evaluator=None,
         cached_minibatch_size: int | None = None,
+        no_duplicates_in_batch: bool = True,
         **kwargs,
     ):
         from .evaluation.evaluators import training_evaluator
@@ -67,6 +74,8 @@ class ContrastiveTrainer(Trainer):
             raise ValueError(f"eval_strategy={strategy} needs something to evaluate: pass "
                              "senteval_data_dir=, eval_source='hub' or evaluator= (run_unsup.py: --senteval_data_dir, "
                              "--eval_source hub or --eval_file).")
+        self.no_duplicates_in_batch = no_duplicates_in_batch
+        self._batch_sampler: NoDuplicatesBatchSampler | None = None
         super().__init__(*args, **kwargs)
         check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         check_not_data_parallel(self.args)
@@ -105,6 +114,66 @@ class ContrastiveTrainer(Trainer):
     def contrastive_batch_size(self) -> int:
         """Rows every loss sees: the per-device batch gathered over all processes (the global batch)."""
         return self.args.per_device_train_batch_size * self.args.world_size
+
+    # ------------------------------------------------------------------ batches
+    def _no_duplicates_sampler(self) -> NoDuplicatesBatchSampler | None:
+        """The no-duplicates batch sampler for the training set, or None where it does not apply (turned off, an
+        iterable data set, another ``train_sampling_strategy``, no text / token columns)."""
+        dataset = self.train_dataset
+        if not self.no_duplicates_in_batch or dataset is None or isinstance(dataset, torch.utils.data.IterableDataset):
+            return None
+        if getattr(self.args, "train_sampling_strategy", "random") != "random":
+            logger.warning("train_sampling_strategy=%s: the no-duplicates batch sampler is not used (duplicate texts "
+                           "may share a batch).", self.args.train_sampling_strategy)
+            return None
+        found = row_keys(dataset)
+        if found is None:
+            logger.warning("the training set has no text or input_ids column to compare rows by: the no-duplicates "
+                           "batch sampler is not used.")
+            return None
+        keys, source = found
+        logger.info("no-duplicates batches: rows compared by %s over all their views", source)
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        return NoDuplicatesBatchSampler(keys, self._train_batch_size, self.args.world_size, seed)
+
+    def get_train_dataloader(self):
+        """The Trainer's training loader, with :class:`NoDuplicatesBatchSampler` as its batch sampler where it
+        applies (Accelerate then hands every process its share of each global batch)."""
+        from functools import partial
+
+        from torch.utils.data import DataLoader
+        from transformers.trainer_utils import seed_worker
+
+        self._batch_sampler = self._no_duplicates_sampler()
+        if self._batch_sampler is None:
+            return super().get_train_dataloader()
+        if len(self._batch_sampler) == 0:
+            size = self._batch_sampler.batch_size * self.args.world_size
+            raise DataError(f"no global batch of {size} rows without a repeated text can be made from the "
+                            f"{len(self.train_dataset)} training rows (too few distinct texts for the batch). Use "
+                            "more varied data or a smaller per-device batch, or allow repeats with "
+                            "no_duplicates_in_batch=False (--no_duplicates_in_batch false).")
+        dataset = self.train_dataset
+        collator = self.data_collator
+        if self.args.remove_unused_columns:
+            dataset = self._remove_unused_columns(dataset, description="Training")
+        loader = DataLoader(
+            dataset, batch_sampler=self._batch_sampler, collate_fn=collator,
+            num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory,
+            persistent_workers=self.args.dataloader_persistent_workers,
+            multiprocessing_context=self.args.dataloader_multiprocessing_context,
+            prefetch_factor=self.args.dataloader_prefetch_factor,
+            worker_init_fn=partial(seed_worker, num_workers=self.args.dataloader_num_workers,
+                                   rank=self.args.process_index),
+        )
+        return self.accelerator.prepare(loader)
+
+    def _run_epoch(self, model, epoch, *args, **kwargs):
+        # the plan of every epoch is fixed by (seed, epoch); Accelerate's skip wrapper on resume does not forward
+        # set_epoch to a batch sampler under its BatchSamplerShard, so set it here
+        if self._batch_sampler is not None:
+            self._batch_sampler.set_epoch(epoch)
+        return super()._run_epoch(model, epoch, *args, **kwargs)
 
     # ------------------------------------------------------------------ training
     def _global_objectives(self, embeddings: dict[str, torch.Tensor]):

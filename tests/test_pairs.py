@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from helpers import random_sentences
 from transformers import AutoTokenizer, TrainingArguments
 
 import run_unsup
@@ -186,7 +187,9 @@ def test_trainer_trains_on_triplets(tiny_bert_dir, sentences, tmp_path):
     args = TrainingArguments(str(tmp_path / "out"), per_device_train_batch_size=8, max_steps=2, use_cpu=True,
                              report_to="none", save_strategy="no", disable_tqdm=True, remove_unused_columns=False,
                              logging_steps=1, learning_rate=1e-3)
-    trainer = ContrastiveTrainer(model=model, args=args, train_dataset=ds, data_collator=PairCollator(tok))
+    # the rows overlap by construction (sentence i is the negative of row i, the positive of row i + 1...)
+    trainer = ContrastiveTrainer(model=model, args=args, train_dataset=ds, data_collator=PairCollator(tok),
+                                 no_duplicates_in_batch=False)
     trainer.train()
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
@@ -201,7 +204,8 @@ def _run_args(model_dir, path, tmp_path, *extra):
 
 
 def test_run_unsup_on_triplets_records_the_data_in_the_export(tiny_bert_dir, sentences, tmp_path):
-    path = _write_tsv(tmp_path / "t.tsv", _triplet_rows(sentences, 16))
+    texts = random_sentences(48)  # distinct texts: the no-duplicates batches can use every row
+    path = _write_tsv(tmp_path / "t.tsv", [tuple(texts[i:i + 3]) for i in range(0, 48, 3)])
     run_unsup.main(_run_args(tiny_bert_dir, path, tmp_path, "--negative_column", "neg", "--loss", "infonce"))
     info = json.loads((tmp_path / "out" / "training_info.json").read_text())
     assert info["data"]["pair_data"] == {"kind": "triplets", "anchor": "anchor", "positive": "pos",

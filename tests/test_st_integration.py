@@ -10,7 +10,8 @@ from datasets import Dataset
 from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
-from hf_cse.integrations.sentence_transformers import CSELoss
+from hf_cse.cached import split_batch
+from hf_cse.integrations.sentence_transformers import CachedCSELoss, CSELoss
 from hf_cse.losses import available_losses, build_loss, get_loss_class
 from hf_cse.references import FOCAL_INFONCE, SIMCSE
 
@@ -90,7 +91,7 @@ def test_hyperparameters_reach_the_loss_and_the_config():
     adapter = CSELoss(torch.nn.Identity(), "focal_infonce", temperature=0.1, m=0.2)
     assert adapter.loss_fn.temperature == 0.1 and adapter.loss_fn.m == 0.2
     assert adapter.get_config_dict() == {"loss": "focal_infonce", "temperature": 0.1, "m": 0.2,
-                                         "gather_across_devices": True}
+                                         "hard_negative_weight": 0.0, "gather_across_devices": True}
     g = torch.Generator().manual_seed(0)
     z1, z2, z3 = (torch.randn(5, 4, generator=g) for _ in range(3))
     assert torch.equal(adapter.compute_loss_from_embeddings([z1, z2, z3]),
@@ -167,3 +168,81 @@ def test_two_processes_gather_the_global_batch_with_its_gradient(tmp_path):
         assert abs(got["loss"] - loss.item()) < 1e-12
         for mine, full in zip(got["grads"], z):
             torch.testing.assert_close(mine / 2, full.grad[rank * 4 : (rank + 1) * 4], atol=1e-12, rtol=1e-10)
+
+
+# ------------------------------------------------------------------ a second objective, the cached variant, logs
+def _grads(model):
+    return [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
+
+
+def _total(out):
+    return sum(out.values()) if isinstance(out, dict) else out
+
+
+def test_dcl_objective_adds_its_weighted_term_and_returns_the_terms(st_model, sentences):
+    st_model.eval()  # no dropout: both columns give the same embeddings as the reference below
+    features = st_model.tokenize(sentences[:BATCH * 2])
+    adapter = CSELoss(st_model, "infonce", dcl_weight=0.1, temperature=0.05)
+    out = adapter([dict(features), dict(features)])
+    assert set(out) == {"contrastive_loss", "dcl_loss"}
+    with torch.no_grad():
+        z = st_model(dict(features))["sentence_embedding"]
+        main = build_loss("infonce", temperature=0.05)(z, z).loss
+        dcl = build_loss("dcl", temperature=5.0, normalization="code")(z, z).loss
+    assert _total(out).item() == pytest.approx((main + 0.1 * dcl).item(), rel=1e-6)
+    assert out["dcl_loss"].item() == pytest.approx(0.1 * dcl.item(), rel=1e-6)
+    assert out["contrastive_loss"].requires_grad and not out["dcl_loss"].requires_grad
+    assert adapter.get_config_dict()["objectives"][1]["loss"] == "dcl"
+    with pytest.raises(ValueError, match="dcl_weight must be >= 0"):
+        CSELoss(st_model, "infonce", dcl_weight=-1.0)
+
+
+@pytest.mark.parametrize("dcl_weight", [0.0, 0.1])
+def test_cached_variant_gives_the_plain_loss_and_gradient(st_model, sentences, dcl_weight):
+    """Dropout off: the cached loss and parameter gradient equal the plain ones (mini-batches 3, 3, 2)."""
+    st_model.eval()
+    features = st_model.tokenize(sentences[:8])
+    plain = _total(CSELoss(st_model, "focal_infonce", dcl_weight=dcl_weight)([dict(features), dict(features)]))
+    st_model.zero_grad()
+    plain.backward()
+    expected = _grads(st_model)
+    cached = CachedCSELoss(st_model, "focal_infonce", mini_batch_size=3, dcl_weight=dcl_weight)
+    got = _total(cached([dict(features), dict(features)]))
+    st_model.zero_grad()
+    got.backward()
+    assert got.item() == pytest.approx(plain.item(), rel=1e-6)
+    scale = max(g.abs().max().item() for g in expected)
+    assert max((a - b).abs().max().item() for a, b in zip(_grads(st_model), expected)) <= 1e-5 * scale
+
+
+def test_cached_variant_replays_the_dropout_masks_of_its_first_pass(st_model, sentences):
+    """Dropout on: the gradient equals that of the same mini-batch forwards (same RNG stream) with a graph."""
+    st_model.train()
+    features = st_model.tokenize(sentences[:8])
+    chunks = split_batch(dict(features), 3)
+    torch.manual_seed(3)
+    z = [torch.cat([st_model(dict(c))["sentence_embedding"] for c in chunks]) for _ in range(2)]
+    reference = build_loss("infonce")(z[0], z[1]).loss
+    st_model.zero_grad()
+    reference.backward()
+    expected = _grads(st_model)
+    torch.manual_seed(3)
+    got = CachedCSELoss(st_model, "infonce", mini_batch_size=3)([dict(features), dict(features)])
+    st_model.zero_grad()
+    got.backward()
+    assert got.item() == pytest.approx(reference.item(), rel=1e-6)
+    scale = max(g.abs().max().item() for g in expected)
+    assert max((a - b).abs().max().item() for a, b in zip(_grads(st_model), expected)) <= 1e-5 * scale
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_per_objective_terms_reach_the_trainer_logs(st_model, sentences, tmp_path, cached):
+    texts = (sentences * 2)[: 3 * BATCH]
+    loss = (CachedCSELoss(st_model, "infonce", mini_batch_size=2, dcl_weight=0.1) if cached
+            else CSELoss(st_model, "infonce", dcl_weight=0.1))
+    trainer, losses, changed = _train(st_model, loss, {"a": texts, "b": texts}, tmp_path, steps=2)
+    logged = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logged) == 2 and changed
+    for h in logged:
+        assert h["contrastive_loss"] > 0 and h["dcl_loss"] > 0
+        assert h["loss"] == pytest.approx(h["contrastive_loss"] + h["dcl_loss"], rel=1e-3, abs=1e-3)

@@ -48,6 +48,11 @@ def data_facts(data_args, num_sentences: int | None = None) -> dict[str, Any]:
         "max_seq_length": fields.get("max_seq_length"),
         "max_train_samples": fields.get("max_train_samples"),
     }
+    if fields.get("train_files"):  # several sources mixed by weight (hf_cse.streaming)
+        weights = fields.get("train_weights") or [1.0] * len(fields["train_files"])
+        data["source"] = " + ".join(f"{Path(f).name} (weight {w:g})" for f, w in zip(fields["train_files"], weights))
+    if fields.get("streaming"):
+        data["streamed"] = True
     if fields.get("pair_column"):
         kind = "triplets" if fields.get("negative_column") else "pairs"
         data["pair_data"] = {"kind": kind, "anchor": fields.get("text_column") or "text",

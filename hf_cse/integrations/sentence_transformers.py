@@ -31,17 +31,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
+from ..cached import RandState, split_batch
 from ..distributed import gather_with_grad
-from ..losses import build_loss, loss_hyperparameters
+from ..losses import get_loss_class, loss_hyperparameters
 from ..losses.base import HARD_NEGATIVE_INPUT
 from ..losses.errors import HardNegativesNotTakenError
 from ..models.modes import eval_mode
+from ..objectives import (
+    DCL,
+    NO_DROPOUT_INPUT,
+    Objective,
+    check_objectives,
+    compute_objectives,
+    dcl_defaults,
+    normalise_objectives,
+    objective,
+    objective_names,
+)
 from ..references import SIMCSE
-
-NO_DROPOUT_INPUT = "z_nodropout"
-
 
 
 class CSELoss(nn.Module):
@@ -52,61 +62,178 @@ class CSELoss(nn.Module):
         loss: registry name, e.g. ``"infonce"``, ``"focal_infonce"``, ``"gs_infonce"``, ``"m_mhs"``.
         gather_across_devices: all-gather the embeddings (with gradients) across processes so every process
             uses the global batch as negatives, as hf_cse's trainer does (default True; a no-op on one process).
+        dcl_weight: weight of ImSimCSE's dimension-wise contrastive objective added to the loss (``dcl``, with its
+            default hyperparameters; 0 = none). For other settings pass ``objectives``.
+        objectives: the full objectives list, as an hf_cse config's (:mod:`hf_cse.objectives`), e.g.
+            ``[objective("infonce", temperature=0.05), objective("dcl", 0.1, temperature=5.0)]``; replaces
+            ``loss``, ``dcl_weight`` and the hyperparameters.
         **hyperparameters: the loss's own hyperparameters (``temperature=0.07, m=0.3``...); unknown names raise.
 
-    ``forward(sentence_features, labels)`` takes 2 or 3 text columns (labels are not used). The loss carries
-    ``citation`` (the BibTeX of the loss's ``references`` and SimCSE's) and ``get_config_dict()`` (loss name and every
-    hyperparameter), which sentence-transformers writes into the model card. ``last_metrics`` holds the hf_cse
-    diagnostics (``pos_cos``, ``neg_cos``, ...) of the latest batch.
+    ``forward(sentence_features, labels)`` takes 2 or 3 text columns (labels are not used). With one objective it
+    returns the loss; with several, a dict of their weighted terms (``contrastive_loss``, ``dcl_loss``), which
+    ``SentenceTransformerTrainer`` sums for the backward and logs one by one beside ``loss``. The loss carries
+    ``citation`` (the BibTeX of the loss's ``references`` and SimCSE's) and ``get_config_dict()`` (objectives and
+    every hyperparameter), which sentence-transformers writes into the model card. ``last_metrics`` holds the
+    hf_cse diagnostics (``pos_cos``, ``neg_cos``, ...) and the unweighted terms of the latest batch.
     """
 
     def __init__(self, model: nn.Module, loss: str = "infonce", gather_across_devices: bool = True,
-                 **hyperparameters: Any) -> None:
+                 dcl_weight: float = 0.0, objectives: list[dict] | None = None, **hyperparameters: Any) -> None:
         super().__init__()
         self.model = model
-        self.loss_name = loss
-        self.loss_fn = build_loss(loss, **hyperparameters)
+        if objectives is None:
+            if dcl_weight < 0:
+                raise ValueError(f"CSELoss: dcl_weight must be >= 0 (0 = no DCL objective), got {dcl_weight}.")
+            objectives = [objective(loss, **hyperparameters)]
+            if dcl_weight > 0:
+                objectives.append(objective(DCL, dcl_weight, **dcl_defaults({})))
+        elif hyperparameters or dcl_weight:
+            raise ValueError("CSELoss: give the hyperparameters and the DCL weight inside objectives=, not beside it.")
+        entries = normalise_objectives(objectives)
+        takes_nodropout = any(NO_DROPOUT_INPUT in get_loss_class(e["loss"]).extra_inputs for e in entries)
+        losses = check_objectives(entries, off_dropout=takes_nodropout)
+        self.objectives = [Objective(name, e["weight"], fn)
+                           for name, e, fn in zip(objective_names(entries), entries, losses, strict=True)]
+        self.objective_entries = entries
+        self.loss_fn = losses[0]
+        self.loss_name = entries[0]["loss"]
         self.gather_across_devices = gather_across_devices
-        unsupported = set(self.loss_fn.extra_inputs) - {NO_DROPOUT_INPUT}
+        unsupported = {k for fn in losses for k in fn.extra_inputs} - {NO_DROPOUT_INPUT}
         if unsupported:  # pragma: no cover - no registry loss needs other inputs today
-            raise ValueError(f"CSELoss: loss {loss!r} needs inputs {sorted(unsupported)} that a "
+            raise ValueError(f"CSELoss: loss {self.loss_name!r} needs inputs {sorted(unsupported)} that a "
                              "SentenceTransformer does not provide.")
-        self.last_metrics: dict[str, float] = {}
+        self.last_metrics: dict[str, Tensor] = {}
+        self.last_terms: dict[str, Tensor] = {}
 
-    # ------------------------------------------------------------------ sentence-transformers' loss API
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
-        features = list(sentence_features)
+    @property
+    def needs_no_dropout(self) -> bool:
+        return any(NO_DROPOUT_INPUT in obj.loss.extra_inputs for obj in self.objectives)
+
+    def check_columns(self, features: list) -> None:
         if len(features) not in (2, 3):
             raise ValueError(f"CSELoss({self.loss_name!r}) takes 2 text columns (sentence twice, or anchor and "
                              f"positive) or 3 (anchor, positive, hard negative); the data set has {len(features)}.")
         if len(features) == 3 and not self.loss_fn.takes_hard_negatives:
             raise HardNegativesNotTakenError(self.loss_name, "a third column")
+
+    # ------------------------------------------------------------------ sentence-transformers' loss API
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None):
+        features = list(sentence_features)
+        self.check_columns(features)
         embeddings = [self.model(f)["sentence_embedding"] for f in features]  # one forward each: own dropout masks
         no_dropout = None
-        if NO_DROPOUT_INPUT in self.loss_fn.extra_inputs:
+        if self.needs_no_dropout:
             with eval_mode(self.model):
                 no_dropout = self.model(dict(features[0]))["sentence_embedding"]
-        return self.compute_loss_from_embeddings(embeddings, labels, no_dropout)
+        return self.loss_terms(self.compute_loss_from_embeddings(embeddings, labels, no_dropout))
+
+    def loss_terms(self, total: Tensor):
+        """``total`` itself for one objective; else the weighted terms of the latest batch as a dict whose values
+        add up to ``total`` (the first carries the gradient of all, the others are detached)."""
+        if len(self.objectives) == 1:
+            return total
+        rest = {name: term.detach() for name, term in list(self.last_terms.items())[1:]}
+        first = next(iter(self.last_terms))
+        return {first: total - sum(rest.values()), **rest}
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None,
                                      no_dropout: Tensor | None = None) -> Tensor:
         """The loss on given embeddings ``[z1, z2(, z_neg)]`` (gathered across processes first)."""
         gather = gather_with_grad if self.gather_across_devices else (lambda t: t)
-        z = [gather(e) for e in embeddings]
-        extra = {HARD_NEGATIVE_INPUT: z[2]} if len(z) == 3 else {}
+        names = ("z1", "z2", HARD_NEGATIVE_INPUT)
+        z = {name: gather(e) for name, e in zip(names, embeddings)}
         if no_dropout is not None:
-            extra[NO_DROPOUT_INPUT] = gather(no_dropout)
-        out = self.loss_fn(z[0], z[1], **extra)
-        self.last_metrics = out.metrics
-        return out.loss
+            z[NO_DROPOUT_INPUT] = gather(no_dropout)
+        total, metrics = compute_objectives(self.objectives, z)
+        self.last_metrics = metrics
+        self.last_terms = {f"{obj.name}_loss": obj.weight * metrics[f"{obj.name}_loss"] for obj in self.objectives}
+        return total
 
     def get_config_dict(self) -> dict[str, Any]:
         params = {k: getattr(self.loss_fn, k) for k in loss_hyperparameters(self.loss_name) if hasattr(self.loss_fn, k)}
-        return {"loss": self.loss_name, **params, "gather_across_devices": self.gather_across_devices}
+        config = {"loss": self.loss_name, **params, "gather_across_devices": self.gather_across_devices}
+        if len(self.objectives) > 1:
+            config["objectives"] = self.objective_entries
+        return config
 
     @property
     def citation(self) -> str:
-        """BibTeX of the papers behind the loss (its ``references``, the defining paper first, then SimCSE's, whose
-        dropout-view training this is)."""
-        papers = dict.fromkeys([*self.loss_fn.references, SIMCSE])
+        """BibTeX of the papers behind the losses (their ``references``, the main loss's defining paper first, then
+        SimCSE's, whose dropout-view training this is)."""
+        papers = dict.fromkeys([p for obj in self.objectives for p in obj.loss.references] + [SIMCSE])
         return "\n\n".join(paper.bibtex for paper in papers)
+
+
+class CachedCSELoss(CSELoss):
+    """:class:`CSELoss` in the gradient-cache mode (GradCache, Gao et al., 2021; hf_cse's :mod:`hf_cse.cached` and
+    sentence-transformers' ``CachedMultipleNegativesRankingLoss`` work the same way): large batches in the memory of
+    ``mini_batch_size`` sentences, with the gradient of the plain loss.
+
+    ``forward`` embeds every column in mini-batches without a graph (recording the RNG state before each, so the
+    replay draws the same dropout masks), computes the loss and its gradient with respect to the embeddings, and
+    returns the loss with a hook: when the trainer backpropagates it, each mini-batch is embedded again with a
+    graph and receives its share of the cached gradient. Same arguments as :class:`CSELoss`, plus
+    ``mini_batch_size`` (sentences per encoder pass, default 32).
+    """
+
+    def __init__(self, model: nn.Module, loss: str = "infonce", mini_batch_size: int = 32, **kwargs: Any) -> None:
+        if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or mini_batch_size < 1:
+            raise ValueError(f"CachedCSELoss: mini_batch_size must be a positive integer, got {mini_batch_size!r}.")
+        super().__init__(model, loss, **kwargs)
+        self.mini_batch_size = mini_batch_size
+
+    def _views(self, features: list[dict[str, Tensor]]) -> list[tuple[list[dict[str, Tensor]], bool]]:
+        """The encoder passes: each column in train mode, then the first again in eval mode (no-dropout losses)."""
+        views = [(split_batch(f, self.mini_batch_size), False) for f in features]
+        if self.needs_no_dropout:
+            views.append((split_batch(features[0], self.mini_batch_size), True))
+        return views
+
+    def _embed(self, chunk: dict[str, Tensor], no_dropout: bool) -> Tensor:
+        if no_dropout:
+            with eval_mode(self.model):
+                return self.model(dict(chunk))["sentence_embedding"]
+        return self.model(dict(chunk))["sentence_embedding"]
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None):
+        features = list(sentence_features)
+        self.check_columns(features)
+        views = self._views(features)
+        states: list[list[RandState]] = []
+        reps: list[Tensor] = []
+        with torch.no_grad():
+            for chunks, no_dropout in views:
+                states.append([])
+                parts = []
+                for chunk in chunks:
+                    states[-1].append(RandState.capture(*[v for v in chunk.values() if isinstance(v, Tensor)]))
+                    parts.append(self._embed(chunk, no_dropout))
+                reps.append(torch.cat(parts))
+        leaves = [r.detach().requires_grad_(True) for r in reps]
+        with torch.enable_grad():
+            columns = len(features)
+            total = self.compute_loss_from_embeddings(leaves[:columns], labels,
+                                                      leaves[columns] if self.needs_no_dropout else None)
+            grads = torch.autograd.grad(total, leaves, allow_unused=True)
+        after = RandState.capture(*[v for f in features for v in f.values() if isinstance(v, Tensor)])
+        carrier = total.detach().requires_grad_(True)
+        carrier.register_hook(lambda grad_output: self._replay(views, states, grads, grad_output, after))
+        return self.loss_terms(carrier)
+
+    def _replay(self, views, states, grads, grad_output: Tensor, after: RandState) -> None:
+        """Each mini-batch again, with a graph and its recorded RNG state; backward of (z * cached grad)."""
+        with torch.enable_grad():
+            for (chunks, no_dropout), chunk_states, grad in zip(views, states, grads, strict=True):
+                if grad is None:
+                    continue
+                start = 0
+                for chunk, state in zip(chunks, chunk_states, strict=True):
+                    state.restore()
+                    z = self._embed(chunk, no_dropout)
+                    g = grad[start:start + z.shape[0]].to(z.dtype)
+                    (z * g).sum().mul(grad_output.to(z.dtype)).backward()
+                    start += z.shape[0]
+        after.restore()  # continue the RNG where the first pass left it (the replay rewound it)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {**super().get_config_dict(), "mini_batch_size": self.mini_batch_size}

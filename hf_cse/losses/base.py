@@ -157,6 +157,18 @@ def eye_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
     return torch.eye(n, dtype=torch.bool, device=device)
 
 
+def weight_hard_negatives(logits: torch.Tensor, weight: float) -> torch.Tensor:
+    """Supervised SimCSE's ``hard_negative_weight`` (the authors' ``cl_forward``, the ``weights`` matrix): ``weight``
+    (a log-weight) added to the logit of each anchor's own hard negative, column ``N + i`` of row ``i`` of logits
+    ``[z1 z2^T | z1 z_neg^T | ...] / tau``; the other hard negatives' columns are unchanged."""
+    if weight == 0:
+        return logits
+    n = logits.shape[0]
+    bias = torch.zeros(n, logits.shape[1], dtype=logits.dtype, device=logits.device)
+    bias[:, n:2 * n].diagonal().fill_(weight)
+    return logits + bias
+
+
 def hardest_negative_gap(s: torch.Tensor, positive: torch.Tensor | None = None) -> torch.Tensor:
     """``positive_i - max_{j!=i} s_ij`` for each anchor row of the similarity matrix ``s``: by how much the anchor's
     positive (default: the diagonal of ``s``) beats its hardest in-batch negative. The one home of the

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from ..references import FOCAL_INFONCE
-from .base import ContrastiveLoss, check_finite, check_positive, cosine_matrix, eye_mask
+from .base import ContrastiveLoss, check_finite, check_positive, cosine_matrix, eye_mask, weight_hard_negatives
 from .registry import register_loss
 
 
@@ -41,6 +41,8 @@ class FocalInfoNCELoss(ContrastiveLoss):
             use 0.05 for RoBERTa (Table 4 and the authors' RoBERTa script). The paper text's
             "{0.7, 0.7, 0.5, 0.5}" is a typo.
         m: hardness margin on negatives (paper 0.3; Table 5 finds 0.2-0.3 best).
+        hard_negative_weight: log-weight added to each anchor's own hard-negative logit (supervised SimCSE's
+            ``--hard_negative_weight``; 0 = none, the authors' default; only with hard negatives).
 
     Example::
 
@@ -52,12 +54,14 @@ class FocalInfoNCELoss(ContrastiveLoss):
 
     takes_hard_negatives = True
 
-    def __init__(self, temperature: float = 0.07, m: float = 0.3):
+    def __init__(self, temperature: float = 0.07, m: float = 0.3, hard_negative_weight: float = 0.0):
         super().__init__()
         check_positive("focal_infonce", "temperature", temperature)
         check_finite("focal_infonce", "m", m)
+        check_finite("focal_infonce", "hard_negative_weight", hard_negative_weight)
         self.temperature = temperature
         self.m = m
+        self.hard_negative_weight = hard_negative_weight
 
     def logits(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None) -> torch.Tensor:
         """The modulated logits ``[s_p^2 ; s_n (s_n + m)] / tau`` (positive on the diagonal), then the hard
@@ -67,7 +71,8 @@ class FocalInfoNCELoss(ContrastiveLoss):
         logits = torch.where(eye, s * s, s * (s + self.m)) / self.temperature
         if z_neg is not None:
             h = cosine_matrix(z1, z_neg)
-            logits = torch.cat([logits, h * (h + self.m) / self.temperature], dim=1)
+            logits = weight_hard_negatives(torch.cat([logits, h * (h + self.m) / self.temperature], dim=1),
+                                           self.hard_negative_weight)
         return logits
 
     def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None):

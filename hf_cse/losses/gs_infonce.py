@@ -8,7 +8,16 @@ import torch
 import torch.nn.functional as F
 
 from ..references import GS_INFONCE
-from .base import ContrastiveLoss, check_non_negative, check_positive, compute_dtype, cosine_matrix, unit
+from .base import (
+    ContrastiveLoss,
+    check_finite,
+    check_non_negative,
+    check_positive,
+    compute_dtype,
+    cosine_matrix,
+    unit,
+    weight_hard_negatives,
+)
 from .registry import register_loss
 
 
@@ -44,6 +53,8 @@ class GSInfoNCELoss(ContrastiveLoss):
             (3 x batch size, the paper's setting; in multi-process training the gathered batch).
         lam: lambda, weight of the noise terms in the denominator (paper 1).
         noise_std: sigma of the Gaussian (paper 1); no effect on the loss value (see above).
+        hard_negative_weight: log-weight added to each anchor's own hard-negative logit (supervised SimCSE's
+            ``--hard_negative_weight``; 0 = none, the authors' default; only with hard negatives).
 
     The noise is drawn with ``self.generator`` (a ``torch.Generator``, default ``None`` = torch's global
     RNG of the embedding's device), so seeding torch seeds the noise.
@@ -66,6 +77,7 @@ class GSInfoNCELoss(ContrastiveLoss):
         num_noise: int | None = None,
         lam: float = 1.0,
         noise_std: float = 1.0,
+        hard_negative_weight: float = 0.0,
     ):
         super().__init__()
         check_positive("gs_infonce", "temperature", temperature)
@@ -75,6 +87,8 @@ class GSInfoNCELoss(ContrastiveLoss):
             raise ValueError(f"gs_infonce: num_noise must be None or an integer >= 0, got {num_noise!r}.")
         check_non_negative("gs_infonce", "lam", lam)
         check_positive("gs_infonce", "noise_std", noise_std)
+        check_finite("gs_infonce", "hard_negative_weight", hard_negative_weight)
+        self.hard_negative_weight = hard_negative_weight
         self.temperature = temperature
         self.num_noise = num_noise
         self.lam = lam
@@ -90,6 +104,8 @@ class GSInfoNCELoss(ContrastiveLoss):
     def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None):
         n, d = z1.shape
         logits = cosine_matrix(z1, z2 if z_neg is None else torch.cat([z2, z_neg])) / self.temperature
+        if z_neg is not None:  # before the noise columns are appended
+            logits = weight_hard_negatives(logits, self.hard_negative_weight)
         num = 3 * n if self.num_noise is None else self.num_noise
         metrics: dict[str, float] = {}
         if num > 0 and self.lam > 0:

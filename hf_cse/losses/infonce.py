@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from ..references import SIMCSE
-from .base import ContrastiveLoss, check_positive, cosine_matrix
+from .base import ContrastiveLoss, check_finite, check_positive, cosine_matrix, weight_hard_negatives
 from .registry import register_loss
 
 
@@ -30,6 +30,8 @@ class InfoNCELoss(ContrastiveLoss):
 
     Args:
         temperature: tau, 0.05 in SimCSE and all five papers' SimCSE baselines.
+        hard_negative_weight: log-weight added to each anchor's own hard-negative logit (supervised SimCSE's
+            ``--hard_negative_weight``; 0 = none, the authors' default; only with hard negatives).
 
     Example::
 
@@ -41,14 +43,18 @@ class InfoNCELoss(ContrastiveLoss):
 
     takes_hard_negatives = True
 
-    def __init__(self, temperature: float = 0.05):
+    def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0):
         super().__init__()
         check_positive("infonce", "temperature", temperature)
+        check_finite("infonce", "hard_negative_weight", hard_negative_weight)
         self.temperature = temperature
+        self.hard_negative_weight = hard_negative_weight
 
     def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None):
         candidates = z2 if z_neg is None else torch.cat([z2, z_neg])
         logits = cosine_matrix(z1, candidates) / self.temperature
+        if z_neg is not None:
+            logits = weight_hard_negatives(logits, self.hard_negative_weight)
         labels = torch.arange(logits.shape[0], device=logits.device)
         return F.cross_entropy(logits, labels), {}
 

@@ -21,6 +21,7 @@ from .fast_dropout import install_fast_dropout
 from .heads import SmallInitLinear, build_projector
 from .loading import load_kwargs, make_bidirectional
 from .lora import ADAPTER_FOLDER, apply_lora, is_lora
+from .mlm import build_mlm_head, load_mlm_head, masked_lm_loss
 from .modes import eval_mode
 from .pooling import applies_projector, describe_pooling, needs_hidden_states, pool, resolve_pooling
 
@@ -111,6 +112,8 @@ class CSEPreTrainedModel(PreTrainedModel):
         super().__init__(config)
         self.encoder = build_encoder(config) if encoder is None else prepare_encoder(encoder, config)
         self.projector = build_projector(config.projector, config.hidden_size)
+        # SimCSE's auxiliary MLM head (hf_cse.models.mlm); from_encoder loads the checkpoint's pretrained one
+        self.lm_head = build_mlm_head(config.build_encoder_config()) if config.do_mlm else None
         self.post_init()  # initialises the new modules only: the loaded encoder is flagged initialised
         if config.lora_r:  # after post_init, which must not redraw the adapters (lora.apply_lora flags them)
             self.encoder = apply_lora(self.encoder, config)
@@ -149,9 +152,13 @@ class CSEPreTrainedModel(PreTrainedModel):
                            config.encoder_dtype, config.encoder_dtype)
         if trust_remote_code:  # so that build_encoder (from_pretrained, DiffCSE's discriminator) finds the class
             AutoModel.register(type(enc_config), type(encoder), exist_ok=True)
+        head = load_mlm_head(name_or_path, config.build_encoder_config(), **remote) if config.do_mlm else None
         encoder.config._name_or_path = str(name_or_path)
         config.base_encoder = str(name_or_path)
-        return cls(config, encoder=encoder.train())  # a fresh model trains: from_pretrained left it in eval mode
+        model = cls(config, encoder=encoder.train())  # a fresh model trains: from_pretrained left it in eval mode
+        if head is not None:
+            model.lm_head.load_state_dict(head.state_dict())
+        return model
 
     def _init_weights(self, module: nn.Module) -> None:
         std = float(getattr(self.config.encoder_config, "initializer_range", 0.02))
@@ -176,8 +183,9 @@ class CSEPreTrainedModel(PreTrainedModel):
     def collator(cls, tokenizer, config: CSEConfig):
         """The data collator this method trains with (two views of each sentence)."""
         from ..data import TwoViewCollator
+        from ..masking import with_masked_lm
 
-        return TwoViewCollator(tokenizer)
+        return with_masked_lm(TwoViewCollator(tokenizer), tokenizer, config)
 
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
         """As transformers'; a LoRA model also writes its adapter alone in peft's format in ``adapter/``."""
@@ -249,7 +257,19 @@ class CSEPreTrainedModel(PreTrainedModel):
             return self.projector(pooled) if self.projector is not None else pooled
 
     # ----------------------------------------------------------------- training forward
-    def forward(self, input_ids, attention_mask, token_type_ids=None, **kwargs) -> CSEOutput:
+    def masked_lm_term(self, input_ids, attention_mask, token_type_ids, mlm_input_ids, mlm_labels) -> torch.Tensor:
+        """SimCSE's weighted MLM term (:mod:`hf_cse.models.mlm`): the masked copy of every row through the encoder
+        with the rows' attention mask, the MLM head's cross-entropy at the masked positions, times mlm_weight."""
+        length = input_ids.shape[-1]
+        flat = lambda t: None if t is None else t.reshape(-1, length)  # noqa: E731
+        kwargs = {"input_ids": flat(mlm_input_ids), "attention_mask": flat(attention_mask)}
+        if token_type_ids is not None and takes_token_type_ids(self.encoder.config):
+            kwargs["token_type_ids"] = flat(token_type_ids)
+        hidden = self.encoder(**kwargs, return_dict=True).last_hidden_state
+        return self.config.mlm_weight * masked_lm_loss(self.lm_head, hidden, flat(mlm_labels))
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None, mlm_input_ids=None, mlm_labels=None,
+                **kwargs) -> CSEOutput:
         unused = set(kwargs) - {"return_dict", "num_items_in_batch"}
         if unused:
             raise ValueError(f"{type(self).__name__}.forward got unexpected inputs {sorted(unused)}.")
@@ -268,4 +288,11 @@ class CSEPreTrainedModel(PreTrainedModel):
             embeddings["z_nodropout"] = self.no_dropout_embeddings(input_ids[:, 0], attention_mask[:, 0], tt)
             if timed:
                 metrics["off_dropout_seconds"] = time.perf_counter() - start
-        return CSEOutput(embeddings=embeddings, metrics=metrics)
+        aux: dict[str, torch.Tensor] = {}
+        if self.lm_head is not None and (mlm_input_ids is not None or self.training):
+            if mlm_input_ids is None or mlm_labels is None:
+                raise ValueError("do_mlm: training batches need mlm_input_ids and mlm_labels; collate with "
+                                 "hf_cse.masking.MaskedLMCollator (the method's collator does).")
+            aux["mlm_loss"] = self.masked_lm_term(input_ids, attention_mask, token_type_ids, mlm_input_ids,
+                                                  mlm_labels)
+        return CSEOutput(embeddings=embeddings, aux_losses=aux, metrics=metrics)

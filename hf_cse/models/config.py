@@ -90,6 +90,12 @@ class CSEConfig(PretrainedConfig):
                 "off_dropout_infonce"})
     off_dropout_grad: bool = field(default=True, metadata={"help": "gradients through the dropout-free pass"})
     base_encoder: str | None = field(default=None, metadata={"help": "encoder the training started from"})
+    do_mlm: bool = field(default=False, metadata={
+        "help": "SimCSE's auxiliary masked-LM objective (paper appendix; authors' --do_mlm): a masked copy of the "
+                "batch through the encoder and the checkpoint's pretrained MLM head, mlm_weight x CE added"})
+    mlm_weight: float = field(default=0.1, metadata={"help": "weight lambda of the MLM objective (SimCSE: 0.1)"})
+    mlm_probability: float = field(default=0.15, metadata={
+        "help": "share of tokens masked for the MLM objective (SimCSE's code: 0.15, BERT's 80/10/10 recipe)"})
     fast_dropout: bool = field(default=True, metadata={
         "help": "CPU dropout masks from 16 random bits per element (same distribution up to p +- 7.7e-6, ~1.2x "
                 "faster CPU steps; no effect on GPU); false = torch's dropout"})
@@ -131,6 +137,10 @@ class CSEConfig(PretrainedConfig):
             self.pooler_type = PAPERS_POOLER
         self.normalize = bool(self.normalize)
         check_pooler(self.pooler_type)
+        if not (self.mlm_weight > 0 and self.mlm_weight != float("inf")):
+            raise ValueError(f"mlm_weight must be a finite number > 0, got {self.mlm_weight}.")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability}.")
         if self.projector not in PROJECTORS:
             raise ValueError(f"Unknown projector {self.projector!r}. Valid projectors: {', '.join(PROJECTORS)}.")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:

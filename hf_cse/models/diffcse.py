@@ -87,6 +87,8 @@ class DiffCSEConfig(CSEConfig):
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"DiffCSE: unknown {name} {getattr(self, name)!r}. Valid: {', '.join(valid)}.")
+        if self.do_mlm:
+            raise ValueError("DiffCSE: do_mlm does not apply (its masked copies feed the RTD task); drop --do_mlm.")
         if not self.lambda_rtd >= 0:
             raise ValueError(f"DiffCSE: lambda_rtd must be >= 0, got {self.lambda_rtd}.")
         if not 0.0 <= self.masking_ratio <= 1.0:

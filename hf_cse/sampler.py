@@ -1,0 +1,188 @@
+"""Batches without false negatives: no text twice in one global batch.
+
+In-batch contrastive learning treats every other row of the batch as a negative, so a sentence and its copy in
+the same batch (a repeated line of a scraped corpus; an NLI premise with several hypotheses) is a *false
+negative*: the loss pushes the sentence away from itself. :class:`NoDuplicatesBatchSampler` builds every
+*global* batch (per-device batch x processes) so that no text occurs twice in it, over every view of a row
+(anchor, positive, hard negative).
+
+Identity of two texts (:func:`text_key`): equal after Unicode NFKC normalisation, case folding and collapsing
+runs of white space (``"The  Cat."`` = ``"the cat."``). Data sets without text columns (only token ids) are
+compared by their token ids (equal inputs to the encoder).
+
+How batches are made, one epoch: the rows are shuffled (seed + epoch); each row goes into the batch being filled
+unless one of its texts is already there, in which case it is *deferred*: it waits (keyed by the clashing text)
+and is offered first to every later batch. At the end of the epoch, rows that cannot fill a whole global batch
+any more are *dropped* for this epoch (the remainder smaller than a batch, which the Trainer's drop_last drops too,
+and copies of a text more frequent than the batches). The counts are logged.
+
+Processes: the sampler yields per-device batches, ``world_size`` consecutive ones forming one global batch;
+Accelerate's ``BatchSamplerShard`` gives batch ``k`` to process ``k % world_size``, so the global batch is exactly
+one of ours. The plan depends only on the seed, the epoch and the data, so every process computes the same one,
+and a resumed run (the Trainer skips the batches already trained) sees the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import re
+import time
+import unicodedata
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from torch.utils.data import Sampler
+
+logger = logging.getLogger(__name__)
+
+#: the text columns of training data, in view order (hf_cse.data: ``text``, ``positive``, ``negative``)
+TEXT_COLUMNS = ("text", "positive", "negative")
+_SPACE = re.compile(r"\s+")
+
+
+def normalise_text(text: str) -> str:
+    """The form in which two texts are compared: NFKC, case-folded, white space collapsed and stripped."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def text_key(text: str) -> int:
+    """A 64-bit key of the normalised text (BLAKE2b: the same in every process, unlike Python's ``hash``)."""
+    return int.from_bytes(hashlib.blake2b(normalise_text(text).encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def _ids_key(ids: Sequence[int]) -> int:
+    return int.from_bytes(hashlib.blake2b(repr(list(ids)).encode(), digest_size=8).digest(), "little")
+
+
+def row_keys(dataset) -> tuple[list, str] | None:
+    """The keys of each row (an int, or a tuple over its views) and what they were made from; None when the data
+    set has neither text columns nor ``input_ids``."""
+    from .data import PAIR_VIEWS
+
+    columns = list(getattr(dataset, "column_names", None) or [])
+    texts = [c for c in TEXT_COLUMNS if c in columns]
+    if texts:
+        views, source, key = texts, "normalised text", text_key
+    elif "input_ids" in columns:
+        views = [p + "input_ids" for p in PAIR_VIEWS if p + "input_ids" in columns]
+        source, key = "token ids", _ids_key
+    else:
+        return None
+    if len(views) == 1:
+        return [key(v) for v in dataset[views[0]]], source
+    columns_values = [dataset[v] for v in views]
+    return [tuple(key(v) for v in row) for row in zip(*columns_values, strict=True)], source
+
+
+@dataclass
+class EpochPlan:
+    """One epoch's batches (row indices, per-device batches in global-batch order) and what they left out."""
+
+    batches: list[list[int]]
+    deferred: int  # rows placed in a later batch than their shuffled position
+    dropped: int  # rows in no batch this epoch
+    seconds: float
+
+
+class NoDuplicatesBatchSampler(Sampler[list[int]]):
+    """Per-device batches of row indices such that no key (text) occurs twice in one global batch.
+
+    Args:
+        keys: per row, its key or a tuple of its views' keys (:func:`row_keys`).
+        batch_size: rows per device.
+        world_size: processes; a global batch is ``batch_size * world_size`` rows.
+        seed: shuffling seed (the epoch is added, :meth:`set_epoch`).
+    """
+
+    drop_last = True  # read by Accelerate's BatchSamplerShard: every global batch is full
+
+    def __init__(self, keys: Sequence, batch_size: int, world_size: int = 1, seed: int = 0):
+        if batch_size < 1 or world_size < 1:
+            raise ValueError(f"batch_size and world_size must be >= 1, got {batch_size} and {world_size}.")
+        self.keys = keys
+        self.batch_size = batch_size
+        self.world_size = world_size
+        self.seed = seed
+        self.epoch = 0
+        self._plan: tuple[int, EpochPlan] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def _row(self, i: int) -> tuple:
+        k = self.keys[i]
+        return k if isinstance(k, tuple) else (k,)
+
+    def plan(self) -> EpochPlan:
+        """The current epoch's batches (computed once per epoch)."""
+        if self._plan is None or self._plan[0] != self.epoch:
+            self._plan = (self.epoch, self._make_plan())
+        return self._plan[1]
+
+    def _make_plan(self) -> EpochPlan:
+        start = time.perf_counter()
+        size = self.batch_size * self.world_size
+        order = list(range(len(self.keys)))
+        random.Random(self.seed * 1_000_003 + self.epoch).shuffle(order)
+        waiting: dict[int, deque[int]] = {}  # clashing key -> rows deferred on it, oldest first
+        batches: list[list[int]] = []
+        batch: list[int] = []
+        seen: set[int] = set()
+        deferred = 0
+
+        def offer(i: int) -> int | None:
+            """Put row i in the batch, or return the key that clashes."""
+            row = self._row(i)
+            for k in row:
+                if k in seen:
+                    return k
+            batch.append(i)
+            seen.update(row)
+            return None
+
+        def close_while_full() -> None:
+            nonlocal batch, seen
+            while len(batch) == size:
+                batches.append(batch)
+                batch, seen = [], set()
+                # rows that waited go first into the new batch (the head of each clashing key's queue)
+                for k in list(waiting):
+                    if len(batch) == size:
+                        break
+                    queue = waiting[k]
+                    if offer(queue[0]) is None:
+                        queue.popleft()
+                        if not queue:
+                            del waiting[k]
+
+        for i in order:
+            clash = offer(i)
+            if clash is not None:
+                waiting.setdefault(clash, deque()).append(i)
+                deferred += 1
+            close_while_full()
+        # the end: the rows still waiting fill batches while they can (a full scan each)
+        rest = [i for queue in waiting.values() for i in queue]
+        while rest:
+            left = [i for i in rest if offer(i) is not None]
+            if len(batch) < size:
+                break
+            batches.append(batch[:size])
+            rest = batch[size:] + left
+            batch, seen = [], set()
+        placed = len(batches) * size
+        chunks = [b[r * self.batch_size:(r + 1) * self.batch_size] for b in batches for r in range(self.world_size)]
+        return EpochPlan(chunks, deferred, len(self.keys) - placed, time.perf_counter() - start)
+
+    def __iter__(self):
+        plan = self.plan()
+        logger.info("no-duplicates batches, epoch %d: %d global batches of %d; %d rows deferred to a later batch, "
+                    "%d left out this epoch (%.2fs)", self.epoch, len(plan.batches) // self.world_size,
+                    self.batch_size * self.world_size, plan.deferred, plan.dropped, plan.seconds)
+        yield from plan.batches
+
+    def __len__(self) -> int:
+        return len(self.plan().batches)

@@ -1,0 +1,139 @@
+"""Training text larger than memory, and several sources mixed by weight.
+
+``--streaming`` reads the training text as a ``datasets`` iterable data set (local files or a Hub data set) and
+tokenizes it on the fly: nothing is read whole, nothing is written to the ``datasets`` cache, and memory does
+not grow with the corpus (``benchmarks/bench_streaming.py``). An iterable data set has no length, so a streamed
+run needs ``--max_steps``; when the stream ends before, the Trainer reads it again from the start.
+
+``--train_files a.txt b.txt --train_weights 0.7 0.3`` mixes several sources: each row comes from source ``i``
+with probability ``w_i`` (``datasets.interleave_datasets``, seeded by ``--seed``) until every source has been read
+once (``all_exhausted``: the smaller ones are read again meanwhile). Without ``--streaming`` the sources are read
+into memory and mixed the same way.
+
+Resuming a streamed run: the Trainer skips the batches already trained by reading (and tokenizing) them again
+from the start of the stream and dropping them, so the resumed run continues with the batches the interrupted
+one would have trained next (the stream and its mixing are deterministic); skipping costs the time to read those
+rows, not to train on them. Streamed data is not searched for duplicate texts (:mod:`hf_cse.sampler` needs
+the whole data set).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import PreTrainedTokenizerBase
+
+from .data import JSON_SUFFIXES, TABLE_SUFFIXES, DataError, check_text_column_applies
+
+#: the mixing rule of several sources: every source read once (the smaller ones are oversampled)
+STOPPING_STRATEGY = "all_exhausted"
+
+
+@dataclass
+class StreamingArguments:
+    streaming: bool = field(default=False, metadata={
+        "help": "Read the training text as a stream (local files or --dataset_name), tokenized on the fly: corpora "
+                "larger than memory. Needs --max_steps. See hf_cse/streaming.py."})
+    train_files: list[str] | None = field(default=None, metadata={
+        "help": "Several training text files (.txt/.csv/.tsv/.json/.jsonl), mixed by --train_weights."})
+    train_weights: list[float] | None = field(default=None, metadata={
+        "help": "Mixing weights of --train_files, one per file (normalised to sum 1). Default: equal."})
+
+
+def check_streaming_arguments(stream_args: StreamingArguments, data_args, max_steps: int, method: str) -> None:
+    """The streaming and mixing flags, checked before any data or model is read (one line each)."""
+    files, weights = stream_args.train_files, stream_args.train_weights
+    if files and data_args.pair_column:
+        raise DataError("--train_files mixes plain text sources; for pair / triplet data give one --train_file.")
+    if files and (data_args.train_file or data_args.dataset_name):
+        raise DataError("Give --train_files or --train_file / --dataset_name, not both.")
+    if weights is not None and not files:
+        raise DataError("--train_weights mixes --train_files; give the files too (one weight per file).")
+    if files and weights is not None and len(weights) != len(files):
+        raise DataError(f"--train_weights has {len(weights)} weight(s) for {len(files)} --train_files; give one "
+                        "weight per file, in the same order.")
+    if weights is not None and any(not (w > 0 and w != float("inf")) for w in weights):
+        raise DataError(f"--train_weights must be finite numbers > 0, got {weights}.")
+    for path in files or []:
+        if not Path(path).is_file():
+            raise DataError(f"--train_files {path} does not exist (or is not a file).")
+    if not stream_args.streaming:
+        return
+    if max_steps is None or max_steps <= 0:
+        raise DataError("--streaming reads a data set of unknown length: give --max_steps N (the number of "
+                        "optimizer steps to train).")
+    if data_args.pair_column:
+        raise DataError("--streaming does not read pair / triplet data yet (--pair_column); drop --streaming.")
+    if method == "diffcse":
+        raise DataError("--streaming does not work with --method diffcse (its unigram generator counts the "
+                        "whole corpus); drop --streaming.")
+
+
+def _source(path: str | None, dataset_name: str | None, config_name: str | None, text_column: str | None,
+            streaming: bool, split: str = "train"):
+    """One source with one column ``text`` of stripped, non-blank lines."""
+    import datasets
+
+    if dataset_name:
+        ds = datasets.load_dataset(dataset_name, config_name, split=split, streaming=streaming)
+        source = f"data set {dataset_name}"
+        column = text_column or "text"
+    else:
+        p = Path(path)
+        check_text_column_applies(p, text_column)
+        suffix = p.suffix.lower()
+        if suffix in TABLE_SUFFIXES:
+            ds = datasets.load_dataset("csv", data_files=str(p), split="train", streaming=streaming,
+                                       delimiter="\t" if suffix == ".tsv" else ",")
+        elif suffix in JSON_SUFFIXES:
+            ds = datasets.load_dataset("json", data_files=str(p), split="train", streaming=streaming)
+        else:
+            ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=streaming)
+        source = str(p)
+        names = list(ds.column_names or [])
+        column = text_column or (names[0] if len(names) == 1 else "text")
+    names = list(ds.column_names or [])
+    if names and column not in names:
+        raise DataError(f"{source}: no column {column!r}; columns are {names}. Pass --text_column NAME.")
+    ds = ds.select_columns([column])
+    if column != "text":
+        ds = ds.rename_column(column, "text")
+    ds = ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]}, batched=True)
+    if streaming and next(iter(ds.take(1)), None) is None:
+        raise DataError(f"{source} yields no sentences (empty, or blank lines only): check the file / data set "
+                        "and --text_column.")
+    if not streaming and len(ds) == 0:
+        raise DataError(f"{source} contains no sentences (empty or blank lines only).")
+    return ds
+
+
+def load_training_text(stream_args: StreamingArguments, data_args, seed: int):
+    """The training text (column ``text``): a stream with ``--streaming`` (else in memory), of one source or of
+    ``--train_files`` mixed by ``--train_weights``. Call :func:`check_streaming_arguments` first."""
+    import datasets
+
+    streaming = stream_args.streaming
+    column = data_args.text_column
+    if not stream_args.train_files:
+        from .data import DEMO_CORPUS
+
+        return _source(data_args.train_file or (None if data_args.dataset_name else str(DEMO_CORPUS)),
+                       data_args.dataset_name, data_args.dataset_config_name, column, streaming)
+    sources = [_source(path, None, None, column, streaming) for path in stream_args.train_files]
+    weights = stream_args.train_weights or [1.0] * len(sources)
+    total = sum(weights)
+    return datasets.interleave_datasets(sources, probabilities=[w / total for w in weights], seed=seed,
+                                        stopping_strategy=STOPPING_STRATEGY)
+
+
+def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32):
+    """Tokenized on the fly (truncation, no padding), rows of special tokens only dropped (as
+    :func:`hf_cse.data.drop_special_only` does for in-memory data)."""
+    special = set(tokenizer.all_special_ids)
+
+    def tok(batch):
+        return tokenizer(batch["text"], truncation=True, max_length=max_seq_length)
+
+    tokenized = ds.map(tok, batched=True, remove_columns=["text"])
+    return tokenized.filter(lambda row: any(i not in special for i in row["input_ids"]))
