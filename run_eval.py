@@ -27,7 +27,15 @@ from pathlib import Path
 
 from transformers import HfArgumentParser
 
-from hf_cse.cli import InputError, check_device, check_model_source, run_cli
+from hf_cse.cli import (
+    InputError,
+    check_device,
+    check_model_source,
+    check_path_given,
+    check_writable,
+    refuse_empty_paths,
+    run_cli,
+)
 from hf_cse.encoders import packaged_encoder_path
 from hf_cse.evaluation import (
     SentenceEncoder,
@@ -44,6 +52,7 @@ from hf_cse.evaluation.report import model_folder, remove_report_files, report_f
 from hf_cse.evaluation.runner import load_task_data, parse_tasks, valid_task_names
 from hf_cse.evaluation.sts import Aggregation
 from hf_cse.evaluation.transfer import MrpcFeatures
+from hf_cse.folder_lock import hold_folder, releases_folder_locks
 from hf_cse.models.pooling import POOLERS
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
 
@@ -144,10 +153,13 @@ class EvalArguments(EvalDataArguments):
 
 def check_output_dir(output_dir: str, overwrite: bool) -> Path:
     """The output folder, created; refused when it is a file or holds another evaluation's results (unless
-    ``overwrite``: then those results are removed, so the folder never mixes two evaluations)."""
+    ``overwrite``: then those results are removed, so the folder never mixes two evaluations). The folder is locked
+    for the rest of the run (:mod:`hf_cse.folder_lock`)."""
+    check_path_given(output_dir, "--output_dir")
     out = Path(output_dir).expanduser()
     if out.exists() and not out.is_dir():
         raise InputError(f"--output_dir {out} is a file; give a folder for results.json, results.md and the plots.")
+    hold_folder(out)
     previous = report_files(out)
     if previous and not overwrite:
         raise InputError(f"--output_dir {out} already holds the results of an evaluation "
@@ -156,10 +168,7 @@ def check_output_dir(output_dir: str, overwrite: bool) -> Path:
     if previous:
         logger.info("--overwrite_output_dir: removing the earlier results in %s", out)
         remove_report_files(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"--output_dir {out} cannot be created ({err.strerror}); choose another folder.") from None
+    check_writable(out, "--output_dir")
     return out
 
 
@@ -217,9 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(lambda: evaluate_models(argv), "run_eval.py")
 
 
+@releases_folder_locks  # the lock on --output_dir (check_output_dir) lasts as long as the evaluation
 def evaluate_models(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     parser = HfArgumentParser(EvalArguments)
+    refuse_empty_paths(parser, argv)  # before __post_init__ drops an empty --model_name_or_path
     try:
         (args,) = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as err:  # __post_init__'s checks

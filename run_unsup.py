@@ -27,7 +27,7 @@ from hf_cse.arguments import (
     model_arguments_class,
     objectives_from_flags,
 )
-from hf_cse.cli import check_model_source, run_cli
+from hf_cse.cli import check_model_source, refuse_empty_paths, run_cli
 from hf_cse.data import (
     PairCollator,
     check_enough_rows,
@@ -41,6 +41,7 @@ from hf_cse.encoders import default_encoder
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
+from hf_cse.folder_lock import hold_folder, releases_folder_locks
 from hf_cse.models import get_method
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.output_dir import OutputDirArguments, prepare_output_dir
@@ -92,6 +93,7 @@ def parse_args(argv: list[str]):
          PrecisionArguments, OutputDirArguments, EvalDataArguments, TrainingArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
+    refuse_empty_paths(parser, argv)  # e.g. --output_dir "$UNSET": never the current folder
     preset = parser.parse_known_args(argv)[0].preset
     if preset is not None:
         if preset not in PRESETS:
@@ -139,6 +141,7 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset,
     logger.info("DiffCSE generator: %r (frozen, not saved with the model)", model.generator)
 
 
+@releases_folder_locks  # the lock on --output_dir (taken in step 3) lasts as long as the run
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     (model_args, data_args, method_args, loss_args, dcl_args, precision_args, output_args, eval_data_args,
@@ -201,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
                 **{k: getattr(training_args, k, None) for k in RUN_DEFINING_TRAINING_ARGS}}
     settings.pop("preprocessing_num_workers", None)  # changes speed, not the run
     with training_args.main_process_first(desc="checking the output folder"):
+        if training_args.process_index == 0:  # the main process owns the folder; the others follow it
+            hold_folder(training_args.output_dir)
         resume_from = prepare_output_dir(training_args.output_dir, settings,
                                          overwrite=output_args.overwrite_output_dir, encoder=encoder,
                                          resume_from_checkpoint=training_args.resume_from_checkpoint,

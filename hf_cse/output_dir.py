@@ -14,10 +14,8 @@ transformers 5 no longer enforces itself:
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +23,9 @@ from typing import Any
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
-from .cli import InputError
+from .cli import InputError, check_path_given, check_writable
 from .export import TRAINING_INFO_FILE
+from .export.folders import TOKENIZER_FILES, matching, remove_entries
 from .export.folders import same_or_inside as _same_or_inside
 from .export.training_info import json_safe
 
@@ -40,9 +39,7 @@ RUN_FILES = (
     f"{PREFIX_CHECKPOINT_DIR}-*", "runs", RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
     "sentence-transformers", ".sentence-transformers.*",  # the export and its temporary folders
     "config.json", "generation_config.json", "model*.safetensors*", "pytorch_model*.bin*", "training_args.bin",
-    "trainer_state.json", "*_results.json",
-    "tokenizer*", "vocab.*", "merges.txt", "special_tokens_map.json", "added_tokens.json", "spiece.model",
-    "sentencepiece.bpe.model", "chat_template.jinja",
+    "trainer_state.json", "*_results.json", *TOKENIZER_FILES,
 )
 # What an interrupted run leaves before its model is saved (anything more means the run finished or is not ours).
 _INTERRUPTED_RUN_FILES = (f"{PREFIX_CHECKPOINT_DIR}-*", "runs", RUN_RECORD_FILE)
@@ -56,10 +53,6 @@ class OutputDirArguments:
                           "are removed first (other files are kept). Without it, checkpoints of the same run are "
                           "resumed and anything else is refused."},
     )
-
-
-def _matches(name: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def _listing(names: list[str], limit: int = 5) -> str:
@@ -88,6 +81,7 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
     ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when
     the recorded ones are equal. ``read_record`` brings a record written by an older hf_cse to today's form of the
     same settings (so its interrupted run still resumes). Only the main process removes or writes files."""
+    check_path_given(str(output_dir), "--output_dir")
     out = Path(output_dir).expanduser()
     if out.exists() and not out.is_dir():
         raise InputError(f"--output_dir {output_dir} is a file; give a folder path (new or holding this run).")
@@ -100,16 +94,14 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
         return resume_from_checkpoint  # the user chose the checkpoint; the Trainer checks it
     resume = None
     if names and overwrite:
-        stale = [n for n in names if _matches(n, RUN_FILES)]
+        stale = matching(names, RUN_FILES)
         if is_main_process and stale:
-            for name in stale:
-                path = out / name
-                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+            remove_entries(out, stale)
             kept = [n for n in names if n not in stale]
             logger.warning("%s: removed the previous run's files in %s (%s)%s", OVERWRITE_FLAG, out, _listing(stale),
                            f"; kept files no run writes: {_listing(kept)}" if kept else "")
     elif names:
-        foreign = [n for n in names if not _matches(n, _INTERRUPTED_RUN_FILES)]
+        foreign = [n for n in names if n not in matching(names, _INTERRUPTED_RUN_FILES)]
         if foreign:
             finished = any((out / n).exists() for n in ("config.json", TRAINING_INFO_FILE))
             what = "a finished run" if finished else f"files that are not checkpoints of a run ({_listing(foreign)})"
@@ -128,6 +120,6 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
     if is_main_process and resume is None:
-        out.mkdir(parents=True, exist_ok=True)
+        check_writable(out, "--output_dir")
         (out / RUN_RECORD_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return resume
