@@ -118,6 +118,11 @@ def check_model_source(name_or_path: str, flag: str = "--model_name_or_path",
         if not any((path / marker).is_file() for marker in markers):
             raise InputError(f"{flag} {name_or_path} is a folder without {files}, so it holds no {what}; give the "
                              f"folder a {what} was saved to (save_pretrained, run_unsup.py's --output_dir) or Hub id.")
+        from .checkpoints import weights_problem
+
+        problem = weights_problem(path)
+        if problem:  # a save that was killed, or a copy cut short: loading would end in a traceback
+            raise InputError(f"{flag} {name_or_path}: {problem}; save or copy the {what} again, or give another one.")
         return
     looks_local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
     if looks_local:

@@ -5,7 +5,10 @@ transformers 5 no longer enforces itself:
 
 * an absent or empty folder: a new run;
 * checkpoints of an interrupted run (``checkpoint-N`` folders and nothing else of a run): resume from the last
-  one, said in one log line; a run with other settings (recorded in ``hf_cse_run.json``) is refused;
+  complete one (:mod:`hf_cse.checkpoints`; incomplete ones are skipped with a log line), said in one log line; a run
+  with other settings (recorded in ``hf_cse_run.json``) is refused;
+* a run whose final save or export was cut short (model files without ``training_info.json``, which a run writes
+  last): finished from its last complete checkpoint (refused when there is none);
 * anything else (a finished run, other files): refused, naming ``--overwrite_output_dir``;
 * ``--overwrite_output_dir``: start over; the previous run's files (:data:`RUN_FILES`) are removed first so that
   none of them survives beside the new model; files no run writes (a log, notes) are kept;
@@ -21,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from .checkpoints import checkpoint_problem, last_complete_checkpoint
 from .cli import InputError, check_path_given, check_writable
 from .export import TRAINING_INFO_FILE
-from .export.folders import TOKENIZER_FILES, matching, remove_entries
+from .export.folders import TOKENIZER_FILES, matching, remove_entries, replace_file
 from .export.folders import same_or_inside as _same_or_inside
 from .export.training_info import json_safe
 
@@ -74,6 +78,40 @@ def check_not_encoder_folder(output_dir: Path, encoder: str | None) -> None:
                          "there would overwrite or mix with the encoder. Choose another --output_dir.")
 
 
+def _read_record(path: Path) -> dict[str, Any]:
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path} is not valid JSON ({type(err).__name__} at {getattr(err, 'pos', '?')}): it records "
+                         f"the settings of the run in that folder; restore it, or pass {OVERWRITE_FLAG} to start "
+                         "over.") from None
+    if not isinstance(recorded, dict):
+        raise InputError(f"{path} does not hold a JSON object; restore it, or pass {OVERWRITE_FLAG} to start over.")
+    return recorded
+
+
+def _interrupted_run_checkpoint(out: Path, names: list[str]) -> str | None:
+    """The checkpoint to resume the run in ``out`` from (None: no complete one); refused when the folder holds a
+    finished run (its last file, ``training_info.json``, is there) or files that no run writes. A run whose final
+    save or export was cut short (its model files, without ``training_info.json``) is finished from its last complete
+    checkpoint; its partly written model is never taken for a finished one."""
+    foreign = [n for n in names if n not in matching(names, _INTERRUPTED_RUN_FILES)]
+    if (out / TRAINING_INFO_FILE).exists() or [n for n in foreign if n not in matching(foreign, RUN_FILES)]:
+        other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
+        what = f"files that are not checkpoints of a run ({_listing(other)})" if other else "a finished run"
+        raise InputError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
+                         f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
+    resume = last_complete_checkpoint(out)
+    if foreign and resume is None:
+        raise InputError(f"--output_dir {out} holds a run whose final save was cut short (no {TRAINING_INFO_FILE}) "
+                         f"and no complete checkpoint to finish it from. Pass {OVERWRITE_FLAG} to start over, or "
+                         "choose another --output_dir.")
+    if foreign:
+        logger.warning("the final save of the run in %s was cut short (no %s): finishing it from %s", out,
+                       TRAINING_INFO_FILE, resume)
+    return resume
+
+
 def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool = False, encoder: str | None = None,
                        resume_from_checkpoint: str | None = None, is_main_process: bool = True,
                        read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> str | None:
@@ -91,6 +129,10 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
     if resume_from_checkpoint:
         if overwrite:
             raise InputError(f"{OVERWRITE_FLAG} starts over and --resume_from_checkpoint continues a run; give one.")
+        problem = Path(resume_from_checkpoint).is_dir() and checkpoint_problem(Path(resume_from_checkpoint))
+        if problem:
+            raise InputError(f"--resume_from_checkpoint {resume_from_checkpoint} is incomplete: {problem}. Give "
+                             "a complete checkpoint (an earlier checkpoint-N).")
         return resume_from_checkpoint  # the user chose the checkpoint; the Trainer checks it
     resume = None
     if names and overwrite:
@@ -101,25 +143,20 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
             logger.warning("%s: removed the previous run's files in %s (%s)%s", OVERWRITE_FLAG, out, _listing(stale),
                            f"; kept files no run writes: {_listing(kept)}" if kept else "")
     elif names:
-        foreign = [n for n in names if n not in matching(names, _INTERRUPTED_RUN_FILES)]
-        if foreign:
-            finished = any((out / n).exists() for n in ("config.json", TRAINING_INFO_FILE))
-            what = "a finished run" if finished else f"files that are not checkpoints of a run ({_listing(foreign)})"
-            raise InputError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
-                             f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
-        resume = get_last_checkpoint(str(out))
+        resume = _interrupted_run_checkpoint(out, names)
         record = out / RUN_RECORD_FILE
         if resume is not None and record.is_file():
-            recorded = json.loads(record.read_text(encoding="utf-8"))
+            recorded = _read_record(record)
             changed = _differences(json_safe(read_record(recorded)) if read_record else recorded, settings)
             if changed:
                 raise InputError(f"--output_dir {out} holds checkpoints of a run with other settings "
-                                 f"({'; '.join(changed[:3])}). Use the same settings to resume it, choose another "
+                                 f"({'; '.join(changed[:2])})."[:200] + f" Use the same settings to resume it, pass "
+                                 f"--resume_from_checkpoint {resume} to continue it with the new ones, choose another "
                                  f"--output_dir, or pass {OVERWRITE_FLAG} to start over.")
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
     if is_main_process and resume is None:
         check_writable(out, "--output_dir")
-        (out / RUN_RECORD_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        replace_file(out / RUN_RECORD_FILE, json.dumps(settings, indent=2, sort_keys=True) + "\n")
     return resume
