@@ -15,6 +15,8 @@ import csv
 import io
 from pathlib import Path
 
+from .cli import InputError
+
 #: file kinds recognised by their first bytes
 MAGIC = ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
          (b"(\xb5/\xfd", "zstd"), (b"\x89PNG", "PNG image"), (b"%PDF", "PDF"))
@@ -26,7 +28,7 @@ class DataError(ValueError):
     """Training data that cannot be used; the message says what is wrong and how to fix it."""
 
 
-class FileFormatError(DataError):
+class FileFormatError(DataError, InputError):
     """An input file that is compressed, binary or not UTF-8 text; the message names the file and the fix."""
 
 
