@@ -193,6 +193,8 @@ def main(argv: list[str] | None = None) -> None:
     if data_args.max_train_samples is not None:
         raw = raw.select(range(min(data_args.max_train_samples, len(raw))))
     source = data_args.train_file or data_args.dataset_name or "the demo corpus"
+    if data_args.max_train_samples is not None:  # the flag, not the file, is what to change
+        source = f"{source} cut to --max_train_samples {data_args.max_train_samples}"
     global_batch = training_args.per_device_train_batch_size * training_args.world_size
     unit = "rows" if pairs else "sentences"
     check_enough_rows(len(raw), global_batch, source, unit)
@@ -250,6 +252,7 @@ def main(argv: list[str] | None = None) -> None:
         cached_minibatch_size=method_args.cached_minibatch_size,
     )
     result = trainer.train(resume_from_checkpoint=resume_from)
+    trainer._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would there
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()
