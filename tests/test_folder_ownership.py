@@ -89,6 +89,10 @@ def test_export_overwrite_replaces_only_what_an_export_writes(tiny_bert_dir, tmp
     assert (out / "other_model" / "model.safetensors").read_text() == "another model"
     assert (out / "2_Dense").is_dir() and '"mlp_only_train": false' in (out / "hf_cse_config.json").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["st"]  # no temp, backup or lock file left
+    run = tmp_path / "run"  # a training run's folder: an export would mix with it, even with overwrite
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(run)
+    with pytest.raises(FileExistsError, match="holds an hf_cse model"):
+        to_sentence_transformer(model, run, tokenizer=tok, overwrite=True)
 
 
 # ------------------------------------------------------------------------------------------------ folder lock

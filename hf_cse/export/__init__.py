@@ -104,11 +104,11 @@ def to_sentence_transformer(
     out_dir = Path(out_dir).expanduser()
     hold_folder(out_dir, "out_dir")  # one export at a time into a folder; released when this function ends
     recover_leftovers(out_dir)
-    check_target(out_dir, overwrite)  # fail before loading anything
     if isinstance(model_or_path, (str, Path)) and Path(model_or_path).expanduser().exists():
         if same_or_inside(Path(model_or_path).expanduser(), out_dir):
             raise ExportError(f"out_dir {out_dir} holds the checkpoint {model_or_path}; exporting there would "
                               "replace it. Choose another folder, e.g. <checkpoint>/sentence-transformers.")
+    check_target(out_dir, overwrite)  # fail before loading anything
     model = load_model(model_or_path)
     tokenizer = load_tokenizer(tokenizer, model_or_path, model)
     config = model.config

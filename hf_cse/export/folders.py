@@ -67,6 +67,11 @@ def check_target(out_dir: Path, overwrite: bool) -> None:
             f"{out_dir} is not empty; pass overwrite=True (--overwrite) to replace the export files in it (other "
             "files are kept), or choose another folder."
         )
+    from ..models import is_cse_checkpoint
+
+    if out_dir.is_dir() and is_cse_checkpoint(out_dir):  # its config.json would be replaced, its checkpoints kept
+        raise FileExistsError(f"{out_dir} holds an hf_cse model (a training run's folder); an export there would mix "
+                              "with it. Choose another folder, e.g. <that folder>/sentence-transformers.")
 
 
 def _move_entries(source: Path, target: Path, names) -> None:
