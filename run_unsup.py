@@ -27,7 +27,7 @@ from hf_cse.arguments import (
     model_arguments_class,
     objectives_from_flags,
 )
-from hf_cse.cli import check_model_source, run_cli
+from hf_cse.cli import check_model_source, refuse_empty_paths, run_cli
 from hf_cse.data import (
     PairCollator,
     check_enough_rows,
@@ -42,6 +42,7 @@ from hf_cse.evaluation.before_after import NOISE_POINTS, dev_change, no_dev_line
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
+from hf_cse.folder_lock import hold_folder, releases_folder_locks
 from hf_cse.masking import with_masked_lm
 from hf_cse.models import get_method
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
@@ -97,6 +98,7 @@ def parse_args(argv: list[str]):
          PrecisionArguments, OutputDirArguments, EvalDataArguments, StreamingArguments, TrainingArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
+    refuse_empty_paths(parser, argv)  # e.g. --output_dir "$UNSET": never the current folder
     preset = parser.parse_known_args(argv)[0].preset
     if preset is not None:
         if preset not in PRESETS:
@@ -144,6 +146,7 @@ def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset,
     logger.info("DiffCSE generator: %r (frozen, not saved with the model)", model.generator)
 
 
+@releases_folder_locks  # the lock on --output_dir (taken in step 3) lasts as long as the run
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     (model_args, data_args, method_args, loss_args, dcl_args, precision_args, output_args, eval_data_args,
@@ -209,6 +212,8 @@ def main(argv: list[str] | None = None) -> None:
                else raw.select(range(min(data_args.max_train_samples, len(raw)))))
     source = (data_args.train_file or data_args.dataset_name or " + ".join(stream_args.train_files or [])
               or "the demo corpus")
+    if data_args.max_train_samples is not None:  # the flag, not the file, is what to change
+        source = f"{source} cut to --max_train_samples {data_args.max_train_samples}"
     global_batch = training_args.per_device_train_batch_size * training_args.world_size
     unit = "rows" if pairs else "sentences"
     if not streamed:
@@ -226,6 +231,8 @@ def main(argv: list[str] | None = None) -> None:
     if not config_kwargs.get("do_mlm"):  # the MLM settings define nothing without it (and older records lack them)
         settings = {k: v for k, v in settings.items() if k not in ("do_mlm", "mlm_weight", "mlm_probability")}
     with training_args.main_process_first(desc="checking the output folder"):
+        if training_args.process_index == 0:  # the main process owns the folder; the others follow it
+            hold_folder(training_args.output_dir)
         resume_from = prepare_output_dir(training_args.output_dir, settings,
                                          overwrite=output_args.overwrite_output_dir, encoder=encoder,
                                          resume_from_checkpoint=training_args.resume_from_checkpoint,
@@ -280,6 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     trainer.args.eval_on_start = trainer.evaluator is not None
     result = trainer.train(resume_from_checkpoint=resume_from)
+    trainer._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would there
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()

@@ -45,11 +45,17 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     """Run ``main()``; a foreseeable failure becomes ``prog: error: <one line>`` on stderr and exit code 1 (with the
     flags to change where a loss said what is wrong in its own terms: :func:`flag_advice`).
 
+    Ctrl-C (``KeyboardInterrupt``) is one line too, with exit code 130 (128 + SIGINT, as a shell reports it).
     ``RuntimeError`` is included for hf_cse's own error types (e.g. ``HubPushError``) and torch's device errors
     ("CUDA is not available"); set ``HF_CSE_DEBUG=1`` to get the traceback of any of them.
     """
     try:
         return int(main() or 0)
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, not a traceback
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"{prog}: interrupted (Ctrl-C); what was saved so far is kept.", file=sys.stderr)
+        return 130
     except FORESEEABLE as err:
         if os.environ.get(DEBUG_ENV):
             raise
@@ -57,6 +63,45 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
         message = f"{_one_line(err)} {advice}" if advice else _one_line(err)
         print(f"{prog}: error: {message} (set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
         return 1
+
+
+#: flags that name a file or folder besides those ending in _dir, _file or _path (e.g. _or_path)
+PATH_FLAGS = ("resume_from_checkpoint", "checkpoint", "tokenizer", "training_info", "eval_results", "deepspeed")
+
+
+def is_path_flag(name: str) -> bool:
+    return name.endswith(("_dir", "_file", "_path")) or name in PATH_FLAGS
+
+
+def check_path_given(value, flag: str) -> None:
+    """An empty or blank path (``--output_dir "$OUT"`` with ``OUT`` unset) would be read as the current folder, or
+    silently replaced by a default; refuse it."""
+    if isinstance(value, str) and not value.strip():
+        raise InputError(f"{flag} is empty ({value!r}): an unset shell variable? Give a path.")
+
+
+def check_writable(folder: Path, flag: str) -> None:
+    """Create ``folder`` and write (then remove) a probe file in it, so that a read-only output folder fails now,
+    not when the first result is saved, possibly hours in."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
+            pass
+    except OSError as err:
+        raise InputError(f"{flag} {folder} cannot be written ({err.strerror}); choose a folder you can write to."
+                         ) from None
+
+
+def refuse_empty_paths(parser, argv: list[str] | None) -> None:
+    """:func:`check_path_given` for every path flag (:func:`is_path_flag`) of an argparse ``parser`` in ``argv``,
+    before anything else reads them."""
+    given = vars(parser.parse_known_args(argv)[0])
+    for name, value in given.items():
+        if is_path_flag(name):
+            for item in value if isinstance(value, list) else [value]:
+                check_path_given(item, f"--{name}" if name not in ("checkpoint", "out_dir") else name.upper())
 
 
 def check_model_source(name_or_path: str, flag: str = "--model_name_or_path",
@@ -73,6 +118,11 @@ def check_model_source(name_or_path: str, flag: str = "--model_name_or_path",
         if not any((path / marker).is_file() for marker in markers):
             raise InputError(f"{flag} {name_or_path} is a folder without {files}, so it holds no {what}; give the "
                              f"folder a {what} was saved to (save_pretrained, run_unsup.py's --output_dir) or Hub id.")
+        from .checkpoints import weights_problem
+
+        problem = weights_problem(path)
+        if problem:  # a save that was killed, or a copy cut short: loading would end in a traceback
+            raise InputError(f"{flag} {name_or_path}: {problem}; save or copy the {what} again, or give another one.")
         return
     looks_local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
     if looks_local:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 from dataclasses import dataclass
@@ -12,27 +11,13 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from .files import TSV_LOADER_ARGS, DataError, is_tsv, read_table, read_text
+
 logger = logging.getLogger(__name__)
 
 DEMO_CORPUS = Path(__file__).parent / "resources" / "demo_corpus.txt"
 TABLE_SUFFIXES = (".csv", ".tsv")
 JSON_SUFFIXES = (".json", ".jsonl")
-
-
-class DataError(ValueError):
-    """Training data that cannot be used; the message says what is wrong and how to fix it."""
-
-
-def _check_utf8(path: Path) -> None:
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise DataError(
-                    f"{path}: line {lineno} is not valid UTF-8 ({err.reason} at byte {err.start}). "
-                    f"Convert the file, e.g. `iconv -f latin1 -t utf-8 {path.name} > fixed.txt`."
-                ) from None
 
 
 def check_text_column_applies(path: Path, text_column: str | None) -> None:
@@ -44,7 +29,7 @@ def check_text_column_applies(path: Path, text_column: str | None) -> None:
 
 def _json_records(path: Path) -> list[tuple[int, Any]]:
     """``(line number, record)`` of a JSON-lines file, or of a ``.json`` file holding one list of records."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "--train_file")
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         try:
             return [(1, record) for record in json.loads(text)]
@@ -96,29 +81,28 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
     if not path.is_file():
         raise DataError(f"--train_file {path} does not exist (or is not a file). Give a path to a text file "
                         "with one sentence per line, or a CSV file with --text_column.")
-    _check_utf8(path)
+    text = read_text(path, "--train_file")  # refuses compressed, binary and non-UTF-8 files; drops a BOM
     check_text_column_applies(path, text_column)
     if path.suffix.lower() in JSON_SUFFIXES:
         lines = read_json_sentences(path, text_column)
-    elif path.suffix.lower() in (".csv", ".tsv"):
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-            columns = reader.fieldnames or []
-            column = text_column or (columns[0] if len(columns) == 1 else "text")
-            if column not in columns:
-                raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass --text_column NAME.")
-            lines = []
-            for row in reader:  # csv puts extra fields under None and gives missing ones the value None
-                if None in row or None in row.values():
-                    fields = len(columns) + len(row.get(None, [])) - list(row.values()).count(None)
-                    raise DataError(f"{path}: line {reader.line_num} has {fields} fields, the header has "
-                                    f"{len(columns)}. Quote fields that hold the delimiter, or fix the row.")
-                lines.append(row[column] or "")
-            if lines and all(_is_number(text) for text in lines):
-                raise DataError(f"{path}: column {column!r} holds only numbers, not sentences; pass --text_column "
-                                f"with the sentence column (columns: {columns}).")
+    elif path.suffix.lower() in TABLE_SUFFIXES:
+        rows = read_table(path, "--train_file")  # .tsv: tabs only, no quoting
+        columns = [c.strip() for c in rows[0]] if rows else []
+        column = text_column or (columns[0] if len(columns) == 1 else "text")
+        if column not in columns:
+            raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass --text_column NAME.")
+        lines = []
+        for lineno, row in enumerate(rows[1:], 2):
+            if len(row) != len(columns) and any(cell.strip() for cell in row):
+                raise DataError(f"{path}: line {lineno} has {len(row)} fields, the header has {len(columns)}. "
+                                + ("Quote fields that hold the delimiter, or fix the row." if not is_tsv(path) else
+                                   "A .tsv is split on every tab (no quoting): fix the row."))
+            lines.append(row[columns.index(column)] if len(row) == len(columns) else "")
+        if lines and all(_is_number(text) for text in lines if text.strip()):
+            raise DataError(f"{path}: column {column!r} holds only numbers, not sentences; pass --text_column "
+                            f"with the sentence column (columns: {columns}).")
     else:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = text.splitlines()
     sentences = [s.strip() for s in lines if s and s.strip()]
     if not sentences:
         raise DataError(f"{path} contains no sentences (empty or blank lines only).")
@@ -162,16 +146,16 @@ def load_train_dataset(
     path = Path(train_file or DEMO_CORPUS)
     read_sentences(path, text_column)  # validates (exists, UTF-8, column, not empty) with clear messages
     # load through `datasets` so that the data set and its tokenization are cached on disk (fingerprints)
-    if path.suffix.lower() in (".csv", ".tsv"):
+    if path.suffix.lower() in (".csv", ".tsv"):  # read as read_sentences does (hf_cse.files)
         ds = datasets.load_dataset("csv", data_files=str(path), split="train",
-                                   delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+                                   **(TSV_LOADER_ARGS if is_tsv(path) else {"encoding": "utf-8-sig"}))
         column = text_column or (ds.column_names[0] if len(ds.column_names) == 1 else "text")
         ds = _only_text_column(ds, column)
     elif path.suffix.lower() in JSON_SUFFIXES:
-        ds = _only_text_column(datasets.load_dataset("json", data_files=str(path), split="train"),
-                               text_column or "text")
+        ds = _only_text_column(datasets.load_dataset("json", data_files=str(path), split="train",
+                                                     encoding="utf-8-sig"), text_column or "text")
     else:
-        ds = datasets.load_dataset("text", data_files=str(path), split="train")
+        ds = datasets.load_dataset("text", data_files=str(path), split="train", encoding="utf-8-sig")
     # one batched pass drops blank lines and strips the rest (a batched map may return fewer rows)
     return ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]},
                   batched=True, desc="Dropping blank lines")
@@ -324,12 +308,13 @@ def load_pair_dataset(
             raise DataError(f"--train_file {path} does not exist (or is not a file).")
         if path.suffix.lower() not in (".csv", ".tsv"):
             raise DataError(f"--pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
-        _check_utf8(path)
         source = str(path)
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-            columns = list(reader.fieldnames or [])
-            rows = list(reader)
+        table = read_table(path, "--train_file")  # .tsv: tabs only, no quoting
+        columns = [c.strip() for c in table[0]] if table else []
+        rows = [dict(zip(columns, row)) for row in table[1:] if any(cell.strip() for cell in row)]
+        for row in rows:
+            for column in columns:
+                row.setdefault(column, None)
     _check_pair_rows(rows, columns, wanted, source)
     names = ("text", "positive", "negative")
     return datasets.Dataset.from_dict(

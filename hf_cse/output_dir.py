@@ -5,7 +5,10 @@ transformers 5 no longer enforces itself:
 
 * an absent or empty folder: a new run;
 * checkpoints of an interrupted run (``checkpoint-N`` folders and nothing else of a run): resume from the last
-  one, said in one log line; a run with other settings (recorded in ``hf_cse_run.json``) is refused;
+  complete one (:mod:`hf_cse.checkpoints`; incomplete ones are skipped with a log line), said in one log line; a run
+  with other settings (recorded in ``hf_cse_run.json``) is refused;
+* a run whose final save or export was cut short (model files without ``training_info.json``, which a run writes
+  last): finished from its last complete checkpoint (refused when there is none);
 * anything else (a finished run, other files): refused, naming ``--overwrite_output_dir``;
 * ``--overwrite_output_dir``: start over; the previous run's files (:data:`RUN_FILES`) are removed first so that
   none of them survives beside the new model; files no run writes (a log, notes) are kept;
@@ -14,19 +17,19 @@ transformers 5 no longer enforces itself:
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import logging
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .cli import InputError
+from .checkpoints import checkpoint_problem, last_complete_checkpoint
+from .cli import InputError, check_path_given, check_writable
 from .export import TRAINING_INFO_FILE
+from .export.folders import TOKENIZER_FILES, matching, remove_entries, replace_file
 from .export.folders import same_or_inside as _same_or_inside
 from .export.training_info import json_safe
 
@@ -40,9 +43,7 @@ RUN_FILES = (
     f"{PREFIX_CHECKPOINT_DIR}-*", "runs", RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
     "sentence-transformers", ".sentence-transformers.*",  # the export and its temporary folders
     "config.json", "generation_config.json", "model*.safetensors*", "pytorch_model*.bin*", "training_args.bin",
-    "trainer_state.json", "*_results.json",
-    "tokenizer*", "vocab.*", "merges.txt", "special_tokens_map.json", "added_tokens.json", "spiece.model",
-    "sentencepiece.bpe.model", "chat_template.jinja",
+    "trainer_state.json", "*_results.json", *TOKENIZER_FILES,
 )
 # What an interrupted run leaves before its model is saved (anything more means the run finished or is not ours).
 _INTERRUPTED_RUN_FILES = (f"{PREFIX_CHECKPOINT_DIR}-*", "runs", RUN_RECORD_FILE)
@@ -56,10 +57,6 @@ class OutputDirArguments:
                           "are removed first (other files are kept). Without it, checkpoints of the same run are "
                           "resumed and anything else is refused."},
     )
-
-
-def _matches(name: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def _listing(names: list[str], limit: int = 5) -> str:
@@ -81,6 +78,40 @@ def check_not_encoder_folder(output_dir: Path, encoder: str | None) -> None:
                          "there would overwrite or mix with the encoder. Choose another --output_dir.")
 
 
+def _read_record(path: Path) -> dict[str, Any]:
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path} is not valid JSON ({type(err).__name__} at {getattr(err, 'pos', '?')}): it records "
+                         f"the settings of the run in that folder; restore it, or pass {OVERWRITE_FLAG} to start "
+                         "over.") from None
+    if not isinstance(recorded, dict):
+        raise InputError(f"{path} does not hold a JSON object; restore it, or pass {OVERWRITE_FLAG} to start over.")
+    return recorded
+
+
+def _interrupted_run_checkpoint(out: Path, names: list[str]) -> str | None:
+    """The checkpoint to resume the run in ``out`` from (None: no complete one); refused when the folder holds a
+    finished run (its last file, ``training_info.json``, is there) or files that no run writes. A run whose final
+    save or export was cut short (its model files, without ``training_info.json``) is finished from its last complete
+    checkpoint; its partly written model is never taken for a finished one."""
+    foreign = [n for n in names if n not in matching(names, _INTERRUPTED_RUN_FILES)]
+    if (out / TRAINING_INFO_FILE).exists() or [n for n in foreign if n not in matching(foreign, RUN_FILES)]:
+        other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
+        what = f"files that are not checkpoints of a run ({_listing(other)})" if other else "a finished run"
+        raise InputError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
+                         f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
+    resume = last_complete_checkpoint(out)
+    if foreign and resume is None:
+        raise InputError(f"--output_dir {out} holds a run whose final save was cut short (no {TRAINING_INFO_FILE}) "
+                         f"and no complete checkpoint to finish it from. Pass {OVERWRITE_FLAG} to start over, or "
+                         "choose another --output_dir.")
+    if foreign:
+        logger.warning("the final save of the run in %s was cut short (no %s): finishing it from %s", out,
+                       TRAINING_INFO_FILE, resume)
+    return resume
+
+
 def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool = False, encoder: str | None = None,
                        resume_from_checkpoint: str | None = None, is_main_process: bool = True,
                        read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> str | None:
@@ -88,6 +119,7 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
     ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when
     the recorded ones are equal. ``read_record`` brings a record written by an older hf_cse to today's form of the
     same settings (so its interrupted run still resumes). Only the main process removes or writes files."""
+    check_path_given(str(output_dir), "--output_dir")
     out = Path(output_dir).expanduser()
     if out.exists() and not out.is_dir():
         raise InputError(f"--output_dir {output_dir} is a file; give a folder path (new or holding this run).")
@@ -97,37 +129,34 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
     if resume_from_checkpoint:
         if overwrite:
             raise InputError(f"{OVERWRITE_FLAG} starts over and --resume_from_checkpoint continues a run; give one.")
+        problem = Path(resume_from_checkpoint).is_dir() and checkpoint_problem(Path(resume_from_checkpoint))
+        if problem:
+            raise InputError(f"--resume_from_checkpoint {resume_from_checkpoint} is incomplete: {problem}. Give "
+                             "a complete checkpoint (an earlier checkpoint-N).")
         return resume_from_checkpoint  # the user chose the checkpoint; the Trainer checks it
     resume = None
     if names and overwrite:
-        stale = [n for n in names if _matches(n, RUN_FILES)]
+        stale = matching(names, RUN_FILES)
         if is_main_process and stale:
-            for name in stale:
-                path = out / name
-                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+            remove_entries(out, stale)
             kept = [n for n in names if n not in stale]
             logger.warning("%s: removed the previous run's files in %s (%s)%s", OVERWRITE_FLAG, out, _listing(stale),
                            f"; kept files no run writes: {_listing(kept)}" if kept else "")
     elif names:
-        foreign = [n for n in names if not _matches(n, _INTERRUPTED_RUN_FILES)]
-        if foreign:
-            finished = any((out / n).exists() for n in ("config.json", TRAINING_INFO_FILE))
-            what = "a finished run" if finished else f"files that are not checkpoints of a run ({_listing(foreign)})"
-            raise InputError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
-                             f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
-        resume = get_last_checkpoint(str(out))
+        resume = _interrupted_run_checkpoint(out, names)
         record = out / RUN_RECORD_FILE
         if resume is not None and record.is_file():
-            recorded = json.loads(record.read_text(encoding="utf-8"))
+            recorded = _read_record(record)
             changed = _differences(json_safe(read_record(recorded)) if read_record else recorded, settings)
             if changed:
                 raise InputError(f"--output_dir {out} holds checkpoints of a run with other settings "
-                                 f"({'; '.join(changed[:3])}). Use the same settings to resume it, choose another "
+                                 f"({'; '.join(changed[:2])})."[:200] + f" Use the same settings to resume it, pass "
+                                 f"--resume_from_checkpoint {resume} to continue it with the new ones, choose another "
                                  f"--output_dir, or pass {OVERWRITE_FLAG} to start over.")
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
     if is_main_process and resume is None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / RUN_RECORD_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        check_writable(out, "--output_dir")
+        replace_file(out / RUN_RECORD_FILE, json.dumps(settings, indent=2, sort_keys=True) + "\n")
     return resume

@@ -4,6 +4,8 @@ not at the step (or the evaluation) that first meets it, possibly hours in."""
 from __future__ import annotations
 
 import inspect
+import math
+from pathlib import Path
 
 from .cached import check_cached_compatible
 from .cli import InputError, check_model_source
@@ -33,8 +35,51 @@ def check_training_arguments(training_args, max_seq_length: int) -> None:
     if training_args.max_steps < 0 and training_args.num_train_epochs <= 0:
         raise InputError(f"--num_train_epochs {training_args.num_train_epochs} trains nothing, and the export would "
                          "describe an untrained encoder as trained; give a positive --num_train_epochs or --max_steps.")
+    check_optimizer_arguments(training_args)
     check_not_data_parallel(training_args)
     check_sharding_device(training_args)
+
+
+def _flag(name: str, value, rule: str, why: str) -> InputError:
+    return InputError(f"--{name} {value} {rule}; {why}")
+
+
+def check_optimizer_arguments(training_args) -> None:
+    """The optimizer's values, before the encoder is loaded: the Trainer takes a learning rate of 0 (nothing is
+    learned, and the export would call the untouched encoder trained), a negative or NaN one, and fails or diverges
+    only once training runs."""
+    lr = training_args.learning_rate
+    if not math.isfinite(lr) or lr <= 0:
+        raise _flag("learning_rate", lr, "must be a finite number > 0",
+                    "0 trains nothing (the export would describe an untrained encoder as trained). The papers use "
+                    "1e-5 to 5e-5.")
+    warmup = training_args.warmup_steps
+    if not math.isfinite(warmup) or warmup < 0:
+        raise _flag("warmup_steps", warmup, "must be >= 0", "a number of steps, or a fraction < 1 of them.")
+    decay = training_args.weight_decay
+    if not math.isfinite(decay) or decay < 0:
+        raise _flag("weight_decay", decay, "must be a finite number >= 0", "0 (the default) turns it off.")
+    for name in ("adam_beta1", "adam_beta2"):
+        beta = getattr(training_args, name)
+        if not 0 <= beta < 1:
+            raise _flag(name, beta, "must be in [0, 1)", "AdamW's defaults are 0.9 and 0.999.")
+    if not training_args.adam_epsilon > 0:
+        raise _flag("adam_epsilon", training_args.adam_epsilon, "must be > 0", "the default is 1e-8.")
+    norm = training_args.max_grad_norm
+    if norm is not None and not (math.isfinite(norm) and norm >= 0):
+        raise _flag("max_grad_norm", norm, "must be a finite number >= 0", "0 turns clipping off; the default is 1.")
+
+
+def check_tokenizer_files(encoder: str, flag: str = "--model_name_or_path") -> None:
+    """A local model folder without tokenizer files (e.g. a run folder whose tokenizer was not saved): transformers
+    would then suggest installing sentencepiece, which does not help."""
+    from .export.folders import TOKENIZER_FILES, matching
+
+    path = Path(encoder).expanduser()
+    if path.is_dir() and not matching([p.name for p in path.iterdir()], TOKENIZER_FILES):
+        raise InputError(f"{flag} {encoder} holds no tokenizer files (tokenizer.json, tokenizer_config.json, "
+                         "vocab.txt...): save the tokenizer into it (tokenizer.save_pretrained), or give the encoder "
+                         "folder it was trained from.")
 
 
 def encoder_config(encoder: str, flag: str = "--model_name_or_path", trust_remote_code: bool = False):
@@ -42,6 +87,7 @@ def encoder_config(encoder: str, flag: str = "--model_name_or_path", trust_remot
     from transformers import AutoConfig
 
     check_model_source(encoder, flag)
+    check_tokenizer_files(encoder, flag)
     return AutoConfig.from_pretrained(encoder, trust_remote_code=trust_remote_code)
 
 

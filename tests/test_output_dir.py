@@ -16,6 +16,12 @@ from hf_cse.trainer import ContrastiveTrainer
 SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
 
 
+def _checkpoint(folder):
+    """A checkpoint folder as complete as these tests need (the Trainer writes trainer_state.json last)."""
+    folder.mkdir()
+    (folder / "trainer_state.json").write_text("{}")
+
+
 def _args(encoder, tmp_path, out, *extra):
     train = tmp_path / "train.txt"
     if not train.exists():
@@ -42,7 +48,7 @@ def test_other_files_are_refused_naming_the_flag_and_kept(tmp_path):
 def test_checkpoints_of_the_same_run_are_resumed(tmp_path, caplog):
     prepare_output_dir(tmp_path, SETTINGS)
     for step in (2, 10, 4):
-        (tmp_path / f"checkpoint-{step}").mkdir()
+        _checkpoint(tmp_path / f"checkpoint-{step}")
     with caplog.at_level(logging.WARNING, logger="hf_cse.output_dir"):
         assert prepare_output_dir(tmp_path, SETTINGS) == str(tmp_path / "checkpoint-10")
     assert "resuming the interrupted run" in caplog.text
@@ -50,7 +56,7 @@ def test_checkpoints_of_the_same_run_are_resumed(tmp_path, caplog):
 
 def test_checkpoints_of_a_run_with_other_settings_are_refused(tmp_path):
     prepare_output_dir(tmp_path, SETTINGS)
-    (tmp_path / "checkpoint-2").mkdir()
+    _checkpoint(tmp_path / "checkpoint-2")
     with pytest.raises(InputError, match=r"other settings \(loss: 'infonce' then, 'gs_infonce' now\)"):
         prepare_output_dir(tmp_path, {**SETTINGS, "loss": "gs_infonce"})
 
@@ -78,7 +84,7 @@ def test_an_older_record_reads_in_objectives_form():
 
 def test_an_interrupted_run_recorded_by_an_older_version_resumes_and_other_settings_stay_refused(tmp_path):
     (tmp_path / RUN_RECORD_FILE).write_text(json.dumps(OLDER_IMSIMCSE_RECORD))
-    (tmp_path / "checkpoint-2").mkdir()
+    _checkpoint(tmp_path / "checkpoint-2")
     today = run_unsup.record_in_objectives_form(OLDER_IMSIMCSE_RECORD)
     with pytest.raises(InputError, match="other settings"):  # without the reader the two forms differ
         prepare_output_dir(tmp_path, today)

@@ -112,9 +112,11 @@ def test_finished_tasks_are_saved_when_a_later_task_fails(failure, tiny_bert_dir
     out = tmp_path / "out"
     args = ("--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval, "--tasks", "STSB,MR,CR,TREC",
             "--output_dir", out)
-    if isinstance(failure, KeyboardInterrupt):
-        with pytest.raises(KeyboardInterrupt):
-            run(capsys, *args)
+    if isinstance(failure, KeyboardInterrupt):  # Ctrl-C: one line and exit code 130, no traceback
+        code, err = run(capsys, *args)
+        assert code == 130 and "Traceback" not in err
+        assert [line for line in err.splitlines() if line.startswith("run_eval.py:")] == [
+            "run_eval.py: interrupted (Ctrl-C); what was saved so far is kept."]
     else:
         code, err = run(capsys, *args)
         assert code == 1 and "classifier crashed" in one_line(err)
@@ -151,14 +153,25 @@ def test_results_are_rewritten_after_every_task(tiny_bert_dir, senteval, tmp_pat
 def test_first_model_is_kept_when_the_second_fails_to_load(tiny_bert_dir, senteval, tmp_path, capsys):
     broken = tmp_path / "broken"
     shutil.copytree(tiny_bert_dir, broken)
-    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    (broken / "config.json").write_text('{"model_type": "no-such-architecture"}')  # found only when loading
     out = tmp_path / "out"
     code, err = run(capsys, "--model_name_or_path", f"{tiny_bert_dir},{broken}", "--senteval_data_dir", senteval,
                     "--tasks", "STSB", "--output_dir", out)
-    assert code == 1 and "Traceback" not in err
+    assert code == 1 and "Traceback" not in err and "cannot load model" in one_line(err)
     saved = json.loads((out / "results.json").read_text())
     assert [m["model"] for m in saved["models"]] == [str(tiny_bert_dir)]
     assert isinstance(saved["models"][0]["STSBenchmark"], float)
+
+
+def test_a_cut_short_weights_file_is_refused_before_any_encoding(tiny_bert_dir, senteval, tmp_path, capsys,
+                                                                 no_model_loading):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_bert_dir, broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    code, err = run(capsys, "--model_name_or_path", f"{tiny_bert_dir},{broken}", "--senteval_data_dir", senteval,
+                    "--tasks", "STSB", "--output_dir", tmp_path / "out")
+    assert code == 1 and "model.safetensors is cut short" in one_line(err)
+    assert not (tmp_path / "out" / "results.json").exists()
 
 
 def test_earlier_results_are_not_overwritten_without_the_flag(tiny_bert_dir, senteval, tmp_path, capsys):

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cli import InputError
+from ..files import read_text
 from .data import STSPairs, _sentence_pairs
 
 
@@ -53,7 +54,7 @@ def _delimiter(path: Path, first_line: str) -> str | None:
 
 
 def _rows(path: Path) -> list[list[str]]:
-    text = path.read_bytes().decode("utf-8", errors="replace").lstrip("\ufeff")
+    text = read_text(path, "--eval_file")  # the training files' reader: BOM, compressed, binary, not UTF-8
     lines = text.splitlines()
     if not lines:
         raise InputError(f"--eval_file {path} is empty; it needs scored sentence pairs (two sentences + a score).")

@@ -25,7 +25,9 @@ no ``trust_remote_code``):
 
 The export is checked before it is committed: the folder is reloaded with ``SentenceTransformer`` and its vectors
 compared with the model's own ``sentence_embedding``. It is written into a temporary folder beside the target and
-renamed into place, so a failure leaves nothing behind; a non-empty target needs ``overwrite=True``.
+renamed into place, so a failure leaves nothing behind; a non-empty target needs ``overwrite=True``, which replaces
+only the files an export writes (:data:`hf_cse.export.folders.EXPORT_FILES`). The folder is locked while it is
+written (:mod:`hf_cse.folder_lock`): a second export into it is refused.
 
 The jobs live in sub-modules: :mod:`.checkpoint` (model and tokenizer loading, tokenizer checks), :mod:`.modules`
 (the sentence-transformers modules), :mod:`.folders` (atomic writing), :mod:`.verify`, :mod:`.card` (the card's
@@ -46,7 +48,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..cli import check_path_given
 from ..encoders import encoder_max_length
+from ..folder_lock import hold_folder, releases_folder_locks
 from ..model_card import read_eval_results, render_model_card
 from ..models.lora import merged_encoder
 from ..models.pooling import ST_POOLING_MODES, applies_projector
@@ -54,7 +58,7 @@ from .after_training import export_after_training
 from .card import CARD_INPUTS_FILE, card_title, record_card_inputs
 from .checkpoint import check_tokenizer_fits, load_model, load_tokenizer
 from .errors import ExportError
-from .folders import atomic_output_dir, check_target, same_or_inside
+from .folders import atomic_output_dir, check_target, recover_leftovers, same_or_inside
 from .hub import HubPushError, push_export, take_over_hub_push
 from .modules import (
     HF_CSE_CONFIG_FILE,
@@ -79,6 +83,7 @@ __all__ = [
 ]
 
 
+@releases_folder_locks
 def to_sentence_transformer(
     model_or_path,
     out_dir,
@@ -108,12 +113,15 @@ def to_sentence_transformer(
             the card again for it.
         verify: reload the export and compare with the model before committing it.
     """
+    check_path_given(out_dir if isinstance(out_dir, str) else str(out_dir), "out_dir")
     out_dir = Path(out_dir).expanduser()
-    check_target(out_dir, overwrite)  # fail before loading anything
+    hold_folder(out_dir, "out_dir")  # one export at a time into a folder; released when this function ends
+    recover_leftovers(out_dir)
     if isinstance(model_or_path, (str, Path)) and Path(model_or_path).expanduser().exists():
         if same_or_inside(Path(model_or_path).expanduser(), out_dir):
             raise ExportError(f"out_dir {out_dir} holds the checkpoint {model_or_path}; exporting there would "
                               "replace it. Choose another folder, e.g. <checkpoint>/sentence-transformers.")
+    check_target(out_dir, overwrite)  # fail before loading anything
     model = load_model(model_or_path)
     tokenizer = load_tokenizer(tokenizer, model_or_path, model)
     config = model.config

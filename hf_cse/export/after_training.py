@@ -21,8 +21,9 @@ logger = logging.getLogger(__name__)
 def export_after_training(model, tokenizer, training_args, data_args=None, num_sentences: int | None = None,
                           train_metrics: Mapping[str, Any] | None = None, hub_repo: str | None = None,
                           **extra: Any) -> Path | None:
-    """Record ``training_info.json`` beside the checkpoint, export to ``<output_dir>/sentence-transformers`` and
-    push it when ``hub_repo`` is set (from :func:`hf_cse.export.hub.take_over_hub_push`).
+    """Export to ``<output_dir>/sentence-transformers``, record ``training_info.json`` beside the checkpoint (last:
+    it marks the run as finished) and push the export when ``hub_repo`` is set
+    (from :func:`hf_cse.export.hub.take_over_hub_push`).
 
     A model whose pooler cannot be exported only logs a warning (the checkpoint is saved) unless a push was asked;
     an export already in the folder is then removed, so it cannot pass for this run's. ``training_info.json`` is
@@ -36,7 +37,6 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
     curves = output_dir / CURVES_FILE  # written by run_unsup.py; the card links the copy beside it
     if curves.is_file():
         info["training_curves"] = CURVES_FILE
-    replace_file(output_dir / TRAINING_INFO_FILE, json.dumps(info, indent=2) + "\n")
     export_dir = output_dir / "sentence-transformers"
     try:
         out = to_sentence_transformer(model, export_dir, tokenizer=tokenizer,
@@ -48,11 +48,14 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
             shutil.rmtree(export_dir)
             logger.warning("removed the earlier export %s: it does not hold this run's model", export_dir)
         logger.warning("no sentence-transformers export: %s", err)
-        return None
-    logger.info("sentence-transformers export with model card: %s", out)
-    if curves.is_file():
-        shutil.copy2(curves, out / CURVES_FILE)
-    if hub_repo:
+        out = None
+    if out is not None:
+        logger.info("sentence-transformers export with model card: %s", out)
+        if curves.is_file():
+            shutil.copy2(curves, out / CURVES_FILE)
+    # written last: it marks the run as finished (hf_cse.output_dir), so a kill before it is a run to finish
+    replace_file(output_dir / TRAINING_INFO_FILE, json.dumps(info, indent=2) + "\n")
+    if out is not None and hub_repo:
         url = push_export(out, hub_repo, token=training_args.hub_token, private=bool(training_args.hub_private_repo))
         logger.info("pushed the sentence-transformers export to %s", url)
     return out

@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..cli import InputError, check_model_source, run_cli
+from ..cli import InputError, check_model_source, refuse_empty_paths, run_cli
 from ..model_card import read_eval_results
 from . import to_sentence_transformer
 from .folders import check_target
@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="hf_cse checkpoint folder (run_unsup.py's output_dir) or Hub id")
     p.add_argument("out_dir", help="folder to write the sentence-transformers model to")
     p.add_argument("--keep_projector", action="store_true", help="keep the training-only projection head")
-    p.add_argument("--overwrite", action="store_true", help="replace out_dir if it is not empty")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the export files in a non-empty out_dir (other files are kept)")
     p.add_argument("--eval_results", help="results.json written by run_eval.py (scores for the card)")
     p.add_argument("--training_info", help=f"training info JSON (default: CHECKPOINT/{TRAINING_INFO_FILE} if present)")
     p.add_argument("--tokenizer", help="tokenizer folder or Hub id (default: the checkpoint's)")
@@ -61,7 +62,9 @@ TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")  # what save_pretr
 
 def export_from_args(argv: list[str] | None = None) -> int:
     """The command line's work; every input is checked before the model is loaded."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    refuse_empty_paths(parser, argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
     check_model_source(args.checkpoint, "CHECKPOINT")
     check_target(Path(args.out_dir).expanduser(), args.overwrite)

@@ -160,6 +160,24 @@ class CSEPreTrainedModel(PreTrainedModel):
             model.lm_head.load_state_dict(head.state_dict())
         return model
 
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """transformers' loading of a saved hf_cse model; a local folder of a plain encoder is refused naming
+        :meth:`from_encoder` (transformers would dump its config and fail inside with an ``AttributeError``)."""
+        import json
+        from pathlib import Path
+
+        config_file = Path(str(pretrained_model_name_or_path)).expanduser() / "config.json"
+        try:
+            model_type = str(json.loads(config_file.read_text(encoding="utf-8")).get("model_type", ""))
+        except (OSError, ValueError, AttributeError):  # a Hub id, or no readable config: transformers says why
+            model_type = "hf_cse"
+        if not model_type.startswith("hf_cse"):
+            raise ValueError(f"{pretrained_model_name_or_path} holds a plain {model_type or 'encoder'} model, not an "
+                             f"hf_cse one: build a method model around it with {cls.__name__}.from_encoder("
+                             f"{str(pretrained_model_name_or_path)!r}).")
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+
     def _init_weights(self, module: nn.Module) -> None:
         std = float(getattr(self.config.encoder_config, "initializer_range", 0.02))
         if isinstance(module, SmallInitLinear):

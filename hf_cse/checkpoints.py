@@ -1,0 +1,82 @@
+"""Whether a saved model or checkpoint folder is complete, without loading it: a process killed while saving
+leaves files cut short (a ``.safetensors`` file shorter than its header says, a ``torch.save`` archive without its
+end record, a ``trainer_state.json`` half written) or missing. Resuming from such a folder, or exporting it, would
+crash with a traceback (or, worse, resume from a state that was never complete).
+
+The Trainer writes ``trainer_state.json`` last in a checkpoint (``Trainer._save_checkpoint``), so a checkpoint
+without a readable one was cut short; the weight and optimizer files are checked too, as a copy or a full disk can
+cut them short after the fact.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+import zipfile
+from pathlib import Path
+
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+logger = logging.getLogger(__name__)
+
+TRAINER_STATE_FILE = "trainer_state.json"
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a ``.safetensors`` file (its header unreadable, or the file shorter than the tensors its
+    header lists), or None."""
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as fh:
+            (length,) = struct.unpack("<Q", fh.read(8))
+            if length > size - 8:
+                return f"{path.name} is cut short ({size} bytes, its header alone needs {length + 8})"
+            header = json.loads(fh.read(length))
+    except (struct.error, UnicodeDecodeError, json.JSONDecodeError):
+        return f"{path.name} is not a readable safetensors file"
+    end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    if 8 + length + end > size:
+        return f"{path.name} is cut short ({size} bytes of {8 + length + end})"
+    return None
+
+
+def weights_problem(folder: Path) -> str | None:
+    """What is wrong with the weight files of a saved model folder (the first found), or None."""
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        problem = safetensors_problem(path)
+        if problem:
+            return problem
+    return None
+
+
+def checkpoint_problem(folder: Path) -> str | None:
+    """What makes a Trainer checkpoint incomplete (see the module doc), or None."""
+    state = Path(folder) / TRAINER_STATE_FILE
+    if not state.is_file():
+        return f"no {TRAINER_STATE_FILE} (its save was cut short)"
+    try:
+        json.loads(state.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return f"{TRAINER_STATE_FILE} is cut short"
+    for path in sorted(Path(folder).glob("*.pt")) + sorted(Path(folder).glob("*.pth")):  # optimizer, scheduler, RNG
+        if not zipfile.is_zipfile(path):  # the Trainer's torch.save archives end with their directory
+            return f"{path.name} is cut short (not a complete torch.save archive)"
+    return weights_problem(folder)
+
+
+def checkpoint_step(folder: Path) -> int:
+    suffix = folder.name[len(PREFIX_CHECKPOINT_DIR) + 1:]
+    return int(suffix) if suffix.isdigit() else -1
+
+
+def last_complete_checkpoint(output_dir) -> str | None:
+    """The checkpoint with the highest step that is complete; each incomplete one after it is skipped with one log
+    line naming what is wrong."""
+    folders = [p for p in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*") if p.is_dir() and checkpoint_step(p) >= 0]
+    for folder in sorted(folders, key=checkpoint_step, reverse=True):
+        problem = checkpoint_problem(folder)
+        if problem is None:
+            return str(folder)
+        logger.warning("skipping the incomplete checkpoint %s: %s", folder, problem)
+    return None

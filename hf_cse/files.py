@@ -1,0 +1,64 @@
+"""The one careful reader of the users' input files (training text, CSV/TSV, JSON/JSONL, scored pairs), so that
+every file is read the same way for training and evaluation:
+
+* a compressed or binary file (gzip, zip, bzip2, xz, zstd, an image, a PDF; or NUL bytes) is refused by its first
+  bytes, whatever its name says ("X is a gzip file: decompress it first");
+* a UTF-8 byte-order mark (what spreadsheets write) is dropped;
+* bytes that are not UTF-8 are refused naming the file and the line;
+* ``.tsv`` files are split on tabs *without* CSV quoting: a sentence that starts with ``"`` keeps it and never
+  swallows the lines after it (the ``datasets`` loaders are set up the same way: :data:`TSV_LOADER_ARGS`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from .cli import InputError
+
+#: file kinds recognised by their first bytes
+MAGIC = ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
+         (b"(\xb5/\xfd", "zstd"), (b"\x89PNG", "PNG image"), (b"%PDF", "PDF"))
+#: keyword arguments of ``datasets.load_dataset("csv", ...)`` that read a .tsv the way :func:`read_table` does
+TSV_LOADER_ARGS = {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "encoding": "utf-8-sig"}
+
+
+class DataError(ValueError):
+    """Training data that cannot be used; the message says what is wrong and how to fix it."""
+
+
+class FileFormatError(DataError, InputError):
+    """An input file that is compressed, binary or not UTF-8 text; the message names the file and the fix."""
+
+
+def read_text(path, flag: str) -> str:
+    """The text of a UTF-8 file (BOM dropped); refuses compressed, binary and undecodable files (see module doc)."""
+    path = Path(path)
+    data = path.read_bytes()
+    for magic, kind in MAGIC:
+        if data.startswith(magic):
+            fix = "decompress it first" if kind in ("gzip", "zip", "bzip2", "xz", "zstd") else "give a text file"
+            raise FileFormatError(f"{flag} {path} is a {kind} file: {fix}.")
+    if b"\x00" in data[:65536]:
+        raise FileFormatError(f"{flag} {path} is a binary file (it holds NUL bytes; UTF-16?); give UTF-8 text.")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise FileFormatError(f"{flag} {path}: line {line} is not valid UTF-8 ({err.reason} at byte {err.start}). "
+                              f"Convert the file, e.g. `iconv -f latin1 -t utf-8 {path.name} > fixed{path.suffix}`."
+                              ) from None
+
+
+def is_tsv(path) -> bool:
+    return Path(path).suffix.lower() == ".tsv"
+
+
+def read_table(path, flag: str, delimiter: str | None = None) -> list[list[str]]:
+    """The rows of a CSV file (standard quoting) or a tab-separated file (``.tsv``, or ``delimiter="\\t"``: split
+    on tabs, no quoting)."""
+    text = read_text(path, flag)
+    if delimiter == "\t" or (delimiter is None and is_tsv(path)):
+        return [line.split("\t") for line in text.splitlines()]
+    return list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter or ","))

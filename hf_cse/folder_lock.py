@@ -1,0 +1,135 @@
+"""One owner per output folder: a training, evaluation or export run holds a lock on its output folder for its
+lifetime, so a second run started into the same folder is refused in one line instead of mixing its files with the
+first run's (or silently replacing its model).
+
+The lock is a file beside the folder, ``.<name>.lock`` (beside, not inside: an export's folder is replaced as a whole
+by a rename), holding the owner's pid, host, start time and command. It is held with ``flock``, which the kernel
+releases whenever the process ends, ``SIGKILL`` included: a lock file that can be locked again is stale (its process
+is gone), and the next run names that process in a log line and takes the lock over. Ownership is checked by the
+lock, not by the pid written in the file, so neither a reused pid nor a clock makes a live run look dead.
+
+Entry points mark their lifetime with :func:`releases_folder_locks`; :func:`hold_folder` takes a lock that is
+released when the marked function returns or raises (or, at the latest, when the process ends). Under a
+multi-process launch only the main process takes it (the others follow the main process, which owns the folder).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .cli import InputError
+
+logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+# (lock file, open descriptor holding the flock, the first parent folder it created), innermost last
+_held: list[tuple[Path, int, Path | None]] = []
+
+
+class FolderBusyError(InputError):
+    """The output folder is owned by a run that is still going."""
+
+
+def lock_file(folder) -> Path:
+    """Where the lock of ``folder`` lives: ``.<name>.lock`` beside it (links and ``..`` resolved)."""
+    folder = Path(folder).expanduser().resolve()
+    return folder.parent / f".{folder.name or 'root'}.lock"
+
+
+def _owner() -> dict[str, Any]:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "command": " ".join(sys.argv)[:200]}
+
+
+def _read_owner(fd: int) -> dict[str, Any]:
+    os.lseek(fd, 0, os.SEEK_SET)
+    try:
+        data = json.loads(os.read(fd, 4096).decode("utf-8", "replace") or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _describe(owner: dict[str, Any]) -> str:
+    if not owner:
+        return "a process that wrote no details"
+    return f"process {owner.get('pid')} on {owner.get('host')}, started {owner.get('started')}"
+
+
+def hold_folder(folder, flag: str = "--output_dir") -> Path:
+    """Take the lock of ``folder`` until the function marked with :func:`releases_folder_locks` ends; a folder
+    locked by a running process raises :class:`FolderBusyError` naming it. Returns the lock file."""
+    import fcntl
+
+    path = lock_file(folder)
+    created = next((p for p in reversed(path.parents) if not p.exists()), None)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise InputError(f"{flag} {folder}: cannot create its lock file {path} ({err.strerror}); choose a folder "
+                         "you can write to.") from None
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _read_owner(fd)
+            os.close(fd)
+            raise FolderBusyError(f"{flag} {folder} is in use by another run ({_describe(owner)}). Wait for it to "
+                                  f"end, or choose another {flag}.") from None
+        try:
+            same_file = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same_file = False
+        if same_file:
+            break
+        os.close(fd)  # the previous owner removed the file between our open and our lock: lock the new one
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    previous = _read_owner(fd)
+    if previous:
+        logger.warning("%s %s: taking over the stale lock %s of %s, which ended without releasing it (killed?)",
+                       flag, folder, path, _describe(previous))
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, json.dumps(_owner()).encode("utf-8"))
+    _held.append((path, fd, created))
+    return path
+
+
+def _release_to(depth: int) -> None:
+    while len(_held) > depth:
+        path, fd, created = _held.pop()
+        try:
+            path.unlink(missing_ok=True)  # before unlocking, so nobody locks a file that is about to go
+        finally:
+            os.close(fd)
+        for parent in path.parents if created is not None else ():  # the folders made for the lock, if empty
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            if parent == created:
+                break
+
+
+def releases_folder_locks(fn: F) -> F:
+    """Mark an entry point: the folder locks it takes (:func:`hold_folder`) are released when it returns or raises."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        depth = len(_held)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _release_to(depth)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,90 @@
+"""Run an entry point in this process and kill it with SIGKILL at a chosen point, as a crash, a power cut or an
+out-of-memory kill would (no clean-up runs): the crash-consistency tests (tests/test_crash_consistency.py).
+
+    python tests/kill_driver.py POINT N run_unsup.py ARGS...
+    python tests/kill_driver.py POINT N -m hf_cse.export ARGS...
+
+POINT, at its N-th occurrence:
+  weights        a .safetensors file is written, then cut to half its size (a save killed mid-write)
+  trainer_state  a trainer_state.json is written half (the Trainer writes it last in a checkpoint)
+  export         an export's files are written, before it is renamed into place
+  eval           run_eval's results are written (after a task)
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import signal
+import sys
+
+point, nth, target, *rest = sys.argv[1:]
+count = 0
+
+
+def due() -> bool:
+    global count
+    count += 1
+    return count == int(nth)
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if point == "weights":
+    import transformers.modeling_utils as modeling_utils
+
+    real_save = modeling_utils.safe_save_file
+
+    def cut_weights(tensors, filename, *args, **kwargs):
+        real_save(tensors, filename, *args, **kwargs)
+        if due():
+            os.truncate(filename, os.path.getsize(filename) // 2)
+            die()
+
+    modeling_utils.safe_save_file = cut_weights
+elif point == "trainer_state":
+    from transformers.trainer_callback import TrainerState
+
+    real_state = TrainerState.save_to_json
+
+    def cut_state(self, json_path):
+        real_state(self, json_path)
+        if due():
+            os.truncate(json_path, os.path.getsize(json_path) // 2)
+            die()
+
+    TrainerState.save_to_json = cut_state
+elif point == "export":
+    import hf_cse.export as export
+
+    real_verify = export.verify_export
+
+    def kill_in_export(*args, **kwargs):
+        real_verify(*args, **kwargs)
+        if due():
+            die()
+
+    export.verify_export = kill_in_export
+elif point == "eval":
+    import hf_cse.evaluation as evaluation
+
+    real_report = evaluation.write_report
+
+    def kill_after_report(*args, **kwargs):
+        written = real_report(*args, **kwargs)
+        if due():
+            die()
+        return written
+
+    evaluation.write_report = kill_after_report
+else:
+    raise SystemExit(f"unknown kill point {point!r}")
+
+if target == "-m":
+    sys.argv = [rest[0], *rest[1:]]
+    runpy.run_module(rest[0], run_name="__main__", alter_sys=True)
+else:
+    sys.argv = [target, *rest]
+    runpy.run_path(target, run_name="__main__")

@@ -1,0 +1,82 @@
+"""Every input file is read the same careful way (hf_cse.files), for training and evaluation alike: a BOM dropped,
+compressed and binary files refused by what they are, .tsv read without CSV quoting, undecodable bytes refused
+naming file and line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zipfile
+
+import pytest
+from helpers import random_sentences
+
+from hf_cse.cli import InputError
+from hf_cse.data import DataError, load_pair_dataset, load_train_dataset, read_sentences
+from hf_cse.evaluation.custom_dev import read_pair_file
+from hf_cse.output_dir import RUN_RECORD_FILE, prepare_output_dir
+
+SENTENCES = random_sentences(12, seed=3)
+
+
+def test_a_spreadsheet_csv_with_a_bom_reads_its_first_column_by_name(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_bytes(("text,label\n" + "".join(f"{s},1\n" for s in SENTENCES)).encode("utf-8-sig"))
+    assert read_sentences(path) == SENTENCES
+    assert load_train_dataset(str(path))["text"] == SENTENCES
+    txt = tmp_path / "train.txt"
+    txt.write_bytes("\n".join(SENTENCES).encode("utf-8-sig"))
+    assert read_sentences(txt)[0] == SENTENCES[0] and load_train_dataset(str(txt))["text"][0] == SENTENCES[0]
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zip"])
+@pytest.mark.parametrize("name", ["train.txt", "train.csv", "train.jsonl"])
+def test_a_compressed_file_is_refused_by_what_it_is_not_its_name(kind, name, tmp_path):
+    path = tmp_path / name
+    text = "\n".join(SENTENCES).encode()
+    if kind == "gzip":
+        path.write_bytes(gzip.compress(text))
+    else:
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("train.txt", text)
+    with pytest.raises(DataError, match=f"is a {kind} file: decompress it first"):
+        read_sentences(path)
+
+
+def test_a_binary_file_is_refused(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_bytes("\n".join(SENTENCES).encode("utf-16"))
+    with pytest.raises(DataError, match="binary file"):
+        read_sentences(path)
+
+
+def test_tsv_is_read_without_csv_quoting(tmp_path):
+    """Before: an unmatched quote made eleven lines one "sentence" and the quote characters vanished."""
+    rows = [f'"{SENTENCES[0]}'] + SENTENCES[1:11]
+    path = tmp_path / "train.tsv"
+    path.write_text("text\n" + "\n".join(rows) + "\n")
+    assert read_sentences(path) == rows
+    assert load_train_dataset(str(path))["text"] == rows
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("text\tpositive\n" + "".join(f'{a}\t"{b}\n' for a, b in zip(rows, SENTENCES[1:])))
+    assert load_pair_dataset("positive", str(pairs))["positive"][:2] == [f'"{SENTENCES[1]}', f'"{SENTENCES[2]}']
+
+
+def test_latin1_is_refused_for_evaluation_as_for_training(tmp_path):
+    """Before: --eval_file decoded it with replacement characters and scored it."""
+    path = tmp_path / "pairs.tsv"
+    path.write_bytes("sentence1\tsentence2\tscore\ncafé au lait\ta drink\t1\ntea\tcoffee\t2\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"--eval_file .*pairs.tsv: line 2 is not valid UTF-8"):
+        read_pair_file(path)
+    path.write_bytes(gzip.compress(b"sentence1\tsentence2\tscore\n"))
+    with pytest.raises(InputError, match="is a gzip file: decompress it first"):
+        read_pair_file(path)
+
+
+def test_a_cut_short_run_record_is_one_line_naming_the_file_and_the_fix(tmp_path):
+    (tmp_path / "checkpoint-1").mkdir()
+    (tmp_path / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    (tmp_path / RUN_RECORD_FILE).write_text(json.dumps({"loss": "infonce"})[:8])
+    with pytest.raises(InputError, match=f"{RUN_RECORD_FILE} is not valid JSON.*restore it, or pass "
+                                         "--overwrite_output_dir"):
+        prepare_output_dir(tmp_path, {"loss": "infonce"})
