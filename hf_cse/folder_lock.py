@@ -65,13 +65,37 @@ def _describe(owner: dict[str, Any]) -> str:
     return f"process {owner.get('pid')} on {owner.get('host')}, started {owner.get('started')}"
 
 
+def first_missing_folder(path: Path) -> Path | None:
+    """The outermost folder of ``path`` (itself included) that does not exist yet: the first one
+    ``path.mkdir(parents=True)`` would create (None when ``path`` exists)."""
+    missing = None
+    for parent in [path, *path.parents]:
+        if parent.exists():
+            break
+        missing = parent
+    return missing
+
+
+def remove_made_folders(path: Path, made: Path | None) -> None:
+    """Remove ``path`` and its parents up to ``made`` (from :func:`first_missing_folder`) while they are empty."""
+    if made is None:
+        return
+    for parent in [path, *path.parents]:
+        try:
+            parent.rmdir()
+        except OSError:
+            break
+        if parent == made:
+            break
+
+
 def hold_folder(folder, flag: str = "--output_dir") -> Path:
     """Take the lock of ``folder`` until the function marked with :func:`releases_folder_locks` ends; a folder
     locked by a running process raises :class:`FolderBusyError` naming it. Returns the lock file."""
     import fcntl
 
     path = lock_file(folder)
-    created = next((p for p in reversed(path.parents) if not p.exists()), None)
+    created = first_missing_folder(path.parent)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -112,13 +136,7 @@ def _release_to(depth: int) -> None:
             path.unlink(missing_ok=True)  # before unlocking, so nobody locks a file that is about to go
         finally:
             os.close(fd)
-        for parent in path.parents if created is not None else ():  # the folders made for the lock, if empty
-            try:
-                parent.rmdir()
-            except OSError:
-                break
-            if parent == created:
-                break
+        remove_made_folders(path.parent, created)  # the folders made for the lock, if empty
 
 
 def releases_folder_locks(fn: F) -> F:

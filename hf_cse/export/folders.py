@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..folder_lock import first_missing_folder, remove_made_folders
 from ..plots import CURVES_FILE
 
 logger = logging.getLogger(__name__)
@@ -47,15 +48,6 @@ def same_or_inside(path: Path, folder: Path) -> bool:
     """Whether ``path`` is ``folder`` or lies inside it (links resolved)."""
     path, folder = Path(path).resolve(), Path(folder).resolve()
     return path == folder or folder in path.parents
-
-
-def _first_missing_ancestor(path: Path) -> Path | None:
-    missing = None
-    for parent in [path, *path.parents]:
-        if parent.exists():
-            break
-        missing = parent
-    return missing
 
 
 def check_target(out_dir: Path, overwrite: bool) -> None:
@@ -102,7 +94,7 @@ def recover_leftovers(out_dir: Path) -> None:
 def atomic_output_dir(out_dir: Path, overwrite: bool) -> Iterator[Path]:
     """Yield a temporary folder beside ``out_dir``; on success it replaces ``out_dir``, on failure it is removed."""
     check_target(out_dir, overwrite)
-    created = _first_missing_ancestor(out_dir.parent)
+    created = first_missing_folder(out_dir.parent)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     umask = os.umask(0)
@@ -112,14 +104,7 @@ def atomic_output_dir(out_dir: Path, overwrite: bool) -> Iterator[Path]:
         yield tmp
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        if created is not None:  # remove the parents this call created, if still empty
-            for parent in [out_dir.parent, *out_dir.parent.parents]:
-                try:
-                    parent.rmdir()
-                except OSError:
-                    break
-                if parent == created:
-                    break
+        remove_made_folders(out_dir.parent, created)  # the parents this call created, if still empty
         raise
     old = None
     if out_dir.exists():
