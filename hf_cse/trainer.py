@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import torch
-from transformers import Trainer
+from transformers import Trainer, TrainerState
+from transformers.trainer_utils import TrainOutput
 
 from .cached import IncompatibleOptionsError, cached_step, check_cached_compatible
+from .checkpoints import TRAINER_STATE_FILE
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
 from .losses.base import finite_checks_deferred
@@ -135,6 +138,28 @@ class ContrastiveTrainer(Trainer):
         logger.info("no-duplicates batches: rows compared by %s over all their views", source)
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         return NoDuplicatesBatchSampler(keys, self._train_batch_size, self.args.world_size, seed)
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        """transformers' ``train``, except that a checkpoint taken at the run's last step (a run killed during its
+        final save or export) is loaded as it is: transformers' loop would train one step past ``max_steps``, as
+        it checks the step count only after a step."""
+        state_file = resume_from_checkpoint and Path(resume_from_checkpoint) / TRAINER_STATE_FILE
+        if state_file and state_file.is_file():
+            state = TrainerState.load_from_json(str(state_file))
+            if state.max_steps and state.global_step >= state.max_steps:
+                return self._finished_from(str(resume_from_checkpoint), state)
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
+        logger.info("%s holds every step of the run (%d of %d): loaded as it is, no further step", checkpoint,
+                    state.global_step, state.max_steps)
+        self._load_from_checkpoint(checkpoint)  # transformers' own loader (peft adapters, sharded states)
+        self.state = state
+        best = state.best_model_checkpoint
+        if self.args.load_best_model_at_end and best and Path(best).is_dir():
+            self._load_best_model()
+        losses = [entry["loss"] for entry in state.log_history if "loss" in entry]
+        return TrainOutput(state.global_step, losses[-1] if losses else 0.0, {"epoch": float(state.epoch or 0.0)})
 
     def get_train_dataloader(self):
         """The Trainer's training loader, with :class:`NoDuplicatesBatchSampler` as its batch sampler where it
