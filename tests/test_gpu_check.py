@@ -39,7 +39,7 @@ def dry_run(tmp_path_factory):
 def test_dry_run_runs_every_part(dry_run):
     read = lambda name: json.loads((dry_run / name).read_text())  # noqa: E731
     tests = read("tests.json")
-    assert tests["status"] == "ok" and tests["collected"] == 6  # tests/test_cuda.py: 6 tests, bf16 and fp16 twice
+    assert tests["status"] == "ok" and tests["collected"] == 7  # tests/test_cuda.py: 7 tests, bf16 and fp16 twice
     plan = read("plan.json")
     for part in ("throughput", "compile", "attention"):
         runs = read(f"{part}.json")["runs"]

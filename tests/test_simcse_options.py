@@ -185,6 +185,7 @@ def test_run_unsup_do_mlm_logs_the_term_and_the_model_reloads(tiny_mlm_dir, tmp_
 
 
 def test_do_mlm_on_an_architecture_without_a_masked_lm_is_refused_before_any_model(tmp_path, monkeypatch):
+    from tiny_models import tiny_tokenizer
     from transformers import GPT2Config
 
     import run_unsup
@@ -192,6 +193,7 @@ def test_do_mlm_on_an_architecture_without_a_masked_lm_is_refused_before_any_mod
     from hf_cse.models.mlm import NoMaskedLMHeadError
 
     GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=64).save_pretrained(tmp_path / "gpt2")
+    tiny_tokenizer(tmp_path / "gpt2").save_pretrained(tmp_path / "gpt2")  # a model folder has its tokenizer
     monkeypatch.setattr(SimCSEModel, "from_encoder", classmethod(lambda *a, **k: pytest.fail("model loaded")))
     with pytest.raises(NoMaskedLMHeadError, match=r"a 'gpt2' encoder has no masked-LM head") as err:
         run_unsup.main(["--model_name_or_path", str(tmp_path / "gpt2"), "--output_dir", str(tmp_path / "out"),
