@@ -73,7 +73,9 @@ def test_choice_rules(st_mean_dir, tiny_bert_dir):
     own = resolve_pooling(str(st_mean_dir))
     assert (own.pooler_type, own.normalize) == ("avg", True) and "encoder's own" in own.source
     asked = resolve_pooling(str(st_mean_dir), "cls", given_by="--pooler_type")
-    assert (asked.pooler_type, asked.normalize) == ("cls", False)
+    assert (asked.pooler_type, asked.normalize) == ("cls", True)  # its Normalize stays unless --normalize says
+    assert resolve_pooling(str(st_mean_dir), "cls", normalize=False).normalize is False
+    assert resolve_pooling(str(tiny_bert_dir), "avg").normalize is False
     assert "set by --pooler_type" in asked.source and "own sentence-transformers pooling is mean" in asked.source
     kept = resolve_pooling(str(st_mean_dir), normalize=False)
     assert (kept.pooler_type, kept.normalize) == ("avg", False)
@@ -105,10 +107,10 @@ def test_untrained_model_embeds_as_the_sentence_transformers_model(st_mean_dir):
 def test_st_encoder_trains_tests_and_exports_its_pooling(st_mean_dir, tmp_path, asked, pooler, st_mode):
     out = _train(st_mean_dir, tmp_path, *(["--pooler_type", asked] if asked else []))
     model = SimCSEModel.from_pretrained(out)
-    assert model.config.pooler_type == pooler and model.config.normalize == (asked is None)
+    assert model.config.pooler_type == pooler and model.config.normalize  # the encoder's Normalize either way
     export = SentenceTransformer(str(out / "sentence-transformers"), device="cpu")
     assert export[1].get_config_dict()["pooling_mode"] == st_mode
-    assert any(isinstance(m, Normalize) for m in export) == (asked is None)
+    assert any(isinstance(m, Normalize) for m in export)
     want = _hf_cse_embeddings(model, AutoTokenizer.from_pretrained(out))
     assert torch.allclose(export.encode(SENTENCES, convert_to_tensor=True), want, atol=1e-5)
     card = (out / "sentence-transformers" / "README.md").read_text()

@@ -103,15 +103,16 @@ def _describe_own(own: OwnPooling) -> str:
 def choose_pooling(own: OwnPooling | None, pooler_type: str | None = None, normalize: bool | None = None,
                    given_by: str = "pooler_type") -> PoolingChoice:
     """The pooling of a run on an encoder whose own sentence-transformers pooling is ``own`` (None: a plain Hugging
-    Face encoder). A ``pooler_type`` / ``normalize`` given (by ``given_by``: a flag, a preset, the caller) wins;
-    otherwise a sentence-transformers encoder keeps its own pooling and Normalize -- what it was trained with, so
-    that training starts from the model users measured -- and a plain encoder gets the papers' [CLS]."""
+    Face encoder). A ``pooler_type`` / ``normalize`` given (by ``given_by``: a flag, a preset, the caller) wins, each
+    on its own; otherwise a sentence-transformers encoder keeps its own pooling and Normalize -- what it was trained
+    with, so that training starts from the model users measured -- and a plain encoder gets the papers' [CLS]."""
     if pooler_type is not None:
         check_pooler(pooler_type)
         source = f"set by {given_by}"
         if own is not None and ST_POOLING_MODES.get(pooler_type) != own.mode:
             source += f"; the encoder's own sentence-transformers pooling is {_describe_own(own)}"
-        return PoolingChoice(pooler_type, bool(normalize), source)
+        keep_normalize = (own is not None and own.normalize) if normalize is None else normalize
+        return PoolingChoice(pooler_type, keep_normalize, source)
     if own is None:
         return PoolingChoice(PAPERS_POOLER, bool(normalize),
                              "the papers' [CLS] pooling (a plain Hugging Face encoder has no pooling of its own)")
