@@ -38,7 +38,7 @@ from hf_cse.data import (
     tokenize_pair_dataset,
 )
 from hf_cse.encoders import default_encoder
-from hf_cse.evaluation.before_after import NOISE_POINTS, dev_change, no_dev_line
+from hf_cse.evaluation.before_after import dev_change, log_dev_change
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
@@ -313,14 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         export_after_training(training_args.output_dir if sharded else trainer.accelerator.unwrap_model(trainer.model),
                               tokenizer, training_args, data_record, num_rows, result.metrics, hub_repo,
                               preset=method_args.preset, precision=describe(precision), dev=dev and dev.as_dict())
-    # the run's last line: did training make the model better on the dev data?
-    if dev is None:
-        logger.warning(no_dev_line())
-    elif dev.worse:
-        logger.warning("%s: WORSE than the untrained encoder by more than %.1f points; try a lower --learning_rate or "
-                       "fewer steps, or keep the encoder as it was", dev.line(), NOISE_POINTS)
-    else:
-        logger.info(dev.line())
+    log_dev_change(logger, dev)  # the run's last line: did training make the model better on the dev data?
 
 
 if __name__ == "__main__":

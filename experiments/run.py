@@ -223,7 +223,9 @@ def run_baseline(regime_name: str, name: str, encoder: str | None, threads: int 
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     cpu0, wall0 = child_cpu_seconds(), time.time()
-    model = encoder or __import__("hf_cse.encoders", fromlist=["x"]).default_encoder()
+    from hf_cse.encoders import default_encoder
+
+    model = encoder or default_encoder()
     scores = evaluate(model, REGIMES[regime_name], run_dir / "eval", run_dir / "log.txt", threads, *flags)
     shutil.rmtree(run_dir)
     return {"cell": name, "regime": regime_name, "method": name, "seed": None, "paper_setting": setting,
@@ -312,5 +314,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sys.path.insert(0, str(HERE))
+    sys.path[:0] = [str(HERE), str(ROOT)]  # domain_corpus, and hf_cse from this checkout
     main()

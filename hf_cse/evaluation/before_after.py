@@ -64,6 +64,15 @@ def dev_change(log_history: Sequence[Mapping[str, Any]], final: Mapping[str, Any
     return DevChange(metric, float(before), float(final[key]))
 
 
-def no_dev_line() -> str:
-    return ("dev: no dev data, so nothing checked that training made the model better; pass --senteval_data_dir "
-            "(or --eval_source hub) or --eval_file to score it before and after training")
+def log_dev_change(logger, dev: DevChange | None) -> None:
+    """The run's last line: the dev score before and after training, a warning when the model lost more than the
+    noise, or that no dev data checked it."""
+    if dev is None:
+        logger.warning("dev: no dev data, so nothing checked that training made the model better; pass "
+                       "--senteval_data_dir (or --eval_source hub) or --eval_file to score it before and after "
+                       "training")
+    elif dev.worse:
+        logger.warning("%s: WORSE than the untrained encoder by more than %.1f points; try a lower --learning_rate or "
+                       "fewer steps, or keep the encoder as it was", dev.line(), NOISE_POINTS)
+    else:
+        logger.info(dev.line())
