@@ -29,9 +29,9 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from .checkpoints import checkpoint_problem, last_complete_checkpoint
 from .cli import InputError, check_path_given, check_writable
 from .export import TRAINING_INFO_FILE
-from .export.folders import TOKENIZER_FILES, matching, remove_entries, replace_file
+from .export.folders import TOKENIZER_FILES, matching, remove_entries
 from .export.folders import same_or_inside as _same_or_inside
-from .export.training_info import json_safe
+from .writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -158,5 +158,5 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
                            OVERWRITE_FLAG)
     if is_main_process and resume is None:
         check_writable(out, "--output_dir")
-        replace_file(out / RUN_RECORD_FILE, json.dumps(settings, indent=2, sort_keys=True) + "\n")
+        write_json_atomic(out / RUN_RECORD_FILE, settings, sort_keys=True)
     return resume

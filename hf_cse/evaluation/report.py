@@ -14,14 +14,13 @@ half-written ``results.json``; :func:`report_files` lists what an earlier evalua
 from __future__ import annotations
 
 import json
-import math
-import os
 import shutil
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from ..writing import json_safe, replace_atomically, write_json_atomic, write_text_atomic
 from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 from .mteb_tasks import MTEB_FOLDER_MARK
 
@@ -35,41 +34,6 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return v if math.isfinite(v) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
-def _partial_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.partial-{os.getpid()}")
-
-
-def write_text_atomic(path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename (readers see the old or the new file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _partial_name(path)
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def write_json(obj, path) -> Path:
-    return write_text_atomic(path, json.dumps(_jsonable(obj), indent=2) + "\n")
 
 
 def report_files(folder) -> list[Path]:
@@ -182,7 +146,7 @@ def markdown_report(results: Sequence[dict]) -> str:
             f"## Settings: {n}",
             "",
             "```json",
-            json.dumps(_jsonable(r.get("settings", {})), indent=2),
+            json.dumps(json_safe(r.get("settings", {})), indent=2),
             "```",
             "",
         ]
@@ -238,13 +202,10 @@ def plot_alignment_uniformity(results: Sequence[dict], path, labels: Sequence[st
 
 def _save(fig, plt, path) -> Path:
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _partial_name(path)
-    fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    try:
+        return replace_atomically(path, lambda partial: fig.savefig(partial, dpi=120, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def bucket_of(gold: np.ndarray) -> np.ndarray:
@@ -296,12 +257,12 @@ def write_report(
     if combined is None:
         combined = len(results) > 1
     if not combined:
-        written["results.json"] = write_json(results[0], out / "results.json")
+        written["results.json"] = write_json_atomic(out / "results.json", results[0])
     else:
-        written["results.json"] = write_json({"models": list(results)}, out / "results.json")
+        written["results.json"] = write_json_atomic(out / "results.json", {"models": list(results)})
         for i, r in enumerate(results):
             sub = model_folder(out, i, r.get("model", str(i)), several=True)
-            written[f"model_{i}/results.json"] = write_json(r, sub / "results.json")
+            written[f"model_{i}/results.json"] = write_json_atomic(sub / "results.json", r)
     written["results.md"] = write_text_atomic(out / "results.md", markdown_report(results))
     if not plots:
         return written

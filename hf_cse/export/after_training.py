@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from collections.abc import Mapping
@@ -10,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ..plots import CURVES_FILE
+from ..writing import write_json_atomic
 from .errors import ExportError
-from .folders import replace_file
 from .hub import push_export
 from .training_info import TRAINING_INFO_FILE, data_facts, training_info_from_run
 
@@ -54,7 +53,7 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
         if curves.is_file():
             shutil.copy2(curves, out / CURVES_FILE)
     # written last: it marks the run as finished (hf_cse.output_dir), so a kill before it is a run to finish
-    replace_file(output_dir / TRAINING_INFO_FILE, json.dumps(info, indent=2) + "\n")
+    write_json_atomic(output_dir / TRAINING_INFO_FILE, info)
     if out is not None and hub_repo:
         url = push_export(out, hub_repo, token=training_args.hub_token, private=bool(training_args.hub_private_repo))
         logger.info("pushed the sentence-transformers export to %s", url)

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..model_card import resolve_base_model
-from .folders import replace_file
+from ..writing import json_safe, write_json_atomic, write_text_atomic
 from .modules import HF_CSE_CONFIG_FILE, without_local_paths
-from .training_info import json_safe
 
 CARD_INPUTS_FILE = "hf_cse_card_inputs.json"
 
@@ -35,7 +34,7 @@ def record_card_inputs(folder: Path, config, *, model_id: str, export: Mapping[s
     record = {"model_id": model_id, "title": title, "export": dict(export), "eval_results": dict(eval_results or {}),
               "training_info": without_local_paths(json_safe(training_info or {})),
               "base_model": resolve_base_model(base), "base_encoder_name": Path(base).name if base else None}
-    replace_file(folder / CARD_INPUTS_FILE, json.dumps(record, indent=2) + "\n")
+    write_json_atomic(folder / CARD_INPUTS_FILE, record)
 
 
 def read_card_inputs(folder: Path) -> dict[str, Any] | None:
@@ -72,7 +71,7 @@ def render_card_for(folder: Path, model_id: str) -> bool:
     title = card_title(model_id)
     card = render_model_card(_recorded_config(folder, record), model_id=model_id, export=record["export"],
                              eval_results=record["eval_results"], training_info=record["training_info"], title=title)
-    replace_file(Path(folder) / "README.md", card)
+    write_text_atomic(Path(folder) / "README.md", card)
     record.update(model_id=model_id, title=title)
-    replace_file(Path(folder) / CARD_INPUTS_FILE, json.dumps(record, indent=2) + "\n")
+    write_json_atomic(Path(folder) / CARD_INPUTS_FILE, record)
     return True

@@ -125,9 +125,3 @@ def atomic_output_dir(out_dir: Path, overwrite: bool) -> Iterator[Path]:
         if kept:
             logger.info("overwrite: kept the files no export writes in %s (%s)", out_dir, ", ".join(sorted(kept)))
 
-
-def replace_file(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a file beside it and a rename: never left half-written."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)

@@ -8,12 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..writing import json_safe
+
 TRAINING_INFO_FILE = "training_info.json"  # written by run_unsup.py next to the checkpoint; read by the CLI
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` as JSON would give it back (objects JSON cannot hold become their ``str``)."""
-    return json.loads(json.dumps(value, default=str))
 
 
 def training_info_from_run(training_args=None, data: Mapping[str, Any] | None = None,
