@@ -353,23 +353,3 @@ class PairCollator(TwoViewCollator):
         keep = ("input_ids", "attention_mask", "token_type_ids")
         batch = self.pad([{k: f[p + k] for k in keep if p + k in f} for f in features for p in views])
         return {k: v.view(len(features), len(views), -1) for k, v in batch.items()}
-
-
-def check_pair_training(method: str, loss: str, pair_column: str | None, negative_column: str | None) -> None:
-    """Refuse, before any model is loaded, pair options that cannot train: a negative column without a pair
-    column, pairs with DiffCSE (its views are edits of one sentence), hard negatives for a loss without them."""
-    if negative_column and not pair_column:
-        raise DataError("--negative_column needs --pair_column (triplets are anchor, positive, hard negative).")
-    if not pair_column:
-        return
-    if method == "diffcse":
-        raise DataError("--pair_column does not work with --method diffcse (its second view is an edit of the "
-                        "same sentence); use --method simcse or imsimcse for pair data.")
-    if negative_column:
-        from .cli import flag_advice
-        from .losses import get_loss_class
-        from .losses.errors import HardNegativesNotTakenError
-
-        if not get_loss_class(loss).takes_hard_negatives:
-            err = HardNegativesNotTakenError(loss, "--negative_column")
-            raise DataError(f"{err} {flag_advice(err)}")

@@ -70,5 +70,5 @@ def check_sharding_device(training_args) -> None:
     engine = sharding_engine(training_args)
     if engine and training_args.device.type == "cpu":
         raise ValueError(f"{engine} runs only on GPUs (accelerate enables it on accelerators; on a CPU it would "
-                         "silently train plain DDP). On a CPU launch with configs/accelerate/cpu_2proc.yaml; "
-                         "on GPUs drop --use_cpu.")
+                         "silently train plain DDP). On a CPU launch with --config_file "
+                         "\"$(python -m hf_cse config cpu_2proc)\"; on GPUs drop --use_cpu.")

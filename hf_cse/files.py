@@ -15,7 +15,7 @@ import csv
 import io
 from pathlib import Path
 
-from .cli import InputError
+from .checks import InputError
 
 #: file kinds recognised by their first bytes
 MAGIC = ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .cli import InputError
+from .checks import InputError
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Bad input to `python run_eval.py` and `python -m hf_cse.export`, as a user types it: exit code 1 and stderr is one
+"""Bad input to `python run_eval.py` and `python -m hf_cse export`, as a user types it: exit code 1 and stderr is one
 line that starts with the program's name and names the problem (no traceback unless HF_CSE_DEBUG=1); a loss's own
 error gets the flag advice there; `run_unsup.py --help` offers each loss choice."""
 
@@ -56,20 +56,20 @@ CASES = {
     "eval-device-cuda-99": (lambda f: run_eval_args(f, "--device", "cuda:99"), "--device cuda:99: torch sees"),
     "eval-malformed-stsb-row": (lambda f: run_eval_args(f)[:4] + [str(f["bad"])] + run_eval_args(f)[5:],
                                 r"sts-test\.csv, line 3: expected 7 tab-separated columns .*found 8"),
-    "export-missing-checkpoint": (lambda f: ["-m", "hf_cse.export", str(f["root"] / "nope"), str(f["root"] / "st")],
+    "export-missing-checkpoint": (lambda f: ["-m", "hf_cse", "export", str(f["root"] / "nope"), str(f["root"] / "st")],
                                   "CHECKPOINT .*nope: no such folder"),
-    "export-hub-id-offline": (lambda f: ["-m", "hf_cse.export", "someone/not-cached", str(f["root"] / "st")],
+    "export-hub-id-offline": (lambda f: ["-m", "hf_cse", "export", "someone/not-cached", str(f["root"] / "st")],
                               "HF_HUB_OFFLINE"),
-    "export-output-is-a-file": (lambda f: ["-m", "hf_cse.export", str(f["ckpt"]), str(f["root"] / "a_file")],
+    "export-output-is-a-file": (lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "a_file")],
                                 "exists and is a file"),
     "export-malformed-training-info": (
-        lambda f: ["-m", "hf_cse.export", str(f["ckpt"]), str(f["root"] / "st"), "--training_info",
+        lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "st"), "--training_info",
                    str(f["root"] / "broken.json")], r"--training_info .*broken\.json is not valid JSON"),
     "export-malformed-eval-results": (
-        lambda f: ["-m", "hf_cse.export", str(f["ckpt"]), str(f["root"] / "st"), "--eval_results",
+        lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "st"), "--eval_results",
                    str(f["root"] / "broken.json")], r"broken\.json is not valid JSON"),
     "export-missing-tokenizer": (
-        lambda f: ["-m", "hf_cse.export", str(f["ckpt"]), str(f["root"] / "st"), "--tokenizer",
+        lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "st"), "--tokenizer",
                    str(f["root"] / "no_tokenizer")], "--tokenizer .*no_tokenizer: no such folder"),
 }
 
@@ -89,11 +89,11 @@ SUBPROCESS = ("eval-missing-model", "eval-hub-data-offline", "eval-malformed-sts
 
 
 def run_in_process(args, capsys):
-    import run_eval
-    from hf_cse import export
+    from hf_cse.cli import evaluate as run_eval
+    from hf_cse.cli import export
 
     capsys.readouterr()
-    code = run_eval.main(args[1:]) if args[0] == "run_eval.py" else export.main(args[2:])
+    code = run_eval.main(args[1:], prog="run_eval.py") if args[0] == "run_eval.py" else export.main(args[3:])
     return subprocess.CompletedProcess(args, code, "", capsys.readouterr().err)
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModel, BertConfig, BertModel, HfArgumentParser
 
-from hf_cse.arguments import (
+from hf_cse.cli.arguments import (
     config_kwargs_from,
     dcl_arguments_class,
     loss_arguments_class,

@@ -135,10 +135,10 @@ def test_no_host_sync_in_compute_loss(tiny_bert_dir, sentences, tmp_path, monkey
 
 def test_run_unsup_single_gpu_bf16(tiny_bert_dir, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
 
     out = tmp_path / "out"
-    run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out), "--max_steps", "2",
+    run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out), "--max_steps", "2",
                     "--per_device_train_batch_size", "8", "--disable_tqdm", "true", "--precision", "auto"])
     info = json.loads((out / "training_info.json").read_text())
     expected = "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp32"
@@ -151,10 +151,11 @@ def test_llama_lora_bf16_flash_attention_trains_and_exports(tiny_llama_dir, tmp_
     """LLM2Vec's setting on one GPU: bf16 weights, flash attention 2, LoRA, last-token pooling, bidirectional,
     activation checkpointing; the export is checked against the model when it is written."""
     monkeypatch.syspath_prepend(str(ROOT))
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
 
     out = tmp_path / "out"
-    run_unsup.main(["--model_name_or_path", str(tiny_llama_dir), "--output_dir", str(out), "--max_steps", "2",
+    run_unsup.train_from_args(["--model_name_or_path", str(tiny_llama_dir), "--output_dir", str(out), "--max_steps",
+                    "2",
                     "--per_device_train_batch_size", "8", "--disable_tqdm", "true", "--torch_dtype", "bf16",
                     "--attn_implementation", "flash_attention_2", "--lora_r", "4", "--pooler_type", "last",
                     "--bidirectional", "--activation_checkpointing", "--precision", "bf16"])

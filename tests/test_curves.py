@@ -5,7 +5,7 @@ import json
 import pytest
 from helpers import random_sentences, scored_pairs_file
 
-import run_unsup
+from hf_cse.cli import train as run_unsup
 from hf_cse.plots import CURVES_FILE, curve_panels, plot_task_comparison, plot_training_curves
 
 
@@ -22,7 +22,8 @@ def test_run_unsup_writes_curves_and_the_card_links_them(tiny_bert_dir, tmp_path
     train.write_text("\n".join(random_sentences(48)) + "\n")
     out = tmp_path / "out"
     dev = scored_pairs_file(tmp_path / "dev.tsv", 20, 5, seed=11)
-    run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train), "--max_steps", "6",
+    run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train), "--max_steps",
+                    "6",
                     "--per_device_train_batch_size", "8", "--logging_steps", "1", "--output_dir", str(out),
                     "--use_cpu", "--disable_tqdm", "true", "--eval_file", str(dev),
                     "--eval_strategy", "steps", "--eval_steps", "3"])

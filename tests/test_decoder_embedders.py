@@ -12,7 +12,7 @@ import torch
 from helpers import random_sentences
 from transformers import AutoTokenizer, MambaConfig
 
-import run_unsup
+from hf_cse.cli import train as run_unsup
 from hf_cse.evaluation.encoder import SentenceEncoder
 from hf_cse.models import SimCSEModel
 from hf_cse.models.pooling import pool
@@ -92,7 +92,8 @@ def test_tiny_llama_trains_with_lora_last_token_bf16_and_exports_the_same_embedd
     train.write_text("\n".join(random_sentences(40)) + "\n")
     prompt = "retrieve a paraphrase : "
     out = tmp_path / "out"
-    run_unsup.main(["--model_name_or_path", str(tiny_llama_dir), "--train_file", str(train), "--max_steps", "2",
+    run_unsup.train_from_args(["--model_name_or_path", str(tiny_llama_dir), "--train_file", str(train),
+                    "--max_steps", "2",
                     "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu", "--disable_tqdm",
                     "true", "--precision", "fp32", "--pooler_type", "last", "--lora_r", "4", "--torch_dtype", "bf16",
                     "--prompt", prompt, *(["--bidirectional"] if bidirectional else [])])

@@ -10,7 +10,7 @@ from helpers import random_sentences, tiny_args, tiny_train_dataset
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertForMaskedLM
 
-import run_unsup
+from hf_cse.cli import train as run_unsup
 from hf_cse.masking import DiffCSECollator, delete_tokens, insert_masks, mask_tokens, special_tokens_mask
 from hf_cse.models import DiffCSEModel
 from hf_cse.models.generators import GeneratorError, MaskedLMGenerator, UnigramGenerator
@@ -406,11 +406,11 @@ def test_run_unsup_trains_diffcse_end_to_end(tiny_bert_dir, tiny_mlm_dir, tmp_pa
     train.write_text("\n".join(random_sentences(12)) + "\n")
     common = ["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train), "--max_steps", "2",
               "--per_device_train_batch_size", "4", "--use_cpu", "--disable_tqdm", "true"]
-    run_unsup.main(["--method", "diffcse", "--output_dir", str(tmp_path / "a"), *common])
+    run_unsup.train_from_args(["--method", "diffcse", "--output_dir", str(tmp_path / "a"), *common])
     model = DiffCSEModel.from_pretrained(tmp_path / "a")
     assert model.config.generator_name_or_path == "unigram" and model.config.projector == "batchnorm"
 
-    run_unsup.main(["--method", "diffcse", "--output_dir", str(tmp_path / "b"), "--generator_name_or_path",
+    run_unsup.train_from_args(["--method", "diffcse", "--output_dir", str(tmp_path / "b"), "--generator_name_or_path",
                     str(tiny_mlm_dir), "--lambda_rtd", "0.05", "--masking_ratio", "0.15", "--edit_operation",
                     "insert", *common])
     cfg = DiffCSEModel.from_pretrained(tmp_path / "b").config
@@ -418,4 +418,4 @@ def test_run_unsup_trains_diffcse_end_to_end(tiny_bert_dir, tiny_mlm_dir, tmp_pa
     assert cfg.generator_name_or_path == str(tiny_mlm_dir)
 
     with pytest.raises(ValueError, match="--lambda_rtd only apply to --method diffcse"):
-        run_unsup.main(["--lambda_rtd", "0.1", "--output_dir", str(tmp_path / "c"), *common])
+        run_unsup.train_from_args(["--lambda_rtd", "0.1", "--output_dir", str(tmp_path / "c"), *common])

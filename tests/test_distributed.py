@@ -81,11 +81,12 @@ NOT_EQUIVALENT = {"diffcse"}
 
 
 def _run_unsup_cmd(model_dir: Path, out: Path) -> list[str]:
-    """run_unsup.py under accelerate launch with the shipped 2-process CPU config, cached mode on, and
-    ContrastiveTrainer's default ddp_find_unused_parameters=False (DDP raises if a parameter goes unused)."""
+    """``accelerate launch -m hf_cse train`` (the package's command, as after pip install) with the shipped
+    2-process CPU config, cached mode on, and ContrastiveTrainer's default ddp_find_unused_parameters=False (DDP
+    raises if a parameter goes unused)."""
     return [sys.executable, "-m", "accelerate.commands.launch",
-            "--config_file", str(ROOT / "configs" / "accelerate" / "cpu_2proc.yaml"),
-            "--main_process_port", str(_free_port()), str(ROOT / "run_unsup.py"),
+            "--config_file", str(ROOT / "hf_cse" / "configs" / "accelerate" / "cpu_2proc.yaml"),
+            "--main_process_port", str(_free_port()), "-m", "hf_cse", "train",
             "--model_name_or_path", str(model_dir), "--output_dir", str(out), "--max_steps", "2",
             "--per_device_train_batch_size", "4", "--cached_minibatch_size", "2", "--logging_steps", "1",
             "--disable_tqdm", "true", "--use_cpu", "true"]
@@ -172,7 +173,8 @@ def test_logged_metrics_are_global_means(two_vs_one, name):
 
 
 def test_run_unsup_under_accelerate_launch(launches):
-    """run_unsup.py itself: 2 CPU processes, 2 steps, cached mode on; it reports the global batch."""
+    """``accelerate launch -m hf_cse train``: 2 CPU processes, 2 steps, cached mode on; it reports the global
+    batch."""
     tmp, logs = launches
     log, code = logs["run"]
     assert code == 0, log[-4000:]
@@ -186,11 +188,11 @@ def test_run_unsup_under_accelerate_launch(launches):
 
 def test_sharding_on_a_cpu_is_refused_in_one_line(tiny_bert_dir, tmp_path, monkeypatch):
     """accelerate turns FSDP / DeepSpeed on only on accelerators; on a CPU it would train plain DDP silently."""
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
 
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
-    with pytest.raises(ValueError, match="FSDP runs only on GPUs .* launch with configs/accelerate/cpu_2proc.yaml"):
-        run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "o"),
+    with pytest.raises(ValueError, match="FSDP runs only on GPUs .* launch with --config_file .*cpu_2proc"):
+        run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "o"),
                         "--use_cpu", "--max_steps", "1"])
     assert not (tmp_path / "o").exists()
 
@@ -200,7 +202,7 @@ def test_sharding_on_a_cpu_is_refused_in_one_line(tiny_bert_dir, tmp_path, monke
 def test_shipped_accelerate_configs_load(name, engine):
     from accelerate.commands.config.config_args import load_config_from_file
 
-    config = load_config_from_file(str(ROOT / "configs" / "accelerate" / f"{name}.yaml"))
+    config = load_config_from_file(str(ROOT / "hf_cse" / "configs" / "accelerate" / f"{name}.yaml"))
     assert config.distributed_type.value == engine and not config.use_cpu
     if engine == "FSDP":
         fsdp = config.fsdp_config

@@ -8,7 +8,7 @@ import torch
 from helpers import tiny_args, tiny_train_dataset
 from transformers import AutoModel
 
-import run_unsup
+from hf_cse.cli import train as run_unsup
 from hf_cse.models import SimCSEModel
 from hf_cse.models.fast_dropout import ATTENTION_NAME, FastDropout
 from hf_cse.trainer import ContrastiveTrainer
@@ -75,12 +75,12 @@ def test_flash_attention_is_refused_in_one_line_before_loading(tiny_bert_dir, tm
     argv = ["--model_name_or_path", str(tiny_bert_dir), "--attn_implementation", "flash_attention_2",
             "--output_dir", str(tmp_path / "o"), "--use_cpu", "--max_steps", "1"]
     with pytest.raises(ValueError, match="needs the flash-attn package: pip install flash-attn"):
-        run_unsup.main(argv)
+        run_unsup.train_from_args(argv)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "flash_attn"
                         else find_spec(name, *a))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="runs only on a CUDA GPU and none is visible; use --attn_implementation sdpa"):
-        run_unsup.main(argv)
+        run_unsup.train_from_args(argv)
     assert not (tmp_path / "o").exists()
 
 

@@ -6,9 +6,9 @@ import pytest
 from helpers import random_sentences, scored_pairs_file
 from transformers import AutoTokenizer
 
-import run_eval
-import run_unsup
-from hf_cse.cli import InputError
+from hf_cse.checks import InputError
+from hf_cse.cli import evaluate as run_eval
+from hf_cse.cli import train as run_unsup
 from hf_cse.evaluation import SentenceEncoder, load_sts
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args, read_pair_file
 from hf_cse.evaluation.evaluators import PairsEvaluator, STSDevEvaluator
@@ -78,7 +78,8 @@ def test_run_unsup_selects_checkpoints_on_the_eval_file(tiny_bert_dir, tmp_path)
     train = _write(tmp_path / "train.txt", "\n".join(random_sentences(32)) + "\n")
     out = tmp_path / "out"
     dev = scored_pairs_file(tmp_path / "mydev.tsv", 20, 5, seed=5)
-    run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train), "--max_steps", "4",
+    run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train), "--max_steps",
+                    "4",
                     "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu", "--disable_tqdm",
                     "true", "--eval_file", str(dev), "--eval_name", "mine", "--eval_strategy",
                     "steps", "--eval_steps", "2", "--save_strategy", "steps", "--save_steps", "2",
@@ -99,7 +100,7 @@ def test_run_unsup_rejects_a_malformed_eval_file_before_loading_a_model(tiny_ber
     monkeypatch.setattr(SimCSEModel, "from_encoder", no_model)
     bad = _write(tmp_path / "bad.tsv", "sentence1\tsentence2\tscore\na\tb\tx\n")
     with pytest.raises(InputError, match="bad.tsv, line 2"):
-        run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--eval_file", str(bad),
+        run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--eval_file", str(bad),
                         "--output_dir", str(tmp_path / "o")])
 
 

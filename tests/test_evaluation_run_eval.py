@@ -11,7 +11,7 @@ from test_evaluation_utils import REPO, make_tiny_bert, write_toy_senteval
 from hf_cse.evaluation import data as D
 
 sys.path.insert(0, str(REPO))
-import run_eval  # noqa: E402
+from hf_cse.cli import evaluate as run_eval  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -442,7 +442,8 @@ def test_hf_cse_model_push_to_hub_uploads_a_reloadable_checkpoint(tiny_bert_dir,
 
 # --------------------------------------------------------------------------------------------- CLI
 def test_cli_exports_a_saved_checkpoint_with_its_training_info(tiny_bert_dir, tok, tmp_path, capsys):
-    from hf_cse.export import TRAINING_INFO_FILE, main
+    from hf_cse.cli.export import main
+    from hf_cse.export import TRAINING_INFO_FILE
 
     ckpt = tmp_path / "ckpt"
     SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(ckpt)
@@ -471,7 +472,7 @@ def test_python_dash_m_runs_the_export_command(tmp_path):
 
 
 def test_cli_rejects_a_folder_that_is_not_an_hf_cse_checkpoint(tiny_bert_dir, tmp_path, capsys):
-    from hf_cse.export import main
+    from hf_cse.cli.export import main
 
     assert main([str(tiny_bert_dir), str(tmp_path / "st")]) == 1
     assert "not an hf_cse checkpoint" in capsys.readouterr().err
@@ -493,12 +494,13 @@ def test_run_unsup_exports_and_pushes_the_sentence_transformers_model(tiny_bert_
     import huggingface_hub
     from huggingface_hub import HfApi, constants
 
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_fake")
     monkeypatch.setattr(HfApi, "create_commit", lambda *a, **k: pytest.fail("the raw checkpoint was pushed"))
-    run_unsup.main(_run_unsup_args(tiny_bert_dir, tmp_path, "--push_to_hub", "--hub_model_id", "someone/run"))
+    run_unsup.train_from_args(_run_unsup_args(tiny_bert_dir, tmp_path, "--push_to_hub", "--hub_model_id",
+                               "someone/run"))
 
     st_dir = tmp_path / "out" / "sentence-transformers"
     card = (st_dir / "README.md").read_text()
@@ -515,9 +517,9 @@ def test_run_unsup_exports_and_pushes_the_sentence_transformers_model(tiny_bert_
 def test_run_unsup_push_offline_fails_before_training(tiny_bert_dir, tmp_path, monkeypatch):
     from huggingface_hub import constants
 
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(HubPushError, match="offline"):
-        run_unsup.main(_run_unsup_args(tiny_bert_dir, tmp_path, "--push_to_hub"))
+        run_unsup.train_from_args(_run_unsup_args(tiny_bert_dir, tmp_path, "--push_to_hub"))
     assert not (tmp_path / "out" / "config.json").exists()

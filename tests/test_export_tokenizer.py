@@ -8,7 +8,8 @@ import pytest
 from tiny_models import write_vocab
 from transformers import AutoTokenizer, BertTokenizerFast
 
-from hf_cse.export import ExportError, main, to_sentence_transformer
+from hf_cse.cli.export import main
+from hf_cse.export import ExportError, to_sentence_transformer
 from hf_cse.models import SimCSEModel
 
 

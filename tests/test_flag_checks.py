@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from helpers import random_sentences, scored_pairs_file
 
-import run_eval
-import run_unsup
-from hf_cse.cli import InputError
+from hf_cse.checks import InputError
+from hf_cse.cli import evaluate as run_eval
+from hf_cse.cli import train as run_unsup
+from hf_cse.cli.output_dir import prepare_output_dir
 from hf_cse.folder_lock import lock_file
 from hf_cse.metrics import DivergedError
 from hf_cse.models import CSEPreTrainedModel, SimCSEModel
-from hf_cse.output_dir import prepare_output_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def _args(encoder, tmp_path, *extra):
 def test_optimizer_flags_are_checked_before_the_encoder_is_loaded(flag, value, message, tiny_bert_dir, tmp_path,
                                                                   no_model_load):
     with pytest.raises(InputError, match=message) as err:
-        run_unsup.main(_args(tiny_bert_dir, tmp_path, f"{flag}={value}"))
+        run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, f"{flag}={value}"))
     assert len(str(err.value)) < 300
     assert not (tmp_path / "out").exists()
 
@@ -65,7 +65,7 @@ def test_optimizer_flags_are_checked_before_the_encoder_is_loaded(flag, value, m
 def test_max_train_samples_is_named_as_the_cause(tiny_bert_dir, tmp_path):
     with pytest.raises(ValueError, match="train.txt cut to --max_train_samples 4 has 4 sentences, fewer than one "
                                          "global batch of 8"):
-        run_unsup.main(_args(tiny_bert_dir, tmp_path, "--max_train_samples", "4"))
+        run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, "--max_train_samples", "4"))
 
 
 def test_a_larger_max_steps_for_an_interrupted_run_names_resume_from_checkpoint(tmp_path):
@@ -85,7 +85,7 @@ def test_a_run_folder_without_tokenizer_files_says_so(tiny_bert_dir, tmp_path, n
         if path.name.startswith(("tokenizer", "vocab", "special_tokens")):
             path.unlink()
     with pytest.raises(InputError, match="holds no tokenizer files.*tokenizer.save_pretrained"):
-        run_unsup.main(_args(encoder, tmp_path))
+        run_unsup.train_from_args(_args(encoder, tmp_path))
 
 
 def test_from_pretrained_of_a_plain_encoder_points_at_from_encoder(tiny_bert_dir):
@@ -107,7 +107,7 @@ def test_an_unwritable_run_eval_output_dir_fails_before_any_encoding(tmp_path, c
 def test_a_divergence_after_the_last_logging_step_is_one_clear_error(tiny_bert_dir, tmp_path):
     """Before: with fewer steps than --logging_steps, a learning rate of 1e30 trained and exported a broken model."""
     with pytest.raises(DivergedError, match="lower the learning rate"):
-        run_unsup.main(_args(tiny_bert_dir, tmp_path, "--learning_rate", "1e30", "--max_steps", "3",
+        run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, "--learning_rate", "1e30", "--max_steps", "3",
                              "--logging_steps", "5"))
     out = tmp_path / "out"
     assert not (out / "config.json").exists() and not (out / "sentence-transformers").exists()

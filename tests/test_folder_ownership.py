@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from helpers import random_sentences, scored_pairs_file
 
-import run_eval
-import run_unsup
-from hf_cse.cli import InputError
-from hf_cse.export import main as export_main
+from hf_cse.checks import InputError
+from hf_cse.cli import evaluate as run_eval
+from hf_cse.cli import train as run_unsup
+from hf_cse.cli.export import main as export_main
 from hf_cse.export import to_sentence_transformer
 from hf_cse.folder_lock import FolderBusyError, hold_folder, lock_file, releases_folder_locks
 from hf_cse.models import SimCSEModel
@@ -52,7 +52,7 @@ def test_run_unsup_refuses_an_empty_path_before_touching_the_current_folder(flag
     (tmp_path / "runs").mkdir()
     args = _train_args(tiny_bert_dir, tmp_path, tmp_path / "out", "--overwrite_output_dir")
     with pytest.raises(InputError, match=f"{flag} is empty.*Give a path"):
-        run_unsup.main([*args, flag, value])
+        run_unsup.train_from_args([*args, flag, value])
     assert (tmp_path / "config.json").read_text() == "{}" and (tmp_path / "runs").is_dir()
 
 

@@ -9,8 +9,8 @@ from helpers import random_sentences
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
-import run_unsup
 from experiments import build_generator
+from hf_cse.cli import train as run_unsup
 from hf_cse.models import DiffCSEModel
 from hf_cse.models.generators import MaskedLMGenerator
 
@@ -93,7 +93,8 @@ def test_diffcse_trains_with_the_built_generator(tiny_bert_dir, corpus, tmp_path
     model.attach_generator(str(tmp_path / "gen"), AutoTokenizer.from_pretrained(tiny_bert_dir))
     assert isinstance(model.generator, MaskedLMGenerator)
 
-    run_unsup.main(["--method", "diffcse", "--model_name_or_path", str(tiny_bert_dir), "--train_file", str(corpus),
+    run_unsup.train_from_args(["--method", "diffcse", "--model_name_or_path", str(tiny_bert_dir), "--train_file",
+                    str(corpus),
                     "--generator_name_or_path", str(tmp_path / "gen"), "--output_dir", str(tmp_path / "run"),
                     "--max_steps", "2", "--per_device_train_batch_size", "4", "--use_cpu", "--disable_tqdm", "true",
                     "--logging_steps", "1"])

@@ -280,13 +280,14 @@ def test_collator_refuses_a_tokenizer_without_pad_or_end_token(tiny_bert_dir):
 
 def test_too_few_sentences_left_after_dropping_special_only_lines_is_refused(tiny_bert_dir, tmp_path):
     """8 lines pass the row check before tokenizing; 3 of them are special tokens only, leaving 5 < one batch."""
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
 
     path = tmp_path / "train.txt"
     path.write_text("the cat sat\na dog runs\nthe man reads\na bird sings\nthe sun shines\n"
                     "\u200b\u200b\n\x01\x02\n\u4e00\u4e01\n", encoding="utf-8")
     with pytest.raises(DataError, match="has 5 sentences, fewer than one global batch of 8"):
-        run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(path), "--max_steps", "1",
+        run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(path),
+                        "--max_steps", "1",
                         "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "out"), "--use_cpu",
                         "--disable_tqdm", "true"])
     assert not (tmp_path / "out" / "model.safetensors").exists()

@@ -11,10 +11,10 @@ import zipfile
 import pytest
 from helpers import random_sentences
 
-from hf_cse.cli import InputError
+from hf_cse.checks import InputError
+from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.data import DataError, load_pair_dataset, load_train_dataset, read_sentences
 from hf_cse.evaluation.custom_dev import read_pair_file
-from hf_cse.output_dir import RUN_RECORD_FILE, prepare_output_dir
 
 SENTENCES = random_sentences(12, seed=3)
 

@@ -13,7 +13,7 @@ import torch
 from helpers import random_sentences, tiny_args, tiny_train_dataset
 from test_cached import _assert_same_grads, _batch, _cached, _plain_step
 
-import run_unsup
+from hf_cse.cli import train as run_unsup
 from hf_cse.evaluation.encoder import SentenceEncoder
 from hf_cse.models import DiffCSEModel, ImSimCSEModel, SimCSEModel
 from hf_cse.models.lora import ADAPTER_FOLDER, DEFAULT_TARGETS
@@ -125,7 +125,7 @@ def test_run_unsup_resumes_and_exports_a_merged_model_that_loads_without_peft(ti
     from safetensors.torch import load_file
 
     args = _run_args(tiny_bert_dir, tmp_path)
-    run_unsup.main(args)
+    run_unsup.train_from_args(args)
     out = tmp_path / "out"
     finished = load_file(out / "model.safetensors")
     assert (out / ADAPTER_FOLDER / "adapter_model.safetensors").is_file()
@@ -134,7 +134,7 @@ def test_run_unsup_resumes_and_exports_a_merged_model_that_loads_without_peft(ti
     for path in list(out.iterdir()):
         if path.name not in ("checkpoint-2", "hf_cse_run.json"):
             shutil.rmtree(path) if path.is_dir() else path.unlink()
-    run_unsup.main(args)
+    run_unsup.train_from_args(args)
     resumed = load_file(out / "model.safetensors")
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 3
     for name, value in finished.items():
@@ -168,14 +168,14 @@ def test_lora_flags_without_peft_fail_before_loading(tiny_bert_dir, tmp_path, mo
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else find_spec(name, *a))
     with pytest.raises(ValueError, match=r"needs the peft package: pip install 'hf_cse\[lora\]'"):
-        run_unsup.main(_run_args(tiny_bert_dir, tmp_path))
+        run_unsup.train_from_args(_run_args(tiny_bert_dir, tmp_path))
     assert not (tmp_path / "out").exists()  # refused before the output folder was made
 
 
 def test_target_modules_matching_nothing_name_the_linear_layers(tiny_bert_dir, tmp_path):
     with pytest.raises(ValueError, match=r"match no module of the 'bert' encoder; its linear layers are named "
                                          r"dense, key, query, value"):
-        run_unsup.main(_run_args(tiny_bert_dir, tmp_path, "--lora_target_modules", "q_proj", "v_proj"))
+        run_unsup.train_from_args(_run_args(tiny_bert_dir, tmp_path, "--lora_target_modules", "q_proj", "v_proj"))
     assert not (tmp_path / "out").exists()
 
 
@@ -208,7 +208,7 @@ def test_run_eval_scores_an_adapter_checkpoint(tiny_bert_dir, tmp_path):
     from hf_cse.evaluation import data as D
 
     sys.path.insert(0, str(REPO))
-    import run_eval
+    from hf_cse.cli import evaluate as run_eval
 
     torch.manual_seed(0)
     model = SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=4, pooler_type="avg")

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from helpers import scored_pairs_file
 
-import run_eval
-from hf_cse.cli import InputError
+from hf_cse.checks import InputError
+from hf_cse.cli import evaluate as run_eval
 from hf_cse.evaluation import SentenceEncoder, evaluate_sts
 from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, require_mteb, run_mteb_tasks, split_mteb_tasks
 

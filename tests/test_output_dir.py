@@ -1,4 +1,4 @@
-"""The output-folder policy (hf_cse.output_dir): new run, resume an interrupted run, refuse anything else unless
+"""The output-folder policy (hf_cse.cli.output_dir): new run, resume an interrupted run, refuse anything else unless
 --overwrite_output_dir, never mix two runs' files, never write into the encoder's folder."""
 
 import json
@@ -8,9 +8,9 @@ from fnmatch import fnmatchcase
 import pytest
 from helpers import random_sentences
 
-import run_unsup
-from hf_cse.cli import InputError
-from hf_cse.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir
+from hf_cse.checks import InputError
+from hf_cse.cli import train as run_unsup
+from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.trainer import ContrastiveTrainer
 
 SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
@@ -49,7 +49,7 @@ def test_checkpoints_of_the_same_run_are_resumed(tmp_path, caplog):
     prepare_output_dir(tmp_path, SETTINGS)
     for step in (2, 10, 4):
         _checkpoint(tmp_path / f"checkpoint-{step}")
-    with caplog.at_level(logging.WARNING, logger="hf_cse.output_dir"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.cli.output_dir"):
         assert prepare_output_dir(tmp_path, SETTINGS) == str(tmp_path / "checkpoint-10")
     assert "resuming the interrupted run" in caplog.text
 
@@ -144,18 +144,18 @@ def test_refused_export_removes_an_earlier_export(tiny_bert_dir, tmp_path):
 # ------------------------------------------------------------------------------------------------ run_unsup.py
 def test_second_run_is_refused_and_overwrite_replaces_every_file_of_the_first(tiny_bert_dir, tmp_path):
     out = tmp_path / "out"
-    run_unsup.main(_args(tiny_bert_dir, tmp_path, out, "--save_strategy", "steps", "--save_steps", "1"))
+    run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, out, "--save_strategy", "steps", "--save_steps", "1"))
     finished = sorted(p.name for p in out.iterdir())
     assert all(any(fnmatchcase(name, pattern) for pattern in RUN_FILES) for name in finished), finished
     assert "checkpoint-1" in finished and "sentence-transformers" in finished
     weights = (out / "model.safetensors").read_bytes()
 
     with pytest.raises(InputError, match="already holds a finished run.*--overwrite_output_dir"):
-        run_unsup.main(_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce"))
+        run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce"))
     assert (out / "model.safetensors").read_bytes() == weights  # the first run is untouched
 
     (out / "notes.txt").write_text("kept")
-    run_unsup.main(_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce", "--overwrite_output_dir"))
+    run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce", "--overwrite_output_dir"))
     names = sorted(p.name for p in out.iterdir())
     assert not [n for n in names if n.startswith("checkpoint-")]  # the first run's checkpoints are gone
     assert (out / "notes.txt").read_text() == "kept"
@@ -187,13 +187,13 @@ def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tin
     monkeypatch.setattr(ContrastiveTrainer, "training_step", counting_step)
     interrupt_at = 2  # after checkpoint-2 is saved
     with pytest.raises(Interrupted):
-        run_unsup.main(args)
+        run_unsup.train_from_args(args)
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-2", RUN_RECORD_FILE]
 
     steps.clear()
     interrupt_at = None
-    with caplog.at_level(logging.WARNING, logger="hf_cse.output_dir"):
-        run_unsup.main(args)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.cli.output_dir"):
+        run_unsup.train_from_args(args)
     assert steps == [2, 3]  # only the two missing steps ran
     assert f"from {out / 'checkpoint-2'}" in caplog.text
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4

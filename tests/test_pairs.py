@@ -12,13 +12,13 @@ import torch
 from helpers import random_sentences
 from transformers import AutoTokenizer, TrainingArguments
 
-import run_unsup
 from hf_cse.cached import cached_step
+from hf_cse.cli import train as run_unsup
+from hf_cse.cli.preflight import check_pair_training
 from hf_cse.data import (
     PAIR_VIEWS,
     DataError,
     PairCollator,
-    check_pair_training,
     load_pair_dataset,
     tokenize_pair_dataset,
 )
@@ -206,7 +206,7 @@ def _run_args(model_dir, path, tmp_path, *extra):
 def test_run_unsup_on_triplets_records_the_data_in_the_export(tiny_bert_dir, sentences, tmp_path):
     texts = random_sentences(48)  # distinct texts: the no-duplicates batches can use every row
     path = _write_tsv(tmp_path / "t.tsv", [tuple(texts[i:i + 3]) for i in range(0, 48, 3)])
-    run_unsup.main(_run_args(tiny_bert_dir, path, tmp_path, "--negative_column", "neg", "--loss", "infonce"))
+    run_unsup.train_from_args(_run_args(tiny_bert_dir, path, tmp_path, "--negative_column", "neg", "--loss", "infonce"))
     info = json.loads((tmp_path / "out" / "training_info.json").read_text())
     assert info["data"]["pair_data"] == {"kind": "triplets", "anchor": "anchor", "positive": "pos",
                                          "hard_negative": "neg"}
@@ -251,7 +251,7 @@ def test_bad_pair_input_is_one_line_before_any_model(tiny_bert_dir, sentences, t
         i = args.index("--pair_column")
         del args[i : i + 2]
     with pytest.raises(DataError, match=message) as err:
-        run_unsup.main(args)
+        run_unsup.train_from_args(args)
     assert "\n" not in str(err.value)
 
 

@@ -12,7 +12,7 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 from transformers import AutoTokenizer
 
-import run_unsup
+from hf_cse.cli import train as run_unsup
 from hf_cse.encoders import own_pooling
 from hf_cse.evaluation.before_after import DevChange, dev_change, primary_metric
 from hf_cse.models import SimCSEModel
@@ -38,7 +38,7 @@ def _train(folder, tmp_path, *extra):
     train = tmp_path / "train.txt"
     train.write_text("\n".join(random_sentences(24)) + "\n")
     out = tmp_path / "out"
-    run_unsup.main(["--model_name_or_path", str(folder), "--train_file", str(train), "--max_steps", "2",
+    run_unsup.train_from_args(["--model_name_or_path", str(folder), "--train_file", str(train), "--max_steps", "2",
                     "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu",
                     "--disable_tqdm", "true", *extra])
     return out

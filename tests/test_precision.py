@@ -111,11 +111,12 @@ def test_run_unsup_bf16_on_cpu_without_use_cpu_records_precision(tiny_bert_dir, 
     """--bf16 alone works on a CPU, says so in one log line, and training_info.json and the model card record
     the precision that ran."""
     monkeypatch.syspath_prepend(str(ROOT))
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
 
     out = tmp_path / "out"
     with caplog.at_level(logging.INFO, logger="run_unsup"):
-        run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out), "--max_steps", "1",
+        run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out),
+                        "--max_steps", "1",
                         "--per_device_train_batch_size", "8", "--disable_tqdm", "true", "--bf16", "true"])
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("precision:")]
     assert len(lines) == 1 and "bf16 autocast" in lines[0], lines
@@ -127,10 +128,10 @@ def test_run_unsup_bf16_on_cpu_without_use_cpu_records_precision(tiny_bert_dir, 
 
 def test_run_unsup_fp32_records_fp32(tiny_bert_dir, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
 
     out = tmp_path / "out"
-    run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out), "--max_steps", "1",
+    run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out), "--max_steps", "1",
                     "--per_device_train_batch_size", "8", "--disable_tqdm", "true", "--precision", "fp32"])
     info = json.loads((out / "training_info.json").read_text())
     assert info["precision"] == "fp32" and not info["training_args"]["bf16"] and not info["training_args"]["fp16"]
@@ -219,7 +220,7 @@ def test_run_unsup_bf16_gradient_checkpointing_cached(tiny_bert_dir, tmp_path, m
     """The script's switches together: --bf16, checkpointing (transformers 5's --activation_checkpointing or the
     deprecated --gradient_checkpointing), --cached_minibatch_size (+ off-dropout)."""
     monkeypatch.syspath_prepend(str(ROOT))
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
 
     enabled = []
     real = SimCSEModel.enable_activation_checkpointing
@@ -232,7 +233,7 @@ def test_run_unsup_bf16_gradient_checkpointing_cached(tiny_bert_dir, tmp_path, m
 
     extra = ["--loss", "off_dropout_infonce", "--off_dropout", "true"] if "off_dropout_infonce" in \
         available_losses() else []
-    run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
+    run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
                     "--max_steps", "2", "--per_device_train_batch_size", "8", "--logging_steps", "1",
                     "--use_cpu", "true", "--bf16", "true", flag, "true",
                     "--cached_minibatch_size", "3", "--disable_tqdm", "true", *extra])
@@ -275,7 +276,7 @@ def test_run_eval_precision_recorded_and_close_to_fp32(tmp_path):
     from test_evaluation_utils import REPO, make_tiny_bert, write_toy_senteval
 
     sys.path.insert(0, str(REPO))
-    import run_eval
+    from hf_cse.cli import evaluate as run_eval
 
     tiny, se = make_tiny_bert(tmp_path / "tiny"), write_toy_senteval(tmp_path / "se")
     scores = {}

@@ -10,7 +10,7 @@ import shutil
 import pytest
 from test_evaluation_utils import write_toy_senteval
 
-import run_eval
+from hf_cse.cli import evaluate as run_eval
 from hf_cse.evaluation import transfer
 
 # every test reads the evaluation data afresh (hf_cse.evaluation.data caches what it reads)
@@ -40,7 +40,7 @@ def run(capsys, *args):
 
 
 def one_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("run_eval.py: error:")]
+    lines = [line for line in err.splitlines() if line.startswith("hf-cse-eval: error:")]
     assert len(lines) == 1, err
     assert "Traceback" not in err
     return lines[0]
@@ -115,8 +115,8 @@ def test_finished_tasks_are_saved_when_a_later_task_fails(failure, tiny_bert_dir
     if isinstance(failure, KeyboardInterrupt):  # Ctrl-C: one line and exit code 130, no traceback
         code, err = run(capsys, *args)
         assert code == 130 and "Traceback" not in err
-        assert [line for line in err.splitlines() if line.startswith("run_eval.py:")] == [
-            "run_eval.py: interrupted (Ctrl-C); what was saved so far is kept."]
+        assert [line for line in err.splitlines() if line.startswith("hf-cse-eval:")] == [
+            "hf-cse-eval: interrupted (Ctrl-C); what was saved so far is kept."]
     else:
         code, err = run(capsys, *args)
         assert code == 1 and "classifier crashed" in one_line(err)

@@ -2,14 +2,15 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import random_sentences
 
-import run_unsup
+from hf_cse.cli import train as run_unsup
 from hf_cse.models import ImSimCSEModel, SimCSEModel
 
-ROOT = run_unsup.__file__.rsplit("/", 1)[0]
+ROOT = str(Path(__file__).resolve().parents[1])  # the checkout: run_unsup.py is at its top
 
 
 def _train_file(tmp_path, n=24):
@@ -25,14 +26,14 @@ def _args(folder, tmp_path, *extra):
 
 
 def test_trains_saves_and_reloads(tiny_bert_dir, tmp_path):
-    run_unsup.main(_args(tiny_bert_dir, tmp_path, "--loss", "infonce", "--temperature", "0.1"))
+    run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, "--loss", "infonce", "--temperature", "0.1"))
     model = SimCSEModel.from_pretrained(tmp_path / "out")
     assert model.config.loss == "infonce" and model.config.loss_kwargs == {"temperature": 0.1}
     assert (tmp_path / "out" / "tokenizer_config.json").is_file()
 
 
 def test_imsimcse_method_keeps_its_defaults_and_takes_flags(tiny_bert_dir, tmp_path):
-    run_unsup.main(_args(tiny_bert_dir, tmp_path, "--method", "imsimcse", "--m", "0.8"))
+    run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, "--method", "imsimcse", "--m", "0.8"))
     model = ImSimCSEModel.from_pretrained(tmp_path / "out")
     assert model.config.loss == "off_dropout_infonce"
     assert model.config.loss_kwargs == {"temperature": 0.05, "m": 0.8}
@@ -41,19 +42,19 @@ def test_imsimcse_method_keeps_its_defaults_and_takes_flags(tiny_bert_dir, tmp_p
 
 def test_flag_not_taken_by_the_loss_is_an_error(tiny_bert_dir, tmp_path):
     with pytest.raises(ValueError, match="does not take --m"):
-        run_unsup.main(_args(tiny_bert_dir, tmp_path, "--loss", "infonce", "--m", "0.3"))
+        run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, "--loss", "infonce", "--m", "0.3"))
 
 
 def test_unknown_loss_lists_the_losses(tiny_bert_dir, tmp_path):
     with pytest.raises(ValueError, match="Unknown loss 'nce'.*infonce"):
-        run_unsup.main(_args(tiny_bert_dir, tmp_path, "--loss", "nce"))
+        run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, "--loss", "nce"))
 
 
 def test_fewer_sentences_than_a_batch(tiny_bert_dir, tmp_path):
     args = _args(tiny_bert_dir, tmp_path)
     args[args.index("--per_device_train_batch_size") + 1] = "64"
     with pytest.raises(ValueError, match="fewer than one global batch"):
-        run_unsup.main(args)
+        run_unsup.train_from_args(args)
 
 
 def test_cli_prints_a_clear_error_without_traceback(tmp_path):

@@ -4,16 +4,17 @@ explicit flags; bad input ends in one line, not a traceback; several GPUs withou
 import logging
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from helpers import random_sentences
 from transformers import TrainingArguments
 
-import run_unsup
+from hf_cse.cli import train as run_unsup
 from hf_cse.models import CSEOutput, CSEPreTrainedModel
 
-ROOT = run_unsup.__file__.rsplit("/", 1)[0]
+ROOT = str(Path(__file__).resolve().parents[1])  # the checkout: run_unsup.py is at its top
 
 
 class ModelLoaded(Exception):
@@ -73,30 +74,30 @@ BAD = [
 def test_bad_arguments_fail_before_the_model_is_loaded(tiny_bert_dir, train_file, tmp_path, no_model_load, extra,
                                                        message):
     with pytest.raises((ValueError, OSError), match=message):  # SentEval's missing data is a FileNotFoundError
-        run_unsup.main(_args(tiny_bert_dir, train_file, tmp_path / "out", *extra))
+        run_unsup.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", *extra))
     assert not (tmp_path / "out").exists()
 
 
 def test_good_arguments_reach_the_model(tiny_bert_dir, train_file, tmp_path, no_model_load):
     with pytest.raises(ModelLoaded):
-        run_unsup.main(_args(tiny_bert_dir, train_file, tmp_path / "out", "--max_seq_length", "64"))
+        run_unsup.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--max_seq_length", "64"))
 
 
 def test_sequence_limit_subtracts_robertas_position_offset(tiny_roberta_dir, train_file, tmp_path, no_model_load):
     """RoBERTa's positions start after the padding index: 80 position embeddings hold 78 tokens."""
     with pytest.raises(ValueError, match="--max_seq_length 79 exceeds .* \\(78 positions"):
-        run_unsup.main(_args(tiny_roberta_dir, train_file, tmp_path / "out", "--max_seq_length", "79"))
+        run_unsup.train_from_args(_args(tiny_roberta_dir, train_file, tmp_path / "out", "--max_seq_length", "79"))
     with pytest.raises(ModelLoaded):
-        run_unsup.main(_args(tiny_roberta_dir, train_file, tmp_path / "out", "--max_seq_length", "78"))
+        run_unsup.train_from_args(_args(tiny_roberta_dir, train_file, tmp_path / "out", "--max_seq_length", "78"))
 
 
 def test_output_folder_is_checked_before_the_model_is_loaded(tiny_bert_dir, train_file, tmp_path, no_model_load):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "results.csv").write_text("x")
     with pytest.raises(ValueError, match="--overwrite_output_dir"):
-        run_unsup.main(_args(tiny_bert_dir, train_file, tmp_path / "out"))
+        run_unsup.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out"))
     with pytest.raises(ValueError, match="encoder's folder"):
-        run_unsup.main(_args(tiny_bert_dir, train_file, tiny_bert_dir))
+        run_unsup.train_from_args(_args(tiny_bert_dir, train_file, tiny_bert_dir))
 
 
 # ----------------------------------------------------------------------------------------------- presets
@@ -110,7 +111,7 @@ def test_output_folder_is_checked_before_the_model_is_loaded(tiny_bert_dir, trai
 def test_preset_values_the_chosen_loss_or_method_does_not_take_are_dropped(
         tiny_bert_dir, train_file, tmp_path, no_model_load, senteval_dir, caplog, preset, extra, expected):
     with pytest.raises(ModelLoaded) as loaded, caplog.at_level(logging.INFO, logger="run_unsup"):
-        run_unsup.main(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", preset,
+        run_unsup.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", preset,
                              "--senteval_data_dir", str(senteval_dir), *extra))
     kwargs, config = loaded.value.config_kwargs, loaded.value.config
     assert {k: getattr(config, k) for k in expected} == expected
@@ -122,7 +123,7 @@ def test_preset_values_the_chosen_loss_or_method_does_not_take_are_dropped(
 def test_preset_value_typed_by_the_user_is_still_an_error(tiny_bert_dir, train_file, tmp_path, no_model_load,
                                                           senteval_dir):
     with pytest.raises(ValueError, match="--loss infonce does not take --m"):
-        run_unsup.main(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", "focal_infonce_bert",
+        run_unsup.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", "focal_infonce_bert",
                              "--loss", "infonce", "--m", "0.3", "--senteval_data_dir", str(senteval_dir)))
 
 
@@ -168,7 +169,7 @@ def test_several_gpus_in_one_process_are_refused(tiny_bert_dir, train_file, tmp_
 
     monkeypatch.setattr(TrainingArguments, "n_gpu", property(lambda self: 2))
     with pytest.raises(ValueError, match="2 GPUs are visible to one process.*accelerate launch"):
-        run_unsup.main(_args(tiny_bert_dir, train_file, tmp_path / "out"))
+        run_unsup.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out"))
     monkeypatch.undo()  # also restores the model loader of no_model_load
     tiny = SimCSEModel.from_encoder(str(tiny_bert_dir))
     monkeypatch.setattr(TrainingArguments, "n_gpu", property(lambda self: 2))

@@ -69,12 +69,12 @@ def test_hard_negative_weight_is_a_hyperparameter_of_the_losses_taking_hard_nega
 ])
 def test_hard_negative_weight_without_hard_negatives_is_one_line_before_any_model(tiny_bert_dir, tmp_path,
                                                                                    monkeypatch, extra, message):
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
     from hf_cse.models import SimCSEModel
 
     monkeypatch.setattr(SimCSEModel, "from_encoder", classmethod(lambda *a, **k: pytest.fail("model loaded")))
     with pytest.raises(Exception, match=message) as err:
-        run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
+        run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
                         "--use_cpu", "--max_steps", "1", *extra])
     assert "\n" not in str(err.value)
 
@@ -164,11 +164,11 @@ def test_mlm_refusals_are_one_line(tiny_bert_dir, tiny_mlm_dir):
 
 
 def test_run_unsup_do_mlm_logs_the_term_and_the_model_reloads(tiny_mlm_dir, tmp_path):
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
     from hf_cse.models import SimCSEModel
 
     out = tmp_path / "out"
-    run_unsup.main(["--model_name_or_path", str(tiny_mlm_dir), "--output_dir", str(out), "--use_cpu",
+    run_unsup.train_from_args(["--model_name_or_path", str(tiny_mlm_dir), "--output_dir", str(out), "--use_cpu",
                     "--max_steps", "2", "--per_device_train_batch_size", "8", "--logging_steps", "1",
                     "--do_mlm", "--mlm_weight", "0.1", "--disable_tqdm", "true"])
     import json
@@ -188,7 +188,7 @@ def test_do_mlm_on_an_architecture_without_a_masked_lm_is_refused_before_any_mod
     from tiny_models import tiny_tokenizer
     from transformers import GPT2Config
 
-    import run_unsup
+    from hf_cse.cli import train as run_unsup
     from hf_cse.models import SimCSEModel
     from hf_cse.models.mlm import NoMaskedLMHeadError
 
@@ -196,6 +196,7 @@ def test_do_mlm_on_an_architecture_without_a_masked_lm_is_refused_before_any_mod
     tiny_tokenizer(tmp_path / "gpt2").save_pretrained(tmp_path / "gpt2")  # a model folder has its tokenizer
     monkeypatch.setattr(SimCSEModel, "from_encoder", classmethod(lambda *a, **k: pytest.fail("model loaded")))
     with pytest.raises(NoMaskedLMHeadError, match=r"a 'gpt2' encoder has no masked-LM head") as err:
-        run_unsup.main(["--model_name_or_path", str(tmp_path / "gpt2"), "--output_dir", str(tmp_path / "out"),
+        run_unsup.train_from_args(["--model_name_or_path", str(tmp_path / "gpt2"), "--output_dir",
+                        str(tmp_path / "out"),
                         "--use_cpu", "--max_steps", "1", "--pooler_type", "avg", "--do_mlm"])
     assert "\n" not in str(err.value)

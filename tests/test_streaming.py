@@ -10,7 +10,7 @@ import torch
 from helpers import collator, random_sentences, tiny_args
 from transformers import AutoTokenizer
 
-import run_unsup
+from hf_cse.cli import train as run_unsup
 from hf_cse.data import DataError
 from hf_cse.models import SimCSEModel
 from hf_cse.streaming import StreamingArguments, load_training_text, tokenize_stream
@@ -43,7 +43,7 @@ def test_sources_mix_by_weight_streamed_and_in_memory(tmp_path):
 def test_a_streamed_run_trains_max_steps(tiny_bert_dir, tmp_path):
     corpus = _write(tmp_path / "c.txt", random_sentences(64))
     out = tmp_path / "out"
-    run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--train_files", str(corpus), "--streaming",
+    run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--train_files", str(corpus), "--streaming",
                     "--max_steps", "3", "--per_device_train_batch_size", "4", "--output_dir", str(out), "--use_cpu",
                     "--logging_steps", "1", "--disable_tqdm", "true"])
     state = json.loads((out / "trainer_state.json").read_text())
@@ -103,6 +103,6 @@ def test_bad_streaming_input_is_one_line_before_any_model(tiny_bert_dir, tmp_pat
     paths = {"a": _write(tmp_path / "a.txt", ["one line", "two lines"]),
              "b": _write(tmp_path / "b.txt", ["three", "four"]), "empty": _write(tmp_path / "empty.txt", ["", " "])}
     with pytest.raises(DataError, match=message) as err:
-        run_unsup.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
+        run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
                         "--use_cpu", "--train_files", *[str(paths[f]) for f in files], *extra])
     assert "\n" not in str(err.value)

@@ -9,8 +9,8 @@ import torch
 from tiny_models import tiny_tokenizer
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-import run_eval
-import run_unsup
+from hf_cse.cli import evaluate as run_eval
+from hf_cse.cli import train as run_unsup
 from hf_cse.models import SimCSEModel
 
 REMOTE_CODE = '''
@@ -62,8 +62,8 @@ def test_run_unsup_and_run_eval_pass_the_flag(tmp_path, sentences, senteval_dir,
               "--per_device_train_batch_size", "4", "--output_dir", str(tmp_path / "out"), "--use_cpu",
               "--disable_tqdm", "true"]
     with pytest.raises(ValueError, match="trust_remote_code"):
-        run_unsup.main(common)
-    run_unsup.main([*common, "--trust_remote_code", "true"])
+        run_unsup.train_from_args(common)
+    run_unsup.train_from_args([*common, "--trust_remote_code", "true"])
     assert json.loads((tmp_path / "out" / "config.json").read_text())["encoder_config"]["model_type"] == (
         "hf_cse_test_remote_bert_b")
     # run_eval on an encoder type this process has not registered yet

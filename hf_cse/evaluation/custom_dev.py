@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import InputError
+from ..checks import InputError
 from ..files import read_text
 from .data import STSPairs, _sentence_pairs
 

@@ -17,7 +17,7 @@ import functools
 from pathlib import Path
 from typing import Callable
 
-from ..cli import InputError
+from ..checks import InputError
 from .data import STSPairs
 from .encoder import SentenceEncoder
 

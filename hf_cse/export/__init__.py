@@ -1,6 +1,6 @@
 """Export hf_cse models as standard sentence-transformers folders, with a model card, and push them to the Hub.
 
-    python -m hf_cse.export outputs/simcse-infonce outputs/simcse-st --eval_results results.json
+    hf-cse-export outputs/simcse-infonce outputs/simcse-st --eval_results results.json
     hf-cse-export outputs/simcse-infonce outputs/simcse-st --push_to_hub me/simcse-minilm
 
 What the export holds (written with sentence-transformers' own modules, so loading needs no custom code and
@@ -32,7 +32,7 @@ written (:mod:`hf_cse.folder_lock`): a second export into it is refused.
 The jobs live in sub-modules: :mod:`.checkpoint` (model and tokenizer loading, tokenizer checks), :mod:`.modules`
 (the sentence-transformers modules), :mod:`.folders` (atomic writing), :mod:`.verify`, :mod:`.card` (the card's
 recorded inputs), :mod:`.training_info`, :mod:`.hub` (the push, :class:`HubPushError`), :mod:`.after_training`
-(run_unsup.py's last step) and :mod:`.cli` (``hf-cse-export``).
+(run_unsup.py's last step). The ``hf-cse-export`` command is :mod:`hf_cse.cli.export`.
 
 Hub: :func:`push_export` uploads such a folder (``run_unsup.py --push_to_hub`` does it after training). The raw
 hf_cse checkpoint can also be pushed with ``model.push_to_hub(repo)``; loading it back needs ``import hf_cse``
@@ -48,7 +48,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..cli import check_path_given
+from ..checks import check_path_given
 from ..encoders import encoder_max_length
 from ..folder_lock import hold_folder, releases_folder_locks
 from ..model_card import read_eval_results, render_model_card
@@ -176,9 +176,3 @@ def to_sentence_transformer(
     logger.info("exported %s model to %s (sentence-transformers)", getattr(config, "method", "hf_cse"), out_dir)
     return out_dir
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``hf-cse-export`` / ``python -m hf_cse.export`` (the command line lives in :mod:`hf_cse.export.cli`)."""
-    from .cli import main as cli_main
-
-    return cli_main(argv)

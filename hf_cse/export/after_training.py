@@ -52,7 +52,7 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
         logger.info("sentence-transformers export with model card: %s", out)
         if curves.is_file():
             shutil.copy2(curves, out / CURVES_FILE)
-    # written last: it marks the run as finished (hf_cse.output_dir), so a kill before it is a run to finish
+    # written last: it marks the run as finished (hf_cse.cli.output_dir), so a kill before it is a run to finish
     write_json_atomic(output_dir / TRAINING_INFO_FILE, info)
     if out is not None and hub_repo:
         url = push_export(out, hub_repo, token=training_args.hub_token, private=bool(training_args.hub_private_repo))

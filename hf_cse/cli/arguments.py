@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Literal
 
-from .losses import available_losses, get_loss_class, loss_hyperparameters
-from .objectives import DCL, dcl_defaults, objective
+from ..losses import available_losses, get_loss_class, loss_hyperparameters
+from ..objectives import DCL, dcl_defaults, objective
 
 #: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder, pooler_source)
 #: or built from the loss flags (objectives)
@@ -24,7 +24,7 @@ NOT_FLAGS = ("encoder_config", "base_encoder", "objectives", "pooler_source")
 
 
 def _method_configs() -> dict[str, type]:
-    from .models import METHODS
+    from ..models import METHODS
 
     return {name: model_cls.config_class for name, model_cls in METHODS.items()}
 
@@ -166,7 +166,7 @@ class MethodArguments:
         metadata={"help": "Loss of the main contrastive objective (default: the method's, infonce for simcse): "
                           + ", ".join(available_losses())},
     )
-    preset: str | None = field(default=None, metadata={"help": "Papers' settings; see hf_cse.presets.PRESETS."})
+    preset: str | None = field(default=None, metadata={"help": "Papers' settings; see hf_cse.cli.presets.PRESETS."})
     senteval_data_dir: str | None = field(
         default=None, metadata={"help": "SentEval data/downstream folder for STS-B dev evaluation during training."}
     )

@@ -7,11 +7,12 @@ import inspect
 import math
 from pathlib import Path
 
-from .cached import check_cached_compatible
-from .cli import InputError, check_model_source
-from .distributed import check_not_data_parallel, check_sharding_device
-from .encoders import encoder_max_length
-from .models.lora import check_targets_match
+from ..cached import check_cached_compatible
+from ..checks import InputError, check_model_source
+from ..data import DataError
+from ..distributed import check_not_data_parallel, check_sharding_device
+from ..encoders import encoder_max_length
+from ..models.lora import check_targets_match
 
 
 def _value(option) -> str:
@@ -73,7 +74,7 @@ def check_optimizer_arguments(training_args) -> None:
 def check_tokenizer_files(encoder: str, flag: str = "--model_name_or_path") -> None:
     """A local model folder without tokenizer files (e.g. a run folder whose tokenizer was not saved): transformers
     would then suggest installing sentencepiece, which does not help."""
-    from .export.folders import TOKENIZER_FILES, matching
+    from ..export.folders import TOKENIZER_FILES, matching
 
     path = Path(encoder).expanduser()
     if path.is_dir() and not matching([p.name for p in path.iterdir()], TOKENIZER_FILES):
@@ -105,7 +106,7 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
     if config.lora_r:
         check_targets_match(config)
     if config.do_mlm:
-        from .models.mlm import check_mlm_architecture
+        from ..models.mlm import check_mlm_architecture
 
         check_mlm_architecture(enc_config)
     if cached_minibatch_size:
@@ -129,7 +130,7 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
         )
     if not evaluates and senteval_data_dir is None:
         return
-    from .evaluation import dev_metrics, load_sts  # imported here: the evaluation stack is slow to import
+    from ..evaluation import dev_metrics, load_sts  # imported here: the evaluation stack is slow to import
 
     for task in inspect.signature(dev_metrics).parameters["tasks"].default:  # what ContrastiveTrainer.evaluate scores
         try:
@@ -144,3 +145,23 @@ def check_hard_negative_weight(weight: float | None, negative_column: str | None
     if weight and not negative_column:
         raise InputError(f"--hard_negative_weight {weight:g} weighs hard negatives, but the data has none: add "
                          "--pair_column and --negative_column (triplets), or drop --hard_negative_weight.")
+
+
+def check_pair_training(method: str, loss: str, pair_column: str | None, negative_column: str | None) -> None:
+    """Refuse, before any model is loaded, pair options that cannot train: a negative column without a pair
+    column, pairs with DiffCSE (its views are edits of one sentence), hard negatives for a loss without them."""
+    if negative_column and not pair_column:
+        raise DataError("--negative_column needs --pair_column (triplets are anchor, positive, hard negative).")
+    if not pair_column:
+        return
+    if method == "diffcse":
+        raise DataError("--pair_column does not work with --method diffcse (its second view is an edit of the "
+                        "same sentence); use --method simcse or imsimcse for pair data.")
+    if negative_column:
+        from ..losses import get_loss_class
+        from ..losses.errors import HardNegativesNotTakenError
+        from . import flag_advice
+
+        if not get_loss_class(loss).takes_hard_negatives:
+            err = HardNegativesNotTakenError(loss, "--negative_column")
+            raise DataError(f"{err} {flag_advice(err)}")

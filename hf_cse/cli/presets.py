@@ -66,8 +66,8 @@ def drop_unused_preset_values(preset: str | None, typed: set[str], loss: str, me
     infonce`` drops the preset's ``m`` instead of failing on a flag nobody gave. Returns the dropped names."""
     if preset is None:
         return []
+    from ..losses import available_losses, get_loss_class, loss_hyperparameters
     from .arguments import method_only_flags
-    from .losses import available_losses, get_loss_class, loss_hyperparameters
 
     values = PRESETS[preset]
     every_loss_flag = {name for other in available_losses() for name in loss_hyperparameters(other)}

@@ -1,4 +1,4 @@
-"""The ``hf-cse-export`` command (``python -m hf_cse.export``): export an hf_cse checkpoint as a sentence-transformers
+"""The ``hf-cse-export`` command (``python -m hf_cse export``): export an hf_cse checkpoint as a sentence-transformers
 model with a model card, optionally pushed to the Hub. Every input (checkpoint, output folder, tokenizer, JSON files)
 is checked before the model is loaded; a foreseeable failure is one line naming the problem and the fix."""
 
@@ -10,12 +10,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..cli import InputError, check_model_source, refuse_empty_paths, run_cli
+from ..checks import InputError, check_model_source
+from ..export import to_sentence_transformer
+from ..export.folders import check_target
+from ..export.hub import push_export
+from ..export.training_info import TRAINING_INFO_FILE
 from ..model_card import read_eval_results
-from . import to_sentence_transformer
-from .folders import check_target
-from .hub import push_export
-from .training_info import TRAINING_INFO_FILE
+from . import refuse_empty_paths, run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,8 +90,8 @@ def export_from_args(argv: list[str] | None = None) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``hf-cse-export`` / ``python -m hf_cse.export``: a foreseeable failure is one line on stderr naming the
+def main(argv: list[str] | None = None, prog: str = "hf-cse-export") -> int:
+    """``hf-cse-export`` / ``python -m hf_cse export``: a foreseeable failure is one line on stderr naming the
     problem and the fix, exit code 1 (``HF_CSE_DEBUG=1`` shows the traceback)."""
-    return run_cli(lambda: export_from_args(argv), "hf-cse-export")
+    return run_cli(lambda: export_from_args(argv), prog)
 

@@ -26,12 +26,12 @@ from typing import Any
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from .checkpoints import checkpoint_problem, last_complete_checkpoint
-from .cli import InputError, check_path_given, check_writable
-from .export import TRAINING_INFO_FILE
-from .export.folders import TOKENIZER_FILES, matching, remove_entries
-from .export.folders import same_or_inside as _same_or_inside
-from .writing import json_safe, write_json_atomic
+from ..checkpoints import checkpoint_problem, last_complete_checkpoint
+from ..checks import InputError, check_path_given, check_writable
+from ..export import TRAINING_INFO_FILE
+from ..export.folders import TOKENIZER_FILES, matching, remove_entries
+from ..export.folders import same_or_inside as _same_or_inside
+from ..writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,89 @@
+"""The command line of hf_cse: ``hf-cse-train`` / ``hf-cse-eval`` / ``hf-cse-export``, ``python -m hf_cse
+train|eval|export`` and the top-level ``run_unsup.py`` / ``run_eval.py`` all run the ``main`` of a module here.
+
+This sub-package is the script side of the library: argument dataclasses (:mod:`.arguments`), presets, the checks
+run before any work (:mod:`.preflight`), the output-folder policy (:mod:`.output_dir`) and the entry points
+(:mod:`.train`, :mod:`.evaluate`, :mod:`.export`). The library never imports it.
+
+What every entry point shares is here: one line per foreseeable failure (the traceback behind
+``HF_CSE_DEBUG=1``), and the refusal of empty path flags.
+
+    if __name__ == "__main__":
+        sys.exit(run_cli(main, "run_unsup.py"))
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+from ..checks import check_path_given
+
+DEBUG_ENV = "HF_CSE_DEBUG"
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+# Failures a user can cause and fix. Other exceptions are bugs and keep their traceback.
+FORESEEABLE: tuple[type[BaseException], ...] = (ValueError, OSError, RuntimeError, ImportError)
+
+
+def flag_advice(err: BaseException) -> str:
+    """The flags to change for an error a loss raised in its own terms (:mod:`hf_cse.losses.errors`); "" otherwise."""
+    errors = sys.modules.get("hf_cse.losses.errors")
+    if errors is None:  # no loss was imported, so none raised
+        return ""
+    if isinstance(err, errors.BatchTooSmallError):
+        return "Increase --per_device_train_batch_size (or the number of processes)."
+    if isinstance(err, errors.MissingInputsError) and "z_nodropout" in err.missing:
+        return "Use --method imsimcse (or --off_dropout) so the model provides them."
+    if isinstance(err, errors.HardNegativesNotTakenError):
+        return "Drop --negative_column or pick one of those losses."
+    return ""
+
+
+def run_cli(main: Callable[[], int | None], prog: str) -> int:
+    """Run ``main()``; a foreseeable failure becomes ``prog: error: <one line>`` on stderr and exit code 1 (with the
+    flags to change where a loss said what is wrong in its own terms: :func:`flag_advice`).
+
+    Ctrl-C (``KeyboardInterrupt``) is one line too, with exit code 130 (128 + SIGINT, as a shell reports it).
+    ``RuntimeError`` is included for hf_cse's own error types (e.g. ``HubPushError``) and torch's device errors
+    ("CUDA is not available"); set ``HF_CSE_DEBUG=1`` to get the traceback of any of them.
+    """
+    try:
+        return int(main() or 0)
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, not a traceback
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"{prog}: interrupted (Ctrl-C); what was saved so far is kept.", file=sys.stderr)
+        return 130
+    except FORESEEABLE as err:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        advice = flag_advice(err)
+        message = f"{_one_line(err)} {advice}" if advice else _one_line(err)
+        print(f"{prog}: error: {message} (set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
+        return 1
+
+
+#: flags that name a file or folder besides those ending in _dir, _file or _path (e.g. _or_path)
+PATH_FLAGS = ("resume_from_checkpoint", "checkpoint", "tokenizer", "training_info", "eval_results", "deepspeed")
+
+
+def is_path_flag(name: str) -> bool:
+    return name.endswith(("_dir", "_file", "_path")) or name in PATH_FLAGS
+
+
+def refuse_empty_paths(parser, argv: list[str] | None) -> None:
+    """:func:`check_path_given` for every path flag (:func:`is_path_flag`) of an argparse ``parser`` in ``argv``,
+    before anything else reads them."""
+    given = vars(parser.parse_known_args(argv)[0])
+    for name, value in given.items():
+        if is_path_flag(name):
+            for item in value if isinstance(value, list) else [value]:
+                check_path_given(item, f"--{name}" if name not in ("checkpoint", "out_dir") else name.upper())
+
+

@@ -1,0 +1,55 @@
+"""The dispatcher behind ``python -m hf_cse COMMAND``: which module runs each command, and the accelerate configs
+shipped with the package (``python -m hf_cse config NAME`` prints one's path)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+#: command -> (module whose ``main(argv, prog)`` runs it, what it does)
+COMMANDS = {
+    "train": ("hf_cse.cli.train", "train an encoder with a contrastive method (hf-cse-train)"),
+    "eval": ("hf_cse.cli.evaluate", "score models on SentEval / MTEB / your own pairs (hf-cse-eval)"),
+    "export": ("hf_cse.cli.export", "export a checkpoint as a sentence-transformers model (hf-cse-export)"),
+    "config": ("hf_cse.cli.commands", "print the path of a shipped accelerate config (list them without NAME)"),
+}
+ACCELERATE_CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "accelerate"
+
+
+def accelerate_configs() -> dict[str, Path]:
+    """The accelerate configs shipped with the package, by name (``fsdp``, ``multi_gpu``, ...)."""
+    return {p.stem: p for p in sorted(ACCELERATE_CONFIGS.glob("*.yaml"))}
+
+
+def print_config_path(argv: list[str]) -> int:
+    configs = accelerate_configs()
+    if not argv:
+        print("\n".join(f"{name}\t{path}" for name, path in configs.items()))
+        return 0
+    if argv[0] not in configs:
+        print(f"hf_cse config: error: no accelerate config {argv[0]!r}; shipped: {', '.join(configs)}",
+              file=sys.stderr)
+        return 2
+    print(configs[argv[0]])
+    return 0
+
+
+def usage() -> str:
+    lines = ["usage: python -m hf_cse COMMAND [flags]   (COMMAND --help for its flags)", "", "commands:"]
+    return "\n".join(lines + [f"  {name:<8}{what}" for name, (_, what) in COMMANDS.items()])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"python -m hf_cse: error: unknown command {command!r}.\n{usage()}", file=sys.stderr)
+        return 2
+    if command == "config":
+        return print_config_path(rest)
+    module = importlib.import_module(COMMANDS[command][0])
+    return module.main(rest, prog=f"hf-cse-{command}")  # the same command as the console script, named alike

@@ -1,0 +1,294 @@
+"""Evaluate sentence embeddings the way the SimCSE-family papers do: ``hf-cse-eval``, ``python -m hf_cse eval``
+and ``run_eval.py`` all run :func:`main`.
+
+Examples::
+
+    # STS (7 tasks, 'all' aggregation) + transfer of the packaged all-MiniLM-L6-v2 (its own mean pooling)
+    hf-cse-eval --senteval_data_dir ../shared/data/senteval --tasks sts,transfer
+
+    # an hf_cse checkpoint with its test pooler (cls_before_pooler) vs a plain BERT; one align-uniform plot
+    hf-cse-eval --model_name_or_path out/simcse,bert-base-uncased --tasks sts,geometry,retrieval
+
+Writes results.json, results.md and PNG plots into --output_dir. Models may be hf_cse checkpoints,
+sentence-transformers folders / Hub repos or plain Hugging Face encoders.
+
+Safe to interrupt: the models, the device, every task file (read and checked) and the output folder are checked
+before anything is encoded, and results.json / results.md are rewritten (atomically) as each task finishes. An
+output folder that holds another evaluation's results is refused unless --overwrite_output_dir is given; the
+partial results of the same command, stopped before it finished, are replaced (the same command finishes it).
+Bad input ends in one line naming the problem and the fix (HF_CSE_DEBUG=1 shows the traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import HfArgumentParser
+
+from hf_cse.checks import InputError, check_device, check_model_source, check_path_given, check_writable
+from hf_cse.cli import refuse_empty_paths, run_cli
+from hf_cse.encoders import packaged_encoder_path
+from hf_cse.evaluation import (
+    SentenceEncoder,
+    evaluate,
+    format_sts_table,
+    format_transfer_table,
+    write_report,
+)
+from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
+from hf_cse.evaluation.data import Mode, Source
+from hf_cse.evaluation.evaluators import PairsEvaluator
+from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, run_mteb_tasks, split_mteb_tasks
+from hf_cse.evaluation.report import model_folder, remove_report_files, report_files
+from hf_cse.evaluation.runner import load_task_data, parse_tasks, valid_task_names
+from hf_cse.evaluation.sts import Aggregation
+from hf_cse.evaluation.transfer import MrpcFeatures
+from hf_cse.folder_lock import hold_folder, releases_folder_locks
+from hf_cse.models.pooling import POOLERS
+from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
+
+logger = logging.getLogger("run_eval")
+
+
+@dataclass
+class EvalArguments(EvalDataArguments):
+    model_name_or_path: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Model folder(s) or Hub id(s): hf_cse checkpoint, sentence-transformers or plain HF "
+            "encoder. Repeat the flag or separate with commas for several models (one combined "
+            "align-uniform plot). "
+            "Default: the packaged all-MiniLM-L6-v2.",
+            "action": "extend",
+        },
+    )
+    pooler: str | None = field(
+        default=None,
+        metadata={
+            "help": "Override the pooling. Default: the model's own (hf_cse: config.test_pooler, i.e. "
+            "cls_before_pooler for unsup models; sentence-transformers: its modules; "
+            "plain: cls_before_pooler).",
+            "choices": POOLERS,
+        },
+    )
+    senteval_data_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "SentEval data/downstream folder (default: $HF_CSE_SENTEVAL_DATA or a known place)."
+        },
+    )
+    senteval_source: Source = field(
+        default="local",
+        metadata={"help": "Read tasks from --senteval_data_dir or from the Hugging Face Hub."},
+    )
+    tasks: str = field(
+        default="sts",
+        metadata={"help": f"Comma list of task groups or tasks: {', '.join(valid_task_names())}; then "
+                          "mteb:NAME,NAME,... for MTEB tasks (needs pip install 'hf_cse[mteb]'); 'none' for no "
+                          "SentEval task (e.g. only --eval_file)."},
+    )
+    mode: Mode = field(
+        default="test",
+        metadata={
+            "help": "test: papers' protocol (test splits, 10-fold transfer); dev: STS-B/SICK-R dev + "
+            "transfer dev accuracy (fast classifier); fast: test splits with SentEval's fast 5-fold "
+            "classifier."
+        },
+    )
+    sts_aggregation: Aggregation = field(
+        default="all", metadata={"help": "STS12-16: one Spearman over all subsets (papers) or subset means."}
+    )
+    mrpc_features: MrpcFeatures = field(
+        default="senteval", metadata={"help": "senteval: [|u-v|, u*v] (papers); full: [u, v, |u-v|, u*v]."}
+    )
+    batch_size: int = field(default=128, metadata={"help": "Sentences per forward pass."})
+    trust_remote_code: bool = field(
+        default=False, metadata={"help": "Allow a model whose code ships with its checkpoint to run that code "
+                                         "(transformers' trust_remote_code). Off by default."}
+    )
+    max_seq_length: int | None = field(
+        default=None, metadata={"help": "Truncation length in tokens (default: the model's limit)."}
+    )
+    output_dir: str = field(default="eval_results", metadata={"help": "Where results and plots go."})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Replace the results of an earlier evaluation in --output_dir (otherwise refused)."},
+    )
+    device: str | None = field(default=None, metadata={"help": "cpu / cuda (default: cuda if available)."})
+    disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
+    precision: Precision = field(
+        default=DEFAULT_EVAL_PRECISION,
+        metadata={"help": "Encode in fp32, under bf16 / fp16 (GPU) autocast, or auto: bf16 where the device computes "
+                          "it natively. Recorded in results.json (settings.precision)."},
+    )
+
+    def __post_init__(self):
+        models = [m.strip() for item in self.model_name_or_path for m in item.split(",") if m.strip()]
+        if not models:
+            default = packaged_encoder_path()
+            if default is None:
+                raise ValueError("--model_name_or_path is required (the packaged MiniLM is not installed).")
+            models = [default]
+        self.model_name_or_path = models
+        senteval_tasks, self.mteb_tasks = split_mteb_tasks(self.tasks)
+        self.task_list = parse_tasks(senteval_tasks) if senteval_tasks else []
+        if not (self.task_list or self.mteb_tasks or self.eval_file or self.eval_dataset_name):
+            raise ValueError(f"--tasks {self.tasks!r} leaves nothing to evaluate: name SentEval tasks, mteb:NAME "
+                             "tasks or --eval_file.")
+        if self.batch_size < 1:
+            raise ValueError(f"--batch_size must be >= 1, got {self.batch_size}.")
+        if self.max_seq_length is not None and self.max_seq_length < 1:
+            raise ValueError(f"--max_seq_length must be >= 1 (or left out for the model's limit), got "
+                             f"{self.max_seq_length}.")
+
+
+def interrupted_evaluation(out: Path, models: list[str]) -> bool:
+    """Whether ``out`` holds the partial results of an evaluation of the same ``models`` that was stopped before
+    it finished (a task left in ``unfinished_tasks``, or fewer models than asked): the same command finishes it."""
+    try:
+        saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    entries = saved.get("models", [saved]) if isinstance(saved, dict) else []
+    names = [e.get("model") for e in entries if isinstance(e, dict)]
+    if not names or names != list(models[:len(names)]):
+        return False
+    return len(names) < len(models) or any(e.get("unfinished_tasks") for e in entries)
+
+
+def check_output_dir(output_dir: str, overwrite: bool, models: list[str] = ()) -> Path:
+    """The output folder, created; refused when it is a file or holds another evaluation's results (unless
+    ``overwrite``: then those results are removed, so the folder never mixes two evaluations). The folder is locked
+    for the rest of the run (:mod:`hf_cse.folder_lock`)."""
+    check_path_given(output_dir, "--output_dir")
+    out = Path(output_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--output_dir {out} is a file; give a folder for results.json, results.md and the plots.")
+    hold_folder(out)
+    previous = report_files(out)
+    if previous and not overwrite and interrupted_evaluation(out, list(models)):
+        logger.warning("%s holds the partial results of the same evaluation, stopped before it finished: "
+                       "evaluating again to finish it", out)
+        overwrite = True
+    if previous and not overwrite:
+        raise InputError(f"--output_dir {out} already holds the results of an evaluation "
+                         f"({', '.join(p.name for p in previous[:3])}{', ...' if len(previous) > 3 else ''}); pass "
+                         "--overwrite_output_dir to replace them, or choose another folder.")
+    if previous:
+        logger.info("--overwrite_output_dir: removing the earlier results in %s", out)
+        remove_report_files(out)
+    check_writable(out, "--output_dir")
+    return out
+
+
+def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
+    """Everything that can be checked before the first sentence is encoded: the device, every model reference,
+    every task file (read and validated; the readers cache them), your own scored pairs and the MTEB tasks (their
+    data loaded) and the output folder. Returns the folder, the pairs and the MTEB tasks."""
+    check_device(args.device)
+    try:  # e.g. fp16 on a CPU
+        resolve(args.precision, args.device.split(":")[0] if args.device else default_device_type())
+    except PrecisionError as err:
+        raise InputError(str(err)) from None
+    for name in args.model_name_or_path:
+        check_model_source(name, markers=("config.json", "modules.json"))
+    if args.task_list:
+        load_task_data(args.task_list, args.senteval_data_dir, args.senteval_source, args.mode)
+    eval_pairs = pairs_from_args(args)
+    mteb_tasks = get_mteb_tasks(args.mteb_tasks) if args.mteb_tasks else []
+    return (check_output_dir(args.output_dir, args.overwrite_output_dir, args.model_name_or_path), eval_pairs,
+            mteb_tasks)
+
+
+def print_results(name: str, pooler: str, args: EvalArguments, results: dict) -> None:
+    print(f"\n{name}  (pooler: {pooler}, mode: {args.mode})")
+    if "avg" in results:
+        print(format_sts_table(results))
+    if "transfer_avg" in results:
+        print(format_transfer_table(results))
+    for key in ("alignment", "uniformity", "R@1", "R@5", "R@10"):
+        if key in results:
+            print(f"{key}: {results[key]:.4f}")
+    if "own_data" in results:
+        print(f"{args.eval_name}_spearman: {results['own_data'][args.eval_name + '_spearman']:.2f}")
+    for task, score in results.get("mteb", {}).items():
+        print(f"MTEB {task}: {score:.2f}")
+
+
+def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
+    try:
+        return SentenceEncoder.from_pretrained(
+            name,
+            pooler=args.pooler,
+            batch_size=args.batch_size,
+            max_length=args.max_seq_length,
+            device=args.device,
+            show_progress_bar=not args.disable_tqdm,
+            precision=args.precision,
+            trust_remote_code=args.trust_remote_code,
+        )
+    except Exception as err:  # the path was checked up front: what fails here are the model's own files
+        raise InputError(f"cannot load model {name}: {type(err).__name__}: {err}") from err
+
+
+def main(argv: list[str] | None = None, prog: str = "hf-cse-eval") -> int:
+    """``hf-cse-eval`` / ``python -m hf_cse eval`` / ``run_eval.py``: a foreseeable failure becomes one line on
+    stderr and exit code 1."""
+    return run_cli(lambda: evaluate_models(argv), prog)
+
+
+@releases_folder_locks  # the lock on --output_dir (check_output_dir) lasts as long as the evaluation
+def evaluate_models(argv: list[str] | None = None) -> int:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    parser = HfArgumentParser(EvalArguments)
+    refuse_empty_paths(parser, argv)  # before __post_init__ drops an empty --model_name_or_path
+    try:
+        (args,) = parser.parse_args_into_dataclasses(args=argv)
+    except ValueError as err:  # __post_init__'s checks
+        raise InputError(str(err)) from None
+    out, eval_pairs, mteb_tasks = check_inputs(args)
+
+    combined = len(args.model_name_or_path) > 1
+    all_results: list[dict] = []
+    all_extras: list[dict] = []
+
+    def save_partial(partial: dict) -> None:  # after each task: text files only, plots at the end of a model
+        write_report(all_results + [partial], out, all_extras, combined=combined, plots=False)
+
+    try:
+        for index, name in enumerate(args.model_name_or_path):
+            logger.info("Evaluating %s on %s (mode %s)", name, ", ".join(args.task_list), args.mode)
+            encoder = load_encoder(name, args)
+            logger.info("precision: %s on %s", encoder.describe()["precision"], encoder.device)
+            results, extras = evaluate(
+                encoder,
+                args.task_list,
+                data_dir=args.senteval_data_dir,
+                source=args.senteval_source,
+                mode=args.mode,
+                sts_aggregation=args.sts_aggregation,
+                mrpc_features=args.mrpc_features,
+                on_progress=save_partial,
+            ) if args.task_list else ({"model": name, "settings": encoder.describe()}, {})
+            if eval_pairs is not None:
+                results["own_data"] = {**PairsEvaluator(eval_pairs, args.eval_name)(encoder),
+                                       "pairs": len(eval_pairs), "source": args.eval_file or args.eval_dataset_name}
+                save_partial(results)
+            if mteb_tasks:
+                folder = model_folder(out, index, name, several=combined) / "mteb"
+                results["mteb"], results.setdefault("details", {})["mteb"] = run_mteb_tasks(encoder, mteb_tasks,
+                                                                                            folder)
+            all_results.append(results)
+            all_extras.append(extras)
+            written = write_report(all_results, out, all_extras, combined=combined)
+            print_results(name, encoder.effective_pooler, args, results)
+    except BaseException:
+        if (out / "results.json").is_file():
+            logger.error("stopped; the tasks finished so far are saved in %s", out / "results.json")
+        raise
+    print("\nwrote " + ", ".join(str(p) for p in written.values()))
+    return 0
+

@@ -1,0 +1,324 @@
+"""Train a sentence encoder with an unsupervised contrastive method: ``hf-cse-train``, ``python -m hf_cse train``
+and ``run_unsup.py`` all run :func:`main`.
+
+    hf-cse-train --loss gs_infonce                                        # embedded defaults
+    accelerate launch -m hf_cse train --preset simcse_bert --model_name_or_path bert-base-uncased \
+        --train_file wiki1m_for_simcse.txt --senteval_data_dir SentEval/data/downstream --output_dir out/simcse
+
+With no flags it trains the packaged all-MiniLM-L6-v2 on the small demo corpus shipped in the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import transformers
+from transformers import AutoTokenizer, HfArgumentParser, TrainingArguments, set_seed
+
+from hf_cse.checks import check_model_source
+from hf_cse.cli import refuse_empty_paths, run_cli
+from hf_cse.cli.arguments import (
+    DataArguments,
+    MethodArguments,
+    config_kwargs_from,
+    dcl_arguments_class,
+    loss_arguments_class,
+    model_arguments_class,
+    objectives_from_flags,
+)
+from hf_cse.cli.output_dir import OutputDirArguments, prepare_output_dir
+from hf_cse.cli.preflight import (
+    check_eval_data,
+    check_hard_negative_weight,
+    check_max_seq_length,
+    check_objectives,
+    check_pair_training,
+    check_training_arguments,
+    encoder_config,
+)
+from hf_cse.cli.presets import PRESETS, drop_unused_preset_values
+from hf_cse.data import (
+    PairCollator,
+    check_enough_rows,
+    load_pair_dataset,
+    load_train_dataset,
+    tokenize_dataset,
+    tokenize_pair_dataset,
+)
+from hf_cse.encoders import default_encoder
+from hf_cse.evaluation.before_after import dev_change, log_dev_change
+from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
+from hf_cse.evaluation.evaluators import PairsEvaluator
+from hf_cse.export import export_after_training, take_over_hub_push
+from hf_cse.folder_lock import hold_folder, releases_folder_locks
+from hf_cse.masking import with_masked_lm
+from hf_cse.models import get_method
+from hf_cse.models.pooling import describe_pooling, resolve_pooling
+from hf_cse.objectives import LEGACY_FIELDS
+from hf_cse.plots import CURVES_FILE, plot_training_curves
+from hf_cse.precision import PrecisionArguments, describe, training_flags
+from hf_cse.streaming import StreamingArguments, check_streaming_arguments, load_training_text, tokenize_stream
+from hf_cse.trainer import ContrastiveTrainer
+
+logger = logging.getLogger("run_unsup")
+
+# Defaults of this script where they differ from TrainingArguments' (a preset or a flag overrides them).
+SCRIPT_DEFAULTS = {
+    "output_dir": None,
+    "per_device_train_batch_size": 64,
+    "learning_rate": 3e-5,
+    "num_train_epochs": 1,
+    "logging_steps": 5,
+    "save_strategy": "no",
+    "report_to": "none",
+    "dataloader_drop_last": True,
+    "disable_tqdm": False,
+}
+# TrainingArguments that define a run (with the model, loss and data settings): resuming a checkpoint with other
+# values would silently continue a different run
+RUN_DEFINING_TRAINING_ARGS = ("seed", "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate",
+                              "weight_decay", "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps",
+                              "world_size")
+_NOT_GIVEN = object()
+
+
+def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The options given on the command line (abbreviations and --no_x forms included), by destination name."""
+    unset = argparse.Namespace(**{action.dest: _NOT_GIVEN for action in parser._actions})
+    parsed = parser.parse_known_args(argv, namespace=unset)[0]
+    return {name for name, value in vars(parsed).items() if value is not _NOT_GIVEN}
+
+
+def parse_args(argv: list[str]):
+    """The argument dataclasses, and the set of flags the user typed (a preset's values are only defaults)."""
+    parser = HfArgumentParser(
+        (model_arguments_class(), DataArguments, MethodArguments, loss_arguments_class(), dcl_arguments_class(),
+         PrecisionArguments, OutputDirArguments, EvalDataArguments, StreamingArguments, TrainingArguments)
+    )
+    parser.set_defaults(**SCRIPT_DEFAULTS)
+    refuse_empty_paths(parser, argv)  # e.g. --output_dir "$UNSET": never the current folder
+    preset = parser.parse_known_args(argv)[0].preset
+    if preset is not None:
+        if preset not in PRESETS:
+            parser.error(f"unknown --preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
+        parser.set_defaults(**PRESETS[preset])
+    typed = typed_flags(parser, argv)
+    if "output_dir" not in typed:
+        known = parser.parse_known_args(argv)[0]
+        loss = known.loss or get_method(known.method).config_class().loss
+        parser.set_defaults(output_dir=f"outputs/{known.method}-{loss}")
+    # --precision and the Trainer's --bf16/--fp16, resolved for this machine before TrainingArguments checks them
+    known = parser.parse_known_args(argv)[0]
+    precision_values, precision, why = training_flags(known.precision, known.bf16, known.fp16, known.use_cpu)
+    parser.set_defaults(**precision_values)
+    parsed = parser.parse_args_into_dataclasses(args=argv)
+    precision_args = next(p for p in parsed if isinstance(p, PrecisionArguments))
+    precision_args.precision, precision_args.reason = precision, why  # what will run, and why
+    return (*parsed, typed)
+
+
+def record_in_objectives_form(record: dict) -> dict:
+    """A run record (``hf_cse_run.json``) written before objectives were a list -- with ``loss``, ``loss_kwargs`` and
+    the ``dcl_*`` settings, absent ones meaning the method's defaults -- in today's form, through the config's own
+    conversion of those fields, so that relaunching such an interrupted run resumes it."""
+    if "objectives" in record or "loss" not in record:
+        return record
+    legacy = {k: v for k, v in record.items() if k in LEGACY_FIELDS and v is not None}
+    record = {k: v for k, v in record.items() if k not in LEGACY_FIELDS}
+    config = get_method(record.get("method", "simcse")).config_class(**legacy)
+    return {**record, "objectives": config.objectives}
+
+
+def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset,
+                             trust_remote_code: bool = False) -> None:
+    """DiffCSE's frozen generator, loaded after the model (never part of it); 'unigram' when none is named."""
+    if name is None or name == "unigram":
+        logger.warning(
+            "DiffCSE generator: UNIGRAM replacements drawn from the training corpus (no masked-LM weights). This "
+            "DEPARTS FROM THE PAPER, which fills masks with a frozen masked LM: pass --generator_name_or_path "
+            "distilbert-base-uncased (BERT vocab) / distilroberta-base (RoBERTa) or a local masked-LM folder."
+        )
+        model.attach_generator("unigram", tokenizer, train_token_ids=train_dataset["input_ids"])
+    else:
+        model.attach_generator(name, tokenizer, trust_remote_code=trust_remote_code)
+    logger.info("DiffCSE generator: %r (frozen, not saved with the model)", model.generator)
+
+
+def main(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:
+    """``hf-cse-train`` / ``python -m hf_cse train`` / ``run_unsup.py``: :func:`train_from_args` with one line on
+    stderr per foreseeable failure and its exit code (:func:`hf_cse.cli.run_cli`)."""
+    return run_cli(lambda: train_from_args(argv), prog)
+
+
+@releases_folder_locks  # the lock on --output_dir (taken in step 3) lasts as long as the run
+def train_from_args(argv: list[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    (model_args, data_args, method_args, loss_args, dcl_args, precision_args, output_args, eval_data_args,
+     stream_args, training_args, typed) = args
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    transformers.utils.logging.set_verbosity_warning()
+    precision = precision_args.precision
+    set_seed(training_args.seed)
+
+    # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
+    check_training_arguments(training_args, data_args.max_seq_length)
+    pairs = data_args.pair_column is not None
+    check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class().loss,
+                        data_args.pair_column, data_args.negative_column)
+    check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method)
+    streamed = stream_args.streaming  # an iterable data set, tokenized on the fly (hf_cse.streaming)
+    encoder = model_args.model_name_or_path or default_encoder()
+    remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
+    enc_config = encoder_config(encoder, **remote)
+    check_max_seq_length(data_args.max_seq_length, enc_config, encoder)
+    model_cls = get_method(model_args.method)
+    method_objectives = model_cls.config_class().objectives
+    loss = method_args.loss or method_objectives[0]["loss"]
+    dropped = drop_unused_preset_values(method_args.preset, typed, loss, model_args.method, loss_args, model_args,
+                                        dcl_args, method_args)
+    if dropped:
+        logger.info("--preset %s: dropped %s (not taken by --loss %s / --method %s)", method_args.preset,
+                    ", ".join("--" + name for name in dropped), loss, model_args.method)
+    # every config field given as a flag (None = the method's own default, e.g. imsimcse's off-dropout), and the
+    # objectives: the method's own, overridden only where a loss or DCL flag is given (e.g. imsimcse's m = 0.9)
+    config_kwargs = config_kwargs_from(model_args.method, model_args)
+    config_kwargs["objectives"] = objectives_from_flags(method_objectives, loss, loss_args, dcl_args)
+    # the pooling: a flag's or preset's, else the encoder's own (a sentence-transformers model keeps its pooling)
+    pooling_by = next((f"--{name}" for name in ("pooler_type", "normalize") if name in typed), None)
+    if pooling_by is None and method_args.preset and "pooler_type" in PRESETS[method_args.preset]:
+        pooling_by = f"--preset {method_args.preset}"
+    pooling = resolve_pooling(encoder, config_kwargs.get("pooler_type"), config_kwargs.get("normalize"),
+                              given_by=pooling_by or "--pooler_type")
+    config_kwargs.update(pooling.config_fields())
+    check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
+    check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data_args.negative_column)
+    generator = config_kwargs.get("generator_name_or_path")
+    if model_args.method == "diffcse" and generator not in (None, "unigram"):
+        check_model_source(generator, "--generator_name_or_path")
+    eval_pairs = pairs_from_args(eval_data_args)  # --eval_file / --eval_dataset_name: checkpoint selection data
+    if eval_pairs is not None and training_args.eval_strategy == "no":
+        logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
+    check_eval_data(training_args, method_args.senteval_data_dir, method_args.eval_source, method_args.preset,
+                    own_eval_data=eval_pairs is not None)
+    hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 7, not checkpoints
+
+    # 2. Data (read and checked; tokenized after the model's tokenizer is loaded).
+    if streamed or stream_args.train_files:
+        raw = load_training_text(stream_args, data_args, training_args.seed)
+    elif pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views
+        raw = load_pair_dataset(data_args.pair_column, data_args.train_file, data_args.dataset_name,
+                                data_args.dataset_config_name, data_args.text_column, data_args.negative_column)
+    else:
+        raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
+                                 data_args.text_column)
+    if data_args.max_train_samples is not None:
+        raw = (raw.take(data_args.max_train_samples) if streamed
+               else raw.select(range(min(data_args.max_train_samples, len(raw)))))
+    source = (data_args.train_file or data_args.dataset_name or " + ".join(stream_args.train_files or [])
+              or "the demo corpus")
+    if data_args.max_train_samples is not None:  # the flag, not the file, is what to change
+        source = f"{source} cut to --max_train_samples {data_args.max_train_samples}"
+    global_batch = training_args.per_device_train_batch_size * training_args.world_size
+    unit = "rows" if pairs else "sentences"
+    if not streamed:
+        check_enough_rows(len(raw), global_batch, source, unit)
+
+    # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
+    train_file = data_args.train_file and str(Path(data_args.train_file).resolve())
+    settings = {"encoder": encoder, "method": model_args.method, **config_kwargs, "generator": generator,
+                **vars(data_args), "train_file": train_file,
+                **{k: getattr(training_args, k, None) for k in RUN_DEFINING_TRAINING_ARGS}}
+    settings.pop("preprocessing_num_workers", None)  # changes speed, not the run
+    if streamed or stream_args.train_files:  # recorded only when used: older records lack them
+        settings.update(streaming=streamed, train_weights=stream_args.train_weights,
+                        train_files=[str(Path(f).resolve()) for f in stream_args.train_files or []])
+    if not config_kwargs.get("do_mlm"):  # the MLM settings define nothing without it (and older records lack them)
+        settings = {k: v for k, v in settings.items() if k not in ("do_mlm", "mlm_weight", "mlm_probability")}
+    with training_args.main_process_first(desc="checking the output folder"):
+        if training_args.process_index == 0:  # the main process owns the folder; the others follow it
+            hold_folder(training_args.output_dir)
+        resume_from = prepare_output_dir(training_args.output_dir, settings,
+                                         overwrite=output_args.overwrite_output_dir, encoder=encoder,
+                                         resume_from_checkpoint=training_args.resume_from_checkpoint,
+                                         is_main_process=training_args.process_index == 0,
+                                         read_record=record_in_objectives_form)
+
+    logger.info("precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
+    logger.info("pooling: %s", describe_pooling(pooling))
+
+    # 4. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
+    model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
+    # --activation_checkpointing (transformers 5's name) or the deprecated --gradient_checkpointing
+    if getattr(training_args, "activation_checkpointing", False) or training_args.gradient_checkpointing:
+        model.enable_activation_checkpointing()  # inside the encoders; the Trainer must not redo it on the wrapper
+        training_args.gradient_checkpointing = False
+        if hasattr(training_args, "activation_checkpointing"):
+            training_args.activation_checkpointing = False
+
+    # Tokens are cached by datasets for file/Hub sources.
+    if streamed:
+        train_dataset = tokenize_stream(raw, tokenizer, data_args.max_seq_length)
+    else:
+        with training_args.main_process_first(desc="tokenizing"):
+            tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
+            train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers,
+                                     prompt=model.config.prompt,
+                                     keep_text=method_args.no_duplicates_in_batch)  # the sampler compares texts
+        # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
+        check_enough_rows(len(train_dataset), global_batch, source, unit)
+    num_rows = None if streamed else len(train_dataset)
+    if model_args.method == "diffcse":
+        attach_diffcse_generator(model, generator, tokenizer, train_dataset,
+                                 model_args.trust_remote_code)
+    logger.info("method=%s loss=%s encoder=%s sentences=%s global batch=%d", model_args.method, loss,
+                encoder, "streamed" if streamed else num_rows, global_batch * training_args.gradient_accumulation_steps)
+
+    # 5. Train, scoring the dev data (if any) before the first step and after the last (hf_cse.evaluation.before_after)
+    training_args.remove_unused_columns = False
+    trainer = ContrastiveTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        data_collator=(with_masked_lm(PairCollator(tokenizer), tokenizer, model.config) if pairs
+                       else model_cls.collator(tokenizer, model.config)),
+        processing_class=tokenizer,
+        senteval_data_dir=method_args.senteval_data_dir,
+        eval_source=method_args.eval_source,
+        evaluator=None if eval_pairs is None else PairsEvaluator(eval_pairs, eval_data_args.eval_name),
+        cached_minibatch_size=method_args.cached_minibatch_size,
+        no_duplicates_in_batch=method_args.no_duplicates_in_batch,
+    )
+    trainer.args.eval_on_start = trainer.evaluator is not None
+    result = trainer.train(resume_from_checkpoint=resume_from)
+    trainer._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would there
+    trainer.log_metrics("train", result.metrics)
+    trainer.save_metrics("train", result.metrics)
+    trainer.save_state()
+    if trainer.is_world_process_zero():  # before the export, which copies the curves beside the model card
+        run_name = f"{model_args.method} + {loss}: {Path(training_args.output_dir).name}"
+        curves = plot_training_curves(trainer.state.log_history, Path(training_args.output_dir) / CURVES_FILE,
+                                      title=run_name)
+        logger.info("training curves: %s", curves)
+
+    # 6. Save the model (the best checkpoint when load_best_model_at_end) and its tokenizer; score it on the dev data.
+    trainer.save_model(training_args.output_dir)
+    logger.info("saved %s model to %s", model_args.method, training_args.output_dir)
+    dev = None
+    if trainer.evaluator is not None:
+        dev = dev_change(trainer.state.log_history, trainer.evaluate(), training_args.metric_for_best_model)
+
+    # 7. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
+    if trainer.is_world_process_zero():
+        data_record = argparse.Namespace(**vars(data_args), **vars(stream_args))  # the card's data facts
+        # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads the
+        # full model save_model just gathered and wrote
+        sharded = trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled
+        export_after_training(training_args.output_dir if sharded else trainer.accelerator.unwrap_model(trainer.model),
+                              tokenizer, training_args, data_record, num_rows, result.metrics, hub_repo,
+                              preset=method_args.preset, precision=describe(precision), dev=dev and dev.as_dict())
+    log_dev_change(logger, dev)  # the run's last line: did training make the model better on the dev data?
+
