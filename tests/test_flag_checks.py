@@ -62,6 +62,19 @@ def test_optimizer_flags_are_checked_before_the_encoder_is_loaded(flag, value, m
     assert not (tmp_path / "out").exists()
 
 
+def test_report_to_without_its_package_is_refused_before_the_encoder_is_loaded(tiny_bert_dir, tmp_path,
+                                                                              no_model_load, monkeypatch):
+    """--report_to tensorboard on a machine without tensorboard: one line naming the flag and the fix, before the
+    weights are loaded and the text is read (transformers itself fails only when the Trainer starts)."""
+    from transformers.integrations import integration_utils
+
+    monkeypatch.setattr(integration_utils, "is_tensorboard_available", lambda: False)
+    with pytest.raises(InputError, match=r"--report_to tensorboard: its package is not installed.*pip install "
+                                         r"tensorboard\) or drop --report_to tensorboard") as err:
+        run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, "--report_to", "tensorboard"))
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
+
+
 def test_max_train_samples_is_named_as_the_cause(tiny_bert_dir, tmp_path):
     with pytest.raises(ValueError, match="train.txt cut to --max_train_samples 4 has 4 sentences, fewer than one "
                                          "global batch of 8"):

@@ -52,4 +52,6 @@ def main(argv: list[str] | None = None) -> int:
     if command == "config":
         return print_config_path(rest)
     module = importlib.import_module(COMMANDS[command][0])
-    return module.main(rest, prog=f"hf-cse-{command}")  # the same command as the console script, named alike
+    prog = f"hf-cse-{command}"  # the same command as the console script, named alike
+    sys.argv[0] = prog  # argparse names the program (usage, --help) after it
+    return module.main(rest, prog=prog)

@@ -37,8 +37,26 @@ def check_training_arguments(training_args, max_seq_length: int) -> None:
         raise InputError(f"--num_train_epochs {training_args.num_train_epochs} trains nothing, and the export would "
                          "describe an untrained encoder as trained; give a positive --num_train_epochs or --max_steps.")
     check_optimizer_arguments(training_args)
+    check_report_to(training_args.report_to)
     check_not_data_parallel(training_args)
     check_sharding_device(training_args)
+
+
+def check_report_to(report_to: list[str] | None) -> None:
+    """Each ``--report_to`` integration's package is installed: transformers builds the integration's callback only
+    when the Trainer starts, after the weights are loaded and the text tokenized. Building the callback here is what
+    the Trainer does, minus the logging (callbacks connect to their service at the first log, not when built)."""
+    from transformers.integrations import get_reporting_integration_callbacks
+
+    for name in report_to or []:
+        if name in ("none", "all"):
+            continue
+        try:
+            (callback,) = get_reporting_integration_callbacks([name])
+            callback()
+        except (ImportError, RuntimeError) as err:
+            raise InputError(f"--report_to {name}: its package is not installed here ({' '.join(str(err).split())}). "
+                             f"Install it (e.g. pip install {name}) or drop --report_to {name}.") from None
 
 
 def _flag(name: str, value, rule: str, why: str) -> InputError:
