@@ -40,6 +40,7 @@ from hf_cse.cli.preflight import (
     encoder_config,
 )
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values
+from hf_cse.cli.run_spec import RunSpec
 from hf_cse.data import (
     PairCollator,
     check_enough_rows,
@@ -77,11 +78,6 @@ SCRIPT_DEFAULTS = {
     "dataloader_drop_last": True,
     "disable_tqdm": False,
 }
-# TrainingArguments that define a run (with the model, loss and data settings): resuming a checkpoint with other
-# values would silently continue a different run
-RUN_DEFINING_TRAINING_ARGS = ("seed", "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate",
-                              "weight_decay", "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps",
-                              "world_size")
 _NOT_GIVEN = object()
 
 
@@ -205,8 +201,13 @@ def train_from_args(argv: list[str] | None = None) -> None:
                     own_eval_data=eval_pairs is not None)
     hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 7, not checkpoints
 
+    # The run's facts, once: its resume fingerprint (step 3), training_info.json and the card (step 7).
+    spec = RunSpec.from_args(encoder=encoder, method=model_args.method, config_kwargs=config_kwargs,
+                             data_args=data_args, stream_args=stream_args, training_args=training_args,
+                             preset=method_args.preset, precision=precision)
+
     # 2. Data (read and checked; tokenized after the model's tokenizer is loaded).
-    if streamed or stream_args.train_files:
+    if spec.data.read_as_text_stream:
         raw = load_training_text(stream_args, data_args, training_args.seed)
     elif pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views
         raw = load_pair_dataset(data_args.pair_column, data_args.train_file, data_args.dataset_name,
@@ -217,30 +218,15 @@ def train_from_args(argv: list[str] | None = None) -> None:
     if data_args.max_train_samples is not None:
         raw = (raw.take(data_args.max_train_samples) if streamed
                else raw.select(range(min(data_args.max_train_samples, len(raw)))))
-    source = (data_args.train_file or data_args.dataset_name or " + ".join(stream_args.train_files or [])
-              or "the demo corpus")
-    if data_args.max_train_samples is not None:  # the flag, not the file, is what to change
-        source = f"{source} cut to --max_train_samples {data_args.max_train_samples}"
-    global_batch = training_args.per_device_train_batch_size * training_args.world_size
-    unit = "rows" if pairs else "sentences"
+    source, unit, global_batch = spec.data.source, spec.data.unit, spec.training.global_batch
     if not streamed:
         check_enough_rows(len(raw), global_batch, source, unit)
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
-    train_file = data_args.train_file and str(Path(data_args.train_file).resolve())
-    settings = {"encoder": encoder, "method": model_args.method, **config_kwargs, "generator": generator,
-                **vars(data_args), "train_file": train_file,
-                **{k: getattr(training_args, k, None) for k in RUN_DEFINING_TRAINING_ARGS}}
-    settings.pop("preprocessing_num_workers", None)  # changes speed, not the run
-    if streamed or stream_args.train_files:  # recorded only when used: older records lack them
-        settings.update(streaming=streamed, train_weights=stream_args.train_weights,
-                        train_files=[str(Path(f).resolve()) for f in stream_args.train_files or []])
-    if not config_kwargs.get("do_mlm"):  # the MLM settings define nothing without it (and older records lack them)
-        settings = {k: v for k, v in settings.items() if k not in ("do_mlm", "mlm_weight", "mlm_probability")}
     with training_args.main_process_first(desc="checking the output folder"):
         if training_args.process_index == 0:  # the main process owns the folder; the others follow it
             hold_folder(training_args.output_dir)
-        resume_from = prepare_output_dir(training_args.output_dir, settings,
+        resume_from = prepare_output_dir(training_args.output_dir, spec.fingerprint(),
                                          overwrite=output_args.overwrite_output_dir, encoder=encoder,
                                          resume_from_checkpoint=training_args.resume_from_checkpoint,
                                          is_main_process=training_args.process_index == 0,
@@ -313,12 +299,12 @@ def train_from_args(argv: list[str] | None = None) -> None:
 
     # 7. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
     if trainer.is_world_process_zero():
-        data_record = argparse.Namespace(**vars(data_args), **vars(stream_args))  # the card's data facts
         # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads the
         # full model save_model just gathered and wrote
         sharded = trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled
         export_after_training(training_args.output_dir if sharded else trainer.accelerator.unwrap_model(trainer.model),
-                              tokenizer, training_args, data_record, num_rows, result.metrics, hub_repo,
-                              preset=method_args.preset, precision=describe(precision), dev=dev and dev.as_dict())
+                              tokenizer, training_args, spec.training_info(training_args, num_rows=num_rows,
+                                                                           train_metrics=result.metrics,
+                                                                           dev=dev and dev.as_dict()), hub_repo)
     log_dev_change(logger, dev)  # the run's last line: did training make the model better on the dev data?
 

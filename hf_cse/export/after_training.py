@@ -1,4 +1,4 @@
-"""run_unsup.py's last step: record the run, export the model for sentence-transformers, push it if asked."""
+"""The training script's last step: record the run, export the model for sentence-transformers, push it if asked."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ from ..plots import CURVES_FILE
 from ..writing import write_json_atomic
 from .errors import ExportError
 from .hub import push_export
-from .training_info import TRAINING_INFO_FILE, data_facts, training_info_from_run
+from .training_info import TRAINING_INFO_FILE, training_info_from_run
 
 logger = logging.getLogger(__name__)
 
 
-def export_after_training(model, tokenizer, training_args, data_args=None, num_sentences: int | None = None,
-                          train_metrics: Mapping[str, Any] | None = None, hub_repo: str | None = None,
-                          **extra: Any) -> Path | None:
-    """Export to ``<output_dir>/sentence-transformers``, record ``training_info.json`` beside the checkpoint (last:
-    it marks the run as finished) and push the export when ``hub_repo`` is set
-    (from :func:`hf_cse.export.hub.take_over_hub_push`).
+def export_after_training(model, tokenizer, training_args, training_info: Mapping[str, Any] | None = None,
+                          hub_repo: str | None = None) -> Path | None:
+    """Export to ``<output_dir>/sentence-transformers`` with a model card showing ``training_info`` (the run's record,
+    :meth:`hf_cse.cli.run_spec.RunSpec.training_info`; default: the training arguments alone), record it as
+    ``training_info.json`` beside the checkpoint (last: it marks the run as finished) and push the export when
+    ``hub_repo`` is set (from :func:`hf_cse.export.hub.take_over_hub_push`).
 
     A model whose pooler cannot be exported only logs a warning (the checkpoint is saved) unless a push was asked;
     an export already in the folder is then removed, so it cannot pass for this run's. ``training_info.json`` is
@@ -30,8 +30,7 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
     """
     from . import to_sentence_transformer  # the package's entry point (it imports this module)
 
-    info = training_info_from_run(training_args, data=data_facts(data_args, num_sentences),
-                                  train_metrics=train_metrics, **extra)
+    info = dict(training_info) if training_info is not None else training_info_from_run(training_args)
     output_dir = Path(training_args.output_dir)
     curves = output_dir / CURVES_FILE  # written by run_unsup.py; the card links the copy beside it
     if curves.is_file():

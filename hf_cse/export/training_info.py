@@ -30,34 +30,6 @@ def training_info_from_run(training_args=None, data: Mapping[str, Any] | None = 
     return json_safe(info)
 
 
-def data_facts(data_args, num_sentences: int | None = None) -> dict[str, Any]:
-    """What the card says about the training data, from run_unsup.py's data arguments: its source, size and
-    truncation length; for pair / triplet data the columns that were the views (and rows, not sentences)."""
-    if data_args is None:
-        return {}
-    fields = vars(data_args)
-    train_file = fields.get("train_file")
-    data = {
-        "source": Path(train_file).name if train_file else fields.get("dataset_name") or "hf_cse demo corpus",
-        "dataset_name": fields.get("dataset_name"),
-        "dataset_config_name": fields.get("dataset_config_name"),
-        "num_sentences": num_sentences,
-        "max_seq_length": fields.get("max_seq_length"),
-        "max_train_samples": fields.get("max_train_samples"),
-    }
-    if fields.get("train_files"):  # several sources mixed by weight (hf_cse.streaming)
-        weights = fields.get("train_weights") or [1.0] * len(fields["train_files"])
-        data["source"] = " + ".join(f"{Path(f).name} (weight {w:g})" for f, w in zip(fields["train_files"], weights))
-    if fields.get("streaming"):
-        data["streamed"] = True
-    if fields.get("pair_column"):
-        kind = "triplets" if fields.get("negative_column") else "pairs"
-        data["pair_data"] = {"kind": kind, "anchor": fields.get("text_column") or "text",
-                             "positive": fields["pair_column"], "hard_negative": fields.get("negative_column")}
-        data["num_rows"], data["num_sentences"] = data.pop("num_sentences", None), None
-    return {k: v for k, v in data.items() if v is not None}
-
-
 def read_training_info(folder) -> dict[str, Any] | None:
     """The ``training_info.json`` run_unsup.py left in a checkpoint folder, if any."""
     path = Path(folder) / TRAINING_INFO_FILE

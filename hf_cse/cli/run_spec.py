@@ -1,0 +1,214 @@
+"""One typed description of a training run (:class:`RunSpec`), built once from the parsed flags and the preset.
+
+It is the single home of the run's facts and the three things made from them:
+
+* :meth:`RunSpec.fingerprint`: the settings recorded in ``hf_cse_run.json`` (:mod:`hf_cse.cli.output_dir`), which a
+  relaunch must match to resume the run's checkpoints. Its keys and values are those hf_cse has always recorded, so a
+  run interrupted under an earlier version still resumes;
+* :meth:`RunSpec.training_info`: ``training_info.json`` (beside the checkpoint), which is also what the model card
+  shows of the run (:func:`hf_cse.export.to_sentence_transformer` renders the card from it and keeps it among the
+  card's recorded inputs, :mod:`hf_cse.export.card`);
+* :attr:`DataSpec.source`: how messages name the training data.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from ..export.training_info import training_info_from_run
+from ..precision import describe
+from .arguments import DataArguments
+
+#: data flags that change how fast the data is prepared, not what the run trains on: never in the fingerprint
+SPEED_ONLY_DATA_FLAGS = ("preprocessing_num_workers",)
+#: config fields of the masked-LM auxiliary objective: they define nothing without ``do_mlm`` (and records written
+#: before it existed lack them), so they are fingerprinted only when it is on
+MLM_FIELDS = ("do_mlm", "mlm_weight", "mlm_probability")
+
+
+def _resolved(path: str | None) -> str | None:
+    return path and str(Path(path).resolve())
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The training data: where it comes from, how it is cut, which columns are the views, how it is read.
+
+    The fields up to ``preprocessing_num_workers`` are :class:`hf_cse.cli.arguments.DataArguments`' (a field added
+    there must be added here: :meth:`RunSpec.from_args` fails until it is); the others are the streaming flags
+    (:class:`hf_cse.streaming.StreamingArguments`). Paths are kept as given (the card names the file, messages the
+    path) and, resolved against the folder the run started in, as ``resolved_*`` (the fingerprint: the same file
+    reached from another folder is the same run)."""
+
+    train_file: str | None
+    dataset_name: str | None
+    dataset_config_name: str | None
+    text_column: str | None
+    pair_column: str | None
+    negative_column: str | None
+    max_seq_length: int
+    max_train_samples: int | None
+    preprocessing_num_workers: int | None
+    streaming: bool = False
+    train_files: tuple[str, ...] | None = None
+    train_weights: tuple[float, ...] | None = None
+    resolved_train_file: str | None = None
+    resolved_train_files: tuple[str, ...] = ()
+
+    @classmethod
+    def from_args(cls, data_args, stream_args) -> DataSpec:
+        files = tuple(stream_args.train_files) if stream_args.train_files else None
+        return cls(**vars(data_args), streaming=bool(stream_args.streaming), train_files=files,
+                   train_weights=tuple(stream_args.train_weights) if stream_args.train_weights else None,
+                   resolved_train_file=_resolved(data_args.train_file),
+                   resolved_train_files=tuple(_resolved(f) for f in files or ()))
+
+    @property
+    def pairs(self) -> bool:
+        """(anchor, positive[, hard negative]) rows whose columns are the views, not one sentence per row."""
+        return self.pair_column is not None
+
+    @property
+    def unit(self) -> Literal["rows", "sentences"]:
+        return "rows" if self.pairs else "sentences"
+
+    @property
+    def read_as_text_stream(self) -> bool:
+        """Read by :func:`hf_cse.streaming.load_training_text`: streamed, or several files mixed by weight."""
+        return self.streaming or bool(self.train_files)
+
+    @property
+    def source(self) -> str:
+        """The data as messages name it: the path or data set as given, and the flag that cut it."""
+        source = self.train_file or self.dataset_name or " + ".join(self.train_files or ()) or "the demo corpus"
+        if self.max_train_samples is not None:  # the flag, not the file, is what to change
+            source = f"{source} cut to --max_train_samples {self.max_train_samples}"
+        return source
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The data flags that define the run (paths resolved); the streaming ones only when used (older records
+        lack them)."""
+        flags = {f.name: getattr(self, f.name) for f in dataclasses.fields(DataArguments)
+                 if f.name not in SPEED_ONLY_DATA_FLAGS}
+        flags["train_file"] = self.resolved_train_file
+        if self.read_as_text_stream:
+            flags.update(streaming=self.streaming, train_weights=self.train_weights and list(self.train_weights),
+                         train_files=list(self.resolved_train_files))
+        return flags
+
+    def card_facts(self, num_sentences: int | None = None) -> dict[str, Any]:
+        """``training_info.json``'s ``data``, shown by the card: the source (file names only, nothing machine-local),
+        size and truncation length; for pair / triplet data the columns that were the views (and rows, not
+        sentences). ``num_sentences``: the rows left after tokenizing (None for a stream: unknown)."""
+        data = {
+            "source": Path(self.train_file).name if self.train_file else self.dataset_name or "hf_cse demo corpus",
+            "dataset_name": self.dataset_name,
+            "dataset_config_name": self.dataset_config_name,
+            "num_sentences": num_sentences,
+            "max_seq_length": self.max_seq_length,
+            "max_train_samples": self.max_train_samples,
+        }
+        if self.train_files:  # several sources mixed by weight (hf_cse.streaming)
+            weights = self.train_weights or (1.0,) * len(self.train_files)
+            data["source"] = " + ".join(f"{Path(f).name} (weight {w:g})" for f, w in zip(self.train_files, weights))
+        if self.streaming:
+            data["streamed"] = True
+        if self.pairs:
+            kind = "triplets" if self.negative_column else "pairs"
+            data["pair_data"] = {"kind": kind, "anchor": self.text_column or "text", "positive": self.pair_column,
+                                 "hard_negative": self.negative_column}
+            data["num_rows"], data["num_sentences"] = data.pop("num_sentences"), None
+        return {k: v for k, v in data.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """The ``TrainingArguments`` that define a run: resuming a checkpoint with other values would silently continue
+    a different one. The others (logging, saving, evaluation, precision) change how the run is watched or how fast
+    it goes; ``training_info.json`` records them all."""
+
+    seed: int
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int
+    learning_rate: float
+    weight_decay: float
+    num_train_epochs: float
+    max_steps: int
+    lr_scheduler_type: str
+    warmup_steps: int | float
+    world_size: int
+
+    @classmethod
+    def from_args(cls, training_args) -> TrainingSpec:
+        values = {f.name: getattr(training_args, f.name, None) for f in dataclasses.fields(cls)}
+        scheduler = values["lr_scheduler_type"]
+        return cls(**{**values, "lr_scheduler_type": getattr(scheduler, "value", scheduler)})  # an enum: its name
+
+    @property
+    def global_batch(self) -> int:
+        """Rows in one optimizer step's batch across the processes, before gradient accumulation."""
+        return self.per_device_train_batch_size * self.world_size
+
+    def fingerprint(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A training run as the flags and the preset define it (see the module doc): the model (encoder, method and
+    the config fields given, the resolved pooling and the objectives among them), the data and the run-defining
+    training arguments, and what the card names the run by (preset, precision)."""
+
+    encoder: str
+    method: str
+    config: Mapping[str, Any]  # the method config's fields set by flags or preset (read-only)
+    data: DataSpec
+    training: TrainingSpec
+    preset: str | None = None
+    precision: str | None = None  # resolved for this machine (hf_cse.precision.training_flags)
+
+    def __post_init__(self):
+        object.__setattr__(self, "config", MappingProxyType(copy.deepcopy(dict(self.config))))
+
+    @classmethod
+    def from_args(cls, *, encoder: str, method: str, config_kwargs: Mapping[str, Any], data_args, stream_args,
+                  training_args, preset: str | None = None, precision: str | None = None) -> RunSpec:
+        """The spec of a run from what ``train_from_args`` holds after its checks: ``config_kwargs`` are the model's
+        config fields (objectives and resolved pooling included), the ``*_args`` the parsed flag dataclasses."""
+        return cls(encoder=encoder, method=method, config=config_kwargs,
+                   data=DataSpec.from_args(data_args, stream_args), training=TrainingSpec.from_args(training_args),
+                   preset=preset, precision=precision)
+
+    @property
+    def objectives(self) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.config.get("objectives") or [])
+
+    @property
+    def generator(self) -> str | None:
+        """DiffCSE's generator as given (None: the method's default)."""
+        return self.config.get("generator_name_or_path")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The run's settings as ``hf_cse_run.json`` records them: the encoder, method, config fields, generator, the
+        data flags and the run-defining training arguments; the masked-LM settings only with ``do_mlm``."""
+        settings = {"encoder": self.encoder, "method": self.method, **copy.deepcopy(dict(self.config)),
+                    "generator": self.generator, **self.data.fingerprint(), **self.training.fingerprint()}
+        if not self.config.get("do_mlm"):
+            settings = {k: v for k, v in settings.items() if k not in MLM_FIELDS}
+        return settings
+
+    def training_info(self, training_args, *, num_rows: int | None = None,
+                      train_metrics: Mapping[str, Any] | None = None,
+                      dev: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``training_info.json`` (JSON-safe): every ``TrainingArguments`` value the Trainer ran with (the object is
+        passed at the end: the script sets a few after the spec is built), the data facts, the final training
+        metrics, the preset, the precision and the dev score before and after training (``dev``)."""
+        return training_info_from_run(training_args, data=self.data.card_facts(num_rows), train_metrics=train_metrics,
+                                      preset=self.preset, precision=self.precision and describe(self.precision),
+                                      dev=dev)

@@ -1,0 +1,314 @@
+"""The typed run description (hf_cse.cli.run_spec.RunSpec) on its own: built from real command lines (the script's
+checks and data reading run; no model is loaded, nothing trains), its resume fingerprint is the settings record the
+script wrote before it existed, and its training_info.json is what the card reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from helpers import random_sentences
+from transformers import AutoConfig, TrainingArguments
+
+from hf_cse.checks import InputError
+from hf_cse.cli import train
+from hf_cse.cli.arguments import DataArguments
+from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
+from hf_cse.cli.run_spec import DataSpec, RunSpec
+from hf_cse.encoders import default_encoder
+from hf_cse.model_card import render_model_card
+from hf_cse.models import METHODS
+from hf_cse.writing import json_safe
+
+NO_DEV = ["--eval_strategy", "no", "--load_best_model_at_end", "false"]  # presets score STS-B dev otherwise
+
+
+# ----------------------------------------------------------------------- the references: the code before RunSpec
+def todays_settings(encoder, method, config_kwargs, data_args, stream_args, training_args) -> dict:
+    """``hf_cse_run.json``'s settings as ``train_from_args`` built them inline before RunSpec (commit 2b97101)."""
+    run_defining_training_args = ("seed", "per_device_train_batch_size", "gradient_accumulation_steps",
+                                  "learning_rate", "weight_decay", "num_train_epochs", "max_steps", "lr_scheduler_type",
+                                  "warmup_steps", "world_size")
+    generator = config_kwargs.get("generator_name_or_path")
+    streamed = stream_args.streaming
+    train_file = data_args.train_file and str(Path(data_args.train_file).resolve())
+    settings = {"encoder": encoder, "method": method, **config_kwargs, "generator": generator,
+                **vars(data_args), "train_file": train_file,
+                **{k: getattr(training_args, k, None) for k in run_defining_training_args}}
+    settings.pop("preprocessing_num_workers", None)
+    if streamed or stream_args.train_files:
+        settings.update(streaming=streamed, train_weights=stream_args.train_weights,
+                        train_files=[str(Path(f).resolve()) for f in stream_args.train_files or []])
+    if not config_kwargs.get("do_mlm"):
+        settings = {k: v for k, v in settings.items() if k not in ("do_mlm", "mlm_weight", "mlm_probability")}
+    return settings
+
+
+def todays_data_facts(fields: dict, num_sentences=None) -> dict:
+    """``training_info.json``'s ``data`` as ``hf_cse.export.training_info.data_facts`` made it (commit 2b97101) from
+    the data and streaming flags."""
+    train_file = fields.get("train_file")
+    data = {
+        "source": Path(train_file).name if train_file else fields.get("dataset_name") or "hf_cse demo corpus",
+        "dataset_name": fields.get("dataset_name"),
+        "dataset_config_name": fields.get("dataset_config_name"),
+        "num_sentences": num_sentences,
+        "max_seq_length": fields.get("max_seq_length"),
+        "max_train_samples": fields.get("max_train_samples"),
+    }
+    if fields.get("train_files"):
+        weights = fields.get("train_weights") or [1.0] * len(fields["train_files"])
+        data["source"] = " + ".join(f"{Path(f).name} (weight {w:g})" for f, w in zip(fields["train_files"], weights))
+    if fields.get("streaming"):
+        data["streamed"] = True
+    if fields.get("pair_column"):
+        kind = "triplets" if fields.get("negative_column") else "pairs"
+        data["pair_data"] = {"kind": kind, "anchor": fields.get("text_column") or "text",
+                             "positive": fields["pair_column"], "hard_negative": fields.get("negative_column")}
+        data["num_rows"], data["num_sentences"] = data.pop("num_sentences", None), None
+    return {k: v for k, v in data.items() if v is not None}
+
+
+# today's code wrote these (``python -c`` on commit 2b97101: train_from_args with the flags of the key, the packaged
+# encoder and the demo corpus, stopped after step 3); "encoder" is the packaged encoder's folder on that machine
+RECORDED = {
+    (): json.loads("""{"bidirectional": false, "dataset_config_name": null, "dataset_name": null,
+      "encoder": "ENCODER", "encoder_dtype": "fp32", "fast_dropout": true, "generator": null,
+      "gradient_accumulation_steps": 1, "learning_rate": 3e-05, "lora_dropout": 0.05, "lora_r": 0,
+      "lr_scheduler_type": "linear", "max_seq_length": 32, "max_steps": -1, "max_train_samples": null,
+      "method": "simcse", "mlp_only_train": true, "negative_column": null, "normalize": true, "num_train_epochs": 1,
+      "objectives": [{"hyperparameters": {}, "loss": "infonce", "weight": 1.0}], "off_dropout_grad": true,
+      "pair_column": null, "per_device_train_batch_size": 64,
+      "pooler_source": "the encoder's own sentence-transformers pooling (mean + Normalize)", "pooler_type": "avg",
+      "seed": 42, "text_column": null, "train_file": null, "warmup_steps": 0, "weight_decay": 0.0,
+      "world_size": 1}"""),
+    ("--preset", "simcse_bert", "--do_mlm", *NO_DEV, "--seed", "7"): json.loads("""{"bidirectional": false,
+      "dataset_config_name": null, "dataset_name": null, "do_mlm": true, "encoder": "ENCODER",
+      "encoder_dtype": "fp32", "fast_dropout": true, "generator": null, "gradient_accumulation_steps": 1,
+      "learning_rate": 3e-05, "lora_dropout": 0.05, "lora_r": 0, "lr_scheduler_type": "linear",
+      "max_seq_length": 32, "max_steps": -1, "max_train_samples": null, "method": "simcse", "mlm_probability": 0.15,
+      "mlm_weight": 0.1, "mlp_only_train": true, "negative_column": null, "normalize": true, "num_train_epochs": 1,
+      "objectives": [{"hyperparameters": {"temperature": 0.05}, "loss": "infonce", "weight": 1.0}],
+      "off_dropout_grad": true, "pair_column": null, "per_device_train_batch_size": 64,
+      "pooler_source": "set by --preset simcse_bert; the encoder's own sentence-transformers pooling is \
+mean + Normalize",
+      "pooler_type": "cls", "seed": 7, "text_column": null, "train_file": null, "warmup_steps": 0,
+      "weight_decay": 0.0, "world_size": 1}"""),
+}
+
+
+# ----------------------------------------------------------------------------------------------- building
+class _Built(Exception):
+    pass
+
+
+@pytest.fixture
+def build(monkeypatch, tmp_path):
+    """``build(*flags)``: the RunSpec ``train_from_args`` builds for those flags, the arguments it was built from and
+    the settings the script hands to the output-folder check (which stops the run: no model is loaded)."""
+    def run(*flags):
+        seen = {}
+        original = RunSpec.from_args.__func__
+
+        def spy(cls, **kwargs):
+            seen["inputs"], seen["spec"] = kwargs, original(cls, **kwargs)
+            return seen["spec"]
+
+        def stop(output_dir, settings, **kwargs):
+            seen["settings"] = settings
+            raise _Built
+
+        monkeypatch.setattr(RunSpec, "from_args", classmethod(spy))
+        monkeypatch.setattr(train, "prepare_output_dir", stop)
+        out = tmp_path / f"out{len(list(tmp_path.glob('out*')))}"
+        with pytest.raises(_Built):
+            train.train_from_args(["--output_dir", str(out), "--use_cpu", *flags])
+        return seen["spec"], seen["inputs"], seen["settings"]
+    return run
+
+
+def _write(path: Path, lines: list[str]) -> str:
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.fixture
+def command_lines(tmp_path, tiny_bert_dir):
+    """Command lines of each kind of run: default, a preset, streaming files, triplets, MLM on / off, DiffCSE."""
+    texts = random_sentences(96)
+    corpus = _write(tmp_path / "corpus.txt", texts[:64])
+    other = _write(tmp_path / "other.txt", texts[64:])
+    triplets = _write(tmp_path / "t.tsv", ["anchor\tpos\tneg"] + ["\t".join(texts[i:i + 3]) for i in range(0, 96, 3)])
+    tiny = ["--model_name_or_path", str(tiny_bert_dir), "--per_device_train_batch_size", "8"]
+    return {
+        "default": [],
+        "preset": ["--preset", "gs_infonce_bert", *NO_DEV, "--train_file", corpus, *tiny],
+        "streaming": ["--train_files", corpus, other, "--train_weights", "1", "3", "--streaming", "--max_steps", "4",
+                      *tiny],
+        "mixed files": ["--train_files", corpus, other, "--max_train_samples", "40", *tiny],
+        "triplets": ["--train_file", triplets, "--text_column", "anchor", "--pair_column", "pos", "--negative_column",
+                     "neg", *tiny],
+        "mlm on": ["--train_file", corpus, "--do_mlm", "--mlm_weight", "0.2", *tiny],
+        "mlm off": ["--train_file", corpus, *tiny],
+        "imsimcse": ["--method", "imsimcse", "--train_file", corpus, "--dcl_weight", "0.2", *tiny],
+        "diffcse": ["--method", "diffcse", "--generator_name_or_path", "unigram", "--train_file", corpus, *tiny],
+    }
+
+
+# ----------------------------------------------------------------------------------------------- fingerprint
+KINDS = ["default", "preset", "streaming", "mixed files", "triplets", "mlm on", "mlm off", "imsimcse", "diffcse"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fingerprint_is_the_settings_record_of_the_code_before_it(build, command_lines, kind):
+    spec, inputs, settings = build(*command_lines[kind])
+    reference = todays_settings(inputs["encoder"], inputs["method"], inputs["config_kwargs"], inputs["data_args"],
+                                inputs["stream_args"], inputs["training_args"])
+    assert spec.fingerprint() == reference
+    assert json_safe(spec.fingerprint()) == json_safe(reference)  # as hf_cse_run.json holds it
+    assert settings == spec.fingerprint()  # what the script checks the folder with
+
+
+def test_fingerprint_holds_the_mlm_settings_only_with_do_mlm(build, command_lines):
+    on, off = build(*command_lines["mlm on"])[0].fingerprint(), build(*command_lines["mlm off"])[0].fingerprint()
+    assert on["do_mlm"] is True and on["mlm_weight"] == 0.2
+    assert not {"do_mlm", "mlm_weight", "mlm_probability"} & set(off)
+
+
+def test_fingerprint_records_paths_resolved_and_streaming_only_when_used(build, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "train.txt", random_sentences(70))
+    fingerprint = build("--train_file", "train.txt")[0].fingerprint()
+    assert fingerprint["train_file"] == str((tmp_path / "train.txt").resolve())
+    assert not {"streaming", "train_files", "train_weights"} & set(fingerprint)
+    streamed = build("--train_files", "train.txt", "--streaming", "--max_steps", "2")[0].fingerprint()
+    assert streamed["train_files"] == [str((tmp_path / "train.txt").resolve())] and streamed["streaming"] is True
+
+
+@pytest.mark.parametrize("flags", RECORDED)
+def test_a_record_written_by_the_code_before_it_resumes(build, tmp_path, flags):
+    """The folder of an interrupted run whose hf_cse_run.json the code before RunSpec wrote: the same command line
+    resumes it; another seed is refused."""
+    recorded = {**RECORDED[flags], "encoder": default_encoder()}
+    spec = build(*flags)[0]
+    assert json_safe(spec.fingerprint()) == recorded
+    out = tmp_path / "interrupted"
+    (out / "checkpoint-2").mkdir(parents=True)
+    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    (out / RUN_RECORD_FILE).write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
+    read = train.record_in_objectives_form
+    assert prepare_output_dir(out, spec.fingerprint(), read_record=read) == str(out / "checkpoint-2")
+    other_seed = build(*flags, "--seed", "123")[0]
+    with pytest.raises(InputError, match="other settings"):
+        prepare_output_dir(out, other_seed.fingerprint(), read_record=read)
+
+
+@pytest.mark.parametrize("kind", ["streaming", "triplets", "mlm on"])
+def test_a_folder_recorded_by_the_code_before_it_resumes(build, command_lines, tmp_path, kind):
+    spec, inputs, _ = build(*command_lines[kind])
+    out = tmp_path / "interrupted"
+    prepare_output_dir(out, todays_settings(inputs["encoder"], inputs["method"], inputs["config_kwargs"],
+                                            inputs["data_args"], inputs["stream_args"], inputs["training_args"]))
+    (out / "checkpoint-4").mkdir()
+    (out / "checkpoint-4" / "trainer_state.json").write_text("{}")
+    assert prepare_output_dir(out, spec.fingerprint(), read_record=train.record_in_objectives_form) == str(
+        out / "checkpoint-4")
+
+
+CHANGES_THE_RUN = {
+    "seed": ["--seed", "1"],
+    "learning rate": ["--learning_rate", "1e-5"],
+    "method": ["--method", "imsimcse"],
+    "loss": ["--loss", "gs_infonce"],
+    "loss hyperparameter": ["--temperature", "0.1"],
+    "DCL objective": ["--dcl_weight", "0.1"],
+    "batch": ["--per_device_train_batch_size", "16"],
+    "steps": ["--max_steps", "3"],
+    "length": ["--max_seq_length", "16"],
+    "pooling": ["--pooler_type", "cls"],
+    "data cut": ["--max_train_samples", "50"],
+}
+SAME_RUN = {
+    "tokenizing workers": ["--preprocessing_num_workers", "2"],
+    "logging": ["--logging_steps", "1"],
+    "saving": ["--save_strategy", "steps", "--save_steps", "3"],
+    "precision": ["--precision", "fp32"],
+}
+
+
+def test_what_changes_the_fingerprint_and_what_does_not(build, command_lines):
+    base_flags = command_lines["mlm off"]
+    base = build(*base_flags)[0].fingerprint()
+    for what, flags in CHANGES_THE_RUN.items():
+        changed = build(*base_flags, *flags)[0].fingerprint()
+        assert changed != base, what
+    for what, flags in SAME_RUN.items():
+        assert build(*base_flags, *flags)[0].fingerprint() == base, what
+    # each build has its own --output_dir: the folder is where a run is kept, not what it is
+    assert build(*base_flags)[0].fingerprint() == base and "output_dir" not in base
+
+
+# ----------------------------------------------------------------------------------------------- training_info
+@pytest.mark.parametrize("kind", KINDS)
+def test_training_info_holds_what_the_code_before_it_recorded(build, command_lines, kind):
+    spec, inputs, _ = build(*command_lines[kind])
+    args = inputs["training_args"]
+    dev = {"metric": "stsb_spearman", "before": 70.0, "after": 75.0, "delta": 5.0}
+    info = spec.training_info(args, num_rows=64, train_metrics={"train_loss": 0.5}, dev=dev)
+    keys = {"training_args", "world_size", "data", "train_metrics", "precision", "dev"} | (
+        {"preset"} if spec.preset else set())
+    assert set(info) == keys
+    flags = {**vars(inputs["data_args"]), **vars(inputs["stream_args"])}
+    assert info["data"] == todays_data_facts(flags, 64)
+    assert info["training_args"]["learning_rate"] == args.learning_rate and not any(
+        k.endswith("token") for k in info["training_args"])
+    assert info["train_metrics"] == {"train_loss": 0.5} and info["dev"] == dev
+    assert json.loads(json.dumps(info)) == info  # JSON as it stands
+    assert "dev" not in spec.training_info(args)
+
+
+def test_the_card_shows_the_runs_facts(build, command_lines, tiny_bert_dir):
+    spec, inputs, _ = build(*command_lines["triplets"])
+    info = spec.training_info(inputs["training_args"], num_rows=32, train_metrics={"train_loss": 0.25})
+    encoder = AutoConfig.from_pretrained(tiny_bert_dir).to_dict()
+    config = METHODS[spec.method].config_class(encoder_config=encoder, **spec.config)
+    export = {"embedding_dimension": 32, "max_seq_length": 64, "pooling_description": "CLS token",
+              "projector_description": "none", "modules": ["Transformer(BertModel)", "Pooling('cls')"]}
+    card = render_model_card(config, model_id="someone/model", export=export, training_info=info)
+    for text in ("| Trained on | triplets (anchor `anchor`, positive `pos`, hard negative `neg`)",
+                 "| Training triplets | 32 |", "| `train_loss` | 0.25 |", info["precision"]):
+        assert text in card, text
+
+
+# ----------------------------------------------------------------------------------------------- the type
+def test_spec_is_frozen_and_its_outputs_are_copies(build):
+    spec, inputs, _ = build()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.method = "diffcse"
+    with pytest.raises(TypeError):
+        spec.config["pooler_type"] = "cls"
+    before = spec.fingerprint()
+    inputs["config_kwargs"]["objectives"][0]["loss"] = "changed after"  # the caller's dict is not the spec's
+    spec.fingerprint()["objectives"][0]["loss"] = "changed by a reader"
+    spec.objectives[0]["loss"] = "changed by a reader"
+    assert spec.fingerprint() == before and spec.objectives[0]["loss"] == "infonce"
+
+
+def test_data_spec_takes_every_data_flag():
+    """A flag added to DataArguments must be placed in DataSpec (fingerprinted or not) before a run can start."""
+    names = [f.name for f in dataclasses.fields(DataArguments)]
+    assert [f.name for f in dataclasses.fields(DataSpec)][:len(names)] == names
+    stream = type("Stream", (), {"streaming": False, "train_files": None, "train_weights": None})()
+    assert DataSpec.from_args(DataArguments(train_file="x.txt"), stream).source == "x.txt"
+
+
+def test_messages_name_the_data_as_given():
+    args = TrainingArguments("unused", use_cpu=True, report_to="none")
+    stream = type("Stream", (), {"streaming": False, "train_files": ["a.txt", "b.txt"], "train_weights": None})()
+    spec = RunSpec.from_args(encoder="enc", method="simcse", config_kwargs={}, stream_args=stream,
+                             data_args=DataArguments(max_train_samples=10), training_args=args)
+    assert spec.data.source == "a.txt + b.txt cut to --max_train_samples 10"
+    assert spec.training.global_batch == args.per_device_train_batch_size * args.world_size
+    assert spec.generator is None and spec.training.lr_scheduler_type == "linear"
