@@ -241,7 +241,7 @@ def test_run_unsup_bf16_gradient_checkpointing_cached(tiny_bert_dir, tmp_path, m
     losses = [e["loss"] for e in state["log_history"] if "loss" in e]
     assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
     assert enabled == [True]  # the encoder checkpoints its layers
-    assert sys.modules["run_unsup"] is run_unsup
+    assert sys.modules["hf_cse.cli.train"] is run_unsup
 
 
 def test_torch_compile_trains_finite(tiny_bert_dir, sentences, tmp_path):
