@@ -167,6 +167,7 @@ def _train_one_step(model_dir, sentences, tmp_path, cached):
     return {n: p.detach() - before[n] for n, p in model.named_parameters()}, logged
 
 
+@pytest.mark.slow
 def test_trainer_cached_mode_with_gradient_accumulation(tiny_bert_dir, sentences, tmp_path):
     """2 accumulation steps of 8 sentences, encoder mini-batches of 3: the plain trainer's SGD update."""
     plain, plain_log = _train_one_step(tiny_bert_dir, sentences, tmp_path / "plain", None)

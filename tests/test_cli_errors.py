@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_evaluation_utils import write_toy_senteval
+from eval_helpers import write_toy_senteval
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -97,7 +97,9 @@ def run_in_process(args, capsys):
     return subprocess.CompletedProcess(args, code, "", capsys.readouterr().err)
 
 
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+# the cases run as a subprocess are slow (the fast lane keeps the in-process ones)
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SUBPROCESS else c for c in CASES],
+                         ids=list(CASES))
 def test_bad_input_is_one_line_without_traceback(case, files, capsys, monkeypatch):
     import re
 
@@ -116,11 +118,13 @@ def test_bad_input_is_one_line_without_traceback(case, files, capsys, monkeypatc
     assert not (files["root"] / "st").exists() and not (files["root"] / "eval_out" / "results.json").exists()
 
 
+@pytest.mark.slow
 def test_debug_switch_shows_the_traceback(files):
     proc = run(run_eval_args(files, model=files["root"] / "nope"), debug=True)
     assert proc.returncode == 1 and "Traceback" in proc.stderr and "no such folder" in proc.stderr
 
 
+@pytest.mark.slow
 def test_run_unsup_help_works_and_offers_each_loss_choice_from_its_literal():
     import re
     import typing

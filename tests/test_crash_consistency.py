@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from eval_helpers import write_toy_senteval
 from helpers import random_sentences
-from test_evaluation_utils import write_toy_senteval
 
 from hf_cse.checkpoints import checkpoint_problem, last_complete_checkpoint, safetensors_problem
 from hf_cse.models import SimCSEModel
@@ -68,6 +68,7 @@ def test_cut_short_files_make_a_checkpoint_incomplete(tiny_bert_dir, tmp_path, c
 # ------------------------------------------------------------------------------------------------ killed runs
 # The run is finished from its last checkpoint, taken at --max_steps: ContrastiveTrainer.train loads it as it is
 # (transformers' own loop would train one step more, to step 3 of 2).
+@pytest.mark.slow
 @pytest.mark.parametrize("kill, resumed_from, log", [
     (("weights", 2), "checkpoint-1", "skipping the incomplete checkpoint"),  # mid checkpoint-2's weights
     (("trainer_state", 2), "checkpoint-1", "trainer_state.json is cut short"),  # checkpoint-2's last file
@@ -94,6 +95,7 @@ def test_a_training_run_killed_mid_save_is_finished_by_the_same_command(kill, re
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2  # no step past --max_steps
 
 
+@pytest.mark.slow
 def test_a_final_save_cut_short_without_checkpoints_is_not_taken_for_finished(tiny_bert_dir, tmp_path):
     out = tmp_path / "out"
     args = [a for a in _train(tiny_bert_dir, tmp_path, out)][:-4]  # no checkpoints
@@ -103,6 +105,7 @@ def test_a_final_save_cut_short_without_checkpoints_is_not_taken_for_finished(ti
     assert "--overwrite_output_dir" in again.stderr
 
 
+@pytest.mark.slow
 def test_an_export_killed_before_its_rename_is_finished_by_the_same_command(tiny_bert_dir, tmp_path):
     ckpt = tmp_path / "ckpt"
     SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(ckpt)
@@ -117,6 +120,7 @@ def test_an_export_killed_before_its_rename_is_finished_by_the_same_command(tiny
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "st"]  # the killed export's leftovers are gone
 
 
+@pytest.mark.slow
 def test_a_corrupt_checkpoint_given_to_the_export_is_one_line(tiny_bert_dir, tmp_path):
     ckpt = tmp_path / "ckpt"
     SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(ckpt)
@@ -126,6 +130,7 @@ def test_a_corrupt_checkpoint_given_to_the_export_is_one_line(tiny_bert_dir, tmp
     assert "model.safetensors is cut short" in proc.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_an_evaluation_killed_after_a_task_is_finished_by_the_same_command(tiny_bert_dir, tmp_path):
     senteval = write_toy_senteval(tmp_path / "senteval")
     out = tmp_path / "eval"

@@ -17,6 +17,7 @@ def _png_shape(path):
 
 
 
+@pytest.mark.slow
 def test_run_unsup_writes_curves_and_the_card_links_them(tiny_bert_dir, tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("\n".join(random_sentences(48)) + "\n")

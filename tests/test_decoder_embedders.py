@@ -82,6 +82,7 @@ def test_bidirectional_and_first_token_pooling_are_refused_where_they_do_not_app
         SimCSEModel.from_encoder(str(tiny_llama_dir), pooler_type="cls")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft is not installed")
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_tiny_llama_trains_with_lora_last_token_bf16_and_exports_the_same_embeddings(tiny_llama_dir, tmp_path,

@@ -73,6 +73,7 @@ def test_discriminator_starts_from_the_encoder_checkpoint_or_random(tiny_bert_di
     assert not torch.equal(rand.discriminator.state_dict()[key], enc[key])
 
 
+@pytest.mark.slow
 def test_activation_checkpointing_reaches_the_discriminator_with_the_same_gradients(tiny_bert_dir, tok, sentences):
     """``--activation_checkpointing`` checkpoints both encoders DiffCSE trains; without dropout the recomputed
     forward gives the gradients of the plain one."""
@@ -200,6 +201,7 @@ def test_zeroed_head_gives_log_two(tiny_bert_dir, tok, sentences):
     assert math.isclose(model(**batch).metrics["rtd_loss"], real * math.log(2), rel_tol=1e-6)
 
 
+@pytest.mark.slow
 def test_metrics_and_errors_in_training(tiny_bert_dir, tok, sentences):
     model = _model(tiny_bert_dir, tok, generator=ConstantGenerator(40))
     out = model(**_batch(tok, sentences[:4]))
@@ -223,6 +225,7 @@ def test_works_with_other_losses_and_the_off_dropout_and_dcl_switches(tiny_bert_
 
 
 # ----------------------------------------------------------------------------------------------- training / saving
+@pytest.mark.slow
 def test_a_few_trainer_steps_lower_both_losses(tiny_bert_dir, tok, sentences, tmp_path):
     # A random tiny encoder's [CLS] barely depends on the sentence, so after the BatchNorm projector the two
     # views are mostly dropout noise: train on the probe sentences themselves and average the probe over
@@ -255,6 +258,7 @@ def test_a_few_trainer_steps_lower_both_losses(tiny_bert_dir, tok, sentences, tm
         assert key in logged, key
 
 
+@pytest.mark.slow
 def test_saved_run_reloads_and_exports_as_a_plain_encoder(tiny_bert_dir, tiny_mlm_dir, tok, sentences, tmp_path):
     model = _model(tiny_bert_dir, tok, generator=str(tiny_mlm_dir))
     model(**_batch(tok, sentences[:8]))  # move the BatchNorm running statistics
@@ -401,6 +405,7 @@ def test_mismatched_generator_vocabulary_errors_clearly(tiny_bert_dir, tiny_mlm_
 
 
 # ----------------------------------------------------------------------------------------------- script
+@pytest.mark.slow
 def test_run_unsup_trains_diffcse_end_to_end(tiny_bert_dir, tiny_mlm_dir, tmp_path):
     train = tmp_path / "train.txt"
     train.write_text("\n".join(random_sentences(12)) + "\n")

@@ -129,6 +129,7 @@ def two_vs_one(launches):
     return load(tmp / "one" / "rank0.pt"), load(tmp / "two" / "rank0.pt"), load(tmp / "two" / "rank1.pt")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [c["name"] for c in _cases() if c["name"] not in NOT_EQUIVALENT])
 def test_two_processes_equal_one_process(two_vs_one, name):
     one, rank0, rank1 = (r[name] for r in two_vs_one)
@@ -146,6 +147,7 @@ def test_two_processes_equal_one_process(two_vs_one, name):
     assert (rank0["grads"] - one["grads"]).abs().max().item() <= 1e-5 * scale
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [c["name"] for c in _cases() if c["name"] in NOT_EQUIVALENT])
 def test_two_processes_run_not_equivalent_methods(two_vs_one, name):
     one, rank0, rank1 = (r[name] for r in two_vs_one)
@@ -155,6 +157,7 @@ def test_two_processes_run_not_equivalent_methods(two_vs_one, name):
     assert torch.equal(rank0["grads"], rank1["grads"])  # DDP still hands every process the same gradient
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [c["name"] for c in _cases()])
 def test_logged_metrics_are_global_means(two_vs_one, name):
     """A logging step logs the same numbers on every process: each metric's mean over all processes (rounded to 6
@@ -172,6 +175,7 @@ def test_logged_metrics_are_global_means(two_vs_one, name):
             assert rank0["metrics"][key] == pytest.approx(one["metrics"][key], rel=1e-5, abs=2e-6), key
 
 
+@pytest.mark.slow
 def test_run_unsup_under_accelerate_launch(launches):
     """``accelerate launch -m hf_cse train``: 2 CPU processes, 2 steps, cached mode on; it reports the global
     batch."""

@@ -28,6 +28,7 @@ def test_senteval_stsb_dev_file_by_column_numbers_equals_the_stsb_dev_reader(sen
     assert pairs.scores.tolist() == ref.scores.tolist()
 
 
+@pytest.mark.slow
 def test_pairs_evaluator_scores_like_stsb_dev(tiny_bert_dir, senteval_dir):
     pairs = read_pair_file(senteval_dir / "STS" / "STSBenchmark" / "sts-dev.csv", "5", "6", "4")
     enc = SentenceEncoder(SimCSEModel.from_encoder(str(tiny_bert_dir)), AutoTokenizer.from_pretrained(tiny_bert_dir),
@@ -74,6 +75,7 @@ def test_flag_errors(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_run_unsup_selects_checkpoints_on_the_eval_file(tiny_bert_dir, tmp_path):
     train = _write(tmp_path / "train.txt", "\n".join(random_sentences(32)) + "\n")
     out = tmp_path / "out"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_evaluation_utils import WORDS, make_tiny_bert, write_toy_senteval
+from eval_helpers import WORDS, make_tiny_bert, write_toy_senteval
 from transformers import AutoModel, AutoTokenizer
 
 from hf_cse.evaluation import data as D

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_evaluation_utils import FakeEncoder, write_toy_senteval
+from eval_helpers import FakeEncoder, write_toy_senteval
 
 from hf_cse.evaluation import data as D
 from hf_cse.evaluation.geometry import (

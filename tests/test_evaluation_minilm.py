@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_evaluation_utils import SHARED_SENTEVAL
+from eval_helpers import SHARED_SENTEVAL
 
 from hf_cse.evaluation import SentenceEncoder, evaluate_sts
 from hf_cse.evaluation.data import load_sts
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import json
 import sys
 
 import pytest
-from test_evaluation_utils import REPO, make_tiny_bert, write_toy_senteval
+from eval_helpers import REPO, make_tiny_bert, write_toy_senteval
 
 from hf_cse.evaluation import data as D
 
@@ -24,6 +24,7 @@ def setup(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_end_to_end_two_models(setup, tmp_path):
     tiny, tiny2, se = setup
     D.clear_cache()
@@ -72,6 +73,7 @@ def test_end_to_end_two_models(setup, tmp_path):
     assert len(sub) == 2 and all((out / s / "results.json").is_file() for s in sub)
 
 
+@pytest.mark.slow
 def test_single_model_pooler_and_subset(setup, tmp_path):
     tiny, _, se = setup
     D.clear_cache()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from eval_helpers import SHARED_SENTEVAL, FakeEncoder, write_toy_senteval
 from scipy.stats import rankdata
-from test_evaluation_utils import SHARED_SENTEVAL, FakeEncoder, write_toy_senteval
 
 from hf_cse.evaluation import data as D
 from hf_cse.evaluation.sts import evaluate_sts, format_sts_table, pairwise_cosine, score_sts

@@ -8,7 +8,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from test_evaluation_utils import FakeEncoder, write_toy_senteval
+from eval_helpers import FakeEncoder, write_toy_senteval
 
 from hf_cse.evaluation import data as D
 from hf_cse.evaluation.transfer import (

@@ -181,6 +181,7 @@ def test_imsimcse_export(tiny_bert_dir, tok, tmp_path, sentences):
     assert_no_placeholders(card)
 
 
+@pytest.mark.slow
 def test_packaged_minilm_export(minilm_dir, tmp_path, sentences):
     model = SimCSEModel.from_encoder(str(minilm_dir))
     out = to_sentence_transformer(model, tmp_path / "st")  # tokenizer found through config.base_encoder
@@ -461,6 +462,7 @@ def test_cli_exports_a_saved_checkpoint_with_its_training_info(tiny_bert_dir, to
     assert re.search(r"hf-cse-export: error: .*not empty.*--overwrite", capsys.readouterr().err)
 
 
+@pytest.mark.slow
 def test_python_dash_m_runs_the_export_command(tmp_path):
     import subprocess
     import sys
@@ -489,6 +491,7 @@ def _run_unsup_args(folder, tmp_path, *extra):
             "--disable_tqdm", "true", *extra]
 
 
+@pytest.mark.slow
 def test_run_unsup_exports_and_pushes_the_sentence_transformers_model(tiny_bert_dir, tmp_path, fake_hub, monkeypatch,
                                                                        sentences):
     import huggingface_hub

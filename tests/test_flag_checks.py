@@ -117,6 +117,7 @@ def test_an_unwritable_run_eval_output_dir_fails_before_any_encoding(tmp_path, c
     assert code == 1 and "--output_dir" in err and "choose a folder you can write to" in err
 
 
+@pytest.mark.slow
 def test_a_divergence_after_the_last_logging_step_is_one_clear_error(tiny_bert_dir, tmp_path):
     """Before: with fewer steps than --logging_steps, a learning rate of 1e30 trained and exported a broken model."""
     with pytest.raises(DivergedError, match="lower the learning rate"):
@@ -126,6 +127,7 @@ def test_a_divergence_after_the_last_logging_step_is_one_clear_error(tiny_bert_d
     assert not (out / "config.json").exists() and not (out / "sentence-transformers").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_training_is_one_line_and_exit_code_130(tiny_bert_dir, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "HF_CSE_DEBUG"}
     env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="",

@@ -124,6 +124,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_a_folder_held_by_another_process_is_refused_and_its_stale_lock_taken_over(tmp_path, caplog):
     out = tmp_path / "eval"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], env=_env(), stdout=subprocess.PIPE, text=True)
@@ -151,6 +152,7 @@ def test_a_folder_held_by_another_process_is_refused_and_its_stale_lock_taken_ov
     assert not lock_file(out).exists()
 
 
+@pytest.mark.slow
 def test_two_training_runs_racing_for_one_folder_leave_one_run(tiny_bert_dir, tmp_path):
     """Before: both exited 0 and the folder mixed one run's record with the other's weights."""
     out = tmp_path / "out"

@@ -14,6 +14,8 @@ from hf_cse.cli import train as run_unsup
 from hf_cse.models import DiffCSEModel
 from hf_cse.models.generators import MaskedLMGenerator
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):

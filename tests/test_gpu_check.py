@@ -36,6 +36,7 @@ def dry_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_dry_run_runs_every_part(dry_run):
     read = lambda name: json.loads((dry_run / name).read_text())  # noqa: E731
     tests = read("tests.json")
@@ -65,6 +66,7 @@ def test_dry_run_runs_every_part(dry_run):
     assert "| throughput | hf_cse b64 |" in (dry_run / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_refuses_a_folder_with_results(dry_run):
     proc = _gpu_check(dry_run, "--dry-run")
     assert proc.returncode == 2 and "is not empty" in proc.stderr and "--overwrite" in proc.stderr

@@ -61,6 +61,7 @@ CASES = {
 KNOWN_READS = {"diffcse_unigram"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("logging_steps", [100, 3])
 def test_no_host_reads_outside_logging_steps(case, logging_steps, tiny_bert_dir, tiny_mlm_dir, sentences, tmp_path,
@@ -90,6 +91,7 @@ def test_no_host_reads_outside_logging_steps(case, logging_steps, tiny_bert_dir,
         assert len(reads) == 1 and reads[0].startswith("tolist at metrics.py"), count_syncs
 
 
+@pytest.mark.slow
 def test_nan_loss_raises_at_the_logging_step(tiny_bert_dir, sentences, tmp_path):
     """Inside the trainer losses skip their per-step NaN check (a host read); a NaN loss term still stops the run
     with one clear error, at the next logging step."""

@@ -1,5 +1,6 @@
 """ImSimCSE: off-dropout sampling and DCL as switches on any method model."""
 
+import pytest
 import torch
 from helpers import collator, tiny_args, tiny_train_dataset
 from transformers import AutoTokenizer, BertConfig, BertModel
@@ -84,6 +85,7 @@ def test_dcl_is_added_with_its_weight(tiny_bert_dir, sentences):
     assert metrics["dcl_loss"] == dcl.item() and metrics["contrastive_loss"] == main.item()
 
 
+@pytest.mark.slow
 def test_trainer_logs_both_terms_and_third_pass_time(tiny_bert_dir, sentences, tmp_path):
     ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path, repeat=2)
     model = ImSimCSEModel.from_encoder(str(tiny_bert_dir))
@@ -95,6 +97,7 @@ def test_trainer_logs_both_terms_and_third_pass_time(tiny_bert_dir, sentences, t
         assert key in logged, key
 
 
+@pytest.mark.slow
 def test_imsimcse_on_diffcse_trains_a_few_steps(tiny_bert_dir, tiny_mlm_dir, sentences, tmp_path):
     from hf_cse.models import DiffCSEModel
 

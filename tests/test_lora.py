@@ -42,6 +42,7 @@ def test_lora_freezes_the_encoder_and_starts_at_the_pretrained_function(tiny_ber
     torch.testing.assert_close(lora.sentence_embedding(ids, mask), plain.sentence_embedding(ids, mask))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoder_dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("model_cls", [SimCSEModel, ImSimCSEModel, DiffCSEModel])
 def test_every_method_trains_its_adapters_and_leaves_the_frozen_weights(model_cls, encoder_dtype, tiny_bert_dir,
@@ -119,6 +120,7 @@ def _run_args(folder, tmp_path, *extra):
             "--save_steps", "2", *extra]
 
 
+@pytest.mark.slow
 def test_run_unsup_resumes_and_exports_a_merged_model_that_loads_without_peft(tiny_bert_dir, tmp_path):
     import shutil
 
@@ -201,9 +203,10 @@ def test_activation_checkpointing_keeps_the_adapters_gradient(tiny_bert_dir, sen
     _assert_same_grads(checkpointed, plain)
 
 
+@pytest.mark.slow
 def test_run_eval_scores_an_adapter_checkpoint(tiny_bert_dir, tmp_path):
     """run_eval.py on an hf_cse checkpoint with LoRA adapters scores the adapted encoder (not the frozen one)."""
-    from test_evaluation_utils import REPO, write_toy_senteval
+    from eval_helpers import REPO, write_toy_senteval
 
     from hf_cse.evaluation import data as D
 

@@ -71,6 +71,7 @@ def _first_last(values):
     return sum(values[:5]) / 5, sum(values[-5:]) / 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", available_losses())
 def test_training_runs_and_lowers_the_loss(name):
     losses, gaps = train(name)

@@ -15,6 +15,7 @@ from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, require_mteb, run_mteb_
 mteb = pytest.importorskip("mteb")
 
 
+@pytest.mark.slow
 def test_mteb_evaluator_on_local_stsb_test_equals_run_evals_stsb_score(minilm_dir, senteval_dir, tmp_path):
     from hf_cse.evaluation.mteb_tasks import LocalSTSTask
 
@@ -32,6 +33,7 @@ def test_mteb_evaluator_on_local_stsb_test_equals_run_evals_stsb_score(minilm_di
 
 
 
+@pytest.mark.slow
 def test_run_eval_writes_mteb_result_files_and_tables_for_several_models(tiny_bert_dir, tiny_roberta_dir, tmp_path,
                                                                          monkeypatch):
     from hf_cse.evaluation.mteb_tasks import LocalSTSTask

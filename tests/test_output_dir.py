@@ -142,6 +142,7 @@ def test_refused_export_removes_an_earlier_export(tiny_bert_dir, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ run_unsup.py
+@pytest.mark.slow
 def test_second_run_is_refused_and_overwrite_replaces_every_file_of_the_first(tiny_bert_dir, tmp_path):
     out = tmp_path / "out"
     run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, out, "--save_strategy", "steps", "--save_steps", "1"))
@@ -169,6 +170,7 @@ class Interrupted(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tiny_bert_dir, tmp_path, monkeypatch,
                                                                              caplog):
     """Before: a relaunch restarted at step 0 and --save_total_limit then deleted the interrupted run's checkpoints."""

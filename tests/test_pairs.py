@@ -177,6 +177,7 @@ def test_cached_mode_gives_the_plain_gradient_with_hard_negatives(tiny_bert_dir,
             torch.testing.assert_close(q.grad, p.grad, atol=1e-12, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_trainer_trains_on_triplets(tiny_bert_dir, sentences, tmp_path):
     path = _write_tsv(tmp_path / "t.tsv", _triplet_rows(sentences, 16))
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
@@ -203,6 +204,7 @@ def _run_args(model_dir, path, tmp_path, *extra):
             str(tmp_path / "out"), "--use_cpu", "--disable_tqdm", "true", *extra]
 
 
+@pytest.mark.slow
 def test_run_unsup_on_triplets_records_the_data_in_the_export(tiny_bert_dir, sentences, tmp_path):
     texts = random_sentences(48)  # distinct texts: the no-duplicates batches can use every row
     path = _write_tsv(tmp_path / "t.tsv", [tuple(texts[i:i + 3]) for i in range(0, 48, 3)])

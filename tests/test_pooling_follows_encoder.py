@@ -103,6 +103,7 @@ def test_untrained_model_embeds_as_the_sentence_transformers_model(st_mean_dir):
     assert torch.allclose(got.norm(dim=-1), torch.ones(len(SENTENCES)), atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("asked, pooler, st_mode", [(None, "avg", "mean"), ("cls", "cls", "cls")])
 def test_st_encoder_trains_tests_and_exports_its_pooling(st_mean_dir, tmp_path, asked, pooler, st_mode):
     out = _train(st_mean_dir, tmp_path, *(["--pooler_type", asked] if asked else []))
@@ -118,6 +119,7 @@ def test_st_encoder_trains_tests_and_exports_its_pooling(st_mean_dir, tmp_path, 
     assert model.config.pooler_source.startswith("set by --pooler_type" if asked else "the encoder's own")
 
 
+@pytest.mark.slow
 def test_plain_encoder_keeps_the_papers_cls(tiny_bert_dir, tmp_path):
     out = _train(tiny_bert_dir, tmp_path)
     model = SimCSEModel.from_pretrained(out)
@@ -128,6 +130,7 @@ def test_plain_encoder_keeps_the_papers_cls(tiny_bert_dir, tmp_path):
     assert torch.allclose(export.encode(SENTENCES, convert_to_tensor=True), want, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_dev_score_before_and_after_in_the_log_and_training_info(st_mean_dir, tmp_path, caplog):
     pairs = scored_pairs_file(tmp_path / "dev.tsv", n_pairs=40, score_levels=5, seed=0)
     with caplog.at_level(logging.INFO, logger="run_unsup"):
@@ -143,6 +146,7 @@ def test_dev_score_before_and_after_in_the_log_and_training_info(st_mean_dir, tm
     assert [e["step"] for e in history if "eval_custom_spearman" in e][0] == 0
 
 
+@pytest.mark.slow
 def test_without_dev_data_the_run_says_nothing_checked_it(tiny_bert_dir, tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="run_unsup"):
         out = _train(tiny_bert_dir, tmp_path)

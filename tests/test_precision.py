@@ -56,6 +56,7 @@ def _train(model_dir, sentences, tmp_path, steps=2, **precision):
     return losses, seen
 
 
+@pytest.mark.slow
 def test_bf16_autocast_finite_and_loss_in_fp32(tiny_bert_dir, sentences, tmp_path):
     losses, seen = _train(tiny_bert_dir, sentences, tmp_path, bf16=True)
     assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
@@ -69,6 +70,7 @@ def test_fp16_on_cpu_refused(tiny_bert_dir, sentences, tmp_path):
         _train(tiny_bert_dir, sentences, tmp_path, fp16=True)
 
 
+@pytest.mark.slow
 def test_bf16_first_step_loss_equals_fp32(tiny_bert_dir, sentences, tmp_path):
     """Same weights, batch and dropout masks: the first step's loss under bf16 autocast is the fp32 one up to bf16
     rounding. bf16 keeps 8 significant bits (relative error up to 2**-9 per rounding) and the InfoNCE logits are
@@ -107,6 +109,7 @@ def test_training_flags_combine_precision_and_trainer_flags(monkeypatch):
         precision.training_flags(None, True, True, False)
 
 
+@pytest.mark.slow
 def test_run_unsup_bf16_on_cpu_without_use_cpu_records_precision(tiny_bert_dir, tmp_path, monkeypatch, caplog):
     """--bf16 alone works on a CPU, says so in one log line, and training_info.json and the model card record
     the precision that ran."""
@@ -126,6 +129,7 @@ def test_run_unsup_bf16_on_cpu_without_use_cpu_records_precision(tiny_bert_dir, 
     assert precision.describe("bf16") in card
 
 
+@pytest.mark.slow
 def test_run_unsup_fp32_records_fp32(tiny_bert_dir, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     from hf_cse.cli import train as run_unsup
@@ -215,6 +219,7 @@ def test_gradient_checkpointing_same_gradients_with_off_dropout_pass(tiny_bert_d
         torch.testing.assert_close(ckpt[name], plain[name], atol=1e-7, rtol=1e-5, msg=lambda m: f"{name}: {m}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--activation_checkpointing", "--gradient_checkpointing"])
 def test_run_unsup_bf16_gradient_checkpointing_cached(tiny_bert_dir, tmp_path, monkeypatch, flag):
     """The script's switches together: --bf16, checkpointing (transformers 5's --activation_checkpointing or the
@@ -244,6 +249,7 @@ def test_run_unsup_bf16_gradient_checkpointing_cached(tiny_bert_dir, tmp_path, m
     assert sys.modules["hf_cse.cli.train"] is run_unsup
 
 
+@pytest.mark.slow
 def test_torch_compile_trains_finite(tiny_bert_dir, sentences, tmp_path):
     """``--torch_compile``: the Trainer compiles the method model (dynamo graph capture and autograd; the
     ``aot_eager`` backend skips inductor's C++ code generation, which takes minutes on CPU) and the loss stays
@@ -270,10 +276,11 @@ def test_torch_compile_trains_finite(tiny_bert_dir, sentences, tmp_path):
     assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
 
 
+@pytest.mark.slow
 def test_run_eval_precision_recorded_and_close_to_fp32(tmp_path):
     """run_eval --precision bf16 encodes under autocast and records it in results.json; on a tiny random BERT and a
     toy STS-B the scores stay near fp32's (Spearman of cosines, which bf16 rounding moves only slightly)."""
-    from test_evaluation_utils import REPO, make_tiny_bert, write_toy_senteval
+    from eval_helpers import REPO, make_tiny_bert, write_toy_senteval
 
     sys.path.insert(0, str(REPO))
     from hf_cse.cli import evaluate as run_eval

@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from test_evaluation_utils import write_toy_senteval
+from eval_helpers import write_toy_senteval
 
 from hf_cse.cli import evaluate as run_eval
 from hf_cse.evaluation import transfer
@@ -130,6 +130,7 @@ def test_finished_tasks_are_saved_when_a_later_task_fails(failure, tiny_bert_dir
     assert not list(out.glob(".*partial*"))  # every write was completed by its rename
 
 
+@pytest.mark.slow
 def test_results_are_rewritten_after_every_task(tiny_bert_dir, senteval, tmp_path, capsys, monkeypatch):
     """What results.json holds each time a task finishes: the finished tasks, and the rest listed as unfinished."""
     out = tmp_path / "out"
@@ -150,6 +151,7 @@ def test_results_are_rewritten_after_every_task(tiny_bert_dir, senteval, tmp_pat
     assert "unfinished_tasks" not in final and isinstance(final["transfer_avg"], float)
 
 
+@pytest.mark.slow
 def test_first_model_is_kept_when_the_second_fails_to_load(tiny_bert_dir, senteval, tmp_path, capsys):
     broken = tmp_path / "broken"
     shutil.copytree(tiny_bert_dir, broken)
@@ -174,6 +176,7 @@ def test_a_cut_short_weights_file_is_refused_before_any_encoding(tiny_bert_dir, 
     assert not (tmp_path / "out" / "results.json").exists()
 
 
+@pytest.mark.slow
 def test_earlier_results_are_not_overwritten_without_the_flag(tiny_bert_dir, senteval, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
@@ -195,6 +198,7 @@ def test_earlier_results_are_not_overwritten_without_the_flag(tiny_bert_dir, sen
     assert (out / "notes.txt").read_text() == "the user's own file"
 
 
+@pytest.mark.slow
 def test_an_unrelated_folder_is_a_valid_output(tiny_bert_dir, senteval, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()

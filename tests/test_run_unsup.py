@@ -25,6 +25,7 @@ def _args(folder, tmp_path, *extra):
             "--disable_tqdm", "true", *extra]
 
 
+@pytest.mark.slow
 def test_trains_saves_and_reloads(tiny_bert_dir, tmp_path):
     run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, "--loss", "infonce", "--temperature", "0.1"))
     model = SimCSEModel.from_pretrained(tmp_path / "out")
@@ -32,6 +33,7 @@ def test_trains_saves_and_reloads(tiny_bert_dir, tmp_path):
     assert (tmp_path / "out" / "tokenizer_config.json").is_file()
 
 
+@pytest.mark.slow
 def test_imsimcse_method_keeps_its_defaults_and_takes_flags(tiny_bert_dir, tmp_path):
     run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, "--method", "imsimcse", "--m", "0.8"))
     model = ImSimCSEModel.from_pretrained(tmp_path / "out")
@@ -57,6 +59,7 @@ def test_fewer_sentences_than_a_batch(tiny_bert_dir, tmp_path):
         run_unsup.train_from_args(args)
 
 
+@pytest.mark.slow
 def test_cli_prints_a_clear_error_without_traceback(tmp_path):
     proc = subprocess.run([sys.executable, f"{ROOT}/run_unsup.py", "--train_file", str(tmp_path / "missing.txt"),
                            "--output_dir", str(tmp_path / "o")], capture_output=True, text=True, cwd=ROOT)

@@ -132,6 +132,7 @@ def _cli(*args, cwd=ROOT):
     return subprocess.run([sys.executable, f"{ROOT}/run_unsup.py", *args], capture_output=True, text=True, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line_without_traceback(tiny_bert_dir, tmp_path):
     bad_csv = tmp_path / "bad.csv"
     bad_csv.write_text("text,label\na sentence,1\nan extra,column,1\n")

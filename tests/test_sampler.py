@@ -141,6 +141,7 @@ def test_trainer_loader_uses_it_by_default_and_the_flag_turns_it_off(tiny_bert_d
     assert off._batch_sampler is None
 
 
+@pytest.mark.slow
 def test_resumed_run_sees_the_batches_of_the_uninterrupted_one(tiny_bert_dir, tmp_path):
     """Resumed inside the second epoch: the Trainer skips the batches already trained and the next ones are
     those the uninterrupted run trained on (the plan is fixed by seed and epoch)."""
@@ -168,6 +169,7 @@ def test_resumed_run_sees_the_batches_of_the_uninterrupted_one(tiny_bert_dir, tm
     assert len(batches["resumed"]) == 4 and batches["resumed"] == batches["full"][11:15]
 
 
+@pytest.mark.slow
 def test_two_processes_never_share_a_text_in_a_global_batch(tiny_bert_dir, tmp_path):
     """torchrun, 2 gloo processes: each dumps the texts of its batches; batch k of rank 0 and of rank 1 together
     (the global batch) hold no text twice, and the ranks use disjoint rows."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_evaluation_utils import write_toy_senteval
+from eval_helpers import write_toy_senteval
 
 from hf_cse.evaluation import data as D
 
@@ -126,6 +126,7 @@ def test_empty_lines_of_binary_tasks_stay_samples_like_senteval(toy):
     assert data.sentences[0] == ""  # sorted by length: the empty sample comes first
 
 
+@pytest.mark.slow
 def test_the_shared_senteval_data_reads_without_errors(senteval_dir):
     """Every file of the real data passes the checks, with SentEval's sample counts."""
     D.clear_cache()

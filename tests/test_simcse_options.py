@@ -163,6 +163,7 @@ def test_mlm_refusals_are_one_line(tiny_bert_dir, tiny_mlm_dir):
         get_method("simcse").config_class(mlm_weight=0.0)
 
 
+@pytest.mark.slow
 def test_run_unsup_do_mlm_logs_the_term_and_the_model_reloads(tiny_mlm_dir, tmp_path):
     from hf_cse.cli import train as run_unsup
     from hf_cse.models import SimCSEModel

@@ -39,6 +39,7 @@ def _train(model, loss, columns: dict[str, list[str]], tmp_path, steps=3):
     return trainer, losses, changed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", available_losses())
 def test_every_registry_loss_trains_three_steps_unsupervised(st_model, sentences, tmp_path, loss):
     """The same sentence in both columns: the two forwards differ by dropout (SimCSE)."""
@@ -58,6 +59,7 @@ def test_same_sentence_columns_get_different_dropout_masks(st_model, sentences):
     assert loss([dict(features), dict(features)], None).item() > 0
 
 
+@pytest.mark.slow
 def test_pairs_and_triplets_train(st_model, sentences, tmp_path):
     texts = (sentences * 3)[: 3 * BATCH + 2]
     columns = {"anchor": texts[:-2], "positive": texts[1:-1], "negative": texts[2:]}
@@ -121,6 +123,7 @@ def test_off_dropout_loss_gets_a_no_dropout_pass(st_model, sentences):
     torch.testing.assert_close(seen["no_dropout"].detach(), expected)  # the eval-mode (dropout-free) forward
 
 
+@pytest.mark.slow
 def test_citation_reaches_the_sentence_transformers_model_card(st_model, sentences, tmp_path):
     loss = CSELoss(st_model, "focal_infonce")
     assert loss.citation == FOCAL_INFONCE.bibtex + "\n\n" + SIMCSE.bibtex  # the loss's paper first
@@ -148,6 +151,7 @@ def _two_process_worker(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_processes_gather_the_global_batch_with_its_gradient(tmp_path):
     """Each process's loss is the global-batch loss; its local gradient is P x the single-process one (DDP's
     average over the P processes then gives exactly the single-process gradient, as in hf_cse's trainer)."""
@@ -235,6 +239,7 @@ def test_cached_variant_replays_the_dropout_masks_of_its_first_pass(st_model, se
     assert max((a - b).abs().max().item() for a, b in zip(_grads(st_model), expected)) <= 1e-5 * scale
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cached", [False, True])
 def test_per_objective_terms_reach_the_trainer_logs(st_model, sentences, tmp_path, cached):
     texts = (sentences * 2)[: 3 * BATCH]

@@ -40,6 +40,7 @@ def test_sources_mix_by_weight_streamed_and_in_memory(tmp_path):
     assert type(ds).__name__ == "Dataset"  # without --streaming: in memory
 
 
+@pytest.mark.slow
 def test_a_streamed_run_trains_max_steps(tiny_bert_dir, tmp_path):
     corpus = _write(tmp_path / "c.txt", random_sentences(64))
     out = tmp_path / "out"
@@ -53,6 +54,7 @@ def test_a_streamed_run_trains_max_steps(tiny_bert_dir, tmp_path):
     assert info["data"]["streamed"] and "num_sentences" not in info["data"]  # unknown for a stream
 
 
+@pytest.mark.slow
 def test_resumed_streamed_run_continues_with_the_next_batches(tiny_bert_dir, tmp_path):
     """The Trainer re-reads the stream and drops the batches already trained: the resumed run then trains on the
     batches the uninterrupted run trained on after the checkpoint."""

@@ -30,6 +30,7 @@ def test_trainer_loss_equals_hand_computed_infonce(tiny_bert_dir, sentences, tmp
     assert torch.allclose(loss, expected, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_training_lowers_the_loss_and_logs_diagnostics(tiny_bert_dir, sentences, tmp_path):
     trainer, *_ = _trainer(tiny_bert_dir, sentences, tmp_path, repeat=4, max_steps=24, learning_rate=2e-3)
     trainer.train()
@@ -43,6 +44,7 @@ def test_training_lowers_the_loss_and_logs_diagnostics(tiny_bert_dir, sentences,
     assert all(-1.0 <= h[k] <= 1.0 for h in trainer.state.log_history if "pos_cos" in h for k in ("pos_cos", "neg_cos"))
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_runs_and_counts_optimizer_steps(tiny_bert_dir, sentences, tmp_path):
     trainer, *_ = _trainer(tiny_bert_dir, sentences, tmp_path, repeat=4, max_steps=3,
                            gradient_accumulation_steps=2, per_device_train_batch_size=4)
@@ -51,6 +53,7 @@ def test_gradient_accumulation_runs_and_counts_optimizer_steps(tiny_bert_dir, se
     assert all(torch.isfinite(torch.tensor(h["loss"])) for h in trainer.state.log_history if "loss" in h)
 
 
+@pytest.mark.slow
 def test_resume_from_checkpoint_continues_the_same_run(tiny_bert_dir, sentences, tmp_path):
     common = dict(repeat=4, max_steps=6, save_strategy="steps", save_steps=3)
     full, *_ = _trainer(tiny_bert_dir, sentences, tmp_path / "a", **common)

@@ -27,6 +27,7 @@ def _st_sts_dev_evaluator(senteval_dir):
                                         batch_size=128, main_similarity="cosine", name="sts-dev", write_csv=False)
 
 
+@pytest.mark.slow
 def test_st_evaluator_matches_hf_cse_dev_score_and_selects_the_same_checkpoint(minilm_dir, senteval_dir, sentences,
                                                                                  tmp_path):
     st_eval = _st_sts_dev_evaluator(senteval_dir)

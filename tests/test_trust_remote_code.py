@@ -54,6 +54,7 @@ def test_custom_code_encoder_needs_the_flag_and_loads_with_it(tmp_path):
     assert model(**views).embeddings["z1"].shape == (2, 32)
 
 
+@pytest.mark.slow
 def test_run_unsup_and_run_eval_pass_the_flag(tmp_path, sentences, senteval_dir, capsys):
     remote_code_encoder = _remote_code_encoder(tmp_path / "encoder", "hf_cse_test_remote_bert_b")
     train = tmp_path / "train.txt"
