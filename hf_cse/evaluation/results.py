@@ -23,7 +23,7 @@ from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 RETRIEVAL_KEYS = ("R@1", "R@5", "R@10")
 STS_AVG_LABEL = "STS Avg."
 TRANSFER_AVG_LABEL = "Transfer Avg."
-#: keys of results.json that are not a record field's own (kept as read, in ``extra``)
+#: results.json's single-number entries, and the rest of its known keys (any other key is kept in ``extra``)
 _SCALARS = ("avg", "alignment", "uniformity", "transfer_avg")
 _BOOKKEEPING = ("model", "details", "settings", "timing", "unfinished_tasks", "own_data", "mteb")
 
@@ -159,8 +159,6 @@ class EvalResults:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EvalResults:
         """The record of one model's ``results.json`` (as loaded by ``json.load``); a bad value fails in one line."""
-        if isinstance(data, EvalResults):
-            return data
         if not isinstance(data, Mapping):
             raise ValueError(f"results must be a JSON object of task -> score, got {type(data).__name__}.")
         if "models" in data:
