@@ -97,8 +97,8 @@ def part_eval(args, threads: int) -> dict:
             start = time.perf_counter()
             results, _ = evaluate(encoder, tasks, data_dir=data_dir)
             times[precision].append(time.perf_counter() - start)
-            scores[precision] = {k: results[k] for k in [*STS_TASKS, "avg"]}
-            print(f"round {r + 1} {precision}: {times[precision][-1]:.1f} s, avg {results['avg']:.3f}", flush=True)
+            scores[precision] = {**{k: results.sts[k] for k in STS_TASKS}, "avg": results.sts_avg}
+            print(f"round {r + 1} {precision}: {times[precision][-1]:.1f} s, avg {results.sts_avg:.3f}", flush=True)
     diffs = {k: scores["bf16"][k] - scores["fp32"][k] for k in scores["fp32"]}
     ratio = min(times["bf16"]) / min(times["fp32"])
     print_table(["task", "fp32", "bf16", "bf16 - fp32"], [[k, scores["fp32"][k], scores["bf16"][k], d]

@@ -5,8 +5,9 @@
 
 One table per regime of experiments/regimes.json (general, domain, cls), each led by the untrained encoder: with its
 own pooling (mean + Normalize) in every table, and through its raw [CLS] too where the methods use [CLS]. Rows:
-methods (experiments/order.json), mean ± sample standard deviation over seeds (one seed shows no spread). "Avg." is
-the mean over the regime's tasks, named under the table. Under each table, every method against the untrained
+methods (experiments/order.json), mean ± sample standard deviation over seeds (one seed shows no spread). The average
+is over the regime's tasks and labelled with them (hf_cse.evaluation.average_label: "STS Avg." is the papers' 7-task
+average, "Avg (STS-B, SICK-R)" one over those two). Under each table, every method against the untrained
 encoder and against SimCSE at the same seed, grouped by sign and by SimCSE's own seed-to-seed std (the noise).
 """
 
@@ -14,35 +15,22 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # hf_cse from this checkout
+from hf_cse.evaluation.data import TABLE_NAMES  # noqa: E402
+from hf_cse.evaluation.results import EvalResults, average_label  # noqa: E402
+
 REGIMES = json.loads((HERE / "regimes.json").read_text())
-TABLE_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
 ANCHORS = {"untrained_own": "untrained, own pooling (mean + Normalize)",
            "untrained_cls": "untrained, raw [CLS] (the methods' pooling here)"}
 #: how a method compares with a reference row, in the order listed under the table
 GROUPS = (ABOVE, ABOVE_WITHIN_NOISE, MIXED, BELOW_WITHIN_NOISE, BELOW) = (
     "above by more than the noise at every seed", "above at every seed, within the noise", "no consistent direction",
     "below at every seed, within the noise", "below by more than the noise at every seed")
-
-
-def geometry(scores: dict) -> tuple[float | None, float | None]:
-    """Alignment and uniformity from a run_eval results.json, wherever run_eval put them."""
-    flat = {}
-
-    def walk(d, prefix=""):
-        for k, v in d.items():
-            if isinstance(v, dict):
-                walk(v, f"{prefix}{k}.")
-            elif isinstance(v, (int, float)):
-                flat[f"{prefix}{k}".lower()] = v
-
-    walk(scores)
-    align = next((v for k, v in flat.items() if k.endswith("alignment") or k.endswith("align")), None)
-    unif = next((v for k, v in flat.items() if k.endswith("uniformity") or k.endswith("uniform")), None)
-    return align, unif
 
 
 def fmt(values: list[float]) -> str:
@@ -54,7 +42,7 @@ def fmt(values: list[float]) -> str:
 
 def average(cell: dict, tasks: list[str]) -> float | None:
     """The mean over the regime's tasks (None unless every one was scored)."""
-    values = [cell["eval"].get(t) for t in tasks]
+    values = [cell["results"].score(t) for t in tasks]
     return statistics.fmean(values) if all(isinstance(v, (int, float)) for v in values) else None
 
 
@@ -93,8 +81,10 @@ def comparison(by_method: dict, methods: list[str], tasks: list[str], reference:
 def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list[str], list[tuple]]:
     regime = REGIMES[name]
     tasks = regime["tasks"]
+    avg = average_label(tasks)
     by_method: dict[str, list[dict]] = defaultdict(list)
     for cell in cells:
+        cell["results"] = EvalResults.from_dict(cell["eval"])  # run_eval's results.json of the cell
         by_method[cell["method"]].append(cell)
     methods = [m for m in (*ANCHORS, *order) if m in by_method] + sorted(set(by_method) - set(order) - set(ANCHORS))
     devices = sorted({c.get("device", "cpu (not recorded)") for c in cells if c.get("train")})
@@ -105,9 +95,9 @@ def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list
         f"{'; `simcse_lr*` rows change only the learning rate' if any('_lr' in m for m in methods) else ''}), "
         f"STS-B dev every {regime['eval_steps']} steps selects the "
         f"checkpoint; seeds {', '.join(map(str, regime['seeds']))}; trained on {', '.join(devices) or '-'}. "
-        f"Avg. = mean of {', '.join(TABLE_NAMES.get(t, t) for t in tasks)} (test, Spearman x 100).", "",
+        f"{avg} = mean of {', '.join(TABLE_NAMES.get(t, t) for t in tasks)} (test, Spearman x 100).", "",
         "| method | seeds | " + " | ".join(TABLE_NAMES.get(t, t) for t in tasks)
-        + " | Avg. | STS-B dev (sel.) | dev before -> after | align | uniform |",
+        + f" | {avg} | STS-B dev (sel.) | dev before -> after | align | uniform |",
         "|---|---|" + "---|" * (len(tasks) + 5),
     ]
     points = []
@@ -115,15 +105,15 @@ def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list
         runs = by_method[method]
         seeds = len([r for r in runs if r["seed"] is not None])
         row = [f"**{ANCHORS[method]}**" if method in ANCHORS else method, str(seeds) if seeds else "–"]
-        row += [fmt([r["eval"][t] for r in runs if t in r["eval"]]) for t in tasks]
+        row += [fmt([r["results"].score(t) for r in runs if r["results"].score(t) is not None]) for t in tasks]
         avgs = [a for a in (average(r, tasks) for r in runs) if a is not None]
         row.append(fmt(avgs))
         row.append(fmt([r["train"]["best_stsb_dev"] for r in runs if r["train"].get("best_stsb_dev") is not None]))
         devs = [r["train"]["dev"] for r in runs if r["train"].get("dev")]
         before, after = (statistics.fmean(d[k] for d in devs) if devs else None for k in ("before", "after"))
         row.append(f"{before:.2f} -> {after:.2f}" if devs else "–")
-        geo = [geometry(r["eval"]) for r in runs]
-        aligns, unifs = [a for a, _ in geo if a is not None], [u for _, u in geo if u is not None]
+        aligns = [r["results"].alignment for r in runs if r["results"].alignment is not None]
+        unifs = [r["results"].uniformity for r in runs if r["results"].uniformity is not None]
         row += [f"{statistics.fmean(v):.3f}" if v else "–" for v in (aligns, unifs)]
         lines.append("| " + " | ".join(row) + " |")
         if aligns and unifs and avgs:
@@ -133,14 +123,15 @@ def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list
     trained = [c for c in cells if c.get("train")]
     lines += ["", f"{len(trained)} trained cells, {sum(c.get('wall_seconds', 0) for c in trained) / 3600:.2f} "
               f"hours of cell wall time (cells ran side by side on a GPU; one at a time on CPU). "
-              f"The noise scale is SimCSE's own seed-to-seed std of Avg., {noise:.2f}.", ""]
+              f"The noise scale is SimCSE's own seed-to-seed std of {avg}, {noise:.2f}.", ""]
     for anchor in ANCHORS:
         if anchor in by_method:
-            lines += [f"Avg. minus the **{ANCHORS[anchor]}** row ({average(by_method[anchor][0], tasks):.2f}):",
+            lines += [f"{avg} minus the **{ANCHORS[anchor]}** row ({average(by_method[anchor][0], tasks):.2f}):",
                       *comparison(by_method, methods, tasks, anchor, noise), ""]
     if "simcse" in by_method:
-        lines += ["Avg. minus SimCSE's at the same seed:", *comparison(by_method, methods, tasks, "simcse", noise), ""]
-    return lines, points
+        lines += [f"{avg} minus SimCSE's at the same seed:", *comparison(by_method, methods, tasks, "simcse", noise),
+                  ""]
+    return lines, points, avg
 
 
 def main() -> None:
@@ -161,20 +152,20 @@ def main() -> None:
         cells = [c for c in cells if c.get("precision", "fp32") in ("fp32", "auto")]  # bf16 twins: benchmarks/
         if not cells:
             continue
-        section, points = regime_section(name, cells, order)
+        section, points, avg = regime_section(name, cells, order)
         lines += section
-        all_points[name] = points
+        all_points[name] = points, avg
     if (HERE / "SUPERVISED.md").is_file():  # written by hand from its own runs, not from results/
         lines += ["Supervised training on SICK (anchor, entailment, contradiction) triplets under the [CLS] regime's "
                   "budget: [SUPERVISED.md](SUPERVISED.md).", ""]
     (HERE / "RESULTS.md").write_text("\n".join(lines))
     print("\n".join(lines))
-    for name, points in all_points.items():
+    for name, (points, avg) in all_points.items():
         if points:
-            plot(points, HERE / f"align_uniform_{name}.png", REGIMES[name]["title"])
+            plot(points, HERE / f"align_uniform_{name}.png", REGIMES[name]["title"], avg)
 
 
-def plot(points, path: Path, title: str) -> None:
+def plot(points, path: Path, title: str, avg_label: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -184,7 +175,7 @@ def plot(points, path: Path, title: str) -> None:
     sc = ax.scatter([p[2] for p in points], [p[1] for p in points], c=[p[3] for p in points], cmap="viridis", s=40)
     for name, align, unif, _ in points:
         ax.annotate(name, (unif, align), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    fig.colorbar(sc, label="Avg. (Spearman x 100)")
+    fig.colorbar(sc, label=f"{avg_label} (Spearman x 100)")
     ax.set_xlabel("uniformity (lower is better)")
     ax.set_ylabel("alignment (lower is better)")
     ax.set_title(f"Alignment vs uniformity on STS-B: {title.split(':')[0]}", fontsize=10)

@@ -1,10 +1,9 @@
-"""Figures a user looks at: the training curves of a run and a per-task comparison of several evaluated models.
+"""The training curves of a run (the evaluation's figures are in :mod:`hf_cse.evaluation.figures`).
 
-* :func:`plot_training_curves` reads ``trainer.state.log_history`` (``run_unsup.py`` writes
-  ``<output_dir>/training_curves.png`` at the end of training): loss terms, positive / negative cosine, the
-  gradient diagnostics of the unified gradient paradigm (Li, Zhang & Nie: GD share ``gd_active``,
-  hardest-negative weight ``hardest_weight``, ratio ``ratio``) and the dev metrics over steps.
-* :func:`plot_task_comparison` is ``run_eval.py``'s bar chart of per-task scores when several models are evaluated.
+:func:`plot_training_curves` reads ``trainer.state.log_history`` (``run_unsup.py`` writes
+``<output_dir>/training_curves.png`` at the end of training): loss terms, positive / negative cosine, the
+gradient diagnostics of the unified gradient paradigm (Li, Zhang & Nie: GD share ``gd_active``,
+hardest-negative weight ``hardest_weight``, ratio ``ratio``) and the dev metrics over steps.
 """
 
 from __future__ import annotations
@@ -14,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .evaluation.report import _pyplot, _save, short_name
-from .evaluation.sts import TABLE_NAMES
+from .evaluation.figures import pyplot, save_figure
 
 CURVES_FILE = "training_curves.png"
 COSINES = ("pos_cos", "neg_cos")
@@ -48,7 +46,7 @@ def plot_training_curves(log_history: Sequence[dict], path, title: str | None = 
     panels = curve_panels(log_history)
     if not panels:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     cols = 1 if len(panels) == 1 else 2
     rows = (len(panels) + 1) // 2
     fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)
@@ -68,40 +66,4 @@ def plot_training_curves(log_history: Sequence[dict], path, title: str | None = 
     for ax in list(axes.flat)[len(panels):]:
         ax.remove()
     fig.suptitle(title or "training curves", fontsize=11)
-    return _save(fig, plt, path)
-
-
-def _task_scores(result: dict) -> dict[str, float]:
-    """Per-task scores of one run_eval result (STS / transfer x 100, own data, MTEB main score x 100)."""
-    from .evaluation.data import STS_TASKS, TRANSFER_TASKS
-
-    scores = {TABLE_NAMES.get(t, t): result[t] for t in STS_TASKS + TRANSFER_TASKS if result.get(t) is not None}
-    for key, value in result.get("own_data", {}).items():
-        if key.endswith("_spearman"):
-            scores[key.removesuffix("_spearman")] = value
-    scores.update({f"MTEB {t}": v for t, v in result.get("mteb", {}).items()})
-    return scores
-
-
-def plot_task_comparison(results: Sequence[dict], path, title: str | None = None) -> Path | None:
-    """Grouped bars: one group per task, one bar per model (None when no task has a score)."""
-    per_model = [_task_scores(r) for r in results]
-    tasks = list(dict.fromkeys(t for s in per_model for t in s))
-    if not tasks:
-        return None
-    plt = _pyplot()
-    width = 0.8 / len(results)
-    rotate = len(tasks) > 6 or max(len(t) for t in tasks) > 14
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(tasks) * max(1, len(results) / 2) + 3), 5.5 if rotate else 4.5))
-    x = np.arange(len(tasks))
-    for i, (result, scores) in enumerate(zip(results, per_model)):
-        values = [scores.get(t, np.nan) for t in tasks]
-        ax.bar(x + (i - (len(results) - 1) / 2) * width, values, width, label=short_name(result.get("model", "?")))
-    ax.set_xticks(x)
-    ax.set_xticklabels(tasks, rotation=30 if rotate else 0, ha="right" if rotate else "center")
-    ax.set_xlabel("task")
-    ax.set_ylabel("score (Spearman or accuracy x 100)")
-    ax.set_title(title or "per-task scores")
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="model")
-    return _save(fig, plt, path)
+    return save_figure(fig, plt, path)

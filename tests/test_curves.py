@@ -6,7 +6,9 @@ import pytest
 from helpers import random_sentences, scored_pairs_file
 
 from hf_cse.cli import train as run_unsup
-from hf_cse.plots import CURVES_FILE, curve_panels, plot_task_comparison, plot_training_curves
+from hf_cse.evaluation.figures import plot_task_comparison
+from hf_cse.evaluation.results import EvalResults
+from hf_cse.plots import CURVES_FILE, curve_panels, plot_training_curves
 
 
 def _png_shape(path):
@@ -50,9 +52,9 @@ def test_no_curves_without_logged_values(tmp_path):
 def test_comparison_plot_has_a_group_per_task(tmp_path):
     results = [{"model": "a/simcse", "STSBenchmark": 80.0, "MR": 75.0, "mteb": {"STS22": 60.0}},
                {"model": "b/diffcse", "STSBenchmark": 82.0, "own_data": {"mine_spearman": 70.0, "pairs": 20}}]
-    path = plot_task_comparison(results, tmp_path / "cmp.png")
+    path = plot_task_comparison([EvalResults.from_dict(r) for r in results], tmp_path / "cmp.png")
     assert _png_shape(path)[0] > 300
-    assert plot_task_comparison([{"model": "x"}], tmp_path / "none.png") is None
+    assert plot_task_comparison([EvalResults(model="x")], tmp_path / "none.png") is None
 
 
 @pytest.mark.parametrize("with_curves", [True, False])

@@ -67,8 +67,8 @@ def test_end_to_end_two_models(setup, tmp_path):
     assert res["model"] == str(tiny)
     assert combined["models"][0]["avg"] != combined["models"][1]["avg"]  # two different random models
     md = (out / "results.md").read_text()
-    assert "| STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg |" in md
-    assert "| MR | CR | SUBJ | MPQA | SST | TREC | MRPC | Avg |" in md
+    assert "| STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | STS Avg. |" in md
+    assert "| MR | CR | SUBJ | MPQA | SST | TREC | MRPC | Transfer Avg. |" in md
     sub = sorted(p.name for p in out.iterdir() if p.is_dir())
     assert len(sub) == 2 and all((out / s / "results.json").is_file() for s in sub)
 

@@ -191,6 +191,7 @@ def test_evaluate_transfer_on_toy_folder(tmp_path):
     dev = evaluate_transfer(enc, ["MR"], root, mode="dev")
     assert dev["MR"] == dev["details"]["MR"]["devacc"]
     table = format_transfer_table(res).splitlines()
-    assert table[0].split() == ["MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC", "Avg"]
+    assert table[0].split() == ["MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC", "Transfer", "Avg."]
+    assert format_transfer_table(dev).splitlines()[0].split()[-2:] == ["Avg", "(MR)"]
     with pytest.raises(ValueError, match="Valid transfer tasks"):
         evaluate_transfer(enc, ["SNLI"], root)

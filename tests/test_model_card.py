@@ -153,7 +153,7 @@ def test_usage_snippet_shows_similarities_when_the_exported_model_is_given(tiny_
 def test_scores_go_to_tables_with_display_headers_and_to_the_model_index():
     scores = {task: 60.0 + i for i, task in enumerate(STS_TASKS + TRANSFER_TASKS)}
     text = card(config_for(), eval_results={**scores, "avg": 63.0})
-    assert "| STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | Avg. |" in text
+    assert "| STS12 | STS13 | STS14 | STS15 | STS16 | STS-B | SICK-R | STS Avg. |" in text
     index = card_metadata(text)["model-index"][0]
     assert index["name"] == "someone/model"
     got = {r["dataset"]["name"]: r["metrics"][0]["value"] for r in index["results"]}

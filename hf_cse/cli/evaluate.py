@@ -32,10 +32,10 @@ from hf_cse.checks import InputError, check_device, check_model_source, check_pa
 from hf_cse.cli import refuse_empty_paths, run_cli
 from hf_cse.encoders import packaged_encoder_path
 from hf_cse.evaluation import (
+    EvalResults,
     SentenceEncoder,
     evaluate,
-    format_sts_table,
-    format_transfer_table,
+    summary_text,
     write_report,
 )
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
@@ -203,19 +203,9 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
             mteb_tasks)
 
 
-def print_results(name: str, pooler: str, args: EvalArguments, results: dict) -> None:
+def print_results(name: str, pooler: str, args: EvalArguments, results: EvalResults) -> None:
     print(f"\n{name}  (pooler: {pooler}, mode: {args.mode})")
-    if "avg" in results:
-        print(format_sts_table(results))
-    if "transfer_avg" in results:
-        print(format_transfer_table(results))
-    for key in ("alignment", "uniformity", "R@1", "R@5", "R@10"):
-        if key in results:
-            print(f"{key}: {results[key]:.4f}")
-    if "own_data" in results:
-        print(f"{args.eval_name}_spearman: {results['own_data'][args.eval_name + '_spearman']:.2f}")
-    for task, score in results.get("mteb", {}).items():
-        print(f"MTEB {task}: {score:.2f}")
+    print(summary_text(results, args.eval_name))
 
 
 def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
@@ -252,10 +242,10 @@ def evaluate_models(argv: list[str] | None = None) -> int:
     out, eval_pairs, mteb_tasks = check_inputs(args)
 
     combined = len(args.model_name_or_path) > 1
-    all_results: list[dict] = []
+    all_results: list[EvalResults] = []
     all_extras: list[dict] = []
 
-    def save_partial(partial: dict) -> None:  # after each task: text files only, plots at the end of a model
+    def save_partial(partial: EvalResults) -> None:  # after each task: text files only, plots at the end of a model
         write_report(all_results + [partial], out, all_extras, combined=combined, plots=False)
 
     try:
@@ -272,15 +262,14 @@ def evaluate_models(argv: list[str] | None = None) -> int:
                 sts_aggregation=args.sts_aggregation,
                 mrpc_features=args.mrpc_features,
                 on_progress=save_partial,
-            ) if args.task_list else ({"model": name, "settings": encoder.describe()}, {})
+            ) if args.task_list else (EvalResults(model=name, settings=encoder.describe()), {})
             if eval_pairs is not None:
-                results["own_data"] = {**PairsEvaluator(eval_pairs, args.eval_name)(encoder),
-                                       "pairs": len(eval_pairs), "source": args.eval_file or args.eval_dataset_name}
+                results.own_data = {**PairsEvaluator(eval_pairs, args.eval_name)(encoder),
+                                    "pairs": len(eval_pairs), "source": args.eval_file or args.eval_dataset_name}
                 save_partial(results)
             if mteb_tasks:
                 folder = model_folder(out, index, name, several=combined) / "mteb"
-                results["mteb"], results.setdefault("details", {})["mteb"] = run_mteb_tasks(encoder, mteb_tasks,
-                                                                                            folder)
+                results.add_mteb(*run_mteb_tasks(encoder, mteb_tasks, folder))
             all_results.append(results)
             all_extras.append(extras)
             written = write_report(all_results, out, all_extras, combined=combined)

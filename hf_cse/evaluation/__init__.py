@@ -1,5 +1,6 @@
 """Evaluation of sentence embeddings as the SimCSE-family papers report it: STS, SentEval transfer tasks, alignment /
-uniformity, STS-B retrieval, reports and plots, and the trainer's dev metrics.
+uniformity, STS-B retrieval, one typed results record (:class:`EvalResults`) with its reports and plots, and the
+trainer's dev metrics.
 
 Every STS number is Spearman x 100 of cosine similarity; every transfer number is accuracy x 100.
 
@@ -23,14 +24,17 @@ from .data import (
 from .dev import dev_metrics
 from .encoder import SentenceEncoder, detect_kind
 from .evaluators import PairsEvaluator, STSDevEvaluator
+from .figures import plot_alignment_uniformity, plot_cosine_buckets, plot_task_comparison
 from .geometry import alignment, evaluate_geometry, evaluate_retrieval, retrieval_recall, uniformity
-from .report import plot_alignment_uniformity, plot_cosine_buckets, write_report
+from .report import summary_text, write_report
+from .results import EvalResults, average_label
 from .runner import evaluate, parse_tasks
 from .sts import evaluate_sts, format_sts_table
 from .transfer import evaluate_transfer, format_transfer_table
 
 __all__ = [
     "ALL_TASKS",
+    "EvalResults",
     "HUB_DATASETS",
     "STS_SUBSETS",
     "STS_TASKS",
@@ -40,6 +44,7 @@ __all__ = [
     "SentEvalDataError",
     "SentenceEncoder",
     "alignment",
+    "average_label",
     "default_senteval_dir",
     "detect_kind",
     "dev_metrics",
@@ -54,7 +59,9 @@ __all__ = [
     "parse_tasks",
     "plot_alignment_uniformity",
     "plot_cosine_buckets",
+    "plot_task_comparison",
     "retrieval_recall",
+    "summary_text",
     "uniformity",
     "write_report",
 ]

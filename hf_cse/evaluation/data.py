@@ -44,8 +44,8 @@ STS_DEV_TASKS = ("STSBenchmark", "SICKRelatedness")  # the STS sets with a dev s
 STS_TASKS = STS_YEARS + STS_DEV_TASKS
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 ALL_TASKS = STS_TASKS + TRANSFER_TASKS
-# the STS tasks' names in result tables (SimCSE's)
-TABLE_NAMES = {**{t: t for t in STS_YEARS}, "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
+# the tasks' names in result tables (SimCSE's)
+TABLE_NAMES = {**{t: t for t in ALL_TASKS}, "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "SST2": "SST"}
 
 # SimCSE's modified SentEval (senteval/sts.py); STS13 without SMT (licence).
 STS_SUBSETS: dict[str, tuple[str, ...]] = {

@@ -110,11 +110,3 @@ def evaluate_retrieval(
     out["corpus_size"] = int(len(corpus))
     return out
 
-
-def evaluate_geometry_and_retrieval(encoder, data_dir=None, source: Source = "local", split: str = "test"):
-    """Both, from one encoding of STS-B."""
-    cache = _stsb_embeddings(encoder, data_dir, source, split)
-    return (
-        evaluate_geometry(encoder, data_dir, source, split, _cache=cache),
-        evaluate_retrieval(encoder, data_dir, source, split, _cache=cache),
-    )

@@ -1,12 +1,7 @@
-"""Writing results: ``results.json``, ``results.md`` and PNG plots (matplotlib, Agg backend).
+"""Writing results: ``results.json``, ``results.md``, the PNG plots (:mod:`.figures`) and the printout.
 
-Plots:
-
-* :func:`plot_alignment_uniformity`: one point per model in the (alignment, uniformity) plane, lower-left
-  is better, coloured by the STS average when known (ImSimCSE Fig. 1 / SimCSE Fig. 2 style);
-* :func:`plot_cosine_buckets`: distribution of the predicted cosine of STS-B pairs grouped by gold score
-  (0-1, 1-2, 2-3, 3-4, 4-5; DiffCSE Fig. 2 style).
-
+Every reader takes :class:`EvalResults` records; averages carry their labels (the papers' 7-task "STS Avg." /
+"Transfer Avg." only when all seven tasks ran, otherwise named by their tasks: :func:`.results.average_label`).
 Every file is written to a temporary name and renamed into place, so an interrupted write never leaves a
 half-written ``results.json``; :func:`report_files` lists what an earlier evaluation left in a folder.
 """
@@ -18,22 +13,13 @@ import shutil
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
-
-from ..writing import json_safe, replace_atomically, write_json_atomic, write_text_atomic
+from ..writing import json_safe, write_json_atomic, write_text_atomic
 from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
+from .figures import plot_alignment_uniformity, plot_cosine_buckets, plot_task_comparison
 from .mteb_tasks import MTEB_FOLDER_MARK
-
-BUCKETS = ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5))
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+from .results import RETRIEVAL_KEYS, EvalResults, short_name
+from .sts import format_sts_table
+from .transfer import format_transfer_table
 
 
 def report_files(folder) -> list[Path]:
@@ -74,14 +60,6 @@ def model_folder(output_dir, index: int, name: str, several: bool) -> Path:
     return Path(output_dir) / f"model_{index}_{short_name(name).replace('/', '_')}"
 
 
-def short_name(name: str) -> str:
-    """A readable label for a model path (last two path parts)."""
-    parts = [p for p in str(name).replace("\\", "/").split("/") if p]
-    if len(parts) >= 2 and parts[-1] in ("model", "best", "final"):
-        return "/".join(parts[-2:])
-    return parts[-1] if parts else str(name)
-
-
 # --------------------------------------------------------------------------------------------- markdown
 def _fmt(v, digits=2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
@@ -93,45 +71,48 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def markdown_report(results: Sequence[dict]) -> str:
-    """Markdown tables of one or several models' results (papers' column order)."""
+def _avg_header(labels: dict[str, str]) -> tuple[str, list[str]]:
+    """The average column's header from ``{model: its average's label}``, and a note under the table when the
+    models' averages are over different tasks."""
+    if len(set(labels.values())) == 1:
+        return next(iter(labels.values())), []
+    return "Avg (see below)", ["Averages: " + "; ".join(f"{n}: {lab}" for n, lab in labels.items()) + ".", ""]
+
+
+def markdown_report(results: Sequence[EvalResults]) -> str:
+    """Markdown tables of one or several models' results (papers' column order; labelled averages)."""
     out = ["# hf_cse evaluation", ""]
-    names = [short_name(r.get("model", "?")) for r in results]
+    names = [r.name for r in results]
     for n, r in zip(names, results):
-        if r.get("unfinished_tasks"):  # written while the evaluation runs; kept as is if it was interrupted
-            out += [f"**{n}: not finished**: no results yet for {', '.join(r['unfinished_tasks'])}.", ""]
-    if any(t in r for r in results for t in STS_TASKS):
-        agg = results[0].get("settings", {}).get("sts_aggregation", "all")
-        mode = results[0].get("settings", {}).get("mode", "test")
+        if r.unfinished_tasks:  # written while the evaluation runs; kept as is if it was interrupted
+            out += [f"**{n}: not finished**: no results yet for {', '.join(r.unfinished_tasks)}.", ""]
+    if any(r.sts for r in results):
+        settings = results[0].settings or {}
+        agg, mode = settings.get("sts_aggregation", "all"), settings.get("mode", "test")
         out += [
             f"## STS (Spearman x 100; STS12-16 '{agg}', STS-B/SICK-R {mode if mode == 'dev' else 'test'})",
             "",
         ]
-        header = ["model"] + [TABLE_NAMES[t] for t in STS_TASKS] + ["Avg"]
-        rows = [
-            [n] + [_fmt(r.get(t)) for t in STS_TASKS] + [_fmt(r.get("avg"))] for n, r in zip(names, results)
-        ]
-        out += [_md_table(header, rows), ""]
-    if any(t in r for r in results for t in TRANSFER_TASKS):
+        avg, notes = _avg_header({n: r.sts_avg_label for n, r in zip(names, results) if r.sts})
+        header = ["model"] + [TABLE_NAMES[t] for t in STS_TASKS] + [avg]
+        rows = [[n] + [_fmt(r.sts.get(t)) for t in STS_TASKS] + [_fmt(r.sts_avg)] for n, r in zip(names, results)]
+        out += [_md_table(header, rows), "", *notes]
+    if any(r.transfer for r in results):
         out += ["## Transfer (accuracy x 100)", ""]
-        header = ["model", "MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC", "Avg"]
-        rows = [
-            [n] + [_fmt(r.get(t)) for t in TRANSFER_TASKS] + [_fmt(r.get("transfer_avg"))]
-            for n, r in zip(names, results)
-        ]
-        out += [_md_table(header, rows), ""]
-    if any("alignment" in r or "R@1" in r for r in results):
+        avg, notes = _avg_header({n: r.transfer_avg_label for n, r in zip(names, results) if r.transfer})
+        header = ["model"] + [TABLE_NAMES[t] for t in TRANSFER_TASKS] + [avg]
+        rows = [[n] + [_fmt(r.transfer.get(t)) for t in TRANSFER_TASKS] + [_fmt(r.transfer_avg)]
+                for n, r in zip(names, results)]
+        out += [_md_table(header, rows), "", *notes]
+    if any(r.alignment is not None or r.retrieval for r in results):
         out += ["## Geometry and retrieval (STS-B test)", ""]
-        header = ["model", "alignment", "uniformity", "R@1", "R@5", "R@10"]
-        rows = [
-            [n, _fmt(r.get("alignment"), 4), _fmt(r.get("uniformity"), 4)]
-            + [_fmt(r.get(k)) for k in ("R@1", "R@5", "R@10")]
-            for n, r in zip(names, results)
-        ]
+        header = ["model", "alignment", "uniformity", *RETRIEVAL_KEYS]
+        rows = [[n, _fmt(r.alignment, 4), _fmt(r.uniformity, 4)] + [_fmt(r.retrieval.get(k)) for k in RETRIEVAL_KEYS]
+                for n, r in zip(names, results)]
         out += [_md_table(header, rows), ""]
     out += _own_and_mteb_sections(names, results)
     for n, r in zip(names, results):
-        sts_details = r.get("details", {}).get("sts", {})
+        sts_details = (r.details or {}).get("sts", {})
         if sts_details:
             out += [f"## STS subsets: {n}", ""]
             rows = []
@@ -146,99 +127,51 @@ def markdown_report(results: Sequence[dict]) -> str:
             f"## Settings: {n}",
             "",
             "```json",
-            json.dumps(json_safe(r.get("settings", {})), indent=2),
+            json.dumps(json_safe(r.settings or {}), indent=2),
             "```",
             "",
         ]
     return "\n".join(out)
 
 
-def _own_and_mteb_sections(names: Sequence[str], results: Sequence[dict]) -> list[str]:
+def _own_and_mteb_sections(names: Sequence[str], results: Sequence[EvalResults]) -> list[str]:
     """Tables of the user's own pairs (``--eval_file``) and of MTEB tasks (``--tasks mteb:...``)."""
     out: list[str] = []
-    own = [(n, r["own_data"]) for n, r in zip(names, results) if "own_data" in r]
+    own = [(n, r.own_data) for n, r in zip(names, results) if r.own_data is not None]
     if own:
         out += ["## Your data (Spearman x 100 of cosine)", ""]
         rows = [[n, str(d.get("source")), str(d.get("pairs")), _fmt(v)]
                 for n, d in own for k, v in d.items() if k.endswith("_spearman")]
         out += [_md_table(["model", "pairs from", "pairs", "Spearman"], rows), ""]
-    tasks = list(dict.fromkeys(t for r in results for t in r.get("mteb", {})))
+    tasks = list(dict.fromkeys(t for r in results for t in r.mteb or {}))
     if tasks:
         out += ["## MTEB (main score x 100; MTEB's own result files are in mteb/)", ""]
-        rows = [[n] + [_fmt(r.get("mteb", {}).get(t)) for t in tasks] for n, r in zip(names, results)]
+        rows = [[n] + [_fmt((r.mteb or {}).get(t)) for t in tasks] for n, r in zip(names, results)]
         out += [_md_table(["model"] + tasks, rows), ""]
     return out
 
 
-# --------------------------------------------------------------------------------------------- plots
-def plot_alignment_uniformity(results: Sequence[dict], path, labels: Sequence[str] | None = None, title=None):
-    """Scatter of (alignment, uniformity) for several result dicts (those without both are skipped)."""
-    plt = _pyplot()
-    pts = [(r, lab) for r, lab in zip(results, labels or [short_name(r.get("model", "?")) for r in results])]
-    pts = [(r, lab) for r, lab in pts if r.get("alignment") is not None and r.get("uniformity") is not None]
-    if not pts:
-        raise ValueError("No result has both alignment and uniformity.")
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    xs = np.array([r["alignment"] for r, _ in pts])
-    ys = np.array([r["uniformity"] for r, _ in pts])
-    colour = [r.get("avg") for r, _ in pts]
-    if all(c is not None for c in colour):
-        sc = ax.scatter(xs, ys, c=colour, cmap="viridis", s=70, edgecolors="black", zorder=3)
-        fig.colorbar(sc, ax=ax, label="STS avg (Spearman x 100)")
-    else:
-        ax.scatter(xs, ys, s=70, edgecolors="black", zorder=3)
-    for (_, lab), x, y in zip(pts, xs, ys):
-        ax.annotate(lab, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    pad_x = max(0.01, 0.15 * (xs.max() - xs.min()))
-    pad_y = max(0.05, 0.15 * (ys.max() - ys.min()))
-    ax.set_xlim(xs.min() - pad_x, xs.max() + 2 * pad_x)
-    ax.set_ylim(ys.min() - pad_y, ys.max() + pad_y)
-    ax.set_xlabel(r"$\ell_{align}$ (lower is better)")
-    ax.set_ylabel(r"$\ell_{uniform}$ (lower is better)")
-    ax.set_title(title or "Alignment vs uniformity (STS-B)")
-    ax.grid(alpha=0.3)
-    return _save(fig, plt, path)
-
-
-def _save(fig, plt, path) -> Path:
-    fig.tight_layout()
-    try:
-        return replace_atomically(path, lambda partial: fig.savefig(partial, dpi=120, format="png"))
-    finally:
-        plt.close(fig)
-
-
-def bucket_of(gold: np.ndarray) -> np.ndarray:
-    """Index of the gold-score bucket 0-1, 1-2, 2-3, 3-4, 4-5 (5.0 falls in 4-5)."""
-    return np.clip(np.floor(np.asarray(gold, dtype=np.float64)), 0, len(BUCKETS) - 1).astype(int)
-
-
-def plot_cosine_buckets(cosine: np.ndarray, gold: np.ndarray, path, title: str | None = None):
-    """Histograms of predicted cosine similarity per gold-score bucket, one row per bucket."""
-    plt = _pyplot()
-    cosine = np.asarray(cosine, dtype=np.float64)
-    buckets = bucket_of(gold)
-    lo = min(0.0, float(np.floor(cosine.min() * 10) / 10)) if len(cosine) else 0.0
-    bins = np.linspace(lo, 1.0, 41)
-    fig, axes = plt.subplots(len(BUCKETS), 1, figsize=(5.5, 6), sharex=True)
-    for i, (ax, (a, b)) in enumerate(zip(axes[::-1], BUCKETS)):
-        vals = cosine[buckets == i]
-        ax.hist(
-            vals, bins=bins, color=plt.cm.viridis(i / (len(BUCKETS) - 1)), alpha=0.85, density=len(vals) > 0
-        )
-        ax.set_ylabel(f"{a}-{b}", rotation=0, labelpad=18, va="center")
-        ax.set_yticks([])
-        if len(vals):
-            ax.axvline(vals.mean(), color="black", lw=1, ls="--")
-        ax.text(0.01, 0.75, f"n={len(vals)}", transform=ax.transAxes, fontsize=7)
-    axes[-1].set_xlabel("cosine similarity")
-    fig.suptitle(title or "STS-B cosine similarity by gold score")
-    return _save(fig, plt, path)
+# --------------------------------------------------------------------------------------------- printout
+def summary_text(results: EvalResults, eval_name: str | None = None) -> str:
+    """What ``run_eval.py`` prints for one model: the STS and transfer tables (labelled averages), geometry and
+    retrieval, the user's own pairs (``<eval_name>_spearman``; every such score when ``eval_name`` is None) and MTEB."""
+    lines = []
+    if results.sts_avg is not None:
+        lines.append(format_sts_table(results.to_dict()))
+    if results.transfer_avg is not None:
+        lines.append(format_transfer_table(results.to_dict()))
+    values = {"alignment": results.alignment, "uniformity": results.uniformity, **results.retrieval}
+    lines += [f"{key}: {value:.4f}" for key, value in values.items() if value is not None]
+    own = {k: v for k, v in (results.own_data or {}).items()
+           if k == f"{eval_name}_spearman" or eval_name is None and k.endswith("_spearman")}
+    lines += [f"{key}: {value:.2f}" for key, value in own.items()]
+    lines += [f"MTEB {task}: {score:.2f}" for task, score in (results.mteb or {}).items()]
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------- all
 def write_report(
-    results: Sequence[dict],
+    results: Sequence[EvalResults],
     output_dir,
     extras: Sequence[dict] | None = None,
     combined: bool | None = None,
@@ -257,27 +190,23 @@ def write_report(
     if combined is None:
         combined = len(results) > 1
     if not combined:
-        written["results.json"] = write_json_atomic(out / "results.json", results[0])
+        written["results.json"] = write_json_atomic(out / "results.json", results[0].to_dict())
     else:
-        written["results.json"] = write_json_atomic(out / "results.json", {"models": list(results)})
+        written["results.json"] = write_json_atomic(out / "results.json", {"models": [r.to_dict() for r in results]})
         for i, r in enumerate(results):
-            sub = model_folder(out, i, r.get("model", str(i)), several=True)
-            written[f"model_{i}/results.json"] = write_json_atomic(sub / "results.json", r)
+            sub = model_folder(out, i, r.model or str(i), several=True)
+            written[f"model_{i}/results.json"] = write_json_atomic(sub / "results.json", r.to_dict())
     written["results.md"] = write_text_atomic(out / "results.md", markdown_report(results))
     if not plots:
         return written
     if len(results) > 1:
-        from ..plots import plot_task_comparison
-
         comparison = plot_task_comparison(results, out / "task_comparison.png")
         if comparison is not None:
             written["task_comparison.png"] = comparison
-    if any(r.get("alignment") is not None for r in results):
+    if any(r.alignment is not None for r in results):
         written["align_uniform.png"] = plot_alignment_uniformity(results, out / "align_uniform.png")
     for i, (r, ex) in enumerate(zip(results, extras)):
         if ex.get("stsb_cosine") is not None:
             fname = f"stsb_cosine_buckets_{i}.png" if combined else "stsb_cosine_buckets.png"
-            written[fname] = plot_cosine_buckets(
-                ex["stsb_cosine"], ex["stsb_gold"], out / fname, title=f"{short_name(r.get('model', ''))}"
-            )
+            written[fname] = plot_cosine_buckets(ex["stsb_cosine"], ex["stsb_gold"], out / fname, title=r.name)
     return written

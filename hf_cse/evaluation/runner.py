@@ -1,4 +1,4 @@
-"""Run a chosen set of evaluations on one encoder and gather every number in one flat dict.
+"""Run a chosen set of evaluations on one encoder and gather every number in one record (:class:`EvalResults`).
 
 Task names accepted by :func:`parse_tasks` (comma separated, order kept, duplicates dropped):
 
@@ -12,12 +12,14 @@ Task names accepted by :func:`parse_tasks` (comma separated, order kept, duplica
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from .data import STS_TASKS, TRANSFER_TASKS, Mode, Source, load_sts
 from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
+from .results import RETRIEVAL_KEYS, EvalResults
 from .sts import AGGREGATIONS, MODES, Aggregation, evaluate_sts, load_sts_tasks, pairwise_cosine, resolve_sts_tasks
 from .transfer import MRPC_FEATURES, MrpcFeatures, evaluate_transfer, load_transfer_task
 
@@ -105,14 +107,13 @@ def evaluate(
     mode: Mode = "test",
     sts_aggregation: Aggregation = "all",
     mrpc_features: MrpcFeatures = "senteval",
-    on_progress: Callable[[dict], None] | None = None,
-) -> tuple[dict, dict]:
+    on_progress: Callable[[EvalResults], None] | None = None,
+) -> tuple[EvalResults, dict]:
     """Run ``tasks`` on ``encoder`` (a ``SentenceEncoder``).
 
-    Returns ``(results, extras)``: ``results`` is the flat, JSON-ready dict (STS keys ``STS12`` ...
-    ``SICKRelatedness``, ``avg``; transfer keys ``MR`` ... ``MRPC``, ``transfer_avg``; ``alignment``,
-    ``uniformity``; ``R@1``/``R@5``/``R@10``; ``details``, ``settings``, ``timing``); ``extras`` holds
-    arrays for plots (``stsb_cosine``, ``stsb_gold``).
+    Returns ``(results, extras)``: ``results`` is the :class:`EvalResults` record (STS scores and their average;
+    transfer accuracies and theirs; alignment, uniformity; R@1/R@5/R@10; ``details``, ``settings``, ``timing``);
+    ``extras`` holds arrays for plots (``stsb_cosine``, ``stsb_gold``).
 
     ``on_progress(partial)`` is called after the STS tasks (scored together), after geometry / retrieval and
     after each transfer task, with the results so far and ``unfinished_tasks`` listing the rest (run_eval.py
@@ -126,7 +127,6 @@ def evaluate(
         raise ValueError(f"Unknown MRPC features {mrpc_features!r}. Valid: {', '.join(MRPC_FEATURES)}.")
     names = parse_tasks(tasks)
     describe = encoder.describe() if hasattr(encoder, "describe") else {"model": str(encoder)}
-    results: dict = {"model": describe.get("model")}
     details: dict = {}
     timing: dict = {}
     extras: dict = {}
@@ -142,16 +142,13 @@ def evaluate(
         "sts_metric": "Spearman x 100 of cosine similarity",
         "transfer_metric": "accuracy x 100" + (" (dev)" if mode == "dev" else " (test)"),
     }
+    results = EvalResults(model=describe.get("model"), details=details, settings=settings, timing=timing)
     finished: set[str] = set()
-
-    def assemble(unfinished: list[str] | None = None) -> dict:
-        out = {**results, "details": details, "settings": settings, "timing": timing}
-        return {**out, "unfinished_tasks": unfinished} if unfinished else out
 
     def done(*tasks_done: str) -> None:
         finished.update(tasks_done)
         if on_progress is not None:
-            on_progress(assemble([t for t in names if t not in finished]))
+            on_progress(replace(results, unfinished_tasks=[t for t in names if t not in finished]))
 
     sts_tasks = [t for t in names if t in STS_TASKS]
     if sts_tasks:
@@ -160,7 +157,8 @@ def evaluate(
             memo, sts_tasks, data_dir, source, mode, sts_aggregation, return_predictions=True
         )
         details["sts"] = sts.pop("details")
-        results.update(sts)
+        results.sts_avg = sts.pop("avg", None)
+        results.sts = sts
         if "STSBenchmark" in preds:
             extras["stsb_cosine"], extras["stsb_gold"] = (
                 preds["STSBenchmark"]["cosine"],
@@ -175,11 +173,11 @@ def evaluate(
         if "geometry" in names:
             geo = evaluate_geometry(memo, data_dir, source, "test", _cache=cache)
             details["geometry"] = geo
-            results["alignment"], results["uniformity"] = geo["alignment"], geo["uniformity"]
+            results.alignment, results.uniformity = geo["alignment"], geo["uniformity"]
         if "retrieval" in names:
             ret = evaluate_retrieval(memo, data_dir, source, "test", _cache=cache)
             details["retrieval"] = ret
-            results.update({k: ret[k] for k in ("R@1", "R@5", "R@10")})
+            results.retrieval = {k: ret[k] for k in RETRIEVAL_KEYS}
         if "stsb_cosine" not in extras:
             pairs, _, emb = cache
             n = len(pairs)
@@ -193,12 +191,13 @@ def evaluate(
 
         def transfer_done(task: str, task_details: dict) -> None:
             details.setdefault("transfer", {})[task] = task_details
-            results[task] = task_details["score"]
+            results.transfer[task] = task_details["score"]
             done(task)
 
         tr = evaluate_transfer(encoder, transfer_tasks, data_dir, source, mode, mrpc_features, transfer_done)
         details["transfer"] = tr.pop("details")
-        results.update(tr)
+        results.transfer_avg = tr.pop("transfer_avg", None)
+        results.transfer.update(tr)
         timing["transfer_seconds"] = round(time.perf_counter() - t0, 2)
 
-    return assemble(), extras
+    return results, extras

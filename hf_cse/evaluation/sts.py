@@ -7,7 +7,8 @@ Follows SimCSE's modified SentEval (``senteval/sts.py``, ``evaluation.py``):
   Spearman weighted by their number of pairs) and ``"mean"`` (unweighted) are SentEval's other two.
 * STSBenchmark and SICKRelatedness: the test split (``mode="test"`` / ``"fast"``) or the dev split
   (``mode="dev"``, used for model selection); STS12-16 have no dev split and are skipped in dev mode.
-* ``avg`` is the mean of the task scores that were computed (the papers' "Avg." over 7 tasks).
+* ``avg`` is the mean of the task scores that were computed: the papers' "Avg." only when all 7 tasks ran
+  (tables label it with its tasks: :func:`hf_cse.evaluation.results.average_label`).
 
 No training of any kind (the unsupervised STS-B / SICK-R evaluations, never the ``-finetune`` regressors).
 """
@@ -21,6 +22,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from .data import MODES, STS_TASKS, STS_YEARS, TABLE_NAMES, Mode, Source, STSPairs, load_sts
+from .results import average_label, text_table
 
 logger = logging.getLogger(__name__)
 
@@ -152,14 +154,7 @@ def evaluate_sts(
 
 
 def format_sts_table(results: dict, name: str | None = None) -> str:
-    """The papers' Table 1 row: ``STS12 STS13 STS14 STS15 STS16 STS-B SICK-R Avg`` (missing tasks '-')."""
-    cols = [TABLE_NAMES[t] for t in STS_TASKS] + ["Avg"]
-    vals = [results.get(t) for t in STS_TASKS] + [results.get("avg")]
-    cells = ["-" if v is None else f"{v:.2f}" for v in vals]
-    width = max(7, *(len(c) for c in cols))
-    head = " ".join(c.rjust(width) for c in cols)
-    row = " ".join(c.rjust(width) for c in cells)
-    if name is not None:
-        pad = max(len(name), 5)
-        return f"{'model'.ljust(pad)} {head}\n{name.ljust(pad)} {row}"
-    return f"{head}\n{row}"
+    """The papers' Table 1 row: ``STS12 STS13 STS14 STS15 STS16 STS-B SICK-R`` and the average, labelled with the
+    tasks it is over ("STS Avg." for all seven; :func:`.results.average_label`). Missing tasks show '-'."""
+    cols = [TABLE_NAMES[t] for t in STS_TASKS] + [average_label([t for t in STS_TASKS if t in results])]
+    return text_table(cols, [results.get(t) for t in STS_TASKS] + [results.get("avg")], name)

@@ -33,8 +33,9 @@ import numpy as np
 import torch
 from sklearn.model_selection import StratifiedKFold
 
-from .data import TRANSFER_TASKS, TREC_CLASSES, Mode, Source, load_binary, load_mrpc, load_sst2, load_trec
+from .data import TABLE_NAMES, TRANSFER_TASKS, TREC_CLASSES, Mode, Source, load_binary, load_mrpc, load_sst2, load_trec
 from .logreg import FAST_CONFIG, MODE_CONFIGS, TEST_CONFIG, BatchedLogReg, ClassifierConfig, Fit, accuracy
+from .results import average_label, text_table
 
 logger = logging.getLogger(__name__)
 
@@ -269,13 +270,7 @@ def evaluate_transfer(
 
 
 def format_transfer_table(results: dict, name: str | None = None) -> str:
-    """``MR CR SUBJ MPQA SST TREC MRPC Avg`` (the papers' transfer table; missing tasks '-')."""
-    cols = ["MR", "CR", "SUBJ", "MPQA", "SST", "TREC", "MRPC", "Avg"]
-    keys = list(TRANSFER_TASKS) + ["transfer_avg"]
-    cells = ["-" if results.get(k) is None else f"{results[k]:.2f}" for k in keys]
-    head = " ".join(c.rjust(7) for c in cols)
-    row = " ".join(c.rjust(7) for c in cells)
-    if name is not None:
-        pad = max(len(name), 5)
-        return f"{'model'.ljust(pad)} {head}\n{name.ljust(pad)} {row}"
-    return f"{head}\n{row}"
+    """``MR CR SUBJ MPQA SST TREC MRPC`` and the average (the papers' transfer table), labelled with the tasks it
+    is over ("Transfer Avg." for all seven; :func:`.results.average_label`). Missing tasks show '-'."""
+    cols = [TABLE_NAMES[t] for t in TRANSFER_TASKS] + [average_label([t for t in TRANSFER_TASKS if t in results])]
+    return text_table(cols, [results.get(t) for t in TRANSFER_TASKS] + [results.get("transfer_avg")], name)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..evaluation.results import EvalResults
 from ..model_card import resolve_base_model
 from ..writing import json_safe, write_json_atomic, write_text_atomic
 from .modules import HF_CSE_CONFIG_FILE, without_local_paths
@@ -26,12 +27,13 @@ def card_title(model_id: str | None) -> str | None:
 
 
 def record_card_inputs(folder: Path, config, *, model_id: str, export: Mapping[str, Any],
-                       eval_results: Mapping[str, Any] | None, training_info: Mapping[str, Any] | None,
+                       eval_results: EvalResults | None, training_info: Mapping[str, Any] | None,
                        title: str | None) -> None:
     """Write into ``folder`` what :func:`hf_cse.model_card.render_model_card` was given (besides the config,
     which ``hf_cse_config.json`` holds)."""
     base = config.base_encoder
-    record = {"model_id": model_id, "title": title, "export": dict(export), "eval_results": dict(eval_results or {}),
+    record = {"model_id": model_id, "title": title, "export": dict(export),
+              "eval_results": eval_results.to_dict() if eval_results else {},
               "training_info": without_local_paths(json_safe(training_info or {})),
               "base_model": resolve_base_model(base), "base_encoder_name": Path(base).name if base else None}
     write_json_atomic(folder / CARD_INPUTS_FILE, record)
@@ -63,7 +65,7 @@ def render_card_for(folder: Path, model_id: str) -> bool:
     ``hf_cse_config.json``."""
     from ..model_card import render_model_card
 
-    record = read_card_inputs(folder)
+    record = read_card_inputs(folder)  # its eval_results: results.json's layout, read by EvalResults.from_dict
     if record is None or not (Path(folder) / HF_CSE_CONFIG_FILE).is_file():
         return False
     if record["model_id"] == model_id:

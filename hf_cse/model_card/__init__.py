@@ -205,7 +205,7 @@ def render_model_card(
             ``projector_description``, ``modules`` (one line per sentence-transformers module); optional
             ``limitations_extra`` (a Markdown bullet) and ``model`` (the exported ``SentenceTransformer``: the
             usage snippet then shows its similarities for the example sentences).
-        eval_results: ``run_eval.py``'s ``results.json`` (path or dict).
+        eval_results: ``run_eval.py``'s ``results.json`` (path, dict or ``EvalResults``).
         training_info: what run_unsup.py records: ``training_args`` (``TrainingArguments.to_dict()``), ``data``
             (``source``, ``dataset_name``, ``num_sentences``, ``max_seq_length``), ``train_metrics``,
             ``world_size``, ``training_curves``; optional ``base_model`` / ``datasets`` / ``language`` /

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.data import STS_TASKS, TRANSFER_TASKS
+from ..evaluation.data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 from ..evaluation.hub_data import HUB_DATASETS
-from ..evaluation.sts import TABLE_NAMES
+from ..evaluation.results import EvalResults
 from .text import fmt, is_number, kv_table, table
 
 
@@ -19,10 +19,11 @@ class ModelCardError(ValueError):
     """A model card that cannot be rendered (e.g. evaluation results that are not one model's)."""
 
 
-def read_eval_results(results: Mapping[str, Any] | str | Path | None) -> dict[str, Any]:
-    """``run_eval.py``'s ``results.json`` of ONE model (a path or an already loaded dict), checked."""
-    if results is None:
-        return {}
+def read_eval_results(results: EvalResults | Mapping[str, Any] | str | Path | None) -> EvalResults:
+    """``run_eval.py``'s ``results.json`` of ONE model (a path, an already loaded dict or a record), checked; an empty
+    record when ``results`` is None."""
+    if results is None or isinstance(results, EvalResults):
+        return results or EvalResults()
     source = "eval_results"
     if not isinstance(results, Mapping):
         path = Path(results)
@@ -38,19 +39,20 @@ def read_eval_results(results: Mapping[str, Any] | str | Path | None) -> dict[st
     if "models" in results:
         raise ModelCardError(f"{source} holds the results of several models; give this model's own results.json "
                              "(run_eval.py writes one per model in model_<i>_<name>/).")
-    return dict(results)
+    try:
+        return EvalResults.from_dict(results)
+    except ValueError as err:
+        raise ModelCardError(f"{source}: {err}") from None
 
 
-def eval_scores(results: Mapping[str, Any]) -> dict[str, float]:
-    """The top-level numeric scores of a results dict (``details``, ``settings``, ``timing`` are not scores)."""
-    return {str(k): float(v) for k, v in results.items() if is_number(v)}
+def eval_scores(results: EvalResults) -> dict[str, float]:
+    """The top-level numeric scores of results.json (``details``, ``settings``, ``timing`` are not scores)."""
+    return {str(k): float(v) for k, v in results.to_dict().items() if is_number(v)}
 
 
-def eval_settings(results: Mapping[str, Any]) -> dict[str, Any]:
+def eval_settings(results: EvalResults) -> dict[str, Any]:
     """How the scores were measured (``run_eval.py``'s ``settings``), without machine-local values."""
-    settings = results.get("settings")
-    if not isinstance(settings, Mapping):
-        return {}
+    settings = results.settings or {}
     keep = ("mode", "sts_aggregation", "pooler", "senteval_source", "mrpc_features", "kind")
     return {k: settings[k] for k in keep if settings.get(k) is not None}
 
@@ -88,9 +90,16 @@ def dev_change_line(dev: Mapping[str, Any] | None) -> str:
             "started from).")
 
 
-def evaluation_section(results: Mapping[str, Any], pooling: str, dev: Mapping[str, Any] | None = None) -> str:
-    """The scores as tables (STS, transfer, others) and how they were measured, or how to add them; and the
-    training run's dev score before and after training, when it had dev data."""
+def _score_table(results: EvalResults, tasks: list[str], avg: float | None, label: str) -> str:
+    """One row: the tasks' scores under their display names, and their average under its label."""
+    header = tuple(TABLE_NAMES.get(t, t) for t in tasks) + ((label,) if avg is not None else ())
+    row = tuple(f"{results.score(t):.2f}" for t in tasks) + ((f"{avg:.2f}",) if avg is not None else ())
+    return table(header, [row])
+
+
+def evaluation_section(results: EvalResults, pooling: str, dev: Mapping[str, Any] | None = None) -> str:
+    """The scores as tables (STS, transfer, others; averages labelled with the tasks they are over) and how they were
+    measured, or how to add them; and the training run's dev score before and after training, when it had dev data."""
     scores, settings = eval_scores(results), eval_settings(results)
     before_after = dev_change_line(dev)
     if not scores:
@@ -101,18 +110,14 @@ def evaluation_section(results: Mapping[str, Any], pooling: str, dev: Mapping[st
     parts = []
     sts = [t for t in STS_TASKS if t in scores]
     if sts:
-        header = tuple(TABLE_NAMES.get(t, t) for t in sts) + (("Avg.",) if "avg" in scores else ())
-        row = tuple(f"{scores[t]:.2f}" for t in sts) + ((f"{scores['avg']:.2f}",) if "avg" in scores else ())
         split = "dev" if settings.get("mode") == "dev" else "test"
         parts += [f"Semantic textual similarity ({split} sets, Spearman correlation x 100 of cosine similarities, "
-                  f"SentEval protocol as in SimCSE, embeddings = {pooling}):", "", table(header, [row])]
+                  f"SentEval protocol as in SimCSE, embeddings = {pooling}):", "",
+                  _score_table(results, sts, scores.get("avg"), results.sts_avg_label)]
     transfer = [t for t in TRANSFER_TASKS if t in scores]
     if transfer:
-        header = tuple(transfer) + (("Avg.",) if "transfer_avg" in scores else ())
-        row = tuple(f"{scores[t]:.2f}" for t in transfer) + (
-            (f"{scores['transfer_avg']:.2f}",) if "transfer_avg" in scores else ())
         parts += ["", "SentEval transfer tasks (accuracy x 100, logistic regression on frozen embeddings):", "",
-                  table(header, [row])]
+                  _score_table(results, transfer, scores.get("transfer_avg"), results.transfer_avg_label)]
     known = set(STS_TASKS) | set(TRANSFER_TASKS) | {"avg", "transfer_avg"}
     other = {k: v for k, v in scores.items() if k not in known}
     if other:

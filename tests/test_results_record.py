@@ -1,0 +1,148 @@
+"""The typed results record: results.json's layout both ways, and averages labelled with the tasks they are over
+(results.md, the printout, the model card, the experiment tables)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+
+import pytest
+from test_evaluation_utils import REPO, FakeEncoder, write_toy_senteval
+
+from hf_cse.evaluation import EvalResults, average_label, evaluate, summary_text, write_report
+from hf_cse.evaluation import data as D
+from hf_cse.evaluation.report import markdown_report
+from hf_cse.model_card import evaluation_section, read_eval_results
+from hf_cse.writing import json_safe
+
+# results.json of one model in the layout run_eval.py writes (keys in its order), every kind of entry present
+TODAY = {
+    "model": "out/simcse", "STS12": 68.4, "STS13": 82.37, "STS14": 74.28, "STS15": 80.91, "STS16": 78.56,
+    "STSBenchmark": 76.85, "SICKRelatedness": 72.23, "avg": 76.23, "alignment": 0.2134, "uniformity": -2.31,
+    "R@1": 41.2, "R@5": 70.1, "R@10": 80.4, "MR": 81.18, "CR": 86.46, "SUBJ": 94.45, "MPQA": 88.88, "SST2": 85.5,
+    "TREC": 89.8, "MRPC": 74.43, "transfer_avg": 85.81,
+    "details": {"sts": {"STS12": {"subsets": {"MSRpar": {"spearman": 60.1, "pearson": 61.0, "n": 750}},
+                                  "all": 68.4, "wmean": 68.4, "mean": 68.4}},
+                "mteb": {"STS22": {"main_score": 0.61}}},
+    "settings": {"model": "out/simcse", "pooler": "cls_before_pooler", "mode": "test", "sts_aggregation": "all"},
+    "timing": {"sts_seconds": 9.5},
+    "own_data": {"mine_spearman": 70.25, "pairs": 20, "source": "mine.csv"},
+    "mteb": {"STS22": 61.0},
+}
+
+
+def test_todays_layout_reads_back_with_the_same_scores_and_writes_the_same_json():
+    record = EvalResults.from_dict(json.loads(json.dumps(TODAY)))
+    assert record.sts["STS12"] == 68.4 and record.sts_avg == 76.23 and record.transfer["SST2"] == 85.5
+    assert record.transfer_avg == 85.81 and record.retrieval == {"R@1": 41.2, "R@5": 70.1, "R@10": 80.4}
+    assert (record.alignment, record.uniformity) == (0.2134, -2.31)
+    assert record.own_data_scores() == {"mine": 70.25} and record.mteb == {"STS22": 61.0}
+    assert list(record.to_dict()) == list(TODAY) and record.to_dict() == TODAY
+    assert EvalResults.from_dict(record.to_dict()) == record
+
+
+def test_a_results_json_written_by_an_earlier_run_eval_reads_back():
+    """A cell of experiments/results holds the results.json that run_eval.py wrote at the time, as it wrote it."""
+    cell = json.loads((REPO / "experiments" / "results" / "domain" / "simcse__seed42.json").read_text())
+    saved = cell["eval"]
+    record = EvalResults.from_dict(saved)
+    assert record.sts == {t: saved[t] for t in ("STSBenchmark", "SICKRelatedness")}
+    assert record.sts_avg == saved["avg"] and record.alignment == saved["alignment"]
+    assert record.model == saved["model"] and record.details == saved["details"]
+    assert json_safe(record.to_dict()) == saved and list(record.to_dict()) == list(saved)
+
+
+def test_unknown_keys_are_kept_and_a_bad_score_fails_in_one_line():
+    record = EvalResults.from_dict({"model": "m", "STSBenchmark": 80.0, "note": "kept", "steps": 3})
+    assert record.extra == {"note": "kept", "steps": 3} and record.to_dict()["note"] == "kept"
+    with pytest.raises(ValueError, match="'STS12' must be a number, got 'high'") as err:
+        EvalResults.from_dict({"STS12": "high"})
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="several models"):
+        EvalResults.from_dict({"models": [TODAY]})
+
+
+def test_an_undefined_average_stays_one_that_was_taken(tmp_path):
+    """NaN (e.g. constant embeddings) is written as null; read back it is still an average that was taken."""
+    record = EvalResults(model="m", sts={"STSBenchmark": None}, sts_avg=math.nan)
+    path = write_report([record], tmp_path)["results.json"]
+    saved = json.loads(path.read_text())
+    assert saved["avg"] is None
+    back = EvalResults.from_dict(saved)
+    assert math.isnan(back.sts_avg) and json_safe(back.to_dict()) == saved
+
+
+def test_the_runner_builds_the_record_in_todays_layout(tmp_path):
+    root = write_toy_senteval(tmp_path / "se")
+    partials = []
+    record, extras = evaluate(FakeEncoder(), "sts,geometry,retrieval,MR,CR", root, mode="fast",
+                              on_progress=lambda p: partials.append(json_safe(p.to_dict())))
+    expected = ["model", *D.STS_TASKS, "avg", "alignment", "uniformity", "R@1", "R@5", "R@10", "MR", "CR",
+                "transfer_avg", "details", "settings", "timing"]
+    assert list(record.to_dict()) == expected
+    assert record.sts_avg == pytest.approx(sum(record.sts.values()) / 7)
+    assert record.transfer_avg == pytest.approx((record.transfer["MR"] + record.transfer["CR"]) / 2)
+    assert record.sts_avg_label == "STS Avg." and record.transfer_avg_label == "Avg (MR, CR)"
+    assert partials[0]["unfinished_tasks"] == ["geometry", "retrieval", "MR", "CR"] and "avg" in partials[0]
+    assert partials[-2]["unfinished_tasks"] == ["CR"] and "transfer_avg" not in partials[-2]
+    assert "unfinished_tasks" not in record.to_dict() and len(extras["stsb_cosine"]) > 0
+
+
+@pytest.mark.parametrize("tasks, label", [
+    (D.STS_TASKS, "STS Avg."),
+    (("STSBenchmark", "SICKRelatedness"), "Avg (STS-B, SICK-R)"),
+    (("STSBenchmark",), "Avg (STS-B)"),
+    (D.TRANSFER_TASKS, "Transfer Avg."),
+    (("MR", "SST2"), "Avg (MR, SST)"),
+])
+def test_average_labels(tasks, label):
+    assert average_label(tasks) == label
+
+
+def _record(sts_tasks, transfer_tasks=(), model="out/m"):
+    sts = {t: 70.0 + i for i, t in enumerate(sts_tasks)}
+    transfer = {t: 80.0 + i for i, t in enumerate(transfer_tasks)}
+    return EvalResults(model=model, sts=sts, sts_avg=sum(sts.values()) / len(sts) if sts else None,
+                       transfer=transfer, transfer_avg=sum(transfer.values()) / len(transfer) if transfer else None,
+                       settings={"mode": "test"})
+
+
+def test_results_md_and_the_printout_label_the_averages():
+    full, two = _record(D.STS_TASKS, D.TRANSFER_TASKS), _record(("STSBenchmark", "SICKRelatedness"), ("MR", "CR"))
+    md = markdown_report([full])
+    assert "| STS-B | SICK-R | STS Avg. |" in md and "| MRPC | Transfer Avg. |" in md and "| Avg |" not in md
+    md = markdown_report([two])
+    assert "| SICK-R | Avg (STS-B, SICK-R) |" in md and "| MRPC | Avg (MR, CR) |" in md and "STS Avg." not in md
+    md = markdown_report([full, _record(("STSBenchmark", "SICKRelatedness"), model="out/other")])
+    assert "| Avg (see below) |" in md and "Averages: m: STS Avg.; other: Avg (STS-B, SICK-R)." in md
+    text = summary_text(full)
+    assert text.splitlines()[0].endswith("STS Avg.") and "Transfer Avg." in text
+    text = summary_text(two)
+    assert text.splitlines()[0].endswith("Avg (STS-B, SICK-R)") and text.splitlines()[2].endswith("Avg (MR, CR)")
+    assert f"{two.sts_avg:.2f}" in text
+
+
+def test_the_printout_lists_geometry_own_data_and_mteb():
+    text = summary_text(EvalResults.from_dict(TODAY), "mine")
+    for line in ("alignment: 0.2134", "R@10: 80.4000", "mine_spearman: 70.25", "MTEB STS22: 61.00"):
+        assert line in text.splitlines(), line
+
+
+def test_the_model_card_reads_a_results_file_and_labels_its_averages(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(_record(("STSBenchmark", "SICKRelatedness")).to_dict()))
+    section = evaluation_section(read_eval_results(path), "CLS")
+    assert "| STS-B | SICK-R | Avg (STS-B, SICK-R) |" in section
+    assert "| STS Avg. |" in evaluation_section(read_eval_results(TODAY), "CLS")
+
+
+def test_the_experiment_tables_label_the_average():
+    spec = importlib.util.spec_from_file_location("make_table", REPO / "experiments" / "make_table.py")
+    make_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_table)
+    cells = [{"method": "simcse", "seed": 42, "train": {}, "eval": _record(("STSBenchmark", "SICKRelatedness"))
+              .to_dict()}]
+    lines, _, label = make_table.regime_section("domain", cells, ["simcse"])
+    assert label == "Avg (STS-B, SICK-R)"
+    assert any(line.startswith("| method | seeds | STS-B | SICK-R | Avg (STS-B, SICK-R) |") for line in lines)
