@@ -8,7 +8,7 @@ import json
 import math
 
 import pytest
-from test_evaluation_utils import REPO, FakeEncoder, write_toy_senteval
+from eval_helpers import REPO, FakeEncoder, write_toy_senteval
 
 from hf_cse.evaluation import EvalResults, average_label, evaluate, summary_text, write_report
 from hf_cse.evaluation import data as D
