@@ -54,6 +54,7 @@ class ScratchModel(CSEPreTrainedModel):
     streams = False
     why_no_streaming = "it counts the corpus first"
     training_only_parts = ("projection head", "scratch pad")
+    training_views = "Each sentence and its scratch copy"
     prepared_with: list = []  # (rows, model in training mode) of each prepare_for_training call
 
     def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code=False):
@@ -105,9 +106,9 @@ def test_registration_refuses_a_no_without_its_reason_and_a_taken_name(scratch):
 def test_pair_rows_are_refused_in_one_line_naming_the_method(scratch):
     with pytest.raises(DataError) as err:
         check_pair_training("scratch_test", "infonce", "positive", None)
-    message = str(err.value)
-    assert message == ("--pair_column does not work with --method scratch_test (its views come from one sentence); "
-                       "use --method simcse or imsimcse for pair data.")
+    others = " or ".join(name for name, cls in METHODS.items() if cls.takes_pair_rows)  # simcse or imsimcse, ...
+    assert str(err.value) == ("--pair_column does not work with --method scratch_test (its views come from one "
+                              f"sentence); use --method {others} for pair data.")
 
 
 def test_the_cached_mode_and_streaming_are_refused_naming_the_method(scratch):
@@ -145,6 +146,7 @@ def test_a_registered_method_is_prepared_trained_and_cited(scratch, tiny_bert_di
     assert json.loads((out / "config.json").read_text())["model_type"] == "hf_cse_scratch_test"
     card = (out / "sentence-transformers" / "README.md").read_text()
     assert "**ScratchCSE**" in card and SCRATCH_PAPER.title in card  # its paper leads the card
+    assert "Each sentence and its scratch copy are encoded in one forward pass (SimCSE); the other" in card
     assert "Training-only parts (projection head and scratch pad)" in card
     assert cited_papers("scratch_test", ["gs_infonce"])[0] is SCRATCH_PAPER
     assert cited_papers("scratch_test", ["infonce"]) == [SCRATCH_PAPER, SIMCSE]  # the pipeline it builds on last
@@ -164,12 +166,14 @@ def test_shipped_methods_declare_what_they_did_before(method):
     cls = METHODS[method]
     assert cls.method_name() == method
     assert (cls.takes_pair_rows, cls.splits_into_minibatches, cls.streams, cls.training_only_parts) == SHIPPED[method]
-    assert cls.builds_on == (SIMCSE,)
+    assert cls.training_views == "Two dropout views of every sentence"
+    assert cls.builds_on == (SIMCSE,) and cls.references[0].name.lower().startswith(method)  # its own paper first
 
 
 def test_shipped_methods_keep_their_refusals_and_citations():
-    assert list(METHODS) == ["simcse", "imsimcse", "diffcse"]  # the order the pair refusal names them in
-    with pytest.raises(DataError, match=r"--method diffcse \(its second view is an edit of the same sentence\)"):
+    assert list(METHODS)[:3] == ["simcse", "imsimcse", "diffcse"]  # the order the pair refusal names them in
+    with pytest.raises(DataError, match=r"--method diffcse \(its second view is an edit of the same sentence\); "
+                                        r"use --method simcse or imsimcse"):
         check_pair_training("diffcse", "infonce", "positive", None)
     check_pair_training("imsimcse", "infonce", "positive", None)
     assert cited_papers("diffcse", ["infonce"]) == [DIFFCSE, SIMCSE]

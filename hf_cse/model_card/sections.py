@@ -121,11 +121,17 @@ def _paper_link(paper: Paper) -> str:
     return f"[{paper.name}]({paper.url}) ({paper.short})"
 
 
-def _training_only_parts(config) -> str:
-    """The method's ``training_only_parts`` in words ("projection head, RTD discriminator and generator")."""
+def _method_class(config):
+    """The config's method model class, whose declarations the card reads; the base class's for a method this
+    installation lacks."""
     from ..models import CSEPreTrainedModel, method_of
 
-    parts = (method_of(config) or CSEPreTrainedModel).training_only_parts
+    return method_of(config) or CSEPreTrainedModel
+
+
+def _training_only_parts(config) -> str:
+    """The method's ``training_only_parts`` in words ("projection head, RTD discriminator and generator")."""
+    parts = _method_class(config).training_only_parts
     return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 
@@ -150,7 +156,7 @@ def method_section(config, papers: list[Paper], pair_data: Mapping[str, Any] | N
     if getattr(config, "off_dropout", False):
         lines += ["", "Negatives come from a third, dropout-free encoder pass (ImSimCSE's off-dropout sampling)."]
     hard = bool(pair_data and pair_data.get("hard_negative"))
-    views = ("Two dropout views of every sentence are encoded in one forward pass (SimCSE); the other "
+    views = (f"{_method_class(config).training_views} are encoded in one forward pass (SimCSE); the other "
              "sentences of the batch are the negatives.") if not pair_data else (
         "Each training row's anchor and positive" + (" and hard negative" if hard else "")
         + " are encoded in one forward pass (supervised SimCSE); the other rows' positives"

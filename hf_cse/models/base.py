@@ -127,6 +127,9 @@ class CSEPreTrainedModel(PreTrainedModel):
     streams: bool = True
     #: why not, when ``streams`` is False: a clause of the one-line refusal
     why_no_streaming: str = ""
+    #: how the views of a plain sentence are made, in words, for the model card ("... are encoded in one forward
+    #: pass; the other sentences of the batch are the negatives")
+    training_views: str = "Two dropout views of every sentence"
     #: the parts that exist only in training and are never exported, in words, for the model card ("RTD
     #: discriminator"); the export keeps the encoder (and the projector where its pooling applies it) only
     training_only_parts: tuple[str, ...] = ("projection head",)
