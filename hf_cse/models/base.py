@@ -105,7 +105,7 @@ class CSEPreTrainedModel(PreTrainedModel):
     _keep_in_fp32_modules_strict = ["projector", "lora_A", "lora_B"]
     # ----------------------------------------------------------------- what the method declares
     # The command line, the cached mode and the model card read these instead of the method's name; a method
-    # overrides, in its own file, those that differ (CONTRIBUTING.md, "Add a method"). ``register_method`` checks
+    # overrides, in its own file, those that differ (CONTRIBUTING.md, "Adding a method"). ``register_method`` checks
     # that every "no" comes with its reason.
 
     #: the papers that define the method (:mod:`hf_cse.references`), its own first; model cards cite these
