@@ -17,8 +17,8 @@ second forward of the encoder without a graph (about +35 % step time: a forward 
 The gradient equals the plain one computed with the same dropout masks (``tests/test_cached.py``).
 
 Not row-separable models are refused: a BatchNorm projector (DiffCSE) normalises with mini-batch
-statistics, and per-process auxiliary losses (DiffCSE's RTD) are computed inside the forward, so neither
-would match the plain full-batch step.
+statistics, and a method whose forward computes a term over the whole batch (DiffCSE's RTD loss) declares that
+its rows do not split (``splits_into_minibatches``), so neither would match the plain full-batch step.
 """
 
 from __future__ import annotations
@@ -67,11 +67,14 @@ def check_cached_compatible(config, minibatch_size: int) -> None:
         raise IncompatibleOptionsError(
             f"--cached_minibatch_size must be a positive integer (0 or unset turns it off), got {minibatch_size!r}."
         )
-    if getattr(config, "method", None) == "diffcse":
+    from .models import method_of
+
+    method = method_of(config)
+    if method is not None and not method.splits_into_minibatches:
         raise IncompatibleOptionsError(
-            "--cached_minibatch_size is incompatible with --method diffcse: its RTD loss is computed inside the "
-            "forward on each mini-batch (and its BatchNorm projector uses mini-batch statistics). Drop "
-            "--cached_minibatch_size (use more processes or --activation_checkpointing for memory)."
+            f"--cached_minibatch_size is incompatible with --method {method.method_name()}: "
+            f"{method.why_no_minibatch_split}. Drop --cached_minibatch_size (use more processes or "
+            "--activation_checkpointing for memory)."
         )
     if getattr(config, "do_mlm", False):
         raise IncompatibleOptionsError(

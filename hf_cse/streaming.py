@@ -65,9 +65,12 @@ def check_streaming_arguments(stream_args: StreamingArguments, data_args, max_st
                         "optimizer steps to train).")
     if data_args.pair_column:
         raise DataError("--streaming does not read pair / triplet data yet (--pair_column); drop --streaming.")
-    if method == "diffcse":
-        raise DataError("--streaming does not work with --method diffcse (its unigram generator counts the "
-                        "whole corpus); drop --streaming.")
+    from .models import get_method
+
+    method_cls = get_method(method)
+    if not method_cls.streams:
+        raise DataError(f"--streaming does not work with --method {method} ({method_cls.why_no_streaming}); "
+                        "drop --streaming.")
 
 
 def _source(path: str | None, dataset_name: str | None, config_name: str | None, text_column: str | None,

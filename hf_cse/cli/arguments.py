@@ -83,7 +83,7 @@ class _ScriptModelArguments:
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "Encoder checkpoint (folder or Hub id). Default: packaged all-MiniLM-L6-v2."}
     )
-    method: str = field(default="simcse", metadata={"help": "Method model: simcse, imsimcse, diffcse."})
+    method: str = field(default="simcse", metadata={"help": "Method model (hf_cse.models.METHODS)."})
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Allow an encoder (or tokenizer) whose code lives in its Hub repo / folder "
                                          "to run that code (transformers' trust_remote_code). Off by default."}
@@ -104,7 +104,8 @@ def model_arguments_class(config_classes: dict[str, type] | None = None) -> type
     otherwise the default is None = the method's own, and a field only some methods have is refused with the others."""
     config_classes = config_classes or _method_configs()
     method = _ScriptModelArguments.__dataclass_fields__["method"]
-    fields = [("method", Literal[tuple(config_classes)], field(default=method.default, metadata=method.metadata))]
+    fields = [("method", Literal[tuple(config_classes)],
+               field(default=method.default, metadata={"help": f"Method model: {', '.join(config_classes)}."}))]
     for name, (typ, help_text, defaults) in config_fields(config_classes).items():
         common = _common_default(defaults, config_classes)
         help_text = help_text[0].upper() + help_text[1:] + "."

@@ -119,8 +119,10 @@ def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
 
 
 def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None) -> None:
-    """Build the method's config (which builds its losses) as the model will, without loading any weights."""
+    """Build the method's config (which builds its losses) as the model will, without loading any weights, and run
+    the method's own early checks (:meth:`~hf_cse.models.CSEPreTrainedModel.check_before_loading`)."""
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
+    model_cls.check_before_loading(config)
     if config.lora_r:
         check_targets_match(config)
     if config.do_mlm:
@@ -167,14 +169,19 @@ def check_hard_negative_weight(weight: float | None, negative_column: str | None
 
 def check_pair_training(method: str, loss: str, pair_column: str | None, negative_column: str | None) -> None:
     """Refuse, before any model is loaded, pair options that cannot train: a negative column without a pair
-    column, pairs with DiffCSE (its views are edits of one sentence), hard negatives for a loss without them."""
+    column, pairs with a method that does not take pair rows (DiffCSE: its views are edits of one sentence), hard
+    negatives for a loss without them."""
+    from ..models import METHODS, get_method
+
     if negative_column and not pair_column:
         raise DataError("--negative_column needs --pair_column (triplets are anchor, positive, hard negative).")
     if not pair_column:
         return
-    if method == "diffcse":
-        raise DataError("--pair_column does not work with --method diffcse (its second view is an edit of the "
-                        "same sentence); use --method simcse or imsimcse for pair data.")
+    method_cls = get_method(method)
+    if not method_cls.takes_pair_rows:
+        others = " or ".join(name for name, cls in METHODS.items() if cls.takes_pair_rows)
+        raise DataError(f"--pair_column does not work with --method {method} ({method_cls.why_no_pair_rows}); "
+                        f"use --method {others} for pair data.")
     if negative_column:
         from ..losses import get_loss_class
         from ..losses.errors import HardNegativesNotTakenError

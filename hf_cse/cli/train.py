@@ -18,7 +18,6 @@ from pathlib import Path
 import transformers
 from transformers import AutoTokenizer, HfArgumentParser, TrainingArguments, set_seed
 
-from hf_cse.checks import check_model_source
 from hf_cse.cli import refuse_empty_paths, run_cli
 from hf_cse.cli.arguments import (
     DataArguments,
@@ -42,7 +41,6 @@ from hf_cse.cli.preflight import (
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values
 from hf_cse.cli.run_spec import RunSpec
 from hf_cse.data import (
-    PairCollator,
     check_enough_rows,
     load_pair_dataset,
     load_train_dataset,
@@ -55,7 +53,6 @@ from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
 from hf_cse.folder_lock import hold_folder, releases_folder_locks
-from hf_cse.masking import with_masked_lm
 from hf_cse.models import get_method
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
@@ -128,21 +125,6 @@ def record_in_objectives_form(record: dict) -> dict:
     return {**record, "objectives": config.objectives}
 
 
-def attach_diffcse_generator(model, name: str | None, tokenizer, train_dataset,
-                             trust_remote_code: bool = False) -> None:
-    """DiffCSE's frozen generator, loaded after the model (never part of it); 'unigram' when none is named."""
-    if name is None or name == "unigram":
-        logger.warning(
-            "DiffCSE generator: UNIGRAM replacements drawn from the training corpus (no masked-LM weights). This "
-            "DEPARTS FROM THE PAPER, which fills masks with a frozen masked LM: pass --generator_name_or_path "
-            "distilbert-base-uncased (BERT vocab) / distilroberta-base (RoBERTa) or a local masked-LM folder."
-        )
-        model.attach_generator("unigram", tokenizer, train_token_ids=train_dataset["input_ids"])
-    else:
-        model.attach_generator(name, tokenizer, trust_remote_code=trust_remote_code)
-    logger.info("DiffCSE generator: %r (frozen, not saved with the model)", model.generator)
-
-
 def main(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:
     """``hf-cse-train`` / ``python -m hf_cse train`` / ``run_unsup.py``: :func:`train_from_args` with one line on
     stderr per foreseeable failure and its exit code (:func:`hf_cse.cli.run_cli`)."""
@@ -192,8 +174,6 @@ def train_from_args(argv: list[str] | None = None) -> None:
     check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
     check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data_args.negative_column)
     generator = config_kwargs.get("generator_name_or_path")
-    if model_args.method == "diffcse" and generator not in (None, "unigram"):
-        check_model_source(generator, "--generator_name_or_path")
     eval_pairs = pairs_from_args(eval_data_args)  # --eval_file / --eval_dataset_name: checkpoint selection data
     if eval_pairs is not None and training_args.eval_strategy == "no":
         logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
@@ -257,9 +237,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
         # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
         check_enough_rows(len(train_dataset), global_batch, source, unit)
     num_rows = None if streamed else len(train_dataset)
-    if model_args.method == "diffcse":
-        attach_diffcse_generator(model, generator, tokenizer, train_dataset,
-                                 model_args.trust_remote_code)
+    model.prepare_for_training(tokenizer, train_dataset, model_args.trust_remote_code)  # e.g. DiffCSE's generator
     logger.info("method=%s loss=%s encoder=%s sentences=%s global batch=%d", model_args.method, loss,
                 encoder, "streamed" if streamed else num_rows, global_batch * training_args.gradient_accumulation_steps)
 
@@ -269,8 +247,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
         model=model,
         args=training_args,
         train_dataset=train_dataset,
-        data_collator=(with_masked_lm(PairCollator(tokenizer), tokenizer, model.config) if pairs
-                       else model_cls.collator(tokenizer, model.config)),
+        data_collator=(model_cls.pair_collator if pairs else model_cls.collator)(tokenizer, model.config),
         processing_class=tokenizer,
         senteval_data_dir=method_args.senteval_data_dir,
         eval_source=method_args.eval_source,

@@ -57,14 +57,16 @@ def _loss_class(loss: str):
 
 
 def cited_papers(method: str, losses: Iterable[str]) -> list[Paper]:
-    """Papers behind a method trained with ``losses``, the defining one first: the method's own paper (DiffCSE,
-    ImSimCSE), then each loss's papers, then the training pipeline every method builds on (a method class lists
-    it last in its ``references``: SimCSE). Each paper once."""
+    """Papers behind a method trained with ``losses``, the defining one first: the method's own papers (its
+    ``references`` beyond what it ``builds_on``: DiffCSE, ImSimCSE), then each loss's papers, then the training
+    pipeline the method builds on (its ``builds_on``: SimCSE). Each paper once."""
     from ..models import METHODS
 
-    method_refs = METHODS[method].references if method in METHODS else ()
+    method_cls = METHODS.get(method)
+    pipeline = method_cls.builds_on if method_cls is not None else ()
+    own = [paper for paper in (method_cls.references if method_cls is not None else ()) if paper not in pipeline]
     loss_refs = [paper for loss in losses for paper in getattr(_loss_class(loss), "references", ())]
-    return list(dict.fromkeys([*method_refs[:-1], *loss_refs, *method_refs[-1:]]))
+    return list(dict.fromkeys([*own, *loss_refs, *pipeline]))
 
 
 def papers_for(config) -> list[Paper]:
@@ -119,6 +121,20 @@ def _paper_link(paper: Paper) -> str:
     return f"[{paper.name}]({paper.url}) ({paper.short})"
 
 
+def _method_class(config):
+    """The config's method model class, whose declarations the card reads; the base class's for a method this
+    installation lacks."""
+    from ..models import CSEPreTrainedModel, method_of
+
+    return method_of(config) or CSEPreTrainedModel
+
+
+def _training_only_parts(config) -> str:
+    """The method's ``training_only_parts`` in words ("projection head, RTD discriminator and generator")."""
+    parts = _method_class(config).training_only_parts
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
+
+
 def method_section(config, papers: list[Paper], pair_data: Mapping[str, Any] | None = None) -> str:
     from ..objectives import objective_specs
 
@@ -140,14 +156,13 @@ def method_section(config, papers: list[Paper], pair_data: Mapping[str, Any] | N
     if getattr(config, "off_dropout", False):
         lines += ["", "Negatives come from a third, dropout-free encoder pass (ImSimCSE's off-dropout sampling)."]
     hard = bool(pair_data and pair_data.get("hard_negative"))
-    views = ("Two dropout views of every sentence are encoded in one forward pass (SimCSE); the other "
+    views = (f"{_method_class(config).training_views} are encoded in one forward pass (SimCSE); the other "
              "sentences of the batch are the negatives.") if not pair_data else (
         "Each training row's anchor and positive" + (" and hard negative" if hard else "")
         + " are encoded in one forward pass (supervised SimCSE); the other rows' positives"
         + (" and every row's hard negative" if hard else "") + " are the negatives.")
-    lines += ["", views + " Training-only parts (projection head"
-                  + (", RTD discriminator and generator" if getattr(config, "method", "") == "diffcse" else "")
-                  + ") are not part of this model unless listed in the module stack above."]
+    lines += ["", views + f" Training-only parts ({_training_only_parts(config)}) are not part of this model unless "
+                  "listed in the module stack above."]
     return "\n".join(lines)
 
 

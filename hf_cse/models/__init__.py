@@ -15,26 +15,53 @@ from .imsimcse import ImSimCSEConfig, ImSimCSEModel
 from .pooling import POOLERS, pool
 from .simcse import SimCSEConfig, SimCSEModel
 
-METHODS: dict[str, type[CSEPreTrainedModel]] = {
-    "simcse": SimCSEModel,
-    "imsimcse": ImSimCSEModel,
-    "diffcse": DiffCSEModel,
-}
+#: the method model classes by name (``--method NAME``); :func:`register_method` adds one
+METHODS: dict[str, type[CSEPreTrainedModel]] = {}
+
+#: what a method that says no to something must also say: why (the clause of the refusal)
+_REASONS = {"takes_pair_rows": "why_no_pair_rows", "splits_into_minibatches": "why_no_minibatch_split",
+            "streams": "why_no_streaming"}
 
 
-def _register(config_cls: type[CSEConfig], model_cls: type[CSEPreTrainedModel]) -> None:
+def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedModel]:
+    """Make a method model class known under its config's ``method`` name: ``--method NAME``, :func:`get_method`,
+    and transformers' ``AutoConfig`` / ``AutoModel`` (so ``AutoModel.from_pretrained`` reloads its saved models).
+    Usable as a class decorator. Refuses a name another class holds, a ``model_type`` that does not start with
+    ``hf_cse`` (how a saved hf_cse model is recognised) and a declared "no" without its reason."""
+    config_cls = model_cls.config_class
+    name = config_cls.method
+    if not issubclass(model_cls, CSEPreTrainedModel) or not issubclass(config_cls, CSEConfig):
+        raise TypeError(f"{model_cls.__name__}: a method is a CSEPreTrainedModel subclass whose config_class is a "
+                        "CSEConfig subclass.")
+    if name == CSEConfig.method or not config_cls.model_type.startswith("hf_cse"):
+        raise ValueError(f"{model_cls.__name__}: its config {config_cls.__name__} needs its own `method` name and a "
+                         f"`model_type` starting with 'hf_cse' (got {name!r}, {config_cls.model_type!r}).")
+    for flag, reason in _REASONS.items():
+        if not getattr(model_cls, flag) and not getattr(model_cls, reason):
+            raise ValueError(f"{model_cls.__name__} sets {flag} = False: give the reason in {reason} (users read it "
+                             "in the refusal).")
+    if METHODS.get(name, model_cls) is not model_cls:
+        raise ValueError(f"method {name!r} is already registered ({METHODS[name].__name__}); choose another name.")
+    METHODS[name] = model_cls
     AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
     AutoModel.register(config_cls, model_cls, exist_ok=True)
+    return model_cls
 
 
-for _model_cls in METHODS.values():
-    _register(_model_cls.config_class, _model_cls)
+for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel):
+    register_method(_model_cls)
 
 
 def get_method(name: str) -> type[CSEPreTrainedModel]:
     if name not in METHODS:
         raise ValueError(f"Unknown method {name!r}. Available methods: {', '.join(sorted(METHODS))}.")
     return METHODS[name]
+
+
+def method_of(config) -> type[CSEPreTrainedModel] | None:
+    """The registered method model class of a config (by its ``method``), or None (a bare :class:`CSEConfig`, or a
+    method this installation lacks)."""
+    return METHODS.get(getattr(config, "method", None))
 
 
 def is_cse_checkpoint(path) -> bool:
@@ -61,6 +88,8 @@ __all__ = [
     "SimCSEConfig",
     "SimCSEModel",
     "get_method",
+    "method_of",
+    "register_method",
     "is_cse_checkpoint",
     "pool",
 ]

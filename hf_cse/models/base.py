@@ -15,7 +15,7 @@ from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from ..encoders import takes_token_type_ids, without_pooler_kwargs
-from ..references import Paper
+from ..references import SIMCSE, Paper
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
 from .heads import SmallInitLinear, build_projector
@@ -103,8 +103,52 @@ class CSEPreTrainedModel(PreTrainedModel):
     _no_split_modules: list[str] = []
     # the head and LoRA adapters stay fp32 whatever the encoder's dtype, also when reloaded (loading.py)
     _keep_in_fp32_modules_strict = ["projector", "lora_A", "lora_B"]
+    # ----------------------------------------------------------------- what the method declares
+    # The command line, the cached mode and the model card read these instead of the method's name; a method
+    # overrides, in its own file, those that differ (CONTRIBUTING.md, "Adding a method"). ``register_method`` checks
+    # that every "no" comes with its reason.
+
     #: the papers that define the method (:mod:`hf_cse.references`), its own first; model cards cite these
     references: tuple[Paper, ...] = ()
+    #: the papers of the training pipeline the method extends; cards cite them after the losses' papers, so that
+    #: the method's own papers lead (SimCSE's two-view pipeline for every method here, SimCSE itself included)
+    builds_on: tuple[Paper, ...] = (SIMCSE,)
+    #: whether the method trains on (anchor, positive[, hard negative]) rows (``--pair_column``, supervised SimCSE's
+    #: layout, through :meth:`pair_collator`) as well as on plain sentences
+    takes_pair_rows: bool = True
+    #: why not, when ``takes_pair_rows`` is False: a clause of the one-line refusal
+    why_no_pair_rows: str = ""
+    #: whether a batch's rows can be split into mini-batches with the same gradient (the cached mode,
+    #: ``--cached_minibatch_size``): false when the forward computes a term over the whole batch itself
+    splits_into_minibatches: bool = True
+    #: why not, when ``splits_into_minibatches`` is False: a clause of the one-line refusal
+    why_no_minibatch_split: str = ""
+    #: whether the method trains from a stream of unknown length (``--streaming``)
+    streams: bool = True
+    #: why not, when ``streams`` is False: a clause of the one-line refusal
+    why_no_streaming: str = ""
+    #: how the views of a plain sentence are made, in words, for the model card ("... are encoded in one forward
+    #: pass; the other sentences of the batch are the negatives")
+    training_views: str = "Two dropout views of every sentence"
+    #: the parts that exist only in training and are never exported, in words, for the model card ("RTD
+    #: discriminator"); the export keeps the encoder (and the projector where its pooling applies it) only
+    training_only_parts: tuple[str, ...] = ("projection head",)
+
+    @classmethod
+    def method_name(cls) -> str:
+        """The method's name: ``--method NAME``, its key in :data:`hf_cse.models.METHODS` (its config's ``method``)."""
+        return cls.config_class.method
+
+    @classmethod
+    def check_before_loading(cls, config: CSEConfig) -> None:
+        """Checks of the method's own settings that need no weights and no data (e.g. that a model it names can
+        load), run by the command line before anything is loaded; raise
+        :class:`hf_cse.checks.InputError` with one line naming the flag and the fix. Nothing by default."""
+
+    def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
+        """What the method needs once the model is built and the data tokenized, before the first step (DiffCSE
+        attaches its generator). ``train_dataset``: the tokenized training rows (an iterable one with
+        ``--streaming``). Nothing by default."""
 
     def __init__(self, config: CSEConfig, encoder: PreTrainedModel | None = None):
         """``encoder``: a loaded encoder to wrap (:meth:`from_encoder`); None builds a fresh one from the config
@@ -204,6 +248,15 @@ class CSEPreTrainedModel(PreTrainedModel):
         from ..masking import with_masked_lm
 
         return with_masked_lm(TwoViewCollator(tokenizer), tokenizer, config)
+
+    @classmethod
+    def pair_collator(cls, tokenizer, config: CSEConfig):
+        """The data collator of (anchor, positive[, hard negative]) rows (``--pair_column``), for a method that
+        ``takes_pair_rows``: the row's texts are its views."""
+        from ..data import PairCollator
+        from ..masking import with_masked_lm
+
+        return with_masked_lm(PairCollator(tokenizer), tokenizer, config)
 
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
         """As transformers'; a LoRA model also writes its adapter alone in peft's format in ``adapter/``."""

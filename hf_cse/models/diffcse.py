@@ -22,6 +22,7 @@ model is built; they are never parameters of the model and never saved with it.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
+from ..checks import check_model_source
 from ..masking import EDIT_OPERATIONS
 from ..references import DIFFCSE, SIMCSE
 from .base import CSEOutput, CSEPreTrainedModel, build_encoder
@@ -44,6 +46,8 @@ EditOperation = Literal[EDIT_OPERATIONS]  # type: ignore[valid-type]
 GeneratorFill = Literal[GENERATOR_FILLS]  # type: ignore[valid-type]
 RTDReduction = Literal[RTD_REDUCTIONS]  # type: ignore[valid-type]
 DiscriminatorInit = Literal[DISCRIMINATOR_INITS]  # type: ignore[valid-type]
+
+logger = logging.getLogger(__name__)
 
 
 class DiffCSEConfig(CSEConfig):
@@ -117,6 +121,14 @@ class DiffCSEModel(CSEPreTrainedModel):
     """
 
     references = (DIFFCSE, SIMCSE)  # the method's paper first (hf_cse.references)
+    takes_pair_rows = False
+    why_no_pair_rows = "its second view is an edit of the same sentence"
+    splits_into_minibatches = False
+    why_no_minibatch_split = ("its RTD loss is computed inside the forward on each mini-batch (and its BatchNorm "
+                              "projector uses mini-batch statistics)")
+    streams = False
+    why_no_streaming = "its unigram generator counts the whole corpus"
+    training_only_parts = ("projection head", "RTD discriminator", "generator")
 
     config_class = DiffCSEConfig
     _keep_in_fp32_modules_strict = ["projector", "lora_A", "lora_B", "rtd_head"]
@@ -154,6 +166,29 @@ class DiffCSEModel(CSEPreTrainedModel):
         from ..masking import DiffCSECollator
 
         return DiffCSECollator(tokenizer, masking_ratio=config.masking_ratio, edit_operation=config.edit_operation)
+
+    # ----------------------------------------------------------------- before training
+    @classmethod
+    def check_before_loading(cls, config: DiffCSEConfig) -> None:
+        """A named masked-LM generator must be loadable (a folder with its config, or a Hub id the cache holds
+        when offline): it is loaded only after the encoder and the data."""
+        if config.generator_name_or_path not in (None, UNIGRAM):
+            check_model_source(config.generator_name_or_path, "--generator_name_or_path")
+
+    def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
+        """Attach the frozen generator (never part of the model): the config's, or unigram replacements counted
+        on ``train_dataset`` when none is named -- with a warning, as that departs from the paper."""
+        name = self.config.generator_name_or_path
+        if name is None or name == UNIGRAM:
+            logger.warning(
+                "DiffCSE generator: UNIGRAM replacements drawn from the training corpus (no masked-LM weights). This "
+                "DEPARTS FROM THE PAPER, which fills masks with a frozen masked LM: pass --generator_name_or_path "
+                "distilbert-base-uncased (BERT vocab) / distilroberta-base (RoBERTa) or a local masked-LM folder."
+            )
+            self.attach_generator(UNIGRAM, tokenizer, train_token_ids=train_dataset["input_ids"])
+        else:
+            self.attach_generator(name, tokenizer, trust_remote_code=trust_remote_code)
+        logger.info("DiffCSE generator: %r (frozen, not saved with the model)", self.generator)
 
     # ----------------------------------------------------------------- generator
     @property
