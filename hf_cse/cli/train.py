@@ -173,7 +173,6 @@ def train_from_args(argv: list[str] | None = None) -> None:
     config_kwargs.update(pooling.config_fields())
     check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
     check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data_args.negative_column)
-    generator = config_kwargs.get("generator_name_or_path")
     eval_pairs = pairs_from_args(eval_data_args)  # --eval_file / --eval_dataset_name: checkpoint selection data
     if eval_pairs is not None and training_args.eval_strategy == "no":
         logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
