@@ -12,6 +12,7 @@ from ..plots import CURVES_FILE
 from ..writing import write_json_atomic
 from .errors import ExportError
 from .hub import push_export
+from .sentence_transformers import to_sentence_transformer
 from .training_info import TRAINING_INFO_FILE, data_facts, training_info_from_run
 
 logger = logging.getLogger(__name__)
@@ -28,8 +29,6 @@ def export_after_training(model, tokenizer, training_args, data_args=None, num_s
     an export already in the folder is then removed, so it cannot pass for this run's. ``training_info.json`` is
     replaced atomically (written beside, then renamed), never left half-written.
     """
-    from . import to_sentence_transformer  # the package's entry point (it imports this module)
-
     info = training_info_from_run(training_args, data=data_facts(data_args, num_sentences),
                                   train_metrics=train_metrics, **extra)
     output_dir = Path(training_args.output_dir)
