@@ -12,7 +12,7 @@ from helpers import random_sentences
 from hf_cse.checks import InputError
 from hf_cse.cli import train as run_unsup
 from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_eval_output_dir, prepare_output_dir
-from hf_cse.folder_lock import lock_file, releases_folder_locks
+from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
 from hf_cse.trainer import ContrastiveTrainer
 
 SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
@@ -199,6 +199,19 @@ def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tin
     assert steps == [2, 3]  # only the two missing steps ran
     assert f"from {out / 'checkpoint-2'}" in caplog.text
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
+
+
+def test_a_run_that_holds_its_folder_keeps_a_second_one_out_until_it_ends(tmp_path):
+    out = tmp_path / "out"
+
+    @releases_folder_locks
+    def run():
+        assert prepare_output_dir(out, SETTINGS, hold=True) is None
+        with pytest.raises(FolderBusyError, match="in use by another run"):
+            prepare_output_dir(out, SETTINGS, hold=True)
+
+    run()
+    assert not lock_file(out).exists() and (out / RUN_RECORD_FILE).is_file()
 
 
 # ------------------------------------------------------------------------------------------------ evaluation

@@ -232,13 +232,14 @@ class TrainingRun:
 
 def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool = False, encoder: str | None = None,
                        resume_from_checkpoint: str | None = None, is_main_process: bool = True,
-                       read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> str | None:
+                       read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                       hold: bool = False) -> str | None:
     """Training's output folder, before anything is loaded (module doc); returns the checkpoint to resume from (or
     ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when the
-    recorded ones are equal. The caller holds the folder's lock (on the main process, before the other processes
-    look at the folder). Only the main process removes or writes files."""
+    recorded ones are equal. ``hold``: take the folder's lock here (the main process does, before the other
+    processes look at the folder); otherwise the caller holds it. Only the main process removes or writes files."""
     run = TrainingRun(json_safe(settings), read_record, resume_from_checkpoint, overwrite, encoder)
-    out, resume = claim_output_dir(output_dir, run, overwrite=overwrite, is_main_process=is_main_process)
+    out, resume = claim_output_dir(output_dir, run, overwrite=overwrite, hold=hold, is_main_process=is_main_process)
     if resume_from_checkpoint:
         return resume_from_checkpoint
     if is_main_process and resume is None:
