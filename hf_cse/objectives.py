@@ -21,7 +21,7 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
@@ -29,9 +29,6 @@ from .losses import ContrastiveLoss, build_loss, loss_hyperparameters
 from .losses.base import HARD_NEGATIVE_INPUT
 from .losses.errors import HardNegativesNotTakenError
 from .losses.registry import available_losses
-
-if TYPE_CHECKING:
-    from .models.config import CSEConfig
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +39,14 @@ DCL = "dcl"
 #: config fields of checkpoints saved before objectives were a list; still accepted and converted
 LEGACY_FIELDS = ("loss", "loss_kwargs", "dcl_weight", "dcl_temperature", "dcl_normalization")
 NO_DROPOUT_INPUT = "z_nodropout"
+
+
+class HasObjectives(Protocol):
+    """What this module reads of a model configuration (:class:`hf_cse.models.config.CSEConfig`, which builds on
+    this module to check its ``objectives``)."""
+
+    objectives: list[dict]
+    off_dropout: bool
 
 
 def objective(loss: str, weight: float = 1.0, **hyperparameters: Any) -> dict:
@@ -155,7 +160,7 @@ def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = 
     return losses
 
 
-def objective_specs(config: CSEConfig) -> list[ObjectiveSpec]:
+def objective_specs(config: HasObjectives) -> list[ObjectiveSpec]:
     """The objectives a config asks for, the main contrastive one first (read by model cards and reports)."""
     names = objective_names(config.objectives)
     return [ObjectiveSpec(name, e["loss"], e["weight"], dict(e["hyperparameters"]))
@@ -169,7 +174,7 @@ class Objective:
     loss: ContrastiveLoss
 
 
-def build_objectives(config: CSEConfig) -> list[Objective]:
+def build_objectives(config: HasObjectives) -> list[Objective]:
     """The config's objectives with their losses built (checked again: a config may change after construction)."""
     losses = check_objectives(config.objectives, config.off_dropout)
     return [Objective(spec.name, spec.weight, loss) for spec, loss in zip(objective_specs(config), losses, strict=True)]

@@ -57,7 +57,7 @@ elif point == "trainer_state":
 
     TrainerState.save_to_json = cut_state
 elif point == "export":
-    import hf_cse.export as export
+    import hf_cse.export.sentence_transformers as export  # where to_sentence_transformer looks it up
 
     real_verify = export.verify_export
 

@@ -294,7 +294,7 @@ def test_non_empty_folder_needs_overwrite_and_is_left_untouched(tiny_bert_dir, t
 
 
 def test_failure_mid_export_leaves_no_folder(tiny_bert_dir, tok, tmp_path, monkeypatch):
-    import hf_cse.export as export
+    import hf_cse.export.sentence_transformers as export  # where to_sentence_transformer looks the name up
 
     def broken(*args, **kwargs):
         raise RuntimeError("card rendering broke")

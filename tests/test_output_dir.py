@@ -1,5 +1,6 @@
 """The output-folder policy (hf_cse.cli.output_dir): new run, resume an interrupted run, refuse anything else unless
---overwrite_output_dir, never mix two runs' files, never write into the encoder's folder."""
+--overwrite_output_dir, never mix two runs' files, never write into the encoder's folder; the same steps for an
+evaluation's results."""
 
 import json
 import logging
@@ -10,7 +11,8 @@ from helpers import random_sentences
 
 from hf_cse.checks import InputError
 from hf_cse.cli import train as run_unsup
-from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir
+from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_eval_output_dir, prepare_output_dir
+from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
 from hf_cse.trainer import ContrastiveTrainer
 
 SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
@@ -199,3 +201,51 @@ def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tin
     assert steps == [2, 3]  # only the two missing steps ran
     assert f"from {out / 'checkpoint-2'}" in caplog.text
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
+
+
+def test_a_run_that_holds_its_folder_keeps_a_second_one_out_until_it_ends(tmp_path):
+    out = tmp_path / "out"
+
+    @releases_folder_locks
+    def run():
+        assert prepare_output_dir(out, SETTINGS, hold=True) is None
+        with pytest.raises(FolderBusyError, match="in use by another run"):
+            prepare_output_dir(out, SETTINGS, hold=True)
+
+    run()
+    assert not lock_file(out).exists() and (out / RUN_RECORD_FILE).is_file()
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+def _results(folder, models, unfinished=()):
+    entries = [{"model": m, "unfinished_tasks": list(unfinished)} for m in models]
+    (folder / "results.json").write_text(json.dumps({"models": entries} if len(entries) > 1 else entries[0]))
+    (folder / "results.md").write_text("| task |")
+
+
+def test_an_evaluation_keeps_what_is_not_results_and_refuses_another_evaluations_results(tmp_path):
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    (tmp_path / "notes.txt").write_text("mine")
+    assert claim(tmp_path, overwrite=False, models=["a"]) == tmp_path  # no results: a new evaluation
+    assert not lock_file(tmp_path).exists()  # held while the evaluation runs, released when it ends
+    _results(tmp_path, ["a"])  # a finished evaluation of the same model
+    with pytest.raises(InputError, match="already holds the results of an evaluation.*--overwrite_output_dir"):
+        claim(tmp_path, overwrite=False, models=["a"])
+    assert (tmp_path / "results.json").is_file()
+    claim(tmp_path, overwrite=True, models=["b"])  # only the results go
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_the_same_evaluation_stopped_early_is_finished_and_another_ones_partial_results_refused(tmp_path):
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    _results(tmp_path, ["a"], unfinished=["STSB"])
+    with pytest.raises(InputError, match="--overwrite_output_dir"):
+        claim(tmp_path, overwrite=False, models=["b"])
+    claim(tmp_path, overwrite=False, models=["a"])  # the same command: its partial results are replaced
+    assert not (tmp_path / "results.json").exists()
+    _results(tmp_path, ["a"])  # one of two models done
+    claim(tmp_path, overwrite=False, models=["a", "b"])
+    assert not (tmp_path / "results.json").exists()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="is a file"):
+        claim(tmp_path / "f", overwrite=True, models=["a"])

@@ -21,15 +21,15 @@ Bad input ends in one line naming the problem and the fix (HF_CSE_DEBUG=1 shows 
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import HfArgumentParser
 
-from hf_cse.checks import InputError, check_device, check_model_source, check_path_given, check_writable
+from hf_cse.checks import InputError, check_device, check_model_source
 from hf_cse.cli import refuse_empty_paths, run_cli
+from hf_cse.cli.output_dir import prepare_eval_output_dir
 from hf_cse.encoders import packaged_encoder_path
 from hf_cse.evaluation import (
     EvalResults,
@@ -42,11 +42,11 @@ from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.data import Mode, Source
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, run_mteb_tasks, split_mteb_tasks
-from hf_cse.evaluation.report import model_folder, remove_report_files, report_files
+from hf_cse.evaluation.report import model_folder
 from hf_cse.evaluation.runner import load_task_data, parse_tasks, valid_task_names
 from hf_cse.evaluation.sts import Aggregation
 from hf_cse.evaluation.transfer import MrpcFeatures
-from hf_cse.folder_lock import hold_folder, releases_folder_locks
+from hf_cse.folder_lock import releases_folder_locks
 from hf_cse.models.pooling import POOLERS
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
 
@@ -145,45 +145,6 @@ class EvalArguments(EvalDataArguments):
                              f"{self.max_seq_length}.")
 
 
-def interrupted_evaluation(out: Path, models: list[str]) -> bool:
-    """Whether ``out`` holds the partial results of an evaluation of the same ``models`` that was stopped before
-    it finished (a task left in ``unfinished_tasks``, or fewer models than asked): the same command finishes it."""
-    try:
-        saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    entries = saved.get("models", [saved]) if isinstance(saved, dict) else []
-    names = [e.get("model") for e in entries if isinstance(e, dict)]
-    if not names or names != list(models[:len(names)]):
-        return False
-    return len(names) < len(models) or any(e.get("unfinished_tasks") for e in entries)
-
-
-def check_output_dir(output_dir: str, overwrite: bool, models: list[str] = ()) -> Path:
-    """The output folder, created; refused when it is a file or holds another evaluation's results (unless
-    ``overwrite``: then those results are removed, so the folder never mixes two evaluations). The folder is locked
-    for the rest of the run (:mod:`hf_cse.folder_lock`)."""
-    check_path_given(output_dir, "--output_dir")
-    out = Path(output_dir).expanduser()
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--output_dir {out} is a file; give a folder for results.json, results.md and the plots.")
-    hold_folder(out)
-    previous = report_files(out)
-    if previous and not overwrite and interrupted_evaluation(out, list(models)):
-        logger.warning("%s holds the partial results of the same evaluation, stopped before it finished: "
-                       "evaluating again to finish it", out)
-        overwrite = True
-    if previous and not overwrite:
-        raise InputError(f"--output_dir {out} already holds the results of an evaluation "
-                         f"({', '.join(p.name for p in previous[:3])}{', ...' if len(previous) > 3 else ''}); pass "
-                         "--overwrite_output_dir to replace them, or choose another folder.")
-    if previous:
-        logger.info("--overwrite_output_dir: removing the earlier results in %s", out)
-        remove_report_files(out)
-    check_writable(out, "--output_dir")
-    return out
-
-
 def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
     """Everything that can be checked before the first sentence is encoded: the device, every model reference,
     every task file (read and validated; the readers cache them), your own scored pairs and the MTEB tasks (their
@@ -199,7 +160,7 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
         load_task_data(args.task_list, args.senteval_data_dir, args.senteval_source, args.mode)
     eval_pairs = pairs_from_args(args)
     mteb_tasks = get_mteb_tasks(args.mteb_tasks) if args.mteb_tasks else []
-    return (check_output_dir(args.output_dir, args.overwrite_output_dir, args.model_name_or_path), eval_pairs,
+    return (prepare_eval_output_dir(args.output_dir, args.overwrite_output_dir, args.model_name_or_path), eval_pairs,
             mteb_tasks)
 
 
@@ -230,7 +191,7 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-eval") -> int:
     return run_cli(lambda: evaluate_models(argv), prog)
 
 
-@releases_folder_locks  # the lock on --output_dir (check_output_dir) lasts as long as the evaluation
+@releases_folder_locks  # the lock on --output_dir (prepare_eval_output_dir) lasts as long as the evaluation
 def evaluate_models(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     parser = HfArgumentParser(EvalArguments)

@@ -1,43 +1,57 @@
-"""run_unsup.py's output-folder policy: never lose a run's work, never mix two runs in one folder.
+"""The output-folder policy of the commands: never lose a job's work, never mix two jobs in one folder.
 
-The convention of the transformers example scripts (``transformers.trainer_utils.get_last_checkpoint``), which
-transformers 5 no longer enforces itself:
+Training and evaluation take the same steps (:func:`claim_output_dir`), each job kind saying what it writes and how
+it recognises its own interrupted work (:class:`OutputJob`: :class:`TrainingRun`, :class:`Evaluation`):
 
-* an absent or empty folder: a new run;
+* the path must be given and must not be a file; the folder is locked for the job's lifetime
+  (:mod:`hf_cse.folder_lock`);
+* what an earlier job left: none -> a new job; the same job, interrupted -> it is continued; anything else ->
+  refused in one line naming ``--overwrite_output_dir``;
+* ``--overwrite_output_dir``: start over; only the files that kind of job writes are removed first, so none of them
+  survives beside the new ones; files no job writes (a log, notes) are kept;
+* the folder must be writable.
+
+Training (``hf-cse-train``, the convention of the transformers example scripts,
+``transformers.trainer_utils.get_last_checkpoint``, which transformers 5 no longer enforces itself):
+
 * checkpoints of an interrupted run (``checkpoint-N`` folders and nothing else of a run): resume from the last
   complete one (:mod:`hf_cse.checkpoints`; incomplete ones are skipped with a log line), said in one log line; a run
   with other settings (recorded in ``hf_cse_run.json``) is refused;
 * a run whose final save or export was cut short (model files without ``training_info.json``, which a run writes
   last): finished from its last complete checkpoint (refused when there is none);
-* anything else (a finished run, other files): refused, naming ``--overwrite_output_dir``;
-* ``--overwrite_output_dir``: start over; the previous run's files (:data:`RUN_FILES`) are removed first so that
-  none of them survives beside the new model; files no run writes (a log, notes) are kept;
+* a finished run or files no run writes: refused; :data:`RUN_FILES` are what ``--overwrite_output_dir`` removes;
 * a folder that is, holds or lies inside the encoder's folder: refused (saving would overwrite the encoder).
+
+Evaluation (``hf-cse-eval``): another evaluation's results (:func:`hf_cse.evaluation.report.report_files`) are
+refused; the partial results of the same command (the same models), stopped before it finished, are replaced (the
+same command finishes it); files that are not results are left alone.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..checkpoints import checkpoint_problem, last_complete_checkpoint
 from ..checks import InputError, check_path_given, check_writable
+from ..evaluation.report import remove_report_files, report_files
 from ..export import TRAINING_INFO_FILE
 from ..export.folders import TOKENIZER_FILES, matching, remove_entries
 from ..export.folders import same_or_inside as _same_or_inside
+from ..folder_lock import hold_folder
 from ..writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
 
 RUN_RECORD_FILE = "hf_cse_run.json"  # the settings of the run that owns the folder, written when it starts
 OVERWRITE_FLAG = "--overwrite_output_dir"
-# Everything run_unsup.py (the Trainer, the tokenizer, the export) writes into its output folder; a test checks a
+# Everything hf-cse-train (the Trainer, the tokenizer, the export) writes into its output folder; a test checks a
 # finished run leaves nothing else. Only these are removed by --overwrite_output_dir.
 RUN_FILES = (
     f"{PREFIX_CHECKPOINT_DIR}-*", "runs", RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
@@ -59,11 +73,64 @@ class OutputDirArguments:
     )
 
 
-def _listing(names: list[str], limit: int = 5) -> str:
+def _listing(names: Sequence[str], limit: int = 5) -> str:
     shown = ", ".join(sorted(names)[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+class OutputJob(Protocol):
+    """One kind of job that owns an output folder, for :func:`claim_output_dir`."""
+
+    #: how the folder's path should be, said after "is a file; " when it is a file
+    folder_hint: str
+
+    def check(self, out: Path) -> None:
+        """The job's own checks of the folder and its flags, before anything in it is looked at."""
+
+    def left_behind(self, out: Path) -> list[str]:
+        """The entries of ``out`` that bear on this job (an earlier job's files; for training, every entry)."""
+
+    def own_files(self, out: Path, left: list[str]) -> list[str]:
+        """Of ``left``, the entries this kind of job writes: all that ``--overwrite_output_dir`` removes."""
+
+    def remove(self, out: Path, names: list[str]) -> None:
+        """Remove ``names`` (from :meth:`own_files`) from ``out``."""
+
+    def continue_interrupted(self, out: Path, left: list[str]) -> Any:
+        """What ``left`` is the same job's interrupted work to continue from (job-specific); raises
+        :class:`InputError` naming ``--overwrite_output_dir`` when it is anything else."""
+
+
+def claim_output_dir(output_dir, job: OutputJob, *, overwrite: bool = False, hold: bool = False,
+                     is_main_process: bool = True, flag: str = "--output_dir") -> tuple[Path, Any]:
+    """The steps every job takes on its output folder (module doc); returns the folder and what
+    :meth:`OutputJob.continue_interrupted` found to continue (``None``: a new job). ``hold``: take the folder's lock
+    (the caller's entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`). Only the main process
+    removes files or checks that the folder is writable."""
+    check_path_given(str(output_dir), flag)
+    out = Path(output_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{flag} {output_dir} is a file; {job.folder_hint}.")
+    if hold:
+        hold_folder(out, flag)
+    job.check(out)
+    left = job.left_behind(out)
+    found = None
+    if left and overwrite:
+        own = job.own_files(out, left)
+        if is_main_process and own:
+            job.remove(out, own)
+            kept = [n for n in left if n not in own]
+            logger.warning("%s: removed the earlier files in %s (%s)%s", OVERWRITE_FLAG, out, _listing(own),
+                           f"; kept files no job writes: {_listing(kept)}" if kept else "")
+    elif left:
+        found = job.continue_interrupted(out, left)
+    if is_main_process:
+        check_writable(out, flag)
+    return out, found
+
+
+# --------------------------------------------------------------------------------------------------- training
 def _differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     keys = sorted(set(recorded) | set(current))
     return [f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys if recorded.get(k) != current.get(k)]
@@ -90,64 +157,68 @@ def _read_record(path: Path) -> dict[str, Any]:
     return recorded
 
 
-def _interrupted_run_checkpoint(out: Path, names: list[str]) -> str | None:
-    """The checkpoint to resume the run in ``out`` from (None: no complete one); refused when the folder holds a
-    finished run (its last file, ``training_info.json``, is there) or files that no run writes. A run whose final
-    save or export was cut short (its model files, without ``training_info.json``) is finished from its last complete
-    checkpoint; its partly written model is never taken for a finished one."""
-    foreign = [n for n in names if n not in matching(names, _INTERRUPTED_RUN_FILES)]
-    if (out / TRAINING_INFO_FILE).exists() or [n for n in foreign if n not in matching(foreign, RUN_FILES)]:
-        other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
-        what = f"files that are not checkpoints of a run ({_listing(other)})" if other else "a finished run"
-        raise InputError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
-                         f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
-    resume = last_complete_checkpoint(out)
-    if foreign and resume is None:
-        raise InputError(f"--output_dir {out} holds a run whose final save was cut short (no {TRAINING_INFO_FILE}) "
-                         f"and no complete checkpoint to finish it from. Pass {OVERWRITE_FLAG} to start over, or "
-                         "choose another --output_dir.")
-    if foreign:
-        logger.warning("the final save of the run in %s was cut short (no %s): finishing it from %s", out,
-                       TRAINING_INFO_FILE, resume)
-    return resume
+@dataclass
+class TrainingRun:
+    """A training run: ``settings`` (JSON-safe) are what makes it the same run; ``read_record`` brings a record
+    written by an older hf_cse to today's form of the same settings (so its interrupted run still resumes).
+    ``resume_from_checkpoint``: the user names the checkpoint to continue from, whatever the folder holds (the
+    Trainer checks it); ``encoder``: the encoder's folder, which the output folder must stay clear of."""
 
+    settings: dict[str, Any]
+    read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    resume_from_checkpoint: str | None = None
+    overwrite: bool = False
+    encoder: str | None = None
+    folder_hint: str = "give a folder path (new or holding this run)"
 
-def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool = False, encoder: str | None = None,
-                       resume_from_checkpoint: str | None = None, is_main_process: bool = True,
-                       read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> str | None:
-    """Apply the policy of the module doc before anything is loaded; returns the checkpoint to resume from (or
-    ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when
-    the recorded ones are equal. ``read_record`` brings a record written by an older hf_cse to today's form of the
-    same settings (so its interrupted run still resumes). Only the main process removes or writes files."""
-    check_path_given(str(output_dir), "--output_dir")
-    out = Path(output_dir).expanduser()
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--output_dir {output_dir} is a file; give a folder path (new or holding this run).")
-    check_not_encoder_folder(out, encoder)
-    settings = json_safe(settings)
-    names = [p.name for p in out.iterdir()] if out.is_dir() else []
-    if resume_from_checkpoint:
-        if overwrite:
+    def check(self, out: Path) -> None:
+        check_not_encoder_folder(out, self.encoder)
+        if not self.resume_from_checkpoint:
+            return
+        if self.overwrite:
             raise InputError(f"{OVERWRITE_FLAG} starts over and --resume_from_checkpoint continues a run; give one.")
-        problem = Path(resume_from_checkpoint).is_dir() and checkpoint_problem(Path(resume_from_checkpoint))
+        checkpoint = Path(self.resume_from_checkpoint)
+        problem = checkpoint.is_dir() and checkpoint_problem(checkpoint)
         if problem:
-            raise InputError(f"--resume_from_checkpoint {resume_from_checkpoint} is incomplete: {problem}. Give "
-                             "a complete checkpoint (an earlier checkpoint-N).")
-        return resume_from_checkpoint  # the user chose the checkpoint; the Trainer checks it
-    resume = None
-    if names and overwrite:
-        stale = matching(names, RUN_FILES)
-        if is_main_process and stale:
-            remove_entries(out, stale)
-            kept = [n for n in names if n not in stale]
-            logger.warning("%s: removed the previous run's files in %s (%s)%s", OVERWRITE_FLAG, out, _listing(stale),
-                           f"; kept files no run writes: {_listing(kept)}" if kept else "")
-    elif names:
-        resume = _interrupted_run_checkpoint(out, names)
+            raise InputError(f"--resume_from_checkpoint {checkpoint} is incomplete: {problem}. Give a complete "
+                             "checkpoint (an earlier checkpoint-N).")
+
+    def left_behind(self, out: Path) -> list[str]:
+        return [p.name for p in out.iterdir()] if out.is_dir() else []
+
+    def own_files(self, out: Path, left: list[str]) -> list[str]:
+        return matching(left, RUN_FILES)
+
+    def remove(self, out: Path, names: list[str]) -> None:
+        remove_entries(out, names)
+
+    def continue_interrupted(self, out: Path, left: list[str]) -> str | None:
+        """The checkpoint to resume the run in ``out`` from (None: no complete one); refused when the folder holds
+        a finished run (its last file, ``training_info.json``, is there), files that no run writes or a run with
+        other settings. A run whose final save or export was cut short (its model files, without
+        ``training_info.json``) is finished from its last complete checkpoint; its partly written model is never
+        taken for a finished one."""
+        if self.resume_from_checkpoint:
+            return self.resume_from_checkpoint
+        foreign = [n for n in left if n not in matching(left, _INTERRUPTED_RUN_FILES)]
+        other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
+        if (out / TRAINING_INFO_FILE).exists() or other:
+            what = f"files that are not checkpoints of a run ({_listing(other)})" if other else "a finished run"
+            raise InputError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
+                             f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
+        resume = last_complete_checkpoint(out)
+        if foreign and resume is None:
+            raise InputError(f"--output_dir {out} holds a run whose final save was cut short (no "
+                             f"{TRAINING_INFO_FILE}) and no complete checkpoint to finish it from. Pass "
+                             f"{OVERWRITE_FLAG} to start over, or choose another --output_dir.")
+        if foreign:
+            logger.warning("the final save of the run in %s was cut short (no %s): finishing it from %s", out,
+                           TRAINING_INFO_FILE, resume)
         record = out / RUN_RECORD_FILE
         if resume is not None and record.is_file():
             recorded = _read_record(record)
-            changed = _differences(json_safe(read_record(recorded)) if read_record else recorded, settings)
+            changed = _differences(json_safe(self.read_record(recorded)) if self.read_record else recorded,
+                                   self.settings)
             if changed:
                 raise InputError(f"--output_dir {out} holds checkpoints of a run with other settings "
                                  f"({'; '.join(changed[:2])})."[:200] + f" Use the same settings to resume it, pass "
@@ -156,7 +227,74 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
+        return resume
+
+
+def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool = False, encoder: str | None = None,
+                       resume_from_checkpoint: str | None = None, is_main_process: bool = True,
+                       read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                       hold: bool = False) -> str | None:
+    """Training's output folder, before anything is loaded (module doc); returns the checkpoint to resume from (or
+    ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when the
+    recorded ones are equal. ``hold``: take the folder's lock here (the main process does, before the other
+    processes look at the folder); otherwise the caller holds it. Only the main process removes or writes files."""
+    run = TrainingRun(json_safe(settings), read_record, resume_from_checkpoint, overwrite, encoder)
+    out, resume = claim_output_dir(output_dir, run, overwrite=overwrite, hold=hold, is_main_process=is_main_process)
+    if resume_from_checkpoint:
+        return resume_from_checkpoint
     if is_main_process and resume is None:
-        check_writable(out, "--output_dir")
-        write_json_atomic(out / RUN_RECORD_FILE, settings, sort_keys=True)
+        write_json_atomic(out / RUN_RECORD_FILE, run.settings, sort_keys=True)
     return resume
+
+
+# ------------------------------------------------------------------------------------------------- evaluation
+@dataclass
+class Evaluation:
+    """An evaluation of ``models``: the same command, stopped before it finished, left results of the same models
+    (a task in ``unfinished_tasks``, or fewer models than asked)."""
+
+    models: list[str]
+    folder_hint: str = "give a folder for results.json, results.md and the plots"
+
+    def check(self, out: Path) -> None:
+        pass
+
+    def left_behind(self, out: Path) -> list[str]:
+        return [str(p.relative_to(out)) for p in report_files(out)]
+
+    def own_files(self, out: Path, left: list[str]) -> list[str]:
+        return left
+
+    def remove(self, out: Path, names: list[str]) -> None:
+        remove_report_files(out)
+
+    def interrupted(self, out: Path) -> bool:
+        """Whether ``out`` holds the partial results of an evaluation of the same models."""
+        try:
+            saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        entries = saved.get("models", [saved]) if isinstance(saved, dict) else []
+        names = [e.get("model") for e in entries if isinstance(e, dict)]
+        if not names or names != list(self.models[:len(names)]):
+            return False
+        return len(names) < len(self.models) or any(e.get("unfinished_tasks") for e in entries)
+
+    def continue_interrupted(self, out: Path, left: list[str]) -> bool:
+        """The same evaluation's partial results are replaced (evaluating again finishes it); another evaluation's
+        results are refused."""
+        if not self.interrupted(out):
+            raise InputError(f"--output_dir {out} already holds the results of an evaluation "
+                             f"({', '.join(left[:3])}{', ...' if len(left) > 3 else ''}); pass "
+                             f"{OVERWRITE_FLAG} to replace them, or choose another folder.")
+        logger.warning("%s holds the partial results of the same evaluation, stopped before it finished: "
+                       "evaluating again to finish it", out)
+        self.remove(out, left)
+        return True
+
+
+def prepare_eval_output_dir(output_dir: str, overwrite: bool, models: Sequence[str] = ()) -> Path:
+    """Evaluation's output folder (module doc), created and locked for the rest of the evaluation (the caller's
+    entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`)."""
+    out, _ = claim_output_dir(output_dir, Evaluation(list(models)), overwrite=overwrite, hold=True)
+    return out

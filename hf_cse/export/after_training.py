@@ -12,6 +12,7 @@ from ..plots import CURVES_FILE
 from ..writing import write_json_atomic
 from .errors import ExportError
 from .hub import push_export
+from .sentence_transformers import to_sentence_transformer
 from .training_info import TRAINING_INFO_FILE, training_info_from_run
 
 logger = logging.getLogger(__name__)
@@ -28,8 +29,6 @@ def export_after_training(model, tokenizer, training_args, training_info: Mappin
     an export already in the folder is then removed, so it cannot pass for this run's. ``training_info.json`` is
     replaced atomically (written beside, then renamed), never left half-written.
     """
-    from . import to_sentence_transformer  # the package's entry point (it imports this module)
-
     info = dict(training_info) if training_info is not None else training_info_from_run(training_args)
     output_dir = Path(training_args.output_dir)
     curves = output_dir / CURVES_FILE  # written by run_unsup.py; the card links the copy beside it

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import math
 import typing
 from collections.abc import Iterator
@@ -320,11 +321,11 @@ class ContrastiveLoss(nn.Module):
         averaged over anchors; None if undefined."""
         return None
 
-    def extra_repr(self) -> str:
-        from .registry import loss_hyperparameters  # local import: registry imports this module
+    @classmethod
+    def hyperparameters(cls) -> dict[str, inspect.Parameter]:
+        """The constructor arguments (hyperparameters) of the loss."""
+        kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        return {k: p for k, p in inspect.signature(cls.__init__).parameters.items() if k != "self" and p.kind in kinds}
 
-        try:
-            names = loss_hyperparameters(self.name)
-        except ValueError:
-            return ""
-        return ", ".join(f"{k}={getattr(self, k)!r}" for k in names if hasattr(self, k))
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={getattr(self, k)!r}" for k in self.hyperparameters() if hasattr(self, k))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .registry import available_losses, get_loss_class
+
 
 class LossInputError(ValueError):
     """Inputs a loss cannot use."""
@@ -34,8 +36,6 @@ class HardNegativesNotTakenError(LossInputError):
     from in the caller's terms (e.g. "a third column"); ``takers`` are the losses that do take them."""
 
     def __init__(self, loss_name: str, source: str | None = None):
-        from .registry import available_losses, get_loss_class  # local import: the registry imports the losses
-
         self.loss_name, self.source = loss_name, source
         self.takers = tuple(n for n in available_losses() if get_loss_class(n).takes_hard_negatives)
         where = f" ({source})" if source else ""

@@ -1,19 +1,25 @@
 """Name -> loss class registry. Adding a loss = one file (its class decorated with ``@register_loss``), its import
-in ``hf_cse/losses/__init__.py`` and one test: CONTRIBUTING.md works through an example."""
+in ``hf_cse/losses/__init__.py`` and one test: CONTRIBUTING.md works through an example.
+
+The registry is a table of names: it reads only what every :class:`hf_cse.losses.base.ContrastiveLoss` subclass
+has (``name``, ``hyperparameters()``), so the loss errors (:mod:`.errors`), which name the losses that take hard
+negatives, can consult it while the base class raises them.
+"""
 
 from __future__ import annotations
 
 import inspect
+from typing import Any, TypeVar
 
-from .base import ContrastiveLoss
+LossClass = TypeVar("LossClass", bound=type)
 
-_LOSSES: dict[str, type[ContrastiveLoss]] = {}
+_LOSSES: dict[str, Any] = {}  # name -> ContrastiveLoss subclass
 
 
 def register_loss(name: str):
     """Class decorator: make a loss available to :func:`build_loss` under ``name``."""
 
-    def deco(cls: type[ContrastiveLoss]) -> type[ContrastiveLoss]:
+    def deco(cls: LossClass) -> LossClass:
         if name in _LOSSES and _LOSSES[name] is not cls:
             raise ValueError(f"loss name {name!r} is already registered by {_LOSSES[name].__name__}")
         cls.name = name
@@ -28,7 +34,8 @@ def available_losses() -> list[str]:
     return sorted(_LOSSES)
 
 
-def get_loss_class(name: str) -> type[ContrastiveLoss]:
+def get_loss_class(name: str) -> Any:
+    """The registered ``ContrastiveLoss`` subclass called ``name``."""
     if name not in _LOSSES:
         raise ValueError(f"Unknown loss {name!r}. Available losses: {', '.join(available_losses())}.")
     return _LOSSES[name]
@@ -36,12 +43,10 @@ def get_loss_class(name: str) -> type[ContrastiveLoss]:
 
 def loss_hyperparameters(name: str) -> dict[str, inspect.Parameter]:
     """The constructor arguments (hyperparameters) of a loss, by name."""
-    sig = inspect.signature(get_loss_class(name).__init__)
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return {k: p for k, p in sig.parameters.items() if k != "self" and p.kind in kinds}
+    return get_loss_class(name).hyperparameters()
 
 
-def build_loss(name: str, **hparams) -> ContrastiveLoss:
+def build_loss(name: str, **hparams) -> Any:
     """Instantiate the loss ``name``; unknown names or hyperparameters raise with the valid choices."""
     cls = get_loss_class(name)
     valid = loss_hyperparameters(name)

@@ -1,0 +1,129 @@
+"""The export itself: an hf_cse model written as a sentence-transformers folder with its model card
+(what the folder holds, and how it is checked and committed: :mod:`hf_cse.export`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..checks import check_path_given
+from ..encoders import encoder_max_length
+from ..folder_lock import hold_folder, releases_folder_locks
+from ..model_card import read_eval_results, render_model_card
+from ..models.lora import merged_encoder
+from ..models.pooling import ST_POOLING_MODES, applies_projector
+from .card import card_title, record_card_inputs
+from .checkpoint import load_model, load_tokenizer
+from .errors import ExportError
+from .folders import atomic_output_dir, check_target, recover_leftovers, same_or_inside
+from .modules import (
+    HF_CSE_CONFIG_FILE,
+    describe,
+    describe_adapters,
+    projector_to_dense,
+    public_config_dict,
+    write_modules,
+)
+from .verify import verify_export
+
+logger = logging.getLogger(__name__)
+
+MAX_EXPORT_LENGTH = 512  # the export's default truncation cap, whatever longer positions the encoder has
+
+
+@releases_folder_locks
+def to_sentence_transformer(
+    model_or_path,
+    out_dir,
+    tokenizer=None,
+    keep_projector: bool = False,
+    max_seq_length: int | None = None,
+    overwrite: bool = False,
+    eval_results: Mapping[str, Any] | str | Path | None = None,
+    training_info: Mapping[str, Any] | None = None,
+    *,
+    repo_id: str | None = None,
+    verify: bool = True,
+) -> Path:
+    """Write an hf_cse model as a sentence-transformers folder with a model card; returns the folder.
+
+    Args:
+        model_or_path: an hf_cse model, or a folder / Hub id of a saved one.
+        out_dir: the folder to create (must be empty or absent unless ``overwrite``).
+        tokenizer: tokenizer object or name; default: the checkpoint's, else the base encoder's.
+        keep_projector: also keep a training-only projection head (the export then gives SimCSE's ``cls``
+            embedding, MLP included). Heads used at test time (``mlp_only_train=False``) are always kept.
+        max_seq_length: truncation length of the export; default: the encoder's limit (see module doc).
+        overwrite: replace a non-empty ``out_dir``.
+        eval_results: ``run_eval.py``'s ``results.json`` (path or dict), shown in the card and its metadata.
+        training_info: what the run recorded (see :func:`training_info_from_run`), shown in the card.
+        repo_id: Hub repo the card's usage snippet names (default: ``out_dir``); a push to another repo renders
+            the card again for it.
+        verify: reload the export and compare with the model before committing it.
+    """
+    check_path_given(out_dir if isinstance(out_dir, str) else str(out_dir), "out_dir")
+    out_dir = Path(out_dir).expanduser()
+    hold_folder(out_dir, "out_dir")  # one export at a time into a folder; released when this function ends
+    recover_leftovers(out_dir)
+    if isinstance(model_or_path, (str, Path)) and Path(model_or_path).expanduser().exists():
+        if same_or_inside(Path(model_or_path).expanduser(), out_dir):
+            raise ExportError(f"out_dir {out_dir} holds the checkpoint {model_or_path}; exporting there would "
+                              "replace it. Choose another folder, e.g. <checkpoint>/sentence-transformers.")
+    check_target(out_dir, overwrite)  # fail before loading anything
+    model = load_model(model_or_path)
+    tokenizer = load_tokenizer(tokenizer, model_or_path, model)
+    config = model.config
+    test_pooler = config.test_pooler
+    if test_pooler not in ST_POOLING_MODES:
+        raise ExportError(
+            f"this model's test-time pooler is {test_pooler!r}, which mixes several layers and has no plain "
+            "sentence-transformers Pooling equivalent. Train with --pooler_type cls, avg or max to export it, or use "
+            "the hf_cse checkpoint directly (hf_cse.evaluation accepts it)."
+        )
+    pooling_mode = ST_POOLING_MODES[test_pooler]
+    uses_projector = applies_projector(test_pooler) and model.projector is not None  # the test embedding uses it
+    if keep_projector and model.projector is None:
+        raise ExportError("keep_projector=True, but this model has no projection head (projector='none'); "
+                          "drop keep_projector.")
+    with_projector = uses_projector or keep_projector
+    limit = encoder_max_length(model.encoder.config, cap=MAX_EXPORT_LENGTH)
+    if max_seq_length is None:
+        max_seq_length = limit
+    elif not 0 < int(max_seq_length) <= limit:
+        raise ExportError(f"max_seq_length must be in [1, {limit}] (the encoder's limit), got {max_seq_length}.")
+    eval_results = read_eval_results(eval_results)  # fail on a bad results file before any work
+
+    with atomic_output_dir(out_dir, overwrite) as tmp:
+        dense = projector_to_dense(model.projector) if with_projector else []
+        encoder = merged_encoder(model.encoder)  # LoRA adapters merged: a plain model that loads without peft
+        dim = write_modules(tmp, encoder, tokenizer, pooling_mode, dense, int(max_seq_length), config.prompt,
+                            config.normalize)
+        (tmp / HF_CSE_CONFIG_FILE).write_text(json.dumps(public_config_dict(config), indent=2, sort_keys=True) + "\n")
+        if verify:
+            verify_export(tmp, model, tokenizer, pooling_mode, with_projector, int(max_seq_length))
+        export = {
+            "embedding_dimension": dense[-1].out_features if dense else dim,
+            "max_seq_length": int(max_seq_length),
+            "modules": [f"Transformer({type(encoder).__name__}, max_seq_length={int(max_seq_length)})",
+                        f"Pooling(pooling_mode={pooling_mode!r})"]
+                       + [f"Dense({d.in_features} -> {d.out_features}, {type(d.activation_function).__name__})"
+                          for d in dense] + (["Normalize()"] if config.normalize else []),
+            **describe(config, pooling_mode, dense, keep_projector),
+            "adapter_description": describe_adapters(config),
+            "limitations_extra": (
+                "* **Projection head kept**: these embeddings include the training-time head; the papers report "
+                "unsupervised results without it (`cls_before_pooler`)."
+                if keep_projector and not uses_projector else ""
+            ),
+        }
+        card_inputs = {"model_id": repo_id or str(out_dir), "export": export, "eval_results": eval_results,
+                       "training_info": training_info, "title": card_title(repo_id)}
+        card = render_model_card(config, **card_inputs)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+        record_card_inputs(tmp, config, **card_inputs)
+    logger.info("exported %s model to %s (sentence-transformers)", getattr(config, "method", "hf_cse"), out_dir)
+    return out_dir
+
