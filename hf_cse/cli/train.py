@@ -52,7 +52,7 @@ from hf_cse.evaluation.before_after import dev_change, log_dev_change
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
-from hf_cse.folder_lock import hold_folder, releases_folder_locks
+from hf_cse.folder_lock import releases_folder_locks
 from hf_cse.models import get_method
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
@@ -203,12 +203,11 @@ def train_from_args(argv: list[str] | None = None) -> None:
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     with training_args.main_process_first(desc="checking the output folder"):
-        if training_args.process_index == 0:  # the main process owns the folder; the others follow it
-            hold_folder(training_args.output_dir)
+        main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
         resume_from = prepare_output_dir(training_args.output_dir, spec.fingerprint(),
                                          overwrite=output_args.overwrite_output_dir, encoder=encoder,
                                          resume_from_checkpoint=training_args.resume_from_checkpoint,
-                                         is_main_process=training_args.process_index == 0,
+                                         is_main_process=main_process, hold=main_process,
                                          read_record=record_in_objectives_form)
 
     logger.info("precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)

@@ -1,4 +1,5 @@
-"""``python -m hf_cse.export``: the ``hf-cse-export`` command (:mod:`hf_cse.cli.export`), as the README shows it."""
+"""``python -m hf_cse.export``: the ``hf-cse-export`` command (:mod:`hf_cse.cli.export`), kept for commands written
+before ``python -m hf_cse export``."""
 
 import sys
 
