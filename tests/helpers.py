@@ -49,3 +49,14 @@ def tiny_args(out, **overrides) -> TrainingArguments:
 
 def collator(tok):
     return TwoViewCollator(tok)
+
+
+def train_args(encoder, tmp_path, out, *extra) -> list[str]:
+    """Flags of a 2-step CPU training run of ``encoder`` into ``out`` on 32 random sentences (written once to
+    ``tmp_path/train.txt``), then ``extra``."""
+    train = tmp_path / "train.txt"
+    if not train.exists():
+        train.write_text("\n".join(random_sentences(32)) + "\n")
+    return ["--model_name_or_path", str(encoder), "--train_file", str(train), "--max_steps", "2",
+            "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true",
+            *extra]

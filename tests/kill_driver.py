@@ -32,6 +32,13 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def cut_in_half_when_due(path) -> None:
+    """A file just written is cut to its first half and the process killed: a save killed mid-write."""
+    if due():
+        os.truncate(path, os.path.getsize(path) // 2)
+        die()
+
+
 if point == "weights":
     import transformers.modeling_utils as modeling_utils
 
@@ -39,9 +46,7 @@ if point == "weights":
 
     def cut_weights(tensors, filename, *args, **kwargs):
         real_save(tensors, filename, *args, **kwargs)
-        if due():
-            os.truncate(filename, os.path.getsize(filename) // 2)
-            die()
+        cut_in_half_when_due(filename)
 
     modeling_utils.safe_save_file = cut_weights
 elif point == "trainer_state":
@@ -51,9 +56,7 @@ elif point == "trainer_state":
 
     def cut_state(self, json_path):
         real_state(self, json_path)
-        if due():
-            os.truncate(json_path, os.path.getsize(json_path) // 2)
-            die()
+        cut_in_half_when_due(json_path)
 
     TrainerState.save_to_json = cut_state
 elif point == "export":

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import random_sentences, scored_pairs_file
+from helpers import scored_pairs_file, train_args
 
 from hf_cse.checks import InputError
 from hf_cse.cli import evaluate as run_eval
@@ -32,15 +32,6 @@ def _env():
     return env
 
 
-def _train_args(encoder, tmp_path, out, *extra):
-    train = tmp_path / "train.txt"
-    if not train.exists():
-        train.write_text("\n".join(random_sentences(32)) + "\n")
-    return ["--model_name_or_path", str(encoder), "--train_file", str(train), "--max_steps", "2",
-            "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true",
-            *extra]
-
-
 # ------------------------------------------------------------------------------------------------ empty paths
 @pytest.mark.parametrize("flag", ["--output_dir", "--train_file", "--model_name_or_path", "--senteval_data_dir",
                                   "--eval_file", "--resume_from_checkpoint"])
@@ -50,7 +41,7 @@ def test_run_unsup_refuses_an_empty_path_before_touching_the_current_folder(flag
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config.json").write_text("{}")  # a file whose name a run writes: --overwrite_output_dir removed it
     (tmp_path / "runs").mkdir()
-    args = _train_args(tiny_bert_dir, tmp_path, tmp_path / "out", "--overwrite_output_dir")
+    args = train_args(tiny_bert_dir, tmp_path, tmp_path / "out", "--overwrite_output_dir")
     with pytest.raises(InputError, match=f"{flag} is empty.*Give a path"):
         run_unsup.train_from_args([*args, flag, value])
     assert (tmp_path / "config.json").read_text() == "{}" and (tmp_path / "runs").is_dir()
@@ -157,7 +148,7 @@ def test_two_training_runs_racing_for_one_folder_leave_one_run(tiny_bert_dir, tm
     """Before: both exited 0 and the folder mixed one run's record with the other's weights."""
     out = tmp_path / "out"
     launches = [subprocess.Popen([sys.executable, "run_unsup.py",
-                                  *_train_args(tiny_bert_dir, tmp_path, out, "--loss", loss, "--max_steps", "3")],
+                                  *train_args(tiny_bert_dir, tmp_path, out, "--loss", loss, "--max_steps", "3")],
                                  cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                 for loss in ("infonce", "gs_infonce")]
     time.sleep(0)

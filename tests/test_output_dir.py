@@ -7,7 +7,7 @@ import logging
 from fnmatch import fnmatchcase
 
 import pytest
-from helpers import random_sentences
+from helpers import train_args
 
 from hf_cse.checks import InputError
 from hf_cse.cli import train as run_unsup
@@ -22,15 +22,6 @@ def _checkpoint(folder):
     """A checkpoint folder as complete as these tests need (the Trainer writes trainer_state.json last)."""
     folder.mkdir()
     (folder / "trainer_state.json").write_text("{}")
-
-
-def _args(encoder, tmp_path, out, *extra):
-    train = tmp_path / "train.txt"
-    if not train.exists():
-        train.write_text("\n".join(random_sentences(32)) + "\n")
-    return ["--model_name_or_path", str(encoder), "--train_file", str(train), "--max_steps", "2",
-            "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true",
-            *extra]
 
 
 # ------------------------------------------------------------------------------------------------ unit
@@ -147,18 +138,19 @@ def test_refused_export_removes_an_earlier_export(tiny_bert_dir, tmp_path):
 @pytest.mark.slow
 def test_second_run_is_refused_and_overwrite_replaces_every_file_of_the_first(tiny_bert_dir, tmp_path):
     out = tmp_path / "out"
-    run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, out, "--save_strategy", "steps", "--save_steps", "1"))
+    run_unsup.train_from_args(train_args(tiny_bert_dir, tmp_path, out, "--save_strategy", "steps", "--save_steps", "1"))
     finished = sorted(p.name for p in out.iterdir())
     assert all(any(fnmatchcase(name, pattern) for pattern in RUN_FILES) for name in finished), finished
     assert "checkpoint-1" in finished and "sentence-transformers" in finished
     weights = (out / "model.safetensors").read_bytes()
 
     with pytest.raises(InputError, match="already holds a finished run.*--overwrite_output_dir"):
-        run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce"))
+        run_unsup.train_from_args(train_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce"))
     assert (out / "model.safetensors").read_bytes() == weights  # the first run is untouched
 
     (out / "notes.txt").write_text("kept")
-    run_unsup.train_from_args(_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce", "--overwrite_output_dir"))
+    run_unsup.train_from_args(train_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce",
+                                         "--overwrite_output_dir"))
     names = sorted(p.name for p in out.iterdir())
     assert not [n for n in names if n.startswith("checkpoint-")]  # the first run's checkpoints are gone
     assert (out / "notes.txt").read_text() == "kept"
@@ -177,7 +169,7 @@ def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tin
                                                                              caplog):
     """Before: a relaunch restarted at step 0 and --save_total_limit then deleted the interrupted run's checkpoints."""
     out = tmp_path / "out"
-    args = _args(tiny_bert_dir, tmp_path, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2",
+    args = train_args(tiny_bert_dir, tmp_path, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2",
                  "--save_total_limit", "1")
     steps = []
     original = ContrastiveTrainer.training_step
