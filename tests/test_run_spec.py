@@ -38,6 +38,7 @@ def todays_settings(encoder, method, config_kwargs, data_args, stream_args, trai
                 **vars(data_args), "train_file": train_file,
                 **{k: getattr(training_args, k, None) for k in run_defining_training_args}}
     settings.pop("preprocessing_num_workers", None)
+    settings.pop("padding_free", None)  # a speed-only config field added after that commit: never recorded
     if streamed or stream_args.train_files:
         settings.update(streaming=streamed, train_weights=stream_args.train_weights,
                         train_files=[str(Path(f).resolve()) for f in stream_args.train_files or []])
@@ -235,6 +236,7 @@ SAME_RUN = {
     "logging": ["--logging_steps", "1"],
     "saving": ["--save_strategy", "steps", "--save_steps", "3"],
     "precision": ["--precision", "fp32"],
+    "padding-free": ["--padding_free", "false"],
 }
 
 

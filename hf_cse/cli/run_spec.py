@@ -27,6 +27,10 @@ from .arguments import DataArguments
 
 #: data flags that change how fast the data is prepared, not what the run trains on: never in the fingerprint
 SPEED_ONLY_DATA_FLAGS = ("preprocessing_num_workers",)
+#: config fields that change how fast the encoder computes, not what (hf_cse.models.padding_free: the same function
+#: on the real tokens only): never in the fingerprint, so a run interrupted before they existed, or relaunched with
+#: another value, resumes
+SPEED_ONLY_CONFIG_FIELDS = ("padding_free",)
 #: config fields of the masked-LM auxiliary objective: they define nothing without ``do_mlm`` (and records written
 #: before it existed lack them), so they are fingerprinted only when it is on
 MLM_FIELDS = ("do_mlm", "mlm_weight", "mlm_probability")
@@ -196,8 +200,10 @@ class RunSpec:
 
     def fingerprint(self) -> dict[str, Any]:
         """The run's settings as ``hf_cse_run.json`` records them: the encoder, method, config fields, generator, the
-        data flags and the run-defining training arguments; the masked-LM settings only with ``do_mlm``."""
-        settings = {"encoder": self.encoder, "method": self.method, **copy.deepcopy(dict(self.config)),
+        data flags and the run-defining training arguments; the masked-LM settings only with ``do_mlm``; no speed-only
+        field."""
+        config = {k: v for k, v in self.config.items() if k not in SPEED_ONLY_CONFIG_FIELDS}
+        settings = {"encoder": self.encoder, "method": self.method, **copy.deepcopy(config),
                     "generator": self.generator, **self.data.fingerprint(), **self.training.fingerprint()}
         if not self.config.get("do_mlm"):
             settings = {k: v for k, v in settings.items() if k not in MLM_FIELDS}

@@ -54,6 +54,7 @@ from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.export import export_after_training, take_over_hub_push
 from hf_cse.folder_lock import releases_folder_locks
 from hf_cse.models import get_method
+from hf_cse.models.padding_free import describe_padding_free
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.plots import CURVES_FILE, plot_training_curves
@@ -215,6 +216,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
 
     # 4. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
     model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
+    logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free))
     tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
     # --activation_checkpointing (transformers 5's name) or the deprecated --gradient_checkpointing
     if getattr(training_args, "activation_checkpointing", False) or training_args.gradient_checkpointing:

@@ -23,6 +23,7 @@ from .loading import load_kwargs, make_bidirectional
 from .lora import ADAPTER_FOLDER, apply_lora, is_lora
 from .mlm import build_mlm_head, load_mlm_head, masked_lm_loss
 from .modes import eval_mode
+from .padding_free import install_packed_attention, packed_forward, unsupported_reason
 from .pooling import applies_projector, describe_pooling, needs_hidden_states, pool, resolve_pooling
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,8 @@ def prepare_encoder(encoder: PreTrainedModel, config: CSEConfig) -> PreTrainedMo
     """What the config asks of a loaded encoder: the fast CPU dropout, bidirectional attention."""
     if config.fast_dropout:
         install_fast_dropout(encoder)
+    if config.padding_free:
+        install_packed_attention(encoder)
     if config.bidirectional:
         make_bidirectional(encoder)
     return encoder
@@ -282,12 +285,21 @@ class CSEPreTrainedModel(PreTrainedModel):
             enable()
 
     # ----------------------------------------------------------------- embeddings
+    def runs_padding_free(self) -> bool:
+        """Whether the embeddings' forward packs the real tokens (:mod:`.padding_free`): asked for, an encoder it
+        was checked on, and not inside ``torch.compile`` (a packed length that changes every batch recompiles)."""
+        return (self.config.padding_free and not torch.compiler.is_compiling()
+                and unsupported_reason(self.encoder) is None)
+
     def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
         pooler = pooler or self.config.pooler_type
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if token_type_ids is not None and takes_token_type_ids(self.encoder.config):
-            kwargs["token_type_ids"] = token_type_ids
-        out = self.encoder(**kwargs, output_hidden_states=needs_hidden_states(pooler), return_dict=True)
+        if self.runs_padding_free():
+            out = packed_forward(self.encoder, input_ids, attention_mask, token_type_ids, needs_hidden_states(pooler))
+        else:
+            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if token_type_ids is not None and takes_token_type_ids(self.encoder.config):
+                kwargs["token_type_ids"] = token_type_ids
+            out = self.encoder(**kwargs, output_hidden_states=needs_hidden_states(pooler), return_dict=True)
         pooled = pool(pooler, attention_mask, out.last_hidden_state, out.hidden_states)
         # bf16/fp16 weights: the head and the losses take fp32 (hf_cse.models.loading)
         return pooled if self.config.encoder_dtype == "fp32" else pooled.float()

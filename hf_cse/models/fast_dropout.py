@@ -26,6 +26,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .padding_free import register_sdpa_attention
+
 ATTENTION_NAME = "hf_cse_sdpa"
 _LANES = 1 << 16
 
@@ -97,15 +99,6 @@ def fast_dropout_attention(module, query, key, value, attention_mask, dropout: f
     return torch.matmul(probs, value).transpose(1, 2).contiguous(), None
 
 
-def _register_attention() -> None:
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-
-    if ATTENTION_NAME not in AttentionInterface._global_mapping:
-        AttentionInterface.register(ATTENTION_NAME, fast_dropout_attention)
-        ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION_NAME, sdpa_mask)
-
-
 def install_fast_dropout(encoder: nn.Module) -> int:
     """Swap every ``nn.Dropout`` of ``encoder`` for :class:`FastDropout` and route SDPA attention through
     ``hf_cse_sdpa``. Returns the number of dropout modules replaced. Idempotent."""
@@ -119,6 +112,6 @@ def install_fast_dropout(encoder: nn.Module) -> int:
                 replaced += 1
     config = getattr(encoder, "config", None)
     if config is not None and getattr(config, "_attn_implementation", None) == "sdpa":
-        _register_attention()
+        register_sdpa_attention(ATTENTION_NAME, fast_dropout_attention)
         config._attn_implementation = ATTENTION_NAME
     return replaced
