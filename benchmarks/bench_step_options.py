@@ -5,15 +5,19 @@ interleaved, ``run_interleaved``) in one run:
     python benchmarks/bench_step_options.py                  # ~6-10 min on a loaded 2-core machine (1 thread)
     python benchmarks/bench_step_options.py --variants default,fused,groups2 --steps 6
 
-Step: packaged all-MiniLM-L6-v2, ``SimCSEModel`` (cls pooler, MLP head, infonce), batch 64, length 32, bf16
-autocast (the default precision on this CPU), ``ManualVariant``. Variants (``--variants``):
+Step: packaged all-MiniLM-L6-v2, ``SimCSEModel`` (cls pooler, MLP head, infonce), batch 64, length 32, in the
+precision ``--precision auto`` resolves to on this CPU (bf16 autocast where it computes bf16 natively, else fp32),
+``ManualVariant``. Variants (``--variants``):
 
-* ``default``: hf_cse's defaults (fast CPU dropout; ``torch.optim.AdamW`` as the Trainer builds it, which on a CPU
-  is the per-parameter loop);
+* ``default``: hf_cse's defaults (fast CPU dropout, padding-free forward; ``torch.optim.AdamW`` with its own
+  defaults, which on a CPU is the per-parameter loop; the Trainer's default ``--optim`` is ``adamw_torch_fused``);
+* ``padded``: ``padding_free=False``, the whole padded batch through every layer (hf_cse's default before the
+  padding-free forward, :mod:`hf_cse.models.padding_free`);
 * ``foreach`` / ``fused``: AdamW with ``foreach=True`` / ``fused=True`` (``--optim adamw_torch_fused``);
 * ``groups2`` / ``groups4``: the encoder forward in 2 / 4 chunks of rows of similar length, each padded to its own
   longest (:class:`LengthGroups`): the batch is the same random sample, so every row's negatives are too; only
-  padding is saved (contrastive batches are never sorted by length across the data);
+  padding is saved (contrastive batches are never sorted by length across the data); padded otherwise, as this was
+  the alternative to the padding-free forward;
 * ``torch_dropout``: ``fast_dropout=False`` (torch's ``bernoulli_`` dropout), the reference for the next two;
 * ``compile`` / ``compile_fused``: ``torch.compile`` (inductor) of the model, AdamW loop / fused; under compile the
   fast dropout hands over to torch's dropout, which inductor compiles with its own RNG. The warm-up round
@@ -46,7 +50,7 @@ from bench_train_common import (
     setup_threads,
 )
 
-VARIANTS = ("default", "foreach", "fused", "groups2", "groups4", "torch_dropout", "compile", "compile_fused")
+VARIANTS = ("default", "padded", "foreach", "fused", "groups2", "groups4", "torch_dropout", "compile", "compile_fused")
 
 
 class LengthGroups(torch.nn.Module):
@@ -77,7 +81,9 @@ def build_variant(name: str, path: str, tokenizer, precision: str, lr: float = 1
 
     torch.manual_seed(0)
     fast = name not in ("torch_dropout",)
-    model = SimCSEModel.from_encoder(path, loss="infonce", fast_dropout=fast, **model_kwargs)
+    padding_free = not (name == "padded" or name.startswith("groups"))
+    model = SimCSEModel.from_encoder(path, loss="infonce", fast_dropout=fast, padding_free=padding_free,
+                                     **model_kwargs)
     params = [p for p in model.parameters() if p.requires_grad]
     optim = {"foreach": {"foreach": True}, "fused": {"fused": True}, "compile_fused": {"fused": True}}.get(name, {})
     optimizer = torch.optim.AdamW(params, lr=lr, **optim)
@@ -119,7 +125,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(parser, steps=4, warmup=1)
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {','.join(VARIANTS)}")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                        help="auto: bf16 where this CPU computes it natively, else fp32 (hf_cse's own default)")
     parser.add_argument("--check", action="store_true", help="also compare each variant's weights after 3 steps")
     parser.add_argument("--model_name_or_path", default=None, help="default: the packaged all-MiniLM-L6-v2")
     args = parser.parse_args()
@@ -129,6 +136,9 @@ def main() -> None:
     threads = setup_threads(args.threads)
     from transformers import AutoTokenizer
 
+    from hf_cse.precision import resolve
+
+    args.precision = resolve(args.precision, "cpu")[0]
     path = args.model_name_or_path or minilm_path()
     tokenizer = AutoTokenizer.from_pretrained(path)
     feats = features(tokenizer, load_sentences(args.data, args.batch_size, args.offset), args.length)

@@ -149,7 +149,8 @@ def main() -> None:
     for name in REGIMES:
         cells = [json.loads(p.read_text()) for p in sorted((HERE / "results" / name).glob("*.json"))
                  if p.name != "corpus.json"]
-        cells = [c for c in cells if c.get("precision", "fp32") in ("fp32", "auto")]  # bf16 twins: benchmarks/
+        # bf16 and padding-free / padded twins: benchmarks/README.md
+        cells = [c for c in cells if c.get("precision", "fp32") in ("fp32", "auto") and not c.get("layout")]
         if not cells:
             continue
         section, points, avg = regime_section(name, cells, order)

@@ -6,6 +6,7 @@
     python experiments/run.py --regime general --dry_run       # list what would run
     python experiments/run.py --regime general --workers 12 --stop_after 480   # a GPU: cells side by side
     python experiments/run.py --regime cls --precision bf16 --methods simcse  # a bf16 twin (simcse_bf16__seed42)
+    python experiments/run.py --regime general --methods simcse --seeds 42 --layout padded   # simcse_padded__seed42
 
 Regimes (experiments/regimes.json): ``general`` (Wikipedia sentences, seven STS tasks) and ``domain`` (the sentences
 of STS-B train/dev and SICK train as unlabeled text, minus every test sentence; STS-B and SICK-R test) train the
@@ -50,8 +51,9 @@ BUDGET_FLAGS = ("max_steps", "per_device_train_batch_size", "max_seq_length", "l
 Precision = Literal["auto", "fp32", "bf16"]
 
 
-def cell_name(method: str, seed: int, precision: Precision = "auto") -> str:
+def cell_name(method: str, seed: int, precision: Precision = "auto", layout: str | None = None) -> str:
     variant = "" if precision in ("auto", "fp32") else f"_{precision}"
+    variant += f"_{layout}" if layout else ""
     return f"{method}{variant}__seed{seed}"
 
 
@@ -165,11 +167,11 @@ def evaluate(model: str, regime: dict, out_dir: Path, log: Path, threads: int | 
 
 
 def run_cell(regime_name: str, method: str, seed: int, keep_runs: bool, precision: Precision, encoder: str | None,
-             threads: int | None) -> dict:
+             threads: int | None, layout: str | None = None) -> dict:
     regime = REGIMES[regime_name]
     config = json.loads((HERE / "configs" / f"{method}.json").read_text())
     budget = {**{k: regime[k] for k in BUDGET_FLAGS}, **config.get("budget", {})}
-    name = cell_name(method, seed, precision)
+    name = cell_name(method, seed, precision, layout)
     run_dir = HERE / "runs" / regime_name / name
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
@@ -193,6 +195,7 @@ def run_cell(regime_name: str, method: str, seed: int, keep_runs: bool, precisio
         "disable_tqdm": True,
         "report_to": "none",
         "precision": precision,
+        **({"padding_free": layout == "padding_free"} if layout else {}),
     }
     cpu0, wall0 = child_cpu_seconds(), time.time()
     run([sys.executable, "run_unsup.py", *encoder_flags(encoder), *flag_list(train_args)], log, threads)
@@ -201,6 +204,7 @@ def run_cell(regime_name: str, method: str, seed: int, keep_runs: bool, precisio
     scores = evaluate(str(run_dir), regime, run_dir / "eval", log, threads)
     result = {
         "cell": name, "regime": regime_name, "method": method, "seed": seed, "precision": precision,
+        **({"layout": layout} if layout else {}),
         "paper_setting": config["paper"], "config": config["args"], "budget": budget, "train": summary,
         "eval": scores, "device": device_name(), "wall_seconds": round(time.time() - wall0, 1),
         "cpu_seconds": round(child_cpu_seconds() - cpu0, 1),
@@ -257,6 +261,9 @@ def main() -> None:
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                         help="training precision (auto: bf16 where the device computes it natively); a bf16 cell "
                              "is named <method>_bf16")
+    parser.add_argument("--layout", choices=["padding_free", "padded"],
+                        help="a twin cell trained with --padding_free true / false, named <method>_<layout>, kept "
+                             "out of the tables (benchmarks/README.md compares the two)")
     args = parser.parse_args()
     start = time.time()
     available = methods_of(args.regime)
@@ -271,8 +278,9 @@ def main() -> None:
     if args.reverse:
         methods = methods[::-1]
     todo = [(m, s) for s in seeds for m in methods
-            if not result_path(args.regime, cell_name(m, s, args.precision)).is_file()]
-    print(f"{len(todo)} missing cell(s): {', '.join(cell_name(m, s, args.precision) for m, s in todo) or '-'}",
+            if not result_path(args.regime, cell_name(m, s, args.precision, args.layout)).is_file()]
+    print(f"{len(todo)} missing cell(s): "
+          f"{', '.join(cell_name(m, s, args.precision, args.layout) for m, s in todo) or '-'}",
           flush=True)
     if args.dry_run:
         return
@@ -286,7 +294,7 @@ def main() -> None:
 
     def one(cell: tuple[str, int]) -> None:
         method, seed = cell
-        name = cell_name(method, seed, args.precision)
+        name = cell_name(method, seed, args.precision, args.layout)
         out = result_path(args.regime, name)
         if args.stop_after is not None and time.time() - start > args.stop_after:
             return
@@ -297,7 +305,8 @@ def main() -> None:
         with print_lock:
             print(f"[{datetime.now():%H:%M:%S}] {args.regime}/{name} ...", flush=True)
         try:
-            result = run_cell(args.regime, method, seed, args.keep_runs, args.precision, args.encoder, args.threads)
+            result = run_cell(args.regime, method, seed, args.keep_runs, args.precision, args.encoder, args.threads,
+                              args.layout)
         except RuntimeError as err:
             with print_lock:
                 print(f"  {name} FAILED: {err}", flush=True)

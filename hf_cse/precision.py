@@ -109,8 +109,15 @@ def resolve(requested: str, device_type: str) -> tuple[str, str]:
     if requested == "bf16" and device_type == "cuda" and not native_bf16("cuda"):
         raise PrecisionError("--bf16: this GPU has no bf16 support (before Ampere); use --fp16 on it.")
     if requested == "bf16" and device_type == "cpu" and not cpu_has_native_bf16():
-        return "bf16", "requested; this CPU has no native bf16 (AVX-512 BF16 / AMX), it may be slower than fp32"
+        # measured on an AVX2-only AMD EPYC (benchmarks/README.md): a 2048^3 bf16 product ran ~500x slower than fp32
+        return "bf16", ("requested; this CPU has no native bf16 (AVX-512 BF16 / AMX): its bf16 matrix products are "
+                        "emulated and can run hundreds of times slower than fp32; --precision auto picks fp32 here")
     return requested, "requested"
+
+
+def emulated(precision: str, device_type: str) -> bool:
+    """Whether a resolved precision runs emulated (bf16 asked for on a device without it): worth a warning."""
+    return precision == "bf16" and not native_bf16(device_type)
 
 
 def describe(precision: str) -> str:

@@ -88,6 +88,8 @@ def test_resolve_auto_follows_native_bf16(monkeypatch):
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
     assert precision.resolve("auto", "cpu")[0] == "fp32"
     assert precision.resolve("bf16", "cpu")[0] == "bf16"  # asked for: runs (emulated), with a warning reason
+    assert "hundreds of times slower than fp32" in precision.resolve("bf16", "cpu")[1]
+    assert precision.emulated("bf16", "cpu") and not precision.emulated("fp32", "cpu")
     assert precision.resolve("fp32", "cuda")[0] == "fp32"
     with pytest.raises(PrecisionError):
         precision.resolve("fp16", "cpu")

@@ -58,7 +58,7 @@ from hf_cse.models.padding_free import describe_padding_free
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.plots import CURVES_FILE, plot_training_curves
-from hf_cse.precision import PrecisionArguments, describe, training_flags
+from hf_cse.precision import PrecisionArguments, describe, emulated, training_flags
 from hf_cse.streaming import StreamingArguments, check_streaming_arguments, load_training_text, tokenize_stream
 from hf_cse.trainer import ContrastiveTrainer
 
@@ -211,7 +211,8 @@ def train_from_args(argv: list[str] | None = None) -> None:
                                          is_main_process=main_process, hold=main_process,
                                          read_record=record_in_objectives_form)
 
-    logger.info("precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
+    logger.log(logging.WARNING if emulated(precision, training_args.device.type) else logging.INFO,
+               "precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
     logger.info("pooling: %s", describe_pooling(pooling))
 
     # 4. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
