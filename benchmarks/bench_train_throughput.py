@@ -5,6 +5,7 @@
     python benchmarks/bench_train_throughput.py                 # ~6-8 min on a loaded shared 2-core machine
     python benchmarks/bench_train_throughput.py --steps 30 --rounds 3
     python benchmarks/bench_train_throughput.py --precision bf16   # both trainers under bf16 autocast
+    python benchmarks/bench_train_throughput.py --with_padded      # also hf_cse with --padding_free false
 
 Same model (the packaged all-MiniLM-L6-v2), batch 64, length 32 (ST ``max_seq_length=32``), learning rate
 3e-5, AdamW, dropout active (0.1, the model's) and the same temperature (MNRL scale 20 = 1 / 0.05) in both.
@@ -12,7 +13,8 @@ Both sides see two dropout views of each sentence per step, so sentences/s are c
 
 * hf_cse: ``SimCSEModel`` with pooler ``avg`` (mean pooling, what the ST model uses; the papers' ``cls``
   costs the same) and the default MLP projector (SimCSE's train-time head, 384x384: negligible).
-  Tokenized once up front (``tokenize_dataset``); the collator pads each batch.
+  Tokenized once up front (``tokenize_dataset``); the collator pads each batch, and the padding-free forward (its
+  default, :mod:`hf_cse.models.padding_free`) runs the linear layers on the real tokens only.
 * sentence-transformers: its own data path (tokenizes in the collator every step) and two encoder calls
   per step (anchors, positives).
 
@@ -44,10 +46,11 @@ from bench_train_common import (
 
 def hf_cse_trainer(sentences, args, out_dir, callbacks=(), model_path: str | None = None, use_cpu: bool = True,
                    cached_minibatch_size: int | None = None, torch_compile: bool = False,
-                   attn_implementation: str | None = None):
+                   attn_implementation: str | None = None, padding_free: bool = True):
     """The hf_cse side: ``ContrastiveTrainer`` on ``SimCSEModel`` (pooler avg, MLP head, infonce at 0.05) over
     ``args.warmup + args.steps`` steps of ``args.batch_size`` sentences. ``model_path``: default the packaged
-    MiniLM; ``attn_implementation``: the encoder's (default: as loaded, i.e. SDPA with hf_cse's fast CPU dropout)."""
+    MiniLM; ``attn_implementation``: the encoder's (default: as loaded, i.e. SDPA with hf_cse's fast CPU dropout);
+    ``padding_free``: hf_cse's default padding-free forward, or the padded batch."""
     import datasets
     from transformers import AutoTokenizer, TrainingArguments
 
@@ -57,7 +60,8 @@ def hf_cse_trainer(sentences, args, out_dir, callbacks=(), model_path: str | Non
 
     path = model_path or minilm_path()
     torch.manual_seed(0)
-    model = SimCSEModel.from_encoder(path, pooler_type="avg", loss="infonce", loss_kwargs={"temperature": 0.05})
+    model = SimCSEModel.from_encoder(path, pooler_type="avg", loss="infonce", loss_kwargs={"temperature": 0.05},
+                                     padding_free=padding_free)
     if attn_implementation:
         model.encoder.set_attn_implementation(attn_implementation)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -104,6 +108,12 @@ def run_hf_cse(sentences, args, out_dir) -> list[float]:
     return timer.times[args.warmup:]
 
 
+def run_hf_cse_padded(sentences, args, out_dir) -> list[float]:
+    timer = StepTimer()
+    hf_cse_trainer(sentences, args, out_dir, [timer], padding_free=False).train()
+    return timer.times[args.warmup:]
+
+
 def run_sentence_transformers(sentences, args, out_dir) -> list[float]:
     timer = StepTimer()
     sentence_transformers_trainer(sentences, args, out_dir, [timer]).train()
@@ -116,14 +126,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="both trainers in this precision (bf16: --bf16 autocast); results_<precision>.json")
+    parser.add_argument("--with_padded", action="store_true",
+                        help="also hf_cse with --padding_free false (its default before the padding-free forward)")
     args = parser.parse_args()
     threads = setup_threads(args.threads)
     logging.disable(logging.WARNING)
     sentences = load_sentences(args.data, args.batch_size * (args.warmup + args.steps), args.offset)
-    times = {"hf_cse": [], "sentence_transformers": []}
+    order = [("hf_cse", run_hf_cse), ("sentence_transformers", run_sentence_transformers)]
+    if args.with_padded:
+        order.insert(1, ("hf_cse_padded", run_hf_cse_padded))
+    times = {name: [] for name, _ in order}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            order = [("hf_cse", run_hf_cse), ("sentence_transformers", run_sentence_transformers)]
             for name, fn in order if r % 2 == 0 else order[::-1]:
                 t = fn(sentences, args, tmp)
                 times[name] += t
@@ -136,6 +150,9 @@ def main() -> None:
     print_table(["framework", "median step s", "min step s", "sentences/s", "steps"],
                 [[n, s["median_s"], s["min_s"], s["sentences_per_s"], s["n"]] for n, s in stats.items()])
     print(f"\nthroughput ratio hf_cse / sentence-transformers = {ratio:.3f}  (target >= 1.1)")
+    if args.with_padded:
+        padded = stats["hf_cse_padded"]["sentences_per_s"] / stats["sentence_transformers"]["sentences_per_s"]
+        print(f"hf_cse padded / sentence-transformers = {padded:.3f}")
     save_results("train_throughput" + ("" if args.precision == "fp32" else f"_{args.precision}"), {
         "benchmark": "bench_train_throughput",
         "settings": common_settings(args, rounds=args.rounds, precision=args.precision,

@@ -44,6 +44,9 @@ def test_an_interrupted_run_of_the_old_script_resumes_to_the_same_model(legacy, 
     assert any("checkpoint-2" in r.getMessage() for r in caplog.records if "resum" in r.getMessage().lower())
     state = json.loads((root / "interrupted" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
+    # the old code trained padded: the resumed steps do too (other dropout-mask shapes would change the model)
+    assert json.loads((root / "interrupted" / "config.json").read_text())["padding_free"] is False
+    assert any("padding-free: off (the run it resumes" in r.getMessage() for r in caplog.records)
     resumed = load_file(root / "interrupted" / "model.safetensors")
     finished = load_file(root / "finished" / "model.safetensors")
     at_step_2 = load_file(root / "interrupted" / "checkpoint-2" / "model.safetensors")

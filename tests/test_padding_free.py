@@ -154,3 +154,15 @@ def test_falls_back_to_the_padded_batch_where_not_checked(tiny_bert_dir, tiny_ll
     assert describe_padding_free(torch_dropout.encoder, True).startswith("on")
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # a traced forward keeps fixed shapes
     assert not torch_dropout.runs_padding_free()
+
+
+def test_a_resumed_run_keeps_the_layout_its_checkpoint_trained_with(tmp_path):
+    from hf_cse.cli.train import trained_padding_free
+
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "config.json").write_text('{"padding_free": true}')
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "config.json").write_text('{"pooler_type": "cls"}')  # written before padding-free existed
+    assert trained_padding_free(str(tmp_path / "new")) is True
+    assert trained_padding_free(str(tmp_path / "old")) is False
+    assert trained_padding_free(str(tmp_path / "missing")) is True

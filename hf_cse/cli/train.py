@@ -11,6 +11,7 @@ With no flags it trains the packaged all-MiniLM-L6-v2 on the small demo corpus s
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -126,6 +127,15 @@ def record_in_objectives_form(record: dict) -> dict:
     return {**record, "objectives": config.objectives}
 
 
+def trained_padding_free(checkpoint: str) -> bool:
+    """Whether the run a checkpoint belongs to trained padding-free (its config.json; a checkpoint written before
+    the padding-free forward existed trained padded). A resumed run keeps it unless --padding_free is given: the
+    dropout masks are drawn over other shapes, so switching would make the resumed run differ from the run
+    uninterrupted."""
+    config = Path(checkpoint) / "config.json"
+    return bool(json.loads(config.read_text()).get("padding_free", False)) if config.is_file() else True
+
+
 def main(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:
     """``hf-cse-train`` / ``python -m hf_cse train`` / ``run_unsup.py``: :func:`train_from_args` with one line on
     stderr per foreseeable failure and its exit code (:func:`hf_cse.cli.run_cli`)."""
@@ -211,13 +221,17 @@ def train_from_args(argv: list[str] | None = None) -> None:
                                          is_main_process=main_process, hold=main_process,
                                          read_record=record_in_objectives_form)
 
+    why_padded = "--padding_free false"
+    if resume_from and "padding_free" not in typed:  # continue as the run would have gone on uninterrupted
+        config_kwargs["padding_free"] = trained_padding_free(resume_from)
+        why_padded = f"the run it resumes ({resume_from}) trained padded; --padding_free true to change"
     logger.log(logging.WARNING if emulated(precision, training_args.device.type) else logging.INFO,
                "precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
     logger.info("pooling: %s", describe_pooling(pooling))
 
     # 4. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
     model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
-    logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free))
+    logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free, why_padded))
     tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
     # --activation_checkpointing (transformers 5's name) or the deprecated --gradient_checkpointing
     if getattr(training_args, "activation_checkpointing", False) or training_args.gradient_checkpointing:

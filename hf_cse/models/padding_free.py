@@ -170,9 +170,10 @@ def install_packed_attention(encoder: nn.Module) -> None:
         config._attn_implementation = PACKED_ATTENTIONS[1]
 
 
-def describe_padding_free(encoder: nn.Module, enabled: bool) -> str:
-    """The log line's words: whether the encoder runs padding-free, and why not."""
+def describe_padding_free(encoder: nn.Module, enabled: bool, why_off: str = "--padding_free false") -> str:
+    """The log line's words: whether the encoder runs padding-free, and why not (``why_off``: why it was not
+    asked for)."""
     if not enabled:
-        return "off (--padding_free false)"
+        return f"off ({why_off})"
     reason = unsupported_reason(encoder)
     return "on (linear layers on the real tokens only)" if reason is None else f"off: {reason}"
