@@ -152,6 +152,8 @@ def test_falls_back_to_the_padded_batch_where_not_checked(tiny_bert_dir, tiny_ll
     torch_dropout = SimCSEModel.from_encoder(str(tiny_bert_dir), fast_dropout=False)
     assert torch_dropout.runs_padding_free()
     assert describe_padding_free(torch_dropout.encoder, True).startswith("on")
+    assert not torch_dropout.runs_padding_free("cuda")  # a host sync per batch on a GPU, for a host-bound step
+    assert "runs on CPU only" in describe_padding_free(torch_dropout.encoder, True, device_type="cuda")
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # a traced forward keeps fixed shapes
     assert not torch_dropout.runs_padding_free()
 

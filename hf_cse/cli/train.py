@@ -231,7 +231,8 @@ def train_from_args(argv: list[str] | None = None) -> None:
 
     # 4. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
     model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
-    logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free, why_padded))
+    logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free, why_padded,
+                                                          training_args.device.type))
     tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
     # --activation_checkpointing (transformers 5's name) or the deprecated --gradient_checkpointing
     if getattr(training_args, "activation_checkpointing", False) or training_args.gradient_checkpointing:

@@ -285,15 +285,16 @@ class CSEPreTrainedModel(PreTrainedModel):
             enable()
 
     # ----------------------------------------------------------------- embeddings
-    def runs_padding_free(self) -> bool:
-        """Whether the embeddings' forward packs the real tokens (:mod:`.padding_free`): asked for, an encoder it
-        was checked on, and not inside ``torch.compile`` (a packed length that changes every batch recompiles)."""
+    def runs_padding_free(self, device_type: str = "cpu") -> bool:
+        """Whether the embeddings' forward on ``device_type`` packs the real tokens (:mod:`.padding_free`): asked
+        for, an encoder it was checked on, on CPU, and not inside ``torch.compile`` (a packed length that changes
+        every batch recompiles)."""
         return (self.config.padding_free and not torch.compiler.is_compiling()
-                and unsupported_reason(self.encoder) is None)
+                and unsupported_reason(self.encoder, device_type) is None)
 
     def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
         pooler = pooler or self.config.pooler_type
-        if self.runs_padding_free():
+        if self.runs_padding_free(input_ids.device.type):
             out = packed_forward(self.encoder, input_ids, attention_mask, token_type_ids, needs_hidden_states(pooler))
         else:
             kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}

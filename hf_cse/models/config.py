@@ -100,9 +100,9 @@ class CSEConfig(PretrainedConfig):
         "help": "CPU dropout masks from 16 random bits per element (same distribution up to p +- 7.7e-6, ~1.2x "
                 "faster CPU steps; no effect on GPU); false = torch's dropout"})
     padding_free: bool = field(default=True, metadata={
-        "help": "the encoder's linear layers run on the real tokens only, padding packed away (BERT, RoBERTa, "
-                "DistilBERT, ELECTRA, ALBERT and kin under sdpa; the same results, ~1.2x faster CPU steps when a "
-                "fifth of the tokens is padding); false = the padded batch"})
+        "help": "CPU: the encoder's linear layers run on the real tokens only, padding packed away (BERT, RoBERTa, "
+                "DistilBERT, ELECTRA, ALBERT and kin under sdpa; the same results, ~1.2-1.3x faster steps when a "
+                "fifth of the tokens is padding; GPUs run padded); false = the padded batch"})
     # how the encoder is loaded (hf_cse.models.loading); the config's own dtype / attn_implementation belong to
     # transformers, hence the encoder_ names (the flags keep transformers' names as aliases)
     encoder_dtype: EncoderDtype = field(default="fp32", metadata={

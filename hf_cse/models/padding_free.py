@@ -14,7 +14,9 @@ computed for the padded batch, gathered) and the same attention; only the matrix
 fp32 results agree to rounding (``tests/test_padding_free.py`` checks every supported architecture, gradients
 included). It applies where that was checked: the encoder families of :data:`POSITION_STYLES` under hf_cse's SDPA
 attention (the default), outside ``torch.compile`` (a packed row's length changes every batch, which would
-recompile). Anything else runs padded. ``CSEConfig(padding_free=False)`` / ``--padding_free false`` turns it off.
+recompile), on CPU (on a GPU, finding the real tokens, ``nonzero``, waits for the device once per forward, and a
+GPU step at sentence lengths is bound by the host, ~5 % of the GEMM peak: ``benchmarks/README.md``, section 6).
+Anything else runs padded. ``CSEConfig(padding_free=False)`` / ``--padding_free false`` turns it off.
 """
 
 from __future__ import annotations
@@ -98,8 +100,11 @@ def with_packed_rows(attention: Callable) -> Callable:
     return packed_attention
 
 
-def unsupported_reason(encoder: nn.Module) -> str | None:
-    """Why ``encoder`` cannot run padding-free, or None when it can."""
+def unsupported_reason(encoder: nn.Module, device_type: str = "cpu") -> str | None:
+    """Why ``encoder`` cannot run padding-free on ``device_type``, or None when it can."""
+    if device_type != "cpu":
+        return (f"runs on CPU only: on {device_type} the packed index is a host sync per batch, and a GPU step at "
+                "sentence lengths is bound by the host, not by its matrix products")
     config = getattr(encoder, "config", None)
     model_type = getattr(config, "model_type", None)
     if model_type not in POSITION_STYLES:
@@ -170,10 +175,11 @@ def install_packed_attention(encoder: nn.Module) -> None:
         config._attn_implementation = PACKED_ATTENTIONS[1]
 
 
-def describe_padding_free(encoder: nn.Module, enabled: bool, why_off: str = "--padding_free false") -> str:
-    """The log line's words: whether the encoder runs padding-free, and why not (``why_off``: why it was not
-    asked for)."""
+def describe_padding_free(encoder: nn.Module, enabled: bool, why_off: str = "--padding_free false",
+                          device_type: str = "cpu") -> str:
+    """The log line's words: whether the encoder runs padding-free on ``device_type``, and why not (``why_off``:
+    why it was not asked for)."""
     if not enabled:
         return f"off ({why_off})"
-    reason = unsupported_reason(encoder)
+    reason = unsupported_reason(encoder, device_type)
     return "on (linear layers on the real tokens only)" if reason is None else f"off: {reason}"
