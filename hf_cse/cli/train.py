@@ -224,7 +224,8 @@ def train_from_args(argv: list[str] | None = None) -> None:
     why_padded = "--padding_free false"
     if resume_from and "padding_free" not in typed:  # continue as the run would have gone on uninterrupted
         config_kwargs["padding_free"] = trained_padding_free(resume_from)
-        why_padded = f"the run it resumes ({resume_from}) trained padded; --padding_free true to change"
+        if not config_kwargs["padding_free"]:
+            why_padded = f"the run it resumes ({resume_from}) trained padded; --padding_free true to change"
     logger.log(logging.WARNING if emulated(precision, training_args.device.type) else logging.INFO,
                "precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
     logger.info("pooling: %s", describe_pooling(pooling))

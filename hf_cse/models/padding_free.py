@@ -49,8 +49,9 @@ POSITION_STYLES: dict[str, PositionStyle] = {
     "xlm-roberta": "after_padding_idx",
     "xlm-roberta-xl": "after_padding_idx",
 }
-# hf_cse's attention functions (hf_cse.models.fast_dropout), which take the packed rows
-PACKED_ATTENTIONS = ("hf_cse_sdpa", "hf_cse_packed_sdpa")
+# transformers' SDPA attention taking packed rows, for an encoder without the fast dropout (whose own attention,
+# hf_cse.models.fast_dropout's, takes them too)
+PACKED_SDPA = "hf_cse_packed_sdpa"
 
 
 @dataclass
@@ -97,6 +98,7 @@ def with_packed_rows(attention: Callable) -> Callable:
         return rows.pack(out), weights
 
     packed_attention.__doc__ = attention.__doc__
+    packed_attention.takes_packed_rows = True
     return packed_attention
 
 
@@ -111,13 +113,15 @@ def unsupported_reason(encoder: nn.Module, device_type: str = "cpu") -> str | No
         return f"model type {model_type!r} is not one whose packed forward was checked"
     if getattr(config, "is_decoder", False):
         return "a decoder's causal attention"
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
     attention = getattr(config, "_attn_implementation", None)
-    if attention not in PACKED_ATTENTIONS:
+    if not getattr(ALL_ATTENTION_FUNCTIONS.get(attention), "takes_packed_rows", False):
         return f"attention {attention!r} (padding-free runs under sdpa)"
     return None
 
 
-def _position_ids(encoder_config: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+def _position_ids(encoder_config: Any, input_ids: torch.Tensor) -> torch.Tensor:
     """The position ids the encoder computes for the padded batch by itself."""
     if POSITION_STYLES[encoder_config.model_type] == "after_padding_idx":
         real = input_ids.ne(encoder_config.pad_token_id).long()
@@ -141,7 +145,7 @@ def packed_forward(encoder: nn.Module, input_ids: torch.Tensor, attention_mask: 
     config = encoder.config
     kwargs = {
         "input_ids": rows.pack(input_ids),
-        "position_ids": rows.pack(_position_ids(config, input_ids, attention_mask)),
+        "position_ids": rows.pack(_position_ids(config, input_ids)),
         PACKED_ROWS_KWARG: rows,
     }
     if takes_token_type_ids(config):  # given always: the encoder's zero buffer is only as long as its positions
@@ -171,8 +175,8 @@ def install_packed_attention(encoder: nn.Module) -> None:
 
     config = getattr(encoder, "config", None)
     if config is not None and getattr(config, "_attn_implementation", None) == "sdpa":
-        register_sdpa_attention(PACKED_ATTENTIONS[1], sdpa_attention_forward)
-        config._attn_implementation = PACKED_ATTENTIONS[1]
+        register_sdpa_attention(PACKED_SDPA, sdpa_attention_forward)
+        config._attn_implementation = PACKED_SDPA
 
 
 def describe_padding_free(encoder: nn.Module, enabled: bool, why_off: str = "--padding_free false",
