@@ -26,6 +26,7 @@ hits both; the ratio uses the median step time over all rounds.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import tempfile
 
@@ -102,15 +103,9 @@ def sentence_transformers_trainer(sentences, args, out_dir, callbacks=(), model_
                                       callbacks=list(callbacks))
 
 
-def run_hf_cse(sentences, args, out_dir) -> list[float]:
+def run_hf_cse(sentences, args, out_dir, **trainer_kwargs) -> list[float]:
     timer = StepTimer()
-    hf_cse_trainer(sentences, args, out_dir, [timer]).train()
-    return timer.times[args.warmup:]
-
-
-def run_hf_cse_padded(sentences, args, out_dir) -> list[float]:
-    timer = StepTimer()
-    hf_cse_trainer(sentences, args, out_dir, [timer], padding_free=False).train()
+    hf_cse_trainer(sentences, args, out_dir, [timer], **trainer_kwargs).train()
     return timer.times[args.warmup:]
 
 
@@ -134,7 +129,7 @@ def main() -> None:
     sentences = load_sentences(args.data, args.batch_size * (args.warmup + args.steps), args.offset)
     order = [("hf_cse", run_hf_cse), ("sentence_transformers", run_sentence_transformers)]
     if args.with_padded:
-        order.insert(1, ("hf_cse_padded", run_hf_cse_padded))
+        order.insert(1, ("hf_cse_padded", functools.partial(run_hf_cse, padding_free=False)))
     times = {name: [] for name, _ in order}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
