@@ -14,7 +14,10 @@ still run), each writing ``<part>.json`` into ``--out``:
   ``MultipleNegativesRankingLoss``, bf16, batch 64, and batch 512 in the cached mode (mini-batches of 64; ST's
   ``CachedMultipleNegativesRankingLoss``), two interleaved rounds;
 * ``compile``: hf_cse with ``torch_compile`` off and on (compile time reported apart);
-* ``attention``: hf_cse with SDPA (hf_cse's default), eager, and flash_attention_2 when ``flash_attn`` imports.
+* ``attention``: hf_cse with SDPA (hf_cse's default), eager, and flash_attention_2 when ``flash_attn`` imports;
+* ``scale``: hf_cse and sentence-transformers at batch 256 and 1024 (how much of the GPU a larger batch fills);
+* ``padding``: sentences of their own lengths (padded batches), hf_cse padded (its GPU default) against its
+  padding-free forward forced on the GPU, at batch 64 and 1024.
 
 No network and no data set: the encoder is a random BERT-base (12 x 768, FFN 3072, 30522-token vocabulary built
 from the packaged demo corpus) made in a temporary folder, the text is the demo corpus (four random lines per
@@ -35,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -47,6 +51,7 @@ from gpu_check_plan import (  # noqa: E402
     BUDGET_S,
     LENGTH,
     PARTS,
+    RUN_PARTS,
     Run,
     benchmark_sentences,
     build_plan,
@@ -85,7 +90,29 @@ def part_peak(plan: dict, encoder: Path, device: str, budget: float, record) -> 
         torch.set_float32_matmul_precision(previous)
 
 
+@contextmanager
+def padding_free_on_any_device(forced: bool):
+    """With ``forced``, hf_cse's padding-free forward runs on the GPU too (it is the CPU's only, by design: this
+    measures what it would give there)."""
+    if not forced:
+        yield
+        return
+    from hf_cse.models import base
+
+    original = base.unsupported_reason
+    base.unsupported_reason = lambda encoder, device_type="cpu": original(encoder, "cpu")
+    try:
+        yield
+    finally:
+        base.unsupported_reason = original
+
+
 def _run_one(run: Run, plan: dict, encoder: Path, device: str, sentences: list[str], tmp: str) -> dict:
+    with padding_free_on_any_device(bool(run.padding_free)):
+        return _run_trainer(run, encoder, device, sentences, tmp)
+
+
+def _run_trainer(run: Run, encoder: Path, device: str, sentences: list[str], tmp: str) -> dict:
     import torch
     from bench_train_throughput import hf_cse_trainer, sentence_transformers_trainer
     from transformers import AutoConfig
@@ -96,7 +123,8 @@ def _run_one(run: Run, plan: dict, encoder: Path, device: str, sentences: list[s
     use_cpu = device == "cpu"
     if run.framework == "hf_cse":
         trainer = hf_cse_trainer(sentences, args, tmp, [timer], str(encoder), use_cpu, run.cached_minibatch_size,
-                                 run.torch_compile, run.attn_implementation)
+                                 run.torch_compile, run.attn_implementation, run.padding_free is not False,
+                                 run.compile_mode)
         attention = trainer.model.encoder.config._attn_implementation
     else:
         trainer = sentence_transformers_trainer(sentences, args, tmp, [timer], str(encoder), use_cpu,
@@ -112,12 +140,13 @@ def _run_one(run: Run, plan: dict, encoder: Path, device: str, sentences: list[s
     trainer.train()
     out["wall_s"] = time.perf_counter() - start
     step_s = timer.window_s / timer.window_steps
-    flops = step_flops(AutoConfig.from_pretrained(encoder), 2 * run.batch_size, run.length,
-                       recomputed_forward=bool(run.cached_minibatch_size))
     out.update(status="ok", step_s=step_s, sentences_per_s=run.batch_size / step_s, window_steps=timer.window_steps,
-               warmup_s=sum(timer.times[:run.warmup]), unsynced_intervals=summarize(timer.times[run.warmup:]),
-               model_flops=flops["padded"], hardware_flops=flops["hardware_padded"],
-               achieved_model_tflops=flops["padded"] / step_s / 1e12)
+               warmup_s=sum(timer.times[:run.warmup]), unsynced_intervals=summarize(timer.times[run.warmup:]))
+    if run.text == "full":  # every row fills run.length; padded batches' FLOPs vary from batch to batch
+        flops = step_flops(AutoConfig.from_pretrained(encoder), 2 * run.batch_size, run.length,
+                           recomputed_forward=bool(run.cached_minibatch_size))
+        out.update(model_flops=flops["padded"], hardware_flops=flops["hardware_padded"],
+                   achieved_model_tflops=flops["padded"] / step_s / 1e12)
     if device == "cuda":
         out["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
     del trainer
@@ -133,8 +162,8 @@ def part_runs(name: str, plan: dict, encoder: Path, device: str, budget: float, 
     runs = plan[name]
     rounds = plan["rounds"] if name == "throughput" else 1
     needed = max(r.batch_size * (r.warmup + r.steps) for r in runs)
-    sentences = benchmark_sentences(max(needed, 64))
-    record("padding", padding_check(encoder, sentences[:512], LENGTH))
+    texts = {run.text: benchmark_sentences(max(needed, 64), text=run.text) for run in runs}
+    record("padding", {text: padding_check(encoder, sentences[:512], LENGTH) for text, sentences in texts.items()})
     start, results = time.perf_counter(), []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
@@ -143,7 +172,7 @@ def part_runs(name: str, plan: dict, encoder: Path, device: str, budget: float, 
                     results.append({**asdict(run), "round": r + 1, "status": "skipped: part budget nearly spent"})
                     continue
                 try:
-                    res = _run_one(run, plan, encoder, device, sentences, tmp)
+                    res = _run_one(run, plan, encoder, device, texts[run.text], tmp)
                 except Exception as exc:  # recorded, and the next run goes on (e.g. a kernel this GPU lacks)
                     res = {**asdict(run), "status": f"error: {type(exc).__name__}: {exc}"[:2000]}
                 results.append({**res, "round": r + 1})
@@ -240,7 +269,7 @@ def summarize_results(out: Path, statuses: dict) -> dict:
     read = lambda name: json.loads((out / name).read_text()) if (out / name).is_file() else {}  # noqa: E731
     peak = read("peak.json").get("gemm", {}).get("bf16", {}).get("peak_tflops")
     rows = []
-    for part in ("throughput", "compile", "attention"):
+    for part in RUN_PARTS:
         by_name: dict[str, list[dict]] = {}
         for run in read(f"{part}.json").get("runs", []):
             by_name.setdefault(run["name"], []).append(run)
@@ -250,9 +279,10 @@ def summarize_results(out: Path, statuses: dict) -> dict:
             if ok:
                 step = sum(r["step_s"] * r["window_steps"] for r in ok) / sum(r["window_steps"] for r in ok)
                 row.update(step_ms=step * 1e3, sentences_per_s=ok[0]["batch_size"] / step,
-                           model_tflops=ok[0]["model_flops"] / step / 1e12,
                            attention=ok[0].get("attention_in_use"), warmup_s=ok[0].get("warmup_s"))
-                if peak:
+                if ok[0].get("model_flops"):
+                    row["model_tflops"] = ok[0]["model_flops"] / step / 1e12
+                if peak and ok[0].get("model_flops"):
                     row["fraction_of_bf16_peak"] = fraction_of_peak(ok[0]["model_flops"], step, peak)[
                         "fraction_of_peak"]
             rows.append(row)
@@ -261,7 +291,14 @@ def summarize_results(out: Path, statuses: dict) -> dict:
     return {"parts": statuses, "bf16_peak_tflops": peak, "runs": rows, "ratios": {
         "hf_cse / st, b64": ratio(("throughput", "hf_cse b64"), ("throughput", "st b64")),
         "hf_cse / st, b512 cached": ratio(("throughput", "hf_cse b512 cached64"), ("throughput", "st b512 cached64")),
+        "hf_cse / st, b256": ratio(("scale", "hf_cse b256"), ("scale", "st b256")),
+        "hf_cse / st, b1024": ratio(("scale", "hf_cse b1024"), ("scale", "st b1024")),
         "compile on / off": ratio(("compile", "hf_cse b64 torch.compile"), ("compile", "hf_cse b64 eager-mode")),
+        "compile reduce-overhead / off": ratio(("compile", "hf_cse b64 torch.compile reduce-overhead"),
+                                               ("compile", "hf_cse b64 eager-mode")),
+        "padding-free / padded, b64": ratio(("padding", "hf_cse b64 padding-free"), ("padding", "hf_cse b64 padded")),
+        "padding-free / padded, b1024": ratio(("padding", "hf_cse b1024 padding-free"),
+                                              ("padding", "hf_cse b1024 padded")),
         "eager / sdpa": ratio(("attention", "hf_cse b64 eager"), ("attention", "hf_cse b64 sdpa")),
         "flash_attention_2 / sdpa": ratio(("attention", "hf_cse b64 flash_attention_2"),
                                           ("attention", "hf_cse b64 sdpa"))}}

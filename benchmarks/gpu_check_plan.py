@@ -10,10 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-PARTS = ("tests", "peak", "throughput", "compile", "attention")
-#: seconds each part's process may take (a hard limit; no run starts past 80 % of it): 580 s in all, so that with the
-#: encoder built first the whole check stays within 10 minutes
-BUDGET_S = {"tests": 120, "peak": 40, "throughput": 170, "compile": 170, "attention": 80}
+PARTS = ("tests", "peak", "throughput", "compile", "attention", "scale", "padding")
+#: seconds each part's process may take (a hard limit; no run starts past 80 % of it): 540 s in all, so that with the
+#: encoder built first the whole check stays within 10 minutes (the H100 run of 2026-11-24 took 34, 6, 73, 57 and
+#: 26 s for the first five)
+BUDGET_S = {"tests": 80, "peak": 25, "throughput": 120, "compile": 140, "attention": 45, "scale": 60, "padding": 70}
+#: the parts made of trainer runs (the others: the cuda tests, the GEMM peak)
+RUN_PARTS = ("throughput", "compile", "attention", "scale", "padding")
 LENGTH = 32
 VOCAB_SIZE = 30522  # BERT's / MiniLM's WordPiece vocabulary size
 BERT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
@@ -35,6 +38,12 @@ class Run:
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] | None = None
     precision: str = "bf16"
     length: int = LENGTH
+    # torch.compile's mode ("reduce-overhead": CUDA graphs); None: the Trainer's default
+    compile_mode: str | None = None
+    # None: hf_cse's choice (padding-free on CPU only); True: padding-free on the GPU too; False: padded
+    padding_free: bool | None = None
+    # "full": every row fills ``length`` (no padding); "natural": one demo-corpus line a sentence (padded batches)
+    text: Literal["full", "natural"] = "full"
 
 
 def build_plan(dry_run: bool) -> dict:
@@ -57,9 +66,18 @@ def build_plan(dry_run: bool) -> dict:
         # compiling takes minutes on a CPU: the dry run builds the compiled trainer without a step
         "compile": [Run("hf_cse b64 eager-mode", **b64),
                     Run("hf_cse b64 torch.compile", **{**b64, "warmup": w(4), "steps": 0 if dry_run else 40},
-                        torch_compile=True)],
+                        torch_compile=True),
+                    Run("hf_cse b64 torch.compile reduce-overhead",
+                        **{**b64, "warmup": w(4), "steps": 0 if dry_run else 40}, torch_compile=True,
+                        compile_mode="reduce-overhead")],
         "attention": [Run(f"hf_cse b64 {name}", **b64, attn_implementation=None if name == "sdpa" else name)
                       for name in ("sdpa", "eager") + (("flash_attention_2",) if flash else ())],
+        # the host-bound batch-64 step against larger batches: how much of the GPU a batch fills
+        "scale": [Run(f"{fw} b{n}", "hf_cse" if fw == "hf_cse" else "sentence_transformers", b(n), w(3), s(steps))
+                  for n, steps in ((256, 20), (1024, 10)) for fw in ("hf_cse", "st")],
+        # padded sentences: hf_cse's GPU default (padded) against its padding-free forward forced on the GPU
+        "padding": [Run(f"hf_cse b{n} {name}", "hf_cse", b(n), w(3), s(steps), padding_free=on, text="natural")
+                    for n, steps in ((64, 40), (1024, 10)) for name, on in (("padded", False), ("padding-free", True))],
         "flash_attn_importable": flash,
         "budget_s": BUDGET_S,
     }
@@ -71,7 +89,7 @@ def validate_plan(plan: dict) -> None:
     problems = []
     if sum(plan["budget_s"].values()) > 590:  # the encoder is built before the parts
         problems.append(f"part budgets add up to {sum(plan['budget_s'].values())} s > 590 s")
-    for part in ("throughput", "compile", "attention"):
+    for part in RUN_PARTS:
         for run in plan[part]:
             if run.framework not in ("hf_cse", "sentence_transformers"):
                 problems.append(f"{run.name}: unknown framework {run.framework}")
@@ -80,8 +98,11 @@ def validate_plan(plan: dict) -> None:
                                 f"{run.batch_size}")
             if run.attn_implementation not in (None, "sdpa", "eager", "flash_attention_2"):
                 problems.append(f"{run.name}: unknown attention {run.attn_implementation}")
-            if (run.torch_compile or run.attn_implementation) and run.framework != "hf_cse":
-                problems.append(f"{run.name}: compile / attention variants are hf_cse runs")
+            if (run.torch_compile or run.attn_implementation or run.padding_free is not None
+                    or run.text != "full") and run.framework != "hf_cse":
+                problems.append(f"{run.name}: compile / attention / padding variants are hf_cse runs")
+            if run.compile_mode and not run.torch_compile:
+                problems.append(f"{run.name}: a compile mode without torch_compile")
             if run.steps < 1 and not (plan["dry_run"] and run.torch_compile):
                 problems.append(f"{run.name}: no timed step")
     if problems:
@@ -102,10 +123,15 @@ def corpus_lines() -> list[str]:
     return [line.strip() for line in DEMO_CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def benchmark_sentences(n: int, seed: int = 0) -> list[str]:
-    """``n`` sentences, each four random demo-corpus lines (long enough to fill 32 tokens)."""
+def benchmark_sentences(n: int, seed: int = 0, text: Literal["full", "natural"] = "full") -> list[str]:
+    """``n`` sentences, each four random demo-corpus lines: ``"full"``, whole (long enough to fill 32 tokens);
+    ``"natural"``, their first 8-30 words (sentences of their own lengths, so batches are padded: about 30 % of a
+    batch's positions at length 32)."""
     lines, rng = corpus_lines(), random.Random(seed)
-    return [" ".join(rng.sample(lines, 4)) for _ in range(n)]
+    joined = (" ".join(rng.sample(lines, 4)) for _ in range(n))
+    if text == "full":
+        return list(joined)
+    return [" ".join(s.split()[:rng.randint(8, 30)]) for s in joined]
 
 
 def make_encoder(folder: Path, shape: dict, seed: int = 0) -> Path:
@@ -128,7 +154,7 @@ def make_encoder(folder: Path, shape: dict, seed: int = 0) -> Path:
 
 
 def padding_check(encoder: Path, sentences: list[str], length: int) -> dict:
-    """Real token counts of the sentences after truncation: the runs assume every row fills ``length``."""
+    """Real token counts of the sentences after truncation (the ``"full"`` text's rows all fill ``length``)."""
     from transformers import AutoTokenizer
 
     lengths = [len(ids) for ids in AutoTokenizer.from_pretrained(encoder)(sentences, truncation=True,

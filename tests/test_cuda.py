@@ -133,6 +133,32 @@ def test_no_host_sync_in_compute_loss(tiny_bert_dir, sentences, tmp_path, monkey
     assert trainer.state.global_step == 3
 
 
+def test_padding_free_stays_off_on_cuda_and_its_packed_forward_matches(tiny_bert_dir, sentences, monkeypatch):
+    """On CUDA the model runs padded (hf_cse.models.padding_free: the packed index would be a host sync); the packed
+    forward itself, forced on the GPU (as benchmarks/gpu_check.py's padding part does), gives the padded forward's
+    embeddings and gradients there too (fp32)."""
+    from hf_cse.models import base
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    batch = {k: v.cuda() for k, v in tok(sentences[:8], padding=True, return_tensors="pt").items()}
+    assert not batch["attention_mask"].all(), "the batch must hold padding"
+    results = {}
+    for forced in (False, True):
+        torch.manual_seed(0)
+        model = SimCSEModel.from_encoder(str(tiny_bert_dir), loss="infonce").cuda().eval()
+        if forced:
+            original = base.unsupported_reason
+            monkeypatch.setattr(base, "unsupported_reason", lambda enc, device_type="cpu": original(enc, "cpu"))
+        assert model.runs_padding_free("cuda") is forced
+        emb = model.sentence_embedding(batch["input_ids"], batch["attention_mask"], pooler="avg")
+        emb.pow(2).sum().backward()
+        results[forced] = (emb.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    torch.testing.assert_close(results[True][0], results[False][0], rtol=1e-5, atol=1e-5)
+    assert results[True][1].keys() == results[False][1].keys()
+    for name, grad in results[False][1].items():
+        torch.testing.assert_close(results[True][1][name], grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
 def test_run_unsup_single_gpu_bf16(tiny_bert_dir, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     from hf_cse.cli import train as run_unsup

@@ -40,9 +40,9 @@ def dry_run(tmp_path_factory):
 def test_dry_run_runs_every_part(dry_run):
     read = lambda name: json.loads((dry_run / name).read_text())  # noqa: E731
     tests = read("tests.json")
-    assert tests["status"] == "ok" and tests["collected"] == 7  # tests/test_cuda.py: 7 tests, bf16 and fp16 twice
+    assert tests["status"] == "ok" and tests["collected"] == 8  # tests/test_cuda.py: 8 tests, bf16 and fp16 twice
     plan = read("plan.json")
-    for part in ("throughput", "compile", "attention"):
+    for part in ("throughput", "compile", "attention", "scale", "padding"):
         runs = read(f"{part}.json")["runs"]
         assert [r["name"] for r in runs] == [r["name"] for r in plan[part]]
         for run in runs:
@@ -51,18 +51,26 @@ def test_dry_run_runs_every_part(dry_run):
             else:
                 assert run["status"] == "ok", run
                 assert run["step_s"] > 0 and run["window_steps"] == run["steps"] == 1
-                assert run["model_flops"] > 0
+                # padded batches' FLOPs vary by batch: counted for the full-length text only
+                assert (run.get("model_flops", 0) > 0) == (run["text"] == "full"), run
     attention = {r["name"]: r["attention_in_use"] for r in read("attention.json")["runs"]}
     assert attention["hf_cse b64 eager"] == "eager"
     assert attention["hf_cse b64 sdpa"] == "hf_cse_sdpa"  # hf_cse's fast dropout route, SDPA off the CPU
     cached = [r for r in read("throughput.json")["runs"] if r["cached_minibatch_size"]]
     assert {r["framework"] for r in cached} == {"hf_cse", "sentence_transformers"}
     assert all(r["hardware_flops"] > r["model_flops"] for r in cached)  # the cached mode's extra forward
-    assert read("throughput.json")["padding"]["padding_fraction"] == 0.0  # every row fills the length
+    assert read("throughput.json")["padding"]["full"]["padding_fraction"] == 0.0  # every row fills the length
+    assert read("padding.json")["padding"]["natural"]["padding_fraction"] > 0.2  # sentences of their own lengths
+    modes = {r["name"]: r["compile_mode"] for r in read("compile.json")["runs"]}
+    assert modes["hf_cse b64 torch.compile reduce-overhead"] == "reduce-overhead"
+    assert {r["name"]: r["padding_free"] for r in read("padding.json")["runs"]} == {
+        "hf_cse b64 padded": False, "hf_cse b64 padding-free": True,
+        "hf_cse b1024 padded": False, "hf_cse b1024 padding-free": True}
     peak = read("peak.json")
     assert set(peak["gemm"]) == {"bf16", "fp32"} and peak["gemm"]["bf16"]["peak_tflops"] > 0
     summary = read("summary.json")
     assert summary["dry_run"] and summary["ratios"]["hf_cse / st, b64"] > 0
+    assert summary["ratios"]["padding-free / padded, b1024"] > 0 and summary["ratios"]["hf_cse / st, b1024"] > 0
     assert "| throughput | hf_cse b64 |" in (dry_run / "summary.md").read_text()
 
 
