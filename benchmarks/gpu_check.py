@@ -17,7 +17,9 @@ still run), each writing ``<part>.json`` into ``--out``:
 * ``attention``: hf_cse with SDPA (hf_cse's default), eager, and flash_attention_2 when ``flash_attn`` imports;
 * ``scale``: hf_cse and sentence-transformers at batch 256 and 1024 (how much of the GPU a larger batch fills);
 * ``padding``: sentences of their own lengths (padded batches), hf_cse padded (its GPU default) against its
-  padding-free forward forced on the GPU, at batch 64 and 1024.
+  padding-free forward forced on the GPU, at batch 64 and 1024;
+* ``graphs``: torch.compile's ``reduce-overhead`` mode (CUDA graphs) against eager mode, on padded sentences at batch
+  64 and on full rows at batch 256.
 
 No network and no data set: the encoder is a random BERT-base (12 x 768, FFN 3072, 30522-token vocabulary built
 from the packaged demo corpus) made in a temporary folder, the text is the demo corpus (four random lines per
@@ -296,6 +298,10 @@ def summarize_results(out: Path, statuses: dict) -> dict:
         "compile on / off": ratio(("compile", "hf_cse b64 torch.compile"), ("compile", "hf_cse b64 eager-mode")),
         "compile reduce-overhead / off": ratio(("compile", "hf_cse b64 torch.compile reduce-overhead"),
                                                ("compile", "hf_cse b64 eager-mode")),
+        "reduce-overhead / eager, b64 natural": ratio(("graphs", "hf_cse b64 natural reduce-overhead"),
+                                                       ("graphs", "hf_cse b64 natural eager-mode")),
+        "reduce-overhead / eager, b256": ratio(("graphs", "hf_cse b256 full reduce-overhead"),
+                                               ("graphs", "hf_cse b256 full eager-mode")),
         "padding-free / padded, b64": ratio(("padding", "hf_cse b64 padding-free"), ("padding", "hf_cse b64 padded")),
         "padding-free / padded, b1024": ratio(("padding", "hf_cse b1024 padding-free"),
                                               ("padding", "hf_cse b1024 padded")),

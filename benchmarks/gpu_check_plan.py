@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-PARTS = ("tests", "peak", "throughput", "compile", "attention", "scale", "padding")
-#: seconds each part's process may take (a hard limit; no run starts past 80 % of it): 540 s in all, so that with the
-#: encoder built first the whole check stays within 10 minutes (the H100 run of 2026-11-24 took 34, 6, 73, 57 and
-#: 26 s for the first five)
-BUDGET_S = {"tests": 80, "peak": 25, "throughput": 120, "compile": 140, "attention": 45, "scale": 60, "padding": 70}
+PARTS = ("tests", "peak", "throughput", "compile", "attention", "scale", "padding", "graphs")
+#: seconds each part's process may take (a hard limit; no run starts past 80 % of it): 570 s in all, so that with the
+#: encoder built first the whole check stays within 10 minutes (on an H200, 2026-11-26: 30, 9, 57, 79, 22, 41 and
+#: 36 s for the first seven)
+BUDGET_S = {"tests": 60, "peak": 20, "throughput": 100, "compile": 120, "attention": 40, "scale": 55, "padding": 55,
+            "graphs": 120}
 #: the parts made of trainer runs (the others: the cuda tests, the GEMM peak)
-RUN_PARTS = ("throughput", "compile", "attention", "scale", "padding")
+RUN_PARTS = ("throughput", "compile", "attention", "scale", "padding", "graphs")
 LENGTH = 32
 VOCAB_SIZE = 30522  # BERT's / MiniLM's WordPiece vocabulary size
 BERT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
@@ -78,6 +79,11 @@ def build_plan(dry_run: bool) -> dict:
         # padded sentences: hf_cse's GPU default (padded) against its padding-free forward forced on the GPU
         "padding": [Run(f"hf_cse b{n} {name}", "hf_cse", b(n), w(3), s(steps), padding_free=on, text="natural")
                     for n, steps in ((64, 40), (1024, 10)) for name, on in (("padded", False), ("padding-free", True))],
+        # CUDA graphs (torch.compile's reduce-overhead) on padded sentences (a shape per batch length) and at batch 256
+        "graphs": [Run(f"hf_cse b{n} {text} {name}", "hf_cse", b(n), w(6), 0 if dry_run and on else s(steps),
+                       torch_compile=on, compile_mode="reduce-overhead" if on else None, text=text)
+                   for n, steps, text in ((64, 40, "natural"), (256, 20, "full"))
+                   for name, on in (("eager-mode", False), ("reduce-overhead", True))],
         "flash_attn_importable": flash,
         "budget_s": BUDGET_S,
     }

@@ -42,7 +42,7 @@ def test_dry_run_runs_every_part(dry_run):
     tests = read("tests.json")
     assert tests["status"] == "ok" and tests["collected"] == 8  # tests/test_cuda.py: 8 tests, bf16 and fp16 twice
     plan = read("plan.json")
-    for part in ("throughput", "compile", "attention", "scale", "padding"):
+    for part in ("throughput", "compile", "attention", "scale", "padding", "graphs"):
         runs = read(f"{part}.json")["runs"]
         assert [r["name"] for r in runs] == [r["name"] for r in plan[part]]
         for run in runs:
