@@ -315,7 +315,8 @@ def summary_markdown(summary: dict, env: dict) -> str:
     lines = [f"GPU: {env.get('nvidia_smi') or 'none'}; torch {env['versions'].get('torch')}, transformers "
              f"{env['versions'].get('transformers')}, sentence-transformers "
              f"{env['versions'].get('sentence-transformers')}; {env['date_utc']} UTC.", "",
-             f"Measured bf16 GEMM peak: {fmt(summary['bf16_peak_tflops'], '.1f')} TFLOP/s.", "",
+             (f"Measured bf16 GEMM peak: {summary['bf16_peak_tflops']:.1f} TFLOP/s." if summary["bf16_peak_tflops"]
+              else "bf16 GEMM peak: not measured (the peak part did not run)."), "",
              "| part | run | attention | step (ms) | sentences/s | model TFLOP/s | of bf16 peak | status |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary["runs"]:
