@@ -61,6 +61,24 @@ class RandState:
             set_device_states(self.devices, self.device_states)
 
 
+#: torch.compile modes that capture CUDA graphs on a GPU (torch's "max-autotune-no-cudagraphs" does not)
+CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
+
+
+def check_cached_without_cuda_graphs(training_args, minibatch_size: int | None) -> None:
+    """Refuse the cached mode under CUDA graphs: a graph's outputs are overwritten by its next replay, and the
+    cached mode keeps every mini-batch's embeddings of its first pass (on an H200, 2026-11-26: "accessing tensor
+    output of CUDAGraphs that has been overwritten"). A CPU compiles without graphs, which works."""
+    mode = getattr(training_args, "torch_compile_mode", None)
+    if (minibatch_size and getattr(training_args, "torch_compile", False) and mode in CUDA_GRAPH_COMPILE_MODES
+            and training_args.device.type == "cuda"):
+        raise IncompatibleOptionsError(
+            f"--cached_minibatch_size is incompatible with --torch_compile_mode {mode} on a GPU: its CUDA graphs "
+            "overwrite each mini-batch's embeddings with the next one's. Drop one of them, or compile with "
+            "--torch_compile_mode max-autotune-no-cudagraphs (or the default mode)."
+        )
+
+
 def check_cached_compatible(config, minibatch_size: int) -> None:
     """Raise :class:`IncompatibleOptionsError` for a model the cached mode would train differently."""
     if not isinstance(minibatch_size, int) or isinstance(minibatch_size, bool) or minibatch_size < 1:

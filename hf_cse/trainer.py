@@ -9,7 +9,7 @@ import torch
 from transformers import Trainer, TrainerState
 from transformers.trainer_utils import TrainOutput
 
-from .cached import IncompatibleOptionsError, cached_step, check_cached_compatible
+from .cached import IncompatibleOptionsError, cached_step, check_cached_compatible, check_cached_without_cuda_graphs
 from .checkpoints import TRAINER_STATE_FILE
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
@@ -86,6 +86,7 @@ class ContrastiveTrainer(Trainer):
         self.cached_minibatch_size = cached_minibatch_size or None
         if self.cached_minibatch_size is not None:
             check_cached_compatible(self.accelerator.unwrap_model(self.model).config, self.cached_minibatch_size)
+            check_cached_without_cuda_graphs(self.args, self.cached_minibatch_size)
             if self.is_deepspeed_enabled:
                 raise IncompatibleOptionsError(
                     "--cached_minibatch_size needs several backward passes per step, which DeepSpeed's engine "

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from transformers import AutoTokenizer, TrainingArguments
@@ -18,6 +20,7 @@ from hf_cse.cached import (
     IncompatibleOptionsError,
     cached_step,
     check_cached_compatible,
+    check_cached_without_cuda_graphs,
     embed_minibatches,
     replay_minibatches,
     split_batch,
@@ -209,3 +212,18 @@ def test_aux_losses_are_refused(tiny_bert_dir, sentences):
     model.forward = forward_with_aux
     with pytest.raises(IncompatibleOptionsError, match="auxiliary losses"):
         _cached(model, _batch(tiny_bert_dir, sentences))
+
+
+@pytest.mark.parametrize("mode, device, refused", [
+    ("reduce-overhead", "cuda", True), ("max-autotune", "cuda", True),
+    ("max-autotune-no-cudagraphs", "cuda", False), (None, "cuda", False), ("reduce-overhead", "cpu", False)])
+def test_cached_mode_is_refused_under_cuda_graphs(mode, device, refused):
+    """CUDA graphs overwrite a graph's outputs at its next replay, and the cached mode keeps every mini-batch's (it
+    failed so on an H200; tests/test_cuda.py runs it there); a CPU compiles without graphs."""
+    args = SimpleNamespace(torch_compile=mode is not None, torch_compile_mode=mode, device=torch.device(device))
+    if refused:
+        with pytest.raises(IncompatibleOptionsError, match=f"--torch_compile_mode {mode} on a GPU"):
+            check_cached_without_cuda_graphs(args, 4)
+    else:
+        check_cached_without_cuda_graphs(args, 4)
+    check_cached_without_cuda_graphs(args, None)  # no cached mode: nothing to refuse

@@ -160,31 +160,46 @@ def test_padding_free_stays_off_on_cuda_and_its_packed_forward_matches(tiny_bert
         torch.testing.assert_close(results[True][1][name], grad, rtol=1e-4, atol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("cached_minibatch_size", [None, 4])
-def test_cuda_graphs_train_as_eager_mode(tiny_bert_dir, sentences, tmp_path, cached_minibatch_size):
-    """torch.compile's reduce-overhead mode (CUDA graphs: x1.44-1.75 at batch 64 on an H200, benchmarks/README.md
-    section 12) trains as eager mode does: with dropout off (so no RNG is involved) both runs log the same losses,
-    plain and in the cached mode."""
-    encoder = tmp_path / "encoder"
-    shutil.copytree(tiny_bert_dir, encoder)
-    config = json.loads((encoder / "config.json").read_text())
+def _no_dropout_copy(encoder_dir, folder):
+    shutil.copytree(encoder_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
     config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (encoder / "config.json").write_text(json.dumps(config))
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def _compiled_trainer(encoder, sentences, out, mode, cached_minibatch_size=None):
     tok = AutoTokenizer.from_pretrained(encoder)
     data = [dict(tok(s, truncation=True, max_length=32)) for s in sentences]
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(encoder), loss="infonce")
+    args = TrainingArguments(output_dir=str(out), per_device_train_batch_size=8, max_steps=4, report_to="none",
+                             save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0,
+                             torch_compile=mode is not None, torch_compile_mode=mode)
+    return ContrastiveTrainer(model=model, args=args, train_dataset=data, data_collator=TwoViewCollator(tok),
+                              cached_minibatch_size=cached_minibatch_size)
+
+
+def test_cuda_graphs_train_as_eager_mode(tiny_bert_dir, sentences, tmp_path):
+    """torch.compile's reduce-overhead mode (CUDA graphs: x1.44-1.75 at batch 64 on an H200, benchmarks/README.md
+    section 12) trains as eager mode does: with dropout off (so no RNG is involved) both runs log the same losses."""
+    encoder = _no_dropout_copy(tiny_bert_dir, tmp_path / "encoder")
     losses = {}
     for mode in (None, "reduce-overhead"):
-        torch.manual_seed(0)
-        model = SimCSEModel.from_encoder(str(encoder), loss="infonce")
-        args = TrainingArguments(output_dir=str(tmp_path / str(mode)), per_device_train_batch_size=8, max_steps=4,
-                                 report_to="none", save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0,
-                                 torch_compile=mode is not None, torch_compile_mode=mode)
-        trainer = ContrastiveTrainer(model=model, args=args, train_dataset=data, data_collator=TwoViewCollator(tok),
-                                     cached_minibatch_size=cached_minibatch_size)
+        trainer = _compiled_trainer(encoder, sentences, tmp_path / str(mode), mode)
         trainer.train()
         losses[mode] = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     assert len(losses[None]) == 4 and len(set(losses[None])) > 1
     assert losses["reduce-overhead"] == pytest.approx(losses[None], rel=1e-4)
+
+
+def test_cached_mode_under_cuda_graphs_is_refused(tiny_bert_dir, sentences, tmp_path):
+    """The cached mode keeps each mini-batch's embeddings, which a CUDA graph's next replay overwrites (it failed so
+    on an H200): refused in one line before training."""
+    from hf_cse.cached import IncompatibleOptionsError
+
+    with pytest.raises(IncompatibleOptionsError, match="--torch_compile_mode reduce-overhead on a GPU"):
+        _compiled_trainer(tiny_bert_dir, sentences, tmp_path, "reduce-overhead", cached_minibatch_size=4)
 
 
 def test_run_unsup_single_gpu_bf16(tiny_bert_dir, tmp_path, monkeypatch):

@@ -40,7 +40,7 @@ def dry_run(tmp_path_factory):
 def test_dry_run_runs_every_part(dry_run):
     read = lambda name: json.loads((dry_run / name).read_text())  # noqa: E731
     tests = read("tests.json")
-    assert tests["status"] == "ok" and tests["collected"] == 8  # tests/test_cuda.py: 8 tests, bf16 and fp16 twice
+    assert tests["status"] == "ok" and tests["collected"] == 10  # tests/test_cuda.py: 10 tests, bf16 and fp16 twice
     plan = read("plan.json")
     for part in ("throughput", "compile", "attention", "scale", "padding", "graphs"):
         runs = read(f"{part}.json")["runs"]

@@ -19,6 +19,7 @@ from pathlib import Path
 import transformers
 from transformers import AutoTokenizer, HfArgumentParser, TrainingArguments, set_seed
 
+from hf_cse.cached import check_cached_without_cuda_graphs
 from hf_cse.cli import refuse_empty_paths, run_cli
 from hf_cse.cli.arguments import (
     DataArguments,
@@ -183,6 +184,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
                               given_by=pooling_by or "--pooler_type")
     config_kwargs.update(pooling.config_fields())
     check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
+    check_cached_without_cuda_graphs(training_args, method_args.cached_minibatch_size)
     check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data_args.negative_column)
     eval_pairs = pairs_from_args(eval_data_args)  # --eval_file / --eval_dataset_name: checkpoint selection data
     if eval_pairs is not None and training_args.eval_strategy == "no":
