@@ -70,10 +70,13 @@ def check_cached_without_cuda_graphs(training_args, minibatch_size: int | None) 
     cached mode keeps every mini-batch's embeddings of its first pass (on an H200, 2026-11-26: "accessing tensor
     output of CUDAGraphs that has been overwritten"). A CPU compiles without graphs, which works."""
     mode = getattr(training_args, "torch_compile_mode", None)
-    if (minibatch_size and getattr(training_args, "torch_compile", False) and mode in CUDA_GRAPH_COMPILE_MODES
-            and training_args.device.type == "cuda"):
+    backend = getattr(training_args, "torch_compile_backend", None)
+    graphs = (f"--torch_compile_mode {mode}" if mode in CUDA_GRAPH_COMPILE_MODES
+              else "--torch_compile_backend cudagraphs" if backend == "cudagraphs" else None)
+    if minibatch_size and getattr(training_args, "torch_compile", False) and graphs and \
+            training_args.device.type == "cuda":
         raise IncompatibleOptionsError(
-            f"--cached_minibatch_size is incompatible with --torch_compile_mode {mode} on a GPU: its CUDA graphs "
+            f"--cached_minibatch_size is incompatible with {graphs} on a GPU: its CUDA graphs "
             "overwrite each mini-batch's embeddings with the next one's. Drop one of them, or compile with "
             "--torch_compile_mode max-autotune-no-cudagraphs (or the default mode)."
         )

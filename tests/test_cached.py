@@ -214,15 +214,19 @@ def test_aux_losses_are_refused(tiny_bert_dir, sentences):
         _cached(model, _batch(tiny_bert_dir, sentences))
 
 
-@pytest.mark.parametrize("mode, device, refused", [
-    ("reduce-overhead", "cuda", True), ("max-autotune", "cuda", True),
-    ("max-autotune-no-cudagraphs", "cuda", False), (None, "cuda", False), ("reduce-overhead", "cpu", False)])
-def test_cached_mode_is_refused_under_cuda_graphs(mode, device, refused):
+@pytest.mark.parametrize("mode, backend, device, refused", [
+    ("reduce-overhead", None, "cuda", "--torch_compile_mode reduce-overhead"),
+    ("max-autotune", None, "cuda", "--torch_compile_mode max-autotune"),
+    (None, "cudagraphs", "cuda", "--torch_compile_backend cudagraphs"),
+    ("max-autotune-no-cudagraphs", None, "cuda", None), ("default", "inductor", "cuda", None),
+    ("reduce-overhead", None, "cpu", None)])
+def test_cached_mode_is_refused_under_cuda_graphs(mode, backend, device, refused):
     """CUDA graphs overwrite a graph's outputs at its next replay, and the cached mode keeps every mini-batch's (it
     failed so on an H200; tests/test_cuda.py runs it there); a CPU compiles without graphs."""
-    args = SimpleNamespace(torch_compile=mode is not None, torch_compile_mode=mode, device=torch.device(device))
+    args = SimpleNamespace(torch_compile=True, torch_compile_mode=mode, torch_compile_backend=backend,
+                           device=torch.device(device))
     if refused:
-        with pytest.raises(IncompatibleOptionsError, match=f"--torch_compile_mode {mode} on a GPU"):
+        with pytest.raises(IncompatibleOptionsError, match=f"{refused} on a GPU"):
             check_cached_without_cuda_graphs(args, 4)
     else:
         check_cached_without_cuda_graphs(args, 4)
