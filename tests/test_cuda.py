@@ -29,15 +29,16 @@ pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA)")]
 
 
-def _trainer(model_dir, sentences, tmp_path, steps=2, logging_steps=1, **precision):
+def _trainer(model_dir, sentences, tmp_path, steps=2, logging_steps=1, cached_minibatch_size=None, **training_args):
     torch.manual_seed(0)
     model = SimCSEModel.from_encoder(str(model_dir), loss="infonce")
     tok = AutoTokenizer.from_pretrained(model_dir)
     data = [dict(tok(s, truncation=True, max_length=32)) for s in sentences]
     args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=steps,
                              report_to="none", save_strategy="no", logging_steps=logging_steps, disable_tqdm=True,
-                             **precision)
-    return ContrastiveTrainer(model=model, args=args, train_dataset=data, data_collator=TwoViewCollator(tok))
+                             **training_args)
+    return ContrastiveTrainer(model=model, args=args, train_dataset=data, data_collator=TwoViewCollator(tok),
+                              cached_minibatch_size=cached_minibatch_size)
 
 
 @pytest.mark.parametrize("flag", ["bf16", "fp16"])
@@ -168,25 +169,14 @@ def _no_dropout_copy(encoder_dir, folder):
     return folder
 
 
-def _compiled_trainer(encoder, sentences, out, mode, cached_minibatch_size=None):
-    tok = AutoTokenizer.from_pretrained(encoder)
-    data = [dict(tok(s, truncation=True, max_length=32)) for s in sentences]
-    torch.manual_seed(0)
-    model = SimCSEModel.from_encoder(str(encoder), loss="infonce")
-    args = TrainingArguments(output_dir=str(out), per_device_train_batch_size=8, max_steps=4, report_to="none",
-                             save_strategy="no", logging_steps=1, disable_tqdm=True, seed=0,
-                             torch_compile=mode is not None, torch_compile_mode=mode)
-    return ContrastiveTrainer(model=model, args=args, train_dataset=data, data_collator=TwoViewCollator(tok),
-                              cached_minibatch_size=cached_minibatch_size)
-
-
 def test_cuda_graphs_train_as_eager_mode(tiny_bert_dir, sentences, tmp_path):
     """torch.compile's reduce-overhead mode (CUDA graphs: x1.44-1.75 at batch 64 on an H200, benchmarks/README.md
     section 12) trains as eager mode does: with dropout off (so no RNG is involved) both runs log the same losses."""
     encoder = _no_dropout_copy(tiny_bert_dir, tmp_path / "encoder")
     losses = {}
     for mode in (None, "reduce-overhead"):
-        trainer = _compiled_trainer(encoder, sentences, tmp_path / str(mode), mode)
+        trainer = _trainer(encoder, sentences, tmp_path / str(mode), steps=4, torch_compile=mode is not None,
+                           torch_compile_mode=mode)
         trainer.train()
         losses[mode] = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     assert len(losses[None]) == 4 and len(set(losses[None])) > 1
@@ -199,7 +189,8 @@ def test_cached_mode_under_cuda_graphs_is_refused(tiny_bert_dir, sentences, tmp_
     from hf_cse.cached import IncompatibleOptionsError
 
     with pytest.raises(IncompatibleOptionsError, match="--torch_compile_mode reduce-overhead on a GPU"):
-        _compiled_trainer(tiny_bert_dir, sentences, tmp_path, "reduce-overhead", cached_minibatch_size=4)
+        _trainer(tiny_bert_dir, sentences, tmp_path, torch_compile=True, torch_compile_mode="reduce-overhead",
+                 cached_minibatch_size=4)
 
 
 def test_run_unsup_single_gpu_bf16(tiny_bert_dir, tmp_path, monkeypatch):
