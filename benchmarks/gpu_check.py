@@ -96,25 +96,18 @@ def part_peak(plan: dict, encoder: Path, device: str, budget: float, record) -> 
 def padding_free_on_any_device(forced: bool):
     """With ``forced``, hf_cse's padding-free forward runs on the GPU too (it is the CPU's only, by design: this
     measures what it would give there)."""
-    if not forced:
-        yield
-        return
-    from hf_cse.models import base
+    from hf_cse.models import padding_free
 
-    original = base.unsupported_reason
-    base.unsupported_reason = lambda encoder, device_type="cpu": original(encoder, "cpu")
+    original = padding_free.DEVICE_TYPES
+    if forced:
+        padding_free.DEVICE_TYPES = (*original, "cuda")
     try:
         yield
     finally:
-        base.unsupported_reason = original
+        padding_free.DEVICE_TYPES = original
 
 
-def _run_one(run: Run, plan: dict, encoder: Path, device: str, sentences: list[str], tmp: str) -> dict:
-    with padding_free_on_any_device(bool(run.padding_free)):
-        return _run_trainer(run, encoder, device, sentences, tmp)
-
-
-def _run_trainer(run: Run, encoder: Path, device: str, sentences: list[str], tmp: str) -> dict:
+def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: str) -> dict:
     import torch
     from bench_train_throughput import hf_cse_trainer, sentence_transformers_trainer
     from transformers import AutoConfig
@@ -174,7 +167,8 @@ def part_runs(name: str, plan: dict, encoder: Path, device: str, budget: float, 
                     results.append({**asdict(run), "round": r + 1, "status": "skipped: part budget nearly spent"})
                     continue
                 try:
-                    res = _run_one(run, plan, encoder, device, texts[run.text], tmp)
+                    with padding_free_on_any_device(bool(run.padding_free)):
+                        res = _run_one(run, encoder, device, texts[run.text], tmp)
                 except Exception as exc:  # recorded, and the next run goes on (e.g. a kernel this GPU lacks)
                     res = {**asdict(run), "status": f"error: {type(exc).__name__}: {exc}"[:2000]}
                 results.append({**res, "round": r + 1})

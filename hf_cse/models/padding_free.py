@@ -50,6 +50,9 @@ POSITION_STYLES: dict[str, PositionStyle] = {
     "xlm-roberta": "after_padding_idx",
     "xlm-roberta-xl": "after_padding_idx",
 }
+#: devices it runs on: a GPU's packed index is a host sync per forward, and no gain was measured there (module
+#: docstring); benchmarks/gpu_check.py widens it to measure that
+DEVICE_TYPES: tuple[str, ...] = ("cpu",)
 # transformers' SDPA attention taking packed rows, for an encoder without the fast dropout (whose own attention,
 # hf_cse.models.fast_dropout's, takes them too)
 PACKED_SDPA = "hf_cse_packed_sdpa"
@@ -105,7 +108,7 @@ def with_packed_rows(attention: Callable) -> Callable:
 
 def unsupported_reason(encoder: nn.Module, device_type: str = "cpu") -> str | None:
     """Why ``encoder`` cannot run padding-free on ``device_type``, or None when it can."""
-    if device_type != "cpu":
+    if device_type not in DEVICE_TYPES:
         return (f"runs on CPU only: on {device_type} the packed index is a host sync per batch, and a GPU step at "
                 "sentence lengths is bound by the host, not by its matrix products")
     config = getattr(encoder, "config", None)
