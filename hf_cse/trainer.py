@@ -10,7 +10,9 @@ from transformers import Trainer, TrainerState
 from transformers.trainer_utils import TrainOutput
 
 from .cached import IncompatibleOptionsError, cached_step, check_cached_compatible, check_cached_without_cuda_graphs
+from .cached_graphs import CachedGraphStep
 from .checkpoints import TRAINER_STATE_FILE
+from .cuda_graphs import CudaGraphStep, GraphDecision, decide
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
 from .losses.base import finite_checks_deferred
@@ -48,6 +50,12 @@ class ContrastiveTrainer(Trainer):
     (:mod:`hf_cse.cached`): the encoder sees mini-batches of ``m`` sentences, the loss still sees the whole
     (gathered) batch, and the gradient equals the plain one. 0 / None = off.
 
+    ``cuda_graphs`` (``auto``, the default; ``on``; ``off``; ``--cuda_graphs``): on one CUDA GPU the forward of
+    every view, the loss and the backward run as a replayed CUDA graph, captured once per batch shape
+    (:mod:`hf_cse.cuda_graphs`, which says where it does not apply and why); one log line says which path a run takes.
+    Transformers' per-step NaN filter of the logged loss (``logging_nan_inf_filter``) is turned off: it reads the
+    loss on the host every step, and a NaN/Inf loss already stops the run at the next logging step.
+
     Under DDP, ``ddp_find_unused_parameters`` defaults to False (transformers' Trainer: True unless activation
     checkpointing is on): every hf_cse method uses all its parameters in each step. Pass
     ``--ddp_find_unused_parameters true`` for a model of your own that leaves some unused.
@@ -61,6 +69,7 @@ class ContrastiveTrainer(Trainer):
         evaluator=None,
         cached_minibatch_size: int | None = None,
         no_duplicates_in_batch: bool = True,
+        cuda_graphs: str = "auto",
         **kwargs,
     ):
         from .evaluation.evaluators import training_evaluator
@@ -102,8 +111,14 @@ class ContrastiveTrainer(Trainer):
             # every method model gives every parameter a gradient in each step (tests/test_models.py), so DDP
             # need not walk the autograd graph for unused ones after every backward (transformers' default)
             self.args.ddp_find_unused_parameters = False
+        # the filter reads every step's loss on the host (a GPU sync per step); MetricAccumulator raises on a NaN/Inf
+        # loss term at the next logging step instead
+        self.args.logging_nan_inf_filter = False
         self.objectives = build_objectives(self.accelerator.unwrap_model(self.model).config)
         self._metrics = MetricAccumulator()
+        self.graph_decision = self._decide_cuda_graphs(cuda_graphs)
+        self.graph_step: CudaGraphStep | None = None
+        logger.info(self.graph_decision.describe())
         logger.info(
             "contrastive batch: %d sentences per process x %d processes = %d rows per loss (in-batch negatives); "
             "%d per optimizer step with %d accumulation steps%s",
@@ -113,6 +128,47 @@ class ContrastiveTrainer(Trainer):
             f"; encoder mini-batches of {self.cached_minibatch_size} (cached mode)" if self.cached_minibatch_size
             else "",
         )
+
+    def _decide_cuda_graphs(self, setting: str) -> GraphDecision:
+        from .models import method_of
+
+        model = self.accelerator.unwrap_model(self.model)
+        method = method_of(model.config)
+        encoders = model.transformer_encoders() if hasattr(model, "transformer_encoders") else []
+        try:
+            return decide(
+                setting, device_type=self.args.device.type, world_size=self.args.world_size,
+                sharded=bool(self.is_fsdp_enabled or self.is_deepspeed_enabled),
+                grad_accumulation=self.args.gradient_accumulation_steps, torch_compile=self.args.torch_compile,
+                fp16=self.args.fp16, activation_checkpointing=bool(self.args.gradient_checkpointing or any(
+                    getattr(e, "is_activation_checkpointing", False) for e in encoders)),
+                max_steps=self.args.max_steps,
+                method_reason=None if method is None or method.captures_in_cuda_graph else method.why_no_cuda_graph)
+        except ValueError as err:
+            raise IncompatibleOptionsError(str(err)) from None
+
+    def _new_graph_step(self, model) -> CudaGraphStep:
+        tokenizer = self.processing_class or getattr(self.data_collator, "tokenizer", None)
+        encoder_config = getattr(self.accelerator.unwrap_model(model).config, "encoder_config", None)
+        params = [p for p in model.parameters() if p.requires_grad]
+        shapes = dict(pad_token_id=getattr(tokenizer, "pad_token_id", None),
+                      right_padded=getattr(tokenizer, "padding_side", None) == "right",
+                      length_cap=getattr(encoder_config, "max_position_embeddings", None))
+        if not self.cached_minibatch_size or self.args.per_device_train_batch_size <= self.cached_minibatch_size:
+            return CudaGraphStep(params, **shapes)
+
+        def embed(chunk):
+            with torch.no_grad(), self.compute_loss_context_manager():
+                return model(**chunk)
+
+        def backward_chunk(chunk, grads):
+            with self.compute_loss_context_manager():
+                out = model(**chunk)
+                surrogate = sum((z * grads[name].to(z.dtype)).sum() for name, z in out.embeddings.items())
+            self.accelerator.backward(surrogate)
+
+        return CachedGraphStep(params, self.cached_minibatch_size, embed=embed, backward_chunk=backward_chunk,
+                               loss_fn=self._global_objectives, **shapes)
 
     @property
     def contrastive_batch_size(self) -> int:
@@ -217,28 +273,31 @@ class ContrastiveTrainer(Trainer):
         return self._metrics.reduce(lambda t: self.accelerator.reduce(t, reduction="sum"),
                                     self.accelerator.num_processes)
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+    def _loss_and_metrics(self, model, inputs):
         out = model(**inputs)
         loss, metrics = self._global_objectives(out.embeddings)
         for name, term in out.aux_losses.items():
             loss = loss + term
             metrics[name] = term.detach()
         metrics.update(out.metrics)
+        return loss, metrics, out
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, metrics, out = self._loss_and_metrics(model, inputs)
         if model.training:
             self._record(metrics)
         return (loss, out) if return_outputs else loss
 
-    def training_step(self, model, inputs, num_items_in_batch=None):
-        rows = inputs["input_ids"].shape[0] if "input_ids" in inputs else 0
-        if not self.cached_minibatch_size or rows <= self.cached_minibatch_size:
-            # one mini-batch: the cache would only add a second forward
-            return super().training_step(model, inputs, num_items_in_batch)
-        # Gradient-cache step (hf_cse.cached): the same loss scaling as Trainer.training_step (1 / GA steps,
-        # accelerator.backward for mixed-precision scaling and DDP), but several encoder backward passes.
-        model.train()
-        if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
-            self.optimizer.train()
-        inputs = self._prepare_inputs(inputs)
+    def _forward_backward(self, model, inputs):
+        """What the CUDA graph holds: forward, loss and backward of one batch (gradient accumulation is off there)."""
+        with self.compute_loss_context_manager():
+            loss, metrics, _ = self._loss_and_metrics(model, inputs)
+        self.accelerator.backward(loss)
+        return loss.detach(), metrics
+
+    def _cached_step(self, model, inputs):
+        """Gradient-cache step (hf_cse.cached): the same loss scaling as Trainer.training_step (1 / GA steps,
+        accelerator.backward for mixed-precision scaling and DDP), but several encoder backward passes."""
         with self.compute_loss_context_manager():
             loss, metrics = cached_step(
                 model,
@@ -249,8 +308,28 @@ class ContrastiveTrainer(Trainer):
                 no_sync=lambda: self.accelerator.no_sync(model),
                 loss_scale=1.0 / getattr(self, "current_gradient_accumulation_steps", 1),
             )
+        return loss / getattr(self, "current_gradient_accumulation_steps", 1), metrics
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        rows = inputs["input_ids"].shape[0] if "input_ids" in inputs else 0
+        cached = bool(self.cached_minibatch_size) and rows > self.cached_minibatch_size
+        if not self.graph_decision.on and not cached:
+            # one mini-batch: the cache would only add a second forward
+            return super().training_step(model, inputs, num_items_in_batch)
+        model.train()
+        if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
+            self.optimizer.train()
+        inputs = self._prepare_inputs(inputs)
+        if self.graph_decision.on:
+            if self.graph_step is None:
+                self.graph_step = self._new_graph_step(model)
+            eager = (lambda batch: self._cached_step(model, batch)) if cached else (
+                lambda batch: self._forward_backward(model, batch))
+            loss, metrics = self.graph_step(inputs, eager)
+        else:
+            loss, metrics = self._cached_step(model, inputs)
         self._record(metrics)
-        return loss / getattr(self, "current_gradient_accumulation_steps", 1)
+        return loss
 
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
         if "loss" in logs and self._metrics:

@@ -29,16 +29,19 @@ pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU (CUDA)")]
 
 
-def _trainer(model_dir, sentences, tmp_path, steps=2, logging_steps=1, cached_minibatch_size=None, **training_args):
+def _trainer(model_dir, sentences, tmp_path, steps=2, logging_steps=1, cached_minibatch_size=None,
+             cuda_graphs="off", model_cls=SimCSEModel, loss="infonce", **training_args):
+    """A tiny trainer on the GPU; eager unless ``cuda_graphs`` says otherwise (its own tests turn it on)."""
     torch.manual_seed(0)
-    model = SimCSEModel.from_encoder(str(model_dir), loss="infonce")
+    model = model_cls.from_encoder(str(model_dir), **({} if loss is None else {"loss": loss}))
     tok = AutoTokenizer.from_pretrained(model_dir)
     data = [dict(tok(s, truncation=True, max_length=32)) for s in sentences]
     args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=steps,
                              report_to="none", save_strategy="no", logging_steps=logging_steps, disable_tqdm=True,
                              **training_args)
     return ContrastiveTrainer(model=model, args=args, train_dataset=data, data_collator=TwoViewCollator(tok),
-                              cached_minibatch_size=cached_minibatch_size)
+                              processing_class=tok, cached_minibatch_size=cached_minibatch_size,
+                              cuda_graphs=cuda_graphs)
 
 
 @pytest.mark.parametrize("flag", ["bf16", "fp16"])
@@ -182,6 +185,72 @@ def test_cuda_graphs_train_as_eager_mode(tiny_bert_dir, sentences, tmp_path):
     assert losses["reduce-overhead"] == pytest.approx(losses[None], rel=1e-4)
 
 
+@pytest.mark.parametrize("precision, rel", [("fp32", 1e-4), ("bf16", 2e-2)])
+def test_cuda_graph_step_trains_as_eager_mode(tiny_bert_dir, sentences, tmp_path, precision, rel):
+    """hf_cse's captured step (hf_cse/cuda_graphs.py: forward, loss and backward replayed as one CUDA graph, batches
+    padded to a length bucket) trains as the eager step does: with dropout off both runs log the same losses, and the
+    graph was captured and replayed (not silently skipped)."""
+    encoder = _no_dropout_copy(tiny_bert_dir, tmp_path / "encoder")
+    losses, trainers = {}, {}
+    for mode in ("off", "on"):
+        trainer = _trainer(encoder, sentences, tmp_path / mode, steps=8, cuda_graphs=mode, bf16=precision == "bf16")
+        trainer.train()
+        losses[mode], trainers[mode] = [e["loss"] for e in trainer.state.log_history if "loss" in e], trainer
+    assert trainers["on"].graph_decision.on and not trainers["off"].graph_decision.on
+    step = trainers["on"].graph_step
+    assert step.failed is None and step.captures >= 1 and step.replays >= 8 - 2 * step.captures
+    assert len(losses["off"]) == 8 and len(set(losses["off"])) > 1
+    assert losses["on"] == pytest.approx(losses["off"], rel=rel)
+
+
+def test_cuda_graph_step_with_dropout_follows_the_eager_curve(tiny_bert_dir, sentences, tmp_path):
+    """With dropout on, each replay draws new masks (PyTorch's graph-safe generator): the loss curve of a tiny model
+    follows the eager one (the same trend and level; step by step they differ, as the padded batch draws other
+    masks), and no two replayed steps repeat a loss (a replay that reused its masks would)."""
+    curves = {}
+    for mode in ("off", "on"):
+        trainer = _trainer(tiny_bert_dir, sentences, tmp_path / mode, steps=40, cuda_graphs=mode, learning_rate=1e-3)
+        trainer.train()
+        curves[mode] = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    for curve in curves.values():
+        assert sum(curve[-10:]) < sum(curve[:10])
+    assert len(set(curves["on"])) == len(curves["on"])
+    assert sum(curves["on"][-10:]) / 10 == pytest.approx(sum(curves["off"][-10:]) / 10, rel=0.15)
+
+
+@pytest.mark.parametrize("cached", [None, 4])
+def test_cuda_graph_step_draws_eager_modes_dropout_masks(tiny_bert_dir, sentences, tmp_path, monkeypatch, cached):
+    """With dropout ON and batches kept at their own lengths (no bucket padding), a replay draws the masks the eager
+    step draws (PyTorch's graph-safe generator: a replay starts at the generator's current offset), so both runs log
+    the same losses (fp32). Cached mode (hf_cse/cached_graphs.py): each mini-batch's embed and backward graphs draw
+    the same masks (the random state restored between them), so its gradient is the eager cached step's."""
+    import hf_cse.cuda_graphs as cg
+
+    monkeypatch.setattr(cg, "length_bucket", lambda length, cap: length)
+    losses = {}
+    for mode in ("off", "on"):
+        trainer = _trainer(tiny_bert_dir, sentences, tmp_path / mode, steps=8, cuda_graphs=mode,
+                           cached_minibatch_size=cached)
+        trainer.train()
+        losses[mode] = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+        if mode == "on":
+            assert trainer.graph_step.failed is None and trainer.graph_step.replays >= 2
+    assert losses["on"] == pytest.approx(losses["off"], rel=1e-4)
+
+
+@pytest.mark.parametrize("method, loss", [("simcse", "gs_infonce"), ("imsimcse", None), ("simcse", "dcl")])
+def test_methods_and_losses_capture(tiny_bert_dir, sentences, tmp_path, method, loss):
+    """Random noise in the loss (GS-InfoNCE), ImSimCSE's third pass with dropout off and other losses capture and
+    replay without a host read (a failed capture would set ``failed`` and fall back to eager)."""
+    from hf_cse.models import get_method
+
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, steps=6, cuda_graphs="on", model_cls=get_method(method),
+                       loss=loss, bf16=True)
+    trainer.train()
+    assert trainer.graph_step.failed is None and trainer.graph_step.replays >= 4
+    assert all(torch.isfinite(torch.tensor([e["loss"] for e in trainer.state.log_history if "loss" in e])))
+
+
 def test_cached_mode_under_cuda_graphs_is_refused(tiny_bert_dir, sentences, tmp_path):
     """The cached mode keeps each mini-batch's embeddings, which a CUDA graph's next replay overwrites (it failed so
     on an H200): refused in one line before training."""
@@ -197,8 +266,9 @@ def test_run_unsup_single_gpu_bf16(tiny_bert_dir, tmp_path, monkeypatch):
     from hf_cse.cli import train as run_unsup
 
     out = tmp_path / "out"
-    run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out), "--max_steps", "2",
-                    "--per_device_train_batch_size", "8", "--disable_tqdm", "true", "--precision", "auto"])
+    run_unsup.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(out), "--max_steps",
+                               "24", "--per_device_train_batch_size", "8", "--disable_tqdm", "true", "--precision",
+                               "auto", "--save_strategy", "no"])
     info = json.loads((out / "training_info.json").read_text())
     expected = "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp32"
     assert info["precision"] == describe(expected) and info["world_size"] == 1

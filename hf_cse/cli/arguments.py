@@ -183,6 +183,13 @@ class MethodArguments:
                           "one global batch, where a copy would be a false negative: a clashing row waits for a later "
                           "batch. false = the Trainer's plain random batches. See hf_cse/sampler.py."},
     )
+    cuda_graphs: str = field(
+        default="auto",
+        metadata={"help": "auto / on / off: on one CUDA GPU, run each step's forward, loss and backward as a "
+                          "replayed CUDA graph (auto: wherever it applies and the run has >= 20 steps; the log says "
+                          "which path and why). Speed only: not part of the run's settings. See hf_cse/cuda_graphs.py.",
+                  "choices": ["auto", "on", "off"]},
+    )
 
 
 def _hyperparameter_type(loss: str, name: str) -> Any:

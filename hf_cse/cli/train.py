@@ -273,6 +273,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
         evaluator=None if eval_pairs is None else PairsEvaluator(eval_pairs, eval_data_args.eval_name),
         cached_minibatch_size=method_args.cached_minibatch_size,
         no_duplicates_in_batch=method_args.no_duplicates_in_batch,
+        cuda_graphs=method_args.cuda_graphs,
     )
     trainer.args.eval_on_start = trainer.evaluator is not None
     result = trainer.train(resume_from_checkpoint=resume_from)

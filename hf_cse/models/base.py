@@ -130,6 +130,11 @@ class CSEPreTrainedModel(PreTrainedModel):
     streams: bool = True
     #: why not, when ``streams`` is False: a clause of the one-line refusal
     why_no_streaming: str = ""
+    #: whether the training forward can be captured as a CUDA graph (:mod:`hf_cse.cuda_graphs`): no host read of a
+    #: device value, no shape that depends on the data
+    captures_in_cuda_graph: bool = True
+    #: why not, when ``captures_in_cuda_graph`` is False: the reason the run's log line gives
+    why_no_cuda_graph: str = ""
     #: how the views of a plain sentence are made, in words, for the model card ("... are encoded in one forward
     #: pass; the other sentences of the batch are the negatives")
     training_views: str = "Two dropout views of every sentence"

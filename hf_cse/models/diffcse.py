@@ -128,6 +128,9 @@ class DiffCSEModel(CSEPreTrainedModel):
                               "projector uses mini-batch statistics)")
     streams = False
     why_no_streaming = "its unigram generator counts the whole corpus"
+    captures_in_cuda_graph = False
+    why_no_cuda_graph = ("DiffCSE's generator and discriminator step has not been checked under CUDA graph capture "
+                         "yet; it trains eagerly")
     training_only_parts = ("projection head", "RTD discriminator", "generator")
 
     config_class = DiffCSEConfig
