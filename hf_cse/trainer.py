@@ -88,6 +88,12 @@ class ContrastiveTrainer(Trainer):
                              "--eval_source hub or --eval_file).")
         self.no_duplicates_in_batch = no_duplicates_in_batch
         self._batch_sampler: NoDuplicatesBatchSampler | None = None
+        self._flos_per_token: int | None = None
+        if training_args is not None and training_args.dataloader_pin_memory and \
+                training_args.device.type == "cuda" and hasattr(training_args.accelerator_config, "non_blocking"):
+            # a blocking copy of the batch to the GPU waits for the previous step's kernels: the host could not queue
+            # the next step while the GPU works (pinned memory makes the non-blocking copy safe)
+            training_args.accelerator_config.non_blocking = True
         super().__init__(*args, **kwargs)
         check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         check_not_data_parallel(self.args)
@@ -330,6 +336,16 @@ class ContrastiveTrainer(Trainer):
             loss, metrics = self._cached_step(model, inputs)
         self._record(metrics)
         return loss
+
+    def floating_point_ops(self, inputs) -> int:
+        """transformers' estimate (6 x tokens x non-embedding parameters), with the parameter count kept: counting
+        it walks every parameter, which the Trainer would do in every step."""
+        ids = inputs.get("input_ids") if isinstance(inputs, dict) else None
+        if ids is None or not hasattr(self.model, "num_parameters"):
+            return super().floating_point_ops(inputs)
+        if self._flos_per_token is None:
+            self._flos_per_token = 6 * self.model.num_parameters(exclude_embeddings=True)
+        return self._flos_per_token * ids.numel()
 
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
         if "loss" in logs and self._metrics:

@@ -137,3 +137,19 @@ def test_zero_embedding_rows_raise_at_the_logging_step():
         acc.add(build_loss("infonce")(z, zero).metrics)
     with pytest.raises(DivergedError, match="1 embedding row"):
         acc.reduce()
+
+
+def test_metric_means_over_steps_with_changing_names_undefined_values_and_host_floats():
+    """Device metrics are stacked per step and summed per set of names; the means are per name over the steps that
+    reported it, NaN values left out, host floats beside them."""
+    from hf_cse.metrics import MetricAccumulator
+
+    acc = MetricAccumulator()
+    acc.add({"a_loss": torch.tensor(1.0), "acc": torch.tensor(float("nan")), "seconds": 0.5})
+    acc.add({"a_loss": torch.tensor(3.0), "acc": torch.tensor(0.25)})
+    acc.add({"a_loss": torch.tensor(5.0), "extra": torch.tensor(2.0), "seconds": 1.5})
+    assert acc.reduce() == {"a_loss": 3.0, "acc": 0.25, "extra": 2.0, "seconds": 1.0}
+    assert not acc and acc.reduce() == {}
+    acc.add({"a_loss": torch.tensor(float("inf"))})
+    with pytest.raises(ValueError, match="a_loss became NaN or Inf"):
+        acc.reduce()
