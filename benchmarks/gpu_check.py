@@ -10,16 +10,18 @@ still run), each writing ``<part>.json`` into ``--out``:
 
 * ``tests``: ``pytest -m cuda tests/test_cuda.py`` (tiny random encoders built by the tests; no data needed);
 * ``peak``: measured GEMM TFLOP/s, bf16 and fp32 (and TF32), an 8192^3 product and the encoder's own shapes;
-* ``throughput``: hf_cse ``ContrastiveTrainer`` (SimCSE, infonce) vs sentence-transformers' trainer with
-  ``MultipleNegativesRankingLoss``, bf16, batch 64, and batch 512 in the cached mode (mini-batches of 64; ST's
-  ``CachedMultipleNegativesRankingLoss``), two interleaved rounds;
-* ``compile``: hf_cse with ``torch_compile`` off and on (compile time reported apart);
-* ``attention``: hf_cse with SDPA (hf_cse's default), eager, and flash_attention_2 when ``flash_attn`` imports;
-* ``scale``: hf_cse and sentence-transformers at batch 256 and 1024 (how much of the GPU a larger batch fills);
-* ``padding``: sentences of their own lengths (padded batches), hf_cse padded (its GPU default) against its
-  padding-free forward forced on the GPU, at batch 64 and 1024;
-* ``graphs``: torch.compile's ``reduce-overhead`` mode (CUDA graphs) against eager mode, on padded sentences at batch
-  64 and on full rows at batch 256.
+* ``throughput``: hf_cse ``ContrastiveTrainer`` (SimCSE, infonce; its default step, the CUDA-graph one, and its
+  eager step) vs sentence-transformers' trainer with ``MultipleNegativesRankingLoss``, bf16, batch 64; batch 512
+  plain and in the cached mode (mini-batches of 64; ST's ``CachedMultipleNegativesRankingLoss``), two interleaved
+  rounds;
+* ``scale``: hf_cse (graph step and eager) and sentence-transformers at batch 256 and 1024;
+* ``compile``: torch.compile's own CUDA graphs (``reduce-overhead``) at batch 64; its default mode (fused kernels)
+  inside hf_cse's graph step at 64 and 1024;
+* ``recipe``: SimCSE's one-epoch schedule (``gpu_recipe.py``), shortened, the full recipe's time projected;
+* ``engines``: ``accelerate launch`` with the shipped FSDP and DeepSpeed configs (``gpu_engines.py``);
+* only when named with ``--parts`` (measured in earlier sessions, benchmarks/README.md sections 6 and 12):
+  ``attention`` (SDPA, eager, flash_attention_2), ``padding`` (padding-free forced on the GPU against padded) and
+  ``graphs`` (torch.compile's ``reduce-overhead`` on padded sentences and at batch 256).
 
 No network and no data set: the encoder is a random BERT-base (12 x 768, FFN 3072, 30522-token vocabulary built
 from the packaged demo corpus) made in a temporary folder, the text is the demo corpus (four random lines per
@@ -51,9 +53,11 @@ from bench_limit_common import fraction_of_peak, gemm_peak, gemm_tflops, step_fl
 from bench_train_common import ROOT, StepTimer, summarize  # noqa: E402
 from gpu_check_plan import (  # noqa: E402
     BUDGET_S,
+    DEFAULT_PARTS,
     LENGTH,
     PARTS,
     RUN_PARTS,
+    SCRIPT_PARTS,
     Run,
     benchmark_sentences,
     build_plan,
@@ -119,7 +123,7 @@ def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: st
     if run.framework == "hf_cse":
         trainer = hf_cse_trainer(sentences, args, tmp, [timer], str(encoder), use_cpu, run.cached_minibatch_size,
                                  run.torch_compile, run.attn_implementation, run.padding_free is not False,
-                                 run.compile_mode)
+                                 run.compile_mode, run.cuda_graphs)
         attention = trainer.model.encoder.config._attn_implementation
     else:
         trainer = sentence_transformers_trainer(sentences, args, tmp, [timer], str(encoder), use_cpu,
@@ -134,6 +138,11 @@ def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: st
     start = time.perf_counter()
     trainer.train()
     out["wall_s"] = time.perf_counter() - start
+    if run.framework == "hf_cse":  # which step ran: the CUDA-graph one, or eager (and why)
+        graphs = trainer.graph_step
+        out["graph_step"] = {"on": trainer.graph_decision.on, "reason": trainer.graph_decision.reason,
+                             **({"captures": graphs.captures, "replays": graphs.replays, "failed": graphs.failed}
+                                if graphs else {})}
     step_s = timer.window_s / timer.window_steps
     out.update(status="ok", step_s=step_s, sentences_per_s=run.batch_size / step_s, window_steps=timer.window_steps,
                warmup_s=sum(timer.times[:run.warmup]), unsynced_intervals=summarize(timer.times[run.warmup:]))
@@ -275,7 +284,9 @@ def summarize_results(out: Path, statuses: dict) -> dict:
             if ok:
                 step = sum(r["step_s"] * r["window_steps"] for r in ok) / sum(r["window_steps"] for r in ok)
                 row.update(step_ms=step * 1e3, sentences_per_s=ok[0]["batch_size"] / step,
-                           attention=ok[0].get("attention_in_use"), warmup_s=ok[0].get("warmup_s"))
+                           attention=ok[0].get("attention_in_use"), warmup_s=ok[0].get("warmup_s"),
+                           step_path=("graphs" if ok[0].get("graph_step", {}).get("replays") else "eager")
+                           if ok[0]["framework"] == "hf_cse" else "")
                 if ok[0].get("model_flops"):
                     row["model_tflops"] = ok[0]["model_flops"] / step / 1e12
                 if peak and ok[0].get("model_flops"):
@@ -284,14 +295,22 @@ def summarize_results(out: Path, statuses: dict) -> dict:
             rows.append(row)
     speed = {(r["part"], r["run"]): r.get("sentences_per_s") for r in rows}
     ratio = lambda a, b: speed[a] / speed[b] if speed.get(a) and speed.get(b) else None  # noqa: E731
-    return {"parts": statuses, "bf16_peak_tflops": peak, "runs": rows, "ratios": {
+    ratios = {
         "hf_cse / st, b64": ratio(("throughput", "hf_cse b64"), ("throughput", "st b64")),
+        "hf_cse eager / st, b64": ratio(("throughput", "hf_cse b64 eager"), ("throughput", "st b64")),
+        "graph step / eager, b64": ratio(("throughput", "hf_cse b64"), ("throughput", "hf_cse b64 eager")),
+        "graph step / eager, b256": ratio(("scale", "hf_cse b256"), ("scale", "hf_cse b256 eager")),
+        "graph step / eager, b1024": ratio(("scale", "hf_cse b1024"), ("scale", "hf_cse b1024 eager")),
+        "cached b512 / plain b512": ratio(("throughput", "hf_cse b512 cached64"), ("throughput", "hf_cse b512")),
         "hf_cse / st, b512 cached": ratio(("throughput", "hf_cse b512 cached64"), ("throughput", "st b512 cached64")),
         "hf_cse / st, b256": ratio(("scale", "hf_cse b256"), ("scale", "st b256")),
         "hf_cse / st, b1024": ratio(("scale", "hf_cse b1024"), ("scale", "st b1024")),
-        "compile on / off": ratio(("compile", "hf_cse b64 torch.compile"), ("compile", "hf_cse b64 eager-mode")),
-        "compile reduce-overhead / off": ratio(("compile", "hf_cse b64 torch.compile reduce-overhead"),
-                                               ("compile", "hf_cse b64 eager-mode")),
+        "compile reduce-overhead / graph step, b64": ratio(("compile", "hf_cse b64 torch.compile reduce-overhead"),
+                                                           ("throughput", "hf_cse b64")),
+        "compile + graph step / graph step, b64": ratio(("compile", "hf_cse b64 torch.compile + graph step"),
+                                                        ("throughput", "hf_cse b64")),
+        "compile + graph step / graph step, b1024": ratio(("compile", "hf_cse b1024 torch.compile + graph step"),
+                                                          ("scale", "hf_cse b1024")),
         "reduce-overhead / eager, b64 natural": ratio(("graphs", "hf_cse b64 natural reduce-overhead"),
                                                        ("graphs", "hf_cse b64 natural eager-mode")),
         "reduce-overhead / eager, b256": ratio(("graphs", "hf_cse b256 full reduce-overhead"),
@@ -301,7 +320,18 @@ def summarize_results(out: Path, statuses: dict) -> dict:
                                               ("padding", "hf_cse b1024 padded")),
         "eager / sdpa": ratio(("attention", "hf_cse b64 eager"), ("attention", "hf_cse b64 sdpa")),
         "flash_attention_2 / sdpa": ratio(("attention", "hf_cse b64 flash_attention_2"),
-                                          ("attention", "hf_cse b64 sdpa"))}}
+                                          ("attention", "hf_cse b64 sdpa"))}
+    fraction = {(r["part"], r["run"]): r.get("fraction_of_bf16_peak") for r in rows}
+    # issue 37's targets, each with the measured value (None: not measured in this run)
+    targets = {name: {"value": value, "target": goal, "met": None if value is None else value >= goal}
+               for name, value, goal in (
+                   ("b64 step, fraction of the bf16 peak", fraction.get(("throughput", "hf_cse b64")), 0.30),
+                   ("b1024 step, fraction of the bf16 peak", fraction.get(("scale", "hf_cse b1024")), 0.45),
+                   ("cached b512 / plain b512", ratios["cached b512 / plain b512"], 0.70),
+                   ("hf_cse / st, b64", ratios["hf_cse / st, b64"], 4.0))}
+    scripted = {part: read(f"{part}.json").get("summary") for part in SCRIPT_PARTS if read(f"{part}.json")}
+    return {"parts": statuses, "bf16_peak_tflops": peak, "runs": rows, "ratios": ratios, "targets": targets,
+            "scripted": scripted}
 
 
 def summary_markdown(summary: dict, env: dict) -> str:
@@ -311,14 +341,20 @@ def summary_markdown(summary: dict, env: dict) -> str:
              f"{env['versions'].get('sentence-transformers')}; {env['date_utc']} UTC.", "",
              (f"Measured bf16 GEMM peak: {summary['bf16_peak_tflops']:.1f} TFLOP/s." if summary["bf16_peak_tflops"]
               else "bf16 GEMM peak: not measured (the peak part did not run)."), "",
-             "| part | run | attention | step (ms) | sentences/s | model TFLOP/s | of bf16 peak | status |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| part | run | step | attention | step (ms) | sentences/s | model TFLOP/s | of bf16 peak | status |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary["runs"]:
-        lines.append(f"| {r['part']} | {r['run']} | {r.get('attention') or ''} | {fmt(r.get('step_ms'), '.1f')} | "
+        lines.append(f"| {r['part']} | {r['run']} | {r.get('step_path') or ''} | {r.get('attention') or ''} | "
+                     f"{fmt(r.get('step_ms'), '.1f')} | "
                      f"{fmt(r.get('sentences_per_s'), '.0f')} | {fmt(r.get('model_tflops'), '.1f')} | "
                      f"{fmt(r.get('fraction_of_bf16_peak'), '.1%')} | {r['status']} |")
     if summary.get("dry_run"):
         lines += ["", "Dry run (tiny encoder on the CPU, 1 step): these numbers only show that everything runs."]
+    lines += ["", "Targets (issue 37): " + "; ".join(
+        f"{k}: {fmt(t['value'], '.3f') or 'not measured'} (target {t['target']}, "
+        f"{'met' if t['met'] else 'not met' if t['met'] is not None else '-'})" for k, t in summary["targets"].items())]
+    for part, headline in summary.get("scripted", {}).items():
+        lines += ["", f"{part}: {json.dumps(headline, default=str)}"]
     lines += ["", "Ratios (sentences/s): " + ", ".join(f"{k} = {v:.3f}" for k, v in summary["ratios"].items() if v),
               "", "Parts: " + ", ".join(f"{k} {v['status']} ({v['wall_s']:.0f} s)"
                                         for k, v in summary["parts"].items())]
@@ -329,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="folder for the JSON results (created; must be empty)")
     ap.add_argument("--dry-run", action="store_true", help="no GPU needed: tiny encoder, 1 step, tests collected only")
-    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    ap.add_argument("--parts", default=",".join(DEFAULT_PARTS),
+                    help=f"comma-separated subset of {','.join(PARTS)} (default: {','.join(DEFAULT_PARTS)})")
     ap.add_argument("--overwrite", action="store_true", help="write into a folder that already holds results")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: parts to run in this process
     ap.add_argument("--encoder", type=Path, help=argparse.SUPPRESS)
@@ -357,15 +394,20 @@ def main(argv: list[str] | None = None) -> int:
         statuses["tests"] = run_tests(args.out, args.dry_run)
         (args.out / "tests.json").write_text(json.dumps(statuses["tests"], indent=2) + "\n")
         print(f"[tests] {statuses['tests']['status']}: {statuses['tests']['summary']}", flush=True)
-    child = [p for p in parts if p != "tests"]
+    child = [p for p in parts if p not in ("tests", *SCRIPT_PARTS)]
+    scripted = [p for p in parts if p in SCRIPT_PARTS]
     with tempfile.TemporaryDirectory(prefix="gpu_check_encoder_") as tmp:
-        encoder = make_encoder(Path(tmp), plan["encoder"]) if child else None
+        encoder = make_encoder(Path(tmp), plan["encoder"]) if child or scripted else None
         # one process per part on the GPU (a CUDA error or a stuck compile stays in its part); one in the dry run
-        groups = [child] if args.dry_run else [[p] for p in child]
-        for group in groups:
-            name = "+".join(group)
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--child", ",".join(group), "--out", str(args.out),
-                   "--encoder", str(encoder)] + (["--dry-run"] if args.dry_run else [])
+        groups = ([child] if child else []) if args.dry_run else [[p] for p in child]
+        commands = [("+".join(group), [sys.executable, str(Path(__file__).resolve()), "--child", ",".join(group),
+                                       "--out", str(args.out), "--encoder", str(encoder)], group) for group in groups]
+        commands += [(part, [sys.executable, str(HERE / f"gpu_{part}.py"), "--out", str(args.out), "--encoder",
+                             str(encoder), "--budget-s", str(BUDGET_S[part]),
+                             *(f"--{k.replace('_', '-')}={v}" for k, v in plan[part].items())], [part])
+                     for part in scripted]
+        for name, cmd, group in commands:
+            cmd += ["--dry-run"] if args.dry_run else []
             statuses[name] = _subprocess(cmd, args.out / f"{name}.log", sum(BUDGET_S[p] for p in group))
             print(f"[{name}] {statuses[name]['status']} ({statuses[name]['wall_s']:.0f} s)", flush=True)
     summary = {**summarize_results(args.out, statuses), "total_wall_s": time.perf_counter() - start,

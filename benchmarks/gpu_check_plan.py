@@ -10,14 +10,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-PARTS = ("tests", "peak", "throughput", "compile", "attention", "scale", "padding", "graphs")
-#: seconds each part's process may take (a hard limit; no run starts past 80 % of it): 570 s in all, so that with the
-#: encoder built first the whole check stays within 10 minutes (on an H200, 2026-11-26: 30, 9, 57, 79, 22, 41 and
-#: 36 s for the first seven)
-BUDGET_S = {"tests": 60, "peak": 20, "throughput": 100, "compile": 120, "attention": 40, "scale": 55, "padding": 55,
-            "graphs": 120}
-#: the parts made of trainer runs (the others: the cuda tests, the GEMM peak)
-RUN_PARTS = ("throughput", "compile", "attention", "scale", "padding", "graphs")
+PARTS = ("tests", "peak", "throughput", "scale", "compile", "recipe", "engines", "attention", "padding", "graphs")
+#: what a plain ``gpu_check.sh`` runs: the parts measured in earlier sessions (attention, padding, graphs: sections 6
+#: and 12 of benchmarks/README.md) only when named with --parts
+DEFAULT_PARTS = ("tests", "peak", "throughput", "scale", "compile", "recipe", "engines")
+#: seconds each part's process may take (a hard limit; no run starts past 80 % of it). The default parts add up to
+#: 590 s, so that with the encoder built first the whole check stays within 10 minutes (on an H200, 2026-11-26: 30,
+#: 9, 57 and 41 s for tests, peak, throughput and scale before the CUDA-graph step and the recipe / engines parts)
+BUDGET_S = {"tests": 90, "peak": 20, "throughput": 100, "scale": 70, "compile": 130, "recipe": 60, "engines": 120,
+            "attention": 40, "padding": 55, "graphs": 120}
+#: the parts made of trainer runs (the others: the cuda tests, the GEMM peak, and the scripted recipe / engines)
+RUN_PARTS = ("throughput", "scale", "compile", "attention", "padding", "graphs")
+#: the parts run by their own script (benchmarks/gpu_<part>.py --out DIR --encoder PATH [--dry-run] [--budget-s N])
+SCRIPT_PARTS = ("recipe", "engines")
 LENGTH = 32
 VOCAB_SIZE = 30522  # BERT's / MiniLM's WordPiece vocabulary size
 BERT_BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
@@ -45,6 +50,8 @@ class Run:
     padding_free: bool | None = None
     # "full": every row fills ``length`` (no padding); "natural": one demo-corpus line a sentence (padded batches)
     text: Literal["full", "natural"] = "full"
+    # hf_cse's CUDA-graph step (hf_cse/cuda_graphs.py): "auto" (its default: on where it applies), "off" (eager)
+    cuda_graphs: Literal["auto", "on", "off"] = "auto"
 
 
 def build_plan(dry_run: bool) -> dict:
@@ -54,36 +61,50 @@ def build_plan(dry_run: bool) -> dict:
     s = (lambda n: 1) if dry_run else (lambda n: n)  # noqa: E731  timed steps
     flash = _flash_attn_importable()
     b64 = dict(framework="hf_cse", batch_size=b(64), warmup=w(5), steps=s(40))
+    eager = dict(cuda_graphs="off")
     return {
         "dry_run": dry_run,
         "encoder": TINY if dry_run else BERT_BASE,
         "rounds": 1 if dry_run else 2,
         "gemm": {"square": 64 if dry_run else 8192, "reps": 1 if dry_run else 20, "tokens": 2 * b(64) * LENGTH},
+        # hf_cse's default step (CUDA graphs where they apply) and its eager step beside sentence-transformers; the
+        # cached mode at 512 against the plain step at 512
         "throughput": [Run("hf_cse b64", **b64),
+                       Run("hf_cse b64 eager", **b64, **eager),
                        Run("st b64", **{**b64, "framework": "sentence_transformers"}),
-                       Run("hf_cse b512 cached64", "hf_cse", b(512), w(2), s(8), cached_minibatch_size=b(64)),
+                       Run("hf_cse b512", "hf_cse", b(512), w(5), s(15)),
+                       Run("hf_cse b512 cached64", "hf_cse", b(512), w(5), s(15), cached_minibatch_size=b(64)),
                        Run("st b512 cached64", "sentence_transformers", b(512), w(2), s(8),
                            cached_minibatch_size=b(64))],
-        # compiling takes minutes on a CPU: the dry run builds the compiled trainer without a step
-        "compile": [Run("hf_cse b64 eager-mode", **b64),
-                    Run("hf_cse b64 torch.compile", **{**b64, "warmup": w(4), "steps": 0 if dry_run else 40},
-                        torch_compile=True),
-                    Run("hf_cse b64 torch.compile reduce-overhead",
-                        **{**b64, "warmup": w(4), "steps": 0 if dry_run else 40}, torch_compile=True,
-                        compile_mode="reduce-overhead")],
+        # how much of the GPU a larger batch fills, with and without the graph step
+        "scale": [Run(name, fw, b(n), w(5), s(steps), **extra)
+                  for n, steps in ((256, 20), (1024, 15))
+                  for name, fw, extra in ((f"hf_cse b{n}", "hf_cse", {}), (f"hf_cse b{n} eager", "hf_cse", eager),
+                                          (f"st b{n}", "sentence_transformers", {}))],
+        # compiling takes minutes on a CPU: the dry run builds the compiled trainer without a step. torch.compile's own
+        # CUDA graphs at 64 (against hf_cse's graph step); its fused kernels (default mode) inside hf_cse's graph step
+        "compile": [Run("hf_cse b64 torch.compile reduce-overhead",
+                        **{**b64, "warmup": w(6), "steps": 0 if dry_run else 40}, torch_compile=True,
+                        compile_mode="reduce-overhead"),
+                    Run("hf_cse b64 torch.compile + graph step",
+                        **{**b64, "warmup": w(6), "steps": 0 if dry_run else 40}, torch_compile=True),
+                    Run("hf_cse b1024 torch.compile + graph step", "hf_cse", b(1024), w(5), 0 if dry_run else 15,
+                        torch_compile=True)],
         "attention": [Run(f"hf_cse b64 {name}", **b64, attn_implementation=None if name == "sdpa" else name)
                       for name in ("sdpa", "eager") + (("flash_attention_2",) if flash else ())],
-        # the host-bound batch-64 step against larger batches: how much of the GPU a batch fills
-        "scale": [Run(f"{fw} b{n}", "hf_cse" if fw == "hf_cse" else "sentence_transformers", b(n), w(3), s(steps))
-                  for n, steps in ((256, 20), (1024, 10)) for fw in ("hf_cse", "st")],
-        # padded sentences: hf_cse's GPU default (padded) against its padding-free forward forced on the GPU
-        "padding": [Run(f"hf_cse b{n} {name}", "hf_cse", b(n), w(3), s(steps), padding_free=on, text="natural")
+        # padded sentences: hf_cse padded (its GPU default) against its padding-free forward forced on the GPU
+        "padding": [Run(f"hf_cse b{n} {name}", "hf_cse", b(n), w(3), s(steps), padding_free=on, text="natural",
+                        **eager)
                     for n, steps in ((64, 40), (1024, 10)) for name, on in (("padded", False), ("padding-free", True))],
-        # CUDA graphs (torch.compile's reduce-overhead) on padded sentences (a shape per batch length) and at batch 256
+        # torch.compile's reduce-overhead against eager mode on padded sentences and at batch 256 (section 12)
         "graphs": [Run(f"hf_cse b{n} {text} {name}", "hf_cse", b(n), w(6), 0 if dry_run and on else s(steps),
-                       torch_compile=on, compile_mode="reduce-overhead" if on else None, text=text)
+                       torch_compile=on, compile_mode="reduce-overhead" if on else None, text=text, **eager)
                    for n, steps, text in ((64, 40, "natural"), (256, 20, "full"))
                    for name, on in (("eager-mode", False), ("reduce-overhead", True))],
+        # the scripted parts: SimCSE's one-epoch recipe shortened to `steps` (the full 15,625 projected from it), and
+        # the distributed engines
+        "recipe": {"steps": 4 if dry_run else 1500, "eval_steps": 2 if dry_run else 125},
+        "engines": {},
         "flash_attn_importable": flash,
         "budget_s": BUDGET_S,
     }
@@ -93,8 +114,9 @@ def validate_plan(plan: dict) -> None:
     """Refuse a plan that cannot run: budgets over 10 minutes, a cached mini-batch that does not divide the batch,
     an unknown framework or attention, compile on the sentence-transformers side, a run without steps on a GPU."""
     problems = []
-    if sum(plan["budget_s"].values()) > 590:  # the encoder is built before the parts
-        problems.append(f"part budgets add up to {sum(plan['budget_s'].values())} s > 590 s")
+    default = sum(plan["budget_s"][p] for p in DEFAULT_PARTS)
+    if default > 590:  # the encoder is built before the parts
+        problems.append(f"the default parts' budgets add up to {default} s > 590 s")
     for part in RUN_PARTS:
         for run in plan[part]:
             if run.framework not in ("hf_cse", "sentence_transformers"):
@@ -105,7 +127,7 @@ def validate_plan(plan: dict) -> None:
             if run.attn_implementation not in (None, "sdpa", "eager", "flash_attention_2"):
                 problems.append(f"{run.name}: unknown attention {run.attn_implementation}")
             if (run.torch_compile or run.attn_implementation or run.padding_free is not None
-                    or run.text != "full") and run.framework != "hf_cse":
+                    or run.text != "full" or run.cuda_graphs != "auto") and run.framework != "hf_cse":
                 problems.append(f"{run.name}: compile / attention / padding variants are hf_cse runs")
             if run.compile_mode and not run.torch_compile:
                 problems.append(f"{run.name}: a compile mode without torch_compile")

@@ -24,7 +24,8 @@ How (PyTorch's whole-network capture, ``torch.cuda.graph``):
 
 What the graph cannot hold is refused by :func:`decide` with its reason (several processes: the gather and DDP's
 hooks; gradient accumulation: a captured backward overwrites rather than adds; fp16's loss scaler;
-``torch.compile``, which brings its own graphs; activation checkpointing). The gradient-cache mode has its own
+``torch.compile`` in a mode that brings its own graphs; activation checkpointing). ``torch.compile`` in its default
+mode composes: its fused kernels are what the graph captures. The gradient-cache mode has its own
 graphs (:mod:`hf_cse.cached_graphs`). A capture that fails anyway
 (e.g. an operation that reads the device on the host) is logged with its error and the run goes on eagerly.
 """
@@ -59,11 +60,13 @@ class GraphDecision:
 
 
 def decide(setting: str, *, device_type: str, world_size: int, sharded: bool, grad_accumulation: int,
-           torch_compile: bool, fp16: bool, activation_checkpointing: bool, max_steps: int,
+           compile_graphs: bool, fp16: bool, activation_checkpointing: bool, max_steps: int,
            method_reason: str | None) -> GraphDecision:
     """The rule for ``cuda_graphs`` (``auto`` / ``on`` / ``off``). ``on`` where it cannot apply raises
     :class:`ValueError` with the reason; ``auto`` turns it on wherever it applies and the run is at least
-    :data:`MIN_STEPS` steps long. ``method_reason``: why the method's forward cannot be captured, or None."""
+    :data:`MIN_STEPS` steps long. ``compile_graphs``: ``torch.compile`` in a mode with CUDA graphs of its own (in
+    its default mode the compiled, fused kernels are captured here). ``method_reason``: why the method's forward
+    cannot be captured, or None."""
     if setting not in SETTINGS:
         raise ValueError(f"cuda_graphs must be one of {', '.join(SETTINGS)}, got {setting!r}.")
     if setting == "off":
@@ -75,7 +78,7 @@ def decide(setting: str, *, device_type: str, world_size: int, sharded: bool, gr
         (sharded, "FSDP / DeepSpeed shard the parameters and gather them inside the step"),
         (grad_accumulation > 1, "gradient accumulation: a captured backward overwrites the gradients instead of "
                                 "adding to them"),
-        (torch_compile, "torch.compile is on and brings its own graphs (mode reduce-overhead)"),
+        (compile_graphs, "torch.compile's mode captures its own CUDA graphs (reduce-overhead / max-autotune)"),
         (fp16, "fp16's loss scaler checks the gradients on the host"),
         (activation_checkpointing, "activation checkpointing recomputes the forward with saved random states"),
         (method_reason is not None, str(method_reason)),

@@ -9,7 +9,13 @@ import torch
 from transformers import Trainer, TrainerState
 from transformers.trainer_utils import TrainOutput
 
-from .cached import IncompatibleOptionsError, cached_step, check_cached_compatible, check_cached_without_cuda_graphs
+from .cached import (
+    CUDA_GRAPH_COMPILE_MODES,
+    IncompatibleOptionsError,
+    cached_step,
+    check_cached_compatible,
+    check_cached_without_cuda_graphs,
+)
 from .cached_graphs import CachedGraphStep
 from .checkpoints import TRAINER_STATE_FILE
 from .cuda_graphs import CudaGraphStep, GraphDecision, decide
@@ -145,7 +151,10 @@ class ContrastiveTrainer(Trainer):
             return decide(
                 setting, device_type=self.args.device.type, world_size=self.args.world_size,
                 sharded=bool(self.is_fsdp_enabled or self.is_deepspeed_enabled),
-                grad_accumulation=self.args.gradient_accumulation_steps, torch_compile=self.args.torch_compile,
+                grad_accumulation=self.args.gradient_accumulation_steps,
+                compile_graphs=self.args.torch_compile and (
+                    self.args.torch_compile_mode in CUDA_GRAPH_COMPILE_MODES
+                    or self.args.torch_compile_backend == "cudagraphs"),
                 fp16=self.args.fp16, activation_checkpointing=bool(self.args.gradient_checkpointing or any(
                     getattr(e, "is_activation_checkpointing", False) for e in encoders)),
                 max_steps=self.args.max_steps,

@@ -10,7 +10,7 @@ from hf_cse.cuda_graphs import MIN_STEPS, CudaGraphStep, decide, length_bucket
 from hf_cse.models import DiffCSEModel, SimCSEModel
 from hf_cse.trainer import ContrastiveTrainer
 
-ON_ONE_GPU = dict(device_type="cuda", world_size=1, sharded=False, grad_accumulation=1, torch_compile=False,
+ON_ONE_GPU = dict(device_type="cuda", world_size=1, sharded=False, grad_accumulation=1, compile_graphs=False,
                   fp16=False, activation_checkpointing=False, max_steps=1000, method_reason=None)
 
 
@@ -24,7 +24,7 @@ def test_auto_turns_graphs_on_for_a_long_single_gpu_run():
     (dict(world_size=2), "2 processes"),
     (dict(sharded=True), "FSDP / DeepSpeed"),
     (dict(grad_accumulation=4), "gradient accumulation"),
-    (dict(torch_compile=True), "torch.compile"),
+    (dict(compile_graphs=True), "torch.compile's mode captures its own CUDA graphs"),
     (dict(fp16=True), "fp16"),
     (dict(activation_checkpointing=True), "activation checkpointing"),
     (dict(method_reason="its generator is not checked"), "its generator is not checked"),
