@@ -286,8 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=150.0, help="no launch starts that would end past this")
     ap.add_argument("--work-dir", type=Path, help="where the runs' temporary folder goes (checkpoints: GBs)")
     args = ap.parse_args(argv)
-    args.steps = args.steps or (6 if args.dry_run else 50)
-    args.batch_size = args.batch_size or (8 if args.dry_run else 64)
+    pick = lambda given, dry, full: given if given is not None else dry if args.dry_run else full  # noqa: E731
+    args.steps = pick(args.steps, 6, 50)
+    args.batch_size = pick(args.batch_size, 8, 64)
+    if args.batch_size < 2:
+        ap.error(f"--batch-size {args.batch_size}: at least 2 (in-batch negatives).")
     args.engines = [e for e in args.engines.split(",") if e]
     if unknown := sorted(set(args.engines) - set(ENGINES)):
         ap.error(f"unknown engine(s) {', '.join(unknown)}: choose from {', '.join(ENGINES)}.")

@@ -330,9 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, help="stop training after 75%% of this many seconds (projected)")
     ap.add_argument("--work-dir", type=Path, help="where the run's temporary folder goes (checkpoints: GBs)")
     args = ap.parse_args(argv)
-    args.steps = args.steps or (8 if args.dry_run else FULL_STEPS)
-    args.eval_steps = args.eval_steps or (2 if args.dry_run else EVAL_STEPS)
-    args.batch_size = args.batch_size or (8 if args.dry_run else BATCH)
+    pick = lambda given, dry, full: given if given is not None else dry if args.dry_run else full  # noqa: E731
+    args.steps = pick(args.steps, 8, FULL_STEPS)
+    args.eval_steps = pick(args.eval_steps, 2, EVAL_STEPS)
+    args.batch_size = pick(args.batch_size, 8, BATCH)
     if min(args.steps, args.eval_steps, args.batch_size) < 1:
         ap.error("--steps, --eval-steps and --batch-size must be positive.")
     if args.encoder and not (args.encoder / "config.json").is_file():
