@@ -32,6 +32,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -236,6 +237,7 @@ def run_engines(args, record) -> bool:
             if run["status"] == "ok":
                 full[engine] = out
                 results[engine]["losses"] = logged_losses(out)
+                shutil.rmtree(out / f"checkpoint-{steps}", ignore_errors=True)  # GBs; the resume needs the middle one
         for engine in args.engines:
             if engine not in full:
                 continue
@@ -246,8 +248,12 @@ def run_engines(args, record) -> bool:
             if run["status"] == "ok":
                 res["resume"] = compare(logged_losses(out), res["losses"], RESUME_RTOL,
                                         range(steps // 2 + 1, steps + 1))
+            elif run["status"].startswith("skipped"):  # the budget: not run, so neither passed nor failed
+                res["resume"] = {"status": run["status"]}
             else:
                 res["resume"] = {"ok": False, "status": run["status"]}
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(checkpoint, ignore_errors=True)
         plain = results.get("plain", {}).get("losses")
         plain_embeddings = None
         for engine in args.engines:
@@ -263,9 +269,13 @@ def run_engines(args, record) -> bool:
                     plain_embeddings = embeddings
             except Exception as exc:
                 res["export"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:1000]}
+            shutil.rmtree(full[engine], ignore_errors=True)
             checks = {k: v for k, v in res.items() if isinstance(v, dict) and "ok" in v}
             failed = [k for k, v in checks.items() if not v["ok"]]
-            res["status"] = "ok" if not failed else "failed: " + ", ".join(failed)
+            skipped = [k for k, v in res.items() if isinstance(v, dict) and str(v.get("status", "")).startswith(
+                "skipped")]
+            res["status"] = ("failed: " + ", ".join(failed) if failed
+                             else "ok" + (f" ({', '.join(skipped)} skipped by the budget)" if skipped else ""))
             record("engines", results)
         record("engines", results)
     # fine: ok, a missing package, a launch the budget left out, hf_cse's refusal on a CPU (dry run)
