@@ -221,7 +221,7 @@ def best_checkpoint_kept(out: Path) -> dict:
     return {**res, "ok": same, "why": "" if same else "the final model differs from the best checkpoint"}
 
 
-def projection(clock: RecipeClock, startup_s: float, end_s: float, after_s: float, eval_steps: int,
+def projection(clock: RecipeClock, startup_s: float, steps_s: float, end_s: float, after_s: float, eval_steps: int,
                save_strategy: str) -> dict:
     """The full recipe's wall time (15,625 steps, dev and, with ``steps``, a save every 125) from this run's
     rates: steady-state step time (after the first evaluation boundary), mean dev evaluation and save, and this
@@ -231,7 +231,8 @@ def projection(clock: RecipeClock, startup_s: float, end_s: float, after_s: floa
     later_evals = [e["s"] for e in clock.evaluations[b_evals:] if e["phase"] == "training"]
     later_saves = [s["s"] for s in clock.saves if s["step"] >= b_step]
     window = (clock.mark - b_time) - sum(later_evals) - sum(s for s in later_saves)
-    step_s = window / (steps_done - b_step) if steps_done > b_step else float("nan")
+    steady = steps_done > b_step  # else (stopped before the first boundary): the mean over every step
+    step_s = window / (steps_done - b_step) if steady else steps_s / max(1, steps_done)
     during = [e["s"] for e in clock.evaluations if e["phase"] == "training"] or [
         e["s"] for e in clock.evaluations if e["phase"] == "start"]
     eval_s = sum(during) / len(during) if during else 0.0
@@ -242,7 +243,8 @@ def projection(clock: RecipeClock, startup_s: float, end_s: float, after_s: floa
     total = startup_s + start_eval + FULL_STEPS * step_s + n_evals * eval_s + n_saves * save_s + end_s + after_s
     return {"label": "PROJECTION of the full recipe from this shortened run's rates, not a measurement",
             "steps": FULL_STEPS, "evaluations": n_evals, "saves": round(n_saves, 1),
-            "step_s": step_s, "eval_s": eval_s, "save_s": save_s, "steps_total_s": FULL_STEPS * step_s,
+            "step_s": step_s, "step_s_from": f"steps {b_step + 1}-{steps_done}" if steady else "every step",
+            "eval_s": eval_s, "save_s": save_s, "steps_total_s": FULL_STEPS * step_s,
             "evals_total_s": n_evals * eval_s, "saves_total_s": n_saves * save_s, "total_s": total,
             "total_min": total / 60}
 
@@ -298,13 +300,15 @@ def run(args, record) -> bool:
         record("parts", parts)
         record("dev", dev)
         record("saves", saves)
-        checks = {"best_checkpoint_kept": best_checkpoint_kept(out),
+        kept = best_checkpoint_kept(out) if clock.saves or not clock.stopped_at else {
+            "ok": True, "skipped": "the budget stopped training before the first save"}
+        checks = {"best_checkpoint_kept": kept,
                   "dev_tokenized_once": dev["tokenized_once"],
                   "evaluations_as_scheduled": len(evals_in) == 1 + clock.steps // eval_steps,
                   "export_written": (out / "sentence-transformers" / "modules.json").is_file()}
         record("checks", checks)
         if clock.steps < FULL_STEPS:
-            record("projection", projection(clock, parts["startup_s"], parts["end_of_training_s"],
+            record("projection", projection(clock, parts["startup_s"], steps_s, parts["end_of_training_s"],
                                             parts["after_training_s"], eval_steps, args.save_strategy))
         ok = checks["best_checkpoint_kept"]["ok"] and all(v for k, v in checks.items() if k != "best_checkpoint_kept")
         budget = f" (stopped by --budget-s at step {clock.stopped_at} of {steps})" if clock.stopped_at else ""
