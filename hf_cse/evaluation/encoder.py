@@ -20,6 +20,8 @@ only at the model's limit (no 32-token training truncation).
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -244,55 +246,87 @@ class SentenceEncoder:
         sentences = list(sentences)
         if not sentences:
             return np.zeros((0, 0), dtype=np.float32)
+        texts, inverse, order, tokens, batch_size = self._tokenized(sentences, batch_size)
+        batches = ((idx, self._batch_features(idx, texts, tokens)) for idx in _batch_indices(order, batch_size))
+        return self._embed(batches, len(texts), -(-len(texts) // batch_size), show_progress_bar)[inverse]
+
+    def prepare(self, sentences: Sequence[str], batch_size: int | None = None) -> "PreparedSentences":
+        """``sentences`` tokenized, sorted and padded into batches once, for :meth:`encode_prepared` to encode as
+        often as needed (the trainer's dev set, scored at every evaluation). Holds every padded batch in memory:
+        meant for dev-sized sets."""
+        sentences = list(sentences)
+        if not sentences:
+            raise ValueError("prepare() needs at least one sentence.")
+        texts, inverse, order, tokens, batch_size = self._tokenized(sentences, batch_size)
+        batches = [(idx, self._batch_features(idx, texts, tokens)) for idx in _batch_indices(order, batch_size)]
+        return PreparedSentences(tuple(sentences), inverse, len(texts), batches, self._tokenization(batch_size))
+
+    def encode_prepared(self, prepared: "PreparedSentences", show_progress_bar: bool | None = None) -> np.ndarray:
+        """:meth:`encode` of the sentences :meth:`prepare` made ``prepared`` of, without tokenizing them again."""
+        if not prepared.fits(self):
+            raise ValueError("these sentences were prepared by an encoder with another tokenizer, length limit, "
+                             "prompt or batch size: prepare them again with this encoder.")
+        return self._embed(iter(prepared.batches), prepared.n_texts, len(prepared.batches),
+                           show_progress_bar)[prepared.inverse]
+
+    def _tokenization(self, batch_size: int) -> tuple:
+        """What a tokenized, padded batch depends on (the tokenizer or the sentence-transformers model by identity,
+        which ``PreparedSentences.fits`` compares)."""
+        st_modules = self.kind == "sentence_transformers" and self.pooler is None
+        source = self.model if st_modules else self.tokenizer
+        return (weakref.ref(source), st_modules, self.max_length, self.prompt, self._lower, int(batch_size))
+
+    def _tokenized(self, sentences: list[str], batch_size: int | None):
+        """The de-duplicated texts (prompt and lower-casing applied), each sentence's row among them, the texts'
+        order longest first, and their tokens (None without a tokenizer)."""
         batch_size = int(batch_size or self.batch_size)
-        show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
         unique: dict[str, int] = {}
         inverse = np.fromiter((unique.setdefault(s, len(unique)) for s in sentences), dtype=np.int64)
         texts = with_prompt(list(unique), self.prompt)
         if self._lower:
             texts = [t.lower() for t in texts]
-        tokens = (
-            self.tokenizer(texts, truncation=True, max_length=self.max_length) if self.tokenizer else None
-        )
+        tokens = self.tokenizer(texts, truncation=True, max_length=self.max_length) if self.tokenizer else None
         if tokens is not None:
             lengths = np.fromiter((len(ids) for ids in tokens["input_ids"]), dtype=np.int64)
         else:
             lengths = np.fromiter((len(t) for t in texts), dtype=np.int64)
         order = np.argsort(-lengths, kind="stable")  # longest first: a memory problem shows up at once
+        return texts, inverse, order, tokens, batch_size
 
+    def _embed(self, batches, n_texts: int, n_batches: int, show_progress_bar: bool | None) -> np.ndarray:
+        """Embeddings of ``(row indices, features)`` batches, in eval mode, inference mode and the precision."""
         from tqdm.auto import tqdm
 
-        module = self.model
+        show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
         out: np.ndarray | None = None
-        st_max = getattr(module, "max_seq_length", None) if self.kind == "sentence_transformers" else None
+        with eval_mode(self.model), torch.inference_mode(), autocast(self.precision, self.device.type):
+            for idx, feats in tqdm(batches, total=n_batches, desc="Encoding", disable=not show, unit="batch"):
+                feats = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in feats.items()}
+                emb = self._encode_batch(feats).float().cpu().numpy()
+                if out is None:
+                    out = np.empty((n_texts, emb.shape[1]), dtype=np.float32)
+                out[idx] = emb
+        return out
+
+    def _batch_features(self, idx: np.ndarray, texts: list[str], tokens) -> dict[str, Any]:
+        """The padded features of the texts ``idx`` on the CPU: the tokenizer's, or the sentence-transformers
+        modules' own (their tokenizer, with ``max_length`` as their ``max_seq_length``)."""
+        if not (self.kind == "sentence_transformers" and self.pooler is None):
+            batch = {k: [tokens[k][i] for i in idx] for k in tokens.keys()}
+            return dict(self.tokenizer.pad(batch, padding=True, return_tensors="pt"))
+        module = self.model
+        st_max = getattr(module, "max_seq_length", None)
         try:
             if st_max is not None and st_max != self.max_length:
                 module.max_seq_length = self.max_length  # --max_seq_length also for the ST's own modules
-            with eval_mode(module), torch.inference_mode(), autocast(self.precision, self.device.type):
-                starts = range(0, len(texts), batch_size)
-                for start in tqdm(starts, desc="Encoding", disable=not show, unit="batch"):
-                    idx = order[start : start + batch_size]
-                    emb = self._encode_batch(idx, texts, tokens)
-                    emb = emb.float().cpu().numpy()
-                    if out is None:
-                        out = np.empty((len(texts), emb.shape[1]), dtype=np.float32)
-                    out[idx] = emb
+            return module.preprocess([texts[i] for i in idx])  # texts hold its default prompt
         finally:
             if st_max is not None and st_max != self.max_length:
                 module.max_seq_length = st_max
-        return out[inverse]
 
-    def _features(self, idx: np.ndarray, tokens) -> dict[str, torch.Tensor]:
-        batch = {k: [tokens[k][i] for i in idx] for k in tokens.keys()}
-        feats = self.tokenizer.pad(batch, padding=True, return_tensors="pt")
-        return {k: v.to(self.device) for k, v in feats.items()}
-
-    def _encode_batch(self, idx: np.ndarray, texts: list[str], tokens) -> torch.Tensor:
+    def _encode_batch(self, feats: dict[str, Any]) -> torch.Tensor:
         if self.kind == "sentence_transformers" and self.pooler is None:
-            feats = self.model.preprocess([texts[i] for i in idx])  # texts hold its default prompt
-            feats = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in feats.items()}
             return self.model(feats)["sentence_embedding"]
-        feats = self._features(idx, tokens)
         if self.kind == "hf_cse":
             return self.model.sentence_embedding(
                 feats["input_ids"], feats["attention_mask"], feats.get("token_type_ids"), pooler=self.pooler
@@ -314,4 +348,28 @@ class SentenceEncoder:
         return pool(pooler, feats["attention_mask"], last, outputs.hidden_states if want_hidden else None)
 
 
-__all__ = ["KINDS", "POOLERS", "SentenceEncoder", "detect_kind"]
+def _batch_indices(order: np.ndarray, batch_size: int):
+    return (order[start : start + batch_size] for start in range(0, len(order), batch_size))
+
+
+@dataclass(frozen=True)
+class PreparedSentences:
+    """Sentences tokenized and padded once by :meth:`SentenceEncoder.prepare`, and the tokenization they fit."""
+
+    sentences: tuple[str, ...]
+    inverse: np.ndarray
+    n_texts: int
+    batches: list
+    tokenization: tuple
+
+    def fits(self, encoder: SentenceEncoder, sentences: Sequence[str] | None = None) -> bool:
+        """Whether ``encoder`` tokenizes as the encoder that prepared these (the same tokenizer object, length
+        limit, prompt, lower-casing, batch size), and, given ``sentences``, whether they are these sentences."""
+        source, *settings = self.tokenization
+        mine, *now = encoder._tokenization(self.tokenization[-1])
+        if source() is None or source() is not mine() or settings != now:
+            return False
+        return sentences is None or tuple(sentences) == self.sentences
+
+
+__all__ = ["KINDS", "POOLERS", "PreparedSentences", "SentenceEncoder", "detect_kind"]

@@ -23,13 +23,33 @@ import numpy as np
 import torch
 
 from .data import STS_DEV_TASKS, Source, STSPairs, load_sts
-from .encoder import SentenceEncoder
+from .encoder import PreparedSentences, SentenceEncoder
 from .sts import score_sts
 
 DEV_METRIC_NAMES = {"STSBenchmark": "stsb_spearman", "SICKRelatedness": "sickr_spearman"}
 
 
-class STSDevEvaluator:
+class _TokenizedOnce:
+    """An evaluator that scores the same sentences at every evaluation keeps them tokenized and padded
+    (:meth:`SentenceEncoder.prepare`): the trainer builds a new encoder each time around the same tokenizer, so from
+    the second evaluation on only the forward passes run. Prepared again when the sentences or the encoder's
+    tokenization change."""
+
+    _prepared: PreparedSentences | None = None
+
+    def _encode(self, encoder: SentenceEncoder):
+        if not hasattr(encoder, "prepare"):  # any object with encode(list[str]) -> array
+            return encoder.encode
+
+        def encode(sentences: list[str]):
+            if self._prepared is None or not self._prepared.fits(encoder, sentences):
+                self._prepared = encoder.prepare(sentences)
+            return encoder.encode_prepared(self._prepared)
+
+        return encode
+
+
+class STSDevEvaluator(_TokenizedOnce):
     """STS-B and SICK-R **dev** Spearman x 100 (SimCSE's checkpoint selection): ``stsb_spearman``,
     ``sickr_spearman``, ``avg_sts``. Data from a SentEval folder (``source="local"``) or the Hub."""
 
@@ -44,13 +64,13 @@ class STSDevEvaluator:
 
     def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
         data = {t: load_sts(t, self.data_dir, "dev", self.source) for t in self.tasks}  # parsed once (lru_cache)
-        res = score_sts(encoder.encode, data)
+        res = score_sts(self._encode(encoder), data)
         out = {DEV_METRIC_NAMES[t]: float(res[t]) for t in self.tasks}
         out["avg_sts"] = float(np.mean([res[t] for t in self.tasks]))
         return out
 
 
-class PairsEvaluator:
+class PairsEvaluator(_TokenizedOnce):
     """Spearman x 100 of cosine on your own scored pairs (:mod:`hf_cse.evaluation.custom_dev`), as
     ``<name>_spearman``."""
 
@@ -59,7 +79,7 @@ class PairsEvaluator:
         self.name = name
 
     def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
-        res = score_sts(encoder.encode, {self.name: {self.name: self.pairs}})
+        res = score_sts(self._encode(encoder), {self.name: {self.name: self.pairs}})
         return {f"{self.name}_spearman": float(res[self.name])}
 
 
