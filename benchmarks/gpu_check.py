@@ -15,8 +15,7 @@ still run), each writing ``<part>.json`` into ``--out``:
   plain and in the cached mode (mini-batches of 64; ST's ``CachedMultipleNegativesRankingLoss``), two interleaved
   rounds;
 * ``scale``: hf_cse (graph step and eager) and sentence-transformers at batch 256 and 1024;
-* ``compile``: torch.compile's own CUDA graphs (``reduce-overhead``) at batch 64; its default mode (fused kernels)
-  inside hf_cse's graph step at 64 and 1024;
+* ``compile``: torch.compile's default mode (fused kernels) inside hf_cse's graph step at 64 and 1024;
 * ``recipe``: SimCSE's one-epoch schedule (``gpu_recipe.py``), shortened, the full recipe's time projected;
 * ``engines``: ``accelerate launch`` with the shipped FSDP and DeepSpeed configs (``gpu_engines.py``);
 * only when named with ``--parts`` (measured in earlier sessions, benchmarks/README.md sections 6 and 12):
@@ -66,6 +65,9 @@ from gpu_check_plan import (  # noqa: E402
     validate_plan,
 )
 
+#: the dry run's limit for a scripted part (gpu_engines.py's dry run launches seven CPU trainings, ~30-80 s each)
+DRY_RUN_SCRIPT_TIMEOUT_S = 900
+
 # ------------------------------------------------------------------ the parts (run in a child process)
 
 def device_info() -> dict:
@@ -111,6 +113,21 @@ def padding_free_on_any_device(forced: bool):
         padding_free.DEVICE_TYPES = original
 
 
+def _replay_ms(graph, reps: int = 20) -> float:
+    """GPU time of one replay of a captured step (forward, loss, backward), timed with CUDA events: the step's time
+    less this is the optimizer and what the host adds."""
+    import torch
+
+    graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / reps
+
+
 def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: str) -> dict:
     import torch
     from bench_train_throughput import hf_cse_trainer, sentence_transformers_trainer
@@ -143,6 +160,8 @@ def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: st
         out["graph_step"] = {"on": trainer.graph_decision.on, "reason": trainer.graph_decision.reason,
                              **({"captures": graphs.captures, "replays": graphs.replays, "failed": graphs.failed}
                                 if graphs else {})}
+        if graphs and graphs.graphs and device == "cuda" and not run.cached_minibatch_size:
+            out["graph_step"]["replay_ms"] = _replay_ms(next(iter(graphs.graphs.values())).graph)
     step_s = timer.window_s / timer.window_steps
     out.update(status="ok", step_s=step_s, sentences_per_s=run.batch_size / step_s, window_steps=timer.window_steps,
                warmup_s=sum(timer.times[:run.warmup]), unsynced_intervals=summarize(timer.times[run.warmup:]))
@@ -286,7 +305,8 @@ def summarize_results(out: Path, statuses: dict) -> dict:
                 row.update(step_ms=step * 1e3, sentences_per_s=ok[0]["batch_size"] / step,
                            attention=ok[0].get("attention_in_use"), warmup_s=ok[0].get("warmup_s"),
                            step_path=("graphs" if ok[0].get("graph_step", {}).get("replays") else "eager")
-                           if ok[0]["framework"] == "hf_cse" else "")
+                           if ok[0]["framework"] == "hf_cse" else "",
+                           replay_ms=ok[0].get("graph_step", {}).get("replay_ms"))
                 if ok[0].get("model_flops"):
                     row["model_tflops"] = ok[0]["model_flops"] / step / 1e12
                 if peak and ok[0].get("model_flops"):
@@ -305,8 +325,6 @@ def summarize_results(out: Path, statuses: dict) -> dict:
         "hf_cse / st, b512 cached": ratio(("throughput", "hf_cse b512 cached64"), ("throughput", "st b512 cached64")),
         "hf_cse / st, b256": ratio(("scale", "hf_cse b256"), ("scale", "st b256")),
         "hf_cse / st, b1024": ratio(("scale", "hf_cse b1024"), ("scale", "st b1024")),
-        "compile reduce-overhead / graph step, b64": ratio(("compile", "hf_cse b64 torch.compile reduce-overhead"),
-                                                           ("throughput", "hf_cse b64")),
         "compile + graph step / graph step, b64": ratio(("compile", "hf_cse b64 torch.compile + graph step"),
                                                         ("throughput", "hf_cse b64")),
         "compile + graph step / graph step, b1024": ratio(("compile", "hf_cse b1024 torch.compile + graph step"),
@@ -329,9 +347,28 @@ def summarize_results(out: Path, statuses: dict) -> dict:
                    ("b1024 step, fraction of the bf16 peak", fraction.get(("scale", "hf_cse b1024")), 0.45),
                    ("cached b512 / plain b512", ratios["cached b512 / plain b512"], 0.70),
                    ("hf_cse / st, b64", ratios["hf_cse / st, b64"], 4.0))}
-    scripted = {part: read(f"{part}.json").get("summary") for part in SCRIPT_PARTS if read(f"{part}.json")}
+    scripted = {part: scripted_headline(read(f"{part}.json")) for part in SCRIPT_PARTS if read(f"{part}.json")}
     return {"parts": statuses, "bf16_peak_tflops": peak, "runs": rows, "ratios": ratios, "targets": targets,
             "scripted": scripted}
+
+
+def scripted_headline(rec: dict) -> dict:
+    """The numbers of a scripted part's JSON (gpu_recipe.py / gpu_engines.py) that the summary shows."""
+    if rec.get("part") == "recipe":
+        dev, saves, proj = rec.get("dev", {}), rec.get("saves", {}), rec.get("projection") or {}
+        return {"status": rec.get("status"), "steps": rec.get("run", {}).get("steps_done"),
+                "parts_s": {k: round(v, 1) for k, v in rec.get("parts", {}).items()},
+                "dev": {"count": dev.get("count"), "first_s": dev.get("first_s"),
+                        "mean_s_after_the_first": dev.get("mean_s_after_the_first"),
+                        "tokenized_once": dev.get("tokenized_once")},
+                "saves": {"count": saves.get("count"), "mean_s": saves.get("mean_s")},
+                "projection_min": proj.get("total_min"), "checks_ok": all(
+                    (c.get("ok") if isinstance(c, dict) else c) is not False for c in rec.get("checks", {}).values())}
+    engines = rec.get("engines", {})
+    return {"status": rec.get("status"), "engines": {
+        name: {"status": e.get("status"), "losses_vs_plain": e.get("losses_vs_plain"),
+               "resume": e["resume"].get("status") if isinstance(e.get("resume"), dict) else e.get("resume"),
+               "export_ok": (e.get("export") or {}).get("ok")} for name, e in engines.items()}}
 
 
 def summary_markdown(summary: dict, env: dict) -> str:
@@ -341,11 +378,11 @@ def summary_markdown(summary: dict, env: dict) -> str:
              f"{env['versions'].get('sentence-transformers')}; {env['date_utc']} UTC.", "",
              (f"Measured bf16 GEMM peak: {summary['bf16_peak_tflops']:.1f} TFLOP/s." if summary["bf16_peak_tflops"]
               else "bf16 GEMM peak: not measured (the peak part did not run)."), "",
-             "| part | run | step | attention | step (ms) | sentences/s | model TFLOP/s | of bf16 peak | status |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| part | run | step | attention | step (ms) | fwd+bwd replay (ms) | sentences/s | model TFLOP/s | "
+             "of bf16 peak | status |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary["runs"]:
         lines.append(f"| {r['part']} | {r['run']} | {r.get('step_path') or ''} | {r.get('attention') or ''} | "
-                     f"{fmt(r.get('step_ms'), '.1f')} | "
+                     f"{fmt(r.get('step_ms'), '.1f')} | {fmt(r.get('replay_ms'), '.1f')} | "
                      f"{fmt(r.get('sentences_per_s'), '.0f')} | {fmt(r.get('model_tflops'), '.1f')} | "
                      f"{fmt(r.get('fraction_of_bf16_peak'), '.1%')} | {r['status']} |")
     if summary.get("dry_run"):
@@ -398,17 +435,29 @@ def main(argv: list[str] | None = None) -> int:
     scripted = [p for p in parts if p in SCRIPT_PARTS]
     with tempfile.TemporaryDirectory(prefix="gpu_check_encoder_") as tmp:
         encoder = make_encoder(Path(tmp), plan["encoder"]) if child or scripted else None
-        # one process per part on the GPU (a CUDA error or a stuck compile stays in its part); one in the dry run
-        groups = ([child] if child else []) if args.dry_run else [[p] for p in child]
-        commands = [("+".join(group), [sys.executable, str(Path(__file__).resolve()), "--child", ",".join(group),
-                                       "--out", str(args.out), "--encoder", str(encoder)], group) for group in groups]
-        commands += [(part, [sys.executable, str(HERE / f"gpu_{part}.py"), "--out", str(args.out), "--encoder",
-                             str(encoder), "--budget-s", str(BUDGET_S[part]),
-                             *(f"--{k.replace('_', '-')}={v}" for k, v in plan[part].items())], [part])
-                     for part in scripted]
+        # one process per part on the GPU, in the order given (a CUDA error or a stuck compile stays in its part); the
+        # dry run's trainer parts in one
+        def command(group):
+            if group[0] in SCRIPT_PARTS:
+                part = group[0]
+                return (part, [sys.executable, str(HERE / f"gpu_{part}.py"), "--out", str(args.out), "--encoder",
+                               str(encoder), "--budget-s", str(BUDGET_S[part]),
+                               *(f"--{k.replace('_', '-')}={v}" for k, v in plan[part].items())], group)
+            return ("+".join(group), [sys.executable, str(Path(__file__).resolve()), "--child", ",".join(group),
+                                      "--out", str(args.out), "--encoder", str(encoder)], group)
+
+        groups = (([child] if child else []) + [[p] for p in scripted] if args.dry_run
+                  else [[p] for p in parts if p != "tests"])
+        commands = [command(group) for group in groups]
+        if args.dry_run:  # a CPU runs the scripted parts' launches at a snail's pace: no budget cut, no kill
+            for _, cmd, group in commands:
+                if group[0] in SCRIPT_PARTS:
+                    cmd[cmd.index("--budget-s") + 1] = str(DRY_RUN_SCRIPT_TIMEOUT_S)
         for name, cmd, group in commands:
             cmd += ["--dry-run"] if args.dry_run else []
-            statuses[name] = _subprocess(cmd, args.out / f"{name}.log", sum(BUDGET_S[p] for p in group))
+            timeout = DRY_RUN_SCRIPT_TIMEOUT_S if args.dry_run and group[0] in SCRIPT_PARTS else sum(
+                BUDGET_S[p] for p in group)
+            statuses[name] = _subprocess(cmd, args.out / f"{name}.log", timeout)
             print(f"[{name}] {statuses[name]['status']} ({statuses[name]['wall_s']:.0f} s)", flush=True)
     summary = {**summarize_results(args.out, statuses), "total_wall_s": time.perf_counter() - start,
                "dry_run": args.dry_run}

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils.checkpoint import get_device_states, set_device_states
 
+from .cuda_graphs import CUDA_GRAPH_COMPILE_MODES
+
 Embeddings = dict[str, torch.Tensor]
 
 
@@ -61,8 +63,6 @@ class RandState:
             set_device_states(self.devices, self.device_states)
 
 
-#: torch.compile modes that capture CUDA graphs on a GPU (torch's "max-autotune-no-cudagraphs" does not)
-CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 
 
 def check_cached_without_cuda_graphs(training_args, minibatch_size: int | None) -> None:

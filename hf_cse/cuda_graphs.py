@@ -46,6 +46,8 @@ MIN_STEPS = 20
 #: the input keys whose padding is ignored by setting this value (everything else pads with 0, the mask with 0)
 LABEL_PAD = -100
 SETTINGS = ("auto", "on", "off")
+#: torch.compile modes that capture CUDA graphs of their own on a GPU (torch's "max-autotune-no-cudagraphs" does not)
+CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,23 @@ def decide(setting: str, *, device_type: str, world_size: int, sharded: bool, gr
         return GraphDecision(False, f"a run of {max_steps} steps (< {MIN_STEPS}): capturing would not pay off")
     return GraphDecision(True, "forward, loss and backward captured once per batch shape and replayed"
                                + ("" if setting == "on" else "; cuda_graphs=off turns it off"))
+
+
+def decide_for_run(setting: str, training_args, method_cls=None, *, sharded: bool | None = None,
+                   activation_checkpointing: bool = False) -> GraphDecision:
+    """:func:`decide` from a run's ``TrainingArguments`` and method class (before anything is loaded, as the command
+    line checks ``on``; the trainer again with what it knows: ``sharded`` and the encoders' checkpointing)."""
+    args = training_args
+    compile_graphs = bool(args.torch_compile) and (args.torch_compile_mode in CUDA_GRAPH_COMPILE_MODES
+                                                   or args.torch_compile_backend == "cudagraphs")
+    return decide(
+        setting, device_type=args.device.type, world_size=args.world_size,
+        sharded=bool(args.fsdp or args.deepspeed) if sharded is None else sharded,
+        grad_accumulation=args.gradient_accumulation_steps, compile_graphs=compile_graphs, fp16=args.fp16,
+        activation_checkpointing=bool(activation_checkpointing or args.gradient_checkpointing
+                                      or getattr(args, "activation_checkpointing", False)),
+        max_steps=args.max_steps,
+        method_reason=None if method_cls is None or method_cls.captures_in_cuda_graph else method_cls.why_no_cuda_graph)
 
 
 def length_bucket(length: int, cap: int | None) -> int:

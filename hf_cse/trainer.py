@@ -10,7 +10,6 @@ from transformers import Trainer, TrainerState
 from transformers.trainer_utils import TrainOutput
 
 from .cached import (
-    CUDA_GRAPH_COMPILE_MODES,
     IncompatibleOptionsError,
     cached_step,
     check_cached_compatible,
@@ -18,7 +17,7 @@ from .cached import (
 )
 from .cached_graphs import CachedGraphStep
 from .checkpoints import TRAINER_STATE_FILE
-from .cuda_graphs import CudaGraphStep, GraphDecision, decide
+from .cuda_graphs import CudaGraphStep, GraphDecision, decide_for_run
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
 from .losses.base import finite_checks_deferred
@@ -145,20 +144,12 @@ class ContrastiveTrainer(Trainer):
         from .models import method_of
 
         model = self.accelerator.unwrap_model(self.model)
-        method = method_of(model.config)
         encoders = model.transformer_encoders() if hasattr(model, "transformer_encoders") else []
         try:
-            return decide(
-                setting, device_type=self.args.device.type, world_size=self.args.world_size,
-                sharded=bool(self.is_fsdp_enabled or self.is_deepspeed_enabled),
-                grad_accumulation=self.args.gradient_accumulation_steps,
-                compile_graphs=self.args.torch_compile and (
-                    self.args.torch_compile_mode in CUDA_GRAPH_COMPILE_MODES
-                    or self.args.torch_compile_backend == "cudagraphs"),
-                fp16=self.args.fp16, activation_checkpointing=bool(self.args.gradient_checkpointing or any(
-                    getattr(e, "is_activation_checkpointing", False) for e in encoders)),
-                max_steps=self.args.max_steps,
-                method_reason=None if method is None or method.captures_in_cuda_graph else method.why_no_cuda_graph)
+            return decide_for_run(setting, self.args, method_of(model.config),
+                                  sharded=bool(self.is_fsdp_enabled or self.is_deepspeed_enabled),
+                                  activation_checkpointing=any(getattr(e, "is_activation_checkpointing", False)
+                                                               for e in encoders))
         except ValueError as err:
             raise IncompatibleOptionsError(str(err)) from None
 

@@ -42,6 +42,7 @@ from hf_cse.cli.preflight import (
 )
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values
 from hf_cse.cli.run_spec import RunSpec
+from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
     check_enough_rows,
     load_pair_dataset,
@@ -185,6 +186,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
     config_kwargs.update(pooling.config_fields())
     check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
     check_cached_without_cuda_graphs(training_args, method_args.cached_minibatch_size)
+    decide_for_run(method_args.cuda_graphs, training_args, model_cls)  # --cuda_graphs on where it cannot apply
     check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data_args.negative_column)
     eval_pairs = pairs_from_args(eval_data_args)  # --eval_file / --eval_dataset_name: checkpoint selection data
     if eval_pairs is not None and training_args.eval_strategy == "no":
