@@ -60,6 +60,7 @@ BAD = [
     (["--loss", "infonce", "--temperature", "-1"], "temperature must be a finite number > 0"),
     (["--loss", "nce"], "Unknown loss 'nce'"),
     (["--method", "diffcse", "--cached_minibatch_size", "4"], "incompatible with --method diffcse"),
+    (["--cuda_graphs", "on"], "cuda_graphs=on cannot apply: the step runs on cpu, not a CUDA GPU"),
     (["--loss", "off_dropout_infonce"], "needs no-dropout embeddings"),
     (["--eval_strategy", "steps", "--eval_steps", "1"], "no --senteval_data_dir was given"),
     (["--preset", "simcse_bert"], "--preset simcse_bert evaluates on STS-B dev .* --senteval_data_dir"),
