@@ -24,7 +24,7 @@ from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
-from .data import JSON_SUFFIXES, TABLE_SUFFIXES, DataError, check_text_column_applies
+from .data import JSON_SUFFIXES, TABLE_SUFFIXES, DataError, check_text_column_applies, with_prompt
 
 #: the mixing rule of several sources: every source read once (the smaller ones are oversampled)
 STOPPING_STRATEGY = "all_exhausted"
@@ -103,6 +103,8 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     if column != "text":
         ds = ds.rename_column(column, "text")
     ds = ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]}, batched=True)
+    if not streaming:  # one text type for every source (json reads large_string), so that they can be mixed
+        ds = ds.cast_column("text", datasets.Value("string"))
     if streaming and next(iter(ds.take(1)), None) is None:
         raise DataError(f"{source} yields no sentences (empty, or blank lines only): check the file / data set "
                         "and --text_column.")
@@ -130,13 +132,13 @@ def load_training_text(stream_args: StreamingArguments, data_args, seed: int):
                                         stopping_strategy=STOPPING_STRATEGY)
 
 
-def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32):
+def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, prompt: str | None = None):
     """Tokenized on the fly (truncation, no padding), rows of special tokens only dropped (as
-    :func:`hf_cse.data.drop_special_only` does for in-memory data)."""
+    :func:`hf_cse.data.drop_special_only` does for in-memory data); ``prompt`` in front of each sentence."""
     special = set(tokenizer.all_special_ids)
 
     def tok(batch):
-        return tokenizer(batch["text"], truncation=True, max_length=max_seq_length)
+        return tokenizer(with_prompt(batch["text"], prompt), truncation=True, max_length=max_seq_length)
 
     tokenized = ds.map(tok, batched=True, remove_columns=["text"])
     return tokenized.filter(lambda row: any(i not in special for i in row["input_ids"]))
