@@ -14,7 +14,7 @@ from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
 from ..export.folders import check_target
 from ..export.hub import push_export
-from ..export.training_info import TRAINING_INFO_FILE
+from ..export.training_info import TRAINING_INFO_FILE, training_info_problem
 from ..model_card import read_eval_results
 from . import refuse_empty_paths, run_cli
 
@@ -77,6 +77,10 @@ def export_from_args(argv: list[str] | None = None) -> int:
         info = _read_json_object(Path(args.checkpoint) / TRAINING_INFO_FILE, "the checkpoint's")
     else:
         info = None
+    problem = info and training_info_problem(info)
+    if problem:
+        source = args.training_info or Path(args.checkpoint) / TRAINING_INFO_FILE
+        raise InputError(f"{source}: {problem}; fix it (or leave the key out), or give another --training_info.")
     eval_results = read_eval_results(args.eval_results)
     out = to_sentence_transformer(
         args.checkpoint, args.out_dir, tokenizer=args.tokenizer, keep_projector=args.keep_projector,
