@@ -14,17 +14,50 @@ What every entry point shares is here: one line per foreseeable failure (the tra
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import sys
 from collections.abc import Callable
 
-from ..checks import check_path_given
+from ..checks import InputError, check_path_given
 
 DEBUG_ENV = "HF_CSE_DEBUG"
 
 
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
+#: the longest error line the commands print (a terminal's two or three lines)
+MAX_LINE = 300
+_LONG_PATH = re.compile(r"/(?:[^\s/]+/){2,}[^\s/]+")  # an absolute path of 4 parts or more
+
+
+def _shorten_path(match: re.Match) -> str:
+    parts = match.group(0).split("/")
+    return "/" + parts[1] + "/.../" + "/".join(parts[-2:])  # the root and the last two names: still findable
+
+
+def fit_line(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` in at most ``limit`` characters: long paths shortened to their root and last two names, then,
+    if still too long, its middle cut out (the start says what failed, the end what to do)."""
+    if len(text) <= limit:
+        return text
+    text = _LONG_PATH.sub(_shorten_path, text)
+    if len(text) <= limit:
+        return text
+    head = (limit - 5) * 2 // 3
+    return f"{text[:head]} ... {text[-(limit - 5 - head):]}"
+
+
+def _one_line(err: BaseException, limit: int = MAX_LINE) -> str:
+    return fit_line(" ".join(str(err).split()) or type(err).__name__, limit)
+
+
+def _close_progress_bars() -> None:
+    """Close the progress bars still open, so that none is redrawn below the error line (tqdm redraws an open
+    bar when the process exits)."""
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", None) or []):
+        bar.close()
+    sys.stdout.flush()
 
 
 # Failures a user can cause and fix. Other exceptions are bugs and keep their traceback.
@@ -58,14 +91,18 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, not a traceback
         if os.environ.get(DEBUG_ENV):
             raise
+        _close_progress_bars()
         print(f"{prog}: interrupted (Ctrl-C); what was saved so far is kept.", file=sys.stderr)
         return 130
     except FORESEEABLE as err:
         if os.environ.get(DEBUG_ENV):
             raise
         advice = flag_advice(err)
-        message = f"{_one_line(err)} {advice}" if advice else _one_line(err)
-        print(f"{prog}: error: {message} (set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
+        prefix, suffix = f"{prog}: error: ", f" (set {DEBUG_ENV}=1 to see the traceback)"
+        room = MAX_LINE - len(prefix) - len(suffix) - (len(advice) + 1 if advice else 0)
+        message = f"{_one_line(err, room)} {advice}" if advice else _one_line(err, room)
+        _close_progress_bars()
+        print(f"{prefix}{message}{suffix}", file=sys.stderr)
         return 1
 
 
@@ -87,3 +124,17 @@ def refuse_empty_paths(parser, argv: list[str] | None) -> None:
                 check_path_given(item, f"--{name}" if name not in ("checkpoint", "out_dir") else name.upper())
 
 
+
+
+def refuse_unknown_flags(parser, argv: list[str] | None) -> None:
+    """One line for a flag ``parser`` does not know, with the closest one it does (a typo such as --lerning_rate
+    would otherwise be an argparse error listing every unused argument, or a usage screen)."""
+    unknown = parser.parse_known_args(argv)[1]
+    if not unknown:
+        return
+    flags = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+    if not flags:
+        raise InputError(f"unexpected argument {unknown[0]!r}: every value follows its flag (see --help).")
+    known = [option for action in parser._actions for option in action.option_strings]
+    close = difflib.get_close_matches(flags[0], known, n=1)
+    raise InputError(f"unknown flag {flags[0]}" + (f"; did you mean {close[0]}?" if close else "; see --help."))

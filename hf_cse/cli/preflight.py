@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..cached import check_cached_compatible
 from ..checks import InputError, check_model_source
@@ -118,10 +119,20 @@ def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
                          f"positions); use --max_seq_length {limit} or less (the papers use 32).")
 
 
-def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None) -> None:
+#: flags that act only when another is on: flag -> (the config field that turns it on, that flag's name)
+NEEDS_SWITCH = {"mlm_weight": ("do_mlm", "--do_mlm"), "lora_dropout": ("lora_r", "--lora_r 16")}
+
+
+def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None,
+                     typed: set[str] = frozenset()) -> None:
     """Build the method's config (which builds its losses) as the model will, without loading any weights, and run
-    the method's own early checks (:meth:`~hf_cse.models.CSEPreTrainedModel.check_before_loading`)."""
+    the method's own early checks (:meth:`~hf_cse.models.CSEPreTrainedModel.check_before_loading`). ``typed``: the
+    flags the user gave; one of :data:`NEEDS_SWITCH` without its switch would do nothing and is refused."""
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
+    for name, (switch, switch_flag) in NEEDS_SWITCH.items():
+        if name in typed and not getattr(config, switch, None):
+            raise InputError(f"--{name} {config_kwargs.get(name)} does nothing without {switch_flag.split()[0]}: "
+                             f"add {switch_flag}, or drop --{name}.")
     model_cls.check_before_loading(config)
     if config.lora_r:
         check_targets_match(config)
@@ -190,3 +201,37 @@ def check_pair_training(method: str, loss: str, pair_column: str | None, negativ
         if not get_loss_class(loss).takes_hard_negatives:
             err = HardNegativesNotTakenError(loss, "--negative_column")
             raise DataError(f"{err} {flag_advice(err)}")
+
+
+#: config fields that shape a checkpoint's weights: resuming with another value cannot load them
+_WEIGHT_SHAPING = ("lora_r", "do_mlm")
+
+
+def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, enc_config) -> None:
+    """A checkpoint to resume from holds the weights of the model these flags build (the method, LoRA rank and
+    targets, the MLM head), read from its config.json alone; otherwise the Trainer fails with a state-dict error
+    thousands of characters long."""
+    import json
+
+    from ..models.lora import target_modules
+
+    path = Path(checkpoint or "") / "config.json"
+    if not checkpoint or not path.is_file():
+        return
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    now = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
+    where = f"--resume_from_checkpoint {checkpoint}"
+    if saved.get("model_type") != now.model_type:
+        raise InputError(f"{where} holds a {saved.get('model_type')} model, not {now.model_type}: resume it with "
+                         "its own --method, or start a new run.")
+    changed = [f"--{k} {saved[k]!r} then, {getattr(now, k)!r} now"
+               for k in _WEIGHT_SHAPING if k in saved and saved[k] != getattr(now, k)]
+    if not changed and now.lora_r:
+        names = lambda t: t if isinstance(t, str) else " ".join(sorted(t))  # noqa: E731
+        then = names(target_modules(SimpleNamespace(lora_target_modules=saved.get("lora_target_modules"),
+                                                    encoder_config=enc_config)))
+        if then != names(target_modules(now)):
+            changed.append(f"--lora_target_modules {then} then, {names(target_modules(now))} now")
+    if changed:
+        raise InputError(f"{where} was trained with other weights ({'; '.join(changed)}): resume with the "
+                         "checkpoint's settings, or start a new run.")
