@@ -100,6 +100,10 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     if names and column not in names:
         raise DataError(f"{source}: no column {column!r}; columns are {names}. Pass --text_column NAME.")
     ds = ds.select_columns([column])
+    first = next(iter(ds.take(1) if streaming else ds.select(range(min(1, len(ds))))), None)
+    if first is not None and first[column] is not None and not isinstance(first[column], str):
+        raise DataError(f"{source}: column {column!r} holds {type(first[column]).__name__} values "
+                        f"({first[column]!r:.30}), not sentences; pass --text_column NAME of the text column.")
     if column != "text":
         ds = ds.rename_column(column, "text")
     ds = ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]}, batched=True)

@@ -86,7 +86,7 @@ def test_a_larger_max_steps_for_an_interrupted_run_names_resume_from_checkpoint(
     (tmp_path / "checkpoint-2").mkdir()
     (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
     with pytest.raises(InputError, match="max_steps: 2 then, 4 now.*--resume_from_checkpoint "
-                                         f"{tmp_path / 'checkpoint-2'} to continue it with the new ones") as err:
+                                         f"{tmp_path / 'checkpoint-2'} to go on with these") as err:
         prepare_output_dir(tmp_path, {"max_steps": 4})
     assert len(str(err.value).replace(str(tmp_path), "DIR")) < 300  # short, whatever the length of the user's paths
 

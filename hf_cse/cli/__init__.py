@@ -98,11 +98,13 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
         if os.environ.get(DEBUG_ENV):
             raise
         advice = flag_advice(err)
-        prefix, suffix = f"{prog}: error: ", f" (set {DEBUG_ENV}=1 to see the traceback)"
-        room = MAX_LINE - len(prefix) - len(suffix) - (len(advice) + 1 if advice else 0)
-        message = f"{_one_line(err, room)} {advice}" if advice else _one_line(err, room)
+        prefix, suffix = f"{prog}: error: ", f" ({DEBUG_ENV}=1 shows the traceback)"
+        room = MAX_LINE - len(prefix) - (len(advice) + 1 if advice else 0)
+        message = _one_line(err, room)
+        if len(message) + len(suffix) > room:  # the fix matters more than the hint: it goes when there is no room
+            suffix = ""
         _close_progress_bars()
-        print(f"{prefix}{message}{suffix}", file=sys.stderr)
+        print(f"{prefix}{message}{' ' + advice if advice else ''}{suffix}", file=sys.stderr)
         return 1
 
 

@@ -225,10 +225,11 @@ class TrainingRun:
             changed = _differences(json_safe(self.read_record(recorded)) if self.read_record else recorded,
                                    self.settings)
             if changed:
+                diffs = "; ".join(changed[:2])
                 raise InputError(f"--output_dir {out} holds checkpoints of a run with other settings "
-                                 f"({'; '.join(changed[:2])})."[:200] + f" Use the same settings to resume it, pass "
-                                 f"--resume_from_checkpoint {resume} to continue it with the new ones, choose another "
-                                 f"--output_dir, or pass {OVERWRITE_FLAG} to start over.")
+                                 f"({diffs[:80] + '...' if len(diffs) > 80 else diffs}): rerun with its settings to "
+                                 f"resume it, --resume_from_checkpoint {resume} to go on with these, or "
+                                 f"{OVERWRITE_FLAG} to start over.")
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)

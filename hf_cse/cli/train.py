@@ -230,7 +230,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
                                          resume_from_checkpoint=training_args.resume_from_checkpoint,
                                          is_main_process=main_process, hold=main_process,
                                          read_record=record_in_objectives_form)
-    check_resume_fits(resume_from, model_cls, config_kwargs, enc_config)
+    check_resume_fits(resume_from, model_cls, config_kwargs, enc_config, training_args.max_steps)
 
     why_padded = "--padding_free false"
     if resume_from and "padding_free" not in typed:  # continue as the run would have gone on uninterrupted
