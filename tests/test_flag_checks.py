@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import random_sentences, scored_pairs_file
+from helpers import hang_timeout, random_sentences, scored_pairs_file
 
 from hf_cse.checks import InputError
 from hf_cse.cli import evaluate as run_eval
@@ -141,7 +141,7 @@ def test_ctrl_c_during_training_is_one_line_and_exit_code_130(tiny_bert_dir, tmp
         if "'loss'" in line:
             break
     proc.send_signal(signal.SIGINT)
-    rest = proc.communicate(timeout=300)[0]
+    rest = proc.communicate(timeout=hang_timeout(300))[0]
     assert proc.returncode == 130, "".join(lines) + rest
     assert "Traceback" not in rest and "run_unsup.py: interrupted (Ctrl-C)" in rest.strip().splitlines()[-1]
     assert not lock_file(tmp_path / "out").exists()
