@@ -295,6 +295,11 @@ def pair_columns(text_column: str | None, pair_column: str, negative_column: str
     wanted = {"--text_column": text_column or "text", "--pair_column": pair_column}
     if negative_column:
         wanted["--negative_column"] = negative_column
+    columns = list(wanted.values())
+    shared = [flag for flag, column in wanted.items() if columns.count(column) > 1]
+    if shared:  # a view that is a copy of another: a positive equal to its anchor, or a negative to its positive
+        raise DataError(f"{' and '.join(shared)} name the same column ({wanted[shared[0]]!r}): each view of a row "
+                        "needs its own column.")
     return wanted
 
 

@@ -41,8 +41,10 @@ class StreamingArguments:
         "help": "Mixing weights of --train_files, one per file (normalised to sum 1). Default: equal."})
 
 
-def check_streaming_arguments(stream_args: StreamingArguments, data_args, max_steps: int, method: str) -> None:
-    """The streaming and mixing flags, checked before any data or model is read (one line each)."""
+def check_streaming_arguments(stream_args: StreamingArguments, data_args, max_steps: int, method: str,
+                              no_duplicates_asked: bool = False) -> None:
+    """The streaming and mixing flags, checked before any data or model is read (one line each).
+    ``no_duplicates_asked``: --no_duplicates_in_batch true was typed, which a stream cannot honour."""
     files, weights = stream_args.train_files, stream_args.train_weights
     if files and data_args.pair_column:
         raise DataError("--train_files mixes plain text sources; for pair / triplet data give one --train_file.")
@@ -65,6 +67,9 @@ def check_streaming_arguments(stream_args: StreamingArguments, data_args, max_st
                         "optimizer steps to train).")
     if data_args.pair_column:
         raise DataError("--streaming does not read pair / triplet data yet (--pair_column); drop --streaming.")
+    if no_duplicates_asked:  # the sampler needs every row's text up front (hf_cse.sampler)
+        raise DataError("--no_duplicates_in_batch true needs the whole data set, which --streaming never holds: drop "
+                        "one of them.")
     from .models import get_method
 
     method_cls = get_method(method)

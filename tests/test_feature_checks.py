@@ -12,7 +12,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from helpers import random_sentences
+from helpers import random_sentences, scored_pairs_file
 from transformers import AutoTokenizer
 
 from hf_cse.checkpoints import RUN_RECORD_FILE
@@ -65,6 +65,14 @@ TRAIN_CASES = {
     "typo-in-a-flag": (("--lerning_rate", "1e-5"), None, "unknown flag --lerning_rate; did you mean --learning_rate"),
     "one-sentence-repeated": ((), ["the same sentence again"] * 40,
                               r"train\.txt has 1 distinct text\(s\) in 40 rows.*--no_duplicates_in_batch false"),
+    "best-metric-not-logged": (("--eval_file", "PAIRS", "--eval_strategy", "steps", "--save_strategy", "steps",
+                                "--load_best_model_at_end"),
+                               None, "--metric_for_best_model loss is not a score this run logs \\(custom_spearman\\)"),
+    "streaming-without-duplicates": (("--streaming", "--no_duplicates_in_batch", "true"), None,
+                                     "--no_duplicates_in_batch true needs the whole data set"),
+    "negative-is-the-positive": (("--train_file", "PAIRS", "--pair_column", "sentence2", "--negative_column",
+                                  "sentence2", "--text_column", "sentence1"), None,
+                                 "--pair_column and --negative_column name the same column \\('sentence2'\\)"),
 }
 
 
@@ -74,6 +82,8 @@ def test_odd_training_input_is_one_line_before_the_model_is_loaded(case, tiny_be
     import re
 
     extra, sentences, message = TRAIN_CASES[case]
+    pairs = scored_pairs_file(tmp_path / "pairs.tsv", 12, 4, seed=0)
+    extra = [str(pairs) if arg == "PAIRS" else arg for arg in extra]
     code = run_unsup.main(_args(tiny_bert_dir, tmp_path, *extra, sentences=sentences))
     line = _error_line(capsys, code, "hf-cse-train")
     assert re.search(message, line), line

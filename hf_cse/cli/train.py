@@ -162,7 +162,8 @@ def train_from_args(argv: list[str] | None = None) -> None:
     pairs = data_args.pair_column is not None
     check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class().loss,
                         data_args.pair_column, data_args.negative_column)
-    check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method)
+    check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method,
+                              "no_duplicates_in_batch" in typed and method_args.no_duplicates_in_batch)
     streamed = stream_args.streaming  # an iterable data set, tokenized on the fly (hf_cse.streaming)
     encoder = model_args.model_name_or_path or default_encoder()
     remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
@@ -194,7 +195,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
     if eval_pairs is not None and training_args.eval_strategy == "no":
         logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
     check_eval_data(training_args, method_args.senteval_data_dir, method_args.eval_source, method_args.preset,
-                    own_eval_data=eval_pairs is not None)
+                    own_eval_data=eval_pairs is not None, pairs_name=eval_data_args.eval_name)
     hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 7, not checkpoints
 
     # The run's facts, once: its resume fingerprint (step 3), training_info.json and the card (step 7).
