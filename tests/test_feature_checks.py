@@ -182,6 +182,14 @@ def test_export_of_a_hand_edited_training_info_is_one_line(info, key, saved_mode
     assert f"{path}: {key}" in line and not (tmp_path / "st").exists()
 
 
+def test_a_typo_in_an_evaluation_flag_names_the_closest_one(saved_model, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    code = run_eval.main(["--model_name_or_path", str(saved_model), "--taks", "STSB", "--output_dir",
+                          str(tmp_path / "eval")], prog="run_eval.py")
+    assert "unknown flag --taks; did you mean --tasks?" in _error_line(capsys, code, "run_eval.py")
+    assert not (tmp_path / "eval").exists()
+
+
 def test_a_typo_in_an_export_flag_names_the_closest_one(saved_model, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
     code = hf_cse_export.main([str(saved_model), str(tmp_path / "st"), "--overwite"])
