@@ -201,7 +201,9 @@ def test_long_lines_keep_the_last_names_of_each_path():
     path = "/tmp/" + "/".join(f"level{i}_{'x' * 20}" for i in range(12)) + "/run/out"
     text = f"--output_dir {path} holds checkpoints of a run with other settings; choose another --output_dir."
     short = fit_line(text)
-    assert len(short) <= MAX_LINE and "/tmp/.../run/out holds" in short and short.endswith("--output_dir.")
+    assert len(short) <= MAX_LINE and short.startswith("--output_dir /tmp/.../") and short.endswith("--output_dir.")
+    assert "_xxxxxxxxxxxxxxxxxxxx/run/out holds" in short  # only as many folders go as the line needs
+    assert "/tmp/.../run/out holds" in fit_line(text, 120)  # at most, down to the root and the last two names
     assert fit_line("x" * 1000).startswith("x" * 100) and len(fit_line("x" * 1000)) <= MAX_LINE
     assert fit_line("short /a/b/c/d/e") == "short /a/b/c/d/e"  # a line that fits is left as it is
 
@@ -221,8 +223,9 @@ def test_a_changed_max_steps_is_one_line_under_the_limit(tiny_bert_dir, tmp_path
     capsys.readouterr()
     line = _error_line(capsys, run_unsup.main(args), "hf-cse-train")
     assert "holds checkpoints of a run with other settings (max_steps: 2 then, 3 now)" in line, line
-    assert "--output_dir /tmp/.../runs/out holds" in line  # the paths shortened to their last names, not dropped
-    assert "--resume_from_checkpoint /tmp/.../out/checkpoint-1 to go on" in line and line.endswith("start over.")
+    assert "--output_dir /tmp/.../" in line and "/runs/out holds" in line  # paths shortened, not dropped
+    assert "--resume_from_checkpoint /tmp/.../" in line and "/out/checkpoint-1 to go on" in line
+    assert line.endswith("start over.")
 
 
 def test_the_error_is_printed_after_any_progress_bar(capsys, monkeypatch):

@@ -30,17 +30,35 @@ MAX_LINE = 300
 _LONG_PATH = re.compile(r"/(?:[^\s/]+/){2,}[^\s/]+")  # an absolute path of 4 parts or more
 
 
-def _shorten_path(match: re.Match) -> str:
-    parts = match.group(0).split("/")
-    return "/" + parts[1] + "/.../" + "/".join(parts[-2:])  # the root and the last two names: still findable
+def _shortened_paths(text: str, limit: int) -> str:
+    """``text`` with its long paths shortened only as far as needed to fit ``limit``: the path with the longest
+    kept end loses one more folder from its middle at a time, down to its root and last two names
+    (``/tmp/.../run/out``)."""
+    matches = list(_LONG_PATH.finditer(text))
+    parts = [m.group(0).split("/") for m in matches]
+    kept = [len(p) - 2 for p in parts]  # the names kept at each path's end (all but the root: nothing hidden)
+
+    def render() -> str:
+        out, at = [], 0
+        for m, p, k in zip(matches, parts, kept):
+            out += [text[at:m.start()], m.group(0) if k >= len(p) - 2 else "/" + p[1] + "/.../" + "/".join(p[-k:])]
+            at = m.end()
+        return "".join(out) + text[at:]
+
+    line = render()
+    while len(line) > limit and any(k > 2 for k in kept):
+        longest = max((i for i, k in enumerate(kept) if k > 2), key=lambda i: len("/".join(parts[i][-kept[i]:])))
+        kept[longest] -= 1
+        line = render()
+    return line
 
 
 def fit_line(text: str, limit: int = MAX_LINE) -> str:
-    """``text`` in at most ``limit`` characters: long paths shortened to their root and last two names, then,
-    if still too long, its middle cut out (the start says what failed, the end what to do)."""
+    """``text`` in at most ``limit`` characters: long paths shortened (:func:`_shortened_paths`), then, if still
+    too long, its middle cut out (the start says what failed, the end what to do)."""
     if len(text) <= limit:
         return text
-    text = _LONG_PATH.sub(_shorten_path, text)
+    text = _shortened_paths(text, limit)
     if len(text) <= limit:
         return text
     head = (limit - 5) * 2 // 3
