@@ -244,6 +244,21 @@ def test_the_error_is_printed_after_any_progress_bar(capsys, monkeypatch):
     assert len(err.rstrip("\n").splitlines()[-1]) <= MAX_LINE
 
 
+def test_evaluation_results_are_not_written_into_an_unfinished_run(saved_model, tmp_path, capsys, monkeypatch):
+    from eval_helpers import write_toy_senteval
+
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    run = tmp_path / "run"
+    (run / "checkpoint-2").mkdir(parents=True)
+    (run / RUN_RECORD_FILE).write_text("{}")
+    code = run_eval.main(["--model_name_or_path", str(saved_model), "--senteval_data_dir",
+                          str(write_toy_senteval(tmp_path / "senteval")), "--tasks", "STSB", "--output_dir", str(run)],
+                         prog="run_eval.py")
+    line = _error_line(capsys, code, "run_eval.py")
+    assert "holds an unfinished training run (checkpoint-2, hf_cse_run.json)" in line and "run-eval beside it" in line
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint-2", RUN_RECORD_FILE]
+
+
 @pytest.mark.parametrize("case", ["missing-mrpc-file", "model-without-tokenizer"])
 def test_evaluation_errors_fit_the_line(case, saved_model, tmp_path, capsys, monkeypatch):
     import shutil

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from ..checkpoints import RUN_RECORD_FILE, checkpoint_problem, last_complete_checkpoint
+from ..checkpoints import RUN_RECORD_FILE, checkpoint_problem, last_complete_checkpoint, training_run_files
 from ..checks import InputError, check_path_given, check_writable
 from ..evaluation.report import remove_report_files, report_files
 from ..export import TRAINING_INFO_FILE
@@ -263,7 +263,13 @@ class Evaluation:
     folder_hint: str = "give a folder for results.json, results.md and the plots"
 
     def check(self, out: Path) -> None:
-        pass
+        """Not into an unfinished training run's folder: its relaunch would find files that are not the run's and
+        refuse to resume it."""
+        run = training_run_files(out)
+        if run and not (out / TRAINING_INFO_FILE).exists():
+            raise InputError(f"--output_dir {out} holds an unfinished training run ({', '.join(run[:2])}): results "
+                             "there would stop the same training command from resuming it. Choose another folder, "
+                             f"e.g. {out.name}-eval beside it.")
 
     def left_behind(self, out: Path) -> list[str]:
         return [str(p.relative_to(out)) for p in report_files(out)]
