@@ -21,6 +21,16 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE_FILE = "trainer_state.json"
+RUN_RECORD_FILE = "hf_cse_run.json"  # the settings of the training run that owns a folder, written when it starts
+
+
+def training_run_files(folder: Path) -> list[str]:
+    """The entries of ``folder`` that only a training run writes (its checkpoints, its run record): a folder
+    holding them is a run's, finished or not, and no other job may write into it."""
+    if not Path(folder).is_dir():
+        return []
+    return sorted(p.name for p in Path(folder).iterdir()
+                  if p.name == RUN_RECORD_FILE or (p.name.startswith(f"{PREFIX_CHECKPOINT_DIR}-") and p.is_dir()))
 
 
 def safetensors_problem(path: Path) -> str | None:

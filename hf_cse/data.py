@@ -166,6 +166,27 @@ def with_prompt(texts: list[str], prompt: str | None) -> list[str]:
     return texts if not prompt else [prompt + t for t in texts]
 
 
+#: fewer sentence tokens than this left beside the prompt: warned (most of each sentence is cut off)
+FEW_SENTENCE_TOKENS = 8
+
+
+def check_room_for_text(tokenizer: PreTrainedTokenizerBase, max_seq_length: int, prompt: str | None = None) -> None:
+    """Refuse a ``max_seq_length`` that leaves no token of a sentence once the tokenizer's special tokens and the
+    ``prompt`` are in (every training input would be the same: nothing of the text is trained on); warn when only a
+    few are left. Needs the tokenizer only, so it runs before the model is loaded."""
+    special = tokenizer.num_special_tokens_to_add()
+    taken = len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
+    room = max_seq_length - special - taken
+    what = f"--prompt takes {taken} tokens and " if taken else ""
+    if room < 1:
+        raise DataError(f"--max_seq_length {max_seq_length} leaves no token for the sentences: {what}the tokenizer "
+                        f"adds {special} special token(s). Use --max_seq_length {special + taken + 32}"
+                        f"{' or a shorter --prompt' if taken else ''} (the papers use 32 for the sentence).")
+    if taken and room < FEW_SENTENCE_TOKENS:
+        logger.warning("%s--max_seq_length %d leaves %d token(s) of each sentence; raise --max_seq_length or shorten "
+                       "--prompt", what[:1].upper() + what[1:], max_seq_length, room)
+
+
 def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None,
                      prompt: str | None = None, keep_text: bool = False):
     """Tokenize once (truncation, no padding: the collator pads each batch dynamically); sentences that become
@@ -274,6 +295,11 @@ def pair_columns(text_column: str | None, pair_column: str, negative_column: str
     wanted = {"--text_column": text_column or "text", "--pair_column": pair_column}
     if negative_column:
         wanted["--negative_column"] = negative_column
+    columns = list(wanted.values())
+    shared = [flag for flag, column in wanted.items() if columns.count(column) > 1]
+    if shared:  # a view that is a copy of another: a positive equal to its anchor, or a negative to its positive
+        raise DataError(f"{' and '.join(shared)} name the same column ({wanted[shared[0]]!r}): each view of a row "
+                        "needs its own column.")
     return wanted
 
 

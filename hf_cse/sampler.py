@@ -77,6 +77,23 @@ def row_keys(dataset) -> tuple[list, str] | None:
     return [tuple(key(v) for v in row) for row in zip(*columns_values, strict=True)], source
 
 
+def check_distinct_texts(dataset, global_batch_size: int, source: str) -> None:
+    """Before tokenizing (and before the model is loaded): data with fewer distinct texts than one global batch has
+    rows can make no batch without a repeated text, which the sampler would find only once training starts (rows
+    sharing no text need a distinct text each at least; the sampler's own plan stays the exact check)."""
+    from .files import DataError
+
+    found = row_keys(dataset)
+    if found is None or not found[0]:
+        return
+    keys = found[0]
+    distinct = len({k for row in keys for k in (row if isinstance(row, tuple) else (row,))})
+    if distinct < global_batch_size:
+        raise DataError(f"{source} has {distinct} distinct text(s) in {len(keys)} rows: no global batch of "
+                        f"{global_batch_size} rows without a repeated text can be made. Use more varied data, a "
+                        "smaller --per_device_train_batch_size, or allow repeats (--no_duplicates_in_batch false).")
+
+
 @dataclass
 class EpochPlan:
     """One epoch's batches (row indices, per-device batches in global-batch order) and what they left out."""

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
-from .data import JSON_SUFFIXES, TABLE_SUFFIXES, DataError, check_text_column_applies
+from .data import JSON_SUFFIXES, TABLE_SUFFIXES, DataError, check_text_column_applies, with_prompt
 
 #: the mixing rule of several sources: every source read once (the smaller ones are oversampled)
 STOPPING_STRATEGY = "all_exhausted"
@@ -41,8 +41,10 @@ class StreamingArguments:
         "help": "Mixing weights of --train_files, one per file (normalised to sum 1). Default: equal."})
 
 
-def check_streaming_arguments(stream_args: StreamingArguments, data_args, max_steps: int, method: str) -> None:
-    """The streaming and mixing flags, checked before any data or model is read (one line each)."""
+def check_streaming_arguments(stream_args: StreamingArguments, data_args, max_steps: int, method: str,
+                              no_duplicates_asked: bool = False) -> None:
+    """The streaming and mixing flags, checked before any data or model is read (one line each).
+    ``no_duplicates_asked``: --no_duplicates_in_batch true was typed, which a stream cannot honour."""
     files, weights = stream_args.train_files, stream_args.train_weights
     if files and data_args.pair_column:
         raise DataError("--train_files mixes plain text sources; for pair / triplet data give one --train_file.")
@@ -65,6 +67,9 @@ def check_streaming_arguments(stream_args: StreamingArguments, data_args, max_st
                         "optimizer steps to train).")
     if data_args.pair_column:
         raise DataError("--streaming does not read pair / triplet data yet (--pair_column); drop --streaming.")
+    if no_duplicates_asked:  # the sampler needs every row's text up front (hf_cse.sampler)
+        raise DataError("--no_duplicates_in_batch true needs the whole data set, which --streaming never holds: drop "
+                        "one of them.")
     from .models import get_method
 
     method_cls = get_method(method)
@@ -100,9 +105,15 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     if names and column not in names:
         raise DataError(f"{source}: no column {column!r}; columns are {names}. Pass --text_column NAME.")
     ds = ds.select_columns([column])
+    first = next(iter(ds.take(1) if streaming else ds.select(range(min(1, len(ds))))), None)
+    if first is not None and first[column] is not None and not isinstance(first[column], str):
+        raise DataError(f"{source}: column {column!r} holds {type(first[column]).__name__} values "
+                        f"({first[column]!r:.30}), not sentences; pass --text_column NAME of the text column.")
     if column != "text":
         ds = ds.rename_column(column, "text")
     ds = ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]}, batched=True)
+    if not streaming:  # one text type for every source (json reads large_string), so that they can be mixed
+        ds = ds.cast_column("text", datasets.Value("string"))
     if streaming and next(iter(ds.take(1)), None) is None:
         raise DataError(f"{source} yields no sentences (empty, or blank lines only): check the file / data set "
                         "and --text_column.")
@@ -130,13 +141,13 @@ def load_training_text(stream_args: StreamingArguments, data_args, seed: int):
                                         stopping_strategy=STOPPING_STRATEGY)
 
 
-def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32):
+def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, prompt: str | None = None):
     """Tokenized on the fly (truncation, no padding), rows of special tokens only dropped (as
-    :func:`hf_cse.data.drop_special_only` does for in-memory data)."""
+    :func:`hf_cse.data.drop_special_only` does for in-memory data); ``prompt`` in front of each sentence."""
     special = set(tokenizer.all_special_ids)
 
     def tok(batch):
-        return tokenizer(batch["text"], truncation=True, max_length=max_seq_length)
+        return tokenizer(with_prompt(batch["text"], prompt), truncation=True, max_length=max_seq_length)
 
     tokenized = ds.map(tok, batched=True, remove_columns=["text"])
     return tokenized.filter(lambda row: any(i not in special for i in row["input_ids"]))

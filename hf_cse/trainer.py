@@ -205,11 +205,14 @@ class ContrastiveTrainer(Trainer):
     def train(self, resume_from_checkpoint=None, **kwargs):
         """transformers' ``train``, except that a checkpoint taken at the run's last step (a run killed during its
         final save or export) is loaded as it is: transformers' loop would train one step past ``max_steps``, as
-        it checks the step count only after a step."""
+        it checks the step count only after a step. A run asked to go further (a larger ``--max_steps`` or
+        ``--num_train_epochs`` than the checkpoint's run had) trains on."""
         state_file = resume_from_checkpoint and Path(resume_from_checkpoint) / TRAINER_STATE_FILE
         if state_file and state_file.is_file():
             state = TrainerState.load_from_json(str(state_file))
-            if state.max_steps and state.global_step >= state.max_steps:
+            asked_more = (self.args.max_steps > state.global_step if self.args.max_steps > 0
+                          else (state.epoch or 0.0) < self.args.num_train_epochs)
+            if state.max_steps and state.global_step >= state.max_steps and not asked_more:
                 return self._finished_from(str(resume_from_checkpoint), state)
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 

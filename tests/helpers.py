@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 from tiny_models import WORDS
 from transformers import AutoTokenizer, TrainingArguments
 
 from hf_cse.data import TwoViewCollator, load_train_dataset, tokenize_dataset
+
+
+def hang_timeout(seconds: float) -> float:
+    """A subprocess's time limit in a test: a guard against a hang, never a speed check. ``seconds`` is what an idle
+    machine needs, with a wide margin; it is scaled by the load per core (a shared 2-core machine at load 7 runs a
+    process several times slower), so that no test fails because the machine is busy."""
+    return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 def random_sentences(n: int, seed: int = 0) -> list[str]:

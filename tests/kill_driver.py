@@ -9,6 +9,8 @@ POINT, at its N-th occurrence:
   trainer_state  a trainer_state.json is written half (the Trainer writes it last in a checkpoint)
   export         an export's files are written, before it is renamed into place
   eval           run_eval's results are written (after a task)
+  curves         training_curves.png is written (after the last step, before the final save)
+  tokenizer      a tokenizer is about to be saved (after the model, and a LoRA run's adapter/, in that save)
 """
 
 from __future__ import annotations
@@ -82,6 +84,29 @@ elif point == "eval":
         return written
 
     evaluation.write_report = kill_after_report
+elif point == "curves":
+    import hf_cse.cli.train as train  # where train_from_args looks it up
+
+    real_plot = train.plot_training_curves
+
+    def kill_after_curves(*args, **kwargs):
+        written = real_plot(*args, **kwargs)
+        if due():
+            die()
+        return written
+
+    train.plot_training_curves = kill_after_curves
+elif point == "tokenizer":
+    from transformers import PreTrainedTokenizerBase
+
+    real_tokenizer_save = PreTrainedTokenizerBase.save_pretrained
+
+    def kill_before_tokenizer(self, *args, **kwargs):
+        if due():
+            die()
+        return real_tokenizer_save(self, *args, **kwargs)
+
+    PreTrainedTokenizerBase.save_pretrained = kill_before_tokenizer
 else:
     raise SystemExit(f"unknown kill point {point!r}")
 

@@ -22,7 +22,10 @@ def test_without_a_command_it_prints_the_commands_and_fails(capsys):
 def test_an_unknown_command_is_one_error_line(capsys):
     assert commands.main(["fit"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("python -m hf_cse: error: unknown command 'fit'.")
+    assert err.startswith("python -m hf_cse: error: unknown command 'fit'; commands: train, eval, export, config")
+    assert len(err.strip().splitlines()) == 1  # the error is the last line printed, not the usage screen
+    assert commands.main(["trian"]) == 2
+    assert "unknown command 'trian'; did you mean train?" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command, module", [("train", "hf_cse.cli.train"), ("eval", "hf_cse.cli.evaluate"),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from eval_helpers import write_toy_senteval
-from helpers import random_sentences
+from helpers import hang_timeout, random_sentences
 
 from hf_cse.checkpoints import checkpoint_problem, last_complete_checkpoint, safetensors_problem
 from hf_cse.models import SimCSEModel
@@ -32,7 +32,7 @@ def _env():
 def _run(*args, kill: tuple[str, int] | None = None):
     prefix = [str(DRIVER), kill[0], str(kill[1])] if kill else []
     return subprocess.run([sys.executable, *prefix, *args], cwd=ROOT, env=_env(), capture_output=True, text=True,
-                          timeout=600)
+                          timeout=hang_timeout(600))
 
 
 def _train(encoder, tmp_path, out):

@@ -20,13 +20,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import hang_timeout
 
 from hf_cse.losses import available_losses
 from hf_cse.models import METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("dist_worker.py")
-TIMEOUT = 240  # a hung collective must fail the test, not the CI run
+TIMEOUT = 240  # a hung collective must fail the test, not the CI run (scaled by the load: hang_timeout)
 
 
 def _env() -> dict[str, str]:
@@ -94,7 +95,7 @@ def _run_unsup_cmd(model_dir: Path, out: Path) -> list[str]:
 
 def _wait(proc: subprocess.Popen) -> str:
     try:
-        out, _ = proc.communicate(timeout=TIMEOUT)
+        out, _ = proc.communicate(timeout=hang_timeout(TIMEOUT))
     except subprocess.TimeoutExpired:
         proc.kill()
         raise

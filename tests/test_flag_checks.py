@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import random_sentences, scored_pairs_file
+from helpers import hang_timeout, random_sentences, scored_pairs_file
 
 from hf_cse.checks import InputError
 from hf_cse.cli import evaluate as run_eval
@@ -86,7 +86,7 @@ def test_a_larger_max_steps_for_an_interrupted_run_names_resume_from_checkpoint(
     (tmp_path / "checkpoint-2").mkdir()
     (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
     with pytest.raises(InputError, match="max_steps: 2 then, 4 now.*--resume_from_checkpoint "
-                                         f"{tmp_path / 'checkpoint-2'} to continue it with the new ones") as err:
+                                         f"{tmp_path / 'checkpoint-2'} to go on with these") as err:
         prepare_output_dir(tmp_path, {"max_steps": 4})
     assert len(str(err.value).replace(str(tmp_path), "DIR")) < 300  # short, whatever the length of the user's paths
 
@@ -141,7 +141,7 @@ def test_ctrl_c_during_training_is_one_line_and_exit_code_130(tiny_bert_dir, tmp
         if "'loss'" in line:
             break
     proc.send_signal(signal.SIGINT)
-    rest = proc.communicate(timeout=300)[0]
+    rest = proc.communicate(timeout=hang_timeout(300))[0]
     assert proc.returncode == 130, "".join(lines) + rest
     assert "Traceback" not in rest and "run_unsup.py: interrupted (Ctrl-C)" in rest.strip().splitlines()[-1]
     assert not lock_file(tmp_path / "out").exists()

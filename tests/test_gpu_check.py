@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import hang_timeout
 from transformers import BertConfig, BertModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +26,7 @@ from bench_limit_common import step_flops  # noqa: E402
 def _gpu_check(out: Path, *flags: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": ""}  # a CPU plan check, even on a GPU
     return subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh"), "--out", str(out), *flags],
-                          capture_output=True, text=True, env=env, timeout=900)
+                          capture_output=True, text=True, env=env, timeout=hang_timeout(900))
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from helpers import random_sentences, tiny_args, tiny_train_dataset
+from helpers import hang_timeout, random_sentences, tiny_args, tiny_train_dataset
 from test_cached import _assert_same_grads, _batch, _cached, _plain_step
 
 from hf_cse.cli import train as run_unsup
@@ -159,7 +159,7 @@ def test_run_unsup_resumes_and_exports_a_merged_model_that_loads_without_peft(ti
             "from sentence_transformers import SentenceTransformer\n"
             f"m = SentenceTransformer({str(export)!r}, device='cpu')\n"
             f"print(json.dumps(m.encode({sentences!r}).tolist()))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=hang_timeout(300))
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = torch.tensor(json.loads(proc.stdout.strip().splitlines()[-1]))
     cos = torch.nn.functional.cosine_similarity(got, torch.from_numpy(want), dim=-1)

@@ -12,7 +12,7 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
-from helpers import collator, tiny_args
+from helpers import collator, hang_timeout, tiny_args
 from test_distributed import _env, _free_port
 from transformers import AutoTokenizer
 
@@ -178,7 +178,7 @@ def test_two_processes_never_share_a_text_in_a_global_batch(tiny_bert_dir, tmp_p
     corpus.write_text(json.dumps(texts))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(_free_port()), str(WORKER), str(tiny_bert_dir), str(corpus), str(tmp_path)]
-    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=hang_timeout(240), cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert len(ranks[0]) == len(ranks[1]) > 0

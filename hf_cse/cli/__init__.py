@@ -14,17 +14,68 @@ What every entry point shares is here: one line per foreseeable failure (the tra
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import sys
 from collections.abc import Callable
 
-from ..checks import check_path_given
+from ..checks import InputError, check_path_given
 
 DEBUG_ENV = "HF_CSE_DEBUG"
 
 
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
+#: the longest error line the commands print (a terminal's two or three lines)
+MAX_LINE = 300
+_LONG_PATH = re.compile(r"/(?:[^\s/]+/){2,}[^\s/]+")  # an absolute path of 4 parts or more
+
+
+def _shortened_paths(text: str, limit: int) -> str:
+    """``text`` with its long paths shortened only as far as needed to fit ``limit``: the path with the longest
+    kept end loses one more folder from its middle at a time, down to its root and last two names
+    (``/tmp/.../run/out``)."""
+    matches = list(_LONG_PATH.finditer(text))
+    parts = [m.group(0).split("/") for m in matches]
+    kept = [len(p) - 2 for p in parts]  # the names kept at each path's end (all but the root: nothing hidden)
+
+    def render() -> str:
+        out, at = [], 0
+        for m, p, k in zip(matches, parts, kept):
+            out += [text[at:m.start()], m.group(0) if k >= len(p) - 2 else "/" + p[1] + "/.../" + "/".join(p[-k:])]
+            at = m.end()
+        return "".join(out) + text[at:]
+
+    line = render()
+    while len(line) > limit and any(k > 2 for k in kept):
+        longest = max((i for i, k in enumerate(kept) if k > 2), key=lambda i: len("/".join(parts[i][-kept[i]:])))
+        kept[longest] -= 1
+        line = render()
+    return line
+
+
+def fit_line(text: str, limit: int = MAX_LINE) -> str:
+    """``text`` in at most ``limit`` characters: long paths shortened (:func:`_shortened_paths`), then, if still
+    too long, its middle cut out (the start says what failed, the end what to do)."""
+    if len(text) <= limit:
+        return text
+    text = _shortened_paths(text, limit)
+    if len(text) <= limit:
+        return text
+    head = (limit - 5) * 2 // 3
+    return f"{text[:head]} ... {text[-(limit - 5 - head):]}"
+
+
+def _one_line(err: BaseException, limit: int = MAX_LINE) -> str:
+    return fit_line(" ".join(str(err).split()) or type(err).__name__, limit)
+
+
+def _close_progress_bars() -> None:
+    """Close the progress bars still open, so that none is redrawn below the error line (tqdm redraws an open
+    bar when the process exits)."""
+    tqdm = sys.modules.get("tqdm")
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", None) or []):
+        bar.close()
+    sys.stdout.flush()
 
 
 # Failures a user can cause and fix. Other exceptions are bugs and keep their traceback.
@@ -58,14 +109,20 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, not a traceback
         if os.environ.get(DEBUG_ENV):
             raise
+        _close_progress_bars()
         print(f"{prog}: interrupted (Ctrl-C); what was saved so far is kept.", file=sys.stderr)
         return 130
     except FORESEEABLE as err:
         if os.environ.get(DEBUG_ENV):
             raise
         advice = flag_advice(err)
-        message = f"{_one_line(err)} {advice}" if advice else _one_line(err)
-        print(f"{prog}: error: {message} (set {DEBUG_ENV}=1 to see the traceback)", file=sys.stderr)
+        prefix, suffix = f"{prog}: error: ", f" ({DEBUG_ENV}=1 shows the traceback)"
+        room = MAX_LINE - len(prefix) - (len(advice) + 1 if advice else 0)
+        message = _one_line(err, room)
+        if len(message) + len(suffix) > room:  # the fix matters more than the hint: it goes when there is no room
+            suffix = ""
+        _close_progress_bars()
+        print(f"{prefix}{message}{' ' + advice if advice else ''}{suffix}", file=sys.stderr)
         return 1
 
 
@@ -87,3 +144,17 @@ def refuse_empty_paths(parser, argv: list[str] | None) -> None:
                 check_path_given(item, f"--{name}" if name not in ("checkpoint", "out_dir") else name.upper())
 
 
+
+
+def refuse_unknown_flags(parser, argv: list[str] | None) -> None:
+    """One line for a flag ``parser`` does not know, with the closest one it does (a typo such as --lerning_rate
+    would otherwise be an argparse error listing every unused argument, or a usage screen)."""
+    unknown = parser.parse_known_args(argv)[1]
+    if not unknown:
+        return
+    flags = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+    if not flags:
+        raise InputError(f"unexpected argument {unknown[0]!r}: every value follows its flag (see --help).")
+    known = [option for action in parser._actions for option in action.option_strings]
+    close = difflib.get_close_matches(flags[0], known, n=1)
+    raise InputError(f"unknown flag {flags[0]}" + (f"; did you mean {close[0]}?" if close else "; see --help."))

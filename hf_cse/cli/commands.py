@@ -3,6 +3,7 @@ shipped with the package (``python -m hf_cse config NAME`` prints one's path).""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 from pathlib import Path
@@ -46,8 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
-    if command not in COMMANDS:
-        print(f"python -m hf_cse: error: unknown command {command!r}.\n{usage()}", file=sys.stderr)
+    if command not in COMMANDS:  # one line, the last printed: the closest command and the others
+        close = difflib.get_close_matches(command, COMMANDS, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        print(f"python -m hf_cse: error: unknown command {command!r}; {hint}commands: {', '.join(COMMANDS)} "
+              "(python -m hf_cse --help).", file=sys.stderr)
         return 2
     if command == "config":
         return print_config_path(rest)

@@ -28,7 +28,7 @@ from pathlib import Path
 from transformers import HfArgumentParser
 
 from hf_cse.checks import InputError, check_device, check_model_source
-from hf_cse.cli import refuse_empty_paths, run_cli
+from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.output_dir import prepare_eval_output_dir
 from hf_cse.encoders import packaged_encoder_path
 from hf_cse.evaluation import (
@@ -196,6 +196,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     parser = HfArgumentParser(EvalArguments)
     refuse_empty_paths(parser, argv)  # before __post_init__ drops an empty --model_name_or_path
+    refuse_unknown_flags(parser, argv)
     try:
         (args,) = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as err:  # __post_init__'s checks

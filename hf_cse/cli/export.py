@@ -14,9 +14,9 @@ from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
 from ..export.folders import check_target
 from ..export.hub import push_export
-from ..export.training_info import TRAINING_INFO_FILE
+from ..export.training_info import TRAINING_INFO_FILE, training_info_problem
 from ..model_card import read_eval_results
-from . import refuse_empty_paths, run_cli
+from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +64,7 @@ TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")  # what save_pretr
 def export_from_args(argv: list[str] | None = None) -> int:
     """The command line's work; every input is checked before the model is loaded."""
     parser = build_parser()
+    refuse_unknown_flags(parser, argv)
     args = parser.parse_args(argv)
     refuse_empty_paths(parser, argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
@@ -77,6 +78,10 @@ def export_from_args(argv: list[str] | None = None) -> int:
         info = _read_json_object(Path(args.checkpoint) / TRAINING_INFO_FILE, "the checkpoint's")
     else:
         info = None
+    problem = info and training_info_problem(info)
+    if problem:
+        source = args.training_info or Path(args.checkpoint) / TRAINING_INFO_FILE
+        raise InputError(f"{source}: {problem}; fix it (or leave the key out), or give another --training_info.")
     eval_results = read_eval_results(args.eval_results)
     out = to_sentence_transformer(
         args.checkpoint, args.out_dir, tokenizer=args.tokenizer, keep_projector=args.keep_projector,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,18 +39,19 @@ from typing import Any, Protocol
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from ..checkpoints import checkpoint_problem, last_complete_checkpoint
+from ..checkpoints import RUN_RECORD_FILE, checkpoint_problem, last_complete_checkpoint, training_run_files
 from ..checks import InputError, check_path_given, check_writable
 from ..evaluation.report import remove_report_files, report_files
 from ..export import TRAINING_INFO_FILE
 from ..export.folders import TOKENIZER_FILES, matching, remove_entries
 from ..export.folders import same_or_inside as _same_or_inside
 from ..folder_lock import hold_folder
+from ..models.lora import ADAPTER_FOLDER
+from ..plots import CURVES_FILE
 from ..writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
 
-RUN_RECORD_FILE = "hf_cse_run.json"  # the settings of the run that owns the folder, written when it starts
 OVERWRITE_FLAG = "--overwrite_output_dir"
 # Everything hf-cse-train (the Trainer, the tokenizer, the export) writes into its output folder; a test checks a
 # finished run leaves nothing else. Only these are removed by --overwrite_output_dir.
@@ -57,7 +59,7 @@ RUN_FILES = (
     f"{PREFIX_CHECKPOINT_DIR}-*", "runs", RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
     "sentence-transformers", ".sentence-transformers.*",  # the export and its temporary folders
     "config.json", "generation_config.json", "model*.safetensors*", "pytorch_model*.bin*", "training_args.bin",
-    "trainer_state.json", "*_results.json", *TOKENIZER_FILES,
+    "trainer_state.json", "*_results.json", CURVES_FILE, ADAPTER_FOLDER, *TOKENIZER_FILES,
 )
 # What an interrupted run leaves before its model is saved (anything more means the run finished or is not ours).
 _INTERRUPTED_RUN_FILES = (f"{PREFIX_CHECKPOINT_DIR}-*", "runs", RUN_RECORD_FILE)
@@ -109,6 +111,9 @@ def claim_output_dir(output_dir, job: OutputJob, *, overwrite: bool = False, hol
     removes files or checks that the folder is writable."""
     check_path_given(str(output_dir), flag)
     out = Path(output_dir).expanduser()
+    if out.is_symlink() and not out.exists():
+        raise InputError(f"{flag} {output_dir} is a link to {os.readlink(out)}, which does not exist: create that "
+                         "folder, or give another path.")
     if out.exists() and not out.is_dir():
         raise InputError(f"{flag} {output_dir} is a file; {job.folder_hint}.")
     if hold:
@@ -220,10 +225,11 @@ class TrainingRun:
             changed = _differences(json_safe(self.read_record(recorded)) if self.read_record else recorded,
                                    self.settings)
             if changed:
+                diffs = "; ".join(changed[:2])
                 raise InputError(f"--output_dir {out} holds checkpoints of a run with other settings "
-                                 f"({'; '.join(changed[:2])})."[:200] + f" Use the same settings to resume it, pass "
-                                 f"--resume_from_checkpoint {resume} to continue it with the new ones, choose another "
-                                 f"--output_dir, or pass {OVERWRITE_FLAG} to start over.")
+                                 f"({diffs[:80] + '...' if len(diffs) > 80 else diffs}): rerun with its settings to "
+                                 f"resume it, --resume_from_checkpoint {resume} to go on with these, or "
+                                 f"{OVERWRITE_FLAG} to start over.")
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
@@ -257,7 +263,13 @@ class Evaluation:
     folder_hint: str = "give a folder for results.json, results.md and the plots"
 
     def check(self, out: Path) -> None:
-        pass
+        """Not into an unfinished training run's folder: its relaunch would find files that are not the run's and
+        refuse to resume it."""
+        run = training_run_files(out)
+        if run and not (out / TRAINING_INFO_FILE).exists():
+            raise InputError(f"--output_dir {out} holds an unfinished training run ({', '.join(run[:2])}): results "
+                             "there would stop the same training command from resuming it. Choose another folder, "
+                             f"e.g. {out.name}-eval beside it.")
 
     def left_behind(self, out: Path) -> list[str]:
         return [str(p.relative_to(out)) for p in report_files(out)]

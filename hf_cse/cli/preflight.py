@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..cached import check_cached_compatible
 from ..checks import InputError, check_model_source
@@ -118,10 +119,20 @@ def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
                          f"positions); use --max_seq_length {limit} or less (the papers use 32).")
 
 
-def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None) -> None:
+#: flags that act only when another is on: flag -> (the config field that turns it on, that flag's name)
+NEEDS_SWITCH = {"mlm_weight": ("do_mlm", "--do_mlm"), "lora_dropout": ("lora_r", "--lora_r 16")}
+
+
+def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None,
+                     typed: set[str] = frozenset()) -> None:
     """Build the method's config (which builds its losses) as the model will, without loading any weights, and run
-    the method's own early checks (:meth:`~hf_cse.models.CSEPreTrainedModel.check_before_loading`)."""
+    the method's own early checks (:meth:`~hf_cse.models.CSEPreTrainedModel.check_before_loading`). ``typed``: the
+    flags the user gave; one of :data:`NEEDS_SWITCH` without its switch would do nothing and is refused."""
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
+    for name, (switch, switch_flag) in NEEDS_SWITCH.items():
+        if name in typed and not getattr(config, switch, None):
+            raise InputError(f"--{name} {config_kwargs.get(name)} does nothing without {switch_flag.split()[0]}: "
+                             f"add {switch_flag}, or drop --{name}.")
     model_cls.check_before_loading(config)
     if config.lora_r:
         check_targets_match(config)
@@ -133,12 +144,29 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
         check_cached_compatible(config, cached_minibatch_size)
 
 
+def check_best_metric(training_args, sts_dev: bool, pairs_name: str | None) -> None:
+    """``--metric_for_best_model`` names a score the run's evaluation logs: the Trainer looks it up at the first
+    evaluation, after steps (and a checkpoint) are done, and fails with a KeyError there. ``loss`` (its default with
+    --load_best_model_at_end) is never logged: contrastive runs are scored on dev pairs."""
+    from ..evaluation.evaluators import DEV_METRIC_NAMES
+
+    metric = training_args.metric_for_best_model
+    logged = [*DEV_METRIC_NAMES.values(), "avg_sts"] if sts_dev else []
+    logged += [f"{pairs_name}_spearman"] if pairs_name else []
+    if metric and logged and _value(training_args.eval_strategy) != "no" and metric.removeprefix("eval_") not in logged:
+        raise InputError(f"--metric_for_best_model {metric} is not a score this run logs ({', '.join(logged)}): "
+                         f"pass --metric_for_best_model {logged[0]}.")
+
+
 def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: str, preset: str | None,
-                    own_eval_data: bool = False) -> None:
+                    own_eval_data: bool = False, pairs_name: str | None = None) -> None:
     """The dev sets the trainer will score during training are read now (they are small and cached).
-    ``own_eval_data``: the user's own pairs (--eval_file) are scored, so STS-B dev is not required."""
+    ``own_eval_data``: the user's own pairs (--eval_file, named ``pairs_name``) are scored, so STS-B dev is not
+    required; ``--metric_for_best_model`` must name one of the scores (:func:`check_best_metric`)."""
     if eval_source not in ("local", "hub"):
         raise InputError(f"--eval_source {eval_source!r}: use local (with --senteval_data_dir) or hub.")
+    check_best_metric(training_args, senteval_data_dir is not None or eval_source == "hub",
+                      pairs_name if own_eval_data else None)
     evaluates = _value(training_args.eval_strategy) != "no"
     if evaluates and senteval_data_dir is None and eval_source == "local" and not own_eval_data:
         source = f"--preset {preset}" if preset else "--eval_strategy"
@@ -190,3 +218,45 @@ def check_pair_training(method: str, loss: str, pair_column: str | None, negativ
         if not get_loss_class(loss).takes_hard_negatives:
             err = HardNegativesNotTakenError(loss, "--negative_column")
             raise DataError(f"{err} {flag_advice(err)}")
+
+
+#: config fields that shape a checkpoint's weights: resuming with another value cannot load them
+_WEIGHT_SHAPING = ("lora_r", "do_mlm")
+
+
+def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, enc_config,
+                      max_steps: int = -1) -> None:
+    """A checkpoint to resume from holds the weights of the model these flags build (the method, LoRA rank and
+    targets, the MLM head), read from its config.json alone; otherwise the Trainer fails with a state-dict error
+    thousands of characters long. A checkpoint past ``max_steps`` is refused too (it would be exported as the run
+    of fewer steps asked)."""
+    import json
+
+    from ..checkpoints import TRAINER_STATE_FILE
+    from ..models.lora import target_modules
+
+    path = Path(checkpoint or "") / "config.json"
+    if not checkpoint or not path.is_file():
+        return
+    where = f"--resume_from_checkpoint {checkpoint}"
+    state = Path(checkpoint) / TRAINER_STATE_FILE
+    step = json.loads(state.read_text(encoding="utf-8")).get("global_step", 0) if state.is_file() else 0
+    if 0 < max_steps < step:
+        raise InputError(f"{where} is at step {step}, past --max_steps {max_steps}: give --max_steps {step} or more "
+                         "to go on from it, or an earlier checkpoint.")
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    now = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
+    if saved.get("model_type") != now.model_type:
+        raise InputError(f"{where} holds a {saved.get('model_type')} model, not {now.model_type}: resume it with "
+                         "its own --method, or start a new run.")
+    changed = [f"--{k} {saved[k]!r} then, {getattr(now, k)!r} now"
+               for k in _WEIGHT_SHAPING if k in saved and saved[k] != getattr(now, k)]
+    if not changed and now.lora_r:
+        names = lambda t: t if isinstance(t, str) else " ".join(sorted(t))  # noqa: E731
+        then = names(target_modules(SimpleNamespace(lora_target_modules=saved.get("lora_target_modules"),
+                                                    encoder_config=enc_config)))
+        if then != names(target_modules(now)):
+            changed.append(f"--lora_target_modules {then} then, {names(target_modules(now))} now")
+    if changed:
+        raise InputError(f"{where} was trained with other weights ({'; '.join(changed)}): resume with the "
+                         "checkpoint's settings, or start a new run.")

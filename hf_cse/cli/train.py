@@ -20,7 +20,7 @@ import transformers
 from transformers import AutoTokenizer, HfArgumentParser, TrainingArguments, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
-from hf_cse.cli import refuse_empty_paths, run_cli
+from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.arguments import (
     DataArguments,
     MethodArguments,
@@ -37,6 +37,7 @@ from hf_cse.cli.preflight import (
     check_max_seq_length,
     check_objectives,
     check_pair_training,
+    check_resume_fits,
     check_training_arguments,
     encoder_config,
 )
@@ -45,6 +46,7 @@ from hf_cse.cli.run_spec import RunSpec
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
     check_enough_rows,
+    check_room_for_text,
     load_pair_dataset,
     load_train_dataset,
     tokenize_dataset,
@@ -62,6 +64,7 @@ from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.plots import CURVES_FILE, plot_training_curves
 from hf_cse.precision import PrecisionArguments, describe, emulated, training_flags
+from hf_cse.sampler import check_distinct_texts
 from hf_cse.streaming import StreamingArguments, check_streaming_arguments, load_training_text, tokenize_stream
 from hf_cse.trainer import ContrastiveTrainer
 
@@ -111,6 +114,7 @@ def parse_args(argv: list[str]):
     known = parser.parse_known_args(argv)[0]
     precision_values, precision, why = training_flags(known.precision, known.bf16, known.fp16, known.use_cpu)
     parser.set_defaults(**precision_values)
+    refuse_unknown_flags(parser, argv)  # a typo gets the closest flag, not a list of unused arguments
     parsed = parser.parse_args_into_dataclasses(args=argv)
     precision_args = next(p for p in parsed if isinstance(p, PrecisionArguments))
     precision_args.precision, precision_args.reason = precision, why  # what will run, and why
@@ -159,7 +163,8 @@ def train_from_args(argv: list[str] | None = None) -> None:
     pairs = data_args.pair_column is not None
     check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class().loss,
                         data_args.pair_column, data_args.negative_column)
-    check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method)
+    check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method,
+                              "no_duplicates_in_batch" in typed and method_args.no_duplicates_in_batch)
     streamed = stream_args.streaming  # an iterable data set, tokenized on the fly (hf_cse.streaming)
     encoder = model_args.model_name_or_path or default_encoder()
     remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
@@ -184,7 +189,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
     pooling = resolve_pooling(encoder, config_kwargs.get("pooler_type"), config_kwargs.get("normalize"),
                               given_by=pooling_by or "--pooler_type")
     config_kwargs.update(pooling.config_fields())
-    check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size)
+    check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size, typed)
     check_cached_without_cuda_graphs(training_args, method_args.cached_minibatch_size)
     decide_for_run(method_args.cuda_graphs, training_args, model_cls)  # --cuda_graphs on where it cannot apply
     check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data_args.negative_column)
@@ -192,7 +197,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
     if eval_pairs is not None and training_args.eval_strategy == "no":
         logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
     check_eval_data(training_args, method_args.senteval_data_dir, method_args.eval_source, method_args.preset,
-                    own_eval_data=eval_pairs is not None)
+                    own_eval_data=eval_pairs is not None, pairs_name=eval_data_args.eval_name)
     hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 7, not checkpoints
 
     # The run's facts, once: its resume fingerprint (step 3), training_info.json and the card (step 7).
@@ -215,6 +220,10 @@ def train_from_args(argv: list[str] | None = None) -> None:
     source, unit, global_batch = spec.data.source, spec.data.unit, spec.training.global_batch
     if not streamed:
         check_enough_rows(len(raw), global_batch, source, unit)
+        if method_args.no_duplicates_in_batch:
+            check_distinct_texts(raw, global_batch, source)
+    tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
+    check_room_for_text(tokenizer, data_args.max_seq_length, config_kwargs.get("prompt"))
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     with training_args.main_process_first(desc="checking the output folder"):
@@ -224,6 +233,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
                                          resume_from_checkpoint=training_args.resume_from_checkpoint,
                                          is_main_process=main_process, hold=main_process,
                                          read_record=record_in_objectives_form)
+    check_resume_fits(resume_from, model_cls, config_kwargs, enc_config, training_args.max_steps)
 
     why_padded = "--padding_free false"
     if resume_from and "padding_free" not in typed:  # continue as the run would have gone on uninterrupted
@@ -238,7 +248,6 @@ def train_from_args(argv: list[str] | None = None) -> None:
     model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
     logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free, why_padded,
                                                           training_args.device.type))
-    tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
     # --activation_checkpointing (transformers 5's name) or the deprecated --gradient_checkpointing
     if getattr(training_args, "activation_checkpointing", False) or training_args.gradient_checkpointing:
         model.enable_activation_checkpointing()  # inside the encoders; the Trainer must not redo it on the wrapper
@@ -248,7 +257,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
 
     # Tokens are cached by datasets for file/Hub sources.
     if streamed:
-        train_dataset = tokenize_stream(raw, tokenizer, data_args.max_seq_length)
+        train_dataset = tokenize_stream(raw, tokenizer, data_args.max_seq_length, model.config.prompt)
     else:
         with training_args.main_process_first(desc="tokenizing"):
             tokenize = tokenize_pair_dataset if pairs else tokenize_dataset

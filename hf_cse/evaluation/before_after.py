@@ -8,6 +8,7 @@ in every checkpoint's log history, so a resumed run still knows it) and once at 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -30,7 +31,7 @@ class DevChange:
 
     @property
     def worse(self) -> bool:
-        """Whether training lost more than the noise on the dev data."""
+        """Whether training lost more than the noise on the dev data (an undefined score, NaN, is not)."""
         return self.delta < -NOISE_POINTS
 
     def line(self) -> str:
@@ -67,7 +68,11 @@ def dev_change(log_history: Sequence[Mapping[str, Any]], final: Mapping[str, Any
 def log_dev_change(logger, dev: DevChange | None) -> None:
     """The run's last line: the dev score before and after training, a warning when the model lost more than the
     noise, or that no dev data checked it."""
-    if dev is None:
+    if dev is not None and not (math.isfinite(dev.before) and math.isfinite(dev.after)):
+        logger.warning("%s: the dev score is undefined (every pair got the same cosine, e.g. sentences the tokenizer "
+                       "reads as unknown tokens only); check the dev data (--eval_file) and the encoder's language",
+                       dev.line())
+    elif dev is None:
         logger.warning("dev: no dev data, so nothing checked that training made the model better; pass "
                        "--senteval_data_dir (or --eval_source hub) or --eval_file to score it before and after "
                        "training")

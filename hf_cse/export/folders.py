@@ -18,8 +18,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..checkpoints import training_run_files
 from ..folder_lock import first_missing_folder, remove_made_folders
 from ..plots import CURVES_FILE
+from .card import CARD_INPUTS_FILE
+from .modules import HF_CSE_CONFIG_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +31,8 @@ TOKENIZER_FILES = ("tokenizer*", "vocab.*", "merges.txt", "special_tokens_map.js
                    "spiece.model", "sentencepiece.bpe.model", "chat_template.jinja")
 #: what an export writes into its folder (sentence-transformers' modules, the card, its inputs, the curves)
 EXPORT_FILES = ("modules.json", "config.json", "config_sentence_transformers.json", "sentence_bert_config.json",
-                "hf_cse_*.json", "README.md", "model*.safetensors*", "pytorch_model*.bin*", "[0-9]_*", CURVES_FILE,
-                *TOKENIZER_FILES)
+                HF_CSE_CONFIG_FILE, CARD_INPUTS_FILE, "README.md", "model*.safetensors*", "pytorch_model*.bin*",
+                "[0-9]_*", CURVES_FILE, *TOKENIZER_FILES)
 
 
 def matching(names, patterns: tuple[str, ...]) -> list[str]:
@@ -54,6 +57,11 @@ def check_target(out_dir: Path, overwrite: bool) -> None:
     """Refuse a target that is a file, or a non-empty folder without ``overwrite`` (before any work is done)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise FileExistsError(f"{out_dir} exists and is a file; choose a folder path for the export.")
+    run_files = training_run_files(out_dir)
+    if run_files:  # even with overwrite: the run's record and checkpoints are what resumes or finishes it
+        raise FileExistsError(f"{out_dir} is a training run's folder ({', '.join(run_files[:3])}); an export there "
+                              "would mix with the run. Choose another folder, e.g. <that folder>/sentence-transformers"
+                              ".")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
         raise FileExistsError(
             f"{out_dir} is not empty; pass overwrite=True (--overwrite) to replace the export files in it (other "

@@ -34,3 +34,23 @@ def read_training_info(folder) -> dict[str, Any] | None:
     """The ``training_info.json`` run_unsup.py left in a checkpoint folder, if any."""
     path = Path(folder) / TRAINING_INFO_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+#: the keys of a training info the model card reads, and the JSON type each must have (null is always allowed)
+TRAINING_INFO_TYPES: dict[str, tuple[type, ...]] = {
+    "data": (dict,), "training_args": (dict,), "train_metrics": (dict,), "dev": (dict,), "datasets": (list,),
+    "world_size": (int,), "language": (str, list), "license": (str,), "base_model": (str,),
+    "training_curves": (str,),
+}
+_JSON_NAMES = {dict: "object", list: "list", int: "number", str: "string"}
+
+
+def training_info_problem(info: Mapping[str, Any]) -> str | None:
+    """What in a training info (e.g. a ``training_info.json`` edited by hand) the model card could not read: a key
+    of :data:`TRAINING_INFO_TYPES` holding another JSON type; None when it can be read."""
+    for key, types in TRAINING_INFO_TYPES.items():
+        value = info.get(key)
+        if value is not None and not isinstance(value, types):
+            wanted = " or ".join(_JSON_NAMES[t] for t in types)
+            return f'"{key}" holds a {type(value).__name__} ({json.dumps(value)[:40]}), not a JSON {wanted}'
+    return None

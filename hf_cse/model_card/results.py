@@ -82,8 +82,8 @@ def model_index_results(scores: Mapping[str, float]) -> list:
 
 def dev_change_line(dev: Mapping[str, Any] | None) -> str:
     """The training run's own check (``training_info["dev"]``): its dev score before and after training."""
-    if not dev:
-        return ""
+    if not dev or not all(is_number(dev.get(k)) for k in ("before", "after", "delta")):
+        return ""  # no dev data, or a score that is undefined (every pair scored the same: NaN, stored as null)
     verdict = "better" if dev["delta"] > 0 else "worse" if dev["delta"] < 0 else "unchanged"
     return (f"During training (`run_unsup.py`), the dev metric `{dev['metric']}` went from {dev['before']:.2f} before "
             f"the first step to {dev['after']:.2f} after the last ({dev['delta']:+.2f}: {verdict} than the encoder it "

@@ -72,11 +72,23 @@ def check_targets_match(config) -> None:
         return
     with torch.device("meta"):
         skeleton = AutoModel.from_config(config.build_encoder_config())
-    if not any(check_target_module_exists(lora, name) for name, _ in skeleton.named_modules()):
-        linear = sorted({name.rsplit(".", 1)[-1] for name, m in skeleton.named_modules() if isinstance(m, nn.Linear)})
+    matched = [(name, m) for name, m in skeleton.named_modules() if check_target_module_exists(lora, name)]
+    linear = sorted({name.rsplit(".", 1)[-1] for name, m in skeleton.named_modules() if isinstance(m, nn.Linear)})
+    named = f"its linear layers are named {', '.join(linear) or '(none)'}: pass some of those to --lora_target_modules."
+    if not matched:
         raise ValueError(f"lora_target_modules {sorted(lora.target_modules)} match no module of the "
-                         f"{config.encoder_config.model_type!r} encoder; its linear layers are named "
-                         f"{', '.join(linear) or '(none)'}: pass some of those to --lora_target_modules.")
+                         f"{config.encoder_config.model_type!r} encoder; {named}")
+    unsupported = sorted({type(m).__name__ for _, m in matched if not isinstance(m, _adaptable_types())})
+    if unsupported:  # peft would refuse them at load time, in its own words
+        raise ValueError(f"lora_target_modules {sorted(lora.target_modules)} match {', '.join(unsupported)} "
+                         f"modules, which LoRA cannot adapt; {named}")
+
+
+def _adaptable_types() -> tuple[type, ...]:
+    """The module types peft's LoRA layers wrap (linear, embedding and convolution layers, GPT-2's Conv1D)."""
+    from transformers.pytorch_utils import Conv1D
+
+    return nn.Linear, nn.Embedding, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.MultiheadAttention, Conv1D
 
 
 def apply_lora(encoder: nn.Module, config) -> nn.Module:
