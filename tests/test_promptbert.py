@@ -179,3 +179,39 @@ def test_saved_model_reloads_with_its_templates(tiny_bert_dir, tmp_path):
     batch = tok(random_sentences(4), padding=True, return_tensors="pt")
     with torch.no_grad():
         assert torch.equal(again.sentence_embedding(**batch), model.eval().sentence_embedding(**batch))
+
+
+def test_template_without_mask_is_read_at_its_own_last_token(tiny_llama_dir):
+    """PromptEOL's template on a decoder: the representation is the closing quote, not the [SEP] the tokenizer adds."""
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    ids = TemplateIds.build(tok, 'This sentence : "{sentence}" means in one word:"')
+    assert ids.suffix[ids.mask_at] == tok.convert_tokens_to_ids('"')
+    assert ids.suffix[-1] == tok.sep_token_id and ids.mask_at == len(ids.suffix) - 2
+
+
+def test_cached_mode_gives_the_full_batch_gradient(tiny_bert_dir):
+    """GradCache (--cached_minibatch_size) on PromptBERT views, denoising included, dropout 0: the plain step's
+    loss and gradient (each row's denoising depends on its own length only)."""
+    from hf_cse.cached import cached_step
+    from hf_cse.objectives import build_objectives, compute_objectives
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = PromptBERTModel.from_encoder(str(tiny_bert_dir), dropout=0.0).double().train()
+    batch = two_views(tok, random_sentences(12, seed=5))
+    objectives = build_objectives(model.config)
+    loss_fn = lambda emb: compute_objectives(objectives, emb)  # noqa: E731
+
+    def grads():
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    model.zero_grad()
+    plain, _ = loss_fn(model(**batch).embeddings)
+    plain.backward()
+    want = grads()
+    model.zero_grad()
+    loss, _ = cached_step(model, batch, 4, loss_fn, backward=lambda s: s.backward())
+    got = grads()
+    assert loss.item() == pytest.approx(plain.item(), rel=1e-10)
+    assert got.keys() == want.keys() and want
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], atol=1e-10, rtol=1e-8)

@@ -36,14 +36,16 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import field
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
 from ...encoders import encoder_max_length, position_offset
 from ...references import Paper, register_paper
-from ..base import CSEPreTrainedModel
+from ..base import CSEPreTrainedModel, OwnExportModules
 from ..config import CSEConfig
+from .templates import MASK as MASK_WORD
 from .templates import TemplateIds, check_template, empty_template_batch, put_in_template, special_tokens_around
 
 PROMPTBERT = register_paper(Paper(
@@ -57,7 +59,7 @@ PROMPTBERT = register_paper(Paper(
     arxiv="2201.04337",
     code="https://github.com/kongds/Prompt-BERT",
     bibtex="""@inproceedings{jiang2022promptbert,
-  title     = {{PromptBERT}: Improving {BERT} Sentence Embeddings with Prompts},
+  title     = {PromptBERT: Improving {BERT} Sentence Embeddings with Prompts},
   author    = {Jiang, Ting and Jiao, Jian and Huang, Shaohan and Zhang, Zihan and Wang, Deqing and Zhuang, Fuzhen and
                Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi},
   booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing (EMNLP)},
@@ -185,14 +187,31 @@ class PromptBERTModel(CSEPreTrainedModel):
     def prompt_representation(self, input_ids, attention_mask, view: int = 0, denoise: bool = False) -> torch.Tensor:
         """Tokenized sentences ``(B, L)`` -> the hidden state at the ``view``'s template's ``[MASK]`` ``(B, H)``,
         minus the empty template's where ``denoise``."""
-        ids, spec = self.template_ids(view), self.config.template_token_ids
-        t = put_in_template(input_ids, attention_mask, ids, spec["n_lead"], spec["n_trail"], spec["pad"],
-                            encoder_max_length(self.encoder.config))
-        hidden = self.encoder(input_ids=t.input_ids, attention_mask=t.attention_mask, return_dict=True)
-        rep = hidden.last_hidden_state[torch.arange(len(t.mask_index), device=t.mask_index.device), t.mask_index]
-        if denoise:
-            rep = rep - self.template_noise(ids, t.sentence_length)
-        return rep if self.config.encoder_dtype == "fp32" else rep.float()
+        return self._represent([(input_ids, attention_mask, view)], denoise)[0]
+
+    def _represent(self, groups: list, denoise: bool) -> list[torch.Tensor]:
+        """``[(input_ids, attention_mask, view), ...]`` -> their representations, from ONE encoder forward over every
+        group's templated rows (padded together, as the authors' collator pads both views)."""
+        spec, limit = self.config.template_token_ids, encoder_max_length(self.encoder.config)
+        parts = []
+        for input_ids, attention_mask, view in groups:
+            ids = self.template_ids(view)
+            parts.append((ids, put_in_template(input_ids, attention_mask, ids, spec["n_lead"], spec["n_trail"],
+                                               spec["pad"], limit)))
+        width = max(t.input_ids.shape[1] for _, t in parts)
+        rows = torch.cat([torch.nn.functional.pad(t.input_ids, (0, width - t.input_ids.shape[1]), value=spec["pad"])
+                          for _, t in parts])
+        mask = torch.cat([torch.nn.functional.pad(t.attention_mask, (0, width - t.attention_mask.shape[1]))
+                          for _, t in parts])
+        hidden = self.encoder(input_ids=rows, attention_mask=mask, return_dict=True).last_hidden_state
+        out, first = [], 0
+        for ids, t in parts:
+            rep = hidden[first + torch.arange(len(t.mask_index), device=hidden.device), t.mask_index]
+            first += len(t.mask_index)
+            if denoise:
+                rep = rep - self.template_noise(ids, t.sentence_length)
+            out.append(rep if self.config.encoder_dtype == "fp32" else rep.float())
+        return out
 
     def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
         """Test time (and ImSimCSE's off-dropout pass in training): view 1's template; denoised as the config says
@@ -202,15 +221,48 @@ class PromptBERTModel(CSEPreTrainedModel):
         return self.prompt_representation(input_ids, attention_mask, 0, denoise)
 
     def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
-        """View 1 in ``template``, view 2 (and a hard negative) in ``template2``, each denoised in training. Each
-        template is one encoder forward (the authors' code pads both into one; without dropout the same vectors)."""
+        """View 1 in ``template``, view 2 (and a hard negative) in ``template2``, in one encoder forward, each
+        denoised in training with its own template."""
         if input_ids.dim() != 3:
             raise ValueError(f"training batches must have input_ids of shape (batch, views, length); got "
                              f"{tuple(input_ids.shape)}. Use the method's collator.")
         n, views, _ = input_ids.shape
-        denoise = self.config.template_denoising
-        pooled = torch.stack([self.prompt_representation(input_ids[:, v], attention_mask[:, v], v, denoise)
-                              for v in range(views)], dim=1)
+        groups = [(input_ids[:, v], attention_mask[:, v], v) for v in range(views)]
+        pooled = torch.stack(self._represent(groups, self.config.template_denoising), dim=1)
         flat = pooled.reshape(n * views, -1)  # rows as the base class orders them (a BatchNorm head sees 2-D)
         z = self.projector(flat) if self.projector is not None else flat
         return pooled, z.view(n, views, -1)
+
+    # ----------------------------------------------------------------- sentence-transformers export
+    def sentence_transformers_modules(self, max_seq_length: int) -> OwnExportModules:
+        """The template applied to the tokenized texts before the encoder (``PromptTransformer``) and the ``[MASK]``
+        read after it (``PromptMaskPooling``), with, where test-time denoising is on, the empty template's vector for
+        every sentence length up to the encoder's limit (computed here, in eval mode: the same as the model's)."""
+        from .st_pooling import PromptMaskPooling, PromptTransformer
+
+        ids, spec = self.template_ids(0), self.config.template_token_ids
+        limit = encoder_max_length(self.encoder.config)
+        template = {"prefix": list(ids.prefix), "suffix": list(ids.suffix), "mask_at": ids.mask_at,
+                    "n_lead": spec["n_lead"], "n_trail": spec["n_trail"], "pad": spec["pad"], "max_length": limit}
+        pooling = PromptMaskPooling(self.config.hidden_size, 0)
+        if self.config.test_template_denoising:
+            lengths = torch.arange((limit or max_seq_length + len(ids)) - len(ids) + 1,
+                                   device=next(self.parameters()).device)
+            was_training = self.training
+            with torch.no_grad():
+                noise = self.eval().template_noise(ids, lengths).float().cpu()
+            self.train(was_training)
+            pooling = PromptMaskPooling(self.config.hidden_size, len(noise))
+            pooling.noise.copy_(noise)
+
+        def build_transformer(folder: str, seq_length: int, model_kwargs: dict):
+            module = PromptTransformer(folder, max_seq_length=seq_length, model_kwargs=model_kwargs)
+            module.template = template
+            return module
+
+        here = Path(__file__).parent
+        words = (f"the last layer at the template's {'[MASK]' if MASK_WORD in self.config.template else 'last token'}"
+                 f" for the template `{self.config.template}` (PromptBERT)"
+                 + (", minus the template's representation with an empty sentence (template denoising)"
+                    if self.config.test_template_denoising else ""))
+        return OwnExportModules(build_transformer, pooling, (here / "st_pooling.py", here / "templates.py"), words)

@@ -49,8 +49,8 @@ def special_tokens_around(tokenizer) -> tuple[list[int], int]:
 @dataclass(frozen=True)
 class TemplateIds:
     """A template's token ids: ``prefix`` (leading special tokens included) + sentence + ``suffix`` (trailing ones
-    included); ``mask_at``: the index of the representation token inside ``suffix`` (its last token where the
-    template has no ``{mask}``)."""
+    included); ``mask_at``: the index of the representation token inside ``suffix`` (where the template has no
+    ``{mask}``: its own last token, before any end-of-sequence token the tokenizer adds)."""
 
     prefix: tuple[int, ...]
     suffix: tuple[int, ...]
@@ -70,7 +70,7 @@ class TemplateIds:
         trail = tokenizer("word")["input_ids"][len(tokenizer("word")["input_ids"]) - n_trail:] if n_trail else []
         prefix = lead + tokenizer(before, add_special_tokens=False)["input_ids"]
         suffix = tokenizer(after.replace(MASK, tokenizer.mask_token or ""), add_special_tokens=False)["input_ids"]
-        suffix = suffix + trail
+        own_tokens, suffix = len(suffix), suffix + trail
         if has_mask:
             found = [i for i, t in enumerate(suffix) if t == tokenizer.mask_token_id]
             if len(found) != 1:
@@ -78,10 +78,10 @@ class TemplateIds:
                                  "after the sentence; it needs exactly one.")
             mask_at = found[0]
         else:
-            if not suffix:
+            if not own_tokens:
                 raise ValueError(f"promptbert: the template {template!r} ends with the sentence; without {MASK} its "
                                  "last token represents the sentence, so put words after {sentence}.")
-            mask_at = len(suffix) - 1
+            mask_at = own_tokens - 1  # the template's own last token, before an end-of-sequence token
         return cls(tuple(prefix), tuple(suffix), mask_at)
 
     def __len__(self) -> int:
