@@ -215,3 +215,33 @@ def test_cached_mode_gives_the_full_batch_gradient(tiny_bert_dir):
     assert got.keys() == want.keys() and want
     for name in want:
         torch.testing.assert_close(got[name], want[name], atol=1e-10, rtol=1e-8)
+
+
+@pytest.mark.parametrize("preset, authors", [
+    ("promptbert_bert_base", (AUTHORS_T1, AUTHORS_T2)),
+    ("promptbert_roberta_base", ("*cls*_This_sentence_:_'_*sent_0*_'_means*mask*.*sep+*",
+                                 "*cls*_The_sentence_:_'_*sent_0*_'_means*mask*.*sep+*")),
+])
+def test_presets_hold_the_authors_run_sh_settings(preset, authors):
+    """run.sh unsup-bert / unsup-roberta: batch 256, lr 1e-5, 1 epoch, temperature 0.05, the MLP in training only,
+    32 sentence tokens; the templates' text before and after the sentence is the authors' bs / es (train.py; RoBERTa's
+    bs stripped), with the mask token in place of {mask}."""
+    from types import SimpleNamespace
+
+    from hf_cse.cli.presets import PRESETS
+
+    values = PRESETS[preset]
+    assert (values["per_device_train_batch_size"], values["learning_rate"], values["num_train_epochs"],
+            values["temperature"], values["mlp_only_train"], values["max_seq_length"]) == (256, 1e-5, 1, 0.05, True,
+                                                                                          34)
+    config = PromptBERTConfig(**{k: values[k] for k in ("template", "template2") if k in values})
+    fake = SimpleNamespace(mask_token="<mask>")
+    roberta = "roberta" in preset  # byte-level BPE: spaces are tokens, so the text must agree exactly
+    for ours, theirs in zip((config.template, config.template2), authors):
+        bs, es = authors_bs_es(theirs, fake)
+        before, after = ours.split("{sentence}")
+        after = after.replace("{mask}", "<mask>")
+        if roberta:
+            assert (before, after) == (bs.strip(), es)
+        else:  # BERT's tokenizer splits on whitespace: equal up to spaces
+            assert (before.split(), after.split()) == (bs.split(), es.split())

@@ -21,6 +21,8 @@ Followed in the authors' code (kongds/Prompt-BERT, ``prompt_bert/models.py``: ``
   ``get_delta`` does; for BERT that is also the sentence's own numbering, for RoBERTa (whose positions start at 2)
   it is not, and ``encoder`` uses the encoder's own numbering -- "the same position ids" of the paper's text.
 * **Head**: SimCSE's MLP on the denoised vector in training only (``run.sh``: ``--mlp_only_train``).
+* **Decoders** (not in the paper): a template without ``{mask}`` is read at its own last token, as PromptEOL's
+  ``This sentence : "[X]" means in one word:"`` (the authors' later scaling_sentemb work).
 
 Differences kept (the tests check the rest to float64 rounding, ``tests/test_promptbert.py``):
 
@@ -30,6 +32,11 @@ Differences kept (the tests check the rest to float64 rounding, ``tests/test_pro
   does not edit test sentences.
 * The empty-template row is the template's token ids concatenated (``bs + es``); the code tokenizes the joined text
   ``bs + es`` and asserts that the two agree for its first template.
+* With hard negatives (``--negative_column``), the positive and the negative, both in ``template2``, get separate
+  empty-template forwards; the code subtracts one (the same values without dropout, a different dropout draw).
+
+The paper's text is not in this repository's paper folder; the behaviour above is the code's, read at its ``HEAD``
+(files and functions named), and the defaults are those of the runs that gave its reported numbers.
 """
 
 from __future__ import annotations
@@ -143,8 +150,15 @@ class PromptBERTModel(CSEPreTrainedModel):
     def from_encoder(cls, name_or_path: str, trust_remote_code: bool = False, **config_kwargs: Any):
         """As :meth:`CSEPreTrainedModel.from_encoder`; the templates are tokenized with the encoder's tokenizer
         (:meth:`use_tokenizer`; a run with another ``--tokenizer_name`` tokenizes them again before training)."""
-        from transformers import AutoTokenizer
+        from transformers import AutoConfig, AutoTokenizer
 
+        from ..config import is_decoder_only
+
+        if config_kwargs.get("pooler_type") is None and is_decoder_only(
+                AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)):
+            # the pooler only decides whether the head applies at test time; "cls" is refused for a decoder
+            config_kwargs = {**config_kwargs, "pooler_type": "last",
+                             "pooler_source": "PromptBERT reads the template's token; a decoder's pooler is last"}
         model = super().from_encoder(name_or_path, trust_remote_code=trust_remote_code, **config_kwargs)
         try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
