@@ -87,11 +87,13 @@ def authors_test_embedding(encoder, sentences, tokenizer, delta=False, rows=40):
 
 
 # ------------------------------------------------------------------ fixtures
-@pytest.fixture
-def setup(tiny_bert_dir):
-    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    model = PromptBERTModel.from_encoder(str(tiny_bert_dir)).double().eval()
-    encoder = AutoModel.from_pretrained(tiny_bert_dir, dtype=torch.float64).eval()  # the authors' BertModel
+@pytest.fixture(params=["tiny_bert_dir", "tiny_roberta_dir"])
+def setup(request):
+    """A tiny random BERT, or RoBERTa (positions from 2; the empty template's from 0, as get_delta gives them)."""
+    folder = request.getfixturevalue(request.param)
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = PromptBERTModel.from_encoder(str(folder)).double().eval()
+    encoder = AutoModel.from_pretrained(folder, dtype=torch.float64).eval()  # the authors' BertModel / RobertaModel
     sentences = random_sentences(6, seed=3)
     return tok, model, encoder, sentences
 
@@ -245,3 +247,15 @@ def test_presets_hold_the_authors_run_sh_settings(preset, authors):
             assert (before, after) == (bs.strip(), es)
         else:  # BERT's tokenizer splits on whitespace: equal up to spaces
             assert (before.split(), after.split()) == (bs.split(), es.split())
+
+
+@pytest.mark.parametrize("kind, differ", [("tiny_bert_dir", False), ("tiny_roberta_dir", True)])
+def test_denoising_positions_matter_for_roberta_only(request, kind, differ):
+    folder = request.getfixturevalue(kind)
+    model = PromptBERTModel.from_encoder(str(folder)).double().eval()
+    ids, lengths = model.template_ids(0), torch.tensor([2, 6])
+    with torch.no_grad():
+        authors = model.template_noise(ids, lengths)
+        model.config.denoising_positions = "encoder"
+        encoder = model.template_noise(ids, lengths)
+    assert torch.equal(authors, encoder) is not differ

@@ -52,3 +52,26 @@ def test_decoder_with_a_promptEOL_template_exports_its_last_token(tiny_llama_dir
     _, _, got, want = exported_and_own(tiny_llama_dir, tmp_path, template=PROMPTEOL, template2=PROMPTEOL,
                                        pooler_type="last", test_template_denoising=True)
     assert torch.nn.functional.cosine_similarity(got, want).min() >= 0.9999
+
+
+def test_training_run_with_the_preset_and_another_loss_exports_the_trained_model(tiny_bert_dir, tmp_path):
+    """--preset promptbert_bert_base --loss gs_infonce (PromptBERT views under another registry loss) trains, saves a
+    promptbert model and exports it; the export gives the saved model's embeddings."""
+    from transformers import AutoModel
+
+    from hf_cse.cli.train import train_from_args
+
+    out = tmp_path / "run"
+    train_from_args(["--preset", "promptbert_bert_base", "--loss", "gs_infonce", "--model_name_or_path",
+                     str(tiny_bert_dir), "--max_steps", "2", "--per_device_train_batch_size", "8",
+                     "--max_train_samples", "32", "--eval_strategy", "no", "--save_strategy", "no",
+                     "--load_best_model_at_end", "false", "--report_to", "none", "--output_dir", str(out)])
+    model = AutoModel.from_pretrained(out).eval()
+    assert model.config.method == "promptbert" and model.config.loss == "gs_infonce"
+    tok = AutoTokenizer.from_pretrained(out)
+    sentences = random_sentences(4, seed=11)
+    batch = tok(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        want = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
+    st = SentenceTransformer(str(out / "sentence-transformers"), device="cpu", trust_remote_code=True)
+    assert torch.allclose(st.encode(sentences, convert_to_tensor=True), want, rtol=0, atol=1e-6)

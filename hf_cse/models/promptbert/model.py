@@ -29,7 +29,9 @@ Differences kept (the tests check the rest to float64 rounding, ``tests/test_pro
 * Sentence truncation: the authors cut a sentence's own tokens at ``--max_seq_length 32`` before the template;
   hf_cse's tokenization counts ``[CLS]``/``[SEP]`` in ``max_seq_length``, so the presets set 34 (32 + 2).
 * ``evaluation.py`` appends ``.`` to a test sentence that ends in none of ``. ? " '`` before templating; hf_cse
-  does not edit test sentences.
+  does not edit test sentences. It also templates the text, so that with RoBERTa's templates the sentence's first
+  word follows a space there (``' word``) but not in training (``bs`` stripped, the sentence tokenized alone);
+  hf_cse tests as it trains.
 * The empty-template row is the template's token ids concatenated (``bs + es``); the code tokenizes the joined text
   ``bs + es`` and asserts that the two agree for its first template.
 * With hard negatives (``--negative_column``), the positive and the negative, both in ``template2``, get separate
