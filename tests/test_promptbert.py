@@ -259,3 +259,20 @@ def test_denoising_positions_matter_for_roberta_only(request, kind, differ):
         model.config.denoising_positions = "encoder"
         encoder = model.template_noise(ids, lengths)
     assert torch.equal(authors, encoder) is not differ
+
+
+def test_untrained_model_is_a_prompt_pooling_for_the_evaluator(tiny_bert_dir):
+    """Without training, PromptBERTModel.from_encoder is the encoder's prompt representation, and hf_cse's evaluation
+    encoder (STS, transfer, MTEB) scores exactly that: view 1's template at [MASK], no denoising."""
+    import numpy as np
+
+    from hf_cse.evaluation.encoder import SentenceEncoder
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = PromptBERTModel.from_encoder(str(tiny_bert_dir)).eval()
+    encoder = AutoModel.from_pretrained(tiny_bert_dir).eval()
+    sentences = [s + "." for s in random_sentences(5, seed=2)]
+    got = SentenceEncoder(model, tok, show_progress_bar=False).encode(sentences)
+    with torch.no_grad():
+        want = authors_test_embedding(encoder, sentences, tok)
+    np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=1e-5)
