@@ -42,6 +42,14 @@ def test_export_gives_the_models_embeddings(tiny_bert_dir, tmp_path, denoise):
     assert ("template denoising" in card.split("| Pooling |")[1].split("\n")[0]) is denoise
 
 
+def test_head_used_at_test_time_follows_the_pooling(tiny_bert_dir, tmp_path):
+    """mlp_only_train=False (the authors' sentemb_forward without --mlp_only_train): the MLP on the [MASK] vector,
+    exported as a Dense module after the prompt pooling."""
+    folder, st, got, want = exported_and_own(tiny_bert_dir, tmp_path, mlp_only_train=False)
+    assert "Dense" in json.loads((folder / "modules.json").read_text())[2]["type"]
+    assert torch.allclose(got, want, rtol=0, atol=1e-6)
+
+
 def test_without_trust_remote_code_sentence_transformers_refuses(tiny_bert_dir, tmp_path):
     folder, _, _, _ = exported_and_own(tiny_bert_dir, tmp_path)
     with pytest.raises(ValueError, match="trust_remote_code"):
