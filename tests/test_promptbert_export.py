@@ -47,6 +47,8 @@ def test_head_used_at_test_time_follows_the_pooling(tiny_bert_dir, tmp_path):
     exported as a Dense module after the prompt pooling."""
     folder, st, got, want = exported_and_own(tiny_bert_dir, tmp_path, mlp_only_train=False)
     assert "Dense" in json.loads((folder / "modules.json").read_text())[2]["type"]
+    card = (folder / "README.md").read_text()
+    assert "st_pooling.PromptTransformer" in card and "Dense(32 -> 32, Tanh)" in card  # the card's module list
     assert torch.allclose(got, want, rtol=0, atol=1e-6)
 
 

@@ -113,9 +113,9 @@ def to_sentence_transformer(
         export = {
             "embedding_dimension": dense[-1].out_features if dense else dim,
             "max_seq_length": int(max_seq_length),
-            "modules": [f"Transformer({type(encoder).__name__}, max_seq_length={int(max_seq_length)})",
-                        f"Pooling(pooling_mode={pooling_mode!r})"] if own is None else
-                       [f"{m['type']}" for m in json.loads((tmp / "modules.json").read_text())[:2]]
+            "modules": ([f"Transformer({type(encoder).__name__}, max_seq_length={int(max_seq_length)})",
+                         f"Pooling(pooling_mode={pooling_mode!r})"] if own is None else
+                        [m["type"] for m in json.loads((tmp / "modules.json").read_text())[:2]])
                        + [f"Dense({d.in_features} -> {d.out_features}, {type(d.activation_function).__name__})"
                           for d in dense] + (["Normalize()"] if config.normalize else []),
             **describe(config, pooling_mode, dense, keep_projector, own and own.pooling_words),
