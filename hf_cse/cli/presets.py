@@ -53,6 +53,16 @@ PRESETS: dict[str, dict] = {
     "sup_simcse_bert": {**_COMMON, "method": "simcse", "loss": "infonce", "temperature": 0.05,
                         "per_device_train_batch_size": 512, "learning_rate": 5e-5, "num_train_epochs": 3,
                         "mlp_only_train": False},
+    # PromptBERT unsup BERT-base (Jiang et al., EMNLP 2022; authors' run.sh unsup-bert: batch 256, lr 1e-5, 1 epoch,
+    # temperature 0.05, --mlp_only_train, sentences cut at 32 tokens = 34 with [CLS]/[SEP]); templates: the
+    # method's defaults (hf_cse.models.promptbert)
+    "promptbert_bert_base": {**_COMMON, "method": "promptbert", "loss": "infonce", "temperature": 0.05,
+                             "per_device_train_batch_size": 256, "learning_rate": 1e-5, "max_seq_length": 34},
+    # PromptBERT unsup RoBERTa-base (run.sh unsup-roberta: the same, with its two templates)
+    "promptbert_roberta_base": {**_COMMON, "method": "promptbert", "loss": "infonce", "temperature": 0.05,
+                                "per_device_train_batch_size": 256, "learning_rate": 1e-5, "max_seq_length": 34,
+                                "template": "This sentence : '{sentence} ' means{mask}.",
+                                "template2": "The sentence : '{sentence} ' means{mask}."},
     # Gradient paradigm baseline (Li et al., ACL 2024, App. A.3: batch 128, lr 1e-5, Linear head N(0, 6e-3))
     "paradigm_bert": {**_COMMON, "method": "simcse", "loss": "paradigm", "projector": "linear",
                       "per_device_train_batch_size": 128, "learning_rate": 1e-5,

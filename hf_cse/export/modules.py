@@ -33,11 +33,13 @@ def projector_to_dense(projector: nn.Module) -> list[nn.Module]:
 
 
 def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: list, max_seq_length: int,
-                  prompt: str | None = None, normalize: bool = False) -> int:
+                  prompt: str | None = None, normalize: bool = False, own=None) -> int:
     """Save Transformer + Pooling (+ Dense) (+ Normalize) as a sentence-transformers model in ``folder``; returns the
     Transformer's dimension. The encoder goes through a staging folder because sentence-transformers builds its
     Transformer module from a path. ``encoder`` must be a plain transformers model (LoRA adapters merged:
-    :func:`hf_cse.models.lora.merged_encoder`); ``prompt`` becomes the export's default prompt."""
+    :func:`hf_cse.models.lora.merged_encoder`); ``prompt`` becomes the export's default prompt. ``own``: the method's
+    own input and pooling modules (:class:`hf_cse.models.base.OwnExportModules`) in place of Transformer + Pooling;
+    their code files go into the folder, and ``modules.json`` names them there (``file.Class``)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
@@ -50,15 +52,21 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
         # sets the attention modules' own is_causal flag again, which SDPA / flash attention follow when a batch
         # has no padding; eager attention follows the (bidirectional) mask alone
         model_kwargs = {**model_kwargs, "attn_implementation": "eager"}
-    transformer = Transformer(str(staging), max_seq_length=max_seq_length, model_kwargs=model_kwargs)
+    if own is None:
+        transformer = Transformer(str(staging), max_seq_length=max_seq_length, model_kwargs=model_kwargs)
+    else:
+        transformer = own.build_transformer(str(staging), max_seq_length, model_kwargs)
     dim = transformer.get_embedding_dimension()
-    modules = [transformer, Pooling(dim, pooling_mode=pooling_mode), *dense, *([Normalize()] if normalize else [])]
+    pooling = Pooling(dim, pooling_mode=pooling_mode) if own is None else own.pooling
+    modules = [transformer, pooling, *dense, *([Normalize()] if normalize else [])]
     prompts = {"query": prompt, "document": prompt} if prompt else None
     st = SentenceTransformer(modules=modules, device="cpu", similarity_fn_name="cosine", prompts=prompts,
                              default_prompt_name="query" if prompt else None)
     st.save(str(folder), create_model_card=False)
     del st, transformer
     shutil.rmtree(staging)
+    if own is not None:
+        ship_own_code(folder, own.code_files)
     if model_kwargs:  # sentence-transformers does not save model_kwargs; without this the encoder would reload
         # with a randomly initialised (unused) BERT pooler and print a missing-weights report
         st_config = folder / "sentence_bert_config.json"
@@ -68,6 +76,21 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
     return dim
 
 
+def ship_own_code(folder: Path, code_files) -> None:
+    """Copy a method's module code into the export and name its classes in ``modules.json`` by file (``file.Class``),
+    so that sentence-transformers loads them from the folder (``trust_remote_code=True``), without hf_cse."""
+    stems = {Path(f).stem for f in code_files}
+    for code in code_files:
+        shutil.copy(code, folder / Path(code).name)
+    listing = folder / "modules.json"
+    modules = json.loads(listing.read_text())
+    for entry in modules:
+        module_path, _, cls = entry["type"].rpartition(".")
+        if module_path.rpartition(".")[2] in stems:
+            entry["type"] = f"{module_path.rpartition('.')[2]}.{cls}"
+    listing.write_text(json.dumps(modules, indent=2) + "\n")
+
+
 #: the card's words for each sentence-transformers Pooling mode an export writes
 POOLING_WORDS = {"cls": "CLS token of the last layer (hf_cse `cls_before_pooler`)",
                  "mean": "mean of the last layer over non-padding tokens (hf_cse `avg`)",
@@ -75,14 +98,16 @@ POOLING_WORDS = {"cls": "CLS token of the last layer (hf_cse `cls_before_pooler`
                  "lasttoken": "last non-padding token of the last layer (hf_cse `last`)"}
 
 
-def describe(config, pooling_mode: str, dense_modules: list, keep_projector: bool) -> dict[str, str]:
-    """The card's one-line descriptions of the pooling (and why the model pools so) and of the projection head."""
-    pooling = POOLING_WORDS[pooling_mode]
+def describe(config, pooling_mode: str, dense_modules: list, keep_projector: bool,
+             pooling_words: str | None = None) -> dict[str, str]:
+    """The card's one-line descriptions of the pooling (and why the model pools so; ``pooling_words``: a method's own
+    pooling) and of the projection head."""
+    pooling = pooling_words or POOLING_WORDS[pooling_mode]
     if dense_modules:
         pooling += f", then the trained `{config.projector}` projection head"
     if config.normalize:
         pooling += ", L2-normalised"
-    if config.pooler_source:
+    if config.pooler_source and not pooling_words:
         pooling += f" ({config.pooler_source})"
     if dense_modules:
         why = "kept on request (keep_projector)" if keep_projector and config.mlp_only_train else "used at test time"

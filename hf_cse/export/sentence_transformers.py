@@ -31,6 +31,10 @@ from .verify import verify_export
 
 logger = logging.getLogger(__name__)
 
+#: the card's line for an export with a method's own modules (sentence-transformers imports them only when trusted)
+OWN_CODE_NOTE = ("* **Custom modules**: the input and pooling modules are this folder's own code (`modules.json`); "
+                 "load with `SentenceTransformer(folder, trust_remote_code=True)` -- sentence-transformers imports no "
+                 "module outside its package without it. They need torch and sentence-transformers only.")
 MAX_EXPORT_LENGTH = 512  # the export's default truncation cap, whatever longer positions the encoder has
 
 
@@ -77,19 +81,20 @@ def to_sentence_transformer(
     tokenizer = load_tokenizer(tokenizer, model_or_path, model)
     config = model.config
     test_pooler = config.test_pooler
-    if test_pooler not in ST_POOLING_MODES:
+    limit = encoder_max_length(model.encoder.config, cap=MAX_EXPORT_LENGTH)
+    own = model.sentence_transformers_modules(limit)  # a method's own modules (PromptBERT's template), or None
+    if own is None and test_pooler not in ST_POOLING_MODES:
         raise ExportError(
             f"this model's test-time pooler is {test_pooler!r}, which mixes several layers and has no plain "
             "sentence-transformers Pooling equivalent. Train with --pooler_type cls, avg or max to export it, or use "
             "the hf_cse checkpoint directly (hf_cse.evaluation accepts it)."
         )
-    pooling_mode = ST_POOLING_MODES[test_pooler]
+    pooling_mode = ST_POOLING_MODES.get(test_pooler, "cls")  # with own modules: only the reference's head rule
     uses_projector = applies_projector(test_pooler) and model.projector is not None  # the test embedding uses it
     if keep_projector and model.projector is None:
         raise ExportError("keep_projector=True, but this model has no projection head (projector='none'); "
                           "drop keep_projector.")
     with_projector = uses_projector or keep_projector
-    limit = encoder_max_length(model.encoder.config, cap=MAX_EXPORT_LENGTH)
     if max_seq_length is None:
         max_seq_length = limit
     elif not 0 < int(max_seq_length) <= limit:
@@ -100,24 +105,27 @@ def to_sentence_transformer(
         dense = projector_to_dense(model.projector) if with_projector else []
         encoder = merged_encoder(model.encoder)  # LoRA adapters merged: a plain model that loads without peft
         dim = write_modules(tmp, encoder, tokenizer, pooling_mode, dense, int(max_seq_length), config.prompt,
-                            config.normalize)
+                            config.normalize, own)
         (tmp / HF_CSE_CONFIG_FILE).write_text(json.dumps(public_config_dict(config), indent=2, sort_keys=True) + "\n")
         if verify:
-            verify_export(tmp, model, tokenizer, pooling_mode, with_projector, int(max_seq_length))
+            verify_export(tmp, model, tokenizer, pooling_mode, with_projector, int(max_seq_length),
+                          trust_remote_code=own is not None)
         export = {
             "embedding_dimension": dense[-1].out_features if dense else dim,
             "max_seq_length": int(max_seq_length),
-            "modules": [f"Transformer({type(encoder).__name__}, max_seq_length={int(max_seq_length)})",
-                        f"Pooling(pooling_mode={pooling_mode!r})"]
+            "modules": ([f"Transformer({type(encoder).__name__}, max_seq_length={int(max_seq_length)})",
+                         f"Pooling(pooling_mode={pooling_mode!r})"] if own is None else
+                        [m["type"] for m in json.loads((tmp / "modules.json").read_text())[:2]])
                        + [f"Dense({d.in_features} -> {d.out_features}, {type(d.activation_function).__name__})"
                           for d in dense] + (["Normalize()"] if config.normalize else []),
-            **describe(config, pooling_mode, dense, keep_projector),
+            **describe(config, pooling_mode, dense, keep_projector, own and own.pooling_words),
             "adapter_description": describe_adapters(config),
-            "limitations_extra": (
+            "custom_code": own is not None,
+            "limitations_extra": "\n".join(line for line in (
                 "* **Projection head kept**: these embeddings include the training-time head; the papers report "
                 "unsupervised results without it (`cls_before_pooler`)."
-                if keep_projector and not uses_projector else ""
-            ),
+                if keep_projector and not uses_projector else "",
+                OWN_CODE_NOTE if own is not None else "") if line),
         }
         card_inputs = {"model_id": repo_id or str(out_dir), "export": export, "eval_results": eval_results,
                        "training_info": training_info, "title": card_title(repo_id)}

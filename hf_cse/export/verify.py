@@ -34,11 +34,13 @@ def reference_embeddings(model, tokenizer, sentences, pooling_mode: str, with_pr
     return emb.float().cpu()
 
 
-def verify_export(folder: Path, model, tokenizer, pooling_mode: str, with_projector: bool, max_length: int) -> None:
-    """Reload the written folder with sentence-transformers and compare with the model's own embeddings."""
+def verify_export(folder: Path, model, tokenizer, pooling_mode: str, with_projector: bool, max_length: int,
+                  trust_remote_code: bool = False) -> None:
+    """Reload the written folder with sentence-transformers and compare with the model's own embeddings
+    (``trust_remote_code``: the folder ships a method's own modules, written by hf_cse)."""
     from sentence_transformers import SentenceTransformer
 
-    st = SentenceTransformer(str(folder), device="cpu")
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=trust_remote_code)
     got = st.encode(list(PROBE_SENTENCES), convert_to_tensor=True, show_progress_bar=False).float().cpu()
     want = reference_embeddings(model, tokenizer, PROBE_SENTENCES, pooling_mode, with_projector, max_length)
     if got.shape != want.shape:

@@ -187,6 +187,15 @@ def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------- rendering
+def _usage_snippet(st_card, model_id: str, custom_code: bool) -> str:
+    """sentence-transformers' usage snippet; with ``trust_remote_code=True`` where the folder ships its own code."""
+    snippet = st_card.generate_usage_snippet()
+    if custom_code:
+        snippet = snippet.replace(f'SentenceTransformer("{model_id}")',
+                                  f'SentenceTransformer("{model_id}", trust_remote_code=True)')
+    return snippet
+
+
 def render_model_card(
     config,
     *,
@@ -204,7 +213,8 @@ def render_model_card(
         export: facts about the export: ``embedding_dimension``, ``max_seq_length``, ``pooling_description``,
             ``projector_description``, ``modules`` (one line per sentence-transformers module); optional
             ``limitations_extra`` (a Markdown bullet) and ``model`` (the exported ``SentenceTransformer``: the
-            usage snippet then shows its similarities for the example sentences).
+            usage snippet then shows its similarities for the example sentences); ``custom_code`` (the folder
+            ships its own module code: the snippet loads it with ``trust_remote_code=True``).
         eval_results: ``run_eval.py``'s ``results.json`` (path, dict or ``EvalResults``).
         training_info: what run_unsup.py records: ``training_args`` (``TrainingArguments.to_dict()``), ``data``
             (``source``, ``dataset_name``, ``num_sentences``, ``max_seq_length``), ``train_metrics``,
@@ -234,7 +244,9 @@ def render_model_card(
             template_path=str(TEMPLATE),
             title=title or f"{papers[0].name} sentence embeddings from {base_model or base_name}",
             summary=_summary(config, papers, export["embedding_dimension"], base_label),
-            usage_snippet=st_card.generate_usage_snippet(),
+            usage_snippet=_usage_snippet(st_card, model_id, export.get("custom_code", False)),
+            loading=("the folder's own module code (see the limitations) loads with `trust_remote_code=True`"
+                     if export.get("custom_code") else "the model loads without custom code"),
             model_details=_model_details(config, export, base_label),
             method=method_section(config, papers, (info.get("data") or {}).get("pair_data")),
             training_data=training_data_section(info),

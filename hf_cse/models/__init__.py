@@ -13,6 +13,7 @@ from .config import CSEConfig
 from .diffcse import DiffCSEConfig, DiffCSEModel
 from .imsimcse import ImSimCSEConfig, ImSimCSEModel
 from .pooling import POOLERS, pool
+from .promptbert import PromptBERTConfig, PromptBERTModel
 from .simcse import SimCSEConfig, SimCSEModel
 
 #: the method model classes by name (``--method NAME``); :func:`register_method` adds one
@@ -48,7 +49,7 @@ def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedMo
     return model_cls
 
 
-for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel):
+for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel, PromptBERTModel):
     register_method(_model_cls)
 
 
@@ -85,6 +86,8 @@ __all__ = [
     "ImSimCSEModel",
     "METHODS",
     "POOLERS",
+    "PromptBERTConfig",
+    "PromptBERTModel",
     "SimCSEConfig",
     "SimCSEModel",
     "get_method",

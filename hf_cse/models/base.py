@@ -7,7 +7,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -45,6 +45,24 @@ class CSEOutput:
     embeddings: dict[str, torch.Tensor] | None = None
     aux_losses: dict[str, torch.Tensor] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class OwnExportModules:
+    """A method's own sentence-transformers modules, for a test embedding that is no ``Pooling`` of the encoder's
+    tokens (:meth:`CSEPreTrainedModel.sentence_transformers_modules`).
+
+    build_transformer: ``(encoder folder, max_seq_length, model_kwargs) -> input module`` in place of
+        sentence-transformers' ``Transformer``.
+    pooling: the module after it, in place of ``Pooling``.
+    code_files: the files of their code, shipped in the folder (loaded with ``trust_remote_code=True``).
+    pooling_words: the card's description of the pooling.
+    """
+
+    build_transformer: Callable[[str, int, dict], nn.Module]
+    pooling: nn.Module
+    code_files: tuple[Path, ...]
+    pooling_words: str
 
 
 def _encoder_class(encoder_config) -> type | None:
@@ -157,6 +175,11 @@ class CSEPreTrainedModel(PreTrainedModel):
         """What the method needs once the model is built and the data tokenized, before the first step (DiffCSE
         attaches its generator). ``train_dataset``: the tokenized training rows (an iterable one with
         ``--streaming``). Nothing by default."""
+
+    def sentence_transformers_modules(self, max_seq_length: int) -> OwnExportModules | None:
+        """The export's own modules where the test embedding is no sentence-transformers ``Pooling`` of the encoder's
+        tokens (PromptBERT's template); None (the default): ``Transformer`` + ``Pooling`` by the test pooler."""
+        return None
 
     def __init__(self, config: CSEConfig, encoder: PreTrainedModel | None = None):
         """``encoder``: a loaded encoder to wrap (:meth:`from_encoder`); None builds a fresh one from the config

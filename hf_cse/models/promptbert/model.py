@@ -1,0 +1,284 @@
+"""PromptBERT (Jiang et al., EMNLP 2022): a sentence is put into a template and represented by the last layer's
+hidden state at the template's ``[MASK]``; in training the two views of a row are two different templates, and
+*template denoising* subtracts from each view the representation of its template with an empty sentence, whose
+tokens after the sentence keep the positions they have around the real sentence.
+
+Followed in the authors' code (kongds/Prompt-BERT, ``prompt_bert/models.py``: ``cl_forward`` and its ``get_delta``;
+``train.py``: the templates' ``bs`` / ``es`` tokens; ``run.sh``: the settings of ``unsup-bert`` / ``unsup-roberta``;
+``evaluation.py``: the reported evaluation). What the defaults do, and where paper and code part:
+
+* **Templates** (``run.sh``): BERT view 1 ``This sentence of "[X]" means [MASK].``, view 2 ``This sentence :
+  "[X]" means [MASK].``; RoBERTa ``This sentence : '[X] ' means<mask>.`` and ``The sentence : '[X] ' means<mask>.``.
+  The first template is also the test-time one (``evaluation.py --mask_embedding_sentence_template $TEMPLATE``).
+* **Denoising in training** (``template_denoising``, the paper's and the code's): one template-only forward per
+  sentence length, in the encoder's current mode (dropout on in training) and with gradients
+  (``denoising_grad``; the code's ``--mask_embedding_sentence_delta_freeze`` is off). The code computes a table of
+  50 lengths and indexes it; here only the batch's lengths are computed (the same values; in training each length
+  gets its own dropout draw in both).
+* **No denoising at test time** (``test_template_denoising=False``): the unsupervised models' reported numbers
+  come from ``evaluation.py`` without ``--mask_embedding_sentence_delta``.
+* **Positions of the empty template** (``denoising_positions``): ``authors_code`` (default) gives them from 0, as
+  ``get_delta`` does; for BERT that is also the sentence's own numbering, for RoBERTa (whose positions start at 2)
+  it is not, and ``encoder`` uses the encoder's own numbering -- "the same position ids" of the paper's text.
+* **Head**: SimCSE's MLP on the denoised vector in training only (``run.sh``: ``--mlp_only_train``).
+* **Decoders** (not in the paper): a template without ``{mask}`` is read at its own last token, as PromptEOL's
+  ``This sentence : "[X]" means in one word:"`` (the authors' later scaling_sentemb work).
+
+Differences kept (the tests check the rest to float64 rounding, ``tests/test_promptbert.py``):
+
+* Sentence truncation: the authors cut a sentence's own tokens at ``--max_seq_length 32`` before the template;
+  hf_cse's tokenization counts ``[CLS]``/``[SEP]`` in ``max_seq_length``, so the presets set 34 (32 + 2).
+* ``evaluation.py`` appends ``.`` to a test sentence that ends in none of ``. ? " '`` before templating; hf_cse
+  does not edit test sentences. It also templates the text, so that with RoBERTa's templates the sentence's first
+  word follows a space there (``' word``) but not in training (``bs`` stripped, the sentence tokenized alone);
+  hf_cse tests as it trains.
+* The empty-template row is the template's token ids concatenated (``bs + es``); the code tokenizes the joined text
+  ``bs + es`` and asserts that the two agree for its first template.
+* With hard negatives (``--negative_column``), the positive and the negative, both in ``template2``, get separate
+  empty-template forwards; the code subtracts one (the same values without dropout, a different dropout draw).
+
+The paper's text is not in this repository's paper folder; the behaviour above is the code's, read at its ``HEAD``
+(files and functions named), and the defaults are those of the runs that gave its reported numbers.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from ...encoders import encoder_max_length, position_offset
+from ...references import Paper, register_paper
+from ..base import CSEPreTrainedModel, OwnExportModules
+from ..config import CSEConfig
+from .templates import MASK as MASK_WORD
+from .templates import TemplateIds, check_template, empty_template_batch, put_in_template, special_tokens_around
+
+PROMPTBERT = register_paper(Paper(
+    key="jiang2022promptbert",
+    name="PromptBERT",
+    title="PromptBERT: Improving BERT Sentence Embeddings with Prompts",
+    authors=("Ting Jiang", "Jian Jiao", "Shaohan Huang", "Zihan Zhang", "Deqing Wang", "Fuzhen Zhuang", "Furu Wei",
+             "Haizhen Huang", "Denvy Deng", "Qi Zhang"),
+    venue="EMNLP 2022",
+    year=2022,
+    arxiv="2201.04337",
+    code="https://github.com/kongds/Prompt-BERT",
+    bibtex="""@inproceedings{jiang2022promptbert,
+  title     = {PromptBERT: Improving {BERT} Sentence Embeddings with Prompts},
+  author    = {Jiang, Ting and Jiao, Jian and Huang, Shaohan and Zhang, Zihan and Wang, Deqing and Zhuang, Fuzhen and
+               Wei, Furu and Huang, Haizhen and Deng, Denvy and Zhang, Qi},
+  booktitle = {Proceedings of the 2022 Conference on Empirical Methods in Natural Language Processing (EMNLP)},
+  year      = {2022},
+  eprint    = {2201.04337},
+  archivePrefix = {arXiv}
+}""",
+))
+
+DenoisingPositions = Literal["authors_code", "encoder"]
+DENOISING_POSITIONS = ("authors_code", "encoder")
+#: the authors' run.sh templates (unsup-bert), in hf_cse's placeholders
+BERT_TEMPLATES = ('This sentence of "{sentence}" means{mask}.', 'This sentence : "{sentence}" means{mask}.')
+#: the authors' run.sh templates (unsup-roberta): their leading block is stripped, the sentence is not
+ROBERTA_TEMPLATES = ("This sentence : '{sentence} ' means{mask}.", "The sentence : '{sentence} ' means{mask}.")
+
+
+class PromptBERTConfig(CSEConfig):
+    r"""Configuration of :class:`PromptBERTModel`; defaults are the authors' ``unsup-bert`` setting."""
+
+    model_type = "hf_cse_promptbert"
+    method = "promptbert"
+
+    template: str = field(default=BERT_TEMPLATES[0], metadata={
+        "help": "PromptBERT: template of view 1 and of test time, with {sentence} and {mask} (a decoder: no {mask}, "
+                "the last token represents the sentence)"})
+    template2: str = field(default=BERT_TEMPLATES[1], metadata={
+        "help": "PromptBERT: template of view 2 (and of a hard negative); the paper's positives are two templates"})
+    template_denoising: bool = field(default=True, metadata={
+        "help": "PromptBERT: in training, subtract each template's representation with an empty sentence"})
+    test_template_denoising: bool = field(default=False, metadata={
+        "help": "PromptBERT: denoise test embeddings too (the authors' unsupervised evaluation does not)"})
+    denoising_grad: bool = field(default=True, metadata={
+        "help": "PromptBERT: gradients through the empty-template forward (the authors' code: yes)"})
+    denoising_positions: DenoisingPositions = field(default="authors_code", metadata={
+        "help": "PromptBERT: positions of the empty template from 0 (authors_code) or as the encoder numbers a "
+                "sentence (encoder; differs for RoBERTa only)"})
+    #: the templates' token ids, from the tokenizer (PromptBERTModel.use_tokenizer); saved with the model
+    template_token_ids: dict | None = field(default=None)
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        check_template("template", self.template)
+        check_template("template2", self.template2)
+        if self.denoising_positions not in DENOISING_POSITIONS:
+            raise ValueError(f"promptbert: unknown denoising_positions {self.denoising_positions!r}. Valid: "
+                             f"{', '.join(DENOISING_POSITIONS)}.")
+
+
+def _takes_position_ids(encoder) -> bool:
+    params = inspect.signature(encoder.forward).parameters
+    return "position_ids" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+class PromptBERTModel(CSEPreTrainedModel):
+    """PromptBERT: each view is the sentence in a template, represented at its ``[MASK]`` (template denoising in
+    training); any registry loss takes the two views (``--loss gs_infonce`` ...). Untrained, it is a pooling:
+    the prompt representation of the encoder as it is.
+
+    Example::
+
+        model = PromptBERTModel.from_encoder("bert-base-uncased")       # the authors' unsup-bert templates
+        batch = tokenizer(["A man plays a guitar."], return_tensors="pt")
+        emb = model.eval().sentence_embedding(batch["input_ids"], batch["attention_mask"])
+    """
+
+    config_class = PromptBERTConfig
+    references = (PROMPTBERT,)
+    training_views = ("Each sentence in two templates, represented at the template's [MASK] minus the template's "
+                      "representation with an empty sentence (PromptBERT's template denoising)")
+
+    def __init__(self, config: PromptBERTConfig, encoder=None):
+        super().__init__(config, encoder)
+        if (config.template_denoising or config.test_template_denoising) and not _takes_position_ids(self.encoder):
+            raise ValueError(f"promptbert: template denoising gives the empty template explicit position ids, which "
+                             f"{type(self.encoder).__name__} does not take; set template_denoising and "
+                             "test_template_denoising to false, or use another encoder.")
+
+    # ----------------------------------------------------------------- templates from the tokenizer
+    @classmethod
+    def from_encoder(cls, name_or_path: str, trust_remote_code: bool = False, **config_kwargs: Any):
+        """As :meth:`CSEPreTrainedModel.from_encoder`; the templates are tokenized with the encoder's tokenizer
+        (:meth:`use_tokenizer`; a run with another ``--tokenizer_name`` tokenizes them again before training)."""
+        from transformers import AutoConfig, AutoTokenizer
+
+        from ..config import is_decoder_only
+
+        if config_kwargs.get("pooler_type") is None and is_decoder_only(
+                AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)):
+            # the pooler only decides whether the head applies at test time; "cls" is refused for a decoder
+            config_kwargs = {**config_kwargs, "pooler_type": "last",
+                             "pooler_source": "PromptBERT reads the template's token; a decoder's pooler is last"}
+        model = super().from_encoder(name_or_path, trust_remote_code=trust_remote_code, **config_kwargs)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        except (OSError, ValueError):  # no tokenizer beside the weights: the run's tokenizer comes later
+            return model
+        model.use_tokenizer(tokenizer)
+        return model
+
+    def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
+        self.use_tokenizer(tokenizer)
+
+    def use_tokenizer(self, tokenizer) -> None:
+        """Tokenize both templates with ``tokenizer`` (the one that tokenizes the sentences) into the config."""
+        lead, n_trail = special_tokens_around(tokenizer)
+        views = [TemplateIds.build(tokenizer, t) for t in (self.config.template, self.config.template2)]
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else views[0].suffix[-1]
+        self.config.template_token_ids = {
+            "views": [{"prefix": list(v.prefix), "suffix": list(v.suffix), "mask_at": v.mask_at} for v in views],
+            "n_lead": len(lead), "n_trail": n_trail, "pad": int(pad)}
+
+    def template_ids(self, view: int) -> TemplateIds:
+        ids = self.config.template_token_ids
+        if not ids:
+            raise ValueError("promptbert: the templates are not tokenized yet; call model.use_tokenizer(tokenizer) "
+                             "(from_encoder does it when the encoder's folder has a tokenizer).")
+        v = ids["views"][min(view, 1)]
+        return TemplateIds(tuple(v["prefix"]), tuple(v["suffix"]), int(v["mask_at"]))
+
+    # ----------------------------------------------------------------- the representation
+    def template_noise(self, ids: TemplateIds, lengths: torch.Tensor) -> torch.Tensor:
+        """The representation of the template with an empty sentence, for each row's sentence length ``(B, H)``:
+        one forward per distinct length (the authors' ``get_delta``)."""
+        distinct, which = torch.unique(lengths, return_inverse=True)
+        start = 0 if self.config.denoising_positions == "authors_code" else position_offset(self.encoder.config)
+        d_ids, d_positions = empty_template_batch(ids, distinct.tolist(), start, lengths.device)
+        with torch.set_grad_enabled(self.config.denoising_grad and torch.is_grad_enabled()):
+            hidden = self.encoder(input_ids=d_ids, position_ids=d_positions, return_dict=True).last_hidden_state
+        return hidden[:, len(ids.prefix) + ids.mask_at][which]
+
+    def prompt_representation(self, input_ids, attention_mask, view: int = 0, denoise: bool = False) -> torch.Tensor:
+        """Tokenized sentences ``(B, L)`` -> the hidden state at the ``view``'s template's ``[MASK]`` ``(B, H)``,
+        minus the empty template's where ``denoise``."""
+        return self._represent([(input_ids, attention_mask, view)], denoise)[0]
+
+    def _represent(self, groups: list, denoise: bool) -> list[torch.Tensor]:
+        """``[(input_ids, attention_mask, view), ...]`` -> their representations, from ONE encoder forward over every
+        group's templated rows (padded together, as the authors' collator pads both views)."""
+        spec, limit = self.config.template_token_ids, encoder_max_length(self.encoder.config)
+        parts = []
+        for input_ids, attention_mask, view in groups:
+            ids = self.template_ids(view)
+            parts.append((ids, put_in_template(input_ids, attention_mask, ids, spec["n_lead"], spec["n_trail"],
+                                               spec["pad"], limit)))
+        width = max(t.input_ids.shape[1] for _, t in parts)
+        rows = torch.cat([torch.nn.functional.pad(t.input_ids, (0, width - t.input_ids.shape[1]), value=spec["pad"])
+                          for _, t in parts])
+        mask = torch.cat([torch.nn.functional.pad(t.attention_mask, (0, width - t.attention_mask.shape[1]))
+                          for _, t in parts])
+        hidden = self.encoder(input_ids=rows, attention_mask=mask, return_dict=True).last_hidden_state
+        out, first = [], 0
+        for ids, t in parts:
+            rep = hidden[first + torch.arange(len(t.mask_index), device=hidden.device), t.mask_index]
+            first += len(t.mask_index)
+            if denoise:
+                rep = rep - self.template_noise(ids, t.sentence_length)
+            out.append(rep if self.config.encoder_dtype == "fp32" else rep.float())
+        return out
+
+    def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
+        """Test time (and ImSimCSE's off-dropout pass in training): view 1's template; denoised as the config says
+        for the mode the model is in. ``pooler`` only decides, in :meth:`sentence_embedding`, whether the head is
+        applied (the representation is always the template's ``[MASK]``)."""
+        denoise = self.config.template_denoising if self.training else self.config.test_template_denoising
+        return self.prompt_representation(input_ids, attention_mask, 0, denoise)
+
+    def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
+        """View 1 in ``template``, view 2 (and a hard negative) in ``template2``, in one encoder forward, each
+        denoised in training with its own template."""
+        if input_ids.dim() != 3:
+            raise ValueError(f"training batches must have input_ids of shape (batch, views, length); got "
+                             f"{tuple(input_ids.shape)}. Use the method's collator.")
+        n, views, _ = input_ids.shape
+        groups = [(input_ids[:, v], attention_mask[:, v], v) for v in range(views)]
+        pooled = torch.stack(self._represent(groups, self.config.template_denoising), dim=1)
+        flat = pooled.reshape(n * views, -1)  # rows as the base class orders them (a BatchNorm head sees 2-D)
+        z = self.projector(flat) if self.projector is not None else flat
+        return pooled, z.view(n, views, -1)
+
+    # ----------------------------------------------------------------- sentence-transformers export
+    def sentence_transformers_modules(self, max_seq_length: int) -> OwnExportModules:
+        """The template applied to the tokenized texts before the encoder (``PromptTransformer``) and the ``[MASK]``
+        read after it (``PromptMaskPooling``), with, where test-time denoising is on, the empty template's vector for
+        every sentence length up to the encoder's limit (computed here, in eval mode: the same as the model's)."""
+        from .st_pooling import PromptMaskPooling, PromptTransformer
+
+        ids, spec = self.template_ids(0), self.config.template_token_ids
+        limit = encoder_max_length(self.encoder.config)
+        template = {"prefix": list(ids.prefix), "suffix": list(ids.suffix), "mask_at": ids.mask_at,
+                    "n_lead": spec["n_lead"], "n_trail": spec["n_trail"], "pad": spec["pad"], "max_length": limit}
+        pooling = PromptMaskPooling(self.config.hidden_size, 0)
+        if self.config.test_template_denoising:
+            lengths = torch.arange((limit or max_seq_length + len(ids)) - len(ids) + 1,
+                                   device=next(self.parameters()).device)
+            was_training = self.training
+            with torch.no_grad():
+                noise = self.eval().template_noise(ids, lengths).float().cpu()
+            self.train(was_training)
+            pooling = PromptMaskPooling(self.config.hidden_size, len(noise))
+            pooling.noise.copy_(noise)
+
+        def build_transformer(folder: str, seq_length: int, model_kwargs: dict):
+            module = PromptTransformer(folder, max_seq_length=seq_length, model_kwargs=model_kwargs)
+            module.template = template
+            return module
+
+        here = Path(__file__).parent
+        words = (f"the last layer at the template's {'[MASK]' if MASK_WORD in self.config.template else 'last token'}"
+                 f" for the template `{self.config.template}` (PromptBERT)"
+                 + (", minus the template's representation with an empty sentence (template denoising)"
+                    if self.config.test_template_denoising else ""))
+        return OwnExportModules(build_transformer, pooling, (here / "st_pooling.py", here / "templates.py"), words)

@@ -1,0 +1,278 @@
+"""PromptBERT against the authors' computation (kongds/Prompt-BERT), restated below step by step in float64 on a tiny
+random BERT: the template views, the [MASK] representation, template denoising, the test-time representation and
+the training loss; plus the templates' checks and the RoBERTa position numbering."""
+
+import pytest
+import torch
+from helpers import random_sentences
+from transformers import AutoModel, AutoTokenizer
+
+from hf_cse.data import TwoViewCollator
+from hf_cse.losses import build_loss
+from hf_cse.models import PromptBERTConfig, PromptBERTModel
+from hf_cse.models.promptbert.templates import TemplateIds, empty_template_batch
+
+# the authors' run.sh unsup-bert templates, in their own syntax
+AUTHORS_T1 = '*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*'
+AUTHORS_T2 = '*cls*_This_sentence_:_"*sent_0*"_means*mask*.*sep+*'
+
+
+# ------------------------------------------------------------------ the authors' steps, restated
+def authors_bs_es(template, tokenizer):
+    """train.py, 'if model_args.mask_embedding_sentence:': the template's text before / after the sentence."""
+    t = (template.replace("*mask*", tokenizer.mask_token).replace("*sep+*", "").replace("*cls*", "")
+         .replace("*sent_0*", " "))
+    before, after = t.split(" ")
+    return before.replace("_", " "), after.replace("_", " ")
+
+
+def authors_rows(sentences, template, tokenizer, max_seq_length=32):
+    """train.py prepare_features: bs + sentence tokens (cut at max_seq_length) + es."""
+    bs_text, es_text = authors_bs_es(template, tokenizer)
+    bs, es = tokenizer.encode(bs_text)[:-1], tokenizer.encode(es_text)[1:]
+    return [bs + tokenizer.encode(s, add_special_tokens=False)[:max_seq_length] + es for s in sentences]
+
+
+def authors_delta(encoder, template, tokenizer, length=50):
+    """models.py cl_forward.get_delta: the template with no sentence, 'length' rows, the positions after bs shifted
+    by the row's index; the [MASK] vectors and the template's length."""
+    bs_text, es_text = authors_bs_es(template, tokenizer)
+    template_ids = tokenizer.encode(bs_text + es_text)
+    n_bs = len(tokenizer.encode(bs_text, add_special_tokens=False))  # model.bs in train.py
+    d_input_ids = torch.tensor([template_ids]).repeat(length, 1)
+    d_position_ids = torch.arange(d_input_ids.shape[1]).unsqueeze(0).repeat(length, 1)
+    d_position_ids[:, n_bs + 1:] += torch.arange(length).unsqueeze(-1)
+    hidden = encoder(input_ids=d_input_ids, position_ids=d_position_ids, return_dict=True).last_hidden_state
+    return hidden[d_input_ids == tokenizer.mask_token_id], d_input_ids.shape[1]
+
+
+def authors_views(encoder, sentences, tokenizer, delta=True):
+    """models.py cl_forward with --mask_embedding_sentence(_delta, _different_template): both views padded together
+    (OurDataCollatorWithPadding), the [MASK] vectors, minus delta[sentence length] of each view's template."""
+    rows1, rows2 = authors_rows(sentences, AUTHORS_T1, tokenizer), authors_rows(sentences, AUTHORS_T2, tokenizer)
+    flat = [r for pair in zip(rows1, rows2) for r in pair]
+    width = max(map(len, flat))
+    input_ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in flat])
+    attention_mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in flat])
+    hidden = encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state
+    pooled = hidden[input_ids == tokenizer.mask_token_id].view(len(sentences), 2, -1).clone()
+    if delta:
+        mask = attention_mask.view(len(sentences), 2, -1)
+        d1, len1 = authors_delta(encoder, AUTHORS_T1, tokenizer)
+        d2, len2 = authors_delta(encoder, AUTHORS_T2, tokenizer)
+        pooled[:, 0] -= d1[mask.sum(-1)[:, 0] - len1]
+        pooled[:, 1] -= d2[mask.sum(-1)[:, 1] - len2]
+    return pooled
+
+
+def authors_test_embedding(encoder, sentences, tokenizer, delta=False, rows=40):
+    """evaluation.py batcher with --mask_embedding_sentence (and _delta: its get_delta, with 256 rows there; 40 here,
+    as the tiny encoder has 64 positions) on sentences that end in '.', so that no period is appended."""
+    text = AUTHORS_T1.replace("*mask*", tokenizer.mask_token).replace("_", " ")
+    text = text.replace("*sep+*", "").replace("*cls*", "")
+    batch = tokenizer([text.replace("*sent 0*", s).strip() for s in sentences], padding=True, return_tensors="pt")
+    hidden = encoder(**batch, return_dict=True).last_hidden_state
+    out = hidden[batch["input_ids"] == tokenizer.mask_token_id]
+    if delta:
+        t = AUTHORS_T1.replace("*mask*", tokenizer.mask_token).replace("*sep+*", "").replace("*cls*", "").replace(
+            "*sent_0*", " ")
+        bs_length = len(tokenizer.encode(t.split(" ")[0].replace("_", " ").strip())) - 2 + 1
+        d = tokenizer([t.replace("_", " ").strip().replace("   ", " ")], return_tensors="pt")
+        d["position_ids"] = torch.arange(d["input_ids"].shape[1]).unsqueeze(0)
+        d = {k: v.repeat(rows, 1) for k, v in d.items()}
+        d["position_ids"][:, bs_length:] += torch.arange(rows).unsqueeze(-1)
+        dh = encoder(**d, return_dict=True).last_hidden_state[d["input_ids"] == tokenizer.mask_token_id]
+        out = out - dh[batch["attention_mask"].sum(-1) - d["input_ids"].shape[1]]
+    return out
+
+
+# ------------------------------------------------------------------ fixtures
+@pytest.fixture(params=["tiny_bert_dir", "tiny_roberta_dir"])
+def setup(request):
+    """A tiny random BERT, or RoBERTa (positions from 2; the empty template's from 0, as get_delta gives them)."""
+    folder = request.getfixturevalue(request.param)
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = PromptBERTModel.from_encoder(str(folder)).double().eval()
+    encoder = AutoModel.from_pretrained(folder, dtype=torch.float64).eval()  # the authors' BertModel / RobertaModel
+    sentences = random_sentences(6, seed=3)
+    return tok, model, encoder, sentences
+
+
+def two_views(tok, sentences):
+    return TwoViewCollator(tok)([tok(s, truncation=True, max_length=34) for s in sentences])
+
+
+def test_views_and_template_denoising_match_the_authors_code(setup):
+    tok, model, encoder, sentences = setup
+    batch = two_views(tok, sentences)
+    with torch.no_grad():
+        pooled, z = model.two_view_embeddings(batch["input_ids"], batch["attention_mask"])
+        want = authors_views(encoder, sentences, tok)
+    assert torch.allclose(pooled, want, rtol=0, atol=1e-12)
+    # the training loss: SimCSE's MLP on the denoised vectors, cross-entropy of cos / 0.05 (cl_forward)
+    mlp = model.projector(want.view(-1, want.shape[-1])).view_as(want)
+    cos = torch.nn.functional.cosine_similarity(mlp[:, 0].unsqueeze(1), mlp[:, 1].unsqueeze(0), dim=-1) / 0.05
+    authors = torch.nn.functional.cross_entropy(cos, torch.arange(len(sentences)))
+    ours = build_loss("infonce", temperature=0.05)(z[:, 0], z[:, 1]).loss
+    assert ours.item() == pytest.approx(authors.item(), rel=1e-12)
+
+
+def test_without_denoising_the_views_are_the_mask_vectors(setup):
+    tok, model, encoder, sentences = setup
+    model.config.template_denoising = False
+    batch = two_views(tok, sentences)
+    with torch.no_grad():
+        pooled, _ = model.two_view_embeddings(batch["input_ids"], batch["attention_mask"])
+        want = authors_views(encoder, sentences, tok, delta=False)
+    assert torch.allclose(pooled, want, rtol=0, atol=1e-12)
+    assert not torch.allclose(pooled, authors_views(encoder, sentences, tok), atol=1e-3)  # denoising changes them
+
+
+@pytest.mark.parametrize("denoise", [False, True])
+def test_test_embedding_matches_the_authors_evaluation(setup, denoise):
+    tok, model, encoder, sentences = setup
+    sentences = [s + "." for s in sentences]
+    model.config.test_template_denoising = denoise
+    batch = tok(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ours = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
+        want = authors_test_embedding(encoder, sentences, tok, delta=denoise)
+    assert torch.allclose(ours, want, rtol=0, atol=1e-12)
+
+
+def test_denoising_gradient_follows_denoising_grad(setup):
+    tok, model, _, _ = setup
+    ids = model.template_ids(0)
+    for grad in (True, False):
+        model.config.denoising_grad = grad
+        model.zero_grad()
+        noise = model.template_noise(ids, torch.tensor([3, 5]))
+        assert noise.requires_grad is grad
+
+
+def test_roberta_positions_authors_code_from_zero_encoder_from_two(tiny_roberta_dir):
+    """authors_code numbers the empty template from 0 (get_delta); encoder as RoBERTa numbers the sentence's row
+    (padding_idx + 1 = 2 onwards), so its suffix tokens sit where they sit around a real sentence."""
+    tok = AutoTokenizer.from_pretrained(tiny_roberta_dir)
+    ids = TemplateIds.build(tok, PromptBERTConfig().template)
+    _, from_zero = empty_template_batch(ids, [4], 0, "cpu")
+    _, from_two = empty_template_batch(ids, [4], 2, "cpu")
+    row = [*ids.prefix, *tok("a man is here", add_special_tokens=False)["input_ids"][:4], *ids.suffix]
+    assert len(row) == len(ids) + 4
+    sentence_positions = torch.arange(len(row)) + 2  # RoBERTa's create_position_ids_from_input_ids, no padding
+    suffix = sentence_positions[len(ids.prefix) + 4:]
+    assert from_two[0, len(ids.prefix):].tolist() == suffix.tolist()
+    assert from_zero[0, len(ids.prefix):].tolist() == (suffix - 2).tolist()
+
+
+@pytest.mark.parametrize("template", ["no sentence here {mask}", "{sentence} {sentence} {mask}", "{sentence} {x}",
+                                      "{mask} {sentence}"])
+def test_bad_templates_fail_in_one_line(tiny_bert_dir, template):
+    with pytest.raises(ValueError, match="promptbert"):
+        PromptBERTModel.from_encoder(str(tiny_bert_dir), template=template)
+
+
+def test_saved_model_reloads_with_its_templates(tiny_bert_dir, tmp_path):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = PromptBERTModel.from_encoder(str(tiny_bert_dir), template2='The sentence : "{sentence}" means{mask}.')
+    model.save_pretrained(tmp_path)
+    again = AutoModel.from_pretrained(tmp_path).eval()
+    assert again.config.template_token_ids == model.config.template_token_ids
+    batch = tok(random_sentences(4), padding=True, return_tensors="pt")
+    with torch.no_grad():
+        assert torch.equal(again.sentence_embedding(**batch), model.eval().sentence_embedding(**batch))
+
+
+def test_template_without_mask_is_read_at_its_own_last_token(tiny_llama_dir):
+    """PromptEOL's template on a decoder: the representation is the closing quote, not the [SEP] the tokenizer adds."""
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    ids = TemplateIds.build(tok, 'This sentence : "{sentence}" means in one word:"')
+    assert ids.suffix[ids.mask_at] == tok.convert_tokens_to_ids('"')
+    assert ids.suffix[-1] == tok.sep_token_id and ids.mask_at == len(ids.suffix) - 2
+
+
+def test_cached_mode_gives_the_full_batch_gradient(tiny_bert_dir):
+    """GradCache (--cached_minibatch_size) on PromptBERT views, denoising included, dropout 0: the plain step's
+    loss and gradient (each row's denoising depends on its own length only)."""
+    from hf_cse.cached import cached_step
+    from hf_cse.objectives import build_objectives, compute_objectives
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = PromptBERTModel.from_encoder(str(tiny_bert_dir), dropout=0.0).double().train()
+    batch = two_views(tok, random_sentences(12, seed=5))
+    objectives = build_objectives(model.config)
+    loss_fn = lambda emb: compute_objectives(objectives, emb)  # noqa: E731
+
+    def grads():
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    model.zero_grad()
+    plain, _ = loss_fn(model(**batch).embeddings)
+    plain.backward()
+    want = grads()
+    model.zero_grad()
+    loss, _ = cached_step(model, batch, 4, loss_fn, backward=lambda s: s.backward())
+    got = grads()
+    assert loss.item() == pytest.approx(plain.item(), rel=1e-10)
+    assert got.keys() == want.keys() and want
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], atol=1e-10, rtol=1e-8)
+
+
+@pytest.mark.parametrize("preset, authors", [
+    ("promptbert_bert_base", (AUTHORS_T1, AUTHORS_T2)),
+    ("promptbert_roberta_base", ("*cls*_This_sentence_:_'_*sent_0*_'_means*mask*.*sep+*",
+                                 "*cls*_The_sentence_:_'_*sent_0*_'_means*mask*.*sep+*")),
+])
+def test_presets_hold_the_authors_run_sh_settings(preset, authors):
+    """run.sh unsup-bert / unsup-roberta: batch 256, lr 1e-5, 1 epoch, temperature 0.05, the MLP in training only,
+    32 sentence tokens; the templates' text before and after the sentence is the authors' bs / es (train.py; RoBERTa's
+    bs stripped), with the mask token in place of {mask}."""
+    from types import SimpleNamespace
+
+    from hf_cse.cli.presets import PRESETS
+
+    values = PRESETS[preset]
+    assert (values["per_device_train_batch_size"], values["learning_rate"], values["num_train_epochs"],
+            values["temperature"], values["mlp_only_train"], values["max_seq_length"]) == (256, 1e-5, 1, 0.05, True,
+                                                                                          34)
+    config = PromptBERTConfig(**{k: values[k] for k in ("template", "template2") if k in values})
+    fake = SimpleNamespace(mask_token="<mask>")
+    roberta = "roberta" in preset  # byte-level BPE: spaces are tokens, so the text must agree exactly
+    for ours, theirs in zip((config.template, config.template2), authors):
+        bs, es = authors_bs_es(theirs, fake)
+        before, after = ours.split("{sentence}")
+        after = after.replace("{mask}", "<mask>")
+        if roberta:
+            assert (before, after) == (bs.strip(), es)
+        else:  # BERT's tokenizer splits on whitespace: equal up to spaces
+            assert (before.split(), after.split()) == (bs.split(), es.split())
+
+
+@pytest.mark.parametrize("kind, differ", [("tiny_bert_dir", False), ("tiny_roberta_dir", True)])
+def test_denoising_positions_matter_for_roberta_only(request, kind, differ):
+    folder = request.getfixturevalue(kind)
+    model = PromptBERTModel.from_encoder(str(folder)).double().eval()
+    ids, lengths = model.template_ids(0), torch.tensor([2, 6])
+    with torch.no_grad():
+        authors = model.template_noise(ids, lengths)
+        model.config.denoising_positions = "encoder"
+        encoder = model.template_noise(ids, lengths)
+    assert torch.equal(authors, encoder) is not differ
+
+
+def test_untrained_model_is_a_prompt_pooling_for_the_evaluator(tiny_bert_dir):
+    """Without training, PromptBERTModel.from_encoder is the encoder's prompt representation, and hf_cse's evaluation
+    encoder (STS, transfer, MTEB) scores exactly that: view 1's template at [MASK], no denoising."""
+    import numpy as np
+
+    from hf_cse.evaluation.encoder import SentenceEncoder
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = PromptBERTModel.from_encoder(str(tiny_bert_dir)).eval()
+    encoder = AutoModel.from_pretrained(tiny_bert_dir).eval()
+    sentences = [s + "." for s in random_sentences(5, seed=2)]
+    got = SentenceEncoder(model, tok, show_progress_bar=False).encode(sentences)
+    with torch.no_grad():
+        want = authors_test_embedding(encoder, sentences, tok)
+    np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=1e-5)

@@ -1,0 +1,87 @@
+"""A PromptBERT model exported to sentence-transformers: SentenceTransformer(folder, trust_remote_code=True).encode
+gives hf_cse's test embeddings (template, [MASK] pooling, template denoising when on), from the folder's own code;
+also a decoder with a PromptEOL-style template (no [MASK]: its last token)."""
+
+import json
+
+import pytest
+import torch
+from helpers import random_sentences
+from sentence_transformers import SentenceTransformer
+from transformers import AutoTokenizer
+
+from hf_cse.export import to_sentence_transformer
+from hf_cse.models import PromptBERTModel
+
+pytestmark = pytest.mark.slow  # exports and reloads a model (1-2 s each)
+
+PROMPTEOL = 'This sentence : "{sentence}" means in one word:"'
+
+
+def exported_and_own(encoder_dir, tmp_path, **config):
+    tok = AutoTokenizer.from_pretrained(encoder_dir)
+    model = PromptBERTModel.from_encoder(str(encoder_dir), **config).eval()
+    folder = to_sentence_transformer(model, tmp_path / "st", tokenizer=tok)
+    sentences = random_sentences(5, seed=7)
+    batch = tok(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        want = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
+    return folder, st, st.encode(sentences, convert_to_tensor=True), want
+
+
+@pytest.mark.parametrize("denoise", [False, True])
+def test_export_gives_the_models_embeddings(tiny_bert_dir, tmp_path, denoise):
+    folder, st, got, want = exported_and_own(tiny_bert_dir, tmp_path, test_template_denoising=denoise)
+    assert torch.allclose(got, want, rtol=0, atol=1e-6)
+    assert type(st[0]).__module__.startswith("transformers_modules")  # the folder's copy, not hf_cse's
+    assert [m["type"] for m in json.loads((folder / "modules.json").read_text())] == [
+        "st_pooling.PromptTransformer", "st_pooling.PromptMaskPooling"]
+    card = (folder / "README.md").read_text()
+    assert "trust_remote_code=True" in card and "PromptBERT" in card and "2201.04337" in card
+    assert ("template denoising" in card.split("| Pooling |")[1].split("\n")[0]) is denoise
+
+
+def test_head_used_at_test_time_follows_the_pooling(tiny_bert_dir, tmp_path):
+    """mlp_only_train=False (the authors' sentemb_forward without --mlp_only_train): the MLP on the [MASK] vector,
+    exported as a Dense module after the prompt pooling."""
+    folder, st, got, want = exported_and_own(tiny_bert_dir, tmp_path, mlp_only_train=False)
+    assert "Dense" in json.loads((folder / "modules.json").read_text())[2]["type"]
+    card = (folder / "README.md").read_text()
+    assert "st_pooling.PromptTransformer" in card and "Dense(32 -> 32, Tanh)" in card  # the card's module list
+    assert torch.allclose(got, want, rtol=0, atol=1e-6)
+
+
+def test_without_trust_remote_code_sentence_transformers_refuses(tiny_bert_dir, tmp_path):
+    folder, _, _, _ = exported_and_own(tiny_bert_dir, tmp_path)
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        SentenceTransformer(str(folder), device="cpu")
+
+
+def test_decoder_with_a_promptEOL_template_exports_its_last_token(tiny_llama_dir, tmp_path):
+    _, _, got, want = exported_and_own(tiny_llama_dir, tmp_path, template=PROMPTEOL, template2=PROMPTEOL,
+                                       pooler_type="last", test_template_denoising=True)
+    assert torch.nn.functional.cosine_similarity(got, want).min() >= 0.9999
+
+
+def test_training_run_with_the_preset_and_another_loss_exports_the_trained_model(tiny_bert_dir, tmp_path):
+    """--preset promptbert_bert_base --loss gs_infonce (PromptBERT views under another registry loss) trains, saves a
+    promptbert model and exports it; the export gives the saved model's embeddings."""
+    from transformers import AutoModel
+
+    from hf_cse.cli.train import train_from_args
+
+    out = tmp_path / "run"
+    train_from_args(["--preset", "promptbert_bert_base", "--loss", "gs_infonce", "--model_name_or_path",
+                     str(tiny_bert_dir), "--max_steps", "2", "--per_device_train_batch_size", "8",
+                     "--max_train_samples", "32", "--eval_strategy", "no", "--save_strategy", "no",
+                     "--load_best_model_at_end", "false", "--report_to", "none", "--output_dir", str(out)])
+    model = AutoModel.from_pretrained(out).eval()
+    assert model.config.method == "promptbert" and model.config.loss == "gs_infonce"
+    tok = AutoTokenizer.from_pretrained(out)
+    sentences = random_sentences(4, seed=11)
+    batch = tok(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        want = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
+    st = SentenceTransformer(str(out / "sentence-transformers"), device="cpu", trust_remote_code=True)
+    assert torch.allclose(st.encode(sentences, convert_to_tensor=True), want, rtol=0, atol=1e-6)
