@@ -11,6 +11,7 @@ from transformers import AutoConfig, AutoModel
 from .base import CSEOutput, CSEPreTrainedModel
 from .config import CSEConfig
 from .diffcse import DiffCSEConfig, DiffCSEModel
+from .esimcse import ESimCSEConfig, ESimCSEModel
 from .imsimcse import ImSimCSEConfig, ImSimCSEModel
 from .pooling import POOLERS, pool
 from .simcse import SimCSEConfig, SimCSEModel
@@ -48,7 +49,7 @@ def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedMo
     return model_cls
 
 
-for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel):
+for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel, ESimCSEModel):
     register_method(_model_cls)
 
 
@@ -81,6 +82,8 @@ __all__ = [
     "CSEPreTrainedModel",
     "DiffCSEConfig",
     "DiffCSEModel",
+    "ESimCSEConfig",
+    "ESimCSEModel",
     "ImSimCSEConfig",
     "ImSimCSEModel",
     "METHODS",
