@@ -141,13 +141,7 @@ class ESimCSEModel(CSEPreTrainedModel):
             if config.momentum_init == "copy":
                 self.momentum_encoder.load_state_dict(self.encoder.state_dict())
             self.momentum_encoder.requires_grad_(False)
-            self.queue = EmbeddingQueue(config.queue_size, self.projected_size())
-
-    def projected_size(self) -> int:
-        """The width of the embeddings the loss sees (the projector's output)."""
-        outs = [m.out_features for m in self.projector.modules() if isinstance(m, torch.nn.Linear)] \
-            if self.projector is not None else []
-        return outs[-1] if outs else self.config.hidden_size
+            self.queue = EmbeddingQueue(config.queue_size, config.hidden_size)  # every projector keeps the width
 
     @classmethod
     def collator(cls, tokenizer, config: ESimCSEConfig):
