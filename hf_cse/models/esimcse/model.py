@@ -12,6 +12,12 @@ cl_forward``, ``esimcse/trainers.py:CLTrainer.compute_loss``):
    projector (the authors keep no momentum copy of the MLP); the batch, gathered over processes, is appended to
    the queue, whose oldest rows beyond ``queue_size`` drop out. No gradient reaches the queue.
 
+Where the paper and the code differ, both are options and the default is the code's, which produced the paper's
+numbers (``run.sh``): ``dup_rule`` (:mod:`.repetition`) and ``momentum_init`` -- the paper does not say how the
+momentum encoder starts; the code's ``BertForCL.__init__`` copies the encoder into it, then ``init_weights``
+re-draws every weight and ``from_pretrained`` loads the encoder only (the run logs list ``momentum_model.*`` as
+"newly initialized"), so it starts random (``"random"``); ``"copy"`` starts from the pretrained encoder, as MoCo.
+
 Where hf_cse differs from the authors' code (each kept on purpose):
 
 * several processes: the authors' queue holds each process's own momentum embeddings; here every process enqueues
@@ -19,7 +25,11 @@ Where hf_cse differs from the authors' code (each kept on purpose):
 * the first step's enqueue keeps at most ``queue_size`` rows (the authors' first enqueue keeps the whole batch,
   which differs only when a batch is larger than the queue);
 * ``do_mlm``: the MLM term is added at every step (the authors' code drops it whenever the queue is non-empty);
-* the draws of word repetition: see :mod:`.repetition` (the same function of the same draws; seeded per row);
+* the draws of word repetition: see :mod:`.repetition` (the same function of the same draws; seeded per row); a
+  repeated view is cut to the tokenizer's ``model_max_length`` (the authors' length 32 stays far below);
+* ``momentum_init="random"`` draws the momentum encoder with transformers' initialisation of the encoder's class,
+  the scheme of the authors' ``init_weights`` (same distribution, other draws); their encoders also carry BERT's
+  unused pooler layer, which hf_cse builds without;
 * the authors' ``--dup_type word`` (repetition of whitespace words before tokenizing, their §5.2 comparison) and
   their stop-word insertion (``--add_stop``) are not implemented.
 """
@@ -51,7 +61,7 @@ ESIMCSE = register_paper(Paper(
     arxiv="2109.04380",
     code="https://github.com/caskcsg/sentemb/tree/main/ESimCSE",
     bibtex="""@inproceedings{wu2022esimcse,
-  title     = {{ESimCSE}: Enhanced Sample Building Method for Contrastive Learning of Unsupervised Sentence Embedding},
+  title     = "{ESimCSE}: Enhanced Sample Building Method for Contrastive Learning of Unsupervised Sentence Embedding",
   author    = {Wu, Xing and Gao, Chaochen and Zang, Liangjun and Han, Jizhong and Wang, Zhongyuan and Hu, Songlin},
   booktitle = {Proceedings of the 29th International Conference on Computational Linguistics (COLING)},
   year      = {2022},
@@ -106,7 +116,8 @@ class ESimCSEConfig(CSEConfig):
         if self.queue_size and main in available_losses() and not get_loss_class(main).takes_queue:
             takers = ", ".join(n for n in available_losses() if get_loss_class(n).takes_queue)
             raise ValueError(f"esimcse: loss {main!r} has no use for the momentum queue's negatives (queue_size "
-                             f"{self.queue_size}); use one that takes them ({takers}), or queue_size 0.")
+                             f"{self.queue_size}); use one that takes them ({takers}), or --queue_size 0 (word "
+                             "repetition only).")
 
 
 class ESimCSEModel(CSEPreTrainedModel):
