@@ -216,6 +216,8 @@ def test_momentum_encoder_starts_as_the_authors_or_as_a_copy(tiny_bert_dir):
     assert not torch.equal(fresh.momentum_encoder.state_dict()[weight], fresh.encoder.state_dict()[weight])
     assert not any(p.requires_grad for p in fresh.momentum_encoder.parameters())
     assert ESimCSEModel.from_encoder(str(tiny_bert_dir), queue_size=0).momentum_encoder is None
+    half = ESimCSEModel.from_encoder(str(tiny_bert_dir), encoder_dtype="bf16")  # the average keeps every update
+    assert {p.dtype for p in half.momentum_encoder.parameters()} == {torch.float32}
     assert get_method("esimcse") is ESimCSEModel and ESimCSEModel.references[0] is ESIMCSE
 
 

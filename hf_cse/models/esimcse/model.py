@@ -30,6 +30,8 @@ Where hf_cse differs from the authors' code (each kept on purpose):
 * ``momentum_init="random"`` draws the momentum encoder with transformers' initialisation of the encoder's class,
   the scheme of the authors' ``init_weights`` (same distribution, other draws); their encoders also carry BERT's
   unused pooler layer, which hf_cse builds without;
+* with ``encoder_dtype`` bf16/fp16 the momentum encoder stays fp32, so that its average keeps every update (the
+  authors train fp32 weights under fp16 autocast);
 * the authors' ``--dup_type word`` (repetition of whitespace words before tokenizing, their §5.2 comparison) and
   their stop-word insertion (``--add_stop``) are not implemented.
 """
@@ -148,7 +150,8 @@ class ESimCSEModel(CSEPreTrainedModel):
         if config.queue_size:
             # built after post_init, which must not redraw it; "random" is transformers' own initialisation of
             # the architecture, as the authors' BertModel(config) that from_pretrained leaves unloaded
-            self.momentum_encoder = build_encoder(config)
+            # fp32 whatever the encoder's dtype: a bf16 average would lose the (1 - lambda) share of each update
+            self.momentum_encoder = build_encoder(config).float()
             if config.momentum_init == "copy":
                 self.momentum_encoder.load_state_dict(self.encoder.state_dict())
             self.momentum_encoder.requires_grad_(False)
