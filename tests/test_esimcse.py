@@ -215,6 +215,10 @@ def test_momentum_encoder_starts_as_the_authors_or_as_a_copy(tiny_bert_dir):
     assert torch.equal(copied.momentum_encoder.state_dict()[weight], copied.encoder.state_dict()[weight])
     assert not torch.equal(fresh.momentum_encoder.state_dict()[weight], fresh.encoder.state_dict()[weight])
     assert not any(p.requires_grad for p in fresh.momentum_encoder.parameters())
+    bare = ESimCSEModel.from_encoder(str(tiny_bert_dir), projector="none", queue_size=4).train()
+    batch = {"input_ids": torch.tensor([[[2, 30, 31, 3], [2, 30, 30, 3]]] * 3), "attention_mask": torch.ones(3, 2, 4)}
+    bare(**batch)
+    assert bare.training and bare.queue.count() == 3  # no head: the pooled vectors are queued
     assert ESimCSEModel.from_encoder(str(tiny_bert_dir), queue_size=0).momentum_encoder is None
     half = ESimCSEModel.from_encoder(str(tiny_bert_dir), encoder_dtype="bf16")  # the average keeps every update
     assert {p.dtype for p in half.momentum_encoder.parameters()} == {torch.float32}

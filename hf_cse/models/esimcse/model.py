@@ -167,7 +167,7 @@ class ESimCSEModel(CSEPreTrainedModel):
     @torch.no_grad()
     def momentum_embeddings(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
         """The momentum encoder's embeddings, dropout off, through the pooler and the online projector."""
-        with eval_mode(self.momentum_encoder), eval_mode(self.projector):
+        with eval_mode(self):  # the momentum encoder and the projector (flags restored after)
             pooled = self._encode(input_ids, attention_mask, token_type_ids, encoder=self.momentum_encoder)
             return self.projector(pooled) if self.projector is not None else pooled
 
