@@ -139,6 +139,10 @@ class ESimCSEModel(CSEPreTrainedModel):
     splits_into_minibatches = False
     why_no_minibatch_split = ("its momentum encoder and queue advance at every forward, which the cached mode runs "
                               "twice per mini-batch")
+    # the CUDA-graph training step would replay the queue of the step it captured: refused with this reason
+    captures_in_cuda_graph = False
+    why_no_cuda_graph = ("its queue grows over the first steps (negatives of a changing shape) and moves with every "
+                         "step's momentum pass")
     training_views = ("Each sentence and a copy of it with a few tokens repeated (ESimCSE's word repetition; a queue "
                       "of earlier batches' momentum-encoder embeddings adds negatives unless queue_size is 0)")
     training_only_parts = ("projection head", "momentum encoder", "queue")
