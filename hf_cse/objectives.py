@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import torch
 
 from .losses import ContrastiveLoss, build_loss, loss_hyperparameters
-from .losses.base import HARD_NEGATIVE_INPUT
+from .losses.base import HARD_NEGATIVE_INPUT, QUEUE_INPUT
 from .losses.errors import HardNegativesNotTakenError
 from .losses.registry import available_losses
 
@@ -187,7 +187,8 @@ def compute_objectives(
     reading them is left to logging steps, :mod:`hf_cse.metrics`).
 
     Hard negatives (``z_neg``, from triplet data) go to the main contrastive loss, which must take them;
-    auxiliary objectives (DCL) are defined on the two views only and never see them.
+    auxiliary objectives (DCL) are defined on the two views only and never see them. So does a queue of earlier
+    batches' embeddings (``z_queue``, ESimCSE's), which the trainer does not gather (every process holds it whole).
     """
     total = None
     metrics: dict[str, torch.Tensor] = {}
@@ -198,6 +199,8 @@ def compute_objectives(
             if not obj.loss.takes_hard_negatives:
                 raise HardNegativesNotTakenError(obj.loss.name)
             extra[HARD_NEGATIVE_INPUT] = embeddings[HARD_NEGATIVE_INPUT]
+        if obj.name == MAIN_OBJECTIVE and embeddings.get(QUEUE_INPUT) is not None:
+            extra[QUEUE_INPUT] = embeddings[QUEUE_INPUT]  # the loss refuses it in one line if it has no use for it
         out = obj.loss(embeddings["z1"], embeddings["z2"], **extra)
         term = obj.weight * out.loss
         total = term if total is None else total + term

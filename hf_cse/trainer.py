@@ -20,7 +20,7 @@ from .checkpoints import TRAINER_STATE_FILE
 from .cuda_graphs import CudaGraphStep, GraphDecision, decide_for_run
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
-from .losses.base import finite_checks_deferred
+from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
 from .precision import check_training_args
@@ -268,10 +268,11 @@ class ContrastiveTrainer(Trainer):
 
     # ------------------------------------------------------------------ training
     def _global_objectives(self, embeddings: dict[str, torch.Tensor]):
-        """The loss terms on the batch gathered over processes (equal to one process on the global batch)."""
+        """The loss terms on the batch gathered over processes (equal to one process on the global batch); a queue of
+        earlier batches (ESimCSE's) is the same on every process and is not gathered."""
         with finite_checks_deferred():  # a NaN/Inf loss is caught at the logging step instead (no host sync)
-            return compute_objectives(self.objectives,
-                                      {name: gather_with_grad(t) for name, t in embeddings.items()})
+            return compute_objectives(self.objectives, {name: t if name == QUEUE_INPUT else gather_with_grad(t)
+                                                        for name, t in embeddings.items()})
 
     def _record(self, metrics) -> None:
         self._metrics.add(metrics)

@@ -76,7 +76,8 @@ def run_case(case: dict, model_dir: str, tokenizer, n_global: int, rank: int, pr
     trainer.create_optimizer()
     trainer.current_gradient_accumulation_steps = 1
     torch.manual_seed(99)  # the loss's own RNG (GS noise): same stream in every process and run
-    loss = trainer.training_step(wrapped, local)
+    for _ in range(case.get("steps", 1)):  # ESimCSE: later steps see the queue the earlier ones filled
+        loss = trainer.training_step(wrapped, local)
     # FSDP holds each gradient as a sharded DTensor: its full value, for comparing with one process
     grads = [getattr(p.grad, "full_tensor", lambda g=p.grad: g)().reshape(-1) for p in model.parameters()
              if p.grad is not None]
@@ -84,7 +85,8 @@ def run_case(case: dict, model_dir: str, tokenizer, n_global: int, rank: int, pr
     metrics = trainer._reduced_metrics()  # what a logging step logs: the mean over processes
     sharded = any(type(p).__name__ == "DTensor" for p in model.parameters())  # FSDP2 really wrapped the model
     return {"loss": float(loss), "grads": torch.cat(grads), "world_size": world_size(), "metrics": metrics,
-            "metrics_local": metrics_local, "sharded": sharded}
+            "metrics_local": metrics_local, "sharded": sharded,
+            "queue": model.queue.contents() if getattr(model, "queue", None) is not None else None}
 
 
 def main() -> None:

@@ -121,7 +121,8 @@ def _method_cases():
     cases = [("simcse", {"loss": name, "off_dropout": name == "off_dropout_infonce"}) for name in available_losses()]
     cases += [("imsimcse", {}), ("imsimcse", {"off_dropout_grad": True}), ("diffcse", {}),
               ("diffcse", {"lambda_rtd": 0.0}), ("diffcse", {"loss": "off_dropout_infonce", "off_dropout": True,
-                                                            "dcl_weight": 0.1})]
+                                                            "dcl_weight": 0.1}),
+              ("esimcse", {}), ("esimcse", {"loss": "focal_infonce"})]
     return [pytest.param(method, kwargs, id=f"{method}-{'-'.join(f'{k}={v}' for k, v in kwargs.items())}")
             for method, kwargs in cases]
 

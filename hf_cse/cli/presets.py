@@ -25,6 +25,8 @@ _COMMON = {
     "load_best_model_at_end": True,
 }
 
+_ESIMCSE = {**_COMMON, "method": "esimcse", "loss": "infonce", "temperature": 0.05, "momentum": 0.995}
+
 PRESETS: dict[str, dict] = {
     # SimCSE unsup BERT-base (SimCSE README, run_unsup_example.sh)
     "simcse_bert": {**_COMMON, "method": "simcse", "loss": "infonce", "temperature": 0.05},
@@ -46,6 +48,12 @@ PRESETS: dict[str, dict] = {
     "diffcse_roberta": {**_COMMON, "method": "diffcse", "loss": "infonce", "temperature": 0.05,
                         "projector": "batchnorm", "learning_rate": 1e-5, "num_train_epochs": 2, "masking_ratio": 0.20,
                         "lambda_rtd": 0.005, "generator_name_or_path": "distilroberta-base"},
+    # ESimCSE (Wu et al., COLING 2022; the authors' run.sh and logs/*.log: batch 64, momentum 0.995, subword repetition,
+    # temperature 0.05, 1 epoch; lr, queue size, repetition rate and dropout per encoder)
+    "esimcse_bert_base": {**_ESIMCSE, "learning_rate": 3e-5, "queue_size": 160, "dup_rate": 0.32, "dropout": 0.1},
+    "esimcse_roberta_base": {**_ESIMCSE, "learning_rate": 1e-5, "queue_size": 160, "dup_rate": 0.30, "dropout": 0.1},
+    "esimcse_bert_large": {**_ESIMCSE, "learning_rate": 1e-5, "queue_size": 160, "dup_rate": 0.32, "dropout": 0.1},
+    "esimcse_roberta_large": {**_ESIMCSE, "learning_rate": 1e-5, "queue_size": 128, "dup_rate": 0.28, "dropout": 0.15},
     # Supervised SimCSE BERT-base on NLI triplets (SimCSE's run_sup_example.sh: 4 GPUs x 128 = batch 512, lr 5e-5,
     # 3 epochs, length 32, temperature 0.05, eval every 125 steps, pooler cls WITHOUT --mlp_only_train: the MLP is
     # kept at test time). Give the data's columns: --text_column, --pair_column, --negative_column. The batch is

@@ -158,6 +158,14 @@ def eye_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
     return torch.eye(n, dtype=torch.bool, device=device)
 
 
+def candidates(z2: torch.Tensor, z_neg: torch.Tensor | None = None,
+               z_queue: torch.Tensor | None = None) -> torch.Tensor:
+    """Every anchor's candidates in column order: the positives' view ``z2``, then the hard negatives, then the
+    queue's rows (those given)."""
+    given = [z for z in (z2, z_neg, z_queue) if z is not None]
+    return given[0] if len(given) == 1 else torch.cat(given)
+
+
 def weight_hard_negatives(logits: torch.Tensor, weight: float) -> torch.Tensor:
     """Supervised SimCSE's ``hard_negative_weight`` (the authors' ``cl_forward``, the ``weights`` matrix): ``weight``
     (a log-weight) added to the logit of each anchor's own hard negative, column ``N + i`` of row ``i`` of logits
@@ -264,6 +272,9 @@ def check_bool(loss_name: str, param: str, value: bool) -> None:
 
 #: the keyword of the hard-negative embeddings (one per anchor, shape of z1) for losses that take them
 HARD_NEGATIVE_INPUT = "z_neg"
+#: the keyword of negatives kept from earlier batches (ESimCSE's momentum-contrast queue): any number of rows of z1's
+#: width, the same on every process (the trainer does not gather them), without gradient
+QUEUE_INPUT = "z_queue"
 
 
 class ContrastiveLoss(nn.Module):
@@ -276,6 +287,8 @@ class ContrastiveLoss(nn.Module):
     #: whether the loss accepts ``z_neg``, one hard-negative embedding per anchor (supervised SimCSE's
     #: contradiction hypotheses; :data:`HARD_NEGATIVE_INPUT`), as extra candidates of every anchor.
     takes_hard_negatives: bool = False
+    #: whether the loss accepts ``z_queue`` (:data:`QUEUE_INPUT`), negatives of every anchor beyond the batch's
+    takes_queue: bool = False
     #: the papers that define the loss (:mod:`hf_cse.references`), the defining one first; model cards cite these
     references: tuple[Paper, ...] = ()
 
@@ -284,7 +297,8 @@ class ContrastiveLoss(nn.Module):
         missing = [k for k in self.extra_inputs if extra.get(k) is None]
         if missing:
             raise MissingInputsError(self.name, missing)
-        unknown = set(extra) - set(self.extra_inputs) - ({HARD_NEGATIVE_INPUT} if self.takes_hard_negatives else set())
+        unknown = (set(extra) - set(self.extra_inputs) - ({HARD_NEGATIVE_INPUT} if self.takes_hard_negatives else set())
+                   - ({QUEUE_INPUT} if self.takes_queue else set()))
         if HARD_NEGATIVE_INPUT in unknown:
             raise HardNegativesNotTakenError(self.name)
         if unknown:
@@ -301,6 +315,15 @@ class ContrastiveLoss(nn.Module):
             _check_same_kind(extra[k], z1, k, self.name)
             _check_finite(extra[k], k, self.name)
             _check_nonzero_norm(extra[k], k, self.name)
+        queue = extra.get(QUEUE_INPUT)
+        if queue is not None:
+            _check_tensor(queue, QUEUE_INPUT, self.name)
+            if queue.shape[1] != z1.shape[1]:
+                raise ValueError(f"{self.name}: {QUEUE_INPUT} must have z1's width {z1.shape[1]}, got "
+                                 f"{tuple(queue.shape)}.")
+            _check_same_kind(queue, z1, QUEUE_INPUT, self.name)
+            _check_finite(queue, QUEUE_INPUT, self.name)
+            _check_nonzero_norm(queue, QUEUE_INPUT, self.name)
         loss, metrics = self.compute(z1, z2, **extra)
         # diagnostics at the loss's own temperature where it has one (SimCSE's 0.05 otherwise)
         out = batch_diagnostics(z1.detach(), z2.detach(), temperature=getattr(self, "temperature", 0.05))

@@ -7,7 +7,15 @@ import torch
 import torch.nn.functional as F
 
 from ..references import FOCAL_INFONCE
-from .base import ContrastiveLoss, check_finite, check_positive, cosine_matrix, eye_mask, weight_hard_negatives
+from .base import (
+    ContrastiveLoss,
+    candidates,
+    check_finite,
+    check_positive,
+    cosine_matrix,
+    eye_mask,
+    weight_hard_negatives,
+)
 from .registry import register_loss
 
 
@@ -34,7 +42,8 @@ class FocalInfoNCELoss(ContrastiveLoss):
 
     Hard negatives (``z_neg``, one per anchor, as supervised SimCSE): they join every anchor's negatives
     with the negative modulation, logit ``s(s + m)/tau`` for ``s = cos(z1_i, zneg_j)``; the paper's
-    argument (hard negatives, large ``s_n``, weigh more) applies to them as to in-batch negatives.
+    argument (hard negatives, large ``s_n``, weigh more) applies to them as to in-batch negatives. So do the rows of
+    a queue of earlier batches (``z_queue``, ESimCSE's momentum contrast), after the hard negatives.
 
     Args:
         temperature: tau. Default 0.07, the BERT setting (paper Table 4 best for BERT-base/large);
@@ -53,6 +62,7 @@ class FocalInfoNCELoss(ContrastiveLoss):
     references = (FOCAL_INFONCE,)
 
     takes_hard_negatives = True
+    takes_queue = True
 
     def __init__(self, temperature: float = 0.07, m: float = 0.3, hard_negative_weight: float = 0.0):
         super().__init__()
@@ -63,19 +73,19 @@ class FocalInfoNCELoss(ContrastiveLoss):
         self.m = m
         self.hard_negative_weight = hard_negative_weight
 
-    def logits(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None) -> torch.Tensor:
+    def logits(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None,
+               z_queue: torch.Tensor | None = None) -> torch.Tensor:
         """The modulated logits ``[s_p^2 ; s_n (s_n + m)] / tau`` (positive on the diagonal), then the hard
-        negatives' columns ``s (s + m) / tau`` when ``z_neg`` is given."""
-        s = cosine_matrix(z1, z2)
-        eye = eye_mask(s.shape[0], s.device)
+        negatives' and the queue's columns ``s (s + m) / tau`` when ``z_neg`` / ``z_queue`` are given."""
+        s = cosine_matrix(z1, candidates(z2, z_neg, z_queue))
+        n = s.shape[0]
+        eye = torch.zeros_like(s, dtype=torch.bool)
+        eye[:, :n] = eye_mask(n, s.device)
         logits = torch.where(eye, s * s, s * (s + self.m)) / self.temperature
-        if z_neg is not None:
-            h = cosine_matrix(z1, z_neg)
-            logits = weight_hard_negatives(torch.cat([logits, h * (h + self.m) / self.temperature], dim=1),
-                                           self.hard_negative_weight)
-        return logits
+        return weight_hard_negatives(logits, self.hard_negative_weight) if z_neg is not None else logits
 
-    def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None):
-        logits = self.logits(z1, z2, z_neg)
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None,
+                z_queue: torch.Tensor | None = None):
+        logits = self.logits(z1, z2, z_neg, z_queue)
         labels = torch.arange(logits.shape[0], device=logits.device)
         return F.cross_entropy(logits, labels), {}

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from ..references import GS_INFONCE
 from .base import (
     ContrastiveLoss,
+    candidates,
     check_finite,
     check_non_negative,
     check_positive,
@@ -45,7 +46,8 @@ class GSInfoNCELoss(ContrastiveLoss):
     here) uses ``cos(z1_i, z2_j)`` exactly as SimCSE. (Eq. 2 of the paper has a typo ``sim * tau``.)
 
     Hard negatives (``z_neg``, one per anchor, as supervised SimCSE): their columns
-    ``cos(z1_i, zneg_j)/tau`` join the in-batch ones before the noise columns; the noise is unchanged.
+    ``cos(z1_i, zneg_j)/tau`` join the in-batch ones before the noise columns; the noise is unchanged. So do the rows
+    of a queue of earlier batches (``z_queue``, ESimCSE's momentum contrast), after the hard negatives.
 
     Args:
         temperature: tau (0.05 as SimCSE).
@@ -70,6 +72,7 @@ class GSInfoNCELoss(ContrastiveLoss):
     references = (GS_INFONCE,)
 
     takes_hard_negatives = True
+    takes_queue = True
 
     def __init__(
         self,
@@ -101,9 +104,10 @@ class GSInfoNCELoss(ContrastiveLoss):
         g = torch.randn(num, dim, generator=self.generator, device=gen_device, dtype=dtype)
         return (g * self.noise_std).to(device)
 
-    def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None):
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None,
+                z_queue: torch.Tensor | None = None):
         n, d = z1.shape
-        logits = cosine_matrix(z1, z2 if z_neg is None else torch.cat([z2, z_neg])) / self.temperature
+        logits = cosine_matrix(z1, candidates(z2, z_neg, z_queue)) / self.temperature
         if z_neg is not None:  # before the noise columns are appended
             logits = weight_hard_negatives(logits, self.hard_negative_weight)
         num = 3 * n if self.num_noise is None else self.num_noise

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from ..references import SIMCSE
-from .base import ContrastiveLoss, check_finite, check_positive, cosine_matrix, weight_hard_negatives
+from .base import ContrastiveLoss, candidates, check_finite, check_positive, cosine_matrix, weight_hard_negatives
 from .registry import register_loss
 
 
@@ -24,6 +24,8 @@ class InfoNCELoss(ContrastiveLoss):
     Hard negatives (supervised SimCSE, Gao et al. 2021 §5, eq. 5): with ``z_neg`` (one hard negative per
     anchor, e.g. the contradiction hypothesis) every anchor's candidates are all of ``z2`` and all of
     ``z_neg``: logits ``[z1 z2^T, z1 z_neg^T] / tau``, the target still the diagonal of the first block.
+    A queue of earlier batches' embeddings (``z_queue``, ESimCSE's momentum contrast, Wu et al., COLING 2022, §3.2)
+    joins every anchor's candidates after them: logits ``[z1 z2^T, z1 z_neg^T, z1 z_queue^T] / tau``.
     The papers write a sum over anchors, every official code uses the mean (as here).
     Gradient: ``dL/dlogits = (softmax(logits) - I) / N``; in the gradient paradigm of Li et al. (ACL 2024),
     Table 1, GD is the soft 1 - p_ii, W the softmax over negatives and R = 1 (:meth:`paradigm_ratio`).
@@ -42,6 +44,7 @@ class InfoNCELoss(ContrastiveLoss):
     references = (SIMCSE,)
 
     takes_hard_negatives = True
+    takes_queue = True
 
     def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0):
         super().__init__()
@@ -50,9 +53,9 @@ class InfoNCELoss(ContrastiveLoss):
         self.temperature = temperature
         self.hard_negative_weight = hard_negative_weight
 
-    def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None):
-        candidates = z2 if z_neg is None else torch.cat([z2, z_neg])
-        logits = cosine_matrix(z1, candidates) / self.temperature
+    def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None,
+                z_queue: torch.Tensor | None = None):
+        logits = cosine_matrix(z1, candidates(z2, z_neg, z_queue)) / self.temperature
         if z_neg is not None:
             logits = weight_hard_negatives(logits, self.hard_negative_weight)
         labels = torch.arange(logits.shape[0], device=logits.device)

@@ -11,6 +11,7 @@ from transformers import AutoConfig, AutoModel
 from .base import CSEOutput, CSEPreTrainedModel
 from .config import CSEConfig
 from .diffcse import DiffCSEConfig, DiffCSEModel
+from .esimcse import ESimCSEConfig, ESimCSEModel
 from .imsimcse import ImSimCSEConfig, ImSimCSEModel
 from .pooling import POOLERS, pool
 from .promptbert import PromptBERTConfig, PromptBERTModel
@@ -49,7 +50,7 @@ def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedMo
     return model_cls
 
 
-for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel, PromptBERTModel):
+for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel, PromptBERTModel, ESimCSEModel):
     register_method(_model_cls)
 
 
@@ -82,6 +83,8 @@ __all__ = [
     "CSEPreTrainedModel",
     "DiffCSEConfig",
     "DiffCSEModel",
+    "ESimCSEConfig",
+    "ESimCSEModel",
     "ImSimCSEConfig",
     "ImSimCSEModel",
     "METHODS",

@@ -320,15 +320,17 @@ class CSEPreTrainedModel(PreTrainedModel):
         return (self.config.padding_free and not torch.compiler.is_compiling()
                 and unsupported_reason(self.encoder, device_type) is None)
 
-    def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
+    def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None, encoder=None):
+        """Pooled vectors of ``encoder`` (default: the trained one; ESimCSE passes its momentum encoder)."""
         pooler = pooler or self.config.pooler_type
+        encoder = self.encoder if encoder is None else encoder
         if self.runs_padding_free(input_ids.device.type):
-            out = packed_forward(self.encoder, input_ids, attention_mask, token_type_ids, needs_hidden_states(pooler))
+            out = packed_forward(encoder, input_ids, attention_mask, token_type_ids, needs_hidden_states(pooler))
         else:
             kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-            if token_type_ids is not None and takes_token_type_ids(self.encoder.config):
+            if token_type_ids is not None and takes_token_type_ids(encoder.config):
                 kwargs["token_type_ids"] = token_type_ids
-            out = self.encoder(**kwargs, output_hidden_states=needs_hidden_states(pooler), return_dict=True)
+            out = encoder(**kwargs, output_hidden_states=needs_hidden_states(pooler), return_dict=True)
         pooled = pool(pooler, attention_mask, out.last_hidden_state, out.hidden_states)
         # bf16/fp16 weights: the head and the losses take fp32 (hf_cse.models.loading)
         return pooled if self.config.encoder_dtype == "fp32" else pooled.float()

@@ -137,6 +137,9 @@ class PromptBERTModel(CSEPreTrainedModel):
 
     config_class = PromptBERTConfig
     references = (PROMPTBERT,)
+    captures_in_cuda_graph = False
+    why_no_cuda_graph = ("template denoising runs one forward per distinct sentence length in the batch, a number "
+                         "read from the device")
     training_views = ("Each sentence in two templates, represented at the template's [MASK] minus the template's "
                       "representation with an empty sentence (PromptBERT's template denoising)")
 
