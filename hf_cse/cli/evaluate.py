@@ -39,7 +39,8 @@ from hf_cse.evaluation import (
     write_report,
 )
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
-from hf_cse.evaluation.data import Mode, Source
+from hf_cse.evaluation.data import STS_TASKS, Mode, Source
+from hf_cse.evaluation.dimensions import check_dims_fit, evaluate_dimensions, parse_truncate_dims
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, run_mteb_tasks, split_mteb_tasks
 from hf_cse.evaluation.report import model_folder
@@ -104,6 +105,13 @@ class EvalArguments(EvalDataArguments):
     mrpc_features: MrpcFeatures = field(
         default="senteval", metadata={"help": "senteval: [|u-v|, u*v] (papers); full: [u, v, |u-v|, u*v]."}
     )
+    truncate_dims: str | None = field(
+        default=None,
+        metadata={"help": "Also score the embeddings cut to their first d coordinates, for each d of this comma "
+                          "list (e.g. 256,128,64; as SentenceTransformer(..., truncate_dim=d) serves them): the STS "
+                          "and MTEB tasks of --tasks, in results.json 'dimensions', a results.md table and "
+                          "score_by_dimension.png."},
+    )
     batch_size: int = field(default=128, metadata={"help": "Sentences per forward pass."})
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Allow a model whose code ships with its checkpoint to run that code "
@@ -140,6 +148,14 @@ class EvalArguments(EvalDataArguments):
                              "tasks or --eval_file.")
         if self.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {self.batch_size}.")
+        self.truncate_dim_list = parse_truncate_dims(self.truncate_dims)
+        if self.truncate_dim_list and not (self.sts_tasks or self.mteb_tasks):
+            raise ValueError(f"--truncate_dims scores the STS and MTEB tasks of --tasks, and --tasks {self.tasks!r} "
+                             "names none; add sts (or STSBenchmark, mteb:NAME...).")
+
+    @property
+    def sts_tasks(self) -> list[str]:
+        return [t for t in self.task_list if t in STS_TASKS]
         if self.max_seq_length is not None and self.max_seq_length < 1:
             raise ValueError(f"--max_seq_length must be >= 1 (or left out for the model's limit), got "
                              f"{self.max_seq_length}.")
@@ -214,6 +230,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
             logger.info("Evaluating %s on %s (mode %s)", name, ", ".join(args.task_list), args.mode)
             encoder = load_encoder(name, args)
             logger.info("precision: %s on %s", encoder.describe()["precision"], encoder.device)
+            width = check_dims_fit(encoder, args.truncate_dim_list) if args.truncate_dim_list else None
             results, extras = evaluate(
                 encoder,
                 args.task_list,
@@ -228,9 +245,15 @@ def evaluate_models(argv: list[str] | None = None) -> int:
                 results.own_data = {**PairsEvaluator(eval_pairs, args.eval_name)(encoder),
                                     "pairs": len(eval_pairs), "source": args.eval_file or args.eval_dataset_name}
                 save_partial(results)
+            folder = model_folder(out, index, name, several=combined) / "mteb"
             if mteb_tasks:
-                folder = model_folder(out, index, name, several=combined) / "mteb"
                 results.add_mteb(*run_mteb_tasks(encoder, mteb_tasks, folder))
+            if args.truncate_dim_list:
+                results.settings = {**(results.settings or {}), "embedding_dim": width}
+                results.dimensions = evaluate_dimensions(
+                    encoder, args.truncate_dim_list, args.sts_tasks, mteb_tasks, folder,
+                    data_dir=args.senteval_data_dir, source=args.senteval_source, mode=args.mode,
+                    sts_aggregation=args.sts_aggregation)
             all_results.append(results)
             all_extras.append(extras)
             written = write_report(all_results, out, all_extras, combined=combined)
