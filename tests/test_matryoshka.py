@@ -241,3 +241,29 @@ def test_a_short_training_run_records_and_logs_the_dimensions(tiny_bert_dir, tmp
     logged = json.loads((out / "trainer_state.json").read_text())["log_history"]
     assert any("loss_dim8" in entry for entry in logged)
     assert json.loads((out / "hf_cse_run.json").read_text())["matryoshka_dims"] == [32, 16, 8]
+
+
+@pytest.mark.slow
+def test_the_export_records_the_dimensions_and_serves_truncate_dim(tiny_bert_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from hf_cse.evaluation import EvalResults
+    from hf_cse.export import to_sentence_transformer
+
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), pooler_type="avg", projector="none",
+                                     matryoshka_dims=[32, 16, 8])
+    results = EvalResults(model="m", sts={"STSBenchmark": 61.0}, sts_avg=61.0, settings={"embedding_dim": 32},
+                          dimensions={"16": {"sts": {"STSBenchmark": 59.5}, "avg": 59.5},
+                                      "8": {"sts": {"STSBenchmark": 52.25}, "avg": 52.25}})
+    out = to_sentence_transformer(model, tmp_path / "st", tokenizer=str(tiny_bert_dir), eval_results=results)
+    assert json.loads((out / "hf_cse_config.json").read_text())["matryoshka_dims"] == [32, 16, 8]
+    card = (out / "README.md").read_text()
+    assert "Matryoshka dimensions | trained at 32, 16, 8" in card and "truncate_dim=8" in card
+    assert "| 32 (full) | 61.00 | 61.00 |" in card and "| 8 | 52.25 | 52.25 |" in card
+    sentences = random_sentences(4)
+    full = SentenceTransformer(str(out), device="cpu").encode(sentences)
+    cut = SentenceTransformer(str(out), device="cpu", truncate_dim=8).encode(sentences)
+    assert cut.shape == (4, 8)
+    np_full = torch.as_tensor(full)[:, :8]
+    torch.testing.assert_close(torch.as_tensor(cut), np_full)
