@@ -75,10 +75,12 @@ def check_dims_fit(encoder, dims: Sequence[int]) -> int:
 
 
 def evaluate_dimensions(encoder, dims: Sequence[int], sts_tasks: Sequence[str], mteb_tasks: Sequence = (),
-                        mteb_folder=None, **sts_kwargs) -> dict[str, dict[str, Any]]:
+                        mteb_folder=None, mteb_results_dir=None, mteb_meta: dict | None = None,
+                        **sts_kwargs) -> dict[str, dict[str, Any]]:
     """``{str(d): {"sts": {task: score}, "avg": ..., "mteb": {task: score}}}`` for each ``d`` of ``dims``: the run's
     STS tasks (``sts_kwargs``: data_dir, source, mode, sts_aggregation of :func:`hf_cse.evaluation.evaluate`) and
-    MTEB tasks (their result files in ``mteb_folder/dim_<d>/``) on the cut embeddings."""
+    MTEB tasks (their result files in ``mteb_folder/dim_<d>/``; with ``mteb_results_dir``, also saved by mteb as
+    the experiment ``truncate_dim=d`` of the model ``mteb_meta`` names) on the cut embeddings."""
     from .mteb_tasks import run_mteb_tasks
     from .runner import evaluate
 
@@ -91,7 +93,8 @@ def evaluate_dimensions(encoder, dims: Sequence[int], sts_tasks: Sequence[str], 
             scored, _ = evaluate(cut, list(sts_tasks), **sts_kwargs)
             entry["sts"], entry["avg"] = dict(scored.sts), scored.sts_avg
         if mteb_tasks:
-            entry["mteb"], _ = run_mteb_tasks(cut, list(mteb_tasks), mteb_folder / f"dim_{d}")
+            meta = {**(mteb_meta or {}), "embed_dim": d, "experiment_kwargs": {"truncate_dim": d}}
+            entry["mteb"], _ = run_mteb_tasks(cut, list(mteb_tasks), mteb_folder / f"dim_{d}", mteb_results_dir, meta)
         out[str(d)] = entry
     return out
 
