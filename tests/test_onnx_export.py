@@ -87,3 +87,17 @@ def test_onnx_encoder_refuses_dense_modules(tmp_path):
         {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}]))
     with pytest.raises(ExportError, match="also has Dense"):
         OnnxEncoder(tmp_path)
+
+
+@pytest.mark.slow
+def test_the_command_writes_the_onnx_files(tiny_bert_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    checkpoint = tmp_path / "run"
+    SimCSEModel.from_encoder(str(tiny_bert_dir), pooler_type="avg").save_pretrained(checkpoint)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(checkpoint)
+    out = tmp_path / "st"
+    assert export_cli.main([str(checkpoint), str(out), "--backend", "onnx", "--quantize", "int8"]) == 0
+    assert (out / ONNX_FILE).is_file() and (out / INT8_FILE).is_file()
+    sentences = random_sentences(8, seed=1)
+    assert _min_cosine(OnnxEncoder(out).encode(sentences), _pytorch(out, sentences)) >= 0.9999
