@@ -169,11 +169,13 @@ class EvalArguments(EvalDataArguments):
                              "tasks or --eval_file.")
         if self.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {self.batch_size}.")
+        if self.max_seq_length is not None and self.max_seq_length < 1:
+            raise ValueError(f"--max_seq_length must be >= 1 (or left out for the model's limit), got "
+                             f"{self.max_seq_length}.")
         self.truncate_dim_list = parse_truncate_dims(self.truncate_dims)
         if self.truncate_dim_list and not (self.sts_tasks or self.mteb_tasks):
             raise ValueError(f"--truncate_dims scores the STS and MTEB tasks of --tasks, and --tasks {self.tasks!r} "
                              "names none; add sts (or STSBenchmark, mteb:NAME...).")
-
         if self.mteb_results_dir is not None and not self.mteb_tasks:
             raise ValueError("--mteb_results_dir saves MTEB results, and --tasks names no MTEB task; add mteb:NAME "
                              "(e.g. --tasks sts,mteb:STS22).")
@@ -188,9 +190,6 @@ class EvalArguments(EvalDataArguments):
     @property
     def sts_tasks(self) -> list[str]:
         return [t for t in self.task_list if t in STS_TASKS]
-        if self.max_seq_length is not None and self.max_seq_length < 1:
-            raise ValueError(f"--max_seq_length must be >= 1 (or left out for the model's limit), got "
-                             f"{self.max_seq_length}.")
 
 
 def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
