@@ -29,6 +29,7 @@ from .losses import ContrastiveLoss, build_loss, loss_hyperparameters
 from .losses.base import HARD_NEGATIVE_INPUT, QUEUE_INPUT
 from .losses.errors import HardNegativesNotTakenError
 from .losses.registry import available_losses
+from .matryoshka import MatryoshkaLoss
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ class HasObjectives(Protocol):
 
     objectives: list[dict]
     off_dropout: bool
+    matryoshka_dims: list[int] | None
+    matryoshka_weights: list[float] | None
 
 
 def objective(loss: str, weight: float = 1.0, **hyperparameters: Any) -> dict:
@@ -171,13 +174,27 @@ def objective_specs(config: HasObjectives) -> list[ObjectiveSpec]:
 class Objective:
     name: str  # prefix of its logged metrics
     weight: float
-    loss: ContrastiveLoss
+    loss: ContrastiveLoss | MatryoshkaLoss
 
 
 def build_objectives(config: HasObjectives) -> list[Objective]:
-    """The config's objectives with their losses built (checked again: a config may change after construction)."""
+    """The config's objectives with their losses built (checked again: a config may change after construction);
+    with ``matryoshka_dims`` each loss is applied to every prefix (:class:`hf_cse.matryoshka.MatryoshkaLoss`)."""
     losses = check_objectives(config.objectives, config.off_dropout)
-    return [Objective(spec.name, spec.weight, loss) for spec, loss in zip(objective_specs(config), losses, strict=True)]
+    objectives = [Objective(spec.name, spec.weight, loss)
+                  for spec, loss in zip(objective_specs(config), losses, strict=True)]
+    return with_matryoshka(objectives, getattr(config, "matryoshka_dims", None),
+                           getattr(config, "matryoshka_weights", None))
+
+
+def with_matryoshka(objectives: list[Objective], dims: list[int] | None,
+                    weights: list[float] | None = None) -> list[Objective]:
+    """The objectives, each applied to every leading prefix of ``dims`` (none: unchanged). The one place where
+    Matryoshka training enters: every caller of :func:`compute_objectives` (the trainer, the gradient cache,
+    the sentence-transformers adapter) gets it from here."""
+    if not dims:
+        return objectives
+    return [Objective(obj.name, obj.weight, MatryoshkaLoss(obj.loss, dims, weights)) for obj in objectives]
 
 
 def compute_objectives(

@@ -91,3 +91,46 @@ def test_mteb_not_installed_names_the_fix(monkeypatch):
     monkeypatch.setitem(sys.modules, "mteb", None)  # import mteb -> ImportError
     with pytest.raises(InputError, match=r"pip install 'hf_cse\[mteb\]'"):
         require_mteb()
+
+
+@pytest.mark.slow
+def test_mteb_results_dir_is_what_mtebs_own_loader_reads_back(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    """--mteb_results_dir: mteb's ResultCache layout (model_meta.json, per-task files, the --truncate_dims results as
+    mteb experiments), loaded back by mteb's own ResultCache.load_results; a second run into it is refused."""
+    from hf_cse.evaluation.mteb_tasks import LocalSTSTask
+
+    pairs = scored_pairs_file(tmp_path / "pairs.tsv", 15, 4, seed=7)
+    # a local stand-in for MTEB's STSBenchmark (offline), under MTEB's own task name so mteb's loader knows the task
+    monkeypatch.setattr(run_eval, "get_mteb_tasks", lambda names: [LocalSTSTask.from_file(pairs, name=n)
+                                                                   for n in names])
+    cache = tmp_path / "mteb-results"
+    argv = ["--model_name_or_path", str(tiny_bert_dir), "--tasks", "mteb:STSBenchmark", "--mteb_results_dir",
+            str(cache), "--mteb_model_name", "me/tiny-bert", "--mteb_model_revision", "r1", "--truncate_dims", "8",
+            "--output_dir", str(tmp_path / "ev"), "--disable_tqdm", "true", "--device", "cpu"]
+    assert run_eval.main(argv) == 0
+    folder = cache / "results" / "me__tiny-bert" / "r1"
+    meta = json.loads((folder / "model_meta.json").read_text())
+    assert meta["name"] == "me/tiny-bert" and meta["revision"] == "r1" and meta["embed_dim"] == 32
+    assert (folder / "STSBenchmark.json").is_file()
+    ours = json.loads((tmp_path / "ev" / "results.json").read_text())
+    load = mteb.ResultCache(cache).load_results
+    [model_result] = load(models=["me/tiny-bert"], include_remote=False, require_model_meta=True,
+                          load_experiments="no_experiments").model_results
+    assert model_result.model_name == "me/tiny-bert" and model_result.model_revision == "r1"
+    [task_result] = model_result.task_results
+    assert task_result.task_name == "STSBenchmark"
+    assert task_result.get_score() * 100 == pytest.approx(ours["mteb"]["STSBenchmark"], abs=1e-3)
+    [cut] = load(models=["me/tiny-bert"], include_remote=False, require_model_meta=True,
+                 load_experiments="match_kwargs", experiment_kwargs={"truncate_dim": 8}).model_results
+    assert cut.experiment_name == "truncate_dim_8" and cut.model_meta.embed_dim == 8
+    assert cut.task_results[0].get_score() * 100 == pytest.approx(ours["dimensions"]["8"]["mteb"]["STSBenchmark"],
+                                                                  abs=1e-3)
+
+    argv[argv.index(str(tmp_path / "ev"))] = str(tmp_path / "ev2")
+    assert run_eval.main(argv) == 1  # the same model's results are there: refused before any work
+    assert "--mteb_results_dir already holds MTEB results of this model" in capsys.readouterr().err
+
+
+def test_mteb_results_dir_without_mteb_tasks_is_refused(capsys):
+    assert run_eval.main(["--tasks", "sts", "--mteb_results_dir", "x"]) == 1
+    assert "names no MTEB task" in capsys.readouterr().err

@@ -252,6 +252,16 @@ def test_what_changes_the_fingerprint_and_what_does_not(build, command_lines):
     assert build(*base_flags)[0].fingerprint() == base and "output_dir" not in base
 
 
+def test_matryoshka_settings_change_the_fingerprint(build, command_lines):
+    base_flags = [*command_lines["mlm off"], "--projector", "none"]
+    base = build(*base_flags)[0].fingerprint()
+    dims = build(*base_flags, "--matryoshka_dims", "32,16")[0].fingerprint()
+    weighted = build(*base_flags, "--matryoshka_dims", "32,16", "--matryoshka_weights", "1,2")[0].fingerprint()
+    assert "matryoshka_dims" not in base  # a run recorded before the flag existed still resumes
+    assert dims["matryoshka_dims"] == [32, 16] and len({json.dumps(f, sort_keys=True)
+                                                        for f in (base, dims, weighted)}) == 3
+
+
 # ----------------------------------------------------------------------------------------------- training_info
 @pytest.mark.parametrize("kind", KINDS)
 def test_training_info_holds_what_the_code_before_it_recorded(build, command_lines, kind):

@@ -8,14 +8,16 @@ The model and method flags are not written here: they are derived from the metho
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Literal
 
 from ..losses import available_losses, get_loss_class, loss_hyperparameters
+from ..matryoshka import parse_float_list, parse_int_list
 from ..objectives import DCL, dcl_defaults, objective
 
 #: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder, pooler_source)
@@ -56,14 +58,36 @@ def config_fields(config_classes: dict[str, type]) -> dict[str, tuple[Any, str, 
     return out
 
 
-def _aliases(config_classes: dict[str, type], name: str) -> list[str]:
-    """Other option strings of a config field's flag (``metadata["aliases"]``: ``--torch_dtype`` for
-    ``encoder_dtype``, whose own name transformers' config already uses)."""
+def _metadata(config_classes: dict[str, type], name: str) -> Mapping[str, Any]:
     for config_cls in config_classes.values():
         for f in _own_fields(config_cls):
             if f.name == name:
-                return list(f.metadata.get("aliases", ()))
-    return []
+                return f.metadata
+    return {}
+
+
+def _aliases(config_classes: dict[str, type], name: str) -> list[str]:
+    """Other option strings of a config field's flag (``metadata["aliases"]``: ``--torch_dtype`` for
+    ``encoder_dtype``, whose own name transformers' config already uses)."""
+    return list(_metadata(config_classes, name).get("aliases", ()))
+
+
+def _list_flag(parse: Callable[[str], list]) -> Callable[[str], list]:
+    """An argparse type reading one comma-separated value (``--matryoshka_dims 384,256,128``) with ``parse``; a bad
+    value is argparse's one-line error with the parser's message."""
+    def read(text: str) -> list:
+        try:
+            return parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    read.__name__ = parse.__name__
+    return read
+
+
+#: config fields whose flag takes one comma-separated value (``metadata["flag_type"]``) instead of argparse's
+#: space-separated list
+LIST_FLAG_TYPES = {"int_list": _list_flag(parse_int_list), "float_list": _list_flag(parse_float_list)}
 
 
 def _describe_defaults(defaults: dict[str, Any], methods: Iterable[str]) -> str:
@@ -114,6 +138,10 @@ def model_arguments_class(config_classes: dict[str, type] | None = None) -> type
         metadata = {"help": help_text}
         if aliases := _aliases(config_classes, name):
             metadata["aliases"] = aliases
+        if flag_type := _metadata(config_classes, name).get("flag_type"):
+            fields.append((name, typing.Optional[LIST_FLAG_TYPES[flag_type]],  # noqa: UP045 - a function, not a type
+                           field(default=None, metadata=metadata)))
+            continue
         fields.append((name, typ if common is not None else typ | None, field(default=common, metadata=metadata)))
     return make_dataclass("ModelArguments", fields, bases=(_ScriptModelArguments,))
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from transformers import HfArgumentParser
 
-from hf_cse.checks import InputError, check_device, check_model_source
+from hf_cse.checks import InputError, check_device, check_model_source, check_path_given, check_writable
 from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.output_dir import prepare_eval_output_dir
 from hf_cse.encoders import packaged_encoder_path
@@ -39,9 +39,17 @@ from hf_cse.evaluation import (
     write_report,
 )
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
-from hf_cse.evaluation.data import Mode, Source
+from hf_cse.evaluation.data import STS_TASKS, Mode, Source
+from hf_cse.evaluation.dimensions import check_dims_fit, evaluate_dimensions, parse_truncate_dims
 from hf_cse.evaluation.evaluators import PairsEvaluator
-from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, run_mteb_tasks, split_mteb_tasks
+from hf_cse.evaluation.mteb_tasks import (
+    get_mteb_tasks,
+    model_meta_fields,
+    mteb_model_name,
+    mteb_result_paths,
+    run_mteb_tasks,
+    split_mteb_tasks,
+)
 from hf_cse.evaluation.report import model_folder
 from hf_cse.evaluation.runner import load_task_data, parse_tasks, valid_task_names
 from hf_cse.evaluation.sts import Aggregation
@@ -104,6 +112,27 @@ class EvalArguments(EvalDataArguments):
     mrpc_features: MrpcFeatures = field(
         default="senteval", metadata={"help": "senteval: [|u-v|, u*v] (papers); full: [u, v, |u-v|, u*v]."}
     )
+    truncate_dims: str | None = field(
+        default=None,
+        metadata={"help": "Also score the embeddings cut to their first d coordinates, for each d of this comma "
+                          "list (e.g. 256,128,64; as SentenceTransformer(..., truncate_dim=d) serves them): the STS "
+                          "and MTEB tasks of --tasks, in results.json 'dimensions', a results.md table and "
+                          "score_by_dimension.png."},
+    )
+    mteb_results_dir: str | None = field(
+        default=None,
+        metadata={"help": "Also have mteb save the MTEB tasks' results here through its own ResultCache, as its own "
+                          "runs do (results/<model>/<revision>/<task>.json, model_meta.json; --truncate_dims as mteb "
+                          "experiments truncate_dim=d): the layout of MTEB's results repository."},
+    )
+    mteb_model_name: str | None = field(
+        default=None,
+        metadata={"help": "The model's name in MTEB's results (org/name, e.g. your Hub repo). Default: a Hub id as "
+                          "given, local/<folder name> for a folder."},
+    )
+    mteb_model_revision: str = field(
+        default="local", metadata={"help": "The model's revision in MTEB's results (e.g. its Hub commit)."}
+    )
     batch_size: int = field(default=128, metadata={"help": "Sentences per forward pass."})
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Allow a model whose code ships with its checkpoint to run that code "
@@ -143,6 +172,24 @@ class EvalArguments(EvalDataArguments):
         if self.max_seq_length is not None and self.max_seq_length < 1:
             raise ValueError(f"--max_seq_length must be >= 1 (or left out for the model's limit), got "
                              f"{self.max_seq_length}.")
+        self.truncate_dim_list = parse_truncate_dims(self.truncate_dims)
+        if self.truncate_dim_list and not (self.sts_tasks or self.mteb_tasks):
+            raise ValueError(f"--truncate_dims scores the STS and MTEB tasks of --tasks, and --tasks {self.tasks!r} "
+                             "names none; add sts (or STSBenchmark, mteb:NAME...).")
+        if self.mteb_results_dir is not None and not self.mteb_tasks:
+            raise ValueError("--mteb_results_dir saves MTEB results, and --tasks names no MTEB task; add mteb:NAME "
+                             "(e.g. --tasks sts,mteb:STS22).")
+        if self.mteb_model_name and len(self.model_name_or_path) > 1:
+            raise ValueError("--mteb_model_name names one model, and several were given; evaluate them one at a time "
+                             "to name each.")
+
+    def mteb_meta(self, model: str) -> dict:
+        """The ModelMeta fields of ``model``'s MTEB results (name and revision)."""
+        return model_meta_fields(mteb_model_name(model, self.mteb_model_name), self.mteb_model_revision)
+
+    @property
+    def sts_tasks(self) -> list[str]:
+        return [t for t in self.task_list if t in STS_TASKS]
 
 
 def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
@@ -160,8 +207,25 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
         load_task_data(args.task_list, args.senteval_data_dir, args.senteval_source, args.mode)
     eval_pairs = pairs_from_args(args)
     mteb_tasks = get_mteb_tasks(args.mteb_tasks) if args.mteb_tasks else []
+    if args.mteb_results_dir is not None:
+        check_mteb_results_dir(args, mteb_tasks)
     return (prepare_eval_output_dir(args.output_dir, args.overwrite_output_dir, args.model_name_or_path), eval_pairs,
             mteb_tasks)
+
+
+def check_mteb_results_dir(args: EvalArguments, mteb_tasks: list) -> None:
+    """--mteb_results_dir must be writable, and hold no results of these models and tasks yet unless
+    --overwrite_output_dir (other models' and tasks' results there are left alone)."""
+    check_path_given(args.mteb_results_dir, "--mteb_results_dir")
+    check_writable(Path(args.mteb_results_dir).expanduser(), "--mteb_results_dir")
+    for model in args.model_name_or_path:
+        metas = [args.mteb_meta(model)] + [{**args.mteb_meta(model), "experiment_kwargs": {"truncate_dim": d}}
+                                           for d in args.truncate_dim_list]
+        taken = [p for meta in metas for p in mteb_result_paths(args.mteb_results_dir, mteb_tasks, meta) if p.exists()]
+        if taken and not args.overwrite_output_dir:
+            raise InputError(f"--mteb_results_dir already holds MTEB results of this model ({taken[0]}"
+                             f"{f' and {len(taken) - 1} more' if len(taken) > 1 else ''}); pass --overwrite_output_dir "
+                             "to replace them, or give another --mteb_results_dir / --mteb_model_revision.")
 
 
 def print_results(name: str, pooler: str, args: EvalArguments, results: EvalResults) -> None:
@@ -215,6 +279,9 @@ def evaluate_models(argv: list[str] | None = None) -> int:
             logger.info("Evaluating %s on %s (mode %s)", name, ", ".join(args.task_list), args.mode)
             encoder = load_encoder(name, args)
             logger.info("precision: %s on %s", encoder.describe()["precision"], encoder.device)
+            width = None  # the embedding size (one sentence encoded), where the dimensions or MTEB's meta need it
+            if args.truncate_dim_list or args.mteb_results_dir:
+                width = check_dims_fit(encoder, args.truncate_dim_list)
             results, extras = evaluate(
                 encoder,
                 args.task_list,
@@ -229,9 +296,16 @@ def evaluate_models(argv: list[str] | None = None) -> int:
                 results.own_data = {**PairsEvaluator(eval_pairs, args.eval_name)(encoder),
                                     "pairs": len(eval_pairs), "source": args.eval_file or args.eval_dataset_name}
                 save_partial(results)
+            folder = model_folder(out, index, name, several=combined) / "mteb"
+            meta = {**args.mteb_meta(name), "embed_dim": width}
             if mteb_tasks:
-                folder = model_folder(out, index, name, several=combined) / "mteb"
-                results.add_mteb(*run_mteb_tasks(encoder, mteb_tasks, folder))
+                results.add_mteb(*run_mteb_tasks(encoder, mteb_tasks, folder, args.mteb_results_dir, meta))
+            if args.truncate_dim_list:
+                results.settings = {**(results.settings or {}), "embedding_dim": width}
+                results.dimensions = evaluate_dimensions(
+                    encoder, args.truncate_dim_list, args.sts_tasks, mteb_tasks, folder, args.mteb_results_dir, meta,
+                    data_dir=args.senteval_data_dir, source=args.senteval_source, mode=args.mode,
+                    sts_aggregation=args.sts_aggregation)
             all_results.append(results)
             all_extras.append(extras)
             written = write_report(all_results, out, all_extras, combined=combined)

@@ -14,6 +14,7 @@ from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
 from ..export.folders import check_target
 from ..export.hub import push_export
+from ..export.onnx import BACKENDS, INT8_FILE, QUANTIZATIONS, check_onnx_backend
 from ..export.training_info import TRAINING_INFO_FILE, training_info_problem
 from ..model_card import read_eval_results
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
@@ -34,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--training_info", help=f"training info JSON (default: CHECKPOINT/{TRAINING_INFO_FILE} if present)")
     p.add_argument("--tokenizer", help="tokenizer folder or Hub id (default: the checkpoint's)")
     p.add_argument("--max_seq_length", type=int, help="truncation length (default: the encoder's limit, <= 512)")
+    p.add_argument("--backend", choices=BACKENDS, default="torch",
+                   help="onnx: also write onnx/model.onnx, which SentenceTransformer(OUT_DIR, backend='onnx') loads "
+                        "(pip install 'hf_cse[onnx]')")
+    p.add_argument("--quantize", choices=QUANTIZATIONS,
+                   help=f"with --backend onnx: also write its dynamic int8 quantisation ({INT8_FILE})")
     p.add_argument("--push_to_hub", metavar="REPO", help="push the export to this Hub repo (user/name)")
     p.add_argument("--private", action="store_true", help="create the Hub repo as private")
     p.add_argument("--token", help="Hub token (default: the stored login or HF_TOKEN)")
@@ -68,6 +74,7 @@ def export_from_args(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     refuse_empty_paths(parser, argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
     check_model_source(args.checkpoint, "CHECKPOINT")
     check_target(Path(args.out_dir).expanduser(), args.overwrite)
     if args.tokenizer:
@@ -86,7 +93,7 @@ def export_from_args(argv: list[str] | None = None) -> int:
     out = to_sentence_transformer(
         args.checkpoint, args.out_dir, tokenizer=args.tokenizer, keep_projector=args.keep_projector,
         max_seq_length=args.max_seq_length, overwrite=args.overwrite, eval_results=eval_results or None,
-        training_info=info, repo_id=args.push_to_hub,
+        training_info=info, repo_id=args.push_to_hub, backend=args.backend, quantize=args.quantize,
     )
     print(f"sentence-transformers model written to {out}")
     if args.push_to_hub:

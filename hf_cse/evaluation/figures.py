@@ -122,3 +122,33 @@ def plot_task_comparison(results: Sequence[EvalResults], path, title: str | None
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="model")
     return save_figure(fig, plt, path)
+
+
+def plot_score_by_dimension(results: Sequence[EvalResults], path, title: str | None = None) -> Path:
+    """Score against embedding dimension (``--truncate_dims``, the full embedding included): one line per model and
+    score (the STS average, each MTEB task), dimensions on a log scale."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    ticks: set[int] = set()
+    for r in results:
+        if not r.dimensions:
+            continue
+        full_dim = (r.settings or {}).get("embedding_dim")
+        points = {int(d): e for d, e in r.dimensions.items()}
+        if full_dim:
+            points[int(full_dim)] = {"avg": r.sts_avg, "mteb": r.mteb}
+        dims = sorted(points)
+        ticks.update(dims)
+        series = {r.sts_avg_label: [points[d].get("avg") for d in dims]} if r.sts else {}
+        for task in dict.fromkeys(t for e in points.values() for t in e.get("mteb") or {}):
+            series[f"MTEB {task}"] = [(points[d].get("mteb") or {}).get(task) for d in dims]
+        for label, values in series.items():
+            ax.plot(dims, [np.nan if v is None else v for v in values], marker="o", label=f"{r.name}: {label}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(ticks), [str(d) for d in sorted(ticks)])
+    ax.set_xlabel("embedding dimension (first d coordinates)")
+    ax.set_ylabel("score x 100")
+    ax.set_title(title or "score by embedding dimension")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return save_figure(fig, plt, path)

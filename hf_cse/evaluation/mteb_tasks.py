@@ -92,14 +92,15 @@ def _classes() -> dict[str, type]:
     from mteb.models.model_meta import ScoringFunction
 
     class HFCSEMTEBEncoder(AbsEncoder):
-        """An MTEB encoder backed by a :class:`SentenceEncoder`; no prompts (hf_cse models take none), cosine."""
+        """An MTEB encoder backed by a :class:`SentenceEncoder`; no prompts (hf_cse models take none), cosine.
+        ``meta``: the ModelMeta fields to set (:func:`model_meta_fields`: name, revision, experiment_kwargs...)."""
 
-        def __init__(self, encoder: SentenceEncoder):
+        def __init__(self, encoder: SentenceEncoder, meta: dict | None = None):
             self.model = encoder
-            name = str(encoder.name).strip("/").replace("\\", "/")
             self.mteb_model_meta = ModelMeta.create_empty(
-                {"name": name if "/" in name else f"local/{name}", "revision": "local", "similarity_fn_name":
-                 ScoringFunction.COSINE, "framework": ["PyTorch"], "embed_dim": None, "max_tokens": encoder.max_length})
+                {"name": mteb_model_name(encoder.name), "revision": "local", "similarity_fn_name":
+                 ScoringFunction.COSINE, "framework": ["PyTorch"], "embed_dim": None, "max_tokens": encoder.max_length,
+                 **(meta or {})})
 
         def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
             texts = [text for batch in inputs for text in batch["text"]]
@@ -151,7 +152,7 @@ def _classes() -> dict[str, type]:
             self.dataset = {"default": DatasetDict(splits)}
             self.data_loaded = True
 
-    return {"HFCSEMTEBEncoder": HFCSEMTEBEncoder, "LocalSTSTask": LocalSTSTask}
+    return {"HFCSEMTEBEncoder": HFCSEMTEBEncoder, "LocalSTSTask": LocalSTSTask, "ModelMeta": ModelMeta}
 
 
 def __getattr__(name: str):  # LocalSTSTask, HFCSEMTEBEncoder: built on first access
@@ -160,23 +161,65 @@ def __getattr__(name: str):  # LocalSTSTask, HFCSEMTEBEncoder: built on first ac
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def mteb_encoder(encoder: SentenceEncoder):
-    """``encoder`` as an MTEB encoder (``EncoderProtocol``)."""
-    return _classes()["HFCSEMTEBEncoder"](encoder)
+def mteb_encoder(encoder: SentenceEncoder, meta: dict | None = None):
+    """``encoder`` as an MTEB encoder (``EncoderProtocol``); ``meta`` sets fields of its ``ModelMeta``."""
+    return _classes()["HFCSEMTEBEncoder"](encoder, meta)
+
+
+def mteb_model_name(name_or_path: str, given: str | None = None) -> str:
+    """The model's name in MTEB's results (``ModelMeta.name``, ``org/name``): ``given`` (``--mteb_model_name``), a
+    Hub id as it is, or ``local/<folder name>`` for a local folder (no machine-local path is published)."""
+    if given:
+        return given
+    name = str(name_or_path).replace("\\", "/").rstrip("/")
+    if Path(name).expanduser().exists() or name.startswith(("/", ".", "~")):
+        return f"local/{Path(name).name}"
+    return name if "/" in name else f"local/{name}"
+
+
+def model_meta_fields(name: str, revision: str, embed_dim: int | None = None,
+                      truncate_dim: int | None = None) -> dict:
+    """The ``ModelMeta`` fields an MTEB result records for this model: its name and revision, its embedding size and,
+    for embeddings cut to ``truncate_dim`` coordinates, that as an MTEB experiment (saved under
+    ``experiments/<name>/`` beside the full model's results, as mteb saves any run with ``experiment_kwargs``)."""
+    fields = {"name": name, "revision": revision, "embed_dim": truncate_dim or embed_dim}
+    if truncate_dim:
+        fields["experiment_kwargs"] = {"truncate_dim": int(truncate_dim)}
+    return fields
+
+
+def mteb_result_paths(results_dir, tasks: list, meta: dict) -> list[Path]:
+    """Where mteb's ``ResultCache(results_dir)`` keeps these tasks' results for the model ``meta`` describes."""
+    from mteb.cache import ResultCache
+
+    model_meta = _classes()["ModelMeta"].create_empty(meta)
+    cache = ResultCache(results_dir)
+    return [cache.get_task_result_path(task.metadata.name, model_meta) for task in tasks]
 
 
 MTEB_FOLDER_MARK = ".hf_cse_mteb"
 
 
-def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir) -> tuple[dict[str, float], dict[str, dict]]:
+def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_dir=None,
+                   meta: dict | None = None) -> tuple[dict[str, float], dict[str, dict]]:
     """Run MTEB ``tasks`` (objects from :func:`get_mteb_tasks` or :class:`LocalSTSTask`) on ``encoder``; MTEB's
-    result file of each task goes to ``output_dir/<task>.json``. Returns ``({task: main score x 100}, details)``."""
+    result file of each task goes to ``output_dir/<task>.json``. Returns ``({task: main score x 100}, details)``.
+
+    ``results_dir`` (``--mteb_results_dir``): mteb itself also saves the results there, through its own
+    ``ResultCache``, as its own runs do (``results/<model>/<revision>/<task>.json``, ``model_meta.json``,
+    ``run_settings.jsonl``), the layout of MTEB's results repository; ``meta``: :func:`model_meta_fields`."""
     mteb = require_mteb()
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / MTEB_FOLDER_MARK).touch()  # marks the folder as run_eval's, so --overwrite_output_dir may remove it
-    result = mteb.evaluate(mteb_encoder(encoder), tasks, cache=None, co2_tracker=False, show_progress_bar=False,
-                           encode_kwargs={"batch_size": encoder.batch_size}, overwrite_strategy="always")
+    cache = None
+    if results_dir is not None:
+        from mteb.cache import ResultCache
+
+        cache = ResultCache(results_dir)
+    result = mteb.evaluate(mteb_encoder(encoder, meta), tasks, cache=cache, co2_tracker=False,
+                           show_progress_bar=False, encode_kwargs={"batch_size": encoder.batch_size},
+                           overwrite_strategy="always")
     main_scores = {task.metadata.name: task.metadata.main_score for task in tasks}
     scores, details = {}, {}
     for task_result in result.task_results:

@@ -15,7 +15,8 @@ from typing import Sequence
 
 from ..writing import json_safe, write_json_atomic, write_text_atomic
 from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
-from .figures import plot_alignment_uniformity, plot_cosine_buckets, plot_task_comparison
+from .dimensions import dimension_rows
+from .figures import plot_alignment_uniformity, plot_cosine_buckets, plot_score_by_dimension, plot_task_comparison
 from .mteb_tasks import MTEB_FOLDER_MARK
 from .results import RETRIEVAL_KEYS, EvalResults, short_name
 from .sts import format_sts_table
@@ -111,6 +112,7 @@ def markdown_report(results: Sequence[EvalResults]) -> str:
                 for n, r in zip(names, results)]
         out += [_md_table(header, rows), ""]
     out += _own_and_mteb_sections(names, results)
+    out += _dimension_sections(names, results)
     for n, r in zip(names, results):
         sts_details = (r.details or {}).get("sts", {})
         if sts_details:
@@ -148,6 +150,21 @@ def _own_and_mteb_sections(names: Sequence[str], results: Sequence[EvalResults])
         out += ["## MTEB (main score x 100; MTEB's own result files are in mteb/)", ""]
         rows = [[n] + [_fmt((r.mteb or {}).get(t)) for t in tasks] for n, r in zip(names, results)]
         out += [_md_table(["model"] + tasks, rows), ""]
+    return out
+
+
+def _dimension_sections(names: Sequence[str], results: Sequence[EvalResults]) -> list[str]:
+    """One table per model evaluated with ``--truncate_dims``: a row per dimension (the full embedding first)."""
+    out: list[str] = []
+    for n, r in zip(names, results):
+        if not r.dimensions:
+            continue
+        full = {"sts": r.sts, "avg": r.sts_avg, "mteb": r.mteb}
+        rows = dimension_rows((r.settings or {}).get("embedding_dim"), full, r.dimensions)
+        columns = list(dict.fromkeys(c for _, cols in rows for c in cols))
+        header = ["dimension"] + [r.sts_avg_label if c == "avg" else TABLE_NAMES.get(c, c) for c in columns]
+        out += [f"## Score by embedding dimension: {n} (first d coordinates, as truncate_dim=d)", "",
+                _md_table(header, [[label] + [_fmt(cols.get(c)) for c in columns] for label, cols in rows]), ""]
     return out
 
 
@@ -203,6 +220,8 @@ def write_report(
         comparison = plot_task_comparison(results, out / "task_comparison.png")
         if comparison is not None:
             written["task_comparison.png"] = comparison
+    if any(r.dimensions for r in results):
+        written["score_by_dimension.png"] = plot_score_by_dimension(results, out / "score_by_dimension.png")
     if any(r.alignment is not None for r in results):
         written["align_uniform.png"] = plot_alignment_uniformity(results, out / "align_uniform.png")
     for i, (r, ex) in enumerate(zip(results, extras)):

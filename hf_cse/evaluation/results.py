@@ -4,7 +4,8 @@
 :meth:`EvalResults.to_dict` is ``results.json``'s layout, unchanged: ``model``; the STS task scores (Spearman x 100)
 and ``avg``; ``alignment``, ``uniformity``; ``R@1``/``R@5``/``R@10``; the transfer accuracies (x 100) and
 ``transfer_avg``; then ``details``, ``settings``, ``timing``, ``unfinished_tasks`` (only while it runs),
-``own_data`` (``--eval_file``) and ``mteb``. :meth:`EvalResults.from_dict` reads it back.
+``own_data`` (``--eval_file``), ``mteb`` and ``dimensions`` (``--truncate_dims``: the scores of the embeddings cut to
+each dimension, :mod:`hf_cse.evaluation.dimensions`). :meth:`EvalResults.from_dict` reads it back.
 
 Averages say what they are over (:func:`average_label`): SimCSE's "Avg." (Table 1: STS12-16, STS-B, SICK-R; Table 3:
 MR, CR, SUBJ, MPQA, SST, TREC, MRPC) only when all seven tasks ran, "STS Avg." / "Transfer Avg."; otherwise the
@@ -25,7 +26,7 @@ STS_AVG_LABEL = "STS Avg."
 TRANSFER_AVG_LABEL = "Transfer Avg."
 #: results.json's single-number entries, and the rest of its known keys (any other key is kept in ``extra``)
 _SCALARS = ("avg", "alignment", "uniformity", "transfer_avg")
-_BOOKKEEPING = ("model", "details", "settings", "timing", "unfinished_tasks", "own_data", "mteb")
+_BOOKKEEPING = ("model", "details", "settings", "timing", "unfinished_tasks", "own_data", "mteb", "dimensions")
 
 
 def average_label(tasks: Sequence[str]) -> str:
@@ -95,6 +96,9 @@ class EvalResults:
     own_data: dict[str, Any] | None = None
     #: MTEB task -> main score x 100
     mteb: dict[str, float] | None = None
+    #: ``--truncate_dims``: ``{"128": {"sts": {task: score}, "avg": ..., "mteb": {task: score}}}``, the scores of the
+    #: embeddings cut to their first d coordinates (``settings["embedding_dim"]``: the full size)
+    dimensions: dict[str, dict[str, Any]] | None = None
     #: top-level keys hf_cse does not know, kept as read
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -154,6 +158,8 @@ class EvalResults:
             out["own_data"] = self.own_data
         if self.mteb is not None:
             out["mteb"] = self.mteb
+        if self.dimensions is not None:
+            out["dimensions"] = self.dimensions
         return out
 
     @classmethod
@@ -175,7 +181,7 @@ class EvalResults:
                 setattr(record, {"avg": "sts_avg"}.get(key, key), _nan_if_none(_score(key, value)))
             elif key not in _BOOKKEEPING:
                 record.extra[key] = value
-        for key in ("details", "settings", "timing", "own_data", "mteb"):
+        for key in ("details", "settings", "timing", "own_data", "mteb", "dimensions"):
             value = data.get(key)
             if value is not None and not isinstance(value, Mapping):
                 raise ValueError(f"results: {key!r} must be a JSON object, got {type(value).__name__}.")

@@ -27,6 +27,7 @@ from .modules import (
     public_config_dict,
     write_modules,
 )
+from .onnx import check_onnx_backend, describe_onnx, write_onnx
 from .verify import verify_export
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,8 @@ def to_sentence_transformer(
     *,
     repo_id: str | None = None,
     verify: bool = True,
+    backend: str = "torch",
+    quantize: str | None = None,
 ) -> Path:
     """Write an hf_cse model as a sentence-transformers folder with a model card; returns the folder.
 
@@ -67,8 +70,12 @@ def to_sentence_transformer(
         repo_id: Hub repo the card's usage snippet names (default: ``out_dir``); a push to another repo renders
             the card again for it.
         verify: reload the export and compare with the model before committing it.
+        backend: ``"onnx"`` also writes ``onnx/model.onnx`` for ``SentenceTransformer(out_dir, backend="onnx")``
+            (:mod:`hf_cse.export.onnx`; checked against the PyTorch module); ``quantize="int8"`` adds its dynamic
+            int8 quantisation.
     """
     check_path_given(out_dir if isinstance(out_dir, str) else str(out_dir), "out_dir")
+    check_onnx_backend(backend, quantize)  # a missing package fails before anything is loaded
     out_dir = Path(out_dir).expanduser()
     hold_folder(out_dir, "out_dir")  # one export at a time into a folder; released when this function ends
     recover_leftovers(out_dir)
@@ -89,6 +96,10 @@ def to_sentence_transformer(
             "sentence-transformers Pooling equivalent. Train with --pooler_type cls, avg or max to export it, or use "
             "the hf_cse checkpoint directly (hf_cse.evaluation accepts it)."
         )
+    if own is not None and backend == "onnx":
+        raise ExportError(f"backend='onnx' exports a plain Transformer + Pooling encoder; this {config.method} model's "
+                          "sentence-transformers modules are its own code (e.g. PromptBERT's template). Export it "
+                          "without backend='onnx' (--backend).")
     pooling_mode = ST_POOLING_MODES.get(test_pooler, "cls")  # with own modules: only the reference's head rule
     uses_projector = applies_projector(test_pooler) and model.projector is not None  # the test embedding uses it
     if keep_projector and model.projector is None:
@@ -110,6 +121,7 @@ def to_sentence_transformer(
         if verify:
             verify_export(tmp, model, tokenizer, pooling_mode, with_projector, int(max_seq_length),
                           trust_remote_code=own is not None)
+        onnx_files = [p.relative_to(tmp).as_posix() for p in write_onnx(tmp, quantize)] if backend == "onnx" else []
         export = {
             "embedding_dimension": dense[-1].out_features if dense else dim,
             "max_seq_length": int(max_seq_length),
@@ -121,6 +133,7 @@ def to_sentence_transformer(
             **describe(config, pooling_mode, dense, keep_projector, own and own.pooling_words),
             "adapter_description": describe_adapters(config),
             "custom_code": own is not None,
+            "onnx_description": describe_onnx(onnx_files),
             "limitations_extra": "\n".join(line for line in (
                 "* **Projection head kept**: these embeddings include the training-time head; the papers report "
                 "unsupervised results without it (`cls_before_pooler`)."

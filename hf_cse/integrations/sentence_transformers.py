@@ -39,6 +39,7 @@ from ..distributed import gather_with_grad
 from ..losses import get_loss_class, loss_hyperparameters
 from ..losses.base import HARD_NEGATIVE_INPUT
 from ..losses.errors import HardNegativesNotTakenError
+from ..matryoshka import check_matryoshka
 from ..models.modes import eval_mode
 from ..objectives import (
     DCL,
@@ -50,6 +51,7 @@ from ..objectives import (
     normalise_objectives,
     objective,
     objective_names,
+    with_matryoshka,
 )
 from ..references import SIMCSE
 
@@ -67,6 +69,9 @@ class CSELoss(nn.Module):
         objectives: the full objectives list, as an hf_cse config's (:mod:`hf_cse.objectives`), e.g.
             ``[objective("infonce", temperature=0.05), objective("dcl", 0.1, temperature=5.0)]``; replaces
             ``loss``, ``dcl_weight`` and the hyperparameters.
+        matryoshka_dims, matryoshka_weights: Matryoshka training (:mod:`hf_cse.matryoshka`): every objective is
+            also applied to these leading prefixes of the embedding (e.g. ``[384, 256, 128, 64]``), each weighted
+            (default 1); one forward, as in hf_cse's trainer.
         **hyperparameters: the loss's own hyperparameters (``temperature=0.07, m=0.3``...); unknown names raise.
 
     ``forward(sentence_features, labels)`` takes 2 or 3 text columns (labels are not used). With one objective it
@@ -78,7 +83,9 @@ class CSELoss(nn.Module):
     """
 
     def __init__(self, model: nn.Module, loss: str = "infonce", gather_across_devices: bool = True,
-                 dcl_weight: float = 0.0, objectives: list[dict] | None = None, **hyperparameters: Any) -> None:
+                 dcl_weight: float = 0.0, objectives: list[dict] | None = None,
+                 matryoshka_dims: list[int] | None = None, matryoshka_weights: list[float] | None = None,
+                 **hyperparameters: Any) -> None:
         super().__init__()
         self.model = model
         if objectives is None:
@@ -92,8 +99,10 @@ class CSELoss(nn.Module):
         entries = normalise_objectives(objectives)
         takes_nodropout = any(NO_DROPOUT_INPUT in get_loss_class(e["loss"]).extra_inputs for e in entries)
         losses = check_objectives(entries, off_dropout=takes_nodropout)
-        self.objectives = [Objective(name, e["weight"], fn)
-                           for name, e, fn in zip(objective_names(entries), entries, losses, strict=True)]
+        self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(matryoshka_dims, matryoshka_weights)
+        self.objectives = with_matryoshka([Objective(name, e["weight"], fn) for name, e, fn in
+                                           zip(objective_names(entries), entries, losses, strict=True)],
+                                          self.matryoshka_dims, self.matryoshka_weights)
         self.objective_entries = entries
         self.loss_fn = losses[0]
         self.loss_name = entries[0]["loss"]
@@ -154,6 +163,8 @@ class CSELoss(nn.Module):
         config = {"loss": self.loss_name, **params, "gather_across_devices": self.gather_across_devices}
         if len(self.objectives) > 1:
             config["objectives"] = self.objective_entries
+        if self.matryoshka_dims:
+            config.update(matryoshka_dims=self.matryoshka_dims, matryoshka_weights=self.matryoshka_weights)
         return config
 
     @property

@@ -182,6 +182,13 @@ def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
     ]
     if export.get("adapter_description"):
         rows.append(("Adapters", export["adapter_description"]))
+    if export.get("onnx_description"):
+        rows.append(("ONNX", export["onnx_description"]))
+    if getattr(config, "matryoshka_dims", None):
+        dims, weights = config.matryoshka_dims, config.matryoshka_weights
+        rows.append(("Matryoshka dimensions", f"trained at {', '.join(map(str, dims))} (loss weights "
+                     f"{', '.join(f'{w:g}' for w in weights)}): the first d coordinates are an embedding on their own; "
+                     f"`SentenceTransformer(..., truncate_dim={dims[-1]})` serves them"))
     modules = "\n".join(f"  ({i}): {m}" for i, m in enumerate(export["modules"]))
     return table(("Property", "Value"), rows) + f"\n\nModule stack:\n\n```\nSentenceTransformer(\n{modules}\n)\n```"
 

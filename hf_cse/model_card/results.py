@@ -97,6 +97,17 @@ def _score_table(results: EvalResults, tasks: list[str], avg: float | None, labe
     return table(header, [row])
 
 
+def _dimension_table(results: EvalResults) -> str:
+    from ..evaluation.dimensions import dimension_rows
+
+    full = {"sts": results.sts, "avg": results.sts_avg, "mteb": results.mteb}
+    rows = dimension_rows((results.settings or {}).get("embedding_dim"), full, results.dimensions or {})
+    columns = list(dict.fromkeys(c for _, cols in rows for c in cols))
+    header = ("Dimension",) + tuple(results.sts_avg_label if c == "avg" else TABLE_NAMES.get(c, c) for c in columns)
+    return table(header, [(label, *("-" if cols.get(c) is None else f"{cols[c]:.2f}" for c in columns))
+                          for label, cols in rows])
+
+
 def evaluation_section(results: EvalResults, pooling: str, dev: Mapping[str, Any] | None = None) -> str:
     """The scores as tables (STS, transfer, others; averages labelled with the tasks they are over) and how they were
     measured, or how to add them; and the training run's dev score before and after training, when it had dev data."""
@@ -122,6 +133,9 @@ def evaluation_section(results: EvalResults, pooling: str, dev: Mapping[str, Any
     other = {k: v for k, v in scores.items() if k not in known}
     if other:
         parts += ["", "Other scores:", "", kv_table(("Metric", "Value"), other, value_fmt=lambda v: f"{v:.4g}")]
+    if results.dimensions:
+        parts += ["", "By embedding dimension (the first d coordinates, as `truncate_dim=d` serves them; "
+                  "`run_eval.py --truncate_dims`):", "", _dimension_table(results)]
     if settings:
         parts += ["", "Evaluation settings (`run_eval.py`): "
                   + ", ".join(f"{k} = {fmt(v)}" for k, v in settings.items()) + "."]

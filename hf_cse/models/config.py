@@ -12,6 +12,7 @@ from typing import Any, Literal
 from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
+from ..matryoshka import check_matryoshka
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .heads import PROJECTORS
 from .loading import ENCODER_DTYPES, Attention, EncoderDtype, check_attention, check_bidirectional
@@ -118,6 +119,14 @@ class CSEConfig(PretrainedConfig):
     prompt: str | None = field(default=None, metadata={
         "help": "instruction / prefix prepended to every sentence in training, evaluation and the "
                 "sentence-transformers export (its default prompt), e.g. 'Retrieve semantically similar text: '"})
+    matryoshka_dims: list[int] | None = field(default=None, metadata={
+        "help": "Matryoshka training: every objective is also applied to each of these leading prefixes of the "
+                "embedding (e.g. 384,256,128,64; one forward, the prefixes are slices of it), so the exported "
+                "embedding can be truncated to any of them; not set = the full embedding only",
+        "flag_type": "int_list"})
+    matryoshka_weights: list[float] | None = field(default=None, metadata={
+        "help": "weight of each matryoshka_dims prefix's loss, in the same order (not set = 1 each)",
+        "flag_type": "float_list"})
     lora_r: int = field(default=0, metadata={
         "help": "LoRA rank (peft): > 0 freezes the encoder and trains low-rank adapters; 0 = full fine-tuning"})
     lora_alpha: float | None = field(default=None, metadata={
@@ -158,6 +167,18 @@ class CSEConfig(PretrainedConfig):
                 "sentence. Use --pooler_type avg or last (or --bidirectional)."
             )
         check_objectives(self.objectives, self.off_dropout, loading=_LOADING.get())
+        self._check_matryoshka()
+
+    def _check_matryoshka(self) -> None:
+        """The prefixes are those of the training embedding; they must be prefixes of the embedding users get."""
+        self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(
+            self.matryoshka_dims, self.matryoshka_weights, self.hidden_size)
+        if self.matryoshka_dims and not (self.projector == "none" or applies_projector(self.test_pooler)):
+            raise ValueError(
+                f"matryoshka_dims trains prefixes of the training embedding, which goes through the {self.projector} "
+                "projection head; the test-time (exported) embedding is the pooled vector before that head, whose "
+                "prefixes the loss never sees. Add --projector none (or, with --pooler_type cls, --mlp_only_train "
+                "false to keep the head at test time).")
 
     def _check_loading(self) -> None:
         """The encoder-loading fields (:mod:`hf_cse.models.loading`, :mod:`hf_cse.models.lora`)."""

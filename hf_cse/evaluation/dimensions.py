@@ -1,0 +1,116 @@
+"""Scores per embedding dimension (``run_eval.py --truncate_dims 256,128,64``): the embeddings cut to their first
+``d`` coordinates, as ``SentenceTransformer(folder, truncate_dim=d)`` serves them, scored on the STS tasks (and the
+MTEB tasks) of the run for each ``d``. A Matryoshka-trained model (``--matryoshka_dims``) should lose little; a
+plain one shows what truncating it costs.
+
+The model encodes each sentence once for all dimensions (:class:`TruncatedEncoder` shares one cache of the full
+embeddings); cosine similarity normalises each cut vector itself, so a model's Normalize module needs no redo.
+``results.json`` holds the scores under ``dimensions`` (:class:`hf_cse.evaluation.results.EvalResults`),
+results.md a table and ``score_by_dimension.png`` the curve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..checks import InputError
+from ..matryoshka import parse_int_list
+
+
+def parse_truncate_dims(value: str | Sequence[int] | None) -> list[int]:
+    """``"256,128,64"`` -> ``[256, 128, 64]`` (largest first); a bad list is one :class:`InputError` line."""
+    try:
+        dims = parse_int_list(value, "--truncate_dims") or []
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if any(d < 1 for d in dims) or len(set(dims)) != len(dims):
+        raise InputError(f"--truncate_dims {value!r}: give distinct dimensions >= 1, e.g. 256,128,64.")
+    return sorted(dims, reverse=True)
+
+
+class TruncatedEncoder:
+    """``encoder``'s embeddings cut to their first ``dim`` coordinates; the full embeddings are computed once per
+    text into ``cache`` (shared by the encoders of every dimension). Everything else is ``encoder``'s."""
+
+    def __init__(self, encoder, dim: int, cache: dict[str, np.ndarray] | None = None):
+        self.encoder, self.dim = encoder, int(dim)
+        self.cache = {} if cache is None else cache
+
+    def __getattr__(self, name: str) -> Any:  # name, batch_size, max_length, device, effective_pooler...
+        return getattr(self.encoder, name)
+
+    def encode(self, sentences: Sequence[str], batch_size: int | None = None,
+               show_progress_bar: bool | None = None) -> np.ndarray:
+        sentences = list(sentences)
+        todo = list(dict.fromkeys(s for s in sentences if s not in self.cache))
+        if todo:
+            options = {k: v for k, v in (("batch_size", batch_size), ("show_progress_bar", show_progress_bar))
+                       if v is not None}
+            for text, row in zip(todo, self.encoder.encode(todo, **options)):
+                self.cache[text] = row
+        if not sentences:
+            return np.zeros((0, self.dim), np.float32)
+        full = np.stack([self.cache[s] for s in sentences])
+        if self.dim > full.shape[1]:
+            raise InputError(f"--truncate_dims {self.dim}: the model's embeddings have {full.shape[1]} dimensions; "
+                             f"choose dimensions up to {full.shape[1]}.")
+        return full[:, :self.dim]
+
+    def describe(self) -> dict:
+        own = self.encoder.describe() if hasattr(self.encoder, "describe") else {"model": str(self.encoder)}
+        return {**own, "truncate_dim": self.dim}
+
+
+def check_dims_fit(encoder, dims: Sequence[int]) -> int:
+    """The encoder's embedding size (one short sentence encoded); dimensions beyond it fail before any task runs."""
+    width = int(encoder.encode(["a"], show_progress_bar=False).shape[1])
+    too_large = [d for d in dims if d > width]
+    if too_large:
+        raise InputError(f"--truncate_dims {too_large}: {encoder.name} gives {width}-dimensional embeddings; choose "
+                         f"dimensions up to {width}.")
+    return width
+
+
+def evaluate_dimensions(encoder, dims: Sequence[int], sts_tasks: Sequence[str], mteb_tasks: Sequence = (),
+                        mteb_folder=None, mteb_results_dir=None, mteb_meta: dict | None = None,
+                        **sts_kwargs) -> dict[str, dict[str, Any]]:
+    """``{str(d): {"sts": {task: score}, "avg": ..., "mteb": {task: score}}}`` for each ``d`` of ``dims``: the run's
+    STS tasks (``sts_kwargs``: data_dir, source, mode, sts_aggregation of :func:`hf_cse.evaluation.evaluate`) and
+    MTEB tasks (their result files in ``mteb_folder/dim_<d>/``; with ``mteb_results_dir``, also saved by mteb as
+    the experiment ``truncate_dim=d`` of the model ``mteb_meta`` names) on the cut embeddings."""
+    from .mteb_tasks import run_mteb_tasks
+    from .runner import evaluate
+
+    cache: dict[str, np.ndarray] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for d in dims:
+        cut = TruncatedEncoder(encoder, d, cache)
+        entry: dict[str, Any] = {}
+        if sts_tasks:
+            scored, _ = evaluate(cut, list(sts_tasks), **sts_kwargs)
+            entry["sts"], entry["avg"] = dict(scored.sts), scored.sts_avg
+        if mteb_tasks:
+            meta = {**(mteb_meta or {}), "embed_dim": d, "experiment_kwargs": {"truncate_dim": d}}
+            entry["mteb"], _ = run_mteb_tasks(cut, list(mteb_tasks), mteb_folder / f"dim_{d}", mteb_results_dir, meta)
+        out[str(d)] = entry
+    return out
+
+
+def dimension_rows(full_dim: int | None, full: dict[str, Any], by_dim: dict[str, dict[str, Any]]
+                   ) -> list[tuple[str, dict[str, float | None]]]:
+    """``[(label, {column: score})]``: the full embedding first, then each truncation, largest first; the columns
+    are the STS tasks, ``avg`` and ``MTEB <task>``."""
+    def columns(entry: dict[str, Any]) -> dict[str, float | None]:
+        cols = dict(entry.get("sts") or {})
+        if entry.get("avg") is not None:
+            cols["avg"] = entry["avg"]
+        cols.update({f"MTEB {t}": v for t, v in (entry.get("mteb") or {}).items()})
+        return cols
+
+    label = f"{full_dim} (full)" if full_dim else "full"
+    rows = [(label, columns(full))]
+    rows += [(d, columns(entry)) for d, entry in sorted(by_dim.items(), key=lambda kv: -int(kv[0]))]
+    return rows

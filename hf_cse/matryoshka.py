@@ -1,0 +1,118 @@
+"""Matryoshka training (Kusupati et al., "Matryoshka Representation Learning", NeurIPS 2022, arXiv 2205.13147; the
+objective of its section 3):
+every objective is applied to each leading prefix ``z[:, :d]`` of the one embedding, for each ``d`` of
+``matryoshka_dims``, and the weighted per-prefix losses are summed, so that the first ``d`` coordinates of the
+shipped embedding are a usable ``d``-dimensional embedding on their own.
+
+The prefixes are slices of the embeddings of ONE forward (the encoder runs once per batch, whatever the number of
+dimensions); only the losses run once per dimension. Every registry loss normalises its inputs itself where its
+definition does (cosine similarities: :func:`hf_cse.losses.base.unit`), so each prefix is normalised on its own.
+The wrapper sits where the objectives are built (:func:`hf_cse.objectives.build_objectives`, and the
+sentence-transformers adapter's :class:`~hf_cse.integrations.sentence_transformers.CSELoss`); it sees the gathered
+embeddings, so several processes and the gradient cache work unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from .losses.base import LossOutput
+
+#: the flags' and config fields' names (one home: the config, the export and the card read them)
+DIMS_FIELD, WEIGHTS_FIELD = "matryoshka_dims", "matryoshka_weights"
+
+
+def parse_int_list(value: Any, name: str = DIMS_FIELD) -> list[int] | None:
+    """``"384,256,128"`` (the command line's form), ``[384, 256, 128]`` or None -> a list of ints (or None)."""
+    return _parse_list(value, name, int)
+
+
+def parse_float_list(value: Any, name: str = WEIGHTS_FIELD) -> list[float] | None:
+    return _parse_list(value, name, float)
+
+
+def _parse_list(value: Any, name: str, kind: type) -> list | None:
+    if value is None:
+        return None
+    items = value.replace(",", " ").split() if isinstance(value, str) else value
+    try:
+        if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+            raise TypeError
+        out = []
+        for item in items:
+            if isinstance(item, bool) or (kind is int and isinstance(item, float) and not item.is_integer()):
+                raise TypeError
+            out.append(kind(item))
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a comma-separated list of {kind.__name__}s (e.g. 384,256,128,64), "
+                         f"got {value!r}.") from None
+    return out
+
+
+def check_matryoshka(dims: Any, weights: Any = None, hidden_size: int = 0) -> tuple[list[int] | None,
+                                                                                     list[float] | None]:
+    """The checked dimensions, largest first, and their weights (in the same order; default 1 each, as
+    sentence-transformers' ``MatryoshkaLoss``). ``hidden_size`` (0 = unknown) bounds the dimensions."""
+    dims, weights = parse_int_list(dims), parse_float_list(weights)
+    if dims is None:
+        if weights is not None:
+            raise ValueError(f"{WEIGHTS_FIELD} is set without {DIMS_FIELD}: give the dimensions too, e.g. "
+                             "--matryoshka_dims 384,256,128,64.")
+        return None, None
+    if not dims:
+        raise ValueError(f"{DIMS_FIELD} is empty; give one or more dimensions, e.g. 384,256,128,64.")
+    bad = [d for d in dims if d < 1 or (hidden_size and d > hidden_size)]
+    if bad:
+        bound = f"1..{hidden_size} (the embedding's size)" if hidden_size else ">= 1"
+        raise ValueError(f"{DIMS_FIELD}: {bad} out of range; each dimension must be in {bound}.")
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"{DIMS_FIELD}: {dims} repeats a dimension; give each once.")
+    weights = [1.0] * len(dims) if weights is None else weights
+    if len(weights) != len(dims):
+        raise ValueError(f"{WEIGHTS_FIELD} has {len(weights)} values for {len(dims)} dimensions ({dims}); give one "
+                         "weight per dimension, in the same order.")
+    if any(not math.isfinite(w) or w <= 0 for w in weights):
+        raise ValueError(f"{WEIGHTS_FIELD}: {weights}; each weight must be a finite number > 0.")
+    order = sorted(range(len(dims)), key=lambda i: -dims[i])
+    return [dims[i] for i in order], [weights[i] for i in order]
+
+
+class MatryoshkaLoss(nn.Module):
+    """One objective's loss applied to each leading prefix of its inputs: ``sum_d w_d * loss(z1[:, :d],
+    z2[:, :d], **{k: x[:, :d]})`` (every extra input -- hard negatives, no-dropout embeddings -- is cut the same
+    way). It stands in for the loss it wraps (same ``name``, inputs and references). Metrics: the wrapped loss's
+    diagnostics at the largest dimension, and each dimension's unweighted loss as ``loss_dim<d>``."""
+
+    def __init__(self, loss: nn.Module, dims: Sequence[int], weights: Sequence[float] | None = None):
+        super().__init__()
+        self.loss = loss
+        self.dims, self.weights = check_matryoshka(list(dims), None if weights is None else list(weights))
+        self.name = loss.name
+        self.extra_inputs = loss.extra_inputs
+        self.takes_hard_negatives = loss.takes_hard_negatives
+        self.references = loss.references
+
+    def forward(self, z1: torch.Tensor, z2: torch.Tensor, **extra: torch.Tensor) -> LossOutput:
+        width = z1.shape[-1] if isinstance(z1, torch.Tensor) and z1.dim() == 2 else None
+        if width is not None and self.dims[0] > width:
+            raise ValueError(f"{DIMS_FIELD} {self.dims} needs embeddings of at least {self.dims[0]} dimensions; "
+                             f"these have {width}. Choose dimensions up to {width}.")
+        total = None
+        metrics: dict[str, Any] = {}
+        for i, (d, w) in enumerate(zip(self.dims, self.weights, strict=True)):
+            cut = {k: (v[:, :d] if isinstance(v, torch.Tensor) and v.dim() == 2 else v) for k, v in extra.items()}
+            out = self.loss(z1[:, :d], z2[:, :d], **cut)
+            term = w * out.loss
+            total = term if total is None else total + term
+            if i == 0:
+                metrics.update(out.metrics)
+            metrics[f"loss_dim{d}"] = out.loss.detach()
+        return LossOutput(loss=total, metrics=metrics)
+
+    def extra_repr(self) -> str:
+        return f"dims={self.dims}, weights={self.weights}"

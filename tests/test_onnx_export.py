@@ -1,0 +1,103 @@
+"""hf-cse-export --backend onnx (hf_cse.export.onnx): onnx/model.onnx in sentence-transformers' ONNX backend layout,
+its embeddings against the PyTorch export's, the int8 variant, and the refusals."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+import torch
+from helpers import random_sentences
+
+from hf_cse.cli import export as export_cli
+from hf_cse.export import to_sentence_transformer
+from hf_cse.export.errors import ExportError
+from hf_cse.export.onnx import INT8_FILE, ONNX_FILE, OnnxEncoder, check_onnx_backend
+from hf_cse.models import SimCSEModel
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+
+def _min_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float((np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))).min())
+
+
+def _pytorch(folder, sentences):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(folder), device="cpu").encode(sentences)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, pooler, normalize", [("bert", "avg", True), ("distilbert", "cls", False),
+                                                     ("roberta", "max", False)])
+def test_onnx_embeddings_equal_the_pytorch_exports(kind, pooler, normalize, request, tmp_path):
+    folder = request.getfixturevalue(f"tiny_{kind}_dir")
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(folder), pooler_type=pooler, normalize=normalize,
+                                     prompt="query: " if kind == "bert" else None)
+    out = to_sentence_transformer(model, tmp_path / "st", tokenizer=str(folder), backend="onnx", quantize="int8")
+    assert (out / ONNX_FILE).is_file() and (out / INT8_FILE).is_file()
+    sentences = random_sentences(40, seed=3)  # varied lengths: padding inside the batches
+    want = _pytorch(out, sentences)
+    got = OnnxEncoder(out).encode(sentences, batch_size=16)
+    assert got.shape == want.shape
+    assert _min_cosine(got, want) >= 0.9999
+    int8 = OnnxEncoder(out, INT8_FILE).encode(sentences)
+    assert _min_cosine(int8, want) < 1.0  # a different (quantised) model, still close
+    assert _min_cosine(int8, want) > 0.9
+    assert "onnx/model.onnx" in (out / "README.md").read_text()
+
+
+@pytest.mark.slow
+def test_packaged_minilm_onnx_equals_pytorch(minilm_dir, tmp_path):
+    model = SimCSEModel.from_encoder(str(minilm_dir))  # its own mean pooling + Normalize
+    out = to_sentence_transformer(model, tmp_path / "st", tokenizer=str(minilm_dir), backend="onnx")
+    sentences = random_sentences(24, seed=5) + ["A man is playing a guitar.", "Two dogs run in a field."]
+    assert _min_cosine(OnnxEncoder(out).encode(sentences), _pytorch(out, sentences)) >= 0.9999
+    inputs = {i.name for i in __import__("onnxruntime").InferenceSession(str(out / ONNX_FILE)).get_inputs()}
+    assert inputs == {"input_ids", "attention_mask", "token_type_ids"}  # what optimum's loader feeds a BERT
+
+
+def test_missing_package_is_one_line_before_any_work(monkeypatch, tmp_path, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(ExportError, match=r"pip install 'hf_cse\[onnx\]'"):
+        check_onnx_backend("onnx")
+    # the command refuses before it reads the (here missing) checkpoint
+    assert export_cli.main([str(tmp_path / "no-such-checkpoint"), str(tmp_path / "out"), "--backend", "onnx"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--backend onnx needs onnxruntime" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_quantize_needs_the_onnx_backend():
+    with pytest.raises(ExportError, match="needs --backend onnx"):
+        check_onnx_backend("torch", "int8")
+    check_onnx_backend("torch")  # nothing needed
+
+
+def test_onnx_encoder_refuses_dense_modules(tmp_path):
+    (tmp_path / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}]))
+    with pytest.raises(ExportError, match="also has Dense"):
+        OnnxEncoder(tmp_path)
+
+
+@pytest.mark.slow
+def test_the_command_writes_the_onnx_files(tiny_bert_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    checkpoint = tmp_path / "run"
+    SimCSEModel.from_encoder(str(tiny_bert_dir), pooler_type="avg").save_pretrained(checkpoint)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(checkpoint)
+    out = tmp_path / "st"
+    assert export_cli.main([str(checkpoint), str(out), "--backend", "onnx", "--quantize", "int8"]) == 0
+    assert (out / ONNX_FILE).is_file() and (out / INT8_FILE).is_file()
+    sentences = random_sentences(8, seed=1)
+    assert _min_cosine(OnnxEncoder(out).encode(sentences), _pytorch(out, sentences)) >= 0.9999
