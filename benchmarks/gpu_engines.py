@@ -32,6 +32,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -57,6 +58,8 @@ RESUME_RTOL = 0.01
 EXPORT_MIN_COS = 0.9999  # the export against the hf_cse model saved beside it: the same weights, fp32
 PLAIN_MIN_COS = 0.99  # the export against the plain run's export: bf16 training noise over 50 steps
 REFUSAL = "runs only on GPUs"  # hf_cse.distributed.check_sharding_device's line
+#: a Python exception's last line ("ValueError: ...", "torch.OutOfMemoryError: ..."), as a failed launch prints it
+ERROR_LINE = re.compile(r"^\s*(\[rank\d+\]:\s*)?[\w.]*(Error|Exception)\b.*:")
 
 
 def _free_port() -> int:
@@ -169,6 +172,9 @@ class Launcher:
         else:
             run["status"] = "timeout" if rc is None else f"failed (exit {rc})"
             run["log_tail"] = text.splitlines()[-25:]
+            # the launcher's own traceback fills the tail (H100, 2026-11-26): keep the child's error lines too
+            run["error_lines"] = [line for line in text.splitlines()
+                                  if "error:" in line or ERROR_LINE.match(line)][:20]
         return self._add(run)
 
     def _add(self, run: dict) -> dict:
