@@ -148,7 +148,7 @@ class SentenceEncoder:
         self.precision, _ = resolve(precision, self.device.type)  # refuses fp16 on a CPU
         self.name = (
             name
-            or getattr(getattr(self._hf_model, "config", None), "_name_or_path", None)
+            or getattr(getattr(self._hf_model, "config", None), "name_or_path", None)
             or type(model).__name__
         )
 
