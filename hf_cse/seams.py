@@ -27,6 +27,7 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.Trainer", "_run_epoch", ("self", "model", "epoch")),
     ("transformers.Trainer", "_train_batch_size", None),  # an instance attribute, set in Trainer.__init__
     ("transformers.PretrainedConfig", "_attn_implementation", None),  # a property with a setter
+    ("transformers.PreTrainedModel", "_tied_weights_keys", None),  # a class attribute
     ("sentence_transformers.SentenceTransformerModelCardData", "_get_snippet_output_dimensionality", ("self",)),
 )
 
@@ -84,6 +85,11 @@ def set_attention_implementation(config, name: str) -> None:
 
 
 # ------------------------------------------------------------------------------- transformers' weight loading
+def tied_weights_keys(model) -> dict[str, str] | None:
+    """The parameters a transformers model ties to others (``{target: source}``, transformers 5), or None."""
+    return getattr(model, "_tied_weights_keys", None)
+
+
 def mark_initialized(module: torch.nn.Module) -> None:
     """Flag a module and its own parameters as initialised, so that transformers' ``post_init`` / loading does not
     redraw them (``_is_hf_initialized``)."""
