@@ -173,13 +173,14 @@ class ContrastiveTrainer(seams.EpochStartHook, Trainer):
         A checkpoint taken at the run's last step (a run killed during its final save or export) is loaded as it
         is: transformers' loop would train one step past ``max_steps``, as it checks the step count only after a
         step."""
-        state_file = resume_from_checkpoint and Path(resume_from_checkpoint) / TRAINER_STATE_FILE
+        named = isinstance(resume_from_checkpoint, (str, Path))  # True = the last checkpoint, found by transformers
+        state_file = Path(resume_from_checkpoint) / TRAINER_STATE_FILE if named else None
         state = TrainerState.load_from_json(str(state_file)) if state_file and state_file.is_file() else None
         untrained = None
         if state is not None and state.max_steps and state.global_step >= state.max_steps:
             output = self._finished_from(str(resume_from_checkpoint), state)
         else:
-            if self.args.eval_on_start and resume_from_checkpoint is None:
+            if self.args.eval_on_start and not resume_from_checkpoint:
                 untrained = UntrainedCandidate.of(self.accelerator.unwrap_model(self.model), self.is_fsdp_enabled
                                                   or self.is_deepspeed_enabled)
             output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
