@@ -244,6 +244,7 @@ class ContrastiveTrainer(seams.EpochStartHook, Trainer):
             sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled
             export_after_training(str(output_dir) if sharded else model, self.processing_class, self.args, info,
                                   hub_repo)
+        self.accelerator.wait_for_everyone()  # no process leaves (and tears down the group) while the export runs
         log_dev_change(logger, self.dev)  # the run's last line: did training make the model better on the dev data?
 
     @property
