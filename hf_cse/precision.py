@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import platform
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -36,16 +35,6 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 class PrecisionError(ValueError):
     """A precision the device cannot run; the message names what to use instead."""
-
-
-@dataclass
-class PrecisionArguments:
-    precision: Precision | None = field(
-        default=None,
-        metadata={"help": f"auto: bf16 autocast where the device computes bf16 natively (a CPU with AVX-512 BF16 / "
-                          f"AMX, a GPU with bf16), else fp32; fp32; bf16; fp16 (GPU only). Losses always compute in "
-                          f"fp32. --bf16 / --fp16 mean the same. Default: {DEFAULT_PRECISION}."},
-    )
 
 
 @functools.cache

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import torch
 from transformers import Trainer, TrainerState
 from transformers.trainer_utils import TrainOutput
 
+from . import seams
 from .cached import (
     IncompatibleOptionsError,
     cached_step,
@@ -20,17 +22,26 @@ from .checkpoints import TRAINER_STATE_FILE
 from .cuda_graphs import CudaGraphStep, GraphDecision, decide_for_run
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
+from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
-from .precision import check_training_args
+from .precision import check_training_args, describe
 from .sampler import NoDuplicatesBatchSampler, row_keys
+from .trainer_options import TrainingOptions, prepare_run
+from .training_args import ContrastiveTrainingArguments
 
 logger = logging.getLogger(__name__)
 
 
-class ContrastiveTrainer(Trainer):
-    """A ``transformers.Trainer`` for hf_cse method models.
+class ContrastiveTrainer(seams.EpochStartHook, Trainer):
+    """A ``transformers.Trainer`` for hf_cse method models that does what ``hf-cse-train`` does: given a model,
+    :class:`~hf_cse.training_args.ContrastiveTrainingArguments` (plain ``TrainingArguments`` work too, with the
+    options below as keyword arguments, which win over the arguments' fields), a tokenized training set and the
+    tokenizer (``processing_class``), it picks the method's collator, keeps the columns the collator reads, lets the
+    method prepare (DiffCSE's generator, :mod:`hf_cse.trainer_options`), checkpoints activations inside the encoder,
+    scores the dev data (if any) before the first step and after the last, keeping the untrained encoder when it
+    scored better (:meth:`train`), and finishes the run folder with :meth:`save_run`.
 
     ``compute_loss`` asks the model for its embeddings, gathers them across processes *with*
     gradients (every process then uses the global batch as negatives and receives the
@@ -70,28 +81,38 @@ class ContrastiveTrainer(Trainer):
         self,
         *args,
         senteval_data_dir: str | None = None,
-        eval_source: str = "local",
+        eval_source: str | None = None,
         evaluator=None,
         cached_minibatch_size: int | None = None,
-        no_duplicates_in_batch: bool = True,
-        cuda_graphs: str = "auto",
+        no_duplicates_in_batch: bool | None = None,
+        cuda_graphs: str | None = None,
+        trust_remote_code: bool = False,
         **kwargs,
     ):
-        from .evaluation.evaluators import training_evaluator
-
-        if kwargs.get("eval_dataset") is not None:
+        # Trainer.__init__'s arguments by name, positional ones included (model, args, data_collator, ...)
+        given = inspect.signature(Trainer.__init__).bind(self, *args, **kwargs).arguments
+        given.pop("self")
+        given.update(given.pop("kwargs", {}))
+        if given.get("eval_dataset") is not None:
             raise ValueError("ContrastiveTrainer evaluates sentence embeddings, not a loss on an eval_dataset: pass "
                              "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
                              "senteval_data_dir= instead of eval_dataset=.")
+        if given.get("args") is None:
+            given["args"] = ContrastiveTrainingArguments(output_dir="tmp_trainer")
+        training_args = given["args"]
+        # the keyword arguments of earlier versions win over the training arguments' fields
+        options = TrainingOptions.from_args(training_args, senteval_data_dir=senteval_data_dir,
+                                            eval_source=eval_source, cached_minibatch_size=cached_minibatch_size,
+                                            no_duplicates_in_batch=no_duplicates_in_batch)
         # set before Trainer.__init__, which checks that there is something to evaluate (see eval_dataset below)
-        self.evaluator = training_evaluator(senteval_data_dir, eval_source, extra=evaluator)
-        training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
+        self.evaluator = options.evaluator(training_args, extra=evaluator)
         if self.evaluator is None and getattr(training_args, "eval_strategy", "no") not in (None, "no"):
             strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
             raise ValueError(f"eval_strategy={strategy} needs something to evaluate: pass "
                              "senteval_data_dir=, eval_source='hub' or evaluator= (run_unsup.py: --senteval_data_dir, "
                              "--eval_source hub or --eval_file).")
-        self.no_duplicates_in_batch = no_duplicates_in_batch
+        prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
+        self.no_duplicates_in_batch = options.no_duplicates_in_batch
         self._batch_sampler: NoDuplicatesBatchSampler | None = None
         self._flos_per_token: int | None = None
         if training_args is not None and training_args.dataloader_pin_memory and \
@@ -99,11 +120,13 @@ class ContrastiveTrainer(Trainer):
             # a blocking copy of the batch to the GPU waits for the previous step's kernels: the host could not queue
             # the next step while the GPU works (pinned memory makes the non-blocking copy safe)
             training_args.accelerator_config.non_blocking = True
-        super().__init__(*args, **kwargs)
+        self.dev: DevChange | None = None  # the dev score before and after training, once train() has run
+        self.train_metrics: dict[str, float] = {}
+        super().__init__(**given)
         check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         check_not_data_parallel(self.args)
         check_sharding_device(self.args)
-        self.cached_minibatch_size = cached_minibatch_size or None
+        self.cached_minibatch_size = options.cached_minibatch_size
         if self.cached_minibatch_size is not None:
             check_cached_compatible(self.accelerator.unwrap_model(self.model).config, self.cached_minibatch_size)
             check_cached_without_cuda_graphs(self.args, self.cached_minibatch_size)
@@ -125,9 +148,11 @@ class ContrastiveTrainer(Trainer):
         # the filter reads every step's loss on the host (a GPU sync per step); MetricAccumulator raises on a NaN/Inf
         # loss term at the next logging step instead
         self.args.logging_nan_inf_filter = False
+        # the dev score before the first step, the untrained encoder's: a candidate for the saved model
+        self.args.eval_on_start = self.evaluator is not None
         self.objectives = build_objectives(self.accelerator.unwrap_model(self.model).config)
         self._metrics = MetricAccumulator()
-        self.graph_decision = self._decide_cuda_graphs(cuda_graphs)
+        self.graph_decision = self._decide_cuda_graphs(cuda_graphs or getattr(self.args, "cuda_graphs", "auto"))
         self.graph_step: CudaGraphStep | None = None
         logger.info(self.graph_decision.describe())
         logger.info(
@@ -200,32 +225,97 @@ class ContrastiveTrainer(Trainer):
         keys, source = found
         logger.info("no-duplicates batches: rows compared by %s over all their views", source)
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
-        return NoDuplicatesBatchSampler(keys, self._train_batch_size, self.args.world_size, seed)
+        return NoDuplicatesBatchSampler(keys, seams.train_batch_size(self), self.args.world_size, seed)
 
     def train(self, resume_from_checkpoint=None, **kwargs):
-        """transformers' ``train``, except that a checkpoint taken at the run's last step (a run killed during its
-        final save or export) is loaded as it is: transformers' loop would train one step past ``max_steps``, as
-        it checks the step count only after a step. A run asked to go further (a larger ``--max_steps`` or
-        ``--num_train_epochs`` than the checkpoint's run had) trains on."""
-        state_file = resume_from_checkpoint and Path(resume_from_checkpoint) / TRAINER_STATE_FILE
-        if state_file and state_file.is_file():
-            state = TrainerState.load_from_json(str(state_file))
-            asked_more = (self.args.max_steps > state.global_step if self.args.max_steps > 0
-                          else (state.epoch or 0.0) < self.args.num_train_epochs)
-            if state.max_steps and state.global_step >= state.max_steps and not asked_more:
-                return self._finished_from(str(resume_from_checkpoint), state)
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        """transformers' ``train``, then what makes a finished run: the divergence check of the steps after the last
+        logging step, and with dev data the dev score of the trained model, which is kept only if it beats the
+        untrained encoder's (scored before the first step) -- otherwise the untrained weights are put back.
+
+        A checkpoint taken at the run's last step (a run killed during its final save or export) is loaded as it
+        is: transformers' loop would train one step past ``max_steps``, as it checks the step count only after a
+        step."""
+        named = isinstance(resume_from_checkpoint, (str, Path))  # True = the last checkpoint, found by transformers
+        state_file = Path(resume_from_checkpoint) / TRAINER_STATE_FILE if named else None
+        state = TrainerState.load_from_json(str(state_file)) if state_file and state_file.is_file() else None
+        untrained = None
+        # a run asked to go further (a larger --max_steps or --num_train_epochs than the checkpoint's run had) trains on
+        asked_more = state is not None and (self.args.max_steps > state.global_step if self.args.max_steps > 0
+                                            else (state.epoch or 0.0) < self.args.num_train_epochs)
+        if state is not None and state.max_steps and state.global_step >= state.max_steps and not asked_more:
+            output = self._finished_from(str(resume_from_checkpoint), state)
+        else:
+            if self.args.eval_on_start and not resume_from_checkpoint:
+                untrained = UntrainedCandidate.of(self.accelerator.unwrap_model(self.model), self.is_fsdp_enabled
+                                                  or self.is_deepspeed_enabled)
+            output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        self._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would there
+        self.train_metrics = dict(output.metrics)
+        if self.evaluator is not None:
+            self.dev = self._keep_the_best_on_dev(untrained)
+        return output
+
+    def _keep_the_best_on_dev(self, untrained: UntrainedCandidate | None) -> DevChange | None:
+        """Score the model held now (the best checkpoint with ``load_best_model_at_end``, else the last step) and
+        put the untrained weights back when the untrained encoder scored better before the first step."""
+        trained_step = self.state.global_step
+        if self.args.load_best_model_at_end and self.state.best_model_checkpoint:
+            trained_step = int(Path(self.state.best_model_checkpoint).name.rpartition("-")[2])
+        dev = DevChange.from_run(self.state.log_history, self.evaluate(), self.args.metric_for_best_model,
+                                 trained_step)
+        if dev is not None and untrained is not None and dev.before > dev.after:
+            untrained.restore(self.accelerator.unwrap_model(self.model))
+            dev = dev.keeping_untrained()
+        return dev
 
     def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
         logger.info("%s holds every step of the run (%d of %d): loaded as it is, no further step", checkpoint,
                     state.global_step, state.max_steps)
-        self._load_from_checkpoint(checkpoint)  # transformers' own loader (peft adapters, sharded states)
+        seams.load_checkpoint(self, checkpoint)  # transformers' own loader (peft adapters, sharded states)
         self.state = state
         best = state.best_model_checkpoint
         if self.args.load_best_model_at_end and best and Path(best).is_dir():
-            self._load_best_model()
+            seams.load_best_model(self)
         losses = [entry["loss"] for entry in state.log_history if "loss" in entry]
         return TrainOutput(state.global_step, losses[-1] if losses else 0.0, {"epoch": float(state.epoch or 0.0)})
+
+    def save_run(self, data: dict | None = None, preset: str | None = None, hub_repo: str | None = None) -> None:
+        """Finish the run in ``args.output_dir``: the final training metrics and Trainer state, the training curves,
+        the model with its tokenizer (the best on the dev data, see :meth:`train`), a sentence-transformers export
+        with its model card, and ``training_info.json``, the run's record, written last (it marks the run as
+        finished). ``data``: the training data's facts for the record and the card (``hf-cse-train`` gives them);
+        ``hub_repo``: push the export there (:func:`hf_cse.export.take_over_hub_push`). The last log line is the
+        dev score before and after training and which model was saved."""
+        from .export import export_after_training
+        from .export.training_info import training_info_from_run
+        from .plots import CURVES_FILE, plot_training_curves
+
+        output_dir = Path(self.args.output_dir)
+        self.log_metrics("train", self.train_metrics)
+        self.save_metrics("train", self.train_metrics)
+        self.save_state()
+        model = self.accelerator.unwrap_model(self.model)
+        if self.is_world_process_zero():  # before the export, which copies the curves beside the model card
+            title = f"{model.config.method} + {model.config.objectives[0]['loss']}: {output_dir.name}"
+            curves = plot_training_curves(self.state.log_history, output_dir / CURVES_FILE, title=title)
+            logger.info("training curves: %s", curves)
+        self.save_model(str(output_dir))  # with the tokenizer (processing_class)
+        logger.info("saved %s model to %s", model.config.method, output_dir)
+        if self.is_world_process_zero():
+            info = training_info_from_run(self.args, data=data, train_metrics=self.train_metrics, preset=preset,
+                                          precision=describe(self.precision), dev=self.dev and self.dev.as_dict())
+            # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
+            # the full model save_model just gathered and wrote
+            sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled
+            export_after_training(str(output_dir) if sharded else model, self.processing_class, self.args, info,
+                                  hub_repo)
+        self.accelerator.wait_for_everyone()  # no process leaves (and tears down the group) while the export runs
+        log_dev_change(logger, self.dev)  # the run's last line: did training make the model better on the dev data?
+
+    @property
+    def precision(self) -> str:
+        """The precision the run computes in: ``fp32``, ``bf16`` or ``fp16``."""
+        return "bf16" if self.args.bf16 else "fp16" if self.args.fp16 else "fp32"
 
     def get_train_dataloader(self):
         """The Trainer's training loader, with :class:`NoDuplicatesBatchSampler` as its batch sampler where it
@@ -246,8 +336,8 @@ class ContrastiveTrainer(Trainer):
                             "no_duplicates_in_batch=False (--no_duplicates_in_batch false).")
         dataset = self.train_dataset
         collator = self.data_collator
-        if self.args.remove_unused_columns:
-            dataset = self._remove_unused_columns(dataset, description="Training")
+        if self.args.remove_unused_columns:  # a model of one's own (a method model's collator reads every column)
+            dataset = seams.remove_unused_columns(self, dataset, "Training")
         loader = DataLoader(
             dataset, batch_sampler=self._batch_sampler, collate_fn=collator,
             num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory,
@@ -259,12 +349,11 @@ class ContrastiveTrainer(Trainer):
         )
         return self.accelerator.prepare(loader)
 
-    def _run_epoch(self, model, epoch, *args, **kwargs):
+    def on_epoch_start(self, epoch: int) -> None:
         # the plan of every epoch is fixed by (seed, epoch); Accelerate's skip wrapper on resume does not forward
         # set_epoch to a batch sampler under its BatchSamplerShard, so set it here
         if self._batch_sampler is not None:
             self._batch_sampler.set_epoch(epoch)
-        return super()._run_epoch(model, epoch, *args, **kwargs)
 
     # ------------------------------------------------------------------ training
     def _global_objectives(self, embeddings: dict[str, torch.Tensor]):
@@ -329,7 +418,7 @@ class ContrastiveTrainer(Trainer):
         model.train()
         if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
             self.optimizer.train()
-        inputs = self._prepare_inputs(inputs)
+        inputs = seams.prepare_inputs(self, inputs)
         if self.graph_decision.on:
             if self.graph_step is None:
                 self.graph_step = self._new_graph_step(model)

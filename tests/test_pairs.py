@@ -274,7 +274,7 @@ def test_supervised_simcse_preset(tiny_bert_dir):
                                  "--learning_rate", "1e-5"])
     by_name = {type(a).__name__: a for a in args}
     model_args, method_args, loss_args = by_name["ModelArguments"], by_name["MethodArguments"], by_name["LossArguments"]
-    training_args = by_name["TrainingArguments"]
+    training_args = by_name["ContrastiveTrainingArguments"]
     assert (method_args.loss, loss_args.temperature, model_args.mlp_only_train) == ("infonce", 0.05, False)
     assert (training_args.per_device_train_batch_size, training_args.num_train_epochs) == (512, 3)
     assert training_args.learning_rate == 1e-5  # an explicit flag wins over the preset's 5e-5

@@ -38,19 +38,24 @@ def test_st_evaluator_matches_hf_cse_dev_score_and_selects_the_same_checkpoint(m
                        save_total_limit=None)
     trainer.train()
     evals = [h for h in trainer.state.log_history if "eval_stsb_spearman" in h]
-    assert [h["step"] for h in evals] == [2, 4]
+    # before the first step (the untrained encoder), at each evaluation step, and the selected model at the end
+    assert [h["step"] for h in evals] == [0, 2, 4, 4]
     for h in evals:
         # same pairs, same embeddings; sentence-transformers' cosine is float32, hf_cse's float64: ranks of
         # near-equal cosines may swap, which moves Spearman x 100 by far less than 0.01
         assert h["eval_sts-dev_spearman_cosine"] * 100 == pytest.approx(h["eval_stsb_spearman"], abs=0.01)
-    scores = [h["eval_stsb_spearman"] for h in evals]
+    during = evals[1:3]
+    scores = [h["eval_stsb_spearman"] for h in during]
     assert max(scores) - min(scores) > 0.05  # the checkpoints differ, so selecting one means something
-    best_step = max(evals, key=lambda h: h["eval_stsb_spearman"])["step"]
+    best_step = max(during, key=lambda h: h["eval_stsb_spearman"])["step"]
     assert trainer.state.best_global_step == best_step
-    # load_best_model_at_end: the model in memory is the selected checkpoint
+    assert evals[3]["eval_stsb_spearman"] == pytest.approx(max(scores), abs=1e-4)  # the selected checkpoint's
+    # the model in memory (the one saved) is the best of the selected checkpoint and the untrained encoder
+    untrained = evals[0]["eval_stsb_spearman"]
+    assert trainer.dev.kept_step == (0 if untrained > max(scores) else best_step)
     enc = SentenceEncoder(trainer.model, trainer.processing_class, show_progress_bar=False)
     final = STSDevEvaluator(senteval_dir, tasks=("STSBenchmark",))(enc)["stsb_spearman"]
-    assert final == pytest.approx(max(scores), abs=1e-4)
+    assert final == pytest.approx(max(untrained, *scores), abs=1e-4)
 
 
 def test_information_retrieval_evaluator_runs_through_the_trainer(tiny_bert_dir, sentences, tmp_path):

@@ -196,28 +196,6 @@ class MethodArguments:
                           + ", ".join(available_losses())},
     )
     preset: str | None = field(default=None, metadata={"help": "Papers' settings; see hf_cse.cli.presets.PRESETS."})
-    senteval_data_dir: str | None = field(
-        default=None, metadata={"help": "SentEval data/downstream folder for STS-B dev evaluation during training."}
-    )
-    eval_source: str = field(default="local", metadata={"help": "local (senteval_data_dir) or hub."})
-    cached_minibatch_size: int | None = field(
-        default=None,
-        metadata={"help": "Gradient-cache mode: encode the batch in mini-batches of N sentences (bounded memory, "
-                          "same gradient as the full batch; ~1.35x the time). 0/None = off. See hf_cse/cached.py."},
-    )
-    no_duplicates_in_batch: bool = field(
-        default=True,
-        metadata={"help": "Keep identical texts (NFKC, case-folded, white space collapsed; every view of a row) out of "
-                          "one global batch, where a copy would be a false negative: a clashing row waits for a later "
-                          "batch. false = the Trainer's plain random batches. See hf_cse/sampler.py."},
-    )
-    cuda_graphs: str = field(
-        default="auto",
-        metadata={"help": "auto / on / off: on one CUDA GPU, run each step's forward, loss and backward as a "
-                          "replayed CUDA graph (auto: wherever it applies and the run has >= 20 steps; the log says "
-                          "which path and why). Speed only: not part of the run's settings. See hf_cse/cuda_graphs.py.",
-                  "choices": ["auto", "on", "off"]},
-    )
 
 
 def _hyperparameter_type(loss: str, name: str) -> Any:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import transformers
-from transformers import AutoTokenizer, HfArgumentParser, TrainingArguments, set_seed
+from transformers import AutoTokenizer, HfArgumentParser, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
 from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
@@ -53,20 +53,18 @@ from hf_cse.data import (
     tokenize_pair_dataset,
 )
 from hf_cse.encoders import default_encoder
-from hf_cse.evaluation.before_after import dev_change, log_dev_change
-from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
-from hf_cse.evaluation.evaluators import PairsEvaluator
-from hf_cse.export import export_after_training, take_over_hub_push
+from hf_cse.evaluation.custom_dev import pairs_from_args
+from hf_cse.export import take_over_hub_push
 from hf_cse.folder_lock import releases_folder_locks
 from hf_cse.models import get_method
 from hf_cse.models.padding_free import describe_padding_free
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
-from hf_cse.plots import CURVES_FILE, plot_training_curves
-from hf_cse.precision import PrecisionArguments, describe, emulated, training_flags
+from hf_cse.precision import describe, emulated
 from hf_cse.sampler import check_distinct_texts
 from hf_cse.streaming import StreamingArguments, check_streaming_arguments, load_training_text, tokenize_stream
 from hf_cse.trainer import ContrastiveTrainer
+from hf_cse.training_args import ContrastiveTrainingArguments
 
 logger = logging.getLogger("run_unsup")
 
@@ -93,10 +91,11 @@ def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 
 
 def parse_args(argv: list[str]):
-    """The argument dataclasses, and the set of flags the user typed (a preset's values are only defaults)."""
+    """The argument dataclasses, and the set of flags the user typed (a preset's values are only defaults). The
+    training arguments resolve --precision with the Trainer's --bf16 / --fp16 for this machine."""
     parser = HfArgumentParser(
         (model_arguments_class(), DataArguments, MethodArguments, loss_arguments_class(), dcl_arguments_class(),
-         PrecisionArguments, OutputDirArguments, EvalDataArguments, StreamingArguments, TrainingArguments)
+         OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
     refuse_empty_paths(parser, argv)  # e.g. --output_dir "$UNSET": never the current folder
@@ -110,15 +109,8 @@ def parse_args(argv: list[str]):
         known = parser.parse_known_args(argv)[0]
         loss = known.loss or get_method(known.method).config_class().loss
         parser.set_defaults(output_dir=f"outputs/{known.method}-{loss}")
-    # --precision and the Trainer's --bf16/--fp16, resolved for this machine before TrainingArguments checks them
-    known = parser.parse_known_args(argv)[0]
-    precision_values, precision, why = training_flags(known.precision, known.bf16, known.fp16, known.use_cpu)
-    parser.set_defaults(**precision_values)
     refuse_unknown_flags(parser, argv)  # a typo gets the closest flag, not a list of unused arguments
-    parsed = parser.parse_args_into_dataclasses(args=argv)
-    precision_args = next(p for p in parsed if isinstance(p, PrecisionArguments))
-    precision_args.precision, precision_args.reason = precision, why  # what will run, and why
-    return (*parsed, typed)
+    return (*parser.parse_args_into_dataclasses(args=argv), typed)
 
 
 def record_in_objectives_form(record: dict) -> dict:
@@ -151,11 +143,9 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:
 @releases_folder_locks  # the lock on --output_dir (taken in step 3) lasts as long as the run
 def train_from_args(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    (model_args, data_args, method_args, loss_args, dcl_args, precision_args, output_args, eval_data_args,
-     stream_args, training_args, typed) = args
+    (model_args, data_args, method_args, loss_args, dcl_args, output_args, stream_args, training_args, typed) = args
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
-    precision = precision_args.precision
     set_seed(training_args.seed)
 
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
@@ -164,7 +154,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
     check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class().loss,
                         data_args.pair_column, data_args.negative_column)
     check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method,
-                              "no_duplicates_in_batch" in typed and method_args.no_duplicates_in_batch)
+                              "no_duplicates_in_batch" in typed and training_args.no_duplicates_in_batch)
     streamed = stream_args.streaming  # an iterable data set, tokenized on the fly (hf_cse.streaming)
     encoder = model_args.model_name_or_path or default_encoder()
     remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
@@ -189,21 +179,21 @@ def train_from_args(argv: list[str] | None = None) -> None:
     pooling = resolve_pooling(encoder, config_kwargs.get("pooler_type"), config_kwargs.get("normalize"),
                               given_by=pooling_by or "--pooler_type")
     config_kwargs.update(pooling.config_fields())
-    check_objectives(model_cls, config_kwargs, enc_config, method_args.cached_minibatch_size, typed)
-    check_cached_without_cuda_graphs(training_args, method_args.cached_minibatch_size)
-    decide_for_run(method_args.cuda_graphs, training_args, model_cls)  # --cuda_graphs on where it cannot apply
+    check_objectives(model_cls, config_kwargs, enc_config, training_args.cached_minibatch_size, typed)
+    check_cached_without_cuda_graphs(training_args, training_args.cached_minibatch_size)
+    decide_for_run(training_args.cuda_graphs, training_args, model_cls)  # --cuda_graphs on where it cannot apply
     check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data_args.negative_column)
-    eval_pairs = pairs_from_args(eval_data_args)  # --eval_file / --eval_dataset_name: checkpoint selection data
-    if eval_pairs is not None and training_args.eval_strategy == "no":
+    own_pairs = pairs_from_args(training_args) is not None  # --eval_file / --eval_dataset_name: read and checked
+    if own_pairs and training_args.eval_strategy == "no":
         logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
-    check_eval_data(training_args, method_args.senteval_data_dir, method_args.eval_source, method_args.preset,
-                    own_eval_data=eval_pairs is not None, pairs_name=eval_data_args.eval_name)
-    hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 7, not checkpoints
+    check_eval_data(training_args, training_args.senteval_data_dir, training_args.eval_source, method_args.preset,
+                    own_eval_data=own_pairs, pairs_name=training_args.eval_name)
+    hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 6, not checkpoints
 
-    # The run's facts, once: its resume fingerprint (step 3), training_info.json and the card (step 7).
+    # The run's facts, once: its resume fingerprint (step 3) and the record of the data (step 6).
     spec = RunSpec.from_args(encoder=encoder, method=model_args.method, config_kwargs=config_kwargs,
                              data_args=data_args, stream_args=stream_args, training_args=training_args,
-                             preset=method_args.preset, precision=precision)
+                             preset=method_args.preset, precision=training_args.precision)
 
     # 2. Data (read and checked; tokenized after the model's tokenizer is loaded).
     if spec.data.read_as_text_stream:
@@ -220,7 +210,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
     source, unit, global_batch = spec.data.source, spec.data.unit, spec.training.global_batch
     if not streamed:
         check_enough_rows(len(raw), global_batch, source, unit)
-        if method_args.no_duplicates_in_batch:
+        if training_args.no_duplicates_in_batch:
             check_distinct_texts(raw, global_batch, source)
     tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
     check_room_for_text(tokenizer, data_args.max_seq_length, config_kwargs.get("prompt"))
@@ -240,79 +230,35 @@ def train_from_args(argv: list[str] | None = None) -> None:
         config_kwargs["padding_free"] = trained_padding_free(resume_from)
         if not config_kwargs["padding_free"]:
             why_padded = f"the run it resumes ({resume_from}) trained padded; --padding_free true to change"
-    logger.log(logging.WARNING if emulated(precision, training_args.device.type) else logging.INFO,
-               "precision: %s on %s (%s)", describe(precision), training_args.device, precision_args.reason)
+    logger.log(logging.WARNING if emulated(training_args.precision, training_args.device.type) else logging.INFO,
+               "precision: %s on %s (%s)", describe(training_args.precision), training_args.device,
+               training_args.precision_reason)
     logger.info("pooling: %s", describe_pooling(pooling))
 
-    # 4. Model: the method class wraps any AutoModel encoder; everything about the method goes into its config.
+    # 4. Model and tokenized data: the method class wraps any AutoModel encoder; the method lives in its config.
     model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
     logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free, why_padded,
                                                           training_args.device.type))
-    # --activation_checkpointing (transformers 5's name) or the deprecated --gradient_checkpointing
-    if getattr(training_args, "activation_checkpointing", False) or training_args.gradient_checkpointing:
-        model.enable_activation_checkpointing()  # inside the encoders; the Trainer must not redo it on the wrapper
-        training_args.gradient_checkpointing = False
-        if hasattr(training_args, "activation_checkpointing"):
-            training_args.activation_checkpointing = False
-
-    # Tokens are cached by datasets for file/Hub sources.
-    if streamed:
+    if streamed:  # tokens are cached by datasets for file/Hub sources
         train_dataset = tokenize_stream(raw, tokenizer, data_args.max_seq_length, model.config.prompt)
     else:
         with training_args.main_process_first(desc="tokenizing"):
             tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
             train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers,
                                      prompt=model.config.prompt,
-                                     keep_text=method_args.no_duplicates_in_batch)  # the sampler compares texts
+                                     keep_text=training_args.no_duplicates_in_batch)  # the sampler compares texts
         # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
         check_enough_rows(len(train_dataset), global_batch, source, unit)
     num_rows = None if streamed else len(train_dataset)
-    model.prepare_for_training(tokenizer, train_dataset, model_args.trust_remote_code)  # e.g. DiffCSE's generator
     logger.info("method=%s loss=%s encoder=%s sentences=%s global batch=%d", model_args.method, loss,
                 encoder, "streamed" if streamed else num_rows, global_batch * training_args.gradient_accumulation_steps)
 
-    # 5. Train, scoring the dev data (if any) before the first step and after the last (hf_cse.evaluation.before_after)
-    training_args.remove_unused_columns = False
-    trainer = ContrastiveTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=train_dataset,
-        data_collator=(model_cls.pair_collator if pairs else model_cls.collator)(tokenizer, model.config),
-        processing_class=tokenizer,
-        senteval_data_dir=method_args.senteval_data_dir,
-        eval_source=method_args.eval_source,
-        evaluator=None if eval_pairs is None else PairsEvaluator(eval_pairs, eval_data_args.eval_name),
-        cached_minibatch_size=method_args.cached_minibatch_size,
-        no_duplicates_in_batch=method_args.no_duplicates_in_batch,
-        cuda_graphs=method_args.cuda_graphs,
-    )
-    trainer.args.eval_on_start = trainer.evaluator is not None
-    result = trainer.train(resume_from_checkpoint=resume_from)
-    trainer._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would there
-    trainer.log_metrics("train", result.metrics)
-    trainer.save_metrics("train", result.metrics)
-    trainer.save_state()
-    if trainer.is_world_process_zero():  # before the export, which copies the curves beside the model card
-        run_name = f"{model_args.method} + {loss}: {Path(training_args.output_dir).name}"
-        curves = plot_training_curves(trainer.state.log_history, Path(training_args.output_dir) / CURVES_FILE,
-                                      title=run_name)
-        logger.info("training curves: %s", curves)
+    # 5. Train (the trainer scores the dev data, if any, before the first step and after the last, and keeps the
+    #    better of the trained and the untrained encoder).
+    trainer = ContrastiveTrainer(model=model, args=training_args, train_dataset=train_dataset,
+                                 processing_class=tokenizer, trust_remote_code=model_args.trust_remote_code)
+    trainer.train(resume_from_checkpoint=resume_from)
 
-    # 6. Save the model (the best checkpoint when load_best_model_at_end) and its tokenizer; score it on the dev data.
-    trainer.save_model(training_args.output_dir)
-    logger.info("saved %s model to %s", model_args.method, training_args.output_dir)
-    dev = None
-    if trainer.evaluator is not None:
-        dev = dev_change(trainer.state.log_history, trainer.evaluate(), training_args.metric_for_best_model)
-
-    # 7. sentence-transformers export + model card in <output_dir>/sentence-transformers (pushed with --push_to_hub).
-    if trainer.is_world_process_zero():
-        # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads the
-        # full model save_model just gathered and wrote
-        sharded = trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled
-        export_after_training(training_args.output_dir if sharded else trainer.accelerator.unwrap_model(trainer.model),
-                              tokenizer, training_args, spec.training_info(training_args, num_rows=num_rows,
-                                                                           train_metrics=result.metrics,
-                                                                           dev=dev and dev.as_dict()), hub_repo)
-    log_dev_change(logger, dev)  # the run's last line: did training make the model better on the dev data?
-
+    # 6. Save the model, its tokenizer, the sentence-transformers export + card and training_info.json (pushed with
+    #    --push_to_hub); the last line is the dev score before and after training.
+    trainer.save_run(data=spec.data.card_facts(num_rows), preset=spec.preset, hub_repo=hub_repo)

@@ -2,16 +2,20 @@
 
 ``run_unsup.py`` scores its dev data (STS-B/SICK-R dev with ``--senteval_data_dir`` or ``--eval_source hub``, or the
 user's own pairs with ``--eval_file``) once before training (the Trainer's ``eval_on_start``, logged at step 0 and kept
-in every checkpoint's log history, so a resumed run still knows it) and once at the end. The run's last lines say
-``dev: before X -> after Y``; ``training_info.json`` and the model card record both.
+in every checkpoint's log history, so a resumed run still knows it) and once at the end. The untrained encoder is a
+candidate like any checkpoint: when it scored better than the trained model, its weights are the ones saved. The
+run's last line says ``dev: before X -> after Y`` and which was saved; ``training_info.json`` and the model card record
+both scores.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
+
+import torch
 
 #: a drop larger than this (Spearman x 100) is called out as the model getting worse (seed noise is ~0.5 here)
 NOISE_POINTS = 0.5
@@ -23,7 +27,28 @@ class DevChange:
 
     metric: str
     before: float
-    after: float
+    after: float  # the trained model's: the best checkpoint with load_best_model_at_end, else the last step's
+    #: the step whose weights were saved: 0 = the untrained encoder (it scored better), None = not known
+    kept_step: int | None = None
+
+    @classmethod
+    def from_run(cls, log_history: Sequence[Mapping[str, Any]], final: Mapping[str, Any],
+                 preferred: str | None = None, trained_step: int | None = None) -> DevChange | None:
+        """:func:`dev_change`, with the step of the trained model that ``final`` scored."""
+        change = dev_change(log_history, final, preferred)
+        return change and replace(change, kept_step=trained_step)
+
+    def keeping_untrained(self) -> DevChange:
+        return replace(self, kept_step=0)
+
+    @property
+    def kept(self) -> str | None:
+        """Which weights were saved, in words."""
+        if self.kept_step is None:
+            return None
+        if self.kept_step == 0:
+            return "the untrained encoder (step 0)"
+        return f"the trained model of step {self.kept_step}"
 
     @property
     def delta(self) -> float:
@@ -35,10 +60,32 @@ class DevChange:
         return self.delta < -NOISE_POINTS
 
     def line(self) -> str:
-        return f"dev: before {self.before:.2f} -> after {self.after:.2f} ({self.metric}, {self.delta:+.2f})"
+        line = f"dev: before {self.before:.2f} -> after {self.after:.2f} ({self.metric}, {self.delta:+.2f})"
+        return f"{line}; saved {self.kept}" if self.kept else line
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "delta": self.delta}
+        out = {**asdict(self), "delta": self.delta}
+        if self.kept_step is None:
+            del out["kept_step"]
+        return out
+
+
+class UntrainedCandidate:
+    """The untrained encoder's weights, kept on the CPU until the end of training, when they are saved instead of
+    the trained ones if those scored lower on the dev data. A model sharded over processes (FSDP, DeepSpeed) is not
+    copied: its untrained encoder is then no candidate (:meth:`of` returns None)."""
+
+    def __init__(self, state: dict[str, torch.Tensor]):
+        self.state = state
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, sharded: bool = False) -> UntrainedCandidate | None:
+        if sharded:
+            return None
+        return cls({name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()})
+
+    def restore(self, model: torch.nn.Module) -> None:
+        model.load_state_dict(self.state)
 
 
 def primary_metric(metrics: Mapping[str, Any], preferred: str | None = None) -> str | None:
@@ -76,6 +123,8 @@ def log_dev_change(logger, dev: DevChange | None) -> None:
         logger.warning("dev: no dev data, so nothing checked that training made the model better; pass "
                        "--senteval_data_dir (or --eval_source hub) or --eval_file to score it before and after "
                        "training")
+    elif dev.kept_step == 0:
+        logger.warning("%s: training did not beat it; try a lower --learning_rate or fewer steps", dev.line())
     elif dev.worse:
         logger.warning("%s: WORSE than the untrained encoder by more than %.1f points; try a lower --learning_rate or "
                        "fewer steps, or keep the encoder as it was", dev.line(), NOISE_POINTS)

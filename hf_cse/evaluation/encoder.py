@@ -150,7 +150,7 @@ class SentenceEncoder:
         self.precision, _ = resolve(precision, self.device.type)  # refuses fp16 on a CPU
         self.name = (
             name
-            or getattr(getattr(self._hf_model, "config", None), "_name_or_path", None)
+            or getattr(getattr(self._hf_model, "config", None), "name_or_path", None)
             or type(model).__name__
         )
 
@@ -259,7 +259,7 @@ class SentenceEncoder:
             raise ValueError("prepare() needs at least one sentence.")
         texts, inverse, order, tokens, batch_size = self._tokenized(sentences, batch_size)
         batches = [(idx, self._batch_features(idx, texts, tokens)) for idx in _batch_indices(order, batch_size)]
-        return PreparedSentences(tuple(sentences), inverse, len(texts), batches, self._tokenization(batch_size))
+        return PreparedSentences(tuple(sentences), inverse, len(texts), batches, self.tokenization_settings(batch_size))
 
     def encode_prepared(self, prepared: "PreparedSentences", show_progress_bar: bool | None = None) -> np.ndarray:
         """:meth:`encode` of the sentences :meth:`prepare` made ``prepared`` of, without tokenizing them again."""
@@ -269,7 +269,7 @@ class SentenceEncoder:
         return self._embed(iter(prepared.batches), prepared.n_texts, len(prepared.batches),
                            show_progress_bar)[prepared.inverse]
 
-    def _tokenization(self, batch_size: int) -> tuple:
+    def tokenization_settings(self, batch_size: int) -> tuple:
         """What a tokenized, padded batch depends on (the tokenizer or the sentence-transformers model by identity,
         which ``PreparedSentences.fits`` compares)."""
         st_modules = self.kind == "sentence_transformers" and self.pooler is None
@@ -366,7 +366,7 @@ class PreparedSentences:
         """Whether ``encoder`` tokenizes as the encoder that prepared these (the same tokenizer object, length
         limit, prompt, lower-casing, batch size), and, given ``sentences``, whether they are these sentences."""
         source, *settings = self.tokenization
-        mine, *now = encoder._tokenization(self.tokenization[-1])
+        mine, *now = encoder.tokenization_settings(self.tokenization[-1])
         if source() is None or source() is not mine() or settings != now:
             return False
         return sentences is None or tuple(sentences) == self.sentences

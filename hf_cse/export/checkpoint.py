@@ -41,7 +41,7 @@ def _model_tokenizer(model_or_path, model) -> tuple[Any, str | None, list[str]]:
     from transformers import AutoTokenizer
 
     candidates = [model_or_path] if isinstance(model_or_path, (str, Path)) else []
-    candidates += [model.config.base_encoder, getattr(model.encoder.config, "_name_or_path", None)]
+    candidates += [model.config.base_encoder, getattr(model.encoder.config, "name_or_path", None)]
     errors = []
     for name in dict.fromkeys(str(c) for c in candidates if c):
         try:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..encoders import DEFAULT_ENCODER_HUB_ID, is_packaged_encoder
+from ..seams import with_snippet_dimension
 from .results import (
     ModelCardError,
     eval_scores,
@@ -97,10 +98,7 @@ def _export_card_data_class():
     class ExportCardData(SentenceTransformerModelCardData):
         embedding_dimension: int | None = None
 
-        def _get_snippet_output_dimensionality(self) -> int | str:
-            return self.embedding_dimension if self.model is None else super()._get_snippet_output_dimensionality()
-
-    return ExportCardData
+    return with_snippet_dimension(ExportCardData)
 
 
 def _sentence_transformers_card(model_id: str, embedding_dimension: int, model=None):

@@ -39,7 +39,7 @@ MAIN_TRAINING_ARGS = (
     "load_best_model_at_end",
 )
 # Machine-local or secret values that do not describe the training and must not be published.
-_PRIVATE_ARG = re.compile(r"(^|_)token$|_dir$|^hub_model_id$|^push_to_hub|^resume_from_checkpoint$")
+_PRIVATE_ARG = re.compile(r"(^|_)token$|_dir$|^hub_model_id$|^push_to_hub|^resume_from_checkpoint$|^eval_file$")
 # training_info keys shown in their own sections (or the metadata), not under "Other training information".
 _INFO_SHOWN_ELSEWHERE = {"training_args", "data", "train_metrics", "world_size", "datasets", "language", "license",
                          "base_model", "training_curves"}

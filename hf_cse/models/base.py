@@ -228,7 +228,7 @@ class CSEPreTrainedModel(PreTrainedModel):
         if trust_remote_code:  # so that build_encoder (from_pretrained, DiffCSE's discriminator) finds the class
             AutoModel.register(type(enc_config), type(encoder), exist_ok=True)
         head = load_mlm_head(name_or_path, config.build_encoder_config(), **remote) if config.do_mlm else None
-        encoder.config._name_or_path = str(name_or_path)
+        encoder.config.name_or_path = str(name_or_path)
         config.base_encoder = str(name_or_path)
         model = cls(config, encoder=encoder.train())  # a fresh model trains: from_pretrained left it in eval mode
         if head is not None:

@@ -180,7 +180,10 @@ class DiffCSEModel(CSEPreTrainedModel):
 
     def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
         """Attach the frozen generator (never part of the model): the config's, or unigram replacements counted
-        on ``train_dataset`` when none is named -- with a warning, as that departs from the paper."""
+        on ``train_dataset`` when none is named -- with a warning, as that departs from the paper. A generator
+        attached already (by :meth:`attach_generator`) is kept."""
+        if self._generator is not None:
+            return
         name = self.config.generator_name_or_path
         if name is None or name == UNIGRAM:
             logger.warning(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..seams import attention_implementation, set_attention_implementation
 from .padding_free import register_sdpa_attention
 
 ATTENTION_NAME = "hf_cse_sdpa"
@@ -111,7 +112,7 @@ def install_fast_dropout(encoder: nn.Module) -> int:
                 setattr(parent, name, swapped)
                 replaced += 1
     config = getattr(encoder, "config", None)
-    if config is not None and getattr(config, "_attn_implementation", None) == "sdpa":
+    if attention_implementation(config) == "sdpa":
         register_sdpa_attention(ATTENTION_NAME, fast_dropout_attention)
-        config._attn_implementation = ATTENTION_NAME
+        set_attention_implementation(config, ATTENTION_NAME)
     return replaced

@@ -71,7 +71,7 @@ class MaskedLMGenerator:
         self.sampling = sampling
         self.train_mode = train_mode
         self.fill_positions = fill
-        self.name = name or getattr(getattr(model, "config", None), "_name_or_path", type(model).__name__)
+        self.name = name or getattr(getattr(model, "config", None), "name_or_path", type(model).__name__)
 
     @property
     def vocab_size(self) -> int:
@@ -227,7 +227,7 @@ def load_generator(
         return UnigramGenerator.from_token_ids(train_token_ids, vocab_size, tokenizer.mask_token_id,
                                                tokenizer.all_special_ids)
     if isinstance(name_or_path, nn.Module):
-        model, name = name_or_path, getattr(getattr(name_or_path, "config", None), "_name_or_path", "module")
+        model, name = name_or_path, getattr(getattr(name_or_path, "config", None), "name_or_path", "module")
     else:
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 

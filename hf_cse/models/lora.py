@@ -23,6 +23,8 @@ import importlib.util
 
 from torch import nn
 
+from ..seams import mark_initialized
+
 ADAPTER_FOLDER = "adapter"
 #: LoRA target modules per architecture: every linear layer of attention and feed-forward blocks (LLM2Vec uses all of
 #: them for Llama / Mistral); BERT's ``dense`` names the attention output, intermediate and output projections
@@ -100,9 +102,7 @@ def apply_lora(encoder: nn.Module, config) -> nn.Module:
     wrapped = get_peft_model(encoder, peft_config(config), autocast_adapter_dtype=True)
     for name, module in wrapped.named_modules():
         if "lora_" in name:
-            module._is_hf_initialized = True
-            for param in module.parameters(recurse=False):
-                param._is_hf_initialized = True
+            mark_initialized(module)
     return wrapped
 
 

@@ -16,6 +16,7 @@ from transformers import AutoModelForMaskedLM
 from transformers.utils import logging as hf_logging
 
 from ..losses.base import compute_dtype
+from ..seams import tied_weights_keys
 
 
 class NoMaskedLMHeadError(ValueError):
@@ -33,7 +34,7 @@ def _head_of(mlm_model: nn.Module, model_type: str) -> tuple[str, nn.Module]:
             f"do_mlm: the masked-LM head of a {model_type!r} encoder is not one module ({[n for n, _ in heads]}); "
             "SimCSE's MLM objective is supported for BERT- and RoBERTa-like encoders. Drop do_mlm (--do_mlm).")
     name, head = heads[0]
-    declared = getattr(mlm_model, "_tied_weights_keys", None)
+    declared = tied_weights_keys(mlm_model)
     inside = name + "."
     for target, source in (declared.items() if isinstance(declared, dict) else ()):
         if target.startswith(inside) and source.startswith(inside):

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from ..encoders import takes_token_type_ids
+from ..seams import attention_implementation, set_attention_implementation
 
 PACKED_ROWS_KWARG = "hf_cse_rows"
 
@@ -119,7 +120,7 @@ def unsupported_reason(encoder: nn.Module, device_type: str = "cpu") -> str | No
         return "a decoder's causal attention"
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    attention = getattr(config, "_attn_implementation", None)
+    attention = attention_implementation(config)
     if not getattr(ALL_ATTENTION_FUNCTIONS.get(attention), "takes_packed_rows", False):
         return f"attention {attention!r} (padding-free runs under sdpa)"
     return None
@@ -167,7 +168,7 @@ def register_sdpa_attention(name: str, attention: Callable) -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-    if name not in AttentionInterface._global_mapping:
+    if name not in AttentionInterface().valid_keys():
         AttentionInterface.register(name, with_packed_rows(attention))
         ALL_MASK_ATTENTION_FUNCTIONS.register(name, sdpa_mask)
 
@@ -178,9 +179,9 @@ def install_packed_attention(encoder: nn.Module) -> None:
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     config = getattr(encoder, "config", None)
-    if config is not None and getattr(config, "_attn_implementation", None) == "sdpa":
+    if attention_implementation(config) == "sdpa":
         register_sdpa_attention(PACKED_SDPA, sdpa_attention_forward)
-        config._attn_implementation = PACKED_SDPA
+        set_attention_implementation(config, PACKED_SDPA)
 
 
 def describe_padding_free(encoder: nn.Module, enabled: bool, why_off: str = "--padding_free false",

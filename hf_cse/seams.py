@@ -1,0 +1,113 @@
+"""Every private name of transformers and sentence-transformers that hf_cse uses, in one place.
+
+A private method or attribute can be renamed or change its signature in any release; a renamed method that hf_cse
+*overrides* would simply stop being called (e.g. the sampler's ``set_epoch`` on resume). So the library reaches them
+only through this module, :data:`SEAMS` lists each one with the parameters hf_cse passes or receives, and
+``tests/test_seams.py`` checks them against the installed versions: an upgrade that moves one fails that test
+instead of changing behaviour silently. ``setup.cfg`` bounds both packages below their next major version.
+
+Where a public hook exists it is used instead (``PretrainedConfig.name_or_path``, ``AttentionInterface.valid_keys``,
+``Trainer.get_train_dataloader``); transformers 5.24 has no public hook for a batch sampler, for loading a checkpoint
+outside ``train``, for the inputs' device placement or for the start of an epoch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+#: (owner, private name, the parameters hf_cse relies on, in order; None for an attribute) -- checked by
+#: tests/test_seams.py. The owners are named as import paths so that importing this module loads neither package.
+SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
+    ("transformers.Trainer", "_load_from_checkpoint", ("self", "resume_from_checkpoint", "model")),
+    ("transformers.Trainer", "_load_best_model", ("self",)),
+    ("transformers.Trainer", "_prepare_inputs", ("self", "inputs")),
+    ("transformers.Trainer", "_remove_unused_columns", ("self", "dataset", "description")),
+    ("transformers.Trainer", "_run_epoch", ("self", "model", "epoch")),
+    ("transformers.Trainer", "_train_batch_size", None),  # an instance attribute, set in Trainer.__init__
+    ("transformers.PretrainedConfig", "_attn_implementation", None),  # a property with a setter
+    ("transformers.PreTrainedModel", "_tied_weights_keys", None),  # a class attribute
+    ("sentence_transformers.SentenceTransformerModelCardData", "_get_snippet_output_dimensionality", ("self",)),
+)
+
+
+# ------------------------------------------------------------------------------- transformers' Trainer
+def load_checkpoint(trainer, checkpoint: str) -> None:
+    """Load a checkpoint's weights into the trainer's model the way ``train(resume_from_checkpoint=...)`` does (peft
+    adapters, sharded states), without training."""
+    trainer._load_from_checkpoint(checkpoint)
+
+
+def load_best_model(trainer) -> None:
+    """Load ``state.best_model_checkpoint`` as ``load_best_model_at_end`` does at the end of ``train``."""
+    trainer._load_best_model()
+
+
+def prepare_inputs(trainer, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The batch on the trainer's device, as ``Trainer.training_step`` prepares it."""
+    return trainer._prepare_inputs(inputs)
+
+
+def remove_unused_columns(trainer, dataset, description: str):
+    """The data set without the columns the model's ``forward`` does not name, as the Trainer's own loaders make it."""
+    return trainer._remove_unused_columns(dataset, description=description)
+
+
+def train_batch_size(trainer) -> int:
+    """The per-process batch the trainer's loader yields (``auto_find_batch_size`` may have lowered it)."""
+    return trainer._train_batch_size
+
+
+class EpochStartHook:
+    """A ``Trainer`` mixin that calls ``self.on_epoch_start(epoch)`` before each epoch's batches are drawn, on a fresh
+    run and on resume alike (``TrainerCallback.on_epoch_begin`` runs before the loop has the epoch's loader, and
+    ``Trainer._run_epoch`` is the only place that sees every epoch, the resumed one included)."""
+
+    def on_epoch_start(self, epoch: int) -> None:
+        """Nothing by default."""
+
+    def _run_epoch(self, model, epoch, *args, **kwargs):
+        self.on_epoch_start(epoch)
+        return super()._run_epoch(model, epoch, *args, **kwargs)
+
+
+# ------------------------------------------------------------------------------- transformers' attention
+def attention_implementation(config) -> str | None:
+    """The attention a transformers config runs (``config._attn_implementation``; None without a config)."""
+    return getattr(config, "_attn_implementation", None) if config is not None else None
+
+
+def set_attention_implementation(config, name: str) -> None:
+    """Route a loaded encoder's attention through the registered function ``name`` without reloading the model
+    (``PreTrainedModel.set_attn_implementation`` checks the name against the model class's own kinds)."""
+    config._attn_implementation = name
+
+
+# ------------------------------------------------------------------------------- transformers' weight loading
+def tied_weights_keys(model) -> dict[str, str] | None:
+    """The parameters a transformers model ties to others (``{target: source}``, transformers 5), or None."""
+    return getattr(model, "_tied_weights_keys", None)
+
+
+def mark_initialized(module: torch.nn.Module) -> None:
+    """Flag a module and its own parameters as initialised, so that transformers' ``post_init`` / loading does not
+    redraw them (``_is_hf_initialized``)."""
+    module._is_hf_initialized = True
+    for param in module.parameters(recurse=False):
+        param._is_hf_initialized = True
+
+
+# ------------------------------------------------------------------------------- sentence-transformers
+def with_snippet_dimension(card_data_class: type) -> type:
+    """A subclass of sentence-transformers' model card data whose usage snippet states ``embedding_dimension`` (a
+    field of the subclass) while no model is loaded (``_get_snippet_output_dimensionality`` asks the model)."""
+
+    class CardDataWithDimension(card_data_class):
+        def _get_snippet_output_dimensionality(self) -> int | str:
+            if self.model is None:
+                return self.embedding_dimension
+            return super()._get_snippet_output_dimensionality()
+
+    CardDataWithDimension.__name__ = card_data_class.__name__
+    return CardDataWithDimension

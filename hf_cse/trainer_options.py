@@ -1,0 +1,72 @@
+"""What :class:`hf_cse.trainer.ContrastiveTrainer` takes from its training arguments, and what it does to the model and
+the arguments before transformers' ``Trainer`` sees them: the method's collator, the columns it needs kept, the
+method's own preparation (DiffCSE's generator) and activation checkpointing inside the encoder."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger("hf_cse.trainer")
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    """The contrastive options of a run: :class:`~hf_cse.training_args.ContrastiveTrainingArguments`' fields, or the
+    trainer's keyword arguments of the same names (which win; plain ``TrainingArguments`` have only those)."""
+
+    senteval_data_dir: str | None = None
+    eval_source: str = "local"
+    cached_minibatch_size: int | None = None
+    no_duplicates_in_batch: bool = True
+
+    @classmethod
+    def from_args(cls, training_args, **given: Any) -> TrainingOptions:
+        values = {name: given[name] if given.get(name) is not None else getattr(training_args, name, default)
+                  for name, default in vars(cls()).items()}
+        values["cached_minibatch_size"] = values["cached_minibatch_size"] or None  # 0 = off
+        return cls(**values)
+
+    def evaluator(self, training_args, extra=None):
+        """What the dev score is computed on: STS-B / SICK-R dev, the arguments' own scored pairs (``eval_file`` /
+        ``eval_dataset_name``) and ``extra`` evaluators; None when nothing is given."""
+        from .evaluation.custom_dev import pairs_from_args
+        from .evaluation.evaluators import training_evaluator
+
+        pairs = pairs_from_args(training_args) if hasattr(training_args, "eval_file") else None
+        return training_evaluator(self.senteval_data_dir, self.eval_source, pairs=pairs,
+                                  pairs_name=getattr(training_args, "eval_name", "custom"), extra=extra)
+
+
+def method_collator(model, tokenizer, train_dataset):
+    """The collator of the model's method: of (anchor, positive[, hard negative]) rows when the tokenized training set
+    has their columns (:func:`hf_cse.data.tokenize_pair_dataset`), else of single sentences seen twice."""
+    from .data import PAIR_VIEWS
+
+    columns = getattr(train_dataset, "column_names", None) or ()
+    pairs = f"{PAIR_VIEWS[1]}input_ids" in columns
+    return (model.pair_collator if pairs else model.collator)(tokenizer, model.config)
+
+
+def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
+    """Adjust ``Trainer.__init__``'s arguments ``given`` (in place) for an hf_cse method model; a model of one's own
+    (without the method's ``collator``) is left as it is."""
+    model, args = given.get("model"), given["args"]
+    tokenizer, train_dataset = given.get("processing_class"), given.get("train_dataset")
+    if not hasattr(model, "collator"):
+        return
+    if given.get("data_collator") is None and tokenizer is not None:
+        given["data_collator"] = method_collator(model, tokenizer, train_dataset)
+    if args.remove_unused_columns:
+        # the collators read the views' columns (positive_input_ids, ...), which the model's forward does not name
+        logger.info("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")
+        args.remove_unused_columns = False
+    if getattr(args, "activation_checkpointing", False) or args.gradient_checkpointing:
+        # inside the encoders; the Trainer must not redo it on the wrapper, which has no layers of its own
+        model.enable_activation_checkpointing()
+        args.gradient_checkpointing = False
+        if hasattr(args, "activation_checkpointing"):
+            args.activation_checkpointing = False
+    if tokenizer is not None and train_dataset is not None:
+        model.prepare_for_training(tokenizer, train_dataset, trust_remote_code)  # e.g. DiffCSE's generator

@@ -1,0 +1,68 @@
+"""``ContrastiveTrainingArguments``: ``transformers.TrainingArguments`` plus the options of contrastive training.
+
+They are training options of :class:`hf_cse.trainer.ContrastiveTrainer` (as ``SentenceTransformerTrainingArguments``
+are of sentence-transformers' trainer): how a batch is made and split, what the dev score is computed on, and which
+precision runs. ``hf-cse-train`` parses this class, so each field is also a flag of the same name. How the training
+text is read (a file, a Hub data set, a stream) is not here: it decides the training set given to the trainer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+from .evaluation.custom_dev import EvalDataArguments
+from .precision import DEFAULT_PRECISION, Precision, training_flags
+
+
+@dataclass
+class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
+    """``TrainingArguments`` (their fields come first, so ``ContrastiveTrainingArguments("out")`` names the output
+    folder) with the dev-data fields of :class:`~hf_cse.evaluation.custom_dev.EvalDataArguments` (``eval_file``,
+    ``eval_dataset_name`` and their columns: your own scored pairs) and the fields below.
+
+    ``precision`` is resolved for this machine when the arguments are made (``bf16`` / ``fp16`` / ``use_cpu`` are set
+    to match, :func:`hf_cse.precision.training_flags`): afterwards it holds what will run (``fp32``, ``bf16`` or
+    ``fp16``) and ``precision_reason`` says why.
+    """
+
+    cached_minibatch_size: int | None = field(
+        default=None,
+        metadata={"help": "Gradient-cache mode: encode the batch in mini-batches of N sentences (bounded memory, "
+                          "same gradient as the full batch; ~1.35x the time). 0/None = off. See hf_cse/cached.py."},
+    )
+    no_duplicates_in_batch: bool = field(
+        default=True,
+        metadata={"help": "Keep identical texts (NFKC, case-folded, white space collapsed; every view of a row) out of "
+                          "one global batch, where a copy would be a false negative: a clashing row waits for a later "
+                          "batch. false = the Trainer's plain random batches. See hf_cse/sampler.py."},
+    )
+    cuda_graphs: str = field(
+        default="auto",
+        metadata={"help": "auto / on / off: on one CUDA GPU, run each step's forward, loss and backward as a "
+                          "replayed CUDA graph (auto: wherever it applies and the run has >= 20 steps; the log says "
+                          "which path and why). Speed only: not part of the run's settings. See hf_cse/cuda_graphs.py.",
+                  "choices": ["auto", "on", "off"]},
+    )
+    senteval_data_dir: str | None = field(
+        default=None, metadata={"help": "SentEval data/downstream folder for STS-B dev evaluation during training."}
+    )
+    eval_source: str = field(
+        default="local", metadata={"help": "local (senteval_data_dir) or hub."}
+    )
+    precision: Precision | None = field(
+        default=None,
+        metadata={"help": f"auto: bf16 autocast where the device computes bf16 natively (a CPU with AVX-512 BF16 / "
+                          f"AMX, a GPU with bf16), else fp32; fp32; bf16; fp16 (GPU only). Losses always compute in "
+                          f"fp32. --bf16 / --fp16 mean the same. Default: {DEFAULT_PRECISION}."},
+    )
+    precision_reason: str = field(default="", init=False, repr=False)
+
+    def __post_init__(self):
+        # before TrainingArguments checks bf16 / fp16 against the device (e.g. bf16 on a CPU needs use_cpu)
+        values, self.precision, self.precision_reason = training_flags(self.precision, self.bf16, self.fp16,
+                                                                       self.use_cpu)
+        for name, value in values.items():
+            setattr(self, name, value)
+        super().__post_init__()
