@@ -85,9 +85,9 @@ elif point == "eval":
 
     evaluation.write_report = kill_after_report
 elif point == "curves":
-    import hf_cse.cli.train as train  # where train_from_args looks it up
+    import hf_cse.plots as plots  # where ContrastiveTrainer.save_run looks it up
 
-    real_plot = train.plot_training_curves
+    real_plot = plots.plot_training_curves
 
     def kill_after_curves(*args, **kwargs):
         written = real_plot(*args, **kwargs)
@@ -95,7 +95,7 @@ elif point == "curves":
             die()
         return written
 
-    train.plot_training_curves = kill_after_curves
+    plots.plot_training_curves = kill_after_curves
 elif point == "tokenizer":
     from transformers import PreTrainedTokenizerBase
 

@@ -82,9 +82,9 @@ def test_no_host_reads_outside_logging_steps(case, logging_steps, tiny_bert_dir,
     count_syncs.clear()  # construction may read tensors; the steps may not
     trainer.train()
     logged = [e for e in trainer.state.log_history if "contrastive_loss" in e]
-    if logging_steps > 3:  # no logging step in the run
+    if logging_steps > 3:  # no logging step in the run: one read, the divergence check after the last step
         assert not logged
-        assert count_syncs == [], count_syncs
+        assert len(count_syncs) == 1 and count_syncs[0].startswith("tolist at metrics.py"), count_syncs
     else:  # one logging step: the metrics are read there, once (the interception works)
         assert len(logged) == 1 and torch.isfinite(torch.tensor(logged[0]["contrastive_loss"]))
         reads = [c for c in count_syncs if "generators.py" not in c] if case in KNOWN_READS else count_syncs
