@@ -31,7 +31,9 @@ def test_train_script_runs_the_main_job_and_test_script_the_tests():
     test = (ROOT / "scripts" / "test.sh").read_text()
     assert "set -- --loss gs_infonce" in train
     assert 'accelerate.commands.launch "$ROOT/run_unsup.py"' in train
-    assert "-m pytest -q \"$ROOT/tests\"" in test
+    # pytest from the repository root: no test path runs setup.cfg's testpaths (the whole suite), a path runs alone
+    assert 'cd "$ROOT"' in test and '-m pytest -q "$@"' in test
+    assert re.search(r"^testpaths = tests$", (ROOT / "setup.cfg").read_text(), re.M)
 
 
 def test_ci_calls_the_readme_test_command():
