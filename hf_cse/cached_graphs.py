@@ -47,30 +47,32 @@ class CachedGraphStep(CudaGraphStep):
         fallback)."""
         if not self.supports(batch):
             return eager_step(batch)
-        padded = self._pad(batch, self._padded_length(batch))
-        chunks = split_batch(padded, self.minibatch_size)
-        keys = [self._key(chunk, chunk["input_ids"].shape[-1]) for chunk in chunks]
+        to = self._padded_length(batch)
+        chunks = split_batch(batch, self.minibatch_size)
+        keys = [self._key(chunk, to) for chunk in chunks]
         missing = [k for k in dict.fromkeys(keys) if k not in self.graphs]
         if missing:
             if len(self.graphs) + len(missing) > MAX_GRAPHS:
                 return eager_step(batch)
+            padded = self._pad(batch, to)  # the graph's shapes; a replay pads while loading its buffers
             if any(k not in self.warmed for k in missing):
                 self.warmed.update(missing)
                 return self._on_capture_stream(eager_step, padded)
+            padded_chunks = split_batch(padded, self.minibatch_size)
             for key in missing:
-                pair = self._capture_pair(chunks[keys.index(key)])
+                pair = self._capture_pair(padded_chunks[keys.index(key)])
                 if pair is None:
                     return eager_step(batch)
                 self.graphs[key] = pair
-        return self._replayed(chunks, keys)
+        return self._replayed(chunks, keys, self._pads(batch))
 
     # ------------------------------------------------------------------ replay
-    def _replayed(self, chunks, keys):
+    def _replayed(self, chunks, keys, pads):
         states, parts, model_metrics = [], defaultdict(list), []
         for chunk, key in zip(chunks, keys):
             embed = self.graphs[key][0]
             states.append(RandState.capture(*chunk.values()))
-            embed.load(chunk, {})
+            embed.load(chunk, pads)
             embed.graph.replay()
             for name, z in embed.loss.items():  # the embeddings: copied before the next replay overwrites them
                 parts[name].append(z.clone())
@@ -86,7 +88,7 @@ class CachedGraphStep(CudaGraphStep):
             backward = self.graphs[key][1]
             rows = chunk["input_ids"].shape[0]
             state.restore()
-            backward.load(chunk, {})
+            backward.load(chunk, pads)
             for name, buffer in backward.loss.items():
                 grad = grads.get(name)
                 if grad is None:

@@ -164,12 +164,9 @@ class CudaGraphStep:
         return {key: LABEL_PAD if key.endswith("labels") else self.pad_token_id if key.endswith("input_ids") else 0
                 for key in batch}
 
-    def _padded_length(self, batch: dict[str, torch.Tensor]) -> int | None:
-        """The length every per-token input is padded to, or None when the batch has no ``input_ids``."""
-        ids = batch.get("input_ids")
-        if ids is None:
-            return None
-        length = ids.shape[-1]
+    def _padded_length(self, batch: dict[str, torch.Tensor]) -> int:
+        """The length every per-token input is padded to (a batch that :meth:`supports` holds ``input_ids``)."""
+        length = batch["input_ids"].shape[-1]
         return length_bucket(length, self.length_cap) if self.right_padded else length
 
     def _pad(self, batch: dict[str, torch.Tensor], to: int) -> dict[str, torch.Tensor]:

@@ -114,8 +114,8 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
         self._batch_sampler: NoDuplicatesBatchSampler | None = None
         self._flos_per_token: int | None = None
-        if training_args is not None and training_args.dataloader_pin_memory and \
-                training_args.device.type == "cuda" and hasattr(training_args.accelerator_config, "non_blocking"):
+        if training_args.dataloader_pin_memory and training_args.device.type == "cuda" and \
+                hasattr(training_args.accelerator_config, "non_blocking"):
             # a blocking copy of the batch to the GPU waits for the previous step's kernels: the host could not queue
             # the next step while the GPU works (pinned memory makes the non-blocking copy safe)
             training_args.accelerator_config.non_blocking = True

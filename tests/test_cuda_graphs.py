@@ -156,25 +156,26 @@ def _simulate_graphs(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cached", [None, 4])
+@pytest.mark.parametrize("cached, padded", [(None, True), (4, False), (4, True)])
 def test_trainer_glue_with_simulated_graphs_trains_as_eager(tiny_bert_dir, sentences, tmp_path, monkeypatch,
-                                                            cached):
+                                                            cached, padded):
     """The trainer's side of the graph step on the CPU (capture and replay simulated, the rest real): warm-up,
     capture, replay into static buffers, gradients handed back to the parameters after each replay, metrics
     recorded. Plain step: with dropout off the losses equal the eager run's (batches padded to their length bucket).
-    Cached mode (mini-batches of 4, batches not padded further): the embed and backward graphs of each mini-batch
-    with dropout ON give the eager cached step's losses (the same masks in both passes)."""
+    Cached mode (mini-batches of 4): batches not padded further, the embed and backward graphs of each mini-batch
+    with dropout ON give the eager cached step's losses (the same masks in both passes); padded to their bucket while
+    loaded into the graphs' buffers, with dropout off, too."""
     import hf_cse.cuda_graphs as cg
     from hf_cse.cached_graphs import CachedGraphStep
 
     _simulate_graphs(monkeypatch)
-    if cached:  # dropout on: a padded batch would draw other masks than the eager run's, so keep each exact length
+    if not padded:  # dropout on: a padded batch would draw other masks than the eager run's, so keep each length
         monkeypatch.setattr(cg, "length_bucket", lambda length, cap: length)
     losses = {}
     for mode in ("off", "on"):
         ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path, repeat=2)
         torch.manual_seed(0)
-        model = SimCSEModel.from_encoder(str(tiny_bert_dir), dropout=0.1 if cached else 0.0, padding_free=False)
+        model = SimCSEModel.from_encoder(str(tiny_bert_dir), dropout=0.0 if padded else 0.1, padding_free=False)
         trainer = ContrastiveTrainer(model=model, args=tiny_args(tmp_path / mode, max_steps=8, logging_steps=1),
                                      train_dataset=ds, data_collator=collator(tok), processing_class=tok,
                                      cached_minibatch_size=cached)
