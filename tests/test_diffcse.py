@@ -11,9 +11,16 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertForMaskedLM
 
 from hf_cse.cli import train as run_unsup
-from hf_cse.masking import DiffCSECollator, delete_tokens, insert_masks, mask_tokens, special_tokens_mask
+from hf_cse.masking import mask_tokens, special_tokens_mask
 from hf_cse.models import DiffCSEModel
-from hf_cse.models.generators import GeneratorError, MaskedLMGenerator, UnigramGenerator
+from hf_cse.models.diffcse import (
+    DiffCSECollator,
+    GeneratorError,
+    MaskedLMGenerator,
+    UnigramGenerator,
+    delete_tokens,
+    insert_masks,
+)
 from hf_cse.objectives import build_objectives, compute_objectives
 from hf_cse.trainer import ContrastiveTrainer
 

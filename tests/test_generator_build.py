@@ -12,7 +12,7 @@ from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
 from experiments import build_generator
 from hf_cse.cli import train as run_unsup
 from hf_cse.models import DiffCSEModel
-from hf_cse.models.generators import MaskedLMGenerator
+from hf_cse.models.diffcse import MaskedLMGenerator
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +109,7 @@ def test_diffcse_trains_with_the_built_generator(tiny_bert_dir, corpus, tmp_path
 def test_committed_generator_loads_as_the_packaged_encoders_generator(minilm_dir):
     """experiments/generator (built by the full command) passes DiffCSE's checks: every masked-LM weight
     present, the encoder's tokenizer, and it fills a masked batch with vocabulary ids."""
-    from hf_cse.models.generators import load_generator
+    from hf_cse.models.diffcse import load_generator
 
     folder = build_generator.ROOT / "experiments" / "generator"
     if not (folder / "model.safetensors").is_file():

@@ -12,7 +12,7 @@ import hf_cse.models.base as base_module
 from hf_cse.data import DataError, TwoViewCollator, load_train_dataset, read_sentences, tokenize_dataset
 from hf_cse.losses import available_losses, build_loss, get_loss_class
 from hf_cse.models import DiffCSEModel, SimCSEModel
-from hf_cse.models.generators import GeneratorError, MaskedLMGenerator, load_generator
+from hf_cse.models.diffcse import GeneratorError, MaskedLMGenerator, load_generator
 from hf_cse.objectives import build_objectives, compute_objectives
 
 # losses that take only (z1, z2); off_dropout_infonce also needs z_nodropout (tested on its own)

@@ -145,7 +145,7 @@ def test_imsimcse_and_diffcse_train_their_prefixes(tiny_bert_dir):
     diffcse = DiffCSEModel.from_encoder(str(tiny_bert_dir), projector="none", pooler_type="avg",
                                         matryoshka_dims=[16]).train()
     diffcse.attach_generator("unigram", tok)
-    from hf_cse.masking import DiffCSECollator
+    from hf_cse.models.diffcse import DiffCSECollator
 
     out = diffcse(**DiffCSECollator(tok, seed=0)([tok(s) for s in random_sentences(8)]))
     total, metrics = compute_objectives(build_objectives(diffcse.config), out.embeddings)

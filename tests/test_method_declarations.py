@@ -16,7 +16,6 @@ from hf_cse.checks import InputError
 from hf_cse.cli import train as run_unsup
 from hf_cse.cli.preflight import check_pair_training
 from hf_cse.data import DataError, PairCollator, TwoViewCollator, tokenize_dataset
-from hf_cse.masking import DiffCSECollator
 from hf_cse.model_card.sections import cited_papers
 from hf_cse.models import (
     METHODS,
@@ -28,6 +27,7 @@ from hf_cse.models import (
     get_method,
     register_method,
 )
+from hf_cse.models.diffcse import DiffCSECollator
 from hf_cse.references import DIFFCSE, IMSIMCSE, SIMCSE, Paper
 from hf_cse.streaming import StreamingArguments, check_streaming_arguments
 

@@ -16,7 +16,7 @@
 L_RTD is computed per process: it is a per-token classification with no negatives, so the local mean is the
 right estimate and DDP's gradient averaging combines processes (only the contrastive embeddings are gathered).
 
-Generators (``hf_cse.models.generators``) are attached with :meth:`DiffCSEModel.attach_generator` after the
+Generators (:mod:`.generators`) are attached with :meth:`DiffCSEModel.attach_generator` after the
 model is built; they are never parameters of the model and never saved with it.
 """
 
@@ -31,13 +31,13 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
-from ..checks import check_model_source
-from ..masking import EDIT_OPERATIONS
-from ..references import DIFFCSE, SIMCSE
-from .base import CSEOutput, CSEPreTrainedModel, build_encoder
-from .config import CSEConfig, ProjectorName
+from ...checks import check_model_source
+from ...references import DIFFCSE, SIMCSE
+from ..base import CSEOutput, CSEPreTrainedModel, build_encoder
+from ..config import CSEConfig, ProjectorName
+from ..lora import base_state_dict
+from .edits import EDIT_OPERATIONS, DiffCSECollator
 from .generators import GENERATOR_FILLS, UNIGRAM, Generator, GeneratorError, load_generator
-from .lora import base_state_dict
 
 RTD_REDUCTIONS = ("mean", "sum")
 DISCRIMINATOR_INITS = ("encoder", "random")
@@ -165,9 +165,7 @@ class DiffCSEModel(CSEPreTrainedModel):
 
     @classmethod
     def collator(cls, tokenizer, config: DiffCSEConfig):
-        """Two views plus an edited copy of every row (``hf_cse.masking.DiffCSECollator``)."""
-        from ..masking import DiffCSECollator
-
+        """Two views plus an edited copy of every row (:class:`.edits.DiffCSECollator`)."""
         return DiffCSECollator(tokenizer, masking_ratio=config.masking_ratio, edit_operation=config.edit_operation)
 
     # ----------------------------------------------------------------- before training
@@ -347,4 +345,4 @@ class DiffCSEModel(CSEPreTrainedModel):
         return out
 
 
-__all__ = ["DiffCSEConfig", "DiffCSEModel", "RTDOutput", "UNIGRAM"]
+__all__ = ["DiffCSEConfig", "DiffCSEModel", "RTDOutput"]
