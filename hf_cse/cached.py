@@ -16,9 +16,9 @@ Peak activation memory is that of one mini-batch of ``m`` sentences instead of `
 second forward of the encoder without a graph (about +35 % step time: a forward is ~1/3 of fwd + bwd).
 The gradient equals the plain one computed with the same dropout masks (``tests/test_cached.py``).
 
-Not row-separable models are refused: a BatchNorm projector (DiffCSE) normalises with mini-batch
-statistics, and a method whose forward computes a term over the whole batch (DiffCSE's RTD loss) declares that
-its rows do not split (``splits_into_minibatches``), so neither would match the plain full-batch step.
+Not row-separable models are refused: a method whose forward computes a term over the whole batch (DiffCSE's RTD
+loss) and a projector that mixes the batch's rows (BatchNorm's statistics) each declare that their rows do not split
+(``splits_into_minibatches``), so neither would match the plain full-batch step.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ def check_cached_compatible(config, minibatch_size: int) -> None:
             f"--cached_minibatch_size must be a positive integer (0 or unset turns it off), got {minibatch_size!r}."
         )
     from .models import method_of
+    from .models.heads import NO_PROJECTOR, projector_class
 
     method = method_of(config)
     if method is not None and not method.splits_into_minibatches:
@@ -102,11 +103,13 @@ def check_cached_compatible(config, minibatch_size: int) -> None:
             "--cached_minibatch_size is incompatible with --do_mlm: the masked-LM term is computed in the model's own "
             "forward, which the cached mode splits. Drop one of them."
         )
-    if getattr(config, "projector", None) == "batchnorm":
+    name = getattr(config, "projector", NO_PROJECTOR)
+    projector = projector_class(name)
+    if projector is not None and not projector.splits_into_minibatches:
         raise IncompatibleOptionsError(
-            "--cached_minibatch_size is incompatible with the batchnorm projector (DiffCSE): its batch statistics "
-            "would come from each mini-batch, not the full batch. Drop --cached_minibatch_size (use more "
-            "processes or gradient checkpointing for memory), or use --projector mlp."
+            f"--cached_minibatch_size is incompatible with the {name} projector: {projector.why_no_minibatch_split}. "
+            "Drop --cached_minibatch_size (use more processes or gradient checkpointing for memory), or use "
+            "--projector mlp."
         )
 
 

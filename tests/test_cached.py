@@ -231,3 +231,54 @@ def test_cached_mode_is_refused_under_cuda_graphs(mode, backend, device, refused
     else:
         check_cached_without_cuda_graphs(args, 4)
     check_cached_without_cuda_graphs(args, None)  # no cached mode: nothing to refuse
+
+
+def test_a_projector_that_declares_no_minibatch_split_is_refused(tiny_bert_dir):
+    """The cached mode reads the projector's declaration, not its name: a head registered now, with the declaration,
+    is refused with its own reason, and the same head declaring nothing is accepted."""
+    from hf_cse.models import SimCSEConfig
+    from hf_cse.models.heads import PROJECTORS, Projector, build_projector, register_projector
+
+    class RowMixingHead(Projector):
+        splits_into_minibatches = False
+        why_no_minibatch_split = "it centres each row on the batch's mean row"
+
+        def __init__(self, hidden_size: int):
+            super().__init__()
+
+        def forward(self, x):
+            return x - x.mean(0, keepdim=True)
+
+    class RowWiseHead(Projector):
+        def __init__(self, hidden_size: int):
+            super().__init__()
+
+        def forward(self, x):
+            return x
+
+    try:
+        register_projector("test_row_mixing")(RowMixingHead)
+        register_projector("test_row_wise")(RowWiseHead)
+        assert list(PROJECTORS)[-1] == "none"
+        assert isinstance(build_projector("test_row_mixing", 8), RowMixingHead)
+        mixing = SimCSEConfig(encoder_config={"model_type": "bert"}, projector="test_row_mixing")
+        with pytest.raises(IncompatibleOptionsError, match="test_row_mixing projector: it centres each row"):
+            check_cached_compatible(mixing, 4)
+        check_cached_compatible(SimCSEConfig(encoder_config={"model_type": "bert"}, projector="test_row_wise"), 4)
+    finally:
+        PROJECTORS.pop("test_row_mixing", None)
+        PROJECTORS.pop("test_row_wise", None)
+
+
+def test_a_projector_saying_no_needs_its_reason():
+    from hf_cse.models.heads import PROJECTORS, MLPProjector, Projector, register_projector
+
+    class Unexplained(Projector):
+        splits_into_minibatches = False
+
+    with pytest.raises(ValueError, match="why_no_minibatch_split"):
+        register_projector("test_unexplained")(Unexplained)
+    with pytest.raises(ValueError, match="already registered"):
+        register_projector("mlp")(Unexplained)
+    register_projector("mlp")(MLPProjector)  # the same class again is fine
+    assert "test_unexplained" not in PROJECTORS

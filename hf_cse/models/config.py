@@ -20,7 +20,7 @@ from .lora import check_peft_installed
 from .pooling import PAPERS_POOLER, POOLERS, applies_projector, check_pooler
 
 PoolerName = Literal[POOLERS]  # type: ignore[valid-type]  # the names are kept once, in pooling.POOLERS
-ProjectorName = Literal[PROJECTORS]  # type: ignore[valid-type]
+ProjectorName = Literal[tuple(PROJECTORS)]  # type: ignore[valid-type]  # the registered ones at import
 
 # Set while a saved configuration is read (from_dict): see CSEConfig.from_dict.
 _LOADING = contextvars.ContextVar("hf_cse_loading_config", default=False)

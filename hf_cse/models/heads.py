@@ -1,7 +1,11 @@
 """Training-time projectors applied on top of the pooled vector (dropped at test time for unsup models).
 
-Each projector also knows its sentence-transformers form (``to_sentence_transformers()``: ``Dense`` modules
-computing the same function as the head in eval mode), which the export uses when it keeps the head.
+A projector is a :class:`Projector` subclass registered under the name a model's config gives
+(:func:`register_projector`; ``projector="none"`` is no head). It declares what it needs the way a method does
+(:class:`hf_cse.models.CSEPreTrainedModel`): ``splits_into_minibatches`` (False for a head that mixes the rows of a
+batch, as BatchNorm does) with its reason, which the cached mode (:mod:`hf_cse.cached`) reads. Each projector also
+knows its sentence-transformers form (``to_sentence_transformers()``: ``Dense`` modules computing the same function
+as the head in eval mode), which the export uses when it keeps the head.
 """
 
 from __future__ import annotations
@@ -33,10 +37,55 @@ def fold_batchnorm(linear: nn.Linear, bn: nn.BatchNorm1d) -> tuple[torch.Tensor,
         scale, shift = scale * gamma, shift * gamma + beta
     return (w * scale[:, None]).float().cpu(), (b * scale + shift).float().cpu()
 
-PROJECTORS = ("mlp", "linear", "batchnorm", "none")
+NO_PROJECTOR = "none"
 
 
-class MLPProjector(nn.Module):
+class Projector(nn.Module):
+    """A training-time head ``(N, H) -> (N, D)``, built as ``cls(hidden_size)``. The class attributes declare what
+    the head needs; a "no" comes with its reason (:func:`register_projector` checks)."""
+
+    #: whether a batch's rows can go through the head in mini-batches with the same result (the cached mode):
+    #: false when the head mixes rows, e.g. normalises with the batch's statistics
+    splits_into_minibatches: bool = True
+    #: why not, when ``splits_into_minibatches`` is False: a clause of the one-line refusal
+    why_no_minibatch_split: str = ""
+
+
+#: the projectors by name, in the order ``--projector`` offers them; ``"none"`` (no head) is always last
+PROJECTORS: dict[str, type[Projector] | None] = {NO_PROJECTOR: None}
+
+
+def register_projector(name: str):
+    """Class decorator: make a :class:`Projector` subclass known as ``projector=name`` (a model's config,
+    :func:`build_projector`). Refuses a name another class holds and a declared "no" without its reason."""
+
+    def register(cls: type[Projector]) -> type[Projector]:
+        if not issubclass(cls, Projector):
+            raise TypeError(f"{cls.__name__}: a projector is a hf_cse.models.heads.Projector subclass.")
+        if PROJECTORS.get(name, cls) is not cls:
+            holder = PROJECTORS[name]
+            raise ValueError(f"projector {name!r} is already registered ({getattr(holder, '__name__', holder)}); "
+                             "choose another name.")
+        if not cls.splits_into_minibatches and not cls.why_no_minibatch_split:
+            raise ValueError(f"{cls.__name__} sets splits_into_minibatches = False: give the reason in "
+                             "why_no_minibatch_split (users read it in the refusal).")
+        PROJECTORS.pop(NO_PROJECTOR)
+        PROJECTORS[name] = cls
+        PROJECTORS[NO_PROJECTOR] = None
+        return cls
+
+    return register
+
+
+def projector_class(name: str) -> type[Projector] | None:
+    """The registered projector class of ``name`` (None for ``"none"``)."""
+    if name not in PROJECTORS:
+        raise ValueError(f"Unknown projector {name!r}. Valid projectors: {', '.join(PROJECTORS)}.")
+    return PROJECTORS[name]
+
+
+@register_projector("mlp")
+class MLPProjector(Projector):
     """SimCSE's ``MLPLayer``: Linear(H, H) + tanh, randomly initialised (not BERT's pooler)."""
 
     def __init__(self, hidden_size: int):
@@ -59,7 +108,8 @@ class SmallInitLinear(nn.Linear):
     init_std = 6e-3
 
 
-class LinearProjector(nn.Module):
+@register_projector("linear")
+class LinearProjector(Projector):
     """The unified gradient paradigm paper's head: a single Linear(H, H), no activation, weight and bias drawn
     from N(0, 6e-3)."""
 
@@ -75,12 +125,16 @@ class LinearProjector(nn.Module):
         return [dense_module(self.dense.weight, self.dense.bias, nn.Identity())]
 
 
-class BatchNormProjector(nn.Module):
-    """DiffCSE's ``ProjectionMLP`` (DiffCSE, App. A):
+@register_projector("batchnorm")
+class BatchNormProjector(Projector):
+    """DiffCSE's ``ProjectionMLP`` (DiffCSE, App. A), selectable by every method:
     Linear(H, 2H, no bias) -> BatchNorm1d(2H) -> ReLU -> Linear(2H, H, no bias) -> BatchNorm1d(H, affine=False).
 
     Batch statistics are taken over all 2N rows of the flattened two-view batch, as in the authors' code.
     """
+
+    splits_into_minibatches = False
+    why_no_minibatch_split = "its batch statistics would come from each mini-batch, not the full batch"
 
     def __init__(self, hidden_size: int):
         super().__init__()
@@ -103,13 +157,7 @@ class BatchNormProjector(nn.Module):
         return [dense_module(w1, b1, nn.ReLU()), dense_module(w2, b2, nn.Identity())]
 
 
-def build_projector(kind: str, hidden_size: int) -> nn.Module | None:
-    if kind == "mlp":
-        return MLPProjector(hidden_size)
-    if kind == "linear":
-        return LinearProjector(hidden_size)
-    if kind == "batchnorm":
-        return BatchNormProjector(hidden_size)
-    if kind == "none":
-        return None
-    raise ValueError(f"Unknown projector {kind!r}. Valid projectors: {', '.join(PROJECTORS)}.")
+def build_projector(kind: str, hidden_size: int) -> Projector | None:
+    """The head named ``kind`` for vectors of ``hidden_size`` (None for ``"none"``)."""
+    cls = projector_class(kind)
+    return None if cls is None else cls(hidden_size)
