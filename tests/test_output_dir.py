@@ -241,3 +241,37 @@ def test_the_same_evaluation_stopped_early_is_finished_and_another_ones_partial_
     (tmp_path / "f").write_text("x")
     with pytest.raises(InputError, match="is a file"):
         claim(tmp_path / "f", overwrite=True, models=["a"])
+
+
+# ------------------------------------------------------------------------------------------------ the export
+def test_training_evaluation_and_export_share_one_policy_and_one_error(tmp_path):
+    """One place decides: a file, a dangling link and another job's files are refused alike, with one error type
+    (an InputError, and the FileExistsError the export has always raised); each job names how to start over."""
+    from hf_cse.cli.export import build_parser
+    from hf_cse.export.folders import check_export_folder
+    from hf_cse.output_folder import OutputFolderError
+
+    claims = {"training": lambda out: prepare_output_dir(out, SETTINGS),
+              "evaluation": releases_folder_locks(lambda out: prepare_eval_output_dir(out, False, ["a"])),
+              "export": lambda out: check_export_folder(out, overwrite=False)}
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "missing")
+    for job, claim in claims.items():
+        for path, what in ((tmp_path / "f", "exists and is a file"), (tmp_path / "link", "link to .*missing")):
+            with pytest.raises(OutputFolderError, match=what) as refused:
+                claim(path)
+            assert isinstance(refused.value, InputError) and isinstance(refused.value, FileExistsError), job
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    with pytest.raises(OutputFolderError, match="notes.txt.*--overwrite_output_dir"):
+        claims["training"](notes)
+    with pytest.raises(OutputFolderError, match=r"not empty; pass overwrite=True \(--overwrite\)"):
+        claims["export"](notes)
+    # with overwrite the export removes nothing before it is written (the swap replaces its own files only)
+    assert check_export_folder(notes, overwrite=True) == notes and [p.name for p in notes.iterdir()] == ["notes.txt"]
+    # nor does it create the folder: it is written beside it and renamed into place
+    check_export_folder(tmp_path / "new" / "st", overwrite=False)
+    assert not (tmp_path / "new").exists()
+    # the export command takes the other commands' flag too
+    assert build_parser().parse_args(["ckpt", "out", "--overwrite_output_dir"]).overwrite

@@ -12,11 +12,12 @@ from typing import Any
 
 from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
-from ..export.folders import check_target
+from ..export.folders import check_export_folder
 from ..export.hub import push_export
 from ..export.onnx import BACKENDS, INT8_FILE, QUANTIZATIONS, check_onnx_backend
 from ..export.training_info import TRAINING_INFO_FILE, training_info_problem
 from ..model_card import read_eval_results
+from ..output_folder import TOKENIZER_MARKERS
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 
 
@@ -29,8 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="hf_cse checkpoint folder (run_unsup.py's output_dir) or Hub id")
     p.add_argument("out_dir", help="folder to write the sentence-transformers model to")
     p.add_argument("--keep_projector", action="store_true", help="keep the training-only projection head")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace the export files in a non-empty out_dir (other files are kept)")
+    p.add_argument("--overwrite", "--overwrite_output_dir", dest="overwrite", action="store_true",
+                   help="replace the export files in a non-empty out_dir (other files are kept); the training and "
+                        "evaluation commands' --overwrite_output_dir, under the export's shorter name")
     p.add_argument("--eval_results", help="results.json written by run_eval.py (scores for the card)")
     p.add_argument("--training_info", help=f"training info JSON (default: CHECKPOINT/{TRAINING_INFO_FILE} if present)")
     p.add_argument("--tokenizer", help="tokenizer folder or Hub id (default: the checkpoint's)")
@@ -64,8 +66,6 @@ def _read_json_object(path: str | Path, what: str) -> dict[str, Any]:
     return data
 
 
-TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")  # what save_pretrained writes for a tokenizer
-
 
 def export_from_args(argv: list[str] | None = None) -> int:
     """The command line's work; every input is checked before the model is loaded."""
@@ -76,9 +76,9 @@ def export_from_args(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
     check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
     check_model_source(args.checkpoint, "CHECKPOINT")
-    check_target(Path(args.out_dir).expanduser(), args.overwrite)
+    check_export_folder(Path(args.out_dir).expanduser(), args.overwrite)
     if args.tokenizer:
-        check_model_source(args.tokenizer, "--tokenizer", markers=TOKENIZER_FILES, what="tokenizer")
+        check_model_source(args.tokenizer, "--tokenizer", markers=TOKENIZER_MARKERS, what="tokenizer")
     if args.training_info:
         info = _read_json_object(args.training_info, "--training_info")
     elif (Path(args.checkpoint) / TRAINING_INFO_FILE).is_file():

@@ -1,15 +1,7 @@
-"""The output-folder policy of the commands: never lose a job's work, never mix two jobs in one folder.
-
-Training and evaluation take the same steps (:func:`claim_output_dir`), each job kind saying what it writes and how
-it recognises its own interrupted work (:class:`OutputJob`: :class:`TrainingRun`, :class:`Evaluation`):
-
-* the path must be given and must not be a file; the folder is locked for the job's lifetime
-  (:mod:`hf_cse.folder_lock`);
-* what an earlier job left: none -> a new job; the same job, interrupted -> it is continued; anything else ->
-  refused in one line naming ``--overwrite_output_dir``;
-* ``--overwrite_output_dir``: start over; only the files that kind of job writes are removed first, so none of them
-  survives beside the new ones; files no job writes (a log, notes) are kept;
-* the folder must be writable.
+"""The output folders of the training and evaluation commands: the two job kinds (:class:`TrainingRun`,
+:class:`Evaluation`) of the one output-folder policy, :func:`hf_cse.output_folder.claim_output_dir` (what every job
+does: refuse a file, lock the folder, continue the same job's interrupted work, refuse anything else unless
+``--overwrite_output_dir``, which removes only that kind of job's files).
 
 Training (``hf-cse-train``, the convention of the transformers example scripts,
 ``transformers.trainer_utils.get_last_checkpoint``, which transformers 5 no longer enforces itself):
@@ -31,22 +23,27 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..checkpoints import RUN_RECORD_FILE, checkpoint_problem, last_complete_checkpoint, training_run_files
-from ..checks import InputError, check_path_given, check_writable
+from ..checks import InputError, check_writable
 from ..evaluation.report import remove_report_files, report_files
 from ..export import TRAINING_INFO_FILE
-from ..export.folders import TOKENIZER_FILES, matching, remove_entries
-from ..export.folders import same_or_inside as _same_or_inside
-from ..folder_lock import hold_folder
 from ..models.lora import ADAPTER_FOLDER
+from ..output_folder import (
+    TOKENIZER_FILES,
+    OutputFolderError,
+    claim_output_dir,
+    listing,
+    matching,
+    remove_entries,
+    same_or_inside,
+)
 from ..plots import CURVES_FILE
 from ..writing import json_safe, write_json_atomic
 
@@ -75,66 +72,6 @@ class OutputDirArguments:
     )
 
 
-def _listing(names: Sequence[str], limit: int = 5) -> str:
-    shown = ", ".join(sorted(names)[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-class OutputJob(Protocol):
-    """One kind of job that owns an output folder, for :func:`claim_output_dir`."""
-
-    #: how the folder's path should be, said after "is a file; " when it is a file
-    folder_hint: str
-
-    def check(self, out: Path) -> None:
-        """The job's own checks of the folder and its flags, before anything in it is looked at."""
-
-    def left_behind(self, out: Path) -> list[str]:
-        """The entries of ``out`` that bear on this job (an earlier job's files; for training, every entry)."""
-
-    def own_files(self, out: Path, left: list[str]) -> list[str]:
-        """Of ``left``, the entries this kind of job writes: all that ``--overwrite_output_dir`` removes."""
-
-    def remove(self, out: Path, names: list[str]) -> None:
-        """Remove ``names`` (from :meth:`own_files`) from ``out``."""
-
-    def continue_interrupted(self, out: Path, left: list[str]) -> Any:
-        """What ``left`` is the same job's interrupted work to continue from (job-specific); raises
-        :class:`InputError` naming ``--overwrite_output_dir`` when it is anything else."""
-
-
-def claim_output_dir(output_dir, job: OutputJob, *, overwrite: bool = False, hold: bool = False,
-                     is_main_process: bool = True, flag: str = "--output_dir") -> tuple[Path, Any]:
-    """The steps every job takes on its output folder (module doc); returns the folder and what
-    :meth:`OutputJob.continue_interrupted` found to continue (``None``: a new job). ``hold``: take the folder's lock
-    (the caller's entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`). Only the main process
-    removes files or checks that the folder is writable."""
-    check_path_given(str(output_dir), flag)
-    out = Path(output_dir).expanduser()
-    if out.is_symlink() and not out.exists():
-        raise InputError(f"{flag} {output_dir} is a link to {os.readlink(out)}, which does not exist: create that "
-                         "folder, or give another path.")
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{flag} {output_dir} is a file; {job.folder_hint}.")
-    if hold:
-        hold_folder(out, flag)
-    job.check(out)
-    left = job.left_behind(out)
-    found = None
-    if left and overwrite:
-        own = job.own_files(out, left)
-        if is_main_process and own:
-            job.remove(out, own)
-            kept = [n for n in left if n not in own]
-            logger.warning("%s: removed the earlier files in %s (%s)%s", OVERWRITE_FLAG, out, _listing(own),
-                           f"; kept files no job writes: {_listing(kept)}" if kept else "")
-    elif left:
-        found = job.continue_interrupted(out, left)
-    if is_main_process:
-        check_writable(out, flag)
-    return out, found
-
-
 # --------------------------------------------------------------------------------------------------- training
 def _differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     keys = sorted(set(recorded) | set(current))
@@ -145,25 +82,36 @@ def check_not_encoder_folder(output_dir: Path, encoder: str | None) -> None:
     if encoder is None or not Path(encoder).expanduser().exists():
         return
     enc = Path(encoder).expanduser()
-    if _same_or_inside(output_dir, enc) or _same_or_inside(enc, output_dir):
-        raise InputError(f"--output_dir {output_dir} is, holds or lies inside the encoder's folder {enc}: saving "
-                         "there would overwrite or mix with the encoder. Choose another --output_dir.")
+    if same_or_inside(output_dir, enc) or same_or_inside(enc, output_dir):
+        raise OutputFolderError(f"--output_dir {output_dir} is, holds or lies inside the encoder's folder {enc}: "
+                                "saving there would overwrite or mix with the encoder. Choose another --output_dir.")
 
 
 def _read_record(path: Path) -> dict[str, Any]:
     try:
         recorded = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{path} is not valid JSON ({type(err).__name__} at {getattr(err, 'pos', '?')}): it records "
-                         f"the settings of the run in that folder; restore it, or pass {OVERWRITE_FLAG} to start "
-                         "over.") from None
+        raise OutputFolderError(f"{path} is not valid JSON ({type(err).__name__} at {getattr(err, 'pos', '?')}): it "
+                                f"records the settings of the run in that folder; restore it, or pass {OVERWRITE_FLAG} "
+                                "to start over.") from None
     if not isinstance(recorded, dict):
-        raise InputError(f"{path} does not hold a JSON object; restore it, or pass {OVERWRITE_FLAG} to start over.")
+        raise OutputFolderError(f"{path} does not hold a JSON object; restore it, or pass {OVERWRITE_FLAG} to start "
+                                "over.")
     return recorded
 
 
+class _CommandJob:
+    """What the commands' jobs share: ``--overwrite_output_dir`` starts over, and the folder is created and probed
+    before any work (a read-only folder fails now, not when the first result is saved)."""
+
+    overwrite_switch = OVERWRITE_FLAG
+
+    def make_ready(self, out: Path, flag: str) -> None:
+        check_writable(out, flag)
+
+
 @dataclass
-class TrainingRun:
+class TrainingRun(_CommandJob):
     """A training run: ``settings`` (JSON-safe) are what makes it the same run; ``read_record`` brings a record
     written by an older hf_cse to today's form of the same settings (so its interrupted run still resumes).
     ``resume_from_checkpoint``: the user names the checkpoint to continue from, whatever the folder holds (the
@@ -208,14 +156,14 @@ class TrainingRun:
         foreign = [n for n in left if n not in matching(left, _INTERRUPTED_RUN_FILES)]
         other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
         if (out / TRAINING_INFO_FILE).exists() or other:
-            what = f"files that are not checkpoints of a run ({_listing(other)})" if other else "a finished run"
-            raise InputError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
-                             f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
+            what = f"files that are not checkpoints of a run ({listing(other)})" if other else "a finished run"
+            raise OutputFolderError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
+                                    f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
         resume = last_complete_checkpoint(out)
         if foreign and resume is None:
-            raise InputError(f"--output_dir {out} holds a run whose final save was cut short (no "
-                             f"{TRAINING_INFO_FILE}) and no complete checkpoint to finish it from. Pass "
-                             f"{OVERWRITE_FLAG} to start over, or choose another --output_dir.")
+            raise OutputFolderError(f"--output_dir {out} holds a run whose final save was cut short (no "
+                                    f"{TRAINING_INFO_FILE}) and no complete checkpoint to finish it from. Pass "
+                                    f"{OVERWRITE_FLAG} to start over, or choose another --output_dir.")
         if foreign:
             logger.warning("the final save of the run in %s was cut short (no %s): finishing it from %s", out,
                            TRAINING_INFO_FILE, resume)
@@ -226,10 +174,10 @@ class TrainingRun:
                                    self.settings)
             if changed:
                 diffs = "; ".join(changed[:2])
-                raise InputError(f"--output_dir {out} holds checkpoints of a run with other settings "
-                                 f"({diffs[:80] + '...' if len(diffs) > 80 else diffs}): rerun with its settings to "
-                                 f"resume it, --resume_from_checkpoint {resume} to go on with these, or "
-                                 f"{OVERWRITE_FLAG} to start over.")
+                raise OutputFolderError(f"--output_dir {out} holds checkpoints of a run with other settings "
+                                        f"({diffs[:80] + '...' if len(diffs) > 80 else diffs}): rerun with its "
+                                        f"settings to resume it, --resume_from_checkpoint {resume} to go on with "
+                                        f"these, or {OVERWRITE_FLAG} to start over.")
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
@@ -255,7 +203,7 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
 
 # ------------------------------------------------------------------------------------------------- evaluation
 @dataclass
-class Evaluation:
+class Evaluation(_CommandJob):
     """An evaluation of ``models``: the same command, stopped before it finished, left results of the same models
     (a task in ``unfinished_tasks``, or fewer models than asked)."""
 
@@ -267,9 +215,9 @@ class Evaluation:
         refuse to resume it."""
         run = training_run_files(out)
         if run and not (out / TRAINING_INFO_FILE).exists():
-            raise InputError(f"--output_dir {out} holds an unfinished training run ({', '.join(run[:2])}): results "
-                             "there would stop the same training command from resuming it. Choose another folder, "
-                             f"e.g. {out.name}-eval beside it.")
+            raise OutputFolderError(f"--output_dir {out} holds an unfinished training run ({', '.join(run[:2])}): "
+                                    "results there would stop the same training command from resuming it. Choose "
+                                    f"another folder, e.g. {out.name}-eval beside it.")
 
     def left_behind(self, out: Path) -> list[str]:
         return [str(p.relative_to(out)) for p in report_files(out)]
@@ -296,9 +244,9 @@ class Evaluation:
         """The same evaluation's partial results are replaced (evaluating again finishes it); another evaluation's
         results are refused."""
         if not self.interrupted(out):
-            raise InputError(f"--output_dir {out} already holds the results of an evaluation "
-                             f"({', '.join(left[:3])}{', ...' if len(left) > 3 else ''}); pass "
-                             f"{OVERWRITE_FLAG} to replace them, or choose another folder.")
+            raise OutputFolderError(f"--output_dir {out} already holds the results of an evaluation "
+                                    f"({', '.join(left[:3])}{', ...' if len(left) > 3 else ''}); pass "
+                                    f"{OVERWRITE_FLAG} to replace them, or choose another folder.")
         logger.warning("%s holds the partial results of the same evaluation, stopped before it finished: "
                        "evaluating again to finish it", out)
         self.remove(out, left)

@@ -93,7 +93,7 @@ def check_optimizer_arguments(training_args) -> None:
 def check_tokenizer_files(encoder: str, flag: str = "--model_name_or_path") -> None:
     """A local model folder without tokenizer files (e.g. a run folder whose tokenizer was not saved): transformers
     would then suggest installing sentencepiece, which does not help."""
-    from ..export.folders import TOKENIZER_FILES, matching
+    from ..output_folder import TOKENIZER_FILES, matching
 
     path = Path(encoder).expanduser()
     if path.is_dir() and not matching([p.name for p in path.iterdir()], TOKENIZER_FILES):

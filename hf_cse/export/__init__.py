@@ -31,7 +31,8 @@ written (:mod:`hf_cse.folder_lock`): a second export into it is refused.
 
 This package is a face: the export itself is :func:`.sentence_transformers.to_sentence_transformer`; the jobs it
 uses live in sub-modules: :mod:`.checkpoint` (model and tokenizer loading, tokenizer checks), :mod:`.modules`
-(the sentence-transformers modules), :mod:`.folders` (atomic writing), :mod:`.verify`, :mod:`.card` (the card's
+(the sentence-transformers modules), :mod:`.folders` (the export's answers to the one output-folder policy,
+:mod:`hf_cse.output_folder`, and atomic writing), :mod:`.verify`, :mod:`.card` (the card's
 recorded inputs), :mod:`.training_info`, :mod:`.hub` (the push, :class:`HubPushError`), :mod:`.after_training`
 (run_unsup.py's last step). The ``hf-cse-export`` command is :mod:`hf_cse.cli.export`.
 

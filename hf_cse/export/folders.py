@@ -1,14 +1,14 @@
-"""Writing an export folder atomically: it is built in a temporary folder beside the target and renamed into
-place, so a failure (or a kill) never leaves a half-written export under the target's name, nor the parent folders
-it created. A non-empty target is replaced only when asked, and then only the files an export writes
-(:data:`EXPORT_FILES`) go: other files in it (notes, another model) are moved into the new export, the rule
-run_unsup.py's and run_eval.py's ``--overwrite_output_dir`` follow too. What a killed export left beside the target
-(its temporary folder, or the previous export set aside during the swap) is cleaned up or put back by the next one.
+"""The export as a job of the one output-folder policy (:mod:`hf_cse.output_folder`: :class:`Export`), and its
+writing, atomic: the export is built in a temporary folder beside the target and renamed into place, so a failure (or
+a kill) never leaves a half-written export under the target's name, nor the parent folders it created. A non-empty
+target is replaced only when asked (``overwrite``), and then only the files an export writes (:data:`EXPORT_FILES`)
+go: other files in it (notes, another model) are moved into the new export, the rule the training and evaluation
+commands' ``--overwrite_output_dir`` follows too. What a killed export left beside the target (its temporary folder,
+or the previous export set aside during the swap) is cleaned up or put back by the next one.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import os
 import shutil
@@ -16,62 +16,70 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..checkpoints import training_run_files
 from ..folder_lock import first_missing_folder, remove_made_folders
+from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir, matching
 from ..plots import CURVES_FILE
 from .card import CARD_INPUTS_FILE
 from .modules import HF_CSE_CONFIG_FILE
 
 logger = logging.getLogger(__name__)
 
-#: what ``save_pretrained`` writes for a tokenizer (every kind the encoders use)
-TOKENIZER_FILES = ("tokenizer*", "vocab.*", "merges.txt", "special_tokens_map.json", "added_tokens.json",
-                   "spiece.model", "sentencepiece.bpe.model", "chat_template.jinja")
 #: what an export writes into its folder (sentence-transformers' modules, the card, its inputs, the curves)
 EXPORT_FILES = ("modules.json", "config.json", "config_sentence_transformers.json", "sentence_bert_config.json",
                 HF_CSE_CONFIG_FILE, CARD_INPUTS_FILE, "README.md", "model*.safetensors*", "pytorch_model*.bin*",
                 "[0-9]_*", CURVES_FILE, *TOKENIZER_FILES)
 
 
-def matching(names, patterns: tuple[str, ...]) -> list[str]:
-    """The ``names`` that match one of the glob ``patterns`` (case-sensitive)."""
-    return [n for n in names if any(fnmatch.fnmatchcase(n, pattern) for pattern in patterns)]
+@dataclass
+class Export:
+    """The export's answers to the output-folder policy (:class:`hf_cse.output_folder.OutputJob`). A training run's
+    folder is refused even with ``overwrite`` (its record and checkpoints are what resumes or finishes it), and so is
+    a folder holding an hf_cse model (its config.json would be replaced, its weights kept). An export is never
+    continued: a killed one left its work beside the folder (:func:`recover_leftovers`), so anything in the folder
+    is refused without ``overwrite``. With it nothing is removed first: the files an export writes are replaced when
+    the new export is complete (:func:`atomic_output_dir`), so a failed export leaves the previous one whole."""
+
+    folder_hint: str = "choose a folder path for the export"
+    overwrite_switch: str = "overwrite=True (--overwrite)"
+
+    def check(self, out: Path) -> None:
+        run_files = training_run_files(out)
+        if run_files:
+            raise OutputFolderError(f"{out} is a training run's folder ({', '.join(run_files[:3])}); an export there "
+                                    "would mix with the run. Choose another folder, e.g. <that folder>/"
+                                    "sentence-transformers.")
+        from ..models import is_cse_checkpoint
+
+        if out.is_dir() and is_cse_checkpoint(out):
+            raise OutputFolderError(f"{out} holds an hf_cse model (a training run's folder); an export there would "
+                                    "mix with it. Choose another folder, e.g. <that folder>/sentence-transformers.")
+
+    def left_behind(self, out: Path) -> list[str]:
+        return [p.name for p in out.iterdir()] if out.is_dir() else []
+
+    def own_files(self, out: Path, left: list[str]) -> list[str]:
+        return []  # replaced by the swap once the new export is complete, not removed before
+
+    def remove(self, out: Path, names: list[str]) -> None:
+        pass
+
+    def continue_interrupted(self, out: Path, left: list[str]) -> None:
+        raise OutputFolderError(f"{out} is not empty; pass {self.overwrite_switch} to replace the export files in it "
+                                "(other files are kept), or choose another folder.")
+
+    def make_ready(self, out: Path, flag: str) -> None:
+        pass  # the export is written beside the folder and renamed into place (atomic_output_dir)
 
 
-def remove_entries(folder: Path, names) -> None:
-    """Delete ``folder/name`` for each name (folders with their contents, links as links)."""
-    for name in names:
-        path = folder / name
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-
-
-def same_or_inside(path: Path, folder: Path) -> bool:
-    """Whether ``path`` is ``folder`` or lies inside it (links resolved)."""
-    path, folder = Path(path).resolve(), Path(folder).resolve()
-    return path == folder or folder in path.parents
-
-
-def check_target(out_dir: Path, overwrite: bool) -> None:
-    """Refuse a target that is a file, or a non-empty folder without ``overwrite`` (before any work is done)."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise FileExistsError(f"{out_dir} exists and is a file; choose a folder path for the export.")
-    run_files = training_run_files(out_dir)
-    if run_files:  # even with overwrite: the run's record and checkpoints are what resumes or finishes it
-        raise FileExistsError(f"{out_dir} is a training run's folder ({', '.join(run_files[:3])}); an export there "
-                              "would mix with the run. Choose another folder, e.g. <that folder>/sentence-transformers"
-                              ".")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
-        raise FileExistsError(
-            f"{out_dir} is not empty; pass overwrite=True (--overwrite) to replace the export files in it (other "
-            "files are kept), or choose another folder."
-        )
-    from ..models import is_cse_checkpoint
-
-    if out_dir.is_dir() and is_cse_checkpoint(out_dir):  # its config.json would be replaced, its checkpoints kept
-        raise FileExistsError(f"{out_dir} holds an hf_cse model (a training run's folder); an export there would mix "
-                              "with it. Choose another folder, e.g. <that folder>/sentence-transformers.")
+def check_export_folder(out_dir: Path, overwrite: bool) -> Path:
+    """The output-folder policy's answer for an export into ``out_dir`` (before any work is done; the caller holds
+    the folder's lock when it writes): raises :class:`~hf_cse.output_folder.OutputFolderError`."""
+    out, _ = claim_output_dir(out_dir, Export(), overwrite=overwrite, flag="out_dir")
+    return out
 
 
 def _move_entries(source: Path, target: Path, names) -> None:
@@ -101,7 +109,7 @@ def recover_leftovers(out_dir: Path) -> None:
 @contextmanager
 def atomic_output_dir(out_dir: Path, overwrite: bool) -> Iterator[Path]:
     """Yield a temporary folder beside ``out_dir``; on success it replaces ``out_dir``, on failure it is removed."""
-    check_target(out_dir, overwrite)
+    check_export_folder(out_dir, overwrite)
     created = first_missing_folder(out_dir.parent)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))

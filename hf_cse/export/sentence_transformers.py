@@ -15,10 +15,11 @@ from ..folder_lock import hold_folder, releases_folder_locks
 from ..model_card import read_eval_results, render_model_card
 from ..models.lora import merged_encoder
 from ..models.pooling import ST_POOLING_MODES, applies_projector
+from ..output_folder import same_or_inside
 from .card import card_title, record_card_inputs
 from .checkpoint import load_model, load_tokenizer
 from .errors import ExportError
-from .folders import atomic_output_dir, check_target, recover_leftovers, same_or_inside
+from .folders import atomic_output_dir, check_export_folder, recover_leftovers
 from .modules import (
     HF_CSE_CONFIG_FILE,
     describe,
@@ -83,7 +84,7 @@ def to_sentence_transformer(
         if same_or_inside(Path(model_or_path).expanduser(), out_dir):
             raise ExportError(f"out_dir {out_dir} holds the checkpoint {model_or_path}; exporting there would "
                               "replace it. Choose another folder, e.g. <checkpoint>/sentence-transformers.")
-    check_target(out_dir, overwrite)  # fail before loading anything
+    check_export_folder(out_dir, overwrite)  # fail before loading anything
     model = load_model(model_or_path)
     tokenizer = load_tokenizer(tokenizer, model_or_path, model)
     config = model.config
