@@ -124,8 +124,8 @@ class DiffCSEModel(CSEPreTrainedModel):
     takes_pair_rows = False
     why_no_pair_rows = "its second view is an edit of the same sentence"
     splits_into_minibatches = False
-    why_no_minibatch_split = ("its RTD loss is computed inside the forward on each mini-batch (and its BatchNorm "
-                              "projector uses mini-batch statistics)")
+    # (its default BatchNorm projector says no for itself: hf_cse.models.heads.BatchNormProjector)
+    why_no_minibatch_split = "its RTD loss is computed inside the forward on each mini-batch"
     streams = False
     why_no_streaming = "its unigram generator counts the whole corpus"
     captures_in_cuda_graph = False
