@@ -94,12 +94,13 @@ class OutputJob(Protocol):
         """Make ``out`` ready to be written, or fail now rather than when the first result is saved."""
 
 
-def claim_output_dir(output_dir, job: OutputJob, *, overwrite: bool = False, hold: bool = False,
-                     is_main_process: bool = True, flag: str = "--output_dir") -> tuple[Path, Any]:
+def claim_output_dir(output_dir, job: OutputJob, *, flag: str, overwrite: bool = False, hold: bool = False,
+                     is_main_process: bool = True) -> tuple[Path, Any]:
     """The steps every job takes on its output folder (module doc); returns the folder and what
     :meth:`OutputJob.continue_interrupted` found to continue (``None``: a new job). ``hold``: take the folder's lock
     (the caller's entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`). Only the main process
-    removes files or makes the folder ready. ``flag`` names the path in messages."""
+    removes files or makes the folder ready. ``flag`` names the path in messages (the field or the flag the user
+    gave it as)."""
     check_path_given(str(output_dir), flag)
     out = Path(output_dir).expanduser()
     if out.is_symlink() and not out.exists():

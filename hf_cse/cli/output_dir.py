@@ -193,7 +193,8 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
     recorded ones are equal. ``hold``: take the folder's lock here (the main process does, before the other
     processes look at the folder); otherwise the caller holds it. Only the main process removes or writes files."""
     run = TrainingRun(json_safe(settings), read_record, resume_from_checkpoint, overwrite, encoder)
-    out, resume = claim_output_dir(output_dir, run, overwrite=overwrite, hold=hold, is_main_process=is_main_process)
+    out, resume = claim_output_dir(output_dir, run, flag="--output_dir", overwrite=overwrite, hold=hold,
+                                   is_main_process=is_main_process)
     if resume_from_checkpoint:
         return resume_from_checkpoint
     if is_main_process and resume is None:
@@ -256,5 +257,5 @@ class Evaluation(_CommandJob):
 def prepare_eval_output_dir(output_dir: str, overwrite: bool, models: Sequence[str] = ()) -> Path:
     """Evaluation's output folder (module doc), created and locked for the rest of the evaluation (the caller's
     entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`)."""
-    out, _ = claim_output_dir(output_dir, Evaluation(list(models)), overwrite=overwrite, hold=True)
+    out, _ = claim_output_dir(output_dir, Evaluation(list(models)), flag="--output_dir", overwrite=overwrite, hold=True)
     return out
