@@ -94,6 +94,15 @@ def _scalar(action: argparse.Action, kind: str, value: Any) -> Any:
     return action.type(value) if callable(action.type) and kind != "str" else value
 
 
+def _parses_unquoted(action: argparse.Action, text: str) -> bool:
+    """Whether ``text`` without its quotes would be a valid value (``"3e-05"`` for a number, ``"true"``)."""
+    try:
+        _typed_value(action, json.loads(text))
+    except (ValueError, TypeError, argparse.ArgumentTypeError):
+        return False
+    return True
+
+
 def check_settings(settings: Mapping[str, Any], parser: argparse.ArgumentParser, where: str) -> dict[str, Any]:
     """``settings`` (flag name -> JSON value) checked against the flags of ``parser`` and typed as parsing them would
     type them. ``where`` names the source in the one-line refusal (``--config run.json``, ``preset simcse_bert``)."""
@@ -105,22 +114,28 @@ def check_settings(settings: Mapping[str, Any], parser: argparse.ArgumentParser,
     for name, value in settings.items():
         if name == ABOUT:
             continue
-        action = _flag_action(parser, name) if name not in NOT_IN_A_FILE else None
+        if name in NOT_IN_A_FILE:
+            raise InputError(f"{where}: {name!r} cannot be a setting of a run description (a file names no other "
+                             "file); remove it.")
+        action = _flag_action(parser, name)
         if action is None:
             close = difflib.get_close_matches(name, names, n=1)
             fix = f"did you mean {close[0]!r}?" if close else "remove it (the keys are hf-cse-train's flag names)."
             raise InputError(f"{where}: unknown key {name!r}; {fix}")
+        expected = _type_name(action)
         if value is None:
             if action.default is not None:
-                raise InputError(f"{where}: {name!r} cannot be null (it has a default, {action.default!r}); give "
-                                 f"{_type_name(action)}, or remove the key.")
+                raise InputError(f"{where}: {name!r} cannot be null (its default is {action.default!r}); give "
+                                 f"{expected}, or remove the key.")
             typed[name] = None
             continue
         try:
             typed[name] = _typed_value(action, value)
         except (ValueError, TypeError, argparse.ArgumentTypeError):
-            raise InputError(f"{where}: {name!r} must be {_type_name(action)}, got {json.dumps(value)}; write it as "
-                             f"a JSON {_type_name(action)} (no quotes around numbers and true/false).") from None
+            fix = f"give {expected}"
+            if isinstance(value, str) and _parses_unquoted(action, value):
+                fix = f"write {value} without quotes (a JSON {'boolean' if value in ('true', 'false') else 'number'})"
+            raise InputError(f"{where}: {name!r} must be {expected}, got {json.dumps(value)}; {fix}.") from None
     return typed
 
 

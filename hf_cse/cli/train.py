@@ -92,26 +92,33 @@ def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
     return {name for name, value in vars(parsed).items() if value is not _NOT_GIVEN}
 
 
-def parse_args(argv: list[str]):
-    """The argument dataclasses, and the set of settings the user chose: the flags typed on the command line and the
-    keys of the ``--config`` file (a preset's values are only defaults). The file's values and the preset's are
-    defaults, the file's over the preset's, so a typed flag wins over both. The training arguments resolve
-    --precision with the Trainer's --bf16 / --fp16 for this machine."""
+def argument_parser() -> HfArgumentParser:
+    """The parser of every flag of the script, with its own defaults (before any preset or --config file)."""
     parser = HfArgumentParser(
         (model_arguments_class(), DataArguments, MethodArguments, loss_arguments_class(), dcl_arguments_class(),
          OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
+    return parser
+
+
+def parse_args(argv: list[str]):
+    """The argument dataclasses, and the set of settings the user chose: the flags typed on the command line and the
+    ``--config`` file's values other than the script's defaults (a run's record holds every setting; a preset's values
+    are only defaults). The file's values and the preset's are defaults, the file's over the preset's, so a typed flag
+    wins over both. The training arguments resolve --precision with the Trainer's --bf16 / --fp16 for this machine."""
+    parser = argument_parser()
     refuse_empty_paths(parser, argv)  # e.g. --output_dir "$UNSET": never the current folder
     known = parser.parse_known_args(argv)[0]
     from_file = read_run_config(known.config, parser) if known.config is not None else {}
+    chosen_in_file = {name for name, value in from_file.items() if value != parser.get_default(name)}
     preset = known.preset if known.preset is not None else from_file.get("preset")
     if preset is not None:
         if preset not in PRESETS:
             parser.error(f"unknown --preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
         parser.set_defaults(**check_settings(PRESETS[preset], parser, f"--preset {preset}"))
     parser.set_defaults(**from_file)
-    chosen = typed_flags(parser, argv) | set(from_file)
+    chosen = typed_flags(parser, argv) | chosen_in_file
     if "output_dir" not in chosen:
         known = parser.parse_known_args(argv)[0]
         parser.set_defaults(output_dir=f"outputs/{known.method}-{main_loss(known.method, known.loss)}")
