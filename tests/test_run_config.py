@@ -77,6 +77,7 @@ BAD_FILES = {
     "null for a default": ({"max_seq_length": None}, "'max_seq_length' cannot be null"),
     "text for a list": ({"train_files": "a.txt"}, "'train_files' must be a list of strings"),
     "a file in a file": ({"config": "other.json"}, "'config' cannot be a setting"),
+    "empty path": ({"train_file": " "}, "'train_file' is empty"),
     "no such file": (None, "no such file"),
 }
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..checks import InputError
+from ..checks import InputError, check_path_given
 
 #: the key a description may carry for its reader (an experiment's name, paper, regimes): never a setting
 ABOUT = "about"
@@ -192,4 +192,11 @@ def read_run_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any
                          "write one JSON object of settings by flag name.") from None
     if isinstance(data, Mapping) and any(k in data for k in RECORD_ONLY_KEYS):
         data = settings_from_record(data, where)
-    return check_settings(data, parser, where)
+    settings = check_settings(data, parser, where)
+    from . import is_path_flag
+
+    for name, value in settings.items():  # "" would be read as the current folder, as an empty flag would
+        if is_path_flag(name):
+            for item in value if isinstance(value, list) else [value]:
+                check_path_given(item, f"{where}: {name!r}")
+    return settings

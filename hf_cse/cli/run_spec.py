@@ -179,7 +179,7 @@ class RunSpec:
 
     encoder: str
     method: str
-    config: Mapping[str, Any]  # the method config's fields set by flags or preset (read-only)
+    config: Mapping[str, Any]  # the method config's fields set by flags, --config or preset (read-only), no speed one
     data: DataSpec
     training: TrainingSpec
     speed: SpeedSpec = SpeedSpec()
