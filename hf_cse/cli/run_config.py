@@ -143,13 +143,23 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
     """The settings a user chose, by flag name, from a run record (``hf_cse_run.json``): ``encoder`` and
     ``generator`` under their flags' names, the ``objectives`` as ``--loss`` with its hyperparameters and
     ``--dcl_weight`` / ``--dcl_*``, the pooling given only where the record says it was set (else the encoder's
-    own is found again), the derived keys left out. A description without those keys is returned as it is."""
+    own is found again; set by a preset: that ``preset``, whose other values -- how the run is evaluated and saved,
+    which the record does not hold -- come with it), the derived keys left out. A description without those keys
+    is returned as it is."""
     from ..models import METHODS
     from ..objectives import DCL
+    from .presets import PRESETS
 
     settings = {RECORD_NAMES.get(k, k): v for k, v in record.items() if k not in RECORD_ONLY_KEYS or k in RECORD_NAMES}
-    if "pooler_source" in record and not str(record["pooler_source"]).startswith("set by "):
+    source = str(record.get("pooler_source", "set by "))
+    if not source.startswith("set by "):
         settings.pop("pooler_type", None)  # the encoder's own (or the papers' default): resolved again, not chosen
+    preset = source.removeprefix("set by --preset ").split(";")[0] if source.startswith("set by --preset ") else None
+    if preset in PRESETS and PRESETS[preset].get("pooler_type") == record.get("pooler_type"):
+        # the preset chose the pooling (and normalize was the encoder's own): the run named it, so the file does
+        settings["preset"] = preset
+        settings.pop("pooler_type", None)
+        settings.pop("normalize", None)
     if "objectives" not in record:
         return settings
     method = record.get("method", "simcse")
