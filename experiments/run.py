@@ -11,9 +11,10 @@
 Regimes (experiments/regimes.json): ``general`` (Wikipedia sentences, seven STS tasks) and ``domain`` (the sentences
 of STS-B train/dev and SICK train as unlabeled text, minus every test sentence; STS-B and SICK-R test) train the
 packaged encoder with its own pooling (mean + Normalize); ``cls`` trains it through its [CLS] token (the papers'
-pooling for raw BERT). A cell = one method (experiments/configs/<method>.json; a config may name the regimes it runs
-in and change the regime's budget, e.g. the learning rate) trained with one seed, the checkpoint selected on STS-B
-dev, then scored with run_eval.py (the regime's tasks, alignment and uniformity). Each finished cell writes
+pooling for raw BERT). A cell = one method (experiments/configs/<method>.json: a run description, the settings by
+flag name that run_unsup.py reads with --config, plus ``about``: the paper and the regimes it runs in; a budget
+setting given there, e.g. the learning rate, wins over the regime's) trained with one seed, the checkpoint selected
+on STS-B dev, then scored with run_eval.py (the regime's tasks, alignment and uniformity). Each finished cell writes
 experiments/results/<regime>/<method>__seed<seed>.json; cells with a result on disk are skipped. The untrained
 encoder is scored first, with its own pooling (``untrained_own``) and, in the cls regime, through its raw [CLS]
 (``untrained_cls``): the anchor rows of every table.
@@ -166,20 +167,29 @@ def evaluate(model: str, regime: dict, out_dir: Path, log: Path, threads: int | 
     return json.loads((out_dir / "results.json").read_text())
 
 
+def load_config(method: str) -> dict:
+    """experiments/configs/<method>.json, a run description (hf_cse/cli/run_config.py)."""
+    path = HERE / "configs" / f"{method}.json"
+    config = json.loads(path.read_text())
+    if "args" in config:
+        sys.exit(f"{path} is in the old format (name, paper, args); convert it: python experiments/convert_configs.py")
+    return config
+
+
 def run_cell(regime_name: str, method: str, seed: int, keep_runs: bool, precision: Precision, encoder: str | None,
              threads: int | None, layout: str | None = None) -> dict:
     regime = REGIMES[regime_name]
-    config = json.loads((HERE / "configs" / f"{method}.json").read_text())
-    budget = {**{k: regime[k] for k in BUDGET_FLAGS}, **config.get("budget", {})}
+    config = load_config(method)
+    settings = {k: v for k, v in config.items() if k != "about"}
+    budget = {k: settings.get(k, regime[k]) for k in BUDGET_FLAGS}  # the config's setting wins over the regime's
     name = cell_name(method, seed, precision, layout)
     run_dir = HERE / "runs" / regime_name / name
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
     log = run_dir / "log.txt"
-    train_args = {
-        **budget,
-        **({"pooler_type": "cls"} if regime["pooling"] == "cls" else {}),  # "own": the encoder's own pooling
-        **config["args"],
+    train_args = {  # on the command line, over the config's settings (--config): the config's win over the regime's
+        **{k: v for k, v in budget.items() if k not in settings},
+        **({"pooler_type": "cls"} if regime["pooling"] == "cls" and "pooler_type" not in settings else {}),
         "seed": seed,
         "train_file": str(train_corpus(regime)),
         "senteval_data_dir": str(SHARED / "senteval"),
@@ -198,14 +208,16 @@ def run_cell(regime_name: str, method: str, seed: int, keep_runs: bool, precisio
         **({"padding_free": layout == "padding_free"} if layout else {}),
     }
     cpu0, wall0 = child_cpu_seconds(), time.time()
-    run([sys.executable, "run_unsup.py", *encoder_flags(encoder), *flag_list(train_args)], log, threads)
+    run([sys.executable, "run_unsup.py", "--config", str(HERE / "configs" / f"{method}.json"), *encoder_flags(encoder),
+         *flag_list(train_args)], log, threads)
     summary = train_summary(run_dir)
     summary["fast_dropout"] = json.loads((run_dir / "config.json").read_text()).get("fast_dropout", False)
     scores = evaluate(str(run_dir), regime, run_dir / "eval", log, threads)
     result = {
         "cell": name, "regime": regime_name, "method": method, "seed": seed, "precision": precision,
         **({"layout": layout} if layout else {}),
-        "paper_setting": config["paper"], "config": config["args"], "budget": budget, "train": summary,
+        "paper_setting": config["about"]["paper"],
+        "config": {k: v for k, v in settings.items() if k not in BUDGET_FLAGS}, "budget": budget, "train": summary,
         "eval": scores, "device": device_name(), "wall_seconds": round(time.time() - wall0, 1),
         "cpu_seconds": round(child_cpu_seconds() - cpu0, 1),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -240,10 +252,10 @@ def run_baseline(regime_name: str, name: str, encoder: str | None, threads: int 
 
 def methods_of(regime: str) -> list[str]:
     """The configs that run in ``regime`` (a config without ``regimes`` runs in all), in order.json's order."""
-    configs = {json.loads(p.read_text())["name"]: json.loads(p.read_text()) for p in (HERE / "configs").glob("*.json")}
+    configs = {p.stem: load_config(p.stem) for p in (HERE / "configs").glob("*.json")}
     order = json.loads((HERE / "order.json").read_text())
     names = [m for m in order if m in configs] + sorted(set(configs) - set(order))
-    return [m for m in names if regime in configs[m].get("regimes", REGIMES)]
+    return [m for m in names if regime in configs[m]["about"].get("regimes", REGIMES)]
 
 
 def main() -> None:

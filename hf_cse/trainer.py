@@ -28,7 +28,7 @@ from .precision import check_training_args, describe
 from .sampler import NoDuplicatesBatchSampler, row_keys
 from .trainer_options import TrainingOptions, prepare_run
 from .trainer_steps import StepPaths
-from .training_args import ContrastiveTrainingArguments
+from .training_args import ContrastiveTrainingArguments, global_batch_size
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,9 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
     ``InformationRetrievalEvaluator``, ...) or a list of them. With ``senteval_data_dir`` (or ``eval_source="hub"``)
     STS-B and SICK-R dev Spearman are scored too, logged as ``eval_stsb_spearman``: use
     ``metric_for_best_model="stsb_spearman"`` with ``load_best_model_at_end`` to select checkpoints as the papers
-    do. The evaluator runs on the main process only; its metrics are broadcast to the others.
+    do. The evaluator runs on the main process only; its metrics are broadcast to the others. ``eval_pairs``: the
+    scored pairs of the arguments' ``eval_file`` / ``eval_dataset_name`` already read (``hf-cse-train`` reads them once,
+    in its checks), so they are not read again.
 
     ``no_duplicates_in_batch`` (default True; ``--no_duplicates_in_batch false`` turns it off): batches come from
     :class:`hf_cse.sampler.NoDuplicatesBatchSampler`, so that no text occurs twice in one global batch (a false
@@ -82,6 +84,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         senteval_data_dir: str | None = None,
         eval_source: str | None = None,
         evaluator=None,
+        eval_pairs=None,
         cached_minibatch_size: int | None = None,
         no_duplicates_in_batch: bool | None = None,
         cuda_graphs: str | None = None,
@@ -104,7 +107,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
                                             eval_source=eval_source, cached_minibatch_size=cached_minibatch_size,
                                             no_duplicates_in_batch=no_duplicates_in_batch)
         # set before Trainer.__init__, which checks that there is something to evaluate (see eval_dataset below)
-        self.evaluator = options.evaluator(training_args, extra=evaluator)
+        self.evaluator = options.evaluator(training_args, extra=evaluator, pairs=eval_pairs)
         if self.evaluator is None and getattr(training_args, "eval_strategy", "no") not in (None, "no"):
             strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
             raise ValueError(f"eval_strategy={strategy} needs something to evaluate: pass "
@@ -167,7 +170,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
     @property
     def contrastive_batch_size(self) -> int:
         """Rows every loss sees: the per-device batch gathered over all processes (the global batch)."""
-        return self.args.per_device_train_batch_size * self.args.world_size
+        return global_batch_size(self.args.per_device_train_batch_size, self.args.world_size)
 
     # ------------------------------------------------------------------ batches
     def _no_duplicates_sampler(self) -> NoDuplicatesBatchSampler | None:
@@ -292,7 +295,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         if self._batch_sampler is None:
             return super().get_train_dataloader()
         if len(self._batch_sampler) == 0:
-            size = self._batch_sampler.batch_size * self.args.world_size
+            size = global_batch_size(self._batch_sampler.batch_size, self.args.world_size)
             raise DataError(f"no global batch of {size} rows without a repeated text can be made from the "
                             f"{len(self.train_dataset)} training rows (too few distinct texts for the batch). Use "
                             "more varied data or a smaller per-device batch, or allow repeats with "

@@ -28,13 +28,15 @@ class TrainingOptions:
         values["cached_minibatch_size"] = values["cached_minibatch_size"] or None  # 0 = off
         return cls(**values)
 
-    def evaluator(self, training_args, extra=None):
-        """What the dev score is computed on: STS-B / SICK-R dev, the arguments' own scored pairs (``eval_file`` /
-        ``eval_dataset_name``) and ``extra`` evaluators; None when nothing is given."""
+    def evaluator(self, training_args, extra=None, pairs=None):
+        """What the dev score is computed on: STS-B / SICK-R dev, the arguments' own scored pairs (``pairs`` when the
+        caller has read them already, else read from ``eval_file`` / ``eval_dataset_name``) and ``extra`` evaluators;
+        None when nothing is given."""
         from .evaluation.custom_dev import pairs_from_args
         from .evaluation.evaluators import training_evaluator
 
-        pairs = pairs_from_args(training_args) if hasattr(training_args, "eval_file") else None
+        if pairs is None and hasattr(training_args, "eval_file"):
+            pairs = pairs_from_args(training_args)
         return training_evaluator(self.senteval_data_dir, self.eval_source, pairs=pairs,
                                   pairs_name=getattr(training_args, "eval_name", "custom"), extra=extra)
 

@@ -16,6 +16,12 @@ from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
 
 
+def global_batch_size(per_device_train_batch_size: int, world_size: int = 1) -> int:
+    """Rows every loss sees in one step: the per-device batch gathered over the processes (the in-batch negatives come
+    from all of them), before gradient accumulation. The one place this is computed."""
+    return int(per_device_train_batch_size) * int(world_size or 1)
+
+
 @dataclass
 class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     """``TrainingArguments`` (their fields come first, so ``ContrastiveTrainingArguments("out")`` names the output

@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 from hf_cse.checks import InputError
 from hf_cse.cli import evaluate as run_eval
 from hf_cse.cli import train as run_unsup
-from hf_cse.evaluation import SentenceEncoder, load_sts
+from hf_cse.evaluation import SentenceEncoder, custom_dev, load_sts
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args, read_pair_file
 from hf_cse.evaluation.evaluators import PairsEvaluator, STSDevEvaluator
 from hf_cse.models import SimCSEModel
@@ -76,7 +76,9 @@ def test_flag_errors(tmp_path):
 
 
 @pytest.mark.slow
-def test_run_unsup_selects_checkpoints_on_the_eval_file(tiny_bert_dir, tmp_path):
+def test_run_unsup_selects_checkpoints_on_the_eval_file(tiny_bert_dir, tmp_path, monkeypatch):
+    reads = []
+    monkeypatch.setattr(custom_dev, "read_pair_file", lambda *a, **k: reads.append(a) or read_pair_file(*a, **k))
     train = _write(tmp_path / "train.txt", "\n".join(random_sentences(32)) + "\n")
     out = tmp_path / "out"
     dev = scored_pairs_file(tmp_path / "mydev.tsv", 20, 5, seed=5)
@@ -92,6 +94,7 @@ def test_run_unsup_selects_checkpoints_on_the_eval_file(tiny_bert_dir, tmp_path)
     assert [h["step"] for h in evals] == [0, 2, 4, 4]
     best = max(evals[1:3], key=lambda h: h["eval_mine_spearman"])  # checkpoints exist at steps 2 and 4
     assert state["best_global_step"] == best["step"] and state["best_metric"] == best["eval_mine_spearman"]
+    assert len(reads) == 1  # read once, in the checks; the trainer scores the pairs read there
 
 
 def test_run_unsup_rejects_a_malformed_eval_file_before_loading_a_model(tiny_bert_dir, tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """The typed run description (hf_cse.cli.run_spec.RunSpec) on its own: built from real command lines (the script's
 checks and data reading run; no model is loaded, nothing trains), its resume fingerprint is the settings record the
-script wrote before it existed, and its training_info.json is what the card reads."""
+script wrote before it existed, and its data facts are what the card reads."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from hf_cse.checks import InputError
 from hf_cse.cli import train
 from hf_cse.cli.arguments import DataArguments
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
-from hf_cse.cli.run_spec import DataSpec, RunSpec
+from hf_cse.cli.run_spec import DataSpec, RunSpec, SpeedSpec
 from hf_cse.encoders import default_encoder
+from hf_cse.export.training_info import training_info_from_run
 from hf_cse.model_card import render_model_card
 from hf_cse.models import METHODS
+from hf_cse.precision import describe
 from hf_cse.writing import json_safe
 
 NO_DEV = ["--eval_strategy", "no", "--load_best_model_at_end", "false"]  # presets score STS-B dev otherwise
@@ -264,28 +266,20 @@ def test_matryoshka_settings_change_the_fingerprint(build, command_lines):
 
 # ----------------------------------------------------------------------------------------------- training_info
 @pytest.mark.parametrize("kind", KINDS)
-def test_training_info_holds_what_the_code_before_it_recorded(build, command_lines, kind):
+def test_the_data_facts_are_what_the_code_before_it_recorded(build, command_lines, kind):
+    """training_info.json's ``data`` (written by ContrastiveTrainer.save_run from ``spec.data.card_facts``)."""
     spec, inputs, _ = build(*command_lines[kind])
-    args = inputs["training_args"]
-    dev = {"metric": "stsb_spearman", "before": 70.0, "after": 75.0, "delta": 5.0}
-    info = spec.training_info(args, num_rows=64, train_metrics={"train_loss": 0.5}, dev=dev)
-    keys = {"training_args", "world_size", "data", "train_metrics", "precision", "dev"} | (
-        {"preset"} if spec.preset else set())
-    assert set(info) == keys
     flags = {**vars(inputs["data_args"]), **vars(inputs["stream_args"])}
-    assert info["data"] == todays_data_facts(flags, 64)
-    assert info["training_args"]["learning_rate"] == args.learning_rate and not any(
-        k.endswith("token") for k in info["training_args"])
-    assert info["train_metrics"] == {"train_loss": 0.5} and info["dev"] == dev
-    assert json.loads(json.dumps(info)) == info  # JSON as it stands
-    assert "dev" not in spec.training_info(args)
+    assert spec.data.card_facts(64) == todays_data_facts(flags, 64)
+    assert json.loads(json.dumps(spec.data.card_facts(64))) == spec.data.card_facts(64)  # JSON as it stands
 
 
 def test_the_card_shows_the_runs_facts(build, command_lines, tiny_bert_dir):
     spec, inputs, _ = build(*command_lines["triplets"])
-    info = spec.training_info(inputs["training_args"], num_rows=32, train_metrics={"train_loss": 0.25})
+    info = training_info_from_run(inputs["training_args"], data=spec.data.card_facts(32),
+                                  train_metrics={"train_loss": 0.25}, precision=describe(spec.precision))
     encoder = AutoConfig.from_pretrained(tiny_bert_dir).to_dict()
-    config = METHODS[spec.method].config_class(encoder_config=encoder, **spec.config)
+    config = METHODS[spec.method].config_class(encoder_config=encoder, **spec.model_config())
     export = {"embedding_dimension": 32, "max_seq_length": 64, "pooling_description": "CLS token",
               "projector_description": "none", "modules": ["Transformer(BertModel)", "Pooling('cls')"]}
     card = render_model_card(config, model_id="someone/model", export=export, training_info=info)
@@ -309,9 +303,12 @@ def test_spec_is_frozen_and_its_outputs_are_copies(build):
 
 
 def test_data_spec_takes_every_data_flag():
-    """A flag added to DataArguments must be placed in DataSpec (fingerprinted or not) before a run can start."""
+    """A flag added to DataArguments is a DataSpec field (or, speed only, a SpeedSpec one) without being written
+    twice."""
     names = [f.name for f in dataclasses.fields(DataArguments)]
-    assert [f.name for f in dataclasses.fields(DataSpec)][:len(names)] == names
+    data, speed = [f.name for f in dataclasses.fields(DataSpec)], [f.name for f in dataclasses.fields(SpeedSpec)]
+    assert data[:len(names) - 1] == [n for n in names if n != "preprocessing_num_workers"]
+    assert "preprocessing_num_workers" in speed and "padding_free" in speed
     stream = type("Stream", (), {"streaming": False, "train_files": None, "train_weights": None})()
     assert DataSpec.from_args(DataArguments(train_file="x.txt"), stream).source == "x.txt"
 

@@ -196,6 +196,16 @@ class MethodArguments:
                           + ", ".join(available_losses())},
     )
     preset: str | None = field(default=None, metadata={"help": "Papers' settings; see hf_cse.cli.presets.PRESETS."})
+    config: str | None = field(default=None, metadata={
+        "help": "A run description (.json): settings by flag name, or a run's hf_cse_run.json to run it again; flags "
+                "given win over it, and it over its preset. See hf_cse.cli.run_config."})
+
+
+def main_loss(method: str, loss: str | None) -> str:
+    """The main objective's loss: ``--loss`` if given, else the method's own (infonce for simcse)."""
+    from ..models import get_method
+
+    return loss or get_method(method).config_class().loss
 
 
 def _hyperparameter_type(loss: str, name: str) -> Any:

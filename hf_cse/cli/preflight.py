@@ -14,6 +14,7 @@ from ..data import DataError
 from ..distributed import check_not_data_parallel, check_sharding_device
 from ..encoders import encoder_max_length
 from ..models.lora import check_targets_match
+from ..training_args import global_batch_size
 
 
 def _value(option) -> str:
@@ -28,7 +29,7 @@ def check_training_arguments(training_args, max_seq_length: int) -> None:
     if max_seq_length < 2:
         raise InputError(f"--max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 "
                          f"positions; 0 and 1 would turn truncation off), got {max_seq_length}. The papers use 32.")
-    if training_args.per_device_train_batch_size * training_args.world_size < 2:
+    if global_batch_size(training_args.per_device_train_batch_size, training_args.world_size) < 2:
         raise InputError("a contrastive batch needs at least 2 sentences (the others in the batch are the "
                          "negatives); raise --per_device_train_batch_size.")
     if training_args.max_steps == 0:

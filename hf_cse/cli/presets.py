@@ -1,6 +1,8 @@
 """The papers' main settings as named presets (``run_unsup.py --preset NAME``).
 
-A preset only supplies defaults: any flag given on the command line wins. Values are BERT-base
+A preset only supplies defaults: any flag given on the command line (or set by a ``--config`` file) wins. A preset is
+a run description in the format of ``--config`` (:mod:`hf_cse.cli.run_config`: settings by flag name), checked as
+one when it is applied (and every preset by ``tests/test_run_config.py``). Values are BERT-base
 settings from each paper and its authors' scripts; the
 papers train on wiki1m for one epoch (DiffCSE: two) and select checkpoints on STS-B dev every
 125 steps.

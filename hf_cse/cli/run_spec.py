@@ -1,13 +1,15 @@
-"""One typed description of a training run (:class:`RunSpec`), built once from the parsed flags and the preset.
+"""One typed description of a training run (:class:`RunSpec`), built once from the parsed flags, the preset and the
+``--config`` file (:mod:`hf_cse.cli.run_config`), before any data or weights are loaded.
 
-It is the single home of the run's facts and the three things made from them:
+It is the single home of the run's facts -- the method and its objectives (:attr:`RunSpec.loss`), the batch
+(:attr:`TrainingSpec.global_batch`), the data (:class:`DataSpec`) and, kept apart, the switches that change how fast
+the run goes but not what it computes (:class:`SpeedSpec`) -- and of what is made from them:
 
 * :meth:`RunSpec.fingerprint`: the settings recorded in ``hf_cse_run.json`` (:mod:`hf_cse.cli.output_dir`), which a
   relaunch must match to resume the run's checkpoints. Its keys and values are those hf_cse has always recorded, so a
-  run interrupted under an earlier version still resumes;
-* :meth:`RunSpec.training_info`: ``training_info.json`` (beside the checkpoint), which is also what the model card
-  shows of the run (:func:`hf_cse.export.to_sentence_transformer` renders the card from it and keeps it among the
-  card's recorded inputs, :mod:`hf_cse.export.card`);
+  run interrupted under an earlier version still resumes; ``--config`` reads it back (:mod:`hf_cse.cli.run_config`);
+* :meth:`RunSpec.model_config`: the method config's fields the model is built with;
+* :meth:`DataSpec.card_facts`: ``training_info.json``'s ``data``, shown by the model card;
 * :attr:`DataSpec.source`: how messages name the training data.
 """
 
@@ -21,8 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ..export.training_info import training_info_from_run
-from ..precision import describe
+from ..training_args import global_batch_size
 from .arguments import DataArguments
 
 #: data flags that change how fast the data is prepared, not what the run trains on: never in the fingerprint
@@ -40,25 +41,21 @@ def _resolved(path: str | None) -> str | None:
     return path and str(Path(path).resolve())
 
 
+#: DataArguments' fields that define the data (DataSpec's first fields are made from them: one declaration)
+_DataFlags = dataclasses.make_dataclass(
+    "_DataFlags", [(f.name, f.type, dataclasses.field(default=f.default)) for f in dataclasses.fields(DataArguments)
+                   if f.name not in SPEED_ONLY_DATA_FLAGS], frozen=True)
+
+
 @dataclass(frozen=True)
-class DataSpec:
+class DataSpec(_DataFlags):
     """The training data: where it comes from, how it is cut, which columns are the views, how it is read.
 
-    The fields up to ``preprocessing_num_workers`` are :class:`hf_cse.cli.arguments.DataArguments`' (a field added
-    there must be added here: :meth:`RunSpec.from_args` fails until it is); the others are the streaming flags
-    (:class:`hf_cse.streaming.StreamingArguments`). Paths are kept as given (the card names the file, messages the
-    path) and, resolved against the folder the run started in, as ``resolved_*`` (the fingerprint: the same file
-    reached from another folder is the same run)."""
+    Its first fields are :class:`hf_cse.cli.arguments.DataArguments`' own (but the speed-only ones, in
+    :class:`SpeedSpec`); the others are the streaming flags (:class:`hf_cse.streaming.StreamingArguments`). Paths are
+    kept as given (the card names the file, messages the path) and, resolved against the folder the run started in, as
+    ``resolved_*`` (the fingerprint: the same file reached from another folder is the same run)."""
 
-    train_file: str | None
-    dataset_name: str | None
-    dataset_config_name: str | None
-    text_column: str | None
-    pair_column: str | None
-    negative_column: str | None
-    max_seq_length: int
-    max_train_samples: int | None
-    preprocessing_num_workers: int | None
     streaming: bool = False
     train_files: tuple[str, ...] | None = None
     train_weights: tuple[float, ...] | None = None
@@ -68,7 +65,8 @@ class DataSpec:
     @classmethod
     def from_args(cls, data_args, stream_args) -> DataSpec:
         files = tuple(stream_args.train_files) if stream_args.train_files else None
-        return cls(**vars(data_args), streaming=bool(stream_args.streaming), train_files=files,
+        flags = {k: v for k, v in vars(data_args).items() if k not in SPEED_ONLY_DATA_FLAGS}
+        return cls(**flags, streaming=bool(stream_args.streaming), train_files=files,
                    train_weights=tuple(stream_args.train_weights) if stream_args.train_weights else None,
                    resolved_train_file=_resolved(data_args.train_file),
                    resolved_train_files=tuple(_resolved(f) for f in files or ()))
@@ -157,10 +155,20 @@ class TrainingSpec:
     @property
     def global_batch(self) -> int:
         """Rows in one optimizer step's batch across the processes, before gradient accumulation."""
-        return self.per_device_train_batch_size * self.world_size
+        return global_batch_size(self.per_device_train_batch_size, self.world_size)
 
     def fingerprint(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class SpeedSpec:
+    """Switches that change how fast the run goes, not what it computes: never in the fingerprint, so a run relaunched
+    with another value resumes. ``padding_free`` (:mod:`hf_cse.models.padding_free`: the same function on the real
+    tokens only) is the one a resumed checkpoint may decide (:meth:`RunSpec.resuming`)."""
+
+    padding_free: bool = True
+    preprocessing_num_workers: int | None = None  # processes tokenizing the data
 
 
 @dataclass(frozen=True)
@@ -171,9 +179,10 @@ class RunSpec:
 
     encoder: str
     method: str
-    config: Mapping[str, Any]  # the method config's fields set by flags or preset (read-only)
+    config: Mapping[str, Any]  # the method config's fields set by flags, --config or preset (read-only), no speed one
     data: DataSpec
     training: TrainingSpec
+    speed: SpeedSpec = SpeedSpec()
     preset: str | None = None
     precision: str | None = None  # resolved for this machine (hf_cse.precision.training_flags)
 
@@ -185,9 +194,24 @@ class RunSpec:
                   training_args, preset: str | None = None, precision: str | None = None) -> RunSpec:
         """The spec of a run from what ``train_from_args`` holds after its checks: ``config_kwargs`` are the model's
         config fields (objectives and resolved pooling included), the ``*_args`` the parsed flag dataclasses."""
-        return cls(encoder=encoder, method=method, config=config_kwargs,
-                   data=DataSpec.from_args(data_args, stream_args), training=TrainingSpec.from_args(training_args),
-                   preset=preset, precision=precision)
+        config = {k: v for k, v in config_kwargs.items() if k not in SPEED_ONLY_CONFIG_FIELDS}
+        speed = SpeedSpec(padding_free=config_kwargs.get("padding_free", True),
+                          preprocessing_num_workers=data_args.preprocessing_num_workers)
+        return cls(encoder=encoder, method=method, config=config, data=DataSpec.from_args(data_args, stream_args),
+                   training=TrainingSpec.from_args(training_args), speed=speed, preset=preset, precision=precision)
+
+    def resuming(self, *, padding_free: bool) -> RunSpec:
+        """This run continuing a checkpoint that trained with ``padding_free`` (the fingerprint is unchanged)."""
+        return dataclasses.replace(self, speed=dataclasses.replace(self.speed, padding_free=padding_free))
+
+    @property
+    def loss(self) -> str:
+        """The main objective's loss (the ``--loss`` given, else the method's)."""
+        return self.config["objectives"][0]["loss"]
+
+    def model_config(self) -> dict[str, Any]:
+        """The method config's fields the model is built with: the run's and the speed switch of the encoder."""
+        return {**copy.deepcopy(dict(self.config)), "padding_free": self.speed.padding_free}
 
     @property
     def objectives(self) -> list[dict[str, Any]]:
@@ -202,19 +226,8 @@ class RunSpec:
         """The run's settings as ``hf_cse_run.json`` records them: the encoder, method, config fields, generator, the
         data flags and the run-defining training arguments; the masked-LM settings only with ``do_mlm``; no speed-only
         field."""
-        config = {k: v for k, v in self.config.items() if k not in SPEED_ONLY_CONFIG_FIELDS}
-        settings = {"encoder": self.encoder, "method": self.method, **copy.deepcopy(config),
+        settings = {"encoder": self.encoder, "method": self.method, **copy.deepcopy(dict(self.config)),
                     "generator": self.generator, **self.data.fingerprint(), **self.training.fingerprint()}
         if not self.config.get("do_mlm"):
             settings = {k: v for k, v in settings.items() if k not in MLM_FIELDS}
         return settings
-
-    def training_info(self, training_args, *, num_rows: int | None = None,
-                      train_metrics: Mapping[str, Any] | None = None,
-                      dev: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """``training_info.json`` (JSON-safe): every ``TrainingArguments`` value the Trainer ran with (the object is
-        passed at the end: the script sets a few after the spec is built), the data facts, the final training
-        metrics, the preset, the precision and the dev score before and after training (``dev``)."""
-        return training_info_from_run(training_args, data=self.data.card_facts(num_rows), train_metrics=train_metrics,
-                                      preset=self.preset, precision=self.precision and describe(self.precision),
-                                      dev=dev)

@@ -27,6 +27,7 @@ from hf_cse.cli.arguments import (
     config_kwargs_from,
     dcl_arguments_class,
     loss_arguments_class,
+    main_loss,
     model_arguments_class,
     objectives_from_flags,
 )
@@ -42,6 +43,7 @@ from hf_cse.cli.preflight import (
     encoder_config,
 )
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values
+from hf_cse.cli.run_config import check_settings, read_run_config
 from hf_cse.cli.run_spec import RunSpec
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
@@ -90,27 +92,38 @@ def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
     return {name for name, value in vars(parsed).items() if value is not _NOT_GIVEN}
 
 
-def parse_args(argv: list[str]):
-    """The argument dataclasses, and the set of flags the user typed (a preset's values are only defaults). The
-    training arguments resolve --precision with the Trainer's --bf16 / --fp16 for this machine."""
+def argument_parser() -> HfArgumentParser:
+    """The parser of every flag of the script, with its own defaults (before any preset or --config file)."""
     parser = HfArgumentParser(
         (model_arguments_class(), DataArguments, MethodArguments, loss_arguments_class(), dcl_arguments_class(),
          OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
+    return parser
+
+
+def parse_args(argv: list[str]):
+    """The argument dataclasses, and the set of settings the user chose: the flags typed on the command line and the
+    ``--config`` file's values other than the script's defaults (a run's record holds every setting; a preset's values
+    are only defaults). The file's values and the preset's are defaults, the file's over the preset's, so a typed flag
+    wins over both. The training arguments resolve --precision with the Trainer's --bf16 / --fp16 for this machine."""
+    parser = argument_parser()
     refuse_empty_paths(parser, argv)  # e.g. --output_dir "$UNSET": never the current folder
-    preset = parser.parse_known_args(argv)[0].preset
+    known = parser.parse_known_args(argv)[0]
+    from_file = read_run_config(known.config, parser) if known.config is not None else {}
+    chosen_in_file = {name for name, value in from_file.items() if value != parser.get_default(name)}
+    preset = known.preset if known.preset is not None else from_file.get("preset")
     if preset is not None:
         if preset not in PRESETS:
             parser.error(f"unknown --preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
-        parser.set_defaults(**PRESETS[preset])
-    typed = typed_flags(parser, argv)
-    if "output_dir" not in typed:
+        parser.set_defaults(**check_settings(PRESETS[preset], parser, f"--preset {preset}"))
+    parser.set_defaults(**from_file)
+    chosen = typed_flags(parser, argv) | chosen_in_file
+    if "output_dir" not in chosen:
         known = parser.parse_known_args(argv)[0]
-        loss = known.loss or get_method(known.method).config_class().loss
-        parser.set_defaults(output_dir=f"outputs/{known.method}-{loss}")
+        parser.set_defaults(output_dir=f"outputs/{known.method}-{main_loss(known.method, known.loss)}")
     refuse_unknown_flags(parser, argv)  # a typo gets the closest flag, not a list of unused arguments
-    return (*parser.parse_args_into_dataclasses(args=argv), typed)
+    return (*parser.parse_args_into_dataclasses(args=argv), chosen)
 
 
 def record_in_objectives_form(record: dict) -> dict:
@@ -143,27 +156,23 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:
 @releases_folder_locks  # the lock on --output_dir (taken in step 3) lasts as long as the run
 def train_from_args(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    (model_args, data_args, method_args, loss_args, dcl_args, output_args, stream_args, training_args, typed) = args
+    (model_args, data_args, method_args, loss_args, dcl_args, output_args, stream_args, training_args, chosen) = args
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
     set_seed(training_args.seed)
 
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
     check_training_arguments(training_args, data_args.max_seq_length)
-    pairs = data_args.pair_column is not None
-    check_pair_training(model_args.method, method_args.loss or get_method(model_args.method).config_class().loss,
-                        data_args.pair_column, data_args.negative_column)
+    loss = main_loss(model_args.method, method_args.loss)
+    check_pair_training(model_args.method, loss, data_args.pair_column, data_args.negative_column)
     check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method,
-                              "no_duplicates_in_batch" in typed and training_args.no_duplicates_in_batch)
-    streamed = stream_args.streaming  # an iterable data set, tokenized on the fly (hf_cse.streaming)
+                              "no_duplicates_in_batch" in chosen and training_args.no_duplicates_in_batch)
     encoder = model_args.model_name_or_path or default_encoder()
     remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
     enc_config = encoder_config(encoder, **remote)
     check_max_seq_length(data_args.max_seq_length, enc_config, encoder)
     model_cls = get_method(model_args.method)
-    method_objectives = model_cls.config_class().objectives
-    loss = method_args.loss or method_objectives[0]["loss"]
-    dropped = drop_unused_preset_values(method_args.preset, typed, loss, model_args.method, loss_args, model_args,
+    dropped = drop_unused_preset_values(method_args.preset, chosen, loss, model_args.method, loss_args, model_args,
                                         dcl_args, method_args)
     if dropped:
         logger.info("--preset %s: dropped %s (not taken by --loss %s / --method %s)", method_args.preset,
@@ -171,49 +180,49 @@ def train_from_args(argv: list[str] | None = None) -> None:
     # every config field given as a flag (None = the method's own default, e.g. imsimcse's off-dropout), and the
     # objectives: the method's own, overridden only where a loss or DCL flag is given (e.g. imsimcse's m = 0.9)
     config_kwargs = config_kwargs_from(model_args.method, model_args)
-    config_kwargs["objectives"] = objectives_from_flags(method_objectives, loss, loss_args, dcl_args)
+    config_kwargs["objectives"] = objectives_from_flags(model_cls.config_class().objectives, loss, loss_args, dcl_args)
     # the pooling: a flag's or preset's, else the encoder's own (a sentence-transformers model keeps its pooling)
-    pooling_by = next((f"--{name}" for name in ("pooler_type", "normalize") if name in typed), None)
+    pooling_by = next((f"--{name}" for name in ("pooler_type", "normalize") if name in chosen), None)
     if pooling_by is None and method_args.preset and "pooler_type" in PRESETS[method_args.preset]:
         pooling_by = f"--preset {method_args.preset}"
     pooling = resolve_pooling(encoder, config_kwargs.get("pooler_type"), config_kwargs.get("normalize"),
                               given_by=pooling_by or "--pooler_type")
     config_kwargs.update(pooling.config_fields())
-    check_objectives(model_cls, config_kwargs, enc_config, training_args.cached_minibatch_size, typed)
-    check_cached_without_cuda_graphs(training_args, training_args.cached_minibatch_size)
-    decide_for_run(training_args.cuda_graphs, training_args, model_cls)  # --cuda_graphs on where it cannot apply
-    check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data_args.negative_column)
-    own_pairs = pairs_from_args(training_args) is not None  # --eval_file / --eval_dataset_name: read and checked
-    if own_pairs and training_args.eval_strategy == "no":
-        logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
-    check_eval_data(training_args, training_args.senteval_data_dir, training_args.eval_source, method_args.preset,
-                    own_eval_data=own_pairs, pairs_name=training_args.eval_name)
-    hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 6, not checkpoints
 
-    # The run's facts, once: its resume fingerprint (step 3) and the record of the data (step 6).
+    # The run's description, once: what every step below reads (hf_cse.cli.run_spec).
     spec = RunSpec.from_args(encoder=encoder, method=model_args.method, config_kwargs=config_kwargs,
                              data_args=data_args, stream_args=stream_args, training_args=training_args,
                              preset=method_args.preset, precision=training_args.precision)
+    data = spec.data
+    check_objectives(model_cls, spec.model_config(), enc_config, training_args.cached_minibatch_size, chosen)
+    check_cached_without_cuda_graphs(training_args, training_args.cached_minibatch_size)
+    decide_for_run(training_args.cuda_graphs, training_args, model_cls)  # --cuda_graphs on where it cannot apply
+    check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data.negative_column)
+    eval_pairs = pairs_from_args(training_args)  # --eval_file / --eval_dataset_name: read and checked, once
+    if eval_pairs is not None and training_args.eval_strategy == "no":
+        logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
+    check_eval_data(training_args, training_args.senteval_data_dir, training_args.eval_source, spec.preset,
+                    own_eval_data=eval_pairs is not None, pairs_name=training_args.eval_name)
+    hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 6, not checkpoints
 
     # 2. Data (read and checked; tokenized after the model's tokenizer is loaded).
-    if spec.data.read_as_text_stream:
+    if data.read_as_text_stream:
         raw = load_training_text(stream_args, data_args, training_args.seed)
-    elif pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views
-        raw = load_pair_dataset(data_args.pair_column, data_args.train_file, data_args.dataset_name,
-                                data_args.dataset_config_name, data_args.text_column, data_args.negative_column)
+    elif data.pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views
+        raw = load_pair_dataset(data.pair_column, data.train_file, data.dataset_name, data.dataset_config_name,
+                                data.text_column, data.negative_column)
     else:
-        raw = load_train_dataset(data_args.train_file, data_args.dataset_name, data_args.dataset_config_name,
-                                 data_args.text_column)
-    if data_args.max_train_samples is not None:
-        raw = (raw.take(data_args.max_train_samples) if streamed
-               else raw.select(range(min(data_args.max_train_samples, len(raw)))))
-    source, unit, global_batch = spec.data.source, spec.data.unit, spec.training.global_batch
-    if not streamed:
-        check_enough_rows(len(raw), global_batch, source, unit)
+        raw = load_train_dataset(data.train_file, data.dataset_name, data.dataset_config_name, data.text_column)
+    if data.max_train_samples is not None:
+        raw = (raw.take(data.max_train_samples) if data.streaming
+               else raw.select(range(min(data.max_train_samples, len(raw)))))
+    global_batch = spec.training.global_batch
+    if not data.streaming:
+        check_enough_rows(len(raw), global_batch, data.source, data.unit)
         if training_args.no_duplicates_in_batch:
-            check_distinct_texts(raw, global_batch, source)
+            check_distinct_texts(raw, global_batch, data.source)
     tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
-    check_room_for_text(tokenizer, data_args.max_seq_length, config_kwargs.get("prompt"))
+    check_room_for_text(tokenizer, data.max_seq_length, spec.config.get("prompt"))
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     with training_args.main_process_first(desc="checking the output folder"):
@@ -223,12 +232,12 @@ def train_from_args(argv: list[str] | None = None) -> None:
                                          resume_from_checkpoint=training_args.resume_from_checkpoint,
                                          is_main_process=main_process, hold=main_process,
                                          read_record=record_in_objectives_form)
-    check_resume_fits(resume_from, model_cls, config_kwargs, enc_config, training_args.max_steps)
+    check_resume_fits(resume_from, model_cls, spec.model_config(), enc_config, training_args.max_steps)
 
     why_padded = "--padding_free false"
-    if resume_from and "padding_free" not in typed:  # continue as the run would have gone on uninterrupted
-        config_kwargs["padding_free"] = trained_padding_free(resume_from)
-        if not config_kwargs["padding_free"]:
+    if resume_from and "padding_free" not in chosen:  # continue as the run would have gone on uninterrupted
+        spec = spec.resuming(padding_free=trained_padding_free(resume_from))
+        if not spec.speed.padding_free:
             why_padded = f"the run it resumes ({resume_from}) trained padded; --padding_free true to change"
     logger.log(logging.WARNING if emulated(training_args.precision, training_args.device.type) else logging.INFO,
                "precision: %s on %s (%s)", describe(training_args.precision), training_args.device,
@@ -236,29 +245,30 @@ def train_from_args(argv: list[str] | None = None) -> None:
     logger.info("pooling: %s", describe_pooling(pooling))
 
     # 4. Model and tokenized data: the method class wraps any AutoModel encoder; the method lives in its config.
-    model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
+    model = model_cls.from_encoder(encoder, **remote, **spec.model_config())
     logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free, why_padded,
                                                           training_args.device.type))
-    if streamed:  # tokens are cached by datasets for file/Hub sources
-        train_dataset = tokenize_stream(raw, tokenizer, data_args.max_seq_length, model.config.prompt)
+    if data.streaming:  # tokens are cached by datasets for file/Hub sources
+        train_dataset = tokenize_stream(raw, tokenizer, data.max_seq_length, model.config.prompt)
     else:
         with training_args.main_process_first(desc="tokenizing"):
-            tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
-            train_dataset = tokenize(raw, tokenizer, data_args.max_seq_length, data_args.preprocessing_num_workers,
+            tokenize = tokenize_pair_dataset if data.pairs else tokenize_dataset
+            train_dataset = tokenize(raw, tokenizer, data.max_seq_length, spec.speed.preprocessing_num_workers,
                                      prompt=model.config.prompt,
                                      keep_text=training_args.no_duplicates_in_batch)  # the sampler compares texts
         # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
-        check_enough_rows(len(train_dataset), global_batch, source, unit)
-    num_rows = None if streamed else len(train_dataset)
-    logger.info("method=%s loss=%s encoder=%s sentences=%s global batch=%d", model_args.method, loss,
-                encoder, "streamed" if streamed else num_rows, global_batch * training_args.gradient_accumulation_steps)
+        check_enough_rows(len(train_dataset), global_batch, data.source, data.unit)
+    num_rows = None if data.streaming else len(train_dataset)
+    logger.info("method=%s loss=%s encoder=%s sentences=%s global batch=%d", spec.method, spec.loss, spec.encoder,
+                "streamed" if data.streaming else num_rows, global_batch * training_args.gradient_accumulation_steps)
 
     # 5. Train (the trainer scores the dev data, if any, before the first step and after the last, and keeps the
     #    better of the trained and the untrained encoder).
     trainer = ContrastiveTrainer(model=model, args=training_args, train_dataset=train_dataset,
-                                 processing_class=tokenizer, trust_remote_code=model_args.trust_remote_code)
+                                 processing_class=tokenizer, eval_pairs=eval_pairs,
+                                 trust_remote_code=model_args.trust_remote_code)
     trainer.train(resume_from_checkpoint=resume_from)
 
     # 6. Save the model, its tokenizer, the sentence-transformers export + card and training_info.json (pushed with
     #    --push_to_hub); the last line is the dev score before and after training.
-    trainer.save_run(data=spec.data.card_facts(num_rows), preset=spec.preset, hub_repo=hub_repo)
+    trainer.save_run(data=data.card_facts(num_rows), preset=spec.preset, hub_repo=hub_repo)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..references import Paper
+from ..training_args import global_batch_size
 from .text import fmt, is_number, kv_table, table
 
 # TrainingArguments shown in the main table, in this order; every other set argument goes below it.
@@ -218,7 +219,8 @@ def hyperparameters_section(config, info: Mapping[str, Any]) -> str:
         world = int(info.get("world_size") or args.get("world_size") or 1)
         main = [(f"`{k}`", fmt(args[k])) for k in MAIN_TRAINING_ARGS if k in args]
         if "per_device_train_batch_size" in args:
-            total = int(args["per_device_train_batch_size"]) * world * int(args.get("gradient_accumulation_steps") or 1)
+            total = global_batch_size(args["per_device_train_batch_size"], world) * int(
+                args.get("gradient_accumulation_steps") or 1)
             main.insert(2, ("global batch size", f"{total} ({world} process{'es' if world != 1 else ''})"))
         rest = [(f"`{k}`", fmt(v)) for k, v in sorted(args.items())
                 if k not in MAIN_TRAINING_ARGS and v is not None and v != "" and v != [] and v != {}]

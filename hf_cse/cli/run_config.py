@@ -1,0 +1,212 @@
+"""``--config run.json``: a run's settings read from a file, in the one format presets and experiments configs use.
+
+The format is a JSON object of the settings a user chooses, each under the name of its ``hf-cse-train`` flag
+(``{"method": "simcse", "loss": "infonce", "temperature": 0.05, "learning_rate": 3e-05}``): a true JSON type per
+setting (a number, not the string ``"3e-05"``; ``true``, not ``"true"``; a list for ``train_files`` or
+``matryoshka_dims``), ``null`` only where the flag's default is unset. The settings record a run writes,
+``hf_cse_run.json`` (:meth:`hf_cse.cli.run_spec.RunSpec.fingerprint`), is read as such a file too: its own keys are
+translated by :func:`settings_from_record` (``encoder``, ``generator``, the ``objectives`` list as ``loss`` and its
+hyperparameters); the derived ``pooler_source`` and ``world_size`` (the launch's) are not settings. One more key is
+for the reader, not for the run: ``about`` (free text or an object, e.g. the experiment's name and paper).
+
+The file's values are defaults, as a preset's are: a flag typed on the command line wins over the file, and the file
+over its ``preset``. :data:`hf_cse.cli.presets.PRESETS` are the same settings, checked by :func:`check_settings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..checks import InputError, check_path_given
+
+#: the key a description may carry for its reader (an experiment's name, paper, regimes): never a setting
+ABOUT = "about"
+#: keys of hf_cse_run.json that are not settings a user chooses: derived from them or from the launch
+DERIVED_RECORD_KEYS = ("pooler_source", "world_size")
+#: keys of hf_cse_run.json under another name than their flag's
+RECORD_NAMES = {"encoder": "model_name_or_path", "generator": "generator_name_or_path"}
+#: keys of hf_cse_run.json that are not flags at all (translated by settings_from_record)
+RECORD_ONLY_KEYS = (*RECORD_NAMES, "objectives", *DERIVED_RECORD_KEYS)
+#: flags a description cannot hold: the file itself
+NOT_IN_A_FILE = ("config",)
+
+
+def _flag_action(parser: argparse.ArgumentParser, name: str) -> argparse.Action | None:
+    """The action of flag ``--name`` (the one taking a value: ``--no_x`` shares the destination of ``--x``)."""
+    actions = [a for a in parser._actions if a.dest == name and a.option_strings and a.nargs != 0]
+    return next((a for a in actions if f"--{name}" in a.option_strings), actions[0] if actions else None)
+
+
+def _type_name(action: argparse.Action) -> str:
+    kind = getattr(action.type, "__name__", "")
+    if action.choices is not None:
+        return "one of " + ", ".join(json.dumps(c) for c in action.choices)
+    if kind == "string_to_bool":
+        return "true or false"
+    if kind in ("parse_int_list", "parse_float_list"):
+        return "a list of numbers"
+    element = {"int": "a whole number", "float": "a number", "str": "a string"}.get(kind, "a string")
+    return f"a list of {element.split(' ', 1)[1]}s" if action.nargs in ("+", "*") else element
+
+
+def _typed_value(action: argparse.Action, value: Any) -> Any:
+    """``value`` as the flag's parsing would give it; ValueError when its JSON type is not the flag's."""
+    kind = getattr(action.type, "__name__", "")
+    if action.nargs in ("+", "*"):
+        if not isinstance(value, list):
+            raise ValueError
+        return [_scalar(action, kind, v) for v in value]
+    if kind in ("parse_int_list", "parse_float_list"):  # one comma-separated value on the command line
+        if isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            value = ",".join(map(str, value))
+        if not isinstance(value, str):
+            raise ValueError
+        return action.type(value)
+    return _scalar(action, kind, value)
+
+
+def _scalar(action: argparse.Action, kind: str, value: Any) -> Any:
+    if action.choices is not None:
+        if isinstance(value, (list, dict)) or value not in action.choices:
+            raise ValueError
+        return value
+    if kind == "string_to_bool":
+        if not isinstance(value, bool):
+            raise ValueError
+        return value
+    if isinstance(value, bool):  # JSON true is no number
+        raise ValueError
+    if kind == "int":
+        if not isinstance(value, int):
+            raise ValueError
+        return value
+    if kind == "float":
+        if not isinstance(value, (int, float)):
+            raise ValueError
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError
+    return action.type(value) if callable(action.type) and kind != "str" else value
+
+
+def _parses_unquoted(action: argparse.Action, text: str) -> bool:
+    """Whether ``text`` without its quotes would be a valid value (``"3e-05"`` for a number, ``"true"``)."""
+    try:
+        _typed_value(action, json.loads(text))
+    except (ValueError, TypeError, argparse.ArgumentTypeError):
+        return False
+    return True
+
+
+def check_settings(settings: Mapping[str, Any], parser: argparse.ArgumentParser, where: str) -> dict[str, Any]:
+    """``settings`` (flag name -> JSON value) checked against the flags of ``parser`` and typed as parsing them would
+    type them. ``where`` names the source in the one-line refusal (``--config run.json``, ``preset simcse_bert``)."""
+    if not isinstance(settings, Mapping):
+        raise InputError(f"{where}: a run description is a JSON object of settings by flag name "
+                         f"({{\"loss\": \"infonce\", ...}}), got {type(settings).__name__}.")
+    names = sorted({a.dest for a in parser._actions if a.option_strings and a.dest != "help"} - set(NOT_IN_A_FILE))
+    typed = {}
+    for name, value in settings.items():
+        if name == ABOUT:
+            continue
+        if name in NOT_IN_A_FILE:
+            raise InputError(f"{where}: {name!r} cannot be a setting of a run description (a file names no other "
+                             "file); remove it.")
+        action = _flag_action(parser, name)
+        if action is None:
+            close = difflib.get_close_matches(name, names, n=1)
+            fix = f"did you mean {close[0]!r}?" if close else "remove it (the keys are hf-cse-train's flag names)."
+            raise InputError(f"{where}: unknown key {name!r}; {fix}")
+        expected = _type_name(action)
+        if value is None:
+            if action.default is not None:
+                raise InputError(f"{where}: {name!r} cannot be null (its default is {action.default!r}); give "
+                                 f"{expected}, or remove the key.")
+            typed[name] = None
+            continue
+        try:
+            typed[name] = _typed_value(action, value)
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            fix = f"give {expected}"
+            if isinstance(value, str) and _parses_unquoted(action, value):
+                fix = f"write {value} without quotes (a JSON {'boolean' if value in ('true', 'false') else 'number'})"
+            raise InputError(f"{where}: {name!r} must be {expected}, got {json.dumps(value)}; {fix}.") from None
+    return typed
+
+
+def settings_from_record(record: Mapping[str, Any], where: str = "the record") -> dict[str, Any]:
+    """The settings a user chose, by flag name, from a run record (``hf_cse_run.json``): ``encoder`` and
+    ``generator`` under their flags' names, the ``objectives`` as ``--loss`` with its hyperparameters and
+    ``--dcl_weight`` / ``--dcl_*``, the pooling given only where the record says it was set (else the encoder's
+    own is found again; set by a preset: that ``preset``, whose other values -- how the run is evaluated and saved,
+    which the record does not hold -- come with it), the derived keys left out. A description without those keys
+    is returned as it is."""
+    from ..models import METHODS
+    from ..objectives import DCL
+    from .presets import PRESETS
+
+    settings = {RECORD_NAMES.get(k, k): v for k, v in record.items() if k not in RECORD_ONLY_KEYS or k in RECORD_NAMES}
+    source = str(record.get("pooler_source", "set by "))
+    if not source.startswith("set by "):
+        settings.pop("pooler_type", None)  # the encoder's own (or the papers' default): resolved again, not chosen
+    preset = source.removeprefix("set by --preset ").split(";")[0] if source.startswith("set by --preset ") else None
+    if preset in PRESETS and PRESETS[preset].get("pooler_type") == record.get("pooler_type"):
+        # the preset chose the pooling (and normalize was the encoder's own): the run named it, so the file does
+        settings["preset"] = preset
+        settings.pop("pooler_type", None)
+        settings.pop("normalize", None)
+    if "objectives" not in record:
+        return settings
+    method = record.get("method", "simcse")
+    if method not in METHODS:
+        raise InputError(f"{where}: unknown method {method!r}; methods: {', '.join(METHODS)}.")
+    defaults = METHODS[method].config_class().objectives
+    objectives = list(record["objectives"] or [])
+    if not objectives or not all(isinstance(o, Mapping) and "loss" in o for o in objectives):
+        raise InputError(f"{where}: 'objectives' must be the list a run records ([{{\"loss\": ..., \"weight\": ..., "
+                         "\"hyperparameters\": {...}}, ...]); or give 'loss' and its hyperparameters instead.")
+    main, rest = objectives[0], objectives[1:]
+    if float(main.get("weight", 1.0)) != float(defaults[0]["weight"]):
+        raise InputError(f"{where}: the main objective's weight {main.get('weight')} is not the method's "
+                         f"({defaults[0]['weight']}): no flag sets it; remove 'weight' or use the method's.")
+    settings["loss"] = main["loss"]
+    settings.update(main.get("hyperparameters") or {})
+    dcl = [o for o in rest if o["loss"] == DCL]
+    if dcl or any(o["loss"] == DCL for o in defaults[1:]):
+        settings["dcl_weight"] = float(dcl[0]["weight"]) if dcl else 0.0
+        settings.update({f"dcl_{k}": v for k, v in (dcl[0].get("hyperparameters") or {}).items()} if dcl else {})
+    others, method_others = [o for o in rest if o["loss"] != DCL], [o for o in defaults[1:] if o["loss"] != DCL]
+    if json.dumps(others, sort_keys=True) != json.dumps(method_others, sort_keys=True):
+        raise InputError(f"{where}: objectives other than the main one and DCL must be the method's own "
+                         f"({method_others}); no flag changes them. Remove them from 'objectives'.")
+    return settings
+
+
+def read_run_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """The settings of the run description at ``path`` (a file of this module's format or a run's
+    ``hf_cse_run.json``), checked against ``parser``'s flags; one line naming the key and the fix otherwise."""
+    where = f"--config {path}"
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"{where}: no such file; give the path of a run description (.json), e.g. a run's "
+                         "hf_cse_run.json.")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"{where} is not JSON ({getattr(err, 'msg', err)} at line {getattr(err, 'lineno', '?')}): "
+                         "write one JSON object of settings by flag name.") from None
+    if isinstance(data, Mapping) and any(k in data for k in RECORD_ONLY_KEYS):
+        data = settings_from_record(data, where)
+    settings = check_settings(data, parser, where)
+    from . import is_path_flag
+
+    for name, value in settings.items():  # "" would be read as the current folder, as an empty flag would
+        if is_path_flag(name):
+            for item in value if isinstance(value, list) else [value]:
+                check_path_given(item, f"{where}: {name!r}")
+    return settings
