@@ -32,11 +32,12 @@ import torch
 from torch.utils.checkpoint import get_device_states, set_device_states
 
 from .cuda_graphs import CUDA_GRAPH_COMPILE_MODES
+from .errors import CSEError
 
 Embeddings = dict[str, torch.Tensor]
 
 
-class IncompatibleOptionsError(ValueError):
+class IncompatibleOptionsError(CSEError):
     """A combination of training options that cannot work together; the message names the fix."""
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .errors import CSEError
 
-class InputError(ValueError):
+
+class InputError(CSEError):
     """Bad input found by a check before any work; the message names the problem and the fix."""
 
 

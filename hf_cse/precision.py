@@ -23,6 +23,8 @@ from typing import Literal
 
 import torch
 
+from .errors import CSEError
+
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16")
 # Default of run_unsup.py and run_eval.py. Measured (benchmarks/README.md, section 5): the comparison table's SimCSE
@@ -33,7 +35,7 @@ DEFAULT_EVAL_PRECISION: Precision = "auto"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-class PrecisionError(ValueError):
+class PrecisionError(CSEError):
     """A precision the device cannot run; the message names what to use instead."""
 
 

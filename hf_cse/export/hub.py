@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ..errors import CSEError
 from .card import CARD_INPUTS_FILE, render_card_for
 from .errors import ExportError
 
 logger = logging.getLogger(__name__)
 
 
-class HubPushError(RuntimeError):
+class HubPushError(CSEError, RuntimeError):
     """A push to the Hugging Face Hub failed; the message says what to do."""
 
 

@@ -9,13 +9,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import CSEError
 from ..evaluation.data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 from ..evaluation.hub_data import HUB_DATASETS
 from ..evaluation.results import EvalResults
 from .text import fmt, is_number, kv_table, table
 
 
-class ModelCardError(ValueError):
+class ModelCardError(CSEError):
     """A model card that cannot be rendered (e.g. evaluation results that are not one model's)."""
 
 

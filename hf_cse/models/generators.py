@@ -31,6 +31,8 @@ import torch
 from torch import nn
 from transformers.utils import logging as hf_logging
 
+from ..errors import CSEError
+
 logger = logging.getLogger(__name__)
 
 UNIGRAM = "unigram"
@@ -40,7 +42,7 @@ GENERATOR_FILLS = ("all", "masked")
 PAPER_GENERATORS = {"bert": "distilbert-base-uncased", "roberta": "distilroberta-base"}
 
 
-class GeneratorError(ValueError):
+class GeneratorError(CSEError):
     """A generator that cannot be used with this encoder; the message says why and what to do."""
 
 

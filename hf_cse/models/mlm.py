@@ -15,11 +15,12 @@ from torch import nn
 from transformers import AutoModelForMaskedLM
 from transformers.utils import logging as hf_logging
 
+from ..errors import CSEError
 from ..losses.base import compute_dtype
 from ..seams import tied_weights_keys
 
 
-class NoMaskedLMHeadError(ValueError):
+class NoMaskedLMHeadError(CSEError):
     """The encoder (architecture or checkpoint) has no pretrained masked-LM head for ``do_mlm``."""
 
 
