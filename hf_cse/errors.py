@@ -3,7 +3,7 @@
 A message speaks in the library's own terms: the names of the fields and arguments as a Python caller writes them
 (``cached_minibatch_size``, ``per_device_train_batch_size``), never a command-line flag. ``fields`` lists the fields
 the error is about, so that a caller can point at them: the command line (``hf_cse.cli.run_cli``) rewrites each
-into its flag (``--cached_minibatch_size``) and prints the message as one line. An exception that is not a
+into its command-line flag (``--cached_minibatch_size``) and prints the message as one line. An exception that is not a
 ``CSEError`` is a bug, and the command line shows its traceback.
 
     raise CSEError("cached_minibatch_size 48 does not divide the batch of 64; pick a divisor.",
@@ -28,3 +28,12 @@ class CSEError(ValueError):
     def __init__(self, *args, fields: Iterable[str] = ()):
         super().__init__(*args)
         self.fields = tuple(fields)
+
+
+class PathNotFoundError(CSEError, FileNotFoundError):
+    """A file or folder the caller named does not exist (or is not what was asked for); a ``FileNotFoundError`` too."""
+
+
+class PathTakenError(CSEError, FileExistsError):
+    """A path the caller named to write to is taken by something that must not be replaced; a ``FileExistsError``
+    too."""

@@ -67,9 +67,9 @@ def _metadata(config_classes: dict[str, type], name: str) -> Mapping[str, Any]:
 
 
 def _aliases(config_classes: dict[str, type], name: str) -> list[str]:
-    """Other option strings of a config field's flag (``metadata["aliases"]``: ``--torch_dtype`` for
-    ``encoder_dtype``, whose own name transformers' config already uses)."""
-    return list(_metadata(config_classes, name).get("aliases", ()))
+    """Other option strings of a config field's flag (``metadata["aliases"]``, other names of the field:
+    ``--torch_dtype`` for ``encoder_dtype``, whose own name transformers' config already uses)."""
+    return [f"--{alias}" for alias in _metadata(config_classes, name).get("aliases", ())]
 
 
 def _list_flag(parse: Callable[[str], list]) -> Callable[[str], list]:

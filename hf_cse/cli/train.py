@@ -20,6 +20,7 @@ import transformers
 from transformers import AutoTokenizer, HfArgumentParser, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
+from hf_cse.checks import InputError
 from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.arguments import (
     DataArguments,
@@ -53,6 +54,7 @@ from hf_cse.data import (
     tokenize_pair_dataset,
 )
 from hf_cse.encoders import default_encoder
+from hf_cse.errors import CSEError
 from hf_cse.evaluation.custom_dev import pairs_from_args
 from hf_cse.export import take_over_hub_push
 from hf_cse.folder_lock import releases_folder_locks
@@ -110,7 +112,12 @@ def parse_args(argv: list[str]):
         loss = known.loss or get_method(known.method).config_class().loss
         parser.set_defaults(output_dir=f"outputs/{known.method}-{loss}")
     refuse_unknown_flags(parser, argv)  # a typo gets the closest flag, not a list of unused arguments
-    return (*parser.parse_args_into_dataclasses(args=argv), typed)
+    try:
+        return (*parser.parse_args_into_dataclasses(args=argv), typed)
+    except ValueError as err:  # the dataclasses' __post_init__ checks (TrainingArguments' own included)
+        if isinstance(err, CSEError):
+            raise
+        raise InputError(str(err)) from None
 
 
 def record_in_objectives_form(record: dict) -> dict:

@@ -15,7 +15,7 @@ from ..errors import CSEError
 FIX = "fix or remove that line, or get the file again with SentEval's data/downstream/get_transfer_data.bash"
 
 
-class SentEvalDataError(FileNotFoundError, CSEError):
+class SentEvalDataError(CSEError, FileNotFoundError):
     """A task's data file is missing or malformed; the message names the task or file (and line) and the fix.
 
     A ``FileNotFoundError`` for a missing file and a ``ValueError`` for a malformed one, so callers catching either

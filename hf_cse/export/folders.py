@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..checkpoints import training_run_files
+from ..errors import PathTakenError
 from ..folder_lock import first_missing_folder, remove_made_folders
 from ..plots import CURVES_FILE
 from .card import CARD_INPUTS_FILE
@@ -56,21 +57,21 @@ def same_or_inside(path: Path, folder: Path) -> bool:
 def check_target(out_dir: Path, overwrite: bool) -> None:
     """Refuse a target that is a file, or a non-empty folder without ``overwrite`` (before any work is done)."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise FileExistsError(f"{out_dir} exists and is a file; choose a folder path for the export.")
+        raise PathTakenError(f"{out_dir} exists and is a file; choose a folder path for the export.")
     run_files = training_run_files(out_dir)
     if run_files:  # even with overwrite: the run's record and checkpoints are what resumes or finishes it
-        raise FileExistsError(f"{out_dir} is a training run's folder ({', '.join(run_files[:3])}); an export there "
+        raise PathTakenError(f"{out_dir} is a training run's folder ({', '.join(run_files[:3])}); an export there "
                               "would mix with the run. Choose another folder, e.g. <that folder>/sentence-transformers"
                               ".")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
-        raise FileExistsError(
-            f"{out_dir} is not empty; pass overwrite=True (--overwrite) to replace the export files in it (other "
+        raise PathTakenError(
+            f"{out_dir} is not empty; pass overwrite=True to replace the export files in it (other "
             "files are kept), or choose another folder."
         )
     from ..models import is_cse_checkpoint
 
     if out_dir.is_dir() and is_cse_checkpoint(out_dir):  # its config.json would be replaced, its checkpoints kept
-        raise FileExistsError(f"{out_dir} holds an hf_cse model (a training run's folder); an export there would mix "
+        raise PathTakenError(f"{out_dir} holds an hf_cse model (a training run's folder); an export there would mix "
                               "with it. Choose another folder, e.g. <that folder>/sentence-transformers.")
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import CSEError
+
 
 def dense_module(weight: torch.Tensor, bias: torch.Tensor, activation: nn.Module) -> nn.Module:
     """A sentence-transformers ``Dense`` computing ``activation(weight @ x + bias)`` (float32, CPU copies)."""
@@ -22,8 +24,8 @@ def fold_batchnorm(linear: nn.Linear, bn: nn.BatchNorm1d) -> tuple[torch.Tensor,
     """Weight and bias of ``bn(linear(x))`` with ``bn`` in eval mode, as one affine map (exact up to float32
     rounding: folded in float64). A BatchNorm without running statistics has no fixed eval-mode map: ValueError."""
     if bn.running_mean is None or bn.running_var is None:
-        raise ValueError("the BatchNorm projector has no running statistics (track_running_stats=False); "
-                         "it cannot be exported as fixed Dense layers. Export without --keep_projector.")
+        raise CSEError("the BatchNorm projector has no running statistics (track_running_stats=False); "
+                         "it cannot be exported as fixed Dense layers. Export without keep_projector.")
     w = linear.weight.detach().double()
     b = linear.bias.detach().double() if linear.bias is not None else torch.zeros(w.shape[0], dtype=torch.float64)
     scale = 1.0 / torch.sqrt(bn.running_var.detach().double() + bn.eps)
@@ -112,4 +114,4 @@ def build_projector(kind: str, hidden_size: int) -> nn.Module | None:
         return BatchNormProjector(hidden_size)
     if kind == "none":
         return None
-    raise ValueError(f"Unknown projector {kind!r}. Valid projectors: {', '.join(PROJECTORS)}.")
+    raise CSEError(f"Unknown projector {kind!r}. Valid projectors: {', '.join(PROJECTORS)}.")
