@@ -41,12 +41,13 @@ def check_onnx_backend(backend: str, quantize: str | None = None) -> None:
     if backend not in BACKENDS:
         raise ExportError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
     if quantize is not None and (backend != "onnx" or quantize not in QUANTIZATIONS):
-        raise ExportError(f"quantize={quantize!r} needs backend='onnx' and one of {', '.join(QUANTIZATIONS)}.")
+        raise ExportError(f"quantize {quantize} needs backend onnx and one of {', '.join(QUANTIZATIONS)}.",
+                          fields=("quantize", "backend"))
     if backend == "onnx":
         missing = [pip for name, pip in ONNX_PACKAGES.items() if importlib.util.find_spec(name) is None]
         if missing:
-            raise ExportError(f"backend='onnx' needs {' and '.join(missing)}: pip install 'hf_cse[onnx]' (or pip "
-                              f"install {' '.join(missing)}).")
+            raise ExportError(f"backend onnx needs {' and '.join(missing)}: pip install 'hf_cse[onnx]' (or pip "
+                              f"install {' '.join(missing)}).", fields=("backend",))
 
 
 def write_onnx(folder: Path, quantize: str | None = None) -> list[Path]:
