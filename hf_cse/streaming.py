@@ -19,7 +19,6 @@ the whole data set).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
@@ -30,21 +29,12 @@ from .data import JSON_SUFFIXES, TABLE_SUFFIXES, DataError, check_text_column_ap
 STOPPING_STRATEGY = "all_exhausted"
 
 
-@dataclass
-class StreamingArguments:
-    streaming: bool = field(default=False, metadata={
-        "help": "Read the training text as a stream (local files or dataset_name), tokenized on the fly: corpora "
-                "larger than memory. Needs max_steps. See hf_cse/streaming.py."})
-    train_files: list[str] | None = field(default=None, metadata={
-        "help": "Several training text files (.txt/.csv/.tsv/.json/.jsonl), mixed by train_weights."})
-    train_weights: list[float] | None = field(default=None, metadata={
-        "help": "Mixing weights of train_files, one per file (normalised to sum 1). Default: equal."})
-
-
-def check_streaming_arguments(stream_args: StreamingArguments, data_args, max_steps: int, method: str,
+def check_streaming_arguments(stream_args, data_args, max_steps: int, method: str,
                               no_duplicates_asked: bool = False) -> None:
-    """The streaming and mixing flags, checked before any data or model is read (one line each).
-    ``no_duplicates_asked``: no_duplicates_in_batch true was typed, which a stream cannot honour."""
+    """The streaming and mixing settings, checked before any data or model is read (one line each).
+    ``stream_args`` has ``streaming``, ``train_files`` and ``train_weights`` (the command line's
+    ``StreamingArguments``), ``data_args`` ``train_file``, ``dataset_name`` and ``pair_column``.
+    ``no_duplicates_asked``: no_duplicates_in_batch true was asked for, which a stream cannot honour."""
     files, weights = stream_args.train_files, stream_args.train_weights
     if files and data_args.pair_column:
         raise DataError("train_files mixes plain text sources; for pair / triplet data give one train_file.")
@@ -122,7 +112,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     return ds
 
 
-def load_training_text(stream_args: StreamingArguments, data_args, seed: int):
+def load_training_text(stream_args, data_args, seed: int):
     """The training text (column ``text``): a stream with ``streaming`` (else in memory), of one source or of
     ``train_files`` mixed by ``train_weights``. Call :func:`check_streaming_arguments` first."""
     import datasets

@@ -62,7 +62,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
     :class:`hf_cse.sampler.NoDuplicatesBatchSampler`, so that no text occurs twice in one global batch (a false
     negative); it applies to data sets with text or ``input_ids`` columns and the Trainer's default random order.
 
-    ``cached_minibatch_size=m`` (``cached_minibatch_size``) turns on the gradient-cache mode
+    ``cached_minibatch_size=m`` turns on the gradient-cache mode
     (:mod:`hf_cse.cached`): the encoder sees mini-batches of ``m`` sentences, the loss still sees the whole
     (gathered) batch, and the gradient equals the plain one. 0 / None = off.
 

@@ -121,7 +121,8 @@ def test_train_files_with_a_column_of_numbers_is_one_line(tiny_bert_dir, tmp_pat
 
 
 def test_streaming_puts_the_prompt_in_front_of_each_sentence(tiny_bert_dir, tmp_path):
-    from hf_cse.streaming import StreamingArguments, load_training_text, tokenize_stream
+    from hf_cse.cli.arguments import StreamingArguments
+    from hf_cse.streaming import load_training_text, tokenize_stream
 
     (tmp_path / "a.txt").write_text("b c d\ne f g\n")
     data = SimpleNamespace(text_column=None, train_file=str(tmp_path / "a.txt"), dataset_name=None,

@@ -14,6 +14,7 @@ from transformers import AutoConfig, AutoTokenizer
 from hf_cse.cached import IncompatibleOptionsError, check_cached_compatible
 from hf_cse.checks import InputError
 from hf_cse.cli import train as run_unsup
+from hf_cse.cli.arguments import StreamingArguments
 from hf_cse.cli.preflight import check_pair_training
 from hf_cse.data import DataError, PairCollator, TwoViewCollator, tokenize_dataset
 from hf_cse.masking import DiffCSECollator
@@ -29,7 +30,7 @@ from hf_cse.models import (
     register_method,
 )
 from hf_cse.references import DIFFCSE, IMSIMCSE, SIMCSE, Paper
-from hf_cse.streaming import StreamingArguments, check_streaming_arguments
+from hf_cse.streaming import check_streaming_arguments
 
 #: a paper record of the scratch method (not registered in hf_cse.references: the test leaves the registry alone)
 SCRATCH_PAPER = Paper(key="doe2099scratch", name="ScratchCSE", title="A Scratch Method", authors=("Jane Doe",),

@@ -11,9 +11,10 @@ from helpers import collator, random_sentences, tiny_args
 from transformers import AutoTokenizer
 
 from hf_cse.cli import train as run_unsup
+from hf_cse.cli.arguments import StreamingArguments
 from hf_cse.data import DataError
 from hf_cse.models import SimCSEModel
-from hf_cse.streaming import StreamingArguments, load_training_text, tokenize_stream
+from hf_cse.streaming import load_training_text, tokenize_stream
 from hf_cse.trainer import ContrastiveTrainer
 
 

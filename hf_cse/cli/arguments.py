@@ -189,6 +189,19 @@ class DataArguments:
 
 
 @dataclass
+class StreamingArguments:
+    """How the training text is read: streamed, or several files mixed (:mod:`hf_cse.streaming`)."""
+
+    streaming: bool = field(default=False, metadata={
+        "help": "Read the training text as a stream (local files or --dataset_name), tokenized on the fly: corpora "
+                "larger than memory. Needs --max_steps. See hf_cse/streaming.py."})
+    train_files: list[str] | None = field(default=None, metadata={
+        "help": "Several training text files (.txt/.csv/.tsv/.json/.jsonl), mixed by --train_weights."})
+    train_weights: list[float] | None = field(default=None, metadata={
+        "help": "Mixing weights of --train_files, one per file (normalised to sum 1). Default: equal."})
+
+
+@dataclass
 class MethodArguments:
     loss: str | None = field(
         default=None,

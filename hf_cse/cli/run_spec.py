@@ -46,7 +46,7 @@ class DataSpec:
 
     The fields up to ``preprocessing_num_workers`` are :class:`hf_cse.cli.arguments.DataArguments`' (a field added
     there must be added here: :meth:`RunSpec.from_args` fails until it is); the others are the streaming flags
-    (:class:`hf_cse.streaming.StreamingArguments`). Paths are kept as given (the card names the file, messages the
+    (:class:`hf_cse.cli.arguments.StreamingArguments`). Paths are kept as given (the card names the file, messages the
     path) and, resolved against the folder the run started in, as ``resolved_*`` (the fingerprint: the same file
     reached from another folder is the same run)."""
 

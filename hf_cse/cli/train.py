@@ -25,6 +25,7 @@ from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.arguments import (
     DataArguments,
     MethodArguments,
+    StreamingArguments,
     config_kwargs_from,
     dcl_arguments_class,
     loss_arguments_class,
@@ -64,7 +65,7 @@ from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.precision import describe, emulated
 from hf_cse.sampler import check_distinct_texts
-from hf_cse.streaming import StreamingArguments, check_streaming_arguments, load_training_text, tokenize_stream
+from hf_cse.streaming import check_streaming_arguments, load_training_text, tokenize_stream
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.training_args import ContrastiveTrainingArguments
 

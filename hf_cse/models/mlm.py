@@ -33,7 +33,7 @@ def _head_of(mlm_model: nn.Module, model_type: str) -> tuple[str, nn.Module]:
     if len(heads) != 1:
         raise NoMaskedLMHeadError(
             f"do_mlm: the masked-LM head of a {model_type!r} encoder is not one module ({[n for n, _ in heads]}); "
-            "SimCSE's MLM objective is supported for BERT- and RoBERTa-like encoders. Drop do_mlm (do_mlm).")
+            "SimCSE's MLM objective is supported for BERT- and RoBERTa-like encoders. Drop do_mlm.")
     name, head = heads[0]
     declared = tied_weights_keys(mlm_model)
     inside = name + "."
@@ -54,7 +54,7 @@ def check_mlm_architecture(encoder_config) -> None:
 
     if encoder_config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
         raise NoMaskedLMHeadError(f"do_mlm: a {encoder_config.model_type!r} encoder has no masked-LM head in "
-                                  "transformers (a causal or encoder-only architecture). Drop do_mlm (do_mlm).")
+                                  "transformers (a causal or encoder-only architecture). Drop do_mlm.")
 
 
 def build_mlm_head(encoder_config) -> nn.Module:
