@@ -296,7 +296,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
             raise DataError(f"no global batch of {size} rows without a repeated text can be made from the "
                             f"{len(self.train_dataset)} training rows (too few distinct texts for the batch). Use "
                             "more varied data or a smaller per-device batch, or allow repeats with "
-                            "no_duplicates_in_batch=False (no_duplicates_in_batch false).")
+                            "no_duplicates_in_batch=False.")
         dataset = self.train_dataset
         collator = self.data_collator
         if self.args.remove_unused_columns:  # a model of one's own (a method model's collator reads every column)

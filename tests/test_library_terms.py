@@ -115,7 +115,7 @@ def test_the_flag_table_rewrites_only_the_fields_a_message_names():
         parser.add_argument(flag)
     parser.add_argument("--no_streaming", dest="streaming", action="store_false")
     parser.add_argument("--torch_dtype", dest="encoder_dtype")
-    use_parser(parser)
+    use_parser(parser._actions)
     assert in_flag_terms("train_file a/train_file.txt: no such file") == "--train_file a/train_file.txt: no such file"
     assert in_flag_terms("streaming=True needs max_steps; drop streaming=True.") == \
         "--streaming needs max_steps; drop --streaming."

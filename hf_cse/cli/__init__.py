@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from ..checks import InputError, check_path_given
 from ..errors import CSEError
-from .flags import flag_terms_in_logs, in_flag_terms, use_parser
+from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
 
 DEBUG_ENV = "HF_CSE_DEBUG"
 
@@ -142,7 +142,7 @@ def refuse_empty_paths(parser, argv: list[str] | None) -> None:
     for name, value in given.items():
         if is_path_flag(name):
             for item in value if isinstance(value, list) else [value]:
-                check_path_given(item, f"--{name}" if name not in ("checkpoint", "out_dir") else name.upper())
+                check_path_given(item, FLAG_OF_FIELD.get(name, f"--{name}"))
 
 
 
@@ -150,7 +150,7 @@ def refuse_empty_paths(parser, argv: list[str] | None) -> None:
 def refuse_unknown_flags(parser, argv: list[str] | None) -> None:
     """One line for a flag ``parser`` does not know, with the closest one it does (a typo such as --lerning_rate
     would otherwise be an argparse error listing every unused argument, or a usage screen)."""
-    use_parser(parser)  # the flags an error's fields are printed as (hf_cse.cli.flags)
+    use_parser(parser._actions)  # the flags an error's fields are printed as (hf_cse.cli.flags)
     unknown = parser.parse_known_args(argv)[1]
     if not unknown:
         return

@@ -20,12 +20,12 @@ FLAG_OF_FIELD = {"checkpoint": "CHECKPOINT", "out_dir": "OUT_DIR"}
 _command_flags: dict[str, str] = {}
 
 
-def use_parser(parser) -> None:
-    """Take the flags of an argparse ``parser`` as those of the command being run: its destinations and their long
+def use_parser(actions) -> None:
+    """Take the flags of an argparse parser's ``actions`` as those of the command being run: their destinations and long
     option of the same name, else the first (``encoder_dtype`` -> ``--encoder_dtype``, not its alias
     ``--torch_dtype``)."""
     _command_flags.clear()
-    for action in parser._actions:
+    for action in actions:
         long = [o for o in action.option_strings if o.startswith("--") and o != "--help"]
         # HfArgumentParser adds --a-b after --a_b, and --no_a (same destination) after --a for a field true by
         # default: the field's own spelling wins

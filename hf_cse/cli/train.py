@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import transformers
-from transformers import AutoTokenizer, HfArgumentParser, set_seed
+from transformers import HfArgumentParser, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
 from hf_cse.checks import InputError
@@ -42,6 +42,7 @@ from hf_cse.cli.preflight import (
     check_resume_fits,
     check_training_arguments,
     encoder_config,
+    load_tokenizer,
 )
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values
 from hf_cse.cli.run_spec import RunSpec
@@ -220,7 +221,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
         check_enough_rows(len(raw), global_batch, source, unit)
         if training_args.no_duplicates_in_batch:
             check_distinct_texts(raw, global_batch, source)
-    tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
+    tokenizer = load_tokenizer(encoder, **remote)
     check_room_for_text(tokenizer, data_args.max_seq_length, config_kwargs.get("prompt"))
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.

@@ -2,7 +2,7 @@
 (``eval_file``) or a Hub data set (``eval_dataset_name``), scored like STS-B dev (Spearman x 100 of cosine).
 
 A file holds one pair per row: two sentences and a similarity score (any scale, any language; only the ranking
-matters). Columns are named by the ``--eval_*_column`` flags. With column names the first row is the header;
+matters). Columns are named by the ``eval_*_column`` fields. With column names the first row is the header;
 with 0-based column numbers (``eval_sentence1_column 5 eval_sentence2_column 6 eval_score_column 4``,
 e.g. SentEval's ``sts-dev.csv``) the file has no header. ``.tsv`` / ``.txt`` files and files whose first line
 holds a tab are tab-separated and read without quote handling (sentences keep their quote characters);
@@ -97,7 +97,7 @@ def read_pair_file(path, sentence1_column: str = "sentence1", sentence2_column: 
             continue
         if len(row) <= max(i1, i2, i_score):
             raise InputError(f"{path}, line {line_no}: {len(row)} columns, but column {max(i1, i2, i_score)} "
-                             "(0-based) is needed. Fix the row or the --eval_*_column flags.")
+                             "(0-based) is needed. Fix the row or the eval_*_column settings.")
         s1, s2, raw = row[i1].strip(), row[i2].strip(), row[i_score].strip()
         if not s1 or not s2:
             raise InputError(f"{path}, line {line_no}: empty sentence. Remove the row or fill it in.")
