@@ -5,7 +5,7 @@ tokenizes it on the fly: nothing is read whole, nothing is written to the ``data
 not grow with the corpus (``benchmarks/bench_streaming.py``). An iterable data set has no length, so a streamed
 run needs ``max_steps``; when the stream ends before, the Trainer reads it again from the start.
 
-``train_files a.txt b.txt train_weights 0.7 0.3`` mixes several sources: each row comes from source ``i``
+``train_files=["a.txt", "b.txt"], train_weights=[0.7, 0.3]`` mixes several sources: each row comes from source ``i``
 with probability ``w_i`` (``datasets.interleave_datasets``, seeded by ``seed``) until every source has been read
 once (``all_exhausted``: the smaller ones are read again meanwhile). Without ``streaming`` the sources are read
 into memory and mixed the same way.

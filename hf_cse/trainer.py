@@ -66,7 +66,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
     (:mod:`hf_cse.cached`): the encoder sees mini-batches of ``m`` sentences, the loss still sees the whole
     (gathered) batch, and the gradient equals the plain one. 0 / None = off.
 
-    ``cuda_graphs`` (``auto``, the default; ``on``; ``off``; ``cuda_graphs``): on one CUDA GPU the forward of
+    ``cuda_graphs`` (``auto``, the default; ``on``; ``off``): on one CUDA GPU the forward of
     every view, the loss and the backward run as a replayed CUDA graph, captured once per batch shape
     (:mod:`hf_cse.cuda_graphs`, which says where it does not apply and why); one log line says which path a run takes.
     Transformers' per-step NaN filter of the logged loss (``logging_nan_inf_filter``) is turned off: it reads the

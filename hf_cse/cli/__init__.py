@@ -104,6 +104,7 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     and is printed with the flags that set them (:func:`hf_cse.cli.flags.in_flag_terms`). Any other exception is a
     bug and keeps its traceback; set ``HF_CSE_DEBUG=1`` to get the traceback of a ``CSEError`` too.
     """
+    use_parser(())  # no flags known until the command reads its parser (refuse_unknown_flags)
     try:
         with flag_terms_in_logs():
             return int(main() or 0)
