@@ -72,5 +72,5 @@ def check_sharding_device(training_args) -> None:
     engine = sharding_engine(training_args)
     if engine and training_args.device.type == "cpu":
         raise CSEError(f"{engine} runs only on GPUs (accelerate enables it on accelerators; on a CPU it would "
-                         "silently train plain DDP). On a CPU launch with accelerate's cpu_2proc config "
-                         "(hf_cse/configs/accelerate); on GPUs drop use_cpu.")
+                       "silently train plain DDP). On a CPU launch with accelerate's cpu_2proc config "
+                       "(hf_cse/configs/accelerate); on GPUs drop use_cpu.")

@@ -94,7 +94,7 @@ class MaskedLMCollator:
     def __post_init__(self):
         if self.tokenizer.mask_token_id is None:
             raise CSEError(f"the tokenizer ({type(self.tokenizer).__name__}) has no mask token; the MLM objective "
-                             "(do_mlm) needs one.")
+                           "(do_mlm) needs one.")
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = self.collator(features)
@@ -171,7 +171,7 @@ class DiffCSECollator(TwoViewCollator):
             raise CSEError(f"masking_ratio must be in [0, 1], got {self.masking_ratio}.")
         if self.edit_operation != "delete" and self.tokenizer.mask_token_id is None:
             raise CSEError(f"the tokenizer ({type(self.tokenizer).__name__}) has no mask token; DiffCSE's "
-                             f"{self.edit_operation!r} edit needs one.")
+                           f"{self.edit_operation!r} edit needs one.")
         self._torch_rng = None if self.seed is None else torch.Generator().manual_seed(self.seed)
         self._py_rng = None if self.seed is None else random.Random(self.seed)
 

@@ -51,7 +51,7 @@ def _parse_list(value: Any, name: str, kind: type) -> list | None:
             out.append(kind(item))
     except (TypeError, ValueError):
         raise CSEError(f"{name} must be a comma-separated list of {kind.__name__}s (e.g. 384,256,128,64), "
-                         f"got {value!r}.") from None
+                       f"got {value!r}.") from None
     return out
 
 
@@ -63,7 +63,7 @@ def check_matryoshka(dims: Any, weights: Any = None, hidden_size: int = 0) -> tu
     if dims is None:
         if weights is not None:
             raise CSEError(f"{WEIGHTS_FIELD} is set without {DIMS_FIELD}: give the dimensions too, e.g. "
-                             "matryoshka_dims 384,256,128,64.")
+                           "matryoshka_dims 384,256,128,64.")
         return None, None
     if not dims:
         raise CSEError(f"{DIMS_FIELD} is empty; give one or more dimensions, e.g. 384,256,128,64.")
@@ -76,7 +76,7 @@ def check_matryoshka(dims: Any, weights: Any = None, hidden_size: int = 0) -> tu
     weights = [1.0] * len(dims) if weights is None else weights
     if len(weights) != len(dims):
         raise CSEError(f"{WEIGHTS_FIELD} has {len(weights)} values for {len(dims)} dimensions ({dims}); give one "
-                         "weight per dimension, in the same order.")
+                       "weight per dimension, in the same order.")
     if any(not math.isfinite(w) or w <= 0 for w in weights):
         raise CSEError(f"{WEIGHTS_FIELD}: {weights}; each weight must be a finite number > 0.")
     order = sorted(range(len(dims)), key=lambda i: -dims[i])
@@ -102,7 +102,7 @@ class MatryoshkaLoss(nn.Module):
         width = z1.shape[-1] if isinstance(z1, torch.Tensor) and z1.dim() == 2 else None
         if width is not None and self.dims[0] > width:
             raise CSEError(f"{DIMS_FIELD} {self.dims} needs embeddings of at least {self.dims[0]} dimensions; "
-                             f"these have {width}. Choose dimensions up to {width}.")
+                           f"these have {width}. Choose dimensions up to {width}.")
         total = None
         metrics: dict[str, Any] = {}
         for i, (d, w) in enumerate(zip(self.dims, self.weights, strict=True)):

@@ -73,18 +73,18 @@ def _entry(value: Any, index: int) -> dict:
     """A checked copy of one ``objectives`` entry (shape and weight; the registry checks the rest)."""
     if not isinstance(value, Mapping) or not isinstance(value.get("loss"), str):
         raise CSEError(f"objectives[{index}] must be a dict with a registry 'loss' name, an optional 'weight' and "
-                         f"'hyperparameters', got {value!r}.")
+                       f"'hyperparameters', got {value!r}.")
     unknown = sorted(set(value) - {"loss", "weight", "hyperparameters"})
     if unknown:
         raise CSEError(f"objectives[{index}] has unknown keys {unknown}; it takes loss, weight, hyperparameters.")
     weight = value.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
         raise CSEError(f"objectives[{index}] ({value['loss']}): weight must be a finite number > 0, got {weight!r} "
-                         "(leave an objective out of the list to turn it off).")
+                       "(leave an objective out of the list to turn it off).")
     hyperparameters = value.get("hyperparameters") or {}
     if not isinstance(hyperparameters, Mapping):
         raise CSEError(f"objectives[{index}] ({value['loss']}): hyperparameters must be a dict, got "
-                         f"{hyperparameters!r}.")
+                       f"{hyperparameters!r}.")
     return objective(value["loss"], weight, **hyperparameters)
 
 
@@ -94,7 +94,7 @@ def objective_names(objectives: list[dict]) -> list[str]:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise CSEError(f"objectives: {', '.join(repeated)} appear(s) twice; each auxiliary loss may appear once "
-                         "(their metrics are logged under the loss name).")
+                       "(their metrics are logged under the loss name).")
     return names
 
 
@@ -104,7 +104,7 @@ def normalise_objectives(objectives: Any, legacy: Mapping[str, Any] | None = Non
     > 0 sets (0 removes) the DCL objective, ``dcl_temperature`` / ``dcl_normalization`` set its hyperparameters."""
     if not isinstance(objectives, list | tuple) or not objectives:
         raise CSEError(f"objectives must be a non-empty list (the main contrastive objective first), got "
-                         f"{objectives!r}.")
+                       f"{objectives!r}.")
     entries = [_entry(value, i) for i, value in enumerate(objectives)]
     legacy = {k: v for k, v in (legacy or {}).items() if k in LEGACY_FIELDS}
     if not legacy:

@@ -95,8 +95,8 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         given.update(given.pop("kwargs", {}))
         if given.get("eval_dataset") is not None:
             raise CSEError("ContrastiveTrainer evaluates sentence embeddings, not a loss on an eval_dataset: pass "
-                             "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
-                             "senteval_data_dir= instead of eval_dataset=.")
+                           "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
+                           "senteval_data_dir= instead of eval_dataset=.")
         if given.get("args") is None:
             given["args"] = ContrastiveTrainingArguments(output_dir="tmp_trainer")
         training_args = given["args"]
@@ -109,7 +109,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         if self.evaluator is None and getattr(training_args, "eval_strategy", "no") not in (None, "no"):
             strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
             raise CSEError(f"eval_strategy={strategy} needs something to evaluate: pass "
-                             "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
+                           "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
         prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
         self._batch_sampler: NoDuplicatesBatchSampler | None = None

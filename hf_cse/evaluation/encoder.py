@@ -140,7 +140,7 @@ class SentenceEncoder:
             limit = _model_max_length(self.tokenizer, getattr(self._hf_model, "config", None))
             if not 0 < int(max_length) <= limit:  # longer inputs would index past the position embeddings
                 raise CSEError(f"max_length must be in [1, {limit}] for this model (its position limit), got "
-                                 f"{max_length}; leave it out to use the model's limit.")
+                               f"{max_length}; leave it out to use the model's limit.")
         self.max_length = int(max_length) if max_length else int(default_max)
         if device is None:
             try:
@@ -266,7 +266,7 @@ class SentenceEncoder:
         """:meth:`encode` of the sentences :meth:`prepare` made ``prepared`` of, without tokenizing them again."""
         if not prepared.fits(self):
             raise CSEError("these sentences were prepared by an encoder with another tokenizer, length limit, "
-                             "prompt or batch size: prepare them again with this encoder.")
+                           "prompt or batch size: prepare them again with this encoder.")
         return self._embed(iter(prepared.batches), prepared.n_texts, len(prepared.batches),
                            show_progress_bar)[prepared.inverse]
 

@@ -61,8 +61,8 @@ def check_target(out_dir: Path, overwrite: bool) -> None:
     run_files = training_run_files(out_dir)
     if run_files:  # even with overwrite: the run's record and checkpoints are what resumes or finishes it
         raise PathTakenError(f"{out_dir} is a training run's folder ({', '.join(run_files[:3])}); an export there "
-                              "would mix with the run. Choose another folder, e.g. <that folder>/sentence-transformers"
-                              ".")
+                             "would mix with the run. Choose another folder, e.g. <that folder>/sentence-transformers"
+                             ".")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
         raise PathTakenError(
             f"{out_dir} is not empty; pass overwrite=True to replace the export files in it (other "
@@ -72,7 +72,7 @@ def check_target(out_dir: Path, overwrite: bool) -> None:
 
     if out_dir.is_dir() and is_cse_checkpoint(out_dir):  # its config.json would be replaced, its checkpoints kept
         raise PathTakenError(f"{out_dir} holds an hf_cse model (a training run's folder); an export there would mix "
-                              "with it. Choose another folder, e.g. <that folder>/sentence-transformers.")
+                             "with it. Choose another folder, e.g. <that folder>/sentence-transformers.")
 
 
 def _move_entries(source: Path, target: Path, names) -> None:

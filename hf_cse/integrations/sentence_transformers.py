@@ -111,7 +111,7 @@ class CSELoss(nn.Module):
         unsupported = {k for fn in losses for k in fn.extra_inputs} - {NO_DROPOUT_INPUT}
         if unsupported:  # pragma: no cover - no registry loss needs other inputs today
             raise CSEError(f"CSELoss: loss {self.loss_name!r} needs inputs {sorted(unsupported)} that a "
-                             "SentenceTransformer does not provide.")
+                           "SentenceTransformer does not provide.")
         self.last_metrics: dict[str, Tensor] = {}
         self.last_terms: dict[str, Tensor] = {}
 
@@ -122,7 +122,7 @@ class CSELoss(nn.Module):
     def check_columns(self, features: list) -> None:
         if len(features) not in (2, 3):
             raise CSEError(f"CSELoss({self.loss_name!r}) takes 2 text columns (sentence twice, or anchor and "
-                             f"positive) or 3 (anchor, positive, hard negative); the data set has {len(features)}.")
+                           f"positive) or 3 (anchor, positive, hard negative); the data set has {len(features)}.")
         if len(features) == 3 and not self.loss_fn.takes_hard_negatives:
             raise HardNegativesNotTakenError(self.loss_name, "a third column")
 

@@ -321,7 +321,7 @@ class ContrastiveLoss(nn.Module):
             _check_tensor(queue, QUEUE_INPUT, self.name)
             if queue.shape[1] != z1.shape[1]:
                 raise CSEError(f"{self.name}: {QUEUE_INPUT} must have z1's width {z1.shape[1]}, got "
-                                 f"{tuple(queue.shape)}.")
+                               f"{tuple(queue.shape)}.")
             _check_same_kind(queue, z1, QUEUE_INPUT, self.name)
             _check_finite(queue, QUEUE_INPUT, self.name)
             _check_nonzero_norm(queue, QUEUE_INPUT, self.name)

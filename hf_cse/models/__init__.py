@@ -38,11 +38,11 @@ def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedMo
                         "CSEConfig subclass.")
     if name == CSEConfig.method or not config_cls.model_type.startswith("hf_cse"):
         raise CSEError(f"{model_cls.__name__}: its config {config_cls.__name__} needs its own `method` name and a "
-                         f"`model_type` starting with 'hf_cse' (got {name!r}, {config_cls.model_type!r}).")
+                       f"`model_type` starting with 'hf_cse' (got {name!r}, {config_cls.model_type!r}).")
     for flag, reason in _REASONS.items():
         if not getattr(model_cls, flag) and not getattr(model_cls, reason):
             raise CSEError(f"{model_cls.__name__} sets {flag} = False: give the reason in {reason} (users read it "
-                             "in the refusal).")
+                           "in the refusal).")
     if METHODS.get(name, model_cls) is not model_cls:
         raise CSEError(f"method {name!r} is already registered ({METHODS[name].__name__}); choose another name.")
     METHODS[name] = model_cls

@@ -250,8 +250,8 @@ class CSEPreTrainedModel(PreTrainedModel):
             model_type = "hf_cse"
         if not model_type.startswith("hf_cse"):
             raise CSEError(f"{pretrained_model_name_or_path} holds a plain {model_type or 'encoder'} model, not an "
-                             f"hf_cse one: build a method model around it with {cls.__name__}.from_encoder("
-                             f"{str(pretrained_model_name_or_path)!r}).")
+                           f"hf_cse one: build a method model around it with {cls.__name__}.from_encoder("
+                           f"{str(pretrained_model_name_or_path)!r}).")
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -390,7 +390,7 @@ class CSEPreTrainedModel(PreTrainedModel):
             raise CSEError(f"{type(self).__name__}.forward got unexpected inputs {sorted(unused)}.")
         if input_ids.dim() == 3 and input_ids.shape[1] not in (2, 3):
             raise CSEError(f"training batches hold 2 views (two dropout views, or anchor and positive) or 3 "
-                             f"(anchor, positive, hard negative); got {input_ids.shape[1]}.")
+                           f"(anchor, positive, hard negative); got {input_ids.shape[1]}.")
         _, z = self.two_view_embeddings(input_ids, attention_mask, token_type_ids)
         embeddings = {"z1": z[:, 0], "z2": z[:, 1]}
         if z.shape[1] == 3:  # triplets: the hard negatives (supervised SimCSE)
@@ -407,7 +407,7 @@ class CSEPreTrainedModel(PreTrainedModel):
         if self.lm_head is not None and (mlm_input_ids is not None or self.training):
             if mlm_input_ids is None or mlm_labels is None:
                 raise CSEError("do_mlm: training batches need mlm_input_ids and mlm_labels; collate with "
-                                 "hf_cse.masking.MaskedLMCollator (the method's collator does).")
+                               "hf_cse.masking.MaskedLMCollator (the method's collator does).")
             aux["mlm_loss"] = self.masked_lm_term(input_ids, attention_mask, token_type_ids, mlm_input_ids,
                                                   mlm_labels)
         return CSEOutput(embeddings=embeddings, aux_losses=aux, metrics=metrics)

@@ -185,20 +185,20 @@ class CSEConfig(PretrainedConfig):
         """The encoder-loading fields (:mod:`hf_cse.models.loading`, :mod:`hf_cse.models.lora`)."""
         if self.encoder_dtype not in ENCODER_DTYPES:
             raise CSEError(f"unknown encoder_dtype {self.encoder_dtype!r}; choose one of "
-                             f"{', '.join(ENCODER_DTYPES)}.")
+                           f"{', '.join(ENCODER_DTYPES)}.")
         if not _LOADING.get():  # a saved model trained on a GPU still loads on a CPU (see loading.load_kwargs)
             check_attention(self.encoder_attention)
         if self.bidirectional and self.encoder_config is not None:
             if not is_decoder_only(self.encoder_config):
                 raise CSEError(f"bidirectional applies to decoder (causal) encoders; "
-                                 f"{self.encoder_config.model_type!r} already attends in both directions. "
-                                 "Drop bidirectional=True.")
+                               f"{self.encoder_config.model_type!r} already attends in both directions. "
+                               "Drop bidirectional=True.")
             check_bidirectional(self.encoder_config)
         if self.lora_r < 0:
             raise CSEError(f"lora_r must be >= 0 (0 = no LoRA), got {self.lora_r}.")
         if not self.lora_r and (self.lora_alpha is not None or self.lora_target_modules):
             raise CSEError("lora_alpha / lora_target_modules are set but lora_r is 0 (no LoRA); pass lora_r, "
-                             "e.g. lora_r 16.")
+                           "e.g. lora_r 16.")
         if self.lora_r:
             check_peft_installed()
             if not 0.0 <= self.lora_dropout < 1.0:

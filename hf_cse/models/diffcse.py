@@ -143,7 +143,7 @@ class DiffCSEModel(CSEPreTrainedModel):
         self.rtd_head = nn.Linear(config.hidden_size, 2)  # ELECTRA head: replaced vs original
         if not hasattr(self.discriminator, "embeddings"):
             raise CSEError(f"DiffCSE needs a discriminator with an `embeddings` module to condition on h; "
-                             f"{type(self.discriminator).__name__} has none.")
+                           f"{type(self.discriminator).__name__} has none.")
         self._generator: Generator | None = None  # plain attribute: not a parameter, not saved
         self._rtd_condition: torch.Tensor | None = None
         self.discriminator.embeddings.register_forward_hook(self._condition_on_h)
@@ -273,7 +273,7 @@ class DiffCSEModel(CSEPreTrainedModel):
         if op == "replace":
             if mlm_input_ids.shape != input_ids.shape:
                 raise CSEError(f"replace edits keep the length: mlm_input_ids {tuple(mlm_input_ids.shape)} vs "
-                                 f"input_ids {tuple(input_ids.shape)}.")
+                               f"input_ids {tuple(input_ids.shape)}.")
             ids, att = flat(input_ids), flat(attention_mask)
             filled = self._generator.fill(flat(mlm_input_ids), att)
             real = att.bool().clone()
@@ -292,7 +292,7 @@ class DiffCSEModel(CSEPreTrainedModel):
         max_len = getattr(self.discriminator.config, "max_position_embeddings", None)
         if max_len is not None and ids.shape[-1] > max_len:  # insert edits lengthen the rows
             raise CSEError(f"DiffCSE: edited rows of length {ids.shape[-1]} exceed the discriminator's "
-                             f"{max_len} positions; lower max_seq_length or masking_ratio.")
+                           f"{max_len} positions; lower max_seq_length or masking_ratio.")
         self._rtd_condition = h
         try:
             hidden = self.discriminator(input_ids=ids, attention_mask=att, return_dict=True).last_hidden_state
@@ -335,7 +335,7 @@ class DiffCSEModel(CSEPreTrainedModel):
         if mlm_input_ids is None:
             if self.training:
                 raise CSEError("DiffCSE training batches need mlm_input_ids: use DiffCSEModel.collator(tokenizer, "
-                                 "config) as the data collator.")
+                               "config) as the data collator.")
             return out
         if not self.training and self._generator is None and self.config.edit_operation != "delete":
             return out  # e.g. a reloaded checkpoint scored without its generator

@@ -25,7 +25,7 @@ def fold_batchnorm(linear: nn.Linear, bn: nn.BatchNorm1d) -> tuple[torch.Tensor,
     rounding: folded in float64). A BatchNorm without running statistics has no fixed eval-mode map: ValueError."""
     if bn.running_mean is None or bn.running_var is None:
         raise CSEError("the BatchNorm projector has no running statistics (track_running_stats=False); "
-                         "it cannot be exported as fixed Dense layers. Export without keep_projector.")
+                       "it cannot be exported as fixed Dense layers. Export without keep_projector.")
     w = linear.weight.detach().double()
     b = linear.bias.detach().double() if linear.bias is not None else torch.zeros(w.shape[0], dtype=torch.float64)
     scale = 1.0 / torch.sqrt(bn.running_var.detach().double() + bn.eps)

@@ -77,10 +77,10 @@ def check_attention(attention: str | None) -> None:
     if attention == "flash_attention_2":
         if importlib.util.find_spec("flash_attn") is None:
             raise CSEError("attn_implementation flash_attention_2 needs the flash-attn package: pip install "
-                             "flash-attn (CUDA GPUs only), or use attn_implementation sdpa.")
+                           "flash-attn (CUDA GPUs only), or use attn_implementation sdpa.")
         if not torch.cuda.is_available():
             raise CSEError("attn_implementation flash_attention_2 runs only on a CUDA GPU and none is visible; "
-                             "use attn_implementation sdpa (or eager).")
+                           "use attn_implementation sdpa (or eager).")
 
 
 def _modeling_module(encoder_config):
@@ -98,12 +98,12 @@ def check_bidirectional(encoder_config) -> None:
     model_type = getattr(encoder_config, "model_type", "?")
     if module is None or not any(hasattr(module, name) for name in _BIDIRECTIONAL_MASKS):
         raise CSEError(f"bidirectional attention is not available for {model_type!r}: its transformers code does "
-                         "not build its attention mask with create_causal_mask (which reads config.is_causal). "
-                         "Drop bidirectional=True.")
+                       "not build its attention mask with create_causal_mask (which reads config.is_causal). "
+                       "Drop bidirectional=True.")
     source = inspect.getsource(module)
     if "create_chunked_causal_mask" in source:  # chunked attention (Llama 4) ignores is_causal
         raise CSEError(f"bidirectional attention is not available for {model_type!r} (chunked attention masks "
-                         "ignore config.is_causal). Drop bidirectional=True.")
+                       "ignore config.is_causal). Drop bidirectional=True.")
 
 
 def make_bidirectional(encoder: torch.nn.Module) -> int:

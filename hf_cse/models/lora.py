@@ -80,11 +80,11 @@ def check_targets_match(config) -> None:
     named = f"its linear layers are named {', '.join(linear) or '(none)'}: pass some of those to lora_target_modules."
     if not matched:
         raise CSEError(f"lora_target_modules {sorted(lora.target_modules)} match no module of the "
-                         f"{config.encoder_config.model_type!r} encoder; {named}")
+                       f"{config.encoder_config.model_type!r} encoder; {named}")
     unsupported = sorted({type(m).__name__ for _, m in matched if not isinstance(m, _adaptable_types())})
     if unsupported:  # peft would refuse them at load time, in its own words
         raise CSEError(f"lora_target_modules {sorted(lora.target_modules)} match {', '.join(unsupported)} "
-                         f"modules, which LoRA cannot adapt; {named}")
+                       f"modules, which LoRA cannot adapt; {named}")
 
 
 def _adaptable_types() -> tuple[type, ...]:

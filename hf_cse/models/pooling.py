@@ -120,7 +120,7 @@ def choose_pooling(own: OwnPooling | None, pooler_type: str | None = None, norma
     by_mode = {mode: name for name, mode in ST_POOLING_MODES.items() if name != "cls_before_pooler"}
     if own.mode not in by_mode or by_mode[own.mode] not in POOLERS:
         raise CSEError(f"the encoder pools by {own.mode!r} (its sentence-transformers Pooling module), which hf_cse "
-                         f"does not implement; choose one with pooler_type ({', '.join(sorted(by_mode))}).")
+                       f"does not implement; choose one with pooler_type ({', '.join(sorted(by_mode))}).")
     keep_normalize = own.normalize if normalize is None else normalize
     source = f"the encoder's own sentence-transformers pooling ({_describe_own(own)})"
     if normalize is not None and normalize != own.normalize:

@@ -116,7 +116,7 @@ class PromptBERTConfig(CSEConfig):
         check_template("template2", self.template2)
         if self.denoising_positions not in DENOISING_POSITIONS:
             raise CSEError(f"promptbert: unknown denoising_positions {self.denoising_positions!r}. Valid: "
-                             f"{', '.join(DENOISING_POSITIONS)}.")
+                           f"{', '.join(DENOISING_POSITIONS)}.")
 
 
 def _takes_position_ids(encoder) -> bool:
@@ -148,8 +148,8 @@ class PromptBERTModel(CSEPreTrainedModel):
         super().__init__(config, encoder)
         if (config.template_denoising or config.test_template_denoising) and not _takes_position_ids(self.encoder):
             raise CSEError(f"promptbert: template denoising gives the empty template explicit position ids, which "
-                             f"{type(self.encoder).__name__} does not take; set template_denoising and "
-                             "test_template_denoising to false, or use another encoder.")
+                           f"{type(self.encoder).__name__} does not take; set template_denoising and "
+                           "test_template_denoising to false, or use another encoder.")
 
     # ----------------------------------------------------------------- templates from the tokenizer
     @classmethod
@@ -189,7 +189,7 @@ class PromptBERTModel(CSEPreTrainedModel):
         ids = self.config.template_token_ids
         if not ids:
             raise CSEError("promptbert: the templates are not tokenized yet; call model.use_tokenizer(tokenizer) "
-                             "(from_encoder does it when the encoder's folder has a tokenizer).")
+                           "(from_encoder does it when the encoder's folder has a tokenizer).")
         v = ids["views"][min(view, 1)]
         return TemplateIds(tuple(v["prefix"]), tuple(v["suffix"]), int(v["mask_at"]))
 
@@ -245,7 +245,7 @@ class PromptBERTModel(CSEPreTrainedModel):
         denoised in training with its own template."""
         if input_ids.dim() != 3:
             raise CSEError(f"training batches must have input_ids of shape (batch, views, length); got "
-                             f"{tuple(input_ids.shape)}. Use the method's collator.")
+                           f"{tuple(input_ids.shape)}. Use the method's collator.")
         n, views, _ = input_ids.shape
         groups = [(input_ids[:, v], attention_mask[:, v], v) for v in range(views)]
         pooled = torch.stack(self._represent(groups, self.config.template_denoising), dim=1)
