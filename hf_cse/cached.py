@@ -32,11 +32,12 @@ import torch
 from torch.utils.checkpoint import get_device_states, set_device_states
 
 from .cuda_graphs import CUDA_GRAPH_COMPILE_MODES
+from .errors import CSEError
 
 Embeddings = dict[str, torch.Tensor]
 
 
-class IncompatibleOptionsError(ValueError):
+class IncompatibleOptionsError(CSEError):
     """A combination of training options that cannot work together; the message names the fix."""
 
 
@@ -71,14 +72,14 @@ def check_cached_without_cuda_graphs(training_args, minibatch_size: int | None) 
     output of CUDAGraphs that has been overwritten"). A CPU compiles without graphs, which works."""
     mode = getattr(training_args, "torch_compile_mode", None)
     backend = getattr(training_args, "torch_compile_backend", None)
-    graphs = (f"--torch_compile_mode {mode}" if mode in CUDA_GRAPH_COMPILE_MODES
-              else "--torch_compile_backend cudagraphs" if backend == "cudagraphs" else None)
+    graphs = (f"torch_compile_mode {mode}" if mode in CUDA_GRAPH_COMPILE_MODES
+              else "torch_compile_backend cudagraphs" if backend == "cudagraphs" else None)
     if minibatch_size and getattr(training_args, "torch_compile", False) and graphs and \
             training_args.device.type == "cuda":
         raise IncompatibleOptionsError(
-            f"--cached_minibatch_size is incompatible with {graphs} on a GPU: its CUDA graphs "
+            f"cached_minibatch_size is incompatible with {graphs} on a GPU: its CUDA graphs "
             "overwrite each mini-batch's embeddings with the next one's. Drop one of them, or compile with "
-            "--torch_compile_mode max-autotune-no-cudagraphs (or the default mode)."
+            "torch_compile_mode max-autotune-no-cudagraphs (or the default mode)."
         )
 
 
@@ -86,7 +87,7 @@ def check_cached_compatible(config, minibatch_size: int) -> None:
     """Raise :class:`IncompatibleOptionsError` for a model the cached mode would train differently."""
     if not isinstance(minibatch_size, int) or isinstance(minibatch_size, bool) or minibatch_size < 1:
         raise IncompatibleOptionsError(
-            f"--cached_minibatch_size must be a positive integer (0 or unset turns it off), got {minibatch_size!r}."
+            f"cached_minibatch_size must be a positive integer (0 or unset turns it off), got {minibatch_size!r}."
         )
     from .models import method_of
     from .models.heads import NO_PROJECTOR, projector_class
@@ -94,22 +95,22 @@ def check_cached_compatible(config, minibatch_size: int) -> None:
     method = method_of(config)
     if method is not None and not method.splits_into_minibatches:
         raise IncompatibleOptionsError(
-            f"--cached_minibatch_size is incompatible with --method {method.method_name()}: "
-            f"{method.why_no_minibatch_split}. Drop --cached_minibatch_size (use more processes or "
-            "--activation_checkpointing for memory)."
+            f"cached_minibatch_size is incompatible with method={method.method_name()!r}: "
+            f"{method.why_no_minibatch_split}. Drop cached_minibatch_size (use more processes or "
+            "activation_checkpointing for memory)."
         )
     if getattr(config, "do_mlm", False):
         raise IncompatibleOptionsError(
-            "--cached_minibatch_size is incompatible with --do_mlm: the masked-LM term is computed in the model's own "
+            "cached_minibatch_size is incompatible with do_mlm: the masked-LM term is computed in the model's own "
             "forward, which the cached mode splits. Drop one of them."
         )
     name = getattr(config, "projector", NO_PROJECTOR)
     projector = projector_class(name)
     if projector is not None and not projector.splits_into_minibatches:
         raise IncompatibleOptionsError(
-            f"--cached_minibatch_size is incompatible with the {name} projector: {projector.why_no_minibatch_split}. "
-            "Drop --cached_minibatch_size (use more processes or gradient checkpointing for memory), or use "
-            "--projector mlp."
+            f"cached_minibatch_size is incompatible with the {name} projector: {projector.why_no_minibatch_split}. "
+            "Drop cached_minibatch_size (use more processes or gradient checkpointing for memory), or use "
+            "projector='mlp'."
         )
 
 
@@ -117,7 +118,7 @@ def split_batch(inputs: dict[str, torch.Tensor], minibatch_size: int) -> list[di
     """Rows ``[0, m), [m, 2m), ...`` of every tensor of ``inputs`` (the last chunk may be smaller)."""
     sizes = {v.shape[0] for v in inputs.values() if isinstance(v, torch.Tensor)}
     if len(sizes) != 1:
-        raise ValueError(f"cached mode: every input tensor needs the same batch size, got sizes {sorted(sizes)}.")
+        raise CSEError(f"cached mode: every input tensor needs the same batch size, got sizes {sorted(sizes)}.")
     n = sizes.pop()
     return [
         {k: (v[start : start + minibatch_size] if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
@@ -138,9 +139,9 @@ def _merge_metrics(per_chunk: list[dict]) -> dict:
 def _check_no_aux(out, where: str) -> None:
     if out.aux_losses:
         raise IncompatibleOptionsError(
-            f"--cached_minibatch_size is incompatible with a model that returns per-process auxiliary losses "
+            f"cached_minibatch_size is incompatible with a model that returns per-process auxiliary losses "
             f"({', '.join(out.aux_losses)}; {where}): they are computed inside the forward on each mini-batch. "
-            "Drop --cached_minibatch_size for this method."
+            "Drop cached_minibatch_size for this method."
         )
 
 

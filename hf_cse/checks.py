@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .errors import CSEError
 
-class InputError(ValueError):
+
+class InputError(CSEError):
     """Bad input found by a check before any work; the message names the problem and the fix."""
 
 
 def check_path_given(value, flag: str) -> None:
-    """An empty or blank path (``--output_dir "$OUT"`` with ``OUT`` unset) would be read as the current folder, or
+    """An empty or blank path (``output_dir "$OUT"`` with ``OUT`` unset) would be read as the current folder, or
     silently replaced by a default; refuse it."""
     if isinstance(value, str) and not value.strip():
         raise InputError(f"{flag} is empty ({value!r}): an unset shell variable? Give a path.")
@@ -32,7 +34,7 @@ def check_writable(folder: Path, flag: str) -> None:
                          ) from None
 
 
-def check_model_source(name_or_path: str, flag: str = "--model_name_or_path",
+def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
                        markers: tuple[str, ...] = ("config.json",), what: str = "model") -> None:
     """Fail early and clearly for a model reference that cannot load: a path that is a file, a folder without any of
     ``markers`` (default ``config.json``), or (with the Hub offline) a name that is neither a local folder nor in the
@@ -45,7 +47,7 @@ def check_model_source(name_or_path: str, flag: str = "--model_name_or_path",
                              f"Hub {what} id.")
         if not any((path / marker).is_file() for marker in markers):
             raise InputError(f"{flag} {name_or_path} is a folder without {files}, so it holds no {what}; give the "
-                             f"folder a {what} was saved to (save_pretrained, run_unsup.py's --output_dir) or Hub id.")
+                             f"folder a {what} was saved to (save_pretrained, a training run's output_dir) or Hub id.")
         from .checkpoints import weights_problem
 
         problem = weights_problem(path)
@@ -68,7 +70,7 @@ def check_model_source(name_or_path: str, flag: str = "--model_name_or_path",
                              "HF_HUB_OFFLINE to download it.")
 
 
-def check_device(device: str | None, flag: str = "--device") -> None:
+def check_device(device: str | None, flag: str = "device") -> None:
     """Fail early for a device torch cannot use here: not a device name, or CUDA / MPS that this machine lacks."""
     if device is None:
         return
@@ -77,15 +79,17 @@ def check_device(device: str | None, flag: str = "--device") -> None:
     try:
         dev = torch.device(device)
     except RuntimeError:
-        raise InputError(f"{flag} {device!r} is not a device; use cpu, cuda, cuda:N or mps.") from None
+        raise InputError(f"{flag} {device!r} is not a device; use cpu, cuda, cuda:N or mps.", fields=(flag,)) from None
     if dev.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
             raise InputError(f"{flag} {device}: torch sees no CUDA GPU here (torch.cuda.is_available() is False); "
-                             f"use {flag} cpu, or install a CUDA build of torch.")
+                             f"use {flag} cpu, or install a CUDA build of torch.", fields=(flag,))
         if dev.index is not None and dev.index >= count:
-            raise InputError(f"{flag} {device}: torch sees {count} CUDA GPU(s), numbered 0-{count - 1}.")
+            raise InputError(f"{flag} {device}: torch sees {count} CUDA GPU(s), numbered 0-{count - 1}.",
+                             fields=(flag,))
     elif dev.type == "mps" and not torch.backends.mps.is_available():
-        raise InputError(f"{flag} mps: the Apple MPS backend is not available here; use {flag} cpu.")
+        raise InputError(f"{flag} mps: the Apple MPS backend is not available here; use {flag} cpu.",
+                         fields=(flag,))
     elif dev.type not in ("cpu", "cuda", "mps"):
-        raise InputError(f"{flag} {device}: hf_cse runs on cpu, cuda or mps.")
+        raise InputError(f"{flag} {device}: hf_cse runs on cpu, cuda or mps.", fields=(flag,))

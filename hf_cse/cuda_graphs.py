@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .errors import CSEError
+
 logger = logging.getLogger(__name__)
 
 #: graphs kept per run (one per batch shape); batches of further shapes train eagerly
@@ -70,7 +72,7 @@ def decide(setting: str, *, device_type: str, world_size: int, sharded: bool, gr
     its default mode the compiled, fused kernels are captured here). ``method_reason``: why the method's forward
     cannot be captured, or None."""
     if setting not in SETTINGS:
-        raise ValueError(f"cuda_graphs must be one of {', '.join(SETTINGS)}, got {setting!r}.")
+        raise CSEError(f"cuda_graphs must be one of {', '.join(SETTINGS)}, got {setting!r}.")
     if setting == "off":
         return GraphDecision(False, "turned off")
     blockers = [
@@ -88,7 +90,7 @@ def decide(setting: str, *, device_type: str, world_size: int, sharded: bool, gr
     reason = next((why for blocked, why in blockers if blocked), None)
     if reason is not None:
         if setting == "on":
-            raise ValueError(f"cuda_graphs=on cannot apply: {reason}. Use cuda_graphs=auto or off.")
+            raise CSEError(f"cuda_graphs=on cannot apply: {reason}. Use cuda_graphs=auto or off.")
         return GraphDecision(False, reason)
     if setting == "auto" and 0 < max_steps < MIN_STEPS:
         return GraphDecision(False, f"a run of {max_steps} steps (< {MIN_STEPS}): capturing would not pay off")

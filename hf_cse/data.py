@@ -21,15 +21,15 @@ JSON_SUFFIXES = (".json", ".jsonl")
 
 
 def check_text_column_applies(path: Path, text_column: str | None) -> None:
-    """``--text_column`` names a column; a plain text file has none."""
+    """``text_column`` names a column; a plain text file has none."""
     if text_column and path.suffix.lower() not in TABLE_SUFFIXES + JSON_SUFFIXES:
-        raise DataError(f"--text_column {text_column} was given, but {path} is read as plain text (one sentence per "
-                        "line, no columns). Drop --text_column, or give a .csv/.tsv/.json/.jsonl file.")
+        raise DataError(f"text_column {text_column} was given, but {path} is read as plain text (one sentence per "
+                        "line, no columns). Drop text_column, or give a .csv/.tsv/.json/.jsonl file.")
 
 
 def _json_records(path: Path) -> list[tuple[int, Any]]:
     """``(line number, record)`` of a JSON-lines file, or of a ``.json`` file holding one list of records."""
-    text = read_text(path, "--train_file")
+    text = read_text(path, "train_file")
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         try:
             return [(1, record) for record in json.loads(text)]
@@ -57,7 +57,7 @@ def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]
                             f"{column!r} field.")
         if column not in record:
             raise DataError(f"{path}: line {lineno} has no field {column!r}; its fields are {sorted(record)}. "
-                            "Pass --text_column NAME.")
+                            "Pass text_column NAME.")
         value = record[column]
         if value is not None and not isinstance(value, str):
             raise DataError(f"{path}: line {lineno}: field {column!r} holds {type(value).__name__} {value!r:.40}, "
@@ -79,18 +79,18 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
     file (``text_column``)."""
     path = Path(train_file)
     if not path.is_file():
-        raise DataError(f"--train_file {path} does not exist (or is not a file). Give a path to a text file "
-                        "with one sentence per line, or a CSV file with --text_column.")
-    text = read_text(path, "--train_file")  # refuses compressed, binary and non-UTF-8 files; drops a BOM
+        raise DataError(f"train_file {path} does not exist (or is not a file). Give a path to a text file "
+                        "with one sentence per line, or a CSV file with text_column.")
+    text = read_text(path, "train_file")  # refuses compressed, binary and non-UTF-8 files; drops a BOM
     check_text_column_applies(path, text_column)
     if path.suffix.lower() in JSON_SUFFIXES:
         lines = read_json_sentences(path, text_column)
     elif path.suffix.lower() in TABLE_SUFFIXES:
-        rows = read_table(path, "--train_file")  # .tsv: tabs only, no quoting
+        rows = read_table(path, "train_file")  # .tsv: tabs only, no quoting
         columns = [c.strip() for c in rows[0]] if rows else []
         column = text_column or (columns[0] if len(columns) == 1 else "text")
         if column not in columns:
-            raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass --text_column NAME.")
+            raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass text_column NAME.")
         lines = []
         for lineno, row in enumerate(rows[1:], 2):
             if len(row) != len(columns) and any(cell.strip() for cell in row):
@@ -99,7 +99,7 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
                                    "A .tsv is split on every tab (no quoting): fix the row."))
             lines.append(row[columns.index(column)] if len(row) == len(columns) else "")
         if lines and all(_is_number(text) for text in lines if text.strip()):
-            raise DataError(f"{path}: column {column!r} holds only numbers, not sentences; pass --text_column "
+            raise DataError(f"{path}: column {column!r} holds only numbers, not sentences; pass text_column "
                             f"with the sentence column (columns: {columns}).")
     else:
         lines = text.splitlines()
@@ -126,18 +126,18 @@ def load_train_dataset(
     import datasets
 
     if train_file and dataset_name:
-        raise DataError("Give either --train_file or --dataset_name, not both.")
+        raise DataError("Give either train_file or dataset_name, not both.")
     if dataset_name:
         try:
             ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
         except ConnectionError as err:  # offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and not cached, or no network
-            raise DataError(f"--dataset_name {dataset_name}: cannot read it from the Hugging Face Hub ({err}). Unset "
-                            "HF_HUB_OFFLINE / HF_DATASETS_OFFLINE or check the network, or give a local --train_file."
+            raise DataError(f"dataset_name {dataset_name}: cannot read it from the Hugging Face Hub ({err}). Unset "
+                            "HF_HUB_OFFLINE / HF_DATASETS_OFFLINE or check the network, or give a local train_file."
                             ) from err
         column = text_column or "text"
         if column not in ds.column_names:
             raise DataError(f"data set {dataset_name} has no column {column!r}; columns: {ds.column_names}. "
-                            "Pass --text_column NAME.")
+                            "Pass text_column NAME.")
         ds = _only_text_column(ds, column)
         ds = ds.filter(lambda ex: bool(ex["text"] and ex["text"].strip()))
         if len(ds) == 0:
@@ -177,14 +177,15 @@ def check_room_for_text(tokenizer: PreTrainedTokenizerBase, max_seq_length: int,
     special = tokenizer.num_special_tokens_to_add()
     taken = len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
     room = max_seq_length - special - taken
-    what = f"--prompt takes {taken} tokens and " if taken else ""
+    what = f"prompt takes {taken} tokens and " if taken else ""
     if room < 1:
-        raise DataError(f"--max_seq_length {max_seq_length} leaves no token for the sentences: {what}the tokenizer "
-                        f"adds {special} special token(s). Use --max_seq_length {special + taken + 32}"
-                        f"{' or a shorter --prompt' if taken else ''} (the papers use 32 for the sentence).")
+        raise DataError(f"max_seq_length {max_seq_length} leaves no token for the sentences: {what}the tokenizer "
+                        f"adds {special} special token(s). Use max_seq_length {special + taken + 32}"
+                        f"{' or a shorter prompt' if taken else ''} (the papers use 32 for the sentence).",
+                        fields=("prompt",))
     if taken and room < FEW_SENTENCE_TOKENS:
-        logger.warning("%s--max_seq_length %d leaves %d token(s) of each sentence; raise --max_seq_length or shorten "
-                       "--prompt", what[:1].upper() + what[1:], max_seq_length, room)
+        logger.warning("%smax_seq_length %d leaves %d token(s) of each sentence; raise max_seq_length or shorten "
+                       "prompt", what[:1].upper() + what[1:], max_seq_length, room)
 
 
 def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None,
@@ -229,7 +230,7 @@ def check_enough_rows(num_rows: int, global_batch_size: int, source: str, unit: 
     if num_rows < global_batch_size:
         raise DataError(
             f"{source} has {num_rows} {unit}, fewer than one global batch of {global_batch_size} "
-            "(per-device batch size x processes). Use more data or a smaller --per_device_train_batch_size."
+            "(per-device batch size x processes). Use more data or a smaller per_device_train_batch_size."
         )
 
 
@@ -292,9 +293,9 @@ def _check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dic
 
 def pair_columns(text_column: str | None, pair_column: str, negative_column: str | None) -> dict[str, str]:
     """The flag -> column mapping of pair / triplet data, in view order (anchor, positive[, negative])."""
-    wanted = {"--text_column": text_column or "text", "--pair_column": pair_column}
+    wanted = {"text_column": text_column or "text", "pair_column": pair_column}
     if negative_column:
-        wanted["--negative_column"] = negative_column
+        wanted["negative_column"] = negative_column
     columns = list(wanted.values())
     shared = [flag for flag, column in wanted.items() if columns.count(column) > 1]
     if shared:  # a view that is a copy of another: a positive equal to its anchor, or a negative to its positive
@@ -317,10 +318,10 @@ def load_pair_dataset(
     import datasets
 
     if train_file and dataset_name:
-        raise DataError("Give either --train_file or --dataset_name, not both.")
+        raise DataError("Give either train_file or dataset_name, not both.")
     if not train_file and not dataset_name:
-        raise DataError("--pair_column needs pair data: --train_file a .csv/.tsv file (or --dataset_name) with "
-                        "the anchor in --text_column and the positive in --pair_column.")
+        raise DataError("pair_column needs pair data: train_file a .csv/.tsv file (or dataset_name) with "
+                        "the anchor in text_column and the positive in pair_column.")
     wanted = pair_columns(text_column, pair_column, negative_column)
     if dataset_name:
         ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
@@ -331,11 +332,11 @@ def load_pair_dataset(
     else:
         path = Path(train_file)
         if not path.is_file():
-            raise DataError(f"--train_file {path} does not exist (or is not a file).")
+            raise DataError(f"train_file {path} does not exist (or is not a file).")
         if path.suffix.lower() not in (".csv", ".tsv"):
-            raise DataError(f"--pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
+            raise DataError(f"pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
         source = str(path)
-        table = read_table(path, "--train_file")  # .tsv: tabs only, no quoting
+        table = read_table(path, "train_file")  # .tsv: tabs only, no quoting
         columns = [c.strip() for c in table[0]] if table else []
         rows = [dict(zip(columns, row)) for row in table[1:] if any(cell.strip() for cell in row)]
         for row in rows:

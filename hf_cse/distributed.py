@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from .errors import CSEError
+
 
 def world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
@@ -45,7 +47,7 @@ def check_not_data_parallel(training_args) -> None:
     from transformers.training_args import ParallelMode
 
     if training_args.n_gpu > 1 and training_args.parallel_mode == ParallelMode.NOT_DISTRIBUTED:
-        raise ValueError(
+        raise CSEError(
             f"{training_args.n_gpu} GPUs are visible to one process; hf_cse trains with one process per GPU. Launch "
             f"with `accelerate launch --num_processes {training_args.n_gpu} run_unsup.py ...` (or `torchrun "
             f"--nproc_per_node {training_args.n_gpu} ...`), or use one GPU (CUDA_VISIBLE_DEVICES=0)."
@@ -69,6 +71,6 @@ def check_sharding_device(training_args) -> None:
     trains plain DDP without a word, so the run would not shard anything."""
     engine = sharding_engine(training_args)
     if engine and training_args.device.type == "cpu":
-        raise ValueError(f"{engine} runs only on GPUs (accelerate enables it on accelerators; on a CPU it would "
-                         "silently train plain DDP). On a CPU launch with --config_file "
-                         "\"$(python -m hf_cse config cpu_2proc)\"; on GPUs drop --use_cpu.")
+        raise CSEError(f"{engine} runs only on GPUs (accelerate enables it on accelerators; on a CPU it would "
+                       "silently train plain DDP). On a CPU launch with accelerate's cpu_2proc config "
+                       "(hf_cse/configs/accelerate); on GPUs drop use_cpu.")

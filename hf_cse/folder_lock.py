@@ -89,7 +89,7 @@ def remove_made_folders(path: Path, made: Path | None) -> None:
             break
 
 
-def hold_folder(folder, flag: str = "--output_dir") -> Path:
+def hold_folder(folder, flag: str = "output_dir") -> Path:
     """Take the lock of ``folder`` until the function marked with :func:`releases_folder_locks` ends; a folder
     locked by a running process raises :class:`FolderBusyError` naming it. Returns the lock file."""
     import fcntl

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from .errors import CSEError
+
 
 def special_tokens_mask(input_ids: torch.Tensor, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
     """Boolean mask of the tokenizer's special ids (incl. padding) -- positions that are never edited."""
@@ -72,8 +74,8 @@ class MaskedLMCollator:
 
     def __post_init__(self):
         if self.tokenizer.mask_token_id is None:
-            raise ValueError(f"the tokenizer ({type(self.tokenizer).__name__}) has no mask token; the MLM objective "
-                             "(do_mlm) needs one.")
+            raise CSEError(f"the tokenizer ({type(self.tokenizer).__name__}) has no mask token; the MLM objective "
+                           "(do_mlm) needs one.")
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = self.collator(features)

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .errors import CSEError
 from .losses.base import LossOutput
 
 #: the flags' and config fields' names (one home: the config, the export and the card read them)
@@ -49,8 +50,8 @@ def _parse_list(value: Any, name: str, kind: type) -> list | None:
                 raise TypeError
             out.append(kind(item))
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a comma-separated list of {kind.__name__}s (e.g. 384,256,128,64), "
-                         f"got {value!r}.") from None
+        raise CSEError(f"{name} must be a comma-separated list of {kind.__name__}s (e.g. 384,256,128,64), "
+                       f"got {value!r}.") from None
     return out
 
 
@@ -61,23 +62,23 @@ def check_matryoshka(dims: Any, weights: Any = None, hidden_size: int = 0) -> tu
     dims, weights = parse_int_list(dims), parse_float_list(weights)
     if dims is None:
         if weights is not None:
-            raise ValueError(f"{WEIGHTS_FIELD} is set without {DIMS_FIELD}: give the dimensions too, e.g. "
-                             "--matryoshka_dims 384,256,128,64.")
+            raise CSEError(f"{WEIGHTS_FIELD} is set without {DIMS_FIELD}: give the dimensions too, e.g. "
+                           "matryoshka_dims 384,256,128,64.")
         return None, None
     if not dims:
-        raise ValueError(f"{DIMS_FIELD} is empty; give one or more dimensions, e.g. 384,256,128,64.")
+        raise CSEError(f"{DIMS_FIELD} is empty; give one or more dimensions, e.g. 384,256,128,64.")
     bad = [d for d in dims if d < 1 or (hidden_size and d > hidden_size)]
     if bad:
         bound = f"1..{hidden_size} (the embedding's size)" if hidden_size else ">= 1"
-        raise ValueError(f"{DIMS_FIELD}: {bad} out of range; each dimension must be in {bound}.")
+        raise CSEError(f"{DIMS_FIELD}: {bad} out of range; each dimension must be in {bound}.")
     if len(set(dims)) != len(dims):
-        raise ValueError(f"{DIMS_FIELD}: {dims} repeats a dimension; give each once.")
+        raise CSEError(f"{DIMS_FIELD}: {dims} repeats a dimension; give each once.")
     weights = [1.0] * len(dims) if weights is None else weights
     if len(weights) != len(dims):
-        raise ValueError(f"{WEIGHTS_FIELD} has {len(weights)} values for {len(dims)} dimensions ({dims}); give one "
-                         "weight per dimension, in the same order.")
+        raise CSEError(f"{WEIGHTS_FIELD} has {len(weights)} values for {len(dims)} dimensions ({dims}); give one "
+                       "weight per dimension, in the same order.")
     if any(not math.isfinite(w) or w <= 0 for w in weights):
-        raise ValueError(f"{WEIGHTS_FIELD}: {weights}; each weight must be a finite number > 0.")
+        raise CSEError(f"{WEIGHTS_FIELD}: {weights}; each weight must be a finite number > 0.")
     order = sorted(range(len(dims)), key=lambda i: -dims[i])
     return [dims[i] for i in order], [weights[i] for i in order]
 
@@ -100,8 +101,8 @@ class MatryoshkaLoss(nn.Module):
     def forward(self, z1: torch.Tensor, z2: torch.Tensor, **extra: torch.Tensor) -> LossOutput:
         width = z1.shape[-1] if isinstance(z1, torch.Tensor) and z1.dim() == 2 else None
         if width is not None and self.dims[0] > width:
-            raise ValueError(f"{DIMS_FIELD} {self.dims} needs embeddings of at least {self.dims[0]} dimensions; "
-                             f"these have {width}. Choose dimensions up to {width}.")
+            raise CSEError(f"{DIMS_FIELD} {self.dims} needs embeddings of at least {self.dims[0]} dimensions; "
+                           f"these have {width}. Choose dimensions up to {width}.")
         total = None
         metrics: dict[str, Any] = {}
         for i, (d, w) in enumerate(zip(self.dims, self.weights, strict=True)):

@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from .errors import CSEError
 from .losses.base import UNNORMALISABLE_ROWS
 
 Metrics = Mapping[str, "torch.Tensor | float"]
 
 
-class DivergedError(ValueError):
+class DivergedError(CSEError):
     """A loss term became NaN or Inf during training."""
 
 

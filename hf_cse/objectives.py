@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import torch
 
+from .errors import CSEError
 from .losses import ContrastiveLoss, build_loss, loss_hyperparameters
 from .losses.base import HARD_NEGATIVE_INPUT, QUEUE_INPUT
 from .losses.errors import HardNegativesNotTakenError
@@ -71,19 +72,19 @@ class ObjectiveSpec:
 def _entry(value: Any, index: int) -> dict:
     """A checked copy of one ``objectives`` entry (shape and weight; the registry checks the rest)."""
     if not isinstance(value, Mapping) or not isinstance(value.get("loss"), str):
-        raise ValueError(f"objectives[{index}] must be a dict with a registry 'loss' name, an optional 'weight' and "
-                         f"'hyperparameters', got {value!r}.")
+        raise CSEError(f"objectives[{index}] must be a dict with a registry 'loss' name, an optional 'weight' and "
+                       f"'hyperparameters', got {value!r}.")
     unknown = sorted(set(value) - {"loss", "weight", "hyperparameters"})
     if unknown:
-        raise ValueError(f"objectives[{index}] has unknown keys {unknown}; it takes loss, weight, hyperparameters.")
+        raise CSEError(f"objectives[{index}] has unknown keys {unknown}; it takes loss, weight, hyperparameters.")
     weight = value.get("weight", 1.0)
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
-        raise ValueError(f"objectives[{index}] ({value['loss']}): weight must be a finite number > 0, got {weight!r} "
-                         "(leave an objective out of the list to turn it off).")
+        raise CSEError(f"objectives[{index}] ({value['loss']}): weight must be a finite number > 0, got {weight!r} "
+                       "(leave an objective out of the list to turn it off).")
     hyperparameters = value.get("hyperparameters") or {}
     if not isinstance(hyperparameters, Mapping):
-        raise ValueError(f"objectives[{index}] ({value['loss']}): hyperparameters must be a dict, got "
-                         f"{hyperparameters!r}.")
+        raise CSEError(f"objectives[{index}] ({value['loss']}): hyperparameters must be a dict, got "
+                       f"{hyperparameters!r}.")
     return objective(value["loss"], weight, **hyperparameters)
 
 
@@ -92,8 +93,8 @@ def objective_names(objectives: list[dict]) -> list[str]:
     names = [MAIN_OBJECTIVE] + [entry["loss"] for entry in objectives[1:]]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise ValueError(f"objectives: {', '.join(repeated)} appear(s) twice; each auxiliary loss may appear once "
-                         "(their metrics are logged under the loss name).")
+        raise CSEError(f"objectives: {', '.join(repeated)} appear(s) twice; each auxiliary loss may appear once "
+                       "(their metrics are logged under the loss name).")
     return names
 
 
@@ -102,8 +103,8 @@ def normalise_objectives(objectives: Any, legacy: Mapping[str, Any] | None = Non
     :data:`LEGACY_FIELDS`) applied on top: ``loss`` / ``loss_kwargs`` replace the main objective's, ``dcl_weight``
     > 0 sets (0 removes) the DCL objective, ``dcl_temperature`` / ``dcl_normalization`` set its hyperparameters."""
     if not isinstance(objectives, list | tuple) or not objectives:
-        raise ValueError(f"objectives must be a non-empty list (the main contrastive objective first), got "
-                         f"{objectives!r}.")
+        raise CSEError(f"objectives must be a non-empty list (the main contrastive objective first), got "
+                       f"{objectives!r}.")
     entries = [_entry(value, i) for i, value in enumerate(objectives)]
     legacy = {k: v for k, v in (legacy or {}).items() if k in LEGACY_FIELDS}
     if not legacy:
@@ -118,7 +119,7 @@ def normalise_objectives(objectives: Any, legacy: Mapping[str, Any] | None = Non
         current = next((e for e in entries[1:] if e["loss"] == DCL), None)
         weight = legacy.get("dcl_weight", current["weight"] if current else 0.0)
         if weight < 0:
-            raise ValueError(f"dcl_weight must be >= 0, got {weight}.")
+            raise CSEError(f"dcl_weight must be >= 0, got {weight}.")
         hyperparameters = dict(current["hyperparameters"]) if current else {}
         for key in ("temperature", "normalization"):
             if f"dcl_{key}" in legacy:
@@ -152,13 +153,13 @@ def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = 
     main = objectives[0]["loss"]
     takes_nodropout = any(NO_DROPOUT_INPUT in loss.extra_inputs for loss in losses)
     if off_dropout and not takes_nodropout:
-        raise ValueError(
+        raise CSEError(
             f"off_dropout=True makes no-dropout negatives, but loss {main!r} does not use them. "
-            "Use --loss off_dropout_infonce, or turn off --off_dropout."
+            "Use loss='off_dropout_infonce', or turn off off_dropout."
         )
     if takes_nodropout and not off_dropout:
-        raise ValueError(
-            f"loss {main!r} needs no-dropout embeddings: add --off_dropout (or use --method imsimcse)."
+        raise CSEError(
+            f"loss {main!r} needs no-dropout embeddings: add off_dropout=True (or use method='imsimcse')."
         )
     return losses
 

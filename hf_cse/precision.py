@@ -4,13 +4,13 @@
   in fp32 (:func:`hf_cse.losses.base.compute_dtype`). On a CPU with bf16 dot-product instructions (AVX-512 BF16 or
   AMX; ARM's BF16 extension) a training step takes about half the fp32 time (benchmarks/README.md).
 * ``fp16``: GPUs only (with the Trainer's loss scaling). A CPU is refused: accelerate runs no fp16 autocast there
-  (``--fp16`` used to be ignored silently) and CPU fp16 matrix products are emulated (50x slower than fp32 on an
+  (``fp16`` used to be ignored silently) and CPU fp16 matrix products are emulated (50x slower than fp32 on an
   AVX-512 BF16 CPU without AVX-512 FP16).
 * ``auto``: bf16 where the device computes it natively (the CPU flags above, or ``torch.cuda.is_bf16_supported``
   without emulation), fp32 otherwise.
 
-The Trainer's own ``--bf16`` / ``--fp16`` flags mean the same as ``--precision bf16`` / ``fp16``; on a CPU
-``--bf16`` no longer needs ``--use_cpu`` (set here, as the Trainer requires).
+The Trainer's own ``bf16`` / ``fp16`` arguments mean the same as ``precision`` ``bf16`` / ``fp16``; on a CPU
+``bf16`` no longer needs ``use_cpu`` (set here, as the Trainer requires).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from typing import Literal
 
 import torch
 
+from .errors import CSEError
+
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16")
 # Default of run_unsup.py and run_eval.py. Measured (benchmarks/README.md, section 5): the comparison table's SimCSE
@@ -33,7 +35,7 @@ DEFAULT_EVAL_PRECISION: Precision = "auto"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-class PrecisionError(ValueError):
+class PrecisionError(CSEError):
     """A precision the device cannot run; the message names what to use instead."""
 
 
@@ -85,22 +87,22 @@ def resolve(requested: str, device_type: str) -> tuple[str, str]:
     """The precision to run (``fp32`` / ``bf16`` / ``fp16``) for ``requested`` on ``device_type``, and why (for
     the log line). Raises :class:`PrecisionError` for a precision the device cannot run."""
     if requested not in PRECISIONS:
-        raise PrecisionError(f"unknown --precision {requested!r}; choose one of {', '.join(PRECISIONS)}.")
+        raise PrecisionError(f"unknown precision={requested!r}; choose one of {', '.join(PRECISIONS)}.")
     if requested == "auto":
         if native_bf16(device_type):
             return "bf16", f"auto: this {device_type.upper()} computes bf16 natively"
         return "fp32", f"auto: this {device_type.upper()} has no native bf16"
     if requested == "fp16" and device_type == "cpu":
         raise PrecisionError(
-            "fp16 (--fp16, --precision fp16) needs a GPU: on a CPU the Trainer runs no fp16 autocast and fp16 "
-            "matrix products are emulated. Use --bf16 (or --precision bf16 / auto) on a CPU."
+            "fp16 (fp16=True, precision='fp16') needs a GPU: on a CPU the Trainer runs no fp16 autocast and fp16 "
+            "matrix products are emulated. Use bf16=True (or precision='bf16' / 'auto') on a CPU."
         )
     if requested == "bf16" and device_type == "cuda" and not native_bf16("cuda"):
-        raise PrecisionError("--bf16: this GPU has no bf16 support (before Ampere); use --fp16 on it.")
+        raise PrecisionError("bf16=True: this GPU has no bf16 support (before Ampere); use fp16=True on it.")
     if requested == "bf16" and device_type == "cpu" and not cpu_has_native_bf16():
         # measured on an AVX2-only AMD EPYC (benchmarks/README.md): a 2048^3 bf16 product ran ~500x slower than fp32
         return "bf16", ("requested; this CPU has no native bf16 (AVX-512 BF16 / AMX): its bf16 matrix products are "
-                        "emulated and can run hundreds of times slower than fp32; --precision auto picks fp32 here")
+                        "emulated and can run hundreds of times slower than fp32; precision auto picks fp32 here")
     return requested, "requested"
 
 
@@ -116,18 +118,18 @@ def describe(precision: str) -> str:
 
 
 def training_flags(requested: str | None, bf16: bool, fp16: bool, use_cpu: bool) -> tuple[dict[str, bool], str, str]:
-    """Resolve ``--precision`` (None = not given: :data:`DEFAULT_PRECISION`) together with the Trainer's
-    ``--bf16`` / ``--fp16`` flags (which win over the default and ``auto``, and must agree with an explicit
+    """Resolve ``precision`` (None = not given: :data:`DEFAULT_PRECISION`) together with the Trainer's
+    ``bf16`` / ``fp16`` arguments (which win over the default and ``auto``, and must agree with an explicit
     ``fp32`` / ``bf16`` / ``fp16``).
 
     Returns the TrainingArguments values to set (``bf16``, ``fp16``, and ``use_cpu`` for bf16 on a CPU-only
     machine, without which the Trainer refuses bf16), the precision that will run and why.
     """
     if bf16 and fp16:
-        raise PrecisionError("--bf16 and --fp16 exclude each other; pass one (or --precision).")
+        raise PrecisionError("bf16=True and fp16=True exclude each other; pass one (or precision=...).")
     flag = "bf16" if bf16 else "fp16" if fp16 else None
     if flag and requested not in (None, "auto", flag):
-        raise PrecisionError(f"--{flag} contradicts --precision {requested}; pass one of them.")
+        raise PrecisionError(f"{flag}=True contradicts precision={requested!r}; pass one of them.")
     device_type = default_device_type(use_cpu)
     precision, why = resolve(flag or requested or DEFAULT_PRECISION, device_type)
     values = {"bf16": precision == "bf16", "fp16": precision == "fp16"}

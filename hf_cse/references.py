@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import CSEError
+
 
 @dataclass(frozen=True)
 class Paper:
@@ -165,5 +167,5 @@ def register_paper(paper: Paper) -> Paper:
     different record is an error."""
     known = PAPERS.setdefault(paper.key, paper)
     if known != paper:
-        raise ValueError(f"paper key {paper.key!r} is already taken by another record ({known.title!r})")
+        raise CSEError(f"paper key {paper.key!r} is already taken by another record ({known.title!r})")
     return known

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 from torch.utils.data import Sampler
 
+from .errors import CSEError
+
 logger = logging.getLogger(__name__)
 
 #: the text columns of training data, in view order (hf_cse.data: ``text``, ``positive``, ``negative``)
@@ -91,7 +93,7 @@ def check_distinct_texts(dataset, global_batch_size: int, source: str) -> None:
     if distinct < global_batch_size:
         raise DataError(f"{source} has {distinct} distinct text(s) in {len(keys)} rows: no global batch of "
                         f"{global_batch_size} rows without a repeated text can be made. Use more varied data, a "
-                        "smaller --per_device_train_batch_size, or allow repeats (--no_duplicates_in_batch false).")
+                        "smaller per_device_train_batch_size, or allow repeats (no_duplicates_in_batch false).")
 
 
 @dataclass
@@ -118,7 +120,7 @@ class NoDuplicatesBatchSampler(Sampler[list[int]]):
 
     def __init__(self, keys: Sequence, batch_size: int, world_size: int = 1, seed: int = 0):
         if batch_size < 1 or world_size < 1:
-            raise ValueError(f"batch_size and world_size must be >= 1, got {batch_size} and {world_size}.")
+            raise CSEError(f"batch_size and world_size must be >= 1, got {batch_size} and {world_size}.")
         self.keys = keys
         self.batch_size = batch_size
         self.world_size = world_size

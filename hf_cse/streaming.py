@@ -1,13 +1,13 @@
 """Training text larger than memory, and several sources mixed by weight.
 
-``--streaming`` reads the training text as a ``datasets`` iterable data set (local files or a Hub data set) and
+``streaming`` reads the training text as a ``datasets`` iterable data set (local files or a Hub data set) and
 tokenizes it on the fly: nothing is read whole, nothing is written to the ``datasets`` cache, and memory does
 not grow with the corpus (``benchmarks/bench_streaming.py``). An iterable data set has no length, so a streamed
-run needs ``--max_steps``; when the stream ends before, the Trainer reads it again from the start.
+run needs ``max_steps``; when the stream ends before, the Trainer reads it again from the start.
 
-``--train_files a.txt b.txt --train_weights 0.7 0.3`` mixes several sources: each row comes from source ``i``
-with probability ``w_i`` (``datasets.interleave_datasets``, seeded by ``--seed``) until every source has been read
-once (``all_exhausted``: the smaller ones are read again meanwhile). Without ``--streaming`` the sources are read
+``train_files=["a.txt", "b.txt"], train_weights=[0.7, 0.3]`` mixes several sources: each row comes from source ``i``
+with probability ``w_i`` (``datasets.interleave_datasets``, seeded by ``seed``) until every source has been read
+once (``all_exhausted``: the smaller ones are read again meanwhile). Without ``streaming`` the sources are read
 into memory and mixed the same way.
 
 Resuming a streamed run: the Trainer skips the batches already trained by reading (and tokenizing) them again
@@ -19,7 +19,6 @@ the whole data set).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
@@ -30,52 +29,43 @@ from .data import JSON_SUFFIXES, TABLE_SUFFIXES, DataError, check_text_column_ap
 STOPPING_STRATEGY = "all_exhausted"
 
 
-@dataclass
-class StreamingArguments:
-    streaming: bool = field(default=False, metadata={
-        "help": "Read the training text as a stream (local files or --dataset_name), tokenized on the fly: corpora "
-                "larger than memory. Needs --max_steps. See hf_cse/streaming.py."})
-    train_files: list[str] | None = field(default=None, metadata={
-        "help": "Several training text files (.txt/.csv/.tsv/.json/.jsonl), mixed by --train_weights."})
-    train_weights: list[float] | None = field(default=None, metadata={
-        "help": "Mixing weights of --train_files, one per file (normalised to sum 1). Default: equal."})
-
-
-def check_streaming_arguments(stream_args: StreamingArguments, data_args, max_steps: int, method: str,
+def check_streaming_arguments(stream_args, data_args, max_steps: int, method: str,
                               no_duplicates_asked: bool = False) -> None:
-    """The streaming and mixing flags, checked before any data or model is read (one line each).
-    ``no_duplicates_asked``: --no_duplicates_in_batch true was typed, which a stream cannot honour."""
+    """The streaming and mixing settings, checked before any data or model is read (one line each).
+    ``stream_args`` has ``streaming``, ``train_files`` and ``train_weights`` (the command line's
+    ``StreamingArguments``), ``data_args`` ``train_file``, ``dataset_name`` and ``pair_column``.
+    ``no_duplicates_asked``: no_duplicates_in_batch true was asked for, which a stream cannot honour."""
     files, weights = stream_args.train_files, stream_args.train_weights
     if files and data_args.pair_column:
-        raise DataError("--train_files mixes plain text sources; for pair / triplet data give one --train_file.")
+        raise DataError("train_files mixes plain text sources; for pair / triplet data give one train_file.")
     if files and (data_args.train_file or data_args.dataset_name):
-        raise DataError("Give --train_files or --train_file / --dataset_name, not both.")
+        raise DataError("Give train_files or train_file / dataset_name, not both.")
     if weights is not None and not files:
-        raise DataError("--train_weights mixes --train_files; give the files too (one weight per file).")
+        raise DataError("train_weights mixes train_files; give the files too (one weight per file).")
     if files and weights is not None and len(weights) != len(files):
-        raise DataError(f"--train_weights has {len(weights)} weight(s) for {len(files)} --train_files; give one "
+        raise DataError(f"train_weights has {len(weights)} weight(s) for {len(files)} train_files; give one "
                         "weight per file, in the same order.")
     if weights is not None and any(not (w > 0 and w != float("inf")) for w in weights):
-        raise DataError(f"--train_weights must be finite numbers > 0, got {weights}.")
+        raise DataError(f"train_weights must be finite numbers > 0, got {weights}.")
     for path in files or []:
         if not Path(path).is_file():
-            raise DataError(f"--train_files {path} does not exist (or is not a file).")
+            raise DataError(f"train_files {path} does not exist (or is not a file).")
     if not stream_args.streaming:
         return
     if max_steps is None or max_steps <= 0:
-        raise DataError("--streaming reads a data set of unknown length: give --max_steps N (the number of "
+        raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")
     if data_args.pair_column:
-        raise DataError("--streaming does not read pair / triplet data yet (--pair_column); drop --streaming.")
+        raise DataError("streaming=True does not read pair / triplet data yet (pair_column); drop streaming=True.")
     if no_duplicates_asked:  # the sampler needs every row's text up front (hf_cse.sampler)
-        raise DataError("--no_duplicates_in_batch true needs the whole data set, which --streaming never holds: drop "
+        raise DataError("no_duplicates_in_batch true needs the whole data set, which streaming=True never holds: drop "
                         "one of them.")
     from .models import get_method
 
     method_cls = get_method(method)
     if not method_cls.streams:
-        raise DataError(f"--streaming does not work with --method {method} ({method_cls.why_no_streaming}); "
-                        "drop --streaming.")
+        raise DataError(f"streaming=True does not work with method={method!r} ({method_cls.why_no_streaming}); "
+                        "drop streaming=True.")
 
 
 def _source(path: str | None, dataset_name: str | None, config_name: str | None, text_column: str | None,
@@ -103,12 +93,12 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         column = text_column or (names[0] if len(names) == 1 else "text")
     names = list(ds.column_names or [])
     if names and column not in names:
-        raise DataError(f"{source}: no column {column!r}; columns are {names}. Pass --text_column NAME.")
+        raise DataError(f"{source}: no column {column!r}; columns are {names}. Pass text_column NAME.")
     ds = ds.select_columns([column])
     first = next(iter(ds.take(1) if streaming else ds.select(range(min(1, len(ds))))), None)
     if first is not None and first[column] is not None and not isinstance(first[column], str):
         raise DataError(f"{source}: column {column!r} holds {type(first[column]).__name__} values "
-                        f"({first[column]!r:.30}), not sentences; pass --text_column NAME of the text column.")
+                        f"({first[column]!r:.30}), not sentences; pass text_column NAME of the text column.")
     if column != "text":
         ds = ds.rename_column(column, "text")
     ds = ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]}, batched=True)
@@ -116,15 +106,15 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         ds = ds.cast_column("text", datasets.Value("string"))
     if streaming and next(iter(ds.take(1)), None) is None:
         raise DataError(f"{source} yields no sentences (empty, or blank lines only): check the file / data set "
-                        "and --text_column.")
+                        "and text_column.")
     if not streaming and len(ds) == 0:
         raise DataError(f"{source} contains no sentences (empty or blank lines only).")
     return ds
 
 
-def load_training_text(stream_args: StreamingArguments, data_args, seed: int):
-    """The training text (column ``text``): a stream with ``--streaming`` (else in memory), of one source or of
-    ``--train_files`` mixed by ``--train_weights``. Call :func:`check_streaming_arguments` first."""
+def load_training_text(stream_args, data_args, seed: int):
+    """The training text (column ``text``): a stream with ``streaming`` (else in memory), of one source or of
+    ``train_files`` mixed by ``train_weights``. Call :func:`check_streaming_arguments` first."""
     import datasets
 
     streaming = stream_args.streaming

@@ -20,6 +20,7 @@ from .checkpoints import TRAINER_STATE_FILE
 from .cuda_graphs import CudaGraphStep
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
+from .errors import CSEError
 from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
@@ -59,15 +60,15 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
     scored pairs of the arguments' ``eval_file`` / ``eval_dataset_name`` already read (``hf-cse-train`` reads them once,
     in its checks), so they are not read again.
 
-    ``no_duplicates_in_batch`` (default True; ``--no_duplicates_in_batch false`` turns it off): batches come from
+    ``no_duplicates_in_batch`` (default True; ``no_duplicates_in_batch false`` turns it off): batches come from
     :class:`hf_cse.sampler.NoDuplicatesBatchSampler`, so that no text occurs twice in one global batch (a false
     negative); it applies to data sets with text or ``input_ids`` columns and the Trainer's default random order.
 
-    ``cached_minibatch_size=m`` (``--cached_minibatch_size``) turns on the gradient-cache mode
+    ``cached_minibatch_size=m`` turns on the gradient-cache mode
     (:mod:`hf_cse.cached`): the encoder sees mini-batches of ``m`` sentences, the loss still sees the whole
     (gathered) batch, and the gradient equals the plain one. 0 / None = off.
 
-    ``cuda_graphs`` (``auto``, the default; ``on``; ``off``; ``--cuda_graphs``): on one CUDA GPU the forward of
+    ``cuda_graphs`` (``auto``, the default; ``on``; ``off``): on one CUDA GPU the forward of
     every view, the loss and the backward run as a replayed CUDA graph, captured once per batch shape
     (:mod:`hf_cse.cuda_graphs`, which says where it does not apply and why); one log line says which path a run takes.
     Transformers' per-step NaN filter of the logged loss (``logging_nan_inf_filter``) is turned off: it reads the
@@ -75,7 +76,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
 
     Under DDP, ``ddp_find_unused_parameters`` defaults to False (transformers' Trainer: True unless activation
     checkpointing is on): every hf_cse method uses all its parameters in each step. Pass
-    ``--ddp_find_unused_parameters true`` for a model of your own that leaves some unused.
+    ``ddp_find_unused_parameters true`` for a model of your own that leaves some unused.
     """
 
     def __init__(
@@ -96,9 +97,9 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         given.pop("self")
         given.update(given.pop("kwargs", {}))
         if given.get("eval_dataset") is not None:
-            raise ValueError("ContrastiveTrainer evaluates sentence embeddings, not a loss on an eval_dataset: pass "
-                             "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
-                             "senteval_data_dir= instead of eval_dataset=.")
+            raise CSEError("ContrastiveTrainer evaluates sentence embeddings, not a loss on an eval_dataset: pass "
+                           "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
+                           "senteval_data_dir= instead of eval_dataset=.")
         if given.get("args") is None:
             given["args"] = ContrastiveTrainingArguments(output_dir="tmp_trainer")
         training_args = given["args"]
@@ -110,9 +111,8 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         self.evaluator = options.evaluator(training_args, extra=evaluator, pairs=eval_pairs)
         if self.evaluator is None and getattr(training_args, "eval_strategy", "no") not in (None, "no"):
             strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
-            raise ValueError(f"eval_strategy={strategy} needs something to evaluate: pass "
-                             "senteval_data_dir=, eval_source='hub' or evaluator= (run_unsup.py: --senteval_data_dir, "
-                             "--eval_source hub or --eval_file).")
+            raise CSEError(f"eval_strategy={strategy} needs something to evaluate: pass "
+                           "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
         prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
         self._batch_sampler: NoDuplicatesBatchSampler | None = None
@@ -134,8 +134,8 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
             check_cached_without_cuda_graphs(self.args, self.cached_minibatch_size)
             if self.is_deepspeed_enabled:
                 raise IncompatibleOptionsError(
-                    "--cached_minibatch_size needs several backward passes per step, which DeepSpeed's engine "
-                    "does not allow. Drop --cached_minibatch_size or --deepspeed."
+                    "cached_minibatch_size needs several backward passes per step, which DeepSpeed's engine "
+                    "does not allow. Drop cached_minibatch_size or deepspeed."
                 )
         # our loss is a per-batch mean: let the Trainer divide it for gradient accumulation
         self.loss_is_scaled_for_ga = False
@@ -205,7 +205,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         state_file = Path(resume_from_checkpoint) / TRAINER_STATE_FILE if named else None
         state = TrainerState.load_from_json(str(state_file)) if state_file and state_file.is_file() else None
         untrained = None
-        # a run asked to go further (a larger --max_steps or --num_train_epochs than the checkpoint's run had) trains on
+        # a run asked to go further (a larger max_steps or num_train_epochs than the checkpoint's run had) trains on
         asked_more = state is not None and (self.args.max_steps > state.global_step if self.args.max_steps > 0
                                             else (state.epoch or 0.0) < self.args.num_train_epochs)
         if state is not None and state.max_steps and state.global_step >= state.max_steps and not asked_more:
@@ -299,7 +299,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
             raise DataError(f"no global batch of {size} rows without a repeated text can be made from the "
                             f"{len(self.train_dataset)} training rows (too few distinct texts for the batch). Use "
                             "more varied data or a smaller per-device batch, or allow repeats with "
-                            "no_duplicates_in_batch=False (--no_duplicates_in_batch false).")
+                            "no_duplicates_in_batch=False.")
         dataset = self.train_dataset
         collator = self.data_collator
         if self.args.remove_unused_columns:  # a model of one's own (a method model's collator reads every column)
@@ -368,14 +368,13 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
     @eval_dataset.setter
     def eval_dataset(self, value) -> None:
         if value is not None:  # Trainer.__init__ assigns the (rejected) eval_dataset argument, i.e. None
-            raise ValueError("ContrastiveTrainer takes evaluator=, not eval_dataset.")
+            raise CSEError("ContrastiveTrainer takes evaluator=, not eval_dataset.")
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
         if self.evaluator is None:
-            raise ValueError(
+            raise CSEError(
                 "ContrastiveTrainer.evaluate has nothing to score: pass senteval_data_dir (a SentEval data/downstream "
-                "folder, for STS-B dev), eval_source='hub', or evaluator= (run_unsup.py: --senteval_data_dir, "
-                "--eval_source hub or --eval_file)."
+                "folder, for STS-B dev), eval_source='hub', eval_file= or evaluator=."
             )
         from accelerate.utils import broadcast_object_list
 
@@ -396,10 +395,12 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
                 if self.args.world_size == 1:
                     raise
                 outcome["error"] = f"{type(err).__name__}: {err}"
+                outcome["input_error"] = isinstance(err, CSEError)  # else a bug: a traceback on every process
         if self.args.world_size > 1:
             outcome = broadcast_object_list([outcome])[0]
         if "error" in outcome:
-            raise RuntimeError(f"evaluation failed on the main process: {outcome['error']}")
+            raise (CSEError if outcome["input_error"] else RuntimeError)(
+                f"evaluation failed on the main process: {outcome['error']}")
         metrics = {f"{metric_key_prefix}_{k}": v for k, v in outcome["metrics"].items()}
         metrics[f"{metric_key_prefix}_epoch"] = self.state.epoch or 0.0
         self.log(metrics)

@@ -61,7 +61,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         default=None,
         metadata={"help": f"auto: bf16 autocast where the device computes bf16 natively (a CPU with AVX-512 BF16 / "
                           f"AMX, a GPU with bf16), else fp32; fp32; bf16; fp16 (GPU only). Losses always compute in "
-                          f"fp32. --bf16 / --fp16 mean the same. Default: {DEFAULT_PRECISION}."},
+                          f"fp32. bf16 / fp16 mean the same. Default: {DEFAULT_PRECISION}."},
     )
     precision_reason: str = field(default="", init=False, repr=False)
 

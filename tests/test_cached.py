@@ -215,9 +215,9 @@ def test_aux_losses_are_refused(tiny_bert_dir, sentences):
 
 
 @pytest.mark.parametrize("mode, backend, device, refused", [
-    ("reduce-overhead", None, "cuda", "--torch_compile_mode reduce-overhead"),
-    ("max-autotune", None, "cuda", "--torch_compile_mode max-autotune"),
-    (None, "cudagraphs", "cuda", "--torch_compile_backend cudagraphs"),
+    ("reduce-overhead", None, "cuda", "torch_compile_mode reduce-overhead"),
+    ("max-autotune", None, "cuda", "torch_compile_mode max-autotune"),
+    (None, "cudagraphs", "cuda", "torch_compile_backend cudagraphs"),
     ("max-autotune-no-cudagraphs", None, "cuda", None), ("default", "inductor", "cuda", None),
     ("reduce-overhead", None, "cpu", None)])
 def test_cached_mode_is_refused_under_cuda_graphs(mode, backend, device, refused):

@@ -17,7 +17,7 @@ def test_csv_column_and_missing_column(tmp_path):
     path = tmp_path / "a.csv"
     path.write_text("id,sent\n1,hello world\n2,\n3,good bye\n")
     assert read_sentences(path, "sent") == ["hello world", "good bye"]
-    with pytest.raises(DataError, match="no column 'text'.*--text_column"):
+    with pytest.raises(DataError, match="no column 'text'.*text_column"):
         read_sentences(path)
 
 
@@ -48,7 +48,7 @@ def test_too_few_rows_for_a_batch():
 
 
 def test_both_sources_rejected_and_demo_corpus_default():
-    with pytest.raises(DataError, match="either --train_file or --dataset_name"):
+    with pytest.raises(DataError, match="either train_file or dataset_name"):
         load_train_dataset("a.txt", "wiki")
     ds = load_train_dataset()
     assert DEMO_CORPUS.is_file() and len(ds) >= 1000

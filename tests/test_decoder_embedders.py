@@ -73,12 +73,12 @@ def test_bidirectional_lets_the_first_token_see_the_rest(model_type, attention):
 
 
 def test_bidirectional_and_first_token_pooling_are_refused_where_they_do_not_apply(tiny_llama_dir, tiny_bert_dir):
-    with pytest.raises(ValueError, match="already attends in both directions. Drop --bidirectional"):
+    with pytest.raises(ValueError, match="already attends in both directions. Drop bidirectional=True"):
         SimCSEModel.from_encoder(str(tiny_bert_dir), bidirectional=True)
     mamba = MambaConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1)
     with pytest.raises(ValueError, match="bidirectional attention is not available for 'mamba'"):
         SimCSEModel.config_class(encoder_config=mamba, pooler_type="last", bidirectional=True)
-    with pytest.raises(ValueError, match="Use --pooler_type avg or last"):
+    with pytest.raises(ValueError, match="Use pooler_type avg or last"):
         SimCSEModel.from_encoder(str(tiny_llama_dir), pooler_type="cls")
 
 

@@ -79,7 +79,7 @@ def test_flash_attention_is_refused_in_one_line_before_loading(tiny_bert_dir, tm
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "flash_attn"
                         else find_spec(name, *a))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ValueError, match="runs only on a CUDA GPU and none is visible; use --attn_implementation sdpa"):
+    with pytest.raises(ValueError, match="runs only on a CUDA GPU and none is visible; use attn_implementation sdpa"):
         run_unsup.train_from_args(argv)
     assert not (tmp_path / "o").exists()
 

@@ -48,7 +48,7 @@ def test_truncated_encoder_and_bad_lists():
     np.testing.assert_array_equal(cut.encode(["c"])[0], fake.vector("c")[:3])
     assert parse_truncate_dims("64,256,128") == [256, 128, 64]
     for bad in ("64,x", "0", "8,8"):
-        with pytest.raises(InputError, match="--truncate_dims"):
+        with pytest.raises(InputError, match="truncate_dims"):
             parse_truncate_dims(bad)
     with pytest.raises(InputError, match="have 8 dimensions"):
         TruncatedEncoder(fake, 16).encode(["a"])
@@ -76,7 +76,7 @@ def test_run_eval_scores_sts_and_mteb_per_dimension(tiny_bert_dir, tmp_path, mon
                                                                    for n in names])
     out = tmp_path / "ev"
     assert run_eval.main(["--model_name_or_path", str(tiny_bert_dir), "--tasks", "STSBenchmark,mteb:MyPairs",
-                          "--senteval_data_dir", str(data), "--truncate_dims", "16,8", "--output_dir", str(out),
+                          "--senteval_data_dir", str(data), "truncate_dims", "16,8", "--output_dir", str(out),
                           "--disable_tqdm", "true", "--device", "cpu"]) == 0
     result = json.loads((out / "results.json").read_text())
     assert result["settings"]["embedding_dim"] == 32
@@ -93,11 +93,11 @@ def test_run_eval_scores_sts_and_mteb_per_dimension(tiny_bert_dir, tmp_path, mon
 def test_dimensions_beyond_the_embedding_and_nothing_to_score_are_one_line(tiny_bert_dir, tmp_path, capsys):
     data = write_toy_senteval(tmp_path / "senteval")
     assert run_eval.main(["--model_name_or_path", str(tiny_bert_dir), "--tasks", "STSBenchmark",
-                          "--senteval_data_dir", str(data), "--truncate_dims", "64", "--output_dir",
+                          "--senteval_data_dir", str(data), "truncate_dims", "64", "--output_dir",
                           str(tmp_path / "a"), "--disable_tqdm", "true", "--device", "cpu"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after the weights' loading bar
     assert "32-dimensional" in err and "--truncate_dims [64]" in err
     assert not (tmp_path / "a" / "results.json").exists()
-    assert run_eval.main(["--tasks", "MR", "--senteval_data_dir", str(data), "--truncate_dims", "8",
+    assert run_eval.main(["--tasks", "MR", "--senteval_data_dir", str(data), "truncate_dims", "8",
                           "--output_dir", str(tmp_path / "b")]) == 1
     assert "names none" in capsys.readouterr().err

@@ -105,7 +105,7 @@ def test_mean_pooling_model_exports_mean_pooling(tiny_bert_dir, tok, tmp_path, s
 @pytest.mark.parametrize("pooler", ["avg_first_last", "avg_top2"])
 def test_layer_mixing_poolers_are_refused_clearly(pooler, tiny_bert_dir, tok, tmp_path):
     model = SimCSEModel.from_encoder(str(tiny_bert_dir), pooler_type=pooler)
-    with pytest.raises(ExportError, match=f"{pooler}.*--pooler_type cls, avg or max"):
+    with pytest.raises(ExportError, match=f"{pooler}.*pooler_type cls, avg or max"):
         to_sentence_transformer(model, tmp_path / "st", tokenizer=tok)
     assert not (tmp_path / "st").exists() and list(tmp_path.iterdir()) == []
 

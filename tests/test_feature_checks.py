@@ -21,6 +21,7 @@ from hf_cse.cli import evaluate as run_eval
 from hf_cse.cli import export as hf_cse_export
 from hf_cse.cli import train as run_unsup
 from hf_cse.data import check_room_for_text
+from hf_cse.errors import CSEError
 from hf_cse.models import CSEPreTrainedModel, SimCSEModel
 
 LONG = "project/experiments_2026/runs"  # paths as deep as a user's
@@ -104,7 +105,7 @@ def test_a_long_prompt_that_leaves_few_tokens_warns(tiny_bert_dir, caplog):
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
     with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
         check_room_for_text(tokenizer, 32, "a b c d e f g h i j k l m n o p q r s t u v w ")
-    assert "--max_seq_length 32 leaves 7 token(s) of each sentence" in caplog.text
+    assert "max_seq_length 32 leaves 7 token(s) of each sentence" in caplog.text
     caplog.clear()
     check_room_for_text(tokenizer, 32, "a b c ")
     assert not caplog.text
@@ -120,7 +121,8 @@ def test_train_files_with_a_column_of_numbers_is_one_line(tiny_bert_dir, tmp_pat
 
 
 def test_streaming_puts_the_prompt_in_front_of_each_sentence(tiny_bert_dir, tmp_path):
-    from hf_cse.streaming import StreamingArguments, load_training_text, tokenize_stream
+    from hf_cse.cli.arguments import StreamingArguments
+    from hf_cse.streaming import load_training_text, tokenize_stream
 
     (tmp_path / "a.txt").write_text("b c d\ne f g\n")
     data = SimpleNamespace(text_column=None, train_file=str(tmp_path / "a.txt"), dataset_name=None,
@@ -210,7 +212,7 @@ def test_long_lines_keep_the_last_names_of_each_path():
 
 def test_a_changed_max_steps_is_one_line_under_the_limit(tiny_bert_dir, tmp_path, capsys, monkeypatch):
     def stop(cls, *args, **kwargs):
-        raise ValueError("stopped where the model would load")
+        raise CSEError("stopped where the model would load")
 
     monkeypatch.setattr(CSEPreTrainedModel, "from_encoder", classmethod(stop))
     monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
@@ -236,7 +238,7 @@ def test_the_error_is_printed_after_any_progress_bar(capsys, monkeypatch):
     def fails():
         bar = tqdm(total=10, file=sys.stderr)
         bar.update(3)
-        raise ValueError("the loss diverged at step 3 " + os.sep.join(["", "x"] * 80))
+        raise CSEError("the loss diverged at step 3 " + os.sep.join(["", "x"] * 80))
 
     assert run_cli(fails, "hf-cse-train") == 1
     err = capsys.readouterr().err

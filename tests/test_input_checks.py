@@ -183,7 +183,7 @@ def test_jsonl_other_column_and_json_list(tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ('{"text": "ok"}\n{"sent": "no text field"}\n', r"line 2 has no field 'text'.*--text_column"),
+        ('{"text": "ok"}\n{"sent": "no text field"}\n', r"line 2 has no field 'text'.*text_column"),
         ('{"text": "ok"}\n{"text": "unclosed\n', "line 2 is not valid JSON"),
         ('{"text": "ok"}\n["a", "list"]\n', "line 2 is a JSON list, not an object"),
         ('{"text": "ok"}\n{"text": 12}\n', "line 2: field 'text' holds int 12, not a sentence"),
@@ -199,7 +199,7 @@ def test_malformed_jsonl_names_the_line(tmp_path, content, message):
 def test_text_column_for_a_plain_text_file_is_refused(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text("the cat sat\na dog runs\n")
-    with pytest.raises(DataError, match="--text_column sent was given, but .* is read as plain text"):
+    with pytest.raises(DataError, match="text_column sent was given, but .* is read as plain text"):
         load_train_dataset(str(path), text_column="sent")
 
 
@@ -252,7 +252,7 @@ def test_gpt2_encoder_trains_one_step_with_avg_pooling(tiny_gpt2_dir):
 
 @pytest.mark.parametrize("pooler", ["cls", "cls_before_pooler"])
 def test_gpt2_encoder_refuses_first_token_pooling(tiny_gpt2_dir, pooler):
-    with pytest.raises(ValueError, match="causal \\(decoder-only\\) encoder.*--pooler_type avg"):
+    with pytest.raises(ValueError, match="causal \\(decoder-only\\) encoder.*pooler_type avg"):
         SimCSEModel.from_encoder(str(tiny_gpt2_dir), pooler_type=pooler)
 
 

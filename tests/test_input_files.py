@@ -66,7 +66,7 @@ def test_latin1_is_refused_for_evaluation_as_for_training(tmp_path):
     """Before: --eval_file decoded it with replacement characters and scored it."""
     path = tmp_path / "pairs.tsv"
     path.write_bytes("sentence1\tsentence2\tscore\ncafé au lait\ta drink\t1\ntea\tcoffee\t2\n".encode("latin-1"))
-    with pytest.raises(InputError, match=r"--eval_file .*pairs.tsv: line 2 is not valid UTF-8"):
+    with pytest.raises(InputError, match=r"eval_file .*pairs.tsv: line 2 is not valid UTF-8"):
         read_pair_file(path)
     path.write_bytes(gzip.compress(b"sentence1\tsentence2\tscore\n"))
     with pytest.raises(InputError, match="is a gzip file: decompress it first"):

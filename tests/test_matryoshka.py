@@ -92,7 +92,7 @@ def test_build_objectives_wraps_every_objective_of_the_config():
     ({"matryoshka_dims": [32, 16], "matryoshka_weights": [1.0]}, "1 values for 2 dimensions"),
     ({"matryoshka_dims": [32, 16], "matryoshka_weights": [1.0, -1.0]}, "finite number > 0"),
     ({"matryoshka_weights": [1.0]}, "without matryoshka_dims"),
-    ({"matryoshka_dims": [16], "projector": "mlp"}, "--projector none"),
+    ({"matryoshka_dims": [16], "projector": "mlp"}, "projector='none'"),
 ])
 def test_bad_settings_are_refused_when_the_config_is_made(tiny_bert_dir, kwargs, message):
     kwargs = {"projector": "none", **kwargs}

@@ -14,6 +14,7 @@ from transformers import AutoConfig, AutoTokenizer
 from hf_cse.cached import IncompatibleOptionsError, check_cached_compatible
 from hf_cse.checks import InputError
 from hf_cse.cli import train as run_unsup
+from hf_cse.cli.arguments import StreamingArguments
 from hf_cse.cli.preflight import check_pair_training
 from hf_cse.data import DataError, PairCollator, TwoViewCollator, tokenize_dataset
 from hf_cse.model_card.sections import cited_papers
@@ -29,7 +30,7 @@ from hf_cse.models import (
 )
 from hf_cse.models.diffcse import DiffCSECollator
 from hf_cse.references import DIFFCSE, IMSIMCSE, SIMCSE, Paper
-from hf_cse.streaming import StreamingArguments, check_streaming_arguments
+from hf_cse.streaming import check_streaming_arguments
 
 #: a paper record of the scratch method (not registered in hf_cse.references: the test leaves the registry alone)
 SCRATCH_PAPER = Paper(key="doe2099scratch", name="ScratchCSE", title="A Scratch Method", authors=("Jane Doe",),
@@ -112,12 +113,12 @@ def test_pair_rows_are_refused_in_one_line_naming_the_method(scratch):
 
 
 def test_the_cached_mode_and_streaming_are_refused_naming_the_method(scratch):
-    with pytest.raises(IncompatibleOptionsError, match=r"incompatible with --method scratch_test: its forward scores "
-                                                       r"the whole batch\. Drop --cached_minibatch_size"):
+    with pytest.raises(IncompatibleOptionsError, match=r"incompatible with method='scratch_test': its forward scores "
+                                                       r"the whole batch\. Drop cached_minibatch_size"):
         check_cached_compatible(ScratchConfig(), 4)
     data = type("Data", (), {"pair_column": None, "train_file": None, "dataset_name": None})()
-    with pytest.raises(DataError, match=r"--streaming does not work with --method scratch_test \(it counts the "
-                                        r"corpus first\); drop --streaming"):
+    with pytest.raises(DataError, match=r"streaming=True does not work with method='scratch_test' \(it counts the "
+                                        r"corpus first\); drop streaming=True"):
         check_streaming_arguments(StreamingArguments(streaming=True), data, 2, "scratch_test")
 
 
@@ -130,7 +131,7 @@ def _train_args(encoder, train_file, out, *extra):
 def test_the_command_line_refuses_cached_mode_before_loading(scratch, tiny_bert_dir, tmp_path):
     corpus = tmp_path / "train.txt"
     corpus.write_text("\n".join(random_sentences(16)) + "\n")
-    with pytest.raises(IncompatibleOptionsError, match="--method scratch_test"):
+    with pytest.raises(IncompatibleOptionsError, match="method='scratch_test'"):
         run_unsup.train_from_args(_train_args(tiny_bert_dir, corpus, tmp_path / "out", "--cached_minibatch_size",
                                               "2"))
     assert not (tmp_path / "out").exists() and not scratch.prepared_with
@@ -191,7 +192,7 @@ def test_shipped_collators(tiny_bert_dir):
 
 
 def test_diffcse_checks_its_generator_early_and_attaches_it_when_prepared(tiny_bert_dir, caplog):
-    with pytest.raises(InputError, match="--generator_name_or_path /no/such/mlm: no such folder"):
+    with pytest.raises(InputError, match="generator_name_or_path /no/such/mlm: no such folder"):
         DiffCSEModel.check_before_loading(DiffCSEModel.config_class(generator_name_or_path="/no/such/mlm"))
     DiffCSEModel.check_before_loading(DiffCSEModel.config_class())  # unigram: nothing to load
     SimCSEModel.check_before_loading(SimCSEModel.config_class())

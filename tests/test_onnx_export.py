@@ -75,7 +75,7 @@ def test_missing_package_is_one_line_before_any_work(monkeypatch, tmp_path, caps
 
 
 def test_quantize_needs_the_onnx_backend():
-    with pytest.raises(ExportError, match="needs --backend onnx"):
+    with pytest.raises(ExportError, match="needs backend onnx"):
         check_onnx_backend("torch", "int8")
     check_onnx_backend("torch")  # nothing needed
 

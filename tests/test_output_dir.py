@@ -266,7 +266,7 @@ def test_training_evaluation_and_export_share_one_policy_and_one_error(tmp_path)
     (notes / "notes.txt").write_text("mine")
     with pytest.raises(OutputFolderError, match="notes.txt.*--overwrite_output_dir"):
         claims["training"](notes)
-    with pytest.raises(OutputFolderError, match=r"not empty; pass overwrite=True \(--overwrite\)"):
+    with pytest.raises(OutputFolderError, match=r"not empty; pass overwrite=True to replace"):
         claims["export"](notes)
     # with overwrite the export removes nothing before it is written (the swap replaces its own files only)
     assert check_export_folder(notes, overwrite=True) == notes and [p.name for p in notes.iterdir()] == ["notes.txt"]

@@ -142,7 +142,7 @@ def test_dropout_stays_on_in_the_packed_forward(tiny_bert_dir, sentences):
 def test_falls_back_to_the_padded_batch_where_not_checked(tiny_bert_dir, tiny_llama_dir, monkeypatch):
     off = SimCSEModel.from_encoder(str(tiny_bert_dir), padding_free=False)
     assert not off.runs_padding_free()
-    assert describe_padding_free(off.encoder, off.config.padding_free) == "off (--padding_free false)"
+    assert describe_padding_free(off.encoder, off.config.padding_free) == "off (padding_free false)"
     eager = SimCSEModel.from_encoder(str(tiny_bert_dir), encoder_attention="eager")
     assert not eager.runs_padding_free()
     assert "attention 'eager'" in describe_padding_free(eager.encoder, True)

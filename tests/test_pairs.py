@@ -233,10 +233,10 @@ def no_model_load(monkeypatch):
     ("rows", "extra", "message"),
     [
         (None, ["--pair_column", "nope"],
-         r"no column 'nope' for --pair_column; columns are \['anchor', 'pos', 'neg'\]"),
-        (None, ["--negative_column", "nah"], r"no column 'nah' for --negative_column"),
+         r"no column 'nope' for pair_column; columns are \['anchor', 'pos', 'neg'\]"),
+        (None, ["--negative_column", "nah"], r"no column 'nah' for negative_column"),
         ([("a b", "", "c")] * 9, [],
-         r"9 row\(s\) with an empty 'pos' cell \(--pair_column\), data rows 1, 2, 3, 4, 5 \.\.\."),
+         r"9 row\(s\) with an empty 'pos' cell \(pair_column\), data rows 1, 2, 3, 4, 5 \.\.\."),
         ([("a b", "b", "c")] * 3, [], r"has 3 rows, fewer than one global batch of 8"),
         (None, ["--negative_column", "neg", "--loss", "mpt"],
          r"loss 'mpt' has no defined use for hard negatives.*infonce"),

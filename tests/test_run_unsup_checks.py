@@ -59,7 +59,7 @@ BAD = [
     (["--max_steps", "-1", "--num_train_epochs", "0"], "--num_train_epochs 0.0 trains nothing"),
     (["--loss", "infonce", "--temperature", "-1"], "temperature must be a finite number > 0"),
     (["--loss", "nce"], "Unknown loss 'nce'"),
-    (["--method", "diffcse", "--cached_minibatch_size", "4"], "incompatible with --method diffcse"),
+    (["--method", "diffcse", "--cached_minibatch_size", "4"], "incompatible with method='diffcse'"),
     (["--cuda_graphs", "on"], "cuda_graphs=on cannot apply: the step runs on cpu, not a CUDA GPU"),
     (["--loss", "off_dropout_infonce"], "needs no-dropout embeddings"),
     (["--eval_strategy", "steps", "--eval_steps", "1"], "no --senteval_data_dir was given"),
@@ -67,7 +67,7 @@ BAD = [
     (["--eval_source", "web"], "--eval_source 'web': use local"),
     (["--senteval_data_dir", "/no/such/senteval", "--eval_strategy", "steps"], "/no/such/senteval does not exist"),
     (["--model_name_or_path", "/no/such/model"], "no such folder"),
-    (["--generator_name_or_path", "/no/such/mlm", "--method", "diffcse"], "--generator_name_or_path .* no such"),
+    (["--generator_name_or_path", "/no/such/mlm", "--method", "diffcse"], "generator_name_or_path .* no such"),
 ]
 
 
@@ -203,5 +203,5 @@ def test_hub_data_set_while_offline_names_the_fix(monkeypatch):
         raise ConnectionError("Couldn't reach 'someone/data' on the Hub (OfflineModeIsEnabled)")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(DataError, match="HF_HUB_OFFLINE .* or give a local --train_file"):
+    with pytest.raises(DataError, match="HF_HUB_OFFLINE .* or give a local train_file"):
         load_train_dataset(dataset_name="someone/data")

@@ -193,6 +193,6 @@ def test_two_processes_never_share_a_text_in_a_global_batch(tiny_bert_dir, tmp_p
 def test_too_few_distinct_texts_for_one_batch_is_one_line(tiny_bert_dir, tmp_path):
     trainer, *_ = _trainer(tiny_bert_dir, tmp_path, ["one line", "One  line", "another line"] * 10)
     with pytest.raises(DataError, match=r"no global batch of 4 rows without a repeated text .* 30 training rows"
-                                         r".*--no_duplicates_in_batch false") as err:
+                                         r".*no_duplicates_in_batch=False") as err:
         trainer.get_train_dataloader()
     assert "\n" not in str(err.value)

@@ -152,12 +152,12 @@ def test_mlm_refusals_are_one_line(tiny_bert_dir, tiny_mlm_dir):
     from hf_cse.models import SimCSEModel, get_method
     from hf_cse.models.mlm import NoMaskedLMHeadError
 
-    with pytest.raises(NoMaskedLMHeadError, match=r"has no pretrained masked-LM head .* drop --do_mlm") as err:
+    with pytest.raises(NoMaskedLMHeadError, match=r"has no pretrained masked-LM head .* drop do_mlm") as err:
         SimCSEModel.from_encoder(str(tiny_bert_dir), do_mlm=True)  # a BertModel checkpoint: no cls.predictions
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="DiffCSE: do_mlm does not apply"):
         get_method("diffcse").config_class(do_mlm=True)
-    with pytest.raises(IncompatibleOptionsError, match="--do_mlm"):
+    with pytest.raises(IncompatibleOptionsError, match="incompatible with do_mlm"):
         check_cached_compatible(get_method("simcse").config_class(do_mlm=True), 4)
     with pytest.raises(ValueError, match="mlm_weight must be a finite number > 0"):
         get_method("simcse").config_class(mlm_weight=0.0)

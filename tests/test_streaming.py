@@ -11,9 +11,10 @@ from helpers import collator, random_sentences, tiny_args
 from transformers import AutoTokenizer
 
 from hf_cse.cli import train as run_unsup
+from hf_cse.cli.arguments import StreamingArguments
 from hf_cse.data import DataError
 from hf_cse.models import SimCSEModel
-from hf_cse.streaming import StreamingArguments, load_training_text, tokenize_stream
+from hf_cse.streaming import load_training_text, tokenize_stream
 from hf_cse.trainer import ContrastiveTrainer
 
 
@@ -95,10 +96,10 @@ def no_model_load(monkeypatch):
 
 @pytest.mark.parametrize(("files", "extra", "message"), [
     (["empty"], ["--streaming", "--max_steps", "2"], r"empty\.txt yields no sentences"),
-    (["a", "b"], ["--train_weights", "0.7"], r"--train_weights has 1 weight\(s\) for 2 --train_files"),
-    (["a", "b"], ["--train_weights", "0.7", "-1"], r"--train_weights must be finite numbers > 0"),
-    (["a"], ["--streaming"], r"--streaming reads a data set of unknown length: give --max_steps"),
-    (["a"], ["--streaming", "--max_steps", "2", "--method", "diffcse"], r"does not work with --method diffcse"),
+    (["a", "b"], ["--train_weights", "0.7"], r"train_weights has 1 weight\(s\) for 2 train_files"),
+    (["a", "b"], ["--train_weights", "0.7", "-1"], r"train_weights must be finite numbers > 0"),
+    (["a"], ["--streaming"], r"streaming=True reads a data set of unknown length: give max_steps"),
+    (["a"], ["--streaming", "--max_steps", "2", "--method", "diffcse"], r"does not work with method='diffcse'"),
 ], ids=["empty_stream", "weights_count", "negative_weight", "no_max_steps", "diffcse"])
 def test_bad_streaming_input_is_one_line_before_any_model(tiny_bert_dir, tmp_path, no_model_load, files, extra,
                                                           message):

@@ -21,6 +21,8 @@ import sys
 from collections.abc import Callable
 
 from ..checks import InputError, check_path_given
+from ..errors import CSEError
+from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
 
 DEBUG_ENV = "HF_CSE_DEBUG"
 
@@ -65,10 +67,6 @@ def fit_line(text: str, limit: int = MAX_LINE) -> str:
     return f"{text[:head]} ... {text[-(limit - 5 - head):]}"
 
 
-def _one_line(err: BaseException, limit: int = MAX_LINE) -> str:
-    return fit_line(" ".join(str(err).split()) or type(err).__name__, limit)
-
-
 def _close_progress_bars() -> None:
     """Close the progress bars still open, so that none is redrawn below the error line (tqdm redraws an open
     bar when the process exits)."""
@@ -78,8 +76,9 @@ def _close_progress_bars() -> None:
     sys.stdout.flush()
 
 
-# Failures a user can cause and fix. Other exceptions are bugs and keep their traceback.
-FORESEEABLE: tuple[type[BaseException], ...] = (ValueError, OSError, RuntimeError, ImportError)
+# Failures a user can cause and fix: the library's own errors (hf_cse.errors). Other exceptions are bugs and keep
+# their traceback.
+FORESEEABLE: tuple[type[BaseException], ...] = (CSEError,)
 
 
 def flag_advice(err: BaseException) -> str:
@@ -101,11 +100,14 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     flags to change where a loss said what is wrong in its own terms: :func:`flag_advice`).
 
     Ctrl-C (``KeyboardInterrupt``) is one line too, with exit code 130 (128 + SIGINT, as a shell reports it).
-    ``RuntimeError`` is included for hf_cse's own error types (e.g. ``HubPushError``) and torch's device errors
-    ("CUDA is not available"); set ``HF_CSE_DEBUG=1`` to get the traceback of any of them.
+    A foreseeable failure is a :class:`~hf_cse.errors.CSEError`; its message names fields as the Python API does,
+    and is printed with the flags that set them (:func:`hf_cse.cli.flags.in_flag_terms`). Any other exception is a
+    bug and keeps its traceback; set ``HF_CSE_DEBUG=1`` to get the traceback of a ``CSEError`` too.
     """
+    use_parser(())  # no flags known until the command reads its parser (refuse_unknown_flags)
     try:
-        return int(main() or 0)
+        with flag_terms_in_logs():
+            return int(main() or 0)
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, not a traceback
         if os.environ.get(DEBUG_ENV):
             raise
@@ -118,7 +120,7 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
         advice = flag_advice(err)
         prefix, suffix = f"{prog}: error: ", f" ({DEBUG_ENV}=1 shows the traceback)"
         room = MAX_LINE - len(prefix) - (len(advice) + 1 if advice else 0)
-        message = _one_line(err, room)
+        message = fit_line(in_flag_terms(" ".join(str(err).split()), err.fields) or type(err).__name__, room)
         if len(message) + len(suffix) > room:  # the fix matters more than the hint: it goes when there is no room
             suffix = ""
         _close_progress_bars()
@@ -141,7 +143,7 @@ def refuse_empty_paths(parser, argv: list[str] | None) -> None:
     for name, value in given.items():
         if is_path_flag(name):
             for item in value if isinstance(value, list) else [value]:
-                check_path_given(item, f"--{name}" if name not in ("checkpoint", "out_dir") else name.upper())
+                check_path_given(item, FLAG_OF_FIELD.get(name, f"--{name}"))
 
 
 
@@ -149,6 +151,7 @@ def refuse_empty_paths(parser, argv: list[str] | None) -> None:
 def refuse_unknown_flags(parser, argv: list[str] | None) -> None:
     """One line for a flag ``parser`` does not know, with the closest one it does (a typo such as --lerning_rate
     would otherwise be an argparse error listing every unused argument, or a usage screen)."""
+    use_parser(parser._actions)  # the flags an error's fields are printed as (hf_cse.cli.flags)
     unknown = parser.parse_known_args(argv)[1]
     if not unknown:
         return

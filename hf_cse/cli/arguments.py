@@ -67,9 +67,9 @@ def _metadata(config_classes: dict[str, type], name: str) -> Mapping[str, Any]:
 
 
 def _aliases(config_classes: dict[str, type], name: str) -> list[str]:
-    """Other option strings of a config field's flag (``metadata["aliases"]``: ``--torch_dtype`` for
-    ``encoder_dtype``, whose own name transformers' config already uses)."""
-    return list(_metadata(config_classes, name).get("aliases", ()))
+    """Other option strings of a config field's flag (``metadata["aliases"]``, other names of the field:
+    ``--torch_dtype`` for ``encoder_dtype``, whose own name transformers' config already uses)."""
+    return [f"--{alias}" for alias in _metadata(config_classes, name).get("aliases", ())]
 
 
 def _list_flag(parse: Callable[[str], list]) -> Callable[[str], list]:
@@ -186,6 +186,19 @@ class DataArguments:
     max_seq_length: int = field(default=32, metadata={"help": "Training truncation length (papers: 32)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N sentences."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenizing."})
+
+
+@dataclass
+class StreamingArguments:
+    """How the training text is read: streamed, or several files mixed (:mod:`hf_cse.streaming`)."""
+
+    streaming: bool = field(default=False, metadata={
+        "help": "Read the training text as a stream (local files or --dataset_name), tokenized on the fly: corpora "
+                "larger than memory. Needs --max_steps. See hf_cse/streaming.py."})
+    train_files: list[str] | None = field(default=None, metadata={
+        "help": "Several training text files (.txt/.csv/.tsv/.json/.jsonl), mixed by --train_weights."})
+    train_weights: list[float] | None = field(default=None, metadata={
+        "help": "Mixing weights of --train_files, one per file (normalised to sum 1). Default: equal."})
 
 
 @dataclass

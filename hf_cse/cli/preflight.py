@@ -109,7 +109,21 @@ def encoder_config(encoder: str, flag: str = "--model_name_or_path", trust_remot
 
     check_model_source(encoder, flag)
     check_tokenizer_files(encoder, flag)
-    return AutoConfig.from_pretrained(encoder, trust_remote_code=trust_remote_code)
+    try:
+        return AutoConfig.from_pretrained(encoder, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:  # e.g. code in the model's folder that trust_remote_code must allow
+        raise InputError(f"{flag} {encoder}: its config cannot be read ({' '.join(str(err).split())})") from err
+
+
+def load_tokenizer(encoder: str, flag: str = "--model_name_or_path", **kwargs):
+    """The encoder's tokenizer (after :func:`encoder_config`'s checks); one line if its files cannot be read, or
+    its tokenizer class needs a package that is not installed."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(encoder, **kwargs)
+    except (OSError, ValueError, ImportError) as err:
+        raise InputError(f"{flag} {encoder}: its tokenizer cannot be loaded ({' '.join(str(err).split())})") from err
 
 
 def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:

@@ -52,9 +52,9 @@ class DataSpec(_DataFlags):
     """The training data: where it comes from, how it is cut, which columns are the views, how it is read.
 
     Its first fields are :class:`hf_cse.cli.arguments.DataArguments`' own (but the speed-only ones, in
-    :class:`SpeedSpec`); the others are the streaming flags (:class:`hf_cse.streaming.StreamingArguments`). Paths are
-    kept as given (the card names the file, messages the path) and, resolved against the folder the run started in, as
-    ``resolved_*`` (the fingerprint: the same file reached from another folder is the same run)."""
+    :class:`SpeedSpec`); the others are the streaming flags (:class:`hf_cse.cli.arguments.StreamingArguments`).
+    Paths are kept as given (the card names the file, messages the path) and, resolved against the folder the run
+    started in, as ``resolved_*`` (the fingerprint: the same file reached from another folder is the same run)."""
 
     streaming: bool = False
     train_files: tuple[str, ...] | None = None

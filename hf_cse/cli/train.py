@@ -17,13 +17,15 @@ import sys
 from pathlib import Path
 
 import transformers
-from transformers import AutoTokenizer, HfArgumentParser, set_seed
+from transformers import HfArgumentParser, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
+from hf_cse.checks import InputError
 from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.arguments import (
     DataArguments,
     MethodArguments,
+    StreamingArguments,
     config_kwargs_from,
     dcl_arguments_class,
     loss_arguments_class,
@@ -41,6 +43,7 @@ from hf_cse.cli.preflight import (
     check_resume_fits,
     check_training_arguments,
     encoder_config,
+    load_tokenizer,
 )
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values
 from hf_cse.cli.run_config import check_settings, read_run_config
@@ -55,6 +58,7 @@ from hf_cse.data import (
     tokenize_pair_dataset,
 )
 from hf_cse.encoders import default_encoder
+from hf_cse.errors import CSEError
 from hf_cse.evaluation.custom_dev import pairs_from_args
 from hf_cse.export import take_over_hub_push
 from hf_cse.folder_lock import releases_folder_locks
@@ -64,7 +68,7 @@ from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.precision import describe, emulated
 from hf_cse.sampler import check_distinct_texts
-from hf_cse.streaming import StreamingArguments, check_streaming_arguments, load_training_text, tokenize_stream
+from hf_cse.streaming import check_streaming_arguments, load_training_text, tokenize_stream
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.training_args import ContrastiveTrainingArguments
 
@@ -123,7 +127,12 @@ def parse_args(argv: list[str]):
         known = parser.parse_known_args(argv)[0]
         parser.set_defaults(output_dir=f"outputs/{known.method}-{main_loss(known.method, known.loss)}")
     refuse_unknown_flags(parser, argv)  # a typo gets the closest flag, not a list of unused arguments
-    return (*parser.parse_args_into_dataclasses(args=argv), chosen)
+    try:
+        return (*parser.parse_args_into_dataclasses(args=argv), chosen)
+    except ValueError as err:  # the dataclasses' __post_init__ checks (TrainingArguments' own included)
+        if isinstance(err, CSEError):
+            raise
+        raise InputError(str(err)) from None
 
 
 def record_in_objectives_form(record: dict) -> dict:
@@ -221,7 +230,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
         check_enough_rows(len(raw), global_batch, data.source, data.unit)
         if training_args.no_duplicates_in_batch:
             check_distinct_texts(raw, global_batch, data.source)
-    tokenizer = AutoTokenizer.from_pretrained(encoder, **remote)
+    tokenizer = load_tokenizer(encoder, **remote)
     check_room_for_text(tokenizer, data.max_seq_length, spec.config.get("prompt"))
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.

@@ -1,7 +1,7 @@
 """Did training make the model better? The dev score before the first step and after the last one.
 
 ``run_unsup.py`` scores its dev data (STS-B/SICK-R dev with ``--senteval_data_dir`` or ``--eval_source hub``, or the
-user's own pairs with ``--eval_file``) once before training (the Trainer's ``eval_on_start``, logged at step 0 and kept
+user's own pairs with ``eval_file``) once before training (the Trainer's ``eval_on_start``, logged at step 0 and kept
 in every checkpoint's log history, so a resumed run still knows it) and once at the end. The untrained encoder is a
 candidate like any checkpoint: when it scored better than the trained model, its weights are the ones saved. The
 run's last line says ``dev: before X -> after Y`` and which was saved; ``training_info.json`` and the model card record
@@ -90,7 +90,7 @@ class UntrainedCandidate:
 
 def primary_metric(metrics: Mapping[str, Any], preferred: str | None = None) -> str | None:
     """The dev metric to judge a run by: ``preferred`` (``metric_for_best_model``) when it was scored, else STS-B
-    dev, else the first Spearman score (a user's own ``--eval_file``); names without the ``eval_`` prefix."""
+    dev, else the first Spearman score (a user's own ``eval_file``); names without the ``eval_`` prefix."""
     names = [k[len("eval_"):] for k, v in metrics.items() if k.startswith("eval_") and isinstance(v, (int, float))]
     for name in (preferred and preferred.removeprefix("eval_"), "stsb_spearman"):
         if name in names:
@@ -117,16 +117,16 @@ def log_dev_change(logger, dev: DevChange | None) -> None:
     noise, or that no dev data checked it."""
     if dev is not None and not (math.isfinite(dev.before) and math.isfinite(dev.after)):
         logger.warning("%s: the dev score is undefined (every pair got the same cosine, e.g. sentences the tokenizer "
-                       "reads as unknown tokens only); check the dev data (--eval_file) and the encoder's language",
+                       "reads as unknown tokens only); check the dev data (eval_file) and the encoder's language",
                        dev.line())
     elif dev is None:
         logger.warning("dev: no dev data, so nothing checked that training made the model better; pass "
-                       "--senteval_data_dir (or --eval_source hub) or --eval_file to score it before and after "
+                       "senteval_data_dir (or eval_source hub) or eval_file to score it before and after "
                        "training")
     elif dev.kept_step == 0:
-        logger.warning("%s: training did not beat it; try a lower --learning_rate or fewer steps", dev.line())
+        logger.warning("%s: training did not beat it; try a lower learning_rate or fewer steps", dev.line())
     elif dev.worse:
-        logger.warning("%s: WORSE than the untrained encoder by more than %.1f points; try a lower --learning_rate or "
+        logger.warning("%s: WORSE than the untrained encoder by more than %.1f points; try a lower learning_rate or "
                        "fewer steps, or keep the encoder as it was", dev.line(), NOISE_POINTS)
     else:
         logger.info(dev.line())

@@ -1,9 +1,9 @@
 """Your own similarity data for checkpoint selection and evaluation: scored sentence pairs from a CSV/TSV file
-(``--eval_file``) or a Hub data set (``--eval_dataset_name``), scored like STS-B dev (Spearman x 100 of cosine).
+(``eval_file``) or a Hub data set (``eval_dataset_name``), scored like STS-B dev (Spearman x 100 of cosine).
 
 A file holds one pair per row: two sentences and a similarity score (any scale, any language; only the ranking
-matters). Columns are named by the ``--eval_*_column`` flags. With column names the first row is the header;
-with 0-based column numbers (``--eval_sentence1_column 5 --eval_sentence2_column 6 --eval_score_column 4``,
+matters). Columns are named by the ``eval_*_column`` fields. With column names the first row is the header;
+with 0-based column numbers (``eval_sentence1_column 5 eval_sentence2_column 6 eval_score_column 4``,
 e.g. SentEval's ``sts-dev.csv``) the file has no header. ``.tsv`` / ``.txt`` files and files whose first line
 holds a tab are tab-separated and read without quote handling (sentences keep their quote characters);
 other files are comma-separated CSV with standard quoting.
@@ -30,10 +30,10 @@ class EvalDataArguments:
     eval_file: str | None = field(
         default=None,
         metadata={"help": "CSV/TSV of scored sentence pairs (two sentences + a similarity score, any language), "
-                          "scored like STS-B dev: logged as eval_<eval_name>_spearman for --metric_for_best_model."},
+                          "scored like STS-B dev: logged as eval_<eval_name>_spearman for metric_for_best_model."},
     )
     eval_dataset_name: str | None = field(
-        default=None, metadata={"help": "Hub data set of scored sentence pairs (instead of --eval_file)."}
+        default=None, metadata={"help": "Hub data set of scored sentence pairs (instead of eval_file)."}
     )
     eval_dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration."})
     eval_dataset_split: str = field(default="validation", metadata={"help": "Its split."})
@@ -54,10 +54,10 @@ def _delimiter(path: Path, first_line: str) -> str | None:
 
 
 def _rows(path: Path) -> list[list[str]]:
-    text = read_text(path, "--eval_file")  # the training files' reader: BOM, compressed, binary, not UTF-8
+    text = read_text(path, "eval_file")  # the training files' reader: BOM, compressed, binary, not UTF-8
     lines = text.splitlines()
     if not lines:
-        raise InputError(f"--eval_file {path} is empty; it needs scored sentence pairs (two sentences + a score).")
+        raise InputError(f"eval_file {path} is empty; it needs scored sentence pairs (two sentences + a score).")
     if _delimiter(path, lines[0]) == "\t":
         return [line.split("\t") for line in lines]  # no quoting: STS files hold unbalanced quote characters
     return list(csv.reader(lines))
@@ -68,8 +68,9 @@ def _column_index(column: str, header: list[str] | None, path: Path, flag: str) 
         return int(column)
     names = [h.strip() for h in header]
     if column not in names:
-        raise InputError(f"{path}: no column {column!r} (set by --{flag}); its header has: {', '.join(names)}. "
-                         f"Pass --{flag} with one of these names, or 0-based column numbers for a file without header.")
+        raise InputError(f"{path}: no column {column!r} (set by {flag}); its header has: {', '.join(names)}. "
+                         f"Pass {flag} with one of these names, or 0-based column numbers for a file without header.",
+                         fields=(flag,))
     return names.index(column)
 
 
@@ -79,11 +80,11 @@ def read_pair_file(path, sentence1_column: str = "sentence1", sentence2_column: 
     naming the file and line. Blank lines are skipped."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"--eval_file {path}: no such file.")
+        raise InputError(f"eval_file {path}: no such file.")
     columns = (sentence1_column, sentence2_column, score_column)
     numbered = [c.strip().isdigit() for c in columns]
     if any(numbered) and not all(numbered):
-        raise InputError("--eval_sentence1_column, --eval_sentence2_column and --eval_score_column must be all names "
+        raise InputError("eval_sentence1_column, eval_sentence2_column and eval_score_column must be all names "
                          f"(file with header) or all 0-based numbers (file without header); got {', '.join(columns)}.")
     rows = _rows(path)
     header = None if all(numbered) else rows[0]
@@ -96,7 +97,7 @@ def read_pair_file(path, sentence1_column: str = "sentence1", sentence2_column: 
             continue
         if len(row) <= max(i1, i2, i_score):
             raise InputError(f"{path}, line {line_no}: {len(row)} columns, but column {max(i1, i2, i_score)} "
-                             "(0-based) is needed. Fix the row or the --eval_*_column flags.")
+                             "(0-based) is needed. Fix the row or the eval_*_column settings.")
         s1, s2, raw = row[i1].strip(), row[i2].strip(), row[i_score].strip()
         if not s1 or not s2:
             raise InputError(f"{path}, line {line_no}: empty sentence. Remove the row or fill it in.")
@@ -106,7 +107,7 @@ def read_pair_file(path, sentence1_column: str = "sentence1", sentence2_column: 
             score = math.nan
         if not math.isfinite(score):
             raise InputError(f"{path}, line {line_no}: score {raw!r} is not a number (column {score_column}). "
-                             "Fix the row, or point --eval_score_column at the score column.")
+                             "Fix the row, or point eval_score_column at the score column.")
         a.append(s1)
         b.append(s2)
         y.append(score)
@@ -123,21 +124,21 @@ def load_hub_pairs(name: str, config: str | None = None, split: str = "validatio
     try:
         ds = datasets.load_dataset(name, config, split=split)
     except (ConnectionError, FileNotFoundError) as err:
-        offline = " The Hub is offline (HF_HUB_OFFLINE=1): unset it, or use --eval_file." if constants.HF_HUB_OFFLINE \
+        offline = " The Hub is offline (HF_HUB_OFFLINE=1): unset it, or use eval_file." if constants.HF_HUB_OFFLINE \
             else ""
-        raise InputError(f"--eval_dataset_name {name}: cannot load it ({' '.join(str(err).split())}).{offline}") \
+        raise InputError(f"eval_dataset_name {name}: cannot load it ({' '.join(str(err).split())}).{offline}") \
             from err
     except ValueError as err:  # unknown split or config
-        raise InputError(f"--eval_dataset_name {name}: {' '.join(str(err).split())}") from err
+        raise InputError(f"eval_dataset_name {name}: {' '.join(str(err).split())}") from err
     missing = [c for c in (sentence1_column, sentence2_column, score_column) if c not in ds.column_names]
     if missing:
-        raise InputError(f"--eval_dataset_name {name} has no column {', '.join(map(repr, missing))}; its columns: "
-                         f"{', '.join(ds.column_names)}. Set --eval_sentence1_column / --eval_sentence2_column / "
-                         "--eval_score_column.")
+        raise InputError(f"eval_dataset_name {name} has no column {', '.join(map(repr, missing))}; its columns: "
+                         f"{', '.join(ds.column_names)}. Set eval_sentence1_column / eval_sentence2_column / "
+                         "eval_score_column.")
     try:
         scores = [float(s) for s in ds[score_column]]
     except (TypeError, ValueError) as err:
-        raise InputError(f"--eval_dataset_name {name}: column {score_column!r} is not numeric.") from err
+        raise InputError(f"eval_dataset_name {name}: column {score_column!r} is not numeric.") from err
     return check_pairs(STSPairs(*_sentence_pairs(ds[sentence1_column], ds[sentence2_column], scores)), name)
 
 
@@ -150,9 +151,9 @@ def check_pairs(pairs: STSPairs, source: str) -> STSPairs:
 
 
 def pairs_from_args(args: EvalDataArguments) -> STSPairs | None:
-    """The pairs the flags name (None when neither --eval_file nor --eval_dataset_name is given)."""
+    """The pairs the flags name (None when neither eval_file nor eval_dataset_name is given)."""
     if args.eval_file and args.eval_dataset_name:
-        raise InputError("Give --eval_file or --eval_dataset_name, not both.")
+        raise InputError("Give eval_file or eval_dataset_name, not both.")
     columns = (args.eval_sentence1_column, args.eval_sentence2_column, args.eval_score_column)
     if args.eval_file:
         return read_pair_file(args.eval_file, *columns)

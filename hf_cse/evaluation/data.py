@@ -27,6 +27,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from ..errors import CSEError
 from . import rowcheck as check
 from .hub_data import HUB_DATASETS, hub_load
 from .rowcheck import SentEvalDataError
@@ -59,7 +60,7 @@ STS_SUBSETS: dict[str, tuple[str, ...]] = {
 _GET_DATA_HINT = (
     "Get SentEval's data with its script data/downstream/get_transfer_data.bash "
     "(https://github.com/facebookresearch/SentEval) and pass that data/downstream folder as "
-    "--senteval_data_dir, or read the tasks from the Hugging Face Hub with --senteval_source hub."
+    "senteval_data_dir, or read the tasks from the Hugging Face Hub with senteval_source hub."
 )
 
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
@@ -144,12 +145,12 @@ def default_senteval_dir() -> Path:
 
 def _check_task(task: str, valid: tuple[str, ...]) -> None:
     if task not in valid:
-        raise ValueError(f"Unknown task {task!r}. Valid tasks: {', '.join(valid)}.")
+        raise CSEError(f"Unknown task {task!r}. Valid tasks: {', '.join(valid)}.")
 
 
 def _check_source(source: Source) -> None:
     if source not in SOURCES:
-        raise ValueError(f"Unknown senteval source {source!r}: use 'local' or 'hub'.")
+        raise CSEError(f"Unknown senteval source {source!r}: use 'local' or 'hub'.")
 
 
 def _sentence_pairs(a, b, y) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
@@ -232,12 +233,12 @@ def load_sts(task: str, data_dir=None, split: str = "test", source: Source = "lo
     _check_source(source)
     if task in STS_YEARS:
         if split != "test":
-            raise ValueError(f"{task} has only a test split (asked for {split!r}).")
+            raise CSEError(f"{task} has only a test split (asked for {split!r}).")
         if source == "hub":
             return {"all": _hub_sts(task, split)}
         return _local_sts_year(task, _check_dir(data_dir))
     if split not in ("train", "dev", "test"):
-        raise ValueError(f"{task}: unknown split {split!r} (train, dev, test).")
+        raise CSEError(f"{task}: unknown split {split!r} (train, dev, test).")
     if source == "hub":
         return {split: _hub_sts(task, split)}
     reader = _local_stsb if task == "STSBenchmark" else _local_sick

@@ -1,6 +1,6 @@
 """Scores per embedding dimension (``run_eval.py --truncate_dims 256,128,64``): the embeddings cut to their first
 ``d`` coordinates, as ``SentenceTransformer(folder, truncate_dim=d)`` serves them, scored on the STS tasks (and the
-MTEB tasks) of the run for each ``d``. A Matryoshka-trained model (``--matryoshka_dims``) should lose little; a
+MTEB tasks) of the run for each ``d``. A Matryoshka-trained model (``matryoshka_dims``) should lose little; a
 plain one shows what truncating it costs.
 
 The model encodes each sentence once for all dimensions (:class:`TruncatedEncoder` shares one cache of the full
@@ -23,11 +23,11 @@ from ..matryoshka import parse_int_list
 def parse_truncate_dims(value: str | Sequence[int] | None) -> list[int]:
     """``"256,128,64"`` -> ``[256, 128, 64]`` (largest first); a bad list is one :class:`InputError` line."""
     try:
-        dims = parse_int_list(value, "--truncate_dims") or []
+        dims = parse_int_list(value, "truncate_dims") or []
     except ValueError as err:
         raise InputError(str(err)) from None
     if any(d < 1 for d in dims) or len(set(dims)) != len(dims):
-        raise InputError(f"--truncate_dims {value!r}: give distinct dimensions >= 1, e.g. 256,128,64.")
+        raise InputError(f"truncate_dims {value!r}: give distinct dimensions >= 1, e.g. 256,128,64.")
     return sorted(dims, reverse=True)
 
 
@@ -55,7 +55,7 @@ class TruncatedEncoder:
             return np.zeros((0, self.dim), np.float32)
         full = np.stack([self.cache[s] for s in sentences])
         if self.dim > full.shape[1]:
-            raise InputError(f"--truncate_dims {self.dim}: the model's embeddings have {full.shape[1]} dimensions; "
+            raise InputError(f"truncate_dims {self.dim}: the model's embeddings have {full.shape[1]} dimensions; "
                              f"choose dimensions up to {full.shape[1]}.")
         return full[:, :self.dim]
 
@@ -69,7 +69,7 @@ def check_dims_fit(encoder, dims: Sequence[int]) -> int:
     width = int(encoder.encode(["a"], show_progress_bar=False).shape[1])
     too_large = [d for d in dims if d > width]
     if too_large:
-        raise InputError(f"--truncate_dims {too_large}: {encoder.name} gives {width}-dimensional embeddings; choose "
+        raise InputError(f"truncate_dims {too_large}: {encoder.name} gives {width}-dimensional embeddings; choose "
                          f"dimensions up to {width}.")
     return width
 

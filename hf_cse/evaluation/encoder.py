@@ -30,6 +30,7 @@ import torch
 
 from ..data import with_prompt
 from ..encoders import encoder_max_length, read_model_json, takes_token_type_ids
+from ..errors import CSEError, PathNotFoundError
 from ..models.modes import eval_mode
 from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hidden_states, pool
 from ..precision import autocast, resolve
@@ -49,9 +50,9 @@ def detect_kind(name_or_path: str, revision: str | None = None) -> str:
             or not (path / "config.json").is_file()
             and not (path / "modules.json").is_file()
         ):
-            raise FileNotFoundError(f"{name_or_path} is not a model folder (no config.json or modules.json).")
+            raise PathNotFoundError(f"{name_or_path} is not a model folder (no config.json or modules.json).")
     elif path.is_absolute() or name_or_path.startswith((".", "~")) or name_or_path.count("/") > 1:
-        raise FileNotFoundError(f"Model path {name_or_path} does not exist.")
+        raise PathNotFoundError(f"Model path {name_or_path} does not exist.")
     config = read_model_json(str(path) if path.exists() else name_or_path, "config.json", revision)
     if config is not None and str(config.get("model_type", "")).startswith("hf_cse"):
         return "hf_cse"
@@ -110,7 +111,7 @@ class SentenceEncoder:
         if pooler is not None:
             check_pooler(pooler)
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+            raise CSEError(f"batch_size must be >= 1, got {batch_size}.")
         self.model = model
         self.pooler = pooler
         self.batch_size = int(batch_size)
@@ -129,7 +130,7 @@ class SentenceEncoder:
             )
         else:
             if tokenizer is None:
-                raise ValueError("A tokenizer is needed for a transformers model (or use from_pretrained).")
+                raise CSEError("A tokenizer is needed for a transformers model (or use from_pretrained).")
             self.kind = "hf_cse" if hasattr(model, "sentence_embedding") else "hf"
             self.tokenizer = tokenizer
             self._lower = False
@@ -138,8 +139,8 @@ class SentenceEncoder:
         if max_length is not None:
             limit = _model_max_length(self.tokenizer, getattr(self._hf_model, "config", None))
             if not 0 < int(max_length) <= limit:  # longer inputs would index past the position embeddings
-                raise ValueError(f"max_length must be in [1, {limit}] for this model (its position limit), got "
-                                 f"{max_length}; leave it out to use the model's limit.")
+                raise CSEError(f"max_length must be in [1, {limit}] for this model (its position limit), got "
+                               f"{max_length}; leave it out to use the model's limit.")
         self.max_length = int(max_length) if max_length else int(default_max)
         if device is None:
             try:
@@ -256,7 +257,7 @@ class SentenceEncoder:
         meant for dev-sized sets."""
         sentences = list(sentences)
         if not sentences:
-            raise ValueError("prepare() needs at least one sentence.")
+            raise CSEError("prepare() needs at least one sentence.")
         texts, inverse, order, tokens, batch_size = self._tokenized(sentences, batch_size)
         batches = [(idx, self._batch_features(idx, texts, tokens)) for idx in _batch_indices(order, batch_size)]
         return PreparedSentences(tuple(sentences), inverse, len(texts), batches, self.tokenization_settings(batch_size))
@@ -264,8 +265,8 @@ class SentenceEncoder:
     def encode_prepared(self, prepared: "PreparedSentences", show_progress_bar: bool | None = None) -> np.ndarray:
         """:meth:`encode` of the sentences :meth:`prepare` made ``prepared`` of, without tokenizing them again."""
         if not prepared.fits(self):
-            raise ValueError("these sentences were prepared by an encoder with another tokenizer, length limit, "
-                             "prompt or batch size: prepare them again with this encoder.")
+            raise CSEError("these sentences were prepared by an encoder with another tokenizer, length limit, "
+                           "prompt or batch size: prepare them again with this encoder.")
         return self._embed(iter(prepared.batches), prepared.n_texts, len(prepared.batches),
                            show_progress_bar)[prepared.inverse]
 
@@ -318,7 +319,7 @@ class SentenceEncoder:
         st_max = getattr(module, "max_seq_length", None)
         try:
             if st_max is not None and st_max != self.max_length:
-                module.max_seq_length = self.max_length  # --max_seq_length also for the ST's own modules
+                module.max_seq_length = self.max_length  # max_seq_length also for the ST's own modules
             return module.preprocess([texts[i] for i in idx])  # texts hold its default prompt
         finally:
             if st_max is not None and st_max != self.max_length:
@@ -342,7 +343,7 @@ class SentenceEncoder:
             return outputs.pooler_output
         last = getattr(outputs, "last_hidden_state", None)
         if last is None:
-            raise ValueError(
+            raise CSEError(
                 f"{type(model).__name__} returns no last_hidden_state: pass a base encoder (AutoModel)."
             )
         return pool(pooler, feats["attention_mask"], last, outputs.hidden_states if want_hidden else None)

@@ -5,7 +5,7 @@ model's test pooler, through :class:`SentenceEncoder`: de-duplicated, length-sor
 
 * hf_cse evaluators: callables ``evaluator(encoder: SentenceEncoder) -> dict[str, float]``, e.g.
   :class:`STSDevEvaluator` (STS-B / SICK-R dev, the default with ``senteval_data_dir``) and
-  :class:`PairsEvaluator` (your own scored pairs, ``--eval_file``). Scores are Spearman x 100.
+  :class:`PairsEvaluator` (your own scored pairs, ``eval_file``). Scores are Spearman x 100.
 * any sentence-transformers evaluator (``SentenceEvaluator`` / ``BaseEvaluator``: ``EmbeddingSimilarityEvaluator``,
   ``InformationRetrievalEvaluator``, ...). It is handed :class:`STModelAdapter`, which gives it the
   ``SentenceTransformer`` surface it uses (``encode``, ``similarity_fn_name``, ``similarity``...). Its metrics
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import CSEError
 from .data import STS_DEV_TASKS, Source, STSPairs, load_sts
 from .encoder import PreparedSentences, SentenceEncoder
 from .sts import score_sts
@@ -57,7 +58,7 @@ class STSDevEvaluator(_TokenizedOnce):
                  tasks: Sequence[str] = STS_DEV_TASKS):
         for task in tasks:
             if task not in DEV_METRIC_NAMES:
-                raise ValueError(f"STS dev task {task!r} has no dev split; use {', '.join(DEV_METRIC_NAMES)}.")
+                raise CSEError(f"STS dev task {task!r} has no dev split; use {', '.join(DEV_METRIC_NAMES)}.")
         self.data_dir = None if senteval_data_dir is None else str(senteval_data_dir)
         self.source = source
         self.tasks = list(tasks)
@@ -174,7 +175,7 @@ def run_evaluator(evaluator, encoder: SentenceEncoder, epoch: float = -1, steps:
 def training_evaluator(senteval_data_dir=None, source: Source = "local", pairs: STSPairs | None = None,
                        pairs_name: str = "custom", extra=None) -> list | None:
     """What ``run_unsup.py`` scores during training: STS dev (with ``senteval_data_dir`` or ``source="hub"``),
-    your own pairs (``--eval_file``) and ``extra`` evaluators; None when nothing is given."""
+    your own pairs (``eval_file``) and ``extra`` evaluators; None when nothing is given."""
     evaluators = []
     if senteval_data_dir is not None or source == "hub":
         evaluators.append(STSDevEvaluator(senteval_data_dir, source))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import CSEError
 from ..writing import replace_atomically
 from .results import EvalResults
 
@@ -47,7 +48,7 @@ def plot_alignment_uniformity(results: Sequence[EvalResults], path, labels: Sequ
     pts = [(r, lab) for r, lab in zip(results, labels or [r.name for r in results])]
     pts = [(r, lab) for r, lab in pts if r.alignment is not None and r.uniformity is not None]
     if not pts:
-        raise ValueError("No result has both alignment and uniformity.")
+        raise CSEError("No result has both alignment and uniformity.")
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
     xs = np.array([r.alignment for r, _ in pts])
     ys = np.array([r.uniformity for r, _ in pts])
@@ -125,7 +126,7 @@ def plot_task_comparison(results: Sequence[EvalResults], path, title: str | None
 
 
 def plot_score_by_dimension(results: Sequence[EvalResults], path, title: str | None = None) -> Path:
-    """Score against embedding dimension (``--truncate_dims``, the full embedding included): one line per model and
+    """Score against embedding dimension (``truncate_dims``, the full embedding included): one line per model and
     score (the STS average, each MTEB task), dimensions on a log scale."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))

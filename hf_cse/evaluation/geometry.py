@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import CSEError
 from .data import Source, load_sts
 
 
@@ -39,7 +40,7 @@ def uniformity(x: np.ndarray, t: float = 2.0) -> float:
     x = _normalise(x)
     n = len(x)
     if n < 2:
-        raise ValueError("uniformity needs at least two embeddings.")
+        raise CSEError("uniformity needs at least two embeddings.")
     sq = np.clip(2.0 - 2.0 * (x @ x.T), 0.0, None)  # squared distances of unit vectors
     iu = np.triu_indices(n, k=1)
     vals = -t * sq[iu]

@@ -3,6 +3,7 @@ for which SentEval task, and loading one split of it."""
 
 from __future__ import annotations
 
+from ..errors import CSEError
 from .rowcheck import SentEvalDataError
 
 # Hub data sets used by source="hub" (repo id, config, {our split: hub split(s)}, column names).
@@ -52,10 +53,10 @@ def hub_load(task: str, split: str):
     try:
         import datasets
     except ImportError as err:  # pragma: no cover
-        raise ImportError("--senteval_source hub needs the `datasets` package (pip install datasets).") from err
+        raise CSEError("senteval_source hub needs the `datasets` package (pip install datasets).") from err
     spec = HUB_DATASETS[task]
     if split not in spec["splits"]:
-        raise ValueError(
+        raise CSEError(
             f"{task}: split {split!r} is not available from the Hub data set {spec['repo']} "
             f"(available: {', '.join(spec['splits'])})."
         )
@@ -74,6 +75,6 @@ def hub_load(task: str, split: str):
         )
         raise SentEvalDataError(
             f"{task}: cannot read the Hub data set {spec['repo']}: {fix}, or read SentEval's "
-            "files with --senteval_source local --senteval_data_dir DIR."
+            "files with senteval_source local senteval_data_dir DIR."
         ) from err
     return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]

@@ -22,6 +22,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ..errors import CSEError
+
 
 @dataclass(frozen=True)
 class ClassifierConfig:
@@ -123,7 +125,7 @@ class BatchedLogReg:
         self, X: np.ndarray, y: np.ndarray, nclasses: int, config: ClassifierConfig, max_parallel=None
     ):
         if config.optim not in ("adam", "rmsprop"):
-            raise ValueError(f"Unknown optimizer {config.optim!r} (adam, rmsprop).")
+            raise CSEError(f"Unknown optimizer {config.optim!r} (adam, rmsprop).")
         self.X = torch.as_tensor(np.ascontiguousarray(X), dtype=torch.float32)
         self.y = torch.as_tensor(np.asarray(y), dtype=torch.long)
         self.nclasses = int(nclasses)
@@ -140,7 +142,7 @@ class BatchedLogReg:
         if fit.dev_idx is not None:
             return train, np.asarray(fit.dev_idx, dtype=np.int64), ("data", len(train))
         if not fit.validation_split:
-            raise ValueError("A Fit needs dev_idx or validation_split.")
+            raise CSEError("A Fit needs dev_idx or validation_split.")
         perm = self.perms.split(len(train))
         ndev = int(fit.validation_split * len(train))
         return train[perm[ndev:]], train[perm[:ndev]], ("split", len(train))

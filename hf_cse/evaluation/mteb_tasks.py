@@ -31,7 +31,7 @@ def split_mteb_tasks(spec: str) -> tuple[str, list[str]]:
     first = next((i for i, s in enumerate(items) if s.lower().startswith(PREFIX)), len(items))
     names = [s[len(PREFIX):].strip() if s.lower().startswith(PREFIX) else s for s in items[first:]]
     if any(not n for n in names):
-        raise InputError(f"--tasks {spec!r}: 'mteb:' must be followed by an MTEB task name, e.g. mteb:STS22.")
+        raise InputError(f"tasks={spec!r}: 'mteb:' must be followed by an MTEB task name, e.g. mteb:STS22.")
     ours = [s for s in items[:first] if s.lower() != "none"]
     return ",".join(ours), list(dict.fromkeys(names))
 
@@ -167,7 +167,7 @@ def mteb_encoder(encoder: SentenceEncoder, meta: dict | None = None):
 
 
 def mteb_model_name(name_or_path: str, given: str | None = None) -> str:
-    """The model's name in MTEB's results (``ModelMeta.name``, ``org/name``): ``given`` (``--mteb_model_name``), a
+    """The model's name in MTEB's results (``ModelMeta.name``, ``org/name``): ``given`` (``mteb_model_name``), a
     Hub id as it is, or ``local/<folder name>`` for a local folder (no machine-local path is published)."""
     if given:
         return given
@@ -205,13 +205,13 @@ def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_di
     """Run MTEB ``tasks`` (objects from :func:`get_mteb_tasks` or :class:`LocalSTSTask`) on ``encoder``; MTEB's
     result file of each task goes to ``output_dir/<task>.json``. Returns ``({task: main score x 100}, details)``.
 
-    ``results_dir`` (``--mteb_results_dir``): mteb itself also saves the results there, through its own
+    ``results_dir`` (``mteb_results_dir``): mteb itself also saves the results there, through its own
     ``ResultCache``, as its own runs do (``results/<model>/<revision>/<task>.json``, ``model_meta.json``,
     ``run_settings.jsonl``), the layout of MTEB's results repository; ``meta``: :func:`model_meta_fields`."""
     mteb = require_mteb()
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / MTEB_FOLDER_MARK).touch()  # marks the folder as run_eval's, so --overwrite_output_dir may remove it
+    (output_dir / MTEB_FOLDER_MARK).touch()  # marks the folder as run_eval's, so overwrite_output_dir may remove it
     cache = None
     if results_dir is not None:
         from mteb.cache import ResultCache

@@ -137,7 +137,7 @@ def markdown_report(results: Sequence[EvalResults]) -> str:
 
 
 def _own_and_mteb_sections(names: Sequence[str], results: Sequence[EvalResults]) -> list[str]:
-    """Tables of the user's own pairs (``--eval_file``) and of MTEB tasks (``--tasks mteb:...``)."""
+    """Tables of the user's own pairs (``eval_file``) and of MTEB tasks (``tasks`` ``mteb:...``)."""
     out: list[str] = []
     own = [(n, r.own_data) for n, r in zip(names, results) if r.own_data is not None]
     if own:
@@ -154,7 +154,7 @@ def _own_and_mteb_sections(names: Sequence[str], results: Sequence[EvalResults])
 
 
 def _dimension_sections(names: Sequence[str], results: Sequence[EvalResults]) -> list[str]:
-    """One table per model evaluated with ``--truncate_dims``: a row per dimension (the full embedding first)."""
+    """One table per model evaluated with ``truncate_dims``: a row per dimension (the full embedding first)."""
     out: list[str] = []
     for n, r in zip(names, results):
         if not r.dimensions:

@@ -4,7 +4,7 @@
 :meth:`EvalResults.to_dict` is ``results.json``'s layout, unchanged: ``model``; the STS task scores (Spearman x 100)
 and ``avg``; ``alignment``, ``uniformity``; ``R@1``/``R@5``/``R@10``; the transfer accuracies (x 100) and
 ``transfer_avg``; then ``details``, ``settings``, ``timing``, ``unfinished_tasks`` (only while it runs),
-``own_data`` (``--eval_file``), ``mteb`` and ``dimensions`` (``--truncate_dims``: the scores of the embeddings cut to
+``own_data`` (``eval_file``), ``mteb`` and ``dimensions`` (``truncate_dims``: the scores of the embeddings cut to
 each dimension, :mod:`hf_cse.evaluation.dimensions`). :meth:`EvalResults.from_dict` reads it back.
 
 Averages say what they are over (:func:`average_label`): SimCSE's "Avg." (Table 1: STS12-16, STS-B, SICK-R; Table 3:
@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import CSEError
 from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 
 RETRIEVAL_KEYS = ("R@1", "R@5", "R@10")
@@ -63,7 +64,7 @@ def _score(key: str, value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"results: {key!r} must be a number, got {value!r}; give the results.json of run_eval.py.")
+        raise CSEError(f"results: {key!r} must be a number, got {value!r}; give the results.json of run_eval.py.")
     return float(value)
 
 
@@ -92,11 +93,11 @@ class EvalResults:
     timing: dict[str, Any] | None = None
     #: tasks still to run (written while the evaluation runs; kept when it was interrupted)
     unfinished_tasks: list[str] = field(default_factory=list)
-    #: ``--eval_file`` pairs: ``{"<name>_spearman": ..., "pairs": n, "source": ...}``
+    #: ``eval_file`` pairs: ``{"<name>_spearman": ..., "pairs": n, "source": ...}``
     own_data: dict[str, Any] | None = None
     #: MTEB task -> main score x 100
     mteb: dict[str, float] | None = None
-    #: ``--truncate_dims``: ``{"128": {"sts": {task: score}, "avg": ..., "mteb": {task: score}}}``, the scores of the
+    #: ``truncate_dims``: ``{"128": {"sts": {task: score}, "avg": ..., "mteb": {task: score}}}``, the scores of the
     #: embeddings cut to their first d coordinates (``settings["embedding_dim"]``: the full size)
     dimensions: dict[str, dict[str, Any]] | None = None
     #: top-level keys hf_cse does not know, kept as read
@@ -166,9 +167,9 @@ class EvalResults:
     def from_dict(cls, data: Mapping[str, Any]) -> EvalResults:
         """The record of one model's ``results.json`` (as loaded by ``json.load``); a bad value fails in one line."""
         if not isinstance(data, Mapping):
-            raise ValueError(f"results must be a JSON object of task -> score, got {type(data).__name__}.")
+            raise CSEError(f"results must be a JSON object of task -> score, got {type(data).__name__}.")
         if "models" in data:
-            raise ValueError("these results hold several models ({\"models\": [...]}); read each entry on its own.")
+            raise CSEError("these results hold several models ({\"models\": [...]}); read each entry on its own.")
         record = cls(model=None if data.get("model") is None else str(data["model"]))
         for key, value in data.items():
             if key in STS_TASKS:
@@ -184,7 +185,7 @@ class EvalResults:
         for key in ("details", "settings", "timing", "own_data", "mteb", "dimensions"):
             value = data.get(key)
             if value is not None and not isinstance(value, Mapping):
-                raise ValueError(f"results: {key!r} must be a JSON object, got {type(value).__name__}.")
+                raise CSEError(f"results: {key!r} must be a JSON object, got {type(value).__name__}.")
             setattr(record, key, None if value is None else dict(value))
         record.unfinished_tasks = [str(t) for t in data.get("unfinished_tasks") or []]
         return record

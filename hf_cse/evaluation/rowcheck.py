@@ -10,10 +10,12 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from ..errors import CSEError
+
 FIX = "fix or remove that line, or get the file again with SentEval's data/downstream/get_transfer_data.bash"
 
 
-class SentEvalDataError(FileNotFoundError, ValueError):
+class SentEvalDataError(CSEError, FileNotFoundError):
     """A task's data file is missing or malformed; the message names the task or file (and line) and the fix.
 
     A ``FileNotFoundError`` for a missing file and a ``ValueError`` for a malformed one, so callers catching either

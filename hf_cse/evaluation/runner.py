@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..errors import CSEError
 from .data import STS_TASKS, TRANSFER_TASKS, Mode, Source, load_sts
 from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
 from .results import RETRIEVAL_KEYS, EvalResults
@@ -62,10 +63,10 @@ def parse_tasks(spec: str | Sequence[str]) -> list[str]:
         elif key in canonical:
             expanded = (canonical[key],)
         else:
-            raise ValueError(f"Unknown task {name!r}. Valid tasks: {', '.join(valid_task_names())}.")
+            raise CSEError(f"Unknown task {name!r}. Valid tasks: {', '.join(valid_task_names())}.")
         out += [t for t in expanded if t not in out]
     if not out:
-        raise ValueError(f"No task given. Valid tasks: {', '.join(valid_task_names())}.")
+        raise CSEError(f"No task given. Valid tasks: {', '.join(valid_task_names())}.")
     return out
 
 
@@ -120,11 +121,11 @@ def evaluate(
     saves it, so an interruption keeps every finished task).
     """
     if mode not in MODES:
-        raise ValueError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODES)}.")
+        raise CSEError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODES)}.")
     if sts_aggregation not in AGGREGATIONS:
-        raise ValueError(f"Unknown STS aggregation {sts_aggregation!r}. Valid: {', '.join(AGGREGATIONS)}.")
+        raise CSEError(f"Unknown STS aggregation {sts_aggregation!r}. Valid: {', '.join(AGGREGATIONS)}.")
     if mrpc_features not in MRPC_FEATURES:
-        raise ValueError(f"Unknown MRPC features {mrpc_features!r}. Valid: {', '.join(MRPC_FEATURES)}.")
+        raise CSEError(f"Unknown MRPC features {mrpc_features!r}. Valid: {', '.join(MRPC_FEATURES)}.")
     names = parse_tasks(tasks)
     describe = encoder.describe() if hasattr(encoder, "describe") else {"model": str(encoder)}
     details: dict = {}

@@ -21,6 +21,7 @@ from typing import Literal, Sequence, get_args
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
+from ..errors import CSEError
 from .data import MODES, STS_TASKS, STS_YEARS, TABLE_NAMES, Mode, Source, STSPairs, load_sts
 from .results import average_label, text_table
 
@@ -75,9 +76,9 @@ def resolve_sts_tasks(tasks: Sequence[str] | None, mode: Mode) -> list[str]:
     tasks = list(STS_TASKS if tasks is None else tasks)
     for t in tasks:
         if t not in STS_TASKS:
-            raise ValueError(f"Unknown STS task {t!r}. Valid STS tasks: {', '.join(STS_TASKS)}.")
+            raise CSEError(f"Unknown STS task {t!r}. Valid STS tasks: {', '.join(STS_TASKS)}.")
     if mode not in MODES:
-        raise ValueError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODES)}.")
+        raise CSEError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODES)}.")
     if mode == "dev":
         skipped = [t for t in tasks if t in STS_YEARS]
         if skipped:
@@ -98,7 +99,7 @@ def score_sts(
     """Score loaded STS data with ``encode(list[str]) -> array``; every sentence of every task is encoded
     in ONE call (de-duplicated across tasks by the encoder)."""
     if aggregation not in AGGREGATIONS:
-        raise ValueError(f"Unknown STS aggregation {aggregation!r}. Valid: {', '.join(AGGREGATIONS)}.")
+        raise CSEError(f"Unknown STS aggregation {aggregation!r}. Valid: {', '.join(AGGREGATIONS)}.")
     index: dict[str, int] = {}
     for subsets in data.values():
         for pairs in subsets.values():
@@ -145,7 +146,7 @@ def evaluate_sts(
     """
     tasks = resolve_sts_tasks(tasks, mode)
     if aggregation not in AGGREGATIONS:
-        raise ValueError(f"Unknown STS aggregation {aggregation!r}. Valid: {', '.join(AGGREGATIONS)}.")
+        raise CSEError(f"Unknown STS aggregation {aggregation!r}. Valid: {', '.join(AGGREGATIONS)}.")
     if source == "hub" and aggregation != "all":
         logger.warning("Hub STS12-16 sets carry no subset names: 'wmean'/'mean' equal 'all' there.")
     data = load_sts_tasks(tasks, data_dir, source, mode)

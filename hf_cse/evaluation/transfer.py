@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from sklearn.model_selection import StratifiedKFold
 
+from ..errors import CSEError
 from .data import TABLE_NAMES, TRANSFER_TASKS, TREC_CLASSES, Mode, Source, load_binary, load_mrpc, load_sst2, load_trec
 from .logreg import FAST_CONFIG, MODE_CONFIGS, TEST_CONFIG, BatchedLogReg, ClassifierConfig, Fit, accuracy
 from .results import average_label, text_table
@@ -159,7 +160,7 @@ def mrpc_features(u: np.ndarray, v: np.ndarray, kind: MrpcFeatures = "senteval")
         return np.concatenate([np.abs(u - v), u * v], axis=1)
     if kind == "full":
         return np.concatenate([u, v, np.abs(u - v), u * v], axis=1)
-    raise ValueError(f"Unknown MRPC features {kind!r}. Valid: {', '.join(MRPC_FEATURES)}.")
+    raise CSEError(f"Unknown MRPC features {kind!r}. Valid: {', '.join(MRPC_FEATURES)}.")
 
 
 # --------------------------------------------------------------------------------------------- tasks
@@ -167,7 +168,7 @@ def resolve_transfer_tasks(tasks: Sequence[str] | None) -> list[str]:
     tasks = list(TRANSFER_TASKS if tasks is None else tasks)
     for t in tasks:
         if t not in TRANSFER_TASKS:
-            raise ValueError(
+            raise CSEError(
                 f"Unknown transfer task {t!r}. Valid transfer tasks: {', '.join(TRANSFER_TASKS)}."
             )
     return tasks
@@ -190,7 +191,7 @@ def load_transfer_task(task: str, data_dir=None, source: str = "local"):
         return load_binary(task, data_dir, source)
     loaders = {"SST2": load_sst2, "TREC": load_trec, "MRPC": load_mrpc}
     if task not in loaders:
-        raise ValueError(f"Unknown transfer task {task!r}. Valid transfer tasks: {', '.join(TRANSFER_TASKS)}.")
+        raise CSEError(f"Unknown transfer task {task!r}. Valid transfer tasks: {', '.join(TRANSFER_TASKS)}.")
     return loaders[task](data_dir, source)
 
 
@@ -201,7 +202,7 @@ def run_transfer_task(
     """Embed one task's sentences once and run its SentEval protocol; returns a details dict with
     ``devacc``, ``testacc`` and ``score`` (testacc, or devacc in ``mode="dev"``)."""
     if mode not in MODE_CONFIGS:
-        raise ValueError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODE_CONFIGS)}.")
+        raise CSEError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODE_CONFIGS)}.")
     config = MODE_CONFIGS[mode]
     t0 = time.perf_counter()
     data = load_transfer_task(task, data_dir, source)
@@ -254,7 +255,7 @@ def evaluate_transfer(
     called as each task finishes (e.g. to save it)."""
     tasks = resolve_transfer_tasks(tasks)
     if mrpc_feature_set not in MRPC_FEATURES:
-        raise ValueError(f"Unknown MRPC features {mrpc_feature_set!r}. Valid: {', '.join(MRPC_FEATURES)}.")
+        raise CSEError(f"Unknown MRPC features {mrpc_feature_set!r}. Valid: {', '.join(MRPC_FEATURES)}.")
     encode = encoder.encode if hasattr(encoder, "encode") else encoder
     results: dict = {}
     details: dict = {}

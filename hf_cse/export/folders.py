@@ -3,7 +3,7 @@ writing, atomic: the export is built in a temporary folder beside the target and
 a kill) never leaves a half-written export under the target's name, nor the parent folders it created. A non-empty
 target is replaced only when asked (``overwrite``), and then only the files an export writes (:data:`EXPORT_FILES`)
 go: other files in it (notes, another model) are moved into the new export, the rule the training and evaluation
-commands' ``--overwrite_output_dir`` follows too. What a killed export left beside the target (its temporary folder,
+jobs' ``overwrite_output_dir`` follows too. What a killed export left beside the target (its temporary folder,
 or the previous export set aside during the swap) is cleaned up or put back by the next one.
 """
 
@@ -44,7 +44,7 @@ class Export:
     the new export is complete (:func:`atomic_output_dir`), so a failed export leaves the previous one whole."""
 
     folder_hint: str = "choose a folder path for the export"
-    overwrite_switch: str = "overwrite=True (--overwrite)"
+    overwrite_switch: str = "overwrite=True"
 
     def check(self, out: Path) -> None:
         run_files = training_run_files(out)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ..errors import CSEError
 from .card import CARD_INPUTS_FILE, render_card_for
 from .errors import ExportError
 
 logger = logging.getLogger(__name__)
 
 
-class HubPushError(RuntimeError):
+class HubPushError(CSEError, RuntimeError):
     """A push to the Hugging Face Hub failed; the message says what to do."""
 
 
@@ -64,7 +65,7 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
 
 
 def take_over_hub_push(training_args) -> str | None:
-    """For ``--push_to_hub``: the Hub repo gets the sentence-transformers export (see
+    """For ``push_to_hub``: the Hub repo gets the sentence-transformers export (see
     :func:`hf_cse.export.export_after_training`), not the Trainer's raw checkpoints, so the Trainer's own pushing is
     switched off. Returns the repo id (default: the output folder's name, as the Trainer would) after checking,
     before training, that a push can work."""
@@ -74,10 +75,10 @@ def take_over_hub_push(training_args) -> str | None:
 
     repo_id = training_args.hub_model_id or Path(training_args.output_dir).absolute().name
     if constants.HF_HUB_OFFLINE:
-        raise HubPushError(f"--push_to_hub {repo_id}: Hugging Face Hub offline mode is on (HF_HUB_OFFLINE=1); unset it "
-                           "or drop --push_to_hub (push later with `hf-cse-export OUTPUT_DIR OUT --push_to_hub REPO`).")
+        raise HubPushError(f"push_to_hub {repo_id}: Hugging Face Hub offline mode is on (HF_HUB_OFFLINE=1); unset it "
+                           "or drop push_to_hub (push the export later, with hf_cse.export.push_export).")
     if not (training_args.hub_token or get_token()):
-        raise HubPushError(f"--push_to_hub {repo_id}: not logged in to the Hugging Face Hub; log in with "
-                           "`huggingface-cli login` (or `hf auth login`), set HF_TOKEN, or pass --hub_token.")
+        raise HubPushError(f"push_to_hub {repo_id}: not logged in to the Hugging Face Hub; log in with "
+                           "`huggingface-cli login` (or `hf auth login`), set HF_TOKEN, or pass hub_token.")
     training_args.push_to_hub = False
     return repo_id

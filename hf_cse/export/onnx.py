@@ -2,7 +2,7 @@
 folder written as ``onnx/model.onnx``, where sentence-transformers' ``backend="onnx"`` loads it (its loader reads
 ``<folder>/onnx/model.onnx`` through optimum's ``ORTModelForFeatureExtraction``: inputs ``input_ids``,
 ``attention_mask`` and, for encoders with segment embeddings, ``token_type_ids``; output ``last_hidden_state``; batch
-and sequence length free). ``--quantize int8`` adds ONNX Runtime's dynamic int8 quantisation of it,
+and sequence length free). ``quantize="int8"`` adds ONNX Runtime's dynamic int8 quantisation of it,
 ``onnx/model_qint8_quantized.onnx`` (the name sentence-transformers' ``export_dynamic_quantized_onnx_model`` gives a
 custom int8 configuration; load it with ``model_kwargs={"file_name": "onnx/model_qint8_quantized.onnx"}``).
 
@@ -27,7 +27,7 @@ from .errors import ExportError
 
 ONNX_FILE = "onnx/model.onnx"
 INT8_FILE = "onnx/model_qint8_quantized.onnx"
-#: the export's backends (``--backend``); OpenVINO is not offered: optimum-intel does not import on transformers 5
+#: the export's backends (``backend``); OpenVINO is not offered: optimum-intel does not import on transformers 5
 BACKENDS = ("torch", "onnx")
 QUANTIZATIONS = ("int8",)
 #: the packages the ONNX export needs (import name -> pip name)
@@ -41,12 +41,13 @@ def check_onnx_backend(backend: str, quantize: str | None = None) -> None:
     if backend not in BACKENDS:
         raise ExportError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
     if quantize is not None and (backend != "onnx" or quantize not in QUANTIZATIONS):
-        raise ExportError(f"--quantize {quantize} needs --backend onnx and one of {', '.join(QUANTIZATIONS)}.")
+        raise ExportError(f"quantize {quantize} needs backend onnx and one of {', '.join(QUANTIZATIONS)}.",
+                          fields=("quantize", "backend"))
     if backend == "onnx":
         missing = [pip for name, pip in ONNX_PACKAGES.items() if importlib.util.find_spec(name) is None]
         if missing:
-            raise ExportError(f"--backend onnx needs {' and '.join(missing)}: pip install 'hf_cse[onnx]' (or pip "
-                              f"install {' '.join(missing)}).")
+            raise ExportError(f"backend onnx needs {' and '.join(missing)}: pip install 'hf_cse[onnx]' (or pip "
+                              f"install {' '.join(missing)}).", fields=("backend",))
 
 
 def write_onnx(folder: Path, quantize: str | None = None) -> list[Path]:
@@ -130,7 +131,7 @@ class OnnxEncoder:
         self.lower = bool(settings.get("do_lower_case"))
         st_config = folder / "config_sentence_transformers.json"
         st_config = json.loads(st_config.read_text()) if st_config.is_file() else {}
-        #: the default prompt (hf_cse's --prompt), prepended as sentence-transformers' encode does
+        #: the default prompt (the model config's ``prompt``), prepended as sentence-transformers' encode does
         self.prompt = (st_config.get("prompts") or {}).get(st_config.get("default_prompt_name") or "", "")
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(self.max_length)

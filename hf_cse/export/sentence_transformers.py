@@ -94,13 +94,13 @@ def to_sentence_transformer(
     if own is None and test_pooler not in ST_POOLING_MODES:
         raise ExportError(
             f"this model's test-time pooler is {test_pooler!r}, which mixes several layers and has no plain "
-            "sentence-transformers Pooling equivalent. Train with --pooler_type cls, avg or max to export it, or use "
+            "sentence-transformers Pooling equivalent. Train with pooler_type cls, avg or max to export it, or use "
             "the hf_cse checkpoint directly (hf_cse.evaluation accepts it)."
         )
     if own is not None and backend == "onnx":
         raise ExportError(f"backend='onnx' exports a plain Transformer + Pooling encoder; this {config.method} model's "
                           "sentence-transformers modules are its own code (e.g. PromptBERT's template). Export it "
-                          "without backend='onnx' (--backend).")
+                          "without backend='onnx'.")
     pooling_mode = ST_POOLING_MODES.get(test_pooler, "cls")  # with own modules: only the reference's head rule
     uses_projector = applies_projector(test_pooler) and model.projector is not None  # the test embedding uses it
     if keep_projector and model.projector is None:

@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from ..cached import RandState, split_batch
 from ..distributed import gather_with_grad
+from ..errors import CSEError
 from ..losses import get_loss_class, loss_hyperparameters
 from ..losses.base import HARD_NEGATIVE_INPUT
 from ..losses.errors import HardNegativesNotTakenError
@@ -90,12 +91,12 @@ class CSELoss(nn.Module):
         self.model = model
         if objectives is None:
             if dcl_weight < 0:
-                raise ValueError(f"CSELoss: dcl_weight must be >= 0 (0 = no DCL objective), got {dcl_weight}.")
+                raise CSEError(f"CSELoss: dcl_weight must be >= 0 (0 = no DCL objective), got {dcl_weight}.")
             objectives = [objective(loss, **hyperparameters)]
             if dcl_weight > 0:
                 objectives.append(objective(DCL, dcl_weight, **dcl_defaults({})))
         elif hyperparameters or dcl_weight:
-            raise ValueError("CSELoss: give the hyperparameters and the DCL weight inside objectives=, not beside it.")
+            raise CSEError("CSELoss: give the hyperparameters and the DCL weight inside objectives=, not beside it.")
         entries = normalise_objectives(objectives)
         takes_nodropout = any(NO_DROPOUT_INPUT in get_loss_class(e["loss"]).extra_inputs for e in entries)
         losses = check_objectives(entries, off_dropout=takes_nodropout)
@@ -109,8 +110,8 @@ class CSELoss(nn.Module):
         self.gather_across_devices = gather_across_devices
         unsupported = {k for fn in losses for k in fn.extra_inputs} - {NO_DROPOUT_INPUT}
         if unsupported:  # pragma: no cover - no registry loss needs other inputs today
-            raise ValueError(f"CSELoss: loss {self.loss_name!r} needs inputs {sorted(unsupported)} that a "
-                             "SentenceTransformer does not provide.")
+            raise CSEError(f"CSELoss: loss {self.loss_name!r} needs inputs {sorted(unsupported)} that a "
+                           "SentenceTransformer does not provide.")
         self.last_metrics: dict[str, Tensor] = {}
         self.last_terms: dict[str, Tensor] = {}
 
@@ -120,8 +121,8 @@ class CSELoss(nn.Module):
 
     def check_columns(self, features: list) -> None:
         if len(features) not in (2, 3):
-            raise ValueError(f"CSELoss({self.loss_name!r}) takes 2 text columns (sentence twice, or anchor and "
-                             f"positive) or 3 (anchor, positive, hard negative); the data set has {len(features)}.")
+            raise CSEError(f"CSELoss({self.loss_name!r}) takes 2 text columns (sentence twice, or anchor and "
+                           f"positive) or 3 (anchor, positive, hard negative); the data set has {len(features)}.")
         if len(features) == 3 and not self.loss_fn.takes_hard_negatives:
             raise HardNegativesNotTakenError(self.loss_name, "a third column")
 
@@ -189,7 +190,7 @@ class CachedCSELoss(CSELoss):
 
     def __init__(self, model: nn.Module, loss: str = "infonce", mini_batch_size: int = 32, **kwargs: Any) -> None:
         if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or mini_batch_size < 1:
-            raise ValueError(f"CachedCSELoss: mini_batch_size must be a positive integer, got {mini_batch_size!r}.")
+            raise CSEError(f"CachedCSELoss: mini_batch_size must be a positive integer, got {mini_batch_size!r}.")
         super().__init__(model, loss, **kwargs)
         self.mini_batch_size = mini_batch_size
 

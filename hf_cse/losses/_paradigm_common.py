@@ -15,6 +15,7 @@ from typing import Literal
 
 import torch
 
+from ..errors import CSEError
 from ..references import GRADIENT_PARADIGM
 from .base import (
     ContrastiveLoss,
@@ -57,7 +58,7 @@ def gd_mask(h: torch.Tensor, hp: torch.Tensor, m: float, reference: GDReference 
         return hardest_negative_gap(h @ hp.T) < m
     if reference == "self":
         return hardest_negative_gap(h @ h.T, positive=torch.ones(h.shape[0], dtype=h.dtype, device=h.device)) < m
-    raise ValueError(f"unknown gd_reference {reference!r}")  # pragma: no cover - constructors validate
+    raise CSEError(f"unknown gd_reference {reference!r}")  # pragma: no cover - constructors validate
 
 
 def gate_rows(h: torch.Tensor, active: torch.Tensor) -> torch.Tensor:

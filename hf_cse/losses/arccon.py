@@ -8,6 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..errors import CSEError
 from ..references import GRADIENT_PARADIGM
 from .base import ContrastiveLoss, check_positive, cosine_matrix, eye_mask, unit
 from .registry import register_loss
@@ -60,7 +61,7 @@ class ArcConLoss(ContrastiveLoss):
         super().__init__()
         check_positive("arccon", "temperature", temperature)
         if isinstance(u, bool) or not isinstance(u, (int, float)) or not (0 <= u < 180):
-            raise ValueError(f"arccon: u is an angle in degrees and must be in [0, 180), got {u!r}.")
+            raise CSEError(f"arccon: u is an angle in degrees and must be in [0, 180), got {u!r}.")
         self.temperature = temperature
         self.u = u
 

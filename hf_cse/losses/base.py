@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import CSEError
 from ..references import Paper
 from .errors import BatchTooSmallError, HardNegativesNotTakenError, MissingInputsError
 
@@ -62,7 +63,7 @@ def _check_tensor(z: torch.Tensor, which: str, loss_name: str) -> None:
     if not z.is_floating_point():
         raise TypeError(f"{loss_name}: {which} must be a floating-point tensor of embeddings, got {z.dtype}.")
     if z.dim() != 2:
-        raise ValueError(
+        raise CSEError(
             f"{loss_name}: {which} must be a 2-D (batch, dim) tensor of embeddings, got shape "
             f"{tuple(z.shape)}."
         )
@@ -72,7 +73,7 @@ def _check_finite(z: torch.Tensor, which: str, loss_name: str) -> None:
     if _FINITE_CHECKS_DEFERRED.get():
         return
     if not torch.isfinite(z).all():
-        raise ValueError(
+        raise CSEError(
             f"{loss_name}: {which} contains NaN or Inf. The encoder diverged or the input is broken; "
             "lower the learning rate or train in fp32/bf16 instead of fp16."
         )
@@ -86,7 +87,7 @@ def _check_same_kind(z: torch.Tensor, ref: torch.Tensor, which: str, loss_name: 
             "(e.g. both from the same autocast region, or .float() on each)."
         )
     if z.device != ref.device:
-        raise ValueError(f"{loss_name}: z1 is on {ref.device} but {which} is on {z.device}; move both to one device.")
+        raise CSEError(f"{loss_name}: z1 is on {ref.device} but {which} is on {z.device}; move both to one device.")
 
 
 def _row_norms(z: torch.Tensor) -> torch.Tensor:
@@ -113,7 +114,7 @@ def _check_nonzero_norm(z: torch.Tensor, which: str, loss_name: str) -> None:
     if bad.any():
         rows = bad.nonzero().flatten().tolist()
         kind = "overflows" if not torch.isfinite(norms[rows[0]]) else f"is 0 (<= {NORM_EPS:g})"
-        raise ValueError(
+        raise CSEError(
             f"{loss_name}: {len(rows)} of {z.shape[0]} rows of {which} cannot be normalised (row {rows[0]}'s norm "
             f"{kind}); they would give a constant loss with zero gradient. Likely an all-zero encoder or projector "
             "output (zeroed weights, inputs of padding only) or values too large for the dtype: check the model "
@@ -126,7 +127,7 @@ def check_pair(z1: torch.Tensor, z2: torch.Tensor, loss_name: str, min_batch: in
     for which, z in (("z1", z1), ("z2", z2)):
         _check_tensor(z, which, loss_name)
     if z1.shape != z2.shape:
-        raise ValueError(
+        raise CSEError(
             f"{loss_name}: the two views must have the same shape, got z1 {tuple(z1.shape)} and "
             f"z2 {tuple(z2.shape)}."
         )
@@ -228,7 +229,7 @@ def check_positive(loss_name: str, param: str, value: float) -> None:
         or not math.isfinite(value)
         or value <= 0
     ):
-        raise ValueError(f"{loss_name}: {param} must be a finite number > 0, got {value!r}.")
+        raise CSEError(f"{loss_name}: {param} must be a finite number > 0, got {value!r}.")
 
 
 def check_non_negative(loss_name: str, param: str, value: float) -> None:
@@ -239,13 +240,13 @@ def check_non_negative(loss_name: str, param: str, value: float) -> None:
         or not math.isfinite(value)
         or value < 0
     ):
-        raise ValueError(f"{loss_name}: {param} must be a finite number >= 0, got {value!r}.")
+        raise CSEError(f"{loss_name}: {param} must be a finite number >= 0, got {value!r}.")
 
 
 def check_finite(loss_name: str, param: str, value: float) -> None:
     """``value`` must be a finite number (any sign)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{loss_name}: {param} must be a finite number, got {value!r}.")
+        raise CSEError(f"{loss_name}: {param} must be a finite number, got {value!r}.")
 
 
 def literal_choices(choices: object) -> tuple[str, ...]:
@@ -260,14 +261,14 @@ def check_choice(loss_name: str, param: str, value: str, choices: object) -> Non
     """``value`` must be one of the values of the ``typing.Literal`` type ``choices``."""
     choices = literal_choices(choices)
     if value not in choices:
-        raise ValueError(
+        raise CSEError(
             f"{loss_name}: unknown {param} {value!r}; valid choices: {', '.join(repr(c) for c in choices)}."
         )
 
 
 def check_bool(loss_name: str, param: str, value: bool) -> None:
     if not isinstance(value, bool):
-        raise ValueError(f"{loss_name}: {param} must be True or False, got {value!r}.")
+        raise CSEError(f"{loss_name}: {param} must be True or False, got {value!r}.")
 
 
 #: the keyword of the hard-negative embeddings (one per anchor, shape of z1) for losses that take them
@@ -302,13 +303,13 @@ class ContrastiveLoss(nn.Module):
         if HARD_NEGATIVE_INPUT in unknown:
             raise HardNegativesNotTakenError(self.name)
         if unknown:
-            raise ValueError(
+            raise CSEError(
                 f"{self.name}: got unexpected inputs {sorted(unknown)}; it takes {list(self.extra_inputs)}."
             )
         for k in [*self.extra_inputs, *([HARD_NEGATIVE_INPUT] if extra.get(HARD_NEGATIVE_INPUT) is not None else [])]:
             _check_tensor(extra[k], k, self.name)
             if extra[k].shape != z1.shape:
-                raise ValueError(
+                raise CSEError(
                     f"{self.name}: {k} must have the shape of z1 {tuple(z1.shape)}, "
                     f"got {tuple(extra[k].shape)}."
                 )
@@ -319,8 +320,8 @@ class ContrastiveLoss(nn.Module):
         if queue is not None:
             _check_tensor(queue, QUEUE_INPUT, self.name)
             if queue.shape[1] != z1.shape[1]:
-                raise ValueError(f"{self.name}: {QUEUE_INPUT} must have z1's width {z1.shape[1]}, got "
-                                 f"{tuple(queue.shape)}.")
+                raise CSEError(f"{self.name}: {QUEUE_INPUT} must have z1's width {z1.shape[1]}, got "
+                               f"{tuple(queue.shape)}.")
             _check_same_kind(queue, z1, QUEUE_INPUT, self.name)
             _check_finite(queue, QUEUE_INPUT, self.name)
             _check_nonzero_norm(queue, QUEUE_INPUT, self.name)

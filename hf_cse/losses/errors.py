@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import CSEError
 from .registry import available_losses, get_loss_class
 
 
-class LossInputError(ValueError):
+class LossInputError(CSEError):
     """Inputs a loss cannot use."""
 
 

@@ -51,7 +51,7 @@ class FocalInfoNCELoss(ContrastiveLoss):
             "{0.7, 0.7, 0.5, 0.5}" is a typo.
         m: hardness margin on negatives (paper 0.3; Table 5 finds 0.2-0.3 best).
         hard_negative_weight: log-weight added to each anchor's own hard-negative logit (supervised SimCSE's
-            ``--hard_negative_weight``; 0 = none, the authors' default; only with hard negatives).
+            ``hard_negative_weight``; 0 = none, the authors' default; only with hard negatives).
 
     Example::
 

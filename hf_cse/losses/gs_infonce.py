@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..errors import CSEError
 from ..references import GS_INFONCE
 from .base import (
     ContrastiveLoss,
@@ -56,7 +57,7 @@ class GSInfoNCELoss(ContrastiveLoss):
         lam: lambda, weight of the noise terms in the denominator (paper 1).
         noise_std: sigma of the Gaussian (paper 1); no effect on the loss value (see above).
         hard_negative_weight: log-weight added to each anchor's own hard-negative logit (supervised SimCSE's
-            ``--hard_negative_weight``; 0 = none, the authors' default; only with hard negatives).
+            ``hard_negative_weight``; 0 = none, the authors' default; only with hard negatives).
 
     The noise is drawn with ``self.generator`` (a ``torch.Generator``, default ``None`` = torch's global
     RNG of the embedding's device), so seeding torch seeds the noise.
@@ -87,7 +88,7 @@ class GSInfoNCELoss(ContrastiveLoss):
         if num_noise is not None and (
             isinstance(num_noise, bool) or not isinstance(num_noise, int) or num_noise < 0
         ):
-            raise ValueError(f"gs_infonce: num_noise must be None or an integer >= 0, got {num_noise!r}.")
+            raise CSEError(f"gs_infonce: num_noise must be None or an integer >= 0, got {num_noise!r}.")
         check_non_negative("gs_infonce", "lam", lam)
         check_positive("gs_infonce", "noise_std", noise_std)
         check_finite("gs_infonce", "hard_negative_weight", hard_negative_weight)

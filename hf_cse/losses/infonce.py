@@ -33,7 +33,7 @@ class InfoNCELoss(ContrastiveLoss):
     Args:
         temperature: tau, 0.05 in SimCSE and all five papers' SimCSE baselines.
         hard_negative_weight: log-weight added to each anchor's own hard-negative logit (supervised SimCSE's
-            ``--hard_negative_weight``; 0 = none, the authors' default; only with hard negatives).
+            ``hard_negative_weight``; 0 = none, the authors' default; only with hard negatives).
 
     Example::
 

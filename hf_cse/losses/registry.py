@@ -11,6 +11,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, TypeVar
 
+from ..errors import CSEError
+
 LossClass = TypeVar("LossClass", bound=type)
 
 _LOSSES: dict[str, Any] = {}  # name -> ContrastiveLoss subclass
@@ -21,7 +23,7 @@ def register_loss(name: str):
 
     def deco(cls: LossClass) -> LossClass:
         if name in _LOSSES and _LOSSES[name] is not cls:
-            raise ValueError(f"loss name {name!r} is already registered by {_LOSSES[name].__name__}")
+            raise CSEError(f"loss name {name!r} is already registered by {_LOSSES[name].__name__}")
         cls.name = name
         _LOSSES[name] = cls
         return cls
@@ -37,7 +39,7 @@ def available_losses() -> list[str]:
 def get_loss_class(name: str) -> Any:
     """The registered ``ContrastiveLoss`` subclass called ``name``."""
     if name not in _LOSSES:
-        raise ValueError(f"Unknown loss {name!r}. Available losses: {', '.join(available_losses())}.")
+        raise CSEError(f"Unknown loss {name!r}. Available losses: {', '.join(available_losses())}.")
     return _LOSSES[name]
 
 
@@ -52,7 +54,7 @@ def build_loss(name: str, **hparams) -> Any:
     valid = loss_hyperparameters(name)
     unknown = sorted(set(hparams) - set(valid))
     if unknown:
-        raise ValueError(
+        raise CSEError(
             f"Loss {name!r} does not take hyperparameter(s) {unknown}. "
             f"Valid hyperparameters: {', '.join(valid) or '(none)'}."
         )

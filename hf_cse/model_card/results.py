@@ -9,13 +9,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import CSEError, PathNotFoundError
 from ..evaluation.data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 from ..evaluation.hub_data import HUB_DATASETS
 from ..evaluation.results import EvalResults
 from .text import fmt, is_number, kv_table, table
 
 
-class ModelCardError(ValueError):
+class ModelCardError(CSEError):
     """A model card that cannot be rendered (e.g. evaluation results that are not one model's)."""
 
 
@@ -29,7 +30,7 @@ def read_eval_results(results: EvalResults | Mapping[str, Any] | str | Path | No
         path = Path(results)
         source = str(path)
         if not path.is_file():
-            raise FileNotFoundError(f"evaluation results {path} not found; give the results.json of run_eval.py.")
+            raise PathNotFoundError(f"evaluation results {path} not found; give the results.json of run_eval.py.")
         try:
             results = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
@@ -115,7 +116,7 @@ def evaluation_section(results: EvalResults, pooling: str, dev: Mapping[str, Any
     before_after = dev_change_line(dev)
     if not scores:
         missing = ("No evaluation results were attached to this export. Score the model with `run_eval.py` and "
-                   "re-export with `--eval_results results.json` (or `eval_results=` in "
+                   "re-export with `eval_results results.json` (or `eval_results=` in "
                    "`hf_cse.export.to_sentence_transformer`) to add them here and to the Hub metadata.")
         return f"{before_after}\n\n{missing}" if before_after else missing
     parts = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from transformers import AutoConfig, AutoModel
 
+from ..errors import CSEError
 from .base import CSEOutput, CSEPreTrainedModel
 from .config import CSEConfig
 from .diffcse import DiffCSEConfig, DiffCSEModel
@@ -17,7 +18,7 @@ from .pooling import POOLERS, pool
 from .promptbert import PromptBERTConfig, PromptBERTModel
 from .simcse import SimCSEConfig, SimCSEModel
 
-#: the method model classes by name (``--method NAME``); :func:`register_method` adds one
+#: the method model classes by name (``method``); :func:`register_method` adds one
 METHODS: dict[str, type[CSEPreTrainedModel]] = {}
 
 #: what a method that says no to something must also say: why (the clause of the refusal)
@@ -26,7 +27,7 @@ _REASONS = {"takes_pair_rows": "why_no_pair_rows", "splits_into_minibatches": "w
 
 
 def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedModel]:
-    """Make a method model class known under its config's ``method`` name: ``--method NAME``, :func:`get_method`,
+    """Make a method model class known under its config's ``method`` name: the ``method`` argument, :func:`get_method`,
     and transformers' ``AutoConfig`` / ``AutoModel`` (so ``AutoModel.from_pretrained`` reloads its saved models).
     Usable as a class decorator. Refuses a name another class holds, a ``model_type`` that does not start with
     ``hf_cse`` (how a saved hf_cse model is recognised) and a declared "no" without its reason."""
@@ -36,14 +37,14 @@ def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedMo
         raise TypeError(f"{model_cls.__name__}: a method is a CSEPreTrainedModel subclass whose config_class is a "
                         "CSEConfig subclass.")
     if name == CSEConfig.method or not config_cls.model_type.startswith("hf_cse"):
-        raise ValueError(f"{model_cls.__name__}: its config {config_cls.__name__} needs its own `method` name and a "
-                         f"`model_type` starting with 'hf_cse' (got {name!r}, {config_cls.model_type!r}).")
+        raise CSEError(f"{model_cls.__name__}: its config {config_cls.__name__} needs its own `method` name and a "
+                       f"`model_type` starting with 'hf_cse' (got {name!r}, {config_cls.model_type!r}).")
     for flag, reason in _REASONS.items():
         if not getattr(model_cls, flag) and not getattr(model_cls, reason):
-            raise ValueError(f"{model_cls.__name__} sets {flag} = False: give the reason in {reason} (users read it "
-                             "in the refusal).")
+            raise CSEError(f"{model_cls.__name__} sets {flag} = False: give the reason in {reason} (users read it "
+                           "in the refusal).")
     if METHODS.get(name, model_cls) is not model_cls:
-        raise ValueError(f"method {name!r} is already registered ({METHODS[name].__name__}); choose another name.")
+        raise CSEError(f"method {name!r} is already registered ({METHODS[name].__name__}); choose another name.")
     METHODS[name] = model_cls
     AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
     AutoModel.register(config_cls, model_cls, exist_ok=True)
@@ -56,7 +57,7 @@ for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel, PromptBERTModel, ES
 
 def get_method(name: str) -> type[CSEPreTrainedModel]:
     if name not in METHODS:
-        raise ValueError(f"Unknown method {name!r}. Available methods: {', '.join(sorted(METHODS))}.")
+        raise CSEError(f"Unknown method {name!r}. Available methods: {', '.join(sorted(METHODS))}.")
     return METHODS[name]
 
 

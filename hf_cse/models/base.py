@@ -15,6 +15,7 @@ from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from ..encoders import takes_token_type_ids, without_pooler_kwargs
+from ..errors import CSEError
 from ..references import SIMCSE, Paper
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
@@ -134,17 +135,17 @@ class CSEPreTrainedModel(PreTrainedModel):
     #: the papers of the training pipeline the method extends; cards cite them after the losses' papers, so that
     #: the method's own papers lead (SimCSE's two-view pipeline for every method here, SimCSE itself included)
     builds_on: tuple[Paper, ...] = (SIMCSE,)
-    #: whether the method trains on (anchor, positive[, hard negative]) rows (``--pair_column``, supervised SimCSE's
+    #: whether the method trains on (anchor, positive[, hard negative]) rows (``pair_column``, supervised SimCSE's
     #: layout, through :meth:`pair_collator`) as well as on plain sentences
     takes_pair_rows: bool = True
     #: why not, when ``takes_pair_rows`` is False: a clause of the one-line refusal
     why_no_pair_rows: str = ""
     #: whether a batch's rows can be split into mini-batches with the same gradient (the cached mode,
-    #: ``--cached_minibatch_size``): false when the forward computes a term over the whole batch itself
+    #: ``cached_minibatch_size``): false when the forward computes a term over the whole batch itself
     splits_into_minibatches: bool = True
     #: why not, when ``splits_into_minibatches`` is False: a clause of the one-line refusal
     why_no_minibatch_split: str = ""
-    #: whether the method trains from a stream of unknown length (``--streaming``)
+    #: whether the method trains from a stream of unknown length (``streaming``)
     streams: bool = True
     #: why not, when ``streams`` is False: a clause of the one-line refusal
     why_no_streaming: str = ""
@@ -162,7 +163,7 @@ class CSEPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def method_name(cls) -> str:
-        """The method's name: ``--method NAME``, its key in :data:`hf_cse.models.METHODS` (its config's ``method``)."""
+        """The method's name: its key in :data:`hf_cse.models.METHODS`, its config's ``method``."""
         return cls.config_class.method
 
     @classmethod
@@ -174,7 +175,7 @@ class CSEPreTrainedModel(PreTrainedModel):
     def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
         """What the method needs once the model is built and the data tokenized, before the first step (DiffCSE
         attaches its generator). ``train_dataset``: the tokenized training rows (an iterable one with
-        ``--streaming``). Nothing by default."""
+        ``streaming``). Nothing by default."""
 
     def sentence_transformers_modules(self, max_seq_length: int) -> OwnExportModules | None:
         """The export's own modules where the test embedding is no sentence-transformers ``Pooling`` of the encoder's
@@ -248,9 +249,9 @@ class CSEPreTrainedModel(PreTrainedModel):
         except (OSError, ValueError, AttributeError):  # a Hub id, or no readable config: transformers says why
             model_type = "hf_cse"
         if not model_type.startswith("hf_cse"):
-            raise ValueError(f"{pretrained_model_name_or_path} holds a plain {model_type or 'encoder'} model, not an "
-                             f"hf_cse one: build a method model around it with {cls.__name__}.from_encoder("
-                             f"{str(pretrained_model_name_or_path)!r}).")
+            raise CSEError(f"{pretrained_model_name_or_path} holds a plain {model_type or 'encoder'} model, not an "
+                           f"hf_cse one: build a method model around it with {cls.__name__}.from_encoder("
+                           f"{str(pretrained_model_name_or_path)!r}).")
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -282,7 +283,7 @@ class CSEPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def pair_collator(cls, tokenizer, config: CSEConfig):
-        """The data collator of (anchor, positive[, hard negative]) rows (``--pair_column``), for a method that
+        """The data collator of (anchor, positive[, hard negative]) rows (``pair_column``), for a method that
         ``takes_pair_rows``: the row's texts are its views."""
         from ..data import PairCollator
         from ..masking import with_masked_lm
@@ -354,7 +355,7 @@ class CSEPreTrainedModel(PreTrainedModel):
         Returns ``(cls, z)`` with ``cls`` the pooled vectors ``(N, views, H)`` and ``z`` their projections.
         """
         if input_ids.dim() != 3:
-            raise ValueError(
+            raise CSEError(
                 "training batches must have input_ids of shape (batch, views, length); "
                 f"got {tuple(input_ids.shape)}. Use hf_cse.data.TwoViewCollator."
             )
@@ -386,10 +387,10 @@ class CSEPreTrainedModel(PreTrainedModel):
                 **kwargs) -> CSEOutput:
         unused = set(kwargs) - {"return_dict", "num_items_in_batch"}
         if unused:
-            raise ValueError(f"{type(self).__name__}.forward got unexpected inputs {sorted(unused)}.")
+            raise CSEError(f"{type(self).__name__}.forward got unexpected inputs {sorted(unused)}.")
         if input_ids.dim() == 3 and input_ids.shape[1] not in (2, 3):
-            raise ValueError(f"training batches hold 2 views (two dropout views, or anchor and positive) or 3 "
-                             f"(anchor, positive, hard negative); got {input_ids.shape[1]}.")
+            raise CSEError(f"training batches hold 2 views (two dropout views, or anchor and positive) or 3 "
+                           f"(anchor, positive, hard negative); got {input_ids.shape[1]}.")
         _, z = self.two_view_embeddings(input_ids, attention_mask, token_type_ids)
         embeddings = {"z1": z[:, 0], "z2": z[:, 1]}
         if z.shape[1] == 3:  # triplets: the hard negatives (supervised SimCSE)
@@ -405,8 +406,8 @@ class CSEPreTrainedModel(PreTrainedModel):
         aux: dict[str, torch.Tensor] = {}
         if self.lm_head is not None and (mlm_input_ids is not None or self.training):
             if mlm_input_ids is None or mlm_labels is None:
-                raise ValueError("do_mlm: training batches need mlm_input_ids and mlm_labels; collate with "
-                                 "hf_cse.masking.MaskedLMCollator (the method's collator does).")
+                raise CSEError("do_mlm: training batches need mlm_input_ids and mlm_labels; collate with "
+                               "hf_cse.masking.MaskedLMCollator (the method's collator does).")
             aux["mlm_loss"] = self.masked_lm_term(input_ids, attention_mask, token_type_ids, mlm_input_ids,
                                                   mlm_labels)
         return CSEOutput(embeddings=embeddings, aux_losses=aux, metrics=metrics)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
+from ..errors import CSEError
 from ..matryoshka import check_matryoshka
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .heads import PROJECTORS
@@ -92,7 +93,7 @@ class CSEConfig(PretrainedConfig):
     off_dropout_grad: bool = field(default=True, metadata={"help": "gradients through the dropout-free pass"})
     base_encoder: str | None = field(default=None, metadata={"help": "encoder the training started from"})
     do_mlm: bool = field(default=False, metadata={
-        "help": "SimCSE's auxiliary masked-LM objective (paper appendix; authors' --do_mlm): a masked copy of the "
+        "help": "SimCSE's auxiliary masked-LM objective (paper appendix; authors' do_mlm): a masked copy of the "
                 "batch through the encoder and the checkpoint's pretrained MLM head, mlm_weight x CE added"})
     mlm_weight: float = field(default=0.1, metadata={"help": "weight lambda of the MLM objective (SimCSE: 0.1)"})
     mlm_probability: float = field(default=0.15, metadata={
@@ -107,12 +108,12 @@ class CSEConfig(PretrainedConfig):
     # how the encoder is loaded (hf_cse.models.loading); the config's own dtype / attn_implementation belong to
     # transformers, hence the encoder_ names (the flags keep transformers' names as aliases)
     encoder_dtype: EncoderDtype = field(default="fp32", metadata={
-        "help": "dtype of the encoder's weights (--torch_dtype): fp32, or bf16/fp16 to halve their memory; the "
+        "help": "dtype of the encoder's weights (torch_dtype): fp32, or bf16/fp16 to halve their memory; the "
                 "projection head and every loss stay fp32, optimizer states follow the trained weights' dtype (LoRA "
-                "adapters: fp32)", "aliases": ["--torch_dtype"]})
+                "adapters: fp32)", "aliases": ["torch_dtype"]})
     encoder_attention: Attention | None = field(default=None, metadata={
-        "help": "attention implementation of the encoder (--attn_implementation): sdpa, eager, flash_attention_2 "
-                "(CUDA + flash-attn only); not set = transformers' default", "aliases": ["--attn_implementation"]})
+        "help": "attention implementation of the encoder (attn_implementation): sdpa, eager, flash_attention_2 "
+                "(CUDA + flash-attn only); not set = transformers' default", "aliases": ["attn_implementation"]})
     bidirectional: bool = field(default=False, metadata={
         "help": "decoder (LLM) encoders: every token attends to every other (LLM2Vec), through transformers' "
                 "config.is_causal; Llama, Mistral, Qwen2/3, Gemma, Phi-3, GPT-2 and others"})
@@ -143,7 +144,7 @@ class CSEConfig(PretrainedConfig):
             if not self.encoder_config:
                 self.encoder_config = None  # configs made without an encoder (e.g. to read a method's defaults)
             elif "model_type" not in self.encoder_config:
-                raise ValueError("encoder_config has no model_type; build the model with from_encoder(...).")
+                raise CSEError("encoder_config has no model_type; build the model with from_encoder(...).")
         super().__post_init__(**kwargs)  # builds the encoder's config object (sub_configs_defaults)
         self.objectives = normalise_objectives(self.objectives, legacy)
         if self.pooler_type is None:  # made without from_encoder (which resolves the encoder's own pooling)
@@ -151,20 +152,20 @@ class CSEConfig(PretrainedConfig):
         self.normalize = bool(self.normalize)
         check_pooler(self.pooler_type)
         if not (self.mlm_weight > 0 and self.mlm_weight != float("inf")):
-            raise ValueError(f"mlm_weight must be a finite number > 0, got {self.mlm_weight}.")
+            raise CSEError(f"mlm_weight must be a finite number > 0, got {self.mlm_weight}.")
         if not 0.0 < self.mlm_probability < 1.0:
-            raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability}.")
+            raise CSEError(f"mlm_probability must be in (0, 1), got {self.mlm_probability}.")
         if self.projector not in PROJECTORS:
-            raise ValueError(f"Unknown projector {self.projector!r}. Valid projectors: {', '.join(PROJECTORS)}.")
+            raise CSEError(f"Unknown projector {self.projector!r}. Valid projectors: {', '.join(PROJECTORS)}.")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}.")
+            raise CSEError(f"dropout must be in [0, 1), got {self.dropout}.")
         self._check_loading()
         if self.pooler_type in ("cls", "cls_before_pooler") and is_decoder_only(self.encoder_config) \
                 and not self.bidirectional:
-            raise ValueError(
+            raise CSEError(
                 f"pooler {self.pooler_type!r} reads the first token, which a causal (decoder-only) encoder "
                 f"such as {self.encoder_config.model_type!r} computes without seeing the rest of the "
-                "sentence. Use --pooler_type avg or last (or --bidirectional)."
+                "sentence. Use pooler_type avg or last (or bidirectional=True)."
             )
         check_objectives(self.objectives, self.off_dropout, loading=_LOADING.get())
         self._check_matryoshka()
@@ -174,36 +175,36 @@ class CSEConfig(PretrainedConfig):
         self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(
             self.matryoshka_dims, self.matryoshka_weights, self.hidden_size)
         if self.matryoshka_dims and not (self.projector == "none" or applies_projector(self.test_pooler)):
-            raise ValueError(
+            raise CSEError(
                 f"matryoshka_dims trains prefixes of the training embedding, which goes through the {self.projector} "
                 "projection head; the test-time (exported) embedding is the pooled vector before that head, whose "
-                "prefixes the loss never sees. Add --projector none (or, with --pooler_type cls, --mlp_only_train "
-                "false to keep the head at test time).")
+                "prefixes the loss never sees. Add projector='none' (or, with pooler_type cls, mlp_only_train=False "
+                "to keep the head at test time).")
 
     def _check_loading(self) -> None:
         """The encoder-loading fields (:mod:`hf_cse.models.loading`, :mod:`hf_cse.models.lora`)."""
         if self.encoder_dtype not in ENCODER_DTYPES:
-            raise ValueError(f"unknown encoder_dtype {self.encoder_dtype!r}; choose one of "
-                             f"{', '.join(ENCODER_DTYPES)}.")
+            raise CSEError(f"unknown encoder_dtype {self.encoder_dtype!r}; choose one of "
+                           f"{', '.join(ENCODER_DTYPES)}.")
         if not _LOADING.get():  # a saved model trained on a GPU still loads on a CPU (see loading.load_kwargs)
             check_attention(self.encoder_attention)
         if self.bidirectional and self.encoder_config is not None:
             if not is_decoder_only(self.encoder_config):
-                raise ValueError(f"bidirectional applies to decoder (causal) encoders; "
-                                 f"{self.encoder_config.model_type!r} already attends in both directions. "
-                                 "Drop --bidirectional.")
+                raise CSEError(f"bidirectional applies to decoder (causal) encoders; "
+                               f"{self.encoder_config.model_type!r} already attends in both directions. "
+                               "Drop bidirectional=True.")
             check_bidirectional(self.encoder_config)
         if self.lora_r < 0:
-            raise ValueError(f"lora_r must be >= 0 (0 = no LoRA), got {self.lora_r}.")
+            raise CSEError(f"lora_r must be >= 0 (0 = no LoRA), got {self.lora_r}.")
         if not self.lora_r and (self.lora_alpha is not None or self.lora_target_modules):
-            raise ValueError("lora_alpha / lora_target_modules are set but lora_r is 0 (no LoRA); pass --lora_r, "
-                             "e.g. --lora_r 16.")
+            raise CSEError("lora_alpha / lora_target_modules are set but lora_r is 0 (no LoRA); pass lora_r, "
+                           "e.g. lora_r 16.")
         if self.lora_r:
             check_peft_installed()
             if not 0.0 <= self.lora_dropout < 1.0:
-                raise ValueError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}.")
+                raise CSEError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}.")
             if self.lora_alpha is not None and not self.lora_alpha > 0:
-                raise ValueError(f"lora_alpha must be > 0, got {self.lora_alpha}.")
+                raise CSEError(f"lora_alpha must be > 0, got {self.lora_alpha}.")
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):
@@ -260,7 +261,7 @@ class CSEConfig(PretrainedConfig):
         """A copy of the wrapped encoder's config for building the encoder, with the dropout override applied
         (``encoder_config`` itself keeps the encoder's own values)."""
         if self.encoder_config is None:
-            raise ValueError("this config has no encoder_config; build the model with from_encoder(...).")
+            raise CSEError("this config has no encoder_config; build the model with from_encoder(...).")
         cfg = copy.deepcopy(self.encoder_config)
         if self.dropout is not None:
             for key in _DROPOUT_KEYS.get(cfg.model_type, _DROPOUT_KEYS["default"]):

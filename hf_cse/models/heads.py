@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import CSEError
+
 
 def dense_module(weight: torch.Tensor, bias: torch.Tensor, activation: nn.Module) -> nn.Module:
     """A sentence-transformers ``Dense`` computing ``activation(weight @ x + bias)`` (float32, CPU copies)."""
@@ -26,8 +28,8 @@ def fold_batchnorm(linear: nn.Linear, bn: nn.BatchNorm1d) -> tuple[torch.Tensor,
     """Weight and bias of ``bn(linear(x))`` with ``bn`` in eval mode, as one affine map (exact up to float32
     rounding: folded in float64). A BatchNorm without running statistics has no fixed eval-mode map: ValueError."""
     if bn.running_mean is None or bn.running_var is None:
-        raise ValueError("the BatchNorm projector has no running statistics (track_running_stats=False); "
-                         "it cannot be exported as fixed Dense layers. Export without --keep_projector.")
+        raise CSEError("the BatchNorm projector has no running statistics (track_running_stats=False); "
+                       "it cannot be exported as fixed Dense layers. Export without keep_projector.")
     w = linear.weight.detach().double()
     b = linear.bias.detach().double() if linear.bias is not None else torch.zeros(w.shape[0], dtype=torch.float64)
     scale = 1.0 / torch.sqrt(bn.running_var.detach().double() + bn.eps)
@@ -64,10 +66,10 @@ def register_projector(name: str):
             raise TypeError(f"{cls.__name__}: a projector is a hf_cse.models.heads.Projector subclass.")
         if PROJECTORS.get(name, cls) is not cls:
             holder = PROJECTORS[name]
-            raise ValueError(f"projector {name!r} is already registered ({getattr(holder, '__name__', holder)}); "
+            raise CSEError(f"projector {name!r} is already registered ({getattr(holder, '__name__', holder)}); "
                              "choose another name.")
         if not cls.splits_into_minibatches and not cls.why_no_minibatch_split:
-            raise ValueError(f"{cls.__name__} sets splits_into_minibatches = False: give the reason in "
+            raise CSEError(f"{cls.__name__} sets splits_into_minibatches = False: give the reason in "
                              "why_no_minibatch_split (users read it in the refusal).")
         PROJECTORS.pop(NO_PROJECTOR)
         PROJECTORS[name] = cls
@@ -80,7 +82,7 @@ def register_projector(name: str):
 def projector_class(name: str) -> type[Projector] | None:
     """The registered projector class of ``name`` (None for ``"none"``)."""
     if name not in PROJECTORS:
-        raise ValueError(f"Unknown projector {name!r}. Valid projectors: {', '.join(PROJECTORS)}.")
+        raise CSEError(f"Unknown projector {name!r}. Valid projectors: {', '.join(PROJECTORS)}.")
     return PROJECTORS[name]
 
 

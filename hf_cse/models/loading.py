@@ -1,15 +1,15 @@
 """How the encoder is loaded: its weights' dtype, its attention implementation, and bidirectional attention for
-decoder (LLM) encoders. Set by the config fields ``encoder_dtype`` (``--torch_dtype``), ``encoder_attention``
-(``--attn_implementation``) and ``bidirectional``; everything is checked before any weight is read.
+decoder (LLM) encoders. Set by the config fields ``encoder_dtype`` (``torch_dtype``), ``encoder_attention``
+(``attn_implementation``) and ``bidirectional``; everything is checked before any weight is read.
 
-**Where each dtype lives.** ``--torch_dtype bf16|fp16`` loads the encoder's (and DiffCSE's discriminator's) weights
+**Where each dtype lives.** ``torch_dtype bf16|fp16`` loads the encoder's (and DiffCSE's discriminator's) weights
 in that dtype, so the encoder computes in it. The pooled vectors are cast to fp32 before the projection head, which
 stays fp32 (``_keep_in_fp32_modules_strict``, also when a checkpoint is reloaded), and every loss computes in fp32
 (:func:`hf_cse.losses.base.compute_dtype`).
 The optimizer keeps its states in the dtype of the parameters it updates: with LoRA (:mod:`.lora`) the trainable
 adapters are fp32 (peft's ``autocast_adapter_dtype``) and so are their AdamW moments, while the frozen encoder
 weights have no optimizer state; without LoRA the encoder's own weights train in bf16/fp16 and so do their AdamW
-states (updates below the dtype's resolution are lost: a logged warning says so). ``--precision`` (autocast) is
+states (updates below the dtype's resolution are lost: a logged warning says so). ``precision`` (autocast) is
 independent: it decides the compute dtype of fp32 weights.
 
 **Attention and the CPU fast dropout** (:mod:`.fast_dropout`): ``sdpa`` (transformers' default where the
@@ -38,6 +38,7 @@ from typing import Literal
 
 import torch
 
+from ..errors import CSEError
 from ..precision import DTYPES
 
 EncoderDtype = Literal["fp32", "bf16", "fp16"]
@@ -72,14 +73,14 @@ def check_attention(attention: str | None) -> None:
     if attention is None:
         return
     if attention not in ATTENTIONS:
-        raise ValueError(f"unknown attn_implementation {attention!r}; choose one of {', '.join(ATTENTIONS)}.")
+        raise CSEError(f"unknown attn_implementation {attention!r}; choose one of {', '.join(ATTENTIONS)}.")
     if attention == "flash_attention_2":
         if importlib.util.find_spec("flash_attn") is None:
-            raise ValueError("attn_implementation flash_attention_2 needs the flash-attn package: pip install "
-                             "flash-attn (CUDA GPUs only), or use --attn_implementation sdpa.")
+            raise CSEError("attn_implementation flash_attention_2 needs the flash-attn package: pip install "
+                           "flash-attn (CUDA GPUs only), or use attn_implementation sdpa.")
         if not torch.cuda.is_available():
-            raise ValueError("attn_implementation flash_attention_2 runs only on a CUDA GPU and none is visible; "
-                             "use --attn_implementation sdpa (or eager).")
+            raise CSEError("attn_implementation flash_attention_2 runs only on a CUDA GPU and none is visible; "
+                           "use attn_implementation sdpa (or eager).")
 
 
 def _modeling_module(encoder_config):
@@ -96,13 +97,13 @@ def check_bidirectional(encoder_config) -> None:
     module = _modeling_module(encoder_config)
     model_type = getattr(encoder_config, "model_type", "?")
     if module is None or not any(hasattr(module, name) for name in _BIDIRECTIONAL_MASKS):
-        raise ValueError(f"bidirectional attention is not available for {model_type!r}: its transformers code does "
-                         "not build its attention mask with create_causal_mask (which reads config.is_causal). "
-                         "Drop --bidirectional.")
+        raise CSEError(f"bidirectional attention is not available for {model_type!r}: its transformers code does "
+                       "not build its attention mask with create_causal_mask (which reads config.is_causal). "
+                       "Drop bidirectional=True.")
     source = inspect.getsource(module)
     if "create_chunked_causal_mask" in source:  # chunked attention (Llama 4) ignores is_causal
-        raise ValueError(f"bidirectional attention is not available for {model_type!r} (chunked attention masks "
-                         "ignore config.is_causal). Drop --bidirectional.")
+        raise CSEError(f"bidirectional attention is not available for {model_type!r} (chunked attention masks "
+                       "ignore config.is_causal). Drop bidirectional=True.")
 
 
 def make_bidirectional(encoder: torch.nn.Module) -> int:

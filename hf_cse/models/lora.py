@@ -23,6 +23,7 @@ import importlib.util
 
 from torch import nn
 
+from ..errors import CSEError
 from ..seams import mark_initialized
 
 ADAPTER_FOLDER = "adapter"
@@ -41,7 +42,7 @@ DEFAULT_TARGETS: dict[str, list[str]] = {
 
 def check_peft_installed() -> None:
     if importlib.util.find_spec("peft") is None:
-        raise ValueError("LoRA (lora_r > 0) needs the peft package: pip install 'hf_cse[lora]' (or pip install peft).")
+        raise CSEError("LoRA (lora_r > 0) needs the peft package: pip install 'hf_cse[lora]' (or pip install peft).")
 
 
 def target_modules(config) -> list[str] | str:
@@ -76,14 +77,14 @@ def check_targets_match(config) -> None:
         skeleton = AutoModel.from_config(config.build_encoder_config())
     matched = [(name, m) for name, m in skeleton.named_modules() if check_target_module_exists(lora, name)]
     linear = sorted({name.rsplit(".", 1)[-1] for name, m in skeleton.named_modules() if isinstance(m, nn.Linear)})
-    named = f"its linear layers are named {', '.join(linear) or '(none)'}: pass some of those to --lora_target_modules."
+    named = f"its linear layers are named {', '.join(linear) or '(none)'}: pass some of those to lora_target_modules."
     if not matched:
-        raise ValueError(f"lora_target_modules {sorted(lora.target_modules)} match no module of the "
-                         f"{config.encoder_config.model_type!r} encoder; {named}")
+        raise CSEError(f"lora_target_modules {sorted(lora.target_modules)} match no module of the "
+                       f"{config.encoder_config.model_type!r} encoder; {named}")
     unsupported = sorted({type(m).__name__ for _, m in matched if not isinstance(m, _adaptable_types())})
     if unsupported:  # peft would refuse them at load time, in its own words
-        raise ValueError(f"lora_target_modules {sorted(lora.target_modules)} match {', '.join(unsupported)} "
-                         f"modules, which LoRA cannot adapt; {named}")
+        raise CSEError(f"lora_target_modules {sorted(lora.target_modules)} match {', '.join(unsupported)} "
+                       f"modules, which LoRA cannot adapt; {named}")
 
 
 def _adaptable_types() -> tuple[type, ...]:

@@ -15,11 +15,12 @@ from torch import nn
 from transformers import AutoModelForMaskedLM
 from transformers.utils import logging as hf_logging
 
+from ..errors import CSEError
 from ..losses.base import compute_dtype
 from ..seams import tied_weights_keys
 
 
-class NoMaskedLMHeadError(ValueError):
+class NoMaskedLMHeadError(CSEError):
     """The encoder (architecture or checkpoint) has no pretrained masked-LM head for ``do_mlm``."""
 
 
@@ -32,7 +33,7 @@ def _head_of(mlm_model: nn.Module, model_type: str) -> tuple[str, nn.Module]:
     if len(heads) != 1:
         raise NoMaskedLMHeadError(
             f"do_mlm: the masked-LM head of a {model_type!r} encoder is not one module ({[n for n, _ in heads]}); "
-            "SimCSE's MLM objective is supported for BERT- and RoBERTa-like encoders. Drop do_mlm (--do_mlm).")
+            "SimCSE's MLM objective is supported for BERT- and RoBERTa-like encoders. Drop do_mlm.")
     name, head = heads[0]
     declared = tied_weights_keys(mlm_model)
     inside = name + "."
@@ -53,7 +54,7 @@ def check_mlm_architecture(encoder_config) -> None:
 
     if encoder_config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
         raise NoMaskedLMHeadError(f"do_mlm: a {encoder_config.model_type!r} encoder has no masked-LM head in "
-                                  "transformers (a causal or encoder-only architecture). Drop do_mlm (--do_mlm).")
+                                  "transformers (a causal or encoder-only architecture). Drop do_mlm.")
 
 
 def build_mlm_head(encoder_config) -> nn.Module:
@@ -82,7 +83,7 @@ def load_mlm_head(name_or_path: str, encoder_config, **kwargs) -> nn.Module:
         raise NoMaskedLMHeadError(
             f"do_mlm: {name_or_path} has no pretrained masked-LM head ({len(missing)} weight(s) missing, e.g. "
             f"{missing[0]}); SimCSE's MLM objective starts from the checkpoint's head. Use a checkpoint saved with "
-            "its head (e.g. bert-base-uncased, roberta-base) or drop --do_mlm.")
+            "its head (e.g. bert-base-uncased, roberta-base) or drop do_mlm.")
     return head
 
 

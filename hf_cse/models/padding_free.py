@@ -17,7 +17,7 @@ attention (the default), outside ``torch.compile`` (a packed row's length change
 recompile), on CPU (on a GPU, finding the real tokens, ``nonzero``, waits for the device once per forward, and a
 GPU step at sentence lengths is bound by the host, ~5 % of the GEMM peak: ``benchmarks/README.md``, section 6;
 forced on an H200 it changed the step by x0.92-1.10 at batch 64 and 1024 with 29 % padding, within the noise:
-section 12). Anything else runs padded. ``CSEConfig(padding_free=False)`` / ``--padding_free false`` turns it off.
+section 12). Anything else runs padded. ``CSEConfig(padding_free=False)`` / ``padding_free false`` turns it off.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def install_packed_attention(encoder: nn.Module) -> None:
         set_attention_implementation(config, PACKED_SDPA)
 
 
-def describe_padding_free(encoder: nn.Module, enabled: bool, why_off: str = "--padding_free false",
+def describe_padding_free(encoder: nn.Module, enabled: bool, why_off: str = "padding_free false",
                           device_type: str = "cpu") -> str:
     """The log line's words: whether the encoder runs padding-free on ``device_type``, and why not (``why_off``:
     why it was not asked for)."""

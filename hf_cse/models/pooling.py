@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from ..encoders import OwnPooling, own_pooling
+from ..errors import CSEError
 
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "max", "last")
 #: hf_cse pooler -> sentence-transformers Pooling mode, for the poolers that have one (read both ways: the export
@@ -35,7 +36,7 @@ PAPERS_POOLER = "cls"
 
 def check_pooler(pooler: str) -> str:
     if pooler not in POOLERS:
-        raise ValueError(f"Unknown pooler {pooler!r}. Valid poolers: {', '.join(POOLERS)}.")
+        raise CSEError(f"Unknown pooler {pooler!r}. Valid poolers: {', '.join(POOLERS)}.")
     return pooler
 
 
@@ -76,7 +77,7 @@ def pool(
         last = attention_mask.shape[1] - 1 - attention_mask.flip(1).int().argmax(1)
         return last_hidden_state[torch.arange(last_hidden_state.shape[0], device=last.device), last]
     if hidden_states is None:
-        raise ValueError(f"pooler {pooler!r} needs the encoder's hidden_states (output_hidden_states=True).")
+        raise CSEError(f"pooler {pooler!r} needs the encoder's hidden_states (output_hidden_states=True).")
     if pooler == "avg_first_last":
         return _masked_mean((hidden_states[first_layer] + hidden_states[-1]) / 2.0, attention_mask)
     return _masked_mean((hidden_states[-2] + hidden_states[-1]) / 2.0, attention_mask)
@@ -118,8 +119,8 @@ def choose_pooling(own: OwnPooling | None, pooler_type: str | None = None, norma
                              "the papers' [CLS] pooling (a plain Hugging Face encoder has no pooling of its own)")
     by_mode = {mode: name for name, mode in ST_POOLING_MODES.items() if name != "cls_before_pooler"}
     if own.mode not in by_mode or by_mode[own.mode] not in POOLERS:
-        raise ValueError(f"the encoder pools by {own.mode!r} (its sentence-transformers Pooling module), which hf_cse "
-                         f"does not implement; choose one with --pooler_type ({', '.join(sorted(by_mode))}).")
+        raise CSEError(f"the encoder pools by {own.mode!r} (its sentence-transformers Pooling module), which hf_cse "
+                       f"does not implement; choose one with pooler_type ({', '.join(sorted(by_mode))}).")
     keep_normalize = own.normalize if normalize is None else normalize
     source = f"the encoder's own sentence-transformers pooling ({_describe_own(own)})"
     if normalize is not None and normalize != own.normalize:

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from ...data import TwoViewCollator
+from ...errors import CSEError
 from ...masking import mask_tokens
 
 EDIT_OPERATIONS = ("replace", "insert", "delete")
@@ -96,11 +97,11 @@ class DiffCSECollator(TwoViewCollator):
 
     def __post_init__(self):
         if self.edit_operation not in EDIT_OPERATIONS:
-            raise ValueError(f"Unknown edit_operation {self.edit_operation!r}. Valid: {', '.join(EDIT_OPERATIONS)}.")
+            raise CSEError(f"Unknown edit_operation {self.edit_operation!r}. Valid: {', '.join(EDIT_OPERATIONS)}.")
         if not 0.0 <= self.masking_ratio <= 1.0:
-            raise ValueError(f"masking_ratio must be in [0, 1], got {self.masking_ratio}.")
+            raise CSEError(f"masking_ratio must be in [0, 1], got {self.masking_ratio}.")
         if self.edit_operation != "delete" and self.tokenizer.mask_token_id is None:
-            raise ValueError(f"the tokenizer ({type(self.tokenizer).__name__}) has no mask token; DiffCSE's "
+            raise CSEError(f"the tokenizer ({type(self.tokenizer).__name__}) has no mask token; DiffCSE's "
                              f"{self.edit_operation!r} edit needs one.")
         self._torch_rng = None if self.seed is None else torch.Generator().manual_seed(self.seed)
         self._py_rng = None if self.seed is None else random.Random(self.seed)

@@ -31,6 +31,8 @@ import torch
 from torch import nn
 from transformers.utils import logging as hf_logging
 
+from ...errors import CSEError
+
 logger = logging.getLogger(__name__)
 
 UNIGRAM = "unigram"
@@ -40,7 +42,7 @@ GENERATOR_FILLS = ("all", "masked")
 PAPER_GENERATORS = {"bert": "distilbert-base-uncased", "roberta": "distilroberta-base"}
 
 
-class GeneratorError(ValueError):
+class GeneratorError(CSEError):
     """A generator that cannot be used with this encoder; the message says why and what to do."""
 
 
@@ -167,7 +169,7 @@ def check_generator_vocab(generator_vocab_size: int, encoder_vocab_size: int, na
             f"generator {name!r} has a vocabulary of {generator_vocab_size} tokens but the encoder has "
             f"{encoder_vocab_size}: DiffCSE's generator must use the encoder's tokenizer. Pick a masked LM of the "
             f"same family (e.g. {PAPER_GENERATORS['bert']} for BERT/MiniLM, {PAPER_GENERATORS['roberta']} for "
-            "RoBERTa), or --generator_name_or_path unigram."
+            "RoBERTa), or generator_name_or_path unigram."
         )
 
 
@@ -178,7 +180,7 @@ def check_same_tokenizer(generator_tokenizer, encoder_tokenizer, name: str) -> N
         raise GeneratorError(
             f"generator {name!r} uses a different tokenizer than the encoder (e.g. token/id pairs {differing} differ): "
             "the generator must read and write the encoder's token ids. Pick a masked LM with the encoder's "
-            "vocabulary, or --generator_name_or_path unigram."
+            "vocabulary, or generator_name_or_path unigram."
         )
 
 
@@ -196,7 +198,7 @@ def check_all_weights_loaded(model: nn.Module, loading_info: dict, name: str) ->
     raise GeneratorError(
         f"generator {name!r} {what} ({len(missing)} missing, {len(mismatched)} of another shape, e.g. {keys}): "
         "they would be randomly initialised and the frozen generator would fill masks with noise. Give a masked-LM "
-        f"checkpoint (e.g. {PAPER_GENERATORS['bert']}), or --generator_name_or_path unigram."
+        f"checkpoint (e.g. {PAPER_GENERATORS['bert']}), or generator_name_or_path unigram."
     )
 
 
@@ -242,7 +244,7 @@ def load_generator(
             raise GeneratorError(
                 f"could not load the generator {name!r} as a masked LM ({err}). "
                 + ("" if local else "Without network access to the Hugging Face Hub use a local folder, or ")
-                + "use --generator_name_or_path unigram (no weights; a departure from the paper)."
+                + "use generator_name_or_path unigram (no weights; a departure from the paper)."
             ) from err
         finally:
             hf_logging.set_verbosity(verbosity)

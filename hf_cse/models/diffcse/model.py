@@ -32,6 +32,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from ...checks import check_model_source
+from ...errors import CSEError
 from ...references import DIFFCSE, SIMCSE
 from ..base import CSEOutput, CSEPreTrainedModel, build_encoder
 from ..config import CSEConfig, ProjectorName
@@ -90,13 +91,13 @@ class DiffCSEConfig(CSEConfig):
                    "rtd_reduction": RTD_REDUCTIONS, "discriminator_init": DISCRIMINATOR_INITS}
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
-                raise ValueError(f"DiffCSE: unknown {name} {getattr(self, name)!r}. Valid: {', '.join(valid)}.")
+                raise CSEError(f"DiffCSE: unknown {name} {getattr(self, name)!r}. Valid: {', '.join(valid)}.")
         if self.do_mlm:
-            raise ValueError("DiffCSE: do_mlm does not apply (its masked copies feed the RTD task); drop --do_mlm.")
+            raise CSEError("DiffCSE: do_mlm does not apply (its masked copies feed the RTD task); drop do_mlm.")
         if not self.lambda_rtd >= 0:
-            raise ValueError(f"DiffCSE: lambda_rtd must be >= 0, got {self.lambda_rtd}.")
+            raise CSEError(f"DiffCSE: lambda_rtd must be >= 0, got {self.lambda_rtd}.")
         if not 0.0 <= self.masking_ratio <= 1.0:
-            raise ValueError(f"DiffCSE: masking_ratio must be in [0, 1], got {self.masking_ratio}.")
+            raise CSEError(f"DiffCSE: masking_ratio must be in [0, 1], got {self.masking_ratio}.")
 
 
 @dataclass
@@ -141,8 +142,8 @@ class DiffCSEModel(CSEPreTrainedModel):
         self.discriminator = build_encoder(config)
         self.rtd_head = nn.Linear(config.hidden_size, 2)  # ELECTRA head: replaced vs original
         if not hasattr(self.discriminator, "embeddings"):
-            raise ValueError(f"DiffCSE needs a discriminator with an `embeddings` module to condition on h; "
-                             f"{type(self.discriminator).__name__} has none.")
+            raise CSEError(f"DiffCSE needs a discriminator with an `embeddings` module to condition on h; "
+                           f"{type(self.discriminator).__name__} has none.")
         self._generator: Generator | None = None  # plain attribute: not a parameter, not saved
         self._rtd_condition: torch.Tensor | None = None
         self.discriminator.embeddings.register_forward_hook(self._condition_on_h)
@@ -174,7 +175,7 @@ class DiffCSEModel(CSEPreTrainedModel):
         """A named masked-LM generator must be loadable (a folder with its config, or a Hub id the cache holds
         when offline): it is loaded only after the encoder and the data."""
         if config.generator_name_or_path not in (None, UNIGRAM):
-            check_model_source(config.generator_name_or_path, "--generator_name_or_path")
+            check_model_source(config.generator_name_or_path, "generator_name_or_path")
 
     def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
         """Attach the frozen generator (never part of the model): the config's, or unigram replacements counted
@@ -186,7 +187,7 @@ class DiffCSEModel(CSEPreTrainedModel):
         if name is None or name == UNIGRAM:
             logger.warning(
                 "DiffCSE generator: UNIGRAM replacements drawn from the training corpus (no masked-LM weights). This "
-                "DEPARTS FROM THE PAPER, which fills masks with a frozen masked LM: pass --generator_name_or_path "
+                "DEPARTS FROM THE PAPER, which fills masks with a frozen masked LM: pass generator_name_or_path "
                 "distilbert-base-uncased (BERT vocab) / distilroberta-base (RoBERTa) or a local masked-LM folder."
             )
             self.attach_generator(UNIGRAM, tokenizer, train_token_ids=train_dataset["input_ids"])
@@ -250,7 +251,7 @@ class DiffCSEModel(CSEPreTrainedModel):
         if h is None:  # the discriminator used on its own
             return None
         if h.shape[0] != output.shape[0]:
-            raise ValueError(f"DiffCSE: {h.shape[0]} condition vectors for {output.shape[0]} discriminator rows.")
+            raise CSEError(f"DiffCSE: {h.shape[0]} condition vectors for {output.shape[0]} discriminator rows.")
         return torch.cat([h.to(output.dtype).unsqueeze(1), output[:, 1:]], dim=1)
 
     def rtd_batch(self, input_ids, attention_mask, mlm_input_ids, mlm_attention_mask=None, rtd_labels=None):
@@ -269,8 +270,8 @@ class DiffCSEModel(CSEPreTrainedModel):
             )
         if op == "replace":
             if mlm_input_ids.shape != input_ids.shape:
-                raise ValueError(f"replace edits keep the length: mlm_input_ids {tuple(mlm_input_ids.shape)} vs "
-                                 f"input_ids {tuple(input_ids.shape)}.")
+                raise CSEError(f"replace edits keep the length: mlm_input_ids {tuple(mlm_input_ids.shape)} vs "
+                               f"input_ids {tuple(input_ids.shape)}.")
             ids, att = flat(input_ids), flat(attention_mask)
             filled = self._generator.fill(flat(mlm_input_ids), att)
             real = att.bool().clone()
@@ -278,7 +279,7 @@ class DiffCSEModel(CSEPreTrainedModel):
             filled = torch.where(real, filled, ids)
             return filled, att, (filled != ids).long()
         if mlm_attention_mask is None or rtd_labels is None:
-            raise ValueError(f"{op!r} edits need mlm_attention_mask and rtd_labels from DiffCSEModel.collator.")
+            raise CSEError(f"{op!r} edits need mlm_attention_mask and rtd_labels from DiffCSEModel.collator.")
         ids, att, labels = flat(mlm_input_ids), flat(mlm_attention_mask), flat(rtd_labels).long()
         if op == "insert":
             ids = torch.where(labels.bool(), self._generator.fill(ids, att), ids)
@@ -288,8 +289,8 @@ class DiffCSEModel(CSEPreTrainedModel):
         """The conditional discriminator on ``ids (2B, L')`` with ``h (2B, H)`` at position 0, and L_RTD."""
         max_len = getattr(self.discriminator.config, "max_position_embeddings", None)
         if max_len is not None and ids.shape[-1] > max_len:  # insert edits lengthen the rows
-            raise ValueError(f"DiffCSE: edited rows of length {ids.shape[-1]} exceed the discriminator's "
-                             f"{max_len} positions; lower --max_seq_length or --masking_ratio.")
+            raise CSEError(f"DiffCSE: edited rows of length {ids.shape[-1]} exceed the discriminator's "
+                           f"{max_len} positions; lower max_seq_length or masking_ratio.")
         self._rtd_condition = h
         try:
             hidden = self.discriminator(input_ids=ids, attention_mask=att, return_dict=True).last_hidden_state
@@ -331,8 +332,8 @@ class DiffCSEModel(CSEPreTrainedModel):
         out = super().forward(input_ids, attention_mask, token_type_ids, **kwargs)
         if mlm_input_ids is None:
             if self.training:
-                raise ValueError("DiffCSE training batches need mlm_input_ids: use DiffCSEModel.collator(tokenizer, "
-                                 "config) as the data collator.")
+                raise CSEError("DiffCSE training batches need mlm_input_ids: use DiffCSEModel.collator(tokenizer, "
+                               "config) as the data collator.")
             return out
         if not self.training and self._generator is None and self.config.edit_operation != "delete":
             return out  # e.g. a reloaded checkpoint scored without its generator

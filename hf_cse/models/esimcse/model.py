@@ -44,6 +44,7 @@ from typing import Literal
 import torch
 
 from ...distributed import gather_with_grad
+from ...errors import CSEError
 from ...losses import available_losses, get_loss_class
 from ...losses.base import QUEUE_INPUT, literal_choices
 from ...references import Paper, register_paper
@@ -102,24 +103,24 @@ class ESimCSEConfig(CSEConfig):
         super().__post_init__(**kwargs)
         for name, choices in (("dup_rule", DupRule), ("momentum_init", MomentumInit)):
             if getattr(self, name) not in literal_choices(choices):
-                raise ValueError(f"esimcse: unknown {name} {getattr(self, name)!r}; valid: "
-                                 f"{', '.join(literal_choices(choices))}.")
+                raise CSEError(f"esimcse: unknown {name} {getattr(self, name)!r}; valid: "
+                               f"{', '.join(literal_choices(choices))}.")
         if not 0.0 <= self.dup_rate < 1.0:
-            raise ValueError(f"esimcse: dup_rate must be in [0, 1), got {self.dup_rate}.")
+            raise CSEError(f"esimcse: dup_rate must be in [0, 1), got {self.dup_rate}.")
         if isinstance(self.queue_size, bool) or not isinstance(self.queue_size, int) or self.queue_size < 0:
-            raise ValueError(f"esimcse: queue_size must be an integer >= 0 (0 = no momentum contrast), got "
-                             f"{self.queue_size!r}.")
+            raise CSEError(f"esimcse: queue_size must be an integer >= 0 (0 = no momentum contrast), got "
+                           f"{self.queue_size!r}.")
         if not 0.0 <= self.momentum <= 1.0:
-            raise ValueError(f"esimcse: momentum must be in [0, 1], got {self.momentum}.")
+            raise CSEError(f"esimcse: momentum must be in [0, 1], got {self.momentum}.")
         if self.queue_size and self.lora_r:
-            raise ValueError("esimcse: the momentum encoder averages every weight of the encoder, which LoRA freezes; "
-                             "train without --lora_r, or with --queue_size 0 (word repetition only).")
+            raise CSEError("esimcse: the momentum encoder averages every weight of the encoder, which LoRA freezes; "
+                           "train without lora_r, or with queue_size 0 (word repetition only).")
         main = self.objectives[0]["loss"]
         if self.queue_size and main in available_losses() and not get_loss_class(main).takes_queue:
             takers = ", ".join(n for n in available_losses() if get_loss_class(n).takes_queue)
-            raise ValueError(f"esimcse: loss {main!r} has no use for the momentum queue's negatives (queue_size "
-                             f"{self.queue_size}); use one that takes them ({takers}), or --queue_size 0 (word "
-                             "repetition only).")
+            raise CSEError(f"esimcse: loss {main!r} has no use for the momentum queue's negatives (queue_size "
+                           f"{self.queue_size}); use one that takes them ({takers}), or queue_size 0 (word "
+                           "repetition only).")
 
 
 class ESimCSEModel(CSEPreTrainedModel):

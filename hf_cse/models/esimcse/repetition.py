@@ -14,7 +14,7 @@ Two draw rules, both on the tokenized sentence (subword tokens, the authors' ``-
 The draws are made with Python's ``random`` as the authors' are (``randrange`` then ``sample``), so that
 :func:`repeat_tokens` given a ``random.Random`` in a given state repeats exactly the tokens the authors' code would.
 Where the draws come from differs (kept on purpose): the authors draw once per training row, in data-set order,
-from the global stream seeded by ``--seed`` (preprocessing); :class:`WordRepetitionCollator` draws each row from a
+from the global stream seeded by ``seed`` (preprocessing); :class:`WordRepetitionCollator` draws each row from a
 generator seeded by (seed, the row's token ids). Each sentence keeps one repeated view for the whole run, as in
 the authors' code, and the views do not depend on the batch order, the number of processes or loader workers, or
 on where a run was resumed (the loader collates one batch ahead of the checkpoint, so a shared stream would not
@@ -69,7 +69,7 @@ class WordRepetitionCollator(TwoViewCollator):
     """View 1: the sentence; view 2: the sentence with a few tokens repeated (:func:`repeat_tokens`). Both views are
     padded together: ``input_ids (B, 2, L)``; ``token_type_ids`` and ``attention_mask`` are repeated at the same
     positions. ``seed``: with the row's token ids, seeds the row's draws (None = ``torch.initial_seed()`` when the
-    collator is built, i.e. the run's ``--seed``). A repeated view longer than the tokenizer's ``model_max_length``
+    collator is built, i.e. the run's ``seed``). A repeated view longer than the tokenizer's ``model_max_length``
     is cut to it, keeping its last token (the authors' length 32 never gets there)."""
 
     dup_rate: float = 0.32

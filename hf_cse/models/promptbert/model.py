@@ -20,13 +20,13 @@ Followed in the authors' code (kongds/Prompt-BERT, ``prompt_bert/models.py``: ``
 * **Positions of the empty template** (``denoising_positions``): ``authors_code`` (default) gives them from 0, as
   ``get_delta`` does; for BERT that is also the sentence's own numbering, for RoBERTa (whose positions start at 2)
   it is not, and ``encoder`` uses the encoder's own numbering -- "the same position ids" of the paper's text.
-* **Head**: SimCSE's MLP on the denoised vector in training only (``run.sh``: ``--mlp_only_train``).
+* **Head**: SimCSE's MLP on the denoised vector in training only (``run.sh``: ``mlp_only_train``).
 * **Decoders** (not in the paper): a template without ``{mask}`` is read at its own last token, as PromptEOL's
   ``This sentence : "[X]" means in one word:"`` (the authors' later scaling_sentemb work).
 
 Differences kept (the tests check the rest to float64 rounding, ``tests/test_promptbert.py``):
 
-* Sentence truncation: the authors cut a sentence's own tokens at ``--max_seq_length 32`` before the template;
+* Sentence truncation: the authors cut a sentence's own tokens at ``max_seq_length 32`` before the template;
   hf_cse's tokenization counts ``[CLS]``/``[SEP]`` in ``max_seq_length``, so the presets set 34 (32 + 2).
 * ``evaluation.py`` appends ``.`` to a test sentence that ends in none of ``. ? " '`` before templating; hf_cse
   does not edit test sentences. It also templates the text, so that with RoBERTa's templates the sentence's first
@@ -34,7 +34,7 @@ Differences kept (the tests check the rest to float64 rounding, ``tests/test_pro
   hf_cse tests as it trains.
 * The empty-template row is the template's token ids concatenated (``bs + es``); the code tokenizes the joined text
   ``bs + es`` and asserts that the two agree for its first template.
-* With hard negatives (``--negative_column``), the positive and the negative, both in ``template2``, get separate
+* With hard negatives (``negative_column``), the positive and the negative, both in ``template2``, get separate
   empty-template forwards; the code subtracts one (the same values without dropout, a different dropout draw).
 
 The paper's text is not in this repository's paper folder; the behaviour above is the code's, read at its ``HEAD``
@@ -51,6 +51,7 @@ from typing import Any, Literal
 import torch
 
 from ...encoders import encoder_max_length, position_offset
+from ...errors import CSEError
 from ...references import Paper, register_paper
 from ..base import CSEPreTrainedModel, OwnExportModules
 from ..config import CSEConfig
@@ -114,8 +115,8 @@ class PromptBERTConfig(CSEConfig):
         check_template("template", self.template)
         check_template("template2", self.template2)
         if self.denoising_positions not in DENOISING_POSITIONS:
-            raise ValueError(f"promptbert: unknown denoising_positions {self.denoising_positions!r}. Valid: "
-                             f"{', '.join(DENOISING_POSITIONS)}.")
+            raise CSEError(f"promptbert: unknown denoising_positions {self.denoising_positions!r}. Valid: "
+                           f"{', '.join(DENOISING_POSITIONS)}.")
 
 
 def _takes_position_ids(encoder) -> bool:
@@ -125,7 +126,7 @@ def _takes_position_ids(encoder) -> bool:
 
 class PromptBERTModel(CSEPreTrainedModel):
     """PromptBERT: each view is the sentence in a template, represented at its ``[MASK]`` (template denoising in
-    training); any registry loss takes the two views (``--loss gs_infonce`` ...). Untrained, it is a pooling:
+    training); any registry loss takes the two views (``loss="gs_infonce"`` ...). Untrained, it is a pooling:
     the prompt representation of the encoder as it is.
 
     Example::
@@ -146,9 +147,9 @@ class PromptBERTModel(CSEPreTrainedModel):
     def __init__(self, config: PromptBERTConfig, encoder=None):
         super().__init__(config, encoder)
         if (config.template_denoising or config.test_template_denoising) and not _takes_position_ids(self.encoder):
-            raise ValueError(f"promptbert: template denoising gives the empty template explicit position ids, which "
-                             f"{type(self.encoder).__name__} does not take; set template_denoising and "
-                             "test_template_denoising to false, or use another encoder.")
+            raise CSEError(f"promptbert: template denoising gives the empty template explicit position ids, which "
+                           f"{type(self.encoder).__name__} does not take; set template_denoising and "
+                           "test_template_denoising to false, or use another encoder.")
 
     # ----------------------------------------------------------------- templates from the tokenizer
     @classmethod
@@ -187,8 +188,8 @@ class PromptBERTModel(CSEPreTrainedModel):
     def template_ids(self, view: int) -> TemplateIds:
         ids = self.config.template_token_ids
         if not ids:
-            raise ValueError("promptbert: the templates are not tokenized yet; call model.use_tokenizer(tokenizer) "
-                             "(from_encoder does it when the encoder's folder has a tokenizer).")
+            raise CSEError("promptbert: the templates are not tokenized yet; call model.use_tokenizer(tokenizer) "
+                           "(from_encoder does it when the encoder's folder has a tokenizer).")
         v = ids["views"][min(view, 1)]
         return TemplateIds(tuple(v["prefix"]), tuple(v["suffix"]), int(v["mask_at"]))
 
@@ -243,8 +244,8 @@ class PromptBERTModel(CSEPreTrainedModel):
         """View 1 in ``template``, view 2 (and a hard negative) in ``template2``, in one encoder forward, each
         denoised in training with its own template."""
         if input_ids.dim() != 3:
-            raise ValueError(f"training batches must have input_ids of shape (batch, views, length); got "
-                             f"{tuple(input_ids.shape)}. Use the method's collator.")
+            raise CSEError(f"training batches must have input_ids of shape (batch, views, length); got "
+                           f"{tuple(input_ids.shape)}. Use the method's collator.")
         n, views, _ = input_ids.shape
         groups = [(input_ids[:, v], attention_mask[:, v], v) for v in range(views)]
         pooled = torch.stack(self._represent(groups, self.config.template_denoising), dim=1)
