@@ -14,6 +14,7 @@ from ..data import DataError
 from ..distributed import check_not_data_parallel, check_sharding_device
 from ..encoders import encoder_max_length
 from ..models.lora import check_targets_match
+from .launch import check_requested_processes_started
 
 
 def _value(option) -> str:
@@ -22,6 +23,7 @@ def _value(option) -> str:
 
 def check_training_arguments(training_args, max_seq_length: int) -> None:
     """Values the Trainer would accept and then fail on, or silently misread."""
+    check_requested_processes_started()
     if training_args.gradient_accumulation_steps < 1:
         raise InputError(f"--gradient_accumulation_steps must be at least 1, got "
                          f"{training_args.gradient_accumulation_steps}.")
