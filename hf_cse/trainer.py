@@ -264,7 +264,11 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         if self.is_world_process_zero():  # before the export, which copies the curves beside the model card
             title = f"{model.config.method} + {model.config.objectives[0]['loss']}: {output_dir.name}"
             curves = plot_training_curves(self.state.log_history, output_dir / CURVES_FILE, title=title)
-            logger.info("training curves: %s", curves)
+            if curves is None:
+                logger.info("training curves: none written (nothing was logged: the run is shorter than "
+                            "logging_steps=%s)", self.args.logging_steps)
+            else:
+                logger.info("training curves: %s", curves)
         self.save_model(str(output_dir))  # with the tokenizer (processing_class)
         logger.info("saved %s model to %s", model.config.method, output_dir)
         if self.is_world_process_zero():
