@@ -75,8 +75,9 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
     loss on the host every step, and a NaN/Inf loss already stops the run at the next logging step.
 
     Under DDP, ``ddp_find_unused_parameters`` defaults to False (transformers' Trainer: True unless activation
-    checkpointing is on): every hf_cse method uses all its parameters in each step. Pass
-    ``ddp_find_unused_parameters true`` for a model of your own that leaves some unused.
+    checkpointing is on): every hf_cse method uses all its parameters in each step. Like the other defaults above,
+    it is written into the ``args`` passed in (only when it is None), before the Trainer builds DDP's settings from
+    them. Pass ``ddp_find_unused_parameters=True`` (kept as given) for a model of your own that leaves some unused.
     """
 
     def __init__(
@@ -124,6 +125,11 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
             training_args.accelerator_config.non_blocking = True
         self.dev: DevChange | None = None  # the dev score before and after training, once train() has run
         self.train_metrics: dict[str, float] = {}
+        if training_args.ddp_find_unused_parameters is None:
+            # every method model gives every parameter a gradient in each step (tests/test_models.py), so DDP need
+            # not walk the autograd graph for unused ones after every backward (transformers' default); set before
+            # Trainer.__init__, which builds DDP's settings from it
+            training_args.ddp_find_unused_parameters = False
         super().__init__(**given)
         check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         check_not_data_parallel(self.args)
@@ -143,10 +149,6 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
             # an incomplete last batch cannot be all-gathered across processes and may hold < 2 rows
             logger.info("ContrastiveTrainer sets dataloader_drop_last=True (incomplete batches are skipped).")
             self.args.dataloader_drop_last = True
-        if self.args.ddp_find_unused_parameters is None:
-            # every method model gives every parameter a gradient in each step (tests/test_models.py), so DDP
-            # need not walk the autograd graph for unused ones after every backward (transformers' default)
-            self.args.ddp_find_unused_parameters = False
         # the filter reads every step's loss on the host (a GPU sync per step); MetricAccumulator raises on a NaN/Inf
         # loss term at the next logging step instead
         self.args.logging_nan_inf_filter = False
@@ -264,7 +266,11 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         if self.is_world_process_zero():  # before the export, which copies the curves beside the model card
             title = f"{model.config.method} + {model.config.objectives[0]['loss']}: {output_dir.name}"
             curves = plot_training_curves(self.state.log_history, output_dir / CURVES_FILE, title=title)
-            logger.info("training curves: %s", curves)
+            if curves is None:
+                logger.info("training curves: none written (nothing was logged: the run is shorter than "
+                            "logging_steps=%s)", self.args.logging_steps)
+            else:
+                logger.info("training curves: %s", curves)
         self.save_model(str(output_dir))  # with the tokenizer (processing_class)
         logger.info("saved %s model to %s", model.config.method, output_dir)
         if self.is_world_process_zero():

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from helpers import random_sentences, scored_pairs_file
+from helpers import random_sentences, scored_pairs_file, train_args
 
 from hf_cse.cli import train as run_unsup
 from hf_cse.evaluation.figures import plot_task_comparison
@@ -42,6 +42,17 @@ def test_run_unsup_writes_curves_and_the_card_links_them(tiny_bert_dir, tmp_path
     assert (export / CURVES_FILE).read_bytes() == (out / CURVES_FILE).read_bytes()
     card = (export / "README.md").read_text()
     assert f"]({CURVES_FILE})" in card and "### Training curves" in card
+
+
+@pytest.mark.slow
+def test_a_run_shorter_than_the_logging_interval_says_it_wrote_no_curves(tiny_bert_dir, tmp_path, caplog):
+    out = tmp_path / "out"
+    with caplog.at_level("INFO"):
+        run_unsup.train_from_args(train_args(tiny_bert_dir, tmp_path, out, "--logging_steps", "5"))
+    assert not (out / CURVES_FILE).exists()
+    assert "training_curves" not in json.loads((out / "training_info.json").read_text())
+    assert "training curves: none written (nothing was logged: the run is shorter than logging_steps=5)" \
+        in caplog.text
 
 
 def test_no_curves_without_logged_values(tmp_path):

@@ -15,6 +15,7 @@ from ..distributed import check_not_data_parallel, check_sharding_device
 from ..encoders import encoder_max_length
 from ..models.lora import check_targets_match
 from ..training_args import global_batch_size
+from .launch import check_requested_processes_started
 
 
 def _value(option) -> str:
@@ -23,6 +24,7 @@ def _value(option) -> str:
 
 def check_training_arguments(training_args, max_seq_length: int) -> None:
     """Values the Trainer would accept and then fail on, or silently misread."""
+    check_requested_processes_started()
     if training_args.gradient_accumulation_steps < 1:
         raise InputError(f"--gradient_accumulation_steps must be at least 1, got "
                          f"{training_args.gradient_accumulation_steps}.")

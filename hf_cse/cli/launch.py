@@ -1,0 +1,51 @@
+"""Did the launcher start the processes it was asked for? ``accelerate launch --num_processes N`` without a
+multi-process config runs accelerate's simple launcher, which starts ONE process and, for N > 1, only sets
+``MASTER_ADDR`` / ``MASTER_PORT`` for it (accelerate 1.15, ``prepare_simple_launcher_cmd_env``): on a CPU several
+processes come from mpirun (``--mpirun_hostfile``) or a torchrun-based config, never from that launcher alone. The
+run would then train one process with the batch of one, exit 0, and say nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ..checks import InputError
+
+#: set in each process by torchrun (WORLD_SIZE) or by an MPI launcher: processes really were started together
+_STARTED_TOGETHER = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+#: every accelerate launcher sets these for the script it starts
+_ACCELERATE_LAUNCHED = ("ACCELERATE_USE_CPU", "ACCELERATE_MIXED_PRECISION")
+
+
+def _parent(name: str) -> bytes | None:
+    """``/proc/<parent>/<name>`` (the launcher's environment or command line); None where it cannot be read."""
+    try:
+        with open(f"/proc/{os.getppid()}/{name}", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _requested_processes() -> str:
+    """N of the launcher's ``--num_processes N`` where its command line can be read, else ``several``."""
+    cmdline = (_parent("cmdline") or b"").replace(b"\0", b" ").decode(errors="replace")
+    found = re.search(r"--num[_-]processes[= ](\d+)", cmdline)
+    return found.group(1) if found else "several"
+
+
+def check_requested_processes_started(env: dict[str, str] | None = None) -> None:
+    """Refuse, in one line naming the command that works, a run that ``accelerate launch`` was asked to start as
+    several processes but started alone (see the module docstring). ``MASTER_ADDR`` in the launcher's own
+    environment (a cluster's setting, not the launcher's) is not taken for the sign."""
+    env = os.environ if env is None else env
+    if not all(k in env for k in _ACCELERATE_LAUNCHED) or "MASTER_ADDR" not in env:
+        return
+    if any(k in env for k in _STARTED_TOGETHER):
+        return
+    parent_env = _parent("environ")
+    if parent_env is not None and b"\0MASTER_ADDR=" in b"\0" + parent_env:
+        return
+    raise InputError(
+        f"accelerate launch was asked for {_requested_processes()} processes but started this one alone (on a CPU its "
+        "plain launcher starts several only through mpirun); use `accelerate launch --config_file "
+        "\"$(python -m hf_cse config cpu_2proc)\" run_unsup.py --use_cpu true ...` (docs/distributed.md).")
