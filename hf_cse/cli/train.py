@@ -16,7 +16,6 @@ import logging
 import sys
 from pathlib import Path
 
-import transformers
 from transformers import AutoTokenizer, HfArgumentParser, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
@@ -30,6 +29,7 @@ from hf_cse.cli.arguments import (
     model_arguments_class,
     objectives_from_flags,
 )
+from hf_cse.cli.console import ConsoleArguments, setup_console
 from hf_cse.cli.output_dir import OutputDirArguments, prepare_output_dir
 from hf_cse.cli.preflight import (
     check_eval_data,
@@ -57,6 +57,7 @@ from hf_cse.evaluation.custom_dev import pairs_from_args
 from hf_cse.export import take_over_hub_push
 from hf_cse.folder_lock import releases_folder_locks
 from hf_cse.models import get_method
+from hf_cse.models.lora import describe_lora
 from hf_cse.models.padding_free import describe_padding_free
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
@@ -95,7 +96,7 @@ def parse_args(argv: list[str]):
     training arguments resolve --precision with the Trainer's --bf16 / --fp16 for this machine."""
     parser = HfArgumentParser(
         (model_arguments_class(), DataArguments, MethodArguments, loss_arguments_class(), dcl_arguments_class(),
-         OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments)
+         OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments, ConsoleArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
     refuse_empty_paths(parser, argv)  # e.g. --output_dir "$UNSET": never the current folder
@@ -143,9 +144,9 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:
 @releases_folder_locks  # the lock on --output_dir (taken in step 3) lasts as long as the run
 def train_from_args(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    (model_args, data_args, method_args, loss_args, dcl_args, output_args, stream_args, training_args, typed) = args
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    transformers.utils.logging.set_verbosity_warning()
+    (model_args, data_args, method_args, loss_args, dcl_args, output_args, stream_args, training_args, console,
+     typed) = args
+    setup_console(console.verbose, main_process=training_args.process_index == 0)
     set_seed(training_args.seed)
 
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
@@ -237,6 +238,8 @@ def train_from_args(argv: list[str] | None = None) -> None:
 
     # 4. Model and tokenized data: the method class wraps any AutoModel encoder; the method lives in its config.
     model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
+    if model.config.lora_r:
+        logger.info(describe_lora(model))
     logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free, why_padded,
                                                           training_args.device.type))
     if streamed:  # tokens are cached by datasets for file/Hub sources

@@ -14,12 +14,15 @@ in :mod:`hf_cse.evaluation.custom_dev`). See docs/evaluation.md.
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 from typing import Callable
 
 from ..checks import InputError
 from .data import STSPairs
 from .encoder import SentenceEncoder
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "mteb:"
 
@@ -104,7 +107,10 @@ def _classes() -> dict[str, type]:
 
         def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
             texts = [text for batch in inputs for text in batch["text"]]
-            return self.model.encode(texts, batch_size=kwargs.get("batch_size"), show_progress_bar=False)
+            if task_metadata.name != getattr(self, "_task", None):  # one line per task, not per subset or split
+                self._task = task_metadata.name
+                logger.info("MTEB %s: encoding its texts", task_metadata.name)
+            return self.model.encode(texts, batch_size=kwargs.get("batch_size"))  # the encoder's bar
 
     class LocalSTSTask(AbsTaskSTS):
         """An MTEB STS task (MTEB's evaluator and scores) on scored pairs read by ``read_pairs()`` ->
