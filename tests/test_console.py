@@ -163,8 +163,11 @@ def test_eval_arguments_default_to_the_model_folder(tiny_bert_dir):
 
 
 @pytest.mark.slow
-def test_two_models_scored_in_a_row_do_not_collide(tmp_path, monkeypatch, capsys):
+def test_two_models_scored_in_a_row_do_not_collide(tmp_path, monkeypatch, capsys, caplog):
     from eval_helpers import make_tiny_bert, write_toy_senteval
+
+    caplog.set_level(logging.INFO, logger="run_eval")
+    caplog.set_level(logging.INFO, logger="hf_cse.evaluation")
 
     data = write_toy_senteval(tmp_path / "senteval")
     first, second = make_tiny_bert(tmp_path / "first", seed=0), make_tiny_bert(tmp_path / "second", seed=1)
@@ -175,6 +178,9 @@ def test_two_models_scored_in_a_row_do_not_collide(tmp_path, monkeypatch, capsys
             capsys.readouterr().err
         saved = json.loads((model / "eval" / "results.json").read_text())
         assert saved["model"] == str(model)
+        assert f"results go to {model / 'eval'}" in caplog.text  # and each wait says what it is doing:
+        assert "STS: encoding the sentences of STSBenchmark" in caplog.text
+        caplog.clear()
     assert not (tmp_path / "eval_results").exists()  # nothing in the current folder
     # the same command again is refused, naming the flag that replaces the results
     assert run_eval.main(["--model_name_or_path", str(first), "--senteval_data_dir", str(data), "--tasks",

@@ -304,6 +304,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
                 on_progress=save_partial,
             ) if args.task_list else (EvalResults(model=name, settings=encoder.describe()), {})
             if eval_pairs is not None:
+                logger.info("%s: encoding %d pairs", args.eval_file or args.eval_dataset_name, len(eval_pairs))
                 results.own_data = {**PairsEvaluator(eval_pairs, args.eval_name)(encoder),
                                     "pairs": len(eval_pairs), "source": args.eval_file or args.eval_dataset_name}
                 save_partial(results)
