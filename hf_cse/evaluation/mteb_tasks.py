@@ -100,6 +100,7 @@ def _classes() -> dict[str, type]:
 
         def __init__(self, encoder: SentenceEncoder, meta: dict | None = None):
             self.model = encoder
+            self.logged_task: str | None = None
             self.mteb_model_meta = ModelMeta.create_empty(
                 {"name": mteb_model_name(encoder.name), "revision": "local", "similarity_fn_name":
                  ScoringFunction.COSINE, "framework": ["PyTorch"], "embed_dim": None, "max_tokens": encoder.max_length,
@@ -107,8 +108,8 @@ def _classes() -> dict[str, type]:
 
         def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
             texts = [text for batch in inputs for text in batch["text"]]
-            if task_metadata.name != getattr(self, "_task", None):  # one line per task, not per subset or split
-                self._task = task_metadata.name
+            if task_metadata.name != self.logged_task:  # one line per task, not per subset or split
+                self.logged_task = task_metadata.name
                 logger.info("MTEB %s: encoding its texts", task_metadata.name)
             return self.model.encode(texts, batch_size=kwargs.get("batch_size"))  # the encoder's bar
 
