@@ -239,7 +239,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
     # 4. Model and tokenized data: the method class wraps any AutoModel encoder; the method lives in its config.
     model = model_cls.from_encoder(encoder, **remote, **config_kwargs)
     if model.config.lora_r:
-        logger.info(describe_lora(model))
+        logger.info("%s", describe_lora(model))
     logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free, why_padded,
                                                           training_args.device.type))
     if streamed:  # tokens are cached by datasets for file/Hub sources
