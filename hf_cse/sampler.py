@@ -198,9 +198,9 @@ class NoDuplicatesBatchSampler(Sampler[list[int]]):
 
     def __iter__(self):
         plan = self.plan()
-        logger.info("no-duplicates batches, epoch %d: %d global batches of %d; %d rows deferred to a later batch, "
-                    "%d left out this epoch (%.2fs)", self.epoch, len(plan.batches) // self.world_size,
-                    self.batch_size * self.world_size, plan.deferred, plan.dropped, plan.seconds)
+        logger.debug("no-duplicates batches, epoch %d: %d global batches of %d; %d rows deferred to a later batch, "
+                     "%d left out this epoch (%.2fs)", self.epoch, len(plan.batches) // self.world_size,
+                     self.batch_size * self.world_size, plan.deferred, plan.dropped, plan.seconds)
         yield from plan.batches
 
     def __len__(self) -> int:

@@ -21,7 +21,7 @@ from .cuda_graphs import CudaGraphStep
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
 from .errors import CSEError
-from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
+from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change, logged_evaluation
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
@@ -147,7 +147,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         self.loss_is_scaled_for_ga = False
         if not self.args.dataloader_drop_last:
             # an incomplete last batch cannot be all-gathered across processes and may hold < 2 rows
-            logger.info("ContrastiveTrainer sets dataloader_drop_last=True (incomplete batches are skipped).")
+            logger.debug("ContrastiveTrainer sets dataloader_drop_last=True (incomplete batches are skipped).")
             self.args.dataloader_drop_last = True
         # the filter reads every step's loss on the host (a GPU sync per step); MetricAccumulator raises on a NaN/Inf
         # loss term at the next logging step instead
@@ -191,7 +191,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
                            "batch sampler is not used.")
             return None
         keys, source = found
-        logger.info("no-duplicates batches: rows compared by %s over all their views", source)
+        logger.debug("no-duplicates batches: rows compared by %s over all their views", source)
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         return NoDuplicatesBatchSampler(keys, seams.train_batch_size(self), self.args.world_size, seed)
 
@@ -229,8 +229,10 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         trained_step = self.state.global_step
         if self.args.load_best_model_at_end and self.state.best_model_checkpoint:
             trained_step = int(Path(self.state.best_model_checkpoint).name.rpartition("-")[2])
-        dev = DevChange.from_run(self.state.log_history, self.evaluate(), self.args.metric_for_best_model,
-                                 trained_step)
+        # the model held now was scored at its step already when that step was an evaluation step (the best
+        # checkpoint always was): scoring it again would only repeat the same forward passes
+        final = logged_evaluation(self.state.log_history, trained_step) or self.evaluate()
+        dev = DevChange.from_run(self.state.log_history, final, self.args.metric_for_best_model, trained_step)
         if dev is not None and untrained is not None and dev.before > dev.after:
             untrained.restore(self.accelerator.unwrap_model(self.model))
             dev = dev.keeping_untrained()
@@ -259,7 +261,8 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         from .plots import CURVES_FILE, plot_training_curves
 
         output_dir = Path(self.args.output_dir)
-        self.log_metrics("train", self.train_metrics)
+        if logger.isEnabledFor(logging.DEBUG):  # --verbose: the progress bar's last line already shows them
+            self.log_metrics("train", self.train_metrics)
         self.save_metrics("train", self.train_metrics)
         self.save_state()
         model = self.accelerator.unwrap_model(self.model)
@@ -279,6 +282,8 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
             # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
             # the full model save_model just gathered and wrote
             sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled
+            logger.info("exporting for sentence-transformers with a model card to %s (reloaded to check it)",
+                        output_dir / "sentence-transformers")
             export_after_training(str(output_dir) if sharded else model, self.processing_class, self.args, info,
                                   hub_repo)
         self.accelerator.wait_for_everyone()  # no process leaves (and tears down the group) while the export runs
@@ -385,15 +390,18 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         from accelerate.utils import broadcast_object_list
 
         from .evaluation.encoder import SentenceEncoder
-        from .evaluation.evaluators import run_evaluator
+        from .evaluation.evaluators import describe_evaluator, run_evaluator
 
         # The main process scores (sentence-transformers' trainer does the same); an error there is sent to the
         # others too, so that no process waits in the broadcast for a result that never comes.
         outcome: dict = {}
         if self.accelerator.is_main_process:
+            step = self.state.global_step
+            logger.info("dev: scoring %s on %s", "the untrained encoder (step 0)" if step == 0 else
+                        f"the model of step {step}", describe_evaluator(self.evaluator))  # a wait of its own
             encoder = SentenceEncoder(self.accelerator.unwrap_model(self.model), self.processing_class,
                                       batch_size=max(self.args.per_device_eval_batch_size, 128),
-                                      show_progress_bar=False)
+                                      show_progress_bar=not self.args.disable_tqdm)
             try:
                 outcome["metrics"] = run_evaluator(self.evaluator, encoder, epoch=self.state.epoch or 0.0,
                                                    steps=self.state.global_step)

@@ -62,7 +62,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
         given["data_collator"] = method_collator(model, tokenizer, train_dataset)
     if args.remove_unused_columns:
         # the collators read the views' columns (positive_input_ids, ...), which the model's forward does not name
-        logger.info("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")
+        logger.debug("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")
         args.remove_unused_columns = False
     if getattr(args, "activation_checkpointing", False) or args.gradient_checkpointing:
         # inside the encoders; the Trainer must not redo it on the wrapper, which has no layers of its own

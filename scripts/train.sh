@@ -5,4 +5,11 @@
 set -euo pipefail
 source "$(dirname "$0")/setup_env.sh"
 if [ $# -eq 0 ]; then set -- --loss gs_infonce; fi
-exec "$PYTHON" -m accelerate.commands.launch "$ROOT/run_unsup.py" "$@"
+# Without a config of the user's (`accelerate config`), accelerate fills in these four values and prints a block
+# saying so ("`--num_processes` was set to a value of `0`", ...): give them, as it would set them for one process
+# (hf_cse chooses the precision itself, --precision). A user's own config is left to decide.
+LAUNCH=()
+if [ ! -f "${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/accelerate/default_config.yaml" ]; then
+    LAUNCH=(--num_processes 1 --num_machines 1 --mixed_precision no --dynamo_backend no)
+fi
+exec "$PYTHON" -m accelerate.commands.launch ${LAUNCH[@]+"${LAUNCH[@]}"} "$ROOT/run_unsup.py" "$@"

@@ -191,6 +191,18 @@ def test_run_unsup_under_accelerate_launch(launches):
     assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
 
 
+@pytest.mark.slow
+def test_two_processes_print_each_line_once(launches):
+    """The other process logs errors only (hf_cse/cli/console.py): every line of the run, its last (the dev line)
+    included, is printed once, by the main process."""
+    _, logs = launches
+    log, code = logs["run"]
+    assert code == 0, log[-4000:]
+    for line in ("global batch=8", "4 sentences per process x 2 processes", "saved simcse model to",
+                 "dev: no dev data"):
+        assert log.count(line) == 1, (line, log[-4000:])
+
+
 def test_sharding_on_a_cpu_is_refused_in_one_line(tiny_bert_dir, tmp_path, monkeypatch):
     """accelerate turns FSDP / DeepSpeed on only on accelerators; on a CPU it would train plain DDP silently."""
     from hf_cse.cli import train as run_unsup

@@ -90,11 +90,14 @@ def test_run_unsup_selects_checkpoints_on_the_eval_file(tiny_bert_dir, tmp_path,
                     "--metric_for_best_model", "mine_spearman", "--load_best_model_at_end", "true"])
     state = json.loads((out / "trainer_state.json").read_text())
     evals = [h for h in state["log_history"] if "eval_mine_spearman" in h]
-    # step 0: the untrained score, the run's "dev: before"; the last: the selected model's, scored after training
-    assert [h["step"] for h in evals] == [0, 2, 4, 4]
+    # step 0: the untrained score, the run's "dev: before"; the selected checkpoint was scored at its step, so it is
+    # not scored again after training (its logged score is the run's "dev: after")
+    assert [h["step"] for h in evals] == [0, 2, 4]
     best = max(evals[1:3], key=lambda h: h["eval_mine_spearman"])  # checkpoints exist at steps 2 and 4
     assert state["best_global_step"] == best["step"] and state["best_metric"] == best["eval_mine_spearman"]
     assert len(reads) == 1  # read once, in the checks; the trainer scores the pairs read there
+    info = json.loads((out / "training_info.json").read_text())
+    assert info["dev"]["after"] == pytest.approx(best["eval_mine_spearman"])
 
 
 def test_run_unsup_rejects_a_malformed_eval_file_before_loading_a_model(tiny_bert_dir, tmp_path, monkeypatch):

@@ -30,7 +30,7 @@ def test_train_script_runs_the_main_job_and_test_script_the_tests():
     train = (ROOT / "scripts" / "train.sh").read_text()
     test = (ROOT / "scripts" / "test.sh").read_text()
     assert "set -- --loss gs_infonce" in train
-    assert 'accelerate.commands.launch "$ROOT/run_unsup.py"' in train
+    assert re.search(r'accelerate\.commands\.launch \S* ?"\$ROOT/run_unsup\.py"', train)
     # pytest from the repository root: no test path runs setup.cfg's testpaths (the whole suite), a path runs alone
     assert 'cd "$ROOT"' in test and '-m pytest -q "$@"' in test
     assert re.search(r"^testpaths = tests$", (ROOT / "setup.cfg").read_text(), re.M)

@@ -29,7 +29,8 @@ from transformers import HfArgumentParser
 
 from hf_cse.checks import InputError, check_device, check_model_source, check_path_given, check_writable
 from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
-from hf_cse.cli.output_dir import prepare_eval_output_dir
+from hf_cse.cli.console import VERBOSE_HELP, setup_console
+from hf_cse.cli.output_dir import default_eval_output_dir, prepare_eval_output_dir
 from hf_cse.encoders import packaged_encoder_path
 from hf_cse.evaluation import (
     EvalResults,
@@ -141,13 +142,19 @@ class EvalArguments(EvalDataArguments):
     max_seq_length: int | None = field(
         default=None, metadata={"help": "Truncation length in tokens (default: the model's limit)."}
     )
-    output_dir: str = field(default="eval_results", metadata={"help": "Where results and plots go."})
+    output_dir: str | None = field(
+        default=None,
+        metadata={"help": "Where results and plots go. Default: <model folder>/eval for a local model folder "
+                          "(<run>/eval-<part> for a run's export or checkpoint), else eval_results/<model name> under "
+                          "the current folder (a Hub id, the packaged default, several models)."},
+    )
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "Replace the results of an earlier evaluation in --output_dir (otherwise refused)."},
     )
     device: str | None = field(default=None, metadata={"help": "cpu / cuda (default: cuda if available)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
+    verbose: bool = field(default=False, metadata={"help": VERBOSE_HELP})
     precision: Precision = field(
         default=DEFAULT_EVAL_PRECISION,
         metadata={"help": "Encode in fp32, under bf16 / fp16 (GPU) autocast, or auto: bf16 where the device computes "
@@ -162,6 +169,8 @@ class EvalArguments(EvalDataArguments):
                 raise ValueError("--model_name_or_path is required (the packaged MiniLM is not installed).")
             models = [default]
         self.model_name_or_path = models
+        if self.output_dir is None:
+            self.output_dir = str(default_eval_output_dir(models))
         senteval_tasks, self.mteb_tasks = split_mteb_tasks(self.tasks)
         self.task_list = parse_tasks(senteval_tasks) if senteval_tasks else []
         if not (self.task_list or self.mteb_tasks or self.eval_file or self.eval_dataset_name):
@@ -257,7 +266,7 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-eval") -> int:
 
 @releases_folder_locks  # the lock on --output_dir (prepare_eval_output_dir) lasts as long as the evaluation
 def evaluate_models(argv: list[str] | None = None) -> int:
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    setup_console()  # quiet while the flags are read; --verbose is known after
     parser = HfArgumentParser(EvalArguments)
     refuse_empty_paths(parser, argv)  # before __post_init__ drops an empty --model_name_or_path
     refuse_unknown_flags(parser, argv)
@@ -265,7 +274,9 @@ def evaluate_models(argv: list[str] | None = None) -> int:
         (args,) = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as err:  # __post_init__'s checks
         raise InputError(str(err)) from None
+    setup_console(args.verbose)
     out, eval_pairs, mteb_tasks = check_inputs(args)
+    logger.info("results go to %s", out)
 
     combined = len(args.model_name_or_path) > 1
     all_results: list[EvalResults] = []
@@ -293,6 +304,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
                 on_progress=save_partial,
             ) if args.task_list else (EvalResults(model=name, settings=encoder.describe()), {})
             if eval_pairs is not None:
+                logger.info("%s: encoding %d pairs", args.eval_file or args.eval_dataset_name, len(eval_pairs))
                 results.own_data = {**PairsEvaluator(eval_pairs, args.eval_name)(encoder),
                                     "pairs": len(eval_pairs), "source": args.eval_file or args.eval_dataset_name}
                 save_partial(results)

@@ -155,8 +155,10 @@ class TrainingRun(_CommandJob):
             return self.resume_from_checkpoint
         foreign = [n for n in left if n not in matching(left, _INTERRUPTED_RUN_FILES)]
         other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
-        if (out / TRAINING_INFO_FILE).exists() or other:
-            what = f"files that are not checkpoints of a run ({listing(other)})" if other else "a finished run"
+        finished = (out / TRAINING_INFO_FILE).exists()  # a run writes it last: named first, whatever lies beside
+        if finished or other:
+            what = (f"a finished run{f' (and files no run writes: {listing(other)})' if other else ''}" if finished
+                    else f"files that are not checkpoints of a run ({listing(other)})")
             raise OutputFolderError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
                                     f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
         resume = last_complete_checkpoint(out)
@@ -252,6 +254,49 @@ class Evaluation(_CommandJob):
                        "evaluating again to finish it", out)
         self.remove(out, left)
         return True
+
+
+#: the folder of the results of a model folder's evaluation, inside it; and of the others under the current folder
+EVAL_FOLDER, EVAL_RESULTS_DIR = "eval", "eval_results"
+
+
+def _is_run_folder(folder: Path) -> bool:
+    return bool(training_run_files(folder)) or (folder / TRAINING_INFO_FILE).is_file()
+
+
+def _beside_local_model(model: Path) -> Path:
+    """``<model>/eval``; for a part of a training run (its export, a checkpoint) ``<run>/eval-<part>``, so that a
+    run's --overwrite_output_dir, which removes its parts, keeps the results; and beside an unfinished run's folder
+    (``<run>-eval...``), since files in it would stop that run from resuming."""
+    run = model if _is_run_folder(model) else model.parent if _is_run_folder(model.parent) else None
+    if run is None:
+        return model / EVAL_FOLDER
+    inside = EVAL_FOLDER if run == model else f"{EVAL_FOLDER}-{model.name}"
+    return run / inside if (run / TRAINING_INFO_FILE).is_file() else run.parent / f"{run.name}-{inside}"
+
+
+def _model_name(model: str) -> str:
+    """A folder name for ``model``: the packaged encoder's name, a folder's name, a Hub id with ``--`` for ``/``."""
+    from ..encoders import DEFAULT_ENCODER_HUB_ID, is_packaged_encoder
+
+    path = Path(model).expanduser()
+    if path.exists():
+        return Path(DEFAULT_ENCODER_HUB_ID).name if is_packaged_encoder(path) else path.resolve().name
+    return model.replace("/", "--")
+
+
+def default_eval_output_dir(models: Sequence[str]) -> Path:
+    """Where ``hf-cse-eval`` writes without ``--output_dir``: next to the one model it scores when that is a folder
+    of one's own (:func:`_beside_local_model`), else ``eval_results/<model name>`` under the current folder (a Hub
+    id, the packaged default encoder, several models: ``eval_results/<name>+<name>``). Two models never share a
+    folder by default; a folder holding another evaluation's results is still refused."""
+    from ..encoders import is_packaged_encoder
+
+    if len(models) == 1:
+        path = Path(models[0]).expanduser()
+        if path.is_dir() and not is_packaged_encoder(path):
+            return _beside_local_model(path)
+    return Path(EVAL_RESULTS_DIR) / "+".join(_model_name(m) for m in models)
 
 
 def prepare_eval_output_dir(output_dir: str, overwrite: bool, models: Sequence[str] = ()) -> Path:

@@ -16,7 +16,6 @@ import logging
 import sys
 from pathlib import Path
 
-import transformers
 from transformers import HfArgumentParser, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
@@ -33,6 +32,7 @@ from hf_cse.cli.arguments import (
     model_arguments_class,
     objectives_from_flags,
 )
+from hf_cse.cli.console import ConsoleArguments, setup_console
 from hf_cse.cli.output_dir import OutputDirArguments, prepare_output_dir
 from hf_cse.cli.preflight import (
     check_eval_data,
@@ -63,6 +63,7 @@ from hf_cse.evaluation.custom_dev import pairs_from_args
 from hf_cse.export import take_over_hub_push
 from hf_cse.folder_lock import releases_folder_locks
 from hf_cse.models import get_method
+from hf_cse.models.lora import describe_lora
 from hf_cse.models.padding_free import describe_padding_free
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
@@ -100,7 +101,7 @@ def argument_parser() -> HfArgumentParser:
     """The parser of every flag of the script, with its own defaults (before any preset or --config file)."""
     parser = HfArgumentParser(
         (model_arguments_class(), DataArguments, MethodArguments, loss_arguments_class(), dcl_arguments_class(),
-         OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments)
+         OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments, ConsoleArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
     return parser
@@ -165,9 +166,9 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:
 @releases_folder_locks  # the lock on --output_dir (taken in step 3) lasts as long as the run
 def train_from_args(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    (model_args, data_args, method_args, loss_args, dcl_args, output_args, stream_args, training_args, chosen) = args
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    transformers.utils.logging.set_verbosity_warning()
+    (model_args, data_args, method_args, loss_args, dcl_args, output_args, stream_args, training_args, console,
+     chosen) = args
+    setup_console(console.verbose, main_process=training_args.process_index == 0)
     set_seed(training_args.seed)
 
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
@@ -255,6 +256,8 @@ def train_from_args(argv: list[str] | None = None) -> None:
 
     # 4. Model and tokenized data: the method class wraps any AutoModel encoder; the method lives in its config.
     model = model_cls.from_encoder(encoder, **remote, **spec.model_config())
+    if model.config.lora_r:
+        logger.info("%s", describe_lora(model))
     logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free, why_padded,
                                                           training_args.device.type))
     if data.streaming:  # tokens are cached by datasets for file/Hub sources

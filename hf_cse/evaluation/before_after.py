@@ -112,6 +112,15 @@ def dev_change(log_history: Sequence[Mapping[str, Any]], final: Mapping[str, Any
     return DevChange(metric, float(before), float(final[key]))
 
 
+def logged_evaluation(log_history: Sequence[Mapping[str, Any]], step: int) -> dict[str, Any] | None:
+    """The ``eval_*`` metrics logged at ``step`` (the last evaluation there), or None when that step was not
+    evaluated."""
+    for entry in reversed(log_history):
+        if entry.get("step") == step and any(k.startswith("eval_") for k in entry):
+            return {k: v for k, v in entry.items() if k.startswith("eval_")}
+    return None
+
+
 def log_dev_change(logger, dev: DevChange | None) -> None:
     """The run's last line: the dev score before and after training, a warning when the model lost more than the
     noise, or that no dev data checked it."""

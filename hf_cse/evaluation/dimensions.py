@@ -11,6 +11,7 @@ results.md a table and ``score_by_dimension.png`` the curve.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,8 @@ import numpy as np
 
 from ..checks import InputError
 from ..matryoshka import parse_int_list
+
+logger = logging.getLogger(__name__)
 
 
 def parse_truncate_dims(value: str | Sequence[int] | None) -> list[int]:
@@ -87,6 +90,7 @@ def evaluate_dimensions(encoder, dims: Sequence[int], sts_tasks: Sequence[str], 
     cache: dict[str, np.ndarray] = {}
     out: dict[str, dict[str, Any]] = {}
     for d in dims:
+        logger.info("dimensions: scoring the first %d coordinates (the embeddings are encoded once)", d)
         cut = TruncatedEncoder(encoder, d, cache)
         entry: dict[str, Any] = {}
         if sts_tasks:

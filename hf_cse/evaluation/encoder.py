@@ -301,7 +301,8 @@ class SentenceEncoder:
         show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
         out: np.ndarray | None = None
         with eval_mode(self.model), torch.inference_mode(), autocast(self.precision, self.device.type):
-            for idx, feats in tqdm(batches, total=n_batches, desc="Encoding", disable=not show, unit="batch"):
+            for idx, feats in tqdm(batches, total=n_batches, desc="Encoding", disable=not show, unit="batch",
+                                 leave=False):
                 feats = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in feats.items()}
                 emb = self._encode_batch(feats).float().cpu().numpy()
                 if out is None:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..errors import CSEError
-from .data import STS_DEV_TASKS, Source, STSPairs, load_sts
+from .data import STS_DEV_TASKS, TABLE_NAMES, Source, STSPairs, load_sts
 from .encoder import PreparedSentences, SentenceEncoder
 from .sts import score_sts
 
@@ -170,6 +170,17 @@ def run_evaluator(evaluator, encoder: SentenceEncoder, epoch: float = -1, steps:
         raise TypeError(f"evaluator {evaluator!r} is neither a sentence-transformers evaluator nor a callable "
                         "taking a SentenceEncoder.")
     return {k: float(v) for k, v in evaluator(encoder).items()}
+
+
+def describe_evaluator(evaluator) -> str:
+    """What ``evaluator`` scores, in a few words for a log line ("STS-B, SICK-R dev; 120 custom pairs")."""
+    if isinstance(evaluator, (list, tuple)):
+        return "; ".join(describe_evaluator(one) for one in evaluator)
+    if isinstance(evaluator, STSDevEvaluator):
+        return ", ".join(TABLE_NAMES[t] for t in evaluator.tasks) + " dev"
+    if isinstance(evaluator, PairsEvaluator):
+        return f"{len(evaluator.pairs)} {evaluator.name} pairs"
+    return getattr(evaluator, "name", "") or type(evaluator).__name__
 
 
 def training_evaluator(senteval_data_dir=None, source: Source = "local", pairs: STSPairs | None = None,

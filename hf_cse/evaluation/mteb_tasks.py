@@ -14,12 +14,15 @@ in :mod:`hf_cse.evaluation.custom_dev`). See docs/evaluation.md.
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 from typing import Callable
 
 from ..checks import InputError
 from .data import STSPairs
 from .encoder import SentenceEncoder
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "mteb:"
 
@@ -97,6 +100,7 @@ def _classes() -> dict[str, type]:
 
         def __init__(self, encoder: SentenceEncoder, meta: dict | None = None):
             self.model = encoder
+            self.logged_task: str | None = None
             self.mteb_model_meta = ModelMeta.create_empty(
                 {"name": mteb_model_name(encoder.name), "revision": "local", "similarity_fn_name":
                  ScoringFunction.COSINE, "framework": ["PyTorch"], "embed_dim": None, "max_tokens": encoder.max_length,
@@ -104,7 +108,10 @@ def _classes() -> dict[str, type]:
 
         def encode(self, inputs, *, task_metadata, hf_split, hf_subset, prompt_type=None, **kwargs):
             texts = [text for batch in inputs for text in batch["text"]]
-            return self.model.encode(texts, batch_size=kwargs.get("batch_size"), show_progress_bar=False)
+            if task_metadata.name != self.logged_task:  # one line per task, not per subset or split
+                self.logged_task = task_metadata.name
+                logger.info("MTEB %s: encoding its texts", task_metadata.name)
+            return self.model.encode(texts, batch_size=kwargs.get("batch_size"))  # the encoder's bar
 
     class LocalSTSTask(AbsTaskSTS):
         """An MTEB STS task (MTEB's evaluator and scores) on scored pairs read by ``read_pairs()`` ->

@@ -11,6 +11,7 @@ Task names accepted by :func:`parse_tasks` (comma separated, order kept, duplica
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from typing import Callable, Sequence
@@ -23,6 +24,8 @@ from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
 from .results import RETRIEVAL_KEYS, EvalResults
 from .sts import AGGREGATIONS, MODES, Aggregation, evaluate_sts, load_sts_tasks, pairwise_cosine, resolve_sts_tasks
 from .transfer import MRPC_FEATURES, MrpcFeatures, evaluate_transfer, load_transfer_task
+
+logger = logging.getLogger(__name__)
 
 GROUPS = {
     "sts": STS_TASKS,
@@ -154,6 +157,7 @@ def evaluate(
     sts_tasks = [t for t in names if t in STS_TASKS]
     if sts_tasks:
         t0 = time.perf_counter()
+        logger.info("STS: encoding the sentences of %s", ", ".join(sts_tasks))
         sts, preds = evaluate_sts(
             memo, sts_tasks, data_dir, source, mode, sts_aggregation, return_predictions=True
         )
@@ -170,6 +174,7 @@ def evaluate(
 
     if "geometry" in names or "retrieval" in names:
         t0 = time.perf_counter()
+        logger.info("%s: encoding STS-B test", " and ".join(t for t in ("geometry", "retrieval") if t in names))
         cache = _stsb_embeddings(memo, data_dir, source, "test")
         if "geometry" in names:
             geo = evaluate_geometry(memo, data_dir, source, "test", _cache=cache)

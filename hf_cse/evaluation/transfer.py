@@ -259,7 +259,8 @@ def evaluate_transfer(
     encode = encoder.encode if hasattr(encoder, "encode") else encoder
     results: dict = {}
     details: dict = {}
-    for task in tasks:
+    for number, task in enumerate(tasks, 1):
+        logger.info("transfer %s (%d of %d): encoding its sentences, then the classifier", task, number, len(tasks))
         details[task] = run_transfer_task(encode, task, data_dir, source, mode, mrpc_feature_set)
         results[task] = details[task]["score"]
         if after_task is not None:

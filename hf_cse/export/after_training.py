@@ -47,7 +47,7 @@ def export_after_training(model, tokenizer, training_args, training_info: Mappin
         logger.warning("no sentence-transformers export: %s", err)
         out = None
     if out is not None:
-        logger.info("sentence-transformers export with model card: %s", out)
+        logger.debug("sentence-transformers export with model card: %s", out)  # the export's own line said it
         if curves.is_file():
             shutil.copy2(curves, out / CURVES_FILE)
     # written last: it marks the run as finished (hf_cse.cli.output_dir), so a kill before it is a run to finish

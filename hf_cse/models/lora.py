@@ -129,6 +129,19 @@ def base_state_dict(encoder: nn.Module) -> dict:
             if "lora_" not in key}
 
 
+def describe_lora(model: nn.Module) -> str:
+    """What trains in a LoRA run, for its log line: the adapters and the trainable share of the method model (the
+    adapters plus the parts that train in full, such as the projection head)."""
+    config = model.config
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    settings = adapter_settings(config)
+    targets = settings["target_modules"]
+    return (f"LoRA active: rank {settings['r']}, alpha {settings['alpha']:g} on "
+            f"{targets if isinstance(targets, str) else ', '.join(targets)}; {trainable:,} trainable parameters of "
+            f"{total:,} ({100 * trainable / max(total, 1):.2f}%)")
+
+
 def adapter_settings(config) -> dict | None:
     """What the model card and training info record about the adapters (None without LoRA)."""
     if not config.lora_r:
