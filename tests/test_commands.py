@@ -30,10 +30,13 @@ def test_an_unknown_command_is_one_error_line(capsys):
 
 @pytest.mark.parametrize("command, module", [("train", "hf_cse.cli.train"), ("eval", "hf_cse.cli.evaluate"),
                                              ("export", "hf_cse.cli.export")])
-def test_each_command_runs_its_module_main_under_the_console_script_name(command, module, monkeypatch):
+def test_each_command_runs_its_module_main_under_the_console_script_name(command, module, monkeypatch, tmp_path):
+    import argparse
     import importlib
 
     calls = []
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))  # no cached parser: the module's main parses the flags
+    monkeypatch.setattr(importlib.import_module(module), "build_parser", lambda: argparse.ArgumentParser())
     monkeypatch.setattr(importlib.import_module(module), "main",
                         lambda argv, prog: calls.append((argv, prog, sys.argv[0])) or 7)
     monkeypatch.setattr(sys, "argv", ["__main__.py"])
