@@ -35,8 +35,10 @@ def test_each_command_runs_its_module_main_under_the_console_script_name(command
     import importlib
 
     calls = []
-    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))  # no cached parser: the module's main parses the flags
-    monkeypatch.setattr(importlib.import_module(module), "build_parser", lambda: argparse.ArgumentParser())
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--flag")
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))  # no parser cached yet: this one is described and checked
+    monkeypatch.setattr(importlib.import_module(module), "build_parser", lambda: parser)
     monkeypatch.setattr(importlib.import_module(module), "main",
                         lambda argv, prog: calls.append((argv, prog, sys.argv[0])) or 7)
     monkeypatch.setattr(sys, "argv", ["__main__.py"])

@@ -150,12 +150,13 @@ def cached_parser(command: str) -> CachedParser | None:
         return None
 
 
-def remember_parser(command: str, parser: argparse.ArgumentParser) -> None:
+def remember_parser(command: str, parser: argparse.ArgumentParser) -> dict | None:
     """Write ``parser``'s description for the next starts of ``command`` (atomically: several processes of one
-    launch may write it at once); a folder that cannot be written is left alone."""
+    launch may write it at once; a folder that cannot be written is left alone) and return it (None where
+    :func:`describe` cannot describe it)."""
     description = describe(parser)
     if description is None:
-        return
+        return None
     path, written = _path(command), None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,3 +168,4 @@ def remember_parser(command: str, parser: argparse.ArgumentParser) -> None:
     except OSError:
         if written is not None:
             written.unlink(missing_ok=True)
+    return description
