@@ -136,3 +136,8 @@ def test_a_parser_description_round_trips_and_its_key_follows_the_terminal_width
     monkeypatch.setenv("COLUMNS", "100")
     next((tmp_path / "parsers").glob("tool-*.json")).write_text("{not json")  # a damaged file: the slow path
     assert parser_cache.cached_parser("tool") is None
+    for width in range(parser_cache.KEEP + 2):  # one description per key; the oldest beyond KEEP go
+        monkeypatch.setenv("COLUMNS", str(40 + width))
+        parser_cache.remember_parser("tool", parser)
+    assert len(list((tmp_path / "parsers").glob("tool-*.json"))) == parser_cache.KEEP
+    assert parser_cache.cached_parser("tool") is not None  # the newest is kept

@@ -165,7 +165,19 @@ def remember_parser(command: str, parser: argparse.ArgumentParser) -> dict | Non
             written = Path(handle.name)
             json.dump(description, handle)
         os.replace(written, path)
+        _prune(path.parent, command)
     except OSError:
         if written is not None:
             written.unlink(missing_ok=True)
     return description
+
+
+#: descriptions kept per command (program names x terminal widths in use); each edit of hf_cse's source makes a new
+#: one, so the oldest go
+KEEP = 16
+
+
+def _prune(folder: Path, command: str) -> None:
+    found = sorted(folder.glob(f"{command}-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in found[KEEP:]:
+        old.unlink(missing_ok=True)
