@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_cse.cli import evaluate, export, is_path_flag, parser_cache, train
+from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cache, train
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "transformers.modeling_utils", "sentence_transformers", "datasets", "accelerate")
@@ -76,14 +76,15 @@ def test_eval_and_export_refuse_a_missing_model_before_importing_torch(command, 
     monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))
     monkeypatch.setenv("COLUMNS", "100")
     monkeypatch.setattr(sys, "argv", [f"hf-cse-{command}"])  # as python -m hf_cse names it: the cache's key
-    parser_cache.remember_parser(command, module.build_parser())  # what a first start writes
+    build_parser = getattr(module, entry_points.PARSER_BUILDERS[command])
+    parser_cache.remember_parser(command, build_parser())  # what a first start writes
     code, imported, _, err = python_m_hf_cse([command, *args], tmp_path)
     assert (code, imported) == (1, []) and message in err, (code, imported, err)
 
 
 @pytest.fixture(scope="module")
 def train_parsers():
-    parser = train.build_parser()
+    parser = train.argument_parser()
     return parser, parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(parser))))
 
 

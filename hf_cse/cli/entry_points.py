@@ -20,8 +20,10 @@ from ..files import check_train_file
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 from .parser_cache import cached_parser, rebuild, remember_parser
 
-#: command -> the module whose ``build_parser()`` makes its parser and whose ``main(argv, prog)`` runs it
+#: command -> the module whose ``main(argv, prog)`` runs it
 MODULES = {"train": "hf_cse.cli.train", "eval": "hf_cse.cli.evaluate", "export": "hf_cse.cli.export"}
+#: command -> the function of its module that makes its parser
+PARSER_BUILDERS = {"train": "argument_parser", "eval": "argument_parser", "export": "build_parser"}
 
 
 def _check_train_paths(args: dict) -> None:
@@ -67,7 +69,7 @@ def run_command(command: str, argv: list[str] | None = None, prog: str | None = 
     parser, module = cached_parser(command), None
     if parser is None:
         module = importlib.import_module(MODULES[command])
-        description = remember_parser(command, module.build_parser())
+        description = remember_parser(command, getattr(module, PARSER_BUILDERS[command])())
         parser = description and rebuild(description)
     if parser is not None:
         code = run_cli(lambda: check_command_line(command, parser, argv), prog)

@@ -257,7 +257,7 @@ def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
         raise InputError(f"cannot load model {name}: {type(err).__name__}: {err}") from err
 
 
-def build_parser() -> HfArgumentParser:
+def argument_parser() -> HfArgumentParser:
     return HfArgumentParser(EvalArguments)
 
 
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-eval") -> int:
 @releases_folder_locks  # the lock on --output_dir (prepare_eval_output_dir) lasts as long as the evaluation
 def evaluate_models(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    parser = build_parser()
+    parser = argument_parser()
     refuse_empty_paths(parser, argv)  # before __post_init__ drops an empty --model_name_or_path
     refuse_unknown_flags(parser, argv)
     try:

@@ -90,8 +90,8 @@ def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
     return {name for name, value in vars(parsed).items() if value is not _NOT_GIVEN}
 
 
-def build_parser() -> HfArgumentParser:
-    """Every flag of the command, with this script's defaults (a preset's are set by :func:`parse_args`)."""
+def argument_parser() -> HfArgumentParser:
+    """The parser of every flag of the script, with its own defaults (before any preset)."""
     parser = HfArgumentParser(
         (model_arguments_class(), DataArguments, MethodArguments, loss_arguments_class(), dcl_arguments_class(),
          OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments)
@@ -103,7 +103,7 @@ def build_parser() -> HfArgumentParser:
 def parse_args(argv: list[str]):
     """The argument dataclasses, and the set of flags the user typed (a preset's values are only defaults). The
     training arguments resolve --precision with the Trainer's --bf16 / --fp16 for this machine."""
-    parser = build_parser()
+    parser = argument_parser()
     refuse_empty_paths(parser, argv)  # e.g. --output_dir "$UNSET": never the current folder
     preset = parser.parse_known_args(argv)[0].preset
     if preset is not None:
