@@ -60,6 +60,7 @@ def commands(checkout: Path, notes: Path) -> dict[str, list[str]]:
         "run_unsup.py --lerning_rate 1e-5 (typo)": [*train, "--lerning_rate", "1e-5"],
         "run_unsup.py --max_seq_length abc": [*train, "--max_seq_length", "abc"],
         "run_unsup.py --output_dir ''": [*train, "--output_dir", ""],
+        "run_unsup.py --preset simcse_bert --learning_rate 0": [*train, "--preset", "simcse_bert", "--learning_rate", "0"],
         "hf-cse-train --model_name_or_path MISSING": [*console_script(checkout, "hf-cse-train"),
                                                       "--model_name_or_path", MISSING],
         "run_eval.py --model_name_or_path MISSING": [*evaluate, "--model_name_or_path", MISSING],

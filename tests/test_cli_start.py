@@ -6,6 +6,7 @@ import torch; ``--help`` and the refusals of bad flags and paths do not either o
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import subprocess
@@ -59,6 +60,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--max_seq_length", "abc"): (2, "argument --max_seq_length/--max-seq-length: invalid int value"),
         ("train", "--output_dir", ""): (1, "--output_dir is empty"),
         ("train", "--model_name_or_path", "./missing"): (1, "--model_name_or_path ./missing: no such folder"),
+        ("train", "--preset", "simcse_bert", "--learning_rate", "0"): (1, "--learning_rate 0.0 must be a finite"),
     }
     for args, (want_code, message) in refusals.items():
         code, imported, _, err = python_m_hf_cse(list(args), tmp_path)
@@ -142,3 +144,16 @@ def test_a_parser_description_round_trips_and_its_key_follows_the_terminal_width
         parser_cache.remember_parser("tool", parser)
     assert len(list((tmp_path / "parsers").glob("tool-*.json"))) == parser_cache.KEEP
     assert parser_cache.cached_parser("tool") is not None  # the newest is kept
+
+
+def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):
+    from hf_cse.cli.presets import PRESETS
+
+    preset = next(name for name, values in PRESETS.items() if values.get("learning_rate", 3e-5) != 3e-5)
+    _, cached = train_parsers
+    values = entry_points._train_values(copy.deepcopy(cached), ["--preset", preset])
+    assert values["learning_rate"] == PRESETS[preset]["learning_rate"]
+    typed = entry_points._train_values(copy.deepcopy(cached), ["--preset", preset, "--learning_rate", "0.5"])
+    assert typed["learning_rate"] == 0.5
+    with pytest.raises(ValueError, match="--adam_beta2 1.0 must be in"):
+        entry_points.check_command_line("train", copy.deepcopy(cached), ["--preset", preset, "--adam_beta2", "1"])
