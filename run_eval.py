@@ -8,7 +8,7 @@
 
 import sys
 
-from hf_cse.cli.evaluate import main
+from hf_cse.cli.entry_points import evaluate as main  # --help and early refusals before torch loads
 
 if __name__ == "__main__":
     sys.exit(main(prog="run_eval.py"))

@@ -11,7 +11,7 @@ With no flags it trains the packaged all-MiniLM-L6-v2 on the small demo corpus s
 
 import sys
 
-from hf_cse.cli.train import main
+from hf_cse.cli.entry_points import train as main  # --help and early refusals before torch loads
 
 if __name__ == "__main__":
     sys.exit(main(prog="run_unsup.py"))

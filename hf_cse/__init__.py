@@ -1,6 +1,32 @@
-"""hf_cse: unsupervised contrastive sentence embeddings on the Hugging Face Trainer."""
+"""hf_cse: unsupervised contrastive sentence embeddings on the Hugging Face Trainer.
+
+``import hf_cse`` imports nothing heavy: the commands (``python -m hf_cse``, ``hf-cse-*``) start here and answer
+``--help``, ``config`` and the refusals that need no model before torch is imported. The names below are loaded on
+first use (PEP 562); ``hf_cse.models`` registers the methods with ``AutoConfig`` / ``AutoModel`` when it is imported
+(``import hf_cse.models``, or the first use of one of these names).
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-from . import losses, models  # noqa: E402,F401  (registers losses and Auto classes)
-from .models import METHODS, SimCSEModel, get_method  # noqa: E402,F401
+#: name -> the module that holds it (a submodule itself where the module and the name are the same)
+_LAZY = {"losses": "hf_cse.losses", "models": "hf_cse.models", "METHODS": "hf_cse.models",
+         "SimCSEModel": "hf_cse.models", "get_method": "hf_cse.models"}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'hf_cse' has no attribute {name!r}")
+    module = importlib.import_module(_LAZY[name])
+    value = module if module.__name__ == f"{__name__}.{name}" else getattr(module, name)
+    globals()[name] = value  # later uses skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -34,6 +34,15 @@ def check_writable(folder: Path, flag: str) -> None:
                          ) from None
 
 
+#: the files one of which a model folder holds: a transformers model's config, a sentence-transformers model's modules
+MODEL_FOLDER_MARKERS = ("config.json", "modules.json")
+
+
+def model_list(values) -> list[str]:
+    """The models of a flag that may be repeated and may hold a comma-separated list in each value."""
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
 def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
                        markers: tuple[str, ...] = ("config.json",), what: str = "model") -> None:
     """Fail early and clearly for a model reference that cannot load: a path that is a file, a folder without any of

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from .files import TSV_LOADER_ARGS, DataError, is_tsv, read_table, read_text
+from .files import TSV_LOADER_ARGS, DataError, check_train_file, is_tsv, read_table, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +77,7 @@ def _is_number(text: str) -> bool:
 def read_sentences(train_file: str | Path, text_column: str | None = None) -> list[str]:
     """Non-blank sentences of a ``.txt`` file (one per line), or a column of a ``.csv``/``.tsv``/``.json``/``.jsonl``
     file (``text_column``)."""
-    path = Path(train_file)
-    if not path.is_file():
-        raise DataError(f"train_file {path} does not exist (or is not a file). Give a path to a text file "
-                        "with one sentence per line, or a CSV file with text_column.")
+    path = check_train_file(train_file)
     text = read_text(path, "train_file")  # refuses compressed, binary and non-UTF-8 files; drops a BOM
     check_text_column_applies(path, text_column)
     if path.suffix.lower() in JSON_SUFFIXES:

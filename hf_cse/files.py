@@ -33,6 +33,15 @@ class FileFormatError(DataError, InputError):
     """An input file that is compressed, binary or not UTF-8 text; the message names the file and the fix."""
 
 
+def check_train_file(train_file) -> Path:
+    """``train_file`` names a file (the commands check it before the training stack is imported)."""
+    path = Path(train_file)
+    if not path.is_file():
+        raise DataError(f"train_file {path} does not exist (or is not a file). Give a path to a text file "
+                        "with one sentence per line, or a CSV file with text_column.")
+    return path
+
+
 def read_text(path, flag: str) -> str:
     """The text of a UTF-8 file (BOM dropped); refuses compressed, binary and undecodable files (see module doc)."""
     path = Path(path)

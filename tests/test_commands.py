@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from hf_cse.cli import commands
+from hf_cse.cli import commands, entry_points
 
 
 def test_without_a_command_it_prints_the_commands_and_fails(capsys):
@@ -30,10 +30,15 @@ def test_an_unknown_command_is_one_error_line(capsys):
 
 @pytest.mark.parametrize("command, module", [("train", "hf_cse.cli.train"), ("eval", "hf_cse.cli.evaluate"),
                                              ("export", "hf_cse.cli.export")])
-def test_each_command_runs_its_module_main_under_the_console_script_name(command, module, monkeypatch):
+def test_each_command_runs_its_module_main_under_the_console_script_name(command, module, monkeypatch, tmp_path):
+    import argparse
     import importlib
 
     calls = []
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--flag")
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))  # no parser cached yet: this one is described and checked
+    monkeypatch.setattr(importlib.import_module(module), entry_points.PARSER_BUILDERS[command], lambda: parser)
     monkeypatch.setattr(importlib.import_module(module), "main",
                         lambda argv, prog: calls.append((argv, prog, sys.argv[0])) or 7)
     monkeypatch.setattr(sys, "argv", ["__main__.py"])

@@ -22,6 +22,7 @@ OUTSIDE_SEAMS = {
     ("cli/train.py", "_actions"),  # argparse: the flags the user typed (HfArgumentParser has no public list)
     ("cli/__init__.py", "_actions"),  # argparse: the known flags, for "did you mean" on a typo
     ("cli/run_config.py", "_actions"),  # argparse: each flag's type and default, to check a --config file
+    ("cli/parser_cache.py", "_actions"),  # argparse: the flags of a command's parser, written down for its next start
     ("cli/__init__.py", "_instances"),  # tqdm: the open progress bars, closed before an error line is printed
     ("cached_graphs.py", "_foreach_zero_"),  # torch's multi-tensor ops (torch._foreach_*): one launch for all grads
     ("models/esimcse/momentum.py", "_foreach_add_"),  # torch's multi-tensor ops: the momentum update

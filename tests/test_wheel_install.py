@@ -53,8 +53,9 @@ def test_wheel_holds_the_command_line_and_the_accelerate_configs(installed):
     for module in ("hf_cse/__main__.py", "hf_cse/cli/train.py", "hf_cse/cli/evaluate.py", "hf_cse/cli/export.py",
                    "hf_cse/configs/accelerate/fsdp.yaml", "hf_cse/configs/accelerate/multi_gpu.yaml"):
         assert module in names, module
-    for script, target in (("hf-cse-train", "hf_cse.cli.train:main"), ("hf-cse-eval", "hf_cse.cli.evaluate:main"),
-                           ("hf-cse-export", "hf_cse.cli.export:main")):
+    for script, target in (("hf-cse-train", "hf_cse.cli.entry_points:train"),
+                           ("hf-cse-eval", "hf_cse.cli.entry_points:evaluate"),
+                           ("hf-cse-export", "hf_cse.cli.entry_points:export")):
         assert f"{script} = {target}" in entry_points, entry_points
 
 

@@ -4,15 +4,16 @@ shipped with the package (``python -m hf_cse config NAME`` prints one's path).""
 from __future__ import annotations
 
 import difflib
-import importlib
 import sys
 from pathlib import Path
 
-#: command -> (module whose ``main(argv, prog)`` runs it, what it does)
+from .entry_points import MODULES, run_command
+
+#: command -> (module whose ``main(argv, prog)`` runs it, after the checks of :mod:`.entry_points`; what it does)
 COMMANDS = {
-    "train": ("hf_cse.cli.train", "train an encoder with a contrastive method (hf-cse-train)"),
-    "eval": ("hf_cse.cli.evaluate", "score models on SentEval / MTEB / your own pairs (hf-cse-eval)"),
-    "export": ("hf_cse.cli.export", "export a checkpoint as a sentence-transformers model (hf-cse-export)"),
+    "train": (MODULES["train"], "train an encoder with a contrastive method (hf-cse-train)"),
+    "eval": (MODULES["eval"], "score models on SentEval / MTEB / your own pairs (hf-cse-eval)"),
+    "export": (MODULES["export"], "export a checkpoint as a sentence-transformers model (hf-cse-export)"),
     "config": ("hf_cse.cli.commands", "print the path of a shipped accelerate config (list them without NAME)"),
 }
 ACCELERATE_CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "accelerate"
@@ -55,7 +56,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if command == "config":
         return print_config_path(rest)
-    module = importlib.import_module(COMMANDS[command][0])
     prog = f"hf-cse-{command}"  # the same command as the console script, named alike
     sys.argv[0] = prog  # argparse names the program (usage, --help) after it
-    return module.main(rest, prog=prog)
+    return run_command(command, rest, prog=prog)

@@ -27,7 +27,15 @@ from pathlib import Path
 
 from transformers import HfArgumentParser
 
-from hf_cse.checks import InputError, check_device, check_model_source, check_path_given, check_writable
+from hf_cse.checks import (
+    MODEL_FOLDER_MARKERS,
+    InputError,
+    check_device,
+    check_model_source,
+    check_path_given,
+    check_writable,
+    model_list,
+)
 from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.output_dir import default_eval_output_dir, prepare_eval_output_dir
@@ -162,7 +170,7 @@ class EvalArguments(EvalDataArguments):
     )
 
     def __post_init__(self):
-        models = [m.strip() for item in self.model_name_or_path for m in item.split(",") if m.strip()]
+        models = model_list(self.model_name_or_path)
         if not models:
             default = packaged_encoder_path()
             if default is None:
@@ -211,7 +219,7 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
     except PrecisionError as err:
         raise InputError(str(err)) from None
     for name in args.model_name_or_path:
-        check_model_source(name, markers=("config.json", "modules.json"))
+        check_model_source(name, markers=MODEL_FOLDER_MARKERS)
     if args.task_list:
         load_task_data(args.task_list, args.senteval_data_dir, args.senteval_source, args.mode)
     eval_pairs = pairs_from_args(args)
@@ -258,6 +266,10 @@ def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
         raise InputError(f"cannot load model {name}: {type(err).__name__}: {err}") from err
 
 
+def argument_parser() -> HfArgumentParser:
+    return HfArgumentParser(EvalArguments)
+
+
 def main(argv: list[str] | None = None, prog: str = "hf-cse-eval") -> int:
     """``hf-cse-eval`` / ``python -m hf_cse eval`` / ``run_eval.py``: a foreseeable failure becomes one line on
     stderr and exit code 1."""
@@ -267,7 +279,7 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-eval") -> int:
 @releases_folder_locks  # the lock on --output_dir (prepare_eval_output_dir) lasts as long as the evaluation
 def evaluate_models(argv: list[str] | None = None) -> int:
     setup_console()  # quiet while the flags are read; --verbose is known after
-    parser = HfArgumentParser(EvalArguments)
+    parser = argument_parser()
     refuse_empty_paths(parser, argv)  # before __post_init__ drops an empty --model_name_or_path
     refuse_unknown_flags(parser, argv)
     try:

@@ -1,5 +1,8 @@
 """Checks run_unsup.py makes before it loads a model or tokenizes data: a bad argument fails at once, in one line,
-not at the step (or the evaluation) that first meets it, possibly hours in."""
+not at the step (or the evaluation) that first meets it, possibly hours in.
+
+The modules that import torch are imported inside the checks that need them, so that the commands' earliest checks
+(:mod:`hf_cse.cli.entry_points`, before the training stack is imported) can use those here that need none."""
 
 from __future__ import annotations
 
@@ -8,13 +11,9 @@ import math
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..cached import check_cached_compatible
 from ..checks import InputError, check_model_source
-from ..data import DataError
-from ..distributed import check_not_data_parallel, check_sharding_device
 from ..encoders import encoder_max_length
-from ..models.lora import check_targets_match
-from ..training_args import global_batch_size
+from ..files import DataError
 from .launch import check_requested_processes_started
 
 
@@ -24,6 +23,8 @@ def _value(option) -> str:
 
 def check_training_arguments(training_args, max_seq_length: int) -> None:
     """Values the Trainer would accept and then fail on, or silently misread."""
+    from ..training_args import global_batch_size  # (transformers: imported here, see the module doc)
+
     check_requested_processes_started()
     if training_args.gradient_accumulation_steps < 1:
         raise InputError(f"--gradient_accumulation_steps must be at least 1, got "
@@ -42,6 +43,8 @@ def check_training_arguments(training_args, max_seq_length: int) -> None:
                          "describe an untrained encoder as trained; give a positive --num_train_epochs or --max_steps.")
     check_optimizer_arguments(training_args)
     check_report_to(training_args.report_to)
+    from ..distributed import check_not_data_parallel, check_sharding_device
+
     check_not_data_parallel(training_args)
     check_sharding_device(training_args)
 
@@ -152,12 +155,16 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
                              f"add {switch_flag}, or drop --{name}.")
     model_cls.check_before_loading(config)
     if config.lora_r:
+        from ..models.lora import check_targets_match
+
         check_targets_match(config)
     if config.do_mlm:
         from ..models.mlm import check_mlm_architecture
 
         check_mlm_architecture(enc_config)
     if cached_minibatch_size:
+        from ..cached import check_cached_compatible
+
         check_cached_compatible(config, cached_minibatch_size)
 
 

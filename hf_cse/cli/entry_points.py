@@ -1,0 +1,115 @@
+"""Where the commands start: ``hf-cse-train`` / ``hf-cse-eval`` / ``hf-cse-export``, ``python -m hf_cse
+train|eval|export``, ``run_unsup.py`` and ``run_eval.py``.
+
+Importing a command's module (:mod:`.train`, :mod:`.evaluate`, :mod:`.export`) imports torch, transformers and the
+rest of the training stack: seconds. Here, before that, what needs only the command line is answered from the
+command's cached parser (:mod:`.parser_cache`): ``--help``; an empty path, an unknown flag, a value argparse refuses,
+an optimizer value the Trainer would misread; the paths that name nothing (``--train_file``, a model folder, the
+checkpoint to export). Then the module's ``main`` runs, which checks everything again. On a first start (no cached
+parser yet) the module is imported first, to build the parser and write it down, and the same checks follow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from types import SimpleNamespace
+
+from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
+from ..files import check_train_file
+from . import refuse_empty_paths, refuse_unknown_flags, run_cli
+from .parser_cache import cached_parser, rebuild, remember_parser
+from .preflight import check_optimizer_arguments
+from .presets import PRESETS
+
+#: command -> the module whose ``main(argv, prog)`` runs it
+MODULES = {"train": "hf_cse.cli.train", "eval": "hf_cse.cli.evaluate", "export": "hf_cse.cli.export"}
+#: command -> the function of its module that makes its parser
+PARSER_BUILDERS = {"train": "argument_parser", "eval": "argument_parser", "export": "build_parser"}
+
+
+#: the optimizer's values :func:`~.preflight.check_optimizer_arguments` reads
+OPTIMIZER_VALUES = ("learning_rate", "warmup_steps", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
+                    "max_grad_norm")
+
+
+def _train_values(parser, argv: list[str]) -> dict:
+    """The values the cached train parser reads, with a ``--preset``'s values as the defaults (as the command sets
+    them)."""
+    args = vars(parser.parse_args(argv))
+    preset = PRESETS.get(args.get("preset") or "")
+    if preset:
+        parser.set_defaults(**{name: value for name, value in preset.items() if name in args})
+        args = vars(parser.parse_args(argv))
+    return args
+
+
+def _check_train(parser, argv: list[str]) -> None:
+    args = _train_values(parser, argv)
+    optimizer = {name: args.get(name) for name in OPTIMIZER_VALUES}
+    if all(isinstance(value, int | float) for value in optimizer.values()):  # else read otherwise: the command's
+        check_optimizer_arguments(SimpleNamespace(**optimizer))
+    if args.get("model_name_or_path"):
+        check_model_source(args["model_name_or_path"], "--model_name_or_path")
+    # the file read as plain sentences; pair data, streams and Hub data sets are read (and checked) otherwise
+    read_otherwise = ("dataset_name", "pair_column", "streaming", "train_files")
+    if args.get("train_file") and not any(args.get(name) for name in read_otherwise):
+        check_train_file(args["train_file"])
+
+
+def _check_eval(parser, argv: list[str]) -> None:
+    args = vars(parser.parse_args(argv))
+    for name in model_list(args.get("model_name_or_path") or []):
+        check_model_source(name, markers=MODEL_FOLDER_MARKERS)
+
+
+def _check_export(parser, argv: list[str]) -> None:
+    args = vars(parser.parse_args(argv))
+    if args.get("checkpoint"):
+        check_model_source(args["checkpoint"], "CHECKPOINT")
+
+
+#: command -> its checks of values and paths, given the cached parser and the command line
+VALUE_CHECKS: dict[str, Callable] = {"train": _check_train, "eval": _check_eval, "export": _check_export}
+
+
+def check_command_line(command: str, parser, argv: list[str]) -> None:
+    """The checks that need only the command line: empty paths and unknown flags, first as in the command's
+    ``main`` (argparse's own errors surface in either), then the optimizer's values and the paths that name nothing
+    (``main`` meets those among its other checks)."""
+    refuse_empty_paths(parser, argv)
+    refuse_unknown_flags(parser, argv)
+    VALUE_CHECKS[command](parser, argv)
+
+
+def run_command(command: str, argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Answer from the cached parser what needs no model (one line and exit code 1 for a refusal, argparse's exit
+    code 2 for its own errors, 0 after ``--help``), then run the command's ``main``. On a first start the parser is
+    built, written down and checked from its description in the same way, so that every start makes the same checks
+    in the same order, only later."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    prog = prog or f"hf-cse-{command}"
+    parser, module = cached_parser(command), None
+    if parser is None:
+        module = importlib.import_module(MODULES[command])
+        description = remember_parser(command, getattr(module, PARSER_BUILDERS[command])())
+        parser = description and rebuild(description)
+    if parser is not None:
+        code = run_cli(lambda: check_command_line(command, parser, argv), prog)
+        if code:
+            return code
+    module = module or importlib.import_module(MODULES[command])
+    return module.main(argv, prog=prog)
+
+
+def train(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:
+    return run_command("train", argv, prog)
+
+
+def evaluate(argv: list[str] | None = None, prog: str = "hf-cse-eval") -> int:
+    return run_command("eval", argv, prog)
+
+
+def export(argv: list[str] | None = None, prog: str = "hf-cse-export") -> int:
+    return run_command("export", argv, prog)
