@@ -8,7 +8,7 @@ against the GPU's measured bf16 GEMM peak. Run through ``benchmarks/gpu_check.sh
 Parts, each in its own process with a time budget (a part over budget is stopped and recorded as such; the rest
 still run), each writing ``<part>.json`` into ``--out``:
 
-* ``tests``: ``pytest -m cuda tests/test_cuda.py`` (tiny random encoders built by the tests; no data needed);
+* ``tests``: ``pytest -m cuda tests/trainer/test_cuda.py`` (tiny random encoders built by the tests; no data needed);
 * ``peak``: measured GEMM TFLOP/s, bf16 and fp32 (and TF32), an 8192^3 product and the encoder's own shapes;
 * ``throughput``: hf_cse ``ContrastiveTrainer`` (SimCSE, infonce; its default step, the CUDA-graph one, and its
   eager step) vs sentence-transformers' trainer with ``MultipleNegativesRankingLoss``, bf16, batch 64; batch 512
@@ -264,8 +264,8 @@ def _subprocess(cmd: list[str], log: Path, timeout: float | None) -> dict:
 
 
 def run_tests(out: Path, dry_run: bool) -> dict:
-    """``pytest -m cuda tests/test_cuda.py``; the dry run only collects them (imports, fixtures, markers)."""
-    cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "tests/test_cuda.py", "-q", "-p", "no:cacheprovider",
+    """``pytest -m cuda tests/trainer/test_cuda.py``; the dry run only collects them (imports, fixtures, markers)."""
+    cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "tests/trainer/test_cuda.py", "-q", "-p", "no:cacheprovider",
            "-o", "addopts=-ra", f"--junitxml={out / 'cuda_tests.xml'}"] + (["--collect-only"] if dry_run else [])
     budget = None if dry_run else BUDGET_S["tests"]  # collecting on a CPU takes what the machine's load makes it
     res = {"part": "tests", "command": " ".join(cmd[1:]), **_subprocess(cmd, out / "tests.log", budget)}

@@ -14,7 +14,7 @@ accumulation steps (that would shrink the set of negatives). GradCache splits on
 
 Peak activation memory is that of one mini-batch of ``m`` sentences instead of ``B``; the price is a
 second forward of the encoder without a graph (about +35 % step time: a forward is ~1/3 of fwd + bwd).
-The gradient equals the plain one computed with the same dropout masks (``tests/test_cached.py``).
+The gradient equals the plain one computed with the same dropout masks (``tests/trainer/test_cached.py``).
 
 Not row-separable models are refused: a method whose forward computes a term over the whole batch (DiffCSE's RTD
 loss) and a projector that mixes the batch's rows (BatchNorm's statistics) each declare that their rows do not split

@@ -14,7 +14,7 @@ mini-batch shape (:class:`hf_cse.cuda_graphs.CudaGraphStep`'s length buckets):
 Between the two, the loss and its gradient with respect to the whole batch's embeddings run eagerly (``B x H``:
 small). Dropout draws the same masks in both passes of a mini-batch: the random state is recorded before its embed
 replay and restored before its backward replay (as in the eager cached mode), and a graph's replay draws from the
-generator's current offset. ``tests/test_cuda.py`` checks that the gradient equals the eager cached step's.
+generator's current offset. ``tests/trainer/test_cuda.py`` checks that the gradient equals the eager cached step's.
 """
 
 from __future__ import annotations

@@ -126,8 +126,8 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         self.dev: DevChange | None = None  # the dev score before and after training, once train() has run
         self.train_metrics: dict[str, float] = {}
         if training_args.ddp_find_unused_parameters is None:
-            # every method model gives every parameter a gradient in each step (tests/test_models.py), so DDP need
-            # not walk the autograd graph for unused ones after every backward (transformers' default); set before
+            # every method model gives every parameter a gradient in each step (tests/models/test_models.py), so DDP
+            # need not walk the autograd graph for unused ones after every backward (transformers' default); set before
             # Trainer.__init__, which builds DDP's settings from it
             training_args.ddp_find_unused_parameters = False
         super().__init__(**given)

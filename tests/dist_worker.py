@@ -1,6 +1,6 @@
 """One training step of ContrastiveTrainer per case, dumped for comparing process counts.
 
-Launched by ``tests/test_distributed.py`` as ``torchrun --nproc_per_node 2 tests/dist_worker.py ...``
+Launched by ``tests/trainer/test_distributed.py`` as ``torchrun --nproc_per_node 2 tests/dist_worker.py ...``
 (every process takes its rank's contiguous slice of the global batch, as the distributed sampler's
 rank-order gather would) and as a plain ``python tests/dist_worker.py ...`` (one process, the whole
 global batch). Each case builds the tiny model deterministically with dropout 0 (so every run sees the

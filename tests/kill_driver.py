@@ -1,5 +1,5 @@
 """Run an entry point in this process and kill it with SIGKILL at a chosen point, as a crash, a power cut or an
-out-of-memory kill would (no clean-up runs): the crash-consistency tests (tests/test_crash_consistency.py).
+out-of-memory kill would (no clean-up runs): the crash-consistency tests (tests/trainer/test_crash_consistency.py).
 
     python tests/kill_driver.py POINT N run_unsup.py ARGS...
     python tests/kill_driver.py POINT N -m hf_cse.export ARGS...

@@ -1,4 +1,4 @@
-"""One epoch of ContrastiveTrainer's training loader on this process, dumped for tests/test_sampler.py.
+"""One epoch of ContrastiveTrainer's training loader on this process, dumped for tests/data/test_sampler.py.
 
 Launched as ``torchrun --nproc_per_node 2 tests/sampler_worker.py MODEL_DIR TEXTS_JSON OUT``: every process writes
 ``OUT/rank{R}.json``, the ``[row, text]`` pairs of each of its batches in order.

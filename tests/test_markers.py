@@ -129,7 +129,7 @@ def test_the_slow_marker_is_registered_in_setup_cfg():
 
 
 def test_every_test_that_starts_a_subprocess_is_marked_slow():
-    sources = {p.stem: p.read_text() for p in sorted(TESTS.glob("*.py"))}
+    sources = {p.stem: p.read_text() for p in sorted(TESTS.rglob("*.py")) if "fixtures" not in p.parts}
     starting, unmarked = unmarked_subprocess_tests(sources)
     # the check sees through helpers and fixtures: the distributed comparison starts its launches in a fixture
     assert "test_distributed.py::test_two_processes_equal_one_process" in starting, starting

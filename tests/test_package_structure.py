@@ -96,3 +96,25 @@ def test_no_import_cycles():
 
 def test_a_loop_is_found():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+TESTS = Path(__file__).resolve().parent
+#: tests/ folders that are not a part of hf_cse: the benchmarks' own checks, data the tests read
+NOT_PACKAGE_PARTS = {"bench": PACKAGE.parent / "benchmarks", "fixtures": None}
+
+
+def test_test_folders_mirror_the_package_and_file_names_are_unique():
+    """Each tests/ folder is named after the part of hf_cse it tests (a subpackage, or a module for the trainer and
+    the data), so a change's tests are found where its code is; the files at tests/ itself are about the whole
+    package. File names are unique across folders: pytest imports test files by their name (no __init__.py)."""
+    folders = sorted(p for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "__")))
+    assert folders, "no test folders"
+    for folder in folders:
+        if folder.name in NOT_PACKAGE_PARTS:
+            target = NOT_PACKAGE_PARTS[folder.name]
+            assert target is None or target.is_dir(), folder
+            continue
+        part = PACKAGE / folder.name
+        assert part.is_dir() or part.with_suffix(".py").is_file(), f"tests/{folder.name}/ names no part of hf_cse"
+    names = [p.name for p in TESTS.rglob("test_*.py") if "fixtures" not in p.parts]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

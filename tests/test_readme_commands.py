@@ -3,7 +3,8 @@
 Convention (visible in README.md): every ```bash block is preceded by an HTML comment saying what this test does
 with it, ``<!-- readme-test: run; writes: PATH ... -->`` (run it; the paths, relative to the repository root,
 must exist afterwards) or ``<!-- readme-test: skip: REASON -->`` (GPU, Hub download, the whole suite, ...). A
-```python block marked ``run`` runs too; unmarked python blocks are left to their own tests (tests/test_python_api.py).
+```python block marked ``run`` runs too; unmarked python blocks are left to their own tests
+(tests/trainer/test_python_api.py).
 The blocks marked ``run`` run in README order (a later one may use an earlier one's output) with bash, from a copy
 of the repository's files (tracked and untracked, not ignored) beside a link to ``../shared``, so the repository
 stays clean.

@@ -17,7 +17,7 @@ def test_every_loss_cites_a_known_paper(name):
 
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_method_cites_known_papers(method):
-    """(That each shipped method's own paper comes first: tests/test_method_declarations.py.)"""
+    """(That each shipped method's own paper comes first: tests/models/test_method_declarations.py.)"""
     cls = METHODS[method]
     assert cls.references and all(isinstance(p, Paper) and PAPERS[p.key] is p for p in cls.references + cls.builds_on)
 

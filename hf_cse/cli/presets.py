@@ -2,7 +2,7 @@
 
 A preset only supplies defaults: any flag given on the command line (or set by a ``--config`` file) wins. A preset is
 a run description in the format of ``--config`` (:mod:`hf_cse.cli.run_config`: settings by flag name), checked as
-one when it is applied (and every preset by ``tests/test_run_config.py``). Values are BERT-base
+one when it is applied (and every preset by ``tests/cli/test_run_config.py``). Values are BERT-base
 settings from each paper and its authors' scripts; the
 papers train on wiki1m for one epoch (DiffCSE: two) and select checkpoints on STS-B dev every
 125 steps.

@@ -15,7 +15,7 @@ the attention-probability dropout, which transformers runs inside SDPA: the enco
 are not on CPU (CUDA's fused dropout is already fast), and otherwise the eager softmax attention with this
 dropout (grouped-query attention included). An encoder loaded with ``eager`` attention keeps transformers' eager
 attention, whose attention-probability dropout stays torch's; ``flash_attention_2`` runs on CUDA only, where this
-module never draws masks (``hf_cse.models.loading``; tested in ``tests/test_encoder_loading.py``).
+module never draws masks (``hf_cse.models.loading``; tested in ``tests/models/test_encoder_loading.py``).
 Under ``torch.compile`` both fall back to torch's dropout, which inductor compiles with its own RNG
 (``random_`` would break the graph at every dropout). ``CSEConfig(fast_dropout=False)`` keeps torch's dropout.
 Nothing is saved: checkpoints and exports are plain encoders.

@@ -11,7 +11,7 @@ layout with zeros at the padding, so poolers and losses are unchanged.
 
 The result is the padded forward's: the same tokens, the same absolute positions (the ids the encoder would have
 computed for the padded batch, gathered) and the same attention; only the matrix products' row counts change, so
-fp32 results agree to rounding (``tests/test_padding_free.py`` checks every supported architecture, gradients
+fp32 results agree to rounding (``tests/models/test_padding_free.py`` checks every supported architecture, gradients
 included). It applies where that was checked: the encoder families of :data:`POSITION_STYLES` under hf_cse's SDPA
 attention (the default), outside ``torch.compile`` (a packed row's length changes every batch, which would
 recompile), on CPU (on a GPU, finding the real tokens, ``nonzero``, waits for the device once per forward, and a

@@ -24,7 +24,7 @@ Followed in the authors' code (kongds/Prompt-BERT, ``prompt_bert/models.py``: ``
 * **Decoders** (not in the paper): a template without ``{mask}`` is read at its own last token, as PromptEOL's
   ``This sentence : "[X]" means in one word:"`` (the authors' later scaling_sentemb work).
 
-Differences kept (the tests check the rest to float64 rounding, ``tests/test_promptbert.py``):
+Differences kept (the tests check the rest to float64 rounding, ``tests/models/test_promptbert.py``):
 
 * Sentence truncation: the authors cut a sentence's own tokens at ``max_seq_length 32`` before the template;
   hf_cse's tokenization counts ``[CLS]``/``[SEP]`` in ``max_seq_length``, so the presets set 34 (32 + 2).

@@ -1,0 +1,159 @@
+"""Commands answer at once what needs no model (issue 38): ``python -m hf_cse --help`` and ``config NAME`` never
+import torch; ``--help`` and the refusals of bad flags and paths do not either once the command's parser is cached
+(hf_cse.cli.parser_cache), which its first start writes. Checked on what a process has imported, not on a clock
+(the timings are benchmarks/bench_cli_start.py's). The cached parser must parse as the command's own does."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cache, train
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "transformers", "transformers.modeling_utils", "sentence_transformers", "datasets", "accelerate")
+#: runs ``python -m hf_cse ARGS`` in this process, then prints which heavy modules it imported
+CHILD = f"""
+import json, runpy, sys
+sys.argv = ["hf_cse", *sys.argv[1:]]
+try:
+    runpy.run_module("hf_cse", run_name="__main__", alter_sys=True)
+    code = 0
+except SystemExit as end:
+    code = end.code
+print(json.dumps({{"code": code, "imported": [m for m in {HEAVY!r} if m in sys.modules]}}))
+"""
+
+
+def python_m_hf_cse(args: list[str], cache: Path) -> tuple[int, list[str], str, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_CSE_CACHE": str(cache), "COLUMNS": "100",
+           "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", CHILD, *args], cwd=cache, env=env, capture_output=True, text=True)
+    *shown, report = proc.stdout.splitlines()
+    result = json.loads(report)
+    return result["code"], result["imported"], "\n".join(shown), proc.stderr
+
+
+@pytest.mark.slow
+def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
+    for args in (["--help"], ["config", "cpu_2proc"], ["config"]):
+        code, imported, out, err = python_m_hf_cse(args, tmp_path)
+        assert code == 0 and imported == [], (args, imported, err)
+    assert out.splitlines()[0].startswith("cpu_2proc")
+
+    code, imported, first_help, err = python_m_hf_cse(["train", "--help"], tmp_path)  # no cached parser yet
+    assert code == 0 and "torch" in imported and "--learning_rate" in first_help, err
+    assert list((tmp_path / "parsers").glob("train-*.json")), "the first start wrote no parser down"
+    code, imported, help_text, err = python_m_hf_cse(["train", "--help"], tmp_path)
+    assert code == 0 and imported == [] and help_text == first_help, (imported, err)
+
+    refusals = {  # argv -> (exit code, what stderr says)
+        ("train", "--train_file", str(tmp_path / "missing.txt")): (1, "missing.txt does not exist"),
+        ("train", "--lerning_rate", "1e-5"): (1, "unknown flag --lerning_rate; did you mean --learning_rate?"),
+        ("train", "--max_seq_length", "abc"): (2, "argument --max_seq_length/--max-seq-length: invalid int value"),
+        ("train", "--output_dir", ""): (1, "--output_dir is empty"),
+        ("train", "--model_name_or_path", "./missing"): (1, "--model_name_or_path ./missing: no such folder"),
+        ("train", "--preset", "simcse_bert", "--learning_rate", "0"): (1, "--learning_rate 0.0 must be a finite"),
+    }
+    for args, (want_code, message) in refusals.items():
+        code, imported, _, err = python_m_hf_cse(list(args), tmp_path)
+        assert (code, imported) == (want_code, []) and message in err, (args, code, imported, err)
+        assert "Traceback" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command, module, args, message", [
+    ("eval", evaluate, ["--model_name_or_path", "./missing"], "--model_name_or_path ./missing: no such folder"),
+    ("export", export, ["./missing", "out"], "CHECKPOINT ./missing: no such folder"),
+])
+def test_eval_and_export_refuse_a_missing_model_before_importing_torch(command, module, args, message, tmp_path,
+                                                                       monkeypatch):
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setattr(sys, "argv", [f"hf-cse-{command}"])  # as python -m hf_cse names it: the cache's key
+    build_parser = getattr(module, entry_points.PARSER_BUILDERS[command])
+    parser_cache.remember_parser(command, build_parser())  # what a first start writes
+    code, imported, _, err = python_m_hf_cse([command, *args], tmp_path)
+    assert (code, imported) == (1, []) and message in err, (code, imported, err)
+
+
+@pytest.fixture(scope="module")
+def train_parsers():
+    parser = train.argument_parser()
+    return parser, parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(parser))))
+
+
+def outcome(parser, argv: list[str], capsys) -> tuple:
+    """What ``parser`` makes of ``argv``: the values it read, or its exit code and output."""
+    try:
+        return ("read", vars(parser.parse_known_args(argv)[0]))
+    except SystemExit as end:
+        out = capsys.readouterr()
+        return ("exit", end.code, out.out, out.err)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"],
+    ["--max_seq_length", "abc"],
+    ["--method", "nope"],
+    ["--lerning_rate", "1e-5", "--output_dir", "x"],
+    ["--train_fil", "a.txt"],  # ambiguous: --train_file or --train_files
+    ["--dataset_nam", "d", "--no_mlp_only_train", "--model_name_or_path", "m"],  # an abbreviation, a --no_ form
+    ["--matryoshka_dims", "8,4", "--report_to", "none", "tensorboard", "--torch_dtype", "bfloat16"],
+])
+def test_the_cached_train_parser_reads_what_the_command_reads(train_parsers, argv, capsys):
+    parser, cached = train_parsers
+    own, from_cache = outcome(parser, argv, capsys), outcome(cached, argv, capsys)
+    if own[0] == "exit":  # --help, argparse's errors: the same text
+        assert from_cache == own
+    else:  # the values the early checks read (paths and the flags that choose how data is read) are the same
+        names = [n for n in own[1] if is_path_flag(n) or n in ("dataset_name", "pair_column")]
+        assert {n: from_cache[1][n] for n in names} == {n: own[1][n] for n in names}
+        assert from_cache[1].keys() == own[1].keys()
+
+
+def test_a_parser_description_round_trips_and_its_key_follows_the_terminal_width(tmp_path, monkeypatch):
+    parser = argparse.ArgumentParser(prog="tool")
+    parser.add_argument("src")
+    parser.add_argument("--n", type=int, default=3)
+    parser.add_argument("--mode", choices=["a", "b"], default="a")
+    parser.add_argument("--items", nargs="+", default=[])
+    parser.add_argument("--quiet", action="store_true")
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "100")
+    assert parser_cache.cached_parser("tool") is None
+    parser_cache.remember_parser("tool", parser)
+    cached = parser_cache.cached_parser("tool")
+    argv = ["in", "--n", "5", "--mode", "b", "--items", "x", "y", "--qu"]
+    assert vars(cached.parse_args(argv)) == vars(parser.parse_args(argv))
+    assert cached.format_help() == parser.format_help()
+    monkeypatch.setenv("COLUMNS", "60")  # other line breaks in the help: another key
+    assert parser_cache.cached_parser("tool") is None
+    monkeypatch.setenv("COLUMNS", "100")
+    next((tmp_path / "parsers").glob("tool-*.json")).write_text("{not json")  # a damaged file: the slow path
+    assert parser_cache.cached_parser("tool") is None
+    for width in range(parser_cache.KEEP + 2):  # one description per key; the oldest beyond KEEP go
+        monkeypatch.setenv("COLUMNS", str(40 + width))
+        parser_cache.remember_parser("tool", parser)
+    assert len(list((tmp_path / "parsers").glob("tool-*.json"))) == parser_cache.KEEP
+    assert parser_cache.cached_parser("tool") is not None  # the newest is kept
+
+
+def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):
+    from hf_cse.cli.presets import PRESETS
+
+    preset = next(name for name, values in PRESETS.items() if values.get("learning_rate", 3e-5) != 3e-5)
+    _, cached = train_parsers
+    values = entry_points._train_values(copy.deepcopy(cached), ["--preset", preset])
+    assert values["learning_rate"] == PRESETS[preset]["learning_rate"]
+    typed = entry_points._train_values(copy.deepcopy(cached), ["--preset", preset, "--learning_rate", "0.5"])
+    assert typed["learning_rate"] == 0.5
+    with pytest.raises(ValueError, match="--adam_beta2 1.0 must be in"):
+        entry_points.check_command_line("train", copy.deepcopy(cached), ["--preset", preset, "--adam_beta2", "1"])

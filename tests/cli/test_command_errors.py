@@ -1,0 +1,468 @@
+"""Bad input to the commands, as a user types it: exit code 1 and stderr is one line that starts with the program's
+name and names the problem, the flag or the file (no traceback unless HF_CSE_DEBUG=1), printed last, within 300
+characters (paths shortened, not dropped), before the encoder is loaded where the check needs no model; a loss's own
+error gets the flag advice; `run_unsup.py --help` offers each loss choice. Covers evaluation, the export and the
+training features (prompts, LoRA, --do_mlm, no-duplicate batches, the run record, the export's training info, the
+console scripts), through subprocesses and in-process through each command's main()."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from eval_helpers import write_toy_senteval
+from helpers import random_sentences, scored_pairs_file
+from transformers import AutoTokenizer
+
+from hf_cse.checkpoints import RUN_RECORD_FILE
+from hf_cse.cli import MAX_LINE, fit_line, run_cli
+from hf_cse.cli import evaluate as eval_cli
+from hf_cse.cli import export as hf_cse_export
+from hf_cse.cli import train as train_cli
+from hf_cse.data import check_room_for_text
+from hf_cse.errors import CSEError
+from hf_cse.models import CSEPreTrainedModel, SimCSEModel
+
+# ------------------------------------------------------------------------------------- evaluation and export, as typed
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, tiny_bert_dir):
+    from transformers import AutoTokenizer
+
+    from hf_cse.models import SimCSEModel
+
+    root = tmp_path_factory.mktemp("cli_errors")
+    senteval = write_toy_senteval(root / "senteval")
+    stsb = senteval / "STS" / "STSBenchmark" / "sts-test.csv"
+    lines = stsb.read_text().split("\n")
+    lines[2] += "\t96"
+    (root / "bad_senteval").mkdir()
+    bad = write_toy_senteval(root / "bad_senteval")
+    (bad / "STS" / "STSBenchmark" / "sts-test.csv").write_text("\n".join(lines))
+    ckpt = root / "ckpt"
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(ckpt)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(ckpt)
+    (root / "a_file").write_text("not a folder")
+    (root / "empty_folder").mkdir()
+    (root / "broken.json").write_text('{"learning_rate": 3e-05,')
+    return {"root": root, "senteval": senteval, "bad": bad, "ckpt": ckpt, "model": tiny_bert_dir}
+
+
+def run_eval_args(f, *extra, model=None, out=None):
+    return ["run_eval.py", "--model_name_or_path", str(model or f["model"]), "--senteval_data_dir", str(f["senteval"]),
+            "--tasks", "STSB", "--output_dir", str(out or f["root"] / "eval_out"), "--disable_tqdm", *extra]
+
+
+CASES = {
+    "eval-missing-model": (lambda f: run_eval_args(f, model=f["root"] / "nope"), "no such folder"),
+    "eval-model-is-a-file": (lambda f: run_eval_args(f, model=f["root"] / "a_file"), "is a file"),
+    "eval-folder-without-config": (lambda f: run_eval_args(f, model=f["root"] / "empty_folder"),
+                                   "folder without config.json or modules.json"),
+    "eval-hub-model-offline": (lambda f: run_eval_args(f, model="someone/not-cached"), "HF_HUB_OFFLINE"),
+    "eval-hub-data-offline": (lambda f: run_eval_args(f, "--senteval_source", "hub"),
+                              "cannot read the Hub data set mteb/stsbenchmark-sts: offline mode is on"),
+    "eval-output-is-a-file": (lambda f: run_eval_args(f, out=f["root"] / "a_file"), "--output_dir .* is a file"),
+    "eval-device-foo": (lambda f: run_eval_args(f, "--device", "foo"), "--device 'foo' is not a device"),
+    "eval-device-cuda-99": (lambda f: run_eval_args(f, "--device", "cuda:99"), "--device cuda:99: torch sees"),
+    "eval-malformed-stsb-row": (lambda f: run_eval_args(f)[:4] + [str(f["bad"])] + run_eval_args(f)[5:],
+                                r"sts-test\.csv, line 3: expected 7 tab-separated columns .*found 8"),
+    "export-missing-checkpoint": (lambda f: ["-m", "hf_cse", "export", str(f["root"] / "nope"), str(f["root"] / "st")],
+                                  "CHECKPOINT .*nope: no such folder"),
+    "export-hub-id-offline": (lambda f: ["-m", "hf_cse", "export", "someone/not-cached", str(f["root"] / "st")],
+                              "HF_HUB_OFFLINE"),
+    "export-output-is-a-file": (lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "a_file")],
+                                "exists and is a file"),
+    "export-malformed-training-info": (
+        lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "st"), "--training_info",
+                   str(f["root"] / "broken.json")], r"--training_info .*broken\.json is not valid JSON"),
+    "export-malformed-eval-results": (
+        lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "st"), "--eval_results",
+                   str(f["root"] / "broken.json")], r"broken\.json is not valid JSON"),
+    "export-missing-tokenizer": (
+        lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "st"), "--tokenizer",
+                   str(f["root"] / "no_tokenizer")], "--tokenizer .*no_tokenizer: no such folder"),
+}
+
+
+def run_command(args, debug: bool = False):
+    env = {k: v for k, v in os.environ.items() if k != "HF_CSE_DEBUG"}
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
+               CUDA_VISIBLE_DEVICES="")
+    if debug:
+        env["HF_CSE_DEBUG"] = "1"
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+# run as a subprocess (the real command); the other cases in-process through the same main(), which is faster
+SUBPROCESS = ("eval-missing-model", "eval-hub-data-offline", "eval-malformed-stsb-row", "export-missing-checkpoint",
+              "export-malformed-training-info")
+
+
+def run_in_process(args, capsys):
+    from hf_cse.cli import evaluate as eval_cli
+    from hf_cse.cli import export
+
+    capsys.readouterr()
+    code = eval_cli.main(args[1:], prog="run_eval.py") if args[0] == "run_eval.py" else export.main(args[3:])
+    return subprocess.CompletedProcess(args, code, "", capsys.readouterr().err)
+
+
+# the cases run as a subprocess are slow (the fast lane keeps the in-process ones)
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SUBPROCESS else c for c in CASES],
+                         ids=list(CASES))
+def test_bad_input_is_one_line_without_traceback(case, files, capsys, monkeypatch):
+    import re
+
+    make_args, message = CASES[case]
+    if case in SUBPROCESS:
+        proc = run_command(make_args(files))
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+        monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+        proc = run_in_process(make_args(files), capsys)
+    prog = "run_eval.py" if case.startswith("eval") else "hf-cse-export"
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1, proc.stderr
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"{prog}: error: ") and re.search(message, lines[0]), lines[0]
+    assert not (files["root"] / "st").exists() and not (files["root"] / "eval_out" / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_debug_switch_shows_the_traceback(files):
+    proc = run_command(run_eval_args(files, model=files["root"] / "nope"), debug=True)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr and "no such folder" in proc.stderr
+
+
+@pytest.mark.slow
+def test_run_unsup_help_works_and_offers_each_loss_choice_from_its_literal():
+    import re
+    import typing
+
+    from hf_cse.losses import available_losses, get_loss_class, loss_hyperparameters
+
+    proc = run_command(["run_unsup.py", "--help"])
+    assert proc.returncode == 0, proc.stderr
+    help_text = " ".join(proc.stdout.split())
+    choice_flags = {}
+    for loss in available_losses():
+        hints = typing.get_type_hints(get_loss_class(loss).__init__)
+        for name in loss_hyperparameters(loss):
+            if typing.get_origin(hints[name]) is typing.Literal:
+                choice_flags[name] = typing.get_args(hints[name])
+    assert "normalization" in choice_flags and "weight_norm" in choice_flags
+    for name, choices in choice_flags.items():
+        # argparse may list them in another order (typing caches equal Literal unions by value)
+        offered = re.search(rf"--{name} {{([^}}]*)}}", help_text)
+        assert offered and set(offered.group(1).split(",")) == set(choices), name
+
+
+@pytest.mark.parametrize(
+    ("make_error", "advice"),
+    [
+        (lambda: _loss_error("infonce", 1), "Increase --per_device_train_batch_size"),
+        (lambda: _loss_error("off_dropout_infonce", 4), "Use --method imsimcse (or --off_dropout)"),
+        (lambda: _loss_error("mpt", 4, z_neg=True), "Drop --negative_column"),
+    ],
+    ids=["batch-too-small", "missing-no-dropout-embeddings", "hard-negatives-not-taken"],
+)
+def test_scripts_translate_a_loss_error_into_flag_advice(make_error, advice, capsys, monkeypatch):
+    """A loss says what is wrong in its own terms; the scripts' error path (run_cli) adds which flag to change."""
+    from hf_cse.cli import run_cli
+
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    err = make_error()
+    assert "--" not in str(err)
+
+    def main():
+        raise err
+
+    assert run_cli(main, "run_unsup.py") == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"run_unsup.py: error: {err} {advice}"), lines
+
+
+def _loss_error(name: str, n: int, z_neg: bool = False) -> ValueError:
+    import torch
+
+    from hf_cse.losses import build_loss
+
+    z = torch.randn(n, 8, generator=torch.Generator().manual_seed(0))
+    try:
+        build_loss(name)(z, z + 0.1, **({"z_neg": -z} if z_neg else {}))
+    except ValueError as err:
+        return err
+    raise AssertionError(f"{name} accepted the inputs")
+
+
+
+# ----------------------------------------------------------------------------------------------- the training features
+LONG = "project/experiments_2026/runs"  # paths as deep as a user's
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    def refuse(cls, *args, **kwargs):
+        pytest.fail("the encoder was loaded although the input was bad")
+
+    monkeypatch.setattr(CSEPreTrainedModel, "from_encoder", classmethod(refuse))
+    monkeypatch.setattr(train_cli, "tokenize_dataset", lambda *a, **k: pytest.fail("data were tokenized"))
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+
+
+def _args(encoder, tmp_path, *extra, sentences=None):
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(sentences or random_sentences(32)) + "\n")
+    return ["--model_name_or_path", str(encoder), "--train_file", str(train), "--max_steps", "2",
+            "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / LONG / "out"), "--use_cpu",
+            "--disable_tqdm", "true", *extra]
+
+
+def _error_line(capsys, code: int, prog: str) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 1 and "Traceback" not in err, err
+    assert lines[-1].startswith(f"{prog}: error: ") and len(lines[-1]) <= MAX_LINE, lines[-1]
+    return lines[-1]
+
+
+THIRTY_WORDS = " ".join(["represent this sentence for searching relevant passages"] * 5) + ": "
+
+
+TRAIN_CASES = {
+    "prompt-fills-the-length": (("--prompt", THIRTY_WORDS, "--max_seq_length", "16"), None,
+                                r"--max_seq_length 16 leaves no token for the sentences: --prompt takes \d+ tokens"),
+    "length-of-special-tokens": (("--max_seq_length", "2"), None,
+                                 "--max_seq_length 2 leaves no token for the sentences: the tokenizer adds 2"),
+    "mlm-weight-without-do-mlm": (("--mlm_weight", "0.5"), None, "--mlm_weight 0.5 does nothing without --do_mlm"),
+    "lora-dropout-without-lora": (("--lora_dropout", "0.1"), None, "--lora_dropout 0.1 does nothing without --lora_r"),
+    "lora-target-not-linear": (("--lora_r", "2", "--lora_target_modules", "LayerNorm"), None,
+                               "LayerNorm.*LayerNorm modules, which LoRA cannot adapt.*--lora_target_modules"),
+    "typo-in-a-flag": (("--lerning_rate", "1e-5"), None, "unknown flag --lerning_rate; did you mean --learning_rate"),
+    "one-sentence-repeated": ((), ["the same sentence again"] * 40,
+                              r"train\.txt has 1 distinct text\(s\) in 40 rows.*--no_duplicates_in_batch false"),
+    "best-metric-not-logged": (("--eval_file", "PAIRS", "--eval_strategy", "steps", "--save_strategy", "steps",
+                                "--load_best_model_at_end"),
+                               None, "--metric_for_best_model loss is not a score this run logs \\(custom_spearman\\)"),
+    "streaming-without-duplicates": (("--streaming", "--no_duplicates_in_batch", "true"), None,
+                                     "--no_duplicates_in_batch true needs the whole data set"),
+    "negative-is-the-positive": (("--train_file", "PAIRS", "--pair_column", "sentence2", "--negative_column",
+                                  "sentence2", "--text_column", "sentence1"), None,
+                                 "--pair_column and --negative_column name the same column \\('sentence2'\\)"),
+}
+
+
+@pytest.mark.parametrize("case", list(TRAIN_CASES))
+def test_odd_training_input_is_one_line_before_the_model_is_loaded(case, tiny_bert_dir, tmp_path, capsys,
+                                                                   no_model_load):
+    import re
+
+    extra, sentences, message = TRAIN_CASES[case]
+    pairs = scored_pairs_file(tmp_path / "pairs.tsv", 12, 4, seed=0)
+    extra = [str(pairs) if arg == "PAIRS" else arg for arg in extra]
+    code = train_cli.main(_args(tiny_bert_dir, tmp_path, *extra, sentences=sentences))
+    line = _error_line(capsys, code, "hf-cse-train")
+    assert re.search(message, line), line
+    assert not (tmp_path / LONG / "out").exists()  # refused before the output folder was claimed
+
+
+def test_an_output_dir_that_is_a_dangling_link_is_one_line(tiny_bert_dir, tmp_path, capsys, no_model_load):
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "gone")
+    args = _args(tiny_bert_dir, tmp_path)
+    args[args.index("--output_dir") + 1] = str(link)
+    line = _error_line(capsys, train_cli.main(args), "hf-cse-train")
+    assert f"--output_dir {link} is a link to {tmp_path / 'gone'}, which does not exist" in line
+    assert link.is_symlink() and not (tmp_path / "gone").exists()
+
+
+def test_a_long_prompt_that_leaves_few_tokens_warns(tiny_bert_dir, caplog):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        check_room_for_text(tokenizer, 32, "a b c d e f g h i j k l m n o p q r s t u v w ")
+    assert "max_seq_length 32 leaves 7 token(s) of each sentence" in caplog.text
+    caplog.clear()
+    check_room_for_text(tokenizer, 32, "a b c ")
+    assert not caplog.text
+
+
+def test_train_files_with_a_column_of_numbers_is_one_line(tiny_bert_dir, tmp_path, capsys, no_model_load):
+    (tmp_path / "ids.csv").write_text("text\n1\n2\n3\n")
+    args = _args(tiny_bert_dir, tmp_path)
+    at = args.index("--train_file")
+    args[at:at + 2] = ["--train_files", str(tmp_path / "train.txt"), str(tmp_path / "ids.csv")]
+    line = _error_line(capsys, train_cli.main(args), "hf-cse-train")
+    assert "ids.csv: column 'text' holds int values (1), not sentences; pass --text_column" in line
+
+
+def test_streaming_puts_the_prompt_in_front_of_each_sentence(tiny_bert_dir, tmp_path):
+    from hf_cse.cli.arguments import StreamingArguments
+    from hf_cse.streaming import load_training_text, tokenize_stream
+
+    (tmp_path / "a.txt").write_text("b c d\ne f g\n")
+    data = SimpleNamespace(text_column=None, train_file=str(tmp_path / "a.txt"), dataset_name=None,
+                           dataset_config_name=None)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    stream = load_training_text(StreamingArguments(streaming=True), data, seed=0)
+    rows = list(tokenize_stream(stream, tokenizer, 32, prompt="a a "))
+    assert [row["input_ids"] for row in rows] == tokenizer(["a a b c d", "a a e f g"])["input_ids"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--max_steps", "2"), "is at step 3, past --max_steps 2: give --max_steps 3 or more"),
+    (("--method", "imsimcse"), "holds a hf_cse_simcse model, not hf_cse_imsimcse: resume it with its own --method"),
+    (("--lora_r", "2"), r"was trained with other weights \(--lora_r 0 then, 2 now\)"),
+], ids=["past-max-steps", "other-method", "lora-on-a-full-checkpoint"])
+def test_a_checkpoint_that_cannot_resume_is_one_line_before_loading(extra, message, saved_model, tiny_bert_dir,
+                                                                   tmp_path, capsys, no_model_load):
+    import re
+    import shutil
+
+    ckpt = tmp_path / "run" / "checkpoint-3"
+    shutil.copytree(saved_model, ckpt)
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 3, "max_steps": 3}))
+    args = _args(tiny_bert_dir, tmp_path)
+    args[args.index("--max_steps") + 1] = "5"
+    line = _error_line(capsys, train_cli.main([*args, "--resume_from_checkpoint", str(ckpt), *extra]),
+                       "hf-cse-train")
+    assert re.search(message, line), line
+
+
+# ------------------------------------------------------------------------------------------------ export
+@pytest.fixture(scope="module")
+def saved_model(tiny_bert_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("saved") / "run"
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(folder)
+    return folder
+
+
+def test_export_over_an_interrupted_run_keeps_its_record(saved_model, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    run = tmp_path / "run"
+    (run / "checkpoint-1").mkdir(parents=True)
+    (run / RUN_RECORD_FILE).write_text('{"loss": "infonce"}')
+    line = _error_line(capsys, hf_cse_export.main([str(saved_model), str(run), "--overwrite"]), "hf-cse-export")
+    assert "is a training run's folder (checkpoint-1, hf_cse_run.json)" in line
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint-1", RUN_RECORD_FILE]
+
+
+@pytest.mark.parametrize("info, key", [({"data": "x"}, '"data" holds a str'),
+                                       ({"dev": [1, 2]}, '"dev" holds a list'),
+                                       ({"world_size": "two"}, '"world_size" holds a str')])
+def test_export_of_a_hand_edited_training_info_is_one_line(info, key, saved_model, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    path = tmp_path / "training_info.json"
+    path.write_text(json.dumps(info))
+    code = hf_cse_export.main([str(saved_model), str(tmp_path / "st"), "--training_info", str(path)])
+    line = _error_line(capsys, code, "hf-cse-export")
+    assert f"{path}: {key}" in line and not (tmp_path / "st").exists()
+
+
+def test_a_typo_in_an_evaluation_flag_names_the_closest_one(saved_model, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    code = eval_cli.main(["--model_name_or_path", str(saved_model), "--taks", "STSB", "--output_dir",
+                          str(tmp_path / "eval")], prog="run_eval.py")
+    assert "unknown flag --taks; did you mean --tasks?" in _error_line(capsys, code, "run_eval.py")
+    assert not (tmp_path / "eval").exists()
+
+
+def test_a_typo_in_an_export_flag_names_the_closest_one(saved_model, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    code = hf_cse_export.main([str(saved_model), str(tmp_path / "st"), "--overwite"])
+    assert "unknown flag --overwite; did you mean --overwrite?" in _error_line(capsys, code, "hf-cse-export")
+
+
+# ------------------------------------------------------------------------------------------------ error lines
+def test_long_lines_keep_the_last_names_of_each_path():
+    path = "/tmp/" + "/".join(f"level{i}_{'x' * 20}" for i in range(12)) + "/run/out"
+    text = f"--output_dir {path} holds checkpoints of a run with other settings; choose another --output_dir."
+    short = fit_line(text)
+    assert len(short) <= MAX_LINE and short.startswith("--output_dir /tmp/.../") and short.endswith("--output_dir.")
+    assert "_xxxxxxxxxxxxxxxxxxxx/run/out holds" in short  # only as many folders go as the line needs
+    assert "/tmp/.../run/out holds" in fit_line(text, 120)  # at most, down to the root and the last two names
+    assert fit_line("x" * 1000).startswith("x" * 100) and len(fit_line("x" * 1000)) <= MAX_LINE
+    assert fit_line("short /a/b/c/d/e") == "short /a/b/c/d/e"  # a line that fits is left as it is
+
+
+def test_a_changed_max_steps_is_one_line_under_the_limit(tiny_bert_dir, tmp_path, capsys, monkeypatch):
+    def stop(cls, *args, **kwargs):
+        raise CSEError("stopped where the model would load")
+
+    monkeypatch.setattr(CSEPreTrainedModel, "from_encoder", classmethod(stop))
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    args = _args(tiny_bert_dir, tmp_path)
+    assert train_cli.main(args) == 1  # a new run: its record is written, then it stops
+    out = tmp_path / LONG / "out"
+    (out / "checkpoint-1").mkdir()
+    (out / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    args[args.index("--max_steps") + 1] = "3"
+    capsys.readouterr()
+    line = _error_line(capsys, train_cli.main(args), "hf-cse-train")
+    assert "holds checkpoints of a run with other settings (max_steps: 2 then, 3 now)" in line, line
+    assert "--output_dir /tmp/.../" in line and "/runs/out holds" in line  # paths shortened, not dropped
+    assert "--resume_from_checkpoint /tmp/.../" in line and "/out/checkpoint-1 to go on" in line
+    assert line.endswith("start over.")
+
+
+def test_the_error_is_printed_after_any_progress_bar(capsys, monkeypatch):
+    from tqdm.auto import tqdm
+
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+
+    def fails():
+        bar = tqdm(total=10, file=sys.stderr)
+        bar.update(3)
+        raise CSEError("the loss diverged at step 3 " + os.sep.join(["", "x"] * 80))
+
+    assert run_cli(fails, "hf-cse-train") == 1
+    err = capsys.readouterr().err
+    assert err.rstrip("\n").splitlines()[-1].startswith("hf-cse-train: error: the loss diverged at step 3")
+    assert len(err.rstrip("\n").splitlines()[-1]) <= MAX_LINE
+
+
+def test_evaluation_results_are_not_written_into_an_unfinished_run(saved_model, tmp_path, capsys, monkeypatch):
+    from eval_helpers import write_toy_senteval
+
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    run = tmp_path / "run"
+    (run / "checkpoint-2").mkdir(parents=True)
+    (run / RUN_RECORD_FILE).write_text("{}")
+    code = eval_cli.main(["--model_name_or_path", str(saved_model), "--senteval_data_dir",
+                          str(write_toy_senteval(tmp_path / "senteval")), "--tasks", "STSB", "--output_dir", str(run)],
+                         prog="run_eval.py")
+    line = _error_line(capsys, code, "run_eval.py")
+    assert "holds an unfinished training run (checkpoint-2, hf_cse_run.json)" in line and "run-eval beside it" in line
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint-2", RUN_RECORD_FILE]
+
+
+@pytest.mark.parametrize("case", ["missing-mrpc-file", "model-without-tokenizer"])
+def test_evaluation_errors_fit_the_line(case, saved_model, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from eval_helpers import write_toy_senteval
+
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    senteval = write_toy_senteval(tmp_path / LONG / LONG / "senteval")
+    model = saved_model
+    tasks = "STSB"
+    if case == "missing-mrpc-file":
+        shutil.rmtree(senteval / "MRPC")
+        tasks = "MRPC"
+    else:
+        model = tmp_path / LONG / LONG / "no_tokenizer"
+        shutil.copytree(saved_model, model, ignore=shutil.ignore_patterns("tokenizer*", "vocab*", "special*"))
+    code = eval_cli.main(["--model_name_or_path", str(model), "--senteval_data_dir", str(senteval), "--tasks",
+                          tasks, "--output_dir", str(tmp_path / "eval"), "--disable_tqdm"], prog="run_eval.py")
+    line = _error_line(capsys, code, "run_eval.py")
+    assert ("MRPC" in line) if case == "missing-mrpc-file" else ("no_tokenizer" in line and "tokenizer" in line)
+

@@ -1,0 +1,113 @@
+"""Processes on a CPU: ``accelerate launch --num_processes N`` without a multi-process config is refused in one line
+naming the config that works (it would train one process and exit 0), and ContrastiveTrainer's default
+``ddp_find_unused_parameters=False`` reaches DDP in a real 2-process run (no DDP warning), while an explicit
+``True`` is kept."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import hang_timeout
+
+from hf_cse.checks import InputError
+from hf_cse.cli import launch
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_2PROC = ROOT / "hf_cse" / "configs" / "accelerate" / "cpu_2proc.yaml"
+DDP_WARNING = "find_unused_parameters=True was specified in DDP constructor"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE")}
+    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false", PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _train(model_dir: Path, out: Path, *extra: str) -> list[str]:
+    return ["-m", "hf_cse", "train", "--model_name_or_path", str(model_dir), "--output_dir", str(out),
+            "--max_steps", "2", "--per_device_train_batch_size", "4", "--logging_steps", "1", "--disable_tqdm",
+            "true", "--use_cpu", "true", *extra]
+
+
+def _communicate(proc: subprocess.Popen) -> str:
+    try:
+        out, _ = proc.communicate(timeout=hang_timeout(300))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return out
+
+
+@pytest.mark.parametrize(("env", "refused"), [
+    ({}, False),  # not launched by accelerate
+    ({"ACCELERATE_USE_CPU": "True", "ACCELERATE_MIXED_PRECISION": "no"}, False),  # one process asked for
+    ({"ACCELERATE_USE_CPU": "True", "ACCELERATE_MIXED_PRECISION": "no", "MASTER_ADDR": "127.0.0.1",
+      "MASTER_PORT": "29500"}, True),  # the simple launcher's sign of N > 1
+    ({"ACCELERATE_USE_CPU": "False", "ACCELERATE_MIXED_PRECISION": "no", "MASTER_ADDR": "127.0.0.1",
+      "MASTER_PORT": "29500", "WORLD_SIZE": "2"}, False),  # torchrun started them (the cpu_2proc config)
+    ({"ACCELERATE_USE_CPU": "True", "ACCELERATE_MIXED_PRECISION": "no", "MASTER_ADDR": "10.0.0.1",
+      "PMI_SIZE": "4"}, False),  # mpirun started them
+])
+def test_processes_asked_for_but_not_started_are_refused(env, refused, monkeypatch):
+    monkeypatch.setattr(launch, "_parent", lambda name: None)  # the launcher's environment and command line unknown
+    if refused:
+        with pytest.raises(InputError, match=r"asked for several processes .* config cpu_2proc"):
+            launch.check_requested_processes_started(env)
+    else:
+        launch.check_requested_processes_started(env)
+
+
+def test_master_addr_of_the_launchers_own_environment_is_not_the_sign(monkeypatch):
+    """A cluster that exports MASTER_ADDR for every command: the launcher had it too, so it did not set it."""
+    monkeypatch.setattr(launch, "_parent", lambda name: b"PATH=/bin\0MASTER_ADDR=10.0.0.1\0" if name == "environ"
+                        else None)
+    launch.check_requested_processes_started({"ACCELERATE_USE_CPU": "True", "ACCELERATE_MIXED_PRECISION": "no",
+                                              "MASTER_ADDR": "10.0.0.1"})
+
+
+@pytest.mark.slow
+def test_accelerate_launch_num_processes_on_a_cpu_is_refused_in_one_line(tiny_bert_dir, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--main_process_port",
+         str(_free_port()), *_train(tiny_bert_dir, out)],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    log = _communicate(proc)
+    assert proc.returncode != 0, log[-3000:]
+    errors = [line for line in log.splitlines() if line.startswith("hf-cse-train: error:")]
+    assert len(errors) == 1, log[-3000:]
+    assert "asked for 2 processes but started this one alone" in errors[0]
+    assert 'accelerate launch --config_file "$(python -m hf_cse config cpu_2proc)"' in errors[0]
+    assert not out.exists()  # refused before any work
+
+
+@pytest.mark.slow
+def test_ddp_gets_find_unused_parameters_false_by_default_and_an_explicit_true(tiny_bert_dir, tmp_path):
+    """DDP warns at the first backward when told to search for unused parameters and finds none: the default run
+    must not warn (the setting reached DDP), the run given ``--ddp_find_unused_parameters true`` must (kept)."""
+    def launch_two(name: str, *extra: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC),
+             "--main_process_port", str(_free_port()), *_train(tiny_bert_dir, tmp_path / name, *extra)],
+            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+
+    default, explicit = launch_two("default"), launch_two("explicit", "--ddp_find_unused_parameters", "true")
+    default_log, explicit_log = _communicate(default), _communicate(explicit)
+    assert default.returncode == 0, default_log[-3000:]
+    assert explicit.returncode == 0, explicit_log[-3000:]
+    for log in (default_log, explicit_log):
+        assert "x 2 processes" in log  # really two processes
+    assert DDP_WARNING not in default_log
+    assert DDP_WARNING in explicit_log

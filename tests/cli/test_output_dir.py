@@ -1,0 +1,277 @@
+"""The output-folder policy (hf_cse.cli.output_dir): new run, resume an interrupted run, refuse anything else unless
+--overwrite_output_dir, never mix two runs' files, never write into the encoder's folder; the same steps for an
+evaluation's results."""
+
+import json
+import logging
+from fnmatch import fnmatchcase
+
+import pytest
+from helpers import train_args
+
+from hf_cse.checks import InputError
+from hf_cse.cli import train as train_cli
+from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_eval_output_dir, prepare_output_dir
+from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
+from hf_cse.trainer import ContrastiveTrainer
+
+SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
+
+
+def _checkpoint(folder):
+    """A checkpoint folder as complete as these tests need (the Trainer writes trainer_state.json last)."""
+    folder.mkdir()
+    (folder / "trainer_state.json").write_text("{}")
+
+
+# ------------------------------------------------------------------------------------------------ unit
+def test_new_folder_starts_a_run_and_records_its_settings(tmp_path):
+    out = tmp_path / "a" / "b"
+    assert prepare_output_dir(out, SETTINGS) is None
+    assert json.loads((out / RUN_RECORD_FILE).read_text()) == SETTINGS
+
+
+def test_other_files_are_refused_naming_the_flag_and_kept(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="notes.txt.*--overwrite_output_dir"):
+        prepare_output_dir(tmp_path, SETTINGS)
+    assert (tmp_path / "notes.txt").read_text() == "mine" and not (tmp_path / RUN_RECORD_FILE).exists()
+
+
+def test_checkpoints_of_the_same_run_are_resumed(tmp_path, caplog):
+    prepare_output_dir(tmp_path, SETTINGS)
+    for step in (2, 10, 4):
+        _checkpoint(tmp_path / f"checkpoint-{step}")
+    with caplog.at_level(logging.WARNING, logger="hf_cse.cli.output_dir"):
+        assert prepare_output_dir(tmp_path, SETTINGS) == str(tmp_path / "checkpoint-10")
+    assert "resuming the interrupted run" in caplog.text
+
+
+def test_checkpoints_of_a_run_with_other_settings_are_refused(tmp_path):
+    prepare_output_dir(tmp_path, SETTINGS)
+    _checkpoint(tmp_path / "checkpoint-2")
+    with pytest.raises(InputError, match=r"other settings \(loss: 'infonce' then, 'gs_infonce' now\)"):
+        prepare_output_dir(tmp_path, {**SETTINGS, "loss": "gs_infonce"})
+
+
+# the settings an ImSimCSE run recorded before objectives were a list (written by hf_cse at 4e9c843, trimmed):
+# the DCL weight was not recorded when it was the method's default
+OLDER_IMSIMCSE_RECORD = {"method": "imsimcse", "loss": "off_dropout_infonce",
+                         "loss_kwargs": {"m": 0.9, "temperature": 0.05}, "dcl_temperature": 5.0,
+                         "dcl_normalization": "code", "off_dropout_grad": True, "seed": 42}
+
+
+def test_an_older_record_reads_in_objectives_form():
+    from hf_cse.models import ImSimCSEConfig, SimCSEConfig
+
+    upgraded = train_cli.record_in_objectives_form(OLDER_IMSIMCSE_RECORD)
+    assert upgraded == {"method": "imsimcse", "off_dropout_grad": True, "seed": 42,
+                        "objectives": ImSimCSEConfig().objectives}
+    simcse = train_cli.record_in_objectives_form({"method": "simcse", "loss": "gs_infonce", "dcl_weight": 0.2,
+                                                  "loss_kwargs": {"temperature": 0.07}, "dcl_temperature": 4.0})
+    assert simcse["objectives"] == SimCSEConfig(objectives=[
+        {"loss": "gs_infonce", "hyperparameters": {"temperature": 0.07}},
+        {"loss": "dcl", "weight": 0.2, "hyperparameters": {"temperature": 4.0, "normalization": "code"}}]).objectives
+    assert train_cli.record_in_objectives_form(upgraded) is upgraded  # today's records pass through
+
+
+def test_an_interrupted_run_recorded_by_an_older_version_resumes_and_other_settings_stay_refused(tmp_path):
+    (tmp_path / RUN_RECORD_FILE).write_text(json.dumps(OLDER_IMSIMCSE_RECORD))
+    _checkpoint(tmp_path / "checkpoint-2")
+    today = train_cli.record_in_objectives_form(OLDER_IMSIMCSE_RECORD)
+    with pytest.raises(InputError, match="other settings"):  # without the reader the two forms differ
+        prepare_output_dir(tmp_path, today)
+    read = train_cli.record_in_objectives_form
+    assert prepare_output_dir(tmp_path, today, read_record=read) == str(tmp_path / "checkpoint-2")
+    other = {**today, "objectives": today["objectives"][:1]}  # DCL dropped: another run
+    with pytest.raises(InputError, match="other settings"):
+        prepare_output_dir(tmp_path, other, read_record=read)
+
+
+def test_overwrite_removes_the_previous_runs_files_only(tmp_path):
+    for name in ("config.json", "model.safetensors", "training_info.json", "vocab.txt", "notes.txt"):
+        (tmp_path / name).write_text("old")
+    for folder in ("checkpoint-3", "sentence-transformers", "my_data"):
+        (tmp_path / folder).mkdir()
+    assert prepare_output_dir(tmp_path, SETTINGS, overwrite=True) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([RUN_RECORD_FILE, "notes.txt", "my_data"])
+
+
+def test_overwrite_and_resume_from_checkpoint_together_are_refused(tmp_path):
+    with pytest.raises(InputError, match="give one"):
+        prepare_output_dir(tmp_path, SETTINGS, overwrite=True, resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+
+
+def test_output_path_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="is a file"):
+        prepare_output_dir(tmp_path / "f", SETTINGS)
+
+
+@pytest.mark.parametrize("where", ["same", "inside", "holds"])
+def test_encoder_folder_is_refused(tiny_bert_dir, tmp_path, where):
+    out = {"same": tiny_bert_dir, "inside": tiny_bert_dir / "run", "holds": tiny_bert_dir.parent}[where]
+    before = sorted(p.name for p in tiny_bert_dir.iterdir())
+    with pytest.raises(InputError, match="encoder's folder"):
+        prepare_output_dir(out, SETTINGS, encoder=str(tiny_bert_dir), overwrite=True)
+    assert sorted(p.name for p in tiny_bert_dir.iterdir()) == before
+
+
+def test_refused_export_removes_an_earlier_export(tiny_bert_dir, tmp_path):
+    """A model the export cannot convert must not leave an earlier run's export beside it."""
+    from transformers import AutoTokenizer, TrainingArguments
+
+    from hf_cse.export import export_after_training
+    from hf_cse.models import SimCSEModel
+
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), pooler_type="avg_first_last")
+    stale = tmp_path / "sentence-transformers"
+    stale.mkdir()
+    (stale / "modules.json").write_text("[]")
+    args = TrainingArguments(str(tmp_path), use_cpu=True, report_to="none")
+    assert export_after_training(model, AutoTokenizer.from_pretrained(tiny_bert_dir), args) is None
+    assert not stale.exists() and (tmp_path / "training_info.json").is_file()
+    assert not list(tmp_path.glob(".training_info.json*"))
+
+
+# ------------------------------------------------------------------------------------------------ run_unsup.py
+@pytest.mark.slow
+def test_second_run_is_refused_and_overwrite_replaces_every_file_of_the_first(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    train_cli.train_from_args(train_args(tiny_bert_dir, tmp_path, out, "--save_strategy", "steps", "--save_steps", "1"))
+    finished = sorted(p.name for p in out.iterdir())
+    assert all(any(fnmatchcase(name, pattern) for pattern in RUN_FILES) for name in finished), finished
+    assert "checkpoint-1" in finished and "sentence-transformers" in finished
+    weights = (out / "model.safetensors").read_bytes()
+
+    with pytest.raises(InputError, match="already holds a finished run.*--overwrite_output_dir"):
+        train_cli.train_from_args(train_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce"))
+    assert (out / "model.safetensors").read_bytes() == weights  # the first run is untouched
+
+    (out / "notes.txt").write_text("kept")
+    train_cli.train_from_args(train_args(tiny_bert_dir, tmp_path, out, "--loss", "gs_infonce",
+                                         "--overwrite_output_dir"))
+    names = sorted(p.name for p in out.iterdir())
+    assert not [n for n in names if n.startswith("checkpoint-")]  # the first run's checkpoints are gone
+    assert (out / "notes.txt").read_text() == "kept"
+    info = json.loads((out / "training_info.json").read_text())
+    card = (out / "sentence-transformers" / "README.md").read_text()
+    assert json.loads((out / "config.json").read_text())["objectives"][0]["loss"] == "gs_infonce"
+    assert info["training_args"]["max_steps"] == 2 and "gs_infonce" in card
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.mark.slow
+def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tiny_bert_dir, tmp_path, monkeypatch,
+                                                                             caplog):
+    """Before: a relaunch restarted at step 0 and --save_total_limit then deleted the interrupted run's checkpoints."""
+    out = tmp_path / "out"
+    args = train_args(tiny_bert_dir, tmp_path, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2",
+                 "--save_total_limit", "1")
+    steps = []
+    original = ContrastiveTrainer.training_step
+
+    def counting_step(self, *a, **k):
+        if interrupt_at is not None and self.state.global_step == interrupt_at:
+            raise Interrupted
+        steps.append(self.state.global_step)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(ContrastiveTrainer, "training_step", counting_step)
+    interrupt_at = 2  # after checkpoint-2 is saved
+    with pytest.raises(Interrupted):
+        train_cli.train_from_args(args)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint-2", RUN_RECORD_FILE]
+
+    steps.clear()
+    interrupt_at = None
+    with caplog.at_level(logging.WARNING, logger="hf_cse.cli.output_dir"):
+        train_cli.train_from_args(args)
+    assert steps == [2, 3]  # only the two missing steps ran
+    assert f"from {out / 'checkpoint-2'}" in caplog.text
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
+
+
+def test_a_run_that_holds_its_folder_keeps_a_second_one_out_until_it_ends(tmp_path):
+    out = tmp_path / "out"
+
+    @releases_folder_locks
+    def run():
+        assert prepare_output_dir(out, SETTINGS, hold=True) is None
+        with pytest.raises(FolderBusyError, match="in use by another run"):
+            prepare_output_dir(out, SETTINGS, hold=True)
+
+    run()
+    assert not lock_file(out).exists() and (out / RUN_RECORD_FILE).is_file()
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+def _results(folder, models, unfinished=()):
+    entries = [{"model": m, "unfinished_tasks": list(unfinished)} for m in models]
+    (folder / "results.json").write_text(json.dumps({"models": entries} if len(entries) > 1 else entries[0]))
+    (folder / "results.md").write_text("| task |")
+
+
+def test_an_evaluation_keeps_what_is_not_results_and_refuses_another_evaluations_results(tmp_path):
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    (tmp_path / "notes.txt").write_text("mine")
+    assert claim(tmp_path, overwrite=False, models=["a"]) == tmp_path  # no results: a new evaluation
+    assert not lock_file(tmp_path).exists()  # held while the evaluation runs, released when it ends
+    _results(tmp_path, ["a"])  # a finished evaluation of the same model
+    with pytest.raises(InputError, match="already holds the results of an evaluation.*--overwrite_output_dir"):
+        claim(tmp_path, overwrite=False, models=["a"])
+    assert (tmp_path / "results.json").is_file()
+    claim(tmp_path, overwrite=True, models=["b"])  # only the results go
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_the_same_evaluation_stopped_early_is_finished_and_another_ones_partial_results_refused(tmp_path):
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    _results(tmp_path, ["a"], unfinished=["STSB"])
+    with pytest.raises(InputError, match="--overwrite_output_dir"):
+        claim(tmp_path, overwrite=False, models=["b"])
+    claim(tmp_path, overwrite=False, models=["a"])  # the same command: its partial results are replaced
+    assert not (tmp_path / "results.json").exists()
+    _results(tmp_path, ["a"])  # one of two models done
+    claim(tmp_path, overwrite=False, models=["a", "b"])
+    assert not (tmp_path / "results.json").exists()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="is a file"):
+        claim(tmp_path / "f", overwrite=True, models=["a"])
+
+
+# ------------------------------------------------------------------------------------------------ the export
+def test_training_evaluation_and_export_share_one_policy_and_one_error(tmp_path):
+    """One place decides: a file, a dangling link and another job's files are refused alike, with one error type
+    (an InputError, and the FileExistsError the export has always raised); each job names how to start over."""
+    from hf_cse.cli.export import build_parser
+    from hf_cse.export.folders import check_export_folder
+    from hf_cse.output_folder import OutputFolderError
+
+    claims = {"training": lambda out: prepare_output_dir(out, SETTINGS),
+              "evaluation": releases_folder_locks(lambda out: prepare_eval_output_dir(out, False, ["a"])),
+              "export": lambda out: check_export_folder(out, overwrite=False)}
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "missing")
+    for job, claim in claims.items():
+        for path, what in ((tmp_path / "f", "exists and is a file"), (tmp_path / "link", "link to .*missing")):
+            with pytest.raises(OutputFolderError, match=what) as refused:
+                claim(path)
+            assert isinstance(refused.value, InputError) and isinstance(refused.value, FileExistsError), job
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    with pytest.raises(OutputFolderError, match="notes.txt.*--overwrite_output_dir"):
+        claims["training"](notes)
+    with pytest.raises(OutputFolderError, match=r"not empty; pass overwrite=True to replace"):
+        claims["export"](notes)
+    # with overwrite the export removes nothing before it is written (the swap replaces its own files only)
+    assert check_export_folder(notes, overwrite=True) == notes and [p.name for p in notes.iterdir()] == ["notes.txt"]
+    # nor does it create the folder: it is written beside it and renamed into place
+    check_export_folder(tmp_path / "new" / "st", overwrite=False)
+    assert not (tmp_path / "new").exists()
+    # the export command takes the other commands' flag too
+    assert build_parser().parse_args(["ckpt", "out", "--overwrite_output_dir"]).overwrite

@@ -1,0 +1,138 @@
+"""``--config run.json`` (hf_cse.cli.run_config): a run's settings from a file in the one format of presets,
+experiments configs and the ``hf_cse_run.json`` a run writes. A run started from its own record is the same run;
+flags win over the file and the file over its preset; a bad file is one line before any model loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import test_run_spec
+import torch
+from helpers import random_sentences
+from safetensors.torch import load_file
+
+from hf_cse.cli import train
+from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
+from hf_cse.cli.presets import PRESETS
+from hf_cse.cli.run_config import check_settings, read_run_config, settings_from_record
+from hf_cse.writing import json_safe
+
+KINDS, NO_DEV = test_run_spec.KINDS, test_run_spec.NO_DEV
+build, command_lines = test_run_spec.build, test_run_spec.command_lines  # fixtures: the spec a command line builds
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENT_CONFIGS = sorted((ROOT / "experiments" / "configs").glob("*.json"))
+
+
+def _file(path: Path, data) -> str:
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_started_from_its_record_is_the_same_run(build, command_lines, kind, tmp_path):
+    by_flags = build(*command_lines[kind])[0]
+    record = _file(tmp_path / "hf_cse_run.json", json_safe(by_flags.fingerprint()))
+    # how a run is evaluated is no setting of the record: the preset run is started again without dev data
+    by_file = build("--config", record, *(NO_DEV if kind == "preset" else ()))[0]
+    assert by_file.fingerprint() == by_flags.fingerprint()
+    assert by_file.data == by_flags.data and by_file.speed == by_flags.speed and by_file.preset == by_flags.preset
+    # so an interrupted run relaunched with --config <its folder>/hf_cse_run.json resumes
+    out = tmp_path / "interrupted"
+    prepare_output_dir(out, by_flags.fingerprint())
+    (out / "checkpoint-2").mkdir()
+    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    assert prepare_output_dir(out, by_file.fingerprint(), read_record=train.record_in_objectives_form) == str(
+        out / "checkpoint-2")
+
+
+@pytest.mark.parametrize("kind", ["default", "imsimcse", "diffcse", "triplets"])
+def test_the_record_as_settings_names_the_flags(build, command_lines, kind):
+    settings = settings_from_record(json_safe(build(*command_lines[kind])[0].fingerprint()))
+    assert not {"encoder", "generator", "objectives", "pooler_source", "world_size"} & set(settings)
+    assert settings["model_name_or_path"] and settings["loss"] in ("infonce", "off_dropout_infonce")
+    if kind == "imsimcse":
+        assert settings["dcl_weight"] == 0.2 and settings["m"] == 0.9
+    if kind == "default":  # the encoder's own pooling is found again, not fixed by the file
+        assert "pooler_type" not in settings
+
+
+def test_flags_win_over_the_file_and_the_file_over_its_preset(build, tmp_path):
+    config = _file(tmp_path / "run.json", {"preset": "simcse_bert", "temperature": 0.1, "learning_rate": 1e-5,
+                                           "eval_strategy": "no", "load_best_model_at_end": False,
+                                           "about": {"paper": "notes for the reader, not a setting"}})
+    spec = build("--config", config, "--learning_rate", "2e-5")[0]
+    assert spec.training.learning_rate == 2e-5  # the flag
+    assert spec.config["objectives"][0]["hyperparameters"]["temperature"] == 0.1  # the file, not the preset's 0.05
+    assert spec.config["pooler_type"] == "cls" and spec.preset == "simcse_bert"  # the preset, under the file
+    assert spec.data.max_seq_length == PRESETS["simcse_bert"]["max_seq_length"]
+
+
+BAD_FILES = {
+    "not json": ("{'loss': 'infonce'}", "is not JSON"),
+    "not an object": ("[1, 2]", "a JSON object of settings"),
+    "unknown key": ({"temperatur": 0.05}, "unknown key 'temperatur'; did you mean 'temperature'?"),
+    "number as text": ({"learning_rate": "3e-5"}, "'learning_rate' must be a number, got \"3e-5\"; write 3e-5 "
+                                                  "without quotes"),
+    "boolean as text": ({"do_mlm": "yes"}, "'do_mlm' must be true or false"),
+    "not a choice": ({"method": "simcsee"}, "'method' must be one of \"simcse\""),
+    "fraction for a count": ({"seed": 1.5}, "'seed' must be a whole number"),
+    "null for a default": ({"max_seq_length": None}, "'max_seq_length' cannot be null"),
+    "text for a list": ({"train_files": "a.txt"}, "'train_files' must be a list of strings"),
+    "a file in a file": ({"config": "other.json"}, "'config' cannot be a setting"),
+    "empty path": ({"train_file": " "}, "'train_file' is empty"),
+    "no such file": (None, "no such file"),
+}
+
+
+@pytest.mark.parametrize("what", BAD_FILES)
+def test_a_bad_file_is_one_line_naming_the_key_before_any_model_loads(what, tmp_path, capsys, monkeypatch):
+    content, expected = BAD_FILES[what]
+    path = str(tmp_path / "missing.json") if content is None else _file(tmp_path / "run.json", content)
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(train, "encoder_config", no_model)
+    assert train.main(["--config", path, "--output_dir", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and expected in err and f"--config {path}" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_record_with_objectives_no_flag_sets_is_refused(tmp_path):
+    record = {"method": "simcse", "objectives": [{"loss": "infonce", "weight": 2.0, "hyperparameters": {}}]}
+    with pytest.raises(ValueError, match="main objective's weight 2.0"):
+        read_run_config(_file(tmp_path / "r.json", record), train.argument_parser())
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_preset_is_a_run_description(preset, tmp_path):
+    parser = train.argument_parser()
+    checked = check_settings(PRESETS[preset], parser, f"--preset {preset}")
+    assert checked == read_run_config(_file(tmp_path / "p.json", PRESETS[preset]), parser)
+
+
+@pytest.mark.parametrize("path", EXPERIMENT_CONFIGS, ids=lambda p: p.stem)
+def test_every_experiments_config_is_a_run_description(path):
+    settings = read_run_config(str(path), train.argument_parser())
+    assert settings["method"] and settings["loss"]
+    assert "paper" in json.loads(path.read_text())["about"]
+
+
+@pytest.mark.slow  # two training runs, end to end
+def test_a_run_from_the_record_of_a_run_trains_the_same_weights(tmp_path, tiny_bert_dir):
+    corpus = _file(tmp_path / "corpus.txt", "\n".join(random_sentences(64)) + "\n")
+    first, again = tmp_path / "first", tmp_path / "again"
+    flags = ["--model_name_or_path", str(tiny_bert_dir), "--train_file", corpus, "--per_device_train_batch_size", "8",
+             "--max_steps", "3", "--seed", "7", "--loss", "focal_infonce", "--temperature", "0.07", "--m", "0.3",
+             "--dcl_weight", "0.1", "--pooler_type", "avg", "--learning_rate", "1e-4", "--use_cpu", *NO_DEV]
+    assert train.main([*flags, "--output_dir", str(first)]) == 0
+    record = first / RUN_RECORD_FILE
+    assert train.main(["--config", str(record), "--output_dir", str(again), "--use_cpu"]) == 0
+    assert json.loads((again / RUN_RECORD_FILE).read_text()) == json.loads(record.read_text())
+    weights, reproduced = load_file(first / "model.safetensors"), load_file(again / "model.safetensors")
+    assert weights.keys() == reproduced.keys()
+    for name, weight in weights.items():
+        torch.testing.assert_close(reproduced[name], weight, rtol=0, atol=0, msg=name)

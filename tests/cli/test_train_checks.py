@@ -1,0 +1,349 @@
+"""The training command checks every flag before the work starts and names it in one line: every argument before a
+model is loaded or data are tokenized (the optimizer's values, output folders, --max_train_samples, a changed
+--max_steps, presets combined with explicit flags, several GPUs without a launcher); bad input, a divergence after
+the last logging step and Ctrl-C end in one line, not a traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import hang_timeout, random_sentences, scored_pairs_file
+from transformers import TrainingArguments
+
+from hf_cse.checks import InputError
+from hf_cse.cli import evaluate as eval_cli
+from hf_cse.cli import train as train_cli
+from hf_cse.cli.output_dir import prepare_output_dir
+from hf_cse.folder_lock import lock_file
+from hf_cse.metrics import DivergedError
+from hf_cse.models import CSEOutput, CSEPreTrainedModel, SimCSEModel
+
+# ------------------------------------------------------------------------------------------ before the model is loaded
+ROOT = str(Path(__file__).resolve().parents[2])  # the checkout: run_unsup.py is at its top
+
+
+class ModelLoaded(Exception):
+    """Raised by the patched model loader: every check before it passed."""
+
+    def __init__(self, config_kwargs, config):
+        super().__init__("model loaded")
+        self.config_kwargs = config_kwargs
+        self.config = config  # the method's config the model would have been built with
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    def refuse(cls, name_or_path, **config_kwargs):
+        raise ModelLoaded(config_kwargs, cls.config_class(**config_kwargs))
+
+    monkeypatch.setattr(CSEPreTrainedModel, "from_encoder", classmethod(refuse))
+    monkeypatch.setattr(train_cli, "tokenize_dataset", lambda *a, **k: pytest.fail("data were tokenized"))
+
+
+@pytest.fixture
+def train_file(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text("\n".join(random_sentences(24)) + "\n")
+    return str(path)
+
+
+def _args(encoder, train_file, out, *extra):
+    return ["--model_name_or_path", str(encoder), "--train_file", train_file, "--max_steps", "1",
+            "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true",
+            *extra]
+
+
+BAD = [
+    (["--max_seq_length", "65"], "--max_seq_length 65 exceeds .* \\(64 positions"),
+    (["--max_seq_length", "0"], "--max_seq_length must be at least 2"),
+    (["--max_seq_length", "1"], "--max_seq_length must be at least 2"),
+    (["--max_seq_length", "-5"], "--max_seq_length must be at least 2"),
+    (["--gradient_accumulation_steps", "0"], "--gradient_accumulation_steps must be at least 1"),
+    (["--per_device_train_batch_size", "1"], "at least 2 sentences"),
+    (["--max_steps", "0"], "--max_steps 0 trains nothing"),
+    (["--max_steps", "-1", "--num_train_epochs", "0"], "--num_train_epochs 0.0 trains nothing"),
+    (["--loss", "infonce", "--temperature", "-1"], "temperature must be a finite number > 0"),
+    (["--loss", "nce"], "Unknown loss 'nce'"),
+    (["--method", "diffcse", "--cached_minibatch_size", "4"], "incompatible with method='diffcse'"),
+    (["--cuda_graphs", "on"], "cuda_graphs=on cannot apply: the step runs on cpu, not a CUDA GPU"),
+    (["--loss", "off_dropout_infonce"], "needs no-dropout embeddings"),
+    (["--eval_strategy", "steps", "--eval_steps", "1"], "no --senteval_data_dir was given"),
+    (["--preset", "simcse_bert"], "--preset simcse_bert evaluates on STS-B dev .* --senteval_data_dir"),
+    (["--eval_source", "web"], "--eval_source 'web': use local"),
+    (["--senteval_data_dir", "/no/such/senteval", "--eval_strategy", "steps"], "/no/such/senteval does not exist"),
+    (["--model_name_or_path", "/no/such/model"], "no such folder"),
+    (["--generator_name_or_path", "/no/such/mlm", "--method", "diffcse"], "generator_name_or_path .* no such"),
+]
+
+
+@pytest.mark.parametrize("extra,message", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_arguments_fail_before_the_model_is_loaded(tiny_bert_dir, train_file, tmp_path, no_model_load, extra,
+                                                       message):
+    with pytest.raises((ValueError, OSError), match=message):  # SentEval's missing data is a FileNotFoundError
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", *extra))
+    assert not (tmp_path / "out").exists()
+
+
+def test_good_arguments_reach_the_model(tiny_bert_dir, train_file, tmp_path, no_model_load):
+    with pytest.raises(ModelLoaded):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--max_seq_length", "64"))
+
+
+def test_sequence_limit_subtracts_robertas_position_offset(tiny_roberta_dir, train_file, tmp_path, no_model_load):
+    """RoBERTa's positions start after the padding index: 80 position embeddings hold 78 tokens."""
+    with pytest.raises(ValueError, match="--max_seq_length 79 exceeds .* \\(78 positions"):
+        train_cli.train_from_args(_args(tiny_roberta_dir, train_file, tmp_path / "out", "--max_seq_length", "79"))
+    with pytest.raises(ModelLoaded):
+        train_cli.train_from_args(_args(tiny_roberta_dir, train_file, tmp_path / "out", "--max_seq_length", "78"))
+
+
+def test_output_folder_is_checked_before_the_model_is_loaded(tiny_bert_dir, train_file, tmp_path, no_model_load):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "results.csv").write_text("x")
+    with pytest.raises(ValueError, match="--overwrite_output_dir"):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out"))
+    with pytest.raises(ValueError, match="encoder's folder"):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tiny_bert_dir))
+
+
+# ----------------------------------------------------------------------------------------------- presets
+@pytest.mark.parametrize("preset,extra,expected", [
+    ("focal_infonce_bert", ["--loss", "infonce"], {"loss": "infonce", "loss_kwargs": {"temperature": 0.07}}),
+    ("gs_infonce_bert", ["--loss", "infonce"], {"loss": "infonce", "loss_kwargs": {"temperature": 0.05}}),
+    ("diffcse_bert", ["--method", "simcse"], {"loss": "infonce", "projector": "batchnorm"}),
+    ("simcse_bert", ["--loss", "gs_infonce", "--num_noise", "8"],
+     {"loss": "gs_infonce", "loss_kwargs": {"temperature": 0.05, "num_noise": 8}}),
+])
+def test_preset_values_the_chosen_loss_or_method_does_not_take_are_dropped(
+        tiny_bert_dir, train_file, tmp_path, no_model_load, senteval_dir, caplog, preset, extra, expected):
+    with pytest.raises(ModelLoaded) as loaded, caplog.at_level(logging.INFO, logger="run_unsup"):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", preset,
+                             "--senteval_data_dir", str(senteval_dir), *extra))
+    kwargs, config = loaded.value.config_kwargs, loaded.value.config
+    assert {k: getattr(config, k) for k in expected} == expected
+    assert not {"masking_ratio", "lambda_rtd"} & set(kwargs)
+    if preset != "simcse_bert":
+        assert f"--preset {preset}: dropped" in caplog.text
+
+
+def test_preset_value_typed_by_the_user_is_still_an_error(tiny_bert_dir, train_file, tmp_path, no_model_load,
+                                                          senteval_dir):
+    with pytest.raises(ValueError, match="--loss infonce does not take --m"):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", "focal_infonce_bert",
+                             "--loss", "infonce", "--m", "0.3", "--senteval_data_dir", str(senteval_dir)))
+
+
+# ----------------------------------------------------------------------------------------------- one line
+def _cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, f"{ROOT}/run_unsup.py", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.slow
+def test_cli_errors_are_one_line_without_traceback(tiny_bert_dir, tmp_path):
+    bad_csv = tmp_path / "bad.csv"
+    bad_csv.write_text("text,label\na sentence,1\nan extra,column,1\n")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "n.txt").write_text("x")
+    base = ["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out")]
+    cases = [
+        ([*base, "--max_seq_length", "0"], "--max_seq_length"),
+        (["--model_name_or_path", str(tmp_path / "missing"), "--output_dir", str(tmp_path / "o")], "no such folder"),
+        ([*base[:2], "--output_dir", str(tiny_bert_dir)], "encoder's folder"),
+        ([*base[:2], "--output_dir", str(tmp_path / "notes")], "--overwrite_output_dir"),
+        ([*base, "--train_file", str(bad_csv)], "line 3"),
+    ]
+    for args, needle in cases:
+        proc = _cli(*args)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1, proc.stderr
+        assert len(lines) == 1 and lines[0].startswith("run_unsup.py: error:") and needle in lines[0], proc.stderr
+
+
+# ----------------------------------------------------------------------------------------------- several GPUs
+def test_dataparallel_gather_cannot_merge_the_models_output():
+    """Why several GPUs in one process are refused: nn.DataParallel's gather fails on CSEOutput (and each replica's
+    loss would see only its slice of the batch as negatives)."""
+    from torch.nn.parallel.scatter_gather import gather
+
+    outputs = [CSEOutput(embeddings={"z1": torch.zeros(2, 3)}), CSEOutput(embeddings={"z1": torch.ones(2, 3)})]
+    with pytest.raises(TypeError, match="'CSEOutput' object is not iterable"):
+        gather(outputs, "cpu")
+
+
+def test_several_gpus_in_one_process_are_refused(tiny_bert_dir, train_file, tmp_path, monkeypatch, no_model_load):
+    from hf_cse.models import SimCSEModel
+    from hf_cse.trainer import ContrastiveTrainer
+
+    monkeypatch.setattr(TrainingArguments, "n_gpu", property(lambda self: 2))
+    with pytest.raises(ValueError, match="2 GPUs are visible to one process.*accelerate launch"):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out"))
+    monkeypatch.undo()  # also restores the model loader of no_model_load
+    tiny = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    monkeypatch.setattr(TrainingArguments, "n_gpu", property(lambda self: 2))
+    with pytest.raises(ValueError, match="accelerate launch"):
+        ContrastiveTrainer(model=tiny, args=TrainingArguments(str(tmp_path / "t"), use_cpu=True, report_to="none"))
+
+
+# ----------------------------------------------------------------------------------------------- training data
+@pytest.mark.parametrize("rows,message", [
+    ("text,label\na sentence,1\nan extra,column,1\n", "line 3 has 3 fields, the header has 2"),
+    ("text,label\na sentence,1\ntoo few\n", "line 3 has 1 fields, the header has 2"),
+    ("text,label\n3,1\n4.5,0\n", "column 'text' holds only numbers"),
+])
+def test_malformed_training_csv_is_named_with_its_line(tmp_path, rows, message):
+    from hf_cse.data import DataError, load_train_dataset
+
+    path = tmp_path / "train.csv"
+    path.write_text(rows)
+    with pytest.raises(DataError, match=message):
+        load_train_dataset(str(path), text_column="text")
+
+
+def test_hub_data_set_while_offline_names_the_fix(monkeypatch):
+    import datasets
+
+    from hf_cse.data import DataError, load_train_dataset
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'someone/data' on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError, match="HF_HUB_OFFLINE .* or give a local train_file"):
+        load_train_dataset(dataset_name="someone/data")
+
+
+
+# -------------------------------------------------------------------- the Trainer's flags, folders, divergence, Ctrl-C
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def no_corpus_read(monkeypatch):
+    def refuse(cls, *args, **kwargs):
+        pytest.fail("the encoder was loaded although a flag was bad")
+
+    monkeypatch.setattr(CSEPreTrainedModel, "from_encoder", classmethod(refuse))
+    monkeypatch.setattr(train_cli, "load_train_dataset", lambda *a, **k: pytest.fail("the corpus was read"))
+
+
+def _run_args(encoder, tmp_path, *extra):
+    train = tmp_path / "train.txt"
+    if not train.exists():
+        train.write_text("\n".join(random_sentences(32)) + "\n")
+    return ["--model_name_or_path", str(encoder), "--train_file", str(train), "--max_steps", "2",
+            "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "out"), "--use_cpu",
+            "--disable_tqdm", "true", *extra]
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--learning_rate", "0", "--learning_rate 0.0 must be a finite number > 0.*trains nothing"),
+    ("--learning_rate", "-1e-5", "--learning_rate -1e-05 must be a finite number > 0"),
+    ("--learning_rate", "nan", "--learning_rate nan must be a finite number > 0"),
+    ("--warmup_steps", "nan", "--warmup_steps nan must be >= 0"),  # < 0: TrainingArguments refuses it
+    ("--weight_decay", "-0.01", "--weight_decay -0.01 must be a finite number >= 0"),
+    ("--weight_decay", "inf", "--weight_decay inf must be"),
+    ("--adam_beta2", "1.0", "--adam_beta2 1.0 must be in \\[0, 1\\)"),
+    ("--max_grad_norm", "nan", "--max_grad_norm nan must be"),
+])
+def test_optimizer_flags_are_checked_before_the_encoder_is_loaded(flag, value, message, tiny_bert_dir, tmp_path,
+                                                                  no_corpus_read):
+    with pytest.raises(InputError, match=message) as err:
+        train_cli.train_from_args(_run_args(tiny_bert_dir, tmp_path, f"{flag}={value}"))
+    assert len(str(err.value)) < 300
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_to_without_its_package_is_refused_before_the_encoder_is_loaded(tiny_bert_dir, tmp_path,
+                                                                              no_corpus_read, monkeypatch):
+    """--report_to tensorboard on a machine without tensorboard: one line naming the flag and the fix, before the
+    weights are loaded and the text is read (transformers itself fails only when the Trainer starts)."""
+    from transformers.integrations import integration_utils
+
+    monkeypatch.setattr(integration_utils, "is_tensorboard_available", lambda: False)
+    with pytest.raises(InputError, match=r"--report_to tensorboard: its package is not installed.*pip install "
+                                         r"tensorboard\) or drop --report_to tensorboard") as err:
+        train_cli.train_from_args(_run_args(tiny_bert_dir, tmp_path, "--report_to", "tensorboard"))
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
+
+
+def test_max_train_samples_is_named_as_the_cause(tiny_bert_dir, tmp_path):
+    with pytest.raises(ValueError, match="train.txt cut to --max_train_samples 4 has 4 sentences, fewer than one "
+                                         "global batch of 8"):
+        train_cli.train_from_args(_run_args(tiny_bert_dir, tmp_path, "--max_train_samples", "4"))
+
+
+def test_a_larger_max_steps_for_an_interrupted_run_names_resume_from_checkpoint(tmp_path):
+    prepare_output_dir(tmp_path, {"max_steps": 2})
+    (tmp_path / "checkpoint-2").mkdir()
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    with pytest.raises(InputError, match="max_steps: 2 then, 4 now.*--resume_from_checkpoint "
+                                         f"{tmp_path / 'checkpoint-2'} to go on with these") as err:
+        prepare_output_dir(tmp_path, {"max_steps": 4})
+    assert len(str(err.value).replace(str(tmp_path), "DIR")) < 300  # short, whatever the length of the user's paths
+
+
+def test_a_run_folder_without_tokenizer_files_says_so(tiny_bert_dir, tmp_path, no_corpus_read):
+    encoder = tmp_path / "encoder"
+    shutil.copytree(tiny_bert_dir, encoder)
+    for path in encoder.glob("*"):
+        if path.name.startswith(("tokenizer", "vocab", "special_tokens")):
+            path.unlink()
+    with pytest.raises(InputError, match="holds no tokenizer files.*tokenizer.save_pretrained"):
+        train_cli.train_from_args(_run_args(encoder, tmp_path))
+
+
+def test_from_pretrained_of_a_plain_encoder_points_at_from_encoder(tiny_bert_dir):
+    with pytest.raises(ValueError, match=r"plain bert model, not an hf_cse one.*SimCSEModel.from_encoder\("):
+        SimCSEModel.from_pretrained(str(tiny_bert_dir))
+
+
+def test_an_unwritable_run_eval_output_dir_fails_before_any_encoding(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(eval_cli.SentenceEncoder, "from_pretrained",
+                        lambda *a, **k: pytest.fail("a model was loaded before the output folder was checked"))
+    (tmp_path / "file.txt").write_text("x")
+    pairs = scored_pairs_file(tmp_path / "pairs.tsv", 8, 3, seed=0)
+    code = eval_cli.main(["--tasks", "none", "--eval_file", str(pairs),
+                          "--output_dir", str(tmp_path / "file.txt" / "o")])
+    err = capsys.readouterr().err
+    assert code == 1 and "--output_dir" in err and "choose a folder you can write to" in err
+
+
+@pytest.mark.slow
+def test_a_divergence_after_the_last_logging_step_is_one_clear_error(tiny_bert_dir, tmp_path):
+    """Before: with fewer steps than --logging_steps, a learning rate of 1e30 trained and exported a broken model."""
+    with pytest.raises(DivergedError, match="lower the learning rate"):
+        train_cli.train_from_args(_run_args(tiny_bert_dir, tmp_path, "--learning_rate", "1e30", "--max_steps", "3",
+                             "--logging_steps", "5"))
+    out = tmp_path / "out"
+    assert not (out / "config.json").exists() and not (out / "sentence-transformers").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_training_is_one_line_and_exit_code_130(tiny_bert_dir, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "HF_CSE_DEBUG"}
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="",
+               TOKENIZERS_PARALLELISM="false")
+    args = _run_args(tiny_bert_dir, tmp_path, "--max_steps", "100000", "--logging_steps", "1")
+    proc = subprocess.Popen([sys.executable, "run_unsup.py", *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:  # wait until it trains
+        lines.append(line)
+        if "'loss'" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=hang_timeout(300))[0]
+    assert proc.returncode == 130, "".join(lines) + rest
+    assert "Traceback" not in rest and "run_unsup.py: interrupted (Ctrl-C)" in rest.strip().splitlines()[-1]
+    assert not lock_file(tmp_path / "out").exists()
+    assert json.loads((tmp_path / "out" / "hf_cse_run.json").read_text())["max_steps"] == 100000
+

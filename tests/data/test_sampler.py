@@ -1,0 +1,198 @@
+"""The no-duplicates batch sampler: no text twice in a global batch, on one process and on two (gloo)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+from dist_helpers import _env, _free_port
+from helpers import collator, hang_timeout, tiny_args
+from transformers import AutoTokenizer
+
+from hf_cse.data import DataError, tokenize_dataset, tokenize_pair_dataset
+from hf_cse.models import SimCSEModel
+from hf_cse.sampler import NoDuplicatesBatchSampler, normalise_text, row_keys, text_key
+from hf_cse.trainer import ContrastiveTrainer
+
+WORKER = (Path(__file__).parents[1] / "sampler_worker.py")
+
+
+def duplicated_texts(n: int, distinct: int, seed: int = 0) -> list[str]:
+    """``n`` rows drawn from ``distinct`` texts, a third of the copies in another case / spacing (the same text
+    after normalisation), a few texts far more frequent than the others (Zipf-like)."""
+    rng = random.Random(seed)
+    base = [f"sentence number {i} about the river" for i in range(distinct)]
+    weights = [1.0 / (i + 1) for i in range(distinct)]
+    out = []
+    for text in rng.choices(base, weights, k=n):
+        variant = rng.randrange(3)
+        out.append(text.upper() if variant == 1 else text.replace(" ", "  ") + " " if variant == 2 else text)
+    return out
+
+
+def assert_no_duplicates(global_batches, keys_of) -> None:
+    for batch in global_batches:
+        keys = [k for i in batch for k in keys_of(i)]
+        assert len(keys) == len(set(keys)), Counter(keys).most_common(2)
+
+
+def test_normalisation_is_nfkc_casefold_and_white_space():
+    assert normalise_text("  The\tCAT  sat.\n") == "the cat sat."
+    assert text_key("ﬁne Straße") == text_key("fine STRASSE")  # NFKC ligature, case folding (ß -> ss)
+    assert text_key("the cat") != text_key("the cats")
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_heavily_duplicated_corpus_gives_batches_without_duplicates(world_size):
+    texts = duplicated_texts(600, 60)
+    keys = [text_key(t) for t in texts]
+    sampler = NoDuplicatesBatchSampler(keys, batch_size=8, world_size=world_size, seed=3)
+    chunks = list(sampler)
+    assert len(chunks) == len(sampler) and len(chunks) % world_size == 0
+    assert all(len(c) == 8 for c in chunks)
+    global_batches = [sum(chunks[g:g + world_size], []) for g in range(0, len(chunks), world_size)]
+    assert_no_duplicates(global_batches, lambda i: [keys[i]])
+    used = [i for c in chunks for i in c]
+    assert len(used) == len(set(used))  # every row at most once per epoch
+    plan = sampler.plan()
+    assert plan.dropped == len(texts) - len(used) and plan.deferred > 0
+    # a plain random order would have put copies together: the sampler did work here
+    shuffled = random.Random(0).sample(range(len(texts)), len(texts))
+    size = 8 * world_size
+    assert any(len({keys[i] for i in shuffled[g:g + size]}) < size for g in range(0, len(shuffled) - size + 1, size))
+
+
+def test_rows_are_dropped_only_where_a_text_outnumbers_the_batches():
+    """600 rows of which 300 are one text: at most one copy per batch, so most copies of it are left out; every
+    other row finds a batch (deferred, not dropped) up to the last incomplete batch."""
+    texts = ["the same line"] * 300 + [f"line {i}" for i in range(300)]
+    sampler = NoDuplicatesBatchSampler([text_key(t) for t in texts], batch_size=10, seed=0)
+    chunks = list(sampler)
+    used = [texts[i] for c in chunks for i in c]
+    assert used.count("the same line") == len(chunks)  # one copy in every batch
+    assert len(chunks) == 300 // 9  # each batch: the frequent text + 9 others
+    assert sampler.plan().dropped == 600 - 10 * len(chunks)
+
+
+def test_plan_is_deterministic_per_seed_and_epoch():
+    keys = [text_key(t) for t in duplicated_texts(200, 30)]
+    a, b = (NoDuplicatesBatchSampler(keys, 4, seed=1) for _ in range(2))
+    assert list(a) == list(b)
+    b.set_epoch(1)
+    assert list(a) != list(b)
+    c = NoDuplicatesBatchSampler(keys, 4, seed=1)
+    c.set_epoch(1)
+    assert list(c) == list(b)
+    assert list(NoDuplicatesBatchSampler(keys, 4, seed=2)) != list(a)
+
+
+def test_pair_rows_keep_every_view_unique(tiny_bert_dir):
+    """NLI-like triplets: a premise with several hypotheses, hypotheses that recur as other rows' anchors."""
+    rng = random.Random(0)
+    premises = [f"premise {i}" for i in range(20)]
+    rows = [(p, f"hypothesis {rng.randrange(30)}", f"contradiction {rng.randrange(30)}")
+            for p in premises for _ in range(4)]
+    rows += [(f"hypothesis {i}", f"premise {i % 20}", f"contradiction {i}") for i in range(30)]
+    ds = datasets.Dataset.from_dict({"text": [r[0] for r in rows], "positive": [r[1] for r in rows],
+                                     "negative": [r[2] for r in rows]})
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    tokenized = tokenize_pair_dataset(ds, tok, keep_text=True)
+    keys, source = row_keys(tokenized)
+    assert source == "normalised text" and len(keys[0]) == 3
+    sampler = NoDuplicatesBatchSampler(keys, batch_size=4, world_size=2, seed=0)
+    chunks = list(sampler)
+    assert chunks
+    assert_no_duplicates([chunks[g] + chunks[g + 1] for g in range(0, len(chunks), 2)], lambda i: keys[i])
+    # without the text columns, rows are compared by their token ids
+    assert row_keys(tokenize_pair_dataset(ds, tok))[1] == "token ids"
+
+
+def _trainer(tiny_bert_dir, tmp_path, texts, **kwargs):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    ds = tokenize_dataset(datasets.Dataset.from_dict({"text": texts}), tok, keep_text=True)
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    args = tiny_args(tmp_path / "out", per_device_train_batch_size=4, **kwargs.pop("args", {}))
+    return ContrastiveTrainer(model=model, args=args, train_dataset=ds, data_collator=collator(tok),
+                              processing_class=tok, **kwargs), ds, tok
+
+
+def test_trainer_loader_uses_it_by_default_and_the_flag_turns_it_off(tiny_bert_dir, tmp_path):
+    texts = duplicated_texts(80, 8)
+    trainer, ds, tok = _trainer(tiny_bert_dir, tmp_path, texts)
+    loader = trainer.get_train_dataloader()
+    assert isinstance(trainer._batch_sampler, NoDuplicatesBatchSampler)
+    seen = 0
+    for batch in loader:
+        ids = batch["input_ids"][:, 0]
+        rows = {tuple(r[r != tok.pad_token_id].tolist()) for r in ids}
+        assert len(rows) == ids.shape[0]  # no two identical inputs in a batch
+        seen += 1
+    assert seen == len(loader) > 0
+    off, *_ = _trainer(tiny_bert_dir, tmp_path, texts, no_duplicates_in_batch=False)
+    off.get_train_dataloader()
+    assert off._batch_sampler is None
+
+
+@pytest.mark.slow
+def test_resumed_run_sees_the_batches_of_the_uninterrupted_one(tiny_bert_dir, tmp_path):
+    """Resumed inside the second epoch: the Trainer skips the batches already trained and the next ones are
+    those the uninterrupted run trained on (the plan is fixed by seed and epoch)."""
+    texts = duplicated_texts(40, 20)
+    common = {"max_steps": 14, "save_strategy": "steps", "save_steps": 11}
+    batches: dict[str, list] = {"full": [], "resumed": []}
+
+    def run(name, folder, resume=None):
+        trainer, _, tok = _trainer(tiny_bert_dir, folder, texts, args=common)
+        plain = trainer.data_collator
+
+        def recording(features):
+            batches[name].append(sorted(tuple(f["input_ids"]) for f in features))
+            return plain(features)
+
+        trainer.data_collator = recording
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    full = run("full", tmp_path / "a")
+    epoch_at = {h["step"]: h["epoch"] for h in full.state.log_history if "loss" in h}
+    assert 1 < epoch_at[11] < epoch_at[14] < 2  # the checkpoint is inside the second epoch
+    run("resumed", tmp_path / "a", resume=str(tmp_path / "a" / "out" / "checkpoint-11"))
+    # (the loader collates one batch ahead: both runs also recorded the batch after step 14)
+    assert len(batches["resumed"]) == 4 and batches["resumed"] == batches["full"][11:15]
+
+
+@pytest.mark.slow
+def test_two_processes_never_share_a_text_in_a_global_batch(tiny_bert_dir, tmp_path):
+    """torchrun, 2 gloo processes: each dumps the texts of its batches; batch k of rank 0 and of rank 1 together
+    (the global batch) hold no text twice, and the ranks use disjoint rows."""
+    texts = duplicated_texts(300, 40)
+    corpus = tmp_path / "texts.json"
+    corpus.write_text(json.dumps(texts))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(_free_port()), str(WORKER), str(tiny_bert_dir), str(corpus), str(tmp_path)]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=hang_timeout(240), cwd=tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) > 0
+    for b0, b1 in zip(*ranks, strict=True):
+        assert len(b0) == len(b1) == 4
+        keys = [normalise_text(text) for _, text in b0 + b1]
+        assert len(keys) == len(set(keys)), keys
+    rows = [[row for b in batches for row, _ in b] for batches in ranks]
+    assert len(set(rows[0] + rows[1])) == len(rows[0]) + len(rows[1])  # no row twice, within or across ranks
+
+
+def test_too_few_distinct_texts_for_one_batch_is_one_line(tiny_bert_dir, tmp_path):
+    trainer, *_ = _trainer(tiny_bert_dir, tmp_path, ["one line", "One  line", "another line"] * 10)
+    with pytest.raises(DataError, match=r"no global batch of 4 rows without a repeated text .* 30 training rows"
+                                         r".*no_duplicates_in_batch=False") as err:
+        trainer.get_train_dataloader()
+    assert "\n" not in str(err.value)

@@ -1,0 +1,111 @@
+"""Streamed training text (--streaming), several sources mixed by weight, resume of a streamed run, bad input."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from helpers import collator, random_sentences, tiny_args
+from transformers import AutoTokenizer
+
+from hf_cse.cli import train as train_cli
+from hf_cse.cli.arguments import StreamingArguments
+from hf_cse.data import DataError
+from hf_cse.models import SimCSEModel
+from hf_cse.streaming import load_training_text, tokenize_stream
+from hf_cse.trainer import ContrastiveTrainer
+
+
+def _data_args(**kwargs):
+    base = dict(train_file=None, dataset_name=None, dataset_config_name=None, text_column=None, pair_column=None)
+    return SimpleNamespace(**{**base, **kwargs})
+
+
+def _write(path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_sources_mix_by_weight_streamed_and_in_memory(tmp_path):
+    a = _write(tmp_path / "a.txt", [f"alpha {i}" for i in range(300)])
+    b = _write(tmp_path / "b.txt", [f"beta {i}" for i in range(300)] + ["", "   "])
+    for streaming in (True, False):
+        args = StreamingArguments(streaming=streaming, train_files=[str(a), str(b)], train_weights=[3.0, 1.0])
+        ds = load_training_text(args, _data_args(), seed=0)
+        first = [row["text"] for _, row in zip(range(200), ds)]
+        share = sum(t.startswith("alpha") for t in first) / len(first)
+        assert 0.65 < share < 0.85, share  # 0.75 expected
+        assert all(t.strip() == t and t for t in first)
+    assert type(ds).__name__ == "Dataset"  # without --streaming: in memory
+
+
+@pytest.mark.slow
+def test_a_streamed_run_trains_max_steps(tiny_bert_dir, tmp_path):
+    corpus = _write(tmp_path / "c.txt", random_sentences(64))
+    out = tmp_path / "out"
+    train_cli.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--train_files", str(corpus), "--streaming",
+                    "--max_steps", "3", "--per_device_train_batch_size", "4", "--output_dir", str(out), "--use_cpu",
+                    "--logging_steps", "1", "--disable_tqdm", "true"])
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 3
+    info = json.loads((out / "training_info.json").read_text())
+    assert info["data"]["source"] == "c.txt (weight 1)"
+    assert info["data"]["streamed"] and "num_sentences" not in info["data"]  # unknown for a stream
+
+
+@pytest.mark.slow
+def test_resumed_streamed_run_continues_with_the_next_batches(tiny_bert_dir, tmp_path):
+    """The Trainer re-reads the stream and drops the batches already trained: the resumed run then trains on the
+    batches the uninterrupted run trained on after the checkpoint."""
+    a = _write(tmp_path / "a.txt", random_sentences(40, seed=1))
+    b = _write(tmp_path / "b.txt", random_sentences(40, seed=2))
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    batches: dict[str, list] = {"full": [], "resumed": []}
+
+    def run(name, resume=None):
+        stream = load_training_text(StreamingArguments(True, [str(a), str(b)], [0.5, 0.5]), _data_args(), seed=0)
+        plain = collator(tok)
+
+        def recording(features):
+            batches[name].append([tuple(f["input_ids"]) for f in features])
+            return plain(features)
+
+        torch.manual_seed(0)
+        trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)),
+                                     args=tiny_args(tmp_path / "out", per_device_train_batch_size=4, max_steps=6,
+                                                    save_strategy="steps", save_steps=3),
+                                     train_dataset=tokenize_stream(stream, tok), data_collator=recording)
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    run("full")
+    resumed = run("resumed", resume=str(tmp_path / "out" / "checkpoint-3"))
+    assert resumed.state.global_step == 6
+    after = batches["full"][3:6]
+    assert len(after) == 3 and len(set(map(tuple, after))) == 3
+    start = batches["resumed"].index(after[0])
+    assert batches["resumed"][start:start + 3] == after
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    monkeypatch.setattr(SimCSEModel, "from_encoder", classmethod(lambda *a, **k: pytest.fail("model loaded")))
+
+
+@pytest.mark.parametrize(("files", "extra", "message"), [
+    (["empty"], ["--streaming", "--max_steps", "2"], r"empty\.txt yields no sentences"),
+    (["a", "b"], ["--train_weights", "0.7"], r"train_weights has 1 weight\(s\) for 2 train_files"),
+    (["a", "b"], ["--train_weights", "0.7", "-1"], r"train_weights must be finite numbers > 0"),
+    (["a"], ["--streaming"], r"streaming=True reads a data set of unknown length: give max_steps"),
+    (["a"], ["--streaming", "--max_steps", "2", "--method", "diffcse"], r"does not work with method='diffcse'"),
+], ids=["empty_stream", "weights_count", "negative_weight", "no_max_steps", "diffcse"])
+def test_bad_streaming_input_is_one_line_before_any_model(tiny_bert_dir, tmp_path, no_model_load, files, extra,
+                                                          message):
+    paths = {"a": _write(tmp_path / "a.txt", ["one line", "two lines"]),
+             "b": _write(tmp_path / "b.txt", ["three", "four"]), "empty": _write(tmp_path / "empty.txt", ["", " "])}
+    with pytest.raises(DataError, match=message) as err:
+        train_cli.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
+                        "--use_cpu", "--train_files", *[str(paths[f]) for f in files], *extra])
+    assert "\n" not in str(err.value)

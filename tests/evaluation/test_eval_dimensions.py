@@ -1,0 +1,103 @@
+"""Scores per embedding dimension (run_eval.py --truncate_dims, hf_cse.evaluation.dimensions)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from eval_helpers import FakeEncoder, write_toy_senteval
+from helpers import scored_pairs_file
+
+from hf_cse.checks import InputError
+from hf_cse.cli import evaluate as eval_cli
+from hf_cse.evaluation import EvalResults, evaluate_sts
+from hf_cse.evaluation.dimensions import TruncatedEncoder, evaluate_dimensions, parse_truncate_dims
+from hf_cse.evaluation.report import markdown_report
+
+
+class _Cut:
+    """A fake encoder whose vectors are another's cut to ``dim`` by hand (the reference)."""
+
+    def __init__(self, encoder, dim):
+        self.encoder, self.dim = encoder, dim
+
+    def encode(self, sentences):
+        return self.encoder.encode(sentences)[:, :self.dim]
+
+
+def test_each_dimension_scores_the_cut_embeddings_and_encodes_once(tmp_path):
+    data = write_toy_senteval(tmp_path / "senteval")
+    fake = FakeEncoder(dim=8)
+    by_dim = evaluate_dimensions(fake, [6, 3], ["STSBenchmark", "SICKRelatedness"], data_dir=str(data))
+    reference = FakeEncoder(dim=8)
+    for d in (6, 3):
+        want = evaluate_sts(_Cut(reference, d), ["STSBenchmark", "SICKRelatedness"], str(data))
+        assert by_dim[str(d)]["sts"] == pytest.approx({k: want[k] for k in ("STSBenchmark", "SICKRelatedness")})
+        assert by_dim[str(d)]["avg"] == pytest.approx(want["avg"])
+    texts = [t for call in fake.calls for t in call]
+    assert len(texts) == len(set(texts))  # one encoding per sentence for all dimensions
+    assert by_dim["6"]["sts"] != by_dim["3"]["sts"]
+
+
+def test_truncated_encoder_and_bad_lists():
+    fake = FakeEncoder(dim=8)
+    cut = TruncatedEncoder(fake, 3)
+    assert cut.encode(["a b", "c"]).shape == (2, 3)
+    np.testing.assert_array_equal(cut.encode(["c"])[0], fake.vector("c")[:3])
+    assert parse_truncate_dims("64,256,128") == [256, 128, 64]
+    for bad in ("64,x", "0", "8,8"):
+        with pytest.raises(InputError, match="truncate_dims"):
+            parse_truncate_dims(bad)
+    with pytest.raises(InputError, match="have 8 dimensions"):
+        TruncatedEncoder(fake, 16).encode(["a"])
+
+
+def test_the_record_keeps_the_dimensions_and_results_md_tables_them():
+    record = EvalResults(model="m", sts={"STSBenchmark": 80.0}, sts_avg=80.0, settings={"embedding_dim": 32},
+                         dimensions={"16": {"sts": {"STSBenchmark": 78.5}, "avg": 78.5},
+                                     "8": {"sts": {"STSBenchmark": 70.25}, "avg": 70.25}})
+    again = EvalResults.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again.dimensions == record.dimensions and not again.extra
+    md = markdown_report([again])
+    table = md.split("## Score by embedding dimension")[1]
+    assert "| 32 (full) | 80.00 |" in table and "| 16 | 78.50 |" in table and "| 8 | 70.25 |" in table
+
+
+@pytest.mark.slow
+def test_run_eval_scores_sts_and_mteb_per_dimension(tiny_bert_dir, tmp_path, monkeypatch):
+    from hf_cse.evaluation.mteb_tasks import LocalSTSTask
+
+    pytest.importorskip("mteb")
+    data = write_toy_senteval(tmp_path / "senteval")
+    pairs = scored_pairs_file(tmp_path / "pairs.tsv", 15, 4, seed=7)
+    monkeypatch.setattr(eval_cli, "get_mteb_tasks", lambda names: [LocalSTSTask.from_file(pairs, name=n)
+                                                                   for n in names])
+    out = tmp_path / "ev"
+    assert eval_cli.main(["--model_name_or_path", str(tiny_bert_dir), "--tasks", "STSBenchmark,mteb:MyPairs",
+                          "--senteval_data_dir", str(data), "truncate_dims", "16,8", "--output_dir", str(out),
+                          "--disable_tqdm", "true", "--device", "cpu"]) == 0
+    result = json.loads((out / "results.json").read_text())
+    assert result["settings"]["embedding_dim"] == 32
+    assert set(result["dimensions"]) == {"16", "8"}
+    for d in ("16", "8"):
+        assert set(result["dimensions"][d]) == {"sts", "avg", "mteb"}
+        assert Path(out / "mteb" / f"dim_{d}" / "MyPairs.json").is_file()
+    assert result["dimensions"]["8"]["sts"]["STSBenchmark"] != result["STSBenchmark"]
+    assert (out / "score_by_dimension.png").is_file()
+    assert "## Score by embedding dimension" in (out / "results.md").read_text()
+
+
+@pytest.mark.slow
+def test_dimensions_beyond_the_embedding_and_nothing_to_score_are_one_line(tiny_bert_dir, tmp_path, capsys):
+    data = write_toy_senteval(tmp_path / "senteval")
+    assert eval_cli.main(["--model_name_or_path", str(tiny_bert_dir), "--tasks", "STSBenchmark",
+                          "--senteval_data_dir", str(data), "truncate_dims", "64", "--output_dir",
+                          str(tmp_path / "a"), "--disable_tqdm", "true", "--device", "cpu"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the weights' loading bar
+    assert "32-dimensional" in err and "--truncate_dims [64]" in err
+    assert not (tmp_path / "a" / "results.json").exists()
+    assert eval_cli.main(["--tasks", "MR", "--senteval_data_dir", str(data), "truncate_dims", "8",
+                          "--output_dir", str(tmp_path / "b")]) == 1
+    assert "names none" in capsys.readouterr().err

@@ -1,0 +1,219 @@
+"""run_eval.py never throws finished work away: inputs are checked before any encoding, results are saved as each
+task finishes (atomically), a bad second model is found up front, and another evaluation's results are not
+overwritten without --overwrite_output_dir."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from eval_helpers import write_toy_senteval
+
+from hf_cse.cli import evaluate as eval_cli
+from hf_cse.evaluation import transfer
+
+# every test reads the evaluation data afresh (hf_cse.evaluation.data caches what it reads)
+pytestmark = pytest.mark.usefixtures("fresh_evaluation_data_cache")
+
+
+@pytest.fixture(scope="module")
+def senteval(tmp_path_factory):
+    return write_toy_senteval(tmp_path_factory.mktemp("run_eval_safety") / "senteval")
+
+
+@pytest.fixture
+def no_model_loading(monkeypatch):
+    """Fail the test if run_eval gets as far as loading a model."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded although the inputs were bad")
+
+    monkeypatch.setattr(eval_cli.SentenceEncoder, "from_pretrained", refuse)
+
+
+def run(capsys, *args):
+    """eval_cli.main in-process: (exit code, stderr)."""
+    capsys.readouterr()
+    code = eval_cli.main(["--disable_tqdm", "--batch_size", "16", "--mode", "fast", *map(str, args)])
+    return code, capsys.readouterr().err
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("hf-cse-eval: error:")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_missing_task_file_is_refused_before_any_encoding(tiny_bert_dir, senteval, tmp_path, capsys,
+                                                          no_model_loading):
+    partial = tmp_path / "senteval"
+    shutil.copytree(senteval, partial)
+    (partial / "MRPC" / "msr_paraphrase_train.txt").unlink()
+    out = tmp_path / "out"
+    code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", partial,
+                    "--tasks", "sts,MR,CR,MRPC", "--output_dir", out)
+    assert code == 1
+    assert "msr_paraphrase_train.txt" in one_line(err)
+    assert not (out / "results.json").exists()
+
+
+def test_malformed_task_file_is_refused_before_any_encoding(tiny_bert_dir, senteval, tmp_path, capsys,
+                                                            no_model_loading):
+    bad = tmp_path / "senteval"
+    shutil.copytree(senteval, bad)
+    sick = bad / "SICK" / "SICK_test_annotated.txt"
+    lines = sick.read_text().split("\n")
+    lines[5] += "\textra"
+    sick.write_text("\n".join(lines))
+    code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", bad,
+                    "--tasks", "MR,SICKR", "--output_dir", tmp_path / "out")
+    # the line fits 300 characters: a long path keeps its root and its last names
+    assert code == 1 and "/senteval/SICK/SICK_test_annotated.txt, line 6: expected 5 tab-separated" in one_line(err)
+
+
+def test_bad_second_model_is_refused_before_the_first_is_evaluated(tiny_bert_dir, senteval, tmp_path, capsys,
+                                                                   no_model_loading):
+    missing = tmp_path / "not-a-model"
+    code, err = run(capsys, "--model_name_or_path", f"{tiny_bert_dir},{missing}", "--senteval_data_dir", senteval,
+                    "--tasks", "STSB", "--output_dir", tmp_path / "out")
+    assert code == 1 and f"{missing}: no such folder" in one_line(err)
+
+
+@pytest.mark.parametrize("device", ["foo", "cuda:99"])
+def test_unusable_device_is_refused_up_front(device, tiny_bert_dir, senteval, tmp_path, capsys, no_model_loading):
+    code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval,
+                    "--tasks", "STSB", "--device", device, "--output_dir", tmp_path / "out")
+    assert code == 1 and f"--device {device}" in one_line(err).replace("'", "")
+
+
+def test_output_path_that_is_a_file_is_refused_up_front(tiny_bert_dir, senteval, tmp_path, capsys,
+                                                        no_model_loading):
+    target = tmp_path / "results"
+    target.write_text("mine")
+    code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval,
+                    "--tasks", "STSB", "--output_dir", target)
+    assert code == 1 and "is a file" in one_line(err)
+    assert target.read_text() == "mine"
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("classifier crashed"), KeyboardInterrupt()],
+                         ids=["error", "interrupt"])
+def test_finished_tasks_are_saved_when_a_later_task_fails(failure, tiny_bert_dir, senteval, tmp_path, capsys,
+                                                          monkeypatch):
+    real = transfer.run_transfer_task
+
+    def crash_on_cr(encode, task, *args, **kwargs):
+        if task == "CR":
+            raise failure
+        return real(encode, task, *args, **kwargs)
+
+    monkeypatch.setattr(transfer, "run_transfer_task", crash_on_cr)
+    out = tmp_path / "out"
+    args = ("--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval, "--tasks", "STSB,MR,CR,TREC",
+            "--output_dir", out)
+    if isinstance(failure, KeyboardInterrupt):  # Ctrl-C: one line and exit code 130, no traceback
+        code, err = run(capsys, *args)
+        assert code == 130 and "Traceback" not in err
+        assert [line for line in err.splitlines() if line.startswith("hf-cse-eval:")] == [
+            "hf-cse-eval: interrupted (Ctrl-C); what was saved so far is kept."]
+    else:  # not a refusal (a CSEError) but a bug: its traceback is shown, and what was saved is kept
+        with pytest.raises(RuntimeError, match="classifier crashed"):
+            run(capsys, *args)
+    saved = json.loads((out / "results.json").read_text())
+    assert isinstance(saved["STSBenchmark"], float) and isinstance(saved["MR"], float)
+    assert "CR" not in saved and "transfer_avg" not in saved
+    assert saved["unfinished_tasks"] == ["CR", "TREC"]
+    assert set(saved["details"]["transfer"]) == {"MR"}
+    md = (out / "results.md").read_text()
+    assert "not finished" in md and "CR, TREC" in md
+    assert not list(out.glob(".*partial*"))  # every write was completed by its rename
+
+
+@pytest.mark.slow
+def test_results_are_rewritten_after_every_task(tiny_bert_dir, senteval, tmp_path, capsys, monkeypatch):
+    """What results.json holds each time a task finishes: the finished tasks, and the rest listed as unfinished."""
+    out = tmp_path / "out"
+    seen = []
+    real = transfer.run_transfer_task
+
+    def record_then_run(encode, task, *args, **kwargs):
+        saved = json.loads((out / "results.json").read_text())
+        seen.append((task, sorted(k for k in ("STSBenchmark", "MR", "CR") if k in saved), saved["unfinished_tasks"]))
+        return real(encode, task, *args, **kwargs)
+
+    monkeypatch.setattr(transfer, "run_transfer_task", record_then_run)
+    code, _ = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval,
+                  "--tasks", "STSB,MR,CR", "--output_dir", out)
+    assert code == 0
+    assert seen == [("MR", ["STSBenchmark"], ["MR", "CR"]), ("CR", ["MR", "STSBenchmark"], ["CR"])]
+    final = json.loads((out / "results.json").read_text())
+    assert "unfinished_tasks" not in final and isinstance(final["transfer_avg"], float)
+
+
+@pytest.mark.slow
+def test_first_model_is_kept_when_the_second_fails_to_load(tiny_bert_dir, senteval, tmp_path, capsys):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_bert_dir, broken)
+    (broken / "config.json").write_text('{"model_type": "no-such-architecture"}')  # found only when loading
+    out = tmp_path / "out"
+    code, err = run(capsys, "--model_name_or_path", f"{tiny_bert_dir},{broken}", "--senteval_data_dir", senteval,
+                    "--tasks", "STSB", "--output_dir", out)
+    assert code == 1 and "Traceback" not in err and "cannot load model" in one_line(err)
+    saved = json.loads((out / "results.json").read_text())
+    assert [m["model"] for m in saved["models"]] == [str(tiny_bert_dir)]
+    assert isinstance(saved["models"][0]["STSBenchmark"], float)
+
+
+def test_a_cut_short_weights_file_is_refused_before_any_encoding(tiny_bert_dir, senteval, tmp_path, capsys,
+                                                                 no_model_loading):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_bert_dir, broken)
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    code, err = run(capsys, "--model_name_or_path", f"{tiny_bert_dir},{broken}", "--senteval_data_dir", senteval,
+                    "--tasks", "STSB", "--output_dir", tmp_path / "out")
+    assert code == 1 and "model.safetensors is cut short" in one_line(err)
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_earlier_results_are_not_overwritten_without_the_flag(tiny_bert_dir, senteval, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    earlier = {"model": "someone-else", "avg": 12.5}
+    (out / "results.json").write_text(json.dumps(earlier))
+    (out / "stsb_cosine_buckets_1.png").write_bytes(b"old plot of a second model")
+    (out / "notes.txt").write_text("the user's own file")
+    args = ("--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval, "--tasks", "STSB",
+            "--output_dir", out)
+    code, err = run(capsys, *args)
+    assert code == 1 and "--overwrite_output_dir" in one_line(err)
+    assert json.loads((out / "results.json").read_text()) == earlier
+
+    code, _ = run(capsys, *args, "--overwrite_output_dir")
+    assert code == 0
+    assert json.loads((out / "results.json").read_text())["model"] == str(tiny_bert_dir)
+    assert not (out / "stsb_cosine_buckets_1.png").exists()  # the earlier run's files do not mix with the new ones
+    assert (out / "stsb_cosine_buckets.png").is_file()
+    assert (out / "notes.txt").read_text() == "the user's own file"
+
+
+@pytest.mark.slow
+def test_an_unrelated_folder_is_a_valid_output(tiny_bert_dir, senteval, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's own file")
+    code, _ = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval, "--tasks", "STSB",
+                  "--output_dir", out)
+    assert code == 0 and (out / "results.json").is_file() and (out / "notes.txt").is_file()
+
+
+@pytest.mark.parametrize("length, message", [("0", "--max_seq_length must be >= 1"),
+                                             ("100000", "max_length must be in [1, 64]")])
+def test_sequence_length_outside_the_model_limit_is_refused(length, message, tiny_bert_dir, senteval, tmp_path,
+                                                            capsys):
+    code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval,
+                    "--tasks", "STSB", "--max_seq_length", length, "--output_dir", tmp_path / "out")
+    assert code == 1 and message in one_line(err)
+    assert not (tmp_path / "out" / "results.json").exists()

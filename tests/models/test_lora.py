@@ -1,0 +1,235 @@
+"""LoRA adapters through peft (hf_cse.models.lora): frozen encoder, every method, the cached mode, checkpoints with
+the adapter, resume, a merged export that loads without peft, evaluation of an adapter checkpoint, bad input."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from cached_helpers import _assert_same_grads, _batch, _cached, _plain_step
+from helpers import hang_timeout, random_sentences, tiny_args, tiny_train_dataset
+
+from hf_cse.cli import train as train_cli
+from hf_cse.evaluation.encoder import SentenceEncoder
+from hf_cse.models import DiffCSEModel, ImSimCSEModel, SimCSEModel
+from hf_cse.models.lora import ADAPTER_FOLDER, DEFAULT_TARGETS
+from hf_cse.trainer import ContrastiveTrainer
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft is not installed")
+
+
+def _trainable(model) -> set[str]:
+    return {n for n, p in model.named_parameters() if p.requires_grad}
+
+
+def test_lora_freezes_the_encoder_and_starts_at_the_pretrained_function(tiny_bert_dir):
+    torch.manual_seed(0)
+    plain = SimCSEModel.from_encoder(str(tiny_bert_dir)).eval()
+    torch.manual_seed(0)
+    lora = SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=4).eval()
+    encoder_trainable = {n for n in _trainable(lora) if n.startswith("encoder.")}
+    assert encoder_trainable and all(".lora_A." in n or ".lora_B." in n for n in encoder_trainable)
+    # the default targets of BERT: every query/key/value/dense layer of both layers
+    wrapped = {n.split(".lora_")[0].rsplit(".", 1)[-1] for n in encoder_trainable}
+    assert wrapped == set(DEFAULT_TARGETS["bert"])
+    assert {n for n in _trainable(lora) if n.startswith("projector.")}  # the head still trains in full
+    ids = torch.randint(5, 60, (3, 9))
+    mask = torch.ones_like(ids)
+    torch.testing.assert_close(lora.sentence_embedding(ids, mask), plain.sentence_embedding(ids, mask))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("encoder_dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("model_cls", [SimCSEModel, ImSimCSEModel, DiffCSEModel])
+def test_every_method_trains_its_adapters_and_leaves_the_frozen_weights(model_cls, encoder_dtype, tiny_bert_dir,
+                                                                         sentences, tmp_path):
+    torch.manual_seed(0)
+    model = model_cls.from_encoder(str(tiny_bert_dir), lora_r=4, encoder_dtype=encoder_dtype)
+    train, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "data", repeat=2)
+    if model_cls is DiffCSEModel:
+        model.attach_generator("unigram", tok, train_token_ids=train["input_ids"])
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out", max_steps=2), train_dataset=train,
+                                 data_collator=model_cls.collator(tok, model.config), processing_class=tok)
+    trainer.train()
+    after = dict(model.named_parameters())
+    changed = {n for n in before if not torch.equal(before[n], after[n].detach())}
+    assert any(".lora_B." in n for n in changed)  # B starts at 0: it moved
+    frozen = {n for n in before if n.startswith("encoder.") and ".lora_" not in n}
+    assert frozen and not frozen & changed
+    if model_cls is DiffCSEModel:  # the training-only discriminator trains in full
+        assert any(n.startswith("discriminator.") for n in changed)
+    # adapters and head in fp32 whatever the weights' dtype (so are their AdamW states)
+    assert {p.dtype for n, p in model.named_parameters() if ".lora_" in n or n.startswith("projector.")} == \
+        {torch.float32}
+    adapter = next(p for n, p in model.named_parameters() if ".lora_B." in n)
+    assert trainer.optimizer.state[adapter]["exp_avg"].dtype == torch.float32
+
+
+def test_cached_mode_with_lora_equals_the_plain_step(tiny_bert_dir, sentences):
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), dropout=0.0, lora_r=4, lora_dropout=0.0).train()
+    with torch.no_grad():  # non-zero B, so that the adapters' A gets a gradient too
+        for name, param in model.named_parameters():
+            if ".lora_B." in name:
+                param.normal_(std=0.1)
+    batch = _batch(tiny_bert_dir, sentences)
+    plain_loss, plain = _plain_step(model, [batch])
+    loss, cached, _ = _cached(model, batch)
+    assert torch.allclose(loss, plain_loss, atol=1e-6)
+    assert any(".lora_A." in n for n in plain)
+    _assert_same_grads(cached, plain)
+
+
+def test_checkpoint_holds_the_adapter_and_reloads_exactly(tiny_bert_dir, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModel
+
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=4, lora_alpha=16).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if ".lora_B." in name:
+                param.normal_(std=0.1)
+    model.save_pretrained(tmp_path / "ckpt")
+    assert (tmp_path / "ckpt" / ADAPTER_FOLDER / "adapter_config.json").is_file()
+    adapter_config = json.loads((tmp_path / "ckpt" / ADAPTER_FOLDER / "adapter_config.json").read_text())
+    assert adapter_config["r"] == 4 and adapter_config["lora_alpha"] == 16
+    reloaded = AutoModel.from_pretrained(tmp_path / "ckpt").eval()
+    for (name, a), (_, b) in zip(model.state_dict().items(), reloaded.state_dict().items()):
+        assert torch.equal(a, b), name
+    # the adapter alone, on the plain encoder through peft, gives the same encoder function
+    base = AutoModel.from_pretrained(tiny_bert_dir, add_pooling_layer=False)
+    peft_encoder = PeftModel.from_pretrained(base, tmp_path / "ckpt" / ADAPTER_FOLDER).eval()
+    ids = torch.randint(5, 60, (2, 7))
+    with torch.no_grad():
+        want = model.encoder(input_ids=ids).last_hidden_state
+        torch.testing.assert_close(peft_encoder(input_ids=ids).last_hidden_state, want)
+
+
+def _run_args(folder, tmp_path, *extra):
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(random_sentences(40)) + "\n")
+    return ["--model_name_or_path", str(folder), "--train_file", str(train), "--max_steps", "3",
+            "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "out"), "--use_cpu",
+            "--disable_tqdm", "true", "--precision", "fp32", "--lora_r", "4", "--save_strategy", "steps",
+            "--save_steps", "2", *extra]
+
+
+@pytest.mark.slow
+def test_run_unsup_resumes_and_exports_a_merged_model_that_loads_without_peft(tiny_bert_dir, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file
+
+    args = _run_args(tiny_bert_dir, tmp_path)
+    train_cli.train_from_args(args)
+    out = tmp_path / "out"
+    finished = load_file(out / "model.safetensors")
+    assert (out / ADAPTER_FOLDER / "adapter_model.safetensors").is_file()
+    assert (out / "checkpoint-2" / ADAPTER_FOLDER / "adapter_model.safetensors").is_file()
+    # an interruption after step 2: only the checkpoint (and the run record) is left; the same command resumes
+    for path in list(out.iterdir()):
+        if path.name not in ("checkpoint-2", "hf_cse_run.json"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    train_cli.train_from_args(args)
+    resumed = load_file(out / "model.safetensors")
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 3
+    for name, value in finished.items():
+        torch.testing.assert_close(resumed[name], value, msg=lambda m: f"{name}: {m}")
+
+    # the export: a plain encoder (no lora keys), the card records the adapters
+    export = out / "sentence-transformers"
+    weights = load_file(export / "model.safetensors")
+    assert not [k for k in weights if "lora" in k or "base_layer" in k]
+    card = (export / "README.md").read_text()
+    assert "| Adapters | trained with LoRA (r=4, alpha=8, dropout=0.05" in card
+
+    # hf_cse's evaluation of the adapter checkpoint (run_eval.py's loader), and of the intermediate checkpoint
+    sentences = random_sentences(6, seed=3)
+    want = SentenceEncoder.from_pretrained(str(out), device="cpu", show_progress_bar=False).encode(sentences)
+    ckpt = SentenceEncoder.from_pretrained(str(out / "checkpoint-2"), device="cpu", show_progress_bar=False)
+    assert ckpt.encode(sentences).shape == want.shape
+    # plain sentence-transformers in a process where peft cannot be imported gives the same vectors
+    code = ("import sys, json; sys.modules['peft'] = None\n"
+            "from sentence_transformers import SentenceTransformer\n"
+            f"m = SentenceTransformer({str(export)!r}, device='cpu')\n"
+            f"print(json.dumps(m.encode({sentences!r}).tolist()))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=hang_timeout(300))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = torch.tensor(json.loads(proc.stdout.strip().splitlines()[-1]))
+    cos = torch.nn.functional.cosine_similarity(got, torch.from_numpy(want), dim=-1)
+    assert cos.min().item() > 1 - 1e-5
+
+
+def test_lora_flags_without_peft_fail_before_loading(tiny_bert_dir, tmp_path, monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else find_spec(name, *a))
+    with pytest.raises(ValueError, match=r"needs the peft package: pip install 'hf_cse\[lora\]'"):
+        train_cli.train_from_args(_run_args(tiny_bert_dir, tmp_path))
+    assert not (tmp_path / "out").exists()  # refused before the output folder was made
+
+
+def test_target_modules_matching_nothing_name_the_linear_layers(tiny_bert_dir, tmp_path):
+    with pytest.raises(ValueError, match=r"match no module of the 'bert' encoder; its linear layers are named "
+                                         r"dense, key, query, value"):
+        train_cli.train_from_args(_run_args(tiny_bert_dir, tmp_path, "--lora_target_modules", "q_proj", "v_proj"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_lora_settings_without_a_rank_are_refused(tiny_bert_dir):
+    with pytest.raises(ValueError, match="lora_r is 0"):
+        SimCSEModel.config_class(lora_alpha=16)
+
+
+def test_activation_checkpointing_keeps_the_adapters_gradient(tiny_bert_dir, sentences):
+    """The frozen embeddings give the checkpointed layers inputs without requires_grad: the adapters must still get
+    their gradient (transformers 5 checkpoints non-reentrantly), equal to the one without checkpointing."""
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), dropout=0.0, lora_r=4, lora_dropout=0.0).train()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if ".lora_B." in name:
+                param.normal_(std=0.1)
+    batch = _batch(tiny_bert_dir, sentences)
+    _, plain = _plain_step(model, [batch])
+    model.enable_activation_checkpointing()
+    _, checkpointed = _plain_step(model, [batch])
+    assert any(".lora_A." in n for n in checkpointed)
+    _assert_same_grads(checkpointed, plain)
+
+
+@pytest.mark.slow
+def test_run_eval_scores_an_adapter_checkpoint(tiny_bert_dir, tmp_path):
+    """run_eval.py on an hf_cse checkpoint with LoRA adapters scores the adapted encoder (not the frozen one)."""
+    from eval_helpers import REPO, write_toy_senteval
+
+    from hf_cse.evaluation import data as D
+
+    sys.path.insert(0, str(REPO))
+    from hf_cse.cli import evaluate as eval_cli
+
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=4, pooler_type="avg")
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if ".lora_B." in name:
+                param.normal_(std=0.5)
+    model.save_pretrained(tmp_path / "ckpt")
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(tmp_path / "ckpt")
+    se = write_toy_senteval(tmp_path / "se")
+    D.clear_cache()
+    scores = {}
+    for name in ("ckpt", "base"):
+        path = tmp_path / "ckpt" if name == "ckpt" else tiny_bert_dir
+        assert eval_cli.main(["--model_name_or_path", str(path), "--senteval_data_dir", str(se), "--tasks",
+                              "STS-B", "--pooler", "avg", "--output_dir", str(tmp_path / name),
+                              "--disable_tqdm"]) == 0
+        scores[name] = json.loads((tmp_path / name / "results.json").read_text())["STSBenchmark"]
+    assert scores["ckpt"] != scores["base"]  # the adapters change what is scored

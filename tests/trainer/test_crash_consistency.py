@@ -1,0 +1,147 @@
+"""A kill at any moment leaves a folder the same command resumes or finishes (never one taken for finished, never a
+traceback on relaunch): real processes killed with SIGKILL at chosen points (tests/kill_driver.py) during a checkpoint
+save, the final save, the export and an evaluation, then the same command run again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from eval_helpers import write_toy_senteval
+from helpers import hang_timeout, random_sentences
+
+from hf_cse.checkpoints import checkpoint_problem, last_complete_checkpoint, safetensors_problem
+from hf_cse.models import SimCSEModel
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = Path(__file__).parents[1] / "kill_driver.py"
+
+
+def _env():
+    env = {k: v for k, v in os.environ.items() if k != "HF_CSE_DEBUG"}
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1",
+               CUDA_VISIBLE_DEVICES="", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
+    return env
+
+
+def _run(*args, kill: tuple[str, int] | None = None):
+    prefix = [str(DRIVER), kill[0], str(kill[1])] if kill else []
+    return subprocess.run([sys.executable, *prefix, *args], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=hang_timeout(600))
+
+
+def _train(encoder, tmp_path, out):
+    train = tmp_path / "train.txt"
+    if not train.exists():
+        train.write_text("\n".join(random_sentences(32)) + "\n")
+    return ["run_unsup.py", "--model_name_or_path", str(encoder), "--train_file", str(train), "--max_steps", "2",
+            "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true",
+            "--save_strategy", "steps", "--save_steps", "1"]
+
+
+# ------------------------------------------------------------------------------------------------ unit
+def test_cut_short_files_make_a_checkpoint_incomplete(tiny_bert_dir, tmp_path, caplog):
+    for step in (1, 2):
+        folder = tmp_path / f"checkpoint-{step}"
+        SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(folder)
+        (folder / "trainer_state.json").write_text('{"global_step": %d}' % step)
+    assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-2")
+    weights = tmp_path / "checkpoint-2" / "model.safetensors"
+    os.truncate(weights, weights.stat().st_size - 10)
+    assert "cut short" in safetensors_problem(weights)
+    with caplog.at_level("WARNING", logger="hf_cse.checkpoints"):
+        assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-1")
+    assert "skipping the incomplete checkpoint" in caplog.text and "model.safetensors is cut short" in caplog.text
+    (tmp_path / "checkpoint-1" / "trainer_state.json").write_text('{"global_st')
+    assert checkpoint_problem(tmp_path / "checkpoint-1") == "trainer_state.json is cut short"
+    (tmp_path / "checkpoint-1" / "optimizer.pt").write_bytes(b"PK\x03\x04 cut")
+    (tmp_path / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    assert "optimizer.pt is cut short" in checkpoint_problem(tmp_path / "checkpoint-1")
+    assert last_complete_checkpoint(tmp_path) is None
+
+
+# ------------------------------------------------------------------------------------------------ killed runs
+# The run is finished from its last checkpoint, taken at --max_steps: ContrastiveTrainer.train loads it as it is
+# (transformers' own loop would train one step more, to step 3 of 2).
+@pytest.mark.slow
+@pytest.mark.parametrize("kill, resumed_from, log", [
+    (("weights", 2), "checkpoint-1", "skipping the incomplete checkpoint"),  # mid checkpoint-2's weights
+    (("trainer_state", 2), "checkpoint-1", "trainer_state.json is cut short"),  # checkpoint-2's last file
+    (("weights", 3), "checkpoint-2", "final save of the run"),  # mid final save
+    (("export", 1), "checkpoint-2", "final save of the run"),  # mid export
+], ids=["checkpoint-weights", "checkpoint-state", "final-save", "export"])
+def test_a_training_run_killed_mid_save_is_finished_by_the_same_command(kill, resumed_from, log, tiny_bert_dir,
+                                                                        tmp_path):
+    out = tmp_path / "out"
+    args = _train(tiny_bert_dir, tmp_path, out)
+    killed = _run(*args, kill=kill)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert not (out / "training_info.json").exists()
+
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert log in again.stderr and f"from {out / resumed_from}" in again.stderr
+    assert (out / "training_info.json").is_file() and (out / "sentence-transformers" / "modules.json").is_file()
+    assert checkpoint_problem(out / "checkpoint-2") is None and safetensors_problem(out / "model.safetensors") is None
+    assert not list(out.glob(".*partial*")) and not list(tmp_path.glob(".*.lock"))
+
+    finished = _run(*args)  # now it is finished, and said so
+    assert finished.returncode == 1 and "already holds a finished run" in finished.stderr
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2  # no step past --max_steps
+
+
+@pytest.mark.slow
+def test_a_final_save_cut_short_without_checkpoints_is_not_taken_for_finished(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    args = [a for a in _train(tiny_bert_dir, tmp_path, out)][:-4]  # no checkpoints
+    assert _run(*args, kill=("weights", 1)).returncode == -signal.SIGKILL
+    again = _run(*args)
+    assert again.returncode == 1 and "final save was cut short" in again.stderr and "Traceback" not in again.stderr
+    assert "--overwrite_output_dir" in again.stderr
+
+
+@pytest.mark.slow
+def test_an_export_killed_before_its_rename_is_finished_by_the_same_command(tiny_bert_dir, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(ckpt)
+    (tmp_path / "st").mkdir()
+    (tmp_path / "st" / "notes.txt").write_text("mine")
+    args = ["-m", "hf_cse.export", str(ckpt), str(tmp_path / "st"), "--tokenizer", str(tiny_bert_dir), "--overwrite"]
+    assert _run(*args, kill=("export", 1)).returncode == -signal.SIGKILL
+    assert list(tmp_path.glob(".st.partial-*")) and not (tmp_path / "st" / "modules.json").exists()
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (tmp_path / "st" / "modules.json").is_file() and (tmp_path / "st" / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt", "st"]  # the killed export's leftovers are gone
+
+
+@pytest.mark.slow
+def test_a_corrupt_checkpoint_given_to_the_export_is_one_line(tiny_bert_dir, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(ckpt)
+    os.truncate(ckpt / "model.safetensors", 1000)
+    proc = _run("-m", "hf_cse.export", str(ckpt), str(tmp_path / "st"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "model.safetensors is cut short" in proc.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_an_evaluation_killed_after_a_task_is_finished_by_the_same_command(tiny_bert_dir, tmp_path):
+    senteval = write_toy_senteval(tmp_path / "senteval")
+    out = tmp_path / "eval"
+    args = ["run_eval.py", "--model_name_or_path", str(tiny_bert_dir), "--senteval_data_dir", str(senteval),
+            "--tasks", "STSB,MR,CR", "--mode", "fast", "--output_dir", str(out), "--disable_tqdm"]
+    assert _run(*args, kill=("eval", 2)).returncode == -signal.SIGKILL
+    assert json.loads((out / "results.json").read_text())["unfinished_tasks"]
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "partial results of the same evaluation" in again.stderr
+    saved = json.loads((out / "results.json").read_text())
+    assert "unfinished_tasks" not in saved and isinstance(saved["CR"], float)
+    other = _run(*args[:-3], "--tasks", "STSB", "--output_dir", str(out), "--disable_tqdm")  # a finished one is kept
+    assert other.returncode == 1 and "already holds the results" in other.stderr

@@ -1,0 +1,78 @@
+"""ContrastiveTrainingArguments and what ContrastiveTrainer takes from them (no training here; the whole run is
+tests/trainer/test_python_api.py)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import random_sentences, tiny_args, tiny_train_dataset
+from transformers import AutoTokenizer
+
+from hf_cse.data import PairCollator, TwoViewCollator, load_pair_dataset, tokenize_pair_dataset
+from hf_cse.models import DiffCSEModel, SimCSEModel
+from hf_cse.precision import PrecisionError
+from hf_cse.trainer import ContrastiveTrainer
+from hf_cse.training_args import ContrastiveTrainingArguments
+
+
+def _args(tmp_path, **kwargs) -> ContrastiveTrainingArguments:
+    return ContrastiveTrainingArguments(str(tmp_path / "out"), per_device_train_batch_size=8, use_cpu=True,
+                                        report_to="none", **kwargs)
+
+
+def test_the_first_argument_is_the_output_folder_and_precision_is_resolved(tmp_path):
+    args = ContrastiveTrainingArguments(str(tmp_path / "out"), precision="fp32", use_cpu=True)
+    assert args.output_dir == str(tmp_path / "out") and args.eval_file is None
+    assert (args.precision, args.bf16, args.fp16, args.precision_reason) == ("fp32", False, False, "requested")
+    bf16 = ContrastiveTrainingArguments(str(tmp_path / "out"), precision="bf16", use_cpu=True)
+    assert bf16.bf16 and bf16.precision == "bf16"
+    with pytest.raises(PrecisionError, match="needs a GPU"):
+        ContrastiveTrainingArguments(str(tmp_path / "out"), precision="fp16", use_cpu=True)
+
+
+def test_the_trainer_takes_its_options_from_the_arguments_and_the_old_keywords_win(tiny_bert_dir, sentences,
+                                                                                   tmp_path):
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path, repeat=2)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    args = _args(tmp_path, cached_minibatch_size=4, no_duplicates_in_batch=False)
+    trainer = ContrastiveTrainer(model=model, args=args, train_dataset=ds, processing_class=tok)
+    assert trainer.cached_minibatch_size == 4 and trainer.no_duplicates_in_batch is False
+    # the method's collator, the columns it reads kept, no dev data: no score before the first step
+    assert isinstance(trainer.data_collator, TwoViewCollator) and trainer.args.remove_unused_columns is False
+    assert trainer.evaluator is None and trainer.args.eval_on_start is False
+    again = ContrastiveTrainer(model=model, args=_args(tmp_path, cached_minibatch_size=4), train_dataset=ds,
+                               processing_class=tok, cached_minibatch_size=2, no_duplicates_in_batch=False)
+    assert again.cached_minibatch_size == 2 and again.no_duplicates_in_batch is False
+    plain = ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "plain"), train_dataset=ds,
+                               processing_class=tok, cached_minibatch_size=2)  # TrainingArguments: keywords only
+    assert plain.cached_minibatch_size == 2 and plain.no_duplicates_in_batch is True and plain.precision == "fp32"
+
+
+@pytest.mark.slow  # an evaluation (~3 s here)
+def test_dev_data_in_the_arguments_is_scored_before_the_first_step(tiny_bert_dir, sentences, tmp_path):
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{i % 5}\n" for i, (a, b) in enumerate(
+        zip(random_sentences(10, seed=1), random_sentences(10, seed=2), strict=True))))
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), train_dataset=ds,
+                                 args=_args(tmp_path, eval_file=str(dev), eval_name="mine"), processing_class=tok)
+    assert trainer.args.eval_on_start is True
+    assert set(trainer.evaluate()) >= {"eval_mine_spearman"}
+
+
+def test_pair_rows_get_the_pair_collator_and_diffcse_its_generator(tiny_bert_dir, tmp_path):
+    table = tmp_path / "pairs.tsv"
+    rows = zip(random_sentences(16, seed=3), random_sentences(16, seed=4), strict=True)
+    table.write_text("text\tpositive\n" + "".join(f"{a}\t{b}\n" for a, b in rows))
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    pairs = tokenize_pair_dataset(load_pair_dataset("positive", train_file=str(table)), tok, 32)
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=_args(tmp_path),
+                                 train_dataset=pairs, processing_class=tok)
+    assert isinstance(trainer.data_collator, PairCollator)
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, random_sentences(16), tmp_path)
+    model = DiffCSEModel.from_encoder(str(tiny_bert_dir))
+    assert model.generator is None
+    ContrastiveTrainer(model=model, args=_args(tmp_path, activation_checkpointing=True), train_dataset=ds,
+                       processing_class=tok)
+    assert model.generator is not None  # prepare_for_training: unigram replacements counted on the training set
+    assert all(encoder.is_activation_checkpointing for encoder in model.transformer_encoders())
