@@ -76,7 +76,7 @@ def test_run_eval_scores_sts_and_mteb_per_dimension(tiny_bert_dir, tmp_path, mon
                                                                    for n in names])
     out = tmp_path / "ev"
     assert eval_cli.main(["--model_name_or_path", str(tiny_bert_dir), "--tasks", "STSBenchmark,mteb:MyPairs",
-                          "--senteval_data_dir", str(data), "truncate_dims", "16,8", "--output_dir", str(out),
+                          "--senteval_data_dir", str(data), "--truncate_dims", "16,8", "--output_dir", str(out),
                           "--disable_tqdm", "true", "--device", "cpu"]) == 0
     result = json.loads((out / "results.json").read_text())
     assert result["settings"]["embedding_dim"] == 32
