@@ -74,19 +74,21 @@ def group_of(deltas: list[float], noise: float) -> str:
 
 
 def comparison(by_method: dict, methods: list[str], tasks: list[str], reference: str, noise: float,
-               value=None) -> list[str]:
+               value=None, key=None) -> list[str]:
     """Each method's average (or ``value(cell)``) against ``reference``: an anchor row (one value) or SimCSE at the
-    same seed."""
+    same seed (``key``: what a cell must share with its reference cell; the seed unless given)."""
     value = value or (lambda cell: average(cell, tasks))
-    ref = {r["seed"]: value(r) for r in by_method.get(reference, []) if value(r) is not None}
+    key = key or (lambda cell: cell["seed"])
+    ref = {key(r): value(r) for r in by_method.get(reference, []) if value(r) is not None}
     if not ref:
         return []
+    in_reference = {id(r) for r in by_method[reference]}
     groups: dict[str, list[tuple[float, str]]] = defaultdict(list)
     for method in methods:
         if method == reference or method in ANCHORS or method == DIMS_ANCHOR:
             continue
-        deltas = [value(r) - ref.get(r["seed"], ref.get(None)) for r in by_method[method]
-                  if value(r) is not None and (r["seed"] in ref or None in ref)]
+        deltas = [value(r) - ref.get(key(r), ref.get(None)) for r in by_method[method]
+                  if id(r) not in in_reference and value(r) is not None and (key(r) in ref or None in ref)]
         if not deltas:
             continue
         mean = statistics.fmean(deltas)
@@ -162,8 +164,15 @@ def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list
             lines += [f"{avg} minus the **{ANCHORS[anchor]}** row ({average(by_method[anchor][0], tasks):.2f}):",
                       *comparison(by_method, methods, tasks, anchor, noise), ""]
     if "simcse" in by_method:
-        lines += [f"{avg} minus SimCSE's at the same seed:", *comparison(by_method, methods, tasks, "simcse", noise),
-                  ""]
+        # SimCSE's training wherever a config repeats it (simcse_dims...): each row is compared with the SimCSE
+        # cell of its own seed trained on the same device and precision (the device alone moves the average)
+        same = {json.dumps([c.get("config"), c.get("budget")], sort_keys=True) for c in by_method["simcse"]}
+        simcse_cells = [c for m in methods if m not in ANCHORS for c in by_method[m]
+                        if json.dumps([c.get("config"), c.get("budget")], sort_keys=True) in same]
+        lines += [f"{avg} minus SimCSE's at the same seed, trained on the same device and precision (the SimCSE "
+                  f"training of rows {', '.join(sorted({c['method'] for c in simcse_cells}))}):",
+                  *comparison({**by_method, "simcse": simcse_cells}, methods, tasks, "simcse", noise,
+                              key=lambda cell: (cell["seed"], trained_where(cell))), ""]
     if dims_rows:
         lines += dimension_section(dims_rows, tasks, avg)
     return lines, points, avg
