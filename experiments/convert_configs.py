@@ -5,9 +5,10 @@
     python experiments/convert_configs.py                       # every experiments/configs/*.json
     python experiments/convert_configs.py experiments/configs/new_method.json
 
-Old: ``{"name": N, "paper": P, "regimes": [...], "budget": {...}, "args": {...}}`` (``name`` = the file's name).
-New: ``{"about": {"paper": P, "regimes": [...]}, **budget, **args}``: the settings by flag name, the budget's
-(e.g. ``learning_rate``) among them, which win over the regime's as before; ``about`` is for the reader and run.py.
+Old: ``{"name": N, "paper": P, "regimes": [...], "truncate_dims": D, "budget": {...}, "args": {...}}`` (``name`` = the
+file's name). New: ``{"about": {"paper": P, "regimes": [...], "truncate_dims": D}, **budget, **args}``: the settings
+by flag name, the budget's (e.g. ``learning_rate``) among them, which win over the regime's as before; ``about`` is
+for the reader and run.py.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def converted(old: dict, path: Path) -> dict:
     clash = sorted(set(old.get("budget", {})) & set(old["args"]))
     if clash:
         sys.exit(f"{path}: {clash} both in budget and args; keep one")
-    about = {"paper": old["paper"], **({"regimes": old["regimes"]} if "regimes" in old else {})}
+    about = {"paper": old["paper"], **{k: old[k] for k in ("regimes", "truncate_dims") if k in old}}
     return {"about": about, **old.get("budget", {}), **old["args"]}
 
 

@@ -27,6 +27,9 @@ from hf_cse.evaluation.results import EvalResults, average_label  # noqa: E402
 REGIMES = json.loads((HERE / "regimes.json").read_text())
 ANCHORS = {"untrained_own": "untrained, own pooling (mean + Normalize)",
            "untrained_cls": "untrained, raw [CLS] (the methods' pooling here)"}
+#: the untrained encoder scored at each embedding dimension (run.py, for configs with ``truncate_dims``): the anchor
+#: of the table by dimension only
+DIMS_ANCHOR = "untrained_own_dims"
 #: how a method compares with a reference row, in the order listed under the table
 GROUPS = (ABOVE, ABOVE_WITHIN_NOISE, MIXED, BELOW_WITHIN_NOISE, BELOW) = (
     "above by more than the noise at every seed", "above at every seed, within the noise", "no consistent direction",
@@ -46,6 +49,18 @@ def average(cell: dict, tasks: list[str]) -> float | None:
     return statistics.fmean(values) if all(isinstance(v, (int, float)) for v in values) else None
 
 
+def trained_where(cell: dict) -> str:
+    """Where and in what precision a cell ran, from its record (the untrained rows: where they were scored)."""
+    device = cell.get("device")
+    device = "not recorded" if not device else "CPU" if device == "cpu" else device.removeprefix("NVIDIA ")
+    precision = (cell.get("train") or {}).get("precision") or cell.get("precision")
+    if not cell.get("train"):
+        return f"{device}, fp32 (scored only)"
+    if precision in (None, "auto"):
+        return f"{device}, precision not recorded"
+    return f"{device}, {precision.split()[0]}"
+
+
 def group_of(deltas: list[float], noise: float) -> str:
     if min(deltas) > noise:
         return ABOVE
@@ -58,17 +73,22 @@ def group_of(deltas: list[float], noise: float) -> str:
     return MIXED
 
 
-def comparison(by_method: dict, methods: list[str], tasks: list[str], reference: str, noise: float) -> list[str]:
-    """Each method's average against ``reference``: an anchor row (one value) or SimCSE at the same seed."""
-    ref = {r["seed"]: average(r, tasks) for r in by_method.get(reference, [])}
+def comparison(by_method: dict, methods: list[str], tasks: list[str], reference: str, noise: float,
+               value=None, key=None) -> list[str]:
+    """Each method's average (or ``value(cell)``) against ``reference``: an anchor row (one value) or SimCSE at the
+    same seed (``key``: what a cell must share with its reference cell; the seed unless given)."""
+    value = value or (lambda cell: average(cell, tasks))
+    key = key or (lambda cell: cell["seed"])
+    ref = {key(r): value(r) for r in by_method.get(reference, []) if value(r) is not None}
     if not ref:
         return []
+    in_reference = {id(r) for r in by_method[reference]}
     groups: dict[str, list[tuple[float, str]]] = defaultdict(list)
     for method in methods:
-        if method == reference or method in ANCHORS:
+        if method == reference or method in ANCHORS or method == DIMS_ANCHOR:
             continue
-        deltas = [average(r, tasks) - ref.get(r["seed"], ref.get(None)) for r in by_method[method]
-                  if average(r, tasks) is not None and (r["seed"] in ref or None in ref)]
+        deltas = [value(r) - ref.get(key(r), ref.get(None)) for r in by_method[method]
+                  if id(r) not in in_reference and value(r) is not None and (key(r) in ref or None in ref)]
         if not deltas:
             continue
         mean = statistics.fmean(deltas)
@@ -86,25 +106,36 @@ def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list
     for cell in cells:
         cell["results"] = EvalResults.from_dict(cell["eval"])  # run_eval's results.json of the cell
         by_method[cell["method"]].append(cell)
+    # rows scored per dimension get the table by dimension too (the trained ones are also main-table rows)
+    dims_rows = {m: runs for m, runs in by_method.items()
+                 if m == DIMS_ANCHOR or any(r["results"].dimensions for r in runs)}
+    by_method.pop(DIMS_ANCHOR, None)
     methods = [m for m in (*ANCHORS, *order) if m in by_method] + sorted(set(by_method) - set(order) - set(ANCHORS))
-    devices = sorted({c.get("device", "cpu (not recorded)") for c in cells if c.get("train")})
+    where: dict[str, list[str]] = defaultdict(list)
+    for method in methods:
+        for label in sorted({trained_where(r) for r in by_method[method] if r.get("train")}):
+            where[label].append(method)
+    devices = "; ".join(f"{label}: {len(rows)} rows" + (f" ({', '.join(rows)})" if len(rows) <= 8 else "")
+                        for label, rows in sorted(where.items(), key=lambda kv: -len(kv[1])))
     lines = [
         f"## {regime['title']}", "",
         f"What: {regime['what']}. Budget: {regime['max_steps']} steps, batch {regime['per_device_train_batch_size']}, "
         f"length {regime['max_seq_length']}, lr {regime['learning_rate']} ({regime['lr_scheduler_type']} decay"
         f"{'; `simcse_lr*` rows change only the learning rate' if any('_lr' in m for m in methods) else ''}), "
         f"STS-B dev every {regime['eval_steps']} steps selects the "
-        f"checkpoint; seeds {', '.join(map(str, regime['seeds']))}; trained on {', '.join(devices) or '-'}. "
+        f"checkpoint; seeds {', '.join(map(str, regime['seeds']))}. Trained on (device, precision, from the "
+        f"results records; the 'trained on' column says it per row): {devices or '-'}. "
         f"{avg} = mean of {', '.join(TABLE_NAMES.get(t, t) for t in tasks)} (test, Spearman x 100).", "",
-        "| method | seeds | " + " | ".join(TABLE_NAMES.get(t, t) for t in tasks)
+        "| method | seeds | trained on | " + " | ".join(TABLE_NAMES.get(t, t) for t in tasks)
         + f" | {avg} | STS-B dev (sel.) | dev before -> after | align | uniform |",
-        "|---|---|" + "---|" * (len(tasks) + 5),
+        "|---|---|---|" + "---|" * (len(tasks) + 5),
     ]
     points = []
     for method in methods:
         runs = by_method[method]
         seeds = len([r for r in runs if r["seed"] is not None])
-        row = [f"**{ANCHORS[method]}**" if method in ANCHORS else method, str(seeds) if seeds else "–"]
+        row = [f"**{ANCHORS[method]}**" if method in ANCHORS else method, str(seeds) if seeds else "–",
+               " / ".join(sorted({trained_where(r) for r in runs}))]
         row += [fmt([r["results"].score(t) for r in runs if r["results"].score(t) is not None]) for t in tasks]
         avgs = [a for a in (average(r, tasks) for r in runs) if a is not None]
         row.append(fmt(avgs))
@@ -121,17 +152,74 @@ def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list
     simcse = [average(r, tasks) for r in by_method.get("simcse", [])]
     noise = statistics.stdev(simcse) if len(simcse) > 1 else 0.0
     trained = [c for c in cells if c.get("train")]
-    lines += ["", f"{len(trained)} trained cells, {sum(c.get('wall_seconds', 0) for c in trained) / 3600:.2f} "
-              f"hours of cell wall time (cells ran side by side on a GPU; one at a time on CPU). "
+    hours: dict[str, list[float]] = defaultdict(list)
+    for cell in trained:
+        hours[trained_where(cell).split(",")[0]].append(cell.get("wall_seconds", 0) / 3600)
+    lines += ["", f"{len(trained)} trained cells, {sum(map(sum, hours.values())):.2f} hours of cell wall time ("
+              + "; ".join(f"{device}: {len(h)} cells, {sum(h):.2f} h" for device, h in hours.items())
+              + "; cells ran side by side, so wall time is not device time). "
               f"The noise scale is SimCSE's own seed-to-seed std of {avg}, {noise:.2f}.", ""]
     for anchor in ANCHORS:
         if anchor in by_method:
             lines += [f"{avg} minus the **{ANCHORS[anchor]}** row ({average(by_method[anchor][0], tasks):.2f}):",
                       *comparison(by_method, methods, tasks, anchor, noise), ""]
     if "simcse" in by_method:
-        lines += [f"{avg} minus SimCSE's at the same seed:", *comparison(by_method, methods, tasks, "simcse", noise),
-                  ""]
+        # SimCSE's training wherever a config repeats it (simcse_dims...): each row is compared with the SimCSE
+        # cell of its own seed trained on the same device and precision (the device alone moves the average)
+        same = {json.dumps([c.get("config"), c.get("budget")], sort_keys=True) for c in by_method["simcse"]}
+        simcse_cells = [c for m in methods if m not in ANCHORS for c in by_method[m]
+                        if json.dumps([c.get("config"), c.get("budget")], sort_keys=True) in same]
+        lines += [f"{avg} minus SimCSE's at the same seed, trained on the same device and precision (the SimCSE "
+                  f"training of rows {', '.join(sorted({c['method'] for c in simcse_cells}))}):",
+                  *comparison({**by_method, "simcse": simcse_cells}, methods, tasks, "simcse", noise,
+                              key=lambda cell: (cell["seed"], trained_where(cell))), ""]
+    if dims_rows:
+        lines += dimension_section(dims_rows, tasks, avg)
     return lines, points, avg
+
+
+def dimension_average(cell: dict, dim: str, tasks: list[str]) -> float | None:
+    """The mean over the regime's tasks of the embeddings cut to their first ``dim`` coordinates."""
+    scores = ((cell["results"].dimensions or {}).get(dim) or {}).get("sts") or {}
+    values = [scores.get(t) for t in tasks]
+    return statistics.fmean(values) if all(isinstance(v, (int, float)) for v in values) else None
+
+
+def dimension_section(by_method: dict, tasks: list[str], avg: str) -> list[str]:
+    """The table by embedding dimension (run_eval --truncate_dims) and, under it, each trained row against the
+    untrained encoder cut the same way, and the Matryoshka rows against the plain SimCSE ones at the same seed."""
+    dims = sorted({d for runs in by_method.values() for r in runs for d in (r["results"].dimensions or {})},
+                  key=int, reverse=True)
+    methods = [DIMS_ANCHOR] * (DIMS_ANCHOR in by_method) + [m for m in by_method if m != DIMS_ANCHOR]
+    plain = next((m for m in methods if m != DIMS_ANCHOR and not by_method[m][0]["config"].get("matryoshka_dims")),
+                 None)
+    label = {DIMS_ANCHOR: f"**{ANCHORS['untrained_own']}**"}
+    lines = [f"### {avg} by dimension", "",
+             f"The embeddings cut to their first d coordinates (`run_eval.py --truncate_dims`, as "
+             f"`SentenceTransformer(folder, truncate_dim=d)` serves them), {avg} at each d; mean ± std over seeds. "
+             "Rows with `matryoshka_dims` in their config were trained on every prefix (Matryoshka); the others "
+             "are plain training scored the same way.", "",
+             "| method | seeds | trained on | " + " | ".join(dims) + " |", "|---|---|---|" + "---|" * len(dims)]
+    for method in methods:
+        runs = by_method[method]
+        seeds = len([r for r in runs if r["seed"] is not None])
+        lines.append("| " + " | ".join([label.get(method, method), str(seeds) if seeds else "–",
+                                         " / ".join(sorted({trained_where(r) for r in runs}))]
+                                        + [fmt([v for r in runs if (v := dimension_average(r, d, tasks)) is not None])
+                                           for d in dims]) + " |")
+    for d in dims:
+        value = (lambda cell, d=d: dimension_average(cell, d, tasks))
+        noise_runs = [v for r in by_method.get(plain, []) if (v := value(r)) is not None]
+        noise = statistics.stdev(noise_runs) if len(noise_runs) > 1 else 0.0
+        lines += ["", f"At {d} dimensions, noise = the {plain} row's seed-to-seed std there ({noise:.2f}).",
+                  f"{avg} minus the **untrained encoder cut to {d}** "
+                  f"({value(by_method[DIMS_ANCHOR][0]):.2f}):" if DIMS_ANCHOR in by_method else "",
+                  *(comparison(by_method, methods, tasks, DIMS_ANCHOR, noise, value)
+                    if DIMS_ANCHOR in by_method else [])]
+        if plain:
+            lines += [f"{avg} minus {plain}'s at the same seed, both cut to {d}:",
+                      *comparison(by_method, methods, tasks, plain, noise, value)]
+    return [line for line in lines if not line.endswith(": none")] + [""]  # only the groups that have rows
 
 
 def main() -> None:

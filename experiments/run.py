@@ -168,7 +168,8 @@ def evaluate(model: str, regime: dict, out_dir: Path, log: Path, threads: int | 
 
 
 def load_config(method: str) -> dict:
-    """experiments/configs/<method>.json, a run description (hf_cse/cli/run_config.py)."""
+    """experiments/configs/<method>.json, a run description (hf_cse/cli/run_config.py) with ``about`` for the
+    reader and run.py (the paper's setting, the regimes it runs in, the dimensions it is scored at)."""
     path = HERE / "configs" / f"{method}.json"
     config = json.loads(path.read_text())
     if "args" in config:
@@ -176,17 +177,18 @@ def load_config(method: str) -> dict:
     return config
 
 
-def run_cell(regime_name: str, method: str, seed: int, keep_runs: bool, precision: Precision, encoder: str | None,
-             threads: int | None, layout: str | None = None) -> dict:
+def dims_flags(about: dict) -> list[str]:
+    """run_eval's ``--truncate_dims`` where the config asks for scores per embedding dimension."""
+    return ["--truncate_dims", str(about["truncate_dims"])] if about.get("truncate_dims") else []
+
+
+def train_command(regime_name: str, method: str, seed: int, precision: Precision, encoder: str | None,
+                  layout: str | None, run_dir: Path) -> tuple[list[str], dict]:
+    """The run_unsup.py command of a cell (its config by --config), and its budget (the regime's, changed where the
+    config sets it)."""
     regime = REGIMES[regime_name]
-    config = load_config(method)
-    settings = {k: v for k, v in config.items() if k != "about"}
+    settings = {k: v for k, v in load_config(method).items() if k != "about"}
     budget = {k: settings.get(k, regime[k]) for k in BUDGET_FLAGS}  # the config's setting wins over the regime's
-    name = cell_name(method, seed, precision, layout)
-    run_dir = HERE / "runs" / regime_name / name
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
-    log = run_dir / "log.txt"
     train_args = {  # on the command line, over the config's settings (--config): the config's win over the regime's
         **{k: v for k, v in budget.items() if k not in settings},
         **({"pooler_type": "cls"} if regime["pooling"] == "cls" and "pooler_type" not in settings else {}),
@@ -207,17 +209,32 @@ def run_cell(regime_name: str, method: str, seed: int, keep_runs: bool, precisio
         "precision": precision,
         **({"padding_free": layout == "padding_free"} if layout else {}),
     }
+    return [sys.executable, "run_unsup.py", "--config", str(HERE / "configs" / f"{method}.json"),
+            *encoder_flags(encoder), *flag_list(train_args)], budget
+
+
+def run_cell(regime_name: str, method: str, seed: int, keep_runs: bool, precision: Precision, encoder: str | None,
+             threads: int | None, layout: str | None = None) -> dict:
+    regime = REGIMES[regime_name]
+    config = load_config(method)
+    about, settings = config["about"], {k: v for k, v in config.items() if k != "about"}
+    name = cell_name(method, seed, precision, layout)
+    run_dir = HERE / "runs" / regime_name / name
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    log = run_dir / "log.txt"
+    command, budget = train_command(regime_name, method, seed, precision, encoder, layout, run_dir)
     cpu0, wall0 = child_cpu_seconds(), time.time()
-    run([sys.executable, "run_unsup.py", "--config", str(HERE / "configs" / f"{method}.json"), *encoder_flags(encoder),
-         *flag_list(train_args)], log, threads)
+    run(command, log, threads)
     summary = train_summary(run_dir)
     summary["fast_dropout"] = json.loads((run_dir / "config.json").read_text()).get("fast_dropout", False)
-    scores = evaluate(str(run_dir), regime, run_dir / "eval", log, threads)
+    scores = evaluate(str(run_dir), regime, run_dir / "eval", log, threads, *dims_flags(about))
     result = {
         "cell": name, "regime": regime_name, "method": method, "seed": seed, "precision": precision,
         **({"layout": layout} if layout else {}),
-        "paper_setting": config["about"]["paper"],
+        "paper_setting": about["paper"],
         "config": {k: v for k, v in settings.items() if k not in BUDGET_FLAGS}, "budget": budget, "train": summary,
+        **({"truncate_dims": about["truncate_dims"]} if about.get("truncate_dims") else {}),
         "eval": scores, "device": device_name(), "wall_seconds": round(time.time() - wall0, 1),
         "cpu_seconds": round(child_cpu_seconds() - cpu0, 1),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -226,15 +243,26 @@ def run_cell(regime_name: str, method: str, seed: int, keep_runs: bool, precisio
         shutil.rmtree(run_dir)
     return result
 
-
-#: the untrained encoder's anchor rows: with its own pooling (every regime) and through raw [CLS] (cls regime)
+#: the untrained encoder's anchor rows: with its own pooling (every regime), through raw [CLS] (cls regime), and with
+#: its own pooling scored at each embedding dimension (a regime whose configs ask for ``truncate_dims``)
 BASELINES = {"untrained_own": ((), "no training: the packaged encoder with its own pooling (mean + Normalize)"),
              "untrained_cls": (("--pooler", "cls_before_pooler"),
-                               "no training: the packaged encoder's raw [CLS] (cls_before_pooler)")}
+                               "no training: the packaged encoder's raw [CLS] (cls_before_pooler)"),
+             "untrained_own_dims": ((), "no training: the packaged encoder with its own pooling (mean + Normalize), "
+                                        "scored at each embedding dimension")}
 
 
-def run_baseline(regime_name: str, name: str, encoder: str | None, threads: int | None) -> dict:
+def baseline_dims(methods: list[str]) -> str | None:
+    """The dimensions the untrained encoder is scored at: every dimension some config of ``methods`` asks for."""
+    dims = {int(d) for m in methods for d in str(load_config(m)["about"].get("truncate_dims") or "").split(",")
+            if d}
+    return ",".join(map(str, sorted(dims, reverse=True))) or None
+
+
+def run_baseline(regime_name: str, name: str, encoder: str | None, threads: int | None,
+                 truncate_dims: str | None = None) -> dict:
     flags, setting = BASELINES[name]
+    dims = {"truncate_dims": truncate_dims} if truncate_dims else {}
     run_dir = HERE / "runs" / regime_name / name
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
@@ -242,11 +270,13 @@ def run_baseline(regime_name: str, name: str, encoder: str | None, threads: int 
     from hf_cse.encoders import default_encoder
 
     model = encoder or default_encoder()
-    scores = evaluate(model, REGIMES[regime_name], run_dir / "eval", run_dir / "log.txt", threads, *flags)
+    scores = evaluate(model, REGIMES[regime_name], run_dir / "eval", run_dir / "log.txt", threads, *flags,
+                      *dims_flags(dims))
     shutil.rmtree(run_dir)
     return {"cell": name, "regime": regime_name, "method": name, "seed": None, "paper_setting": setting,
-            "config": {}, "budget": {}, "train": {}, "eval": scores, "device": device_name(),
-            "wall_seconds": round(time.time() - wall0, 1), "cpu_seconds": round(child_cpu_seconds() - cpu0, 1),
+            "config": {}, "budget": {}, "train": {}, "eval": scores, **dims, "device": device_name(),
+            "precision": "fp32", "wall_seconds": round(time.time() - wall0, 1),
+            "cpu_seconds": round(child_cpu_seconds() - cpu0, 1),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
@@ -294,13 +324,25 @@ def main() -> None:
     print(f"{len(todo)} missing cell(s): "
           f"{', '.join(cell_name(m, s, args.precision, args.layout) for m, s in todo) or '-'}",
           flush=True)
+    dims = baseline_dims(methods)
+    baselines = (["untrained_own"] + (["untrained_cls"] if REGIMES[args.regime]["pooling"] == "cls" else [])
+                 + (["untrained_own_dims"] if dims else []))
     if args.dry_run:
+        missing = [b for b in baselines if not result_path(args.regime, b).is_file()]
+        print(f"untrained row(s) to score first: {', '.join(missing) or '-'}"
+              + (f" (dimensions {dims})" if "untrained_own_dims" in missing else ""))
+        for method, seed in todo:
+            run_dir = HERE / "runs" / args.regime / cell_name(method, seed, args.precision, args.layout)
+            command, _ = train_command(args.regime, method, seed, args.precision, args.encoder, args.layout, run_dir)
+            print(f"{cell_name(method, seed, args.precision, args.layout)}: {' '.join(command[1:])}"
+                  + (f"\n  then run_eval.py {' '.join(dims_flags(load_config(method)))}"
+                     if dims_flags(load_config(method)) else ""))
         return
-    baselines = ["untrained_own"] + (["untrained_cls"] if REGIMES[args.regime]["pooling"] == "cls" else [])
     for name in baselines:
         if not result_path(args.regime, name).is_file():
             print(f"[{datetime.now():%H:%M:%S}] {name} (no training) ...", flush=True)
-            result = run_baseline(args.regime, name, args.encoder, args.threads)
+            result = run_baseline(args.regime, name, args.encoder, args.threads,
+                                  dims if name == "untrained_own_dims" else None)
             result_path(args.regime, name).write_text(json.dumps(result, indent=2) + "\n")
     print_lock = threading.Lock()
 
