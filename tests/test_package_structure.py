@@ -99,7 +99,7 @@ def test_a_loop_is_found():
 
 
 TESTS = Path(__file__).resolve().parent
-#: tests/ folders that are not a part of hf_cse: the benchmarks' own checks, data the tests read
+#: tests/ folders that are not a part of hf_cse: checks of the benchmark and experiment scripts, data the tests read
 NOT_PACKAGE_PARTS = {"bench": PACKAGE.parent / "benchmarks", "fixtures": None}
 
 
