@@ -93,11 +93,11 @@ def test_run_eval_scores_sts_and_mteb_per_dimension(tiny_bert_dir, tmp_path, mon
 def test_dimensions_beyond_the_embedding_and_nothing_to_score_are_one_line(tiny_bert_dir, tmp_path, capsys):
     data = write_toy_senteval(tmp_path / "senteval")
     assert eval_cli.main(["--model_name_or_path", str(tiny_bert_dir), "--tasks", "STSBenchmark",
-                          "--senteval_data_dir", str(data), "truncate_dims", "64", "--output_dir",
+                          "--senteval_data_dir", str(data), "--truncate_dims", "64", "--output_dir",
                           str(tmp_path / "a"), "--disable_tqdm", "true", "--device", "cpu"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after the weights' loading bar
     assert "32-dimensional" in err and "--truncate_dims [64]" in err
     assert not (tmp_path / "a" / "results.json").exists()
-    assert eval_cli.main(["--tasks", "MR", "--senteval_data_dir", str(data), "truncate_dims", "8",
+    assert eval_cli.main(["--tasks", "MR", "--senteval_data_dir", str(data), "--truncate_dims", "8",
                           "--output_dir", str(tmp_path / "b")]) == 1
     assert "names none" in capsys.readouterr().err

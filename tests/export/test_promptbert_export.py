@@ -3,6 +3,7 @@ gives hf_cse's test embeddings (template, [MASK] pooling, template denoising whe
 also a decoder with a PromptEOL-style template (no [MASK]: its last token)."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -85,3 +86,21 @@ def test_training_run_with_the_preset_and_another_loss_exports_the_trained_model
         want = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
     st = SentenceTransformer(str(out / "sentence-transformers"), device="cpu", trust_remote_code=True)
     assert torch.allclose(st.encode(sentences, convert_to_tensor=True), want, rtol=0, atol=1e-6)
+
+
+def test_the_files_shipped_as_remote_code_import_nothing_from_hf_cse():
+    """st_pooling.py and templates.py are copied into a PromptBERT export and imported there by sentence-transformers
+    (trust_remote_code): an import of hf_cse (relative or absolute) would fail in a folder without the package."""
+    import ast
+
+    from hf_cse.models import promptbert
+
+    folder = Path(promptbert.__file__).parent
+    shipped = {"st_pooling", "templates"}
+    for name in shipped:
+        for node in ast.walk(ast.parse((folder / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                assert node.level == 1 and node.module in shipped, f"{name}.py: from {'.' * node.level}{node.module}"
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            assert not any(m.split(".")[0] == "hf_cse" for m in modules), f"{name}.py imports {modules}"

@@ -112,8 +112,11 @@ class PromptBERTConfig(CSEConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
-        check_template("template", self.template)
-        check_template("template2", self.template2)
+        try:  # templates.py raises ValueError: it ships with exports, without hf_cse
+            check_template("template", self.template)
+            check_template("template2", self.template2)
+        except ValueError as err:
+            raise CSEError(str(err), fields=("template", "template2")) from None
         if self.denoising_positions not in DENOISING_POSITIONS:
             raise CSEError(f"promptbert: unknown denoising_positions {self.denoising_positions!r}. Valid: "
                            f"{', '.join(DENOISING_POSITIONS)}.")
@@ -178,8 +181,11 @@ class PromptBERTModel(CSEPreTrainedModel):
 
     def use_tokenizer(self, tokenizer) -> None:
         """Tokenize both templates with ``tokenizer`` (the one that tokenizes the sentences) into the config."""
-        lead, n_trail = special_tokens_around(tokenizer)
-        views = [TemplateIds.build(tokenizer, t) for t in (self.config.template, self.config.template2)]
+        try:  # templates.py raises ValueError: it ships with exports, without hf_cse
+            lead, n_trail = special_tokens_around(tokenizer)
+            views = [TemplateIds.build(tokenizer, t) for t in (self.config.template, self.config.template2)]
+        except ValueError as err:
+            raise CSEError(str(err)) from None
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else views[0].suffix[-1]
         self.config.template_token_ids = {
             "views": [{"prefix": list(v.prefix), "suffix": list(v.suffix), "mask_at": v.mask_at} for v in views],

@@ -10,6 +10,9 @@ hands the model tokenized sentences (training, evaluation, the export's check) g
 
 Where a template has no ``{mask}`` (decoder encoders, PromptEOL's ``... means in one word:"``), the representation is
 the template's last token.
+
+This file ships with a PromptBERT export beside ``st_pooling.py`` (sentence-transformers' remote code), so it imports
+nothing from hf_cse: its refusals are ``ValueError``s, which :mod:`.model` raises again as ``CSEError``.
 """
 
 from __future__ import annotations
@@ -18,22 +21,20 @@ from dataclasses import dataclass
 
 import torch
 
-from ...errors import CSEError
-
 SENTENCE, MASK = "{sentence}", "{mask}"
 
 
 def check_template(name: str, template: str, needs_mask: bool = False) -> None:
     """One ``{sentence}``, at most one ``{mask}`` (exactly one where ``needs_mask``), nothing else in braces."""
     if template.count(SENTENCE) != 1:
-        raise CSEError(f"promptbert: {name} must contain {SENTENCE} exactly once (where the sentence goes), got "
-                       f"{template!r}; e.g. 'This sentence of \"{{sentence}}\" means{{mask}}.'.")
+        raise ValueError(f"promptbert: {name} must contain {SENTENCE} exactly once (where the sentence goes), got "
+                         f"{template!r}; e.g. 'This sentence of \"{{sentence}}\" means{{mask}}.'.")
     if template.count(MASK) > 1 or (needs_mask and MASK not in template):
-        raise CSEError(f"promptbert: {name} must contain {MASK} {'exactly' if needs_mask else 'at most'} once "
-                       f"(the token whose hidden state is the sentence's), got {template!r}.")
+        raise ValueError(f"promptbert: {name} must contain {MASK} {'exactly' if needs_mask else 'at most'} once "
+                         f"(the token whose hidden state is the sentence's), got {template!r}.")
     rest = template.replace(SENTENCE, "").replace(MASK, "")
     if "{" in rest and "}" in rest[rest.index("{"):]:
-        raise CSEError(f"promptbert: {name} {template!r} has a placeholder other than {SENTENCE} and {MASK}.")
+        raise ValueError(f"promptbert: {name} {template!r} has a placeholder other than {SENTENCE} and {MASK}.")
 
 
 def special_tokens_around(tokenizer) -> tuple[list[int], int]:
@@ -44,8 +45,8 @@ def special_tokens_around(tokenizer) -> tuple[list[int], int]:
     for start in range(len(full) - len(core) + 1):
         if full[start:start + len(core)] == core:
             return list(full[:start]), len(full) - start - len(core)
-    raise CSEError(f"promptbert: cannot find a sentence's own tokens inside what {type(tokenizer).__name__} makes "
-                   "of it; use a tokenizer that adds special tokens only around the sentence.")
+    raise ValueError(f"promptbert: cannot find a sentence's own tokens inside what {type(tokenizer).__name__} makes "
+                     "of it; use a tokenizer that adds special tokens only around the sentence.")
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,12 @@ class TemplateIds:
     def build(cls, tokenizer, template: str) -> "TemplateIds":
         before, after = template.split(SENTENCE)
         if MASK in before:
-            raise CSEError(f"promptbert: the template {template!r} puts {MASK} before {SENTENCE}; put it after "
-                           "the sentence, as the paper's templates do.")
+            raise ValueError(f"promptbert: the template {template!r} puts {MASK} before {SENTENCE}; put it after "
+                             "the sentence, as the paper's templates do.")
         has_mask = MASK in after
         if has_mask and tokenizer.mask_token is None:
-            raise CSEError(f"promptbert: the template {template!r} has {MASK} but the tokenizer has no mask token "
-                           "(a decoder): leave {mask} out, the template's last token then represents the sentence.")
+            raise ValueError(f"promptbert: the template {template!r} has {MASK} but the tokenizer has no mask token "
+                             "(a decoder): leave {mask} out, the template's last token then represents the sentence.")
         lead, n_trail = special_tokens_around(tokenizer)
         trail = tokenizer("word")["input_ids"][len(tokenizer("word")["input_ids"]) - n_trail:] if n_trail else []
         prefix = lead + tokenizer(before, add_special_tokens=False)["input_ids"]
@@ -76,13 +77,13 @@ class TemplateIds:
         if has_mask:
             found = [i for i, t in enumerate(suffix) if t == tokenizer.mask_token_id]
             if len(found) != 1:
-                raise CSEError(f"promptbert: the template {template!r} tokenizes with {len(found)} mask tokens "
-                               "after the sentence; it needs exactly one.")
+                raise ValueError(f"promptbert: the template {template!r} tokenizes with {len(found)} mask tokens "
+                                 "after the sentence; it needs exactly one.")
             mask_at = found[0]
         else:
             if not own_tokens:
-                raise CSEError(f"promptbert: the template {template!r} ends with the sentence; without {MASK} its "
-                               "last token represents the sentence, so put words after {sentence}.")
+                raise ValueError(f"promptbert: the template {template!r} ends with the sentence; without {MASK} its "
+                                 "last token represents the sentence, so put words after {sentence}.")
             mask_at = own_tokens - 1  # the template's own last token, before an end-of-sequence token
         return cls(tuple(prefix), tuple(suffix), mask_at)
 
