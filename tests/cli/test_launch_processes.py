@@ -5,13 +5,13 @@ naming the config that works (it would train one process and exit 0), and Contra
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from dist_helpers import _env as dist_env
+from dist_helpers import _free_port
 from helpers import hang_timeout
 
 from hf_cse.checks import InputError
@@ -23,16 +23,11 @@ DDP_WARNING = "find_unused_parameters=True was specified in DDP constructor"
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE")}
-    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false", PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    """The multi-process tests' environment without a rendezvous of this process's own: the launcher sets it."""
+    env = dist_env()
+    for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE"):
+        env.pop(name, None)
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _train(model_dir: Path, out: Path, *extra: str) -> list[str]:
