@@ -23,6 +23,8 @@ OUTSIDE_SEAMS = {
     ("cli/__init__.py", "_actions"),  # argparse: the known flags, for "did you mean" on a typo
     ("cli/run_config.py", "_actions"),  # argparse: each flag's type and default, to check a --config file
     ("cli/parser_cache.py", "_actions"),  # argparse: the flags of a command's parser, written down for its next start
+    ("cli/parser_cache.py", "_get_formatter"),  # argparse: each flag's help as the parser shows it (defaults written
+    ("cli/parser_cache.py", "_expand_help"),  # in), so that a rebuilt parser shows the same
     ("cli/__init__.py", "_instances"),  # tqdm: the open progress bars, closed before an error line is printed
     ("cached_graphs.py", "_foreach_zero_"),  # torch's multi-tensor ops (torch._foreach_*): one launch for all grads
     ("models/esimcse/momentum.py", "_foreach_add_"),  # torch's multi-tensor ops: the momentum update

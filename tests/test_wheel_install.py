@@ -1,10 +1,12 @@
 """The tool after ``pip install``: the wheel built from the repository holds the command line (hf-cse-train,
-hf-cse-eval, hf-cse-export, ``python -m hf_cse``) and the accelerate configs, and, installed into an isolated
-virtual environment, trains two steps and scores the result from a folder outside the repository."""
+hf-cse-eval, hf-cse-export, ``python -m hf_cse``), the commands' parser descriptions and the accelerate configs, and,
+installed into an isolated virtual environment, answers ``--help`` on its first start without importing torch, and
+trains two steps and scores the result from a folder outside the repository."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -34,8 +36,16 @@ def installed(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1",
                CUDA_VISIBLE_DEVICES="", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    # built from a copy of the files git sees: a checkout's build/ folder can hold modules removed since, which
+    # setuptools would put in the wheel
+    source = tmp / "source"
+    listed = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, env=env).stdout
+    for name in filter(None, listed.split("\0")):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp / "dist",
-          REPO], cwd=tmp, env=env)
+          source], cwd=tmp, env=env)
     (wheel,) = (tmp / "dist").glob("hf_cse-*.whl")
     venv.EnvBuilder(system_site_packages=True, with_pip=True).create(tmp / "venv")  # ensurepip: no download
     python = tmp / "venv" / "bin" / "python"
@@ -51,12 +61,25 @@ def test_wheel_holds_the_command_line_and_the_accelerate_configs(installed):
         names = set(zf.namelist())
         entry_points = next(zf.read(n).decode() for n in names if n.endswith("entry_points.txt"))
     for module in ("hf_cse/__main__.py", "hf_cse/cli/train.py", "hf_cse/cli/evaluate.py", "hf_cse/cli/export.py",
-                   "hf_cse/configs/accelerate/fsdp.yaml", "hf_cse/configs/accelerate/multi_gpu.yaml"):
+                   "hf_cse/configs/accelerate/fsdp.yaml", "hf_cse/configs/accelerate/multi_gpu.yaml",
+                   "hf_cse/cli/parsers/train.json", "hf_cse/cli/parsers/eval.json", "hf_cse/cli/parsers/export.json"):
         assert module in names, module
     for script, target in (("hf-cse-train", "hf_cse.cli.entry_points:train"),
                            ("hf-cse-eval", "hf_cse.cli.entry_points:evaluate"),
                            ("hf-cse-export", "hf_cse.cli.entry_points:export")):
         assert f"{script} = {target}" in entry_points, entry_points
+
+
+def test_a_fresh_install_answers_help_from_its_shipped_parser_descriptions(installed, tmp_path):
+    _, python, elsewhere, env = installed
+    env = {**env, "HF_CSE_CACHE": str(tmp_path / "empty_cache"), "COLUMNS": "100"}
+    probe = ("import runpy, sys; sys.argv = ['hf_cse', 'train', '--help']\n"
+             "try:\n    runpy.run_module('hf_cse', run_name='__main__', alter_sys=True)\n"
+             "except SystemExit:\n    pass\n"
+             "print('imported torch:', 'torch' in sys.modules, 'from', sys.modules['hf_cse'].__file__)")
+    out = _run([python, "-c", probe], cwd=elsewhere, env=env).stdout
+    assert "--learning_rate" in out and "imported torch: False from " + str(python.parents[1]) in out, out[-500:]
+    assert not (tmp_path / "empty_cache").exists()  # nothing had to be written down
 
 
 def test_installed_package_trains_and_scores_from_outside_the_repository(installed, tiny_bert_dir):

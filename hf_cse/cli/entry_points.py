@@ -14,12 +14,13 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 
 from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
 from ..files import check_train_file
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
-from .parser_cache import cached_parser, rebuild, remember_parser
+from .parser_cache import cached_parser, rebuild, remember_parser, ship_parser
 from .preflight import check_optimizer_arguments
 from .presets import PRESETS
 
@@ -93,7 +94,7 @@ def run_command(command: str, argv: list[str] | None = None, prog: str | None = 
     parser, module = cached_parser(command), None
     if parser is None:
         module = importlib.import_module(MODULES[command])
-        description = remember_parser(command, getattr(module, PARSER_BUILDERS[command])())
+        description = remember_parser(command, build_parser(command))
         parser = description and rebuild(description)
     if parser is not None:
         code = run_cli(lambda: check_command_line(command, parser, argv), prog)
@@ -101,6 +102,17 @@ def run_command(command: str, argv: list[str] | None = None, prog: str | None = 
             return code
     module = module or importlib.import_module(MODULES[command])
     return module.main(argv, prog=prog)
+
+
+def build_parser(command: str):
+    """``command``'s own parser (its module imported: seconds)."""
+    return getattr(importlib.import_module(MODULES[command]), PARSER_BUILDERS[command])()
+
+
+def ship_parsers() -> list[Path]:
+    """Write each command's parser description into the package, for the first start of a fresh install
+    (``python scripts/write_parser_descriptions.py``; :mod:`.parser_cache`)."""
+    return [ship_parser(command, build_parser(command)) for command in MODULES]
 
 
 def train(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:

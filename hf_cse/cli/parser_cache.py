@@ -1,19 +1,25 @@
-"""A description of each command's parser kept on disk, so that ``--help`` and the refusals that need only the flags
-answer at once, before the training stack is imported.
+"""A description of each command's parser, so that ``--help`` and the refusals that need only the flags answer at
+once, before the training stack is imported.
 
 Building ``hf-cse-train``'s parser imports transformers' ``TrainingArguments`` and with it torch: seconds before a
-word is printed. So the first start of a command writes its parser down (:func:`remember_parser`): each flag's
-option strings, destination, nargs, choices and default, and the usage and help text argparse prints. Later starts
-rebuild an argparse parser from it without importing anything heavy (:func:`cached_parser`): it prints the same help
-and parses the same command line the same way (abbreviations, ``--no_`` forms and aliases included), so the checks
-of :mod:`hf_cse.cli` (empty paths, unknown flags) and argparse's own (a value that is not a number, a choice that is
-not offered) give the same answers.
+word is printed. A description holds what argparse needs of each flag -- option strings, destination, nargs,
+choices, default, metavar and its help text with the defaults written in -- and a parser rebuilt from it
+(:func:`rebuild`) imports nothing heavy: it prints the same help (argparse lays it out for this program name and
+terminal width) and parses the same command line the same way (abbreviations, ``--no_`` forms and aliases
+included), so the checks of :mod:`hf_cse.cli` (empty paths, unknown flags) and argparse's own (a value that is not
+a number, a choice that is not offered) give the same answers.
 
-A description is found by a key of everything the flags are made from: hf_cse's source, transformers' argument code,
-torch's version (``--optim``'s default depends on it), the Python version, the program name and the
-terminal width (the help's line breaks). It lives in ``$HF_CSE_CACHE`` (default ``$XDG_CACHE_HOME/hf_cse`` or
-``~/.cache/hf_cse``), in ``parsers/``. It is only a shortcut: where it cannot be read or written, a command takes
-the slow path, which checks the same things again.
+A description is valid for one key: everything the flags are made from -- hf_cse's source, transformers' argument
+code, torch's version file (``--optim``'s default depends on it) and the Python version. It is found in two places:
+
+* shipped in the package (``hf_cse/cli/parsers/<command>.json``, written by
+  ``python scripts/write_parser_descriptions.py``; a test fails when hf_cse's source has changed since), which
+  answers from a fresh install's first start on, where transformers, torch and Python are the versions it was
+  made with;
+* else written by a command's first start (:func:`remember_parser`) in ``$HF_CSE_CACHE`` (default
+  ``$XDG_CACHE_HOME/hf_cse`` or ``~/.cache/hf_cse``), in ``parsers/``, for the next starts.
+
+It is only a shortcut: where none is valid, a command takes the slow path, which checks the same things again.
 """
 
 from __future__ import annotations
@@ -23,7 +29,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -48,32 +53,39 @@ def cache_folder() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hf_cse"
 
 
-def _upstream_stamp(package: str, name: str) -> str:
-    """The size and modification time of an installed package's file, found without importing the package."""
+def _upstream_digest(package: str, name: str) -> str:
+    """The content of an installed package's file (its hash), found without importing the package."""
     try:
         spec = importlib.util.find_spec(package)
-        stat = (Path(spec.origin).parent / name).stat()
+        data = (Path(spec.origin).parent / name).read_bytes()
     except (AttributeError, ImportError, OSError, TypeError, ValueError):
         return f"{package}/{name}: absent"
-    return f"{package}/{name}: {stat.st_size} {stat.st_mtime_ns}"
+    return f"{package}/{name}: {hashlib.sha256(data).hexdigest()}"
 
 
-def parser_key(command: str) -> str:
-    """The key of ``command``'s parser in this process (its program name, as argparse takes it from ``sys.argv[0]``,
-    and this terminal's width), built from everything its flags and help are made from (see the module doc); reading
-    hf_cse's source takes milliseconds."""
-    digest = hashlib.sha256()
-    prog = os.path.basename(sys.argv[0]) if sys.argv else ""
-    for part in (sys.version, command, prog, str(shutil.get_terminal_size().columns),
-                 *(_upstream_stamp(package, name) for package, name in UPSTREAM_FILES)):
-        digest.update(part.encode() + b"\0")
+def key_parts() -> dict[str, str]:
+    """What a description is made from (module doc): the Python version (argparse's layout and parsing), hf_cse's
+    source and transformers' and torch's files, each as a hash; reading them takes milliseconds."""
+    source = hashlib.sha256()
     for path in sorted(PACKAGE.rglob("*.py")):
-        digest.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:24]
+        source.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0" + path.read_bytes())
+    upstream = hashlib.sha256("\0".join(_upstream_digest(p, n) for p, n in UPSTREAM_FILES).encode())
+    return {"python": "%d.%d" % sys.version_info[:2], "hf_cse": source.hexdigest()[:24],
+            "upstream": upstream.hexdigest()[:24]}
 
 
-def _path(command: str) -> Path:
-    return cache_folder() / "parsers" / f"{command}-{parser_key(command)}.json"
+def parser_key(command: str, parts: dict[str, str] | None = None) -> str:
+    """The key of ``command``'s description: a hash of :func:`key_parts` (given, or read now)."""
+    parts = key_parts() if parts is None else parts
+    return hashlib.sha256(json.dumps([command, parts], sort_keys=True).encode()).hexdigest()[:24]
+
+
+def shipped_path(command: str) -> Path:
+    return PACKAGE / "cli" / "parsers" / f"{command}.json"
+
+
+def _path(command: str, key: str) -> Path:
+    return cache_folder() / "parsers" / f"{command}-{key}.json"
 
 
 def _json_value(value):
@@ -85,10 +97,22 @@ def _json_value(value):
         return None
 
 
+def _help_text(formatter: argparse.HelpFormatter, action: argparse.Action):
+    """The help argparse shows for ``action``, its ``%(default)s``-style fields (and a defaults formatter's
+    ``(default: ...)``) written in, so that a plain formatter shows the same; None, '' and SUPPRESS as they are."""
+    if not action.help or action.help == argparse.SUPPRESS:
+        return action.help
+    return formatter._expand_help(action)
+
+
 def describe(parser: argparse.ArgumentParser) -> dict | None:
-    """What :func:`rebuild` needs of ``parser``; None when it has an action this module cannot rebuild. A type other
-    than int / float / str is read as text (its errors are left to the full parser), and so are the choices of such
-    a type unless all are text."""
+    """What :func:`rebuild` needs of ``parser``; None when it has something this module cannot rebuild (an action or
+    formatter of another kind, a fixed usage, argument groups: anything that makes the rebuilt help differ). A type
+    other than int / float / str is read as text (its errors are left to the full parser), and so are the choices of
+    such a type unless all are text (the help shows them as before)."""
+    if parser.formatter_class not in (argparse.HelpFormatter, argparse.ArgumentDefaultsHelpFormatter) or parser.usage:
+        return None
+    formatter = parser._get_formatter()
     actions = []
     for action in parser._actions:
         kind = _ACTIONS.get(type(action))
@@ -96,37 +120,39 @@ def describe(parser: argparse.ArgumentParser) -> dict | None:
             return None
         type_name = getattr(action.type, "__name__", None)
         choices = list(action.choices) if action.choices is not None else None
+        metavar = action.metavar
         if choices is not None and not all(isinstance(c, str) for c in choices):
             choices = None
+            if metavar is None:  # as argparse shows choices
+                metavar = "{" + ",".join(map(str, action.choices)) + "}"
         actions.append({"option_strings": list(action.option_strings), "dest": action.dest, "kind": kind,
                         "nargs": action.nargs, "const": _json_value(action.const),
                         "default": _json_value(action.default), "choices": choices, "required": action.required,
-                        "type": type_name if type_name in _TYPES else None, "metavar": action.metavar})
-    return {"prog": parser.prog, "usage": parser.format_usage(), "help": parser.format_help(), "actions": actions}
+                        "type": type_name if type_name in _TYPES else None, "metavar": metavar,
+                        "help": _help_text(formatter, action)})
+    # the program name argparse takes from sys.argv[0] is left to the process that shows it
+    prog = None if parser.prog == os.path.basename(sys.argv[0]) else parser.prog
+    description = {"prog": prog, "description": parser.description, "epilog": parser.epilog, "actions": actions}
+    # what the actions do not say (argument groups, exclusive flags) shows in the help: such a parser is not rebuilt
+    return description if rebuild(description).format_help() == parser.format_help() else None
 
 
 class CachedParser(argparse.ArgumentParser):
-    """An argparse parser rebuilt from a description: the same flags, and the usage and help text of the parser it
-    describes."""
-
-    def __init__(self, description: dict):
-        super().__init__(prog=description["prog"], add_help=False)
-        self._usage_text, self._help_text = description["usage"], description["help"]
-
-    def format_usage(self) -> str:
-        return self._usage_text
-
-    def format_help(self) -> str:
-        return self._help_text
+    """An argparse parser rebuilt from a description (:func:`rebuild`)."""
 
 
 def rebuild(description: dict) -> CachedParser:
-    parser = CachedParser(description)
+    """A parser with the flags of ``description``, which shows the help of the parser it describes."""
+    parser = CachedParser(prog=description["prog"], description=description["description"],
+                          epilog=description["epilog"], add_help=False)
     for item in description["actions"]:
-        kwargs = {"action": item["kind"], "dest": item["dest"], "default": item["default"]}
+        shown = item["help"]
+        if shown and shown != argparse.SUPPRESS:
+            shown = shown.replace("%", "%%")  # written in already: argparse must not expand it again
         if item["kind"] == "help":
-            parser.add_argument(*item["option_strings"], action="help")
+            parser.add_argument(*item["option_strings"], action="help", help=shown)
             continue
+        kwargs = {"action": item["kind"], "dest": item["dest"], "default": item["default"], "help": shown}
         if item["kind"] in ("store", "append", "extend"):
             kwargs.update(nargs=item["nargs"], choices=item["choices"], type=_TYPES.get(item["type"]),
                           metavar=item["metavar"])
@@ -142,38 +168,65 @@ def rebuild(description: dict) -> CachedParser:
     return parser
 
 
-def cached_parser(command: str) -> CachedParser | None:
-    """``command``'s parser rebuilt from its description, or None where there is none (yet) for this key."""
+def _read(path: Path, key: str) -> CachedParser | None:
     try:
-        return rebuild(json.loads(_path(command).read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: the slow path
+        found = json.loads(path.read_text(encoding="utf-8"))
+        return rebuild(found["description"]) if found.get("key") == key else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # none, damaged or of an older form
         return None
+
+
+def cached_parser(command: str) -> CachedParser | None:
+    """``command``'s parser rebuilt from a valid description (the package's, else the cache's), or None where there
+    is none (yet) for this key."""
+    key = parser_key(command)
+    return _read(shipped_path(command), key) or _read(_path(command, key), key)
+
+
+def _write(path: Path, record: dict) -> None:
+    """Atomically: several processes of one launch may write the same file at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False,
+                                     encoding="utf-8") as handle:
+        written = Path(handle.name)
+        try:
+            json.dump(record, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+        except BaseException:
+            handle.close()
+            written.unlink(missing_ok=True)
+            raise
+    os.chmod(written, 0o644)  # a temporary file is private; a description is not
+    os.replace(written, path)
 
 
 def remember_parser(command: str, parser: argparse.ArgumentParser) -> dict | None:
-    """Write ``parser``'s description for the next starts of ``command`` (atomically: several processes of one
-    launch may write it at once; a folder that cannot be written is left alone) and return it (None where
-    :func:`describe` cannot describe it)."""
+    """Write ``parser``'s description in the cache for the next starts of ``command`` (a folder that cannot be
+    written is left alone) and return it (None where :func:`describe` cannot describe it)."""
     description = describe(parser)
     if description is None:
         return None
-    path, written = _path(command), None
+    key = parser_key(command)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False,
-                                         encoding="utf-8") as handle:
-            written = Path(handle.name)
-            json.dump(description, handle)
-        os.replace(written, path)
-        _prune(path.parent, command)
+        _write(_path(command, key), {"key": key, "description": description})
+        _prune(_path(command, key).parent, command)
     except OSError:
-        if written is not None:
-            written.unlink(missing_ok=True)
+        pass
     return description
 
 
-#: descriptions kept per command (program names x terminal widths in use); each edit of hf_cse's source makes a new
-#: one, so the oldest go
+def ship_parser(command: str, parser: argparse.ArgumentParser) -> Path:
+    """Write ``parser``'s description into the package (``hf_cse/cli/parsers``), with what it was made from."""
+    description = describe(parser)
+    if description is None:
+        raise ValueError(f"the parser of {command} cannot be described (parser_cache.describe)")
+    parts = key_parts()
+    _write(shipped_path(command), {"key": parser_key(command, parts), "made_from": parts,
+                                   "description": description})
+    return shipped_path(command)
+
+
+#: descriptions kept per command in the cache (each edit of hf_cse's source makes a new one, so the oldest go)
 KEEP = 16
 
 

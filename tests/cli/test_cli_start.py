@@ -1,7 +1,8 @@
 """Commands answer at once what needs no model (issue 38): ``python -m hf_cse --help`` and ``config NAME`` never
-import torch; ``--help`` and the refusals of bad flags and paths do not either once the command's parser is cached
-(hf_cse.cli.parser_cache), which its first start writes. Checked on what a process has imported, not on a clock
-(the timings are benchmarks/bench_cli_start.py's). The cached parser must parse as the command's own does."""
+import torch; ``--help`` and the refusals of bad flags and paths do not either, from the parser description shipped
+in the package or, where that is not valid, the one a command's first start writes (hf_cse.cli.parser_cache).
+Checked on what a process has imported, not on a clock (the timings are benchmarks/bench_cli_start.py's). The
+rebuilt parser must parse and show its help as the command's own does."""
 
 from __future__ import annotations
 
@@ -19,9 +20,13 @@ from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cach
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformers", "transformers.modeling_utils", "sentence_transformers", "datasets", "accelerate")
-#: runs ``python -m hf_cse ARGS`` in this process, then prints which heavy modules it imported
+#: runs ``python -m hf_cse ARGS`` in this process, then prints which heavy modules it imported; with
+#: ``HIDE_SHIPPED`` set, as if the package shipped no valid parser description
 CHILD = f"""
-import json, runpy, sys
+import json, os, runpy, sys
+if os.environ.get("HIDE_SHIPPED"):
+    import hf_cse.cli.parser_cache as parser_cache
+    parser_cache.shipped_path = lambda command: parser_cache.Path(os.devnull, command)
 sys.argv = ["hf_cse", *sys.argv[1:]]
 try:
     runpy.run_module("hf_cse", run_name="__main__", alter_sys=True)
@@ -32,9 +37,9 @@ print(json.dumps({{"code": code, "imported": [m for m in {HEAVY!r} if m in sys.m
 """
 
 
-def python_m_hf_cse(args: list[str], cache: Path) -> tuple[int, list[str], str, str]:
+def python_m_hf_cse(args: list[str], cache: Path, hide_shipped: bool = False) -> tuple[int, list[str], str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_CSE_CACHE": str(cache), "COLUMNS": "100",
-           "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+           "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HIDE_SHIPPED": "1" if hide_shipped else ""}
     proc = subprocess.run([sys.executable, "-c", CHILD, *args], cwd=cache, env=env, capture_output=True, text=True)
     *shown, report = proc.stdout.splitlines()
     result = json.loads(report)
@@ -48,10 +53,14 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         assert code == 0 and imported == [], (args, imported, err)
     assert out.splitlines()[0].startswith("cpu_2proc")
 
-    code, imported, first_help, err = python_m_hf_cse(["train", "--help"], tmp_path)  # no cached parser yet
-    assert code == 0 and "torch" in imported and "--learning_rate" in first_help, err
+    code, imported, shipped_help, err = python_m_hf_cse(["train", "--help"], tmp_path)  # a fresh install's first
+    assert code == 0 and imported == [] and "--learning_rate" in shipped_help, (imported, err)  # start: shipped
+    assert not (tmp_path / "parsers").exists()
+
+    code, imported, first_help, err = python_m_hf_cse(["train", "--help"], tmp_path, hide_shipped=True)
+    assert code == 0 and "torch" in imported and first_help == shipped_help, err  # built, then written down
     assert list((tmp_path / "parsers").glob("train-*.json")), "the first start wrote no parser down"
-    code, imported, help_text, err = python_m_hf_cse(["train", "--help"], tmp_path)
+    code, imported, help_text, err = python_m_hf_cse(["train", "--help"], tmp_path, hide_shipped=True)
     assert code == 0 and imported == [] and help_text == first_help, (imported, err)
 
     refusals = {  # argv -> (exit code, what stderr says)
@@ -62,8 +71,9 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--model_name_or_path", "./missing"): (1, "--model_name_or_path ./missing: no such folder"),
         ("train", "--preset", "simcse_bert", "--learning_rate", "0"): (1, "--learning_rate 0.0 must be a finite"),
     }
+    (tmp_path / "empty").mkdir()  # a cache with no description: the shipped one answers
     for args, (want_code, message) in refusals.items():
-        code, imported, _, err = python_m_hf_cse(list(args), tmp_path)
+        code, imported, _, err = python_m_hf_cse(list(args), tmp_path / "empty")
         assert (code, imported) == (want_code, []) and message in err, (args, code, imported, err)
         assert "Traceback" not in err
 
@@ -119,13 +129,23 @@ def test_the_cached_train_parser_reads_what_the_command_reads(train_parsers, arg
         assert from_cache[1].keys() == own[1].keys()
 
 
-def test_a_parser_description_round_trips_and_its_key_follows_the_terminal_width(tmp_path, monkeypatch):
-    parser = argparse.ArgumentParser(prog="tool")
+@pytest.mark.parametrize("command", list(entry_points.MODULES))
+def test_a_rebuilt_parser_shows_the_commands_help_at_any_width(command, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["run_unsup.py"])  # the program name argparse shows, as the command's process
+    description = json.loads(json.dumps(parser_cache.describe(entry_points.build_parser(command))))
+    for width in ("60", "200"):
+        monkeypatch.setenv("COLUMNS", width)
+        own, rebuilt = entry_points.build_parser(command), parser_cache.rebuild(description)
+        assert rebuilt.format_help() == own.format_help()
+
+
+def test_a_parser_description_round_trips_and_is_found_by_its_key(tmp_path, monkeypatch):
+    parser = argparse.ArgumentParser(prog="tool", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("src")
-    parser.add_argument("--n", type=int, default=3)
-    parser.add_argument("--mode", choices=["a", "b"], default="a")
+    parser.add_argument("--n", type=int, default=3, help="how many (at most %(default)s)")
+    parser.add_argument("--mode", choices=["a", "b"], default="a", help="50%% of it")
     parser.add_argument("--items", nargs="+", default=[])
-    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="say less")
     monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))
     monkeypatch.setenv("COLUMNS", "100")
     assert parser_cache.cached_parser("tool") is None
@@ -133,14 +153,17 @@ def test_a_parser_description_round_trips_and_its_key_follows_the_terminal_width
     cached = parser_cache.cached_parser("tool")
     argv = ["in", "--n", "5", "--mode", "b", "--items", "x", "y", "--qu"]
     assert vars(cached.parse_args(argv)) == vars(parser.parse_args(argv))
-    assert cached.format_help() == parser.format_help()
-    monkeypatch.setenv("COLUMNS", "60")  # other line breaks in the help: another key
+    assert cached.format_help() == parser.format_help() and "how many (at most 3)\n" in cached.format_help()
+    monkeypatch.setenv("COLUMNS", "60")  # the same description, laid out for another width
+    assert parser_cache.cached_parser("tool").format_help() == parser.format_help()
+    parts = parser_cache.key_parts()
+    monkeypatch.setattr(parser_cache, "key_parts", lambda: {**parts, "hf_cse": "edited"})  # hf_cse changed since
     assert parser_cache.cached_parser("tool") is None
-    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setattr(parser_cache, "key_parts", lambda: parts)
     next((tmp_path / "parsers").glob("tool-*.json")).write_text("{not json")  # a damaged file: the slow path
     assert parser_cache.cached_parser("tool") is None
-    for width in range(parser_cache.KEEP + 2):  # one description per key; the oldest beyond KEEP go
-        monkeypatch.setenv("COLUMNS", str(40 + width))
+    for edit in range(parser_cache.KEEP + 2):  # one description per key; the oldest beyond KEEP go
+        monkeypatch.setattr(parser_cache, "key_parts", lambda edit=edit: {**parts, "hf_cse": str(edit)})
         parser_cache.remember_parser("tool", parser)
     assert len(list((tmp_path / "parsers").glob("tool-*.json"))) == parser_cache.KEEP
     assert parser_cache.cached_parser("tool") is not None  # the newest is kept

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from hf_cse.cli import commands, entry_points
+from hf_cse.cli import commands, entry_points, parser_cache
 
 
 def test_without_a_command_it_prints_the_commands_and_fails(capsys):
@@ -37,7 +37,8 @@ def test_each_command_runs_its_module_main_under_the_console_script_name(command
     calls = []
     parser = argparse.ArgumentParser()
     parser.add_argument("--flag")
-    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))  # no parser cached yet: this one is described and checked
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))  # no parser description yet: this one is described and checked
+    monkeypatch.setattr(parser_cache, "shipped_path", lambda name: tmp_path / "none" / name)
     monkeypatch.setattr(importlib.import_module(module), entry_points.PARSER_BUILDERS[command], lambda: parser)
     monkeypatch.setattr(importlib.import_module(module), "main",
                         lambda argv, prog: calls.append((argv, prog, sys.argv[0])) or 7)
