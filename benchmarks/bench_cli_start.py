@@ -11,7 +11,8 @@ checkout and before / after. The console scripts (``hf-cse-train`` ...) run as p
 each checkout's ``setup.cfg`` names for them, with ``sys.argv[0]`` set to the script's name.
 
 For each command the checkout measured ("after", default: this one) gets a cache folder of its own
-(``HF_CSE_CACHE``: the parsers ``hf_cse.cli.parser_cache`` writes down), empty at first: its first start is timed
+(``HF_CSE_CACHE``: the parsers ``hf_cse.cli.parser_cache`` writes down), empty at first: its first start, a fresh
+install's (answered from the parser descriptions shipped in ``hf_cse/cli/parsers`` where they are valid), is timed
 apart ("after, first start"), the median is over the later ones. Each command's exit code is checked to agree between
 the checkouts, and "same answer" says whether the output is the same text.
 """
@@ -67,6 +68,7 @@ def commands(checkout: Path, notes: Path) -> dict[str, list[str]]:
         "run_eval.py --model_name_or_path MISSING": [*evaluate, "--model_name_or_path", MISSING],
         "hf-cse-export MISSING out": [*console_script(checkout, "hf-cse-export"), MISSING, "out"],
         "run_unsup.py --output_dir (holds notes.txt)": [*train, "--output_dir", str(notes)],
+        "run_unsup.py --output_dir (a finished run)": [*train, "--output_dir", str(notes.parent / "finished_run")],
     }
 
 
@@ -94,6 +96,10 @@ def main() -> None:
         notes = tmp / "notes_folder"  # a folder holding a file no run writes: refused by both, but when?
         notes.mkdir()
         (notes / "notes.txt").write_text("mine\n")
+        finished = tmp / "finished_run"  # what a finished run leaves (its last file: training_info.json)
+        finished.mkdir()
+        for name in ("training_info.json", "config.json", "hf_cse_run.json"):
+            (finished / name).write_text("{}\n")
         caches = {"before": tmp / "cache-before"}  # main's code writes none
         labels = commands(after, notes)
         cmds = {"before": commands(before, notes), "after": labels}

@@ -16,12 +16,11 @@ import struct
 import zipfile
 from pathlib import Path
 
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from .run_files import CHECKPOINT_PREFIX, RUN_RECORD_FILE
 
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE_FILE = "trainer_state.json"
-RUN_RECORD_FILE = "hf_cse_run.json"  # the settings of the training run that owns a folder, written when it starts
 
 
 def training_run_files(folder: Path) -> list[str]:
@@ -30,7 +29,7 @@ def training_run_files(folder: Path) -> list[str]:
     if not Path(folder).is_dir():
         return []
     return sorted(p.name for p in Path(folder).iterdir()
-                  if p.name == RUN_RECORD_FILE or (p.name.startswith(f"{PREFIX_CHECKPOINT_DIR}-") and p.is_dir()))
+                  if p.name == RUN_RECORD_FILE or (p.name.startswith(f"{CHECKPOINT_PREFIX}-") and p.is_dir()))
 
 
 def safetensors_problem(path: Path) -> str | None:
@@ -76,14 +75,14 @@ def checkpoint_problem(folder: Path) -> str | None:
 
 
 def checkpoint_step(folder: Path) -> int:
-    suffix = folder.name[len(PREFIX_CHECKPOINT_DIR) + 1:]
+    suffix = folder.name[len(CHECKPOINT_PREFIX) + 1:]
     return int(suffix) if suffix.isdigit() else -1
 
 
 def last_complete_checkpoint(output_dir) -> str | None:
     """The checkpoint with the highest step that is complete; each incomplete one after it is skipped with one log
     line naming what is wrong."""
-    folders = [p for p in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*") if p.is_dir() and checkpoint_step(p) >= 0]
+    folders = [p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*") if p.is_dir() and checkpoint_step(p) >= 0]
     for folder in sorted(folders, key=checkpoint_step, reverse=True):
         problem = checkpoint_problem(folder)
         if problem is None:

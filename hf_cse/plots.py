@@ -15,7 +15,6 @@ import numpy as np
 
 from .evaluation.figures import pyplot, save_figure
 
-CURVES_FILE = "training_curves.png"
 COSINES = ("pos_cos", "neg_cos")
 GRADIENT_DIAGNOSTICS = {"gd_active": "GD share (gd_active)", "hardest_weight": "hardest-negative weight",
                         "ratio": "ratio R"}

@@ -258,7 +258,8 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         dev score before and after training and which model was saved."""
         from .export import export_after_training
         from .export.training_info import training_info_from_run
-        from .plots import CURVES_FILE, plot_training_curves
+        from .plots import plot_training_curves
+        from .run_files import CURVES_FILE
 
         output_dir = Path(self.args.output_dir)
         if logger.isEnabledFor(logging.DEBUG):  # --verbose: the progress bar's last line already shows them

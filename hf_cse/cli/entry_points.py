@@ -3,10 +3,12 @@ train|eval|export``, ``run_unsup.py`` and ``run_eval.py``.
 
 Importing a command's module (:mod:`.train`, :mod:`.evaluate`, :mod:`.export`) imports torch, transformers and the
 rest of the training stack: seconds. Here, before that, what needs only the command line is answered from the
-command's cached parser (:mod:`.parser_cache`): ``--help``; an empty path, an unknown flag, a value argparse refuses,
-an optimizer value the Trainer would misread; the paths that name nothing (``--train_file``, a model folder, the
-checkpoint to export). Then the module's ``main`` runs, which checks everything again. On a first start (no cached
-parser yet) the module is imported first, to build the parser and write it down, and the same checks follow.
+command's parser description (:mod:`.parser_cache`: shipped in the package, or written by an earlier start):
+``--help``; an empty path, an unknown flag, a value argparse refuses, an optimizer value the Trainer would misread;
+the paths that name nothing (``--train_file``, a model folder, the checkpoint to export); a training
+``--output_dir`` that holds a finished run or files no run writes. Then the module's ``main`` runs, which checks
+everything again. Where no description is valid (hf_cse or its requirements changed since it was written) the
+module is imported first, to build the parser and write it down, and the same checks follow.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from types import SimpleNamespace
 from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
 from ..files import check_train_file
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
+from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, rebuild, remember_parser, ship_parser
 from .preflight import check_optimizer_arguments
 from .presets import PRESETS
@@ -57,6 +60,11 @@ def _check_train(parser, argv: list[str]) -> None:
     read_otherwise = ("dataset_name", "pair_column", "streaming", "train_files")
     if args.get("train_file") and not any(args.get(name) for name in read_otherwise):
         check_train_file(args["train_file"])
+    # a finished run or other files in the output folder, unless the command starts over or names the checkpoint
+    # to resume (any value given: the cached parser reads a bool as text), or a --config file may say so
+    if args.get("output_dir") and not any(args.get(name) not in (None, False) for name in
+                                          ("overwrite_output_dir", "resume_from_checkpoint", "config")):
+        refuse_occupied_output_dir(args["output_dir"])
 
 
 def _check_eval(parser, argv: list[str]) -> None:

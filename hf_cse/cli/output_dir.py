@@ -28,13 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-
-from ..checkpoints import RUN_RECORD_FILE, checkpoint_problem, last_complete_checkpoint, training_run_files
+from ..checkpoints import checkpoint_problem, last_complete_checkpoint, training_run_files
 from ..checks import InputError, check_writable
-from ..evaluation.report import remove_report_files, report_files
-from ..export import TRAINING_INFO_FILE
-from ..models.lora import ADAPTER_FOLDER
 from ..output_folder import (
     TOKENIZER_FILES,
     OutputFolderError,
@@ -44,7 +39,7 @@ from ..output_folder import (
     remove_entries,
     same_or_inside,
 )
-from ..plots import CURVES_FILE
+from ..run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, CURVES_FILE, RUN_RECORD_FILE, TRAINING_INFO_FILE
 from ..writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -53,13 +48,13 @@ OVERWRITE_FLAG = "--overwrite_output_dir"
 # Everything hf-cse-train (the Trainer, the tokenizer, the export) writes into its output folder; a test checks a
 # finished run leaves nothing else. Only these are removed by --overwrite_output_dir.
 RUN_FILES = (
-    f"{PREFIX_CHECKPOINT_DIR}-*", "runs", RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
+    f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
     "sentence-transformers", ".sentence-transformers.*",  # the export and its temporary folders
     "config.json", "generation_config.json", "model*.safetensors*", "pytorch_model*.bin*", "training_args.bin",
     "trainer_state.json", "*_results.json", CURVES_FILE, ADAPTER_FOLDER, *TOKENIZER_FILES,
 )
 # What an interrupted run leaves before its model is saved (anything more means the run finished or is not ours).
-_INTERRUPTED_RUN_FILES = (f"{PREFIX_CHECKPOINT_DIR}-*", "runs", RUN_RECORD_FILE)
+_INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE)
 
 
 @dataclass
@@ -153,14 +148,7 @@ class TrainingRun(_CommandJob):
         taken for a finished one."""
         if self.resume_from_checkpoint:
             return self.resume_from_checkpoint
-        foreign = [n for n in left if n not in matching(left, _INTERRUPTED_RUN_FILES)]
-        other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
-        finished = (out / TRAINING_INFO_FILE).exists()  # a run writes it last: named first, whatever lies beside
-        if finished or other:
-            what = (f"a finished run{f' (and files no run writes: {listing(other)})' if other else ''}" if finished
-                    else f"files that are not checkpoints of a run ({listing(other)})")
-            raise OutputFolderError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
-                                    f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
+        foreign = refuse_finished_or_foreign(out, left)
         resume = last_complete_checkpoint(out)
         if foreign and resume is None:
             raise OutputFolderError(f"--output_dir {out} holds a run whose final save was cut short (no "
@@ -184,6 +172,31 @@ class TrainingRun(_CommandJob):
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
         return resume
+
+
+def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
+    """Of ``out``'s entries ``left``, those beyond an interrupted run's checkpoints (a run's files: its final save,
+    cut short); refused when they are a finished run's (its last file, ``training_info.json``, is there) or files
+    that no run writes. Needs no model and no torch: the command line checks it before either is loaded
+    (:func:`refuse_occupied_output_dir`), and the run again when it claims the folder."""
+    foreign = [n for n in left if n not in matching(left, _INTERRUPTED_RUN_FILES)]
+    other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
+    finished = (out / TRAINING_INFO_FILE).exists()  # a run writes it last: named first, whatever lies beside
+    if finished or other:
+        what = (f"a finished run{f' (and files no run writes: {listing(other)})' if other else ''}" if finished
+                else f"files that are not checkpoints of a run ({listing(other)})")
+        raise OutputFolderError(f"--output_dir {out} already holds {what}. Choose another --output_dir, or pass "
+                                f"{OVERWRITE_FLAG} to start over (removes the previous run's files, keeps others).")
+    return foreign
+
+
+def refuse_occupied_output_dir(output_dir: str) -> None:
+    """The refusal of a training command's ``--output_dir`` that holds a finished run or other files, for a command
+    that neither starts over nor names the checkpoint to resume (what :class:`TrainingRun` refuses first, before
+    the folder is locked)."""
+    out = Path(output_dir).expanduser()
+    if out.is_dir():
+        refuse_finished_or_foreign(out, [p.name for p in out.iterdir()])
 
 
 def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool = False, encoder: str | None = None,
@@ -223,12 +236,16 @@ class Evaluation(_CommandJob):
                                     f"another folder, e.g. {out.name}-eval beside it.")
 
     def left_behind(self, out: Path) -> list[str]:
+        from ..evaluation.report import report_files  # the evaluation stack: not for the training checks
+
         return [str(p.relative_to(out)) for p in report_files(out)]
 
     def own_files(self, out: Path, left: list[str]) -> list[str]:
         return left
 
     def remove(self, out: Path, names: list[str]) -> None:
+        from ..evaluation.report import remove_report_files
+
         remove_report_files(out)
 
     def interrupted(self, out: Path) -> bool:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..plots import CURVES_FILE
+from ..run_files import CURVES_FILE
 from ..writing import write_json_atomic
 from .errors import ExportError
 from .hub import push_export

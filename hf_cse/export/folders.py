@@ -22,7 +22,7 @@ from pathlib import Path
 from ..checkpoints import training_run_files
 from ..folder_lock import first_missing_folder, remove_made_folders
 from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir, matching
-from ..plots import CURVES_FILE
+from ..run_files import CURVES_FILE
 from .card import CARD_INPUTS_FILE
 from .modules import HF_CSE_CONFIG_FILE
 

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..run_files import TRAINING_INFO_FILE
 from ..writing import json_safe
-
-TRAINING_INFO_FILE = "training_info.json"  # written by run_unsup.py next to the checkpoint; read by the CLI
 
 
 def training_info_from_run(training_args=None, data: Mapping[str, Any] | None = None,

@@ -17,11 +17,12 @@ from transformers.utils import logging as hf_logging
 from ..encoders import takes_token_type_ids, without_pooler_kwargs
 from ..errors import CSEError
 from ..references import SIMCSE, Paper
+from ..run_files import ADAPTER_FOLDER
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
 from .heads import SmallInitLinear, build_projector
 from .loading import load_kwargs, make_bidirectional
-from .lora import ADAPTER_FOLDER, apply_lora, is_lora
+from .lora import apply_lora, is_lora
 from .mlm import build_mlm_head, load_mlm_head, masked_lm_loss
 from .modes import eval_mode
 from .padding_free import install_packed_attention, packed_forward, unsupported_reason

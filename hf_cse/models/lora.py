@@ -26,7 +26,6 @@ from torch import nn
 from ..errors import CSEError
 from ..seams import mark_initialized
 
-ADAPTER_FOLDER = "adapter"
 #: LoRA target modules per architecture: every linear layer of attention and feed-forward blocks (LLM2Vec uses all of
 #: them for Llama / Mistral); BERT's ``dense`` names the attention output, intermediate and output projections
 DEFAULT_TARGETS: dict[str, list[str]] = {

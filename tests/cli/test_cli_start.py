@@ -12,11 +12,13 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cache, train
+from hf_cse.output_folder import OutputFolderError
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformers", "transformers.modeling_utils", "sentence_transformers", "datasets", "accelerate")
@@ -63,6 +65,9 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
     code, imported, help_text, err = python_m_hf_cse(["train", "--help"], tmp_path, hide_shipped=True)
     assert code == 0 and imported == [] and help_text == first_help, (imported, err)
 
+    notes = tmp_path / "notes_folder"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine\n")
     refusals = {  # argv -> (exit code, what stderr says)
         ("train", "--train_file", str(tmp_path / "missing.txt")): (1, "missing.txt does not exist"),
         ("train", "--lerning_rate", "1e-5"): (1, "unknown flag --lerning_rate; did you mean --learning_rate?"),
@@ -70,6 +75,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--output_dir", ""): (1, "--output_dir is empty"),
         ("train", "--model_name_or_path", "./missing"): (1, "--model_name_or_path ./missing: no such folder"),
         ("train", "--preset", "simcse_bert", "--learning_rate", "0"): (1, "--learning_rate 0.0 must be a finite"),
+        ("train", "--output_dir", str(notes)): (1, "holds files that are not checkpoints of a run (notes.txt)"),
     }
     (tmp_path / "empty").mkdir()  # a cache with no description: the shipped one answers
     for args, (want_code, message) in refusals.items():
@@ -167,6 +173,26 @@ def test_a_parser_description_round_trips_and_is_found_by_its_key(tmp_path, monk
         parser_cache.remember_parser("tool", parser)
     assert len(list((tmp_path / "parsers").glob("tool-*.json"))) == parser_cache.KEEP
     assert parser_cache.cached_parser("tool") is not None  # the newest is kept
+
+
+def test_an_occupied_output_folder_is_refused_early_unless_the_command_may_use_it(train_parsers, tmp_path):
+    _, cached = train_parsers
+    finished = tmp_path / "finished"
+    finished.mkdir()
+    for name in ("training_info.json", "config.json", "model.safetensors"):
+        (finished / name).write_text("{}")
+    interrupted = tmp_path / "interrupted"
+    (interrupted / "checkpoint-5").mkdir(parents=True)
+    (interrupted / "hf_cse_run.json").write_text("{}")
+    check = partial(entry_points.check_command_line, "train", copy.deepcopy(cached))
+    with pytest.raises(OutputFolderError, match=r"already holds a finished run\. Choose another --output_dir, or "
+                                                r"pass --overwrite_output_dir to start over"):
+        check(["--output_dir", str(finished)])
+    for given in (["--overwrite_output_dir"], ["--overwrite_output_dir", "false"], ["--config", "run.json"],
+                  ["--resume_from_checkpoint", str(finished)]):  # the command decides, after reading them
+        check(["--output_dir", str(finished), *given])
+    check(["--output_dir", str(interrupted)])  # resumed (or refused for other settings) by the command
+    check(["--output_dir", str(tmp_path / "new")])
 
 
 def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):

@@ -20,7 +20,6 @@ from eval_helpers import write_toy_senteval
 from helpers import random_sentences, scored_pairs_file
 from transformers import AutoTokenizer
 
-from hf_cse.checkpoints import RUN_RECORD_FILE
 from hf_cse.cli import MAX_LINE, fit_line, run_cli
 from hf_cse.cli import evaluate as eval_cli
 from hf_cse.cli import export as hf_cse_export
@@ -28,6 +27,7 @@ from hf_cse.cli import train as train_cli
 from hf_cse.data import check_room_for_text
 from hf_cse.errors import CSEError
 from hf_cse.models import CSEPreTrainedModel, SimCSEModel
+from hf_cse.run_files import RUN_RECORD_FILE
 
 # ------------------------------------------------------------------------------------- evaluation and export, as typed
 REPO = Path(__file__).resolve().parents[2]

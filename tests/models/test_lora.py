@@ -16,7 +16,8 @@ from helpers import hang_timeout, random_sentences, tiny_args, tiny_train_datase
 from hf_cse.cli import train as train_cli
 from hf_cse.evaluation.encoder import SentenceEncoder
 from hf_cse.models import DiffCSEModel, ImSimCSEModel, SimCSEModel
-from hf_cse.models.lora import ADAPTER_FOLDER, DEFAULT_TARGETS
+from hf_cse.models.lora import DEFAULT_TARGETS
+from hf_cse.run_files import ADAPTER_FOLDER
 from hf_cse.trainer import ContrastiveTrainer
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft is not installed")

@@ -8,7 +8,8 @@ from helpers import random_sentences, scored_pairs_file, train_args
 from hf_cse.cli import train as train_cli
 from hf_cse.evaluation.figures import plot_task_comparison
 from hf_cse.evaluation.results import EvalResults
-from hf_cse.plots import CURVES_FILE, curve_panels, plot_training_curves
+from hf_cse.plots import curve_panels, plot_training_curves
+from hf_cse.run_files import CURVES_FILE
 
 
 def _png_shape(path):

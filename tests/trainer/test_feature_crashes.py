@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from test_crash_consistency import _run, _train
 
-from hf_cse.checkpoints import RUN_RECORD_FILE, checkpoint_problem
-from hf_cse.models.lora import ADAPTER_FOLDER
-from hf_cse.plots import CURVES_FILE
+from hf_cse.checkpoints import checkpoint_problem
+from hf_cse.run_files import ADAPTER_FOLDER, CURVES_FILE, RUN_RECORD_FILE
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,17 @@
+"""The names of what a training run writes into its output folder, in one module that imports nothing heavy: the
+checks of the command line that run before torch is imported (:mod:`hf_cse.cli.entry_points`) read them as the later
+ones do (:mod:`hf_cse.cli.output_dir`, :mod:`hf_cse.checkpoints`, the export and the trainer)."""
+
+from __future__ import annotations
+
+#: the Trainer's checkpoint folders are ``checkpoint-<step>`` (transformers' ``PREFIX_CHECKPOINT_DIR``; a test checks
+#: they agree)
+CHECKPOINT_PREFIX = "checkpoint"
+#: the settings of the training run that owns a folder, written when it starts
+RUN_RECORD_FILE = "hf_cse_run.json"
+#: the record of a finished run (data, arguments, final metrics), written last: its presence means the run finished
+TRAINING_INFO_FILE = "training_info.json"
+#: the logged curves, drawn at the end of a run
+CURVES_FILE = "training_curves.png"
+#: a LoRA run's adapter weights
+ADAPTER_FOLDER = "adapter"
