@@ -1,6 +1,7 @@
 """What the commands print: one line per stage by default, everything with ``--verbose``.
 
-:func:`setup_console` is called by ``hf-cse-train`` and ``hf-cse-eval`` once their flags are parsed. By default:
+:func:`setup_console` is called by ``hf-cse-train``, ``hf-cse-eval`` and ``hf-cse-export`` once their flags are parsed.
+By default:
 
 * hf_cse's own INFO lines (loggers ``hf_cse.*``, ``run_unsup``, ``run_eval``) on the main process only: the other
   processes of a distributed run check the same flags and data, so their lines would repeat the main one's (the

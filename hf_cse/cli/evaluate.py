@@ -49,7 +49,7 @@ from hf_cse.evaluation import (
 )
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.data import STS_TASKS, Mode, Source
-from hf_cse.evaluation.dimensions import check_dims_fit, evaluate_dimensions, parse_truncate_dims
+from hf_cse.evaluation.dimensions import KeepingEncoder, check_dims_fit, evaluate_dimensions, parse_truncate_dims
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.evaluation.mteb_tasks import (
     get_mteb_tasks,
@@ -305,6 +305,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
             width = None  # the embedding size (one sentence encoded), where the dimensions or MTEB's meta need it
             if args.truncate_dim_list or args.mteb_results_dir:
                 width = check_dims_fit(encoder, args.truncate_dim_list)
+            kept = {} if args.truncate_dim_list else None  # the full embeddings, cut for each dimension
             results, extras = evaluate(
                 encoder,
                 args.task_list,
@@ -314,6 +315,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
                 sts_aggregation=args.sts_aggregation,
                 mrpc_features=args.mrpc_features,
                 on_progress=save_partial,
+                embeddings=kept,
             ) if args.task_list else (EvalResults(model=name, settings=encoder.describe()), {})
             if eval_pairs is not None:
                 logger.info("%s: encoding %d pairs", args.eval_file or args.eval_dataset_name, len(eval_pairs))
@@ -323,12 +325,13 @@ def evaluate_models(argv: list[str] | None = None) -> int:
             folder = model_folder(out, index, name, several=combined) / "mteb"
             meta = {**args.mteb_meta(name), "embed_dim": width}
             if mteb_tasks:
-                results.add_mteb(*run_mteb_tasks(encoder, mteb_tasks, folder, args.mteb_results_dir, meta))
+                results.add_mteb(*run_mteb_tasks(encoder if kept is None else KeepingEncoder(encoder, kept),
+                                                 mteb_tasks, folder, args.mteb_results_dir, meta))
             if args.truncate_dim_list:
                 results.settings = {**(results.settings or {}), "embedding_dim": width}
                 results.dimensions = evaluate_dimensions(
                     encoder, args.truncate_dim_list, args.sts_tasks, mteb_tasks, folder, args.mteb_results_dir, meta,
-                    data_dir=args.senteval_data_dir, source=args.senteval_source, mode=args.mode,
+                    embeddings=kept, data_dir=args.senteval_data_dir, source=args.senteval_source, mode=args.mode,
                     sts_aggregation=args.sts_aggregation)
             all_results.append(results)
             all_extras.append(extras)

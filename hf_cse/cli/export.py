@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from pathlib import Path
 from typing import Any
+
+from transformers.hf_argparser import string_to_bool
 
 from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
@@ -19,6 +20,7 @@ from ..export.training_info import TRAINING_INFO_FILE, training_info_problem
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
+from .console import VERBOSE_HELP, setup_console
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--push_to_hub", metavar="REPO", help="push the export to this Hub repo (user/name)")
     p.add_argument("--private", action="store_true", help="create the Hub repo as private")
     p.add_argument("--token", help="Hub token (default: the stored login or HF_TOKEN)")
+    # as hf-cse-train's and hf-cse-eval's (a dataclass field there): --verbose, --verbose true or --verbose false
+    p.add_argument("--verbose", type=string_to_bool, nargs="?", const=True, default=False, help=VERBOSE_HELP)
     return p
 
 
@@ -73,7 +77,7 @@ def export_from_args(argv: list[str] | None = None) -> int:
     refuse_unknown_flags(parser, argv)
     args = parser.parse_args(argv)
     refuse_empty_paths(parser, argv)
-    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    setup_console(args.verbose)
     check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
     check_model_source(args.checkpoint, "CHECKPOINT")
     check_export_folder(Path(args.out_dir).expanduser(), args.overwrite)

@@ -67,6 +67,7 @@ from hf_cse.models.lora import describe_lora
 from hf_cse.models.padding_free import describe_padding_free
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
+from hf_cse.out_of_memory import out_of_memory_as_refusal
 from hf_cse.precision import describe, emulated
 from hf_cse.sampler import check_distinct_texts
 from hf_cse.streaming import check_streaming_arguments, load_training_text, tokenize_stream
@@ -279,7 +280,8 @@ def train_from_args(argv: list[str] | None = None) -> None:
     trainer = ContrastiveTrainer(model=model, args=training_args, train_dataset=train_dataset,
                                  processing_class=tokenizer, eval_pairs=eval_pairs,
                                  trust_remote_code=model_args.trust_remote_code)
-    trainer.train(resume_from_checkpoint=resume_from)
+    with out_of_memory_as_refusal(trainer, data.max_seq_length):  # one line naming the batch, length and fixes
+        trainer.train(resume_from_checkpoint=resume_from)
 
     # 6. Save the model, its tokenizer, the sentence-transformers export + card and training_info.json (pushed with
     #    --push_to_hub); the last line is the dev score before and after training.

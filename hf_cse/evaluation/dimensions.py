@@ -3,8 +3,10 @@
 MTEB tasks) of the run for each ``d``. A Matryoshka-trained model (``matryoshka_dims``) should lose little; a
 plain one shows what truncating it costs.
 
-The model encodes each sentence once for all dimensions (:class:`TruncatedEncoder` shares one cache of the full
-embeddings); cosine similarity normalises each cut vector itself, so a model's Normalize module needs no redo.
+The model encodes each sentence once, for the full size and every dimension: the full-size scoring keeps its
+embeddings (``evaluate(..., embeddings=cache)`` for the STS tasks, :class:`KeepingEncoder` for the MTEB tasks) and
+:class:`TruncatedEncoder` cuts them, sharing that one cache over the dimensions; cosine similarity normalises each
+cut vector itself, so a model's Normalize module needs no redo.
 ``results.json`` holds the scores under ``dimensions`` (:class:`hf_cse.evaluation.results.EvalResults`),
 results.md a table and ``score_by_dimension.png`` the curve.
 """
@@ -67,6 +69,23 @@ class TruncatedEncoder:
         return {**own, "truncate_dim": self.dim}
 
 
+class KeepingEncoder:
+    """``encoder`` as it is, which also keeps the embedding of each text it encodes in ``cache`` by its text (the
+    MTEB tasks' full-size run, whose sentences the dimensions then cut without encoding them again)."""
+
+    def __init__(self, encoder, cache: dict[str, np.ndarray]):
+        self.encoder, self.cache = encoder, cache
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.encoder, name)
+
+    def encode(self, sentences: Sequence[str], *args, **kwargs) -> np.ndarray:
+        sentences = list(sentences)
+        rows = self.encoder.encode(sentences, *args, **kwargs)
+        self.cache.update(zip(sentences, rows))
+        return rows
+
+
 def check_dims_fit(encoder, dims: Sequence[int]) -> int:
     """The encoder's embedding size (one short sentence encoded); dimensions beyond it fail before any task runs."""
     width = int(encoder.encode(["a"], show_progress_bar=False).shape[1])
@@ -79,15 +98,17 @@ def check_dims_fit(encoder, dims: Sequence[int]) -> int:
 
 def evaluate_dimensions(encoder, dims: Sequence[int], sts_tasks: Sequence[str], mteb_tasks: Sequence = (),
                         mteb_folder=None, mteb_results_dir=None, mteb_meta: dict | None = None,
-                        **sts_kwargs) -> dict[str, dict[str, Any]]:
+                        embeddings: dict[str, np.ndarray] | None = None, **sts_kwargs) -> dict[str, dict[str, Any]]:
     """``{str(d): {"sts": {task: score}, "avg": ..., "mteb": {task: score}}}`` for each ``d`` of ``dims``: the run's
     STS tasks (``sts_kwargs``: data_dir, source, mode, sts_aggregation of :func:`hf_cse.evaluation.evaluate`) and
     MTEB tasks (their result files in ``mteb_folder/dim_<d>/``; with ``mteb_results_dir``, also saved by mteb as
-    the experiment ``truncate_dim=d`` of the model ``mteb_meta`` names) on the cut embeddings."""
+    the experiment ``truncate_dim=d`` of the model ``mteb_meta`` names) on the cut embeddings. ``embeddings``: the
+    full embeddings by text that the full-size scoring kept (see the module doc); the sentences missing there are
+    encoded, once, and added to it."""
     from .mteb_tasks import run_mteb_tasks
     from .runner import evaluate
 
-    cache: dict[str, np.ndarray] = {}
+    cache = {} if embeddings is None else embeddings
     out: dict[str, dict[str, Any]] = {}
     for d in dims:
         logger.info("dimensions: scoring the first %d coordinates (the embeddings are encoded once)", d)

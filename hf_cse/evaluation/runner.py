@@ -86,11 +86,12 @@ def load_task_data(tasks: str | Sequence[str], data_dir=None, source: Source = "
 
 
 class _MemoEncode:
-    """Remembers embeddings by text within one run (STS-B is used by STS, geometry and retrieval)."""
+    """Remembers embeddings by text within one run (STS-B is used by STS, geometry and retrieval), in ``cache`` when
+    one is given."""
 
-    def __init__(self, encode):
+    def __init__(self, encode, cache: dict[str, np.ndarray] | None = None):
         self.encode_fn = encode
-        self.cache: dict[str, np.ndarray] = {}
+        self.cache: dict[str, np.ndarray] = {} if cache is None else cache
 
     def encode(self, sentences):
         sentences = list(sentences)
@@ -112,6 +113,7 @@ def evaluate(
     sts_aggregation: Aggregation = "all",
     mrpc_features: MrpcFeatures = "senteval",
     on_progress: Callable[[EvalResults], None] | None = None,
+    embeddings: dict[str, np.ndarray] | None = None,
 ) -> tuple[EvalResults, dict]:
     """Run ``tasks`` on ``encoder`` (a ``SentenceEncoder``).
 
@@ -122,6 +124,10 @@ def evaluate(
     ``on_progress(partial)`` is called after the STS tasks (scored together), after geometry / retrieval and
     after each transfer task, with the results so far and ``unfinished_tasks`` listing the rest (run_eval.py
     saves it, so an interruption keeps every finished task).
+
+    ``embeddings``: a dict that keeps the embedding of each sentence of the STS tasks (and of STS-B for geometry
+    and retrieval) by its text, e.g. for :func:`hf_cse.evaluation.dimensions.evaluate_dimensions` to cut them
+    instead of encoding them again; the transfer tasks' sentences are not kept.
     """
     if mode not in MODES:
         raise CSEError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODES)}.")
@@ -134,7 +140,7 @@ def evaluate(
     details: dict = {}
     timing: dict = {}
     extras: dict = {}
-    memo = _MemoEncode(encoder.encode)
+    memo = _MemoEncode(encoder.encode, embeddings)
     settings = {
         **describe,
         "tasks": names,

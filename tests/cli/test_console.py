@@ -104,6 +104,45 @@ def test_logged_evaluation_is_the_last_one_at_that_step():
     assert logged_evaluation(history, 4) is None
 
 
+def test_export_takes_verbose_as_the_other_commands_do():
+    from hf_cse.cli import export as export_cli
+
+    def verbose_of(parser):
+        return next(a for a in parser._actions if a.dest == "verbose")
+
+    ours, theirs = verbose_of(export_cli.build_parser()), verbose_of(eval_cli.argument_parser())
+    assert ours.help == theirs.help and ours.option_strings == ["--verbose"]
+    for argv, want in (([], False), (["--verbose"], True), (["--verbose", "false"], False),
+                       (["--verbose", "true"], True)):
+        assert vars(export_cli.build_parser().parse_args(["ckpt", "out", *argv]))["verbose"] is want, argv
+        assert vars(eval_cli.argument_parser().parse_args(argv))["verbose"] is want, argv
+
+
+@pytest.mark.slow
+def test_an_export_prints_one_line_per_stage_and_verbose_prints_the_rest(tiny_bert_dir, tmp_path, capsys, caplog,
+                                                                        restored_console):
+    from transformers import AutoTokenizer
+
+    from hf_cse.cli import export as export_cli
+    from hf_cse.models import SimCSEModel
+
+    checkpoint = tmp_path / "run"
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(checkpoint)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(checkpoint)
+    printed = {}
+    for name, extra in (("quiet", []), ("verbose", ["--verbose"])):
+        capsys.readouterr()
+        caplog.clear()
+        assert export_cli.main([str(checkpoint), str(tmp_path / name), *extra]) == 0
+        captured = capsys.readouterr()
+        printed[name] = captured.out + captured.err + "\n".join(r.getMessage() for r in caplog.records)
+        assert f"sentence-transformers model written to {tmp_path / name}" in printed[name]
+        assert "exported simcse model to" in printed[name]  # hf_cse's own line, in both
+    # sentence-transformers' INFO lines and transformers' bars of the short steps: only with --verbose
+    for back in ("Saving model to", "Loading SentenceTransformer model", "Loading weights", "Writing model shards"):
+        assert back not in printed["quiet"] and back in printed["verbose"], (back, printed)
+
+
 # ------------------------------------------------------------------------------------------------ output folders
 def _finished_run(folder: Path) -> Path:
     folder.mkdir(parents=True)

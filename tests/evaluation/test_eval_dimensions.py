@@ -101,3 +101,83 @@ def test_dimensions_beyond_the_embedding_and_nothing_to_score_are_one_line(tiny_
     assert eval_cli.main(["--tasks", "MR", "--senteval_data_dir", str(data), "--truncate_dims", "8",
                           "--output_dir", str(tmp_path / "b")]) == 1
     assert "names none" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ one encoding for the full size and the cuts
+def _expected_spearman(vectors, pairs_by_subset, dim: int | None = None) -> float:
+    """Spearman x 100 of the cosine of every pair against its gold score, the cut vectors normalised by the cosine
+    itself (scipy and numpy only; not hf_cse's scorer)."""
+    from scipy.stats import spearmanr
+
+    cosines, gold = [], []
+    for pairs in pairs_by_subset.values():
+        for a, b in zip(pairs.sentences1, pairs.sentences2):
+            u, v = (np.asarray(vectors[s], np.float64)[:dim] for s in (a, b))
+            cosines.append(u @ v / (np.linalg.norm(u) * np.linalg.norm(v)))
+        gold += list(pairs.scores)
+    return float(spearmanr(cosines, gold)[0] * 100)
+
+
+def test_the_full_size_and_every_dimension_encode_each_sentence_once(tmp_path):
+    from hf_cse.evaluation import evaluate
+    from hf_cse.evaluation.data import load_sts
+
+    data = write_toy_senteval(tmp_path / "senteval")
+    tasks = ["STSBenchmark", "SICKRelatedness"]
+    fake, kept = FakeEncoder(dim=8), {}
+    full, _ = evaluate(fake, tasks, data_dir=str(data), embeddings=kept)
+    by_dim = evaluate_dimensions(fake, [6, 3], tasks, data_dir=str(data), embeddings=kept)
+    texts = [t for call in fake.calls for t in call]
+    assert len(fake.calls) == 1 and len(texts) == len(set(texts))  # the full-size call alone; the cuts reuse it
+    reference = FakeEncoder(dim=8)
+    for task in tasks:
+        pairs = load_sts(task, str(data), "test")
+        vectors = {s: reference.vector(s) for p in pairs.values() for s in p.sentences1 + p.sentences2}
+        assert full.sts[task] == pytest.approx(_expected_spearman(vectors, pairs), abs=1e-9)
+        for d in (6, 3):
+            assert by_dim[str(d)]["sts"][task] == pytest.approx(_expected_spearman(vectors, pairs, d), abs=1e-9)
+
+
+@pytest.mark.slow
+def test_run_eval_encodes_the_sentences_once_for_every_dimension(tiny_bert_dir, tmp_path, monkeypatch):
+    """run_eval.py --truncate_dims on a tiny BERT: each sentence of the STS and MTEB tasks goes through the encoder
+    once, and the scores are those of its embeddings, full and cut (computed here with scipy)."""
+    pytest.importorskip("mteb")
+    from hf_cse.evaluation.custom_dev import read_pair_file
+    from hf_cse.evaluation.data import load_sts
+    from hf_cse.evaluation.encoder import SentenceEncoder
+    from hf_cse.evaluation.mteb_tasks import LocalSTSTask
+
+    data = write_toy_senteval(tmp_path / "senteval")
+    pairs_file = scored_pairs_file(tmp_path / "pairs.tsv", 15, 4, seed=7)
+    monkeypatch.setattr(eval_cli, "get_mteb_tasks", lambda names: [LocalSTSTask.from_file(pairs_file, name=n)
+                                                                   for n in names])
+    encode, encoded = SentenceEncoder.encode, []
+
+    def counted(self, sentences, *args, **kwargs):
+        encoded.extend(sentences)
+        return encode(self, sentences, *args, **kwargs)
+
+    monkeypatch.setattr(SentenceEncoder, "encode", counted)
+    out = tmp_path / "ev"
+    assert eval_cli.main(["--model_name_or_path", str(tiny_bert_dir), "--tasks",
+                          "STSBenchmark,SICKRelatedness,mteb:MyPairs", "--senteval_data_dir", str(data),
+                          "--truncate_dims", "16,8", "--output_dir", str(out), "--disable_tqdm", "true",
+                          "--device", "cpu", "--precision", "fp32"]) == 0  # bf16's rounding depends on the batch
+    sets = {task: load_sts(task, str(data), "test") for task in ("STSBenchmark", "SICKRelatedness")}
+    sets["MyPairs"] = {"test": read_pair_file(pairs_file, "sentence1", "sentence2", "score")}
+    sentences = {s for pairs in sets.values() for p in pairs.values() for s in p.sentences1 + p.sentences2}
+    assert encoded[0] == "a" and len(encoded) - 1 == len(sentences)  # the width probe, then each sentence once
+    assert set(encoded[1:]) == sentences
+
+    monkeypatch.setattr(SentenceEncoder, "encode", encode)
+    model = SentenceEncoder.from_pretrained(str(tiny_bert_dir), device="cpu", show_progress_bar=False,
+                                            precision="fp32")
+    vectors = dict(zip(sorted(sentences), model.encode(sorted(sentences))))
+    result = json.loads((out / "results.json").read_text())
+    for task, pairs in sets.items():
+        full = result["mteb"][task] if task == "MyPairs" else result[task]
+        assert full == pytest.approx(_expected_spearman(vectors, pairs), abs=1e-6), task
+        for d in ("16", "8"):
+            cut = result["dimensions"][d]["mteb" if task == "MyPairs" else "sts"][task]
+            assert cut == pytest.approx(_expected_spearman(vectors, pairs, int(d)), abs=1e-6), (task, d)
