@@ -10,10 +10,10 @@ interleaved run by run so that a load change hits both; the table shows the medi
 checkout and before / after. The console scripts (``hf-cse-train`` ...) run as pip's wrappers do: the function
 each checkout's ``setup.cfg`` names for them, with ``sys.argv[0]`` set to the script's name.
 
-For each command the checkout measured ("after", default: this one) gets a cache folder of its own
-(``HF_CSE_CACHE``: the parsers ``hf_cse.cli.parser_cache`` writes down), empty at first: its first start, a fresh
-install's (answered from the parser descriptions shipped in ``hf_cse/cli/parsers`` where they are valid), is timed
-apart ("after, first start"), the median is over the later ones. Each command's exit code is checked to agree between
+For each command each checkout gets a cache folder of its own (``HF_CSE_CACHE``: the parsers
+``hf_cse.cli.parser_cache`` writes down), empty at first: its first start, a fresh install's (answered from the parser
+descriptions shipped in ``hf_cse/cli/parsers`` where the checkout has valid ones), is timed apart ("first start"),
+the median is over the later ones ("later"). Each command's exit code is checked to agree between
 the checkouts, and "same answer" says whether the output is the same text.
 """
 
@@ -100,41 +100,45 @@ def main() -> None:
         finished.mkdir()
         for name in ("training_info.json", "config.json", "hf_cse_run.json"):
             (finished / name).write_text("{}\n")
-        caches = {"before": tmp / "cache-before"}  # main's code writes none
         labels = commands(after, notes)
         cmds = {"before": commands(before, notes), "after": labels}
+        checkouts = {"before": before, "after": after}
         rows, record = [], {}
         for label in labels:
             if args.only and args.only not in label:
                 continue
-            caches["after"] = tmp / f"cache-after-{len(rows)}"  # empty: the first start of this command
-            first, first_rc, first_out = run(cmds["after"][label], after, caches["after"], tmp)
-            times, codes, outputs = {"before": [], "after": []}, set(), {}
+            # each checkout's cache empty for this command: its first start, as after an install
+            caches = {name: tmp / f"cache-{name}-{len(rows)}" for name in checkouts}
+            firsts = {name: run(cmds[name][label], checkouts[name], caches[name], tmp) for name in checkouts}
+            times, codes = {"before": [], "after": []}, {(name, rc) for name, (_, rc, _) in firsts.items()}
+            outputs = {name: {out} for name, (_, _, out) in firsts.items()}
             for r in range(args.runs):
                 for name in ("before", "after") if r % 2 == 0 else ("after", "before"):
-                    seconds, rc, out = run(cmds[name][label], {"before": before, "after": after}[name],
-                                           caches[name], tmp)
+                    seconds, rc, out = run(cmds[name][label], checkouts[name], caches[name], tmp)
                     times[name].append(seconds)
                     codes.add((name, rc))
-                    outputs[name] = out
+                    outputs[name].add(out)
             rc_before = {rc for name, rc in codes if name == "before"}
-            rc_after = {rc for name, rc in codes if name == "after"} | {first_rc}
+            rc_after = {rc for name, rc in codes if name == "after"}
             b, a = statistics.median(times["before"]), statistics.median(times["after"])
-            same = outputs["before"] == outputs["after"] == first_out
-            rows.append([label, f"{b:.2f}", f"{first:.2f}", f"{a:.2f}", f"{b / a:.1f}x",
+            fb, fa = firsts["before"][0], firsts["after"][0]
+            same = len(outputs["before"] | outputs["after"]) == 1
+            rows.append([label, f"{fb:.2f}", f"{fa:.2f}", f"{fb / fa:.1f}x", f"{b:.2f}", f"{a:.2f}", f"{b / a:.1f}x",
                          ",".join(map(str, sorted(rc_before | rc_after))), "yes" if same else "no"])
-            record[label] = {"before_s": times["before"], "after_first_start_s": first, "after_s": times["after"],
-                             "exit_codes": sorted(rc_before | rc_after), "same_answer": same}
+            record[label] = {"before_first_start_s": fb, "after_first_start_s": fa, "before_s": times["before"],
+                             "after_s": times["after"], "exit_codes": sorted(rc_before | rc_after),
+                             "same_answer": same}
             if rc_before != rc_after:
                 print(f"!! {label}: exit code {sorted(rc_before)} before, {sorted(rc_after)} after", flush=True)
             print(" | ".join(rows[-1]), flush=True)
-    headers = ["command", "before s", "after, first start s", "after s", "before / after", "exit", "same answer"]
+    headers = ["command", "before, first start s", "after, first start s", "first start before / after",
+               "before, later s", "after, later s", "later before / after", "exit", "same answer"]
     print()
     print("| " + " | ".join(headers) + " |")
     print("|" + " --- |" * len(headers))
     for row in rows:
         print("| " + " | ".join(f"`{c}`" if i == 0 else c for i, c in enumerate(row)) + " |")
-    print(f"\nmedian of {args.runs} runs per checkout; before = {before}, after = {after}; "
+    print(f"\nlater = median of {args.runs} runs per checkout; before = {before}, after = {after}; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()[0]:.1f}")
     if args.json:
         args.json.write_text(json.dumps({"runs": args.runs, "before": str(before), "after": str(after),

@@ -71,6 +71,10 @@ def test_wheel_holds_the_command_line_and_the_accelerate_configs(installed):
 
 
 def test_a_fresh_install_answers_help_from_its_shipped_parser_descriptions(installed, tmp_path):
+    from hf_cse.cli import parser_cache
+
+    if parser_cache.shipped_parser("train") is None:
+        pytest.skip("the shipped parser descriptions were made with another Python, transformers or torch")
     _, python, elsewhere, env = installed
     env = {**env, "HF_CSE_CACHE": str(tmp_path / "empty_cache"), "COLUMNS": "100"}
     probe = ("import runpy, sys; sys.argv = ['hf_cse', 'train', '--help']\n"

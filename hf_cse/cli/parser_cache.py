@@ -176,6 +176,11 @@ def _read(path: Path, key: str) -> CachedParser | None:
         return None
 
 
+def shipped_parser(command: str) -> CachedParser | None:
+    """``command``'s parser rebuilt from the package's description, or None where it is not valid here."""
+    return _read(shipped_path(command), parser_key(command))
+
+
 def cached_parser(command: str) -> CachedParser | None:
     """``command``'s parser rebuilt from a valid description (the package's, else the cache's), or None where there
     is none (yet) for this key."""

@@ -55,12 +55,15 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         assert code == 0 and imported == [], (args, imported, err)
     assert out.splitlines()[0].startswith("cpu_2proc")
 
-    code, imported, shipped_help, err = python_m_hf_cse(["train", "--help"], tmp_path)  # a fresh install's first
-    assert code == 0 and imported == [] and "--learning_rate" in shipped_help, (imported, err)  # start: shipped
-    assert not (tmp_path / "parsers").exists()
+    shipped = parser_cache.shipped_parser("train") is not None  # False where Python, transformers or torch differ
+    if shipped:  # a fresh install's first start: from the description shipped in the package
+        code, imported, shipped_help, err = python_m_hf_cse(["train", "--help"], tmp_path)
+        assert code == 0 and imported == [] and "--learning_rate" in shipped_help, (imported, err)
+        assert not (tmp_path / "parsers").exists()
 
     code, imported, first_help, err = python_m_hf_cse(["train", "--help"], tmp_path, hide_shipped=True)
-    assert code == 0 and "torch" in imported and first_help == shipped_help, err  # built, then written down
+    assert code == 0 and "torch" in imported and "--learning_rate" in first_help, err  # built, then written down
+    assert not shipped or first_help == shipped_help
     assert list((tmp_path / "parsers").glob("train-*.json")), "the first start wrote no parser down"
     code, imported, help_text, err = python_m_hf_cse(["train", "--help"], tmp_path, hide_shipped=True)
     assert code == 0 and imported == [] and help_text == first_help, (imported, err)
@@ -77,9 +80,9 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--preset", "simcse_bert", "--learning_rate", "0"): (1, "--learning_rate 0.0 must be a finite"),
         ("train", "--output_dir", str(notes)): (1, "holds files that are not checkpoints of a run (notes.txt)"),
     }
-    (tmp_path / "empty").mkdir()  # a cache with no description: the shipped one answers
+    (tmp_path / "empty").mkdir()  # a cache with no description: the shipped one answers (else the one written above)
     for args, (want_code, message) in refusals.items():
-        code, imported, _, err = python_m_hf_cse(list(args), tmp_path / "empty")
+        code, imported, _, err = python_m_hf_cse(list(args), tmp_path / "empty" if shipped else tmp_path)
         assert (code, imported) == (want_code, []) and message in err, (args, code, imported, err)
         assert "Traceback" not in err
 

@@ -27,4 +27,4 @@ def test_the_shipped_description_is_the_commands_own(command):
     assert shipped["key"] == parser_cache.parser_key(command)
     own = json.loads(json.dumps(parser_cache.describe(entry_points.build_parser(command))))
     assert shipped["description"] == own, REWRITE
-    assert parser_cache.cached_parser(command) is not None
+    assert parser_cache.shipped_parser(command) is not None
