@@ -4,8 +4,8 @@ train|eval|export``, ``run_unsup.py`` and ``run_eval.py``.
 Importing a command's module (:mod:`.train`, :mod:`.evaluate`, :mod:`.export`) imports torch, transformers and the
 rest of the training stack: seconds. Here, before that, what needs only the command line is answered from the
 command's parser description (:mod:`.parser_cache`: shipped in the package, or written by an earlier start):
-``--help``; an empty path, an unknown flag, a value argparse refuses, an optimizer value the Trainer would misread;
-the paths that name nothing (``--train_file``, a model folder, the checkpoint to export); a training
+``--help``; an empty path, an unknown flag, a value argparse refuses, a count or optimizer value the Trainer would
+misread; the paths that name nothing (``--train_file``, a model folder, the checkpoint to export); a training
 ``--output_dir`` that holds a finished run or files no run writes. Then the module's ``main`` runs, which checks
 everything again. Where no description is valid (hf_cse or its requirements changed since it was written) the
 module is imported first, to build the parser and write it down, and the same checks follow.
@@ -24,7 +24,7 @@ from ..files import check_train_file
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, rebuild, remember_parser, ship_parser
-from .preflight import check_optimizer_arguments
+from .preflight import check_optimizer_arguments, check_training_counts
 from .presets import PRESETS
 
 #: command -> the module whose ``main(argv, prog)`` runs it
@@ -33,6 +33,9 @@ MODULES = {"train": "hf_cse.cli.train", "eval": "hf_cse.cli.evaluate", "export":
 PARSER_BUILDERS = {"train": "argument_parser", "eval": "argument_parser", "export": "build_parser"}
 
 
+#: the counts :func:`~.preflight.check_training_counts` reads
+COUNT_VALUES = ("gradient_accumulation_steps", "max_seq_length", "per_device_train_batch_size", "max_steps",
+                "num_train_epochs")
 #: the optimizer's values :func:`~.preflight.check_optimizer_arguments` reads
 OPTIMIZER_VALUES = ("learning_rate", "warmup_steps", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
                     "max_grad_norm")
@@ -49,11 +52,21 @@ def _train_values(parser, argv: list[str]) -> dict:
     return args
 
 
+def _numbers(args: dict, names) -> SimpleNamespace | None:
+    """``args``' values of ``names``, where all are numbers (else one is read otherwise: the command checks them)."""
+    values = {name: args.get(name) for name in names}
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values.values())
+    return SimpleNamespace(**values) if numbers else None
+
+
 def _check_train(parser, argv: list[str]) -> None:
     args = _train_values(parser, argv)
-    optimizer = {name: args.get(name) for name in OPTIMIZER_VALUES}
-    if all(isinstance(value, int | float) for value in optimizer.values()):  # else read otherwise: the command's
-        check_optimizer_arguments(SimpleNamespace(**optimizer))
+    counts = None if args.get("config") else _numbers(args, COUNT_VALUES)  # a --config file may set them
+    if counts is not None:
+        check_training_counts(counts, counts.max_seq_length, world_size=None)
+    optimizer = _numbers(args, OPTIMIZER_VALUES)
+    if optimizer is not None:
+        check_optimizer_arguments(optimizer)
     if args.get("model_name_or_path"):
         check_model_source(args["model_name_or_path"], "--model_name_or_path")
     # the file read as plain sentences; pair data, streams and Hub data sets are read (and checked) otherwise

@@ -23,24 +23,8 @@ def _value(option) -> str:
 
 def check_training_arguments(training_args, max_seq_length: int) -> None:
     """Values the Trainer would accept and then fail on, or silently misread."""
-    from ..training_args import global_batch_size  # (transformers: imported here, see the module doc)
-
     check_requested_processes_started()
-    if training_args.gradient_accumulation_steps < 1:
-        raise InputError(f"--gradient_accumulation_steps must be at least 1, got "
-                         f"{training_args.gradient_accumulation_steps}.")
-    if max_seq_length < 2:
-        raise InputError(f"--max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 "
-                         f"positions; 0 and 1 would turn truncation off), got {max_seq_length}. The papers use 32.")
-    if global_batch_size(training_args.per_device_train_batch_size, training_args.world_size) < 2:
-        raise InputError("a contrastive batch needs at least 2 sentences (the others in the batch are the "
-                         "negatives); raise --per_device_train_batch_size.")
-    if training_args.max_steps == 0:
-        raise InputError("--max_steps 0 trains nothing (the Trainer would silently train --num_train_epochs "
-                         "instead); give a positive --max_steps, or leave it out to train by epochs.")
-    if training_args.max_steps < 0 and training_args.num_train_epochs <= 0:
-        raise InputError(f"--num_train_epochs {training_args.num_train_epochs} trains nothing, and the export would "
-                         "describe an untrained encoder as trained; give a positive --num_train_epochs or --max_steps.")
+    check_training_counts(training_args, max_seq_length, training_args.world_size)
     check_optimizer_arguments(training_args)
     check_report_to(training_args.report_to)
     from ..distributed import check_not_data_parallel, check_sharding_device
@@ -68,6 +52,33 @@ def check_report_to(report_to: list[str] | None) -> None:
 
 def _flag(name: str, value, rule: str, why: str) -> InputError:
     return InputError(f"--{name} {value} {rule}; {why}")
+
+
+def check_training_counts(training_args, max_seq_length: int, world_size: int | None) -> None:
+    """The batch, step and length counts the Trainer would accept and then fail on, or silently misread.
+    ``world_size`` None: the processes are not known yet (the command line's earliest checks), so only a batch that
+    is empty on every process is refused; the command checks again with them."""
+    if training_args.gradient_accumulation_steps < 1:
+        raise InputError(f"--gradient_accumulation_steps must be at least 1, got "
+                         f"{training_args.gradient_accumulation_steps}.")
+    if max_seq_length < 2:
+        raise InputError(f"--max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 "
+                         f"positions; 0 and 1 would turn truncation off), got {max_seq_length}. The papers use 32.")
+    if world_size is None:
+        too_small = training_args.per_device_train_batch_size < 1
+    else:
+        from ..training_args import global_batch_size  # (transformers: imported here, see the module doc)
+
+        too_small = global_batch_size(training_args.per_device_train_batch_size, world_size) < 2
+    if too_small:
+        raise InputError("a contrastive batch needs at least 2 sentences (the others in the batch are the "
+                         "negatives); raise --per_device_train_batch_size.")
+    if training_args.max_steps == 0:
+        raise InputError("--max_steps 0 trains nothing (the Trainer would silently train --num_train_epochs "
+                         "instead); give a positive --max_steps, or leave it out to train by epochs.")
+    if training_args.max_steps < 0 and training_args.num_train_epochs <= 0:
+        raise InputError(f"--num_train_epochs {training_args.num_train_epochs} trains nothing, and the export would "
+                         "describe an untrained encoder as trained; give a positive --num_train_epochs or --max_steps.")
 
 
 def check_optimizer_arguments(training_args) -> None:

@@ -79,6 +79,8 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--model_name_or_path", "./missing"): (1, "--model_name_or_path ./missing: no such folder"),
         ("train", "--preset", "simcse_bert", "--learning_rate", "0"): (1, "--learning_rate 0.0 must be a finite"),
         ("train", "--output_dir", str(notes)): (1, "holds files that are not checkpoints of a run (notes.txt)"),
+        ("train", "--per_device_train_batch_size", "0"): (1, "a contrastive batch needs at least 2 sentences"),
+        ("train", "--max_steps", "0"): (1, "--max_steps 0 trains nothing"),
     }
     (tmp_path / "empty").mkdir()  # a cache with no description: the shipped one answers (else the one written above)
     for args, (want_code, message) in refusals.items():
@@ -196,6 +198,15 @@ def test_an_occupied_output_folder_is_refused_early_unless_the_command_may_use_i
         check(["--output_dir", str(finished), *given])
     check(["--output_dir", str(interrupted)])  # resumed (or refused for other settings) by the command
     check(["--output_dir", str(tmp_path / "new")])
+
+
+def test_the_early_count_checks_leave_to_the_command_what_needs_the_processes_or_a_config(train_parsers, tmp_path):
+    _, cached = train_parsers
+    check = partial(entry_points.check_command_line, "train", copy.deepcopy(cached))
+    with pytest.raises(ValueError, match="--gradient_accumulation_steps must be at least 1, got 0"):
+        check(["--gradient_accumulation_steps", "0"])
+    check(["--per_device_train_batch_size", "1"])  # enough with a second process: the command knows how many
+    check(["--num_train_epochs", "0", "--config", str(tmp_path / "run.json")])  # the file may give --max_steps
 
 
 def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):
