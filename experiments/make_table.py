@@ -50,10 +50,13 @@ def average(cell: dict, tasks: list[str]) -> float | None:
 
 
 def trained_where(cell: dict) -> str:
-    """Where and in what precision a cell ran, from its record (the untrained rows: where they were scored)."""
-    device = cell.get("device")
+    """Where and in what precision a cell ran, from its record (the untrained rows: where they were scored), else
+    from its regime's ``unrecorded_device`` / ``unrecorded_precision`` (regimes.json: cells run before records held
+    them)."""
+    device = cell.get("device") or cell.get("unrecorded_device")
     device = "not recorded" if not device else "CPU" if device == "cpu" else device.removeprefix("NVIDIA ")
-    precision = (cell.get("train") or {}).get("precision") or cell.get("precision")
+    precision = ((cell.get("train") or {}).get("precision") or cell.get("precision")
+                 or cell.get("unrecorded_precision"))
     if not cell.get("train"):
         return f"{device}, fp32 (scored only)"
     if precision in (None, "auto"):
@@ -98,14 +101,21 @@ def comparison(by_method: dict, methods: list[str], tasks: list[str], reference:
             for group in GROUPS]
 
 
-def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list[str], list[tuple]]:
+def regime_section(name: str, cells: list[dict], order: list[str],
+                   precision_twins: list[dict] = ()) -> tuple[list[str], list[tuple]]:
     regime = REGIMES[name]
     tasks = regime["tasks"]
     avg = average_label(tasks)
     by_method: dict[str, list[dict]] = defaultdict(list)
     for cell in cells:
         cell["results"] = EvalResults.from_dict(cell["eval"])  # run_eval's results.json of the cell
+        for what in ("device", "precision"):  # what the regime says of cells whose record lacks it
+            cell.setdefault(f"unrecorded_{what}", regime.get(f"unrecorded_{what}"))
         by_method[cell["method"]].append(cell)
+    twins = [cell for cell in precision_twins if cell["method"] == "simcse"]  # SimCSE's training, for comparisons
+    for cell in twins:
+        cell["results"] = EvalResults.from_dict(cell["eval"])
+        cell.setdefault("unrecorded_device", regime.get("unrecorded_device"))
     # rows scored per dimension get the table by dimension too (the trained ones are also main-table rows)
     dims_rows = {m: runs for m, runs in by_method.items()
                  if m == DIMS_ANCHOR or any(r["results"].dimensions for r in runs)}
@@ -167,10 +177,11 @@ def regime_section(name: str, cells: list[dict], order: list[str]) -> tuple[list
         # SimCSE's training wherever a config repeats it (simcse_dims...): each row is compared with the SimCSE
         # cell of its own seed trained on the same device and precision (the device alone moves the average)
         same = {json.dumps([c.get("config"), c.get("budget")], sort_keys=True) for c in by_method["simcse"]}
-        simcse_cells = [c for m in methods if m not in ANCHORS for c in by_method[m]
+        simcse_cells = [c for c in [c for m in methods if m not in ANCHORS for c in by_method[m]] + twins
                         if json.dumps([c.get("config"), c.get("budget")], sort_keys=True) in same]
+        named = sorted({c["method"] + (f" ({c['precision']} twins)" if c in twins else "") for c in simcse_cells})
         lines += [f"{avg} minus SimCSE's at the same seed, trained on the same device and precision (the SimCSE "
-                  f"training of rows {', '.join(sorted({c['method'] for c in simcse_cells}))}):",
+                  f"training of rows {', '.join(named)}):",
                   *comparison({**by_method, "simcse": simcse_cells}, methods, tasks, "simcse", noise,
                               key=lambda cell: (cell["seed"], trained_where(cell))), ""]
     if dims_rows:
@@ -237,11 +248,13 @@ def main() -> None:
     for name in REGIMES:
         cells = [json.loads(p.read_text()) for p in sorted((HERE / "results" / name).glob("*.json"))
                  if p.name != "corpus.json"]
-        # bf16 and padding-free / padded twins: benchmarks/README.md
+        # bf16 and padding-free / padded twins (benchmarks/README.md) are no rows; SimCSE's precision twins are its
+        # training on another precision, which rows trained in that precision are compared with
+        twins = [c for c in cells if c.get("precision", "fp32") not in ("fp32", "auto") and not c.get("layout")]
         cells = [c for c in cells if c.get("precision", "fp32") in ("fp32", "auto") and not c.get("layout")]
         if not cells:
             continue
-        section, points, avg = regime_section(name, cells, order)
+        section, points, avg = regime_section(name, cells, order, twins)
         lines += section
         all_points[name] = points, avg
     if (HERE / "SUPERVISED.md").is_file():  # written by hand from its own runs, not from results/

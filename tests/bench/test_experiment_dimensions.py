@@ -74,3 +74,22 @@ def test_the_table_by_dimension_averages_over_seeds_and_compares_with_the_untrai
     assert "- below by more than the noise at every seed: simcse_matryoshka (-0.40; -0.20 / -0.60)" in \
         lines[start:start + 6]
     assert label == "STS Avg."
+
+
+def test_rows_are_compared_with_simcses_precision_twins_and_unrecorded_cells_take_the_regimes_device(monkeypatch):
+    table = _module("make_table")
+    monkeypatch.setitem(table.REGIMES, "general", {**table.REGIMES["general"], "unrecorded_device": "cpu",
+                                                   "unrecorded_precision": "fp32"})
+    old = [{**_cell("simcse", seed, score, {}), "device": None} for seed, score in ((42, 76.0), (43, 76.4))]
+    for cell in old:
+        cell["train"] = {"best_stsb_dev": 80.0}  # trained, but neither device nor precision recorded
+    twins = [{**_cell("simcse", seed, score, {}), "device": None, "precision": "bf16"}
+             for seed, score in ((42, 76.2), (43, 76.6))]
+    rows = [_cell("esimcse", seed, score, {}, {"method": "esimcse"}) for seed, score in ((42, 77.0), (43, 77.4))]
+    lines, _, _ = table.regime_section("general", [*old, *rows], ["simcse", "esimcse"], twins)
+    table_rows = {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ")}
+    assert table_rows["simcse"].split(" | ")[2] == "CPU, fp32"  # from the regime: its record has neither
+    start = next(i for i, line in enumerate(lines) if line.startswith("STS Avg. minus SimCSE's"))
+    assert "simcse, simcse (bf16 twins)" in lines[start]
+    # esimcse (CPU, bf16) against the twins (CPU from the regime, bf16 recorded), not the fp32 cells
+    assert "- above by more than the noise at every seed: esimcse (+0.80; +0.80 / +0.80)" in lines[start:start + 6]
