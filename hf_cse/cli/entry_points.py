@@ -6,9 +6,10 @@ rest of the training stack: seconds. Here, before that, what needs only the comm
 command's parser description (:mod:`.parser_cache`: shipped in the package, or written by an earlier start):
 ``--help``; an empty path, an unknown flag, a value argparse refuses, a count or optimizer value the Trainer would
 misread; the paths that name nothing (``--train_file``, a model folder, the checkpoint to export); a training
-``--output_dir`` that holds a finished run or files no run writes. Then the module's ``main`` runs, which checks
-everything again. Where no description is valid (hf_cse or its requirements changed since it was written) the
-module is imported first, to build the parser and write it down, and the same checks follow.
+``--output_dir`` that holds a finished run or files no run writes; a value typed for the chosen loss's
+hyperparameters that breaks the loss's rules (:mod:`hf_cse.hyperparameter_rules`). Then the module's ``main``
+runs, which checks everything again. Where no description is valid (hf_cse or its requirements changed since it
+was written) the module is imported first, to build the parser and write it down, and the same checks follow.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from types import SimpleNamespace
 
 from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
 from ..files import check_train_file
+from ..hyperparameter_rules import check_rules, unknown_loss_error
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, rebuild, remember_parser, ship_parser
@@ -59,6 +61,51 @@ def _numbers(args: dict, names) -> SimpleNamespace | None:
     return SimpleNamespace(**values) if numbers else None
 
 
+def train_facts() -> dict:
+    """What hf-cse-train's early checks read besides its flags (written into its parser description): each loss's
+    hyperparameter rules and those whose default is None (not set), and each method's main loss."""
+    from ..losses import available_losses, get_loss_class
+    from ..models import METHODS
+
+    losses = {}
+    for name in available_losses():
+        cls = get_loss_class(name)
+        optional = sorted(k for k, p in cls.hyperparameters().items() if p.default is None)
+        # as pairs: the rules are checked in their order, which a JSON object's sorted keys would lose
+        losses[name] = {"rules": list(cls.hyperparameter_rules.items()), "optional": optional}
+    return {"losses": losses, "method_losses": {m: cls.config_class().loss for m, cls in sorted(METHODS.items())}}
+
+
+#: command -> what its early checks read besides its flags
+FACTS: dict[str, Callable[[], dict]] = {"train": train_facts}
+
+
+def command_facts(command: str) -> dict | None:
+    return FACTS[command]() if command in FACTS else None
+
+
+def _check_loss_values(facts: dict, args: dict) -> None:
+    """The main loss (``--loss``, else the method's) is registered, and the hyperparameter values typed for it keep
+    its rules, as the registry and the loss check them; a loss registered by the caller's own code (the registry is
+    then imported already) is left to the command."""
+    loss = args.get("loss") or facts.get("method_losses", {}).get(args.get("method"))
+    losses = facts.get("losses")
+    if not losses or loss is None:
+        return
+    if loss not in losses:
+        registry = sys.modules.get("hf_cse.losses.registry")  # imported: the caller may have registered its own
+        if registry is None:
+            raise unknown_loss_error(loss, losses)
+        if loss not in registry.available_losses():
+            raise unknown_loss_error(loss, registry.available_losses())
+        return  # the caller's loss: the command checks it
+    known = losses[loss]
+    rules = dict(known["rules"])
+    typed = {name: args.get(name) for name in rules if args.get(name) is not None}
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in typed.values()):
+        check_rules(loss, rules, typed, frozenset(known["optional"]))
+
+
 def _check_train(parser, argv: list[str]) -> None:
     args = _train_values(parser, argv)
     counts = None if args.get("config") else _numbers(args, COUNT_VALUES)  # a --config file may set them
@@ -67,6 +114,8 @@ def _check_train(parser, argv: list[str]) -> None:
     optimizer = _numbers(args, OPTIMIZER_VALUES)
     if optimizer is not None:
         check_optimizer_arguments(optimizer)
+    if not args.get("config"):  # the file may choose another loss
+        _check_loss_values(getattr(parser, "facts", {}), args)
     if args.get("model_name_or_path"):
         check_model_source(args["model_name_or_path"], "--model_name_or_path")
     # the file read as plain sentences; pair data, streams and Hub data sets are read (and checked) otherwise
@@ -115,7 +164,7 @@ def run_command(command: str, argv: list[str] | None = None, prog: str | None = 
     parser, module = cached_parser(command), None
     if parser is None:
         module = importlib.import_module(MODULES[command])
-        description = remember_parser(command, build_parser(command))
+        description = remember_parser(command, build_parser(command), command_facts(command))
         parser = description and rebuild(description)
     if parser is not None:
         code = run_cli(lambda: check_command_line(command, parser, argv), prog)
@@ -133,7 +182,7 @@ def build_parser(command: str):
 def ship_parsers() -> list[Path]:
     """Write each command's parser description into the package, for the first start of a fresh install
     (``python scripts/write_parser_descriptions.py``; :mod:`.parser_cache`)."""
-    return [ship_parser(command, build_parser(command)) for command in MODULES]
+    return [ship_parser(command, build_parser(command), command_facts(command)) for command in MODULES]
 
 
 def train(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:

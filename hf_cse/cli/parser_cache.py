@@ -138,13 +138,17 @@ def describe(parser: argparse.ArgumentParser) -> dict | None:
 
 
 class CachedParser(argparse.ArgumentParser):
-    """An argparse parser rebuilt from a description (:func:`rebuild`)."""
+    """An argparse parser rebuilt from a description (:func:`rebuild`); ``facts``: what else the command's early
+    checks read, written into the description by its caller (e.g. the losses' hyperparameter rules)."""
+
+    facts: dict = {}
 
 
 def rebuild(description: dict) -> CachedParser:
     """A parser with the flags of ``description``, which shows the help of the parser it describes."""
     parser = CachedParser(prog=description["prog"], description=description["description"],
                           epilog=description["epilog"], add_help=False)
+    parser.facts = description.get("facts") or {}
     for item in description["actions"]:
         shown = item["help"]
         if shown and shown != argparse.SUPPRESS:
@@ -205,12 +209,14 @@ def _write(path: Path, record: dict) -> None:
     os.replace(written, path)
 
 
-def remember_parser(command: str, parser: argparse.ArgumentParser) -> dict | None:
-    """Write ``parser``'s description in the cache for the next starts of ``command`` (a folder that cannot be
-    written is left alone) and return it (None where :func:`describe` cannot describe it)."""
+def remember_parser(command: str, parser: argparse.ArgumentParser, facts: dict | None = None) -> dict | None:
+    """Write ``parser``'s description (with ``facts``, JSON) in the cache for the next starts of ``command`` (a
+    folder that cannot be written is left alone) and return it (None where :func:`describe` cannot describe it)."""
     description = describe(parser)
     if description is None:
         return None
+    if facts:
+        description["facts"] = facts
     key = parser_key(command)
     try:
         _write(_path(command, key), {"key": key, "description": description})
@@ -220,11 +226,14 @@ def remember_parser(command: str, parser: argparse.ArgumentParser) -> dict | Non
     return description
 
 
-def ship_parser(command: str, parser: argparse.ArgumentParser) -> Path:
-    """Write ``parser``'s description into the package (``hf_cse/cli/parsers``), with what it was made from."""
+def ship_parser(command: str, parser: argparse.ArgumentParser, facts: dict | None = None) -> Path:
+    """Write ``parser``'s description (with ``facts``) into the package (``hf_cse/cli/parsers``), with what it was
+    made from."""
     description = describe(parser)
     if description is None:
         raise ValueError(f"the parser of {command} cannot be described (parser_cache.describe)")
+    if facts:
+        description["facts"] = facts
     parts = key_parts()
     _write(shipped_path(command), {"key": parser_key(command, parts), "made_from": parts,
                                    "description": description})

@@ -21,8 +21,6 @@ from .base import (
     ContrastiveLoss,
     check_bool,
     check_choice,
-    check_finite,
-    check_positive,
     eye_mask,
     hardest_negative_gap,
     unit,
@@ -124,11 +122,11 @@ class ModifiedObjective(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
+    hyperparameter_rules = {"m": "finite", "r": "finite", "temperature": "positive"}
+
     def __init__(self, m: float, r: float, symmetric: bool, gd_reference: GDReference,
                  temperature: float | None = None):
         super().__init__()
-        check_finite(self.name, "m", m)
-        check_finite(self.name, "r", r)
         check_bool(self.name, "symmetric", symmetric)
         check_choice(self.name, "gd_reference", gd_reference, GDReference)
         self.m = m
@@ -136,7 +134,6 @@ class ModifiedObjective(ContrastiveLoss):
         self.symmetric = symmetric
         self.gd_reference = gd_reference
         if temperature is not None:  # no attribute otherwise: diagnostics then use SimCSE's 0.05
-            check_positive(self.name, "temperature", temperature)
             self.temperature = temperature
 
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract

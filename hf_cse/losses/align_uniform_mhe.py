@@ -9,7 +9,7 @@ import torch
 
 from ..references import GRADIENT_PARADIGM
 from ._paradigm_common import Variant
-from .base import ContrastiveLoss, check_choice, check_non_negative, eye_mask, unit
+from .base import ContrastiveLoss, check_choice, eye_mask, unit
 from .registry import register_loss
 
 
@@ -49,9 +49,10 @@ class AlignUniformMHELoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
+    hyperparameter_rules = {"nu": "non_negative"}
+
     def __init__(self, nu: float = 10.0, variant: Variant = "paper"):
         super().__init__()
-        check_non_negative("align_uniform_mhe", "nu", nu)
         check_choice("align_uniform_mhe", "variant", variant, Variant)
         self.nu = nu
         self.variant = variant

@@ -7,7 +7,7 @@ import torch
 
 from ..references import GRADIENT_PARADIGM
 from ._paradigm_common import DIST_EPS, Variant, unit_distance
-from .base import ContrastiveLoss, check_choice, check_non_negative, eye_mask, unit
+from .base import ContrastiveLoss, check_choice, eye_mask, unit
 from .registry import register_loss
 
 
@@ -42,9 +42,10 @@ class AlignUniformMHSLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
+    hyperparameter_rules = {"nu": "non_negative"}
+
     def __init__(self, nu: float = 1.0, variant: Variant = "paper"):
         super().__init__()
-        check_non_negative("align_uniform_mhs", "nu", nu)
         check_choice("align_uniform_mhs", "variant", variant, Variant)
         self.nu = nu
         self.variant = variant

@@ -8,9 +8,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..errors import CSEError
 from ..references import GRADIENT_PARADIGM
-from .base import ContrastiveLoss, check_positive, cosine_matrix, eye_mask, unit
+from .base import ContrastiveLoss, cosine_matrix, eye_mask, unit
 from .registry import register_loss
 
 #: clamp of ``1 - cos^2`` before sqrt: keeps the gradient finite for identical views (cos -> 1).
@@ -57,11 +56,10 @@ class ArcConLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
+    hyperparameter_rules = {"temperature": "positive", "u": "degrees"}
+
     def __init__(self, temperature: float = 0.05, u: float = 10.0):
         super().__init__()
-        check_positive("arccon", "temperature", temperature)
-        if isinstance(u, bool) or not isinstance(u, (int, float)) or not (0 <= u < 180):
-            raise CSEError(f"arccon: u is an angle in degrees and must be in [0, 180), got {u!r}.")
         self.temperature = temperature
         self.u = u
 

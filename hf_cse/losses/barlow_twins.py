@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..references import GRADIENT_PARADIGM
-from .base import ContrastiveLoss, check_bool, check_non_negative, unit
+from .base import ContrastiveLoss, check_bool, unit
 from .registry import register_loss
 
 
@@ -57,9 +57,10 @@ class BarlowTwinsLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
+    hyperparameter_rules = {"nu": "non_negative"}
+
     def __init__(self, nu: float = 30.0, surrogate: bool = False):
         super().__init__()
-        check_non_negative("barlow_twins", "nu", nu)
         check_bool("barlow_twins", "surrogate", surrogate)
         self.nu = nu
         self.surrogate = surrogate

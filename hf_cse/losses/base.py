@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
-import math
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import CSEError
+from ..hyperparameter_rules import RULES, check_rule, check_rules
 from ..references import Paper
 from .errors import BatchTooSmallError, HardNegativesNotTakenError, MissingInputsError
 
@@ -223,30 +224,17 @@ def batch_diagnostics(
 
 def check_positive(loss_name: str, param: str, value: float) -> None:
     """``value`` must be a finite number > 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise CSEError(f"{loss_name}: {param} must be a finite number > 0, got {value!r}.")
+    check_rule(loss_name, param, value, "positive")
 
 
 def check_non_negative(loss_name: str, param: str, value: float) -> None:
     """``value`` must be a finite number >= 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise CSEError(f"{loss_name}: {param} must be a finite number >= 0, got {value!r}.")
+    check_rule(loss_name, param, value, "non_negative")
 
 
 def check_finite(loss_name: str, param: str, value: float) -> None:
     """``value`` must be a finite number (any sign)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise CSEError(f"{loss_name}: {param} must be a finite number, got {value!r}.")
+    check_rule(loss_name, param, value, "finite")
 
 
 def literal_choices(choices: object) -> tuple[str, ...]:
@@ -278,6 +266,25 @@ HARD_NEGATIVE_INPUT = "z_neg"
 QUEUE_INPUT = "z_queue"
 
 
+def _checking_rules(init):
+    """``init`` (a loss's ``__init__``) preceded by the check of its arguments against the class's
+    ``hyperparameter_rules`` (None passes where it is the default: not set)."""
+    signature = inspect.signature(init)
+    optional = frozenset(name for name, p in signature.parameters.items() if p.default is None)
+
+    @functools.wraps(init)
+    def checked(self, *args, **kwargs):
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError:  # the call itself is wrong: the constructor says how
+            return init(self, *args, **kwargs)
+        bound.apply_defaults()
+        check_rules(type(self).name, type(self).hyperparameter_rules, bound.arguments, optional)
+        return init(self, *args, **kwargs)
+
+    return checked
+
+
 class ContrastiveLoss(nn.Module):
     """Base class: subclasses implement ``compute(z1, z2, **extra) -> (loss, extra_metrics)``."""
 
@@ -292,6 +299,21 @@ class ContrastiveLoss(nn.Module):
     takes_queue: bool = False
     #: the papers that define the loss (:mod:`hf_cse.references`), the defining one first; model cards cite these
     references: tuple[Paper, ...] = ()
+    #: hyperparameter -> the rule its value must keep (:data:`hf_cse.hyperparameter_rules.RULES`), checked before
+    #: the loss's own ``__init__`` runs; a subclass's rules add to its parents'. The command line checks the values
+    #: typed for the chosen loss against them before torch is imported.
+    hyperparameter_rules: dict[str, str] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.hyperparameter_rules = {**getattr(super(cls, cls), "hyperparameter_rules", {}),
+                                    **cls.__dict__.get("hyperparameter_rules", {})}
+        unknown = set(cls.hyperparameter_rules.values()) - set(RULES)
+        if unknown:
+            raise TypeError(f"{cls.__name__}.hyperparameter_rules: unknown rules {sorted(unknown)}; "
+                            f"rules: {sorted(RULES)}")
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _checking_rules(cls.__dict__["__init__"])
 
     def forward(self, z1: torch.Tensor, z2: torch.Tensor, **extra: torch.Tensor) -> LossOutput:
         check_pair(z1, z2, self.name)

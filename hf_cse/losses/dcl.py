@@ -7,7 +7,7 @@ from typing import Literal
 import torch
 
 from ..references import IMSIMCSE
-from .base import ContrastiveLoss, check_choice, check_non_negative, check_positive, compute_dtype
+from .base import ContrastiveLoss, check_choice, compute_dtype
 from .registry import register_loss
 
 Normalization = Literal["code", "paper"]
@@ -55,11 +55,11 @@ class DCLLoss(ContrastiveLoss):
 
     references = (IMSIMCSE,)
 
+    hyperparameter_rules = {"temperature": "positive", "eps": "non_negative"}
+
     def __init__(self, temperature: float = 5.0, normalization: Normalization = "code", eps: float = 1e-5):
         super().__init__()
-        check_positive("dcl", "temperature", temperature)
         check_choice("dcl", "normalization", normalization, Normalization)
-        check_non_negative("dcl", "eps", eps)
         self.temperature = temperature
         self.normalization = normalization
         self.eps = eps

@@ -10,8 +10,6 @@ from ..references import FOCAL_INFONCE
 from .base import (
     ContrastiveLoss,
     candidates,
-    check_finite,
-    check_positive,
     cosine_matrix,
     eye_mask,
     weight_hard_negatives,
@@ -64,11 +62,10 @@ class FocalInfoNCELoss(ContrastiveLoss):
     takes_hard_negatives = True
     takes_queue = True
 
+    hyperparameter_rules = {"temperature": "positive", "m": "finite", "hard_negative_weight": "finite"}
+
     def __init__(self, temperature: float = 0.07, m: float = 0.3, hard_negative_weight: float = 0.0):
         super().__init__()
-        check_positive("focal_infonce", "temperature", temperature)
-        check_finite("focal_infonce", "m", m)
-        check_finite("focal_infonce", "hard_negative_weight", hard_negative_weight)
         self.temperature = temperature
         self.m = m
         self.hard_negative_weight = hard_negative_weight

@@ -7,14 +7,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..errors import CSEError
 from ..references import GS_INFONCE
 from .base import (
     ContrastiveLoss,
     candidates,
-    check_finite,
-    check_non_negative,
-    check_positive,
     compute_dtype,
     cosine_matrix,
     unit,
@@ -75,6 +71,9 @@ class GSInfoNCELoss(ContrastiveLoss):
     takes_hard_negatives = True
     takes_queue = True
 
+    hyperparameter_rules = {"temperature": "positive", "lam": "non_negative", "noise_std": "positive",
+                            "hard_negative_weight": "finite", "num_noise": "count"}
+
     def __init__(
         self,
         temperature: float = 0.05,
@@ -84,14 +83,6 @@ class GSInfoNCELoss(ContrastiveLoss):
         hard_negative_weight: float = 0.0,
     ):
         super().__init__()
-        check_positive("gs_infonce", "temperature", temperature)
-        if num_noise is not None and (
-            isinstance(num_noise, bool) or not isinstance(num_noise, int) or num_noise < 0
-        ):
-            raise CSEError(f"gs_infonce: num_noise must be None or an integer >= 0, got {num_noise!r}.")
-        check_non_negative("gs_infonce", "lam", lam)
-        check_positive("gs_infonce", "noise_std", noise_std)
-        check_finite("gs_infonce", "hard_negative_weight", hard_negative_weight)
         self.hard_negative_weight = hard_negative_weight
         self.temperature = temperature
         self.num_noise = num_noise

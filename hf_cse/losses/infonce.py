@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from ..references import SIMCSE
-from .base import ContrastiveLoss, candidates, check_finite, check_positive, cosine_matrix, weight_hard_negatives
+from .base import ContrastiveLoss, candidates, cosine_matrix, weight_hard_negatives
 from .registry import register_loss
 
 
@@ -46,10 +46,10 @@ class InfoNCELoss(ContrastiveLoss):
     takes_hard_negatives = True
     takes_queue = True
 
+    hyperparameter_rules = {"temperature": "positive", "hard_negative_weight": "finite"}
+
     def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0):
         super().__init__()
-        check_positive("infonce", "temperature", temperature)
-        check_finite("infonce", "hard_negative_weight", hard_negative_weight)
         self.temperature = temperature
         self.hard_negative_weight = hard_negative_weight
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from ..references import GRADIENT_PARADIGM
 from ._paradigm_common import DIST_EPS, unit_distance
-from .base import ContrastiveLoss, check_finite, cosine_matrix, eye_mask
+from .base import ContrastiveLoss, cosine_matrix, eye_mask
 from .registry import register_loss
 
 
@@ -41,9 +41,10 @@ class METLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
+    hyperparameter_rules = {"margin": "finite"}
+
     def __init__(self, margin: float = 0.45):
         super().__init__()
-        check_finite("met", "margin", margin)
         self.margin = margin
 
     @staticmethod

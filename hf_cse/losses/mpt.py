@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from ..references import GRADIENT_PARADIGM
-from .base import ContrastiveLoss, check_finite, cosine_matrix, hardest_negative_gap
+from .base import ContrastiveLoss, cosine_matrix, hardest_negative_gap
 from .registry import register_loss
 
 
@@ -41,9 +41,10 @@ class MPTLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
+    hyperparameter_rules = {"margin": "finite"}
+
     def __init__(self, margin: float = 0.23):
         super().__init__()
-        check_finite("mpt", "margin", margin)
         self.margin = margin
 
     def compute(self, z1: torch.Tensor, z2: torch.Tensor):

@@ -9,7 +9,7 @@ from typing import Literal
 import torch
 
 from ..references import IMSIMCSE
-from .base import ContrastiveLoss, check_choice, check_positive, cosine_matrix, eye_mask, unit
+from .base import ContrastiveLoss, check_choice, cosine_matrix, eye_mask, unit
 from .registry import register_loss
 
 MPlacement = Literal["positive_logit", "negative_sum"]
@@ -60,10 +60,10 @@ class OffDropoutInfoNCELoss(ContrastiveLoss):
 
     extra_inputs = ("z_nodropout",)
 
+    hyperparameter_rules = {"temperature": "positive", "m": "positive"}
+
     def __init__(self, temperature: float = 0.05, m: float = 0.9, m_placement: MPlacement = "positive_logit"):
         super().__init__()
-        check_positive("off_dropout_infonce", "temperature", temperature)
-        check_positive("off_dropout_infonce", "m", m)
         check_choice("off_dropout_infonce", "m_placement", m_placement, MPlacement)
         self.temperature = temperature
         self.m = m

@@ -16,8 +16,6 @@ from .base import (
     ContrastiveLoss,
     check_bool,
     check_choice,
-    check_finite,
-    check_positive,
     eye_mask,
     hardest_negative_gap,
     unit,
@@ -77,6 +75,8 @@ class ParadigmLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
+    hyperparameter_rules = {"temperature": "positive", "m": "finite", "r": "finite"}
+
     def __init__(
         self,
         temperature: float = 0.05,
@@ -87,9 +87,6 @@ class ParadigmLoss(ContrastiveLoss):
         symmetric: bool = False,
     ):
         super().__init__()
-        check_positive("paradigm", "temperature", temperature)
-        check_finite("paradigm", "m", m)
-        check_finite("paradigm", "r", r)
         check_choice("paradigm", "gd", gd, GradientDissipation)
         check_choice("paradigm", "weight", weight, NegativeWeight)
         check_bool("paradigm", "symmetric", symmetric)

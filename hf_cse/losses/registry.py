@@ -12,6 +12,7 @@ import inspect
 from typing import Any, TypeVar
 
 from ..errors import CSEError
+from ..hyperparameter_rules import unknown_loss_error
 
 LossClass = TypeVar("LossClass", bound=type)
 
@@ -39,7 +40,7 @@ def available_losses() -> list[str]:
 def get_loss_class(name: str) -> Any:
     """The registered ``ContrastiveLoss`` subclass called ``name``."""
     if name not in _LOSSES:
-        raise CSEError(f"Unknown loss {name!r}. Available losses: {', '.join(available_losses())}.")
+        raise unknown_loss_error(name, _LOSSES)
     return _LOSSES[name]
 
 

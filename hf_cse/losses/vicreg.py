@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..references import GRADIENT_PARADIGM
-from .base import ContrastiveLoss, check_bool, check_non_negative, unit
+from .base import ContrastiveLoss, check_bool, unit
 from .registry import register_loss
 
 _STD_EPS = 1e-4  # VICReg's eps inside the variance hinge's sqrt
@@ -81,13 +81,12 @@ class VICRegLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
+    hyperparameter_rules = {"nu": "non_negative", "variance_weight": "non_negative", "gamma": "non_negative"}
+
     def __init__(
         self, nu: float = 30.0, variance_weight: float = 1.0, gamma: float = 1.0, surrogate: bool = False
     ):
         super().__init__()
-        check_non_negative("vicreg", "nu", nu)
-        check_non_negative("vicreg", "variance_weight", variance_weight)
-        check_non_negative("vicreg", "gamma", gamma)
         check_bool("vicreg", "surrogate", surrogate)
         self.nu = nu
         self.variance_weight = variance_weight

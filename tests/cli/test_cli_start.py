@@ -81,6 +81,9 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--output_dir", str(notes)): (1, "holds files that are not checkpoints of a run (notes.txt)"),
         ("train", "--per_device_train_batch_size", "0"): (1, "a contrastive batch needs at least 2 sentences"),
         ("train", "--max_steps", "0"): (1, "--max_steps 0 trains nothing"),
+        ("train", "--temperature", "0"): (1, "infonce: temperature must be a finite number > 0, got 0.0."),
+        ("train", "--loss", "nce"): (1, "Unknown loss 'nce'. Available losses: align_uniform_mhe, align_uniform_mhs,"),
+        ("train", "--method", "imsimcse", "--m", "-1"): (1, "off_dropout_infonce: m must be a finite number > 0"),
     }
     (tmp_path / "empty").mkdir()  # a cache with no description: the shipped one answers (else the one written above)
     for args, (want_code, message) in refusals.items():
@@ -207,6 +210,25 @@ def test_the_early_count_checks_leave_to_the_command_what_needs_the_processes_or
         check(["--gradient_accumulation_steps", "0"])
     check(["--per_device_train_batch_size", "1"])  # enough with a second process: the command knows how many
     check(["--num_train_epochs", "0", "--config", str(tmp_path / "run.json")])  # the file may give --max_steps
+
+
+def test_the_early_loss_checks_read_the_chosen_loss_rules_and_leave_the_rest_to_the_command(train_parsers,
+                                                                                              tmp_path, monkeypatch):
+    _, cached = train_parsers
+    cached.facts = entry_points.train_facts()  # as the description holds them
+    check = partial(entry_points.check_command_line, "train", copy.deepcopy(cached))
+    with pytest.raises(ValueError, match=r"^gs_infonce: noise_std must be a finite number > 0, got -0.5\.$"):
+        check(["--loss", "gs_infonce", "--noise_std", "-0.5"])
+    with pytest.raises(ValueError, match="arccon: u must be an angle in degrees in"):
+        check(["--loss", "arccon", "--u", "180"])
+    check(["--loss", "gs_infonce", "--noise_std", "0.5", "--temperature", "0.1"])
+    check(["--loss", "infonce", "--margin", "-1"])  # not infonce's: the command says which flags it takes
+    check(["--temperature", "0", "--config", str(tmp_path / "run.json")])  # the file may choose another loss
+    with pytest.raises(ValueError, match="Unknown loss 'nce'. Available losses: align_uniform_mhe"):
+        check(["--loss", "nce"])  # this process's registry (the caller may have registered its own losses)
+    monkeypatch.delitem(sys.modules, "hf_cse.losses.registry")  # a command's process: the description's losses
+    with pytest.raises(ValueError, match="Unknown loss 'nce'. Available losses: align_uniform_mhe"):
+        check(["--loss", "nce"])
 
 
 def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):

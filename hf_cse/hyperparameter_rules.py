@@ -1,0 +1,52 @@
+"""The rules a loss's numeric hyperparameters must keep, by name, in a module that imports nothing heavy: a loss
+declares them (``ContrastiveLoss.hyperparameter_rules``, checked when it is built), and the command line checks the
+values typed for the chosen loss against the same rules before torch is imported (the rules are written into the
+training command's shipped parser description: :mod:`hf_cse.cli.entry_points`).
+
+    check_rule("infonce", "temperature", 0.0, "positive")
+    # CSEError: infonce: temperature must be a finite number > 0, got 0.0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+from .errors import CSEError
+
+
+def _number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+#: rule name -> (what a value must be, the test)
+RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
+    "positive": ("a finite number > 0", lambda v: _number(v) and v > 0),
+    "non_negative": ("a finite number >= 0", lambda v: _number(v) and v >= 0),
+    "finite": ("a finite number", _number),
+    "degrees": ("an angle in degrees in [0, 180)", lambda v: _number(v) and 0 <= v < 180),
+    "count": ("None or an integer >= 0", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)
+                                                                   and v >= 0)),
+}
+
+
+def unknown_loss_error(name: str, available) -> CSEError:
+    """The refusal of a loss name that is not registered (the registry's, and the command line's early check)."""
+    return CSEError(f"Unknown loss {name!r}. Available losses: {', '.join(sorted(available))}.")
+
+
+def check_rule(loss_name: str, param: str, value, rule: str) -> None:
+    """``value`` of hyperparameter ``param`` of loss ``loss_name`` keeps ``rule`` (a name of :data:`RULES`)."""
+    what, holds = RULES[rule]
+    if not holds(value):
+        # no fields: the same hyperparameter has another flag in the DCL objective (--dcl_temperature)
+        raise CSEError(f"{loss_name}: {param} must be {what}, got {value!r}.")
+
+
+def check_rules(loss_name: str, rules: Mapping[str, str], values: Mapping[str, object],
+                optional: frozenset[str] = frozenset()) -> None:
+    """Each of ``values`` that has a rule in ``rules`` keeps it, in the order of ``rules``; None passes for the
+    hyperparameters in ``optional`` (those whose default is None: not set)."""
+    for param, rule in rules.items():
+        if param in values and not (values[param] is None and param in optional):
+            check_rule(loss_name, param, values[param], rule)

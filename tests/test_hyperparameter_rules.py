@@ -1,0 +1,65 @@
+"""A loss's numeric hyperparameters keep the rules it declares (hf_cse/hyperparameter_rules.py): checked when the loss
+is built, before its own ``__init__`` runs, and the same rules the command line checks before torch is imported."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from hf_cse.errors import CSEError
+from hf_cse.hyperparameter_rules import RULES, check_rule
+from hf_cse.losses import available_losses, build_loss, get_loss_class
+from hf_cse.losses.base import ContrastiveLoss
+
+
+@pytest.mark.parametrize("rule, good, bad", [
+    ("positive", [1e-9, 3], [0, -1, math.nan, math.inf, True, "1"]),
+    ("non_negative", [0, 2.5], [-1e-9, math.nan, False]),
+    ("finite", [-3, 0, 7.5], [math.inf, -math.inf, math.nan, None]),
+    ("degrees", [0, 179.9], [180, -1, math.nan]),
+    ("count", [None, 0, 12], [-1, 1.5, True]),
+])
+def test_each_rule_keeps_what_it_says(rule, good, bad):
+    for value in good:
+        check_rule("l", "p", value, rule)
+    for value in bad:
+        with pytest.raises(CSEError, match="^" + re.escape(f"l: p must be {RULES[rule][0]}, got {value!r}.") + "$"):
+            check_rule("l", "p", value, rule)
+
+
+def test_every_registered_loss_declares_rules_of_its_own_hyperparameters_and_keeps_them():
+    for name in available_losses():
+        cls = get_loss_class(name)  # a rule names an argument of the loss or of a parent it inherits the rule from
+        taken = {n for c in cls.__mro__ if issubclass(c, ContrastiveLoss) for n in c.hyperparameters()}
+        assert set(cls.hyperparameter_rules) <= taken, name
+    with pytest.raises(CSEError, match=r"^infonce: temperature must be a finite number > 0, got 0\.$"):
+        build_loss("infonce", temperature=0)
+    with pytest.raises(CSEError, match=r"^m_mhe: m must be a finite number, got nan\.$"):  # the parent's rules
+        build_loss("m_mhe", m=math.nan)
+    assert build_loss("gs_infonce", num_noise=None).num_noise is None  # None: not set, where it is the default
+
+
+def test_a_subclass_adds_to_its_parents_rules_and_an_unknown_rule_is_refused_when_declared():
+    class Parent(ContrastiveLoss):
+        name = "parent"
+        hyperparameter_rules = {"a": "positive"}
+
+        def __init__(self, a: float = 1.0):
+            super().__init__()
+            self.a = a
+
+    class Child(Parent):
+        name = "child"
+        hyperparameter_rules = {"b": "finite"}
+
+        def __init__(self, a: float = 1.0, b: float = 0.0):
+            super().__init__(a)
+            self.b = b
+
+    assert Child.hyperparameter_rules == {"a": "positive", "b": "finite"}
+    with pytest.raises(CSEError, match="child: a must be a finite number > 0, got -1"):
+        Child(a=-1)
+    with pytest.raises(TypeError, match="unknown rules"):
+        type("Bad", (ContrastiveLoss,), {"hyperparameter_rules": {"a": "big"}})
