@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 from datasets import Dataset
+from dist_helpers import assert_two_processes_see_the_global_batch
 from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
@@ -135,43 +136,12 @@ def test_citation_reaches_the_sentence_transformers_model_card(st_model, sentenc
     assert "CSELoss" in card and '"loss": "focal_infonce"' in card and FOCAL_INFONCE.bibtex in card
 
 
-def _two_process_worker(rank: int, port: int, out: str) -> None:
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    try:
-        g = torch.Generator().manual_seed(11)
-        z = [torch.randn(8, 6, generator=g, dtype=torch.float64) for _ in range(3)]  # the global batch
-        local = [t[rank * 4 : (rank + 1) * 4].clone().requires_grad_(True) for t in z]
-        loss = CSELoss(torch.nn.Identity(), "focal_infonce").compute_loss_from_embeddings(local)
-        loss.backward()
-        torch.save({"loss": loss.item(), "grads": [t.grad for t in local]}, f"{out}/rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.slow
 def test_two_processes_gather_the_global_batch_with_its_gradient(tmp_path):
     """Each process's loss is the global-batch loss; its local gradient is P x the single-process one (DDP's
     average over the P processes then gives exactly the single-process gradient, as in hf_cse's trainer)."""
-    import socket
-
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_two_process_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
-    g = torch.Generator().manual_seed(11)
-    z = [torch.randn(8, 6, generator=g, dtype=torch.float64).requires_grad_(True) for _ in range(3)]
-    loss = build_loss("focal_infonce")(z[0], z[1], z_neg=z[2]).loss
-    loss.backward()
-    for rank in range(2):
-        got = torch.load(tmp_path / f"rank{rank}.pt")
-        assert abs(got["loss"] - loss.item()) < 1e-12
-        for mine, full in zip(got["grads"], z):
-            torch.testing.assert_close(mine / 2, full.grad[rank * 4 : (rank + 1) * 4], atol=1e-12, rtol=1e-10)
+    assert_two_processes_see_the_global_batch(tmp_path, "focal_infonce", {}, 3,
+                                              lambda z: build_loss("focal_infonce")(z[0], z[1], z_neg=z[2]).loss)
 
 
 # ------------------------------------------------------------------ a second objective, the cached variant, logs

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from dist_helpers import assert_two_processes_see_the_global_batch
 from helpers import random_sentences
 from transformers import AutoConfig, AutoTokenizer
 
@@ -181,41 +182,10 @@ def test_sentence_transformers_adapter_and_its_cached_variant(tiny_bert_dir):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)
 
 
-def _two_process_worker(rank: int, port: int, out: str) -> None:
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    try:
-        g = torch.Generator().manual_seed(11)
-        z = [torch.randn(8, 6, generator=g, dtype=torch.float64) for _ in range(2)]  # the global batch
-        local = [t[rank * 4:(rank + 1) * 4].clone().requires_grad_(True) for t in z]
-        loss = CSELoss(torch.nn.Identity(), "infonce", matryoshka_dims=[6, 2]).compute_loss_from_embeddings(local)
-        loss.backward()
-        torch.save({"loss": loss.item(), "grads": [t.grad for t in local]}, f"{out}/rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.slow
 def test_two_processes_compute_the_prefixes_of_the_gathered_batch(tmp_path):
-    import socket
-
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(_two_process_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
-    g = torch.Generator().manual_seed(11)
-    z = [torch.randn(8, 6, generator=g, dtype=torch.float64).requires_grad_(True) for _ in range(2)]
-    loss = MatryoshkaLoss(build_loss("infonce"), [6, 2])(z[0], z[1]).loss
-    loss.backward()
-    for rank in range(2):
-        got = torch.load(tmp_path / f"rank{rank}.pt")
-        assert abs(got["loss"] - loss.item()) < 1e-12
-        for mine, full in zip(got["grads"], z):
-            torch.testing.assert_close(mine / 2, full.grad[rank * 4:(rank + 1) * 4], atol=1e-12, rtol=1e-10)
+    assert_two_processes_see_the_global_batch(tmp_path, "infonce", {"matryoshka_dims": [6, 2]}, 2,
+                                              lambda z: MatryoshkaLoss(build_loss("infonce"), [6, 2])(z[0], z[1]).loss)
 
 
 def test_the_flag_takes_a_comma_separated_list_and_bad_values_fail_in_one_line(capsys):
