@@ -194,20 +194,6 @@ def test_several_gpus_in_one_process_are_refused(tiny_bert_dir, train_file, tmp_
 
 
 # ----------------------------------------------------------------------------------------------- training data
-@pytest.mark.parametrize("rows,message", [
-    ("text,label\na sentence,1\nan extra,column,1\n", "line 3 has 3 fields, the header has 2"),
-    ("text,label\na sentence,1\ntoo few\n", "line 3 has 1 fields, the header has 2"),
-    ("text,label\n3,1\n4.5,0\n", "column 'text' holds only numbers"),
-])
-def test_malformed_training_csv_is_named_with_its_line(tmp_path, rows, message):
-    from hf_cse.data import DataError, load_train_dataset
-
-    path = tmp_path / "train.csv"
-    path.write_text(rows)
-    with pytest.raises(DataError, match=message):
-        load_train_dataset(str(path), text_column="text")
-
-
 def test_hub_data_set_while_offline_names_the_fix(monkeypatch):
     import datasets
 

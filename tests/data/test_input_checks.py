@@ -181,19 +181,23 @@ def test_jsonl_other_column_and_json_list(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "content, message",
+    "name, content, text_column, message",
     [
-        ('{"text": "ok"}\n{"sent": "no text field"}\n', r"line 2 has no field 'text'.*text_column"),
-        ('{"text": "ok"}\n{"text": "unclosed\n', "line 2 is not valid JSON"),
-        ('{"text": "ok"}\n["a", "list"]\n', "line 2 is a JSON list, not an object"),
-        ('{"text": "ok"}\n{"text": 12}\n', "line 2: field 'text' holds int 12, not a sentence"),
+        ("train.jsonl", '{"text": "ok"}\n{"sent": "no text field"}\n', None,
+         r"line 2 has no field 'text'.*text_column"),
+        ("train.jsonl", '{"text": "ok"}\n{"text": "unclosed\n', None, "line 2 is not valid JSON"),
+        ("train.jsonl", '{"text": "ok"}\n["a", "list"]\n', None, "line 2 is a JSON list, not an object"),
+        ("train.jsonl", '{"text": "ok"}\n{"text": 12}\n', None, "line 2: field 'text' holds int 12, not a sentence"),
+        ("train.csv", "text,label\na sentence,1\nan extra,column,1\n", "text", "line 3 has 3 fields, the header has 2"),
+        ("train.csv", "text,label\na sentence,1\ntoo few\n", "text", "line 3 has 1 fields, the header has 2"),
+        ("train.csv", "text,label\n3,1\n4.5,0\n", "text", "column 'text' holds only numbers"),
     ],
 )
-def test_malformed_jsonl_names_the_line(tmp_path, content, message):
-    path = tmp_path / "train.jsonl"
+def test_a_malformed_training_file_is_named_with_its_line(tmp_path, name, content, text_column, message):
+    path = tmp_path / name
     path.write_text(content)
     with pytest.raises(DataError, match=message):
-        load_train_dataset(str(path))
+        load_train_dataset(str(path), text_column=text_column)
 
 
 def test_text_column_for_a_plain_text_file_is_refused(tmp_path):
