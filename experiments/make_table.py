@@ -107,15 +107,13 @@ def regime_section(name: str, cells: list[dict], order: list[str],
     tasks = regime["tasks"]
     avg = average_label(tasks)
     by_method: dict[str, list[dict]] = defaultdict(list)
-    for cell in cells:
+    twins = [cell for cell in precision_twins if cell["method"] == "simcse"]  # SimCSE's training, for comparisons
+    for cell in [*cells, *twins]:
         cell["results"] = EvalResults.from_dict(cell["eval"])  # run_eval's results.json of the cell
         for what in ("device", "precision"):  # what the regime says of cells whose record lacks it
             cell.setdefault(f"unrecorded_{what}", regime.get(f"unrecorded_{what}"))
+    for cell in cells:
         by_method[cell["method"]].append(cell)
-    twins = [cell for cell in precision_twins if cell["method"] == "simcse"]  # SimCSE's training, for comparisons
-    for cell in twins:
-        cell["results"] = EvalResults.from_dict(cell["eval"])
-        cell.setdefault("unrecorded_device", regime.get("unrecorded_device"))
     # rows scored per dimension get the table by dimension too (the trained ones are also main-table rows)
     dims_rows = {m: runs for m, runs in by_method.items()
                  if m == DIMS_ANCHOR or any(r["results"].dimensions for r in runs)}

@@ -54,11 +54,15 @@ def _train_values(parser, argv: list[str]) -> dict:
     return args
 
 
+def _all_numbers(values) -> bool:
+    """Whether every value the cached parser read is a number (else one is read otherwise: the command checks it)."""
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
 def _numbers(args: dict, names) -> SimpleNamespace | None:
-    """``args``' values of ``names``, where all are numbers (else one is read otherwise: the command checks them)."""
+    """``args``' values of ``names``, where all are numbers."""
     values = {name: args.get(name) for name in names}
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values.values())
-    return SimpleNamespace(**values) if numbers else None
+    return SimpleNamespace(**values) if _all_numbers(values.values()) else None
 
 
 def train_facts() -> dict:
@@ -102,7 +106,7 @@ def _check_loss_values(facts: dict, args: dict) -> None:
     known = losses[loss]
     rules = dict(known["rules"])
     typed = {name: args.get(name) for name in rules if args.get(name) is not None}
-    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in typed.values()):
+    if _all_numbers(typed.values()):
         check_rules(loss, rules, typed, frozenset(known["optional"]))
 
 

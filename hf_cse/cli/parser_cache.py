@@ -105,7 +105,7 @@ def _help_text(formatter: argparse.HelpFormatter, action: argparse.Action):
     return formatter._expand_help(action)
 
 
-def describe(parser: argparse.ArgumentParser) -> dict | None:
+def describe(parser: argparse.ArgumentParser, facts: dict | None = None) -> dict | None:
     """What :func:`rebuild` needs of ``parser``; None when it has something this module cannot rebuild (an action or
     formatter of another kind, a fixed usage, argument groups: anything that makes the rebuilt help differ). A type
     other than int / float / str is read as text (its errors are left to the full parser), and so are the choices of
@@ -133,6 +133,8 @@ def describe(parser: argparse.ArgumentParser) -> dict | None:
     # the program name argparse takes from sys.argv[0] is left to the process that shows it
     prog = None if parser.prog == os.path.basename(sys.argv[0]) else parser.prog
     description = {"prog": prog, "description": parser.description, "epilog": parser.epilog, "actions": actions}
+    if facts:  # what else the command's early checks read (CachedParser.facts)
+        description["facts"] = facts
     # what the actions do not say (argument groups, exclusive flags) shows in the help: such a parser is not rebuilt
     return description if rebuild(description).format_help() == parser.format_help() else None
 
@@ -212,11 +214,9 @@ def _write(path: Path, record: dict) -> None:
 def remember_parser(command: str, parser: argparse.ArgumentParser, facts: dict | None = None) -> dict | None:
     """Write ``parser``'s description (with ``facts``, JSON) in the cache for the next starts of ``command`` (a
     folder that cannot be written is left alone) and return it (None where :func:`describe` cannot describe it)."""
-    description = describe(parser)
+    description = describe(parser, facts)
     if description is None:
         return None
-    if facts:
-        description["facts"] = facts
     key = parser_key(command)
     try:
         _write(_path(command, key), {"key": key, "description": description})
@@ -229,11 +229,9 @@ def remember_parser(command: str, parser: argparse.ArgumentParser, facts: dict |
 def ship_parser(command: str, parser: argparse.ArgumentParser, facts: dict | None = None) -> Path:
     """Write ``parser``'s description (with ``facts``) into the package (``hf_cse/cli/parsers``), with what it was
     made from."""
-    description = describe(parser)
+    description = describe(parser, facts)
     if description is None:
         raise ValueError(f"the parser of {command} cannot be described (parser_cache.describe)")
-    if facts:
-        description["facts"] = facts
     parts = key_parts()
     _write(shipped_path(command), {"key": parser_key(command, parts), "made_from": parts,
                                    "description": description})

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import CSEError
-from ..hyperparameter_rules import RULES, check_rule, check_rules
+from ..hyperparameter_rules import RULES, check_rules
 from ..references import Paper
 from .errors import BatchTooSmallError, HardNegativesNotTakenError, MissingInputsError
 
@@ -219,22 +219,8 @@ def batch_diagnostics(
 
 
 # ---------------------------------------------------------------------------------------------------
-# hyperparameter validation (constructors call these so a bad CLI value fails before training starts)
-
-
-def check_positive(loss_name: str, param: str, value: float) -> None:
-    """``value`` must be a finite number > 0."""
-    check_rule(loss_name, param, value, "positive")
-
-
-def check_non_negative(loss_name: str, param: str, value: float) -> None:
-    """``value`` must be a finite number >= 0."""
-    check_rule(loss_name, param, value, "non_negative")
-
-
-def check_finite(loss_name: str, param: str, value: float) -> None:
-    """``value`` must be a finite number (any sign)."""
-    check_rule(loss_name, param, value, "finite")
+# hyperparameter validation: the numeric ones are declared (ContrastiveLoss.hyperparameter_rules); constructors call
+# these for the others, so a bad CLI value fails before training starts
 
 
 def literal_choices(choices: object) -> tuple[str, ...]:

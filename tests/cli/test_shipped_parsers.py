@@ -25,9 +25,8 @@ def test_the_shipped_description_is_the_commands_own(command):
         pytest.skip(f"{path.name} was made with other requirements ({shipped['made_from']}, here {now}); "
                     "it is not used here")
     assert shipped["key"] == parser_cache.parser_key(command)
-    own = parser_cache.describe(entry_points.build_parser(command))
-    if entry_points.command_facts(command):  # what the early checks read besides the flags (the losses' rules)
-        own["facts"] = entry_points.command_facts(command)
+    # with what the early checks read besides the flags (the losses' rules)
+    own = parser_cache.describe(entry_points.build_parser(command), entry_points.command_facts(command))
     own = json.loads(json.dumps(own))
     assert shipped["description"] == own, REWRITE
     assert parser_cache.shipped_parser(command) is not None
