@@ -28,6 +28,7 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.Trainer", "_train_batch_size", None),  # an instance attribute, set in Trainer.__init__
     ("transformers.PretrainedConfig", "_attn_implementation", None),  # a property with a setter
     ("transformers.PreTrainedModel", "_tied_weights_keys", None),  # a class attribute
+    ("transformers.PreTrainedModel", "_no_split_modules", None),  # a class attribute, the children's after post_init
     ("sentence_transformers.SentenceTransformerModelCardData", "_get_snippet_output_dimensionality", ("self",)),
 )
 
@@ -88,6 +89,12 @@ def set_attention_implementation(config, name: str) -> None:
 def tied_weights_keys(model) -> dict[str, str] | None:
     """The parameters a transformers model ties to others (``{target: source}``, transformers 5), or None."""
     return getattr(model, "_tied_weights_keys", None)
+
+
+def no_split_modules(model) -> set[str]:
+    """The module classes a transformers model must keep whole on one device (``_no_split_modules``; accelerate's
+    FSDP shard units), its children's collected by ``post_init``."""
+    return set(getattr(model, "_no_split_modules", None) or ())
 
 
 def mark_initialized(module: torch.nn.Module) -> None:

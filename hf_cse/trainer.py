@@ -27,6 +27,7 @@ from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
 from .precision import check_training_args, describe
 from .sampler import NoDuplicatesBatchSampler, row_keys
+from .sharding import deepspeed_autocast, full_models_while_loading
 from .trainer_options import TrainingOptions, prepare_run
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
@@ -134,6 +135,9 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         check_not_data_parallel(self.args)
         check_sharding_device(self.args)
+        if self.is_deepspeed_enabled and deepspeed_autocast(self.accelerator.state.deepspeed_plugin.deepspeed_config,
+                                                            self.precision, self.model):
+            logger.info("DeepSpeed computes bf16 as torch autocast over fp32 weights, as the plain run does")
         self.cached_minibatch_size = options.cached_minibatch_size
         if self.cached_minibatch_size is not None:
             check_cached_compatible(self.accelerator.unwrap_model(self.model).config, self.cached_minibatch_size)
@@ -285,8 +289,9 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
             sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled
             logger.info("exporting for sentence-transformers with a model card to %s (reloaded to check it)",
                         output_dir / "sentence-transformers")
-            export_after_training(str(output_dir) if sharded else model, self.processing_class, self.args, info,
-                                  hub_repo)
+            with full_models_while_loading(getattr(self.accelerator.state, "deepspeed_plugin", None)):
+                export_after_training(str(output_dir) if sharded else model, self.processing_class, self.args, info,
+                                      hub_repo)
         self.accelerator.wait_for_everyone()  # no process leaves (and tears down the group) while the export runs
         log_dev_change(logger, self.dev)  # the run's last line: did training make the model better on the dev data?
 

@@ -14,6 +14,7 @@ from transformers import TrainingArguments
 
 from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
+from .sharding import load_in_fp32_under_deepspeed
 
 
 def global_batch_size(per_device_train_batch_size: int, world_size: int = 1) -> int:
@@ -72,3 +73,4 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         for name, value in values.items():
             setattr(self, name, value)
         super().__post_init__()
+        load_in_fp32_under_deepspeed(getattr(self, "deepspeed_plugin", None), self.precision)

@@ -18,6 +18,7 @@ from ..encoders import takes_token_type_ids, without_pooler_kwargs
 from ..errors import CSEError
 from ..references import SIMCSE, Paper
 from ..run_files import ADAPTER_FOLDER
+from ..sharding import shard_units
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
 from .heads import SmallInitLinear, build_projector
@@ -196,6 +197,10 @@ class CSEPreTrainedModel(PreTrainedModel):
             self.encoder = apply_lora(self.encoder, config)
             if config.fast_dropout:
                 install_fast_dropout(self.encoder)  # the adapters' own dropout
+
+    def post_init(self):
+        super().post_init()  # collects the encoders' _no_split_modules
+        self._no_split_modules = shard_units(self)
 
     # ----------------------------------------------------------------- construction
     @classmethod

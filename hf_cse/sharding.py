@@ -1,0 +1,90 @@
+"""FSDP and DeepSpeed as the single-process run: what hf_cse sets so that a sharded run computes the plain run's
+function and leaves a model its export can read.
+
+Each part answers a failure seen on an H100 (``benchmarks/gpu_engines.py``, benchmarks/README.md section 15) and
+reproduced on a CPU, where the tests check it (``tests/trainer/test_sharding.py``):
+
+* :func:`shard_units` -- FSDP2 exited at ``accelerator.prepare``: accelerate shards the input embeddings as a unit
+  of their own after the encoder's layers, and BERT lists ``BertEmbeddings`` (which holds them) among its layers, so
+  the word embeddings were sharded twice.
+* :func:`deepspeed_autocast` -- ZeRO-2 trained a slower curve than the plain run (step 4: 3.37 against 2.01) and
+  ZeRO-3 failed at start: DeepSpeed's ``bf16`` casts the whole model to bf16, where the plain and FSDP runs keep fp32
+  weights under ``torch.autocast`` (hf_cse's ``precision bf16``, :mod:`hf_cse.precision`).
+* :func:`full_models_while_loading` -- ZeRO-3's export failed: transformers partitions every model loaded while a
+  ZeRO-3 run lives in the process, the export's reload included (empty tensors).
+"""
+
+from __future__ import annotations
+
+import copy
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from .seams import no_split_modules
+
+
+def shard_units(model: nn.Module) -> set[str]:
+    """The module classes FSDP makes one shard unit each (accelerate's ``TRANSFORMER_BASED_WRAP`` reads a model's
+    ``_no_split_modules``): the encoders' own list less any class that holds the input embeddings, which accelerate
+    shards alone (a parameter in two units fails with ``Invariant encountered: value was None``)."""
+    declared = no_split_modules(model)
+    try:
+        embeddings = model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        return declared
+    holders = {type(m).__name__ for m in model.modules()
+               if m is not embeddings and any(child is embeddings for child in m.modules())}
+    return declared - holders
+
+
+def deepspeed_autocast(ds_config: dict, precision: str, model: nn.Module | None = None) -> bool:
+    """Make DeepSpeed compute bf16 as the plain run does: ``torch.autocast`` over fp32 weights (DeepSpeed's
+    ``torch_autocast``) in place of its ``bf16`` mode, which holds the model itself in bf16 (LayerNorm, embeddings
+    and the residual stream rounded to 8 bits) and trains another curve. Changes ``ds_config`` in place and returns
+    whether it did: only for ``precision`` bf16 with DeepSpeed's bf16 on and no ``torch_autocast`` section of the
+    user's (a config with ``"torch_autocast": {"enabled": false}`` keeps DeepSpeed's bf16 weights, half the memory
+    of the parameters), and so does a ``model`` whose trainable weights are not all fp32 (loaded in bf16). Under
+    several processes DeepSpeed then reduces the gradients of linear layers in bf16."""
+    bf16 = ds_config.get("bf16") or {}
+    if precision != "bf16" or "torch_autocast" in ds_config or str(bf16.get("enabled")).lower() != "true":
+        return False
+    if model is not None and any(p.dtype != torch.float32 for p in model.parameters() if p.requires_grad):
+        return False
+    ds_config["bf16"] = {**bf16, "enabled": False}
+    ds_config["torch_autocast"] = {"enabled": True, "dtype": "bfloat16"}
+    return True
+
+
+def load_in_fp32_under_deepspeed(deepspeed_plugin, precision: str) -> None:
+    """Register DeepSpeed's config for model loading as :func:`deepspeed_autocast` will run it: the
+    ``TrainingArguments`` register it as soon as they exist, and under ZeRO-3 transformers builds every model loaded
+    from then on in the config's dtype (bf16 parameters, which DeepSpeed's autocast and its ZeRO-3 partitions of one
+    dtype cannot take). The plugin's own config is left as it was; the Trainer converts it after transformers has
+    checked it against the arguments."""
+    if deepspeed_plugin is None:
+        return
+    original = copy.deepcopy(deepspeed_plugin.deepspeed_config)
+    if deepspeed_autocast(deepspeed_plugin.deepspeed_config, precision):
+        deepspeed_plugin.set_deepspeed_weakref()  # registers a copy of the converted config
+        deepspeed_plugin.deepspeed_config.clear()
+        deepspeed_plugin.deepspeed_config.update(original)
+
+
+@contextmanager
+def full_models_while_loading(deepspeed_plugin=None):
+    """Load whole models inside the block although a ZeRO-3 run lives in this process: transformers partitions
+    every model it loads while DeepSpeed's config is registered (``is_deepspeed_zero3_enabled``), which leaves the
+    export's reload with empty tensors. The registration is restored afterwards. Nothing to do without DeepSpeed."""
+    hf_config = getattr(deepspeed_plugin, "hf_ds_config", None)
+    if hf_config is None:
+        yield
+        return
+    from transformers.integrations.deepspeed import set_hf_deepspeed_config, unset_hf_deepspeed_config
+
+    unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        set_hf_deepspeed_config(hf_config)
