@@ -117,10 +117,13 @@ def describe(precision: str) -> str:
         precision]
 
 
-def training_flags(requested: str | None, bf16: bool, fp16: bool, use_cpu: bool) -> tuple[dict[str, bool], str, str]:
+def training_flags(requested: str | None, bf16: bool, fp16: bool, use_cpu: bool,
+                   launched: str | None = None) -> tuple[dict[str, bool], str, str]:
     """Resolve ``precision`` (None = not given: :data:`DEFAULT_PRECISION`) together with the Trainer's
     ``bf16`` / ``fp16`` arguments (which win over the default and ``auto``, and must agree with an explicit
-    ``fp32`` / ``bf16`` / ``fp16``).
+    ``fp32`` / ``bf16`` / ``fp16``) and ``launched``, the ``mixed_precision`` of ``accelerate launch``'s config
+    (``ACCELERATE_MIXED_PRECISION``): accelerate computes in that precision whatever the arguments say (autocast,
+    FSDP's policy, DeepSpeed's config), so ``auto`` follows it and an explicit other precision is refused.
 
     Returns the TrainingArguments values to set (``bf16``, ``fp16``, and ``use_cpu`` for bf16 on a CPU-only
     machine, without which the Trainer refuses bf16), the precision that will run and why.
@@ -131,11 +134,27 @@ def training_flags(requested: str | None, bf16: bool, fp16: bool, use_cpu: bool)
     if flag and requested not in (None, "auto", flag):
         raise PrecisionError(f"{flag}=True contradicts precision={requested!r}; pass one of them.")
     device_type = default_device_type(use_cpu)
+    chosen = flag or (requested if requested != "auto" else None)
+    if launched not in (None, "", "no"):
+        if launched not in DTYPES:
+            raise PrecisionError(f"accelerate launch asks for mixed_precision {launched}; hf_cse trains in fp32, bf16 "
+                                 "or fp16: launch with mixed_precision bf16 (or no) in accelerate's config.")
+        if chosen not in (None, launched):
+            raise PrecisionError(
+                f"accelerate launch computes in mixed_precision {launched} (its config or command line), but "
+                f"precision={chosen!r} was asked for: set precision={launched!r}, or launch with mixed_precision "
+                f"{'no' if chosen == 'fp32' else chosen} in accelerate's config.")
+        precision, _ = resolve(launched, device_type)
+        return _flag_values(precision, device_type), precision, f"accelerate launch's mixed_precision {launched}"
     precision, why = resolve(flag or requested or DEFAULT_PRECISION, device_type)
+    return _flag_values(precision, device_type), precision, why
+
+
+def _flag_values(precision: str, device_type: str) -> dict[str, bool]:
     values = {"bf16": precision == "bf16", "fp16": precision == "fp16"}
     if precision == "bf16" and device_type == "cpu":
         values["use_cpu"] = True
-    return values, precision, why
+    return values
 
 
 def autocast(precision: str, device_type: str):

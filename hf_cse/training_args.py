@@ -8,6 +8,7 @@ text is read (a file, a Hub data set, a stream) is not here: it decides the trai
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
@@ -60,16 +61,17 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     )
     precision: Precision | None = field(
         default=None,
-        metadata={"help": f"auto: bf16 autocast where the device computes bf16 natively (a CPU with AVX-512 BF16 / "
-                          f"AMX, a GPU with bf16), else fp32; fp32; bf16; fp16 (GPU only). Losses always compute in "
-                          f"fp32. bf16 / fp16 mean the same. Default: {DEFAULT_PRECISION}."},
+        metadata={"help": f"auto: the mixed_precision of accelerate launch's config where it sets one, else bf16 "
+                          f"autocast where the device computes bf16 natively (a CPU with AVX-512 BF16 / AMX, a GPU "
+                          f"with bf16), else fp32; fp32; bf16; fp16 (GPU only). Losses always compute in fp32. bf16 / "
+                          f"fp16 mean the same. Default: {DEFAULT_PRECISION}."},
     )
     precision_reason: str = field(default="", init=False, repr=False)
 
     def __post_init__(self):
         # before TrainingArguments checks bf16 / fp16 against the device (e.g. bf16 on a CPU needs use_cpu)
-        values, self.precision, self.precision_reason = training_flags(self.precision, self.bf16, self.fp16,
-                                                                       self.use_cpu)
+        values, self.precision, self.precision_reason = training_flags(
+            self.precision, self.bf16, self.fp16, self.use_cpu, os.environ.get("ACCELERATE_MIXED_PRECISION"))
         for name, value in values.items():
             setattr(self, name, value)
         super().__post_init__()

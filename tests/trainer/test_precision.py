@@ -111,6 +111,23 @@ def test_training_flags_combine_precision_and_trainer_flags(monkeypatch):
         precision.training_flags(None, True, True, False)
 
 
+def test_accelerate_launchs_mixed_precision_is_followed_or_the_conflict_refused(monkeypatch):
+    """accelerate computes in its config's mixed_precision whatever the arguments say: auto follows it, an explicit
+    other precision is refused in one line naming both ways out, and 'no' leaves the choice to precision."""
+    monkeypatch.setattr(precision, "default_device_type", lambda use_cpu=False: "cpu")
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    assert precision.training_flags(None, False, False, False, "bf16")[1:] == (
+        "bf16", "accelerate launch's mixed_precision bf16")
+    assert precision.training_flags("auto", False, False, False, "bf16")[0]["bf16"]
+    assert precision.training_flags("bf16", False, False, False, "bf16")[1] == "bf16"
+    assert precision.training_flags(None, False, False, False, "no")[1] == "fp32"  # auto on an AVX2-only CPU
+    with pytest.raises(PrecisionError, match="mixed_precision bf16 .* precision='fp32' was asked for: set "
+                                             "precision='bf16', or launch with mixed_precision no"):
+        precision.training_flags("fp32", False, False, False, "bf16")
+    with pytest.raises(PrecisionError, match="hf_cse trains in fp32, bf16 or fp16"):
+        precision.training_flags(None, False, False, False, "fp8")
+
+
 @pytest.mark.slow
 def test_run_unsup_bf16_on_cpu_without_use_cpu_records_precision(tiny_bert_dir, tmp_path, monkeypatch, caplog):
     """--bf16 alone works on a CPU, says so in one log line, and training_info.json and the model card record
