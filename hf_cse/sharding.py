@@ -22,7 +22,17 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from .errors import CSEError
 from .seams import no_split_modules
+
+
+def check_method_shards(method_cls, engine: str | None) -> None:
+    """Refuse, in one line, a method that does not train under ``engine`` (``"FSDP"`` / ``"DeepSpeed"``; None: no
+    sharding engine) -- its ``shards`` declaration, with its reason."""
+    if engine and not method_cls.shards:
+        raise CSEError(f"method={method_cls.method_name()!r} does not train under {engine}: "
+                       f"{method_cls.why_no_sharding}. Train it without FSDP / DeepSpeed (one GPU, or several "
+                       "through accelerate's multi_gpu config).")
 
 
 def shard_units(model: nn.Module) -> set[str]:

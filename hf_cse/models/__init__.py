@@ -23,7 +23,8 @@ METHODS: dict[str, type[CSEPreTrainedModel]] = {}
 
 #: what a method that says no to something must also say: why (the clause of the refusal)
 _REASONS = {"takes_pair_rows": "why_no_pair_rows", "splits_into_minibatches": "why_no_minibatch_split",
-            "streams": "why_no_streaming", "captures_in_cuda_graph": "why_no_cuda_graph"}
+            "streams": "why_no_streaming", "captures_in_cuda_graph": "why_no_cuda_graph",
+            "shards": "why_no_sharding"}
 
 
 def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedModel]:

@@ -156,6 +156,10 @@ class CSEPreTrainedModel(PreTrainedModel):
     captures_in_cuda_graph: bool = True
     #: why not, when ``captures_in_cuda_graph`` is False: the reason the run's log line gives
     why_no_cuda_graph: str = ""
+    #: whether the method trains under FSDP / DeepSpeed (tests/trainer/test_sharded_engines.py runs each one)
+    shards: bool = True
+    #: why not, when ``shards`` is False: a clause of the one-line refusal
+    why_no_sharding: str = ""
     #: how the views of a plain sentence are made, in words, for the model card ("... are encoded in one forward
     #: pass; the other sentences of the batch are the negatives")
     training_views: str = "Two dropout views of every sentence"

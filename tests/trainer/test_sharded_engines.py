@@ -43,10 +43,14 @@ def _run(cmd: list[str], what: str) -> None:
     assert done.returncode == 0, f"{what} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
 
 
+def _launch_command(engine: str, flags: list[str], processes: int = 1, *launch: str) -> list[str]:
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIGS / f"{engine}.yaml"),
+            "--num_processes", str(processes), "--main_process_port", str(_free_port()), *launch, str(LAUNCHER),
+            *flags]
+
+
 def _launch(engine: str, flags: list[str], processes: int = 1) -> None:
-    _run([sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIGS / f"{engine}.yaml"),
-          "--num_processes", str(processes), "--main_process_port", str(_free_port()), str(LAUNCHER), *flags],
-         f"{engine} on {processes} processes")
+    _run(_launch_command(engine, flags, processes), f"{engine} on {processes} processes")
 
 
 def _losses(out: Path) -> dict[int, float]:
@@ -119,6 +123,36 @@ def test_two_processes_train_as_one_process_on_the_global_batch(engine, plain, t
     assert sorted(losses) == sorted(reference) == list(range(1, STEPS + 1))
     for step, loss in reference.items():
         assert abs(losses[step] - loss) <= LOSS_TOL * max(1.0, loss), (step, losses, reference)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("method", ["imsimcse", "promptbert", "diffcse", "esimcse"])
+def test_every_method_trains_under_the_engine_as_the_plain_run_or_is_refused(engine, method, plain, tiny_bert_dir):
+    """fp32 (the launch's mixed_precision no): the method's own logic under the engine, not bf16's rounding."""
+    from hf_cse.models import get_method
+
+    extra = ["--method", method, "--precision", "fp32", "--save_strategy", "no", "--max_steps", "3",
+             *(["--generator_name_or_path", "unigram"] if method == "diffcse" else []),
+             *(["--loss", "off_dropout_infonce"] if method == "imsimcse" else [])]
+    one, sharded = plain["tmp"] / f"{method}_plain", plain["tmp"] / f"{method}_{engine}"
+    cmd = _launch_command(engine, _flags(tiny_bert_dir, plain["train"], sharded, *extra), 1, "--mixed_precision",
+                          "no")
+    done = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=hang_timeout(300))
+    method_cls = get_method(method)
+    if not method_cls.shards:
+        assert done.returncode != 0
+        refusals = [line for line in done.stderr.splitlines() if line.startswith("run_unsup.py: error:")]
+        assert refusals and f"does not train under {'FSDP' if engine == 'fsdp' else 'DeepSpeed'}" in refusals[0]
+        assert method_cls.why_no_sharding in refusals[0] and not sharded.exists()
+        return
+    assert done.returncode == 0, done.stderr[-6000:]
+    if not one.exists():
+        _run([sys.executable, str(ROOT / "run_unsup.py"), *_flags(tiny_bert_dir, plain["train"], one, *extra)],
+             f"the plain {method} run")
+    reference, losses = _losses(one), _losses(sharded)
+    assert sorted(losses) == sorted(reference) == [1, 2, 3]
+    for step, loss in reference.items():
+        assert losses[step] == pytest.approx(loss, rel=1e-3, abs=1e-5), (step, losses, reference)
 
 
 # ----------------------------------------------------------------- hf_cse.sharding's parts
