@@ -27,7 +27,7 @@ from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
 from .precision import check_training_args, describe
 from .sampler import NoDuplicatesBatchSampler, row_keys
-from .sharding import check_method_shards, deepspeed_autocast, full_models_while_loading
+from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast, full_models_while_loading
 from .trainer_options import TrainingOptions, prepare_run
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
@@ -135,12 +135,15 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         check_not_data_parallel(self.args)
         check_sharding_device(self.args)
-        if self.is_fsdp_enabled or self.is_deepspeed_enabled:
-            check_method_shards(type(self.accelerator.unwrap_model(self.model)),
-                                "FSDP" if self.is_fsdp_enabled else "DeepSpeed")
+        check_method_shards(type(self.accelerator.unwrap_model(self.model)), engine_of(
+            self.is_fsdp_enabled, self.accelerator.state.deepspeed_plugin.zero_stage if self.is_deepspeed_enabled
+            else None))
         if self.is_deepspeed_enabled and deepspeed_autocast(self.accelerator.state.deepspeed_plugin.deepspeed_config,
                                                             self.precision, self.model):
             logger.info("DeepSpeed computes bf16 as torch autocast over fp32 weights, as the plain run does")
+        if self.is_fsdp_enabled and fsdp_autocast(self.accelerator.state.fsdp_plugin, self.model, self.precision,
+                                                  self.args.device.type):
+            logger.info("FSDP computes %s as torch autocast over fp32 weights, as the plain run does", self.precision)
         self.cached_minibatch_size = options.cached_minibatch_size
         if self.cached_minibatch_size is not None:
             check_cached_compatible(self.accelerator.unwrap_model(self.model).config, self.cached_minibatch_size)

@@ -57,7 +57,6 @@ from hf_cse.data import (
     tokenize_dataset,
     tokenize_pair_dataset,
 )
-from hf_cse.distributed import sharding_engine
 from hf_cse.encoders import default_encoder
 from hf_cse.errors import CSEError
 from hf_cse.evaluation.custom_dev import pairs_from_args
@@ -71,7 +70,7 @@ from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.out_of_memory import out_of_memory_as_refusal
 from hf_cse.precision import describe, emulated
 from hf_cse.sampler import check_distinct_texts
-from hf_cse.sharding import check_method_shards
+from hf_cse.sharding import check_method_shards, launched_engine
 from hf_cse.streaming import check_streaming_arguments, load_training_text, tokenize_stream
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.training_args import ContrastiveTrainingArguments
@@ -210,7 +209,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
     check_objectives(model_cls, spec.model_config(), enc_config, training_args.cached_minibatch_size, chosen)
     check_cached_without_cuda_graphs(training_args, training_args.cached_minibatch_size)
     decide_for_run(training_args.cuda_graphs, training_args, model_cls)  # --cuda_graphs on where it cannot apply
-    check_method_shards(model_cls, sharding_engine(training_args))
+    check_method_shards(model_cls, launched_engine(training_args))
     check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data.negative_column)
     eval_pairs = pairs_from_args(training_args)  # --eval_file / --eval_dataset_name: read and checked, once
     if eval_pairs is not None and training_args.eval_strategy == "no":

@@ -9,6 +9,7 @@ from __future__ import annotations
 from transformers import AutoConfig, AutoModel
 
 from ..errors import CSEError
+from ..sharding import ENGINES
 from .base import CSEOutput, CSEPreTrainedModel
 from .config import CSEConfig
 from .diffcse import DiffCSEConfig, DiffCSEModel
@@ -23,8 +24,7 @@ METHODS: dict[str, type[CSEPreTrainedModel]] = {}
 
 #: what a method that says no to something must also say: why (the clause of the refusal)
 _REASONS = {"takes_pair_rows": "why_no_pair_rows", "splits_into_minibatches": "why_no_minibatch_split",
-            "streams": "why_no_streaming", "captures_in_cuda_graph": "why_no_cuda_graph",
-            "shards": "why_no_sharding"}
+            "streams": "why_no_streaming", "captures_in_cuda_graph": "why_no_cuda_graph"}
 
 
 def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedModel]:
@@ -44,6 +44,8 @@ def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedMo
         if not getattr(model_cls, flag) and not getattr(model_cls, reason):
             raise CSEError(f"{model_cls.__name__} sets {flag} = False: give the reason in {reason} (users read it "
                            "in the refusal).")
+    if set(ENGINES) - set(model_cls.shards_under) and not model_cls.why_no_sharding:
+        raise CSEError(f"{model_cls.__name__} leaves engines out of shards_under: give the reason in why_no_sharding.")
     if METHODS.get(name, model_cls) is not model_cls:
         raise CSEError(f"method {name!r} is already registered ({METHODS[name].__name__}); choose another name.")
     METHODS[name] = model_cls

@@ -18,7 +18,7 @@ from ..encoders import takes_token_type_ids, without_pooler_kwargs
 from ..errors import CSEError
 from ..references import SIMCSE, Paper
 from ..run_files import ADAPTER_FOLDER
-from ..sharding import shard_units
+from ..sharding import ENGINES, shard_units
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
 from .heads import SmallInitLinear, build_projector
@@ -156,9 +156,10 @@ class CSEPreTrainedModel(PreTrainedModel):
     captures_in_cuda_graph: bool = True
     #: why not, when ``captures_in_cuda_graph`` is False: the reason the run's log line gives
     why_no_cuda_graph: str = ""
-    #: whether the method trains under FSDP / DeepSpeed (tests/trainer/test_sharded_engines.py runs each one)
-    shards: bool = True
-    #: why not, when ``shards`` is False: a clause of the one-line refusal
+    #: the sharding engines the method trains under as its plain run (:data:`hf_cse.sharding.ENGINES`;
+    #: tests/trainer/test_sharded_engines.py runs each method under each one)
+    shards_under: tuple[str, ...] = ENGINES
+    #: why not under the others: a clause of the one-line refusal
     why_no_sharding: str = ""
     #: how the views of a plain sentence are made, in words, for the model card ("... are encoded in one forward
     #: pass; the other sentences of the batch are the negatives")

@@ -24,6 +24,7 @@ HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
 ENGINES = ["fsdp", pytest.param("deepspeed_zero2", marks=pytest.mark.skipif(not HAS_DEEPSPEED, reason="no deepspeed")),
            pytest.param("deepspeed_zero3", marks=pytest.mark.skipif(not HAS_DEEPSPEED, reason="no deepspeed"))]
 STEPS = 6
+ENGINE_NAMES = {"fsdp": "FSDP", "deepspeed_zero2": "ZeRO-2", "deepspeed_zero3": "ZeRO-3"}  # hf_cse.sharding.ENGINES
 # bf16 rounds each value to 8 significant bits and the engines sum in other orders: relative to max(1, loss), as
 # benchmarks/gpu_engines.py. DeepSpeed's own bf16 mode (the whole model in bf16, what ran before hf_cse.sharding)
 # left the plain curve by more.
@@ -128,21 +129,21 @@ def test_two_processes_train_as_one_process_on_the_global_batch(engine, plain, t
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("method", ["imsimcse", "promptbert", "diffcse", "esimcse"])
 def test_every_method_trains_under_the_engine_as_the_plain_run_or_is_refused(engine, method, plain, tiny_bert_dir):
-    """fp32 (the launch's mixed_precision no): the method's own logic under the engine, not bf16's rounding."""
+    """In bf16, as autocast over fp32 weights under every engine (FSDP's and DeepSpeed's own bf16 modes held the
+    weights in bf16: PromptBERT's template denoising then logged 1.29 against 0.029 under FSDP, DiffCSE stopped)."""
     from hf_cse.models import get_method
 
-    extra = ["--method", method, "--precision", "fp32", "--save_strategy", "no", "--max_steps", "3",
+    extra = ["--method", method, "--save_strategy", "no", "--max_steps", "3",
              *(["--generator_name_or_path", "unigram"] if method == "diffcse" else []),
              *(["--loss", "off_dropout_infonce"] if method == "imsimcse" else [])]
     one, sharded = plain["tmp"] / f"{method}_plain", plain["tmp"] / f"{method}_{engine}"
-    cmd = _launch_command(engine, _flags(tiny_bert_dir, plain["train"], sharded, *extra), 1, "--mixed_precision",
-                          "no")
+    cmd = _launch_command(engine, _flags(tiny_bert_dir, plain["train"], sharded, *extra))
     done = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=hang_timeout(300))
-    method_cls = get_method(method)
-    if not method_cls.shards:
+    method_cls, name = get_method(method), ENGINE_NAMES[engine]
+    if name not in method_cls.shards_under:
         assert done.returncode != 0
         refusals = [line for line in done.stderr.splitlines() if line.startswith("run_unsup.py: error:")]
-        assert refusals and f"does not train under {'FSDP' if engine == 'fsdp' else 'DeepSpeed'}" in refusals[0]
+        assert refusals and f"does not train under {name}" in refusals[0]
         assert method_cls.why_no_sharding in refusals[0] and not sharded.exists()
         return
     assert done.returncode == 0, done.stderr[-6000:]
@@ -152,7 +153,7 @@ def test_every_method_trains_under_the_engine_as_the_plain_run_or_is_refused(eng
     reference, losses = _losses(one), _losses(sharded)
     assert sorted(losses) == sorted(reference) == [1, 2, 3]
     for step, loss in reference.items():
-        assert losses[step] == pytest.approx(loss, rel=1e-3, abs=1e-5), (step, losses, reference)
+        assert abs(losses[step] - loss) <= LOSS_TOL * max(1.0, loss), (step, losses, reference)
 
 
 # ----------------------------------------------------------------- hf_cse.sharding's parts

@@ -132,11 +132,9 @@ class DiffCSEModel(CSEPreTrainedModel):
     captures_in_cuda_graph = False
     why_no_cuda_graph = ("DiffCSE's generator and discriminator step has not been checked under CUDA graph capture "
                          "yet; it trains eagerly")
-    # measured through tests/sharded_on_cpu.py: ZeRO-3 logged other losses from the first step, FSDP in bf16 stopped
-    # (its fp32 RTD head met FSDP's bf16 parameters)
-    shards = False
-    why_no_sharding = ("its discriminator is conditioned and scored outside the encoder's own forward, which ZeRO-3 "
-                       "and FSDP's bf16 parameters do not follow")
+    # measured through tests/sharded_on_cpu.py: ZeRO-3 logged other losses from the first step
+    shards_under = ("FSDP", "ZeRO-2")
+    why_no_sharding = "its hook-conditioned discriminator trained another curve under ZeRO-3 from the first step"
     training_only_parts = ("projection head", "RTD discriminator", "generator")
 
     config_class = DiffCSEConfig

@@ -146,9 +146,8 @@ class ESimCSEModel(CSEPreTrainedModel):
                          "step's momentum pass")
     # measured through tests/sharded_on_cpu.py: FSDP stops at the first momentum update (tensors and DTensors mixed);
     # ZeRO-3 would update the momentum encoder from empty parameter stubs
-    shards = False
-    why_no_sharding = ("its momentum encoder is updated from the encoder's weights outside any forward, where FSDP "
-                       "and ZeRO-3 hold them in shards")
+    shards_under = ("ZeRO-2",)
+    why_no_sharding = "its momentum encoder is updated from weights that FSDP and ZeRO-3 hold in shards"
     training_views = ("Each sentence and a copy of it with a few tokens repeated (ESimCSE's word repetition; a queue "
                       "of earlier batches' momentum-encoder embeddings adds negatives unless queue_size is 0)")
     training_only_parts = ("projection head", "momentum encoder", "queue")
