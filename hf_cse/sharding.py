@@ -1,17 +1,20 @@
 """FSDP and DeepSpeed as the single-process run: what hf_cse sets so that a sharded run computes the plain run's
-function and leaves a model its export can read.
+function and leaves a model its export can read, and which methods train under which engine.
 
-Each part answers a failure seen on an H100 (``benchmarks/gpu_engines.py``, benchmarks/README.md section 15) and
-reproduced on a CPU, where the tests check it (``tests/trainer/test_sharding.py``):
+Each part answers a failure seen on an H100 (``benchmarks/gpu_engines.py``, benchmarks/README.md section 15) or
+found running every method under every engine on a CPU, where the tests check it
+(``tests/trainer/test_sharded_engines.py``, through ``tests/sharded_on_cpu.py``):
 
 * :func:`shard_units` -- FSDP2 exited at ``accelerator.prepare``: accelerate shards the input embeddings as a unit
   of their own after the encoder's layers, and BERT lists ``BertEmbeddings`` (which holds them) among its layers, so
   the word embeddings were sharded twice.
-* :func:`deepspeed_autocast` -- ZeRO-2 trained a slower curve than the plain run (step 4: 3.37 against 2.01) and
-  ZeRO-3 failed at start: DeepSpeed's ``bf16`` casts the whole model to bf16, where the plain and FSDP runs keep fp32
-  weights under ``torch.autocast`` (hf_cse's ``precision bf16``, :mod:`hf_cse.precision`).
+* :func:`deepspeed_autocast`, :func:`load_in_fp32_under_deepspeed` -- ZeRO-2 trained a slower curve than the plain
+  run (step 4: 3.37 against 2.01) and ZeRO-3 failed at start: DeepSpeed's ``bf16`` casts the whole model to bf16,
+  where the plain run keeps fp32 weights under ``torch.autocast`` (hf_cse's ``precision bf16``).
+* :func:`fsdp_autocast` -- the same for FSDP, whose bf16 policy moved PromptBERT's curve and stopped DiffCSE.
 * :func:`full_models_while_loading` -- ZeRO-3's export failed: transformers partitions every model loaded while a
   ZeRO-3 run lives in the process, the export's reload included (empty tensors).
+* :func:`check_method_shards` -- a method's ``shards_under``: ESimCSE and DiffCSE do not train under every engine.
 """
 
 from __future__ import annotations
