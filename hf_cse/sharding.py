@@ -20,6 +20,7 @@ found running every method under every engine on a CPU, where the tests check it
 from __future__ import annotations
 
 import copy
+import os
 import types
 from contextlib import contextmanager
 
@@ -47,8 +48,6 @@ def engine_of(fsdp: bool, deepspeed_stage: int | None) -> str | None:
 def launched_engine(training_args) -> str | None:
     """:func:`engine_of` before the Trainer exists, from the training arguments and ``accelerate launch``'s settings;
     None where the DeepSpeed stage is not known yet (a DeepSpeed JSON file: the Trainer checks again)."""
-    import os
-
     from .distributed import sharding_engine
 
     engine = sharding_engine(training_args)
@@ -105,11 +104,13 @@ def load_in_fp32_under_deepspeed(deepspeed_plugin, precision: str) -> None:
     checked it against the arguments."""
     if deepspeed_plugin is None:
         return
-    original = copy.deepcopy(deepspeed_plugin.deepspeed_config)
-    if deepspeed_autocast(deepspeed_plugin.deepspeed_config, precision):
-        deepspeed_plugin.set_deepspeed_weakref()  # registers a copy of the converted config
-        deepspeed_plugin.deepspeed_config.clear()
-        deepspeed_plugin.deepspeed_config.update(original)
+    converted = copy.deepcopy(deepspeed_plugin.deepspeed_config)
+    if deepspeed_autocast(converted, precision):
+        original, deepspeed_plugin.deepspeed_config = deepspeed_plugin.deepspeed_config, converted
+        try:
+            deepspeed_plugin.set_deepspeed_weakref()  # registers a copy of the converted config
+        finally:
+            deepspeed_plugin.deepspeed_config = original
 
 
 def fsdp_autocast(fsdp_plugin, model: nn.Module, precision: str, device_type: str) -> bool:

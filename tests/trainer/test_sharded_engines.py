@@ -39,9 +39,11 @@ def _flags(encoder: Path, train: Path, out: Path, *extra: str, batch: int = 8) -
             "--save_steps", str(STEPS // 2), "--seed", "7", "--disable_tqdm", "true", "--report_to", "none", *extra]
 
 
-def _run(cmd: list[str], what: str) -> None:
+def _run(cmd: list[str], what: str, check: bool = True) -> subprocess.CompletedProcess:
     done = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=hang_timeout(300))
-    assert done.returncode == 0, f"{what} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    if check:
+        assert done.returncode == 0, f"{what} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    return done
 
 
 def _launch_command(engine: str, flags: list[str], processes: int = 1, *launch: str) -> list[str]:
@@ -137,8 +139,8 @@ def test_every_method_trains_under_the_engine_as_the_plain_run_or_is_refused(eng
              *(["--generator_name_or_path", "unigram"] if method == "diffcse" else []),
              *(["--loss", "off_dropout_infonce"] if method == "imsimcse" else [])]
     one, sharded = plain["tmp"] / f"{method}_plain", plain["tmp"] / f"{method}_{engine}"
-    cmd = _launch_command(engine, _flags(tiny_bert_dir, plain["train"], sharded, *extra))
-    done = subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True, timeout=hang_timeout(300))
+    done = _run(_launch_command(engine, _flags(tiny_bert_dir, plain["train"], sharded, *extra)),
+                f"{method} under {engine}", check=False)
     method_cls, name = get_method(method), ENGINE_NAMES[engine]
     if name not in method_cls.shards_under:
         assert done.returncode != 0
@@ -146,7 +148,7 @@ def test_every_method_trains_under_the_engine_as_the_plain_run_or_is_refused(eng
         assert refusals and f"does not train under {name}" in refusals[0]
         assert method_cls.why_no_sharding in refusals[0] and not sharded.exists()
         return
-    assert done.returncode == 0, done.stderr[-6000:]
+    assert done.returncode == 0, f"{method} under {engine}:\n{done.stderr[-6000:]}"
     if not one.exists():
         _run([sys.executable, str(ROOT / "run_unsup.py"), *_flags(tiny_bert_dir, plain["train"], one, *extra)],
              f"the plain {method} run")
