@@ -21,13 +21,14 @@ from .cuda_graphs import CudaGraphStep
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
 from .errors import CSEError
-from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change, logged_evaluation
+from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
 from .precision import check_training_args, describe
 from .sampler import NoDuplicatesBatchSampler, row_keys
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast, full_models_while_loading
+from .trainer_evaluation import DevScoring
 from .trainer_options import TrainingOptions, prepare_run
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
@@ -35,7 +36,7 @@ from .training_args import ContrastiveTrainingArguments, global_batch_size
 logger = logging.getLogger(__name__)
 
 
-class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
+class ContrastiveTrainer(seams.EpochStartHook, StepPaths, DevScoring, Trainer):
     """A ``transformers.Trainer`` for hf_cse method models that does what ``hf-cse-train`` does: given a model,
     :class:`~hf_cse.training_args.ContrastiveTrainingArguments` (plain ``TrainingArguments`` work too, with the
     options below as keyword arguments, which win over the arguments' fields), a tokenized training set and the
@@ -233,21 +234,6 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
             self.dev = self._keep_the_best_on_dev(untrained)
         return output
 
-    def _keep_the_best_on_dev(self, untrained: UntrainedCandidate | None) -> DevChange | None:
-        """Score the model held now (the best checkpoint with ``load_best_model_at_end``, else the last step) and
-        put the untrained weights back when the untrained encoder scored better before the first step."""
-        trained_step = self.state.global_step
-        if self.args.load_best_model_at_end and self.state.best_model_checkpoint:
-            trained_step = int(Path(self.state.best_model_checkpoint).name.rpartition("-")[2])
-        # the model held now was scored at its step already when that step was an evaluation step (the best
-        # checkpoint always was): scoring it again would only repeat the same forward passes
-        final = logged_evaluation(self.state.log_history, trained_step) or self.evaluate()
-        dev = DevChange.from_run(self.state.log_history, final, self.args.metric_for_best_model, trained_step)
-        if dev is not None and untrained is not None and dev.before > dev.after:
-            untrained.restore(self.accelerator.unwrap_model(self.model))
-            dev = dev.keeping_untrained()
-        return dev
-
     def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
         logger.info("%s holds every step of the run (%d of %d): loaded as it is, no further step", checkpoint,
                     state.global_step, state.max_steps)
@@ -380,59 +366,3 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, Trainer):
         if "loss" in logs and self._metrics:
             logs.update(self._reduced_metrics())
         super().log(logs, *args, **kwargs)
-
-    # ------------------------------------------------------------------ evaluation
-    @property
-    def eval_dataset(self):
-        """What ``evaluate`` scores: the evaluator holds its own data (transformers' Trainer only checks that this
-        is set when an ``eval_strategy`` is)."""
-        return self.evaluator
-
-    @eval_dataset.setter
-    def eval_dataset(self, value) -> None:
-        if value is not None:  # Trainer.__init__ assigns the (rejected) eval_dataset argument, i.e. None
-            raise CSEError("ContrastiveTrainer takes evaluator=, not eval_dataset.")
-
-    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
-        if self.evaluator is None:
-            raise CSEError(
-                "ContrastiveTrainer.evaluate has nothing to score: pass senteval_data_dir (a SentEval data/downstream "
-                "folder, for STS-B dev), eval_source='hub', eval_file= or evaluator=."
-            )
-        from accelerate.utils import broadcast_object_list
-
-        from .evaluation.encoder import SentenceEncoder
-        from .evaluation.evaluators import describe_evaluator, run_evaluator
-
-        # The main process scores (sentence-transformers' trainer does the same); an error there is sent to the
-        # others too, so that no process waits in the broadcast for a result that never comes.
-        outcome: dict = {}
-        if self.accelerator.is_main_process:
-            step = self.state.global_step
-            logger.info("dev: scoring %s on %s", "the untrained encoder (step 0)" if step == 0 else
-                        f"the model of step {step}", describe_evaluator(self.evaluator))  # a wait of its own
-            encoder = SentenceEncoder(self.accelerator.unwrap_model(self.model), self.processing_class,
-                                      batch_size=max(self.args.per_device_eval_batch_size, 128),
-                                      show_progress_bar=not self.args.disable_tqdm)
-            try:
-                outcome["metrics"] = run_evaluator(self.evaluator, encoder, epoch=self.state.epoch or 0.0,
-                                                   steps=self.state.global_step)
-            except Exception as err:
-                if self.args.world_size == 1:
-                    raise
-                outcome["error"] = f"{type(err).__name__}: {err}"
-                outcome["input_error"] = isinstance(err, CSEError)  # else a bug: a traceback on every process
-        if self.args.world_size > 1:
-            outcome = broadcast_object_list([outcome])[0]
-        if "error" in outcome:
-            raise (CSEError if outcome["input_error"] else RuntimeError)(
-                f"evaluation failed on the main process: {outcome['error']}")
-        metrics = {f"{metric_key_prefix}_{k}": v for k, v in outcome["metrics"].items()}
-        metrics[f"{metric_key_prefix}_epoch"] = self.state.epoch or 0.0
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-        return metrics
-
-    @torch.no_grad()
-    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
-        raise NotImplementedError("ContrastiveTrainer scores embeddings with its evaluator; see evaluate().")

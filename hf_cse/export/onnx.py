@@ -57,10 +57,10 @@ def write_onnx(folder: Path, quantize: str | None = None) -> list[Path]:
     from transformers import AutoConfig, AutoModel
 
     from ..encoders import takes_token_type_ids, without_pooler_kwargs
-    from ..models.base import _encoder_class
+    from ..models.loading import encoder_class_of
 
     config = AutoConfig.from_pretrained(str(folder))
-    encoder_class = _encoder_class(config)
+    encoder_class = encoder_class_of(config)
     encoder = AutoModel.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="eager",
                                         **(without_pooler_kwargs(encoder_class) if encoder_class else {})).eval()
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if takes_token_type_ids(encoder.config) else [])

@@ -14,7 +14,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from ..encoders import takes_token_type_ids, without_pooler_kwargs
+from ..encoders import takes_token_type_ids
 from ..errors import CSEError
 from ..references import SIMCSE, Paper
 from ..run_files import ADAPTER_FOLDER
@@ -22,11 +22,11 @@ from ..sharding import ENGINES, shard_units
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
 from .heads import SmallInitLinear, build_projector
-from .loading import load_kwargs, make_bidirectional
+from .loading import build_encoder, load_encoder, load_kwargs, prepare_encoder
 from .lora import apply_lora, is_lora
 from .mlm import build_mlm_head, load_mlm_head, masked_lm_loss
 from .modes import eval_mode
-from .padding_free import install_packed_attention, packed_forward, unsupported_reason
+from .padding_free import packed_forward, unsupported_reason
 from .pooling import applies_projector, describe_pooling, needs_hidden_states, pool, resolve_pooling
 
 logger = logging.getLogger(__name__)
@@ -66,55 +66,6 @@ class OwnExportModules:
     pooling: nn.Module
     code_files: tuple[Path, ...]
     pooling_words: str
-
-
-def _encoder_class(encoder_config) -> type | None:
-    """The ``AutoModel`` class of an encoder config, or None where it is not known yet (custom code not loaded)."""
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING
-
-    try:
-        return MODEL_MAPPING[type(encoder_config)]
-    except KeyError:
-        return None
-
-
-def _load_encoder(name_or_path: str, config, **kwargs) -> PreTrainedModel:
-    """The pretrained encoder, in fp32 unless ``dtype`` says otherwise (:func:`.loading.load_kwargs`) and without
-    BERT's pretrained pooler layer (SimCSE trains without it)."""
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the dropped BERT pooler is expected, not worth a load report
-    kwargs = {"config": config, "dtype": torch.float32, **kwargs}
-    try:
-        encoder_class = _encoder_class(config)
-        if encoder_class is not None:
-            return AutoModel.from_pretrained(name_or_path, **without_pooler_kwargs(encoder_class), **kwargs)
-        try:  # custom code, whose class is known only once loaded: try the pooler flag, as BERT-like models take it
-            return AutoModel.from_pretrained(name_or_path, add_pooling_layer=False, **kwargs)
-        except TypeError:
-            return AutoModel.from_pretrained(name_or_path, **kwargs)
-    finally:
-        hf_logging.set_verbosity(verbosity)
-
-
-def prepare_encoder(encoder: PreTrainedModel, config: CSEConfig) -> PreTrainedModel:
-    """What the config asks of a loaded encoder: the fast CPU dropout, bidirectional attention."""
-    if config.fast_dropout:
-        install_fast_dropout(encoder)
-    if config.padding_free:
-        install_packed_attention(encoder)
-    if config.bidirectional:
-        make_bidirectional(encoder)
-    return encoder
-
-
-def build_encoder(config: CSEConfig) -> PreTrainedModel:
-    """A freshly initialised encoder of ``config.encoder_config`` without BERT's pooler layer (SimCSE's and
-    DiffCSE's discriminator's), in the config's dtype and attention (:func:`prepare_encoder`)."""
-    enc_cfg = config.build_encoder_config()
-    encoder_class = _encoder_class(enc_cfg)
-    encoder = AutoModel.from_config(enc_cfg, **(without_pooler_kwargs(encoder_class) if encoder_class else {}),
-                                    **load_kwargs(config))
-    return prepare_encoder(encoder, config)
 
 
 class CSEPreTrainedModel(PreTrainedModel):
@@ -232,7 +183,7 @@ class CSEPreTrainedModel(PreTrainedModel):
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         # the config checks its objectives with the loss registry: a bad loss or value fails here, before any weights
         config = cls.config_class(encoder_config=enc_config, **config_kwargs)
-        encoder = _load_encoder(name_or_path, config.build_encoder_config(), **load_kwargs(config), **remote)
+        encoder = load_encoder(name_or_path, config.build_encoder_config(), **load_kwargs(config), **remote)
         if config.encoder_dtype != "fp32" and not config.lora_r:
             logger.warning("encoder_dtype %s without LoRA: the encoder's weights and their AdamW states train in %s "
                            "(updates below its resolution are lost); LoRA (lora_r > 0) trains fp32 adapters instead.",

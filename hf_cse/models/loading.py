@@ -1,6 +1,7 @@
-"""How the encoder is loaded: its weights' dtype, its attention implementation, and bidirectional attention for
-decoder (LLM) encoders. Set by the config fields ``encoder_dtype`` (``torch_dtype``), ``encoder_attention``
-(``attn_implementation``) and ``bidirectional``; everything is checked before any weight is read.
+"""How the encoder is loaded and built: its class, its weights' dtype, its attention implementation, and
+bidirectional attention for decoder (LLM) encoders. Set by the config fields ``encoder_dtype`` (``torch_dtype``),
+``encoder_attention`` (``attn_implementation``) and ``bidirectional``; everything is checked before any weight is
+read.
 
 **Where each dtype lives.** ``torch_dtype bf16|fp16`` loads the encoder's (and DiffCSE's discriminator's) weights
 in that dtype, so the encoder computes in it. The pooled vectors are cast to fp32 before the projection head, which
@@ -37,9 +38,14 @@ import sys
 from typing import Literal
 
 import torch
+from transformers import AutoModel, PretrainedConfig, PreTrainedModel
+from transformers.utils import logging as hf_logging
 
+from ..encoders import without_pooler_kwargs
 from ..errors import CSEError
 from ..precision import DTYPES
+from .fast_dropout import install_fast_dropout
+from .padding_free import install_packed_attention
 
 EncoderDtype = Literal["fp32", "bf16", "fp16"]
 Attention = Literal["sdpa", "eager", "flash_attention_2"]
@@ -117,3 +123,53 @@ def make_bidirectional(encoder: torch.nn.Module) -> int:
             module.is_causal = False
             changed += 1
     return changed
+
+
+def encoder_class_of(encoder_config) -> type | None:
+    """The ``AutoModel`` class of an encoder config, or None where it is not known yet (custom code not loaded)."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    try:
+        return MODEL_MAPPING[type(encoder_config)]
+    except KeyError:
+        return None
+
+
+def load_encoder(name_or_path: str, config, **kwargs) -> PreTrainedModel:
+    """The pretrained encoder, in fp32 unless ``dtype`` says otherwise (:func:`load_kwargs`) and without
+    BERT's pretrained pooler layer (SimCSE trains without it)."""
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the dropped BERT pooler is expected, not worth a load report
+    kwargs = {"config": config, "dtype": torch.float32, **kwargs}
+    try:
+        encoder_class = encoder_class_of(config)
+        if encoder_class is not None:
+            return AutoModel.from_pretrained(name_or_path, **without_pooler_kwargs(encoder_class), **kwargs)
+        try:  # custom code, whose class is known only once loaded: try the pooler flag, as BERT-like models take it
+            return AutoModel.from_pretrained(name_or_path, add_pooling_layer=False, **kwargs)
+        except TypeError:
+            return AutoModel.from_pretrained(name_or_path, **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
+def prepare_encoder(encoder: PreTrainedModel, config: PretrainedConfig) -> PreTrainedModel:
+    """What the method's config (a :class:`~hf_cse.models.config.CSEConfig`) asks of a loaded encoder: the fast CPU
+    dropout, the padding-free attention, bidirectional attention."""
+    if config.fast_dropout:
+        install_fast_dropout(encoder)
+    if config.padding_free:
+        install_packed_attention(encoder)
+    if config.bidirectional:
+        make_bidirectional(encoder)
+    return encoder
+
+
+def build_encoder(config: PretrainedConfig) -> PreTrainedModel:
+    """A freshly initialised encoder of a method config's ``encoder_config`` without BERT's pooler layer (SimCSE's and
+    DiffCSE's discriminator's), in the config's dtype and attention (:func:`prepare_encoder`)."""
+    enc_cfg = config.build_encoder_config()
+    encoder_class = encoder_class_of(enc_cfg)
+    encoder = AutoModel.from_config(enc_cfg, **(without_pooler_kwargs(encoder_class) if encoder_class else {}),
+                                    **load_kwargs(config))
+    return prepare_encoder(encoder, config)

@@ -101,7 +101,7 @@ def encoder_loading_fails(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("encoder weights were loaded")
 
-    monkeypatch.setattr(base_module, "_load_encoder", refuse)
+    monkeypatch.setattr(base_module, "load_encoder", refuse)
 
 
 @pytest.mark.parametrize("method", [SimCSEModel, DiffCSEModel])

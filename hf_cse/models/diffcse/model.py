@@ -34,8 +34,9 @@ from transformers import PreTrainedModel
 from ...checks import check_model_source
 from ...errors import CSEError
 from ...references import DIFFCSE, SIMCSE
-from ..base import CSEOutput, CSEPreTrainedModel, build_encoder
+from ..base import CSEOutput, CSEPreTrainedModel
 from ..config import CSEConfig, ProjectorName
+from ..loading import build_encoder
 from ..lora import base_state_dict
 from .edits import EDIT_OPERATIONS, DiffCSECollator
 from .generators import GENERATOR_FILLS, UNIGRAM, Generator, GeneratorError, load_generator

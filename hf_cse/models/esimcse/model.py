@@ -48,8 +48,9 @@ from ...errors import CSEError
 from ...losses import available_losses, get_loss_class
 from ...losses.base import QUEUE_INPUT, literal_choices
 from ...references import Paper, register_paper
-from ..base import CSEOutput, CSEPreTrainedModel, build_encoder
+from ..base import CSEOutput, CSEPreTrainedModel
 from ..config import CSEConfig
+from ..loading import build_encoder
 from ..modes import eval_mode
 from .momentum import EmbeddingQueue, momentum_update
 from .repetition import DupRule, WordRepetitionCollator
