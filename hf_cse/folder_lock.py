@@ -15,6 +15,7 @@ multi-process launch only the main process takes it (the others follow the main 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import logging
@@ -22,7 +23,8 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,8 +33,9 @@ from .checks import InputError
 logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
-# (lock file, open descriptor holding the flock, the first parent folder it created), innermost last
-_held: list[tuple[Path, int, Path | None]] = []
+# (lock file, open descriptor holding the flock, the first parent folder it created, the object that took it: None
+# for an entry point), innermost last
+_held: list[tuple[Path, int, Path | None, object]] = []
 
 
 class FolderBusyError(InputError):
@@ -89,7 +92,7 @@ def remove_made_folders(path: Path, made: Path | None) -> None:
             break
 
 
-def hold_folder(folder, flag: str = "output_dir") -> Path:
+def hold_folder(folder, flag: str = "output_dir", owner: object = None) -> Path:
     """Take the lock of ``folder`` until the function marked with :func:`releases_folder_locks` ends; a folder
     locked by a running process raises :class:`FolderBusyError` naming it. Returns the lock file."""
     import fcntl
@@ -125,18 +128,53 @@ def hold_folder(folder, flag: str = "output_dir") -> Path:
     os.ftruncate(fd, 0)
     os.lseek(fd, 0, os.SEEK_SET)
     os.write(fd, json.dumps(_owner()).encode("utf-8"))
-    _held.append((path, fd, created))
+    _held.append((path, fd, created, owner))
     return path
 
 
 def _release_to(depth: int) -> None:
     while len(_held) > depth:
-        path, fd, created = _held.pop()
+        path, fd, created, _ = _held.pop()
         try:
             path.unlink(missing_ok=True)  # before unlocking, so nobody locks a file that is about to go
         finally:
             os.close(fd)
         remove_made_folders(path.parent, created)  # the folders made for the lock, if empty
+
+
+def _holder(folder) -> tuple[bool, object]:
+    """Whether this process holds the lock of ``folder``, and the object that took it (None: an entry point)."""
+    path = lock_file(folder)
+    return next(((True, owner) for held, _, _, owner in _held if held == path), (False, None))
+
+
+def claimed_by_command(folder) -> bool:
+    """Whether an entry point of this process claimed ``folder`` (and applied the output-folder policy)."""
+    held, owner = _holder(folder)
+    return held and owner is None
+
+
+@contextmanager
+def folder_held(folder, owner: object, flag: str = "output_dir") -> Iterator[None]:
+    """Hold the lock of ``folder`` for the ``with`` block on behalf of ``owner`` (a library job such as a trainer),
+    unless an entry point of this process claimed it for its whole run; another owner in this process that holds it
+    is refused as another process would be."""
+    held, by = _holder(folder)
+    if held and (by is None or by is owner):
+        yield
+        return
+    if held:
+        raise FolderBusyError(f"{flag} {folder} is in use by another run (another trainer of this process, still "
+                              f"training or saving). Wait for it to end, or choose another {flag}.")
+    depth = len(_held)
+    hold_folder(folder, flag, owner)
+    try:
+        yield
+    finally:
+        _release_to(depth)
+
+
+atexit.register(_release_to, 0)  # a lock still held when the interpreter ends normally is not left to look stale
 
 
 def releases_folder_locks(fn: F) -> F:

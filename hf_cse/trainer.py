@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -16,12 +17,14 @@ from .cached import (
     check_cached_compatible,
     check_cached_without_cuda_graphs,
 )
-from .checkpoints import TRAINER_STATE_FILE
+from .checkpoints import TRAINER_STATE_FILE, last_complete_checkpoint
+from .checks import check_path_given
 from .cuda_graphs import CudaGraphStep
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
 from .errors import CSEError
 from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
+from .folder_lock import folder_held
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
@@ -29,6 +32,7 @@ from .precision import check_training_args, describe
 from .sampler import NoDuplicatesBatchSampler, row_keys
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast, full_models_while_loading
 from .trainer_evaluation import DevScoring
+from .trainer_folder import check_new_run_folder, checkpoint_to_resume
 from .trainer_options import TrainingOptions, prepare_run
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
@@ -106,6 +110,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, DevScoring, Trainer):
         if given.get("args") is None:
             given["args"] = ContrastiveTrainingArguments(output_dir="tmp_trainer")
         training_args = given["args"]
+        check_path_given(training_args.output_dir, "output_dir")  # transformers would fail in os.makedirs('')
         # the keyword arguments of earlier versions win over the training arguments' fields
         options = TrainingOptions.from_args(training_args, senteval_data_dir=senteval_data_dir,
                                             eval_source=eval_source, cached_minibatch_size=cached_minibatch_size,
@@ -211,28 +216,46 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, DevScoring, Trainer):
         logging step, and with dev data the dev score of the trained model, which is kept only if it beats the
         untrained encoder's (scored before the first step) -- otherwise the untrained weights are put back.
 
-        A checkpoint taken at the run's last step (a run killed during its final save or export) is loaded as it
-        is: transformers' loop would train one step past ``max_steps``, as it checks the step count only after a
-        step."""
-        named = isinstance(resume_from_checkpoint, (str, Path))  # True = the last checkpoint, found by transformers
-        state_file = Path(resume_from_checkpoint) / TRAINER_STATE_FILE if named else None
+        The output folder is checked first (:mod:`hf_cse.trainer_folder`: no new run into another run's folder;
+        ``resume_from_checkpoint=True`` is the last complete checkpoint, of the same method) and held for the
+        training (:func:`hf_cse.folder_lock.folder_held`). A checkpoint taken at the run's last step (a run killed
+        during its final save or export) is loaded as it is: transformers' loop would train one step past
+        ``max_steps``, as it checks the step count only after a step."""
+        if self.is_world_process_zero():
+            check_path_given(self.args.output_dir, "output_dir")
+            if resume_from_checkpoint:
+                resume_from_checkpoint = checkpoint_to_resume(
+                    resume_from_checkpoint, self.args.output_dir,
+                    getattr(self.accelerator.unwrap_model(self.model).config, "method", None))
+            else:
+                check_new_run_folder(self.args.output_dir)
+        elif resume_from_checkpoint is True:
+            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir) or True
+        with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
+            output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)
+            self._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would
+            self.train_metrics = dict(output.metrics)
+            if self.evaluator is not None:
+                self.dev = self._keep_the_best_on_dev(untrained)
+        return output
+
+    def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
+        state_file = Path(resume_from_checkpoint) / TRAINER_STATE_FILE if resume_from_checkpoint else None
         state = TrainerState.load_from_json(str(state_file)) if state_file and state_file.is_file() else None
-        untrained = None
         # a run asked to go further (a larger max_steps or num_train_epochs than the checkpoint's run had) trains on
         asked_more = state is not None and (self.args.max_steps > state.global_step if self.args.max_steps > 0
                                             else (state.epoch or 0.0) < self.args.num_train_epochs)
+        untrained = None
+        if self.args.eval_on_start:
+            # a resumed run's step-0 score is in the checkpoint's log; the model handed to this trainer is a candidate
+            # only once it is scored again (it is the run's untrained encoder only if it was built the same way)
+            untrained = UntrainedCandidate.of(self.accelerator.unwrap_model(self.model), self.is_fsdp_enabled
+                                              or self.is_deepspeed_enabled, rescore=bool(resume_from_checkpoint))
         if state is not None and state.max_steps and state.global_step >= state.max_steps and not asked_more:
             output = self._finished_from(str(resume_from_checkpoint), state)
         else:
-            if self.args.eval_on_start and not resume_from_checkpoint:
-                untrained = UntrainedCandidate.of(self.accelerator.unwrap_model(self.model), self.is_fsdp_enabled
-                                                  or self.is_deepspeed_enabled)
             output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-        self._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would there
-        self.train_metrics = dict(output.metrics)
-        if self.evaluator is not None:
-            self.dev = self._keep_the_best_on_dev(untrained)
-        return output
+        return output, untrained
 
     def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
         logger.info("%s holds every step of the run (%d of %d): loaded as it is, no further step", checkpoint,
@@ -252,6 +275,10 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, DevScoring, Trainer):
         finished). ``data``: the training data's facts for the record and the card (``hf-cse-train`` gives them);
         ``hub_repo``: push the export there (:func:`hf_cse.export.take_over_hub_push`). The last log line is the
         dev score before and after training and which model was saved."""
+        with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
+            self._save_run(data, preset, hub_repo)
+
+    def _save_run(self, data: dict | None, preset: str | None, hub_repo: str | None) -> None:
         from .export import export_after_training
         from .export.training_info import training_info_from_run
         from .plots import plot_training_curves
@@ -285,7 +312,8 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, DevScoring, Trainer):
                 export_after_training(str(output_dir) if sharded else model, self.processing_class, self.args, info,
                                       hub_repo)
         self.accelerator.wait_for_everyone()  # no process leaves (and tears down the group) while the export runs
-        log_dev_change(logger, self.dev)  # the run's last line: did training make the model better on the dev data?
+        # the run's last line: did training make the model better on the dev data?
+        log_dev_change(logger, self.dev, self.dev_metrics_scored)
 
     @property
     def precision(self) -> str:

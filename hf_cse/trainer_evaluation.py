@@ -11,13 +11,16 @@ import torch
 from transformers import Trainer
 
 from .errors import CSEError
-from .evaluation.before_after import DevChange, UntrainedCandidate, logged_evaluation
+from .evaluation.before_after import DevChange, UntrainedCandidate, logged_evaluation, primary_metric
 
 logger = logging.getLogger(__name__)
 
 
 class DevScoring(Trainer):
     """A mixin before ``Trainer`` in ``ContrastiveTrainer``'s bases; it reads the trainer's ``evaluator``."""
+
+    #: the names of the dev metrics of the last scoring, once training ended (for the run's last line)
+    dev_metrics_scored: list[str] = []
 
     def _keep_the_best_on_dev(self, untrained: UntrainedCandidate | None) -> DevChange | None:
         """Score the model held now (the best checkpoint with ``load_best_model_at_end``, else the last step) and
@@ -28,10 +31,36 @@ class DevScoring(Trainer):
         # the model held now was scored at its step already when that step was an evaluation step (the best
         # checkpoint always was): scoring it again would only repeat the same forward passes
         final = logged_evaluation(self.state.log_history, trained_step) or self.evaluate()
-        dev = DevChange.from_run(self.state.log_history, final, self.args.metric_for_best_model, trained_step)
-        if dev is not None and untrained is not None and dev.before > dev.after:
-            untrained.restore(self.accelerator.unwrap_model(self.model))
-            dev = dev.keeping_untrained()
+        from .evaluation.evaluators import primary_metric_name
+
+        # a sentence-transformers evaluator names its own primary metric (e.g. ``sts-dev_spearman_cosine``)
+        preferred = self.args.metric_for_best_model or (None if primary_metric(final)
+                                                        else primary_metric_name(self.evaluator))
+        dev = DevChange.from_run(self.state.log_history, final, preferred, trained_step)
+        self.dev_metrics_scored = sorted(k.removeprefix("eval_") for k in final if k != "eval_epoch")
+        if dev is None or untrained is None or not dev.before > dev.after:
+            return dev
+        model = self.accelerator.unwrap_model(self.model)
+        if not untrained.rescore:
+            untrained.restore(model)
+            return dev.keeping_untrained()
+        return self._keep_rescored(model, untrained, dev)
+
+    def _keep_rescored(self, model, untrained: UntrainedCandidate, dev: DevChange) -> DevChange:
+        """A resumed run: the weights this trainer was given are kept only if, scored now, they beat the trained
+        model (the run's step-0 score was another process's model)."""
+        trained = UntrainedCandidate.of(model)
+        untrained.restore(model)
+        score = self._dev_scores().get(dev.metric, float("nan"))
+        if score > dev.after:
+            if abs(score - dev.before) > 1e-3 * max(1.0, abs(dev.before)):
+                logger.warning("dev: the model given to this resumed trainer scores %.4g, the run's step 0 %.4g: "
+                               "it is not the run's untrained encoder, but beats the trained model and is kept",
+                               score, dev.before)
+            return DevChange(dev.metric, score, dev.after, kept_step=0)
+        trained.restore(model)
+        logger.warning("dev: the model given to this resumed trainer scores %.4g, not the run's step-0 %.4g: it is not "
+                       "the run's untrained encoder, so the trained model is kept", score, dev.before)
         return dev
 
     @property
@@ -46,6 +75,20 @@ class DevScoring(Trainer):
             raise CSEError("ContrastiveTrainer takes evaluator=, not eval_dataset.")
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
+        scores = self._dev_scores()
+        metrics = {f"{metric_key_prefix}_{k}": v for k, v in scores.items()}
+        best = self.args.metric_for_best_model
+        if best and f"eval_{best.removeprefix('eval_')}" not in metrics and metric_key_prefix == "eval":
+            # transformers would stop with a KeyError when it next compares checkpoints, possibly hours in
+            raise CSEError(f"metric_for_best_model={best!r} is not among the dev metrics ({', '.join(sorted(scores))});"
+                           " choose one of them.")
+        metrics[f"{metric_key_prefix}_epoch"] = self.state.epoch or 0.0
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    def _dev_scores(self) -> dict[str, float]:
+        """The evaluator's metrics of the model held now (nothing logged), on every process."""
         if self.evaluator is None:
             raise CSEError(
                 "ContrastiveTrainer.evaluate has nothing to score: pass senteval_data_dir (a SentEval data/downstream "
@@ -79,11 +122,7 @@ class DevScoring(Trainer):
         if "error" in outcome:
             raise (CSEError if outcome["input_error"] else RuntimeError)(
                 f"evaluation failed on the main process: {outcome['error']}")
-        metrics = {f"{metric_key_prefix}_{k}": v for k, v in outcome["metrics"].items()}
-        metrics[f"{metric_key_prefix}_epoch"] = self.state.epoch or 0.0
-        self.log(metrics)
-        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
-        return metrics
+        return outcome["metrics"]
 
     @torch.no_grad()
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):

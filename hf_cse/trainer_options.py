@@ -8,6 +8,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import CSEError
+
 logger = logging.getLogger("hf_cse.trainer")
 
 
@@ -26,6 +28,10 @@ class TrainingOptions:
         values = {name: given[name] if given.get(name) is not None else getattr(training_args, name, default)
                   for name, default in vars(cls()).items()}
         values["cached_minibatch_size"] = values["cached_minibatch_size"] or None  # 0 = off
+        from .evaluation.data import SOURCES
+
+        if values["eval_source"] not in SOURCES:  # else a run would go on without its dev data
+            raise CSEError(f"eval_source must be one of {', '.join(SOURCES)}, got {values['eval_source']!r}.")
         return cls(**values)
 
     def evaluator(self, training_args, extra=None, pairs=None):
@@ -56,10 +62,18 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
     (without the method's ``collator``) is left as it is."""
     model, args = given.get("model"), given["args"]
     tokenizer, train_dataset = given.get("processing_class"), given.get("train_dataset")
+    if model is not None and not hasattr(getattr(model, "config", None), "objectives"):
+        raise CSEError(f"ContrastiveTrainer trains hf_cse method models, whose config names their objectives; got "
+                       f"{type(model).__name__}. Wrap the encoder in a method, e.g. "
+                       "hf_cse.models.SimCSEModel.from_encoder(name_or_path).")
     if not hasattr(model, "collator"):
         return
     if given.get("data_collator") is None and tokenizer is not None:
         given["data_collator"] = method_collator(model, tokenizer, train_dataset)
+    elif given.get("data_collator") is None and train_dataset is not None:
+        # transformers' default collator would hand the model rows it cannot read
+        raise CSEError("ContrastiveTrainer needs the tokenizer to build the method's batches: pass "
+                       "processing_class=tokenizer (or a data_collator of your own).")
     if args.remove_unused_columns:
         # the collators read the views' columns (positive_input_ids, ...), which the model's forward does not name
         logger.debug("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from .checks import check_path_given
 from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
@@ -69,6 +70,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     precision_reason: str = field(default="", init=False, repr=False)
 
     def __post_init__(self):
+        check_path_given(self.output_dir, "output_dir")
         # before TrainingArguments checks bf16 / fp16 against the device (e.g. bf16 on a CPU needs use_cpu)
         values, self.precision, self.precision_reason = training_flags(
             self.precision, self.bf16, self.fp16, self.use_cpu, os.environ.get("ACCELERATE_MIXED_PRECISION"))

@@ -73,16 +73,19 @@ class DevChange:
 class UntrainedCandidate:
     """The untrained encoder's weights, kept on the CPU until the end of training, when they are saved instead of
     the trained ones if those scored lower on the dev data. A model sharded over processes (FSDP, DeepSpeed) is not
-    copied: its untrained encoder is then no candidate (:meth:`of` returns None)."""
+    copied: its untrained encoder is then no candidate (:meth:`of` returns None). ``rescore``: the weights are those
+    handed to a resumed run, whose step-0 score was another process's: they must be scored again before they are
+    kept (they are the run's untrained encoder only if they were built the same way)."""
 
-    def __init__(self, state: dict[str, torch.Tensor]):
+    def __init__(self, state: dict[str, torch.Tensor], rescore: bool = False):
         self.state = state
+        self.rescore = rescore
 
     @classmethod
-    def of(cls, model: torch.nn.Module, sharded: bool = False) -> UntrainedCandidate | None:
+    def of(cls, model: torch.nn.Module, sharded: bool = False, rescore: bool = False) -> UntrainedCandidate | None:
         if sharded:
             return None
-        return cls({name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()})
+        return cls({name: t.detach().to("cpu", copy=True) for name, t in model.state_dict().items()}, rescore)
 
     def restore(self, model: torch.nn.Module) -> None:
         model.load_state_dict(self.state)
@@ -121,13 +124,17 @@ def logged_evaluation(log_history: Sequence[Mapping[str, Any]], step: int) -> di
     return None
 
 
-def log_dev_change(logger, dev: DevChange | None) -> None:
+def log_dev_change(logger, dev: DevChange | None, scored: Sequence[str] = ()) -> None:
     """The run's last line: the dev score before and after training, a warning when the model lost more than the
-    noise, or that no dev data checked it."""
+    noise, or that nothing checked it: no dev data, or dev metrics (``scored``) without one to compare."""
     if dev is not None and not (math.isfinite(dev.before) and math.isfinite(dev.after)):
         logger.warning("%s: the dev score is undefined (every pair got the same cosine, e.g. sentences the tokenizer "
                        "reads as unknown tokens only); check the dev data (eval_file) and the encoder's language",
                        dev.line())
+    elif dev is None and scored:
+        logger.warning("dev: none of the dev metrics (%s) was compared before and after training, so nothing checked "
+                       "that training made the model better; set metric_for_best_model to the one to compare",
+                       ", ".join(scored[:5]))
     elif dev is None:
         logger.warning("dev: no dev data, so nothing checked that training made the model better; pass "
                        "senteval_data_dir (or eval_source hub) or eval_file to score it before and after "

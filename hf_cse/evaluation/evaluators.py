@@ -172,6 +172,15 @@ def run_evaluator(evaluator, encoder: SentenceEncoder, epoch: float = -1, steps:
     return {k: float(v) for k, v in evaluator(encoder).items()}
 
 
+def primary_metric_name(evaluator) -> str | None:
+    """The metric a sentence-transformers evaluator calls its primary one (known, with its name prefix, once it has
+    run), the first of a list's; None for hf_cse's own evaluators (their Spearman scores are found by name)."""
+    for one in evaluator if isinstance(evaluator, (list, tuple)) else [evaluator]:
+        if is_sentence_transformers_evaluator(one) and getattr(one, "primary_metric", None):
+            return one.primary_metric
+    return None
+
+
 def describe_evaluator(evaluator) -> str:
     """What ``evaluator`` scores, in a few words for a log line ("STS-B, SICK-R dev; 120 custom pairs")."""
     if isinstance(evaluator, (list, tuple)):

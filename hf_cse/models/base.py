@@ -173,6 +173,7 @@ class CSEPreTrainedModel(PreTrainedModel):
         for this process.
         """
         remote = {"trust_remote_code": True} if trust_remote_code else {}
+        cls.config_class.check_field_names(config_kwargs)  # before anything is read
         if config_kwargs.get("pooler_source") is None:  # run_unsup.py resolves it before any weights load
             choice = resolve_pooling(str(name_or_path), config_kwargs.get("pooler_type"),
                                      config_kwargs.get("normalize"), given_by="the caller")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import difflib
 from collections.abc import Mapping
-from dataclasses import field
+from dataclasses import field, fields
 from typing import Any, Literal
 
 from transformers import AutoConfig, PretrainedConfig
@@ -205,6 +206,19 @@ class CSEConfig(PretrainedConfig):
                 raise CSEError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}.")
             if self.lora_alpha is not None and not self.lora_alpha > 0:
                 raise CSEError(f"lora_alpha must be > 0, got {self.lora_alpha}.")
+
+    @classmethod
+    def check_field_names(cls, names) -> None:
+        """Refuse a keyword that is no field of this config: transformers' configs store any keyword as an
+        attribute, so a misspelt field (``pooler="avg"``) would be kept and ignored."""
+        known = {f.name for f in fields(cls)}
+        aliases = {alias: f.name for f in fields(cls) for alias in f.metadata.get("aliases", ())}
+        for name in names:
+            if name in known or name in LEGACY_FIELDS or name == "method":
+                continue
+            hint = aliases.get(name) or next(iter(difflib.get_close_matches(name, sorted(known), n=1)), None)
+            raise CSEError(f"{cls.__name__} has no field {name!r}" + (f"; did you mean {hint!r}?" if hint else
+                                                                       "; see its fields in hf_cse.models.config."))
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):

@@ -55,7 +55,7 @@ def test_the_readme_example_trains_the_weights_of_hf_cse_train(method, model_cla
     encoder, train, senteval = inputs
     # the trained weights are compared: the untrained encoder (which may score better on the toy dev data) is no
     # candidate here; the dev score is still computed before and after (the other test checks the selection)
-    monkeypatch.setattr(UntrainedCandidate, "of", classmethod(lambda cls, model, sharded=False: None))
+    monkeypatch.setattr(UntrainedCandidate, "of", classmethod(lambda cls, model, sharded=False, rescore=False: None))
     api = run_example(tmp_path, encoder, train, senteval, model_class)
     cli = tmp_path / "cli"
     assert hf_cse_train.main(["--method", method, "--model_name_or_path", str(encoder), "--train_file", str(train),

@@ -108,3 +108,27 @@ def test_eval_dataset_and_evaluation_without_evaluator_are_rejected(tiny_bert_di
     with pytest.raises(ValueError, match="eval_strategy=steps needs something to evaluate"):
         ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "o", eval_strategy="steps", eval_steps=1),
                            train_dataset=ds, data_collator=collator(tok), processing_class=tok)
+
+
+@pytest.mark.slow
+def test_a_sentence_transformers_evaluator_alone_is_compared_before_and_after(tiny_bert_dir, senteval_dir, sentences,
+                                                                               tmp_path):
+    """Without metric_for_best_model, the evaluator's own primary metric judges the run (not "no dev data")."""
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, repeat=2, evaluator=_st_sts_dev_evaluator(senteval_dir),
+                       max_steps=2)
+    trainer.train()
+    step0 = next(h for h in trainer.state.log_history if h.get("step") == 0 and "eval_sts-dev_spearman_cosine" in h)
+    assert trainer.dev is not None and trainer.dev.metric == "sts-dev_spearman_cosine"
+    assert trainer.dev.before == step0["eval_sts-dev_spearman_cosine"]
+
+
+@pytest.mark.slow
+def test_a_misspelt_metric_for_best_model_is_refused_before_the_first_step(tiny_bert_dir, senteval_dir, sentences,
+                                                                            tmp_path):
+    from hf_cse.errors import CSEError
+
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, senteval_data_dir=str(senteval_dir), max_steps=2,
+                       metric_for_best_model="stsb_spearmann")
+    with pytest.raises(CSEError, match="metric_for_best_model='stsb_spearmann' is not among the dev metrics"):
+        trainer.train()
+    assert trainer.state.global_step == 0

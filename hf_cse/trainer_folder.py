@@ -1,0 +1,80 @@
+"""What :class:`hf_cse.trainer.ContrastiveTrainer` checks of its output folder before training, so that a run from
+Python keeps the command line's promise (:mod:`hf_cse.output_folder`): never mix two runs in one folder, resume only
+a run of the same method, refuse in one line what transformers would stop on with a traceback (or, worse, run).
+
+* a new run (no ``resume_from_checkpoint``) into a folder holding a trained model or checkpoints is refused: its
+  checkpoints would join the other run's (and their rotation delete them), its save replace that run's model;
+* ``resume_from_checkpoint=True`` is the folder's last *complete* checkpoint (:mod:`hf_cse.checkpoints`), so that a
+  run whose last checkpoint is its final step is finished as it is rather than trained one step further;
+* a named checkpoint must exist, be complete and be of the trainer's method.
+
+A command that claimed the folder (:mod:`hf_cse.cli.output_dir`: it holds its lock) has applied its whole policy
+already, ``overwrite_output_dir`` included; these checks then stand aside.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from pathlib import Path
+
+from .checkpoints import TRAINER_STATE_FILE, checkpoint_problem, last_complete_checkpoint
+from .folder_lock import claimed_by_command
+from .output_folder import OutputFolderError, listing
+from .run_files import CHECKPOINT_PREFIX, TRAINING_INFO_FILE
+
+#: what a run writes into its folder only once it has trained: the model, its export, its record
+TRAINED_RUN_FILES = (TRAINING_INFO_FILE, TRAINER_STATE_FILE, "sentence-transformers", "model*.safetensors",
+                     "pytorch_model*.bin", "adapter")
+
+
+def check_new_run_folder(output_dir) -> None:
+    """Refuse a new run into a folder that holds another run's trained model or checkpoints (module doc)."""
+    out = Path(output_dir)
+    if not out.is_dir() or claimed_by_command(out):
+        return
+    names = [p.name for p in out.iterdir()]
+    trained = [n for n in names if any(fnmatch.fnmatchcase(n, pattern) for pattern in TRAINED_RUN_FILES)]
+    if trained:
+        raise OutputFolderError(f"output_dir {out} already holds a trained run ({listing(trained)}): choose another "
+                                "output_dir, or remove that run's files to start over.")
+    checkpoints = [n for n in names if n.startswith(f"{CHECKPOINT_PREFIX}-") and (out / n).is_dir()]
+    if checkpoints:
+        raise OutputFolderError(f"output_dir {out} holds checkpoints of a run ({listing(checkpoints)}): pass "
+                                "resume_from_checkpoint=True to continue it, or choose another output_dir (or remove "
+                                "them to start over).")
+
+
+def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None) -> str:
+    """The checkpoint folder ``resume_from_checkpoint`` (``True``: the last complete one in ``output_dir``) names,
+    checked: it exists, is complete and holds a model of ``method``."""
+    if resume_from_checkpoint is True:
+        found = last_complete_checkpoint(output_dir)
+        if found is None:
+            raise OutputFolderError(f"resume_from_checkpoint=True: output_dir {output_dir} holds no complete "
+                                    "checkpoint to resume from; train without it to start a new run.")
+        checkpoint = Path(found)
+    else:
+        checkpoint = Path(resume_from_checkpoint)
+        if not checkpoint.is_dir():
+            raise OutputFolderError(f"resume_from_checkpoint {checkpoint} is not a folder; name a checkpoint folder "
+                                    f"({CHECKPOINT_PREFIX}-N of an earlier run), or True for the last one in "
+                                    "output_dir.")
+        problem = checkpoint_problem(checkpoint)
+        if problem:
+            raise OutputFolderError(f"resume_from_checkpoint {checkpoint} is incomplete: {problem}. Name a complete "
+                                    f"checkpoint (an earlier {CHECKPOINT_PREFIX}-N).")
+    saved = _saved_method(checkpoint)
+    if method and saved and saved != method:
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint} holds a {saved} model, and this trainer trains "
+                                f"a {method} model: resume it with the {saved} method, or start a new run in another "
+                                "output_dir.")
+    return str(checkpoint)
+
+
+def _saved_method(checkpoint: Path) -> str | None:
+    try:
+        config = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return config.get("method") if isinstance(config, dict) else None

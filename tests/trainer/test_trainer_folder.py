@@ -1,0 +1,139 @@
+"""ContrastiveTrainer from Python keeps the command line's promises about its output folder (hf_cse.trainer_folder):
+no new run into another run's folder, ``resume_from_checkpoint=True`` as the last complete checkpoint (a run whose
+last checkpoint is its final step trains no further), no resume across methods, one trainer at a time; and the input
+mistakes a Python caller can make are refused in one line before any step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from eval_helpers import write_toy_senteval
+from helpers import collator, tiny_args, tiny_train_dataset
+from safetensors.torch import load_file
+from transformers import TrainerCallback
+
+from hf_cse.errors import CSEError
+from hf_cse.folder_lock import FolderBusyError
+from hf_cse.models import ImSimCSEModel, SimCSEModel
+from hf_cse.output_folder import OutputFolderError
+from hf_cse.trainer import ContrastiveTrainer
+
+
+def _trainer(encoder, sentences, tmp_path, out, model_class=SimCSEModel, **args) -> ContrastiveTrainer:
+    ds, tok = tiny_train_dataset(encoder, sentences, tmp_path / "data", repeat=4)
+    torch.manual_seed(0)
+    return ContrastiveTrainer(model=model_class.from_encoder(str(encoder)), args=tiny_args(out, **args),
+                              train_dataset=ds, data_collator=collator(tok), processing_class=tok)
+
+
+def _snapshot(folder):
+    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+@pytest.mark.slow
+def test_a_new_run_is_refused_in_a_folder_holding_a_finished_run_or_checkpoints(tiny_bert_dir, sentences, tmp_path):
+    finished, interrupted = tmp_path / "finished", tmp_path / "interrupted"
+    first = _trainer(tiny_bert_dir, sentences, tmp_path, finished, max_steps=2)
+    first.train()
+    first.save_run()
+    _trainer(tiny_bert_dir, sentences, tmp_path, interrupted, max_steps=2, save_strategy="steps",
+             save_steps=1).train()
+    for folder, words in ((finished, "already holds a trained run"),
+                          (interrupted, "pass resume_from_checkpoint=True to continue it")):
+        before = _snapshot(folder)
+        with pytest.raises(OutputFolderError, match=words) as refused:
+            _trainer(tiny_bert_dir, sentences, tmp_path, folder, model_class=ImSimCSEModel, max_steps=3).train()
+        assert "\n" not in str(refused.value)
+        assert _snapshot(folder) == before  # nothing written, nothing removed
+
+
+@pytest.mark.slow
+def test_resuming_a_run_whose_last_checkpoint_is_its_final_step_trains_no_further(tiny_bert_dir, sentences,
+                                                                                 tmp_path):
+    out = tmp_path / "out"
+    common = dict(max_steps=4, save_strategy="steps", save_steps=2)
+    _trainer(tiny_bert_dir, sentences, tmp_path, out, **common).train()  # killed before its final save
+    resumed = _trainer(tiny_bert_dir, sentences, tmp_path, out, **common)
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed.state.global_step == 4
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    saved = load_file(out / "checkpoint-4" / "model.safetensors")
+    for name, weight in resumed.model.state_dict().items():
+        torch.testing.assert_close(weight, saved[name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
+def test_resume_is_refused_without_a_checkpoint_or_from_another_methods(tiny_bert_dir, sentences, tmp_path):
+    with pytest.raises(OutputFolderError, match="holds no complete checkpoint"):
+        _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "empty").train(resume_from_checkpoint=True)
+    out = tmp_path / "simcse"
+    _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2, save_strategy="steps", save_steps=2).train()
+    other = _trainer(tiny_bert_dir, sentences, tmp_path, out, model_class=ImSimCSEModel, max_steps=4)
+    with pytest.raises(OutputFolderError, match="holds a simcse model, and this trainer trains a imsimcse model"):
+        other.train(resume_from_checkpoint=True)
+    with pytest.raises(OutputFolderError, match="is not a folder"):
+        other.train(resume_from_checkpoint=str(out / "checkpoint-9"))
+
+
+@pytest.mark.slow
+def test_a_second_trainer_cannot_train_in_a_folder_while_the_first_trains_there(tiny_bert_dir, sentences, tmp_path):
+    out = tmp_path / "out"
+    first = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2)
+    second = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2)
+    refusals = []
+
+    class StartTheSecond(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                with pytest.raises(FolderBusyError, match="is in use by another run") as refused:
+                    second.train()
+                refusals.append(str(refused.value))
+
+    first.add_callback(StartTheSecond())
+    first.train()
+    assert len(refusals) == 1 and second.state.global_step == 0
+    first.save_run()  # the lock was given back after train(): saving takes it again
+
+
+def test_python_callers_mistakes_are_refused_in_one_line_before_training(tiny_bert_dir, sentences, tmp_path):
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "data")
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    args = tiny_args(tmp_path / "out")
+    cases = [
+        (dict(model=model.encoder, args=args, train_dataset=ds, processing_class=tok), "trains hf_cse method models"),
+        (dict(model=model, args=args, train_dataset=ds), "pass processing_class=tokenizer"),
+        (dict(model=model, args=args, train_dataset=ds, processing_class=tok, eval_source="hubb"),
+         "eval_source must be one of local, hub, got 'hubb'"),
+        (dict(model=model, args=tiny_args(""), train_dataset=ds, processing_class=tok), "output_dir is empty"),
+    ]
+    for kwargs, words in cases:
+        with pytest.raises(CSEError, match=words) as refused:
+            ContrastiveTrainer(**kwargs)
+        assert "\n" not in str(refused.value)
+    with pytest.raises(CSEError, match="SimCSEConfig has no field 'pooler'; did you mean 'pooler_type'"):
+        SimCSEModel.from_encoder(str(tiny_bert_dir), pooler="avg")
+    with pytest.raises(CSEError, match="no field 'torch_dtype'; did you mean 'encoder_dtype'"):
+        SimCSEModel.from_encoder(str(tiny_bert_dir), torch_dtype="bf16")
+
+
+@pytest.mark.slow
+def test_a_resumed_run_keeps_the_untrained_encoder_when_training_made_it_worse(tiny_bert_dir, sentences, tmp_path):
+    senteval = write_toy_senteval(tmp_path / "senteval")
+    out = tmp_path / "out"
+    wreck = dict(learning_rate=0.5, lr_scheduler_type="constant", save_strategy="steps", save_steps=3)
+
+    def trainer(max_steps):
+        ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "data", repeat=4)
+        torch.manual_seed(0)
+        return ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)),
+                                  args=tiny_args(out, max_steps=max_steps, **wreck), train_dataset=ds,
+                                  data_collator=collator(tok), processing_class=tok, senteval_data_dir=str(senteval))
+
+    trainer(3).train()  # the run until its checkpoint at step 3; then it goes on in another process
+    resumed = trainer(6)
+    untrained = {k: v.clone() for k, v in resumed.model.state_dict().items()}
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed.state.global_step == 6
+    assert resumed.dev.after < resumed.dev.before and resumed.dev.kept_step == 0
+    for name, weight in resumed.model.state_dict().items():
+        torch.testing.assert_close(weight, untrained[name], rtol=0, atol=0, msg=name)
