@@ -8,7 +8,7 @@ instead of changing behaviour silently. ``setup.cfg`` bounds both packages below
 
 Where a public hook exists it is used instead (``PretrainedConfig.name_or_path``, ``AttentionInterface.valid_keys``,
 ``Trainer.get_train_dataloader``); transformers 5.24 has no public hook for a batch sampler, for loading a checkpoint
-outside ``train``, for the inputs' device placement or for the start of an epoch.
+outside ``train``, for the inputs' device placement, for the start of an epoch or for a checkpoint's RNG states.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.Trainer", "_prepare_inputs", ("self", "inputs")),
     ("transformers.Trainer", "_remove_unused_columns", ("self", "dataset", "description")),
     ("transformers.Trainer", "_run_epoch", ("self", "model", "epoch")),
+    ("transformers.Trainer", "_save_rng_state", ("self", "output_dir")),
     ("transformers.Trainer", "_train_batch_size", None),  # an instance attribute, set in Trainer.__init__
     ("transformers.PretrainedConfig", "_attn_implementation", None),  # a property with a setter
     ("transformers.PreTrainedModel", "_tied_weights_keys", None),  # a class attribute
@@ -71,6 +72,20 @@ class EpochStartHook:
     def _run_epoch(self, model, epoch, *args, **kwargs):
         self.on_epoch_start(epoch)
         return super()._run_epoch(model, epoch, *args, **kwargs)
+
+
+class RngStateSaveHook:
+    """A ``Trainer`` mixin that calls ``self.on_rng_state_saved(folder)`` right after a checkpoint's RNG states are
+    written, while the generators still hold them, and not when they are not (``save_only_model``). It runs inside
+    ``Trainer._save_checkpoint``, before ``trainer_state.json`` marks the checkpoint complete;
+    ``TrainerCallback.on_save`` comes after that file."""
+
+    def on_rng_state_saved(self, folder: str) -> None:
+        """Nothing by default."""
+
+    def _save_rng_state(self, output_dir):
+        super()._save_rng_state(output_dir)
+        self.on_rng_state_saved(output_dir)
 
 
 # ------------------------------------------------------------------------------- transformers' attention

@@ -19,6 +19,7 @@ from .cached import (
 )
 from .checkpoints import TRAINER_STATE_FILE, last_complete_checkpoint
 from .checks import check_path_given
+from .collator_rng import CollatorDraws
 from .cuda_graphs import CudaGraphStep
 from .data import DataError
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
@@ -40,7 +41,7 @@ from .training_args import ContrastiveTrainingArguments, global_batch_size
 logger = logging.getLogger(__name__)
 
 
-class ContrastiveTrainer(seams.EpochStartHook, StepPaths, DevScoring, Trainer):
+class ContrastiveTrainer(seams.EpochStartHook, seams.RngStateSaveHook, StepPaths, DevScoring, Trainer):
     """A ``transformers.Trainer`` for hf_cse method models that does what ``hf-cse-train`` does: given a model,
     :class:`~hf_cse.training_args.ContrastiveTrainingArguments` (plain ``TrainingArguments`` work too, with the
     options below as keyword arguments, which win over the arguments' fields), a tokenized training set and the
@@ -124,6 +125,7 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, DevScoring, Trainer):
         prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
         self._batch_sampler: NoDuplicatesBatchSampler | None = None
+        self._collator_draws = CollatorDraws()  # a resumed run collates as the uninterrupted one (hf_cse.collator_rng)
         self._flos_per_token: int | None = None
         if training_args.dataloader_pin_memory and training_args.device.type == "cuda" and \
                 hasattr(training_args.accelerator_config, "non_blocking"):
@@ -254,7 +256,11 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, DevScoring, Trainer):
         if state is not None and state.max_steps and state.global_step >= state.max_steps and not asked_more:
             output = self._finished_from(str(resume_from_checkpoint), state)
         else:
-            output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+            self._collator_draws.resume_from(resume_from_checkpoint, self.args)
+            try:
+                output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+            finally:
+                self._collator_draws.stop_resuming()
         return output, untrained
 
     def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
@@ -322,7 +328,16 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, DevScoring, Trainer):
 
     def get_train_dataloader(self):
         """The Trainer's training loader, with :class:`NoDuplicatesBatchSampler` as its batch sampler where it
-        applies (Accelerate then hands every process its share of each global batch)."""
+        applies (Accelerate then hands every process its share of each global batch); its collations are followed
+        across checkpoints (:mod:`hf_cse.collator_rng`)."""
+        collator = self.data_collator
+        self.data_collator = self._collator_draws.track(collator)  # the training loader's alone, not evaluation's
+        try:
+            return self._train_dataloader()
+        finally:
+            self.data_collator = collator
+
+    def _train_dataloader(self):
         from functools import partial
 
         from torch.utils.data import DataLoader
@@ -357,6 +372,10 @@ class ContrastiveTrainer(seams.EpochStartHook, StepPaths, DevScoring, Trainer):
         # set_epoch to a batch sampler under its BatchSamplerShard, so set it here
         if self._batch_sampler is not None:
             self._batch_sampler.set_epoch(epoch)
+        self._collator_draws.epoch_begins()
+
+    def on_rng_state_saved(self, folder: str) -> None:
+        self._collator_draws.save(folder, self.args)
 
     # ------------------------------------------------------------------ training
     def _global_objectives(self, embeddings: dict[str, torch.Tensor]):

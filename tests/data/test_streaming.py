@@ -89,6 +89,34 @@ def test_resumed_streamed_run_continues_with_the_next_batches(tiny_bert_dir, tmp
     assert batches["resumed"][start:start + 3] == after
 
 
+@pytest.mark.slow
+def test_a_resumed_streamed_run_masks_its_batches_as_the_uninterrupted_one(tiny_mlm_dir, tmp_path):
+    """The masked-LM collator draws its masks as the loader fetches a batch: the resumed loader re-reads (and masks)
+    the stream's trained batches to drop them, and must not take the saved masks' random states for them
+    (hf_cse.collator_rng)."""
+    a = _write(tmp_path / "a.txt", random_sentences(40, seed=1))
+    b = _write(tmp_path / "b.txt", random_sentences(40, seed=2))
+    tok = AutoTokenizer.from_pretrained(tiny_mlm_dir)
+
+    def run(out, resume=None):
+        stream = load_training_text(StreamingArguments(True, [str(a), str(b)], [0.5, 0.5]), _data_args(), seed=0)
+        torch.manual_seed(0)
+        trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_mlm_dir), do_mlm=True),
+                                     args=tiny_args(tmp_path / out, per_device_train_batch_size=4, max_steps=6,
+                                                    save_strategy="steps", save_steps=3, learning_rate=1e-2),
+                                     train_dataset=tokenize_stream(stream, tok), processing_class=tok)
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    full = run("full")
+    run("cut")
+    resumed = run("cut", resume=str(tmp_path / "cut" / "checkpoint-3"))
+    losses = lambda t: [(h["step"], h["loss"]) for h in t.state.log_history if "loss" in h][-3:]  # noqa: E731
+    assert losses(resumed) == losses(full)
+    for (key, x), y in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(x, y), key
+
+
 @pytest.fixture
 def no_model_load(monkeypatch):
     monkeypatch.setattr(SimCSEModel, "from_encoder", classmethod(lambda *a, **k: pytest.fail("model loaded")))

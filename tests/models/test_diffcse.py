@@ -294,6 +294,33 @@ def test_saved_run_reloads_and_exports_as_a_plain_encoder(tiny_bert_dir, tiny_ml
     assert "rtd_loss" in reloaded(**_batch(tok, sentences[:4])).aux_losses
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("generator", ["unigram", "masked LM"])
+def test_a_resumed_run_edits_as_the_uninterrupted_one_and_ends_with_its_weights(generator, tiny_bert_dir, tiny_mlm_dir,
+                                                                                 tok, tmp_path):
+    # the edits are drawn from torch's generator when the loader fetches a batch, one batch ahead of the step, so the
+    # checkpoint's RNG state comes after the next batch's edits (hf_cse.collator_rng)
+    name = "unigram" if generator == "unigram" else str(tiny_mlm_dir)
+    common = dict(max_steps=6, save_strategy="steps", save_steps=3, learning_rate=1e-2)
+
+    def trainer(folder):  # 32 rows, 4 batches an epoch: checkpoint-3 is mid-epoch, the resumed run crosses an epoch
+        ds, _ = tiny_train_dataset(tiny_bert_dir, random_sentences(8, seed=1), folder, repeat=4)
+        torch.manual_seed(0)
+        model = DiffCSEModel.from_encoder(str(tiny_bert_dir), generator_name_or_path=name)
+        return ContrastiveTrainer(model=model, args=tiny_args(folder / "out", **common), train_dataset=ds,
+                                  processing_class=tok)
+
+    full = trainer(tmp_path / "a")
+    full.train()
+    trainer(tmp_path / "b").train()
+    resumed = trainer(tmp_path / "b")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "b" / "out" / "checkpoint-3"))
+    losses = lambda t: [(h["step"], h["loss"], h["rtd_loss"]) for h in t.state.log_history if "loss" in h]  # noqa: E731
+    assert losses(resumed)[-3:] == losses(full)[-3:]
+    for (key, x), y in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(x, y), key  # BatchNorm statistics included
+
+
 # ----------------------------------------------------------------------------------------------- edits
 class FixedChoice(random.Random):
     def __init__(self, chosen):
