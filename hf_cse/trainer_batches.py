@@ -1,0 +1,93 @@
+"""The batches of :class:`hf_cse.trainer.ContrastiveTrainer`: the training loader with the no-duplicates batch
+sampler (:mod:`hf_cse.sampler`) where it applies, its epochs, and its collations followed across checkpoints
+(:mod:`hf_cse.collator_rng`)."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from transformers import Trainer
+
+from . import seams
+from .data import DataError
+from .sampler import NoDuplicatesBatchSampler, row_keys
+from .training_args import global_batch_size
+
+logger = logging.getLogger("hf_cse.trainer")
+
+
+class TrainingBatches(Trainer):
+    """A mixin before ``Trainer`` in ``ContrastiveTrainer``'s bases; it reads the trainer's
+    ``no_duplicates_in_batch``, ``_batch_sampler`` and ``_collator_draws``."""
+
+    def _no_duplicates_sampler(self) -> NoDuplicatesBatchSampler | None:
+        """The no-duplicates batch sampler for the training set, or None where it does not apply (turned off, an
+        iterable data set, another ``train_sampling_strategy``, no text / token columns)."""
+        dataset = self.train_dataset
+        if not self.no_duplicates_in_batch or dataset is None or isinstance(dataset, torch.utils.data.IterableDataset):
+            return None
+        if getattr(self.args, "train_sampling_strategy", "random") != "random":
+            logger.warning("train_sampling_strategy=%s: the no-duplicates batch sampler is not used (duplicate texts "
+                           "may share a batch).", self.args.train_sampling_strategy)
+            return None
+        found = row_keys(dataset)
+        if found is None:
+            logger.warning("the training set has no text or input_ids column to compare rows by: the no-duplicates "
+                           "batch sampler is not used.")
+            return None
+        keys, source = found
+        logger.debug("no-duplicates batches: rows compared by %s over all their views", source)
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        return NoDuplicatesBatchSampler(keys, seams.train_batch_size(self), self.args.world_size, seed)
+
+    def get_train_dataloader(self):
+        """The Trainer's training loader, with :class:`NoDuplicatesBatchSampler` as its batch sampler where it
+        applies (Accelerate then hands every process its share of each global batch); its collations are followed
+        across checkpoints (:mod:`hf_cse.collator_rng`)."""
+        collator = self.data_collator
+        self.data_collator = self._collator_draws.track(collator)  # the training loader's alone, not evaluation's
+        try:
+            return self._train_dataloader()
+        finally:
+            self.data_collator = collator
+
+    def _train_dataloader(self):
+        from functools import partial
+
+        from torch.utils.data import DataLoader
+        from transformers.trainer_utils import seed_worker
+
+        self._batch_sampler = self._no_duplicates_sampler()
+        if self._batch_sampler is None:
+            return super().get_train_dataloader()
+        if len(self._batch_sampler) == 0:
+            size = global_batch_size(self._batch_sampler.batch_size, self.args.world_size)
+            raise DataError(f"no global batch of {size} rows without a repeated text can be made from the "
+                            f"{len(self.train_dataset)} training rows (too few distinct texts for the batch). Use "
+                            "more varied data or a smaller per-device batch, or allow repeats with "
+                            "no_duplicates_in_batch=False.")
+        dataset = self.train_dataset
+        collator = self.data_collator
+        if self.args.remove_unused_columns:  # a model of one's own (a method model's collator reads every column)
+            dataset = seams.remove_unused_columns(self, dataset, "Training")
+        loader = DataLoader(
+            dataset, batch_sampler=self._batch_sampler, collate_fn=collator,
+            num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory,
+            persistent_workers=self.args.dataloader_persistent_workers,
+            multiprocessing_context=self.args.dataloader_multiprocessing_context,
+            prefetch_factor=self.args.dataloader_prefetch_factor,
+            worker_init_fn=partial(seed_worker, num_workers=self.args.dataloader_num_workers,
+                                   rank=self.args.process_index),
+        )
+        return self.accelerator.prepare(loader)
+
+    def on_epoch_start(self, epoch: int) -> None:
+        # the plan of every epoch is fixed by (seed, epoch); Accelerate's skip wrapper on resume does not forward
+        # set_epoch to a batch sampler under its BatchSamplerShard, so set it here
+        if self._batch_sampler is not None:
+            self._batch_sampler.set_epoch(epoch)
+        self._collator_draws.epoch_begins()
+
+    def on_rng_state_saved(self, folder: str) -> None:
+        self._collator_draws.save(folder, self.args)
