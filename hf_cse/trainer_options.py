@@ -1,6 +1,7 @@
 """What :class:`hf_cse.trainer.ContrastiveTrainer` takes from its training arguments, and what it does to the model and
-the arguments before transformers' ``Trainer`` sees them: the method's collator, the columns it needs kept, the
-method's own preparation (DiffCSE's generator) and activation checkpointing inside the encoder."""
+the arguments before transformers' ``Trainer`` sees them: the method's collator, the checks of the training set
+against it and the encoder (:mod:`hf_cse.data_checks`), the columns it needs kept, the method's own preparation
+(DiffCSE's generator) and activation checkpointing inside the encoder."""
 
 from __future__ import annotations
 
@@ -54,12 +55,17 @@ def method_collator(model, tokenizer, train_dataset):
 def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
     """Adjust ``Trainer.__init__``'s arguments ``given`` (in place) for an hf_cse method model; a model of one's own
     (without the method's ``collator``) is left as it is."""
+    from .data_checks import check_training_data
+
     model, args = given.get("model"), given["args"]
     tokenizer, train_dataset = given.get("processing_class"), given.get("train_dataset")
     if not hasattr(model, "collator"):
         return
     if given.get("data_collator") is None and tokenizer is not None:
         given["data_collator"] = method_collator(model, tokenizer, train_dataset)
+    # untokenized data, rows past the encoder's positions, ids outside its vocabulary: one line now, not an
+    # IndexError inside torch at the first step (streams: each batch, on the CPU, in the loader)
+    given["data_collator"] = check_training_data(train_dataset, given.get("data_collator"), model)
     if args.remove_unused_columns:
         # the collators read the views' columns (positive_input_ids, ...), which the model's forward does not name
         logger.debug("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")
