@@ -1,6 +1,7 @@
 """What :class:`hf_cse.trainer.ContrastiveTrainer` takes from its training arguments, and what it does to the model and
-the arguments before transformers' ``Trainer`` sees them: the method's collator, the columns it needs kept, the
-method's own preparation (DiffCSE's generator) and activation checkpointing inside the encoder."""
+the arguments before transformers' ``Trainer`` sees them: the method's collator, the checks of the training set
+against it and the encoder (:mod:`hf_cse.data_checks`), the columns it needs kept, the method's own preparation
+(DiffCSE's generator) and activation checkpointing inside the encoder."""
 
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ def method_collator(model, tokenizer, train_dataset):
 def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
     """Adjust ``Trainer.__init__``'s arguments ``given`` (in place) for an hf_cse method model; a model of one's own
     (without the method's ``collator``) is left as it is."""
+    from .data_checks import check_training_data
+
     model, args = given.get("model"), given["args"]
     tokenizer, train_dataset = given.get("processing_class"), given.get("train_dataset")
     if model is not None and not hasattr(getattr(model, "config", None), "objectives"):
@@ -74,6 +77,9 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
         # transformers' default collator would hand the model rows it cannot read
         raise CSEError("ContrastiveTrainer needs the tokenizer to build the method's batches: pass "
                        "processing_class=tokenizer (or a data_collator of your own).")
+    # untokenized data, rows past the encoder's positions, ids outside its vocabulary: one line now, not an
+    # IndexError inside torch at the first step (streams: each batch, on the CPU, in the loader)
+    given["data_collator"] = check_training_data(train_dataset, given.get("data_collator"), model)
     if args.remove_unused_columns:
         # the collators read the views' columns (positive_input_ids, ...), which the model's forward does not name
         logger.debug("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")

@@ -27,6 +27,16 @@ def random_sentences(n: int, seed: int = 0) -> list[str]:
     return list(out)
 
 
+def long_sentences(n: int, words: int, seed: int = 0) -> list[str]:
+    """``n`` distinct sentences of ``words`` tiny-vocab words, one token each (``words + 2`` with [CLS], [SEP]): rows
+    of a chosen length, e.g. at or past an encoder's position limit."""
+    rng = random.Random(seed)
+    out: dict[str, None] = {}
+    while len(out) < n:
+        out[" ".join(rng.choices(WORDS, k=words))] = None
+    return list(out)
+
+
 def scored_pairs_file(path, n_pairs: int, score_levels: int, seed: int):
     """A ``sentence1 / sentence2 / score`` .tsv of ``n_pairs`` random pairs with ``score_levels`` distinct scores
     (own evaluation data for --eval_file / MTEB tests); returns its path."""

@@ -78,16 +78,18 @@ def test_a_python_refusal_names_the_field_and_the_command_line_names_the_flag(ti
                                                                               monkeypatch):
     from datasets import Dataset
 
+    from hf_cse.data import tokenize_dataset
     from hf_cse.models import SimCSEModel
     from hf_cse.trainer import ContrastiveTrainer
     from hf_cse.training_args import ContrastiveTrainingArguments
 
     args = ContrastiveTrainingArguments(str(tmp_path / "api"), cached_minibatch_size=-3, use_cpu=True,
                                         report_to="none")
-    with pytest.raises(CSEError) as err:
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    with pytest.raises(CSEError) as err:  # tokenized: untokenized text is refused first (hf_cse.data_checks)
         ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args,
-                           train_dataset=Dataset.from_dict({"text": ["a b", "c d"] * 4}),
-                           processing_class=AutoTokenizer.from_pretrained(tiny_bert_dir))
+                           train_dataset=tokenize_dataset(Dataset.from_dict({"text": ["a b", "c d"] * 4}), tok),
+                           processing_class=tok)
     assert str(err.value).startswith("cached_minibatch_size must be a positive integer") and "--" not in str(err.value)
 
     monkeypatch.delenv("HF_CSE_DEBUG", raising=False)

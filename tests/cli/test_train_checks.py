@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import hang_timeout, random_sentences, scored_pairs_file
+from helpers import hang_timeout, long_sentences, random_sentences, scored_pairs_file
 from transformers import TrainingArguments
 
 from hf_cse.checks import InputError
@@ -311,6 +311,16 @@ def test_a_divergence_after_the_last_logging_step_is_one_clear_error(tiny_bert_d
                              "--logging_steps", "5"))
     out = tmp_path / "out"
     assert not (out / "config.json").exists() and not (out / "sentence-transformers").exists()
+
+
+@pytest.mark.slow
+def test_esimcse_at_the_encoders_position_limit_trains(tiny_bert_dir, tmp_path):
+    """--max_seq_length 64 is the tiny encoder's limit, which the command allows; ESimCSE's repetition lengthened such
+    rows past it (its tokenizer, built from a vocab, has no model_max_length) and the first step ended in torch's
+    IndexError. The method's collator caps them at the limit, for the command and the Python API alike."""
+    (tmp_path / "train.txt").write_text("\n".join(long_sentences(32, 62)) + "\n")  # 64 tokens each
+    train_cli.train_from_args(_run_args(tiny_bert_dir, tmp_path, "--method", "esimcse", "--max_seq_length", "64"))
+    assert (tmp_path / "out" / "training_info.json").is_file()
 
 
 @pytest.mark.slow

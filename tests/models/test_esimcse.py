@@ -20,8 +20,9 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import random_sentences, tiny_args, tiny_train_dataset
-from transformers import AutoTokenizer, BertModel
+from datasets import Dataset
+from helpers import long_sentences, random_sentences, tiny_args, tiny_train_dataset
+from transformers import AutoConfig, AutoTokenizer, BertModel
 
 from hf_cse.cached import IncompatibleOptionsError, check_cached_compatible
 from hf_cse.losses import build_loss
@@ -120,6 +121,50 @@ def test_the_paper_rule_repeats_at_most_max_2_or_rate_times_n_ordinary_tokens(ti
     extra = [int(batch["attention_mask"][i, 1].sum()) - len(f["input_ids"]) for i, f in enumerate(features)]
     assert all(0 <= e <= max(2, int(0.3 * (len(f["input_ids"]) - 2))) for e, f in zip(extra, features))
     assert max(extra) > 0
+
+
+def test_repeated_views_are_cut_at_the_encoders_position_limit_and_the_others_are_the_authors(tiny_bert_dir,
+                                                                                              tiny_roberta_dir):
+    """A sentence tokenized at the encoder's limit grows past it when tokens are repeated; a tokenizer built from a
+    vocab has no model_max_length to cut it at. The encoder's limit cuts it, keeping [SEP] as truncation does; a
+    repeated view within the limit is the authors' to the bit."""
+    for folder, limit in ((tiny_bert_dir, 64), (tiny_roberta_dir, 78)):  # RoBERTa: 80 positions - offset 2
+        tok = AutoTokenizer.from_pretrained(folder)
+        assert tok.model_max_length > 1_000_000
+        collate = ESimCSEModel.collator(tok, ESimCSEConfig(encoder_config=AutoConfig.from_pretrained(folder)))
+        features = [tok(s, truncation=True, max_length=limit)
+                    for s in long_sentences(24, limit - 2) + random_sentences(24)]
+        batch = collate(features)
+        assert batch["input_ids"].shape == (48, 2, limit)
+        cut = kept = 0
+        for i, f in enumerate(features):
+            ids = f["input_ids"]
+            one, two = (batch["input_ids"][i, v][batch["attention_mask"][i, v].bool()].tolist() for v in (0, 1))
+            authors = repeat_tokens(ids, 0.32, collate.row_rng(ids))
+            assert one == ids
+            if len(authors) > limit:
+                assert two == authors[:limit - 1] + authors[-1:] and two[-1] == tok.sep_token_id
+                cut += 1
+            else:
+                assert two == authors
+                kept += len(authors) > len(ids)
+        assert cut > 0 and kept > 0
+
+
+@pytest.mark.slow  # two training steps (~0.7 s here); the cut itself: the test above
+def test_esimcse_trains_at_max_seq_length_equal_to_the_encoders_limit(tiny_bert_dir, tmp_path):
+    from hf_cse.data import tokenize_dataset
+    from hf_cse.trainer import ContrastiveTrainer
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)  # no model_max_length: before, rows grew to 64 + 9 tokens
+    data = tokenize_dataset(Dataset.from_dict({"text": long_sentences(16, 62)}), tok, max_seq_length=64)
+    assert {len(ids) for ids in data["input_ids"]} == {64}
+    torch.manual_seed(0)
+    model = ESimCSEModel.from_encoder(str(tiny_bert_dir), queue_size=8)
+    trainer = ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out", max_steps=2), train_dataset=data,
+                                 processing_class=tok)
+    trainer.train()
+    assert trainer.state.global_step == 2 and model.queue.count() == 8
 
 
 # ------------------------------------------------------------------ momentum update, queue and loss

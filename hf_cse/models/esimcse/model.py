@@ -26,7 +26,8 @@ Where hf_cse differs from the authors' code (each kept on purpose):
   which differs only when a batch is larger than the queue);
 * ``do_mlm``: the MLM term is added at every step (the authors' code drops it whenever the queue is non-empty);
 * the draws of word repetition: see :mod:`.repetition` (the same function of the same draws; seeded per row); a
-  repeated view is cut to the tokenizer's ``model_max_length`` (the authors' length 32 stays far below);
+  repeated view is cut to the encoder's position limit, or the tokenizer's ``model_max_length`` if shorter, keeping
+  its last token as truncation does (the authors' length 32 stays far below; they never cut);
 * ``momentum_init="random"`` draws the momentum encoder with transformers' initialisation of the encoder's class,
   the scheme of the authors' ``init_weights`` (same distribution, other draws); their encoders also carry BERT's
   unused pooler layer, which hf_cse builds without;
@@ -44,6 +45,7 @@ from typing import Literal
 import torch
 
 from ...distributed import gather_with_grad
+from ...encoders import encoder_max_length
 from ...errors import CSEError
 from ...losses import available_losses, get_loss_class
 from ...losses.base import QUEUE_INPUT, literal_choices
@@ -171,7 +173,9 @@ class ESimCSEModel(CSEPreTrainedModel):
     def collator(cls, tokenizer, config: ESimCSEConfig):
         from ...masking import with_masked_lm
 
-        return with_masked_lm(WordRepetitionCollator(tokenizer, dup_rate=config.dup_rate, rule=config.dup_rule),
+        # repeated views are capped at the encoder's position limit: a sentence tokenized at that limit grows past it
+        return with_masked_lm(WordRepetitionCollator(tokenizer, dup_rate=config.dup_rate, rule=config.dup_rule,
+                                                     max_length=encoder_max_length(config.encoder_config)),
                               tokenizer, config)
 
     @torch.no_grad()

@@ -69,19 +69,26 @@ class WordRepetitionCollator(TwoViewCollator):
     """View 1: the sentence; view 2: the sentence with a few tokens repeated (:func:`repeat_tokens`). Both views are
     padded together: ``input_ids (B, 2, L)``; ``token_type_ids`` and ``attention_mask`` are repeated at the same
     positions. ``seed``: with the row's token ids, seeds the row's draws (None = ``torch.initial_seed()`` when the
-    collator is built, i.e. the run's ``seed``). A repeated view longer than the tokenizer's ``model_max_length``
-    is cut to it, keeping its last token (the authors' length 32 never gets there)."""
+    collator is built, i.e. the run's ``seed``). ``max_length``: the encoder's position limit
+    (:meth:`ESimCSEModel.collator <hf_cse.models.esimcse.ESimCSEModel.collator>` gives it). A repeated view longer
+    than it or than the tokenizer's ``model_max_length`` is cut to the shorter, keeping its last token ([SEP]) as the
+    tokenizer's truncation does (the authors' length 32 never gets there); a view within both is never touched."""
 
     dup_rate: float = 0.32
     rule: DupRule = "code"
     seed: int | None = None
+    max_length: int | None = None
 
     def __post_init__(self):
         super().__post_init__()
         if self.seed is None:
             self.seed = torch.initial_seed()
         limit = getattr(self.tokenizer, "model_max_length", None)
-        self._max_length = limit if isinstance(limit, int) and limit < 1_000_000 else None
+        # a tokenizer built from a vocab file has no real model_max_length (a huge placeholder): the encoder's
+        # limit alone then keeps a sentence tokenized at that limit from growing past it
+        limits = [n for n in (limit if isinstance(limit, int) and limit < 1_000_000 else None, self.max_length)
+                  if n is not None]
+        self._max_length = min(limits) if limits else None
 
     def row_rng(self, ids: list[int]) -> random.Random:
         """The generator of one row's draws: the same for the same sentence and seed, wherever it is collated."""

@@ -1,0 +1,221 @@
+"""Checks of the training set :class:`~hf_cse.trainer.ContrastiveTrainer` is given, made when the trainer is built and
+before any forward pass, each failing with one :class:`~hf_cse.files.DataError` line that names the problem and the
+fix, instead of a traceback from inside torch at the first step:
+
+* what hf_cse's collators read: a data set (not a list of sentences, a path or a dict of columns) whose rows hold
+  token ids (``input_ids``: :func:`hf_cse.data.tokenize_dataset` was run);
+* what the encoder can embed: no row longer than its position limit (:func:`hf_cse.encoders.encoder_max_length`)
+  and no token id outside its vocabulary (the rows of its input embeddings).
+
+The cost stays small for any size: an Arrow-backed ``datasets.Dataset`` is checked whole when the trainer is built,
+by pyarrow reductions over its token columns (no row is turned into Python objects). Data that cannot be read ahead
+(a stream, a torch data set, a list of rows) is checked batch by batch instead, as the loader hands the rows to the
+collator, on the CPU and before the batch goes to the device (:class:`LimitCheckedCollator`): the step itself never
+reads a device value on the host.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .data import PAIR_VIEWS, TwoViewCollator
+from .encoders import encoder_max_length
+from .files import DataError
+
+#: the token columns of the views a collator may read, in view order (anchor, positive, hard negative)
+TOKEN_COLUMNS = tuple(f"{prefix}input_ids" for prefix in PAIR_VIEWS)
+#: how to tokenize, named in the refusals (the library's own functions, as a Python caller writes them)
+TOKENIZE = "hf_cse.data.tokenize_dataset"
+TOKENIZE_PAIRS = "hf_cse.data.tokenize_pair_dataset"
+
+
+@dataclass(frozen=True)
+class EncoderLimits:
+    """What the encoder can embed: rows of at most ``max_length`` tokens (its position limit) and token ids below
+    ``vocab_size`` (its input embeddings' rows); None where unknown (nothing is checked against it)."""
+
+    max_length: int | None
+    vocab_size: int | None
+
+    @classmethod
+    def of_model(cls, model) -> EncoderLimits:
+        encoder_config = getattr(model.config, "encoder_config", None)
+        if encoder_config is None:
+            encoder_config = getattr(getattr(model, "encoder", None), "config", None)
+        # the embedding matrix, not the config's vocab_size: resize_token_embeddings may have changed it
+        embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        return cls(encoder_max_length(encoder_config), getattr(embeddings, "num_embeddings", None))
+
+    def refusal(self, longest: int, lowest: int | None, highest: int | None, where: str) -> DataError | None:
+        """The one-line refusal of data whose longest row has ``longest`` tokens and whose ids span ``lowest`` to
+        ``highest`` (``where``: "the training set" or "a training batch"); None when the encoder takes it."""
+        limit = f" and max_seq_length {self.max_length} or less" if self.max_length else ""
+        if self.vocab_size is not None and highest is not None and (highest >= self.vocab_size or lowest < 0):
+            bad = highest if highest >= self.vocab_size else lowest
+            return DataError(f"{where} holds token id {bad}, outside the encoder's vocabulary of {self.vocab_size} "
+                             f"ids (0-{self.vocab_size - 1}): it was tokenized with another tokenizer. Tokenize the "
+                             f"sentences with {TOKENIZE}, the encoder's own tokenizer (AutoTokenizer.from_pretrained "
+                             f"of the encoder){limit}.")
+        if self.max_length is not None and longest > self.max_length:
+            return DataError(f"{where} has rows of up to {longest} tokens, more than the encoder's position limit of "
+                             f"{self.max_length}: tokenize the sentences with {TOKENIZE}, the encoder's own "
+                             f"tokenizer{limit}.", fields=("max_seq_length",))
+        return None
+
+
+def reads_token_rows(collator) -> bool:
+    """Whether ``collator`` is one of hf_cse's (:class:`~hf_cse.data.TwoViewCollator` and its subclasses, maybe
+    inside :class:`~hf_cse.masking.MaskedLMCollator`), which pad each row's ``input_ids``. A collator of one's own
+    may tokenize text itself: its data is left as it is."""
+    return isinstance(getattr(collator, "collator", collator), TwoViewCollator)
+
+
+def _not_tokenized(columns) -> DataError:
+    pairs = "positive" in columns
+    return DataError(f"the training set has no input_ids (its columns: {', '.join(map(str, columns)) or 'none'}): it "
+                     f"is not tokenized. Tokenize it first with {TOKENIZE_PAIRS if pairs else TOKENIZE}(dataset, "
+                     "tokenizer).")
+
+
+def _not_a_data_set(what: str) -> DataError:
+    return DataError(f"train_dataset is {what}, not a data set of tokenized rows: read the sentences with "
+                     "hf_cse.data.load_train_dataset(train_file) (or datasets.Dataset.from_dict({'text': sentences})) "
+                     f"and tokenize them with {TOKENIZE}(dataset, tokenizer).")
+
+
+def check_train_rows(dataset) -> None:
+    """``dataset`` is a data set whose rows hold ``input_ids``, as hf_cse's collators read them. Checked here as far
+    as it costs nothing (the column names, a list's first row); rows of a stream are checked as they are collated
+    (:class:`LimitCheckedCollator`)."""
+    if isinstance(dataset, (str, bytes, os.PathLike)):
+        raise _not_a_data_set(f"a path ({os.fsdecode(dataset)!r:.80})")
+    columns = getattr(dataset, "column_names", None)
+    if isinstance(columns, Mapping):  # a DatasetDict: {split: columns}
+        split = next(iter(columns), "train")
+        raise DataError(f"train_dataset is a DatasetDict (splits: {', '.join(columns)}), not one data set: pass one "
+                        f"split, e.g. dataset[{split!r}], tokenized with {TOKENIZE}(dataset, tokenizer).")
+    if isinstance(dataset, Mapping):  # a dict of columns: int indexing fails inside the data loader
+        raise _not_a_data_set(f"a dict of the columns {', '.join(map(str, list(dataset)[:5]))}")
+    if columns is not None:
+        if "input_ids" not in columns:
+            raise _not_tokenized(columns)
+        return
+    if isinstance(dataset, Sequence):
+        first = dataset[0] if len(dataset) else None
+        if isinstance(first, str):
+            raise _not_a_data_set(f"a list of {len(dataset)} sentences")
+        if isinstance(first, Mapping) and "input_ids" not in first:
+            raise _not_tokenized(list(first))
+        if first is not None and not isinstance(first, Mapping):
+            raise _not_a_data_set(f"a list of {type(first).__name__}")
+        return
+    if not _is_data_set(dataset):
+        raise _not_a_data_set(f"of type {type(dataset).__name__}")
+
+
+def _is_data_set(dataset) -> bool:
+    import torch
+
+    if isinstance(dataset, (torch.utils.data.Dataset, torch.utils.data.IterableDataset)):
+        return True
+    try:
+        import datasets
+    except ImportError:  # pragma: no cover - a requirement
+        return False
+    return isinstance(dataset, (datasets.Dataset, datasets.IterableDataset))
+
+
+def token_extent(table, columns: list[str]) -> tuple[int, int | None, int | None] | None:
+    """The longest row and the lowest and highest token id over the token ``columns`` of an Arrow ``table``, by
+    pyarrow reductions; None where a column is not a list of integers (such data is checked batch by batch)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    longest, lowest, highest = 0, None, None
+    for name in columns:
+        column = table.column(name)
+        kind = column.type
+        if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not pa.types.is_integer(kind.value_type):
+            return None
+        longest = max(longest, pc.max(pc.list_value_length(column)).as_py() or 0)
+        extent = pc.min_max(pc.list_flatten(column)).as_py()
+        if extent["min"] is not None:
+            lowest = extent["min"] if lowest is None else min(lowest, extent["min"])
+            highest = extent["max"] if highest is None else max(highest, extent["max"])
+    return longest, lowest, highest
+
+
+def check_token_limits(dataset, limits: EncoderLimits) -> bool:
+    """Refuse an Arrow-backed ``datasets.Dataset`` with a row the encoder cannot embed (:meth:`EncoderLimits.refusal`);
+    True when the whole set was checked, False for other data (check each batch instead).
+
+    The table behind the data set is read first, in place (milliseconds for a million rows, README): when all
+    its rows fit, so do those a ``select`` / ``filter`` / ``shuffle`` keeps. Only when one does not are the kept rows
+    gathered and checked (seconds for a million shuffled rows), so that a long row filtered out is not refused."""
+    import datasets
+
+    if not isinstance(dataset, datasets.Dataset):
+        return False
+    columns = [c for c in TOKEN_COLUMNS if c in dataset.column_names]
+    extent = token_extent(dataset.data, columns) if columns else None
+    if extent is None:
+        return False
+    if limits.refusal(*extent, where="the training set") is None:
+        return True
+    kept = token_extent(dataset.select_columns(columns).with_format("arrow")[:], columns)
+    refusal = limits.refusal(*kept, where="the training set")
+    if refusal is not None:
+        raise refusal
+    return True
+
+
+def row_extent(rows) -> tuple[int, int | None, int | None]:
+    """:func:`token_extent` of a batch's rows of token ids (lists, as a stream or a list of rows gives them)."""
+    rows = [ids.tolist() if hasattr(ids, "tolist") else ids for ids in rows]  # a torch data set's CPU rows
+    filled = [ids for ids in rows if len(ids)]
+    if not filled:
+        return 0, None, None
+    return max(map(len, rows)), min(map(min, filled)), max(map(max, filled))
+
+
+@dataclass
+class LimitCheckedCollator:
+    """``collator``, for data that cannot be checked ahead (a stream, a torch data set, a list of rows): each
+    batch's rows are checked against the encoder's ``limits`` as the loader hands them over, on the CPU, before the
+    collator pads them and the batch goes to the device. On Python lists of a few thousand ids this costs tens of
+    microseconds, and no tensor is read. Other attributes are the wrapped collator's (its ``tokenizer``...)."""
+
+    collator: Any
+    limits: EncoderLimits
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        first = features[0] if features else None
+        if isinstance(first, str):
+            raise _not_a_data_set("a stream of sentences")
+        if isinstance(first, Mapping) and "input_ids" not in first:
+            raise _not_tokenized(list(first))
+        rows = [f[c] for f in features if isinstance(f, Mapping) for c in TOKEN_COLUMNS if c in f]
+        refusal = self.limits.refusal(*row_extent(rows), where="a training batch")
+        if refusal is not None:
+            raise refusal
+        return self.collator(features)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("collator", "limits"):  # unpickling (loader workers) looks these up
+            raise AttributeError(name)
+        return getattr(self.collator, name)
+
+
+def check_training_data(dataset, collator, model):
+    """The checks above for a trainer that trains ``model`` on ``dataset`` with ``collator``; returns the collator
+    to train with (``collator``, wrapped in :class:`LimitCheckedCollator` where the data cannot be checked ahead)."""
+    if dataset is None or not reads_token_rows(collator):
+        return collator
+    check_train_rows(dataset)
+    limits = EncoderLimits.of_model(model)
+    if limits == EncoderLimits(None, None) or check_token_limits(dataset, limits):
+        return collator
+    return LimitCheckedCollator(collator, limits)

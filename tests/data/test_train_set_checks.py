@@ -1,0 +1,178 @@
+"""The training set ContrastiveTrainer is given is checked against its collator and the encoder (hf_cse.data_checks):
+untokenized text, something that is no data set, rows past the encoder's positions and token ids outside its
+vocabulary are refused in one line naming the numbers and the fix, when the trainer is built (a stream: at its first
+batch, before any forward) -- not with torch's ``IndexError: index out of range in self`` inside the first step."""
+
+from __future__ import annotations
+
+import pickle
+import string
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+from helpers import long_sentences, random_sentences, tiny_args
+from tiny_models import WORDS
+from transformers import AutoTokenizer, BertTokenizerFast
+
+from hf_cse.data import DataError, load_train_dataset, tokenize_dataset
+from hf_cse.data_checks import EncoderLimits, LimitCheckedCollator
+from hf_cse.models import SimCSEModel
+from hf_cse.trainer import ContrastiveTrainer
+
+
+def text_set(sentences) -> datasets.Dataset:
+    return datasets.Dataset.from_dict({"text": list(sentences)})
+
+
+def build(encoder_dir, data, tmp_path, **kwargs) -> ContrastiveTrainer:
+    tok = kwargs.pop("processing_class", None) or AutoTokenizer.from_pretrained(encoder_dir)
+    return ContrastiveTrainer(model=SimCSEModel.from_encoder(str(encoder_dir)), args=tiny_args(tmp_path / "out"),
+                              train_dataset=data, processing_class=tok, **kwargs)
+
+
+def refusal(encoder_dir, data, tmp_path, **kwargs) -> str:
+    with pytest.raises(DataError) as err:
+        build(encoder_dir, data, tmp_path, **kwargs)
+    message = str(err.value)
+    assert "\n" not in message and "--" not in message  # one line, in the library's terms (no command-line flag)
+    return message
+
+
+# ------------------------------------------------------------------ what the collator reads
+
+
+def test_untokenized_text_is_refused_naming_tokenize_dataset(tiny_bert_dir, tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text("\n".join(random_sentences(32)) + "\n")
+    message = refusal(tiny_bert_dir, load_train_dataset(str(path)), tmp_path)
+    assert message == ("the training set has no input_ids (its columns: text): it is not tokenized. Tokenize it first "
+                       "with hf_cse.data.tokenize_dataset(dataset, tokenizer).")
+    # a stream whose columns are known is refused as early
+    stream = text_set(random_sentences(32)).to_iterable_dataset()
+    assert "not tokenized" in refusal(tiny_bert_dir, stream, tmp_path)
+
+
+def test_untokenized_pairs_name_tokenize_pair_dataset(tiny_bert_dir, tmp_path):
+    pairs = datasets.Dataset.from_dict({"text": random_sentences(16), "positive": random_sentences(16, seed=1)})
+    message = refusal(tiny_bert_dir, pairs, tmp_path)
+    assert "(its columns: text, positive)" in message and "hf_cse.data.tokenize_pair_dataset(dataset, tokenizer)" \
+        in message
+
+
+@pytest.mark.parametrize("data, what", [
+    (random_sentences(16), "a list of 16 sentences"),
+    ("train.txt", "a path ('train.txt')"),
+    (Path("train.txt"), "a path ('train.txt')"),
+    ({"text": random_sentences(16)}, "a dict of the columns text"),
+    (42, "of type int"),
+])
+def test_what_is_no_data_set_is_refused(data, what, tiny_bert_dir, tmp_path):
+    message = refusal(tiny_bert_dir, data, tmp_path)
+    assert message.startswith(f"train_dataset is {what}, not a data set of tokenized rows: read the sentences with "
+                              "hf_cse.data.load_train_dataset(train_file)")
+    assert message.endswith("tokenize them with hf_cse.data.tokenize_dataset(dataset, tokenizer).")
+
+
+def test_a_dataset_dict_is_refused_naming_a_split(tiny_bert_dir, tmp_path):
+    splits = datasets.DatasetDict({"train": text_set(random_sentences(16))})
+    assert refusal(tiny_bert_dir, splits, tmp_path) == (
+        "train_dataset is a DatasetDict (splits: train), not one data set: pass one split, e.g. dataset['train'], "
+        "tokenized with hf_cse.data.tokenize_dataset(dataset, tokenizer).")
+
+
+def test_a_collator_of_ones_own_may_read_text(tiny_bert_dir, tmp_path):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+
+    def own(rows):  # tokenizes itself: the data is its business
+        return tok([r["text"] for r in rows], padding=True, return_tensors="pt")
+
+    trainer = build(tiny_bert_dir, text_set(random_sentences(16)), tmp_path, data_collator=own)
+    assert trainer.data_collator is own
+
+
+# ------------------------------------------------------------------ what the encoder can embed
+
+
+def test_rows_longer_than_the_position_limit_are_refused_with_both_numbers(tiny_bert_dir, tmp_path):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    data = tokenize_dataset(text_set(long_sentences(16, 100)), tok, max_seq_length=128)  # 64 positions
+    assert max(map(len, data["input_ids"])) == 102
+    assert refusal(tiny_bert_dir, data, tmp_path, processing_class=tok) == (
+        "the training set has rows of up to 102 tokens, more than the encoder's position limit of 64: tokenize the "
+        "sentences with hf_cse.data.tokenize_dataset, the encoder's own tokenizer and max_seq_length 64 or less.")
+
+
+def test_roberta_rows_may_fill_the_positions_after_its_padding_offset(tiny_roberta_dir, tmp_path):
+    tok = AutoTokenizer.from_pretrained(tiny_roberta_dir)  # 80 position embeddings - padding_idx 1 - 1 = 78 tokens
+    too_long = tokenize_dataset(text_set(long_sentences(16, 77)), tok, max_seq_length=79)
+    assert "rows of up to 79 tokens, more than the encoder's position limit of 78" in refusal(
+        tiny_roberta_dir, too_long, tmp_path, processing_class=tok)
+    fits = tokenize_dataset(text_set(long_sentences(16, 76)), tok, max_seq_length=78)
+    build(tiny_roberta_dir, fits, tmp_path, processing_class=tok)
+
+
+def shifted_tokenizer(folder: Path) -> BertTokenizerFast:
+    """Another tokenizer of the same words: 300 tokens of its own come first, so every word has a larger id."""
+    own = [f"extra{i}" for i in range(300)]
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *own, *string.ascii_lowercase, *WORDS]
+    return BertTokenizerFast(vocab={t: i for i, t in enumerate(dict.fromkeys(tokens))}, do_lower_case=True)
+
+
+def test_ids_of_another_tokenizer_are_refused_with_the_id_and_the_vocabulary_size(tiny_bert_dir, tmp_path):
+    other = shifted_tokenizer(tmp_path)
+    data = tokenize_dataset(text_set(random_sentences(16)), other, max_seq_length=32)
+    vocab = SimCSEModel.from_encoder(str(tiny_bert_dir)).get_input_embeddings().num_embeddings
+    highest = max(max(ids) for ids in data["input_ids"])
+    assert highest >= vocab
+    assert refusal(tiny_bert_dir, data, tmp_path, processing_class=other) == (
+        f"the training set holds token id {highest}, outside the encoder's vocabulary of {vocab} ids "
+        f"(0-{vocab - 1}): it was tokenized with another tokenizer. Tokenize the sentences with "
+        "hf_cse.data.tokenize_dataset, the encoder's own tokenizer (AutoTokenizer.from_pretrained of the encoder) "
+        "and max_seq_length 64 or less.")
+
+
+def test_only_the_rows_a_filter_keeps_are_checked(tiny_bert_dir, tmp_path):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    mixed = tokenize_dataset(text_set(long_sentences(8, 100) + random_sentences(24)), tok, max_seq_length=128)
+    kept = mixed.filter(lambda row: len(row["input_ids"]) <= 64)  # an indices mapping over the whole table
+    assert len(kept) == 24
+    trainer = build(tiny_bert_dir, kept, tmp_path, processing_class=tok)
+    assert not isinstance(trainer.data_collator, LimitCheckedCollator)  # checked whole: no check per batch
+
+
+@pytest.mark.slow  # a training start (~0.7 s here); the check itself: the next test
+@pytest.mark.parametrize("as_stream", [True, False], ids=["stream", "list_of_rows"])
+def test_data_that_cannot_be_read_ahead_is_refused_at_its_first_batch_before_any_forward(as_stream, tiny_bert_dir,
+                                                                                        tmp_path, monkeypatch):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    data = tokenize_dataset(text_set(long_sentences(16, 100)), tok, max_seq_length=128)
+    data = data.to_iterable_dataset() if as_stream else [dict(row) for row in data]
+    trainer = build(tiny_bert_dir, data, tmp_path, processing_class=tok)
+    assert isinstance(trainer.data_collator, LimitCheckedCollator) and trainer.data_collator.tokenizer is tok
+    forwards = []
+    monkeypatch.setattr(type(trainer.model), "forward", lambda self, **kw: forwards.append(kw))
+    with pytest.raises(DataError) as err:
+        trainer.train()
+    assert str(err.value) == (
+        "a training batch has rows of up to 102 tokens, more than the encoder's position limit of 64: tokenize the "
+        "sentences with hf_cse.data.tokenize_dataset, the encoder's own tokenizer and max_seq_length 64 or less.")
+    assert forwards == []
+
+
+def test_the_batch_check_reads_python_rows_and_survives_pickling(tiny_bert_dir):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    collate = pickle.loads(pickle.dumps(LimitCheckedCollator(SimCSEModel.collator(tok, None), EncoderLimits(8, 50))))
+    rows = [{"input_ids": [2, 7, 3]}, {"input_ids": [2, 9, 9, 3]}]
+    assert collate(rows)["input_ids"].shape == (2, 2, 4)
+    with pytest.raises(DataError, match="a training batch holds token id -1, outside the encoder's vocabulary of 50 "
+                                        r"ids \(0-49\)"):
+        collate([*rows, {"input_ids": [2, -1, 3]}])
+    with pytest.raises(DataError, match="rows of up to 9 tokens, more than the encoder's position limit of 8"):
+        collate([*rows, {"input_ids": [2] * 9}])
+    with pytest.raises(DataError, match="not a data set of tokenized rows"):
+        collate(["a sentence"])
+    tensors = [{"input_ids": torch.tensor([2, 60, 3])}]  # a torch data set's rows
+    with pytest.raises(DataError, match="token id 60"):
+        collate(tensors)
