@@ -41,7 +41,8 @@ from .training_args import ContrastiveTrainingArguments, global_batch_size
 logger = logging.getLogger(__name__)
 
 
-class ContrastiveTrainer(seams.EpochStartHook, seams.RngStateSaveHook, TrainingBatches, StepPaths, DevScoring,
+# TrainingBatches first: its on_epoch_start / on_rng_state_saved override the hooks' defaults
+class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSaveHook, StepPaths, DevScoring,
                          Trainer):
     """A ``transformers.Trainer`` for hf_cse method models that does what ``hf-cse-train`` does: given a model,
     :class:`~hf_cse.training_args.ContrastiveTrainingArguments` (plain ``TrainingArguments`` work too, with the
