@@ -15,3 +15,7 @@ TRAINING_INFO_FILE = "training_info.json"
 CURVES_FILE = "training_curves.png"
 #: a LoRA run's adapter weights
 ADAPTER_FOLDER = "adapter"
+#: the weight files save_pretrained writes (whole or sharded, with the shards' index): exact shapes, so that a file
+#: of the user's that merely starts with "model" (model_v1_backup.safetensors) is never taken for a run's
+WEIGHT_FILES = ("model.safetensors", "model-[0-9]*-of-[0-9]*.safetensors", "model.safetensors.index.json",
+                "pytorch_model.bin", "pytorch_model-[0-9]*-of-[0-9]*.bin", "pytorch_model.bin.index.json")

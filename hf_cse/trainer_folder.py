@@ -21,11 +21,10 @@ from pathlib import Path
 from .checkpoints import TRAINER_STATE_FILE, checkpoint_problem, last_complete_checkpoint
 from .folder_lock import claimed_by_command
 from .output_folder import OutputFolderError, listing
-from .run_files import CHECKPOINT_PREFIX, TRAINING_INFO_FILE
+from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, TRAINING_INFO_FILE, WEIGHT_FILES
 
 #: what a run writes into its folder only once it has trained: the model, its export, its record
-TRAINED_RUN_FILES = (TRAINING_INFO_FILE, TRAINER_STATE_FILE, "sentence-transformers", "model*.safetensors",
-                     "pytorch_model*.bin", "adapter")
+TRAINED_RUN_FILES = (TRAINING_INFO_FILE, TRAINER_STATE_FILE, "sentence-transformers", ADAPTER_FOLDER, *WEIGHT_FILES)
 
 
 def check_new_run_folder(output_dir) -> None:

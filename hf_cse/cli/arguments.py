@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Literal
 
+from ..checks import InputError
 from ..losses import available_losses, get_loss_class, loss_hyperparameters
 from ..matryoshka import parse_float_list, parse_int_list
 from ..objectives import DCL, dcl_defaults, objective
@@ -156,7 +158,7 @@ def config_kwargs_from(method: str, model_args, config_classes: dict[str, type] 
     wrong = sorted(set(given) - takes)
     if wrong:
         owners = sorted({m for name in wrong for m in flags[name][2]})
-        raise ValueError(f"{', '.join('--' + w for w in wrong)} only apply to --method {' / '.join(owners)} "
+        raise InputError(f"{', '.join('--' + w for w in wrong)} only apply to --method {' / '.join(owners)} "
                          f"(got --method {method}).")
     return given
 
@@ -268,7 +270,7 @@ def loss_kwargs_from(loss: str, loss_args) -> dict:
     given = {k: v for k, v in vars(loss_args).items() if v is not None}
     wrong = sorted(set(given) - set(valid))
     if wrong:
-        raise ValueError(
+        raise InputError(
             f"--loss {loss} does not take {', '.join('--' + w for w in wrong)}. "
             f"Its hyperparameters: {', '.join('--' + v for v in valid) or '(none)'}."
         )
@@ -285,8 +287,8 @@ def objectives_from_flags(defaults: list[dict], loss: str, loss_args, dcl_args) 
     objectives = [objective(loss, main["weight"], **hyperparameters)]
     method_dcl = next((o for o in defaults[1:] if o["loss"] == DCL), None)
     weight = dcl_args.dcl_weight if dcl_args.dcl_weight is not None else (method_dcl or {}).get("weight", 0.0)
-    if weight < 0:
-        raise ValueError(f"--dcl_weight must be >= 0 (0 = no DCL objective), got {weight}.")
+    if not (weight >= 0 and math.isfinite(weight)):  # NaN fails both >= 0 and > 0: it would drop the objective
+        raise InputError(f"--dcl_weight must be a finite number >= 0 (0 = no DCL objective), got {weight}.")
     if weight > 0:
         given = {k[len("dcl_"):]: v for k, v in vars(dcl_args).items() if k != "dcl_weight" and v is not None}
         objectives.append(objective(DCL, weight, **dcl_defaults({**(method_dcl or {}).get("hyperparameters", {}),

@@ -39,7 +39,14 @@ from ..output_folder import (
     remove_entries,
     same_or_inside,
 )
-from ..run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, CURVES_FILE, RUN_RECORD_FILE, TRAINING_INFO_FILE
+from ..run_files import (
+    ADAPTER_FOLDER,
+    CHECKPOINT_PREFIX,
+    CURVES_FILE,
+    RUN_RECORD_FILE,
+    TRAINING_INFO_FILE,
+    WEIGHT_FILES,
+)
 from ..writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -50,8 +57,8 @@ OVERWRITE_FLAG = "--overwrite_output_dir"
 RUN_FILES = (
     f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
     "sentence-transformers", ".sentence-transformers.*",  # the export and its temporary folders
-    "config.json", "generation_config.json", "model*.safetensors*", "pytorch_model*.bin*", "training_args.bin",
-    "trainer_state.json", "*_results.json", CURVES_FILE, ADAPTER_FOLDER, *TOKENIZER_FILES,
+    "config.json", "generation_config.json", *WEIGHT_FILES, "training_args.bin", "trainer_state.json",
+    "all_results.json", "train_results.json", "eval_results.json", CURVES_FILE, ADAPTER_FOLDER, *TOKENIZER_FILES,
 )
 # What an interrupted run leaves before its model is saved (anything more means the run finished or is not ours).
 _INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE)
@@ -121,6 +128,7 @@ class TrainingRun(_CommandJob):
 
     def check(self, out: Path) -> None:
         check_not_encoder_folder(out, self.encoder)
+        check_not_inside_a_run(out)
         if not self.resume_from_checkpoint:
             return
         if self.overwrite:
@@ -147,6 +155,8 @@ class TrainingRun(_CommandJob):
         ``training_info.json``) is finished from its last complete checkpoint; its partly written model is never
         taken for a finished one."""
         if self.resume_from_checkpoint:
+            if not same_or_inside(Path(self.resume_from_checkpoint), out):  # another run's checkpoint: this folder's
+                refuse_finished_or_foreign(out, left)  # finished run would be replaced by it
             return self.resume_from_checkpoint
         foreign = refuse_finished_or_foreign(out, left)
         resume = last_complete_checkpoint(out)
@@ -172,6 +182,17 @@ class TrainingRun(_CommandJob):
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
         return resume
+
+
+def check_not_inside_a_run(out: Path) -> None:
+    """Refuse an output folder inside another training run's folder (one of its checkpoints, or any folder below it):
+    that run's checkpoint rotation or ``--overwrite_output_dir`` would delete this run, and its resume could take
+    this run's model for one of its checkpoints."""
+    for parent in Path(out).expanduser().resolve().parents:
+        # checkpoints or a finished run's record (a run record alone may be a copy kept for --config)
+        if [n for n in training_run_files(parent) if n != RUN_RECORD_FILE] or (parent / TRAINING_INFO_FILE).is_file():
+            raise OutputFolderError(f"--output_dir {out} lies inside the folder of another training run ({parent}): "
+                                    "that run could delete it or resume from it. Choose a folder outside it.")
 
 
 def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:

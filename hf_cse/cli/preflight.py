@@ -76,9 +76,20 @@ def check_training_counts(training_args, max_seq_length: int, world_size: int | 
     if training_args.max_steps == 0:
         raise InputError("--max_steps 0 trains nothing (the Trainer would silently train --num_train_epochs "
                          "instead); give a positive --max_steps, or leave it out to train by epochs.")
+    epochs = training_args.num_train_epochs
+    if training_args.max_steps < 0 and not math.isfinite(epochs):  # the Trainer's step count would be NaN / inf
+        raise InputError(f"--num_train_epochs must be a finite number > 0, got {epochs}; or give --max_steps.")
     if training_args.max_steps < 0 and training_args.num_train_epochs <= 0:
         raise InputError(f"--num_train_epochs {training_args.num_train_epochs} trains nothing, and the export would "
                          "describe an untrained encoder as trained; give a positive --num_train_epochs or --max_steps.")
+
+
+def check_saving(training_args, chosen: set[str]) -> None:
+    """``--save_steps`` given while saving is off (this script's ``--save_strategy`` is ``no`` by default): the run
+    would save no checkpoint, and a Ctrl-C or a crash would find nothing to resume from."""
+    if "save_steps" in chosen and "save_strategy" not in chosen and training_args.save_strategy == "no":
+        raise InputError(f"--save_steps {training_args.save_steps:g} saves nothing: this command does not save "
+                         "checkpoints unless asked (--save_strategy no by default); add --save_strategy steps.")
 
 
 def check_optimizer_arguments(training_args) -> None:

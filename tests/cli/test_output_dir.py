@@ -97,6 +97,37 @@ def test_overwrite_removes_the_previous_runs_files_only(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([RUN_RECORD_FILE, "notes.txt", "my_data"])
 
 
+def test_overwrite_keeps_the_users_files_that_only_look_like_a_runs(tmp_path):
+    for name in ("model.safetensors", "train_results.json", "model_v1_backup.safetensors", "paper_results.json"):
+        (tmp_path / name).write_text("old")
+    prepare_output_dir(tmp_path, SETTINGS, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([RUN_RECORD_FILE, "model_v1_backup.safetensors",
+                                                                 "paper_results.json"])
+
+
+def test_an_output_folder_inside_another_runs_folder_is_refused(tmp_path):
+    run = tmp_path / "run"
+    prepare_output_dir(run, SETTINGS)
+    _checkpoint(run / "checkpoint-2")
+    for inside in (run / "checkpoint-5000", run / "checkpoint-2", run / "sub" / "deeper"):
+        with pytest.raises(InputError, match="lies inside the folder of another training run"):
+            prepare_output_dir(inside, SETTINGS)
+        assert not (inside / RUN_RECORD_FILE).exists()
+
+
+def test_another_runs_checkpoint_is_not_resumed_into_a_finished_run(tmp_path):
+    finished, other = tmp_path / "finished", tmp_path / "other"
+    for folder in (finished, other):
+        prepare_output_dir(folder, SETTINGS)
+        _checkpoint(folder / "checkpoint-4")
+    (finished / "training_info.json").write_text("{}")
+    with pytest.raises(InputError, match="already holds a finished run"):
+        prepare_output_dir(finished, SETTINGS, resume_from_checkpoint=str(other / "checkpoint-4"))
+    # the finished run's own checkpoint continues it (a larger --max_steps trains the steps added)
+    own = str(finished / "checkpoint-4")
+    assert prepare_output_dir(finished, SETTINGS, resume_from_checkpoint=own) == own
+
+
 def test_overwrite_and_resume_from_checkpoint_together_are_refused(tmp_path):
     with pytest.raises(InputError, match="give one"):
         prepare_output_dir(tmp_path, SETTINGS, overwrite=True, resume_from_checkpoint=str(tmp_path / "checkpoint-2"))

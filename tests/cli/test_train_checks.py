@@ -82,6 +82,11 @@ BAD = [
     (["--senteval_data_dir", "/no/such/senteval", "--eval_strategy", "steps"], "/no/such/senteval does not exist"),
     (["--model_name_or_path", "/no/such/model"], "no such folder"),
     (["--generator_name_or_path", "/no/such/mlm", "--method", "diffcse"], "generator_name_or_path .* no such"),
+    (["--save_steps", "100"], "--save_steps 100 saves nothing: .* add --save_strategy steps"),
+    (["--max_steps", "-1", "--num_train_epochs", "nan"], "--num_train_epochs must be a finite number > 0, got nan"),
+    (["--max_steps", "-1", "--num_train_epochs", "inf"], "--num_train_epochs must be a finite number > 0, got inf"),
+    (["--loss", "infonce", "--m", "0.3"], "--loss infonce does not take --m"),
+    (["--method", "imsimcse", "--dcl_weight", "nan"], "--dcl_weight must be a finite number >= 0"),
 ]
 
 
