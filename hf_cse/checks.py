@@ -63,7 +63,10 @@ def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
         if problem:  # a save that was killed, or a copy cut short: loading would end in a traceback
             raise InputError(f"{flag} {name_or_path}: {problem}; save or copy the {what} again, or give another one.")
         return
-    looks_local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
+    # a Hub id is "name" or "org/name"; "runs/nosuch" beside a folder runs/ is a mistyped path, not a Hub id (the Hub
+    # would be asked, retried for a minute, and the network blamed)
+    looks_local = (name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
+                   or ("/" in name_or_path and Path(name_or_path.split("/")[0]).is_dir()))
     if looks_local:
         raise InputError(f"{flag} {name_or_path}: no such folder. Check the path.")
     from huggingface_hub import constants, try_to_load_from_cache

@@ -45,7 +45,28 @@ def check_train_file(train_file) -> Path:
 def read_text(path, flag: str) -> str:
     """The text of a UTF-8 file (BOM dropped); refuses compressed, binary and undecodable files (see module doc)."""
     path = Path(path)
-    data = path.read_bytes()
+    return _decoded(path.read_bytes(), path, flag)
+
+
+#: how much of a file read lazily (streamed, or mixed with others) is checked up front
+HEAD_BYTES = 1 << 16
+
+
+def check_text_head(path, flag: str) -> None:
+    """:func:`read_text`'s checks on the first 64 KiB of a text file that is read lazily, as a stream or one of
+    several mixed files (whose reader would fail deep in ``datasets`` or hand over nonsense): compressed, binary,
+    not UTF-8 at its start, or empty."""
+    path = Path(path)
+    with path.open("rb") as fh:
+        data = fh.read(HEAD_BYTES)
+    if len(data) == HEAD_BYTES:  # a character may be cut at the end of the head: check whole lines only
+        data = data[:data.rfind(b"\n") + 1] or data
+    if not _decoded(data, path, flag).strip():
+        raise DataError(f"{flag} {path} is empty (or starts with blank lines only); give a text file with one "
+                        "sentence per line.")
+
+
+def _decoded(data: bytes, path: Path, flag: str) -> str:
     for magic, kind in MAGIC:
         if data.startswith(magic):
             fix = "decompress it first" if kind in ("gzip", "zip", "bzip2", "xz", "zstd") else "give a text file"

@@ -24,6 +24,7 @@ from pathlib import Path
 from transformers import PreTrainedTokenizerBase
 
 from .data import JSON_SUFFIXES, TABLE_SUFFIXES, DataError, check_text_column_applies, with_prompt
+from .files import check_text_head
 
 #: the mixing rule of several sources: every source read once (the smaller ones are oversampled)
 STOPPING_STRATEGY = "all_exhausted"
@@ -50,8 +51,11 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     for path in files or []:
         if not Path(path).is_file():
             raise DataError(f"train_files {path} does not exist (or is not a file).")
+        check_text_head(path, "train_files")  # read lazily by datasets, which would fail deep inside
     if not stream_args.streaming:
         return
+    if data_args.train_file and Path(data_args.train_file).is_file():
+        check_text_head(data_args.train_file, "train_file")
     if max_steps is None or max_steps <= 0:
         raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")

@@ -65,3 +65,30 @@ def test_a_gpu_gets_the_default_build(tmp_path):
 def test_an_importable_torch_is_kept(tmp_path):
     said, pip = _setup(tmp_path, torch_imports=True, gpu=False, index_reachable=True)
     assert pip == [] and said == ""
+
+
+def test_console_scripts_installed_before_setup_cfg_changed_them_count_as_missing(monkeypatch):
+    """An editable install made before setup.cfg's console scripts changed keeps the old ones: setup_env.sh then
+    reinstalls, so that hf-cse-train runs what the checkout declares."""
+    import importlib.util
+    from importlib import metadata
+
+    spec = importlib.util.spec_from_file_location("missing_requirements", ROOT / "scripts" / "missing_requirements.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def installed(scripts):
+        entry_points = [metadata.EntryPoint(name, target, "console_scripts") for name, target in scripts.items()]
+        return type("Dist", (), {"entry_points": entry_points})()
+
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    declared = {n.strip(): t.strip() for n, _, t in (line.partition("=") for line in
+                config.get("options.entry_points", "console_scripts").splitlines() if "=" in line)}
+    monkeypatch.setattr(script.metadata, "distribution", lambda name: installed(declared))
+    assert not script.stale_console_scripts()
+    older = {**declared, "hf-cse-train": "hf_cse.cli.train:main"}
+    monkeypatch.setattr(script.metadata, "distribution", lambda name: installed(older))
+    assert script.stale_console_scripts()

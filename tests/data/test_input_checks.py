@@ -295,3 +295,14 @@ def test_too_few_sentences_left_after_dropping_special_only_lines_is_refused(tin
                         "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "out"), "--use_cpu",
                         "--disable_tqdm", "true"])
     assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_a_mistyped_relative_model_path_is_no_hub_id(tmp_path, monkeypatch):
+    """``runs/nosuch`` beside a folder ``runs/`` is a path with a typo: refused at once as no such folder, instead of
+    asking the Hub for a repository ``runs/nosuch`` (a minute of retries, then the network blamed)."""
+    from hf_cse.checks import InputError, check_model_source
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(InputError, match="model_name_or_path runs/nosuch: no such folder"):
+        check_model_source("runs/nosuch")

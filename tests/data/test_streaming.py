@@ -137,3 +137,26 @@ def test_bad_streaming_input_is_one_line_before_any_model(tiny_bert_dir, tmp_pat
         train_cli.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
                         "--use_cpu", "--train_files", *[str(paths[f]) for f in files], *extra])
     assert "\n" not in str(err.value)
+
+
+BAD_FILES = {"empty": (b"", "is empty"), "binary": (b"a\x00b\n", "binary file"),
+             "latin-1": ("caf\xe9\n".encode("latin-1"), "not valid UTF-8"), "gzip": (b"\x1f\x8b\x08\x00", "gzip")}
+
+
+@pytest.mark.parametrize("kind", BAD_FILES)
+def test_files_read_lazily_are_checked_like_a_train_file(kind, tmp_path):
+    """Mixed files and a streamed file are read by datasets as the run goes: their start is checked up front, in
+    one line naming the file, instead of a traceback from inside datasets."""
+    from hf_cse.streaming import check_streaming_arguments
+
+    good, bad = tmp_path / "good.txt", tmp_path / f"{kind}.txt"
+    good.write_text("\n".join(random_sentences(8)) + "\n")
+    data, words = BAD_FILES[kind]
+    bad.write_bytes(data)
+    mixed = SimpleNamespace(streaming=False, train_files=[str(good), str(bad)], train_weights=None)
+    streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
+    no_file = SimpleNamespace(train_file=None, dataset_name=None, pair_column=None)
+    with pytest.raises(DataError, match=f"train_files {bad}.*{words}"):
+        check_streaming_arguments(mixed, no_file, 4, "simcse")
+    with pytest.raises(DataError, match=f"train_file {bad}.*{words}"):
+        check_streaming_arguments(streamed, SimpleNamespace(**{**vars(no_file), "train_file": str(bad)}), 4, "simcse")
