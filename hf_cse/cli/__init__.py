@@ -136,6 +136,20 @@ def is_path_flag(name: str) -> bool:
     return name.endswith(("_dir", "_file", "_path")) or name in PATH_FLAGS
 
 
+def brief_usage(parser):
+    """``parser`` with a one-line usage above its errors (a mistyped value, an unknown choice): argparse prints every
+    flag there (187 lines for hf-cse-train), which buries the one line that says what is wrong."""
+    parser.print_usage = lambda file=None: parser._print_message(usage_line(parser), file or sys.stderr)
+    return parser
+
+
+def usage_line(parser) -> str:
+    """``usage: PROG POSITIONAL... [flags]  (PROG --help lists them)``."""
+    positionals = " ".join(a.dest.upper() for a in parser._actions if not a.option_strings)
+    prog = f"{parser.prog} {positionals}" if positionals else parser.prog
+    return f"usage: {prog} [flags]  ({parser.prog} --help lists them)\n"
+
+
 def refuse_empty_paths(parser, argv: list[str] | None) -> None:
     """:func:`check_path_given` for every path flag (:func:`is_path_flag`) of an argparse ``parser`` in ``argv``,
     before anything else reads them."""

@@ -36,7 +36,7 @@ from hf_cse.checks import (
     check_writable,
     model_list,
 )
-from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
+from hf_cse.cli import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.output_dir import default_eval_output_dir, prepare_eval_output_dir
 from hf_cse.encoders import packaged_encoder_path
@@ -267,7 +267,7 @@ def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
 
 
 def argument_parser() -> HfArgumentParser:
-    return HfArgumentParser(EvalArguments)
+    return brief_usage(HfArgumentParser(EvalArguments))
 
 
 def main(argv: list[str] | None = None, prog: str = "hf-cse-eval") -> int:

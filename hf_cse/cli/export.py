@@ -19,7 +19,7 @@ from ..export.onnx import BACKENDS, INT8_FILE, QUANTIZATIONS, check_onnx_backend
 from ..export.training_info import TRAINING_INFO_FILE, training_info_problem
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
-from . import refuse_empty_paths, refuse_unknown_flags, run_cli
+from . import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
 from .console import VERBOSE_HELP, setup_console
 
 
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", help="Hub token (default: the stored login or HF_TOKEN)")
     # as hf-cse-train's and hf-cse-eval's (a dataclass field there): --verbose, --verbose true or --verbose false
     p.add_argument("--verbose", type=string_to_bool, nargs="?", const=True, default=False, help=VERBOSE_HELP)
-    return p
+    return brief_usage(p)
 
 
 def _read_json_object(path: str | Path, what: str) -> dict[str, Any]:

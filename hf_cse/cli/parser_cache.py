@@ -145,6 +145,11 @@ class CachedParser(argparse.ArgumentParser):
 
     facts: dict = {}
 
+    def print_usage(self, file=None) -> None:  # as hf_cse.cli.brief_usage: one line above an error, not every flag
+        from . import usage_line
+
+        self._print_message(usage_line(self), file or sys.stderr)
+
 
 def rebuild(description: dict) -> CachedParser:
     """A parser with the flags of ``description``, which shows the help of the parser it describes."""

@@ -20,7 +20,7 @@ from transformers import HfArgumentParser, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
 from hf_cse.checks import InputError
-from hf_cse.cli import refuse_empty_paths, refuse_unknown_flags, run_cli
+from hf_cse.cli import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.arguments import (
     DataArguments,
     MethodArguments,
@@ -107,7 +107,7 @@ def argument_parser() -> HfArgumentParser:
          OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments, ConsoleArguments)
     )
     parser.set_defaults(**SCRIPT_DEFAULTS)
-    return parser
+    return brief_usage(parser)
 
 
 def parse_args(argv: list[str]):

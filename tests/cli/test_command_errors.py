@@ -466,3 +466,21 @@ def test_evaluation_errors_fit_the_line(case, saved_model, tmp_path, capsys, mon
     line = _error_line(capsys, code, "run_eval.py")
     assert ("MRPC" in line) if case == "missing-mrpc-file" else ("no_tokenizer" in line and "tokenizer" in line)
 
+
+
+@pytest.mark.parametrize("command, argv, words", [
+    ("train", ["--method", "bogus"], "argument --method: invalid choice: 'bogus'"),
+    ("train", ["--learning_rate", "abc"], "invalid float value: 'abc'"),
+    ("eval", ["--batch_size", "abc"], "invalid int value: 'abc'"),
+    ("export", ["only_the_checkpoint"], "the following arguments are required: out_dir"),
+])
+def test_a_value_argparse_cannot_read_is_two_lines_not_every_flag(command, argv, words):
+    """argparse prints the whole usage (every flag: 187 lines for hf-cse-train) above such an error; the commands
+    print one usage line, with the positionals, and the error."""
+    proc = subprocess.run([sys.executable, "-m", "hf_cse", command, *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 2, proc.stderr
+    assert lines[0] == f"usage: hf-cse-{command}{' CHECKPOINT OUT_DIR' if command == 'export' else ''} [flags]  " \
+                       f"(hf-cse-{command} --help lists them)"
+    assert words in lines[1]
