@@ -22,6 +22,7 @@ Bad input ends in one line naming the problem and the fix (HF_CSE_DEBUG=1 shows 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,8 +39,11 @@ from hf_cse.checks import (
 )
 from hf_cse.cli import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
+from hf_cse.cli.eval_checks import check_model_folder
 from hf_cse.cli.output_dir import default_eval_output_dir, prepare_eval_output_dir
+from hf_cse.cli.preflight import check_min_seq_length
 from hf_cse.encoders import packaged_encoder_path
+from hf_cse.errors import CSEError
 from hf_cse.evaluation import (
     EvalResults,
     SentenceEncoder,
@@ -66,6 +70,7 @@ from hf_cse.evaluation.transfer import MrpcFeatures
 from hf_cse.folder_lock import releases_folder_locks
 from hf_cse.models.pooling import POOLERS
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
+from hf_cse.writing import json_safe
 
 logger = logging.getLogger("run_eval")
 
@@ -186,9 +191,6 @@ class EvalArguments(EvalDataArguments):
                              "tasks or --eval_file.")
         if self.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {self.batch_size}.")
-        if self.max_seq_length is not None and self.max_seq_length < 1:
-            raise ValueError(f"--max_seq_length must be >= 1 (or left out for the model's limit), got "
-                             f"{self.max_seq_length}.")
         self.truncate_dim_list = parse_truncate_dims(self.truncate_dims)
         if self.truncate_dim_list and not (self.sts_tasks or self.mteb_tasks):
             raise ValueError(f"--truncate_dims scores the STS and MTEB tasks of --tasks, and --tasks {self.tasks!r} "
@@ -204,6 +206,15 @@ class EvalArguments(EvalDataArguments):
         """The ModelMeta fields of ``model``'s MTEB results (name and revision)."""
         return model_meta_fields(mteb_model_name(model, self.mteb_model_name), self.mteb_model_revision)
 
+    def result_settings(self) -> dict:
+        """What shapes the results besides the models (recorded with them in settings["command"]): an output
+        folder's partial results are finished only by an evaluation with the same."""
+        fields = ("pooler", "max_seq_length", "mode", "sts_aggregation", "mrpc_features", "senteval_source",
+                  "senteval_data_dir", "batch_size", "precision", "mteb_model_name", "mteb_model_revision",
+                  *EvalDataArguments.__dataclass_fields__)
+        return {**{name: getattr(self, name) for name in fields}, "tasks": list(self.task_list),
+                "mteb_tasks": list(self.mteb_tasks), "truncate_dims": list(self.truncate_dim_list)}
+
     @property
     def sts_tasks(self) -> list[str]:
         return [t for t in self.task_list if t in STS_TASKS]
@@ -213,6 +224,8 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
     """Everything that can be checked before the first sentence is encoded: the device, every model reference,
     every task file (read and validated; the readers cache them), your own scored pairs and the MTEB tasks (their
     data loaded) and the output folder. Returns the folder, the pairs and the MTEB tasks."""
+    if args.max_seq_length is not None:
+        check_min_seq_length(args.max_seq_length, "Leave it out for the model's limit (the papers use 32).")
     check_device(args.device)
     try:  # e.g. fp16 on a CPU
         resolve(args.precision, args.device.split(":")[0] if args.device else default_device_type())
@@ -220,14 +233,15 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
         raise InputError(str(err)) from None
     for name in args.model_name_or_path:
         check_model_source(name, markers=MODEL_FOLDER_MARKERS)
+        check_model_folder(name, args.max_seq_length)
     if args.task_list:
         load_task_data(args.task_list, args.senteval_data_dir, args.senteval_source, args.mode)
     eval_pairs = pairs_from_args(args)
     mteb_tasks = get_mteb_tasks(args.mteb_tasks) if args.mteb_tasks else []
     if args.mteb_results_dir is not None:
         check_mteb_results_dir(args, mteb_tasks)
-    return (prepare_eval_output_dir(args.output_dir, args.overwrite_output_dir, args.model_name_or_path), eval_pairs,
-            mteb_tasks)
+    return (prepare_eval_output_dir(args.output_dir, args.overwrite_output_dir, args.model_name_or_path,
+                                    args.result_settings()), eval_pairs, mteb_tasks)
 
 
 def check_mteb_results_dir(args: EvalArguments, mteb_tasks: list) -> None:
@@ -243,6 +257,20 @@ def check_mteb_results_dir(args: EvalArguments, mteb_tasks: list) -> None:
             raise InputError(f"--mteb_results_dir already holds MTEB results of this model ({taken[0]}"
                              f"{f' and {len(taken) - 1} more' if len(taken) > 1 else ''}); pass --overwrite_output_dir "
                              "to replace them, or give another --mteb_results_dir / --mteb_model_revision.")
+
+
+def record_settings(results: EvalResults, args: EvalArguments) -> None:
+    """The command's settings, with the results (what finishing a stopped evaluation compares)."""
+    results.settings = {**(results.settings or {}), "command": json_safe(args.result_settings())}
+
+
+def warn_undefined_scores(name: str, results: EvalResults) -> None:
+    """A NaN score is not a result: say why, as the training side does for its dev score."""
+    undefined = [task for task, score in results.task_scores().items() if not math.isfinite(score)]
+    if undefined:
+        logger.warning("%s: the score of %s is undefined (NaN: every pair got the same cosine, e.g. sentences cut to "
+                       "nothing by --max_seq_length, or read as unknown tokens only); check the model's tokenizer, "
+                       "--max_seq_length and the data", name, ", ".join(undefined[:5]))
 
 
 def print_results(name: str, pooler: str, args: EvalArguments, results: EvalResults) -> None:
@@ -262,6 +290,8 @@ def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
             precision=args.precision,
             trust_remote_code=args.trust_remote_code,
         )
+    except CSEError as err:  # e.g. a max_seq_length that leaves no token of a sentence
+        raise InputError(f"--model_name_or_path {name}: {err}") from err
     except Exception as err:  # the path was checked up front: what fails here are the model's own files
         raise InputError(f"cannot load model {name}: {type(err).__name__}: {err}") from err
 
@@ -295,6 +325,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
     all_extras: list[dict] = []
 
     def save_partial(partial: EvalResults) -> None:  # after each task: text files only, plots at the end of a model
+        record_settings(partial, args)
         write_report(all_results + [partial], out, all_extras, combined=combined, plots=False)
 
     try:
@@ -333,6 +364,8 @@ def evaluate_models(argv: list[str] | None = None) -> int:
                     encoder, args.truncate_dim_list, args.sts_tasks, mteb_tasks, folder, args.mteb_results_dir, meta,
                     embeddings=kept, data_dir=args.senteval_data_dir, source=args.senteval_source, mode=args.mode,
                     sts_aggregation=args.sts_aggregation)
+            record_settings(results, args)
+            warn_undefined_scores(name, results)
             all_results.append(results)
             all_extras.append(extras)
             written = write_report(all_results, out, all_extras, combined=combined)

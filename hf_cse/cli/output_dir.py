@@ -15,8 +15,9 @@ Training (``hf-cse-train``, the convention of the transformers example scripts,
 * a folder that is, holds or lies inside the encoder's folder: refused (saving would overwrite the encoder).
 
 Evaluation (``hf-cse-eval``): another evaluation's results (:func:`hf_cse.evaluation.report.report_files`) are
-refused; the partial results of the same command (the same models), stopped before it finished, are replaced (the
-same command finishes it); files that are not results are left alone.
+refused; the partial results of the same command (the same models and settings), stopped before it finished, are
+replaced (the same command finishes it); files that are not results are left alone. A training run's folder is
+refused.
 """
 
 from __future__ import annotations
@@ -241,20 +242,27 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
 # ------------------------------------------------------------------------------------------------- evaluation
 @dataclass
 class Evaluation(_CommandJob):
-    """An evaluation of ``models``: the same command, stopped before it finished, left results of the same models
-    (a task in ``unfinished_tasks``, or fewer models than asked)."""
+    """An evaluation of ``models`` with ``settings`` (what shapes its results, JSON-safe; recorded in each results
+    entry's ``settings["command"]``): the same command, stopped before it finished, left results of the same models
+    and settings (a task in ``unfinished_tasks``, or fewer models than asked)."""
 
     models: list[str]
+    settings: dict[str, Any] = field(default_factory=dict)
     folder_hint: str = "give a folder for results.json, results.md and the plots"
 
     def check(self, out: Path) -> None:
-        """Not into an unfinished training run's folder: its relaunch would find files that are not the run's and
-        refuse to resume it."""
+        """Not into a training run's folder: results there would mix with the run's files (which its
+        --overwrite_output_dir removes), and an unfinished run's relaunch would refuse to resume it."""
         run = training_run_files(out)
-        if run and not (out / TRAINING_INFO_FILE).exists():
+        finished = (out / TRAINING_INFO_FILE).exists()
+        if run and not finished:
             raise OutputFolderError(f"--output_dir {out} holds an unfinished training run ({', '.join(run[:2])}): "
                                     "results there would stop the same training command from resuming it. Choose "
                                     f"another folder, e.g. {out.name}-eval beside it.")
+        if finished:
+            raise OutputFolderError(f"--output_dir {out} is a finished training run's folder ({TRAINING_INFO_FILE}): "
+                                    "results there would mix with the run's files. Choose another folder, e.g. "
+                                    f"{out / EVAL_FOLDER} (the default for this run's model).")
 
     def left_behind(self, out: Path) -> list[str]:
         from ..evaluation.report import report_files  # the evaluation stack: not for the training checks
@@ -269,25 +277,47 @@ class Evaluation(_CommandJob):
 
         remove_report_files(out)
 
-    def interrupted(self, out: Path) -> bool:
-        """Whether ``out`` holds the partial results of an evaluation of the same models."""
+    def _partial_entries(self, out: Path) -> list[dict] | None:
+        """The entries of ``out``'s results.json when they are partial results of the same models, else None."""
         try:
             saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return False
+            return None
         entries = saved.get("models", [saved]) if isinstance(saved, dict) else []
-        names = [e.get("model") for e in entries if isinstance(e, dict)]
+        entries = [e for e in entries if isinstance(e, dict)]
+        names = [e.get("model") for e in entries]
         if not names or names != list(self.models[:len(names)]):
-            return False
-        return len(names) < len(self.models) or any(e.get("unfinished_tasks") for e in entries)
+            return None
+        unfinished = len(names) < len(self.models) or any(e.get("unfinished_tasks") for e in entries)
+        return entries if unfinished else None
+
+    def changed_settings(self, entries: list[dict]) -> list[str]:
+        """How the settings recorded with the partial results differ from this evaluation's (all of them when
+        none were recorded)."""
+        for entry in entries:
+            recorded = (entry.get("settings") or {}).get("command")
+            if not isinstance(recorded, dict):  # written by an older hf_cse: nothing tells it is the same
+                return ["its settings were not recorded"]
+            changed = _differences(recorded, json_safe(self.settings))
+            if changed:
+                return changed
+        return []
 
     def continue_interrupted(self, out: Path, left: list[str]) -> bool:
         """The same evaluation's partial results are replaced (evaluating again finishes it); another evaluation's
-        results are refused."""
-        if not self.interrupted(out):
+        results, or the partial results of the same models with other settings, are refused."""
+        entries = self._partial_entries(out)
+        if entries is None:
             raise OutputFolderError(f"--output_dir {out} already holds the results of an evaluation "
                                     f"({', '.join(left[:3])}{', ...' if len(left) > 3 else ''}); pass "
                                     f"{OVERWRITE_FLAG} to replace them, or choose another folder.")
+        changed = self.changed_settings(entries)
+        if changed:
+            diffs = "; ".join(changed[:2])
+            raise OutputFolderError(f"--output_dir {out} holds the partial results of an evaluation with other "
+                                    f"settings ({diffs[:100] + '...' if len(diffs) > 100 else diffs}): rerun that "
+                                    f"command to finish it, pass {OVERWRITE_FLAG} to start over, or choose another "
+                                    "folder.")
         logger.warning("%s holds the partial results of the same evaluation, stopped before it finished: "
                        "evaluating again to finish it", out)
         self.remove(out, left)
@@ -337,8 +367,11 @@ def default_eval_output_dir(models: Sequence[str]) -> Path:
     return Path(EVAL_RESULTS_DIR) / "+".join(_model_name(m) for m in models)
 
 
-def prepare_eval_output_dir(output_dir: str, overwrite: bool, models: Sequence[str] = ()) -> Path:
+def prepare_eval_output_dir(output_dir: str, overwrite: bool, models: Sequence[str] = (),
+                            settings: dict[str, Any] | None = None) -> Path:
     """Evaluation's output folder (module doc), created and locked for the rest of the evaluation (the caller's
-    entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`)."""
-    out, _ = claim_output_dir(output_dir, Evaluation(list(models)), flag="--output_dir", overwrite=overwrite, hold=True)
+    entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`). ``settings``: what shapes the
+    results besides the models (:class:`Evaluation`)."""
+    out, _ = claim_output_dir(output_dir, Evaluation(list(models), dict(settings or {})), flag="--output_dir",
+                              overwrite=overwrite, hold=True)
     return out

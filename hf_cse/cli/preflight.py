@@ -54,6 +54,15 @@ def _flag(name: str, value, rule: str, why: str) -> InputError:
     return InputError(f"--{name} {value} {rule}; {why}")
 
 
+def check_min_seq_length(max_seq_length: int, hint: str = "") -> None:
+    """The shortest --max_seq_length any command takes, before a tokenizer is loaded (the tokenizer's own count:
+    :func:`hf_cse.data.check_room_for_text`)."""
+    if max_seq_length < 2:
+        raise InputError(f"--max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 "
+                         f"positions; 0 and 1 would turn truncation off), got {max_seq_length}. "
+                         f"{hint or 'The papers use 32.'}")
+
+
 def check_training_counts(training_args, max_seq_length: int, world_size: int | None) -> None:
     """The batch, step and length counts the Trainer would accept and then fail on, or silently misread.
     ``world_size`` None: the processes are not known yet (the command line's earliest checks), so only a batch that
@@ -61,9 +70,7 @@ def check_training_counts(training_args, max_seq_length: int, world_size: int | 
     if training_args.gradient_accumulation_steps < 1:
         raise InputError(f"--gradient_accumulation_steps must be at least 1, got "
                          f"{training_args.gradient_accumulation_steps}.")
-    if max_seq_length < 2:
-        raise InputError(f"--max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 "
-                         f"positions; 0 and 1 would turn truncation off), got {max_seq_length}. The papers use 32.")
+    check_min_seq_length(max_seq_length)
     if world_size is None:
         too_small = training_args.per_device_train_batch_size < 1
     else:

@@ -154,6 +154,10 @@ class SentenceEncoder:
             or getattr(getattr(self._hf_model, "config", None), "name_or_path", None)
             or type(model).__name__
         )
+        if max_length is not None and self.tokenizer is not None:  # e.g. 2: [CLS] [SEP] only, every cosine 1
+            from ..data import check_room_for_text  # the training side's rule
+
+            check_room_for_text(self.tokenizer, self.max_length, self.prompt)
 
     @property
     def prompt(self) -> str | None:

@@ -240,8 +240,11 @@ def test_a_run_that_holds_its_folder_keeps_a_second_one_out_until_it_ends(tmp_pa
 
 
 # ------------------------------------------------------------------------------------------------ evaluation
-def _results(folder, models, unfinished=()):
-    entries = [{"model": m, "unfinished_tasks": list(unfinished)} for m in models]
+EVAL_SETTINGS = {"tasks": ["STSBenchmark", "MR"], "mode": "fast", "pooler": None}
+
+
+def _results(folder, models, unfinished=(), settings=EVAL_SETTINGS):
+    entries = [{"model": m, "unfinished_tasks": list(unfinished), "settings": {"command": settings}} for m in models]
     (folder / "results.json").write_text(json.dumps({"models": entries} if len(entries) > 1 else entries[0]))
     (folder / "results.md").write_text("| task |")
 
@@ -264,14 +267,61 @@ def test_the_same_evaluation_stopped_early_is_finished_and_another_ones_partial_
     _results(tmp_path, ["a"], unfinished=["STSB"])
     with pytest.raises(InputError, match="--overwrite_output_dir"):
         claim(tmp_path, overwrite=False, models=["b"])
-    claim(tmp_path, overwrite=False, models=["a"])  # the same command: its partial results are replaced
+    claim(tmp_path, overwrite=False, models=["a"], settings=EVAL_SETTINGS)  # the same command: replaced
     assert not (tmp_path / "results.json").exists()
     _results(tmp_path, ["a"])  # one of two models done
-    claim(tmp_path, overwrite=False, models=["a", "b"])
+    claim(tmp_path, overwrite=False, models=["a", "b"], settings=EVAL_SETTINGS)
     assert not (tmp_path / "results.json").exists()
     (tmp_path / "f").write_text("x")
     with pytest.raises(InputError, match="is a file"):
         claim(tmp_path / "f", overwrite=True, models=["a"])
+
+
+@pytest.mark.parametrize("settings, changed", [
+    ({"tasks": ["STSBenchmark"], "mode": "test", "pooler": "avg"}, "mode: 'fast' then, 'test' now; pooler: None then, "
+                                                                   "'avg' now"),
+    ({**EVAL_SETTINGS, "max_seq_length": 32}, "max_seq_length: None then, 32 now"),
+])
+def test_partial_results_of_the_same_models_with_other_settings_are_refused_and_kept(tmp_path, settings, changed):
+    """Only the models matched: another command into the same folder deleted the finished tasks' results."""
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    _results(tmp_path, ["a"], unfinished=["MR"])
+    with pytest.raises(InputError) as err:
+        claim(tmp_path, overwrite=False, models=["a"], settings=settings)
+    message = str(err.value)
+    assert "\n" not in message
+    assert f"holds the partial results of an evaluation with other settings ({changed})" in message
+    assert "rerun that command to finish it, pass --overwrite_output_dir to start over" in message
+    assert (tmp_path / "results.json").is_file() and (tmp_path / "results.md").is_file()
+
+
+def test_partial_results_without_recorded_settings_are_refused(tmp_path):
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    _results(tmp_path, ["a"], unfinished=["MR"], settings=None)
+    with pytest.raises(InputError, match=r"other settings \(its settings were not recorded\).*--overwrite_output_dir"):
+        claim(tmp_path, overwrite=False, models=["a"], settings=EVAL_SETTINGS)
+    assert (tmp_path / "results.json").is_file()
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_an_evaluation_refuses_a_training_runs_folder(tmp_path, finished):
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / RUN_RECORD_FILE).write_text("{}")
+    if finished:
+        (run / "training_info.json").write_text("{}")
+        (run / "config.json").write_text("{}")
+    with pytest.raises(InputError) as err:
+        claim(run, overwrite=False, models=["a"])
+    expected = (f"--output_dir {run} is a finished training run's folder (training_info.json): results there would "
+                f"mix with the run's files. Choose another folder, e.g. {run / 'eval'}" if finished
+                else f"--output_dir {run} holds an unfinished training run")
+    assert str(err.value).startswith(expected) and "\n" not in str(err.value)
+    with pytest.raises(InputError, match="training run"):  # --overwrite_output_dir does not make it an eval folder
+        claim(run, overwrite=True, models=["a"])
+    assert sorted(p.name for p in run.iterdir()) == sorted([RUN_RECORD_FILE] + (["training_info.json", "config.json"]
+                                                                                 if finished else []))
 
 
 # ------------------------------------------------------------------------------------------------ the export

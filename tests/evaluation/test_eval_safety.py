@@ -129,6 +129,13 @@ def test_finished_tasks_are_saved_when_a_later_task_fails(failure, tiny_bert_dir
     md = (out / "results.md").read_text()
     assert "not finished" in md and "CR, TREC" in md
     assert not list(out.glob(".*partial*"))  # every write was completed by its rename
+    assert saved["settings"]["command"]["tasks"] == ["STSBenchmark", "MR", "CR", "TREC"]
+    # another command into the same folder, with the same model: not "the same evaluation", so nothing is deleted
+    code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval, "--tasks", "STSB",
+                    "--pooler", "avg", "--output_dir", out)
+    assert code == 1 and "holds the partial results of an evaluation with other settings (pooler: None then, 'avg' " \
+                         "now; tasks: " in one_line(err)
+    assert json.loads((out / "results.json").read_text()) == saved
 
 
 @pytest.mark.slow
@@ -209,11 +216,50 @@ def test_an_unrelated_folder_is_a_valid_output(tiny_bert_dir, senteval, tmp_path
     assert code == 0 and (out / "results.json").is_file() and (out / "notes.txt").is_file()
 
 
-@pytest.mark.parametrize("length, message", [("0", "--max_seq_length must be >= 1"),
-                                             ("100000", "max_length must be in [1, 64]")])
+@pytest.mark.parametrize("length, message", [
+    ("0", "--max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 positions; 0 and 1 "
+          "would turn truncation off), got 0. Leave it out for the model's limit"),
+    ("1", "--max_seq_length must be at least 2"),
+    ("100000", "--max_seq_length 100000 exceeds what the encoder"),
+])
+def test_sequence_length_outside_the_model_limit_is_refused_before_loading(length, message, tiny_bert_dir, senteval,
+                                                                           tmp_path, capsys, no_model_loading):
+    code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval,
+                    "--tasks", "STSB", "--max_seq_length", length, "--output_dir", tmp_path / "out")
+    assert code == 1 and message in one_line(err)
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+@pytest.mark.parametrize("length, message", [("2", "max_seq_length 2 leaves no token for the sentences: the tokenizer "
+                                                   "adds 2 special token(s)")])
 def test_sequence_length_outside_the_model_limit_is_refused(length, message, tiny_bert_dir, senteval, tmp_path,
                                                             capsys):
     code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval,
                     "--tasks", "STSB", "--max_seq_length", length, "--output_dir", tmp_path / "out")
     assert code == 1 and message in one_line(err)
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_a_model_folder_without_its_tokenizer_files_is_refused_before_loading(tiny_bert_dir, senteval, tmp_path,
+                                                                              capsys, no_model_loading):
+    """A copy without tokenizer*: transformers would score it with a stand-in tokenizer (STS-B 5 instead of 35)."""
+    half = tmp_path / "half"
+    shutil.copytree(tiny_bert_dir, half)
+    for file in half.glob("tokenizer*"):
+        file.unlink()
+    code, err = run(capsys, "--model_name_or_path", half, "--senteval_data_dir", senteval, "--tasks", "STSB",
+                    "--output_dir", tmp_path / "out")
+    line = one_line(err)  # (long paths are shortened in it)
+    assert code == 1 and line.startswith("hf-cse-eval: error: --model_name_or_path /") and line.endswith(
+        "half holds no tokenizer files (tokenizer_config.json or tokenizer.json): it would be scored with a stand-in "
+        "tokenizer. Save the model's tokenizer into it (tokenizer.save_pretrained), or give a complete model folder.")
+
+
+def test_an_undefined_score_is_not_passed_silently(caplog):
+    from hf_cse.evaluation import EvalResults
+
+    with caplog.at_level("WARNING", logger="run_eval"):
+        eval_cli.warn_undefined_scores("m", EvalResults(model="m", sts={"STSBenchmark": float("nan"), "SICKR": 70.0}))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith("m: the score of STS-B is undefined (NaN: every pair got the same "
+                                                   "cosine")
