@@ -69,6 +69,25 @@ def encoder_max_length(encoder_config: Any, cap: int | None = None) -> int | Non
     return max(1, usable if cap is None else min(usable, cap))
 
 
+#: the shortest truncation length: a tokenizer's own special tokens take up to 2 positions, and a ``max_length``
+#: below them turns truncation off (the tokenizer then returns whole sentences, past the position limit)
+MIN_SEQ_LENGTH = 2
+
+
+def seq_length_problem(max_seq_length: int, limit: int | None, encoder: str = "") -> str | None:
+    """The one rule for a truncation length (training's ``max_seq_length``, an export's): within
+    [:data:`MIN_SEQ_LENGTH`, ``limit``], the encoder's position limit (:func:`encoder_max_length`; None: unknown).
+    What is wrong, naming the fix, in the library's terms (no full stop); None when the length is fine."""
+    if max_seq_length < MIN_SEQ_LENGTH:
+        return (f"max_seq_length must be at least {MIN_SEQ_LENGTH} (the tokenizer's own special tokens take up to 2 "
+                f"positions; 0 and 1 would turn truncation off), got {max_seq_length}")
+    if limit is not None and max_seq_length > limit:
+        name = f" {encoder}" if encoder else ""
+        return (f"max_seq_length {max_seq_length} exceeds what the encoder{name} takes ({limit} positions); use "
+                f"max_seq_length {limit} or less")
+    return None
+
+
 def takes_token_type_ids(encoder_config: Any) -> bool:
     """Whether the encoder has learned segment embeddings (BERT, MiniLM; not RoBERTa, DistilBERT, MPNet, GPT-2):
     only those are given ``token_type_ids``."""

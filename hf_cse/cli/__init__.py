@@ -139,7 +139,7 @@ def is_path_flag(name: str) -> bool:
 def brief_usage(parser):
     """``parser`` with a one-line usage above its errors (a mistyped value, an unknown choice): argparse prints every
     flag there (187 lines for hf-cse-train), which buries the one line that says what is wrong."""
-    parser.print_usage = lambda file=None: parser._print_message(usage_line(parser), file or sys.stderr)
+    parser.print_usage = lambda file=None: (file or sys.stderr).write(usage_line(parser))
     return parser
 
 

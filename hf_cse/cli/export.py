@@ -16,6 +16,7 @@ from ..export import to_sentence_transformer
 from ..export.folders import check_export_folder
 from ..export.hub import push_export
 from ..export.onnx import BACKENDS, INT8_FILE, QUANTIZATIONS, check_onnx_backend
+from ..export.sources import check_clear_of_source, check_export_length, check_results_model, source_config
 from ..export.training_info import TRAINING_INFO_FILE, training_info_problem
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
@@ -38,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval_results", help="results.json written by run_eval.py (scores for the card)")
     p.add_argument("--training_info", help=f"training info JSON (default: CHECKPOINT/{TRAINING_INFO_FILE} if present)")
     p.add_argument("--tokenizer", help="tokenizer folder or Hub id (default: the checkpoint's)")
-    p.add_argument("--max_seq_length", type=int, help="truncation length (default: the encoder's limit, <= 512)")
+    p.add_argument("--max_seq_length", type=int,
+                   help="truncation length, from 2 to the encoder's position limit (default: that limit, <= 512)")
     p.add_argument("--backend", choices=BACKENDS, default="torch",
                    help="onnx: also write onnx/model.onnx, which SentenceTransformer(OUT_DIR, backend='onnx') loads "
                         "(pip install 'hf_cse[onnx]')")
@@ -80,7 +82,11 @@ def export_from_args(argv: list[str] | None = None) -> int:
     setup_console(args.verbose)
     check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
     check_model_source(args.checkpoint, "CHECKPOINT")
-    check_export_folder(Path(args.out_dir).expanduser(), args.overwrite)
+    out_dir = Path(args.out_dir).expanduser()
+    source = source_config(args.checkpoint)
+    check_clear_of_source(out_dir, args.checkpoint, source)
+    check_export_folder(out_dir, args.overwrite)
+    check_export_length(args.max_seq_length, source.get("encoder_config"), source.get("base_encoder") or "")
     if args.tokenizer:
         check_model_source(args.tokenizer, "--tokenizer", markers=TOKENIZER_MARKERS, what="tokenizer")
     if args.training_info:
@@ -94,6 +100,7 @@ def export_from_args(argv: list[str] | None = None) -> int:
         source = args.training_info or Path(args.checkpoint) / TRAINING_INFO_FILE
         raise InputError(f"{source}: {problem}; fix it (or leave the key out), or give another --training_info.")
     eval_results = read_eval_results(args.eval_results)
+    check_results_model(eval_results, args.checkpoint, out_dir, source=f"eval_results {args.eval_results}")
     out = to_sentence_transformer(
         args.checkpoint, args.out_dir, tokenizer=args.tokenizer, keep_projector=args.keep_projector,
         max_seq_length=args.max_seq_length, overwrite=args.overwrite, eval_results=eval_results or None,

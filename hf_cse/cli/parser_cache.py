@@ -148,7 +148,7 @@ class CachedParser(argparse.ArgumentParser):
     def print_usage(self, file=None) -> None:  # as hf_cse.cli.brief_usage: one line above an error, not every flag
         from . import usage_line
 
-        self._print_message(usage_line(self), file or sys.stderr)
+        (file or sys.stderr).write(usage_line(self))
 
 
 def rebuild(description: dict) -> CachedParser:

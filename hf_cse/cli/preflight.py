@@ -12,8 +12,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..checks import InputError, check_model_source
-from ..encoders import encoder_max_length
+from ..encoders import encoder_max_length, seq_length_problem
 from ..files import DataError
+from .flags import in_flag_terms
 from .launch import check_requested_processes_started
 
 
@@ -54,13 +55,12 @@ def _flag(name: str, value, rule: str, why: str) -> InputError:
     return InputError(f"--{name} {value} {rule}; {why}")
 
 
-def check_min_seq_length(max_seq_length: int, hint: str = "") -> None:
-    """The shortest --max_seq_length any command takes, before a tokenizer is loaded (the tokenizer's own count:
-    :func:`hf_cse.data.check_room_for_text`)."""
-    if max_seq_length < 2:
-        raise InputError(f"--max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 "
-                         f"positions; 0 and 1 would turn truncation off), got {max_seq_length}. "
-                         f"{hint or 'The papers use 32.'}")
+def check_min_seq_length(max_seq_length: int, hint: str = "The papers use 32.") -> None:
+    """The shortest --max_seq_length any command takes (:func:`hf_cse.encoders.seq_length_problem`), before a
+    tokenizer is loaded (the tokenizer's own count: :func:`hf_cse.data.check_room_for_text`)."""
+    problem = seq_length_problem(max_seq_length, None)
+    if problem:
+        raise InputError(f"{in_flag_terms(problem, ('max_seq_length',))}. {hint}")
 
 
 def check_training_counts(training_args, max_seq_length: int, world_size: int | None) -> None:
@@ -162,10 +162,9 @@ def load_tokenizer(encoder: str, flag: str = "--model_name_or_path", **kwargs):
 
 def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
     """A length beyond the encoder's position embeddings would crash at the first batch holding a long sentence."""
-    limit = encoder_max_length(enc_config, cap=None)
-    if limit is not None and max_seq_length > limit:
-        raise InputError(f"--max_seq_length {max_seq_length} exceeds what the encoder {encoder} takes ({limit} "
-                         f"positions); use --max_seq_length {limit} or less (the papers use 32).")
+    problem = seq_length_problem(max_seq_length, encoder_max_length(enc_config, cap=None), encoder)
+    if problem:
+        raise InputError(f"{in_flag_terms(problem, ('max_seq_length',))} (the papers use 32).")
 
 
 #: flags that act only when another is on: flag -> (the config field that turns it on, that flag's name)

@@ -9,7 +9,8 @@ no ``trust_remote_code``):
 * ``Transformer``: the trained encoder (``model.encoder``, LoRA adapters merged into its weights: a plain model
   that loads without peft; a bidirectional decoder pinned to eager attention) and its tokenizer; ``max_seq_length``
   is the encoder's limit (``max_position_embeddings`` minus RoBERTa's position offset, capped at 512), not the
-  training length 32.
+  training length 32; a ``max_seq_length`` given must lie in [2, that limit uncapped] (the rule training follows:
+  :func:`hf_cse.encoders.seq_length_problem`).
 * ``Pooling``: what the method uses at test time (``config.test_pooler``): ``cls_before_pooler``/``cls`` -> CLS
   token, ``avg`` -> mean over tokens, ``max`` -> max over tokens, ``last`` -> last token (``lasttoken``)
   (``hf_cse.models.pooling.ST_POOLING_MODES``). The model's ``prompt`` is the export's default prompt.
@@ -26,7 +27,9 @@ no ``trust_remote_code``):
 The export is checked before it is committed: the folder is reloaded with ``SentenceTransformer`` and its vectors
 compared with the model's own ``sentence_embedding``. It is written into a temporary folder beside the target and
 renamed into place, so a failure leaves nothing behind; a non-empty target needs ``overwrite=True``, which replaces
-only the files an export writes (:data:`hf_cse.export.folders.EXPORT_FILES`). The folder is locked while it is
+only the files an export writes (:data:`hf_cse.export.folders.EXPORT_FILES`). A folder holding the checkpoint, the
+encoder it was trained from, or any model that is not an earlier export is refused even then, and so are evaluation
+results recorded for another model (:mod:`hf_cse.export.sources`). The folder is locked while it is
 written (:mod:`hf_cse.folder_lock`): a second export into it is refused.
 
 This package is a face: the export itself is :func:`.sentence_transformers.to_sentence_transformer`; the jobs it

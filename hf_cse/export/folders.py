@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..checkpoints import training_run_files
 from ..folder_lock import first_missing_folder, remove_made_folders
-from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir, matching
+from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir, listing, matching
 from ..run_files import CURVES_FILE
 from .card import CARD_INPUTS_FILE
 from .modules import HF_CSE_CONFIG_FILE
@@ -32,13 +32,24 @@ logger = logging.getLogger(__name__)
 EXPORT_FILES = ("modules.json", "config.json", "config_sentence_transformers.json", "sentence_bert_config.json",
                 HF_CSE_CONFIG_FILE, CARD_INPUTS_FILE, "README.md", "model*.safetensors*", "pytorch_model*.bin*",
                 "[0-9]_*", CURVES_FILE, *TOKENIZER_FILES)
+#: the files of a model (or a tokenizer) in a folder: an export replaces them only in an export's folder
+MODEL_FILES = ("config.json", "modules.json", "model*.safetensors*", "pytorch_model*.bin*", *TOKENIZER_FILES)
+#: the files by which an export recognises an earlier export (sentence-transformers' modules and hf_cse's config)
+EXPORT_MARKERS = ("modules.json", HF_CSE_CONFIG_FILE)
+
+
+def is_export_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds an hf_cse export (:data:`EXPORT_MARKERS`), the only model an export replaces."""
+    return all((folder / marker).is_file() for marker in EXPORT_MARKERS)
 
 
 @dataclass
 class Export:
     """The export's answers to the output-folder policy (:class:`hf_cse.output_folder.OutputJob`). A training run's
     folder is refused even with ``overwrite`` (its record and checkpoints are what resumes or finishes it), and so is
-    a folder holding an hf_cse model (its config.json would be replaced, its weights kept). An export is never
+    a folder holding an hf_cse model (its config.json would be replaced, its weights kept) or any other model or
+    tokenizer that is not an earlier export (:func:`is_export_folder`: an encoder's folder, a plain
+    sentence-transformers model). An export is never
     continued: a killed one left its work beside the folder (:func:`recover_leftovers`), so anything in the folder
     is refused without ``overwrite``. With it nothing is removed first: the files an export writes are replaced when
     the new export is complete (:func:`atomic_output_dir`), so a failed export leaves the previous one whole."""
@@ -57,6 +68,11 @@ class Export:
         if out.is_dir() and is_cse_checkpoint(out):
             raise OutputFolderError(f"{out} holds an hf_cse model (a training run's folder); an export there would "
                                     "mix with it. Choose another folder, e.g. <that folder>/sentence-transformers.")
+        model_files = matching([p.name for p in out.iterdir()], MODEL_FILES) if out.is_dir() else []
+        if model_files and not is_export_folder(out):
+            raise OutputFolderError(f"{out} holds a model or tokenizer that is not an hf_cse export "
+                                    f"({listing(model_files, 3)}); an export there would replace it, even with "
+                                    f"{self.overwrite_switch}. Choose another folder for the export.")
 
     def left_behind(self, out: Path) -> list[str]:
         return [p.name for p in out.iterdir()] if out.is_dir() else []

@@ -15,7 +15,6 @@ from ..folder_lock import hold_folder, releases_folder_locks
 from ..model_card import read_eval_results, render_model_card
 from ..models.lora import merged_encoder
 from ..models.pooling import ST_POOLING_MODES, applies_projector
-from ..output_folder import same_or_inside
 from .card import card_title, record_card_inputs
 from .checkpoint import load_model, load_tokenizer
 from .errors import ExportError
@@ -29,6 +28,7 @@ from .modules import (
     write_modules,
 )
 from .onnx import check_onnx_backend, describe_onnx, write_onnx
+from .sources import check_clear_of_source, check_export_length, check_results_model, source_config
 from .verify import verify_export
 
 logger = logging.getLogger(__name__)
@@ -64,9 +64,11 @@ def to_sentence_transformer(
         tokenizer: tokenizer object or name; default: the checkpoint's, else the base encoder's.
         keep_projector: also keep a training-only projection head (the export then gives SimCSE's ``cls``
             embedding, MLP included). Heads used at test time (``mlp_only_train=False``) are always kept.
-        max_seq_length: truncation length of the export; default: the encoder's limit (see module doc).
+        max_seq_length: truncation length of the export, in [2, the encoder's position limit]; default: the
+            encoder's limit, at most 512 (see module doc).
         overwrite: replace a non-empty ``out_dir``.
-        eval_results: ``run_eval.py``'s ``results.json`` (path or dict), shown in the card and its metadata.
+        eval_results: ``run_eval.py``'s ``results.json`` (path or dict), shown in the card and its metadata; the
+            model it names must be the exported checkpoint or ``out_dir`` (:mod:`hf_cse.export.sources`).
         training_info: what the run recorded (see :func:`training_info_from_run`), shown in the card.
         repo_id: Hub repo the card's usage snippet names (default: ``out_dir``); a push to another repo renders
             the card again for it.
@@ -80,11 +82,12 @@ def to_sentence_transformer(
     out_dir = Path(out_dir).expanduser()
     hold_folder(out_dir, "out_dir")  # one export at a time into a folder; released when this function ends
     recover_leftovers(out_dir)
-    if isinstance(model_or_path, (str, Path)) and Path(model_or_path).expanduser().exists():
-        if same_or_inside(Path(model_or_path).expanduser(), out_dir):
-            raise ExportError(f"out_dir {out_dir} holds the checkpoint {model_or_path}; exporting there would "
-                              "replace it. Choose another folder, e.g. <checkpoint>/sentence-transformers.")
+    source = source_config(model_or_path)
+    check_clear_of_source(out_dir, model_or_path, source)
     check_export_folder(out_dir, overwrite)  # fail before loading anything
+    check_export_length(max_seq_length, source.get("encoder_config"), source.get("base_encoder") or "")
+    eval_results = read_eval_results(eval_results)
+    check_results_model(eval_results, model_or_path, out_dir)
     model = load_model(model_or_path)
     tokenizer = load_tokenizer(tokenizer, model_or_path, model)
     config = model.config
@@ -107,11 +110,10 @@ def to_sentence_transformer(
         raise ExportError("keep_projector=True, but this model has no projection head (projector='none'); "
                           "drop keep_projector.")
     with_projector = uses_projector or keep_projector
+    # again with the loaded encoder's own limit (a loaded model, or a config.json that names none)
+    check_export_length(max_seq_length, model.encoder.config, getattr(config, "base_encoder", None) or "")
     if max_seq_length is None:
         max_seq_length = limit
-    elif not 0 < int(max_seq_length) <= limit:
-        raise ExportError(f"max_seq_length must be in [1, {limit}] (the encoder's limit), got {max_seq_length}.")
-    eval_results = read_eval_results(eval_results)  # fail on a bad results file before any work
 
     with atomic_output_dir(out_dir, overwrite) as tmp:
         dense = projector_to_dense(model.projector) if with_projector else []

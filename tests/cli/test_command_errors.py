@@ -468,6 +468,7 @@ def test_evaluation_errors_fit_the_line(case, saved_model, tmp_path, capsys, mon
 
 
 
+@pytest.mark.slow  # subprocesses
 @pytest.mark.parametrize("command, argv, words", [
     ("train", ["--method", "bogus"], "argument --method: invalid choice: 'bogus'"),
     ("train", ["--learning_rate", "abc"], "invalid float value: 'abc'"),

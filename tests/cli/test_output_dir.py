@@ -159,6 +159,7 @@ def test_refused_export_removes_an_earlier_export(tiny_bert_dir, tmp_path):
     stale = tmp_path / "sentence-transformers"
     stale.mkdir()
     (stale / "modules.json").write_text("[]")
+    (stale / "hf_cse_config.json").write_text("{}")  # an export's markers (hf_cse.export.folders.EXPORT_MARKERS)
     args = TrainingArguments(str(tmp_path), use_cpu=True, report_to="none")
     assert export_after_training(model, AutoTokenizer.from_pretrained(tiny_bert_dir), args) is None
     assert not stale.exists() and (tmp_path / "training_info.json").is_file()

@@ -123,7 +123,7 @@ def no_model_load(monkeypatch):
 
 
 @pytest.mark.parametrize(("files", "extra", "message"), [
-    (["empty"], ["--streaming", "--max_steps", "2"], r"empty\.txt yields no sentences"),
+    (["empty"], ["--streaming", "--max_steps", "2"], r"empty\.txt is empty \(or starts with blank lines only\)"),
     (["a", "b"], ["--train_weights", "0.7"], r"train_weights has 1 weight\(s\) for 2 train_files"),
     (["a", "b"], ["--train_weights", "0.7", "-1"], r"train_weights must be finite numbers > 0"),
     (["a"], ["--streaming"], r"streaming=True reads a data set of unknown length: give max_steps"),

@@ -1,0 +1,78 @@
+"""What an export is checked against its source before anything is loaded (the command line calls these before the
+model is loaded, :func:`hf_cse.export.to_sentence_transformer` again): the output folder must stay clear of the
+checkpoint and of the encoder it was trained from, the truncation length must be one the encoder takes
+(:func:`hf_cse.encoders.seq_length_problem`, the rule training follows too), and evaluation results must be the
+exported model's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..encoders import encoder_max_length, read_model_json, seq_length_problem
+from ..evaluation.results import EvalResults
+from ..output_folder import same_or_inside
+from .errors import ExportError
+
+
+def _local_folder(name: Any) -> Path | None:
+    """``name`` as a local folder, or None (a Hub id, nothing)."""
+    if not isinstance(name, (str, Path)) or not str(name):
+        return None
+    path = Path(name).expanduser()
+    return path if path.is_dir() else None
+
+
+def source_config(model_or_path: Any) -> dict[str, Any]:
+    """The hf_cse config of the model to export, as a dict: its config.json (a folder, or a Hub id in the cache), or
+    a loaded model's config; empty when it cannot be read (the loading then says why)."""
+    if isinstance(model_or_path, (str, Path)):
+        config = read_model_json(str(Path(model_or_path).expanduser()) if _local_folder(model_or_path)
+                                 else str(model_or_path), "config.json")
+        return config if isinstance(config, dict) else {}
+    config = getattr(model_or_path, "config", None)
+    return config.to_dict() if hasattr(config, "to_dict") else {}
+
+
+def check_clear_of_source(out_dir: Path, model_or_path: Any, config: dict[str, Any]) -> None:
+    """Refuse an output folder that is or holds the checkpoint, or is, holds or lies inside the encoder's folder
+    (the checkpoint's ``base_encoder``): an export there would replace or mix with them, ``overwrite`` or not. A
+    folder inside the checkpoint (``<checkpoint>/sentence-transformers``) is where an export belongs."""
+    source = _local_folder(model_or_path)
+    if source is not None and same_or_inside(source, out_dir):
+        raise ExportError(f"out_dir {out_dir} holds the checkpoint {model_or_path}; exporting there would replace "
+                          "it. Choose another folder, e.g. <checkpoint>/sentence-transformers.")
+    encoder = _local_folder(config.get("base_encoder"))
+    if encoder is not None and (same_or_inside(encoder, out_dir) or same_or_inside(out_dir, encoder)):
+        raise ExportError(f"out_dir {out_dir} is, holds or lies inside the folder of the encoder {encoder} this "
+                          "model was trained from; exporting there would replace or mix with it, even with "
+                          "overwrite=True. Choose another folder, e.g. <checkpoint>/sentence-transformers.")
+
+
+def check_export_length(max_seq_length: int | None, encoder_config: Any, encoder: str = "") -> None:
+    """Refuse a truncation length outside [2, the encoder's position limit] (None: the default, always fine)."""
+    if max_seq_length is None:
+        return
+    limit = encoder_max_length(encoder_config, cap=None) if encoder_config else None
+    problem = seq_length_problem(int(max_seq_length), limit, encoder)
+    if problem:
+        raise ExportError(f"{problem}.", fields=("max_seq_length",))
+
+
+def check_results_model(results: EvalResults, model_or_path: Any, out_dir: Path, source: str = "eval_results") -> None:
+    """Refuse evaluation results recorded for another model than the one exported: the model they name
+    (``results.json``'s ``"model"``) must be the checkpoint or the export's own folder (paths resolved; a Hub id
+    compared as it is written). Results naming no model, or an export of a loaded model, are taken as they are."""
+    recorded = results.model or (results.settings or {}).get("model")
+    if not recorded or not isinstance(model_or_path, (str, Path)):
+        return
+    recorded = str(recorded)
+    if Path(recorded).expanduser().exists() or Path(model_or_path).expanduser().exists():
+        mine = [Path(model_or_path).expanduser().resolve(), Path(out_dir).expanduser().resolve()]
+        if Path(recorded).expanduser().resolve() in mine:
+            return
+    elif recorded == str(model_or_path):
+        return
+    raise ExportError(f"{source} holds the results of {recorded}, not of the exported model {model_or_path}; give "
+                      f"the results.json of run_eval.py for {model_or_path} (or for out_dir {out_dir}), or leave "
+                      "eval_results out.")

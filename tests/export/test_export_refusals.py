@@ -1,0 +1,119 @@
+"""What an export refuses before it writes anything, in one line naming the problem and the fix: a folder holding the
+encoder it was trained from or another model (even with overwrite), a truncation length the encoder cannot take,
+evaluation results recorded for another model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from transformers import AutoTokenizer
+
+from hf_cse.export import ExportError, to_sentence_transformer
+from hf_cse.models import SimCSEModel
+from hf_cse.output_folder import OutputFolderError
+
+
+@pytest.fixture
+def run(tiny_bert_dir, tmp_path):
+    """A checkpoint trained from an encoder folder of its own (tmp_path/models/encoder), with its tokenizer."""
+    encoder = tmp_path / "models" / "encoder"
+    shutil.copytree(tiny_bert_dir, encoder)
+    ckpt = tmp_path / "ckpt"
+    SimCSEModel.from_encoder(str(encoder)).save_pretrained(ckpt)
+    AutoTokenizer.from_pretrained(str(encoder)).save_pretrained(ckpt)
+    return ckpt, encoder
+
+
+def listing(folder):
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+def cli_error(capsys, *argv) -> str:
+    from hf_cse.cli.export import main
+
+    assert main([str(a) for a in argv]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hf-cse-export: error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+# --------------------------------------------------------------------------------------------- A4: model folders
+def test_the_encoders_folder_is_refused_even_with_overwrite(run, tmp_path, capsys):
+    ckpt, encoder = run
+    before = listing(encoder)
+    for out in (encoder, encoder / "sub", encoder.parent):  # is, lies inside, holds the encoder's folder
+        with pytest.raises(ExportError, match="folder of the encoder .* this model was trained from"):
+            to_sentence_transformer(str(ckpt), out, overwrite=True)
+    err = cli_error(capsys, ckpt, encoder, "--overwrite")
+    assert "is, holds or lies inside the folder of the encoder" in err and "even with --overwrite" in err
+    assert listing(encoder) == before and not (encoder / "sub").exists()
+
+
+def test_a_folder_holding_another_model_is_refused_even_with_overwrite(run, tmp_path, capsys):
+    ckpt, encoder = run
+    other = tmp_path / "other_model"
+    shutil.copytree(encoder, other)
+    before = listing(other)
+    with pytest.raises(OutputFolderError, match="holds a model or tokenizer that is not an hf_cse export"):
+        to_sentence_transformer(str(ckpt), other, overwrite=True)
+    err = cli_error(capsys, ckpt, other, "--overwrite")
+    assert "not an hf_cse export (config.json" in err and "even with --overwrite. Choose another folder" in err
+    assert listing(other) == before
+    # an earlier export is the one model an export replaces (its notes kept)
+    out = to_sentence_transformer(str(ckpt), tmp_path / "st")
+    (out / "notes.txt").write_text("mine")
+    to_sentence_transformer(str(ckpt), out, overwrite=True)
+    assert (out / "notes.txt").read_text() == "mine" and (out / "modules.json").is_file()
+
+
+# --------------------------------------------------------------------------------------------- B4: max_seq_length
+@pytest.mark.parametrize("length,message", [
+    (1, "max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 positions; 0 and 1 "
+        "would turn truncation off), got 1."),
+    (0, "max_seq_length must be at least 2 "),
+    (65, "max_seq_length 65 exceeds what the encoder {encoder} takes (64 positions); use max_seq_length 64 or less."),
+])
+def test_a_length_outside_2_to_the_position_limit_is_refused_before_loading(run, tmp_path, capsys, monkeypatch,
+                                                                            length, message):
+    import hf_cse.export.sentence_transformers as export
+
+    ckpt, encoder = run
+    message = message.format(encoder=encoder)
+    monkeypatch.setattr(export, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    err = cli_error(capsys, ckpt, tmp_path / "st", "--max_seq_length", length)
+    assert message.replace("max_seq_length", "--max_seq_length") in err
+    with pytest.raises(ExportError) as refusal:
+        to_sentence_transformer(str(ckpt), tmp_path / "st", max_seq_length=length)
+    assert message in str(refusal.value) and "--" not in str(refusal.value)
+    assert not (tmp_path / "st").exists()
+
+
+def test_a_loaded_model_is_held_to_the_same_length_rule(run, tmp_path):
+    ckpt, _ = run
+    model = SimCSEModel.from_pretrained(str(ckpt))
+    with pytest.raises(ExportError, match="max_seq_length must be at least 2"):
+        to_sentence_transformer(model, tmp_path / "st", tokenizer=str(ckpt), max_seq_length=1)
+    out = to_sentence_transformer(model, tmp_path / "st", tokenizer=str(ckpt), max_seq_length=2)
+    assert "longer than 2 tokens are truncated" in (out / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------------------------- B5: eval_results
+def test_results_recorded_for_another_model_are_refused(run, tmp_path, capsys, monkeypatch):
+    ckpt, _ = run
+    monkeypatch.chdir(tmp_path)
+    other = tmp_path / "other_run"
+    shutil.copytree(ckpt, other)
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"model": "other_run", "STSBenchmark": 35.4, "avg": 35.4}))
+    err = cli_error(capsys, "ckpt", "st", "--eval_results", results)
+    assert f"--eval_results {results} holds the results of other_run, not of the exported model ckpt" in err
+    assert "leave --eval_results out" in err and not (tmp_path / "st").exists()
+    with pytest.raises(ExportError, match="holds the results of other_run, not of the exported model"):
+        to_sentence_transformer(str(ckpt), tmp_path / "st", eval_results=results)
+    # the run's own results (a path written another way) and those of the export's folder are taken
+    for model in (str(ckpt), "./ckpt/", "st"):
+        results.write_text(json.dumps({"model": model, "STSBenchmark": 35.4, "avg": 35.4}))
+        out = to_sentence_transformer("ckpt", "st", eval_results=results, overwrite=True)
+        assert "35.4" in (out / "README.md").read_text()
