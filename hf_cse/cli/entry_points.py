@@ -165,6 +165,14 @@ def run_command(command: str, argv: list[str] | None = None, prog: str | None = 
     in the same order, only later."""
     argv = sys.argv[1:] if argv is None else list(argv)
     prog = prog or f"hf-cse-{command}"
+    try:
+        return _run_command(command, argv, prog)
+    except KeyboardInterrupt:  # while the training stack is imported (seconds), before main's own Ctrl-C handling
+        print(f"{prog}: interrupted (Ctrl-C) while starting; nothing was done.", file=sys.stderr)
+        return 130
+
+
+def _run_command(command: str, argv: list[str], prog: str) -> int:
     parser, module = cached_parser(command), None
     if parser is None:
         module = importlib.import_module(MODULES[command])

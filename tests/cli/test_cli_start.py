@@ -242,3 +242,16 @@ def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):
     assert typed["learning_rate"] == 0.5
     with pytest.raises(ValueError, match="--adam_beta2 1.0 must be in"):
         entry_points.check_command_line("train", copy.deepcopy(cached), ["--preset", preset, "--adam_beta2", "1"])
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line(monkeypatch, capsys):
+    """Ctrl-C in the seconds the training stack takes to import (before the command's own Ctrl-C handling) ends
+    with one line and the shell's code for SIGINT, not a traceback of the import."""
+    from hf_cse.cli import entry_points
+
+    def interrupted(command, argv, prog):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(entry_points, "_run_command", interrupted)
+    assert entry_points.train(["--max_steps", "1"]) == 130
+    assert capsys.readouterr().err == "hf-cse-train: interrupted (Ctrl-C) while starting; nothing was done.\n"
