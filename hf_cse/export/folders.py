@@ -22,7 +22,7 @@ from pathlib import Path
 from ..checkpoints import training_run_files
 from ..folder_lock import first_missing_folder, remove_made_folders
 from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir, listing, matching
-from ..run_files import CURVES_FILE
+from ..run_files import CURVES_FILE, WEIGHT_FILES
 from .card import CARD_INPUTS_FILE
 from .modules import HF_CSE_CONFIG_FILE
 
@@ -30,8 +30,8 @@ logger = logging.getLogger(__name__)
 
 #: what an export writes into its folder (sentence-transformers' modules, the card, its inputs, the curves)
 EXPORT_FILES = ("modules.json", "config.json", "config_sentence_transformers.json", "sentence_bert_config.json",
-                HF_CSE_CONFIG_FILE, CARD_INPUTS_FILE, "README.md", "model*.safetensors*", "pytorch_model*.bin*",
-                "[0-9]_*", CURVES_FILE, *TOKENIZER_FILES)
+                HF_CSE_CONFIG_FILE, CARD_INPUTS_FILE, "README.md", *WEIGHT_FILES, "[0-9]_*", CURVES_FILE,
+                *TOKENIZER_FILES)
 #: the files of a model (or a tokenizer) in a folder: an export replaces them only in an export's folder
 MODEL_FILES = ("config.json", "modules.json", "model*.safetensors*", "pytorch_model*.bin*", *TOKENIZER_FILES)
 #: the files by which an export recognises an earlier export (sentence-transformers' modules and hf_cse's config)

@@ -64,8 +64,10 @@ def test_a_folder_holding_another_model_is_refused_even_with_overwrite(run, tmp_
     # an earlier export is the one model an export replaces (its notes kept)
     out = to_sentence_transformer(str(ckpt), tmp_path / "st")
     (out / "notes.txt").write_text("mine")
+    (out / "model_v1_backup.safetensors").write_text("mine too")  # named like a weight file, but not the export's
     to_sentence_transformer(str(ckpt), out, overwrite=True)
     assert (out / "notes.txt").read_text() == "mine" and (out / "modules.json").is_file()
+    assert (out / "model_v1_backup.safetensors").read_text() == "mine too"
 
 
 # --------------------------------------------------------------------------------------------- B4: max_seq_length
