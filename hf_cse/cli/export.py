@@ -83,10 +83,11 @@ def export_from_args(argv: list[str] | None = None) -> int:
     check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
     check_model_source(args.checkpoint, "CHECKPOINT")
     out_dir = Path(args.out_dir).expanduser()
-    source = source_config(args.checkpoint)
-    check_clear_of_source(out_dir, args.checkpoint, source)
+    checkpoint_config = source_config(args.checkpoint)
+    check_clear_of_source(out_dir, args.checkpoint, checkpoint_config)
     check_export_folder(out_dir, args.overwrite)
-    check_export_length(args.max_seq_length, source.get("encoder_config"), source.get("base_encoder") or "")
+    check_export_length(args.max_seq_length, checkpoint_config.get("encoder_config"),
+                        checkpoint_config.get("base_encoder") or "")
     if args.tokenizer:
         check_model_source(args.tokenizer, "--tokenizer", markers=TOKENIZER_MARKERS, what="tokenizer")
     if args.training_info:

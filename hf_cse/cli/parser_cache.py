@@ -33,6 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import brief_usage
+
 CACHE_ENV = "HF_CSE_CACHE"
 PACKAGE = Path(__file__).resolve().parents[1]
 #: files outside hf_cse that the flags are made from: (package, file in it)
@@ -145,11 +147,6 @@ class CachedParser(argparse.ArgumentParser):
 
     facts: dict = {}
 
-    def print_usage(self, file=None) -> None:  # as hf_cse.cli.brief_usage: one line above an error, not every flag
-        from . import usage_line
-
-        (file or sys.stderr).write(usage_line(self))
-
 
 def rebuild(description: dict) -> CachedParser:
     """A parser with the flags of ``description``, which shows the help of the parser it describes."""
@@ -176,7 +173,7 @@ def rebuild(description: dict) -> CachedParser:
             parser.add_argument(item["dest"], **kwargs)
         else:
             parser.add_argument(*item["option_strings"], required=item["required"], **kwargs)
-    return parser
+    return brief_usage(parser)  # as the command's own parser: one usage line above an error
 
 
 def _read(path: Path, key: str) -> CachedParser | None:
