@@ -3,21 +3,29 @@ transformers would score it with a stand-in tokenizer), and ``--max_seq_length``
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..checks import InputError
+from ..encoders import read_model_json
 from ..output_folder import TOKENIZER_MARKERS
 from .preflight import check_max_seq_length
+
+
+def _folder_json(folder: Path, filename: str):
+    """:func:`hf_cse.encoders.read_model_json` of a local folder; None for a file that cannot be read (loading the
+    model then says what is wrong with it)."""
+    if not folder.is_dir():  # never a Hub id here: a folder missing from a sentence-transformers model
+        return None
+    try:
+        return read_model_json(str(folder), filename)
+    except (OSError, ValueError):
+        return None
 
 
 def transformer_folder(folder: Path) -> Path:
     """The folder holding the encoder's config and tokenizer: a sentence-transformers model's Transformer module
     (``modules.json``), else the folder itself."""
-    try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return folder
+    modules = _folder_json(folder, "modules.json")
     for module in modules if isinstance(modules, list) else []:
         if isinstance(module, dict) and str(module.get("type", "")).endswith("Transformer"):
             return folder / str(module.get("path") or "")
@@ -25,10 +33,7 @@ def transformer_folder(folder: Path) -> Path:
 
 
 def _encoder_config(folder: Path) -> dict | None:
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    config = _folder_json(folder, "config.json")
     if not isinstance(config, dict):
         return None
     nested = config.get("encoder_config")  # an hf_cse model: its encoder's own config
