@@ -91,3 +91,6 @@ class TrainingBatches(Trainer):
 
     def on_rng_state_saved(self, folder: str) -> None:
         self._collator_draws.save(folder, self.args)
+        # process 0 writes trainer_state.json next, which marks the checkpoint complete (hf_cse.checkpoints): only once
+        # every process has written its RNG files, or a run killed now leaves a "complete" checkpoint without them
+        self.accelerator.wait_for_everyone()

@@ -1,7 +1,8 @@
-"""What the multi-process tests share (tests/trainer/test_distributed.py, tests/data/test_sampler.py,
-tests/models/test_esimcse.py, tests/export/test_st_integration.py, tests/losses/test_matryoshka.py): the worker
-script, its environment, a free port for its rendezvous, and the check that two processes computing a loss on their
-halves of a batch see the global batch."""
+"""What the multi-process tests share (tests/trainer/test_distributed.py, tests/trainer/test_distributed_runs.py,
+tests/data/test_sampler.py, tests/models/test_esimcse.py, tests/export/test_st_integration.py,
+tests/losses/test_matryoshka.py): the worker scripts, their environment, a free port for their rendezvous, the
+commands that launch two CPU processes, and the check that two processes computing a loss on their halves of a
+batch see the global batch."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).parent / "dist_worker.py"
+API_WORKER = Path(__file__).parent / "dist_api_worker.py"  # a user's own ContrastiveTrainer script
 
 
 def _env() -> dict[str, str]:
@@ -65,3 +67,24 @@ def assert_two_processes_see_the_global_batch(out: Path, loss: str, loss_kwargs:
         assert abs(got["loss"] - full.item()) < 1e-12
         for mine, whole in zip(got["grads"], z):
             torch.testing.assert_close(mine / 2, whole.grad[rank * 4:(rank + 1) * 4], atol=1e-12, rtol=1e-10)
+
+
+CPU_2PROC = ROOT / "hf_cse" / "configs" / "accelerate" / "cpu_2proc.yaml"
+
+
+def accelerate_train_cmd(*args: str) -> list[str]:
+    """``accelerate launch`` of the training command (``-m hf_cse train``, what ``run_unsup.py`` runs) as two CPU
+    processes, with the shipped cpu_2proc config, on a free port."""
+    import sys
+
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC),
+            "--main_process_port", str(_free_port()), "-m", "hf_cse", "train", "--use_cpu", "true",
+            "--disable_tqdm", "true", *args]
+
+
+def torchrun_cmd(script: Path, *args: str) -> list[str]:
+    """``torchrun --nproc_per_node 2 script args...`` (two CPU processes, gloo) on a free port."""
+    import sys
+
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+            "--master_port", str(_free_port()), str(script), *args]

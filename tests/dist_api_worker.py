@@ -1,0 +1,86 @@
+"""A user's own script with ContrastiveTrainer, run as ``torchrun --nproc_per_node 2 tests/dist_api_worker.py``
+(tests/trainer/test_distributed_runs.py): each process writes what happened to it to ``OUT/rank<R>.json``.
+
+Modes: ``train`` trains a few steps with checkpoints (process 1 saves its RNG states late, so that process 0 reaches
+``trainer_state.json`` first) and records, at each checkpoint, whether every process's files were there when process 0
+marked the checkpoint complete; ``again`` starts a second, new run into the same folder, which every process must
+refuse (an error on process 0 alone would leave process 1 training by itself, waiting for the other forever).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from transformers import AutoTokenizer, TrainerCallback  # noqa: E402
+
+from hf_cse.data import tokenize_dataset  # noqa: E402
+from hf_cse.models import SimCSEModel  # noqa: E402
+from hf_cse.trainer import ContrastiveTrainer  # noqa: E402
+from hf_cse.training_args import ContrastiveTrainingArguments  # noqa: E402
+
+
+class SlowRngTrainer(ContrastiveTrainer):
+    """Process 1 writes its RNG states a moment after process 0 (as a slower disk or a busier process would)."""
+
+    def _save_rng_state(self, output_dir):
+        if self.args.process_index == 1:
+            time.sleep(1.0)
+        super()._save_rng_state(output_dir)
+
+
+class CheckpointFiles(TrainerCallback):
+    """On process 0, right after each checkpoint is saved: were the other process's RNG files there?"""
+
+    def __init__(self):
+        self.seen: dict[str, bool] = {}
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        self.seen[folder.name] = all((folder / f"{name}_{rank}.pth").is_file() for rank in range(args.world_size)
+                                     for name in ("rng_state", "collator_rng_state"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--train_file", required=True)
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--mode", choices=("train", "again"), required=True)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rank = int(os.environ.get("RANK", 0))
+    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+    texts = [line for line in Path(args.train_file).read_text().splitlines() if line.strip()]
+    train = tokenize_dataset(Dataset.from_dict({"text": texts}), tokenizer, 32)
+    model = SimCSEModel.from_encoder(args.model_dir)
+    training_args = ContrastiveTrainingArguments(
+        output_dir=args.output_dir, use_cpu=True, per_device_train_batch_size=4, max_steps=4, save_strategy="steps",
+        save_steps=2, logging_steps=1, report_to="none", disable_tqdm=True, seed=7)
+    files = CheckpointFiles()
+    result: dict = {"rank": rank}
+    try:
+        trainer = SlowRngTrainer(model=model, args=training_args, train_dataset=train, processing_class=tokenizer,
+                                 callbacks=[files])
+        trainer.train()
+        trainer.save_run()
+        result["complete_when_marked"] = files.seen
+    except Exception as err:  # what each process raised, for the test to compare
+        result["error"] = f"{type(err).__name__}: {err}"
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / f"rank{rank}.json").write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

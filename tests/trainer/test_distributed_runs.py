@@ -1,0 +1,52 @@
+"""Whole runs under two CPU processes (gloo), as a researcher launches them: a user's own ContrastiveTrainer script
+under torchrun (``tests/dist_api_worker.py``) and the training command under ``accelerate launch`` with the shipped
+cpu_2proc config. What one process alone cannot show: every process's checkpoint files are on disk before the
+checkpoint is marked complete.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from dist_helpers import API_WORKER, _env, torchrun_cmd
+from helpers import hang_timeout, random_sentences
+
+pytestmark = pytest.mark.slow  # several processes
+
+TIMEOUT = 240  # a hung collective must fail the test, not the CI run (scaled by the load: hang_timeout)
+
+
+def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=hang_timeout(TIMEOUT), cwd=cwd)
+
+
+def _api_run(tiny_bert_dir: Path, train: Path, output_dir: Path, out: Path, mode: str) -> list[dict]:
+    proc = _run(torchrun_cmd(API_WORKER, "--model_dir", str(tiny_bert_dir), "--train_file", str(train),
+                             "--output_dir", str(output_dir), "--out", str(out), "--mode", mode), out.parent)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def api_run(tiny_bert_dir, tmp_path_factory):
+    """The user's script trained once under torchrun: (its folder, the training file, what each process saw)."""
+    tmp = tmp_path_factory.mktemp("api")
+    train = tmp / "train.txt"
+    train.write_text("\n".join(random_sentences(64)) + "\n")
+    return tmp / "run", train, _api_run(tiny_bert_dir, train, tmp / "run", tmp / "first", "train")
+
+
+def test_a_checkpoint_is_marked_complete_only_once_every_process_saved_its_states(api_run):
+    """Process 0 writes trainer_state.json, which marks a checkpoint complete; process 1 writes its own RNG states
+    into the same folder (here a second late). A run killed in between left a checkpoint that counted as complete
+    without process 1's states, and its resumption drew other dropout masks than the run uninterrupted."""
+    folder, _, ranks = api_run
+    for result in ranks:
+        assert "error" not in result, result["error"]
+        assert result["complete_when_marked"] == {"checkpoint-2": True, "checkpoint-4": True}
+    for checkpoint in ("checkpoint-2", "checkpoint-4"):
+        for name in ("rng_state", "collator_rng_state"):
+            assert (folder / checkpoint / f"{name}_1.pth").is_file()
