@@ -12,7 +12,8 @@ into its command-line flag (``--cached_minibatch_size``) and prints the message 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 
 class CSEError(ValueError):
@@ -33,3 +34,20 @@ class CSEError(ValueError):
 class PathNotFoundError(CSEError, FileNotFoundError):
     """A file or folder the caller named does not exist (or is not what was asked for); a ``FileNotFoundError`` too."""
 
+
+
+def raised_on_every_process(err: BaseException) -> BaseException:
+    """Mark ``err`` as raised alike by every process of a multi-process run (each checked the same input, or the main
+    process's outcome was handed to all): the command line prints it once, from the main process. Returns ``err``."""
+    err.on_every_process = True  # type: ignore[attr-defined]
+    return err
+
+
+@contextmanager
+def same_on_every_process() -> Iterator[None]:
+    """A :class:`CSEError` raised in the block is marked :func:`raised_on_every_process`: the block checks what every
+    process reads alike (the same arguments, files and folders)."""
+    try:
+        yield
+    except CSEError as err:
+        raise raised_on_every_process(err)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from .errors import CSEError
+from .errors import CSEError, raised_on_every_process
 from .losses.base import UNNORMALISABLE_ROWS
 
 Metrics = Mapping[str, "torch.Tensor | float"]
@@ -99,15 +99,15 @@ class MetricAccumulator:
         self._records.clear()
         unnormalisable = sums[keys.index(UNNORMALISABLE_ROWS)] if UNNORMALISABLE_ROWS in keys else 0
         if unnormalisable > 0:
-            raise DivergedError(
+            raise raised_on_every_process(DivergedError(  # summed over every process: the same on each
                 f"{int(unnormalisable)} embedding row(s) could not be normalised (norm 0 or overflowing) since the "
                 "last logging step: they give a constant loss with zero gradient. Likely an all-zero encoder or "
                 "projector output or values too large for the dtype: check the model and lower the learning rate."
-            )
+            ))
         diverged = [k for k, c in zip(keys, counts) if k.endswith("_loss") and c < records[k] * processes]
         if diverged:
-            raise DivergedError(
+            raise raised_on_every_process(DivergedError(
                 f"training loss term(s) {', '.join(diverged)} became NaN or Inf: the encoder diverged or the input "
                 "is broken; lower the learning rate or train in fp32/bf16 instead of fp16."
-            )
+            ))
         return {k: round(s / c, 6) for k, s, c in zip(keys, sums, counts) if c > 0 and k != UNNORMALISABLE_ROWS}

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from transformers import Trainer
 
-from .errors import CSEError
+from .errors import CSEError, raised_on_every_process
 from .evaluation.before_after import DevChange, UntrainedCandidate, logged_evaluation, primary_metric
 
 logger = logging.getLogger(__name__)
@@ -120,8 +120,8 @@ class DevScoring(Trainer):
         if self.args.world_size > 1:
             outcome = broadcast_object_list([outcome])[0]
         if "error" in outcome:
-            raise (CSEError if outcome["input_error"] else RuntimeError)(
-                f"evaluation failed on the main process: {outcome['error']}")
+            raise raised_on_every_process((CSEError if outcome["input_error"] else RuntimeError)(
+                f"evaluation failed on the main process: {outcome['error']}"))
         return outcome["metrics"]
 
     @torch.no_grad()

@@ -95,6 +95,15 @@ def flag_advice(err: BaseException) -> str:
     return ""
 
 
+def is_main_process() -> bool:
+    """Whether this is the main process of its launch (torchrun and accelerate set ``RANK``; MPI launchers their own
+    rank): it alone prints an error that every process raises alike."""
+    for name in ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"):
+        if os.environ.get(name, "0").strip() not in ("", "0"):
+            return False
+    return True
+
+
 def run_cli(main: Callable[[], int | None], prog: str) -> int:
     """Run ``main()``; a foreseeable failure becomes ``prog: error: <one line>`` on stderr and exit code 1 (with the
     flags to change where a loss said what is wrong in its own terms: :func:`flag_advice`).
@@ -102,7 +111,9 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     Ctrl-C (``KeyboardInterrupt``) is one line too, with exit code 130 (128 + SIGINT, as a shell reports it).
     A foreseeable failure is a :class:`~hf_cse.errors.CSEError`; its message names fields as the Python API does,
     and is printed with the flags that set them (:func:`hf_cse.cli.flags.in_flag_terms`). Any other exception is a
-    bug and keeps its traceback; set ``HF_CSE_DEBUG=1`` to get the traceback of a ``CSEError`` too.
+    bug and keeps its traceback; set ``HF_CSE_DEBUG=1`` to get the traceback of a ``CSEError`` too. Under several
+    processes an error every process raises alike (:func:`hf_cse.errors.raised_on_every_process`) is printed by the
+    main process alone.
     """
     use_parser(())  # no flags known until the command reads its parser (refuse_unknown_flags)
     try:
@@ -117,6 +128,8 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     except FORESEEABLE as err:
         if os.environ.get(DEBUG_ENV):
             raise
+        if getattr(err, "on_every_process", False) and not is_main_process():
+            return 1  # the main process prints the same line: one line for the run, not one per process
         advice = flag_advice(err)
         prefix, suffix = f"{prog}: error: ", f" ({DEBUG_ENV}=1 shows the traceback)"
         room = MAX_LINE - len(prefix) - (len(advice) + 1 if advice else 0)

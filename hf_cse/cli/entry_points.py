@@ -21,6 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
+from ..errors import same_on_every_process
 from ..files import check_train_file
 from ..hyperparameter_rules import check_rules, unknown_loss_error
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
@@ -153,9 +154,10 @@ def check_command_line(command: str, parser, argv: list[str]) -> None:
     """The checks that need only the command line: empty paths and unknown flags, first as in the command's
     ``main`` (argparse's own errors surface in either), then the optimizer's values and the paths that name nothing
     (``main`` meets those among its other checks)."""
-    refuse_empty_paths(parser, argv)
-    refuse_unknown_flags(parser, argv)
-    VALUE_CHECKS[command](parser, argv)
+    with same_on_every_process():  # each process of a launch reads the same command line and files
+        refuse_empty_paths(parser, argv)
+        refuse_unknown_flags(parser, argv)
+        VALUE_CHECKS[command](parser, argv)
 
 
 def run_command(command: str, argv: list[str] | None = None, prog: str | None = None) -> int:

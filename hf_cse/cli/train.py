@@ -59,7 +59,7 @@ from hf_cse.data import (
     tokenize_pair_dataset,
 )
 from hf_cse.encoders import default_encoder
-from hf_cse.errors import CSEError
+from hf_cse.errors import CSEError, same_on_every_process
 from hf_cse.evaluation.custom_dev import pairs_from_args
 from hf_cse.export import take_over_hub_push
 from hf_cse.folder_lock import releases_folder_locks
@@ -168,6 +168,23 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:
 
 @releases_folder_locks  # the lock on --output_dir (taken in step 3) lasts as long as the run
 def train_from_args(argv: list[str] | None = None) -> None:
+    # steps 1-4: every process of a launch checks the same flags, files and folder, and refuses alike (one line)
+    with same_on_every_process():
+        trainer, resume_from, max_seq_length, finish = _prepared_run(argv)
+
+    # 5. Train (the trainer scores the dev data, if any, before the first step and after the last, and keeps the
+    #    better of the trained and the untrained encoder).
+    with out_of_memory_as_refusal(trainer, max_seq_length):  # one line naming the batch, length and fixes
+        trainer.train(resume_from_checkpoint=resume_from)
+
+    # 6. Save the model, its tokenizer, the sentence-transformers export + card and training_info.json (pushed with
+    #    --push_to_hub); the last line is the dev score before and after training.
+    trainer.save_run(**finish)
+
+
+def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | None, int, dict]:
+    """Steps 1-4 of :func:`train_from_args`: the trainer, the checkpoint to resume, the maximum sequence length and
+    the arguments of ``save_run``."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     (model_args, data_args, method_args, loss_args, dcl_args, output_args, stream_args, training_args, console,
      chosen) = args
@@ -278,15 +295,8 @@ def train_from_args(argv: list[str] | None = None) -> None:
     num_rows = None if data.streaming else len(train_dataset)
     logger.info("method=%s loss=%s encoder=%s sentences=%s global batch=%d", spec.method, spec.loss, spec.encoder,
                 "streamed" if data.streaming else num_rows, global_batch * training_args.gradient_accumulation_steps)
-
-    # 5. Train (the trainer scores the dev data, if any, before the first step and after the last, and keeps the
-    #    better of the trained and the untrained encoder).
     trainer = ContrastiveTrainer(model=model, args=training_args, train_dataset=train_dataset,
                                  processing_class=tokenizer, eval_pairs=eval_pairs,
                                  trust_remote_code=model_args.trust_remote_code)
-    with out_of_memory_as_refusal(trainer, data.max_seq_length):  # one line naming the batch, length and fixes
-        trainer.train(resume_from_checkpoint=resume_from)
-
-    # 6. Save the model, its tokenizer, the sentence-transformers export + card and training_info.json (pushed with
-    #    --push_to_hub); the last line is the dev score before and after training.
-    trainer.save_run(data=data.card_facts(num_rows), preset=spec.preset, hub_repo=hub_repo)
+    return trainer, resume_from, data.max_seq_length, {"data": data.card_facts(num_rows), "preset": spec.preset,
+                                                       "hub_repo": hub_repo}

@@ -1,7 +1,7 @@
 """Whole runs under two CPU processes (gloo), as a researcher launches them: a user's own ContrastiveTrainer script
 under torchrun (``tests/dist_api_worker.py``) and the training command under ``accelerate launch`` with the shipped
 cpu_2proc config. What one process alone cannot show: every process's checkpoint files are on disk before the
-checkpoint is marked complete.
+checkpoint is marked complete, and a refusal is printed once for the run, not once per process.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dist_helpers import API_WORKER, _env, torchrun_cmd
+from dist_helpers import API_WORKER, _env, accelerate_train_cmd, torchrun_cmd
 from helpers import hang_timeout, random_sentences
 
 pytestmark = pytest.mark.slow  # several processes
@@ -50,3 +50,29 @@ def test_a_checkpoint_is_marked_complete_only_once_every_process_saved_its_state
     for checkpoint in ("checkpoint-2", "checkpoint-4"):
         for name in ("rng_state", "collator_rng_state"):
             assert (folder / checkpoint / f"{name}_1.pth").is_file()
+
+
+@pytest.mark.parametrize("problem", ["missing_train_file", "finished_folder", "max_seq_length"])
+def test_a_refusal_under_two_processes_is_one_line(problem, api_run, tiny_bert_dir, tmp_path):
+    """Every process checks the same flags, files and folder: the refusal was printed by each (two lines, at times
+    run together on one). Checked before torch is imported (the train file, the finished run's folder) and after (a
+    max_seq_length past the encoder's positions)."""
+    finished, train, _ = api_run
+    args = {"missing_train_file": ["--train_file", str(tmp_path / "missing.txt")],
+            "finished_folder": ["--output_dir", str(finished)],
+            "max_seq_length": ["--max_seq_length", "100"]}[problem]
+    common = {"--model_name_or_path": str(tiny_bert_dir), "--train_file": str(train), "--output_dir":
+              str(tmp_path / "out"), "--max_steps": "2", "--per_device_train_batch_size": "4"}
+    for flag in args[::2]:
+        common.pop(flag, None)
+    _assert_one_error_line(_run(accelerate_train_cmd(*[x for pair in common.items() for x in pair], *args), tmp_path))
+
+
+def _assert_one_error_line(proc: subprocess.CompletedProcess) -> str:
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    lines = [line for line in log.splitlines() if "error:" in line]
+    assert len(lines) == 1 and lines[0].startswith("hf-cse-train: error: "), log[-3000:]
+    assert lines[0].count("error:") == 1
+    assert "[rank1]: Traceback" not in log, log[-3000:]  # nor a traceback of the other process
+    return lines[0]
