@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import pickle
+from collections.abc import Callable
+from typing import TypeVar
+
 import torch
 import torch.distributed as dist
 
-from .errors import CSEError
+from .errors import CSEError, raised_on_every_process
+
+T = TypeVar("T")
 
 
 def world_size() -> int:
@@ -74,3 +80,37 @@ def check_sharding_device(training_args) -> None:
         raise CSEError(f"{engine} runs only on GPUs (accelerate enables it on accelerators; on a CPU it would "
                        "silently train plain DDP). On a CPU launch with accelerate's cpu_2proc config "
                        "(hf_cse/configs/accelerate); on GPUs drop use_cpu.")
+
+
+def main_process_outcome(args, work: Callable[[], T]) -> T:
+    """``work()`` on the main process alone, its result or its error handed to every process (``args``: the
+    TrainingArguments): each returns the result, or raises the error (marked
+    :func:`~hf_cse.errors.raised_on_every_process`), so that no process is left waiting in a collective for a main
+    process that failed (under torchrun it failed with a gloo traceback once the main process had gone)."""
+    if args.world_size <= 1:
+        return work()
+    from accelerate.utils import broadcast_object_list
+
+    outcome: dict = {}
+    mine: BaseException | None = None  # the main process raises its own error as it is
+    if args.process_index == 0:
+        try:
+            outcome["result"] = work()
+        except Exception as err:
+            mine = err
+            outcome["error"] = _sendable(err)
+    outcome = broadcast_object_list([outcome])[0]
+    if "error" in outcome:
+        raise raised_on_every_process(mine if mine is not None else outcome["error"])
+    return outcome["result"]
+
+
+def _sendable(err: Exception) -> Exception:
+    """``err`` as the other processes raise it: itself where it pickles, else an error of its kind with its message."""
+    try:
+        pickle.loads(pickle.dumps(err))
+        return err
+    except Exception:
+        kind = CSEError if isinstance(err, CSEError) else RuntimeError
+        return kind(f"{err}" if kind is CSEError else f"the main process failed: {type(err).__name__}: {err}")
+

@@ -17,11 +17,11 @@ from .cached import (
     check_cached_compatible,
     check_cached_without_cuda_graphs,
 )
-from .checkpoints import TRAINER_STATE_FILE, last_complete_checkpoint
+from .checkpoints import TRAINER_STATE_FILE
 from .checks import check_path_given
 from .collator_rng import CollatorDraws
 from .cuda_graphs import CudaGraphStep
-from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad
+from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad, main_process_outcome
 from .errors import CSEError
 from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
 from .folder_lock import folder_held
@@ -204,16 +204,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         training (:func:`hf_cse.folder_lock.folder_held`). A checkpoint taken at the run's last step (a run killed
         during its final save or export) is loaded as it is: transformers' loop would train one step past
         ``max_steps``, as it checks the step count only after a step."""
-        if self.is_world_process_zero():
-            check_path_given(self.args.output_dir, "output_dir")
-            if resume_from_checkpoint:
-                resume_from_checkpoint = checkpoint_to_resume(
-                    resume_from_checkpoint, self.args.output_dir,
-                    getattr(self.accelerator.unwrap_model(self.model).config, "method", None))
-            else:
-                check_new_run_folder(self.args.output_dir)
-        elif resume_from_checkpoint is True:
-            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir) or True
+        resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
         with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
             output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)
             self._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would
@@ -221,6 +212,21 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             if self.evaluator is not None:
                 self.dev = self._keep_the_best_on_dev(untrained)
         return output
+
+    def _checked_folder(self, resume_from_checkpoint):
+        """The output folder checked by process 0 (:mod:`hf_cse.trainer_folder`) and its outcome, the checkpoint to
+        resume or the refusal, handed to every process: a process that went on after process 0 refused would train
+        alone and wait for the others forever."""
+
+        def check():
+            check_path_given(self.args.output_dir, "output_dir")
+            if not resume_from_checkpoint:
+                check_new_run_folder(self.args.output_dir)
+                return resume_from_checkpoint
+            return checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir,
+                                        getattr(self.accelerator.unwrap_model(self.model).config, "method", None))
+
+        return main_process_outcome(self.args, check)
 
     def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
         state_file = Path(resume_from_checkpoint) / TRAINER_STATE_FILE if resume_from_checkpoint else None

@@ -1,7 +1,8 @@
 """Whole runs under two CPU processes (gloo), as a researcher launches them: a user's own ContrastiveTrainer script
 under torchrun (``tests/dist_api_worker.py``) and the training command under ``accelerate launch`` with the shipped
 cpu_2proc config. What one process alone cannot show: every process's checkpoint files are on disk before the
-checkpoint is marked complete, and a refusal is printed once for the run, not once per process.
+checkpoint is marked complete, a refusal on the main process stops every process (none trains on alone, waiting
+for the others), and a refusal is printed once for the run, not once per process.
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ def test_a_checkpoint_is_marked_complete_only_once_every_process_saved_its_state
     for checkpoint in ("checkpoint-2", "checkpoint-4"):
         for name in ("rng_state", "collator_rng_state"):
             assert (folder / checkpoint / f"{name}_1.pth").is_file()
+
+
+def test_a_new_run_into_a_trained_runs_folder_is_refused_by_every_process(api_run, tiny_bert_dir, tmp_path):
+    """The folder check ran on process 0 alone: process 1 went on into training by itself and failed in a collective
+    once process 0 had gone (``Connection closed by peer``), or would wait in it forever if process 0 lived on."""
+    folder, train, _ = api_run
+    ranks = _api_run(tiny_bert_dir, train, folder, tmp_path / "again", "again")
+    for result in ranks:
+        assert result.get("error", "").startswith("OutputFolderError: output_dir"), result
+        assert "already holds a trained run" in result["error"]
 
 
 @pytest.mark.parametrize("problem", ["missing_train_file", "finished_folder", "max_seq_length"])
