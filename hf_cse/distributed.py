@@ -114,3 +114,11 @@ def _sendable(err: Exception) -> Exception:
         kind = CSEError if isinstance(err, CSEError) else RuntimeError
         return kind(f"{err}" if kind is CSEError else f"the main process failed: {type(err).__name__}: {err}")
 
+
+def main_process_first(args, work: Callable[[], T]) -> T:
+    """``work()`` on the main process, then on the others (as ``TrainingArguments.main_process_first``: e.g. the main
+    process writes a cache the others read), except that an error of the main process is raised by every process
+    (:func:`main_process_outcome`) instead of leaving the others at a barrier the main process never reaches."""
+    results: list = []
+    main_process_outcome(args, lambda: results.append(work()))
+    return results[0] if results else work()

@@ -58,6 +58,7 @@ from hf_cse.data import (
     tokenize_dataset,
     tokenize_pair_dataset,
 )
+from hf_cse.distributed import main_process_first
 from hf_cse.encoders import default_encoder
 from hf_cse.errors import CSEError, same_on_every_process
 from hf_cse.evaluation.custom_dev import pairs_from_args
@@ -257,13 +258,11 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     check_room_for_text(tokenizer, data.max_seq_length, spec.config.get("prompt"))
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
-    with training_args.main_process_first(desc="checking the output folder"):
-        main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
-        resume_from = prepare_output_dir(training_args.output_dir, spec.fingerprint(),
-                                         overwrite=output_args.overwrite_output_dir, encoder=encoder,
-                                         resume_from_checkpoint=training_args.resume_from_checkpoint,
-                                         is_main_process=main_process, hold=main_process,
-                                         read_record=record_in_objectives_form)
+    main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
+    resume_from = main_process_first(training_args, lambda: prepare_output_dir(
+        training_args.output_dir, spec.fingerprint(), overwrite=output_args.overwrite_output_dir, encoder=encoder,
+        resume_from_checkpoint=training_args.resume_from_checkpoint, is_main_process=main_process,
+        hold=main_process, read_record=record_in_objectives_form))
     check_resume_fits(resume_from, model_cls, spec.model_config(), enc_config, training_args.max_steps)
 
     why_padded = "--padding_free false"
@@ -285,11 +284,10 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     if data.streaming:  # tokens are cached by datasets for file/Hub sources
         train_dataset = tokenize_stream(raw, tokenizer, data.max_seq_length, model.config.prompt)
     else:
-        with training_args.main_process_first(desc="tokenizing"):
-            tokenize = tokenize_pair_dataset if data.pairs else tokenize_dataset
-            train_dataset = tokenize(raw, tokenizer, data.max_seq_length, spec.speed.preprocessing_num_workers,
-                                     prompt=model.config.prompt,
-                                     keep_text=training_args.no_duplicates_in_batch)  # the sampler compares texts
+        tokenize = tokenize_pair_dataset if data.pairs else tokenize_dataset
+        train_dataset = main_process_first(training_args, lambda: tokenize(  # the others read the main one's cache
+            raw, tokenizer, data.max_seq_length, spec.speed.preprocessing_num_workers, prompt=model.config.prompt,
+            keep_text=training_args.no_duplicates_in_batch))  # the sampler compares texts
         # again after tokenizing: sentences of special tokens only were dropped (hf_cse.data.drop_special_only)
         check_enough_rows(len(train_dataset), global_batch, data.source, data.unit)
     num_rows = None if data.streaming else len(train_dataset)

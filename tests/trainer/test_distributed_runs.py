@@ -87,3 +87,22 @@ def _assert_one_error_line(proc: subprocess.CompletedProcess) -> str:
     assert lines[0].count("error:") == 1
     assert "[rank1]: Traceback" not in log, log[-3000:]  # nor a traceback of the other process
     return lines[0]
+
+
+def test_a_folder_in_use_by_another_run_is_one_line_under_two_processes(api_run, tiny_bert_dir, tmp_path):
+    """The main process takes the folder's lock after torch has started, while the other waited for it at a barrier:
+    the main process's refusal left the other failing there with a gloo traceback (``Connection closed by peer``)."""
+    from hf_cse.folder_lock import hold_folder, releases_folder_locks
+
+    _, train, _ = api_run
+    out = tmp_path / "busy"
+    out.mkdir()
+
+    @releases_folder_locks
+    def launch_while_held() -> subprocess.CompletedProcess:
+        hold_folder(out)  # a run of this test's own process holds it
+        return _run(accelerate_train_cmd("--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train),
+                                         "--output_dir", str(out), "--max_steps", "2",
+                                         "--per_device_train_batch_size", "4"), tmp_path)
+
+    assert "is in use by another run" in _assert_one_error_line(launch_while_held())
