@@ -293,7 +293,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                 logger.info("training curves: %s", curves)
         self.save_model(str(output_dir))  # with the tokenizer (processing_class)
         logger.info("saved %s model to %s", model.config.method, output_dir)
-        if self.is_world_process_zero():
+
+        def export() -> None:
             info = training_info_from_run(self.args, data=data, train_metrics=self.train_metrics, preset=preset,
                                           precision=describe(self.precision), dev=self.dev and self.dev.as_dict())
             # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
@@ -304,7 +305,10 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             with full_models_while_loading(getattr(self.accelerator.state, "deepspeed_plugin", None)):
                 export_after_training(str(output_dir) if sharded else model, self.processing_class, self.args, info,
                                       hub_repo)
-        self.accelerator.wait_for_everyone()  # no process leaves (and tears down the group) while the export runs
+
+        # on the main process; the others wait for it (none leaves and tears down the group while it runs) and raise
+        # its error, if any, rather than fail at a barrier it never reaches
+        main_process_outcome(self.args, export)
         # the run's last line: did training make the model better on the dev data?
         log_dev_change(logger, self.dev, self.dev_metrics_scored)
 

@@ -4,7 +4,8 @@
 Modes: ``train`` trains a few steps with checkpoints (process 1 saves its RNG states late, so that process 0 reaches
 ``trainer_state.json`` first) and records, at each checkpoint, whether every process's files were there when process 0
 marked the checkpoint complete; ``again`` starts a second, new run into the same folder, which every process must
-refuse (an error on process 0 alone would leave process 1 training by itself, waiting for the other forever).
+refuse (an error on process 0 alone would leave process 1 training by itself, waiting for the other forever);
+``export_fails`` trains and saves, and the export after training (process 0's) fails.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from datasets import Dataset  # noqa: E402
 from transformers import AutoTokenizer, TrainerCallback  # noqa: E402
 
 from hf_cse.data import tokenize_dataset  # noqa: E402
+from hf_cse.errors import CSEError  # noqa: E402
 from hf_cse.models import SimCSEModel  # noqa: E402
 from hf_cse.trainer import ContrastiveTrainer  # noqa: E402
 from hf_cse.training_args import ContrastiveTrainingArguments  # noqa: E402
@@ -57,7 +59,7 @@ def main() -> None:
     parser.add_argument("--train_file", required=True)
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--mode", choices=("train", "again"), required=True)
+    parser.add_argument("--mode", choices=("train", "again", "export_fails"), required=True)
     args = parser.parse_args()
     torch.set_num_threads(1)
     rank = int(os.environ.get("RANK", 0))
@@ -70,6 +72,13 @@ def main() -> None:
         save_steps=2, logging_steps=1, report_to="none", disable_tqdm=True, seed=7)
     files = CheckpointFiles()
     result: dict = {"rank": rank}
+    if args.mode == "export_fails":  # the export, on process 0, refuses (as a full disk or a Hub push would fail)
+        import hf_cse.export
+
+        def refuse(*_, **__):
+            raise CSEError("the export refused (a test's stand-in for a failed export)")
+
+        hf_cse.export.export_after_training = refuse
     try:
         trainer = SlowRngTrainer(model=model, args=training_args, train_dataset=train, processing_class=tokenizer,
                                  callbacks=[files])

@@ -63,6 +63,15 @@ def test_a_new_run_into_a_trained_runs_folder_is_refused_by_every_process(api_ru
         assert "already holds a trained run" in result["error"]
 
 
+def test_a_failed_export_after_training_is_raised_by_every_process(api_run, tiny_bert_dir, tmp_path):
+    """The export runs on process 0 while the others wait for it: they waited at a barrier process 0 never reached
+    once its export failed, and failed there in a collective (``Connection closed by peer``)."""
+    _, train, _ = api_run
+    ranks = _api_run(tiny_bert_dir, train, tmp_path / "run", tmp_path / "export", "export_fails")
+    for result in ranks:
+        assert result.get("error") == "CSEError: the export refused (a test's stand-in for a failed export)", result
+
+
 @pytest.mark.parametrize("problem", ["missing_train_file", "finished_folder", "max_seq_length"])
 def test_a_refusal_under_two_processes_is_one_line(problem, api_run, tiny_bert_dir, tmp_path):
     """Every process checks the same flags, files and folder: the refusal was printed by each (two lines, at times
