@@ -5,7 +5,9 @@ Modes: ``train`` trains a few steps with checkpoints (process 1 saves its RNG st
 ``trainer_state.json`` first) and records, at each checkpoint, whether every process's files were there when process 0
 marked the checkpoint complete; ``again`` starts a second, new run into the same folder, which every process must
 refuse (an error on process 0 alone would leave process 1 training by itself, waiting for the other forever);
-``export_fails`` trains and saves, and the export after training (process 0's) fails.
+``export_fails`` trains and saves, and the export after training (process 0's) fails; ``killed``
+trains with process 1 killed (SIGKILL) after checkpoint-2, and ``resume`` resumes such a run (``resume_from_checkpoint
+=True``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -23,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from transformers import AutoTokenizer, TrainerCallback  # noqa: E402
+from transformers import AutoTokenizer, TrainerCallback, set_seed  # noqa: E402
 
 from hf_cse.data import tokenize_dataset  # noqa: E402
 from hf_cse.errors import CSEError  # noqa: E402
@@ -39,6 +42,14 @@ class SlowRngTrainer(ContrastiveTrainer):
         if self.args.process_index == 1:
             time.sleep(1.0)
         super()._save_rng_state(output_dir)
+
+
+class KillProcess1(TrainerCallback):
+    """Process 1 is killed (SIGKILL: no clean-up runs) as step 3 begins, after checkpoint-2."""
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if args.process_index == 1 and state.global_step == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 class CheckpointFiles(TrainerCallback):
@@ -59,13 +70,14 @@ def main() -> None:
     parser.add_argument("--train_file", required=True)
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--mode", choices=("train", "again", "export_fails"), required=True)
+    parser.add_argument("--mode", choices=("train", "again", "export_fails", "killed", "resume"), required=True)
     args = parser.parse_args()
     torch.set_num_threads(1)
     rank = int(os.environ.get("RANK", 0))
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     texts = [line for line in Path(args.train_file).read_text().splitlines() if line.strip()]
     train = tokenize_dataset(Dataset.from_dict({"text": texts}), tokenizer, 32)
+    set_seed(7)  # the projection head's initial weights: the same in every launch (hf-cse-train seeds here too)
     model = SimCSEModel.from_encoder(args.model_dir)
     training_args = ContrastiveTrainingArguments(
         output_dir=args.output_dir, use_cpu=True, per_device_train_batch_size=4, max_steps=4, save_strategy="steps",
@@ -80,11 +92,13 @@ def main() -> None:
 
         hf_cse.export.export_after_training = refuse
     try:
+        callbacks = [files, KillProcess1()] if args.mode == "killed" else [files]
         trainer = SlowRngTrainer(model=model, args=training_args, train_dataset=train, processing_class=tokenizer,
-                                 callbacks=[files])
-        trainer.train()
+                                 callbacks=callbacks)
+        trainer.train(resume_from_checkpoint=args.mode == "resume" or None)
         trainer.save_run()
         result["complete_when_marked"] = files.seen
+        result["losses"] = {entry["step"]: entry["loss"] for entry in trainer.state.log_history if "loss" in entry}
     except Exception as err:  # what each process raised, for the test to compare
         result["error"] = f"{type(err).__name__}: {err}"
     Path(args.out).mkdir(parents=True, exist_ok=True)

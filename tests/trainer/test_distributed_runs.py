@@ -25,10 +25,15 @@ def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 def _api_run(tiny_bert_dir: Path, train: Path, output_dir: Path, out: Path, mode: str) -> list[dict]:
-    proc = _run(torchrun_cmd(API_WORKER, "--model_dir", str(tiny_bert_dir), "--train_file", str(train),
-                             "--output_dir", str(output_dir), "--out", str(out), "--mode", mode), out.parent)
+    proc = _launch_api(tiny_bert_dir, train, output_dir, out, mode)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+
+
+def _launch_api(tiny_bert_dir: Path, train: Path, output_dir: Path, out: Path,
+                mode: str) -> subprocess.CompletedProcess:
+    return _run(torchrun_cmd(API_WORKER, "--model_dir", str(tiny_bert_dir), "--train_file", str(train),
+                             "--output_dir", str(output_dir), "--out", str(out), "--mode", mode), out.parent)
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +56,21 @@ def test_a_checkpoint_is_marked_complete_only_once_every_process_saved_its_state
     for checkpoint in ("checkpoint-2", "checkpoint-4"):
         for name in ("rng_state", "collator_rng_state"):
             assert (folder / checkpoint / f"{name}_1.pth").is_file()
+
+
+def test_a_run_whose_process_1_is_killed_stops_and_resumes_as_the_run_uninterrupted(api_run, tiny_bert_dir,
+                                                                                     tmp_path):
+    """Process 1 killed (SIGKILL) mid-run: the launch ends (no process waits for it forever), and the folder resumes
+    from its last complete checkpoint to the uninterrupted run's losses."""
+    _, train, uninterrupted = api_run
+    killed = _launch_api(tiny_bert_dir, train, tmp_path / "run", tmp_path / "killed", "killed")
+    assert killed.returncode != 0
+    assert not (tmp_path / "run" / "checkpoint-4").exists()
+    resumed = _api_run(tiny_bert_dir, train, tmp_path / "run", tmp_path / "resumed", "resume")
+    for result in resumed:
+        assert "error" not in result, result["error"]
+        assert result["losses"] == uninterrupted[0]["losses"]  # steps 1-2 from the checkpoint's log, 3-4 trained
+    assert (tmp_path / "run" / "training_info.json").is_file()
 
 
 def test_a_new_run_into_a_trained_runs_folder_is_refused_by_every_process(api_run, tiny_bert_dir, tmp_path):
