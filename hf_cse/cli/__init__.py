@@ -18,6 +18,7 @@ import difflib
 import os
 import re
 import sys
+import time
 from collections.abc import Callable
 
 from ..checks import InputError, check_path_given
@@ -95,6 +96,11 @@ def flag_advice(err: BaseException) -> str:
     return ""
 
 
+#: how long a process other than the main one waits, on an error every process raises, for the main process to print
+#: it and end (the launcher then stops this one), before it prints the line itself
+OTHER_PROCESS_WAIT_S = 30.0
+
+
 def is_main_process() -> bool:
     """Whether this is the main process of its launch (torchrun and accelerate set ``RANK``; MPI launchers their own
     rank): it alone prints an error that every process raises alike."""
@@ -129,7 +135,10 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
         if os.environ.get(DEBUG_ENV):
             raise
         if getattr(err, "on_every_process", False) and not is_main_process():
-            return 1  # the main process prints the same line: one line for the run, not one per process
+            # the main process prints the same line and ends, and the launcher then stops this one: one line for the
+            # run. Ending first would have the launcher stop the main process before its line (when it lags); a main
+            # process still running after the wait did not raise it after all, and the line is printed here.
+            time.sleep(OTHER_PROCESS_WAIT_S)
         advice = flag_advice(err)
         prefix, suffix = f"{prog}: error: ", f" ({DEBUG_ENV}=1 shows the traceback)"
         room = MAX_LINE - len(prefix) - (len(advice) + 1 if advice else 0)

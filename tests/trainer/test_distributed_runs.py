@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from dist_helpers import API_WORKER, _env, accelerate_train_cmd, torchrun_cmd
+from dist_helpers import API_WORKER, ROOT, _env, accelerate_train_cmd, torchrun_cmd
 from helpers import hang_timeout, random_sentences
 
 pytestmark = pytest.mark.slow  # several processes
@@ -108,11 +108,28 @@ def test_a_refusal_under_two_processes_is_one_line(problem, api_run, tiny_bert_d
     _assert_one_error_line(_run(accelerate_train_cmd(*[x for pair in common.items() for x in pair], *args), tmp_path))
 
 
-def _assert_one_error_line(proc: subprocess.CompletedProcess) -> str:
+def test_a_refusal_is_printed_when_the_main_process_lags(tiny_bert_dir, tmp_path):
+    """The other process, which leaves the line to the main one, ended first: the launcher then stopped the main
+    process before it printed its line (a lagging main process, here 3 s late), and the run said nothing at all."""
+    script = tmp_path / "lagging_main.py"
+    script.write_text(f"""import os, runpy, sys, time
+if os.environ.get("RANK") == "0":
+    time.sleep(3)
+sys.argv[0] = {str(ROOT / "run_unsup.py")!r}
+runpy.run_path(sys.argv[0], run_name="__main__")
+""")
+    cmd = accelerate_train_cmd("--model_name_or_path", str(tiny_bert_dir), "--train_file",
+                               str(tmp_path / "missing.txt"), "--output_dir", str(tmp_path / "out"))
+    cmd[cmd.index("-m", 2):cmd.index("train") + 1] = [str(script)]  # the script in place of -m hf_cse train
+    line = _assert_one_error_line(_run(cmd, tmp_path), prog="run_unsup.py")
+    assert "missing.txt does not exist" in line
+
+
+def _assert_one_error_line(proc: subprocess.CompletedProcess, prog: str = "hf-cse-train") -> str:
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
     lines = [line for line in log.splitlines() if "error:" in line]
-    assert len(lines) == 1 and lines[0].startswith("hf-cse-train: error: "), log[-3000:]
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), log[-3000:]
     assert lines[0].count("error:") == 1
     assert "[rank1]: Traceback" not in log, log[-3000:]  # nor a traceback of the other process
     return lines[0]
