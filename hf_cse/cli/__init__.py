@@ -119,7 +119,8 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     and is printed with the flags that set them (:func:`hf_cse.cli.flags.in_flag_terms`). Any other exception is a
     bug and keeps its traceback; set ``HF_CSE_DEBUG=1`` to get the traceback of a ``CSEError`` too. Under several
     processes an error every process raises alike (:func:`hf_cse.errors.raised_on_every_process`) is printed by the
-    main process alone.
+    main process alone, and a collective failing because another process ended (:func:`another_process_ended`) is one
+    line too.
     """
     use_parser(())  # no flags known until the command reads its parser (refuse_unknown_flags)
     try:
@@ -148,6 +149,24 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
         _close_progress_bars()
         print(f"{prefix}{message}{' ' + advice if advice else ''}{suffix}", file=sys.stderr)
         return 1
+    except RuntimeError as err:
+        if os.environ.get(DEBUG_ENV) or not another_process_ended(err):
+            raise
+        _close_progress_bars()
+        print(f"{prog}: error: another process of this run ended (killed, or its own error above); what was saved so "
+              "far is kept, and the same command resumes from the last complete checkpoint.", file=sys.stderr)
+        return 1
+
+
+#: what torch.distributed's gloo backend says when another process of the run went away mid-collective
+_PEER_GONE = ("Connection closed by peer", "Connection reset by peer")
+
+
+def another_process_ended(err: BaseException) -> bool:
+    """Whether ``err`` is a collective failing because another process of a multi-process launch ended (killed with
+    SIGKILL, out of memory, or stopped on its own error): a traceback of this process would only bury that."""
+    launched = os.environ.get("WORLD_SIZE", "1").strip() not in ("", "1")
+    return launched and isinstance(err, RuntimeError) and any(text in str(err) for text in _PEER_GONE)
 
 
 #: flags that name a file or folder besides those ending in _dir, _file or _path (e.g. _or_path)

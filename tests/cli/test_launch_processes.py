@@ -106,3 +106,50 @@ def test_ddp_gets_find_unused_parameters_false_by_default_and_an_explicit_true(t
         assert "x 2 processes" in log  # really two processes
     assert DDP_WARNING not in default_log
     assert DDP_WARNING in explicit_log
+
+
+GLOO_PEER_GONE = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+                  "[127.0.0.1]:37261. This is typically caused by a remote worker crashing.")
+
+
+@pytest.mark.parametrize("world_size, one_line", [("2", True), ("1", False)])
+def test_a_collective_failing_as_another_process_ended_is_one_line(world_size, one_line, monkeypatch, capsys):
+    """Under several processes, one killed (SIGKILL) mid-run: the survivor's collective fails with gloo's "Connection
+    closed by peer", which was a traceback; alone (no launch) such an error is a bug and keeps its traceback."""
+    from hf_cse.cli import run_cli
+
+    monkeypatch.setenv("WORLD_SIZE", world_size)
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+
+    def step():
+        raise RuntimeError(GLOO_PEER_GONE)
+
+    if not one_line:
+        with pytest.raises(RuntimeError, match="Connection closed by peer"):
+            run_cli(step, "hf-cse-train")
+        return
+    assert run_cli(step, "hf-cse-train") == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["hf-cse-train: error: another process of this run ended (killed, or its own error above); what "
+                     "was saved so far is kept, and the same command resumes from the last complete checkpoint."]
+
+
+def test_an_error_every_process_raises_is_printed_by_the_main_process(monkeypatch, capsys):
+    """The other processes wait for the main one to print it (the launcher then stops them); one whose main process
+    did not end within the wait prints it itself."""
+    import hf_cse.cli as cli
+    from hf_cse.errors import CSEError, raised_on_every_process
+
+    monkeypatch.setattr(cli, "OTHER_PROCESS_WAIT_S", 0.0)
+    waits = []
+    monkeypatch.setattr(cli.time, "sleep", waits.append)
+
+    def refuse():
+        raise raised_on_every_process(CSEError("the same on every process"))
+
+    for rank, waited in (("0", []), ("1", [0.0])):
+        monkeypatch.setenv("RANK", rank)
+        waits.clear()
+        assert cli.run_cli(refuse, "hf-cse-train") == 1
+        assert capsys.readouterr().err.startswith("hf-cse-train: error: the same on every process")
+        assert waits == waited
