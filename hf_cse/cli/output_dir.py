@@ -48,6 +48,7 @@ from ..run_files import (
     TRAINING_INFO_FILE,
     WEIGHT_FILES,
 )
+from ..trainer_folder import check_not_inside_a_run
 from ..writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ class TrainingRun(_CommandJob):
 
     def check(self, out: Path) -> None:
         check_not_encoder_folder(out, self.encoder)
-        check_not_inside_a_run(out)
+        check_not_inside_a_run(out, "--output_dir")
         if not self.resume_from_checkpoint:
             return
         if self.overwrite:
@@ -183,17 +184,6 @@ class TrainingRun(_CommandJob):
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
         return resume
-
-
-def check_not_inside_a_run(out: Path) -> None:
-    """Refuse an output folder inside another training run's folder (one of its checkpoints, or any folder below it):
-    that run's checkpoint rotation or ``--overwrite_output_dir`` would delete this run, and its resume could take
-    this run's model for one of its checkpoints."""
-    for parent in Path(out).expanduser().resolve().parents:
-        # checkpoints or a finished run's record (a run record alone may be a copy kept for --config)
-        if [n for n in training_run_files(parent) if n != RUN_RECORD_FILE] or (parent / TRAINING_INFO_FILE).is_file():
-            raise OutputFolderError(f"--output_dir {out} lies inside the folder of another training run ({parent}): "
-                                    "that run could delete it or resume from it. Choose a folder outside it.")
 
 
 def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
