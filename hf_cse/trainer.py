@@ -201,8 +201,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
         The output folder is checked first (:mod:`hf_cse.trainer_folder`: no run inside another run's folder, no new
         run into one; ``resume_from_checkpoint=True`` is the last complete checkpoint, of the same method) and held
-        for the training (:func:`hf_cse.folder_lock.folder_held`). A checkpoint taken at the run's last step (a run killed
-        during its final save or export) is loaded as it is: transformers' loop would train one step past
+        for the training (:func:`hf_cse.folder_lock.folder_held`). A checkpoint taken at the run's last step (a run
+        killed during its final save or export) is loaded as it is: transformers' loop would train one step past
         ``max_steps``, as it checks the step count only after a step."""
         if self.is_world_process_zero():
             check_path_given(self.args.output_dir, "output_dir")

@@ -1,7 +1,7 @@
 """ContrastiveTrainer from Python keeps the command line's promises about its output folder (hf_cse.trainer_folder):
-no new run into another run's folder, none inside one, ``resume_from_checkpoint=True`` as the last complete checkpoint (a run whose
-last checkpoint is its final step trains no further), no resume across methods, one trainer at a time; and the input
-mistakes a Python caller can make are refused in one line before any step."""
+no new run into another run's folder, none inside one, ``resume_from_checkpoint=True`` as the last complete
+checkpoint (a run whose last checkpoint is its final step trains no further), no resume across methods, one trainer
+at a time; and the input mistakes a Python caller can make are refused in one line before any step."""
 
 from __future__ import annotations
 
