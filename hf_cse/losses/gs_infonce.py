@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..memory_errors import is_out_of_memory
 from ..references import GS_INFONCE
 from .base import (
     ContrastiveLoss,
@@ -104,8 +105,6 @@ class GSInfoNCELoss(ContrastiveLoss):
             g = self.sample_noise(num, z1.shape[1], z1.device, compute_dtype(z1)).detach()
             return unit(z1) @ unit(g).T / self.temperature + math.log(self.lam)
         except RuntimeError as err:  # torch.OutOfMemoryError is one
-            from ..out_of_memory import is_out_of_memory
-
             if not is_out_of_memory(err):
                 raise
             raise LossInputError(f"gs_infonce: num_noise {num} noise vectors of dimension {z1.shape[1]} (and their "
