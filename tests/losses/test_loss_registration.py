@@ -117,3 +117,30 @@ def test_rules_inherited_from_a_parent_loss_are_not_refused():
     parent = _loss_class(init=_init("temperature: float = 0.05"), hyperparameter_rules={"temperature": "positive"})
     child = type("Child", (parent,), {"__init__": _init("m: float = 0.3")})
     register_loss("users_child")(child)
+
+
+# --------------------------------------------------------------------------------------------- what compute returns
+
+
+@pytest.mark.parametrize("compute, fragment", [
+    (lambda self, z1, z2: (F.cross_entropy(cosine_matrix(z1, z2), torch.arange(len(z1)), reduction="none"), {}),
+     r"its loss is a torch.float32 tensor of shape \(6,\). Reduce it to one number"),
+    (lambda self, z1, z2: _infonce(z1, z2), r"got Tensor of shape \(\). Return `loss, \{\}`"),
+    (lambda self, z1, z2: (_infonce(z1, z2).item(), {}), "its loss is [0-9.]+. Reduce it to one number"),
+    (lambda self, z1, z2: (torch.tensor(1), {}), "its loss is a torch.int64 tensor"),
+    (lambda self, z1, z2: (_infonce(z1, z2), None), r"its metrics are NoneType. Return `loss, \{\}`"),
+    (lambda self, z1, z2: (_infonce(z1, z2), {"norms": z1.norm(dim=1)}), r"metric 'norms' is shape \(6,\)"),
+    (lambda self, z1, z2: (_infonce(z1, z2) * float("nan"), {}), "compute returned a nan loss from finite inputs"),
+    (lambda self, z1, z2: (_infonce(z1, z2).detach(), {}), "detached from z1, z2"),
+], ids=["per-anchor", "no-tuple", "python-float", "int-tensor", "metrics-none", "metric-vector", "nan", "detached"])
+def test_what_compute_returns_is_checked_at_the_first_call(compute, fragment):
+    loss_fn = register_loss("users_wrong_output")(_loss_class(compute=compute))()
+    z1, z2 = torch.randn(6, 4, requires_grad=True), torch.randn(6, 4, requires_grad=True)
+    with pytest.raises(CSEError, match="^users_wrong_output: .*" + fragment):
+        loss_fn(z1, z2)
+
+
+def test_a_loss_without_gradient_is_fine_where_none_is_asked_for():
+    loss_fn = register_loss("users_eval_loss")(_loss_class())()
+    with torch.no_grad():
+        assert loss_fn(torch.randn(4, 3, requires_grad=True), torch.randn(4, 3)).loss.dim() == 0
