@@ -251,6 +251,20 @@ def loss_arguments_class() -> type:
     return make_dataclass("LossArguments", fields)
 
 
+def check_loss_flag_names(*argument_classes: type) -> None:
+    """No loss hyperparameter takes the name of another flag (a field of ``argument_classes`` or one of its
+    ``aliases``): each hyperparameter is a flag of its own, and argparse would stop at the clash with a traceback."""
+    taken = {alias: f.name for cls in argument_classes for f in dataclasses.fields(cls)
+             for alias in (f.name, *f.metadata.get("aliases", ()))}
+    for loss in available_losses():
+        clash = [name for name in loss_hyperparameters(loss) if name in taken]
+        if clash:
+            cls, name = get_loss_class(loss), clash[0]
+            other = "a flag" if taken[name] == name else f"an other name of --{taken[name]}"
+            raise InputError(f"--loss {loss} ({cls.__module__}.{cls.__qualname__}) has a hyperparameter {name!r}, "
+                             f"but --{name} is already {other}: rename the hyperparameter in the loss's __init__.")
+
+
 def dcl_arguments_class() -> type:
     """``--dcl_weight`` and one ``--dcl_<name>`` flag per hyperparameter of the ``dcl`` loss: the dimension-wise
     contrastive objective (ImSimCSE) added after the main one. None = the method's own setting."""

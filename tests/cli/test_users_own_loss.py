@@ -1,0 +1,61 @@
+"""A loss of the user's own package on the command line: a script that imports its module and starts the command
+(``hf_cse.cli.entry_points.train``, as ``run_unsup.py`` does) gets the loss's flags, its rules and one-line refusals,
+and hf_cse's parser descriptions are neither used nor written for it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import random_sentences
+
+from hf_cse.cli import entry_points
+from hf_cse.losses import ContrastiveLoss, cosine_matrix, register_loss
+from hf_cse.losses import registry as loss_registry
+from hf_cse.models import CSEPreTrainedModel
+
+
+class ModelBuilt(Exception):
+    """Raised instead of loading the encoder: every check of the command passed."""
+
+
+@pytest.fixture
+def start(monkeypatch, tmp_path, tiny_bert_dir):
+    """``entry_points.train`` up to the model (its config is kept), with a scratch loss registry and parser cache."""
+    monkeypatch.setattr(loss_registry, "_LOSSES", dict(loss_registry._LOSSES))
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path / "cache"))
+
+    def refuse(cls, name_or_path, **config_kwargs):
+        raise ModelBuilt(cls.config_class(**config_kwargs))
+
+    monkeypatch.setattr(CSEPreTrainedModel, "from_encoder", classmethod(refuse))
+    train_file = tmp_path / "train.txt"
+    train_file.write_text("\n".join(random_sentences(24)) + "\n")
+
+    def run(*flags):
+        return entry_points.train(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train_file),
+                                   "--max_steps", "1", "--per_device_train_batch_size", "8", "--use_cpu",
+                                   "--output_dir", str(tmp_path / "out"), *flags])
+
+    return run
+
+
+def _register(name, **hyperparameters):
+    """A loss of the caller's own (its module is this test's, outside hf_cse) with the given float arguments."""
+    params = ", ".join(f"{k}: float = {v}" for k, v in hyperparameters.items())
+    namespace = {"ContrastiveLoss": ContrastiveLoss}
+    exec(f"def __init__(self, {params}):\n    ContrastiveLoss.__init__(self)\n"  # noqa: S102 - a typed signature
+         + "".join(f"    self.{k} = {k}\n" for k in hyperparameters), namespace)
+    body = {"__init__": namespace["__init__"], "__module__": __name__, "hyperparameter_rules": {
+        k: "positive" for k in hyperparameters},
+        "compute": lambda self, z1, z2: (F.cross_entropy(cosine_matrix(z1, z2) * 20, torch.arange(len(z1))), {})}
+    return register_loss(name)(type("UsersLoss", (ContrastiveLoss,), body))
+
+
+def test_a_hyperparameter_named_like_a_flag_is_refused_in_one_line(start, capsys):
+    _register("users_clash", learning_rate=0.1)
+    assert start("--loss", "users_clash") == 1
+    err = capsys.readouterr().err
+    assert ("error: --loss users_clash (test_users_own_loss.UsersLoss) has a hyperparameter 'learning_rate', but "
+            "--learning_rate is already a flag: rename the hyperparameter in the loss's __init__.") in err
+    assert "Traceback" not in err
