@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from helpers import random_sentences
 
 from hf_cse.cli import entry_points
+from hf_cse.cli import train as _train  # noqa: F401 - its --loss help lists the losses registered when it is imported
 from hf_cse.losses import ContrastiveLoss, cosine_matrix, register_loss
 from hf_cse.losses import registry as loss_registry
 from hf_cse.models import CSEPreTrainedModel
