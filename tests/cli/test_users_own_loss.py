@@ -53,6 +53,23 @@ def _register(name, **hyperparameters):
     return register_loss(name)(type("UsersLoss", (ContrastiveLoss,), body))
 
 
+def test_a_script_registering_its_own_loss_gets_its_flags_at_the_commands_start(start, tmp_path):
+    _register("users_scaled_infonce", scale=20.0)
+    with pytest.raises(ModelBuilt) as built:
+        start("--loss", "users_scaled_infonce", "--scale", "5")
+    assert built.value.args[0].objectives[0] == {"loss": "users_scaled_infonce", "weight": 1.0,
+                                                  "hyperparameters": {"scale": 5.0}}
+    assert not (tmp_path / "cache").exists()  # no description of hf_cse's parser with the caller's flags in it
+
+
+def test_its_rules_and_unknown_flags_are_one_line(start, capsys):
+    _register("users_scaled_infonce", scale=20.0)
+    assert start("--loss", "users_scaled_infonce", "--scale", "-1") == 1
+    assert "error: users_scaled_infonce: scale must be a finite number > 0, got -1.0" in capsys.readouterr().err
+    assert start("--loss", "infonce", "--scale", "2") == 1
+    assert "error: --loss infonce does not take --scale" in capsys.readouterr().err
+
+
 def test_a_hyperparameter_named_like_a_flag_is_refused_in_one_line(start, capsys):
     _register("users_clash", learning_rate=0.1)
     assert start("--loss", "users_clash") == 1
