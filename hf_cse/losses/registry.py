@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from ..errors import CSEError
 from ..hyperparameter_rules import unknown_loss_error
+from ..references import Paper
 
 LossClass = TypeVar("LossClass", bound=type)
 
@@ -61,15 +62,19 @@ def hyperparameter_types(cls: Any) -> dict[str, Any]:
 
 def check_loss_class(name: str, cls: Any) -> None:
     """What :func:`register_loss` refuses, each in one line naming the loss and the fix: a class that is no
-    ``ContrastiveLoss``, a class already registered under another name, and a hyperparameter without a default, with
-    no or another annotation than :data:`SIMPLE_TYPES` / a ``Literal`` of strings, with a Literal default that is not
-    one of its values, or whose type differs from that of another loss's hyperparameter of the same name (one flag
-    serves both); a ``hyperparameter_rules`` entry of its own (not inherited) for an argument ``__init__`` does not
-    take."""
+    ``ContrastiveLoss``; ``references`` that are not a tuple of ``Paper`` records; a class already registered under
+    another name; a hyperparameter without a default, with no or another annotation than :data:`SIMPLE_TYPES` / a
+    ``Literal`` of strings, with a Literal default that is not one of its values, or whose type differs from that of
+    another loss's hyperparameter of the same name (one flag serves both); a ``hyperparameter_rules`` entry of its own
+    (not inherited) for an argument ``__init__`` does not take."""
     where = f"loss {name!r} ({getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', cls)!s})"
     if not isinstance(cls, type) or not callable(getattr(cls, "hyperparameters", None)):
         raise CSEError(f"{where}: a loss is a subclass of hf_cse.losses.ContrastiveLoss (implement its "
                        f"compute(z1, z2)); got {cls!r}.")
+    references = getattr(cls, "references", ())
+    if not isinstance(references, tuple) or not all(isinstance(p, Paper) for p in references):
+        raise CSEError(f"{where}: references must be a tuple of hf_cse.references.Paper records, the defining paper "
+                       f"first (e.g. `references = (SIMCSE,)`; none: `()`), got {references!r}.")
     taken = [other for other, registered in _LOSSES.items() if registered is cls and other != name]
     if taken:
         raise CSEError(f"{where}: the class is already registered as {taken[0]!r}; a class has one name (register "

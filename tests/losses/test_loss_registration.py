@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from hf_cse.errors import CSEError
 from hf_cse.losses import ContrastiveLoss, build_loss, cosine_matrix, register_loss
 from hf_cse.losses import registry as loss_registry
+from hf_cse.references import SIMCSE
 
 
 @pytest.fixture(autouse=True)
@@ -104,6 +105,17 @@ def test_a_hyperparameter_the_registry_cannot_serve_is_refused_at_registration(p
     with pytest.raises(CSEError, match="^loss 'users_bad' .*: " + fragment.replace("(", r"\(").replace("[", r"\[")):
         register_loss("users_bad")(_loss_class(init=_init(params)))
     assert "users_bad" not in loss_registry.available_losses()
+
+
+@pytest.mark.parametrize("references", [SIMCSE, [SIMCSE], ("gao2021simcse",)], ids=["paper", "list", "key"])
+def test_references_that_are_not_a_tuple_of_papers_are_refused(references):
+    with pytest.raises(CSEError, match=r"references must be a tuple of hf_cse.references.Paper records.*"
+                                       r"`references = \(SIMCSE,\)`"):
+        register_loss("users_cited")(_loss_class(references=references))
+
+
+def test_a_loss_of_ones_own_may_cite_no_paper():
+    register_loss("users_uncited")(_loss_class(references=()))  # unpublished: the card cites the pipeline only
 
 
 def test_a_rule_for_an_argument_the_loss_does_not_take_is_refused():
