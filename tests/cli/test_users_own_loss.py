@@ -77,3 +77,27 @@ def test_a_hyperparameter_named_like_a_flag_is_refused_in_one_line(start, capsys
     assert ("error: --loss users_clash (test_users_own_loss.UsersLoss) has a hyperparameter 'learning_rate', but "
             "--learning_rate is already a flag: rename the hyperparameter in the loss's __init__.") in err
     assert "Traceback" not in err
+
+
+def test_a_script_registering_its_own_method_gets_its_flags_at_the_commands_start(start, monkeypatch, tmp_path):
+    from dataclasses import field
+
+    from hf_cse import models
+    from hf_cse.models.simcse import SimCSEConfig, SimCSEModel
+
+    monkeypatch.setattr(models, "METHODS", dict(models.METHODS))
+
+    class SpicyConfig(SimCSEConfig):
+        model_type = "hf_cse_test_users_spicy"
+        method = "users_spicy"
+        spice: float = field(default=0.5, metadata={"help": "how spicy the views are"})
+
+    class SpicyModel(SimCSEModel):
+        config_class = SpicyConfig
+
+    SpicyModel.__module__ = SpicyConfig.__module__ = __name__
+    models.register_method(SpicyModel)
+    with pytest.raises(ModelBuilt) as built:
+        start("--method", "users_spicy", "--spice", "0.7")
+    assert (built.value.args[0].method, built.value.args[0].spice) == ("users_spicy", 0.7)
+    assert not (tmp_path / "cache").exists()
