@@ -203,17 +203,18 @@ class StreamingArguments:
         "help": "Mixing weights of --train_files, one per file (normalised to sum 1). Default: equal."})
 
 
-@dataclass
-class MethodArguments:
-    loss: str | None = field(
-        default=None,
-        metadata={"help": "Loss of the main contrastive objective (default: the method's, infonce for simcse): "
-                          + ", ".join(available_losses())},
-    )
-    preset: str | None = field(default=None, metadata={"help": "Papers' settings; see hf_cse.cli.presets.PRESETS."})
-    config: str | None = field(default=None, metadata={
-        "help": "A run description (.json): settings by flag name, or a run's hf_cse_run.json to run it again; flags "
-                "given win over it, and it over its preset. See hf_cse.cli.run_config."})
+def method_arguments_class() -> type:
+    """``--loss`` (its help lists the losses registered now: a caller's own too), ``--preset`` and ``--config``."""
+    return make_dataclass("MethodArguments", [
+        ("loss", str | None, field(default=None, metadata={
+            "help": "Loss of the main contrastive objective (default: the method's, infonce for simcse): "
+                    + ", ".join(available_losses())})),
+        ("preset", str | None, field(default=None, metadata={
+            "help": "Papers' settings; see hf_cse.cli.presets.PRESETS."})),
+        ("config", str | None, field(default=None, metadata={
+            "help": "A run description (.json): settings by flag name, or a run's hf_cse_run.json to run it again; "
+                    "flags given win over it, and it over its preset. See hf_cse.cli.run_config."})),
+    ])
 
 
 def main_loss(method: str, loss: str | None) -> str:

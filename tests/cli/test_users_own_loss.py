@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from helpers import random_sentences
 
 from hf_cse.cli import entry_points
-from hf_cse.cli import train as _train  # noqa: F401 - its --loss help lists the losses registered when it is imported
+from hf_cse.cli import train as _train  # noqa: F401 - imported before the scratch losses register, as a script may
 from hf_cse.losses import ContrastiveLoss, cosine_matrix, register_loss
 from hf_cse.losses import registry as loss_registry
 from hf_cse.models import CSEPreTrainedModel
@@ -60,6 +60,18 @@ def test_a_script_registering_its_own_loss_gets_its_flags_at_the_commands_start(
     assert built.value.args[0].objectives[0] == {"loss": "users_scaled_infonce", "weight": 1.0,
                                                   "hyperparameters": {"scale": 5.0}}
     assert not (tmp_path / "cache").exists()  # no description of hf_cse's parser with the caller's flags in it
+
+
+def test_the_help_offers_it_even_where_the_command_was_imported_first(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(loss_registry, "_LOSSES", dict(loss_registry._LOSSES))
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "2000")  # one line per flag
+    _register("users_scaled_infonce", scale=20.0)
+    with pytest.raises(SystemExit):
+        entry_points.train(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.strip().startswith("--loss LOSS") and "users_scaled_infonce" in line for line in lines)
+    assert any(line.strip().startswith("--scale SCALE") for line in lines)
 
 
 def test_its_rules_and_unknown_flags_are_one_line(start, capsys):
