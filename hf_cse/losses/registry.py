@@ -1,5 +1,7 @@
 """Name -> loss class registry. Adding a loss = one file (its class decorated with ``@register_loss``), its import
-in ``hf_cse/losses/__init__.py`` and one test: CONTRIBUTING.md works through an example.
+in ``hf_cse/losses/__init__.py`` and one test: CONTRIBUTING.md works through an example. A loss of the user's own
+package registers the same way, when its module is imported; :func:`register_loss` checks the class first
+(:func:`check_loss_class`), so a mistake fails at that import in one line.
 
 The registry is a table of names: it reads only what every :class:`hf_cse.losses.base.ContrastiveLoss` subclass
 has (``name``, ``hyperparameters()``), so the loss errors (:mod:`.errors`), which name the losses that take hard
@@ -114,13 +116,17 @@ def check_loss_class(name: str, cls: Any) -> None:
 def register_loss(name: str):
     """Class decorator: make a loss available to :func:`build_loss` under ``name`` (``@register_loss("my_loss")``).
     Works the same from any package: importing the module that defines the class registers it. The class is checked
-    here (:func:`check_loss_class`); a name already taken by another class is refused."""
+    here (:func:`check_loss_class`); a name already taken by another class is refused, but not by an earlier
+    definition of the same class (same module and qualified name: a notebook cell run again, a reloaded module)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise CSEError(f"register_loss takes the loss's name, a Python identifier such as 'my_loss' "
                        f"(@register_loss(\"my_loss\") above the class), got {name!r}.")
 
     def deco(cls: LossClass) -> LossClass:
-        if name in _LOSSES and _LOSSES[name] is not cls:
+        held = _LOSSES.get(name)
+        # the same class defined again (a notebook cell run twice, a reloaded module) replaces its earlier self
+        redefined = held is not None and (held.__module__, held.__qualname__) == (cls.__module__, cls.__qualname__)
+        if held is not None and held is not cls and not redefined:
             raise CSEError(f"loss name {name!r} is already registered by {_LOSSES[name].__module__}."
                            f"{_LOSSES[name].__qualname__}; choose another name.")
         check_loss_class(name, cls)

@@ -69,6 +69,13 @@ def test_a_name_already_taken_names_the_class_that_holds_it():
         register_loss("infonce")(_loss_class())
 
 
+def test_the_same_class_defined_again_replaces_its_earlier_definition():
+    """A notebook cell run twice, or importlib.reload of the module: same module and qualified name."""
+    first = register_loss("users_redefined")(_loss_class())
+    again = register_loss("users_redefined")(_loss_class(hyperparameter_rules={}))
+    assert first is not again and loss_registry.get_loss_class("users_redefined") is again
+
+
 def test_one_class_under_two_names_is_refused():
     cls = register_loss("users_first")(_loss_class())
     with pytest.raises(CSEError, match="already registered as 'users_first'; a class has one name"):
