@@ -163,3 +163,15 @@ def test_a_loss_without_gradient_is_fine_where_none_is_asked_for():
     loss_fn = register_loss("users_eval_loss")(_loss_class())()
     with torch.no_grad():
         assert loss_fn(torch.randn(4, 3, requires_grad=True), torch.randn(4, 3)).loss.dim() == 0
+
+
+def test_a_missing_extra_input_says_where_it_comes_from():
+    def compute(self, z1, z2, z_foo):
+        return _infonce(z1, z2), {}
+
+    loss_fn = register_loss("users_needs_foo")(_loss_class(extra_inputs=("z_foo",), compute=compute))()
+    with pytest.raises(CSEError, match=r"users_needs_foo: needs the extra input\(s\) \['z_foo'\] \(its "
+                                       "extra_inputs\\) as keyword arguments beside z1, z2; in training the model's "
+                                       "forward makes them"):
+        loss_fn(torch.randn(4, 3), torch.randn(4, 3))
+    assert loss_fn(torch.randn(4, 3), torch.randn(4, 3), z_foo=torch.randn(4, 3)).loss.dim() == 0
