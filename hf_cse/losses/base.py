@@ -362,7 +362,8 @@ class ContrastiveLoss(nn.Module):
             _check_same_kind(queue, z1, QUEUE_INPUT, self.name)
             _check_finite(queue, QUEUE_INPUT, self.name)
             _check_nonzero_norm(queue, QUEUE_INPUT, self.name)
-        loss, metrics = _checked_result(self.name, self.compute(z1, z2, **extra), (z1, z2, *extra.values()))
+        loss, metrics = _checked_result(self.name, self.compute(z1, z2, **extra),
+                                        (z1, z2, *(v for v in extra.values() if isinstance(v, torch.Tensor))))
         # diagnostics at the loss's own temperature where it has one (SimCSE's 0.05 otherwise)
         out = batch_diagnostics(z1.detach(), z2.detach(), temperature=getattr(self, "temperature", 0.05))
         ratio = self.paradigm_ratio(z1.detach(), z2.detach())

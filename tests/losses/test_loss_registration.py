@@ -175,3 +175,9 @@ def test_a_missing_extra_input_says_where_it_comes_from():
                                        "forward makes them"):
         loss_fn(torch.randn(4, 3), torch.randn(4, 3))
     assert loss_fn(torch.randn(4, 3), torch.randn(4, 3), z_foo=torch.randn(4, 3)).loss.dim() == 0
+
+
+def test_an_input_given_as_none_is_no_input_to_the_contract_check():
+    z1, z2 = torch.randn(4, 8), torch.randn(4, 8)  # no gradient wanted: the detached-loss check looks at every input
+    out = build_loss("infonce")(z1, z2, z_neg=None)
+    assert out.loss.dim() == 0 and torch.isfinite(out.loss)
