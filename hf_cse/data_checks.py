@@ -39,6 +39,9 @@ class EncoderLimits:
 
     max_length: int | None
     vocab_size: int | None
+    #: how messages name ``max_length`` (with it; "": the encoder's position limit): a method may take shorter rows
+    #: than its encoder (DiffCSE's insert edits)
+    length_limit: str = ""
 
     @classmethod
     def of_model(cls, model) -> EncoderLimits:
@@ -47,7 +50,10 @@ class EncoderLimits:
             encoder_config = getattr(getattr(model, "encoder", None), "config", None)
         # the embedding matrix, not the config's vocab_size: resize_token_embeddings may have changed it
         embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-        return cls(encoder_max_length(encoder_config), getattr(embeddings, "num_embeddings", None))
+        max_length, length_limit = encoder_max_length(encoder_config), ""
+        if hasattr(model, "training_row_limit"):
+            max_length, length_limit = model.training_row_limit(max_length)
+        return cls(max_length, getattr(embeddings, "num_embeddings", None), length_limit)
 
     def refusal(self, longest: int, lowest: int | None, highest: int | None, where: str) -> DataError | None:
         """The one-line refusal of data whose longest row has ``longest`` tokens and whose ids span ``lowest`` to
@@ -60,9 +66,9 @@ class EncoderLimits:
                              f"sentences with {TOKENIZE}, the encoder's own tokenizer (AutoTokenizer.from_pretrained "
                              f"of the encoder){limit}.")
         if self.max_length is not None and longest > self.max_length:
-            return DataError(f"{where} has rows of up to {longest} tokens, more than the encoder's position limit of "
-                             f"{self.max_length}: tokenize the sentences with {TOKENIZE}, the encoder's own "
-                             f"tokenizer{limit}.", fields=("max_seq_length",))
+            named = self.length_limit or f"the encoder's position limit of {self.max_length}"
+            return DataError(f"{where} has rows of up to {longest} tokens, more than {named}: tokenize the sentences "
+                             f"with {TOKENIZE}, the encoder's own tokenizer{limit}.", fields=("max_seq_length",))
         return None
 
 
@@ -216,6 +222,6 @@ def check_training_data(dataset, collator, model):
         return collator
     check_train_rows(dataset)
     limits = EncoderLimits.of_model(model)
-    if limits == EncoderLimits(None, None) or check_token_limits(dataset, limits):
+    if (limits.max_length is None and limits.vocab_size is None) or check_token_limits(dataset, limits):
         return collator
     return LimitCheckedCollator(collator, limits)

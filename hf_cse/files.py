@@ -12,6 +12,7 @@ every file is read the same way for training and evaluation:
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 from pathlib import Path
 
@@ -31,6 +32,20 @@ class DataError(CSEError):
 
 class FileFormatError(DataError, InputError):
     """An input file that is compressed, binary or not UTF-8 text; the message names the file and the fix."""
+
+
+def content_fingerprint(path, edge_bytes: int = 1 << 20) -> str:
+    """A short fingerprint of a file's content: its size and a hash of its first and last ``edge_bytes`` (reading
+    a 100 GB corpus whole would take minutes), so that a run resumed on an edited or replaced file is told."""
+    path = Path(path)
+    size = path.stat().st_size
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        digest.update(fh.read(edge_bytes))
+        if size > edge_bytes:
+            fh.seek(max(edge_bytes, size - edge_bytes))
+            digest.update(fh.read(edge_bytes))
+    return f"{size} bytes, sha256 {digest.hexdigest()[:12]}"
 
 
 def check_train_file(train_file) -> Path:

@@ -108,6 +108,7 @@ class MetricAccumulator:
         if diverged:
             raise raised_on_every_process(DivergedError(
                 f"training loss term(s) {', '.join(diverged)} became NaN or Inf: the encoder diverged or the input "
-                "is broken; lower the learning rate or train in fp32/bf16 instead of fp16."
+                "is broken (lower the learning rate or train in fp32/bf16 instead of fp16), or the loss's own "
+                "arithmetic overflows (clamp before log, exp or a division)."
             ))
         return {k: round(s / c, 6) for k, s, c in zip(keys, sums, counts) if c > 0 and k != UNNORMALISABLE_ROWS}

@@ -14,25 +14,14 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import torch
-
 from .cached import IncompatibleOptionsError, check_cached_compatible
 from .checkpoints import last_complete_checkpoint
 from .errors import CSEError
-
-# what torch raises where a device's allocator fails: CUDA, ROCm and XPU raise torch.OutOfMemoryError; Apple's MPS
-# and the CPU allocator a RuntimeError with these words
-_OUT_OF_MEMORY_WORDS = ("MPS backend out of memory", "DefaultCPUAllocator: can't allocate memory")
+from .memory_errors import is_out_of_memory
 
 
 class TrainingOutOfMemoryError(CSEError):
     """The device ran out of memory during training; the message names the batch, the length and the fixes."""
-
-
-def is_out_of_memory(err: BaseException) -> bool:
-    if isinstance(err, torch.OutOfMemoryError):
-        return True
-    return isinstance(err, RuntimeError) and any(words in str(err) for words in _OUT_OF_MEMORY_WORDS)
 
 
 def _tried_to_allocate(err: BaseException) -> str:

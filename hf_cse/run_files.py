@@ -9,6 +9,9 @@ from __future__ import annotations
 CHECKPOINT_PREFIX = "checkpoint"
 #: the settings of the training run that owns a folder, written when it starts
 RUN_RECORD_FILE = "hf_cse_run.json"
+#: the key of the run record holding the content of the local training files (name -> size and hash): records
+#: written before it existed lack it, and resume as they did
+TRAIN_FILE_CONTENT = "train_file_content"
 #: the record of a finished run (data, arguments, final metrics), written last: its presence means the run finished
 TRAINING_INFO_FILE = "training_info.json"
 #: the logged curves, drawn at the end of a run

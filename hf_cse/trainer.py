@@ -33,7 +33,7 @@ from .sampler import NoDuplicatesBatchSampler
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast, full_models_while_loading
 from .trainer_batches import TrainingBatches
 from .trainer_evaluation import DevScoring
-from .trainer_folder import check_new_run_folder, checkpoint_to_resume
+from .trainer_folder import check_new_run_folder, check_not_inside_a_run, checkpoint_to_resume
 from .trainer_options import TrainingOptions, prepare_run
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
@@ -199,10 +199,10 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         logging step, and with dev data the dev score of the trained model, which is kept only if it beats the
         untrained encoder's (scored before the first step) -- otherwise the untrained weights are put back.
 
-        The output folder is checked first (:mod:`hf_cse.trainer_folder`: no new run into another run's folder;
-        ``resume_from_checkpoint=True`` is the last complete checkpoint, of the same method) and held for the
-        training (:func:`hf_cse.folder_lock.folder_held`). A checkpoint taken at the run's last step (a run killed
-        during its final save or export) is loaded as it is: transformers' loop would train one step past
+        The output folder is checked first (:mod:`hf_cse.trainer_folder`: no run inside another run's folder, no new
+        run into one; ``resume_from_checkpoint=True`` is the last complete checkpoint, of the same method) and held
+        for the training (:func:`hf_cse.folder_lock.folder_held`). A checkpoint taken at the run's last step (a run
+        killed during its final save or export) is loaded as it is: transformers' loop would train one step past
         ``max_steps``, as it checks the step count only after a step."""
         resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
         with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
@@ -220,6 +220,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
         def check():
             check_path_given(self.args.output_dir, "output_dir")
+            check_not_inside_a_run(self.args.output_dir)
             if not resume_from_checkpoint:
                 check_new_run_folder(self.args.output_dir)
                 return resume_from_checkpoint

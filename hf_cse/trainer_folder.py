@@ -4,6 +4,8 @@ a run of the same method, refuse in one line what transformers would stop on wit
 
 * a new run (no ``resume_from_checkpoint``) into a folder holding a trained model or checkpoints is refused: its
   checkpoints would join the other run's (and their rotation delete them), its save replace that run's model;
+* so is any run into a folder inside another run's folder (one of its checkpoints, or below it): that run's
+  checkpoint rotation or start-over would delete it, and its resume could take this run's model for a checkpoint;
 * ``resume_from_checkpoint=True`` is the folder's last *complete* checkpoint (:mod:`hf_cse.checkpoints`), so that a
   run whose last checkpoint is its final step is finished as it is rather than trained one step further;
 * a named checkpoint must exist, be complete and be of the trainer's method.
@@ -18,13 +20,23 @@ import fnmatch
 import json
 from pathlib import Path
 
-from .checkpoints import TRAINER_STATE_FILE, checkpoint_problem, last_complete_checkpoint
+from .checkpoints import TRAINER_STATE_FILE, checkpoint_problem, last_complete_checkpoint, training_run_files
 from .folder_lock import claimed_by_command
 from .output_folder import OutputFolderError, listing
-from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, TRAINING_INFO_FILE, WEIGHT_FILES
+from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
 
 #: what a run writes into its folder only once it has trained: the model, its export, its record
 TRAINED_RUN_FILES = (TRAINING_INFO_FILE, TRAINER_STATE_FILE, "sentence-transformers", ADAPTER_FOLDER, *WEIGHT_FILES)
+
+
+def check_not_inside_a_run(output_dir, flag: str = "output_dir") -> None:
+    """Refuse an output folder inside another training run's folder (module doc); ``flag`` names the path in the
+    message (the field, or the command's flag)."""
+    for parent in Path(output_dir).expanduser().resolve().parents:
+        # checkpoints or a finished run's record (a run record alone may be a copy kept to rerun a run's settings)
+        if [n for n in training_run_files(parent) if n != RUN_RECORD_FILE] or (parent / TRAINING_INFO_FILE).is_file():
+            raise OutputFolderError(f"{flag} {output_dir} lies inside the folder of another training run ({parent}): "
+                                    "that run could delete it or resume from it. Choose a folder outside it.")
 
 
 def check_new_run_folder(output_dir) -> None:

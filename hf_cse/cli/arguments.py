@@ -203,17 +203,18 @@ class StreamingArguments:
         "help": "Mixing weights of --train_files, one per file (normalised to sum 1). Default: equal."})
 
 
-@dataclass
-class MethodArguments:
-    loss: str | None = field(
-        default=None,
-        metadata={"help": "Loss of the main contrastive objective (default: the method's, infonce for simcse): "
-                          + ", ".join(available_losses())},
-    )
-    preset: str | None = field(default=None, metadata={"help": "Papers' settings; see hf_cse.cli.presets.PRESETS."})
-    config: str | None = field(default=None, metadata={
-        "help": "A run description (.json): settings by flag name, or a run's hf_cse_run.json to run it again; flags "
-                "given win over it, and it over its preset. See hf_cse.cli.run_config."})
+def method_arguments_class() -> type:
+    """``--loss`` (its help lists the losses registered now: a caller's own too), ``--preset`` and ``--config``."""
+    return make_dataclass("MethodArguments", [
+        ("loss", str | None, field(default=None, metadata={
+            "help": "Loss of the main contrastive objective (default: the method's, infonce for simcse): "
+                    + ", ".join(available_losses())})),
+        ("preset", str | None, field(default=None, metadata={
+            "help": "Papers' settings; see hf_cse.cli.presets.PRESETS."})),
+        ("config", str | None, field(default=None, metadata={
+            "help": "A run description (.json): settings by flag name, or a run's hf_cse_run.json to run it again; "
+                    "flags given win over it, and it over its preset. See hf_cse.cli.run_config."})),
+    ])
 
 
 def main_loss(method: str, loss: str | None) -> str:
@@ -249,6 +250,20 @@ def loss_arguments_class() -> type:
             help_text += f" The DCL objective of --dcl_weight takes --dcl_{name}."
         fields.append((name, _flag_type(name) | None, field(default=None, metadata={"help": help_text})))
     return make_dataclass("LossArguments", fields)
+
+
+def check_loss_flag_names(*argument_classes: type) -> None:
+    """No loss hyperparameter takes the name of another flag (a field of ``argument_classes`` or one of its
+    ``aliases``): each hyperparameter is a flag of its own, and argparse would stop at the clash with a traceback."""
+    taken = {alias: f.name for cls in argument_classes for f in dataclasses.fields(cls)
+             for alias in (f.name, *f.metadata.get("aliases", ()))}
+    for loss in available_losses():
+        clash = [name for name in loss_hyperparameters(loss) if name in taken]
+        if clash:
+            cls, name = get_loss_class(loss), clash[0]
+            other = "a flag" if taken[name] == name else f"an other name of --{taken[name]}"
+            raise InputError(f"--loss {loss} ({cls.__module__}.{cls.__qualname__}) has a hyperparameter {name!r}, "
+                             f"but --{name} is already {other}: rename the hyperparameter in the loss's __init__.")
 
 
 def dcl_arguments_class() -> type:

@@ -21,12 +21,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
-from ..errors import same_on_every_process
+from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file
 from ..hyperparameter_rules import check_rules, unknown_loss_error
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 from .output_dir import refuse_occupied_output_dir
-from .parser_cache import cached_parser, rebuild, remember_parser, ship_parser
+from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .preflight import check_optimizer_arguments, check_training_counts
 from .presets import PRESETS
 
@@ -174,12 +174,33 @@ def run_command(command: str, argv: list[str] | None = None, prog: str | None = 
         return 130
 
 
+def callers_own_classes() -> list[str]:
+    """The losses, methods and projectors the caller's own code registered before this start (a script that imports
+    its module and calls :func:`train`): found in the registries imported already, classes from outside hf_cse.
+    Their flags are not in the descriptions of hf_cse's own parsers."""
+    tables = []
+    losses = sys.modules.get("hf_cse.losses.registry")
+    if losses is not None:
+        tables.append({name: losses.get_loss_class(name) for name in losses.available_losses()})
+    for module_name, table in (("hf_cse.models", "METHODS"), ("hf_cse.models.heads", "PROJECTORS")):
+        tables.append(getattr(sys.modules.get(module_name), table, {}))
+    return sorted(name for classes in tables for name, cls in classes.items()
+                  if cls is not None and not cls.__module__.startswith("hf_cse."))
+
+
 def _run_command(command: str, argv: list[str], prog: str) -> int:
-    parser, module = cached_parser(command), None
+    own = callers_own_classes()  # then the parser is the command's own, built now and written nowhere
+    parser, module = (None if own else cached_parser(command)), None
     if parser is None:
         module = importlib.import_module(MODULES[command])
-        description = remember_parser(command, build_parser(command), command_facts(command))
-        parser = description and rebuild(description)
+        try:
+            built = build_parser(command)
+        except CSEError:  # e.g. a loss of the caller's own whose hyperparameter is a flag: main says so in one line
+            built = None
+        if built is not None:
+            facts = command_facts(command)
+            description = describe(built, facts) if own else remember_parser(command, built, facts)
+            parser = description and rebuild(description)
     if parser is not None:
         code = run_cli(lambda: check_command_line(command, parser, argv), prog)
         if code:

@@ -45,9 +45,11 @@ from ..run_files import (
     CHECKPOINT_PREFIX,
     CURVES_FILE,
     RUN_RECORD_FILE,
+    TRAIN_FILE_CONTENT,
     TRAINING_INFO_FILE,
     WEIGHT_FILES,
 )
+from ..trainer_folder import check_not_inside_a_run
 from ..writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -77,8 +79,23 @@ class OutputDirArguments:
 
 # --------------------------------------------------------------------------------------------------- training
 def _differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    keys = sorted(set(recorded) | set(current))
-    return [f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys if recorded.get(k) != current.get(k)]
+    keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT})
+    changed = [f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys
+               if recorded.get(k) != current.get(k)]
+    if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did
+        then, now = recorded[TRAIN_FILE_CONTENT] or {}, current.get(TRAIN_FILE_CONTENT) or {}
+        changed += [_content_change(name, then.get(name), now.get(name))
+                    for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]
+    return changed
+
+
+def _content_change(name: str, then: str | None, now: str | None) -> str:
+    """How a training file's content changed, shortly (:func:`hf_cse.files.content_fingerprint`: "N bytes, sha256
+    H"): the sizes where they differ, else the hashes."""
+    size_then, _, hash_then = (then or "").partition(", ")
+    size_now, _, hash_now = (now or "").partition(", ")
+    shown = (size_then, size_now) if size_then != size_now else (hash_then, hash_now)
+    return f"{name} was edited ({shown[0]} then, {shown[1]} now)"
 
 
 def check_not_encoder_folder(output_dir: Path, encoder: str | None) -> None:
@@ -129,7 +146,7 @@ class TrainingRun(_CommandJob):
 
     def check(self, out: Path) -> None:
         check_not_encoder_folder(out, self.encoder)
-        check_not_inside_a_run(out)
+        check_not_inside_a_run(out, "--output_dir")
         if not self.resume_from_checkpoint:
             return
         if self.overwrite:
@@ -176,24 +193,13 @@ class TrainingRun(_CommandJob):
             if changed:
                 diffs = "; ".join(changed[:2])
                 raise OutputFolderError(f"--output_dir {out} holds checkpoints of a run with other settings "
-                                        f"({diffs[:80] + '...' if len(diffs) > 80 else diffs}): rerun with its "
+                                        f"({diffs[:120] + '...' if len(diffs) > 120 else diffs}): rerun with its "
                                         f"settings to resume it, --resume_from_checkpoint {resume} to go on with "
                                         f"these, or {OVERWRITE_FLAG} to start over.")
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
         return resume
-
-
-def check_not_inside_a_run(out: Path) -> None:
-    """Refuse an output folder inside another training run's folder (one of its checkpoints, or any folder below it):
-    that run's checkpoint rotation or ``--overwrite_output_dir`` would delete this run, and its resume could take
-    this run's model for one of its checkpoints."""
-    for parent in Path(out).expanduser().resolve().parents:
-        # checkpoints or a finished run's record (a run record alone may be a copy kept for --config)
-        if [n for n in training_run_files(parent) if n != RUN_RECORD_FILE] or (parent / TRAINING_INFO_FILE).is_file():
-            raise OutputFolderError(f"--output_dir {out} lies inside the folder of another training run ({parent}): "
-                                    "that run could delete it or resume from it. Choose a folder outside it.")
 
 
 def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:

@@ -6,7 +6,8 @@ setting (a number, not the string ``"3e-05"``; ``true``, not ``"true"``; a list 
 ``matryoshka_dims``), ``null`` only where the flag's default is unset. The settings record a run writes,
 ``hf_cse_run.json`` (:meth:`hf_cse.cli.run_spec.RunSpec.fingerprint`), is read as such a file too: its own keys are
 translated by :func:`settings_from_record` (``encoder``, ``generator``, the ``objectives`` list as ``loss`` and its
-hyperparameters); the derived ``pooler_source`` and ``world_size`` (the launch's) are not settings. One more key is
+hyperparameters); the derived ``pooler_source``, ``world_size`` (the launch's) and ``train_file_content`` (the
+data's) are not settings. One more key is
 for the reader, not for the run: ``about`` (free text or an object, e.g. the experiment's name and paper).
 
 The file's values are defaults, as a preset's are: a flag typed on the command line wins over the file, and the file
@@ -23,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ..checks import InputError, check_path_given
+from ..run_files import TRAIN_FILE_CONTENT
 
 #: the key a description may carry for its reader (an experiment's name, paper, regimes): never a setting
 ABOUT = "about"
-#: keys of hf_cse_run.json that are not settings a user chooses: derived from them or from the launch
-DERIVED_RECORD_KEYS = ("pooler_source", "world_size")
+#: keys of hf_cse_run.json that are not settings a user chooses: derived from them, from the launch or from the data
+DERIVED_RECORD_KEYS = ("pooler_source", "world_size", TRAIN_FILE_CONTENT)
 #: keys of hf_cse_run.json under another name than their flag's
 RECORD_NAMES = {"encoder": "model_name_or_path", "generator": "generator_name_or_path"}
 #: keys of hf_cse_run.json that are not flags at all (translated by settings_from_record)

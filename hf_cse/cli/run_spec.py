@@ -23,6 +23,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from ..files import content_fingerprint
+from ..run_files import TRAIN_FILE_CONTENT
 from ..training_args import global_batch_size
 from .arguments import DataArguments
 
@@ -95,13 +97,17 @@ class DataSpec(_DataFlags):
 
     def fingerprint(self) -> dict[str, Any]:
         """The data flags that define the run (paths resolved); the streaming ones only when used (older records
-        lack them)."""
+        lack them); the content of the local training files (:data:`TRAIN_FILE_CONTENT`)."""
         flags = {f.name: getattr(self, f.name) for f in dataclasses.fields(DataArguments)
                  if f.name not in SPEED_ONLY_DATA_FLAGS}
         flags["train_file"] = self.resolved_train_file
         if self.read_as_text_stream:
             flags.update(streaming=self.streaming, train_weights=self.train_weights and list(self.train_weights),
                          train_files=list(self.resolved_train_files))
+        content = {Path(f).name: content_fingerprint(f) for f in (self.resolved_train_file, *self.resolved_train_files)
+                   if f and Path(f).is_file()}
+        if content:  # an edited or replaced file is another run's data, though its path is the same
+            flags[TRAIN_FILE_CONTENT] = content
         return flags
 
     def card_facts(self, num_sentences: int | None = None) -> dict[str, Any]:

@@ -23,12 +23,13 @@ from hf_cse.checks import InputError
 from hf_cse.cli import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.arguments import (
     DataArguments,
-    MethodArguments,
     StreamingArguments,
+    check_loss_flag_names,
     config_kwargs_from,
     dcl_arguments_class,
     loss_arguments_class,
     main_loss,
+    method_arguments_class,
     model_arguments_class,
     objectives_from_flags,
 )
@@ -103,10 +104,10 @@ def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 
 def argument_parser() -> HfArgumentParser:
     """The parser of every flag of the script, with its own defaults (before any preset or --config file)."""
-    parser = HfArgumentParser(
-        (model_arguments_class(), DataArguments, MethodArguments, loss_arguments_class(), dcl_arguments_class(),
-         OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments, ConsoleArguments)
-    )
+    others = (model_arguments_class(), DataArguments, method_arguments_class(), dcl_arguments_class(),
+              OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments, ConsoleArguments)
+    check_loss_flag_names(*others)  # a loss of the caller's own may take a name a flag has
+    parser = HfArgumentParser((*others[:3], loss_arguments_class(), *others[3:]))
     parser.set_defaults(**SCRIPT_DEFAULTS)
     return brief_usage(parser)
 

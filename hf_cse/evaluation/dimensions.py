@@ -137,5 +137,7 @@ def dimension_rows(full_dim: int | None, full: dict[str, Any], by_dim: dict[str,
 
     label = f"{full_dim} (full)" if full_dim else "full"
     rows = [(label, columns(full))]
-    rows += [(d, columns(entry)) for d, entry in sorted(by_dim.items(), key=lambda kv: -int(kv[0]))]
+    # a dimension asked for that is the full size is the full row again: shown once
+    rows += [(d, columns(entry)) for d, entry in sorted(by_dim.items(), key=lambda kv: -int(kv[0]))
+             if int(d) != full_dim]
     return rows

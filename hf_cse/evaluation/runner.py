@@ -163,7 +163,7 @@ def evaluate(
     sts_tasks = [t for t in names if t in STS_TASKS]
     if sts_tasks:
         t0 = time.perf_counter()
-        logger.info("STS: encoding the sentences of %s", ", ".join(sts_tasks))
+        logger.info("STS: scoring %s", ", ".join(sts_tasks))  # encoded now, or cut from the kept embeddings
         sts, preds = evaluate_sts(
             memo, sts_tasks, data_dir, source, mode, sts_aggregation, return_predictions=True
         )

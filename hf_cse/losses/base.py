@@ -271,6 +271,35 @@ def _checking_rules(init):
     return checked
 
 
+def _checked_result(loss_name: str, result, inputs) -> tuple[torch.Tensor, dict]:
+    """``compute``'s ``(loss, metrics)``, refused in one line where it is not: a 0-d floating-point tensor attached
+    to the inputs' graph (where they need a gradient) and a dict of 0-d tensors or numbers; a NaN/Inf loss from
+    finite inputs where the checks are not deferred. Shapes and flags only: no host synchronisation."""
+    where = f"{loss_name}: compute(z1, z2) must return (loss, metrics), a 0-d tensor and a dict of 0-d tensors"
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise CSEError(f"{where}; got {type(result).__name__}" + (f" of shape {tuple(result.shape)}" if isinstance(
+            result, torch.Tensor) else "") + ". Return `loss, {}` when there is nothing else to log.")
+    loss, metrics = result
+    if not (isinstance(loss, torch.Tensor) and loss.is_floating_point() and loss.dim() == 0):
+        got = f"a {loss.dtype} tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else repr(loss)
+        raise CSEError(f"{where}; its loss is {got}. Reduce it to one number, the mean over anchors (.mean()), "
+                       "computed from z1, z2 with torch (not .item() or a Python float).")
+    if torch.is_grad_enabled() and any(z.requires_grad for z in inputs) and not loss.requires_grad:
+        raise CSEError(f"{loss_name}: the loss compute returned is detached from z1, z2 (.detach(), .item(), "
+                       "torch.no_grad or a new tensor): it would train nothing. Compute it from the inputs with torch.")
+    if not isinstance(metrics, dict):
+        raise CSEError(f"{where}; its metrics are {type(metrics).__name__}. Return `loss, {{}}` for no metrics.")
+    for key, value in metrics.items():
+        if not (isinstance(key, str) and (isinstance(value, int | float) or (isinstance(value, torch.Tensor)
+                                                                            and value.dim() == 0))):
+            shown = f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+            raise CSEError(f"{where}; metric {key!r} is {shown}. Log one number per metric (e.g. .mean()).")
+    if not _FINITE_CHECKS_DEFERRED.get() and not torch.isfinite(loss):
+        raise CSEError(f"{loss_name}: compute returned a {loss.item()} loss from finite inputs: the loss's own "
+                       "arithmetic overflows or divides by zero (compute in fp32, clamp before log/exp/division).")
+    return loss, metrics
+
+
 class ContrastiveLoss(nn.Module):
     """Base class: subclasses implement ``compute(z1, z2, **extra) -> (loss, extra_metrics)``."""
 
@@ -333,7 +362,8 @@ class ContrastiveLoss(nn.Module):
             _check_same_kind(queue, z1, QUEUE_INPUT, self.name)
             _check_finite(queue, QUEUE_INPUT, self.name)
             _check_nonzero_norm(queue, QUEUE_INPUT, self.name)
-        loss, metrics = self.compute(z1, z2, **extra)
+        loss, metrics = _checked_result(self.name, self.compute(z1, z2, **extra),
+                                        (z1, z2, *(v for v in extra.values() if isinstance(v, torch.Tensor))))
         # diagnostics at the loss's own temperature where it has one (SimCSE's 0.05 otherwise)
         out = batch_diagnostics(z1.detach(), z2.detach(), temperature=getattr(self, "temperature", 0.05))
         ratio = self.paradigm_ratio(z1.detach(), z2.detach())

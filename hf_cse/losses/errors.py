@@ -29,7 +29,9 @@ class MissingInputsError(LossInputError):
 
     def __init__(self, loss_name: str, missing: Sequence[str]):
         self.loss_name, self.missing = loss_name, tuple(missing)
-        super().__init__(f"{loss_name}: needs the extra input(s) {list(self.missing)}.")
+        super().__init__(f"{loss_name}: needs the extra input(s) {list(self.missing)} (its extra_inputs) as keyword "
+                         "arguments beside z1, z2; in training the model's forward makes them (z_nodropout: "
+                         "off_dropout=True).")
 
 
 class HardNegativesNotTakenError(LossInputError):

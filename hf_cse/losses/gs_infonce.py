@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..memory_errors import is_out_of_memory
 from ..references import GS_INFONCE
 from .base import (
     ContrastiveLoss,
@@ -16,6 +17,7 @@ from .base import (
     unit,
     weight_hard_negatives,
 )
+from .errors import LossInputError
 from .registry import register_loss
 
 
@@ -96,6 +98,21 @@ class GSInfoNCELoss(ContrastiveLoss):
         g = torch.randn(num, dim, generator=self.generator, device=gen_device, dtype=dtype)
         return (g * self.noise_std).to(device)
 
+    def _noise_logits(self, z1: torch.Tensor, num: int) -> torch.Tensor:
+        """The anchors' logits against ``num`` fresh noise vectors (no gradient to the noise); a ``num`` too large for
+        the device's memory is refused naming it, not the batch."""
+        try:
+            g = self.sample_noise(num, z1.shape[1], z1.device, compute_dtype(z1)).detach()
+            return unit(z1) @ unit(g).T / self.temperature + math.log(self.lam)
+        except RuntimeError as err:  # torch.OutOfMemoryError is one
+            if not is_out_of_memory(err):
+                raise
+            raise LossInputError(f"gs_infonce: num_noise {num} noise vectors of dimension {z1.shape[1]} (and their "
+                                 f"{z1.shape[0]} x {num} logits) do not fit in {z1.device.type} memory; choose a "
+                                 "smaller num_noise, or leave it unset (3 x the rows the loss receives, the paper's "
+                                 "setting).",
+                                 fields=("num_noise",)) from None
+
     def compute(self, z1: torch.Tensor, z2: torch.Tensor, z_neg: torch.Tensor | None = None,
                 z_queue: torch.Tensor | None = None):
         n, d = z1.shape
@@ -105,8 +122,7 @@ class GSInfoNCELoss(ContrastiveLoss):
         num = 3 * n if self.num_noise is None else self.num_noise
         metrics: dict[str, float] = {}
         if num > 0 and self.lam > 0:
-            g = self.sample_noise(num, d, z1.device, compute_dtype(z1)).detach()  # no gradient to the noise
-            noise = unit(z1) @ unit(g).T / self.temperature + math.log(self.lam)
+            noise = self._noise_logits(z1, num)
             logits = torch.cat([logits, noise], dim=1)
             with torch.no_grad():
                 start = logits.shape[1] - noise.shape[1]

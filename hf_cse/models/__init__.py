@@ -30,8 +30,10 @@ _REASONS = {"takes_pair_rows": "why_no_pair_rows", "splits_into_minibatches": "w
 def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedModel]:
     """Make a method model class known under its config's ``method`` name: the ``method`` argument, :func:`get_method`,
     and transformers' ``AutoConfig`` / ``AutoModel`` (so ``AutoModel.from_pretrained`` reloads its saved models).
-    Usable as a class decorator. Refuses a name another class holds, a ``model_type`` that does not start with
-    ``hf_cse`` (how a saved hf_cse model is recognised) and a declared "no" without its reason."""
+    Usable as a class decorator. Refuses a name another class holds (an earlier definition of the same class, with
+    its module and qualified name, is replaced: a notebook cell run again, a reloaded module), a ``model_type`` that
+    does not start with ``hf_cse`` (how a saved hf_cse model is recognised) and a declared "no" without its
+    reason."""
     config_cls = model_cls.config_class
     name = config_cls.method
     if not issubclass(model_cls, CSEPreTrainedModel) or not issubclass(config_cls, CSEConfig):
@@ -46,7 +48,9 @@ def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedMo
                            "in the refusal).")
     if set(ENGINES) - set(model_cls.shards_under) and not model_cls.why_no_sharding:
         raise CSEError(f"{model_cls.__name__} leaves engines out of shards_under: give the reason in why_no_sharding.")
-    if METHODS.get(name, model_cls) is not model_cls:
+    held = METHODS.get(name, model_cls)
+    # the same class defined again (a notebook cell run twice, a reloaded module) replaces its earlier self
+    if held is not model_cls and (held.__module__, held.__qualname__) != (model_cls.__module__, model_cls.__qualname__):
         raise CSEError(f"method {name!r} is already registered ({METHODS[name].__name__}); choose another name.")
     METHODS[name] = model_cls
     AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)

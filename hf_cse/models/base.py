@@ -135,6 +135,11 @@ class CSEPreTrainedModel(PreTrainedModel):
         attaches its generator). ``train_dataset``: the tokenized training rows (an iterable one with
         ``streaming``). Nothing by default."""
 
+    def training_row_limit(self, encoder_limit: int | None) -> tuple[int | None, str]:
+        """The longest tokenized training row the method can train on, and how messages name it: the encoder's
+        position limit ``encoder_limit`` by default (DiffCSE's insert edits lengthen rows)."""
+        return encoder_limit, f"the encoder's position limit of {encoder_limit}"
+
     def sentence_transformers_modules(self, max_seq_length: int) -> OwnExportModules | None:
         """The export's own modules where the test embedding is no sentence-transformers ``Pooling`` of the encoder's
         tokens (PromptBERT's template); None (the default): ``Transformer`` + ``Pooling`` by the test pooler."""

@@ -22,6 +22,7 @@ from hf_cse.export.training_info import training_info_from_run
 from hf_cse.model_card import render_model_card
 from hf_cse.models import METHODS
 from hf_cse.precision import describe
+from hf_cse.run_files import TRAIN_FILE_CONTENT
 from hf_cse.writing import json_safe
 
 NO_DEV = ["--eval_strategy", "no", "--load_best_model_at_end", "false"]  # presets score STS-B dev otherwise
@@ -169,8 +170,13 @@ def test_fingerprint_is_the_settings_record_of_the_code_before_it(build, command
     spec, inputs, settings = build(*command_lines[kind])
     reference = todays_settings(inputs["encoder"], inputs["method"], inputs["config_kwargs"], inputs["data_args"],
                                 inputs["stream_args"], inputs["training_args"])
-    assert spec.fingerprint() == reference
-    assert json_safe(spec.fingerprint()) == json_safe(reference)  # as hf_cse_run.json holds it
+    # the settings of the code before, and the content of each local training file, which it did not record
+    fingerprint = spec.fingerprint()
+    content = fingerprint.pop(TRAIN_FILE_CONTENT, {})
+    assert fingerprint == reference
+    assert json_safe(fingerprint) == json_safe(reference)  # as hf_cse_run.json holds it
+    files = [inputs["data_args"].train_file, *(inputs["stream_args"].train_files or ())]
+    assert sorted(content) == sorted(Path(f).name for f in files if f)
     assert settings == spec.fingerprint()  # what the script checks the folder with
 
 
@@ -196,7 +202,7 @@ def test_a_record_written_by_the_code_before_it_resumes(build, tmp_path, flags):
     resumes it; another seed is refused."""
     recorded = {**RECORDED[flags], "encoder": default_encoder()}
     spec = build(*flags)[0]
-    assert json_safe(spec.fingerprint()) == recorded
+    assert json_safe({k: v for k, v in spec.fingerprint().items() if k != TRAIN_FILE_CONTENT}) == recorded
     out = tmp_path / "interrupted"
     (out / "checkpoint-2").mkdir(parents=True)
     (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
@@ -206,6 +212,27 @@ def test_a_record_written_by_the_code_before_it_resumes(build, tmp_path, flags):
     other_seed = build(*flags, "--seed", "123")[0]
     with pytest.raises(InputError, match="other settings"):
         prepare_output_dir(out, other_seed.fingerprint(), read_record=read)
+
+
+@pytest.mark.parametrize("kind", ["mlm off", "streaming"])
+def test_an_interrupted_run_whose_training_file_changed_is_not_resumed_silently(build, command_lines, tmp_path, kind):
+    out = tmp_path / "interrupted"
+    prepare_output_dir(out, build(*command_lines[kind])[0].fingerprint())
+    (out / "checkpoint-2").mkdir()
+    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    assert prepare_output_dir(out, build(*command_lines[kind])[0].fingerprint()) == str(out / "checkpoint-2")
+    corpus = tmp_path / "corpus.txt"
+    lines = corpus.read_text().splitlines(keepends=True)
+    corpus.write_text("".join([lines[1], lines[0], *lines[2:]]))  # the same size, other sentences in their places
+    with pytest.raises(InputError, match=r"other settings \(corpus.txt was edited \(sha256 \w+ then, sha256 \w+ "
+                                         r"now\)\): rerun with its settings"):
+        prepare_output_dir(out, build(*command_lines[kind])[0].fingerprint())
+    corpus.write_text("".join(lines[1:]))
+    with pytest.raises(InputError, match=r"corpus.txt was edited \(\d+ bytes then, \d+ bytes now\)"):
+        prepare_output_dir(out, build(*command_lines[kind])[0].fingerprint())
+    # the user names the checkpoint: the run goes on with the file as it is now
+    assert prepare_output_dir(out, build(*command_lines[kind])[0].fingerprint(),
+                              resume_from_checkpoint=str(out / "checkpoint-2")) == str(out / "checkpoint-2")
 
 
 @pytest.mark.parametrize("kind", ["streaming", "triplets", "mlm on"])

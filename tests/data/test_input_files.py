@@ -15,6 +15,7 @@ from hf_cse.checks import InputError
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.data import DataError, load_pair_dataset, load_train_dataset, read_sentences
 from hf_cse.evaluation.custom_dev import read_pair_file
+from hf_cse.files import content_fingerprint
 
 SENTENCES = random_sentences(12, seed=3)
 
@@ -80,3 +81,14 @@ def test_a_cut_short_run_record_is_one_line_naming_the_file_and_the_fix(tmp_path
     with pytest.raises(InputError, match=f"{RUN_RECORD_FILE} is not valid JSON.*restore it, or pass "
                                          "--overwrite_output_dir"):
         prepare_output_dir(tmp_path, {"loss": "infonce"})
+
+
+def test_content_fingerprint_tells_an_edit_at_either_end_of_a_large_file(tmp_path):
+    path = tmp_path / "corpus.txt"
+    body = b"a sentence of the corpus.\n" * 200_000  # 5.2 MB: read at its two ends only
+    path.write_bytes(body)
+    first = content_fingerprint(path)
+    assert first == content_fingerprint(path) and first.startswith(f"{len(body)} bytes, sha256 ")
+    for edited in (b"A" + body[1:], body[:-2] + b"!\n", body + b"one more.\n"):
+        path.write_bytes(edited)
+        assert content_fingerprint(path) != first

@@ -176,3 +176,30 @@ def test_the_batch_check_reads_python_rows_and_survives_pickling(tiny_bert_dir):
     tensors = [{"input_ids": torch.tensor([2, 60, 3])}]  # a torch data set's rows
     with pytest.raises(DataError, match="token id 60"):
         collate(tensors)
+
+
+@pytest.mark.slow
+def test_diffcse_insert_edits_take_rows_their_masks_keep_within_the_discriminators_positions(tiny_bert_dir, tmp_path):
+    from hf_cse.models import DiffCSEModel
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)  # 64 positions
+
+    def build_diffcse(data, edit_operation):
+        model = DiffCSEModel.from_encoder(str(tiny_bert_dir), edit_operation=edit_operation, masking_ratio=0.3,
+                                          generator_name_or_path="unigram")
+        return ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), train_dataset=data,
+                                  processing_class=tok)
+
+    # a row of 60 tokens (58 ordinary) gets round(0.3 * 58) = 17 [MASK]s: 77 positions; 50 is the longest that fits
+    rows60 = tokenize_dataset(text_set(long_sentences(16, 58)), tok, max_seq_length=64)
+    assert max(map(len, rows60["input_ids"])) == 60
+    with pytest.raises(DataError) as refused:
+        build_diffcse(rows60, "insert")
+    assert str(refused.value) == (
+        "the training set has rows of up to 60 tokens, more than the 50 that DiffCSE's insert edits (masking_ratio "
+        "0.3) keep within the discriminator's 64 positions: tokenize the sentences with hf_cse.data.tokenize_dataset, "
+        "the encoder's own tokenizer and max_seq_length 50 or less.")
+    build_diffcse(rows60, "replace")  # replace edits keep the length
+    fits = build_diffcse(tokenize_dataset(text_set(long_sentences(16, 58)), tok, max_seq_length=50), "insert")
+    fits.train()  # edited rows of 50 + 14 = 64 tokens: the discriminator takes them
+    assert fits.state.global_step == 4

@@ -63,6 +63,10 @@ def test_the_record_keeps_the_dimensions_and_results_md_tables_them():
     md = markdown_report([again])
     table = md.split("## Score by embedding dimension")[1]
     assert "| 32 (full) | 80.00 |" in table and "| 16 | 78.50 |" in table and "| 8 | 70.25 |" in table
+    # the full size asked for as a dimension is the full row again: one row
+    record.dimensions["32"] = {"sts": {"STSBenchmark": 80.0}, "avg": 80.0}
+    table = markdown_report([record]).split("## Score by embedding dimension")[1]
+    assert table.count("| 32") == 1 and "| 16 | 78.50 |" in table
 
 
 @pytest.mark.slow

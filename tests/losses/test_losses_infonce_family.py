@@ -138,6 +138,18 @@ def test_gs_infonce_default_num_noise_is_three_times_batch_and_noise_is_fresh(mo
 # ------------------------------------------------------------------ focal_infonce
 
 
+def test_gs_infonce_noise_too_large_for_memory_is_refused_naming_num_noise():
+    from hf_cse.losses.errors import LossInputError
+
+    z1, z2 = torch.randn(4, 8), torch.randn(4, 8)
+    # 10**15 x 8 floats are 32 PB, past any machine's address space: the allocation fails at once, whatever the
+    # kernel's overcommit policy
+    with pytest.raises(LossInputError, match="num_noise 1000000000000000 noise vectors of dimension 8") as refused:
+        build_loss("gs_infonce", num_noise=10**15)(z1, z2)
+    assert refused.value.fields == ("num_noise",) and "\n" not in str(refused.value)
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__
+
+
 def test_focal_infonce_value_equals_eq2():
     z1, z2 = _xy(n=5)
     tau, m = 0.07, 0.3

@@ -82,6 +82,13 @@ def test_registration_is_one_call(scratch):
     register_method(scratch)  # again: the same class under the same name is fine
 
 
+def test_the_same_method_defined_again_replaces_its_earlier_definition(scratch):
+    """A notebook cell run twice, or importlib.reload of the module: same module and qualified name."""
+    again = type("ScratchModel", (CSEPreTrainedModel,), {"config_class": ScratchConfig, "__module__": __name__,
+                                                          "__qualname__": ScratchModel.__qualname__})
+    assert register_method(again) is again and get_method("scratch_test") is again
+
+
 def test_registration_refuses_a_no_without_its_reason_and_a_taken_name(scratch):
     class Silent(ScratchModel):
         why_no_pair_rows = ""

@@ -1,7 +1,7 @@
 """ContrastiveTrainer from Python keeps the command line's promises about its output folder (hf_cse.trainer_folder):
-no new run into another run's folder, ``resume_from_checkpoint=True`` as the last complete checkpoint (a run whose
-last checkpoint is its final step trains no further), no resume across methods, one trainer at a time; and the input
-mistakes a Python caller can make are refused in one line before any step."""
+no new run into another run's folder, none inside one, ``resume_from_checkpoint=True`` as the last complete
+checkpoint (a run whose last checkpoint is its final step trains no further), no resume across methods, one trainer
+at a time; and the input mistakes a Python caller can make are refused in one line before any step."""
 
 from __future__ import annotations
 
@@ -45,6 +45,26 @@ def test_a_new_run_is_refused_in_a_folder_holding_a_finished_run_or_checkpoints(
             _trainer(tiny_bert_dir, sentences, tmp_path, folder, model_class=ImSimCSEModel, max_steps=3).train()
         assert "\n" not in str(refused.value)
         assert _snapshot(folder) == before  # nothing written, nothing removed
+
+
+@pytest.mark.slow
+def test_a_run_inside_another_runs_folder_is_refused(tiny_bert_dir, sentences, tmp_path):
+    interrupted, finished = tmp_path / "interrupted", tmp_path / "finished"
+    (interrupted / "checkpoint-2").mkdir(parents=True)
+    finished.mkdir()
+    (finished / "training_info.json").write_text("{}")
+    for inside in (interrupted / "checkpoint-2", interrupted / "checkpoint-2" / "more", finished / "sub"):
+        trainer = _trainer(tiny_bert_dir, sentences, tmp_path, inside, max_steps=2)
+        for resume in (None, True):
+            with pytest.raises(OutputFolderError, match="lies inside the folder of another training run") as refused:
+                trainer.train(resume_from_checkpoint=resume)
+            assert "\n" not in str(refused.value) and "--" not in str(refused.value)
+            assert trainer.state.global_step == 0
+        assert not any(inside.rglob("*")) if inside.exists() else True  # nothing written there
+    # beside another run (not inside it) is a run of its own
+    beside = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "beside", max_steps=1)
+    beside.train()
+    assert beside.state.global_step == 1
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from ...checks import check_model_source
+from ...encoders import encoder_max_length
 from ...errors import CSEError
 from ...references import DIFFCSE, SIMCSE
 from ..base import CSEOutput, CSEPreTrainedModel
@@ -289,9 +290,21 @@ class DiffCSEModel(CSEPreTrainedModel):
             ids = torch.where(labels.bool(), self._generator.fill(ids, att), ids)
         return ids, att, labels
 
+    def training_row_limit(self, encoder_limit: int | None) -> tuple[int | None, str]:
+        """Insert edits add ``round(masking_ratio * n)`` [MASK]s to a row of n ordinary tokens (and 2 special ones):
+        the longest row whose edited copy fits the discriminator's positions."""
+        positions = encoder_max_length(self.discriminator.config)
+        if self.config.edit_operation != "insert" or positions is None:
+            return super().training_row_limit(encoder_limit)
+        longest = min(positions, encoder_limit or positions)
+        while longest > 1 and longest + round(self.config.masking_ratio * max(longest - 2, 0)) > positions:
+            longest -= 1
+        return longest, (f"the {longest} that DiffCSE's insert edits (masking_ratio {self.config.masking_ratio:g}) "
+                         f"keep within the discriminator's {positions} positions")
+
     def rtd_forward(self, h: torch.Tensor, ids: torch.Tensor, att: torch.Tensor, labels: torch.Tensor) -> RTDOutput:
         """The conditional discriminator on ``ids (2B, L')`` with ``h (2B, H)`` at position 0, and L_RTD."""
-        max_len = getattr(self.discriminator.config, "max_position_embeddings", None)
+        max_len = encoder_max_length(self.discriminator.config)
         if max_len is not None and ids.shape[-1] > max_len:  # insert edits lengthen the rows
             raise CSEError(f"DiffCSE: edited rows of length {ids.shape[-1]} exceed the discriminator's "
                            f"{max_len} positions; lower max_seq_length or masking_ratio.")

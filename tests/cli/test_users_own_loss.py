@@ -1,0 +1,115 @@
+"""A loss of the user's own package on the command line: a script that imports its module and starts the command
+(``hf_cse.cli.entry_points.train``, as ``run_unsup.py`` does) gets the loss's flags, its rules and one-line refusals,
+and hf_cse's parser descriptions are neither used nor written for it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import random_sentences
+
+from hf_cse.cli import entry_points
+from hf_cse.cli import train as _train  # noqa: F401 - imported before the scratch losses register, as a script may
+from hf_cse.losses import ContrastiveLoss, cosine_matrix, register_loss
+from hf_cse.losses import registry as loss_registry
+from hf_cse.models import CSEPreTrainedModel
+
+
+class ModelBuilt(Exception):
+    """Raised instead of loading the encoder: every check of the command passed."""
+
+
+@pytest.fixture
+def start(monkeypatch, tmp_path, tiny_bert_dir):
+    """``entry_points.train`` up to the model (its config is kept), with a scratch loss registry and parser cache."""
+    monkeypatch.setattr(loss_registry, "_LOSSES", dict(loss_registry._LOSSES))
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path / "cache"))
+
+    def refuse(cls, name_or_path, **config_kwargs):
+        raise ModelBuilt(cls.config_class(**config_kwargs))
+
+    monkeypatch.setattr(CSEPreTrainedModel, "from_encoder", classmethod(refuse))
+    train_file = tmp_path / "train.txt"
+    train_file.write_text("\n".join(random_sentences(24)) + "\n")
+
+    def run(*flags):
+        return entry_points.train(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train_file),
+                                   "--max_steps", "1", "--per_device_train_batch_size", "8", "--use_cpu",
+                                   "--output_dir", str(tmp_path / "out"), *flags])
+
+    return run
+
+
+def _register(name, **hyperparameters):
+    """A loss of the caller's own (its module is this test's, outside hf_cse) with the given float arguments."""
+    params = ", ".join(f"{k}: float = {v}" for k, v in hyperparameters.items())
+    namespace = {"ContrastiveLoss": ContrastiveLoss}
+    exec(f"def __init__(self, {params}):\n    ContrastiveLoss.__init__(self)\n"  # noqa: S102 - a typed signature
+         + "".join(f"    self.{k} = {k}\n" for k in hyperparameters), namespace)
+    body = {"__init__": namespace["__init__"], "__module__": __name__, "hyperparameter_rules": {
+        k: "positive" for k in hyperparameters},
+        "compute": lambda self, z1, z2: (F.cross_entropy(cosine_matrix(z1, z2) * 20, torch.arange(len(z1))), {})}
+    return register_loss(name)(type("UsersLoss", (ContrastiveLoss,), body))
+
+
+def test_a_script_registering_its_own_loss_gets_its_flags_at_the_commands_start(start, tmp_path):
+    _register("users_scaled_infonce", scale=20.0)
+    with pytest.raises(ModelBuilt) as built:
+        start("--loss", "users_scaled_infonce", "--scale", "5")
+    assert built.value.args[0].objectives[0] == {"loss": "users_scaled_infonce", "weight": 1.0,
+                                                  "hyperparameters": {"scale": 5.0}}
+    assert not (tmp_path / "cache").exists()  # no description of hf_cse's parser with the caller's flags in it
+
+
+def test_the_help_offers_it_even_where_the_command_was_imported_first(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(loss_registry, "_LOSSES", dict(loss_registry._LOSSES))
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "2000")  # one line per flag
+    _register("users_scaled_infonce", scale=20.0)
+    with pytest.raises(SystemExit):
+        entry_points.train(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.strip().startswith("--loss LOSS") and "users_scaled_infonce" in line for line in lines)
+    assert any(line.strip().startswith("--scale SCALE") for line in lines)
+
+
+def test_its_rules_and_unknown_flags_are_one_line(start, capsys):
+    _register("users_scaled_infonce", scale=20.0)
+    assert start("--loss", "users_scaled_infonce", "--scale", "-1") == 1
+    assert "error: users_scaled_infonce: scale must be a finite number > 0, got -1.0" in capsys.readouterr().err
+    assert start("--loss", "infonce", "--scale", "2") == 1
+    assert "error: --loss infonce does not take --scale" in capsys.readouterr().err
+
+
+def test_a_hyperparameter_named_like_a_flag_is_refused_in_one_line(start, capsys):
+    _register("users_clash", learning_rate=0.1)
+    assert start("--loss", "users_clash") == 1
+    err = capsys.readouterr().err
+    assert ("error: --loss users_clash (test_users_own_loss.UsersLoss) has a hyperparameter 'learning_rate', but "
+            "--learning_rate is already a flag: rename the hyperparameter in the loss's __init__.") in err
+    assert "Traceback" not in err
+
+
+def test_a_script_registering_its_own_method_gets_its_flags_at_the_commands_start(start, monkeypatch, tmp_path):
+    from dataclasses import field
+
+    from hf_cse import models
+    from hf_cse.models.simcse import SimCSEConfig, SimCSEModel
+
+    monkeypatch.setattr(models, "METHODS", dict(models.METHODS))
+
+    class SpicyConfig(SimCSEConfig):
+        model_type = "hf_cse_test_users_spicy"
+        method = "users_spicy"
+        spice: float = field(default=0.5, metadata={"help": "how spicy the views are"})
+
+    class SpicyModel(SimCSEModel):
+        config_class = SpicyConfig
+
+    SpicyModel.__module__ = SpicyConfig.__module__ = __name__
+    models.register_method(SpicyModel)
+    with pytest.raises(ModelBuilt) as built:
+        start("--method", "users_spicy", "--spice", "0.7")
+    assert (built.value.args[0].method, built.value.args[0].spice) == ("users_spicy", 0.7)
+    assert not (tmp_path / "cache").exists()
