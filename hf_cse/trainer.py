@@ -33,7 +33,7 @@ from .sampler import NoDuplicatesBatchSampler
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast, full_models_while_loading
 from .trainer_batches import TrainingBatches
 from .trainer_evaluation import DevScoring
-from .trainer_folder import check_new_run_folder, check_not_inside_a_run, checkpoint_to_resume
+from .trainer_folder import check_new_run_folder, check_not_inside_a_run, checkpoint_to_resume, warn_other_world_size
 from .trainer_options import TrainingOptions, prepare_run
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
@@ -230,6 +230,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         return main_process_outcome(self.args, check)
 
     def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
+        if resume_from_checkpoint and self.is_world_process_zero():
+            warn_other_world_size(resume_from_checkpoint, self.args.world_size)
         state_file = Path(resume_from_checkpoint) / TRAINER_STATE_FILE if resume_from_checkpoint else None
         state = TrainerState.load_from_json(str(state_file)) if state_file and state_file.is_file() else None
         # a run asked to go further (a larger max_steps or num_train_epochs than the checkpoint's run had) trains on

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 from pathlib import Path
 
 from .checkpoints import TRAINER_STATE_FILE, checkpoint_problem, last_complete_checkpoint, training_run_files
 from .folder_lock import claimed_by_command
 from .output_folder import OutputFolderError, listing
 from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
+
+logger = logging.getLogger(__name__)
 
 #: what a run writes into its folder only once it has trained: the model, its export, its record
 TRAINED_RUN_FILES = (TRAINING_INFO_FILE, TRAINER_STATE_FILE, "sentence-transformers", ADAPTER_FOLDER, *WEIGHT_FILES)
@@ -89,3 +92,23 @@ def _saved_method(checkpoint: Path) -> str | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return config.get("method") if isinstance(config, dict) else None
+
+
+def saved_world_size(checkpoint) -> int | None:
+    """How many processes saved ``checkpoint``: each writes its RNG states, transformers' ``rng_state.pth`` for one
+    process and ``rng_state_<rank>.pth`` for several; None where it holds none."""
+    ranks = list(Path(checkpoint).glob("rng_state_*.pth"))
+    if ranks:
+        return len(ranks)
+    return 1 if (Path(checkpoint) / "rng_state.pth").is_file() else None
+
+
+def warn_other_world_size(checkpoint, world_size: int) -> None:
+    """A checkpoint resumed by another number of processes than saved it (the command line refuses it unless the
+    checkpoint is named): the run goes on, but not as it would have -- said once, on the main process."""
+    saved = saved_world_size(checkpoint)
+    if saved is not None and saved != world_size:
+        logger.warning("resuming %s, saved by %d process%s, with %d: the contrastive batch has another size, the data "
+                       "after the checkpoint is not what the run would have trained on (the batches already trained "
+                       "are skipped counted in this run's batches) and the dropout masks differ", checkpoint, saved,
+                       "" if saved == 1 else "es", world_size)

@@ -157,3 +157,26 @@ def test_a_resumed_run_keeps_the_untrained_encoder_when_training_made_it_worse(t
     assert resumed.dev.after < resumed.dev.before and resumed.dev.kept_step == 0
     for name, weight in resumed.model.state_dict().items():
         torch.testing.assert_close(weight, untrained[name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_resumed_by_another_number_of_processes_says_so(tiny_bert_dir, sentences, tmp_path, caplog):
+    from hf_cse.trainer_folder import saved_world_size
+
+    out = tmp_path / "out"
+    common = dict(max_steps=4, save_strategy="steps", save_steps=2)
+    _trainer(tiny_bert_dir, sentences, tmp_path, out, **common).train()
+    checkpoint = out / "checkpoint-2"
+    assert saved_world_size(checkpoint) == 1 and saved_world_size(tmp_path) is None
+    with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
+        _trainer(tiny_bert_dir, sentences, tmp_path, out, **common).train(resume_from_checkpoint=str(checkpoint))
+    assert "saved by" not in caplog.text  # the same number of processes: nothing to say
+    # the same checkpoint as two processes save it: one RNG file each
+    (checkpoint / "rng_state.pth").rename(checkpoint / "rng_state_0.pth")
+    (checkpoint / "rng_state_1.pth").write_bytes((checkpoint / "rng_state_0.pth").read_bytes())
+    assert saved_world_size(checkpoint) == 2
+    with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
+        resumed = _trainer(tiny_bert_dir, sentences, tmp_path, out, **common)
+        resumed.train(resume_from_checkpoint=str(checkpoint))
+    assert f"resuming {checkpoint}, saved by 2 processes, with 1: the contrastive batch has another size" in caplog.text
+    assert resumed.state.global_step == 4
