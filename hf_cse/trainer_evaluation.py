@@ -51,7 +51,7 @@ class DevScoring(Trainer):
         model (the run's step-0 score was another process's model)."""
         trained = UntrainedCandidate.of(model)
         untrained.restore(model)
-        score = self._dev_scores().get(dev.metric, float("nan"))
+        score = self._dev_scores("the model given to this resumed trainer").get(dev.metric, float("nan"))
         if score > dev.after:
             if abs(score - dev.before) > 1e-3 * max(1.0, abs(dev.before)):
                 logger.warning("dev: the model given to this resumed trainer scores %.4g, the run's step 0 %.4g: "
@@ -87,8 +87,9 @@ class DevScoring(Trainer):
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
 
-    def _dev_scores(self) -> dict[str, float]:
-        """The evaluator's metrics of the model held now (nothing logged), on every process."""
+    def _dev_scores(self, scored: str | None = None) -> dict[str, float]:
+        """The evaluator's metrics of the model held now (nothing logged), on every process; ``scored``: how the log
+        line names that model (by its step where not given)."""
         if self.evaluator is None:
             raise CSEError(
                 "ContrastiveTrainer.evaluate has nothing to score: pass senteval_data_dir (a SentEval data/downstream "
@@ -104,8 +105,8 @@ class DevScoring(Trainer):
         outcome: dict = {}
         if self.accelerator.is_main_process:
             step = self.state.global_step
-            logger.info("dev: scoring %s on %s", "the untrained encoder (step 0)" if step == 0 else
-                        f"the model of step {step}", describe_evaluator(self.evaluator))  # a wait of its own
+            scored = scored or ("the untrained encoder (step 0)" if step == 0 else f"the model of step {step}")
+            logger.info("dev: scoring %s on %s", scored, describe_evaluator(self.evaluator))  # a wait of its own
             encoder = SentenceEncoder(self.accelerator.unwrap_model(self.model), self.processing_class,
                                       batch_size=max(self.args.per_device_eval_batch_size, 128),
                                       show_progress_bar=not self.args.disable_tqdm)

@@ -137,7 +137,8 @@ def test_python_callers_mistakes_are_refused_in_one_line_before_training(tiny_be
 
 
 @pytest.mark.slow
-def test_a_resumed_run_keeps_the_untrained_encoder_when_training_made_it_worse(tiny_bert_dir, sentences, tmp_path):
+def test_a_resumed_run_keeps_the_untrained_encoder_when_training_made_it_worse(tiny_bert_dir, sentences, tmp_path,
+                                                                              caplog):
     senteval = write_toy_senteval(tmp_path / "senteval")
     out = tmp_path / "out"
     wreck = dict(learning_rate=0.5, lr_scheduler_type="constant", save_strategy="steps", save_steps=3)
@@ -152,9 +153,12 @@ def test_a_resumed_run_keeps_the_untrained_encoder_when_training_made_it_worse(t
     trainer(3).train()  # the run until its checkpoint at step 3; then it goes on in another process
     resumed = trainer(6)
     untrained = {k: v.clone() for k, v in resumed.model.state_dict().items()}
-    resumed.train(resume_from_checkpoint=True)
+    with caplog.at_level("INFO", logger="hf_cse.trainer_evaluation"):
+        resumed.train(resume_from_checkpoint=True)
     assert resumed.state.global_step == 6
     assert resumed.dev.after < resumed.dev.before and resumed.dev.kept_step == 0
+    # the given weights scored again are named as what they are, not as the model of the last step
+    assert "dev: scoring the model given to this resumed trainer on" in caplog.text
     for name, weight in resumed.model.state_dict().items():
         torch.testing.assert_close(weight, untrained[name], rtol=0, atol=0, msg=name)
 
