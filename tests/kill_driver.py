@@ -11,6 +11,8 @@ POINT, at its N-th occurrence:
   eval           run_eval's results are written (after a task)
   curves         training_curves.png is written (after the last step, before the final save)
   tokenizer      a tokenizer is about to be saved (after the model, and a LoRA run's adapter/, in that save)
+  partial:NAME   an atomic write of a file named NAME (hf_cse.writing) has written its partial file, before the
+                 rename into place (the partial file is left behind, as a kill there leaves it)
 """
 
 from __future__ import annotations
@@ -107,6 +109,19 @@ elif point == "tokenizer":
         return real_tokenizer_save(self, *args, **kwargs)
 
     PreTrainedTokenizerBase.save_pretrained = kill_before_tokenizer
+elif point.startswith("partial:"):
+    import types
+
+    import hf_cse.writing as writing
+
+    name = point.split(":", 1)[1]
+
+    def replace_unless_due(src, dst, *args, **kwargs):
+        if os.path.basename(dst) == name and due():
+            die()
+        return os.replace(src, dst, *args, **kwargs)
+
+    writing.os = types.SimpleNamespace(**{**vars(os), "replace": replace_unless_due})
 else:
     raise SystemExit(f"unknown kill point {point!r}")
 

@@ -65,6 +65,14 @@ RUN_FILES = (
 _INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE)
 
 
+def killed_writes(names) -> list[str]:
+    """Of ``names``, the partial files of a run's own files that a killed write left (``.<name>.partial-<pid>``,
+    :mod:`hf_cse.writing`; an export's temporary folder): never a run's result, removed by the run that claims the
+    folder next (it holds the lock, so no run is still writing them)."""
+    return [n for n in names if n.startswith(".") and ".partial-" in n
+            and matching([n[1:].rsplit(".partial-", 1)[0]], RUN_FILES)]
+
+
 @dataclass
 class OutputDirArguments:
     overwrite_output_dir: bool = field(
@@ -126,6 +134,7 @@ class TrainingRun(_CommandJob):
     overwrite: bool = False
     encoder: str | None = None
     folder_hint: str = "give a folder path (new or holding this run)"
+    is_main_process: bool = True  # the one that removes what a killed run left
 
     def check(self, out: Path) -> None:
         check_not_encoder_folder(out, self.encoder)
@@ -144,10 +153,17 @@ class TrainingRun(_CommandJob):
         return [p.name for p in out.iterdir()] if out.is_dir() else []
 
     def own_files(self, out: Path, left: list[str]) -> list[str]:
-        return matching(left, RUN_FILES)
+        return sorted(set(matching(left, RUN_FILES) + killed_writes(left)))
 
     def remove(self, out: Path, names: list[str]) -> None:
         remove_entries(out, names)
+
+    def _remove_killed_writes(self, out: Path, left: list[str]) -> None:
+        partials = [n for n in killed_writes(left) if (out / n).exists()] if self.is_main_process else []
+        if partials:
+            remove_entries(out, partials)
+            logger.warning("removed %s in %s: written by a run that was killed before it renamed them into place",
+                           listing(partials), out)
 
     def continue_interrupted(self, out: Path, left: list[str]) -> str | None:
         """The checkpoint to resume the run in ``out`` from (None: no complete one); refused when the folder holds
@@ -158,8 +174,10 @@ class TrainingRun(_CommandJob):
         if self.resume_from_checkpoint:
             if not same_or_inside(Path(self.resume_from_checkpoint), out):  # another run's checkpoint: this folder's
                 refuse_finished_or_foreign(out, left)  # finished run would be replaced by it
+            self._remove_killed_writes(out, left)
             return self.resume_from_checkpoint
         foreign = refuse_finished_or_foreign(out, left)
+        self._remove_killed_writes(out, left)
         resume = last_complete_checkpoint(out)
         if foreign and resume is None:
             raise OutputFolderError(f"--output_dir {out} holds a run whose final save was cut short (no "
@@ -201,7 +219,8 @@ def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
     cut short); refused when they are a finished run's (its last file, ``training_info.json``, is there) or files
     that no run writes. Needs no model and no torch: the command line checks it before either is loaded
     (:func:`refuse_occupied_output_dir`), and the run again when it claims the folder."""
-    foreign = [n for n in left if n not in matching(left, _INTERRUPTED_RUN_FILES)]
+    interrupted = matching(left, _INTERRUPTED_RUN_FILES) + killed_writes(left)
+    foreign = [n for n in left if n not in interrupted]
     other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
     finished = (out / TRAINING_INFO_FILE).exists()  # a run writes it last: named first, whatever lies beside
     if finished or other:
@@ -229,7 +248,8 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
     ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when the
     recorded ones are equal. ``hold``: take the folder's lock here (the main process does, before the other
     processes look at the folder); otherwise the caller holds it. Only the main process removes or writes files."""
-    run = TrainingRun(json_safe(settings), read_record, resume_from_checkpoint, overwrite, encoder)
+    run = TrainingRun(json_safe(settings), read_record, resume_from_checkpoint, overwrite, encoder,
+                      is_main_process=is_main_process)
     out, resume = claim_output_dir(output_dir, run, flag="--output_dir", overwrite=overwrite, hold=hold,
                                    is_main_process=is_main_process)
     if resume_from_checkpoint:

@@ -95,6 +95,37 @@ def test_a_training_run_killed_mid_save_is_finished_by_the_same_command(kill, re
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2  # no step past --max_steps
 
 
+# A kill between an atomic write's partial file and its rename leaves the partial file (.<name>.partial-<pid>): the
+# same command removes it and goes on, where it used to refuse it as a file no run writes (and the only way it named,
+# --overwrite_output_dir, threw the checkpoints away and kept the partial file).
+@pytest.mark.slow
+@pytest.mark.parametrize("name, resumed", [("hf_cse_run.json", False),  # the run record, while claiming the folder
+                                           ("training_curves.png", True)],  # the curves, after the last step
+                         ids=["run-record", "curves"])
+def test_a_run_killed_mid_atomic_write_is_finished_by_the_same_command(name, resumed, tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    args = [*_train(tiny_bert_dir, tmp_path, out), "--logging_steps", "1"]
+    assert _run(*args, kill=(f"partial:{name}", 1)).returncode == -signal.SIGKILL
+    assert [p.name for p in out.glob(f".{name}.partial-*")]
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"removed .{name}.partial-" in again.stderr
+    assert (f"from {out / 'checkpoint-2'}" in again.stderr) == resumed
+    assert (out / "training_info.json").is_file() and (out / "sentence-transformers" / "modules.json").is_file()
+    assert not list(out.glob(".*partial*")) and not list(tmp_path.glob(".*.lock"))
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_atomic_write_is_started_over_without_its_partial_file(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    args = _train(tiny_bert_dir, tmp_path, out)
+    assert _run(*args, kill=("partial:hf_cse_run.json", 1)).returncode == -signal.SIGKILL
+    again = _run(*args, "--overwrite_output_dir")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert not list(out.glob(".*partial*")) and (out / "training_info.json").is_file()
+
+
 @pytest.mark.slow
 def test_a_final_save_cut_short_without_checkpoints_is_not_taken_for_finished(tiny_bert_dir, tmp_path):
     out = tmp_path / "out"
