@@ -11,6 +11,8 @@ POINT, at its N-th occurrence:
   eval           run_eval's results are written (after a task)
   curves         training_curves.png is written (after the last step, before the final save)
   tokenizer      a tokenizer is about to be saved (after the model, and a LoRA run's adapter/, in that save)
+  probe          the probe file of an output folder's write check (hf_cse.checks.check_writable) is created, before
+                 it is removed (the probe file is left behind)
   partial:NAME   an atomic write of a file named NAME (hf_cse.writing) has written its partial file, before the
                  rename into place (the partial file is left behind, as a kill there leaves it)
 """
@@ -109,6 +111,18 @@ elif point == "tokenizer":
         return real_tokenizer_save(self, *args, **kwargs)
 
     PreTrainedTokenizerBase.save_pretrained = kill_before_tokenizer
+elif point == "probe":
+    import tempfile
+
+    real_named = tempfile.NamedTemporaryFile
+
+    def probe_then_die(*args, **kwargs):
+        made = real_named(*args, **kwargs)
+        if str(kwargs.get("prefix", "")).startswith(".write-probe") and due():
+            die()
+        return made
+
+    tempfile.NamedTemporaryFile = probe_then_die
 elif point.startswith("partial:"):
     import types
 

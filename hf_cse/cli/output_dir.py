@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoints import checkpoint_problem, last_complete_checkpoint, training_run_files
-from ..checks import InputError, check_writable
+from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
 from ..output_folder import (
     TOKENIZER_FILES,
     OutputFolderError,
@@ -67,9 +67,9 @@ _INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE)
 
 def killed_writes(names) -> list[str]:
     """Of ``names``, the partial files of a run's own files that a killed write left (``.<name>.partial-<pid>``,
-    :mod:`hf_cse.writing`; an export's temporary folder): never a run's result, removed by the run that claims the
-    folder next (it holds the lock, so no run is still writing them)."""
-    return [n for n in names if n.startswith(".") and ".partial-" in n
+    :mod:`hf_cse.writing`; an export's temporary folder) and the probe file of the folder's write check: never a
+    run's result, removed by the run that claims the folder next (it holds the lock: no run is still writing them)."""
+    return [n for n in names if n.startswith(WRITE_PROBE_PREFIX) or n.startswith(".") and ".partial-" in n
             and matching([n[1:].rsplit(".partial-", 1)[0]], RUN_FILES)]
 
 
@@ -162,7 +162,7 @@ class TrainingRun(_CommandJob):
         partials = [n for n in killed_writes(left) if (out / n).exists()] if self.is_main_process else []
         if partials:
             remove_entries(out, partials)
-            logger.warning("removed %s in %s: written by a run that was killed before it renamed them into place",
+            logger.warning("removed %s in %s: left by a run that was killed while writing them",
                            listing(partials), out)
 
     def continue_interrupted(self, out: Path, left: list[str]) -> str | None:

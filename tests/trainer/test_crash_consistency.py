@@ -117,6 +117,18 @@ def test_a_run_killed_mid_atomic_write_is_finished_by_the_same_command(name, res
 
 
 @pytest.mark.slow
+def test_a_run_killed_while_probing_its_folder_is_started_by_the_same_command(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"  # the probe file of the folder's write check, killed before it is removed
+    args = _train(tiny_bert_dir, tmp_path, out)
+    assert _run(*args, kill=("probe", 1)).returncode == -signal.SIGKILL
+    assert [p.name for p in out.glob(".write-probe-*")]
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "removed .write-probe-" in again.stderr and not list(out.glob(".write-probe-*"))
+    assert (out / "training_info.json").is_file()
+
+
+@pytest.mark.slow
 def test_a_run_killed_mid_atomic_write_is_started_over_without_its_partial_file(tiny_bert_dir, tmp_path):
     out = tmp_path / "out"
     args = _train(tiny_bert_dir, tmp_path, out)
