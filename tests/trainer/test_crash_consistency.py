@@ -188,3 +188,25 @@ def test_an_evaluation_killed_after_a_task_is_finished_by_the_same_command(tiny_
     assert "unfinished_tasks" not in saved and isinstance(saved["CR"], float)
     other = _run(*args[:-3], "--tasks", "STSB", "--output_dir", str(out), "--disable_tqdm")  # a finished one is kept
     assert other.returncode == 1 and "already holds the results" in other.stderr
+
+
+# The last task's results used to be saved as a finished record (no unfinished_tasks), and the final report wrote
+# results.json first: a kill after it (while results.md or the plots are written) left a folder that looked finished,
+# which the same command refused ("already holds the results"), without the plots and with a stale results.md.
+@pytest.mark.slow
+@pytest.mark.parametrize("kill", [("partial:stsb_cosine_buckets.png", 1), ("partial:results.md", 4)],
+                         ids=["final-plot", "final-results-md"])
+def test_an_evaluation_killed_in_its_final_report_is_finished_by_the_same_command(kill, tiny_bert_dir, tmp_path):
+    senteval = write_toy_senteval(tmp_path / "senteval")
+    out = tmp_path / "eval"
+    args = ["run_eval.py", "--model_name_or_path", str(tiny_bert_dir), "--senteval_data_dir", str(senteval),
+            "--tasks", "STSB,MR,CR", "--mode", "fast", "--output_dir", str(out), "--disable_tqdm"]
+    assert _run(*args, kill=kill).returncode == -signal.SIGKILL
+    assert json.loads((out / "results.json").read_text()).get("unfinished_tasks")  # not taken for finished
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "partial results of the same evaluation" in again.stderr
+    saved = json.loads((out / "results.json").read_text())
+    assert "unfinished_tasks" not in saved and isinstance(saved["CR"], float)
+    assert (out / "stsb_cosine_buckets.png").is_file() and "not finished" not in (out / "results.md").read_text()
+    assert not list(out.glob(".*partial*"))
