@@ -13,6 +13,8 @@ POINT, at its N-th occurrence:
   tokenizer      a tokenizer is about to be saved (after the model, and a LoRA run's adapter/, in that save)
   probe          the probe file of an output folder's write check (hf_cse.checks.check_writable) is created, before
                  it is removed (the probe file is left behind)
+  unlink         a file whose name does not begin with "." is about to be deleted (Path.unlink), e.g. by
+                 --overwrite_output_dir
   partial:NAME   an atomic write of a file named NAME (hf_cse.writing) has written its partial file, before the
                  rename into place (the partial file is left behind, as a kill there leaves it)
 """
@@ -123,6 +125,17 @@ elif point == "probe":
         return made
 
     tempfile.NamedTemporaryFile = probe_then_die
+elif point == "unlink":
+    from pathlib import Path
+
+    real_unlink = Path.unlink
+
+    def kill_before_unlink(self, *args, **kwargs):
+        if not self.name.startswith(".") and due():
+            die()
+        return real_unlink(self, *args, **kwargs)
+
+    Path.unlink = kill_before_unlink
 elif point.startswith("partial:"):
     import types
 

@@ -155,8 +155,8 @@ class TrainingRun(_CommandJob):
     def own_files(self, out: Path, left: list[str]) -> list[str]:
         return sorted(set(matching(left, RUN_FILES) + killed_writes(left)))
 
-    def remove(self, out: Path, names: list[str]) -> None:
-        remove_entries(out, names)
+    def remove(self, out: Path, names: list[str]) -> None:  # the mark of a finished run first: a kill meanwhile
+        remove_entries(out, sorted(names, key=lambda n: n != TRAINING_INFO_FILE))  # leaves no "finished" run
 
     def _remove_killed_writes(self, out: Path, left: list[str]) -> None:
         partials = [n for n in killed_writes(left) if (out / n).exists()] if self.is_main_process else []

@@ -210,3 +210,21 @@ def test_an_evaluation_killed_in_its_final_report_is_finished_by_the_same_comman
     assert "unfinished_tasks" not in saved and isinstance(saved["CR"], float)
     assert (out / "stsb_cosine_buckets.png").is_file() and "not finished" not in (out / "results.md").read_text()
     assert not list(out.glob(".*partial*"))
+
+
+# --overwrite_output_dir removed the earlier run's files in the folder's listing order: a kill meanwhile could leave
+# training_info.json (the mark of a finished run) beside a model missing files, a folder taken for finished.
+@pytest.mark.slow
+def test_a_start_over_killed_while_removing_leaves_no_finished_looking_run(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    args = _train(tiny_bert_dir, tmp_path, out)
+    assert _run(*args).returncode == 0
+    files = sorted(p.name for p in out.iterdir() if p.is_file())
+    assert _run(*args, "--overwrite_output_dir", kill=("unlink", 3)).returncode == -signal.SIGKILL
+    left = sorted(p.name for p in out.iterdir() if p.is_file())
+    assert len(left) == len(files) - 2 and not (out / "training_info.json").exists()
+    plain = _run(*args)  # an interrupted run now (finished from its checkpoints if any are left), never "finished"
+    assert "already holds a finished run" not in plain.stderr and "Traceback" not in plain.stderr
+    again = _run(*args, "--overwrite_output_dir")  # and the command that was killed finishes its work
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (out / "training_info.json").is_file() and sorted(p.name for p in out.iterdir() if p.is_file()) == files
