@@ -228,3 +228,20 @@ def test_a_start_over_killed_while_removing_leaves_no_finished_looking_run(tiny_
     again = _run(*args, "--overwrite_output_dir")  # and the command that was killed finishes its work
     assert again.returncode == 0, again.stderr[-3000:]
     assert (out / "training_info.json").is_file() and sorted(p.name for p in out.iterdir() if p.is_file()) == files
+
+
+# --resume_from_checkpoint True (what the refusal of a missing checkpoint offers, and the Trainer's True) was taken for
+# a folder named True: refused after the model was loaded, by a message offering True again.
+@pytest.mark.slow
+def test_resume_from_checkpoint_true_resumes_the_last_complete_checkpoint(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    args = _train(tiny_bert_dir, tmp_path, out)
+    none = _run(*args, "--resume_from_checkpoint", "True")  # nothing to resume yet: one line, before any work
+    assert none.returncode == 1 and "Traceback" not in none.stderr and not out.exists()
+    assert "holds no complete checkpoint to resume from" in none.stderr.strip().splitlines()[-1]
+    assert _run(*args, kill=("weights", 2)).returncode == -signal.SIGKILL  # mid checkpoint-2's weights
+    again = _run(*args, "--resume_from_checkpoint", "true")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "skipping the incomplete checkpoint" in again.stderr
+    assert (out / "training_info.json").is_file()
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
