@@ -20,6 +20,10 @@ def check_path_given(value, flag: str) -> None:
         raise InputError(f"{flag} is empty ({value!r}): an unset shell variable? Give a path.")
 
 
+#: the name of :func:`check_writable`'s probe file begins so (a kill can leave one: the next run removes it)
+WRITE_PROBE_PREFIX = ".write-probe-"
+
+
 def check_writable(folder: Path, flag: str) -> None:
     """Create ``folder`` and write (then remove) a probe file in it, so that a read-only output folder fails now,
     not when the first result is saved, possibly hours in."""
@@ -27,7 +31,7 @@ def check_writable(folder: Path, flag: str) -> None:
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=WRITE_PROBE_PREFIX):
             pass
     except OSError as err:
         raise InputError(f"{flag} {folder} cannot be written ({err.strerror}); choose a folder you can write to."

@@ -11,6 +11,12 @@ POINT, at its N-th occurrence:
   eval           run_eval's results are written (after a task)
   curves         training_curves.png is written (after the last step, before the final save)
   tokenizer      a tokenizer is about to be saved (after the model, and a LoRA run's adapter/, in that save)
+  probe          the probe file of an output folder's write check (hf_cse.checks.check_writable) is created, before
+                 it is removed (the probe file is left behind)
+  unlink         a file whose name does not begin with "." is about to be deleted (Path.unlink), e.g. by
+                 --overwrite_output_dir
+  partial:NAME   an atomic write of a file named NAME (hf_cse.writing) has written its partial file, before the
+                 rename into place (the partial file is left behind, as a kill there leaves it)
 """
 
 from __future__ import annotations
@@ -107,6 +113,42 @@ elif point == "tokenizer":
         return real_tokenizer_save(self, *args, **kwargs)
 
     PreTrainedTokenizerBase.save_pretrained = kill_before_tokenizer
+elif point == "probe":
+    import tempfile
+
+    real_named = tempfile.NamedTemporaryFile
+
+    def probe_then_die(*args, **kwargs):
+        made = real_named(*args, **kwargs)
+        if str(kwargs.get("prefix", "")).startswith(".write-probe") and due():
+            die()
+        return made
+
+    tempfile.NamedTemporaryFile = probe_then_die
+elif point == "unlink":
+    from pathlib import Path
+
+    real_unlink = Path.unlink
+
+    def kill_before_unlink(self, *args, **kwargs):
+        if not self.name.startswith(".") and due():
+            die()
+        return real_unlink(self, *args, **kwargs)
+
+    Path.unlink = kill_before_unlink
+elif point.startswith("partial:"):
+    import types
+
+    import hf_cse.writing as writing
+
+    name = point.split(":", 1)[1]
+
+    def replace_unless_due(src, dst, *args, **kwargs):
+        if os.path.basename(dst) == name and due():
+            die()
+        return os.replace(src, dst, *args, **kwargs)
+
+    writing.os = types.SimpleNamespace(**{**vars(os), "replace": replace_unless_due})
 else:
     raise SystemExit(f"unknown kill point {point!r}")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from transformers import HfArgumentParser
@@ -324,8 +324,16 @@ def evaluate_models(argv: list[str] | None = None) -> int:
     all_results: list[EvalResults] = []
     all_extras: list[dict] = []
 
+    # what follows the last task of a model: a partial record of it never passes for a finished one (a kill there
+    # leaves results the same command finishes, not a results.json without them)
+    after_tasks = [*(["own data"] if eval_pairs is not None else []), *(["MTEB"] if mteb_tasks else []),
+                   *(["dimensions"] if args.truncate_dim_list else []), "plots"]
+
     def save_partial(partial: EvalResults) -> None:  # after each task: text files only, plots at the end of a model
         record_settings(partial, args)
+        if not partial.unfinished_tasks:
+            partial = replace(partial, unfinished_tasks=[s for s in after_tasks if s != "own data" or
+                                                         partial.own_data is None])
         write_report(all_results + [partial], out, all_extras, combined=combined, plots=False)
 
     try:

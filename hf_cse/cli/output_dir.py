@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoints import checkpoint_problem, last_complete_checkpoint, training_run_files
-from ..checks import InputError, check_writable
+from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
 from ..output_folder import (
     TOKENIZER_FILES,
     OutputFolderError,
@@ -65,6 +65,14 @@ RUN_FILES = (
 )
 # What an interrupted run leaves before its model is saved (anything more means the run finished or is not ours).
 _INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE)
+
+
+def killed_writes(names) -> list[str]:
+    """Of ``names``, the partial files of a run's own files that a killed write left (``.<name>.partial-<pid>``,
+    :mod:`hf_cse.writing`; an export's temporary folder) and the probe file of the folder's write check: never a
+    run's result, removed by the run that claims the folder next (it holds the lock: no run is still writing them)."""
+    return [n for n in names if n.startswith(WRITE_PROBE_PREFIX) or n.startswith(".") and ".partial-" in n
+            and matching([n[1:].rsplit(".partial-", 1)[0]], RUN_FILES)]
 
 
 @dataclass
@@ -143,6 +151,7 @@ class TrainingRun(_CommandJob):
     overwrite: bool = False
     encoder: str | None = None
     folder_hint: str = "give a folder path (new or holding this run)"
+    is_main_process: bool = True  # the one that removes what a killed run left
 
     def check(self, out: Path) -> None:
         check_not_encoder_folder(out, self.encoder)
@@ -161,10 +170,17 @@ class TrainingRun(_CommandJob):
         return [p.name for p in out.iterdir()] if out.is_dir() else []
 
     def own_files(self, out: Path, left: list[str]) -> list[str]:
-        return matching(left, RUN_FILES)
+        return sorted(set(matching(left, RUN_FILES) + killed_writes(left)))
 
-    def remove(self, out: Path, names: list[str]) -> None:
-        remove_entries(out, names)
+    def remove(self, out: Path, names: list[str]) -> None:  # the mark of a finished run first: a kill meanwhile
+        remove_entries(out, sorted(names, key=lambda n: n != TRAINING_INFO_FILE))  # leaves no "finished" run
+
+    def _remove_killed_writes(self, out: Path, left: list[str]) -> None:
+        partials = [n for n in killed_writes(left) if (out / n).exists()] if self.is_main_process else []
+        if partials:
+            remove_entries(out, partials)
+            logger.warning("removed %s in %s: left by a run that was killed while writing them",
+                           listing(partials), out)
 
     def continue_interrupted(self, out: Path, left: list[str]) -> str | None:
         """The checkpoint to resume the run in ``out`` from (None: no complete one); refused when the folder holds
@@ -175,8 +191,10 @@ class TrainingRun(_CommandJob):
         if self.resume_from_checkpoint:
             if not same_or_inside(Path(self.resume_from_checkpoint), out):  # another run's checkpoint: this folder's
                 refuse_finished_or_foreign(out, left)  # finished run would be replaced by it
+            self._remove_killed_writes(out, left)
             return self.resume_from_checkpoint
         foreign = refuse_finished_or_foreign(out, left)
+        self._remove_killed_writes(out, left)
         resume = last_complete_checkpoint(out)
         if foreign and resume is None:
             raise OutputFolderError(f"--output_dir {out} holds a run whose final save was cut short (no "
@@ -207,7 +225,8 @@ def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
     cut short); refused when they are a finished run's (its last file, ``training_info.json``, is there) or files
     that no run writes. Needs no model and no torch: the command line checks it before either is loaded
     (:func:`refuse_occupied_output_dir`), and the run again when it claims the folder."""
-    foreign = [n for n in left if n not in matching(left, _INTERRUPTED_RUN_FILES)]
+    interrupted = matching(left, _INTERRUPTED_RUN_FILES) + killed_writes(left)
+    foreign = [n for n in left if n not in interrupted]
     other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
     finished = (out / TRAINING_INFO_FILE).exists()  # a run writes it last: named first, whatever lies beside
     if finished or other:
@@ -235,7 +254,8 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
     ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when the
     recorded ones are equal. ``hold``: take the folder's lock here (the main process does, before the other
     processes look at the folder); otherwise the caller holds it. Only the main process removes or writes files."""
-    run = TrainingRun(json_safe(settings), read_record, resume_from_checkpoint, overwrite, encoder)
+    run = TrainingRun(json_safe(settings), read_record, resume_from_checkpoint, overwrite, encoder,
+                      is_main_process=is_main_process)
     out, resume = claim_output_dir(output_dir, run, flag="--output_dir", overwrite=overwrite, hold=hold,
                                    is_main_process=is_main_process)
     if resume_from_checkpoint:

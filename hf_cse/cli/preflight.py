@@ -91,6 +91,23 @@ def check_training_counts(training_args, max_seq_length: int, world_size: int | 
                          "describe an untrained encoder as trained; give a positive --num_train_epochs or --max_steps.")
 
 
+def resume_from_last_checkpoint(training_args) -> None:
+    """``--resume_from_checkpoint True`` (any case; not a folder of that name), as the Trainer takes ``True``: the
+    last complete checkpoint in ``--output_dir``, named from here on; refused in one line when there is none (it was
+    taken for a folder named True, refused after the model was loaded, by a message offering True)."""
+    value = training_args.resume_from_checkpoint
+    if not isinstance(value, str) or value.lower() != "true" or Path(value).exists():
+        return
+    from ..checkpoints import last_complete_checkpoint
+
+    out = Path(training_args.output_dir)
+    found = last_complete_checkpoint(out) if out.is_dir() else None
+    if found is None:
+        raise InputError(f"--resume_from_checkpoint {value}: --output_dir {out} holds no complete checkpoint to "
+                         "resume from; run without --resume_from_checkpoint to start (or finish) the run there.")
+    training_args.resume_from_checkpoint = found
+
+
 def check_saving(training_args, chosen: set[str]) -> None:
     """``--save_steps`` given while saving is off (this script's ``--save_strategy`` is ``no`` by default): the run
     would save no checkpoint, and a Ctrl-C or a crash would find nothing to resume from."""

@@ -46,6 +46,7 @@ from hf_cse.cli.preflight import (
     check_training_arguments,
     encoder_config,
     load_tokenizer,
+    resume_from_last_checkpoint,
 )
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values
 from hf_cse.cli.run_config import check_settings, read_run_config
@@ -196,6 +197,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
     check_training_arguments(training_args, data_args.max_seq_length)
     check_saving(training_args, chosen)
+    resume_from_last_checkpoint(training_args)
     loss = main_loss(model_args.method, method_args.loss)
     check_pair_training(model_args.method, loss, data_args.pair_column, data_args.negative_column)
     check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method,

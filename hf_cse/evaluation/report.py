@@ -201,21 +201,27 @@ def write_report(
     (the quick update after each task). Returns the written paths."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Path] = {}
+    written: dict[str, Path] = {"results.json": out / "results.json"}  # listed first, written last (below)
     extras = list(extras or [])
     extras += [{}] * (len(results) - len(extras))
     if combined is None:
         combined = len(results) > 1
-    if not combined:
-        written["results.json"] = write_json_atomic(out / "results.json", results[0].to_dict())
-    else:
-        written["results.json"] = write_json_atomic(out / "results.json", {"models": [r.to_dict() for r in results]})
+    # results.json last: until it is replaced, the folder's record is the previous (partial) one, so a kill while
+    # the rest is written leaves results the same command finishes, never a finished record beside stale files
+    record = results[0].to_dict() if not combined else {"models": [r.to_dict() for r in results]}
+    if combined:
         for i, r in enumerate(results):
             sub = model_folder(out, i, r.model or str(i), several=True)
             written[f"model_{i}/results.json"] = write_json_atomic(sub / "results.json", r.to_dict())
     written["results.md"] = write_text_atomic(out / "results.md", markdown_report(results))
-    if not plots:
-        return written
+    if plots:
+        _write_plots(results, extras, out, combined, written)
+    write_json_atomic(out / "results.json", record)
+    return written
+
+
+def _write_plots(results: Sequence[EvalResults], extras: list[dict], out: Path, combined: bool,
+                 written: dict[str, Path]) -> None:
     if len(results) > 1:
         comparison = plot_task_comparison(results, out / "task_comparison.png")
         if comparison is not None:
@@ -228,4 +234,3 @@ def write_report(
         if ex.get("stsb_cosine") is not None:
             fname = f"stsb_cosine_buckets_{i}.png" if combined else "stsb_cosine_buckets.png"
             written[fname] = plot_cosine_buckets(ex["stsb_cosine"], ex["stsb_gold"], out / fname, title=r.name)
-    return written

@@ -25,13 +25,15 @@ from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir
 from ..run_files import CURVES_FILE, WEIGHT_FILES
 from .card import CARD_INPUTS_FILE
 from .modules import HF_CSE_CONFIG_FILE
+from .onnx import ONNX_FILE
 
 logger = logging.getLogger(__name__)
 
-#: what an export writes into its folder (sentence-transformers' modules, the card, its inputs, the curves)
+#: what an export writes into its folder (sentence-transformers' modules, the card, its inputs, the curves, the ONNX
+#: backend's folder: an earlier export's is never kept beside a new export's weights)
 EXPORT_FILES = ("modules.json", "config.json", "config_sentence_transformers.json", "sentence_bert_config.json",
                 HF_CSE_CONFIG_FILE, CARD_INPUTS_FILE, "README.md", *WEIGHT_FILES, "[0-9]_*", CURVES_FILE,
-                *TOKENIZER_FILES)
+                *TOKENIZER_FILES, ONNX_FILE.split("/")[0])
 #: the files of a model (or a tokenizer) in a folder: an export replaces them only in an export's folder
 MODEL_FILES = ("config.json", "modules.json", "model*.safetensors*", "pytorch_model*.bin*", *TOKENIZER_FILES)
 #: the files by which an export recognises an earlier export (sentence-transformers' modules and hf_cse's config)

@@ -101,3 +101,16 @@ def test_the_command_writes_the_onnx_files(tiny_bert_dir, tmp_path):
     assert (out / ONNX_FILE).is_file() and (out / INT8_FILE).is_file()
     sentences = random_sentences(8, seed=1)
     assert _min_cosine(OnnxEncoder(out).encode(sentences), _pytorch(out, sentences)) >= 0.9999
+
+
+@pytest.mark.slow
+def test_an_overwrite_without_onnx_drops_the_earlier_exports_onnx_model(tiny_bert_dir, tmp_path):
+    """The ONNX folder of the export it replaces was kept as a file no export writes: SentenceTransformer(backend=
+    "onnx") then loaded the earlier model beside the new weights."""
+    torch.manual_seed(0)
+    first = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    out = to_sentence_transformer(first, tmp_path / "st", tokenizer=str(tiny_bert_dir), backend="onnx")
+    (out / "notes.txt").write_text("mine")
+    second = SimCSEModel.from_encoder(str(tiny_bert_dir), pooler_type="avg")
+    out = to_sentence_transformer(second, tmp_path / "st", tokenizer=str(tiny_bert_dir), overwrite=True)
+    assert not (out / "onnx").exists() and (out / "notes.txt").read_text() == "mine"

@@ -95,6 +95,49 @@ def test_a_training_run_killed_mid_save_is_finished_by_the_same_command(kill, re
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2  # no step past --max_steps
 
 
+# A kill between an atomic write's partial file and its rename leaves the partial file (.<name>.partial-<pid>): the
+# same command removes it and goes on, where it used to refuse it as a file no run writes (and the only way it named,
+# --overwrite_output_dir, threw the checkpoints away and kept the partial file).
+@pytest.mark.slow
+@pytest.mark.parametrize("name, resumed", [("hf_cse_run.json", False),  # the run record, while claiming the folder
+                                           ("training_curves.png", True)],  # the curves, after the last step
+                         ids=["run-record", "curves"])
+def test_a_run_killed_mid_atomic_write_is_finished_by_the_same_command(name, resumed, tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    args = [*_train(tiny_bert_dir, tmp_path, out), "--logging_steps", "1"]
+    assert _run(*args, kill=(f"partial:{name}", 1)).returncode == -signal.SIGKILL
+    assert [p.name for p in out.glob(f".{name}.partial-*")]
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"removed .{name}.partial-" in again.stderr
+    assert (f"from {out / 'checkpoint-2'}" in again.stderr) == resumed
+    assert (out / "training_info.json").is_file() and (out / "sentence-transformers" / "modules.json").is_file()
+    assert not list(out.glob(".*partial*")) and not list(tmp_path.glob(".*.lock"))
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
+
+
+@pytest.mark.slow
+def test_a_run_killed_while_probing_its_folder_is_started_by_the_same_command(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"  # the probe file of the folder's write check, killed before it is removed
+    args = _train(tiny_bert_dir, tmp_path, out)
+    assert _run(*args, kill=("probe", 1)).returncode == -signal.SIGKILL
+    assert [p.name for p in out.glob(".write-probe-*")]
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "removed .write-probe-" in again.stderr and not list(out.glob(".write-probe-*"))
+    assert (out / "training_info.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_atomic_write_is_started_over_without_its_partial_file(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    args = _train(tiny_bert_dir, tmp_path, out)
+    assert _run(*args, kill=("partial:hf_cse_run.json", 1)).returncode == -signal.SIGKILL
+    again = _run(*args, "--overwrite_output_dir")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert not list(out.glob(".*partial*")) and (out / "training_info.json").is_file()
+
+
 @pytest.mark.slow
 def test_a_final_save_cut_short_without_checkpoints_is_not_taken_for_finished(tiny_bert_dir, tmp_path):
     out = tmp_path / "out"
@@ -145,3 +188,60 @@ def test_an_evaluation_killed_after_a_task_is_finished_by_the_same_command(tiny_
     assert "unfinished_tasks" not in saved and isinstance(saved["CR"], float)
     other = _run(*args[:-3], "--tasks", "STSB", "--output_dir", str(out), "--disable_tqdm")  # a finished one is kept
     assert other.returncode == 1 and "already holds the results" in other.stderr
+
+
+# The last task's results used to be saved as a finished record (no unfinished_tasks), and the final report wrote
+# results.json first: a kill after it (while results.md or the plots are written) left a folder that looked finished,
+# which the same command refused ("already holds the results"), without the plots and with a stale results.md.
+@pytest.mark.slow
+@pytest.mark.parametrize("kill", [("partial:stsb_cosine_buckets.png", 1), ("partial:results.md", 4)],
+                         ids=["final-plot", "final-results-md"])
+def test_an_evaluation_killed_in_its_final_report_is_finished_by_the_same_command(kill, tiny_bert_dir, tmp_path):
+    senteval = write_toy_senteval(tmp_path / "senteval")
+    out = tmp_path / "eval"
+    args = ["run_eval.py", "--model_name_or_path", str(tiny_bert_dir), "--senteval_data_dir", str(senteval),
+            "--tasks", "STSB,MR,CR", "--mode", "fast", "--output_dir", str(out), "--disable_tqdm"]
+    assert _run(*args, kill=kill).returncode == -signal.SIGKILL
+    assert json.loads((out / "results.json").read_text()).get("unfinished_tasks")  # not taken for finished
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "partial results of the same evaluation" in again.stderr
+    saved = json.loads((out / "results.json").read_text())
+    assert "unfinished_tasks" not in saved and isinstance(saved["CR"], float)
+    assert (out / "stsb_cosine_buckets.png").is_file() and "not finished" not in (out / "results.md").read_text()
+    assert not list(out.glob(".*partial*"))
+
+
+# --overwrite_output_dir removed the earlier run's files in the folder's listing order: a kill meanwhile could leave
+# training_info.json (the mark of a finished run) beside a model missing files, a folder taken for finished.
+@pytest.mark.slow
+def test_a_start_over_killed_while_removing_leaves_no_finished_looking_run(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    args = _train(tiny_bert_dir, tmp_path, out)
+    assert _run(*args).returncode == 0
+    files = sorted(p.name for p in out.iterdir() if p.is_file())
+    assert _run(*args, "--overwrite_output_dir", kill=("unlink", 3)).returncode == -signal.SIGKILL
+    left = sorted(p.name for p in out.iterdir() if p.is_file())
+    assert len(left) == len(files) - 2 and not (out / "training_info.json").exists()
+    plain = _run(*args)  # an interrupted run now (finished from its checkpoints if any are left), never "finished"
+    assert "already holds a finished run" not in plain.stderr and "Traceback" not in plain.stderr
+    again = _run(*args, "--overwrite_output_dir")  # and the command that was killed finishes its work
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (out / "training_info.json").is_file() and sorted(p.name for p in out.iterdir() if p.is_file()) == files
+
+
+# --resume_from_checkpoint True (what the refusal of a missing checkpoint offers, and the Trainer's True) was taken for
+# a folder named True: refused after the model was loaded, by a message offering True again.
+@pytest.mark.slow
+def test_resume_from_checkpoint_true_resumes_the_last_complete_checkpoint(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    args = _train(tiny_bert_dir, tmp_path, out)
+    none = _run(*args, "--resume_from_checkpoint", "True")  # nothing to resume yet: one line, before any work
+    assert none.returncode == 1 and "Traceback" not in none.stderr and not out.exists()
+    assert "holds no complete checkpoint to resume from" in none.stderr.strip().splitlines()[-1]
+    assert _run(*args, kill=("weights", 2)).returncode == -signal.SIGKILL  # mid checkpoint-2's weights
+    again = _run(*args, "--resume_from_checkpoint", "true")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "skipping the incomplete checkpoint" in again.stderr
+    assert (out / "training_info.json").is_file()
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
