@@ -218,7 +218,7 @@ def test_two_models_scored_in_a_row_do_not_collide(tmp_path, monkeypatch, capsys
         saved = json.loads((model / "eval" / "results.json").read_text())
         assert saved["model"] == str(model)
         assert f"results go to {model / 'eval'}" in caplog.text  # and each wait says what it is doing:
-        assert "STS: encoding the sentences of STSBenchmark" in caplog.text
+        assert "STS: scoring STSBenchmark" in caplog.text
         caplog.clear()
     assert not (tmp_path / "eval_results").exists()  # nothing in the current folder
     # the same command again is refused, naming the flag that replaces the results
