@@ -122,12 +122,3 @@ def main_process_first(args, work: Callable[[], T]) -> T:
     results: list = []
     main_process_outcome(args, lambda: results.append(work()))
     return results[0] if results else work()
-
-
-def end_process_group() -> None:
-    """At the end of a command: every process waits for the others, then the process group is destroyed. A process
-    that leaves with its group alive can abort at exit (the group's threads outlive the interpreter: "terminate called
-    without an active exception", exit code -6), and the launcher then reports the finished run as failed."""
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()

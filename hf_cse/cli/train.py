@@ -60,7 +60,7 @@ from hf_cse.data import (
     tokenize_dataset,
     tokenize_pair_dataset,
 )
-from hf_cse.distributed import end_process_group, main_process_first
+from hf_cse.distributed import main_process_first
 from hf_cse.encoders import default_encoder
 from hf_cse.errors import CSEError, same_on_every_process
 from hf_cse.evaluation.custom_dev import pairs_from_args
@@ -183,7 +183,6 @@ def train_from_args(argv: list[str] | None = None) -> None:
     # 6. Save the model, its tokenizer, the sentence-transformers export + card and training_info.json (pushed with
     #    --push_to_hub); the last line is the dev score before and after training.
     trainer.save_run(**finish)
-    end_process_group()  # the run is done: no process may abort at exit and have the launcher call it failed
 
 
 def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | None, int, dict]:

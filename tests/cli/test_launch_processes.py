@@ -153,34 +153,3 @@ def test_an_error_every_process_raises_is_printed_by_the_main_process(monkeypatc
         assert cli.run_cli(refuse, "hf-cse-train") == 1
         assert capsys.readouterr().err.startswith("hf-cse-train: error: the same on every process")
         assert waits == waited
-
-
-@pytest.mark.slow
-def test_a_command_ends_its_process_group_after_the_run_is_saved(tmp_path, monkeypatch):
-    """A process leaving with its group alive can abort at exit ("terminate called without an active exception",
-    exit code -6) and the launcher calls the finished run failed: hf-cse-train destroys the group once all is saved."""
-    import contextlib
-
-    import torch.distributed as dist
-
-    from hf_cse.cli import train as train_cli
-    from hf_cse.distributed import end_process_group
-
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    steps = []
-
-    class Trainer:
-        def train(self, resume_from_checkpoint=None):
-            steps.append("train")
-
-        def save_run(self, **finish):
-            steps.append(f"save_run, group alive: {dist.is_initialized()}")
-
-    monkeypatch.setattr(train_cli, "_prepared_run", lambda argv: (Trainer(), None, 32, {}))
-    monkeypatch.setattr(train_cli, "out_of_memory_as_refusal", lambda trainer, length: contextlib.nullcontext())
-    try:
-        train_cli.train_from_args([])
-        ended = not dist.is_initialized()
-    finally:
-        end_process_group()  # the group is gone whatever the test found
-    assert steps == ["train", "save_run, group alive: True"] and ended
