@@ -24,11 +24,17 @@ Across processes the embeddings are all-gathered with gradients before the loss 
 :func:`~hf_cse.distributed.gather_with_grad`, as its trainer does): each process computes the loss of the
 global batch and receives the single-process gradient. The losses see the model's ``sentence_embedding``:
 the pooled output (plus any Dense / Normalize modules of the model), not hf_cse's training-only projector.
+
+sentence-transformers' wrapping losses take them: ``MatryoshkaLoss(model, CSELoss(...), dims)`` (or
+``CSELoss(..., matryoshka_dims=dims)``, hf_cse's own: one forward, each loss normalising as it defines),
+``AdaptiveLayerLoss``;
+``MatryoshkaLoss`` around :class:`CachedCSELoss` decorates its ``calculate_loss``, as for sentence-transformers' own
+Cached losses; with several objectives the terms stay apart through the wrappers' weighting (:class:`LossTerms`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -55,6 +61,30 @@ from ..objectives import (
     with_matryoshka,
 )
 from ..references import SIMCSE
+
+
+class LossTerms(dict):
+    """The weighted terms of several objectives (``{"contrastive_loss": ..., "dcl_loss": ...}``), the dict
+    ``SentenceTransformerTrainer`` sums for the backward and logs term by term. Weighting by a number (or 0-d tensor)
+    weights every term, and terms add name by name (a plain number or tensor joins the first term), so that
+    sentence-transformers' wrapping losses, which weight and add their inner loss's outputs (``MatryoshkaLoss``,
+    ``AdaptiveLayerLoss``, ``Matryoshka2dLoss``), return terms again."""
+
+    def __add__(self, other):
+        if isinstance(other, Mapping):
+            return LossTerms({k: self.get(k, 0.0) + other.get(k, 0.0) for k in dict.fromkeys([*self, *other])})
+        first = next(iter(self))
+        return LossTerms({**self, first: self[first] + other})
+
+    __radd__ = __add__
+
+    def __mul__(self, weight):
+        return LossTerms({k: v * weight for k, v in self.items()})
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, divisor):
+        return LossTerms({k: v / divisor for k, v in self.items()})
 
 
 class CSELoss(nn.Module):
@@ -137,14 +167,16 @@ class CSELoss(nn.Module):
                 no_dropout = self.model(dict(features[0]))["sentence_embedding"]
         return self.loss_terms(self.compute_loss_from_embeddings(embeddings, labels, no_dropout))
 
-    def loss_terms(self, total: Tensor):
-        """``total`` itself for one objective; else the weighted terms of the latest batch as a dict whose values
-        add up to ``total`` (the first carries the gradient of all, the others are detached)."""
+    def loss_terms(self, total: Tensor, terms: Mapping[str, Tensor] | None = None):
+        """``total`` itself for one objective; else the weighted terms (``terms``, default: the latest batch's) as a
+        dict whose values add up to ``total`` (the first carries the gradient of all, the others are detached):
+        :class:`LossTerms`."""
         if len(self.objectives) == 1:
             return total
-        rest = {name: term.detach() for name, term in list(self.last_terms.items())[1:]}
-        first = next(iter(self.last_terms))
-        return {first: total - sum(rest.values()), **rest}
+        terms = self.last_terms if terms is None else terms
+        rest = {name: term.detach() for name, term in list(terms.items())[1:]}
+        first = next(iter(terms))
+        return LossTerms({first: total - sum(rest.values()), **rest})
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None,
                                      no_dropout: Tensor | None = None) -> Tensor:
@@ -188,6 +220,10 @@ class CachedCSELoss(CSELoss):
     ``mini_batch_size`` (sentences per encoder pass, default 32).
     """
 
+    #: read by sentence-transformers' MatryoshkaLoss (and AdaptiveLayerLoss): the backward re-embeds the mini-batches
+    #: from a hook, after a wrapper's patched forward is gone, so MatryoshkaLoss decorates :meth:`calculate_loss`
+    uses_gradient_cache = True
+
     def __init__(self, model: nn.Module, loss: str = "infonce", mini_batch_size: int = 32, **kwargs: Any) -> None:
         if isinstance(mini_batch_size, bool) or not isinstance(mini_batch_size, int) or mini_batch_size < 1:
             raise CSEError(f"CachedCSELoss: mini_batch_size must be a positive integer, got {mini_batch_size!r}.")
@@ -207,30 +243,44 @@ class CachedCSELoss(CSELoss):
                 return self.model(dict(chunk))["sentence_embedding"]
         return self.model(dict(chunk))["sentence_embedding"]
 
+    def calculate_loss(self, reps: list[list[Tensor]], labels: Tensor | None = None, *,
+                       with_backward: bool = False) -> Tensor:
+        """The loss on the cached embeddings, sentence-transformers' gradient-cache contract (``CachedLossMixin``;
+        ``MatryoshkaLoss`` wraps this method, not the model's forward, for a loss that says ``uses_gradient_cache``):
+        ``reps`` holds each view's mini-batch embeddings (the columns, then the no-dropout pass); ``with_backward``
+        backpropagates the loss to them (their ``.grad``) and returns it detached, as :meth:`CSELoss.loss_terms`
+        (several objectives: their terms, which a wrapper's weighting keeps apart, :class:`LossTerms`)."""
+        embeddings = [torch.cat(parts) for parts in reps]
+        columns = len(embeddings) - int(self.needs_no_dropout)
+        total = self.compute_loss_from_embeddings(embeddings[:columns], labels,
+                                                  embeddings[columns] if self.needs_no_dropout else None)
+        if not with_backward:
+            return total
+        total.backward()
+        return self.loss_terms(total.detach())
+
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None):
         features = list(sentence_features)
         self.check_columns(features)
         views = self._views(features)
         states: list[list[RandState]] = []
-        reps: list[Tensor] = []
+        reps: list[list[Tensor]] = []
         with torch.no_grad():
             for chunks, no_dropout in views:
                 states.append([])
-                parts = []
+                reps.append([])
                 for chunk in chunks:
                     states[-1].append(RandState.capture(*[v for v in chunk.values() if isinstance(v, Tensor)]))
-                    parts.append(self._embed(chunk, no_dropout))
-                reps.append(torch.cat(parts))
-        leaves = [r.detach().requires_grad_(True) for r in reps]
+                    reps[-1].append(self._embed(chunk, no_dropout).detach().requires_grad_(True))
         with torch.enable_grad():
-            columns = len(features)
-            total = self.compute_loss_from_embeddings(leaves[:columns], labels,
-                                                      leaves[columns] if self.needs_no_dropout else None)
-            grads = torch.autograd.grad(total, leaves, allow_unused=True)
+            out = self.calculate_loss(reps, labels, with_backward=True)  # MatryoshkaLoss: summed over its dims
+        total = sum(out.values()) if isinstance(out, Mapping) else out
+        grads = [None if all(r.grad is None for r in parts) else
+                 torch.cat([torch.zeros_like(r) if r.grad is None else r.grad for r in parts]) for parts in reps]
         after = RandState.capture(*[v for f in features for v in f.values() if isinstance(v, Tensor)])
         carrier = total.detach().requires_grad_(True)
         carrier.register_hook(lambda grad_output: self._replay(views, states, grads, grad_output, after))
-        return self.loss_terms(carrier)
+        return self.loss_terms(carrier, out if isinstance(out, Mapping) else None)
 
     def _replay(self, views, states, grads, grad_output: Tensor, after: RandState) -> None:
         """Each mini-batch again, with a graph and its recorded RNG state; backward of (z * cached grad)."""

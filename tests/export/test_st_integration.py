@@ -9,10 +9,11 @@ import torch
 from datasets import Dataset
 from dist_helpers import assert_two_processes_see_the_global_batch
 from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.sentence_transformer.losses import MatryoshkaLoss
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
 from hf_cse.cached import split_batch
-from hf_cse.integrations.sentence_transformers import CachedCSELoss, CSELoss
+from hf_cse.integrations.sentence_transformers import CachedCSELoss, CSELoss, LossTerms
 from hf_cse.losses import available_losses, build_loss, get_loss_class
 from hf_cse.references import FOCAL_INFONCE, SIMCSE
 
@@ -221,3 +222,60 @@ def test_per_objective_terms_reach_the_trainer_logs(st_model, sentences, tmp_pat
     for h in logged:
         assert h["contrastive_loss"] > 0 and h["dcl_loss"] > 0
         assert h["loss"] == pytest.approx(h["contrastive_loss"] + h["dcl_loss"], rel=1e-3, abs=1e-3)
+
+
+MATRYOSHKA_DIMS, MATRYOSHKA_WEIGHTS = [32, 16, 8], [1.0, 0.5, 0.25]
+
+
+def test_matryoshka_loss_around_several_objectives_returns_their_terms(st_model, sentences):
+    """sentence-transformers' MatryoshkaLoss weights and adds its inner loss's outputs: with two objectives CSELoss
+    returns their terms (a dict), which must add name by name (it raised TypeError: int * dict)."""
+    st_model.eval()
+    features = st_model.tokenize(sentences[:8])
+    out = MatryoshkaLoss(st_model, CSELoss(st_model, "infonce", dcl_weight=0.1), MATRYOSHKA_DIMS,
+                         MATRYOSHKA_WEIGHTS)([dict(features), dict(features)], None)
+    assert isinstance(out, LossTerms) and set(out) == {"contrastive_loss", "dcl_loss"}
+    with torch.no_grad():
+        z = st_model(dict(features))["sentence_embedding"]
+    main = dcl = 0.0
+    for dim, weight in zip(MATRYOSHKA_DIMS, MATRYOSHKA_WEIGHTS):
+        zd = torch.nn.functional.normalize(z[:, :dim], dim=-1)  # MatryoshkaLoss's shrink
+        main += weight * build_loss("infonce")(zd, zd).loss.item()
+        dcl += weight * 0.1 * build_loss("dcl", temperature=5.0, normalization="code")(zd, zd).loss.item()
+    assert out["contrastive_loss"].item() == pytest.approx(main, rel=1e-5)
+    assert out["dcl_loss"].item() == pytest.approx(dcl, rel=1e-5)
+    assert out["contrastive_loss"].requires_grad and not out["dcl_loss"].requires_grad
+
+
+def test_loss_terms_weight_and_add_name_by_name():
+    terms = LossTerms(a=torch.tensor(1.0), b=torch.tensor(2.0))
+    total = 0.0
+    total += 0.5 * terms  # MatryoshkaLoss: loss = 0.0; loss += weight * inner
+    total = total + terms * 2 + torch.tensor(3.0)  # AdaptiveLayerLoss adds its KL term to the sum
+    assert isinstance(total, LossTerms)
+    assert {k: v.item() for k, v in (total / 2).items()} == {"a": (0.5 + 2 + 3) / 2, "b": (1 + 4) / 2}
+
+
+@pytest.mark.parametrize("dcl_weight", [0.0, 0.1])
+def test_matryoshka_loss_wraps_the_cached_variant_as_the_plain_one(st_model, sentences, dcl_weight):
+    """MatryoshkaLoss around CachedCSELoss decorates its calculate_loss (sentence-transformers' gradient-cache
+    contract, uses_gradient_cache), as for its own Cached losses: dropout off, the loss, its terms and the parameter
+    gradient equal those around CSELoss (the replay ran the model's full-size forward against truncated
+    gradients: a shape error in the backward)."""
+    st_model.eval()
+    features = st_model.tokenize(sentences[:8])
+    want = MatryoshkaLoss(st_model, CSELoss(st_model, "focal_infonce", dcl_weight=dcl_weight), MATRYOSHKA_DIMS,
+                          MATRYOSHKA_WEIGHTS)([dict(features), dict(features)], None)
+    st_model.zero_grad()
+    _total(want).backward()
+    expected = _grads(st_model)
+    cached = CachedCSELoss(st_model, "focal_infonce", mini_batch_size=3, dcl_weight=dcl_weight)
+    got = MatryoshkaLoss(st_model, cached, MATRYOSHKA_DIMS, MATRYOSHKA_WEIGHTS)([dict(features), dict(features)], None)
+    st_model.zero_grad()
+    _total(got).backward()
+    assert type(got) is type(want)
+    for name in want if isinstance(want, dict) else ():
+        assert got[name].item() == pytest.approx(want[name].item(), rel=1e-5)
+    assert _total(got).item() == pytest.approx(_total(want).item(), rel=1e-6)
+    scale = max(g.abs().max().item() for g in expected)
+    assert max((a - b).abs().max().item() for a, b in zip(_grads(st_model), expected)) <= 1e-5 * scale
