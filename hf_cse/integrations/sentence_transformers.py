@@ -9,6 +9,8 @@
 
 The data set's text columns are the views, in order:
 
+* ``(sentence,)`` -- one column: each sentence is encoded twice, as the same text in two columns below
+  (unsupervised SimCSE on a data set of single sentences, as hf_cse's trainer takes them).
 * ``(sentence, sentence)`` -- the same text twice: unsupervised SimCSE. Each column gets its own forward in
   train mode, so the two embeddings differ by their dropout masks (sentence-transformers' own unsupervised
   SimCSE recipe).
@@ -105,7 +107,7 @@ class CSELoss(nn.Module):
             (default 1); one forward, as in hf_cse's trainer.
         **hyperparameters: the loss's own hyperparameters (``temperature=0.07, m=0.3``...); unknown names raise.
 
-    ``forward(sentence_features, labels)`` takes 2 or 3 text columns (labels are not used). With one objective it
+    ``forward(sentence_features, labels)`` takes 1, 2 or 3 text columns (labels are not used). With one objective it
     returns the loss; with several, a dict of their weighted terms (``contrastive_loss``, ``dcl_loss``), which
     ``SentenceTransformerTrainer`` sums for the backward and logs one by one beside ``loss``. The loss carries
     ``citation`` (the BibTeX of the loss's ``references`` and SimCSE's) and ``get_config_dict()`` (objectives and
@@ -149,17 +151,19 @@ class CSELoss(nn.Module):
     def needs_no_dropout(self) -> bool:
         return any(NO_DROPOUT_INPUT in obj.loss.extra_inputs for obj in self.objectives)
 
-    def check_columns(self, features: list) -> None:
-        if len(features) not in (2, 3):
-            raise CSEError(f"CSELoss({self.loss_name!r}) takes 2 text columns (sentence twice, or anchor and "
-                           f"positive) or 3 (anchor, positive, hard negative); the data set has {len(features)}.")
+    def check_columns(self, features: list) -> list:
+        """The views of a batch: its 2 or 3 columns, or its one column twice (each its own forward and dropout)."""
+        if len(features) not in (1, 2, 3):
+            raise CSEError(f"CSELoss({self.loss_name!r}) takes 1 text column (each sentence, encoded twice), 2 "
+                           f"(sentence twice, or anchor and positive) or 3 (anchor, positive, hard negative); the data "
+                           f"set has {len(features)}.")
         if len(features) == 3 and not self.loss_fn.takes_hard_negatives:
             raise HardNegativesNotTakenError(self.loss_name, "a third column")
+        return [features[0], dict(features[0])] if len(features) == 1 else features
 
     # ------------------------------------------------------------------ sentence-transformers' loss API
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None):
-        features = list(sentence_features)
-        self.check_columns(features)
+        features = self.check_columns(list(sentence_features))
         embeddings = [self.model(f)["sentence_embedding"] for f in features]  # one forward each: own dropout masks
         no_dropout = None
         if self.needs_no_dropout:
@@ -260,8 +264,7 @@ class CachedCSELoss(CSELoss):
         return self.loss_terms(total.detach())
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None):
-        features = list(sentence_features)
-        self.check_columns(features)
+        features = self.check_columns(list(sentence_features))
         views = self._views(features)
         states: list[list[RandState]] = []
         reps: list[list[Tensor]] = []

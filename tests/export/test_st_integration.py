@@ -74,8 +74,23 @@ def test_hard_negative_column_for_a_loss_without_them_is_refused(st_model, sente
     features = [dict(st_model.tokenize(sentences[i : i + BATCH])) for i in range(3)]
     with pytest.raises(ValueError, match=r"'mpt' has no defined use for hard negatives \(a third column\)"):
         CSELoss(st_model, "mpt")(features, None)
-    with pytest.raises(ValueError, match="takes 2 text columns"):
-        CSELoss(st_model, "infonce")(features[:1], None)
+    with pytest.raises(ValueError, match=r"takes 1 text column .* the data set has 4\.$"):
+        CSELoss(st_model, "infonce")(features + features[:1], None)
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_one_column_of_single_sentences_is_encoded_twice(st_model, sentences, cached):
+    """A data set of single sentences (one column, as hf_cse's trainer takes them) trains as the same column twice:
+    two forwards, two dropout masks (it was refused: 'takes 2 text columns')."""
+    st_model.train()
+    features = st_model.tokenize(sentences[:BATCH])
+    make = (lambda: CachedCSELoss(st_model, "infonce", mini_batch_size=2)) if cached else (
+        lambda: CSELoss(st_model, "infonce"))
+    torch.manual_seed(5)
+    one = make()([dict(features)], None)
+    torch.manual_seed(5)
+    two = make()([dict(features), dict(features)], None)
+    assert one.item() == pytest.approx(two.item(), rel=1e-6) and one.item() > 0
 
 
 @pytest.mark.parametrize("loss", available_losses())
