@@ -36,6 +36,7 @@ Cached losses; with several objectives the terms stay apart through the wrappers
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -63,6 +64,8 @@ from ..objectives import (
     with_matryoshka,
 )
 from ..references import SIMCSE
+
+logger = logging.getLogger(__name__)
 
 
 class LossTerms(dict):
@@ -146,6 +149,8 @@ class CSELoss(nn.Module):
                            "SentenceTransformer does not provide.")
         self.last_metrics: dict[str, Tensor] = {}
         self.last_terms: dict[str, Tensor] = {}
+        self.largest_batch = 0  # rows of the largest batch seen: a batch of 1 after larger ones is an epoch's rest
+        self.warned_batch_of_one = False
 
     @property
     def needs_no_dropout(self) -> bool:
@@ -190,10 +195,28 @@ class CSELoss(nn.Module):
         z = {name: gather(e) for name, e in zip(names, embeddings)}
         if no_dropout is not None:
             z[NO_DROPOUT_INPUT] = gather(no_dropout)
+        rows = z["z1"].shape[0]
+        if rows == 1 and self.largest_batch > 1:
+            return self.skip_batch_of_one(z)
+        self.largest_batch = max(self.largest_batch, rows)
         total, metrics = compute_objectives(self.objectives, z)
         self.last_metrics = metrics
         self.last_terms = {f"{obj.name}_loss": obj.weight * metrics[f"{obj.name}_loss"] for obj in self.objectives}
         return total
+
+    def skip_batch_of_one(self, z: dict[str, Tensor]) -> Tensor:
+        """A zero loss (joined to the embeddings' graph, so the backward runs) for a batch of one sentence after
+        larger ones: the last batch of an epoch whose size leaves one over, which has no in-batch negatives (a
+        first batch of one is refused by the loss: the batch size is 1)."""
+        if not self.warned_batch_of_one:
+            logger.warning("CSELoss: skipped a batch of 1 sentence, which has no in-batch negatives (the last batch of "
+                           "an epoch whose size leaves one sentence over); set dataloader_drop_last=True in the "
+                           "training arguments to drop incomplete batches, as hf_cse's trainer does.")
+            self.warned_batch_of_one = True
+        zero = sum(t.sum() for t in z.values()) * 0.0
+        self.last_metrics = {}
+        self.last_terms = {f"{obj.name}_loss": zero for obj in self.objectives}
+        return zero
 
     def get_config_dict(self) -> dict[str, Any]:
         params = {k: getattr(self.loss_fn, k) for k in loss_hyperparameters(self.loss_name) if hasattr(self.loss_fn, k)}

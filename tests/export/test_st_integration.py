@@ -294,3 +294,23 @@ def test_matryoshka_loss_wraps_the_cached_variant_as_the_plain_one(st_model, sen
     assert _total(got).item() == pytest.approx(_total(want).item(), rel=1e-6)
     scale = max(g.abs().max().item() for g in expected)
     assert max((a - b).abs().max().item() for a, b in zip(_grads(st_model), expected)) <= 1e-5 * scale
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_an_epochs_last_batch_of_one_sentence_is_skipped_with_a_warning(st_model, sentences, cached, caplog):
+    """sentence-transformers' trainer keeps an epoch's incomplete last batch (dataloader_drop_last=False): one sentence
+    over has no in-batch negatives. After larger batches it is skipped (a zero loss whose backward runs; it raised
+    BatchTooSmallError at the end of the epoch), with one warning naming the fix; a first batch of one is refused."""
+    st_model.train()
+    loss = CachedCSELoss(st_model, "infonce", mini_batch_size=2, dcl_weight=0.1) if cached else CSELoss(st_model,
+                                                                                                         "infonce")
+    full, one = st_model.tokenize(sentences[:BATCH]), st_model.tokenize(sentences[:1])
+    assert _total(loss([dict(full), dict(full)], None)).item() > 0
+    for _ in range(2):
+        out = loss([dict(one), dict(one)], None)
+        assert _total(out).item() == 0.0
+        _total(out).backward()
+    warnings = [r.getMessage() for r in caplog.records if "batch of 1 sentence" in r.getMessage()]
+    assert len(warnings) == 1 and "dataloader_drop_last=True" in warnings[0]
+    with pytest.raises(ValueError, match="needs a batch of at least 2 sentences"):
+        CSELoss(st_model, "infonce")([dict(one), dict(one)], None)
