@@ -16,7 +16,14 @@ from ..export import to_sentence_transformer
 from ..export.folders import check_export_folder
 from ..export.hub import push_export
 from ..export.onnx import BACKENDS, INT8_FILE, QUANTIZATIONS, check_onnx_backend
-from ..export.sources import check_clear_of_source, check_export_length, check_results_model, source_config
+from ..export.sources import (
+    check_clear_of_source,
+    check_export_length,
+    check_results_model,
+    check_results_pooler,
+    exported_pooler_of,
+    source_config,
+)
 from ..export.training_info import TRAINING_INFO_FILE, training_info_problem
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
@@ -102,6 +109,8 @@ def export_from_args(argv: list[str] | None = None) -> int:
         raise InputError(f"{source}: {problem}; fix it (or leave the key out), or give another --training_info.")
     eval_results = read_eval_results(args.eval_results)
     check_results_model(eval_results, args.checkpoint, out_dir, source=f"eval_results {args.eval_results}")
+    check_results_pooler(eval_results, exported_pooler_of(checkpoint_config, args.keep_projector),
+                         source=f"eval_results {args.eval_results}")
     out = to_sentence_transformer(
         args.checkpoint, args.out_dir, tokenizer=args.tokenizer, keep_projector=args.keep_projector,
         max_seq_length=args.max_seq_length, overwrite=args.overwrite, eval_results=eval_results or None,

@@ -14,7 +14,7 @@ from ..encoders import encoder_max_length
 from ..folder_lock import hold_folder, releases_folder_locks
 from ..model_card import read_eval_results, render_model_card
 from ..models.lora import merged_encoder
-from ..models.pooling import ST_POOLING_MODES, applies_projector
+from ..models.pooling import ST_POOLING_MODES, applies_projector, exported_pooler
 from .card import card_title, record_card_inputs
 from .checkpoint import load_model, load_tokenizer
 from .errors import ExportError
@@ -28,7 +28,13 @@ from .modules import (
     write_modules,
 )
 from .onnx import check_onnx_backend, describe_onnx, write_onnx
-from .sources import check_clear_of_source, check_export_length, check_results_model, source_config
+from .sources import (
+    check_clear_of_source,
+    check_export_length,
+    check_results_model,
+    check_results_pooler,
+    source_config,
+)
 from .verify import verify_export
 
 logger = logging.getLogger(__name__)
@@ -110,6 +116,7 @@ def to_sentence_transformer(
         raise ExportError("keep_projector=True, but this model has no projection head (projector='none'); "
                           "drop keep_projector.")
     with_projector = uses_projector or keep_projector
+    check_results_pooler(eval_results, exported_pooler(test_pooler, keep_projector))
     # again with the loaded encoder's own limit (a loaded model, or a config.json that names none)
     check_export_length(max_seq_length, model.encoder.config, getattr(config, "base_encoder", None) or "")
     if max_seq_length is None:

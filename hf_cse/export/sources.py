@@ -2,7 +2,7 @@
 model is loaded, :func:`hf_cse.export.to_sentence_transformer` again): the output folder must stay clear of the
 checkpoint and of the encoder it was trained from, the truncation length must be one the encoder takes
 (:func:`hf_cse.encoders.seq_length_problem`, the rule training follows too), and evaluation results must be the
-exported model's own."""
+exported model's own, measured on the embedding the export ships."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from ..encoders import encoder_max_length, read_model_json, seq_length_problem
 from ..evaluation.results import EvalResults
+from ..models.pooling import exported_pooler, test_pooler_of
 from ..output_folder import same_or_inside
 from .errors import ExportError
 
@@ -76,3 +77,29 @@ def check_results_model(results: EvalResults, model_or_path: Any, out_dir: Path,
     raise ExportError(f"{source} holds the results of {recorded}, not of the exported model {model_or_path}; give "
                       f"the results.json of run_eval.py for {model_or_path} (or for out_dir {out_dir}), or leave "
                       "eval_results out.")
+
+
+def exported_pooler_of(config: dict[str, Any], keep_projector: bool) -> str | None:
+    """:func:`hf_cse.models.pooling.exported_pooler` from a checkpoint's config.json (None when it names no pooler)."""
+    if not config.get("pooler_type"):
+        return None
+    test = test_pooler_of(config["pooler_type"], config.get("mlp_only_train", True), config.get("projector", "mlp"))
+    return exported_pooler(test, keep_projector)
+
+
+def check_results_pooler(results: EvalResults, exported: str | None, source: str = "eval_results") -> None:
+    """Refuse evaluation results measured on another embedding than the export ships: ``run_eval.py``'s ``pooler``
+    setting must be the exported embedding's (``exported``: :func:`hf_cse.models.pooling.exported_pooler`); results
+    of the model's own embedding (no pooler given: the test pooler, or ``model`` for a sentence-transformers folder)
+    and results recording no pooler are taken."""
+    recorded = (results.settings or {}).get("pooler")
+    if recorded in (None, "model", exported):
+        return
+    if exported:
+        embedding = f"pooler {exported!r}"
+        fix = f"Give results of run_eval.py with pooler {exported!r}, or leave"
+    else:
+        embedding, fix = "a kept head after the test pooler (no pooler computes it)", "Leave"
+    raise ExportError(f"{source} holds scores of the {recorded!r} embedding (run_eval.py's pooler), but the export "
+                      f"ships the embedding of {embedding}; the card and the Hub metadata would show another "
+                      f"embedding's scores. {fix} eval_results out.")

@@ -47,6 +47,23 @@ def applies_projector(pooler: str) -> bool:
     return check_pooler(pooler) == "cls"
 
 
+def test_pooler_of(pooler_type: str, mlp_only_train: bool, projector: str) -> str:
+    """The pooler of a model's test (and exported) embedding: raw [CLS] for a ``cls`` model whose head is used in
+    training only (``mlp_only_train``) or that has none; else its training pooler (:attr:`CSEConfig.test_pooler`)."""
+    if applies_projector(pooler_type) and (mlp_only_train or projector == "none"):
+        return "cls_before_pooler"
+    return pooler_type
+
+
+def exported_pooler(test_pooler: str, head_kept: bool) -> str | None:
+    """The pooler name (``run_eval.py``'s ``pooler``) of the embedding an export ships: the test pooler, or ``cls``
+    when the training-only head is kept after [CLS] (``keep_projector``); None when no pooler computes it (a head kept
+    after another pooler)."""
+    if not head_kept or applies_projector(test_pooler):
+        return test_pooler
+    return "cls" if test_pooler == "cls_before_pooler" else None
+
+
 def needs_hidden_states(pooler: str) -> bool:
     """Whether the pooler reads layers other than the last (the encoder must output hidden states)."""
     return check_pooler(pooler) in ("avg_first_last", "avg_top2")

@@ -279,6 +279,26 @@ def test_bad_results_file_fails_before_writing(tiny_bert_dir, tok, tmp_path):
     assert not (tmp_path / "st").exists()
 
 
+@pytest.mark.parametrize("keep_projector,pooler,taken", [
+    (False, "cls_before_pooler", True), (False, "avg", False), (False, "cls", False),
+    (True, "cls", True), (True, "cls_before_pooler", False)])
+def test_results_of_another_embedding_than_the_export_ships_are_refused(tiny_bert_dir, tok, tmp_path, keep_projector,
+                                                                         pooler, taken):
+    """run_eval.py's pooler setting must be the exported embedding's (the card's 'embeddings = ...' line and the Hub
+    model-index claim the scores for it); results of run_eval.py --pooler avg were shown as the CLS export's."""
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))  # test embedding: cls_before_pooler (the MLP: training only)
+    results = {"STSBenchmark": 76.85, "avg": 76.85, "settings": {"pooler": pooler, "kind": "hf_cse"}}
+    if taken:
+        out = to_sentence_transformer(model, tmp_path / "st", tokenizer=tok, eval_results=results,
+                                      keep_projector=keep_projector)
+        assert "76.85" in (out / "README.md").read_text()
+        return
+    with pytest.raises(ExportError, match=rf"scores of the '{pooler}' embedding .* ships the embedding of pooler"):
+        to_sentence_transformer(model, tmp_path / "st", tokenizer=tok, eval_results=results,
+                                keep_projector=keep_projector)
+    assert not (tmp_path / "st").exists()
+
+
 # --------------------------------------------------------------------------------------------- overwrite safety
 def test_non_empty_folder_needs_overwrite_and_is_left_untouched(tiny_bert_dir, tok, tmp_path):
     model = SimCSEModel.from_encoder(str(tiny_bert_dir))
