@@ -131,8 +131,10 @@ def _method_class(config):
 
 
 def _training_only_parts(config) -> str:
-    """The method's ``training_only_parts`` in words ("projection head, RTD discriminator and generator")."""
-    parts = _method_class(config).training_only_parts
+    """The method's ``training_only_parts`` in words ("projection head, RTD discriminator and generator"), without the
+    projection head of a model that had none (``projector="none"``); "" when nothing is left."""
+    parts = [part for part in _method_class(config).training_only_parts
+             if not (part == "projection head" and getattr(config, "projector", None) == "none")]
     return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 
@@ -162,8 +164,9 @@ def method_section(config, papers: list[Paper], pair_data: Mapping[str, Any] | N
         "Each training row's anchor and positive" + (" and hard negative" if hard else "")
         + " are encoded in one forward pass (supervised SimCSE); the other rows' positives"
         + (" and every row's hard negative" if hard else "") + " are the negatives.")
-    lines += ["", views + f" Training-only parts ({_training_only_parts(config)}) are not part of this model unless "
-                  "listed in the module stack above."]
+    parts = _training_only_parts(config)
+    lines += ["", views + (f" Training-only parts ({parts}) are not part of this model unless listed in the module "
+                           "stack above." if parts else "")]
     return "\n".join(lines)
 
 

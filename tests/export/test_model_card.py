@@ -48,6 +48,13 @@ def card(config, **kwargs) -> str:
     return render_model_card(config, model_id="someone/model", export=kwargs.pop("export", EXPORT), **kwargs)
 
 
+def test_a_model_without_a_head_is_not_said_to_have_left_one_out():
+    """projector='none': the card said 'Training-only parts (projection head) are not part of this model'."""
+    assert "Training-only parts" not in card(config_for("simcse", projector="none"))
+    assert "Training-only parts (projection head) are not part" in card(config_for("simcse"))
+    assert "Training-only parts (RTD discriminator and generator)" in card(config_for("diffcse", projector="none"))
+
+
 # --------------------------------------------------------------------------------------------- papers
 @pytest.mark.parametrize("loss", available_losses())
 def test_every_loss_card_cites_its_paper_and_no_internal_label(loss):
