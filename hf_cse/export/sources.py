@@ -96,10 +96,8 @@ def check_results_pooler(results: EvalResults, exported: str | None, source: str
     if recorded in (None, "model", exported):
         return
     if exported:
-        embedding = f"pooler {exported!r}"
-        fix = f"Give results of run_eval.py with pooler {exported!r}, or leave"
+        ships = f"{exported!r} embedding. Give results of run_eval.py with pooler {exported!r}, or"
     else:
-        embedding, fix = "a kept head after the test pooler (no pooler computes it)", "Leave"
-    raise ExportError(f"{source} holds scores of the {recorded!r} embedding (run_eval.py's pooler), but the export "
-                      f"ships the embedding of {embedding}; the card and the Hub metadata would show another "
-                      f"embedding's scores. {fix} eval_results out.")
+        ships = "embedding, which no pooler computes (a head kept after the test pooler);"
+    raise ExportError(f"{source} holds scores of run_eval.py's pooler {recorded!r}; the card would show them for the "
+                      f"export's {ships} leave eval_results out.")

@@ -119,3 +119,23 @@ def test_results_recorded_for_another_model_are_refused(run, tmp_path, capsys, m
         results.write_text(json.dumps({"model": model, "STSBenchmark": 35.4, "avg": 35.4}))
         out = to_sentence_transformer("ckpt", "st", eval_results=results, overwrite=True)
         assert "35.4" in (out / "README.md").read_text()
+
+
+def test_results_of_another_embedding_are_refused_before_loading(run, tmp_path, capsys, monkeypatch):
+    """hf-cse-export reads the exported embedding's pooler from config.json (--keep_projector: cls) and refuses results
+    of run_eval.py --pooler <another> before the model is loaded."""
+    import hf_cse.export.sentence_transformers as export
+
+    ckpt, _ = run
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(export, "load_model", lambda *a: pytest.fail("the model was loaded"))
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"model": "ckpt", "STSBenchmark": 35.4, "avg": 35.4, "settings": {"pooler": "avg"}}))
+    err = cli_error(capsys, "ckpt", "st", "--eval_results", "results.json")
+    assert ("--eval_results results.json holds scores of run_eval.py's pooler 'avg'; the card would show them for the "
+            "export's 'cls_before_pooler' embedding. Give results of run_eval.py with pooler 'cls_before_pooler', or "
+            "leave --eval_results out.") in err
+    results.write_text(json.dumps({"model": "ckpt", "STSBenchmark": 35.4, "settings": {"pooler": "cls_before_pooler"}}))
+    err = cli_error(capsys, "ckpt", "st", "--keep_projector", "--eval_results", results)
+    assert "the export's 'cls' embedding" in err
+    assert not (tmp_path / "st").exists()
