@@ -167,22 +167,25 @@ def with_prompt(texts: list[str], prompt: str | None) -> list[str]:
 FEW_SENTENCE_TOKENS = 8
 
 
-def check_room_for_text(tokenizer: PreTrainedTokenizerBase, max_seq_length: int, prompt: str | None = None) -> None:
+def check_room_for_text(tokenizer: PreTrainedTokenizerBase, max_seq_length: int, prompt: str | None = None,
+                        prompt_fixed: bool = False) -> None:
     """Refuse a ``max_seq_length`` that leaves no token of a sentence once the tokenizer's special tokens and the
     ``prompt`` are in (every training input would be the same: nothing of the text is trained on); warn when only a
-    few are left. Needs the tokenizer only, so it runs before the model is loaded."""
+    few are left. Needs the tokenizer only, so it runs before the model is loaded. ``prompt_fixed``: the prompt is a
+    trained model's own (the export), so only the length is offered as the fix."""
     special = tokenizer.num_special_tokens_to_add()
     taken = len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
     room = max_seq_length - special - taken
-    what = f"prompt takes {taken} tokens and " if taken else ""
+    owner = "the model's " if prompt_fixed else ""
+    what = f"{owner}prompt takes {taken} tokens and " if taken else ""
+    shorter = " or a shorter prompt" if taken and not prompt_fixed else ""
     if room < 1:
         raise DataError(f"max_seq_length {max_seq_length} leaves no token for the sentences: {what}the tokenizer "
-                        f"adds {special} special token(s). Use max_seq_length {special + taken + 32}"
-                        f"{' or a shorter prompt' if taken else ''} (the papers use 32 for the sentence).",
-                        fields=("prompt",))
+                        f"adds {special} special token(s). Use max_seq_length {special + taken + 32}{shorter} (the "
+                        "papers use 32 for the sentence).", fields=() if prompt_fixed else ("prompt",))
     if taken and room < FEW_SENTENCE_TOKENS:
-        logger.warning("%smax_seq_length %d leaves %d token(s) of each sentence; raise max_seq_length or shorten "
-                       "prompt", what[:1].upper() + what[1:], max_seq_length, room)
+        logger.warning("%smax_seq_length %d leaves %d token(s) of each sentence; raise max_seq_length%s",
+                       what[:1].upper() + what[1:], max_seq_length, room, "" if prompt_fixed else " or shorten prompt")
 
 
 def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checks import check_path_given
+from ..data import check_room_for_text
 from ..encoders import encoder_max_length
 from ..folder_lock import hold_folder, releases_folder_locks
 from ..model_card import read_eval_results, render_model_card
@@ -121,6 +122,8 @@ def to_sentence_transformer(
     check_export_length(max_seq_length, model.encoder.config, getattr(config, "base_encoder", None) or "")
     if max_seq_length is None:
         max_seq_length = limit
+    # training's rule: a length the special tokens and the prompt fill would give every sentence the same embedding
+    check_room_for_text(tokenizer, int(max_seq_length), config.prompt if own is None else None, prompt_fixed=True)
 
     with atomic_output_dir(out_dir, overwrite) as tmp:
         dense = projector_to_dense(model.projector) if with_projector else []

@@ -97,8 +97,25 @@ def test_a_loaded_model_is_held_to_the_same_length_rule(run, tmp_path):
     model = SimCSEModel.from_pretrained(str(ckpt))
     with pytest.raises(ExportError, match="max_seq_length must be at least 2"):
         to_sentence_transformer(model, tmp_path / "st", tokenizer=str(ckpt), max_seq_length=1)
-    out = to_sentence_transformer(model, tmp_path / "st", tokenizer=str(ckpt), max_seq_length=2)
-    assert "longer than 2 tokens are truncated" in (out / "README.md").read_text()
+    out = to_sentence_transformer(model, tmp_path / "st", tokenizer=str(ckpt), max_seq_length=3)
+    assert "longer than 3 tokens are truncated" in (out / "README.md").read_text()
+
+
+@pytest.mark.parametrize("prompt,length", [(None, 2), ("the city: ", 5)])
+def test_a_length_leaving_no_token_of_the_text_is_refused(run, tmp_path, capsys, prompt, length):
+    """The training rule (hf_cse.data.check_room_for_text): [CLS] [SEP] (and the prompt's tokens) fill the length, so
+    every sentence would get the same embedding; the export shipped such a model."""
+    ckpt, _ = run
+    model = SimCSEModel.from_pretrained(str(ckpt))
+    model.config.prompt = prompt
+    with pytest.raises(ValueError, match=rf"max_seq_length {length} leaves no token for the sentences: ") as refusal:
+        to_sentence_transformer(model, tmp_path / "st", tokenizer=str(ckpt), max_seq_length=length)
+    assert ("the model's prompt takes 3 tokens and" in str(refusal.value)) == bool(prompt)
+    assert "shorter prompt" not in str(refusal.value)  # the prompt is the trained model's: only the length is a fix
+    assert not (tmp_path / "st").exists()
+    if prompt is None:
+        err = cli_error(capsys, ckpt, tmp_path / "st", "--max_seq_length", length)
+        assert "--max_seq_length 2 leaves no token for the sentences: the tokenizer adds 2 special token(s)" in err
 
 
 # --------------------------------------------------------------------------------------------- B5: eval_results
