@@ -135,7 +135,10 @@ class CSELoss(nn.Module):
         entries = normalise_objectives(objectives)
         takes_nodropout = any(NO_DROPOUT_INPUT in get_loss_class(e["loss"]).extra_inputs for e in entries)
         losses = check_objectives(entries, off_dropout=takes_nodropout)
-        self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(matryoshka_dims, matryoshka_weights)
+        # bounded by the model's embedding size where it says it (a SentenceTransformer's get_embedding_dimension)
+        size = getattr(model, "get_embedding_dimension", lambda: None)() if matryoshka_dims else None
+        self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(matryoshka_dims, matryoshka_weights,
+                                                                         size if isinstance(size, int) else 0)
         self.objectives = with_matryoshka([Objective(name, e["weight"], fn) for name, e, fn in
                                            zip(objective_names(entries), entries, losses, strict=True)],
                                           self.matryoshka_dims, self.matryoshka_weights)

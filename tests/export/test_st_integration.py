@@ -314,3 +314,11 @@ def test_an_epochs_last_batch_of_one_sentence_is_skipped_with_a_warning(st_model
     assert len(warnings) == 1 and "dataloader_drop_last=True" in warnings[0]
     with pytest.raises(ValueError, match="needs a batch of at least 2 sentences"):
         CSELoss(st_model, "infonce")([dict(one), dict(one)], None)
+
+
+def test_matryoshka_dims_beyond_the_models_embedding_are_refused_when_the_loss_is_built(st_model):
+    """The model's embedding size is known when CSELoss is built: dimensions above it fail then, not at the first
+    training step."""
+    with pytest.raises(ValueError, match=r"matryoshka_dims: \[64\] out of range; each dimension must be in 1..32"):
+        CSELoss(st_model, "infonce", matryoshka_dims=[64, 16])
+    assert CSELoss(torch.nn.Identity(), "infonce", matryoshka_dims=[64, 16]).matryoshka_dims == [64, 16]
