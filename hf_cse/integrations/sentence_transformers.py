@@ -28,10 +28,11 @@ global batch and receives the single-process gradient. The losses see the model'
 the pooled output (plus any Dense / Normalize modules of the model), not hf_cse's training-only projector.
 
 sentence-transformers' wrapping losses take them: ``MatryoshkaLoss(model, CSELoss(...), dims)`` (or
-``CSELoss(..., matryoshka_dims=dims)``, hf_cse's own: one forward, each loss normalising as it defines),
-``AdaptiveLayerLoss``;
-``MatryoshkaLoss`` around :class:`CachedCSELoss` decorates its ``calculate_loss``, as for sentence-transformers' own
-Cached losses; with several objectives the terms stay apart through the wrappers' weighting (:class:`LossTerms`).
+``CSELoss(..., matryoshka_dims=dims)``, hf_cse's own: one forward, each loss normalising as it defines) and
+``AdaptiveLayerLoss``. ``MatryoshkaLoss`` around :class:`CachedCSELoss` decorates its ``calculate_loss``, as for
+sentence-transformers' own Cached losses; with several objectives the terms stay apart through the wrappers'
+weighting (:class:`LossTerms`). An epoch's last batch of one sentence (no in-batch negatives) is skipped with a
+warning: sentence-transformers' trainer keeps incomplete batches unless ``dataloader_drop_last=True``.
 """
 
 from __future__ import annotations
