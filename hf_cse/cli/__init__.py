@@ -120,8 +120,18 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     bug and keeps its traceback; set ``HF_CSE_DEBUG=1`` to get the traceback of a ``CSEError`` too. Under several
     processes an error every process raises alike (:func:`hf_cse.errors.raised_on_every_process`) is printed by the
     main process alone, and a collective failing because another process ended (:func:`another_process_ended`) is one
-    line too.
+    line too. A process of a launch (in a process group) ends in here, with the exit code, rather than returning it
+    (:func:`hf_cse.distributed.leave_process_group_process`).
     """
+    code = _run_cli(main, prog)
+    if "torch.distributed" in sys.modules:  # a process of a launch ends here (why: leave_process_group_process)
+        from ..distributed import leave_process_group_process
+
+        leave_process_group_process(code)
+    return code
+
+
+def _run_cli(main: Callable[[], int | None], prog: str) -> int:
     use_parser(())  # no flags known until the command reads its parser (refuse_unknown_flags)
     try:
         with flag_terms_in_logs():
