@@ -127,7 +127,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
         self._batch_sampler: NoDuplicatesBatchSampler | None = None
-        self._collator_draws = CollatorDraws()  # a resumed run collates as the uninterrupted one (hf_cse.collator_rng)
+        self._collator_draws = CollatorDraws()  # each batch's draws its own, in workers too (hf_cse.collator_rng)
         self._flos_per_token: int | None = None
         if training_args.dataloader_pin_memory and training_args.device.type == "cuda" and \
                 hasattr(training_args.accelerator_config, "non_blocking"):
@@ -246,11 +246,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         if state is not None and state.max_steps and state.global_step >= state.max_steps and not asked_more:
             output = self._finished_from(str(resume_from_checkpoint), state)
         else:
-            self._collator_draws.resume_from(resume_from_checkpoint, self.args)
-            try:
-                output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-            finally:
-                self._collator_draws.stop_resuming()
+            output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         return output, untrained
 
     def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
