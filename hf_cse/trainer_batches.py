@@ -88,8 +88,3 @@ class TrainingBatches(Trainer):
         if self._batch_sampler is not None:
             self._batch_sampler.set_epoch(epoch)
         self._collator_draws.epoch_begins(epoch)  # before the epoch's loader starts its workers
-
-    def on_rng_state_saved(self, folder: str) -> None:
-        # process 0 writes trainer_state.json next, which marks the checkpoint complete (hf_cse.checkpoints): only once
-        # every process has written its RNG files, or a run killed now leaves a "complete" checkpoint without them
-        self.accelerator.wait_for_everyone()

@@ -1,5 +1,6 @@
 """A run interrupted and resumed from its checkpoint ends as the uninterrupted run: its collator's masks drawn in the
-loader's worker processes (hf_cse.collator_rng)."""
+loader's worker processes (hf_cse.collator_rng) and every logged value, the logging window that spans the checkpoint
+included (hf_cse.log_window)."""
 
 import pytest
 import torch
@@ -56,3 +57,27 @@ def test_a_resumed_run_with_loader_workers_masks_as_the_uninterrupted_one(tiny_m
     alone.train()
     assert _logged(alone) == _logged(full)
     _assert_same_weights(full, alone)
+
+
+def test_the_logging_window_across_a_checkpoint_logs_as_the_uninterrupted_run(tiny_mlm_dir, tmp_path, caplog):
+    """Logs at steps 2, 4, 6 and a checkpoint at step 3: the resumed run's line at step 4 averages steps 3 and 4 (the
+    loss and every metric), as the uninterrupted run's does, not step 4 alone; its train_loss is the mean of the steps
+    it trained. A checkpoint without the window (an earlier hf_cse's) says so in one line."""
+    full = _mlm_trainer(tiny_mlm_dir, tmp_path / "full", logging_steps=2)
+    full.train()
+    resumed = _resumed(tiny_mlm_dir, tmp_path / "cut", logging_steps=2)
+    assert [h["step"] for h in _logged(full)] == [2, 4, 6]
+    assert _logged(resumed) == _logged(full)
+    _assert_same_weights(full, resumed)
+
+    checkpoint = tmp_path / "cut" / "out" / "checkpoint-3"
+    (checkpoint / "log_window_state.pth").unlink()
+    again = _mlm_trainer(tiny_mlm_dir, tmp_path / "cut", logging_steps=2)
+    with caplog.at_level("WARNING", logger="hf_cse.log_window"):
+        again.train(resume_from_checkpoint=str(checkpoint))
+    said = [r.getMessage() for r in caplog.records if r.name == "hf_cse.log_window"]
+    assert said == [f"{checkpoint} holds no running loss of step 3 (it predates hf_cse's saving of it): the first "
+                    "loss and metrics logged after the resume average only the steps from 4 on"]
+    assert _logged(again)[-1] == _logged(full)[-1] and _logged(again)[-2]["loss"] != _logged(full)[-2]["loss"]
+    # train_loss: the steps this train() call ran (4-6), with or without the window taken up
+    assert resumed.train_metrics["train_loss"] == pytest.approx(again.train_metrics["train_loss"], rel=1e-6)
