@@ -1,5 +1,5 @@
 """The batches of :class:`hf_cse.trainer.ContrastiveTrainer`: the training loader with the no-duplicates batch
-sampler (:mod:`hf_cse.sampler`) where it applies, its epochs, and its collations followed across checkpoints
+sampler (:mod:`hf_cse.sampler`) where it applies, its epochs, and its collations, each drawn from a seed of its own
 (:mod:`hf_cse.collator_rng`)."""
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ class TrainingBatches(Trainer):
 
     def get_train_dataloader(self):
         """The Trainer's training loader, with :class:`NoDuplicatesBatchSampler` as its batch sampler where it
-        applies (Accelerate then hands every process its share of each global batch); its collations are followed
-        across checkpoints (:mod:`hf_cse.collator_rng`)."""
+        applies (Accelerate then hands every process its share of each global batch); each of its collations draws
+        from a seed of its own, in a worker process too (:mod:`hf_cse.collator_rng`)."""
         collator = self.data_collator
-        self.data_collator = self._collator_draws.track(collator)  # the training loader's alone, not evaluation's
+        self.data_collator = self._collator_draws.track(collator, self.args)  # the training loader's, not evaluation's
         try:
             return self._train_dataloader()
         finally:
@@ -87,10 +87,4 @@ class TrainingBatches(Trainer):
         # set_epoch to a batch sampler under its BatchSamplerShard, so set it here
         if self._batch_sampler is not None:
             self._batch_sampler.set_epoch(epoch)
-        self._collator_draws.epoch_begins()
-
-    def on_rng_state_saved(self, folder: str) -> None:
-        self._collator_draws.save(folder, self.args)
-        # process 0 writes trainer_state.json next, which marks the checkpoint complete (hf_cse.checkpoints): only once
-        # every process has written its RNG files, or a run killed now leaves a "complete" checkpoint without them
-        self.accelerator.wait_for_everyone()
+        self._collator_draws.epoch_begins(epoch)  # before the epoch's loader starts its workers

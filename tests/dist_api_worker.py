@@ -61,7 +61,7 @@ class CheckpointFiles(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         self.seen[folder.name] = all((folder / f"{name}_{rank}.pth").is_file() for rank in range(args.world_size)
-                                     for name in ("rng_state", "collator_rng_state"))
+                                     for name in ("rng_state", "log_window_state"))
 
 
 def main() -> None:

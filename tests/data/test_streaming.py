@@ -92,8 +92,8 @@ def test_resumed_streamed_run_continues_with_the_next_batches(tiny_bert_dir, tmp
 @pytest.mark.slow
 def test_a_resumed_streamed_run_masks_its_batches_as_the_uninterrupted_one(tiny_mlm_dir, tmp_path):
     """The masked-LM collator draws its masks as the loader fetches a batch: the resumed loader re-reads (and masks)
-    the stream's trained batches to drop them, and must not take the saved masks' random states for them
-    (hf_cse.collator_rng)."""
+    the stream's trained batches to drop them, which must change neither the later batches' masks nor the training
+    process's random state (hf_cse.collator_rng)."""
     a = _write(tmp_path / "a.txt", random_sentences(40, seed=1))
     b = _write(tmp_path / "b.txt", random_sentences(40, seed=2))
     tok = AutoTokenizer.from_pretrained(tiny_mlm_dir)
