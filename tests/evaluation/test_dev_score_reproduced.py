@@ -9,10 +9,13 @@ import logging
 
 import pytest
 from helpers import train_args
+from transformers import AutoModel, AutoTokenizer
 
 from hf_cse.cli import evaluate as eval_cli
 from hf_cse.cli import train as train_cli
+from hf_cse.evaluation import dev_metrics
 from hf_cse.evaluation.before_after import UntrainedCandidate
+from hf_cse.models import SimCSEModel
 
 pytestmark = pytest.mark.slow  # trains and evaluates end to end
 
@@ -44,6 +47,11 @@ def test_the_logged_dev_score_is_what_run_eval_gives_for_the_saved_model(tiny_be
                                                  "bf16")
               for model in (run, run / "sentence-transformers") for tasks in ("sts", "STSBenchmark")}
     assert scores == {key: pytest.approx(dev["after"], abs=1e-9) for key in scores}
+    # and the library's own dev scoring of the saved model, given the run's precision
+    model = AutoModel.from_pretrained(run)
+    assert isinstance(model, SimCSEModel)
+    assert dev_metrics(model, AutoTokenizer.from_pretrained(run), senteval_dir, precision="bf16")["stsb_spearman"] \
+        == pytest.approx(dev["after"], abs=1e-9)
     # the precision matters (so the check above is not vacuous): fp32 gives another figure here
     assert run_eval_stsb(run, senteval_dir, tmp_path / "eval-fp32", "STSBenchmark", "fp32") != \
         pytest.approx(dev["after"], abs=1e-6)
