@@ -11,7 +11,15 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from .files import TSV_LOADER_ARGS, DataError, check_train_file, is_tsv, read_table, read_text
+from .files import (
+    DataError,
+    check_train_file,
+    is_tsv,
+    read_table,
+    read_text,
+    strip_column_names,
+    table_loader_args,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +74,7 @@ def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]
     return lines
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
     try:
         float(text)
     except ValueError:
@@ -95,7 +103,7 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
                                 + ("Quote fields that hold the delimiter, or fix the row." if not is_tsv(path) else
                                    "A .tsv is split on every tab (no quoting): fix the row."))
             lines.append(row[columns.index(column)] if len(row) == len(columns) else "")
-        if lines and all(_is_number(text) for text in lines if text.strip()):
+        if lines and all(is_number(text) for text in lines if text.strip()):
             raise DataError(f"{path}: column {column!r} holds only numbers, not sentences; pass text_column "
                             f"with the sentence column (columns: {columns}).")
     else:
@@ -144,8 +152,8 @@ def load_train_dataset(
     read_sentences(path, text_column)  # validates (exists, UTF-8, column, not empty) with clear messages
     # load through `datasets` so that the data set and its tokenization are cached on disk (fingerprints)
     if path.suffix.lower() in (".csv", ".tsv"):  # read as read_sentences does (hf_cse.files)
-        ds = datasets.load_dataset("csv", data_files=str(path), split="train",
-                                   **(TSV_LOADER_ARGS if is_tsv(path) else {"encoding": "utf-8-sig"}))
+        ds = strip_column_names(datasets.load_dataset("csv", data_files=str(path), split="train",
+                                                      **table_loader_args(path)))
         column = text_column or (ds.column_names[0] if len(ds.column_names) == 1 else "text")
         ds = _only_text_column(ds, column)
     elif path.suffix.lower() in JSON_SUFFIXES:

@@ -26,6 +26,31 @@ MAGIC = ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\x
 TSV_LOADER_ARGS = {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "encoding": "utf-8-sig"}
 
 
+def table_loader_args(path) -> dict:
+    """Keyword arguments of ``datasets.load_dataset("csv", ...)`` that read ``path`` as :func:`read_table` does: a
+    ``.tsv`` split on tabs without quoting (:data:`TSV_LOADER_ARGS`), the BOM dropped, and every cell kept as the
+    text it is (``features``: strings, from the header; pandas would guess a type per chunk of rows, failing on a
+    column of numbers then words, and read cells such as ``NA`` or ``None`` as missing). Column names keep their
+    spaces: see :func:`strip_column_names`."""
+    import datasets
+
+    args = dict(TSV_LOADER_ARGS) if is_tsv(path) else {"encoding": "utf-8-sig"}
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        header = next(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE) if is_tsv(path) else csv.reader(fh), [])
+    if header and len(set(header)) == len(header):  # pandas renames repeated names ("text.1"): left to it
+        args["features"] = datasets.Features({name: datasets.Value("string") for name in header})
+    return {**args, "keep_default_na": False}
+
+
+def strip_column_names(ds, names=None):
+    """``ds`` (a ``datasets`` data set, maybe streamed) with its column names stripped of spaces, as
+    :func:`read_table`'s readers strip them (a header ``id, text`` names the column ``text``). ``names``: the
+    columns where ``ds`` does not know them (a stream of a CSV file: those of its first row)."""
+    names = list(ds.column_names or names or [])
+    renamed = {name: name.strip() for name in names if name != name.strip()}
+    return ds.rename_columns(renamed) if renamed else ds
+
+
 class DataError(CSEError):
     """Training data that cannot be used; the message says what is wrong and how to fix it."""
 
