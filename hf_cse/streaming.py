@@ -32,7 +32,7 @@ from .data import (
     load_train_dataset,
     with_prompt,
 )
-from .files import check_text_head, strip_column_names, table_loader_args
+from .files import check_text_head, check_train_file, strip_column_names, table_loader_args
 
 #: rows of a source whose text column is checked (types, numbers) before training
 HEAD_ROWS = 100
@@ -64,8 +64,8 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
         check_text_head(path, "train_files")  # read lazily by datasets, which would fail deep inside
     if not stream_args.streaming:
         return
-    if data_args.train_file and Path(data_args.train_file).is_file():
-        check_text_head(data_args.train_file, "train_file")
+    if data_args.train_file:  # read lazily too: a missing file or a folder would fail deep in datasets
+        check_text_head(check_train_file(data_args.train_file), "train_file")
     if max_steps is None or max_steps <= 0:
         raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")

@@ -212,3 +212,13 @@ def test_a_text_column_starting_with_a_chunk_of_numbers_is_read_as_text(tmp_path
     path.write_text("text\n" + "".join(f"{i}\n" for i in range(10_001)) + "a real sentence\n")
     assert load_train_dataset(str(path))["text"][-2:] == ["10000", "a real sentence"]
 
+
+@pytest.mark.parametrize("where", ["missing", "folder"])
+def test_a_streamed_train_file_that_is_no_file_is_one_line(where, tmp_path):
+    from hf_cse.streaming import check_streaming_arguments
+
+    path = tmp_path / "nosuch.txt" if where == "missing" else tmp_path
+    streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
+    data = SimpleNamespace(train_file=str(path), dataset_name=None, pair_column=None)
+    with pytest.raises(DataError, match=f"train_file {path} does not exist \\(or is not a file\\)"):
+        check_streaming_arguments(streamed, data, 4, "simcse")
