@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from .files import (
+    HEAD_BYTES,
     DataError,
     check_train_file,
     is_tsv,
@@ -33,6 +35,46 @@ def check_text_column_applies(path: Path, text_column: str | None) -> None:
     if text_column and path.suffix.lower() not in TABLE_SUFFIXES + JSON_SUFFIXES:
         raise DataError(f"text_column {text_column} was given, but {path} is read as plain text (one sentence per "
                         "line, no columns). Drop text_column, or give a .csv/.tsv/.json/.jsonl file.")
+
+
+#: separators a .csv may have been written with instead of commas (a spreadsheet in a decimal-comma locale: ";")
+OTHER_SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
+#: how many of a file's first non-blank lines :func:`check_layout` looks at
+LAYOUT_LINES = 20
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def check_layout(path: Path, text: str) -> None:
+    """Refuse a file whose first lines show it is not laid out as its name says it is read, where training would
+    go on, on nonsense: JSON lines in a plain text file (``.txt``, ``.ndjson``...; every line, braces and field
+    names included, would be a sentence), or a ``.csv`` separated by semicolons, tabs or bars (read as one column,
+    so every whole line, its other fields included, would be a sentence). ``text``: the file's text, or its start."""
+    lines = [line for line in text[:HEAD_BYTES].splitlines() if line.strip()][:LAYOUT_LINES]
+    suffix = path.suffix.lower()
+    if not lines or suffix in JSON_SUFFIXES:
+        return
+    if suffix not in TABLE_SUFFIXES:
+        if all(map(_is_json_object, lines[:5])):
+            kind = suffix or "file without suffix"
+            raise DataError(f"{path} holds JSON objects ({lines[0]!r:.40}...), but a {kind} is read as plain text: "
+                            "the JSON itself would be trained on. Name it .jsonl (text_column picks the field; text "
+                            "by default).")
+        return
+    if is_tsv(path) or len(lines) < 2 or len(next(csv.reader(lines[:1]))) > 1:
+        return
+    for separator, name in OTHER_SEPARATORS.items():
+        count = lines[0].count(separator)
+        if count and all(line.count(separator) >= count for line in lines[1:]):
+            rename = " or name it .tsv" if separator == "\t" else ""
+            raise DataError(f"{path}: its header {lines[0]!r:.60} is one column with {name} in it, and so are its "
+                            f"rows: a .csv is read as comma-separated, so every whole line would be a sentence. Save "
+                            f"it comma-separated{rename}.")
 
 
 def _json_records(path: Path) -> list[tuple[int, Any]]:
@@ -88,6 +130,7 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
     path = check_train_file(train_file)
     text = read_text(path, "train_file")  # refuses compressed, binary and non-UTF-8 files; drops a BOM
     check_text_column_applies(path, text_column)
+    check_layout(path, text)
     if path.suffix.lower() in JSON_SUFFIXES:
         lines = read_json_sentences(path, text_column)
     elif path.suffix.lower() in TABLE_SUFFIXES:

@@ -92,18 +92,20 @@ def read_text(path, flag: str) -> str:
 HEAD_BYTES = 1 << 16
 
 
-def check_text_head(path, flag: str) -> None:
+def check_text_head(path, flag: str) -> str:
     """:func:`read_text`'s checks on the first 64 KiB of a text file that is read lazily, as a stream or one of
     several mixed files (whose reader would fail deep in ``datasets`` or hand over nonsense): compressed, binary,
-    not UTF-8 at its start, or empty."""
+    not UTF-8 at its start, or empty. Returns the text of those bytes (whole lines)."""
     path = Path(path)
     with path.open("rb") as fh:
         data = fh.read(HEAD_BYTES)
     if len(data) == HEAD_BYTES:  # a character may be cut at the end of the head: check whole lines only
         data = data[:data.rfind(b"\n") + 1] or data
-    if not _decoded(data, path, flag).strip():
+    text = _decoded(data, path, flag)
+    if not text.strip():
         raise DataError(f"{flag} {path} is empty (or starts with blank lines only); give a text file with one "
                         "sentence per line.")
+    return text
 
 
 def _decoded(data: bytes, path: Path, flag: str) -> str:

@@ -27,6 +27,7 @@ from .data import (
     JSON_SUFFIXES,
     TABLE_SUFFIXES,
     DataError,
+    check_layout,
     check_text_column_applies,
     is_number,
     load_train_dataset,
@@ -61,11 +62,12 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     for path in files or []:
         if not Path(path).is_file():
             raise DataError(f"train_files {path} does not exist (or is not a file).")
-        check_text_head(path, "train_files")  # read lazily by datasets, which would fail deep inside
+        check_layout(Path(path), check_text_head(path, "train_files"))  # read lazily by datasets: its start
     if not stream_args.streaming:
         return
     if data_args.train_file:  # read lazily too: a missing file or a folder would fail deep in datasets
-        check_text_head(check_train_file(data_args.train_file), "train_file")
+        path = check_train_file(data_args.train_file)
+        check_layout(path, check_text_head(path, "train_file"))
     if max_steps is None or max_steps <= 0:
         raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")

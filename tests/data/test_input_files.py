@@ -92,3 +92,44 @@ def test_content_fingerprint_tells_an_edit_at_either_end_of_a_large_file(tmp_pat
     for edited in (b"A" + body[1:], body[:-2] + b"!\n", body + b"one more.\n"):
         path.write_bytes(edited)
         assert content_fingerprint(path) != first
+
+
+MISLAID = {
+    "train.txt": ("".join(json.dumps({"text": s, "id": i}) + "\n" for i, s in enumerate(SENTENCES)),
+                  r"holds JSON objects .*read as plain text: the JSON itself would be trained on\. Name it \.jsonl"),
+    "train.ndjson": ("".join(json.dumps({"text": s}) + "\n" for s in SENTENCES), r"Name it \.jsonl"),
+    "semicolons.csv": ("id;text\n" + "".join(f"{i};{s}\n" for i, s in enumerate(SENTENCES)),
+                       r"header 'id;text' is one column with semicolons in it.*Save it comma-separated\."),
+    "tabs.csv": ("id\ttext\n" + "".join(f"{i}\t{s}\n" for i, s in enumerate(SENTENCES)),
+                 r"one column with tabs in it.*Save it comma-separated or name it \.tsv\."),
+}
+
+
+@pytest.mark.parametrize("name", MISLAID)
+def test_a_file_laid_out_otherwise_than_its_name_says_is_refused_not_trained_on_whole_lines(name, tmp_path):
+    """JSON lines named .txt, or a .csv separated by semicolons or tabs, would train on every raw line (braces,
+    field names, ids and all): refused naming the fix, read whole or streamed (its start is checked)."""
+    from types import SimpleNamespace
+
+    from hf_cse.streaming import check_streaming_arguments
+
+    content, message = MISLAID[name]
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(DataError, match=message):
+        read_sentences(path)
+    streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
+    with pytest.raises(DataError, match=message):
+        check_streaming_arguments(streamed, SimpleNamespace(train_file=str(path), dataset_name=None,
+                                                            pair_column=None), 4, "simcse")
+
+
+@pytest.mark.parametrize("name, content", [
+    ("braces.txt", "{a set} of words\n{b} and more\n"),  # braces, not JSON objects
+    ("one_column.csv", "text\nwords; and a semicolon\nmore words\n"),  # the separator is text here
+    ("commas.csv", "id;x,text\n1;a,some words\n"),  # several columns: read as the header says
+])
+def test_text_that_only_looks_mislaid_is_read(name, content, tmp_path):
+    path = tmp_path / name
+    path.write_text(content)
+    assert read_sentences(path)
