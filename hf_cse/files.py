@@ -108,7 +108,43 @@ def check_text_head(path, flag: str) -> str:
     return text
 
 
+#: files a user may hold sentences in that are no text, by their first bytes: what they are and how to get text
+DOCUMENTS = (
+    ((b"[Content_Types].xml", b"docProps/", b"xl/", b"word/", b"mimetypeapplication/vnd.oasis.opendocument"),
+     "spreadsheet or document (Excel / OpenDocument)", "save it as CSV UTF-8 (or plain text) and give that"),
+    ((b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",), "legacy Excel / Office file", "save it as CSV UTF-8 and give that"),
+    ((b"PAR1",), "Parquet file", "convert it to JSON lines, e.g. pandas.read_parquet(path).to_json('train.jsonl', "
+     "orient='records', lines=True), and give that"),
+    ((b"ARROW1",), "Arrow file", "convert it to JSON lines (datasets.Dataset.from_file(path).to_json('train.jsonl')) "
+     "and give that"),
+)
+#: byte-order marks of UTF-16 text (Windows' "Unicode"), which holds NUL bytes
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+#: names of Office / OpenDocument files, zips whose first member may have any name
+OFFICE_SUFFIXES = (".xlsx", ".xlsm", ".docx", ".ods", ".odt", ".numbers")
+
+
+def _document_kind(data: bytes, path: Path) -> tuple[str, str] | None:
+    """What ``data`` is, by :data:`DOCUMENTS` (a zip by the name of its first member: Office's first is
+    ``[Content_Types].xml`` or one under ``docProps/``, ``xl/``, ``word/``; OpenDocument's ``mimetype``)."""
+    head = data[:128]
+    for marks, kind, fix in DOCUMENTS:
+        if any(head.startswith(mark) or (head.startswith(b"PK") and mark in head) for mark in marks):
+            return kind, fix
+    if data.startswith(b"PK") and path.suffix.lower() in OFFICE_SUFFIXES:
+        return DOCUMENTS[0][1:]
+    return None
+
+
 def _decoded(data: bytes, path: Path, flag: str) -> str:
+    document = _document_kind(data, path)  # before MAGIC: a spreadsheet is a zip, but "decompress it" is no fix
+    if document:
+        raise FileFormatError(f"{flag} {path} is a {document[0]}, not text: {document[1]}.")
+    if data.startswith(UTF16_BOMS):
+        raise FileFormatError(f"{flag} {path} is UTF-16 text: convert it to UTF-8, e.g. `iconv -f utf-16 -t utf-8 "
+                              f"{path.name} > fixed{path.suffix}`.")
     for magic, kind in MAGIC:
         if data.startswith(magic):
             fix = "decompress it first" if kind in ("gzip", "zip", "bzip2", "xz", "zstd") else "give a text file"

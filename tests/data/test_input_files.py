@@ -46,7 +46,7 @@ def test_a_compressed_file_is_refused_by_what_it_is_not_its_name(kind, name, tmp
 
 def test_a_binary_file_is_refused(tmp_path):
     path = tmp_path / "train.txt"
-    path.write_bytes("\n".join(SENTENCES).encode("utf-16"))
+    path.write_bytes("\n".join(SENTENCES).encode("utf-16-le"))  # no byte-order mark: NUL bytes tell
     with pytest.raises(DataError, match="binary file"):
         read_sentences(path)
 
@@ -133,3 +133,29 @@ def test_text_that_only_looks_mislaid_is_read(name, content, tmp_path):
     path = tmp_path / name
     path.write_text(content)
     assert read_sentences(path)
+
+
+def _zip_with(path, first_member: str):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(first_member, "<x/>")
+    return path
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("book.xlsx", lambda p: _zip_with(p, "docProps/app.xml"), r"is a spreadsheet or document .*save it as CSV UTF-8"),
+    ("renamed.csv", lambda p: _zip_with(p, "[Content_Types].xml"), r"is a spreadsheet or document"),
+    ("book.ods", lambda p: _zip_with(p, "mimetype"), r"is a spreadsheet or document"),
+    ("old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(64), r"is a legacy Excel / Office file"),
+    ("data.parquet", b"PAR1" + bytes(64) + b"PAR1", r"is a Parquet file, not text: convert it to JSON lines"),
+    ("notepad.txt", "one sentence\ntwo sentences\n".encode("utf-16"), r"is UTF-16 text: convert it to UTF-8"),
+])
+def test_a_document_or_other_encoding_is_named_with_its_fix(name, content, message, tmp_path):
+    """A spreadsheet is a zip, but 'decompress it first' is no fix; a Parquet or UTF-16 file was 'binary (NUL
+    bytes)'. Each is named for what it is, with the way to a text file."""
+    path = tmp_path / name
+    if callable(content):
+        content(path)
+    else:
+        path.write_bytes(content)
+    with pytest.raises(DataError, match=message):
+        read_sentences(path)
