@@ -124,6 +124,13 @@ def test_a_file_laid_out_otherwise_than_its_name_says_is_refused_not_trained_on_
                                                             pair_column=None), 4, "simcse")
 
 
+def test_pair_data_separated_by_semicolons_is_named_so(tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_text("text;positive\n" + "".join(f"{s};{s} again\n" for s in SENTENCES))
+    with pytest.raises(DataError, match="one column with semicolons in it"):  # "no column 'text'" before
+        load_pair_dataset("positive", str(path))
+
+
 @pytest.mark.parametrize("name, content", [
     ("braces.txt", "{a set} of words\n{b} and more\n"),  # braces, not JSON objects
     ("one_column.csv", "text\nwords; and a semicolon\nmore words\n"),  # the separator is text here
