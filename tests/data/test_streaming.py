@@ -139,6 +139,24 @@ def test_bad_streaming_input_is_one_line_before_any_model(tiny_bert_dir, tmp_pat
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(("lines", "extra", "message"), [
+    (10, ["--max_train_samples", "0"], r"--max_train_samples must be at least 1, got 0\."),
+    (10, ["--max_train_samples", "3"], r"a\.txt cut to --max_train_samples 3 has 3 sentences, fewer than one global "
+                                       r"batch of 4"),
+    (3, [], r"a\.txt has 3 sentences, fewer than one global batch of 4"),
+], ids=["no_samples", "cut_below_a_batch", "shorter_than_a_batch"])
+def test_a_stream_of_less_than_one_batch_is_one_line_before_any_model(tiny_bert_dir, tmp_path, no_model_load, lines,
+                                                                      extra, message):
+    """A stream's length is unknown, so these trained on batches smaller than asked for (a batch of 1 failed in the
+    loss, advising a larger batch), or failed inside datasets (max_train_samples 0 or less)."""
+    path = _write(tmp_path / "a.txt", random_sentences(lines))
+    with pytest.raises(ValueError, match=message) as err:
+        train_cli.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
+                                   "--use_cpu", "--train_file", str(path), "--streaming", "--max_steps", "2",
+                                   "--per_device_train_batch_size", "4", *extra])
+    assert "\n" not in str(err.value)
+
+
 BAD_FILES = {"empty": (b"", "is empty"), "binary": (b"a\x00b\n", "binary file"),
              "latin-1": ("caf\xe9\n".encode("latin-1"), "not valid UTF-8"), "gzip": (b"\x1f\x8b\x08\x00", "gzip")}
 
