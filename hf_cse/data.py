@@ -95,6 +95,10 @@ def load_train_dataset(
         if column not in ds.column_names:
             raise DataError(f"data set {dataset_name} has no column {column!r}; columns: {ds.column_names}. "
                             "Pass text_column NAME.")
+        kind = getattr(ds.features[column], "dtype", type(ds.features[column]).__name__)
+        if kind not in ("string", "large_string"):  # the filter below would fail on its first value, in datasets
+            raise DataError(f"data set {dataset_name}: column {column!r} holds {kind} values, not sentences; pass "
+                            f"text_column NAME of the text column (columns: {ds.column_names}).")
         ds = _only_text_column(ds, column)
         ds = ds.filter(lambda ex: bool(ex["text"] and ex["text"].strip()))
         if len(ds) == 0:
