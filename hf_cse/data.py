@@ -250,6 +250,13 @@ def _check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dic
             shown = ", ".join(map(str, empty[:5])) + (" ..." if len(empty) > 5 else "")
             raise DataError(f"{source}: {len(empty)} row(s) with an empty {column!r} cell ({flag}), data rows "
                             f"{shown}. Every row needs all its texts: remove or fill those rows.")
+    for flag, column in wanted.items():  # a label column named by mistake: (sentence, "1") pairs trained on
+        values = [row[column] for row in rows]
+        odd = next((value for value in values if not isinstance(value, str)), None)
+        what = f"{type(odd).__name__} values ({odd!r:.30})" if odd is not None else "only numbers"
+        if odd is not None or (values and all(map(is_number, values))):
+            raise DataError(f"{source}: column {column!r} ({flag}) holds {what}, not sentences; pass {flag} NAME "
+                            f"of a text column (columns: {columns}).")
 
 
 def pair_columns(text_column: str | None, pair_column: str, negative_column: str | None) -> dict[str, str]:
