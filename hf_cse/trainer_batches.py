@@ -67,6 +67,7 @@ class TrainingBatches(Trainer):
                             f"{len(self.train_dataset)} training rows (too few distinct texts for the batch). Use "
                             "more varied data or a smaller per-device batch, or allow repeats with "
                             "no_duplicates_in_batch=False.")
+        self._warn_of_left_out_rows()
         dataset = self.train_dataset
         collator = self.data_collator
         if self.args.remove_unused_columns:  # a model of one's own (a method model's collator reads every column)
@@ -81,6 +82,27 @@ class TrainingBatches(Trainer):
                                    rank=self.args.process_index),
         )
         return self.accelerator.prepare(loader)
+
+    def _warn_of_left_out_rows(self) -> None:
+        """One warning when the no-duplicates batches leave out more rows than the last incomplete batch: copies of a
+        text that outnumber the batches (a corpus of repeated lines) are not trained on, which the run's row count
+        would not tell."""
+        from collections import Counter
+
+        sampler = self._batch_sampler
+        plan, size = sampler.plan(), global_batch_size(sampler.batch_size, self.args.world_size)
+        if plan.dropped < size:
+            return
+        counts = Counter(k for row in sampler.keys for k in (row if isinstance(row, tuple) else (row,)))
+        key, count = counts.most_common(1)[0]
+        texts = getattr(self.train_dataset, "column_names", None) or []
+        example = ""
+        if "text" in texts and not isinstance(sampler.keys[0], tuple):
+            example = f" ({self.train_dataset[sampler.keys.index(key)]['text']!r:.60})"
+        logger.warning("no-duplicates batches: %d of the %d training rows are left out of each epoch (%.0f%%): "
+                       "copies of texts that occur more often than there are batches, the most frequent %d times%s. "
+                       "Deduplicate the data, or allow repeats with no_duplicates_in_batch=False.", plan.dropped,
+                       len(sampler.keys), 100 * plan.dropped / len(sampler.keys), count, example)
 
     def on_epoch_start(self, epoch: int) -> None:
         # the plan of every epoch is fixed by (seed, epoch); Accelerate's skip wrapper on resume does not forward
