@@ -24,6 +24,7 @@ def main():
     finally:
         print("cleaning up", flush=True)
         time.sleep(1.5)
+        print("cleaned up", flush=True)
 sys.exit(run_cli(main, "prog"))
 """
 
@@ -56,6 +57,21 @@ def test_a_launchers_sigterm_right_after_ctrl_c_does_not_cut_the_line_short():
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=hang_timeout(60))
     assert proc.returncode == 130, err
+    assert out == "cleaned up\n"
+    assert err.strip().splitlines() == ["prog: interrupted (Ctrl-C); what was saved so far is kept."]
+
+
+@pytest.mark.slow
+def test_the_launchers_forward_of_the_same_ctrl_c_does_not_cut_the_line_short():
+    """torchrun forwards the SIGINT it got to processes that got it from the terminal already: the second one raised
+    KeyboardInterrupt again, which cut the clean-up short (or, during the first one's handling, its line)."""
+    proc = _started()
+    proc.send_signal(signal.SIGINT)
+    assert proc.stdout.readline() == "cleaning up\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=hang_timeout(60))
+    assert proc.returncode == 130, err
+    assert out == "cleaned up\n"
     assert err.strip().splitlines() == ["prog: interrupted (Ctrl-C); what was saved so far is kept."]
 
 
