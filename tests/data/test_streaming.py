@@ -141,7 +141,7 @@ def test_bad_streaming_input_is_one_line_before_any_model(tiny_bert_dir, tmp_pat
 
 @pytest.mark.parametrize(("lines", "extra", "message"), [
     (10, ["--max_train_samples", "0"], r"--max_train_samples must be at least 1, got 0\."),
-    (10, ["--max_train_samples", "3"], r"a\.txt cut to --max_train_samples 3 has 3 sentences, fewer than one global "
+    (10, ["--max_train_samples", "3"], r"a\.txt cut to max_train_samples 3 has 3 sentences, fewer than one global "
                                        r"batch of 4"),
     (3, [], r"a\.txt has 3 sentences, fewer than one global batch of 4"),
 ], ids=["no_samples", "cut_below_a_batch", "shorter_than_a_batch"])
