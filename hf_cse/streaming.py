@@ -34,6 +34,7 @@ from .data import (
     with_prompt,
 )
 from .files import check_text_head, check_train_file, strip_column_names, table_loader_args
+from .text_files import check_json_head
 
 #: rows of a source whose text column is checked (types, numbers) before training
 HEAD_ROWS = 100
@@ -45,7 +46,7 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
                               no_duplicates_asked: bool = False) -> None:
     """The streaming and mixing settings, checked before any data or model is read (one line each).
     ``stream_args`` has ``streaming``, ``train_files`` and ``train_weights`` (the command line's
-    ``StreamingArguments``), ``data_args`` ``train_file``, ``dataset_name`` and ``pair_column``.
+    ``StreamingArguments``), ``data_args`` ``train_file``, ``dataset_name``, ``pair_column`` and ``text_column``.
     ``no_duplicates_asked``: no_duplicates_in_batch true was asked for, which a stream cannot honour."""
     files, weights = stream_args.train_files, stream_args.train_weights
     if files and data_args.pair_column:
@@ -62,12 +63,11 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     for path in files or []:
         if not Path(path).is_file():
             raise DataError(f"train_files {path} does not exist (or is not a file).")
-        check_layout(Path(path), check_text_head(path, "train_files"))  # read lazily by datasets: its start
+        _check_start(Path(path), "train_files", data_args.text_column)  # read lazily by datasets when streamed
     if not stream_args.streaming:
         return
     if data_args.train_file:  # read lazily too: a missing file or a folder would fail deep in datasets
-        path = check_train_file(data_args.train_file)
-        check_layout(path, check_text_head(path, "train_file"))
+        _check_start(check_train_file(data_args.train_file), "train_file", data_args.text_column)
     if max_steps is None or max_steps <= 0:
         raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")
@@ -82,6 +82,13 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     if not method_cls.streams:
         raise DataError(f"streaming=True does not work with method={method!r} ({method_cls.why_no_streaming}); "
                         "drop streaming=True.")
+
+
+def _check_start(path: Path, flag: str, text_column: str | None) -> None:
+    """The checks of a file read whole, on the start of one read lazily: its bytes, its layout, its JSON records."""
+    text = check_text_head(path, flag)
+    check_layout(path, text)
+    check_json_head(path, text, text_column)
 
 
 def _source(path: str | None, dataset_name: str | None, config_name: str | None, text_column: str | None,

@@ -92,24 +92,41 @@ def _json_records(path: Path) -> list[tuple[int, Any]]:
     return records
 
 
+def _sentence_of(record: Any, column: str, path: Path, lineno: int) -> str:
+    """The ``column`` string of one JSON record ("" for null), or one line naming what is wrong with it."""
+    if not isinstance(record, dict):
+        raise DataError(f"{path}: line {lineno} is a JSON {type(record).__name__}, not an object with a "
+                        f"{column!r} field.")
+    if column not in record:
+        raise DataError(f"{path}: line {lineno} has no field {column!r}; its fields are {sorted(record)}. "
+                        "Pass text_column NAME.")
+    value = record[column]
+    if value is not None and not isinstance(value, str):
+        raise DataError(f"{path}: line {lineno}: field {column!r} holds {type(value).__name__} {value!r:.40}, "
+                        "not a sentence (a string).")
+    return value or ""
+
+
 def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]:
     """The ``text_column`` (default ``text``) strings of a JSON-lines / JSON-list file; null or blank values are
     dropped like blank lines, anything else that is not a string is refused with its line."""
-    column = text_column or "text"
-    lines = []
-    for lineno, record in _json_records(path):
-        if not isinstance(record, dict):
-            raise DataError(f"{path}: line {lineno} is a JSON {type(record).__name__}, not an object with a "
-                            f"{column!r} field.")
-        if column not in record:
-            raise DataError(f"{path}: line {lineno} has no field {column!r}; its fields are {sorted(record)}. "
-                            "Pass text_column NAME.")
-        value = record[column]
-        if value is not None and not isinstance(value, str):
-            raise DataError(f"{path}: line {lineno}: field {column!r} holds {type(value).__name__} {value!r:.40}, "
-                            "not a sentence (a string).")
-        lines.append(value or "")
-    return lines
+    return [_sentence_of(record, text_column or "text", path, lineno) for lineno, record in _json_records(path)]
+
+
+def check_json_head(path: Path, text: str, text_column: str | None) -> None:
+    """:func:`read_json_sentences`' checks on the whole records of ``text``, the start of a JSON-lines file that is
+    streamed: a stream reads a record without the field as null and drops it without a word (and a JSON list is
+    read whole by any reader). Nothing to check in a file of another kind."""
+    if path.suffix.lower() not in JSON_SUFFIXES or text.lstrip().startswith("["):
+        return
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}: line {lineno} is not valid JSON ({err.msg}); give one JSON object per "
+                                "line.") from None
+            _sentence_of(record, text_column or "text", path, lineno)
 
 
 def is_number(text: str) -> bool:

@@ -121,7 +121,7 @@ def test_a_file_laid_out_otherwise_than_its_name_says_is_refused_not_trained_on_
     streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
     with pytest.raises(DataError, match=message):
         check_streaming_arguments(streamed, SimpleNamespace(train_file=str(path), dataset_name=None,
-                                                            pair_column=None), 4, "simcse")
+                                                            pair_column=None, text_column=None), 4, "simcse")
 
 
 def test_pair_data_separated_by_semicolons_is_named_so(tmp_path):

@@ -173,7 +173,7 @@ def test_files_read_lazily_are_checked_like_a_train_file(kind, tmp_path):
     bad.write_bytes(data)
     mixed = SimpleNamespace(streaming=False, train_files=[str(good), str(bad)], train_weights=None)
     streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
-    no_file = SimpleNamespace(train_file=None, dataset_name=None, pair_column=None)
+    no_file = SimpleNamespace(train_file=None, dataset_name=None, pair_column=None, text_column=None)
     with pytest.raises(DataError, match=f"train_files {bad}.*{words}"):
         check_streaming_arguments(mixed, no_file, 4, "simcse")
     with pytest.raises(DataError, match=f"train_file {bad}.*{words}"):
@@ -237,6 +237,24 @@ def test_a_streamed_train_file_that_is_no_file_is_one_line(where, tmp_path):
 
     path = tmp_path / "nosuch.txt" if where == "missing" else tmp_path
     streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
-    data = SimpleNamespace(train_file=str(path), dataset_name=None, pair_column=None)
+    data = SimpleNamespace(train_file=str(path), dataset_name=None, pair_column=None, text_column=None)
     with pytest.raises(DataError, match=f"train_file {path} does not exist \\(or is not a file\\)"):
+        check_streaming_arguments(streamed, data, 4, "simcse")
+
+
+@pytest.mark.parametrize("streamed_as", ["train_file", "train_files"])
+def test_a_streamed_json_record_without_the_text_field_is_one_line(streamed_as, tmp_path):
+    """Read whole, such a record is refused with its line; a stream read it as null and dropped it without a word."""
+    from hf_cse.streaming import check_streaming_arguments
+
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"text": "a sentence"}\n{"txt": "a typo in the field"}\n{"text": "another"}\n')
+    files = [str(path), str(path)] if streamed_as == "train_files" else None
+    streamed = SimpleNamespace(streaming=True, train_files=files, train_weights=None)
+    data = SimpleNamespace(train_file=None if files else str(path), dataset_name=None, pair_column=None,
+                           text_column=None)
+    with pytest.raises(DataError, match=r"s\.jsonl: line 2 has no field 'text'; its fields are \['txt'\]"):
+        check_streaming_arguments(streamed, data, 4, "simcse")
+    data.text_column = "txt"  # the other records lack it then
+    with pytest.raises(DataError, match=r"line 1 has no field 'txt'"):
         check_streaming_arguments(streamed, data, 4, "simcse")
