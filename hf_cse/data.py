@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,67 +10,27 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from .files import TSV_LOADER_ARGS, DataError, check_train_file, is_tsv, read_table, read_text
+from .files import (
+    DataError,
+    check_train_file,
+    is_tsv,
+    read_table,
+    read_text,
+    strip_column_names,
+    table_loader_args,
+)
+from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_number: read from here too
+    JSON_SUFFIXES,
+    TABLE_SUFFIXES,
+    check_layout,
+    check_text_column_applies,
+    is_number,
+    read_json_sentences,
+)
 
 logger = logging.getLogger(__name__)
 
 DEMO_CORPUS = Path(__file__).parent / "resources" / "demo_corpus.txt"
-TABLE_SUFFIXES = (".csv", ".tsv")
-JSON_SUFFIXES = (".json", ".jsonl")
-
-
-def check_text_column_applies(path: Path, text_column: str | None) -> None:
-    """``text_column`` names a column; a plain text file has none."""
-    if text_column and path.suffix.lower() not in TABLE_SUFFIXES + JSON_SUFFIXES:
-        raise DataError(f"text_column {text_column} was given, but {path} is read as plain text (one sentence per "
-                        "line, no columns). Drop text_column, or give a .csv/.tsv/.json/.jsonl file.")
-
-
-def _json_records(path: Path) -> list[tuple[int, Any]]:
-    """``(line number, record)`` of a JSON-lines file, or of a ``.json`` file holding one list of records."""
-    text = read_text(path, "train_file")
-    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
-        try:
-            return [(1, record) for record in json.loads(text)]
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}).") from None
-    records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                records.append((lineno, json.loads(line)))
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}: line {lineno} is not valid JSON ({err.msg}); give one JSON object per "
-                                "line, or a .json file holding one list of objects.") from None
-    return records
-
-
-def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]:
-    """The ``text_column`` (default ``text``) strings of a JSON-lines / JSON-list file; null or blank values are
-    dropped like blank lines, anything else that is not a string is refused with its line."""
-    column = text_column or "text"
-    lines = []
-    for lineno, record in _json_records(path):
-        if not isinstance(record, dict):
-            raise DataError(f"{path}: line {lineno} is a JSON {type(record).__name__}, not an object with a "
-                            f"{column!r} field.")
-        if column not in record:
-            raise DataError(f"{path}: line {lineno} has no field {column!r}; its fields are {sorted(record)}. "
-                            "Pass text_column NAME.")
-        value = record[column]
-        if value is not None and not isinstance(value, str):
-            raise DataError(f"{path}: line {lineno}: field {column!r} holds {type(value).__name__} {value!r:.40}, "
-                            "not a sentence (a string).")
-        lines.append(value or "")
-    return lines
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def read_sentences(train_file: str | Path, text_column: str | None = None) -> list[str]:
@@ -80,6 +39,7 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
     path = check_train_file(train_file)
     text = read_text(path, "train_file")  # refuses compressed, binary and non-UTF-8 files; drops a BOM
     check_text_column_applies(path, text_column)
+    check_layout(path, text)
     if path.suffix.lower() in JSON_SUFFIXES:
         lines = read_json_sentences(path, text_column)
     elif path.suffix.lower() in TABLE_SUFFIXES:
@@ -95,7 +55,7 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
                                 + ("Quote fields that hold the delimiter, or fix the row." if not is_tsv(path) else
                                    "A .tsv is split on every tab (no quoting): fix the row."))
             lines.append(row[columns.index(column)] if len(row) == len(columns) else "")
-        if lines and all(_is_number(text) for text in lines if text.strip()):
+        if lines and all(is_number(text) for text in lines if text.strip()):
             raise DataError(f"{path}: column {column!r} holds only numbers, not sentences; pass text_column "
                             f"with the sentence column (columns: {columns}).")
     else:
@@ -135,6 +95,10 @@ def load_train_dataset(
         if column not in ds.column_names:
             raise DataError(f"data set {dataset_name} has no column {column!r}; columns: {ds.column_names}. "
                             "Pass text_column NAME.")
+        kind = getattr(ds.features[column], "dtype", type(ds.features[column]).__name__)
+        if kind not in ("string", "large_string"):  # the filter below would fail on its first value, in datasets
+            raise DataError(f"data set {dataset_name}: column {column!r} holds {kind} values, not sentences; pass "
+                            f"text_column NAME of the text column (columns: {ds.column_names}).")
         ds = _only_text_column(ds, column)
         ds = ds.filter(lambda ex: bool(ex["text"] and ex["text"].strip()))
         if len(ds) == 0:
@@ -144,8 +108,8 @@ def load_train_dataset(
     read_sentences(path, text_column)  # validates (exists, UTF-8, column, not empty) with clear messages
     # load through `datasets` so that the data set and its tokenization are cached on disk (fingerprints)
     if path.suffix.lower() in (".csv", ".tsv"):  # read as read_sentences does (hf_cse.files)
-        ds = datasets.load_dataset("csv", data_files=str(path), split="train",
-                                   **(TSV_LOADER_ARGS if is_tsv(path) else {"encoding": "utf-8-sig"}))
+        ds = strip_column_names(datasets.load_dataset("csv", data_files=str(path), split="train",
+                                                      **table_loader_args(path)))
         column = text_column or (ds.column_names[0] if len(ds.column_names) == 1 else "text")
         ds = _only_text_column(ds, column)
     elif path.suffix.lower() in JSON_SUFFIXES:
@@ -289,6 +253,13 @@ def _check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dic
             shown = ", ".join(map(str, empty[:5])) + (" ..." if len(empty) > 5 else "")
             raise DataError(f"{source}: {len(empty)} row(s) with an empty {column!r} cell ({flag}), data rows "
                             f"{shown}. Every row needs all its texts: remove or fill those rows.")
+    for flag, column in wanted.items():  # a label column named by mistake: (sentence, "1") pairs trained on
+        values = [row[column] for row in rows]
+        odd = next((value for value in values if not isinstance(value, str)), None)
+        what = f"{type(odd).__name__} values ({odd!r:.30})" if odd is not None else "only numbers"
+        if odd is not None or (values and all(map(is_number, values))):
+            raise DataError(f"{source}: column {column!r} ({flag}) holds {what}, not sentences; pass {flag} NAME "
+                            f"of a text column (columns: {columns}).")
 
 
 def pair_columns(text_column: str | None, pair_column: str, negative_column: str | None) -> dict[str, str]:
@@ -336,6 +307,7 @@ def load_pair_dataset(
         if path.suffix.lower() not in (".csv", ".tsv"):
             raise DataError(f"pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
         source = str(path)
+        check_layout(path, read_text(path, "train_file"))  # a .csv separated by semicolons: one column
         table = read_table(path, "train_file")  # .tsv: tabs only, no quoting
         columns = [c.strip() for c in table[0]] if table else []
         rows = [dict(zip(columns, row)) for row in table[1:] if any(cell.strip() for cell in row)]

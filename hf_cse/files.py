@@ -26,6 +26,31 @@ MAGIC = ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\x
 TSV_LOADER_ARGS = {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "encoding": "utf-8-sig"}
 
 
+def table_loader_args(path) -> dict:
+    """Keyword arguments of ``datasets.load_dataset("csv", ...)`` that read ``path`` as :func:`read_table` does: a
+    ``.tsv`` split on tabs without quoting (:data:`TSV_LOADER_ARGS`), the BOM dropped, and every cell kept as the
+    text it is (``features``: strings, from the header; pandas would guess a type per chunk of rows, failing on a
+    column of numbers then words, and read cells such as ``NA`` or ``None`` as missing). Column names keep their
+    spaces: see :func:`strip_column_names`."""
+    import datasets
+
+    args = dict(TSV_LOADER_ARGS) if is_tsv(path) else {"encoding": "utf-8-sig"}
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        header = next(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE) if is_tsv(path) else csv.reader(fh), [])
+    if header and len(set(header)) == len(header):  # pandas renames repeated names ("text.1"): left to it
+        args["features"] = datasets.Features({name: datasets.Value("string") for name in header})
+    return {**args, "keep_default_na": False}
+
+
+def strip_column_names(ds, names=None):
+    """``ds`` (a ``datasets`` data set, maybe streamed) with its column names stripped of spaces, as
+    :func:`read_table`'s readers strip them (a header ``id, text`` names the column ``text``). ``names``: the
+    columns where ``ds`` does not know them (a stream of a CSV file: those of its first row)."""
+    names = list(ds.column_names or names or [])
+    renamed = {name: name.strip() for name in names if name != name.strip()}
+    return ds.rename_columns(renamed) if renamed else ds
+
+
 class DataError(CSEError):
     """Training data that cannot be used; the message says what is wrong and how to fix it."""
 
@@ -67,21 +92,59 @@ def read_text(path, flag: str) -> str:
 HEAD_BYTES = 1 << 16
 
 
-def check_text_head(path, flag: str) -> None:
+def check_text_head(path, flag: str) -> str:
     """:func:`read_text`'s checks on the first 64 KiB of a text file that is read lazily, as a stream or one of
     several mixed files (whose reader would fail deep in ``datasets`` or hand over nonsense): compressed, binary,
-    not UTF-8 at its start, or empty."""
+    not UTF-8 at its start, or empty. Returns the text of those bytes (whole lines)."""
     path = Path(path)
     with path.open("rb") as fh:
         data = fh.read(HEAD_BYTES)
     if len(data) == HEAD_BYTES:  # a character may be cut at the end of the head: check whole lines only
         data = data[:data.rfind(b"\n") + 1] or data
-    if not _decoded(data, path, flag).strip():
+    text = _decoded(data, path, flag)
+    if not text.strip():
         raise DataError(f"{flag} {path} is empty (or starts with blank lines only); give a text file with one "
                         "sentence per line.")
+    return text
+
+
+#: files a user may hold sentences in that are no text, by their first bytes: what they are and how to get text
+DOCUMENTS = (
+    ((b"[Content_Types].xml", b"docProps/", b"xl/", b"word/", b"mimetypeapplication/vnd.oasis.opendocument"),
+     "spreadsheet or document (Excel / OpenDocument)", "save it as CSV UTF-8 (or plain text) and give that"),
+    ((b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",), "legacy Excel / Office file", "save it as CSV UTF-8 and give that"),
+    ((b"PAR1",), "Parquet file", "convert it to JSON lines, e.g. pandas.read_parquet(path).to_json('train.jsonl', "
+     "orient='records', lines=True), and give that"),
+    ((b"ARROW1",), "Arrow file", "convert it to JSON lines (datasets.Dataset.from_file(path).to_json('train.jsonl')) "
+     "and give that"),
+)
+#: byte-order marks of UTF-16 text (Windows' "Unicode"), which holds NUL bytes
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+#: names of Office / OpenDocument files, zips whose first member may have any name
+OFFICE_SUFFIXES = (".xlsx", ".xlsm", ".docx", ".ods", ".odt", ".numbers")
+
+
+def _document_kind(data: bytes, path: Path) -> tuple[str, str] | None:
+    """What ``data`` is, by :data:`DOCUMENTS` (a zip by the name of its first member: Office's first is
+    ``[Content_Types].xml`` or one under ``docProps/``, ``xl/``, ``word/``; OpenDocument's ``mimetype``)."""
+    head = data[:128]
+    for marks, kind, fix in DOCUMENTS:
+        if any(head.startswith(mark) or (head.startswith(b"PK") and mark in head) for mark in marks):
+            return kind, fix
+    if data.startswith(b"PK") and path.suffix.lower() in OFFICE_SUFFIXES:
+        return DOCUMENTS[0][1:]
+    return None
 
 
 def _decoded(data: bytes, path: Path, flag: str) -> str:
+    document = _document_kind(data, path)  # before MAGIC: a spreadsheet is a zip, but "decompress it" is no fix
+    if document:
+        raise FileFormatError(f"{flag} {path} is a {document[0]}, not text: {document[1]}.")
+    if data.startswith(UTF16_BOMS):
+        raise FileFormatError(f"{flag} {path} is UTF-16 text: convert it to UTF-8, e.g. `iconv -f utf-16 -t utf-8 "
+                              f"{path.name} > fixed{path.suffix}`.")
     for magic, kind in MAGIC:
         if data.startswith(magic):
             fix = "decompress it first" if kind in ("gzip", "zip", "bzip2", "xz", "zstd") else "give a text file"

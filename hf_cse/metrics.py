@@ -66,6 +66,20 @@ class MetricAccumulator:
                 self._counts[key] = self._counts.get(key, 0.0) + count
                 self._records[key] = self._records.get(key, 0) + 1
 
+    def state(self) -> dict:
+        """What has been added since the last :meth:`reduce`, on the CPU (a checkpoint keeps it: the resumed run's
+        first logging step then averages the same steps; :mod:`hf_cse.log_window`)."""
+        return {"sums": dict(self._sums), "counts": dict(self._counts), "records": dict(self._records),
+                "vectors": [(list(names), values.cpu(), counts.cpu())
+                            for names, (values, counts) in self._vectors.items()]}
+
+    def load_state(self, state: dict, device: torch.device) -> None:
+        """Go on from :meth:`state`: the device sums are put back as they were, so that the next steps add to them
+        in the order the uninterrupted run did (the same float32 roundings)."""
+        self._sums, self._counts, self._records = dict(state["sums"]), dict(state["counts"]), dict(state["records"])
+        self._vectors = {tuple(names): (values.to(device), counts.to(device))
+                         for names, values, counts in state["vectors"]}
+
     def _merged(self) -> tuple[dict, dict]:
         """Sums and counts per metric name: the per-step vectors split by name, plus the host values."""
         sums, counts = dict(self._sums), dict(self._counts)

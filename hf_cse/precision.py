@@ -117,6 +117,11 @@ def describe(precision: str) -> str:
         precision]
 
 
+def describe_scoring(precision: str) -> str:
+    """How a resolved precision is named where embeddings are only scored (no loss): ``fp32``, ``bf16 autocast``."""
+    return "fp32" if precision == "fp32" else f"{precision} autocast"
+
+
 def training_flags(requested: str | None, bf16: bool, fp16: bool, use_cpu: bool,
                    launched: str | None = None) -> tuple[dict[str, bool], str, str]:
     """Resolve ``precision`` (None = not given: :data:`DEFAULT_PRECISION`) together with the Trainer's

@@ -14,7 +14,8 @@ How batches are made, one epoch: the rows are shuffled (seed + epoch); each row 
 unless one of its texts is already there, in which case it is *deferred*: it waits (keyed by the clashing text)
 and is offered first to every later batch. At the end of the epoch, rows that cannot fill a whole global batch
 any more are *dropped* for this epoch (the remainder smaller than a batch, which the Trainer's drop_last drops too,
-and copies of a text more frequent than the batches). The counts are logged.
+and copies of a text more frequent than the batches). The counts are logged (debug); the trainer warns once where
+copies are left out (more rows than one incomplete batch).
 
 Processes: the sampler yields per-device batches, ``world_size`` consecutive ones forming one global batch;
 Accelerate's ``BatchSamplerShard`` gives batch ``k`` to process ``k % world_size``, so the global batch is exactly

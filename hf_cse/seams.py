@@ -8,7 +8,8 @@ instead of changing behaviour silently. ``setup.cfg`` bounds both packages below
 
 Where a public hook exists it is used instead (``PretrainedConfig.name_or_path``, ``AttentionInterface.valid_keys``,
 ``Trainer.get_train_dataloader``); transformers 5.24 has no public hook for a batch sampler, for loading a checkpoint
-outside ``train``, for the inputs' device placement, for the start of an epoch or for a checkpoint's RNG states.
+outside ``train``, for the inputs' device placement, for the start of an epoch, for a checkpoint's RNG states or for
+the running loss of the logging window.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.Trainer", "_run_epoch", ("self", "model", "epoch")),
     ("transformers.Trainer", "_save_rng_state", ("self", "output_dir")),
     ("transformers.Trainer", "_train_batch_size", None),  # an instance attribute, set in Trainer.__init__
+    # instance attributes, set in Trainer._inner_training_loop: the logging window's loss sum and its first step
+    ("transformers.Trainer", "_tr_loss", None),
+    ("transformers.Trainer", "_globalstep_last_logged", None),
+    ("transformers.Trainer", "_total_loss_scalar", None),
     ("transformers.PretrainedConfig", "_attn_implementation", None),  # a property with a setter
     ("transformers.PreTrainedModel", "_tied_weights_keys", None),  # a class attribute
     ("transformers.PreTrainedModel", "_no_split_modules", None),  # a class attribute, the children's after post_init
@@ -59,6 +64,21 @@ def remove_unused_columns(trainer, dataset, description: str):
 def train_batch_size(trainer) -> int:
     """The per-process batch the trainer's loader yields (``auto_find_batch_size`` may have lowered it)."""
     return trainer._train_batch_size
+
+
+def logging_window(trainer) -> tuple[torch.Tensor, int]:
+    """The training loss summed on the device since the last logging step (``_tr_loss``, divided by the steps only
+    when it is logged) and that step (``_globalstep_last_logged``), as the training loop keeps them."""
+    return trainer._tr_loss, trainer._globalstep_last_logged
+
+
+def continue_logging_window(trainer, loss_sum: torch.Tensor, last_logged_step: int) -> None:
+    """Go on with a logging window begun before a checkpoint (after the loop started its own, before the first step):
+    the loss summed since ``last_logged_step`` is put back in place (the loop hands that tensor to its logging); the
+    mean loss of this ``train`` call (``train_loss``, from ``_total_loss_scalar``) still counts its own steps only."""
+    trainer._tr_loss.copy_(loss_sum)
+    trainer._globalstep_last_logged = last_logged_step
+    trainer._total_loss_scalar -= float(loss_sum)
 
 
 class EpochStartHook:

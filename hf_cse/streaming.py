@@ -23,9 +23,21 @@ from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
-from .data import JSON_SUFFIXES, TABLE_SUFFIXES, DataError, check_text_column_applies, with_prompt
-from .files import check_text_head
+from .data import (
+    JSON_SUFFIXES,
+    TABLE_SUFFIXES,
+    DataError,
+    check_layout,
+    check_text_column_applies,
+    is_number,
+    load_train_dataset,
+    with_prompt,
+)
+from .files import check_text_head, check_train_file, strip_column_names, table_loader_args
+from .text_files import check_json_head
 
+#: rows of a source whose text column is checked (types, numbers) before training
+HEAD_ROWS = 100
 #: the mixing rule of several sources: every source read once (the smaller ones are oversampled)
 STOPPING_STRATEGY = "all_exhausted"
 
@@ -34,7 +46,7 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
                               no_duplicates_asked: bool = False) -> None:
     """The streaming and mixing settings, checked before any data or model is read (one line each).
     ``stream_args`` has ``streaming``, ``train_files`` and ``train_weights`` (the command line's
-    ``StreamingArguments``), ``data_args`` ``train_file``, ``dataset_name`` and ``pair_column``.
+    ``StreamingArguments``), ``data_args`` ``train_file``, ``dataset_name``, ``pair_column`` and ``text_column``.
     ``no_duplicates_asked``: no_duplicates_in_batch true was asked for, which a stream cannot honour."""
     files, weights = stream_args.train_files, stream_args.train_weights
     if files and data_args.pair_column:
@@ -51,11 +63,11 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     for path in files or []:
         if not Path(path).is_file():
             raise DataError(f"train_files {path} does not exist (or is not a file).")
-        check_text_head(path, "train_files")  # read lazily by datasets, which would fail deep inside
+        _check_start(Path(path), "train_files", data_args.text_column)  # read lazily by datasets when streamed
     if not stream_args.streaming:
         return
-    if data_args.train_file and Path(data_args.train_file).is_file():
-        check_text_head(data_args.train_file, "train_file")
+    if data_args.train_file:  # read lazily too: a missing file or a folder would fail deep in datasets
+        _check_start(check_train_file(data_args.train_file), "train_file", data_args.text_column)
     if max_steps is None or max_steps <= 0:
         raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")
@@ -72,37 +84,53 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
                         "drop streaming=True.")
 
 
+def _check_start(path: Path, flag: str, text_column: str | None) -> None:
+    """The checks of a file read whole, on the start of one read lazily: its bytes, its layout, its JSON records."""
+    text = check_text_head(path, flag)
+    check_layout(path, text)
+    check_json_head(path, text, text_column)
+
+
 def _source(path: str | None, dataset_name: str | None, config_name: str | None, text_column: str | None,
             streaming: bool, split: str = "train"):
     """One source with one column ``text`` of stripped, non-blank lines."""
     import datasets
 
+    if path and not streaming:  # read whole, so checked whole, as one train_file is (hf_cse.data.read_sentences)
+        return load_train_dataset(path, text_column=text_column).cast_column("text", datasets.Value("string"))
     if dataset_name:
         ds = datasets.load_dataset(dataset_name, config_name, split=split, streaming=streaming)
         source = f"data set {dataset_name}"
-        column = text_column or "text"
     else:
         p = Path(path)
         check_text_column_applies(p, text_column)
         suffix = p.suffix.lower()
-        if suffix in TABLE_SUFFIXES:
+        if suffix in TABLE_SUFFIXES:  # read as hf_cse.files.read_table reads it (a .tsv without quoting)
             ds = datasets.load_dataset("csv", data_files=str(p), split="train", streaming=streaming,
-                                       delimiter="\t" if suffix == ".tsv" else ",")
+                                       **table_loader_args(p))
         elif suffix in JSON_SUFFIXES:
             ds = datasets.load_dataset("json", data_files=str(p), split="train", streaming=streaming)
         else:
             ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=streaming)
         source = str(p)
-        names = list(ds.column_names or [])
-        column = text_column or (names[0] if len(names) == 1 else "text")
-    names = list(ds.column_names or [])
+    # a stream of a CSV file knows its columns only once read: those of its first row
+    names = list(ds.column_names or next(iter(ds.take(1)), {}))
+    if not dataset_name:
+        ds = strip_column_names(ds, names)  # as read_table strips them (a header "id, text")
+        names = [name.strip() for name in names]
+    column = text_column or (names[0] if len(names) == 1 and not dataset_name else "text")
     if names and column not in names:
         raise DataError(f"{source}: no column {column!r}; columns are {names}. Pass text_column NAME.")
     ds = ds.select_columns([column])
-    first = next(iter(ds.take(1) if streaming else ds.select(range(min(1, len(ds))))), None)
-    if first is not None and first[column] is not None and not isinstance(first[column], str):
-        raise DataError(f"{source}: column {column!r} holds {type(first[column]).__name__} values "
-                        f"({first[column]!r:.30}), not sentences; pass text_column NAME of the text column.")
+    head = [row[column] for row in (ds.take(HEAD_ROWS) if streaming else ds.select(range(min(HEAD_ROWS, len(ds)))))]
+    odd = next((value for value in head if value is not None and not isinstance(value, str)), None)
+    if odd is not None:
+        raise DataError(f"{source}: column {column!r} holds {type(odd).__name__} values ({odd!r:.30}), not "
+                        "sentences; pass text_column NAME of the text column.")
+    filled = [value for value in head if value and value.strip()]
+    if filled and all(map(is_number, filled)):  # a CSV's cells are read as text: "12" is no sentence either
+        raise DataError(f"{source}: column {column!r} holds numbers, not sentences (its first {len(filled)} "
+                        f"values); pass text_column NAME of the text column (columns: {names}).")
     if column != "text":
         ds = ds.rename_column(column, "text")
     ds = ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]}, batched=True)

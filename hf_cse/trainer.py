@@ -25,6 +25,7 @@ from .distributed import check_not_data_parallel, check_sharding_device, gather_
 from .errors import CSEError
 from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
 from .folder_lock import folder_held
+from .log_window import LogWindow
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
@@ -41,7 +42,7 @@ from .training_args import ContrastiveTrainingArguments, global_batch_size
 logger = logging.getLogger(__name__)
 
 
-# TrainingBatches first: its on_epoch_start / on_rng_state_saved override the hooks' defaults
+# TrainingBatches first: its on_epoch_start overrides the hook's default
 class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSaveHook, StepPaths, DevScoring,
                          Trainer):
     """A ``transformers.Trainer`` for hf_cse method models that does what ``hf-cse-train`` does: given a model,
@@ -127,7 +128,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
         self._batch_sampler: NoDuplicatesBatchSampler | None = None
-        self._collator_draws = CollatorDraws()  # a resumed run collates as the uninterrupted one (hf_cse.collator_rng)
+        self._collator_draws = CollatorDraws()  # each batch's draws its own, in workers too (hf_cse.collator_rng)
+        self._log_window = LogWindow()  # a logging window across a checkpoint (hf_cse.log_window)
         self._flos_per_token: int | None = None
         if training_args.dataloader_pin_memory and training_args.device.type == "cuda" and \
                 hasattr(training_args.accelerator_config, "non_blocking"):
@@ -246,11 +248,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         if state is not None and state.max_steps and state.global_step >= state.max_steps and not asked_more:
             output = self._finished_from(str(resume_from_checkpoint), state)
         else:
-            self._collator_draws.resume_from(resume_from_checkpoint, self.args)
-            try:
-                output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
-            finally:
-                self._collator_draws.stop_resuming()
+            self._log_window.resume_from(resume_from_checkpoint, state, self.args)
+            output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         return output, untrained
 
     def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
@@ -351,6 +350,16 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         if model.training:
             self._record(metrics)
         return (loss, out) if return_outputs else loss
+
+    def on_epoch_start(self, epoch: int) -> None:
+        super().on_epoch_start(epoch)
+        self._log_window.take_up(self, self._metrics)  # a resumed run, before its first step
+
+    def on_rng_state_saved(self, folder: str) -> None:
+        self._log_window.save(self, self._metrics, folder)
+        # process 0 writes trainer_state.json next, which marks the checkpoint complete (hf_cse.checkpoints): only once
+        # every process has written its files, or a run killed now leaves a "complete" checkpoint without them
+        self.accelerator.wait_for_everyone()
 
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
         if "loss" in logs and self._metrics:

@@ -1,5 +1,5 @@
 """The batches of :class:`hf_cse.trainer.ContrastiveTrainer`: the training loader with the no-duplicates batch
-sampler (:mod:`hf_cse.sampler`) where it applies, its epochs, and its collations followed across checkpoints
+sampler (:mod:`hf_cse.sampler`) where it applies, its epochs, and its collations, each drawn from a seed of its own
 (:mod:`hf_cse.collator_rng`)."""
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ class TrainingBatches(Trainer):
 
     def get_train_dataloader(self):
         """The Trainer's training loader, with :class:`NoDuplicatesBatchSampler` as its batch sampler where it
-        applies (Accelerate then hands every process its share of each global batch); its collations are followed
-        across checkpoints (:mod:`hf_cse.collator_rng`)."""
+        applies (Accelerate then hands every process its share of each global batch); each of its collations draws
+        from a seed of its own, in a worker process too (:mod:`hf_cse.collator_rng`)."""
         collator = self.data_collator
-        self.data_collator = self._collator_draws.track(collator)  # the training loader's alone, not evaluation's
+        self.data_collator = self._collator_draws.track(collator, self.args)  # the training loader's, not evaluation's
         try:
             return self._train_dataloader()
         finally:
@@ -67,6 +67,7 @@ class TrainingBatches(Trainer):
                             f"{len(self.train_dataset)} training rows (too few distinct texts for the batch). Use "
                             "more varied data or a smaller per-device batch, or allow repeats with "
                             "no_duplicates_in_batch=False.")
+        self._warn_of_left_out_rows()
         dataset = self.train_dataset
         collator = self.data_collator
         if self.args.remove_unused_columns:  # a model of one's own (a method model's collator reads every column)
@@ -82,15 +83,30 @@ class TrainingBatches(Trainer):
         )
         return self.accelerator.prepare(loader)
 
+    def _warn_of_left_out_rows(self) -> None:
+        """One warning when the no-duplicates batches leave out more rows than the last incomplete batch: copies of a
+        text that outnumber the batches (a corpus of repeated lines) are not trained on, which the run's row count
+        would not tell."""
+        from collections import Counter
+
+        sampler = self._batch_sampler
+        plan, size = sampler.plan(), global_batch_size(sampler.batch_size, self.args.world_size)
+        if plan.dropped < size:
+            return
+        counts = Counter(k for row in sampler.keys for k in (row if isinstance(row, tuple) else (row,)))
+        key, count = counts.most_common(1)[0]
+        texts = getattr(self.train_dataset, "column_names", None) or []
+        example = ""
+        if "text" in texts and not isinstance(sampler.keys[0], tuple):
+            example = f" ({self.train_dataset[sampler.keys.index(key)]['text']!r:.60})"
+        logger.warning("no-duplicates batches: %d of the %d training rows are left out of each epoch (%.0f%%): "
+                       "copies of texts that occur more often than there are batches, the most frequent %d times%s. "
+                       "Deduplicate the data, or allow repeats with no_duplicates_in_batch=False.", plan.dropped,
+                       len(sampler.keys), 100 * plan.dropped / len(sampler.keys), count, example)
+
     def on_epoch_start(self, epoch: int) -> None:
         # the plan of every epoch is fixed by (seed, epoch); Accelerate's skip wrapper on resume does not forward
         # set_epoch to a batch sampler under its BatchSamplerShard, so set it here
         if self._batch_sampler is not None:
             self._batch_sampler.set_epoch(epoch)
-        self._collator_draws.epoch_begins()
-
-    def on_rng_state_saved(self, folder: str) -> None:
-        self._collator_draws.save(folder, self.args)
-        # process 0 writes trainer_state.json next, which marks the checkpoint complete (hf_cse.checkpoints): only once
-        # every process has written its RNG files, or a run killed now leaves a "complete" checkpoint without them
-        self.accelerator.wait_for_everyone()
+        self._collator_draws.epoch_begins(epoch)  # before the epoch's loader starts its workers

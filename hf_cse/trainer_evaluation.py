@@ -1,10 +1,15 @@
 """The dev-scoring half of :class:`hf_cse.trainer.ContrastiveTrainer`: ``evaluate`` scores the model's sentence
 embeddings with the trainer's evaluator (on the main process, its metrics broadcast to the others), and after
-training the model held is compared with the untrained encoder's score before the first step."""
+training the model held is compared with the untrained encoder's score before the first step.
+
+The embeddings are encoded in the run's precision (bf16 autocast for a bf16 run), in batches of
+``max(per_device_eval_batch_size, 128)``, as ``run_eval`` encodes them given the same precision and batch size: its
+dev-mode STS-B score of the saved model is the logged one (each log line names the precision and batch size)."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -12,6 +17,7 @@ from transformers import Trainer
 
 from .errors import CSEError, raised_on_every_process
 from .evaluation.before_after import DevChange, UntrainedCandidate, logged_evaluation, primary_metric
+from .precision import describe_scoring
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +42,8 @@ class DevScoring(Trainer):
         # a sentence-transformers evaluator names its own primary metric (e.g. ``sts-dev_spearman_cosine``)
         preferred = self.args.metric_for_best_model or (None if primary_metric(final)
                                                         else primary_metric_name(self.evaluator))
-        dev = DevChange.from_run(self.state.log_history, final, preferred, trained_step)
+        dev = DevChange.from_run(self.state.log_history, final, preferred, trained_step,
+                                 describe_scoring(self.precision))
         self.dev_metrics_scored = sorted(k.removeprefix("eval_") for k in final if k != "eval_epoch")
         if dev is None or untrained is None or not dev.before > dev.after:
             return dev
@@ -57,7 +64,7 @@ class DevScoring(Trainer):
                 logger.warning("dev: the model given to this resumed trainer scores %.4g, the run's step 0 %.4g: "
                                "it is not the run's untrained encoder, but beats the trained model and is kept",
                                score, dev.before)
-            return DevChange(dev.metric, score, dev.after, kept_step=0)
+            return replace(dev, before=score, kept_step=0)
         trained.restore(model)
         logger.warning("dev: the model given to this resumed trainer scores %.4g, not the run's step-0 %.4g: it is not "
                        "the run's untrained encoder, so the trained model is kept", score, dev.before)
@@ -106,9 +113,12 @@ class DevScoring(Trainer):
         if self.accelerator.is_main_process:
             step = self.state.global_step
             scored = scored or ("the untrained encoder (step 0)" if step == 0 else f"the model of step {step}")
-            logger.info("dev: scoring %s on %s", scored, describe_evaluator(self.evaluator))  # a wait of its own
+            batch_size = max(self.args.per_device_eval_batch_size, 128)
+            # a wait of its own; how it encodes, for run_eval to give the same figure (its precision and batch_size)
+            logger.info("dev: scoring %s on %s (%s, batches of %d)", scored, describe_evaluator(self.evaluator),
+                        describe_scoring(self.precision), batch_size)
             encoder = SentenceEncoder(self.accelerator.unwrap_model(self.model), self.processing_class,
-                                      batch_size=max(self.args.per_device_eval_batch_size, 128),
+                                      batch_size=batch_size, precision=self.precision,
                                       show_progress_bar=not self.args.disable_tqdm)
             try:
                 outcome["metrics"] = run_evaluator(self.evaluator, encoder, epoch=self.state.epoch or 0.0,

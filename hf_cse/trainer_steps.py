@@ -16,7 +16,7 @@ from .cuda_graphs import CudaGraphStep, GraphDecision, decide_for_run
 class StepPaths(Trainer):
     """The training-step half of ``ContrastiveTrainer`` (a mixin before ``Trainer`` in its bases): it reads
     ``cached_minibatch_size``, ``graph_decision`` / ``graph_step`` and the trainer's ``_loss_and_metrics``,
-    ``_global_objectives``, ``_record`` and ``_collator_draws``."""
+    ``_global_objectives`` and ``_record``."""
 
     def _decide_cuda_graphs(self, setting: str) -> GraphDecision:
         from .models import method_of
@@ -77,7 +77,6 @@ class StepPaths(Trainer):
         return loss / getattr(self, "current_gradient_accumulation_steps", 1), metrics
 
     def training_step(self, model, inputs, num_items_in_batch=None):
-        self._collator_draws.step_begins()  # before the forward draws: a resumed run's RNG stream is set here
         rows = inputs["input_ids"].shape[0] if "input_ids" in inputs else 0
         cached = bool(self.cached_minibatch_size) and rows > self.cached_minibatch_size
         if not self.graph_decision.on and not cached:

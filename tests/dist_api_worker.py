@@ -61,7 +61,7 @@ class CheckpointFiles(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         self.seen[folder.name] = all((folder / f"{name}_{rank}.pth").is_file() for rank in range(args.world_size)
-                                     for name in ("rng_state", "collator_rng_state"))
+                                     for name in ("rng_state", "log_window_state"))
 
 
 def main() -> None:
@@ -107,3 +107,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # as docs/distributed.md advises a script of one's own: gloo can abort a process at the interpreter's exit
+    from hf_cse.distributed import leave_process_group_process
+
+    leave_process_group_process(0)

@@ -112,3 +112,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # as docs/distributed.md advises a script of one's own: gloo can abort a process at the interpreter's exit
+    from hf_cse.distributed import leave_process_group_process
+
+    leave_process_group_process(0)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from ..checks import InputError, check_path_given
 from ..errors import CSEError
 from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
+from .stop_signals import Terminated, stop_signals_as_interrupt
 
 DEBUG_ENV = "HF_CSE_DEBUG"
 
@@ -114,23 +115,40 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     """Run ``main()``; a foreseeable failure becomes ``prog: error: <one line>`` on stderr and exit code 1 (with the
     flags to change where a loss said what is wrong in its own terms: :func:`flag_advice`).
 
-    Ctrl-C (``KeyboardInterrupt``) is one line too, with exit code 130 (128 + SIGINT, as a shell reports it).
+    Ctrl-C (``KeyboardInterrupt``) is one line too, with exit code 130 (128 + SIGINT, as a shell reports it), and so
+    is SIGTERM, with 143 (:mod:`.stop_signals`).
     A foreseeable failure is a :class:`~hf_cse.errors.CSEError`; its message names fields as the Python API does,
     and is printed with the flags that set them (:func:`hf_cse.cli.flags.in_flag_terms`). Any other exception is a
     bug and keeps its traceback; set ``HF_CSE_DEBUG=1`` to get the traceback of a ``CSEError`` too. Under several
     processes an error every process raises alike (:func:`hf_cse.errors.raised_on_every_process`) is printed by the
     main process alone, and a collective failing because another process ended (:func:`another_process_ended`) is one
-    line too.
+    line too. A process of a launch (in a process group) ends in here, with the exit code, rather than returning it
+    (:func:`hf_cse.distributed.leave_process_group_process`).
     """
+    with stop_signals_as_interrupt():  # a launcher's SIGTERM right after Ctrl-C must not cut the line short
+        code = _run_cli(main, prog)
+        if "torch.distributed" in sys.modules:  # a process of a launch ends here (why: leave_process_group_process)
+            from ..distributed import leave_process_group_process
+
+            leave_process_group_process(code)
+    return code
+
+
+def _run_cli(main: Callable[[], int | None], prog: str) -> int:
     use_parser(())  # no flags known until the command reads its parser (refuse_unknown_flags)
     try:
         with flag_terms_in_logs():
             return int(main() or 0)
-    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's code for SIGINT, not a traceback
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: one line and the shell's code for the signal
         if os.environ.get(DEBUG_ENV):
             raise
         _close_progress_bars()
-        print(f"{prog}: interrupted (Ctrl-C); what was saved so far is kept.", file=sys.stderr)
+        if isinstance(stop, Terminated):
+            print(f"{prog}: stopped (SIGTERM, from a launcher, a job scheduler or kill); what was saved so far is "
+                  "kept.", file=sys.stderr)
+            return 143
+        if is_main_process():  # Ctrl-C reaches every process of a launch: one line for the run
+            print(f"{prog}: interrupted (Ctrl-C); what was saved so far is kept.", file=sys.stderr)
         return 130
     except FORESEEABLE as err:
         if os.environ.get(DEBUG_ENV):

@@ -71,8 +71,8 @@ def killed_writes(names) -> list[str]:
     """Of ``names``, the partial files of a run's own files that a killed write left (``.<name>.partial-<pid>``,
     :mod:`hf_cse.writing`; an export's temporary folder) and the probe file of the folder's write check: never a
     run's result, removed by the run that claims the folder next (it holds the lock: no run is still writing them)."""
-    return [n for n in names if n.startswith(WRITE_PROBE_PREFIX) or n.startswith(".") and ".partial-" in n
-            and matching([n[1:].rsplit(".partial-", 1)[0]], RUN_FILES)]
+    return [n for n in names if n.startswith(WRITE_PROBE_PREFIX)
+            or (n.startswith(".") and ".partial-" in n and matching([n[1:].rsplit(".partial-", 1)[0]], RUN_FILES))]
 
 
 @dataclass

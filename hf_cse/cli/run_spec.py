@@ -91,8 +91,9 @@ class DataSpec(_DataFlags):
     def source(self) -> str:
         """The data as messages name it: the path or data set as given, and the flag that cut it."""
         source = self.train_file or self.dataset_name or " + ".join(self.train_files or ()) or "the demo corpus"
-        if self.max_train_samples is not None:  # the flag, not the file, is what to change
-            source = f"{source} cut to --max_train_samples {self.max_train_samples}"
+        # the setting, not the file, is what to change; as a field, run_cli shows it and the message's others as flags
+        if self.max_train_samples is not None:
+            source = f"{source} cut to max_train_samples {self.max_train_samples}"
         return source
 
     def fingerprint(self) -> dict[str, Any]:

@@ -196,6 +196,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
 
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
     check_training_arguments(training_args, data_args.max_seq_length)
+    if data_args.max_train_samples is not None and data_args.max_train_samples < 1:  # a stream failed in datasets
+        raise InputError(f"--max_train_samples must be at least 1, got {data_args.max_train_samples}.")
     check_saving(training_args, chosen)
     resume_from_last_checkpoint(training_args)
     loss = main_loss(model_args.method, method_args.loss)
@@ -253,7 +255,9 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         raw = (raw.take(data.max_train_samples) if data.streaming
                else raw.select(range(min(data.max_train_samples, len(raw)))))
     global_batch = spec.training.global_batch
-    if not data.streaming:
+    if data.streaming:  # a stream's length is unknown; one global batch of it is read to see that it holds one
+        check_enough_rows(sum(1 for _ in raw.take(global_batch)), global_batch, data.source, data.unit)
+    else:
         check_enough_rows(len(raw), global_batch, data.source, data.unit)
         if training_args.no_duplicates_in_batch:
             check_distinct_texts(raw, global_batch, data.source)

@@ -30,13 +30,17 @@ class DevChange:
     after: float  # the trained model's: the best checkpoint with load_best_model_at_end, else the last step's
     #: the step whose weights were saved: 0 = the untrained encoder (it scored better), None = not known
     kept_step: int | None = None
+    #: the precision the embeddings were scored in ("fp32", "bf16 autocast"), None = not known
+    precision: str | None = None
 
     @classmethod
     def from_run(cls, log_history: Sequence[Mapping[str, Any]], final: Mapping[str, Any],
-                 preferred: str | None = None, trained_step: int | None = None) -> DevChange | None:
-        """:func:`dev_change`, with the step of the trained model that ``final`` scored."""
+                 preferred: str | None = None, trained_step: int | None = None,
+                 precision: str | None = None) -> DevChange | None:
+        """:func:`dev_change`, with the step of the trained model that ``final`` scored and the precision of both
+        scores."""
         change = dev_change(log_history, final, preferred)
-        return change and replace(change, kept_step=trained_step)
+        return change and replace(change, kept_step=trained_step, precision=precision)
 
     def keeping_untrained(self) -> DevChange:
         return replace(self, kept_step=0)
@@ -60,13 +64,15 @@ class DevChange:
         return self.delta < -NOISE_POINTS
 
     def line(self) -> str:
-        line = f"dev: before {self.before:.2f} -> after {self.after:.2f} ({self.metric}, {self.delta:+.2f})"
+        scored = f"{self.metric} in {self.precision}" if self.precision else self.metric
+        line = f"dev: before {self.before:.2f} -> after {self.after:.2f} ({scored}, {self.delta:+.2f})"
         return f"{line}; saved {self.kept}" if self.kept else line
 
     def as_dict(self) -> dict[str, Any]:
         out = {**asdict(self), "delta": self.delta}
-        if self.kept_step is None:
-            del out["kept_step"]
+        for key in ("kept_step", "precision"):
+            if out[key] is None:
+                del out[key]
         return out
 
 

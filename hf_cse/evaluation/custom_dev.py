@@ -12,6 +12,7 @@ other files are comma-separated CSV with standard quoting.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +61,7 @@ def _rows(path: Path) -> list[list[str]]:
         raise InputError(f"eval_file {path} is empty; it needs scored sentence pairs (two sentences + a score).")
     if _delimiter(path, lines[0]) == "\t":
         return [line.split("\t") for line in lines]  # no quoting: STS files hold unbalanced quote characters
-    return list(csv.reader(lines))
+    return list(csv.reader(io.StringIO(text, newline="")))  # a quoted field keeps its line breaks
 
 
 def _column_index(column: str, header: list[str] | None, path: Path, flag: str) -> int:

@@ -23,15 +23,17 @@ def dev_metrics(
     tasks: Sequence[str] = STS_DEV_TASKS,
     max_length: int | None = None,
     show_progress_bar: bool = False,
+    precision: str = "fp32",
 ) -> dict[str, float]:
     """Dev-split Spearman x 100 of a live model: ``{"stsb_spearman", "sickr_spearman", "avg_sts"}``.
 
     ``model`` is an hf_cse model (its test pooler unless ``pooler`` is given), a plain HF encoder or a
     SentenceTransformer; ``tokenizer`` its tokenizer. The model's train/eval state (of every sub-module)
     is restored afterwards. Parsed dev data are cached across calls (module-level ``lru_cache``), so
-    only the encoding is repeated. STS12-16 (no dev split) are not allowed here.
+    only the encoding is repeated. STS12-16 (no dev split) are not allowed here. ``precision`` (``fp32``, ``bf16``,
+    ``fp16``): the autocast to encode under; the trainer's dev scores are those of its run's precision.
     """
     evaluator = STSDevEvaluator(senteval_data_dir, source, tasks)
     encoder = SentenceEncoder(model, tokenizer, pooler=pooler, batch_size=batch_size, max_length=max_length,
-                              show_progress_bar=show_progress_bar)
+                              show_progress_bar=show_progress_bar, precision=precision)
     return evaluator(encoder)

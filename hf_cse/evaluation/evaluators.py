@@ -32,20 +32,24 @@ DEV_METRIC_NAMES = {"STSBenchmark": "stsb_spearman", "SICKRelatedness": "sickr_s
 
 class _TokenizedOnce:
     """An evaluator that scores the same sentences at every evaluation keeps them tokenized and padded
-    (:meth:`SentenceEncoder.prepare`): the trainer builds a new encoder each time around the same tokenizer, so from
-    the second evaluation on only the forward passes run. Prepared again when the sentences or the encoder's
-    tokenization change."""
+    (:meth:`SentenceEncoder.prepare`, one set per task: :func:`.sts.score_sts` encodes each task on its own): the
+    trainer builds a new encoder each time around the same tokenizer, so from the second evaluation on only the
+    forward passes run. Prepared again when the encoder's tokenization changes."""
 
-    _prepared: PreparedSentences | None = None
+    _prepared: dict[tuple[str, ...], PreparedSentences] | None = None
 
     def _encode(self, encoder: SentenceEncoder):
         if not hasattr(encoder, "prepare"):  # any object with encode(list[str]) -> array
             return encoder.encode
 
         def encode(sentences: list[str]):
-            if self._prepared is None or not self._prepared.fits(encoder, sentences):
-                self._prepared = encoder.prepare(sentences)
-            return encoder.encode_prepared(self._prepared)
+            key = tuple(sentences)
+            if self._prepared is None:
+                self._prepared = {}
+            kept = self._prepared.get(key)
+            if kept is None or not kept.fits(encoder, key):
+                kept = self._prepared[key] = encoder.prepare(sentences)
+            return encoder.encode_prepared(kept)
 
         return encode
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..encoders import encoder_max_length, read_model_json, seq_length_problem
 from ..evaluation.results import EvalResults
-from ..models.pooling import exported_pooler, test_pooler_of
+from ..models.pooling import exported_pooler, pooler_at_test
 from ..output_folder import same_or_inside
 from .errors import ExportError
 
@@ -83,7 +83,7 @@ def exported_pooler_of(config: dict[str, Any], keep_projector: bool) -> str | No
     """:func:`hf_cse.models.pooling.exported_pooler` from a checkpoint's config.json (None when it names no pooler)."""
     if not config.get("pooler_type"):
         return None
-    test = test_pooler_of(config["pooler_type"], config.get("mlp_only_train", True), config.get("projector", "mlp"))
+    test = pooler_at_test(config["pooler_type"], config.get("mlp_only_train", True), config.get("projector", "mlp"))
     return exported_pooler(test, keep_projector)
 
 

@@ -88,7 +88,7 @@ def dev_change_line(dev: Mapping[str, Any] | None) -> str:
     verdict = "better" if dev["delta"] > 0 else "worse" if dev["delta"] < 0 else "unchanged"
     return (f"During training (`run_unsup.py`), the dev metric `{dev['metric']}` went from {dev['before']:.2f} before "
             f"the first step to {dev['after']:.2f} after the last ({dev['delta']:+.2f}: {verdict} than the encoder it "
-            "started from).")
+            "started from)." + (f" Both were scored in {dev['precision']}." if dev.get("precision") else ""))
 
 
 def _score_table(results: EvalResults, tasks: list[str], avg: float | None, label: str) -> str:

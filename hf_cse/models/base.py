@@ -136,9 +136,10 @@ class CSEPreTrainedModel(PreTrainedModel):
         ``streaming``). Nothing by default."""
 
     def training_row_limit(self, encoder_limit: int | None) -> tuple[int | None, str]:
-        """The longest tokenized training row the method can train on, and how messages name it: the encoder's
-        position limit ``encoder_limit`` by default (DiffCSE's insert edits lengthen rows)."""
-        return encoder_limit, f"the encoder's position limit of {encoder_limit}"
+        """The longest tokenized training row the method can train on, and how messages name it ("": as the
+        encoder's position limit, :class:`hf_cse.data_checks.EncoderLimits`): ``encoder_limit`` by default
+        (DiffCSE's insert edits lengthen rows)."""
+        return encoder_limit, ""
 
     def sentence_transformers_modules(self, max_seq_length: int) -> OwnExportModules | None:
         """The export's own modules where the test embedding is no sentence-transformers ``Pooling`` of the encoder's

@@ -19,7 +19,7 @@ from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, nor
 from .heads import PROJECTORS
 from .loading import ENCODER_DTYPES, Attention, EncoderDtype, check_attention, check_bidirectional
 from .lora import check_peft_installed
-from .pooling import PAPERS_POOLER, POOLERS, applies_projector, check_pooler, test_pooler_of
+from .pooling import PAPERS_POOLER, POOLERS, applies_projector, check_pooler, pooler_at_test
 
 PoolerName = Literal[POOLERS]  # type: ignore[valid-type]  # the names are kept once, in pooling.POOLERS
 ProjectorName = Literal[tuple(PROJECTORS)]  # type: ignore[valid-type]  # the registered ones at import
@@ -267,7 +267,7 @@ class CSEConfig(PretrainedConfig):
     @property
     def test_pooler(self) -> str:
         """The pooler used for evaluation and export: raw [CLS] for unsup CLS models with mlp_only_train."""
-        return test_pooler_of(self.pooler_type, self.mlp_only_train, self.projector)
+        return pooler_at_test(self.pooler_type, self.mlp_only_train, self.projector)
 
     def build_encoder_config(self) -> PretrainedConfig:
         """A copy of the wrapped encoder's config for building the encoder, with the dropout override applied

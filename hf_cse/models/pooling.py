@@ -47,7 +47,7 @@ def applies_projector(pooler: str) -> bool:
     return check_pooler(pooler) == "cls"
 
 
-def test_pooler_of(pooler_type: str, mlp_only_train: bool, projector: str) -> str:
+def pooler_at_test(pooler_type: str, mlp_only_train: bool, projector: str) -> str:
     """The pooler of a model's test (and exported) embedding: raw [CLS] for a ``cls`` model whose head is used in
     training only (``mlp_only_train``) or that has none; else its training pooler (:attr:`CSEConfig.test_pooler`)."""
     if applies_projector(pooler_type) and (mlp_only_train or projector == "none"):

@@ -300,7 +300,7 @@ def test_train_files_with_a_column_of_numbers_is_one_line(tiny_bert_dir, tmp_pat
     at = args.index("--train_file")
     args[at:at + 2] = ["--train_files", str(tmp_path / "train.txt"), str(tmp_path / "ids.csv")]
     line = _error_line(capsys, train_cli.main(args), "hf-cse-train")
-    assert "ids.csv: column 'text' holds int values (1), not sentences; pass --text_column" in line
+    assert "ids.csv: column 'text' holds only numbers, not sentences; pass --text_column" in line
 
 
 def test_streaming_puts_the_prompt_in_front_of_each_sentence(tiny_bert_dir, tmp_path):

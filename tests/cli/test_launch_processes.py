@@ -153,3 +153,40 @@ def test_an_error_every_process_raises_is_printed_by_the_main_process(monkeypatc
         assert cli.run_cli(refuse, "hf-cse-train") == 1
         assert capsys.readouterr().err.startswith("hf-cse-train: error: the same on every process")
         assert waits == waited
+
+
+LEAVING_SCRIPT = """
+import atexit, sys, threading, time
+import torch.distributed as dist
+from hf_cse.cli import run_cli
+if sys.argv[1] == "group":
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
+atexit.register(lambda: print("exit handler ran", flush=True))
+threading.Thread(target=lambda: (time.sleep(0.3), print("thread finished", flush=True))).start()
+class Finalized:
+    def __del__(self):
+        print("finalized", flush=True)
+marker = Finalized()
+sys.stdout.write("unflushed output")
+code = run_cli(lambda: 3, "prog")
+print("returned", code)
+sys.exit(code)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", ["group", "none"])
+def test_a_process_of_a_launch_leaves_without_the_interpreters_finalization(group, tmp_path):
+    """gloo's worker threads can abort a finishing process in the interpreter's finalization (pytorch#190489), so a
+    command's process in a process group ends in run_cli: exit code kept, exit handlers run, threads joined, output
+    flushed, no finalization (no __del__ of module objects, nothing after run_cli); without a group run_cli returns."""
+    done = subprocess.run([sys.executable, "-c", LEAVING_SCRIPT, group, str(_free_port())], env=dist_env(),
+                          capture_output=True, text=True, timeout=hang_timeout(120), cwd=tmp_path)
+    assert done.returncode == 3, done.stderr[-2000:]
+    out = done.stdout
+    assert out.startswith("unflushed output") and "thread finished" in out and "exit handler ran" in out
+    assert out.index("thread finished") < out.index("exit handler ran")  # threads first, as Python's own exit
+    if group == "group":
+        assert "returned" not in out and "finalized" not in out
+    else:
+        assert "returned 3" in out and "finalized" in out

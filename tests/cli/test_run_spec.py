@@ -345,6 +345,6 @@ def test_messages_name_the_data_as_given():
     stream = type("Stream", (), {"streaming": False, "train_files": ["a.txt", "b.txt"], "train_weights": None})()
     spec = RunSpec.from_args(encoder="enc", method="simcse", config_kwargs={}, stream_args=stream,
                              data_args=DataArguments(max_train_samples=10), training_args=args)
-    assert spec.data.source == "a.txt + b.txt cut to --max_train_samples 10"
+    assert spec.data.source == "a.txt + b.txt cut to max_train_samples 10"
     assert spec.training.global_batch == args.per_device_train_batch_size * args.world_size
     assert spec.generator is None and spec.training.lr_scheduler_type == "linear"

@@ -266,10 +266,15 @@ def test_report_to_without_its_package_is_refused_before_the_encoder_is_loaded(t
     assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
 
 
-def test_max_train_samples_is_named_as_the_cause(tiny_bert_dir, tmp_path):
-    with pytest.raises(ValueError, match="train.txt cut to --max_train_samples 4 has 4 sentences, fewer than one "
+def test_max_train_samples_is_named_as_the_cause(tiny_bert_dir, tmp_path, capsys):
+    """The command names it as a flag, and the batch size beside it too (a message naming one flag was left as it
+    was, so the batch size stayed a field name)."""
+    with pytest.raises(ValueError, match="train.txt cut to max_train_samples 4 has 4 sentences, fewer than one "
                                          "global batch of 8"):
         train_cli.train_from_args(_run_args(tiny_bert_dir, tmp_path, "--max_train_samples", "4"))
+    assert train_cli.main(_run_args(tiny_bert_dir, tmp_path, "--max_train_samples", "4")) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "cut to --max_train_samples 4" in line and "--per_device_train_batch_size" in line, line
 
 
 def test_a_larger_max_steps_for_an_interrupted_run_names_resume_from_checkpoint(tmp_path):

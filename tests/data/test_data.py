@@ -62,3 +62,15 @@ def test_collator_repeats_each_sentence_as_two_views(tiny_bert_dir):
     assert batch["input_ids"].shape[:2] == (2, 2)
     assert torch.equal(batch["input_ids"][:, 0], batch["input_ids"][:, 1])
     assert batch["attention_mask"][0, 0].sum() < batch["attention_mask"][1, 0].sum()  # dynamic padding
+
+
+@pytest.mark.parametrize("column, kind", [("label", "int64"), ("meta", "dict")])
+def test_a_data_set_column_that_holds_no_text_is_one_line(tmp_path, column, kind):
+    """dataset_name (here a local folder, read as a Hub data set is): a column of numbers or objects failed inside
+    datasets ('int' object has no attribute 'strip') when blank rows were dropped."""
+    import json
+
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"text": f"sentence {i}", "label": i, "meta": {"a": i}})
+                                                  + "\n" for i in range(4)))
+    with pytest.raises(DataError, match=f"column '{column}' holds {kind} values, not sentences; pass text_column"):
+        load_train_dataset(dataset_name=str(tmp_path), text_column=column)

@@ -191,6 +191,10 @@ def test_jsonl_other_column_and_json_list(tmp_path):
         ("train.csv", "text,label\na sentence,1\nan extra,column,1\n", "text", "line 3 has 3 fields, the header has 2"),
         ("train.csv", "text,label\na sentence,1\ntoo few\n", "text", "line 3 has 1 fields, the header has 2"),
         ("train.csv", "text,label\n3,1\n4.5,0\n", "text", "column 'text' holds only numbers"),
+        # valid JSON, but one document: "line 1 is not valid JSON (Expecting property name...)" before
+        ("train.json", '{\n "data": [{"text": "a"},\n  {"text": "b"}]\n}\n', None,
+         r"holds one JSON object over several lines, with the keys \['data'\] \(its records may be the list under "
+         r"'data'\).*a \.json file holding one list of objects"),
     ],
 )
 def test_a_malformed_training_file_is_named_with_its_line(tmp_path, name, content, text_column, message):

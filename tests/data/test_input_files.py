@@ -46,7 +46,7 @@ def test_a_compressed_file_is_refused_by_what_it_is_not_its_name(kind, name, tmp
 
 def test_a_binary_file_is_refused(tmp_path):
     path = tmp_path / "train.txt"
-    path.write_bytes("\n".join(SENTENCES).encode("utf-16"))
+    path.write_bytes("\n".join(SENTENCES).encode("utf-16-le"))  # no byte-order mark: NUL bytes tell
     with pytest.raises(DataError, match="binary file"):
         read_sentences(path)
 
@@ -92,3 +92,77 @@ def test_content_fingerprint_tells_an_edit_at_either_end_of_a_large_file(tmp_pat
     for edited in (b"A" + body[1:], body[:-2] + b"!\n", body + b"one more.\n"):
         path.write_bytes(edited)
         assert content_fingerprint(path) != first
+
+
+MISLAID = {
+    "train.txt": ("".join(json.dumps({"text": s, "id": i}) + "\n" for i, s in enumerate(SENTENCES)),
+                  r"holds JSON objects .*read as plain text: the JSON itself would be trained on\. Name it \.jsonl"),
+    "train.ndjson": ("".join(json.dumps({"text": s}) + "\n" for s in SENTENCES), r"Name it \.jsonl"),
+    "semicolons.csv": ("id;text\n" + "".join(f"{i};{s}\n" for i, s in enumerate(SENTENCES)),
+                       r"header 'id;text' is one column with semicolons in it.*Save it comma-separated\."),
+    "tabs.csv": ("id\ttext\n" + "".join(f"{i}\t{s}\n" for i, s in enumerate(SENTENCES)),
+                 r"one column with tabs in it.*Save it comma-separated or name it \.tsv\."),
+}
+
+
+@pytest.mark.parametrize("name", MISLAID)
+def test_a_file_laid_out_otherwise_than_its_name_says_is_refused_not_trained_on_whole_lines(name, tmp_path):
+    """JSON lines named .txt, or a .csv separated by semicolons or tabs, would train on every raw line (braces,
+    field names, ids and all): refused naming the fix, read whole or streamed (its start is checked)."""
+    from types import SimpleNamespace
+
+    from hf_cse.streaming import check_streaming_arguments
+
+    content, message = MISLAID[name]
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(DataError, match=message):
+        read_sentences(path)
+    streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
+    with pytest.raises(DataError, match=message):
+        check_streaming_arguments(streamed, SimpleNamespace(train_file=str(path), dataset_name=None,
+                                                            pair_column=None, text_column=None), 4, "simcse")
+
+
+def test_pair_data_separated_by_semicolons_is_named_so(tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_text("text;positive\n" + "".join(f"{s};{s} again\n" for s in SENTENCES))
+    with pytest.raises(DataError, match="one column with semicolons in it"):  # "no column 'text'" before
+        load_pair_dataset("positive", str(path))
+
+
+@pytest.mark.parametrize("name, content", [
+    ("braces.txt", "{a set} of words\n{b} and more\n"),  # braces, not JSON objects
+    ("one_column.csv", "text\nwords; and a semicolon\nmore words\n"),  # the separator is text here
+    ("commas.csv", "id;x,text\n1;a,some words\n"),  # several columns: read as the header says
+])
+def test_text_that_only_looks_mislaid_is_read(name, content, tmp_path):
+    path = tmp_path / name
+    path.write_text(content)
+    assert read_sentences(path)
+
+
+def _zip_with(path, first_member: str):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(first_member, "<x/>")
+    return path
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("book.xlsx", lambda p: _zip_with(p, "docProps/app.xml"), r"is a spreadsheet or document .*save it as CSV UTF-8"),
+    ("renamed.csv", lambda p: _zip_with(p, "[Content_Types].xml"), r"is a spreadsheet or document"),
+    ("book.ods", lambda p: _zip_with(p, "mimetype"), r"is a spreadsheet or document"),
+    ("old.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(64), r"is a legacy Excel / Office file"),
+    ("data.parquet", b"PAR1" + bytes(64) + b"PAR1", r"is a Parquet file, not text: convert it to JSON lines"),
+    ("notepad.txt", "one sentence\ntwo sentences\n".encode("utf-16"), r"is UTF-16 text: convert it to UTF-8"),
+])
+def test_a_document_or_other_encoding_is_named_with_its_fix(name, content, message, tmp_path):
+    """A spreadsheet is a zip, but 'decompress it first' is no fix; a Parquet or UTF-16 file was 'binary (NUL
+    bytes)'. Each is named for what it is, with the way to a text file."""
+    path = tmp_path / name
+    if callable(content):
+        content(path)
+    else:
+        path.write_bytes(content)
+    with pytest.raises(DataError, match=message):
+        read_sentences(path)

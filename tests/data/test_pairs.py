@@ -278,3 +278,21 @@ def test_supervised_simcse_preset(tiny_bert_dir):
     assert (method_args.loss, loss_args.temperature, model_args.mlp_only_train) == ("infonce", 0.05, False)
     assert (training_args.per_device_train_batch_size, training_args.num_train_epochs) == (512, 3)
     assert training_args.learning_rate == 1e-5  # an explicit flag wins over the preset's 5e-5
+
+
+@pytest.mark.parametrize("source", ["file", "data_set"])
+def test_a_label_column_named_as_the_positives_is_refused(source, tmp_path):
+    """pair_column naming the label column of NLI-style data trained (sentence, "1") pairs without a word."""
+    sentences = random_sentences(6)
+    if source == "file":
+        path = tmp_path / "pairs.csv"
+        path.write_text("text,label,positive\n" + "".join(f"{s},{i % 3},{s} too\n" for i, s in enumerate(sentences)))
+        kwargs, what = {"train_file": str(path)}, "only numbers"
+    else:
+        (tmp_path / "train.jsonl").write_text("".join(json.dumps({"text": s, "label": i % 3, "positive": s + " too"})
+                                                      + "\n" for i, s in enumerate(sentences)))
+        kwargs, what = {"dataset_name": str(tmp_path)}, r"int values \(0\)"
+    with pytest.raises(DataError, match=f"column 'label' \\(pair_column\\) holds {what}, not sentences; pass "
+                                        "pair_column NAME of a text column"):
+        load_pair_dataset("label", **kwargs)
+    assert load_pair_dataset("positive", **kwargs)["positive"][0] == sentences[0] + " too"

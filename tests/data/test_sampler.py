@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 import subprocess
 import sys
@@ -196,3 +197,22 @@ def test_too_few_distinct_texts_for_one_batch_is_one_line(tiny_bert_dir, tmp_pat
                                          r".*no_duplicates_in_batch=False") as err:
         trainer.get_train_dataloader()
     assert "\n" not in str(err.value)
+
+
+def test_rows_left_out_for_their_copies_are_told_once(tiny_bert_dir, tmp_path, caplog):
+    """A corpus of repeated lines: most copies find no batch of their own and are not trained on; one warning says
+    how many, and how often the most frequent text occurs. A few copies that fit the batches say nothing."""
+    heavy = ["the same line"] * 60 + [f"line {i}" for i in range(20)]
+    trainer, *_ = _trainer(tiny_bert_dir, tmp_path, heavy)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.trainer"):
+        trainer.get_train_dataloader()
+    dropped = trainer._batch_sampler.plan().dropped
+    assert dropped > 40
+    assert (f"no-duplicates batches: {dropped} of the 80 training rows are left out of each epoch" in caplog.text
+            and "the most frequent 60 times ('the same line')" in caplog.text
+            and "no_duplicates_in_batch=False" in caplog.text)
+    caplog.clear()
+    light, *_ = _trainer(tiny_bert_dir, tmp_path, duplicated_texts(80, 40))
+    with caplog.at_level(logging.WARNING, logger="hf_cse.trainer"):
+        light.get_train_dataloader()
+    assert "left out" not in caplog.text

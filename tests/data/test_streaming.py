@@ -92,8 +92,8 @@ def test_resumed_streamed_run_continues_with_the_next_batches(tiny_bert_dir, tmp
 @pytest.mark.slow
 def test_a_resumed_streamed_run_masks_its_batches_as_the_uninterrupted_one(tiny_mlm_dir, tmp_path):
     """The masked-LM collator draws its masks as the loader fetches a batch: the resumed loader re-reads (and masks)
-    the stream's trained batches to drop them, and must not take the saved masks' random states for them
-    (hf_cse.collator_rng)."""
+    the stream's trained batches to drop them, which must change neither the later batches' masks nor the training
+    process's random state (hf_cse.collator_rng)."""
     a = _write(tmp_path / "a.txt", random_sentences(40, seed=1))
     b = _write(tmp_path / "b.txt", random_sentences(40, seed=2))
     tok = AutoTokenizer.from_pretrained(tiny_mlm_dir)
@@ -139,6 +139,24 @@ def test_bad_streaming_input_is_one_line_before_any_model(tiny_bert_dir, tmp_pat
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(("lines", "extra", "message"), [
+    (10, ["--max_train_samples", "0"], r"--max_train_samples must be at least 1, got 0\."),
+    (10, ["--max_train_samples", "3"], r"a\.txt cut to max_train_samples 3 has 3 sentences, fewer than one global "
+                                       r"batch of 4"),
+    (3, [], r"a\.txt has 3 sentences, fewer than one global batch of 4"),
+], ids=["no_samples", "cut_below_a_batch", "shorter_than_a_batch"])
+def test_a_stream_of_less_than_one_batch_is_one_line_before_any_model(tiny_bert_dir, tmp_path, no_model_load, lines,
+                                                                      extra, message):
+    """A stream's length is unknown, so these trained on batches smaller than asked for (a batch of 1 failed in the
+    loss, advising a larger batch), or failed inside datasets (max_train_samples 0 or less)."""
+    path = _write(tmp_path / "a.txt", random_sentences(lines))
+    with pytest.raises(ValueError, match=message) as err:
+        train_cli.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
+                                   "--use_cpu", "--train_file", str(path), "--streaming", "--max_steps", "2",
+                                   "--per_device_train_batch_size", "4", *extra])
+    assert "\n" not in str(err.value)
+
+
 BAD_FILES = {"empty": (b"", "is empty"), "binary": (b"a\x00b\n", "binary file"),
              "latin-1": ("caf\xe9\n".encode("latin-1"), "not valid UTF-8"), "gzip": (b"\x1f\x8b\x08\x00", "gzip")}
 
@@ -155,8 +173,88 @@ def test_files_read_lazily_are_checked_like_a_train_file(kind, tmp_path):
     bad.write_bytes(data)
     mixed = SimpleNamespace(streaming=False, train_files=[str(good), str(bad)], train_weights=None)
     streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
-    no_file = SimpleNamespace(train_file=None, dataset_name=None, pair_column=None)
+    no_file = SimpleNamespace(train_file=None, dataset_name=None, pair_column=None, text_column=None)
     with pytest.raises(DataError, match=f"train_files {bad}.*{words}"):
         check_streaming_arguments(mixed, no_file, 4, "simcse")
     with pytest.raises(DataError, match=f"train_file {bad}.*{words}"):
         check_streaming_arguments(streamed, SimpleNamespace(**{**vars(no_file), "train_file": str(bad)}), 4, "simcse")
+
+
+TABLES = {
+    # a .tsv is split on tabs only: quote characters are text, never a quoted field swallowing lines
+    "quotes.tsv": ('id\ttext\n1\t"so" he said\n2\tplain words\n3\tshe said "no"\n',
+                   ['"so" he said', "plain words", 'she said "no"']),
+    # a header with spaces after its commas names its columns without them; cells are the text they are
+    "spaced.csv": ("id, text\n1,NA\n2,None\n3,plain words\n4,\n", ["NA", "None", "plain words"]),
+}
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_a_table_is_read_alike_whole_mixed_and_streamed(name, tmp_path):
+    """Every reader of a .csv/.tsv train file reads the same sentences: the checks (read_sentences), the in-memory
+    data set, a train_files source and a stream (datasets' CSV reader, set up as hf_cse.files.read_table)."""
+    from hf_cse.data import load_train_dataset, read_sentences
+
+    content, expected = TABLES[name]
+    path = tmp_path / name
+    path.write_text(content)
+    assert read_sentences(path) == expected
+    assert load_train_dataset(str(path))["text"] == expected
+    for streaming in (False, True):
+        args = StreamingArguments(streaming=streaming, train_files=None, train_weights=None)
+        assert [row["text"] for row in load_training_text(args, _data_args(train_file=str(path)), 0)] == expected
+        mixed = StreamingArguments(streaming=streaming, train_files=[str(path)], train_weights=None)
+        assert [row["text"] for row in load_training_text(mixed, _data_args(), 0)] == expected
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_stream_or_mix_checks_its_csv_column_like_a_train_file(streaming, tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("id,sentence\n" + "".join(f"{i},{s}\n" for i, s in enumerate(random_sentences(6))))
+    args = StreamingArguments(streaming=streaming, train_files=[str(path)], train_weights=None)
+    with pytest.raises(DataError, match=r"no column 'text'; columns are \['id', 'sentence'\]\. Pass text_column"):
+        load_training_text(args, _data_args(), 0)
+    numbers = tmp_path / "n.csv"
+    numbers.write_text("id,text\n" + "".join(f"{i},{i * 3}\n" for i in range(6)))
+    args = StreamingArguments(streaming=streaming, train_files=[str(numbers)], train_weights=None)
+    with pytest.raises(DataError, match="column 'text' holds (only )?numbers, not sentences"):
+        load_training_text(args, _data_args(), 0)
+
+
+@pytest.mark.slow  # 10,001 rows through datasets' CSV reader (~1 s)
+def test_a_text_column_starting_with_a_chunk_of_numbers_is_read_as_text(tmp_path):
+    """pandas guesses a type per chunk of 10,000 rows: numbers, then words, failed deep in datasets."""
+    from hf_cse.data import load_train_dataset
+
+    path = tmp_path / "t.csv"
+    path.write_text("text\n" + "".join(f"{i}\n" for i in range(10_001)) + "a real sentence\n")
+    assert load_train_dataset(str(path))["text"][-2:] == ["10000", "a real sentence"]
+
+
+@pytest.mark.parametrize("where", ["missing", "folder"])
+def test_a_streamed_train_file_that_is_no_file_is_one_line(where, tmp_path):
+    from hf_cse.streaming import check_streaming_arguments
+
+    path = tmp_path / "nosuch.txt" if where == "missing" else tmp_path
+    streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
+    data = SimpleNamespace(train_file=str(path), dataset_name=None, pair_column=None, text_column=None)
+    with pytest.raises(DataError, match=f"train_file {path} does not exist \\(or is not a file\\)"):
+        check_streaming_arguments(streamed, data, 4, "simcse")
+
+
+@pytest.mark.parametrize("streamed_as", ["train_file", "train_files"])
+def test_a_streamed_json_record_without_the_text_field_is_one_line(streamed_as, tmp_path):
+    """Read whole, such a record is refused with its line; a stream read it as null and dropped it without a word."""
+    from hf_cse.streaming import check_streaming_arguments
+
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"text": "a sentence"}\n{"txt": "a typo in the field"}\n{"text": "another"}\n')
+    files = [str(path), str(path)] if streamed_as == "train_files" else None
+    streamed = SimpleNamespace(streaming=True, train_files=files, train_weights=None)
+    data = SimpleNamespace(train_file=None if files else str(path), dataset_name=None, pair_column=None,
+                           text_column=None)
+    with pytest.raises(DataError, match=r"s\.jsonl: line 2 has no field 'text'; its fields are \['txt'\]"):
+        check_streaming_arguments(streamed, data, 4, "simcse")
+    data.text_column = "txt"  # the other records lack it then
+    with pytest.raises(DataError, match=r"line 1 has no field 'txt'"):
+        check_streaming_arguments(streamed, data, 4, "simcse")

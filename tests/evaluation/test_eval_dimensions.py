@@ -132,7 +132,8 @@ def test_the_full_size_and_every_dimension_encode_each_sentence_once(tmp_path):
     full, _ = evaluate(fake, tasks, data_dir=str(data), embeddings=kept)
     by_dim = evaluate_dimensions(fake, [6, 3], tasks, data_dir=str(data), embeddings=kept)
     texts = [t for call in fake.calls for t in call]
-    assert len(fake.calls) == 1 and len(texts) == len(set(texts))  # the full-size call alone; the cuts reuse it
+    # the full-size calls alone (one per task); the cuts reuse them
+    assert len(fake.calls) == len(tasks) and len(texts) == len(set(texts))
     reference = FakeEncoder(dim=8)
     for task in tasks:
         pairs = load_sts(task, str(data), "test")

@@ -47,6 +47,14 @@ def test_csv_with_header_quotes_and_any_language(tmp_path):
     assert pairs.scores.tolist() == [4.5, 0.5, 2.0]
 
 
+def test_a_quoted_line_break_in_a_csv_pair_keeps_the_words_apart(tmp_path):
+    """A spreadsheet writes a cell with a line break as a quoted field over two lines: the break is a space in the
+    sentence, not glued words ("the dog\nbarks" read as "the dogbarks" before)."""
+    path = _write(tmp_path / "dev.csv", 'sentence1,sentence2,score\n"the dog\nbarks",a dog barks,4\nx,y,1\n')
+    pairs = read_pair_file(path)
+    assert pairs.sentences1 == ("the dog barks", "x") and pairs.scores.tolist() == [4.0, 1.0]
+
+
 @pytest.mark.parametrize("text, columns, message", [
     ("s1\ts2\tscore\na\tb\t1\n", ("sentence1", "sentence2", "score"), r"dev.tsv: no column 'sentence1'.*s1, s2"),
     ("sentence1\tsentence2\tscore\na\tb\t1\nc\td\thigh\n", None, r"dev.tsv, line 3: score 'high' is not a number"),

@@ -95,6 +95,23 @@ def test_all_subsets_encoded_in_one_call(toy_sts12):
     assert len(enc.calls[0]) == len(set(enc.calls[0]))
 
 
+class CallDependentEncoder(FakeEncoder):
+    """As an encoder under autocast: each embedding moves a little with the other sentences of its call."""
+
+    def encode(self, sentences):
+        sentences = list(sentences)
+        jitter = np.random.default_rng(len(sentences)).normal(scale=0.3, size=(len(sentences), self.dim))
+        return super().encode(sentences) + jitter.astype(np.float32)
+
+
+def test_a_task_scores_the_same_whichever_tasks_are_scored_with_it(tmp_path):
+    """The trainer scores STS-B and SICK-R dev together; run_eval --tasks STSBenchmark scores STS-B alone."""
+    root = write_toy_senteval(tmp_path / "senteval")
+    alone = evaluate_sts(CallDependentEncoder(), ["STSBenchmark"], root, mode="dev")
+    both = evaluate_sts(CallDependentEncoder(), ["STSBenchmark", "SICKRelatedness"], root, mode="dev")
+    assert both["STSBenchmark"] == alone["STSBenchmark"]
+
+
 def test_stsb_is_tab_separated_without_quoting(tmp_path):
     folder = tmp_path / "STS" / "STSBenchmark"
     folder.mkdir(parents=True)

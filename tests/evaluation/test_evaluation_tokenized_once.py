@@ -50,7 +50,7 @@ def test_the_dev_evaluators_second_call_does_not_tokenize_again(tiny_dir, tmp_pa
     model = SimCSEModel.from_encoder(str(tiny_dir))
     evaluator = STSDevEvaluator(str(senteval))
     first = evaluator(SentenceEncoder(model, tok, show_progress_bar=False))
-    assert counted["tokenize"] == 1 and counted["pad"] >= 1  # STS-B and SICK-R dev: one tokenizer call in all
+    assert counted["tokenize"] == 2 and counted["pad"] >= 2  # STS-B and SICK-R dev: one tokenizer call each
     done = dict(counted)
     assert evaluator(SentenceEncoder(model, tok, show_progress_bar=False)) == first
     assert counted == done  # neither tokenized nor padded again
@@ -67,7 +67,7 @@ def test_the_trainers_second_evaluation_does_not_tokenize_again(tiny_dir, senten
                                  senteval_data_dir=str(senteval))
     counted.update(tokenize=0, pad=0)  # the training data's tokenizing above
     first = trainer.evaluate()
-    assert counted["tokenize"] == 1 and counted["pad"] >= 1  # STS-B and SICK-R dev: one tokenizer call in all
+    assert counted["tokenize"] == 2 and counted["pad"] >= 2  # STS-B and SICK-R dev: one tokenizer call each
     done = dict(counted)
     second = trainer.evaluate()
     assert counted == done  # neither tokenized nor padded again

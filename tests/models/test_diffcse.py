@@ -298,8 +298,9 @@ def test_saved_run_reloads_and_exports_as_a_plain_encoder(tiny_bert_dir, tiny_ml
 @pytest.mark.parametrize("generator", ["unigram", "masked LM"])
 def test_a_resumed_run_edits_as_the_uninterrupted_one_and_ends_with_its_weights(generator, tiny_bert_dir, tiny_mlm_dir,
                                                                                  tok, tmp_path):
-    # the edits are drawn from torch's generator when the loader fetches a batch, one batch ahead of the step, so the
-    # checkpoint's RNG state comes after the next batch's edits (hf_cse.collator_rng)
+    # the edits are drawn from torch's generator when the loader fetches a batch, one batch ahead of the step: each
+    # batch's collation draws from a seed of its own, not from the stream the checkpoint's RNG state continues
+    # (hf_cse.collator_rng)
     name = "unigram" if generator == "unigram" else str(tiny_mlm_dir)
     common = dict(max_steps=6, save_strategy="steps", save_steps=3, learning_rate=1e-2)
 

@@ -123,7 +123,7 @@ def test_the_cached_mode_and_streaming_are_refused_naming_the_method(scratch):
     with pytest.raises(IncompatibleOptionsError, match=r"incompatible with method='scratch_test': its forward scores "
                                                        r"the whole batch\. Drop cached_minibatch_size"):
         check_cached_compatible(ScratchConfig(), 4)
-    data = type("Data", (), {"pair_column": None, "train_file": None, "dataset_name": None})()
+    data = type("Data", (), {"pair_column": None, "train_file": None, "dataset_name": None, "text_column": None})()
     with pytest.raises(DataError, match=r"streaming=True does not work with method='scratch_test' \(it counts the "
                                         r"corpus first\); drop streaming=True"):
         check_streaming_arguments(StreamingArguments(streaming=True), data, 2, "scratch_test")

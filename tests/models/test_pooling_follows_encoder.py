@@ -140,10 +140,11 @@ def test_dev_score_before_and_after_in_the_log_and_training_info(st_mean_dir, tm
     assert dev["metric"] == "custom_spearman" and dev["delta"] == pytest.approx(dev["after"] - dev["before"])
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("dev: ")]
     # a line as each scoring starts (the untrained encoder, the kept model), then the before -> after line, once
-    assert lines[-1] == DevChange(dev["metric"], dev["before"], dev["after"], dev["kept_step"]).line()
+    assert lines[-1] == DevChange(dev["metric"], dev["before"], dev["after"], dev["kept_step"], dev["precision"]).line()
     assert [line for line in lines if line.startswith("dev: before")] == lines[-1:]
     assert lines[0].startswith("dev: scoring the untrained encoder (step 0)")
-    assert f"went from {dev['before']:.2f} before" in (out / "sentence-transformers" / "README.md").read_text()
+    card = (out / "sentence-transformers" / "README.md").read_text()
+    assert f"went from {dev['before']:.2f} before" in card and f"Both were scored in {dev['precision']}." in card
     # the untrained score is the encoder's own: scoring the folder we started from gives the same number
     history = json.loads((out / "trainer_state.json").read_text())["log_history"]
     assert [e["step"] for e in history if "eval_custom_spearman" in e][0] == 0

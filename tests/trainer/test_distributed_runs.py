@@ -54,7 +54,7 @@ def test_a_checkpoint_is_marked_complete_only_once_every_process_saved_its_state
         assert "error" not in result, result["error"]
         assert result["complete_when_marked"] == {"checkpoint-2": True, "checkpoint-4": True}
     for checkpoint in ("checkpoint-2", "checkpoint-4"):
-        for name in ("rng_state", "collator_rng_state"):
+        for name in ("rng_state", "log_window_state"):
             assert (folder / checkpoint / f"{name}_1.pth").is_file()
 
 

@@ -154,3 +154,32 @@ def test_metric_means_over_steps_with_changing_names_undefined_values_and_host_f
     acc.add({"a_loss": torch.tensor(float("inf"))})
     with pytest.raises(ValueError, match="a_loss became NaN or Inf"):
         acc.reduce()
+
+
+def test_metric_sums_saved_mid_window_go_on_as_if_never_saved():
+    """A checkpoint between two logging steps keeps the sums (hf_cse.log_window): taken up by a new accumulator, the
+    window's means are the uninterrupted ones to the last bit (the device sums go on in the same order)."""
+    from hf_cse.metrics import MetricAccumulator
+
+    g = torch.Generator().manual_seed(0)
+    steps = [{"a_loss": torch.rand((), generator=g), "acc": torch.rand((), generator=g), "seconds": 0.1 * i}
+             for i in range(5)]
+    steps[3]["acc"] = torch.tensor(float("nan"))
+    whole, first, then = MetricAccumulator(), MetricAccumulator(), MetricAccumulator()
+    for step in steps:
+        whole.add(step)
+    for step in steps[:2]:
+        first.add(step)
+    then.load_state(torch.load(_saved(first.state()), weights_only=True), torch.device("cpu"))
+    for step in steps[2:]:
+        then.add(step)
+    assert then.reduce() == whole.reduce()
+
+
+def _saved(state):
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return buffer

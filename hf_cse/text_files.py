@@ -1,0 +1,137 @@
+"""How a training file's sentences are laid out, by its name: ``.csv`` / ``.tsv`` tables and ``.json`` / ``.jsonl``
+records read by a text column, anything else one sentence per line; and the checks that a file's content fits its
+name (:func:`check_layout`), run on the whole file or on the start of one that is streamed."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from .files import HEAD_BYTES, DataError, is_tsv, read_text
+
+TABLE_SUFFIXES = (".csv", ".tsv")
+JSON_SUFFIXES = (".json", ".jsonl")
+
+
+def check_text_column_applies(path: Path, text_column: str | None) -> None:
+    """``text_column`` names a column; a plain text file has none."""
+    if text_column and path.suffix.lower() not in TABLE_SUFFIXES + JSON_SUFFIXES:
+        raise DataError(f"text_column {text_column} was given, but {path} is read as plain text (one sentence per "
+                        "line, no columns). Drop text_column, or give a .csv/.tsv/.json/.jsonl file.")
+
+
+#: separators a .csv may have been written with instead of commas (a spreadsheet in a decimal-comma locale: ";")
+OTHER_SEPARATORS = {";": "semicolons", "\t": "tabs", "|": "vertical bars"}
+#: how many of a file's first non-blank lines :func:`check_layout` looks at
+LAYOUT_LINES = 20
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def check_layout(path: Path, text: str) -> None:
+    """Refuse a file whose first lines show it is not laid out as its name says it is read, where training would
+    go on, on nonsense: JSON lines in a plain text file (``.txt``, ``.ndjson``...; every line, braces and field
+    names included, would be a sentence), or a ``.csv`` separated by semicolons, tabs or bars (read as one column,
+    so every whole line, its other fields included, would be a sentence). ``text``: the file's text, or its start."""
+    lines = [line for line in text[:HEAD_BYTES].splitlines() if line.strip()][:LAYOUT_LINES]
+    suffix = path.suffix.lower()
+    if not lines or suffix in JSON_SUFFIXES:
+        return
+    if suffix not in TABLE_SUFFIXES:
+        if all(map(_is_json_object, lines[:5])):
+            kind = suffix or "file without suffix"
+            raise DataError(f"{path} holds JSON objects ({lines[0]!r:.40}...), but a {kind} is read as plain text: "
+                            "the JSON itself would be trained on. Name it .jsonl (text_column picks the field; text "
+                            "by default).")
+        return
+    if is_tsv(path) or len(lines) < 2 or len(next(csv.reader(lines[:1]))) > 1:
+        return
+    for separator, name in OTHER_SEPARATORS.items():
+        count = lines[0].count(separator)
+        if count and all(line.count(separator) >= count for line in lines[1:]):
+            rename = " or name it .tsv" if separator == "\t" else ""
+            raise DataError(f"{path}: its header {lines[0]!r:.60} is one column with {name} in it, and so are its "
+                            f"rows: a .csv is read as comma-separated, so every whole line would be a sentence. Save "
+                            f"it comma-separated{rename}.")
+
+
+def _json_records(path: Path) -> list[tuple[int, Any]]:
+    """``(line number, record)`` of a JSON-lines file, or of a ``.json`` file holding one list of records."""
+    text = read_text(path, "train_file")
+    if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
+        try:
+            return [(1, record) for record in json.loads(text)]
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}).") from None
+    if text.lstrip().startswith("{") and len(text.strip().splitlines()) > 1:
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError:
+            whole = None
+        if isinstance(whole, dict):  # one document over several lines, e.g. {"data": [{"text": ...}, ...]}
+            lists = [key for key, value in whole.items() if isinstance(value, list)]
+            inside = f" (its records may be the list under {lists[0]!r})" if lists else ""
+            raise DataError(f"{path} holds one JSON object over several lines, with the keys {sorted(whole)[:5]}"
+                            f"{inside}, not records: give a .jsonl file of one object per line, or a .json file "
+                            "holding one list of objects.")
+    records = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                records.append((lineno, json.loads(line)))
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}: line {lineno} is not valid JSON ({err.msg}); give one JSON object per "
+                                "line, or a .json file holding one list of objects.") from None
+    return records
+
+
+def _sentence_of(record: Any, column: str, path: Path, lineno: int) -> str:
+    """The ``column`` string of one JSON record ("" for null), or one line naming what is wrong with it."""
+    if not isinstance(record, dict):
+        raise DataError(f"{path}: line {lineno} is a JSON {type(record).__name__}, not an object with a "
+                        f"{column!r} field.")
+    if column not in record:
+        raise DataError(f"{path}: line {lineno} has no field {column!r}; its fields are {sorted(record)}. "
+                        "Pass text_column NAME.")
+    value = record[column]
+    if value is not None and not isinstance(value, str):
+        raise DataError(f"{path}: line {lineno}: field {column!r} holds {type(value).__name__} {value!r:.40}, "
+                        "not a sentence (a string).")
+    return value or ""
+
+
+def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]:
+    """The ``text_column`` (default ``text``) strings of a JSON-lines / JSON-list file; null or blank values are
+    dropped like blank lines, anything else that is not a string is refused with its line."""
+    return [_sentence_of(record, text_column or "text", path, lineno) for lineno, record in _json_records(path)]
+
+
+def check_json_head(path: Path, text: str, text_column: str | None) -> None:
+    """:func:`read_json_sentences`' checks on the whole records of ``text``, the start of a JSON-lines file that is
+    streamed: a stream reads a record without the field as null and drops it without a word (and a JSON list is
+    read whole by any reader). Nothing to check in a file of another kind."""
+    if path.suffix.lower() not in JSON_SUFFIXES or text.lstrip().startswith("["):
+        return
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}: line {lineno} is not valid JSON ({err.msg}); give one JSON object per "
+                                "line.") from None
+            _sentence_of(record, text_column or "text", path, lineno)
+
+
+def is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,89 @@
+"""Ctrl-C and SIGTERM during a command (hf_cse/cli/stop_signals.py): one line and the shell's exit code, also when a
+launcher's SIGTERM follows the terminal's SIGINT while the process is still cleaning up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from helpers import hang_timeout
+
+from hf_cse.cli.stop_signals import stop_signals_as_interrupt
+
+#: a command whose work waits, and whose clean-up after an interrupt takes a while (a real run's closes files)
+STOPPABLE = """
+import sys, time
+from hf_cse.cli import run_cli
+def main():
+    try:
+        print("working", flush=True)
+        time.sleep(600)
+    finally:
+        print("cleaning up", flush=True)
+        time.sleep(1.5)
+        print("cleaned up", flush=True)
+sys.exit(run_cli(main, "prog"))
+"""
+
+
+def _started() -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "HF_CSE_DEBUG"}
+    proc = subprocess.Popen([sys.executable, "-c", STOPPABLE], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "working\n"
+    return proc
+
+
+@pytest.mark.slow
+def test_sigterm_is_one_line_and_exit_code_143():
+    proc = _started()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=hang_timeout(60))
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines() == [
+        "prog: stopped (SIGTERM, from a launcher, a job scheduler or kill); what was saved so far is kept."]
+
+
+@pytest.mark.slow
+def test_a_launchers_sigterm_right_after_ctrl_c_does_not_cut_the_line_short():
+    """accelerate launch / torchrun answer Ctrl-C by sending SIGTERM to processes that got SIGINT already; the
+    SIGTERM used to end the process mid clean-up, before its line."""
+    proc = _started()
+    proc.send_signal(signal.SIGINT)
+    assert proc.stdout.readline() == "cleaning up\n"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=hang_timeout(60))
+    assert proc.returncode == 130, err
+    assert out == "cleaned up\n"
+    assert err.strip().splitlines() == ["prog: interrupted (Ctrl-C); what was saved so far is kept."]
+
+
+@pytest.mark.slow
+def test_the_launchers_forward_of_the_same_ctrl_c_does_not_cut_the_line_short():
+    """torchrun forwards the SIGINT it got to processes that got it from the terminal already: the second one raised
+    KeyboardInterrupt again, which cut the clean-up short (or, during the first one's handling, its line)."""
+    proc = _started()
+    proc.send_signal(signal.SIGINT)
+    assert proc.stdout.readline() == "cleaning up\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=hang_timeout(60))
+    assert proc.returncode == 130, err
+    assert out == "cleaned up\n"
+    assert err.strip().splitlines() == ["prog: interrupted (Ctrl-C); what was saved so far is kept."]
+
+
+def test_a_signal_ignored_from_the_start_stays_ignored_and_handlers_are_put_back():
+    """A background job of a script starts with SIGINT ignored: the command must not start answering it."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with stop_signals_as_interrupt():
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGINT) is not before[0]  # answered by the command
+        assert signal.getsignal(signal.SIGINT) is before[0]
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, before[1])
