@@ -312,8 +312,11 @@ def test_an_epochs_last_batch_of_one_sentence_is_skipped_with_a_warning(st_model
         _total(out).backward()
     warnings = [r.getMessage() for r in caplog.records if "batch of 1 sentence" in r.getMessage()]
     assert len(warnings) == 1 and "dataloader_drop_last=True" in warnings[0]
-    with pytest.raises(ValueError, match="needs a batch of at least 2 sentences"):
+    with pytest.raises(ValueError, match="needs a batch of at least 2 sentences") as first:
         CSELoss(st_model, "infonce")([dict(one), dict(one)], None)
+    # the setting to change, named as the training arguments name it (the command line shows its flag)
+    assert "increase per_device_train_batch_size" in str(first.value)
+    assert first.value.fields == ("per_device_train_batch_size",)
 
 
 def test_matryoshka_dims_beyond_the_models_embedding_are_refused_when_the_loss_is_built(st_model):
