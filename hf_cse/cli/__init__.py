@@ -88,8 +88,6 @@ def flag_advice(err: BaseException) -> str:
     errors = sys.modules.get("hf_cse.losses.errors")
     if errors is None:  # no loss was imported, so none raised
         return ""
-    if isinstance(err, errors.BatchTooSmallError):
-        return "Increase --per_device_train_batch_size (or the number of processes)."
     if isinstance(err, errors.MissingInputsError) and "z_nodropout" in err.missing:
         return "Use --method imsimcse (or --off_dropout) so the model provides them."
     if isinstance(err, errors.HardNegativesNotTakenError):

@@ -158,10 +158,12 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
         settings.pop("pooler_type", None)  # the encoder's own (or the papers' default): resolved again, not chosen
     preset = source.removeprefix("set by --preset ").split(";")[0] if source.startswith("set by --preset ") else None
     if preset in PRESETS and PRESETS[preset].get("pooler_type") == record.get("pooler_type"):
-        # the preset chose the pooling (and normalize was the encoder's own): the run named it, so the file does
+        # the preset chose the pooling (and normalize, unless set apart, was the encoder's own): the run named it,
+        # so the file does
         settings["preset"] = preset
         settings.pop("pooler_type", None)
-        settings.pop("normalize", None)
+        if "; normalize set by " not in source:
+            settings.pop("normalize", None)
     if "objectives" not in record:
         return settings
     method = record.get("method", "simcse")

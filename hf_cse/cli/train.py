@@ -219,11 +219,12 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     config_kwargs = config_kwargs_from(model_args.method, model_args)
     config_kwargs["objectives"] = objectives_from_flags(model_cls.config_class().objectives, loss, loss_args, dcl_args)
     # the pooling: a flag's or preset's, else the encoder's own (a sentence-transformers model keeps its pooling)
-    pooling_by = next((f"--{name}" for name in ("pooler_type", "normalize") if name in chosen), None)
-    if pooling_by is None and method_args.preset and "pooler_type" in PRESETS[method_args.preset]:
+    # (the card names what set each: --pooler_type or the preset, and --normalize)
+    pooling_by = "--pooler_type"
+    if "pooler_type" not in chosen and method_args.preset and "pooler_type" in PRESETS[method_args.preset]:
         pooling_by = f"--preset {method_args.preset}"
     pooling = resolve_pooling(encoder, config_kwargs.get("pooler_type"), config_kwargs.get("normalize"),
-                              given_by=pooling_by or "--pooler_type")
+                              given_by=pooling_by, normalize_given_by="--normalize" if "normalize" in chosen else None)
     config_kwargs.update(pooling.config_fields())
 
     # The run's description, once: what every step below reads (hf_cse.cli.run_spec).

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..run_files import TRAINING_INFO_FILE
+from ..run_files import CHECKPOINT_PREFIX, TRAINING_INFO_FILE
 from ..writing import json_safe
 
 
@@ -53,3 +53,38 @@ def training_info_problem(info: Mapping[str, Any]) -> str | None:
             wanted = " or ".join(_JSON_NAMES[t] for t in types)
             return f'"{key}" holds a {type(value).__name__} ({json.dumps(value)[:40]}), not a JSON {wanted}'
     return None
+
+
+def run_folders(checkpoint: str | Path) -> list[Path]:
+    """The folders of the run a local checkpoint belongs to: the checkpoint, and the run's output folder when it is
+    one of the run's ``checkpoint-<step>`` folders (resolved)."""
+    folder = Path(checkpoint).expanduser().resolve()
+    if folder.name.startswith(f"{CHECKPOINT_PREFIX}-") and folder.name.split("-", 1)[1].isdigit():
+        return [folder, folder.parent]
+    return [folder]
+
+
+def recorded_run_folder(info: Mapping[str, Any]) -> str | None:
+    """The output folder a training info records (``training_args.output_dir``, as the run was given it), if any."""
+    args = info.get("training_args")
+    folder = args.get("output_dir") if isinstance(args, Mapping) else None
+    return str(folder) if isinstance(folder, (str, Path)) and str(folder).strip() else None
+
+
+def is_run_of(info: Mapping[str, Any], info_file: str | Path, checkpoint: str | Path) -> bool:
+    """Whether a training info (read from ``info_file``) is the record of the run that trained ``checkpoint``: the
+    file lies in one of :func:`run_folders` (the run's own, wherever it was trained), or the output folder it records
+    is one of them (an absolute path; a relative one from the current folder, or as the end of their path, where the
+    run was started from another folder). A Hub checkpoint, or a record naming no folder, is taken as it is."""
+    local = Path(checkpoint).expanduser()
+    recorded = recorded_run_folder(info)
+    if not local.is_dir() or recorded is None:
+        return True
+    folders = run_folders(local)
+    if Path(info_file).expanduser().resolve().parent in folders:
+        return True
+    path = Path(recorded).expanduser()
+    if path.is_absolute() or path.resolve() in folders:
+        return path.resolve() in folders
+    parts = Path(*(p for p in path.parts if p not in (".", ""))).parts
+    return ".." not in parts and any(folder.parts[-len(parts):] == parts for folder in folders if parts)

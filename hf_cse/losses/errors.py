@@ -16,12 +16,15 @@ class LossInputError(CSEError):
 
 
 class BatchTooSmallError(LossInputError):
-    """Fewer rows than the loss needs (a contrastive loss needs at least 2: the others are the negatives)."""
+    """Fewer rows than the loss needs (a contrastive loss needs at least 2: the others are the negatives). The
+    message names the training argument that sets the batch (``per_device_train_batch_size``, in ``fields``), so
+    that inside any trainer (hf_cse's, sentence-transformers') it says what to change."""
 
     def __init__(self, loss_name: str, min_batch: int, got: int):
         self.loss_name, self.min_batch, self.got = loss_name, min_batch, got
         super().__init__(f"{loss_name}: needs a batch of at least {min_batch} sentences to have in-batch negatives, "
-                         f"got {got}.")
+                         f"got {got}; increase per_device_train_batch_size (or the number of processes).",
+                         fields=("per_device_train_batch_size",))
 
 
 class MissingInputsError(LossInputError):

@@ -182,7 +182,8 @@ class CSEPreTrainedModel(PreTrainedModel):
         cls.config_class.check_field_names(config_kwargs)  # before anything is read
         if config_kwargs.get("pooler_source") is None:  # run_unsup.py resolves it before any weights load
             choice = resolve_pooling(str(name_or_path), config_kwargs.get("pooler_type"),
-                                     config_kwargs.get("normalize"), given_by="the caller")
+                                     config_kwargs.get("normalize"), given_by="the caller",
+                                     normalize_given_by="the caller")
             config_kwargs = {**config_kwargs, **choice.config_fields()}
             logger.info("pooling: %s", describe_pooling(choice))
         enc_config = AutoConfig.from_pretrained(name_or_path, **remote)

@@ -119,21 +119,29 @@ def _describe_own(own: OwnPooling) -> str:
 
 
 def choose_pooling(own: OwnPooling | None, pooler_type: str | None = None, normalize: bool | None = None,
-                   given_by: str = "pooler_type") -> PoolingChoice:
+                   given_by: str = "pooler_type", normalize_given_by: str | None = None) -> PoolingChoice:
     """The pooling of a run on an encoder whose own sentence-transformers pooling is ``own`` (None: a plain Hugging
-    Face encoder). A ``pooler_type`` / ``normalize`` given (by ``given_by``: a flag, a preset, the caller) wins, each
-    on its own; otherwise a sentence-transformers encoder keeps its own pooling and Normalize -- what it was trained
-    with, so that training starts from the model users measured -- and a plain encoder gets the papers' [CLS]."""
+    Face encoder). A ``pooler_type`` / ``normalize`` given (by ``given_by`` / ``normalize_given_by``: a flag, a
+    preset, the caller; ``source`` names the second too where it is another and changed the encoder's default) wins,
+    each on its own; otherwise a sentence-transformers encoder keeps its own pooling and Normalize -- what it was
+    trained with, so that training starts from the model users measured -- and a plain encoder gets the papers'
+    [CLS]."""
+    # named where the value given is not the one the encoder would have had (its own Normalize; off for a plain one),
+    # so that a run started again from its record, which gives every value, describes its pooling as it did
+    normalize_by = normalize_given_by if normalize is not None and normalize != bool(own and own.normalize) else None
     if pooler_type is not None:
         check_pooler(pooler_type)
         source = f"set by {given_by}"
+        if normalize_by and normalize_by != given_by:
+            source += f"; normalize set by {normalize_by}"
         if own is not None and ST_POOLING_MODES.get(pooler_type) != own.mode:
             source += f"; the encoder's own sentence-transformers pooling is {_describe_own(own)}"
         keep_normalize = (own is not None and own.normalize) if normalize is None else normalize
         return PoolingChoice(pooler_type, keep_normalize, source)
     if own is None:
+        source = "the papers' [CLS] pooling (a plain Hugging Face encoder has no pooling of its own)"
         return PoolingChoice(PAPERS_POOLER, bool(normalize),
-                             "the papers' [CLS] pooling (a plain Hugging Face encoder has no pooling of its own)")
+                             source + (f"; normalize set by {normalize_by}" if normalize_by else ""))
     by_mode = {mode: name for name, mode in ST_POOLING_MODES.items() if name != "cls_before_pooler"}
     if own.mode not in by_mode or by_mode[own.mode] not in POOLERS:
         raise CSEError(f"the encoder pools by {own.mode!r} (its sentence-transformers Pooling module), which hf_cse "
@@ -141,7 +149,7 @@ def choose_pooling(own: OwnPooling | None, pooler_type: str | None = None, norma
     keep_normalize = own.normalize if normalize is None else normalize
     source = f"the encoder's own sentence-transformers pooling ({_describe_own(own)})"
     if normalize is not None and normalize != own.normalize:
-        source += f", normalize set to {normalize}"
+        source += f", normalize set to {normalize}" + (f" by {normalize_by}" if normalize_by else "")
     if own.unsupported_modules:
         source += f"; its {', '.join(own.unsupported_modules)} module(s) after pooling are not trained or exported"
     return PoolingChoice(by_mode[own.mode], keep_normalize, source)
@@ -153,7 +161,8 @@ def describe_pooling(choice: PoolingChoice) -> str:
 
 
 def resolve_pooling(name_or_path: str, pooler_type: str | None = None, normalize: bool | None = None,
-                    given_by: str = "pooler_type", revision: str | None = None) -> PoolingChoice:
+                    given_by: str = "pooler_type", revision: str | None = None,
+                    normalize_given_by: str | None = None) -> PoolingChoice:
     """:func:`choose_pooling` for the encoder at ``name_or_path`` (a folder or Hub id; reads its ``modules.json``
     and Pooling config only, no weights)."""
-    return choose_pooling(own_pooling(name_or_path, revision), pooler_type, normalize, given_by)
+    return choose_pooling(own_pooling(name_or_path, revision), pooler_type, normalize, given_by, normalize_given_by)

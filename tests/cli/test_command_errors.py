@@ -165,14 +165,30 @@ def test_run_unsup_help_works_and_offers_each_loss_choice_from_its_literal():
         assert offered and set(offered.group(1).split(",")) == set(choices), name
 
 
+def test_a_batch_too_small_names_the_flag_of_the_field_it_names(capsys, monkeypatch):
+    """BatchTooSmallError names per_device_train_batch_size (its fields): the scripts show it as the flag, once."""
+    from hf_cse.cli import run_cli
+
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    err = _loss_error("infonce", 1)
+
+    def main():
+        raise err
+
+    assert run_cli(main, "run_unsup.py") == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("run_unsup.py: error: infonce: needs a batch of at least 2 sentences to have in-batch "
+                           "negatives, got 1; increase --per_device_train_batch_size (or the number of processes).")
+    assert line.count("per_device_train_batch_size") == 1
+
+
 @pytest.mark.parametrize(
     ("make_error", "advice"),
     [
-        (lambda: _loss_error("infonce", 1), "Increase --per_device_train_batch_size"),
         (lambda: _loss_error("off_dropout_infonce", 4), "Use --method imsimcse (or --off_dropout)"),
         (lambda: _loss_error("mpt", 4, z_neg=True), "Drop --negative_column"),
     ],
-    ids=["batch-too-small", "missing-no-dropout-embeddings", "hard-negatives-not-taken"],
+    ids=["missing-no-dropout-embeddings", "hard-negatives-not-taken"],
 )
 def test_scripts_translate_a_loss_error_into_flag_advice(make_error, advice, capsys, monkeypatch):
     """A loss says what is wrong in its own terms; the scripts' error path (run_cli) adds which flag to change."""

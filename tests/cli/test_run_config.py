@@ -136,3 +136,32 @@ def test_a_run_from_the_record_of_a_run_trains_the_same_weights(tmp_path, tiny_b
     assert weights.keys() == reproduced.keys()
     for name, weight in weights.items():
         torch.testing.assert_close(reproduced[name], weight, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("flags, source", [
+    (["--pooler_type", "avg", "--normalize", "true"], "set by --pooler_type; normalize set by --normalize"),
+    (["--pooler_type", "avg"], "set by --pooler_type"),
+    (["--preset", "simcse_bert", *NO_DEV, "--normalize", "true"],
+     "set by --preset simcse_bert; normalize set by --normalize"),
+    (["--normalize", "true"], "the papers' [CLS] pooling (a plain Hugging Face encoder has no pooling of its own); "
+                              "normalize set by --normalize"),
+])
+def test_the_pooling_source_names_what_set_the_pooler_and_the_normalisation(build, command_lines, flags, source):
+    """The card's Pooling row shows the config's pooler_source: it names the flag (or preset) that set the pooler and,
+    apart, the one that set normalize; read back as settings, the record keeps the normalize it was given."""
+    from types import SimpleNamespace
+
+    from hf_cse.export.modules import describe
+
+    tiny = command_lines["mlm off"]
+    spec = build(*tiny, *flags)[0]
+    assert spec.config["pooler_source"] == source
+    config = SimpleNamespace(normalize=spec.config["normalize"], pooler_source=source, projector="mlp",
+                             mlp_only_train=True)
+    assert describe(config, "mean", [], False)["pooling_description"].endswith(f"L2-normalised ({source})") \
+        == ("--normalize" in flags)
+    settings = settings_from_record(json_safe(spec.fingerprint()))
+    if "--normalize" in flags:
+        assert settings["normalize"] is True
+    if "--preset" in flags:
+        assert settings["preset"] == "simcse_bert" and "pooler_type" not in settings

@@ -1,6 +1,6 @@
 """What an export refuses before it writes anything, in one line naming the problem and the fix: a folder holding the
 encoder it was trained from or another model (even with overwrite), a truncation length the encoder cannot take,
-evaluation results recorded for another model."""
+evaluation results recorded for another model, a training_info.json of another run."""
 
 from __future__ import annotations
 
@@ -156,3 +156,59 @@ def test_results_of_another_embedding_are_refused_before_loading(run, tmp_path, 
     err = cli_error(capsys, "ckpt", "st", "--keep_projector", "--eval_results", results)
     assert "the export's 'cls' embedding" in err
     assert not (tmp_path / "st").exists()
+
+
+# --------------------------------------------------------------------------------------------- training_info
+def test_the_training_info_of_another_run_is_refused_before_loading(run, tmp_path, capsys, monkeypatch):
+    """--training_info of another run (its training_args.output_dir is another folder) would put that run's data,
+    steps and scores on this model's card: refused in one line naming both runs, before the model is loaded."""
+    import hf_cse.export.sentence_transformers as export
+
+    ckpt, _ = run
+    monkeypatch.chdir(tmp_path)
+    other = tmp_path / "other_run"
+    other.mkdir()
+    info = {"data": {"source": "other.txt", "num_sentences": 999}, "training_args": {"output_dir": "other_run"}}
+    (other / "training_info.json").write_text(json.dumps(info))
+    monkeypatch.setattr(export, "load_model", lambda *a: pytest.fail("the model was loaded"))
+    err = cli_error(capsys, "ckpt", "st", "--training_info", "other_run/training_info.json")
+    assert "--training_info other_run/training_info.json is the record of the run in other_run," in err
+    assert ("not of the checkpoint ckpt; give the training_info.json its run wrote, or leave --training_info "
+            "out.") in err
+    assert not (tmp_path / "st").exists()
+
+
+@pytest.mark.slow  # seven exports
+def test_the_training_info_of_the_checkpoints_own_run_is_taken(run, tmp_path, capsys, monkeypatch):
+    """The run's own record is taken: from its folder (whatever it records: a run moved after training), for a
+    checkpoint-N of the run, and a copy elsewhere recording the run's folder (as written, relative or not); a record
+    naming no folder (written by hand) is taken as it is."""
+    from hf_cse.cli.export import main
+
+    ckpt, _ = run
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(ckpt, ckpt / "checkpoint-2")
+    elsewhere = tmp_path / "kept"
+    elsewhere.mkdir()
+
+    def card_of(checkpoint, info_file, info) -> str:
+        info_file.write_text(json.dumps({"data": {"source": "mine.txt", "num_sentences": 321}, **info}))
+        shutil.rmtree(tmp_path / "st", ignore_errors=True)
+        assert main([str(checkpoint), "st", "--training_info", str(info_file)]) == 0, capsys.readouterr().err
+        return (tmp_path / "st" / "README.md").read_text()
+
+    moved = {"training_args": {"output_dir": "/somewhere/else/ckpt"}}
+    for checkpoint in (ckpt, ckpt / "checkpoint-2"):  # the run's own file, wherever the run was trained
+        assert "| Training sentences | 321 |" in card_of(checkpoint, ckpt / "training_info.json", moved)
+    for recorded in ("ckpt", str(ckpt), "./ckpt/"):
+        for checkpoint in (ckpt, ckpt / "checkpoint-2"):
+            info = {"training_args": {"output_dir": recorded}}
+            assert "| Training sentences | 321 |" in card_of(checkpoint, elsewhere / "info.json", info)
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")  # a relative folder recorded where the run started, read from elsewhere
+    info = {"training_args": {"output_dir": "ckpt"}}
+    elsewhere_file = elsewhere / "info.json"
+    elsewhere_file.write_text(json.dumps({"data": {"source": "mine.txt", "num_sentences": 321}, **info}))
+    assert main([str(ckpt), str(tmp_path / "st2"), "--training_info", str(elsewhere_file)]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert "| Training sentences | 321 |" in card_of(ckpt, elsewhere / "info.json", {})  # names no folder

@@ -160,6 +160,30 @@ def test_two_processes_gather_the_global_batch_with_its_gradient(tmp_path):
                                               lambda z: build_loss("focal_infonce")(z[0], z[1], z_neg=z[2]).loss)
 
 
+@pytest.mark.slow
+def test_cached_loss_trains_under_two_processes_as_the_plain_loss(tiny_bert_dir, tmp_path):
+    """CachedCSELoss inside SentenceTransformerTrainer on two processes (torchrun, gloo, DDP): with dropout 0, the same
+    data and seed, every step's loss (each process's, on the gathered global batch, and the logged one) and the trained
+    weights equal those of the plain CSELoss, and both processes end with the same weights."""
+    import subprocess
+
+    from dist_helpers import WORKER, _env, torchrun_cmd
+    from helpers import hang_timeout
+
+    proc = subprocess.run(torchrun_cmd(WORKER.with_name("st_ddp_worker.py"), str(tiny_bert_dir), str(tmp_path)),
+                          env=_env(), capture_output=True, text=True, timeout=hang_timeout(300), cwd=tmp_path)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    runs = {(rank, kind): torch.load(tmp_path / f"rank{rank}_{kind}.pt") for rank in (0, 1)
+            for kind in ("plain", "cached")}
+    plain = runs[0, "plain"]
+    assert plain["world_size"] == 2 and len(plain["logged"]) == len(plain["computed"]) == 3
+    for (rank, kind), run in runs.items():
+        assert run["computed"] == pytest.approx(plain["computed"], rel=1e-5), (rank, kind)  # the global batch's
+        assert run["logged"] == pytest.approx(plain["logged"], rel=1e-4), (rank, kind)
+        torch.testing.assert_close(run["params"], plain["params"], rtol=1e-5, atol=1e-6, msg=f"{rank} {kind}")
+    assert len(set(plain["computed"])) == 3  # the weights moved between steps
+
+
 # ------------------------------------------------------------------ a second objective, the cached variant, logs
 def _grads(model):
     return [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
@@ -312,8 +336,11 @@ def test_an_epochs_last_batch_of_one_sentence_is_skipped_with_a_warning(st_model
         _total(out).backward()
     warnings = [r.getMessage() for r in caplog.records if "batch of 1 sentence" in r.getMessage()]
     assert len(warnings) == 1 and "dataloader_drop_last=True" in warnings[0]
-    with pytest.raises(ValueError, match="needs a batch of at least 2 sentences"):
+    with pytest.raises(ValueError, match="needs a batch of at least 2 sentences") as first:
         CSELoss(st_model, "infonce")([dict(one), dict(one)], None)
+    # the setting to change, named as the training arguments name it (the command line shows its flag)
+    assert "increase per_device_train_batch_size" in str(first.value)
+    assert first.value.fields == ("per_device_train_batch_size",)
 
 
 def test_matryoshka_dims_beyond_the_models_embedding_are_refused_when_the_loss_is_built(st_model):

@@ -193,6 +193,7 @@ def test_input_errors_are_typed_carry_the_facts_and_name_no_command_line_flag():
     with pytest.raises(HardNegativesNotTakenError) as negatives:
         build_loss("mpt")(z1, z2, z_neg=zbar)
     assert (small.value.loss_name, small.value.min_batch, small.value.got) == ("infonce", 2, 1)
+    assert small.value.fields == ("per_device_train_batch_size",) and "per_device_train_batch_size" in str(small.value)
     assert missing.value.missing == ("z_nodropout",)
     assert negatives.value.loss_name == "mpt" and "infonce" in negatives.value.takers
     assert "mpt" not in negatives.value.takers

@@ -79,6 +79,8 @@ def test_choice_rules(st_mean_dir, tiny_bert_dir):
     assert "set by --pooler_type" in asked.source and "own sentence-transformers pooling is mean" in asked.source
     kept = resolve_pooling(str(st_mean_dir), normalize=False)
     assert (kept.pooler_type, kept.normalize) == ("avg", False)
+    by_flag = resolve_pooling(str(st_mean_dir), normalize=False, normalize_given_by="--normalize")
+    assert by_flag.source.endswith("(mean + Normalize), normalize set to False by --normalize")
     with pytest.raises(ValueError, match="pools by 'weightedmean'.*pooler_type"):
         choose_pooling(type(own_pooling(st_mean_dir))("weightedmean", False))
 
