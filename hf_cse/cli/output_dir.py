@@ -87,7 +87,8 @@ class OutputDirArguments:
 
 # --------------------------------------------------------------------------------------------------- training
 def _differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT})
+    # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
+    keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source"})
     changed = [f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys
                if recorded.get(k) != current.get(k)]
     if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did

@@ -54,6 +54,18 @@ def test_checkpoints_of_a_run_with_other_settings_are_refused(tmp_path):
         prepare_output_dir(tmp_path, {**SETTINGS, "loss": "gs_infonce"})
 
 
+def test_a_run_whose_pooling_is_only_worded_otherwise_now_resumes(tmp_path):
+    """The card's wording of what set the pooling changed (normalize is named since session 16): a run interrupted
+    before resumes; another pooler or normalisation is still another run."""
+    pooling = {"pooler_type": "cls", "normalize": True, "pooler_source": "set by --pooler_type"}
+    prepare_output_dir(tmp_path, {**SETTINGS, **pooling})
+    _checkpoint(tmp_path / "checkpoint-2")
+    reworded = {**SETTINGS, **pooling, "pooler_source": "set by --pooler_type; normalize set by --normalize"}
+    assert prepare_output_dir(tmp_path, reworded) == str(tmp_path / "checkpoint-2")
+    with pytest.raises(InputError, match=r"other settings \(normalize: True then, False now\)"):
+        prepare_output_dir(tmp_path, {**reworded, "normalize": False})
+
+
 # the settings an ImSimCSE run recorded before objectives were a list (written by hf_cse at 4e9c843, trimmed):
 # the DCL weight was not recorded when it was the method's default
 OLDER_IMSIMCSE_RECORD = {"method": "imsimcse", "loss": "off_dropout_infonce",
