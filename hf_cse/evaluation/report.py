@@ -18,7 +18,7 @@ from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 from .dimensions import dimension_rows
 from .figures import plot_alignment_uniformity, plot_cosine_buckets, plot_score_by_dimension, plot_task_comparison
 from .mteb_tasks import MTEB_FOLDER_MARK
-from .results import RETRIEVAL_KEYS, EvalResults, short_name
+from .results import RETRIEVAL_KEYS, EvalResults, model_labels, short_name
 from .sts import format_sts_table
 from .transfer import format_transfer_table
 
@@ -83,7 +83,7 @@ def _avg_header(labels: dict[str, str]) -> tuple[str, list[str]]:
 def markdown_report(results: Sequence[EvalResults]) -> str:
     """Markdown tables of one or several models' results (papers' column order; labelled averages)."""
     out = ["# hf_cse evaluation", ""]
-    names = [r.name for r in results]
+    names = model_labels(results)
     for n, r in zip(names, results):
         if r.unfinished_tasks:  # written while the evaluation runs; kept as is if it was interrupted
             out += [f"**{n}: not finished**: no results yet for {', '.join(r.unfinished_tasks)}.", ""]
@@ -230,7 +230,7 @@ def _write_plots(results: Sequence[EvalResults], extras: list[dict], out: Path, 
         written["score_by_dimension.png"] = plot_score_by_dimension(results, out / "score_by_dimension.png")
     if any(r.alignment is not None for r in results):
         written["align_uniform.png"] = plot_alignment_uniformity(results, out / "align_uniform.png")
-    for i, (r, ex) in enumerate(zip(results, extras)):
+    for i, (label, ex) in enumerate(zip(model_labels(results), extras)):
         if ex.get("stsb_cosine") is not None:
             fname = f"stsb_cosine_buckets_{i}.png" if combined else "stsb_cosine_buckets.png"
-            written[fname] = plot_cosine_buckets(ex["stsb_cosine"], ex["stsb_gold"], out / fname, title=r.name)
+            written[fname] = plot_cosine_buckets(ex["stsb_cosine"], ex["stsb_gold"], out / fname, title=label)
