@@ -171,7 +171,8 @@ def _dimension_sections(names: Sequence[str], results: Sequence[EvalResults]) ->
 # --------------------------------------------------------------------------------------------- printout
 def summary_text(results: EvalResults, eval_name: str | None = None) -> str:
     """What ``run_eval.py`` prints for one model: the STS and transfer tables (labelled averages), geometry and
-    retrieval, the user's own pairs (``<eval_name>_spearman``; every such score when ``eval_name`` is None) and MTEB."""
+    retrieval, the user's own pairs (``<eval_name>_spearman``; every such score when ``eval_name`` is None), MTEB and
+    the scores by embedding dimension (``truncate_dims``)."""
     lines = []
     if results.sts_avg is not None:
         lines.append(format_sts_table(results.to_dict()))
@@ -183,6 +184,22 @@ def summary_text(results: EvalResults, eval_name: str | None = None) -> str:
            if k == f"{eval_name}_spearman" or eval_name is None and k.endswith("_spearman")}
     lines += [f"{key}: {value:.2f}" for key, value in own.items()]
     lines += [f"MTEB {task}: {score:.2f}" for task, score in (results.mteb or {}).items()]
+    if results.dimensions:
+        lines.append(_dimension_text(results))
+    return "\n".join(lines)
+
+
+def _dimension_text(r: EvalResults) -> str:
+    """results.md's score-by-dimension table of one model as text: a row per dimension, the full size first."""
+    rows = dimension_rows((r.settings or {}).get("embedding_dim"), {"sts": r.sts, "avg": r.sts_avg, "mteb": r.mteb},
+                          r.dimensions or {})
+    columns = list(dict.fromkeys(c for _, cols in rows for c in cols))
+    header = [r.sts_avg_label if c == "avg" else TABLE_NAMES.get(c, c) for c in columns]
+    first = max(9, *(len(label) for label, _ in rows))
+    widths = [max(7, len(h)) for h in header]
+    lines = ["dimension".ljust(first) + " " + " ".join(h.rjust(w) for h, w in zip(header, widths))]
+    lines += [label.ljust(first) + " " + " ".join(_fmt(cols.get(c)).rjust(w) for c, w in zip(columns, widths))
+              for label, cols in rows]
     return "\n".join(lines)
 
 
