@@ -58,10 +58,16 @@ def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
         if not path.is_dir():
             raise InputError(f"{flag} {name_or_path} is a file; give a {what} folder (holding {files}) or a "
                              f"Hub {what} id.")
+        from .checkpoints import last_complete_checkpoint, weights_problem
+
         if not any((path / marker).is_file() for marker in markers):
+            last = last_complete_checkpoint(path)  # a training run's folder before its model is saved
+            if last is not None:
+                raise InputError(f"{flag} {name_or_path} is a training run's folder that holds no saved {what} yet, "
+                                 f"only its checkpoints: give one of them, e.g. {last} (the last complete one), or "
+                                 "the folder once the run has finished.")
             raise InputError(f"{flag} {name_or_path} is a folder without {files}, so it holds no {what}; give the "
                              f"folder a {what} was saved to (save_pretrained, a training run's output_dir) or Hub id.")
-        from .checkpoints import weights_problem
 
         problem = weights_problem(path)
         if problem:  # a save that was killed, or a copy cut short: loading would end in a traceback

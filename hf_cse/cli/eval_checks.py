@@ -1,8 +1,10 @@
 """``hf-cse-eval``'s checks of a local model folder, before it is loaded: its tokenizer files are there (else
-transformers would score it with a stand-in tokenizer), and ``--max_seq_length`` fits its position embeddings."""
+transformers would score it with a stand-in tokenizer), and ``--max_seq_length`` fits its position embeddings; and
+that the models of one command go to different places of ``--mteb_results_dir``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..checks import InputError
@@ -55,3 +57,18 @@ def check_model_folder(name: str, max_seq_length: int | None) -> None:
     config = _encoder_config(encoder)
     if max_seq_length is not None and config is not None:
         check_max_seq_length(max_seq_length, config, name)
+
+
+def check_distinct_mteb_names(models: Sequence[str], meta_of: Callable[[str], dict]) -> None:
+    """Two different models of one command would be saved under the same MTEB name and revision in
+    ``--mteb_results_dir`` (two runs' ``checkpoint-500`` or ``sentence-transformers`` folders are both
+    ``local/<folder name>``): the second's results would replace the first's there."""
+    seen: dict[tuple, str] = {}
+    for model in models:
+        meta = meta_of(model)
+        key = (meta.get("name"), meta.get("revision"))
+        other = seen.setdefault(key, model)
+        if other != model and Path(other).expanduser().resolve() != Path(model).expanduser().resolve():
+            raise InputError(f"--model_name_or_path {other} and {model} would both be saved as {key[0]} (revision "
+                             f"{key[1]}) in --mteb_results_dir, the second's results replacing the first's; evaluate "
+                             "them one at a time, each with its own --mteb_model_name.")

@@ -39,7 +39,7 @@ from hf_cse.checks import (
 )
 from hf_cse.cli import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
-from hf_cse.cli.eval_checks import check_model_folder
+from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder
 from hf_cse.cli.output_dir import default_eval_output_dir, prepare_eval_output_dir
 from hf_cse.cli.preflight import check_min_seq_length
 from hf_cse.encoders import packaged_encoder_path
@@ -201,6 +201,8 @@ class EvalArguments(EvalDataArguments):
         if self.mteb_model_name and len(self.model_name_or_path) > 1:
             raise ValueError("--mteb_model_name names one model, and several were given; evaluate them one at a time "
                              "to name each.")
+        if self.mteb_results_dir is not None:
+            check_distinct_mteb_names(self.model_name_or_path, self.mteb_meta)
 
     def mteb_meta(self, model: str) -> dict:
         """The ModelMeta fields of ``model``'s MTEB results (name and revision)."""
@@ -254,9 +256,11 @@ def check_mteb_results_dir(args: EvalArguments, mteb_tasks: list) -> None:
                                            for d in args.truncate_dim_list]
         taken = [p for meta in metas for p in mteb_result_paths(args.mteb_results_dir, mteb_tasks, meta) if p.exists()]
         if taken and not args.overwrite_output_dir:
-            raise InputError(f"--mteb_results_dir already holds MTEB results of this model ({taken[0]}"
-                             f"{f' and {len(taken) - 1} more' if len(taken) > 1 else ''}); pass --overwrite_output_dir "
-                             "to replace them, or give another --mteb_results_dir / --mteb_model_revision.")
+            more = f" and {len(taken) - 1} more" if len(taken) > 1 else ""
+            raise InputError(f"--mteb_results_dir already holds MTEB results under this model's name, "
+                             f"{metas[0]['name']} ({taken[0]}{more}); pass --overwrite_output_dir to replace them, or "
+                             "give another --mteb_results_dir / --mteb_model_revision, or --mteb_model_name if they "
+                             "are another model's.")
 
 
 def record_settings(results: EvalResults, args: EvalArguments) -> None:

@@ -144,10 +144,16 @@ def load_hub_pairs(name: str, config: str | None = None, split: str = "validatio
 
 
 def check_pairs(pairs: STSPairs, source: str) -> STSPairs:
-    """A Spearman correlation needs at least two pairs with different scores."""
+    """A Spearman correlation needs at least two pairs with different scores, and pairs of two different sentences
+    (a sentence and itself have cosine 1 whatever the model: a Spearman over those ranks rounding noise)."""
     if len(pairs) < 2 or np.ptp(pairs.scores) == 0:
         raise InputError(f"{source}: {len(pairs)} scored pair(s) with {len(set(pairs.scores.tolist()))} distinct "
                          "score(s); a Spearman correlation needs at least 2 pairs with different scores.")
+    if pairs.sentences1 == pairs.sentences2:
+        raise InputError(f"{source}: the two sentences of every pair are the same, so every cosine is 1 whatever the "
+                         "model and the score would rank rounding noise; eval_sentence1_column and "
+                         "eval_sentence2_column must name the two different sentence columns.",
+                         fields=("eval_sentence1_column", "eval_sentence2_column"))
     return pairs
 
 

@@ -3,8 +3,8 @@
 MTEB tasks) of the run for each ``d``. A Matryoshka-trained model (``matryoshka_dims``) should lose little; a
 plain one shows what truncating it costs.
 
-The model encodes each sentence once, for the full size and every dimension: the full-size scoring keeps its
-embeddings (``evaluate(..., embeddings=cache)`` for the STS tasks, :class:`KeepingEncoder` for the MTEB tasks) and
+The model encodes each task's sentences once, for the full size and every dimension: the full-size scoring keeps
+its embeddings (``evaluate(..., embeddings=cache)`` for the STS tasks, :class:`KeepingEncoder` for the MTEB tasks) and
 :class:`TruncatedEncoder` cuts them, sharing that one cache over the dimensions; cosine similarity normalises each
 cut vector itself, so a model's Normalize module needs no redo.
 ``results.json`` holds the scores under ``dimensions`` (:class:`hf_cse.evaluation.results.EvalResults`),
@@ -21,6 +21,7 @@ import numpy as np
 
 from ..checks import InputError
 from ..matryoshka import parse_int_list
+from .sts import encode_kept
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +38,11 @@ def parse_truncate_dims(value: str | Sequence[int] | None) -> list[int]:
 
 
 class TruncatedEncoder:
-    """``encoder``'s embeddings cut to their first ``dim`` coordinates; the full embeddings are computed once per
-    text into ``cache`` (shared by the encoders of every dimension). Everything else is ``encoder``'s."""
+    """``encoder``'s embeddings cut to their first ``dim`` coordinates; the full embeddings of each request are
+    computed once into ``cache`` (shared by the encoders of every dimension; keyed as :func:`.sts.encode_kept` keys
+    them, so a task's cut rows are those its own full-size call encoded). Everything else is ``encoder``'s."""
 
-    def __init__(self, encoder, dim: int, cache: dict[str, np.ndarray] | None = None):
+    def __init__(self, encoder, dim: int, cache: dict[tuple[str, ...], np.ndarray] | None = None):
         self.encoder, self.dim = encoder, int(dim)
         self.cache = {} if cache is None else cache
 
@@ -49,16 +51,11 @@ class TruncatedEncoder:
 
     def encode(self, sentences: Sequence[str], batch_size: int | None = None,
                show_progress_bar: bool | None = None) -> np.ndarray:
-        sentences = list(sentences)
-        todo = list(dict.fromkeys(s for s in sentences if s not in self.cache))
-        if todo:
-            options = {k: v for k, v in (("batch_size", batch_size), ("show_progress_bar", show_progress_bar))
-                       if v is not None}
-            for text, row in zip(todo, self.encoder.encode(todo, **options)):
-                self.cache[text] = row
-        if not sentences:
+        options = {k: v for k, v in (("batch_size", batch_size), ("show_progress_bar", show_progress_bar))
+                   if v is not None}
+        full = encode_kept(lambda todo: self.encoder.encode(todo, **options), sentences, self.cache)
+        if not len(full):
             return np.zeros((0, self.dim), np.float32)
-        full = np.stack([self.cache[s] for s in sentences])
         if self.dim > full.shape[1]:
             raise InputError(f"truncate_dims {self.dim}: the model's embeddings have {full.shape[1]} dimensions; "
                              f"choose dimensions up to {full.shape[1]}.")
@@ -70,20 +67,18 @@ class TruncatedEncoder:
 
 
 class KeepingEncoder:
-    """``encoder`` as it is, which also keeps the embedding of each text it encodes in ``cache`` by its text (the
-    MTEB tasks' full-size run, whose sentences the dimensions then cut without encoding them again)."""
+    """``encoder`` as it is, which also keeps the embeddings of each request it encodes in ``cache`` (the MTEB tasks'
+    full-size run, whose sentences the dimensions then cut without encoding them again; keyed as
+    :func:`.sts.encode_kept` keys them)."""
 
-    def __init__(self, encoder, cache: dict[str, np.ndarray]):
+    def __init__(self, encoder, cache: dict[tuple[str, ...], np.ndarray]):
         self.encoder, self.cache = encoder, cache
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.encoder, name)
 
     def encode(self, sentences: Sequence[str], *args, **kwargs) -> np.ndarray:
-        sentences = list(sentences)
-        rows = self.encoder.encode(sentences, *args, **kwargs)
-        self.cache.update(zip(sentences, rows))
-        return rows
+        return encode_kept(lambda todo: self.encoder.encode(todo, *args, **kwargs), sentences, self.cache)
 
 
 def check_dims_fit(encoder, dims: Sequence[int]) -> int:
@@ -103,8 +98,8 @@ def evaluate_dimensions(encoder, dims: Sequence[int], sts_tasks: Sequence[str], 
     STS tasks (``sts_kwargs``: data_dir, source, mode, sts_aggregation of :func:`hf_cse.evaluation.evaluate`) and
     MTEB tasks (their result files in ``mteb_folder/dim_<d>/``; with ``mteb_results_dir``, also saved by mteb as
     the experiment ``truncate_dim=d`` of the model ``mteb_meta`` names) on the cut embeddings. ``embeddings``: the
-    full embeddings by text that the full-size scoring kept (see the module doc); the sentences missing there are
-    encoded, once, and added to it."""
+    full embeddings of each request that the full-size scoring kept (see the module doc); a request missing there
+    is encoded, once, and added to it."""
     from .mteb_tasks import run_mteb_tasks
     from .runner import evaluate
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import CSEError
 from ..writing import replace_atomically
-from .results import EvalResults
+from .results import EvalResults, model_labels
 
 BUCKETS = ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5))
 
@@ -45,7 +45,7 @@ def save_figure(fig, plt, path) -> Path:
 def plot_alignment_uniformity(results: Sequence[EvalResults], path, labels: Sequence[str] | None = None, title=None):
     """Scatter of (alignment, uniformity) for several models' results (those without both are skipped)."""
     plt = pyplot()
-    pts = [(r, lab) for r, lab in zip(results, labels or [r.name for r in results])]
+    pts = [(r, lab) for r, lab in zip(results, labels or model_labels(results))]
     pts = [(r, lab) for r, lab in pts if r.alignment is not None and r.uniformity is not None]
     if not pts:
         raise CSEError("No result has both alignment and uniformity.")
@@ -112,9 +112,9 @@ def plot_task_comparison(results: Sequence[EvalResults], path, title: str | None
     rotate = len(tasks) > 6 or max(len(t) for t in tasks) > 14
     fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(tasks) * max(1, len(results) / 2) + 3), 5.5 if rotate else 4.5))
     x = np.arange(len(tasks))
-    for i, (result, scores) in enumerate(zip(results, per_model)):
+    for i, (label, scores) in enumerate(zip(model_labels(results), per_model)):
         values = [scores.get(t, np.nan) for t in tasks]
-        ax.bar(x + (i - (len(results) - 1) / 2) * width, values, width, label=result.name)
+        ax.bar(x + (i - (len(results) - 1) / 2) * width, values, width, label=label)
     ax.set_xticks(x)
     ax.set_xticklabels(tasks, rotation=30 if rotate else 0, ha="right" if rotate else "center")
     ax.set_xlabel("task")
@@ -131,7 +131,7 @@ def plot_score_by_dimension(results: Sequence[EvalResults], path, title: str | N
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     ticks: set[int] = set()
-    for r in results:
+    for r, name in zip(results, model_labels(results)):
         if not r.dimensions:
             continue
         full_dim = (r.settings or {}).get("embedding_dim")
@@ -144,7 +144,7 @@ def plot_score_by_dimension(results: Sequence[EvalResults], path, title: str | N
         for task in dict.fromkeys(t for e in points.values() for t in e.get("mteb") or {}):
             series[f"MTEB {task}"] = [(points[d].get("mteb") or {}).get(task) for d in dims]
         for label, values in series.items():
-            ax.plot(dims, [np.nan if v is None else v for v in values], marker="o", label=f"{r.name}: {label}")
+            ax.plot(dims, [np.nan if v is None else v for v in values], marker="o", label=f"{name}: {label}")
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(ticks), [str(d) for d in sorted(ticks)])
     ax.set_xlabel("embedding dimension (first d coordinates)")

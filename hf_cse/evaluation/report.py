@@ -18,7 +18,7 @@ from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 from .dimensions import dimension_rows
 from .figures import plot_alignment_uniformity, plot_cosine_buckets, plot_score_by_dimension, plot_task_comparison
 from .mteb_tasks import MTEB_FOLDER_MARK
-from .results import RETRIEVAL_KEYS, EvalResults, short_name
+from .results import RETRIEVAL_KEYS, EvalResults, model_labels, short_name
 from .sts import format_sts_table
 from .transfer import format_transfer_table
 
@@ -83,7 +83,7 @@ def _avg_header(labels: dict[str, str]) -> tuple[str, list[str]]:
 def markdown_report(results: Sequence[EvalResults]) -> str:
     """Markdown tables of one or several models' results (papers' column order; labelled averages)."""
     out = ["# hf_cse evaluation", ""]
-    names = [r.name for r in results]
+    names = model_labels(results)
     for n, r in zip(names, results):
         if r.unfinished_tasks:  # written while the evaluation runs; kept as is if it was interrupted
             out += [f"**{n}: not finished**: no results yet for {', '.join(r.unfinished_tasks)}.", ""]
@@ -171,7 +171,8 @@ def _dimension_sections(names: Sequence[str], results: Sequence[EvalResults]) ->
 # --------------------------------------------------------------------------------------------- printout
 def summary_text(results: EvalResults, eval_name: str | None = None) -> str:
     """What ``run_eval.py`` prints for one model: the STS and transfer tables (labelled averages), geometry and
-    retrieval, the user's own pairs (``<eval_name>_spearman``; every such score when ``eval_name`` is None) and MTEB."""
+    retrieval, the user's own pairs (``<eval_name>_spearman``; every such score when ``eval_name`` is None), MTEB and
+    the scores by embedding dimension (``truncate_dims``)."""
     lines = []
     if results.sts_avg is not None:
         lines.append(format_sts_table(results.to_dict()))
@@ -183,6 +184,22 @@ def summary_text(results: EvalResults, eval_name: str | None = None) -> str:
            if k == f"{eval_name}_spearman" or eval_name is None and k.endswith("_spearman")}
     lines += [f"{key}: {value:.2f}" for key, value in own.items()]
     lines += [f"MTEB {task}: {score:.2f}" for task, score in (results.mteb or {}).items()]
+    if results.dimensions:
+        lines.append(_dimension_text(results))
+    return "\n".join(lines)
+
+
+def _dimension_text(r: EvalResults) -> str:
+    """results.md's score-by-dimension table of one model as text: a row per dimension, the full size first."""
+    rows = dimension_rows((r.settings or {}).get("embedding_dim"), {"sts": r.sts, "avg": r.sts_avg, "mteb": r.mteb},
+                          r.dimensions or {})
+    columns = list(dict.fromkeys(c for _, cols in rows for c in cols))
+    header = [r.sts_avg_label if c == "avg" else TABLE_NAMES.get(c, c) for c in columns]
+    first = max(9, *(len(label) for label, _ in rows))
+    widths = [max(7, len(h)) for h in header]
+    lines = ["dimension".ljust(first) + " " + " ".join(h.rjust(w) for h, w in zip(header, widths))]
+    lines += [label.ljust(first) + " " + " ".join(_fmt(cols.get(c)).rjust(w) for c, w in zip(columns, widths))
+              for label, cols in rows]
     return "\n".join(lines)
 
 
@@ -230,7 +247,7 @@ def _write_plots(results: Sequence[EvalResults], extras: list[dict], out: Path, 
         written["score_by_dimension.png"] = plot_score_by_dimension(results, out / "score_by_dimension.png")
     if any(r.alignment is not None for r in results):
         written["align_uniform.png"] = plot_alignment_uniformity(results, out / "align_uniform.png")
-    for i, (r, ex) in enumerate(zip(results, extras)):
+    for i, (label, ex) in enumerate(zip(model_labels(results), extras)):
         if ex.get("stsb_cosine") is not None:
             fname = f"stsb_cosine_buckets_{i}.png" if combined else "stsb_cosine_buckets.png"
-            written[fname] = plot_cosine_buckets(ex["stsb_cosine"], ex["stsb_gold"], out / fname, title=r.name)
+            written[fname] = plot_cosine_buckets(ex["stsb_cosine"], ex["stsb_gold"], out / fname, title=label)

@@ -59,6 +59,29 @@ def short_name(name: str) -> str:
     return parts[-1] if parts else str(name)
 
 
+def model_labels(results: Sequence[EvalResults]) -> list[str]:
+    """Each model's label in tables and plots: its :func:`short_name`, lengthened by the path parts before it where
+    two models would share one (``run1/checkpoint-500`` beside ``run2/checkpoint-500``, two runs'
+    ``sentence-transformers`` exports), numbered where the same model was given twice."""
+    names = [str(r.model or "?") for r in results]
+    parts = [[p for p in n.replace("\\", "/").split("/") if p] or [n] for n in names]
+    labels = [short_name(n) for n in names]
+    while True:  # lengthen the labels that other models share (the same model twice is numbered below)
+        longer = [i for i, label in enumerate(labels) if label.count("/") + 1 < len(parts[i])
+                  and any(other == label and names[j] != names[i] for j, other in enumerate(labels))]
+        if not longer:
+            break
+        for i in longer:
+            labels[i] = "/".join(parts[i][-(labels[i].count("/") + 2):])
+    repeated = {label for label in labels if labels.count(label) > 1}
+    seen: dict[str, int] = {}
+    for i, label in enumerate(labels):
+        if label in repeated:
+            seen[label] = seen.get(label, 0) + 1
+            labels[i] = f"{label} ({seen[label]})"
+    return labels
+
+
 def _score(key: str, value: Any) -> float | None:
     """A score as read from results.json: a number, or None (JSON's stand-in for a NaN score)."""
     if value is None:

@@ -22,7 +22,16 @@ from ..errors import CSEError
 from .data import STS_TASKS, TRANSFER_TASKS, Mode, Source, load_sts
 from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
 from .results import RETRIEVAL_KEYS, EvalResults
-from .sts import AGGREGATIONS, MODES, Aggregation, evaluate_sts, load_sts_tasks, pairwise_cosine, resolve_sts_tasks
+from .sts import (
+    AGGREGATIONS,
+    MODES,
+    Aggregation,
+    encode_kept,
+    evaluate_sts,
+    load_sts_tasks,
+    pairwise_cosine,
+    resolve_sts_tasks,
+)
 from .transfer import MRPC_FEATURES, MrpcFeatures, evaluate_transfer, load_transfer_task
 
 logger = logging.getLogger(__name__)
@@ -86,22 +95,15 @@ def load_task_data(tasks: str | Sequence[str], data_dir=None, source: Source = "
 
 
 class _MemoEncode:
-    """Remembers embeddings by text within one run (STS-B is used by STS, geometry and retrieval), in ``cache`` when
-    one is given."""
+    """Remembers the embeddings of each request within one run (STS-B test is asked for by STS, geometry and
+    retrieval), in ``cache`` when one is given; never one request's rows for another's (:func:`.sts.encode_kept`)."""
 
-    def __init__(self, encode, cache: dict[str, np.ndarray] | None = None):
+    def __init__(self, encode, cache: dict[tuple[str, ...], np.ndarray] | None = None):
         self.encode_fn = encode
-        self.cache: dict[str, np.ndarray] = {} if cache is None else cache
+        self.cache: dict[tuple[str, ...], np.ndarray] = {} if cache is None else cache
 
     def encode(self, sentences):
-        sentences = list(sentences)
-        todo = list(dict.fromkeys(s for s in sentences if s not in self.cache))
-        if todo:
-            for s, e in zip(todo, self.encode_fn(todo)):
-                self.cache[s] = e
-        if not sentences:
-            return np.zeros((0, 0), np.float32)
-        return np.stack([self.cache[s] for s in sentences])
+        return encode_kept(self.encode_fn, sentences, self.cache)
 
 
 def evaluate(
@@ -125,9 +127,10 @@ def evaluate(
     after each transfer task, with the results so far and ``unfinished_tasks`` listing the rest (run_eval.py
     saves it, so an interruption keeps every finished task).
 
-    ``embeddings``: a dict that keeps the embedding of each sentence of the STS tasks (and of STS-B for geometry
-    and retrieval) by its text, e.g. for :func:`hf_cse.evaluation.dimensions.evaluate_dimensions` to cut them
-    instead of encoding them again; the transfer tasks' sentences are not kept.
+    ``embeddings``: a dict that keeps the embeddings of the STS tasks (and of STS-B for geometry and retrieval), each
+    task's as its own call encoded them (keyed by its distinct sentences: :func:`.sts.encode_kept`), e.g. for
+    :func:`hf_cse.evaluation.dimensions.evaluate_dimensions` to cut them instead of encoding them again; the transfer
+    tasks' sentences are not kept.
     """
     if mode not in MODES:
         raise CSEError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODES)}.")

@@ -93,6 +93,21 @@ def load_sts_tasks(tasks: Sequence[str], data_dir=None, source: Source = "local"
     return {t: load_sts(t, data_dir, "test" if t in STS_YEARS else split, source) for t in tasks}
 
 
+def encode_kept(encode, sentences, kept: dict[tuple[str, ...], np.ndarray]) -> np.ndarray:
+    """``encode(sentences)`` through ``kept``, which holds the embeddings of each request (its distinct sentences, in
+    order) as one call encoded them: a request asked again is not encoded again, and a sentence is never taken
+    from another request's call (under autocast a sentence's embedding depends on the batch it was encoded in, so
+    a task borrowing another task's rows would score differently with that task than without it)."""
+    sentences = list(sentences)
+    if not sentences:
+        return np.zeros((0, 0), np.float32)
+    key = tuple(dict.fromkeys(sentences))
+    if key not in kept:
+        kept[key] = np.asarray(encode(list(key)))
+    row = {s: i for i, s in enumerate(key)}
+    return kept[key][[row[s] for s in sentences]]
+
+
 def score_sts(
     encode, data: dict[str, dict[str, STSPairs]], aggregation: Aggregation = "all", return_predictions: bool = False
 ):

@@ -69,6 +69,25 @@ def test_the_record_keeps_the_dimensions_and_results_md_tables_them():
     assert table.count("| 32") == 1 and "| 16 | 78.50 |" in table
 
 
+def test_the_printout_shows_the_scores_by_dimension_as_results_md_does():
+    """run_eval --truncate_dims printed the full-size table only: the cut scores were in results.json alone."""
+    from hf_cse.evaluation import summary_text
+
+    record = EvalResults(model="m", sts={"STSBenchmark": 80.0}, sts_avg=80.0, settings={"embedding_dim": 32},
+                         mteb={"MyPairs": 61.5}, dimensions={"16": {"sts": {"STSBenchmark": 78.5}, "avg": 78.5,
+                                                                    "mteb": {"MyPairs": 60.0}},
+                                                             "8": {"sts": {"STSBenchmark": 70.125}, "avg": 70.125,
+                                                                   "mteb": {"MyPairs": 52.25}}})
+    lines = summary_text(record).splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("dimension")))
+    assert lines[at].split() == ["dimension", "STS-B", "Avg", "(STS-B)", "MTEB", "MyPairs"]
+    assert [row.split() for row in lines[at + 1:]] == [["32", "(full)", "80.00", "80.00", "61.50"],
+                                                       ["16", "78.50", "78.50", "60.00"],
+                                                       ["8", "70.12", "70.12", "52.25"]]
+    md = markdown_report([record])
+    assert "| 8 | 70.12 | 70.12 | 52.25 |" in md  # the same numbers, rounded the same
+
+
 @pytest.mark.slow
 def test_run_eval_scores_sts_and_mteb_per_dimension(tiny_bert_dir, tmp_path, monkeypatch):
     from hf_cse.evaluation.mteb_tasks import LocalSTSTask

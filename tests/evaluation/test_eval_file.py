@@ -83,6 +83,21 @@ def test_flag_errors(tmp_path):
 
 
 
+def test_pairs_of_one_sentence_and_itself_are_refused_before_any_model_loads(tiny_bert_dir, tmp_path, capsys):
+    """--eval_sentence2_column naming the first sentence's column: every cosine is 1 up to rounding, and the
+    Spearman over them was reported (0.00 on a tiny BERT) as the model's score."""
+    dev = _write(tmp_path / "dev.csv", "sentence1,sentence2,score\na man plays,a man is playing,4.5\n"
+                                       "a dog runs,the cat eats,0.5\nthe car is red,a red car,4\n")
+    with pytest.raises(InputError, match="the two sentences of every pair are the same"):
+        read_pair_file(dev, "sentence1", "sentence1", "score")
+    assert eval_cli.main(["--model_name_or_path", str(tiny_bert_dir), "--tasks", "none", "--eval_file", str(dev),
+                          "--eval_sentence2_column", "sentence1", "--output_dir", str(tmp_path / "ev")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--eval_sentence1_column and --eval_sentence2_column must name" in err
+    assert not (tmp_path / "ev" / "results.json").exists()
+    assert len(read_pair_file(dev)) == 3  # the two columns: read as before
+
+
 @pytest.mark.slow
 def test_run_unsup_selects_checkpoints_on_the_eval_file(tiny_bert_dir, tmp_path, monkeypatch):
     reads = []

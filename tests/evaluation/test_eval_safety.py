@@ -81,6 +81,21 @@ def test_bad_second_model_is_refused_before_the_first_is_evaluated(tiny_bert_dir
     assert code == 1 and f"{missing}: no such folder" in one_line(err)
 
 
+def test_a_training_run_folder_before_its_model_is_saved_names_its_last_checkpoint(tiny_bert_dir, senteval, tmp_path,
+                                                                                    capsys, no_model_loading):
+    """A run still training (or stopped) holds checkpoints and no model: the line says which folder to give."""
+    run_dir = tmp_path / "run"
+    for step, complete in ((2, True), (4, True), (6, False)):  # checkpoint-6: its save was cut short
+        shutil.copytree(tiny_bert_dir, run_dir / f"checkpoint-{step}")
+        if complete:
+            (run_dir / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    code, err = run(capsys, "--model_name_or_path", run_dir, "--senteval_data_dir", senteval, "--tasks", "STSB",
+                    "--output_dir", tmp_path / "out")
+    line = one_line(err)  # (the line shortens long paths: /tmp/.../run/checkpoint-4)
+    assert code == 1 and "holds no saved model yet, only its checkpoints: give one of them, e.g. " in line
+    assert "/run/checkpoint-4 (the last complete one)" in line
+
+
 @pytest.mark.parametrize("device", ["foo", "cuda:99"])
 def test_unusable_device_is_refused_up_front(device, tiny_bert_dir, senteval, tmp_path, capsys, no_model_loading):
     code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval,

@@ -112,6 +112,28 @@ def test_a_task_scores_the_same_whichever_tasks_are_scored_with_it(tmp_path):
     assert both["STSBenchmark"] == alone["STSBenchmark"]
 
 
+def test_stsb_test_scores_the_same_with_or_without_the_sts_years_that_share_its_sentences(tmp_path):
+    """run_eval --tasks STSBenchmark vs --tasks sts: STS-B test shares sentences with STS12-16; none of its rows may
+    come from another task's call (the run's cache, the kept embeddings the dimensions cut)."""
+    from hf_cse.evaluation import evaluate
+    from hf_cse.evaluation.dimensions import evaluate_dimensions
+
+    root = write_toy_senteval(tmp_path / "senteval")
+    sts12 = (root / "STS" / "STS12-en-test" / "STS.input.MSRpar.txt").read_text().splitlines()
+    stsb = root / "STS" / "STSBenchmark" / "sts-test.csv"
+    rows = [line.split("\t") for line in stsb.read_text().splitlines()]
+    for row, shared in zip(rows[2:], sts12):  # as the real sets: STS-B test holds pairs of STS12-16
+        row[5:7] = shared.split("\t")
+    stsb.write_text("\n".join("\t".join(row) for row in rows) + "\n")
+    scores = {}
+    for tasks in (["STSBenchmark"], ["STS12", "STS13", "STSBenchmark", "geometry"]):
+        kept: dict = {}
+        full, _ = evaluate(CallDependentEncoder(), tasks, data_dir=root, embeddings=kept)
+        cut = evaluate_dimensions(CallDependentEncoder(), [4], ["STSBenchmark"], data_dir=root, embeddings=kept)
+        scores[len(tasks)] = (full.sts["STSBenchmark"], cut["4"]["sts"]["STSBenchmark"])
+    assert scores[4] == scores[1]
+
+
 def test_stsb_is_tab_separated_without_quoting(tmp_path):
     folder = tmp_path / "STS" / "STSBenchmark"
     folder.mkdir(parents=True)

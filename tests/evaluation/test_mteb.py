@@ -1,6 +1,7 @@
 """MTEB through the mteb package: a task definition on local files, run_eval's mteb: tasks and their errors."""
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -128,7 +129,22 @@ def test_mteb_results_dir_is_what_mtebs_own_loader_reads_back(tiny_bert_dir, tmp
 
     argv[argv.index(str(tmp_path / "ev"))] = str(tmp_path / "ev2")
     assert eval_cli.main(argv) == 1  # the same model's results are there: refused before any work
-    assert "--mteb_results_dir already holds MTEB results of this model" in capsys.readouterr().err
+    assert "--mteb_results_dir already holds MTEB results under this model's name, me/tiny-bert" in \
+        capsys.readouterr().err
+
+
+def test_two_models_saved_under_one_mteb_name_are_refused_up_front(tiny_bert_dir, tmp_path, capsys):
+    """Two runs' checkpoint-500 are both local/checkpoint-500 in MTEB's results: the second replaced the first's
+    results in --mteb_results_dir without a word."""
+    runs = [tmp_path / run / "checkpoint-500" for run in ("run1", "run2")]
+    for run in runs:
+        shutil.copytree(tiny_bert_dir, run)
+    argv = ["--model_name_or_path", ",".join(map(str, runs)), "--tasks", "mteb:STS22", "--mteb_results_dir",
+            str(tmp_path / "mteb")]
+    assert eval_cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "would both be saved as local/checkpoint-500 (revision local) in --mteb_results_dir" in err
+    assert "each with its own --mteb_model_name" in err and not (tmp_path / "mteb").exists()
 
 
 def test_mteb_results_dir_without_mteb_tasks_is_refused(capsys):

@@ -123,6 +123,24 @@ def test_results_md_and_the_printout_label_the_averages():
     assert f"{two.sts_avg:.2f}" in text
 
 
+def test_models_that_share_a_folder_name_get_distinct_labels_in_results_md():
+    """Two runs' checkpoint-500 (or their sentence-transformers exports) side by side: each row says which it is."""
+    runs = [_record(("STSBenchmark",), model=m) for m in ("out/run1/checkpoint-500", "/x/out/run2/checkpoint-500",
+                                                        "run1/sentence-transformers", "run2/sentence-transformers",
+                                                        "a/model", "b/a/model", "bert-base-uncased")]
+    md = markdown_report(runs[:2])
+    assert "| run1/checkpoint-500 | - | - | - | - | - |" in md and "| run2/checkpoint-500 | - |" in md
+    assert "## Settings: run2/checkpoint-500" in md
+    twice = [_record(("STSBenchmark", "SICKRelatedness"), model="out/m"), _record(("STSBenchmark",), model="out/m")]
+    assert "Averages: m (1): Avg (STS-B, SICK-R); m (2): Avg (STS-B)." in markdown_report(twice)
+
+    from hf_cse.evaluation.results import model_labels  # what the plots' legends use too
+
+    assert model_labels(runs) == ["run1/checkpoint-500", "run2/checkpoint-500", "run1/sentence-transformers",
+                                  "run2/sentence-transformers", "a/model", "b/a/model", "bert-base-uncased"]
+    assert model_labels(twice) == ["m (1)", "m (2)"]
+
+
 def test_the_printout_lists_geometry_own_data_and_mteb():
     text = summary_text(EvalResults.from_dict(TODAY), "mine")
     for line in ("alignment: 0.2134", "R@10: 80.4000", "mine_spearman: 70.25", "MTEB STS22: 61.00"):
