@@ -48,27 +48,16 @@ def test_sigterm_is_one_line_and_exit_code_143():
 
 
 @pytest.mark.slow
-def test_a_launchers_sigterm_right_after_ctrl_c_does_not_cut_the_line_short():
-    """accelerate launch / torchrun answer Ctrl-C by sending SIGTERM to processes that got SIGINT already; the
-    SIGTERM used to end the process mid clean-up, before its line."""
+@pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "forwarded_sigint"])
+def test_a_launchers_second_signal_right_after_ctrl_c_does_not_cut_the_line_short(second):
+    """accelerate launch / torchrun answer Ctrl-C by sending its processes, which got SIGINT from the terminal
+    already, SIGTERM or the same SIGINT again: SIGTERM ended the process mid clean-up, before its line, and the second
+    SIGINT raised KeyboardInterrupt again, which cut the clean-up short (or, during the first one's handling, its
+    line)."""
     proc = _started()
     proc.send_signal(signal.SIGINT)
     assert proc.stdout.readline() == "cleaning up\n"
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=hang_timeout(60))
-    assert proc.returncode == 130, err
-    assert out == "cleaned up\n"
-    assert err.strip().splitlines() == ["prog: interrupted (Ctrl-C); what was saved so far is kept."]
-
-
-@pytest.mark.slow
-def test_the_launchers_forward_of_the_same_ctrl_c_does_not_cut_the_line_short():
-    """torchrun forwards the SIGINT it got to processes that got it from the terminal already: the second one raised
-    KeyboardInterrupt again, which cut the clean-up short (or, during the first one's handling, its line)."""
-    proc = _started()
-    proc.send_signal(signal.SIGINT)
-    assert proc.stdout.readline() == "cleaning up\n"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(second)
     out, err = proc.communicate(timeout=hang_timeout(60))
     assert proc.returncode == 130, err
     assert out == "cleaned up\n"
