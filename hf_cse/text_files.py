@@ -81,6 +81,11 @@ def _json_records(path: Path) -> list[tuple[int, Any]]:
             raise DataError(f"{path} holds one JSON object over several lines, with the keys {sorted(whole)[:5]}"
                             f"{inside}, not records: give a .jsonl file of one object per line, or a .json file "
                             "holding one list of objects.")
+    return _json_lines(path, text)
+
+
+def _json_lines(path: Path, text: str) -> list[tuple[int, Any]]:
+    """``(line number, record)`` of each non-blank line of ``text``, JSON lines."""
     records = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if line.strip():
@@ -119,14 +124,8 @@ def check_json_head(path: Path, text: str, text_column: str | None) -> None:
     read whole by any reader). Nothing to check in a file of another kind."""
     if path.suffix.lower() not in JSON_SUFFIXES or text.lstrip().startswith("["):
         return
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}: line {lineno} is not valid JSON ({err.msg}); give one JSON object per "
-                                "line.") from None
-            _sentence_of(record, text_column or "text", path, lineno)
+    for lineno, record in _json_lines(path, text):
+        _sentence_of(record, text_column or "text", path, lineno)
 
 
 def is_number(text: str) -> bool:
