@@ -45,6 +45,7 @@ class CachedGraphStep(CudaGraphStep):
     def __call__(self, batch: dict[str, torch.Tensor], eager_step):
         """One cached step of ``batch``; ``eager_step(batch) -> (loss, metrics)`` is the eager cached step (warm-up,
         fallback)."""
+        self.last_replayed = None
         if not self.supports(batch):
             return eager_step(batch)
         to = self._padded_length(batch)
@@ -101,6 +102,7 @@ class CachedGraphStep(CudaGraphStep):
         self.replays += 1
         for param, grad in zip(self.parameters, self._grad_buffers):
             param.grad = grad
+        self.last_replayed = ("cached", self._grad_buffers)
         metrics.update(_merge_metrics(model_metrics))
         return loss.detach(), metrics
 

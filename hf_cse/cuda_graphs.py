@@ -19,8 +19,8 @@ How (PyTorch's whole-network capture, ``torch.cuda.graph``):
   at the generator's current offset, so two views still get independent masks and successive steps new ones.
 * **Gradients.** The captured backward writes the parameters' gradients into buffers of the graph; after each
   replay they are handed back to the parameters (the Trainer sets gradients to None after every optimizer step).
-  The optimizer step (fused AdamW, transformers' default with torch >= 2.8), gradient clipping and the scheduler
-  stay outside the graph: a few fused kernels.
+  Gradient clipping and the optimizer step (fused AdamW, transformers' default with torch >= 2.8) replay a graph
+  of their own over those buffers (:mod:`hf_cse.optimizer_graph`); the scheduler runs on the host.
 
 What the graph cannot hold is refused by :func:`decide` with its reason (several processes: the gather and DDP's
 hooks; gradient accumulation: a captured backward overwrites rather than adds; fp16's loss scaler;
@@ -160,6 +160,9 @@ class CudaGraphStep:
         self._stream = None
         self._pool = None
         self._full_warned = False
+        #: (graph key, gradient buffers) of the last step when it was a replay, else None: the optimizer's own graph
+        #: (hf_cse.optimizer_graph) steps over those buffers
+        self.last_replayed: tuple[object, list[torch.Tensor]] | None = None
 
     # ------------------------------------------------------------------ shapes
     def _pads(self, batch: dict[str, torch.Tensor]) -> dict[str, int]:
@@ -193,6 +196,7 @@ class CudaGraphStep:
 
     def __call__(self, batch: dict[str, torch.Tensor], forward_backward):
         """One training step of ``batch``; returns ``forward_backward``'s (loss, metrics)."""
+        self.last_replayed = None
         if not self.supports(batch):
             return forward_backward(batch)
         to = self._padded_length(batch)
@@ -218,6 +222,7 @@ class CudaGraphStep:
         self.replays += 1
         for param, grad in zip(self.parameters, step.grads):
             param.grad = grad
+        self.last_replayed = (key, step.grads)
         # copies: the next replay overwrites the graph's outputs, and the trainer keeps these until a logging step
         return step.loss.clone(), {k: v.clone() for k, v in step.metrics.items()}
 

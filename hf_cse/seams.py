@@ -8,8 +8,8 @@ instead of changing behaviour silently. ``setup.cfg`` bounds both packages below
 
 Where a public hook exists it is used instead (``PretrainedConfig.name_or_path``, ``AttentionInterface.valid_keys``,
 ``Trainer.get_train_dataloader``); transformers 5.24 has no public hook for a batch sampler, for loading a checkpoint
-outside ``train``, for the inputs' device placement, for the start of an epoch, for a checkpoint's RNG states or for
-the running loss of the logging window.
+outside ``train``, for the inputs' device placement, for the start of an epoch, for a checkpoint's RNG states, for
+the running loss of the logging window or for gradient clipping.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.Trainer", "_remove_unused_columns", ("self", "dataset", "description")),
     ("transformers.Trainer", "_run_epoch", ("self", "model", "epoch")),
     ("transformers.Trainer", "_save_rng_state", ("self", "output_dir")),
+    ("transformers.Trainer", "_clip_grad_norm", ("self", "model")),
     ("transformers.Trainer", "_train_batch_size", None),  # an instance attribute, set in Trainer.__init__
     # instance attributes, set in Trainer._inner_training_loop: the logging window's loss sum and its first step
     ("transformers.Trainer", "_tr_loss", None),
@@ -153,3 +154,17 @@ def with_snippet_dimension(card_data_class: type) -> type:
 
     CardDataWithDimension.__name__ = card_data_class.__name__
     return CardDataWithDimension
+
+
+class GradClipHook:
+    """A ``Trainer`` mixin through which ``self.clipped_in_graph()`` can take over the training loop's gradient
+    clipping (``Trainer._clip_grad_norm``, called before every optimizer step of a run that clips): where it returns
+    the norm tensor, the clipping is left to the optimizer's captured step, which writes that tensor."""
+
+    def clipped_in_graph(self) -> torch.Tensor | None:
+        """None by default: the Trainer clips."""
+        return None
+
+    def _clip_grad_norm(self, model):
+        norm = self.clipped_in_graph()
+        return super()._clip_grad_norm(model) if norm is None else norm

@@ -4,6 +4,8 @@ step (:mod:`hf_cse.cached`), or either of them as replayed CUDA graphs (:mod:`hf
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from transformers import Trainer
 
@@ -11,12 +13,35 @@ from . import seams
 from .cached import IncompatibleOptionsError, cached_step
 from .cached_graphs import CachedGraphStep
 from .cuda_graphs import CudaGraphStep, GraphDecision, decide_for_run
+from .optimizer_graph import GraphedOptimizer, why_not_captured
+
+logger = logging.getLogger(__name__)
 
 
-class StepPaths(Trainer):
+class StepPaths(seams.GradClipHook, Trainer):
     """The training-step half of ``ContrastiveTrainer`` (a mixin before ``Trainer`` in its bases): it reads
     ``cached_minibatch_size``, ``graph_decision`` / ``graph_step`` and the trainer's ``_loss_and_metrics``,
-    ``_global_objectives`` and ``_record``."""
+    ``_global_objectives`` and ``_record``. With CUDA graphs on, the optimizer is wrapped in a
+    :class:`~hf_cse.optimizer_graph.GraphedOptimizer` (``graphed_optimizer``) where its step can be captured."""
+
+    graphed_optimizer: GraphedOptimizer | None = None
+
+    def create_optimizer(self, model=None):
+        optimizer = super().create_optimizer(model)
+        # a later train() call finds the optimizer already made (and wrapped by accelerate)
+        if not self.graph_decision.on or isinstance(getattr(optimizer, "optimizer", optimizer), GraphedOptimizer):
+            return optimizer
+        reason = why_not_captured(optimizer)
+        if reason is not None:
+            logger.info("CUDA graphs: the optimizer steps eagerly (%s)", reason)
+            return optimizer
+        self.optimizer = self.graphed_optimizer = GraphedOptimizer(optimizer, self.args.max_grad_norm)
+        logger.info("CUDA graphs: gradient clipping and the optimizer step (%s) replay a graph of their own",
+                    type(optimizer).__name__)
+        return self.optimizer
+
+    def clipped_in_graph(self) -> torch.Tensor | None:
+        return None if self.graphed_optimizer is None else self.graphed_optimizer.captured_norm()
 
     def _decide_cuda_graphs(self, setting: str) -> GraphDecision:
         from .models import method_of
@@ -92,6 +117,8 @@ class StepPaths(Trainer):
             eager = (lambda batch: self._cached_step(model, batch)) if cached else (
                 lambda batch: self._forward_backward(model, batch))
             loss, metrics = self.graph_step(inputs, eager)
+            if self.graphed_optimizer is not None and self.graph_step.last_replayed is not None:
+                self.graphed_optimizer.arm(*self.graph_step.last_replayed)
         else:
             loss, metrics = self._cached_step(model, inputs)
         self._record(metrics)

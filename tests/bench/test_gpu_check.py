@@ -70,7 +70,12 @@ def test_dry_run_runs_every_part(dry_run):
     assert set(peak["gemm"]) == {"bf16", "fp32"} and peak["gemm"]["bf16"]["peak_tflops"] > 0
     summary = read("summary.json")
     assert summary["dry_run"] and summary["ratios"]["hf_cse / st, b64"] > 0
-    assert summary["ratios"]["cached b512 / plain b512"] > 0 and summary["ratios"]["hf_cse / st, b1024"] > 0
+    assert summary["ratios"]["cached b512 / plain b512"] > 0 and summary["ratios"]["graph step / eager, b1024"] > 0
+    # the graph step with its optimizer stepped eagerly, the step before hf_cse/optimizer_graph.py (on a CPU both eager)
+    runs = {r["name"]: r for r in read("throughput.json")["runs"]}
+    assert runs["hf_cse b64 eager optimizer"]["optimizer_graph"] is False and runs["hf_cse b64"]["optimizer_graph"]
+    assert {r["optimizer_step"] for r in runs.values() if r["framework"] == "hf_cse"} == {"eager"}
+    assert summary["ratios"]["optimizer graph / eager optimizer, b64"] > 0
     assert set(summary["targets"]) == {"b64 step, fraction of the bf16 peak", "b1024 step, fraction of the bf16 peak",
                                        "cached b512 / plain b512", "hf_cse / st, b64"}
     for part in ("recipe", "engines"):  # the scripted parts: their own JSON, summarised
