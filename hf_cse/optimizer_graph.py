@@ -139,10 +139,11 @@ class GraphedOptimizer(torch.optim.Optimizer):
         return None
 
     def _params(self, grads: list[torch.Tensor]) -> list[torch.nn.Parameter]:
-        """The parameters whose gradients are ``grads`` (the optimizer's, in its order)."""
-        ids = {id(g) for g in grads}
-        return [p for group in self.optimizer.param_groups for p in group["params"]
-                if p.grad is not None and id(p.grad) in ids]
+        """The parameters whose gradients are ``grads``, in the order of ``grads`` (the model's, as the Trainer
+        clips them: the total norm sums the same terms in the same order)."""
+        by_grad = {id(p.grad): p for group in self.optimizer.param_groups for p in group["params"]
+                   if p.grad is not None}
+        return [by_grad[id(g)] for g in grads if id(g) in by_grad]
 
     def _update(self, key, grads: list[torch.Tensor]) -> _CapturedUpdate | None:
         if key in self.updates:
