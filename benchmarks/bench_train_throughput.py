@@ -44,6 +44,8 @@ from bench_train_common import (
     summarize,
 )
 
+_TOKENIZED: dict[tuple, object] = {}
+
 
 def hf_cse_trainer(sentences, args, out_dir, callbacks=(), model_path: str | None = None, use_cpu: bool = True,
                    cached_minibatch_size: int | None = None, torch_compile: bool = False,
@@ -68,7 +70,12 @@ def hf_cse_trainer(sentences, args, out_dir, callbacks=(), model_path: str | Non
     if attn_implementation:
         model.encoder.set_attn_implementation(attn_implementation)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    data = tokenize_dataset(datasets.Dataset.from_dict({"text": sentences}), tokenizer, args.length)
+    # tokenized once per text, encoder and length: a part of gpu_check builds several trainers on the same text (5 s
+    # each for 20,480 sentences on an H100's host)
+    key = (str(path), args.length, len(sentences), sentences[0], sentences[-1])
+    if key not in _TOKENIZED:
+        _TOKENIZED[key] = tokenize_dataset(datasets.Dataset.from_dict({"text": sentences}), tokenizer, args.length)
+    data = _TOKENIZED[key]
     targs = TrainingArguments(output_dir=out_dir, per_device_train_batch_size=args.batch_size, learning_rate=3e-5,
                               max_steps=args.warmup + args.steps, logging_steps=10_000, save_strategy="no",
                               report_to="none", disable_tqdm=True, use_cpu=use_cpu, seed=0, dataloader_drop_last=True,
