@@ -32,7 +32,8 @@ RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
 
 def unknown_loss_error(name: str, available) -> CSEError:
     """The refusal of a loss name that is not registered (the registry's, and the command line's early check)."""
-    return CSEError(f"Unknown loss {name!r}. Available losses: {', '.join(sorted(available))}.")
+    return CSEError(f"Unknown loss {name!r}. Available losses: {', '.join(sorted(available))}. A loss of your own: "
+                    "register it (register_loss) in a module and name that module in import_module.")
 
 
 def check_rule(loss_name: str, param: str, value, rule: str) -> None:

@@ -23,6 +23,8 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
+from .user_modules import import_module_field
+
 #: the loggers of hf_cse's own lines
 OWN_LOGGERS = ("hf_cse", "run_unsup", "run_eval")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -50,6 +52,7 @@ VERBOSE_HELP = ("Print everything: every process's log lines, hf_cse's debug lin
 @dataclass
 class ConsoleArguments:
     verbose: bool = field(default=False, metadata={"help": VERBOSE_HELP})
+    import_module: list[str] = import_module_field()
 
 
 class _DropNotices(logging.Filter):

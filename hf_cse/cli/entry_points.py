@@ -29,6 +29,7 @@ from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .preflight import check_optimizer_arguments, check_training_counts
 from .presets import PRESETS
+from .user_modules import import_user_modules, requested_modules
 
 #: command -> the module whose ``main(argv, prog)`` runs it
 MODULES = {"train": "hf_cse.cli.train", "eval": "hf_cse.cli.evaluate", "export": "hf_cse.cli.export"}
@@ -189,6 +190,11 @@ def callers_own_classes() -> list[str]:
 
 
 def _run_command(command: str, argv: list[str], prog: str) -> int:
+    modules = requested_modules(argv)
+    if modules:  # what they register is read below, as a calling script's own classes are
+        code = run_cli(lambda: import_user_modules(modules), prog)
+        if code:
+            return code
     own = callers_own_classes()  # then the parser is the command's own, built now and written nowhere
     parser, module = (None if own else cached_parser(command)), None
     if parser is None:

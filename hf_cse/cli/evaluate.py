@@ -42,6 +42,7 @@ from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder
 from hf_cse.cli.output_dir import default_eval_output_dir, prepare_eval_output_dir
 from hf_cse.cli.preflight import check_min_seq_length
+from hf_cse.cli.user_modules import import_module_field, import_user_modules, requested_modules
 from hf_cse.encoders import packaged_encoder_path
 from hf_cse.errors import CSEError
 from hf_cse.evaluation import (
@@ -168,6 +169,7 @@ class EvalArguments(EvalDataArguments):
     device: str | None = field(default=None, metadata={"help": "cpu / cuda (default: cuda if available)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
     verbose: bool = field(default=False, metadata={"help": VERBOSE_HELP})
+    import_module: list[str] = import_module_field()
     precision: Precision = field(
         default=DEFAULT_EVAL_PRECISION,
         metadata={"help": "Encode in fp32, under bf16 / fp16 (GPU) autocast, or auto: bf16 where the device computes "
@@ -313,6 +315,7 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-eval") -> int:
 @releases_folder_locks  # the lock on --output_dir (prepare_eval_output_dir) lasts as long as the evaluation
 def evaluate_models(argv: list[str] | None = None) -> int:
     setup_console()  # quiet while the flags are read; --verbose is known after
+    import_user_modules(requested_modules(argv or []))  # a method of the user's own: the model's class
     parser = argument_parser()
     refuse_empty_paths(parser, argv)  # before __post_init__ drops an empty --model_name_or_path
     refuse_unknown_flags(parser, argv)

@@ -29,6 +29,7 @@ from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
 from . import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
 from .console import VERBOSE_HELP, setup_console
+from .user_modules import FLAG, HELP, import_user_modules
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", help="Hub token (default: the stored login or HF_TOKEN)")
     # as hf-cse-train's and hf-cse-eval's (a dataclass field there): --verbose, --verbose true or --verbose false
     p.add_argument("--verbose", type=string_to_bool, nargs="?", const=True, default=False, help=VERBOSE_HELP)
+    p.add_argument(FLAG, nargs="+", action="extend", default=[], metavar="MODULE", help=HELP)
     return brief_usage(p)
 
 
@@ -87,6 +89,7 @@ def export_from_args(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     refuse_empty_paths(parser, argv)
     setup_console(args.verbose)
+    import_user_modules(args.import_module)  # a method of the user's own: the checkpoint's class
     check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
     check_model_source(args.checkpoint, "CHECKPOINT")
     out_dir = Path(args.out_dir).expanduser()

@@ -34,8 +34,8 @@ DERIVED_RECORD_KEYS = ("pooler_source", "world_size", TRAIN_FILE_CONTENT)
 RECORD_NAMES = {"encoder": "model_name_or_path", "generator": "generator_name_or_path"}
 #: keys of hf_cse_run.json that are not flags at all (translated by settings_from_record)
 RECORD_ONLY_KEYS = (*RECORD_NAMES, "objectives", *DERIVED_RECORD_KEYS)
-#: flags a description cannot hold: the file itself
-NOT_IN_A_FILE = ("config",)
+#: flags a description cannot hold: the file itself, and the user's modules (imported before any file is read)
+NOT_IN_A_FILE = ("config", "import_module")
 
 
 def _flag_action(parser: argparse.ArgumentParser, name: str) -> argparse.Action | None:
@@ -117,8 +117,9 @@ def check_settings(settings: Mapping[str, Any], parser: argparse.ArgumentParser,
         if name == ABOUT:
             continue
         if name in NOT_IN_A_FILE:
-            raise InputError(f"{where}: {name!r} cannot be a setting of a run description (a file names no other "
-                             "file); remove it.")
+            why = ("the command imports them before it reads any file: name them on the command line"
+                   if name == "import_module" else "a file names no other file")
+            raise InputError(f"{where}: {name!r} cannot be a setting of a run description ({why}); remove it.")
         action = _flag_action(parser, name)
         if action is None:
             close = difflib.get_close_matches(name, names, n=1)

@@ -51,6 +51,7 @@ from hf_cse.cli.preflight import (
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values
 from hf_cse.cli.run_config import check_settings, read_run_config
 from hf_cse.cli.run_spec import RunSpec
+from hf_cse.cli.user_modules import import_user_modules, requested_modules
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
     check_enough_rows,
@@ -118,6 +119,7 @@ def parse_args(argv: list[str]):
     ``--config`` file's values other than the script's defaults (a run's record holds every setting; a preset's values
     are only defaults). The file's values and the preset's are defaults, the file's over the preset's, so a typed flag
     wins over both. The training arguments resolve --precision with the Trainer's --bf16 / --fp16 for this machine."""
+    import_user_modules(requested_modules(argv))  # their losses' and methods' flags are in the parser
     parser = argument_parser()
     refuse_empty_paths(parser, argv)  # e.g. --output_dir "$UNSET": never the current folder
     known = parser.parse_known_args(argv)[0]

@@ -64,7 +64,8 @@ for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel, PromptBERTModel, ES
 
 def get_method(name: str) -> type[CSEPreTrainedModel]:
     if name not in METHODS:
-        raise CSEError(f"Unknown method {name!r}. Available methods: {', '.join(sorted(METHODS))}.")
+        raise CSEError(f"Unknown method {name!r}. Available methods: {', '.join(sorted(METHODS))}. A method of your "
+                       "own: register it (register_method) in a module and name that module in import_module.")
     return METHODS[name]
 
 

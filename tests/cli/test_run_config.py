@@ -81,6 +81,8 @@ BAD_FILES = {
     "null for a default": ({"max_seq_length": None}, "'max_seq_length' cannot be null"),
     "text for a list": ({"train_files": "a.txt"}, "'train_files' must be a list of strings"),
     "a file in a file": ({"config": "other.json"}, "'config' cannot be a setting"),
+    "the user's modules": ({"import_module": ["my_losses"]}, "'import_module' cannot be a setting of a run "
+                           "description (the command imports them before it reads any file"),
     "empty path": ({"train_file": " "}, "'train_file' is empty"),
     "no such file": (None, "no such file"),
 }

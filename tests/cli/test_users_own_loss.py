@@ -1,6 +1,7 @@
 """A loss of the user's own package on the command line: a script that imports its module and starts the command
 (``hf_cse.cli.entry_points.train``, as ``run_unsup.py`` does) gets the loss's flags, its rules and one-line refusals,
-and hf_cse's parser descriptions are neither used nor written for it."""
+and hf_cse's parser descriptions are neither used nor written for it; so does a module named by ``--import_module``
+(hf_cse/cli/user_modules.py), with one-line refusals from every command."""
 
 from __future__ import annotations
 
@@ -113,3 +114,82 @@ def test_a_script_registering_its_own_method_gets_its_flags_at_the_commands_star
         start("--method", "users_spicy", "--spice", "0.7")
     assert (built.value.args[0].method, built.value.args[0].spice) == ("users_spicy", 0.7)
     assert not (tmp_path / "cache").exists()
+
+
+# ------------------------------------------------------------------ --import_module: a module named by the flag
+
+USERS_MODULE = '''
+import torch
+import torch.nn.functional as F
+
+from hf_cse.losses import ContrastiveLoss, cosine_matrix, register_loss
+
+
+@register_loss("{name}")
+class UsersFileLoss(ContrastiveLoss):
+    hyperparameter_rules = {{"scale": "positive"}}
+
+    def __init__(self, scale: float = 20.0):
+        super().__init__()
+        self.scale = scale
+
+    def compute(self, z1, z2):
+        return F.cross_entropy(cosine_matrix(z1, z2) * self.scale, torch.arange(len(z1), device=z1.device)), {{}}
+'''
+
+
+@pytest.fixture
+def modules_forgotten(monkeypatch):
+    """The modules a test imports are forgotten after it (the loss registry is the ``start`` fixture's scratch copy)."""
+    import sys
+
+    from hf_cse.cli import user_modules
+
+    before = set(sys.modules)
+    monkeypatch.setattr(user_modules, "_LOADED", {})
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+@pytest.mark.parametrize("how", ["file", "name"])
+def test_import_module_registers_the_users_loss_for_the_command(start, tmp_path, monkeypatch, modules_forgotten,
+                                                                how):
+    """``--import_module my_losses.py`` (or ``my_losses``, importable from the current folder) is imported before the
+    command reads its flags: its loss is ``--loss`` with its hyperparameter as a flag, as for a script of one's own."""
+    stem = f"users_losses_{how}"
+    (tmp_path / f"{stem}.py").write_text(USERS_MODULE.format(name=f"users_{how}_infonce"))
+    monkeypatch.chdir(tmp_path)
+    value = str(tmp_path / f"{stem}.py") if how == "file" else stem
+    with pytest.raises(ModelBuilt) as built:
+        start("--import_module", value, "--loss", f"users_{how}_infonce", "--scale", "5")
+    assert built.value.args[0].objectives[0] == {"loss": f"users_{how}_infonce", "weight": 1.0,
+                                                  "hyperparameters": {"scale": 5.0}}
+    assert not (tmp_path / "cache").exists()  # the parser was built with the user's flags, not written down
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate", "export"])
+def test_import_module_refusals_are_one_line(tmp_path, capsys, monkeypatch, modules_forgotten, command):
+    """A module that is not there, or that fails while it is imported, is one line naming it (and where it failed),
+    from each command."""
+    (tmp_path / "broken_users_module.py").write_text("import os\nvalue = 1 / 0\n")
+    monkeypatch.chdir(tmp_path)
+    args = {"train": ["--output_dir", str(tmp_path / "out")], "evaluate": [],
+            "export": [str(tmp_path / "run"), str(tmp_path / "exported")]}[command]
+    run = getattr(entry_points, command)
+    assert run([*args, "--import_module", "no_such_users_module"]) == 1
+    err = capsys.readouterr().err
+    assert "--import_module 'no_such_users_module': no such module" in err and len(err.strip().splitlines()) == 1
+    assert run([*args, "--import_module=broken_users_module.py"]) == 1
+    err = capsys.readouterr().err
+    assert (f"--import_module 'broken_users_module.py' failed while it was imported at "
+            f"{tmp_path / 'broken_users_module.py'}:2: ZeroDivisionError: division by zero" in err)
+
+
+def test_the_values_of_import_module_are_read_in_every_spelling():
+    from hf_cse.cli.user_modules import requested_modules
+
+    argv = ["--import_module", "a", "b.py", "--loss", "x", "--import-module=c", "--import_module", "d", "--verbose"]
+    assert requested_modules(argv) == ["a", "b.py", "c", "d"]
+    assert requested_modules(["--loss", "a"]) == []
