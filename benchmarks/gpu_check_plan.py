@@ -87,10 +87,11 @@ def build_plan(dry_run: bool) -> dict:
                   for name, extra in ((f"hf_cse b{n}", {}), (f"hf_cse b{n} eager", eager))],
         # compiling takes minutes on a CPU: the dry run builds the compiled trainer without a step. torch.compile's
         # fused kernels (its default mode) inside hf_cse's graph step (its own CUDA graphs, reduce-overhead: section 12)
-        "compile": [Run("hf_cse b64 torch.compile + graph step",
-                        **{**b64, "warmup": w(6), "steps": 0 if dry_run else 40}, torch_compile=True),
-                    Run("hf_cse b1024 torch.compile + graph step", "hf_cse", b(1024), w(5), 0 if dry_run else 15,
-                        torch_compile=True)],
+        # (b1024 first: b64 was measured on 2026-11-27, section 18, when the part's time ran out before b1024)
+        "compile": [Run("hf_cse b1024 torch.compile + graph step", "hf_cse", b(1024), w(5), 0 if dry_run else 15,
+                        torch_compile=True),
+                    Run("hf_cse b64 torch.compile + graph step",
+                        **{**b64, "warmup": w(6), "steps": 0 if dry_run else 40}, torch_compile=True)],
         "attention": [Run(f"hf_cse b64 {name}", **b64, attn_implementation=None if name == "sdpa" else name)
                       for name in ("sdpa", "eager") + (("flash_attention_2",) if flash else ())],
         # padded sentences: hf_cse padded (its GPU default) against its padding-free forward forced on the GPU
