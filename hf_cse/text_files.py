@@ -38,18 +38,20 @@ def _is_json_object(line: str) -> bool:
 def check_layout(path: Path, text: str) -> None:
     """Refuse a file whose first lines show it is not laid out as its name says it is read, where training would
     go on, on nonsense: JSON lines in a plain text file (``.txt``, ``.ndjson``...; every line, braces and field
-    names included, would be a sentence), or a ``.csv`` separated by semicolons, tabs or bars (read as one column,
-    so every whole line, its other fields included, would be a sentence). ``text``: the file's text, or its start."""
+    names included, would be a sentence), tab-separated columns in one (:func:`_check_no_tab_columns`), or a
+    ``.csv`` separated by semicolons, tabs or bars (read as one column, so every whole line, its other fields
+    included, would be a sentence). ``text``: the file's text, or its start."""
     lines = [line for line in text[:HEAD_BYTES].splitlines() if line.strip()][:LAYOUT_LINES]
     suffix = path.suffix.lower()
     if not lines or suffix in JSON_SUFFIXES:
         return
     if suffix not in TABLE_SUFFIXES:
+        kind = suffix or "file without suffix"
         if all(map(_is_json_object, lines[:5])):
-            kind = suffix or "file without suffix"
             raise DataError(f"{path} holds JSON objects ({lines[0]!r:.40}...), but a {kind} is read as plain text: "
                             "the JSON itself would be trained on. Name it .jsonl (text_column picks the field; text "
                             "by default).")
+        _check_no_tab_columns(path, kind, lines)
         return
     if is_tsv(path) or len(lines) < 2 or len(next(csv.reader(lines[:1]))) > 1:
         return
@@ -60,6 +62,29 @@ def check_layout(path: Path, text: str) -> None:
             raise DataError(f"{path}: its header {lines[0]!r:.60} is one column with {name} in it, and so are its "
                             f"rows: a .csv is read as comma-separated, so every whole line would be a sentence. Save "
                             f"it comma-separated{rename}.")
+
+
+def _check_no_tab_columns(path: Path, kind: str, lines: list[str]) -> None:
+    """Refuse plain text whose ``lines`` (its first :data:`LAYOUT_LINES` non-blank lines) are tab-separated columns,
+    ``id<TAB>sentence`` or ``sentence<TAB>label``: each line would be trained on whole, ids, labels and tabs included.
+
+    The rule: at least two lines, and every one of them holds the same number (one or more) of tabs between its
+    first and last character (tabs at either end are stripped off by the reader, so they are no columns). A
+    corpus with a tab here and there, or with a varying number of them, is read as text. Tabs that belong to the
+    sentences on every line pass as a ``.jsonl`` (``{"text": ...}`` per line) or a ``.csv`` with the header ``text``,
+    where no tab splits anything."""
+    counts = {line.strip().count("\t") for line in lines}
+    if len(lines) < 2 or len(counts) != 1 or 0 in counts:
+        return
+    tabs = counts.pop()
+    fields = lines[0].strip().split("\t")
+    shown = " | ".join(repr(field[:16] + ("..." if len(field) > 16 else "")) for field in fields[:3])
+    shown += " | ..." * (len(fields) > 3)
+    sentence = max(range(len(fields)), key=lambda i: len(fields[i].split())) + 1  # the field with the most words
+    raise DataError(f"{path}: each of its first {len(lines)} lines holds {tabs} tab{'s' * (tabs > 1)} (the first: "
+                    f"{shown}): columns, which a {kind} trains on whole. Use a .tsv with a header and text_column, "
+                    f"or keep the sentences (cut -f{sentence} {path.name}); tabs inside sentences: "
+                    "a .jsonl.")
 
 
 def _json_records(path: Path) -> list[tuple[int, Any]]:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import gzip
 import json
 import zipfile
+from pathlib import Path
 
 import pytest
 from helpers import random_sentences
 
 from hf_cse.checks import InputError
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
-from hf_cse.data import DataError, load_pair_dataset, load_train_dataset, read_sentences
+from hf_cse.data import DEMO_CORPUS, DataError, load_pair_dataset, load_train_dataset, read_sentences
 from hf_cse.evaluation.custom_dev import read_pair_file
 from hf_cse.files import content_fingerprint
 
@@ -102,6 +103,13 @@ MISLAID = {
                        r"header 'id;text' is one column with semicolons in it.*Save it comma-separated\."),
     "tabs.csv": ("id\ttext\n" + "".join(f"{i}\t{s}\n" for i, s in enumerate(SENTENCES)),
                  r"one column with tabs in it.*Save it comma-separated or name it \.tsv\."),
+    # id<TAB>sentence or sentence<TAB>label named .txt: the ids / labels and the tabs would be trained on
+    "ids.txt": ("".join(f"{i + 17}\t{s}\n" for i, s in enumerate(SENTENCES)),
+                rf"ids\.txt: each of its first 12 lines holds 1 tab \(the first: '17' \| '{SENTENCES[0][:16]}"
+                r".*columns, which a \.txt trains on whole\. Use a \.tsv with a header and text_column, or keep the "
+                r"sentences \(cut -f2 ids\.txt\); tabs inside sentences: a \.jsonl\.$"),
+    "labels.txt": ("".join(f"{s}\t{i % 2}\tneutral\n" for i, s in enumerate(SENTENCES)),
+                   r"holds 2 tabs \(the first: .* \| '0' \| 'neutral'\).*cut -f1 labels\.txt"),
 }
 
 
@@ -140,6 +148,35 @@ def test_text_that_only_looks_mislaid_is_read(name, content, tmp_path):
     path = tmp_path / name
     path.write_text(content)
     assert read_sentences(path)
+
+
+WIKI = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "unsup" / "wiki_sentences.txt"
+
+
+@pytest.mark.parametrize("name, content", [
+    ("occasional.txt", "".join(f"{s}\n" if i % 4 else f"{s}\tand a tab\n" for i, s in enumerate(SENTENCES))),
+    ("uneven.txt", "".join(f"{s}{chr(9) * (i % 3 + 1)}more\n" for i, s in enumerate(SENTENCES))),  # 1, 2, 3 tabs
+    ("indented.txt", "".join(f"\t{s}\t\n" for s in SENTENCES)),  # tabs at the ends are stripped off anyway
+    ("demo", None), ("wiki", None),
+])
+def test_sentences_with_a_tab_here_and_there_are_no_columns(name, content, tmp_path):
+    """Only a head whose every line holds the same number of tabs is taken for columns: sentence corpora pass,
+    whole (read_sentences) and streamed (their first 64 KiB)."""
+    from types import SimpleNamespace
+
+    from hf_cse.streaming import check_streaming_arguments
+
+    if name == "wiki" and not WIKI.is_file():
+        pytest.skip(f"shared corpus not found at {WIKI}")
+    path = {"demo": DEMO_CORPUS, "wiki": WIKI}.get(name, tmp_path / name)
+    if content is not None:
+        path.write_text(content)
+        assert len(read_sentences(path)) == len(SENTENCES)
+    elif name == "demo":
+        assert read_sentences(path)
+    streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
+    check_streaming_arguments(streamed, SimpleNamespace(train_file=str(path), dataset_name=None, pair_column=None,
+                                                        text_column=None), 4, "simcse")
 
 
 def _zip_with(path, first_member: str):
