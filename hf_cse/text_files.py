@@ -159,3 +159,41 @@ def is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+#: bytes :func:`find_unreadable_line` reads at a time
+SCAN_BYTES = 1 << 20
+
+
+def find_unreadable_line(path: Path, json_lines: bool = False, from_line: int = 1) -> tuple[int, str] | None:
+    """The first line of ``path`` that is not UTF-8 or, with ``json_lines``, not one JSON value (blank lines
+    skipped; lines before ``from_line`` are known to be JSON and checked for UTF-8 only): its number and what is
+    wrong with it; None when every line reads. For a file that failed while it was streamed, whose reader says
+    neither line nor file. Reads the file once, up to that line, in blocks: up to ``from_line`` it only decodes
+    them (in C), from there on it parses each JSON line."""
+    lineno, carry, first = 1, b"", True
+    with path.open("rb") as fh:
+        while True:
+            block = fh.read(SCAN_BYTES)
+            data = carry + block
+            cut = data.rfind(b"\n") + 1 if block else len(data)  # whole lines, but for the file's last one
+            if not cut:
+                if not data:
+                    return None
+                carry = data  # a line longer than a block
+                continue
+            data, carry = data[:cut], data[cut:]
+            try:
+                text = data.decode("utf-8-sig" if first else "utf-8")
+            except UnicodeDecodeError as err:
+                return lineno + data.count(b"\n", 0, err.start), f"not valid UTF-8 ({err.reason})"
+            first = False
+            lines = text.split("\n")
+            if json_lines and lineno + len(lines) > from_line:
+                for number, line in enumerate(lines, lineno):
+                    if number >= from_line and line.strip():
+                        try:
+                            json.loads(line)
+                        except json.JSONDecodeError as err:
+                            return number, f"not valid JSON ({err.msg})"
+            lineno += len(lines) - 1
