@@ -15,6 +15,10 @@ from the start of the stream and dropping them, so the resumed run continues wit
 one would have trained next (the stream and its mixing are deterministic); skipping costs the time to read those
 rows, not to train on them. Streamed data is not searched for duplicate texts (:mod:`hf_cse.sampler` needs
 the whole data set).
+
+A streamed file is checked up front on its first 64 KiB only (as a file read whole is checked whole); a line
+further on that cannot be read (not UTF-8, a broken JSON line, a table row of too many fields) ends the run
+when the stream gets there, in one line naming the file, the line and the fix (:func:`_read_checked`).
 """
 
 from __future__ import annotations
@@ -33,13 +37,23 @@ from .data import (
     load_train_dataset,
     with_prompt,
 )
-from .files import check_text_head, check_train_file, strip_column_names, table_loader_args
-from .text_files import check_json_head
+from .files import (
+    HEAD_BYTES,
+    check_text_head,
+    check_train_file,
+    is_tsv,
+    strip_column_names,
+    table_loader_args,
+)
+from .text_files import check_json_head, find_unreadable_line
 
 #: rows of a source whose text column is checked (types, numbers) before training
 HEAD_ROWS = 100
 #: the mixing rule of several sources: every source read once (the smaller ones are oversampled)
 STOPPING_STRATEGY = "all_exhausted"
+#: how much of a streamed text or JSON-lines file datasets reads at a time (its own default, 10 MiB): a line it
+#: cannot read fails the stream when its chunk is read (:func:`_read_checked`)
+STREAM_CHUNK = 10 << 20
 
 
 def check_streaming_arguments(stream_args, data_args, max_steps: int, method: str,
@@ -109,9 +123,12 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
             ds = datasets.load_dataset("csv", data_files=str(p), split="train", streaming=streaming,
                                        **table_loader_args(p))
         elif suffix in JSON_SUFFIXES:
-            ds = datasets.load_dataset("json", data_files=str(p), split="train", streaming=streaming)
+            ds = datasets.load_dataset("json", data_files=str(p), split="train", streaming=streaming,
+                                       chunksize=STREAM_CHUNK)
         else:
-            ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=streaming)
+            ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=streaming,
+                                       chunksize=STREAM_CHUNK)
+        ds = _read_checked(ds, p)  # a file is streamed here (read whole above otherwise)
         source = str(p)
     # a stream of a CSV file knows its columns only once read: those of its first row
     names = list(ds.column_names or next(iter(ds.take(1)), {}))
@@ -142,6 +159,57 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     if not streaming and len(ds) == 0:
         raise DataError(f"{source} contains no sentences (empty or blank lines only).")
     return ds
+
+
+def _read_checked(stream, path: Path):
+    """``stream``, a file that ``datasets`` reads as training goes, where a line it cannot read (bytes that are not
+    UTF-8, a broken JSON line, a table row pandas cannot split) fails as one line naming the file, the line and the
+    fix (:func:`_unreadable`), instead of a traceback from inside ``datasets`` that names neither. Only the file's
+    first 64 KiB were checked up front (:func:`_check_start`); the rest is read while the model trains, and the
+    checkpoints saved before the failure stay (the error ends ``train`` as any other)."""
+    import datasets
+
+    return datasets.IterableDataset.from_generator(_checked_rows, features=stream.features,
+                                                   gen_kwargs={"stream": stream, "path": str(path)})
+
+
+def _checked_rows(stream, path: str):
+    read = 0
+    try:
+        for row in stream:
+            yield row
+            read += 1
+    except ValueError as err:  # UnicodeDecodeError; a broken JSON line (pyarrow's, ujson's); pandas' ParserError
+        refusal = None if isinstance(err, DataError) else _unreadable(Path(path), read, err)
+        if refusal is None:
+            raise
+        raise refusal from None
+
+
+def _unreadable(path: Path, rows_read: int, err: ValueError) -> DataError | None:
+    """The refusal of ``path``, whose reader failed with ``err`` after ``rows_read`` rows: the first line that is not
+    UTF-8 or (JSON lines) not JSON, found by reading the file again up to it, or the row of a table that pandas
+    could not split; None where no such line is found and ``err`` is no decoding error (then it is no fault of
+    the file that hf_cse can name)."""
+    met = f"met mid-stream (only the first {HEAD_BYTES >> 10} KiB are checked up front)"
+    from pandas.errors import ParserError  # datasets reads a .csv / .tsv with pandas
+
+    if isinstance(err, ParserError):  # "Error tokenizing data. C error: Expected 2 fields in line 30002, saw 3"
+        how = "a .tsv is split on every tab, without quoting" if is_tsv(path) else "quote fields that hold a comma"
+        return DataError(f"{path}: {str(err).strip().rstrip('.')}, {met}. Fix the row ({how}).")
+    with path.open("rb") as fh:
+        start = fh.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    json_lines = path.suffix.lower() in JSON_SUFFIXES and not start.startswith(b"[")  # a list is read whole
+    found = find_unreadable_line(path, json_lines, from_line=rows_read + 1 if json_lines else 1)
+    if found is None:
+        if not isinstance(err, UnicodeDecodeError):
+            return None
+        return DataError(f"{path}: bytes that are not UTF-8 ({err.reason}) after its first {rows_read} rows, {met}. "
+                         f"Convert the file to UTF-8; grep -naxv '.*' {path.name} finds the lines.")
+    line, what = found
+    fix = (f"Convert the file (e.g. iconv -f latin1 -t utf-8 {path.name} > fixed{path.suffix}) or fix the line"
+           if what.startswith("not valid UTF-8") else "Fix or delete the line")
+    return DataError(f"{path}: line {line} is {what}, {met}. {fix} (sed -n '{line}p' {path.name} shows it).")
 
 
 def load_training_text(stream_args, data_args, seed: int):

@@ -38,18 +38,20 @@ def _is_json_object(line: str) -> bool:
 def check_layout(path: Path, text: str) -> None:
     """Refuse a file whose first lines show it is not laid out as its name says it is read, where training would
     go on, on nonsense: JSON lines in a plain text file (``.txt``, ``.ndjson``...; every line, braces and field
-    names included, would be a sentence), or a ``.csv`` separated by semicolons, tabs or bars (read as one column,
-    so every whole line, its other fields included, would be a sentence). ``text``: the file's text, or its start."""
+    names included, would be a sentence), tab-separated columns in one (:func:`_check_no_tab_columns`), or a
+    ``.csv`` separated by semicolons, tabs or bars (read as one column, so every whole line, its other fields
+    included, would be a sentence). ``text``: the file's text, or its start."""
     lines = [line for line in text[:HEAD_BYTES].splitlines() if line.strip()][:LAYOUT_LINES]
     suffix = path.suffix.lower()
     if not lines or suffix in JSON_SUFFIXES:
         return
     if suffix not in TABLE_SUFFIXES:
+        kind = suffix or "file without suffix"
         if all(map(_is_json_object, lines[:5])):
-            kind = suffix or "file without suffix"
             raise DataError(f"{path} holds JSON objects ({lines[0]!r:.40}...), but a {kind} is read as plain text: "
                             "the JSON itself would be trained on. Name it .jsonl (text_column picks the field; text "
                             "by default).")
+        _check_no_tab_columns(path, kind, lines)
         return
     if is_tsv(path) or len(lines) < 2 or len(next(csv.reader(lines[:1]))) > 1:
         return
@@ -60,6 +62,29 @@ def check_layout(path: Path, text: str) -> None:
             raise DataError(f"{path}: its header {lines[0]!r:.60} is one column with {name} in it, and so are its "
                             f"rows: a .csv is read as comma-separated, so every whole line would be a sentence. Save "
                             f"it comma-separated{rename}.")
+
+
+def _check_no_tab_columns(path: Path, kind: str, lines: list[str]) -> None:
+    """Refuse plain text whose ``lines`` (its first :data:`LAYOUT_LINES` non-blank lines) are tab-separated columns,
+    ``id<TAB>sentence`` or ``sentence<TAB>label``: each line would be trained on whole, ids, labels and tabs included.
+
+    The rule: at least two lines, and every one of them holds the same number (one or more) of tabs between its
+    first and last character (tabs at either end are stripped off by the reader, so they are no columns). A
+    corpus with a tab here and there, or with a varying number of them, is read as text. Tabs that belong to the
+    sentences on every line pass as a ``.jsonl`` (``{"text": ...}`` per line) or a ``.csv`` with the header ``text``,
+    where no tab splits anything."""
+    counts = {line.strip().count("\t") for line in lines}
+    if len(lines) < 2 or len(counts) != 1 or 0 in counts:
+        return
+    tabs = counts.pop()
+    fields = lines[0].strip().split("\t")
+    shown = " | ".join(repr(field[:16] + ("..." if len(field) > 16 else "")) for field in fields[:3])
+    shown += " | ..." * (len(fields) > 3)
+    sentence = max(range(len(fields)), key=lambda i: len(fields[i].split())) + 1  # the field with the most words
+    raise DataError(f"{path}: each of its first {len(lines)} lines holds {tabs} tab{'s' * (tabs > 1)} (the first: "
+                    f"{shown}): columns, which a {kind} trains on whole. Use a .tsv with a header and text_column, "
+                    f"or keep the sentences (cut -f{sentence} {path.name}); tabs inside sentences: "
+                    "a .jsonl.")
 
 
 def _json_records(path: Path) -> list[tuple[int, Any]]:
@@ -134,3 +159,41 @@ def is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+#: bytes :func:`find_unreadable_line` reads at a time
+SCAN_BYTES = 1 << 20
+
+
+def find_unreadable_line(path: Path, json_lines: bool = False, from_line: int = 1) -> tuple[int, str] | None:
+    """The first line of ``path`` that is not UTF-8 or, with ``json_lines``, not one JSON value (blank lines
+    skipped; lines before ``from_line`` are known to be JSON and checked for UTF-8 only): its number and what is
+    wrong with it; None when every line reads. For a file that failed while it was streamed, whose reader says
+    neither line nor file. Reads the file once, up to that line, in blocks: up to ``from_line`` it only decodes
+    them (in C), from there on it parses each JSON line."""
+    lineno, carry, first = 1, b"", True
+    with path.open("rb") as fh:
+        while True:
+            block = fh.read(SCAN_BYTES)
+            data = carry + block
+            cut = data.rfind(b"\n") + 1 if block else len(data)  # whole lines, but for the file's last one
+            if not cut:
+                if not data:
+                    return None
+                carry = data  # a line longer than a block
+                continue
+            data, carry = data[:cut], data[cut:]
+            try:
+                text = data.decode("utf-8-sig" if first else "utf-8")
+            except UnicodeDecodeError as err:
+                return lineno + data.count(b"\n", 0, err.start), f"not valid UTF-8 ({err.reason})"
+            first = False
+            lines = text.split("\n")
+            if json_lines and lineno + len(lines) > from_line:
+                for number, line in enumerate(lines, lineno):
+                    if number >= from_line and line.strip():
+                        try:
+                            json.loads(line)
+                        except json.JSONDecodeError as err:
+                            return number, f"not valid JSON ({err.msg})"
+            lineno += len(lines) - 1

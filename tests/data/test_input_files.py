@@ -7,13 +7,14 @@ from __future__ import annotations
 import gzip
 import json
 import zipfile
+from pathlib import Path
 
 import pytest
 from helpers import random_sentences
 
 from hf_cse.checks import InputError
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
-from hf_cse.data import DataError, load_pair_dataset, load_train_dataset, read_sentences
+from hf_cse.data import DEMO_CORPUS, DataError, load_pair_dataset, load_train_dataset, read_sentences
 from hf_cse.evaluation.custom_dev import read_pair_file
 from hf_cse.files import content_fingerprint
 
@@ -102,6 +103,13 @@ MISLAID = {
                        r"header 'id;text' is one column with semicolons in it.*Save it comma-separated\."),
     "tabs.csv": ("id\ttext\n" + "".join(f"{i}\t{s}\n" for i, s in enumerate(SENTENCES)),
                  r"one column with tabs in it.*Save it comma-separated or name it \.tsv\."),
+    # id<TAB>sentence or sentence<TAB>label named .txt: the ids / labels and the tabs would be trained on
+    "ids.txt": ("".join(f"{i + 17}\t{s}\n" for i, s in enumerate(SENTENCES)),
+                rf"ids\.txt: each of its first 12 lines holds 1 tab \(the first: '17' \| '{SENTENCES[0][:16]}"
+                r".*columns, which a \.txt trains on whole\. Use a \.tsv with a header and text_column, or keep the "
+                r"sentences \(cut -f2 ids\.txt\); tabs inside sentences: a \.jsonl\.$"),
+    "labels.txt": ("".join(f"{s}\t{i % 2}\tneutral\n" for i, s in enumerate(SENTENCES)),
+                   r"holds 2 tabs \(the first: .* \| '0' \| 'neutral'\).*cut -f1 labels\.txt"),
 }
 
 
@@ -142,6 +150,35 @@ def test_text_that_only_looks_mislaid_is_read(name, content, tmp_path):
     assert read_sentences(path)
 
 
+WIKI = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "unsup" / "wiki_sentences.txt"
+
+
+@pytest.mark.parametrize("name, content", [
+    ("occasional.txt", "".join(f"{s}\n" if i % 4 else f"{s}\tand a tab\n" for i, s in enumerate(SENTENCES))),
+    ("uneven.txt", "".join(f"{s}{chr(9) * (i % 3 + 1)}more\n" for i, s in enumerate(SENTENCES))),  # 1, 2, 3 tabs
+    ("indented.txt", "".join(f"\t{s}\t\n" for s in SENTENCES)),  # tabs at the ends are stripped off anyway
+    ("demo", None), ("wiki", None),
+])
+def test_sentences_with_a_tab_here_and_there_are_no_columns(name, content, tmp_path):
+    """Only a head whose every line holds the same number of tabs is taken for columns: sentence corpora pass,
+    whole (read_sentences) and streamed (their first 64 KiB)."""
+    from types import SimpleNamespace
+
+    from hf_cse.streaming import check_streaming_arguments
+
+    if name == "wiki" and not WIKI.is_file():
+        pytest.skip(f"shared corpus not found at {WIKI}")
+    path = {"demo": DEMO_CORPUS, "wiki": WIKI}.get(name, tmp_path / name)
+    if content is not None:
+        path.write_text(content)
+        assert len(read_sentences(path)) == len(SENTENCES)
+    elif name == "demo":
+        assert read_sentences(path)
+    streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
+    check_streaming_arguments(streamed, SimpleNamespace(train_file=str(path), dataset_name=None, pair_column=None,
+                                                        text_column=None), 4, "simcse")
+
+
 def _zip_with(path, first_member: str):
     with zipfile.ZipFile(path, "w") as z:
         z.writestr(first_member, "<x/>")
@@ -166,3 +203,21 @@ def test_a_document_or_other_encoding_is_named_with_its_fix(name, content, messa
         path.write_bytes(content)
     with pytest.raises(DataError, match=message):
         read_sentences(path)
+
+
+@pytest.mark.parametrize("content, json_lines, found", [
+    (b"abc\ndefghijklmnop\nq\xe9r\n", False, (3, "not valid UTF-8 (invalid continuation byte)")),
+    (b'{"a": 1}\n\n{"a": 2}\r\n{"a"\n', True, (4, "not valid JSON (Expecting ':' delimiter)")),
+    (b"good\na line longer than a block \xff", False, (2, "not valid UTF-8 (invalid start byte)")),
+    (b'\xef\xbb\xbf{"a": 1}\n{"b": "caf\xc3\xa9"}\n', True, None),  # a BOM, and UTF-8 across a block's end
+    (b"", False, None),
+])
+def test_the_first_unreadable_line_is_found_across_blocks(content, json_lines, found, tmp_path, monkeypatch):
+    """A stream's reader says neither file nor line: hf_cse reads the file again, in blocks (7 bytes here), to
+    name the line."""
+    from hf_cse import text_files
+
+    monkeypatch.setattr(text_files, "SCAN_BYTES", 7)
+    path = tmp_path / "f"
+    path.write_bytes(content)
+    assert text_files.find_unreadable_line(path, json_lines) == found

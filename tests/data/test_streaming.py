@@ -258,3 +258,71 @@ def test_a_streamed_json_record_without_the_text_field_is_one_line(streamed_as, 
     data.text_column = "txt"  # the other records lack it then
     with pytest.raises(DataError, match=r"line 1 has no field 'txt'"):
         check_streaming_arguments(streamed, data, 4, "simcse")
+
+
+def _past_the_head(path, bad: bytes, row=lambda s: s, kib: int = 80):
+    """``path`` holding ``kib`` KiB of good lines (``row`` of a sentence), then the line ``bad``, then more good
+    lines: its head (the first 64 KiB, checked up front) reads. Returns the bad line's number."""
+    good = [row(s).encode() + b"\n" for s in random_sentences(3000, seed=4)]
+    cut = next(i for i in range(len(good)) if sum(map(len, good[:i])) > kib << 10)
+    path.write_bytes(b"".join(good[:cut]) + bad + b"\n" + b"".join(good[cut:cut + 50]))
+    return cut + 1
+
+
+STREAM_BREAKS = {  # file, bad line, what the refusal says (after "line N is" where the line is known)
+    "latin1.txt": (b"caf\xe9 au lait", r"not valid UTF-8 \(invalid continuation byte\), met mid-stream \(only the "
+                   r"first 64 KiB are checked up front\)\. Convert the file \(e\.g\. iconv -f latin1 -t utf-8 "
+                   r"latin1\.txt > fixed\.txt\) or fix the line \(sed -n '{line}p' latin1\.txt shows it\)\.$"),
+    "broken.jsonl": (b'{"text": "an unclosed string}', r"not valid JSON \(Unterminated string starting at\), met "
+                     r"mid-stream .*Fix or delete the line \(sed -n '{line}p' broken\.jsonl shows it\)\.$"),
+    "latin1.jsonl": (b'{"text": "caf\xe9"}', r"not valid UTF-8 \(invalid continuation byte\), met mid-stream"),
+    "ragged.tsv": (b"7\tone field\ttoo many", r"Error tokenizing data\. C error: Expected 2 fields in line {line}, "
+                   r"saw 3, met mid-stream .*Fix the row \(a \.tsv is split on every tab, without quoting\)\.$"),
+}
+
+
+@pytest.mark.parametrize("name", STREAM_BREAKS)
+def test_a_stream_that_breaks_past_its_head_fails_in_one_line_naming_the_line(name, tmp_path, monkeypatch):
+    """Only a stream's first 64 KiB are checked before training; a line after them that is no UTF-8 or no JSON, or
+    a row pandas cannot split, failed inside datasets, mid-run, with a traceback naming neither file nor line."""
+    from hf_cse import streaming
+    from hf_cse.streaming import check_streaming_arguments
+
+    monkeypatch.setattr(streaming, "STREAM_CHUNK", 16 << 10)  # datasets reads 10 MiB at a time: the break mid-stream
+    bad, message = STREAM_BREAKS[name]
+    path = tmp_path / name
+    row = {".jsonl": lambda s: json.dumps({"text": s}), ".tsv": lambda s: f"1\t{s}"}.get(path.suffix, lambda s: s)
+    if path.suffix == ".tsv":
+        path.write_text("id\ttext\n")
+    line = _past_the_head(path, bad, row) + (path.suffix == ".tsv")
+    if path.suffix == ".tsv":  # the header, then the rows
+        path.write_bytes(b"id\ttext\n" + path.read_bytes())
+    args = StreamingArguments(streaming=True, train_files=None, train_weights=None)
+    data = _data_args(train_file=str(path))
+    check_streaming_arguments(args, data, 4, "simcse")  # the head reads
+    read = []
+    with pytest.raises(DataError, match=rf"{name}: (line {line} is )?{message.format(line=line)}") as err:
+        read.extend(row["text"] for row in load_training_text(args, data, 0))
+    assert "\n" not in str(err.value)
+    assert read or path.suffix == ".tsv"  # pandas reads 10,000 rows at a time: the .tsv fails as its head is read
+
+
+@pytest.mark.slow
+def test_a_run_whose_stream_breaks_keeps_its_checkpoints(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    """The refusal ends the run as any error does: the checkpoints saved before the bad line stay, and the command
+    prints one line."""
+    from hf_cse import streaming
+
+    monkeypatch.setattr(streaming, "STREAM_CHUNK", 4 << 10)
+    path = tmp_path / "c.txt"
+    # ~2,500 rows: the setup reads the first 1,000 (a batched map's first batch), the run the next in batches of 64
+    line = _past_the_head(path, b"caf\xe9 au lait", kib=100)
+    out = tmp_path / "out"
+    code = train_cli.main(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(path), "--streaming",
+                           "--max_steps", "100", "--per_device_train_batch_size", "64", "--save_strategy", "steps",
+                           "--save_steps", "10", "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true"])
+    assert code == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("hf-cse-train: error: ") and f"c.txt: line {line} is not valid UTF-8" in last
+    assert line > 2000 and (out / "checkpoint-10").is_dir() and (out / "checkpoint-20").is_dir()
+    assert not (out / "checkpoint-100").exists()
