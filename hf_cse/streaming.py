@@ -126,8 +126,9 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
             ds = datasets.load_dataset("json", data_files=str(p), split="train", streaming=streaming,
                                        chunksize=STREAM_CHUNK)
         else:
+            # utf-8-sig: a byte-order mark is no part of the first sentence (as for a file read whole)
             ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=streaming,
-                                       chunksize=STREAM_CHUNK)
+                                       chunksize=STREAM_CHUNK, encoding="utf-8-sig")
         ds = _read_checked(ds, p)  # a file is streamed here (read whole above otherwise)
         source = str(p)
     # a stream of a CSV file knows its columns only once read: those of its first row

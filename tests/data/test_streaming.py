@@ -207,6 +207,20 @@ def test_a_table_is_read_alike_whole_mixed_and_streamed(name, tmp_path):
         assert [row["text"] for row in load_training_text(mixed, _data_args(), 0)] == expected
 
 
+def test_a_byte_order_mark_is_no_part_of_the_first_sentence_whole_or_streamed(tmp_path):
+    """A .txt saved with a UTF-8 byte-order mark (Windows editors) trains on the same first sentence read whole,
+    mixed or streamed: the mark is not text."""
+    from hf_cse.data import load_train_dataset
+
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufefffirst sentence here\nsecond one\n".encode())
+    expected = ["first sentence here", "second one"]
+    assert load_train_dataset(str(path))["text"] == expected
+    for streaming in (False, True):
+        args = StreamingArguments(streaming=streaming, train_files=None, train_weights=None)
+        assert [row["text"] for row in load_training_text(args, _data_args(train_file=str(path)), 0)] == expected
+
+
 @pytest.mark.parametrize("streaming", [False, True])
 def test_a_stream_or_mix_checks_its_csv_column_like_a_train_file(streaming, tmp_path):
     path = tmp_path / "t.csv"
