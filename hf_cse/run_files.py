@@ -14,6 +14,9 @@ RUN_RECORD_FILE = "hf_cse_run.json"
 TRAIN_FILE_CONTENT = "train_file_content"
 #: the record of a finished run (data, arguments, final metrics), written last: its presence means the run finished
 TRAINING_INFO_FILE = "training_info.json"
+#: the final training metrics a finished run writes (the Trainer's ``save_metrics("train")``), which its record holds
+#: too (``training_info.json``'s ``train_metrics``)
+TRAIN_RESULTS_FILE = "train_results.json"
 #: the logged curves, drawn at the end of a run
 CURVES_FILE = "training_curves.png"
 #: a LoRA run's adapter weights

@@ -24,7 +24,7 @@ from ..export.sources import (
     exported_pooler_of,
     source_config,
 )
-from ..export.training_info import TRAINING_INFO_FILE, is_run_of, recorded_run_folder, training_info_problem
+from ..export.training_info import TRAINING_INFO_FILE, run_record_problem, training_info_problem
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
 from . import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
@@ -110,10 +110,10 @@ def export_from_args(argv: list[str] | None = None) -> int:
     if problem:
         source = args.training_info or Path(args.checkpoint) / TRAINING_INFO_FILE
         raise InputError(f"{source}: {problem}; fix it (or leave the key out), or give another --training_info.")
-    if args.training_info and not is_run_of(info, args.training_info, args.checkpoint):
-        raise InputError(f"--training_info {args.training_info} is the record of the run in "
-                         f"{recorded_run_folder(info)}, not of the checkpoint {args.checkpoint}; give the "
-                         "training_info.json its run wrote, or leave --training_info out.")
+    other_run = args.training_info and run_record_problem(info, args.training_info, args.checkpoint)
+    if other_run:
+        raise InputError(f"--training_info {args.training_info} {other_run}; give the training_info.json its run "
+                         "wrote, or leave --training_info out.")
     eval_results = read_eval_results(args.eval_results)
     check_results_model(eval_results, args.checkpoint, out_dir, source=f"eval_results {args.eval_results}")
     check_results_pooler(eval_results, exported_pooler_of(checkpoint_config, args.keep_projector),

@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
-from ..encoders import without_pooler_kwargs
 from ..model_card import resolve_base_model
+from ..models.loading import without_load_reports
 from ..models.lora import adapter_settings
 from .errors import ExportError
 
@@ -33,29 +34,34 @@ def projector_to_dense(projector: nn.Module) -> list[nn.Module]:
 
 
 def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: list, max_seq_length: int,
-                  prompt: str | None = None, normalize: bool = False, own=None) -> int:
+                  prompt: str | None = None, normalize: bool = False, own=None) -> tuple[int, list[str]]:
     """Save Transformer + Pooling (+ Dense) (+ Normalize) as a sentence-transformers model in ``folder``; returns the
-    Transformer's dimension. The encoder goes through a staging folder because sentence-transformers builds its
-    Transformer module from a path. ``encoder`` must be a plain transformers model (LoRA adapters merged:
-    :func:`hf_cse.models.lora.merged_encoder`); ``prompt`` becomes the export's default prompt. ``own``: the method's
-    own input and pooling modules (:class:`hf_cse.models.base.OwnExportModules`) in place of Transformer + Pooling;
-    their code files go into the folder, and ``modules.json`` names them there (``file.Class``)."""
+    Transformer's dimension and the names of the pooler weights it added (:func:`fill_unused_pooler`). The encoder goes
+    through a staging folder because sentence-transformers builds its Transformer module from a path. ``encoder``
+    must be a plain transformers model (LoRA adapters merged: :func:`hf_cse.models.lora.merged_encoder`); ``prompt``
+    becomes the export's default prompt. ``own``: the method's own input and pooling modules
+    (:class:`hf_cse.models.base.OwnExportModules`) in place of Transformer + Pooling; their code files go into the
+    folder, and ``modules.json`` names them there (``file.Class``)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
     staging = folder / ".encoder"
     encoder.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
-    model_kwargs = without_pooler_kwargs(type(encoder))
+    model_kwargs = {}
     if getattr(encoder.config, "is_causal", True) is False:
         # a bidirectional decoder (hf_cse.models.loading): its config.json keeps is_causal = False, but a fresh load
         # sets the attention modules' own is_causal flag again, which SDPA / flash attention follow when a batch
         # has no padding; eager attention follows the (bidirectional) mask alone
-        model_kwargs = {**model_kwargs, "attn_implementation": "eager"}
-    if own is None:
-        transformer = Transformer(str(staging), max_seq_length=max_seq_length, model_kwargs=model_kwargs)
-    else:
-        transformer = own.build_transformer(str(staging), max_seq_length, model_kwargs)
+        model_kwargs = {"attn_implementation": "eager"}
+    # built as every later load builds it (AutoModel: BERT's with the pooler layer hf_cse trains without, whose
+    # weights are missing here, as expected, and filled below)
+    with without_load_reports():
+        if own is None:
+            transformer = Transformer(str(staging), max_seq_length=max_seq_length, model_kwargs=model_kwargs)
+        else:
+            transformer = own.build_transformer(str(staging), max_seq_length, model_kwargs)
+    filled = fill_unused_pooler(transformer.auto_model, encoder)
     dim = transformer.get_embedding_dimension()
     pooling = Pooling(dim, pooling_mode=pooling_mode) if own is None else own.pooling
     modules = [transformer, pooling, *dense, *([Normalize()] if normalize else [])]
@@ -67,13 +73,29 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
     shutil.rmtree(staging)
     if own is not None:
         ship_own_code(folder, own.code_files)
-    if model_kwargs:  # sentence-transformers does not save model_kwargs; without this the encoder would reload
-        # with a randomly initialised (unused) BERT pooler and print a missing-weights report
+    if model_kwargs:  # sentence-transformers does not save model_kwargs (nor keeps them when it saves a copy)
         st_config = folder / "sentence_bert_config.json"
         data = json.loads(st_config.read_text())
         data["model_kwargs"] = model_kwargs
         st_config.write_text(json.dumps(data, indent=4) + "\n")
-    return dim
+    return dim, filled
+
+
+def fill_unused_pooler(loaded: nn.Module, trained: nn.Module) -> list[str]:
+    """Give ``loaded`` (the encoder as ``AutoModel`` builds it) fixed values for the weights ``trained`` lacks -- BERT's
+    and RoBERTa's pooler layer, which hf_cse trains without and no export embedding uses: an identity matrix for a
+    square weight, zeros for the rest (``pooler_output`` is then tanh of the [CLS] vector). The export thus holds
+    every weight its architecture has: a plain load, and a load of a copy sentence-transformers saves again, reports
+    none missing and initialises none at random (``model_kwargs`` leaving the pooler out would not survive that
+    copy). Returns their names (none for DistilBERT, which has no pooler)."""
+    have = {name for name, _ in trained.named_parameters()}
+    filled = [name for name, _ in loaded.named_parameters() if name not in have]
+    with torch.no_grad():
+        for name in filled:
+            weight = loaded.get_parameter(name)
+            square = weight.dim() == 2 and weight.shape[0] == weight.shape[1]
+            weight.copy_(torch.eye(weight.shape[0], dtype=weight.dtype) if square else torch.zeros_like(weight))
+    return filled
 
 
 def ship_own_code(folder: Path, code_files) -> None:

@@ -57,12 +57,13 @@ def write_onnx(folder: Path, quantize: str | None = None) -> list[Path]:
     from transformers import AutoConfig, AutoModel
 
     from ..encoders import takes_token_type_ids, without_pooler_kwargs
-    from ..models.loading import encoder_class_of
+    from ..models.loading import encoder_class_of, without_load_reports
 
     config = AutoConfig.from_pretrained(str(folder))
     encoder_class = encoder_class_of(config)
-    encoder = AutoModel.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="eager",
-                                        **(without_pooler_kwargs(encoder_class) if encoder_class else {})).eval()
+    with without_load_reports():  # the folder's pooler layer (fill_unused_pooler) is left out of the graph
+        encoder = AutoModel.from_pretrained(str(folder), dtype=torch.float32, attn_implementation="eager",
+                                            **(without_pooler_kwargs(encoder_class) if encoder_class else {})).eval()
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if takes_token_type_ids(encoder.config) else [])
 
     class _LastHiddenState(torch.nn.Module):

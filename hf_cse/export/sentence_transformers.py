@@ -44,6 +44,10 @@ logger = logging.getLogger(__name__)
 OWN_CODE_NOTE = ("* **Custom modules**: the input and pooling modules are this folder's own code (`modules.json`); "
                  "load with `SentenceTransformer(folder, trust_remote_code=True)` -- sentence-transformers imports no "
                  "module outside its package without it. They need torch and sentence-transformers only.")
+#: the card's line for an encoder given the pooler layer it was trained without (modules.fill_unused_pooler)
+POOLER_NOTE = ("* **Pooler layer**: the encoder's `pooler` layer (`pooler_output`; `AutoModel` builds one for this "
+               "architecture) was not trained and is no part of the embedding; it holds fixed weights (identity "
+               "matrix, zero bias), so that every load finds all weights.")
 MAX_EXPORT_LENGTH = 512  # the export's default truncation cap, whatever longer positions the encoder has
 
 
@@ -128,8 +132,8 @@ def to_sentence_transformer(
     with atomic_output_dir(out_dir, overwrite) as tmp:
         dense = projector_to_dense(model.projector) if with_projector else []
         encoder = merged_encoder(model.encoder)  # LoRA adapters merged: a plain model that loads without peft
-        dim = write_modules(tmp, encoder, tokenizer, pooling_mode, dense, int(max_seq_length), config.prompt,
-                            config.normalize, own)
+        dim, pooler_filled = write_modules(tmp, encoder, tokenizer, pooling_mode, dense, int(max_seq_length),
+                                           config.prompt, config.normalize, own)
         (tmp / HF_CSE_CONFIG_FILE).write_text(json.dumps(public_config_dict(config), indent=2, sort_keys=True) + "\n")
         if verify:
             verify_export(tmp, model, tokenizer, pooling_mode, with_projector, int(max_seq_length),
@@ -151,7 +155,8 @@ def to_sentence_transformer(
                 "* **Projection head kept**: these embeddings include the training-time head; the papers report "
                 "unsupervised results without it (`cls_before_pooler`)."
                 if keep_projector and not uses_projector else "",
-                OWN_CODE_NOTE if own is not None else "") if line),
+                OWN_CODE_NOTE if own is not None else "",
+                POOLER_NOTE if pooler_filled else "") if line),
         }
         card_inputs = {"model_id": repo_id or str(out_dir), "export": export, "eval_results": eval_results,
                        "training_info": training_info, "title": card_title(repo_id)}

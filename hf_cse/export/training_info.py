@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..run_files import CHECKPOINT_PREFIX, TRAINING_INFO_FILE
+from ..checkpoints import training_run_files
+from ..run_files import CHECKPOINT_PREFIX, TRAIN_RESULTS_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
 from ..writing import json_safe
 
 
@@ -71,20 +72,63 @@ def recorded_run_folder(info: Mapping[str, Any]) -> str | None:
     return str(folder) if isinstance(folder, (str, Path)) and str(folder).strip() else None
 
 
-def is_run_of(info: Mapping[str, Any], info_file: str | Path, checkpoint: str | Path) -> bool:
-    """Whether a training info (read from ``info_file``) is the record of the run that trained ``checkpoint``: the
-    file lies in one of :func:`run_folders` (the run's own, wherever it was trained), or the output folder it records
-    is one of them (an absolute path; a relative one from the current folder, or as the end of their path, where the
-    run was started from another folder). A Hub checkpoint, or a record naming no folder, is taken as it is."""
-    local = Path(checkpoint).expanduser()
+def own_run_folder(info_file: str | Path) -> Path | None:
+    """The folder of the run whose own record ``info_file`` is (resolved): the folder it lies in, when it is the
+    ``training_info.json`` a run wrote beside its model or its run files (wherever that folder was moved or copied
+    to, as a whole); None for a record kept elsewhere."""
+    path = Path(info_file).expanduser().resolve()
+    folder = path.parent
+    if path.name != TRAINING_INFO_FILE:
+        return None
+    if training_run_files(folder) or any(next(folder.glob(pattern), None) for pattern in WEIGHT_FILES):
+        return folder
+    return None
+
+
+def record_run_folder(info: Mapping[str, Any], info_file: str | Path) -> Path | None:
+    """The folder of the run a training info (read from ``info_file``) is the record of, exactly (resolved): the run
+    folder the file lies in (:func:`own_run_folder`), else the output folder it records -- a relative one from the
+    current folder, where a run started here resolved it. None when it names none (written by hand)."""
+    own = own_run_folder(info_file)
+    if own is not None:
+        return own
     recorded = recorded_run_folder(info)
-    if not local.is_dir() or recorded is None:
-        return True
+    return Path(recorded).expanduser().resolve() if recorded is not None else None
+
+
+def final_metrics_differ(info: Mapping[str, Any], run: Path) -> bool:
+    """Whether the final training metrics of a training info differ from those the run in ``run`` wrote
+    (:data:`TRAIN_RESULTS_FILE`; its runtime tells two runs of the same settings apart); False when either lacks
+    them."""
+    recorded, written = info.get("train_metrics"), run / TRAIN_RESULTS_FILE
+    if not isinstance(recorded, Mapping) or not written.is_file():
+        return False
+    try:
+        metrics = json_safe(json.loads(written.read_text(encoding="utf-8")))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return not isinstance(metrics, dict) or any(metrics[k] != recorded[k] for k in metrics.keys() & recorded.keys())
+
+
+def run_record_problem(info: Mapping[str, Any], info_file: str | Path, checkpoint: str | Path) -> str | None:
+    """Why a training info (read from ``info_file``) is not the record of the run that trained ``checkpoint``, or
+    None when it is: the file lies in one of :func:`run_folders` (the run's own, wherever the run was moved or copied
+    to), or the run it is the record of (:func:`record_run_folder`) is one of them -- the same folder, not one whose
+    path merely ends alike (two projects' ``outputs/simcse``) -- with the final training metrics that run wrote
+    (:func:`final_metrics_differ`: a copy kept elsewhere naming the folder relative to another project). A Hub
+    checkpoint, or a record naming no folder, is taken as it is."""
+    local = Path(checkpoint).expanduser()
+    if not local.is_dir():
+        return None
     folders = run_folders(local)
     if Path(info_file).expanduser().resolve().parent in folders:
-        return True
-    path = Path(recorded).expanduser()
-    if path.is_absolute() or path.resolve() in folders:
-        return path.resolve() in folders
-    parts = Path(*(p for p in path.parts if p not in (".", ""))).parts
-    return ".." not in parts and any(folder.parts[-len(parts):] == parts for folder in folders if parts)
+        return None
+    run = record_run_folder(info, info_file)
+    if run is None:
+        return None
+    if run not in folders:
+        return f"is the record of the run in {run}, not of the checkpoint {checkpoint}"
+    if final_metrics_differ(info, run):
+        return (f"names the folder of the checkpoint's run ({run}), but its final training metrics are not those "
+                f"that run wrote ({TRAIN_RESULTS_FILE}): it is the record of another run in a folder of that name")
+    return None

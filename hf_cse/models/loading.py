@@ -35,6 +35,8 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 import torch
@@ -135,13 +137,23 @@ def encoder_class_of(encoder_config) -> type | None:
         return None
 
 
+@contextmanager
+def without_load_reports() -> Iterator[None]:
+    """transformers logs errors only (no load report) inside: for a load whose missing or unused weights (BERT's
+    pooler layer) are expected."""
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
 def load_encoder(name_or_path: str, config, **kwargs) -> PreTrainedModel:
     """The pretrained encoder, in fp32 unless ``dtype`` says otherwise (:func:`load_kwargs`) and without
     BERT's pretrained pooler layer (SimCSE trains without it)."""
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the dropped BERT pooler is expected, not worth a load report
     kwargs = {"config": config, "dtype": torch.float32, **kwargs}
-    try:
+    with without_load_reports():  # the dropped BERT pooler is expected, not worth a load report
         encoder_class = encoder_class_of(config)
         if encoder_class is not None:
             return AutoModel.from_pretrained(name_or_path, **without_pooler_kwargs(encoder_class), **kwargs)
@@ -149,8 +161,6 @@ def load_encoder(name_or_path: str, config, **kwargs) -> PreTrainedModel:
             return AutoModel.from_pretrained(name_or_path, add_pooling_layer=False, **kwargs)
         except TypeError:
             return AutoModel.from_pretrained(name_or_path, **kwargs)
-    finally:
-        hf_logging.set_verbosity(verbosity)
 
 
 def prepare_encoder(encoder: PreTrainedModel, config: PretrainedConfig) -> PreTrainedModel:

@@ -5,6 +5,8 @@ evaluation results recorded for another model, a training_info.json of another r
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 
 import pytest
@@ -172,7 +174,7 @@ def test_the_training_info_of_another_run_is_refused_before_loading(run, tmp_pat
     (other / "training_info.json").write_text(json.dumps(info))
     monkeypatch.setattr(export, "load_model", lambda *a: pytest.fail("the model was loaded"))
     err = cli_error(capsys, "ckpt", "st", "--training_info", "other_run/training_info.json")
-    assert "--training_info other_run/training_info.json is the record of the run in other_run," in err
+    assert f"--training_info other_run/training_info.json is the record of the run in {other.resolve()}," in err
     assert ("not of the checkpoint ckpt; give the training_info.json its run wrote, or leave --training_info "
             "out.") in err
     assert not (tmp_path / "st").exists()
@@ -181,8 +183,8 @@ def test_the_training_info_of_another_run_is_refused_before_loading(run, tmp_pat
 @pytest.mark.slow  # seven exports
 def test_the_training_info_of_the_checkpoints_own_run_is_taken(run, tmp_path, capsys, monkeypatch):
     """The run's own record is taken: from its folder (whatever it records: a run moved after training), for a
-    checkpoint-N of the run, and a copy elsewhere recording the run's folder (as written, relative or not); a record
-    naming no folder (written by hand) is taken as it is."""
+    checkpoint-N of the run, and a copy elsewhere recording the run's folder (as written, relative from the folder
+    the run started in, or not); a record naming no folder (written by hand) is taken as it is."""
     from hf_cse.cli.export import main
 
     ckpt, _ = run
@@ -205,10 +207,87 @@ def test_the_training_info_of_the_checkpoints_own_run_is_taken(run, tmp_path, ca
             info = {"training_args": {"output_dir": recorded}}
             assert "| Training sentences | 321 |" in card_of(checkpoint, elsewhere / "info.json", info)
     (tmp_path / "sub").mkdir()
-    monkeypatch.chdir(tmp_path / "sub")  # a relative folder recorded where the run started, read from elsewhere
-    info = {"training_args": {"output_dir": "ckpt"}}
+    monkeypatch.chdir(tmp_path / "sub")  # a relative folder recorded where the run started, read from elsewhere:
+    info = {"training_args": {"output_dir": "ckpt"}}  # sub/ckpt, not this run's (its path merely ends alike)
     elsewhere_file = elsewhere / "info.json"
     elsewhere_file.write_text(json.dumps({"data": {"source": "mine.txt", "num_sentences": 321}, **info}))
-    assert main([str(ckpt), str(tmp_path / "st2"), "--training_info", str(elsewhere_file)]) == 0
+    assert main([str(ckpt), str(tmp_path / "st2"), "--training_info", str(elsewhere_file)]) == 1
+    assert re.search(r"is the record of the run in \S*/sub/ckpt, not of the checkpoint", capsys.readouterr().err)
     monkeypatch.chdir(tmp_path)
     assert "| Training sentences | 321 |" in card_of(ckpt, elsewhere / "info.json", {})  # names no folder
+
+
+def like_named_runs(root, ckpt):
+    """Two projects' runs in ``outputs/simcse-infonce`` (each with its model, record and final metrics), and a copy
+    of project a's record kept outside it."""
+    runs = {}
+    for project, runtime in (("proj_a", 12.5), ("proj_b", 13.25)):
+        run = root / project / "outputs" / "simcse-infonce"
+        shutil.copytree(ckpt, run)
+        metrics = {"train_loss": 0.5, "train_runtime": runtime}
+        (run / "train_results.json").write_text(json.dumps(metrics))
+        info = {"data": {"source": f"{project}.txt"}, "training_args": {"output_dir": "outputs/simcse-infonce"},
+                "train_metrics": metrics}
+        (run / "training_info.json").write_text(json.dumps(info))
+        runs[project] = run
+    (root / "kept").mkdir()
+    shutil.copy(runs["proj_a"] / "training_info.json", root / "kept" / "proj_a_info.json")
+    return runs["proj_a"], runs["proj_b"], root / "kept" / "proj_a_info.json"
+
+
+def test_the_record_of_a_like_named_run_of_another_project_is_refused(run, tmp_path, capsys, monkeypatch):
+    """Two projects both training into outputs/simcse-infonce: the record of one is not the other's, however the
+    paths are spelled and wherever the export runs -- its own file (in its run folder), and a copy kept elsewhere
+    whose relative folder names the other project's run but whose final metrics are not that run's -- refused
+    before the model is loaded."""
+    import hf_cse.export.sentence_transformers as export
+
+    theirs, mine, kept = like_named_runs(tmp_path, run[0])
+    info = json.loads(kept.read_text())
+    monkeypatch.setattr(export, "load_model", lambda *a: pytest.fail("the model was loaded"))
+    for cwd, checkpoint in ((mine.parents[1], "outputs/simcse-infonce"), (tmp_path, mine)):
+        monkeypatch.chdir(cwd)
+        for given in (theirs / "training_info.json", os.path.relpath(theirs / "training_info.json", cwd)):
+            err = cli_error(capsys, checkpoint, "st", "--training_info", given)
+            assert "is the record of the run in" in err and "not of the checkpoint" in err
+            assert err.endswith("; give the training_info.json its run wrote, or leave --training_info out.")
+            from hf_cse.export.training_info import run_record_problem  # the whole line, its paths unshortened
+
+            assert run_record_problem(info, given, checkpoint) == (
+                f"is the record of the run in {theirs.resolve()}, not of the checkpoint {checkpoint}")
+    monkeypatch.chdir(mine.parents[1])  # the kept copy's outputs/simcse-infonce, read in project b, is b's folder
+    err = cli_error(capsys, "outputs/simcse-infonce", "st", "--training_info", kept)
+    assert "names the folder of the checkpoint's run" in err and "final training metrics are not those" in err
+    assert run_record_problem(info, kept, "outputs/simcse-infonce") == (
+        f"names the folder of the checkpoint's run ({mine.resolve()}), but its final training metrics are not those "
+        "that run wrote (train_results.json): it is the record of another run in a folder of that name")
+    assert not list(tmp_path.rglob("st"))
+
+
+def test_the_records_of_the_checkpoints_own_run_match_it(run, tmp_path, monkeypatch):
+    """What the command takes (run_record_problem None): the run's own file spelled relative or absolute, for the
+    run and a checkpoint-N of it; a run folder copied or moved elsewhere as a whole, with its own file; a kept copy
+    recording the folder absolute, or relative from the folder the run started in, with the run's final metrics;
+    a kept copy of a run that wrote no final metrics (older runs) by its folder alone."""
+    from hf_cse.export.training_info import run_record_problem
+
+    theirs, mine, kept = like_named_runs(tmp_path, run[0])
+    info_of = lambda path: json.loads(path.read_text())  # noqa: E731
+    shutil.copytree(theirs, theirs / "checkpoint-4", ignore=shutil.ignore_patterns("training_info.json"))
+    monkeypatch.chdir(theirs.parents[1])
+    own = theirs / "training_info.json"
+    for checkpoint in ("outputs/simcse-infonce", theirs, "outputs/simcse-infonce/checkpoint-4"):
+        for given in (own, "outputs/simcse-infonce/training_info.json", "./outputs/../outputs/simcse-infonce/"
+                      "training_info.json"):
+            assert run_record_problem(info_of(own), given, checkpoint) is None, (checkpoint, given)
+        assert run_record_problem(info_of(kept), kept, checkpoint) is None  # relative, from where the run started
+    copied = tmp_path / "archive" / "simcse-infonce-a"
+    shutil.copytree(theirs, copied)  # copied (or moved) as a whole: its own record goes with it
+    monkeypatch.chdir(tmp_path)
+    assert run_record_problem(info_of(own), copied / "training_info.json", copied) is None
+    absolute = {**info_of(kept), "training_args": {"output_dir": str(theirs)}}
+    assert run_record_problem(absolute, kept, theirs) is None
+    assert run_record_problem(absolute, kept, mine) is not None
+    (mine / "train_results.json").unlink()  # a run that wrote no final metrics: its folder alone decides
+    monkeypatch.chdir(mine.parents[1])
+    assert run_record_problem(info_of(kept), kept, "outputs/simcse-infonce") is None
