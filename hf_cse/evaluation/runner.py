@@ -91,7 +91,7 @@ def load_task_data(tasks: str | Sequence[str], data_dir=None, source: Source = "
         load_sts("STSBenchmark", data_dir, "test", source)
     for task in names:
         if task in TRANSFER_TASKS:
-            load_transfer_task(task, data_dir, source)
+            load_transfer_task(task, data_dir, source, mode)
 
 
 class _MemoEncode:
@@ -139,6 +139,7 @@ def evaluate(
     if mrpc_features not in MRPC_FEATURES:
         raise CSEError(f"Unknown MRPC features {mrpc_features!r}. Valid: {', '.join(MRPC_FEATURES)}.")
     names = parse_tasks(tasks)
+    load_task_data(names, data_dir, source, mode)  # every task's data read and checked before the first encoding
     describe = encoder.describe() if hasattr(encoder, "describe") else {"model": str(encoder)}
     details: dict = {}
     timing: dict = {}
