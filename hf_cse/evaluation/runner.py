@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..checks import resolved_path
 from ..errors import CSEError
 from .data import STS_TASKS, TRANSFER_TASKS, Mode, Source, load_sts
 from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
@@ -152,7 +153,7 @@ def evaluate(
         "sts_aggregation": sts_aggregation,
         "mrpc_features": mrpc_features,
         "senteval_source": source,
-        "senteval_data_dir": None if data_dir is None else str(data_dir),
+        "senteval_data_dir": resolved_path(None if data_dir is None else str(data_dir)),
         "sts_metric": "Spearman x 100 of cosine similarity",
         "transfer_metric": "accuracy x 100" + (" (dev)" if mode == "dev" else " (test)"),
     }

@@ -10,6 +10,7 @@ import math
 import pytest
 from eval_helpers import REPO, FakeEncoder, write_toy_senteval
 
+from hf_cse.cli import evaluate as eval_cli
 from hf_cse.evaluation import EvalResults, average_label, evaluate, summary_text, write_report
 from hf_cse.evaluation import data as D
 from hf_cse.evaluation.report import markdown_report
@@ -87,6 +88,18 @@ def test_the_runner_builds_the_record_in_todays_layout(tmp_path):
     assert partials[0]["unfinished_tasks"] == ["geometry", "retrieval", "MR", "CR"] and "avg" in partials[0]
     assert partials[-2]["unfinished_tasks"] == ["CR"] and "transfer_avg" not in partials[-2]
     assert "unfinished_tasks" not in record.to_dict() and len(extras["stsb_cosine"]) > 0
+
+
+def test_a_relative_senteval_folder_is_recorded_as_the_folder_it_names(tmp_path, monkeypatch):
+    """results.json's settings (the library's and run_eval's command) recorded senteval_data_dir as given."""
+    write_toy_senteval(tmp_path / "se")
+    monkeypatch.chdir(tmp_path)
+    folder = str((tmp_path / "se").resolve())
+    record, _ = evaluate(FakeEncoder(), "STSB", "se", mode="fast")
+    assert record.settings["senteval_data_dir"] == folder
+    (args,) = eval_cli.argument_parser().parse_args_into_dataclasses(
+        args=["--senteval_data_dir", "se", "--tasks", "STSB", "--output_dir", "ev"])
+    assert args.senteval_data_dir == args.result_settings()["senteval_data_dir"] == folder
 
 
 @pytest.mark.parametrize("tasks, label", [
