@@ -156,8 +156,25 @@ def test_models_that_share_a_folder_name_get_distinct_labels_in_results_md():
 
 def test_the_printout_lists_geometry_own_data_and_mteb():
     text = summary_text(EvalResults.from_dict(TODAY), "mine")
-    for line in ("alignment: 0.2134", "R@10: 80.4000", "mine_spearman: 70.25", "MTEB STS22: 61.00"):
+    for line in ("alignment: 0.2134", "R@10: 80.40", "mine_spearman: 70.25", "MTEB STS22: 61.00"):
         assert line in text.splitlines(), line
+
+
+def test_retrieval_and_geometry_have_the_same_decimals_in_the_printout_results_md_and_the_model_card():
+    """R@k printed 4 decimals (41.2346) where results.md wrote 2 (41.23) and the card 4 significant digits (41.23,
+    but 5.123): scores x 100 have two decimals everywhere, as the STS and transfer tables; alignment and uniformity
+    four."""
+    record = EvalResults.from_dict({**TODAY, "R@1": 41.234567, "R@5": 5.123456, "R@10": 100.0,
+                                    "alignment": 0.213456, "uniformity": -2.3})
+    expected = {"alignment": "0.2135", "uniformity": "-2.3000", "R@1": "41.23", "R@5": "5.12", "R@10": "100.00"}
+    printed = dict(line.split(": ") for line in summary_text(record).splitlines() if line.split(": ")[0] in expected)
+    md = markdown_report([record]).split("## Geometry and retrieval (STS-B test)")[1].strip().splitlines()
+    assert md[0] == "| model | alignment | uniformity | R@1 | R@5 | R@10 |"
+    in_md = dict(zip(expected, md[2].strip("| ").split(" | ")[1:]))
+    card = evaluation_section(record, "CLS")
+    in_card = {key: line.split(" | ")[1].rstrip(" |") for line in card.splitlines() for key in expected
+               if line.startswith(f"| `{key}` |")}
+    assert printed == in_md == in_card == expected
 
 
 def test_the_model_card_reads_a_results_file_and_labels_its_averages(tmp_path):
