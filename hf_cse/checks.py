@@ -20,6 +20,13 @@ def check_path_given(value, flag: str) -> None:
         raise InputError(f"{flag} is empty ({value!r}): an unset shell variable? Give a path.")
 
 
+def resolved_path(path):
+    """``path`` made absolute (against the current folder, links resolved), as a run records and compares the folders
+    and files it was given: one given relative once and absolute once, or reached from another folder, is the same.
+    None and an empty path are returned as they are (:func:`check_path_given` refuses the latter)."""
+    return str(Path(path).resolve()) if isinstance(path, (str, Path)) and str(path).strip() else path
+
+
 #: the name of :func:`check_writable`'s probe file begins so (a kill can leave one: the next run removes it)
 WRITE_PROBE_PREFIX = ".write-probe-"
 

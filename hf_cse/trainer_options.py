@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from .checks import resolved_path
 from .errors import CSEError
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -29,6 +30,7 @@ class TrainingOptions:
         values = {name: given[name] if given.get(name) is not None else getattr(training_args, name, default)
                   for name, default in vars(cls()).items()}
         values["cached_minibatch_size"] = values["cached_minibatch_size"] or None  # 0 = off
+        values["senteval_data_dir"] = resolved_path(values["senteval_data_dir"])
         from .evaluation.data import SOURCES
 
         if values["eval_source"] not in SOURCES:  # else a run would go on without its dev data

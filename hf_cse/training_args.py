@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
-from .checks import check_path_given
+from .checks import check_path_given, resolved_path
 from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
@@ -55,7 +55,8 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
                   "choices": ["auto", "on", "off"]},
     )
     senteval_data_dir: str | None = field(
-        default=None, metadata={"help": "SentEval data/downstream folder for STS-B dev evaluation during training."}
+        default=None, metadata={"help": "SentEval data/downstream folder for STS-B dev evaluation during training "
+                                        "(recorded resolved, as an absolute path, in training_info.json)."}
     )
     eval_source: str = field(
         default="local", metadata={"help": "local (senteval_data_dir) or hub."}
@@ -71,6 +72,9 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
 
     def __post_init__(self):
         check_path_given(self.output_dir, "output_dir")
+        # where the dev data came from, as training_info.json records it: the folder, not a path that means another
+        # folder from elsewhere
+        self.senteval_data_dir = resolved_path(self.senteval_data_dir)
         # before TrainingArguments checks bf16 / fp16 against the device (e.g. bf16 on a CPU needs use_cpu)
         values, self.precision, self.precision_reason = training_flags(
             self.precision, self.bf16, self.fp16, self.use_cpu, os.environ.get("ACCELERATE_MIXED_PRECISION"))

@@ -36,6 +36,7 @@ from hf_cse.checks import (
     check_path_given,
     check_writable,
     model_list,
+    resolved_path,
 )
 from hf_cse.cli import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
@@ -184,6 +185,7 @@ class EvalArguments(EvalDataArguments):
                 raise ValueError("--model_name_or_path is required (the packaged MiniLM is not installed).")
             models = [default]
         self.model_name_or_path = models
+        self.senteval_data_dir = resolved_path(self.senteval_data_dir)  # recorded (results.json) as the folder it is
         if self.output_dir is None:
             self.output_dir = str(default_eval_output_dir(models))
         senteval_tasks, self.mteb_tasks = split_mteb_tasks(self.tasks)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoints import checkpoint_problem, last_complete_checkpoint, training_run_files
-from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
+from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable, resolved_path
 from ..output_folder import (
     TOKENIZER_FILES,
     OutputFolderError,
@@ -267,6 +267,10 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
 
 
 # ------------------------------------------------------------------------------------------------- evaluation
+#: an evaluation's settings naming a path: compared resolved (given relative then, absolute now: the same folder)
+EVAL_PATH_SETTINGS = ("senteval_data_dir", "eval_file")
+
+
 @dataclass
 class Evaluation(_CommandJob):
     """An evaluation of ``models`` with ``settings`` (what shapes its results, JSON-safe; recorded in each results
@@ -325,7 +329,9 @@ class Evaluation(_CommandJob):
             recorded = (entry.get("settings") or {}).get("command")
             if not isinstance(recorded, dict):  # written by an older hf_cse: nothing tells it is the same
                 return ["its settings were not recorded"]
-            changed = _differences(recorded, json_safe(self.settings))
+            then, now = ({k: resolved_path(v) if k in EVAL_PATH_SETTINGS else v for k, v in settings.items()}
+                         for settings in (recorded, json_safe(self.settings)))
+            changed = _differences(then, now)
             if changed:
                 return changed
         return []

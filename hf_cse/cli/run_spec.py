@@ -23,6 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from ..checks import resolved_path
 from ..files import content_fingerprint
 from ..run_files import TRAIN_FILE_CONTENT
 from ..training_args import global_batch_size
@@ -37,10 +38,6 @@ SPEED_ONLY_CONFIG_FIELDS = ("padding_free",)
 #: config fields of the masked-LM auxiliary objective: they define nothing without ``do_mlm`` (and records written
 #: before it existed lack them), so they are fingerprinted only when it is on
 MLM_FIELDS = ("do_mlm", "mlm_weight", "mlm_probability")
-
-
-def _resolved(path: str | None) -> str | None:
-    return path and str(Path(path).resolve())
 
 
 #: DataArguments' fields that define the data (DataSpec's first fields are made from them: one declaration)
@@ -70,8 +67,8 @@ class DataSpec(_DataFlags):
         flags = {k: v for k, v in vars(data_args).items() if k not in SPEED_ONLY_DATA_FLAGS}
         return cls(**flags, streaming=bool(stream_args.streaming), train_files=files,
                    train_weights=tuple(stream_args.train_weights) if stream_args.train_weights else None,
-                   resolved_train_file=_resolved(data_args.train_file),
-                   resolved_train_files=tuple(_resolved(f) for f in files or ()))
+                   resolved_train_file=resolved_path(data_args.train_file),
+                   resolved_train_files=tuple(resolved_path(f) for f in files or ()))
 
     @property
     def pairs(self) -> bool:

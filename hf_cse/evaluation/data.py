@@ -254,6 +254,23 @@ _BINARY_FILES = {
 }
 
 
+#: the local file of each split of SST2, TREC and MRPC, under the SentEval folder
+SPLIT_FILES = {
+    "SST2": {split: f"SST/binary/sentiment-{split}" for split in ("train", "dev", "test")},
+    "TREC": {"train": "TREC/train_5500.label", "test": "TREC/TREC_10.label"},
+    "MRPC": {split: f"MRPC/msr_paraphrase_{split}.txt" for split in ("train", "test")},
+}
+
+
+def transfer_file(task: str, part, data_dir=None) -> Path:
+    """The local file of a transfer task that holds ``part``: a class (1 or 0) of MR/CR/SUBJ/MPQA (class 1 = the
+    first file), a split of SST2/TREC/MRPC."""
+    if task in _BINARY_FILES:
+        folder, pos_name, neg_name = _BINARY_FILES[task]
+        return _check_dir(data_dir) / folder / (pos_name if part == 1 else neg_name)
+    return _check_dir(data_dir) / SPLIT_FILES[task][part]
+
+
 def _sorted_by_length(sentences, labels) -> LabelledSentences:
     """SentEval's ``sorted(zip(samples, labels), key=lambda z: (len(z[0]), z[1]))`` (stable)."""
     toks = [s.split() for s in sentences]
@@ -296,7 +313,7 @@ def load_sst2(data_dir=None, source: Source = "local") -> dict[str, LabelledSent
         if source == "hub":
             out[split] = _sorted_by_length(*_hub_labelled("SST2", split))
             continue
-        path = _require("SST2", _check_dir(data_dir) / "SST" / "binary" / f"sentiment-{split}")
+        path = _require("SST2", transfer_file("SST2", split, data_dir))
         sents, labels = [], []
         for lineno, line in enumerate(read_lines(path), 1):
             if not line.strip():
@@ -313,11 +330,11 @@ def load_trec(data_dir=None, source: Source = "local") -> dict[str, LabelledSent
     """TREC coarse question types (6 classes, ``TREC_CLASSES`` order): ``{"train", "test"}``."""
     _check_source(source)
     out = {}
-    for split, fname in (("train", "train_5500.label"), ("test", "TREC_10.label")):
+    for split in ("train", "test"):
         if source == "hub":
             out[split] = _sorted_by_length(*_hub_labelled("TREC", split))
             continue
-        path = _require("TREC", _check_dir(data_dir) / "TREC" / fname)
+        path = _require("TREC", transfer_file("TREC", split, data_dir))
         sents, labels = [], []
         for lineno, line in enumerate(read_lines(path, "latin-1"), 1):
             if not line.strip():
@@ -343,7 +360,7 @@ def load_mrpc(data_dir=None, source: Source = "local") -> dict[str, LabelledPair
             c1, c2, cl = HUB_DATASETS["MRPC"]["columns"]
             a, b, y = list(ds[c1]), list(ds[c2]), [int(v) for v in ds[cl]]
         else:
-            path = _require("MRPC", _check_dir(data_dir) / "MRPC" / f"msr_paraphrase_{split}.txt")
+            path = _require("MRPC", transfer_file("MRPC", split, data_dir))
             a, b, y = [], [], []
             for lineno, line in enumerate(read_lines(path), 1):
                 if lineno == 1 or not line.strip():  # header

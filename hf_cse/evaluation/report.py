@@ -18,7 +18,7 @@ from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 from .dimensions import dimension_rows
 from .figures import plot_alignment_uniformity, plot_cosine_buckets, plot_score_by_dimension, plot_task_comparison
 from .mteb_tasks import MTEB_FOLDER_MARK
-from .results import RETRIEVAL_KEYS, EvalResults, model_labels, short_name
+from .results import GEOMETRY_KEYS, RETRIEVAL_KEYS, EvalResults, model_labels, score_text, short_name
 from .sts import format_sts_table
 from .transfer import format_transfer_table
 
@@ -62,8 +62,8 @@ def model_folder(output_dir, index: int, name: str, several: bool) -> Path:
 
 
 # --------------------------------------------------------------------------------------------- markdown
-def _fmt(v, digits=2) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -107,9 +107,8 @@ def markdown_report(results: Sequence[EvalResults]) -> str:
         out += [_md_table(header, rows), "", *notes]
     if any(r.alignment is not None or r.retrieval for r in results):
         out += ["## Geometry and retrieval (STS-B test)", ""]
-        header = ["model", "alignment", "uniformity", *RETRIEVAL_KEYS]
-        rows = [[n, _fmt(r.alignment, 4), _fmt(r.uniformity, 4)] + [_fmt(r.retrieval.get(k)) for k in RETRIEVAL_KEYS]
-                for n, r in zip(names, results)]
+        header = ["model", *GEOMETRY_KEYS, *RETRIEVAL_KEYS]
+        rows = [[n, *(score_text(k, v) for k, v in _geometry_and_retrieval(r).items())] for n, r in zip(names, results)]
         out += [_md_table(header, rows), ""]
     out += _own_and_mteb_sections(names, results)
     out += _dimension_sections(names, results)
@@ -168,6 +167,12 @@ def _dimension_sections(names: Sequence[str], results: Sequence[EvalResults]) ->
     return out
 
 
+def _geometry_and_retrieval(r: EvalResults) -> dict[str, float | None]:
+    """Alignment, uniformity, R@1, R@5, R@10 (None where not measured), in the order results.md and the printout show
+    them."""
+    return {"alignment": r.alignment, "uniformity": r.uniformity, **{k: r.retrieval.get(k) for k in RETRIEVAL_KEYS}}
+
+
 # --------------------------------------------------------------------------------------------- printout
 def summary_text(results: EvalResults, eval_name: str | None = None) -> str:
     """What ``run_eval.py`` prints for one model: the STS and transfer tables (labelled averages), geometry and
@@ -178,8 +183,8 @@ def summary_text(results: EvalResults, eval_name: str | None = None) -> str:
         lines.append(format_sts_table(results.to_dict()))
     if results.transfer_avg is not None:
         lines.append(format_transfer_table(results.to_dict()))
-    values = {"alignment": results.alignment, "uniformity": results.uniformity, **results.retrieval}
-    lines += [f"{key}: {value:.4f}" for key, value in values.items() if value is not None]
+    lines += [f"{key}: {score_text(key, value)}" for key, value in _geometry_and_retrieval(results).items()
+              if value is not None]
     own = {k: v for k, v in (results.own_data or {}).items()
            if k == f"{eval_name}_spearman" or eval_name is None and k.endswith("_spearman")}
     lines += [f"{key}: {value:.2f}" for key, value in own.items()]

@@ -23,6 +23,8 @@ from ..errors import CSEError
 from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 
 RETRIEVAL_KEYS = ("R@1", "R@5", "R@10")
+#: the entries that are no score x 100 (a distance, a log-potential): written with four decimals, not two
+GEOMETRY_KEYS = ("alignment", "uniformity")
 STS_AVG_LABEL = "STS Avg."
 TRANSFER_AVG_LABEL = "Transfer Avg."
 #: results.json's single-number entries, and the rest of its known keys (any other key is kept in ``extra``)
@@ -37,6 +39,13 @@ def average_label(tasks: Sequence[str]) -> str:
     if set(tasks) == set(TRANSFER_TASKS):
         return TRANSFER_AVG_LABEL
     return f"Avg ({', '.join(TABLE_NAMES.get(t, t) for t in tasks)})"
+
+
+def score_text(key: str, value: float | None) -> str:
+    """A number of the results as results.md, the printout and the model card write it: two decimals for a score x 100
+    (STS, transfer, R@k, MTEB, the user's pairs), as the papers' tables; four for alignment and uniformity; '-' for
+    None."""
+    return "-" if value is None else f"{value:.{4 if key in GEOMETRY_KEYS else 2}f}"
 
 
 def text_table(columns: Sequence[str], values: Sequence[float | None], name: str | None = None) -> str:

@@ -16,7 +16,8 @@ FIX = "fix or remove that line, or get the file again with SentEval's data/downs
 
 
 class SentEvalDataError(CSEError, FileNotFoundError):
-    """A task's data file is missing or malformed; the message names the task or file (and line) and the fix.
+    """A task's data file is missing, malformed or too small for its protocol; the message names the task or file
+    (and line) and the fix.
 
     A ``FileNotFoundError`` for a missing file and a ``ValueError`` for a malformed one, so callers catching either
     see it."""

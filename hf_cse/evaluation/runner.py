@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..checks import resolved_path
 from ..errors import CSEError
 from .data import STS_TASKS, TRANSFER_TASKS, Mode, Source, load_sts
 from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
@@ -91,7 +92,7 @@ def load_task_data(tasks: str | Sequence[str], data_dir=None, source: Source = "
         load_sts("STSBenchmark", data_dir, "test", source)
     for task in names:
         if task in TRANSFER_TASKS:
-            load_transfer_task(task, data_dir, source)
+            load_transfer_task(task, data_dir, source, mode)
 
 
 class _MemoEncode:
@@ -139,6 +140,7 @@ def evaluate(
     if mrpc_features not in MRPC_FEATURES:
         raise CSEError(f"Unknown MRPC features {mrpc_features!r}. Valid: {', '.join(MRPC_FEATURES)}.")
     names = parse_tasks(tasks)
+    load_task_data(names, data_dir, source, mode)  # every task's data read and checked before the first encoding
     describe = encoder.describe() if hasattr(encoder, "describe") else {"model": str(encoder)}
     details: dict = {}
     timing: dict = {}
@@ -151,7 +153,7 @@ def evaluate(
         "sts_aggregation": sts_aggregation,
         "mrpc_features": mrpc_features,
         "senteval_source": source,
-        "senteval_data_dir": None if data_dir is None else str(data_dir),
+        "senteval_data_dir": resolved_path(None if data_dir is None else str(data_dir)),
         "sts_metric": "Spearman x 100 of cosine similarity",
         "transfer_metric": "accuracy x 100" + (" (dev)" if mode == "dev" else " (test)"),
     }

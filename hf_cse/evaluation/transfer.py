@@ -26,6 +26,7 @@ Each task's sentences are embedded once; classifiers train on the cached feature
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Callable, Literal, Sequence, get_args
 
@@ -34,13 +35,31 @@ import torch
 from sklearn.model_selection import StratifiedKFold
 
 from ..errors import CSEError
-from .data import TABLE_NAMES, TRANSFER_TASKS, TREC_CLASSES, Mode, Source, load_binary, load_mrpc, load_sst2, load_trec
+from .data import (
+    TABLE_NAMES,
+    TRANSFER_TASKS,
+    TREC_CLASSES,
+    Mode,
+    Source,
+    load_binary,
+    load_mrpc,
+    load_sst2,
+    load_trec,
+    transfer_file,
+)
+from .hub_data import HUB_DATASETS
 from .logreg import FAST_CONFIG, MODE_CONFIGS, TEST_CONFIG, BatchedLogReg, ClassifierConfig, Fit, accuracy
 from .results import average_label, text_table
+from .rowcheck import SentEvalDataError
 
 logger = logging.getLogger(__name__)
 
 L2_GRID = (1e-5, 1e-4, 1e-3, 1e-2)
+#: the share of its training rows a final fit holds out to stop early (SentEval's validation_split)
+VALIDATION_SPLIT = 0.05
+#: the fewest training rows that hold out one row at VALIDATION_SPLIT (fewer: the classifier is never trained)
+MIN_FIT_ROWS = math.ceil(1 / VALIDATION_SPLIT)
+BINARY_TASKS = ("MR", "CR", "SUBJ", "MPQA")
 #: MRPC's pair features (see the module docstring)
 MrpcFeatures = Literal["senteval", "full"]
 MRPC_FEATURES: tuple[str, ...] = get_args(MrpcFeatures)
@@ -48,8 +67,9 @@ MRPC_FEATURES: tuple[str, ...] = get_args(MrpcFeatures)
 __all__ = [  # the classifier (hf_cse.evaluation.logreg) is part of this module's interface too
     "FAST_CONFIG", "L2_GRID", "MODE_CONFIGS", "MRPC_FEATURES", "TEST_CONFIG", "BatchedLogReg", "ClassifierConfig",
     "Fit",
-    "evaluate_transfer", "format_transfer_table", "inner_kfold_classifier", "inner_kfold_plan", "kfold_classifier",
-    "load_transfer_task", "mrpc_features", "resolve_transfer_tasks", "run_transfer_task", "split_classifier",
+    "check_transfer_sizes", "evaluate_transfer", "format_transfer_table", "inner_kfold_classifier",
+    "inner_kfold_plan", "kfold_classifier", "load_transfer_task", "mrpc_features", "resolve_transfer_tasks",
+    "run_transfer_task", "split_classifier",
 ]
 
 
@@ -92,7 +112,7 @@ def inner_kfold_classifier(X, y, nclasses, config: ClassifierConfig, regs=L2_GRI
         inner_acc[o, r, j] = a
     scores = np.round(100 * inner_acc.mean(-1), 2)  # (outer, reg)
     best = scores.argmax(1)
-    final = [Fit(tr, regs[best[o]], validation_split=0.05) for o, (tr, _) in enumerate(outer)]
+    final = [Fit(tr, regs[best[o]], validation_split=VALIDATION_SPLIT) for o, (tr, _) in enumerate(outer)]
     W, b, _ = engine.fit(final)
     test = accuracy(engine.X, engine.y, W, b, [te for _, te in outer])
     test_scores = np.round(100 * test, 2)
@@ -117,7 +137,7 @@ def kfold_classifier(Xtr, ytr, Xte, yte, nclasses, config: ClassifierConfig, reg
     _, _, acc = engine.fit(fits)
     scores = np.round(100 * acc.reshape(len(regs), len(folds)).mean(1), 2)
     best = int(scores.argmax())
-    W, b, _ = engine.fit([Fit(np.arange(ntr), regs[best], validation_split=0.05)])
+    W, b, _ = engine.fit([Fit(np.arange(ntr), regs[best], validation_split=VALIDATION_SPLIT)])
     with torch.no_grad():
         logits = engine.X[ntr:] @ W[0] + b[0]
     yhat = logits.argmax(-1).numpy()
@@ -184,15 +204,71 @@ def _embed(encode, *sentence_lists):
     return [emb[[index[s] for s in sents]] for sents in sentence_lists]
 
 
-def load_transfer_task(task: str, data_dir=None, source: str = "local"):
-    """The parsed (and checked) data of one transfer task; cached by the readers, so reading them up front costs
-    nothing later."""
-    if task in ("MR", "CR", "SUBJ", "MPQA"):
-        return load_binary(task, data_dir, source)
-    loaders = {"SST2": load_sst2, "TREC": load_trec, "MRPC": load_mrpc}
-    if task not in loaders:
-        raise CSEError(f"Unknown transfer task {task!r}. Valid transfer tasks: {', '.join(TRANSFER_TASKS)}.")
-    return loaders[task](data_dir, source)
+def load_transfer_task(task: str, data_dir=None, source: str = "local", mode: Mode = "test"):
+    """The parsed (and checked) data of one transfer task, big enough for its protocol in ``mode``
+    (:func:`check_transfer_sizes`); cached by the readers, so reading them up front costs nothing later."""
+    if mode not in MODE_CONFIGS:
+        raise CSEError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODE_CONFIGS)}.")
+    if task in BINARY_TASKS:
+        data = load_binary(task, data_dir, source)
+    else:
+        loaders = {"SST2": load_sst2, "TREC": load_trec, "MRPC": load_mrpc}
+        if task not in loaders:
+            raise CSEError(f"Unknown transfer task {task!r}. Valid transfer tasks: {', '.join(TRANSFER_TASKS)}.")
+        data = loaders[task](data_dir, source)
+    check_transfer_sizes(task, data, mode, data_dir, source)
+    return data
+
+
+def _fewest(enough: Callable[[int], bool]) -> int:
+    """The smallest n >= 1 that is ``enough``."""
+    n = 1
+    while not enough(n):
+        n += 1
+    return n
+
+
+def check_transfer_sizes(task: str, data, mode: Mode = "test", data_dir=None, source: str = "local") -> None:
+    """Refuse a task's data too small for its protocol in ``mode`` (a ``SentEvalDataError`` naming the file, the
+    sizes and what the protocol needs), before anything is encoded: scikit-learn's folds would fail, or a fit would
+    hold out no row and never train. SentEval's own files are far larger; a toy copy of them is what this catches.
+
+    * MR, CR, SUBJ, MPQA (k-fold, a k-fold inside each training part): each class needs a k-fold of the fewest
+      rows a test fold leaves it (n - ceil(n / k) >= k), and each training part ``MIN_FIT_ROWS`` rows;
+    * TREC, MRPC (k-fold on train): each class of train needs k rows, train ``MIN_FIT_ROWS``; test one row;
+    * SST2 (train / dev / test): one row in each split."""
+    k = MODE_CONFIGS[mode].kfold
+
+    def where(part) -> str:
+        if source == "hub":
+            return f"the Hub data set {HUB_DATASETS[task]['repo']}" + ("" if task in BINARY_TASKS else f" ({part})")
+        return str(transfer_file(task, part, data_dir))
+
+    fix = f"add rows, or use SentEval's own {task} files (data/downstream/get_transfer_data.bash)."
+    if task in BINARY_TASKS:
+        counts = np.bincount(data.labels, minlength=2)
+        small = int(counts.argmin())
+        per_class = _fewest(lambda n: n - math.ceil(n / k) >= k)
+        in_all = _fewest(lambda n: n - math.ceil(n / k) >= MIN_FIT_ROWS)
+        if counts[small] < per_class or counts.sum() < in_all:
+            raise SentEvalDataError(
+                f"{task}: {counts[small]} rows in the smallest class, of {where(small)}, {counts.sum()} in all; "
+                f"mode={mode!r} ({k}-fold, a {k}-fold inside each training part) needs {per_class} of each class "
+                f"and {in_all} in all: {fix}")
+        return
+    splits = ("train", "dev", "test") if task == "SST2" else ("train", "test")
+    for split in splits:
+        if len(data[split].labels) == 0:
+            raise SentEvalDataError(f"{task}: {where(split)} (its {split} split) holds no row: {fix}")
+    if task == "SST2":
+        return
+    train = data["train"].labels
+    smallest = int(np.unique(train, return_counts=True)[1].min())
+    if smallest < k or len(train) < MIN_FIT_ROWS:
+        raise SentEvalDataError(
+            f"{task}: {smallest} rows in the smallest class of {where('train')}, {len(train)} in all; "
+            f"mode={mode!r} ({k}-fold cross-validation on this train split) needs {k} of each class and "
+            f"{MIN_FIT_ROWS} in all: {fix}")
 
 
 def run_transfer_task(
@@ -205,8 +281,8 @@ def run_transfer_task(
         raise CSEError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODE_CONFIGS)}.")
     config = MODE_CONFIGS[mode]
     t0 = time.perf_counter()
-    data = load_transfer_task(task, data_dir, source)
-    if task in ("MR", "CR", "SUBJ", "MPQA"):
+    data = load_transfer_task(task, data_dir, source, mode)
+    if task in BINARY_TASKS:
         (X,) = _embed(encode, data.sentences)
         t1 = time.perf_counter()
         out = inner_kfold_classifier(X, data.labels, 2, config)
@@ -256,6 +332,8 @@ def evaluate_transfer(
     tasks = resolve_transfer_tasks(tasks)
     if mrpc_feature_set not in MRPC_FEATURES:
         raise CSEError(f"Unknown MRPC features {mrpc_feature_set!r}. Valid: {', '.join(MRPC_FEATURES)}.")
+    for task in tasks:  # every task's data read and checked before the first is encoded (cached: read once)
+        load_transfer_task(task, data_dir, source, mode)
     encode = encoder.encode if hasattr(encoder, "encode") else encoder
     results: dict = {}
     details: dict = {}

@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import CSEError, PathNotFoundError
 from ..evaluation.data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 from ..evaluation.hub_data import HUB_DATASETS
-from ..evaluation.results import EvalResults
+from ..evaluation.results import EvalResults, score_text
 from .text import fmt, is_number, kv_table, table
 
 
@@ -131,9 +131,9 @@ def evaluation_section(results: EvalResults, pooling: str, dev: Mapping[str, Any
         parts += ["", "SentEval transfer tasks (accuracy x 100, logistic regression on frozen embeddings):", "",
                   _score_table(results, transfer, scores.get("transfer_avg"), results.transfer_avg_label)]
     known = set(STS_TASKS) | set(TRANSFER_TASKS) | {"avg", "transfer_avg"}
-    other = {k: v for k, v in scores.items() if k not in known}
+    other = {k: score_text(k, v) for k, v in scores.items() if k not in known}  # as results.md writes them
     if other:
-        parts += ["", "Other scores:", "", kv_table(("Metric", "Value"), other, value_fmt=lambda v: f"{v:.4g}")]
+        parts += ["", "Other scores:", "", kv_table(("Metric", "Value"), other, value_fmt=str)]
     if results.dimensions:
         parts += ["", "By embedding dimension (the first d coordinates, as `truncate_dim=d` serves them; "
                   "`run_eval.py --truncate_dims`):", "", _dimension_table(results)]

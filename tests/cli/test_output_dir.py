@@ -290,6 +290,29 @@ def test_the_same_evaluation_stopped_early_is_finished_and_another_ones_partial_
         claim(tmp_path / "f", overwrite=True, models=["a"])
 
 
+@pytest.mark.parametrize("setting", ["senteval_data_dir", "eval_file"])
+def test_a_path_given_relative_then_and_absolute_now_is_the_same_evaluation(tmp_path, monkeypatch, setting):
+    """The partial results recorded senteval_data_dir "senteval" (as given, or by an earlier hf_cse); the same command
+    given the folder's absolute path (or from another folder) was refused as one with other settings."""
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    (tmp_path / "senteval").mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "ev"
+    out.mkdir()
+    _results(out, ["a"], unfinished=["MR"], settings={**EVAL_SETTINGS, setting: "senteval"})
+    claim(out, overwrite=False, models=["a"], settings={**EVAL_SETTINGS, setting: str(tmp_path / "senteval")})
+    assert not (out / "results.json").exists()  # the same evaluation: finished by this one
+    _results(out, ["a"], unfinished=["MR"], settings={**EVAL_SETTINGS, setting: str(tmp_path / "senteval")})
+    monkeypatch.chdir(tmp_path / "work")
+    claim(out, overwrite=False, models=["a"], settings={**EVAL_SETTINGS, setting: "../senteval"})
+    assert not (out / "results.json").exists()
+    _results(out, ["a"], unfinished=["MR"], settings={**EVAL_SETTINGS, setting: str(tmp_path / "senteval")})
+    with pytest.raises(InputError, match=f"other settings \\({setting}: "):  # another folder is another evaluation
+        claim(out, overwrite=False, models=["a"], settings={**EVAL_SETTINGS, setting: "senteval"})
+    assert (out / "results.json").is_file()
+
+
 @pytest.mark.parametrize("settings, changed", [
     ({"tasks": ["STSBenchmark"], "mode": "test", "pooler": "avg"}, "mode: 'fast' then, 'test' now; pooler: None then, "
                                                                    "'avg' now"),

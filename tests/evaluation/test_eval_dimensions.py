@@ -47,11 +47,29 @@ def test_truncated_encoder_and_bad_lists():
     assert cut.encode(["a b", "c"]).shape == (2, 3)
     np.testing.assert_array_equal(cut.encode(["c"])[0], fake.vector("c")[:3])
     assert parse_truncate_dims("64,256,128") == [256, 128, 64]
+    assert parse_truncate_dims(" 64 256, 128 ") == parse_truncate_dims([64, 256, 128]) == [256, 128, 64]
+    assert parse_truncate_dims(None) == []
     for bad in ("64,x", "0", "8,8"):
         with pytest.raises(InputError, match="truncate_dims"):
             parse_truncate_dims(bad)
+    for empty in ("", ",", " ", " , ", []):  # were taken as no sizes: an evaluation without the cut scores asked for
+        with pytest.raises(InputError, match=r"^truncate_dims .* names no dimension; give one or more distinct "
+                                             r"dimensions >= 1, e\.g\. 256,128,64, or leave it out"):
+            parse_truncate_dims(empty)
     with pytest.raises(InputError, match="have 8 dimensions"):
         TruncatedEncoder(fake, 16).encode(["a"])
+
+
+@pytest.mark.parametrize("empty", ["", ",", " "])
+def test_run_eval_refuses_truncate_dims_that_name_no_dimension(empty, tmp_path, capsys):
+    """``--truncate_dims ''`` ran the evaluation without the cut scores asked for; now one line, before any model."""
+    out = tmp_path / "ev"
+    assert eval_cli.main(["--truncate_dims", empty, "--tasks", "STSB", "--output_dir", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"hf-cse-eval: error: --truncate_dims {empty!r} names no dimension; "
+                                               "give one or more distinct dimensions >= 1, e.g. 256,128,64, or leave "
+                                               "it out to score the full embeddings only.")
+    assert not out.exists()
 
 
 def test_the_record_keeps_the_dimensions_and_results_md_tables_them():

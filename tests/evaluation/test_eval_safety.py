@@ -59,6 +59,24 @@ def test_missing_task_file_is_refused_before_any_encoding(tiny_bert_dir, senteva
     assert not (out / "results.json").exists()
 
 
+def test_task_too_small_for_its_folds_is_refused_before_any_encoding(tiny_bert_dir, senteval, tmp_path, capsys,
+                                                                    no_model_loading):
+    """A toy MR of 4 lines per class: one line naming the file, the sizes and the folds (was scikit-learn's
+    StratifiedKFold traceback, after the model was loaded and the earlier tasks were encoded)."""
+    small = tmp_path / "senteval"
+    shutil.copytree(senteval, small)
+    for name in ("rt-polarity.pos", "rt-polarity.neg"):
+        path = small / "MR" / name
+        path.write_text("\n".join(path.read_text(encoding="latin-1").splitlines()[:4]) + "\n", encoding="latin-1")
+    out = tmp_path / "out"
+    code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", small,
+                    "--tasks", "transfer", "--output_dir", out)
+    line = one_line(err)
+    assert code == 1 and "MR: 4 rows in the smallest class, of /" in line and "/MR/rt-polarity." in line
+    assert "8 in all; --mode 'fast' (5-fold, a 5-fold inside each training part) needs 7 of each class" in line
+    assert "SentEval's own MR files" in line and not (out / "results.json").exists()
+
+
 def test_malformed_task_file_is_refused_before_any_encoding(tiny_bert_dir, senteval, tmp_path, capsys,
                                                             no_model_loading):
     bad = tmp_path / "senteval"

@@ -1,5 +1,5 @@
 """Transfer tasks: the batched classifier against a literal port of SentEval's PyTorch classifier, fold
-plans, toy tasks well above chance, MRPC features."""
+plans, toy tasks well above chance, MRPC features, data too small for a protocol refused before any encoding."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import torch
 from eval_helpers import FakeEncoder, write_toy_senteval
 
 from hf_cse.evaluation import data as D
+from hf_cse.evaluation import evaluate
+from hf_cse.evaluation.rowcheck import SentEvalDataError
 from hf_cse.evaluation.transfer import (
     FAST_CONFIG,
     BatchedLogReg,
@@ -195,3 +197,61 @@ def test_evaluate_transfer_on_toy_folder(tmp_path):
     assert format_transfer_table(dev).splitlines()[0].split()[-2:] == ["Avg", "(MR)"]
     with pytest.raises(ValueError, match="Valid transfer tasks"):
         evaluate_transfer(enc, ["SNLI"], root)
+
+
+def _keep_lines(path, n: int, header: int = 0) -> None:
+    """Keep the first ``header`` + ``n`` lines of a toy file."""
+    lines = path.read_text(encoding="latin-1").splitlines()
+    path.write_text("\n".join(lines[: header + n]) + "\n", encoding="latin-1")
+
+
+@pytest.mark.parametrize("mode, needs", [("test", "mode='test' (10-fold, a 10-fold inside each training part) needs "
+                                                  "12 of each class and 23 in all"),
+                                         ("fast", "mode='fast' (5-fold, a 5-fold inside each training part) needs "
+                                                  "7 of each class and 25 in all")], ids=["test", "fast"])
+def test_binary_task_too_small_for_its_folds_is_refused_before_encoding(tmp_path, mode, needs):
+    """A toy MR of 4 lines per class ended in scikit-learn's StratifiedKFold ValueError after CR was encoded and
+    scored; now one line names the task, the file, the sizes and what the folds need, before any encoding."""
+    D.clear_cache()
+    root = write_toy_senteval(tmp_path / "se")
+    for name in ("rt-polarity.pos", "rt-polarity.neg"):
+        _keep_lines(root / "MR" / name, 4)
+    enc = FakeEncoder()
+    with pytest.raises(SentEvalDataError) as err:
+        evaluate_transfer(enc, ["CR", "MR"], root, mode=mode)
+    message = str(err.value)
+    assert "\n" not in message and enc.calls == []
+    assert message.startswith(f"MR: 4 rows in the smallest class, of {root / 'MR' / 'rt-polarity.'}")
+    assert f"8 in all; {needs}: add rows, or use SentEval's own MR files" in message
+    with pytest.raises(SentEvalDataError, match="^MR: 4 rows"):  # the runner: before STS-B is encoded too
+        evaluate(enc, "STSB,MR", root, mode=mode)
+    assert enc.calls == []
+
+
+FOLDS_NEED = "mode='fast' (5-fold cross-validation on this train split) needs 5 of each class and 20 in all"
+
+
+@pytest.mark.parametrize("task, file, rows, needs", [
+    ("TREC", "TREC/train_5500.label", 3, "3 rows in the smallest class of {file}, 18 in all; " + FOLDS_NEED),
+    ("MRPC", "MRPC/msr_paraphrase_train.txt", 8, "4 rows in the smallest class of {file}, 8 in all; " + FOLDS_NEED),
+    ("MRPC", "MRPC/msr_paraphrase_test.txt", 0, "{file} (its test split) holds no row"),
+    ("SST2", "SST/binary/sentiment-dev", 0, "{file} (its dev split) holds no row"),
+    ("SST2", "SST/binary/sentiment-train", 0, "{file} (its train split) holds no row"),
+], ids=["TREC-train", "MRPC-train", "MRPC-test", "SST2-dev", "SST2-train"])
+def test_split_task_too_small_is_refused_before_encoding(tmp_path, task, file, rows, needs):
+    """TREC / MRPC with fewer train rows than the folds ended in scikit-learn's ValueError, an empty MRPC test split
+    in f1_score's; an empty SST2 split gave a NaN or meaningless accuracy. Now one line, before any encoding."""
+    D.clear_cache()
+    root = write_toy_senteval(tmp_path / "se")
+    file = root / file
+    if task == "TREC":  # every class: 3 of the toy's 6 questions
+        lines = file.read_text(encoding="latin-1").splitlines()
+        file.write_text("\n".join(line for i, line in enumerate(lines) if i % 6 < 3) + "\n", encoding="latin-1")
+    else:
+        _keep_lines(file, rows, header=int(task == "MRPC"))
+    enc = FakeEncoder()
+    with pytest.raises(SentEvalDataError) as err:
+        evaluate_transfer(enc, ["MR", task], root, mode="fast")
+    assert str(err.value) == (f"{task}: {needs.format(file=file)}: add rows, or use SentEval's own {task} files "
+                              "(data/downstream/get_transfer_data.bash).")
+    assert enc.calls == []

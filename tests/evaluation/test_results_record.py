@@ -10,6 +10,7 @@ import math
 import pytest
 from eval_helpers import REPO, FakeEncoder, write_toy_senteval
 
+from hf_cse.cli import evaluate as eval_cli
 from hf_cse.evaluation import EvalResults, average_label, evaluate, summary_text, write_report
 from hf_cse.evaluation import data as D
 from hf_cse.evaluation.report import markdown_report
@@ -89,6 +90,18 @@ def test_the_runner_builds_the_record_in_todays_layout(tmp_path):
     assert "unfinished_tasks" not in record.to_dict() and len(extras["stsb_cosine"]) > 0
 
 
+def test_a_relative_senteval_folder_is_recorded_as_the_folder_it_names(tmp_path, monkeypatch):
+    """results.json's settings (the library's and run_eval's command) recorded senteval_data_dir as given."""
+    write_toy_senteval(tmp_path / "se")
+    monkeypatch.chdir(tmp_path)
+    folder = str((tmp_path / "se").resolve())
+    record, _ = evaluate(FakeEncoder(), "STSB", "se", mode="fast")
+    assert record.settings["senteval_data_dir"] == folder
+    (args,) = eval_cli.argument_parser().parse_args_into_dataclasses(
+        args=["--senteval_data_dir", "se", "--tasks", "STSB", "--output_dir", "ev"])
+    assert args.senteval_data_dir == args.result_settings()["senteval_data_dir"] == folder
+
+
 @pytest.mark.parametrize("tasks, label", [
     (D.STS_TASKS, "STS Avg."),
     (("STSBenchmark", "SICKRelatedness"), "Avg (STS-B, SICK-R)"),
@@ -143,8 +156,25 @@ def test_models_that_share_a_folder_name_get_distinct_labels_in_results_md():
 
 def test_the_printout_lists_geometry_own_data_and_mteb():
     text = summary_text(EvalResults.from_dict(TODAY), "mine")
-    for line in ("alignment: 0.2134", "R@10: 80.4000", "mine_spearman: 70.25", "MTEB STS22: 61.00"):
+    for line in ("alignment: 0.2134", "R@10: 80.40", "mine_spearman: 70.25", "MTEB STS22: 61.00"):
         assert line in text.splitlines(), line
+
+
+def test_retrieval_and_geometry_have_the_same_decimals_in_the_printout_results_md_and_the_model_card():
+    """R@k printed 4 decimals (41.2346) where results.md wrote 2 (41.23) and the card 4 significant digits (41.23,
+    but 5.123): scores x 100 have two decimals everywhere, as the STS and transfer tables; alignment and uniformity
+    four."""
+    record = EvalResults.from_dict({**TODAY, "R@1": 41.234567, "R@5": 5.123456, "R@10": 100.0,
+                                    "alignment": 0.213456, "uniformity": -2.3})
+    expected = {"alignment": "0.2135", "uniformity": "-2.3000", "R@1": "41.23", "R@5": "5.12", "R@10": "100.00"}
+    printed = dict(line.split(": ") for line in summary_text(record).splitlines() if line.split(": ")[0] in expected)
+    md = markdown_report([record]).split("## Geometry and retrieval (STS-B test)")[1].strip().splitlines()
+    assert md[0] == "| model | alignment | uniformity | R@1 | R@5 | R@10 |"
+    in_md = dict(zip(expected, md[2].strip("| ").split(" | ")[1:]))
+    card = evaluation_section(record, "CLS")
+    in_card = {key: line.split(" | ")[1].rstrip(" |") for line in card.splitlines() for key in expected
+               if line.startswith(f"| `{key}` |")}
+    assert printed == in_md == in_card == expected
 
 
 def test_the_model_card_reads_a_results_file_and_labels_its_averages(tmp_path):

@@ -252,7 +252,7 @@ def test_card_has_the_runs_hyperparameters_scores_and_valid_yaml(tiny_bert_dir, 
     # scores
     assert "| 68.41 | 82.37 | 74.28 | 80.91 | 78.56 | 76.85 | 72.23 | 76.23 |" in card
     assert "| 81.18 | 86.46 | 94.45 | 88.88 | 85.50 | 89.80 | 74.43 | 85.81 |" in card
-    assert "| `alignment` | 0.2134 |" in card and "| `uniformity` | -2.31 |" in card and "9.5" not in card
+    assert "| `alignment` | 0.2134 |" in card and "| `uniformity` | -2.3100 |" in card and "9.5" not in card
     assert "mode = test, sts_aggregation = all, pooler = cls_before_pooler" in card and "secret_dir" not in card
     assert 'SentenceTransformer("someone/gs-infonce-tiny")' in card
     assert "| transformers |" in card and "| sentence-transformers |" in card and "| hf_cse |" in card

@@ -8,9 +8,11 @@ from helpers import random_sentences, tiny_args, tiny_train_dataset
 from transformers import AutoTokenizer
 
 from hf_cse.data import PairCollator, TwoViewCollator, load_pair_dataset, tokenize_pair_dataset
+from hf_cse.export.training_info import training_info_from_run
 from hf_cse.models import DiffCSEModel, SimCSEModel
 from hf_cse.precision import PrecisionError
 from hf_cse.trainer import ContrastiveTrainer
+from hf_cse.trainer_options import TrainingOptions
 from hf_cse.training_args import ContrastiveTrainingArguments
 
 
@@ -27,6 +29,24 @@ def test_the_first_argument_is_the_output_folder_and_precision_is_resolved(tmp_p
     assert bf16.bf16 and bf16.precision == "bf16"
     with pytest.raises(PrecisionError, match="needs a GPU"):
         ContrastiveTrainingArguments(str(tmp_path / "out"), precision="fp16", use_cpu=True)
+
+
+def test_a_relative_senteval_data_dir_is_recorded_as_the_folder_it_names(tmp_path, monkeypatch):
+    """training_info.json recorded senteval_data_dir as given ("../senteval"), a path that names another folder (or
+    none) from anywhere but the folder the run started in."""
+    (tmp_path / "senteval").mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    folder = str((tmp_path / "senteval").resolve())
+    args = _args(tmp_path, senteval_data_dir="../senteval")
+    assert args.senteval_data_dir == folder
+    info = training_info_from_run(args)
+    assert info["training_args"]["senteval_data_dir"] == folder
+    # the trainer's own keyword (plain TrainingArguments have no such field) reads the same folder
+    assert TrainingOptions.from_args(tiny_args(tmp_path / "plain"), senteval_data_dir="../senteval").senteval_data_dir \
+        == folder
+    assert _args(tmp_path).senteval_data_dir is None and _args(tmp_path, senteval_data_dir=folder).senteval_data_dir \
+        == folder
 
 
 def test_the_trainer_takes_its_options_from_the_arguments_and_the_old_keywords_win(tiny_bert_dir, sentences,
