@@ -41,7 +41,7 @@ from hf_cse.checks import (
 from hf_cse.cli import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder
-from hf_cse.cli.output_dir import default_eval_output_dir, prepare_eval_output_dir
+from hf_cse.cli.eval_output_dir import default_eval_output_dir, prepare_eval_output_dir
 from hf_cse.cli.preflight import check_min_seq_length
 from hf_cse.cli.user_modules import import_module_field, import_user_modules, requested_modules
 from hf_cse.encoders import packaged_encoder_path

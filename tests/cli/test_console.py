@@ -19,7 +19,8 @@ from helpers import hang_timeout, random_sentences, scored_pairs_file
 from hf_cse.checks import InputError
 from hf_cse.cli import evaluate as eval_cli
 from hf_cse.cli.console import FILTERED_LOG_NOTICES, FILTERED_WARNINGS, setup_console
-from hf_cse.cli.output_dir import default_eval_output_dir, prepare_output_dir
+from hf_cse.cli.eval_output_dir import default_eval_output_dir
+from hf_cse.cli.output_dir import prepare_output_dir
 from hf_cse.encoders import packaged_encoder_path
 from hf_cse.evaluation.before_after import logged_evaluation
 

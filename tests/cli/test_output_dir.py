@@ -11,7 +11,8 @@ from helpers import train_args
 
 from hf_cse.checks import InputError
 from hf_cse.cli import train as train_cli
-from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_eval_output_dir, prepare_output_dir
+from hf_cse.cli.eval_output_dir import prepare_eval_output_dir
+from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
 from hf_cse.trainer import ContrastiveTrainer
 

@@ -1,0 +1,165 @@
+"""The output folder of the evaluation command (``hf-cse-eval``), the second job kind of the one output-folder policy
+(:mod:`hf_cse.cli.output_dir` has the policy's summary and the training job): another evaluation's results are
+refused; the partial results of the same command (the same models and settings), stopped before it finished, are
+replaced (the same command finishes it); files that are not results are left alone. A training run's folder is
+refused, and the default folder is chosen beside the model evaluated."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..checkpoints import training_run_files
+from ..checks import resolved_path
+from ..output_folder import OutputFolderError, claim_output_dir
+from ..run_files import TRAINING_INFO_FILE
+from ..writing import json_safe
+from .output_dir import OVERWRITE_FLAG, CommandJob, setting_differences
+
+logger = logging.getLogger(__name__)
+
+#: an evaluation's settings naming a path: compared resolved (given relative then, absolute now: the same folder)
+EVAL_PATH_SETTINGS = ("senteval_data_dir", "eval_file")
+
+
+@dataclass
+class Evaluation(CommandJob):
+    """An evaluation of ``models`` with ``settings`` (what shapes its results, JSON-safe; recorded in each results
+    entry's ``settings["command"]``): the same command, stopped before it finished, left results of the same models
+    and settings (a task in ``unfinished_tasks``, or fewer models than asked)."""
+
+    models: list[str]
+    settings: dict[str, Any] = field(default_factory=dict)
+    folder_hint: str = "give a folder for results.json, results.md and the plots"
+
+    def check(self, out: Path) -> None:
+        """Not into a training run's folder: results there would mix with the run's files (which its
+        --overwrite_output_dir removes), and an unfinished run's relaunch would refuse to resume it."""
+        run = training_run_files(out)
+        finished = (out / TRAINING_INFO_FILE).exists()
+        if run and not finished:
+            raise OutputFolderError(f"--output_dir {out} holds an unfinished training run ({', '.join(run[:2])}): "
+                                    "results there would stop the same training command from resuming it. Choose "
+                                    f"another folder, e.g. {out.name}-eval beside it.")
+        if finished:
+            raise OutputFolderError(f"--output_dir {out} is a finished training run's folder ({TRAINING_INFO_FILE}): "
+                                    "results there would mix with the run's files. Choose another folder, e.g. "
+                                    f"{out / EVAL_FOLDER} (the default for this run's model).")
+
+    def left_behind(self, out: Path) -> list[str]:
+        from ..evaluation.report import report_files  # the evaluation stack: not for the training checks
+
+        return [str(p.relative_to(out)) for p in report_files(out)]
+
+    def own_files(self, out: Path, left: list[str]) -> list[str]:
+        return left
+
+    def remove(self, out: Path, names: list[str]) -> None:
+        from ..evaluation.report import remove_report_files
+
+        remove_report_files(out)
+
+    def _partial_entries(self, out: Path) -> list[dict] | None:
+        """The entries of ``out``'s results.json when they are partial results of the same models, else None."""
+        try:
+            saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        entries = saved.get("models", [saved]) if isinstance(saved, dict) else []
+        entries = [e for e in entries if isinstance(e, dict)]
+        names = [e.get("model") for e in entries]
+        if not names or names != list(self.models[:len(names)]):
+            return None
+        unfinished = len(names) < len(self.models) or any(e.get("unfinished_tasks") for e in entries)
+        return entries if unfinished else None
+
+    def changed_settings(self, entries: list[dict]) -> list[str]:
+        """How the settings recorded with the partial results differ from this evaluation's (all of them when
+        none were recorded)."""
+        for entry in entries:
+            recorded = (entry.get("settings") or {}).get("command")
+            if not isinstance(recorded, dict):  # written by an older hf_cse: nothing tells it is the same
+                return ["its settings were not recorded"]
+            then, now = ({k: resolved_path(v) if k in EVAL_PATH_SETTINGS else v for k, v in settings.items()}
+                         for settings in (recorded, json_safe(self.settings)))
+            changed = setting_differences(then, now)
+            if changed:
+                return changed
+        return []
+
+    def continue_interrupted(self, out: Path, left: list[str]) -> bool:
+        """The same evaluation's partial results are replaced (evaluating again finishes it); another evaluation's
+        results, or the partial results of the same models with other settings, are refused."""
+        entries = self._partial_entries(out)
+        if entries is None:
+            raise OutputFolderError(f"--output_dir {out} already holds the results of an evaluation "
+                                    f"({', '.join(left[:3])}{', ...' if len(left) > 3 else ''}); pass "
+                                    f"{OVERWRITE_FLAG} to replace them, or choose another folder.")
+        changed = self.changed_settings(entries)
+        if changed:
+            diffs = "; ".join(changed[:2])
+            raise OutputFolderError(f"--output_dir {out} holds the partial results of an evaluation with other "
+                                    f"settings ({diffs[:100] + '...' if len(diffs) > 100 else diffs}): rerun that "
+                                    f"command to finish it, pass {OVERWRITE_FLAG} to start over, or choose another "
+                                    "folder.")
+        logger.warning("%s holds the partial results of the same evaluation, stopped before it finished: "
+                       "evaluating again to finish it", out)
+        self.remove(out, left)
+        return True
+
+
+#: the folder of the results of a model folder's evaluation, inside it; and of the others under the current folder
+EVAL_FOLDER, EVAL_RESULTS_DIR = "eval", "eval_results"
+
+
+def _is_run_folder(folder: Path) -> bool:
+    return bool(training_run_files(folder)) or (folder / TRAINING_INFO_FILE).is_file()
+
+
+def _beside_local_model(model: Path) -> Path:
+    """``<model>/eval``; for a part of a training run (its export, a checkpoint) ``<run>/eval-<part>``, so that a
+    run's --overwrite_output_dir, which removes its parts, keeps the results; and beside an unfinished run's folder
+    (``<run>-eval...``), since files in it would stop that run from resuming."""
+    run = model if _is_run_folder(model) else model.parent if _is_run_folder(model.parent) else None
+    if run is None:
+        return model / EVAL_FOLDER
+    inside = EVAL_FOLDER if run == model else f"{EVAL_FOLDER}-{model.name}"
+    return run / inside if (run / TRAINING_INFO_FILE).is_file() else run.parent / f"{run.name}-{inside}"
+
+
+def _model_name(model: str) -> str:
+    """A folder name for ``model``: the packaged encoder's name, a folder's name, a Hub id with ``--`` for ``/``."""
+    from ..encoders import DEFAULT_ENCODER_HUB_ID, is_packaged_encoder
+
+    path = Path(model).expanduser()
+    if path.exists():
+        return Path(DEFAULT_ENCODER_HUB_ID).name if is_packaged_encoder(path) else path.resolve().name
+    return model.replace("/", "--")
+
+
+def default_eval_output_dir(models: Sequence[str]) -> Path:
+    """Where ``hf-cse-eval`` writes without ``--output_dir``: next to the one model it scores when that is a folder
+    of one's own (:func:`_beside_local_model`), else ``eval_results/<model name>`` under the current folder (a Hub
+    id, the packaged default encoder, several models: ``eval_results/<name>+<name>``). Two models never share a
+    folder by default; a folder holding another evaluation's results is still refused."""
+    from ..encoders import is_packaged_encoder
+
+    if len(models) == 1:
+        path = Path(models[0]).expanduser()
+        if path.is_dir() and not is_packaged_encoder(path):
+            return _beside_local_model(path)
+    return Path(EVAL_RESULTS_DIR) / "+".join(_model_name(m) for m in models)
+
+
+def prepare_eval_output_dir(output_dir: str, overwrite: bool, models: Sequence[str] = (),
+                            settings: dict[str, Any] | None = None) -> Path:
+    """Evaluation's output folder (module doc), created and locked for the rest of the evaluation (the caller's
+    entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`). ``settings``: what shapes the
+    results besides the models (:class:`Evaluation`)."""
+    out, _ = claim_output_dir(output_dir, Evaluation(list(models), dict(settings or {})), flag="--output_dir",
+                              overwrite=overwrite, hold=True)
+    return out
