@@ -208,6 +208,9 @@ class SentenceEncoder:
                 name_or_path, revision=revision, trust_remote_code=trust_remote_code
             )
             model.to(device)
+        from ..models.loading import bidirectional_as_saved
+
+        bidirectional_as_saved(model)  # a bidirectional decoder's export or a copy of it, whatever its attention
         model.eval()
         return cls(
             model,

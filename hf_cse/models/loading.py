@@ -24,6 +24,9 @@ letting every token attend to every other): transformers builds decoder masks wi
 ``masking_utils.create_causal_mask`` / ``create_sliding_window_causal_mask``, which return a bidirectional
 (padding-only) mask when ``config.is_causal`` is False, and its attention modules pass their own ``is_causal``
 attribute to SDPA / flash attention. Setting both turns the model bidirectional without any copied model code.
+A load of the saved encoder reads ``is_causal: false`` from its ``config.json`` but sets the modules' flags again;
+transformers 5.24 passes ``config.is_causal`` to every attention call ahead of those flags, so the load attends both
+ways (:func:`follows_saved_is_causal` checks it; exports pin eager attention where it fails, :mod:`hf_cse.export`).
 Architectures whose modeling module builds its masks with those functions take it (Llama, Mistral, Mixtral,
 Qwen2/3, Gemma 1/2/3, Phi-3, GPT-2, OPT, GPT-NeoX, Falcon, ... in transformers 5; tested for Llama, Mistral,
 Qwen2, Gemma and GPT-2 under sdpa and eager); others (Mamba, Llama 4's chunked attention...) are refused.
@@ -47,6 +50,7 @@ from ..encoders import without_pooler_kwargs
 from ..errors import CSEError
 from ..precision import DTYPES
 from .fast_dropout import install_fast_dropout
+from .modes import eval_mode
 from .padding_free import install_packed_attention
 
 EncoderDtype = Literal["fp32", "bf16", "fp16"]
@@ -125,6 +129,41 @@ def make_bidirectional(encoder: torch.nn.Module) -> int:
             module.is_causal = False
             changed += 1
     return changed
+
+
+def bidirectional_as_saved(model: torch.nn.Module) -> int:
+    """Clear the attention modules' ``is_causal`` flags of every transformers model inside ``model`` whose config
+    says ``is_causal = False`` (a bidirectional encoder loaded from its folder, e.g. by sentence-transformers): the
+    same computation whether or not transformers passes ``config.is_causal`` on to SDPA / flash attention
+    (:func:`follows_saved_is_causal`). Returns the number of attention modules changed."""
+    changed = 0
+    for module in model.modules():
+        if isinstance(module, PreTrainedModel) and getattr(module.config, "is_causal", True) is False:
+            changed += make_bidirectional(module)
+    return changed
+
+
+def follows_saved_is_causal(encoder: PreTrainedModel) -> bool:
+    """Whether ``encoder``, loaded from a folder whose ``config.json`` says ``is_causal: false`` (a load sets its
+    attention modules' own ``is_causal`` flags again), attends both ways on a batch without padding, where the mask
+    builders return no mask and SDPA / flash attention follow an ``is_causal`` flag. transformers 5.24 passes
+    ``config.is_causal`` to every attention call (``merge_with_config_defaults``), ahead of the module's flag; a
+    version or architecture that does not would attend causally there. Checked by running a few tokens with the
+    flags as loaded and with them cleared (:func:`make_bidirectional`); the flags are restored."""
+    flagged = [m for m in encoder.modules() if getattr(m, "is_causal", None) is True]
+    if not flagged:
+        return True
+    ids = torch.arange(2, 10, device=encoder.device).clamp(max=encoder.config.vocab_size - 1).unsqueeze(0)
+    with eval_mode(encoder), torch.no_grad():
+        as_loaded = encoder(input_ids=ids, attention_mask=torch.ones_like(ids))[0].float()
+        for module in flagged:
+            module.is_causal = False
+        try:
+            cleared = encoder(input_ids=ids, attention_mask=torch.ones_like(ids))[0].float()
+        finally:
+            for module in flagged:
+                module.is_causal = True
+    return (as_loaded - cleared).abs().max().item() <= 1e-2 * cleared.abs().max().item()
 
 
 def encoder_class_of(encoder_config) -> type | None:
