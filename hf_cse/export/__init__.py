@@ -7,11 +7,13 @@ What the export holds (written with sentence-transformers' own modules, so loadi
 no ``trust_remote_code``):
 
 * ``Transformer``: the trained encoder (``model.encoder``, LoRA adapters merged into its weights: a plain model
-  that loads without peft; a bidirectional decoder pinned to eager attention) and its tokenizer; ``max_seq_length``
-  is the encoder's limit (``max_position_embeddings`` minus RoBERTa's position offset, capped at 512), not the
-  training length 32; a ``max_seq_length`` given must lie in [2, that limit uncapped] and leave a token of the text
-  beside the special tokens and the prompt (the rules training follows: :func:`hf_cse.encoders.seq_length_problem`,
-  :func:`hf_cse.data.check_room_for_text`).
+  that loads without peft; a bidirectional decoder's ``config.json`` says ``is_causal: false``, which a load and a
+  copy sentence-transformers saves keep: eager attention is pinned only where the installed transformers does not
+  follow it on batches without padding, :func:`hf_cse.export.modules.pin_eager_where_needed`) and its tokenizer;
+  ``max_seq_length`` is the encoder's limit (``max_position_embeddings`` minus RoBERTa's position offset, capped at
+  512), not the training length 32; a ``max_seq_length`` given must lie in [2, that limit uncapped] and leave a
+  token of the text beside the special tokens and the prompt (the rules training follows:
+  :func:`hf_cse.encoders.seq_length_problem`, :func:`hf_cse.data.check_room_for_text`).
 * ``Pooling``: what the method uses at test time (``config.test_pooler``): ``cls_before_pooler``/``cls`` -> CLS
   token, ``avg`` -> mean over tokens, ``max`` -> max over tokens, ``last`` -> last token (``lasttoken``)
   (``hf_cse.models.pooling.ST_POOLING_MODES``). The model's ``prompt`` is the export's default prompt.

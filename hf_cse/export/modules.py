@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ..model_card import resolve_base_model
-from ..models.loading import without_load_reports
+from ..models.loading import follows_saved_is_causal, without_load_reports
 from ..models.lora import adapter_settings
 from .errors import ExportError
 
@@ -34,9 +34,11 @@ def projector_to_dense(projector: nn.Module) -> list[nn.Module]:
 
 
 def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: list, max_seq_length: int,
-                  prompt: str | None = None, normalize: bool = False, own=None) -> tuple[int, list[str]]:
+                  prompt: str | None = None, normalize: bool = False,
+                  own=None) -> tuple[int, list[str], bool]:
     """Save Transformer + Pooling (+ Dense) (+ Normalize) as a sentence-transformers model in ``folder``; returns the
-    Transformer's dimension and the names of the pooler weights it added (:func:`fill_unused_pooler`). The encoder goes
+    Transformer's dimension, the names of the pooler weights it added (:func:`fill_unused_pooler`) and whether it
+    pinned a bidirectional decoder to eager attention (:func:`pin_eager_where_needed`). The encoder goes
     through a staging folder because sentence-transformers builds its Transformer module from a path. ``encoder``
     must be a plain transformers model (LoRA adapters merged: :func:`hf_cse.models.lora.merged_encoder`); ``prompt``
     becomes the export's default prompt. ``own``: the method's own input and pooling modules
@@ -48,20 +50,16 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
     staging = folder / ".encoder"
     encoder.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
-    model_kwargs = {}
-    if getattr(encoder.config, "is_causal", True) is False:
-        # a bidirectional decoder (hf_cse.models.loading): its config.json keeps is_causal = False, but a fresh load
-        # sets the attention modules' own is_causal flag again, which SDPA / flash attention follow when a batch
-        # has no padding; eager attention follows the (bidirectional) mask alone
-        model_kwargs = {"attn_implementation": "eager"}
-    # built as every later load builds it (AutoModel: BERT's with the pooler layer hf_cse trains without, whose
-    # weights are missing here, as expected, and filled below)
+    # built as every later load builds it, a copy sentence-transformers saves included (AutoModel with transformers'
+    # default attention: BERT's with the pooler layer hf_cse trains without, whose weights are missing here, as
+    # expected, and filled below)
     with without_load_reports():
         if own is None:
-            transformer = Transformer(str(staging), max_seq_length=max_seq_length, model_kwargs=model_kwargs)
+            transformer = Transformer(str(staging), max_seq_length=max_seq_length)
         else:
-            transformer = own.build_transformer(str(staging), max_seq_length, model_kwargs)
+            transformer = own.build_transformer(str(staging), max_seq_length, {})
     filled = fill_unused_pooler(transformer.auto_model, encoder)
+    model_kwargs = pin_eager_where_needed(transformer.auto_model)
     dim = transformer.get_embedding_dimension()
     pooling = Pooling(dim, pooling_mode=pooling_mode) if own is None else own.pooling
     modules = [transformer, pooling, *dense, *([Normalize()] if normalize else [])]
@@ -78,7 +76,19 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
         data = json.loads(st_config.read_text())
         data["model_kwargs"] = model_kwargs
         st_config.write_text(json.dumps(data, indent=4) + "\n")
-    return dim, filled
+    return dim, filled, bool(model_kwargs)
+
+
+def pin_eager_where_needed(loaded) -> dict:
+    """The ``model_kwargs`` a bidirectional decoder's export needs: none where transformers follows the
+    ``is_causal: false`` of its ``config.json`` on batches without padding (transformers 5.24: every architecture
+    hf_cse turns bidirectional), so the export and every copy sentence-transformers saves of it load alike;
+    otherwise eager attention, which follows the (bidirectional) mask alone (:func:`follows_saved_is_causal`),
+    set on ``loaded`` too. A copy loses that setting: the card says so (``EAGER_NOTE``)."""
+    if getattr(loaded.config, "is_causal", True) is not False or follows_saved_is_causal(loaded):
+        return {}
+    loaded.set_attn_implementation("eager")
+    return {"attn_implementation": "eager"}
 
 
 def fill_unused_pooler(loaded: nn.Module, trained: nn.Module) -> list[str]:

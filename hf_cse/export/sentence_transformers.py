@@ -48,6 +48,13 @@ OWN_CODE_NOTE = ("* **Custom modules**: the input and pooling modules are this f
 POOLER_NOTE = ("* **Pooler layer**: the encoder's `pooler` layer (`pooler_output`; `AutoModel` builds one for this "
                "architecture) was not trained and is no part of the embedding; it holds fixed weights (identity "
                "matrix, zero bias), so that every load finds all weights.")
+#: the card's line for a bidirectional decoder pinned to eager attention (modules.pin_eager_where_needed)
+EAGER_NOTE = ("* **Attention**: this bidirectional encoder loads with eager attention (`model_kwargs` of "
+              "`sentence_bert_config.json`): the transformers it was exported with attends causally on a batch "
+              "without padding under SDPA / flash attention, whatever `is_causal: false` in `config.json` says. "
+              "sentence-transformers does not keep `model_kwargs` when it saves a copy: load a copy with "
+              "`SentenceTransformer(copy, model_kwargs={\"attn_implementation\": \"eager\"})` (hf_cse's own loaders "
+              "need nothing).")
 MAX_EXPORT_LENGTH = 512  # the export's default truncation cap, whatever longer positions the encoder has
 
 
@@ -132,8 +139,8 @@ def to_sentence_transformer(
     with atomic_output_dir(out_dir, overwrite) as tmp:
         dense = projector_to_dense(model.projector) if with_projector else []
         encoder = merged_encoder(model.encoder)  # LoRA adapters merged: a plain model that loads without peft
-        dim, pooler_filled = write_modules(tmp, encoder, tokenizer, pooling_mode, dense, int(max_seq_length),
-                                           config.prompt, config.normalize, own)
+        dim, pooler_filled, eager_pinned = write_modules(tmp, encoder, tokenizer, pooling_mode, dense,
+                                                         int(max_seq_length), config.prompt, config.normalize, own)
         (tmp / HF_CSE_CONFIG_FILE).write_text(json.dumps(public_config_dict(config), indent=2, sort_keys=True) + "\n")
         if verify:
             verify_export(tmp, model, tokenizer, pooling_mode, with_projector, int(max_seq_length),
@@ -156,7 +163,8 @@ def to_sentence_transformer(
                 "unsupervised results without it (`cls_before_pooler`)."
                 if keep_projector and not uses_projector else "",
                 OWN_CODE_NOTE if own is not None else "",
-                POOLER_NOTE if pooler_filled else "") if line),
+                POOLER_NOTE if pooler_filled else "",
+                EAGER_NOTE if eager_pinned else "") if line),
         }
         card_inputs = {"model_id": repo_id or str(out_dir), "export": export, "eval_results": eval_results,
                        "training_info": training_info, "title": card_title(repo_id)}

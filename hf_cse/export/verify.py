@@ -43,6 +43,10 @@ def verify_export(folder: Path, model, tokenizer, pooling_mode: str, with_projec
     st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=trust_remote_code)
     got = st.encode(list(PROBE_SENTENCES), convert_to_tensor=True, show_progress_bar=False).float().cpu()
     want = reference_embeddings(model, tokenizer, PROBE_SENTENCES, pooling_mode, with_projector, max_length)
+    # and one sentence alone: a batch without padding, where a decoder's attention follows an is_causal flag
+    alone = PROBE_SENTENCES[:1]
+    got = torch.cat([got, st.encode(list(alone), convert_to_tensor=True, show_progress_bar=False).float().cpu()])
+    want = torch.cat([want, reference_embeddings(model, tokenizer, alone, pooling_mode, with_projector, max_length)])
     if got.shape != want.shape:
         raise ExportError(f"export check failed: sentence-transformers gives shape {tuple(got.shape)}, the model "
                           f"{tuple(want.shape)}. This is a bug in hf_cse.export.")
