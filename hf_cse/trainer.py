@@ -127,6 +127,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                            "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
         prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
+        self._options = options  # what the run's record says it scored on (save_run)
         self._batch_sampler: NoDuplicatesBatchSampler | None = None
         self._collator_draws = CollatorDraws()  # each batch's draws its own, in workers too (hf_cse.collator_rng)
         self._log_window = LogWindow()  # a logging window across a checkpoint (hf_cse.log_window)
@@ -297,8 +298,9 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         logger.info("saved %s model to %s", model.config.method, output_dir)
 
         def export() -> None:
-            info = training_info_from_run(self.args, data=data, train_metrics=self.train_metrics, preset=preset,
-                                          precision=describe(self.precision), dev=self.dev and self.dev.as_dict())
+            info = self._options.recorded(training_info_from_run(
+                self.args, data=data, train_metrics=self.train_metrics, preset=preset,
+                precision=describe(self.precision), dev=self.dev and self.dev.as_dict()))
             # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
             # the full model save_model just gathered and wrote
             sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled
