@@ -22,7 +22,7 @@ from .checks import check_path_given
 from .collator_rng import CollatorDraws
 from .cuda_graphs import CudaGraphStep
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad, main_process_outcome
-from .errors import CSEError
+from .errors import CSEError, unwrapped_from_worker
 from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
 from .folder_lock import folder_held
 from .log_window import LogWindow
@@ -209,7 +209,13 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         ``max_steps``, as it checks the step count only after a step."""
         resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
         with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
-            output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)
+            try:
+                output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)
+            except CSEError as err:  # e.g. a streamed file's bad line, read by a DataLoader worker
+                raised = unwrapped_from_worker(err)
+                if raised is err:
+                    raise
+                raise raised from err
             self._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would
             self.train_metrics = dict(output.metrics)
             if self.evaluator is not None:
