@@ -12,6 +12,7 @@ into its command-line flag (``--cached_minibatch_size``) and prints the message 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
@@ -34,6 +35,30 @@ class CSEError(ValueError):
 class PathNotFoundError(CSEError, FileNotFoundError):
     """A file or folder the caller named does not exist (or is not what was asked for); a ``FileNotFoundError`` too."""
 
+
+#: how torch's DataLoader re-raises the error of a worker process (or of its pin-memory thread) in the main process: an
+#: exception of the same type made from one message, this heading and the worker's whole traceback, whose last line
+#: is the original message (``torch.utils.data._utils.ExceptionWrapper.reraise``)
+_WORKER_HEADING = re.compile(r"Caught (\w+) [^\n]*\.\nOriginal Traceback \(most recent call last\):\n")
+
+
+def unwrapped_from_worker(err: CSEError) -> CSEError:
+    """``err`` as it was raised, where torch's DataLoader re-raised it from a worker process (``dataloader_num_workers``
+    > 0): a new error of its type with the original message (one line again, not a traceback squeezed into one),
+    caused by ``err`` (``HF_CSE_DEBUG=1`` shows the worker's traceback). ``err`` itself otherwise. The ``fields`` of
+    the original do not cross the process boundary (torch passes the type and the text alone)."""
+    text = str(err)
+    heading = _WORKER_HEADING.match(text)
+    if heading is None or heading.group(1) != type(err).__name__:
+        return err
+    cls = type(err)
+    name = cls.__qualname__ if cls.__module__ in ("__main__", "builtins") else f"{cls.__module__}.{cls.__qualname__}"
+    at = text.rfind(f"\n{name}: ")  # the last exception of the traceback (after any it was raised from)
+    if at < heading.end() - 1:
+        return err
+    original = cls(text[at + len(name) + 3:].strip())
+    original.__cause__ = err
+    return original
 
 
 def raised_on_every_process(err: BaseException) -> BaseException:

@@ -23,36 +23,7 @@ from torch import nn
 
 from .errors import CSEError
 from .losses.base import LossOutput
-
-#: the flags' and config fields' names (one home: the config, the export and the card read them)
-DIMS_FIELD, WEIGHTS_FIELD = "matryoshka_dims", "matryoshka_weights"
-
-
-def parse_int_list(value: Any, name: str = DIMS_FIELD) -> list[int] | None:
-    """``"384,256,128"`` (the command line's form), ``[384, 256, 128]`` or None -> a list of ints (or None)."""
-    return _parse_list(value, name, int)
-
-
-def parse_float_list(value: Any, name: str = WEIGHTS_FIELD) -> list[float] | None:
-    return _parse_list(value, name, float)
-
-
-def _parse_list(value: Any, name: str, kind: type) -> list | None:
-    if value is None:
-        return None
-    items = value.replace(",", " ").split() if isinstance(value, str) else value
-    try:
-        if isinstance(items, str | bytes) or not isinstance(items, Sequence):
-            raise TypeError
-        out = []
-        for item in items:
-            if isinstance(item, bool) or (kind is int and isinstance(item, float) and not item.is_integer()):
-                raise TypeError
-            out.append(kind(item))
-    except (TypeError, ValueError):
-        raise CSEError(f"{name} must be a comma-separated list of {kind.__name__}s (e.g. 384,256,128,64), "
-                       f"got {value!r}.") from None
-    return out
+from .number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_float_list, parse_int_list
 
 
 def check_matryoshka(dims: Any, weights: Any = None, hidden_size: int = 0) -> tuple[list[int] | None,

@@ -22,7 +22,7 @@ from .checks import check_path_given
 from .collator_rng import CollatorDraws
 from .cuda_graphs import CudaGraphStep
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad, main_process_outcome
-from .errors import CSEError
+from .errors import CSEError, unwrapped_from_worker
 from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
 from .folder_lock import folder_held
 from .log_window import LogWindow
@@ -127,6 +127,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                            "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
         prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
+        self._options = options  # what the run's record says it scored on (save_run)
         self._batch_sampler: NoDuplicatesBatchSampler | None = None
         self._collator_draws = CollatorDraws()  # each batch's draws its own, in workers too (hf_cse.collator_rng)
         self._log_window = LogWindow()  # a logging window across a checkpoint (hf_cse.log_window)
@@ -208,7 +209,13 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         ``max_steps``, as it checks the step count only after a step."""
         resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
         with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
-            output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)
+            try:
+                output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)
+            except CSEError as err:  # e.g. a streamed file's bad line, read by a DataLoader worker
+                raised = unwrapped_from_worker(err)
+                if raised is err:
+                    raise
+                raise raised from err
             self._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would
             self.train_metrics = dict(output.metrics)
             if self.evaluator is not None:
@@ -297,8 +304,9 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         logger.info("saved %s model to %s", model.config.method, output_dir)
 
         def export() -> None:
-            info = training_info_from_run(self.args, data=data, train_metrics=self.train_metrics, preset=preset,
-                                          precision=describe(self.precision), dev=self.dev and self.dev.as_dict())
+            info = self._options.recorded(training_info_from_run(
+                self.args, data=data, train_metrics=self.train_metrics, preset=preset,
+                precision=describe(self.precision), dev=self.dev and self.dev.as_dict()))
             # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
             # the full model save_model just gathered and wrote
             sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from ..checks import InputError
 from ..losses import available_losses, get_loss_class, loss_hyperparameters
-from ..matryoshka import parse_float_list, parse_int_list
+from ..number_lists import parse_float_list, parse_int_list
 from ..objectives import DCL, dcl_defaults, objective
 
 #: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder, pooler_source)

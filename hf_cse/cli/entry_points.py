@@ -7,7 +7,8 @@ command's parser description (:mod:`.parser_cache`: shipped in the package, or w
 ``--help``; an empty path, an unknown flag, a value argparse refuses, a count or optimizer value the Trainer would
 misread; the paths that name nothing (``--train_file``, a model folder, the checkpoint to export); a training
 ``--output_dir`` that holds a finished run or files no run writes; a value typed for the chosen loss's
-hyperparameters that breaks the loss's rules (:mod:`hf_cse.hyperparameter_rules`). Then the module's ``main``
+hyperparameters that breaks the loss's rules (:mod:`hf_cse.hyperparameter_rules`); an evaluation's
+``--truncate_dims`` that is no list of distinct dimensions (:mod:`hf_cse.number_lists`). Then the module's ``main``
 runs, which checks everything again. Where no description is valid (hf_cse or its requirements changed since it
 was written) the module is imported first, to build the parser and write it down, and the same checks follow.
 """
@@ -24,6 +25,7 @@ from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
 from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file
 from ..hyperparameter_rules import check_rules, unknown_loss_error
+from ..number_lists import parse_truncate_dims
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
@@ -137,6 +139,7 @@ def _check_train(parser, argv: list[str]) -> None:
 
 def _check_eval(parser, argv: list[str]) -> None:
     args = vars(parser.parse_args(argv))
+    parse_truncate_dims(args.get("truncate_dims"))  # the command's own rule and line, before torch
     for name in model_list(args.get("model_name_or_path") or []):
         check_model_source(name, markers=MODEL_FOLDER_MARKERS)
 

@@ -55,7 +55,7 @@ from hf_cse.evaluation import (
 )
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.data import STS_TASKS, Mode, Source
-from hf_cse.evaluation.dimensions import KeepingEncoder, check_dims_fit, evaluate_dimensions, parse_truncate_dims
+from hf_cse.evaluation.dimensions import KeepingEncoder, check_dims_fit, evaluate_dimensions
 from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.evaluation.mteb_tasks import (
     get_mteb_tasks,
@@ -71,6 +71,7 @@ from hf_cse.evaluation.sts import Aggregation
 from hf_cse.evaluation.transfer import MrpcFeatures
 from hf_cse.folder_lock import releases_folder_locks
 from hf_cse.models.pooling import POOLERS
+from hf_cse.number_lists import parse_truncate_dims
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
 from hf_cse.writing import json_safe
 

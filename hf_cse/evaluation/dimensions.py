@@ -20,28 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..checks import InputError
-from ..matryoshka import parse_int_list
 from .sts import encode_kept
 
 logger = logging.getLogger(__name__)
-
-
-def parse_truncate_dims(value: str | Sequence[int] | None) -> list[int]:
-    """``"256,128,64"`` (or ``"256 128 64"``, ``[256, 128, 64]``) -> ``[256, 128, 64]`` (largest first); None ->
-    ``[]`` (no cut sizes). A bad list, or one that names no dimension (``""``, ``","``), is one :class:`InputError`
-    line."""
-    try:
-        dims = parse_int_list(value, "truncate_dims")
-    except ValueError as err:
-        raise InputError(str(err)) from None
-    if dims is None:
-        return []
-    if not dims:
-        raise InputError(f"truncate_dims {value!r} names no dimension; give one or more distinct dimensions >= 1, "
-                         "e.g. 256,128,64, or leave it out to score the full embeddings only.")
-    if any(d < 1 for d in dims) or len(set(dims)) != len(dims):
-        raise InputError(f"truncate_dims {value!r}: give distinct dimensions >= 1, e.g. 256,128,64.")
-    return sorted(dims, reverse=True)
 
 
 class TruncatedEncoder:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cache, train
+from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cache, run_cli, train
 from hf_cse.output_folder import OutputFolderError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -255,3 +255,41 @@ def test_ctrl_c_while_the_command_starts_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(entry_points, "_run_command", interrupted)
     assert entry_points.train(["--max_steps", "1"]) == 130
     assert capsys.readouterr().err == "hf-cse-train: interrupted (Ctrl-C) while starting; nothing was done.\n"
+
+
+#: bad ``--truncate_dims`` values: none names a dimension, a size under 1, a size twice, not a number
+BAD_TRUNCATE_DIMS = [",", "", "0", "64,64", "abc"]
+
+
+def late_refusal(argv: list[str], capsys) -> str:
+    """The line the evaluation command itself (torch imported) ends ``argv`` with, after its ``error: ``."""
+    assert evaluate.main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0].split("error: ", 1)[1]
+
+
+@pytest.mark.parametrize("value", BAD_TRUNCATE_DIMS)
+def test_the_early_eval_check_refuses_bad_truncate_dims_as_the_command_does(value, tmp_path, capsys):
+    cached = parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(evaluate.argument_parser()))))
+    argv = ["--truncate_dims", value, "--output_dir", str(tmp_path / "ev")]
+    early = partial(entry_points.check_command_line, "eval", copy.deepcopy(cached), argv)
+    with pytest.raises(ValueError, match="truncate_dims"):
+        early()
+    assert run_cli(early, "hf-cse-eval") == 1  # as the command's start prints it
+    early_line = capsys.readouterr().err.strip().split("error: ", 1)[1]
+    assert early_line == late_refusal(argv, capsys)
+    entry_points.check_command_line("eval", copy.deepcopy(cached), ["--truncate_dims", "64, 256,128"])  # valid
+
+
+@pytest.mark.slow
+def test_eval_refuses_bad_truncate_dims_before_importing_torch(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setattr(sys, "argv", ["hf-cse-eval"])  # as python -m hf_cse names it: the cache's key
+    parser_cache.remember_parser("eval", evaluate.argument_parser())  # what a first start writes
+    for value in BAD_TRUNCATE_DIMS:
+        argv = ["--truncate_dims", value, "--output_dir", str(tmp_path / "ev")]
+        code, imported, _, err = python_m_hf_cse(["eval", *argv], tmp_path)
+        assert (code, imported) == (1, []) and "Traceback" not in err, (value, code, imported, err)
+        assert err.strip().split("error: ", 1)[1] == late_refusal(argv, capsys), value

@@ -322,9 +322,11 @@ def test_a_stream_that_breaks_past_its_head_fails_in_one_line_naming_the_line(na
 
 
 @pytest.mark.slow
-def test_a_run_whose_stream_breaks_keeps_its_checkpoints(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_run_whose_stream_breaks_keeps_its_checkpoints(workers, tiny_bert_dir, tmp_path, monkeypatch, capsys):
     """The refusal ends the run as any error does: the checkpoints saved before the bad line stay, and the command
-    prints one line."""
+    prints one line. Read by DataLoader workers, the line came wrapped in torch's re-raise (the worker's traceback
+    squeezed into it, cut short before the line number)."""
     from hf_cse import streaming
 
     monkeypatch.setattr(streaming, "STREAM_CHUNK", 4 << 10)
@@ -334,9 +336,37 @@ def test_a_run_whose_stream_breaks_keeps_its_checkpoints(tiny_bert_dir, tmp_path
     out = tmp_path / "out"
     code = train_cli.main(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(path), "--streaming",
                            "--max_steps", "100", "--per_device_train_batch_size", "64", "--save_strategy", "steps",
-                           "--save_steps", "10", "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true"])
+                           "--save_steps", "10", "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true",
+                           "--dataloader_num_workers", str(workers)])
     assert code == 1
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith("hf-cse-train: error: ") and f"c.txt: line {line} is not valid UTF-8" in last
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("hf-cse-train: error: ") and f"c.txt: line {line} is not valid UTF-8 (invalid " \
+        "continuation byte), met mid-stream" in last and f"(sed -n '{line}p' c.txt shows it)." in last
+    assert "Traceback" not in err and "Caught" not in last and "worker" not in last, last
     assert line > 2000 and (out / "checkpoint-10").is_dir() and (out / "checkpoint-20").is_dir()
     assert not (out / "checkpoint-100").exists()
+
+
+@pytest.mark.slow
+def test_a_stream_read_by_dataloader_workers_fails_from_python_with_its_own_line(tiny_bert_dir, tmp_path,
+                                                                                 monkeypatch):
+    """torch re-raises a worker's error as a new one of its type whose message is the worker's whole traceback; the
+    trainer raises the refusal as the stream raised it (the worker's error is its cause)."""
+    from hf_cse import streaming
+
+    monkeypatch.setattr(streaming, "STREAM_CHUNK", 4 << 10)
+    path = tmp_path / "c.txt"
+    line = _past_the_head(path, b"caf\xe9 au lait")
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    stream = load_training_text(StreamingArguments(True, None, None), _data_args(train_file=str(path)), seed=0)
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)),
+                                 args=tiny_args(tmp_path / "out", per_device_train_batch_size=64, max_steps=100,
+                                                dataloader_num_workers=1),
+                                 train_dataset=tokenize_stream(stream, tok), processing_class=tok)
+    with pytest.raises(DataError) as refused:
+        trainer.train()
+    assert str(refused.value).startswith(f"{path}: line {line} is not valid UTF-8 (invalid continuation byte), met "
+                                         "mid-stream (only the first 64 KiB are checked up front). Convert the file")
+    assert "\n" not in str(refused.value)
+    assert "Caught DataError in DataLoader worker process 0." in str(refused.value.__cause__)

@@ -13,8 +13,9 @@ from helpers import scored_pairs_file
 from hf_cse.checks import InputError
 from hf_cse.cli import evaluate as eval_cli
 from hf_cse.evaluation import EvalResults, evaluate_sts
-from hf_cse.evaluation.dimensions import TruncatedEncoder, evaluate_dimensions, parse_truncate_dims
+from hf_cse.evaluation.dimensions import TruncatedEncoder, evaluate_dimensions
 from hf_cse.evaluation.report import markdown_report
+from hf_cse.number_lists import parse_truncate_dims
 
 
 class _Cut:

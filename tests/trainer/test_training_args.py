@@ -3,12 +3,16 @@ tests/trainer/test_python_api.py)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from eval_helpers import write_toy_senteval
 from helpers import random_sentences, tiny_args, tiny_train_dataset
 from transformers import AutoTokenizer
 
 from hf_cse.data import PairCollator, TwoViewCollator, load_pair_dataset, tokenize_pair_dataset
-from hf_cse.export.training_info import training_info_from_run
+from hf_cse.export.training_info import TRAINING_INFO_FILE, training_info_from_run
 from hf_cse.models import DiffCSEModel, SimCSEModel
 from hf_cse.precision import PrecisionError
 from hf_cse.trainer import ContrastiveTrainer
@@ -47,6 +51,29 @@ def test_a_relative_senteval_data_dir_is_recorded_as_the_folder_it_names(tmp_pat
         == folder
     assert _args(tmp_path).senteval_data_dir is None and _args(tmp_path, senteval_data_dir=folder).senteval_data_dir \
         == folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plain", [True, False], ids=["TrainingArguments", "ContrastiveTrainingArguments"])
+def test_the_trainers_senteval_data_dir_keyword_is_recorded_resolved(plain, tiny_bert_dir, sentences, tmp_path,
+                                                                     monkeypatch):
+    """A run from Python given ``senteval_data_dir=`` (relative) scored its dev data on that folder, but its
+    training_info.json named none (only the arguments' field was recorded): the card and run_eval could not find it."""
+    senteval = write_toy_senteval(tmp_path / "senteval")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    given = str(Path("..", senteval.relative_to(tmp_path)))
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "data", repeat=2)
+    out = tmp_path / "out"
+    args = tiny_args(out, max_steps=1) if plain else _args(tmp_path, max_steps=1, save_strategy="no")
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
+                                 processing_class=tok, senteval_data_dir=given)
+    trainer.train()
+    trainer.save_run()
+    info = json.loads((out / TRAINING_INFO_FILE).read_text())
+    assert info["training_args"]["senteval_data_dir"] == str(senteval.resolve())
+    assert info["training_args"]["eval_source"] == "local"
+    assert info["dev"]  # scored on it
 
 
 def test_the_trainer_takes_its_options_from_the_arguments_and_the_old_keywords_win(tiny_bert_dir, sentences,
