@@ -152,24 +152,38 @@ class GraphedOptimizer(torch.optim.Optimizer):
             return None
         params = self._params(grads)
         groups = self.optimizer.param_groups
-        floats = [(group["lr"], group.get("capturable", False)) for group in groups]
-        lrs = [torch.tensor(float(lr), dtype=torch.float32, device=grads[0].device) for lr, _ in floats]
-        graph = torch.cuda.CUDAGraph()
-        try:
+        lrs = [torch.tensor(float(group["lr"]), dtype=torch.float32, device=grads[0].device) for group in groups]
+
+        def clip_and_step():
+            # what the graph holds: the learning rates read from ``lrs`` (a capture records the tensors' memory);
+            # the parameter groups get their floats back at once, for the scheduler and the checkpoints
+            saved = [(group["lr"], group.get("capturable", False)) for group in groups]
             for group, lr in zip(groups, lrs):
                 group["lr"], group["capturable"] = lr, True
-            torch.cuda.synchronize()
-            with torch.cuda.graph(graph):
-                norm = (torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm) if self.max_grad_norm
-                        else None)
+            try:
+                norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm) if self.max_grad_norm else None
                 self.optimizer.step()
+            finally:
+                for group, (lr, capturable) in zip(groups, saved):
+                    group["lr"], group["capturable"] = lr, capturable
+            return norm
+
+        try:
+            graph, norm = self._record(clip_and_step)
         except Exception as exc:  # e.g. an optimizer that reads a device value on the host
             self.failed = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             logger.warning("CUDA graphs: capturing the optimizer step failed (%s); it steps eagerly", self.failed)
-            torch.cuda.synchronize()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
             return None
-        finally:
-            for group, (lr, capturable) in zip(groups, floats):
-                group["lr"], group["capturable"] = lr, capturable
-        self.updates[key] = _CapturedUpdate(graph, lrs, norm)
+        self.updates[key] = _CapturedUpdate(graph, lrs, norm if self.max_grad_norm else None)
         return self.updates[key]
+
+    def _record(self, fn):
+        """Capture ``fn()`` as a CUDA graph of its own (nothing runs yet); returns the graph and what ``fn``
+        returned (a tensor each replay writes)."""
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            result = fn()
+        return graph, result

@@ -141,13 +141,35 @@ class _SimulatedGraph:
                 buffer.copy_(p.grad)
 
 
+class _SimulatedOptimizerGraph:
+    """A CPU stand-in for the optimizer's graph (hf_cse.optimizer_graph): a capture runs nothing; a replay runs the
+    captured clip-and-step again (reading the learning-rate tensors the trainer filled) and writes the gradient norm
+    into the tensor of the capture."""
+
+    def __init__(self, fn):
+        self.fn, self.norm = fn, torch.zeros(())
+
+    def replay(self):
+        norm = self.fn()
+        if norm is not None:
+            self.norm.copy_(norm)
+
+
 def _simulate_graphs(monkeypatch):
-    """CUDA graphs on the CPU: batches count as on the GPU, captures record :class:`_SimulatedGraph` s."""
+    """CUDA graphs on the CPU: batches count as on the GPU, captures record :class:`_SimulatedGraph` s (and the
+    optimizer's, :class:`_SimulatedOptimizerGraph`)."""
     import hf_cse.cuda_graphs as cg
+    from hf_cse.optimizer_graph import GraphedOptimizer
 
     def record(self, fn):
         graph = _SimulatedGraph(fn, self.parameters)
         return graph, graph.result
+
+    def record_update(self, fn):
+        graph = _SimulatedOptimizerGraph(fn)
+        return graph, graph.norm
+
+    monkeypatch.setattr(GraphedOptimizer, "_record", record_update)
 
     monkeypatch.setattr(cg.CudaGraphStep, "supports", lambda self, batch: True)
     monkeypatch.setattr(cg.CudaGraphStep, "_on_capture_stream", lambda self, fn, batch: fn(batch))
@@ -164,11 +186,13 @@ def test_trainer_glue_with_simulated_graphs_trains_as_eager(tiny_bert_dir, sente
     recorded. Plain step: with dropout off the losses equal the eager run's (batches padded to their length bucket).
     Cached mode (mini-batches of 4): batches not padded further, the embed and backward graphs of each mini-batch
     with dropout ON give the eager cached step's losses (the same masks in both passes); padded to their bucket while
-    loaded into the graphs' buffers, with dropout off, too."""
+    loaded into the graphs' buffers, with dropout off, too. Clipping and the optimizer step replay the optimizer's own
+    (simulated) graph: the gradient norms and the losses after each update equal the eager run's."""
     import hf_cse.cuda_graphs as cg
     from hf_cse.cached_graphs import CachedGraphStep
 
     _simulate_graphs(monkeypatch)
+    norms = {}
     if not padded:  # dropout on: a padded batch would draw other masks than the eager run's, so keep each length
         monkeypatch.setattr(cg, "length_bucket", lambda length, cap: length)
     losses = {}
@@ -183,10 +207,15 @@ def test_trainer_glue_with_simulated_graphs_trains_as_eager(tiny_bert_dir, sente
             trainer.graph_decision = cg.GraphDecision(True, "simulated")
         trainer.train()
         losses[mode] = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+        norms[mode] = [e["grad_norm"] for e in trainer.state.log_history if "loss" in e]
         if mode == "on":
             step = trainer.graph_step
             assert isinstance(step, CachedGraphStep) == bool(cached) and step.failed is None
             assert step.captures >= 1 and step.replays >= 8 - 2 * len(step.warmed)
             assert "pos_cos" in trainer.state.log_history[0]  # the graph's metrics reach the log
+            # clipping and the optimizer step replayed their own graph, reading the learning rate the trainer filled
+            optimizer = trainer.graphed_optimizer
+            assert optimizer.failed is None and optimizer.replays == step.replays and optimizer.updates
     assert len(losses["off"]) == 8 and len(set(losses["off"])) > 1
     assert losses["on"] == pytest.approx(losses["off"], rel=1e-4)  # padded rows: another float summation order
+    assert norms["on"] == pytest.approx(norms["off"], rel=1e-4)
