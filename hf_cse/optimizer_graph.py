@@ -47,6 +47,12 @@ class _CapturedUpdate:
         self.graph, self.lrs, self.norm = graph, lrs, norm
 
 
+def _wrapped_attribute(name: str) -> property:
+    """An attribute read from, and written to, the wrapped optimizer (``self.optimizer``)."""
+    return property(lambda self: getattr(self.optimizer, name),
+                    lambda self, value: setattr(self.optimizer, name, value))
+
+
 class GraphedOptimizer(torch.optim.Optimizer):
     """``optimizer``, with its clip and step replayed as a CUDA graph when :meth:`arm` names the step's gradient
     buffers (see the module docstring). ``max_grad_norm``: the run's clipping (0: none). Everything else (parameter
@@ -62,21 +68,8 @@ class GraphedOptimizer(torch.optim.Optimizer):
         self._armed: tuple[object, list[torch.Tensor]] | None = None
 
     # ------------------------------------------------------------------ the wrapped optimizer's own
-    @property
-    def param_groups(self):
-        return self.optimizer.param_groups
-
-    @param_groups.setter
-    def param_groups(self, value):
-        self.optimizer.param_groups = value
-
-    @property
-    def state(self):
-        return self.optimizer.state
-
-    @state.setter
-    def state(self, value):
-        self.optimizer.state = value
+    param_groups = _wrapped_attribute("param_groups")
+    state = _wrapped_attribute("state")
 
     @property
     def defaults(self):
