@@ -49,14 +49,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_limit_common import fraction_of_peak, gemm_peak, gemm_tflops, step_flops  # noqa: E402
+from bench_limit_common import gemm_peak, gemm_tflops, step_flops  # noqa: E402
 from bench_train_common import ROOT, StepTimer, summarize  # noqa: E402
 from gpu_check_plan import (  # noqa: E402
     BUDGET_S,
     DEFAULT_PARTS,
     LENGTH,
     PARTS,
-    RUN_PARTS,
     SCRIPT_PARTS,
     Run,
     benchmark_sentences,
@@ -65,6 +64,8 @@ from gpu_check_plan import (  # noqa: E402
     padding_check,
     validate_plan,
 )
+from gpu_check_summary import summarize_results, summary_markdown  # noqa: E402
+from gpu_profile import kernel_summary, profile_window  # noqa: E402
 
 #: the budget a dry run hands a scripted part (gpu_engines.py's dry run launches seven CPU trainings, ~30-80 s each)
 DRY_RUN_SCRIPT_BUDGET_S = 3600
@@ -144,6 +145,12 @@ def _replay_ms(graph, reps: int = 20) -> float:
     return start.elapsed_time(end) / reps
 
 
+def profile_steps(run: Run) -> tuple[int, int]:
+    """The steps a profiled run profiles (after ``first``, to ``last``): the last three warm-up steps (the first two
+    of a shape warm up and capture), else the first timed step (the dry run: no warm-up)."""
+    return (max(2, run.warmup - 3), run.warmup) if run.warmup >= 3 else (0, 1)
+
+
 def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: str) -> dict:
     import torch
     from bench_train_throughput import hf_cse_trainer, sentence_transformers_trainer
@@ -153,13 +160,16 @@ def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: st
                               precision=run.precision)
     timer = StepTimer(run.warmup)
     use_cpu = device == "cpu"
+    # the profiler before the timer: it stops (and syncs) before the timed window's first mark
+    profiled: dict = {}
+    callbacks = [profile_window(*profile_steps(run), device, profiled), timer] if run.profile else [timer]
     if run.framework == "hf_cse":
-        trainer = hf_cse_trainer(sentences, args, tmp, [timer], str(encoder), use_cpu, run.cached_minibatch_size,
+        trainer = hf_cse_trainer(sentences, args, tmp, callbacks, str(encoder), use_cpu, run.cached_minibatch_size,
                                  run.torch_compile, run.attn_implementation, run.padding_free is not False,
                                  run.compile_mode, run.cuda_graphs)
         attention = trainer.model.encoder.config._attn_implementation
     else:
-        trainer = sentence_transformers_trainer(sentences, args, tmp, [timer], str(encoder), use_cpu,
+        trainer = sentence_transformers_trainer(sentences, args, tmp, callbacks, str(encoder), use_cpu,
                                                 run.cached_minibatch_size)
         attention = trainer.model[0].auto_model.config._attn_implementation
     out = {**asdict(run), "attention_in_use": attention}
@@ -191,6 +201,8 @@ def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: st
                    achieved_model_tflops=flops["padded"] / step_s / 1e12)
     if device == "cuda":
         out["max_memory_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    if run.profile:
+        out["profile"] = kernel_summary(profiled, device)
     del trainer
     gc.collect()
     if device == "cuda":
@@ -307,117 +319,6 @@ def run_tests(out: Path, dry_run: bool) -> dict:
     return res
 
 
-def summarize_results(out: Path, statuses: dict) -> dict:
-    """The headline numbers: hf_cse / sentence-transformers, compile on / off, attention, and each step's model
-    TFLOP/s as a fraction of the measured bf16 GEMM peak."""
-    read = lambda name: json.loads((out / name).read_text()) if (out / name).is_file() else {}  # noqa: E731
-    peak = read("peak.json").get("gemm", {}).get("bf16", {}).get("peak_tflops")
-    rows = []
-    for part in RUN_PARTS:
-        by_name: dict[str, list[dict]] = {}
-        for run in read(f"{part}.json").get("runs", []):
-            by_name.setdefault(run["name"], []).append(run)
-        for name, runs in by_name.items():
-            ok = [r for r in runs if r.get("status") == "ok"]
-            row = {"part": part, "run": name, "status": "ok" if ok else runs[0].get("status")}
-            if ok:
-                step = sum(r["step_s"] * r["window_steps"] for r in ok) / sum(r["window_steps"] for r in ok)
-                row.update(step_ms=step * 1e3, sentences_per_s=ok[0]["batch_size"] / step,
-                           attention=ok[0].get("attention_in_use"), warmup_s=ok[0].get("warmup_s"),
-                           step_path=("graphs" if ok[0].get("graph_step", {}).get("replays") else "eager")
-                           if ok[0]["framework"] == "hf_cse" else "",
-                           replay_ms=ok[0].get("graph_step", {}).get("replay_ms"))
-                if ok[0].get("model_flops"):
-                    row["model_tflops"] = ok[0]["model_flops"] / step / 1e12
-                if peak and ok[0].get("model_flops"):
-                    row["fraction_of_bf16_peak"] = fraction_of_peak(ok[0]["model_flops"], step, peak)[
-                        "fraction_of_peak"]
-            rows.append(row)
-    speed = {(r["part"], r["run"]): r.get("sentences_per_s") for r in rows}
-    ratio = lambda a, b: speed[a] / speed[b] if speed.get(a) and speed.get(b) else None  # noqa: E731
-    ratios = {
-        "hf_cse / st, b64": ratio(("throughput", "hf_cse b64"), ("throughput", "st b64")),
-        "hf_cse eager / st, b64": ratio(("throughput", "hf_cse b64 eager"), ("throughput", "st b64")),
-        "graph step / eager, b64": ratio(("throughput", "hf_cse b64"), ("throughput", "hf_cse b64 eager")),
-        "optimizer graph / eager optimizer, b64": ratio(("throughput", "hf_cse b64"),
-                                                        ("throughput", "hf_cse b64 eager optimizer")),
-        "graph step / eager, b256": ratio(("scale", "hf_cse b256"), ("scale", "hf_cse b256 eager")),
-        "graph step / eager, b1024": ratio(("scale", "hf_cse b1024"), ("scale", "hf_cse b1024 eager")),
-        "cached b512 / plain b512": ratio(("throughput", "hf_cse b512 cached64"), ("throughput", "hf_cse b512")),
-        "hf_cse / st, b512 cached": ratio(("throughput", "hf_cse b512 cached64"), ("throughput", "st b512 cached64")),
-        "compile + graph step / graph step, b64": ratio(("compile", "hf_cse b64 torch.compile + graph step"),
-                                                        ("throughput", "hf_cse b64")),
-        "compile + graph step / graph step, b1024": ratio(("compile", "hf_cse b1024 torch.compile + graph step"),
-                                                          ("scale", "hf_cse b1024")),
-        "reduce-overhead / eager, b64 natural": ratio(("graphs", "hf_cse b64 natural reduce-overhead"),
-                                                       ("graphs", "hf_cse b64 natural eager-mode")),
-        "reduce-overhead / eager, b256": ratio(("graphs", "hf_cse b256 full reduce-overhead"),
-                                               ("graphs", "hf_cse b256 full eager-mode")),
-        "padding-free / padded, b64": ratio(("padding", "hf_cse b64 padding-free"), ("padding", "hf_cse b64 padded")),
-        "padding-free / padded, b1024": ratio(("padding", "hf_cse b1024 padding-free"),
-                                              ("padding", "hf_cse b1024 padded")),
-        "eager / sdpa": ratio(("attention", "hf_cse b64 eager"), ("attention", "hf_cse b64 sdpa")),
-        "flash_attention_2 / sdpa": ratio(("attention", "hf_cse b64 flash_attention_2"),
-                                          ("attention", "hf_cse b64 sdpa"))}
-    fraction = {(r["part"], r["run"]): r.get("fraction_of_bf16_peak") for r in rows}
-    # issue 37's targets, each with the measured value (None: not measured in this run)
-    targets = {name: {"value": value, "target": goal, "met": None if value is None else value >= goal}
-               for name, value, goal in (
-                   ("b64 step, fraction of the bf16 peak", fraction.get(("throughput", "hf_cse b64")), 0.30),
-                   ("b1024 step, fraction of the bf16 peak", fraction.get(("scale", "hf_cse b1024")), 0.45),
-                   ("cached b512 / plain b512", ratios["cached b512 / plain b512"], 0.70),
-                   ("hf_cse / st, b64", ratios["hf_cse / st, b64"], 4.0))}
-    scripted = {part: scripted_headline(read(f"{part}.json")) for part in SCRIPT_PARTS if read(f"{part}.json")}
-    return {"parts": statuses, "bf16_peak_tflops": peak, "runs": rows, "ratios": ratios, "targets": targets,
-            "scripted": scripted}
-
-
-def scripted_headline(rec: dict) -> dict:
-    """The numbers of a scripted part's JSON (gpu_recipe.py / gpu_engines.py) that the summary shows."""
-    if rec.get("part") == "recipe":
-        dev, saves, proj = rec.get("dev", {}), rec.get("saves", {}), rec.get("projection") or {}
-        return {"status": rec.get("status"), "steps": rec.get("run", {}).get("steps_done"),
-                "parts_s": {k: round(v, 1) for k, v in rec.get("parts", {}).items()},
-                "dev": {"count": dev.get("count"), "first_s": dev.get("first_s"),
-                        "mean_s_after_the_first": dev.get("mean_s_after_the_first"),
-                        "tokenized_once": dev.get("tokenized_once")},
-                "saves": {"count": saves.get("count"), "mean_s": saves.get("mean_s")},
-                "projection_min": proj.get("total_min"), "checks_ok": all(
-                    (c.get("ok") if isinstance(c, dict) else c) is not False for c in rec.get("checks", {}).values())}
-    engines = rec.get("engines", {})
-    return {"status": rec.get("status"), "engines": {
-        name: {"status": e.get("status"), "losses_vs_plain": e.get("losses_vs_plain"),
-               "resume": e["resume"].get("status") if isinstance(e.get("resume"), dict) else e.get("resume"),
-               "export_ok": (e.get("export") or {}).get("ok")} for name, e in engines.items()}}
-
-
-def summary_markdown(summary: dict, env: dict) -> str:
-    fmt = lambda v, spec: "" if v is None else format(v, spec)  # noqa: E731
-    lines = [f"GPU: {env.get('nvidia_smi') or 'none'}; torch {env['versions'].get('torch')}, transformers "
-             f"{env['versions'].get('transformers')}, sentence-transformers "
-             f"{env['versions'].get('sentence-transformers')}; {env['date_utc']} UTC.", "",
-             (f"Measured bf16 GEMM peak: {summary['bf16_peak_tflops']:.1f} TFLOP/s." if summary["bf16_peak_tflops"]
-              else "bf16 GEMM peak: not measured (the peak part did not run)."), "",
-             "| part | run | step | attention | step (ms) | fwd+bwd replay (ms) | sentences/s | model TFLOP/s | "
-             "of bf16 peak | status |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in summary["runs"]:
-        lines.append(f"| {r['part']} | {r['run']} | {r.get('step_path') or ''} | {r.get('attention') or ''} | "
-                     f"{fmt(r.get('step_ms'), '.1f')} | {fmt(r.get('replay_ms'), '.1f')} | "
-                     f"{fmt(r.get('sentences_per_s'), '.0f')} | {fmt(r.get('model_tflops'), '.1f')} | "
-                     f"{fmt(r.get('fraction_of_bf16_peak'), '.1%')} | {r['status']} |")
-    if summary.get("dry_run"):
-        lines += ["", "Dry run (tiny encoder on the CPU, 1 step): these numbers only show that everything runs."]
-    lines += ["", "Targets (issue 37): " + "; ".join(
-        f"{k}: {fmt(t['value'], '.3f') or 'not measured'} (target {t['target']}, "
-        f"{'met' if t['met'] else 'not met' if t['met'] is not None else '-'})" for k, t in summary["targets"].items())]
-    for part, headline in summary.get("scripted", {}).items():
-        lines += ["", f"{part}: {json.dumps(headline, default=str)}"]
-    lines += ["", "Ratios (sentences/s): " + ", ".join(f"{k} = {v:.3f}" for k, v in summary["ratios"].items() if v),
-              "", "Parts: " + ", ".join(f"{k} {v['status']} ({v['wall_s']:.0f} s)"
-                                        for k, v in summary["parts"].items())]
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="folder for the JSON results (created; must be empty)")
@@ -462,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
                 part = group[0]
                 return (part, [sys.executable, str(HERE / f"gpu_{part}.py"), "--out", str(args.out), "--encoder",
                                str(encoder), "--budget-s", str(BUDGET_S[part]),
-                               *(f"--{k.replace('_', '-')}={v}" for k, v in plan[part].items())], group)
+                               *(f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}")
+                                 for k, v in plan[part].items() if v is not False)], group)
             return ("+".join(group), [sys.executable, str(Path(__file__).resolve()), "--child", ",".join(group),
                                       "--out", str(args.out), "--encoder", str(encoder)], group)
 

@@ -17,6 +17,10 @@ GPU machine gets the repository only) demo-corpus sentences (``gpu_check_plan.be
 STS-B dev (1,500 pairs) and SICK-R dev (500 pairs) of demo-corpus sentences with random scores, written in SentEval's
 layout and file format: the arithmetic and the I/O are what is measured, not the scores. ``recipe.json`` says which.
 
+``--fast``: the options a long GPU run would take, each a flag of ``hf-cse-train`` (:data:`FAST`): ``torch_compile``
+(its fused kernels inside hf_cse's CUDA-graph step), a checkpoint saved only when the dev score improves (SimCSE's
+own trainer saves only an improved model), dev sentences encoded in batches of 512 instead of 128.
+
 Timing (a ``TrainerCallback`` and the trainer's ``evaluate``, CUDA synchronised at every boundary it times):
 startup (to the first step), the training steps, each dev evaluation, each checkpoint save, the end of training
 (loading the best checkpoint) and what follows it (final save, dev, export). A shortened run (``--steps``, or one
@@ -46,6 +50,10 @@ ROOT = HERE.parent
 SHARED = ROOT.parent / "shared" / "data"
 FULL_STEPS, EVAL_STEPS, BATCH, LENGTH, LR = 15_625, 125, 64, 32, 3e-5
 STSB_DEV_PAIRS, SICK_DEV_PAIRS = 1_500, 500  # the real dev sets' sizes
+#: ``--fast``'s flags of hf-cse-train (with ``--save_strategy best``)
+FAST = ["--torch_compile", "true", "--per_device_eval_batch_size", "512"]
+#: seconds a budget keeps for what follows training (loading the best checkpoint, the final save, dev, export)
+END_RESERVE_S = 45
 
 
 # ------------------------------------------------------------------ data
@@ -118,6 +126,9 @@ class RecipeClock:
         self.mark = None  # the end of the last timed thing (a step, an evaluation, a save)
         self.steps = 0
         self.stopped_at = None
+        self.windows: list[dict] = []  # the steps between two boundaries: how many, and their time
+        self.window_start = 0
+        self.trainer = None
         self.evaluations: list[dict] = []
         self.saves: list[dict] = []
         self.prepared_ids: list[int | None] = []
@@ -137,7 +148,11 @@ class RecipeClock:
                 # run asynchronously as they would untimed
                 if control.should_evaluate or control.should_save or control.should_training_stop or (
                         state.global_step >= state.max_steps):
-                    clock.mark = _now(clock.cuda)
+                    now = _now(clock.cuda)
+                    n = state.global_step - clock.window_start
+                    clock.windows.append({"to_step": state.global_step, "steps": n, "s": now - clock.mark,
+                                          "ms_per_step": 1e3 * (now - clock.mark) / max(1, n)})
+                    clock.window_start, clock.mark = state.global_step, now
                     if clock.boundary is None:
                         clock.boundary = (state.global_step, clock.mark, len(clock.evaluations))
 
@@ -170,6 +185,18 @@ class RecipeClock:
 
         trainer.evaluate = timed_evaluate
         trainer.add_callback(self.callback)
+        self.trainer = trainer
+
+    def step_paths(self) -> dict:
+        """Which step the trainer ran: the CUDA-graph one (captures, replays) or eager, and the optimizer's."""
+        trainer = self.trainer
+        decision, graphs, optimizer = (getattr(trainer, name, None) for name in
+                                       ("graph_decision", "graph_step", "graphed_optimizer"))
+        return {"graph_step": decision and {"on": decision.on, "reason": decision.reason,
+                                            **({"captures": graphs.captures, "replays": graphs.replays,
+                                                "failed": graphs.failed} if graphs else {})},
+                "optimizer_step": {"graph_replays": optimizer.replays, "failed": optimizer.failed} if optimizer
+                else "eager", "torch_compile": bool(trainer.args.torch_compile)}
 
 
 @contextlib.contextmanager
@@ -193,7 +220,7 @@ def clocked_trainers(clock: RecipeClock):
 # ------------------------------------------------------------------ the run
 
 def recipe_argv(encoder: Path, train: Path, senteval: Path, out: Path, steps: int, eval_steps: int, batch: int,
-                rows: int, cuda: bool, save_strategy: str) -> list[str]:
+                rows: int, cuda: bool, save_strategy: str, fast: bool = False) -> list[str]:
     save = ["--save_strategy", "steps", "--save_steps", str(eval_steps)] if save_strategy == "steps" else [
         "--save_strategy", "best"]
     return ["--preset", "simcse_bert", "--model_name_or_path", str(encoder), "--train_file", str(train),
@@ -202,21 +229,31 @@ def recipe_argv(encoder: Path, train: Path, senteval: Path, out: Path, steps: in
             "--learning_rate", str(LR), "--eval_strategy", "steps", "--eval_steps", str(eval_steps), *save,
             "--save_total_limit", "1", "--metric_for_best_model", "stsb_spearman", "--load_best_model_at_end", "true",
             "--precision", "bf16" if cuda else "fp32", "--disable_tqdm", "true", "--seed", "42",
-            *([] if cuda else ["--use_cpu"])]
+            *([] if cuda else ["--use_cpu"]), *(FAST if fast else [])]
 
 
-def best_checkpoint_kept(out: Path) -> dict:
+def best_checkpoint_kept(out: Path, encoder: Path, kept_step: int | None) -> dict:
     """The run's ``trainer_state.json`` names a best checkpoint, it is still there, and the model saved at the end
-    holds its weights."""
+    holds its weights -- or, where the untrained encoder scored better on dev before the first step
+    (``kept_step`` 0: hf_cse then saves it instead), the untrained encoder's weights."""
     from safetensors.torch import load_file
 
     state = json.loads((out / "trainer_state.json").read_text())
     best = state.get("best_model_checkpoint")
     res = {"best_model_checkpoint": best and Path(best).name, "best_metric": state.get("best_metric"),
-           "checkpoints_left": sorted(p.name for p in out.glob("checkpoint-*"))}
+           "checkpoints_left": sorted(p.name for p in out.glob("checkpoint-*")), "kept_step": kept_step}
     if not best or not (Path(best) / "model.safetensors").is_file():
         return {**res, "ok": False, "why": "no best checkpoint with model.safetensors"}
-    final, kept = load_file(out / "model.safetensors"), load_file(Path(best) / "model.safetensors")
+    final = load_file(out / "model.safetensors")
+    if kept_step == 0:  # the encoder's own names, without the method model's prefix
+        untrained = load_file(encoder / "model.safetensors")
+        pairs = [(final[k], untrained[k.split(".", 1)[1]]) for k in final
+                 if k.startswith("encoder.") and k.split(".", 1)[1] in untrained]
+        needed = [k for k in untrained if not k.startswith("pooler.")]  # BERT's pooler: not in a CLS-pooled model
+        same = len(pairs) >= len(needed) > 0 and all(bool((a == b).all()) for a, b in pairs)
+        return {**res, "ok": same, "why": "the untrained encoder scored better and was kept" if same else
+                "the untrained encoder was to be kept, but the final model's encoder differs from it"}
+    kept = load_file(Path(best) / "model.safetensors")
     same = final.keys() == kept.keys() and all(bool((final[k] == kept[k]).all()) for k in final)
     return {**res, "ok": same, "why": "" if same else "the final model differs from the best checkpoint"}
 
@@ -264,12 +301,14 @@ def run(args, record) -> bool:
         record("data", {"training_text": train_source, "training_rows": rows, "dev": dev_source,
                         "prepared_s": time.perf_counter() - t0})
         out = tmp / "run"
-        argv = recipe_argv(encoder, train, senteval, out, steps, eval_steps, batch, rows, cuda, args.save_strategy)
+        argv = recipe_argv(encoder, train, senteval, out, steps, eval_steps, batch, rows, cuda, args.save_strategy,
+                           args.fast)
         record("command", "hf-cse-train " + " ".join(argv))
         from hf_cse.cli.train import train_from_args
 
         start = time.perf_counter()
-        clock = RecipeClock(cuda, start, args.budget_s * 0.75 if args.budget_s else None)
+        clock = RecipeClock(cuda, start, max(0.75 * args.budget_s, args.budget_s - END_RESERVE_S)
+                            if args.budget_s else None)
         with clocked_trainers(clock):
             train_from_args(argv)
         done = _now(cuda)
@@ -296,11 +335,13 @@ def run(args, record) -> bool:
         record("run", {"steps_requested": steps, "steps_done": clock.steps, "eval_steps": eval_steps,
                        "batch_size": batch, "save_strategy": args.save_strategy,
                        "stopped_by_budget_at_step": clock.stopped_at, "step_s_mean": steps_s / max(1, clock.steps),
-                       "sentences_per_s": batch * clock.steps / steps_s if steps_s > 0 else None})
+                       "sentences_per_s": batch * clock.steps / steps_s if steps_s > 0 else None,
+                       "fast": args.fast, **clock.step_paths(), "windows": clock.windows})
         record("parts", parts)
         record("dev", dev)
         record("saves", saves)
-        kept = best_checkpoint_kept(out) if clock.saves or not clock.stopped_at else {
+        kept_step = getattr(getattr(clock.trainer, "dev", None), "kept_step", None)  # 0: the untrained encoder
+        kept = best_checkpoint_kept(out, Path(encoder), kept_step) if clock.saves or not clock.stopped_at else {
             "ok": True, "skipped": "the budget stopped training before the first save"}
         checks = {"best_checkpoint_kept": kept,
                   "dev_tokenized_once": dev["tokenized_once"],
@@ -326,18 +367,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, help=f"training steps (default {FULL_STEPS}; dry run 8)")
     ap.add_argument("--eval-steps", type=int, help=f"dev evaluation and save interval (default {EVAL_STEPS}; dry 2)")
     ap.add_argument("--batch-size", type=int, help=f"default {BATCH} (dry run 8)")
-    ap.add_argument("--save-strategy", choices=("steps", "best"), default="steps",
-                    help="steps: a checkpoint at every evaluation, save_total_limit 1 (hf_cse's preset); best: only "
-                         "when the dev score improves (SimCSE's own trainer)")
+    ap.add_argument("--save-strategy", choices=("steps", "best"),
+                    help="steps: a checkpoint at every evaluation, save_total_limit 1 (hf_cse's preset; the default); "
+                         "best: only when the dev score improves (SimCSE's own trainer; the default with --fast)")
+    ap.add_argument("--fast", action="store_true", help="torch.compile, the best model saved, dev batches of 512 "
+                                                        f"({' '.join(FAST)} --save_strategy best)")
     ap.add_argument("--data", choices=("auto", "shared", "stand-in"), default="auto",
                     help="auto: the shared corpus and SentEval data when beside the repository, else stand-ins")
-    ap.add_argument("--budget-s", type=float, help="stop training after 75%% of this many seconds (projected)")
+    ap.add_argument("--budget-s", type=float, help=f"stop training when this many seconds less {END_RESERVE_S} "
+                                                   "(at least 75%%) have passed; the rest is projected")
     ap.add_argument("--work-dir", type=Path, help="where the run's temporary folder goes (checkpoints: GBs)")
     args = ap.parse_args(argv)
     pick = lambda given, dry, full: given if given is not None else dry if args.dry_run else full  # noqa: E731
     args.steps = pick(args.steps, 8, FULL_STEPS)
     args.eval_steps = pick(args.eval_steps, 2, EVAL_STEPS)
     args.batch_size = pick(args.batch_size, 8, BATCH)
+    args.save_strategy = args.save_strategy or ("best" if args.fast else "steps")
     if min(args.steps, args.eval_steps, args.batch_size) < 1:
         ap.error("--steps, --eval-steps and --batch-size must be positive.")
     if args.encoder and not (args.encoder / "config.json").is_file():

@@ -45,7 +45,7 @@ def test_dry_run_runs_every_part(dry_run):
                                  "tests/trainer/test_cuda.py"], cwd=ROOT, capture_output=True, text=True).stdout
     assert tests["status"] == "ok" and f"{tests['collected']} tests collected" in cuda_tests  # every cuda test
     plan = read("plan.json")
-    for part in ("throughput", "scale", "compile"):
+    for part in ("throughput", "compile"):
         runs = read(f"{part}.json")["runs"]
         assert [r["name"] for r in runs] == [r["name"] for r in plan[part]]
         for run in runs:
@@ -58,7 +58,8 @@ def test_dry_run_runs_every_part(dry_run):
             if run["framework"] == "hf_cse" and not run["torch_compile"]:  # which step ran, and why
                 reason = "turned off" if run["cuda_graphs"] == "off" else "the step runs on cpu"
                 assert run["graph_step"]["on"] is False and reason in run["graph_step"]["reason"], run
-    assert not (dry_run / "attention.json").exists()  # measured before; only with --parts
+    for part in ("attention", "scale", "engines"):  # measured before; only with --parts
+        assert not (dry_run / f"{part}.json").exists(), part
     graphs = {r["name"]: r["cuda_graphs"] for r in read("throughput.json")["runs"]}
     assert graphs["hf_cse b64"] == "auto" and graphs["hf_cse b64 eager"] == "off"
     cached = [r for r in read("throughput.json")["runs"] if r["cached_minibatch_size"]]
@@ -70,17 +71,27 @@ def test_dry_run_runs_every_part(dry_run):
     assert set(peak["gemm"]) == {"bf16", "fp32"} and peak["gemm"]["bf16"]["peak_tflops"] > 0
     summary = read("summary.json")
     assert summary["dry_run"] and summary["ratios"]["hf_cse / st, b64"] > 0
-    assert summary["ratios"]["cached b512 / plain b512"] > 0 and summary["ratios"]["graph step / eager, b1024"] > 0
-    # the graph step with its optimizer stepped eagerly, the step before hf_cse/optimizer_graph.py (on a CPU both eager)
+    assert summary["ratios"]["cached b512 / plain b512"] > 0 and summary["ratios"]["graph step / eager, b64"] > 0
     runs = {r["name"]: r for r in read("throughput.json")["runs"]}
-    assert runs["hf_cse b64 eager optimizer"]["optimizer_graph"] is False and runs["hf_cse b64"]["optimizer_graph"]
-    assert {r["optimizer_step"] for r in runs.values() if r["framework"] == "hf_cse"} == {"eager"}
-    assert summary["ratios"]["optimizer graph / eager optimizer, b64"] > 0
-    assert set(summary["targets"]) == {"b64 step, fraction of the bf16 peak", "b1024 step, fraction of the bf16 peak",
-                                       "cached b512 / plain b512", "hf_cse / st, b64"}
-    for part in ("recipe", "engines"):  # the scripted parts: their own JSON, summarised
-        assert summary["parts"][part]["status"] == "ok", part
-        assert part in summary["scripted"]
+    assert {r["optimizer_step"] for r in runs.values() if r["framework"] == "hf_cse"} == {"eager"}  # a CPU
+    compiled = {r["name"]: r for r in read("compile.json")["runs"]}
+    assert compiled["hf_cse b512 cached64 torch.compile + graph step"]["cached_minibatch_size"] == 64 // 8
+    assert set(summary["targets"]) == {
+        "b64 step, fraction of the bf16 peak", "b1024 step, fraction of the bf16 peak",
+        "b64 step compiled, fraction of the bf16 peak", "b1024 step compiled, fraction of the bf16 peak",
+        "cached b512 / plain b512", "cached b512 / plain b512, both compiled", "hf_cse / st, b64"}
+    # the profiled run: its window's time by kind (on a CPU: top-level operators), summarised
+    profile = runs["hf_cse b64"]["profile"]
+    assert profile["status"] == "ok" and profile["steps"] == 1 and profile["kernels_per_step"] > 0
+    assert 0 < profile["device_busy_fraction"] <= 1 and profile["by_kind_ms_per_step"] and profile["busiest"]
+    assert "Profile of hf_cse b64 (throughput): device busy" in (dry_run / "summary.md").read_text()
+    assert runs["st b64"]["profile"] is False  # asdict(run): not profiled
+    # the scripted part: the shortened recipe with its fast options (compiled on the CPU too), checked and summarised
+    assert summary["parts"]["recipe"]["status"] == "ok" and "recipe" in summary["scripted"]
+    recipe = read("recipe.json")
+    assert recipe["run"]["fast"] and recipe["run"]["torch_compile"] and recipe["run"]["save_strategy"] == "best"
+    assert "--per_device_eval_batch_size 512" in recipe["command"] and "--save_strategy best" in recipe["command"]
+    assert recipe["status"] == "ok" and [w["to_step"] for w in recipe["run"]["windows"]] == [2, 4]
     assert "| throughput | hf_cse b64 | eager |" in (dry_run / "summary.md").read_text()
 
 
@@ -106,3 +117,22 @@ def test_step_flops_match_the_encoders_matrices():
     assert got["hardware_padded"] == got["padded"]
     cached = step_flops(config, rows, length, projector_layers=0, recomputed_forward=True)
     assert cached["hardware_padded"] == pytest.approx(got["padded"] * 4 / 3)
+
+
+def test_profile_kinds_and_busy_time():
+    """Kernel names fall into the kinds the summary adds up; the busy time counts overlapping kernels once."""
+    from gpu_profile import _union_us, kind_of
+
+    assert kind_of("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64") == "gemm"
+    assert kind_of("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTT") == "gemm"
+    assert kind_of("triton_tem_fused_addmm_gelu_0") == "gemm"  # a compiled GEMM template
+    assert kind_of("triton_per_fused_native_layer_norm_native_dropout_3") == "fused by torch.compile (triton)"
+    assert kind_of("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>") == "attention"
+    assert kind_of("fmha_cutlassB_bf16_aligned_64x64_k64_sm80") == "attention"  # not a GEMM for its "cutlass"
+    assert kind_of("void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>") == "optimizer and clipping"
+    assert kind_of("void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>") == (
+        "elementwise and reductions (aten)")
+    assert kind_of("Memcpy HtoD (Pageable -> Device)") == "copies and fills"
+    assert kind_of("something_new") == "other"
+    assert _union_us([(0, 10), (5, 12), (20, 25), (21, 22)]) == 17
+    assert _union_us([]) == 0
