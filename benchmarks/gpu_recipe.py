@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from gpu_check_plan import BERT_BASE, TINY, benchmark_sentences, make_encoder  # noqa: E402
+from gpu_profile import kernel_summary, profile_window  # noqa: E402
 
 ROOT = HERE.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -52,6 +53,8 @@ FULL_STEPS, EVAL_STEPS, BATCH, LENGTH, LR = 15_625, 125, 64, 32, 3e-5
 STSB_DEV_PAIRS, SICK_DEV_PAIRS = 1_500, 500  # the real dev sets' sizes
 #: ``--fast``'s flags of hf-cse-train (with ``--save_strategy best``)
 FAST = ["--torch_compile", "true", "--per_device_eval_batch_size", "512"]
+#: the profiled steps (5) start after this one (mid-window: no evaluation or save among them)
+PROFILED_AFTER_STEP = 510
 #: seconds a budget keeps for what follows training (loading the best checkpoint, the final save, dev, export)
 END_RESERVE_S = 45
 
@@ -129,6 +132,8 @@ class RecipeClock:
         self.windows: list[dict] = []  # the steps between two boundaries: how many, and their time
         self.window_start = 0
         self.trainer = None
+        self.profile_steps: tuple[int, int] | None = None
+        self.profiled: dict = {}
         self.evaluations: list[dict] = []
         self.saves: list[dict] = []
         self.prepared_ids: list[int | None] = []
@@ -185,6 +190,8 @@ class RecipeClock:
 
         trainer.evaluate = timed_evaluate
         trainer.add_callback(self.callback)
+        if self.profile_steps:  # a few steps in the middle of a window, profiled (the device's busy fraction)
+            trainer.add_callback(profile_window(*self.profile_steps, "cuda" if self.cuda else "cpu", self.profiled))
         self.trainer = trainer
 
     def step_paths(self) -> dict:
@@ -309,6 +316,8 @@ def run(args, record) -> bool:
         start = time.perf_counter()
         clock = RecipeClock(cuda, start, max(0.75 * args.budget_s, args.budget_s - END_RESERVE_S)
                             if args.budget_s else None)
+        first = min(PROFILED_AFTER_STEP, steps // 2)
+        clock.profile_steps = (first, min(first + 5, steps))
         with clocked_trainers(clock):
             train_from_args(argv)
         done = _now(cuda)
@@ -338,6 +347,7 @@ def run(args, record) -> bool:
                        "sentences_per_s": batch * clock.steps / steps_s if steps_s > 0 else None,
                        "fast": args.fast, **clock.step_paths(), "windows": clock.windows})
         record("parts", parts)
+        record("profile", kernel_summary(clock.profiled, "cuda" if cuda else "cpu"))
         record("dev", dev)
         record("saves", saves)
         kept_step = getattr(getattr(clock.trainer, "dev", None), "kept_step", None)  # 0: the untrained encoder

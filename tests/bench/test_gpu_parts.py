@@ -52,6 +52,10 @@ def test_recipe_dry_run_times_every_part_and_checks_the_run(tmp_path):
     proj = rec["projection"]  # a shortened run projects the full recipe, labelled as a projection
     assert "PROJECTION" in proj["label"] and proj["steps"] == 15_625 and proj["evaluations"] == 125
     assert proj["total_s"] > proj["steps_total_s"] > 0
+    # a few steps profiled in the middle of the run, and the time of each window between evaluations
+    assert rec["profile"]["status"] == "ok" and rec["profile"]["steps"] == 4
+    assert [w["to_step"] for w in rec["run"]["windows"]] == [2, 4, 6, 8]
+    assert rec["run"]["optimizer_step"] == "eager" and rec["run"]["graph_step"]["on"] is False  # a CPU
 
 
 @pytest.mark.slow
