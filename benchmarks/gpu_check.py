@@ -2,7 +2,7 @@
 """GPU checks in one command: the ``cuda`` tests, then training throughput against sentence-transformers and
 against the GPU's measured bf16 GEMM peak. Run through ``benchmarks/gpu_check.sh``:
 
-    benchmarks/gpu_check.sh --out gpu_results            # a machine with an NVIDIA GPU: ~4-6 min on an H100
+    benchmarks/gpu_check.sh --out gpu_results            # a machine with an NVIDIA GPU: at most ~10 min (part budgets)
     benchmarks/gpu_check.sh --out /tmp/plan --dry-run    # any machine: everything built on a tiny encoder, 1 step
 
 Parts, each in its own process with a time budget (a part over budget is stopped and recorded as such; the rest
@@ -11,17 +11,17 @@ still run), each writing ``<part>.json`` into ``--out``:
 * ``tests``: ``pytest -m cuda tests/trainer/test_cuda.py`` (tiny random encoders built by the tests; no data needed);
 * ``peak``: measured GEMM TFLOP/s, bf16 and fp32 (and TF32), an 8192^3 product and the encoder's own shapes;
 * ``throughput``: hf_cse ``ContrastiveTrainer`` (SimCSE, infonce; its default step, the CUDA-graph one with the
-  optimizer's own graph; the graph step with an eager optimizer step; its eager step) vs sentence-transformers'
-  trainer with ``MultipleNegativesRankingLoss``, bf16, batch 64; batch 512
-  plain and in the cached mode (mini-batches of 64; ST's ``CachedMultipleNegativesRankingLoss``), two interleaved
-  rounds;
-* ``scale``: hf_cse (graph step and eager) at batch 256 and 1024;
-* ``compile``: torch.compile's default mode (fused kernels) inside hf_cse's graph step at 64 and 1024;
-* ``recipe``: SimCSE's one-epoch schedule (``gpu_recipe.py``), shortened, the full recipe's time projected;
-* ``engines``: ``accelerate launch`` with the shipped FSDP and DeepSpeed configs (``gpu_engines.py``);
-* only when named with ``--parts`` (measured in earlier sessions, benchmarks/README.md sections 6 and 12):
-  ``attention`` (SDPA, eager, flash_attention_2), ``padding`` (padding-free forced on the GPU against padded) and
-  ``graphs`` (torch.compile's ``reduce-overhead`` on padded sentences and at batch 256).
+  optimizer's own graph; its eager step) vs sentence-transformers' trainer with ``MultipleNegativesRankingLoss``,
+  bf16, batch 64; batch 512 plain and in the cached mode (mini-batches of 64; ST's
+  ``CachedMultipleNegativesRankingLoss``); hf_cse's b64 steps profiled (``gpu_profile.py``: kernel time by kind);
+* ``compile``: torch.compile's default mode (fused kernels) inside hf_cse's graph step at 1024 and 64, profiled,
+  with SDPA as it chooses, SDPA without cuDNN's attention, and the eager attention;
+* ``recipe``: SimCSE's one-epoch schedule (``gpu_recipe.py --fast``), shortened, the full recipe's time projected;
+* only when named with ``--parts`` (measured in earlier sessions, benchmarks/README.md sections 6, 12, 15, 18 and
+  19): ``scale`` (hf_cse's graph step and eager at batch 256 and 1024), ``engines`` (``accelerate launch`` with the
+  shipped FSDP and DeepSpeed configs, ``gpu_engines.py``), ``compile512`` (the compiled step at 512, plain and
+  cached), ``attention`` (SDPA, eager, flash_attention_2), ``padding`` (padding-free forced on the GPU against
+  padded) and ``graphs`` (torch.compile's ``reduce-overhead`` on padded sentences and at batch 256).
 
 No network and no data set: the encoder is a random BERT-base (12 x 768, FFN 3072, 30522-token vocabulary built
 from the packaged demo corpus) made in a temporary folder, the text is the demo corpus (four random lines per
@@ -113,6 +113,19 @@ def padding_free_on_any_device(forced: bool):
         yield
     finally:
         padding_free.DEVICE_TYPES = original
+
+
+@contextmanager
+def cudnn_attention(on: bool):
+    """Without ``on``, PyTorch's SDPA does not choose cuDNN's attention kernel (a global switch, put back after)."""
+    import torch
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(on and before)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
 
 
 @contextmanager
@@ -226,7 +239,8 @@ def part_runs(name: str, plan: dict, encoder: Path, device: str, budget: float, 
                     results.append({**asdict(run), "round": r + 1, "status": "skipped: part budget nearly spent"})
                     continue
                 try:
-                    with padding_free_on_any_device(bool(run.padding_free)), optimizer_graph(run.optimizer_graph):
+                    with padding_free_on_any_device(bool(run.padding_free)), optimizer_graph(run.optimizer_graph), \
+                            cudnn_attention(run.cudnn_attention):
                         res = _run_one(run, encoder, device, texts[run.text], tmp)
                 except Exception as exc:  # recorded, and the next run goes on (e.g. a kernel this GPU lacks)
                     res = {**asdict(run), "status": f"error: {type(exc).__name__}: {exc}"[:2000]}

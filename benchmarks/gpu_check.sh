@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU checks in one command (benchmarks/gpu_check.py has the details):
-#   benchmarks/gpu_check.sh --out gpu_results            # NVIDIA GPU: cuda tests + throughput, ~4-6 min on an H100
+#   benchmarks/gpu_check.sh --out gpu_results            # NVIDIA GPU: the default parts, at most ~10 min
 #   benchmarks/gpu_check.sh --out /tmp/plan --dry-run    # CPU: builds and runs everything on a tiny encoder
 # Python: $PYTHON, else python3 on PATH. Extra packages installed to a folder (pip install --target) go in
 # PYTHONPATH as usual; the repository root is prepended here, so hf_cse needs no install.

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-PARTS = ("tests", "peak", "throughput", "scale", "compile", "recipe", "engines", "attention", "padding", "graphs")
+PARTS = ("tests", "peak", "throughput", "scale", "compile", "recipe", "engines", "attention", "padding", "graphs",
+         "compile512")
 #: what a plain ``gpu_check.sh`` runs: the parts measured in earlier sessions only when named with --parts
 #: (attention, padding, graphs: sections 6 and 12 of benchmarks/README.md; scale and engines: sections 15 and 18)
 DEFAULT_PARTS = ("tests", "peak", "throughput", "compile", "recipe")
@@ -19,10 +20,10 @@ DEFAULT_PARTS = ("tests", "peak", "throughput", "compile", "recipe")
 #: 2026-11-27 (benchmarks/README.md section 18) tests, peak, throughput and engines took 80, 10, 105 and 128 s (ZeRO-3
 #: skipped), a torch.compile run 37 s (32 s of it compiling and capturing); the recipe's process needed ~75 s
 #: uncompiled
-BUDGET_S = {"tests": 95, "peak": 15, "throughput": 75, "scale": 45, "compile": 190, "recipe": 150, "engines": 150,
-            "attention": 40, "padding": 55, "graphs": 120}
+BUDGET_S = {"tests": 95, "peak": 15, "throughput": 75, "scale": 45, "compile": 270, "recipe": 130, "engines": 150,
+            "attention": 40, "padding": 55, "graphs": 120, "compile512": 110}
 #: the parts made of trainer runs (the others: the cuda tests, the GEMM peak, and the scripted recipe / engines)
-RUN_PARTS = ("throughput", "scale", "compile", "attention", "padding", "graphs")
+RUN_PARTS = ("throughput", "scale", "compile", "attention", "padding", "graphs", "compile512")
 #: the parts run by their own script (benchmarks/gpu_<part>.py --out DIR --encoder PATH [--dry-run] [--budget-s N])
 SCRIPT_PARTS = ("recipe", "engines")
 LENGTH = 32
@@ -58,6 +59,9 @@ class Run:
     optimizer_graph: bool = True
     # torch.profiler over the last warm-up steps: the device's time by kernel kind (benchmarks/gpu_profile.py)
     profile: bool = False
+    # False: PyTorch's SDPA may not pick cuDNN's attention (on an H100 it did, at 1.7 ms of a 10.9-ms b64 step and 25 of
+    # 114 ms at b1024 for length-32 sentences: section 19); it then takes its flash or memory-efficient kernel
+    cudnn_attention: bool = True
 
 
 def build_plan(dry_run: bool) -> dict:
@@ -89,16 +93,16 @@ def build_plan(dry_run: bool) -> dict:
                   for n, steps in ((256, 20), (1024, 15))
                   for name, extra in ((f"hf_cse b{n}", {}), (f"hf_cse b{n} eager", eager))],
         # compiling takes minutes on a CPU: the dry run builds the compiled trainer without a step. torch.compile's
-        # fused kernels (its default mode) inside hf_cse's graph step (its own CUDA graphs, reduce-overhead: section 12)
-        # at 1024 (never measured: the part's time ran out twice), 64, and 512 plain and cached (the cached target
-        # compiled on both sides); profiled where the targets are
-        "compile": [Run("hf_cse b1024 torch.compile + graph step", "hf_cse", b(1024), w(5), 0 if dry_run else 15,
-                        torch_compile=True, profile=True),
-                    Run("hf_cse b64 torch.compile + graph step",
-                        **{**b64, "warmup": w(6), "steps": 0 if dry_run else 40}, torch_compile=True, profile=True),
-                    *(Run(f"hf_cse b512{' cached64' if mb else ''} torch.compile + graph step", "hf_cse", b(512), w(5),
-                          0 if dry_run else 15, cached_minibatch_size=mb and b(mb), torch_compile=True)
-                      for mb in (None, 64))],
+        # fused kernels (its default mode) inside hf_cse's graph step (its own CUDA graphs, reduce-overhead: section
+        # 12) at 1024 and 64, profiled, each with SDPA as it chooses (cuDNN's attention on an H100), SDPA without cuDNN,
+        # and the eager attention (matmul, softmax, dropout: fused by the compiler). The compiled step at 512 plain and
+        # cached (0.554: section 19) only when asked: --parts compile512
+        "compile": [Run(f"hf_cse b{n} torch.compile + graph step{name}", "hf_cse", b(n), w(warm),
+                        0 if dry_run else steps, torch_compile=True, profile=True, **extra)
+                    for name, extra in (("", {}), (", SDPA without cuDNN", {"cudnn_attention": False}),
+                                        (", eager attention", {"attn_implementation": "eager"}))
+                    for n, warm, steps in ((1024, 5, 15), (64, 6, 40))],
+        "compile512": compiled_512_runs(dry_run),
         "attention": [Run(f"hf_cse b64 {name}", **b64, attn_implementation=None if name == "sdpa" else name)
                       for name in ("sdpa", "eager") + (("flash_attention_2",) if flash else ())],
         # padded sentences: hf_cse padded (its GPU default) against its padding-free forward forced on the GPU
@@ -120,6 +124,14 @@ def build_plan(dry_run: bool) -> dict:
     }
 
 
+def compiled_512_runs(dry_run: bool) -> list[Run]:
+    """The compiled step at 512, plain and cached (mini-batches of 64): the cached target with both sides compiled."""
+    b, steps = (8, 0) if dry_run else (1, 15)
+    return [Run(f"hf_cse b512{' cached64' if mb else ''} torch.compile + graph step", "hf_cse", 512 // b,
+                0 if dry_run else 5, steps, cached_minibatch_size=mb and mb // b, torch_compile=True)
+            for mb in (None, 64)]
+
+
 def validate_plan(plan: dict) -> None:
     """Refuse a plan that cannot run: budgets over 10 minutes, a cached mini-batch that does not divide the batch,
     an unknown framework or attention, compile on the sentence-transformers side, a run without steps on a GPU."""
@@ -137,7 +149,8 @@ def validate_plan(plan: dict) -> None:
             if run.attn_implementation not in (None, "sdpa", "eager", "flash_attention_2"):
                 problems.append(f"{run.name}: unknown attention {run.attn_implementation}")
             if ((run.torch_compile or run.attn_implementation or run.padding_free is not None
-                    or run.text != "full" or run.cuda_graphs != "auto" or not run.optimizer_graph)
+                    or run.text != "full" or run.cuda_graphs != "auto" or not run.optimizer_graph
+                    or not run.cudnn_attention)
                     and run.framework != "hf_cse"):
                 problems.append(f"{run.name}: compile / attention / padding variants are hf_cse runs")
             if run.compile_mode and not run.torch_compile:

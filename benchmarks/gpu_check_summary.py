@@ -56,11 +56,15 @@ def summarize_results(out: Path, statuses: dict) -> dict:
                                                         ("throughput", "hf_cse b64")),
         "compile + graph step / graph step, b1024": ratio(("compile", "hf_cse b1024 torch.compile + graph step"),
                                                           ("scale", "hf_cse b1024")),
-        "compile + graph step / graph step, b512": ratio(("compile", "hf_cse b512 torch.compile + graph step"),
+        **{f"{variant} / SDPA as chosen, compiled b{n}": ratio(
+            ("compile", f"hf_cse b{n} torch.compile + graph step, {variant}"),
+            ("compile", f"hf_cse b{n} torch.compile + graph step"))
+           for variant in ("SDPA without cuDNN", "eager attention") for n in (64, 1024)},
+        "compile + graph step / graph step, b512": ratio(("compile512", "hf_cse b512 torch.compile + graph step"),
                                                          ("throughput", "hf_cse b512")),
         "cached b512 / plain b512, both compiled": ratio(
-            ("compile", "hf_cse b512 cached64 torch.compile + graph step"),
-            ("compile", "hf_cse b512 torch.compile + graph step")),
+            ("compile512", "hf_cse b512 cached64 torch.compile + graph step"),
+            ("compile512", "hf_cse b512 torch.compile + graph step")),
         "reduce-overhead / eager, b64 natural": ratio(("graphs", "hf_cse b64 natural reduce-overhead"),
                                                        ("graphs", "hf_cse b64 natural eager-mode")),
         "reduce-overhead / eager, b256": ratio(("graphs", "hf_cse b256 full reduce-overhead"),

@@ -74,8 +74,12 @@ def test_dry_run_runs_every_part(dry_run):
     assert summary["ratios"]["cached b512 / plain b512"] > 0 and summary["ratios"]["graph step / eager, b64"] > 0
     runs = {r["name"]: r for r in read("throughput.json")["runs"]}
     assert {r["optimizer_step"] for r in runs.values() if r["framework"] == "hf_cse"} == {"eager"}  # a CPU
-    compiled = {r["name"]: r for r in read("compile.json")["runs"]}
-    assert compiled["hf_cse b512 cached64 torch.compile + graph step"]["cached_minibatch_size"] == 64 // 8
+    compiled = {r["name"]: r for r in read("compile.json")["runs"]}  # the attention variants, compiled
+    assert compiled["hf_cse b64 torch.compile + graph step, SDPA without cuDNN"]["cudnn_attention"] is False
+    assert compiled["hf_cse b1024 torch.compile + graph step, eager attention"]["attention_in_use"] == "eager"
+    assert all(r["profile"] for r in compiled.values())
+    by_name = {r["name"]: r for r in plan["compile512"]}  # the compiled 512s: only with --parts compile512
+    assert by_name["hf_cse b512 cached64 torch.compile + graph step"]["cached_minibatch_size"] == 64 // 8
     assert set(summary["targets"]) == {
         "b64 step, fraction of the bf16 peak", "b1024 step, fraction of the bf16 peak",
         "b64 step compiled, fraction of the bf16 peak", "b1024 step compiled, fraction of the bf16 peak",
@@ -136,3 +140,17 @@ def test_profile_kinds_and_busy_time():
     assert kind_of("something_new") == "other"
     assert _union_us([(0, 10), (5, 12), (20, 25), (21, 22)]) == 17
     assert _union_us([]) == 0
+
+
+def test_cudnn_attention_switch_is_put_back():
+    """A run without cuDNN's attention turns PyTorch's global switch off for the run only."""
+    from gpu_check import cudnn_attention
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    with pytest.raises(RuntimeError, match="inside"):
+        with cudnn_attention(False):
+            assert not torch.backends.cuda.cudnn_sdp_enabled()
+            raise RuntimeError("inside")
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before
+    with cudnn_attention(True):
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before

@@ -208,8 +208,11 @@ def test_captured_optimizer_step_trains_as_eager_mode(tiny_bert_dir, sentences, 
     """Clipping and the fused AdamW step replayed as a graph of their own (hf_cse/optimizer_graph.py) update the
     weights as the eager step does: with dropout off, a warm-up and decaying learning rate, weight decay and a clip
     that binds (max_grad_norm 0.001), both runs log the same losses and gradient norms, and the optimizer's graph did
-    replay. (At this learning rate the tiny model's gradient norm grows 1000-fold in 8 steps, which amplifies the last
-    bits: on an H100 the losses agreed to 1e-4 and the norms to 5e-4, relative.)"""
+    replay. At this learning rate the tiny model's gradient norm grows 1000-fold in 8 steps, which amplifies the last
+    bits (CUDA's embedding backward adds with atomics, so two eager runs differ too): on an H100 the losses agreed to
+    1e-4 (2026-11-27, first run) and 2.2e-4 (second run), relative, and the logged norms (4 digits) to 0.05 % and 2 %.
+    The tolerances sit above those; a learning rate that the graph did not refill (0 at the capture, the first
+    warm-up step) would leave the loss at its first value, 4 % above the eager run's last one."""
     from hf_cse.optimizer_graph import GraphedOptimizer
 
     encoder = _no_dropout_copy(tiny_bert_dir, tmp_path / "encoder")
@@ -224,8 +227,9 @@ def test_captured_optimizer_step_trains_as_eager_mode(tiny_bert_dir, sentences, 
     assert isinstance(graphed, GraphedOptimizer) and trainers["off"].graphed_optimizer is None
     assert graphed.failed is None and len(graphed.updates) >= 1 and graphed.replays >= 4
     assert len(logs["off"]) == 8 and min(norm for _, norm in logs["off"]) > 0.001  # the clip binds every step
-    assert [loss for loss, _ in logs["on"]] == pytest.approx([loss for loss, _ in logs["off"]], rel=1e-4)
-    assert [norm for _, norm in logs["on"]] == pytest.approx([norm for _, norm in logs["off"]], rel=1e-3)
+    assert logs["off"][-1][0] < 0.99 * logs["off"][0][0]  # it trains: a stale learning rate would show
+    assert [loss for loss, _ in logs["on"]] == pytest.approx([loss for loss, _ in logs["off"]], rel=1e-3)
+    assert [norm for _, norm in logs["on"]] == pytest.approx([norm for _, norm in logs["off"]], rel=5e-2)
 
 
 def test_cuda_graph_step_with_dropout_follows_the_eager_curve(tiny_bert_dir, sentences, tmp_path):
