@@ -37,6 +37,9 @@ from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
+#: embeddings kept on the device before one copy to the host: on a GPU each copy waits for every queued batch, so
+#: copying per batch would stop the host from queuing the next batch while the GPU encodes this one
+HOST_COPY_BYTES = 256 * 2**20
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -307,19 +310,28 @@ class SentenceEncoder:
 
         show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
         out: np.ndarray | None = None
+        pending: list[tuple[np.ndarray, torch.Tensor]] = []  # (rows, embeddings still on the device)
         with eval_mode(self.model), torch.inference_mode(), autocast(self.precision, self.device.type):
             for idx, feats in tqdm(batches, total=n_batches, desc="Encoding", disable=not show, unit="batch",
                                  leave=False):
-                feats = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in feats.items()}
-                emb = self._encode_batch(feats).float().cpu().numpy()
-                if out is None:
-                    out = np.empty((n_texts, emb.shape[1]), dtype=np.float32)
-                out[idx] = emb
+                # pinned batches (a GPU's) are copied without waiting for the GPU
+                feats = {k: (v.to(self.device, non_blocking=v.is_pinned()) if isinstance(v, torch.Tensor) else v)
+                         for k, v in feats.items()}
+                pending.append((idx, self._encode_batch(feats).float()))
+                if sum(emb.numel() for _, emb in pending) * 4 >= HOST_COPY_BYTES:
+                    out = _copy_to_host(pending, out, n_texts)
+            out = _copy_to_host(pending, out, n_texts)
         return out
 
     def _batch_features(self, idx: np.ndarray, texts: list[str], tokens) -> dict[str, Any]:
-        """The padded features of the texts ``idx`` on the CPU: the tokenizer's, or the sentence-transformers
-        modules' own (their tokenizer, with ``max_length`` as their ``max_seq_length``)."""
+        """The padded features of the texts ``idx`` on the CPU (in pinned memory for a GPU): the tokenizer's, or the
+        sentence-transformers modules' own (their tokenizer, with ``max_length`` as their ``max_seq_length``)."""
+        if self.device.type == "cuda":
+            return {k: (v.pin_memory() if isinstance(v, torch.Tensor) else v)
+                    for k, v in self._padded_features(idx, texts, tokens).items()}
+        return self._padded_features(idx, texts, tokens)
+
+    def _padded_features(self, idx: np.ndarray, texts: list[str], tokens) -> dict[str, Any]:
         if not (self.kind == "sentence_transformers" and self.pooler is None):
             batch = {k: [tokens[k][i] for i in idx] for k in tokens.keys()}
             return dict(self.tokenizer.pad(batch, padding=True, return_tensors="pt"))
@@ -355,6 +367,19 @@ class SentenceEncoder:
                 f"{type(model).__name__} returns no last_hidden_state: pass a base encoder (AutoModel)."
             )
         return pool(pooler, feats["attention_mask"], last, outputs.hidden_states if want_hidden else None)
+
+
+def _copy_to_host(pending: list[tuple[np.ndarray, torch.Tensor]], out: np.ndarray | None, n_texts: int) -> np.ndarray:
+    """The ``pending`` embeddings written into their rows of ``out`` (made at the first copy) in one copy; empties
+    ``pending``."""
+    if not pending:
+        return out
+    host = torch.cat([emb for _, emb in pending]).cpu().numpy()
+    if out is None:
+        out = np.empty((n_texts, host.shape[1]), dtype=np.float32)
+    out[np.concatenate([idx for idx, _ in pending])] = host
+    pending.clear()
+    return out
 
 
 def _batch_indices(order: np.ndarray, batch_size: int):

@@ -68,6 +68,24 @@ def test_batched_equals_naive(tiny, pooler):
     np.testing.assert_allclose(got, naive(model, tok, SENTS, pooler), atol=1e-5)
 
 
+@pytest.mark.parametrize("copy_bytes", [1, 32 * 4 * 3])  # a copy to the host after each batch / every 3 rows
+def test_embeddings_copied_to_the_host_in_pieces_land_in_their_rows(tiny, monkeypatch, copy_bytes):
+    """Embeddings wait on the device until HOST_COPY_BYTES of them gathered (one copy, one wait on a GPU): copied
+    after every batch or every few, each row is its sentence's, as encoding them in one copy gives."""
+    from hf_cse.evaluation import encoder as encoder_module
+
+    model, tok = tiny
+    whole = SentenceEncoder(model, tok, pooler="avg", batch_size=2, show_progress_bar=False).encode(SENTS)
+    copies = []
+    copy = encoder_module._copy_to_host
+    monkeypatch.setattr(encoder_module, "_copy_to_host", lambda p, o, n: copies.append(len(p)) or copy(p, o, n))
+    monkeypatch.setattr(encoder_module, "HOST_COPY_BYTES", copy_bytes)
+    got = SentenceEncoder(model, tok, pooler="avg", batch_size=2, show_progress_bar=False).encode(SENTS)
+    np.testing.assert_array_equal(got, whole)
+    batches = -(-len(set(SENTS)) // 2)
+    assert sum(copies) == batches and len([c for c in copies if c]) == (batches if copy_bytes == 1 else 2)
+
+
 def test_dedup_sort_and_default_pooler(tiny):
     model, tok = tiny
     enc = SentenceEncoder(model, tok, batch_size=2, show_progress_bar=False)
