@@ -83,7 +83,9 @@ def test_dry_run_runs_every_part(dry_run):
     assert set(summary["targets"]) == {
         "b64 step, fraction of the bf16 peak", "b1024 step, fraction of the bf16 peak",
         "b64 step compiled, fraction of the bf16 peak", "b1024 step compiled, fraction of the bf16 peak",
-        "cached b512 / plain b512", "cached b512 / plain b512, both compiled", "hf_cse / st, b64"}
+        "cached b512 / plain b512", "cached b512 / plain b512, both compiled", "hf_cse / st, b64",
+        "recipe, minutes (projected)"}  # the dry run's recipe is shortened: its full time projected
+    assert summary["targets"]["recipe, minutes (projected)"]["value"] > 0
     # the profiled run: its window's time by kind (on a CPU: top-level operators), summarised
     profile = runs["hf_cse b64"]["profile"]
     assert profile["status"] == "ok" and profile["steps"] == 1 and profile["kernels_per_step"] > 0
