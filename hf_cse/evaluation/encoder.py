@@ -22,19 +22,19 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
 from ..data import with_prompt
-from ..encoders import encoder_max_length, read_model_json, takes_token_type_ids
-from ..errors import CSEError, PathNotFoundError
+from ..encoders import encoder_max_length, takes_token_type_ids
+from ..errors import CSEError
 from ..models.modes import eval_mode
 from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hidden_states, pool
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
+from .model_kind import detect_kind
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
 #: embeddings kept on the device before one copy to the host: on a GPU each copy waits for every queued batch, so
@@ -43,27 +43,6 @@ HOST_COPY_BYTES = 256 * 2**20
 
 
 # --------------------------------------------------------------------------------------------- loading
-def detect_kind(name_or_path: str, revision: str | None = None) -> str:
-    """``"hf_cse"``, ``"sentence_transformers"`` or ``"hf"`` for a folder or Hub id."""
-    name_or_path = str(name_or_path)
-    path = Path(name_or_path).expanduser()
-    if path.exists():
-        if (
-            not path.is_dir()
-            or not (path / "config.json").is_file()
-            and not (path / "modules.json").is_file()
-        ):
-            raise PathNotFoundError(f"{name_or_path} is not a model folder (no config.json or modules.json).")
-    elif path.is_absolute() or name_or_path.startswith((".", "~")) or name_or_path.count("/") > 1:
-        raise PathNotFoundError(f"Model path {name_or_path} does not exist.")
-    config = read_model_json(str(path) if path.exists() else name_or_path, "config.json", revision)
-    if config is not None and str(config.get("model_type", "")).startswith("hf_cse"):
-        return "hf_cse"
-    if read_model_json(str(path) if path.exists() else name_or_path, "modules.json", revision) is not None:
-        return "sentence_transformers"
-    return "hf"
-
-
 def _is_sentence_transformer(model: Any) -> bool:
     return type(model).__module__.startswith("sentence_transformers") and hasattr(model, "preprocess")
 
