@@ -84,7 +84,8 @@ def build_plan(dry_run: bool) -> dict:
                        Run("hf_cse b64 eager", **b64, **eager, profile=True),
                        Run("st b64", **{**b64, "framework": "sentence_transformers"}),
                        Run("hf_cse b512", "hf_cse", b(512), w(5), s(15)),
-                       Run("hf_cse b512 cached64", "hf_cse", b(512), w(5), s(15), cached_minibatch_size=b(64)),
+                       Run("hf_cse b512 cached64", "hf_cse", b(512), w(5), s(15), cached_minibatch_size=b(64),
+                           profile=True),
                        Run("st b512 cached64", "sentence_transformers", b(512), w(2), s(8),
                            cached_minibatch_size=b(64))],
         # how much of the GPU a larger batch fills, with and without the graph step (sentence-transformers at these
