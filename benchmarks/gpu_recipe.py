@@ -231,6 +231,7 @@ def run(args, record) -> bool:
                        "sentences_per_s": batch * clock.steps / steps_s if steps_s > 0 else None,
                        "fast": args.fast, **clock.step_paths(), "windows": clock.windows})
         record("parts", parts)
+        record("startup", clock.startup_parts())
         record("profile", kernel_summary(clock.profiled, "cuda" if cuda else "cpu"))
         record("dev", dev)
         record("saves", saves)

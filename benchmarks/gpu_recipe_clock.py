@@ -34,6 +34,7 @@ class RecipeClock:
         self.windows: list[dict] = []  # the steps between two boundaries: how many, and their time
         self.window_start = 0
         self.trainer = None
+        self.startup_marks: dict[str, float] = {}  # perf_counter times of the startup's stages
         self.profile_steps: tuple[int, int] | None = None
         self.profiled: dict = {}
         self.evaluations: list[dict] = []
@@ -96,6 +97,17 @@ class RecipeClock:
             trainer.add_callback(profile_window(*self.profile_steps, "cuda" if self.cuda else "cpu", self.profiled))
         self.trainer = trainer
 
+    def startup_parts(self) -> dict:
+        """The startup's stages in seconds: to the trainer's construction (loading the model, reading and tokenizing
+        the data), the construction, and from it to the first step's start (train(): the output folder, the
+        optimizer, the step-0 setup)."""
+        marks = self.startup_marks
+        if not {"trainer_init_begins", "trainer_init_ends"} <= set(marks) or self.train_begin is None:
+            return {}
+        return {"to_the_trainer_s": marks["trainer_init_begins"] - self.start,
+                "trainer_construction_s": marks["trainer_init_ends"] - marks["trainer_init_begins"],
+                "to_the_first_step_s": self.train_begin - marks["trainer_init_ends"]}
+
     def step_paths(self) -> dict:
         """Which step the trainer ran: the CUDA-graph one (captures, replays) or eager, and the optimizer's."""
         trainer = self.trainer
@@ -116,7 +128,9 @@ def clocked_trainers(clock: RecipeClock):
     init = ContrastiveTrainer.__init__
 
     def timed_init(self, *args, **kwargs):
+        clock.startup_marks["trainer_init_begins"] = time.perf_counter()  # data loaded and tokenized by then
         init(self, *args, **kwargs)
+        clock.startup_marks["trainer_init_ends"] = time.perf_counter()
         clock.watch(self)
 
     ContrastiveTrainer.__init__ = timed_init

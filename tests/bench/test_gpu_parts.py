@@ -39,6 +39,9 @@ def test_recipe_dry_run_times_every_part_and_checks_the_run(tmp_path):
     assert set(rec["parts"]) == {"startup_s", "steps_s", "dev_evaluations_s", "saves_s", "end_of_training_s",
                                  "after_training_s", "total_s"}
     assert all(v >= 0 for v in rec["parts"].values()) and rec["parts"]["steps_s"] > 0
+    startup = rec["startup"]  # its stages add up to the startup
+    assert set(startup) == {"to_the_trainer_s", "trainer_construction_s", "to_the_first_step_s"}
+    assert sum(startup.values()) == pytest.approx(rec["parts"]["startup_s"], rel=1e-6)
     dev = rec["dev"]
     assert dev["count"] == 1 + 8 // 2 and dev["tokenized_once"]  # at the start, then every 2 steps
     # the kept (best) model was scored at its step: its "after" score is that one, not a second evaluation
