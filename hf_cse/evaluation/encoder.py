@@ -14,8 +14,9 @@
 
 Speed: sentences are de-duplicated, tokenized once, sorted by token length and encoded in batches
 (default 128) under ``torch.inference_mode()`` with the model in eval mode; the train/eval state of
-every sub-module is restored afterwards (the trainer calls this mid-training). Sequences are truncated
-only at the model's limit (no 32-token training truncation).
+every sub-module is restored afterwards (the trainer calls this mid-training). On a GPU the batches go from
+pinned memory without waiting and the embeddings come back in one copy per 256 MB, so the host queues the next
+batch while the GPU encodes. Sequences are truncated only at the model's limit (no 32-token training truncation).
 """
 
 from __future__ import annotations
@@ -296,7 +297,10 @@ class SentenceEncoder:
                 # pinned batches (a GPU's) are copied without waiting for the GPU
                 feats = {k: (v.to(self.device, non_blocking=v.is_pinned()) if isinstance(v, torch.Tensor) else v)
                          for k, v in feats.items()}
-                pending.append((idx, self._encode_batch(feats).float()))
+                emb = self._encode_batch(feats).float()
+                # a slice of a larger storage (the CLS row of the hidden states) would keep all of it alive
+                compact = emb.untyped_storage().nbytes() == emb.numel() * emb.element_size()
+                pending.append((idx, emb if compact else emb.clone()))
                 if sum(emb.numel() for _, emb in pending) * 4 >= HOST_COPY_BYTES:
                     out = _copy_to_host(pending, out, n_texts)
             out = _copy_to_host(pending, out, n_texts)
