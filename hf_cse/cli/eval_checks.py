@@ -1,6 +1,7 @@
-"""``hf-cse-eval``'s checks of a local model folder, before it is loaded: its tokenizer files are there (else
-transformers would score it with a stand-in tokenizer), and ``--max_seq_length`` fits its position embeddings; and
-that the models of one command go to different places of ``--mteb_results_dir``."""
+"""``hf-cse-eval``'s checks of a model before it is loaded: a local folder's tokenizer files are there (else
+transformers would score it with a stand-in tokenizer), and ``--max_seq_length`` fits its position embeddings (a Hub
+model's too, from its config alone); and that the models of one command go to different places of
+``--mteb_results_dir``."""
 
 from __future__ import annotations
 
@@ -27,26 +28,44 @@ def _folder_json(folder: Path, filename: str):
 def transformer_folder(folder: Path) -> Path:
     """The folder holding the encoder's config and tokenizer: a sentence-transformers model's Transformer module
     (``modules.json``), else the folder itself."""
-    modules = _folder_json(folder, "modules.json")
+    return folder / _transformer_path(_folder_json(folder, "modules.json"))
+
+
+def _transformer_path(modules) -> str:
+    """The path of a sentence-transformers model's Transformer module (its ``modules.json``), "" for the root."""
     for module in modules if isinstance(modules, list) else []:
         if isinstance(module, dict) and str(module.get("type", "")).endswith("Transformer"):
-            return folder / str(module.get("path") or "")
-    return folder
+            return str(module.get("path") or "")
+    return ""
 
 
-def _encoder_config(folder: Path) -> dict | None:
-    config = _folder_json(folder, "config.json")
+def _the_encoders(config) -> dict | None:
     if not isinstance(config, dict):
         return None
     nested = config.get("encoder_config")  # an hf_cse model: its encoder's own config
     return nested if isinstance(nested, dict) else config
 
 
+def _encoder_config(folder: Path) -> dict | None:
+    return _the_encoders(_folder_json(folder, "config.json"))
+
+
+def _hub_encoder_config(name: str) -> dict | None:
+    """The encoder's config of a Hub model, its JSON files read alone (small downloads, no weights); None offline or
+    where there is none."""
+    sub = _transformer_path(read_model_json(name, "modules.json"))
+    return _the_encoders(read_model_json(name, f"{sub}/config.json" if sub else "config.json"))
+
+
 def check_model_folder(name: str, max_seq_length: int | None) -> None:
-    """A local model folder (a Hub id is left to loading): its tokenizer files, and ``max_seq_length`` within the
-    encoder's position limit."""
+    """A local model folder: its tokenizer files, and ``max_seq_length`` within the encoder's position limit; a Hub
+    id: ``max_seq_length`` within the limit its config states, read before the weights are downloaded (the rest is
+    left to loading)."""
     path = Path(name).expanduser()
     if not path.is_dir():
+        config = _hub_encoder_config(name) if max_seq_length is not None else None
+        if config is not None:
+            check_max_seq_length(max_seq_length, config, name)
         return
     encoder = transformer_folder(path)
     if not any((encoder / marker).is_file() for marker in TOKENIZER_MARKERS):

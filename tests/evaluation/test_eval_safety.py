@@ -296,3 +296,29 @@ def test_an_undefined_score_is_not_passed_silently(caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and lines[0].startswith("m: the score of STS-B is undefined (NaN: every pair got the same "
                                                    "cosine")
+
+
+@pytest.mark.parametrize("layout", ["transformers", "sentence-transformers"])
+def test_a_hub_models_length_limit_is_checked_from_its_config_before_loading(layout, monkeypatch):
+    """A Hub id: its config.json (a sentence-transformers model's: the Transformer module's) is read alone, so a
+    --max_seq_length beyond its position embeddings is refused before the weights are downloaded (run_eval calls
+    this check before loading; the Hub is stood in for by the files below)."""
+    from hf_cse.checks import InputError
+    from hf_cse.cli import eval_checks
+
+    sub = "0_Transformer/" if layout == "sentence-transformers" else ""
+    hub = {f"{sub}config.json": {"model_type": "bert", "max_position_embeddings": 128}}
+    if sub:
+        hub["modules.json"] = [{"idx": 0, "name": "0", "path": "0_Transformer",
+                                "type": "sentence_transformers.models.Transformer"}]
+    read = []
+    monkeypatch.setattr(eval_checks, "read_model_json",
+                        lambda name, filename, revision=None: read.append((name, filename)) or hub.get(filename))
+    with pytest.raises(InputError, match="--max_seq_length 512 exceeds what the encoder"):
+        eval_checks.check_model_folder("someorg/some-model", 512)
+    assert ("someorg/some-model", f"{sub}config.json") in read
+    eval_checks.check_model_folder("someorg/some-model", 128)  # within the limit
+    eval_checks.check_model_folder("someorg/some-model", None)  # the model's own limit: nothing to check
+    # offline, or no such file: nothing read, left to loading
+    monkeypatch.setattr(eval_checks, "read_model_json", lambda name, filename, revision=None: None)
+    eval_checks.check_model_folder("someorg/some-model", 100_000)
