@@ -115,6 +115,9 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     if dataset_name:
         ds = datasets.load_dataset(dataset_name, config_name, split=split, streaming=streaming)
         source = f"data set {dataset_name}"
+        if streaming:  # read as training goes: a row it cannot read, or a dropped connection, fails as one line
+            ds = datasets.IterableDataset.from_generator(_dataset_rows, features=ds.features,
+                                                         gen_kwargs={"stream": ds, "name": dataset_name})
     else:
         p = Path(path)
         check_text_column_applies(p, text_column)
@@ -185,6 +188,24 @@ def _checked_rows(stream, path: str):
         if refusal is None:
             raise
         raise refusal from None
+
+
+def _dataset_rows(stream, name: str):
+    """The rows of a streamed data set (the Hub's, or a local data set folder), where one that cannot be read (a
+    broken row: ``ValueError``) or a connection that fails (``OSError``) ends the run in one line naming the data set
+    and how far it was read; the checkpoints saved before stay."""
+    read = 0
+    try:
+        for row in stream:
+            yield row
+            read += 1
+    except (ValueError, OSError) as err:
+        if isinstance(err, DataError):
+            raise
+        what = (str(err).strip().splitlines() or [""])[0][:300]
+        raise DataError(f"data set {name}: reading it failed after {read} rows, mid-stream ({type(err).__name__}: "
+                        f"{what}). A broken row: train on a copy without it (train_file); a dropped connection: "
+                        "resume_from_checkpoint once it is back (the checkpoints saved so far stay).") from None
 
 
 def _unreadable(path: Path, rows_read: int, err: ValueError) -> DataError | None:

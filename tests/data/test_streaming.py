@@ -321,6 +321,35 @@ def test_a_stream_that_breaks_past_its_head_fails_in_one_line_naming_the_line(na
     assert read or path.suffix == ".tsv"  # pandas reads 10,000 rows at a time: the .tsv fails as its head is read
 
 
+def test_a_streamed_data_set_that_breaks_mid_stream_fails_in_one_line(tmp_path):
+    """A data set (``dataset_name``: the Hub's, here a local data set folder) is read as training goes: a row it
+    cannot read failed inside datasets with a traceback; now one line names the data set and the rows read. A
+    dropped connection (an ``OSError`` while reading) says to resume."""
+    folder = tmp_path / "my_dataset"
+    folder.mkdir()
+    good = random_sentences(300, seed=5)
+    (folder / "train-00000.jsonl").write_text("".join(json.dumps({"text": s}) + "\n" for s in good))
+    (folder / "train-00001.jsonl").write_text('{"text": "fine"}\n{"text": "an unclosed string}\n')
+    args = StreamingArguments(streaming=True, train_files=None, train_weights=None)
+    read = []
+    with pytest.raises(DataError, match=rf"^data set {folder}: reading it failed after \d+ rows, mid-stream "
+                                        r"\(\w+: .*\)\. A broken row: train on a copy without it") as err:
+        for row in load_training_text(args, _data_args(dataset_name=str(folder)), 0):
+            read.append(row["text"])
+    # the first file's rows were read (the stripping map takes 1,000 rows at a time: none reached the loop)
+    assert "\n" not in str(err.value) and read == []
+    assert err.value.args[0].startswith(f"data set {folder}: reading it failed after {len(good)} rows")
+    from hf_cse import streaming
+
+    def dropped(*args, **kwargs):
+        yield {"text": "one sentence"}
+        raise ConnectionResetError("Connection reset by peer")
+
+    with pytest.raises(DataError, match=r"after 1 rows, mid-stream \(ConnectionResetError: Connection reset by peer\)"
+                                        r".* a dropped connection: resume_from_checkpoint once it is back"):
+        list(streaming._dataset_rows(dropped(), "org/data"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_run_whose_stream_breaks_keeps_its_checkpoints(workers, tiny_bert_dir, tmp_path, monkeypatch, capsys):
