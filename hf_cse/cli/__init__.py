@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from ..checks import InputError, check_path_given
-from ..errors import CSEError, unwrapped_from_worker
+from ..errors import CSEError
 from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
 from .stop_signals import Terminated, stop_signals_as_interrupt
 
@@ -151,8 +151,6 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
     except FORESEEABLE as err:
         if os.environ.get(DEBUG_ENV):
             raise
-        if isinstance(err, CSEError):  # re-raised by a DataLoader worker: the message it was raised with
-            err = unwrapped_from_worker(err)
         if getattr(err, "on_every_process", False) and not is_main_process():
             # the main process prints the same line and ends, and the launcher then stops this one: one line for the
             # run. Ending first would have the launcher stop the main process before its line (when it lags); a main
