@@ -23,6 +23,7 @@ when the stream gets there, in one line naming the file, the line and the fix (:
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
@@ -116,8 +117,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         ds = datasets.load_dataset(dataset_name, config_name, split=split, streaming=streaming)
         source = f"data set {dataset_name}"
         if streaming:  # read as training goes: a row it cannot read, or a dropped connection, fails as one line
-            ds = datasets.IterableDataset.from_generator(_dataset_rows, features=ds.features,
-                                                         gen_kwargs={"stream": ds, "name": dataset_name})
+            ds = _read_checked(ds, partial(_dataset_unreadable, dataset_name))
     else:
         p = Path(path)
         check_text_column_applies(p, text_column)
@@ -132,7 +132,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
             # utf-8-sig: a byte-order mark is no part of the first sentence (as for a file read whole)
             ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=streaming,
                                        chunksize=STREAM_CHUNK, encoding="utf-8-sig")
-        ds = _read_checked(ds, p)  # a file is streamed here (read whole above otherwise)
+        ds = _read_checked(ds, partial(_unreadable, p))  # a file is streamed here (read whole above otherwise)
         source = str(p)
     # a stream of a CSV file knows its columns only once read: those of its first row
     names = list(ds.column_names or next(iter(ds.take(1)), {}))
@@ -165,54 +165,52 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     return ds
 
 
-def _read_checked(stream, path: Path):
-    """``stream``, a file that ``datasets`` reads as training goes, where a line it cannot read (bytes that are not
-    UTF-8, a broken JSON line, a table row pandas cannot split) fails as one line naming the file, the line and the
-    fix (:func:`_unreadable`), instead of a traceback from inside ``datasets`` that names neither. Only the file's
-    first 64 KiB were checked up front (:func:`_check_start`); the rest is read while the model trains, and the
-    checkpoints saved before the failure stay (the error ends ``train`` as any other)."""
+def _read_checked(stream, refusal):
+    """``stream``, read by ``datasets`` as training goes, where an error while reading it that ``refusal(rows_read,
+    err)`` names (a :class:`DataError`; None: not the data's fault, re-raised as it is) ends the run in that one line
+    instead of a traceback from inside ``datasets``: a file's line it cannot read (:func:`_unreadable`; only its
+    first 64 KiB were checked up front, :func:`_check_start`), a data set's row or dropped connection
+    (:func:`_dataset_unreadable`). The checkpoints saved before the failure stay (the error ends ``train`` as any
+    other)."""
     import datasets
 
     return datasets.IterableDataset.from_generator(_checked_rows, features=stream.features,
-                                                   gen_kwargs={"stream": stream, "path": str(path)})
+                                                   gen_kwargs={"stream": stream, "refusal": refusal})
 
 
-def _checked_rows(stream, path: str):
+def _checked_rows(stream, refusal):
     read = 0
     try:
         for row in stream:
             yield row
             read += 1
-    except ValueError as err:  # UnicodeDecodeError; a broken JSON line (pyarrow's, ujson's); pandas' ParserError
-        refusal = None if isinstance(err, DataError) else _unreadable(Path(path), read, err)
-        if refusal is None:
+    except Exception as err:
+        refused = None if isinstance(err, DataError) else refusal(read, err)
+        if refused is None:
             raise
-        raise refusal from None
+        raise refused from None
 
 
-def _dataset_rows(stream, name: str):
-    """The rows of a streamed data set (the Hub's, or a local data set folder), where one that cannot be read (a
-    broken row: ``ValueError``) or a connection that fails (``OSError``) ends the run in one line naming the data set
-    and how far it was read; the checkpoints saved before stay."""
-    read = 0
-    try:
-        for row in stream:
-            yield row
-            read += 1
-    except (ValueError, OSError) as err:
-        if isinstance(err, DataError):
-            raise
-        what = (str(err).strip().splitlines() or [""])[0][:300]
-        raise DataError(f"data set {name}: reading it failed after {read} rows, mid-stream ({type(err).__name__}: "
-                        f"{what}). A broken row: train on a copy without it (train_file); a dropped connection: "
-                        "resume_from_checkpoint once it is back (the checkpoints saved so far stay).") from None
+def _dataset_unreadable(name: str, rows_read: int, err: Exception) -> DataError | None:
+    """The refusal of the streamed data set ``name`` (the Hub's, or a local data set folder) whose reading failed
+    with ``err`` after ``rows_read`` rows: a row it cannot read (``ValueError``) or a connection that failed
+    (``OSError``); None for any other error."""
+    if not isinstance(err, (ValueError, OSError)):
+        return None
+    what = (str(err).strip().splitlines() or [""])[0][:300]
+    return DataError(f"data set {name}: reading it failed after {rows_read} rows, mid-stream ({type(err).__name__}: "
+                     f"{what}). A broken row: train on a copy without it (train_file); a dropped connection: "
+                     "resume_from_checkpoint once it is back (the checkpoints saved so far stay).")
 
 
-def _unreadable(path: Path, rows_read: int, err: ValueError) -> DataError | None:
+def _unreadable(path: Path, rows_read: int, err: Exception) -> DataError | None:
     """The refusal of ``path``, whose reader failed with ``err`` after ``rows_read`` rows: the first line that is not
     UTF-8 or (JSON lines) not JSON, found by reading the file again up to it, or the row of a table that pandas
     could not split; None where no such line is found and ``err`` is no decoding error (then it is no fault of
-    the file that hf_cse can name)."""
+    the file that hf_cse can name), and for an error that is no ``ValueError`` (UnicodeDecodeError, a broken JSON
+    line -- pyarrow's, ujson's --, pandas' ParserError are)."""
+    if not isinstance(err, ValueError):
+        return None
     met = f"met mid-stream (only the first {HEAD_BYTES >> 10} KiB are checked up front)"
     from pandas.errors import ParserError  # datasets reads a .csv / .tsv with pandas
 

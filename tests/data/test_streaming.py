@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from types import SimpleNamespace
 
 import pytest
@@ -347,7 +348,7 @@ def test_a_streamed_data_set_that_breaks_mid_stream_fails_in_one_line(tmp_path):
 
     with pytest.raises(DataError, match=r"after 1 rows, mid-stream \(ConnectionResetError: Connection reset by peer\)"
                                         r".* a dropped connection: resume_from_checkpoint once it is back"):
-        list(streaming._dataset_rows(dropped(), "org/data"))
+        list(streaming._checked_rows(dropped(), partial(streaming._dataset_unreadable, "org/data")))
 
 
 @pytest.mark.slow
