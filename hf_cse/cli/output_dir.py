@@ -47,6 +47,7 @@ from ..run_files import (
     CURVES_FILE,
     RUN_RECORD_FILE,
     TRAIN_FILE_CONTENT,
+    TRAIN_RESULTS_FILE,
     TRAINING_INFO_FILE,
     WEIGHT_FILES,
 )
@@ -62,7 +63,7 @@ RUN_FILES = (
     f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
     "sentence-transformers", ".sentence-transformers.*",  # the export and its temporary folders
     "config.json", "generation_config.json", *WEIGHT_FILES, "training_args.bin", "trainer_state.json",
-    "all_results.json", "train_results.json", "eval_results.json", CURVES_FILE, ADAPTER_FOLDER, *TOKENIZER_FILES,
+    "all_results.json", TRAIN_RESULTS_FILE, "eval_results.json", CURVES_FILE, ADAPTER_FOLDER, *TOKENIZER_FILES,
 )
 # What an interrupted run leaves before its model is saved (anything more means the run finished or is not ours).
 _INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE)
@@ -265,6 +266,3 @@ def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool 
     if is_main_process and resume is None:
         write_json_atomic(out / RUN_RECORD_FILE, run.settings, sort_keys=True)
     return resume
-
-
-# ------------------------------------------------------------------------------------------------- evaluation
