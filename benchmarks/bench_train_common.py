@@ -80,6 +80,17 @@ def summarize(times: list[float]) -> dict[str, float]:
     }
 
 
+def step_paths(trainer) -> dict:
+    """Which step an hf_cse ``ContrastiveTrainer`` ran: the CUDA-graph one (captures, replays; or eager, and why)
+    and its optimizer's (a graph of its own, or eager)."""
+    decision, graphs, optimizer = trainer.graph_decision, trainer.graph_step, trainer.graphed_optimizer
+    return {"graph_step": {"on": decision.on, "reason": decision.reason,
+                           **({"captures": graphs.captures, "replays": graphs.replays, "failed": graphs.failed}
+                              if graphs else {})},
+            "optimizer_step": {"graph_replays": optimizer.replays, "failed": optimizer.failed} if optimizer
+            else "eager"}
+
+
 def machine_info(threads: int) -> dict:
     return {
         "torch": torch.__version__,

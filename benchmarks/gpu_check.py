@@ -50,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_limit_common import gemm_peak, gemm_tflops, step_flops  # noqa: E402
-from bench_train_common import ROOT, StepTimer, summarize  # noqa: E402
+from bench_train_common import ROOT, StepTimer, step_paths, summarize  # noqa: E402
 from gpu_check_plan import (  # noqa: E402
     BUDGET_S,
     DEFAULT_PARTS,
@@ -195,13 +195,8 @@ def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: st
     trainer.train()
     out["wall_s"] = time.perf_counter() - start
     if run.framework == "hf_cse":  # which step ran: the CUDA-graph one, or eager (and why)
+        out.update(step_paths(trainer))
         graphs = trainer.graph_step
-        out["graph_step"] = {"on": trainer.graph_decision.on, "reason": trainer.graph_decision.reason,
-                             **({"captures": graphs.captures, "replays": graphs.replays, "failed": graphs.failed}
-                                if graphs else {})}
-        optimizer = trainer.graphed_optimizer
-        out["optimizer_step"] = ({"graph_replays": optimizer.replays, "failed": optimizer.failed} if optimizer
-                                 else "eager")
         if graphs and graphs.graphs and device == "cuda" and not run.cached_minibatch_size:
             out["graph_step"]["replay_ms"] = _replay_ms(next(iter(graphs.graphs.values())).graph)
     step_s = timer.window_s / timer.window_steps

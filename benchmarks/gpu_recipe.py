@@ -45,6 +45,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from bench_train_common import step_paths  # noqa: E402
 from gpu_check_plan import BERT_BASE, TINY, benchmark_sentences, make_encoder  # noqa: E402
 from gpu_profile import kernel_summary  # noqa: E402
 from gpu_recipe_clock import RecipeClock, clocked_trainers, now_synced  # noqa: E402
@@ -229,7 +230,8 @@ def run(args, record) -> bool:
                        "batch_size": batch, "save_strategy": args.save_strategy,
                        "stopped_by_budget_at_step": clock.stopped_at, "step_s_mean": steps_s / max(1, clock.steps),
                        "sentences_per_s": batch * clock.steps / steps_s if steps_s > 0 else None,
-                       "fast": args.fast, **clock.step_paths(), "windows": clock.windows})
+                       "fast": args.fast, **step_paths(clock.trainer),
+                       "torch_compile": bool(clock.trainer.args.torch_compile), "windows": clock.windows})
         record("parts", parts)
         record("startup", clock.startup_parts())
         record("profile", kernel_summary(clock.profiled, "cuda" if cuda else "cpu"))

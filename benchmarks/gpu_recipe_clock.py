@@ -108,17 +108,6 @@ class RecipeClock:
                 "trainer_construction_s": marks["trainer_init_ends"] - marks["trainer_init_begins"],
                 "to_the_first_step_s": self.train_begin - marks["trainer_init_ends"]}
 
-    def step_paths(self) -> dict:
-        """Which step the trainer ran: the CUDA-graph one (captures, replays) or eager, and the optimizer's."""
-        trainer = self.trainer
-        decision, graphs, optimizer = (getattr(trainer, name, None) for name in
-                                       ("graph_decision", "graph_step", "graphed_optimizer"))
-        return {"graph_step": decision and {"on": decision.on, "reason": decision.reason,
-                                            **({"captures": graphs.captures, "replays": graphs.replays,
-                                                "failed": graphs.failed} if graphs else {})},
-                "optimizer_step": {"graph_replays": optimizer.replays, "failed": optimizer.failed} if optimizer
-                else "eager", "torch_compile": bool(trainer.args.torch_compile)}
-
 
 @contextlib.contextmanager
 def clocked_trainers(clock: RecipeClock):
