@@ -103,7 +103,10 @@ def build_plan(dry_run: bool) -> dict:
                     for name, extra in (("", {}), (", SDPA without cuDNN", {"cudnn_attention": False}),
                                         (", eager attention", {"attn_implementation": "eager"}))
                     for n, warm, steps in ((1024, 5, 15), (64, 6, 40))],
-        "compile512": compiled_512_runs(dry_run),
+        # the cached target with both sides compiled
+        "compile512": [Run(f"hf_cse b512{' cached64' if mb else ''} torch.compile + graph step", "hf_cse", b(512),
+                           w(5), 0 if dry_run else 15, cached_minibatch_size=mb and b(mb), torch_compile=True)
+                       for mb in (None, 64)],
         "attention": [Run(f"hf_cse b64 {name}", **b64, attn_implementation=None if name == "sdpa" else name)
                       for name in ("sdpa", "eager") + (("flash_attention_2",) if flash else ())],
         # padded sentences: hf_cse padded (its GPU default) against its padding-free forward forced on the GPU
@@ -123,14 +126,6 @@ def build_plan(dry_run: bool) -> dict:
         "flash_attn_importable": flash,
         "budget_s": BUDGET_S,
     }
-
-
-def compiled_512_runs(dry_run: bool) -> list[Run]:
-    """The compiled step at 512, plain and cached (mini-batches of 64): the cached target with both sides compiled."""
-    b, steps = (8, 0) if dry_run else (1, 15)
-    return [Run(f"hf_cse b512{' cached64' if mb else ''} torch.compile + graph step", "hf_cse", 512 // b,
-                0 if dry_run else 5, steps, cached_minibatch_size=mb and mb // b, torch_compile=True)
-            for mb in (None, 64)]
 
 
 def validate_plan(plan: dict) -> None:

@@ -153,7 +153,7 @@ def evaluate(
         "sts_aggregation": sts_aggregation,
         "mrpc_features": mrpc_features,
         "senteval_source": source,
-        "senteval_data_dir": resolved_path(None if data_dir is None else str(data_dir)),
+        "senteval_data_dir": resolved_path(data_dir),
         "sts_metric": "Spearman x 100 of cosine similarity",
         "transfer_metric": "accuracy x 100" + (" (dev)" if mode == "dev" else " (test)"),
     }
