@@ -37,6 +37,7 @@ def profile_window(first: int, last: int, device: str, sink: dict):
     ``first + 1``, stopped (the device synchronised) at the end of step ``last``; the profiler object and the
     window's wall time are put in ``sink`` for :func:`kernel_summary` after training."""
     import torch
+    from bench_limit_common import synchronize
     from transformers import TrainerCallback
 
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -44,8 +45,7 @@ def profile_window(first: int, last: int, device: str, sink: dict):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
 
     def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
+        synchronize(device)
 
     class _Window(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):

@@ -7,14 +7,12 @@ from __future__ import annotations
 import contextlib
 import time
 
+from bench_limit_common import synchronize
 from gpu_profile import profile_window
 
 
 def now_synced(cuda: bool) -> float:
-    if cuda:
-        import torch
-
-        torch.cuda.synchronize()
+    synchronize("cuda" if cuda else "cpu")
     return time.perf_counter()
 
 
