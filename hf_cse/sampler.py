@@ -74,9 +74,10 @@ def row_keys(dataset) -> tuple[list, str] | None:
         source, key = "token ids", _ids_key
     else:
         return None
+    # a column read whole ([:]): iterating datasets' lazy Column fetches row by row, ~6x slower (seconds at 80k rows)
+    columns_values = [dataset[v][:] for v in views]
     if len(views) == 1:
-        return [key(v) for v in dataset[views[0]]], source
-    columns_values = [dataset[v] for v in views]
+        return [key(v) for v in columns_values[0]], source
     return [tuple(key(v) for v in row) for row in zip(*columns_values, strict=True)], source
 
 
