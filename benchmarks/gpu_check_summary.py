@@ -10,6 +10,18 @@ from bench_limit_common import fraction_of_peak
 from gpu_check_plan import RUN_PARTS, SCRIPT_PARTS
 
 
+def host_and_idle(prof: dict) -> str:
+    """Where the device waited in a profiled window, and how fast the host got through its steps (near the window's
+    step time: bound by the host; well under it: the host ran ahead)."""
+    idle, host = prof.get("idle") or {}, prof.get("host_ms_per_step")
+    if not idle or host is None:
+        return ""
+    return (f"; host {host:.2f} ms a step of the window's {prof['window_ms_per_step']:.2f}; device idle "
+            f"{idle['before_first_kernel_ms']:.2f} ms before its first kernel, {idle['between_kernels_ms']:.2f} ms "
+            f"between kernels ({idle['gaps_over_100us']} gaps over 100 us), {idle['after_last_kernel_ms']:.2f} ms "
+            "after the last")
+
+
 def summarize_results(out: Path, statuses: dict) -> dict:
     """The headline numbers: hf_cse / sentence-transformers, compile on / off, attention, and each step's model
     TFLOP/s as a fraction of the measured bf16 GEMM peak."""
@@ -34,8 +46,9 @@ def summarize_results(out: Path, statuses: dict) -> dict:
                     row["model_tflops"] = ok[0]["model_flops"] / step / 1e12
                 if isinstance(ok[0].get("profile"), dict) and ok[0]["profile"].get("status") == "ok":
                     prof = ok[0]["profile"]
-                    row["profile"] = {k: prof[k] for k in ("device_busy_fraction", "kernel_ms_per_step",
-                                                           "kernels_per_step", "by_kind_ms_per_step")}
+                    row["profile"] = {k: prof.get(k) for k in ("device_busy_fraction", "kernel_ms_per_step",
+                                                               "kernels_per_step", "by_kind_ms_per_step",
+                                                               "window_ms_per_step", "host_ms_per_step", "idle")}
                 if peak and ok[0].get("model_flops"):
                     row["fraction_of_bf16_peak"] = fraction_of_peak(ok[0]["model_flops"], step, peak)[
                         "fraction_of_peak"]
@@ -146,7 +159,7 @@ def summary_markdown(summary: dict, env: dict) -> str:
             kinds = ", ".join(f"{k} {v:.2f}" for k, v in prof["by_kind_ms_per_step"].items())
             lines += ["", f"Profile of {r['run']} ({r['part']}): device busy {prof['device_busy_fraction']:.0%} of "
                           f"the window, {prof['kernels_per_step']:.0f} kernels and {prof['kernel_ms_per_step']:.2f} "
-                          f"ms of kernel time a step: {kinds} (ms a step)"]
+                          f"ms of kernel time a step: {kinds} (ms a step)" + host_and_idle(prof)]
     for part, headline in summary.get("scripted", {}).items():
         lines += ["", f"{part}: {json.dumps(headline, default=str)}"]
     lines += ["", "Ratios (sentences/s): " + ", ".join(f"{k} = {v:.3f}" for k, v in summary["ratios"].items() if v),

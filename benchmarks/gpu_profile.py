@@ -56,6 +56,10 @@ def profile_window(first: int, last: int, device: str, sink: dict):
                 sink["start"] = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
+            if "profiler" in sink and "wall_s" not in sink:
+                # when the host got here, before any wait: a host that runs ahead of the device marks its steps
+                # early and waits at the end; one bound by its own work marks them a step's time apart
+                sink.setdefault("host_step_ends", []).append(time.perf_counter() - sink["start"])
             if state.global_step == last and "profiler" in sink and "wall_s" not in sink:
                 sync()
                 sink["wall_s"] = time.perf_counter() - sink["start"]
@@ -74,6 +78,25 @@ def _union_us(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def idle_gaps(intervals: list[tuple[float, float]], window_us: float, top: int = 5) -> dict:
+    """The device's idle time in the window (its kernels' intervals, µs from the window's start): before the first
+    kernel (the pipeline filling after the synchronised start), between kernels (the largest ``top``, with where
+    they start), and after the last."""
+    if not intervals:
+        return {}
+    spans = sorted(intervals)
+    gaps, end = [], spans[0][1]
+    for a, b in spans[1:]:
+        if a > end:
+            gaps.append((a - end, end))
+        end = max(end, b)
+    start = spans[0][0]
+    return {"before_first_kernel_ms": start / 1e3, "after_last_kernel_ms": max(0.0, window_us - end) / 1e3,
+            "between_kernels_ms": sum(g for g, _ in gaps) / 1e3,
+            "gaps_over_100us": sum(1 for g, _ in gaps if g > 100),
+            "largest": [{"us": g, "at_ms": at / 1e3} for g, at in sorted(gaps, reverse=True)[:top]]}
+
+
 def kernel_summary(sink: dict, device: str, top: int = 20) -> dict:
     """Per-step device time by kind, the ``top`` kernels, kernels a step and the device's busy fraction."""
     if "wall_s" not in sink:
@@ -81,6 +104,7 @@ def kernel_summary(sink: dict, device: str, top: int = 20) -> dict:
     from torch.autograd import DeviceType
 
     events = sink["profiler"].events()
+    origin = min((e.time_range.start for e in events), default=0.0)
     if device == "cuda":
         picked = [e for e in events if e.device_type == DeviceType.CUDA]
         what = "CUDA kernels, copies and fills (CUPTI; graph replays included)"
@@ -96,7 +120,11 @@ def kernel_summary(sink: dict, device: str, top: int = 20) -> dict:
         entry = per_name.setdefault(e.name, [0, 0.0])
         entry[0] += 1
         entry[1] += us
-    busy_us = _union_us([(e.time_range.start, e.time_range.end) for e in picked])
+    spans = [(e.time_range.start, e.time_range.end) for e in picked]
+    busy_us = _union_us(spans)
+    # the window's start on the profiler's clock: its first recorded event of any kind (a host operator, right
+    # after the profiler started); the time before the first kernel is then the host's latency to it
+    host_ends = sink.get("host_step_ends", [])
     total_us = sum(per_kind.values())
     busiest = sorted(per_name.items(), key=lambda kv: -kv[1][1])[:top]
     return {
@@ -108,6 +136,10 @@ def kernel_summary(sink: dict, device: str, top: int = 20) -> dict:
         "device_busy_fraction": busy_us / wall_us if wall_us else None,
         "kernel_ms_per_step": total_us / steps / 1e3,
         "kernels_per_step": len(picked) / steps,
+        # host-bound where the host's step ends are about a window's step apart; device-bound where they come early
+        "host_ms_per_step": 1e3 * host_ends[-1] / len(host_ends) if host_ends else None,
+        "host_step_ends_ms": [round(1e3 * t, 3) for t in host_ends],
+        "idle": idle_gaps([(a - origin, b - origin) for a, b in spans], wall_us),
         "by_kind_ms_per_step": {k: v / steps / 1e3 for k, v in sorted(per_kind.items(), key=lambda kv: -kv[1])},
         "busiest": [{"name": name[:160], "kind": kind_of(name), "per_step": n / steps, "ms_per_step": us / steps / 1e3,
                      "mean_us": us / n} for name, (n, us) in busiest],

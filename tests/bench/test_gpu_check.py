@@ -90,7 +90,12 @@ def test_dry_run_runs_every_part(dry_run):
     profile = runs["hf_cse b64"]["profile"]
     assert profile["status"] == "ok" and profile["steps"] == 1 and profile["kernels_per_step"] > 0
     assert 0 < profile["device_busy_fraction"] <= 1 and profile["by_kind_ms_per_step"] and profile["busiest"]
-    assert "Profile of hf_cse b64 (throughput): device busy" in (dry_run / "summary.md").read_text()
+    # the host's pace against the window's, and where the device waited (the summary's profile line says both)
+    assert 0 < profile["host_ms_per_step"] <= profile["window_ms_per_step"] and len(profile["host_step_ends_ms"]) == 1
+    assert profile["idle"]["between_kernels_ms"] >= 0
+    profile_line = next(line for line in (dry_run / "summary.md").read_text().splitlines()
+                        if line.startswith("Profile of hf_cse b64 (throughput): device busy"))
+    assert "host " in profile_line and "before its first kernel" in profile_line
     assert runs["st b64"]["profile"] is False  # asdict(run): not profiled
     # the scripted part: the shortened recipe with its fast options (compiled on the CPU too), checked and summarised
     assert summary["parts"]["recipe"]["status"] == "ok" and "recipe" in summary["scripted"]
@@ -156,3 +161,17 @@ def test_cudnn_attention_switch_is_put_back():
     assert torch.backends.cuda.cudnn_sdp_enabled() == before
     with cudnn_attention(True):
         assert torch.backends.cuda.cudnn_sdp_enabled() == before
+
+
+def test_idle_gaps_say_where_the_device_waited():
+    """The device's idle time in a profiled window: before its first kernel, the gaps between kernels (largest
+    first, overlapping kernels merged), and after the last."""
+    from gpu_profile import idle_gaps
+
+    got = idle_gaps([(300.0, 500.0), (450.0, 700.0), (900.0, 1000.0), (1010.0, 1100.0)], window_us=1500.0, top=2)
+    assert got["before_first_kernel_ms"] == pytest.approx(0.3)
+    assert got["after_last_kernel_ms"] == pytest.approx(0.4)
+    assert got["between_kernels_ms"] == pytest.approx(0.21)  # 700->900 and 1000->1010; 450 overlaps 300-500
+    assert got["gaps_over_100us"] == 1
+    assert got["largest"] == [{"us": 200.0, "at_ms": 0.7}, {"us": 10.0, "at_ms": 1.0}]
+    assert idle_gaps([], 10.0) == {}
