@@ -60,42 +60,56 @@ def _ids_key(ids: Sequence[int]) -> int:
     return int.from_bytes(hashlib.blake2b(repr(list(ids)).encode(), digest_size=8).digest(), "little")
 
 
-def row_keys(dataset) -> tuple[list, str] | None:
-    """The keys of each row (an int, or a tuple over its views) and what they were made from; None when the data
-    set has neither text columns nor ``input_ids``."""
+def _key_source(dataset):
+    """The columns a row's keys are made of, what they are, and the key function; None without such columns."""
     from .data import PAIR_VIEWS
 
     columns = list(getattr(dataset, "column_names", None) or [])
     texts = [c for c in TEXT_COLUMNS if c in columns]
     if texts:
-        views, source, key = texts, "normalised text", text_key
-    elif "input_ids" in columns:
-        views = [p + "input_ids" for p in PAIR_VIEWS if p + "input_ids" in columns]
-        source, key = "token ids", _ids_key
-    else:
-        return None
-    # a column read whole ([:]): iterating datasets' lazy Column fetches row by row, ~6x slower (seconds at 80k rows)
-    columns_values = [dataset[v][:] for v in views]
+        return texts, "normalised text", text_key
+    views = [p + "input_ids" for p in PAIR_VIEWS if p + "input_ids" in columns]
+    return (views, "token ids", _ids_key) if views else None
+
+
+def _keys_of(dataset, views: list[str], key, rows: slice) -> list:
+    # a column read whole ([:] / a slice): iterating datasets' lazy Column fetches row by row, ~6x slower
+    columns_values = [dataset[v][rows] for v in views]
     if len(views) == 1:
-        return [key(v) for v in columns_values[0]], source
-    return [tuple(key(v) for v in row) for row in zip(*columns_values, strict=True)], source
+        return [key(v) for v in columns_values[0]]
+    return [tuple(key(v) for v in row) for row in zip(*columns_values, strict=True)]
 
 
-def check_distinct_texts(dataset, global_batch_size: int, source: str) -> None:
+def row_keys(dataset) -> tuple[list, str] | None:
+    """The keys of each row (an int, or a tuple over its views) and what they were made from; None when the data
+    set has neither text columns nor ``input_ids``."""
+    found = _key_source(dataset)
+    if found is None:
+        return None
+    views, source, key = found
+    return _keys_of(dataset, views, key, slice(None)), source
+
+
+def check_distinct_texts(dataset, global_batch_size: int, source: str, chunk_rows: int = 4096) -> None:
     """Before tokenizing (and before the model is loaded): data with fewer distinct texts than one global batch has
     rows can make no batch without a repeated text, which the sampler would find only once training starts (rows
-    sharing no text need a distinct text each at least; the sampler's own plan stays the exact check)."""
+    sharing no text need a distinct text each at least; the sampler's own plan stays the exact check). Reads the
+    rows ``chunk_rows`` at a time and stops once enough distinct texts are seen (usually in the first chunk)."""
     from .files import DataError
 
-    found = row_keys(dataset)
-    if found is None or not found[0]:
+    found = _key_source(dataset)
+    if found is None or len(dataset) == 0:
         return
-    keys = found[0]
-    distinct = len({k for row in keys for k in (row if isinstance(row, tuple) else (row,))})
-    if distinct < global_batch_size:
-        raise DataError(f"{source} has {distinct} distinct text(s) in {len(keys)} rows: no global batch of "
-                        f"{global_batch_size} rows without a repeated text can be made. Use more varied data, a "
-                        "smaller per_device_train_batch_size, or allow repeats (no_duplicates_in_batch false).")
+    views, _, key = found
+    distinct: set = set()
+    for start in range(0, len(dataset), chunk_rows):
+        for row in _keys_of(dataset, views, key, slice(start, start + chunk_rows)):
+            distinct.update(row if isinstance(row, tuple) else (row,))
+        if len(distinct) >= global_batch_size:
+            return
+    raise DataError(f"{source} has {len(distinct)} distinct text(s) in {len(dataset)} rows: no global batch of "
+                    f"{global_batch_size} rows without a repeated text can be made. Use more varied data, a "
+                    "smaller per_device_train_batch_size, or allow repeats (no_duplicates_in_batch false).")
 
 
 @dataclass

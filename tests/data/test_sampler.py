@@ -19,7 +19,7 @@ from transformers import AutoTokenizer
 
 from hf_cse.data import DataError, tokenize_dataset, tokenize_pair_dataset
 from hf_cse.models import SimCSEModel
-from hf_cse.sampler import NoDuplicatesBatchSampler, normalise_text, row_keys, text_key
+from hf_cse.sampler import NoDuplicatesBatchSampler, check_distinct_texts, normalise_text, row_keys, text_key
 from hf_cse.trainer import ContrastiveTrainer
 
 WORKER = (Path(__file__).parents[1] / "sampler_worker.py")
@@ -197,6 +197,20 @@ def test_too_few_distinct_texts_for_one_batch_is_one_line(tiny_bert_dir, tmp_pat
                                          r".*no_duplicates_in_batch=False") as err:
         trainer.get_train_dataloader()
     assert "\n" not in str(err.value)
+
+
+def test_distinct_texts_are_counted_across_chunks_until_there_are_enough():
+    """The check before tokenizing reads a few rows at a time and stops at a global batch's worth of distinct
+    texts: distinct texts found late (after chunks of copies) pass; too few in all rows are refused with the count
+    over every row, views of pair rows included."""
+    late = datasets.Dataset.from_dict({"text": ["the same line"] * 9 + ["cat", "dog", "river"]})
+    check_distinct_texts(late, 4, "late.txt", chunk_rows=4)
+    with pytest.raises(DataError, match=r"^late.txt has 4 distinct text\(s\) in 12 rows: no global batch of 5 rows"):
+        check_distinct_texts(late, 5, "late.txt", chunk_rows=4)
+    pairs = datasets.Dataset.from_dict({"text": ["a", "a", "a"], "positive": ["b", "c", "b"]})
+    check_distinct_texts(pairs, 3, "pairs.csv", chunk_rows=1)  # a, b, c: counted over both views
+    with pytest.raises(DataError, match="has 3 distinct"):
+        check_distinct_texts(pairs, 4, "pairs.csv", chunk_rows=2)
 
 
 def test_rows_left_out_for_their_copies_are_told_once(tiny_bert_dir, tmp_path, caplog):
