@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ..data import with_prompt
+from ..data import pad_token_rows, with_prompt
 from ..encoders import encoder_max_length, takes_token_type_ids
 from ..errors import CSEError
 from ..models.modes import eval_mode
@@ -317,7 +317,7 @@ class SentenceEncoder:
     def _padded_features(self, idx: np.ndarray, texts: list[str], tokens) -> dict[str, Any]:
         if not (self.kind == "sentence_transformers" and self.pooler is None):
             batch = {k: [tokens[k][i] for i in idx] for k in tokens.keys()}
-            return dict(self.tokenizer.pad(batch, padding=True, return_tensors="pt"))
+            return dict(pad_token_rows(self.tokenizer, batch))
         module = self.model
         st_max = getattr(module, "max_seq_length", None)
         try:

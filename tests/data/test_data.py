@@ -4,7 +4,15 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from hf_cse.data import DEMO_CORPUS, DataError, TwoViewCollator, check_enough_rows, load_train_dataset, read_sentences
+from hf_cse.data import (
+    DEMO_CORPUS,
+    DataError,
+    TwoViewCollator,
+    check_enough_rows,
+    load_train_dataset,
+    pad_token_rows,
+    read_sentences,
+)
 
 
 def test_txt_drops_blank_lines_and_strips(tmp_path):
@@ -62,6 +70,39 @@ def test_collator_repeats_each_sentence_as_two_views(tiny_bert_dir):
     assert batch["input_ids"].shape[:2] == (2, 2)
     assert torch.equal(batch["input_ids"][:, 0], batch["input_ids"][:, 1])
     assert batch["attention_mask"][0, 0].sum() < batch["attention_mask"][1, 0].sum()  # dynamic padding
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_padding_equals_the_tokenizers(tiny_bert_dir, side):
+    """The collators' own padding gives the tensors of ``tokenizer.pad`` (values, dtypes, keys) on either side: rows of
+    different lengths, a mask with a zero, segment ids of a pair, rows without ``token_type_ids``, rows of one token
+    id repeated (padded with the tokenizer's pad id, also where it is not 0); and
+    leaves to the tokenizer what it does not handle (tensors, a missing mask, an empty row)."""
+    bert = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    other_pad = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    other_pad.pad_token = "[UNK]"  # a pad id other than 0
+    texts = ["the cat", "a dog runs in the river", "music", "the old house on the road is red"]
+    for tok in (bert, other_pad):
+        tok.padding_side = side
+        enc = tok(texts)
+        plain = [{k: enc[k][i] for k in enc.keys()} for i in range(len(texts))]
+        pairs = tok(texts[:2], texts[2:])
+        pair = [{k: v[i] for k, v in pairs.items()} for i in range(2)]
+        masked = [dict(f) for f in plain]
+        masked[1]["attention_mask"] = [1] * (len(masked[1]["input_ids"]) - 1) + [0]
+        ids_and_mask = [{k: f[k] for k in ("input_ids", "attention_mask")} for f in plain]
+        repeated = [{"input_ids": [7, 7, 7], "attention_mask": [1, 1, 1]}, {"input_ids": [7], "attention_mask": [1]}]
+        for features in (plain, pair, masked, ids_and_mask, plain[2:3], repeated):
+            want, got = tok.pad(features, padding=True, return_tensors="pt"), pad_token_rows(tok, features)
+            assert set(got) == set(want)
+            for key in want:
+                assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), (tok, key, features)
+    bert.padding_side = side
+    as_tensors = [{"input_ids": torch.tensor(f["input_ids"])} for f in plain]  # no mask, tensors: the tokenizer's
+    assert torch.equal(pad_token_rows(bert, as_tensors)["attention_mask"],
+                       bert.pad(as_tensors, padding=True, return_tensors="pt")["attention_mask"])
+    empty = [{"input_ids": [], "attention_mask": []}, {"input_ids": [5], "attention_mask": [1]}]
+    assert pad_token_rows(bert, empty)["input_ids"].tolist() == bert.pad(empty, padding=True)["input_ids"]
 
 
 @pytest.mark.parametrize("column, kind", [("label", "int64"), ("meta", "dict")])

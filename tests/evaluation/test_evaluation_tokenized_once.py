@@ -11,6 +11,7 @@ from eval_helpers import make_tiny_bert, write_toy_senteval
 from helpers import collator, tiny_args, tiny_train_dataset
 from transformers import AutoTokenizer
 
+import hf_cse.evaluation.encoder as encoder_module
 from hf_cse.evaluation.encoder import SentenceEncoder
 from hf_cse.evaluation.evaluators import PairsEvaluator, STSDevEvaluator
 from hf_cse.models import SimCSEModel
@@ -24,7 +25,8 @@ def tiny_dir(tmp_path_factory):
 
 @pytest.fixture
 def counted(monkeypatch, tiny_dir):
-    """Counts of the tokenizer's calls (tokenizing and padding) on the tiny BERT's tokenizer class."""
+    """Counts of the tokenizer's calls (tokenizing and padding) on the tiny BERT's tokenizer class, and of the
+    encoder's padding."""
     cls = type(AutoTokenizer.from_pretrained(tiny_dir))
     calls = {"tokenize": 0, "pad": 0}
     tokenize, pad = cls.__call__, cls.pad
@@ -37,8 +39,14 @@ def counted(monkeypatch, tiny_dir):
         calls["pad"] += 1
         return pad(self, *args, **kwargs)
 
+    def counting_pad_rows(tokenizer, features):  # the encoder's padding (hf_cse.data.pad_token_rows)
+        calls["pad"] += 1
+        return pad_rows(tokenizer, features)
+
+    pad_rows = encoder_module.pad_token_rows
     monkeypatch.setattr(cls, "__call__", counting_tokenize)
     monkeypatch.setattr(cls, "pad", counting_pad)
+    monkeypatch.setattr(encoder_module, "pad_token_rows", counting_pad_rows)
     return calls
 
 
