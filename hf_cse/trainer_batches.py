@@ -11,7 +11,8 @@ from transformers import Trainer
 
 from . import seams
 from .data import DataError
-from .sampler import NoDuplicatesBatchSampler, row_keys
+from .data_checks import reads_token_rows
+from .sampler import TEXT_COLUMNS, NoDuplicatesBatchSampler, row_keys
 from .training_args import global_batch_size
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -72,6 +73,10 @@ class TrainingBatches(Trainer):
         collator = self.data_collator
         if self.args.remove_unused_columns:  # a model of one's own (a method model's collator reads every column)
             dataset = seams.remove_unused_columns(self, dataset, "Training")
+        elif reads_token_rows(getattr(collator, "collate_fn", collator)):
+            # the texts were read for the sampler's keys; hf_cse's collators read token columns only, and fetching a
+            # batch's texts too takes about as long as fetching its tokens
+            dataset = dataset.remove_columns([c for c in TEXT_COLUMNS if c in dataset.column_names])
         loader = DataLoader(
             dataset, batch_sampler=self._batch_sampler, collate_fn=collator,
             num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory,

@@ -137,6 +137,15 @@ def test_trainer_loader_uses_it_by_default_and_the_flag_turns_it_off(tiny_bert_d
         assert len(rows) == ids.shape[0]  # no two identical inputs in a batch
         seen += 1
     assert seen == len(loader) > 0
+    # the texts were read for the keys: hf_cse's collator is handed token rows only; a collator of one's own all
+    assert trainer._batch_sampler._row(0)[0] == text_key(texts[0]) and "text" in ds.column_names
+    fetched = []
+    plain = trainer.data_collator
+    trainer.data_collator = lambda features: fetched.append(set(features[0])) or plain(features)
+    next(iter(trainer.get_train_dataloader()))
+    assert "text" in fetched[-1]
+    trainer.data_collator = plain
+    assert trainer.get_train_dataloader().dataset.column_names == ["input_ids", "token_type_ids", "attention_mask"]
     off, *_ = _trainer(tiny_bert_dir, tmp_path, texts, no_duplicates_in_batch=False)
     off.get_train_dataloader()
     assert off._batch_sampler is None
