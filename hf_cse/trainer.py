@@ -29,12 +29,19 @@ from .log_window import LogWindow
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
+from .output_folder import OutputFolderError
 from .precision import check_training_args, describe
 from .sampler import NoDuplicatesBatchSampler
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast, full_models_while_loading
 from .trainer_batches import TrainingBatches
 from .trainer_evaluation import DevScoring
-from .trainer_folder import check_new_run_folder, check_not_inside_a_run, checkpoint_to_resume, warn_other_world_size
+from .trainer_folder import (
+    check_new_run_folder,
+    check_not_encoder_folder,
+    check_not_inside_a_run,
+    checkpoint_to_resume,
+    warn_other_world_size,
+)
 from .trainer_options import TrainingOptions, prepare_run
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
@@ -115,6 +122,9 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             given["args"] = ContrastiveTrainingArguments(output_dir="tmp_trainer")
         training_args = given["args"]
         check_path_given(training_args.output_dir, "output_dir")  # transformers would fail in os.makedirs('')
+        # before Trainer.__init__, which creates the output folder
+        check_not_encoder_folder(training_args.output_dir,
+                                 getattr(getattr(given.get("model"), "config", None), "base_encoder", None))
         # the keyword arguments of earlier versions win over the training arguments' fields
         options = TrainingOptions.from_args(training_args, senteval_data_dir=senteval_data_dir,
                                             eval_source=eval_source, cached_minibatch_size=cached_minibatch_size,
@@ -139,6 +149,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             training_args.accelerator_config.non_blocking = True
         self.dev: DevChange | None = None  # the dev score before and after training, once train() has run
         self.train_metrics: dict[str, float] = {}
+        self._trained_in: str | None = None  # the output folder train() trained in (save_run finishes only that run)
         if training_args.ddp_find_unused_parameters is None:
             # every method model gives every parameter a gradient in each step (tests/models/test_models.py), so DDP
             # need not walk the autograd graph for unused ones after every backward (transformers' default); set before
@@ -220,6 +231,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             self.train_metrics = dict(output.metrics)
             if self.evaluator is not None:
                 self.dev = self._keep_the_best_on_dev(untrained)
+        self._trained_in = self.args.output_dir
         return output
 
     def _checked_folder(self, resume_from_checkpoint):
@@ -234,9 +246,12 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                 check_new_run_folder(self.args.output_dir)
                 return resume_from_checkpoint
             return checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir,
-                                        getattr(self.accelerator.unwrap_model(self.model).config, "method", None))
+                                        getattr(self._unwrapped_config(), "method", None))
 
         return main_process_outcome(self.args, check)
+
+    def _unwrapped_config(self):
+        return getattr(self.accelerator.unwrap_model(self.model), "config", None)
 
     def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
         if resume_from_checkpoint and self.is_world_process_zero():
@@ -277,6 +292,11 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         finished). ``data``: the training data's facts for the record and the card (``hf-cse-train`` gives them);
         ``hub_repo``: push the export there (:func:`hf_cse.export.take_over_hub_push`). The last log line is the
         dev score before and after training and which model was saved."""
+        if self._trained_in != self.args.output_dir:  # train() refused, failed or never ran: the folder is not ours
+            raise OutputFolderError(
+                f"save_run() finishes the run that train() trained in output_dir {self.args.output_dir}, and this "
+                "trainer has trained none there: call trainer.train() first (trainer.save_model(folder) saves the "
+                "model alone, into a folder of your choice).")
         with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
             self._save_run(data, preset, hub_repo)
 

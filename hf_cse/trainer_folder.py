@@ -8,7 +8,9 @@ a run of the same method, refuse in one line what transformers would stop on wit
   checkpoint rotation or start-over would delete it, and its resume could take this run's model for a checkpoint;
 * ``resume_from_checkpoint=True`` is the folder's last *complete* checkpoint (:mod:`hf_cse.checkpoints`), so that a
   run whose last checkpoint is its final step is finished as it is rather than trained one step further;
-* a named checkpoint must exist, be complete and be of the trainer's method.
+* a named checkpoint must exist, be complete and be of the trainer's method;
+* the output folder may not be, hold or lie inside the folder of the encoder the model was built from (its save would
+  overwrite or mix with the encoder's files).
 
 A command that claimed the folder (:mod:`hf_cse.cli.output_dir`: it holds its lock) has applied its whole policy
 already, ``overwrite_output_dir`` included; these checks then stand aside.
@@ -23,13 +25,25 @@ from pathlib import Path
 
 from .checkpoints import TRAINER_STATE_FILE, checkpoint_problem, last_complete_checkpoint, training_run_files
 from .folder_lock import claimed_by_command
-from .output_folder import OutputFolderError, listing
+from .output_folder import OutputFolderError, listing, same_or_inside
 from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
 
 logger = logging.getLogger(__name__)
 
 #: what a run writes into its folder only once it has trained: the model, its export, its record
 TRAINED_RUN_FILES = (TRAINING_INFO_FILE, TRAINER_STATE_FILE, "sentence-transformers", ADAPTER_FOLDER, *WEIGHT_FILES)
+
+
+def check_not_encoder_folder(output_dir, encoder: str | None) -> None:
+    """Refuse an output folder that is, holds or lies inside the local folder of ``encoder`` (the model's base
+    encoder; a Hub name is no folder here)."""
+    if not encoder or not Path(encoder).expanduser().is_dir():
+        return
+    enc, out = Path(encoder).expanduser(), Path(output_dir).expanduser()
+    if same_or_inside(out, enc) or same_or_inside(enc, out):
+        raise OutputFolderError(f"output_dir {output_dir} is, holds or lies inside the encoder's folder {enc}: saving "
+                                "there would overwrite or mix with the encoder's files. Choose another output_dir.",
+                                fields=("output_dir",))
 
 
 def check_not_inside_a_run(output_dir, flag: str = "output_dir") -> None:

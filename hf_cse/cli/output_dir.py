@@ -51,7 +51,7 @@ from ..run_files import (
     TRAINING_INFO_FILE,
     WEIGHT_FILES,
 )
-from ..trainer_folder import check_not_inside_a_run
+from ..trainer_folder import check_not_encoder_folder, check_not_inside_a_run
 from ..writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -107,15 +107,6 @@ def _content_change(name: str, then: str | None, now: str | None) -> str:
     size_now, _, hash_now = (now or "").partition(", ")
     shown = (size_then, size_now) if size_then != size_now else (hash_then, hash_now)
     return f"{name} was edited ({shown[0]} then, {shown[1]} now)"
-
-
-def check_not_encoder_folder(output_dir: Path, encoder: str | None) -> None:
-    if encoder is None or not Path(encoder).expanduser().exists():
-        return
-    enc = Path(encoder).expanduser()
-    if same_or_inside(output_dir, enc) or same_or_inside(enc, output_dir):
-        raise OutputFolderError(f"--output_dir {output_dir} is, holds or lies inside the encoder's folder {enc}: "
-                                "saving there would overwrite or mix with the encoder. Choose another --output_dir.")
 
 
 def _read_record(path: Path) -> dict[str, Any]:

@@ -45,6 +45,36 @@ def test_a_new_run_is_refused_in_a_folder_holding_a_finished_run_or_checkpoints(
             _trainer(tiny_bert_dir, sentences, tmp_path, folder, model_class=ImSimCSEModel, max_steps=3).train()
         assert "\n" not in str(refused.value)
         assert _snapshot(folder) == before  # nothing written, nothing removed
+    # save_run() of a trainer whose train() was refused: that folder is another run's, nothing is written
+    refused_trainer = _trainer(tiny_bert_dir, sentences, tmp_path, finished, max_steps=3)
+    with pytest.raises(OutputFolderError):
+        refused_trainer.train()
+    before = _snapshot(finished)
+    with pytest.raises(OutputFolderError, match=r"^save_run\(\) finishes the run that train\(\) trained .* call "
+                                                r"trainer.train\(\) first"):
+        refused_trainer.save_run()
+    assert _snapshot(finished) == before
+
+
+def test_save_run_before_train_writes_nothing(tiny_bert_dir, sentences, tmp_path):
+    """No finished run of an untrained model: save_run() is the end of train()'s run."""
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "out", max_steps=2)
+    with pytest.raises(OutputFolderError, match="this trainer has trained none there"):
+        trainer.save_run()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_the_encoders_own_folder_is_no_output_folder(tiny_bert_dir, sentences, tmp_path):
+    """The folder the model's encoder was loaded from, a folder inside it or one holding it: refused when the trainer
+    is built (before transformers creates the folder), naming the encoder (not advising to remove its files); the
+    encoder's files are left as they were."""
+    before = _snapshot(tiny_bert_dir)
+    for out in (tiny_bert_dir, tiny_bert_dir / "run", tiny_bert_dir.parent):
+        with pytest.raises(OutputFolderError, match=r"is, holds or lies inside the encoder's folder .* Choose another "
+                                                    r"output_dir\.$") as refused:
+            _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2)
+        assert refused.value.fields == ("output_dir",)
+    assert _snapshot(tiny_bert_dir) == before
 
 
 @pytest.mark.slow
