@@ -42,7 +42,7 @@ from .trainer_folder import (
     checkpoint_to_resume,
     warn_other_world_size,
 )
-from .trainer_options import TrainingOptions, prepare_run
+from .trainer_options import TrainingOptions, check_rows_for_a_batch, check_training_values, prepare_run
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
 
@@ -122,6 +122,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             given["args"] = ContrastiveTrainingArguments(output_dir="tmp_trainer")
         training_args = given["args"]
         check_path_given(training_args.output_dir, "output_dir")  # transformers would fail in os.makedirs('')
+        check_training_values(training_args)
         # before Trainer.__init__, which creates the output folder
         check_not_encoder_folder(training_args.output_dir,
                                  getattr(getattr(given.get("model"), "config", None), "base_encoder", None))
@@ -136,6 +137,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             raise CSEError(f"eval_strategy={strategy} needs something to evaluate: pass "
                            "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
         prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
+        check_rows_for_a_batch(given.get("train_dataset"), training_args)
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
         self._options = options  # what the run's record says it scored on (save_run)
         self._batch_sampler: NoDuplicatesBatchSampler | None = None

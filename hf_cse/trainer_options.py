@@ -107,3 +107,27 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
             args.activation_checkpointing = False
     if tokenizer is not None and train_dataset is not None:
         model.prepare_for_training(tokenizer, train_dataset, trust_remote_code)  # e.g. DiffCSE's generator
+
+
+def check_training_values(args) -> None:
+    """The training arguments' types, optimizer values and counts (:mod:`hf_cse.training_values`), for any
+    ``TrainingArguments`` a caller hands the trainer, before transformers reads them."""
+    from .training_values import check_field_types, check_optimizer_values, check_step_counts
+
+    check_field_types(args)
+    check_step_counts(args, args.world_size)
+    check_optimizer_values(args)
+
+
+def check_rows_for_a_batch(train_dataset, args) -> None:
+    """A training set (of a known length) smaller than one global batch: every batch would be incomplete, and the
+    trainer drops incomplete batches, so the run would train 0 steps and save an untrained encoder as trained."""
+    from torch.utils.data import IterableDataset
+
+    from .data import check_enough_rows
+    from .training_args import global_batch_size
+
+    if train_dataset is None or isinstance(train_dataset, IterableDataset) or not hasattr(train_dataset, "__len__"):
+        return
+    check_enough_rows(len(train_dataset), global_batch_size(args.per_device_train_batch_size, args.world_size),
+                      "the training set", unit="rows")

@@ -17,6 +17,7 @@ from .checks import check_path_given, resolved_path
 from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
+from .training_values import check_field_types
 
 
 def global_batch_size(per_device_train_batch_size: int, world_size: int = 1) -> int:
@@ -72,6 +73,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
 
     def __post_init__(self):
         check_path_given(self.output_dir, "output_dir")
+        check_field_types(self)  # before transformers reads them: "3e-5" or "false" fail or mislead there
         # where the dev data came from, as training_info.json records it: the folder, not a path that means another
         # folder from elsewhere
         self.senteval_data_dir = resolved_path(self.senteval_data_dir)

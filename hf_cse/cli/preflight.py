@@ -7,13 +7,13 @@ The modules that import torch are imported inside the checks that need them, so 
 from __future__ import annotations
 
 import inspect
-import math
 from pathlib import Path
 from types import SimpleNamespace
 
 from ..checks import InputError, check_model_source
 from ..encoders import encoder_max_length, seq_length_problem
 from ..files import DataError
+from ..training_values import check_optimizer_values, check_step_counts
 from .flags import in_flag_terms
 from .launch import check_requested_processes_started
 
@@ -51,10 +51,6 @@ def check_report_to(report_to: list[str] | None) -> None:
                              f"Install it (e.g. pip install {name}) or drop --report_to {name}.") from None
 
 
-def _flag(name: str, value, rule: str, why: str) -> InputError:
-    return InputError(f"--{name} {value} {rule}; {why}")
-
-
 def check_min_seq_length(max_seq_length: int, hint: str = "The papers use 32.") -> None:
     """The shortest --max_seq_length any command takes (:func:`hf_cse.encoders.seq_length_problem`), before a
     tokenizer is loaded (the tokenizer's own count: :func:`hf_cse.data.check_room_for_text`)."""
@@ -64,31 +60,11 @@ def check_min_seq_length(max_seq_length: int, hint: str = "The papers use 32.") 
 
 
 def check_training_counts(training_args, max_seq_length: int, world_size: int | None) -> None:
-    """The batch, step and length counts the Trainer would accept and then fail on, or silently misread.
-    ``world_size`` None: the processes are not known yet (the command line's earliest checks), so only a batch that
-    is empty on every process is refused; the command checks again with them."""
-    if training_args.gradient_accumulation_steps < 1:
-        raise InputError(f"--gradient_accumulation_steps must be at least 1, got "
-                         f"{training_args.gradient_accumulation_steps}.")
+    """The batch, step and length counts the Trainer would accept and then fail on, or silently misread
+    (:func:`hf_cse.training_values.check_step_counts`). ``world_size`` None: the processes are not known yet (the
+    command line's earliest checks); the command checks again with them."""
     check_min_seq_length(max_seq_length)
-    if world_size is None:
-        too_small = training_args.per_device_train_batch_size < 1
-    else:
-        from ..training_args import global_batch_size  # (transformers: imported here, see the module doc)
-
-        too_small = global_batch_size(training_args.per_device_train_batch_size, world_size) < 2
-    if too_small:
-        raise InputError("a contrastive batch needs at least 2 sentences (the others in the batch are the "
-                         "negatives); raise --per_device_train_batch_size.")
-    if training_args.max_steps == 0:
-        raise InputError("--max_steps 0 trains nothing (the Trainer would silently train --num_train_epochs "
-                         "instead); give a positive --max_steps, or leave it out to train by epochs.")
-    epochs = training_args.num_train_epochs
-    if training_args.max_steps < 0 and not math.isfinite(epochs):  # the Trainer's step count would be NaN / inf
-        raise InputError(f"--num_train_epochs must be a finite number > 0, got {epochs}; or give --max_steps.")
-    if training_args.max_steps < 0 and training_args.num_train_epochs <= 0:
-        raise InputError(f"--num_train_epochs {training_args.num_train_epochs} trains nothing, and the export would "
-                         "describe an untrained encoder as trained; give a positive --num_train_epochs or --max_steps.")
+    check_step_counts(training_args, world_size)
 
 
 def resume_from_last_checkpoint(training_args) -> None:
@@ -117,29 +93,8 @@ def check_saving(training_args, chosen: set[str]) -> None:
 
 
 def check_optimizer_arguments(training_args) -> None:
-    """The optimizer's values, before the encoder is loaded: the Trainer takes a learning rate of 0 (nothing is
-    learned, and the export would call the untouched encoder trained), a negative or NaN one, and fails or diverges
-    only once training runs."""
-    lr = training_args.learning_rate
-    if not math.isfinite(lr) or lr <= 0:
-        raise _flag("learning_rate", lr, "must be a finite number > 0",
-                    "0 trains nothing (the export would describe an untrained encoder as trained). The papers use "
-                    "1e-5 to 5e-5.")
-    warmup = training_args.warmup_steps
-    if not math.isfinite(warmup) or warmup < 0:
-        raise _flag("warmup_steps", warmup, "must be >= 0", "a number of steps, or a fraction < 1 of them.")
-    decay = training_args.weight_decay
-    if not math.isfinite(decay) or decay < 0:
-        raise _flag("weight_decay", decay, "must be a finite number >= 0", "0 (the default) turns it off.")
-    for name in ("adam_beta1", "adam_beta2"):
-        beta = getattr(training_args, name)
-        if not 0 <= beta < 1:
-            raise _flag(name, beta, "must be in [0, 1)", "AdamW's defaults are 0.9 and 0.999.")
-    if not training_args.adam_epsilon > 0:
-        raise _flag("adam_epsilon", training_args.adam_epsilon, "must be > 0", "the default is 1e-8.")
-    norm = training_args.max_grad_norm
-    if norm is not None and not (math.isfinite(norm) and norm >= 0):
-        raise _flag("max_grad_norm", norm, "must be a finite number >= 0", "0 turns clipping off; the default is 1.")
+    """The optimizer's values, before the encoder is loaded (:func:`hf_cse.training_values.check_optimizer_values`)."""
+    check_optimizer_values(training_args)
 
 
 def check_tokenizer_files(encoder: str, flag: str = "--model_name_or_path") -> None:

@@ -22,6 +22,7 @@ from transformers import TrainingArguments
 from hf_cse.checks import InputError
 from hf_cse.cli import evaluate as eval_cli
 from hf_cse.cli import train as train_cli
+from hf_cse.cli.flags import in_flag_terms
 from hf_cse.cli.output_dir import prepare_output_dir
 from hf_cse.folder_lock import lock_file
 from hf_cse.metrics import DivergedError
@@ -67,10 +68,10 @@ BAD = [
     (["--max_seq_length", "0"], "--max_seq_length must be at least 2"),
     (["--max_seq_length", "1"], "--max_seq_length must be at least 2"),
     (["--max_seq_length", "-5"], "--max_seq_length must be at least 2"),
-    (["--gradient_accumulation_steps", "0"], "--gradient_accumulation_steps must be at least 1"),
+    (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps must be at least 1"),
     (["--per_device_train_batch_size", "1"], "at least 2 sentences"),
-    (["--max_steps", "0"], "--max_steps 0 trains nothing"),
-    (["--max_steps", "-1", "--num_train_epochs", "0"], "--num_train_epochs 0.0 trains nothing"),
+    (["--max_steps", "0"], "max_steps 0 trains nothing"),
+    (["--max_steps", "-1", "--num_train_epochs", "0"], "num_train_epochs 0.0 trains nothing"),
     (["--loss", "infonce", "--temperature", "-1"], "temperature must be a finite number > 0"),
     (["--loss", "nce"], "Unknown loss 'nce'"),
     (["--method", "diffcse", "--cached_minibatch_size", "4"], "incompatible with method='diffcse'"),
@@ -83,8 +84,8 @@ BAD = [
     (["--model_name_or_path", "/no/such/model"], "no such folder"),
     (["--generator_name_or_path", "/no/such/mlm", "--method", "diffcse"], "generator_name_or_path .* no such"),
     (["--save_steps", "100"], "--save_steps 100 saves nothing: .* add --save_strategy steps"),
-    (["--max_steps", "-1", "--num_train_epochs", "nan"], "--num_train_epochs must be a finite number > 0, got nan"),
-    (["--max_steps", "-1", "--num_train_epochs", "inf"], "--num_train_epochs must be a finite number > 0, got inf"),
+    (["--max_steps", "-1", "--num_train_epochs", "nan"], "num_train_epochs must be a finite number > 0, got nan"),
+    (["--max_steps", "-1", "--num_train_epochs", "inf"], "num_train_epochs must be a finite number > 0, got inf"),
     (["--loss", "infonce", "--m", "0.3"], "--loss infonce does not take --m"),
     (["--method", "imsimcse", "--dcl_weight", "nan"], "--dcl_weight must be a finite number >= 0"),
 ]
@@ -236,20 +237,21 @@ def _run_args(encoder, tmp_path, *extra):
 
 
 @pytest.mark.parametrize("flag, value, message", [
-    ("--learning_rate", "0", "--learning_rate 0.0 must be a finite number > 0.*trains nothing"),
-    ("--learning_rate", "-1e-5", "--learning_rate -1e-05 must be a finite number > 0"),
-    ("--learning_rate", "nan", "--learning_rate nan must be a finite number > 0"),
-    ("--warmup_steps", "nan", "--warmup_steps nan must be >= 0"),  # < 0: TrainingArguments refuses it
-    ("--weight_decay", "-0.01", "--weight_decay -0.01 must be a finite number >= 0"),
-    ("--weight_decay", "inf", "--weight_decay inf must be"),
-    ("--adam_beta2", "1.0", "--adam_beta2 1.0 must be in \\[0, 1\\)"),
-    ("--max_grad_norm", "nan", "--max_grad_norm nan must be"),
+    ("--learning_rate", "0", "learning_rate 0.0 must be a finite number > 0.*trains nothing"),
+    ("--learning_rate", "-1e-5", "learning_rate -1e-05 must be a finite number > 0"),
+    ("--learning_rate", "nan", "learning_rate nan must be a finite number > 0"),
+    ("--warmup_steps", "nan", "warmup_steps nan must be >= 0"),  # < 0: TrainingArguments refuses it
+    ("--weight_decay", "-0.01", "weight_decay -0.01 must be a finite number >= 0"),
+    ("--weight_decay", "inf", "weight_decay inf must be"),
+    ("--adam_beta2", "1.0", "adam_beta2 1.0 must be in \\[0, 1\\)"),
+    ("--max_grad_norm", "nan", "max_grad_norm nan must be"),
 ])
 def test_optimizer_flags_are_checked_before_the_encoder_is_loaded(flag, value, message, tiny_bert_dir, tmp_path,
                                                                   no_corpus_read):
     with pytest.raises(InputError, match=message) as err:
         train_cli.train_from_args(_run_args(tiny_bert_dir, tmp_path, f"{flag}={value}"))
     assert len(str(err.value)) < 300
+    assert in_flag_terms(str(err.value), err.value.fields).startswith(flag)  # as the command prints it
     assert not (tmp_path / "out").exists()
 
 

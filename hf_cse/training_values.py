@@ -1,0 +1,119 @@
+"""Training arguments' values that transformers' Trainer takes as given and then fails on deep inside torch (a
+string learning rate, a float step count), trains nothing with (a learning rate of 0, ``max_steps=0``), or misreads
+(``no_duplicates_in_batch="false"``, which is true): refused in one line, in the Python API's terms, when the
+arguments or the trainer are made. The command line runs the same checks on its flags (``hf_cse.cli.preflight``).
+
+No torch or transformers here: the command line's earliest checks run before the training stack is imported."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import typing
+
+from .checks import InputError
+
+#: the scalar types a field may be declared as, and the values each accepts (a bool is no number here)
+_ACCEPTS = {
+    bool: lambda v: isinstance(v, bool) or type(v).__name__ == "bool_",  # NumPy's too
+    int: lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),  # NumPy's integers too
+    float: lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool),
+}
+_NAMES = {bool: "True or False", int: "an integer", float: "a number"}
+_declared: dict[type, dict[str, tuple[type, bool]]] = {}
+
+
+def _scalar_fields(cls: type) -> dict[str, tuple[type, bool]]:
+    """``name -> (scalar type, None allowed)`` of the dataclass fields declared ``bool`` / ``int`` / ``float`` (or
+    ``X | None``); a field of another or a mixed type (``int | str``) is left out."""
+    if cls not in _declared:
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:  # noqa: BLE001 - a hint this Python cannot resolve: no field is checked, as before
+            hints = {}
+        found = {}
+        for f in dataclasses.fields(cls):
+            hint = hints.get(f.name)
+            options = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_args(hint) else [hint]
+            if len(options) == 1 and options[0] in _ACCEPTS and f.init:
+                found[f.name] = (options[0], type(None) in typing.get_args(hint))
+        _declared[cls] = found
+    return _declared[cls]
+
+
+def check_field_types(args) -> None:
+    """Each ``bool`` / ``int`` / ``float`` field of the arguments (a dataclass: ``TrainingArguments`` and its
+    subclasses) holds a value of its type: ``"3e-5"`` (a number read from a text file), ``5.0`` steps or ``"false"``
+    are refused, naming the field and the value to write."""
+    if not dataclasses.is_dataclass(args):
+        return
+    for name, (kind, optional) in _scalar_fields(type(args)).items():
+        value = getattr(args, name, None)
+        if (value is None and optional) or _ACCEPTS[kind](value):
+            continue
+        hint = ""
+        if isinstance(value, str):
+            hint = f" (a string: write it without quotes, e.g. {name}={_unquoted(value, kind)})"
+        elif kind is int and isinstance(value, float) and value.is_integer():
+            hint = f" (write {name}={int(value)})"
+        raise InputError(f"{name} must be {_NAMES[kind]}{' or None' if optional else ''}, got {value!r}{hint}.",
+                         fields=(name,))
+
+
+def _unquoted(text: str, kind: type) -> str:
+    if kind is bool:
+        return "True" if text.strip().lower() in ("true", "1", "yes") else "False"
+    return text.strip()
+
+
+def _refusal(name: str, value, rule: str, why: str) -> InputError:
+    return InputError(f"{name} {value} {rule}; {why}", fields=(name,))
+
+
+def check_optimizer_values(args) -> None:
+    """The optimizer's values: a learning rate of 0 learns nothing (and the export would call the untouched encoder
+    trained), a negative or NaN one fails or diverges only once training runs."""
+    lr = args.learning_rate
+    if not math.isfinite(lr) or lr <= 0:
+        raise _refusal("learning_rate", lr, "must be a finite number > 0",
+                       "0 trains nothing (the export would describe an untrained encoder as trained). The papers use "
+                       "1e-5 to 5e-5.")
+    warmup = args.warmup_steps
+    if not math.isfinite(warmup) or warmup < 0:
+        raise _refusal("warmup_steps", warmup, "must be >= 0", "a number of steps, or a fraction < 1 of them.")
+    decay = args.weight_decay
+    if not math.isfinite(decay) or decay < 0:
+        raise _refusal("weight_decay", decay, "must be a finite number >= 0", "0 (the default) turns it off.")
+    for name in ("adam_beta1", "adam_beta2"):
+        beta = getattr(args, name)
+        if not 0 <= beta < 1:
+            raise _refusal(name, beta, "must be in [0, 1)", "AdamW's defaults are 0.9 and 0.999.")
+    if not args.adam_epsilon > 0:
+        raise _refusal("adam_epsilon", args.adam_epsilon, "must be > 0", "the default is 1e-8.")
+    norm = args.max_grad_norm
+    if norm is not None and not (math.isfinite(norm) and norm >= 0):
+        raise _refusal("max_grad_norm", norm, "must be a finite number >= 0", "0 turns clipping off; the default is 1.")
+
+
+def check_step_counts(args, world_size: int | None) -> None:
+    """The batch and step counts. ``world_size`` None: the processes are not known yet (the command line's earliest
+    checks), so only a batch that is empty on every process is refused."""
+    if args.gradient_accumulation_steps < 1:
+        raise InputError(f"gradient_accumulation_steps must be at least 1, got {args.gradient_accumulation_steps}.",
+                         fields=("gradient_accumulation_steps",))
+    rows = args.per_device_train_batch_size * (world_size or 1)
+    if rows < (1 if world_size is None else 2):
+        raise InputError("a contrastive batch needs at least 2 sentences (the others in the batch are the negatives); "
+                         "raise per_device_train_batch_size.", fields=("per_device_train_batch_size",))
+    if args.max_steps == 0:
+        raise InputError("max_steps 0 trains nothing (the Trainer would silently train num_train_epochs instead); give "
+                         "a positive max_steps, or leave it out to train by epochs.", fields=("max_steps",))
+    epochs = args.num_train_epochs
+    if args.max_steps < 0 and not math.isfinite(epochs):  # the Trainer's step count would be NaN / inf
+        raise InputError(f"num_train_epochs must be a finite number > 0, got {epochs}; or give max_steps.",
+                         fields=("num_train_epochs",))
+    if args.max_steps < 0 and epochs <= 0:
+        raise InputError(f"num_train_epochs {epochs} trains nothing, and the export would describe an untrained "
+                         "encoder as trained; give a positive num_train_epochs or max_steps.",
+                         fields=("num_train_epochs",))

@@ -1,0 +1,65 @@
+"""Training arguments a Python caller gets wrong are refused in one line, in the API's terms, when the arguments or the
+trainer are made (hf_cse.training_values): not a traceback from inside torch at the first step, and not a run that
+trains nothing and saves the untouched encoder as trained."""
+
+from __future__ import annotations
+
+import datasets
+import numpy as np
+import pytest
+from helpers import random_sentences, tiny_args
+from transformers import AutoTokenizer
+
+from hf_cse.data import DataError, tokenize_dataset
+from hf_cse.errors import CSEError
+from hf_cse.models import SimCSEModel
+from hf_cse.trainer import ContrastiveTrainer
+from hf_cse.training_args import ContrastiveTrainingArguments
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("learning_rate", "3e-5", r"^learning_rate must be a number, got '3e-5' \(a string: write it without quotes, "
+                              r"e\.g\. learning_rate=3e-5\)\.$"),
+    ("per_device_train_batch_size", "16", "per_device_train_batch_size must be an integer, got '16'"),
+    ("max_steps", 5.0, r"max_steps must be an integer, got 5\.0 \(write max_steps=5\)"),
+    ("seed", "42", "seed must be an integer"),
+    ("no_duplicates_in_batch", "false", r"no_duplicates_in_batch must be True or False, got 'false' .*"
+                                        r"no_duplicates_in_batch=False\)"),  # a YAML string: it would read as true
+    ("cached_minibatch_size", 8.5, "cached_minibatch_size must be an integer or None, got 8.5"),
+])
+def test_a_value_of_the_wrong_type_is_refused_when_the_arguments_are_made(tmp_path, field, value, words):
+    with pytest.raises(CSEError, match=words) as refused:
+        ContrastiveTrainingArguments(str(tmp_path / "out"), use_cpu=True, **{field: value})
+    assert refused.value.fields == (field,) and "\n" not in str(refused.value)
+
+
+def test_numbers_of_numpy_and_none_where_allowed_are_taken(tmp_path):
+    args = ContrastiveTrainingArguments(str(tmp_path / "out"), use_cpu=True, max_steps=np.int64(5),
+                                        learning_rate=np.float64(1e-5), cached_minibatch_size=None)
+    assert args.max_steps == 5
+
+
+@pytest.fixture
+def rows(tiny_bert_dir):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    return tokenize_dataset(datasets.Dataset.from_dict({"text": random_sentences(10)}), tok), tok
+
+
+@pytest.mark.parametrize("overrides, error, words", [
+    ({"learning_rate": 0.0}, CSEError, r"^learning_rate 0\.0 must be a finite number > 0; 0 trains nothing"),
+    ({"learning_rate": "3e-5"}, CSEError, "learning_rate must be a number"),  # plain TrainingArguments too
+    ({"gradient_accumulation_steps": 0}, CSEError, "gradient_accumulation_steps must be at least 1, got 0"),
+    ({"per_device_train_batch_size": 1}, CSEError, "a contrastive batch needs at least 2 sentences"),
+    ({"max_steps": 0}, CSEError, "max_steps 0 trains nothing"),
+    # 10 rows for a batch of 16: every batch incomplete and dropped, 0 steps trained
+    ({"per_device_train_batch_size": 16}, DataError, r"the training set has 10 rows, fewer than one global batch of "
+                                                     r"16"),
+])
+def test_the_trainer_refuses_values_that_would_fail_or_train_nothing(tiny_bert_dir, rows, tmp_path, overrides, error,
+                                                                     words):
+    ds, tok = rows
+    args = tiny_args(tmp_path / "out", **{"per_device_train_batch_size": 4, **overrides})
+    with pytest.raises(error, match=words):
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
+                           processing_class=tok, no_duplicates_in_batch=False)
+    assert not (tmp_path / "out").exists()  # refused before transformers creates the output folder
