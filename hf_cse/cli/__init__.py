@@ -132,8 +132,27 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     return code
 
 
+#: what the running command says it keeps when interrupted (set by the command once it knows: :func:`say_when_stopped`)
+_kept: list[Callable[[], str]] = []
+KEPT_BY_DEFAULT = "what was saved so far is kept."
+
+
+def say_when_stopped(kept: Callable[[], str]) -> None:
+    """``kept()`` is said after "interrupted (Ctrl-C); " (or the SIGTERM line) if the command is stopped from now on:
+    what it actually keeps (hf-cse-train: its last complete checkpoint, or that it saves none)."""
+    _kept[:] = [kept]
+
+
+def _kept_line() -> str:
+    try:
+        return _kept[0]() if _kept else KEPT_BY_DEFAULT
+    except Exception:  # noqa: BLE001 - the line must be printed, whatever the folder looks like now
+        return KEPT_BY_DEFAULT
+
+
 def _run_cli(main: Callable[[], int | None], prog: str) -> int:
     use_parser(())  # no flags known until the command reads its parser (refuse_unknown_flags)
+    _kept.clear()
     try:
         with flag_terms_in_logs():
             return int(main() or 0)
@@ -142,11 +161,11 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
             raise
         _close_progress_bars()
         if isinstance(stop, Terminated):
-            print(f"{prog}: stopped (SIGTERM, from a launcher, a job scheduler or kill); what was saved so far is "
-                  "kept.", file=sys.stderr)
+            print(f"{prog}: stopped (SIGTERM, from a launcher, a job scheduler or kill); {_kept_line()}",
+                  file=sys.stderr)
             return 143
         if is_main_process():  # Ctrl-C reaches every process of a launch: one line for the run
-            print(f"{prog}: interrupted (Ctrl-C); what was saved so far is kept.", file=sys.stderr)
+            print(f"{prog}: interrupted (Ctrl-C); {_kept_line()}", file=sys.stderr)
         return 130
     except FORESEEABLE as err:
         if os.environ.get(DEBUG_ENV):

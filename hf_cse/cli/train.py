@@ -14,13 +14,14 @@ import argparse
 import json
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 
 from transformers import HfArgumentParser, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
 from hf_cse.checks import InputError
-from hf_cse.cli import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
+from hf_cse.cli import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli, say_when_stopped
 from hf_cse.cli.arguments import (
     DataArguments,
     StreamingArguments,
@@ -176,6 +177,7 @@ def train_from_args(argv: list[str] | None = None) -> None:
     # steps 1-4: every process of a launch checks the same flags, files and folder, and refuses alike (one line)
     with same_on_every_process():
         trainer, resume_from, max_seq_length, finish = _prepared_run(argv)
+    say_when_stopped(partial(kept_when_stopped, trainer.args))
 
     # 5. Train (the trainer scores the dev data, if any, before the first step and after the last, and keeps the
     #    better of the trained and the untrained encoder).
@@ -185,6 +187,21 @@ def train_from_args(argv: list[str] | None = None) -> None:
     # 6. Save the model, its tokenizer, the sentence-transformers export + card and training_info.json (pushed with
     #    --push_to_hub); the last line is the dev score before and after training.
     trainer.save_run(**finish)
+
+
+def kept_when_stopped(training_args) -> str:
+    """What a stopped run leaves to resume from: its last complete checkpoint, or none (and why)."""
+    from hf_cse.checkpoints import last_complete_checkpoint
+
+    out = Path(training_args.output_dir)
+    last = last_complete_checkpoint(out) if out.is_dir() else None
+    if last is not None:
+        return f"{last} is kept: the same command resumes from it."
+    strategy = getattr(training_args.save_strategy, "value", training_args.save_strategy)
+    if strategy == "no":
+        return (f"no checkpoint was saved ({out} keeps no trained weights): this run saves none unless asked; add "
+                "--save_strategy steps --save_steps N to keep one every N steps.")
+    return f"no checkpoint was complete yet in {out}: the same command starts the run again."
 
 
 def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | None, int, dict]:

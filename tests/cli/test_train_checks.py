@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -335,6 +336,22 @@ def test_esimcse_at_the_encoders_position_limit_trains(tiny_bert_dir, tmp_path):
     assert (tmp_path / "out" / "training_info.json").is_file()
 
 
+def test_a_stopped_run_says_what_it_keeps(tmp_path, monkeypatch):
+    """The line after Ctrl-C names the checkpoint the same command resumes from, or says that none was saved and how
+    to have them, instead of promising kept work that is not there."""
+    from hf_cse import checkpoints
+
+    args = SimpleNamespace(output_dir=str(tmp_path / "out"), save_strategy="no")
+    assert train_cli.kept_when_stopped(args).startswith("no checkpoint was saved")
+    assert "--save_strategy steps --save_steps N" in train_cli.kept_when_stopped(args)
+    args.save_strategy = "steps"
+    assert train_cli.kept_when_stopped(args).startswith("no checkpoint was complete yet")
+    (tmp_path / "out" / "checkpoint-7").mkdir(parents=True)
+    monkeypatch.setattr(checkpoints, "last_complete_checkpoint", lambda out: str(out / "checkpoint-7"))
+    assert train_cli.kept_when_stopped(args) == f"{tmp_path / 'out' / 'checkpoint-7'} is kept: the same command " \
+                                                "resumes from it."
+
+
 @pytest.mark.slow
 def test_ctrl_c_during_training_is_one_line_and_exit_code_130(tiny_bert_dir, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "HF_CSE_DEBUG"}
@@ -352,6 +369,8 @@ def test_ctrl_c_during_training_is_one_line_and_exit_code_130(tiny_bert_dir, tmp
     rest = proc.communicate(timeout=hang_timeout(300))[0]
     assert proc.returncode == 130, "".join(lines) + rest
     assert "Traceback" not in rest and "run_unsup.py: interrupted (Ctrl-C)" in rest.strip().splitlines()[-1]
+    # what it keeps, truly: this run saved no checkpoint (the command's default), and the line says how to keep them
+    assert "no checkpoint was saved" in rest.strip().splitlines()[-1]
     assert not lock_file(tmp_path / "out").exists()
     assert json.loads((tmp_path / "out" / "hf_cse_run.json").read_text())["max_steps"] == 100000
 
