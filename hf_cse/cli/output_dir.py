@@ -191,9 +191,9 @@ class TrainingRun(CommandJob):
         self._remove_killed_writes(out, left)
         resume = last_complete_checkpoint(out)
         if foreign and resume is None:
-            raise OutputFolderError(f"--output_dir {out} holds a run whose final save was cut short (no "
-                                    f"{TRAINING_INFO_FILE}) and no complete checkpoint to finish it from. Pass "
-                                    f"{OVERWRITE_FLAG} to start over, or choose another --output_dir.")
+            raise OutputFolderError(f"--output_dir {out}: a run whose final save was cut short, no checkpoint to "
+                                    "finish it from. Its model may be whole (try hf-cse-export); "
+                                    f"{OVERWRITE_FLAG} deletes it; or choose another --output_dir.")
         if foreign:
             logger.warning("the final save of the run in %s was cut short (no %s): finishing it from %s", out,
                            TRAINING_INFO_FILE, resume)

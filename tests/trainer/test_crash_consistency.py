@@ -145,7 +145,8 @@ def test_a_final_save_cut_short_without_checkpoints_is_not_taken_for_finished(ti
     assert _run(*args, kill=("weights", 1)).returncode == -signal.SIGKILL
     again = _run(*args)
     assert again.returncode == 1 and "final save was cut short" in again.stderr and "Traceback" not in again.stderr
-    assert "--overwrite_output_dir" in again.stderr
+    assert "--overwrite_output_dir deletes it" in again.stderr and "(try hf-cse-export)" in again.stderr
+    assert " ... " not in again.stderr.strip().splitlines()[-1]  # whole: not cut to the line's length
 
 
 @pytest.mark.slow
