@@ -76,3 +76,25 @@ def same_on_every_process() -> Iterator[None]:
         yield
     except CSEError as err:
         raise raised_on_every_process(err)
+
+
+#: exception classes of the HTTP clients huggingface_hub uses (httpx / httpx2 / requests), by name: a failed
+#: connection or a timeout, which none of them derives from OSError
+_NETWORK_CLASSES = {"TransportError", "ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException",
+                    "NetworkError", "RequestException", "ConnectionError"}
+
+
+def network_failure(err: BaseException) -> BaseException | None:
+    """The error in ``err``'s chain (itself, its causes and contexts) that says the network failed (no connection,
+    a timeout, the Hub unreachable), or None. ``OSError``s count when they are connection errors or timeouts, and
+    transformers' "couldn't connect" ``OSError``."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        names = {cls.__name__ for cls in type(err).__mro__}
+        if (names & _NETWORK_CLASSES and type(err).__module__.split(".")[0] in ("httpx", "httpx2", "requests",
+                                                                                  "urllib3", "builtins"))  \
+                or isinstance(err, (ConnectionError, TimeoutError)) or "couldn't connect to" in str(err):
+            return err
+        err = err.__cause__ or err.__context__
+    return None

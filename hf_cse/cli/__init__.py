@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from ..checks import InputError, check_path_given
-from ..errors import CSEError
+from ..errors import CSEError, network_failure
 from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
 from .stop_signals import Terminated, stop_signals_as_interrupt
 
@@ -184,12 +184,21 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
         _close_progress_bars()
         print(f"{prefix}{message}{' ' + advice if advice else ''}{suffix}", file=sys.stderr)
         return 1
-    except RuntimeError as err:
-        if os.environ.get(DEBUG_ENV) or not another_process_ended(err):
+    except Exception as err:  # noqa: BLE001 - two failures that are not bugs; any other is re-raised with its trace
+        if os.environ.get(DEBUG_ENV):
+            raise
+        if isinstance(err, RuntimeError) and another_process_ended(err):
+            _close_progress_bars()
+            print(f"{prog}: error: another process of this run ended (killed, or its own error above); what was saved "
+                  "so far is kept, and the same command resumes from the last complete checkpoint.", file=sys.stderr)
+            return 1
+        failed = network_failure(err)
+        if failed is None:
             raise
         _close_progress_bars()
-        print(f"{prog}: error: another process of this run ended (killed, or its own error above); what was saved so "
-              "far is kept, and the same command resumes from the last complete checkpoint.", file=sys.stderr)
+        reason = fit_line(f"{type(failed).__name__}: {' '.join(str(failed).split())}", 120)
+        print(f"{prog}: error: the Hugging Face Hub could not be reached ({reason}). Check the network, or name local "
+              f"folders (HF_HUB_OFFLINE=1 then skips the Hub); {_kept_line()}", file=sys.stderr)
         return 1
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ..errors import CSEError
+from ..errors import CSEError, network_failure
 from .card import CARD_INPUTS_FILE, render_card_for
 from .errors import ExportError
 
@@ -58,9 +58,12 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
         raise HubPushError(f"cannot push to {repo_id}: the Hub answered HTTP {status} ({err}).") from err
     except ValueError as err:  # huggingface_hub's HFValidationError: malformed repo id
         raise HubPushError(f"cannot push to {repo_id!r}: {err}. Use a repo id like 'username/model-name'.") from err
-    except OSError as err:  # connection problems
-        raise HubPushError(f"cannot push to {repo_id}: {type(err).__name__}: {err}. Check the network connection "
-                           f"and retry, or upload later with `hf upload {repo_id} {out}`.") from err
+    except Exception as err:  # connection problems: OSErrors, and the HTTP client's own errors (not OSErrors)
+        if not isinstance(err, OSError) and network_failure(err) is None:
+            raise
+        raise HubPushError(f"cannot push to {repo_id}: {type(err).__name__}: {' '.join(str(err).split())}. The export "
+                           f"is kept in {out}: check the network connection and retry, or upload it later with "
+                           f"`hf upload {repo_id} {out}`.") from err
     return f"https://huggingface.co/{repo}"
 
 

@@ -437,6 +437,21 @@ def test_push_unauthenticated_gives_a_clear_error(exported, monkeypatch):
         push_export(exported, "someone/tiny-simcse")
 
 
+def test_a_push_the_network_fails_is_one_error_that_says_the_export_is_kept(exported, monkeypatch):
+    """huggingface_hub's HTTP client raises its own errors for a failed connection (httpx2.ConnectError: no OSError);
+    the push names the failure, that the export is kept, and how to upload it later."""
+    import httpx2
+    from huggingface_hub import HfApi
+
+    def unreachable(self, *args, **kwargs):
+        raise httpx2.ConnectError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(HfApi, "create_repo", unreachable)
+    with pytest.raises(HubPushError, match=r"cannot push to someone/tiny-simcse: ConnectError: \[Errno -2\] Name or "
+                                           r"service not known\. The export is kept in .*`hf upload someone/tiny"):
+        push_export(exported, "someone/tiny-simcse")
+
+
 def test_push_needs_an_export_folder(tmp_path):
     with pytest.raises(ExportError, match="no modules.json"):
         push_export(tmp_path, "someone/x")

@@ -1,0 +1,51 @@
+"""A command whose Hub access fails for want of a network (no connection, a timeout, transformers' "couldn't
+connect" OSError, huggingface_hub's HTTP client errors) ends in one line naming the failure and what to do, not in a
+traceback of the HTTP client; any other exception is still a bug with its traceback."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+
+from hf_cse.cli import run_cli, say_when_stopped
+from hf_cse.errors import network_failure
+
+
+def _raising(err: BaseException):
+    def main():
+        raise err
+    return main
+
+
+@pytest.mark.parametrize("err", [
+    httpx2.ConnectError("[Errno -2] Name or service not known"),
+    OSError("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cache"),
+    TimeoutError("timed out"),
+])
+def test_a_network_failure_is_one_line(err, capsys, monkeypatch):
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    assert run_cli(_raising(err), "prog") == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prog: error: the Hugging Face Hub could not be reached (")
+    assert type(err).__name__ in lines[0] and "HF_HUB_OFFLINE=1" in lines[0]
+
+
+def test_the_line_says_what_the_command_keeps(capsys, monkeypatch):
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+
+    def main():
+        say_when_stopped(lambda: "the run's model is saved in out/.")
+        # the network failure as the cause of another error
+        raise RuntimeError("upload failed") from httpx2.ConnectError("refused")
+
+    assert run_cli(main, "prog") == 1
+    assert capsys.readouterr().err.strip().endswith("the run's model is saved in out/.")
+
+
+def test_other_errors_keep_their_traceback(monkeypatch):
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    with pytest.raises(OSError, match="disk full"):
+        run_cli(_raising(OSError("disk full")), "prog")
+    with pytest.raises(KeyError):
+        run_cli(_raising(KeyError("x")), "prog")
+    assert network_failure(ValueError("no")) is None
