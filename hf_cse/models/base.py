@@ -187,6 +187,12 @@ class CSEPreTrainedModel(PreTrainedModel):
             config_kwargs = {**config_kwargs, **choice.config_fields()}
             logger.info("pooling: %s", describe_pooling(choice))
         enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
+        if str(getattr(enc_config, "model_type", "")).startswith("hf_cse"):  # it would be nested in the new model
+            export = str(Path(str(name_or_path)) / "sentence-transformers")
+            method = getattr(enc_config, "method", "") or "method"
+            raise CSEError(f"{name_or_path} holds an hf_cse {method} model (a training run's output), not a plain "
+                           f"encoder: continue it with from_pretrained({str(name_or_path)!r}) of the {method} model "
+                           f"class, or start a new run from its export: from_encoder({export!r}).")
         if trust_remote_code:
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         # the config checks its objectives with the loss registry: a bad loss or value fails here, before any weights

@@ -97,3 +97,19 @@ def test_a_model_trained_with_flash_attention_loads_where_it_cannot_run(tiny_ber
     model = AutoModel.from_pretrained(tmp_path / "m")
     assert model.config.encoder_attention == "flash_attention_2"
     assert model.encoder.config._attn_implementation in (ATTENTION_NAME, "sdpa")
+
+
+def test_a_saved_method_model_is_no_encoder_to_build_a_method_around(tiny_bert_dir, tmp_path):
+    """from_encoder on a training run's folder nested one method model inside another, which failed at the first
+    step; it is refused naming the two ways on, and each load its own kind of folder."""
+    from hf_cse.errors import CSEError
+
+    saved = tmp_path / "run"
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(saved)
+    with pytest.raises(CSEError, match=r"run holds an hf_cse simcse model \(a training run's output\), not a plain "
+                                       r"encoder: continue it with from_pretrained\(.*\) of the simcse model class, "
+                                       r"or start a new run from its export: from_encoder\(.*sentence-transformers"):
+        SimCSEModel.from_encoder(str(saved))
+    assert type(SimCSEModel.from_pretrained(saved)) is SimCSEModel
+    with pytest.raises(CSEError, match="holds a plain bert model"):
+        SimCSEModel.from_pretrained(tiny_bert_dir)
