@@ -187,7 +187,7 @@ class CSEPreTrainedModel(PreTrainedModel):
             config_kwargs = {**config_kwargs, **choice.config_fields()}
             logger.info("pooling: %s", describe_pooling(choice))
         enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
-        if str(getattr(enc_config, "model_type", "")).startswith("hf_cse"):  # it would be nested in the new model
+        if isinstance(enc_config, CSEConfig):  # a saved method model: it would be nested in the new one
             export = str(Path(str(name_or_path)) / "sentence-transformers")
             method = getattr(enc_config, "method", "") or "method"
             raise CSEError(f"{name_or_path} holds an hf_cse {method} model (a training run's output), not a plain "
