@@ -9,8 +9,8 @@ transformers' ``DataCollatorWithPadding`` (the peer: one view, no draws) on the 
     python benchmarks/bench_collate.py --batch-size 512 --rounds 5
 
 Rows: the packaged MiniLM's tokenizer over the first 20,000 shared sentences (the stand-in corpus when absent),
-random batches; each round times every collator over the same 200 batches, the collators interleaved; prints the
-median over rounds of the mean time a batch (ms).
+random batches; each round times every step over the same 50 batches, the steps interleaved (30 rounds: the
+machine's speed jumps between two levels now and then); prints the median over rounds of the mean time a batch (ms).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--batches", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batches", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--rows", type=int, default=20_000)
     args = ap.parse_args(argv)
 
