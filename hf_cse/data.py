@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from .files import (
     strip_column_names,
     table_loader_args,
 )
+from .padding import pad_token_rows
 from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_number: read from here too
     JSON_SUFFIXES,
     TABLE_SUFFIXES,
@@ -106,6 +106,10 @@ def load_train_dataset(
             raise DataError(f"data set {dataset_name} has no non-empty {column!r} rows in split {split!r}.")
         return ds
     path = Path(train_file or DEMO_CORPUS)
+    if not train_file:  # a default that trains, silently, on text the user never chose
+        logger.warning("no train_file or dataset_name: training on hf_cse's packaged demo corpus (%s, %d sentences of "
+                       "Wikipedia); give train_file (one sentence a line) to train on your own text", path.name,
+                       sum(1 for line in path.open(encoding="utf-8") if line.strip()))
     read_sentences(path, text_column)  # validates (exists, UTF-8, column, not empty) with clear messages
     # load through `datasets` so that the data set and its tokenization are cached on disk (fingerprints)
     if path.suffix.lower() in (".csv", ".tsv"):  # read as read_sentences does (hf_cse.files)
@@ -153,12 +157,27 @@ def check_room_for_text(tokenizer: PreTrainedTokenizerBase, max_seq_length: int,
                        what[:1].upper() + what[1:], max_seq_length, room, "" if prompt_fixed else " or shorten prompt")
 
 
+def check_tokenized_length(tokenizer: PreTrainedTokenizerBase, max_seq_length, prompt: str | None = None) -> None:
+    """A ``max_seq_length`` to tokenize with: an integer of at least 2 that leaves room for text beside the special
+    tokens and the prompt (:func:`check_room_for_text`); 0 would turn truncation off, a string fail in the tokenizer."""
+    from .encoders import seq_length_problem
+
+    if not isinstance(max_seq_length, int) or isinstance(max_seq_length, bool):
+        raise DataError(f"max_seq_length must be an integer, got {max_seq_length!r}.", fields=("max_seq_length",))
+    problem = seq_length_problem(max_seq_length, None)
+    if problem:
+        raise DataError(f"{problem}.", fields=("max_seq_length",))
+    check_room_for_text(tokenizer, max_seq_length, prompt)
+
+
 def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None,
                      prompt: str | None = None, keep_text: bool = False):
     """Tokenize once (truncation, no padding: the collator pads each batch dynamically); sentences that become
     special tokens only are dropped with one warning (:func:`drop_special_only`). ``prompt``: prepended to each
     sentence (its tokens count toward ``max_seq_length``). ``keep_text``: keep the ``text`` column (the
     no-duplicates batch sampler compares rows by it; the collators ignore it)."""
+
+    check_tokenized_length(tokenizer, max_seq_length, prompt)
 
     def tok(batch):
         return tokenizer(with_prompt(batch["text"], prompt), truncation=True, max_length=max_seq_length)
@@ -210,46 +229,6 @@ def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
     tokenizer.pad_token = tokenizer.eos_token
     logger.warning("the tokenizer has no padding token: padding with its end-of-text token %r (masked out)",
                    tokenizer.eos_token)
-
-
-_PADDED_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def pad_token_rows(tokenizer: PreTrainedTokenizerBase,
-                   features: list[dict[str, Any]] | dict[str, list]) -> dict[str, torch.Tensor]:
-    """``tokenizer.pad(features, padding=True, return_tensors="pt")``, the same tensors, without its Python work per
-    row (0.66 -> 0.24 ms a batch of 64 on a CPU, in the training loop's critical path). ``features``: rows (dicts) or
-    columns (a dict of lists of rows). Rows of plain lists of ints in ``input_ids`` / ``attention_mask`` /
-    ``token_type_ids`` take the fast path; anything else goes to the tokenizer."""
-    if isinstance(features, dict):
-        columns = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in features.items()}
-    elif isinstance(features, list) and features and isinstance(features[0], dict):
-        columns = {k: [f.get(k) for f in features] for k in features[0]}
-    else:
-        columns = {}
-    keys = list(columns)
-    pads = {"input_ids": tokenizer.pad_token_id, "attention_mask": 0, "token_type_ids": tokenizer.pad_token_type_id}
-    if ("input_ids" not in keys or any(k not in _PADDED_COLUMNS or pads[k] is None for k in keys)
-            or tokenizer.padding_side not in ("right", "left")
-            or ("attention_mask" not in keys and "attention_mask" in tokenizer.model_input_names)
-            or not all(type(rows) is list and all(type(row) is list for row in rows) for rows in columns.values())):
-        return tokenizer.pad(features, padding=True, return_tensors="pt")  # its output, or its error
-    widths = [len(row) for row in columns["input_ids"]]
-    if 0 in widths or any(list(map(len, rows)) != widths for rows in columns.values()):
-        return tokenizer.pad(features, padding=True, return_tensors="pt")
-    lengths = torch.tensor(widths)
-    positions = torch.arange(max(widths))
-    filled = (positions < lengths[:, None]) if tokenizer.padding_side == "right" else (
-        positions >= (max(widths) - lengths)[:, None])
-    out = {}
-    for key, rows in columns.items():
-        constant = rows[0][0]
-        if all(min(row) == constant == max(row) for row in rows):  # a mask of ones, segment ids of zeros: no copy
-            out[key] = torch.where(filled, constant, pads[key])
-        else:
-            out[key] = torch.full(filled.shape, pads[key], dtype=torch.long)
-            out[key][filled] = torch.tensor(list(chain.from_iterable(rows)), dtype=torch.long)
-    return out
 
 
 @dataclass
@@ -367,6 +346,7 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
     """Tokenize every view column (``text``, ``positive``[, ``negative``]) into ``input_ids``, ``positive_input_ids``,
     ``negative_input_ids``, ... (truncation, no padding); ``prompt`` and ``keep_text`` as in
     :func:`tokenize_dataset`."""
+    check_tokenized_length(tokenizer, max_seq_length, prompt)
     views = [(prefix, column) for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"))
              if column in ds.column_names]
 

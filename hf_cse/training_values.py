@@ -106,6 +106,9 @@ def check_step_counts(args, world_size: int | None) -> None:
     if rows < (1 if world_size is None else 2):
         raise InputError("a contrastive batch needs at least 2 sentences (the others in the batch are the negatives); "
                          "raise per_device_train_batch_size.", fields=("per_device_train_batch_size",))
+    if args.max_steps < -1:  # the Trainer reads any negative count as "train by epochs", and records this one
+        raise InputError(f"max_steps {args.max_steps} is no number of steps: give a positive max_steps, or -1 (the "
+                         "default) to train num_train_epochs.", fields=("max_steps",))
     if args.max_steps == 0:
         raise InputError("max_steps 0 trains nothing (the Trainer would silently train num_train_epochs instead); give "
                          "a positive max_steps, or leave it out to train by epochs.", fields=("max_steps",))

@@ -28,11 +28,12 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ..data import pad_token_rows, with_prompt
+from ..data import with_prompt
 from ..encoders import encoder_max_length, takes_token_type_ids
 from ..errors import CSEError
 from ..models.modes import eval_mode
 from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hidden_states, pool
+from ..padding import pad_token_rows
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
 from .model_kind import detect_kind

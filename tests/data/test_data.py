@@ -10,9 +10,9 @@ from hf_cse.data import (
     TwoViewCollator,
     check_enough_rows,
     load_train_dataset,
-    pad_token_rows,
     read_sentences,
 )
+from hf_cse.padding import pad_token_rows
 
 
 def test_txt_drops_blank_lines_and_strips(tmp_path):
@@ -70,6 +70,33 @@ def test_collator_repeats_each_sentence_as_two_views(tiny_bert_dir):
     assert batch["input_ids"].shape[:2] == (2, 2)
     assert torch.equal(batch["input_ids"][:, 0], batch["input_ids"][:, 1])
     assert batch["attention_mask"][0, 0].sum() < batch["attention_mask"][1, 0].sum()  # dynamic padding
+
+
+@pytest.mark.parametrize("length, words", [
+    (2, r"max_seq_length 2 leaves no token for the sentences: the tokenizer adds 2 special token\(s\)"),
+    (0, r"max_seq_length must be at least 2 .* got 0\.$"),  # 0 would turn truncation off
+    (-1, "max_seq_length must be at least 2"),
+    ("32", r"max_seq_length must be an integer, got '32'\.$"),
+])
+def test_tokenizing_with_a_length_that_cannot_work_is_one_line(tiny_bert_dir, length, words):
+    import datasets
+
+    from hf_cse.data import tokenize_dataset, tokenize_pair_dataset
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    rows = datasets.Dataset.from_dict({"text": ["the cat", "a dog"], "positive": ["a cat", "the dog"]})
+    for tokenize in (tokenize_dataset, tokenize_pair_dataset):
+        with pytest.raises(DataError, match=words) as refused:
+            tokenize(rows, tok, length)
+        assert "max_seq_length" in refused.value.fields or "leaves no token" in str(refused.value)
+
+
+def test_the_demo_corpus_default_is_said(caplog):
+    with caplog.at_level("WARNING", logger="hf_cse.data"):
+        rows = load_train_dataset(None)
+    assert len(rows) > 1000
+    assert any("no train_file or dataset_name: training on hf_cse's packaged demo corpus" in r.getMessage()
+               for r in caplog.records)
 
 
 @pytest.mark.parametrize("side", ["right", "left"])

@@ -39,7 +39,7 @@ def counted(monkeypatch, tiny_dir):
         calls["pad"] += 1
         return pad(self, *args, **kwargs)
 
-    def counting_pad_rows(tokenizer, features):  # the encoder's padding (hf_cse.data.pad_token_rows)
+    def counting_pad_rows(tokenizer, features):  # the encoder's padding (hf_cse.padding.pad_token_rows)
         calls["pad"] += 1
         return pad_rows(tokenizer, features)
 

@@ -51,6 +51,7 @@ def rows(tiny_bert_dir):
     ({"gradient_accumulation_steps": 0}, CSEError, "gradient_accumulation_steps must be at least 1, got 0"),
     ({"per_device_train_batch_size": 1}, CSEError, "a contrastive batch needs at least 2 sentences"),
     ({"max_steps": 0}, CSEError, "max_steps 0 trains nothing"),
+    ({"max_steps": -5}, CSEError, r"max_steps -5 is no number of steps: .* or -1 \(the default\)"),
     # 10 rows for a batch of 16: every batch incomplete and dropped, 0 steps trained
     ({"per_device_train_batch_size": 16}, DataError, r"the training set has 10 rows, fewer than one global batch of "
                                                      r"16"),
