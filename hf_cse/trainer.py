@@ -42,7 +42,13 @@ from .trainer_folder import (
     checkpoint_to_resume,
     warn_other_world_size,
 )
-from .trainer_options import TrainingOptions, check_rows_for_a_batch, check_training_values, prepare_run
+from .trainer_options import (
+    TrainingOptions,
+    check_dev_ready,
+    check_rows_for_a_batch,
+    check_training_values,
+    prepare_run,
+)
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
 
@@ -136,6 +142,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             strategy = getattr(training_args.eval_strategy, "value", training_args.eval_strategy)
             raise CSEError(f"eval_strategy={strategy} needs something to evaluate: pass "
                            "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
+        check_dev_ready(self.evaluator, training_args)
         prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
         check_rows_for_a_batch(given.get("train_dataset"), training_args)
         self.no_duplicates_in_batch = options.no_duplicates_in_batch

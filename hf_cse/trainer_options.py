@@ -131,3 +131,28 @@ def check_rows_for_a_batch(train_dataset, args) -> None:
         return
     check_enough_rows(len(train_dataset), global_batch_size(args.per_device_train_batch_size, args.world_size),
                       "the training set", unit="rows")
+
+
+def check_dev_ready(evaluators, args) -> None:
+    """Before any step: the STS dev sets the trainer will score are read now (small, parsed once and kept), so a
+    missing or wrong ``senteval_data_dir`` is one line here rather than after the untrained encoder's scoring or at
+    the first evaluation; and ``metric_for_best_model`` names a score the evaluation logs (the Trainer looks it up
+    only at the first evaluation, steps and a checkpoint later). Evaluators of one's own log names unknown here."""
+    from .evaluation.data import load_sts
+    from .evaluation.evaluators import DEV_METRIC_NAMES, PairsEvaluator, STSDevEvaluator
+
+    logged: list[str] = []
+    for evaluator in evaluators or []:
+        if isinstance(evaluator, STSDevEvaluator):
+            for task in evaluator.tasks:
+                load_sts(task, evaluator.data_dir, "dev", evaluator.source)
+            logged += [*(DEV_METRIC_NAMES[t] for t in evaluator.tasks), "avg_sts"]
+        elif isinstance(evaluator, PairsEvaluator):
+            logged.append(f"{evaluator.name}_spearman")
+        else:
+            return
+    metric = args.metric_for_best_model
+    strategy = getattr(args.eval_strategy, "value", args.eval_strategy)
+    if metric and logged and strategy != "no" and metric.removeprefix("eval_") not in logged:
+        raise CSEError(f"metric_for_best_model {metric!r} is not a score this run logs ({', '.join(logged)}): use "
+                       f"metric_for_best_model={logged[0]!r}.", fields=("metric_for_best_model",))

@@ -64,3 +64,28 @@ def test_the_trainer_refuses_values_that_would_fail_or_train_nothing(tiny_bert_d
         ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
                            processing_class=tok, no_duplicates_in_batch=False)
     assert not (tmp_path / "out").exists()  # refused before transformers creates the output folder
+
+
+def test_the_dev_data_and_the_best_metric_are_checked_when_the_trainer_is_built(tiny_bert_dir, rows, tmp_path):
+    """A wrong senteval_data_dir failed only after the untrained encoder's scoring (or at the first evaluation), a
+    mistyped metric_for_best_model at the first evaluation, steps and a checkpoint later: both now when built."""
+    from eval_helpers import write_toy_senteval
+
+    ds, tok = rows
+
+    def build(**args):
+        return ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)),
+                                  args=tiny_args(tmp_path / "out", per_device_train_batch_size=4, **args),
+                                  train_dataset=ds, processing_class=tok, no_duplicates_in_batch=False,
+                                  senteval_data_dir=senteval)
+
+    senteval = str(tmp_path / "no-such-senteval")
+    with pytest.raises(CSEError, match="no-such-senteval") as refused:
+        build()
+    assert "eval_source='hub' in training" in str(refused.value)
+    senteval = str(write_toy_senteval(tmp_path / "senteval"))
+    with pytest.raises(CSEError, match=r"metric_for_best_model 'stsb_spearmann' is not a score this run logs "
+                                       r"\(stsb_spearman, sickr_spearman, avg_sts\): use "
+                                       r"metric_for_best_model='stsb_spearman'"):
+        build(eval_strategy="steps", eval_steps=2, metric_for_best_model="stsb_spearmann")
+    build(eval_strategy="steps", eval_steps=2, metric_for_best_model="eval_avg_sts")  # its own name, prefixed too
