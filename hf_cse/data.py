@@ -213,7 +213,8 @@ def drop_special_only(tokenized, tokenizer: PreTrainedTokenizerBase, num_proc: i
 def check_enough_rows(num_rows: int, global_batch_size: int, source: str, unit: str = "sentences") -> None:
     if num_rows < global_batch_size:
         raise DataError(
-            f"{source} has {num_rows} {unit}, fewer than one global batch of {global_batch_size} "
+            f"{source} has {num_rows} {unit.removesuffix('s') if num_rows == 1 else unit}, fewer than one global "
+            f"batch of {global_batch_size} "
             "(per-device batch size x processes). Use more data or a smaller per_device_train_batch_size."
         )
 

@@ -9,6 +9,7 @@ training command's shipped parser description: :mod:`hf_cse.cli.entry_points`).
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Mapping
 
@@ -32,8 +33,10 @@ RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
 
 def unknown_loss_error(name: str, available) -> CSEError:
     """The refusal of a loss name that is not registered (the registry's, and the command line's early check)."""
-    return CSEError(f"Unknown loss {name!r}. Available losses: {', '.join(sorted(available))}. A loss of your own: "
-                    "register it (register_loss) in a module and name that module in import_module.")
+    close = difflib.get_close_matches(str(name), sorted(available), n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""  # first: a long list may be cut to fit a line
+    return CSEError(f"Unknown loss {name!r}{guess}. Available losses: {', '.join(sorted(available))}. A loss of your "
+                    "own: register it (register_loss) in a module and name that module in import_module.")
 
 
 def check_rule(loss_name: str, param: str, value, rule: str) -> None:

@@ -70,9 +70,17 @@ def check_training_counts(training_args, max_seq_length: int, world_size: int | 
 def resume_from_last_checkpoint(training_args) -> None:
     """``--resume_from_checkpoint True`` (any case; not a folder of that name), as the Trainer takes ``True``: the
     last complete checkpoint in ``--output_dir``, named from here on; refused in one line when there is none (it was
-    taken for a folder named True, refused after the model was loaded, by a message offering True)."""
+    taken for a folder named True, refused after the model was loaded, by a message offering True). A checkpoint
+    named by its path must be a complete checkpoint folder."""
     value = training_args.resume_from_checkpoint
-    if not isinstance(value, str) or value.lower() != "true" or Path(value).exists():
+    if not isinstance(value, str):
+        return
+    if value.lower() != "true" or Path(value).exists():
+        from ..trainer_folder import checkpoint_to_resume
+
+        # a named checkpoint that is no folder or is incomplete: refused now, not after the model is loaded (the
+        # trainer checks it again, with the model's method)
+        checkpoint_to_resume(value, training_args.output_dir, None)
         return
     from ..checkpoints import last_complete_checkpoint
 

@@ -221,9 +221,14 @@ class CSEPreTrainedModel(PreTrainedModel):
 
         config_file = Path(str(pretrained_model_name_or_path)).expanduser() / "config.json"
         try:
-            model_type = str(json.loads(config_file.read_text(encoding="utf-8")).get("model_type", ""))
+            saved = json.loads(config_file.read_text(encoding="utf-8"))
+            model_type, saved_method = str(saved.get("model_type", "")), saved.get("method")
         except (OSError, ValueError, AttributeError):  # a Hub id, or no readable config: transformers says why
-            model_type = "hf_cse"
+            model_type, saved_method = "hf_cse", None
+        mine = None if cls.config_class is CSEConfig else cls.config_class.method  # the base class loads any
+        if saved_method and mine and saved_method != mine:  # the method's own parts would be drawn at random
+            raise CSEError(f"{pretrained_model_name_or_path} holds a {saved_method} model, not a {mine} one: load it "
+                           f"with its method's class, or with transformers' AutoModel after import hf_cse.models.")
         if not model_type.startswith("hf_cse"):
             raise CSEError(f"{pretrained_model_name_or_path} holds a plain {model_type or 'encoder'} model, not an "
                            f"hf_cse one: build a method model around it with {cls.__name__}.from_encoder("

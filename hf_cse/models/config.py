@@ -217,8 +217,12 @@ class CSEConfig(PretrainedConfig):
             if name in known or name in LEGACY_FIELDS or name == "method":
                 continue
             hint = aliases.get(name) or next(iter(difflib.get_close_matches(name, sorted(known), n=1)), None)
+            # a loss's hyperparameter given as a field (temperature=0.05): it belongs to an objective
+            objective = ("; a loss's hyperparameters go in its objective: objectives=[{'loss': NAME, "
+                         f"'hyperparameters': {{{name!r}: ...}}}}]") if not hint else ""
             raise CSEError(f"{cls.__name__} has no field {name!r}" + (f"; did you mean {hint!r}?" if hint else
-                                                                       "; see its fields in hf_cse.models.config."))
+                                                                       objective + "; see its fields in "
+                                                                       "hf_cse.models.config."))
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):

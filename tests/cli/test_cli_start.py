@@ -82,7 +82,8 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--per_device_train_batch_size", "0"): (1, "a contrastive batch needs at least 2 sentences"),
         ("train", "--max_steps", "0"): (1, "--max_steps 0 trains nothing"),
         ("train", "--temperature", "0"): (1, "infonce: temperature must be a finite number > 0, got 0.0."),
-        ("train", "--loss", "nce"): (1, "Unknown loss 'nce'. Available losses: align_uniform_mhe, align_uniform_mhs,"),
+        ("train", "--loss", "nce"): (1, "Unknown loss 'nce' (did you mean 'infonce'?). Available losses: "
+                                        "align_uniform_mhe, align_uniform_mhs,"),
         ("train", "--method", "imsimcse", "--m", "-1"): (1, "off_dropout_infonce: m must be a finite number > 0"),
     }
     (tmp_path / "empty").mkdir()  # a cache with no description: the shipped one answers (else the one written above)
@@ -224,10 +225,12 @@ def test_the_early_loss_checks_read_the_chosen_loss_rules_and_leave_the_rest_to_
     check(["--loss", "gs_infonce", "--noise_std", "0.5", "--temperature", "0.1"])
     check(["--loss", "infonce", "--margin", "-1"])  # not infonce's: the command says which flags it takes
     check(["--temperature", "0", "--config", str(tmp_path / "run.json")])  # the file may choose another loss
-    with pytest.raises(ValueError, match="Unknown loss 'nce'. Available losses: align_uniform_mhe"):
+    with pytest.raises(ValueError, match=r"Unknown loss 'nce' \(did you mean 'infonce'\?\). Available losses: "
+                                         r"align_uniform_mhe"):
         check(["--loss", "nce"])  # this process's registry (the caller may have registered its own losses)
     monkeypatch.delitem(sys.modules, "hf_cse.losses.registry")  # a command's process: the description's losses
-    with pytest.raises(ValueError, match="Unknown loss 'nce'. Available losses: align_uniform_mhe"):
+    with pytest.raises(ValueError, match=r"Unknown loss 'nce' \(did you mean 'infonce'\?\). Available losses: "
+                                         r"align_uniform_mhe"):
         check(["--loss", "nce"])
 
 

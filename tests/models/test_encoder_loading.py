@@ -9,7 +9,7 @@ from helpers import tiny_args, tiny_train_dataset
 from transformers import AutoModel
 
 from hf_cse.cli import train as train_cli
-from hf_cse.models import SimCSEModel
+from hf_cse.models import DiffCSEModel, SimCSEModel
 from hf_cse.models.fast_dropout import ATTENTION_NAME, FastDropout
 from hf_cse.trainer import ContrastiveTrainer
 
@@ -111,5 +111,7 @@ def test_a_saved_method_model_is_no_encoder_to_build_a_method_around(tiny_bert_d
                                        r"or start a new run from its export: from_encoder\(.*sentence-transformers"):
         SimCSEModel.from_encoder(str(saved))
     assert type(SimCSEModel.from_pretrained(saved)) is SimCSEModel
+    with pytest.raises(CSEError, match="run holds a simcse model, not a diffcse one: load it with its method's class"):
+        DiffCSEModel.from_pretrained(saved)  # its discriminator would be drawn at random
     with pytest.raises(CSEError, match="holds a plain bert model"):
         SimCSEModel.from_pretrained(tiny_bert_dir)
