@@ -15,12 +15,15 @@ from typing import Any
 
 from ..checkpoints import training_run_files
 from ..checks import resolved_path
-from ..output_folder import OutputFolderError, claim_output_dir
-from ..run_files import TRAINING_INFO_FILE
+from ..output_folder import OutputFolderError, claim_output_dir, matching
+from ..run_files import TRAINING_INFO_FILE, WEIGHT_FILES
 from ..writing import json_safe
 from .output_dir import OVERWRITE_FLAG, CommandJob, setting_differences
 
 logger = logging.getLogger(__name__)
+
+#: files that make a folder a model's (transformers' or sentence-transformers')
+MODEL_FILES = ("config.json", "modules.json", *WEIGHT_FILES)
 
 #: an evaluation's settings naming a path: compared resolved (given relative then, absolute now: the same folder)
 EVAL_PATH_SETTINGS = ("senteval_data_dir", "eval_file")
@@ -49,6 +52,12 @@ class Evaluation(CommandJob):
             raise OutputFolderError(f"--output_dir {out} is a finished training run's folder ({TRAINING_INFO_FILE}): "
                                     "results there would mix with the run's files. Choose another folder, e.g. "
                                     f"{out / EVAL_FOLDER} (the default for this run's model).")
+        names = sorted(p.name for p in out.iterdir() if p.is_file()) if out.is_dir() else []
+        model_files = matching(names, MODEL_FILES)
+        if model_files:  # an encoder's folder, a sentence-transformers export (pushed or copied with its files)
+            raise OutputFolderError(f"--output_dir {out} holds a model ({', '.join(model_files[:2])}): results there "
+                                    "would mix with its files. Choose another folder, e.g. "
+                                    f"{out.name}-eval beside it.")
 
     def left_behind(self, out: Path) -> list[str]:
         from ..evaluation.report import report_files  # the evaluation stack: not for the training checks

@@ -361,6 +361,23 @@ def test_an_evaluation_refuses_a_training_runs_folder(tmp_path, finished):
                                                                                  if finished else []))
 
 
+@pytest.mark.parametrize("files", [("config.json", "model.safetensors"), ("modules.json", "README.md"),
+                                   ("model-00001-of-00002.safetensors",)])
+def test_an_evaluation_refuses_a_models_folder(tmp_path, files):
+    """An encoder's folder or a sentence-transformers export: results there would mix with the model's files (and
+    go wherever the folder is pushed or copied), --overwrite_output_dir or not; nothing is written."""
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in files:
+        (model / name).write_text("{}")
+    for overwrite in (False, True):
+        with pytest.raises(InputError, match=rf"^--output_dir {model} holds a model \({files[0]}.*\): results there "
+                                             r"would mix with its files\. Choose another folder, e\.g\. model-eval"):
+            claim(model, overwrite=overwrite, models=["a"])
+    assert sorted(p.name for p in model.iterdir()) == sorted(files)
+
+
 # ------------------------------------------------------------------------------------------------ the export
 def test_training_evaluation_and_export_share_one_policy_and_one_error(tmp_path):
     """One place decides: a file, a dangling link and another job's files are refused alike, with one error type
