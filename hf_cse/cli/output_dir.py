@@ -168,6 +168,11 @@ class TrainingRun(CommandJob):
 
     def remove(self, out: Path, names: list[str]) -> None:  # the mark of a finished run first: a kill meanwhile
         remove_entries(out, sorted(names, key=lambda n: n != TRAINING_INFO_FILE))  # leaves no "finished" run
+        # hf-cse-eval's results of the model removed are kept (the user's work), but no longer describe the folder
+        stale = sorted(p.name for p in out.glob("eval*") if p.is_dir() and (p / "results.json").is_file())
+        if stale:
+            logger.warning("%s in %s: hf-cse-eval's results of the model this run replaces, kept; they do not "
+                           "describe the model it trains now (move them aside, or evaluate again)", listing(stale), out)
 
     def _remove_killed_writes(self, out: Path, left: list[str]) -> None:
         partials = [n for n in killed_writes(left) if (out / n).exists()] if self.is_main_process else []

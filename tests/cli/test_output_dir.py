@@ -110,6 +110,21 @@ def test_overwrite_removes_the_previous_runs_files_only(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([RUN_RECORD_FILE, "notes.txt", "my_data"])
 
 
+def test_overwrite_keeps_the_old_models_evaluations_and_says_they_are_stale(tmp_path, caplog):
+    """hf-cse-eval's results of the replaced model (the run's default eval folders) are the user's and kept, with a
+    warning that they no longer describe the folder's model; other folders say nothing."""
+    (tmp_path / "training_info.json").write_text("{}")
+    for folder in ("eval", "eval-sentence-transformers", "eval-notes"):
+        (tmp_path / folder).mkdir()
+    for folder in ("eval", "eval-sentence-transformers"):
+        (tmp_path / folder / "results.json").write_text("{}")
+    with caplog.at_level("WARNING", logger="hf_cse.cli.output_dir"):
+        prepare_output_dir(tmp_path, SETTINGS, overwrite=True)
+    assert {"eval", "eval-sentence-transformers", "eval-notes"} <= {p.name for p in tmp_path.iterdir()}
+    [stale] = [r.getMessage() for r in caplog.records if "hf-cse-eval's results" in r.getMessage()]
+    assert stale.startswith("eval, eval-sentence-transformers in ") and "do not describe the model" in stale
+
+
 def test_overwrite_keeps_the_users_files_that_only_look_like_a_runs(tmp_path):
     for name in ("model.safetensors", "train_results.json", "model_v1_backup.safetensors", "paper_results.json"):
         (tmp_path / name).write_text("old")
