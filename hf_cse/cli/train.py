@@ -258,7 +258,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data.negative_column)
     eval_pairs = pairs_from_args(training_args)  # --eval_file / --eval_dataset_name: read and checked, once
     if eval_pairs is not None and training_args.eval_strategy == "no":
-        logger.warning("--eval_file/--eval_dataset_name are scored only with --eval_strategy steps or epoch.")
+        logger.warning("--eval_file/--eval_dataset_name with --eval_strategy no: scored before the first step and "
+                       "after the last only; --eval_strategy steps or epoch scores them during training too.")
     check_eval_data(training_args, training_args.senteval_data_dir, training_args.eval_source, spec.preset,
                     own_eval_data=eval_pairs is not None, pairs_name=training_args.eval_name)
     hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 6, not checkpoints

@@ -40,8 +40,10 @@ def check_onnx_backend(backend: str, quantize: str | None = None) -> None:
     """One line before any work: an unknown backend or quantisation, or a missing package."""
     if backend not in BACKENDS:
         raise ExportError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
-    if quantize is not None and (backend != "onnx" or quantize not in QUANTIZATIONS):
-        raise ExportError(f"quantize {quantize} needs backend onnx and one of {', '.join(QUANTIZATIONS)}.",
+    if quantize is not None and quantize not in QUANTIZATIONS:
+        raise ExportError(f"quantize {quantize!r}: choose one of {', '.join(QUANTIZATIONS)}.", fields=("quantize",))
+    if quantize is not None and backend != "onnx":
+        raise ExportError(f"quantize {quantize} quantises the ONNX model: add backend onnx (the backend is {backend}).",
                           fields=("quantize", "backend"))
     if backend == "onnx":
         missing = [pip for name, pip in ONNX_PACKAGES.items() if importlib.util.find_spec(name) is None]

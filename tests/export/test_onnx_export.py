@@ -75,8 +75,11 @@ def test_missing_package_is_one_line_before_any_work(monkeypatch, tmp_path, caps
 
 
 def test_quantize_needs_the_onnx_backend():
-    with pytest.raises(ExportError, match="needs backend onnx"):
+    with pytest.raises(ExportError, match=r"^quantize int8 quantises the ONNX model: add backend onnx \(the backend is "
+                                          r"torch\)\.$"):
         check_onnx_backend("torch", "int8")
+    with pytest.raises(ExportError, match=r"^quantize 'int4': choose one of int8\.$"):
+        check_onnx_backend("onnx", "int4")
     check_onnx_backend("torch")  # nothing needed
 
 
