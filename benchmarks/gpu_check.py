@@ -169,8 +169,9 @@ def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: st
     from bench_train_throughput import hf_cse_trainer, sentence_transformers_trainer
     from transformers import AutoConfig
 
-    args = argparse.Namespace(batch_size=run.batch_size, length=run.length, warmup=run.warmup, steps=run.steps,
-                              precision=run.precision)
+    # a trainer of 0 steps is refused (it would train nothing): the dry run's compiled one is built for 1, not run
+    args = argparse.Namespace(batch_size=run.batch_size, length=run.length, warmup=run.warmup,
+                              steps=run.steps or 1, precision=run.precision)
     timer = StepTimer(run.warmup)
     use_cpu = device == "cpu"
     # the profiler before the timer: it stops (and syncs) before the timed window's first mark
@@ -223,7 +224,7 @@ def part_runs(name: str, plan: dict, encoder: Path, device: str, budget: float, 
     run that fails is recorded with its error, a run that would start past 80 % of the budget is skipped."""
     runs = plan[name]
     rounds = plan["rounds"] if name == "throughput" else 1
-    needed = max(r.batch_size * (r.warmup + r.steps) for r in runs)
+    needed = max(r.batch_size * (r.warmup + (r.steps or 1)) for r in runs)  # a trainer is built for 1 step at least
     texts = {run.text: benchmark_sentences(max(needed, 64), text=run.text) for run in runs}
     record("padding", {text: padding_check(encoder, sentences[:512], LENGTH) for text, sentences in texts.items()})
     start, results = time.perf_counter(), []

@@ -106,10 +106,6 @@ def load_train_dataset(
             raise DataError(f"data set {dataset_name} has no non-empty {column!r} rows in split {split!r}.")
         return ds
     path = Path(train_file or DEMO_CORPUS)
-    if not train_file:  # a default that trains, silently, on text the user never chose
-        logger.warning("no train_file or dataset_name: training on hf_cse's packaged demo corpus (%s, %d sentences of "
-                       "Wikipedia); give train_file (one sentence a line) to train on your own text", path.name,
-                       sum(1 for line in path.open(encoding="utf-8") if line.strip()))
     read_sentences(path, text_column)  # validates (exists, UTF-8, column, not empty) with clear messages
     # load through `datasets` so that the data set and its tokenization are cached on disk (fingerprints)
     if path.suffix.lower() in (".csv", ".tsv"):  # read as read_sentences does (hf_cse.files)

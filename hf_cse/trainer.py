@@ -255,12 +255,9 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                 check_new_run_folder(self.args.output_dir)
                 return resume_from_checkpoint
             return checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir,
-                                        getattr(self._unwrapped_config(), "method", None))
+                                        getattr(self.accelerator.unwrap_model(self.model).config, "method", None))
 
         return main_process_outcome(self.args, check)
-
-    def _unwrapped_config(self):
-        return getattr(self.accelerator.unwrap_model(self.model), "config", None)
 
     def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
         if resume_from_checkpoint and self.is_world_process_zero():

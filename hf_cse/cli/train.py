@@ -55,6 +55,7 @@ from hf_cse.cli.run_spec import RunSpec
 from hf_cse.cli.user_modules import import_user_modules, requested_modules
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
+    DEMO_CORPUS,
     check_enough_rows,
     check_room_for_text,
     load_pair_dataset,
@@ -302,6 +303,11 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
                "precision: %s on %s (%s)", describe(training_args.precision), training_args.device,
                training_args.precision_reason)
     logger.info("pooling: %s", describe_pooling(pooling))
+
+    if not (data_args.train_file or data_args.dataset_name or stream_args.train_files):  # text nobody chose
+        logger.warning("no --train_file or --dataset_name: training on hf_cse's packaged demo corpus (%s, %s "
+                       "sentences of Wikipedia); give --train_file (one sentence a line) to train on your own text",
+                       DEMO_CORPUS.name, "its" if data.streaming else f"{len(raw):,}")
 
     # 4. Model and tokenized data: the method class wraps any AutoModel encoder; the method lives in its config.
     model = model_cls.from_encoder(encoder, **remote, **spec.model_config())

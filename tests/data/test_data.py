@@ -91,14 +91,6 @@ def test_tokenizing_with_a_length_that_cannot_work_is_one_line(tiny_bert_dir, le
         assert "max_seq_length" in refused.value.fields or "leaves no token" in str(refused.value)
 
 
-def test_the_demo_corpus_default_is_said(caplog):
-    with caplog.at_level("WARNING", logger="hf_cse.data"):
-        rows = load_train_dataset(None)
-    assert len(rows) > 1000
-    assert any("no train_file or dataset_name: training on hf_cse's packaged demo corpus" in r.getMessage()
-               for r in caplog.records)
-
-
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_padding_equals_the_tokenizers(tiny_bert_dir, side):
     """The collators' own padding gives the tensors of ``tokenizer.pad`` (values, dtypes, keys) on either side: rows of
