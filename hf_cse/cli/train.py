@@ -305,9 +305,9 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     logger.info("pooling: %s", describe_pooling(pooling))
 
     if not (data_args.train_file or data_args.dataset_name or stream_args.train_files):  # text nobody chose
-        logger.warning("no --train_file or --dataset_name: training on hf_cse's packaged demo corpus (%s, %s "
-                       "sentences of Wikipedia); give --train_file (one sentence a line) to train on your own text",
-                       DEMO_CORPUS.name, "its" if data.streaming else f"{len(raw):,}")
+        logger.info("no --train_file or --dataset_name: training on hf_cse's packaged demo corpus (%s, %s "
+                    "sentences of Wikipedia); give --train_file (one sentence a line) to train on your own text",
+                    DEMO_CORPUS.name, "its" if data.streaming else f"{len(raw):,}")
 
     # 4. Model and tokenized data: the method class wraps any AutoModel encoder; the method lives in its config.
     model = model_cls.from_encoder(encoder, **remote, **spec.model_config())

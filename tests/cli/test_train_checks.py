@@ -108,16 +108,16 @@ def test_good_arguments_reach_the_model(tiny_bert_dir, train_file, tmp_path, no_
 
 
 def test_the_demo_corpus_is_said_once_the_run_is_set_up(tiny_bert_dir, train_file, tmp_path, no_model_load, caplog):
-    """Without --train_file the packaged demo corpus trains: one warning says so (after the checks, so a refused
+    """Without --train_file the packaged demo corpus trains: one log line says so (after the checks, so a refused
     command stays one line), and a run with its own text says nothing of it."""
-    with caplog.at_level("WARNING", logger="run_unsup"), pytest.raises(ModelLoaded):
+    with caplog.at_level("INFO", logger="run_unsup"), pytest.raises(ModelLoaded):
         train_cli.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--max_steps", "2", "--output_dir",
                                    str(tmp_path / "demo"), "--use_cpu", "--per_device_train_batch_size", "8"])
     [said] = [r.getMessage() for r in caplog.records if "demo corpus" in r.getMessage()]
     assert said.startswith("no --train_file or --dataset_name: training on hf_cse's packaged demo corpus "
                            "(demo_corpus.txt, 1,241 sentences of Wikipedia)")
     caplog.clear()
-    with caplog.at_level("WARNING", logger="run_unsup"), pytest.raises(ModelLoaded):
+    with caplog.at_level("INFO", logger="run_unsup"), pytest.raises(ModelLoaded):
         train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "own"))
     assert not [r for r in caplog.records if "demo corpus" in r.getMessage()]
 
