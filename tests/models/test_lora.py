@@ -230,7 +230,7 @@ def test_run_eval_scores_an_adapter_checkpoint(tiny_bert_dir, tmp_path):
     for name in ("ckpt", "base"):
         path = tmp_path / "ckpt" if name == "ckpt" else tiny_bert_dir
         assert eval_cli.main(["--model_name_or_path", str(path), "--senteval_data_dir", str(se), "--tasks",
-                              "STS-B", "--pooler", "avg", "--output_dir", str(tmp_path / name),
+                              "STS-B", "--pooler", "avg", "--output_dir", str(tmp_path / f"{name}-eval"),
                               "--disable_tqdm"]) == 0
-        scores[name] = json.loads((tmp_path / name / "results.json").read_text())["STSBenchmark"]
+        scores[name] = json.loads((tmp_path / f"{name}-eval" / "results.json").read_text())["STSBenchmark"]
     assert scores["ckpt"] != scores["base"]  # the adapters change what is scored
