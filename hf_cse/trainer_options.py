@@ -140,6 +140,7 @@ def check_dev_ready(evaluators, args) -> None:
     only at the first evaluation, steps and a checkpoint later). Evaluators of one's own log names unknown here."""
     from .evaluation.data import load_sts
     from .evaluation.evaluators import DEV_METRIC_NAMES, PairsEvaluator, STSDevEvaluator
+    from .training_values import check_best_metric
 
     logged: list[str] = []
     for evaluator in evaluators or []:
@@ -151,8 +152,4 @@ def check_dev_ready(evaluators, args) -> None:
             logged.append(f"{evaluator.name}_spearman")
         else:
             return
-    metric = args.metric_for_best_model
-    strategy = getattr(args.eval_strategy, "value", args.eval_strategy)
-    if metric and logged and strategy != "no" and metric.removeprefix("eval_") not in logged:
-        raise CSEError(f"metric_for_best_model {metric!r} is not a score this run logs ({', '.join(logged)}): use "
-                       f"metric_for_best_model={logged[0]!r}.", fields=("metric_for_best_model",))
+    check_best_metric(args, logged)

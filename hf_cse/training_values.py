@@ -120,3 +120,14 @@ def check_step_counts(args, world_size: int | None) -> None:
         raise InputError(f"num_train_epochs {epochs} trains nothing, and the export would describe an untrained "
                          "encoder as trained; give a positive num_train_epochs or max_steps.",
                          fields=("num_train_epochs",))
+
+
+def check_best_metric(args, logged: list[str]) -> None:
+    """``metric_for_best_model`` names a score the run's evaluation logs (``logged``; none known: not checked): the
+    Trainer looks it up only at the first evaluation, steps (and a checkpoint) later, and fails with a KeyError there.
+    ``loss`` (its default with load_best_model_at_end) is never logged: contrastive runs are scored on dev pairs."""
+    metric = args.metric_for_best_model
+    strategy = getattr(args.eval_strategy, "value", args.eval_strategy)  # IntervalStrategy.STEPS -> "steps"
+    if metric and logged and strategy != "no" and metric.removeprefix("eval_") not in logged:
+        raise InputError(f"metric_for_best_model {metric} is not a score this run logs ({', '.join(logged)}): use "
+                         f"metric_for_best_model={logged[0]!r}.", fields=("metric_for_best_model",))

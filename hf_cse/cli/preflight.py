@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from ..checks import InputError, check_model_source
 from ..encoders import encoder_max_length, seq_length_problem
 from ..files import DataError
-from ..training_values import check_optimizer_values, check_step_counts
+from ..training_values import check_best_metric, check_optimizer_values, check_step_counts
 from .flags import in_flag_terms
 from .launch import check_requested_processes_started
 
@@ -176,29 +176,19 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
         check_cached_compatible(config, cached_minibatch_size)
 
 
-def check_best_metric(training_args, sts_dev: bool, pairs_name: str | None) -> None:
-    """``--metric_for_best_model`` names a score the run's evaluation logs: the Trainer looks it up at the first
-    evaluation, after steps (and a checkpoint) are done, and fails with a KeyError there. ``loss`` (its default with
-    --load_best_model_at_end) is never logged: contrastive runs are scored on dev pairs."""
-    from ..evaluation.evaluators import DEV_METRIC_NAMES
-
-    metric = training_args.metric_for_best_model
-    logged = [*DEV_METRIC_NAMES.values(), "avg_sts"] if sts_dev else []
-    logged += [f"{pairs_name}_spearman"] if pairs_name else []
-    if metric and logged and _value(training_args.eval_strategy) != "no" and metric.removeprefix("eval_") not in logged:
-        raise InputError(f"--metric_for_best_model {metric} is not a score this run logs ({', '.join(logged)}): "
-                         f"pass --metric_for_best_model {logged[0]}.")
-
-
 def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: str, preset: str | None,
                     own_eval_data: bool = False, pairs_name: str | None = None) -> None:
     """The dev sets the trainer will score during training are read now (they are small and cached).
     ``own_eval_data``: the user's own pairs (--eval_file, named ``pairs_name``) are scored, so STS-B dev is not
-    required; ``--metric_for_best_model`` must name one of the scores (:func:`check_best_metric`)."""
+    required; ``--metric_for_best_model`` must name one of the scores
+    (:func:`hf_cse.training_values.check_best_metric`)."""
     if eval_source not in ("local", "hub"):
         raise InputError(f"--eval_source {eval_source!r}: use local (with --senteval_data_dir) or hub.")
-    check_best_metric(training_args, senteval_data_dir is not None or eval_source == "hub",
-                      pairs_name if own_eval_data else None)
+    from ..evaluation.evaluators import DEV_METRIC_NAMES
+
+    logged = [*DEV_METRIC_NAMES.values(), "avg_sts"] if senteval_data_dir is not None or eval_source == "hub" else []
+    logged += [f"{pairs_name}_spearman"] if own_eval_data and pairs_name else []
+    check_best_metric(training_args, logged)
     evaluates = _value(training_args.eval_strategy) != "no"
     if evaluates and senteval_data_dir is None and eval_source == "local" and not own_eval_data:
         source = f"--preset {preset}" if preset else "--eval_strategy"
