@@ -92,9 +92,9 @@ def network_failure(err: BaseException) -> BaseException | None:
     while err is not None and id(err) not in seen:
         seen.add(id(err))
         names = {cls.__name__ for cls in type(err).__mro__}
-        if (names & _NETWORK_CLASSES and type(err).__module__.split(".")[0] in ("httpx", "httpx2", "requests",
-                                                                                  "urllib3", "builtins"))  \
-                or isinstance(err, (ConnectionError, TimeoutError)) or "couldn't connect to" in str(err):
+        client = type(err).__module__.split(".")[0] in ("httpx", "httpx2", "requests", "urllib3")
+        if (client and names & _NETWORK_CLASSES) or isinstance(err, (ConnectionError, TimeoutError)) \
+                or "couldn't connect to" in str(err):
             return err
         err = err.__cause__ or err.__context__
     return None

@@ -9,8 +9,6 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-_PADDED_COLUMNS = ("input_ids", "attention_mask", "token_type_ids")
-
 
 def pad_token_rows(tokenizer: PreTrainedTokenizerBase,
                    features: list[dict[str, Any]] | dict[str, list]) -> dict[str, torch.Tensor]:
@@ -26,7 +24,7 @@ def pad_token_rows(tokenizer: PreTrainedTokenizerBase,
         columns = {}
     keys = list(columns)
     pads = {"input_ids": tokenizer.pad_token_id, "attention_mask": 0, "token_type_ids": tokenizer.pad_token_type_id}
-    if ("input_ids" not in keys or any(k not in _PADDED_COLUMNS or pads[k] is None for k in keys)
+    if ("input_ids" not in keys or any(pads.get(k) is None for k in keys)  # a column it does not pad, no pad id
             or tokenizer.padding_side not in ("right", "left")
             or ("attention_mask" not in keys and "attention_mask" in tokenizer.model_input_names)
             or not all(type(rows) is list and all(type(row) is list for row in rows) for rows in columns.values())):
