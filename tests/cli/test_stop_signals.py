@@ -67,12 +67,15 @@ def test_a_launchers_second_signal_right_after_ctrl_c_does_not_cut_the_line_shor
 def test_a_signal_ignored_from_the_start_stays_ignored_and_handlers_are_put_back():
     """A background job of a script starts with SIGINT ignored: the command must not start answering it."""
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    # SIGINT answered by Python as in a terminal, whatever the test process inherited (a background job ignores it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         with stop_signals_as_interrupt():
             assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
-            assert signal.getsignal(signal.SIGINT) is not before[0]  # answered by the command
-        assert signal.getsignal(signal.SIGINT) is before[0]
+            assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler  # answered by the command
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     finally:
+        signal.signal(signal.SIGINT, before[0])
         signal.signal(signal.SIGTERM, before[1])
