@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 
 from tiny_models import WORDS
 from transformers import AutoTokenizer, TrainingArguments
@@ -16,6 +17,12 @@ def hang_timeout(seconds: float) -> float:
     machine needs, with a wide margin; it is scaled by the load per core (a shared 2-core machine at load 7 runs a
     process several times slower), so that no test fails because the machine is busy."""
     return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+def answer_ctrl_c_as_in_a_terminal() -> None:
+    """``preexec_fn`` of a subprocess a test sends SIGINT: a process started with SIGINT ignored (a background job
+    of a shell, so the test run's children too) keeps it ignored, and the Ctrl-C under test would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def random_sentences(n: int, seed: int = 0) -> list[str]:

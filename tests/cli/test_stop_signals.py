@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import hang_timeout
+from helpers import answer_ctrl_c_as_in_a_terminal, hang_timeout
 
 from hf_cse.cli.stop_signals import stop_signals_as_interrupt
 
@@ -32,7 +32,7 @@ sys.exit(run_cli(main, "prog"))
 def _started() -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "HF_CSE_DEBUG"}
     proc = subprocess.Popen([sys.executable, "-c", STOPPABLE], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=answer_ctrl_c_as_in_a_terminal)
     assert proc.stdout.readline() == "working\n"
     return proc
 

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import hang_timeout, long_sentences, random_sentences, scored_pairs_file
+from helpers import answer_ctrl_c_as_in_a_terminal, hang_timeout, long_sentences, random_sentences, scored_pairs_file
 from transformers import TrainingArguments
 
 from hf_cse.checks import InputError
@@ -376,7 +376,7 @@ def test_ctrl_c_during_training_is_one_line_and_exit_code_130(tiny_bert_dir, tmp
                TOKENIZERS_PARALLELISM="false")
     args = _run_args(tiny_bert_dir, tmp_path, "--max_steps", "100000", "--logging_steps", "1")
     proc = subprocess.Popen([sys.executable, "run_unsup.py", *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=answer_ctrl_c_as_in_a_terminal)
     lines = []
     for line in proc.stdout:  # wait until it trains
         lines.append(line)
