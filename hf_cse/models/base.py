@@ -3,7 +3,6 @@ off-dropout pass (:class:`CSEPreTrainedModel`), and what a method model hands th
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +28,18 @@ from .modes import eval_mode
 from .padding_free import packed_forward, unsupported_reason
 from .pooling import applies_projector, describe_pooling, needs_hidden_states, pool, resolve_pooling
 
-logger = logging.getLogger(__name__)
-
 logger = hf_logging.get_logger(__name__)
+
+
+def check_training_batch(input_ids: torch.Tensor, collator: str) -> None:
+    """A model's forward trains on views of each sentence; sentences to embed (a sentence-transformers model made
+    from the run's own folder sends them) are refused with the way to embed them."""
+    if input_ids.dim() == 3:
+        return
+    embed = (" To embed sentences, load the run's sentence-transformers export (SentenceTransformer('<output_dir>/"
+             "sentence-transformers')) or call the model's sentence_embedding." if input_ids.dim() == 2 else "")
+    raise CSEError(f"training batches must have input_ids of shape (batch, views, length); got "
+                   f"{tuple(input_ids.shape)}: use {collator}.{embed}")
 
 
 @dataclass
@@ -335,11 +343,7 @@ class CSEPreTrainedModel(PreTrainedModel):
 
         Returns ``(cls, z)`` with ``cls`` the pooled vectors ``(N, views, H)`` and ``z`` their projections.
         """
-        if input_ids.dim() != 3:
-            raise CSEError(
-                "training batches must have input_ids of shape (batch, views, length); "
-                f"got {tuple(input_ids.shape)}. Use hf_cse.data.TwoViewCollator."
-            )
+        check_training_batch(input_ids, "hf_cse.data.TwoViewCollator")
         n, views, length = input_ids.shape
         flat = lambda t: None if t is None else t.reshape(n * views, length)  # noqa: E731
         pooled = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids))

@@ -107,10 +107,13 @@ def test_linear_projector_uses_seed_002_init(tiny_bert_dir):
     assert model.projector.dense.bias.abs().max() > 0  # bias drawn from N(0, 6e-3) as well, not zero
 
 
-def test_training_batch_must_have_views(tiny_bert_dir, sentences):
+@pytest.mark.parametrize("method", ["simcse", "promptbert"])
+def test_training_batch_must_have_views(tiny_bert_dir, sentences, method):
+    """Sentences to embed (a SentenceTransformer made from the run's folder sends them) are refused with the way to
+    embed them: the run's export."""
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
-    with pytest.raises(ValueError, match="batch, views, length"):
+    model = get_method(method).from_encoder(str(tiny_bert_dir))
+    with pytest.raises(ValueError, match=r"batch, views, length.*SentenceTransformer\('<output_dir>/sentence-transf"):
         model(**_batch(tok, sentences[:3]))
 
 

@@ -53,7 +53,7 @@ import torch
 from ...encoders import encoder_max_length, position_offset
 from ...errors import CSEError
 from ...references import Paper, register_paper
-from ..base import CSEPreTrainedModel, OwnExportModules
+from ..base import CSEPreTrainedModel, OwnExportModules, check_training_batch
 from ..config import CSEConfig
 from .templates import MASK as MASK_WORD
 from .templates import TemplateIds, check_template, empty_template_batch, put_in_template, special_tokens_around
@@ -249,9 +249,7 @@ class PromptBERTModel(CSEPreTrainedModel):
     def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
         """View 1 in ``template``, view 2 (and a hard negative) in ``template2``, in one encoder forward, each
         denoised in training with its own template."""
-        if input_ids.dim() != 3:
-            raise CSEError(f"training batches must have input_ids of shape (batch, views, length); got "
-                           f"{tuple(input_ids.shape)}. Use the method's collator.")
+        check_training_batch(input_ids, "the method's collator")
         n, views, _ = input_ids.shape
         groups = [(input_ids[:, v], attention_mask[:, v], v) for v in range(views)]
         pooled = torch.stack(self._represent(groups, self.config.template_denoising), dim=1)
