@@ -12,7 +12,9 @@ into its command-line flag (``--cached_minibatch_size``) and prints the message 
 
 from __future__ import annotations
 
+import difflib
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
@@ -30,11 +32,18 @@ class CSEError(ValueError):
     def __init__(self, *args, fields: Iterable[str] = ()):
         super().__init__(*args)
         self.fields = tuple(fields)
+        data = sys.modules.get("torch.utils.data")
+        if self.fields and data is not None and data.get_worker_info() is not None:
+            # torch re-raises a loader worker's error from its type and traceback text alone: the fields ride in a
+            # note, which the traceback prints after the message (read back by unwrapped_from_worker)
+            self.add_note(_FIELDS_NOTE + ",".join(self.fields))
 
 
 class PathNotFoundError(CSEError, FileNotFoundError):
     """A file or folder the caller named does not exist (or is not what was asked for); a ``FileNotFoundError`` too."""
 
+
+_FIELDS_NOTE = "hf_cse fields: "
 
 #: how torch's DataLoader re-raises the error of a worker process (or of its pin-memory thread) in the main process: an
 #: exception of the same type made from one message, this heading and the worker's whole traceback, whose last line
@@ -45,8 +54,8 @@ _WORKER_HEADING = re.compile(r"Caught (\w+) [^\n]*\.\nOriginal Traceback \(most 
 def unwrapped_from_worker(err: CSEError) -> CSEError:
     """``err`` as it was raised, where torch's DataLoader re-raised it from a worker process (``dataloader_num_workers``
     > 0): a new error of its type with the original message (one line again, not a traceback squeezed into one),
-    caused by ``err`` (``HF_CSE_DEBUG=1`` shows the worker's traceback). ``err`` itself otherwise. The ``fields`` of
-    the original do not cross the process boundary (torch passes the type and the text alone)."""
+    caused by ``err`` (``HF_CSE_DEBUG=1`` shows the worker's traceback), with the original's ``fields`` (read from
+    the note :class:`CSEError` adds in a worker). ``err`` itself otherwise."""
     text = str(err)
     heading = _WORKER_HEADING.match(text)
     if heading is None or heading.group(1) != type(err).__name__:
@@ -56,7 +65,10 @@ def unwrapped_from_worker(err: CSEError) -> CSEError:
     at = text.rfind(f"\n{name}: ")  # the last exception of the traceback (after any it was raised from)
     if at < heading.end() - 1:
         return err
-    original = cls(text[at + len(name) + 3:].strip())
+    message, _, note = text[at + len(name) + 3:].strip().rpartition("\n" + _FIELDS_NOTE)
+    original = cls(message.strip() if message else note)
+    if message:
+        original.fields = tuple(note.split(","))
     original.__cause__ = err
     return original
 
@@ -98,3 +110,24 @@ def network_failure(err: BaseException) -> BaseException | None:
             return err
         err = err.__cause__ or err.__context__
     return None
+
+
+#: what users write for a setting, by the name hf_cse (and transformers) gives it: the closest spelling is often
+#: another setting (``lr`` is closest to LoRA's ``r``)
+COMMON_NAMES = {"lr": "learning_rate", "bs": "per_device_train_batch_size", "batch_size": "per_device_train_batch_size",
+                "epochs": "num_train_epochs", "num_epochs": "num_train_epochs", "steps": "max_steps",
+                "wd": "weight_decay", "model": "model_name_or_path", "model_name": "model_name_or_path",
+                "max_length": "max_seq_length", "max_len": "max_seq_length", "seq_len": "max_seq_length",
+                "temp": "temperature", "tau": "temperature", "warmup": "warmup_steps",
+                "grad_accum": "gradient_accumulation_steps", "output": "output_dir", "out": "output_dir"}
+
+
+def closest_name(name: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` a mistyped ``name`` most likely meant (a usual shorthand's setting first), or None.
+    Flags (``--lr``) are matched with their dashes."""
+    names = list(names)
+    dashes = name[:len(name) - len(name.lstrip("-"))]
+    meant = COMMON_NAMES.get(name[len(dashes):].replace("-", "_"))
+    if meant is not None and dashes + meant in names:
+        return dashes + meant
+    return next(iter(difflib.get_close_matches(name, names, n=1)), None)

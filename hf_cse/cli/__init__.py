@@ -14,7 +14,6 @@ What every entry point shares is here: one line per foreseeable failure (the tra
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -22,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from ..checks import InputError, check_path_given
-from ..errors import CSEError, network_failure
+from ..errors import CSEError, closest_name, network_failure
 from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
 from .stop_signals import Terminated, stop_signals_as_interrupt
 
@@ -258,5 +257,5 @@ def refuse_unknown_flags(parser, argv: list[str] | None) -> None:
     if not flags:
         raise InputError(f"unexpected argument {unknown[0]!r}: every value follows its flag (see --help).")
     known = [option for action in parser._actions for option in action.option_strings]
-    close = difflib.get_close_matches(flags[0], known, n=1)
-    raise InputError(f"unknown flag {flags[0]}" + (f"; did you mean {close[0]}?" if close else "; see --help."))
+    close = closest_name(flags[0], known)
+    raise InputError(f"unknown flag {flags[0]}" + (f"; did you mean {close}?" if close else "; see --help."))

@@ -17,13 +17,13 @@ over its ``preset``. :data:`hf_cse.cli.presets.PRESETS` are the same settings, c
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..checks import InputError, check_path_given
+from ..errors import closest_name
 from ..run_files import TRAIN_FILE_CONTENT
 
 #: the key a description may carry for its reader (an experiment's name, paper, regimes): never a setting
@@ -122,8 +122,8 @@ def check_settings(settings: Mapping[str, Any], parser: argparse.ArgumentParser,
             raise InputError(f"{where}: {name!r} cannot be a setting of a run description ({why}); remove it.")
         action = _flag_action(parser, name)
         if action is None:
-            close = difflib.get_close_matches(name, names, n=1)
-            fix = f"did you mean {close[0]!r}?" if close else "remove it (the keys are hf-cse-train's flag names)."
+            close = closest_name(name, names)
+            fix = f"did you mean {close!r}?" if close else "remove it (the keys are hf-cse-train's flag names)."
             raise InputError(f"{where}: unknown key {name!r}; {fix}")
         expected = _type_name(action)
         if value is None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import difflib
 from collections.abc import Mapping
 from dataclasses import field, fields
 from typing import Any, Literal
@@ -13,7 +12,7 @@ from typing import Any, Literal
 from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
-from ..errors import CSEError
+from ..errors import CSEError, closest_name
 from ..matryoshka import check_matryoshka
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .heads import PROJECTORS
@@ -216,7 +215,7 @@ class CSEConfig(PretrainedConfig):
         for name in names:
             if name in known or name in LEGACY_FIELDS or name == "method":
                 continue
-            hint = aliases.get(name) or next(iter(difflib.get_close_matches(name, sorted(known), n=1)), None)
+            hint = aliases.get(name) or closest_name(name, sorted(known))
             # a loss's hyperparameter given as a field (temperature=0.05): it belongs to an objective
             objective = ("; a loss's hyperparameters go in its objective: objectives=[{'loss': NAME, "
                          f"'hyperparameters': {{{name!r}: ...}}}}]") if not hint else ""

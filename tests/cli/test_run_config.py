@@ -73,6 +73,7 @@ BAD_FILES = {
     "not json": ("{'loss': 'infonce'}", "is not JSON"),
     "not an object": ("[1, 2]", "a JSON object of settings"),
     "unknown key": ({"temperatur": 0.05}, "unknown key 'temperatur'; did you mean 'temperature'?"),
+    "a usual shorthand": ({"lr": 1e-5}, "unknown key 'lr'; did you mean 'learning_rate'?"),  # not LoRA's 'r'
     "number as text": ({"learning_rate": "3e-5"}, "'learning_rate' must be a number, got \"3e-5\"; write 3e-5 "
                                                   "without quotes"),
     "boolean as text": ({"do_mlm": "yes"}, "'do_mlm' must be true or false"),
