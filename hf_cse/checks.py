@@ -88,15 +88,22 @@ def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
         raise InputError(f"{flag} {name_or_path}: no such folder. Check the path.")
     from huggingface_hub import constants, try_to_load_from_cache
 
-    if constants.HF_HUB_OFFLINE:
+    from .hub_reach import hub_unreachable, work_offline
+
+    unreachable = None if constants.HF_HUB_OFFLINE else hub_unreachable()
+    if constants.HF_HUB_OFFLINE or unreachable:
         try:
             cached = [try_to_load_from_cache(name_or_path, marker) for marker in markers]
         except ValueError:  # not a valid repo id either
             cached = []
         if not any(isinstance(c, str) for c in cached):
-            raise InputError(f"{flag} {name_or_path} is not a local folder, and the Hugging Face Hub is offline "
-                             f"(HF_HUB_OFFLINE=1) with no cached copy of it. Give a local {what} folder, or unset "
-                             "HF_HUB_OFFLINE to download it.")
+            why = (f"the Hugging Face Hub cannot be reached ({unreachable}) and no copy of it is cached here. Give a "
+                   f"local {what} folder, or check the network." if unreachable else
+                   "the Hugging Face Hub is offline (HF_HUB_OFFLINE=1) with no cached copy of it. Give a local "
+                   f"{what} folder, or unset HF_HUB_OFFLINE to download it.")
+            raise InputError(f"{flag} {name_or_path} is not a local folder, and {why}")
+        if unreachable:
+            work_offline(unreachable)
 
 
 def check_device(device: str | None, flag: str = "device") -> None:

@@ -1,0 +1,68 @@
+"""A Hub model id when the Hub cannot be reached: refused at once when not cached, read from the cache when it is
+(no minute of huggingface_hub's retries either way)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+import pytest
+from huggingface_hub import constants
+
+from hf_cse.checks import InputError, check_model_source
+from hf_cse.hub_reach import hub_unreachable
+
+
+@pytest.fixture
+def online(monkeypatch):
+    """The Hub switched on (the tests run with HF_HUB_OFFLINE=1), no proxy; put back afterwards."""
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "http_proxy", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:  # a port nothing listens on once closed: the connection is refused at once
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_endpoint_that_refuses_is_unreachable_and_one_that_answers_is_not(online):
+    online.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    assert "127.0.0.1" in hub_unreachable()
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        online.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        assert hub_unreachable() is None
+    online.setenv("HTTPS_PROXY", "http://proxy.example:3128")  # only the proxy knows: no judgement
+    online.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    assert hub_unreachable() is None
+
+
+def test_an_uncached_hub_id_is_refused_at_once_naming_the_network(online, tmp_path):
+    online.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    online.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(InputError, match=r"org/encoder is not a local folder, and the Hugging Face Hub cannot be "
+                                         r"reached \(127\.0\.0\.1: .*\) and no copy of it is cached here.*check the "
+                                         "network"):
+        check_model_source("org/encoder")
+    assert not constants.HF_HUB_OFFLINE
+
+
+def test_a_cached_hub_id_is_read_offline_with_one_log_line(online, tmp_path, caplog):
+    online.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--org--encoder" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (cache / "models--org--encoder" / "refs").mkdir()
+    (cache / "models--org--encoder" / "refs" / "main").write_text("0" * 40)
+    online.setattr(constants, "HF_HUB_CACHE", str(cache))
+    with caplog.at_level(logging.WARNING, logger="hf_cse.hub_reach"):
+        check_model_source("org/encoder")
+    assert constants.HF_HUB_OFFLINE and os.environ["HF_HUB_OFFLINE"] == "1"
+    assert "cannot be reached" in caplog.text and "from the local cache only" in caplog.text
