@@ -19,6 +19,7 @@ from .files import (
     strip_column_names,
     table_loader_args,
 )
+from .hub_reach import is_offline, offline_fix, offline_if_unreachable
 from .padding import pad_token_rows
 from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_number: read from here too
     JSON_SUFFIXES,
@@ -86,11 +87,12 @@ def load_train_dataset(
     if train_file and dataset_name:
         raise DataError("Give either train_file or dataset_name, not both.")
     if dataset_name:
+        offline_if_unreachable()
         try:
             ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
         except ConnectionError as err:  # offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and not cached, or no network
-            raise DataError(f"dataset_name {dataset_name}: cannot read it from the Hugging Face Hub ({err}). Unset "
-                            "HF_HUB_OFFLINE / HF_DATASETS_OFFLINE or check the network, or give a local train_file."
+            raise DataError(f"dataset_name {dataset_name}: cannot read it from the Hugging Face Hub ({err}); "
+                            f"{offline_fix() if is_offline() else 'check the network'}, or give a local train_file."
                             ) from err
         column = text_column or "text"
         if column not in ds.column_names:

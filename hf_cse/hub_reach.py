@@ -1,7 +1,8 @@
-"""Whether the Hugging Face Hub can be reached, asked once, in seconds: without a network huggingface_hub retries each
-file with growing waits (30-100 s before a command's one line, measured 2026-11-27 with no DNS), and transformers
-then loads a cached copy anyway. A model named by Hub id is checked with it (:func:`hf_cse.checks.check_model_source`):
+"""Whether the Hugging Face Hub can be reached, asked once, in seconds: without a network huggingface_hub and
+datasets retry each file with growing waits (35 s before a command's one line, measured 2026-11-27 with no DNS), and
+then load a cached copy anyway. A model named by Hub id is checked with it (:func:`hf_cse.checks.check_model_source`):
 not cached, refused at once; cached, read from the cache with the Hub switched off for this process (a log line).
+A Hub data set is read the same way (:func:`offline_if_unreachable` before ``datasets.load_dataset``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import threading
 from urllib.parse import urlsplit
 
 logger = logging.getLogger(__name__)
+
+#: why this process switched the Hub off (empty: it did not; the user may have, with HF_HUB_OFFLINE)
+_SWITCHED_OFF: list[str] = []
 
 #: the longest wait for the Hub's name and first answer (a slow network is left to the HTTP client's own timeouts)
 PROBE_TIMEOUT_S = 5.0
@@ -53,10 +57,42 @@ def _unreachable(host: str, port: int) -> str | None:
 
 def work_offline(reason: str) -> None:
     """Switch the Hub off for this process (and the processes it starts): cached files load at once."""
+    import sys
+
     from huggingface_hub import constants
 
     if not constants.HF_HUB_OFFLINE:
-        logger.warning("the Hugging Face Hub cannot be reached (%s): reading Hub models from the local cache only",
-                       reason)
+        logger.warning("the Hugging Face Hub cannot be reached (%s): reading Hub models and data sets from the local "
+                       "cache only", reason)
+        _SWITCHED_OFF.append(reason)
     constants.HF_HUB_OFFLINE = True
-    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+    datasets_config = sys.modules.get("datasets.config")  # read at its import: set where imported already
+    if datasets_config is not None:
+        datasets_config.HF_HUB_OFFLINE = datasets_config.HF_DATASETS_OFFLINE = True
+
+
+def offline_if_unreachable() -> None:
+    """Before a Hub download whose failure would be found by retries: switch the Hub off if it cannot be reached."""
+    reason = hub_unreachable()
+    if reason:
+        work_offline(reason)
+
+
+def is_offline() -> bool:
+    """Whether Hub downloads are off in this process (the user's HF_HUB_OFFLINE / HF_DATASETS_OFFLINE, or
+    :func:`work_offline`)."""
+    import sys
+
+    from huggingface_hub import constants
+
+    datasets_config = sys.modules.get("datasets.config")
+    return bool(constants.HF_HUB_OFFLINE or getattr(datasets_config, "HF_DATASETS_OFFLINE", False))
+
+
+def offline_fix() -> str:
+    """The fix for a Hub file that is not cached while the Hub is off: the network, when this process switched it
+    off; the user's HF_HUB_OFFLINE otherwise."""
+    if _SWITCHED_OFF:
+        return f"the Hub cannot be reached ({_SWITCHED_OFF[0]}): check the network"
+    return "the Hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE): unset it"

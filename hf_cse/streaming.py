@@ -46,6 +46,7 @@ from .files import (
     strip_column_names,
     table_loader_args,
 )
+from .hub_reach import offline_if_unreachable
 from .text_files import check_json_head, find_unreadable_line
 
 #: rows of a source whose text column is checked (types, numbers) before training
@@ -114,6 +115,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     if path and not streaming:  # read whole, so checked whole, as one train_file is (hf_cse.data.read_sentences)
         return load_train_dataset(path, text_column=text_column).cast_column("text", datasets.Value("string"))
     if dataset_name:
+        offline_if_unreachable()
         ds = datasets.load_dataset(dataset_name, config_name, split=split, streaming=streaming)
         source = f"data set {dataset_name}"
         if streaming:  # read as training goes: a row it cannot read, or a dropped connection, fails as one line

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..checks import InputError
 from ..files import read_text
+from ..hub_reach import is_offline, offline_fix, offline_if_unreachable
 from .data import STSPairs, _sentence_pairs
 
 
@@ -120,13 +121,12 @@ def load_hub_pairs(name: str, config: str | None = None, split: str = "validatio
                    score_column: str = "score") -> STSPairs:
     """Scored pairs of a Hub data set split (e.g. ``mteb/stsbenchmark-sts``, split ``validation``)."""
     import datasets
-    from huggingface_hub import constants
 
+    offline_if_unreachable()
     try:
         ds = datasets.load_dataset(name, config, split=split)
     except (ConnectionError, FileNotFoundError) as err:
-        offline = " The Hub is offline (HF_HUB_OFFLINE=1): unset it, or use eval_file." if constants.HF_HUB_OFFLINE \
-            else ""
+        offline = f" {offline_fix()[0].upper()}{offline_fix()[1:]}, or use eval_file." if is_offline() else ""
         raise InputError(f"eval_dataset_name {name}: cannot load it ({' '.join(str(err).split())}).{offline}") \
             from err
     except ValueError as err:  # unknown split or config

@@ -4,6 +4,7 @@ for which SentEval task, and loading one split of it."""
 from __future__ import annotations
 
 from ..errors import CSEError
+from ..hub_reach import is_offline, offline_fix, offline_if_unreachable
 from .rowcheck import SentEvalDataError
 
 # Hub data sets used by source="hub" (repo id, config, {our split: hub split(s)}, column names).
@@ -60,19 +61,14 @@ def hub_load(task: str, split: str):
             f"{task}: split {split!r} is not available from the Hub data set {spec['repo']} "
             f"(available: {', '.join(spec['splits'])})."
         )
+    offline_if_unreachable()
     try:
         parts = [
             datasets.load_dataset(spec["repo"], spec.get("config"), split=hub_split)
             for hub_split in spec["splits"][split]
         ]
     except ConnectionError as err:  # offline, or the Hub unreachable
-        from huggingface_hub import constants
-
-        fix = (
-            "offline mode is on (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and it is not cached: unset it"
-            if constants.HF_HUB_OFFLINE or datasets.config.HF_DATASETS_OFFLINE
-            else "check the network connection"
-        )
+        fix = offline_fix() if is_offline() else "check the network connection"
         raise SentEvalDataError(
             f"{task}: cannot read the Hub data set {spec['repo']}: {fix}, or read SentEval's "
             "files with senteval_source local senteval_data_dir DIR."

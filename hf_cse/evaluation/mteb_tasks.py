@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..checks import InputError
+from ..hub_reach import is_offline, offline_fix, offline_if_unreachable
 from .data import STSPairs
 from .encoder import SentenceEncoder
 
@@ -68,17 +69,15 @@ def get_mteb_tasks(names: list[str], load: bool = True) -> list:
 
 
 def load_task_data(task) -> None:
-    from huggingface_hub import constants
-
+    offline_if_unreachable()
     try:
         task.load_data()
     except (ConnectionError, FileNotFoundError, ValueError) as err:
         path = task.metadata.dataset.get("path", "?")
-        if constants.HF_HUB_OFFLINE:
-            raise InputError(f"MTEB task {task.metadata.name}: its data ({path}) are not in the local cache and the "
-                             "Hub is offline (HF_HUB_OFFLINE=1). Unset HF_HUB_OFFLINE to download them, or run the "
-                             "task on local files (hf_cse.evaluation.mteb_tasks.LocalSTSTask, docs/evaluation.md).") \
-                from err
+        if is_offline():
+            raise InputError(f"MTEB task {task.metadata.name}: its data ({path}) are not in the local cache; "
+                             f"{offline_fix()}, or run the task on local files "
+                             "(hf_cse.evaluation.mteb_tasks.LocalSTSTask, docs/evaluation.md).") from err
         raise InputError(f"MTEB task {task.metadata.name}: cannot load its data ({path}): "
                          f"{' '.join(str(err).split())}") from err
 

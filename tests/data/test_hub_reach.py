@@ -7,10 +7,13 @@ import logging
 import os
 import socket
 
+import datasets
 import pytest
 from huggingface_hub import constants
 
+from hf_cse import hub_reach
 from hf_cse.checks import InputError, check_model_source
+from hf_cse.data import DataError, load_train_dataset
 from hf_cse.hub_reach import hub_unreachable
 
 
@@ -18,7 +21,11 @@ from hf_cse.hub_reach import hub_unreachable
 def online(monkeypatch):
     """The Hub switched on (the tests run with HF_HUB_OFFLINE=1), no proxy; put back afterwards."""
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", False)
+    monkeypatch.setattr(hub_reach, "_SWITCHED_OFF", [])
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "0")
     for name in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "http_proxy", "HTTP_PROXY"):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
@@ -66,3 +73,18 @@ def test_a_cached_hub_id_is_read_offline_with_one_log_line(online, tmp_path, cap
         check_model_source("org/encoder")
     assert constants.HF_HUB_OFFLINE and os.environ["HF_HUB_OFFLINE"] == "1"
     assert "cannot be reached" in caplog.text and "from the local cache only" in caplog.text
+
+
+def test_a_hub_data_set_with_the_hub_unreachable_is_refused_naming_the_network(online, tmp_path):
+    online.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    online.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    online.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets")
+    with pytest.raises(DataError, match=r"dataset_name org/sentences: cannot read it from the Hugging Face Hub .*the "
+                                        r"Hub cannot be reached \(127\.0\.0\.1: .*\): check the network"):
+        load_train_dataset(dataset_name="org/sentences")
+    assert datasets.config.HF_DATASETS_OFFLINE and constants.HF_HUB_OFFLINE  # switched off, so no retries
+
+
+def test_offline_by_the_user_the_fix_names_the_setting(online):
+    online.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert hub_reach.offline_fix() == "the Hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE): unset it"
