@@ -1,4 +1,4 @@
-"""hf_cse's errors: a loader worker's refusal keeps its fields; a mistyped name gets the setting it most likely meant."""
+"""hf_cse's errors: a loader worker's refusal keeps its fields; a mistyped name gets the setting it meant."""
 
 from __future__ import annotations
 

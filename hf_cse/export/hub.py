@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from ..errors import CSEError, network_failure
+from ..hub_reach import offline_fix, offline_if_unreachable
 from .card import CARD_INPUTS_FILE, render_card_for
 from .errors import ExportError
 
@@ -44,10 +45,8 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
         api.upload_folder(repo_id=repo, folder_path=str(out), repo_type="model", token=token,
                           commit_message=commit_message, ignore_patterns=[CARD_INPUTS_FILE])
     except OfflineModeIsEnabled as err:
-        raise HubPushError(
-            f"cannot push to {repo_id}: Hugging Face Hub offline mode is on (HF_HUB_OFFLINE=1). Unset HF_HUB_OFFLINE "
-            f"and retry, or upload the folder later with `hf upload {repo_id} {out}`."
-        ) from err
+        raise HubPushError(f"cannot push to {repo_id}: {offline_fix()} and retry, or upload the folder later with "
+                           f"`hf upload {repo_id} {out}`.") from err
     except LocalTokenNotFoundError as err:
         raise HubPushError(f"cannot push to {repo_id}: not logged in to the Hugging Face Hub; {login_hint}.") from err
     except HfHubHTTPError as err:
@@ -77,9 +76,10 @@ def take_over_hub_push(training_args) -> str | None:
     from huggingface_hub import constants, get_token
 
     repo_id = training_args.hub_model_id or Path(training_args.output_dir).absolute().name
+    offline_if_unreachable()  # known now, not after the training: a machine without network cannot push
     if constants.HF_HUB_OFFLINE:
-        raise HubPushError(f"push_to_hub {repo_id}: Hugging Face Hub offline mode is on (HF_HUB_OFFLINE=1); unset it "
-                           "or drop push_to_hub (push the export later, with hf_cse.export.push_export).")
+        raise HubPushError(f"push_to_hub {repo_id}: {offline_fix()}, or drop push_to_hub (push the export later, "
+                           "with hf_cse.export.push_export).")
     if not (training_args.hub_token or get_token()):
         raise HubPushError(f"push_to_hub {repo_id}: not logged in to the Hugging Face Hub; log in with "
                            "`huggingface-cli login` (or `hf auth login`), set HF_TOKEN, or pass hub_token.")

@@ -358,8 +358,13 @@ class FakeRepoUrl(str):
 
 @pytest.fixture
 def fake_hub(monkeypatch, tmp_path):
-    """HfApi.create_repo / upload_folder replaced by recorders: no network. Uploaded folders are copied."""
+    """HfApi.create_repo / upload_folder replaced by recorders: no network. Uploaded folders are copied. The Hub
+    counts as reachable (the machine running the tests may have no network)."""
     from huggingface_hub import HfApi
+
+    from hf_cse import hub_reach
+
+    monkeypatch.setattr(hub_reach, "hub_unreachable", lambda: None)
 
     calls = {"create_repo": [], "upload_folder": []}
 
@@ -421,7 +426,7 @@ def test_push_offline_gives_a_clear_error(exported, monkeypatch):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(HubPushError, match="offline mode.*HF_HUB_OFFLINE"):
+    with pytest.raises(HubPushError, match="the Hub is offline \\(HF_HUB_OFFLINE"):
         push_export(exported, "someone/tiny-simcse")
 
 
@@ -563,5 +568,29 @@ def test_run_unsup_push_offline_fails_before_training(tiny_bert_dir, tmp_path, m
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(HubPushError, match="offline"):
+        train_cli.train_from_args(_run_unsup_args(tiny_bert_dir, tmp_path, "--push_to_hub"))
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
+def test_run_unsup_push_with_the_hub_unreachable_fails_before_training(tiny_bert_dir, tmp_path, monkeypatch):
+    """A machine without network cannot push: said before the training, naming the network."""
+    import socket
+
+    from huggingface_hub import constants
+
+    from hf_cse import hub_reach
+    from hf_cse.cli import train as train_cli
+
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(hub_reach, "_SWITCHED_OFF", [])
+    for name in hub_reach.PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(HubPushError, match=r"push_to_hub .*: the Hub cannot be reached \(127\.0\.0\.1: .*\): check "
+                                           "the network, or drop push_to_hub"):
         train_cli.train_from_args(_run_unsup_args(tiny_bert_dir, tmp_path, "--push_to_hub"))
     assert not (tmp_path / "out" / "config.json").exists()
