@@ -56,12 +56,42 @@ def _shortened_paths(text: str, limit: int) -> str:
     return line
 
 
+def _brackets(text: str) -> list[tuple[int, int]]:
+    """The spans inside the outermost ``(...)`` of ``text`` (where a message quotes another library's error)."""
+    spans, depth, start = [], 0, 0
+    for at, char in enumerate(text):
+        if char == "(":
+            depth += 1
+            start = at + 1 if depth == 1 else start
+        elif char == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, at))
+    return spans
+
+
+def _shortened_quotes(text: str, limit: int, keep: int = 40) -> str:
+    """``text`` with its longest bracketed parts (a quoted error of another library) cut at their end, at a word,
+    only as far as needed to fit ``limit``: hf_cse's own words around them, the problem and its fix, stay whole."""
+    while len(text) > limit:
+        spans = [(start, end) for start, end in _brackets(text) if end - start > keep + 4]
+        if not spans:
+            break
+        start, end = max(spans, key=lambda span: span[1] - span[0])
+        inner = text[start:end]
+        cut = inner[:max(keep, len(inner) - (len(text) - limit) - 4)]
+        cut = cut[:cut.rfind(" ")] if " " in cut[keep // 2:] else cut
+        text = f"{text[:start]}{cut.rstrip(' ,;:')} ...{text[end:]}"
+    return text
+
+
 def fit_line(text: str, limit: int = MAX_LINE) -> str:
-    """``text`` in at most ``limit`` characters: long paths shortened (:func:`_shortened_paths`), then, if still
-    too long, its middle cut out (the start says what failed, the end what to do)."""
+    """``text`` in at most ``limit`` characters: long paths shortened (:func:`_shortened_paths`), then long quotes
+    in brackets (:func:`_shortened_quotes`), then, if still too long, its middle cut out (the start says what failed,
+    the end what to do)."""
     if len(text) <= limit:
         return text
-    text = _shortened_paths(text, limit)
+    text = _shortened_quotes(_shortened_paths(text, limit), limit)
     if len(text) <= limit:
         return text
     head = (limit - 5) * 2 // 3

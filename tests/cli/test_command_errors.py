@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -407,6 +408,18 @@ def test_long_lines_keep_the_last_names_of_each_path():
     assert "/tmp/.../run/out holds" in fit_line(text, 120)  # at most, down to the root and the last two names
     assert fit_line("x" * 1000).startswith("x" * 100) and len(fit_line("x" * 1000)) <= MAX_LINE
     assert fit_line("short /a/b/c/d/e") == "short /a/b/c/d/e"  # a line that fits is left as it is
+
+
+def test_a_long_quoted_error_is_cut_at_its_end_keeping_the_fix_whole():
+    """The middle cut kept the start and end of the line, and cut hf_cse's own words when another library's error was
+    quoted in it: the quote (in brackets) is shortened first, at a word."""
+    quoted = "We couldn't connect to 'https://huggingface.co' to load the files, " + "and more words " * 30
+    text = f"--model_name_or_path org/model: its config cannot be read ({quoted.strip()}). Check the name, or give a " \
+           "local folder."
+    short = fit_line(text)
+    assert len(short) <= MAX_LINE and " ... " not in short.split("(")[0]
+    assert short.startswith("--model_name_or_path org/model: its config cannot be read (We couldn't connect to")
+    assert re.search(r" (and|more|words) \.\.\.\)\. Check the name, or give a local folder\.$", short)  # at a word
 
 
 def test_a_changed_max_steps_is_one_line_under_the_limit(tiny_bert_dir, tmp_path, capsys, monkeypatch):
