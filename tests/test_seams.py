@@ -21,6 +21,7 @@ OUTSIDE_SEAMS = {
     ("models/mlm.py", "_parameters"),  # torch.nn.Module: untie a parameter the MaskedLM model ties
     ("cli/train.py", "_actions"),  # argparse: the flags the user typed (HfArgumentParser has no public list)
     ("cli/__init__.py", "_actions"),  # argparse: the known flags, for "did you mean" on a typo
+    ("cli/help.py", "_actions"),  # argparse: the flags --help shows, by destination, and the positionals of the usage
     ("cli/run_config.py", "_actions"),  # argparse: each flag's type and default, to check a --config file
     ("cli/parser_cache.py", "_actions"),  # argparse: the flags of a command's parser, written down for its next start
     ("cli/parser_cache.py", "_get_formatter"),  # argparse: each flag's help as the parser shows it (defaults written

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from ..checks import InputError, check_path_given
 from ..errors import CSEError, closest_name, network_failure
 from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
+from .help import usage_text
 from .stop_signals import Terminated, stop_signals_as_interrupt
 
 DEBUG_ENV = "HF_CSE_DEBUG"
@@ -250,18 +251,51 @@ def is_path_flag(name: str) -> bool:
     return name.endswith(("_dir", "_file", "_path")) or name in PATH_FLAGS
 
 
-def brief_usage(parser):
-    """``parser`` with a one-line usage above its errors (a mistyped value, an unknown choice): argparse prints every
-    flag there (187 lines for hf-cse-train), which buries the one line that says what is wrong."""
-    parser.print_usage = lambda file=None: (file or sys.stderr).write(usage_line(parser))
+#: argparse's refusal of a value outside a flag's choices (Python 3.11-3.13 quote the choices or not)
+_INVALID_CHOICE = re.compile(r"invalid choice: (?P<value>'[^']*'|\S+) \(choose from (?P<choices>.*)\)$")
+
+
+def closest_choice(message: str) -> str:
+    """argparse's ``invalid choice: 'simsce' (choose from ...)`` with the closest choice named (``'simsce'; did you
+    mean 'simcse'? (choose from ...)``); any other message as it is."""
+    found = _INVALID_CHOICE.search(message)
+    if found is None:
+        return message
+    value = found.group("value").strip("'")
+    choices = [choice.strip().strip("'") for choice in found.group("choices").split(",")]
+    close = closest_name(value, choices)
+    if not close:
+        return message
+    at = found.start("value") + len(found.group("value"))
+    return f"{message[:at]}; did you mean {close!r}?{message[at:]}"
+
+
+def _without_dashed_twins(message: str) -> str:
+    """``argument --learning_rate: ...`` for argparse's ``argument --learning_rate/--learning-rate: ...``: the
+    dashed spelling HfArgumentParser adds to each flag is named nowhere else."""
+    found = re.match(r"argument (\S+): ", message)
+    if found is None:
+        return message
+    options = found.group(1).split("/")
+    kept = [o for o in options
+            if not (o.startswith("--") and "-" in o[2:] and "--" + o[2:].replace("-", "_") in options)]
+    return f"argument {'/'.join(kept)}: {message[found.end():]}"
+
+
+def one_line_errors(parser):
+    """``parser`` with argparse's own errors (a value that is not a number, a choice not offered, a missing value)
+    as one line, ``PROG: error: ...`` (exit code 2, argparse's), with the closest choice (:func:`closest_choice`):
+    argparse prints its usage above, every flag (187 lines for hf-cse-train), which buries the line that says what
+    is wrong. A missing positional gets the usage line's words."""
+    def error(message: str):
+        message = closest_choice(_without_dashed_twins(" ".join(str(message).split())))
+        if "arguments are required" in message:
+            message += f" (usage: {usage_text(parser)})"
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
+
+    parser.error = error
+    parser.print_usage = lambda file=None: (file or sys.stderr).write(f"usage: {usage_text(parser)}\n")
     return parser
-
-
-def usage_line(parser) -> str:
-    """``usage: PROG POSITIONAL... [flags]  (PROG --help lists them)``."""
-    positionals = " ".join(a.dest.upper() for a in parser._actions if not a.option_strings)
-    prog = f"{parser.prog} {positionals}" if positionals else parser.prog
-    return f"usage: {prog} [flags]  ({parser.prog} --help lists them)\n"
 
 
 def refuse_empty_paths(parser, argv: list[str] | None) -> None:

@@ -30,7 +30,7 @@ from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .preflight import check_optimizer_arguments, check_training_counts
-from .presets import PRESETS
+from .presets import PRESETS, unknown_preset
 from .user_modules import import_user_modules, requested_modules
 
 #: command -> the module whose ``main(argv, prog)`` runs it
@@ -51,6 +51,8 @@ def _train_values(parser, argv: list[str]) -> dict:
     """The values the cached train parser reads, with a ``--preset``'s values as the defaults (as the command sets
     them)."""
     args = vars(parser.parse_args(argv))
+    if args.get("preset") is not None and args["preset"] not in PRESETS:  # argparse's kind of error, as main's
+        parser.error(unknown_preset(args["preset"]))
     preset = PRESETS.get(args.get("preset") or "")
     if preset:
         parser.set_defaults(**{name: value for name, value in preset.items() if name in args})

@@ -27,8 +27,9 @@ from ..export.sources import (
 from ..export.training_info import TRAINING_INFO_FILE, run_record_problem, training_info_problem
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
-from . import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli
+from . import one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
 from .console import VERBOSE_HELP, setup_console
+from .help import EXPORT_EXAMPLE, add_short_help, all_flags_layout
 from .user_modules import FLAG, HELP, import_user_modules
 
 
@@ -60,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     # as hf-cse-train's and hf-cse-eval's (a dataclass field there): --verbose, --verbose true or --verbose false
     p.add_argument("--verbose", type=string_to_bool, nargs="?", const=True, default=False, help=VERBOSE_HELP)
     p.add_argument(FLAG, nargs="+", action="extend", default=[], metavar="MODULE", help=HELP)
-    return brief_usage(p)
+    return one_line_errors(add_short_help(p, all_flags_layout(p, p.description, EXPORT_EXAMPLE)))
 
 
 def _read_json_object(path: str | Path, what: str) -> dict[str, Any]:

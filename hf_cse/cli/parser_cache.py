@@ -33,7 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import brief_usage
+from . import one_line_errors
+from .help import HelpAllAction, full_help, use_layout
 
 CACHE_ENV = "HF_CSE_CACHE"
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ UPSTREAM_FILES = (("transformers", "training_args.py"), ("transformers", "hf_arg
 _ACTIONS = {argparse._StoreAction: "store", argparse._StoreTrueAction: "store_true",
             argparse._StoreFalseAction: "store_false", argparse._StoreConstAction: "store_const",
             argparse._AppendAction: "append", argparse._ExtendAction: "extend", argparse._CountAction: "count",
-            argparse._HelpAction: "help"}
+            argparse._HelpAction: "help", HelpAllAction: "help_all"}
 _TYPES = {"int": int, "float": float, "str": str}
 
 
@@ -134,11 +135,14 @@ def describe(parser: argparse.ArgumentParser, facts: dict | None = None) -> dict
                         "help": _help_text(formatter, action)})
     # the program name argparse takes from sys.argv[0] is left to the process that shows it
     prog = None if parser.prog == os.path.basename(sys.argv[0]) else parser.prog
-    description = {"prog": prog, "description": parser.description, "epilog": parser.epilog, "actions": actions}
+    description = {"prog": prog, "description": parser.description, "epilog": parser.epilog, "actions": actions,
+                   "help_layout": getattr(parser, "help_layout", None)}  # what --help shows (hf_cse.cli.help)
     if facts:  # what else the command's early checks read (CachedParser.facts)
         description["facts"] = facts
     # what the actions do not say (argument groups, exclusive flags) shows in the help: such a parser is not rebuilt
-    return description if rebuild(description).format_help() == parser.format_help() else None
+    rebuilt = rebuild(description)
+    same = rebuilt.format_help() == parser.format_help() and full_help(rebuilt) == full_help(parser)
+    return description if same else None
 
 
 class CachedParser(argparse.ArgumentParser):
@@ -157,8 +161,9 @@ def rebuild(description: dict) -> CachedParser:
         shown = item["help"]
         if shown and shown != argparse.SUPPRESS:
             shown = shown.replace("%", "%%")  # written in already: argparse must not expand it again
-        if item["kind"] == "help":
-            parser.add_argument(*item["option_strings"], action="help", help=shown)
+        if item["kind"] in ("help", "help_all"):
+            action = "help" if item["kind"] == "help" else HelpAllAction
+            parser.add_argument(*item["option_strings"], action=action, help=shown)
             continue
         kwargs = {"action": item["kind"], "dest": item["dest"], "default": item["default"], "help": shown}
         if item["kind"] in ("store", "append", "extend"):
@@ -173,7 +178,8 @@ def rebuild(description: dict) -> CachedParser:
             parser.add_argument(item["dest"], **kwargs)
         else:
             parser.add_argument(*item["option_strings"], required=item["required"], **kwargs)
-    return brief_usage(parser)  # as the command's own parser: one usage line above an error
+    # as the command's own parser: its --help (hf_cse.cli.help), argparse's errors in one line
+    return use_layout(one_line_errors(parser), description.get("help_layout"))
 
 
 def _read(path: Path, key: str) -> CachedParser | None:

@@ -10,6 +10,8 @@ papers train on wiki1m for one epoch (DiffCSE: two) and select checkpoints on ST
 
 from __future__ import annotations
 
+import difflib
+
 _COMMON = {
     "max_seq_length": 32,
     "per_device_train_batch_size": 64,
@@ -101,3 +103,10 @@ def drop_unused_preset_values(preset: str | None, typed: set[str], loss: str, me
             if hasattr(args, name):
                 setattr(args, name, None)
     return dropped
+
+
+def unknown_preset(name: str) -> str:
+    """The refusal of a ``--preset`` that is none of :data:`PRESETS`, with the closest one."""
+    close = difflib.get_close_matches(name, PRESETS, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown --preset {name!r}; {hint}presets: {', '.join(sorted(PRESETS))}"

@@ -11,17 +11,18 @@ With no flags it trains the packaged all-MiniLM-L6-v2 on the small demo corpus s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
 from functools import partial
 from pathlib import Path
 
-from transformers import HfArgumentParser, set_seed
+from transformers import HfArgumentParser, TrainingArguments, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
 from hf_cse.checks import InputError
-from hf_cse.cli import brief_usage, refuse_empty_paths, refuse_unknown_flags, run_cli, say_when_stopped
+from hf_cse.cli import one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli, say_when_stopped
 from hf_cse.cli.arguments import (
     DataArguments,
     StreamingArguments,
@@ -35,6 +36,7 @@ from hf_cse.cli.arguments import (
     objectives_from_flags,
 )
 from hf_cse.cli.console import ConsoleArguments, setup_console
+from hf_cse.cli.help import add_short_help, train_layout
 from hf_cse.cli.output_dir import OutputDirArguments, prepare_output_dir
 from hf_cse.cli.preflight import (
     check_eval_data,
@@ -49,7 +51,7 @@ from hf_cse.cli.preflight import (
     load_tokenizer,
     resume_from_last_checkpoint,
 )
-from hf_cse.cli.presets import PRESETS, drop_unused_preset_values
+from hf_cse.cli.presets import PRESETS, drop_unused_preset_values, unknown_preset
 from hf_cse.cli.run_config import check_settings, read_run_config
 from hf_cse.cli.run_spec import RunSpec
 from hf_cse.cli.user_modules import import_user_modules, requested_modules
@@ -108,12 +110,24 @@ def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
 
 def argument_parser() -> HfArgumentParser:
     """The parser of every flag of the script, with its own defaults (before any preset or --config file)."""
-    others = (model_arguments_class(), DataArguments, method_arguments_class(), dcl_arguments_class(),
-              OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments, ConsoleArguments)
+    model, method, loss, dcl = (model_arguments_class(), method_arguments_class(), loss_arguments_class(),
+                                dcl_arguments_class())
+    others = (model, DataArguments, method, dcl, OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments,
+              ConsoleArguments)
     check_loss_flag_names(*others)  # a loss of the caller's own may take a name a flag has
-    parser = HfArgumentParser((*others[:3], loss_arguments_class(), *others[3:]))
+    parser = HfArgumentParser((*others[:3], loss, *others[3:]))
     parser.set_defaults(**SCRIPT_DEFAULTS)
-    return brief_usage(parser)
+    # --help: hf_cse's groups of flags and the Trainer's most used ones; --help_all: every flag (hf_cse.cli.help)
+    trainer = [f.name for f in dataclasses.fields(TrainingArguments) if f.init]  # the flags HfArgumentParser makes
+    groups = [("model and method", [n for n in _names(model, method) if n != "loss"]),
+              ("data", _names(DataArguments, StreamingArguments)), ("loss", ["loss", *_names(loss, dcl)]),
+              ("training and evaluation (hf_cse)",
+               [n for n in _names(ContrastiveTrainingArguments, ConsoleArguments) if n not in trainer])]
+    return one_line_errors(add_short_help(parser, train_layout(groups, trainer), help_all=True))
+
+
+def _names(*classes: type) -> list[str]:
+    return [f.name for cls in classes for f in dataclasses.fields(cls)]
 
 
 def parse_args(argv: list[str]):
@@ -130,7 +144,7 @@ def parse_args(argv: list[str]):
     preset = known.preset if known.preset is not None else from_file.get("preset")
     if preset is not None:
         if preset not in PRESETS:
-            parser.error(f"unknown --preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
+            parser.error(unknown_preset(preset))
         parser.set_defaults(**check_settings(PRESETS[preset], parser, f"--preset {preset}"))
     parser.set_defaults(**from_file)
     chosen = typed_flags(parser, argv) | chosen_in_file

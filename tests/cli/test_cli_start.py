@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cache, run_cli, train
+from hf_cse.cli.help import full_help
 from hf_cse.output_folder import OutputFolderError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,6 +60,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
     if shipped:  # a fresh install's first start: from the description shipped in the package
         code, imported, shipped_help, err = python_m_hf_cse(["train", "--help"], tmp_path)
         assert code == 0 and imported == [] and "--learning_rate" in shipped_help, (imported, err)
+        assert shipped_help.startswith("usage: hf-cse-train [options]") and "--help_all" in shipped_help
         assert not (tmp_path / "parsers").exists()
 
     code, imported, first_help, err = python_m_hf_cse(["train", "--help"], tmp_path, hide_shipped=True)
@@ -67,6 +69,8 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
     assert list((tmp_path / "parsers").glob("train-*.json")), "the first start wrote no parser down"
     code, imported, help_text, err = python_m_hf_cse(["train", "--help"], tmp_path, hide_shipped=True)
     assert code == 0 and imported == [] and help_text == first_help, (imported, err)
+    code, imported, all_help, err = python_m_hf_cse(["train", "--help_all"], tmp_path, hide_shipped=True)
+    assert code == 0 and imported == [] and "--adam_beta2" in all_help, (imported, err)  # every flag, before torch
 
     notes = tmp_path / "notes_folder"
     notes.mkdir()
@@ -74,7 +78,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
     refusals = {  # argv -> (exit code, what stderr says)
         ("train", "--train_file", str(tmp_path / "missing.txt")): (1, "missing.txt does not exist"),
         ("train", "--lerning_rate", "1e-5"): (1, "unknown flag --lerning_rate; did you mean --learning_rate?"),
-        ("train", "--max_seq_length", "abc"): (2, "argument --max_seq_length/--max-seq-length: invalid int value"),
+        ("train", "--max_seq_length", "abc"): (2, "argument --max_seq_length: invalid int value"),
         ("train", "--output_dir", ""): (1, "--output_dir is empty"),
         ("train", "--model_name_or_path", "./missing"): (1, "--model_name_or_path ./missing: no such folder"),
         ("train", "--preset", "simcse_bert", "--learning_rate", "0"): (1, "--learning_rate 0.0 must be a finite"),
@@ -151,7 +155,8 @@ def test_a_rebuilt_parser_shows_the_commands_help_at_any_width(command, monkeypa
     for width in ("60", "200"):
         monkeypatch.setenv("COLUMNS", width)
         own, rebuilt = entry_points.build_parser(command), parser_cache.rebuild(description)
-        assert rebuilt.format_help() == own.format_help()
+        assert rebuilt.format_help() == own.format_help()  # --help (hf_cse.cli.help)
+        assert full_help(rebuilt) == full_help(own)  # argparse's own: train's --help_all
 
 
 def test_a_parser_description_round_trips_and_is_found_by_its_key(tmp_path, monkeypatch):

@@ -72,7 +72,11 @@ def test_the_help_offers_it_even_where_the_command_was_imported_first(capsys, mo
         entry_points.train(["--help"])
     lines = capsys.readouterr().out.splitlines()
     assert any(line.strip().startswith("--loss LOSS") and "users_scaled_infonce" in line for line in lines)
-    assert any(line.strip().startswith("--scale SCALE") for line in lines)
+    assert any("--scale" in line.replace(",", " ").split() for line in lines)  # named in the loss section
+    with pytest.raises(SystemExit):
+        entry_points.train(["--help_all"])
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.strip().startswith("--scale SCALE") for line in lines)  # with its help
 
 
 def test_its_rules_and_unknown_flags_are_one_line(start, capsys):

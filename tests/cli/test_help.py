@@ -1,0 +1,167 @@
+"""A new user's first look at the commands (hf_cse.cli.help): ``--help`` is a short usage line, what the command does
+with an example, hf_cse's flags and the Trainer's most used ones, and a pointer to ``--help_all`` (every flag); the
+parser rebuilt from its description (the fast path, before torch) shows the same. argparse's own errors are one
+line, ``PROG: error: ...``, exit code 2, with the closest choice where one is close."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import TrainingArguments
+
+from hf_cse.cli import closest_choice, entry_points, evaluate, export, parser_cache, train
+from hf_cse.cli.help import TRAIN_COMMON, full_help
+
+REPO = Path(__file__).resolve().parents[2]
+MAX_LINES = 250
+HF_CSE_FLAGS = ("--method", "--preset", "--model_name_or_path", "--config", "--pooler_type", "--train_file",
+                "--pair_column", "--max_seq_length", "--loss", "--temperature", "--dcl_weight", "--eval_file",
+                "--senteval_data_dir", "--precision")
+
+
+@pytest.fixture(scope="module")
+def parsers():
+    """hf-cse-train's own parser and the one rebuilt from its description (what the fast path reads)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", ["hf-cse-train"])  # the program name argparse shows
+        own = train.argument_parser()
+        return own, parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(own))))
+
+
+@pytest.fixture(autouse=True)
+def _width(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(sys, "argv", ["hf-cse-train"])
+
+
+def _help_of(parser, flag: str, capsys) -> str:
+    with pytest.raises(SystemExit) as end:
+        parser.parse_args([flag])
+    assert end.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_is_short_says_what_the_command_does_and_points_to_help_all(parsers, capsys):
+    own, _ = parsers
+    text = _help_of(own, "--help", capsys)
+    lines = text.splitlines()
+    assert lines[0] == "usage: hf-cse-train [options]" and lines[1] == ""
+    assert text.index("Train a sentence encoder") < text.index("example:\n  hf-cse-train --loss gs_infonce")
+    assert len(lines) < MAX_LINES, len(lines)
+    shown = [line.split()[0] for line in lines if line.startswith("  --")]  # flags shown with their help
+    assert set(HF_CSE_FLAGS) <= set(shown) and {f"--{name}" for name in TRAIN_COMMON} <= set(shown)
+    assert "--adam_beta2" not in text and "--lambda_rtd" in text  # a Trainer flag left out; hf_cse's named
+    assert not any(line.startswith("  --learning-rate") for line in lines)  # no dashed twin of a flag
+    footer = " ".join(text.split("\n\n")[-1].split())  # the last paragraph: how many Trainer flags are left out
+    trainer = {f.name for f in dataclasses.fields(TrainingArguments) if f.init}
+    left_out = trainer & {action.dest for action in own._actions} - set(TRAIN_COMMON)
+    assert int(footer.split()[0]) == len(left_out) > 50
+    assert footer.endswith("hf-cse-train --help_all lists every flag with its full help.")
+
+
+def test_help_all_is_argparse_s_complete_help(parsers, capsys):
+    own, _ = parsers
+    text = _help_of(own, "--help_all", capsys)
+    assert text == full_help(own) and text.startswith("usage: hf-cse-train [-h]")
+    for action in own._actions:  # every flag, the Trainer's included
+        assert all(option in text for option in action.option_strings), action.option_strings
+    assert "--adam_beta2 ADAM_BETA2" in text and len(text.splitlines()) > 4 * MAX_LINES
+
+
+@pytest.mark.parametrize("width", ["60", "80", "200"])
+def test_the_fast_path_shows_the_same_help(parsers, width, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", width)
+    own, rebuilt = parsers
+    for flag in ("--help", "--help_all"):
+        assert _help_of(rebuilt, flag, capsys) == _help_of(own, flag, capsys)
+
+
+@pytest.mark.parametrize("command, build", [("eval", evaluate.argument_parser), ("export", export.build_parser)])
+def test_eval_and_export_help_start_short_with_an_example(command, build, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [f"hf-cse-{command}"])
+    own = build()
+    text = _help_of(own, "--help", capsys)
+    usage = "[options] CHECKPOINT OUT_DIR" if command == "export" else "[options]"
+    assert text.startswith(f"usage: hf-cse-{command} {usage}\n\n")
+    assert f"example:\n  hf-cse-{command} " in text and len(text.splitlines()) < MAX_LINES
+    assert all(option in text for action in own._actions for option in action.option_strings
+               if not option[2:].count("-"))  # every flag of these (all hf_cse's own), without dashed twins
+    rebuilt = parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(own))))
+    assert _help_of(rebuilt, "--help", capsys) == text
+
+
+def _error(parser, argv, capsys) -> list[str]:
+    with pytest.raises(SystemExit) as end:
+        parser.parse_args(argv)
+    out = capsys.readouterr()
+    assert end.value.code == 2 and out.out == ""
+    return out.err.splitlines()
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--method", "simsce"], "hf-cse-train: error: argument --method: invalid choice: 'simsce'; did you mean "
+                             "'simcse'? (choose from 'simcse', 'imsimcse', 'diffcse', 'promptbert', 'esimcse')"),
+    (["--pooler_type", "xyz"], "hf-cse-train: error: argument --pooler_type: invalid choice: 'xyz' (choose from "
+                               "'cls', 'cls_before_pooler', 'avg', 'avg_first_last', 'avg_top2', 'max', 'last')"),
+    (["--learning_rate", "abc"], "hf-cse-train: error: argument --learning_rate: invalid float value: 'abc'"),
+    (["--max_steps"], "hf-cse-train: error: argument --max_steps: expected one argument"),
+])
+def test_argparse_errors_are_one_line_on_either_path(parsers, argv, line, capsys):
+    for parser in parsers:
+        assert _error(parser, argv, capsys) == [line]
+
+
+def test_a_missing_positional_names_the_usage(capsys, monkeypatch):
+    for parser in (export.build_parser(), parser_cache.rebuild(parser_cache.describe(export.build_parser()))):
+        assert _error(parser, ["ckpt"], capsys) == [
+            "hf-cse-export: error: the following arguments are required: out_dir "
+            "(usage: hf-cse-export [options] CHECKPOINT OUT_DIR)"]
+
+
+@pytest.mark.parametrize("message, want", [
+    ("argument --m: invalid choice: 'avgg' (choose from 'avg', 'cls')",  # Python <= 3.12.7 quotes the choices
+     "argument --m: invalid choice: 'avgg'; did you mean 'avg'? (choose from 'avg', 'cls')"),
+    ("argument --m: invalid choice: 'avgg' (choose from avg, cls)",  # later versions do not
+     "argument --m: invalid choice: 'avgg'; did you mean 'avg'? (choose from avg, cls)"),
+    ("argument --m: invalid choice: 'zzz' (choose from 'avg', 'cls')", None),  # nothing close
+    ("argument --n: invalid int value: 'avg'", None),
+])
+def test_the_closest_choice_is_named(message, want):
+    assert closest_choice(message) == (want or message)
+
+
+def test_an_unknown_preset_is_the_same_line_on_either_path(parsers, capsys):
+    _, rebuilt = parsers
+    with pytest.raises(SystemExit) as fast:
+        entry_points.VALUE_CHECKS["train"](rebuilt, ["--preset", "simcse"])
+    fast_err = capsys.readouterr().err
+    with pytest.raises(SystemExit) as slow:
+        train.parse_args(["--preset", "simcse"])
+    assert (fast.value.code, slow.value.code) == (2, 2)
+    assert fast_err == capsys.readouterr().err
+    assert fast_err.startswith("hf-cse-train: error: unknown --preset 'simcse'; did you mean 'simcse_bert'? presets:")
+    assert fast_err.count("\n") == 1
+
+
+@pytest.mark.slow  # subprocesses, each importing the training stack where it must
+@pytest.mark.parametrize("argv, words", [
+    (["train", "--method", "simsce"], ["argument --method: invalid choice: 'simsce'", "did you mean 'simcse'?",
+                                       "'esimcse'"]),
+    (["train", "--preset", "nope"], ["unknown --preset 'nope'; presets: ", "simcse_bert"]),
+    (["eval", "--pooler", "xyz"], ["argument --pooler: invalid choice: 'xyz'", "'cls_before_pooler'"]),
+    (["export", "ckpt", "out", "--backend", "onx"], ["argument --backend: invalid choice: 'onx'",
+                                                     "did you mean 'onnx'?"]),
+])
+def test_a_command_s_argparse_error_is_one_line_and_exit_code_2(argv, words, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_CSE_CACHE": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "hf_cse", *argv], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env=env)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"hf-cse-{argv[0]}: error: ") and all(word in lines[0] for word in words), lines[0]
