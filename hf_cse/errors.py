@@ -122,12 +122,15 @@ COMMON_NAMES = {"lr": "learning_rate", "bs": "per_device_train_batch_size", "bat
                 "grad_accum": "gradient_accumulation_steps", "output": "output_dir", "out": "output_dir"}
 
 
-def closest_name(name: str, names: Iterable[str]) -> str | None:
-    """The one of ``names`` a mistyped ``name`` most likely meant (a usual shorthand's setting first), or None.
-    Flags (``--lr``) are matched with their dashes."""
-    names = list(names)
+def usual_name(name: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` that ``name``, a usual shorthand (:data:`COMMON_NAMES`), stands for, or None. Flags
+    (``--lr``) are matched with their dashes."""
     dashes = name[:len(name) - len(name.lstrip("-"))]
     meant = COMMON_NAMES.get(name[len(dashes):].replace("-", "_"))
-    if meant is not None and dashes + meant in names:
-        return dashes + meant
-    return next(iter(difflib.get_close_matches(name, names, n=1)), None)
+    return dashes + meant if meant is not None and dashes + meant in set(names) else None
+
+
+def closest_name(name: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` a mistyped ``name`` most likely meant (a usual shorthand's setting first), or None."""
+    names = list(names)
+    return usual_name(name, names) or next(iter(difflib.get_close_matches(name, names, n=1)), None)

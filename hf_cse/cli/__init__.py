@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from ..checks import InputError, check_path_given
-from ..errors import CSEError, closest_name, network_failure
+from ..errors import CSEError, closest_name, network_failure, usual_name
 from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
 from .help import usage_text
 from .stop_signals import Terminated, stop_signals_as_interrupt
@@ -291,6 +291,10 @@ def one_line_errors(parser):
         message = closest_choice(_without_dashed_twins(" ".join(str(message).split())))
         if "arguments are required" in message:
             message += f" (usage: {usage_text(parser)})"
+        ambiguous = re.match(r"ambiguous option: ([^\s=]+)", message)  # --lr: a shorthand, taken for a prefix
+        meant = ambiguous and usual_name(ambiguous.group(1), [o for a in parser._actions for o in a.option_strings])
+        if meant:
+            message += f"; did you mean {meant}?"
         parser.exit(2, f"{parser.prog}: error: {message}\n")
 
     parser.error = error

@@ -111,6 +111,9 @@ def _error(parser, argv, capsys) -> list[str]:
                                "'cls', 'cls_before_pooler', 'avg', 'avg_first_last', 'avg_top2', 'max', 'last')"),
     (["--learning_rate", "abc"], "hf-cse-train: error: argument --learning_rate: invalid float value: 'abc'"),
     (["--max_steps"], "hf-cse-train: error: argument --max_steps: expected one argument"),
+    (["--lr", "1e-5"], "hf-cse-train: error: ambiguous option: --lr could match --lr_scheduler_type, "
+                       "--lr-scheduler-type, --lr_scheduler_kwargs, --lr-scheduler-kwargs; did you mean "
+                       "--learning_rate?"),  # a usual shorthand, which argparse takes for a prefix
 ])
 def test_argparse_errors_are_one_line_on_either_path(parsers, argv, line, capsys):
     for parser in parsers:
