@@ -33,6 +33,8 @@ from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_numb
 logger = logging.getLogger(__name__)
 
 DEMO_CORPUS = Path(__file__).parent / "resources" / "demo_corpus.txt"
+#: the tokens a training sentence is cut to unless told otherwise: the papers' 32 (SimCSE, DiffCSE, PromptBERT, ...)
+DEFAULT_MAX_SEQ_LENGTH = 32
 
 
 def read_sentences(train_file: str | Path, text_column: str | None = None) -> list[str]:
@@ -168,8 +170,8 @@ def check_tokenized_length(tokenizer: PreTrainedTokenizerBase, max_seq_length, p
     check_room_for_text(tokenizer, max_seq_length, prompt)
 
 
-def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, num_proc: int | None = None,
-                     prompt: str | None = None, keep_text: bool = False):
+def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+                     num_proc: int | None = None, prompt: str | None = None, keep_text: bool = False):
     """Tokenize once (truncation, no padding: the collator pads each batch dynamically); sentences that become
     special tokens only are dropped with one warning (:func:`drop_special_only`). ``prompt``: prepended to each
     sentence (its tokens count toward ``max_seq_length``). ``keep_text``: keep the ``text`` column (the
@@ -340,7 +342,7 @@ def load_pair_dataset(
     )
 
 
-def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32,
+def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
                           num_proc: int | None = None, prompt: str | None = None, keep_text: bool = False):
     """Tokenize every view column (``text``, ``positive``[, ``negative``]) into ``input_ids``, ``positive_input_ids``,
     ``negative_input_ids``, ... (truncation, no padding); ``prompt`` and ``keep_text`` as in

@@ -82,7 +82,8 @@ def reads_token_rows(collator) -> bool:
 def _not_tokenized(columns) -> DataError:
     pairs = "positive" in columns
     return DataError(f"the training set has no input_ids (its columns: {', '.join(map(str, columns)) or 'none'}): it "
-                     f"is not tokenized. Tokenize it first with {TOKENIZE_PAIRS if pairs else TOKENIZE}(dataset, "
+                     "is not tokenized. Name its sentence column 'text' (dataset.rename_column) for the trainer to "
+                     f"tokenize it, or tokenize it first with {TOKENIZE_PAIRS if pairs else TOKENIZE}(dataset, "
                      "tokenizer).")
 
 

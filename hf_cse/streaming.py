@@ -29,6 +29,7 @@ from pathlib import Path
 from transformers import PreTrainedTokenizerBase
 
 from .data import (
+    DEFAULT_MAX_SEQ_LENGTH,
     JSON_SUFFIXES,
     TABLE_SUFFIXES,
     DataError,
@@ -253,7 +254,8 @@ def load_training_text(stream_args, data_args, seed: int):
                                         stopping_strategy=STOPPING_STRATEGY)
 
 
-def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = 32, prompt: str | None = None):
+def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
+                    prompt: str | None = None):
     """Tokenized on the fly (truncation, no padding), rows of special tokens only dropped (as
     :func:`hf_cse.data.drop_special_only` does for in-memory data); ``prompt`` in front of each sentence."""
     special = set(tokenizer.all_special_ids)

@@ -86,6 +86,8 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
                        "hf_cse.models.SimCSEModel.from_encoder(name_or_path).")
     if not hasattr(model, "collator"):
         return
+    if given.get("data_collator") is None and tokenizer is not None and _sentences(train_dataset):
+        given["train_dataset"] = train_dataset = tokenized_here(train_dataset, tokenizer, model, args)
     if given.get("data_collator") is None and tokenizer is not None:
         given["data_collator"] = method_collator(model, tokenizer, train_dataset)
     elif given.get("data_collator") is None and train_dataset is not None:
@@ -107,6 +109,39 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
             args.activation_checkpointing = False
     if tokenizer is not None and train_dataset is not None:
         model.prepare_for_training(tokenizer, train_dataset, trust_remote_code)  # e.g. DiffCSE's generator
+
+
+def _sentences(train_dataset) -> bool:
+    """Whether ``train_dataset`` is a ``datasets`` data set of sentences not yet tokenized: a ``text`` column (pairs:
+    ``positive``[, ``negative``] beside it), no ``input_ids``."""
+    columns = getattr(train_dataset, "column_names", None)
+    return (type(train_dataset).__module__.startswith("datasets.") and isinstance(columns, list)
+            and "text" in columns and "input_ids" not in columns)
+
+
+def tokenized_here(train_dataset, tokenizer, model, args):
+    """A data set of sentences tokenized for the trainer (:func:`hf_cse.data.tokenize_dataset`, pairs
+    :func:`~hf_cse.data.tokenize_pair_dataset`, a stream :func:`hf_cse.streaming.tokenize_stream`) at their
+    ``max_seq_length`` default, SimCSE's 32 tokens, said in one log line: as sentence-transformers' trainer, this one
+    takes text. The main process tokenizes first; the others read its cache."""
+    from .data import DEFAULT_MAX_SEQ_LENGTH, tokenize_dataset, tokenize_pair_dataset
+    from .distributed import main_process_first
+    from .streaming import tokenize_stream
+
+    pairs = "positive" in train_dataset.column_names
+    prompt = model.config.prompt
+    if type(train_dataset).__name__ == "IterableDataset":
+        tokenized = tokenize_stream(train_dataset, tokenizer, DEFAULT_MAX_SEQ_LENGTH, prompt)
+        rows = "streamed sentences"
+    else:
+        tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
+        tokenized = main_process_first(args, lambda: tokenize(train_dataset, tokenizer, DEFAULT_MAX_SEQ_LENGTH,
+                                                              prompt=prompt, keep_text=True))  # the sampler reads it
+        rows = f"{len(tokenized):,} {'rows' if pairs else 'sentences'}"
+    logger.warning("train_dataset: %s tokenized by the trainer, at most %d tokens each (SimCSE's length); for another "
+                   "length tokenize them first with hf_cse.data.%s(dataset, tokenizer, max_seq_length=N)", rows,
+                   DEFAULT_MAX_SEQ_LENGTH, "tokenize_pair_dataset" if pairs else "tokenize_dataset")
+    return tokenized
 
 
 def check_training_values(args) -> None:

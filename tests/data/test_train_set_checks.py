@@ -43,22 +43,40 @@ def refusal(encoder_dir, data, tmp_path, **kwargs) -> str:
 # ------------------------------------------------------------------ what the collator reads
 
 
-def test_untokenized_text_is_refused_naming_tokenize_dataset(tiny_bert_dir, tmp_path):
+def test_sentences_are_tokenized_by_the_trainer_as_tokenize_dataset_does(tiny_bert_dir, tmp_path, caplog):
+    """As sentence-transformers' trainer, ContrastiveTrainer takes text: a ``text`` column is tokenized at the papers'
+    length (32 tokens), said in one log line naming how to choose another."""
     path = tmp_path / "train.txt"
-    path.write_text("\n".join(random_sentences(32)) + "\n")
-    message = refusal(tiny_bert_dir, load_train_dataset(str(path)), tmp_path)
-    assert message == ("the training set has no input_ids (its columns: text): it is not tokenized. Tokenize it first "
-                       "with hf_cse.data.tokenize_dataset(dataset, tokenizer).")
-    # a stream whose columns are known is refused as early
-    stream = text_set(random_sentences(32)).to_iterable_dataset()
-    assert "not tokenized" in refusal(tiny_bert_dir, stream, tmp_path)
+    path.write_text("\n".join(long_sentences(32, words=40)) + "\n")  # longer than 32 tokens: cut as tokenize_dataset
+    sentences = load_train_dataset(str(path))
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    with caplog.at_level("WARNING", logger="hf_cse.trainer"):
+        trainer = build(tiny_bert_dir, sentences, tmp_path, processing_class=tok)
+    assert trainer.train_dataset["input_ids"] == tokenize_dataset(sentences, tok)["input_ids"]
+    assert max(map(len, trainer.train_dataset["input_ids"])) == 32
+    assert "train_dataset: 32 sentences tokenized by the trainer, at most 32 tokens each" in caplog.text
+    assert "tokenize_dataset(dataset, tokenizer, max_seq_length=N)" in caplog.text
+    # a stream is tokenized as it is read
+    stream = build(tiny_bert_dir, text_set(random_sentences(32)).to_iterable_dataset(), tmp_path / "s").train_dataset
+    assert set(next(iter(stream))) >= {"input_ids", "attention_mask"}
 
 
-def test_untokenized_pairs_name_tokenize_pair_dataset(tiny_bert_dir, tmp_path):
+def test_sentence_pairs_are_tokenized_by_the_trainer(tiny_bert_dir, tmp_path):
     pairs = datasets.Dataset.from_dict({"text": random_sentences(16), "positive": random_sentences(16, seed=1)})
-    message = refusal(tiny_bert_dir, pairs, tmp_path)
-    assert "(its columns: text, positive)" in message and "hf_cse.data.tokenize_pair_dataset(dataset, tokenizer)" \
-        in message
+    columns = build(tiny_bert_dir, pairs, tmp_path).train_dataset.column_names
+    assert {"input_ids", "positive_input_ids"} <= set(columns)
+
+
+def test_untokenized_text_in_another_column_is_refused_naming_the_fix(tiny_bert_dir, tmp_path):
+    message = refusal(tiny_bert_dir, datasets.Dataset.from_dict({"sentence": random_sentences(32)}), tmp_path)
+    assert message == ("the training set has no input_ids (its columns: sentence): it is not tokenized. Name its "
+                       "sentence column 'text' (dataset.rename_column) for the trainer to tokenize it, or tokenize it "
+                       "first with hf_cse.data.tokenize_dataset(dataset, tokenizer).")
+    # a stream whose columns are known is refused as early
+    stream = datasets.Dataset.from_dict({"sentence": random_sentences(32)}).to_iterable_dataset()
+    assert "not tokenized" in refusal(tiny_bert_dir, stream, tmp_path)
+    pairs = datasets.Dataset.from_dict({"anchor": random_sentences(16), "positive": random_sentences(16, seed=1)})
+    assert "hf_cse.data.tokenize_pair_dataset(dataset, tokenizer)" in refusal(tiny_bert_dir, pairs, tmp_path)
 
 
 @pytest.mark.parametrize("data, what", [
