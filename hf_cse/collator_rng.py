@@ -17,9 +17,9 @@ the same rows in the same order draw the same masks. With ``dataloader_persisten
 collator of the epoch they started in, so the epoch is left out of the key there (a batch repeated in the same order
 in a later epoch draws the same masks).
 
-Not covered: a collator that keeps a generator of its own (``DiffCSECollator(seed=...)``; its state is in no
-checkpoint) or draws from NumPy's global generator (saving and restoring its state would cost more than a collation's
-other work).
+``DiffCSECollator(seed=...)`` seeds each batch's generators from its seed and the batch's rows itself. Not covered:
+a collator of one's own that keeps a running generator (its state is in no checkpoint) or draws from NumPy's global
+generator (saving and restoring its state would cost more than a collation's other work).
 """
 
 from __future__ import annotations

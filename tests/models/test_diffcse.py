@@ -460,3 +460,19 @@ def test_run_unsup_trains_diffcse_end_to_end(tiny_bert_dir, tiny_mlm_dir, tmp_pa
 
     with pytest.raises(ValueError, match="--lambda_rtd only apply to --method diffcse"):
         train_cli.train_from_args(["--lambda_rtd", "0.1", "--output_dir", str(tmp_path / "c"), *common])
+
+
+@pytest.mark.parametrize("edit", ["replace", "insert", "delete"])
+def test_a_seeded_collator_edits_each_batch_by_its_rows_not_by_how_many_came_before(tok, sentences, edit):
+    """``DiffCSECollator(seed=...)``: a batch is edited alike whenever it is collated (a resumed run, a loader worker
+    that collated other batches first): its generators are seeded by the seed and its rows, not a running stream."""
+    rows = [tok(s) for s in sentences]
+    first = DiffCSECollator(tok, seed=3, edit_operation=edit)
+    fresh = first(rows[:4])
+    first(rows[4:])  # a batch collated in between
+    again = first(rows[:4])
+    assert torch.equal(fresh["mlm_input_ids"], again["mlm_input_ids"])
+    new_collator = DiffCSECollator(tok, seed=3, edit_operation=edit)
+    assert torch.equal(fresh["mlm_input_ids"], new_collator(rows[:4])["mlm_input_ids"])
+    other_seed = DiffCSECollator(tok, seed=4, edit_operation=edit)(rows[:4])["mlm_input_ids"]
+    assert not torch.equal(fresh["mlm_input_ids"], other_seed)

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ...collator_rng import batch_seed
 from ...data import TwoViewCollator
 from ...errors import CSEError
 from ...masking import mask_tokens
@@ -87,8 +88,10 @@ class DiffCSECollator(TwoViewCollator):
 
     Adds ``mlm_input_ids (B, 2, L')``; for ``insert``/``delete`` also ``mlm_attention_mask (B, 2, L')`` and
     ``rtd_labels (B, 2, L')`` (for ``replace`` L' = L, the attention mask is the input's and the labels are
-    computed after the generator). ``seed`` makes the edits reproducible; None uses torch's / Python's
-    global RNG (seeded by the Trainer).
+    computed after the generator). ``seed`` makes the edits reproducible: each batch draws from generators
+    seeded by ``seed`` and its rows (:func:`hf_cse.collator_rng.batch_seed`), so a batch is edited alike wherever and
+    whenever it is collated (a resumed run, a loader worker); None uses torch's / Python's global RNG (seeded by the
+    Trainer, each batch's own through :class:`hf_cse.collator_rng.CollatorDraws`).
     """
 
     masking_ratio: float = 0.30
@@ -103,20 +106,21 @@ class DiffCSECollator(TwoViewCollator):
         if self.edit_operation != "delete" and self.tokenizer.mask_token_id is None:
             raise CSEError(f"the tokenizer ({type(self.tokenizer).__name__}) has no mask token; DiffCSE's "
                              f"{self.edit_operation!r} edit needs one.")
-        self._torch_rng = None if self.seed is None else torch.Generator().manual_seed(self.seed)
-        self._py_rng = None if self.seed is None else random.Random(self.seed)
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         batch = super().__call__(features)
         ids = batch["input_ids"]
+        key = None if self.seed is None else batch_seed(self.seed, None, features) >> 1  # manual_seed: < 2**63
         if self.edit_operation == "replace":
-            batch["mlm_input_ids"] = mask_tokens(ids, self.tokenizer, self.masking_ratio, self._torch_rng)
+            generator = None if key is None else torch.Generator().manual_seed(key)
+            batch["mlm_input_ids"] = mask_tokens(ids, self.tokenizer, self.masking_ratio, generator)
             return batch
         n, views, _ = ids.shape
         special = set(self.tokenizer.all_special_ids)
         lengths = batch["attention_mask"].sum(-1).view(-1).tolist()
         rows = [r[:length] for r, length in zip(ids.view(n * views, -1).tolist(), lengths)]
-        rng = self._rng()
+        # torch's global generator (set_seed / the Trainer) gives the batch's seed: one draw per batch
+        rng = random.Random(int(torch.randint(2**62, (1,))) if key is None else key)
         if self.edit_operation == "insert":
             edited = [insert_masks(r, special, self.tokenizer.mask_token_id, self.masking_ratio, rng) for r in rows]
         else:
@@ -128,8 +132,3 @@ class DiffCSECollator(TwoViewCollator):
         batch.update(mlm_input_ids=new_ids.view(shape), mlm_attention_mask=attention.view(shape),
                      rtd_labels=labels.view(shape))
         return batch
-
-    def _rng(self) -> random.Random:
-        if self.seed is None:  # follow torch's global seed (set_seed / the Trainer), one draw per batch
-            return random.Random(int(torch.randint(2**62, (1,))))
-        return self._py_rng
