@@ -88,13 +88,14 @@ def _shortened_quotes(text: str, limit: int, keep: int = 40) -> str:
 
 def fit_line(text: str, limit: int = MAX_LINE) -> str:
     """``text`` in at most ``limit`` characters: long paths shortened (:func:`_shortened_paths`), then long quotes
-    in brackets (:func:`_shortened_quotes`), then, if still too long, its middle cut out (the start says what failed,
-    the end what to do)."""
+    in brackets (:func:`_shortened_quotes`) where that is enough, else its middle cut out (the start says what
+    failed, the end what to do)."""
     if len(text) <= limit:
         return text
-    text = _shortened_quotes(_shortened_paths(text, limit), limit)
-    if len(text) <= limit:
-        return text
+    text = _shortened_paths(text, limit)
+    quotes_cut = _shortened_quotes(text, limit)
+    if len(quotes_cut) <= limit:
+        return quotes_cut
     head = (limit - 5) * 2 // 3
     return f"{text[:head]} ... {text[-(limit - 5 - head):]}"
 
