@@ -71,11 +71,18 @@ def _brackets(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+#: what a quoted error of another library shows, and hf_cse's own bracketed lists (settings, names) do not: sentences
+#: or an exception's name
+_QUOTED_ERROR = re.compile(r"\w[.!?] [A-Z(']|\b[A-Z]\w*(Error|Exception)\b")
+
+
 def _shortened_quotes(text: str, limit: int, keep: int = 40) -> str:
-    """``text`` with its longest bracketed parts (a quoted error of another library) cut at their end, at a word,
-    only as far as needed to fit ``limit``: hf_cse's own words around them, the problem and its fix, stay whole."""
+    """``text`` with its longest bracketed quotes of another library's error (:data:`_QUOTED_ERROR`) cut at their
+    end, at a word, only as far as needed to fit ``limit``: hf_cse's own words around them, the problem and its fix,
+    stay whole."""
     while len(text) > limit:
-        spans = [(start, end) for start, end in _brackets(text) if end - start > keep + 4]
+        spans = [(start, end) for start, end in _brackets(text)
+                 if end - start > keep + 4 and _QUOTED_ERROR.search(text[start:end])]
         if not spans:
             break
         start, end = max(spans, key=lambda span: span[1] - span[0])

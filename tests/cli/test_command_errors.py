@@ -412,14 +412,18 @@ def test_long_lines_keep_the_last_names_of_each_path():
 
 def test_a_long_quoted_error_is_cut_at_its_end_keeping_the_fix_whole():
     """The middle cut kept the start and end of the line, and cut hf_cse's own words when another library's error was
-    quoted in it: the quote (in brackets) is shortened first, at a word."""
-    quoted = "We couldn't connect to 'https://huggingface.co' to load the files, " + "and more words " * 30
+    quoted in it: the quote (in brackets, sentences) is shortened first, at a word; hf_cse's own bracketed lists are
+    not (the middle cut, where the line needs it)."""
+    quoted = "We couldn't connect to 'https://huggingface.co' to load the files. Check your connection " + \
+        "and more words " * 30
     text = f"--model_name_or_path org/model: its config cannot be read ({quoted.strip()}). Check the name, or give a " \
            "local folder."
     short = fit_line(text)
     assert len(short) <= MAX_LINE and " ... " not in short.split("(")[0]
     assert short.startswith("--model_name_or_path org/model: its config cannot be read (We couldn't connect to")
     assert re.search(r" (and|more|words) \.\.\.\)\. Check the name, or give a local folder\.$", short)  # at a word
+    settings = "settings (" + "; ".join(f"setting_{i}: {i} then, {i + 1} now" for i in range(20)) + ")"
+    assert " ... " in fit_line(f"--output_dir out holds a run with other {settings}: rerun it.")  # the middle cut
 
 
 def test_a_changed_max_steps_is_one_line_under_the_limit(tiny_bert_dir, tmp_path, capsys, monkeypatch):
