@@ -35,10 +35,11 @@ from typing import Any
 from .run_files import RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT
 from .writing import json_safe, write_json_atomic
 
-#: ``TrainingArguments`` that define a run
+#: ``TrainingArguments`` that define a run (not ``optim``: its default follows the torch version, fused AdamW from
+#: torch 2.8 on, which computes the same update; another optimizer's state does not load anyway)
 TRAINING_SETTINGS = ("learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "seed",
-                     "data_seed", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay", "optim",
-                     "optim_args", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm")
+                     "data_seed", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay",
+                     "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm")
 #: the trainer's own options that define a run (:class:`~hf_cse.training_args.ContrastiveTrainingArguments` fields
 #: or the trainer's keywords), as the trainer resolved them
 TRAINER_SETTINGS = ("cached_minibatch_size", "no_duplicates_in_batch")
