@@ -9,6 +9,8 @@ from __future__ import annotations
 CHECKPOINT_PREFIX = "checkpoint"
 #: the settings of the training run that owns a folder, written when it starts
 RUN_RECORD_FILE = "hf_cse_run.json"
+#: the settings of the run a checkpoint was saved by, beside its model's config.json (:mod:`hf_cse.run_settings`)
+RUN_SETTINGS_FILE = "hf_cse_settings.json"
 #: the key of the run record holding the content of the local training files (name -> size and hash): records
 #: written before it existed lack it, and resume as they did
 TRAIN_FILE_CONTENT = "train_file_content"

@@ -31,6 +31,7 @@ from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
 from .output_folder import OutputFolderError
 from .precision import check_training_args, describe
+from .run_settings import save_run_settings
 from .sampler import NoDuplicatesBatchSampler
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast, full_models_while_loading
 from .trainer_batches import TrainingBatches
@@ -255,7 +256,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                 check_new_run_folder(self.args.output_dir)
                 return resume_from_checkpoint
             return checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir,
-                                        getattr(self.accelerator.unwrap_model(self.model).config, "method", None))
+                                        getattr(self.accelerator.unwrap_model(self.model).config, "method", None), self)
 
         return main_process_outcome(self.args, check)
 
@@ -391,6 +392,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
     def on_rng_state_saved(self, folder: str) -> None:
         self._log_window.save(self, self._metrics, folder)
+        save_run_settings(self, folder)  # what a resume with resume_from_checkpoint=True compares (hf_cse.run_settings)
         # process 0 writes trainer_state.json next, which marks the checkpoint complete (hf_cse.checkpoints): only once
         # every process has written its files, or a run killed now leaves a "complete" checkpoint without them
         self.accelerator.wait_for_everyone()

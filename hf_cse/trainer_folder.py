@@ -9,6 +9,10 @@ a run of the same method, refuse in one line what transformers would stop on wit
 * ``resume_from_checkpoint=True`` is the folder's last *complete* checkpoint (:mod:`hf_cse.checkpoints`), so that a
   run whose last checkpoint is its final step is finished as it is rather than trained one step further;
 * a named checkpoint must exist, be complete and be of the trainer's method;
+* ``resume_from_checkpoint=True`` ("continue the interrupted run") is refused when the settings that define the run
+  (:mod:`hf_cse.run_settings`: the method's config, the learning rate, batch, seed, ..., the training set) differ from
+  those the checkpoint was saved with, as the command line refuses them; a checkpoint named by its path goes on with
+  the new settings, and one log line lists what changed;
 * the output folder may not be, hold or lie inside the folder of the encoder the model was built from (its save would
   overwrite or mix with the encoder's files).
 
@@ -27,6 +31,7 @@ from .checkpoints import TRAINER_STATE_FILE, checkpoint_problem, last_complete_c
 from .folder_lock import claimed_by_command
 from .output_folder import OutputFolderError, listing, same_or_inside
 from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
+from .run_settings import in_brief, settings_changed_since
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +78,10 @@ def check_new_run_folder(output_dir) -> None:
                                 "them to start over).")
 
 
-def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None) -> str:
+def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None, trainer=None) -> str:
     """The checkpoint folder ``resume_from_checkpoint`` (``True``: the last complete one in ``output_dir``) names,
-    checked: it exists, is complete and holds a model of ``method``."""
+    checked: it exists, is complete and holds a model of ``method``; with ``trainer``, the one to resume it, the
+    run's settings are compared too (:func:`check_same_run`)."""
     if resume_from_checkpoint is True:
         found = last_complete_checkpoint(output_dir)
         if found is None:
@@ -97,7 +103,22 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None)
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint} holds a {saved} model, and this trainer trains "
                                 f"a {method} model: resume it with the {saved} method, or start a new run in another "
                                 "output_dir.")
+    if trainer is not None:
+        check_same_run(checkpoint, trainer, named=resume_from_checkpoint is not True)
     return str(checkpoint)
+
+
+def check_same_run(checkpoint: Path, trainer, named: bool) -> None:
+    """Refuse to continue the run of ``checkpoint`` with settings that define another run (module doc), unless the
+    checkpoint was ``named`` by its path: then the run goes on with them, and one log line says what changed."""
+    changed = settings_changed_since(checkpoint, trainer)
+    if changed and named:
+        logger.warning("resuming %s with other settings than its run's (%s): going on with these", checkpoint,
+                       "; ".join(changed))
+    elif changed:
+        raise OutputFolderError(f"resume_from_checkpoint=True: {checkpoint} is a checkpoint of a run with other "
+                                f"settings ({in_brief(changed, 240)}): pass resume_from_checkpoint='{checkpoint}' to "
+                                "go on from it with these settings, or start a new run in another output_dir.")
 
 
 def _saved_method(checkpoint: Path) -> str | None:

@@ -46,11 +46,11 @@ from ..run_files import (
     CHECKPOINT_PREFIX,
     CURVES_FILE,
     RUN_RECORD_FILE,
-    TRAIN_FILE_CONTENT,
     TRAIN_RESULTS_FILE,
     TRAINING_INFO_FILE,
     WEIGHT_FILES,
 )
+from ..run_settings import in_brief, setting_differences
 from ..trainer_folder import check_not_encoder_folder, check_not_inside_a_run
 from ..writing import json_safe, write_json_atomic
 
@@ -88,27 +88,6 @@ class OutputDirArguments:
 
 
 # --------------------------------------------------------------------------------------------------- training
-def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
-    keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source"})
-    changed = [f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys
-               if recorded.get(k) != current.get(k)]
-    if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did
-        then, now = recorded[TRAIN_FILE_CONTENT] or {}, current.get(TRAIN_FILE_CONTENT) or {}
-        changed += [_content_change(name, then.get(name), now.get(name))
-                    for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]
-    return changed
-
-
-def _content_change(name: str, then: str | None, now: str | None) -> str:
-    """How a training file's content changed, shortly (:func:`hf_cse.files.content_fingerprint`: "N bytes, sha256
-    H"): the sizes where they differ, else the hashes."""
-    size_then, _, hash_then = (then or "").partition(", ")
-    size_now, _, hash_now = (now or "").partition(", ")
-    shown = (size_then, size_now) if size_then != size_now else (hash_then, hash_now)
-    return f"{name} was edited ({shown[0]} then, {shown[1]} now)"
-
-
 def _read_record(path: Path) -> dict[str, Any]:
     try:
         recorded = json.loads(path.read_text(encoding="utf-8"))
@@ -208,11 +187,10 @@ class TrainingRun(CommandJob):
             changed = setting_differences(json_safe(self.read_record(recorded)) if self.read_record else recorded,
                                    self.settings)
             if changed:
-                diffs = "; ".join(changed[:2])
                 raise OutputFolderError(f"--output_dir {out} holds checkpoints of a run with other settings "
-                                        f"({diffs[:120] + '...' if len(diffs) > 120 else diffs}): rerun with its "
-                                        f"settings to resume it, --resume_from_checkpoint {resume} to go on with "
-                                        f"these, or {OVERWRITE_FLAG} to start over.")
+                                        f"({in_brief(changed)}): rerun with its settings to resume it, "
+                                        f"--resume_from_checkpoint {resume} to go on with these, or {OVERWRITE_FLAG} "
+                                        "to start over.")
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)

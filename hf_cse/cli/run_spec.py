@@ -26,15 +26,12 @@ from typing import Any, Literal
 from ..checks import resolved_path
 from ..files import content_fingerprint
 from ..run_files import TRAIN_FILE_CONTENT
+from ..run_settings import SPEED_ONLY_CONFIG_FIELDS
 from ..training_args import global_batch_size
 from .arguments import DataArguments
 
 #: data flags that change how fast the data is prepared, not what the run trains on: never in the fingerprint
 SPEED_ONLY_DATA_FLAGS = ("preprocessing_num_workers",)
-#: config fields that change how fast the encoder computes, not what (hf_cse.models.padding_free: the same function
-#: on the real tokens only): never in the fingerprint, so a run interrupted before they existed, or relaunched with
-#: another value, resumes
-SPEED_ONLY_CONFIG_FIELDS = ("padding_free",)
 #: config fields of the masked-LM auxiliary objective: they define nothing without ``do_mlm`` (and records written
 #: before it existed lack them), so they are fingerprinted only when it is on
 MLM_FIELDS = ("do_mlm", "mlm_weight", "mlm_probability")
@@ -198,6 +195,7 @@ class RunSpec:
                   training_args, preset: str | None = None, precision: str | None = None) -> RunSpec:
         """The spec of a run from what ``train_from_args`` holds after its checks: ``config_kwargs`` are the model's
         config fields (objectives and resolved pooling included), the ``*_args`` the parsed flag dataclasses."""
+        # never in the fingerprint, so a run interrupted before they existed, or relaunched with another value, resumes
         config = {k: v for k, v in config_kwargs.items() if k not in SPEED_ONLY_CONFIG_FIELDS}
         speed = SpeedSpec(padding_free=config_kwargs.get("padding_free", True),
                           preprocessing_num_workers=data_args.preprocessing_num_workers)

@@ -1,0 +1,175 @@
+"""The settings that define a training run, and how two sets of them are compared: a checkpoint resumed with other
+values of these would silently continue a different run.
+
+The command line records its run's settings in ``hf_cse_run.json`` (:mod:`hf_cse.cli.output_dir`) and compares them
+with :func:`setting_differences`; :class:`hf_cse.trainer.ContrastiveTrainer` compares a checkpoint with the trainer
+that resumes it (:func:`settings_changed_since`, refused or said by :mod:`hf_cse.trainer_folder`), from what the
+checkpoint holds:
+
+* the model's ``config.json``: every field of the method's config (method, objectives and their hyperparameters,
+  pooler, projector, dropout, LoRA, Matryoshka, prompt, ...) but :data:`NOT_COMPARED_CONFIG_FIELDS`; transformers'
+  own fields (``transformers_version``, ``dtype``, ``architectures``, ...) are no fields of it;
+* :data:`RUN_SETTINGS_FILE`, which the trainer writes into each checkpoint before ``trainer_state.json`` marks it
+  complete: :data:`TRAINING_SETTINGS`, :data:`TRAINER_SETTINGS` and the training set (:func:`data_description`);
+* in a checkpoint saved before that file existed, ``trainer_state.json``'s ``train_batch_size`` (the per-device
+  batch: hf_cse runs no ``DataParallel``).
+
+Only what the checkpoint holds is compared, so a checkpoint of an earlier hf_cse still resumes. ``training_args.bin``
+is never read: it is a pickle (transformers itself loads each checkpoint file with ``weights_only=True``). Not
+compared: what a user changes to go on (``max_steps``, ``num_train_epochs``), to watch or save the run (logging,
+saving, evaluation, ``output_dir``, ``report_to``, ``run_name``), how fast it goes (workers, precision, CUDA graphs,
+:data:`SPEED_ONLY_CONFIG_FIELDS`) and the number of processes (said by
+:func:`hf_cse.trainer_folder.warn_other_world_size`).
+
+This module imports nothing heavy: the command line's checks that run before torch is loaded import it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from .run_files import RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT
+from .writing import json_safe, write_json_atomic
+
+#: ``TrainingArguments`` that define a run (not ``optim``: its default follows the torch version, fused AdamW from
+#: torch 2.8 on, which computes the same update; another optimizer's state does not load anyway)
+TRAINING_SETTINGS = ("learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "seed",
+                     "data_seed", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay",
+                     "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm")
+#: the trainer's own options that define a run (:class:`~hf_cse.training_args.ContrastiveTrainingArguments` fields
+#: or the trainer's keywords), as the trainer resolved them
+TRAINER_SETTINGS = ("cached_minibatch_size", "no_duplicates_in_batch")
+#: config fields that change how fast the encoder computes, not what (:mod:`hf_cse.models.padding_free`: the same
+#: function on the real tokens only): the command line never records them either
+SPEED_ONLY_CONFIG_FIELDS = ("padding_free",)
+#: method config fields that do not define the run a checkpoint continues: its weights are the checkpoint's whatever
+#: encoder the model was built from (``base_encoder``, ``encoder_config``), attention computes the same either way
+#: (``encoder_attention``), and ``pooler_source`` only words where the pooling came from
+NOT_COMPARED_CONFIG_FIELDS = (*SPEED_ONLY_CONFIG_FIELDS, "base_encoder", "encoder_config", "encoder_attention",
+                              "pooler_source")
+#: the name of the training set among the settings (the trainer's argument)
+DATA_SETTING = "train_dataset"
+#: rows of the training set whose token ids are hashed (evenly spaced, the first and the last among them)
+SAMPLED_ROWS = 16
+
+
+def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Each setting whose value differs, as ``name: <then> then, <now> now`` (sorted by name; a setting on one side
+    only counts as ``None`` on the other), then each training file whose content changed."""
+    # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
+    keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source"})
+    changed = [f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys
+               if recorded.get(k) != current.get(k)]
+    if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did
+        then, now = recorded[TRAIN_FILE_CONTENT] or {}, current.get(TRAIN_FILE_CONTENT) or {}
+        changed += [_content_change(name, then.get(name), now.get(name))
+                    for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]
+    return changed
+
+
+def _content_change(name: str, then: str | None, now: str | None) -> str:
+    """How a training file's content changed, shortly (:func:`hf_cse.files.content_fingerprint`: "N bytes, sha256
+    H"): the sizes where they differ, else the hashes."""
+    size_then, _, hash_then = (then or "").partition(", ")
+    size_now, _, hash_now = (now or "").partition(", ")
+    shown = (size_then, size_now) if size_then != size_now else (hash_then, hash_now)
+    return f"{name} was edited ({shown[0]} then, {shown[1]} now)"
+
+
+def in_brief(changed: list[str], width: int = 120) -> str:
+    """The first two of :func:`setting_differences`, cut to ``width`` characters: what a one-line refusal shows."""
+    shown = "; ".join(changed[:2])
+    return shown[:width] + "..." if len(shown) > width else shown
+
+
+# ------------------------------------------------------------------------------------ a trainer and its checkpoint
+def data_description(dataset) -> str | None:
+    """The training set as its settings show it: its rows, its longest row (cut by another ``max_seq_length``, the
+    rows that were longer are shorter) and a hash of the token ids of :data:`SAMPLED_ROWS` rows (another data set, or
+    another tokenizer). Read from an Arrow-backed ``datasets.Dataset`` without reading the whole set (a pyarrow
+    reduction and a few rows); None for data that cannot be read ahead (a stream, a torch data set)."""
+    import datasets
+
+    from .data_checks import TOKEN_COLUMNS, token_extent
+
+    if not isinstance(dataset, datasets.Dataset) or not len(dataset):
+        return None
+    columns = [c for c in TOKEN_COLUMNS if c in dataset.column_names]
+    extent = token_extent(dataset.data, columns) if columns else None
+    if extent is None:
+        return None
+    n = len(dataset)
+    picked = sorted({i * (n - 1) // (SAMPLED_ROWS - 1) for i in range(SAMPLED_ROWS)})
+    rows = dataset.select_columns(columns).with_format("arrow")[picked].to_pydict()
+    digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{n} rows, the longest {extent[0]} tokens, sampled token ids {digest}"
+
+
+def _as_saved(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` as they read back from JSON (tuples as lists, enums as their names)."""
+    return json.loads(json.dumps(json_safe(values)))
+
+
+def config_settings(config) -> dict[str, Any]:
+    """The fields of a method ``config`` that define the run (module doc)."""
+    from transformers import PretrainedConfig
+
+    own = {f.name for f in fields(type(config))} - {f.name for f in fields(PretrainedConfig)}
+    return _as_saved({name: getattr(config, name, None) for name in sorted(own - set(NOT_COMPARED_CONFIG_FIELDS))})
+
+
+def run_settings(trainer) -> dict[str, Any]:
+    """The settings of the run ``trainer`` trains that :data:`RUN_SETTINGS_FILE` records (the model's are in its
+    ``config.json``)."""
+    settings = {name: getattr(trainer.args, name, None) for name in TRAINING_SETTINGS}
+    settings.update({name: getattr(trainer, name, None) for name in TRAINER_SETTINGS})
+    data = data_description(trainer.train_dataset)
+    if data is not None:
+        settings[DATA_SETTING] = data
+    return _as_saved(settings)
+
+
+def save_run_settings(trainer, checkpoint) -> None:
+    """Write :func:`run_settings` into ``checkpoint``, being saved (the main process; the others have the same)."""
+    if trainer.is_world_process_zero():
+        write_json_atomic(Path(checkpoint) / RUN_SETTINGS_FILE, run_settings(trainer), sort_keys=True)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def saved_settings(checkpoint, config_class) -> dict[str, Any]:
+    """What ``checkpoint`` holds of its run's settings (module doc); ``config_class``: the method's config class,
+    which reads its ``config.json`` (its older forms included)."""
+    checkpoint = Path(checkpoint)
+    saved: dict[str, Any] = {}
+    config = _read_json(checkpoint / "config.json")
+    if config:
+        try:
+            saved.update(config_settings(config_class.from_dict(config)))
+        except (ValueError, TypeError, KeyError):  # a config this hf_cse cannot read: loading it says why
+            pass
+    batch = _read_json(checkpoint / "trainer_state.json").get("train_batch_size")
+    if batch is not None:
+        saved["per_device_train_batch_size"] = batch
+    saved.update(_read_json(checkpoint / RUN_SETTINGS_FILE))
+    return saved
+
+
+def settings_changed_since(checkpoint, trainer) -> list[str]:
+    """:func:`setting_differences` between the run ``checkpoint`` was saved by and the run ``trainer`` trains, of the
+    settings the checkpoint holds."""
+    config = trainer.accelerator.unwrap_model(trainer.model).config
+    saved = saved_settings(checkpoint, type(config))
+    current = {**config_settings(config), **run_settings(trainer)}
+    both = set(saved) & set(current)  # a setting one side does not know is not compared
+    return setting_differences({k: saved[k] for k in both}, {k: current[k] for k in both})

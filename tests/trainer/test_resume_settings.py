@@ -1,0 +1,157 @@
+"""``resume_from_checkpoint=True`` continues the interrupted run, so from Python as from the command line a checkpoint
+is not continued with settings that define another run (hf_cse.run_settings, hf_cse.trainer_folder.check_same_run):
+refused in one line before any step, naming what changed and the two ways out; a checkpoint named by its path goes on
+with the new settings; the same settings with a larger max_steps train the steps added."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from datasets import Dataset
+from helpers import collator, random_sentences, tiny_args, tiny_train_dataset
+from safetensors.torch import load_file
+from transformers import AutoTokenizer
+
+from hf_cse.data import tokenize_dataset
+from hf_cse.models import SimCSEModel
+from hf_cse.objectives import objective
+from hf_cse.output_folder import OutputFolderError
+from hf_cse.run_files import RUN_SETTINGS_FILE
+from hf_cse.run_settings import data_description, in_brief, setting_differences
+from hf_cse.trainer import ContrastiveTrainer
+
+SAVE = dict(save_strategy="steps", save_steps=2)
+
+
+def _trainer(encoder, sentences, tmp_path, out, model_kwargs=None, data=None, **args) -> ContrastiveTrainer:
+    ds, tok = tiny_train_dataset(encoder, sentences, tmp_path / "data", repeat=4)
+    torch.manual_seed(0)
+    return ContrastiveTrainer(model=SimCSEModel.from_encoder(str(encoder), **(model_kwargs or {})),
+                              args=tiny_args(out, **{**SAVE, **args}), train_dataset=ds if data is None else data,
+                              data_collator=collator(tok), processing_class=tok)
+
+
+def _snapshot(folder):
+    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+def _interrupted_run(tiny_bert_dir, sentences, tmp_path):
+    """A run of 4 steps stopped after its checkpoint at step 2."""
+    out = tmp_path / "out"
+    _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2).train()
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
+    return out, out / "checkpoint-2"
+
+
+def _refused(trainer, words):
+    """``trainer.train(resume_from_checkpoint=True)`` refused in one line naming ``words``, before any step and before
+    the checkpoint's weights are loaded."""
+    weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    with pytest.raises(OutputFolderError, match=words) as refused:
+        trainer.train(resume_from_checkpoint=True)
+    message = str(refused.value)
+    assert "\n" not in message and "--" not in message, message
+    assert trainer.state.global_step == 0
+    for name, weight in trainer.model.state_dict().items():
+        torch.testing.assert_close(weight, weights[name], rtol=0, atol=0, msg=name)
+    return message
+
+
+@pytest.mark.slow
+def test_resume_true_with_another_learning_rate_is_refused_and_the_named_checkpoint_goes_on(tiny_bert_dir, sentences,
+                                                                                           tmp_path, caplog):
+    out, checkpoint = _interrupted_run(tiny_bert_dir, sentences, tmp_path)
+    assert json.loads((checkpoint / RUN_SETTINGS_FILE).read_text())["learning_rate"] == 1e-3
+    before = _snapshot(out)
+    changed = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, learning_rate=2e-3)
+    message = _refused(changed, r"learning_rate: 0\.001 then, 0\.002 now")
+    assert message.startswith(f"resume_from_checkpoint=True: {checkpoint} is a checkpoint of a run with other "
+                              "settings (learning_rate: 0.001 then, 0.002 now): ")
+    assert f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings" in message
+    assert message.endswith("or start a new run in another output_dir.")
+    assert _snapshot(out) == before  # nothing written, nothing removed
+    # the checkpoint named by its path: the run goes on with the new settings, and says which changed
+    with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
+        changed.train(resume_from_checkpoint=str(checkpoint))
+    assert changed.state.global_step == 4
+    assert f"resuming {checkpoint} with other settings than its run's (learning_rate: 0.001 then, 0.002 now)" \
+        in caplog.text
+    assert json.loads((out / "checkpoint-4" / RUN_SETTINGS_FILE).read_text())["learning_rate"] == 2e-3
+
+
+@pytest.mark.slow
+def test_the_same_settings_with_a_larger_max_steps_resume_and_train_the_steps_added(tiny_bert_dir, sentences,
+                                                                                   tmp_path, caplog):
+    out, checkpoint = _interrupted_run(tiny_bert_dir, sentences, tmp_path)
+    resumed = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, logging_steps=1, report_to="none",
+                       dataloader_num_workers=0)  # what watches or feeds the run may change
+    with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
+        resumed.train(resume_from_checkpoint=True)
+    assert "other settings" not in caplog.text
+    assert resumed.state.global_step == 4
+    assert [e["step"] for e in resumed.state.log_history if "loss" in e] == [1, 2, 3, 4]
+    saved = load_file(out / "checkpoint-4" / "model.safetensors")
+    for name, weight in resumed.model.state_dict().items():
+        torch.testing.assert_close(weight, saved[name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
+def test_resume_true_with_other_objectives_a_batch_or_data_is_refused(tiny_bert_dir, sentences, tmp_path):
+    out, checkpoint = _interrupted_run(tiny_bert_dir, sentences, tmp_path)
+    hotter = [objective("infonce", temperature=0.1)]
+    message = _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, {"objectives": hotter}, max_steps=4),
+                       r"objectives: \[\{'loss': 'infonce', 'weight': 1\.0, 'hyperparameters': \{\}\}\] then, "
+                       r"\[.*'temperature': 0\.1\}\}\] now")
+    assert len(message.replace(str(checkpoint), "")) < 400
+    _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, per_device_train_batch_size=4),
+             "per_device_train_batch_size: 8 then, 4 now")
+    _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, gradient_accumulation_steps=2),
+             "gradient_accumulation_steps: 1 then, 2 now")
+    _, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "data", repeat=4)
+    other = tokenize_dataset(Dataset.from_dict({"text": random_sentences(len(sentences) * 4, seed=7)}), tok, 32)
+    _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, data=other, max_steps=4),
+             r"train_dataset: '\d+ rows, the longest \d+ tokens, sampled token ids \w+' then, .* now")
+    # two settings changed: both named
+    _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, learning_rate=2e-3, seed=1),
+             "learning_rate: 0.001 then, 0.002 now; seed: 0 then, 1 now")
+
+
+@pytest.mark.slow
+def test_a_checkpoint_saved_before_the_settings_file_compares_what_it_holds(tiny_bert_dir, sentences, tmp_path):
+    """A checkpoint of an earlier hf_cse (no hf_cse_settings.json): its config.json and trainer_state.json's batch
+    size are compared; what it does not hold is not (it resumes)."""
+    out, checkpoint = _interrupted_run(tiny_bert_dir, sentences, tmp_path)
+    (checkpoint / RUN_SETTINGS_FILE).unlink()
+    _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, per_device_train_batch_size=4),
+             "per_device_train_batch_size: 8 then, 4 now")
+    _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, {"projector": "linear"}, max_steps=4),
+             "projector: 'mlp' then, 'linear' now")
+    resumed = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, learning_rate=2e-3)
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed.state.global_step == 4
+
+
+def test_the_training_set_is_described_by_its_rows_not_where_it_was_read(tiny_bert_dir, tmp_path):
+    """The same rows read again (a file written anew: datasets' fingerprint changes) are the same data; other rows,
+    fewer rows or rows cut shorter are not."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    rows = random_sentences(40)
+    same = [tokenize_dataset(Dataset.from_dict({"text": rows}), tok, 32) for _ in range(2)]
+    assert data_description(same[0]) == data_description(same[1])
+    assert data_description(same[0]).startswith("40 rows, the longest ")
+    for other in (tokenize_dataset(Dataset.from_dict({"text": random_sentences(40, seed=1)}), tok, 32),
+                  tokenize_dataset(Dataset.from_dict({"text": rows}), tok, 6),  # another max_seq_length
+                  same[0].select(range(39))):
+        assert data_description(other) != data_description(same[0])
+    assert data_description(Dataset.from_dict({"text": rows})) is None  # no token ids: not the trainer's data
+    assert data_description([{"input_ids": [1, 2]}]) is None
+
+
+def test_setting_differences_are_named_then_and_now_and_cut_to_a_line():
+    changed = setting_differences({"learning_rate": 1e-3, "seed": 0, "pooler_source": "a"},
+                                  {"learning_rate": 2e-3, "seed": 1, "pooler_source": "b"})
+    assert changed == ["learning_rate: 0.001 then, 0.002 now", "seed: 0 then, 1 now"]
+    assert in_brief(changed) == "learning_rate: 0.001 then, 0.002 now; seed: 0 then, 1 now"
+    assert in_brief(["x" * 300], 240) == "x" * 240 + "..."
