@@ -41,8 +41,9 @@ TRAINING_SETTINGS = ("learning_rate", "per_device_train_batch_size", "gradient_a
                      "data_seed", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay",
                      "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm")
 #: the trainer's own options that define a run (:class:`~hf_cse.training_args.ContrastiveTrainingArguments` fields
-#: or the trainer's keywords), as the trainer resolved them
-TRAINER_SETTINGS = ("cached_minibatch_size", "no_duplicates_in_batch")
+#: or the trainer's keywords), as the trainer resolved them; not ``cached_minibatch_size``: the gradient cache computes
+#: the whole batch's gradient (memory, not the update), so a run that ran out of memory may resume with it
+TRAINER_SETTINGS = ("no_duplicates_in_batch",)
 #: config fields that change how fast the encoder computes, not what (:mod:`hf_cse.models.padding_free`: the same
 #: function on the real tokens only): the command line never records them either
 SPEED_ONLY_CONFIG_FIELDS = ("padding_free",)

@@ -25,12 +25,14 @@ from hf_cse.trainer import ContrastiveTrainer
 SAVE = dict(save_strategy="steps", save_steps=2)
 
 
-def _trainer(encoder, sentences, tmp_path, out, model_kwargs=None, data=None, **args) -> ContrastiveTrainer:
+def _trainer(encoder, sentences, tmp_path, out, model_kwargs=None, data=None, cached_minibatch_size=None,
+             **args) -> ContrastiveTrainer:
     ds, tok = tiny_train_dataset(encoder, sentences, tmp_path / "data", repeat=4)
     torch.manual_seed(0)
     return ContrastiveTrainer(model=SimCSEModel.from_encoder(str(encoder), **(model_kwargs or {})),
                               args=tiny_args(out, **{**SAVE, **args}), train_dataset=ds if data is None else data,
-                              data_collator=collator(tok), processing_class=tok)
+                              data_collator=collator(tok), processing_class=tok,
+                              cached_minibatch_size=cached_minibatch_size)
 
 
 def _snapshot(folder):
@@ -85,8 +87,9 @@ def test_resume_true_with_another_learning_rate_is_refused_and_the_named_checkpo
 def test_the_same_settings_with_a_larger_max_steps_resume_and_train_the_steps_added(tiny_bert_dir, sentences,
                                                                                    tmp_path, caplog):
     out, checkpoint = _interrupted_run(tiny_bert_dir, sentences, tmp_path)
+    # what watches or feeds the run may change, and the gradient cache (the same update in less memory)
     resumed = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, logging_steps=1, report_to="none",
-                       dataloader_num_workers=0)  # what watches or feeds the run may change
+                       dataloader_num_workers=0, cached_minibatch_size=4)
     with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
         resumed.train(resume_from_checkpoint=True)
     assert "other settings" not in caplog.text
