@@ -95,3 +95,28 @@ def test_the_untrained_encoder_is_saved_when_training_makes_it_worse_on_the_dev_
     saved = load_file(out / "model.safetensors")
     for name, weight in saved.items():
         torch.testing.assert_close(weight, untrained[name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("method", ["simcse", "imsimcse", "diffcse", "esimcse", "promptbert"])
+def test_the_trainer_takes_sentences_and_trains_what_tokenized_data_trains(method, tiny_bert_dir, tmp_path):
+    """Given sentences (a ``text`` column) the trainer tokenizes them as ``tokenize_dataset`` does by default, so each
+    method ends with the weights of the same run on data tokenized first."""
+    from datasets import Dataset
+    from helpers import tiny_args
+    from transformers import AutoTokenizer
+
+    from hf_cse.data import tokenize_dataset
+    from hf_cse.trainer import ContrastiveTrainer
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    sentences = Dataset.from_dict({"text": random_sentences(32)})
+    weights = []
+    for name, data in (("text", sentences), ("tokens", tokenize_dataset(sentences, tok, keep_text=True))):
+        set_seed(0)
+        model = get_method(method).from_encoder(str(tiny_bert_dir))
+        trainer = ContrastiveTrainer(model=model, args=tiny_args(tmp_path / name, max_steps=2), train_dataset=data,
+                                     processing_class=tok)
+        assert trainer.train().global_step == 2
+        weights.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+    for key, weight in weights[0].items():
+        torch.testing.assert_close(weight, weights[1][key], rtol=0, atol=0, msg=key)
