@@ -22,6 +22,7 @@ from ..data import DEFAULT_MAX_SEQ_LENGTH
 from ..losses import available_losses, get_loss_class, loss_hyperparameters
 from ..number_lists import parse_float_list, parse_int_list
 from ..objectives import DCL, dcl_defaults, objective
+from .presets import PRESETS
 
 #: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder, pooler_source)
 #: or built from the loss flags (objectives)
@@ -212,7 +213,7 @@ def method_arguments_class() -> type:
             "help": "Loss of the main contrastive objective (default: the method's, infonce for simcse): "
                     + ", ".join(available_losses())})),
         ("preset", str | None, field(default=None, metadata={
-            "help": "Papers' settings; see hf_cse.cli.presets.PRESETS."})),
+            "help": "A paper's settings (hf_cse.cli.presets): " + ", ".join(sorted(PRESETS))})),
         ("config", str | None, field(default=None, metadata={
             "help": "A run description (.json): settings by flag name, or a run's hf_cse_run.json to run it again; "
                     "flags given win over it, and it over its preset. See hf_cse.cli.run_config."})),

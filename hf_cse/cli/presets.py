@@ -82,19 +82,20 @@ PRESETS: dict[str, dict] = {
 }
 
 
-def drop_unused_preset_values(preset: str | None, typed: set[str], loss: str, method: str, *arg_objects) -> list[str]:
-    """Unset (``None`` = the default) the preset's values that the chosen loss or method does not take, unless the
-    user typed them (``typed``: the flags given on the command line), so ``--preset focal_infonce_bert --loss
-    infonce`` drops the preset's ``m`` instead of failing on a flag nobody gave. Returns the dropped names."""
+def drop_unused_preset_values(preset: str | None, typed: set[str], loss: str, other_methods_flags: set[str],
+                              *arg_objects) -> list[str]:
+    """Unset (``None`` = the default) the preset's values that the chosen loss or method does not take
+    (``other_methods_flags``: :func:`hf_cse.cli.arguments.method_only_flags` of the method), unless the user typed
+    them (``typed``: the flags given on the command line), so ``--preset focal_infonce_bert --loss infonce`` drops the
+    preset's ``m`` instead of failing on a flag nobody gave. Returns the dropped names."""
     if preset is None:
         return []
     from ..losses import available_losses, get_loss_class, loss_hyperparameters
-    from .arguments import method_only_flags
 
     values = PRESETS[preset]
     every_loss_flag = {name for other in available_losses() for name in loss_hyperparameters(other)}
     unused = {k for k in values if k in every_loss_flag and k not in loss_hyperparameters(loss)}
-    unused |= method_only_flags(method) & values.keys()  # e.g. DiffCSE's fields with --method simcse
+    unused |= other_methods_flags & values.keys()  # e.g. DiffCSE's fields with --method simcse
     if "z_nodropout" not in get_loss_class(loss).extra_inputs:  # off-dropout negatives only feed such losses
         unused |= {"off_dropout"} & values.keys()
     dropped = sorted(unused - typed)

@@ -32,6 +32,7 @@ from hf_cse.cli.arguments import (
     loss_arguments_class,
     main_loss,
     method_arguments_class,
+    method_only_flags,
     model_arguments_class,
     objectives_from_flags,
 )
@@ -243,8 +244,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     enc_config = encoder_config(encoder, **remote)
     check_max_seq_length(data_args.max_seq_length, enc_config, encoder)
     model_cls = get_method(model_args.method)
-    dropped = drop_unused_preset_values(method_args.preset, chosen, loss, model_args.method, loss_args, model_args,
-                                        dcl_args, method_args)
+    dropped = drop_unused_preset_values(method_args.preset, chosen, loss, method_only_flags(model_args.method),
+                                        loss_args, model_args, dcl_args, method_args)
     if dropped:
         logger.info("--preset %s: dropped %s (not taken by --loss %s / --method %s)", method_args.preset,
                     ", ".join("--" + name for name in dropped), loss, model_args.method)
