@@ -90,7 +90,7 @@ def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
 
     from .hub_reach import hub_unreachable, work_offline
 
-    unreachable = None if constants.HF_HUB_OFFLINE else hub_unreachable()
+    unreachable = hub_unreachable()  # None where the Hub is off already
     if constants.HF_HUB_OFFLINE or unreachable:
         try:
             cached = [try_to_load_from_cache(name_or_path, marker) for marker in markers]

@@ -11,6 +11,7 @@ import functools
 import logging
 import os
 import socket
+import sys
 import threading
 from urllib.parse import urlsplit
 
@@ -57,8 +58,6 @@ def _unreachable(host: str, port: int) -> str | None:
 
 def work_offline(reason: str) -> None:
     """Switch the Hub off for this process (and the processes it starts): cached files load at once."""
-    import sys
-
     from huggingface_hub import constants
 
     if not constants.HF_HUB_OFFLINE:
@@ -82,8 +81,6 @@ def offline_if_unreachable() -> None:
 def is_offline() -> bool:
     """Whether Hub downloads are off in this process (the user's HF_HUB_OFFLINE / HF_DATASETS_OFFLINE, or
     :func:`work_offline`)."""
-    import sys
-
     from huggingface_hub import constants
 
     datasets_config = sys.modules.get("datasets.config")

@@ -114,8 +114,10 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
 def _sentences(train_dataset) -> bool:
     """Whether ``train_dataset`` is a ``datasets`` data set of sentences not yet tokenized: a ``text`` column (pairs:
     ``positive``[, ``negative``] beside it), no ``input_ids``."""
+    import datasets
+
     columns = getattr(train_dataset, "column_names", None)
-    return (type(train_dataset).__module__.startswith("datasets.") and isinstance(columns, list)
+    return (isinstance(train_dataset, (datasets.Dataset, datasets.IterableDataset)) and isinstance(columns, list)
             and "text" in columns and "input_ids" not in columns)
 
 
@@ -124,13 +126,15 @@ def tokenized_here(train_dataset, tokenizer, model, args):
     :func:`~hf_cse.data.tokenize_pair_dataset`, a stream :func:`hf_cse.streaming.tokenize_stream`) at their
     ``max_seq_length`` default, SimCSE's 32 tokens, said in one log line: as sentence-transformers' trainer, this one
     takes text. The main process tokenizes first; the others read its cache."""
+    import datasets
+
     from .data import DEFAULT_MAX_SEQ_LENGTH, tokenize_dataset, tokenize_pair_dataset
     from .distributed import main_process_first
     from .streaming import tokenize_stream
 
     pairs = "positive" in train_dataset.column_names
     prompt = model.config.prompt
-    if type(train_dataset).__name__ == "IterableDataset":
+    if isinstance(train_dataset, datasets.IterableDataset):
         tokenized = tokenize_stream(train_dataset, tokenizer, DEFAULT_MAX_SEQ_LENGTH, prompt)
         rows = "streamed sentences"
     else:

@@ -10,7 +10,7 @@ papers train on wiki1m for one epoch (DiffCSE: two) and select checkpoints on ST
 
 from __future__ import annotations
 
-import difflib
+from ..errors import closest_name
 
 _COMMON = {
     "max_seq_length": 32,
@@ -108,6 +108,6 @@ def drop_unused_preset_values(preset: str | None, typed: set[str], loss: str, ot
 
 def unknown_preset(name: str) -> str:
     """The refusal of a ``--preset`` that is none of :data:`PRESETS`, with the closest one."""
-    close = difflib.get_close_matches(name, PRESETS, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    close = closest_name(name, PRESETS)
+    hint = f"did you mean {close!r}? " if close else ""
     return f"unknown --preset {name!r}; {hint}presets: {', '.join(sorted(PRESETS))}"

@@ -126,7 +126,8 @@ def load_hub_pairs(name: str, config: str | None = None, split: str = "validatio
     try:
         ds = datasets.load_dataset(name, config, split=split)
     except (ConnectionError, FileNotFoundError) as err:
-        offline = f" {offline_fix()[0].upper()}{offline_fix()[1:]}, or use eval_file." if is_offline() else ""
+        fix = offline_fix()
+        offline = f" {fix[0].upper()}{fix[1:]}, or use eval_file." if is_offline() else ""
         raise InputError(f"eval_dataset_name {name}: cannot load it ({' '.join(str(err).split())}).{offline}") \
             from err
     except ValueError as err:  # unknown split or config
