@@ -50,12 +50,13 @@ _TOKENIZED: dict[tuple, object] = {}
 def hf_cse_trainer(sentences, args, out_dir, callbacks=(), model_path: str | None = None, use_cpu: bool = True,
                    cached_minibatch_size: int | None = None, torch_compile: bool = False,
                    attn_implementation: str | None = None, padding_free: bool = True,
-                   compile_mode: str | None = None, cuda_graphs: str = "auto"):
+                   compile_mode: str | None = None, cuda_graphs: str = "auto", dataloader_num_workers: int = 0):
     """The hf_cse side: ``ContrastiveTrainer`` on ``SimCSEModel`` (pooler avg, MLP head, infonce at 0.05) over
     ``args.warmup + args.steps`` steps of ``args.batch_size`` sentences. ``model_path``: default the packaged
     MiniLM; ``attn_implementation``: the encoder's (default: as loaded, i.e. SDPA with hf_cse's fast CPU dropout);
     ``padding_free``: hf_cse's default padding-free forward, or the padded batch; ``compile_mode``: torch.compile's
-    mode when ``torch_compile``; ``cuda_graphs``: the trainer's CUDA-graph step (auto / on / off; a GPU only)."""
+    mode when ``torch_compile``; ``cuda_graphs``: the trainer's CUDA-graph step (auto / on / off; a GPU only);
+    ``dataloader_num_workers``: processes fetching and collating the batches."""
     import datasets
     from transformers import AutoTokenizer, TrainingArguments
 
@@ -80,7 +81,7 @@ def hf_cse_trainer(sentences, args, out_dir, callbacks=(), model_path: str | Non
                               max_steps=args.warmup + args.steps, logging_steps=10_000, save_strategy="no",
                               report_to="none", disable_tqdm=True, use_cpu=use_cpu, seed=0, dataloader_drop_last=True,
                               remove_unused_columns=False, bf16=args.precision == "bf16", torch_compile=torch_compile,
-                              torch_compile_mode=compile_mode)
+                              torch_compile_mode=compile_mode, dataloader_num_workers=dataloader_num_workers)
     return ContrastiveTrainer(model=model, args=targs, train_dataset=data, processing_class=tokenizer,
                               data_collator=SimCSEModel.collator(tokenizer, model.config), callbacks=list(callbacks),
                               cached_minibatch_size=cached_minibatch_size, cuda_graphs=cuda_graphs)

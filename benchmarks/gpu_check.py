@@ -180,7 +180,7 @@ def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: st
     if run.framework == "hf_cse":
         trainer = hf_cse_trainer(sentences, args, tmp, callbacks, str(encoder), use_cpu, run.cached_minibatch_size,
                                  run.torch_compile, run.attn_implementation, run.padding_free is not False,
-                                 run.compile_mode, run.cuda_graphs)
+                                 run.compile_mode, run.cuda_graphs, run.dataloader_num_workers)
         attention = trainer.model.encoder.config._attn_implementation
     else:
         trainer = sentence_transformers_trainer(sentences, args, tmp, callbacks, str(encoder), use_cpu,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 PARTS = ("tests", "peak", "throughput", "scale", "compile", "recipe", "engines", "attention", "padding", "graphs",
-         "compile512")
+         "compile512", "loader")
 #: what a plain ``gpu_check.sh`` runs: the parts measured in earlier sessions only when named with --parts
 #: (attention, padding, graphs: sections 6 and 12 of benchmarks/README.md; scale and engines: sections 15 and 18)
 DEFAULT_PARTS = ("tests", "peak", "throughput", "compile", "recipe")
@@ -21,9 +21,9 @@ DEFAULT_PARTS = ("tests", "peak", "throughput", "compile", "recipe")
 #: skipped), a torch.compile run 37 s (32 s of it compiling and capturing); the recipe's process needed ~75 s
 #: uncompiled
 BUDGET_S = {"tests": 95, "peak": 15, "throughput": 75, "scale": 45, "compile": 270, "recipe": 130, "engines": 150,
-            "attention": 40, "padding": 55, "graphs": 120, "compile512": 110}
+            "attention": 40, "padding": 55, "graphs": 120, "compile512": 110, "loader": 60}
 #: the parts made of trainer runs (the others: the cuda tests, the GEMM peak, and the scripted recipe / engines)
-RUN_PARTS = ("throughput", "scale", "compile", "attention", "padding", "graphs", "compile512")
+RUN_PARTS = ("throughput", "scale", "compile", "attention", "padding", "graphs", "compile512", "loader")
 #: the parts run by their own script (benchmarks/gpu_<part>.py --out DIR --encoder PATH [--dry-run] [--budget-s N])
 SCRIPT_PARTS = ("recipe", "engines")
 LENGTH = 32
@@ -62,6 +62,8 @@ class Run:
     # False: PyTorch's SDPA may not pick cuDNN's attention (on an H100 it did, at 1.7 ms of a 10.9-ms b64 step and 25 of
     # 114 ms at b1024 for length-32 sentences: section 19); it then takes its flash or memory-efficient kernel
     cudnn_attention: bool = True
+    # processes fetching and collating the batches (TrainingArguments.dataloader_num_workers; 0: the training loop's)
+    dataloader_num_workers: int = 0
 
 
 def build_plan(dry_run: bool) -> dict:
@@ -107,6 +109,10 @@ def build_plan(dry_run: bool) -> dict:
         "compile512": [Run(f"hf_cse b512{' cached64' if mb else ''} torch.compile + graph step", "hf_cse", b(512),
                            w(5), 0 if dry_run else 15, cached_minibatch_size=mb and b(mb), torch_compile=True)
                        for mb in (None, 64)],
+        # the compiled b64 step with the batches fetched and collated by two loader processes: does the host's own
+        # work keep the device waiting (85 % busy in section 19)? Its peer is the compile part's b64 run
+        "loader": [Run("hf_cse b64 torch.compile + graph step, 2 loader workers", "hf_cse", b(64), w(6),
+                       0 if dry_run else 40, torch_compile=True, profile=True, dataloader_num_workers=2)],
         "attention": [Run(f"hf_cse b64 {name}", **b64, attn_implementation=None if name == "sdpa" else name)
                       for name in ("sdpa", "eager") + (("flash_attention_2",) if flash else ())],
         # padded sentences: hf_cse padded (its GPU default) against its padding-free forward forced on the GPU
@@ -146,7 +152,7 @@ def validate_plan(plan: dict) -> None:
                 problems.append(f"{run.name}: unknown attention {run.attn_implementation}")
             if ((run.torch_compile or run.attn_implementation or run.padding_free is not None
                     or run.text != "full" or run.cuda_graphs != "auto" or not run.optimizer_graph
-                    or not run.cudnn_attention)
+                    or not run.cudnn_attention or run.dataloader_num_workers)
                     and run.framework != "hf_cse"):
                 problems.append(f"{run.name}: compile / attention / padding variants are hf_cse runs")
             if run.compile_mode and not run.torch_compile:

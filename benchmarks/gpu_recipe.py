@@ -37,6 +37,7 @@ import argparse
 import json
 import math
 import random
+import shlex
 import sys
 import tempfile
 import time
@@ -112,7 +113,7 @@ def write_stand_in_dev(root: Path, seed: int = 1) -> Path:
 # ------------------------------------------------------------------ the run
 
 def recipe_argv(encoder: Path, train: Path, senteval: Path, out: Path, steps: int, eval_steps: int, batch: int,
-                rows: int, cuda: bool, save_strategy: str, fast: bool = False) -> list[str]:
+                rows: int, cuda: bool, save_strategy: str, fast: bool = False, more: str = "") -> list[str]:
     save = ["--save_strategy", "steps", "--save_steps", str(eval_steps)] if save_strategy == "steps" else [
         "--save_strategy", "best"]
     return ["--preset", "simcse_bert", "--model_name_or_path", str(encoder), "--train_file", str(train),
@@ -121,7 +122,7 @@ def recipe_argv(encoder: Path, train: Path, senteval: Path, out: Path, steps: in
             "--learning_rate", str(LR), "--eval_strategy", "steps", "--eval_steps", str(eval_steps), *save,
             "--save_total_limit", "1", "--metric_for_best_model", "stsb_spearman", "--load_best_model_at_end", "true",
             "--precision", "bf16" if cuda else "fp32", "--disable_tqdm", "true", "--seed", "42",
-            *([] if cuda else ["--use_cpu"]), *(FAST if fast else [])]
+            *([] if cuda else ["--use_cpu"]), *(FAST if fast else []), *shlex.split(more)]
 
 
 def best_checkpoint_kept(out: Path, encoder: Path, kept_step: int | None) -> dict:
@@ -194,7 +195,7 @@ def run(args, record) -> bool:
                         "prepared_s": time.perf_counter() - t0})
         out = tmp / "run"
         argv = recipe_argv(encoder, train, senteval, out, steps, eval_steps, batch, rows, cuda, args.save_strategy,
-                           args.fast)
+                           args.fast, args.train_args)
         record("command", "hf-cse-train " + " ".join(argv))
         from hf_cse.cli.train import train_from_args
 
@@ -271,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
                                                         f"({' '.join(FAST)} --save_strategy best)")
     ap.add_argument("--data", choices=("auto", "shared", "stand-in"), default="auto",
                     help="auto: the shared corpus and SentEval data when beside the repository, else stand-ins")
+    ap.add_argument("--train-args", default="",
+                    help="more hf-cse-train flags, one string, appended to the recipe's (e.g. \"--encoder_attention "
+                         "eager\"): a variant a gpu_check part measured faster, run whole")
     ap.add_argument("--budget-s", type=float, help=f"stop training when this many seconds less {END_RESERVE_S} "
                                                    "(at least 75%%) have passed; the rest is projected")
     ap.add_argument("--work-dir", type=Path, help="where the run's temporary folder goes (checkpoints: GBs)")
