@@ -187,6 +187,9 @@ def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: st
                                                 run.cached_minibatch_size)
         attention = trainer.model[0].auto_model.config._attn_implementation
     out = {**asdict(run), "attention_in_use": attention}
+    if run.torch_compile:  # a fresh trace: the compiled code of an earlier run of the part would be reused as it is,
+        # blind to global switches such as cudnn_attention (section 21's first "SDPA without cuDNN" runs were so)
+        torch._dynamo.reset()
     if run.steps == 0:  # the dry run builds the compiled trainer without compiling (minutes on a CPU)
         out["status"] = "constructed (not run)"
         return out

@@ -13,6 +13,7 @@ from . import seams
 from .cached import IncompatibleOptionsError, cached_step
 from .cached_graphs import CachedGraphStep
 from .cuda_graphs import CudaGraphStep, GraphDecision, decide_for_run
+from .models.fast_dropout import compiled_attention_note
 from .optimizer_graph import GraphedOptimizer, why_not_captured
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,10 @@ class StepPaths(seams.GradClipHook, Trainer):
 
         model = self.accelerator.unwrap_model(self.model)
         encoders = model.transformer_encoders() if hasattr(model, "transformer_encoders") else []
+        for note in dict.fromkeys(compiled_attention_note(e, self.args.device, bool(self.args.torch_compile))
+                                  for e in encoders):
+            if note:
+                logger.info(note)
         try:
             return decide_for_run(setting, self.args, method_of(model.config),
                                   sharded=bool(self.is_fsdp_enabled or self.is_deepspeed_enabled),

@@ -19,6 +19,13 @@ module never draws masks (``hf_cse.models.loading``; tested in ``tests/models/te
 Under ``torch.compile`` both fall back to torch's dropout, which inductor compiles with its own RNG
 (``random_`` would break the graph at every dropout). ``CSEConfig(fast_dropout=False)`` keeps torch's dropout.
 Nothing is saved: checkpoints and exports are plain encoders.
+
+One more choice lives in ``hf_cse_sdpa``, for speed on a GPU: under ``torch.compile`` on CUDA, sentences of at most
+:data:`COMPILED_MATMUL_ATTENTION_MAX_KEYS` tokens take the matmul + softmax attention (torch's dropout), which the
+compiler fuses, instead of SDPA's fused kernel (cuDNN's on an H100). Measured on an H100 (benchmarks/README.md
+section 21; BERT-base, bf16, length 32, the whole compiled training step): x1.045 the step's speed at batch 64, x1.099
+at batch 1024. Longer sentences were not measured and keep SDPA. The arithmetic is attention's own, so results agree
+within rounding (attention dropout draws other masks, with the same probability).
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ from .padding_free import register_sdpa_attention
 
 ATTENTION_NAME = "hf_cse_sdpa"
 _LANES = 1 << 16
+#: key lengths up to which a compiled CUDA step takes the matmul + softmax attention (see the module docstring)
+COMPILED_MATMUL_ATTENTION_MAX_KEYS = 32
+COMPILED_MATMUL_ATTENTION_DEVICES = ("cuda",)
 
 
 def keep_mask(shape: torch.Size, p: float) -> tuple[torch.Tensor, float]:
@@ -75,16 +85,46 @@ class FastDropout(nn.Dropout):
         return fast_dropout(x, self.p, self.training)
 
 
+def compiled_matmul_attention(query: torch.Tensor, key: torch.Tensor) -> bool:
+    """Whether this call, traced by ``torch.compile``, takes the matmul + softmax attention for its speed there."""
+    return (torch.compiler.is_compiling() and query.device.type in COMPILED_MATMUL_ATTENTION_DEVICES
+            and key.shape[-2] <= COMPILED_MATMUL_ATTENTION_MAX_KEYS)
+
+
+def compiled_attention_note(encoder: nn.Module, device: torch.device, compiled: bool) -> str | None:
+    """The log line saying which attention a compiled run's training step takes, or None where the rule is moot."""
+    config = getattr(encoder, "config", None)
+    if not compiled or device.type not in COMPILED_MATMUL_ATTENTION_DEVICES or \
+            attention_implementation(config) != ATTENTION_NAME or getattr(config, "is_decoder", False):
+        return None
+    return (f"attention under torch.compile: matmul + softmax fused by the compiler for sentences of at most "
+            f"{COMPILED_MATMUL_ATTENTION_MAX_KEYS} tokens (faster than SDPA's fused kernel there on an H100: x1.05 the "
+            "step at batch 64, x1.10 at 1024), SDPA for longer ones")
+
+
 def fast_dropout_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, **kwargs):
-    """transformers attention function ``hf_cse_sdpa``: SDPA, except for CPU training with dropout."""
-    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+    """transformers attention function ``hf_cse_sdpa``: SDPA, except for CPU training with dropout and compiled
+    CUDA steps on short sentences (the module docstring says why)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     causal = kwargs.get("is_causal")
     causal = getattr(module, "is_causal", False) if causal is None else causal
-    # causal masks are left to SDPA (is_causal flag); so is a compiled graph (inductor fuses its own dropout)
+    # causal masks are left to SDPA (is_causal flag)
+    if not causal and compiled_matmul_attention(query, key):
+        return _matmul_attention(module, query, key, value, attention_mask, scaling,
+                                 lambda probs: nn.functional.dropout(probs, dropout, dropout > 0.0))
+    # a compiled graph otherwise keeps SDPA too (inductor fuses its own dropout)
     if dropout == 0.0 or query.device.type != "cpu" or causal or torch.compiler.is_compiling():
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
+    return _matmul_attention(module, query, key, value, attention_mask, scaling,
+                             lambda probs: fast_dropout(probs, dropout, True))
+
+
+def _matmul_attention(module, query, key, value, attention_mask, scaling, dropout):
+    """softmax(q k^T * scaling + mask) v, with ``dropout`` on the probabilities; heads first in, tokens first out."""
+    from transformers.integrations.sdpa_attention import repeat_kv
+
     if scaling is None:
         scaling = query.size(-1) ** -0.5
     groups = getattr(module, "num_key_value_groups", 1)
@@ -96,7 +136,7 @@ def fast_dropout_attention(module, query, key, value, attention_mask, dropout: f
             scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
         else:
             scores = scores + attention_mask
-    probs = fast_dropout(torch.softmax(scores, dim=-1), dropout, True)
+    probs = dropout(torch.softmax(scores, dim=-1))
     return torch.matmul(probs, value).transpose(1, 2).contiguous(), None
 
 

@@ -9,6 +9,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from hf_cse.models import SimCSEModel
 from hf_cse.models.fast_dropout import ATTENTION_NAME, FastDropout, fast_dropout, install_fast_dropout, keep_mask
+from hf_cse.models.fast_dropout import _matmul_attention as _MATMUL  # the original, for the spies below
 
 
 @pytest.mark.parametrize("p", [0.1, 0.25, 0.5, 0.9])
@@ -152,3 +153,93 @@ def test_causal_attention_is_left_to_sdpa():
     torch.manual_seed(0)
     reference, _ = sdpa_attention_forward(module, q, k, v, None, dropout=0.2)
     assert torch.equal(ours, reference)
+
+
+# ------------------------------------------------------------------ the compiled CUDA step's matmul attention
+
+def _attention_inputs(keys: int, mask: str | None):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, keys, 4) for _ in range(3))
+    if mask is None:
+        return q, k, v, None
+    keep = torch.ones(2, 1, keys, keys, dtype=torch.bool)
+    keep[1, ..., keys - 2:] = False  # the second row's last two tokens are padding
+    return q, k, v, keep if mask == "bool" else torch.zeros(keep.shape).masked_fill(~keep, -1e9)
+
+
+@pytest.mark.parametrize("mask", [None, "bool", "additive"])
+def test_compiled_short_attention_takes_matmul_softmax_equal_to_sdpa(monkeypatch, mask):
+    # as torch.compile traces it on a GPU (the device rule widened to the CPU here): the matmul path, equal to SDPA
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from hf_cse.models import fast_dropout as fd
+
+    module = nn.Module()
+    module.is_causal, module.training = False, True
+    q, k, v, m = _attention_inputs(fd.COMPILED_MATMUL_ATTENTION_MAX_KEYS, mask)
+    reference, _ = sdpa_attention_forward(module, q, k, v, m, dropout=0.0)
+    taken = []
+    monkeypatch.setattr(fd, "COMPILED_MATMUL_ATTENTION_DEVICES", ("cpu",))
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    monkeypatch.setattr(fd, "_matmul_attention", lambda *a: taken.append(1) or _MATMUL(*a))
+    ours, _ = fd.fast_dropout_attention(module, q, k, v, m, dropout=0.0)
+    assert taken and torch.allclose(ours, reference, atol=1e-6)
+    # attention dropout is torch's there (inductor compiles its RNG): the same draws as F.dropout's
+    torch.manual_seed(1)
+    dropped, _ = fd.fast_dropout_attention(module, q, k, v, m, dropout=0.3)
+    torch.manual_seed(1)
+    scores = torch.matmul(q, k.transpose(2, 3)) * 0.5
+    if m is not None:
+        scores = scores.masked_fill(~m, torch.finfo(scores.dtype).min) if m.dtype == torch.bool else scores + m
+    expected = torch.matmul(nn.functional.dropout(scores.softmax(-1), 0.3), v).transpose(1, 2)
+    assert torch.allclose(dropped, expected, atol=1e-6)
+
+
+def test_longer_sentences_and_the_cpu_keep_sdpa_when_compiled(monkeypatch):
+    from hf_cse.models import fast_dropout as fd
+
+    module = nn.Module()
+    module.is_causal, module.training = False, True
+    taken = []
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    monkeypatch.setattr(fd, "_matmul_attention", lambda *a: taken.append(1) or _MATMUL(*a))
+    q, k, v, _ = _attention_inputs(fd.COMPILED_MATMUL_ATTENTION_MAX_KEYS, None)
+    fd.fast_dropout_attention(module, q, k, v, None, dropout=0.1)  # a CPU tensor: not the GPU's rule
+    monkeypatch.setattr(fd, "COMPILED_MATMUL_ATTENTION_DEVICES", ("cpu",))
+    q, k, v, _ = _attention_inputs(fd.COMPILED_MATMUL_ATTENTION_MAX_KEYS + 1, None)
+    fd.fast_dropout_attention(module, q, k, v, None, dropout=0.1)  # longer than the measured length
+    assert taken == []
+
+
+def test_compiled_attention_is_logged_for_a_compiled_gpu_run_only(tiny_bert_dir):
+    from hf_cse.models.fast_dropout import compiled_attention_note
+
+    encoder = SimCSEModel.from_encoder(str(tiny_bert_dir)).encoder
+    note = compiled_attention_note(encoder, torch.device("cuda"), compiled=True)
+    assert note and "matmul + softmax" in note and "at most 32 tokens" in note
+    assert compiled_attention_note(encoder, torch.device("cuda"), compiled=False) is None
+    assert compiled_attention_note(encoder, torch.device("cpu"), compiled=True) is None
+    plain = SimCSEModel.from_encoder(str(tiny_bert_dir), fast_dropout=False).encoder  # transformers' own SDPA
+    assert compiled_attention_note(plain, torch.device("cuda"), compiled=True) is None
+
+
+@pytest.mark.slow
+def test_torch_compile_of_the_encoder_traces_the_matmul_attention(tiny_bert_dir, sentences, monkeypatch):
+    # a real torch.compile (on the CPU, the device rule widened to it): the traced graph takes the matmul path and
+    # its outputs equal the uncompiled encoder's (dropout off: the arithmetic alone)
+    from hf_cse.models import fast_dropout as fd
+
+    monkeypatch.setattr(fd, "COMPILED_MATMUL_ATTENTION_DEVICES", ("cpu",))
+    taken = []
+    monkeypatch.setattr(fd, "_matmul_attention", lambda *a: taken.append(1) or _MATMUL(*a))
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    batch = tok(sentences[:4], padding="max_length", max_length=16, truncation=True, return_tensors="pt")
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), dropout=0.0).train()
+    with torch.no_grad():
+        eager = model.encoder(**batch).last_hidden_state
+        assert taken == []  # eager mode on the CPU: SDPA (dropout off)
+        torch._dynamo.reset()
+        compiled = torch.compile(model.encoder)(**batch).last_hidden_state
+    torch._dynamo.reset()
+    assert taken, "the compiled graph did not take the matmul attention"
+    assert torch.allclose(compiled, eager, atol=1e-5)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -183,6 +184,27 @@ def test_cuda_graphs_train_as_eager_mode(tiny_bert_dir, sentences, tmp_path):
         losses[mode] = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     assert len(losses[None]) == 4 and len(set(losses[None])) > 1
     assert losses["reduce-overhead"] == pytest.approx(losses[None], rel=1e-4)
+
+
+def test_compiled_step_takes_the_matmul_attention_and_trains_as_eager_mode(tiny_bert_dir, sentences, tmp_path,
+                                                                           monkeypatch, caplog):
+    """Under torch.compile on CUDA, sentences of at most 32 tokens take the matmul + softmax attention (x1.05 / x1.10
+    the step at batch 64 / 1024 on an H100, benchmarks/README.md section 21), and train as the eager run does."""
+    encoder = _no_dropout_copy(tiny_bert_dir, tmp_path / "encoder")
+    taken, original = [], fd._matmul_attention
+    monkeypatch.setattr(fd, "_matmul_attention", lambda *a: taken.append(1) or original(*a))
+    losses = {}
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        with caplog.at_level(logging.INFO, logger="hf_cse"):
+            trainer = _trainer(encoder, sentences, tmp_path / str(compiled), steps=4, cuda_graphs="on",
+                               torch_compile=compiled)
+        trainer.train()
+        losses[compiled] = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+        assert bool(taken) == compiled  # eager mode keeps SDPA
+    assert "matmul + softmax fused by the compiler" in caplog.text
+    assert len(losses[False]) == 4 and len(set(losses[False])) > 1
+    assert losses[True] == pytest.approx(losses[False], rel=1e-4)
 
 
 @pytest.mark.parametrize("precision, rel", [("fp32", 1e-4), ("bf16", 2e-2)])
