@@ -15,12 +15,14 @@ still run), each writing ``<part>.json`` into ``--out``:
   bf16, batch 64; batch 512 plain and in the cached mode (mini-batches of 64; ST's
   ``CachedMultipleNegativesRankingLoss``); hf_cse's b64 steps profiled (``gpu_profile.py``: kernel time by kind);
 * ``compile``: torch.compile's default mode (fused kernels) inside hf_cse's graph step at 1024 and 64, profiled,
-  with SDPA as it chooses, SDPA without cuDNN's attention, and the eager attention;
+  with hf_cse's attention (matmul + softmax for short sentences when compiled), SDPA (that rule off), and
+  transformers' eager attention;
 * ``recipe``: SimCSE's one-epoch schedule (``gpu_recipe.py --fast``), shortened, the full recipe's time projected;
 * only when named with ``--parts`` (measured in earlier sessions, benchmarks/README.md sections 6, 12, 15, 18 and
   19): ``scale`` (hf_cse's graph step and eager at batch 256 and 1024), ``engines`` (``accelerate launch`` with the
   shipped FSDP and DeepSpeed configs, ``gpu_engines.py``), ``compile512`` (the compiled step at 512, plain and
-  cached), ``attention`` (SDPA, eager, flash_attention_2), ``padding`` (padding-free forced on the GPU against
+  cached), ``loader`` (the compiled b64 step with two loader workers), ``attention`` (SDPA, eager,
+  flash_attention_2), ``padding`` (padding-free forced on the GPU against
   padded) and ``graphs`` (torch.compile's ``reduce-overhead`` on padded sentences and at batch 256).
 
 No network and no data set: the encoder is a random BERT-base (12 x 768, FFN 3072, 30522-token vocabulary built
@@ -126,6 +128,21 @@ def cudnn_attention(on: bool):
         yield
     finally:
         torch.backends.cuda.enable_cudnn_sdp(before)
+
+
+@contextmanager
+def matmul_attention(on: bool):
+    """Without ``on``, hf_cse's attention keeps SDPA under torch.compile on CUDA for short sentences too (the rule of
+    hf_cse/models/fast_dropout.py off: no key length takes the matmul + softmax attention); put back after."""
+    from hf_cse.models import fast_dropout
+
+    before = fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS
+    if not on:
+        fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS = 0
+    try:
+        yield
+    finally:
+        fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS = before
 
 
 @contextmanager
@@ -239,7 +256,7 @@ def part_runs(name: str, plan: dict, encoder: Path, device: str, budget: float, 
                     continue
                 try:
                     with padding_free_on_any_device(bool(run.padding_free)), optimizer_graph(run.optimizer_graph), \
-                            cudnn_attention(run.cudnn_attention):
+                            cudnn_attention(run.cudnn_attention), matmul_attention(run.matmul_attention):
                         res = _run_one(run, encoder, device, texts[run.text], tmp)
                 except Exception as exc:  # recorded, and the next run goes on (e.g. a kernel this GPU lacks)
                     res = {**asdict(run), "status": f"error: {type(exc).__name__}: {exc}"[:2000]}

@@ -62,6 +62,9 @@ class Run:
     # False: PyTorch's SDPA may not pick cuDNN's attention (on an H100 it did, at 1.7 ms of a 10.9-ms b64 step and 25 of
     # 114 ms at b1024 for length-32 sentences: section 19); it then takes its flash or memory-efficient kernel
     cudnn_attention: bool = True
+    # False: hf_cse's attention keeps SDPA under torch.compile on CUDA, where by default sentences of at most 32 tokens
+    # take the matmul + softmax attention (hf_cse/models/fast_dropout.py; x1.045 / x1.099 at b64 / b1024: section 21)
+    matmul_attention: bool = True
     # processes fetching and collating the batches (TrainingArguments.dataloader_num_workers; 0: the training loop's)
     dataloader_num_workers: int = 0
 
@@ -97,12 +100,13 @@ def build_plan(dry_run: bool) -> dict:
                   for name, extra in ((f"hf_cse b{n}", {}), (f"hf_cse b{n} eager", eager))],
         # compiling takes minutes on a CPU: the dry run builds the compiled trainer without a step. torch.compile's
         # fused kernels (its default mode) inside hf_cse's graph step (its own CUDA graphs, reduce-overhead: section
-        # 12) at 1024 and 64, profiled, each with SDPA as it chooses (cuDNN's attention on an H100), SDPA without cuDNN,
-        # and the eager attention (matmul, softmax, dropout: fused by the compiler). The compiled step at 512 plain and
-        # cached (0.554: section 19) only when asked: --parts compile512
+        # 12) at 1024 and 64, profiled, each with hf_cse's attention (its matmul + softmax rule for short sentences),
+        # the same with that rule off (SDPA's fused kernel: cuDNN's on an H100) and transformers' eager attention (the
+        # variant section 21 measured). The compiled step at 512 plain and cached (0.554: section 19) only when asked:
+        # --parts compile512
         "compile": [Run(f"hf_cse b{n} torch.compile + graph step{name}", "hf_cse", b(n), w(warm),
                         0 if dry_run else steps, torch_compile=True, profile=True, **extra)
-                    for name, extra in (("", {}), (", SDPA without cuDNN", {"cudnn_attention": False}),
+                    for name, extra in (("", {}), (", SDPA (the matmul rule off)", {"matmul_attention": False}),
                                         (", eager attention", {"attn_implementation": "eager"}))
                     for n, warm, steps in ((1024, 5, 15), (64, 6, 40))],
         # the cached target with both sides compiled
@@ -152,7 +156,7 @@ def validate_plan(plan: dict) -> None:
                 problems.append(f"{run.name}: unknown attention {run.attn_implementation}")
             if ((run.torch_compile or run.attn_implementation or run.padding_free is not None
                     or run.text != "full" or run.cuda_graphs != "auto" or not run.optimizer_graph
-                    or not run.cudnn_attention or run.dataloader_num_workers)
+                    or not run.cudnn_attention or not run.matmul_attention or run.dataloader_num_workers)
                     and run.framework != "hf_cse"):
                 problems.append(f"{run.name}: compile / attention / padding variants are hf_cse runs")
             if run.compile_mode and not run.torch_compile:

@@ -75,7 +75,7 @@ def test_dry_run_runs_every_part(dry_run):
     runs = {r["name"]: r for r in read("throughput.json")["runs"]}
     assert {r["optimizer_step"] for r in runs.values() if r["framework"] == "hf_cse"} == {"eager"}  # a CPU
     compiled = {r["name"]: r for r in read("compile.json")["runs"]}  # the attention variants, compiled
-    assert compiled["hf_cse b64 torch.compile + graph step, SDPA without cuDNN"]["cudnn_attention"] is False
+    assert compiled["hf_cse b64 torch.compile + graph step, SDPA (the matmul rule off)"]["matmul_attention"] is False
     assert compiled["hf_cse b1024 torch.compile + graph step, eager attention"]["attention_in_use"] == "eager"
     assert all(r["profile"] for r in compiled.values())
     by_name = {r["name"]: r for r in plan["compile512"]}  # the compiled 512s: only with --parts compile512
@@ -161,6 +161,23 @@ def test_cudnn_attention_switch_is_put_back():
     assert torch.backends.cuda.cudnn_sdp_enabled() == before
     with cudnn_attention(True):
         assert torch.backends.cuda.cudnn_sdp_enabled() == before
+
+
+def test_matmul_attention_rule_is_switched_off_for_the_run_only():
+    """The compile part's SDPA run turns hf_cse's matmul + softmax rule off (no key length takes it), then back."""
+    from gpu_check import matmul_attention
+
+    from hf_cse.models import fast_dropout
+
+    before = fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS
+    assert before > 0
+    with pytest.raises(RuntimeError, match="inside"):
+        with matmul_attention(False):
+            assert fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS == 0
+            raise RuntimeError("inside")
+    assert fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS == before
+    with matmul_attention(True):
+        assert fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS == before
 
 
 def test_idle_gaps_say_where_the_device_waited():
