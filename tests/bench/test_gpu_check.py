@@ -144,6 +144,10 @@ def test_profile_kinds_and_busy_time():
     assert kind_of("void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>") == (
         "elementwise and reductions (aten)")
     assert kind_of("Memcpy HtoD (Pageable -> Device)") == "copies and fills"
+    assert kind_of("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, false>(int, "
+                   "float, float const*)") == "elementwise and reductions (aten)"  # not clipping's norm
+    assert kind_of("void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<float, float, 32u>"
+                   ) == "elementwise and reductions (aten)"
     assert kind_of("something_new") == "other"
     assert _union_us([(0, 10), (5, 12), (20, 25), (21, 22)]) == 17
     assert _union_us([]) == 0
