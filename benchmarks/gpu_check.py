@@ -349,6 +349,21 @@ def run_tests(out: Path, dry_run: bool) -> dict:
     return res
 
 
+def pack(out: Path, keep: tuple[str, ...] = ("summary.json", "summary.md")) -> Path:
+    """Every file of ``out`` but ``keep`` moved into ``out/results.tar.gz`` (written whole before any file goes)."""
+    import tarfile
+
+    files = sorted(p for p in out.iterdir() if p.is_file() and p.name not in keep and p.name != "results.tar.gz")
+    archive = out / "results.tar.gz"
+    with tarfile.open(out / "results.tar.gz.part", "w:gz") as tar:
+        for path in files:
+            tar.add(path, arcname=path.name)
+    (out / "results.tar.gz.part").replace(archive)
+    for path in files:
+        path.unlink()
+    return archive
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="folder for the JSON results (created; must be empty)")
@@ -356,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", default=",".join(DEFAULT_PARTS),
                     help=f"comma-separated subset of {','.join(PARTS)} (default: {','.join(DEFAULT_PARTS)})")
     ap.add_argument("--overwrite", action="store_true", help="write into a folder that already holds results")
+    ap.add_argument("--pack", action="store_true",
+                    help="at the end, put every file but the summary into results.tar.gz (a device machine that "
+                         "returns at most 8 files then returns them all)")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: parts to run in this process
     ap.add_argument("--encoder", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -415,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (args.out / "summary.md").write_text(summary_markdown(summary, env))
     print("\n" + summary_markdown(summary, env))
+    if args.pack:
+        pack(args.out)
     failed = [k for k, v in statuses.items() if v["status"] != "ok"]
     failed += [f"{r['part']}: {r['run']}" for r in summary["runs"] if not r["status"].startswith(("ok", "constructed"))]
     if failed:

@@ -167,6 +167,22 @@ def test_cudnn_attention_switch_is_put_back():
         assert torch.backends.cuda.cudnn_sdp_enabled() == before
 
 
+def test_pack_keeps_the_summary_beside_one_archive_of_the_rest(tmp_path):
+    """--pack: a device that returns at most 8 files gets the summary and one archive holding every other file."""
+    import tarfile
+
+    from gpu_check import pack
+
+    names = ["summary.json", "summary.md", "peak.json", "compile.json", "compile.log", "plan.json"]
+    for name in names:
+        (tmp_path / name).write_text(name)
+    archive = pack(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.tar.gz", "summary.json", "summary.md"]
+    with tarfile.open(archive) as tar:
+        assert sorted(tar.getnames()) == sorted(names[2:])
+        assert tar.extractfile("compile.log").read() == b"compile.log"
+
+
 def test_matmul_attention_rule_is_switched_off_for_the_run_only():
     """The compile part's SDPA run turns hf_cse's matmul + softmax rule off (no key length takes it), then back."""
     from gpu_check import matmul_attention
