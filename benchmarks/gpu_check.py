@@ -44,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -103,61 +103,35 @@ def part_peak(plan: dict, encoder: Path, device: str, budget: float, record) -> 
 
 
 @contextmanager
-def padding_free_on_any_device(forced: bool):
-    """With ``forced``, hf_cse's padding-free forward runs on the GPU too (it is the CPU's only, by design: this
-    measures what it would give there)."""
-    from hf_cse.models import padding_free
-
-    original = padding_free.DEVICE_TYPES
-    if forced:
-        padding_free.DEVICE_TYPES = (*original, "cuda")
+def patched(module, name: str, value, when: bool):
+    """With ``when``, ``module.name`` is ``value`` inside the block, and put back after (whatever happens inside)."""
+    before = getattr(module, name)
+    if when:
+        setattr(module, name, value)
     try:
         yield
     finally:
-        padding_free.DEVICE_TYPES = original
+        setattr(module, name, before)
 
 
-@contextmanager
-def cudnn_attention(on: bool):
-    """Without ``on``, PyTorch's SDPA does not choose cuDNN's attention kernel (a global switch, put back after)."""
-    import torch
-
-    before = torch.backends.cuda.cudnn_sdp_enabled()
-    torch.backends.cuda.enable_cudnn_sdp(on and before)
-    try:
-        yield
-    finally:
-        torch.backends.cuda.enable_cudnn_sdp(before)
-
-
-@contextmanager
-def matmul_attention(on: bool):
-    """Without ``on``, hf_cse's attention keeps SDPA under torch.compile on CUDA for short sentences too (the rule of
-    hf_cse/models/fast_dropout.py off: no key length takes the matmul + softmax attention); put back after."""
-    from hf_cse.models import fast_dropout
-
-    before = fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS
-    if not on:
-        fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS = 0
-    try:
-        yield
-    finally:
-        fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS = before
-
-
-@contextmanager
-def optimizer_graph(on: bool):
-    """Without ``on``, the graph step's clipping and optimizer step run eagerly (what they did before
-    hf_cse/optimizer_graph.py): the trainer is told its optimizer cannot be captured."""
+def run_switches(run: Run) -> ExitStack:
+    """The run's variants of hf_cse's own rules, set for the run only:
+    - ``padding_free``: hf_cse's padding-free forward on the GPU too (the CPU's only, by design: this measures what it
+      would give there);
+    - not ``matmul_attention``: hf_cse's attention keeps SDPA under torch.compile on CUDA for short sentences too (the
+      rule of hf_cse/models/fast_dropout.py off: no key length takes the matmul + softmax attention);
+    - not ``optimizer_graph``: the graph step's clipping and optimizer step run eagerly (what they did before
+      hf_cse/optimizer_graph.py): the trainer is told its optimizer cannot be captured."""
     from hf_cse import trainer_steps
+    from hf_cse.models import fast_dropout, padding_free
 
-    original = trainer_steps.why_not_captured
-    if not on:
-        trainer_steps.why_not_captured = lambda optimizer: "turned off by gpu_check"
-    try:
-        yield
-    finally:
-        trainer_steps.why_not_captured = original
+    stack = ExitStack()
+    stack.enter_context(patched(padding_free, "DEVICE_TYPES", (*padding_free.DEVICE_TYPES, "cuda"),
+                                bool(run.padding_free)))
+    stack.enter_context(patched(fast_dropout, "COMPILED_MATMUL_ATTENTION_MAX_KEYS", 0, not run.matmul_attention))
+    stack.enter_context(patched(trainer_steps, "why_not_captured", lambda optimizer: "turned off by gpu_check",
+                                not run.optimizer_graph))
+    return stack
 
 
 def _replay_ms(graph, reps: int = 20) -> float:
@@ -205,7 +179,7 @@ def _run_one(run: Run, encoder: Path, device: str, sentences: list[str], tmp: st
         attention = trainer.model[0].auto_model.config._attn_implementation
     out = {**asdict(run), "attention_in_use": attention}
     if run.torch_compile:  # a fresh trace: the compiled code of an earlier run of the part would be reused as it is,
-        # blind to global switches such as cudnn_attention (section 21's first "SDPA without cuDNN" runs were so)
+        # blind to global switches such as cuDNN's attention (section 21's first "SDPA without cuDNN" runs were so)
         torch._dynamo.reset()
     if run.steps == 0:  # the dry run builds the compiled trainer without compiling (minutes on a CPU)
         out["status"] = "constructed (not run)"
@@ -255,8 +229,7 @@ def part_runs(name: str, plan: dict, encoder: Path, device: str, budget: float, 
                     results.append({**asdict(run), "round": r + 1, "status": "skipped: part budget nearly spent"})
                     continue
                 try:
-                    with padding_free_on_any_device(bool(run.padding_free)), optimizer_graph(run.optimizer_graph), \
-                            cudnn_attention(run.cudnn_attention), matmul_attention(run.matmul_attention):
+                    with run_switches(run):
                         res = _run_one(run, encoder, device, texts[run.text], tmp)
                 except Exception as exc:  # recorded, and the next run goes on (e.g. a kernel this GPU lacks)
                     res = {**asdict(run), "status": f"error: {type(exc).__name__}: {exc}"[:2000]}
@@ -355,10 +328,11 @@ def pack(out: Path, keep: tuple[str, ...] = ("summary.json", "summary.md")) -> P
 
     files = sorted(p for p in out.iterdir() if p.is_file() and p.name not in keep and p.name != "results.tar.gz")
     archive = out / "results.tar.gz"
-    with tarfile.open(out / "results.tar.gz.part", "w:gz") as tar:
+    partial = archive.with_name(archive.name + ".part")
+    with tarfile.open(partial, "w:gz") as tar:
         for path in files:
             tar.add(path, arcname=path.name)
-    (out / "results.tar.gz.part").replace(archive)
+    partial.replace(archive)
     for path in files:
         path.unlink()
     return archive

@@ -59,9 +59,6 @@ class Run:
     optimizer_graph: bool = True
     # torch.profiler over the last warm-up steps: the device's time by kernel kind (benchmarks/gpu_profile.py)
     profile: bool = False
-    # False: PyTorch's SDPA may not pick cuDNN's attention (on an H100 it did, at 1.7 ms of a 10.9-ms b64 step and 25 of
-    # 114 ms at b1024 for length-32 sentences: section 19); it then takes its flash or memory-efficient kernel
-    cudnn_attention: bool = True
     # False: hf_cse's attention keeps SDPA under torch.compile on CUDA, where by default sentences of at most 32 tokens
     # take the matmul + softmax attention (hf_cse/models/fast_dropout.py; x1.045 / x1.099 at b64 / b1024: section 21)
     matmul_attention: bool = True
@@ -156,7 +153,7 @@ def validate_plan(plan: dict) -> None:
                 problems.append(f"{run.name}: unknown attention {run.attn_implementation}")
             if ((run.torch_compile or run.attn_implementation or run.padding_free is not None
                     or run.text != "full" or run.cuda_graphs != "auto" or not run.optimizer_graph
-                    or not run.cudnn_attention or not run.matmul_attention or run.dataloader_num_workers)
+                    or not run.matmul_attention or run.dataloader_num_workers)
                     and run.framework != "hf_cse"):
                 problems.append(f"{run.name}: compile / attention / padding variants are hf_cse runs")
             if run.compile_mode and not run.torch_compile:

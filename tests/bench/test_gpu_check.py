@@ -153,20 +153,6 @@ def test_profile_kinds_and_busy_time():
     assert _union_us([]) == 0
 
 
-def test_cudnn_attention_switch_is_put_back():
-    """A run without cuDNN's attention turns PyTorch's global switch off for the run only."""
-    from gpu_check import cudnn_attention
-
-    before = torch.backends.cuda.cudnn_sdp_enabled()
-    with pytest.raises(RuntimeError, match="inside"):
-        with cudnn_attention(False):
-            assert not torch.backends.cuda.cudnn_sdp_enabled()
-            raise RuntimeError("inside")
-    assert torch.backends.cuda.cudnn_sdp_enabled() == before
-    with cudnn_attention(True):
-        assert torch.backends.cuda.cudnn_sdp_enabled() == before
-
-
 def test_pack_keeps_the_summary_beside_one_archive_of_the_rest(tmp_path):
     """--pack: a device that returns at most 8 files gets the summary and one archive holding every other file."""
     import tarfile
@@ -183,22 +169,31 @@ def test_pack_keeps_the_summary_beside_one_archive_of_the_rest(tmp_path):
         assert tar.extractfile("compile.log").read() == b"compile.log"
 
 
-def test_matmul_attention_rule_is_switched_off_for_the_run_only():
-    """The compile part's SDPA run turns hf_cse's matmul + softmax rule off (no key length takes it), then back."""
-    from gpu_check import matmul_attention
+def test_run_switches_set_hf_cse_rules_for_the_run_only():
+    """A variant's switches (padding-free on the GPU, the matmul attention rule off, the optimizer uncaptured) hold
+    inside the run and are put back after it, even when it fails."""
+    from gpu_check import run_switches
+    from gpu_check_plan import Run
 
-    from hf_cse.models import fast_dropout
+    from hf_cse import trainer_steps
+    from hf_cse.models import fast_dropout, padding_free
 
-    before = fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS
-    assert before > 0
+    def rules():
+        return (fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS, padding_free.DEVICE_TYPES,
+                trainer_steps.why_not_captured)
+
+    before = rules()
+    assert before[0] > 0 and "cuda" not in before[1]
+    variant = Run("variant", "hf_cse", 8, 0, 1, padding_free=True, matmul_attention=False, optimizer_graph=False)
     with pytest.raises(RuntimeError, match="inside"):
-        with matmul_attention(False):
+        with run_switches(variant):
             assert fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS == 0
+            assert "cuda" in padding_free.DEVICE_TYPES
+            assert trainer_steps.why_not_captured(None) == "turned off by gpu_check"
             raise RuntimeError("inside")
-    assert fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS == before
-    with matmul_attention(True):
-        assert fast_dropout.COMPILED_MATMUL_ATTENTION_MAX_KEYS == before
-
+    assert rules() == before
+    with run_switches(Run("default", "hf_cse", 8, 0, 1)):
+        assert rules() == before
 
 def test_idle_gaps_say_where_the_device_waited():
     """The device's idle time in a profiled window: before its first kernel, the gaps between kernels (largest
