@@ -202,7 +202,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         self._metrics = MetricAccumulator()
         self.graph_decision = self._decide_cuda_graphs(cuda_graphs or getattr(self.args, "cuda_graphs", "auto"))
         self.graph_step: CudaGraphStep | None = None
-        logger.info(self.graph_decision.describe())
+        for line in self._step_path_lines():
+            logger.info(line)
         logger.info(
             "contrastive batch: %d sentences per process x %d processes = %d rows per loss (in-batch negatives); "
             "%d per optimizer step with %d accumulation steps%s",

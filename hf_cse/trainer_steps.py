@@ -49,10 +49,6 @@ class StepPaths(seams.GradClipHook, Trainer):
 
         model = self.accelerator.unwrap_model(self.model)
         encoders = model.transformer_encoders() if hasattr(model, "transformer_encoders") else []
-        for note in dict.fromkeys(compiled_attention_note(e, self.args.device, bool(self.args.torch_compile))
-                                  for e in encoders):
-            if note:
-                logger.info(note)
         try:
             return decide_for_run(setting, self.args, method_of(model.config),
                                   sharded=bool(self.is_fsdp_enabled or self.is_deepspeed_enabled),
@@ -60,6 +56,13 @@ class StepPaths(seams.GradClipHook, Trainer):
                                                                for e in encoders))
         except ValueError as err:
             raise IncompatibleOptionsError(str(err)) from None
+
+    def _step_path_lines(self) -> list[str]:
+        """What the run logs of its step: its path (CUDA graphs or eager, and why), and a compiled run's attention."""
+        model = self.accelerator.unwrap_model(self.model)
+        encoders = model.transformer_encoders() if hasattr(model, "transformer_encoders") else []
+        notes = (compiled_attention_note(e, self.args.device, bool(self.args.torch_compile)) for e in encoders)
+        return [self.graph_decision.describe(), *dict.fromkeys(note for note in notes if note)]
 
     def _new_graph_step(self, model) -> CudaGraphStep:
         tokenizer = self.processing_class or getattr(self.data_collator, "tokenizer", None)

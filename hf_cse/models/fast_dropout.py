@@ -94,8 +94,8 @@ def compiled_matmul_attention(query: torch.Tensor, key: torch.Tensor) -> bool:
 def compiled_attention_note(encoder: nn.Module, device: torch.device, compiled: bool) -> str | None:
     """The log line saying which attention a compiled run's training step takes, or None where the rule is moot."""
     config = getattr(encoder, "config", None)
-    if not compiled or device.type not in COMPILED_MATMUL_ATTENTION_DEVICES or \
-            attention_implementation(config) != ATTENTION_NAME or getattr(config, "is_decoder", False):
+    if not compiled or device.type not in COMPILED_MATMUL_ATTENTION_DEVICES or COMPILED_MATMUL_ATTENTION_MAX_KEYS < 1 \
+            or attention_implementation(config) != ATTENTION_NAME or getattr(config, "is_decoder", False):
         return None
     return (f"attention under torch.compile: matmul + softmax fused by the compiler for sentences of at most "
             f"{COMPILED_MATMUL_ATTENTION_MAX_KEYS} tokens (faster than SDPA's fused kernel there on an H100: x1.05 the "

@@ -211,7 +211,8 @@ def test_longer_sentences_and_the_cpu_keep_sdpa_when_compiled(monkeypatch):
     assert taken == []
 
 
-def test_compiled_attention_is_logged_for_a_compiled_gpu_run_only(tiny_bert_dir):
+def test_compiled_attention_is_logged_for_a_compiled_gpu_run_only(tiny_bert_dir, monkeypatch):
+    from hf_cse.models import fast_dropout as fd
     from hf_cse.models.fast_dropout import compiled_attention_note
 
     encoder = SimCSEModel.from_encoder(str(tiny_bert_dir)).encoder
@@ -221,6 +222,8 @@ def test_compiled_attention_is_logged_for_a_compiled_gpu_run_only(tiny_bert_dir)
     assert compiled_attention_note(encoder, torch.device("cpu"), compiled=True) is None
     plain = SimCSEModel.from_encoder(str(tiny_bert_dir), fast_dropout=False).encoder  # transformers' own SDPA
     assert compiled_attention_note(plain, torch.device("cuda"), compiled=True) is None
+    monkeypatch.setattr(fd, "COMPILED_MATMUL_ATTENTION_MAX_KEYS", 0)  # the rule off: no length takes it
+    assert compiled_attention_note(encoder, torch.device("cuda"), compiled=True) is None
 
 
 @pytest.mark.slow
