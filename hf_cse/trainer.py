@@ -61,8 +61,9 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                          Trainer):
     """A ``transformers.Trainer`` for hf_cse method models that does what ``hf-cse-train`` does: given a model,
     :class:`~hf_cse.training_args.ContrastiveTrainingArguments` (plain ``TrainingArguments`` work too, with the
-    options below as keyword arguments, which win over the arguments' fields), a tokenized training set and the
-    tokenizer (``processing_class``), it picks the method's collator, keeps the columns the collator reads, lets the
+    options below as keyword arguments, which win over the arguments' fields), a training set (sentences in a ``text``
+    column, which it tokenizes at the arguments' ``max_seq_length``, or tokenized ones) and the tokenizer
+    (``processing_class``), it picks the method's collator, keeps the columns the collator reads, lets the
     method prepare (DiffCSE's generator, :mod:`hf_cse.trainer_options`), checkpoints activations inside the encoder,
     scores the dev data (if any) before the first step and after the last, keeping the untrained encoder when it
     scored better (:meth:`train`), and finishes the run folder with :meth:`save_run`.

@@ -123,9 +123,9 @@ def _sentences(train_dataset) -> bool:
 
 def tokenized_here(train_dataset, tokenizer, model, args):
     """A data set of sentences tokenized for the trainer (:func:`hf_cse.data.tokenize_dataset`, pairs
-    :func:`~hf_cse.data.tokenize_pair_dataset`, a stream :func:`hf_cse.streaming.tokenize_stream`) at their
-    ``max_seq_length`` default, SimCSE's 32 tokens, said in one log line: as sentence-transformers' trainer, this one
-    takes text. The main process tokenizes first; the others read its cache."""
+    :func:`~hf_cse.data.tokenize_pair_dataset`, a stream :func:`hf_cse.streaming.tokenize_stream`), cut at the
+    arguments' ``max_seq_length`` (plain ``TrainingArguments``: SimCSE's 32 tokens), said in one log line: as
+    sentence-transformers' trainer, this one takes text. The main process tokenizes first; the others read its cache."""
     import datasets
 
     from .data import DEFAULT_MAX_SEQ_LENGTH, tokenize_dataset, tokenize_pair_dataset
@@ -134,17 +134,20 @@ def tokenized_here(train_dataset, tokenizer, model, args):
 
     pairs = "positive" in train_dataset.column_names
     prompt = model.config.prompt
+    length = getattr(args, "max_seq_length", DEFAULT_MAX_SEQ_LENGTH)
     if isinstance(train_dataset, datasets.IterableDataset):
-        tokenized = tokenize_stream(train_dataset, tokenizer, DEFAULT_MAX_SEQ_LENGTH, prompt)
+        tokenized = tokenize_stream(train_dataset, tokenizer, length, prompt)
         rows = "streamed sentences"
     else:
         tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
-        tokenized = main_process_first(args, lambda: tokenize(train_dataset, tokenizer, DEFAULT_MAX_SEQ_LENGTH,
-                                                              prompt=prompt, keep_text=True))  # the sampler reads it
+        tokenized = main_process_first(args, lambda: tokenize(train_dataset, tokenizer, length, prompt=prompt,
+                                                              keep_text=True))  # the sampler reads it
         rows = f"{len(tokenized):,} {'rows' if pairs else 'sentences'}"
-    logger.warning("train_dataset: %s tokenized by the trainer, at most %d tokens each (SimCSE's length); for another "
-                   "length tokenize them first with hf_cse.data.%s(dataset, tokenizer, max_seq_length=N)", rows,
-                   DEFAULT_MAX_SEQ_LENGTH, "tokenize_pair_dataset" if pairs else "tokenize_dataset")
+    if hasattr(args, "max_seq_length"):
+        logger.info("train_dataset: %s tokenized by the trainer, at most %d tokens each (max_seq_length)", rows, length)
+    else:  # plain TrainingArguments: the length was not chosen
+        logger.warning("train_dataset: %s tokenized by the trainer, at most %d tokens each (SimCSE's length); "
+                       "ContrastiveTrainingArguments(max_seq_length=N) chooses another", rows, length)
     return tokenized
 
 

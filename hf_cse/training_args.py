@@ -1,9 +1,10 @@
 """``ContrastiveTrainingArguments``: ``transformers.TrainingArguments`` plus the options of contrastive training.
 
 They are training options of :class:`hf_cse.trainer.ContrastiveTrainer` (as ``SentenceTransformerTrainingArguments``
-are of sentence-transformers' trainer): how a batch is made and split, what the dev score is computed on, and which
-precision runs. ``hf-cse-train`` parses this class, so each field is also a flag of the same name. How the training
-text is read (a file, a Hub data set, a stream) is not here: it decides the training set given to the trainer.
+are of sentence-transformers' trainer): how a batch is made and split, what the dev score is computed on, which
+precision runs, and where the trainer cuts the sentences it tokenizes. ``hf-cse-train`` parses this class, so each
+field is also a flag of the same name. How the training text is read (a file, a Hub data set, a stream) is not here:
+it decides the training set given to the trainer.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
-from .checks import check_path_given, resolved_path
+from .checks import InputError, check_path_given, resolved_path
+from .data import DEFAULT_MAX_SEQ_LENGTH
+from .encoders import seq_length_problem
 from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
@@ -37,6 +40,12 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     ``fp16``) and ``precision_reason`` says why.
     """
 
+    max_seq_length: int = field(
+        default=DEFAULT_MAX_SEQ_LENGTH,
+        metadata={"help": "Training truncation length in tokens, special tokens and prompt included (papers: 32). The "
+                          "trainer cuts the sentences of a text data set at it; a data set you tokenized yourself "
+                          "keeps its own cut."},
+    )
     cached_minibatch_size: int | None = field(
         default=None,
         metadata={"help": "Gradient-cache mode: encode the batch in mini-batches of N sentences (bounded memory, "
@@ -74,6 +83,9 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     def __post_init__(self):
         check_path_given(self.output_dir, "output_dir")
         check_field_types(self)  # before transformers reads them: "3e-5" or "false" fail or mislead there
+        problem = seq_length_problem(self.max_seq_length, None)  # the encoder's own limit is checked with the data
+        if problem:
+            raise InputError(f"{problem}.", fields=("max_seq_length",))
         # where the dev data came from, as training_info.json records it: the folder, not a path that means another
         # folder from elsewhere
         self.senteval_data_dir = resolved_path(self.senteval_data_dir)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Literal
 
 from ..checks import InputError
-from ..data import DEFAULT_MAX_SEQ_LENGTH
 from ..losses import available_losses, get_loss_class, loss_hyperparameters
 from ..number_lists import parse_float_list, parse_int_list
 from ..objectives import DCL, dcl_defaults, objective
@@ -187,8 +186,6 @@ class DataArguments:
         default=None, metadata={"help": "Triplet data (with --pair_column): column of each row's hard negative, "
                                         "an extra candidate of every anchor as in supervised SimCSE."}
     )
-    max_seq_length: int = field(default=DEFAULT_MAX_SEQ_LENGTH,
-                                metadata={"help": "Training truncation length (papers: 32)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N sentences."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenizing."})
 

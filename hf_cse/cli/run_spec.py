@@ -27,7 +27,7 @@ from ..checks import resolved_path
 from ..files import content_fingerprint
 from ..run_files import TRAIN_FILE_CONTENT
 from ..run_settings import SPEED_ONLY_CONFIG_FIELDS
-from ..training_args import global_batch_size
+from ..training_args import ContrastiveTrainingArguments, global_batch_size
 from .arguments import DataArguments
 
 #: data flags that change how fast the data is prepared, not what the run trains on: never in the fingerprint
@@ -37,10 +37,13 @@ SPEED_ONLY_DATA_FLAGS = ("preprocessing_num_workers",)
 MLM_FIELDS = ("do_mlm", "mlm_weight", "mlm_probability")
 
 
-#: DataArguments' fields that define the data (DataSpec's first fields are made from them: one declaration)
+#: the flags that define the data: DataArguments' fields, and the truncation length (the trainer's own option, where
+#: it tokenizes text: ContrastiveTrainingArguments.max_seq_length)
+_DATA_FIELDS = [*(f for f in dataclasses.fields(DataArguments) if f.name not in SPEED_ONLY_DATA_FLAGS),
+                next(f for f in dataclasses.fields(ContrastiveTrainingArguments) if f.name == "max_seq_length")]
+#: DataSpec's first fields are made from them (one declaration)
 _DataFlags = dataclasses.make_dataclass(
-    "_DataFlags", [(f.name, f.type, dataclasses.field(default=f.default)) for f in dataclasses.fields(DataArguments)
-                   if f.name not in SPEED_ONLY_DATA_FLAGS], frozen=True)
+    "_DataFlags", [(f.name, f.type, dataclasses.field(default=f.default)) for f in _DATA_FIELDS], frozen=True)
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,10 @@ class DataSpec(_DataFlags):
     resolved_train_files: tuple[str, ...] = ()
 
     @classmethod
-    def from_args(cls, data_args, stream_args) -> DataSpec:
+    def from_args(cls, data_args, stream_args, max_seq_length: int) -> DataSpec:
         files = tuple(stream_args.train_files) if stream_args.train_files else None
         flags = {k: v for k, v in vars(data_args).items() if k not in SPEED_ONLY_DATA_FLAGS}
-        return cls(**flags, streaming=bool(stream_args.streaming), train_files=files,
+        return cls(**flags, max_seq_length=max_seq_length, streaming=bool(stream_args.streaming), train_files=files,
                    train_weights=tuple(stream_args.train_weights) if stream_args.train_weights else None,
                    resolved_train_file=resolved_path(data_args.train_file),
                    resolved_train_files=tuple(resolved_path(f) for f in files or ()))
@@ -93,8 +96,7 @@ class DataSpec(_DataFlags):
     def fingerprint(self) -> dict[str, Any]:
         """The data flags that define the run (paths resolved); the streaming ones only when used (older records
         lack them); the content of the local training files (:data:`TRAIN_FILE_CONTENT`)."""
-        flags = {f.name: getattr(self, f.name) for f in dataclasses.fields(DataArguments)
-                 if f.name not in SPEED_ONLY_DATA_FLAGS}
+        flags = {f.name: getattr(self, f.name) for f in _DATA_FIELDS}
         flags["train_file"] = self.resolved_train_file
         if self.read_as_text_stream:
             flags.update(streaming=self.streaming, train_weights=self.train_weights and list(self.train_weights),
@@ -199,7 +201,8 @@ class RunSpec:
         config = {k: v for k, v in config_kwargs.items() if k not in SPEED_ONLY_CONFIG_FIELDS}
         speed = SpeedSpec(padding_free=config_kwargs.get("padding_free", True),
                           preprocessing_num_workers=data_args.preprocessing_num_workers)
-        return cls(encoder=encoder, method=method, config=config, data=DataSpec.from_args(data_args, stream_args),
+        return cls(encoder=encoder, method=method, config=config,
+                   data=DataSpec.from_args(data_args, stream_args, training_args.max_seq_length),
                    training=TrainingSpec.from_args(training_args), speed=speed, preset=preset, precision=precision)
 
     def resuming(self, *, padding_free: bool) -> RunSpec:

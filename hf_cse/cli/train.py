@@ -120,10 +120,12 @@ def argument_parser() -> HfArgumentParser:
     parser.set_defaults(**SCRIPT_DEFAULTS)
     # --help: hf_cse's groups of flags and the Trainer's most used ones; --help_all: every flag (hf_cse.cli.help)
     trainer = [f.name for f in dataclasses.fields(TrainingArguments) if f.init]  # the flags HfArgumentParser makes
+    data = _names(DataArguments, StreamingArguments)
+    data.insert(data.index("max_train_samples"), "max_seq_length")  # the trainer's field, where it cuts the data
     groups = [("model and method", [n for n in _names(model, method) if n != "loss"]),
-              ("data", _names(DataArguments, StreamingArguments)), ("loss", ["loss", *_names(loss, dcl)]),
+              ("data", data), ("loss", ["loss", *_names(loss, dcl)]),
               ("training and evaluation (hf_cse)",
-               [n for n in _names(ContrastiveTrainingArguments, ConsoleArguments) if n not in trainer])]
+               [n for n in _names(ContrastiveTrainingArguments, ConsoleArguments) if n not in [*trainer, *data]])]
     return one_line_errors(add_short_help(parser, train_layout(groups, trainer), help_all=True))
 
 
@@ -230,7 +232,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     set_seed(training_args.seed)
 
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
-    check_training_arguments(training_args, data_args.max_seq_length)
+    check_training_arguments(training_args, training_args.max_seq_length)
     if data_args.max_train_samples is not None and data_args.max_train_samples < 1:  # a stream failed in datasets
         raise InputError(f"--max_train_samples must be at least 1, got {data_args.max_train_samples}.")
     check_saving(training_args, chosen)
@@ -242,7 +244,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     encoder = model_args.model_name_or_path or default_encoder()
     remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
     enc_config = encoder_config(encoder, **remote)
-    check_max_seq_length(data_args.max_seq_length, enc_config, encoder)
+    check_max_seq_length(training_args.max_seq_length, enc_config, encoder)
     model_cls = get_method(model_args.method)
     dropped = drop_unused_preset_values(method_args.preset, chosen, loss, method_only_flags(model_args.method),
                                         loss_args, model_args, dcl_args, method_args)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers import random_sentences
-from transformers import AutoConfig, TrainingArguments
+from transformers import AutoConfig
 
 from hf_cse.checks import InputError
 from hf_cse.cli import train
@@ -23,6 +23,7 @@ from hf_cse.model_card import render_model_card
 from hf_cse.models import METHODS
 from hf_cse.precision import describe
 from hf_cse.run_files import TRAIN_FILE_CONTENT
+from hf_cse.training_args import ContrastiveTrainingArguments
 from hf_cse.writing import json_safe
 
 NO_DEV = ["--eval_strategy", "no", "--load_best_model_at_end", "false"]  # presets score STS-B dev otherwise
@@ -39,6 +40,7 @@ def todays_settings(encoder, method, config_kwargs, data_args, stream_args, trai
     train_file = data_args.train_file and str(Path(data_args.train_file).resolve())
     settings = {"encoder": encoder, "method": method, **config_kwargs, "generator": generator,
                 **vars(data_args), "train_file": train_file,
+                "max_seq_length": training_args.max_seq_length,  # a data flag then, the trainer's argument now
                 **{k: getattr(training_args, k, None) for k in run_defining_training_args}}
     settings.pop("preprocessing_num_workers", None)
     settings.pop("padding_free", None)  # a speed-only config field added after that commit: never recorded
@@ -296,7 +298,8 @@ def test_matryoshka_settings_change_the_fingerprint(build, command_lines):
 def test_the_data_facts_are_what_the_code_before_it_recorded(build, command_lines, kind):
     """training_info.json's ``data`` (written by ContrastiveTrainer.save_run from ``spec.data.card_facts``)."""
     spec, inputs, _ = build(*command_lines[kind])
-    flags = {**vars(inputs["data_args"]), **vars(inputs["stream_args"])}
+    flags = {**vars(inputs["data_args"]), **vars(inputs["stream_args"]),
+             "max_seq_length": inputs["training_args"].max_seq_length}  # a data flag in the code before
     assert spec.data.card_facts(64) == todays_data_facts(flags, 64)
     assert json.loads(json.dumps(spec.data.card_facts(64))) == spec.data.card_facts(64)  # JSON as it stands
 
@@ -331,17 +334,18 @@ def test_spec_is_frozen_and_its_outputs_are_copies(build):
 
 def test_data_spec_takes_every_data_flag():
     """A flag added to DataArguments is a DataSpec field (or, speed only, a SpeedSpec one) without being written
-    twice."""
+    twice; the trainer's max_seq_length, where the data is cut, is one too."""
     names = [f.name for f in dataclasses.fields(DataArguments)]
     data, speed = [f.name for f in dataclasses.fields(DataSpec)], [f.name for f in dataclasses.fields(SpeedSpec)]
-    assert data[:len(names) - 1] == [n for n in names if n != "preprocessing_num_workers"]
+    assert data[:len(names)] == [n for n in names if n != "preprocessing_num_workers"] + ["max_seq_length"]
     assert "preprocessing_num_workers" in speed and "padding_free" in speed
     stream = type("Stream", (), {"streaming": False, "train_files": None, "train_weights": None})()
-    assert DataSpec.from_args(DataArguments(train_file="x.txt"), stream).source == "x.txt"
+    spec = DataSpec.from_args(DataArguments(train_file="x.txt"), stream, max_seq_length=48)
+    assert spec.source == "x.txt" and spec.max_seq_length == 48 and spec.fingerprint()["max_seq_length"] == 48
 
 
 def test_messages_name_the_data_as_given():
-    args = TrainingArguments("unused", use_cpu=True, report_to="none")
+    args = ContrastiveTrainingArguments("unused", use_cpu=True, report_to="none")
     stream = type("Stream", (), {"streaming": False, "train_files": ["a.txt", "b.txt"], "train_weights": None})()
     spec = RunSpec.from_args(encoder="enc", method="simcse", config_kwargs={}, stream_args=stream,
                              data_args=DataArguments(max_train_samples=10), training_args=args)

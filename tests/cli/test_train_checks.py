@@ -66,9 +66,9 @@ def _args(encoder, train_file, out, *extra):
 
 BAD = [
     (["--max_seq_length", "65"], "--max_seq_length 65 exceeds .* \\(64 positions"),
-    (["--max_seq_length", "0"], "--max_seq_length must be at least 2"),
-    (["--max_seq_length", "1"], "--max_seq_length must be at least 2"),
-    (["--max_seq_length", "-5"], "--max_seq_length must be at least 2"),
+    (["--max_seq_length", "0"], "max_seq_length must be at least 2"),
+    (["--max_seq_length", "1"], "max_seq_length must be at least 2"),
+    (["--max_seq_length", "-5"], "max_seq_length must be at least 2"),
     (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps must be at least 1"),
     (["--per_device_train_batch_size", "1"], "at least 2 sentences"),
     (["--max_steps", "0"], "max_steps 0 trains nothing"),

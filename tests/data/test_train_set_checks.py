@@ -20,6 +20,7 @@ from hf_cse.data import DataError, load_train_dataset, tokenize_dataset
 from hf_cse.data_checks import EncoderLimits, LimitCheckedCollator
 from hf_cse.models import SimCSEModel
 from hf_cse.trainer import ContrastiveTrainer
+from hf_cse.training_args import ContrastiveTrainingArguments
 
 
 def text_set(sentences) -> datasets.Dataset:
@@ -55,10 +56,28 @@ def test_sentences_are_tokenized_by_the_trainer_as_tokenize_dataset_does(tiny_be
     assert trainer.train_dataset["input_ids"] == tokenize_dataset(sentences, tok)["input_ids"]
     assert max(map(len, trainer.train_dataset["input_ids"])) == 32
     assert "train_dataset: 32 sentences tokenized by the trainer, at most 32 tokens each" in caplog.text
-    assert "tokenize_dataset(dataset, tokenizer, max_seq_length=N)" in caplog.text
+    assert "ContrastiveTrainingArguments(max_seq_length=N) chooses another" in caplog.text
     # a stream is tokenized as it is read
     stream = build(tiny_bert_dir, text_set(random_sentences(32)).to_iterable_dataset(), tmp_path / "s").train_dataset
     assert set(next(iter(stream))) >= {"input_ids", "attention_mask"}
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_trainer_cuts_text_at_the_arguments_max_seq_length(tiny_bert_dir, tmp_path, caplog, streamed):
+    """ContrastiveTrainingArguments' max_seq_length is where the trainer cuts the sentences it tokenizes (a data set
+    or a stream), as tokenize_dataset would at that length."""
+    sentences = text_set(long_sentences(24, words=40))
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    args = ContrastiveTrainingArguments(str(tmp_path / "out"), per_device_train_batch_size=8, max_steps=4,
+                                        report_to="none", use_cpu=True, max_seq_length=12)
+    data = sentences.to_iterable_dataset() if streamed else sentences
+    with caplog.at_level("INFO", logger="hf_cse.trainer"):
+        trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args,
+                                     train_dataset=data, processing_class=tok)
+    rows = list(trainer.train_dataset) if streamed else trainer.train_dataset
+    assert [row["input_ids"] for row in rows] == tokenize_dataset(sentences, tok, max_seq_length=12)["input_ids"]
+    assert {len(row["input_ids"]) for row in rows} == {12}
+    assert "at most 12 tokens each (max_seq_length)" in caplog.text
 
 
 def test_sentence_pairs_are_tokenized_by_the_trainer(tiny_bert_dir, tmp_path):

@@ -26,8 +26,10 @@ from hf_cse.training_args import ContrastiveTrainingArguments
     ("no_duplicates_in_batch", "false", r"no_duplicates_in_batch must be True or False, got 'false' .*"
                                         r"no_duplicates_in_batch=False\)"),  # a YAML string: it would read as true
     ("cached_minibatch_size", 8.5, "cached_minibatch_size must be an integer or None, got 8.5"),
+    ("max_seq_length", "64", r"max_seq_length must be an integer, got '64' .*max_seq_length=64\)"),
+    ("max_seq_length", 1, r"max_seq_length must be at least 2 \(.*\), got 1\.$"),  # 1 would turn truncation off
 ])
-def test_a_value_of_the_wrong_type_is_refused_when_the_arguments_are_made(tmp_path, field, value, words):
+def test_a_value_of_the_wrong_type_or_range_is_refused_when_the_arguments_are_made(tmp_path, field, value, words):
     with pytest.raises(CSEError, match=words) as refused:
         ContrastiveTrainingArguments(str(tmp_path / "out"), use_cpu=True, **{field: value})
     assert refused.value.fields == (field,) and "\n" not in str(refused.value)
