@@ -84,6 +84,23 @@ def test_step_keys_shapes_by_bucket_and_falls_back_off_the_gpu():
     assert left._padded_length(batch) == 13  # a left-padding tokenizer: each exact length is its own shape
 
 
+def test_a_compiled_run_logs_its_attention_beside_its_path(tiny_bert_dir, sentences, tmp_path, caplog, monkeypatch):
+    """The step's path and, for a compiled run where hf_cse's matmul attention rule applies, the attention it takes:
+    both lines from the trainer's logger, once each (the rule's device widened to this CPU)."""
+    from hf_cse.models import fast_dropout
+
+    monkeypatch.setattr(fast_dropout, "COMPILED_MATMUL_ATTENTION_DEVICES", ("cpu",))
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    for compiled in (False, True):
+        caplog.clear()
+        with caplog.at_level("INFO", logger="hf_cse.trainer"):
+            ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)),
+                               args=tiny_args(tmp_path / str(compiled), torch_compile=compiled), train_dataset=ds,
+                               data_collator=collator(tok), processing_class=tok)
+        assert caplog.text.count("CUDA graphs: off") == 1
+        assert caplog.text.count("attention under torch.compile: matmul + softmax") == int(compiled)
+
+
 def test_trainer_logs_its_path_and_refuses_graphs_it_cannot_run(tiny_bert_dir, sentences, tmp_path, caplog):
     ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
     model = SimCSEModel.from_encoder(str(tiny_bert_dir))
