@@ -44,11 +44,15 @@ class StepPaths(seams.GradClipHook, Trainer):
     def clipped_in_graph(self) -> torch.Tensor | None:
         return None if self.graphed_optimizer is None else self.graphed_optimizer.captured_norm()
 
+    def _transformer_encoders(self) -> list:
+        model = self.accelerator.unwrap_model(self.model)
+        return model.transformer_encoders() if hasattr(model, "transformer_encoders") else []
+
     def _decide_cuda_graphs(self, setting: str) -> GraphDecision:
         from .models import method_of
 
         model = self.accelerator.unwrap_model(self.model)
-        encoders = model.transformer_encoders() if hasattr(model, "transformer_encoders") else []
+        encoders = self._transformer_encoders()
         try:
             return decide_for_run(setting, self.args, method_of(model.config),
                                   sharded=bool(self.is_fsdp_enabled or self.is_deepspeed_enabled),
@@ -59,9 +63,8 @@ class StepPaths(seams.GradClipHook, Trainer):
 
     def _step_path_lines(self) -> list[str]:
         """What the run logs of its step: its path (CUDA graphs or eager, and why), and a compiled run's attention."""
-        model = self.accelerator.unwrap_model(self.model)
-        encoders = model.transformer_encoders() if hasattr(model, "transformer_encoders") else []
-        notes = (compiled_attention_note(e, self.args.device, bool(self.args.torch_compile)) for e in encoders)
+        notes = (compiled_attention_note(e, self.args.device, bool(self.args.torch_compile))
+                 for e in self._transformer_encoders())
         return [self.graph_decision.describe(), *dict.fromkeys(note for note in notes if note)]
 
     def _new_graph_step(self, model) -> CudaGraphStep:
