@@ -120,7 +120,7 @@ def _check_train(parser, argv: list[str]) -> None:
     args = _train_values(parser, argv)
     counts = None if args.get("config") else _numbers(args, COUNT_VALUES)  # a --config file may set them
     if counts is not None:
-        check_training_counts(counts, counts.max_seq_length, world_size=None)
+        check_training_counts(counts, world_size=None)
     optimizer = _numbers(args, OPTIMIZER_VALUES)
     if optimizer is not None:
         check_optimizer_arguments(optimizer)

@@ -22,10 +22,10 @@ def _value(option) -> str:
     return str(getattr(option, "value", option))  # IntervalStrategy.STEPS -> "steps"
 
 
-def check_training_arguments(training_args, max_seq_length: int) -> None:
+def check_training_arguments(training_args) -> None:
     """Values the Trainer would accept and then fail on, or silently misread."""
     check_requested_processes_started()
-    check_training_counts(training_args, max_seq_length, training_args.world_size)
+    check_training_counts(training_args, training_args.world_size)
     check_optimizer_arguments(training_args)
     check_report_to(training_args.report_to)
     from ..distributed import check_not_data_parallel, check_sharding_device
@@ -59,11 +59,12 @@ def check_min_seq_length(max_seq_length: int, hint: str = "The papers use 32.") 
         raise InputError(f"{in_flag_terms(problem, ('max_seq_length',))}. {hint}")
 
 
-def check_training_counts(training_args, max_seq_length: int, world_size: int | None) -> None:
+def check_training_counts(training_args, world_size: int | None) -> None:
     """The batch, step and length counts the Trainer would accept and then fail on, or silently misread
     (:func:`hf_cse.training_values.check_step_counts`). ``world_size`` None: the processes are not known yet (the
-    command line's earliest checks); the command checks again with them."""
-    check_min_seq_length(max_seq_length)
+    command line's earliest checks, on the typed values before ``ContrastiveTrainingArguments`` refuses a length);
+    the command checks again with them."""
+    check_min_seq_length(training_args.max_seq_length)
     check_step_counts(training_args, world_size)
 
 

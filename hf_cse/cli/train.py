@@ -232,7 +232,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     set_seed(training_args.seed)
 
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
-    check_training_arguments(training_args, training_args.max_seq_length)
+    check_training_arguments(training_args)
     if data_args.max_train_samples is not None and data_args.max_train_samples < 1:  # a stream failed in datasets
         raise InputError(f"--max_train_samples must be at least 1, got {data_args.max_train_samples}.")
     check_saving(training_args, chosen)
