@@ -83,6 +83,18 @@ def check_cached_without_cuda_graphs(training_args, minibatch_size: int | None) 
         )
 
 
+def check_cached_run(config, training_args, minibatch_size: int, deepspeed: bool) -> None:
+    """What the trainer checks of a cached-mode run: the model (:func:`check_cached_compatible`), CUDA graphs
+    (:func:`check_cached_without_cuda_graphs`) and DeepSpeed, whose engine allows one backward pass per step."""
+    check_cached_compatible(config, minibatch_size)
+    check_cached_without_cuda_graphs(training_args, minibatch_size)
+    if deepspeed:
+        raise IncompatibleOptionsError(
+            "cached_minibatch_size needs several backward passes per step, which DeepSpeed's engine "
+            "does not allow. Drop cached_minibatch_size or deepspeed."
+        )
+
+
 def check_cached_compatible(config, minibatch_size: int) -> None:
     """Raise :class:`IncompatibleOptionsError` for a model the cached mode would train differently."""
     if not isinstance(minibatch_size, int) or isinstance(minibatch_size, bool) or minibatch_size < 1:

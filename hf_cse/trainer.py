@@ -12,11 +12,7 @@ from transformers import Trainer, TrainerState
 from transformers.trainer_utils import TrainOutput
 
 from . import seams
-from .cached import (
-    IncompatibleOptionsError,
-    check_cached_compatible,
-    check_cached_without_cuda_graphs,
-)
+from .cached import check_cached_run
 from .checkpoints import TRAINER_STATE_FILE
 from .checks import check_path_given
 from .collator_rng import CollatorDraws
@@ -181,13 +177,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             logger.info("FSDP computes %s as torch autocast over fp32 weights, as the plain run does", self.precision)
         self.cached_minibatch_size = options.cached_minibatch_size
         if self.cached_minibatch_size is not None:
-            check_cached_compatible(self.accelerator.unwrap_model(self.model).config, self.cached_minibatch_size)
-            check_cached_without_cuda_graphs(self.args, self.cached_minibatch_size)
-            if self.is_deepspeed_enabled:
-                raise IncompatibleOptionsError(
-                    "cached_minibatch_size needs several backward passes per step, which DeepSpeed's engine "
-                    "does not allow. Drop cached_minibatch_size or deepspeed."
-                )
+            check_cached_run(self.accelerator.unwrap_model(self.model).config, self.args, self.cached_minibatch_size,
+                             deepspeed=self.is_deepspeed_enabled)
         # our loss is a per-batch mean: let the Trainer divide it for gradient accumulation
         self.loss_is_scaled_for_ga = False
         if not self.args.dataloader_drop_last:

@@ -21,6 +21,7 @@ from hf_cse.cached import (
     IncompatibleOptionsError,
     cached_step,
     check_cached_compatible,
+    check_cached_run,
     check_cached_without_cuda_graphs,
     embed_minibatches,
     replay_minibatches,
@@ -185,6 +186,19 @@ def test_cached_mode_is_refused_under_cuda_graphs(mode, backend, device, refused
     else:
         check_cached_without_cuda_graphs(args, 4)
     check_cached_without_cuda_graphs(args, None)  # no cached mode: nothing to refuse
+
+
+def test_a_cached_run_under_deepspeed_is_refused_after_the_models_checks():
+    """DeepSpeed's engine takes one backward pass per step; the model's own refusal is said first."""
+    from hf_cse.models import get_method
+
+    args = SimpleNamespace(torch_compile=False, device=torch.device("cpu"))
+    config = get_method("simcse").config_class(encoder_config={"model_type": "bert"})
+    check_cached_run(config, args, 4, deepspeed=False)
+    with pytest.raises(IncompatibleOptionsError, match="DeepSpeed's engine does not allow"):
+        check_cached_run(config, args, 4, deepspeed=True)
+    with pytest.raises(IncompatibleOptionsError, match="positive integer"):
+        check_cached_run(config, args, 0, deepspeed=True)
 
 
 def test_a_projector_that_declares_no_minibatch_split_is_refused(tiny_bert_dir):
