@@ -141,7 +141,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             raise CSEError(f"eval_strategy={strategy} needs something to evaluate: pass "
                            "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
         check_dev_ready(self.evaluator, training_args)
-        prepare_run(given, trust_remote_code)  # collator, kept columns, DiffCSE's generator, activation checkpointing
+        # collator, kept columns, DiffCSE's generator, activation checkpointing; the data's facts for save_run
+        self._data_facts = prepare_run(given, trust_remote_code)
         check_rows_for_a_batch(given.get("train_dataset"), training_args)
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
         self._options = options  # what the run's record says it scored on (save_run)
@@ -289,7 +290,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         """Finish the run in ``args.output_dir``: the final training metrics and Trainer state, the training curves,
         the model with its tokenizer (the best on the dev data, see :meth:`train`), a sentence-transformers export
         with its model card, and ``training_info.json``, the run's record, written last (it marks the run as
-        finished). ``data``: the training data's facts for the record and the card (``hf-cse-train`` gives them);
+        finished). ``data``: the training data's facts for the record and the card (``hf-cse-train`` gives them; by
+        default what the trainer knows: :func:`hf_cse.trainer_options.data_facts`);
         ``hub_repo``: push the export there (:func:`hf_cse.export.take_over_hub_push`). The last log line is the
         dev score before and after training and which model was saved."""
         if self._trained_in != self.args.output_dir:  # train() refused, failed or never ran: the folder is not ours
@@ -325,8 +327,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
         def export() -> None:
             info = self._options.recorded(training_info_from_run(
-                self.args, data=data, train_metrics=self.train_metrics, preset=preset,
-                precision=describe(self.precision), dev=self.dev and self.dev.as_dict()))
+                self.args, data=self._data_facts if data is None else data, train_metrics=self.train_metrics,
+                preset=preset, precision=describe(self.precision), dev=self.dev and self.dev.as_dict()))
             # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
             # the full model save_model just gathered and wrote
             sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled

@@ -73,9 +73,9 @@ def method_collator(model, tokenizer, train_dataset):
     return (model.pair_collator if pairs else model.collator)(tokenizer, model.config)
 
 
-def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
+def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[str, Any]:
     """Adjust ``Trainer.__init__``'s arguments ``given`` (in place) for an hf_cse method model; a model of one's own
-    (without the method's ``collator``) is left as it is."""
+    (without the method's ``collator``) is left as it is. Returns the training set's facts (:func:`data_facts`)."""
     from .data_checks import check_training_data
 
     model, args = given.get("model"), given["args"]
@@ -85,9 +85,11 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
                        f"{type(model).__name__}. Wrap the encoder in a method, e.g. "
                        "hf_cse.models.SimCSEModel.from_encoder(name_or_path).")
     if not hasattr(model, "collator"):
-        return
+        return {}
+    cut_at = None  # the length the trainer cut the text at; a caller's own tokens: not known here
     if given.get("data_collator") is None and tokenizer is not None and _sentences(train_dataset):
-        given["train_dataset"] = train_dataset = tokenized_here(train_dataset, tokenizer, model, args)
+        train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args)
+        given["train_dataset"] = train_dataset
     if given.get("data_collator") is None and tokenizer is not None:
         given["data_collator"] = method_collator(model, tokenizer, train_dataset)
     elif given.get("data_collator") is None and train_dataset is not None:
@@ -109,6 +111,36 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> None:
             args.activation_checkpointing = False
     if tokenizer is not None and train_dataset is not None:
         model.prepare_for_training(tokenizer, train_dataset, trust_remote_code)  # e.g. DiffCSE's generator
+    return data_facts(train_dataset, cut_at)
+
+
+def data_facts(train_dataset, max_seq_length: int | None) -> dict[str, Any]:
+    """``training_info.json``'s ``data`` (the card's "Training data") of a run whose ``save_run`` is given none, in the
+    keys ``hf-cse-train`` records: what the trainer knows of its tokenized training set -- the Hub data set's name
+    (not a packaged builder's such as ``text``: the files are not known), its sentences (pair / triplet data: rows,
+    with the views' columns), whether it was streamed, and ``max_seq_length``, the length the trainer cut it at."""
+    import datasets
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    from .data import PAIR_VIEWS
+
+    facts: dict[str, Any] = {"max_seq_length": max_seq_length}
+    if not isinstance(train_dataset, (datasets.Dataset, datasets.IterableDataset)):
+        return {k: v for k, v in facts.items() if v is not None}
+    name = train_dataset.info.dataset_name
+    if name and name not in _PACKAGED_DATASETS_MODULES:
+        facts["dataset_name"] = name
+    streamed = isinstance(train_dataset, datasets.IterableDataset)
+    facts["streamed"] = streamed or None
+    columns = train_dataset.column_names or ()
+    if f"{PAIR_VIEWS[1]}input_ids" in columns:
+        hard_negative = f"{PAIR_VIEWS[2]}input_ids" in columns
+        facts["pair_data"] = {"kind": "triplets" if hard_negative else "pairs", "anchor": "text",
+                              "positive": "positive", "hard_negative": "negative" if hard_negative else None}
+        facts["num_rows"] = None if streamed else len(train_dataset)
+    else:
+        facts["num_sentences"] = None if streamed else len(train_dataset)
+    return {k: v for k, v in facts.items() if v is not None}
 
 
 def _sentences(train_dataset) -> bool:
@@ -124,8 +156,9 @@ def _sentences(train_dataset) -> bool:
 def tokenized_here(train_dataset, tokenizer, model, args):
     """A data set of sentences tokenized for the trainer (:func:`hf_cse.data.tokenize_dataset`, pairs
     :func:`~hf_cse.data.tokenize_pair_dataset`, a stream :func:`hf_cse.streaming.tokenize_stream`), cut at the
-    arguments' ``max_seq_length`` (plain ``TrainingArguments``: SimCSE's 32 tokens), said in one log line: as
-    sentence-transformers' trainer, this one takes text. The main process tokenizes first; the others read its cache."""
+    arguments' ``max_seq_length`` (plain ``TrainingArguments``: SimCSE's 32 tokens), and that length; said in one log
+    line: as sentence-transformers' trainer, this one takes text. The main process tokenizes first; the others read its
+    cache."""
     import datasets
 
     from .data import DEFAULT_MAX_SEQ_LENGTH, tokenize_dataset, tokenize_pair_dataset
@@ -148,7 +181,7 @@ def tokenized_here(train_dataset, tokenizer, model, args):
     else:  # plain TrainingArguments: the length was not chosen
         logger.warning("train_dataset: %s tokenized by the trainer, at most %d tokens each (SimCSE's length); "
                        "ContrastiveTrainingArguments(max_seq_length=N) chooses another", rows, length)
-    return tokenized
+    return tokenized, length
 
 
 def check_training_values(args) -> None:

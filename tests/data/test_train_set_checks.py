@@ -80,6 +80,36 @@ def test_the_trainer_cuts_text_at_the_arguments_max_seq_length(tiny_bert_dir, tm
     assert "at most 12 tokens each (max_seq_length)" in caplog.text
 
 
+TRIPLETS = {"pair_data": {"kind": "triplets", "anchor": "text", "positive": "positive", "hard_negative": "negative"}}
+
+
+@pytest.mark.parametrize("kind, facts", [
+    ("sentences", {"max_seq_length": 32, "num_sentences": 24}),
+    ("stream", {"max_seq_length": 32, "streamed": True}),
+    ("triplets", {"max_seq_length": 32, "num_rows": 16, **TRIPLETS}),
+    ("tokenized", {"num_sentences": 24}),  # cut by the caller, at a length the trainer does not know
+    ("hub", {"max_seq_length": 32, "num_sentences": 24, "dataset_name": "wiki1m"}),
+    ("text file", {"max_seq_length": 32, "num_sentences": 24}),  # a packaged builder's name ("text") is no source
+])
+def test_the_trainer_records_what_it_knows_of_its_training_set(kind, facts, tiny_bert_dir, tmp_path):
+    """The facts ``save_run()`` records and the card shows when it is given none (hf-cse-train gives its own)."""
+    from hf_cse.trainer_options import prepare_run
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    sentences = random_sentences(24)
+    (tmp_path / "train.txt").write_text("\n".join(sentences) + "\n")
+    data = {"sentences": lambda: text_set(sentences), "stream": lambda: text_set(sentences).to_iterable_dataset(),
+            "triplets": lambda: datasets.Dataset.from_dict({"text": sentences[:16], "positive": sentences[1:17],
+                                                            "negative": sentences[2:18]}),
+            "tokenized": lambda: tokenize_dataset(text_set(sentences), tok, max_seq_length=16),
+            "hub": lambda: datasets.Dataset.from_dict({"text": sentences},
+                                                      info=datasets.DatasetInfo(dataset_name="wiki1m")),
+            "text file": lambda: load_train_dataset(str(tmp_path / "train.txt"))}[kind]()
+    given = {"model": SimCSEModel.from_encoder(str(tiny_bert_dir)), "args": tiny_args(tmp_path / "out"),
+             "train_dataset": data, "processing_class": tok}
+    assert prepare_run(given) == facts
+
+
 def test_sentence_pairs_are_tokenized_by_the_trainer(tiny_bert_dir, tmp_path):
     pairs = datasets.Dataset.from_dict({"text": random_sentences(16), "positive": random_sentences(16, seed=1)})
     columns = build(tiny_bert_dir, pairs, tmp_path).train_dataset.column_names

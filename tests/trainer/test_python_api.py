@@ -72,8 +72,13 @@ def test_the_readme_example_trains_the_weights_of_hf_cse_train(method, model_cla
         assert (folder / "tokenizer.json").is_file() and (folder / "sentence-transformers" / "modules.json").is_file()
         info = json.loads((folder / "training_info.json").read_text())
         assert info["training_args"]["num_train_epochs"] == 3 and info["dev"]["kept_step"] == 6
-    assert json.loads((api / "training_info.json").read_text())["dev"] == \
-        json.loads((cli / "training_info.json").read_text())["dev"]
+    by_api, by_cli = (json.loads((folder / "training_info.json").read_text()) for folder in (api, cli))
+    assert by_api["dev"] == by_cli["dev"]
+    # the data's facts the trainer knows without being told (hf-cse-train adds the file's name)
+    assert by_api["data"] == {"num_sentences": by_cli["data"]["num_sentences"], "max_seq_length": 32}
+    assert by_cli["data"]["max_seq_length"] == 32 and by_cli["data"]["source"] == train.name
+    card = (api / "sentence-transformers" / "README.md").read_text()
+    assert f"| Training sentences | {by_cli['data']['num_sentences']:,} |" in card
 
 
 def test_the_untrained_encoder_is_saved_when_training_makes_it_worse_on_the_dev_data(inputs, tmp_path, caplog):
