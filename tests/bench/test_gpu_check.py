@@ -172,8 +172,8 @@ def test_pack_keeps_the_summary_beside_one_archive_of_the_rest(tmp_path):
 def test_run_switches_set_hf_cse_rules_for_the_run_only():
     """A variant's switches (padding-free on the GPU, the matmul attention rule off, the optimizer uncaptured) hold
     inside the run and are put back after it, even when it fails."""
-    from gpu_check import run_switches
     from gpu_check_plan import Run
+    from gpu_check_runs import run_switches
 
     from hf_cse import trainer_steps
     from hf_cse.models import fast_dropout, padding_free
