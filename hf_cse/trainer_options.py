@@ -120,15 +120,17 @@ def data_facts(train_dataset, max_seq_length: int | None) -> dict[str, Any]:
     (not a packaged builder's such as ``text``: the files are not known), its sentences (pair / triplet data: rows,
     with the views' columns), whether it was streamed, and ``max_seq_length``, the length the trainer cut it at."""
     import datasets
-    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+    from datasets import packaged_modules
 
     from .data import PAIR_VIEWS
+
+    packaged = getattr(packaged_modules, "_PACKAGED_DATASETS_MODULES", {})  # datasets' own: no public name
 
     facts: dict[str, Any] = {"max_seq_length": max_seq_length}
     if not isinstance(train_dataset, (datasets.Dataset, datasets.IterableDataset)):
         return {k: v for k, v in facts.items() if v is not None}
     name = train_dataset.info.dataset_name
-    if name and name not in _PACKAGED_DATASETS_MODULES:
+    if name and name not in packaged:
         facts["dataset_name"] = name
     streamed = isinstance(train_dataset, datasets.IterableDataset)
     facts["streamed"] = streamed or None
