@@ -346,7 +346,7 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
                           num_proc: int | None = None, prompt: str | None = None, keep_text: bool = False):
     """Tokenize every view column (``text``, ``positive``[, ``negative``]) into ``input_ids``, ``positive_input_ids``,
     ``negative_input_ids``, ... (truncation, no padding); ``prompt`` and ``keep_text`` as in
-    :func:`tokenize_dataset`."""
+    :func:`tokenize_dataset`. A stream (``datasets.IterableDataset``) is tokenized as it is read."""
     check_tokenized_length(tokenizer, max_seq_length, prompt)
     views = [(prefix, column) for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"))
              if column in ds.column_names]
@@ -359,8 +359,10 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
                 out[prefix + key] = value
         return out
 
-    return ds.map(tok, batched=True, remove_columns=[] if keep_text else ds.column_names, num_proc=num_proc,
-                  desc="Tokenizing pairs")
+    remove = [] if keep_text else ds.column_names
+    if not hasattr(ds, "__len__"):  # a stream: mapped lazily, with neither workers nor a progress bar
+        return ds.map(tok, batched=True, remove_columns=remove)
+    return ds.map(tok, batched=True, remove_columns=remove, num_proc=num_proc, desc="Tokenizing pairs")
 
 
 @dataclass

@@ -197,6 +197,7 @@ class LimitCheckedCollator:
 
     collator: Any
     limits: EncoderLimits
+    pair_rows: bool | None = None  # whether the collator reads pair rows (None: a collator of one's own)
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         first = features[0] if features else None
@@ -204,6 +205,12 @@ class LimitCheckedCollator:
             raise _not_a_data_set("a stream of sentences")
         if isinstance(first, Mapping) and "input_ids" not in first:
             raise _not_tokenized(list(first))
+        if self.pair_rows is False and isinstance(first, Mapping) and TOKEN_COLUMNS[1] in first:
+            # columns the trainer could not see ahead (a stream after a map): the positives would go unread
+            raise DataError(f"the training batches hold pair rows ({TOKEN_COLUMNS[1]}), which the trainer took for "
+                            "sentences: their columns were not known when it was built. Give the stream its "
+                            "features (e.g. datasets' map(..., features=...)) or a pair collator as data_collator "
+                            "(the method's pair_collator(tokenizer, model.config)).")
         rows = [f[c] for f in features if isinstance(f, Mapping) for c in TOKEN_COLUMNS if c in f]
         refusal = self.limits.refusal(*row_extent(rows), where="a training batch")
         if refusal is not None:
@@ -216,13 +223,14 @@ class LimitCheckedCollator:
         return getattr(self.collator, name)
 
 
-def check_training_data(dataset, collator, model):
-    """The checks above for a trainer that trains ``model`` on ``dataset`` with ``collator``; returns the collator
-    to train with (``collator``, wrapped in :class:`LimitCheckedCollator` where the data cannot be checked ahead)."""
+def check_training_data(dataset, collator, model, pair_rows: bool | None = None):
+    """The checks above for a trainer that trains ``model`` on ``dataset`` with ``collator`` (``pair_rows``: whether
+    it reads pair rows; None: not known); returns the collator to train with (``collator``, wrapped in
+    :class:`LimitCheckedCollator` where the data cannot be checked ahead)."""
     if dataset is None or not reads_token_rows(collator):
         return collator
     check_train_rows(dataset)
     limits = EncoderLimits.of_model(model)
     if (limits.max_length is None and limits.vocab_size is None) or check_token_limits(dataset, limits):
         return collator
-    return LimitCheckedCollator(collator, limits)
+    return LimitCheckedCollator(collator, limits, pair_rows)

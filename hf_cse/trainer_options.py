@@ -11,6 +11,7 @@ from typing import Any
 
 from .checks import resolved_path
 from .errors import CSEError
+from .files import DataError
 
 logger = logging.getLogger("hf_cse.trainer")
 
@@ -63,13 +64,34 @@ class TrainingOptions:
                                   pairs_name=getattr(training_args, "eval_name", "custom"), extra=extra)
 
 
-def method_collator(model, tokenizer, train_dataset):
-    """The collator of the model's method: of (anchor, positive[, hard negative]) rows when the tokenized training set
-    has their columns (:func:`hf_cse.data.tokenize_pair_dataset`), else of single sentences seen twice."""
+def pair_rows(train_dataset) -> tuple[str, ...] | None:
+    """The views of a training set of (anchor, positive[, hard negative]) rows, by their text columns (``text``,
+    ``positive``[, ``negative``]; tokenized: :func:`hf_cse.data.tokenize_pair_dataset`'s); ``()`` for sentences; None
+    where the columns are not known (a stream after a ``map``: its batches say it,
+    :class:`hf_cse.data_checks.LimitCheckedCollator`)."""
     from .data import PAIR_VIEWS
 
-    columns = getattr(train_dataset, "column_names", None) or ()
-    pairs = f"{PAIR_VIEWS[1]}input_ids" in columns
+    columns = getattr(train_dataset, "column_names", None)
+    if train_dataset is None or columns is None:
+        return None
+    views = [column for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"), strict=True)
+             if column in columns or f"{prefix}input_ids" in columns]
+    return tuple(views) if "positive" in views else ()
+
+
+def check_method_takes(model, pairs: bool | None) -> None:
+    """Pair rows for a method whose second view is made from the sentence itself (ESimCSE, DiffCSE): it would train
+    on the pairs as supervised SimCSE does, or fail at its first step -- refused now, as ``hf-cse-train`` does."""
+    method = type(model)
+    if pairs and not getattr(method, "takes_pair_rows", True):
+        raise DataError(f"train_dataset holds pair rows (a positive column), and {method.method_name()} does not "
+                        f"train on them: {method.why_no_pair_rows}. Train {method.method_name()} on sentences (a text "
+                        "column), or pair rows with SimCSEModel (supervised SimCSE).")
+
+
+def method_collator(model, tokenizer, pairs: bool):
+    """The collator of the model's method: of (anchor, positive[, hard negative]) rows for pair data
+    (:func:`pair_rows`), else of single sentences seen twice."""
     return (model.pair_collator if pairs else model.collator)(tokenizer, model.config)
 
 
@@ -87,18 +109,23 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     if not hasattr(model, "collator"):
         return {}
     cut_at = None  # the length the trainer cut the text at; a caller's own tokens: not known here
-    if given.get("data_collator") is None and tokenizer is not None and _sentences(train_dataset):
+    pairs = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known
+    own_collator = given.get("data_collator") is not None
+    if not own_collator:
+        check_method_takes(model, pairs)
+    if not own_collator and tokenizer is not None and _sentences(train_dataset):
         train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args)
         given["train_dataset"] = train_dataset
-    if given.get("data_collator") is None and tokenizer is not None:
-        given["data_collator"] = method_collator(model, tokenizer, train_dataset)
+    if not own_collator and tokenizer is not None:
+        given["data_collator"] = method_collator(model, tokenizer, bool(pairs))
     elif given.get("data_collator") is None and train_dataset is not None:
         # transformers' default collator would hand the model rows it cannot read
         raise CSEError("ContrastiveTrainer needs the tokenizer to build the method's batches: pass "
                        "processing_class=tokenizer (or a data_collator of your own).")
     # untokenized data, rows past the encoder's positions, ids outside its vocabulary: one line now, not an
     # IndexError inside torch at the first step (streams: each batch, on the CPU, in the loader)
-    given["data_collator"] = check_training_data(train_dataset, given.get("data_collator"), model)
+    given["data_collator"] = check_training_data(train_dataset, given.get("data_collator"), model,
+                                                 pair_rows=None if own_collator else bool(pairs))
     if args.remove_unused_columns:
         # the collators read the views' columns (positive_input_ids, ...), which the model's forward does not name
         logger.debug("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")
@@ -111,18 +138,17 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
             args.activation_checkpointing = False
     if tokenizer is not None and train_dataset is not None:
         model.prepare_for_training(tokenizer, train_dataset, trust_remote_code)  # e.g. DiffCSE's generator
-    return data_facts(train_dataset, cut_at)
+    return data_facts(train_dataset, cut_at, pairs or ())
 
 
-def data_facts(train_dataset, max_seq_length: int | None) -> dict[str, Any]:
+def data_facts(train_dataset, max_seq_length: int | None, views: tuple[str, ...]) -> dict[str, Any]:
     """``training_info.json``'s ``data`` (the card's "Training data") of a run whose ``save_run`` is given none, in the
     keys ``hf-cse-train`` records: what the trainer knows of its tokenized training set -- the Hub data set's name
-    (not a packaged builder's such as ``text``: the files are not known), its sentences (pair / triplet data: rows,
-    with the views' columns), whether it was streamed, and ``max_seq_length``, the length the trainer cut it at."""
+    (not a packaged builder's such as ``text``: the files are not known), its sentences (pair / triplet data, of the
+    ``views`` of :func:`pair_rows`: rows, with the views' columns), whether it was streamed, and ``max_seq_length``,
+    the length the trainer cut it at."""
     import datasets
     from datasets import packaged_modules
-
-    from .data import PAIR_VIEWS
 
     packaged = getattr(packaged_modules, "_PACKAGED_DATASETS_MODULES", {})  # datasets' own: no public name
 
@@ -134,9 +160,8 @@ def data_facts(train_dataset, max_seq_length: int | None) -> dict[str, Any]:
         facts["dataset_name"] = name
     streamed = isinstance(train_dataset, datasets.IterableDataset)
     facts["streamed"] = streamed or None
-    columns = train_dataset.column_names or ()
-    if f"{PAIR_VIEWS[1]}input_ids" in columns:
-        hard_negative = f"{PAIR_VIEWS[2]}input_ids" in columns
+    if views:
+        hard_negative = "negative" in views
         facts["pair_data"] = {"kind": "triplets" if hard_negative else "pairs", "anchor": "text",
                               "positive": "positive", "hard_negative": "negative" if hard_negative else None}
         facts["num_rows"] = None if streamed else len(train_dataset)
@@ -171,8 +196,9 @@ def tokenized_here(train_dataset, tokenizer, model, args):
     prompt = model.config.prompt
     length = getattr(args, "max_seq_length", DEFAULT_MAX_SEQ_LENGTH)
     if isinstance(train_dataset, datasets.IterableDataset):
-        tokenized = tokenize_stream(train_dataset, tokenizer, length, prompt)
-        rows = "streamed sentences"
+        tokenized = (tokenize_pair_dataset(train_dataset, tokenizer, length, prompt=prompt) if pairs
+                     else tokenize_stream(train_dataset, tokenizer, length, prompt))
+        rows = f"streamed {'rows' if pairs else 'sentences'}"
     else:
         tokenize = tokenize_pair_dataset if pairs else tokenize_dataset
         tokenized = main_process_first(args, lambda: tokenize(train_dataset, tokenizer, length, prompt=prompt,

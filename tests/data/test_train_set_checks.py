@@ -87,6 +87,7 @@ TRIPLETS = {"pair_data": {"kind": "triplets", "anchor": "text", "positive": "pos
     ("sentences", {"max_seq_length": 32, "num_sentences": 24}),
     ("stream", {"max_seq_length": 32, "streamed": True}),
     ("triplets", {"max_seq_length": 32, "num_rows": 16, **TRIPLETS}),
+    ("streamed triplets", {"max_seq_length": 32, "streamed": True, **TRIPLETS}),
     ("tokenized", {"num_sentences": 24}),  # cut by the caller, at a length the trainer does not know
     ("hub", {"max_seq_length": 32, "num_sentences": 24, "dataset_name": "wiki1m"}),
     ("text file", {"max_seq_length": 32, "num_sentences": 24}),  # a packaged builder's name ("text") is no source
@@ -98,9 +99,10 @@ def test_the_trainer_records_what_it_knows_of_its_training_set(kind, facts, tiny
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     sentences = random_sentences(24)
     (tmp_path / "train.txt").write_text("\n".join(sentences) + "\n")
+    triplets = datasets.Dataset.from_dict({"text": sentences[:16], "positive": sentences[1:17],
+                                           "negative": sentences[2:18]})
     data = {"sentences": lambda: text_set(sentences), "stream": lambda: text_set(sentences).to_iterable_dataset(),
-            "triplets": lambda: datasets.Dataset.from_dict({"text": sentences[:16], "positive": sentences[1:17],
-                                                            "negative": sentences[2:18]}),
+            "triplets": lambda: triplets, "streamed triplets": lambda: triplets.to_iterable_dataset(),
             "tokenized": lambda: tokenize_dataset(text_set(sentences), tok, max_seq_length=16),
             "hub": lambda: datasets.Dataset.from_dict({"text": sentences},
                                                       info=datasets.DatasetInfo(dataset_name="wiki1m")),
@@ -114,6 +116,51 @@ def test_sentence_pairs_are_tokenized_by_the_trainer(tiny_bert_dir, tmp_path):
     pairs = datasets.Dataset.from_dict({"text": random_sentences(16), "positive": random_sentences(16, seed=1)})
     columns = build(tiny_bert_dir, pairs, tmp_path).train_dataset.column_names
     assert {"input_ids", "positive_input_ids"} <= set(columns)
+
+
+def test_a_stream_of_sentence_pairs_trains_on_its_pairs(tiny_bert_dir, tmp_path):
+    """A stream's pairs were tokenized as sentences: its positives went unread, and the run trained unsupervised
+    SimCSE on the anchors with no word said. Each view is tokenized now, and the pair collator reads them."""
+    anchors, positives = random_sentences(16), random_sentences(16, seed=1)
+    stream = datasets.Dataset.from_dict({"text": anchors, "positive": positives}).to_iterable_dataset()
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    trainer = build(tiny_bert_dir, stream, tmp_path, processing_class=tok)
+    rows = list(trainer.train_dataset.take(2))
+    batch = trainer.data_collator(rows)
+    assert batch["input_ids"].shape[:2] == (2, 2)  # (rows, views): anchor and positive
+    for i in range(2):
+        assert [tok.decode(batch["input_ids"][i, view], skip_special_tokens=True) for view in (0, 1)] == \
+            [anchors[i], positives[i]]
+
+
+@pytest.mark.parametrize("method", ["esimcse", "diffcse"])
+def test_pair_rows_for_a_method_that_makes_its_own_second_view_are_refused(method, tiny_bert_dir, tmp_path):
+    """ESimCSE trained on them as supervised SimCSE does, silently; DiffCSE failed at its first step, naming its
+    collator. hf-cse-train refuses --pair_column for both; the trainer now refuses the rows when it is built."""
+    from hf_cse.models import get_method
+
+    pairs = datasets.Dataset.from_dict({"text": random_sentences(16), "positive": random_sentences(16, seed=1)})
+    options = {"generator_name_or_path": "unigram"} if method == "diffcse" else {}
+    model = get_method(method).from_encoder(str(tiny_bert_dir), **options)
+    for data in (pairs, pairs.to_iterable_dataset()):
+        with pytest.raises(DataError, match=f"holds pair rows .a positive column., and {method} does not train on "
+                                            "them: its second view is"):
+            ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), train_dataset=data,
+                               processing_class=AutoTokenizer.from_pretrained(tiny_bert_dir))
+
+
+def test_a_stream_of_pair_tokens_whose_columns_are_not_known_is_refused_at_its_first_batch(tiny_bert_dir, tmp_path):
+    """A stream mapped without features has no known columns: the trainer takes it for sentences, and its first
+    batch, which holds positives, says so rather than train on the anchors alone."""
+    from hf_cse.data import tokenize_pair_dataset
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    pairs = datasets.Dataset.from_dict({"text": random_sentences(16), "positive": random_sentences(16, seed=1)})
+    stream = tokenize_pair_dataset(pairs, tok).to_iterable_dataset().map(lambda row: row)
+    assert stream.column_names is None
+    trainer = build(tiny_bert_dir, stream, tmp_path, processing_class=tok)
+    with pytest.raises(DataError, match="hold pair rows .positive_input_ids., which the trainer took for sentences"):
+        trainer.data_collator(list(stream.take(2)))
 
 
 def test_untokenized_text_in_another_column_is_refused_naming_the_fix(tiny_bert_dir, tmp_path):
