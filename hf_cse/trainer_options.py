@@ -65,28 +65,40 @@ class TrainingOptions:
 
 
 def pair_rows(train_dataset) -> tuple[str, ...] | None:
-    """The views of a training set of (anchor, positive[, hard negative]) rows, by their text columns (``text``,
-    ``positive``[, ``negative``]; tokenized: :func:`hf_cse.data.tokenize_pair_dataset`'s); ``()`` for sentences; None
-    where the columns are not known (a stream after a ``map``: its batches say it,
-    :class:`hf_cse.data_checks.LimitCheckedCollator`)."""
+    """The views of a training set's rows by their text columns (tokenized: :func:`hf_cse.data.tokenize_pair_dataset`'s
+    prefixed ones): ``("text", "positive"[, "negative"])`` for pair / triplet rows, ``()`` for sentences, ``("text",
+    "negative")`` for hard negatives without positives (refused: :func:`check_rows_for_model`); None where the columns
+    are not known (a stream after a ``map``: its batches say it, :class:`hf_cse.data_checks.LimitCheckedCollator`)."""
     from .data import PAIR_VIEWS
 
     columns = getattr(train_dataset, "column_names", None)
     if train_dataset is None or columns is None:
         return None
-    views = [column for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"), strict=True)
-             if column in columns or f"{prefix}input_ids" in columns]
-    return tuple(views) if "positive" in views else ()
+    views = tuple(column for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"), strict=True)
+                  if column in columns or f"{prefix}input_ids" in columns)
+    return views if len(views) > 1 else ()
 
 
-def check_method_takes(model, pairs: bool | None) -> None:
-    """Pair rows for a method whose second view is made from the sentence itself (ESimCSE, DiffCSE): it would train
-    on the pairs as supervised SimCSE does, or fail at its first step -- refused now, as ``hf-cse-train`` does."""
+def check_rows_for_model(model, views: tuple[str, ...] | None) -> None:
+    """Rows the model would train on as something else, refused when the trainer is built, as ``hf-cse-train``
+    refuses their flags: pair rows for a method whose second view is made from the sentence itself (ESimCSE trained
+    on them as supervised SimCSE does; DiffCSE failed at its first step), hard negatives without positives (left
+    unread), and an objective's ``hard_negative_weight`` without hard negatives (it would weigh nothing)."""
     method = type(model)
-    if pairs and not getattr(method, "takes_pair_rows", True):
+    if views is None:
+        return
+    if "negative" in views and "positive" not in views:
+        raise DataError("train_dataset has a negative column but no positive one: triplets are text (the anchor), "
+                        "positive and negative. Add the positive column, or drop the negative one.")
+    if views and not getattr(method, "takes_pair_rows", True):
         raise DataError(f"train_dataset holds pair rows (a positive column), and {method.method_name()} does not "
                         f"train on them: {method.why_no_pair_rows}. Train {method.method_name()} on sentences (a text "
                         "column), or pair rows with SimCSEModel (supervised SimCSE).")
+    weighted = [o["loss"] for o in getattr(model.config, "objectives", None) or ()
+                if (o.get("hyperparameters") or {}).get("hard_negative_weight")]
+    if weighted and "negative" not in views:
+        raise DataError(f"the {weighted[0]} objective's hard_negative_weight weighs hard negatives, but train_dataset "
+                        "has none: give triplets (text, positive and negative columns), or drop hard_negative_weight.")
 
 
 def method_collator(model, tokenizer, pairs: bool):
@@ -112,7 +124,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     pairs = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known
     own_collator = given.get("data_collator") is not None
     if not own_collator:
-        check_method_takes(model, pairs)
+        check_rows_for_model(model, pairs)
     if not own_collator and tokenizer is not None and _sentences(train_dataset):
         train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args)
         given["train_dataset"] = train_dataset

@@ -16,7 +16,7 @@ from helpers import long_sentences, random_sentences, tiny_args
 from tiny_models import WORDS
 from transformers import AutoTokenizer, BertTokenizerFast
 
-from hf_cse.data import DataError, load_train_dataset, tokenize_dataset
+from hf_cse.data import DataError, PairCollator, load_train_dataset, tokenize_dataset
 from hf_cse.data_checks import EncoderLimits, LimitCheckedCollator
 from hf_cse.models import SimCSEModel
 from hf_cse.trainer import ContrastiveTrainer
@@ -29,8 +29,9 @@ def text_set(sentences) -> datasets.Dataset:
 
 def build(encoder_dir, data, tmp_path, **kwargs) -> ContrastiveTrainer:
     tok = kwargs.pop("processing_class", None) or AutoTokenizer.from_pretrained(encoder_dir)
-    return ContrastiveTrainer(model=SimCSEModel.from_encoder(str(encoder_dir)), args=tiny_args(tmp_path / "out"),
-                              train_dataset=data, processing_class=tok, **kwargs)
+    model = kwargs.pop("model", None) or SimCSEModel.from_encoder(str(encoder_dir))
+    return ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), train_dataset=data, processing_class=tok,
+                              **kwargs)
 
 
 def refusal(encoder_dir, data, tmp_path, **kwargs) -> str:
@@ -147,6 +148,31 @@ def test_pair_rows_for_a_method_that_makes_its_own_second_view_are_refused(metho
                                             "them: its second view is"):
             ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), train_dataset=data,
                                processing_class=AutoTokenizer.from_pretrained(tiny_bert_dir))
+
+
+@pytest.mark.parametrize("columns, hard_negative_weight, refused", [
+    (("text", "negative"), 0.0, "has a negative column but no positive one"),
+    (("text", "positive"), 1.0, "the infonce objective's hard_negative_weight weighs hard negatives, but train_dataset "
+                                "has none"),
+    (("text",), 1.0, "hard_negative_weight weighs hard negatives"),
+    (("text", "positive", "negative"), 1.0, None),
+])
+def test_rows_an_objective_or_a_view_would_leave_unread_are_refused(columns, hard_negative_weight, refused,
+                                                                    tiny_bert_dir, tmp_path):
+    """Hard negatives without positives went unread; a hard_negative_weight without hard negatives weighed
+    nothing. hf-cse-train refuses both by their flags; the trainer refuses the rows when it is built."""
+    from hf_cse.trainer_options import check_rows_for_model, pair_rows
+
+    data = datasets.Dataset.from_dict({c: random_sentences(16, seed=i) for i, c in enumerate(columns)})
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), objectives=[
+        {"loss": "infonce", "weight": 1.0, "hyperparameters": {"hard_negative_weight": hard_negative_weight}}])
+    if refused is None:  # triplets: read by the pair collator, the hard negatives weighed
+        check_rows_for_model(model, pair_rows(data))
+        collator = build(tiny_bert_dir, data, tmp_path, model=model).data_collator
+        assert isinstance(getattr(collator, "collator", collator), PairCollator)
+        return
+    with pytest.raises(DataError, match=refused):
+        build(tiny_bert_dir, data, tmp_path, model=model)
 
 
 def test_a_stream_of_pair_tokens_whose_columns_are_not_known_is_refused_at_its_first_batch(tiny_bert_dir, tmp_path):
