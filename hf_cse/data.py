@@ -132,6 +132,23 @@ def with_prompt(texts: list[str], prompt: str | None) -> list[str]:
     return texts if not prompt else [prompt + t for t in texts]
 
 
+def sentences_of(batch: dict[str, list], column: str, prompt: str | None) -> list[str]:
+    """The ``column`` texts of a batch of rows to tokenize, the prompt in front (:func:`with_prompt`). A value that
+    is no string -- an empty cell (None), a number -- is refused in one line here rather than by the tokenizer's own
+    ``TypeError`` (the loaders of files refuse them as they read; a data set made in Python is checked here)."""
+    texts = batch[column]
+    odd = next((text for text in texts if not isinstance(text, str)), texts)  # texts: none found
+    if odd is None:
+        raise DataError(f"the training set's {column!r} column has an empty cell (None) where a sentence should be: "
+                        f"remove or fill those rows first, e.g. dataset.filter(lambda row: row[{column!r}] is not "
+                        "None).")
+    if odd is not texts:
+        raise DataError(f"the training set's {column!r} column holds {type(odd).__name__} values (e.g. {odd!r:.30}), "
+                        f"not sentences: the trainer tokenizes the {column!r} column; rename the column of sentences "
+                        "to it (dataset.rename_column).")
+    return with_prompt(texts, prompt)
+
+
 #: fewer sentence tokens than this left beside the prompt: warned (most of each sentence is cut off)
 FEW_SENTENCE_TOKENS = 8
 
@@ -180,7 +197,7 @@ def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int
     check_tokenized_length(tokenizer, max_seq_length, prompt)
 
     def tok(batch):
-        return tokenizer(with_prompt(batch["text"], prompt), truncation=True, max_length=max_seq_length)
+        return tokenizer(sentences_of(batch, "text", prompt), truncation=True, max_length=max_seq_length)
 
     tokenized = ds.map(tok, batched=True, num_proc=num_proc, desc="Tokenizing")
     return drop_special_only(tokenized, tokenizer, num_proc).remove_columns(
@@ -354,7 +371,7 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
     def tok(batch):
         out = {}
         for prefix, column in views:
-            texts = with_prompt(batch[column], prompt)
+            texts = sentences_of(batch, column, prompt)
             for key, value in tokenizer(texts, truncation=True, max_length=max_seq_length).items():
                 out[prefix + key] = value
         return out

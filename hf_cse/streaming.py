@@ -37,7 +37,7 @@ from .data import (
     check_text_column_applies,
     is_number,
     load_train_dataset,
-    with_prompt,
+    sentences_of,
 )
 from .files import (
     HEAD_BYTES,
@@ -261,7 +261,7 @@ def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int 
     special = set(tokenizer.all_special_ids)
 
     def tok(batch):
-        return tokenizer(with_prompt(batch["text"], prompt), truncation=True, max_length=max_seq_length)
+        return tokenizer(sentences_of(batch, "text", prompt), truncation=True, max_length=max_seq_length)
 
     tokenized = ds.map(tok, batched=True, remove_columns=["text"])
     return tokenized.filter(lambda row: any(i not in special for i in row["input_ids"]))

@@ -6,6 +6,7 @@ batch, before any forward) -- not with torch's ``IndexError: index out of range 
 from __future__ import annotations
 
 import pickle
+import re
 import string
 from pathlib import Path
 
@@ -173,6 +174,24 @@ def test_rows_an_objective_or_a_view_would_leave_unread_are_refused(columns, har
         return
     with pytest.raises(DataError, match=refused):
         build(tiny_bert_dir, data, tmp_path, model=model)
+
+
+@pytest.mark.parametrize("columns, refused", [
+    ({"text": [*random_sentences(15), None]}, "the training set's 'text' column has an empty cell (None) where a "
+                                              "sentence should be: remove or fill those rows first"),
+    ({"text": random_sentences(16), "positive": [None, *random_sentences(15)]}, "'positive' column has an empty cell"),
+    ({"text": list(range(16))}, "the training set's 'text' column holds int values (e.g. 0), not sentences"),
+])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_text_cells_that_are_no_sentences_are_refused_in_one_line(columns, refused, streamed, tiny_bert_dir,
+                                                                 tmp_path):
+    """A None (an empty cell) or a number among the texts failed inside the tokenizer, with its own TypeError
+    ("TextEncodeInput must be Union[...]"); a data set is refused when the trainer is built, a stream when its
+    first batch is read."""
+    data = datasets.Dataset.from_dict(columns)
+    with pytest.raises(DataError, match=re.escape(refused)):
+        trainer = build(tiny_bert_dir, data.to_iterable_dataset() if streamed else data, tmp_path)
+        next(iter(trainer.train_dataset))
 
 
 def test_a_stream_of_pair_tokens_whose_columns_are_not_known_is_refused_at_its_first_batch(tiny_bert_dir, tmp_path):
