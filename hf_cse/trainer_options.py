@@ -207,6 +207,7 @@ def tokenized_here(train_dataset, tokenizer, model, args):
     pairs = "positive" in train_dataset.column_names
     prompt = model.config.prompt
     length = getattr(args, "max_seq_length", DEFAULT_MAX_SEQ_LENGTH)
+    check_length_for_encoder(length, model)
     if isinstance(train_dataset, datasets.IterableDataset):
         tokenized = (tokenize_pair_dataset(train_dataset, tokenizer, length, prompt=prompt) if pairs
                      else tokenize_stream(train_dataset, tokenizer, length, prompt))
@@ -222,6 +223,19 @@ def tokenized_here(train_dataset, tokenizer, model, args):
         logger.warning("train_dataset: %s tokenized by the trainer, at most %d tokens each (SimCSE's length); "
                        "ContrastiveTrainingArguments(max_seq_length=N) chooses another", rows, length)
     return tokenized, length
+
+
+def check_length_for_encoder(length: int, model) -> None:
+    """The length the trainer cuts text at is within the encoder's positions (the rule ``hf-cse-train`` applies to
+    its flag, :func:`hf_cse.encoders.seq_length_problem`): else the tokenized rows were refused as too long, with a
+    fix for data one tokenized oneself."""
+    from .encoders import encoder_max_length, seq_length_problem
+
+    encoder_config = getattr(model.config, "encoder_config", None) or getattr(model.encoder, "config", None)
+    problem = seq_length_problem(length, encoder_max_length(encoder_config))
+    if problem:
+        raise DataError(f"{problem} (ContrastiveTrainingArguments' max_seq_length: where the trainer cuts the "
+                        "sentences it tokenizes).", fields=("max_seq_length",))
 
 
 def check_training_values(args) -> None:

@@ -114,6 +114,24 @@ def test_the_trainer_records_what_it_knows_of_its_training_set(kind, facts, tiny
     assert prepare_run(given) == facts
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_max_seq_length_past_the_encoders_positions_is_refused_before_tokenizing(tiny_bert_dir, tmp_path,
+                                                                                 streamed):
+    """The rows the trainer cut at 100 tokens were refused as longer than the tiny encoder's 64 positions, with the
+    fix for data one tokenized oneself (tokenize_dataset); a stream trained on until its first long batch. The
+    length is the argument to fix, named before any text is tokenized."""
+    sentences = text_set(long_sentences(16, words=80))
+    args = ContrastiveTrainingArguments(str(tmp_path / "out"), per_device_train_batch_size=8, max_steps=1,
+                                        report_to="none", use_cpu=True, max_seq_length=100)
+    with pytest.raises(DataError) as err:
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args,
+                           train_dataset=sentences.to_iterable_dataset() if streamed else sentences,
+                           processing_class=AutoTokenizer.from_pretrained(tiny_bert_dir))
+    assert str(err.value) == ("max_seq_length 100 exceeds what the encoder takes (64 positions); use max_seq_length "
+                              "64 or less (ContrastiveTrainingArguments' max_seq_length: where the trainer cuts the "
+                              "sentences it tokenizes).")
+
+
 def test_sentence_pairs_are_tokenized_by_the_trainer(tiny_bert_dir, tmp_path):
     pairs = datasets.Dataset.from_dict({"text": random_sentences(16), "positive": random_sentences(16, seed=1)})
     columns = build(tiny_bert_dir, pairs, tmp_path).train_dataset.column_names
