@@ -114,6 +114,11 @@ def check_train_rows(dataset) -> None:
         first = dataset[0] if len(dataset) else None
         if isinstance(first, str):
             raise _not_a_data_set(f"a list of {len(dataset)} sentences")
+        if isinstance(first, Mapping) and "input_ids" not in first and "text" in first:
+            raise DataError(f"train_dataset is a list of {len(dataset)} rows of text, which the trainer does not "
+                            "tokenize (it tokenizes the 'text' column of a datasets data set): pass "
+                            "datasets.Dataset.from_list(rows), or tokenize them first with "
+                            f"{TOKENIZE_PAIRS if 'positive' in first else TOKENIZE}(dataset, tokenizer).")
         if isinstance(first, Mapping) and "input_ids" not in first:
             raise _not_tokenized(list(first))
         if first is not None and not isinstance(first, Mapping):

@@ -266,11 +266,14 @@ def check_dev_ready(evaluators, args) -> None:
     """Before any step: the STS dev sets the trainer will score are read now (small, parsed once and kept), so a
     missing or wrong ``senteval_data_dir`` is one line here rather than after the untrained encoder's scoring or at
     the first evaluation; and ``metric_for_best_model`` names a score the evaluation logs (the Trainer looks it up
-    only at the first evaluation, steps and a checkpoint later). Evaluators of one's own log names unknown here."""
+    only at the first evaluation, steps and a checkpoint later); and each evaluator is one the trainer can run.
+    Evaluators of one's own log names unknown here."""
     from .evaluation.data import load_sts
-    from .evaluation.evaluators import DEV_METRIC_NAMES, PairsEvaluator, STSDevEvaluator
+    from .evaluation.evaluators import DEV_METRIC_NAMES, PairsEvaluator, STSDevEvaluator, check_evaluator
     from .training_values import check_best_metric
 
+    for evaluator in evaluators or []:
+        check_evaluator(evaluator)
     logged: list[str] = []
     for evaluator in evaluators or []:
         if isinstance(evaluator, STSDevEvaluator):

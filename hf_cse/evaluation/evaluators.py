@@ -170,10 +170,22 @@ def run_evaluator(evaluator, encoder: SentenceEncoder, epoch: float = -1, steps:
         if not isinstance(out, dict):
             out = {getattr(evaluator, "name", "") or type(evaluator).__name__: out}
         return {k: float(v) for k, v in out.items()}
-    if not callable(evaluator):
-        raise TypeError(f"evaluator {evaluator!r} is neither a sentence-transformers evaluator nor a callable "
-                        "taking a SentenceEncoder.")
+    check_evaluator(evaluator)
     return {k: float(v) for k, v in evaluator(encoder).items()}
+
+
+class EvaluatorError(CSEError, TypeError):
+    """An evaluator that is none (a ``TypeError`` too, as before it was checked early)."""
+
+
+def check_evaluator(evaluator) -> None:
+    """``evaluator`` can be run: a sentence-transformers evaluator or a callable taking a :class:`SentenceEncoder`
+    (checked when a trainer is built, not at its first evaluation, after the untrained encoder's scoring)."""
+    if not (is_sentence_transformers_evaluator(evaluator) or callable(evaluator)):
+        raise EvaluatorError(
+            f"evaluator {evaluator!r:.60} is neither a sentence-transformers evaluator nor a callable taking a "
+            "SentenceEncoder: pass e.g. sentence_transformers.evaluation.EmbeddingSimilarityEvaluator(...), or "
+            "senteval_data_dir= for STS-B and SICK-R dev.")
 
 
 def primary_metric_name(evaluator) -> str | None:

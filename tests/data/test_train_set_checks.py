@@ -238,6 +238,15 @@ def test_untokenized_text_in_another_column_is_refused_naming_the_fix(tiny_bert_
     assert "hf_cse.data.tokenize_pair_dataset(dataset, tokenizer)" in refusal(tiny_bert_dir, pairs, tmp_path)
 
 
+def test_a_list_of_rows_of_text_is_refused_naming_the_data_set_the_trainer_tokenizes(tiny_bert_dir, tmp_path):
+    """It was told to name its sentence column 'text', which it had."""
+    rows = [{"text": sentence} for sentence in random_sentences(16)]
+    assert refusal(tiny_bert_dir, rows, tmp_path) == (
+        "train_dataset is a list of 16 rows of text, which the trainer does not tokenize (it tokenizes the 'text' "
+        "column of a datasets data set): pass datasets.Dataset.from_list(rows), or tokenize them first with "
+        "hf_cse.data.tokenize_dataset(dataset, tokenizer).")
+
+
 @pytest.mark.parametrize("data, what", [
     (random_sentences(16), "a list of 16 sentences"),
     ("train.txt", "a path ('train.txt')"),

@@ -99,6 +99,20 @@ def test_hf_cse_callable_evaluators_merge(tiny_bert_dir, sentences):
         run_evaluator(object(), enc)
 
 
+@pytest.mark.slow  # three trainers built (~1.5 s)
+def test_an_evaluator_that_cannot_run_is_refused_when_the_trainer_is_built(tiny_bert_dir, sentences, tmp_path):
+    """evaluator="stsb" was taken, and failed with a TypeError at the score before the first step."""
+    from hf_cse.errors import CSEError
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    for evaluator in ("stsb", ["stsb"], [lambda e: {"a": 1.0}, 3]):
+        with pytest.raises(CSEError, match="is neither a sentence-transformers evaluator nor a callable taking a "
+                                           "SentenceEncoder: pass e.g."):
+            ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "o"), train_dataset=ds, processing_class=tok,
+                               evaluator=evaluator)
+
+
 def test_eval_dataset_and_evaluation_without_evaluator_are_rejected(tiny_bert_dir, sentences, tmp_path):
     ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
     model = SimCSEModel.from_encoder(str(tiny_bert_dir))
