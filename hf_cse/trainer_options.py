@@ -74,9 +74,25 @@ def pair_rows(train_dataset) -> tuple[str, ...] | None:
     columns = getattr(train_dataset, "column_names", None)
     if train_dataset is None or columns is None:
         return None
+    tokenized = "input_ids" in columns  # then only the views with tokens are read (text may be kept beside them)
     views = tuple(column for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"), strict=True)
-                  if column in columns or f"{prefix}input_ids" in columns)
+                  if (f"{prefix}input_ids" if tokenized else column) in columns)
     return views if len(views) > 1 else ()
+
+
+def check_views_tokenized(train_dataset) -> None:
+    """A tokenized training set whose ``positive`` / ``negative`` text was left untokenized: its views' tokens
+    (``positive_input_ids``) are what the collators read, so the positives would go unread."""
+    from .data import PAIR_VIEWS
+
+    columns = getattr(train_dataset, "column_names", None) or ()
+    untokenized = {column: f"{prefix}input_ids" for prefix, column in zip(PAIR_VIEWS[1:], ("positive", "negative"))
+                   if "input_ids" in columns and column in columns and f"{prefix}input_ids" not in columns}
+    if untokenized:
+        raise DataError(f"train_dataset is tokenized (input_ids) but its {' and '.join(untokenized)} text is not (no "
+                        f"{' or '.join(untokenized.values())}): tokenize every view with "
+                        "hf_cse.data.tokenize_pair_dataset(dataset, tokenizer), or pass the rows untokenized for the "
+                        "trainer to tokenize.")
 
 
 def check_rows_for_model(model, views: tuple[str, ...] | None) -> None:
@@ -84,9 +100,9 @@ def check_rows_for_model(model, views: tuple[str, ...] | None) -> None:
     refuses their flags: pair rows for a method whose second view is made from the sentence itself (ESimCSE trained
     on them as supervised SimCSE does; DiffCSE failed at its first step), hard negatives without positives (left
     unread), and an objective's ``hard_negative_weight`` without hard negatives (it would weigh nothing)."""
-    method = type(model)
     if views is None:
         return
+    method = type(model)
     if "negative" in views and "positive" not in views:
         raise DataError("train_dataset has a negative column but no positive one: triplets are text (the anchor), "
                         "positive and negative. Add the positive column, or drop the negative one.")
@@ -121,15 +137,16 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     if not hasattr(model, "collator"):
         return {}
     cut_at = None  # the length the trainer cut the text at; a caller's own tokens: not known here
-    pairs = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known
+    views = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known
     own_collator = given.get("data_collator") is not None
     if not own_collator:
-        check_rows_for_model(model, pairs)
+        check_views_tokenized(train_dataset)
+        check_rows_for_model(model, views)
     if not own_collator and tokenizer is not None and _sentences(train_dataset):
         train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args)
         given["train_dataset"] = train_dataset
     if not own_collator and tokenizer is not None:
-        given["data_collator"] = method_collator(model, tokenizer, bool(pairs))
+        given["data_collator"] = method_collator(model, tokenizer, bool(views))
     elif given.get("data_collator") is None and train_dataset is not None:
         # transformers' default collator would hand the model rows it cannot read
         raise CSEError("ContrastiveTrainer needs the tokenizer to build the method's batches: pass "
@@ -137,7 +154,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     # untokenized data, rows past the encoder's positions, ids outside its vocabulary: one line now, not an
     # IndexError inside torch at the first step (streams: each batch, on the CPU, in the loader)
     given["data_collator"] = check_training_data(train_dataset, given.get("data_collator"), model,
-                                                 pair_rows=None if own_collator else bool(pairs))
+                                                 pair_rows=None if own_collator else bool(views))
     if args.remove_unused_columns:
         # the collators read the views' columns (positive_input_ids, ...), which the model's forward does not name
         logger.debug("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")
@@ -150,7 +167,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
             args.activation_checkpointing = False
     if tokenizer is not None and train_dataset is not None:
         model.prepare_for_training(tokenizer, train_dataset, trust_remote_code)  # e.g. DiffCSE's generator
-    return data_facts(train_dataset, cut_at, pairs or ())
+    return data_facts(train_dataset, cut_at, views or ())
 
 
 def data_facts(train_dataset, max_seq_length: int | None, views: tuple[str, ...]) -> dict[str, Any]:

@@ -212,6 +212,19 @@ def test_text_cells_that_are_no_sentences_are_refused_in_one_line(columns, refus
         next(iter(trainer.train_dataset))
 
 
+def test_tokenized_anchors_beside_untokenized_positives_are_refused(tiny_bert_dir, tmp_path):
+    """Anchors tokenized by one's own map, the positive text kept: the trainer once trained unsupervised SimCSE on the
+    anchors alone (positives unread), and a positive text column alone now made the pair collator fail at the first
+    step; refused when the trainer is built."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    data = datasets.Dataset.from_dict({"text": random_sentences(16), "positive": random_sentences(16, seed=1)}).map(
+        lambda batch: tok(batch["text"], truncation=True, max_length=32), batched=True)
+    assert refusal(tiny_bert_dir, data, tmp_path) == (
+        "train_dataset is tokenized (input_ids) but its positive text is not (no positive_input_ids): tokenize every "
+        "view with hf_cse.data.tokenize_pair_dataset(dataset, tokenizer), or pass the rows untokenized for the trainer "
+        "to tokenize.")
+
+
 def test_a_stream_of_pair_tokens_whose_columns_are_not_known_is_refused_at_its_first_batch(tiny_bert_dir, tmp_path):
     """A stream mapped without features has no known columns: the trainer takes it for sentences, and its first
     batch, which holds positives, says so rather than train on the anchors alone."""
