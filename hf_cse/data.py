@@ -276,7 +276,9 @@ class TwoViewCollator:
 # ---------------------------------------------------------------------------------------------------
 # Pair and triplet data: (anchor, positive[, hard negative]) per row, as supervised SimCSE's NLI triplets.
 
-#: column-name prefixes of the tokenized views, in view order: anchor, positive, hard negative
+#: the text columns of pair / triplet rows, in view order: anchor, positive, hard negative
+PAIR_COLUMNS = ("text", "positive", "negative")
+#: column-name prefixes of the tokenized views, in the same order
 PAIR_VIEWS = ("", "positive_", "negative_")
 
 
@@ -353,9 +355,8 @@ def load_pair_dataset(
             for column in columns:
                 row.setdefault(column, None)
     _check_pair_rows(rows, columns, wanted, source)
-    names = ("text", "positive", "negative")
     return datasets.Dataset.from_dict(
-        {name: [str(row[column]).strip() for row in rows] for name, column in zip(names, wanted.values())}
+        {name: [str(row[column]).strip() for row in rows] for name, column in zip(PAIR_COLUMNS, wanted.values())}
     )
 
 
@@ -365,7 +366,7 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
     ``negative_input_ids``, ... (truncation, no padding); ``prompt`` and ``keep_text`` as in
     :func:`tokenize_dataset`. A stream (``datasets.IterableDataset``) is tokenized as it is read."""
     check_tokenized_length(tokenizer, max_seq_length, prompt)
-    views = [(prefix, column) for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"))
+    views = [(prefix, column) for prefix, column in zip(PAIR_VIEWS, PAIR_COLUMNS, strict=True)
              if column in ds.column_names]
 
     def tok(batch):

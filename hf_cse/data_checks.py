@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .data import PAIR_VIEWS, TwoViewCollator
-from .encoders import encoder_max_length
+from .encoders import method_max_length
 from .files import DataError
 
 #: the token columns of the views a collator may read, in view order (anchor, positive, hard negative)
@@ -45,12 +45,9 @@ class EncoderLimits:
 
     @classmethod
     def of_model(cls, model) -> EncoderLimits:
-        encoder_config = getattr(model.config, "encoder_config", None)
-        if encoder_config is None:
-            encoder_config = getattr(getattr(model, "encoder", None), "config", None)
         # the embedding matrix, not the config's vocab_size: resize_token_embeddings may have changed it
         embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-        max_length, length_limit = encoder_max_length(encoder_config), ""
+        max_length, length_limit = method_max_length(model), ""
         if hasattr(model, "training_row_limit"):
             max_length, length_limit = model.training_row_limit(max_length)
         return cls(max_length, getattr(embeddings, "num_embeddings", None), length_limit)

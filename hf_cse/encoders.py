@@ -69,6 +69,15 @@ def encoder_max_length(encoder_config: Any, cap: int | None = None) -> int | Non
     return max(1, usable if cap is None else min(usable, cap))
 
 
+def method_max_length(model) -> int | None:
+    """:func:`encoder_max_length` of a method model's encoder: of the config its method keeps (``encoder_config``),
+    else of its encoder's own."""
+    encoder_config = getattr(getattr(model, "config", None), "encoder_config", None)
+    if encoder_config is None:
+        encoder_config = getattr(getattr(model, "encoder", None), "config", None)
+    return encoder_max_length(encoder_config)
+
+
 #: the shortest truncation length: a tokenizer's own special tokens take up to 2 positions, and a ``max_length``
 #: below them turns truncation off (the tokenizer then returns whole sentences, past the position limit)
 MIN_SEQ_LENGTH = 2

@@ -41,8 +41,6 @@ from .errors import CSEError
 
 logger = logging.getLogger(__name__)
 
-#: the text columns of training data, in view order (hf_cse.data: ``text``, ``positive``, ``negative``)
-TEXT_COLUMNS = ("text", "positive", "negative")
 _SPACE = re.compile(r"\s+")
 
 
@@ -62,10 +60,10 @@ def _ids_key(ids: Sequence[int]) -> int:
 
 def _key_source(dataset):
     """The columns a row's keys are made of, what they are, and the key function; None without such columns."""
-    from .data import PAIR_VIEWS
+    from .data import PAIR_COLUMNS, PAIR_VIEWS
 
     columns = list(getattr(dataset, "column_names", None) or [])
-    texts = [c for c in TEXT_COLUMNS if c in columns]
+    texts = [c for c in PAIR_COLUMNS if c in columns]
     if texts:
         return texts, "normalised text", text_key
     views = [p + "input_ids" for p in PAIR_VIEWS if p + "input_ids" in columns]

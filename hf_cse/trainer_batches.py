@@ -10,9 +10,9 @@ import torch
 from transformers import Trainer
 
 from . import seams
-from .data import DataError
+from .data import PAIR_COLUMNS, DataError
 from .data_checks import reads_token_rows
-from .sampler import TEXT_COLUMNS, NoDuplicatesBatchSampler, row_keys
+from .sampler import NoDuplicatesBatchSampler, row_keys
 from .training_args import global_batch_size
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -76,7 +76,7 @@ class TrainingBatches(Trainer):
         elif reads_token_rows(getattr(collator, "collate_fn", collator)):
             # the texts were read for the sampler's keys; hf_cse's collators read token columns only, and fetching a
             # batch's texts too takes about as long as fetching its tokens
-            dataset = dataset.remove_columns([c for c in TEXT_COLUMNS if c in dataset.column_names])
+            dataset = dataset.remove_columns([c for c in PAIR_COLUMNS if c in dataset.column_names])
         loader = DataLoader(
             dataset, batch_sampler=self._batch_sampler, collate_fn=collator,
             num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory,

@@ -69,13 +69,13 @@ def pair_rows(train_dataset) -> tuple[str, ...] | None:
     prefixed ones): ``("text", "positive"[, "negative"])`` for pair / triplet rows, ``()`` for sentences, ``("text",
     "negative")`` for hard negatives without positives (refused: :func:`check_rows_for_model`); None where the columns
     are not known (a stream after a ``map``: its batches say it, :class:`hf_cse.data_checks.LimitCheckedCollator`)."""
-    from .data import PAIR_VIEWS
+    from .data import PAIR_COLUMNS, PAIR_VIEWS
 
     columns = getattr(train_dataset, "column_names", None)
     if train_dataset is None or columns is None:
         return None
     tokenized = "input_ids" in columns  # then only the views with tokens are read (text may be kept beside them)
-    views = tuple(column for prefix, column in zip(PAIR_VIEWS, ("text", "positive", "negative"), strict=True)
+    views = tuple(column for prefix, column in zip(PAIR_VIEWS, PAIR_COLUMNS, strict=True)
                   if (f"{prefix}input_ids" if tokenized else column) in columns)
     return views if len(views) > 1 else ()
 
@@ -83,10 +83,10 @@ def pair_rows(train_dataset) -> tuple[str, ...] | None:
 def check_views_tokenized(train_dataset) -> None:
     """A tokenized training set whose ``positive`` / ``negative`` text was left untokenized: its views' tokens
     (``positive_input_ids``) are what the collators read, so the positives would go unread."""
-    from .data import PAIR_VIEWS
+    from .data import PAIR_COLUMNS, PAIR_VIEWS
 
     columns = getattr(train_dataset, "column_names", None) or ()
-    untokenized = {column: f"{prefix}input_ids" for prefix, column in zip(PAIR_VIEWS[1:], ("positive", "negative"))
+    untokenized = {column: f"{prefix}input_ids" for prefix, column in zip(PAIR_VIEWS[1:], PAIR_COLUMNS[1:], strict=True)
                    if "input_ids" in columns and column in columns and f"{prefix}input_ids" not in columns}
     if untokenized:
         raise DataError(f"train_dataset is tokenized (input_ids) but its {' and '.join(untokenized)} text is not (no "
@@ -143,7 +143,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
         check_views_tokenized(train_dataset)
         check_rows_for_model(model, views)
     if not own_collator and tokenizer is not None and _sentences(train_dataset):
-        train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args)
+        train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args, pairs=bool(views))
         given["train_dataset"] = train_dataset
     if not own_collator and tokenizer is not None:
         given["data_collator"] = method_collator(model, tokenizer, bool(views))
@@ -209,19 +209,18 @@ def _sentences(train_dataset) -> bool:
             and "text" in columns and "input_ids" not in columns)
 
 
-def tokenized_here(train_dataset, tokenizer, model, args):
-    """A data set of sentences tokenized for the trainer (:func:`hf_cse.data.tokenize_dataset`, pairs
-    :func:`~hf_cse.data.tokenize_pair_dataset`, a stream :func:`hf_cse.streaming.tokenize_stream`), cut at the
-    arguments' ``max_seq_length`` (plain ``TrainingArguments``: SimCSE's 32 tokens), and that length; said in one log
-    line: as sentence-transformers' trainer, this one takes text. The main process tokenizes first; the others read its
-    cache."""
+def tokenized_here(train_dataset, tokenizer, model, args, pairs: bool):
+    """A data set of sentences (``pairs``: pair / triplet rows, :func:`pair_rows`) tokenized for the trainer
+    (:func:`hf_cse.data.tokenize_dataset`, pairs :func:`~hf_cse.data.tokenize_pair_dataset`, a stream
+    :func:`hf_cse.streaming.tokenize_stream`), cut at the arguments' ``max_seq_length`` (plain ``TrainingArguments``:
+    SimCSE's 32 tokens), and that length; said in one log line: as sentence-transformers' trainer, this one takes
+    text. The main process tokenizes first; the others read its cache."""
     import datasets
 
     from .data import DEFAULT_MAX_SEQ_LENGTH, tokenize_dataset, tokenize_pair_dataset
     from .distributed import main_process_first
     from .streaming import tokenize_stream
 
-    pairs = "positive" in train_dataset.column_names
     prompt = model.config.prompt
     length = getattr(args, "max_seq_length", DEFAULT_MAX_SEQ_LENGTH)
     check_length_for_encoder(length, model)
@@ -246,10 +245,9 @@ def check_length_for_encoder(length: int, model) -> None:
     """The length the trainer cuts text at is within the encoder's positions (the rule ``hf-cse-train`` applies to
     its flag, :func:`hf_cse.encoders.seq_length_problem`): else the tokenized rows were refused as too long, with a
     fix for data one tokenized oneself."""
-    from .encoders import encoder_max_length, seq_length_problem
+    from .encoders import method_max_length, seq_length_problem
 
-    encoder_config = getattr(model.config, "encoder_config", None) or getattr(model.encoder, "config", None)
-    problem = seq_length_problem(length, encoder_max_length(encoder_config))
+    problem = seq_length_problem(length, method_max_length(model))
     if problem:
         raise DataError(f"{problem} (ContrastiveTrainingArguments' max_seq_length: where the trainer cuts the "
                         "sentences it tokenizes).", fields=("max_seq_length",))
