@@ -282,7 +282,7 @@ PAIR_COLUMNS = ("text", "positive", "negative")
 PAIR_VIEWS = ("", "positive_", "negative_")
 
 
-def _check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict[str, str], source: str) -> None:
+def check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict[str, str], source: str) -> None:
     """Every wanted column exists and no cell of it is empty (one line naming the rows otherwise)."""
     for flag, column in wanted.items():
         if column not in columns:
@@ -338,7 +338,7 @@ def load_pair_dataset(
         ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
         source = f"data set {dataset_name}"
         columns = list(ds.column_names)
-        _check_pair_rows([], columns, wanted, source)  # a missing column fails before the rows are read
+        check_pair_rows([], columns, wanted, source)  # a missing column fails before the rows are read
         rows = ds.select_columns(list(dict.fromkeys(wanted.values()))).to_list()
     else:
         path = Path(train_file)
@@ -354,7 +354,7 @@ def load_pair_dataset(
         for row in rows:
             for column in columns:
                 row.setdefault(column, None)
-    _check_pair_rows(rows, columns, wanted, source)
+    check_pair_rows(rows, columns, wanted, source)
     return datasets.Dataset.from_dict(
         {name: [str(row[column]).strip() for row in rows] for name, column in zip(PAIR_COLUMNS, wanted.values())}
     )
@@ -365,6 +365,8 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
     """Tokenize every view column (``text``, ``positive``[, ``negative``]) into ``input_ids``, ``positive_input_ids``,
     ``negative_input_ids``, ... (truncation, no padding); ``prompt`` and ``keep_text`` as in
     :func:`tokenize_dataset`. A stream (``datasets.IterableDataset``) is tokenized as it is read."""
+    import datasets
+
     check_tokenized_length(tokenizer, max_seq_length, prompt)
     views = [(prefix, column) for prefix, column in zip(PAIR_VIEWS, PAIR_COLUMNS, strict=True)
              if column in ds.column_names]
@@ -379,7 +381,12 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
 
     remove = [] if keep_text else ds.column_names
     if not hasattr(ds, "__len__"):  # a stream: mapped lazily, with neither workers nor a progress bar
-        return ds.map(tok, batched=True, remove_columns=remove)
+        # its columns declared: a mapped stream's are unknown otherwise, and the trainer finds pair rows by them
+        keys = tokenizer("a", truncation=True, max_length=max_seq_length).keys()
+        ids = {prefix + key: datasets.List(datasets.Value("int64")) for prefix, _ in views for key in keys}
+        kept = dict(ds.features or {}) if keep_text else {}
+        features = datasets.Features({**kept, **ids}) if ds.features is not None or not keep_text else None
+        return ds.map(tok, batched=True, remove_columns=remove, features=features)
     return ds.map(tok, batched=True, remove_columns=remove, num_proc=num_proc, desc="Tokenizing pairs")
 
 

@@ -3,7 +3,8 @@
 ``streaming`` reads the training text as a ``datasets`` iterable data set (local files or a Hub data set) and
 tokenizes it on the fly: nothing is read whole, nothing is written to the ``datasets`` cache, and memory does
 not grow with the corpus (``benchmarks/bench_streaming.py``). An iterable data set has no length, so a streamed
-run needs ``max_steps``; when the stream ends before, the Trainer reads it again from the start.
+run needs ``max_steps``; when the stream ends before, the Trainer reads it again from the start. Pair / triplet rows
+(``pair_column``) stream too (:func:`load_pair_stream`).
 
 ``train_files=["a.txt", "b.txt"], train_weights=[0.7, 0.3]`` mixes several sources: each row comes from source ``i``
 with probability ``w_i`` (``datasets.interleave_datasets``, seeded by ``seed``) until every source has been read
@@ -31,12 +32,15 @@ from transformers import PreTrainedTokenizerBase
 from .data import (
     DEFAULT_MAX_SEQ_LENGTH,
     JSON_SUFFIXES,
+    PAIR_COLUMNS,
     TABLE_SUFFIXES,
     DataError,
     check_layout,
+    check_pair_rows,
     check_text_column_applies,
     is_number,
     load_train_dataset,
+    pair_columns,
     sentences_of,
 )
 from .files import (
@@ -88,8 +92,6 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     if max_steps is None or max_steps <= 0:
         raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")
-    if data_args.pair_column:
-        raise DataError("streaming=True does not read pair / triplet data yet (pair_column); drop streaming=True.")
     if no_duplicates_asked:  # the sampler needs every row's text up front (hf_cse.sampler)
         raise DataError("no_duplicates_in_batch true needs the whole data set, which streaming=True never holds: drop "
                         "one of them.")
@@ -252,6 +254,53 @@ def load_training_text(stream_args, data_args, seed: int):
     total = sum(weights)
     return datasets.interleave_datasets(sources, probabilities=[w / total for w in weights], seed=seed,
                                         stopping_strategy=STOPPING_STRATEGY)
+
+
+def load_pair_stream(data_args):
+    """Pair / triplet rows (columns ``text``, ``positive``[, ``negative``], as :func:`hf_cse.data.load_pair_dataset`
+    reads them whole) streamed from ``data_args``' ``.csv`` / ``.tsv`` ``train_file`` or Hub ``dataset_name``: the
+    columns and the first :data:`HEAD_ROWS` rows checked up front, a row with an empty cell further on refused (by
+    its number) when the stream reaches it. Tokenize it with :func:`hf_cse.data.tokenize_pair_dataset`."""
+    import datasets
+
+    wanted = pair_columns(data_args.text_column, data_args.pair_column, data_args.negative_column)
+    if data_args.dataset_name:
+        offline_if_unreachable()
+        ds = datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name, split="train",
+                                   streaming=True)
+        source = f"data set {data_args.dataset_name}"
+        ds = _read_checked(ds, partial(_dataset_unreadable, data_args.dataset_name))
+    else:
+        path = check_train_file(data_args.train_file)
+        if path.suffix.lower() not in TABLE_SUFFIXES:
+            raise DataError(f"pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
+        _check_start(path, "train_file", None)
+        ds = datasets.load_dataset("csv", data_files=str(path), split="train", streaming=True,
+                                   **table_loader_args(path))
+        source = str(path)
+        ds = _read_checked(ds, partial(_unreadable, path))
+    names = list(ds.column_names or next(iter(ds.take(1)), {}))  # a CSV stream's: those of its first row
+    if not data_args.dataset_name:
+        ds, names = strip_column_names(ds, names), [name.strip() for name in names]
+    check_pair_rows([], names, wanted, source)  # a missing column, before any row is read
+    ds = ds.select_columns(list(dict.fromkeys(wanted.values())))
+    check_pair_rows(list(ds.take(HEAD_ROWS)), names, wanted, source)
+    views = PAIR_COLUMNS[:len(wanted)]
+    return ds.map(partial(_pair_texts, wanted, source), batched=True, with_indices=True,
+                  remove_columns=list(dict.fromkeys(wanted.values())),
+                  features=datasets.Features({view: datasets.Value("string") for view in views}))
+
+
+def _pair_texts(wanted: dict[str, str], source: str, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
+    """A batch of streamed pair rows as the views' stripped texts; a row with an empty cell refused by its number."""
+    for flag, column in wanted.items():
+        empty = next((i for i, cell in zip(indices, batch[column]) if cell is None or not str(cell).strip()), None)
+        if empty is not None:
+            raise DataError(f"{source}: data row {empty + 1} has an empty {column!r} cell ({flag}), found as the "
+                            f"stream was read (its first {HEAD_ROWS} rows are checked up front). Every row needs all "
+                            "its texts: remove or fill those rows.")
+    return {view: [str(cell).strip() for cell in batch[column]]
+            for column, view in zip(wanted.values(), PAIR_COLUMNS, strict=False)}
 
 
 def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,

@@ -81,7 +81,7 @@ from hf_cse.out_of_memory import out_of_memory_as_refusal
 from hf_cse.precision import describe, emulated
 from hf_cse.sampler import check_distinct_texts
 from hf_cse.sharding import check_method_shards, launched_engine
-from hf_cse.streaming import check_streaming_arguments, load_training_text, tokenize_stream
+from hf_cse.streaming import check_streaming_arguments, load_pair_stream, load_training_text, tokenize_stream
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.training_args import ContrastiveTrainingArguments
 
@@ -283,11 +283,12 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 6, not checkpoints
 
     # 2. Data (read and checked; tokenized after the model's tokenizer is loaded).
-    if data.read_as_text_stream:
+    if data.pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views
+        raw = load_pair_stream(data_args) if data.streaming else load_pair_dataset(
+            data.pair_column, data.train_file, data.dataset_name, data.dataset_config_name, data.text_column,
+            data.negative_column)
+    elif data.read_as_text_stream:
         raw = load_training_text(stream_args, data_args, training_args.seed)
-    elif data.pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views
-        raw = load_pair_dataset(data.pair_column, data.train_file, data.dataset_name, data.dataset_config_name,
-                                data.text_column, data.negative_column)
     else:
         raw = load_train_dataset(data.train_file, data.dataset_name, data.dataset_config_name, data.text_column)
     if data.max_train_samples is not None:
@@ -332,8 +333,9 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         logger.info("%s", describe_lora(model))
     logger.info("padding-free: %s", describe_padding_free(model.encoder, model.config.padding_free, why_padded,
                                                           training_args.device.type))
-    if data.streaming:  # tokens are cached by datasets for file/Hub sources
-        train_dataset = tokenize_stream(raw, tokenizer, data.max_seq_length, model.config.prompt)
+    if data.streaming:  # tokenized as it is read
+        tokenize = tokenize_pair_dataset if data.pairs else tokenize_stream
+        train_dataset = tokenize(raw, tokenizer, data.max_seq_length, prompt=model.config.prompt)
     else:
         tokenize = tokenize_pair_dataset if data.pairs else tokenize_dataset
         train_dataset = main_process_first(training_args, lambda: tokenize(  # the others read the main one's cache

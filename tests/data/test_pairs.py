@@ -220,6 +220,20 @@ def test_run_unsup_on_triplets_records_the_data_in_the_export(tiny_bert_dir, sen
     assert "Two dropout views" not in card
 
 
+@pytest.mark.slow
+def test_run_unsup_streams_triplets(tiny_bert_dir, tmp_path):
+    """--streaming with --pair_column was refused; the rows are now read as training goes, each view its own."""
+    texts = random_sentences(48)
+    path = _write_tsv(tmp_path / "t.tsv", [tuple(texts[i:i + 3]) for i in range(0, 48, 3)])
+    train_cli.train_from_args(_run_args(tiny_bert_dir, path, tmp_path, "--negative_column", "neg", "--loss", "infonce",
+                                        "--streaming", "--logging_steps", "1"))
+    out = tmp_path / "out"
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
+    info = json.loads((out / "training_info.json").read_text())
+    assert info["data"]["pair_data"]["kind"] == "triplets" and info["data"]["streamed"]
+    assert "num_rows" not in info["data"]  # unknown for a stream
+
+
 @pytest.fixture
 def no_model_load(monkeypatch):
     """Bad input must fail before any model is loaded: loading one fails the test."""
@@ -245,10 +259,11 @@ def no_model_load(monkeypatch):
     ids=["missing_pair_column", "missing_negative_column", "empty_cells", "under_one_batch",
          "negatives_for_a_loss_without_them", "diffcse"],
 )
+@pytest.mark.parametrize("streamed", [False, True], ids=["read_whole", "streamed"])
 def test_bad_pair_input_is_one_line_before_any_model(tiny_bert_dir, sentences, tmp_path, no_model_load,
-                                                     rows, extra, message):
+                                                     rows, extra, message, streamed):
     path = _write_tsv(tmp_path / "t.tsv", rows or _triplet_rows(sentences, 16))
-    args = _run_args(tiny_bert_dir, path, tmp_path, *extra)
+    args = _run_args(tiny_bert_dir, path, tmp_path, *extra, *(["--streaming"] if streamed else []))
     if "--pair_column" in extra:  # replace the default pair column
         i = args.index("--pair_column")
         del args[i : i + 2]

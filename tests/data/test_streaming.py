@@ -20,7 +20,8 @@ from hf_cse.trainer import ContrastiveTrainer
 
 
 def _data_args(**kwargs):
-    base = dict(train_file=None, dataset_name=None, dataset_config_name=None, text_column=None, pair_column=None)
+    base = dict(train_file=None, dataset_name=None, dataset_config_name=None, text_column=None, pair_column=None,
+                negative_column=None)
     return SimpleNamespace(**{**base, **kwargs})
 
 
@@ -40,6 +41,52 @@ def test_sources_mix_by_weight_streamed_and_in_memory(tmp_path):
         assert 0.65 < share < 0.85, share  # 0.75 expected
         assert all(t.strip() == t and t for t in first)
     assert type(ds).__name__ == "Dataset"  # without --streaming: in memory
+
+
+def _write_pairs(path, rows):
+    path.write_text("".join("\t".join(row) + "\n" for row in [(" anchor", "pos ", "neg"), *rows]))
+    return path
+
+
+def test_a_stream_of_pairs_is_collated_as_pairs_by_the_trainer(tiny_bert_dir, tmp_path):
+    """Streamed pair rows, tokenized by tokenize_pair_dataset, keep known columns, so the trainer reads every view
+    (a stream mapped without declared columns was taken for sentences, and refused at its first batch)."""
+    from hf_cse.data import PairCollator, tokenize_pair_dataset
+    from hf_cse.streaming import load_pair_stream
+
+    texts = random_sentences(48)
+    rows = [(f" {texts[i]} ", texts[i + 1], texts[i + 2]) for i in range(0, 48, 3)]
+    path = _write_pairs(tmp_path / "t.tsv", rows)
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    stream = load_pair_stream(_data_args(train_file=str(path), text_column="anchor", pair_column="pos",
+                                         negative_column="neg"))
+    assert list(next(iter(stream)).values()) == [texts[0], texts[1], texts[2]]  # column names and cells stripped
+    tokenized = tokenize_pair_dataset(stream, tok)
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir), loss="infonce"),
+                                 args=tiny_args(tmp_path / "out", max_steps=1), train_dataset=tokenized,
+                                 processing_class=tok)
+    assert isinstance(getattr(trainer.data_collator, "collator", trainer.data_collator), PairCollator)
+    batch = trainer.data_collator(list(tokenized.take(2)))
+    assert batch["input_ids"].shape[:2] == (2, 3)
+    assert [tok.decode(ids, skip_special_tokens=True) for ids in batch["input_ids"][1]] == list(texts[3:6])
+
+
+def test_a_streamed_pair_row_with_an_empty_cell_is_refused_by_its_number(tmp_path):
+    """The first rows are checked up front, as a file read whole is; a row further on when the stream reaches it."""
+    from hf_cse.streaming import HEAD_ROWS, load_pair_stream
+
+    texts = random_sentences(2 * HEAD_ROWS)
+    rows = [(texts[i], texts[-1 - i]) for i in range(len(texts))]
+    args = _data_args(train_file=str(tmp_path / "t.tsv"), text_column="anchor", pair_column="pos")
+    _write_pairs(tmp_path / "t.tsv", [*rows[:3], (texts[0], " "), *rows[3:]])
+    with pytest.raises(DataError, match=r"1 row\(s\) with an empty 'pos' cell \(pair_column\), data rows 4\."):
+        load_pair_stream(args)
+    late = HEAD_ROWS + 20
+    _write_pairs(tmp_path / "t.tsv", [*rows[:late - 1], (texts[0], ""), *rows[late:]])
+    stream = load_pair_stream(args)
+    with pytest.raises(DataError, match=rf"t\.tsv: data row {late} has an empty 'pos' cell \(pair_column\), found as "
+                                        rf"the stream was read \(its first {HEAD_ROWS} rows are checked up front\)"):
+        list(stream)
 
 
 @pytest.mark.slow
