@@ -315,6 +315,23 @@ def pair_columns(text_column: str | None, pair_column: str, negative_column: str
     return wanted
 
 
+def check_pair_source(train_file: str | None, dataset_name: str | None) -> Path | None:
+    """Where pair / triplet rows are read from: a ``.csv`` / ``.tsv`` ``train_file`` (returned) or a data set (None)."""
+    if train_file and dataset_name:
+        raise DataError("Give either train_file or dataset_name, not both.")
+    if not train_file and not dataset_name:
+        raise DataError("pair_column needs pair data: train_file a .csv/.tsv file (or dataset_name) with "
+                        "the anchor in text_column and the positive in pair_column.")
+    if dataset_name:
+        return None
+    path = Path(train_file)
+    if not path.is_file():
+        raise DataError(f"train_file {path} does not exist (or is not a file).")
+    if path.suffix.lower() not in TABLE_SUFFIXES:
+        raise DataError(f"pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
+    return path
+
+
 def load_pair_dataset(
     pair_column: str,
     train_file: str | None = None,
@@ -328,11 +345,7 @@ def load_pair_dataset(
     from a ``.csv``/``.tsv`` file or a Hub data set; missing columns and empty cells raise :class:`DataError`."""
     import datasets
 
-    if train_file and dataset_name:
-        raise DataError("Give either train_file or dataset_name, not both.")
-    if not train_file and not dataset_name:
-        raise DataError("pair_column needs pair data: train_file a .csv/.tsv file (or dataset_name) with "
-                        "the anchor in text_column and the positive in pair_column.")
+    path = check_pair_source(train_file, dataset_name)
     wanted = pair_columns(text_column, pair_column, negative_column)
     if dataset_name:
         ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
@@ -341,11 +354,6 @@ def load_pair_dataset(
         check_pair_rows([], columns, wanted, source)  # a missing column fails before the rows are read
         rows = ds.select_columns(list(dict.fromkeys(wanted.values()))).to_list()
     else:
-        path = Path(train_file)
-        if not path.is_file():
-            raise DataError(f"train_file {path} does not exist (or is not a file).")
-        if path.suffix.lower() not in (".csv", ".tsv"):
-            raise DataError(f"pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
         source = str(path)
         check_layout(path, read_text(path, "train_file"))  # a .csv separated by semicolons: one column
         table = read_table(path, "train_file")  # .tsv: tabs only, no quoting

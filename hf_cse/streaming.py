@@ -37,6 +37,7 @@ from .data import (
     DataError,
     check_layout,
     check_pair_rows,
+    check_pair_source,
     check_text_column_applies,
     is_number,
     load_train_dataset,
@@ -87,6 +88,8 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
         _check_start(Path(path), "train_files", data_args.text_column)  # read lazily by datasets when streamed
     if not stream_args.streaming:
         return
+    if data_args.pair_column:  # before the file's start is checked as text (a .txt of pairs: no column names)
+        check_pair_source(data_args.train_file, data_args.dataset_name)
     if data_args.train_file:  # read lazily too: a missing file or a folder would fail deep in datasets
         _check_start(check_train_file(data_args.train_file), "train_file", data_args.text_column)
     if max_steps is None or max_steps <= 0:
@@ -263,6 +266,7 @@ def load_pair_stream(data_args):
     its number) when the stream reaches it. Tokenize it with :func:`hf_cse.data.tokenize_pair_dataset`."""
     import datasets
 
+    check_pair_source(data_args.train_file, data_args.dataset_name)
     wanted = pair_columns(data_args.text_column, data_args.pair_column, data_args.negative_column)
     if data_args.dataset_name:
         offline_if_unreachable()
@@ -271,9 +275,7 @@ def load_pair_stream(data_args):
         source = f"data set {data_args.dataset_name}"
         ds = _read_checked(ds, partial(_dataset_unreadable, data_args.dataset_name))
     else:
-        path = check_train_file(data_args.train_file)
-        if path.suffix.lower() not in TABLE_SUFFIXES:
-            raise DataError(f"pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
+        path = check_pair_source(data_args.train_file, None)
         _check_start(path, "train_file", None)
         ds = datasets.load_dataset("csv", data_files=str(path), split="train", streaming=True,
                                    **table_loader_args(path))

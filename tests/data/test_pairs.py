@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -282,6 +283,23 @@ def test_pair_column_needs_a_table(tmp_path):
     path.write_text("one\ntwo\n")
     with pytest.raises(DataError, match="needs a .csv or .tsv file"):
         load_pair_dataset("pos", train_file=str(path))
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["read_whole", "streamed"])
+@pytest.mark.parametrize(("data", "message"), [
+    ([], "pair_column needs pair data: train_file a .csv/.tsv file (or dataset_name)"),
+    (["--train_file", "{tmp}/pairs.txt"], "pair_column needs a .csv or .tsv file with named columns; got pairs.txt."),
+    (["--train_file", "{tmp}/none.tsv"], "none.tsv does not exist (or is not a file)."),
+], ids=["no_data", "txt", "missing_file"])
+def test_pair_data_from_nowhere_is_refused_alike_streamed_or_not(data, message, streamed, tiny_bert_dir, tmp_path,
+                                                                 no_model_load):
+    """Streamed, no training data was a TypeError from inside pathlib, and a .txt of pairs was refused as a text
+    file with columns; both now read as the rows read whole do."""
+    (tmp_path / "pairs.txt").write_text("anchor\tpos\na b\tc d\n")
+    args = ["--model_name_or_path", str(tiny_bert_dir), "--pair_column", "pos", "--max_steps", "2", "--output_dir",
+            str(tmp_path / "out"), "--use_cpu", *[arg.format(tmp=tmp_path) for arg in data]]
+    with pytest.raises(DataError, match=re.escape(message)):
+        train_cli.train_from_args(args + (["--streaming"] if streamed else []))
 
 
 def test_supervised_simcse_preset(tiny_bert_dir):
