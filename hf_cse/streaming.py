@@ -266,30 +266,29 @@ def load_pair_stream(data_args):
     its number) when the stream reaches it. Tokenize it with :func:`hf_cse.data.tokenize_pair_dataset`."""
     import datasets
 
-    check_pair_source(data_args.train_file, data_args.dataset_name)
+    path = check_pair_source(data_args.train_file, data_args.dataset_name)  # None: a data set
     wanted = pair_columns(data_args.text_column, data_args.pair_column, data_args.negative_column)
-    if data_args.dataset_name:
+    if path is None:
         offline_if_unreachable()
         ds = datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name, split="train",
                                    streaming=True)
         source = f"data set {data_args.dataset_name}"
         ds = _read_checked(ds, partial(_dataset_unreadable, data_args.dataset_name))
     else:
-        path = check_pair_source(data_args.train_file, None)
         _check_start(path, "train_file", None)
         ds = datasets.load_dataset("csv", data_files=str(path), split="train", streaming=True,
                                    **table_loader_args(path))
         source = str(path)
         ds = _read_checked(ds, partial(_unreadable, path))
     names = list(ds.column_names or next(iter(ds.take(1)), {}))  # a CSV stream's: those of its first row
-    if not data_args.dataset_name:
+    if path is not None:  # as read_table strips a file's column names
         ds, names = strip_column_names(ds, names), [name.strip() for name in names]
     check_pair_rows([], names, wanted, source)  # a missing column, before any row is read
-    ds = ds.select_columns(list(dict.fromkeys(wanted.values())))
+    ds = ds.select_columns(list(wanted.values()))  # each its own column (pair_columns)
     check_pair_rows(list(ds.take(HEAD_ROWS)), names, wanted, source)
     views = PAIR_COLUMNS[:len(wanted)]
     return ds.map(partial(_pair_texts, wanted, source), batched=True, with_indices=True,
-                  remove_columns=list(dict.fromkeys(wanted.values())),
+                  remove_columns=list(wanted.values()),
                   features=datasets.Features({view: datasets.Value("string") for view in views}))
 
 

@@ -71,6 +71,19 @@ def test_a_stream_of_pairs_is_collated_as_pairs_by_the_trainer(tiny_bert_dir, tm
     assert [tok.decode(ids, skip_special_tokens=True) for ids in batch["input_ids"][1]] == list(texts[3:6])
 
 
+def test_pairs_stream_from_a_data_set_by_name(tmp_path):
+    """dataset_name (a Hub id; here a local data set folder, read by the same datasets call) streams its rows."""
+    from hf_cse.streaming import load_pair_stream
+
+    texts = random_sentences(8)
+    (tmp_path / "pairs").mkdir()
+    _write_pairs(tmp_path / "pairs" / "train.tsv", [(texts[i], texts[i + 1], texts[i]) for i in range(0, 8, 2)])
+    args = _data_args(dataset_name=str(tmp_path / "pairs"), text_column=" anchor", pair_column="pos ")
+    assert [tuple(row.values()) for row in load_pair_stream(args)] == [(texts[i], texts[i + 1]) for i in range(0, 8, 2)]
+    with pytest.raises(DataError, match=r"data set .*pairs: no column 'sent1' for pair_column"):
+        load_pair_stream(_data_args(dataset_name=str(tmp_path / "pairs"), text_column=" anchor", pair_column="sent1"))
+
+
 def test_a_streamed_pair_row_with_an_empty_cell_is_refused_by_its_number(tmp_path):
     """The first rows are checked up front, as a file read whole is; a row further on when the stream reaches it."""
     from hf_cse.streaming import HEAD_ROWS, load_pair_stream
