@@ -27,3 +27,8 @@ ADAPTER_FOLDER = "adapter"
 #: of the user's that merely starts with "model" (model_v1_backup.safetensors) is never taken for a run's
 WEIGHT_FILES = ("model.safetensors", "model-[0-9]*-of-[0-9]*.safetensors", "model.safetensors.index.json",
                 "pytorch_model.bin", "pytorch_model-[0-9]*-of-[0-9]*.bin", "pytorch_model.bin.index.json")
+#: the run folder's own sentence-transformers files, naming the modules of its export (their paths inside it), so
+#: that ``SentenceTransformer(<run folder>)`` loads the export: sentence-transformers reads a folder's ``modules.json``
+#: before its ``config.json``, here the method model's, which transformers does not know without hf_cse
+#: (:func:`hf_cse.export.after_training.point_run_folder_at_export`)
+RUN_LOADER_FILES = ("modules.json", "config_sentence_transformers.json")

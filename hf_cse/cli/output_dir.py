@@ -45,6 +45,7 @@ from ..run_files import (
     ADAPTER_FOLDER,
     CHECKPOINT_PREFIX,
     CURVES_FILE,
+    RUN_LOADER_FILES,
     RUN_RECORD_FILE,
     TRAIN_RESULTS_FILE,
     TRAINING_INFO_FILE,
@@ -64,6 +65,7 @@ RUN_FILES = (
     "sentence-transformers", ".sentence-transformers.*",  # the export and its temporary folders
     "config.json", "generation_config.json", *WEIGHT_FILES, "training_args.bin", "trainer_state.json",
     "all_results.json", TRAIN_RESULTS_FILE, "eval_results.json", CURVES_FILE, ADAPTER_FOLDER, *TOKENIZER_FILES,
+    *RUN_LOADER_FILES,
 )
 # What an interrupted run leaves before its model is saved (anything more means the run finished or is not ours).
 _INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..run_files import CURVES_FILE
+from ..run_files import CURVES_FILE, RUN_LOADER_FILES
 from ..writing import write_json_atomic
 from .errors import ExportError
 from .hub import push_export
@@ -50,9 +51,31 @@ def export_after_training(model, tokenizer, training_args, training_info: Mappin
         logger.debug("sentence-transformers export with model card: %s", out)  # the export's own line said it
         if curves.is_file():
             shutil.copy2(curves, out / CURVES_FILE)
+    point_run_folder_at_export(output_dir, out)
     # written last: it marks the run as finished (hf_cse.cli.output_dir), so a kill before it is a run to finish
     write_json_atomic(output_dir / TRAINING_INFO_FILE, info)
     if out is not None and hub_repo:
         url = push_export(out, hub_repo, token=training_args.hub_token, private=bool(training_args.hub_private_repo))
         logger.info("pushed the sentence-transformers export to %s", url)
     return out
+
+
+def point_run_folder_at_export(output_dir: Path, export_dir: Path | None) -> bool:
+    """Write :data:`RUN_LOADER_FILES` into the run folder ``output_dir`` for its export ``export_dir`` (a subfolder);
+    an earlier run's are removed first, and none are written without an export or for one whose modules are its own
+    code (sentence-transformers imports those from the folder it loads). Whether they were written."""
+    for name in RUN_LOADER_FILES:
+        (output_dir / name).unlink(missing_ok=True)
+    if export_dir is None:
+        return False
+    modules = json.loads((export_dir / "modules.json").read_text(encoding="utf-8"))
+    if any(not str(module.get("type", "")).startswith("sentence_transformers.") for module in modules):
+        return False
+    inside = export_dir.relative_to(output_dir).as_posix()
+    settings = export_dir / "config_sentence_transformers.json"
+    if settings.is_file():
+        write_json_atomic(output_dir / settings.name, json.loads(settings.read_text(encoding="utf-8")))
+    # last: sentence-transformers takes the folder for its model by this file
+    write_json_atomic(output_dir / "modules.json",
+                      [{**module, "path": f"{inside}/{module.get('path') or ''}".rstrip("/")} for module in modules])
+    return True

@@ -14,6 +14,7 @@ from hf_cse.cli import train as train_cli
 from hf_cse.cli.eval_output_dir import prepare_eval_output_dir
 from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
+from hf_cse.run_files import RUN_LOADER_FILES
 from hf_cse.trainer import ContrastiveTrainer
 
 SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
@@ -188,9 +189,12 @@ def test_refused_export_removes_an_earlier_export(tiny_bert_dir, tmp_path):
     stale.mkdir()
     (stale / "modules.json").write_text("[]")
     (stale / "hf_cse_config.json").write_text("{}")  # an export's markers (hf_cse.export.folders.EXPORT_MARKERS)
+    for name in RUN_LOADER_FILES:  # an earlier run's, which pointed sentence-transformers at its export
+        (tmp_path / name).write_text("[]")
     args = TrainingArguments(str(tmp_path), use_cpu=True, report_to="none")
     assert export_after_training(model, AutoTokenizer.from_pretrained(tiny_bert_dir), args) is None
     assert not stale.exists() and (tmp_path / "training_info.json").is_file()
+    assert not any((tmp_path / name).exists() for name in RUN_LOADER_FILES)
     assert not list(tmp_path.glob(".training_info.json*"))
 
 
@@ -201,6 +205,7 @@ def test_second_run_is_refused_and_overwrite_replaces_every_file_of_the_first(ti
     train_cli.train_from_args(train_args(tiny_bert_dir, tmp_path, out, "--save_strategy", "steps", "--save_steps", "1"))
     finished = sorted(p.name for p in out.iterdir())
     assert all(any(fnmatchcase(name, pattern) for pattern in RUN_FILES) for name in finished), finished
+    assert set(RUN_LOADER_FILES) <= set(finished)
     assert "checkpoint-1" in finished and "sentence-transformers" in finished
     weights = (out / "model.safetensors").read_bytes()
 

@@ -594,3 +594,26 @@ def test_run_unsup_push_with_the_hub_unreachable_fails_before_training(tiny_bert
                                            "the network, or drop push_to_hub"):
         train_cli.train_from_args(_run_unsup_args(tiny_bert_dir, tmp_path, "--push_to_hub"))
     assert not (tmp_path / "out" / "config.json").exists()
+
+
+@pytest.mark.slow
+def test_the_run_folder_loads_as_its_export_in_sentence_transformers_without_hf_cse(tiny_bert_dir, tok, tmp_path,
+                                                                                     sentences):
+    """SentenceTransformer(<run folder>) read the method model's config.json, a model type transformers does not
+    know ("hf_cse_simcse"); the run folder now names its export's modules, so it loads the export, hf_cse unimported."""
+    import subprocess
+    import sys
+
+    from hf_cse.export import export_after_training
+
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), loss="gs_infonce")
+    export_after_training(model, tok, TrainingArguments(str(tmp_path), use_cpu=True, report_to="none"))
+    script = ("import json, sys\nfrom sentence_transformers import SentenceTransformer\n"
+              "vectors = SentenceTransformer(sys.argv[1]).encode(json.loads(sys.argv[2]))\n"
+              "assert not [name for name in sys.modules if name.startswith('hf_cse')]\n"
+              "print(json.dumps(vectors.tolist()))\n")
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path), json.dumps(sentences[:4])],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    want = SentenceTransformer(str(tmp_path / "sentence-transformers")).encode(sentences[:4], convert_to_tensor=True)
+    assert torch.allclose(torch.tensor(json.loads(run.stdout)), want, atol=1e-6)
