@@ -282,13 +282,18 @@ PAIR_COLUMNS = ("text", "positive", "negative")
 PAIR_VIEWS = ("", "positive_", "negative_")
 
 
+def is_empty_cell(cell: Any) -> bool:
+    """A pair / triplet row's cell without text: missing (None) or blank."""
+    return cell is None or not str(cell).strip()
+
+
 def check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict[str, str], source: str) -> None:
     """Every wanted column exists and no cell of it is empty (one line naming the rows otherwise)."""
     for flag, column in wanted.items():
         if column not in columns:
             raise DataError(f"{source}: no column {column!r} for {flag}; columns are {columns}. Pass {flag} NAME.")
     for flag, column in wanted.items():
-        empty = [i for i, row in enumerate(rows, 1) if row[column] is None or not str(row[column]).strip()]
+        empty = [i for i, row in enumerate(rows, 1) if is_empty_cell(row[column])]
         if empty:
             shown = ", ".join(map(str, empty[:5])) + (" ..." if len(empty) > 5 else "")
             raise DataError(f"{source}: {len(empty)} row(s) with an empty {column!r} cell ({flag}), data rows "

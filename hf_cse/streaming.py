@@ -39,6 +39,7 @@ from .data import (
     check_pair_rows,
     check_pair_source,
     check_text_column_applies,
+    is_empty_cell,
     is_number,
     load_train_dataset,
     pair_columns,
@@ -295,7 +296,7 @@ def load_pair_stream(data_args):
 def _pair_texts(wanted: dict[str, str], source: str, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
     """A batch of streamed pair rows as the views' stripped texts; a row with an empty cell refused by its number."""
     for flag, column in wanted.items():
-        empty = next((i for i, cell in zip(indices, batch[column]) if cell is None or not str(cell).strip()), None)
+        empty = next((i for i, cell in zip(indices, batch[column]) if is_empty_cell(cell)), None)
         if empty is not None:
             raise DataError(f"{source}: data row {empty + 1} has an empty {column!r} cell ({flag}), found as the "
                             f"stream was read (its first {HEAD_ROWS} rows are checked up front). Every row needs all "

@@ -60,17 +60,17 @@ def export_after_training(model, tokenizer, training_args, training_info: Mappin
     return out
 
 
-def point_run_folder_at_export(output_dir: Path, export_dir: Path | None) -> bool:
+def point_run_folder_at_export(output_dir: Path, export_dir: Path | None) -> None:
     """Write :data:`RUN_LOADER_FILES` into the run folder ``output_dir`` for its export ``export_dir`` (a subfolder);
     an earlier run's are removed first, and none are written without an export or for one whose modules are its own
-    code (sentence-transformers imports those from the folder it loads). Whether they were written."""
+    code (sentence-transformers imports those from the folder it loads)."""
     for name in RUN_LOADER_FILES:
         (output_dir / name).unlink(missing_ok=True)
     if export_dir is None:
-        return False
+        return
     modules = json.loads((export_dir / "modules.json").read_text(encoding="utf-8"))
     if any(not str(module.get("type", "")).startswith("sentence_transformers.") for module in modules):
-        return False
+        return
     inside = export_dir.relative_to(output_dir).as_posix()
     settings = export_dir / "config_sentence_transformers.json"
     if settings.is_file():
@@ -78,4 +78,3 @@ def point_run_folder_at_export(output_dir: Path, export_dir: Path | None) -> boo
     # last: sentence-transformers takes the folder for its model by this file
     write_json_atomic(output_dir / "modules.json",
                       [{**module, "path": f"{inside}/{module.get('path') or ''}".rstrip("/")} for module in modules])
-    return True
