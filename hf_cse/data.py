@@ -214,9 +214,9 @@ def drop_special_only(tokenized, tokenizer: PreTrainedTokenizerBase, num_proc: i
         batched=True, num_proc=num_proc, desc="Dropping special-token-only lines",
     )
     dropped = len(tokenized) - len(kept)
-    if dropped == len(tokenized):
+    if dropped and dropped == len(tokenized):  # none at all: refused by the row count (check_enough_rows)
         raise DataError(f"all {dropped} sentences tokenize to special tokens only (e.g. "
-                        f"{tokenized[0]['text']!r:.60}): the tokenizer cannot read this text. Check the file's "
+                        f"{tokenized[0]['text']!r:.60}): the tokenizer cannot read this text. Check the text's "
                         "encoding and that the tokenizer fits the language.")
     if dropped:
         example = next(text for batch in tokenized.iter(batch_size=1000)
@@ -228,6 +228,8 @@ def drop_special_only(tokenized, tokenizer: PreTrainedTokenizerBase, num_proc: i
 
 
 def check_enough_rows(num_rows: int, global_batch_size: int, source: str, unit: str = "sentences") -> None:
+    if num_rows == 0:
+        raise DataError(f"{source} is empty (no {unit}): give it at least one global batch of {global_batch_size}.")
     if num_rows < global_batch_size:
         raise DataError(
             f"{source} has {num_rows} {unit.removesuffix('s') if num_rows == 1 else unit}, fewer than one global "
@@ -387,6 +389,10 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
     def tok(batch):
         out = {}
         for prefix, column in views:
+            if any(isinstance(cell, str) and is_empty_cell(cell) for cell in batch[column]):
+                raise DataError(f"the training set's {column!r} column has an empty cell where a sentence should be: "
+                                "every pair / triplet row needs all its texts; remove those rows first, e.g. "
+                                f"dataset.filter(lambda row: row[{column!r}].strip()).")
             texts = sentences_of(batch, column, prompt)
             for key, value in tokenizer(texts, truncation=True, max_length=max_seq_length).items():
                 out[prefix + key] = value

@@ -85,9 +85,9 @@ def _not_tokenized(columns) -> DataError:
 
 
 def _not_a_data_set(what: str) -> DataError:
-    return DataError(f"train_dataset is {what}, not a data set of tokenized rows: read the sentences with "
-                     "hf_cse.data.load_train_dataset(train_file) (or datasets.Dataset.from_dict({'text': sentences})) "
-                     f"and tokenize them with {TOKENIZE}(dataset, tokenizer).")
+    return DataError(f"train_dataset is {what}, not a data set: pass datasets.Dataset.from_dict({{'text': "
+                     "sentences}) (the trainer tokenizes its text column), or read a file of sentences with "
+                     "hf_cse.data.load_train_dataset(train_file).")
 
 
 def check_train_rows(dataset) -> None:

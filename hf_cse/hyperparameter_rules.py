@@ -36,7 +36,8 @@ def unknown_loss_error(name: str, available) -> CSEError:
     close = difflib.get_close_matches(str(name), sorted(available), n=1)
     guess = f" (did you mean {close[0]!r}?)" if close else ""  # first: a long list may be cut to fit a line
     return CSEError(f"Unknown loss {name!r}{guess}. Available losses: {', '.join(sorted(available))}. A loss of your "
-                    "own: register it (register_loss) in a module and name that module in import_module.")
+                    "own: register it with register_loss in a module, and import that module first (hf-cse-train: "
+                    "import_module MODULE).")
 
 
 def check_rule(loss_name: str, param: str, value, rule: str) -> None:

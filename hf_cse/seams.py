@@ -1,4 +1,4 @@
-"""Every private name of transformers and sentence-transformers that hf_cse uses, in one place.
+"""Every private name of transformers, sentence-transformers and datasets that hf_cse uses, in one place.
 
 A private method or attribute can be renamed or change its signature in any release; a renamed method that hf_cse
 *overrides* would simply stop being called (e.g. the sampler's ``set_epoch`` on resume). So the library reaches them
@@ -37,6 +37,7 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.PreTrainedModel", "_tied_weights_keys", None),  # a class attribute
     ("transformers.PreTrainedModel", "_no_split_modules", None),  # a class attribute, the children's after post_init
     ("sentence_transformers.SentenceTransformerModelCardData", "_get_snippet_output_dimensionality", ("self",)),
+    ("datasets.IterableDataset", "_resolve_features", ("self",)),
 )
 
 
@@ -168,3 +169,10 @@ class GradClipHook:
     def _clip_grad_norm(self, model):
         norm = self.clipped_in_graph()
         return super()._clip_grad_norm(model) if norm is None else norm
+
+
+# ------------------------------------------------------------------------------- datasets
+def with_resolved_features(stream):
+    """A ``datasets.IterableDataset`` whose columns were not known (made from a generator, or mapped without
+    ``features``) with its features read from its first rows, by datasets' own inference (no public hook in 5.2)."""
+    return stream._resolve_features()

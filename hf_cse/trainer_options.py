@@ -6,12 +6,14 @@ against it and the encoder (:mod:`hf_cse.data_checks`), the columns it needs kep
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from .checks import resolved_path
 from .errors import CSEError
 from .files import DataError
+from .tokenizer_match import check_training_tokenizer
 
 logger = logging.getLogger("hf_cse.trainer")
 
@@ -136,13 +138,20 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
                        "hf_cse.models.SimCSEModel.from_encoder(name_or_path).")
     if not hasattr(model, "collator"):
         return {}
+    if isinstance(tokenizer, (str, os.PathLike)):
+        raise CSEError(f"processing_class is a path ({os.fsdecode(tokenizer)!r:.80}), not a tokenizer: pass "
+                       f"AutoTokenizer.from_pretrained({os.fsdecode(tokenizer)!r:.80}).")
+    if tokenizer is not None:
+        check_training_tokenizer(tokenizer, model)
     cut_at = None  # the length the trainer cut the text at; a caller's own tokens: not known here
+    train_dataset = given["train_dataset"] = with_known_columns(train_dataset)
     views = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known
     own_collator = given.get("data_collator") is not None
     if not own_collator:
         check_views_tokenized(train_dataset)
         check_rows_for_model(model, views)
     if not own_collator and tokenizer is not None and _sentences(train_dataset):
+        check_rows_for_a_batch(train_dataset, args)  # an empty set first: datasets maps it to no columns at all
         train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args, pairs=bool(views))
         given["train_dataset"] = train_dataset
     if not own_collator and tokenizer is not None:
@@ -197,6 +206,19 @@ def data_facts(train_dataset, max_seq_length: int | None, views: tuple[str, ...]
     else:
         facts["num_sentences"] = None if streamed else len(train_dataset)
     return {k: v for k, v in facts.items() if v is not None}
+
+
+def with_known_columns(train_dataset):
+    """A ``datasets`` stream whose columns are not known (made from a generator, or mapped without ``features``) with
+    them read from its first rows, by datasets' own inference: the trainer tells sentences, pair rows and tokens
+    apart by the columns. Other data is returned as it is."""
+    import datasets
+
+    from .seams import with_resolved_features
+
+    if isinstance(train_dataset, datasets.IterableDataset) and train_dataset.column_names is None:
+        return with_resolved_features(train_dataset)
+    return train_dataset
 
 
 def _sentences(train_dataset) -> bool:

@@ -137,8 +137,12 @@ def _classes() -> dict[str, type]:
         @classmethod
         def from_file(cls, path, sentence1_column="sentence1", sentence2_column="sentence2", score_column="score",
                       name: str | None = None, split: str = "test", **kwargs):
-            """A task on one CSV/TSV file (read by :func:`hf_cse.evaluation.custom_dev.read_pair_file`)."""
+            """A task on one CSV/TSV file (read by :func:`hf_cse.evaluation.custom_dev.read_pair_file` when the task
+            runs; a missing file is refused now)."""
             from .custom_dev import read_pair_file
+
+            if not Path(path).is_file():
+                raise InputError(f"LocalSTSTask.from_file: {path}: no such file.")
 
             def read():
                 return {split: read_pair_file(path, sentence1_column, sentence2_column, score_column)}

@@ -8,6 +8,7 @@ from typing import Any
 
 from torch import nn
 
+from ..tokenizer_match import vocabulary_difference
 from .errors import ExportError
 
 
@@ -94,9 +95,6 @@ def check_tokenizer_fits(tokenizer, encoder, reference=None, reference_name: str
                               f"to another model; {fix}.")
     if reference is None:
         return
-    vocab, expected = tokenizer.get_vocab(), reference.get_vocab()
-    moved = sorted((t for t, i in expected.items() if vocab.get(t) != i), key=expected.get)  # added tokens are fine
-    if moved:
-        raise ExportError(f"the tokenizer's vocabulary differs from the one the model was saved with "
-                          f"({reference_name}): {len(moved)} of its {len(expected)} tokens are missing or have another "
-                          f"id (e.g. {moved[0]!r}: {vocab.get(moved[0])} instead of {expected[moved[0]]}); {fix}.")
+    difference = vocabulary_difference(tokenizer, reference, reference_name)
+    if difference:
+        raise ExportError(f"the tokenizer does not fit the model: {difference}; {fix}.")

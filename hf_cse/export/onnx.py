@@ -1,5 +1,5 @@
 """The ONNX form of an export (``hf-cse-export --backend onnx``): the Transformer module of the sentence-transformers
-folder written as ``onnx/model.onnx``, where sentence-transformers' ``backend="onnx"`` loads it (its loader reads
+folder written as ``onnx/model.onnx``, where sentence-transformers' ``backend="onnx"`` looks for it (its loader reads
 ``<folder>/onnx/model.onnx`` through optimum's ``ORTModelForFeatureExtraction``: inputs ``input_ids``,
 ``attention_mask`` and, for encoders with segment embeddings, ``token_type_ids``; output ``last_hidden_state``; batch
 and sequence length free). ``quantize="int8"`` adds ONNX Runtime's dynamic int8 quantisation of it,
@@ -7,7 +7,8 @@ and sequence length free). ``quantize="int8"`` adds ONNX Runtime's dynamic int8 
 custom int8 configuration; load it with ``model_kwargs={"file_name": "onnx/model_qint8_quantized.onnx"}``).
 
 Why not sentence-transformers' own backend export: it goes through optimum's ONNX exporter (``optimum-onnx``), whose
-releases require transformers < 4.58 while hf_cse runs on transformers 5; the graph here is torch's ONNX export of
+releases require transformers < 4.58 while hf_cse runs on transformers 5 (so that loader, which needs optimum too,
+does not run beside hf_cse today: :class:`OnnxEncoder` runs the folder); the graph here is torch's ONNX export of
 the same module with the same input and output names, checked by :class:`OnnxEncoder` against the PyTorch export.
 
 :class:`OnnxEncoder` runs such a folder on ONNX Runtime with numpy (tokenizers' fast tokenizer, the folder's own

@@ -65,7 +65,8 @@ for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel, PromptBERTModel, ES
 def get_method(name: str) -> type[CSEPreTrainedModel]:
     if name not in METHODS:
         raise CSEError(f"Unknown method {name!r}. Available methods: {', '.join(sorted(METHODS))}. A method of your "
-                       "own: register it (register_method) in a module and name that module in import_module.")
+                       "own: register it with register_method in a module, and import that module first "
+                       "(hf-cse-train: import_module MODULE).")
     return METHODS[name]
 
 

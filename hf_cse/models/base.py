@@ -13,6 +13,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from ..checks import check_model_source
 from ..encoders import takes_token_type_ids
 from ..errors import CSEError
 from ..references import SIMCSE, Paper
@@ -188,6 +189,8 @@ class CSEPreTrainedModel(PreTrainedModel):
         """
         remote = {"trust_remote_code": True} if trust_remote_code else {}
         cls.config_class.check_field_names(config_kwargs)  # before anything is read
+        # a missing folder, a file, the Hub out of reach: one line now, not a minute of retries and transformers' error
+        check_model_source(str(name_or_path), flag="encoder")
         if config_kwargs.get("pooler_source") is None:  # run_unsup.py resolves it before any weights load
             choice = resolve_pooling(str(name_or_path), config_kwargs.get("pooler_type"),
                                      config_kwargs.get("normalize"), given_by="the caller",

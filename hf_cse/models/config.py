@@ -16,7 +16,14 @@ from ..errors import CSEError, closest_name
 from ..matryoshka import check_matryoshka
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .heads import PROJECTORS
-from .loading import ENCODER_DTYPES, Attention, EncoderDtype, check_attention, check_bidirectional
+from .loading import (
+    ENCODER_DTYPES,
+    Attention,
+    EncoderDtype,
+    check_attention,
+    check_bidirectional,
+    check_text_encoder,
+)
 from .lora import check_peft_installed
 from .pooling import PAPERS_POOLER, POOLERS, applies_projector, check_pooler, pooler_at_test
 
@@ -188,6 +195,8 @@ class CSEConfig(PretrainedConfig):
                            f"{', '.join(ENCODER_DTYPES)}.")
         if not _LOADING.get():  # a saved model trained on a GPU still loads on a CPU (see loading.load_kwargs)
             check_attention(self.encoder_attention)
+        if self.encoder_config is not None:
+            check_text_encoder(self.encoder_config)
         if self.bidirectional and self.encoder_config is not None:
             if not is_decoder_only(self.encoder_config):
                 raise CSEError(f"bidirectional applies to decoder (causal) encoders; "

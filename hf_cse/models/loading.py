@@ -166,6 +166,22 @@ def follows_saved_is_causal(encoder: PreTrainedModel) -> bool:
     return (as_loaded - cleared).abs().max().item() <= 1e-2 * cleared.abs().max().item()
 
 
+def check_text_encoder(encoder_config) -> None:
+    """Refuse, before any weight is read, an architecture that cannot embed sentences as hf_cse trains them: an
+    encoder-decoder (T5, BART: transformers' model needs decoder inputs), or a model without token ids of its own
+    (vision, audio, multimodal: no ``vocab_size``, or a forward without ``input_ids``)."""
+    model_type = getattr(encoder_config, "model_type", "?")
+    takes = "hf_cse trains text encoders (BERT, RoBERTa, MiniLM...) and decoders (GPT-2, Llama...)"
+    if getattr(encoder_config, "is_encoder_decoder", False):
+        raise CSEError(f"{model_type!r} is an encoder-decoder model, whose forward needs decoder inputs: {takes}. "
+                       "Start from one of those.")
+    encoder_class = encoder_class_of(encoder_config)
+    reads_tokens = encoder_class is None or "input_ids" in inspect.signature(encoder_class.forward).parameters
+    if not reads_tokens or getattr(encoder_config, "vocab_size", None) is None:
+        raise CSEError(f"{model_type!r} is not a text model (no token vocabulary of its own): {takes}. Start from "
+                       "one of those.")
+
+
 def encoder_class_of(encoder_config) -> type | None:
     """The ``AutoModel`` class of an encoder config, or None where it is not known yet (custom code not loaded)."""
     from transformers.models.auto.modeling_auto import MODEL_MAPPING

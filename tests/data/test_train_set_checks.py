@@ -225,9 +225,10 @@ def test_tokenized_anchors_beside_untokenized_positives_are_refused(tiny_bert_di
         "to tokenize.")
 
 
-def test_a_stream_of_pair_tokens_whose_columns_are_not_known_is_refused_at_its_first_batch(tiny_bert_dir, tmp_path):
-    """A stream mapped without features has no known columns: the trainer takes it for sentences, and its first
-    batch, which holds positives, says so rather than train on the anchors alone."""
+def test_a_stream_whose_columns_are_not_known_is_read_by_its_first_rows(tiny_bert_dir, tmp_path):
+    """A stream made from a generator, or mapped without features, has no known columns: the trainer reads them from
+    its first rows (datasets' inference), so pair tokens are collated as pairs and text is tokenized -- not taken
+    for sentences, nor refused as untokenized text in a 'text' column."""
     from hf_cse.data import tokenize_pair_dataset
 
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
@@ -235,8 +236,19 @@ def test_a_stream_of_pair_tokens_whose_columns_are_not_known_is_refused_at_its_f
     stream = tokenize_pair_dataset(pairs, tok).to_iterable_dataset().map(lambda row: row)
     assert stream.column_names is None
     trainer = build(tiny_bert_dir, stream, tmp_path, processing_class=tok)
+    assert trainer.data_collator(list(stream.take(2)))["input_ids"].shape[:2] == (2, 2)  # (rows, views)
+
+    sentences = random_sentences(16)
+    generated = datasets.IterableDataset.from_generator(lambda: ({"text": s} for s in sentences))
+    assert generated.column_names is None
+    trainer = build(tiny_bert_dir, generated, tmp_path)
+    rows = list(trainer.train_dataset.take(2))
+    assert [row["input_ids"] for row in rows] == tok(sentences[:2], truncation=True, max_length=32)["input_ids"]
+
+    # columns still unknown when the trainer was built (a collator used apart from it): the batch says so
+    collate = LimitCheckedCollator(SimCSEModel.collator(tok, None), EncoderLimits(None, None), pair_rows=False)
     with pytest.raises(DataError, match="hold pair rows .positive_input_ids., which the trainer took for sentences"):
-        trainer.data_collator(list(stream.take(2)))
+        collate(list(stream.take(2)))
 
 
 def test_untokenized_text_in_another_column_is_refused_naming_the_fix(tiny_bert_dir, tmp_path):
@@ -269,9 +281,9 @@ def test_a_list_of_rows_of_text_is_refused_naming_the_data_set_the_trainer_token
 ])
 def test_what_is_no_data_set_is_refused(data, what, tiny_bert_dir, tmp_path):
     message = refusal(tiny_bert_dir, data, tmp_path)
-    assert message.startswith(f"train_dataset is {what}, not a data set of tokenized rows: read the sentences with "
-                              "hf_cse.data.load_train_dataset(train_file)")
-    assert message.endswith("tokenize them with hf_cse.data.tokenize_dataset(dataset, tokenizer).")
+    assert message == (f"train_dataset is {what}, not a data set: pass datasets.Dataset.from_dict({{'text': "
+                       "sentences}) (the trainer tokenizes its text column), or read a file of sentences with "
+                       "hf_cse.data.load_train_dataset(train_file).")
 
 
 def test_a_dataset_dict_is_refused_naming_a_split(tiny_bert_dir, tmp_path):
@@ -325,7 +337,7 @@ def test_ids_of_another_tokenizer_are_refused_with_the_id_and_the_vocabulary_siz
     vocab = SimCSEModel.from_encoder(str(tiny_bert_dir)).get_input_embeddings().num_embeddings
     highest = max(max(ids) for ids in data["input_ids"])
     assert highest >= vocab
-    assert refusal(tiny_bert_dir, data, tmp_path, processing_class=other) == (
+    assert refusal(tiny_bert_dir, data, tmp_path) == (  # the encoder's tokenizer given, the rows tokenized apart
         f"the training set holds token id {highest}, outside the encoder's vocabulary of {vocab} ids "
         f"(0-{vocab - 1}): it was tokenized with another tokenizer. Tokenize the sentences with "
         "hf_cse.data.tokenize_dataset, the encoder's own tokenizer (AutoTokenizer.from_pretrained of the encoder) "
@@ -370,7 +382,7 @@ def test_the_batch_check_reads_python_rows_and_survives_pickling(tiny_bert_dir):
         collate([*rows, {"input_ids": [2, -1, 3]}])
     with pytest.raises(DataError, match="rows of up to 9 tokens, more than the encoder's position limit of 8"):
         collate([*rows, {"input_ids": [2] * 9}])
-    with pytest.raises(DataError, match="not a data set of tokenized rows"):
+    with pytest.raises(DataError, match="not a data set: pass datasets.Dataset.from_dict"):
         collate(["a sentence"])
     tensors = [{"input_ids": torch.tensor([2, 60, 3])}]  # a torch data set's rows
     with pytest.raises(DataError, match="token id 60"):
@@ -402,3 +414,23 @@ def test_diffcse_insert_edits_take_rows_their_masks_keep_within_the_discriminato
     fits = build_diffcse(tokenize_dataset(text_set(long_sentences(16, 58)), tok, max_seq_length=50), "insert")
     fits.train()  # edited rows of 50 + 14 = 64 tokens: the discriminator takes them
     assert fits.state.global_step == 4
+
+
+@pytest.mark.parametrize("columns", [["text"], ["text", "positive"]])
+def test_an_empty_training_set_is_refused_as_empty(columns, tiny_bert_dir, tmp_path):
+    """Sentences failed inside datasets (IndexError: Invalid key: 0 is out of bounds for size 0)."""
+    empty = datasets.Dataset.from_dict({column: [] for column in columns}, features=datasets.Features(
+        {column: datasets.Value("string") for column in columns}))
+    assert refusal(tiny_bert_dir, empty, tmp_path) == (
+        "the training set is empty (no rows): give it at least one global batch of 8.")
+
+
+@pytest.mark.parametrize("column", ["text", "positive", "negative"])
+def test_a_pair_row_with_a_blank_text_is_refused(column, tiny_bert_dir, tmp_path):
+    """A blank positive trained silently (every such row the same input), where None was refused."""
+    rows = {"text": random_sentences(16), "positive": random_sentences(16, seed=1),
+            "negative": random_sentences(16, seed=2)}
+    rows[column][5] = "  "
+    assert refusal(tiny_bert_dir, datasets.Dataset.from_dict(rows), tmp_path) == (
+        f"the training set's {column!r} column has an empty cell where a sentence should be: every pair / triplet "
+        f"row needs all its texts; remove those rows first, e.g. dataset.filter(lambda row: row[{column!r}].strip()).")

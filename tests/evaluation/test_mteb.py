@@ -150,3 +150,11 @@ def test_two_models_saved_under_one_mteb_name_are_refused_up_front(tiny_bert_dir
 def test_mteb_results_dir_without_mteb_tasks_is_refused(capsys):
     assert eval_cli.main(["--tasks", "sts", "--mteb_results_dir", "x"]) == 1
     assert "names no MTEB task" in capsys.readouterr().err
+
+
+def test_a_local_task_on_a_missing_file_is_refused_when_it_is_built(tmp_path):
+    """It failed only when MTEB ran the task, naming run_eval's eval_file setting."""
+    from hf_cse.evaluation.mteb_tasks import LocalSTSTask
+
+    with pytest.raises(InputError, match=f"^LocalSTSTask.from_file: {tmp_path / 'nosuch.csv'}: no such file.$"):
+        LocalSTSTask.from_file(tmp_path / "nosuch.csv")

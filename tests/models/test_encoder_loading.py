@@ -9,6 +9,7 @@ from helpers import tiny_args, tiny_train_dataset
 from transformers import AutoModel
 
 from hf_cse.cli import train as train_cli
+from hf_cse.errors import CSEError
 from hf_cse.models import DiffCSEModel, SimCSEModel
 from hf_cse.models.fast_dropout import ATTENTION_NAME, FastDropout
 from hf_cse.trainer import ContrastiveTrainer
@@ -115,3 +116,34 @@ def test_a_saved_method_model_is_no_encoder_to_build_a_method_around(tiny_bert_d
         DiffCSEModel.from_pretrained(saved)  # its discriminator would be drawn at random
     with pytest.raises(CSEError, match="holds a plain bert model"):
         SimCSEModel.from_pretrained(tiny_bert_dir)
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("t5", "'t5' is an encoder-decoder model, whose forward needs decoder inputs"),
+    ("bart", "'bart' is an encoder-decoder model, whose forward needs decoder inputs"),
+    ("vit", "'vit' is not a text model (no token vocabulary of its own)"),
+    ("clip", "'clip' is not a text model (no token vocabulary of its own)"),
+])
+def test_an_architecture_that_cannot_embed_sentences_is_refused_before_its_weights_load(kind, why, tmp_path):
+    """Accepted, T5 and BART failed at the first step inside transformers (decoder inputs missing), ViT and CLIP
+    too (no token ids): refused when the method model is built, naming what hf_cse trains."""
+    from transformers import AutoConfig
+
+    folder = tmp_path / kind
+    AutoConfig.for_model(kind).save_pretrained(folder)  # a config alone: no weight may be read
+    with pytest.raises(CSEError) as err:
+        SimCSEModel.from_encoder(str(folder), pooler_type="avg")
+    assert str(err.value) == (f"{why}: hf_cse trains text encoders (BERT, RoBERTa, MiniLM...) and decoders (GPT-2, "
+                              "Llama...). Start from one of those.")
+
+
+def test_an_encoder_that_is_not_there_is_refused_in_one_line_without_asking_the_hub(tmp_path, monkeypatch):
+    """from_encoder in Python: a mistyped folder was sent to the Hub as a repo id (transformers' "Repo id must be in
+    the form ..."), and a Hub id with no network retried for most of a minute."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    with pytest.raises(CSEError, match=f"^encoder {tmp_path / 'nosuch'}: no such folder. Check the path.$"):
+        SimCSEModel.from_encoder(str(tmp_path / "nosuch"))
+    with pytest.raises(CSEError, match="^encoder hf-cse-test/not-cached is not a local folder, and the Hugging Face "
+                                       "Hub is offline"):
+        SimCSEModel.from_encoder("hf-cse-test/not-cached")

@@ -1,0 +1,80 @@
+"""The trainer's tokenizer is the encoder's (hf_cse.tokenizer_match): a tokenizer of another model whose ids fit the
+embedding matrix trained, saved and exported silently, reading other tokens' embeddings; now refused when the
+trainer is built, naming the folder whose tokenizer to load. A path given for the tokenizer gets one line too."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+from helpers import random_sentences, tiny_args
+from tiny_models import write_vocab
+from transformers import AutoTokenizer, BertTokenizerFast
+
+from hf_cse.errors import CSEError
+from hf_cse.files import DataError
+from hf_cse.models import SimCSEModel
+from hf_cse.trainer import ContrastiveTrainer
+
+
+def build(encoder_dir, tokenizer, tmp_path, model=None) -> ContrastiveTrainer:
+    data = datasets.Dataset.from_dict({"text": random_sentences(32)})
+    return ContrastiveTrainer(model=model or SimCSEModel.from_encoder(str(encoder_dir)),
+                              args=tiny_args(tmp_path / "out"), train_dataset=data, processing_class=tokenizer)
+
+
+def reordered_tokenizer(folder) -> BertTokenizerFast:
+    """The encoder's tokens in another order: every id fits its embedding matrix, most read another token's row."""
+    tokens = write_vocab(folder).read_text().split()
+    reordered = tokens[:5] + tokens[5:][::-1]  # the special tokens keep their ids
+    return BertTokenizerFast(vocab={t: i for i, t in enumerate(reordered)}, do_lower_case=True)
+
+
+def test_a_tokenizer_of_another_vocabulary_whose_ids_fit_is_refused(tiny_bert_dir, tmp_path):
+    other = reordered_tokenizer(tmp_path / "other")
+    assert len(other) == len(AutoTokenizer.from_pretrained(tiny_bert_dir))  # no id is out of range
+    with pytest.raises(DataError) as err:
+        build(tiny_bert_dir, other, tmp_path)
+    expected = AutoTokenizer.from_pretrained(tiny_bert_dir).get_vocab()
+    moved = sorted((t for t in expected if expected[t] != other.get_vocab()[t]), key=expected.get)
+    assert len(moved) > len(expected) / 2
+    assert str(err.value) == (
+        f"processing_class is not the encoder's tokenizer: its vocabulary differs from the tokenizer saved with "
+        f"{tiny_bert_dir}: {len(moved)} of its {len(expected)} tokens are missing or have another id (e.g. "
+        f"{moved[0]!r}: {other.get_vocab()[moved[0]]} instead of {expected[moved[0]]}), so the encoder would read other "
+        f"tokens' embeddings. Pass AutoTokenizer.from_pretrained({str(tiny_bert_dir)!r}).")
+
+
+def test_the_encoders_tokenizer_from_elsewhere_or_with_added_tokens_trains(tiny_bert_dir, tmp_path):
+    """The same vocabulary saved in another folder, and one with tokens added beside it, are the encoder's."""
+    copy = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    copy.save_pretrained(tmp_path / "copy")
+    assert build(tiny_bert_dir, AutoTokenizer.from_pretrained(tmp_path / "copy"), tmp_path).train_dataset
+    added = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    added.add_tokens(["<extra>"])
+    assert build(tiny_bert_dir, added, tmp_path).train_dataset
+
+
+def test_a_saved_run_is_compared_with_its_own_tokenizer(tiny_bert_dir, tmp_path):
+    """A model loaded from a run folder (continued training): its folder's tokenizer is the reference."""
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    model.save_pretrained(tmp_path / "run")
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(tmp_path / "run")
+    reloaded = SimCSEModel.from_pretrained(tmp_path / "run")
+    with pytest.raises(DataError, match=f"tokenizer saved with {tmp_path / 'run'}: "):
+        build(tiny_bert_dir, reordered_tokenizer(tmp_path / "other"), tmp_path, model=reloaded)
+
+
+def test_nothing_is_compared_where_no_tokenizer_was_saved(tiny_bert_dir, tmp_path):
+    """An encoder folder without a tokenizer (weights only): nothing to compare with, the tokenizer is taken."""
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    model.encoder.save_pretrained(tmp_path / "weights_only")
+    bare = SimCSEModel.from_encoder(str(tmp_path / "weights_only"))
+    assert build(tmp_path / "weights_only", reordered_tokenizer(tmp_path / "other"), tmp_path, model=bare)
+
+
+def test_a_path_given_as_the_tokenizer_is_refused_in_one_line(tiny_bert_dir, tmp_path):
+    """It failed inside hf_cse.data with "'str' object has no attribute 'num_special_tokens_to_add'"."""
+    with pytest.raises(CSEError) as err:
+        build(tiny_bert_dir, str(tiny_bert_dir), tmp_path)
+    assert str(err.value) == (f"processing_class is a path ({str(tiny_bert_dir)!r}), not a tokenizer: pass "
+                              f"AutoTokenizer.from_pretrained({str(tiny_bert_dir)!r}).")
