@@ -159,7 +159,8 @@ def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = 
         )
     if takes_nodropout and not off_dropout:
         raise CSEError(
-            f"loss {main!r} needs no-dropout embeddings: add off_dropout=True (or train ImSimCSEModel, method imsimcse)."
+            f"loss {main!r} needs no-dropout embeddings: add off_dropout=True (or train ImSimCSEModel, method "
+            "imsimcse)."
         )
     return losses
 

@@ -1,6 +1,6 @@
 """The private names of transformers, sentence-transformers and datasets that hf_cse uses (hf_cse/seams.py): each
-still exists in the installed versions with the parameters hf_cse relies on, and no other library module reaches a private name
-of another package (read with ``ast``; nothing is run)."""
+still exists in the installed versions with the parameters hf_cse relies on, and no other library module reaches a
+private name of another package (read with ``ast``; nothing is run)."""
 
 from __future__ import annotations
 

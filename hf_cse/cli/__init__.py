@@ -29,8 +29,8 @@ from .stop_signals import Terminated, stop_signals_as_interrupt
 DEBUG_ENV = "HF_CSE_DEBUG"
 
 
-#: the longest error line the commands print (a terminal's two or three lines)
-MAX_LINE = 300
+#: the longest error line the commands print (a terminal's five lines: a list of choices or a fix is kept whole)
+MAX_LINE = 600
 _LONG_PATH = re.compile(r"/(?:[^\s/]+/){2,}[^\s/]+")  # an absolute path of 4 parts or more
 
 

@@ -51,7 +51,7 @@ class Evaluation(CommandJob):
         if finished:
             raise OutputFolderError(f"--output_dir {out} is a finished training run's folder ({TRAINING_INFO_FILE}): "
                                     "results there would mix with the run's files. Choose another folder, e.g. "
-                                    f"{out / EVAL_FOLDER} (the default for this run's model).")
+                                    f"{out / EVAL_FOLDER} (where results of that run's own model go by default).")
         names = sorted(p.name for p in out.iterdir() if p.is_file()) if out.is_dir() else []
         model_files = matching(names, MODEL_FILES)
         if model_files:  # an encoder's folder, a sentence-transformers export (pushed or copied with its files)

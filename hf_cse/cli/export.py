@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,7 @@ def export_from_args(argv: list[str] | None = None) -> int:
     if other_run:
         raise InputError(f"--training_info {args.training_info} {other_run}; give the training_info.json its run "
                          "wrote, or leave --training_info out.")
+    info, curves = _curves_of(info, args)
     eval_results = read_eval_results(args.eval_results)
     check_results_model(eval_results, args.checkpoint, out_dir, source=f"eval_results {args.eval_results}")
     check_results_pooler(eval_results, exported_pooler_of(checkpoint_config, args.keep_projector),
@@ -124,11 +126,25 @@ def export_from_args(argv: list[str] | None = None) -> int:
         max_seq_length=args.max_seq_length, overwrite=args.overwrite, eval_results=eval_results or None,
         training_info=info, repo_id=args.push_to_hub, backend=args.backend, quantize=args.quantize,
     )
+    if curves is not None:
+        shutil.copy2(curves, out / curves.name)
     print(f"sentence-transformers model written to {out}")
     if args.push_to_hub:
         url = push_export(out, args.push_to_hub, token=args.token, private=args.private)
         print(f"pushed to {url}")
     return 0
+
+
+def _curves_of(info: dict | None, args) -> tuple[dict | None, Path | None]:
+    """The run's curves image that the card links (``info["training_curves"]``: a file beside the training info),
+    to copy beside the export's card; where it is not there, the info without the link (no broken image)."""
+    name = (info or {}).get("training_curves")
+    if not name:
+        return info, None
+    path = (Path(args.training_info).parent if args.training_info else Path(args.checkpoint)) / str(name)
+    if Path(str(name)).name == name and path.is_file():
+        return info, path
+    return {key: value for key, value in info.items() if key != "training_curves"}, None
 
 
 def main(argv: list[str] | None = None, prog: str = "hf-cse-export") -> int:

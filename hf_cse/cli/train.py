@@ -324,7 +324,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
 
     if not (data_args.train_file or data_args.dataset_name or stream_args.train_files):  # text nobody chose
         logger.info("no --train_file or --dataset_name: training on hf_cse's packaged demo corpus (%s, %s "
-                    "sentences of Wikipedia); give --train_file (one sentence a line) to train on your own text",
+                    "sentences written for the project); give --train_file (one sentence a line) to train on your "
+                    "own text",
                     DEMO_CORPUS.name, "its" if data.streaming else f"{len(raw):,}")
 
     # 4. Model and tokenized data: the method class wraps any AutoModel encoder; the method lives in its config.

@@ -23,8 +23,9 @@ FLAG = "--import_module"
 #: the spellings argparse accepts (transformers' parser adds the dashed one)
 SPELLINGS = (FLAG, "--import-module")
 HELP = ("Import a module of your own first (a module name importable from the current folder, or the path of a .py "
-        "file): the losses, methods and projectors it registers with register_loss / register_method can then be "
-        "named by --loss / --method, with their hyperparameters as flags. Several: --import_module a b.")
+        "file): the losses, methods and projectors it registers with register_loss / register_method are then "
+        "known: training names them by --loss / --method (their hyperparameters as flags), evaluation and export "
+        "load models trained with them. Several: --import_module a b.")
 
 
 #: the .py files imported in this process -> their module names

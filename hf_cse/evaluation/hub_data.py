@@ -71,6 +71,7 @@ def hub_load(task: str, split: str):
         fix = offline_fix() if is_offline() else "check the network connection"
         raise SentEvalDataError(
             f"{task}: cannot read the Hub data set {spec['repo']}: {fix}, or read SentEval's "
-            "files with senteval_source local senteval_data_dir DIR."
+            "files from a folder: senteval_data_dir DIR with the local source (eval_source in training, "
+            "senteval_source in evaluation)."
         ) from err
     return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]

@@ -11,6 +11,7 @@ Task names accepted by :func:`parse_tasks` (comma separated, order kept, duplica
 
 from __future__ import annotations
 
+import difflib
 import logging
 import time
 from dataclasses import replace
@@ -76,7 +77,9 @@ def parse_tasks(spec: str | Sequence[str]) -> list[str]:
         elif key in canonical:
             expanded = (canonical[key],)
         else:
-            raise CSEError(f"Unknown task {name!r}. Valid tasks: {', '.join(valid_task_names())}.")
+            close = difflib.get_close_matches(key, [*canonical, *GROUPS, *ALIASES], n=1)
+            guess = f" (did you mean {canonical.get(close[0], close[0])!r}?)" if close else ""
+            raise CSEError(f"Unknown task {name!r}{guess}. Valid tasks: {', '.join(valid_task_names())}.")
         out += [t for t in expanded if t not in out]
     if not out:
         raise CSEError(f"No task given. Valid tasks: {', '.join(valid_task_names())}.")

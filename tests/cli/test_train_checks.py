@@ -115,7 +115,7 @@ def test_the_demo_corpus_is_said_once_the_run_is_set_up(tiny_bert_dir, train_fil
                                    str(tmp_path / "demo"), "--use_cpu", "--per_device_train_batch_size", "8"])
     [said] = [r.getMessage() for r in caplog.records if "demo corpus" in r.getMessage()]
     assert said.startswith("no --train_file or --dataset_name: training on hf_cse's packaged demo corpus "
-                           "(demo_corpus.txt, 1,241 sentences of Wikipedia)")
+                           "(demo_corpus.txt, 1,241 sentences written for the project)")
     caplog.clear()
     with caplog.at_level("INFO", logger="run_unsup"), pytest.raises(ModelLoaded):
         train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "own"))

@@ -40,8 +40,8 @@ def test_a_tokenizer_of_another_vocabulary_whose_ids_fit_is_refused(tiny_bert_di
     assert str(err.value) == (
         f"processing_class is not the encoder's tokenizer: its vocabulary differs from the tokenizer saved with "
         f"{tiny_bert_dir}: {len(moved)} of its {len(expected)} tokens are missing or have another id (e.g. "
-        f"{moved[0]!r}: {other.get_vocab()[moved[0]]} instead of {expected[moved[0]]}), so the encoder would read other "
-        f"tokens' embeddings. Pass AutoTokenizer.from_pretrained({str(tiny_bert_dir)!r}).")
+        f"{moved[0]!r}: {other.get_vocab()[moved[0]]} instead of {expected[moved[0]]}), so the encoder would read "
+        f"other tokens' embeddings. Pass AutoTokenizer.from_pretrained({str(tiny_bert_dir)!r}).")
 
 
 def test_the_encoders_tokenizer_from_elsewhere_or_with_added_tokens_trains(tiny_bert_dir, tmp_path):

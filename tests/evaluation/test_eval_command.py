@@ -116,7 +116,9 @@ def test_bad_inputs(setup, tmp_path, capsys):
     tiny, _, se = setup
     code, err = run_cli(capsys, "--model_name_or_path", str(tiny), "--tasks", "sts,foo")
     assert code != 0
-    assert "Unknown task 'foo'" in err and "retrieval" in err and "MRPC" in err
+    assert "Unknown task 'foo'. Valid tasks:" in err and "retrieval" in err and "MRPC" in err
+    code, err = run_cli(capsys, "--model_name_or_path", str(tiny), "--tasks", "STSBenchmrk")
+    assert code != 0 and "Unknown task 'STSBenchmrk' (did you mean 'STSBenchmark'?). Valid tasks:" in err
     code, err = run_cli(
         capsys, "--model_name_or_path", str(tmp_path / "nope"), "--senteval_data_dir", str(se)
     )

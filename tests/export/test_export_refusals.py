@@ -250,7 +250,8 @@ def test_the_record_of_a_like_named_run_of_another_project_is_refused(run, tmp_p
         for given in (theirs / "training_info.json", os.path.relpath(theirs / "training_info.json", cwd)):
             err = cli_error(capsys, checkpoint, "st", "--training_info", given)
             assert "is the record of the run in" in err and "not of the checkpoint" in err
-            assert err.endswith("; give the training_info.json its run wrote, or leave --training_info out.")
+            assert err.removesuffix(" (HF_CSE_DEBUG=1 shows the traceback)").endswith(
+                "; give the training_info.json its run wrote, or leave --training_info out.")
             from hf_cse.export.training_info import run_record_problem  # the whole line, its paths unshortened
 
             assert run_record_problem(info, given, checkpoint) == (

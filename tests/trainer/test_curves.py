@@ -5,6 +5,7 @@ import json
 import pytest
 from helpers import random_sentences, scored_pairs_file, train_args
 
+from hf_cse.cli import export as export_cli
 from hf_cse.cli import train as train_cli
 from hf_cse.evaluation.figures import plot_task_comparison
 from hf_cse.evaluation.results import EvalResults
@@ -43,6 +44,13 @@ def test_run_unsup_writes_curves_and_the_card_links_them(tiny_bert_dir, tmp_path
     assert (export / CURVES_FILE).read_bytes() == (out / CURVES_FILE).read_bytes()
     card = (export / "README.md").read_text()
     assert f"]({CURVES_FILE})" in card and "### Training curves" in card
+    # hf-cse-export of the run folder: its card linked the image, which stayed behind
+    assert export_cli.main([str(out), str(tmp_path / "exported")]) == 0
+    assert (tmp_path / "exported" / CURVES_FILE).read_bytes() == (out / CURVES_FILE).read_bytes()
+    assert f"]({CURVES_FILE})" in (tmp_path / "exported" / "README.md").read_text()
+    (out / CURVES_FILE).unlink()  # gone: no link to a missing image
+    assert export_cli.main([str(out), str(tmp_path / "without")]) == 0
+    assert CURVES_FILE not in (tmp_path / "without" / "README.md").read_text()
 
 
 @pytest.mark.slow
