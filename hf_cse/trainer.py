@@ -150,6 +150,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         self._collator_draws = CollatorDraws()  # each batch's draws its own, in workers too (hf_cse.collator_rng)
         self._log_window = LogWindow()  # a logging window across a checkpoint (hf_cse.log_window)
         self._flos_per_token: int | None = None
+        if training_args.dataloader_pin_memory and training_args.device.type == "cpu":
+            training_args.dataloader_pin_memory = False  # pinning speeds up copies to a GPU; torch warns without one
         if training_args.dataloader_pin_memory and training_args.device.type == "cuda" and \
                 hasattr(training_args.accelerator_config, "non_blocking"):
             # a blocking copy of the batch to the GPU waits for the previous step's kernels: the host could not queue

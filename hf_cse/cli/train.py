@@ -320,7 +320,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     logger.log(logging.WARNING if emulated(training_args.precision, training_args.device.type) else logging.INFO,
                "precision: %s on %s (%s)", describe(training_args.precision), training_args.device,
                training_args.precision_reason)
-    logger.info("pooling: %s", describe_pooling(pooling))
+    logger.info("pooling: %s", describe_pooling(pooling, model_cls.own_representation))
 
     if not (data_args.train_file or data_args.dataset_name or stream_args.train_files):  # text nobody chose
         logger.info("no --train_file or --dataset_name: training on hf_cse's packaged demo corpus (%s, %s "

@@ -124,6 +124,8 @@ class CSEPreTrainedModel(PreTrainedModel):
     #: how the views of a plain sentence are made, in words, for the model card ("... are encoded in one forward
     #: pass; the other sentences of the batch are the negatives")
     training_views: str = "Two dropout views of every sentence"
+    #: what the method embeds where that is not the pooler's output, in words for the log; "": the pooler's
+    own_representation: str = ""
     #: the parts that exist only in training and are never exported, in words, for the model card ("RTD
     #: discriminator"); the export keeps the encoder (and the projector where its pooling applies it) only
     training_only_parts: tuple[str, ...] = ("projection head",)
@@ -196,7 +198,7 @@ class CSEPreTrainedModel(PreTrainedModel):
                                      config_kwargs.get("normalize"), given_by="the caller",
                                      normalize_given_by="the caller")
             config_kwargs = {**config_kwargs, **choice.config_fields()}
-            logger.info("pooling: %s", describe_pooling(choice))
+            logger.info("pooling: %s", describe_pooling(choice, cls.own_representation))
         enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
         if isinstance(enc_config, CSEConfig):  # a saved method model: it would be nested in the new one
             export = str(Path(str(name_or_path)) / "sentence-transformers")

@@ -155,9 +155,14 @@ def choose_pooling(own: OwnPooling | None, pooler_type: str | None = None, norma
     return PoolingChoice(by_mode[own.mode], keep_normalize, source)
 
 
-def describe_pooling(choice: PoolingChoice) -> str:
-    """The log line's words, e.g. ``avg + normalize (the encoder's own sentence-transformers pooling ...)``."""
-    return f"{choice.pooler_type}{' + normalize' if choice.normalize else ''} ({choice.source})"
+def describe_pooling(choice: PoolingChoice, representation: str = "") -> str:
+    """The log line's words, e.g. ``avg + normalize (the encoder's own sentence-transformers pooling ...)``;
+    ``representation``: what a method embeds instead of the pooler's output (its ``own_representation``)."""
+    normalize = " + normalize" if choice.normalize else ""
+    if representation:
+        return (f"{representation}{normalize}; pooler_type {choice.pooler_type} decides only whether the projection "
+                "head applies at test time")
+    return f"{choice.pooler_type}{normalize} ({choice.source})"
 
 
 def resolve_pooling(name_or_path: str, pooler_type: str | None = None, normalize: bool | None = None,

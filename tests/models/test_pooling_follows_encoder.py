@@ -169,3 +169,14 @@ def test_dev_change_reads_step_zero_and_the_preferred_metric():
     assert (change.before, change.after, change.worse) == (80.0, 79.0, True)
     assert dev_change(history, final, "eval_sickr_spearman").delta == pytest.approx(2.0)
     assert dev_change(history[1:], final) is None  # nothing scored before the first step
+
+
+def test_promptbert_says_it_embeds_its_template_token_not_the_pooler(st_mean_dir, caplog):
+    """Its log said "pooling: avg + normalize (the encoder's own ...)" while it embeds the template's [MASK]."""
+    from hf_cse.models import PromptBERTModel
+
+    with caplog.at_level(logging.INFO, logger="hf_cse.models.base"):
+        PromptBERTModel.from_encoder(str(st_mean_dir))
+    [said] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pooling: ")]
+    assert said == ("pooling: the template's [MASK] token (PromptBERT) + normalize; pooler_type avg decides only "
+                    "whether the projection head applies at test time")

@@ -125,3 +125,27 @@ def test_the_trainer_takes_sentences_and_trains_what_tokenized_data_trains(metho
         weights.append({k: v.detach().clone() for k, v in model.state_dict().items()})
     for key, weight in weights[0].items():
         torch.testing.assert_close(weight, weights[1][key], rtol=0, atol=0, msg=key)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU the memory is pinned for its copies")
+def test_training_on_the_cpu_asks_no_pinned_memory(tiny_bert_dir, tmp_path):
+    """transformers asks for pinned memory by default, which only speeds up copies to a GPU: on the CPU torch warned
+    "'pin_memory' argument is set as true but no accelerator is found" at every epoch of a Python user's run."""
+    import warnings
+
+    from datasets import Dataset
+    from helpers import tiny_args
+    from transformers import AutoTokenizer
+
+    from hf_cse.models import SimCSEModel
+    from hf_cse.trainer import ContrastiveTrainer
+
+    args = tiny_args(tmp_path / "out", max_steps=2, dataloader_pin_memory=True, use_cpu=False)  # a CPU machine
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args,
+                                 train_dataset=Dataset.from_dict({"text": random_sentences(32)}),
+                                 processing_class=AutoTokenizer.from_pretrained(tiny_bert_dir))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    assert not [w for w in caught if "pin_memory" in str(w.message)]
+    assert args.dataloader_pin_memory is False

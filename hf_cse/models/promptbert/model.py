@@ -144,6 +144,7 @@ class PromptBERTModel(CSEPreTrainedModel):
     captures_in_cuda_graph = False
     why_no_cuda_graph = ("template denoising runs one forward per distinct sentence length in the batch, a number "
                          "read from the device")
+    own_representation = "the template's [MASK] token (PromptBERT)"
     training_views = ("Each sentence in two templates, represented at the template's [MASK] minus the template's "
                       "representation with an empty sentence (PromptBERT's template denoising)")
 
