@@ -60,8 +60,8 @@ STS_SUBSETS: dict[str, tuple[str, ...]] = {
 _GET_DATA_HINT = (
     "Get SentEval's data with its script data/downstream/get_transfer_data.bash "
     "(https://github.com/facebookresearch/SentEval) and pass that data/downstream folder as "
-    "senteval_data_dir, or read the tasks from the Hugging Face Hub (eval_source='hub' in training, "
-    "senteval_source='hub' in evaluation)."
+    "senteval_data_dir, or read the tasks from the Hugging Face Hub (source hub: eval_source in training, "
+    "senteval_source in evaluation)."
 )
 
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")

@@ -169,7 +169,8 @@ def test_missing_file_error_names_task_and_path(tmp_path):
         D.load_sts("STS13", tmp_path)
     msg = str(err.value)
     assert "STS13" in msg and str(tmp_path / "STS" / "STS13-en-test" / "STS.input.FNWN.txt") in msg
-    assert "get_transfer_data.bash" in msg and "senteval_source='hub'" in msg
+    assert "get_transfer_data.bash" in msg
+    assert "(source hub: eval_source in training, senteval_source in evaluation)" in msg
     with pytest.raises(D.SentEvalDataError, match=r"MRPC.*msr_paraphrase_train\.txt"):
         D.load_mrpc(tmp_path)
     with pytest.raises(D.SentEvalDataError, match="does not exist"):
