@@ -1,12 +1,16 @@
-"""Whether a tokenizer is the encoder's: every token of the tokenizer saved with the encoder keeps its id (tokens
-added beside them are fine). A tokenizer of another model whose ids still fit the embedding matrix (a small
-vocabulary given to a large model) reads the wrong embedding rows, and training, scoring and export go on silently
-on nonsense; ids past the matrix are refused elsewhere (:mod:`hf_cse.data_checks`)."""
+"""Whether a tokenizer fits the run: the room a ``max_seq_length`` leaves for the text beside the special tokens and
+the prompt (:func:`check_room_for_text`), and whether it is the encoder's (:func:`check_training_tokenizer`): every
+token of the tokenizer saved with the encoder keeps its id (tokens added beside them are fine). A tokenizer of
+another model whose ids still fit the embedding matrix (a small vocabulary given to a large model) reads the wrong
+embedding rows, and training, scoring and export go on silently on nonsense; ids past the matrix are refused
+elsewhere (:mod:`hf_cse.data_checks`)."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+
+from transformers import PreTrainedTokenizerBase
 
 from .files import DataError
 
@@ -69,3 +73,41 @@ def check_training_tokenizer(tokenizer, model) -> None:
             raise DataError(f"processing_class is not the encoder's tokenizer: {difference}, so the encoder would "
                             f"read other tokens' embeddings. Pass AutoTokenizer.from_pretrained({place!r}).")
         return
+
+
+#: fewer sentence tokens than this left beside the prompt: warned (most of each sentence is cut off)
+FEW_SENTENCE_TOKENS = 8
+
+
+def check_room_for_text(tokenizer: PreTrainedTokenizerBase, max_seq_length: int, prompt: str | None = None,
+                        prompt_fixed: bool = False) -> None:
+    """Refuse a ``max_seq_length`` that leaves no token of a sentence once the tokenizer's special tokens and the
+    ``prompt`` are in (every training input would be the same: nothing of the text is trained on); warn when only a
+    few are left. Needs the tokenizer only, so it runs before the model is loaded. ``prompt_fixed``: the prompt is a
+    trained model's own (the export), so only the length is offered as the fix."""
+    special = tokenizer.num_special_tokens_to_add()
+    taken = len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
+    room = max_seq_length - special - taken
+    owner = "the model's " if prompt_fixed else ""
+    what = f"{owner}prompt takes {taken} tokens and " if taken else ""
+    shorter = " or a shorter prompt" if taken and not prompt_fixed else ""
+    if room < 1:
+        raise DataError(f"max_seq_length {max_seq_length} leaves no token for the sentences: {what}the tokenizer "
+                        f"adds {special} special token(s). Use max_seq_length {special + taken + 32}{shorter} (the "
+                        "papers use 32 for the sentence).", fields=() if prompt_fixed else ("prompt",))
+    if taken and room < FEW_SENTENCE_TOKENS:
+        logger.warning("%smax_seq_length %d leaves %d token(s) of each sentence; raise max_seq_length%s",
+                       what[:1].upper() + what[1:], max_seq_length, room, "" if prompt_fixed else " or shorten prompt")
+
+
+def check_tokenized_length(tokenizer: PreTrainedTokenizerBase, max_seq_length, prompt: str | None = None) -> None:
+    """A ``max_seq_length`` to tokenize with: an integer of at least 2 that leaves room for text beside the special
+    tokens and the prompt (:func:`check_room_for_text`); 0 would turn truncation off, a string fail in the tokenizer."""
+    from .encoders import seq_length_problem
+
+    if not isinstance(max_seq_length, int) or isinstance(max_seq_length, bool):
+        raise DataError(f"max_seq_length must be an integer, got {max_seq_length!r}.", fields=("max_seq_length",))
+    problem = seq_length_problem(max_seq_length, None)
+    if problem:
+        raise DataError(f"{problem}.", fields=("max_seq_length",))
+    check_room_for_text(tokenizer, max_seq_length, prompt)

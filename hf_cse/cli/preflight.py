@@ -53,7 +53,7 @@ def check_report_to(report_to: list[str] | None) -> None:
 
 def check_min_seq_length(max_seq_length: int, hint: str = "The papers use 32.") -> None:
     """The shortest --max_seq_length any command takes (:func:`hf_cse.encoders.seq_length_problem`), before a
-    tokenizer is loaded (the tokenizer's own count: :func:`hf_cse.data.check_room_for_text`)."""
+    tokenizer is loaded (the tokenizer's own count: :func:`hf_cse.tokenizer_match.check_room_for_text`)."""
     problem = seq_length_problem(max_seq_length, None)
     if problem:
         raise InputError(f"{in_flag_terms(problem, ('max_seq_length',))}. {hint}")

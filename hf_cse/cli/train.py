@@ -60,7 +60,6 @@ from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
     DEMO_CORPUS,
     check_enough_rows,
-    check_room_for_text,
     load_pair_dataset,
     load_train_dataset,
     tokenize_dataset,
@@ -82,6 +81,7 @@ from hf_cse.precision import describe, emulated
 from hf_cse.sampler import check_distinct_texts
 from hf_cse.sharding import check_method_shards, launched_engine
 from hf_cse.streaming import check_streaming_arguments, load_pair_stream, load_training_text, tokenize_stream
+from hf_cse.tokenizer_match import check_room_for_text
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.training_args import ContrastiveTrainingArguments
 

@@ -139,7 +139,7 @@ class SentenceEncoder:
             or type(model).__name__
         )
         if max_length is not None and self.tokenizer is not None:  # e.g. 2: [CLS] [SEP] only, every cosine 1
-            from ..data import check_room_for_text  # the training side's rule
+            from ..tokenizer_match import check_room_for_text  # the training side's rule
 
             check_room_for_text(self.tokenizer, self.max_length, self.prompt)
 

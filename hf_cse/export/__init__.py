@@ -13,7 +13,7 @@ no ``trust_remote_code``):
   ``max_seq_length`` is the encoder's limit (``max_position_embeddings`` minus RoBERTa's position offset, capped at
   512), not the training length 32; a ``max_seq_length`` given must lie in [2, that limit uncapped] and leave a
   token of the text beside the special tokens and the prompt (the rules training follows:
-  :func:`hf_cse.encoders.seq_length_problem`, :func:`hf_cse.data.check_room_for_text`).
+  :func:`hf_cse.encoders.seq_length_problem`, :func:`hf_cse.tokenizer_match.check_room_for_text`).
 * ``Pooling``: what the method uses at test time (``config.test_pooler``): ``cls_before_pooler``/``cls`` -> CLS
   token, ``avg`` -> mean over tokens, ``max`` -> max over tokens, ``last`` -> last token (``lasttoken``)
   (``hf_cse.models.pooling.ST_POOLING_MODES``). The model's ``prompt`` is the export's default prompt.

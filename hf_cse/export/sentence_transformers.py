@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from ..checks import check_path_given
-from ..data import check_room_for_text
 from ..encoders import encoder_max_length
 from ..folder_lock import hold_folder, releases_folder_locks
 from ..model_card import read_eval_results, render_model_card
 from ..models.lora import merged_encoder
 from ..models.pooling import ST_POOLING_MODES, applies_projector, exported_pooler
+from ..tokenizer_match import check_room_for_text
 from .card import card_title, record_card_inputs
 from .checkpoint import load_model, load_tokenizer
 from .errors import ExportError

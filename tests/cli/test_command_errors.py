@@ -25,10 +25,10 @@ from hf_cse.cli import MAX_LINE, fit_line, run_cli
 from hf_cse.cli import evaluate as eval_cli
 from hf_cse.cli import export as hf_cse_export
 from hf_cse.cli import train as train_cli
-from hf_cse.data import check_room_for_text
 from hf_cse.errors import CSEError
 from hf_cse.models import CSEPreTrainedModel, SimCSEModel
 from hf_cse.run_files import RUN_RECORD_FILE
+from hf_cse.tokenizer_match import check_room_for_text
 
 # ------------------------------------------------------------------------------------- evaluation and export, as typed
 REPO = Path(__file__).resolve().parents[2]
@@ -303,7 +303,7 @@ def test_an_output_dir_that_is_a_dangling_link_is_one_line(tiny_bert_dir, tmp_pa
 
 def test_a_long_prompt_that_leaves_few_tokens_warns(tiny_bert_dir, caplog):
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+    with caplog.at_level(logging.WARNING, logger="hf_cse.tokenizer_match"):
         check_room_for_text(tokenizer, 32, "a b c d e f g h i j k l m n o p q r s t u v w ")
     assert "max_seq_length 32 leaves 7 token(s) of each sentence" in caplog.text
     caplog.clear()

@@ -105,8 +105,8 @@ def test_a_loaded_model_is_held_to_the_same_length_rule(run, tmp_path):
 
 @pytest.mark.parametrize("prompt,length", [(None, 2), ("the city: ", 5)])
 def test_a_length_leaving_no_token_of_the_text_is_refused(run, tmp_path, capsys, prompt, length):
-    """The training rule (hf_cse.data.check_room_for_text): [CLS] [SEP] (and the prompt's tokens) fill the length, so
-    every sentence would get the same embedding; the export shipped such a model."""
+    """The training rule (hf_cse.tokenizer_match.check_room_for_text): [CLS] [SEP] (and the prompt's tokens) fill the
+    length, so every sentence would get the same embedding; the export shipped such a model."""
     ckpt, _ = run
     model = SimCSEModel.from_pretrained(str(ckpt))
     model.config.prompt = prompt
