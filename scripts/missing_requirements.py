@@ -7,12 +7,25 @@ Standard library only, so it runs on a bare Python before anything is installed.
 """
 
 import configparser
+import importlib.util
 import re
 import sys
 from importlib import metadata
 from pathlib import Path
 
-SETUP_CFG = Path(__file__).resolve().parents[1] / "setup.cfg"
+ROOT = Path(__file__).resolve().parents[1]
+SETUP_CFG = ROOT / "setup.cfg"
+
+
+def installed_elsewhere() -> Path | None:
+    """The checkout whose hf_cse the installed one is, where it is not this one (an editable install of another
+    clone): the console commands (``hf-cse-train`` ...) run that code, while ``python run_unsup.py`` and the tests
+    run this checkout's. None where the installed hf_cse is this checkout's, or none is installed."""
+    spec = importlib.util.find_spec("hf_cse")  # this script's folder is scripts/: the installed hf_cse is found
+    if spec is None or not spec.origin:
+        return None
+    folder = Path(spec.origin).resolve().parents[1]
+    return None if folder == ROOT else folder
 
 
 def stale_console_scripts() -> bool:
@@ -49,6 +62,9 @@ def missing(extra: str = "dev") -> list[str]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--elsewhere"]:
+        print(installed_elsewhere() or "")
+        sys.exit()
     names = missing(*sys.argv[1:])
     if not names and stale_console_scripts():
         names = ["hf_cse (its console scripts changed)"]

@@ -30,3 +30,8 @@ if [ -n "$missing" ]; then
     echo "setup: missing $missing; installing the project (pip install -e \".[dev]\")"
     "$PYTHON" -m pip install -e "$ROOT[dev]"
 fi
+elsewhere=$("$PYTHON" "$ROOT/scripts/missing_requirements.py" --elsewhere)
+if [ -n "$elsewhere" ]; then  # kept: reinstalling would take the commands away from the other checkout
+    echo "setup: note: the installed hf_cse is the checkout in $elsewhere; hf-cse-train and the other commands run" \
+         "that code (python run_unsup.py and the tests run this one's); pip install -e \"$ROOT\" to switch"
+fi

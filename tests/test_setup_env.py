@@ -92,3 +92,23 @@ def test_console_scripts_installed_before_setup_cfg_changed_them_count_as_missin
     older = {**declared, "hf-cse-train": "hf_cse.cli.train:main"}
     monkeypatch.setattr(script.metadata, "distribution", lambda name: installed(older))
     assert script.stale_console_scripts()
+
+
+def test_an_hf_cse_installed_from_another_checkout_is_named(monkeypatch, tmp_path):
+    """A clone beside an editable install of another checkout: its commands (hf-cse-train) ran the other checkout's
+    code, and setup_env.sh said nothing; now it names that checkout (installing nothing: the other would lose them)."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("missing_requirements", ROOT / "scripts" / "missing_requirements.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    other = tmp_path / "other_clone"
+    (other / "hf_cse").mkdir(parents=True)
+    found = {"hf_cse": SimpleNamespace(origin=str(other / "hf_cse" / "__init__.py"))}
+    monkeypatch.setattr(script.importlib.util, "find_spec", lambda name: found.get(name))
+    assert script.installed_elsewhere() == other.resolve()
+    found["hf_cse"] = SimpleNamespace(origin=str(ROOT / "hf_cse" / "__init__.py"))  # this checkout's own install
+    assert script.installed_elsewhere() is None
+    found.clear()  # not installed: reported as missing instead
+    assert script.installed_elsewhere() is None
