@@ -133,11 +133,17 @@ def with_prompt(texts: list[str], prompt: str | None) -> list[str]:
     return texts if not prompt else [prompt + t for t in texts]
 
 
-def sentences_of(batch: dict[str, list], column: str, prompt: str | None) -> list[str]:
+def sentences_of(batch: dict[str, list], column: str, prompt: str | None, pair_view: bool = False) -> list[str]:
     """The ``column`` texts of a batch of rows to tokenize, the prompt in front (:func:`with_prompt`). A value that
     is no string -- an empty cell (None), a number -- is refused in one line here rather than by the tokenizer's own
-    ``TypeError`` (the loaders of files refuse them as they read; a data set made in Python is checked here)."""
+    ``TypeError`` (the loaders of files refuse them as they read; a data set made in Python is checked here); so is a
+    blank text of a ``pair_view`` (a view of a pair / triplet row: every such row would be the same input, where a
+    blank sentence is dropped, :func:`drop_special_only`)."""
     texts = batch[column]
+    if pair_view and any(isinstance(text, str) and is_empty_cell(text) for text in texts):
+        raise DataError(f"the training set's {column!r} column has an empty cell where a sentence should be: every "
+                        "pair / triplet row needs all its texts; remove those rows first, e.g. "
+                        f"dataset.filter(lambda row: row[{column!r}].strip()).")
     odd = next((text for text in texts if not isinstance(text, str)), texts)  # texts: none found
     if odd is None:
         raise DataError(f"the training set's {column!r} column has an empty cell (None) where a sentence should be: "
@@ -352,11 +358,7 @@ def tokenize_pair_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length
     def tok(batch):
         out = {}
         for prefix, column in views:
-            if any(isinstance(cell, str) and is_empty_cell(cell) for cell in batch[column]):
-                raise DataError(f"the training set's {column!r} column has an empty cell where a sentence should be: "
-                                "every pair / triplet row needs all its texts; remove those rows first, e.g. "
-                                f"dataset.filter(lambda row: row[{column!r}].strip()).")
-            texts = sentences_of(batch, column, prompt)
+            texts = sentences_of(batch, column, prompt, pair_view=True)
             for key, value in tokenizer(texts, truncation=True, max_length=max_seq_length).items():
                 out[prefix + key] = value
         return out
