@@ -22,6 +22,7 @@ OUTSIDE_SEAMS = {
     ("cli/train.py", "_actions"),  # argparse: the flags the user typed (HfArgumentParser has no public list)
     ("cli/__init__.py", "_actions"),  # argparse: the known flags, for "did you mean" on a typo
     ("cli/help.py", "_actions"),  # argparse: the flags --help shows, by destination, and the positionals of the usage
+    ("cli/help.py", "_get_help_string"),  # argparse: the defaults formatter's hook, to leave out "(default: None)"
     ("cli/run_config.py", "_actions"),  # argparse: each flag's type and default, to check a --config file
     ("cli/parser_cache.py", "_actions"),  # argparse: the flags of a command's parser, written down for its next start
     ("cli/parser_cache.py", "_get_formatter"),  # argparse: each flag's help as the parser shows it (defaults written

@@ -42,7 +42,7 @@ from hf_cse.cli import one_line_errors, refuse_empty_paths, refuse_unknown_flags
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder
 from hf_cse.cli.eval_output_dir import default_eval_output_dir, prepare_eval_output_dir
-from hf_cse.cli.help import EVAL_DESCRIPTION, EVAL_EXAMPLE, add_short_help, all_flags_layout
+from hf_cse.cli.help import EVAL_DESCRIPTION, EVAL_EXAMPLE, UnsetDefaultsFormatter, add_short_help, all_flags_layout
 from hf_cse.cli.preflight import check_min_seq_length
 from hf_cse.cli.user_modules import import_module_field, import_user_modules, requested_modules
 from hf_cse.encoders import packaged_encoder_path
@@ -307,7 +307,7 @@ def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
 
 
 def argument_parser() -> HfArgumentParser:
-    parser = HfArgumentParser(EvalArguments)
+    parser = HfArgumentParser(EvalArguments, formatter_class=UnsetDefaultsFormatter)
     return one_line_errors(add_short_help(parser, all_flags_layout(parser, EVAL_DESCRIPTION, EVAL_EXAMPLE)))
 
 

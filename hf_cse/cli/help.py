@@ -32,6 +32,14 @@ class HelpAllAction(argparse.Action):
         parser.exit()
 
 
+class UnsetDefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's defaults formatter (HfArgumentParser's), less its "(default: None)": a flag whose default is None
+    is unset until given, and its help says what happens then ("Default: demo corpus.")."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def full_help(parser: argparse.ArgumentParser) -> str:
     """argparse's own help of ``parser`` (every flag), whatever its ``format_help`` shows."""
     return type(parser).format_help(parser)

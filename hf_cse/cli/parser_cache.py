@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 from . import one_line_errors
-from .help import HelpAllAction, full_help, use_layout
+from .help import HelpAllAction, UnsetDefaultsFormatter, full_help, use_layout
 
 CACHE_ENV = "HF_CSE_CACHE"
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -113,7 +113,8 @@ def describe(parser: argparse.ArgumentParser, facts: dict | None = None) -> dict
     formatter of another kind, a fixed usage, argument groups: anything that makes the rebuilt help differ). A type
     other than int / float / str is read as text (its errors are left to the full parser), and so are the choices of
     such a type unless all are text (the help shows them as before)."""
-    if parser.formatter_class not in (argparse.HelpFormatter, argparse.ArgumentDefaultsHelpFormatter) or parser.usage:
+    if parser.formatter_class not in (argparse.HelpFormatter, argparse.ArgumentDefaultsHelpFormatter,
+                                      UnsetDefaultsFormatter) or parser.usage:
         return None
     formatter = parser._get_formatter()
     actions = []

@@ -37,7 +37,7 @@ from hf_cse.cli.arguments import (
     objectives_from_flags,
 )
 from hf_cse.cli.console import ConsoleArguments, setup_console
-from hf_cse.cli.help import add_short_help, train_layout
+from hf_cse.cli.help import UnsetDefaultsFormatter, add_short_help, train_layout
 from hf_cse.cli.output_dir import OutputDirArguments, prepare_output_dir
 from hf_cse.cli.preflight import (
     check_eval_data,
@@ -116,7 +116,7 @@ def argument_parser() -> HfArgumentParser:
     others = (model, DataArguments, method, dcl, OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments,
               ConsoleArguments)
     check_loss_flag_names(*others)  # a loss of the caller's own may take a name a flag has
-    parser = HfArgumentParser((*others[:3], loss, *others[3:]))
+    parser = HfArgumentParser((*others[:3], loss, *others[3:]), formatter_class=UnsetDefaultsFormatter)
     parser.set_defaults(**SCRIPT_DEFAULTS)
     # --help: hf_cse's groups of flags and the Trainer's most used ones; --help_all: every flag (hf_cse.cli.help)
     trainer = [f.name for f in dataclasses.fields(TrainingArguments) if f.init]  # the flags HfArgumentParser makes

@@ -74,6 +74,16 @@ def test_help_all_is_argparse_s_complete_help(parsers, capsys):
     assert "--adam_beta2 ADAM_BETA2" in text and len(text.splitlines()) > 4 * MAX_LINES
 
 
+@pytest.mark.parametrize("flag", ["--help", "--help_all"])
+def test_help_names_set_defaults_and_leaves_out_unset_ones(parsers, flag, capsys):
+    """An unset flag's help says what happens then ("Default: demo corpus."); "(default: None)" said nothing."""
+    for parser in parsers:
+        text = " ".join(_help_of(parser, flag, capsys).split())
+        assert "(default: None)" not in text
+        assert "Default: demo corpus." in text and "(default: simcse)" in text  # a set default is still shown
+    assert "(default: None)" not in " ".join(full_help(evaluate.argument_parser()).split())  # every flag of run_eval
+
+
 @pytest.mark.parametrize("width", ["60", "80", "200"])
 def test_the_fast_path_shows_the_same_help(parsers, width, monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", width)
