@@ -14,6 +14,10 @@ RUN_SETTINGS_FILE = "hf_cse_settings.json"
 #: the key of the run record holding the content of the local training files (name -> size and hash): records
 #: written before it existed lack it, and resume as they did
 TRAIN_FILE_CONTENT = "train_file_content"
+#: the key of the run record holding how the run was scored and its checkpoint chosen (dev data, evaluation and save
+#: schedule, best-model selection): not compared on resume (watching a run differently continues the same run)
+#: and absent from records written before it existed
+DEV_AND_SELECTION = "dev_and_selection"
 #: the record of a finished run (data, arguments, final metrics), written last: its presence means the run finished
 TRAINING_INFO_FILE = "training_info.json"
 #: the final training metrics a finished run writes (the Trainer's ``save_metrics("train")``), which its record holds

@@ -32,7 +32,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from .run_files import RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT
+from .run_files import DEV_AND_SELECTION, RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT
 from .writing import json_safe, write_json_atomic
 
 #: ``TrainingArguments`` that define a run (not ``optim``: its default follows the torch version, fused AdamW from
@@ -62,7 +62,8 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
     """Each setting whose value differs, as ``name: <then> then, <now> now`` (sorted by name; a setting on one side
     only counts as ``None`` on the other), then each training file whose content changed."""
     # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
-    keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source"})
+    # how the run is scored and its checkpoint chosen: watching it differently continues the same run
+    keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source", DEV_AND_SELECTION})
     changed = [f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys
                if recorded.get(k) != current.get(k)]
     if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did

@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from ..checks import resolved_path
+from ..evaluation.custom_dev import EvalDataArguments
 from ..files import content_fingerprint
 from ..run_files import TRAIN_FILE_CONTENT
 from ..run_settings import SPEED_ONLY_CONFIG_FIELDS
@@ -162,6 +163,29 @@ class TrainingSpec:
 
     def fingerprint(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+#: the arguments naming the user's own scored pairs (:class:`~hf_cse.evaluation.custom_dev.EvalDataArguments`)
+EVAL_PAIRS_ARGS = tuple(f.name for f in dataclasses.fields(EvalDataArguments))
+#: the arguments naming the dev data a run is scored on and how its checkpoints are saved and chosen
+DEV_AND_SELECTION_ARGS = ("senteval_data_dir", "eval_source", *EVAL_PAIRS_ARGS,
+                          "eval_strategy", "eval_steps", "save_strategy", "save_steps", "save_total_limit",
+                          "metric_for_best_model", "greater_is_better", "load_best_model_at_end")
+
+
+def dev_and_selection(training_args) -> dict[str, Any]:
+    """How ``training_args`` score the run and choose its checkpoint (:data:`DEV_AND_SELECTION_ARGS` that are set;
+    folders resolved, strategies by name), recorded beside the fingerprint so that ``--config <run>/hf_cse_run.json``
+    runs it again whole. Not part of the fingerprint: a run relaunched with another dev schedule still resumes."""
+    names = DEV_AND_SELECTION_ARGS
+    if not (getattr(training_args, "eval_file", None) or getattr(training_args, "eval_dataset_name", None)):
+        names = [n for n in names if n not in EVAL_PAIRS_ARGS]  # the columns of no scored pairs: nothing to record
+    values = {name: getattr(training_args, name, None) for name in names}
+    values = {name: getattr(value, "value", value) for name, value in values.items() if value is not None}
+    for name in ("senteval_data_dir", "eval_file"):
+        if name in values and Path(values[name]).exists():  # a local path; a Hub name stays as given
+            values[name] = resolved_path(values[name])
+    return values
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from hf_cse.cli.preflight import (
 )
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values, unknown_preset
 from hf_cse.cli.run_config import check_settings, read_run_config
-from hf_cse.cli.run_spec import RunSpec
+from hf_cse.cli.run_spec import RunSpec, dev_and_selection
 from hf_cse.cli.user_modules import import_user_modules, requested_modules
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
@@ -78,6 +78,7 @@ from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.out_of_memory import out_of_memory_as_refusal
 from hf_cse.precision import describe, emulated
+from hf_cse.run_files import DEV_AND_SELECTION
 from hf_cse.sampler import check_distinct_texts
 from hf_cse.sharding import check_method_shards, launched_engine
 from hf_cse.streaming import check_streaming_arguments, load_pair_stream, load_training_text, tokenize_stream
@@ -307,7 +308,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
     resume_from = main_process_first(training_args, lambda: prepare_output_dir(
-        training_args.output_dir, spec.fingerprint(), overwrite=output_args.overwrite_output_dir, encoder=encoder,
+        training_args.output_dir, {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(training_args)},
+        overwrite=output_args.overwrite_output_dir, encoder=encoder,
         resume_from_checkpoint=training_args.resume_from_checkpoint, is_main_process=main_process,
         hold=main_process, read_record=record_in_objectives_form))
     check_resume_fits(resume_from, model_cls, spec.model_config(), enc_config, training_args.max_steps)

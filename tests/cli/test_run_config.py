@@ -17,6 +17,9 @@ from hf_cse.cli import train
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.cli.presets import PRESETS
 from hf_cse.cli.run_config import check_settings, read_run_config, settings_from_record
+from hf_cse.cli.run_spec import dev_and_selection
+from hf_cse.run_files import DEV_AND_SELECTION
+from hf_cse.run_settings import setting_differences
 from hf_cse.writing import json_safe
 
 KINDS, NO_DEV = test_run_spec.KINDS, test_run_spec.NO_DEV
@@ -45,6 +48,25 @@ def test_a_run_started_from_its_record_is_the_same_run(build, command_lines, kin
     (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
     assert prepare_output_dir(out, by_file.fingerprint(), read_record=train.record_in_objectives_form) == str(
         out / "checkpoint-2")
+
+
+def test_a_run_from_its_record_is_scored_and_chosen_as_it_was(build, command_lines, senteval_dir, tmp_path):
+    """The record holds the dev data and checkpoint selection too (beside the fingerprint, which they are not part
+    of): --config <run>/hf_cse_run.json reruns the run as it was watched, and a relaunch that watches it otherwise
+    still resumes it."""
+    scored = ["--senteval_data_dir", str(senteval_dir), "--eval_strategy", "steps", "--eval_steps", "7",
+              "--save_strategy", "steps", "--save_steps", "7", "--save_total_limit", "2",
+              "--metric_for_best_model", "stsb_spearman", "--load_best_model_at_end", "true"]
+    preset = [f for f in command_lines["preset"] if f not in NO_DEV[1::2] and f not in NO_DEV[::2]]
+    _, inputs, settings = build(*preset, *scored)
+    dev = settings[DEV_AND_SELECTION]
+    assert dev == dev_and_selection(inputs["training_args"])
+    assert dev["senteval_data_dir"] == str(senteval_dir.resolve()) and dev["eval_steps"] == 7
+    assert dev["eval_strategy"] == "steps" and dev["load_best_model_at_end"] is True
+    record = _file(tmp_path / "hf_cse_run.json", json_safe(settings))
+    _, again, rerun = build("--config", record)
+    assert rerun == json.loads(json.dumps(json_safe(settings)))  # the same run, watched the same way
+    assert setting_differences(rerun, {**rerun, DEV_AND_SELECTION: {"eval_steps": 50}}) == []
 
 
 @pytest.mark.parametrize("kind", ["default", "imsimcse", "diffcse", "triplets"])
@@ -85,6 +107,9 @@ BAD_FILES = {
     "the user's modules": ({"import_module": ["my_losses"]}, "'import_module' cannot be a setting of a run "
                            "description (the command imports them before it reads any file"),
     "empty path": ({"train_file": " "}, "'train_file' is empty"),
+    "dev settings not an object": ({"loss": "infonce", "dev_and_selection": [125]},
+                                   "'dev_and_selection' must be an object of flags"),
+    "a dev setting of the wrong type": ({"dev_and_selection": {"eval_steps": "125"}}, "'eval_steps' must be a number"),
     "no such file": (None, "no such file"),
 }
 
