@@ -252,11 +252,37 @@ def loss_arguments_class() -> type:
     return make_dataclass("LossArguments", fields)
 
 
+def _flag_names(*argument_classes: type) -> dict[str, str]:
+    """Each flag name of ``argument_classes`` (a field's, or one of its ``aliases``) -> the field it sets."""
+    return {alias.removeprefix("--"): f.name for cls in argument_classes for f in dataclasses.fields(cls)
+            for alias in (f.name, *f.metadata.get("aliases", ()))}
+
+
+def check_method_flag_names(*argument_classes: type) -> None:
+    """No method's config field (a flag of its own) takes the name of another flag: a field of ``argument_classes``,
+    of the script's model flags or a loss hyperparameter; argparse would stop at the clash with a traceback, or the
+    clash would be blamed on a loss."""
+    taken = _flag_names(_ScriptModelArguments, *argument_classes)
+    hyperparameters: dict[str, list[str]] = {}
+    for loss in available_losses():
+        for name in loss_hyperparameters(loss):
+            hyperparameters.setdefault(name, []).append(loss)
+    for method, config_cls in _method_configs().items():
+        for f in _own_fields(config_cls):
+            for name in (f.name, *(a.removeprefix("--") for a in f.metadata.get("aliases", ()))):
+                if name in taken or name in hyperparameters:
+                    users = hyperparameters.get(name, [])
+                    other = (f"a loss hyperparameter ({', '.join(users[:3])}{', ...' * (len(users) > 3)})"
+                             if name not in taken else
+                             "a flag" if taken[name] == name else f"an other name of --{taken[name]}")
+                    raise InputError(f"method {method} ({config_cls.__module__}.{config_cls.__qualname__}) has a "
+                                     f"config field {f.name!r}, but --{name} is already {other}: rename the field.")
+
+
 def check_loss_flag_names(*argument_classes: type) -> None:
     """No loss hyperparameter takes the name of another flag (a field of ``argument_classes`` or one of its
     ``aliases``): each hyperparameter is a flag of its own, and argparse would stop at the clash with a traceback."""
-    taken = {alias: f.name for cls in argument_classes for f in dataclasses.fields(cls)
-             for alias in (f.name, *f.metadata.get("aliases", ()))}
+    taken = _flag_names(*argument_classes)
     for loss in available_losses():
         clash = [name for name in loss_hyperparameters(loss) if name in taken]
         if clash:

@@ -27,6 +27,7 @@ from hf_cse.cli.arguments import (
     DataArguments,
     StreamingArguments,
     check_loss_flag_names,
+    check_method_flag_names,
     config_kwargs_from,
     dcl_arguments_class,
     loss_arguments_class,
@@ -116,7 +117,8 @@ def argument_parser() -> HfArgumentParser:
                                 dcl_arguments_class())
     others = (model, DataArguments, method, dcl, OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments,
               ConsoleArguments)
-    check_loss_flag_names(*others)  # a loss of the caller's own may take a name a flag has
+    check_method_flag_names(*others[1:])  # a method or loss of the caller's own may take a name a flag has
+    check_loss_flag_names(*others)
     parser = HfArgumentParser((*others[:3], loss, *others[3:]), formatter_class=UnsetDefaultsFormatter)
     parser.set_defaults(**SCRIPT_DEFAULTS)
     # --help: hf_cse's groups of flags and the Trainer's most used ones; --help_all: every flag (hf_cse.cli.help)

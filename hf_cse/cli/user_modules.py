@@ -112,4 +112,6 @@ def _failed(name: str, err: BaseException) -> str:
     frames = traceback.extract_tb(err.__traceback__)
     own = [f for f in frames if "importlib" not in f.filename]
     where = f" at {own[-1].filename}:{own[-1].lineno}" if own else ""
-    return f"--import_module {name!r} failed while it was imported{where}: {type(err).__name__}: {err}. Fix the module."
+    said = str(err).rstrip()
+    return (f"--import_module {name!r} failed while it was imported{where}: {type(err).__name__}: {said}"
+            f"{'' if said.endswith(('.', '!', '?')) else '.'} Fix the module.")

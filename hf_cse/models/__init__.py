@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from transformers import AutoConfig, AutoModel
 
-from ..errors import CSEError
+from ..errors import CSEError, closest_name
 from ..sharding import ENGINES
 from .base import CSEOutput, CSEPreTrainedModel
 from .config import CSEConfig
@@ -32,8 +32,8 @@ def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedMo
     and transformers' ``AutoConfig`` / ``AutoModel`` (so ``AutoModel.from_pretrained`` reloads its saved models).
     Usable as a class decorator. Refuses a name another class holds (an earlier definition of the same class, with
     its module and qualified name, is replaced: a notebook cell run again, a reloaded module), a ``model_type`` that
-    does not start with ``hf_cse`` (how a saved hf_cse model is recognised) and a declared "no" without its
-    reason."""
+    does not start with ``hf_cse`` (how a saved hf_cse model is recognised) or that another method holds (its saved
+    models would load as this one) and a declared "no" without its reason."""
     config_cls = model_cls.config_class
     name = config_cls.method
     if not issubclass(model_cls, CSEPreTrainedModel) or not issubclass(config_cls, CSEConfig):
@@ -52,6 +52,11 @@ def register_method(model_cls: type[CSEPreTrainedModel]) -> type[CSEPreTrainedMo
     # the same class defined again (a notebook cell run twice, a reloaded module) replaces its earlier self
     if held is not model_cls and (held.__module__, held.__qualname__) != (model_cls.__module__, model_cls.__qualname__):
         raise CSEError(f"method {name!r} is already registered ({METHODS[name].__name__}); choose another name.")
+    same_type = [m for m, cls in METHODS.items() if m != name and cls.config_class.model_type == config_cls.model_type]
+    if same_type:  # AutoModel would load the saved models of the one as the other
+        raise CSEError(f"{model_cls.__name__}: model_type {config_cls.model_type!r} is already method "
+                       f"{same_type[0]!r}'s (its saved models would load as this one); give {config_cls.__name__} "
+                       "a model_type of its own.")
     METHODS[name] = model_cls
     AutoConfig.register(config_cls.model_type, config_cls, exist_ok=True)
     AutoModel.register(config_cls, model_cls, exist_ok=True)
@@ -64,7 +69,9 @@ for _model_cls in (SimCSEModel, ImSimCSEModel, DiffCSEModel, PromptBERTModel, ES
 
 def get_method(name: str) -> type[CSEPreTrainedModel]:
     if name not in METHODS:
-        raise CSEError(f"Unknown method {name!r}. Available methods: {', '.join(sorted(METHODS))}. A method of your "
+        close = closest_name(name, METHODS)
+        raise CSEError(f"Unknown method {name!r}{f'; did you mean {close!r}?' if close else '.'} Available methods: "
+                       f"{', '.join(sorted(METHODS))}. A method of your "
                        "own: register it with register_method in a module, and import that module first "
                        "(hf-cse-train: import_module MODULE).")
     return METHODS[name]

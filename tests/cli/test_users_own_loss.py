@@ -120,6 +120,29 @@ def test_a_script_registering_its_own_method_gets_its_flags_at_the_commands_star
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.parametrize("field_name, what", [("seed", "a flag"), ("temperature", "a loss hyperparameter ("),
+                                              ("train_file", "a flag")])
+def test_a_method_field_named_like_a_flag_is_refused_in_one_line_naming_the_method(start, monkeypatch, capsys,
+                                                                                   field_name, what):
+    """Before, ``seed`` ended in argparse's traceback and ``temperature`` was blamed on a shipped loss."""
+    from dataclasses import field
+
+    from hf_cse import models
+    from hf_cse.models.simcse import SimCSEConfig, SimCSEModel
+
+    monkeypatch.setattr(models, "METHODS", dict(models.METHODS))
+    namespace = {"SimCSEConfig": SimCSEConfig, "field": field, "__name__": __name__}
+    exec("class ClashConfig(SimCSEConfig):\n    model_type = 'hf_cse_test_clash'\n    method = 'clash'\n"  # noqa: S102
+         f"    {field_name}: float = field(default=0.5, metadata={{'help': 'a field'}})\n", namespace)
+    config = namespace["ClashConfig"]
+    models.register_method(type("ClashModel", (SimCSEModel,), {"config_class": config, "__module__": __name__}))
+    assert start("--method", "clash") == 1
+    err = capsys.readouterr().err
+    assert (f"error: method clash (test_users_own_loss.ClashConfig) has a config field {field_name!r}, but "
+            f"--{field_name} is already {what}") in err and "rename the field." in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
 # ------------------------------------------------------------------ --import_module: a module named by the flag
 
 USERS_MODULE = '''
@@ -188,7 +211,10 @@ def test_import_module_refusals_are_one_line(tmp_path, capsys, monkeypatch, modu
     assert run([*args, "--import_module=broken_users_module.py"]) == 1
     err = capsys.readouterr().err
     assert (f"--import_module 'broken_users_module.py' failed while it was imported at "
-            f"{tmp_path / 'broken_users_module.py'}:2: ZeroDivisionError: division by zero" in err)
+            f"{tmp_path / 'broken_users_module.py'}:2: ZeroDivisionError: division by zero. Fix the module." in err)
+    (tmp_path / "said_users_module.py").write_text("raise RuntimeError('the weights are missing.')\n")
+    assert run([*args, "--import_module", "said_users_module.py"]) == 1
+    assert "RuntimeError: the weights are missing. Fix the module." in capsys.readouterr().err  # no '..'
 
 
 def test_the_values_of_import_module_are_read_in_every_spelling():

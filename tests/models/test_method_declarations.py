@@ -110,6 +110,17 @@ def test_registration_refuses_a_no_without_its_reason_and_a_taken_name(scratch):
         register_method(type("UntypedModel", (CSEPreTrainedModel,), {"config_class": Untyped}))
     assert "untyped" not in METHODS
 
+    class Hijack(CSEConfig):  # another method under SimCSE's model_type: AutoModel would load one as the other
+        model_type = SimCSEModel.config_class.model_type
+        method = "hijack"
+
+    with pytest.raises(ValueError, match=f"model_type '{Hijack.model_type}' is already method 'simcse''s \\(its saved "
+                                         "models would load as this one\\); give Hijack a model_type of its own"):
+        register_method(type("HijackModel", (CSEPreTrainedModel,), {"config_class": Hijack}))
+    assert "hijack" not in METHODS and get_method("simcse") is SimCSEModel
+    with pytest.raises(ValueError, match="Unknown method 'simcsee'; did you mean 'simcse'"):
+        get_method("simcsee")
+
 
 def test_pair_rows_are_refused_in_one_line_naming_the_method(scratch):
     with pytest.raises(DataError) as err:
