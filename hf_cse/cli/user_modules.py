@@ -63,6 +63,12 @@ def import_user_modules(names: list[str]) -> None:
         path = Path(name).expanduser()
         if name.endswith(".py") or path.is_file():
             _import_file(name, path)
+        elif path.is_dir() and not (path / "__init__.py").is_file() or os.sep in name:
+            # a folder of no package, or a path: likely a positional swallowed by the flag (it takes every word after
+            # it up to the next flag), which Python would import as an empty namespace package
+            raise CSEError(f"--import_module {name!r} is {'a folder' if path.is_dir() else 'a path'}, not a module "
+                           "or .py file. The flag takes each word after it up to the next flag: give the command's "
+                           "folders before it, or end its list with another flag.")
         else:
             _import_name(name)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -184,7 +185,10 @@ class SentenceEncoder:
             from transformers import AutoModel, AutoTokenizer
 
             if kind == "hf_cse":
-                import hf_cse.models  # noqa: F401  (registers the hf_cse classes with AutoModel)
+                from ..models import check_method_registered  # (registers the hf_cse classes with AutoModel)
+
+                if Path(name_or_path).is_dir():
+                    check_method_registered(name_or_path)
             tokenizer = AutoTokenizer.from_pretrained(
                 name_or_path, revision=revision, trust_remote_code=trust_remote_code
             )

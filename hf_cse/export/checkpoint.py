@@ -14,7 +14,7 @@ from .errors import ExportError
 
 def load_model(model_or_path):
     """An hf_cse model object, loaded from a folder / Hub id when a path is given."""
-    from ..models import CSEPreTrainedModel, is_cse_checkpoint
+    from ..models import CSEPreTrainedModel, check_method_registered, is_cse_checkpoint
 
     if isinstance(model_or_path, CSEPreTrainedModel):
         return model_or_path
@@ -29,6 +29,8 @@ def load_model(model_or_path):
             f"{path} is not an hf_cse checkpoint (its config.json is missing or its model_type does not start with "
             "'hf_cse'). Give the output_dir of run_unsup.py or a folder saved with model.save_pretrained()."
         )
+    if path.exists():
+        check_method_registered(path)
     from transformers import AutoModel
 
     model = AutoModel.from_pretrained(str(path) if path.exists() else str(model_or_path))

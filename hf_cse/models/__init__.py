@@ -83,21 +83,37 @@ def method_of(config) -> type[CSEPreTrainedModel] | None:
     return METHODS.get(getattr(config, "method", None))
 
 
-def is_cse_checkpoint(path) -> bool:
-    """Whether a folder holds a saved hf_cse model (its config.json model_type starts with 'hf_cse')."""
+def _saved_config(path) -> dict:
+    """The config.json of a local folder ({} where there is none)."""
     import json
     from pathlib import Path
 
     cfg = Path(path) / "config.json"
-    if not cfg.is_file():
-        return False
-    return str(json.loads(cfg.read_text()).get("model_type", "")).startswith("hf_cse")
+    return json.loads(cfg.read_text()) if cfg.is_file() else {}
+
+
+def is_cse_checkpoint(path) -> bool:
+    """Whether a folder holds a saved hf_cse model (its config.json model_type starts with 'hf_cse')."""
+    return str(_saved_config(path).get("model_type", "")).startswith("hf_cse")
+
+
+def check_method_registered(path) -> None:
+    """A local hf_cse checkpoint's method is registered in this process; else one line naming it and the fix (before,
+    transformers said the architecture was unknown and advised upgrading it)."""
+    saved = _saved_config(path)
+    model_type = str(saved.get("model_type", ""))
+    if not model_type.startswith("hf_cse") or any(m.config_class.model_type == model_type for m in METHODS.values()):
+        return
+    raise CSEError(f"{path} holds a model of the hf_cse method {saved.get('method', '?')!r} (model_type "
+                   f"{model_type!r}), which is not registered in this process: import the module that registers it "
+                   "first (the commands: import_module MODULE).")
 
 
 __all__ = [
     "CSEConfig",
     "CSEOutput",
     "CSEPreTrainedModel",
+    "check_method_registered",
     "DiffCSEConfig",
     "DiffCSEModel",
     "ESimCSEConfig",

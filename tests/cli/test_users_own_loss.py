@@ -215,6 +215,11 @@ def test_import_module_refusals_are_one_line(tmp_path, capsys, monkeypatch, modu
     (tmp_path / "said_users_module.py").write_text("raise RuntimeError('the weights are missing.')\n")
     assert run([*args, "--import_module", "said_users_module.py"]) == 1
     assert "RuntimeError: the weights are missing. Fix the module." in capsys.readouterr().err  # no '..'
+    (tmp_path / "a_run").mkdir()  # a positional the flag took (hf-cse-export --import_module m.py RUN OUT)
+    for folder in ("a_run", str(tmp_path / "a_run"), str(tmp_path / "no_such_run")):
+        assert run([*args, "--import_module", folder]) == 1
+        err = capsys.readouterr().err
+        assert f"--import_module {folder!r} is a " in err and "give the command's folders before it" in err, err
 
 
 def test_the_values_of_import_module_are_read_in_every_spelling():

@@ -6,6 +6,7 @@ three shipped methods declare what they did before."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from helpers import random_sentences
@@ -223,3 +224,18 @@ def test_diffcse_checks_its_generator_early_and_attaches_it_when_prepared(tiny_b
         model.prepare_for_training(tok, rows)
     assert model.generator is not None and model.config.generator_name_or_path == "unigram"
     assert "DEPARTS FROM THE PAPER" in caplog.text
+
+
+def test_a_checkpoint_of_a_method_not_registered_here_names_it_and_the_fix(tmp_path):
+    """Export and evaluation of a user's method's checkpoint without its module: one line (before, transformers said
+    the architecture was unknown and advised upgrading it)."""
+    from hf_cse.evaluation.encoder import SentenceEncoder
+    from hf_cse.export.checkpoint import load_model
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "hf_cse_users_unseen", "method": "unseen"}))
+    line = (f"{tmp_path} holds a model of the hf_cse method 'unseen' (model_type 'hf_cse_users_unseen'), which is "
+            "not registered in this process: import the module that registers it first")
+    for load in (load_model, SentenceEncoder.from_pretrained):
+        with pytest.raises(ValueError, match=re.escape(line)):
+            load(str(tmp_path))
+
