@@ -31,7 +31,7 @@ from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .preflight import check_optimizer_arguments, check_training_counts
 from .presets import PRESETS, unknown_preset
-from .user_modules import import_user_modules, requested_modules
+from .user_modules import import_user_modules, requested_modules, typed_loss
 
 #: command -> the module whose ``main(argv, prog)`` runs it
 MODULES = {"train": "hf_cse.cli.train", "eval": "hf_cse.cli.evaluate", "export": "hf_cse.cli.export"}
@@ -94,6 +94,17 @@ def command_facts(command: str) -> dict | None:
     return FACTS[command]() if command in FACTS else None
 
 
+def _refuse_unregistered_loss(facts: dict, loss: str | None) -> None:
+    """``loss`` is one the description knows, or the caller registered (the registry is then imported already)."""
+    losses = facts.get("losses")
+    if not losses or loss is None or loss in losses:
+        return
+    registry = sys.modules.get("hf_cse.losses.registry")
+    available = registry.available_losses() if registry is not None else losses
+    if loss not in available:
+        raise unknown_loss_error(loss, available)
+
+
 def _check_loss_values(facts: dict, args: dict) -> None:
     """The main loss (``--loss``, else the method's) is registered, and the hyperparameter values typed for it keep
     its rules, as the registry and the loss check them; a loss registered by the caller's own code (the registry is
@@ -103,11 +114,7 @@ def _check_loss_values(facts: dict, args: dict) -> None:
     if not losses or loss is None:
         return
     if loss not in losses:
-        registry = sys.modules.get("hf_cse.losses.registry")  # imported: the caller may have registered its own
-        if registry is None:
-            raise unknown_loss_error(loss, losses)
-        if loss not in registry.available_losses():
-            raise unknown_loss_error(loss, registry.available_losses())
+        _refuse_unregistered_loss(facts, loss)
         return  # the caller's loss: the command checks it
     known = losses[loss]
     rules = dict(known["rules"])
@@ -161,6 +168,8 @@ def check_command_line(command: str, parser, argv: list[str]) -> None:
     ``main`` (argparse's own errors surface in either), then the optimizer's values and the paths that name nothing
     (``main`` meets those among its other checks)."""
     with same_on_every_process():  # each process of a launch reads the same command line and files
+        if command == "train":  # an unregistered loss first: its hyperparameters' flags are unknown for that reason
+            _refuse_unregistered_loss(getattr(parser, "facts", {}), typed_loss(argv))
         refuse_empty_paths(parser, argv)
         refuse_unknown_flags(parser, argv)
         VALUE_CHECKS[command](parser, argv)

@@ -54,6 +54,17 @@ def requested_modules(argv: list[str]) -> list[str]:
     return names
 
 
+def typed_loss(argv: list[str]) -> str | None:
+    """The value of ``--loss`` in ``argv`` (``--loss x`` or ``--loss=x``, the last one given), read before the
+    parser: a loss that is not registered is named before the flags of its hyperparameters are called unknown."""
+    found = None
+    for arg, following in zip(argv, [*argv[1:], None], strict=True):
+        flag, equals, value = arg.partition("=")
+        if flag == "--loss":
+            found = value if equals else following
+    return found
+
+
 def import_user_modules(names: list[str]) -> None:
     """Import each of ``names`` (see the module docstring); a name that is neither a module nor a ``.py`` file, or a
     module that fails while it is imported, is one line naming it, where it failed and the fix."""

@@ -143,6 +143,26 @@ def test_a_method_field_named_like_a_flag_is_refused_in_one_line_naming_the_meth
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("hyperparameter", [["--alpha", "1.5"], ["--t", "3"], ["--alpha=1.5"]])
+def test_a_loss_whose_module_was_not_imported_is_named_before_its_flags(start, capsys, tmp_path, hyperparameter):
+    """Forgetting import_module: the loss is unknown, not its hyperparameters' flags (an unknown or an ambiguous
+    flag, before), on the fast path, the command's own and from a --config file."""
+    from hf_cse.cli import parser_cache, run_config
+
+    line = "Unknown loss 'users_unseen'"
+    assert start("--loss", "users_unseen", *hyperparameter) == 1
+    assert line in capsys.readouterr().err
+    assert _train.main(["--loss=users_unseen", *hyperparameter, "--output_dir", str(tmp_path / "o")]) == 1
+    assert line in capsys.readouterr().err
+    with pytest.raises(ValueError, match=line):
+        cached = parser_cache.rebuild(parser_cache.describe(_train.argument_parser(), entry_points.train_facts()))
+        entry_points.check_command_line("train", cached, ["--loss", "users_unseen", *hyperparameter])
+    description = tmp_path / "run.json"
+    description.write_text('{"loss": "users_unseen", "alpha": 1.5}')
+    with pytest.raises(ValueError, match=f"--config {description}: {line}"):
+        run_config.read_run_config(str(description), _train.argument_parser())
+
+
 # ------------------------------------------------------------------ --import_module: a module named by the flag
 
 USERS_MODULE = '''
