@@ -285,9 +285,12 @@ def _without_dashed_twins(message: str) -> str:
     if found is None:
         return message
     options = found.group(1).split("/")
-    kept = [o for o in options
-            if not (o.startswith("--") and "-" in o[2:] and "--" + o[2:].replace("-", "_") in options)]
-    return f"argument {'/'.join(kept)}: {message[found.end():]}"
+    return f"argument {'/'.join(o for o in options if not _dashed_twin(o, options))}: {message[found.end():]}"
+
+
+def _dashed_twin(option: str, options) -> bool:
+    """Whether ``option`` is the dashed spelling (``--learning-rate``) of another of ``options``."""
+    return option.startswith("--") and "-" in option[2:] and "--" + option[2:].replace("-", "_") in options
 
 
 def one_line_errors(parser):
@@ -299,10 +302,15 @@ def one_line_errors(parser):
         message = closest_choice(_without_dashed_twins(" ".join(str(message).split())))
         if "arguments are required" in message:
             message += f" (usage: {usage_text(parser)})"
-        ambiguous = re.match(r"ambiguous option: ([^\s=]+)", message)  # --lr: a shorthand, taken for a prefix
-        meant = ambiguous and usual_name(ambiguous.group(1), [o for a in parser._actions for o in a.option_strings])
-        if meant:
-            message += f"; did you mean {meant}?"
+        ambiguous = re.match(r"ambiguous option: ([^\s=]+) could match (.*)", message)
+        if ambiguous:  # each flag once (not its dashed twin); a shorthand (--lr) or a typo (--lamb for --lam) named
+            typed, matches = ambiguous.group(1), [m.strip() for m in ambiguous.group(2).split(",")]
+            matches = [m for m in matches if not _dashed_twin(m, matches)]
+            message = f"ambiguous option: {typed} could match {', '.join(matches)}"
+            options = [o for a in parser._actions for o in a.option_strings if not _dashed_twin(o, a.option_strings)]
+            meant = usual_name(typed, options) or (len(typed) > 5 and closest_name(typed, options))  # not --ma: --m
+            if meant and meant not in matches:
+                message += f"; did you mean {meant}?"
         parser.exit(2, f"{parser.prog}: error: {message}\n")
 
     parser.error = error

@@ -122,8 +122,13 @@ def _error(parser, argv, capsys) -> list[str]:
     (["--learning_rate", "abc"], "hf-cse-train: error: argument --learning_rate: invalid float value: 'abc'"),
     (["--max_steps"], "hf-cse-train: error: argument --max_steps: expected one argument"),
     (["--lr", "1e-5"], "hf-cse-train: error: ambiguous option: --lr could match --lr_scheduler_type, "
-                       "--lr-scheduler-type, --lr_scheduler_kwargs, --lr-scheduler-kwargs; did you mean "
-                       "--learning_rate?"),  # a usual shorthand, which argparse takes for a prefix
+                       "--lr_scheduler_kwargs; did you mean --learning_rate?"),  # a usual shorthand, which argparse
+    # takes for a prefix; a typo that is the start of one flag in its two spellings, whose closest flag is another
+    (["--lambd", "0.3"], "hf-cse-train: error: ambiguous option: --lambd could match --lambda_rtd; did you mean "
+                         "--lam?"),
+    (["--ma", "3"], "hf-cse-train: error: ambiguous option: --ma could match --matryoshka_dims, "
+                    "--matryoshka_weights, --masking_ratio, --max_train_samples, --margin, --max_steps, "
+                    "--max_grad_norm, --max_seq_length"),
 ])
 def test_argparse_errors_are_one_line_on_either_path(parsers, argv, line, capsys):
     for parser in parsers:
