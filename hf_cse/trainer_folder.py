@@ -12,7 +12,11 @@ a run of the same method, refuse in one line what transformers would stop on wit
 * ``resume_from_checkpoint=True`` ("continue the interrupted run") is refused when the settings that define the run
   (:mod:`hf_cse.run_settings`: the method's config, the learning rate, batch, seed, ..., the training set) differ from
   those the checkpoint was saved with, as the command line refuses them; a checkpoint named by its path goes on with
-  the new settings, and one log line lists what changed;
+  the new settings, and one log line lists what changed -- except the learning rate and weight decay, which the
+  checkpoint's optimizer and scheduler state bring back (transformers restores them): a change is refused, not
+  silently dropped;
+* a named checkpoint resumed with other settings is refused where the output folder holds later checkpoints: going on
+  from it there would overwrite them one by one, and the folder would hold two runs' checkpoints;
 * the output folder may not be, hold or lie inside the folder of the encoder the model was built from (its save would
   overwrite or mix with the encoder's files).
 
@@ -27,7 +31,13 @@ import json
 import logging
 from pathlib import Path
 
-from .checkpoints import TRAINER_STATE_FILE, checkpoint_problem, last_complete_checkpoint, training_run_files
+from .checkpoints import (
+    TRAINER_STATE_FILE,
+    checkpoint_problem,
+    checkpoint_step,
+    last_complete_checkpoint,
+    training_run_files,
+)
 from .folder_lock import claimed_by_command
 from .output_folder import OutputFolderError, listing, same_or_inside
 from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
@@ -104,15 +114,42 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
                                 f"a {method} model: resume it with the {saved} method, or start a new run in another "
                                 "output_dir.")
     if trainer is not None:
-        check_same_run(checkpoint, trainer, named=resume_from_checkpoint is not True)
+        check_same_run(checkpoint, trainer, named=resume_from_checkpoint is not True, output_dir=output_dir)
     return str(checkpoint)
 
 
-def check_same_run(checkpoint: Path, trainer, named: bool) -> None:
+def check_no_later_checkpoints(checkpoint: Path, output_dir) -> None:
+    """``output_dir`` holds no checkpoint past the step of ``checkpoint``, the one to resume with other settings:
+    the run would overwrite them one by one (and leave the rest beside its own: two runs in one folder), and a
+    relaunch would resume the wrong one."""
+    step = checkpoint_step(checkpoint)
+    later = sorted((p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*")
+                    if p.is_dir() and checkpoint_step(p) > step >= 0), key=checkpoint_step)
+    if later:
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: output_dir {output_dir} holds later "
+                                f"checkpoints ({listing([p.name for p in later])}), which going on from step {step} "
+                                f"with other settings there would overwrite one by one. Resume from "
+                                f"{later[-1]}, or go on from {checkpoint.name} in another output_dir.")
+
+
+#: run settings that resuming takes from the checkpoint's optimizer and scheduler state, whatever the arguments say
+RESTORED_WITH_THE_OPTIMIZER = ("learning_rate", "weight_decay")
+
+
+def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> None:
     """Refuse to continue the run of ``checkpoint`` with settings that define another run (module doc), unless the
-    checkpoint was ``named`` by its path: then the run goes on with them, and one log line says what changed."""
+    checkpoint was ``named`` by its path: then the run goes on with them (not where ``output_dir`` holds later
+    checkpoints, nor with another learning rate or weight decay), and one log line says what changed."""
     changed = settings_changed_since(checkpoint, trainer)
+    restored = [c for c in changed if c.split(":", 1)[0] in RESTORED_WITH_THE_OPTIMIZER]
+    if restored and named:
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: {'; '.join(restored)} cannot change when "
+                                "resuming: the checkpoint's optimizer and scheduler state bring back its run's (the "
+                                "new value would be logged and recorded, not used). Resume with its run's value, or "
+                                "start a new run in another output_dir.")
     if changed and named:
+        if output_dir is not None:
+            check_no_later_checkpoints(checkpoint, output_dir)
         logger.warning("resuming %s with other settings than its run's (%s): going on with these", checkpoint,
                        "; ".join(changed))
     elif changed:

@@ -263,8 +263,8 @@ def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tin
 @pytest.mark.slow
 def test_the_trainers_settings_check_accepts_what_the_command_resumes(tiny_bert_dir, tmp_path, monkeypatch, caplog):
     """hf-cse-train hands the trainer the checkpoint by its path: the same command resumes without a word from the
-    trainer's own comparison (hf_cse.run_settings), and --resume_from_checkpoint PATH with another learning rate goes
-    on with it, the trainer's one log line naming what changed."""
+    trainer's own comparison (hf_cse.run_settings), and --resume_from_checkpoint PATH with another warmup goes on with
+    it, the trainer's one log line naming what changed."""
     out, other = tmp_path / "out", tmp_path / "other"
     args = train_args(tiny_bert_dir, tmp_path, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2")
     original = ContrastiveTrainer.training_step
@@ -285,10 +285,10 @@ def test_the_trainers_settings_check_accepts_what_the_command_resumes(tiny_bert_
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
     args[args.index("--output_dir") + 1] = str(other)
     with caplog.at_level(logging.WARNING, logger="hf_cse.trainer_folder"):
-        train_cli.train_from_args([*args, "--learning_rate", "1e-4", "--resume_from_checkpoint",
+        train_cli.train_from_args([*args, "--warmup_steps", "1", "--resume_from_checkpoint",
                                    str(out / "checkpoint-2")])
-    assert f"resuming {out / 'checkpoint-2'} with other settings than its run's (learning_rate: 3e-05 then, " \
-           "0.0001 now)" in caplog.text
+    assert f"resuming {out / 'checkpoint-2'} with other settings than its run's (warmup_steps: 0 then, 1.0 now)" \
+        in caplog.text
     assert json.loads((other / "trainer_state.json").read_text())["global_step"] == 4
 
 

@@ -1,7 +1,8 @@
 """``resume_from_checkpoint=True`` continues the interrupted run, so from Python as from the command line a checkpoint
 is not continued with settings that define another run (hf_cse.run_settings, hf_cse.trainer_folder.check_same_run):
 refused in one line before any step, naming what changed and the two ways out; a checkpoint named by its path goes on
-with the new settings; the same settings with a larger max_steps train the steps added."""
+with the new settings, but for those its optimizer and scheduler state restore; the same settings with a larger
+max_steps train the steps added."""
 
 from __future__ import annotations
 
@@ -74,13 +75,41 @@ def test_resume_true_with_another_learning_rate_is_refused_and_the_named_checkpo
     assert f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings" in message
     assert message.endswith("or start a new run in another output_dir.")
     assert _snapshot(out) == before  # nothing written, nothing removed
-    # the checkpoint named by its path: the run goes on with the new settings, and says which changed
-    with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
+    # the checkpoint named by its path: the learning rate still cannot change, as the checkpoint's optimizer and
+    # scheduler state bring back its run's (before, the new one was logged and recorded, and not used) ...
+    with pytest.raises(OutputFolderError, match=r"learning_rate: 0\.001 then, 0\.002 now cannot change when "
+                                                r"resuming: the checkpoint's optimizer and scheduler state"):
         changed.train(resume_from_checkpoint=str(checkpoint))
-    assert changed.state.global_step == 4
-    assert f"resuming {checkpoint} with other settings than its run's (learning_rate: 0.001 then, 0.002 now)" \
-        in caplog.text
-    assert json.loads((out / "checkpoint-4" / RUN_SETTINGS_FILE).read_text())["learning_rate"] == 2e-3
+    assert _snapshot(out) == before
+    # ... the run goes on with the other new settings, and says which changed
+    warmed = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, warmup_steps=2)
+    with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
+        warmed.train(resume_from_checkpoint=str(checkpoint))
+    assert warmed.state.global_step == 4
+    assert f"resuming {checkpoint} with other settings than its run's (warmup_steps: 0 then, 2 now)" in caplog.text
+    assert json.loads((out / "checkpoint-4" / RUN_SETTINGS_FILE).read_text())["warmup_steps"] == 2
+
+
+@pytest.mark.slow
+def test_a_named_checkpoint_is_refused_where_later_checkpoints_would_be_overwritten(tiny_bert_dir, sentences,
+                                                                                     tmp_path):
+    """Going on from checkpoint-2 with other settings in a folder holding checkpoint-4 would overwrite it with another
+    run's and leave the folder's last checkpoint another run's; elsewhere it goes on (with the same settings, the
+    same run is trained again: tests/trainer/test_trainer_folder.py)."""
+    out = tmp_path / "out"
+    _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4).train()
+    before = _snapshot(out)
+    again = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, warmup_steps=1)
+    with pytest.raises(OutputFolderError) as refused:
+        again.train(resume_from_checkpoint=str(out / "checkpoint-2"))
+    assert str(refused.value) == (
+        f"resume_from_checkpoint {out / 'checkpoint-2'}: output_dir {out} holds later checkpoints (checkpoint-4), "
+        f"which going on from step 2 with other settings there would overwrite one by one. Resume from "
+        f"{out / 'checkpoint-4'}, or go on from checkpoint-2 in another output_dir.")
+    assert _snapshot(out) == before
+    elsewhere = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "elsewhere", max_steps=4, warmup_steps=1)
+    elsewhere.train(resume_from_checkpoint=str(out / "checkpoint-2"))
+    assert elsewhere.state.global_step == 4 and _snapshot(out) == before
 
 
 @pytest.mark.slow
