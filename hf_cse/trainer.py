@@ -36,6 +36,7 @@ from .trainer_folder import (
     check_new_run_folder,
     check_not_encoder_folder,
     check_not_inside_a_run,
+    check_save_folder,
     checkpoint_to_resume,
     warn_other_world_size,
 )
@@ -287,6 +288,13 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             seams.load_best_model(self)
         losses = [entry["loss"] for entry in state.log_history if "loss" in entry]
         return TrainOutput(state.global_step, losses[-1] if losses else 0.0, {"epoch": float(state.epoch or 0.0)})
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """transformers' ``save_model``; a folder the caller names is checked first: not the encoder's, another
+        model's or another run's (:func:`hf_cse.trainer_folder.check_save_folder`)."""
+        if output_dir is not None and not _internal_call:
+            main_process_outcome(self.args, lambda: check_save_folder(output_dir, self))
+        super().save_model(output_dir, _internal_call)
 
     def save_run(self, data: dict | None = None, preset: str | None = None, hub_repo: str | None = None) -> None:
         """Finish the run in ``args.output_dir``: the final training metrics and Trainer state, the training curves,

@@ -61,6 +61,28 @@ def check_not_encoder_folder(output_dir, encoder: str | None) -> None:
                                 fields=("output_dir",))
 
 
+def check_save_folder(folder, trainer) -> None:
+    """A folder ``trainer.save_model(folder)`` is asked to save into, other than the trainer's own output folder:
+    not the encoder's (:func:`check_not_encoder_folder`), nor one holding another model (its config and weights
+    would be replaced) or another training run (its record would describe a model no longer there)."""
+    out = Path(folder).expanduser()
+    if out.resolve() == Path(trainer.args.output_dir).expanduser().resolve():
+        return
+    config = trainer.accelerator.unwrap_model(trainer.model).config
+    check_not_encoder_folder(out, getattr(config, "base_encoder", None))
+    if not out.is_dir():
+        return
+    try:
+        model_type = json.loads((out / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        model_type = None
+    run = training_run_files(out) + [TRAINING_INFO_FILE] * (out / TRAINING_INFO_FILE).is_file()
+    if run or (model_type is not None and not str(model_type).startswith("hf_cse")):
+        what = f"a training run ({listing(run)})" if run else f"another model (a {model_type} model's config.json)"
+        raise OutputFolderError(f"save_model: {folder} holds {what}; saving there would replace its files. Choose "
+                                "a new folder (or the trainer's own output_dir).", fields=("output_dir",))
+
+
 def check_not_inside_a_run(output_dir, flag: str = "output_dir") -> None:
     """Refuse an output folder inside another training run's folder (module doc); ``flag`` names the path in the
     message (the field, or the command's flag)."""

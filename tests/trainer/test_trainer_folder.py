@@ -5,6 +5,8 @@ at a time; and the input mistakes a Python caller can make are refused in one li
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from eval_helpers import write_toy_senteval
@@ -75,6 +77,34 @@ def test_the_encoders_own_folder_is_no_output_folder(tiny_bert_dir, sentences, t
             _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2)
         assert refused.value.fields == ("output_dir",)
     assert _snapshot(tiny_bert_dir) == before
+
+
+@pytest.mark.slow
+def test_save_model_into_a_folder_of_the_callers_choice_never_replaces_an_encoder_a_model_or_a_run(
+        tiny_bert_dir, sentences, tmp_path):
+    """trainer.save_model(folder) replaced any folder's config and weights without a word: the encoder's own, another
+    model's beside the user's notes, another finished run's (whose record then described a model no longer there)."""
+    other_run = tmp_path / "other_run"
+    finished = _trainer(tiny_bert_dir, sentences, tmp_path, other_run, max_steps=1)
+    finished.train()
+    finished.save_run()
+    users = tmp_path / "users_model"
+    users.mkdir()
+    (users / "config.json").write_text('{"model_type": "bert"}')
+    (users / "notes.txt").write_text("mine")
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "out", max_steps=1)
+    trainer.train()
+    for folder, words in ((tiny_bert_dir, "is, holds or lies inside the encoder's folder"),
+                          (users, r"holds another model \(a bert model's config.json\); saving there would replace "
+                                  "its files"),
+                          (other_run, r"holds a training run \(.*training_info.json.*\); saving there would replace")):
+        before = _snapshot(folder)
+        with pytest.raises(OutputFolderError, match=words):
+            trainer.save_model(str(folder))
+        assert _snapshot(folder) == before
+    for folder in (tmp_path / "saved", tmp_path / "saved", None):  # a new folder, again (its own save), the run's
+        trainer.save_model(None if folder is None else str(folder))
+        assert (Path(folder or trainer.args.output_dir) / "model.safetensors").is_file()
 
 
 @pytest.mark.slow
