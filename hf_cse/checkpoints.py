@@ -59,6 +59,16 @@ def weights_problem(folder: Path) -> str | None:
     return None
 
 
+def foreign_checkpoint(folder: Path) -> str | None:
+    """``"a bert model's"`` where a ``checkpoint-N`` folder holds a model another tool saved (its config.json names
+    no hf_cse method), else None: no hf_cse run resumes it."""
+    try:
+        model_type = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None  # none (a save cut short: checkpoint_problem) or unreadable
+    return None if str(model_type).startswith("hf_cse") else f"a {model_type} model's"
+
+
 def checkpoint_problem(folder: Path) -> str | None:
     """What makes a Trainer checkpoint incomplete (see the module doc), or None."""
     state = Path(folder) / TRAINER_STATE_FILE
@@ -68,7 +78,8 @@ def checkpoint_problem(folder: Path) -> str | None:
         json.loads(state.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return f"{TRAINER_STATE_FILE} is cut short"
-    for path in sorted(Path(folder).glob("*.pt")) + sorted(Path(folder).glob("*.pth")):  # optimizer, scheduler, RNG
+    archives = [p for pattern in ("*.pt", "*.pth", "*.bin") for p in sorted(Path(folder).glob(pattern))]
+    for path in archives:  # optimizer, scheduler, RNG, the arguments (and weights saved as pytorch_model.bin)
         if not zipfile.is_zipfile(path):  # the Trainer's torch.save archives end with their directory
             return f"{path.name} is cut short (not a complete torch.save archive)"
     return weights_problem(folder)

@@ -35,6 +35,7 @@ from .checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
     checkpoint_step,
+    foreign_checkpoint,
     last_complete_checkpoint,
     training_run_files,
 )
@@ -130,6 +131,11 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
         if problem:
             raise OutputFolderError(f"resume_from_checkpoint {checkpoint} is incomplete: {problem}. Name a complete "
                                     f"checkpoint (an earlier {CHECKPOINT_PREFIX}-N).")
+    theirs = foreign_checkpoint(checkpoint)
+    if theirs:
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint} holds {theirs[:-2]} (saved by another tool, "
+                                "not an hf_cse run): no hf_cse run resumes it. Train without resume_from_checkpoint "
+                                "in another output_dir.")
     saved = _saved_method(checkpoint)
     if method and saved and saved != method:
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint} holds a {saved} model, and this trainer trains "

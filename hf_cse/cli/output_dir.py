@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..checkpoints import checkpoint_problem, last_complete_checkpoint
+from ..checkpoints import checkpoint_problem, foreign_checkpoint, last_complete_checkpoint
 from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
 from ..output_folder import (
     TOKENIZER_FILES,
@@ -145,7 +145,8 @@ class TrainingRun(CommandJob):
         return [p.name for p in out.iterdir()] if out.is_dir() else []
 
     def own_files(self, out: Path, left: list[str]) -> list[str]:
-        return sorted(set(matching(left, RUN_FILES) + killed_writes(left)))
+        theirs = set(foreign_checkpoints(out, left))  # another tool's: never a run's to remove
+        return sorted(set(matching(left, RUN_FILES) + killed_writes(left)) - theirs)
 
     def remove(self, out: Path, names: list[str]) -> None:  # the mark of a finished run first: a kill meanwhile
         remove_entries(out, sorted(names, key=lambda n: n != TRAINING_INFO_FILE))  # leaves no "finished" run
@@ -199,14 +200,21 @@ class TrainingRun(CommandJob):
         return resume
 
 
+def foreign_checkpoints(out: Path, names: list[str]) -> list[str]:
+    """Of ``out``'s entries ``names``, the ``checkpoint-N`` folders another tool saved (:func:`foreign_checkpoint`):
+    files no run writes, which no run resumes or removes."""
+    return [n for n in matching(names, (f"{CHECKPOINT_PREFIX}-*",)) if foreign_checkpoint(out / n)]
+
+
 def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
     """Of ``out``'s entries ``left``, those beyond an interrupted run's checkpoints (a run's files: its final save,
     cut short); refused when they are a finished run's (its last file, ``training_info.json``, is there) or files
     that no run writes. Needs no model and no torch: the command line checks it before either is loaded
     (:func:`refuse_occupied_output_dir`), and the run again when it claims the folder."""
-    interrupted = matching(left, _INTERRUPTED_RUN_FILES) + killed_writes(left)
+    theirs = foreign_checkpoints(out, left)
+    interrupted = [n for n in matching(left, _INTERRUPTED_RUN_FILES) + killed_writes(left) if n not in theirs]
     foreign = [n for n in left if n not in interrupted]
-    other = [n for n in foreign if n not in matching(foreign, RUN_FILES)]
+    other = [n for n in foreign if n not in matching(foreign, RUN_FILES) or n in theirs]
     finished = (out / TRAINING_INFO_FILE).exists()  # a run writes it last: named first, whatever lies beside
     if finished or other:
         what = (f"a finished run{f' (and files no run writes: {listing(other)})' if other else ''}" if finished

@@ -12,7 +12,7 @@ from helpers import train_args
 from hf_cse.checks import InputError
 from hf_cse.cli import train as train_cli
 from hf_cse.cli.eval_output_dir import prepare_eval_output_dir
-from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir
+from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir, refuse_occupied_output_dir
 from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
 from hf_cse.run_files import RUN_LOADER_FILES
 from hf_cse.trainer import ContrastiveTrainer
@@ -100,6 +100,30 @@ def test_an_interrupted_run_recorded_by_an_older_version_resumes_and_other_setti
     other = {**today, "objectives": today["objectives"][:1]}  # DCL dropped: another run
     with pytest.raises(InputError, match="other settings"):
         prepare_output_dir(tmp_path, other, read_record=read)
+
+
+def test_another_tools_checkpoint_is_neither_resumed_nor_removed(tmp_path):
+    """A checkpoint-N whose config.json names no hf_cse method (a Trainer run of a classifier): before, it was resumed
+    (torch's unpickling traceback, or advice to raise --max_steps to its step) and --overwrite_output_dir removed it."""
+    theirs = tmp_path / "checkpoint-500"
+    _checkpoint(theirs)
+    (theirs / "config.json").write_text('{"model_type": "bert", "architectures": ["BertForSequenceClassification"]}')
+    with pytest.raises(InputError, match=r"already holds files that are not checkpoints of a run \(checkpoint-500\)"):
+        prepare_output_dir(tmp_path, SETTINGS)
+    with pytest.raises(InputError, match="checkpoint-500"):
+        refuse_occupied_output_dir(str(tmp_path))  # the command line's check before torch
+    assert prepare_output_dir(tmp_path, SETTINGS, overwrite=True) is None
+    assert (theirs / "config.json").is_file()  # kept: not a run's to remove
+
+
+def test_a_checkpoint_whose_torch_archive_is_cut_short_is_skipped(tmp_path, caplog):
+    prepare_output_dir(tmp_path, SETTINGS)
+    for step in (2, 4):
+        _checkpoint(tmp_path / f"checkpoint-{step}")
+    (tmp_path / "checkpoint-4" / "pytorch_model.bin").write_bytes(b"\x80\x02not a zip")
+    with caplog.at_level(logging.WARNING, logger="hf_cse.checkpoints"):
+        assert prepare_output_dir(tmp_path, SETTINGS) == str(tmp_path / "checkpoint-2")
+    assert "pytorch_model.bin is cut short" in caplog.text
 
 
 def test_overwrite_removes_the_previous_runs_files_only(tmp_path):
