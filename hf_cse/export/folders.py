@@ -23,6 +23,7 @@ from ..checkpoints import training_run_files
 from ..folder_lock import first_missing_folder, remove_made_folders
 from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir, listing, matching
 from ..run_files import CURVES_FILE, WEIGHT_FILES
+from ..trainer_folder import check_not_inside_a_run
 from .card import CARD_INPUTS_FILE
 from .modules import HF_CSE_CONFIG_FILE
 from .onnx import ONNX_FILE
@@ -75,6 +76,8 @@ class Export:
             raise OutputFolderError(f"{out} holds a model or tokenizer that is not an hf_cse export "
                                     f"({listing(model_files, 3)}); an export there would replace it, even with "
                                     f"{self.overwrite_switch}. Choose another folder for the export.")
+        # not in a run's checkpoint (its rotation deletes it) nor an unfinished run's folder (it would not resume)
+        check_not_inside_a_run(out, "out_dir", finished_run_ok=True)
 
     def left_behind(self, out: Path) -> list[str]:
         return [p.name for p in out.iterdir()] if out.is_dir() else []
