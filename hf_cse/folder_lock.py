@@ -148,6 +148,11 @@ def _holder(folder) -> tuple[bool, object]:
     return next(((True, owner) for held, _, _, owner in _held if held == path), (False, None))
 
 
+def held_here(folder) -> bool:
+    """Whether this process holds the lock of ``folder`` (an entry point's or a library job's, such as a trainer's)."""
+    return _holder(folder)[0]
+
+
 def claimed_by_command(folder) -> bool:
     """Whether an entry point of this process claimed ``folder`` (and applied the output-folder policy)."""
     held, owner = _holder(folder)

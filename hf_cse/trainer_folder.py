@@ -39,7 +39,7 @@ from .checkpoints import (
     last_complete_checkpoint,
     training_run_files,
 )
-from .folder_lock import claimed_by_command
+from .folder_lock import claimed_by_command, held_here
 from .output_folder import OutputFolderError, listing, same_or_inside
 from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
 from .run_settings import in_brief, settings_changed_since
@@ -84,14 +84,29 @@ def check_save_folder(folder, trainer) -> None:
                                 "a new folder (or the trainer's own output_dir).", fields=("output_dir",))
 
 
-def check_not_inside_a_run(output_dir, flag: str = "output_dir") -> None:
+def check_not_inside_a_run(output_dir, flag: str = "output_dir", finished_run_ok: bool = False) -> None:
     """Refuse an output folder inside another training run's folder (module doc); ``flag`` names the path in the
-    message (the field, or the command's flag)."""
-    for parent in Path(output_dir).expanduser().resolve().parents:
+    message (the field, or the command's flag). ``finished_run_ok`` (the export): a finished run's folder may hold
+    it, outside the run's checkpoints (which that run's overwrite_output_dir removes), and so may the folder of an
+    unfinished run that this process holds (the run exporting its own model as it finishes)."""
+    out = Path(output_dir).expanduser().resolve()
+    for parent in out.parents:
         # checkpoints or a finished run's record (a run record alone may be a copy kept to rerun a run's settings)
-        if [n for n in training_run_files(parent) if n != RUN_RECORD_FILE] or (parent / TRAINING_INFO_FILE).is_file():
+        finished = (parent / TRAINING_INFO_FILE).is_file()
+        if not ([n for n in training_run_files(parent) if n != RUN_RECORD_FILE] or finished):
+            continue
+        if not finished_run_ok:
             raise OutputFolderError(f"{flag} {output_dir} lies inside the folder of another training run ({parent}): "
                                     "that run could delete it or resume from it. Choose a folder outside it.")
+        part = out.relative_to(parent).parts[0]
+        if part.startswith(f"{CHECKPOINT_PREFIX}-") and (parent / part).is_dir():
+            raise OutputFolderError(f"{flag} {output_dir} lies inside {part}, a checkpoint of the training run "
+                                    f"{parent}: the run's checkpoint rotation (save_total_limit) or a start over "
+                                    "would delete it with the checkpoint. Choose a folder outside the run.")
+        if not finished and not held_here(parent):
+            raise OutputFolderError(f"{flag} {output_dir} lies inside the folder of an unfinished training run "
+                                    f"({parent}): files there would stop the same training command from resuming "
+                                    "it. Choose a folder outside the run.")
 
 
 def check_new_run_folder(output_dir) -> None:

@@ -196,9 +196,11 @@ class SentenceEncoder:
                 name_or_path, revision=revision, trust_remote_code=trust_remote_code
             )
             model.to(device)
+        from ..finite_weights import check_finite_weights
         from ..models.loading import bidirectional_as_saved
 
         bidirectional_as_saved(model)  # a bidirectional decoder's export or a copy of it, whatever its attention
+        check_finite_weights(model, name_or_path)  # a diverged run's checkpoint would score nan
         model.eval()
         return cls(
             model,

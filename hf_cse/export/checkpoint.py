@@ -8,6 +8,7 @@ from typing import Any
 
 from torch import nn
 
+from ..finite_weights import check_finite_weights
 from ..tokenizer_match import vocabulary_difference
 from .errors import ExportError
 
@@ -36,6 +37,7 @@ def load_model(model_or_path):
     model = AutoModel.from_pretrained(str(path) if path.exists() else str(model_or_path))
     if not isinstance(model, CSEPreTrainedModel):
         raise ExportError(f"{model_or_path} loaded as {type(model).__name__}, not an hf_cse model.")
+    check_finite_weights(model, model_or_path)  # a diverged run's checkpoint: NaN embeddings
     return model
 
 

@@ -5,6 +5,8 @@ target is replaced only when asked (``overwrite``), and then only the files an e
 go: other files in it (notes, another model) are moved into the new export, the rule the training and evaluation
 jobs' ``overwrite_output_dir`` follows too. What a killed export left beside the target (its temporary folder,
 or the previous export set aside during the swap) is cleaned up or put back by the next one.
+The folder and the one it is written in are probed for writing before the model is loaded, and a swap that fails
+anyway (a folder that cannot be renamed) leaves the target as it was and no temporary folder.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..checkpoints import training_run_files
+from ..checks import check_writable
 from ..folder_lock import first_missing_folder, remove_made_folders
 from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir, listing, matching
 from ..run_files import CURVES_FILE, WEIGHT_FILES
+from ..trainer_folder import check_not_inside_a_run
 from .card import CARD_INPUTS_FILE
 from .modules import HF_CSE_CONFIG_FILE
 from .onnx import ONNX_FILE
@@ -75,6 +79,8 @@ class Export:
             raise OutputFolderError(f"{out} holds a model or tokenizer that is not an hf_cse export "
                                     f"({listing(model_files, 3)}); an export there would replace it, even with "
                                     f"{self.overwrite_switch}. Choose another folder for the export.")
+        # not in a run's checkpoint (its rotation deletes it) nor an unfinished run's folder (it would not resume)
+        check_not_inside_a_run(out, "out_dir", finished_run_ok=True)
 
     def left_behind(self, out: Path) -> list[str]:
         return [p.name for p in out.iterdir()] if out.is_dir() else []
@@ -90,7 +96,14 @@ class Export:
                                 "(other files are kept), or choose another folder.")
 
     def make_ready(self, out: Path, flag: str) -> None:
-        pass  # the export is written beside the folder and renamed into place (atomic_output_dir)
+        """The export is written beside the folder and renamed into place (:func:`atomic_output_dir`): probe now,
+        before the model is loaded, that the folder it is written in (or the nearest one there is: the missing ones
+        are created then) and the folder itself, where it exists, can be written."""
+        parent = next(p for p in out.absolute().parents if p.exists())
+        where = "its parent folder" if parent == out.absolute().parent else "the folder to create it in"
+        check_writable(parent, f"{flag} {out}: {where}")
+        if out.is_dir():
+            check_writable(out, flag)
 
 
 def check_export_folder(out_dir: Path, overwrite: bool) -> Path:
@@ -141,13 +154,13 @@ def atomic_output_dir(out_dir: Path, overwrite: bool) -> Iterator[Path]:
         remove_made_folders(out_dir.parent, created)  # the parents this call created, if still empty
         raise
     old = None
-    if out_dir.exists():
-        old = out_dir.with_name(f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}")
-        out_dir.rename(old)
-    try:
+    try:  # a failed swap (a folder that cannot be renamed) leaves the target as it was, and no temporary folder
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}")
+            out_dir.rename(old)
         tmp.rename(out_dir)
     except BaseException:
-        if old is not None:
+        if old is not None and old.exists():
             old.rename(out_dir)
         shutil.rmtree(tmp, ignore_errors=True)
         raise

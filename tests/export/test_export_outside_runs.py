@@ -1,0 +1,81 @@
+"""An export is never written where a training run would delete it or stop on it: inside one of a run's
+checkpoint-N folders (the run's checkpoint rotation, save_total_limit, deletes the checkpoint with the export) or
+inside an unfinished run's folder (the same training command would then refuse to resume the run). Refused in one
+line, before the model is loaded; a finished run's folder (outside its checkpoints) and the run's own export as it
+finishes are not."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from hf_cse.export import sentence_transformers as export_module
+from hf_cse.export import to_sentence_transformer
+from hf_cse.folder_lock import folder_held
+from hf_cse.models import SimCSEModel
+from hf_cse.output_folder import OutputFolderError
+from hf_cse.run_files import RUN_RECORD_FILE, TRAINING_INFO_FILE
+
+
+@pytest.fixture
+def run(tiny_bert_dir, tmp_path):
+    """An unfinished run's folder: its record and a checkpoint (an hf_cse model with its tokenizer)."""
+    folder = tmp_path / "run"
+    ckpt = folder / "checkpoint-20"
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(ckpt)
+    AutoTokenizer.from_pretrained(str(tiny_bert_dir)).save_pretrained(ckpt)
+    (folder / RUN_RECORD_FILE).write_text("{}")
+    return folder, ckpt
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded although the folder is refused")
+
+    monkeypatch.setattr(export_module, "load_model", refuse)
+
+
+def cli_line(capsys, *argv) -> str:
+    from hf_cse.cli.export import main
+
+    capsys.readouterr()
+    assert main([str(a) for a in argv]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hf-cse-export: error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_an_export_inside_a_checkpoint_of_a_run_is_refused(run, capsys, no_loading):
+    folder, ckpt = run
+    for finished in (False, True):
+        if finished:
+            (folder / TRAINING_INFO_FILE).write_text("{}")
+        for out in (ckpt / "myexport", ckpt / "sub" / "myexport"):
+            with pytest.raises(OutputFolderError, match=r"out_dir .* lies inside checkpoint-20, a checkpoint of the "
+                                                        r"training run .*save_total_limit.*Choose a folder outside"):
+                to_sentence_transformer(str(ckpt), out)
+            assert not out.exists()
+    err = cli_line(capsys, ckpt, ckpt / "myexport")
+    assert "lies inside checkpoint-20" in err and "Choose a folder outside the run." in err
+    assert not (ckpt / "myexport").exists() and not (ckpt / "sub").exists()
+
+
+def test_an_export_inside_an_unfinished_runs_folder_is_refused(run, capsys, no_loading):
+    folder, ckpt = run
+    out = folder / "exp120"
+    with pytest.raises(OutputFolderError, match=r"out_dir .*exp120 lies inside the folder of an unfinished training "
+                                                r"run .*resuming it. Choose a folder outside the run."):
+        to_sentence_transformer(str(ckpt), out)
+    err = cli_line(capsys, ckpt, out)
+    assert "unfinished training run" in err and "Choose a folder outside the run." in err
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoint-20", RUN_RECORD_FILE]
+
+
+@pytest.mark.slow  # two exports (~0.7 s)
+def test_a_finished_run_and_the_runs_own_export_may_hold_an_export(run):
+    folder, ckpt = run
+    with folder_held(folder, owner="trainer"):  # the run exporting its model as it finishes (export_after_training)
+        assert (to_sentence_transformer(str(ckpt), folder / "sentence-transformers") / "modules.json").is_file()
+    (folder / TRAINING_INFO_FILE).write_text("{}")
+    assert (to_sentence_transformer(str(ckpt), folder / "exp20") / "modules.json").is_file()
