@@ -13,6 +13,7 @@ into its command-line flag (``--cached_minibatch_size``) and prints the message 
 from __future__ import annotations
 
 import difflib
+import errno
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -107,6 +108,26 @@ def network_failure(err: BaseException) -> BaseException | None:
         client = type(err).__module__.split(".")[0] in ("httpx", "httpx2", "requests", "urllib3")
         if (client and names & _NETWORK_CLASSES) or isinstance(err, (ConnectionError, TimeoutError)) \
                 or "couldn't connect to" in str(err):
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
+#: how a write that ran out of disk space is reported: the OS (errno ENOSPC / EDQUOT, as text where a library
+#: wraps it: safetensors' "os error 28") and torch's zip writer, whose short write shows as a position mismatch
+_DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "PytorchStreamWriter failed writing")
+
+
+def disk_full(err: BaseException) -> BaseException | None:
+    """The error in ``err``'s chain that says a write ran out of disk space (or was cut short: torch's
+    ``unexpected pos`` of its zip writer), or None."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        text = str(err)
+        short_write = "inline_container" in text and "unexpected pos" in text
+        if (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)) \
+                or any(t in text for t in _DISK_FULL_TEXTS) or short_write:
             return err
         err = err.__cause__ or err.__context__
     return None

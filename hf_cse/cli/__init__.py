@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from ..checks import InputError, check_path_given
-from ..errors import CSEError, closest_name, network_failure, usual_name
+from ..errors import CSEError, closest_name, disk_full, network_failure, usual_name
 from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
 from .help import usage_text
 from .stop_signals import Terminated, stop_signals_as_interrupt
@@ -222,13 +222,20 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
         _close_progress_bars()
         print(f"{prefix}{message}{' ' + advice if advice else ''}{suffix}", file=sys.stderr)
         return 1
-    except Exception as err:  # noqa: BLE001 - two failures that are not bugs; any other is re-raised with its trace
+    except Exception as err:  # noqa: BLE001 - three failures that are not bugs; any other is re-raised with its trace
         if os.environ.get(DEBUG_ENV):
             raise
         if isinstance(err, RuntimeError) and another_process_ended(err):
             _close_progress_bars()
             print(f"{prog}: error: another process of this run ended (killed, or its own error above); what was saved "
                   "so far is kept, and the same command resumes from the last complete checkpoint.", file=sys.stderr)
+            return 1
+        full = disk_full(err)
+        if full is not None:
+            _close_progress_bars()
+            reason = fit_line(f"{type(full).__name__}: {' '.join(str(full).split())}", 160)
+            print(f"{prog}: error: the disk is full, or a file could not be written whole ({reason}). Free space, or "
+                  f"write to a folder on another disk; {_kept_line()}", file=sys.stderr)
             return 1
         failed = network_failure(err)
         if failed is None:

@@ -1,6 +1,7 @@
 """A command whose Hub access fails for want of a network (no connection, a timeout, transformers' "couldn't
 connect" OSError, huggingface_hub's HTTP client errors) ends in one line naming the failure and what to do, not in a
-traceback of the HTTP client; any other exception is still a bug with its traceback."""
+traceback of the HTTP client; so does one whose write ran out of disk space (saying what was kept); any other
+exception is still a bug with its traceback."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import httpx2
 import pytest
 
 from hf_cse.cli import run_cli, say_when_stopped
-from hf_cse.errors import network_failure
+from hf_cse.errors import disk_full, network_failure
 
 
 def _raising(err: BaseException):
@@ -42,10 +43,30 @@ def test_the_line_says_what_the_command_keeps(capsys, monkeypatch):
     assert capsys.readouterr().err.strip().endswith("the run's model is saved in out/.")
 
 
+@pytest.mark.parametrize("err", [
+    OSError(28, "No space left on device"),  # errno ENOSPC
+    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 33536 vs 33424"),  # torch.save's writer
+    ValueError("Error while serializing: No space left on device (os error 28)"),  # safetensors' error, as text
+])
+def test_a_full_disk_is_one_line_saying_what_is_kept(err, capsys, monkeypatch):
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+
+    def main():
+        say_when_stopped(lambda: "out/checkpoint-4 is kept: the same command resumes from it.")
+        raise RuntimeError("checkpoint save failed") from err
+
+    assert run_cli(main, "prog") == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("prog: error: the disk is full, or a file could not be written "
+                                                   f"whole ({type(err).__name__}: ")
+    assert lines[0].endswith("Free space, or write to a folder on another disk; out/checkpoint-4 is kept: the same "
+                             "command resumes from it.")
+
+
 def test_other_errors_keep_their_traceback(monkeypatch):
     monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
     with pytest.raises(OSError, match="disk full"):
         run_cli(_raising(OSError("disk full")), "prog")
     with pytest.raises(KeyError):
         run_cli(_raising(KeyError("x")), "prog")
-    assert network_failure(ValueError("no")) is None
+    assert network_failure(ValueError("no")) is None and disk_full(OSError("disk full?")) is None
