@@ -164,4 +164,14 @@ def build_loss(name: str, **hparams) -> Any:
             f"Loss {name!r} does not take hyperparameter(s) {unknown}. "
             f"Valid hyperparameters: {', '.join(valid) or '(none)'}."
         )
-    return cls(**hparams)
+    unset = CSEError(f"loss {name!r} ({cls.__module__}.{cls.__qualname__}): its __init__ does not call "
+                     "super().__init__() (torch.nn.Module's set-up); call it first in __init__.")
+    try:
+        loss = cls(**hparams)
+    except AttributeError as err:  # a module or tensor assigned before nn.Module's set-up ran
+        if "before Module.__init__() call" in str(err) or "_parameters" in str(err) or "_modules" in str(err):
+            raise unset from err
+        raise
+    if "_modules" not in vars(loss):  # else the first call fails inside torch ('_backward_hooks')
+        raise unset
+    return loss

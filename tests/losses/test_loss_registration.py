@@ -52,6 +52,24 @@ def test_a_correct_loss_of_ones_own_registers_and_builds():
         build_loss("users_scaled_infonce", scale=-1.0)
 
 
+def _no_super_init(self, scale: float = 20.0):  # noqa: ARG001 - the mistake: nn.Module's set-up never runs
+    self.scale = scale
+
+
+def _no_super_init_with_a_module(self, scale: float = 20.0):  # noqa: ARG001
+    self.head = torch.nn.Linear(3, 3)
+
+
+@pytest.mark.parametrize("init", [_no_super_init, _no_super_init_with_a_module], ids=["number", "module"])
+def test_an_init_without_super_init_is_refused_when_built(init):
+    """Before, torch's AttributeError ('... has no attribute _backward_hooks') at the first call, or '_parameters'
+    when the loss was built."""
+    register_loss("users_no_super")(_loss_class(init=init))
+    with pytest.raises(CSEError, match=r"^loss 'users_no_super' \(.*UsersLoss\): its __init__ does not call "
+                                       r"super\(\).__init__\(\) \(torch.nn.Module's set-up\); call it first"):
+        build_loss("users_no_super")
+
+
 @pytest.mark.parametrize("name", ["", "my loss", 3], ids=["empty", "space", "number"])
 def test_a_name_that_is_no_identifier_is_refused(name):
     with pytest.raises(CSEError, match=r"register_loss takes the loss's name.*@register_loss\(\"my_loss\"\)"):
