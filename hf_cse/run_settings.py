@@ -64,13 +64,35 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
     # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
     # how the run is scored and its checkpoint chosen: watching it differently continues the same run
     keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source", DEV_AND_SELECTION})
-    changed = [f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys
+    changed = [_objectives_change(recorded[k], current[k]) if k == "objectives" and _objective_lists(recorded[k],
+               current[k]) else f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys
                if recorded.get(k) != current.get(k)]
     if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did
         then, now = recorded[TRAIN_FILE_CONTENT] or {}, current.get(TRAIN_FILE_CONTENT) or {}
         changed += [_content_change(name, then.get(name), now.get(name))
                     for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]
     return changed
+
+
+def _objective_lists(*values: Any) -> bool:
+    return all(isinstance(v, list) and all(isinstance(o, dict) and "loss" in o for o in v) for v in values)
+
+
+def _objectives_change(then: list[dict], now: list[dict]) -> str:
+    """What changed between two lists of objectives, by loss: the losses where they differ, else each weight and
+    hyperparameter that changed (``infonce temperature: 0.05 then, 0.5 now``), shorter than the lists themselves,
+    which a one-line refusal would cut before the difference."""
+    losses = [o["loss"] for o in then], [o["loss"] for o in now]
+    if losses[0] != losses[1]:
+        return f"objectives: {' + '.join(losses[0])} then, {' + '.join(losses[1])} now"
+    parts = []
+    for before, after in zip(then, now, strict=True):
+        fields = {"weight": (before.get("weight"), after.get("weight"))}
+        hyper = before.get("hyperparameters") or {}, after.get("hyperparameters") or {}
+        fields |= {k: (hyper[0].get(k), hyper[1].get(k)) for k in sorted(set(hyper[0]) | set(hyper[1]))}
+        shown = lambda v: "its default" if v is None else repr(v)  # noqa: E731 - a value a record leaves out
+        parts += [f"{before['loss']} {k}: {shown(a)} then, {shown(b)} now" for k, (a, b) in fields.items() if a != b]
+    return "objectives: " + ("; ".join(parts) or f"{then!r} then, {now!r} now")
 
 
 def _content_change(name: str, then: str | None, now: str | None) -> str:
