@@ -64,9 +64,9 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
     # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
     # how the run is scored and its checkpoint chosen: watching it differently continues the same run
     keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source", DEV_AND_SELECTION})
-    changed = [_objectives_change(recorded[k], current[k]) if k == "objectives" and _objective_lists(recorded[k],
-               current[k]) else f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now" for k in keys
-               if recorded.get(k) != current.get(k)]
+    changed = [_objectives_change(recorded[k], current[k]) if k == "objectives" and _objective_lists(
+               recorded.get(k), current.get(k)) else f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now"
+               for k in keys if recorded.get(k) != current.get(k)]
     if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did
         then, now = recorded[TRAIN_FILE_CONTENT] or {}, current.get(TRAIN_FILE_CONTENT) or {}
         changed += [_content_change(name, then.get(name), now.get(name))
