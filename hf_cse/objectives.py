@@ -138,6 +138,10 @@ def dcl_defaults(hyperparameters: Mapping[str, Any]) -> dict:
             **hyperparameters}
 
 
+#: the unregistered losses of a loaded model already warned about in this process
+_WARNED_UNREGISTERED: set[tuple[str, ...]] = set()
+
+
 def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = False) -> list[ContrastiveLoss]:
     """Build every objective's loss (the registry checks names and values) and check that the off-dropout switch
     matches the losses' inputs; returns the losses. ``loading``: a saved configuration being read, where a loss name
@@ -146,8 +150,10 @@ def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = 
     if loading:
         unknown = [e["loss"] for e in objectives if e["loss"] not in available_losses()]
         if unknown:
-            logger.warning("this model was trained with loss(es) %s, not registered in this process: it loads for "
-                           "inference; to train it, import the module that registers them first.", unknown)
+            if tuple(unknown) not in _WARNED_UNREGISTERED:  # once: loading a model reads its config more than once
+                _WARNED_UNREGISTERED.add(tuple(unknown))
+                logger.warning("this model was trained with loss(es) %s, not registered in this process: it loads "
+                               "for inference; to train it, import the module that registers them first.", unknown)
             return []
     losses = [build_loss(entry["loss"], **entry["hyperparameters"]) for entry in objectives]
     main = objectives[0]["loss"]

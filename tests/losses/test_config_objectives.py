@@ -9,8 +9,9 @@ from dataclasses import field
 
 import pytest
 import torch
-from transformers import AutoModel, BertConfig, BertModel, HfArgumentParser
+from transformers import AutoConfig, AutoModel, BertConfig, BertModel, HfArgumentParser
 
+from hf_cse import objectives as objectives_module
 from hf_cse.cli.arguments import (
     config_kwargs_from,
     dcl_arguments_class,
@@ -114,7 +115,8 @@ def test_objectives_round_trip_through_save_and_load(tiny_bert_dir, tmp_path):
     assert objective_specs(reloaded.config) == objective_specs(model.config)
 
 
-def test_a_saved_model_whose_loss_is_not_registered_still_loads_for_inference(tiny_bert_dir, tmp_path, caplog):
+def test_a_saved_model_whose_loss_is_not_registered_still_loads_for_inference(tiny_bert_dir, tmp_path, caplog,
+                                                                               monkeypatch):
     @register_loss("hf_cse_test_users_loss")
     class UsersLoss(ContrastiveLoss):
         def __init__(self, temperature: float = 0.1):
@@ -130,9 +132,11 @@ def test_a_saved_model_whose_loss_is_not_registered_still_loads_for_inference(ti
         model.save_pretrained(tmp_path)
     finally:
         loss_registry._LOSSES.pop("hf_cse_test_users_loss")
+    monkeypatch.setattr(objectives_module, "_WARNED_UNREGISTERED", set())
     with caplog.at_level(logging.WARNING):
         reloaded = AutoModel.from_pretrained(tmp_path)
-    assert "not registered" in caplog.text
+        AutoConfig.from_pretrained(tmp_path)  # its config read again (sentence-transformers' loader does)
+    assert caplog.text.count("not registered") == 1  # one warning, not one per reading
     assert reloaded.config.loss == "hf_cse_test_users_loss"
     with pytest.raises(ValueError, match="Unknown loss 'hf_cse_test_users_loss'"):  # training it needs the loss
         build_objectives(reloaded.config)
