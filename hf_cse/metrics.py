@@ -111,18 +111,19 @@ class MetricAccumulator:
         self._counts.clear()
         self._vectors.clear()
         self._records.clear()
-        unnormalisable = sums[keys.index(UNNORMALISABLE_ROWS)] if UNNORMALISABLE_ROWS in keys else 0
-        if unnormalisable > 0:
-            raise raised_on_every_process(DivergedError(  # summed over every process: the same on each
-                f"{int(unnormalisable)} embedding row(s) could not be normalised (norm 0 or overflowing) since the "
-                "last logging step: they give a constant loss with zero gradient. Likely an all-zero encoder or "
-                "projector output or values too large for the dtype: check the model and lower the learning rate."
-            ))
+        # a loss term that went NaN first: its update makes the next steps' embeddings unnormalisable too
         diverged = [k for k, c in zip(keys, counts) if k.endswith("_loss") and c < records[k] * processes]
         if diverged:
             raise raised_on_every_process(DivergedError(
                 f"training loss term(s) {', '.join(diverged)} became NaN or Inf: the encoder diverged or the input "
                 "is broken (lower the learning rate or train in fp32/bf16 instead of fp16), or the loss's own "
                 "arithmetic overflows (clamp before log, exp or a division)."
+            ))
+        unnormalisable = sums[keys.index(UNNORMALISABLE_ROWS)] if UNNORMALISABLE_ROWS in keys else 0
+        if unnormalisable > 0:
+            raise raised_on_every_process(DivergedError(  # summed over every process: the same on each
+                f"{int(unnormalisable)} embedding row(s) could not be normalised (norm 0 or overflowing) since the "
+                "last logging step: they give a constant loss with zero gradient. Likely an all-zero encoder or "
+                "projector output or values too large for the dtype: check the model and lower the learning rate."
             ))
         return {k: round(s / c, 6) for k, s, c in zip(keys, sums, counts) if c > 0 and k != UNNORMALISABLE_ROWS}

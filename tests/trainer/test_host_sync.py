@@ -183,3 +183,21 @@ def _saved(state):
     torch.save(state, buffer)
     buffer.seek(0)
     return buffer
+
+
+def test_a_loss_that_went_nan_is_named_before_the_embeddings_its_update_broke():
+    """A window where the loss went NaN (a step's update then leaves later embeddings unnormalisable): the loss is
+    named, the cause, not the all-zero-output advice of the effect."""
+    from hf_cse.losses import build_loss
+    from hf_cse.losses.base import finite_checks_deferred
+    from hf_cse.metrics import DivergedError, MetricAccumulator
+
+    z = torch.randn(4, 8, dtype=torch.float64)
+    broken = z.clone()
+    broken[1] = float("nan")
+    acc = MetricAccumulator()
+    acc.add({"contrastive_loss": torch.tensor(float("nan"))})  # the step whose loss went NaN
+    with finite_checks_deferred():  # a later step of the same window, on what that step's update did
+        acc.add({**build_loss("infonce")(z, broken).metrics, "contrastive_loss": torch.tensor(float("nan"))})
+    with pytest.raises(DivergedError, match="contrastive_loss became NaN or Inf"):
+        acc.reduce()
