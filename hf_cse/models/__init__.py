@@ -102,8 +102,9 @@ def check_method_registered(path) -> None:
     transformers said the architecture was unknown and advised upgrading it)."""
     saved = _saved_config(path)
     model_type = str(saved.get("model_type", ""))
-    if not model_type.startswith("hf_cse") or any(m.config_class.model_type == model_type for m in METHODS.values()):
-        return
+    registered = any(m.config_class.model_type == model_type for m in METHODS.values())
+    if not model_type.startswith("hf_cse") or "method" not in saved or registered:  # a method's config says its
+        return  # method; another model (a remote-code encoder) is for transformers to load
     raise CSEError(f"{path} holds a model of the hf_cse method {saved.get('method', '?')!r} (model_type "
                    f"{model_type!r}), which is not registered in this process: import the module that registers it "
                    "first (the commands: import_module MODULE).")
