@@ -59,13 +59,22 @@ def weights_problem(folder: Path) -> str | None:
     return None
 
 
+def saved_config(folder: Path) -> dict | None:
+    """The config.json of a saved model folder, or None where there is none or it cannot be read as a JSON object."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
 def foreign_checkpoint(folder: Path) -> str | None:
     """``"a bert model's"`` where a ``checkpoint-N`` folder holds a model another tool saved (its config.json names
     no hf_cse method), else None: no hf_cse run resumes it."""
-    try:
-        model_type = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+    config = saved_config(folder)
+    if config is None:
         return None  # none (a save cut short: checkpoint_problem) or unreadable
+    model_type = config.get("model_type")
     return None if str(model_type).startswith("hf_cse") else f"a {model_type} model's"
 
 

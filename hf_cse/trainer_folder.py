@@ -27,7 +27,6 @@ already, ``overwrite_output_dir`` included; these checks then stand aside.
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from .checkpoints import (
     checkpoint_step,
     foreign_checkpoint,
     last_complete_checkpoint,
+    saved_config,
     training_run_files,
 )
 from .folder_lock import claimed_by_command, held_here
@@ -73,10 +73,7 @@ def check_save_folder(folder, trainer) -> None:
     check_not_encoder_folder(out, getattr(config, "base_encoder", None))
     if not out.is_dir():
         return
-    try:
-        model_type = json.loads((out / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-        model_type = None
+    model_type = (saved_config(out) or {}).get("model_type")
     run = training_run_files(out) + [TRAINING_INFO_FILE] * (out / TRAINING_INFO_FILE).is_file()
     if run or (model_type is not None and not str(model_type).startswith("hf_cse")):
         what = f"a training run ({listing(run)})" if run else f"another model (a {model_type} model's config.json)"
@@ -202,11 +199,7 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
 
 
 def _saved_method(checkpoint: Path) -> str | None:
-    try:
-        config = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return config.get("method") if isinstance(config, dict) else None
+    return (saved_config(checkpoint) or {}).get("method")
 
 
 def saved_world_size(checkpoint) -> int | None:

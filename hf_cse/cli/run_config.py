@@ -212,12 +212,14 @@ def read_run_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any
                          "write one JSON object of settings by flag name.") from None
     if isinstance(data, Mapping) and any(k in data for k in RECORD_ONLY_KEYS):
         data = settings_from_record(data, where)
-    if isinstance(data, Mapping) and isinstance(data.get("loss"), str):  # before its hyperparameters' keys
-        from ..hyperparameter_rules import unknown_loss_error
-        from ..losses import available_losses
+    if isinstance(data, Mapping) and isinstance(data.get("loss"), str):  # registered? before its hyperparameters' keys
+        from ..errors import CSEError
+        from ..losses import get_loss_class
 
-        if data["loss"] not in available_losses():
-            raise InputError(f"{where}: {unknown_loss_error(data['loss'], available_losses())}")
+        try:
+            get_loss_class(data["loss"])
+        except CSEError as err:
+            raise InputError(f"{where}: {err}") from None
     settings = check_settings(data, parser, where)
     from . import is_path_flag
 

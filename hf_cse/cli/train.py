@@ -72,8 +72,7 @@ from hf_cse.errors import CSEError, same_on_every_process
 from hf_cse.evaluation.custom_dev import pairs_from_args
 from hf_cse.export import take_over_hub_push
 from hf_cse.folder_lock import releases_folder_locks
-from hf_cse.hyperparameter_rules import unknown_loss_error
-from hf_cse.losses import available_losses
+from hf_cse.losses import get_loss_class
 from hf_cse.models import get_method
 from hf_cse.models.lora import describe_lora
 from hf_cse.models.padding_free import describe_padding_free
@@ -145,8 +144,8 @@ def parse_args(argv: list[str]):
     wins over both. The training arguments resolve --precision with the Trainer's --bf16 / --fp16 for this machine."""
     import_user_modules(requested_modules(argv))  # their losses' and methods' flags are in the parser
     loss = typed_loss(argv)
-    if loss is not None and loss not in available_losses():  # before its hyperparameters' flags are called unknown
-        raise unknown_loss_error(loss, available_losses())
+    if loss is not None:  # registered? before its hyperparameters' flags are called unknown
+        get_loss_class(loss)
     parser = argument_parser()
     refuse_empty_paths(parser, argv)  # e.g. --output_dir "$UNSET": never the current folder
     known = parser.parse_known_args(argv)[0]

@@ -7,6 +7,7 @@ finishes are not."""
 from __future__ import annotations
 
 import pytest
+from test_export_refusals import cli_error
 from transformers import AutoTokenizer
 
 from hf_cse.export import sentence_transformers as export_module
@@ -37,13 +38,8 @@ def no_loading(monkeypatch):
 
 
 def cli_line(capsys, *argv) -> str:
-    from hf_cse.cli.export import main
-
-    capsys.readouterr()
-    assert main([str(a) for a in argv]) == 1
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("hf-cse-export: error: ") and "\n" not in err and "Traceback" not in err
-    return err
+    capsys.readouterr()  # what the Python calls before printed
+    return cli_error(capsys, *argv)
 
 
 def test_an_export_inside_a_checkpoint_of_a_run_is_refused(run, capsys, no_loading):
