@@ -28,6 +28,7 @@ from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_numb
     check_text_column_applies,
     is_number,
     read_json_sentences,
+    table_text_column,
 )
 from .tokenizer_match import check_tokenized_length
 
@@ -50,9 +51,7 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
     elif path.suffix.lower() in TABLE_SUFFIXES:
         rows = read_table(path, "train_file")  # .tsv: tabs only, no quoting
         columns = [c.strip() for c in rows[0]] if rows else []
-        column = text_column or (columns[0] if len(columns) == 1 else "text")
-        if column not in columns:
-            raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass text_column NAME.")
+        column = table_text_column(path, columns, text_column)
         lines = []
         for lineno, row in enumerate(rows[1:], 2):
             if len(row) != len(columns) and any(cell.strip() for cell in row):
@@ -116,8 +115,7 @@ def load_train_dataset(
     if path.suffix.lower() in (".csv", ".tsv"):  # read as read_sentences does (hf_cse.files)
         ds = strip_column_names(datasets.load_dataset("csv", data_files=str(path), split="train",
                                                       **table_loader_args(path)))
-        column = text_column or (ds.column_names[0] if len(ds.column_names) == 1 else "text")
-        ds = _only_text_column(ds, column)
+        ds = _only_text_column(ds, table_text_column(path, ds.column_names, text_column))
     elif path.suffix.lower() in JSON_SUFFIXES:
         ds = _only_text_column(datasets.load_dataset("json", data_files=str(path), split="train",
                                                      encoding="utf-8-sig"), text_column or "text")

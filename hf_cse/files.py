@@ -92,16 +92,21 @@ def read_text(path, flag: str) -> str:
 HEAD_BYTES = 1 << 16
 
 
-def check_text_head(path, flag: str) -> str:
-    """:func:`read_text`'s checks on the first 64 KiB of a text file that is read lazily, as a stream or one of
-    several mixed files (whose reader would fail deep in ``datasets`` or hand over nonsense): compressed, binary,
-    not UTF-8 at its start, or empty. Returns the text of those bytes (whole lines)."""
+def read_head(path, flag: str) -> str:
+    """The text of the whole lines in the first 64 KiB of a file, with :func:`read_text`'s checks on them."""
     path = Path(path)
     with path.open("rb") as fh:
         data = fh.read(HEAD_BYTES)
     if len(data) == HEAD_BYTES:  # a character may be cut at the end of the head: check whole lines only
         data = data[:data.rfind(b"\n") + 1] or data
-    text = _decoded(data, path, flag)
+    return _decoded(data, path, flag)
+
+
+def check_text_head(path, flag: str) -> str:
+    """:func:`read_text`'s checks on the first 64 KiB of a text file that is read lazily, as a stream or one of
+    several mixed files (whose reader would fail deep in ``datasets`` or hand over nonsense): compressed, binary,
+    not UTF-8 at its start, or empty. Returns the text of those bytes (whole lines)."""
+    text = read_head(path, flag)
     if not text.strip():
         raise DataError(f"{flag} {path} is empty (or starts with blank lines only); give a text file with one "
                         "sentence per line.")

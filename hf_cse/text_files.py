@@ -1,6 +1,7 @@
 """How a training file's sentences are laid out, by its name: ``.csv`` / ``.tsv`` tables and ``.json`` / ``.jsonl``
 records read by a text column, anything else one sentence per line; and the checks that a file's content fits its
-name (:func:`check_layout`), run on the whole file or on the start of one that is streamed."""
+name (:func:`check_layout`), run on the whole file or on the start of one that is streamed, and
+(:func:`check_sentences_file_start`) before the commands import the training stack."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .files import HEAD_BYTES, DataError, is_tsv, read_text
+from .files import HEAD_BYTES, DataError, is_tsv, read_head, read_text
 
 TABLE_SUFFIXES = (".csv", ".tsv")
 JSON_SUFFIXES = (".json", ".jsonl")
@@ -20,6 +21,28 @@ def check_text_column_applies(path: Path, text_column: str | None) -> None:
     if text_column and path.suffix.lower() not in TABLE_SUFFIXES + JSON_SUFFIXES:
         raise DataError(f"text_column {text_column} was given, but {path} is read as plain text (one sentence per "
                         "line, no columns). Drop text_column, or give a .csv/.tsv/.json/.jsonl file.")
+
+
+def table_text_column(path: Path, columns: list[str], text_column: str | None) -> str:
+    """The column of a ``.csv``/``.tsv`` file with header ``columns`` that holds the sentences: ``text_column``,
+    else the only column, else ``text``."""
+    column = text_column or (columns[0] if len(columns) == 1 else "text")
+    if column not in columns:
+        raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass text_column NAME.")
+    return column
+
+
+def check_sentences_file_start(path: Path, text_column: str | None) -> None:
+    """The checks of a sentences file that its first 64 KiB answer, in the order the reader makes them (its
+    encoding, ``text_column``, its layout, a table's column): made before the training stack is imported, so that
+    these mistakes cost no seconds. The reader checks the whole file again."""
+    text = read_head(path, "train_file")
+    check_text_column_applies(path, text_column)
+    check_layout(path, text)
+    lines = text.splitlines()
+    if path.suffix.lower() in TABLE_SUFFIXES and lines:
+        header = lines[0].split("\t") if is_tsv(path) else next(csv.reader(lines[:1]), [])
+        table_text_column(path, [name.strip() for name in header], text_column)
 
 
 #: separators a .csv may have been written with instead of commas (a spreadsheet in a decimal-comma locale: ";")

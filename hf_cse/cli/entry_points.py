@@ -5,8 +5,9 @@ Importing a command's module (:mod:`.train`, :mod:`.evaluate`, :mod:`.export`) i
 rest of the training stack: seconds. Here, before that, what needs only the command line is answered from the
 command's parser description (:mod:`.parser_cache`: shipped in the package, or written by an earlier start):
 ``--help``; an empty path, an unknown flag, a value argparse refuses, a count or optimizer value the Trainer would
-misread; the paths that name nothing (``--train_file``, a model folder, the checkpoint to export); a training
-``--output_dir`` that holds a finished run or files no run writes; a value typed for the chosen loss's
+misread; the paths that name nothing (``--train_file``, a model folder, the checkpoint to export); a sentences
+file whose start shows it cannot be read as asked (:func:`~hf_cse.text_files.check_sentences_file_start`); a
+training ``--output_dir`` that holds a finished run or files no run writes; a value typed for the chosen loss's
 hyperparameters that breaks the loss's rules (:mod:`hf_cse.hyperparameter_rules`); an evaluation's
 ``--truncate_dims`` that is no list of distinct dimensions (:mod:`hf_cse.number_lists`). Then the module's ``main``
 runs, which checks everything again. Where no description is valid (hf_cse or its requirements changed since it
@@ -26,6 +27,7 @@ from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file
 from ..hyperparameter_rules import check_rules, unknown_loss_error
 from ..number_lists import parse_truncate_dims
+from ..text_files import check_sentences_file_start
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
@@ -138,7 +140,7 @@ def _check_train(parser, argv: list[str]) -> None:
     # the file read as plain sentences; pair data, streams and Hub data sets are read (and checked) otherwise
     read_otherwise = ("dataset_name", "pair_column", "streaming", "train_files")
     if args.get("train_file") and not any(args.get(name) for name in read_otherwise):
-        check_train_file(args["train_file"])
+        check_sentences_file_start(check_train_file(args["train_file"]), args.get("text_column"))
     # a finished run or other files in the output folder, unless the command starts over or names the checkpoint
     # to resume (any value given: the cached parser reads a bool as text), or a --config file may say so
     if args.get("output_dir") and not any(args.get(name) not in (None, False) for name in

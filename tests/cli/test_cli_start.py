@@ -75,6 +75,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
     notes = tmp_path / "notes_folder"
     notes.mkdir()
     (notes / "notes.txt").write_text("mine\n")
+    (tmp_path / "corpus.txt").write_text("a sentence\n")
     refusals = {  # argv -> (exit code, what stderr says)
         ("train", "--train_file", str(tmp_path / "missing.txt")): (1, "missing.txt does not exist"),
         ("train", "--lerning_rate", "1e-5"): (1, "unknown flag --lerning_rate; did you mean --learning_rate?"),
@@ -85,6 +86,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--output_dir", str(notes)): (1, "holds files that are not checkpoints of a run (notes.txt)"),
         ("train", "--per_device_train_batch_size", "0"): (1, "a contrastive batch needs at least 2 sentences"),
         ("train", "--max_steps", "0"): (1, "--max_steps 0 trains nothing"),
+        ("train", "--train_file", str(tmp_path / "corpus.txt"), "--text_column", "s"): (1, "is read as plain text"),
         ("train", "--temperature", "0"): (1, "infonce: temperature must be a finite number > 0, got 0.0."),
         ("train", "--loss", "nce"): (1, "Unknown loss 'nce' (did you mean 'infonce'?). Available losses: "
                                         "align_uniform_mhe, align_uniform_mhs,"),
@@ -237,6 +239,46 @@ def test_the_early_loss_checks_read_the_chosen_loss_rules_and_leave_the_rest_to_
     with pytest.raises(ValueError, match=r"Unknown loss 'nce' \(did you mean 'infonce'\?\). Available losses: "
                                          r"align_uniform_mhe"):
         check(["--loss", "nce"])
+
+
+SENTENCE_FILE_MISTAKES = {  # name, content, flags: what the reader refuses at the file's start
+    "corpus.txt": ("a sentence\nanother one\n", ["--text_column", "sentence"]),
+    "table.csv": ("id,sentence\n1,a sentence\n2,another one\n", []),
+    "named.tsv": ("id\tsentence\n1\ta sentence\n", ["--text_column", "text"]),
+    "records.txt": ('{"text": "a sentence"}\n{"text": "another one"}\n', []),
+    "packed.txt": (b"\x1f\x8b\x08\x00 compressed", []),
+}
+
+
+@pytest.mark.parametrize("name", SENTENCE_FILE_MISTAKES)
+def test_a_sentences_file_that_its_start_shows_unreadable_is_refused_early_as_the_reader_refuses_it(
+        train_parsers, name, tmp_path):
+    from hf_cse.data import read_sentences
+    from hf_cse.files import DataError
+
+    content, flags = SENTENCE_FILE_MISTAKES[name]
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(DataError) as by_reader:
+        read_sentences(path, flags[1] if flags else None)
+    check = partial(entry_points.check_command_line, "train", copy.deepcopy(train_parsers[1]))
+    with pytest.raises(DataError) as early:
+        check(["--train_file", str(path), *flags])
+    assert str(early.value) == str(by_reader.value)
+    check(["--train_file", str(path), *flags, "--pair_column", "positive"])  # pair rows: their own reader
+
+
+def test_the_early_sentences_file_check_passes_what_the_reader_reads(train_parsers, tmp_path):
+    from hf_cse.data import read_sentences
+
+    check = partial(entry_points.check_command_line, "train", copy.deepcopy(train_parsers[1]))
+    files = {"plain.txt": "a b\n", "one.csv": "sentence\na b\n", "two.csv": "id,text\n1,a b\n",
+             "named.tsv": "id\tsentence\n1\ta b\n", "rows.jsonl": '{"text": "a b"}\n'}
+    for name, content in files.items():
+        (tmp_path / name).write_text(content)
+        flags = ["--text_column", "sentence"] if name == "named.tsv" else []
+        assert read_sentences(tmp_path / name, flags[1] if flags else None) == ["a b"]
+        check(["--train_file", str(tmp_path / name), *flags])
 
 
 def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):
