@@ -59,6 +59,42 @@ def weights_problem(folder: Path) -> str | None:
     return None
 
 
+def json_problem(path: Path) -> str | None:
+    """What makes a model folder's JSON file unreadable (not UTF-8, not JSON: cut short, edited by hand), or None."""
+    try:
+        json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        return f"{Path(path).name} is not UTF-8 text"
+    except json.JSONDecodeError as err:
+        return f"{Path(path).name} is not valid JSON ({err.msg} at line {err.lineno})"
+    return None
+
+
+def config_problem(folder: Path) -> str | None:
+    """What is wrong with the config.json of a saved model folder (unreadable: :func:`json_problem`, or no JSON
+    object), or None (also where there is none)."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        return None
+    problem = json_problem(path)
+    if problem:
+        return problem
+    config = json.loads(path.read_text(encoding="utf-8"))
+    kinds = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true/false"}
+    return None if isinstance(config, dict) else f"config.json holds {kinds.get(type(config), 'null')}, not an object"
+
+
+def saved_files_problem(folder: Path, json_files: tuple[str, ...] = ("config.json",)) -> str | None:
+    """What is wrong with a saved model folder's files, or None: the first of its ``json_files`` there that is
+    broken (:func:`config_problem`, :func:`json_problem`), else its weights (:func:`weights_problem`)."""
+    for name in json_files:
+        path = Path(folder) / name
+        problem = config_problem(folder) if name == "config.json" else path.is_file() and json_problem(path)
+        if problem:
+            return problem
+    return weights_problem(folder)
+
+
 def saved_config(folder: Path) -> dict | None:
     """The config.json of a saved model folder, or None where there is none or it cannot be read as a JSON object."""
     try:

@@ -45,6 +45,12 @@ def check_writable(folder: Path, flag: str) -> None:
                          ) from None
 
 
+def broken_model_error(where: str, problem: str, what: str = "model") -> InputError:
+    """The one line for a saved model whose files are broken (a save that was killed, a copy cut short, a hand
+    edit): loading it would end in a traceback."""
+    return InputError(f"{where}: {problem}; save or copy the {what} again, or give another one.")
+
+
 #: the files one of which a model folder holds: a transformers model's config, a sentence-transformers model's modules
 MODEL_FOLDER_MARKERS = ("config.json", "modules.json")
 
@@ -65,7 +71,7 @@ def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
         if not path.is_dir():
             raise InputError(f"{flag} {name_or_path} is a file; give a {what} folder (holding {files}) or a "
                              f"Hub {what} id.")
-        from .checkpoints import last_complete_checkpoint, weights_problem
+        from .checkpoints import last_complete_checkpoint, saved_files_problem
 
         if not any((path / marker).is_file() for marker in markers):
             last = last_complete_checkpoint(path)  # a training run's folder before its model is saved
@@ -76,9 +82,9 @@ def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
             raise InputError(f"{flag} {name_or_path} is a folder without {files}, so it holds no {what}; give the "
                              f"folder a {what} was saved to (save_pretrained, a training run's output_dir) or Hub id.")
 
-        problem = weights_problem(path)
+        problem = saved_files_problem(path, markers)
         if problem:  # a save that was killed, or a copy cut short: loading would end in a traceback
-            raise InputError(f"{flag} {name_or_path}: {problem}; save or copy the {what} again, or give another one.")
+            raise broken_model_error(f"{flag} {name_or_path}", problem, what)
         return
     # a Hub id is "name" or "org/name"; "runs/nosuch" beside a folder runs/ is a mistyped path, not a Hub id (the Hub
     # would be asked, retried for a minute, and the network blamed)

