@@ -104,14 +104,18 @@ def saved_config(folder: Path) -> dict | None:
     return config if isinstance(config, dict) else None
 
 
-def foreign_checkpoint(folder: Path) -> str | None:
-    """``"a bert model's"`` where a ``checkpoint-N`` folder holds a model another tool saved (its config.json names
-    no hf_cse method), else None: no hf_cse run resumes it."""
+def other_model(folder: Path) -> str | None:
+    """``"a bert model's"`` where a folder (a ``checkpoint-N``, a folder to save into) holds a model another tool
+    saved: its config.json names no hf_cse method (``"an unnamed model's"`` where it names no model_type), else None
+    (no config.json, or one that cannot be read: a save cut short, see :func:`checkpoint_problem`). No hf_cse run
+    resumes such a checkpoint, removes it or saves over it."""
     config = saved_config(folder)
     if config is None:
-        return None  # none (a save cut short: checkpoint_problem) or unreadable
+        return None
     model_type = config.get("model_type")
-    return None if str(model_type).startswith("hf_cse") else f"a {model_type} model's"
+    if str(model_type).startswith("hf_cse"):
+        return None
+    return f"a {model_type} model's" if model_type else "an unnamed model's"
 
 
 def checkpoint_problem(folder: Path) -> str | None:

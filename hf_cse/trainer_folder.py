@@ -34,8 +34,8 @@ from .checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
     checkpoint_step,
-    foreign_checkpoint,
     last_complete_checkpoint,
+    other_model,
     saved_config,
     training_run_files,
 )
@@ -73,10 +73,10 @@ def check_save_folder(folder, trainer) -> None:
     check_not_encoder_folder(out, getattr(config, "base_encoder", None))
     if not out.is_dir():
         return
-    model_type = (saved_config(out) or {}).get("model_type")
+    theirs = other_model(out)
     run = training_run_files(out) + [TRAINING_INFO_FILE] * (out / TRAINING_INFO_FILE).is_file()
-    if run or (model_type is not None and not str(model_type).startswith("hf_cse")):
-        what = f"a training run ({listing(run)})" if run else f"another model (a {model_type} model's config.json)"
+    if run or theirs:
+        what = f"a training run ({listing(run)})" if run else f"another model ({theirs} config.json)"
         raise OutputFolderError(f"save_model: {folder} holds {what}; saving there would replace its files. Choose "
                                 "a new folder (or the trainer's own output_dir).", fields=("output_dir",))
 
@@ -143,7 +143,7 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
         if problem:
             raise OutputFolderError(f"resume_from_checkpoint {checkpoint} is incomplete: {problem}. Name a complete "
                                     f"checkpoint (an earlier {CHECKPOINT_PREFIX}-N).")
-    theirs = foreign_checkpoint(checkpoint)
+    theirs = other_model(checkpoint)
     if theirs:
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint} holds {theirs[:-2]} (saved by another tool, "
                                 "not an hf_cse run): no hf_cse run resumes it. Train without resume_from_checkpoint "

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..checkpoints import checkpoint_problem, foreign_checkpoint, last_complete_checkpoint
+from ..checkpoints import checkpoint_problem, last_complete_checkpoint, other_model
 from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
 from ..output_folder import (
     TOKENIZER_FILES,
@@ -145,7 +145,7 @@ class TrainingRun(CommandJob):
         return [p.name for p in out.iterdir()] if out.is_dir() else []
 
     def own_files(self, out: Path, left: list[str]) -> list[str]:
-        theirs = set(foreign_checkpoints(out, left))  # another tool's: never a run's to remove
+        theirs = set(other_models(out, left))  # another tool's: never a run's to remove
         return sorted(set(matching(left, RUN_FILES) + killed_writes(left)) - theirs)
 
     def remove(self, out: Path, names: list[str]) -> None:  # the mark of a finished run first: a kill meanwhile
@@ -200,10 +200,10 @@ class TrainingRun(CommandJob):
         return resume
 
 
-def foreign_checkpoints(out: Path, names: list[str]) -> list[str]:
-    """Of ``out``'s entries ``names``, the ``checkpoint-N`` folders another tool saved (:func:`foreign_checkpoint`):
+def other_models(out: Path, names: list[str]) -> list[str]:
+    """Of ``out``'s entries ``names``, the ``checkpoint-N`` folders another tool saved (:func:`other_model`):
     files no run writes, which no run resumes or removes."""
-    return [n for n in matching(names, (f"{CHECKPOINT_PREFIX}-*",)) if foreign_checkpoint(out / n)]
+    return [n for n in matching(names, (f"{CHECKPOINT_PREFIX}-*",)) if other_model(out / n)]
 
 
 def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
@@ -211,7 +211,7 @@ def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
     cut short); refused when they are a finished run's (its last file, ``training_info.json``, is there) or files
     that no run writes. Needs no model and no torch: the command line checks it before either is loaded
     (:func:`refuse_occupied_output_dir`), and the run again when it claims the folder."""
-    theirs = foreign_checkpoints(out, left)
+    theirs = other_models(out, left)
     interrupted = [n for n in matching(left, _INTERRUPTED_RUN_FILES) + killed_writes(left) if n not in theirs]
     foreign = [n for n in left if n not in interrupted]
     other = [n for n in foreign if n not in matching(foreign, RUN_FILES) or n in theirs]

@@ -116,6 +116,19 @@ def test_another_tools_checkpoint_is_neither_resumed_nor_removed(tmp_path):
     assert (theirs / "config.json").is_file()  # kept: not a run's to remove
 
 
+@pytest.mark.parametrize("config, theirs", [
+    ('{"model_type": "hf_cse_simcse", "method": "simcse"}', None), ('{"model_type": "bert"}', "a bert model's"),
+    ('{"architectures": ["MyModel"]}', "an unnamed model's"), ('{"model_type": "be', None), (None, None)])
+def test_another_model_is_told_by_its_config(tmp_path, config, theirs):
+    """A readable config.json that names no hf_cse model is another tool's, with or without a model_type; none, or
+    one cut short, is a save of a run's own that was interrupted (checkpoint_problem)."""
+    from hf_cse.checkpoints import other_model
+
+    if config is not None:
+        (tmp_path / "config.json").write_text(config)
+    assert other_model(tmp_path) == theirs
+
+
 def test_a_checkpoint_whose_torch_archive_is_cut_short_is_skipped(tmp_path, caplog):
     prepare_output_dir(tmp_path, SETTINGS)
     for step in (2, 4):

@@ -92,11 +92,15 @@ def test_save_model_into_a_folder_of_the_callers_choice_never_replaces_an_encode
     users.mkdir()
     (users / "config.json").write_text('{"model_type": "bert"}')
     (users / "notes.txt").write_text("mine")
+    unnamed = tmp_path / "unnamed_model"
+    unnamed.mkdir()
+    (unnamed / "config.json").write_text('{"architectures": ["MyEncoder"]}')
     trainer = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "out", max_steps=1)
     trainer.train()
     for folder, words in ((tiny_bert_dir, "is, holds or lies inside the encoder's folder"),
                           (users, r"holds another model \(a bert model's config.json\); saving there would replace "
                                   "its files"),
+                          (unnamed, r"holds another model \(an unnamed model's config.json\)"),
                           (other_run, r"holds a training run \(.*training_info.json.*\); saving there would replace")):
         before = _snapshot(folder)
         with pytest.raises(OutputFolderError, match=words):
