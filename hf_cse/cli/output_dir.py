@@ -13,6 +13,7 @@ Training (``hf-cse-train``, the convention of the transformers example scripts,
 * a run whose final save or export was cut short (model files without ``training_info.json``, which a run writes
   last): finished from its last complete checkpoint (refused when there is none);
 * a finished run or files no run writes: refused; :data:`RUN_FILES` are what ``--overwrite_output_dir`` removes;
+* a model another tool saved (its config.json names no hf_cse model): refused, ``--overwrite_output_dir`` or not;
 * a folder that is, holds or lies inside the encoder's folder: refused (saving would overwrite the encoder).
 
 Evaluation (``hf-cse-eval``): another evaluation's results (:func:`hf_cse.evaluation.report.report_files`) are
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..checkpoints import checkpoint_problem, last_complete_checkpoint, other_model
+from ..checkpoints import checkpoint_problem, last_complete_checkpoint, other_model, training_run_files
 from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
 from ..output_folder import (
     TOKENIZER_FILES,
@@ -131,6 +132,7 @@ class TrainingRun(CommandJob):
     def check(self, out: Path) -> None:
         check_not_encoder_folder(out, self.encoder)
         check_not_inside_a_run(out, "--output_dir")
+        refuse_another_model(out)
         if not self.resume_from_checkpoint:
             return
         if self.overwrite:
@@ -206,6 +208,18 @@ def other_models(out: Path, names: list[str]) -> list[str]:
     return [n for n in matching(names, (f"{CHECKPOINT_PREFIX}-*",)) if other_model(out / n)]
 
 
+def refuse_another_model(out: Path) -> None:
+    """Refuse a folder holding a model another tool saved (its config.json names no hf_cse model), even with
+    ``--overwrite_output_dir``: a run's files have the same names (config.json, the weights, the tokenizer), so the
+    run would replace that model, and a start over would delete it as if it were an earlier run's. A folder with
+    the marks of a run (its record, checkpoints, ``training_info.json``) is a run's: the rest of the policy says."""
+    marks = training_run_files(out) + [TRAINING_INFO_FILE] * (out / TRAINING_INFO_FILE).exists()
+    theirs = not marks and other_model(out)
+    if theirs:
+        raise OutputFolderError(f"--output_dir {out} holds another model ({theirs} config.json): a run there would "
+                                f"replace its files, {OVERWRITE_FLAG} or not. Choose another --output_dir.")
+
+
 def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
     """Of ``out``'s entries ``left``, those beyond an interrupted run's checkpoints (a run's files: its final save,
     cut short); refused when they are a finished run's (its last file, ``training_info.json``, is there) or files
@@ -230,6 +244,7 @@ def refuse_occupied_output_dir(output_dir: str) -> None:
     the folder is locked)."""
     out = Path(output_dir).expanduser()
     if out.is_dir():
+        refuse_another_model(out)
         refuse_finished_or_foreign(out, [p.name for p in out.iterdir()])
 
 

@@ -116,6 +116,21 @@ def test_another_tools_checkpoint_is_neither_resumed_nor_removed(tmp_path):
     assert (theirs / "config.json").is_file()  # kept: not a run's to remove
 
 
+def test_a_folder_holding_another_tools_model_is_refused_even_with_overwrite(tmp_path):
+    """A folder holding a transformers model (not an hf_cse run) was taken for "a run whose final save was cut
+    short", and --overwrite_output_dir, which the line offered, deleted its config, weights and tokenizer."""
+    files = {"config.json": '{"model_type": "bert"}', "model.safetensors": "weights", "vocab.txt": "[PAD]"}
+    for name, content in files.items():
+        (tmp_path / name).write_text(content)
+    for overwrite in (False, True):
+        with pytest.raises(InputError, match=r"holds another model \(a bert model's config.json\): a run there "
+                                             r"would replace its files, --overwrite_output_dir or not\."):
+            prepare_output_dir(tmp_path, SETTINGS, overwrite=overwrite)
+    with pytest.raises(InputError, match="holds another model"):
+        refuse_occupied_output_dir(str(tmp_path))  # the command line's check before torch
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == files
+
+
 @pytest.mark.parametrize("config, theirs", [
     ('{"model_type": "hf_cse_simcse", "method": "simcse"}', None), ('{"model_type": "bert"}', "a bert model's"),
     ('{"architectures": ["MyModel"]}', "an unnamed model's"), ('{"model_type": "be', None), (None, None)])
