@@ -67,10 +67,19 @@ def check_save_folder(folder, trainer) -> None:
     not the encoder's (:func:`check_not_encoder_folder`), nor one holding another model (its config and weights
     would be replaced) or another training run (its record would describe a model no longer there)."""
     out = Path(folder).expanduser()
-    if out.resolve() == Path(trainer.args.output_dir).expanduser().resolve():
+    own = Path(trainer.args.output_dir).expanduser().resolve()
+    if out.resolve() == own:
         return
     config = trainer.accelerator.unwrap_model(trainer.model).config
     check_not_encoder_folder(out, getattr(config, "base_encoder", None))
+    inside_own = same_or_inside(out, own)
+    part = out.resolve().relative_to(own).parts[0] if inside_own else ""
+    if part.startswith(f"{CHECKPOINT_PREFIX}-") and (own / part).is_dir():
+        raise OutputFolderError(f"save_model: {folder} lies inside {part}, a checkpoint of this run: its weights "
+                                "would no longer be those of its optimizer state, and its rotation would delete the "
+                                "save. Choose a folder outside the checkpoints.", fields=("output_dir",))
+    if not inside_own:  # another run's folder (a checkpoint of it, its results): that run's files would mix
+        check_not_inside_a_run(out, "save_model: folder")
     if not out.is_dir():
         return
     theirs = other_model(out)
@@ -81,17 +90,21 @@ def check_save_folder(folder, trainer) -> None:
                                 "a new folder (or the trainer's own output_dir).", fields=("output_dir",))
 
 
+def runs_holding(path) -> list[Path]:
+    """The folders of the training runs ``path`` lies inside, nearest first: folders holding checkpoints or a
+    finished run's record (a run record alone may be a copy kept to rerun a run's settings)."""
+    return [parent for parent in Path(path).expanduser().resolve().parents if (parent / TRAINING_INFO_FILE).is_file()
+            or [n for n in training_run_files(parent) if n != RUN_RECORD_FILE]]
+
+
 def check_not_inside_a_run(output_dir, flag: str = "output_dir", finished_run_ok: bool = False) -> None:
     """Refuse an output folder inside another training run's folder (module doc); ``flag`` names the path in the
     message (the field, or the command's flag). ``finished_run_ok`` (the export): a finished run's folder may hold
     it, outside the run's checkpoints (which that run's overwrite_output_dir removes), and so may the folder of an
     unfinished run that this process holds (the run exporting its own model as it finishes)."""
     out = Path(output_dir).expanduser().resolve()
-    for parent in out.parents:
-        # checkpoints or a finished run's record (a run record alone may be a copy kept to rerun a run's settings)
+    for parent in runs_holding(out):
         finished = (parent / TRAINING_INFO_FILE).is_file()
-        if not ([n for n in training_run_files(parent) if n != RUN_RECORD_FILE] or finished):
-            continue
         if not finished_run_ok:
             raise OutputFolderError(f"{flag} {output_dir} lies inside the folder of another training run ({parent}): "
                                     "that run could delete it or resume from it. Choose a folder outside it.")

@@ -1,8 +1,8 @@
 """What an export is checked against its source before anything is loaded (the command line calls these before the
 model is loaded, :func:`hf_cse.export.to_sentence_transformer` again): the output folder must stay clear of the
-checkpoint and of the encoder it was trained from, the truncation length must be one the encoder takes
-(:func:`hf_cse.encoders.seq_length_problem`, the rule training follows too), and evaluation results must be the
-exported model's own, measured on the embedding the export ships."""
+checkpoint and of the encoder it was trained from, and lie in no other run's folder, the truncation length must be
+one the encoder takes (:func:`hf_cse.encoders.seq_length_problem`, the rule training follows too), and evaluation
+results must be the exported model's own, measured on the embedding the export ships."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any
 
 from ..encoders import encoder_max_length, read_model_json, seq_length_problem
 from ..evaluation.results import EvalResults
+from ..folder_lock import held_here
 from ..models.pooling import exported_pooler, pooler_at_test
 from ..output_folder import same_or_inside
+from ..trainer_folder import runs_holding
 from .errors import ExportError
 
 
@@ -38,7 +40,8 @@ def source_config(model_or_path: Any) -> dict[str, Any]:
 def check_clear_of_source(out_dir: Path, model_or_path: Any, config: dict[str, Any]) -> None:
     """Refuse an output folder that is or holds the checkpoint, or is, holds or lies inside the encoder's folder
     (the checkpoint's ``base_encoder``): an export there would replace or mix with them, ``overwrite`` or not. A
-    folder inside the checkpoint (``<checkpoint>/sentence-transformers``) is where an export belongs."""
+    folder inside the checkpoint (``<checkpoint>/sentence-transformers``) is where an export belongs, and a run's
+    folder holds the export of that run's model only (:func:`check_run_owns_source`)."""
     source = _local_folder(model_or_path)
     if source is not None and same_or_inside(source, out_dir):
         raise ExportError(f"out_dir {out_dir} holds the checkpoint {model_or_path}; exporting there would replace "
@@ -48,6 +51,25 @@ def check_clear_of_source(out_dir: Path, model_or_path: Any, config: dict[str, A
         raise ExportError(f"out_dir {out_dir} is, holds or lies inside the folder of the encoder {encoder} this "
                           "model was trained from; exporting there would replace or mix with it, even with "
                           "overwrite=True. Choose another folder, e.g. <checkpoint>/sentence-transformers.")
+    check_run_owns_source(out_dir, model_or_path)
+
+
+def check_run_owns_source(out_dir: Path, model_or_path: Any) -> None:
+    """Refuse an export into a training run's folder (its ``sentence-transformers/``) of a model that is not that
+    run's: the run folder serves its export (its ``modules.json`` points there) while its own files and record
+    describe the run's model, so the two would disagree. The run's own model is the run folder or one of its
+    checkpoints, a model loaded from either, or a model exported by the process that holds the run (the run
+    finishing)."""
+    path = isinstance(model_or_path, (str, Path))
+    source = _local_folder(model_or_path if path else getattr(model_or_path, "name_or_path", None))
+    for run in runs_holding(out_dir):
+        if (source is not None and same_or_inside(source, run)) or held_here(run):
+            continue
+        name = model_or_path if path else f"the loaded model ({source or 'not loaded from a folder'})"
+        raise ExportError(f"out_dir {out_dir} lies inside the training run {run}, and {name} is not that "
+                          "run's model: the run folder would serve it while its own files describe another model. "
+                          "Export the run's own model there (the run folder or one of its checkpoints), or choose "
+                          "a folder outside the run.")
 
 
 def check_export_length(max_seq_length: int | None, encoder_config: Any, encoder: str = "") -> None:

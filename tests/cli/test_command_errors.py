@@ -377,7 +377,8 @@ def test_export_over_an_interrupted_run_keeps_its_record(saved_model, tmp_path, 
                                        ({"world_size": "two"}, '"world_size" holds a str')])
 def test_export_of_a_hand_edited_training_info_is_one_line(info, key, saved_model, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
-    path = tmp_path / "training_info.json"
+    path = tmp_path / "records" / "training_info.json"  # not in tmp_path, which it would make a finished run
+    path.parent.mkdir()
     path.write_text(json.dumps(info))
     code = hf_cse_export.main([str(saved_model), str(tmp_path / "st"), "--training_info", str(path)])
     line = _error_line(capsys, code, "hf-cse-export")

@@ -84,6 +84,29 @@ def test_a_broken_config_json_is_one_line_before_anything_is_written(run, tmp_pa
     assert not out.exists()
 
 
+def test_a_runs_folder_holds_the_export_of_that_runs_model_only(run, tmp_path, capsys):
+    """``export OTHER <run>/sentence-transformers --overwrite`` replaced a finished run's export with another model's,
+    which the run folder then served (its modules.json points there) while its own files described its model."""
+    ckpt, _ = run
+    finished = tmp_path / "finished_run"
+    shutil.copytree(ckpt, finished)
+    (finished / "training_info.json").write_text("{}")
+    out = finished / "sentence-transformers"
+    other = tmp_path / "other_ckpt"
+    shutil.copytree(ckpt, other)
+    for overwrite in (False, True):
+        with pytest.raises(ExportError, match=re.escape(f"out_dir {out} lies inside the training run {finished}, "
+                                                        f"and {other} is not that run's model")):
+            to_sentence_transformer(str(other), out, overwrite=overwrite)
+    assert "is not that run's model" in cli_error(capsys, other, out, "--overwrite")
+    assert not out.exists()
+    with pytest.raises(ExportError, match=r"and the loaded model \(.*other_ckpt\) is not that run's model"):
+        to_sentence_transformer(SimCSEModel.from_pretrained(other), out)
+    to_sentence_transformer(str(finished), out)  # the run's own model, as a folder or loaded from it
+    to_sentence_transformer(SimCSEModel.from_pretrained(finished), out, overwrite=True)
+    assert (out / "modules.json").is_file()
+
+
 # --------------------------------------------------------------------------------------------- B4: max_seq_length
 @pytest.mark.parametrize("length,message", [
     (1, "max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 positions; 0 and 1 "

@@ -83,11 +83,14 @@ def test_the_encoders_own_folder_is_no_output_folder(tiny_bert_dir, sentences, t
 def test_save_model_into_a_folder_of_the_callers_choice_never_replaces_an_encoder_a_model_or_a_run(
         tiny_bert_dir, sentences, tmp_path):
     """trainer.save_model(folder) replaced any folder's config and weights without a word: the encoder's own, another
-    model's beside the user's notes, another finished run's (whose record then described a model no longer there)."""
+    model's beside the user's notes, another finished run's (whose record then described a model no longer there), a
+    checkpoint of another run or of its own (whose weights then were no longer those of its optimizer state)."""
     other_run = tmp_path / "other_run"
-    finished = _trainer(tiny_bert_dir, sentences, tmp_path, other_run, max_steps=1)
+    finished = _trainer(tiny_bert_dir, sentences, tmp_path, other_run, max_steps=2, save_strategy="steps",
+                        save_steps=1, save_total_limit=None)
     finished.train()
     finished.save_run()
+    (other_run / "eval").mkdir()  # its results folder
     users = tmp_path / "users_model"
     users.mkdir()
     (users / "config.json").write_text('{"model_type": "bert"}')
@@ -95,9 +98,14 @@ def test_save_model_into_a_folder_of_the_callers_choice_never_replaces_an_encode
     unnamed = tmp_path / "unnamed_model"
     unnamed.mkdir()
     (unnamed / "config.json").write_text('{"architectures": ["MyEncoder"]}')
-    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "out", max_steps=1)
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "out", max_steps=1, save_strategy="steps",
+                       save_steps=1)
     trainer.train()
+    own_checkpoint = tmp_path / "out" / "checkpoint-1"
     for folder, words in ((tiny_bert_dir, "is, holds or lies inside the encoder's folder"),
+                          (other_run / "checkpoint-1", r"lies inside the folder of another training run"),
+                          (other_run / "eval", r"lies inside the folder of another training run"),
+                          (own_checkpoint, r"lies inside checkpoint-1, a checkpoint of this run"),
                           (users, r"holds another model \(a bert model's config.json\); saving there would replace "
                                   "its files"),
                           (unnamed, r"holds another model \(an unnamed model's config.json\)"),
@@ -106,7 +114,8 @@ def test_save_model_into_a_folder_of_the_callers_choice_never_replaces_an_encode
         with pytest.raises(OutputFolderError, match=words):
             trainer.save_model(str(folder))
         assert _snapshot(folder) == before
-    for folder in (tmp_path / "saved", tmp_path / "saved", None):  # a new folder, again (its own save), the run's
+    for folder in (tmp_path / "saved", tmp_path / "saved", tmp_path / "out" / "best", None):  # a new folder, again
+        # (its own save), one inside the trainer's own run, the run's
         trainer.save_model(None if folder is None else str(folder))
         assert (Path(folder or trainer.args.output_dir) / "model.safetensors").is_file()
 
