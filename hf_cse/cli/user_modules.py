@@ -130,5 +130,7 @@ def _failed(name: str, err: BaseException) -> str:
     own = [f for f in frames if "importlib" not in f.filename]
     where = f" at {own[-1].filename}:{own[-1].lineno}" if own else ""
     said = str(err).rstrip()
+    if isinstance(err, SyntaxError) and err.filename:  # raised by the compiler, where no frame of the module runs
+        where, said = f" at {err.filename}:{err.lineno}", err.msg
     return (f"--import_module {name!r} failed while it was imported{where}: {type(err).__name__}: {said}"
             f"{'' if said.endswith(('.', '!', '?')) else '.'} Fix the module.")

@@ -62,17 +62,27 @@ def hyperparameter_types(cls: Any) -> dict[str, Any]:
     return {k: hints.get(k, inspect.Parameter.empty) for k in cls.hyperparameters()}
 
 
+def _defined_by_base(cls: type, method: str) -> bool:
+    """Whether ``cls`` has ``method`` from ``ContrastiveLoss`` itself (not imported here: it imports torch)."""
+    definer = next((k for k in cls.__mro__ if method in vars(k)), None)
+    return (definer is not None
+            and f"{definer.__module__}.{definer.__qualname__}" == "hf_cse.losses.base.ContrastiveLoss")
+
+
 def check_loss_class(name: str, cls: Any) -> None:
     """What :func:`register_loss` refuses, each in one line naming the loss and the fix: a class that is no
-    ``ContrastiveLoss``; ``references`` that are not a tuple of ``Paper`` records; a class already registered under
-    another name; a hyperparameter without a default, with no or another annotation than :data:`SIMPLE_TYPES` / a
-    ``Literal`` of strings, with a Literal default that is not one of its values, or whose type differs from that of
-    another loss's hyperparameter of the same name (one flag serves both); a ``hyperparameter_rules`` entry of its own
-    (not inherited) for an argument ``__init__`` does not take."""
+    ``ContrastiveLoss``, or one without its own ``compute``; ``references`` that are not a tuple of ``Paper`` records; a
+    class already registered under another name; a hyperparameter without a default, with no or another annotation than
+    :data:`SIMPLE_TYPES` / a ``Literal`` of strings, with a Literal default that is not one of its values, or whose type
+    differs from that of another loss's hyperparameter of the same name (one flag serves both); a
+    ``hyperparameter_rules`` entry of its own (not inherited) for an argument ``__init__`` does not take."""
     where = f"loss {name!r} ({getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', cls)!s})"
     if not isinstance(cls, type) or not callable(getattr(cls, "hyperparameters", None)):
         raise CSEError(f"{where}: a loss is a subclass of hf_cse.losses.ContrastiveLoss (implement its "
                        f"compute(z1, z2)); got {cls!r}.")
+    if _defined_by_base(cls, "compute") and _defined_by_base(cls, "forward"):
+        raise CSEError(f"{where}: it does not implement compute(self, z1, z2) -> (loss, metrics), the loss itself "
+                       "(ContrastiveLoss.forward calls it); define it in the class.")
     references = getattr(cls, "references", ())
     if not isinstance(references, tuple) or not all(isinstance(p, Paper) for p in references):
         raise CSEError(f"{where}: references must be a tuple of hf_cse.references.Paper records, the defining paper "

@@ -232,6 +232,10 @@ def test_import_module_refusals_are_one_line(tmp_path, capsys, monkeypatch, modu
     err = capsys.readouterr().err
     assert (f"--import_module 'broken_users_module.py' failed while it was imported at "
             f"{tmp_path / 'broken_users_module.py'}:2: ZeroDivisionError: division by zero. Fix the module." in err)
+    (tmp_path / "typo_users_module.py").write_text("import os\ndef f(:\n")
+    assert run([*args, "--import_module", "typo_users_module.py"]) == 1  # where the compiler stopped, not hf_cse
+    assert (f"failed while it was imported at {tmp_path / 'typo_users_module.py'}:2: SyntaxError: invalid syntax. "
+            "Fix the module." in capsys.readouterr().err)
     (tmp_path / "said_users_module.py").write_text("raise RuntimeError('the weights are missing.')\n")
     assert run([*args, "--import_module", "said_users_module.py"]) == 1
     assert "RuntimeError: the weights are missing. Fix the module." in capsys.readouterr().err  # no '..'

@@ -110,6 +110,16 @@ def test_a_class_that_is_no_contrastive_loss_is_refused():
         register_loss("users_plain")(Plain)
 
 
+def test_a_class_without_its_own_compute_is_refused_and_one_inheriting_it_is_not():
+    """Before, it registered and trained until its first step, which ended in a bare NotImplementedError."""
+    bare = type("Bare", (ContrastiveLoss,), {})
+    with pytest.raises(CSEError, match=r"^loss 'users_bare' \(.*Bare\): it does not implement compute\(self, z1, "
+                                       r"z2\) -> \(loss, metrics\)"):
+        register_loss("users_bare")(bare)
+    assert "users_bare" not in loss_registry.available_losses()
+    register_loss("users_inherits")(type("Inherits", (_loss_class(),), {}))
+
+
 def _init(signature_source: str):
     """An ``__init__`` with the given parameters (after self), storing each."""
     namespace = {"ContrastiveLoss": ContrastiveLoss, "Literal": Literal}
