@@ -40,6 +40,11 @@ class CSEError(ValueError):
             self.add_note(_FIELDS_NOTE + ",".join(self.fields))
 
 
+#: how a message tells the user to import the module that registers their own loss or method (the commands print
+#: the flag as --import_module: hf_cse.cli.flags)
+IMPORT_THE_MODULE = "import that module first (on the command line: import_module MODULE)"
+
+
 class PathNotFoundError(CSEError, FileNotFoundError):
     """A file or folder the caller named does not exist (or is not what was asked for); a ``FileNotFoundError`` too."""
 

@@ -13,7 +13,7 @@ import difflib
 import math
 from collections.abc import Callable, Mapping
 
-from .errors import CSEError
+from .errors import IMPORT_THE_MODULE, CSEError
 
 
 def _number(value) -> bool:
@@ -36,8 +36,7 @@ def unknown_loss_error(name: str, available) -> CSEError:
     close = difflib.get_close_matches(str(name), sorted(available), n=1)
     guess = f" (did you mean {close[0]!r}?)" if close else ""  # first: a long list may be cut to fit a line
     return CSEError(f"Unknown loss {name!r}{guess}. Available losses: {', '.join(sorted(available))}. A loss of your "
-                    "own: register it with register_loss in a module, and import that module first (hf-cse-train: "
-                    "import_module MODULE).")
+                    f"own: register it with register_loss in a module, and {IMPORT_THE_MODULE}.")
 
 
 def check_rule(loss_name: str, param: str, value, rule: str) -> None:

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 
 #: fields whose flag is not ``--`` + their name: the export's positional arguments, named as its usage writes them
 FLAG_OF_FIELD = {"checkpoint": "CHECKPOINT", "out_dir": "OUT_DIR"}
+#: flags every command takes, read before its parser is (hf_cse.cli.user_modules)
+EVERY_COMMANDS_FLAGS = ("import_module",)
 
 # destination -> flag of the parser of the command being run (set by use_parser)
 _command_flags: dict[str, str] = {}
@@ -59,7 +61,7 @@ def in_flag_terms(message: str, fields=()) -> str:
         return message
     for name in sorted(_command_flags, key=len, reverse=True):
         message = _setting(name).sub(lambda m, name=name: flag_for(name) + ("" if m.group(1) else " "), message)
-    names = set(fields) | {dest for dest in _command_flags if "_" in dest}
+    names = set(fields) | set(EVERY_COMMANDS_FLAGS) | {dest for dest in _command_flags if "_" in dest}
     for name in sorted(names, key=len, reverse=True):  # longest first: train_file inside eval_train_file stays whole
         message = _mention(name).sub(flag_for(name), message)
     return message

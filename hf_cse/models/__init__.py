@@ -10,7 +10,7 @@ from transformers import AutoConfig, AutoModel
 
 from ..checkpoints import config_problem, saved_config
 from ..checks import broken_model_error
-from ..errors import CSEError, closest_name
+from ..errors import IMPORT_THE_MODULE, CSEError, closest_name
 from ..sharding import ENGINES
 from .base import CSEOutput, CSEPreTrainedModel
 from .config import CSEConfig
@@ -74,8 +74,7 @@ def get_method(name: str) -> type[CSEPreTrainedModel]:
         close = closest_name(name, METHODS)
         raise CSEError(f"Unknown method {name!r}{f'; did you mean {close!r}?' if close else '.'} Available methods: "
                        f"{', '.join(sorted(METHODS))}. A method of your "
-                       "own: register it with register_method in a module, and import that module first "
-                       "(hf-cse-train: import_module MODULE).")
+                       f"own: register it with register_method in a module, and {IMPORT_THE_MODULE}.")
     return METHODS[name]
 
 
@@ -107,8 +106,8 @@ def check_method_registered(path) -> None:
     if not model_type.startswith("hf_cse") or "method" not in saved or registered:  # a method's config says its
         return  # method; another model (a remote-code encoder) is for transformers to load
     raise CSEError(f"{path} holds a model of the hf_cse method {saved.get('method', '?')!r} (model_type "
-                   f"{model_type!r}), which is not registered in this process: import the module that registers it "
-                   "first (the commands: import_module MODULE).")
+                   f"{model_type!r}), which is not registered in this process: "
+                   f"{IMPORT_THE_MODULE.replace('that module', 'the module that registers it')}.")
 
 
 __all__ = [

@@ -5,6 +5,8 @@ and hf_cse's parser descriptions are neither used nor written for it; so does a 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -252,3 +254,14 @@ def test_the_values_of_import_module_are_read_in_every_spelling():
     argv = ["--import_module", "a", "b.py", "--loss", "x", "--import-module=c", "--import_module", "d", "--verbose"]
     assert requested_modules(argv) == ["a", "b.py", "c", "d"]
     assert requested_modules(["--loss", "a"]) == []
+
+
+def test_the_commands_name_the_import_module_flag_with_its_dashes(tmp_path, capsys):
+    """The library's line says import_module; each command prints the flag it reads, as it does for its others."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps({"model_type": "hf_cse_users_unseen",
+                                                                "method": "unseen"}))
+    assert entry_points.train(["--loss", "users_unseen_loss", "--output_dir", str(tmp_path / "out")]) == 1
+    assert "import that module first (on the command line: --import_module MODULE)." in capsys.readouterr().err
+    assert entry_points.export([str(tmp_path / "model"), str(tmp_path / "exported")]) == 1
+    assert "registers it first (on the command line: --import_module MODULE)." in capsys.readouterr().err

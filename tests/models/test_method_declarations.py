@@ -236,6 +236,6 @@ def test_a_checkpoint_of_a_method_not_registered_here_names_it_and_the_fix(tmp_p
     line = (f"{tmp_path} holds a model of the hf_cse method 'unseen' (model_type 'hf_cse_users_unseen'), which is "
             "not registered in this process: import the module that registers it first")
     for load in (load_model, SentenceEncoder.from_pretrained):
-        with pytest.raises(ValueError, match=re.escape(line)):
+        with pytest.raises(ValueError, match=re.escape(line + " (on the command line: import_module MODULE).")):
             load(str(tmp_path))
 
