@@ -18,6 +18,9 @@ TRAIN_FILE_CONTENT = "train_file_content"
 #: schedule, best-model selection): not compared on resume (watching a run differently continues the same run)
 #: and absent from records written before it existed
 DEV_AND_SELECTION = "dev_and_selection"
+#: the key of the run record naming the modules of the user's own the run imported (``--import_module``: its loss or
+#: method may be registered there), so that a rerun from the record can be told to import them; not compared on resume
+USER_MODULES = "user_modules"
 #: the record of a finished run (data, arguments, final metrics), written last: its presence means the run finished
 TRAINING_INFO_FILE = "training_info.json"
 #: the final training metrics a finished run writes (the Trainer's ``save_metrics("train")``), which its record holds

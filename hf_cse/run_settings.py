@@ -32,7 +32,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from .run_files import DEV_AND_SELECTION, RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT
+from .run_files import DEV_AND_SELECTION, RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT, USER_MODULES
 from .writing import json_safe, write_json_atomic
 
 #: ``TrainingArguments`` that define a run (not ``optim``: its default follows the torch version, fused AdamW from
@@ -63,7 +63,8 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
     only counts as ``None`` on the other), then each training file whose content changed."""
     # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
     # how the run is scored and its checkpoint chosen: watching it differently continues the same run
-    keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source", DEV_AND_SELECTION})
+    keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source", DEV_AND_SELECTION,
+                                                     USER_MODULES})
     changed = [_objectives_change(recorded[k], current[k]) if k == "objectives" and _objective_lists(
                recorded.get(k), current.get(k)) else f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now"
                for k in keys if recorded.get(k) != current.get(k)]

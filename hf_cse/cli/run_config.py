@@ -24,7 +24,7 @@ from typing import Any
 
 from ..checks import InputError, check_path_given
 from ..errors import closest_name
-from ..run_files import DEV_AND_SELECTION, TRAIN_FILE_CONTENT
+from ..run_files import DEV_AND_SELECTION, TRAIN_FILE_CONTENT, USER_MODULES
 
 #: the key a description may carry for its reader (an experiment's name, paper, regimes): never a setting
 ABOUT = "about"
@@ -33,7 +33,7 @@ DERIVED_RECORD_KEYS = ("pooler_source", "world_size", TRAIN_FILE_CONTENT)
 #: keys of hf_cse_run.json under another name than their flag's
 RECORD_NAMES = {"encoder": "model_name_or_path", "generator": "generator_name_or_path"}
 #: keys of hf_cse_run.json that are not flags at all (translated by settings_from_record)
-RECORD_ONLY_KEYS = (*RECORD_NAMES, "objectives", DEV_AND_SELECTION, *DERIVED_RECORD_KEYS)
+RECORD_ONLY_KEYS = (*RECORD_NAMES, "objectives", DEV_AND_SELECTION, USER_MODULES, *DERIVED_RECORD_KEYS)
 #: flags a description cannot hold: the file itself, and the user's modules (imported before any file is read)
 NOT_IN_A_FILE = ("config", "import_module")
 
@@ -174,7 +174,7 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
         return settings
     method = record.get("method", "simcse")
     if method not in METHODS:
-        raise InputError(f"{where}: unknown method {method!r}; methods: {', '.join(METHODS)}.")
+        raise InputError(f"{where}: unknown method {method!r}; methods: {', '.join(METHODS)}.{_modules_hint(record)}")
     defaults = METHODS[method].config_class().objectives
     objectives = list(record["objectives"] or [])
     if not objectives or not all(isinstance(o, Mapping) and "loss" in o for o in objectives):
@@ -197,6 +197,14 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
     return settings
 
 
+def _modules_hint(record: Mapping[str, Any]) -> str:
+    """Where a run record names the modules of the user's own its run imported: the flag that imports them."""
+    modules = record.get(USER_MODULES) if isinstance(record, Mapping) else None
+    if not modules or not isinstance(modules, list):
+        return ""
+    return f" The run imported {' '.join(map(str, modules))}: give --import_module {' '.join(map(str, modules))} too."
+
+
 def read_run_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any]:
     """The settings of the run description at ``path`` (a file of this module's format or a run's
     ``hf_cse_run.json``), checked against ``parser``'s flags; one line naming the key and the fix otherwise."""
@@ -210,6 +218,7 @@ def read_run_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise InputError(f"{where} is not JSON ({getattr(err, 'msg', err)} at line {getattr(err, 'lineno', '?')}): "
                          "write one JSON object of settings by flag name.") from None
+    hint = _modules_hint(data)
     if isinstance(data, Mapping) and any(k in data for k in RECORD_ONLY_KEYS):
         data = settings_from_record(data, where)
     if isinstance(data, Mapping) and isinstance(data.get("loss"), str):  # registered? before its hyperparameters' keys
@@ -219,7 +228,7 @@ def read_run_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any
         try:
             get_loss_class(data["loss"])
         except CSEError as err:
-            raise InputError(f"{where}: {err}") from None
+            raise InputError(f"{where}: {err}{hint}") from None
     settings = check_settings(data, parser, where)
     from . import is_path_flag
 

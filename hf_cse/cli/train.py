@@ -56,7 +56,7 @@ from hf_cse.cli.preflight import (
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values, unknown_preset
 from hf_cse.cli.run_config import check_settings, read_run_config
 from hf_cse.cli.run_spec import RunSpec, dev_and_selection
-from hf_cse.cli.user_modules import import_user_modules, requested_modules, typed_loss
+from hf_cse.cli.user_modules import import_user_modules, recorded_modules, requested_modules, typed_loss
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
     DEMO_CORPUS,
@@ -314,7 +314,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
     resume_from = main_process_first(training_args, lambda: prepare_output_dir(
-        training_args.output_dir, {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(training_args)},
+        training_args.output_dir, {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(training_args),
+                                   **recorded_modules(console.import_module)},
         overwrite=output_args.overwrite_output_dir, encoder=encoder,
         resume_from_checkpoint=training_args.resume_from_checkpoint, is_main_process=main_process,
         hold=main_process, read_record=record_in_objectives_form))

@@ -18,6 +18,7 @@ from dataclasses import field
 from pathlib import Path
 
 from ..errors import CSEError
+from ..run_files import USER_MODULES
 
 FLAG = "--import_module"
 #: the spellings argparse accepts (transformers' parser adds the dashed one)
@@ -52,6 +53,13 @@ def requested_modules(argv: list[str]) -> list[str]:
         elif taking:
             names.append(arg)
     return names
+
+
+def recorded_modules(names: list[str]) -> dict[str, list[str]]:
+    """The run record's :data:`~hf_cse.run_files.USER_MODULES` entry for ``--import_module names`` (a file by its
+    whole path, as another folder's rerun needs it), or nothing where none were given."""
+    return {USER_MODULES: [str(Path(n).expanduser().resolve()) if n.endswith(".py") else n for n in names]} if names \
+        else {}
 
 
 def typed_loss(argv: list[str]) -> str | None:

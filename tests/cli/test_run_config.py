@@ -111,7 +111,21 @@ BAD_FILES = {
                                    "'dev_and_selection' must be an object of flags"),
     "a dev setting of the wrong type": ({"dev_and_selection": {"eval_steps": "125"}}, "'eval_steps' must be a number"),
     "no such file": (None, "no such file"),
+    # a run whose loss or method came from --import_module: its record names the module (before: "Unknown loss" only)
+    "a loss of a module not imported": (
+        {"encoder": "enc", "objectives": [{"loss": "users_gone_loss", "weight": 1.0}],
+         "user_modules": ["/work/my_losses.py"]},
+        "Unknown loss 'users_gone_loss'. Available losses: "),
+    "a method of a module not imported": (
+        {"encoder": "enc", "method": "users_gone_method", "objectives": [{"loss": "infonce"}],
+         "user_modules": ["my_methods"]},
+        "unknown method 'users_gone_method'; methods: "),
 }
+#: what the refusal of a record naming the modules its run imported ends with
+MODULES_HINT = {"a loss of a module not imported": "The run imported /work/my_losses.py: give --import_module "
+                                                   "/work/my_losses.py too.",
+                "a method of a module not imported": "The run imported my_methods: give --import_module my_methods "
+                                                     "too."}
 
 
 @pytest.mark.parametrize("what", BAD_FILES)
@@ -126,6 +140,7 @@ def test_a_bad_file_is_one_line_naming_the_key_before_any_model_loads(what, tmp_
     assert train.main(["--config", path, "--output_dir", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and expected in err and f"--config {path}" in err, err
+    assert MODULES_HINT.get(what, "") in err
     assert not (tmp_path / "out").exists()
 
 

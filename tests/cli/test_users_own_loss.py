@@ -215,6 +215,8 @@ def test_import_module_registers_the_users_loss_for_the_command(start, tmp_path,
         start("--import_module", value, "--loss", f"users_{how}_infonce", "--scale", "5")
     assert built.value.args[0].objectives[0] == {"loss": f"users_{how}_infonce", "weight": 1.0,
                                                   "hyperparameters": {"scale": 5.0}}
+    record = json.loads((tmp_path / "out" / "hf_cse_run.json").read_text())
+    assert record["user_modules"] == [value]  # a file by its whole path: a rerun from another folder finds it
     assert not (tmp_path / "cache").exists()  # the parser was built with the user's flags, not written down
 
 
