@@ -23,13 +23,28 @@ logger = logging.getLogger(__name__)
 TRAINER_STATE_FILE = "trainer_state.json"
 
 
+def is_checkpoint_name(name: str) -> bool:
+    """Whether ``name`` is a Trainer checkpoint's: ``checkpoint-<step>``, digits only."""
+    return name.startswith(f"{CHECKPOINT_PREFIX}-") and name[len(CHECKPOINT_PREFIX) + 1:].isdigit()
+
+
+def taken_for_checkpoints(folder: Path) -> list[str]:
+    """The folders in ``folder`` that are no checkpoints but that transformers' checkpoint rotation
+    (``trainer_utils.sort_checkpoints``: ``checkpoint-*`` folders whose name starts with ``checkpoint-<digits>``)
+    counts among them and may delete: ``checkpoint-3-eval``, ``checkpoint-3.bak``."""
+    if not Path(folder).is_dir():
+        return []
+    return sorted(p.name for p in Path(folder).glob(f"{CHECKPOINT_PREFIX}-*") if p.is_dir()
+                  and p.name[len(CHECKPOINT_PREFIX) + 1:][:1].isdigit() and not is_checkpoint_name(p.name))
+
+
 def training_run_files(folder: Path) -> list[str]:
     """The entries of ``folder`` that only a training run writes (its checkpoints, its run record): a folder
     holding them is a run's, finished or not, and no other job may write into it."""
     if not Path(folder).is_dir():
         return []
     return sorted(p.name for p in Path(folder).iterdir()
-                  if p.name == RUN_RECORD_FILE or (p.name.startswith(f"{CHECKPOINT_PREFIX}-") and p.is_dir()))
+                  if p.name == RUN_RECORD_FILE or (is_checkpoint_name(p.name) and p.is_dir()))
 
 
 def safetensors_problem(path: Path) -> str | None:
@@ -135,8 +150,7 @@ def checkpoint_problem(folder: Path) -> str | None:
 
 
 def checkpoint_step(folder: Path) -> int:
-    suffix = folder.name[len(CHECKPOINT_PREFIX) + 1:]
-    return int(suffix) if suffix.isdigit() else -1
+    return int(folder.name[len(CHECKPOINT_PREFIX) + 1:]) if is_checkpoint_name(folder.name) else -1
 
 
 def last_complete_checkpoint(output_dir) -> str | None:

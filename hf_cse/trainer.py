@@ -34,6 +34,7 @@ from .trainer_batches import TrainingBatches
 from .trainer_evaluation import DevScoring
 from .trainer_folder import (
     check_new_run_folder,
+    check_no_names_taken_for_checkpoints,
     check_not_encoder_folder,
     check_not_inside_a_run,
     check_save_folder,
@@ -249,6 +250,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         def check():
             check_path_given(self.args.output_dir, "output_dir")
             check_not_inside_a_run(self.args.output_dir)
+            check_no_names_taken_for_checkpoints(self.args.output_dir)
             if not resume_from_checkpoint:
                 check_new_run_folder(self.args.output_dir)
                 return resume_from_checkpoint

@@ -34,9 +34,11 @@ from .checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
     checkpoint_step,
+    is_checkpoint_name,
     last_complete_checkpoint,
     other_model,
     saved_config,
+    taken_for_checkpoints,
     training_run_files,
 )
 from .folder_lock import claimed_by_command, held_here
@@ -74,7 +76,7 @@ def check_save_folder(folder, trainer) -> None:
     check_not_encoder_folder(out, getattr(config, "base_encoder", None))
     inside_own = same_or_inside(out, own)
     part = out.resolve().relative_to(own).parts[0] if inside_own else ""
-    if part.startswith(f"{CHECKPOINT_PREFIX}-") and (own / part).is_dir():
+    if is_checkpoint_name(part) and (own / part).is_dir():
         raise OutputFolderError(f"save_model: {folder} lies inside {part}, a checkpoint of this run: its weights "
                                 "would no longer be those of its optimizer state, and its rotation would delete the "
                                 "save. Choose a folder outside the checkpoints.", fields=("output_dir",))
@@ -109,7 +111,7 @@ def check_not_inside_a_run(output_dir, flag: str = "output_dir", finished_run_ok
             raise OutputFolderError(f"{flag} {output_dir} lies inside the folder of another training run ({parent}): "
                                     "that run could delete it or resume from it. Choose a folder outside it.")
         part = out.relative_to(parent).parts[0]
-        if part.startswith(f"{CHECKPOINT_PREFIX}-") and (parent / part).is_dir():
+        if is_checkpoint_name(part) and (parent / part).is_dir():
             raise OutputFolderError(f"{flag} {output_dir} lies inside {part}, a checkpoint of the training run "
                                     f"{parent}: the run's checkpoint rotation (save_total_limit) or a start over "
                                     "would delete it with the checkpoint. Choose a folder outside the run.")
@@ -117,6 +119,16 @@ def check_not_inside_a_run(output_dir, flag: str = "output_dir", finished_run_ok
             raise OutputFolderError(f"{flag} {output_dir} lies inside the folder of an unfinished training run "
                                     f"({parent}): files there would stop the same training command from resuming "
                                     "it. Choose a folder outside the run.")
+
+
+def check_no_names_taken_for_checkpoints(output_dir, flag: str = "output_dir") -> None:
+    """Refuse an output folder holding a folder that transformers' checkpoint rotation takes for a checkpoint
+    (:func:`~hf_cse.checkpoints.taken_for_checkpoints`): with ``save_total_limit`` the run would delete it."""
+    taken = taken_for_checkpoints(Path(output_dir).expanduser())
+    if taken:
+        raise OutputFolderError(f"{flag} {output_dir} holds {listing(taken)}, which transformers' checkpoint rotation "
+                                "takes for a checkpoint of the run and may delete: rename it (e.g. "
+                                f"eval-{taken[0]}) or choose another {flag}.")
 
 
 def check_new_run_folder(output_dir) -> None:
@@ -129,7 +141,7 @@ def check_new_run_folder(output_dir) -> None:
     if trained:
         raise OutputFolderError(f"output_dir {out} already holds a trained run ({listing(trained)}): choose another "
                                 "output_dir, or remove that run's files to start over.")
-    checkpoints = [n for n in names if n.startswith(f"{CHECKPOINT_PREFIX}-") and (out / n).is_dir()]
+    checkpoints = [n for n in names if is_checkpoint_name(n) and (out / n).is_dir()]
     if checkpoints:
         raise OutputFolderError(f"output_dir {out} holds checkpoints of a run ({listing(checkpoints)}): pass "
                                 "resume_from_checkpoint=True to continue it, or choose another output_dir (or remove "

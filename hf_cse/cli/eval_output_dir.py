@@ -57,7 +57,8 @@ class Evaluation(CommandJob):
         if model_files:  # an encoder's folder, a sentence-transformers export (pushed or copied with its files)
             raise OutputFolderError(f"--output_dir {out} holds a model ({', '.join(model_files[:2])}): results there "
                                     "would mix with its files. Choose another folder, e.g. "
-                                    f"{out.name}-eval beside it.")
+                                    f"{_beside_local_model(out) if _is_run_folder(out.parent) else out.name + '-eval'}"
+                                    " beside it.")
 
     def left_behind(self, out: Path) -> list[str]:
         from ..evaluation.report import report_files  # the evaluation stack: not for the training checks
@@ -146,7 +147,10 @@ def _model_name(model: str) -> str:
 
     path = Path(model).expanduser()
     if path.exists():
-        return Path(DEFAULT_ENCODER_HUB_ID).name if is_packaged_encoder(path) else path.resolve().name
+        if is_packaged_encoder(path):
+            return Path(DEFAULT_ENCODER_HUB_ID).name
+        path = path.resolve()  # a part of a run (its export, a checkpoint) by the run's name too: runs differ by it
+        return f"{path.parent.name}-{path.name}" if _is_run_folder(path.parent) else path.name
     return model.replace("/", "--")
 
 

@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..checkpoints import checkpoint_problem, last_complete_checkpoint, other_model, training_run_files
+from ..checkpoints import (
+    checkpoint_problem,
+    is_checkpoint_name,
+    last_complete_checkpoint,
+    other_model,
+    training_run_files,
+)
 from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
 from ..output_folder import (
     TOKENIZER_FILES,
@@ -53,7 +59,7 @@ from ..run_files import (
     WEIGHT_FILES,
 )
 from ..run_settings import in_brief, setting_differences
-from ..trainer_folder import check_not_encoder_folder, check_not_inside_a_run
+from ..trainer_folder import check_no_names_taken_for_checkpoints, check_not_encoder_folder, check_not_inside_a_run
 from ..writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -72,12 +78,18 @@ RUN_FILES = (
 _INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE)
 
 
+def run_entries(names, patterns: tuple[str, ...]) -> list[str]:
+    """The ``names`` matching ``patterns`` (:data:`RUN_FILES`, ...), of ``checkpoint-*`` those of checkpoints only
+    (``checkpoint-<digits>``: not a user's ``checkpoint-3-eval`` or ``checkpoint-notes.txt``)."""
+    return [n for n in matching(names, patterns) if not n.startswith(f"{CHECKPOINT_PREFIX}-") or is_checkpoint_name(n)]
+
+
 def killed_writes(names) -> list[str]:
     """Of ``names``, the partial files of a run's own files that a killed write left (``.<name>.partial-<pid>``,
     :mod:`hf_cse.writing`; an export's temporary folder) and the probe file of the folder's write check: never a
     run's result, removed by the run that claims the folder next (it holds the lock: no run is still writing them)."""
     return [n for n in names if n.startswith(WRITE_PROBE_PREFIX)
-            or (n.startswith(".") and ".partial-" in n and matching([n[1:].rsplit(".partial-", 1)[0]], RUN_FILES))]
+            or (n.startswith(".") and ".partial-" in n and run_entries([n[1:].rsplit(".partial-", 1)[0]], RUN_FILES))]
 
 
 @dataclass
@@ -132,6 +144,7 @@ class TrainingRun(CommandJob):
     def check(self, out: Path) -> None:
         check_not_encoder_folder(out, self.encoder)
         check_not_inside_a_run(out, "--output_dir")
+        check_no_names_taken_for_checkpoints(out, "--output_dir")
         refuse_another_model(out)
         if not self.resume_from_checkpoint:
             return
@@ -148,7 +161,7 @@ class TrainingRun(CommandJob):
 
     def own_files(self, out: Path, left: list[str]) -> list[str]:
         theirs = set(other_models(out, left))  # another tool's: never a run's to remove
-        return sorted(set(matching(left, RUN_FILES) + killed_writes(left)) - theirs)
+        return sorted(set(run_entries(left, RUN_FILES) + killed_writes(left)) - theirs)
 
     def remove(self, out: Path, names: list[str]) -> None:  # the mark of a finished run first: a kill meanwhile
         remove_entries(out, sorted(names, key=lambda n: n != TRAINING_INFO_FILE))  # leaves no "finished" run
@@ -205,7 +218,7 @@ class TrainingRun(CommandJob):
 def other_models(out: Path, names: list[str]) -> list[str]:
     """Of ``out``'s entries ``names``, the ``checkpoint-N`` folders another tool saved (:func:`other_model`):
     files no run writes, which no run resumes or removes."""
-    return [n for n in matching(names, (f"{CHECKPOINT_PREFIX}-*",)) if other_model(out / n)]
+    return [n for n in run_entries(names, (f"{CHECKPOINT_PREFIX}-*",)) if other_model(out / n)]
 
 
 def refuse_another_model(out: Path) -> None:
@@ -226,9 +239,9 @@ def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
     that no run writes. Needs no model and no torch: the command line checks it before either is loaded
     (:func:`refuse_occupied_output_dir`), and the run again when it claims the folder."""
     theirs = other_models(out, left)
-    interrupted = [n for n in matching(left, _INTERRUPTED_RUN_FILES) + killed_writes(left) if n not in theirs]
+    interrupted = [n for n in run_entries(left, _INTERRUPTED_RUN_FILES) + killed_writes(left) if n not in theirs]
     foreign = [n for n in left if n not in interrupted]
-    other = [n for n in foreign if n not in matching(foreign, RUN_FILES) or n in theirs]
+    other = [n for n in foreign if n not in run_entries(foreign, RUN_FILES) or n in theirs]
     finished = (out / TRAINING_INFO_FILE).exists()  # a run writes it last: named first, whatever lies beside
     if finished or other:
         what = (f"a finished run{f' (and files no run writes: {listing(other)})' if other else ''}" if finished

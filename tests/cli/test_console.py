@@ -190,6 +190,10 @@ def test_default_evaluation_folder_is_next_to_the_model(tmp_path):
         assert default_eval_output_dir([packaged_encoder_path()]) == Path("eval_results/all-MiniLM-L6-v2")
     assert default_eval_output_dir([str(plain), "bert-base-uncased"]) == \
         Path("eval_results/my-encoder+bert-base-uncased")
+    # the exports of two runs: by their runs' names (both folders are called sentence-transformers)
+    other = _finished_run(tmp_path / "other")
+    assert default_eval_output_dir([str(run / "sentence-transformers"), str(other / "sentence-transformers")]) == \
+        Path("eval_results/run-sentence-transformers+other-sentence-transformers")
 
 
 def test_eval_arguments_default_to_the_model_folder(tiny_bert_dir):

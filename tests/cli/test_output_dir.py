@@ -116,6 +116,26 @@ def test_another_tools_checkpoint_is_neither_resumed_nor_removed(tmp_path):
     assert (theirs / "config.json").is_file()  # kept: not a run's to remove
 
 
+def test_names_that_only_start_like_a_checkpoint_are_the_users_and_are_never_removed(tmp_path):
+    """``checkpoint-notes.txt`` and a results folder ``checkpoint-3-eval`` (the name run_eval once suggested) were
+    run files for --overwrite_output_dir, which deleted them; transformers' checkpoint rotation takes such a folder for
+    a checkpoint and may delete it too, so a run refuses to start beside one."""
+    prepare_output_dir(tmp_path, SETTINGS)
+    _checkpoint(tmp_path / "checkpoint-2")
+    (tmp_path / "checkpoint-notes.txt").write_text("mine")
+    with pytest.raises(InputError, match=r"files that are not checkpoints of a run \(checkpoint-notes.txt\)"):
+        refuse_occupied_output_dir(str(tmp_path))
+    assert prepare_output_dir(tmp_path, SETTINGS, overwrite=True) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([RUN_RECORD_FILE, "checkpoint-notes.txt"])
+    (tmp_path / "checkpoint-3-eval").mkdir()
+    for overwrite in (False, True):
+        with pytest.raises(InputError, match=r"holds checkpoint-3-eval, which transformers' checkpoint rotation takes "
+                                             r"for a checkpoint of the run and may delete: rename it \(e.g. "
+                                             r"eval-checkpoint-3-eval\)"):
+            prepare_output_dir(tmp_path, SETTINGS, overwrite=overwrite)
+    assert (tmp_path / "checkpoint-3-eval").is_dir()
+
+
 def test_a_folder_holding_another_tools_model_is_refused_even_with_overwrite(tmp_path):
     """A folder holding a transformers model (not an hf_cse run) was taken for "a run whose final save was cut
     short", and --overwrite_output_dir, which the line offered, deleted its config, weights and tokenizer."""

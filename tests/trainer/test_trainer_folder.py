@@ -40,8 +40,11 @@ def test_a_new_run_is_refused_in_a_folder_holding_a_finished_run_or_checkpoints(
     first.save_run()
     _trainer(tiny_bert_dir, sentences, tmp_path, interrupted, max_steps=2, save_strategy="steps",
              save_steps=1).train()
+    results = tmp_path / "results"
+    (results / "checkpoint-2-eval").mkdir(parents=True)  # the rotation would take it for a checkpoint
     for folder, words in ((finished, "already holds a trained run"),
-                          (interrupted, "pass resume_from_checkpoint=True to continue it")):
+                          (interrupted, "pass resume_from_checkpoint=True to continue it"),
+                          (results, "holds checkpoint-2-eval, which transformers' checkpoint rotation takes for")):
         before = _snapshot(folder)
         with pytest.raises(OutputFolderError, match=words) as refused:
             _trainer(tiny_bert_dir, sentences, tmp_path, folder, model_class=ImSimCSEModel, max_steps=3).train()
