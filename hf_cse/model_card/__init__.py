@@ -26,10 +26,12 @@ from typing import Any
 from ..encoders import DEFAULT_ENCODER_HUB_ID, is_packaged_encoder
 from ..seams import with_snippet_dimension
 from .results import (
+    KEPT_UNTRAINED,
     ModelCardError,
     eval_scores,
     eval_settings,
     evaluation_section,
+    kept_untrained,
     model_index_results,
     read_eval_results,
 )
@@ -248,7 +250,8 @@ def render_model_card(
             card_data,
             template_path=str(TEMPLATE),
             title=title or f"{papers[0].name} sentence embeddings from {base_model or base_name}",
-            summary=_summary(config, papers, export["embedding_dimension"], base_label),
+            summary=_summary(config, papers, export["embedding_dimension"], base_label)
+            + (f"\n\n{KEPT_UNTRAINED}" if kept_untrained(info.get("dev")) else ""),
             usage_snippet=_usage_snippet(st_card, model_id, export.get("custom_code", False)),
             loading=("the folder's own module code (see the limitations) loads with `trust_remote_code=True`"
                      if export.get("custom_code") else "the model loads without custom code"),

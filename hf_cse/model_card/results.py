@@ -81,14 +81,29 @@ def model_index_results(scores: Mapping[str, float]) -> list:
     return results
 
 
+def kept_untrained(dev: Mapping[str, Any] | None) -> bool:
+    """Whether the run saved the untrained encoder (``training_info["dev"]["kept_step"]`` 0): training did not beat
+    it on the dev data, so the weights shipped are the encoder's own."""
+    return bool(dev) and dev.get("kept_step") == 0
+
+
+#: what a card says first where the run kept the untrained encoder
+KEPT_UNTRAINED = ("**Training did not beat the encoder it started from on the dev data, so the weights here are that "
+                  "encoder's, unchanged** (see Evaluation): this model is the untrained encoder with the pooling "
+                  "below, not a trained one.")
+
+
 def dev_change_line(dev: Mapping[str, Any] | None) -> str:
-    """The training run's own check (``training_info["dev"]``): its dev score before and after training."""
+    """The training run's own check (``training_info["dev"]``): its dev score before and after training, and which
+    weights were saved where they are the untrained encoder's."""
     if not dev or not all(is_number(dev.get(k)) for k in ("before", "after", "delta")):
         return ""  # no dev data, or a score that is undefined (every pair scored the same: NaN, stored as null)
     verdict = "better" if dev["delta"] > 0 else "worse" if dev["delta"] < 0 else "unchanged"
+    kept = (f" The weights saved are the untrained encoder's (step 0, dev {dev['before']:.2f}), not the trained "
+            "model's." if kept_untrained(dev) else "")
     return (f"During training (`run_unsup.py`), the dev metric `{dev['metric']}` went from {dev['before']:.2f} before "
             f"the first step to {dev['after']:.2f} after the last ({dev['delta']:+.2f}: {verdict} than the encoder it "
-            "started from)." + (f" Both were scored in {dev['precision']}." if dev.get("precision") else ""))
+            "started from)." + (f" Both were scored in {dev['precision']}." if dev.get("precision") else "") + kept)
 
 
 def _score_table(results: EvalResults, tasks: list[str], avg: float | None, label: str) -> str:

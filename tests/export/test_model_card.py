@@ -55,6 +55,18 @@ def test_a_model_without_a_head_is_not_said_to_have_left_one_out():
     assert "Training-only parts (RTD discriminator and generator)" in card(config_for("diffcse", projector="none"))
 
 
+def test_a_run_that_kept_the_untrained_encoder_says_so_first():
+    """The card of a run whose training did not beat its encoder (the weights saved are the encoder's) said it was
+    trained with the method; only a JSON cell of its record said step 0 was kept."""
+    dev = {"metric": "stsb_spearman", "before": 42.89, "after": 42.87, "delta": -0.02}
+    kept = card(config_for(), training_info={"dev": {**dev, "kept_step": 0}})
+    summary = kept.split("\n# ", 1)[1].split("## ", 1)[0]
+    assert "the weights here are that encoder's, unchanged" in summary
+    assert "The weights saved are the untrained encoder's (step 0, dev 42.89), not the trained model's." in kept
+    trained = card(config_for(), training_info={"dev": {**dev, "kept_step": 6}})
+    assert "unchanged**" not in trained and "untrained encoder's" not in trained
+
+
 # --------------------------------------------------------------------------------------------- papers
 @pytest.mark.parametrize("loss", available_losses())
 def test_every_loss_card_cites_its_paper_and_no_internal_label(loss):
