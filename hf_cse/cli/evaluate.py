@@ -389,7 +389,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
             all_results.append(results)
             all_extras.append(extras)
             written = write_report(all_results, out, all_extras, combined=combined)
-            print_results(name, encoder.effective_pooler, args, results)
+            print_results(name, encoder.describe().get("representation", encoder.effective_pooler), args, results)
     except BaseException:
         if (out / "results.json").is_file():
             logger.error("stopped; the tasks finished so far are saved in %s", out / "results.json")

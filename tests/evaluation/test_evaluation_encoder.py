@@ -236,3 +236,19 @@ def test_dev_metrics(tiny_dir, tmp_path):
     assert D.load_sts.cache_info().hits > hits  # parsed dev data re-used
     with pytest.raises(ValueError, match="no dev split"):
         dev_metrics(cse, tok, root, tasks=("STS12",))
+
+
+def test_a_method_embedding_its_own_token_is_described_by_it(tiny_dir, tmp_path):
+    """PromptBERT's results said pooler cls_before_pooler only, though its embedding is the template's [MASK] token
+    (the pooler decides only whether the head applies): the results name the representation too."""
+    from hf_cse.models import PromptBERTModel, SimCSEModel
+
+    for cls, out in ((PromptBERTModel, tmp_path / "prompt"), (SimCSEModel, tmp_path / "simcse")):
+        cls.from_encoder(str(tiny_dir)).save_pretrained(out)
+        AutoTokenizer.from_pretrained(tiny_dir).save_pretrained(out)
+    described = SentenceEncoder.from_pretrained(tmp_path / "prompt", show_progress_bar=False, device="cpu").describe()
+    assert described["representation"] == PromptBERTModel.own_representation == \
+        "the template's [MASK] token (PromptBERT)"
+    assert described["pooler"] == "cls_before_pooler"  # what run_eval's pooler and the export's check compare
+    plain = SentenceEncoder.from_pretrained(tmp_path / "simcse", show_progress_bar=False, device="cpu").describe()
+    assert "representation" not in plain
