@@ -15,7 +15,7 @@ from transformers.hf_argparser import string_to_bool
 from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
 from ..export.folders import check_export_folder
-from ..export.hub import push_export
+from ..export.hub import check_repo_id, push_export
 from ..export.onnx import BACKENDS, INT8_FILE, QUANTIZATIONS, check_onnx_backend
 from ..export.sources import (
     check_clear_of_source,
@@ -94,6 +94,8 @@ def export_from_args(argv: list[str] | None = None) -> int:
     import_user_modules(args.import_module)  # a method of the user's own: the checkpoint's class
     check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
     check_model_source(args.checkpoint, "CHECKPOINT")
+    if args.push_to_hub:
+        check_repo_id(args.push_to_hub, "--push_to_hub")  # before the export it would end
     out_dir = Path(args.out_dir).expanduser()
     checkpoint_config = source_config(args.checkpoint)
     check_clear_of_source(out_dir, args.checkpoint, checkpoint_config)

@@ -22,6 +22,18 @@ class HubPushError(CSEError, RuntimeError):
     """A push to the Hugging Face Hub failed; the message says what to do."""
 
 
+def check_repo_id(repo_id: str, field: str = "repo_id") -> None:
+    """``repo_id`` is a well-formed Hub repo id (``user/name``), checked before any work that a push would end."""
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except ValueError as err:  # huggingface_hub's HFValidationError
+        said = str(err).split(": '", 1)[0].rstrip(".")
+        raise HubPushError(f"{field} {repo_id!r} is no Hub repo id ({said}); use one like 'username/model-name'."
+                           ) from None
+
+
 def push_export(out_dir, repo_id: str, token: str | None = None, private: bool = False,
                 commit_message: str = "Add sentence-transformers model exported by hf_cse") -> str:
     """Upload an exported folder to the Hub repo ``repo_id`` (created if needed); returns the repo URL."""
@@ -29,6 +41,7 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
     from huggingface_hub.errors import HfHubHTTPError, LocalTokenNotFoundError, OfflineModeIsEnabled
 
     out = Path(out_dir)
+    check_repo_id(repo_id)
     if not (out / "modules.json").is_file():
         raise ExportError(f"{out} is not a sentence-transformers export (no modules.json); create it with "
                           "hf_cse.export.to_sentence_transformer first.")
@@ -55,8 +68,6 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
             raise HubPushError(f"cannot push to {repo_id}: the Hub refused the credentials (HTTP {status}); "
                                f"{login_hint}.") from err
         raise HubPushError(f"cannot push to {repo_id}: the Hub answered HTTP {status} ({err}).") from err
-    except ValueError as err:  # huggingface_hub's HFValidationError: malformed repo id
-        raise HubPushError(f"cannot push to {repo_id!r}: {err}. Use a repo id like 'username/model-name'.") from err
     except Exception as err:  # connection problems: OSErrors, and the HTTP client's own errors (not OSErrors)
         if not isinstance(err, OSError) and network_failure(err) is None:
             raise
@@ -76,6 +87,7 @@ def take_over_hub_push(training_args) -> str | None:
     from huggingface_hub import constants, get_token
 
     repo_id = training_args.hub_model_id or Path(training_args.output_dir).absolute().name
+    check_repo_id(repo_id, "hub_model_id" if training_args.hub_model_id else "push_to_hub: the output folder's name")
     offline_if_unreachable()  # known now, not after the training: a machine without network cannot push
     if constants.HF_HUB_OFFLINE:
         raise HubPushError(f"push_to_hub {repo_id}: {offline_fix()}, or drop push_to_hub (push the export later, "

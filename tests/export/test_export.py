@@ -422,6 +422,26 @@ def test_push_of_an_export_without_recorded_card_inputs_uploads_it_as_it_is(expo
     assert (uploaded / "README.md").read_text() == card
 
 
+def test_a_malformed_repo_id_is_refused_before_any_work(exported, fake_hub, tiny_bert_dir, tmp_path, capsys):
+    """``--push_to_hub "not a repo/x y"`` was refused by the Hub client after the whole export was written; training
+    to a folder whose name is no repo id (the push's default repo) would have failed after training."""
+    from transformers import TrainingArguments
+
+    from hf_cse.cli.export import main as export_main
+    from hf_cse.export.hub import take_over_hub_push
+
+    line = r"'not a repo/x y' is no Hub repo id \(Repo id must use alphanumeric chars.*\); use one like 'username/"
+    with pytest.raises(HubPushError, match="^repo_id " + line):
+        push_export(exported, "not a repo/x y")
+    assert fake_hub["create_repo"] == []
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(tmp_path / "ckpt")
+    assert export_main([str(tmp_path / "ckpt"), str(tmp_path / "new"), "--push_to_hub", "not a repo/x y"]) == 1
+    assert re.search("--push_to_hub " + line, capsys.readouterr().err) and not (tmp_path / "new").exists()
+    args = TrainingArguments(output_dir=str(tmp_path / "my run"), push_to_hub=True, report_to="none")
+    with pytest.raises(HubPushError, match=r"^push_to_hub: the output folder's name 'my run' is no Hub repo id"):
+        take_over_hub_push(args)
+
+
 def test_push_offline_gives_a_clear_error(exported, monkeypatch):
     from huggingface_hub import constants
 
