@@ -79,6 +79,10 @@ def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
                 raise InputError(f"{flag} {name_or_path} is a training run's folder that holds no saved {what} yet, "
                                  f"only its checkpoints: give one of them, e.g. {last} (the last complete one), or "
                                  "the folder once the run has finished.")
+            if (path / "adapter_config.json").is_file():  # a LoRA run's adapter/ (peft's files): not the whole model
+                raise InputError(f"{flag} {name_or_path} holds a LoRA adapter alone (adapter_config.json), not a "
+                                 f"{what}; give the training run's folder (or one of its checkpoints), which holds the "
+                                 "model the adapter belongs to.")
             raise InputError(f"{flag} {name_or_path} is a folder without {files}, so it holds no {what}; give the "
                              f"folder a {what} was saved to (save_pretrained, a training run's output_dir) or Hub id.")
 

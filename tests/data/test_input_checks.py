@@ -310,3 +310,15 @@ def test_a_mistyped_relative_model_path_is_no_hub_id(tmp_path, monkeypatch):
     (tmp_path / "runs").mkdir()
     with pytest.raises(InputError, match="model_name_or_path runs/nosuch: no such folder"):
         check_model_source("runs/nosuch")
+
+
+def test_a_lora_adapter_folder_is_named_as_one_with_where_its_model_is(tmp_path):
+    """A LoRA run's adapter/ was 'a folder without config.json, so it holds no model'."""
+    from hf_cse.checks import InputError, check_model_source
+
+    adapter = tmp_path / "run" / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text('{"peft_type": "LORA"}')
+    with pytest.raises(InputError, match=r"CHECKPOINT .*adapter holds a LoRA adapter alone \(adapter_config.json\), "
+                                         r"not a model; give the training run's folder"):
+        check_model_source(str(adapter), "CHECKPOINT")
