@@ -194,9 +194,21 @@ def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------- rendering
+def _is_local_folder(model_id: str) -> bool:
+    """Whether ``model_id`` names a folder here rather than a Hub repo (``user/name``): a path that is absolute, starts
+    with ``.`` or ``~``, has no or several ``/``, or whose first part is a folder here (``outputs/st``)."""
+    path = Path(model_id).expanduser()
+    return (path.is_absolute() or model_id.startswith((".", "~")) or model_id.count("/") != 1
+            or path.exists() or Path(model_id.split("/")[0]).is_dir())
+
+
 def _usage_snippet(st_card, model_id: str, custom_code: bool) -> str:
-    """sentence-transformers' usage snippet; with ``trust_remote_code=True`` where the folder ships its own code."""
+    """sentence-transformers' usage snippet; with ``trust_remote_code=True`` where the folder ships its own code, and
+    for an export made for no Hub repo, loading from its folder (a push renders the card again for its repo)."""
     snippet = st_card.generate_usage_snippet()
+    if _is_local_folder(model_id):
+        snippet = snippet.replace("# Download from the 🤗 Hub", "# Load it from its folder (pushed to the Hub: by its "
+                                  "repo id)")
     if custom_code:
         snippet = snippet.replace(f'SentenceTransformer("{model_id}")',
                                   f'SentenceTransformer("{model_id}", trust_remote_code=True)')

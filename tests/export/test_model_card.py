@@ -67,6 +67,16 @@ def test_a_run_that_kept_the_untrained_encoder_says_so_first():
     assert "unchanged**" not in trained and "untrained encoder's" not in trained
 
 
+def test_a_card_made_for_a_folder_says_to_load_it_from_the_folder(tmp_path, monkeypatch):
+    """A card rendered without a Hub repo said "Download from the Hub" above SentenceTransformer("/a/local/path")."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs").mkdir()
+    for folder in (str(tmp_path / "st"), "outputs/st", "./st"):
+        text = render_model_card(config_for(), model_id=folder, export=EXPORT)
+        assert "Download from the" not in text and "# Load it from its folder" in text, folder
+    assert "# Download from the 🤗 Hub" in card(config_for())  # someone/model
+
+
 # --------------------------------------------------------------------------------------------- papers
 @pytest.mark.parametrize("loss", available_losses())
 def test_every_loss_card_cites_its_paper_and_no_internal_label(loss):
