@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import math
+import re
 import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Literal
 
 from ..checks import InputError
+from ..hyperparameter_rules import RULES
 from ..losses import available_losses, get_loss_class, loss_hyperparameters
 from ..number_lists import parse_float_list, parse_int_list
 from ..objectives import DCL, dcl_defaults, objective
@@ -237,6 +240,43 @@ def _flag_type(name: str) -> object:
     return types.pop()
 
 
+def _documented(cls: type, name: str) -> str:
+    """What the loss's docstring says of hyperparameter ``name`` in its ``Args:`` section (one line), or ""."""
+    lines = inspect.getdoc(cls).splitlines() if inspect.getdoc(cls) else []
+    start = next((i for i, line in enumerate(lines) if line.strip() == "Args:"), None)
+    if start is None:
+        return ""
+    said, taking = [], False
+    for line in lines[start + 1:]:
+        stripped = line.strip()
+        if not stripped or not line.startswith(" "):
+            break
+        if re.match(r"\s{1,4}\w+:", line) and not line.startswith(" " * 5):  # the next argument's entry
+            taking = stripped.startswith(f"{name}:")
+            stripped = stripped[len(name) + 1:].strip() if taking else stripped
+        if taking:
+            said.append(stripped)
+    return " ".join(said)
+
+
+def _hyperparameter_help(name: str, users: list[str]) -> str:
+    """A loss hyperparameter flag's help: the losses taking it with their defaults, what it is (where one main
+    loss takes it), and the rule its value keeps (where its losses agree)."""
+    main_users = [loss for loss in users if loss != DCL] or users
+    defaults = [f"{loss} {loss_hyperparameters(loss)[name].default!r}" for loss in main_users]
+    text = (f"Hyperparameter of the --loss {main_users[0]} (default {defaults[0].split(' ', 1)[1]})."
+            if len(main_users) == 1 else f"Hyperparameter of the --loss {', '.join(defaults)} (their defaults).")
+    said = _documented(get_loss_class(main_users[0]), name) if len(main_users) == 1 else ""
+    if said:
+        text += f" {said}"
+    rules = {get_loss_class(loss).hyperparameter_rules.get(name) for loss in main_users}
+    if len(rules) == 1 and None not in rules:
+        text += f" Must be {RULES[rules.pop()][0]}."
+    if DCL in users:  # the DCL objective added by --dcl_weight has its own flag
+        text += f" The DCL objective of --dcl_weight takes --dcl_{name}."
+    return text
+
+
 def loss_arguments_class() -> type:
     """A dataclass with one optional flag per loss hyperparameter of the registry (default None = the
     loss's own default); ``loss_kwargs_from`` keeps the ones the chosen loss (``--loss``) takes."""
@@ -244,10 +284,7 @@ def loss_arguments_class() -> type:
     fields = []
     for name in names:
         users = [loss for loss in available_losses() if name in loss_hyperparameters(loss)]
-        main_users = [loss for loss in users if loss != DCL]
-        help_text = f"Hyperparameter of the --loss {', '.join(main_users or users)}."
-        if DCL in users:  # the DCL objective added by --dcl_weight has its own flag
-            help_text += f" The DCL objective of --dcl_weight takes --dcl_{name}."
+        help_text = _hyperparameter_help(name, users)
         fields.append((name, _flag_type(name) | None, field(default=None, metadata={"help": help_text})))
     return make_dataclass("LossArguments", fields)
 

@@ -183,3 +183,14 @@ def test_a_command_s_argparse_error_is_one_line_and_exit_code_2(argv, words, tmp
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"hf-cse-{argv[0]}: error: ") and all(word in lines[0] for word in words), lines[0]
+
+
+def test_a_loss_hyperparameters_help_says_its_losses_defaults_meaning_and_rule():
+    """Every loss flag read "Hyperparameter of the --loss X." alone: no default, no meaning, no valid range."""
+    helps = {a.dest: a.help for a in train.argument_parser()._actions}
+    assert helps["noise_std"].startswith("Hyperparameter of the --loss gs_infonce (default 1.0). sigma of the "
+                                         "Gaussian")  # its own docstring's Args entry
+    assert helps["noise_std"].endswith("Must be a finite number > 0.")
+    assert "--loss arccon 0.05, focal_infonce 0.07, gs_infonce 0.05" in helps["temperature"]
+    assert "(their defaults). Must be a finite number > 0. The DCL objective of --dcl_weight" in helps["temperature"]
+    assert helps["u"].endswith("Must be an angle in degrees in [0, 180).")

@@ -200,8 +200,8 @@ def test_dcl_flags_come_from_the_dcl_loss_and_temperature_no_longer_claims_dcl()
     assert set(dcl_arguments_class().__dataclass_fields__) == {"dcl_weight"} | {
         f"dcl_{name}" for name in loss_hyperparameters("dcl")}
     help_text = loss_arguments_class().__dataclass_fields__["temperature"].metadata["help"]
-    main_users = help_text.split(".")[0]
-    assert "infonce" in main_users and "dcl" not in main_users
+    main_users = help_text.split(" (their defaults)")[0]
+    assert "infonce 0.05" in main_users and "dcl" not in main_users
     assert "--dcl_temperature" in help_text
 
 
