@@ -39,6 +39,13 @@ def unknown_loss_error(name: str, available) -> CSEError:
                     f"own: register it with register_loss in a module, and {IMPORT_THE_MODULE}.")
 
 
+def not_taken_error(loss: str, wrong, takes, dashes: str = "") -> CSEError:
+    """The refusal of hyperparameters given for ``loss`` that it does not take (``takes``: those it does);
+    ``dashes="--"``: named as the command line's flags."""
+    return CSEError(f"{dashes}loss {loss} does not take {', '.join(dashes + w for w in wrong)}. Its hyperparameters: "
+                    f"{', '.join(dashes + t for t in takes) or '(none)'}.", fields=("loss", *wrong, *takes))
+
+
 def check_rule(loss_name: str, param: str, value, rule: str) -> None:
     """``value`` of hyperparameter ``param`` of loss ``loss_name`` keeps ``rule`` (a name of :data:`RULES`)."""
     what, holds = RULES[rule]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Literal
 
 from ..checks import InputError
-from ..hyperparameter_rules import RULES
+from ..hyperparameter_rules import RULES, not_taken_error
 from ..losses import available_losses, get_loss_class, loss_hyperparameters
 from ..number_lists import parse_float_list, parse_int_list
 from ..objectives import DCL, dcl_defaults, objective
@@ -348,10 +348,7 @@ def loss_kwargs_from(loss: str, loss_args) -> dict:
     given = {k: v for k, v in vars(loss_args).items() if v is not None}
     wrong = sorted(set(given) - set(valid))
     if wrong:
-        raise InputError(
-            f"--loss {loss} does not take {', '.join('--' + w for w in wrong)}. "
-            f"Its hyperparameters: {', '.join('--' + v for v in valid) or '(none)'}."
-        )
+        raise not_taken_error(loss, wrong, list(valid), dashes="--")
     return given
 
 

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
 from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file
-from ..hyperparameter_rules import check_rules, unknown_loss_error
+from ..hyperparameter_rules import check_rules, not_taken_error, unknown_loss_error
 from ..number_lists import parse_truncate_dims
 from ..text_files import check_sentences_file_start
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
@@ -84,7 +84,8 @@ def train_facts() -> dict:
         cls = get_loss_class(name)
         optional = sorted(k for k, p in cls.hyperparameters().items() if p.default is None)
         # as pairs: the rules are checked in their order, which a JSON object's sorted keys would lose
-        losses[name] = {"rules": list(cls.hyperparameter_rules.items()), "optional": optional}
+        losses[name] = {"rules": list(cls.hyperparameter_rules.items()), "optional": optional,
+                        "hyperparameters": list(cls.hyperparameters())}
     return {"losses": losses, "method_losses": {m: cls.config_class().loss for m, cls in sorted(METHODS.items())}}
 
 
@@ -107,10 +108,11 @@ def _refuse_unregistered_loss(facts: dict, loss: str | None) -> None:
         raise unknown_loss_error(loss, available)
 
 
-def _check_loss_values(facts: dict, args: dict) -> None:
-    """The main loss (``--loss``, else the method's) is registered, and the hyperparameter values typed for it keep
-    its rules, as the registry and the loss check them; a loss registered by the caller's own code (the registry is
-    then imported already) is left to the command."""
+def _check_loss_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
+    """The main loss (``--loss``, else the method's) is registered, takes the hyperparameter flags typed
+    (``typed_flags``: those given on the command line, not by a preset), and the values typed for it keep its rules,
+    as the registry and the loss check them; a loss registered by the caller's own code (the registry is then
+    imported already) is left to the command."""
     loss = args.get("loss") or facts.get("method_losses", {}).get(args.get("method"))
     losses = facts.get("losses")
     if not losses or loss is None:
@@ -119,6 +121,12 @@ def _check_loss_values(facts: dict, args: dict) -> None:
         _refuse_unregistered_loss(facts, loss)
         return  # the caller's loss: the command checks it
     known = losses[loss]
+    takes = known.get("hyperparameters")
+    if takes is not None:
+        every = {name for facts_of in losses.values() for name in facts_of.get("hyperparameters", ())}
+        wrong = sorted(name for name in every - set(takes) if name in typed_flags)
+        if wrong:
+            raise not_taken_error(loss, wrong, takes, dashes="--")
     rules = dict(known["rules"])
     typed = {name: args.get(name) for name in rules if args.get(name) is not None}
     if _all_numbers(typed.values()):
@@ -126,6 +134,7 @@ def _check_loss_values(facts: dict, args: dict) -> None:
 
 
 def _check_train(parser, argv: list[str]) -> None:
+    typed = {name for name, value in vars(parser.parse_args(argv)).items() if value is not None}  # before a preset's
     args = _train_values(parser, argv)
     counts = None if args.get("config") else _numbers(args, COUNT_VALUES)  # a --config file may set them
     if counts is not None:
@@ -134,7 +143,7 @@ def _check_train(parser, argv: list[str]) -> None:
     if optimizer is not None:
         check_optimizer_arguments(optimizer)
     if not args.get("config"):  # the file may choose another loss
-        _check_loss_values(getattr(parser, "facts", {}), args)
+        _check_loss_values(getattr(parser, "facts", {}), args, typed)
     if args.get("model_name_or_path"):
         check_model_source(args["model_name_or_path"], "--model_name_or_path")
     # the file read as plain sentences; pair data, streams and Hub data sets are read (and checked) otherwise

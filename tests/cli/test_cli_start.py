@@ -91,6 +91,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--loss", "nce"): (1, "Unknown loss 'nce' (did you mean 'infonce'?). Available losses: "
                                         "align_uniform_mhe, align_uniform_mhs,"),
         ("train", "--method", "imsimcse", "--m", "-1"): (1, "off_dropout_infonce: m must be a finite number > 0"),
+        ("train", "--loss", "infonce", "--margin", "1"): (1, "--loss infonce does not take --margin."),
     }
     (tmp_path / "empty").mkdir()  # a cache with no description: the shipped one answers (else the one written above)
     for args, (want_code, message) in refusals.items():
@@ -230,7 +231,6 @@ def test_the_early_loss_checks_read_the_chosen_loss_rules_and_leave_the_rest_to_
     with pytest.raises(ValueError, match="arccon: u must be an angle in degrees in"):
         check(["--loss", "arccon", "--u", "180"])
     check(["--loss", "gs_infonce", "--noise_std", "0.5", "--temperature", "0.1"])
-    check(["--loss", "infonce", "--margin", "-1"])  # not infonce's: the command says which flags it takes
     check(["--temperature", "0", "--config", str(tmp_path / "run.json")])  # the file may choose another loss
     with pytest.raises(ValueError, match=r"Unknown loss 'nce' \(did you mean 'infonce'\?\). Available losses: "
                                          r"align_uniform_mhe"):
@@ -279,6 +279,21 @@ def test_the_early_sentences_file_check_passes_what_the_reader_reads(train_parse
         flags = ["--text_column", "sentence"] if name == "named.tsv" else []
         assert read_sentences(tmp_path / name, flags[1] if flags else None) == ["a b"]
         check(["--train_file", str(tmp_path / name), *flags])
+
+
+def test_a_hyperparameter_flag_the_chosen_loss_does_not_take_is_refused_early(train_parsers, tmp_path):
+    """It took the command ~10 s of imports to say so; a preset's own values for another loss are not typed flags
+    (the command drops them), and a --config file may choose another loss."""
+    cached = copy.deepcopy(train_parsers[1])
+    cached.facts = entry_points.train_facts()  # as the description holds them
+    check = partial(entry_points.check_command_line, "train", cached)
+    with pytest.raises(ValueError, match=r"^--loss infonce does not take --margin, --noise_std\. Its hyperparameters: "
+                                         r"--temperature, --hard_negative_weight\.$"):
+        check(["--loss", "infonce", "--margin", "1", "--noise_std", "2"])
+    with pytest.raises(ValueError, match=r"^--loss off_dropout_infonce does not take --margin\."):
+        check(["--method", "imsimcse", "--margin", "1"])  # the method's own loss
+    check(["--preset", "gs_infonce_bert", "--loss", "barlow_twins"])  # the preset's temperature and noise_std
+    check(["--loss", "infonce", "--margin", "1", "--config", str(tmp_path / "run.json")])
 
 
 def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):
