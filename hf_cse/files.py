@@ -7,6 +7,10 @@ every file is read the same way for training and evaluation:
 * bytes that are not UTF-8 are refused naming the file and the line;
 * ``.tsv`` files are split on tabs *without* CSV quoting: a sentence that starts with ``"`` keeps it and never
   swallows the lines after it (the ``datasets`` loaders are set up the same way: :data:`TSV_LOADER_ARGS`).
+
+It also fingerprints files by their content, without reading them whole: a training file
+(:func:`content_fingerprint`, compared when a run resumes) and a model folder's weights (:func:`weights_fingerprint`,
+recorded in ``results.json`` and compared by an export given those results).
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 from pathlib import Path
 
 from .checks import InputError
 from .errors import CSEError
+from .run_files import WEIGHT_FILES
 
 #: file kinds recognised by their first bytes
 MAGIC = ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
@@ -71,6 +77,40 @@ def content_fingerprint(path, edge_bytes: int = 1 << 20) -> str:
             fh.seek(max(edge_bytes, size - edge_bytes))
             digest.update(fh.read(edge_bytes))
     return f"{size} bytes, sha256 {digest.hexdigest()[:12]}"
+
+
+def _json_of(path: Path):
+    """The JSON a model folder's file holds, or None where it cannot be read (loading the model says why)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def _module_folders(folder: Path) -> list[str]:
+    """The paths inside ``folder`` of a sentence-transformers model's modules (its ``modules.json``; "" for the
+    folder itself), or [] where it lists none."""
+    modules = _json_of(folder / "modules.json")
+    paths = [str(m.get("path") or "") for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
+    return list(dict.fromkeys(p for p in paths if not Path(p).is_absolute() and ".." not in Path(p).parts))
+
+
+def weights_fingerprint(folder) -> dict[str, str] | None:
+    """The weights a local model folder holds, as loading it reads them: each weight file (``WEIGHT_FILES``) by its
+    path inside the folder -> :func:`content_fingerprint`. An hf_cse model's (its config.json) or a plain encoder's
+    are the folder's own files; a sentence-transformers model's those of its modules (``modules.json``: the
+    Transformer's, a Dense layer's). None where ``folder`` is no local folder (a Hub id) or holds no weight file.
+    ``results.json`` records it for each model folder scored (``settings["model_weights"]``), so that an export can
+    tell results of weights retrained or replaced since."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        return None
+    config = _json_of(folder / "config.json")
+    hf_cse_model = isinstance(config, dict) and str(config.get("model_type", "")).startswith("hf_cse")
+    parts = [""] if hf_cse_model else _module_folders(folder) or [""]
+    found = {path.relative_to(folder).as_posix(): content_fingerprint(path) for part in parts
+             for pattern in WEIGHT_FILES for path in (folder / part).glob(pattern) if path.is_file()}
+    return dict(sorted(found.items())) or None
 
 
 def check_train_file(train_file) -> Path:

@@ -32,6 +32,7 @@ import torch
 from ..data import with_prompt
 from ..encoders import encoder_max_length, takes_token_type_ids
 from ..errors import CSEError
+from ..files import weights_fingerprint
 from ..models.modes import eval_mode
 from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hidden_states, pool
 from ..padding import pad_token_rows
@@ -99,6 +100,9 @@ class SentenceEncoder:
             raise CSEError(f"batch_size must be >= 1, got {batch_size}.")
         self.model = model
         self.pooler = pooler
+        #: the weights of the folder it was loaded from (:func:`hf_cse.files.weights_fingerprint`; set by
+        #: :meth:`from_pretrained`), recorded as ``settings["model_weights"]``; None: not loaded from a local folder
+        self.weights: dict[str, str] | None = None
         self.batch_size = int(batch_size)
         self.show_progress_bar = show_progress_bar
         if _is_sentence_transformer(model):
@@ -172,6 +176,7 @@ class SentenceEncoder:
         """Load an hf_cse checkpoint, a sentence-transformers folder/repo or a plain HF encoder."""
         name_or_path = str(name_or_path)
         kind = detect_kind(name_or_path, revision)
+        weights = weights_fingerprint(name_or_path)  # before loading: the weights the scores are of
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if kind == "sentence_transformers":
@@ -202,17 +207,10 @@ class SentenceEncoder:
         bidirectional_as_saved(model)  # a bidirectional decoder's export or a copy of it, whatever its attention
         check_finite_weights(model, name_or_path)  # a diverged run's checkpoint would score nan
         model.eval()
-        return cls(
-            model,
-            tokenizer,
-            pooler=pooler,
-            batch_size=batch_size,
-            max_length=max_length,
-            device=device,
-            show_progress_bar=show_progress_bar,
-            name=name_or_path,
-            precision=precision,
-        )
+        encoder = cls(model, tokenizer, pooler=pooler, batch_size=batch_size, max_length=max_length, device=device,
+                      show_progress_bar=show_progress_bar, name=name_or_path, precision=precision)
+        encoder.weights = weights
+        return encoder
 
     # ------------------------------------------------------------------------------ description
     @property
@@ -238,6 +236,7 @@ class SentenceEncoder:
             "max_length": self.max_length,
             "batch_size": self.batch_size,
             "precision": describe_precision(self.precision),
+            **({"model_weights": self.weights} if self.weights else {}),
         }
 
     # ------------------------------------------------------------------------------ encoding

@@ -3,9 +3,11 @@
 
 :meth:`EvalResults.to_dict` is ``results.json``'s layout, unchanged: ``model``; the STS task scores (Spearman x 100)
 and ``avg``; ``alignment``, ``uniformity``; ``R@1``/``R@5``/``R@10``; the transfer accuracies (x 100) and
-``transfer_avg``; then ``details``, ``settings``, ``timing``, ``unfinished_tasks`` (only while it runs),
-``own_data`` (``eval_file``), ``mteb`` and ``dimensions`` (``truncate_dims``: the scores of the embeddings cut to
-each dimension, :mod:`hf_cse.evaluation.dimensions`). :meth:`EvalResults.from_dict` reads it back.
+``transfer_avg``; then ``details``, ``settings`` (how it was measured; ``model_weights``: the weight files of a
+local model folder, :func:`hf_cse.files.weights_fingerprint`, absent from older files), ``timing``,
+``unfinished_tasks`` (only while it runs), ``own_data`` (``eval_file``), ``mteb`` and ``dimensions``
+(``truncate_dims``: the scores of the embeddings cut to each dimension, :mod:`hf_cse.evaluation.dimensions`).
+:meth:`EvalResults.from_dict` reads it back.
 
 Averages say what they are over (:func:`average_label`): SimCSE's "Avg." (Table 1: STS12-16, STS-B, SICK-R; Table 3:
 MR, CR, SUBJ, MPQA, SST, TREC, MRPC) only when all seven tasks ran, "STS Avg." / "Transfer Avg."; otherwise the

@@ -2,7 +2,8 @@
 model is loaded, :func:`hf_cse.export.to_sentence_transformer` again): the output folder must stay clear of the
 checkpoint and of the encoder it was trained from, and lie in no other run's folder, the truncation length must be
 one the encoder takes (:func:`hf_cse.encoders.seq_length_problem`, the rule training follows too), and evaluation
-results must be the exported model's own, measured on the embedding the export ships."""
+results must be the exported model's own, measured on the weights it holds now and on the embedding the export
+ships."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from ..encoders import encoder_max_length, read_model_json, seq_length_problem
 from ..evaluation.results import EvalResults
+from ..files import weights_fingerprint
 from ..folder_lock import held_here
 from ..models.pooling import exported_pooler, pooler_at_test
 from ..output_folder import same_or_inside
@@ -85,7 +87,10 @@ def check_export_length(max_seq_length: int | None, encoder_config: Any, encoder
 def check_results_model(results: EvalResults, model_or_path: Any, out_dir: Path, source: str = "eval_results") -> None:
     """Refuse evaluation results recorded for another model than the one exported: the model they name
     (``results.json``'s ``"model"``) must be the checkpoint or the export's own folder (paths resolved; a Hub id
-    compared as it is written). Results naming no model, or an export of a loaded model, are taken as they are."""
+    compared as it is written), and where they record the weights they measured (``settings["model_weights"]``:
+    :func:`hf_cse.files.weights_fingerprint`), that folder must hold those weights still, not those of a
+    retraining into it. Results naming no model or recording no weights (an older ``run_eval.py``'s), or an export
+    of a loaded model, are taken as they are."""
     recorded = results.model or (results.settings or {}).get("model")
     if not recorded or not isinstance(model_or_path, (str, Path)):
         return
@@ -93,12 +98,22 @@ def check_results_model(results: EvalResults, model_or_path: Any, out_dir: Path,
     if Path(recorded).expanduser().exists() or Path(model_or_path).expanduser().exists():
         mine = [Path(model_or_path).expanduser().resolve(), Path(out_dir).expanduser().resolve()]
         if Path(recorded).expanduser().resolve() in mine:
+            _check_results_weights(results, Path(recorded).expanduser().resolve(), recorded, source)
             return
     elif recorded == str(model_or_path):
         return
     raise ExportError(f"{source} holds the results of {recorded}, not of the exported model {model_or_path}; give "
                       f"the results.json of run_eval.py for {model_or_path} (or for out_dir {out_dir}), or leave "
                       "eval_results out.")
+
+
+def _check_results_weights(results: EvalResults, folder: Path, recorded: str, source: str) -> None:
+    """Refuse results whose recorded weights (``settings["model_weights"]``) ``folder`` no longer holds."""
+    weights = (results.settings or {}).get("model_weights")
+    if weights and weights != weights_fingerprint(folder):
+        raise ExportError(f"{source} were measured on other weights of {recorded} than it holds now (it was "
+                          "retrained or replaced since): evaluate it again with run_eval.py, or leave eval_results "
+                          "out.")
 
 
 def exported_pooler_of(config: dict[str, Any], keep_projector: bool) -> str | None:

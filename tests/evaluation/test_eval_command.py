@@ -9,6 +9,7 @@ import pytest
 from eval_helpers import REPO, make_tiny_bert, write_toy_senteval
 
 from hf_cse.evaluation import data as D
+from hf_cse.files import content_fingerprint, weights_fingerprint
 
 sys.path.insert(0, str(REPO))
 from hf_cse.cli import evaluate as eval_cli  # noqa: E402
@@ -100,6 +101,24 @@ def test_single_model_pooler_and_subset(setup, tmp_path):
     assert res["settings"]["pooler"] == "avg" and res["settings"]["sts_aggregation"] == "wmean"
     assert {"alignment", "uniformity"} <= set(res) and "R@1" not in res
     assert (out / "align_uniform.png").is_file() and (out / "stsb_cosine_buckets.png").is_file()
+
+
+@pytest.mark.slow
+def test_results_record_the_weights_of_each_model_folder(setup, tmp_path):
+    """results.json records the weight files of the folder it scored (settings' model_weights), so that an export
+    can tell results of weights retrained since; the same record in the per-model results of several models."""
+    tiny, tiny2, se = setup
+    D.clear_cache()
+    out = tmp_path / "weights"
+    assert eval_cli.main(["--model_name_or_path", f"{tiny},{tiny2}", "--senteval_data_dir", str(se), "--tasks",
+                          "STSB", "--mode", "fast", "--output_dir", str(out), "--disable_tqdm"]) == 0
+    entries = json.loads((out / "results.json").read_text())["models"]
+    recorded = [entry["settings"]["model_weights"] for entry in entries]
+    assert recorded == [weights_fingerprint(tiny), weights_fingerprint(tiny2)]
+    assert list(recorded[0]) == ["model.safetensors"] and recorded[0] != recorded[1]  # two random models
+    assert recorded[0]["model.safetensors"] == content_fingerprint(tiny / "model.safetensors")
+    per_model = [json.loads(p.read_text()) for p in sorted(out.glob("model_*/results.json"))]
+    assert [entry["settings"]["model_weights"] for entry in per_model] == recorded
 
 
 def run_cli(capsys, *args):

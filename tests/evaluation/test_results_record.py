@@ -14,6 +14,7 @@ from hf_cse.cli import evaluate as eval_cli
 from hf_cse.evaluation import EvalResults, average_label, evaluate, summary_text, write_report
 from hf_cse.evaluation import data as D
 from hf_cse.evaluation.report import markdown_report
+from hf_cse.files import weights_fingerprint
 from hf_cse.model_card import evaluation_section, read_eval_results
 from hf_cse.writing import json_safe
 
@@ -195,3 +196,36 @@ def test_the_experiment_tables_label_the_average():
     assert label == "Avg (STS-B, SICK-R)"
     assert any(line.startswith("| method | seeds | trained on | STS-B | SICK-R | Avg (STS-B, SICK-R) |")
                for line in lines)
+
+
+def test_the_weights_recorded_are_those_loading_the_folder_reads(tmp_path):
+    """settings' model_weights (hf_cse.files.weights_fingerprint): an hf_cse model's or a plain encoder's own
+    weight files (a run folder's: not its checkpoints' or its export's, which its modules.json names); a
+    sentence-transformers folder's those of its modules (a Dense layer's too); nothing for a Hub id or a folder
+    without weights. A weight file changed is a fingerprint changed."""
+    run = tmp_path / "run"
+    for name in ("model.safetensors", "checkpoint-5/model.safetensors", "sentence-transformers/model.safetensors",
+                 "model_v1_backup.safetensors"):  # a file of the user's, merely named like weights
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_bytes(name.encode())
+    (run / "config.json").write_text(json.dumps({"model_type": "hf_cse_simcse"}))
+    (run / "modules.json").write_text(json.dumps([{"path": "sentence-transformers"}]))
+    assert list(weights_fingerprint(run)) == ["model.safetensors"]
+    st = run / "sentence-transformers"
+    (st / "2_Dense").mkdir()
+    (st / "2_Dense" / "model.safetensors").write_bytes(b"dense")
+    (st / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    (st / "modules.json").write_text(json.dumps([{"path": ""}, {"path": "1_Pooling"}, {"path": "2_Dense"},
+                                                 {"path": "../checkpoint-5"}]))  # never outside the folder
+    before = weights_fingerprint(st)
+    assert list(before) == ["2_Dense/model.safetensors", "model.safetensors"]
+    (st / "2_Dense" / "model.safetensors").write_bytes(b"dense, retrained")
+    after = weights_fingerprint(st)
+    assert after != before and after["model.safetensors"] == before["model.safetensors"]
+    (st / "modules.json").unlink()  # a plain encoder folder: its own files
+    assert list(weights_fingerprint(st)) == ["model.safetensors"]
+    assert weights_fingerprint(tmp_path / "empty") is None and weights_fingerprint("org/model") is None
+    (tmp_path / "empty").mkdir()
+    assert weights_fingerprint(tmp_path / "empty") is None
+    old = EvalResults.from_dict({"model": "out/m", "STSBenchmark": 70.0, "settings": {"pooler": "avg"}})
+    assert "model_weights" not in old.settings  # results.json of an older run_eval: read as before

@@ -8,8 +8,10 @@ import json
 import os
 import re
 import shutil
+from pathlib import Path
 
 import pytest
+from eval_helpers import write_toy_senteval
 from transformers import AutoTokenizer
 
 from hf_cse.export import ExportError, to_sentence_transformer
@@ -173,6 +175,63 @@ def test_results_recorded_for_another_model_are_refused(run, tmp_path, capsys, m
         results.write_text(json.dumps({"model": model, "STSBenchmark": 35.4, "avg": 35.4}))
         out = to_sentence_transformer("ckpt", "st", eval_results=results, overwrite=True)
         assert "35.4" in (out / "README.md").read_text()
+
+
+@pytest.mark.slow
+def test_results_of_weights_retrained_since_are_refused(run, tmp_path, capsys, monkeypatch):
+    """results.json records the weights run_eval scored (settings' model_weights): after a retraining into the same
+    folder (--overwrite_output_dir) its results name that folder still, and the export refuses them in one line
+    before writing anything; the same weights' results, and an older results.json recording none, are taken."""
+    import torch
+
+    from hf_cse.evaluation import data as D
+    from hf_cse.evaluation import evaluate, write_report
+    from hf_cse.evaluation.encoder import SentenceEncoder
+
+    ckpt, _ = run
+    monkeypatch.chdir(tmp_path)
+    D.clear_cache()
+    write_toy_senteval(tmp_path / "se")
+
+    def run_eval(model: str) -> Path:
+        encoder = SentenceEncoder.from_pretrained(model, batch_size=16, show_progress_bar=False)
+        record, _ = evaluate(encoder, "STSB", "se", mode="fast")
+        return write_report([record], tmp_path / f"{model}-eval", plots=False)["results.json"]
+
+    results = run_eval("ckpt")
+    recorded = json.loads(results.read_text())
+    assert recorded["model"] == "ckpt" and list(recorded["settings"]["model_weights"]) == ["model.safetensors"]
+    score = f"{recorded['STSBenchmark']:.2f}"
+    out = to_sentence_transformer("ckpt", "st", eval_results=results)  # the weights it scored: taken
+    assert score in (out / "README.md").read_text()
+    export_results = run_eval("st")  # the export's own results, of its weights
+
+    retrained = SimCSEModel.from_pretrained(str(ckpt))
+    with torch.no_grad():
+        next(retrained.parameters()).add_(0.5)
+    retrained.save_pretrained(ckpt)  # the same folder, other weights
+    capsys.readouterr()  # the progress bars so far
+    err = cli_error(capsys, "ckpt", "st2", "--eval_results", results)
+    assert (f"--eval_results {results} were measured on other weights of ckpt than it holds now (it was retrained "
+            "or replaced since): evaluate it again with run_eval.py, or leave --eval_results out.") in err
+    with pytest.raises(ExportError, match="were measured on other weights of ckpt than it holds now"):
+        to_sentence_transformer(str(ckpt), "st2", eval_results=results)
+    with pytest.raises(ExportError, match="other weights of ./ckpt/ than it holds now"):  # the folder, resolved
+        to_sentence_transformer("ckpt", "st2", eval_results={**recorded, "model": "./ckpt/"})
+    assert not (tmp_path / "st2").exists()
+
+    to_sentence_transformer("ckpt", "st", overwrite=True)  # out_dir's export replaced by the retrained model's
+    before = listing(out)
+    capsys.readouterr()
+    err = cli_error(capsys, "ckpt", "st", "--overwrite", "--eval_results", export_results)
+    assert "were measured on other weights of st than it holds now" in err
+    with pytest.raises(ExportError, match="other weights of st than it holds now"):
+        to_sentence_transformer("ckpt", "st", overwrite=True, eval_results=export_results)
+    assert listing(out) == before
+
+    del recorded["settings"]["model_weights"]  # an older run_eval's results.json: taken as before
+    out = to_sentence_transformer("ckpt", "st2", eval_results=recorded)
+    assert score in (out / "README.md").read_text()
 
 
 def test_results_of_another_embedding_are_refused_before_loading(run, tmp_path, capsys, monkeypatch):
