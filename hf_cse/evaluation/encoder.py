@@ -228,16 +228,10 @@ class SentenceEncoder:
         """The settings a result was measured with; ``representation``: what a method embeds instead of the pooler's
         output (PromptBERT's template token; its ``pooler`` then decides only whether the head applies)."""
         own = getattr(self.model, "own_representation", "") if self.kind == "hf_cse" and self.pooler is None else ""
-        return {
-            "model": self.name,
-            "kind": self.kind,
-            "pooler": self.effective_pooler,
-            **({"representation": own} if own else {}),
-            "max_length": self.max_length,
-            "batch_size": self.batch_size,
-            "precision": describe_precision(self.precision),
-            **({"model_weights": self.weights} if self.weights else {}),
-        }
+        return {"model": self.name, "kind": self.kind, "pooler": self.effective_pooler,
+                **({"representation": own} if own else {}), "max_length": self.max_length,
+                "batch_size": self.batch_size, "precision": describe_precision(self.precision),
+                **({"model_weights": self.weights} if self.weights else {})}
 
     # ------------------------------------------------------------------------------ encoding
     def encode(
