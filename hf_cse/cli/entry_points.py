@@ -28,6 +28,7 @@ from ..files import check_train_file
 from ..hyperparameter_rules import check_rules, not_taken_error, unknown_loss_error
 from ..number_lists import parse_truncate_dims
 from ..text_files import check_sentences_file_start
+from ..trainer_folder import check_not_encoder_folder
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
@@ -150,6 +151,8 @@ def _check_train(parser, argv: list[str]) -> None:
     read_otherwise = ("dataset_name", "pair_column", "streaming", "train_files")
     if args.get("train_file") and not any(args.get(name) for name in read_otherwise):
         check_sentences_file_start(check_train_file(args["train_file"]), args.get("text_column"))
+    if args.get("output_dir"):  # the encoder's own folder first: refused whatever else is asked, and said so
+        check_not_encoder_folder(args["output_dir"], args.get("model_name_or_path"))
     # a finished run or other files in the output folder, unless the command starts over or names the checkpoint
     # to resume (any value given: the cached parser reads a bool as text), or a --config file may say so
     if args.get("output_dir") and not any(args.get(name) not in (None, False) for name in
