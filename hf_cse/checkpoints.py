@@ -15,6 +15,7 @@ import logging
 import struct
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from .run_files import CHECKPOINT_PREFIX, RUN_RECORD_FILE
 
@@ -74,37 +75,36 @@ def weights_problem(folder: Path) -> str | None:
     return None
 
 
-def json_problem(path: Path) -> str | None:
-    """What makes a model folder's JSON file unreadable (not UTF-8, not JSON: cut short, edited by hand), or None."""
+def read_json(path: Path) -> tuple[Any, str | None]:
+    """A model folder's JSON file, read once: ``(its value, None)``, or ``(None, what makes it unreadable)`` (not
+    UTF-8, not JSON: cut short, edited by hand)."""
     try:
-        json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8")), None
     except UnicodeDecodeError:
-        return f"{Path(path).name} is not UTF-8 text"
+        return None, f"{Path(path).name} is not UTF-8 text"
     except json.JSONDecodeError as err:
-        return f"{Path(path).name} is not valid JSON ({err.msg} at line {err.lineno})"
-    return None
+        return None, f"{Path(path).name} is not valid JSON ({err.msg} at line {err.lineno})"
 
 
 def config_problem(folder: Path) -> str | None:
-    """What is wrong with the config.json of a saved model folder (unreadable: :func:`json_problem`, or no JSON
+    """What is wrong with the config.json of a saved model folder (unreadable: :func:`read_json`, or no JSON
     object), or None (also where there is none)."""
     path = Path(folder) / "config.json"
     if not path.is_file():
         return None
-    problem = json_problem(path)
+    config, problem = read_json(path)
     if problem:
         return problem
-    config = json.loads(path.read_text(encoding="utf-8"))
     kinds = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "true/false"}
     return None if isinstance(config, dict) else f"config.json holds {kinds.get(type(config), 'null')}, not an object"
 
 
 def saved_files_problem(folder: Path, json_files: tuple[str, ...] = ("config.json",)) -> str | None:
     """What is wrong with a saved model folder's files, or None: the first of its ``json_files`` there that is
-    broken (:func:`config_problem`, :func:`json_problem`), else its weights (:func:`weights_problem`)."""
+    broken (:func:`config_problem`, :func:`read_json`), else its weights (:func:`weights_problem`)."""
     for name in json_files:
         path = Path(folder) / name
-        problem = config_problem(folder) if name == "config.json" else path.is_file() and json_problem(path)
+        problem = config_problem(folder) if name == "config.json" else path.is_file() and read_json(path)[1]
         if problem:
             return problem
     return weights_problem(folder)

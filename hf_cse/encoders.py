@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checkpoints import json_problem
+from .checkpoints import read_json
 from .checks import broken_model_error
 from .errors import CSEError
 
@@ -123,10 +123,10 @@ def read_model_json(name_or_path: str, filename: str, revision: str | None = Non
         f = path / filename
         if not f.is_file():
             return None
-        problem = json_problem(f)
+        value, problem = read_json(f)
         if problem:
             raise broken_model_error(str(f.parent), problem)
-        return json.loads(f.read_text(encoding="utf-8"))
+        return value
     try:
         from huggingface_hub import hf_hub_download
 

@@ -263,9 +263,10 @@ def _hyperparameter_help(name: str, users: list[str]) -> str:
     """A loss hyperparameter flag's help: the losses taking it with their defaults, what it is (where one main
     loss takes it), and the rule its value keeps (where its losses agree)."""
     main_users = [loss for loss in users if loss != DCL] or users
-    defaults = [f"{loss} {loss_hyperparameters(loss)[name].default!r}" for loss in main_users]
-    text = (f"Hyperparameter of the --loss {main_users[0]} (default {defaults[0].split(' ', 1)[1]})."
-            if len(main_users) == 1 else f"Hyperparameter of the --loss {', '.join(defaults)} (their defaults).")
+    defaults = {loss: loss_hyperparameters(loss)[name].default for loss in main_users}
+    text = (f"Hyperparameter of the --loss {main_users[0]} (default {defaults[main_users[0]]!r})."
+            if len(main_users) == 1 else
+            f"Hyperparameter of the --loss {', '.join(f'{k} {v!r}' for k, v in defaults.items())} (their defaults).")
     said = _documented(get_loss_class(main_users[0]), name) if len(main_users) == 1 else ""
     if said:
         text += f" {said}"
