@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .run_files import CHECKPOINT_PREFIX, RUN_RECORD_FILE
+from .run_files import CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,12 @@ def training_run_files(folder: Path) -> list[str]:
                   if p.name == RUN_RECORD_FILE or (is_checkpoint_name(p.name) and p.is_dir()))
 
 
+def run_marks(folder: Path) -> list[str]:
+    """:func:`training_run_files` and a finished run's record (``training_info.json``): the entries that make
+    ``folder`` a training run's folder."""
+    return training_run_files(folder) + [TRAINING_INFO_FILE] * (Path(folder) / TRAINING_INFO_FILE).is_file()
+
+
 def safetensors_problem(path: Path) -> str | None:
     """What is wrong with a ``.safetensors`` file (its header unreadable, or the file shorter than the tensors its
     header lists), or None."""
@@ -76,10 +82,12 @@ def weights_problem(folder: Path) -> str | None:
 
 
 def read_json(path: Path) -> tuple[Any, str | None]:
-    """A model folder's JSON file, read once: ``(its value, None)``, or ``(None, what makes it unreadable)`` (not
-    UTF-8, not JSON: cut short, edited by hand)."""
+    """A model folder's JSON file, read once: ``(its value, None)``, or ``(None, what makes it unreadable)`` (missing
+    or not readable, not UTF-8, not JSON: cut short, edited by hand)."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8")), None
+    except OSError as err:
+        return None, f"{Path(path).name} cannot be read ({err.strerror or err})"
     except UnicodeDecodeError:
         return None, f"{Path(path).name} is not UTF-8 text"
     except json.JSONDecodeError as err:

@@ -18,9 +18,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 from pathlib import Path
 
+from .checkpoints import read_json
 from .checks import InputError
 from .errors import CSEError
 from .run_files import WEIGHT_FILES
@@ -79,18 +79,10 @@ def content_fingerprint(path, edge_bytes: int = 1 << 20) -> str:
     return f"{size} bytes, sha256 {digest.hexdigest()[:12]}"
 
 
-def _json_of(path: Path):
-    """The JSON a model folder's file holds, or None where it cannot be read (loading the model says why)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-
-
 def _module_folders(folder: Path) -> list[str]:
     """The paths inside ``folder`` of a sentence-transformers model's modules (its ``modules.json``; "" for the
     folder itself), or [] where it lists none."""
-    modules = _json_of(folder / "modules.json")
+    modules = read_json(folder / "modules.json")[0]  # unreadable: loading the model says why
     paths = [str(m.get("path") or "") for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
     return list(dict.fromkeys(p for p in paths if not Path(p).is_absolute() and ".." not in Path(p).parts))
 
@@ -105,7 +97,7 @@ def weights_fingerprint(folder) -> dict[str, str] | None:
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         return None
-    config = _json_of(folder / "config.json")
+    config = read_json(folder / "config.json")[0]
     hf_cse_model = isinstance(config, dict) and str(config.get("model_type", "")).startswith("hf_cse")
     parts = [""] if hf_cse_model else _module_folders(folder) or [""]
     found = {path.relative_to(folder).as_posix(): content_fingerprint(path) for part in parts
@@ -212,7 +204,11 @@ def is_tsv(path) -> bool:
 def read_table(path, flag: str, delimiter: str | None = None) -> list[list[str]]:
     """The rows of a CSV file (standard quoting) or a tab-separated file (``.tsv``, or ``delimiter="\\t"``: split
     on tabs, no quoting)."""
-    text = read_text(path, flag)
+    return table_rows(read_text(path, flag), path, delimiter)
+
+
+def table_rows(text: str, path, delimiter: str | None = None) -> list[list[str]]:
+    """The rows of ``text``, a table's text (or its start), split as :func:`read_table` splits ``path``'s."""
     if delimiter == "\t" or (delimiter is None and is_tsv(path)):
         return [line.split("\t") for line in text.splitlines()]
     return list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter or ","))

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .files import HEAD_BYTES, DataError, is_tsv, read_head, read_text
+from .files import HEAD_BYTES, DataError, is_tsv, read_head, read_text, table_rows
 
 TABLE_SUFFIXES = (".csv", ".tsv")
 JSON_SUFFIXES = (".json", ".jsonl")
@@ -41,7 +41,7 @@ def check_sentences_file_start(path: Path, text_column: str | None) -> None:
     check_layout(path, text)
     lines = text.splitlines()
     if path.suffix.lower() in TABLE_SUFFIXES and lines:
-        header = lines[0].split("\t") if is_tsv(path) else next(csv.reader(lines[:1]), [])
+        header = next(iter(table_rows(lines[0], path)), [])  # a blank first line: no header
         table_text_column(path, [name.strip() for name in header], text_column)
 
 

@@ -37,6 +37,7 @@ from .checkpoints import (
     is_checkpoint_name,
     last_complete_checkpoint,
     other_model,
+    run_marks,
     saved_config,
     taken_for_checkpoints,
     training_run_files,
@@ -75,8 +76,8 @@ def check_save_folder(folder, trainer) -> None:
     config = trainer.accelerator.unwrap_model(trainer.model).config
     check_not_encoder_folder(out, getattr(config, "base_encoder", None))
     inside_own = same_or_inside(out, own)
-    part = out.resolve().relative_to(own).parts[0] if inside_own else ""
-    if is_checkpoint_name(part) and (own / part).is_dir():
+    part = inside_own and checkpoint_holding(out.resolve(), own)
+    if part:
         raise OutputFolderError(f"save_model: {folder} lies inside {part}, a checkpoint of this run: its weights "
                                 "would no longer be those of its optimizer state, and its rotation would delete the "
                                 "save. Choose a folder outside the checkpoints.", fields=("output_dir",))
@@ -85,11 +86,18 @@ def check_save_folder(folder, trainer) -> None:
     if not out.is_dir():
         return
     theirs = other_model(out)
-    run = training_run_files(out) + [TRAINING_INFO_FILE] * (out / TRAINING_INFO_FILE).is_file()
+    run = run_marks(out)
     if run or theirs:
         what = f"a training run ({listing(run)})" if run else f"another model ({theirs} config.json)"
         raise OutputFolderError(f"save_model: {folder} holds {what}; saving there would replace its files. Choose "
                                 "a new folder (or the trainer's own output_dir).", fields=("output_dir",))
+
+
+def checkpoint_holding(path: Path, run: Path) -> str | None:
+    """The name of the checkpoint of the run folder ``run`` that ``path`` (resolved, inside ``run``) is or lies in,
+    or None."""
+    part = path.relative_to(run).parts[0] if path != run else ""
+    return part if is_checkpoint_name(part) and (run / part).is_dir() else None
 
 
 def runs_holding(path) -> list[Path]:
@@ -110,8 +118,8 @@ def check_not_inside_a_run(output_dir, flag: str = "output_dir", finished_run_ok
         if not finished_run_ok:
             raise OutputFolderError(f"{flag} {output_dir} lies inside the folder of another training run ({parent}): "
                                     "that run could delete it or resume from it. Choose a folder outside it.")
-        part = out.relative_to(parent).parts[0]
-        if is_checkpoint_name(part) and (parent / part).is_dir():
+        part = checkpoint_holding(out, parent)
+        if part:
             raise OutputFolderError(f"{flag} {output_dir} lies inside {part}, a checkpoint of the training run "
                                     f"{parent}: the run's checkpoint rotation (save_total_limit) or a start over "
                                     "would delete it with the checkpoint. Choose a folder outside the run.")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..checkpoints import training_run_files
+from ..checkpoints import run_marks, training_run_files
 from ..checks import resolved_path
 from ..output_folder import OutputFolderError, claim_output_dir, matching
 from ..run_files import TRAINING_INFO_FILE, WEIGHT_FILES
@@ -127,7 +127,7 @@ EVAL_FOLDER, EVAL_RESULTS_DIR = "eval", "eval_results"
 
 
 def _is_run_folder(folder: Path) -> bool:
-    return bool(training_run_files(folder)) or (folder / TRAINING_INFO_FILE).is_file()
+    return bool(run_marks(folder))
 
 
 def _beside_local_model(model: Path) -> Path:

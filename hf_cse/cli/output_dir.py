@@ -36,7 +36,7 @@ from ..checkpoints import (
     is_checkpoint_name,
     last_complete_checkpoint,
     other_model,
-    training_run_files,
+    run_marks,
 )
 from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
 from ..output_folder import (
@@ -226,8 +226,7 @@ def refuse_another_model(out: Path) -> None:
     ``--overwrite_output_dir``: a run's files have the same names (config.json, the weights, the tokenizer), so the
     run would replace that model, and a start over would delete it as if it were an earlier run's. A folder with
     the marks of a run (its record, checkpoints, ``training_info.json``) is a run's: the rest of the policy says."""
-    marks = training_run_files(out) + [TRAINING_INFO_FILE] * (out / TRAINING_INFO_FILE).exists()
-    theirs = not marks and other_model(out)
+    theirs = not run_marks(out) and other_model(out)
     if theirs:
         raise OutputFolderError(f"--output_dir {out} holds another model ({theirs} config.json): a run there would "
                                 f"replace its files, {OVERWRITE_FLAG} or not. Choose another --output_dir.")
