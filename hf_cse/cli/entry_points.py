@@ -8,7 +8,8 @@ command's parser description (:mod:`.parser_cache`: shipped in the package, or w
 misread; the paths that name nothing (``--train_file``, a model folder, the checkpoint to export); a sentences
 file whose start shows it cannot be read as asked (:func:`~hf_cse.text_files.check_sentences_file_start`); a
 training ``--output_dir`` that holds a finished run or files no run writes; a value typed for the chosen loss's
-hyperparameters that breaks the loss's rules (:mod:`hf_cse.hyperparameter_rules`); an evaluation's
+hyperparameters that breaks the loss's rules (:mod:`hf_cse.hyperparameter_rules`); Matryoshka dimensions trained
+through a projection head the exported embedding skips (:mod:`hf_cse.matryoshka_rules`); an evaluation's
 ``--truncate_dims`` that is no list of distinct dimensions (:mod:`hf_cse.number_lists`). Then the module's ``main``
 runs, which checks everything again. Where no description is valid (hf_cse or its requirements changed since it
 was written) the module is imported first, to build the parser and write it down, and the same checks follow.
@@ -26,7 +27,8 @@ from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
 from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file
 from ..hyperparameter_rules import check_rules, not_taken_error, unknown_loss_error
-from ..number_lists import parse_truncate_dims
+from ..matryoshka_rules import check_head_flags
+from ..number_lists import DIMS_FIELD, parse_int_list, parse_truncate_dims
 from ..text_files import check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
@@ -76,7 +78,7 @@ def _numbers(args: dict, names) -> SimpleNamespace | None:
 
 def train_facts() -> dict:
     """What hf-cse-train's early checks read besides its flags (written into its parser description): each loss's
-    hyperparameter rules and those whose default is None (not set), and each method's main loss."""
+    hyperparameter rules and those whose default is None (not set), and each method's main loss and projector."""
     from ..losses import available_losses, get_loss_class
     from ..models import METHODS
 
@@ -87,7 +89,9 @@ def train_facts() -> dict:
         # as pairs: the rules are checked in their order, which a JSON object's sorted keys would lose
         losses[name] = {"rules": list(cls.hyperparameter_rules.items()), "optional": optional,
                         "hyperparameters": list(cls.hyperparameters())}
-    return {"losses": losses, "method_losses": {m: cls.config_class().loss for m, cls in sorted(METHODS.items())}}
+    defaults = {m: cls.config_class() for m, cls in sorted(METHODS.items())}
+    return {"losses": losses, "method_losses": {m: config.loss for m, config in defaults.items()},
+            "method_projectors": {m: config.projector for m, config in defaults.items()}}
 
 
 #: command -> what its early checks read besides its flags
@@ -143,8 +147,13 @@ def _check_train(parser, argv: list[str]) -> None:
     optimizer = _numbers(args, OPTIMIZER_VALUES)
     if optimizer is not None:
         check_optimizer_arguments(optimizer)
-    if not args.get("config"):  # the file may choose another loss
-        _check_loss_values(getattr(parser, "facts", {}), args, typed)
+    if not args.get("config"):  # the file may choose another loss, head or pooling
+        facts = getattr(parser, "facts", {})
+        _check_loss_values(facts, args, typed)
+        projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))
+        if projector is not None:
+            parse_int_list(args.get(DIMS_FIELD))  # a bad list in its own words first, as the config reads it
+            check_head_flags(args.get(DIMS_FIELD), projector, args.get("pooler_type"), args.get("mlp_only_train"))
     if args.get("model_name_or_path"):
         check_model_source(args["model_name_or_path"], "--model_name_or_path")
     # the file read as plain sentences; pair data, streams and Hub data sets are read (and checked) otherwise

@@ -14,6 +14,7 @@ from transformers.configuration_utils import SubConfigSpec
 
 from ..errors import CSEError, closest_name
 from ..matryoshka import check_matryoshka
+from ..matryoshka_rules import head_error
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .heads import PROJECTORS
 from .loading import (
@@ -182,11 +183,7 @@ class CSEConfig(PretrainedConfig):
         self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(
             self.matryoshka_dims, self.matryoshka_weights, self.hidden_size)
         if self.matryoshka_dims and not (self.projector == "none" or applies_projector(self.test_pooler)):
-            raise CSEError(
-                f"matryoshka_dims trains prefixes of the training embedding, which goes through the {self.projector} "
-                "projection head; the test-time (exported) embedding is the pooled vector before that head, whose "
-                "prefixes the loss never sees. Add projector='none' (or, with pooler_type cls, mlp_only_train=False "
-                "to keep the head at test time).")
+            raise head_error(self.projector)
 
     def _check_loading(self) -> None:
         """The encoder-loading fields (:mod:`hf_cse.models.loading`, :mod:`hf_cse.models.lora`)."""

@@ -296,6 +296,46 @@ def test_a_hyperparameter_flag_the_chosen_loss_does_not_take_is_refused_early(tr
     check(["--loss", "infonce", "--margin", "1", "--config", str(tmp_path / "run.json")])
 
 
+#: (method, --projector, --pooler_type, --mlp_only_train) given with --matryoshka_dims 16,8; None: not given
+MATRYOSHKA_HEADS = [(method, projector, pooler, head_only)
+                    for method in ("simcse", "diffcse") for projector in (None, "mlp", "none")
+                    for pooler in (None, "cls", "avg") for head_only in (None, "False", "True")]
+
+
+@pytest.mark.parametrize("method, projector, pooler, head_only", MATRYOSHKA_HEADS)
+def test_matryoshka_through_a_head_the_export_skips_is_refused_early_only_where_every_encoder_refuses_it(
+        train_parsers, tiny_bert_dir, method, projector, pooler, head_only):
+    """It took the command ~10 s (the model loaded) to refuse --matryoshka_dims with the method's default head. The
+    early check refuses exactly where the config refuses it whatever pooling the encoder brings (pooler_type None
+    follows the encoder: cls for BERT, avg for MiniLM)."""
+    from transformers import AutoConfig
+
+    from hf_cse.models import METHODS
+
+    cached = copy.deepcopy(train_parsers[1])
+    cached.facts = entry_points.train_facts()
+    given = {"--method": method, "--projector": projector, "--pooler_type": pooler, "--mlp_only_train": head_only}
+    argv = ["--matryoshka_dims", "16,8", *[str(v) for flag, value in given.items() if value for v in (flag, value)]]
+    try:
+        entry_points.check_command_line("train", cached, argv)
+        early = None
+    except ValueError as refusal:
+        early = str(refusal)
+    config_class = METHODS[method].config_class
+    fields = {"projector": projector, "mlp_only_train": head_only != "False" if head_only else None}
+    refusals = set()
+    for pooling in ([pooler] if pooler else ["cls", "avg"]):
+        try:
+            config_class(encoder_config=AutoConfig.from_pretrained(tiny_bert_dir), matryoshka_dims=[16, 8],
+                         pooler_type=pooling, **{k: v for k, v in fields.items() if v is not None})
+        except ValueError as refusal:
+            refusals.add(str(refusal))
+        else:
+            refusals.add(None)
+    assert (early is not None) == (None not in refusals), (early, refusals)
+    assert early is None or early.startswith("matryoshka_dims trains prefixes of the training embedding")
+
+
 def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):
     from hf_cse.cli.presets import PRESETS
 
