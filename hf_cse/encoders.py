@@ -99,6 +99,26 @@ def seq_length_problem(max_seq_length: int, limit: int | None, encoder: str = ""
     return None
 
 
+def own_max_seq_length(name_or_path: str, revision: str | None = None) -> int | None:
+    """The truncation length a sentence-transformers model folder / Hub repo is served with (its Transformer
+    module's ``sentence_bert_config.json``, or the tokenizer's ``model_max_length`` where sentence-transformers 6
+    keeps it): all-MiniLM-L6-v2 says 256 of its 512 positions. None for a plain Hugging Face encoder."""
+    modules = read_model_json(str(name_or_path), "modules.json", revision)
+    if not isinstance(modules, list):
+        return None
+    transformer = [m for m in modules if isinstance(m, Mapping) and str(m.get("type", "")).endswith("Transformer")]
+    if not transformer:
+        return None
+    folder = str(transformer[0].get("path") or "")
+    for filename, key in (("sentence_bert_config.json", "max_seq_length"), ("tokenizer_config.json",
+                                                                         "model_max_length")):
+        settings = read_model_json(str(name_or_path), f"{folder}/{filename}" if folder else filename, revision)
+        value = settings.get(key) if isinstance(settings, Mapping) else None
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000:
+            return value
+    return None
+
+
 def takes_token_type_ids(encoder_config: Any) -> bool:
     """Whether the encoder has learned segment embeddings (BERT, MiniLM; not RoBERTa, DistilBERT, MPNet, GPT-2):
     only those are given ``token_type_ids``."""

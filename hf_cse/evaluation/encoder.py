@@ -125,6 +125,8 @@ class SentenceEncoder:
             self._lower = False
             self._hf_model = getattr(model, "encoder", model) if self.kind == "hf_cse" else model
             default_max = _model_max_length(tokenizer, getattr(self._hf_model, "config", None))
+            served = getattr(getattr(model, "config", None), "encoder_max_seq_length", None)  # as its export
+            default_max = min(default_max, served) if self.kind == "hf_cse" and served else default_max
         if max_length is not None:
             limit = _model_max_length(self.tokenizer, getattr(self._hf_model, "config", None))
             if not 0 < int(max_length) <= limit:  # longer inputs would index past the position embeddings

@@ -10,8 +10,10 @@ no ``trust_remote_code``):
   that loads without peft; a bidirectional decoder's ``config.json`` says ``is_causal: false``, which a load and a
   copy sentence-transformers saves keep: eager attention is pinned only where the installed transformers does not
   follow it on batches without padding, :func:`hf_cse.export.modules.pin_eager_where_needed`) and its tokenizer;
-  ``max_seq_length`` is the encoder's limit (``max_position_embeddings`` minus RoBERTa's position offset, capped at
-  512), not the training length 32; a ``max_seq_length`` given must lie in [2, that limit uncapped] and leave a
+  ``max_seq_length`` is the length a sentence-transformers encoder was served with (its own ``max_seq_length``,
+  recorded in ``config.encoder_max_seq_length``: all-MiniLM-L6-v2's 256), else the encoder's limit
+  (``max_position_embeddings`` minus RoBERTa's position offset, capped at 512), not the training length 32; a
+  ``max_seq_length`` given must lie in [2, that limit uncapped] and leave a
   token of the text beside the special tokens and the prompt (the rules training follows:
   :func:`hf_cse.encoders.seq_length_problem`, :func:`hf_cse.tokenizer_match.check_room_for_text`).
 * ``Pooling``: what the method uses at test time (``config.test_pooler``): ``cls_before_pooler``/``cls`` -> CLS

@@ -83,7 +83,8 @@ def to_sentence_transformer(
         keep_projector: also keep a training-only projection head (the export then gives SimCSE's ``cls``
             embedding, MLP included). Heads used at test time (``mlp_only_train=False``) are always kept.
         max_seq_length: truncation length of the export, in [2, the encoder's position limit]; default: the
-            encoder's limit, at most 512 (see module doc).
+            sentence-transformers encoder's own length (``config.encoder_max_seq_length``), else the encoder's
+            limit, at most 512 (see module doc).
         overwrite: replace a non-empty ``out_dir``.
         eval_results: ``run_eval.py``'s ``results.json`` (path or dict), shown in the card and its metadata; the
             model it names must be the exported checkpoint or ``out_dir`` (:mod:`hf_cse.export.sources`).
@@ -131,8 +132,8 @@ def to_sentence_transformer(
     check_results_pooler(eval_results, exported_pooler(test_pooler, keep_projector))
     # again with the loaded encoder's own limit (a loaded model, or a config.json that names none)
     check_export_length(max_seq_length, model.encoder.config, getattr(config, "base_encoder", None) or "")
-    if max_seq_length is None:
-        max_seq_length = limit
+    if max_seq_length is None:  # the length the encoder was served with (MiniLM: 256), else its position limit
+        max_seq_length = min(limit, getattr(config, "encoder_max_seq_length", None) or limit)
     # training's rule: a length the special tokens and the prompt fill would give every sentence the same embedding
     check_room_for_text(tokenizer, int(max_seq_length), config.prompt if own is None else None, prompt_fixed=True)
 

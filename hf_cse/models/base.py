@@ -14,7 +14,7 @@ from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
 from ..checks import check_model_source
-from ..encoders import takes_token_type_ids
+from ..encoders import own_max_seq_length, takes_token_type_ids
 from ..errors import CSEError
 from ..references import SIMCSE, Paper
 from ..run_files import ADAPTER_FOLDER
@@ -220,6 +220,7 @@ class CSEPreTrainedModel(PreTrainedModel):
         head = load_mlm_head(name_or_path, config.build_encoder_config(), **remote) if config.do_mlm else None
         encoder.config.name_or_path = str(name_or_path)
         config.base_encoder = str(name_or_path)
+        config.encoder_max_seq_length = own_max_seq_length(str(name_or_path))
         model = cls(config, encoder=encoder.train())  # a fresh model trains: from_pretrained left it in eval mode
         if head is not None:
             model.lm_head.load_state_dict(head.state_dict())

@@ -100,6 +100,10 @@ class CSEConfig(PretrainedConfig):
                 "off_dropout_infonce"})
     off_dropout_grad: bool = field(default=True, metadata={"help": "gradients through the dropout-free pass"})
     base_encoder: str | None = field(default=None, metadata={"help": "encoder the training started from"})
+    encoder_max_seq_length: int | None = field(default=None, metadata={
+        "help": "the truncation length the encoder was served with, a sentence-transformers model's max_seq_length "
+                "(set by from_encoder): the default of evaluation and the export; not set = the encoder's position "
+                "limit"})
     do_mlm: bool = field(default=False, metadata={
         "help": "SimCSE's auxiliary masked-LM objective (paper appendix; authors' do_mlm): a masked copy of the "
                 "batch through the encoder and the checkpoint's pretrained MLM head, mlm_weight x CE added"})

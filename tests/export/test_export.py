@@ -190,7 +190,7 @@ def test_packaged_minilm_export(minilm_dir, tmp_path, sentences):
     model = SimCSEModel.from_encoder(str(minilm_dir))
     out = to_sentence_transformer(model, tmp_path / "st")  # tokenizer found through config.base_encoder
     st = SentenceTransformer(str(out), device="cpu")
-    assert st.max_seq_length == 512 and st.get_embedding_dimension() == 384
+    assert st.max_seq_length == 256 and st.get_embedding_dimension() == 384  # as the encoder was served
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir)
     assert_same_vectors(encode_export(out, sentences), reference(model, tokenizer, sentences))
     meta = card_metadata((out / "README.md").read_text())
@@ -207,6 +207,32 @@ def test_max_seq_length_can_be_lowered_but_not_above_the_encoder_limit(tiny_bert
     assert "longer than 16 tokens are truncated" in (out / "README.md").read_text()
     with pytest.raises(ExportError, match=r"max_seq_length 100 exceeds what the encoder .* takes \(64 positions\)"):
         to_sentence_transformer(model, tmp_path / "st2", tokenizer=tok, max_seq_length=100)
+
+
+def test_a_sentence_transformers_encoders_own_length_is_the_default_of_the_export_and_the_evaluation(
+        tiny_bert_dir, tok, tmp_path):
+    """all-MiniLM-L6-v2 is served with max_seq_length 256 of its 512 positions; its trained export said 512, so the
+    shipped model read text its encoder was never served. A plain encoder keeps its position limit (64 here)."""
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    from hf_cse.encoders import own_max_seq_length
+    from hf_cse.evaluation import SentenceEncoder
+
+    transformer = Transformer(str(tiny_bert_dir), max_seq_length=20)
+    SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")],
+                        device="cpu").save(str(tmp_path / "encoder"))
+    served = SimCSEModel.from_encoder(str(tmp_path / "encoder"))
+    plain = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    assert (served.config.encoder_max_seq_length, plain.config.encoder_max_seq_length) == (20, None)
+    for model, length in ((served, 20), (plain, 64)):
+        out = to_sentence_transformer(model, tmp_path / f"st{length}", tokenizer=tok)
+        assert SentenceTransformer(str(out), device="cpu").max_seq_length == length
+        assert SentenceEncoder(model, tok).max_length == length
+    served.save_pretrained(tmp_path / "run")  # a checkpoint keeps it
+    assert SimCSEModel.from_pretrained(tmp_path / "run").config.encoder_max_seq_length == 20
+    # sentence-transformers before 6 kept it in sentence_bert_config.json (all-MiniLM-L6-v2's 256)
+    (tmp_path / "encoder" / "sentence_bert_config.json").write_text('{"max_seq_length": 24}')
+    assert own_max_seq_length(str(tmp_path / "encoder")) == 24
 
 
 def test_round_trip_save_export_load_gives_identical_vectors(tiny_bert_dir, tok, tmp_path, sentences):
