@@ -47,6 +47,7 @@ from .trainer_options import (
     check_rows_for_a_batch,
     check_training_values,
     prepare_run,
+    refuse_unsupported_arguments,
 )
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
@@ -120,15 +121,16 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         given = inspect.signature(Trainer.__init__).bind(self, *args, **kwargs).arguments
         given.pop("self")
         given.update(given.pop("kwargs", {}))
-        if given.get("eval_dataset") is not None:
-            raise CSEError("ContrastiveTrainer evaluates sentence embeddings, not a loss on an eval_dataset: pass "
-                           "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
-                           "senteval_data_dir= instead of eval_dataset=.")
+        refuse_unsupported_arguments(given)
         if given.get("args") is None:
             given["args"] = ContrastiveTrainingArguments(output_dir="tmp_trainer")
         training_args = given["args"]
         check_path_given(training_args.output_dir, "output_dir")  # transformers would fail in os.makedirs('')
         check_training_values(training_args)
+        from .export.hub import take_over_hub_push
+
+        # push_to_hub uploads the export (save_run), not the Trainer's raw checkpoints; refused now if it cannot work
+        self._hub_repo = take_over_hub_push(training_args)
         # before Trainer.__init__, which creates the output folder
         check_not_encoder_folder(training_args.output_dir,
                                  getattr(getattr(given.get("model"), "config", None), "base_encoder", None))
@@ -304,15 +306,16 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         with its model card, and ``training_info.json``, the run's record, written last (it marks the run as
         finished). ``data``: the training data's facts for the record and the card (``hf-cse-train`` gives them; by
         default what the trainer knows: :func:`hf_cse.trainer_options.data_facts`);
-        ``hub_repo``: push the export there (:func:`hf_cse.export.take_over_hub_push`). The last log line is the
-        dev score before and after training and which model was saved."""
+        ``hub_repo``: push the export there (default: the arguments' ``push_to_hub`` repo, taken over from the
+        Trainer when it was built: :func:`hf_cse.export.take_over_hub_push`). The last log line is the dev score
+        before and after training and which model was saved."""
         if self._trained_in != self.args.output_dir:  # train() refused, failed or never ran: the folder is not ours
             raise OutputFolderError(
                 f"save_run() finishes the run that train() trained in output_dir {self.args.output_dir}, and this "
                 "trainer has trained none there: call trainer.train() first (trainer.save_model(folder) saves the "
                 "model alone, into a folder of your choice).")
         with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
-            self._save_run(data, preset, hub_repo)
+            self._save_run(data, preset, hub_repo or self._hub_repo)
 
     def _save_run(self, data: dict | None, preset: str | None, hub_repo: str | None) -> None:
         from .export import export_after_training

@@ -21,6 +21,14 @@ from .precision import describe_scoring
 
 logger = logging.getLogger(__name__)
 
+#: what to use instead of a per-row prediction
+EMBED_INSTEAD = ("embed sentences with hf_cse.evaluation.SentenceEncoder(model, tokenizer).encode(sentences) (or the "
+                 "run's sentence-transformers export), and score the model with trainer.evaluate() or run_eval.")
+#: the refusal of a data set handed to evaluate()
+EVALUATE_INSTEAD = ("ContrastiveTrainer.evaluate() scores the trainer's evaluator, which holds its own data; it "
+                    "takes no eval_dataset: pass the data to the trainer as evaluator= (e.g. a sentence-transformers "
+                    "EmbeddingSimilarityEvaluator) or eval_file= in its arguments.")
+
 
 class DevScoring(Trainer):
     """A mixin before ``Trainer`` in ``ContrastiveTrainer``'s bases; it reads the trainer's ``evaluator``."""
@@ -82,6 +90,8 @@ class DevScoring(Trainer):
             raise CSEError("ContrastiveTrainer takes evaluator=, not eval_dataset.")
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
+        if eval_dataset is not None:  # the evaluator holds its own data: the set given would be silently ignored
+            raise CSEError(EVALUATE_INSTEAD)
         scores = self._dev_scores()
         metrics = {f"{metric_key_prefix}_{k}": v for k, v in scores.items()}
         best = self.args.metric_for_best_model
@@ -135,6 +145,11 @@ class DevScoring(Trainer):
                 f"evaluation failed on the main process: {outcome['error']}"))
         return outcome["metrics"]
 
+    def predict(self, test_dataset, ignore_keys=None, metric_key_prefix: str = "test"):
+        """Refused: there is no per-row prediction of a contrastive objective (transformers' ``predict`` would fail
+        inside the tokenizer on a text column)."""
+        raise CSEError(f"ContrastiveTrainer has no predict(): {EMBED_INSTEAD}")
+
     @torch.no_grad()
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
-        raise NotImplementedError("ContrastiveTrainer scores embeddings with its evaluator; see evaluate().")
+        raise CSEError(f"ContrastiveTrainer has no prediction step: {EMBED_INSTEAD}")

@@ -607,6 +607,48 @@ def test_run_unsup_exports_and_pushes_the_sentence_transformers_model(tiny_bert_
     assert_same_vectors(encode_export(folder, sentences), reference(model, tok, sentences))
 
 
+@pytest.mark.slow
+def test_a_python_trainer_with_push_to_hub_pushes_the_export_not_the_run_folder(tiny_bert_dir, tmp_path, fake_hub,
+                                                                               monkeypatch, sentences):
+    """ContrastiveTrainer(args=...push_to_hub=True) left the Trainer's own pushing on: the raw run folder (its
+    checkpoints, the unexported SimCSEModel, transformers' card) was uploaded at each save, and no export."""
+    import huggingface_hub
+    from helpers import tiny_args, tiny_train_dataset
+    from huggingface_hub import HfApi, constants
+
+    from hf_cse.trainer import ContrastiveTrainer
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_fake")
+    monkeypatch.setattr(HfApi, "create_commit", lambda *a, **k: pytest.fail("the raw run folder was pushed"))
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    args = tiny_args(tmp_path / "out", push_to_hub=True, hub_model_id="someone/run", save_strategy="steps",
+                     save_steps=2)
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
+                                 processing_class=tok)
+    trainer.train()
+    assert fake_hub["upload_folder"] == []  # checkpoints stay local
+    trainer.save_run()
+    [(repo, folder, _)] = fake_hub["upload_folder"]
+    assert repo == "someone/run" and module_types(folder) == ["Transformer", "Pooling"]
+    assert not (tmp_path / "out" / "README.md").exists()  # no card of transformers' beside the run
+
+
+def test_a_python_trainer_with_push_to_hub_offline_is_refused_when_built(tiny_bert_dir, tmp_path, monkeypatch,
+                                                                         sentences):
+    from helpers import tiny_args, tiny_train_dataset
+    from huggingface_hub import constants
+
+    from hf_cse.trainer import ContrastiveTrainer
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    with pytest.raises(HubPushError, match=r"^push_to_hub someone/run: the Hub is offline"):
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), train_dataset=ds, processing_class=tok,
+                           args=tiny_args(tmp_path / "out", push_to_hub=True, hub_model_id="someone/run"))
+    assert not (tmp_path / "out").exists()
+
+
 def test_run_unsup_push_offline_fails_before_training(tiny_bert_dir, tmp_path, monkeypatch):
     from huggingface_hub import constants
 

@@ -124,6 +124,26 @@ def test_eval_dataset_and_evaluation_without_evaluator_are_rejected(tiny_bert_di
                            train_dataset=ds, data_collator=collator(tok), processing_class=tok)
 
 
+@pytest.mark.slow  # two trainers built (~1.4 s)
+def test_what_a_contrastive_trainer_cannot_do_is_refused_in_one_line(tiny_bert_dir, sentences, tmp_path):
+    """model_init failed at the first step blaming the data (or inside transformers); predict() failed inside the
+    tokenizer; evaluate(eval_dataset=...) silently scored the dev data instead of the set given."""
+    from hf_cse.errors import CSEError
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    with pytest.raises(CSEError, match=r"takes model= .*not model_init=, so hyperparameter_search is not supported"):
+        ContrastiveTrainer(model_init=lambda: SimCSEModel.from_encoder(str(tiny_bert_dir)), train_dataset=ds,
+                           args=tiny_args(tmp_path / "o"), processing_class=tok)
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=tiny_args(tmp_path / "o"),
+                                 train_dataset=ds, processing_class=tok, evaluator=lambda encoder: {"x": 1.0})
+    with pytest.raises(CSEError, match=r"^ContrastiveTrainer has no predict\(\): embed sentences with "
+                                       r"hf_cse\.evaluation\.SentenceEncoder"):
+        trainer.predict(ds)
+    with pytest.raises(CSEError, match=r"evaluate\(\) scores the trainer's evaluator, .* takes no eval_dataset"):
+        trainer.evaluate(eval_dataset=ds)
+    assert trainer.evaluate()["eval_x"] == 1.0
+
+
 @pytest.mark.slow
 def test_a_sentence_transformers_evaluator_alone_is_compared_before_and_after(tiny_bert_dir, senteval_dir, sentences,
                                                                                tmp_path):
