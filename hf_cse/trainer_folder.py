@@ -139,11 +139,24 @@ def check_no_names_taken_for_checkpoints(output_dir, flag: str = "output_dir") -
                                 f"eval-{taken[0]}) or choose another {flag}.")
 
 
+def check_not_another_model(output_dir, also: str = "") -> None:
+    """Refuse a run into a folder holding a model another tool saved (its config.json names no hf_cse model, and no
+    mark of a run lies beside it): the run's files have the same names, so it would replace that model, and removing
+    "that run's files" to start over would delete it. ``also``: what the caller adds to the reason."""
+    out = Path(output_dir)
+    theirs = out.is_dir() and not run_marks(out) and other_model(out)
+    if theirs:
+        raise OutputFolderError(f"output_dir {out} holds another model ({theirs} config.json): a run there would "
+                                f"replace its files{also}. Choose another output_dir.")
+
+
 def check_new_run_folder(output_dir) -> None:
-    """Refuse a new run into a folder that holds another run's trained model or checkpoints (module doc)."""
+    """Refuse a new run into a folder that holds another model, or another run's trained model or checkpoints
+    (module doc)."""
     out = Path(output_dir)
     if not out.is_dir() or claimed_by_command(out):
         return
+    check_not_another_model(out)
     names = [p.name for p in out.iterdir()]
     trained = [n for n in names if any(fnmatch.fnmatchcase(n, pattern) for pattern in TRAINED_RUN_FILES)]
     if trained:

@@ -36,7 +36,6 @@ from ..checkpoints import (
     is_checkpoint_name,
     last_complete_checkpoint,
     other_model,
-    run_marks,
 )
 from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
 from ..output_folder import (
@@ -59,7 +58,12 @@ from ..run_files import (
     WEIGHT_FILES,
 )
 from ..run_settings import in_brief, setting_differences
-from ..trainer_folder import check_no_names_taken_for_checkpoints, check_not_encoder_folder, check_not_inside_a_run
+from ..trainer_folder import (
+    check_no_names_taken_for_checkpoints,
+    check_not_another_model,
+    check_not_encoder_folder,
+    check_not_inside_a_run,
+)
 from ..writing import json_safe, write_json_atomic
 
 logger = logging.getLogger(__name__)
@@ -226,10 +230,7 @@ def refuse_another_model(out: Path) -> None:
     ``--overwrite_output_dir``: a run's files have the same names (config.json, the weights, the tokenizer), so the
     run would replace that model, and a start over would delete it as if it were an earlier run's. A folder with
     the marks of a run (its record, checkpoints, ``training_info.json``) is a run's: the rest of the policy says."""
-    theirs = not run_marks(out) and other_model(out)
-    if theirs:
-        raise OutputFolderError(f"--output_dir {out} holds another model ({theirs} config.json): a run there would "
-                                f"replace its files, {OVERWRITE_FLAG} or not. Choose another --output_dir.")
+    check_not_another_model(out, also=", overwrite_output_dir or not")
 
 
 def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ from helpers import train_args
 from hf_cse.checks import InputError
 from hf_cse.cli import train as train_cli
 from hf_cse.cli.eval_output_dir import prepare_eval_output_dir
+from hf_cse.cli.flags import in_flag_terms, use_parser
 from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir, refuse_occupied_output_dir
 from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
 from hf_cse.run_files import RUN_LOADER_FILES
@@ -144,8 +145,13 @@ def test_a_folder_holding_another_tools_model_is_refused_even_with_overwrite(tmp
         (tmp_path / name).write_text(content)
     for overwrite in (False, True):
         with pytest.raises(InputError, match=r"holds another model \(a bert model's config.json\): a run there "
-                                             r"would replace its files, --overwrite_output_dir or not\."):
+                                             r"would replace its files, overwrite_output_dir or not\.") as refused:
             prepare_output_dir(tmp_path, SETTINGS, overwrite=overwrite)
+        use_parser(train_cli.argument_parser()._actions)  # as the command prints it
+        try:
+            assert ", --overwrite_output_dir or not. Choose another --output_dir." in in_flag_terms(str(refused.value))
+        finally:
+            use_parser(())
     with pytest.raises(InputError, match="holds another model"):
         refuse_occupied_output_dir(str(tmp_path))  # the command line's check before torch
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == files

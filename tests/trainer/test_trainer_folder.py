@@ -5,6 +5,7 @@ at a time; and the input mistakes a Python caller can make are refused in one li
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,11 @@ def test_a_new_run_is_refused_in_a_folder_holding_a_finished_run_or_checkpoints(
              save_steps=1).train()
     results = tmp_path / "results"
     (results / "checkpoint-2-eval").mkdir(parents=True)  # the rotation would take it for a checkpoint
+    users = tmp_path / "users_model"  # another tool's model: "remove that run's files" would have deleted it
+    shutil.copytree(tiny_bert_dir, users)
     for folder, words in ((finished, "already holds a trained run"),
+                          (users, r"holds another model \(a bert model's config.json\): a run there would replace its "
+                                  r"files\. Choose another output_dir\.$"),
                           (interrupted, "pass resume_from_checkpoint=True to continue it"),
                           (results, "holds checkpoint-2-eval, which transformers' checkpoint rotation takes for")):
         before = _snapshot(folder)
