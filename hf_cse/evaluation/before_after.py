@@ -59,13 +59,25 @@ class DevChange:
         return self.after - self.before
 
     @property
+    def unit(self) -> float:
+        """A point of the metric's scale: 1 for hf_cse's Spearman x 100, 0.01 for a score in [-1, 1] (a
+        sentence-transformers evaluator's), whose changes two decimals would round away."""
+        return 0.01 if max(abs(self.before), abs(self.after)) <= 1.0 else 1.0
+
+    @property
+    def noise(self) -> float:
+        """:data:`NOISE_POINTS` on the metric's scale."""
+        return NOISE_POINTS * self.unit
+
+    @property
     def worse(self) -> bool:
         """Whether training lost more than the noise on the dev data (an undefined score, NaN, is not)."""
-        return self.delta < -NOISE_POINTS
+        return self.delta < -self.noise
 
     def line(self) -> str:
         scored = f"{self.metric} in {self.precision}" if self.precision else self.metric
-        line = f"dev: before {self.before:.2f} -> after {self.after:.2f} ({scored}, {self.delta:+.2f})"
+        d = 2 if self.unit == 1.0 else 4
+        line = f"dev: before {self.before:.{d}f} -> after {self.after:.{d}f} ({scored}, {self.delta:+.{d}f})"
         return f"{line}; saved {self.kept}" if self.kept else line
 
     def as_dict(self) -> dict[str, Any]:
@@ -148,7 +160,7 @@ def log_dev_change(logger, dev: DevChange | None, scored: Sequence[str] = ()) ->
     elif dev.kept_step == 0:
         logger.warning("%s: training did not beat it; try a lower learning_rate or fewer steps", dev.line())
     elif dev.worse:
-        logger.warning("%s: WORSE than the untrained encoder by more than %.1f points; try a lower learning_rate or "
-                       "fewer steps, or keep the encoder as it was", dev.line(), NOISE_POINTS)
+        logger.warning("%s: WORSE than the untrained encoder by more than %g; try a lower learning_rate or "
+                       "fewer steps, or keep the encoder as it was", dev.line(), dev.noise)
     else:
         logger.info(dev.line())

@@ -109,11 +109,12 @@ def test_linear_projector_uses_seed_002_init(tiny_bert_dir):
 
 @pytest.mark.parametrize("method", ["simcse", "promptbert"])
 def test_training_batch_must_have_views(tiny_bert_dir, sentences, method):
-    """Sentences to embed (a SentenceTransformer made from the run's folder sends them) are refused with the way to
-    embed them: the run's export."""
+    """Sentences to embed (a SentenceTransformer made from the run's folder, or from a folder save_model wrote, sends
+    them) are refused with the way to embed them: the run's export, or an export of the saved folder."""
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     model = get_method(method).from_encoder(str(tiny_bert_dir))
-    with pytest.raises(ValueError, match=r"batch, views, length.*SentenceTransformer\('<output_dir>/sentence-transf"):
+    with pytest.raises(ValueError, match=r"batch, views, length.*SentenceTransformer\('<output_dir>/sentence-transf.*"
+                                         r"a folder save_model wrote: export it first, hf-cse-export FOLDER OUT"):
         model(**_batch(tok, sentences[:3]))
 
 
