@@ -14,7 +14,8 @@ def test_a_score_in_minus_one_to_one_keeps_its_change_visible_and_its_noise_on_i
     small = DevChange("sts-dev_spearman_cosine", 0.4312, 0.4401, kept_step=4)
     assert small.line() == ("dev: before 0.4312 -> after 0.4401 (sts-dev_spearman_cosine, +0.0089); saved the "
                             "trained model of step 4")
-    assert DevChange("stsb_spearman", 76.123, 78.456).line() == "dev: before 76.12 -> after 78.46 (stsb_spearman, +2.33)"
+    points = DevChange("stsb_spearman", 76.123, 78.456)
+    assert points.line() == "dev: before 76.12 -> after 78.46 (stsb_spearman, +2.33)"
     assert DevChange("m", 0.8, 0.5).worse and not DevChange("m", 0.8, 0.797).worse
     assert DevChange("m", 80.0, 79.0).worse and not DevChange("m", 80.0, 79.7).worse
     with caplog.at_level(logging.WARNING):
