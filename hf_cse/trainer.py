@@ -37,6 +37,7 @@ from .trainer_folder import (
     check_no_names_taken_for_checkpoints,
     check_not_encoder_folder,
     check_not_inside_a_run,
+    check_not_trained_twice,
     check_save_folder,
     checkpoint_to_resume,
     warn_other_world_size,
@@ -228,6 +229,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         for the training (:func:`hf_cse.folder_lock.folder_held`). A checkpoint taken at the run's last step (a run
         killed during its final save or export) is loaded as it is: transformers' loop would train one step past
         ``max_steps``, as it checks the step count only after a step."""
+        check_not_trained_twice(self._trained_in, resume_from_checkpoint)
         resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
         with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
             try:

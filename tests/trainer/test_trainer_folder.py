@@ -66,6 +66,23 @@ def test_a_new_run_is_refused_in_a_folder_holding_a_finished_run_or_checkpoints(
     assert _snapshot(finished) == before
 
 
+@pytest.mark.slow  # two steps trained
+def test_a_second_train_of_the_same_trainer_is_refused_and_its_run_still_finishes(tiny_bert_dir, sentences,
+                                                                                  tmp_path):
+    """Without checkpoints, a second train() started the schedule and the optimizer over on the trained weights,
+    which it then scored and kept as "the untrained encoder"."""
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "out", max_steps=2)
+    trainer.train()
+    trained = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    with pytest.raises(OutputFolderError, match=r"^this trainer has trained its run already \(output_dir .*out\): "
+                                                r"call save_run\(\) to finish it, and build a new trainer"):
+        trainer.train()
+    assert all(torch.equal(p, trained[name]) for name, p in trainer.model.named_parameters())
+    assert trainer.state.global_step == 2
+    trainer.save_run()
+    assert (tmp_path / "out" / "training_info.json").is_file()
+
+
 def test_save_run_before_train_writes_nothing(tiny_bert_dir, sentences, tmp_path):
     """No finished run of an untrained model: save_run() is the end of train()'s run."""
     trainer = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "out", max_steps=2)
