@@ -91,7 +91,7 @@ def load_train_dataset(
     if dataset_name:
         offline_if_unreachable()
         try:
-            ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
+            ds = load_named_dataset(dataset_name, dataset_config_name, split)
         except ConnectionError as err:  # offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and not cached, or no network
             raise DataError(f"dataset_name {dataset_name}: cannot read it from the Hugging Face Hub ({err}); "
                             f"{offline_fix() if is_offline() else 'check the network'}, or give a local train_file."
@@ -124,6 +124,26 @@ def load_train_dataset(
     # one batched pass drops blank lines and strips the rest (a batched map may return fewer rows)
     return ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]},
                   batched=True, desc="Dropping blank lines")
+
+
+def load_named_dataset(name: str, config_name: str | None, split: str, streaming: bool = False):
+    """``datasets.load_dataset(name, ...)``'s split, or, for a folder ``Dataset.save_to_disk`` wrote (which
+    ``load_dataset`` refuses, naming ``load_from_disk``), that data set: its ``split`` where it holds several."""
+    import datasets
+
+    folder = Path(name).expanduser()
+    if not (folder / "state.json").is_file() and not (folder / "dataset_dict.json").is_file():
+        return datasets.load_dataset(name, config_name, split=split, streaming=streaming)
+    if config_name:
+        raise DataError(f"dataset_name {name} is a data set saved with save_to_disk, which has no configurations; "
+                        "drop dataset_config_name.")
+    ds = datasets.load_from_disk(str(folder))
+    if isinstance(ds, datasets.DatasetDict):
+        if split not in ds:
+            raise DataError(f"dataset_name {name} holds the splits {', '.join(ds)}, not {split!r}: save the split to "
+                            "train on alone (ds[split].save_to_disk(folder)).")
+        ds = ds[split]
+    return ds.to_iterable_dataset() if streaming else ds
 
 
 def with_prompt(texts: list[str], prompt: str | None) -> list[str]:
@@ -298,9 +318,7 @@ def check_pair_source(train_file: str | None, dataset_name: str | None) -> Path 
                         "the anchor in text_column and the positive in pair_column.")
     if dataset_name:
         return None
-    path = Path(train_file)
-    if not path.is_file():
-        raise DataError(f"train_file {path} does not exist (or is not a file).")
+    path = check_train_file(train_file, wanted="")
     if path.suffix.lower() not in TABLE_SUFFIXES:
         raise DataError(f"pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
     return path
@@ -322,7 +340,7 @@ def load_pair_dataset(
     path = check_pair_source(train_file, dataset_name)
     wanted = pair_columns(text_column, pair_column, negative_column)
     if dataset_name:
-        ds = datasets.load_dataset(dataset_name, dataset_config_name, split=split)
+        ds = load_named_dataset(dataset_name, dataset_config_name, split)
         source = f"data set {dataset_name}"
         columns = list(ds.column_names)
         check_pair_rows([], columns, wanted, source)  # a missing column fails before the rows are read

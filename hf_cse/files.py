@@ -105,12 +105,19 @@ def weights_fingerprint(folder) -> dict[str, str] | None:
     return dict(sorted(found.items())) or None
 
 
-def check_train_file(train_file) -> Path:
-    """``train_file`` names a file (the commands check it before the training stack is imported)."""
+#: what a train_file that names nothing should be
+A_SENTENCES_FILE = "Give a path to a text file with one sentence per line, or a CSV file with text_column."
+
+
+def check_train_file(train_file, field: str = "train_file", wanted: str = A_SENTENCES_FILE) -> Path:
+    """``train_file`` names a file (the commands check it before the training stack is imported); ``field``: the
+    setting that names it, ``wanted``: what to give instead, where it names nothing."""
     path = Path(train_file)
+    if path.is_dir():  # a folder of text files, or a data set save_to_disk wrote, is read as a data set
+        raise DataError(f"{field} {path} is a folder, not a file: pass the folder as dataset_name (a folder of text "
+                        "files, or a data set Dataset.save_to_disk wrote), or name a file in it.")
     if not path.is_file():
-        raise DataError(f"train_file {path} does not exist (or is not a file). Give a path to a text file "
-                        "with one sentence per line, or a CSV file with text_column.")
+        raise DataError(f"{field} {path} does not exist (or is not a file).{wanted and ' ' + wanted}")
     return path
 
 

@@ -41,6 +41,7 @@ from .data import (
     check_text_column_applies,
     is_empty_cell,
     is_number,
+    load_named_dataset,
     load_train_dataset,
     pair_columns,
     sentences_of,
@@ -84,8 +85,7 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     if weights is not None and any(not (w > 0 and w != float("inf")) for w in weights):
         raise DataError(f"train_weights must be finite numbers > 0, got {weights}.")
     for path in files or []:
-        if not Path(path).is_file():
-            raise DataError(f"train_files {path} does not exist (or is not a file).")
+        check_train_file(path, "train_files", wanted="")
         _check_start(Path(path), "train_files", data_args.text_column)  # read lazily by datasets when streamed
     if not stream_args.streaming:
         return
@@ -123,7 +123,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         return load_train_dataset(path, text_column=text_column).cast_column("text", datasets.Value("string"))
     if dataset_name:
         offline_if_unreachable()
-        ds = datasets.load_dataset(dataset_name, config_name, split=split, streaming=streaming)
+        ds = load_named_dataset(dataset_name, config_name, split, streaming)
         source = f"data set {dataset_name}"
         if streaming:  # read as training goes: a row it cannot read, or a dropped connection, fails as one line
             ds = _read_checked(ds, partial(_dataset_unreadable, dataset_name))
@@ -271,8 +271,7 @@ def load_pair_stream(data_args):
     wanted = pair_columns(data_args.text_column, data_args.pair_column, data_args.negative_column)
     if path is None:
         offline_if_unreachable()
-        ds = datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name, split="train",
-                                   streaming=True)
+        ds = load_named_dataset(data_args.dataset_name, data_args.dataset_config_name, "train", streaming=True)
         source = f"data set {data_args.dataset_name}"
         ds = _read_checked(ds, partial(_dataset_unreadable, data_args.dataset_name))
     else:

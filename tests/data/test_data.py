@@ -134,3 +134,30 @@ def test_a_data_set_column_that_holds_no_text_is_one_line(tmp_path, column, kind
                                                   + "\n" for i in range(4)))
     with pytest.raises(DataError, match=f"column '{column}' holds {kind} values, not sentences; pass text_column"):
         load_train_dataset(dataset_name=str(tmp_path), text_column=column)
+
+
+@pytest.mark.slow  # data sets saved and read (~2 s)
+def test_a_data_set_saved_with_save_to_disk_is_read_as_dataset_name_and_a_folder_as_train_file_is_named(tmp_path):
+    """dataset_name DIR of a save_to_disk folder failed after ~30 s with datasets' traceback ("use load_from_disk");
+    train_file DIR said the folder "does not exist"."""
+    from types import SimpleNamespace
+
+    import datasets
+
+    from hf_cse.streaming import load_training_text
+
+    saved = datasets.Dataset.from_dict({"text": ["a b", "", "c d", "e f"], "label": [0, 1, 2, 3]})
+    saved.save_to_disk(str(tmp_path / "saved"))
+    datasets.DatasetDict({"train": saved, "dev": saved.select([0])}).save_to_disk(str(tmp_path / "splits"))
+    for folder in ("saved", "splits"):
+        assert load_train_dataset(dataset_name=str(tmp_path / folder))["text"] == ["a b", "c d", "e f"]
+    with pytest.raises(DataError, match=r"holds the splits train, dev, not 'test': save the split"):
+        load_train_dataset(dataset_name=str(tmp_path / "splits"), split="test")
+    with pytest.raises(DataError, match=r"has no configurations; drop dataset_config_name"):
+        load_train_dataset(dataset_name=str(tmp_path / "saved"), dataset_config_name="en")
+    with pytest.raises(DataError, match=r"^train_file .*saved is a folder, not a file: pass the folder as "
+                                        r"dataset_name"):
+        load_train_dataset(train_file=str(tmp_path / "saved"))
+    streamed = load_training_text(SimpleNamespace(streaming=True, train_files=None), SimpleNamespace(
+        train_file=None, dataset_name=str(tmp_path / "splits"), dataset_config_name=None, text_column=None), seed=0)
+    assert [row["text"] for row in streamed] == ["a b", "c d", "e f"]
