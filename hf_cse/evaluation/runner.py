@@ -21,7 +21,7 @@ import numpy as np
 
 from ..checks import resolved_path
 from ..errors import CSEError
-from .data import STS_TASKS, TRANSFER_TASKS, Mode, Source, load_sts
+from .data import STS_TASKS, STS_YEARS, TRANSFER_TASKS, Mode, Source, load_sts
 from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
 from .results import RETRIEVAL_KEYS, EvalResults
 from .sts import (
@@ -90,6 +90,10 @@ def load_task_data(tasks: str | Sequence[str], data_dir=None, source: Source = "
     """Read every file ``tasks`` need, so a missing or malformed file (``SentEvalDataError``) or an unreachable Hub
     data set fails before any encoding. The readers cache what they parse: the evaluation does not read twice."""
     names = parse_tasks(tasks)
+    if mode == "dev" and all(t in STS_YEARS for t in names):  # nothing would be scored: an empty results file
+        raise CSEError(f"mode='dev' scores dev splits, and {', '.join(names)} {'has' if len(names) == 1 else 'have'}"
+                       " none (SentEval's STS12-16 are test sets only): use mode='test', or add STSBenchmark / "
+                       "SICKRelatedness.")
     load_sts_tasks(resolve_sts_tasks([t for t in names if t in STS_TASKS], mode), data_dir, source, mode)
     if "geometry" in names or "retrieval" in names:
         load_sts("STSBenchmark", data_dir, "test", source)

@@ -313,7 +313,8 @@ def test_a_streamed_train_file_that_is_no_file_is_one_line(where, tmp_path):
     path = tmp_path / "nosuch.txt" if where == "missing" else tmp_path
     streamed = SimpleNamespace(streaming=True, train_files=None, train_weights=None)
     data = SimpleNamespace(train_file=str(path), dataset_name=None, pair_column=None, text_column=None)
-    said = "does not exist \\(or is not a file\\)" if where == "missing" else "is a folder, not a file: pass the folder as"
+    said = ("does not exist \\(or is not a file\\)" if where == "missing"
+            else "is a folder, not a file: pass the folder as")
     with pytest.raises(DataError, match=f"train_file {path} {said}"):
         check_streaming_arguments(streamed, data, 4, "simcse")
 

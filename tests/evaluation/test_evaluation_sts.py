@@ -267,3 +267,16 @@ def test_hub_source_code_path_with_a_stub(monkeypatch):
     assert trec["train"].labels.tolist() == [5, 3]  # sorted by length like SentEval
     res = evaluate_sts(FakeEncoder(), ["STS12", "STSBenchmark"], source="hub")
     assert set(res) == {"STS12", "STSBenchmark", "avg", "details"}
+
+
+def test_dev_mode_with_only_sts12_to_16_is_refused_before_anything_is_encoded(tmp_path):
+    """It wrote a results file without a score and exited 0 (the years have no dev split and were skipped)."""
+    from hf_cse.errors import CSEError
+    from hf_cse.evaluation.runner import evaluate
+
+    root = write_toy_senteval(tmp_path / "se")
+    enc = FakeEncoder()
+    with pytest.raises(CSEError, match=r"^mode='dev' scores dev splits, and STS12, STS16 have none .*use mode='test'"):
+        evaluate(enc, ["STS12", "STS16"], root, mode="dev")
+    assert enc.calls == []
+    assert evaluate(enc, ["STS12", "STSBenchmark"], root, mode="dev")[0].to_dict()["STSBenchmark"] is not None
