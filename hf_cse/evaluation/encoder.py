@@ -38,7 +38,7 @@ from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hid
 from ..padding import pad_token_rows
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
-from .model_kind import detect_kind
+from .model_kind import check_pooler_layer_loaded, detect_kind
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
 #: embeddings kept on the device before one copy to the host: on a GPU each copy waits for every queued batch, so
@@ -199,9 +199,10 @@ class SentenceEncoder:
             tokenizer = AutoTokenizer.from_pretrained(
                 name_or_path, revision=revision, trust_remote_code=trust_remote_code
             )
-            model = AutoModel.from_pretrained(
-                name_or_path, revision=revision, trust_remote_code=trust_remote_code
-            )
+            model, loading = AutoModel.from_pretrained(
+                name_or_path, revision=revision, trust_remote_code=trust_remote_code, output_loading_info=True)
+            if kind == "hf":
+                check_pooler_layer_loaded(name_or_path, pooler, loading.get("missing_keys", ()))
             model.to(device)
         from ..finite_weights import check_finite_weights
         from ..models.loading import bidirectional_as_saved

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..encoders import read_model_json
-from ..errors import PathNotFoundError
+from ..errors import CSEError, PathNotFoundError
 
 
 def detect_kind(name_or_path: str, revision: str | None = None) -> str:
@@ -27,3 +27,15 @@ def detect_kind(name_or_path: str, revision: str | None = None) -> str:
     if read_model_json(str(path) if path.exists() else name_or_path, "modules.json", revision) is not None:
         return "sentence_transformers"
     return "hf"
+
+
+def check_pooler_layer_loaded(name_or_path: str, pooler: str | None, missing_keys) -> None:
+    """A plain encoder scored with pooler ``cls`` (its ``pooler_output``) must hold the pooler layer's weights:
+    transformers initialises a missing one at random, and the score would change from one run to the next."""
+    from ..models.pooling import applies_projector
+
+    missing = [key for key in missing_keys if key.split(".")[0] == "pooler" or ".pooler." in f".{key}"]
+    if pooler is not None and applies_projector(pooler) and missing:
+        raise CSEError(f"pooler cls reads the pooler layer of {name_or_path}, whose weights it does not hold "
+                       f"({missing[0]}, ...: they would be drawn at random, a score of no model): use pooler "
+                       "cls_before_pooler (the [CLS] vector itself) or another pooler.")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from eval_helpers import WORDS, make_tiny_bert, write_toy_senteval
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from hf_cse.evaluation import data as D
 from hf_cse.evaluation import dev_metrics, evaluate_sts
@@ -213,6 +213,20 @@ def test_bad_model_paths(tmp_path):
         SentenceEncoder.from_pretrained(tmp_path / "empty")
     with pytest.raises(ValueError, match="Valid poolers"):
         SentenceEncoder(torch.nn.Linear(2, 2), object(), pooler="maximum")
+
+
+def test_pooler_cls_of_an_encoder_saved_without_its_pooler_layer_is_refused(tiny_dir, tmp_path):
+    """transformers drew the missing layer at random: the score changed from one run to the next, without a word."""
+    from transformers import BertModel
+
+    BertModel(AutoConfig.from_pretrained(tiny_dir), add_pooling_layer=False).save_pretrained(tmp_path / "no_pooler")
+    AutoTokenizer.from_pretrained(tiny_dir).save_pretrained(tmp_path / "no_pooler")
+    with pytest.raises(ValueError, match=r"pooler cls reads the pooler layer of .*no_pooler, whose weights it does not "
+                                         r"hold \(pooler\.dense\.weight, \.\.\..*use pooler cls_before_pooler"):
+        SentenceEncoder.from_pretrained(tmp_path / "no_pooler", pooler="cls", device="cpu")
+    for pooler in (None, "cls_before_pooler", "avg"):
+        assert SentenceEncoder.from_pretrained(tmp_path / "no_pooler", pooler=pooler, device="cpu").encode(["a"]).size
+    assert SentenceEncoder.from_pretrained(tiny_dir, pooler="cls", device="cpu").effective_pooler == "cls"
 
 
 def test_dev_metrics(tiny_dir, tmp_path):
