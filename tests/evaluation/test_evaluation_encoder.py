@@ -222,7 +222,7 @@ def test_pooler_cls_of_an_encoder_saved_without_its_pooler_layer_is_refused(tiny
     BertModel(AutoConfig.from_pretrained(tiny_dir), add_pooling_layer=False).save_pretrained(tmp_path / "no_pooler")
     AutoTokenizer.from_pretrained(tiny_dir).save_pretrained(tmp_path / "no_pooler")
     with pytest.raises(ValueError, match=r"pooler cls reads the pooler layer of .*no_pooler, whose weights it does not "
-                                         r"hold \(pooler\.dense\.weight, \.\.\..*use pooler cls_before_pooler"):
+                                         r"hold \(pooler\.dense\.bias, \.\.\..*use pooler cls_before_pooler"):
         SentenceEncoder.from_pretrained(tmp_path / "no_pooler", pooler="cls", device="cpu")
     for pooler in (None, "cls_before_pooler", "avg"):
         assert SentenceEncoder.from_pretrained(tmp_path / "no_pooler", pooler=pooler, device="cpu").encode(["a"]).size
