@@ -495,3 +495,20 @@ def test_each_pass_over_a_stream_has_whole_batches_only(processes, tiny_bert_dir
     assert [len(batch) for batch in batches] == ([8, 8] if processes == 1 else [8])
     firsts = [tok.decode(ids, skip_special_tokens=True) for batch in batches for ids in batch]
     assert firsts == (rows[:16] if processes == 1 else rows[8:16])  # the remainder is left out, nothing repeated
+
+
+@pytest.mark.parametrize("rows", [0, 5])
+def test_a_stream_of_less_than_one_global_batch_is_refused_as_a_data_set_is(rows, tiny_bert_dir, tmp_path):
+    """It trained every step on the rows it had (5: batches of 5 instead of 8), or (0 rows) failed inside datasets
+    with a bare StopIteration; refused when the trainer is built, in the words of the data set's refusal."""
+    import datasets
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    texts = random_sentences(max(rows, 1))[:rows]
+    with pytest.raises(DataError) as streamed:
+        _trainer_on(SimCSEModel.from_encoder(str(tiny_bert_dir)), texts, tmp_path, tok)
+    with pytest.raises(DataError) as whole:
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), processing_class=tok,
+                           args=tiny_args(tmp_path / "out"), train_dataset=datasets.Dataset.from_dict({"text": texts}))
+    assert str(streamed.value) == str(whole.value)
+    assert ("is empty (no rows)" if rows == 0 else "has 5 rows, fewer than one global batch of 8") in str(whole.value)
