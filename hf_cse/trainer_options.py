@@ -136,7 +136,12 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
         raise CSEError(f"ContrastiveTrainer trains hf_cse method models, whose config names their objectives; got "
                        f"{type(model).__name__}. Wrap the encoder in a method, e.g. "
                        "hf_cse.models.SimCSEModel.from_encoder(name_or_path).")
-    if _streamed(train_dataset):  # before anything reads it: its columns come from its first rows (none if empty)
+    if _streamed(train_dataset):
+        from .streaming import check_method_streams
+
+        # before anything reads the stream: DiffCSE's unigram generator would read all of it, and its columns come
+        # from its first rows (an empty stream has none)
+        check_method_streams(type(model))
         check_rows_for_a_batch(train_dataset, args, read_stream=True)
     if not hasattr(model, "collator"):
         return {}

@@ -512,3 +512,22 @@ def test_a_stream_of_less_than_one_global_batch_is_refused_as_a_data_set_is(rows
                            args=tiny_args(tmp_path / "out"), train_dataset=datasets.Dataset.from_dict({"text": texts}))
     assert str(streamed.value) == str(whole.value)
     assert ("is empty (no rows)" if rows == 0 else "has 5 rows, fewer than one global batch of 8") in str(whole.value)
+
+
+def test_a_method_that_cannot_stream_is_refused_a_stream_before_it_is_read(tiny_bert_dir, tmp_path):
+    """DiffCSE's unigram generator counted the tokens of the whole stream when the trainer was built (a stream
+    larger than memory never ended); refused as the command line refuses streaming=True, no row read."""
+    from hf_cse.models import DiffCSEModel
+    from hf_cse.streaming import check_streaming_arguments
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    read: list[str] = []
+    with pytest.raises(DataError) as refused:
+        _trainer_on(DiffCSEModel.from_encoder(str(tiny_bert_dir)), random_sentences(64), tmp_path, tok, read)
+    assert read == []
+    with pytest.raises(DataError) as on_the_command_line:
+        check_streaming_arguments(SimpleNamespace(streaming=True, train_files=None, train_weights=None),
+                                  _data_args(), 2, "diffcse")
+    assert str(refused.value) == str(on_the_command_line.value) == (
+        "streaming=True does not work with method='diffcse' (its unigram generator counts the whole corpus); drop "
+        "streaming=True.")
