@@ -25,6 +25,7 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.Trainer", "_load_best_model", ("self",)),
     ("transformers.Trainer", "_prepare_inputs", ("self", "inputs")),
     ("transformers.Trainer", "_remove_unused_columns", ("self", "dataset", "description")),
+    ("transformers.Trainer", "_get_collator_with_removed_columns", ("self", "data_collator", "description")),
     ("transformers.Trainer", "_run_epoch", ("self", "model", "epoch")),
     ("transformers.Trainer", "_save_rng_state", ("self", "output_dir")),
     ("transformers.Trainer", "_clip_grad_norm", ("self", "model")),
@@ -61,6 +62,12 @@ def prepare_inputs(trainer, inputs: dict[str, Any]) -> dict[str, Any]:
 def remove_unused_columns(trainer, dataset, description: str):
     """The data set without the columns the model's ``forward`` does not name, as the Trainer's own loaders make it."""
     return trainer._remove_unused_columns(dataset, description=description)
+
+
+def collator_with_removed_columns(trainer, collator, description: str):
+    """The collator, handed each row without the columns the model's ``forward`` does not name, as the Trainer wraps
+    it for a data set it cannot remove columns from (an iterable one); the collator itself where columns are kept."""
+    return trainer._get_collator_with_removed_columns(collator, description=description)
 
 
 def train_batch_size(trainer) -> int:

@@ -101,10 +101,15 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
                         "one of them.")
     from .models import get_method
 
-    method_cls = get_method(method)
-    if not method_cls.streams:
-        raise DataError(f"streaming=True does not work with method={method!r} ({method_cls.why_no_streaming}); "
-                        "drop streaming=True.")
+    check_method_streams(get_method(method))
+
+
+def check_method_streams(method_cls: type) -> None:
+    """A method that cannot train from a stream (``streams`` False: DiffCSE's unigram generator counts the whole
+    corpus), refused before any of the stream is read: by the command line's checks and by the trainer handed one."""
+    if not getattr(method_cls, "streams", True):
+        raise DataError(f"streaming=True does not work with method={method_cls.method_name()!r} "
+                        f"({method_cls.why_no_streaming}); drop streaming=True.")
 
 
 def _check_start(path: Path, flag: str, text_column: str | None) -> None:

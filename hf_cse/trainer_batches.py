@@ -1,6 +1,6 @@
 """The batches of :class:`hf_cse.trainer.ContrastiveTrainer`: the training loader with the no-duplicates batch
-sampler (:mod:`hf_cse.sampler`) where it applies, its epochs, and its collations, each drawn from a seed of its own
-(:mod:`hf_cse.collator_rng`)."""
+sampler (:mod:`hf_cse.sampler`) where it applies, a stream's loader that drops its incomplete batches, its epochs,
+and its collations, each drawn from a seed of its own (:mod:`hf_cse.collator_rng`)."""
 
 from __future__ import annotations
 
@@ -56,10 +56,11 @@ class TrainingBatches(Trainer):
     def _train_dataloader(self):
         from functools import partial
 
-        from torch.utils.data import DataLoader
         from transformers.trainer_utils import seed_worker
 
         self._batch_sampler = self._no_duplicates_sampler()
+        if self._batch_sampler is None and isinstance(self.train_dataset, torch.utils.data.IterableDataset):
+            return self._stream_loader()
         if self._batch_sampler is None:
             return super().get_train_dataloader()
         if len(self._batch_sampler) == 0:
@@ -77,14 +78,29 @@ class TrainingBatches(Trainer):
             # the texts were read for the sampler's keys; hf_cse's collators read token columns only, and fetching a
             # batch's texts too takes about as long as fetching its tokens
             dataset = dataset.remove_columns([c for c in PAIR_COLUMNS if c in dataset.column_names])
+        return self._prepared_loader(dataset, collator, batch_sampler=self._batch_sampler, worker_init_fn=partial(
+            seed_worker, num_workers=self.args.dataloader_num_workers, rank=self.args.process_index))
+
+    def _stream_loader(self):
+        """An iterable training set's loader, of whole batches only. transformers passes ``dataloader_drop_last`` to
+        the loaders of map-style data sets alone, and Accelerate reads ``drop_last`` from the loader it prepares: each
+        pass over a stream ended in a smaller batch (fewer in-batch negatives), and under several processes
+        Accelerate's ``IterableDatasetShard`` filled it up with rows of the pass's first batch."""
+        collator = seams.collator_with_removed_columns(self, self.data_collator, "Training")
+        return self._prepared_loader(self.train_dataset, collator, batch_size=seams.train_batch_size(self),
+                                     drop_last=True)
+
+    def _prepared_loader(self, dataset, collator, **batching):
+        """The loader of ``dataset`` with the arguments' loader settings and ``batching``, prepared by Accelerate
+        (which shards it over the processes)."""
+        from torch.utils.data import DataLoader
+
         loader = DataLoader(
-            dataset, batch_sampler=self._batch_sampler, collate_fn=collator,
+            dataset, collate_fn=collator,
             num_workers=self.args.dataloader_num_workers, pin_memory=self.args.dataloader_pin_memory,
             persistent_workers=self.args.dataloader_persistent_workers,
             multiprocessing_context=self.args.dataloader_multiprocessing_context,
-            prefetch_factor=self.args.dataloader_prefetch_factor,
-            worker_init_fn=partial(seed_worker, num_workers=self.args.dataloader_num_workers,
-                                   rank=self.args.process_index),
+            prefetch_factor=self.args.dataloader_prefetch_factor, **batching,
         )
         return self.accelerator.prepare(loader)
 

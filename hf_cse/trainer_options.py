@@ -136,6 +136,13 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
         raise CSEError(f"ContrastiveTrainer trains hf_cse method models, whose config names their objectives; got "
                        f"{type(model).__name__}. Wrap the encoder in a method, e.g. "
                        "hf_cse.models.SimCSEModel.from_encoder(name_or_path).")
+    if _streamed(train_dataset):
+        from .streaming import check_method_streams
+
+        # before anything reads the stream: DiffCSE's unigram generator would read all of it, and its columns come
+        # from its first rows (an empty stream has none)
+        check_method_streams(type(model))
+        check_rows_for_a_batch(train_dataset, args, read_stream=True)
     if not hasattr(model, "collator"):
         return {}
     if isinstance(tokenizer, (str, os.PathLike)):
@@ -285,18 +292,32 @@ def check_training_values(args) -> None:
     check_optimizer_values(args)
 
 
-def check_rows_for_a_batch(train_dataset, args) -> None:
-    """A training set (of a known length) smaller than one global batch: every batch would be incomplete, and the
-    trainer drops incomplete batches, so the run would train 0 steps and save an untrained encoder as trained."""
+def _streamed(train_dataset) -> bool:
     from torch.utils.data import IterableDataset
+
+    return isinstance(train_dataset, IterableDataset)
+
+
+def check_rows_for_a_batch(train_dataset, args, read_stream: bool = False) -> None:
+    """A training set smaller than one global batch: every batch would be incomplete, and the trainer drops
+    incomplete batches, so the run would train 0 steps and save an untrained encoder as trained. A stream's length is
+    unknown: with ``read_stream``, one global batch of it is read (as the command line counts one); else it is
+    passed over (:func:`prepare_run` reads it once, before anything else does)."""
+    from itertools import islice
 
     from .data import check_enough_rows
     from .training_args import global_batch_size
 
-    if train_dataset is None or isinstance(train_dataset, IterableDataset) or not hasattr(train_dataset, "__len__"):
+    size = global_batch_size(args.per_device_train_batch_size, args.world_size)
+    if _streamed(train_dataset):
+        if not read_stream:
+            return
+        rows = sum(1 for _ in islice(train_dataset, size))
+    elif train_dataset is not None and hasattr(train_dataset, "__len__"):
+        rows = len(train_dataset)
+    else:
         return
-    check_enough_rows(len(train_dataset), global_batch_size(args.per_device_train_batch_size, args.world_size),
-                      "the training set", unit="rows")
+    check_enough_rows(rows, size, "the training set", unit="rows")
 
 
 def check_dev_ready(evaluators, args) -> None:

@@ -5,9 +5,10 @@ Modes: ``train`` trains a few steps with checkpoints (process 1 saves its RNG st
 ``trainer_state.json`` first) and records, at each checkpoint, whether every process's files were there when process 0
 marked the checkpoint complete; ``again`` starts a second, new run into the same folder, which every process must
 refuse (an error on process 0 alone would leave process 1 training by itself, waiting for the other forever);
-``export_fails`` trains and saves, and the export after training (process 0's) fails; ``killed``
-trains with process 1 killed (SIGKILL) after checkpoint-2, and ``resume`` resumes such a run (``resume_from_checkpoint
-=True``).
+``export_fails`` trains and saves, and the export after training (process 0's) fails; ``stream`` trains on a stream
+of 20 rows (per pass, 2 whole global batches of 8 and 4 rows over) and records each step's rows on each process;
+``killed`` trains with process 1 killed (SIGKILL) after checkpoint-2, and ``resume`` resumes such a run
+(``resume_from_checkpoint=True``).
 """
 
 from __future__ import annotations
@@ -70,13 +71,19 @@ def main() -> None:
     parser.add_argument("--train_file", required=True)
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--mode", choices=("train", "again", "export_fails", "killed", "resume"), required=True)
+    parser.add_argument("--mode", choices=("train", "again", "export_fails", "stream", "killed", "resume"),
+                        required=True)
     args = parser.parse_args()
     torch.set_num_threads(1)
     rank = int(os.environ.get("RANK", 0))
     tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
     texts = [line for line in Path(args.train_file).read_text().splitlines() if line.strip()]
     train = tokenize_dataset(Dataset.from_dict({"text": texts}), tokenizer, 32)
+    if args.mode == "stream":  # tokenized by the trainer
+        from helpers import long_sentences
+
+        # rows of one length: Accelerate's dispatch of a stream concatenates per-device batches, each padded apart
+        train = Dataset.from_dict({"text": long_sentences(20, 6)}).to_iterable_dataset()
     set_seed(7)  # the projection head's initial weights: the same in every launch (hf-cse-train seeds here too)
     model = SimCSEModel.from_encoder(args.model_dir)
     training_args = ContrastiveTrainingArguments(
@@ -95,6 +102,11 @@ def main() -> None:
         callbacks = [files, KillProcess1()] if args.mode == "killed" else [files]
         trainer = SlowRngTrainer(model=model, args=training_args, train_dataset=train, processing_class=tokenizer,
                                  callbacks=callbacks)
+        if args.mode == "stream":
+            steps = result["rows_per_step"] = []
+            compute_loss = trainer.compute_loss
+            trainer.compute_loss = lambda model, inputs, *rest, **kw: (
+                steps.append(len(inputs["input_ids"])) or compute_loss(model, inputs, *rest, **kw))
         trainer.train(resume_from_checkpoint=args.mode == "resume" or None)
         trainer.save_run()
         result["complete_when_marked"] = files.seen

@@ -462,3 +462,74 @@ def test_a_stream_read_by_dataloader_workers_fails_from_python_with_its_own_line
                                          "mid-stream (only the first 64 KiB are checked up front). Convert the file")
     assert "\n" not in str(refused.value)
     assert "Caught DataError in DataLoader worker process 0." in str(refused.value.__cause__)
+
+
+def _trainer_on(model, rows, tmp_path, tok, read: list | None = None):
+    """A ContrastiveTrainer (batches of 8) handed ``rows`` as a stream made from a generator (columns unknown); each row
+    the stream yields is added to ``read``."""
+    import datasets
+
+    read = [] if read is None else read
+
+    def generate():
+        for text in rows:
+            read.append(text)
+            yield {"text": text}
+
+    return ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), processing_class=tok,
+                              train_dataset=datasets.IterableDataset.from_generator(generate))
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_each_pass_over_a_stream_has_whole_batches_only(processes, tiny_bert_dir, tmp_path):
+    """20 rows in batches of 8: transformers gives the loader of a map-style set drop_last alone, so each pass over a
+    stream ended in a batch of 4 (half the in-batch negatives), and under 2 processes Accelerate's
+    IterableDatasetShard filled the last global batch up with rows of the first one (false negatives)."""
+    from accelerate.data_loader import prepare_data_loader
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    rows = random_sentences(20)
+    trainer = _trainer_on(SimCSEModel.from_encoder(str(tiny_bert_dir)), rows, tmp_path, tok)
+    if processes == 2:  # the loader as process 1 of 2 gets it (each process reads the stream, keeps its share)
+        trainer.accelerator.prepare = partial(prepare_data_loader, num_processes=2, process_index=1,
+                                              put_on_device=False, dispatch_batches=False)
+    batches = [batch["input_ids"][:, 0] for batch in trainer.get_train_dataloader()]
+    assert [len(batch) for batch in batches] == ([8, 8] if processes == 1 else [8])
+    firsts = [tok.decode(ids, skip_special_tokens=True) for batch in batches for ids in batch]
+    assert firsts == (rows[:16] if processes == 1 else rows[8:16])  # the remainder is left out, nothing repeated
+
+
+@pytest.mark.parametrize("rows", [0, 5])
+def test_a_stream_of_less_than_one_global_batch_is_refused_as_a_data_set_is(rows, tiny_bert_dir, tmp_path):
+    """It trained every step on the rows it had (5: batches of 5 instead of 8), or (0 rows) failed inside datasets
+    with a bare StopIteration; refused when the trainer is built, in the words of the data set's refusal."""
+    import datasets
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    texts = random_sentences(max(rows, 1))[:rows]
+    with pytest.raises(DataError) as streamed:
+        _trainer_on(SimCSEModel.from_encoder(str(tiny_bert_dir)), texts, tmp_path, tok)
+    with pytest.raises(DataError) as whole:
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), processing_class=tok,
+                           args=tiny_args(tmp_path / "out"), train_dataset=datasets.Dataset.from_dict({"text": texts}))
+    assert str(streamed.value) == str(whole.value)
+    assert ("is empty (no rows)" if rows == 0 else "has 5 rows, fewer than one global batch of 8") in str(whole.value)
+
+
+def test_a_method_that_cannot_stream_is_refused_a_stream_before_it_is_read(tiny_bert_dir, tmp_path):
+    """DiffCSE's unigram generator counted the tokens of the whole stream when the trainer was built (a stream
+    larger than memory never ended); refused as the command line refuses streaming=True, no row read."""
+    from hf_cse.models import DiffCSEModel
+    from hf_cse.streaming import check_streaming_arguments
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    read: list[str] = []
+    with pytest.raises(DataError) as refused:
+        _trainer_on(DiffCSEModel.from_encoder(str(tiny_bert_dir)), random_sentences(64), tmp_path, tok, read)
+    assert read == []
+    with pytest.raises(DataError) as on_the_command_line:
+        check_streaming_arguments(SimpleNamespace(streaming=True, train_files=None, train_weights=None),
+                                  _data_args(), 2, "diffcse")
+    assert str(refused.value) == str(on_the_command_line.value) == (
+        "streaming=True does not work with method='diffcse' (its unigram generator counts the whole corpus); drop "
+        "streaming=True.")

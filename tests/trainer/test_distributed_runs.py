@@ -92,6 +92,15 @@ def test_a_failed_export_after_training_is_raised_by_every_process(api_run, tiny
         assert result.get("error") == "CSEError: the export refused (a test's stand-in for a failed export)", result
 
 
+def test_a_stream_under_two_processes_trains_on_whole_global_batches_only(api_run, tiny_bert_dir, tmp_path):
+    """Accelerate's default for a stream under several processes (process 0 reads it and dispatches each global
+    batch) split the incomplete last batch of each pass: 2 rows per process (the loader had no drop_last)."""
+    _, train, _ = api_run
+    for result in _api_run(tiny_bert_dir, train, tmp_path / "run", tmp_path / "stream", "stream"):
+        assert "error" not in result, result["error"]
+        assert result["rows_per_step"] == [4, 4, 4, 4]
+
+
 @pytest.mark.parametrize("problem", ["missing_train_file", "finished_folder", "max_seq_length"])
 def test_a_refusal_under_two_processes_is_one_line(problem, api_run, tiny_bert_dir, tmp_path):
     """Every process checks the same flags, files and folder: the refusal was printed by each (two lines, at times
