@@ -49,6 +49,7 @@ from .trainer_options import (
     check_training_values,
     prepare_run,
     refuse_unsupported_arguments,
+    set_batch_copying,
 )
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
@@ -155,13 +156,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         self._collator_draws = CollatorDraws()  # each batch's draws its own, in workers too (hf_cse.collator_rng)
         self._log_window = LogWindow()  # a logging window across a checkpoint (hf_cse.log_window)
         self._flos_per_token: int | None = None
-        if training_args.dataloader_pin_memory and training_args.device.type == "cpu":
-            training_args.dataloader_pin_memory = False  # pinning speeds up copies to a GPU; torch warns without one
-        if training_args.dataloader_pin_memory and training_args.device.type == "cuda" and \
-                hasattr(training_args.accelerator_config, "non_blocking"):
-            # a blocking copy of the batch to the GPU waits for the previous step's kernels: the host could not queue
-            # the next step while the GPU works (pinned memory makes the non-blocking copy safe)
-            training_args.accelerator_config.non_blocking = True
+        set_batch_copying(training_args)
         self.dev: DevChange | None = None  # the dev score before and after training, once train() has run
         self.train_metrics: dict[str, float] = {}
         self._trained_in: str | None = None  # the output folder train() trained in (save_run finishes only that run)

@@ -358,3 +358,13 @@ def refuse_unsupported_arguments(given: dict[str, Any]) -> None:
         raise CSEError("ContrastiveTrainer takes model= (a built hf_cse method model), not model_init=, so "
                        "hyperparameter_search is not supported: build the model, e.g. "
                        "SimCSEModel.from_encoder(name_or_path), and pass model=, one trainer a trial.")
+
+
+def set_batch_copying(args) -> None:
+    """How batches reach the device: pinned memory only where it speeds up copies to a GPU (torch warns without
+    one), and there a non-blocking copy, which pinned memory makes safe: a blocking copy of the batch waits for the
+    previous step's kernels, so the host could not queue the next step while the GPU works."""
+    if args.dataloader_pin_memory and args.device.type == "cpu":
+        args.dataloader_pin_memory = False
+    if args.dataloader_pin_memory and args.device.type == "cuda" and hasattr(args.accelerator_config, "non_blocking"):
+        args.accelerator_config.non_blocking = True
