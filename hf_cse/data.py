@@ -105,7 +105,9 @@ def load_train_dataset(
             raise DataError(f"data set {dataset_name}: column {column!r} holds {kind} values, not sentences; pass "
                             f"text_column NAME of the text column (columns: {ds.column_names}).")
         ds = _only_text_column(ds, column)
+        rows = len(ds)
         ds = ds.filter(lambda ex: bool(ex["text"] and ex["text"].strip()))
+        _say_dropped(f"data set {dataset_name}", rows - len(ds), rows)
         if len(ds) == 0:
             raise DataError(f"data set {dataset_name} has no non-empty {column!r} rows in split {split!r}.")
         return ds
@@ -122,8 +124,16 @@ def load_train_dataset(
     else:
         ds = datasets.load_dataset("text", data_files=str(path), split="train", encoding="utf-8-sig")
     # one batched pass drops blank lines and strips the rest (a batched map may return fewer rows)
-    return ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]},
+    kept = ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]},
                   batched=True, desc="Dropping blank lines")
+    _say_dropped(path.name, len(ds) - len(kept), len(ds))
+    return kept
+
+
+def _say_dropped(source: str, dropped: int, rows: int) -> None:
+    """One line for the rows left out as empty (blank lines, empty or null cells): the count trained on is fewer."""
+    if dropped:
+        logger.info("%s: left out %d of %d rows as empty (blank lines, empty or null cells)", source, dropped, rows)
 
 
 def load_named_dataset(name: str, config_name: str | None, split: str, streaming: bool = False):

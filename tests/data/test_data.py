@@ -161,3 +161,18 @@ def test_a_data_set_saved_with_save_to_disk_is_read_as_dataset_name_and_a_folder
     streamed = load_training_text(SimpleNamespace(streaming=True, train_files=None), SimpleNamespace(
         train_file=None, dataset_name=str(tmp_path / "splits"), dataset_config_name=None, text_column=None), seed=0)
     assert [row["text"] for row in streamed] == ["a b", "c d", "e f"]
+
+
+@pytest.mark.slow  # two data sets loaded (~0.8 s)
+def test_rows_left_out_as_empty_are_counted_in_one_line(tmp_path, caplog):
+    """14 empty cells of 40 became "sentences=26" without a word (special-token-only rows were counted already)."""
+    import logging
+
+    (tmp_path / "cells.csv").write_text('text,label\nhello there,1\n,2\nfoo bar,3\n"",4\n')
+    (tmp_path / "rows.jsonl").write_text('{"text": "a b"}\n{"text": null}\n{"text": "c d"}\n')
+    with caplog.at_level(logging.INFO, logger="hf_cse.data"):
+        assert load_train_dataset(str(tmp_path / "cells.csv"))["text"] == ["hello there", "foo bar"]
+        assert load_train_dataset(str(tmp_path / "rows.jsonl"))["text"] == ["a b", "c d"]
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert said == ["cells.csv: left out 2 of 4 rows as empty (blank lines, empty or null cells)",
+                        "rows.jsonl: left out 1 of 3 rows as empty (blank lines, empty or null cells)"]
