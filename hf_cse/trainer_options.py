@@ -312,12 +312,37 @@ def check_rows_for_a_batch(train_dataset, args, read_stream: bool = False) -> No
     if _streamed(train_dataset):
         if not read_stream:
             return
-        rows = sum(1 for _ in islice(train_dataset, size))
+        first = list(islice(train_dataset, size))
+        rows = len(first)
+        check_enough_rows(rows, size, "the training set", unit="rows")
+        _check_stream_repeats(first)
+        return
     elif train_dataset is not None and hasattr(train_dataset, "__len__"):
         rows = len(train_dataset)
     else:
         return
     check_enough_rows(rows, size, "the training set", unit="rows")
+
+
+def _check_stream_repeats(batch: list) -> None:
+    """A stream's first global batch, as a sample of it: the no-duplicates sampler does not apply to a stream, so a
+    text repeated in a batch is its own negative. All one text is refused (there is nothing to contrast); repeats
+    are said."""
+    def key(row):
+        value = row.get("text", row.get("input_ids")) if isinstance(row, dict) else None
+        return tuple(value) if isinstance(value, list) else value
+
+    keys = [key(row) for row in batch]
+    if None in keys:
+        return
+    distinct = len(set(keys))
+    if distinct == 1 and len(keys) > 1:
+        raise CSEError(f"the training stream's first {len(keys)} rows are all one text: each would be the others' "
+                       "negative, and nothing is learnt. Streams are not de-duplicated: use varied data.")
+    if distinct < len(keys):
+        logger.warning("the training stream repeats texts (%d distinct in its first %d rows): streams are not "
+                       "de-duplicated, so a repeated text is its own negative in a batch; de-duplicate the data, or "
+                       "train without streaming (the no-duplicates sampler applies)", distinct, len(keys))
 
 
 def check_dev_ready(evaluators, args) -> None:

@@ -516,6 +516,22 @@ def test_a_stream_of_less_than_one_global_batch_is_refused_as_a_data_set_is(rows
     assert ("is empty (no rows)" if rows == 0 else "has 5 rows, fewer than one global batch of 8") in str(whole.value)
 
 
+def test_a_stream_of_one_text_is_refused_and_repeats_are_said(tiny_bert_dir, tmp_path, caplog):
+    """40 copies of one line trained without a word when streamed (every negative the anchor's twin); the same file
+    read whole is refused. Streams are not de-duplicated: repeats in the first global batch are said."""
+    import logging
+
+    from hf_cse.errors import CSEError
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    with pytest.raises(CSEError, match=r"^the training stream's first 8 rows are all one text"):
+        _trainer_on(model, ["the same line"] * 40, tmp_path, tok)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.trainer_options"):
+        _trainer_on(model, random_sentences(7) + random_sentences(7)[:1] + random_sentences(30), tmp_path, tok)
+    assert "the training stream repeats texts (7 distinct in its first 8 rows)" in caplog.text
+
+
 def test_a_method_that_cannot_stream_is_refused_a_stream_before_it_is_read(tiny_bert_dir, tmp_path):
     """DiffCSE's unigram generator counted the tokens of the whole stream when the trainer was built (a stream
     larger than memory never ended); refused as the command line refuses streaming=True, no row read."""
