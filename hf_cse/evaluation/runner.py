@@ -86,6 +86,18 @@ def parse_tasks(spec: str | Sequence[str]) -> list[str]:
     return out
 
 
+def scoring_environment(device) -> dict[str, str]:
+    """Where the scores were computed: figures move in the last digits with the device and the libraries' versions
+    (docs/evaluation.md), so a results file says which (never compared when an evaluation is finished later)."""
+    import torch
+    import transformers
+
+    from .. import __version__
+
+    return {**({"device": str(device)} if device is not None else {}), "hf_cse": __version__,
+            "torch": torch.__version__, "transformers": transformers.__version__}
+
+
 def load_task_data(tasks: str | Sequence[str], data_dir=None, source: Source = "local", mode: Mode = "test") -> None:
     """Read every file ``tasks`` need, so a missing or malformed file (``SentEvalDataError``) or an unreachable Hub
     data set fails before any encoding. The readers cache what they parse: the evaluation does not read twice."""
@@ -163,6 +175,7 @@ def evaluate(
         "senteval_data_dir": resolved_path(data_dir),
         "sts_metric": "Spearman x 100 of cosine similarity",
         "transfer_metric": "accuracy x 100" + (" (dev)" if mode == "dev" else " (test)"),
+        "environment": scoring_environment(getattr(encoder, "device", None)),
     }
     results = EvalResults(model=describe.get("model"), details=details, settings=settings, timing=timing)
     finished: set[str] = set()

@@ -280,3 +280,19 @@ def test_dev_mode_with_only_sts12_to_16_is_refused_before_anything_is_encoded(tm
         evaluate(enc, ["STS12", "STS16"], root, mode="dev")
     assert enc.calls == []
     assert evaluate(enc, ["STS12", "STSBenchmark"], root, mode="dev")[0].to_dict()["STSBenchmark"] is not None
+
+
+def test_the_results_say_where_they_were_computed(tmp_path):
+    """Scores move in the last digits with the device and the libraries (82.03485 on an H100, 82.03247 on a CPU for
+    one model): a results file said neither."""
+    import torch
+    import transformers
+
+    from hf_cse import __version__
+    from hf_cse.evaluation.runner import evaluate
+
+    enc = FakeEncoder()
+    enc.device = torch.device("cpu")
+    settings = evaluate(enc, ["STSBenchmark"], write_toy_senteval(tmp_path / "se"))[0].settings
+    assert settings["environment"] == {"device": "cpu", "hf_cse": __version__, "torch": torch.__version__,
+                                       "transformers": transformers.__version__}
