@@ -27,6 +27,7 @@ from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_numb
     check_layout,
     check_text_column_applies,
     is_number,
+    no_sentences_error,
     read_json_sentences,
     table_text_column,
 )
@@ -66,7 +67,7 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
         lines = text.splitlines()
     sentences = [s.strip() for s in lines if s and s.strip()]
     if not sentences:
-        raise DataError(f"{path} contains no sentences (empty or blank lines only).")
+        raise no_sentences_error(path)
     return sentences
 
 

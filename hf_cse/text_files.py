@@ -37,12 +37,19 @@ def check_sentences_file_start(path: Path, text_column: str | None) -> None:
     encoding, ``text_column``, its layout, a table's column): made before the training stack is imported, so that
     these mistakes cost no seconds. The reader checks the whole file again."""
     text = read_head(path, "train_file")
+    if not text.strip() and path.stat().st_size <= HEAD_BYTES:  # the whole file read: nothing in it
+        raise no_sentences_error(path)
     check_text_column_applies(path, text_column)
     check_layout(path, text)
     lines = text.splitlines()
     if path.suffix.lower() in TABLE_SUFFIXES and lines:
         header = next(iter(table_rows(lines[0], path)), [])  # a blank first line: no header
         table_text_column(path, [name.strip() for name in header], text_column)
+    check_json_head(path, text, text_column)  # a record without the field, with its line
+
+
+def no_sentences_error(path: Path) -> DataError:
+    return DataError(f"{path} contains no sentences (empty or blank lines only).")
 
 
 #: separators a .csv may have been written with instead of commas (a spreadsheet in a decimal-comma locale: ";")

@@ -247,6 +247,8 @@ SENTENCE_FILE_MISTAKES = {  # name, content, flags: what the reader refuses at t
     "named.tsv": ("id\tsentence\n1\ta sentence\n", ["--text_column", "text"]),
     "records.txt": ('{"text": "a sentence"}\n{"text": "another one"}\n', []),
     "packed.txt": (b"\x1f\x8b\x08\x00 compressed", []),
+    "blank.txt": ("\n \n", []),  # these two were refused ~20 s in, after torch was imported
+    "fields.jsonl": ('{"sentence": "a sentence"}\n', []),
 }
 
 
