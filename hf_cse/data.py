@@ -31,7 +31,7 @@ from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_numb
     read_json_sentences,
     table_text_column,
 )
-from .tokenizer_match import check_tokenized_length
+from .tokenizer_match import check_tokenized_length, warn_cut_alike
 
 logger = logging.getLogger(__name__)
 
@@ -197,8 +197,10 @@ def tokenize_dataset(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int
     def tok(batch):
         return tokenizer(sentences_of(batch, "text", prompt), truncation=True, max_length=max_seq_length)
 
-    tokenized = ds.map(tok, batched=True, num_proc=num_proc, desc="Tokenizing")
-    return drop_special_only(tokenized, tokenizer, num_proc).remove_columns(
+    tokenized = drop_special_only(ds.map(tok, batched=True, num_proc=num_proc, desc="Tokenizing"), tokenizer,
+                                  num_proc)
+    warn_cut_alike(tokenized, max_seq_length)
+    return tokenized.remove_columns(
         [c for c in ds.column_names if not (keep_text and c == "text")])
 
 

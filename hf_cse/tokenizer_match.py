@@ -1,9 +1,9 @@
 """Whether a tokenizer fits the run: the room a ``max_seq_length`` leaves for the text beside the special tokens and
-the prompt (:func:`check_room_for_text`), and whether it is the encoder's (:func:`check_training_tokenizer`): every
-token of the tokenizer saved with the encoder keeps its id (tokens added beside them are fine). A tokenizer of
-another model whose ids still fit the embedding matrix (a small vocabulary given to a large model) reads the wrong
-embedding rows, and training, scoring and export go on silently on nonsense; ids past the matrix are refused
-elsewhere (:mod:`hf_cse.data_checks`)."""
+the prompt (:func:`check_room_for_text`), sentences it cuts to the same tokens (:func:`warn_cut_alike`), and
+whether it is the encoder's (:func:`check_training_tokenizer`): every token of the tokenizer saved with the encoder
+keeps its id (tokens added beside them are fine). A tokenizer of another model whose ids still fit the embedding
+matrix (a small vocabulary given to a large model) reads the wrong embedding rows, and training, scoring and export
+go on silently on nonsense; ids past the matrix are refused elsewhere (:mod:`hf_cse.data_checks`)."""
 
 from __future__ import annotations
 
@@ -99,3 +99,25 @@ def check_tokenized_length(tokenizer: PreTrainedTokenizerBase, max_seq_length, p
     if problem:
         raise DataError(f"{problem}.", fields=("max_seq_length",))
     check_room_for_text(tokenizer, max_seq_length, prompt)
+
+
+#: the share of the training sentences cut to another's tokens above which the run says so
+CUT_ALIKE_SHARE = 0.01
+
+
+def warn_cut_alike(tokenized, max_seq_length: int) -> int:
+    """Sentences that differ but are cut to the same tokens by ``max_seq_length`` (a short length: "the cat sat" and
+    "the cat ran" both become "[CLS] the [SEP]" at 3) are one input: each other's false negatives in a batch, which
+    the no-duplicates sampler, comparing texts, does not keep apart. Said in one warning when more than
+    :data:`CUT_ALIKE_SHARE` of the rows are; returns their count. Reads only the rows cut at the length."""
+    texts_of: dict[int, set[int]] = {}
+    for batch in tokenized.select_columns(["text", "input_ids"]).iter(batch_size=10_000):
+        for text, ids in zip(batch["text"], batch["input_ids"]):
+            if len(ids) >= max_seq_length:
+                texts_of.setdefault(hash(tuple(ids)), set()).add(hash(text))
+    alike = sum(len(texts) for texts in texts_of.values() if len(texts) > 1)
+    if alike > CUT_ALIKE_SHARE * max(len(tokenized), 1):
+        logger.warning("max_seq_length %d cuts %d of %d training sentences to the same tokens as another sentence: "
+                       "each such pair is one input, a false negative of itself in a batch; raise max_seq_length "
+                       "(the papers use 32)", max_seq_length, alike, len(tokenized))
+    return alike

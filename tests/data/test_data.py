@@ -176,3 +176,23 @@ def test_rows_left_out_as_empty_are_counted_in_one_line(tmp_path, caplog):
     said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
     assert said == ["cells.csv: left out 2 of 4 rows as empty (blank lines, empty or null cells)",
                         "rows.jsonl: left out 1 of 3 rows as empty (blank lines, empty or null cells)"]
+
+
+@pytest.mark.slow  # two tokenizations (~0.9 s)
+def test_sentences_cut_to_the_same_tokens_are_said(tiny_bert_dir, caplog):
+    """max_seq_length 3 made 300 sentences 148 distinct inputs (56 of them "[CLS] the [SEP]") without a word: each
+    a false negative of its twins, which the sampler, comparing texts, does not keep apart."""
+    import logging
+
+    import datasets
+    from transformers import AutoTokenizer
+
+    from hf_cse.data import tokenize_dataset
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    ds = datasets.Dataset.from_dict({"text": [f"the {word} sat on a mat" for word in ("cat", "dog", "fox", "owl")]})
+    with caplog.at_level(logging.WARNING, logger="hf_cse.tokenizer_match"):
+        tokenize_dataset(ds, tok, max_seq_length=32)
+        assert "cuts" not in caplog.text
+        tokenize_dataset(ds, tok, max_seq_length=3)
+    assert "max_seq_length 3 cuts 4 of 4 training sentences to the same tokens as another sentence" in caplog.text
