@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from .data_sources import load_named_dataset
 from .files import (
     DataError,
     check_train_file,
@@ -135,26 +136,6 @@ def _say_dropped(source: str, dropped: int, rows: int) -> None:
     """One line for the rows left out as empty (blank lines, empty or null cells): the count trained on is fewer."""
     if dropped:
         logger.info("%s: left out %d of %d rows as empty (blank lines, empty or null cells)", source, dropped, rows)
-
-
-def load_named_dataset(name: str, config_name: str | None, split: str, streaming: bool = False):
-    """``datasets.load_dataset(name, ...)``'s split, or, for a folder ``Dataset.save_to_disk`` wrote (which
-    ``load_dataset`` refuses, naming ``load_from_disk``), that data set: its ``split`` where it holds several."""
-    import datasets
-
-    folder = Path(name).expanduser()
-    if not (folder / "state.json").is_file() and not (folder / "dataset_dict.json").is_file():
-        return datasets.load_dataset(name, config_name, split=split, streaming=streaming)
-    if config_name:
-        raise DataError(f"dataset_name {name} is a data set saved with save_to_disk, which has no configurations; "
-                        "drop dataset_config_name.")
-    ds = datasets.load_from_disk(str(folder))
-    if isinstance(ds, datasets.DatasetDict):
-        if split not in ds:
-            raise DataError(f"dataset_name {name} holds the splits {', '.join(ds)}, not {split!r}: save the split to "
-                            "train on alone (ds[split].save_to_disk(folder)).")
-        ds = ds[split]
-    return ds.to_iterable_dataset() if streaming else ds
 
 
 def with_prompt(texts: list[str], prompt: str | None) -> list[str]:

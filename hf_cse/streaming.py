@@ -41,11 +41,11 @@ from .data import (
     check_text_column_applies,
     is_empty_cell,
     is_number,
-    load_named_dataset,
     load_train_dataset,
     pair_columns,
     sentences_of,
 )
+from .data_sources import load_named_dataset
 from .files import (
     HEAD_BYTES,
     check_text_head,
