@@ -40,7 +40,9 @@ def average_label(tasks: Sequence[str]) -> str:
         return STS_AVG_LABEL
     if set(tasks) == set(TRANSFER_TASKS):
         return TRANSFER_AVG_LABEL
-    return f"Avg ({', '.join(TABLE_NAMES.get(t, t) for t in tasks)})"
+    order = {task: i for i, task in enumerate((*STS_TASKS, *TRANSFER_TASKS))}  # the tables' order, however run
+    ordered = sorted(tasks, key=lambda t: order.get(t, len(order)))
+    return f"Avg ({', '.join(TABLE_NAMES.get(t, t) for t in ordered)})"
 
 
 def score_text(key: str, value: float | None) -> str:

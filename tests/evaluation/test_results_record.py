@@ -109,6 +109,8 @@ def test_a_relative_senteval_folder_is_recorded_as_the_folder_it_names(tmp_path,
     (("STSBenchmark",), "Avg (STS-B)"),
     (D.TRANSFER_TASKS, "Transfer Avg."),
     (("MR", "SST2"), "Avg (MR, SST)"),
+    (("CR", "MRPC", "TREC"), "Avg (CR, TREC, MRPC)"),  # the tables' order, however the tasks ran
+    (("SICKRelatedness", "STS12"), "Avg (STS12, SICK-R)"),
 ])
 def test_average_labels(tasks, label):
     assert average_label(tasks) == label
