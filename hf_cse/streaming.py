@@ -55,7 +55,7 @@ from .files import (
     table_loader_args,
 )
 from .hub_reach import offline_if_unreachable
-from .text_files import check_json_head, find_unreadable_line
+from .text_files import check_json_head, check_table_header, find_unreadable_line
 
 #: rows of a source whose text column is checked (types, numbers) before training
 HEAD_ROWS = 100
@@ -92,7 +92,8 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     if data_args.pair_column:  # before the file's start is checked as text (a .txt of pairs: no column names)
         check_pair_source(data_args.train_file, data_args.dataset_name)
     if data_args.train_file:  # read lazily too: a missing file or a folder would fail deep in datasets
-        _check_start(check_train_file(data_args.train_file), "train_file", data_args.text_column)
+        _check_start(check_train_file(data_args.train_file), "train_file", data_args.text_column,
+                     sentences=not data_args.pair_column)
     if max_steps is None or max_steps <= 0:
         raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")
@@ -112,10 +113,13 @@ def check_method_streams(method_cls: type) -> None:
                         f"({method_cls.why_no_streaming}); drop streaming=True.")
 
 
-def _check_start(path: Path, flag: str, text_column: str | None) -> None:
-    """The checks of a file read whole, on the start of one read lazily: its bytes, its layout, its JSON records."""
+def _check_start(path: Path, flag: str, text_column: str | None, sentences: bool = True) -> None:
+    """The checks of a file read whole, on the start of one read lazily: its bytes, its layout, a table's text column
+    (``sentences``: not a file of pair rows, whose columns are named otherwise), its JSON records."""
     text = check_text_head(path, flag)
     check_layout(path, text)
+    if sentences:
+        check_table_header(path, text, text_column)
     check_json_head(path, text, text_column)
 
 
@@ -280,7 +284,7 @@ def load_pair_stream(data_args):
         source = f"data set {data_args.dataset_name}"
         ds = _read_checked(ds, partial(_dataset_unreadable, data_args.dataset_name))
     else:
-        _check_start(path, "train_file", None)
+        _check_start(path, "train_file", None, sentences=False)
         ds = datasets.load_dataset("csv", data_files=str(path), split="train", streaming=True,
                                    **table_loader_args(path))
         source = str(path)

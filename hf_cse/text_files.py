@@ -23,10 +23,19 @@ def check_text_column_applies(path: Path, text_column: str | None) -> None:
                         "line, no columns). Drop text_column, or give a .csv/.tsv/.json/.jsonl file.")
 
 
+#: words from which a lone column's name is taken for a sentence (a file without a header)
+HEADER_WORDS = 4
+
+
 def table_text_column(path: Path, columns: list[str], text_column: str | None) -> str:
     """The column of a ``.csv``/``.tsv`` file with header ``columns`` that holds the sentences: ``text_column``,
     else the only column, else ``text``."""
     column = text_column or (columns[0] if len(columns) == 1 else "text")
+    if not text_column and len(columns) == 1 and len(column.split()) >= HEADER_WORDS:
+        # a file without a header: its first sentence would be taken for the column's name, and never trained on
+        raise DataError(f"{path}: the header {column!r:.60} reads like a sentence (a .csv/.tsv's first line names its "
+                        "columns and is not trained on): add a header line (e.g. text), or, one sentence per line, "
+                        "name the file .txt.")
     if column not in columns:
         raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass text_column NAME.")
     return column
@@ -41,11 +50,17 @@ def check_sentences_file_start(path: Path, text_column: str | None) -> None:
         raise no_sentences_error(path)
     check_text_column_applies(path, text_column)
     check_layout(path, text)
+    check_table_header(path, text, text_column)
+    check_json_head(path, text, text_column)  # a record without the field, with its line
+
+
+def check_table_header(path: Path, text: str, text_column: str | None) -> None:
+    """A ``.csv``/``.tsv`` file's header, the first line of ``text`` (its start), names the text column
+    (:func:`table_text_column`); nothing to check in a file of another kind."""
     lines = text.splitlines()
     if path.suffix.lower() in TABLE_SUFFIXES and lines:
         header = next(iter(table_rows(lines[0], path)), [])  # a blank first line: no header
         table_text_column(path, [name.strip() for name in header], text_column)
-    check_json_head(path, text, text_column)  # a record without the field, with its line
 
 
 def no_sentences_error(path: Path) -> DataError:

@@ -101,6 +101,10 @@ MISLAID = {
     "train.ndjson": ("".join(json.dumps({"text": s}) + "\n" for s in SENTENCES), r"Name it \.jsonl"),
     "semicolons.csv": ("id;text\n" + "".join(f"{i};{s}\n" for i, s in enumerate(SENTENCES)),
                        r"header 'id;text' is one column with semicolons in it.*Save it comma-separated\."),
+    # no header: its first sentence was taken for the column's name and never trained on
+    "headless.csv": ("".join(f"{s}\n" for s in SENTENCES),
+                     r"headless\.csv: the header '.*' reads like a sentence .*add a header line \(e\.g\. text\), "
+                     r"or, one sentence per line, name the file \.txt\.$"),
     "tabs.csv": ("id\ttext\n" + "".join(f"{i}\t{s}\n" for i, s in enumerate(SENTENCES)),
                  r"one column with tabs in it.*Save it comma-separated or name it \.tsv\."),
     # id<TAB>sentence or sentence<TAB>label named .txt: the ids / labels and the tabs would be trained on
