@@ -85,10 +85,20 @@ class TrainingBatches(Trainer):
         """An iterable training set's loader, of whole batches only. transformers passes ``dataloader_drop_last`` to
         the loaders of map-style data sets alone, and Accelerate reads ``drop_last`` from the loader it prepares: each
         pass over a stream ended in a smaller batch (fewer in-batch negatives), and under several processes
-        Accelerate's ``IterableDatasetShard`` filled it up with rows of the pass's first batch."""
+        Accelerate's ``IterableDatasetShard`` filled it up with rows of the pass's first batch.
+
+        The loader yields global batches, which Accelerate splits (``split_batches``): by default process 0 read one
+        batch per process and joined them, which failed once the collator had padded them to different lengths.
+        Split, each global batch is one collation of the rows a single process with that batch trains on, padded to
+        its longest row only (padding every batch to max_seq_length would join them, at the cost of every step)."""
         collator = seams.collator_with_removed_columns(self, self.data_collator, "Training")
-        return self._prepared_loader(self.train_dataset, collator, batch_size=seams.train_batch_size(self),
-                                     drop_last=True)
+        config = self.accelerator.dataloader_config
+        asked, config.split_batches = config.split_batches, True
+        try:
+            return self._prepared_loader(self.train_dataset, collator, drop_last=True, batch_size=global_batch_size(
+                seams.train_batch_size(self), self.args.world_size))
+        finally:
+            config.split_batches = asked
 
     def _prepared_loader(self, dataset, collator, **batching):
         """The loader of ``dataset`` with the arguments' loader settings and ``batching``, prepared by Accelerate

@@ -6,7 +6,9 @@ Modes: ``train`` trains a few steps with checkpoints (process 1 saves its RNG st
 marked the checkpoint complete; ``again`` starts a second, new run into the same folder, which every process must
 refuse (an error on process 0 alone would leave process 1 training by itself, waiting for the other forever);
 ``export_fails`` trains and saves, and the export after training (process 0's) fails; ``stream`` trains on a stream
-of 20 rows (per pass, 2 whole global batches of 8 and 4 rows over) and records each step's rows on each process;
+of 20 rows of 4 to 8 tokens (per pass, 2 whole global batches of 8 and 4 rows over) and records each step's rows
+(their first view's token ids, without padding) on each process (``--batch_size 8`` without torchrun: the single
+process with the global batch);
 ``killed`` trains with process 1 killed (SIGKILL) after checkpoint-2, and ``resume`` resumes such a run
 (``resume_from_checkpoint=True``).
 """
@@ -71,6 +73,7 @@ def main() -> None:
     parser.add_argument("--train_file", required=True)
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--batch_size", type=int, default=4)
     parser.add_argument("--mode", choices=("train", "again", "export_fails", "stream", "killed", "resume"),
                         required=True)
     args = parser.parse_args()
@@ -82,13 +85,14 @@ def main() -> None:
     if args.mode == "stream":  # tokenized by the trainer
         from helpers import long_sentences
 
-        # rows of one length: Accelerate's dispatch of a stream concatenates per-device batches, each padded apart
-        train = Dataset.from_dict({"text": long_sentences(20, 6)}).to_iterable_dataset()
+        # each per-device batch of 4 rows longer than the one before: the collator pads each batch to its own length
+        texts = [long_sentences(1, 2 + i // 4, seed=i)[0] for i in range(20)]
+        train = Dataset.from_dict({"text": texts}).to_iterable_dataset()
     set_seed(7)  # the projection head's initial weights: the same in every launch (hf-cse-train seeds here too)
     model = SimCSEModel.from_encoder(args.model_dir)
     training_args = ContrastiveTrainingArguments(
-        output_dir=args.output_dir, use_cpu=True, per_device_train_batch_size=4, max_steps=4, save_strategy="steps",
-        save_steps=2, logging_steps=1, report_to="none", disable_tqdm=True, seed=7)
+        output_dir=args.output_dir, use_cpu=True, per_device_train_batch_size=args.batch_size, max_steps=4,
+        save_strategy="steps", save_steps=2, logging_steps=1, report_to="none", disable_tqdm=True, seed=7)
     files = CheckpointFiles()
     result: dict = {"rank": rank}
     if args.mode == "export_fails":  # the export, on process 0, refuses (as a full disk or a Hub push would fail)
@@ -106,7 +110,7 @@ def main() -> None:
             steps = result["rows_per_step"] = []
             compute_loss = trainer.compute_loss
             trainer.compute_loss = lambda model, inputs, *rest, **kw: (
-                steps.append(len(inputs["input_ids"])) or compute_loss(model, inputs, *rest, **kw))
+                steps.append(_rows(inputs)) or compute_loss(model, inputs, *rest, **kw))
         trainer.train(resume_from_checkpoint=args.mode == "resume" or None)
         trainer.save_run()
         result["complete_when_marked"] = files.seen
@@ -115,6 +119,11 @@ def main() -> None:
         result["error"] = f"{type(err).__name__}: {err}"
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / f"rank{rank}.json").write_text(json.dumps(result))
+
+
+def _rows(inputs: dict) -> list[list[int]]:
+    """A batch's rows: the token ids of each one's first view, without its padding."""
+    return [ids[mask.bool()].tolist() for ids, mask in zip(inputs["input_ids"][:, 0], inputs["attention_mask"][:, 0])]
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,13 +93,25 @@ def test_a_failed_export_after_training_is_raised_by_every_process(api_run, tiny
         assert result.get("error") == "CSEError: the export refused (a test's stand-in for a failed export)", result
 
 
-def test_a_stream_under_two_processes_trains_on_whole_global_batches_only(api_run, tiny_bert_dir, tmp_path):
+def test_a_stream_under_two_processes_trains_on_the_global_batches_of_one_process(api_run, tiny_bert_dir, tmp_path):
     """Accelerate's default for a stream under several processes (process 0 reads it and dispatches each global
-    batch) split the incomplete last batch of each pass: 2 rows per process (the loader had no drop_last)."""
+    batch) split the incomplete last batch of each pass: 2 rows per process (the loader had no drop_last). And it
+    joined the per-device batches, each padded to its own longest row: rows of another length in each ended the
+    run at the first step (RuntimeError: Sizes of tensors must match)."""
     _, train, _ = api_run
-    for result in _api_run(tiny_bert_dir, train, tmp_path / "run", tmp_path / "stream", "stream"):
+    ranks = _api_run(tiny_bert_dir, train, tmp_path / "run", tmp_path / "stream", "stream")
+    for result in ranks:
         assert "error" not in result, result["error"]
-        assert result["rows_per_step"] == [4, 4, 4, 4]
+        assert [len(rows) for rows in result["rows_per_step"]] == [4, 4, 4, 4]
+    single = _run([sys.executable, str(API_WORKER), "--model_dir", str(tiny_bert_dir), "--train_file", str(train),
+                   "--output_dir", str(tmp_path / "one"), "--out", str(tmp_path / "single"), "--mode", "stream",
+                   "--batch_size", "8"], tmp_path)
+    assert single.returncode == 0, (single.stdout + single.stderr)[-3000:]
+    alone = json.loads((tmp_path / "single" / "rank0.json").read_text())
+    assert "error" not in alone, alone["error"]
+    joined = [mine + theirs for mine, theirs in zip(ranks[0]["rows_per_step"], ranks[1]["rows_per_step"])]
+    assert joined == alone["rows_per_step"]
+    assert all(len({tuple(row) for row in rows}) == 8 for rows in joined)
 
 
 @pytest.mark.parametrize("problem", ["missing_train_file", "finished_folder", "max_seq_length"])
