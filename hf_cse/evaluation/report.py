@@ -20,7 +20,7 @@ from .figures import plot_alignment_uniformity, plot_cosine_buckets, plot_score_
 from .mteb_tasks import MTEB_FOLDER_MARK
 from .results import GEOMETRY_KEYS, RETRIEVAL_KEYS, EvalResults, model_labels, score_text, short_name
 from .sts import format_sts_table
-from .transfer import format_transfer_table
+from .transfer import TRANSFER_MODE_WORDS, format_transfer_table
 
 
 def report_files(folder) -> list[Path]:
@@ -99,7 +99,8 @@ def markdown_report(results: Sequence[EvalResults]) -> str:
         rows = [[n] + [_fmt(r.sts.get(t)) for t in STS_TASKS] + [_fmt(r.sts_avg)] for n, r in zip(names, results)]
         out += [_md_table(header, rows), "", *notes]
     if any(r.transfer for r in results):
-        out += ["## Transfer (accuracy x 100)", ""]
+        mode = (results[0].settings or {}).get("mode", "test")
+        out += [f"## Transfer (accuracy x 100; {TRANSFER_MODE_WORDS.get(mode, mode)})", ""]
         avg, notes = _avg_header({n: r.transfer_avg_label for n, r in zip(names, results) if r.transfer})
         header = ["model"] + [TABLE_NAMES[t] for t in TRANSFER_TASKS] + [avg]
         rows = [[n] + [_fmt(r.transfer.get(t)) for t in TRANSFER_TASKS] + [_fmt(r.transfer_avg)]

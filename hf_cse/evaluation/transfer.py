@@ -74,6 +74,12 @@ __all__ = [  # the classifier (hf_cse.evaluation.logreg) is part of this module'
 
 
 # --------------------------------------------------------------------------------------------- protocols
+#: how a transfer table says the classifier and split it was scored with (the modes above)
+TRANSFER_MODE_WORDS = {"test": "test accuracy, the papers' 10-fold classifier",
+                       "fast": "test accuracy, the fast 5-fold classifier (SimCSE's fasttest), not the papers'",
+                       "dev": "dev accuracy, the fast 5-fold classifier"}
+
+
 def _folds(y: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
     return list(skf.split(np.zeros(len(y)), y))

@@ -139,6 +139,16 @@ def test_results_md_and_the_printout_label_the_averages():
     assert f"{two.sts_avg:.2f}" in text
 
 
+def test_a_transfer_table_says_which_classifier_and_split_scored_it():
+    """results.md's heading was "Transfer (accuracy x 100)" whatever the mode: the fast 5-fold classifier's figures
+    read as the papers' (only settings.mode in results.json told them apart)."""
+    record = _record((), ("CR", "MRPC"))
+    assert "## Transfer (accuracy x 100; test accuracy, the papers' 10-fold classifier)" in markdown_report([record])
+    record.settings = {"mode": "fast"}
+    assert "## Transfer (accuracy x 100; test accuracy, the fast 5-fold classifier (SimCSE's fasttest), not the " \
+           "papers')" in markdown_report([record])
+
+
 def test_models_that_share_a_folder_name_get_distinct_labels_in_results_md():
     """Two runs' checkpoint-500 (or their sentence-transformers exports) side by side: each row says which it is."""
     runs = [_record(("STSBenchmark",), model=m) for m in ("out/run1/checkpoint-500", "/x/out/run2/checkpoint-500",
