@@ -99,17 +99,22 @@ def seq_length_problem(max_seq_length: int, limit: int | None, encoder: str = ""
     return None
 
 
+def transformer_module_path(modules: Any) -> str | None:
+    """The path of a sentence-transformers model's Transformer module, read from its ``modules.json`` ("" for the
+    model's root); None where there is none (a plain Hugging Face encoder, no ``modules.json``)."""
+    for module in modules if isinstance(modules, list) else []:
+        if isinstance(module, Mapping) and str(module.get("type", "")).endswith("Transformer"):
+            return str(module.get("path") or "")
+    return None
+
+
 def own_max_seq_length(name_or_path: str, revision: str | None = None) -> int | None:
     """The truncation length a sentence-transformers model folder / Hub repo is served with (its Transformer
     module's ``sentence_bert_config.json``, or the tokenizer's ``model_max_length`` where sentence-transformers 6
     keeps it): all-MiniLM-L6-v2 says 256 of its 512 positions. None for a plain Hugging Face encoder."""
-    modules = read_model_json(str(name_or_path), "modules.json", revision)
-    if not isinstance(modules, list):
+    folder = transformer_module_path(read_model_json(str(name_or_path), "modules.json", revision))
+    if folder is None:
         return None
-    transformer = [m for m in modules if isinstance(m, Mapping) and str(m.get("type", "")).endswith("Transformer")]
-    if not transformer:
-        return None
-    folder = str(transformer[0].get("path") or "")
     for filename, key in (("sentence_bert_config.json", "max_seq_length"), ("tokenizer_config.json",
                                                                          "model_max_length")):
         settings = read_model_json(str(name_or_path), f"{folder}/{filename}" if folder else filename, revision)

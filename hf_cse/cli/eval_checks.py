@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..checks import InputError
-from ..encoders import read_model_json
+from ..encoders import read_model_json, transformer_module_path
 from ..output_folder import TOKENIZER_MARKERS
 from .preflight import check_max_seq_length
 
@@ -28,15 +28,7 @@ def _folder_json(folder: Path, filename: str):
 def transformer_folder(folder: Path) -> Path:
     """The folder holding the encoder's config and tokenizer: a sentence-transformers model's Transformer module
     (``modules.json``), else the folder itself."""
-    return folder / _transformer_path(_folder_json(folder, "modules.json"))
-
-
-def _transformer_path(modules) -> str:
-    """The path of a sentence-transformers model's Transformer module (its ``modules.json``), "" for the root."""
-    for module in modules if isinstance(modules, list) else []:
-        if isinstance(module, dict) and str(module.get("type", "")).endswith("Transformer"):
-            return str(module.get("path") or "")
-    return ""
+    return folder / (transformer_module_path(_folder_json(folder, "modules.json")) or "")
 
 
 def _the_encoders(config) -> dict | None:
@@ -53,7 +45,7 @@ def _encoder_config(folder: Path) -> dict | None:
 def _hub_encoder_config(name: str) -> dict | None:
     """The encoder's config of a Hub model, its JSON files read alone (small downloads, no weights); None offline or
     where there is none."""
-    sub = _transformer_path(read_model_json(name, "modules.json"))
+    sub = transformer_module_path(read_model_json(name, "modules.json"))
     return _the_encoders(read_model_json(name, f"{sub}/config.json" if sub else "config.json"))
 
 

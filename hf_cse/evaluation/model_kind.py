@@ -34,7 +34,7 @@ def check_pooler_layer_loaded(name_or_path: str, pooler: str | None, missing_key
     transformers initialises a missing one at random, and the score would change from one run to the next."""
     from ..models.pooling import applies_projector
 
-    missing = sorted(key for key in missing_keys if key.split(".")[0] == "pooler" or ".pooler." in f".{key}")
+    missing = sorted(key for key in missing_keys if ".pooler." in f".{key}")
     if pooler is not None and applies_projector(pooler) and missing:
         raise CSEError(f"pooler cls reads the pooler layer of {name_or_path}, whose weights it does not hold "
                        f"({missing[0]}, ...: they would be drawn at random, a score of no model): use pooler "
