@@ -114,6 +114,7 @@ class DevScoring(Trainer):
             )
         from accelerate.utils import broadcast_object_list
 
+        from .evaluation.dev import scoring_dev
         from .evaluation.encoder import SentenceEncoder
         from .evaluation.evaluators import describe_evaluator, run_evaluator
 
@@ -127,12 +128,13 @@ class DevScoring(Trainer):
             # a wait of its own; how it encodes, for run_eval to give the same figure (its precision and batch_size)
             logger.info("dev: scoring %s on %s (%s, batches of %d)", scored, describe_evaluator(self.evaluator),
                         describe_scoring(self.precision), batch_size)
-            encoder = SentenceEncoder(self.accelerator.unwrap_model(self.model), self.processing_class,
-                                      batch_size=batch_size, precision=self.precision,
+            model = self.accelerator.unwrap_model(self.model)
+            encoder = SentenceEncoder(model, self.processing_class, batch_size=batch_size, precision=self.precision,
                                       show_progress_bar=not self.args.disable_tqdm)
             try:
-                outcome["metrics"] = run_evaluator(self.evaluator, encoder, epoch=self.state.epoch or 0.0,
-                                                   steps=self.state.global_step)
+                with scoring_dev(model):
+                    outcome["metrics"] = run_evaluator(self.evaluator, encoder, epoch=self.state.epoch or 0.0,
+                                                       steps=self.state.global_step)
             except Exception as err:
                 if self.args.world_size == 1:
                     raise

@@ -6,6 +6,7 @@ The scale is Spearman x 100 like every other STS number of hf_cse (SimCSE's trai
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Sequence
 
 from .data import STS_DEV_TASKS, Source
@@ -28,7 +29,8 @@ def dev_metrics(
     """Dev-split Spearman x 100 of a live model: ``{"stsb_spearman", "sickr_spearman", "avg_sts"}``.
 
     ``model`` is an hf_cse model (its test pooler unless ``pooler`` is given), a plain HF encoder or a
-    SentenceTransformer; ``tokenizer`` its tokenizer. The model's train/eval state (of every sub-module)
+    SentenceTransformer; ``tokenizer`` its tokenizer. An hf_cse model embeds as the trainer scores it
+    (:func:`scoring_dev`). The model's train/eval state (of every sub-module)
     is restored afterwards. Parsed dev data are cached across calls (module-level ``lru_cache``), so
     only the encoding is repeated. STS12-16 (no dev split) are not allowed here. ``precision`` (``fp32``, ``bf16``,
     ``fp16``): the autocast to encode under; the trainer's dev scores are those of its run's precision.
@@ -36,4 +38,20 @@ def dev_metrics(
     evaluator = STSDevEvaluator(senteval_data_dir, source, tasks)
     encoder = SentenceEncoder(model, tokenizer, pooler=pooler, batch_size=batch_size, max_length=max_length,
                               show_progress_bar=show_progress_bar, precision=precision)
-    return evaluator(encoder)
+    with scoring_dev(model):
+        return evaluator(encoder)
+
+
+@contextmanager
+def scoring_dev(model):
+    """The in-training dev scoring of ``model``: an hf_cse model embeds as its method's authors did for their dev
+    score (``CSEPreTrainedModel.scoring_dev``; PromptBERT denoises its template there, not at test time); any other
+    model is left as it is."""
+    held = getattr(model, "scoring_dev", None)
+    if isinstance(held, bool):
+        model.scoring_dev = True
+    try:
+        yield model
+    finally:
+        if isinstance(held, bool):
+            model.scoring_dev = held

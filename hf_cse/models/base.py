@@ -21,7 +21,7 @@ from ..run_files import ADAPTER_FOLDER
 from ..sharding import ENGINES, shard_units
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
-from .heads import SmallInitLinear, build_projector
+from .heads import SmallInitLinear, TorchInitLinear, build_projector
 from .loading import build_encoder, load_encoder, load_kwargs, prepare_encoder
 from .lora import apply_lora, is_lora
 from .mlm import build_mlm_head, load_mlm_head, masked_lm_loss
@@ -130,6 +130,8 @@ class CSEPreTrainedModel(PreTrainedModel):
     #: the parts that exist only in training and are never exported, in words, for the model card ("RTD
     #: discriminator"); the export keeps the encoder (and the projector where its pooling applies it) only
     training_only_parts: tuple[str, ...] = ("projection head",)
+    #: set while the trainer scores dev (:func:`hf_cse.evaluation.dev.scoring_dev`): PromptBERT's authors did so apart
+    scoring_dev: bool = False
 
     @classmethod
     def method_name(cls) -> str:
@@ -255,6 +257,8 @@ class CSEPreTrainedModel(PreTrainedModel):
         if isinstance(module, SmallInitLinear):
             nn.init.normal_(module.weight, std=module.init_std)
             nn.init.normal_(module.bias, std=module.init_std)
+        elif isinstance(module, (TorchInitLinear, nn.BatchNorm1d)):  # their own PyTorch initialisation
+            module.reset_parameters()
         elif isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, std=std)
             if module.bias is not None:
@@ -266,8 +270,6 @@ class CSEPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.BatchNorm1d):
-            module.reset_parameters()
 
     @classmethod
     def collator(cls, tokenizer, config: CSEConfig):

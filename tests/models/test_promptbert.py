@@ -8,6 +8,7 @@ from helpers import random_sentences
 from transformers import AutoModel, AutoTokenizer
 
 from hf_cse.data import TwoViewCollator
+from hf_cse.evaluation.dev import scoring_dev
 from hf_cse.losses import build_loss
 from hf_cse.models import PromptBERTConfig, PromptBERTModel
 from hf_cse.models.promptbert.templates import TemplateIds, empty_template_batch
@@ -138,6 +139,40 @@ def test_test_embedding_matches_the_authors_evaluation(setup, denoise):
         ours = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
         want = authors_test_embedding(encoder, sentences, tok, delta=denoise)
     assert torch.allclose(ours, want, rtol=0, atol=1e-12)
+
+
+def test_dev_scoring_denoises_as_the_authors_trainer(setup):
+    """The authors' trainer scores dev through sentemb_forward, which subtracts the empty template's vector (their
+    best checkpoint is chosen on denoised embeddings); their final test does not. Before, dev was scored as the
+    test, so another checkpoint could be kept."""
+    tok, model, encoder, sentences = setup
+    batch = tok(sentences, truncation=True, max_length=34, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        test = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
+        with scoring_dev(model):
+            dev = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
+        assert model.scoring_dev is False  # over once scored
+        want = authors_views(encoder, sentences, tok)[:, 0]  # view 1's template, denoised, dropout off
+        assert torch.allclose(dev, want, rtol=0, atol=1e-12)
+        assert torch.allclose(test, authors_views(encoder, sentences, tok, delta=False)[:, 0], rtol=0, atol=1e-12)
+        model.config.dev_template_denoising = False
+        with scoring_dev(model):
+            assert torch.equal(model.sentence_embedding(batch["input_ids"], batch["attention_mask"]), test)
+
+
+def test_the_trainer_scores_dev_as_the_method_does(tiny_bert_dir, sentences, tmp_path):
+    from helpers import collator, tiny_args, tiny_train_dataset
+
+    from hf_cse.trainer import ContrastiveTrainer
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    model = PromptBERTModel.from_encoder(str(tiny_bert_dir))
+    seen = []
+    trainer = ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "o"), train_dataset=ds,
+                                 data_collator=collator(tok), processing_class=tok,
+                                 evaluator=lambda encoder: {"x": float(seen.append(encoder.model.scoring_dev) or 1)})
+    assert trainer.evaluate()["eval_x"] == 1.0
+    assert seen == [True] and model.scoring_dev is False
 
 
 def test_denoising_gradient_follows_denoising_grad(setup):

@@ -17,6 +17,11 @@ Followed in the authors' code (kongds/Prompt-BERT, ``prompt_bert/models.py``: ``
   gets its own dropout draw in both).
 * **No denoising at test time** (``test_template_denoising=False``): the unsupervised models' reported numbers
   come from ``evaluation.py`` without ``--mask_embedding_sentence_delta``.
+* **Denoising in the dev scoring that keeps the best checkpoint** (``dev_template_denoising=True``): the authors'
+  trainer scores STS-B dev through ``sentemb_forward``, which subtracts the empty template's vector (computed
+  without dropout, ``--mask_embedding_sentence_delta_no_delta_eval`` off), so their best checkpoint is chosen on
+  denoised embeddings; the trainer does the same (:func:`hf_cse.evaluation.dev.scoring_dev`). ``hf-cse-eval
+  --mode dev`` scores the test-time embedding.
 * **Positions of the empty template** (``denoising_positions``): ``authors_code`` (default) gives them from 0, as
   ``get_delta`` does; for BERT that is also the sentence's own numbering, for RoBERTa (whose positions start at 2)
   it is not, and ``encoder`` uses the encoder's own numbering -- "the same position ids" of the paper's text.
@@ -102,6 +107,9 @@ class PromptBERTConfig(CSEConfig):
         "help": "PromptBERT: in training, subtract each template's representation with an empty sentence"})
     test_template_denoising: bool = field(default=False, metadata={
         "help": "PromptBERT: denoise test embeddings too (the authors' unsupervised evaluation does not)"})
+    dev_template_denoising: bool = field(default=True, metadata={
+        "help": "PromptBERT: denoise the dev embeddings the trainer scores to keep its best checkpoint (the authors' "
+                "trainer does)"})
     denoising_grad: bool = field(default=True, metadata={
         "help": "PromptBERT: gradients through the empty-template forward (the authors' code: yes)"})
     denoising_positions: DenoisingPositions = field(default="authors_code", metadata={
@@ -150,10 +158,11 @@ class PromptBERTModel(CSEPreTrainedModel):
 
     def __init__(self, config: PromptBERTConfig, encoder=None):
         super().__init__(config, encoder)
-        if (config.template_denoising or config.test_template_denoising) and not _takes_position_ids(self.encoder):
+        denoising = config.template_denoising or config.test_template_denoising or config.dev_template_denoising
+        if denoising and not _takes_position_ids(self.encoder):
             raise CSEError(f"promptbert: template denoising gives the empty template explicit position ids, which "
-                           f"{type(self.encoder).__name__} does not take; set template_denoising and "
-                           "test_template_denoising to false, or use another encoder.")
+                           f"{type(self.encoder).__name__} does not take; set template_denoising, "
+                           "test_template_denoising and dev_template_denoising to false, or use another encoder.")
 
     # ----------------------------------------------------------------- templates from the tokenizer
     @classmethod
@@ -241,10 +250,13 @@ class PromptBERTModel(CSEPreTrainedModel):
         return out
 
     def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
-        """Test time (and ImSimCSE's off-dropout pass in training): view 1's template; denoised as the config says
-        for the mode the model is in. ``pooler`` only decides, in :meth:`sentence_embedding`, whether the head is
-        applied (the representation is always the template's ``[MASK]``)."""
-        denoise = self.config.template_denoising if self.training else self.config.test_template_denoising
+        """Test time, dev scoring (and ImSimCSE's off-dropout pass in training): view 1's template; denoised as the
+        config says for what the model is doing. ``pooler`` only decides, in :meth:`sentence_embedding`, whether the
+        head is applied (the representation is always the template's ``[MASK]``)."""
+        if self.training:
+            denoise = self.config.template_denoising
+        else:
+            denoise = self.config.dev_template_denoising if self.scoring_dev else self.config.test_template_denoising
         return self.prompt_representation(input_ids, attention_mask, 0, denoise)
 
     def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
