@@ -110,6 +110,12 @@ class SmallInitLinear(nn.Linear):
     init_std = 6e-3
 
 
+class TorchInitLinear(nn.Linear):
+    """A Linear that keeps PyTorch's own initialisation (weight and bias uniform in +-1/sqrt(fan_in)), not the
+    encoder's N(0, initializer_range): a head its authors created after loading the encoder (DiffCSE's
+    ``electra_head``, ``train.py``)."""
+
+
 @register_projector("linear")
 class LinearProjector(Projector):
     """The unified gradient paradigm paper's head: a single Linear(H, H), no activation, weight and bias drawn

@@ -62,7 +62,8 @@ def test_defaults_are_the_papers_bert_sts_setting():
     assert (cfg.projector, cfg.lambda_rtd, cfg.masking_ratio) == ("batchnorm", 0.005, 0.3)
     assert cfg.edit_operation == "replace"
     assert (cfg.rtd_reduction, cfg.rtd_ignore_pad, cfg.discriminator_init) == ("mean", False, "encoder")
-    assert not cfg.generator_sampling and not cfg.generator_train_mode and cfg.generator_fill == "all"
+    # the authors' generator is a sub-module of their model, so model.train() turns its dropout on
+    assert not cfg.generator_sampling and cfg.generator_train_mode and cfg.generator_fill == "all"
     assert cfg.test_pooler == "cls_before_pooler"
     with pytest.raises(ValueError, match="edit_operation 'swap'"):
         DiffCSEModel.config_class(edit_operation="swap")
@@ -75,6 +76,11 @@ def test_discriminator_starts_from_the_encoder_checkpoint_or_random(tiny_bert_di
     enc, disc = model.encoder.state_dict(), model.discriminator.state_dict()
     assert all(torch.equal(enc[k], disc[k]) for k in enc)
     assert model.rtd_head.out_features == 2 and model.rtd_head.in_features == model.config.hidden_size
+    # the authors make electra_head after loading (train.py): PyTorch's init, U(+-1/sqrt(H)), a bias too; it was
+    # drawn from N(0, 0.02) with a zero bias
+    bound = model.config.hidden_size ** -0.5
+    weight, bias = model.rtd_head.weight.detach(), model.rtd_head.bias.detach()
+    assert weight.abs().max() <= bound and bias.abs().max() > 0 and weight.std() > 0.8 * bound / 3 ** 0.5
     rand = _model(tiny_bert_dir, tok, generator=None, discriminator_init="random")
     key = "embeddings.word_embeddings.weight"
     assert not torch.equal(rand.discriminator.state_dict()[key], enc[key])
@@ -172,7 +178,7 @@ def test_rtd_gradient_reaches_the_encoder_only_through_h_and_never_the_generator
     enc_grads = [p.grad for p in model.encoder.parameters() if p.grad is not None]
     assert enc_grads and any(g.abs().sum() > 0 for g in enc_grads)
     assert model.rtd_head.weight.grad.abs().sum() > 0
-    assert all(p.grad is None for p in gen_params) and not model.generator.model.training
+    assert all(p.grad is None for p in gen_params) and model.generator.model.training  # dropout on, frozen
 
     model.zero_grad(set_to_none=True)
     out = model(**batch)
@@ -409,12 +415,12 @@ def test_unigram_generator_needs_no_weights_and_draws_corpus_tokens(tiny_bert_di
 def test_masked_lm_generator_options(tiny_mlm_dir, tok):
     mlm = BertForMaskedLM.from_pretrained(tiny_mlm_dir)
     ids = torch.tensor([[CLS, MASK, 50, MASK, SEP]])
-    only_masked = MaskedLMGenerator(mlm, MASK, fill="masked").fill(ids, torch.ones_like(ids))
+    only_masked = MaskedLMGenerator(mlm, MASK, fill="masked", train_mode=False).fill(ids, torch.ones_like(ids))
     assert torch.equal(only_masked[:, [0, 2, 4]], ids[:, [0, 2, 4]]) and not mlm.training
-    gen = MaskedLMGenerator(mlm, MASK, train_mode=True)
+    gen = MaskedLMGenerator(mlm, MASK)  # dropout on by default, as the authors' generator
     gen.fill(ids, torch.ones_like(ids))
     assert mlm.training and not any(p.requires_grad for p in mlm.parameters())
-    argmax = MaskedLMGenerator(mlm, MASK)
+    argmax = MaskedLMGenerator(mlm, MASK, train_mode=False)
     assert torch.equal(argmax.fill(ids, torch.ones_like(ids)), argmax.fill(ids, torch.ones_like(ids)))
 
 

@@ -5,8 +5,8 @@ Two kinds, one interface (``fill(mlm_input_ids, attention_mask) -> token ids``):
 * :class:`MaskedLMGenerator` -- the paper's choice (DiffCSE, Chuang et al., NAACL 2022, §3 and Table 6): a frozen
   pretrained masked LM
   (``distilbert-base-uncased`` for BERT, ``distilroberta-base`` for RoBERTa). Argmax by default as in the
-  authors' code (the paper says "sampling"; ``sampling=True`` draws from the softmax instead); eval mode by
-  default (the authors' generator runs with dropout on because ``model.train()`` reaches it: ``train_mode=True``).
+  authors' code (the paper says "sampling"; ``sampling=True`` draws from the softmax instead); dropout on by
+  default, as the authors' generator runs (``model.train()`` reaches it; ``train_mode=False``: eval mode).
   ``fill="all"`` takes the generator's token at EVERY position (authors' code), ``"masked"`` only at
   the [MASK] positions (the ELECTRA recipe).
 * :class:`UnigramGenerator` -- needs no weights: every [MASK] becomes a token drawn from the corpus unigram
@@ -62,7 +62,7 @@ class MaskedLMGenerator:
         model: nn.Module,
         mask_token_id: int,
         sampling: bool = False,
-        train_mode: bool = False,
+        train_mode: bool = True,
         fill: str = "all",
         name: str | None = None,
     ):
@@ -208,7 +208,7 @@ def load_generator(
     encoder_vocab_size: int | None = None,
     train_token_ids: Iterable[Iterable[int]] | None = None,
     sampling: bool = False,
-    train_mode: bool = False,
+    train_mode: bool = True,
     fill: str = "all",
     trust_remote_code: bool = False,
 ) -> MaskedLMGenerator | UnigramGenerator:

@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 from transformers import PreTrainedModel
 
 from ...checks import check_model_source
@@ -37,6 +36,7 @@ from ...errors import CSEError
 from ...references import DIFFCSE, SIMCSE
 from ..base import CSEOutput, CSEPreTrainedModel
 from ..config import CSEConfig, ProjectorName
+from ..heads import TorchInitLinear
 from ..loading import build_encoder
 from ..lora import base_state_dict
 from .edits import EDIT_OPERATIONS, DiffCSECollator
@@ -75,8 +75,9 @@ class DiffCSEConfig(CSEConfig):
                 "(run_unsup.py: unigram when not given)"})
     generator_sampling: bool = field(default=False, metadata={
         "help": "DiffCSE: sample the generator's tokens instead of argmax (paper text: sampling; code: argmax)"})
-    generator_train_mode: bool = field(default=False, metadata={
-        "help": "DiffCSE: run the generator with dropout on (as the authors' code does)"})
+    generator_train_mode: bool = field(default=True, metadata={
+        "help": "DiffCSE: run the generator with dropout on in training (the authors' code: model.train() reaches "
+                "it) or off (false)"})
     generator_fill: GeneratorFill = field(default="all", metadata={
         "help": "DiffCSE: generator tokens at every position (all, the authors' code) or only at [MASK] positions "
                 "(masked, ELECTRA); insert edits always fill the inserted tokens only"})
@@ -145,7 +146,8 @@ class DiffCSEModel(CSEPreTrainedModel):
     def __init__(self, config: DiffCSEConfig, encoder: PreTrainedModel | None = None):
         super().__init__(config, encoder)
         self.discriminator = build_encoder(config)
-        self.rtd_head = nn.Linear(config.hidden_size, 2)  # ELECTRA head: replaced vs original
+        # ELECTRA head: replaced vs original; PyTorch's initialisation, as the authors' (made after loading)
+        self.rtd_head = TorchInitLinear(config.hidden_size, 2)
         if not hasattr(self.discriminator, "embeddings"):
             raise CSEError(f"DiffCSE needs a discriminator with an `embeddings` module to condition on h; "
                            f"{type(self.discriminator).__name__} has none.")
