@@ -27,9 +27,9 @@ import torch
 
 from .errors import CSEError
 from .losses import ContrastiveLoss, build_loss, loss_hyperparameters
-from .losses.base import HARD_NEGATIVE_INPUT, QUEUE_INPUT
+from .losses.base import HARD_NEGATIVE_INPUT, NO_DROPOUT_INPUT, QUEUE_INPUT
 from .losses.errors import HardNegativesNotTakenError
-from .losses.registry import available_losses
+from .losses.registry import available_losses, get_loss_class
 from .matryoshka import MatryoshkaLoss
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ MAIN_OBJECTIVE = "contrastive"
 DCL = "dcl"
 #: config fields of checkpoints saved before objectives were a list; still accepted and converted
 LEGACY_FIELDS = ("loss", "loss_kwargs", "dcl_weight", "dcl_temperature", "dcl_normalization")
-NO_DROPOUT_INPUT = "z_nodropout"
 
 
 class HasObjectives(Protocol):
@@ -159,9 +158,10 @@ def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = 
     main = objectives[0]["loss"]
     takes_nodropout = any(NO_DROPOUT_INPUT in loss.extra_inputs for loss in losses)
     if off_dropout and not takes_nodropout:
+        takers = [n for n in available_losses() if NO_DROPOUT_INPUT in get_loss_class(n).extra_inputs]
         raise CSEError(
             f"off_dropout=True makes no-dropout negatives, but loss {main!r} does not use them. "
-            "Use loss='off_dropout_infonce', or turn off off_dropout."
+            f"Use a loss that takes them ({', '.join(takers)}), or turn off off_dropout."
         )
     if takes_nodropout and not off_dropout:
         raise CSEError(

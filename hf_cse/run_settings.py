@@ -32,6 +32,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from .checkpoints import TRAINER_STATE_FILE
 from .run_files import DEV_AND_SELECTION, RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT, USER_MODULES
 from .writing import json_safe, write_json_atomic
 
@@ -184,7 +185,7 @@ def saved_settings(checkpoint, config_class) -> dict[str, Any]:
             saved.update(config_settings(config_class.from_dict(config)))
         except (ValueError, TypeError, KeyError):  # a config this hf_cse cannot read: loading it says why
             pass
-    batch = _read_json(checkpoint / "trainer_state.json").get("train_batch_size")
+    batch = _read_json(checkpoint / TRAINER_STATE_FILE).get("train_batch_size")
     if batch is not None:
         saved["per_device_train_batch_size"] = batch
     saved.update(_read_json(checkpoint / RUN_SETTINGS_FILE))

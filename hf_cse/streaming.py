@@ -55,7 +55,7 @@ from .files import (
     table_loader_args,
 )
 from .hub_reach import offline_if_unreachable
-from .text_files import check_json_head, check_table_header, find_unreadable_line
+from .text_files import check_json_head, check_table_header, find_unreadable_line, no_sentences_error
 
 #: rows of a source whose text column is checked (types, numbers) before training
 HEAD_ROWS = 100
@@ -179,7 +179,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         raise DataError(f"{source} yields no sentences (empty, or blank lines only): check the file / data set "
                         "and text_column.")
     if not streaming and len(ds) == 0:
-        raise DataError(f"{source} contains no sentences (empty or blank lines only).")
+        raise no_sentences_error(source)
     return ds
 
 

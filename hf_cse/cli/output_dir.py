@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoints import (
+    TRAINER_STATE_FILE,
     checkpoint_problem,
     is_checkpoint_name,
     last_complete_checkpoint,
@@ -74,7 +75,7 @@ OVERWRITE_FLAG = "--overwrite_output_dir"
 RUN_FILES = (
     f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
     "sentence-transformers", ".sentence-transformers.*",  # the export and its temporary folders
-    "config.json", "generation_config.json", *WEIGHT_FILES, "training_args.bin", "trainer_state.json",
+    "config.json", "generation_config.json", *WEIGHT_FILES, "training_args.bin", TRAINER_STATE_FILE,
     "all_results.json", TRAIN_RESULTS_FILE, "eval_results.json", CURVES_FILE, ADAPTER_FOLDER, *TOKENIZER_FILES,
     *RUN_LOADER_FILES,
 )

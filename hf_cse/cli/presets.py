@@ -91,12 +91,13 @@ def drop_unused_preset_values(preset: str | None, typed: set[str], loss: str, ot
     if preset is None:
         return []
     from ..losses import available_losses, get_loss_class, loss_hyperparameters
+    from ..losses.base import NO_DROPOUT_INPUT
 
     values = PRESETS[preset]
     every_loss_flag = {name for other in available_losses() for name in loss_hyperparameters(other)}
     unused = {k for k in values if k in every_loss_flag and k not in loss_hyperparameters(loss)}
     unused |= other_methods_flags & values.keys()  # e.g. DiffCSE's fields with --method simcse
-    if "z_nodropout" not in get_loss_class(loss).extra_inputs:  # off-dropout negatives only feed such losses
+    if NO_DROPOUT_INPUT not in get_loss_class(loss).extra_inputs:  # off-dropout negatives only feed such losses
         unused |= {"off_dropout"} & values.keys()
     dropped = sorted(unused - typed)
     for args in arg_objects:

@@ -53,7 +53,7 @@ class AlignUniformMHELoss(ContrastiveLoss):
 
     def __init__(self, nu: float = 10.0, variant: Variant = "paper"):
         super().__init__()
-        check_choice("align_uniform_mhe", "variant", variant, Variant)
+        check_choice(self.name, "variant", variant, Variant)
         self.nu = nu
         self.variant = variant
 

@@ -46,7 +46,7 @@ class AlignUniformMHSLoss(ContrastiveLoss):
 
     def __init__(self, nu: float = 1.0, variant: Variant = "paper"):
         super().__init__()
-        check_choice("align_uniform_mhs", "variant", variant, Variant)
+        check_choice(self.name, "variant", variant, Variant)
         self.nu = nu
         self.variant = variant
 

@@ -61,7 +61,7 @@ class BarlowTwinsLoss(ContrastiveLoss):
 
     def __init__(self, nu: float = 30.0, surrogate: bool = False):
         super().__init__()
-        check_bool("barlow_twins", "surrogate", surrogate)
+        check_bool(self.name, "surrogate", surrogate)
         self.nu = nu
         self.surrogate = surrogate
 

@@ -247,6 +247,9 @@ def check_bool(loss_name: str, param: str, value: bool) -> None:
 
 #: the keyword of the hard-negative embeddings (one per anchor, shape of z1) for losses that take them
 HARD_NEGATIVE_INPUT = "z_neg"
+#: the keyword of embeddings of the first view made without dropout (ImSimCSE's off-dropout negatives; the model makes
+#: them where the config's ``off_dropout`` is set)
+NO_DROPOUT_INPUT = "z_nodropout"
 #: the keyword of negatives kept from earlier batches (ESimCSE's momentum-contrast queue): any number of rows of z1's
 #: width, the same on every process (the trainer does not gather them), without gradient
 QUEUE_INPUT = "z_queue"

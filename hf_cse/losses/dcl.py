@@ -59,7 +59,7 @@ class DCLLoss(ContrastiveLoss):
 
     def __init__(self, temperature: float = 5.0, normalization: Normalization = "code", eps: float = 1e-5):
         super().__init__()
-        check_choice("dcl", "normalization", normalization, Normalization)
+        check_choice(self.name, "normalization", normalization, Normalization)
         self.temperature = temperature
         self.normalization = normalization
         self.eps = eps

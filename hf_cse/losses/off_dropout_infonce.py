@@ -9,7 +9,7 @@ from typing import Literal
 import torch
 
 from ..references import IMSIMCSE
-from .base import ContrastiveLoss, check_choice, cosine_matrix, eye_mask, unit
+from .base import NO_DROPOUT_INPUT, ContrastiveLoss, check_choice, cosine_matrix, eye_mask, unit
 from .registry import register_loss
 
 MPlacement = Literal["positive_logit", "negative_sum"]
@@ -58,13 +58,13 @@ class OffDropoutInfoNCELoss(ContrastiveLoss):
 
     references = (IMSIMCSE,)
 
-    extra_inputs = ("z_nodropout",)
+    extra_inputs = (NO_DROPOUT_INPUT,)
 
     hyperparameter_rules = {"temperature": "positive", "m": "positive"}
 
     def __init__(self, temperature: float = 0.05, m: float = 0.9, m_placement: MPlacement = "positive_logit"):
         super().__init__()
-        check_choice("off_dropout_infonce", "m_placement", m_placement, MPlacement)
+        check_choice(self.name, "m_placement", m_placement, MPlacement)
         self.temperature = temperature
         self.m = m
         self.m_placement = m_placement

@@ -87,9 +87,9 @@ class ParadigmLoss(ContrastiveLoss):
         symmetric: bool = False,
     ):
         super().__init__()
-        check_choice("paradigm", "gd", gd, GradientDissipation)
-        check_choice("paradigm", "weight", weight, NegativeWeight)
-        check_bool("paradigm", "symmetric", symmetric)
+        check_choice(self.name, "gd", gd, GradientDissipation)
+        check_choice(self.name, "weight", weight, NegativeWeight)
+        check_bool(self.name, "symmetric", symmetric)
         self.temperature = temperature
         self.m = m
         self.r = r

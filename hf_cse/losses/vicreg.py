@@ -87,7 +87,7 @@ class VICRegLoss(ContrastiveLoss):
         self, nu: float = 30.0, variance_weight: float = 1.0, gamma: float = 1.0, surrogate: bool = False
     ):
         super().__init__()
-        check_bool("vicreg", "surrogate", surrogate)
+        check_bool(self.name, "surrogate", surrogate)
         self.nu = nu
         self.variance_weight = variance_weight
         self.gamma = gamma

@@ -16,6 +16,7 @@ from transformers.utils import logging as hf_logging
 from ..checks import check_model_source
 from ..encoders import own_max_seq_length, takes_token_type_ids
 from ..errors import CSEError
+from ..losses.base import HARD_NEGATIVE_INPUT, NO_DROPOUT_INPUT
 from ..references import SIMCSE, Paper
 from ..run_files import ADAPTER_FOLDER
 from ..sharding import ENGINES, shard_units
@@ -388,13 +389,13 @@ class CSEPreTrainedModel(PreTrainedModel):
         _, z = self.two_view_embeddings(input_ids, attention_mask, token_type_ids)
         embeddings = {"z1": z[:, 0], "z2": z[:, 1]}
         if z.shape[1] == 3:  # triplets: the hard negatives (supervised SimCSE)
-            embeddings["z_neg"] = z[:, 2]
+            embeddings[HARD_NEGATIVE_INPUT] = z[:, 2]
         metrics: dict[str, float] = {}
         if self.config.off_dropout:
             timed = not torch.compiler.is_compiling()  # a clock read inside a compiled graph is a graph break
             start = time.perf_counter() if timed else 0.0
             tt = None if token_type_ids is None else token_type_ids[:, 0]
-            embeddings["z_nodropout"] = self.no_dropout_embeddings(input_ids[:, 0], attention_mask[:, 0], tt)
+            embeddings[NO_DROPOUT_INPUT] = self.no_dropout_embeddings(input_ids[:, 0], attention_mask[:, 0], tt)
             if timed:
                 metrics["off_dropout_seconds"] = time.perf_counter() - start
         aux: dict[str, torch.Tensor] = {}

@@ -4,6 +4,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
+from hf_cse.losses import get_loss_class
+from hf_cse.losses.base import NO_DROPOUT_INPUT
 from hf_cse.models import METHODS, SimCSEModel, get_method, pool
 from hf_cse.models.config import CSEConfig
 from hf_cse.models.heads import LinearProjector
@@ -122,7 +124,8 @@ def test_training_batch_must_have_views(tiny_bert_dir, sentences, method):
 def _method_cases():
     from hf_cse.losses import available_losses
 
-    cases = [("simcse", {"loss": name, "off_dropout": name == "off_dropout_infonce"}) for name in available_losses()]
+    cases = [("simcse", {"loss": name, "off_dropout": NO_DROPOUT_INPUT in get_loss_class(name).extra_inputs})
+             for name in available_losses()]
     cases += [("imsimcse", {}), ("imsimcse", {"off_dropout_grad": True}), ("diffcse", {}),
               ("diffcse", {"lambda_rtd": 0.0}), ("diffcse", {"loss": "off_dropout_infonce", "off_dropout": True,
                                                             "dcl_weight": 0.1}),

@@ -21,7 +21,8 @@ import torch
 from dist_helpers import WORKER, _env, _free_port
 from helpers import hang_timeout
 
-from hf_cse.losses import available_losses
+from hf_cse.losses import available_losses, get_loss_class
+from hf_cse.losses.base import NO_DROPOUT_INPUT
 from hf_cse.models import METHODS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +36,7 @@ def _cases() -> list[dict]:
         if loss == "dcl":
             continue
         case = {"name": loss, "loss": loss}
-        if loss == "off_dropout_infonce":
+        if NO_DROPOUT_INPUT in get_loss_class(loss).extra_inputs:
             case["config"] = {"off_dropout": True}
         cases.append(case)
     if "dcl" in available_losses():

@@ -20,8 +20,8 @@ Followed in the authors' code (kongds/Prompt-BERT, ``prompt_bert/models.py``: ``
 * **Denoising in the dev scoring that keeps the best checkpoint** (``dev_template_denoising=True``): the authors'
   trainer scores STS-B dev through ``sentemb_forward``, which subtracts the empty template's vector (computed
   without dropout, ``--mask_embedding_sentence_delta_no_delta_eval`` off), so their best checkpoint is chosen on
-  denoised embeddings; the trainer does the same (:func:`hf_cse.evaluation.dev.scoring_dev`). ``hf-cse-eval
-  --mode dev`` scores the test-time embedding.
+  denoised embeddings; the trainer does the same (:func:`hf_cse.evaluation.dev.scoring_dev`). hf-cse-eval in its
+  dev mode scores the test-time embedding.
 * **Positions of the empty template** (``denoising_positions``): ``authors_code`` (default) gives them from 0, as
   ``get_delta`` does; for BERT that is also the sentence's own numbering, for RoBERTa (whose positions start at 2)
   it is not, and ``encoder`` uses the encoder's own numbering -- "the same position ids" of the paper's text.
