@@ -37,6 +37,9 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.PretrainedConfig", "_attn_implementation", None),  # a property with a setter
     ("transformers.PreTrainedModel", "_tied_weights_keys", None),  # a class attribute
     ("transformers.PreTrainedModel", "_no_split_modules", None),  # a class attribute, the children's after post_init
+    ("transformers.PreTrainedModel", "_init_weights", ("self", "module")),
+    ("transformers.PreTrainedModel", "_supports_sdpa", None),  # class attributes
+    ("transformers.PreTrainedModel", "_keep_in_fp32_modules_strict", None),
     ("sentence_transformers.SentenceTransformerModelCardData", "_get_snippet_output_dimensionality", ("self",)),
     ("datasets.IterableDataset", "_resolve_features", ("self",)),
 )
@@ -139,6 +142,28 @@ def no_split_modules(model) -> set[str]:
     """The module classes a transformers model must keep whole on one device (``_no_split_modules``; accelerate's
     FSDP shard units), its children's collected by ``post_init``."""
     return set(getattr(model, "_no_split_modules", None) or ())
+
+
+def set_no_split_modules(model, units: list[str]) -> None:
+    """Set the module classes accelerate's FSDP shards by (``_no_split_modules``; :func:`no_split_modules`)."""
+    model._no_split_modules = units
+
+
+class PreTrainedModelHooks:
+    """A mixin before ``PreTrainedModel`` in ``CSEPreTrainedModel``'s bases: the private class attributes and the
+    weight-initialisation method transformers reads, made from the model's own declarations (``fp32_modules``,
+    ``init_new_module``)."""
+
+    _supports_sdpa = True  # the wrapped encoders may run SDPA attention
+    _no_split_modules: list[str] = []  # the encoders' own, after post_init (set_no_split_modules)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "fp32_modules" in cls.__dict__:  # kept fp32 whatever dtype the model loads in, also when reloaded
+            cls._keep_in_fp32_modules_strict = list(cls.fp32_modules)
+
+    def _init_weights(self, module: torch.nn.Module) -> None:  # post_init, and weights missing from a checkpoint
+        self.init_new_module(module)
 
 
 def mark_initialized(module: torch.nn.Module) -> None:

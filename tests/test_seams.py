@@ -85,18 +85,39 @@ def _private_names_of_other_packages(path: Path) -> set[str]:
     return found
 
 
+def _defined_in_classes(path: Path, private: set[str]) -> set[str]:
+    """Of ``private``, the names a class of ``path`` defines (a method, a class attribute) or sets on ``self``: an
+    override of a transformers model's private name (``_init_weights``, ``_keep_in_fp32_modules_strict``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef):
+            for statement in node.body:
+                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found.add(statement.name)
+                targets = (statement.targets if isinstance(statement, ast.Assign) else
+                           [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+                found |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+              and getattr(node.value, "id", None) == "self"):
+            found.add(node.attr)
+    return found & private
+
+
 def test_no_library_module_but_seams_uses_a_private_name_of_another_package():
-    from transformers import Trainer
+    from transformers import PretrainedConfig, PreTrainedModel, Trainer
 
     # the Trainer's private names: its methods and the attributes its own code sets (a subclass reaches them as self._x)
     trainer_source = inspect.getsource(inspect.getmodule(Trainer))
     trainer_private = set(re.findall(r"self\.(_[a-z]\w*)", trainer_source))
+    # a model's and a config's: what an hf_cse model or config class would override or set
+    model_private = {n for owner in (PreTrainedModel, PretrainedConfig) for n in dir(owner)
+                     if re.fullmatch(r"_[a-z]\w*", n)}
     outside = set()
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE).as_posix()
         if rel == "seams.py":
             continue
-        names = _private_names_of_other_packages(path)
+        names = _private_names_of_other_packages(path) | _defined_in_classes(path, model_private)
         if rel == "trainer.py":  # ContrastiveTrainer is a Trainer: its self._x may be the Trainer's
             tree = ast.parse(path.read_text(encoding="utf-8"))
             names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)

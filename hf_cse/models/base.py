@@ -19,10 +19,11 @@ from ..errors import CSEError
 from ..losses.base import HARD_NEGATIVE_INPUT, NO_DROPOUT_INPUT
 from ..references import SIMCSE, Paper
 from ..run_files import ADAPTER_FOLDER
+from ..seams import PreTrainedModelHooks, set_no_split_modules
 from ..sharding import ENGINES, shard_units
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
-from .heads import SmallInitLinear, TorchInitLinear, build_projector
+from .heads import build_projector, initialise
 from .loading import build_encoder, load_encoder, load_kwargs, prepare_encoder
 from .lora import apply_lora, is_lora
 from .mlm import build_mlm_head, load_mlm_head, masked_lm_loss
@@ -79,16 +80,14 @@ class OwnExportModules:
     pooling_words: str
 
 
-class CSEPreTrainedModel(PreTrainedModel):
+class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
     """Shared machinery: encoder wrapping, pooling, projector, test-time embeddings, off-dropout pass."""
 
     config_class = CSEConfig
     base_model_prefix = "cse"
     supports_gradient_checkpointing = True
-    _supports_sdpa = True
-    _no_split_modules: list[str] = []
-    # the head and LoRA adapters stay fp32 whatever the encoder's dtype, also when reloaded (loading.py)
-    _keep_in_fp32_modules_strict = ["projector", "lora_A", "lora_B"]
+    #: the modules kept fp32 whatever the encoder's dtype, also when reloaded (loading.py): the head, LoRA adapters
+    fp32_modules: tuple[str, ...] = ("projector", "lora_A", "lora_B")
     # ----------------------------------------------------------------- what the method declares
     # The command line, the cached mode and the model card read these instead of the method's name; a method
     # overrides, in its own file, those that differ (CONTRIBUTING.md, "Adding a method"). ``register_method`` checks
@@ -176,8 +175,8 @@ class CSEPreTrainedModel(PreTrainedModel):
                 install_fast_dropout(self.encoder)  # the adapters' own dropout
 
     def post_init(self):
-        super().post_init()  # collects the encoders' _no_split_modules
-        self._no_split_modules = shard_units(self)
+        super().post_init()  # collects the encoders' shard units
+        set_no_split_modules(self, shard_units(self))
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -253,24 +252,11 @@ class CSEPreTrainedModel(PreTrainedModel):
                            f"{str(pretrained_model_name_or_path)!r}).")
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
-    def _init_weights(self, module: nn.Module) -> None:
-        std = float(getattr(self.config.encoder_config, "initializer_range", 0.02))
-        if isinstance(module, SmallInitLinear):
-            nn.init.normal_(module.weight, std=module.init_std)
-            nn.init.normal_(module.bias, std=module.init_std)
-        elif isinstance(module, (TorchInitLinear, nn.BatchNorm1d)):  # their own PyTorch initialisation
-            module.reset_parameters()
-        elif isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, std=std)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, std=std)
-            if module.padding_idx is not None:
-                module.weight.data[module.padding_idx].zero_()
-        elif isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+    def init_new_module(self, module: nn.Module) -> None:
+        """Draw a new module's weights (the heads, a weight missing from a checkpoint; transformers asks through
+        :class:`hf_cse.seams.PreTrainedModelHooks`): as the encoder's own init, or the head's own
+        (:func:`.heads.initialise`)."""
+        initialise(module, float(getattr(self.config.encoder_config, "initializer_range", 0.02)))
 
     @classmethod
     def collator(cls, tokenizer, config: CSEConfig):

@@ -116,6 +116,28 @@ class TorchInitLinear(nn.Linear):
     ``electra_head``, ``train.py``)."""
 
 
+def initialise(module: nn.Module, std: float) -> None:
+    """A new module's weights: Linear and Embedding from N(0, ``std``) (the encoder's ``initializer_range``; biases
+    and the padding row 0), LayerNorm at identity; :class:`SmallInitLinear` from its own N(0, 6e-3),
+    :class:`TorchInitLinear` and BatchNorm by PyTorch's own initialisation."""
+    if isinstance(module, SmallInitLinear):
+        nn.init.normal_(module.weight, std=module.init_std)
+        nn.init.normal_(module.bias, std=module.init_std)
+    elif isinstance(module, (TorchInitLinear, nn.BatchNorm1d)):
+        module.reset_parameters()
+    elif isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, std=std)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, std=std)
+        if module.padding_idx is not None:
+            module.weight.data[module.padding_idx].zero_()
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
 @register_projector("linear")
 class LinearProjector(Projector):
     """The unified gradient paradigm paper's head: a single Linear(H, H), no activation, weight and bias drawn

@@ -141,7 +141,7 @@ class DiffCSEModel(CSEPreTrainedModel):
     training_only_parts = ("projection head", "RTD discriminator", "generator")
 
     config_class = DiffCSEConfig
-    _keep_in_fp32_modules_strict = ["projector", "lora_A", "lora_B", "rtd_head"]
+    fp32_modules = (*CSEPreTrainedModel.fp32_modules, "rtd_head")
 
     def __init__(self, config: DiffCSEConfig, encoder: PreTrainedModel | None = None):
         super().__init__(config, encoder)
