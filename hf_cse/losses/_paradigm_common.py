@@ -79,6 +79,14 @@ def hardest_negative_weights(s: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.one_hot(j, s.shape[1]).to(s.dtype)
 
 
+def paradigm_rows(s: torch.Tensor, gd: torch.Tensor, weights: torch.Tensor,
+                  ratio: float | torch.Tensor) -> torch.Tensor:
+    """The paradigm paper's eq. 5 per anchor, ``L_i = GD_i sum_{j!=i} W_ij (s_ij - R_i s_ii)`` (N,), for the
+    similarity matrix ``s`` (anchors in rows); ``gd``, ``weights`` and ``ratio`` carry no gradient."""
+    target = s - as_ratio(ratio) * s.diagonal()[:, None]
+    return (gd.to(s.dtype)[:, None] * weights * target).sum(dim=1)
+
+
 def paradigm_surrogate(
     h: torch.Tensor,
     hp: torch.Tensor,
@@ -92,9 +100,7 @@ def paradigm_surrogate(
     require gradient; ``h``/``hp`` are unit vectors. Its gradient w.r.t. ``h_i`` is eq. 4 divided by N.
     Any GD/W/R of its Table 1 can be plugged in (see the tests).
     """
-    s = h @ hp.T
-    target = s - as_ratio(ratio) * s.diagonal()[:, None]
-    return (gd.to(s.dtype)[:, None] * weights * target).sum(dim=1).mean()
+    return paradigm_rows(h @ hp.T, gd, weights, ratio).mean()
 
 
 def unit_distance(s: torch.Tensor, eps: float = DIST_EPS) -> torch.Tensor:

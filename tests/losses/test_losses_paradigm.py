@@ -40,6 +40,10 @@ def grad_of(loss_name, h, hp, **kw):
     return h.grad, hp.grad
 
 
+#: the paper's one-directional eq. 5 averaged over the N anchors (the defaults are the authors' code form)
+PAPER = dict(symmetric=False, reduction="anchor_mean")
+
+
 def eye(n):
     return torch.eye(n, dtype=torch.bool)
 
@@ -79,19 +83,20 @@ def test_paradigm_loss_gradient_is_eq4(m):
     s = (h @ hp.T).detach()
     gd, w = baseline_components(s, m=m, tau=0.05)
     assert 0 < gd.sum() < 8 or m == 0.3
-    g1, g2 = grad_of("paradigm", h, hp, m=m, temperature=0.05, r=1.25)
+    g1, g2 = grad_of("paradigm", h, hp, m=m, temperature=0.05, r=1.25, **PAPER)
     torch.testing.assert_close(g1, tangent(h.detach(), eq4(hp.detach(), gd, w, 1.25)) / 8, **TOL)
     # one-directional: h' gets gradient through every similarity, sum_i GD_i W_ij h_i - r GD_j h_j
     exp2 = (gd[:, None] * w).T @ h.detach() - 1.25 * gd[:, None] * h.detach()
     torch.testing.assert_close(g2, tangent(hp.detach(), exp2) / 8, **TOL)
 
 
-def test_paradigm_gd_thresholds():
+@pytest.mark.parametrize("form", [PAPER, {}], ids=["paper", "code_defaults"])
+def test_paradigm_gd_thresholds(form):
     h, hp = pair(6, 5, seed=3)
-    none = grad_of("paradigm", h, hp, gd="none")[0]
-    torch.testing.assert_close(grad_of("paradigm", h, hp, m=10.0)[0], none, rtol=0, atol=0)
+    none = grad_of("paradigm", h, hp, gd="none", **form)[0]
+    torch.testing.assert_close(grad_of("paradigm", h, hp, m=10.0, **form)[0], none, rtol=0, atol=0)
     z1, z2 = h.detach().clone().requires_grad_(True), hp.detach().clone().requires_grad_(True)
-    out = build_loss("paradigm", m=-10.0)(z1, z2)
+    out = build_loss("paradigm", m=-10.0, **form)(z1, z2)
     out.loss.backward()
     assert out.loss.item() == 0.0 and out.metrics["active_share"] == 0.0
     assert z1.grad.abs().max() == 0 and z2.grad.abs().max() == 0
@@ -99,18 +104,18 @@ def test_paradigm_gd_thresholds():
 
 def test_paradigm_without_gd_moves_anchors_like_infonce():
     h, hp = pair(8, 6, seed=4)
-    g_par = grad_of("paradigm", h, hp, gd="none", weight="softmax", r=1.0, temperature=0.05)[0]
+    g_par = grad_of("paradigm", h, hp, gd="none", weight="softmax", r=1.0, temperature=0.05, **PAPER)[0]
     g_info = grad_of("infonce", h, hp, temperature=0.05)[0]
     cos = F.cosine_similarity(g_par, g_info, dim=-1)
     assert (cos > 0.999999).all(), cos  # per anchor the two gradients are positive multiples
     # with GD on, anchors past the margin stop moving while InfoNCE keeps pushing them
-    g_gd = grad_of("paradigm", h, hp, m=0.2)[0]
+    g_gd = grad_of("paradigm", h, hp, m=0.2, **PAPER)[0]
     assert (g_gd.norm(dim=-1) == 0).any() and (g_info.norm(dim=-1) > 0).all()
 
 
 def test_paradigm_hardest_weight_equals_mpt_gradient():
     h, hp = pair(7, 5, seed=5)
-    a1, a2 = grad_of("paradigm", h, hp, weight="hardest", m=0.23, r=1.0)
+    a1, a2 = grad_of("paradigm", h, hp, weight="hardest", m=0.23, r=1.0, **PAPER)
     b1, b2 = grad_of("mpt", h, hp, margin=0.23)
     torch.testing.assert_close(a1, b1, **TOL)
     torch.testing.assert_close(a2, b2, **TOL)
@@ -118,20 +123,20 @@ def test_paradigm_hardest_weight_equals_mpt_gradient():
 
 def test_paradigm_small_temperature_weights_tend_to_hardest():
     h, hp = pair(7, 5, seed=6)
-    soft = grad_of("paradigm", h, hp, temperature=1e-4)[0]
-    hard = grad_of("paradigm", h, hp, weight="hardest")[0]
+    soft = grad_of("paradigm", h, hp, temperature=1e-4, **PAPER)[0]
+    hard = grad_of("paradigm", h, hp, weight="hardest", **PAPER)[0]
     torch.testing.assert_close(soft, hard, rtol=1e-6, atol=1e-8)
 
 
-def test_paradigm_symmetric_is_the_authors_code_gradient():
+def test_paradigm_symmetric_with_the_anchor_mean_reduction():
     n, m, tau, r = 8, 0.25, 0.05, 1.5
     h, hp = pair(n, 6, seed=7)
-    g1, g2 = grad_of("paradigm", h, hp, m=m, temperature=tau, r=r, symmetric=True)
+    g1, g2 = grad_of("paradigm", h, hp, m=m, temperature=tau, r=r, symmetric=True, reduction="anchor_mean")
     hd, hpd = h.detach(), hp.detach()
     s = hd @ hpd.T
     gd0, w0 = baseline_components(s, m, tau)
     gd1, w1 = baseline_components(s.T, m, tau)
-    # hf_cse's reduction (mean over N instead of the code's 1/(k N)):
+    # the anchor_mean reduction (mean over N instead of the code's 1/(k N), test_losses_paradigm_code.py):
     # d/dh_i = gd0_i (sum_j W0_ij h'_j - r h'_i) - gd1_i r h'_i
     exp1 = gd0[:, None] * (w0 @ hpd - r * hpd) - r * gd1[:, None] * hpd
     exp2 = gd1[:, None] * (w1 @ hd - r * hd) - r * gd0[:, None] * hd
@@ -611,6 +616,6 @@ def test_margin_vs_hardest_negative_rule_is_the_same_in_gd_mask_paradigm_mpt_and
     assert 0 < sum(by_hand) < 8  # the batch has both active and inactive anchors, so the check can fail
     share = sum(by_hand) / 8
     assert gd_mask(h, hp, m).tolist() == by_hand
-    assert build_loss("paradigm", m=m)(h, hp).metrics["active_share"].item() == pytest.approx(share)
+    assert build_loss("paradigm", m=m, **PAPER)(h, hp).metrics["active_share"].item() == pytest.approx(share)
     assert build_loss("mpt", margin=m)(h, hp).metrics["active_share"].item() == pytest.approx(share)
     assert batch_diagnostics(h, hp, m=m)["gd_active"].item() == pytest.approx(share)
