@@ -114,7 +114,15 @@ class ModifiedObjective(ContrastiveLoss):
     Subclasses implement ``direction(a, b)``: the batch loss with the rows of ``a`` as anchors (already
     GD-gated: inactive rows detached) and ``b`` as the other view. ``symmetric=False`` is the paper's
     one-directional form (anchors = view 1, ``b`` = view 2 as is); ``symmetric=True`` is the authors'
-    code: both views are anchors, each view gated by its own GD, loss = direction(h, h') + direction(h', h).
+    code (UnderstandingCSE ``isotropy/models.py``, ``*.w_gd.w_w.w_r``): both views are anchors, each view gated
+    by its own GD (inactive rows of each view detached), loss = direction(h, h') + direction(h', h).
+
+    **Defaults: the authors' code form** (``symmetric=True``, ``gd_reference="self"``), because the paper's
+    numbers (Table 3) were made with that code and its m / tau / r (Tables 4-5) were tuned with it; with the
+    paper's one-directional form the same r is about half the pull (the code's r acts like an effective paper
+    R of about 2r). The paper's printed form (App. E) is ``symmetric=False, gd_reference="cross"``. The code
+    has no masked-mean reduction here (unlike the ``paradigm`` baseline): GD detaches rows and each direction
+    is summed (mMHE, mB, mV) or averaged over all N anchors (mMHS), as ``direction`` does.
 
     The hyperparameters every modified objective shares (each states its defaults, the paper's Table 4):
 
@@ -122,8 +130,8 @@ class ModifiedObjective(ContrastiveLoss):
       less than m (:func:`gd_mask`).
     * ``temperature``: tau of the exponential weights (mMHS has none: None).
     * ``r``: static ratio R (Table 2 lower); with ``symmetric=True`` the effective pull is ~2r.
-    * ``symmetric``: False = the paper's one-directional form, True = the authors' code (see above).
-    * ``gd_reference``: ``"cross"`` (paper) or ``"self"`` (authors' code), see :func:`gd_mask`.
+    * ``symmetric``: True = the authors' code (default), False = the paper's one-directional form (see above).
+    * ``gd_reference``: ``"self"`` (authors' code, default) or ``"cross"`` (paper), see :func:`gd_mask`.
     """
 
     references = (GRADIENT_PARADIGM,)

@@ -427,6 +427,10 @@ def test_vicreg_true_loss_value_and_gradient(variance_weight):
 # ------------------------------------------------------------------ modified objectives (eq. 14-19)
 
 
+#: the paper's one-directional modified objectives with its cross-view GD (the defaults are the authors' code form)
+PAPER_MOD = dict(symmetric=False, gd_reference="cross")
+
+
 def gd_cross(h, hp, m):
     s = h @ hp.T
     return (s.diagonal() - s.masked_fill(eye(s.shape[0]), float("-inf")).amax(1) < m).to(D64)
@@ -454,7 +458,7 @@ def test_m_mhe_gradient_is_eq16_and_inactive_anchors_do_not_move():
     e = torch.exp(hd @ hd.T / tau).masked_fill(eye(n), 0)
     denom = torch.exp(hd @ hd.T / tau)[torch.ones(n, n, dtype=torch.bool).tril(-1)].sum()
     eq16 = d[:, None] * (e @ hd - r * e.sum(1, keepdim=True) * hpd) / (tau * denom)
-    g1, g2 = grad_of("m_mhe", h, hp, m=m, temperature=tau, r=r)
+    g1, g2 = grad_of("m_mhe", h, hp, m=m, temperature=tau, r=r, **PAPER_MOD)
     torch.testing.assert_close(g1, tangent(hd, eq16), **TOL)
     assert (g1[d == 0] == 0).all()
     assert (g2.norm(dim=-1) > 0).all()  # h' is pulled by every alignment term
@@ -462,7 +466,7 @@ def test_m_mhe_gradient_is_eq16_and_inactive_anchors_do_not_move():
 
 def test_m_mhe_all_inactive_only_moves_the_positives():
     h, hp = pair(6, 5, seed=31)
-    g1, g2 = grad_of("m_mhe", h, hp, m=-10.0)
+    g1, g2 = grad_of("m_mhe", h, hp, m=-10.0, **PAPER_MOD)
     assert g1.abs().max() == 0 and g2.abs().max() > 0
 
 
@@ -473,7 +477,7 @@ def test_m_mhe_uniformity_closed_form():
     low = torch.ones(n, n, dtype=torch.bool).tril(-1)
     expected = torch.logsumexp((hd @ hd.T / tau)[low], 0) - 1 / tau + math.log(2 / (n * (n - 1)))
     # identical views: the alignment term vanishes and the loss is L^{u,mMHE}
-    got = build_loss("m_mhe", temperature=tau)(hd, hd).loss
+    got = build_loss("m_mhe", temperature=tau, **PAPER_MOD)(hd, hd).loss
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
     pairs = sum(
         math.exp(-(hd[k] - hd[q]).pow(2).sum().item() / (2 * tau)) for k in range(n) for q in range(k)
@@ -485,7 +489,7 @@ def test_m_mhe_symmetric_doubles_the_positive_pull():
     n, tau, r = 7, 0.1, 1.5
     h, hp = pair(n, 5, seed=33)
     hd, hpd = h.detach(), hp.detach()
-    g1, _ = grad_of("m_mhe", h, hp, m=10.0, temperature=tau, r=r, symmetric=True)
+    g1, _ = grad_of("m_mhe", h, hp, m=10.0, temperature=tau, r=r, symmetric=True, gd_reference="cross")
 
     def w(x):
         e = torch.exp(x @ x.T / tau).masked_fill(eye(n), 0)
@@ -516,7 +520,7 @@ def test_m_mhs_gradient_is_eq17(reference):
     dist = torch.cdist(hd, hd).masked_fill(eye(n), float("inf"))
     j, nn_d = dist.argmin(1), dist.amin(1)
     eq17 = d[:, None] * (hd[j] - r * hpd) / nn_d[:, None]
-    g1, _ = grad_of("m_mhs", h, hp, m=m, r=r, gd_reference=reference)
+    g1, _ = grad_of("m_mhs", h, hp, m=m, r=r, gd_reference=reference, symmetric=False, neighbor_view="same")
     torch.testing.assert_close(g1, tangent(hd, eq17) / n, **TOL)
 
 
@@ -527,7 +531,7 @@ def test_m_mhs_other_view_neighbours_option():
     dist = torch.sqrt(torch.cdist(hd, hpd).pow(2) + 1e-4).masked_fill(eye(n), float("inf"))
     j, nn_d = dist.argmin(1), dist.amin(1)
     expected = (hpd[j] - r * hpd) / nn_d[:, None] / n
-    g1, _ = grad_of("m_mhs", h, hp, m=10.0, r=r, neighbor_view="other")
+    g1, _ = grad_of("m_mhs", h, hp, m=10.0, r=r, neighbor_view="other", **PAPER_MOD)
     torch.testing.assert_close(g1, tangent(hd, expected), **TOL)
 
 
@@ -544,7 +548,7 @@ def test_m_barlow_gradient_is_eq6_form():
     d = gd_cross(hd, hpd, m)
     w = _global_weights(hpd, tau)  # weights from the other view, normalised over all k != l
     expected = d[:, None] * (w @ hd - r * w.sum(1, keepdim=True) * hpd)
-    g1, g2 = grad_of("m_barlow", h, hp, m=m, temperature=tau, r=r)
+    g1, g2 = grad_of("m_barlow", h, hp, m=m, temperature=tau, r=r, **PAPER_MOD)
     torch.testing.assert_close(g1, tangent(hd, expected), **TOL)
     # one-directional: h' is not an anchor, its positive term pulls it towards every h_i (no GD gate)
     torch.testing.assert_close(g2, tangent(hpd, -r * w.sum(1, keepdim=True) * hd), **TOL)
@@ -562,7 +566,7 @@ def test_m_barlow_symmetric_is_the_sum_of_both_gated_directions():
     expected = d1[:, None] * (
         w @ hd - r * w.sum(1, keepdim=True) * hpd - r * w_rev.sum(1, keepdim=True) * hpd
     )
-    g1, _ = grad_of("m_barlow", h, hp, m=m, temperature=tau, r=r, symmetric=True)
+    g1, _ = grad_of("m_barlow", h, hp, m=m, temperature=tau, r=r, symmetric=True, gd_reference="cross")
     torch.testing.assert_close(g1, tangent(hd, expected), **TOL)
 
 
@@ -579,7 +583,7 @@ def test_m_vicreg_gradient_is_eq19(weight_norm):
     else:  # App. E: e^{h_i.h_j/tau} / sum_{k!=i} e^{h_k.h_i/tau}, batch mean
         w, scale = e / e.sum(0)[:, None], 1.0 / n
     expected = d[:, None] * (w @ hd - r * w.sum(1, keepdim=True) * hpd) * scale
-    g1, _ = grad_of("m_vicreg", h, hp, m=m, temperature=tau, r=r, weight_norm=weight_norm)
+    g1, _ = grad_of("m_vicreg", h, hp, m=m, temperature=tau, r=r, weight_norm=weight_norm, **PAPER_MOD)
     torch.testing.assert_close(g1, tangent(hd, expected), **TOL)
 
 
@@ -590,7 +594,7 @@ def test_m_vicreg_self_gd_reference():
     gaps = 1 - (hd @ hd.T).masked_fill(eye(n), float("-inf")).amax(1)
     m = gaps.median().item() + 1e-9
     d = gd_self(hd, m)
-    g1, _ = grad_of("m_vicreg", h, hp, m=m, gd_reference="self")
+    g1, _ = grad_of("m_vicreg", h, hp, m=m, gd_reference="self", symmetric=False)
     assert torch.equal(g1.norm(dim=-1) > 0, d.bool())
 
 

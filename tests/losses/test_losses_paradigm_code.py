@@ -153,3 +153,132 @@ def test_paradigm_active_entry_mean_with_no_active_anchor_is_zero_not_nan(symmet
     out.loss.backward()
     assert out.loss.item() == 0.0 and out.metrics["active_share"].item() == 0.0
     assert a.grad.abs().max() == 0 and b.grad.abs().max() == 0
+
+
+# ------------------------------------------------------------------ modified objectives: the code's *.w_gd.w_w.w_r
+
+
+def code_gate(e, m):
+    """§12.2 (1): self-view GD, positive replaced by 1; inactive rows replaced by their detached copy."""
+    M = (e @ e.T).detach()
+    active = 1 - (M - 1e8 * eye(e.shape[0])).max(dim=1).values < m
+    return torch.where(active[:, None], e, e.detach()), active
+
+
+def code_bt(u1, u2, tau, r):
+    """§13.3 ``_bt_loss`` with ``w_w`` and ``w_r`` (lam = 1)."""
+    off = 1 - eye(u1.shape[0])
+    Wt = (u2.detach() @ u2.detach().T / tau).exp()
+    Wt = Wt / (Wt * off).sum()
+    neg = (Wt * (u1 @ u1.detach().T)).sum(-1)
+    pos = r * (Wt * off).sum(-1) * -(u1 * u2).sum(-1)
+    return (pos + neg).sum(), Wt.diagonal().sum()
+
+
+def code_vicreg(u1, u2, tau, r):
+    """§14.3 ``_vicreg_loss``: the same skeleton, weights from the anchor's own view."""
+    off = 1 - eye(u1.shape[0])
+    Wt = (u1.detach() @ u1.detach().T / tau).exp()
+    Wt = Wt / (Wt * off).sum()
+    neg = (Wt * (u1 @ u1.detach().T)).sum(-1)
+    pos = r * (Wt * off).sum(-1) * -(u1 * u2).sum(-1)
+    return (pos + neg).sum(), Wt.diagonal().sum()
+
+
+def code_mhe(e0, e1, tau, r):
+    """§12.2: u_0 + u_1 and the alignment 2 - 2 e0.e1 weighted by r (w0_i + w1_i) / 2, weights detached."""
+    n = e0.shape[0]
+    low = torch.ones(n, n, dtype=torch.bool).tril(-1)
+
+    def u_and_w(e):
+        s = e @ e.T / tau
+        lse = torch.logsumexp(s[low], 0)
+        w = (torch.logsumexp(s.detach().masked_fill(eye(n).bool(), -math.inf), 1) - lse.detach()).exp() / tau
+        return lse, w
+
+    u0, w0 = u_and_w(e0)
+    u1, w1 = u_and_w(e1)
+    return u0 + u1 + (r * (w0 + w1) / 2 * (2 - 2 * (e0 * e1).sum(-1))).sum()
+
+
+def code_mhs(e0, e1, r):
+    """§12.1-12.2: nearest neighbour among the detached other view, sqrt(. + 1e-4); both directions, batch means."""
+    n = e0.shape[0]
+    align = 2 - 2 * (e0 * e1).sum(-1)
+
+    def half(a, b):
+        D = ((a[:, None] - b.detach()[None]) ** 2).sum(-1).add(1e-4).sqrt()
+        nearest = (D + 1e8 * eye(n)).amin(1)
+        return (r / (2 * nearest.detach()) * align - nearest).mean()
+
+    return half(e0, e1) + half(e1, e0)
+
+
+def mixed_self_margin(h, hp):
+    """A margin of the self-view rule with both views' gates mixed."""
+    def gaps(e):
+        return 1 - ((e @ e.T) - 1e8 * eye(e.shape[0])).amax(1)
+    g = torch.cat([gaps(h), gaps(hp)])
+    return g.median().item() + 1e-9
+
+
+def code_form(name, tau, r, m):
+    def fn(a, b):
+        g0, _ = code_gate(a, m)
+        g1, _ = code_gate(b, m)
+        if name == "m_barlow":
+            return code_bt(g0, g1, tau, r)[0] + code_bt(g1, g0, tau, r)[0]
+        if name == "m_vicreg":
+            return code_vicreg(g0, g1, tau, r)[0] + code_vicreg(g1, g0, tau, r)[0]
+        if name == "m_mhe":
+            return code_mhe(g0, g1, tau, r)
+        return code_mhs(g0, g1, r)
+    return fn
+
+
+def code_extra_value(name, h, hp, tau):
+    """What the code's value has beyond ours: the kept self-pair sum_i w_ii (mB, mV), the constants of L^u (mMHE)."""
+    n = h.shape[0]
+    if name in ("m_barlow", "m_vicreg"):
+        def diag_sum(e):
+            x = (e @ e.T / tau).exp()
+            return (x.diagonal().sum() / (x * (1 - eye(n))).sum()).item()
+        return diag_sum(h) + diag_sum(hp)
+    if name == "m_mhe":
+        return 2 * (1 / tau - math.log(2 / (n * (n - 1))))
+    return 0.0
+
+
+@pytest.mark.parametrize("name", ["m_mhe", "m_mhs", "m_barlow", "m_vicreg"])
+def test_modified_defaults_are_the_authors_code(name):
+    n, tau, r = 8, 0.1, 1.5
+    h, hp = pair(n, 5, 10)
+    m = mixed_self_margin(h, hp)
+    _, a0 = code_gate(h, m)
+    _, a1 = code_gate(hp, m)
+    assert 0 < a0.sum() < n and 0 < a1.sum() < n  # both views' gates are exercised
+    kw = {"m": m, "r": r} if name == "m_mhs" else {"m": m, "r": r, "temperature": tau}
+    code = value_and_grads(code_form(name, tau, r, m), h, hp)
+    got = value_and_grads(ours(name, **kw), h, hp)
+    # the code's extra terms are radial (w_ii h_i.sg(h_i), no gradient through the normalisation) or constant
+    torch.testing.assert_close(got[1], code[1], **TOL)
+    torch.testing.assert_close(got[2], code[2], **TOL)
+    assert code[0].item() == pytest.approx(got[0].item() + code_extra_value(name, h, hp, tau), rel=1e-10)
+
+
+@pytest.mark.parametrize("name", ["m_mhe", "m_mhs", "m_barlow", "m_vicreg"])
+def test_modified_defaults_are_symmetric_with_the_self_view_gd(name):
+    from hf_cse.losses import get_loss_class
+
+    loss_fn = get_loss_class(name)()
+    assert loss_fn.symmetric is True and loss_fn.gd_reference == "self"
+    if name == "m_mhs":
+        assert loss_fn.neighbor_view == "other"
+
+
+@pytest.mark.parametrize("name", ["m_mhe", "m_mhs", "m_barlow", "m_vicreg"])
+def test_modified_code_form_with_every_gate_closed_moves_nothing(name):
+    """Both views gated (the code detaches inactive rows of each view): no gradient reaches either view."""
+    h, hp = pair(6, 5, 11)
+    _, g1, g2 = value_and_grads(ours(name, m=-10.0), h, hp)
+    assert g1.abs().max() == 0 and g2.abs().max() == 0
