@@ -172,7 +172,7 @@ def code_bt(u1, u2, tau, r):
     Wt = Wt / (Wt * off).sum()
     neg = (Wt * (u1 @ u1.detach().T)).sum(-1)
     pos = r * (Wt * off).sum(-1) * -(u1 * u2).sum(-1)
-    return (pos + neg).sum(), Wt.diagonal().sum()
+    return (pos + neg).sum()
 
 
 def code_vicreg(u1, u2, tau, r):
@@ -182,7 +182,7 @@ def code_vicreg(u1, u2, tau, r):
     Wt = Wt / (Wt * off).sum()
     neg = (Wt * (u1 @ u1.detach().T)).sum(-1)
     pos = r * (Wt * off).sum(-1) * -(u1 * u2).sum(-1)
-    return (pos + neg).sum(), Wt.diagonal().sum()
+    return (pos + neg).sum()
 
 
 def code_mhe(e0, e1, tau, r):
@@ -227,9 +227,9 @@ def code_form(name, tau, r, m):
         g0, _ = code_gate(a, m)
         g1, _ = code_gate(b, m)
         if name == "m_barlow":
-            return code_bt(g0, g1, tau, r)[0] + code_bt(g1, g0, tau, r)[0]
+            return code_bt(g0, g1, tau, r) + code_bt(g1, g0, tau, r)
         if name == "m_vicreg":
-            return code_vicreg(g0, g1, tau, r)[0] + code_vicreg(g1, g0, tau, r)[0]
+            return code_vicreg(g0, g1, tau, r) + code_vicreg(g1, g0, tau, r)
         if name == "m_mhe":
             return code_mhe(g0, g1, tau, r)
         return code_mhs(g0, g1, r)
