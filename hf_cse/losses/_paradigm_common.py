@@ -79,6 +79,14 @@ def hardest_negative_weights(s: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.one_hot(j, s.shape[1]).to(s.dtype)
 
 
+def paradigm_rows(s: torch.Tensor, gd: torch.Tensor, weights: torch.Tensor,
+                  ratio: float | torch.Tensor) -> torch.Tensor:
+    """The paradigm paper's eq. 5 per anchor, ``L_i = GD_i sum_{j!=i} W_ij (s_ij - R_i s_ii)`` (N,), for the
+    similarity matrix ``s`` (anchors in rows); ``gd``, ``weights`` and ``ratio`` carry no gradient."""
+    target = s - as_ratio(ratio) * s.diagonal()[:, None]
+    return (gd.to(s.dtype)[:, None] * weights * target).sum(dim=1)
+
+
 def paradigm_surrogate(
     h: torch.Tensor,
     hp: torch.Tensor,
@@ -92,9 +100,7 @@ def paradigm_surrogate(
     require gradient; ``h``/``hp`` are unit vectors. Its gradient w.r.t. ``h_i`` is eq. 4 divided by N.
     Any GD/W/R of its Table 1 can be plugged in (see the tests).
     """
-    s = h @ hp.T
-    target = s - as_ratio(ratio) * s.diagonal()[:, None]
-    return (gd.to(s.dtype)[:, None] * weights * target).sum(dim=1).mean()
+    return paradigm_rows(h @ hp.T, gd, weights, ratio).mean()
 
 
 def unit_distance(s: torch.Tensor, eps: float = DIST_EPS) -> torch.Tensor:
@@ -108,7 +114,15 @@ class ModifiedObjective(ContrastiveLoss):
     Subclasses implement ``direction(a, b)``: the batch loss with the rows of ``a`` as anchors (already
     GD-gated: inactive rows detached) and ``b`` as the other view. ``symmetric=False`` is the paper's
     one-directional form (anchors = view 1, ``b`` = view 2 as is); ``symmetric=True`` is the authors'
-    code: both views are anchors, each view gated by its own GD, loss = direction(h, h') + direction(h', h).
+    code (UnderstandingCSE ``isotropy/models.py``, ``*.w_gd.w_w.w_r``): both views are anchors, each view gated
+    by its own GD (inactive rows of each view detached), loss = direction(h, h') + direction(h', h).
+
+    **Defaults: the authors' code form** (``symmetric=True``, ``gd_reference="self"``), because the paper's
+    numbers (Table 3) were made with that code and its m / tau / r (Tables 4-5) were tuned with it; with the
+    paper's one-directional form the same r is about half the pull (the code's r acts like an effective paper
+    R of about 2r). The paper's printed form (App. E) is ``symmetric=False, gd_reference="cross"``. The code
+    has no masked-mean reduction here (unlike the ``paradigm`` baseline): GD detaches rows and each direction
+    is summed (mMHE, mB, mV) or averaged over all N anchors (mMHS), as ``direction`` does.
 
     The hyperparameters every modified objective shares (each states its defaults, the paper's Table 4):
 
@@ -116,8 +130,8 @@ class ModifiedObjective(ContrastiveLoss):
       less than m (:func:`gd_mask`).
     * ``temperature``: tau of the exponential weights (mMHS has none: None).
     * ``r``: static ratio R (Table 2 lower); with ``symmetric=True`` the effective pull is ~2r.
-    * ``symmetric``: False = the paper's one-directional form, True = the authors' code (see above).
-    * ``gd_reference``: ``"cross"`` (paper) or ``"self"`` (authors' code), see :func:`gd_mask`.
+    * ``symmetric``: True = the authors' code (default), False = the paper's one-directional form (see above).
+    * ``gd_reference``: ``"self"`` (authors' code, default) or ``"cross"`` (paper), see :func:`gd_mask`.
     """
 
     references = (GRADIENT_PARADIGM,)

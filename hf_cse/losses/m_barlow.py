@@ -26,19 +26,24 @@ class ModifiedBarlowTwinsLoss(ModifiedObjective):
     (``e^{h_i.h'_j/tau} / sum_{k!=i} e^{h_k.h'_i/tau}``, per-anchor and mixed views) is inconsistent with
     both. ``h_j`` in the negative term is detached and the self-pair is excluded (the code keeps it in
     the sum, which only adds a radial, gradient-free term after normalisation); ``h'_i`` in the positive
-    term receives gradient. ``symmetric=True`` = authors' code (both views anchors, summed).
+    term receives gradient. ``symmetric=True`` (default) = authors' code (both views anchors, summed); the code's
+    value is higher than this class's by the kept self-pairs, ``sum_i w_ii`` per direction.
+
+    Defaults are the authors' code form (``bt.w_gd.w_w.w_r``, ``_bt_loss``: ``symmetric=True``,
+    ``gd_reference="self"``), with which the paper's Table 3 numbers were made and its r tuned (see
+    :class:`ModifiedObjective`); the printed eq. 6 is ``symmetric=False, gd_reference="cross"``.
 
     Args: ``m``, ``temperature``, ``r``, ``symmetric``, ``gd_reference`` as in :class:`ModifiedObjective`;
     defaults = the paper's Table 4, BERT-base: m = 0.30, tau = 0.05, r = 1.50 (RoBERTa-base: m = 0.37,
-    r = 1.25 with batch 512), one-directional, ``"cross"``.
+    r = 1.25 with batch 512), symmetric, ``"self"``.
 
     Example::
 
         out = build_loss("m_barlow", m=0.3, temperature=0.05, r=1.5)(z1, z2)
     """
 
-    def __init__(self, m: float = 0.30, temperature: float = 0.05, r: float = 1.50, symmetric: bool = False,
-                 gd_reference: GDReference = "cross"):
+    def __init__(self, m: float = 0.30, temperature: float = 0.05, r: float = 1.50, symmetric: bool = True,
+                 gd_reference: GDReference = "self"):
         super().__init__(m, r, symmetric, gd_reference, temperature=temperature)
 
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

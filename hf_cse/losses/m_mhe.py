@@ -31,24 +31,30 @@ class ModifiedMHELoss(ModifiedObjective):
     tangentially; the weights already carry the 1/N scale, so the batch loss sums the alignment terms).
     ``L^u - lse_{k<l} h_k.h_l/tau = -1/tau + log(2/(N(N-1)))``.
 
-    GD: ``gd_reference="cross"`` (default, paper): ``h_i.h'_i - max_{k!=i} h_i.h'_k < m``; ``"self"``
-    (authors' code): ``1 - max_{k!=i} h_i.h_k < m``. The alignment coefficient is detached as a whole
+    GD: ``gd_reference="self"`` (default, authors' code): ``1 - max_{k!=i} h_i.h_k < m``; ``"cross"``
+    (paper): ``h_i.h'_i - max_{k!=i} h_i.h'_k < m``. The alignment coefficient is detached as a whole
     (authors' code; the paper marks only its denominator "no gradient", but eq. 16 needs the whole
     coefficient constant). The alignment is computed as ``2 - 2 h_i.h'_i`` (= ``||h_i - h'_i||^2``).
-    ``symmetric=True`` follows the authors' code: both views anchors (each GD-gated),
-    ``L^u(h) + L^u(h') + sum_i r (w_i + w'_i)/2 ||h_i - h'_i||^2``: positive pull ~2x eq. 16's.
+    ``symmetric=True`` (default) follows the authors' code: both views anchors (each GD-gated),
+    ``L^u(h) + L^u(h') + sum_i r (w_i + w'_i)/2 ||h_i - h'_i||^2``: positive pull ~2x eq. 16's;
+    ``symmetric=False`` is the paper's L above. The code's value lacks the constants of L^u
+    (``-1/tau + log(2/(N(N-1)))`` per direction), which carry no gradient.
+
+    Defaults are the authors' code form (``mhe.w_gd.w_w.w_r``: ``symmetric=True, gd_reference="self"``), with
+    which the paper's Table 3 numbers were made and its r tuned (see :class:`ModifiedObjective`); the printed
+    eq. 14 is ``symmetric=False, gd_reference="cross"``.
 
     Args: ``m``, ``temperature``, ``r``, ``symmetric``, ``gd_reference`` as in :class:`ModifiedObjective`;
     defaults = the paper's Table 4, BERT-base: m = 0.30, tau = 0.05, r = 1.75 (RoBERTa-base: r = 1.25 with
-    batch 512), one-directional, ``"cross"``.
+    batch 512), symmetric, ``"self"``.
 
     Example::
 
         out = build_loss("m_mhe", m=0.3, temperature=0.05, r=1.75)(z1, z2)
     """
 
-    def __init__(self, m: float = 0.30, temperature: float = 0.05, r: float = 1.75, symmetric: bool = False,
-                 gd_reference: GDReference = "cross"):
+    def __init__(self, m: float = 0.30, temperature: float = 0.05, r: float = 1.75, symmetric: bool = True,
+                 gd_reference: GDReference = "self"):
         super().__init__(m, r, symmetric, gd_reference, temperature=temperature)
 
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

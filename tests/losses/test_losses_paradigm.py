@@ -40,6 +40,10 @@ def grad_of(loss_name, h, hp, **kw):
     return h.grad, hp.grad
 
 
+#: the paper's one-directional eq. 5 averaged over the N anchors (the defaults are the authors' code form)
+PAPER = dict(symmetric=False, reduction="anchor_mean")
+
+
 def eye(n):
     return torch.eye(n, dtype=torch.bool)
 
@@ -79,19 +83,20 @@ def test_paradigm_loss_gradient_is_eq4(m):
     s = (h @ hp.T).detach()
     gd, w = baseline_components(s, m=m, tau=0.05)
     assert 0 < gd.sum() < 8 or m == 0.3
-    g1, g2 = grad_of("paradigm", h, hp, m=m, temperature=0.05, r=1.25)
+    g1, g2 = grad_of("paradigm", h, hp, m=m, temperature=0.05, r=1.25, **PAPER)
     torch.testing.assert_close(g1, tangent(h.detach(), eq4(hp.detach(), gd, w, 1.25)) / 8, **TOL)
     # one-directional: h' gets gradient through every similarity, sum_i GD_i W_ij h_i - r GD_j h_j
     exp2 = (gd[:, None] * w).T @ h.detach() - 1.25 * gd[:, None] * h.detach()
     torch.testing.assert_close(g2, tangent(hp.detach(), exp2) / 8, **TOL)
 
 
-def test_paradigm_gd_thresholds():
+@pytest.mark.parametrize("form", [PAPER, {}], ids=["paper", "code_defaults"])
+def test_paradigm_gd_thresholds(form):
     h, hp = pair(6, 5, seed=3)
-    none = grad_of("paradigm", h, hp, gd="none")[0]
-    torch.testing.assert_close(grad_of("paradigm", h, hp, m=10.0)[0], none, rtol=0, atol=0)
+    none = grad_of("paradigm", h, hp, gd="none", **form)[0]
+    torch.testing.assert_close(grad_of("paradigm", h, hp, m=10.0, **form)[0], none, rtol=0, atol=0)
     z1, z2 = h.detach().clone().requires_grad_(True), hp.detach().clone().requires_grad_(True)
-    out = build_loss("paradigm", m=-10.0)(z1, z2)
+    out = build_loss("paradigm", m=-10.0, **form)(z1, z2)
     out.loss.backward()
     assert out.loss.item() == 0.0 and out.metrics["active_share"] == 0.0
     assert z1.grad.abs().max() == 0 and z2.grad.abs().max() == 0
@@ -99,18 +104,18 @@ def test_paradigm_gd_thresholds():
 
 def test_paradigm_without_gd_moves_anchors_like_infonce():
     h, hp = pair(8, 6, seed=4)
-    g_par = grad_of("paradigm", h, hp, gd="none", weight="softmax", r=1.0, temperature=0.05)[0]
+    g_par = grad_of("paradigm", h, hp, gd="none", weight="softmax", r=1.0, temperature=0.05, **PAPER)[0]
     g_info = grad_of("infonce", h, hp, temperature=0.05)[0]
     cos = F.cosine_similarity(g_par, g_info, dim=-1)
     assert (cos > 0.999999).all(), cos  # per anchor the two gradients are positive multiples
     # with GD on, anchors past the margin stop moving while InfoNCE keeps pushing them
-    g_gd = grad_of("paradigm", h, hp, m=0.2)[0]
+    g_gd = grad_of("paradigm", h, hp, m=0.2, **PAPER)[0]
     assert (g_gd.norm(dim=-1) == 0).any() and (g_info.norm(dim=-1) > 0).all()
 
 
 def test_paradigm_hardest_weight_equals_mpt_gradient():
     h, hp = pair(7, 5, seed=5)
-    a1, a2 = grad_of("paradigm", h, hp, weight="hardest", m=0.23, r=1.0)
+    a1, a2 = grad_of("paradigm", h, hp, weight="hardest", m=0.23, r=1.0, **PAPER)
     b1, b2 = grad_of("mpt", h, hp, margin=0.23)
     torch.testing.assert_close(a1, b1, **TOL)
     torch.testing.assert_close(a2, b2, **TOL)
@@ -118,20 +123,20 @@ def test_paradigm_hardest_weight_equals_mpt_gradient():
 
 def test_paradigm_small_temperature_weights_tend_to_hardest():
     h, hp = pair(7, 5, seed=6)
-    soft = grad_of("paradigm", h, hp, temperature=1e-4)[0]
-    hard = grad_of("paradigm", h, hp, weight="hardest")[0]
+    soft = grad_of("paradigm", h, hp, temperature=1e-4, **PAPER)[0]
+    hard = grad_of("paradigm", h, hp, weight="hardest", **PAPER)[0]
     torch.testing.assert_close(soft, hard, rtol=1e-6, atol=1e-8)
 
 
-def test_paradigm_symmetric_is_the_authors_code_gradient():
+def test_paradigm_symmetric_with_the_anchor_mean_reduction():
     n, m, tau, r = 8, 0.25, 0.05, 1.5
     h, hp = pair(n, 6, seed=7)
-    g1, g2 = grad_of("paradigm", h, hp, m=m, temperature=tau, r=r, symmetric=True)
+    g1, g2 = grad_of("paradigm", h, hp, m=m, temperature=tau, r=r, symmetric=True, reduction="anchor_mean")
     hd, hpd = h.detach(), hp.detach()
     s = hd @ hpd.T
     gd0, w0 = baseline_components(s, m, tau)
     gd1, w1 = baseline_components(s.T, m, tau)
-    # hf_cse's reduction (mean over N instead of the code's 1/(k N)):
+    # the anchor_mean reduction (mean over N instead of the code's 1/(k N), test_losses_paradigm_code.py):
     # d/dh_i = gd0_i (sum_j W0_ij h'_j - r h'_i) - gd1_i r h'_i
     exp1 = gd0[:, None] * (w0 @ hpd - r * hpd) - r * gd1[:, None] * hpd
     exp2 = gd1[:, None] * (w1 @ hd - r * hd) - r * gd0[:, None] * hd
@@ -422,6 +427,10 @@ def test_vicreg_true_loss_value_and_gradient(variance_weight):
 # ------------------------------------------------------------------ modified objectives (eq. 14-19)
 
 
+#: the paper's one-directional modified objectives with its cross-view GD (the defaults are the authors' code form)
+PAPER_MOD = dict(symmetric=False, gd_reference="cross")
+
+
 def gd_cross(h, hp, m):
     s = h @ hp.T
     return (s.diagonal() - s.masked_fill(eye(s.shape[0]), float("-inf")).amax(1) < m).to(D64)
@@ -449,7 +458,7 @@ def test_m_mhe_gradient_is_eq16_and_inactive_anchors_do_not_move():
     e = torch.exp(hd @ hd.T / tau).masked_fill(eye(n), 0)
     denom = torch.exp(hd @ hd.T / tau)[torch.ones(n, n, dtype=torch.bool).tril(-1)].sum()
     eq16 = d[:, None] * (e @ hd - r * e.sum(1, keepdim=True) * hpd) / (tau * denom)
-    g1, g2 = grad_of("m_mhe", h, hp, m=m, temperature=tau, r=r)
+    g1, g2 = grad_of("m_mhe", h, hp, m=m, temperature=tau, r=r, **PAPER_MOD)
     torch.testing.assert_close(g1, tangent(hd, eq16), **TOL)
     assert (g1[d == 0] == 0).all()
     assert (g2.norm(dim=-1) > 0).all()  # h' is pulled by every alignment term
@@ -457,7 +466,7 @@ def test_m_mhe_gradient_is_eq16_and_inactive_anchors_do_not_move():
 
 def test_m_mhe_all_inactive_only_moves_the_positives():
     h, hp = pair(6, 5, seed=31)
-    g1, g2 = grad_of("m_mhe", h, hp, m=-10.0)
+    g1, g2 = grad_of("m_mhe", h, hp, m=-10.0, **PAPER_MOD)
     assert g1.abs().max() == 0 and g2.abs().max() > 0
 
 
@@ -468,7 +477,7 @@ def test_m_mhe_uniformity_closed_form():
     low = torch.ones(n, n, dtype=torch.bool).tril(-1)
     expected = torch.logsumexp((hd @ hd.T / tau)[low], 0) - 1 / tau + math.log(2 / (n * (n - 1)))
     # identical views: the alignment term vanishes and the loss is L^{u,mMHE}
-    got = build_loss("m_mhe", temperature=tau)(hd, hd).loss
+    got = build_loss("m_mhe", temperature=tau, **PAPER_MOD)(hd, hd).loss
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
     pairs = sum(
         math.exp(-(hd[k] - hd[q]).pow(2).sum().item() / (2 * tau)) for k in range(n) for q in range(k)
@@ -480,7 +489,7 @@ def test_m_mhe_symmetric_doubles_the_positive_pull():
     n, tau, r = 7, 0.1, 1.5
     h, hp = pair(n, 5, seed=33)
     hd, hpd = h.detach(), hp.detach()
-    g1, _ = grad_of("m_mhe", h, hp, m=10.0, temperature=tau, r=r, symmetric=True)
+    g1, _ = grad_of("m_mhe", h, hp, m=10.0, temperature=tau, r=r, symmetric=True, gd_reference="cross")
 
     def w(x):
         e = torch.exp(x @ x.T / tau).masked_fill(eye(n), 0)
@@ -511,7 +520,7 @@ def test_m_mhs_gradient_is_eq17(reference):
     dist = torch.cdist(hd, hd).masked_fill(eye(n), float("inf"))
     j, nn_d = dist.argmin(1), dist.amin(1)
     eq17 = d[:, None] * (hd[j] - r * hpd) / nn_d[:, None]
-    g1, _ = grad_of("m_mhs", h, hp, m=m, r=r, gd_reference=reference)
+    g1, _ = grad_of("m_mhs", h, hp, m=m, r=r, gd_reference=reference, symmetric=False, neighbor_view="same")
     torch.testing.assert_close(g1, tangent(hd, eq17) / n, **TOL)
 
 
@@ -522,7 +531,7 @@ def test_m_mhs_other_view_neighbours_option():
     dist = torch.sqrt(torch.cdist(hd, hpd).pow(2) + 1e-4).masked_fill(eye(n), float("inf"))
     j, nn_d = dist.argmin(1), dist.amin(1)
     expected = (hpd[j] - r * hpd) / nn_d[:, None] / n
-    g1, _ = grad_of("m_mhs", h, hp, m=10.0, r=r, neighbor_view="other")
+    g1, _ = grad_of("m_mhs", h, hp, m=10.0, r=r, neighbor_view="other", **PAPER_MOD)
     torch.testing.assert_close(g1, tangent(hd, expected), **TOL)
 
 
@@ -539,7 +548,7 @@ def test_m_barlow_gradient_is_eq6_form():
     d = gd_cross(hd, hpd, m)
     w = _global_weights(hpd, tau)  # weights from the other view, normalised over all k != l
     expected = d[:, None] * (w @ hd - r * w.sum(1, keepdim=True) * hpd)
-    g1, g2 = grad_of("m_barlow", h, hp, m=m, temperature=tau, r=r)
+    g1, g2 = grad_of("m_barlow", h, hp, m=m, temperature=tau, r=r, **PAPER_MOD)
     torch.testing.assert_close(g1, tangent(hd, expected), **TOL)
     # one-directional: h' is not an anchor, its positive term pulls it towards every h_i (no GD gate)
     torch.testing.assert_close(g2, tangent(hpd, -r * w.sum(1, keepdim=True) * hd), **TOL)
@@ -557,7 +566,7 @@ def test_m_barlow_symmetric_is_the_sum_of_both_gated_directions():
     expected = d1[:, None] * (
         w @ hd - r * w.sum(1, keepdim=True) * hpd - r * w_rev.sum(1, keepdim=True) * hpd
     )
-    g1, _ = grad_of("m_barlow", h, hp, m=m, temperature=tau, r=r, symmetric=True)
+    g1, _ = grad_of("m_barlow", h, hp, m=m, temperature=tau, r=r, symmetric=True, gd_reference="cross")
     torch.testing.assert_close(g1, tangent(hd, expected), **TOL)
 
 
@@ -574,7 +583,7 @@ def test_m_vicreg_gradient_is_eq19(weight_norm):
     else:  # App. E: e^{h_i.h_j/tau} / sum_{k!=i} e^{h_k.h_i/tau}, batch mean
         w, scale = e / e.sum(0)[:, None], 1.0 / n
     expected = d[:, None] * (w @ hd - r * w.sum(1, keepdim=True) * hpd) * scale
-    g1, _ = grad_of("m_vicreg", h, hp, m=m, temperature=tau, r=r, weight_norm=weight_norm)
+    g1, _ = grad_of("m_vicreg", h, hp, m=m, temperature=tau, r=r, weight_norm=weight_norm, **PAPER_MOD)
     torch.testing.assert_close(g1, tangent(hd, expected), **TOL)
 
 
@@ -585,7 +594,7 @@ def test_m_vicreg_self_gd_reference():
     gaps = 1 - (hd @ hd.T).masked_fill(eye(n), float("-inf")).amax(1)
     m = gaps.median().item() + 1e-9
     d = gd_self(hd, m)
-    g1, _ = grad_of("m_vicreg", h, hp, m=m, gd_reference="self")
+    g1, _ = grad_of("m_vicreg", h, hp, m=m, gd_reference="self", symmetric=False)
     assert torch.equal(g1.norm(dim=-1) > 0, d.bool())
 
 
@@ -611,6 +620,6 @@ def test_margin_vs_hardest_negative_rule_is_the_same_in_gd_mask_paradigm_mpt_and
     assert 0 < sum(by_hand) < 8  # the batch has both active and inactive anchors, so the check can fail
     share = sum(by_hand) / 8
     assert gd_mask(h, hp, m).tolist() == by_hand
-    assert build_loss("paradigm", m=m)(h, hp).metrics["active_share"].item() == pytest.approx(share)
+    assert build_loss("paradigm", m=m, **PAPER)(h, hp).metrics["active_share"].item() == pytest.approx(share)
     assert build_loss("mpt", margin=m)(h, hp).metrics["active_share"].item() == pytest.approx(share)
     assert batch_diagnostics(h, hp, m=m)["gd_active"].item() == pytest.approx(share)
