@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import struct
 import zipfile
 from pathlib import Path
@@ -22,6 +23,11 @@ from .run_files import CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE_FILE = "trainer_state.json"
+#: the name of the temporary file safetensors writes a weights file through before renaming it into place
+#: (``safetensors.torch.save_file``, which transformers' ``save_pretrained`` and checkpoint saves call: the Rust
+#: ``tempfile`` crate's ``NamedTempFile`` beside the file, ``.tmp`` and 6 random letters or digits); a process killed
+#: before the rename leaves it, as large as the weights written so far
+_SAFETENSORS_TEMP = re.compile(r"\.tmp[A-Za-z0-9]{6}")
 
 
 def is_checkpoint_name(name: str) -> bool:
@@ -52,6 +58,33 @@ def run_marks(folder: Path) -> list[str]:
     """:func:`training_run_files` and a finished run's record (``training_info.json``): the entries that make
     ``folder`` a training run's folder."""
     return training_run_files(folder) + [TRAINING_INFO_FILE] * (Path(folder) / TRAINING_INFO_FILE).is_file()
+
+
+def is_killed_weights_write(path: Path) -> bool:
+    """Whether ``path`` is the temporary file of a safetensors save that was killed (:data:`_SAFETENSORS_TEMP`): a
+    plain file of that name holding nothing yet or the start of a safetensors file (an 8-byte header length, then the
+    header's JSON object), so that a dot-file of the user's of another content is never taken for one."""
+    path = Path(path)
+    if not _SAFETENSORS_TEMP.fullmatch(path.name) or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(9)
+    except OSError:
+        return False
+    return len(head) < 9 or head[8:9] == b"{"
+
+
+def killed_weights_writes(folder: Path) -> list[str]:
+    """The temporary files of killed safetensors saves (:func:`is_killed_weights_write`) in ``folder`` and in its
+    ``checkpoint-N`` folders (a checkpoint save killed: the checkpoint is saved again, the file would stay), as paths
+    relative to ``folder``. Only the process holding the folder removes them (no save of its is running then)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    checkpoints = [p for p in folder.iterdir() if is_checkpoint_name(p.name) and p.is_dir() and not p.is_symlink()]
+    places = [folder, *checkpoints]
+    return sorted(str(p.relative_to(folder)) for place in places for p in place.iterdir() if is_killed_weights_write(p))
 
 
 def safetensors_problem(path: Path) -> str | None:

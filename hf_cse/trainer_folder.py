@@ -35,6 +35,7 @@ from .checkpoints import (
     checkpoint_problem,
     checkpoint_step,
     is_checkpoint_name,
+    killed_weights_writes,
     last_complete_checkpoint,
     other_model,
     run_marks,
@@ -43,7 +44,7 @@ from .checkpoints import (
     training_run_files,
 )
 from .folder_lock import claimed_by_command, held_here
-from .output_folder import OutputFolderError, listing, same_or_inside
+from .output_folder import OutputFolderError, listing, remove_entries, same_or_inside
 from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
 from .run_settings import in_brief, settings_changed_since
 
@@ -127,6 +128,17 @@ def check_not_inside_a_run(output_dir, flag: str = "output_dir", finished_run_ok
             raise OutputFolderError(f"{flag} {output_dir} lies inside the folder of an unfinished training run "
                                     f"({parent}): files there would stop the same training command from resuming "
                                     "it. Choose a folder outside the run.")
+
+
+def remove_killed_writes(output_dir, names: list[str] | None = None) -> None:
+    """Remove ``names`` (paths relative to ``output_dir``; default: the temporary files of killed safetensors saves
+    there and in its checkpoints, :func:`~hf_cse.checkpoints.killed_weights_writes`), said in one log line. Only the
+    process that holds the folder calls it: no save of its is running, and none of another run can be."""
+    out = Path(output_dir)
+    names = killed_weights_writes(out) if names is None else names
+    if names:
+        remove_entries(out, names)
+        logger.warning("removed %s in %s: left by a run that was killed while writing them", listing(names), out)
 
 
 def check_no_names_taken_for_checkpoints(output_dir, flag: str = "output_dir") -> None:

@@ -180,6 +180,43 @@ def test_a_checkpoint_whose_torch_archive_is_cut_short_is_skipped(tmp_path, capl
     assert "pytorch_model.bin is cut short" in caplog.text
 
 
+# the temporary file safetensors writes a weights file through (.tmp + 6 letters or digits, renamed into place): a run
+# killed while saving its model or a checkpoint leaves it, with the start of a safetensors file or nothing yet
+KILLED_WEIGHTS = b"H\x00\x00\x00\x00\x00\x00\x00{\"a\": {\"dtype\": \"F32\""
+
+
+def test_a_killed_weights_write_is_removed_and_the_run_resumed(tmp_path, caplog):
+    prepare_output_dir(tmp_path, SETTINGS)
+    _checkpoint(tmp_path / "checkpoint-2")
+    (tmp_path / "checkpoint-4").mkdir()  # its save killed while writing its weights: skipped, saved again
+    (tmp_path / "checkpoint-4" / ".tmpXyZ789").write_bytes(KILLED_WEIGHTS)
+    (tmp_path / ".tmpAbC123").touch()  # the final save killed as it began
+    (tmp_path / "config.json").write_text('{"model_type": "hf_cse_simcse"}')
+    refuse_occupied_output_dir(str(tmp_path))  # the command line's early check lets it through
+    with caplog.at_level(logging.WARNING):
+        assert prepare_output_dir(tmp_path, SETTINGS) == str(tmp_path / "checkpoint-2")
+    assert not (tmp_path / ".tmpAbC123").exists() and not (tmp_path / "checkpoint-4" / ".tmpXyZ789").exists()
+    assert "removed .tmpAbC123, checkpoint-4/.tmpXyZ789 in" in caplog.text
+
+
+@pytest.mark.parametrize("name, content", [(".tmpnotes", b""), (".tmpAbC123", b"my own notes, not weights"),
+                                           (".tmpAbC1234", b""), ("tmpAbC123", b"")])
+def test_a_users_file_named_like_a_killed_weights_write_is_kept_and_refused(tmp_path, name, content):
+    prepare_output_dir(tmp_path, SETTINGS)
+    _checkpoint(tmp_path / "checkpoint-2")
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(InputError, match=f"files that are not checkpoints of a run \\({name}\\)"):
+        prepare_output_dir(tmp_path, SETTINGS)
+    assert (tmp_path / name).read_bytes() == content
+
+
+def test_overwrite_removes_a_killed_weights_write(tmp_path):
+    (tmp_path / "training_info.json").write_text("{}")
+    (tmp_path / ".tmpAbC123").write_bytes(KILLED_WEIGHTS)
+    prepare_output_dir(tmp_path, SETTINGS, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [RUN_RECORD_FILE]
+
+
 def test_overwrite_removes_the_previous_runs_files_only(tmp_path):
     for name in ("config.json", "model.safetensors", "training_info.json", "vocab.txt", "notes.txt"):
         (tmp_path / name).write_text("old")
