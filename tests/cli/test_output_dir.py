@@ -57,6 +57,23 @@ def test_checkpoints_of_a_run_with_other_settings_are_refused(tmp_path):
         prepare_output_dir(tmp_path, {**SETTINGS, "loss": "gs_infonce"})
 
 
+def test_a_loss_hyperparameter_typed_at_its_default_is_the_same_run(tmp_path):
+    """A run that left infonce's temperature to its default (its record names none) resumes with --temperature 0.05
+    typed (the default) and the other way round; another value is refused, naming the value the default was."""
+    objectives = lambda **hyper: {**SETTINGS, "objectives": [  # noqa: E731
+        {"loss": "infonce", "weight": 1.0, "hyperparameters": hyper}]}
+    left = tmp_path / "left"
+    prepare_output_dir(left, objectives())
+    _checkpoint(left / "checkpoint-2")
+    assert prepare_output_dir(left, objectives(temperature=0.05)) == str(left / "checkpoint-2")
+    with pytest.raises(InputError, match=r"infonce temperature: 0\.05 then, 0\.5 now\)"):
+        prepare_output_dir(left, objectives(temperature=0.5))
+    typed = tmp_path / "typed"
+    prepare_output_dir(typed, objectives(temperature=0.05))
+    _checkpoint(typed / "checkpoint-2")
+    assert prepare_output_dir(typed, objectives()) == str(typed / "checkpoint-2")
+
+
 def test_a_run_whose_pooling_is_only_worded_otherwise_now_resumes(tmp_path):
     """The card's wording of what set the pooling changed (normalize is named since session 16): a run interrupted
     before resumes; another pooler or normalisation is still another run."""

@@ -134,7 +134,7 @@ def test_resume_true_with_other_objectives_a_batch_or_data_is_refused(tiny_bert_
     out, checkpoint = _interrupted_run(tiny_bert_dir, sentences, tmp_path)
     hotter = [objective("infonce", temperature=0.1)]
     message = _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, {"objectives": hotter}, max_steps=4),
-                       r"objectives: infonce temperature: its default then, 0\.1 now")
+                       r"objectives: infonce temperature: 0\.05 then, 0\.1 now")
     assert len(message.replace(str(checkpoint), "")) < 400
     _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, {"objectives": [objective("gs_infonce")]},
                       max_steps=4), "objectives: infonce then, gs_infonce now")
