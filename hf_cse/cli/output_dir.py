@@ -62,6 +62,7 @@ from ..run_files import (
 )
 from ..run_settings import in_brief, setting_differences
 from ..trainer_folder import (
+    cannot_go_on_with,
     check_no_names_taken_for_checkpoints,
     check_not_another_model,
     check_not_encoder_folder,
@@ -214,11 +215,13 @@ class TrainingRun(CommandJob):
             recorded = _read_record(record)
             changed = setting_differences(json_safe(self.read_record(recorded)) if self.read_record else recorded,
                                    self.settings)
-            if changed:
+            if changed:  # name --resume_from_checkpoint only where it would be taken
+                blocked = cannot_go_on_with(changed, resume, out, flag_prefix="--")
+                ways = (f"{blocked}: rerun with its settings to resume it, or {OVERWRITE_FLAG} to start over (or "
+                        "choose another --output_dir)" if blocked else f"rerun with its settings to resume it, "
+                        f"--resume_from_checkpoint {resume} to go on with these, or {OVERWRITE_FLAG} to start over")
                 raise OutputFolderError(f"--output_dir {out} holds checkpoints of a run with other settings "
-                                        f"({in_brief(changed)}): rerun with its settings to resume it, "
-                                        f"--resume_from_checkpoint {resume} to go on with these, or {OVERWRITE_FLAG} "
-                                        "to start over.")
+                                        f"({in_brief(changed)}): {ways}.")
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)

@@ -74,6 +74,23 @@ def test_a_loss_hyperparameter_typed_at_its_default_is_the_same_run(tmp_path):
     assert prepare_output_dir(typed, objectives()) == str(typed / "checkpoint-2")
 
 
+def test_other_settings_are_offered_resume_from_checkpoint_only_where_it_would_be_taken(tmp_path):
+    """A learning rate the checkpoint's optimizer state brings back, or later (incomplete) checkpoints that going on
+    would overwrite: --resume_from_checkpoint would be refused in turn, so the refusal names only what works."""
+    prepare_output_dir(tmp_path, SETTINGS)
+    _checkpoint(tmp_path / "checkpoint-2")
+    with pytest.raises(InputError) as refused:
+        prepare_output_dir(tmp_path, {**SETTINGS, "learning_rate": 1e-4})
+    assert "--learning_rate cannot change when resuming" in str(refused.value)
+    assert "--resume_from_checkpoint" not in str(refused.value) and "--overwrite_output_dir" in str(refused.value)
+    with pytest.raises(InputError, match=f"--resume_from_checkpoint {tmp_path / 'checkpoint-2'} to go on with these"):
+        prepare_output_dir(tmp_path, {**SETTINGS, "warmup_steps": 2})
+    (tmp_path / "checkpoint-4").mkdir()  # cut short: skipped, but going on from checkpoint-2 would overwrite it
+    with pytest.raises(InputError, match=r"would overwrite the later checkpoints \(checkpoint-4\)") as refused:
+        prepare_output_dir(tmp_path, {**SETTINGS, "warmup_steps": 2})
+    assert "--resume_from_checkpoint" not in str(refused.value)
+
+
 def test_a_run_whose_pooling_is_only_worded_otherwise_now_resumes(tmp_path):
     """The card's wording of what set the pooling changed (normalize is named since session 16): a run interrupted
     before resumes; another pooler or normalisation is still another run."""
