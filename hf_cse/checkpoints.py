@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .run_files import CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE
+from .run_files import CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +85,25 @@ def killed_weights_writes(folder: Path) -> list[str]:
     checkpoints = [p for p in folder.iterdir() if is_checkpoint_name(p.name) and p.is_dir() and not p.is_symlink()]
     places = [folder, *checkpoints]
     return sorted(str(p.relative_to(folder)) for place in places for p in place.iterdir() if is_killed_weights_write(p))
+
+
+def unfinished_run(folder, use: str) -> str | None:
+    """Where ``folder`` is a training run's folder without its final model (its checkpoints or record, but neither
+    ``training_info.json``, which a run writes last, nor whole weights: the run was stopped before or during its
+    final save), the line that says so and what to do instead, for a job that would ``use`` the model ("export",
+    "evaluate"); else None. The one home of that line: the export and the evaluation refuse such a folder with it,
+    rather than with loading's traceback or a missing tokenizer."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir() or (folder / TRAINING_INFO_FILE).is_file() or not training_run_files(folder):
+        return None
+    weights = [p for pattern in WEIGHT_FILES for p in folder.glob(pattern)]
+    if weights and not weights_problem(folder):
+        return None
+    last = last_complete_checkpoint(folder, say_skipped=False)
+    instead = (f"or {use} its last complete checkpoint, {last}" if last else
+               "no complete checkpoint is there to use instead")
+    return (f"{folder} holds a training run without its final model (no {TRAINING_INFO_FILE}; the run was stopped "
+            f"before or during its final save): rerun its training command to finish it, {instead}.")
 
 
 def safetensors_problem(path: Path) -> str | None:
@@ -194,13 +213,14 @@ def checkpoint_step(folder: Path) -> int:
     return int(folder.name[len(CHECKPOINT_PREFIX) + 1:]) if is_checkpoint_name(folder.name) else -1
 
 
-def last_complete_checkpoint(output_dir) -> str | None:
+def last_complete_checkpoint(output_dir, say_skipped: bool = True) -> str | None:
     """The checkpoint with the highest step that is complete; each incomplete one after it is skipped with one log
-    line naming what is wrong."""
+    line naming what is wrong (``say_skipped``: where a message names the checkpoint found instead)."""
     folders = [p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*") if p.is_dir() and checkpoint_step(p) >= 0]
     for folder in sorted(folders, key=checkpoint_step, reverse=True):
         problem = checkpoint_problem(folder)
         if problem is None:
             return str(folder)
-        logger.warning("skipping the incomplete checkpoint %s: %s", folder, problem)
+        if say_skipped:
+            logger.warning("skipping the incomplete checkpoint %s: %s", folder, problem)
     return None
