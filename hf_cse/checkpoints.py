@@ -12,16 +12,22 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import struct
 import zipfile
 from pathlib import Path
 from typing import Any
 
-from .run_files import CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE
+from .run_files import CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
 
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE_FILE = "trainer_state.json"
+#: the name of the temporary file safetensors writes a weights file through before renaming it into place
+#: (``safetensors.torch.save_file``, which transformers' ``save_pretrained`` and checkpoint saves call: the Rust
+#: ``tempfile`` crate's ``NamedTempFile`` beside the file, ``.tmp`` and 6 random letters or digits); a process killed
+#: before the rename leaves it, as large as the weights written so far
+_SAFETENSORS_TEMP = re.compile(r"\.tmp[A-Za-z0-9]{6}")
 
 
 def is_checkpoint_name(name: str) -> bool:
@@ -52,6 +58,52 @@ def run_marks(folder: Path) -> list[str]:
     """:func:`training_run_files` and a finished run's record (``training_info.json``): the entries that make
     ``folder`` a training run's folder."""
     return training_run_files(folder) + [TRAINING_INFO_FILE] * (Path(folder) / TRAINING_INFO_FILE).is_file()
+
+
+def is_killed_weights_write(path: Path) -> bool:
+    """Whether ``path`` is the temporary file of a safetensors save that was killed (:data:`_SAFETENSORS_TEMP`): a
+    plain file of that name holding nothing yet or the start of a safetensors file (an 8-byte header length, then the
+    header's JSON object), so that a dot-file of the user's of another content is never taken for one."""
+    path = Path(path)
+    if not _SAFETENSORS_TEMP.fullmatch(path.name) or path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(9)
+    except OSError:
+        return False
+    return len(head) < 9 or head[8:9] == b"{"
+
+
+def killed_weights_writes(folder: Path) -> list[str]:
+    """The temporary files of killed safetensors saves (:func:`is_killed_weights_write`) in ``folder`` and in its
+    ``checkpoint-N`` folders (a checkpoint save killed: the checkpoint is saved again, the file would stay), as paths
+    relative to ``folder``. Only the process holding the folder removes them (no save of its is running then)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    checkpoints = [p for p in folder.iterdir() if is_checkpoint_name(p.name) and p.is_dir() and not p.is_symlink()]
+    places = [folder, *checkpoints]
+    return sorted(str(p.relative_to(folder)) for place in places for p in place.iterdir() if is_killed_weights_write(p))
+
+
+def unfinished_run(folder, use: str) -> str | None:
+    """Where ``folder`` is a training run's folder without its final model (its checkpoints or record, but neither
+    ``training_info.json``, which a run writes last, nor whole weights: the run was stopped before or during its
+    final save), the line that says so and what to do instead, for a job that would ``use`` the model ("export",
+    "evaluate"); else None. The one home of that line: the export and the evaluation refuse such a folder with it,
+    rather than with loading's traceback or a missing tokenizer."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir() or (folder / TRAINING_INFO_FILE).is_file() or not training_run_files(folder):
+        return None
+    weights = [p for pattern in WEIGHT_FILES for p in folder.glob(pattern)]
+    if weights and not weights_problem(folder):
+        return None
+    last = last_complete_checkpoint(folder, say_skipped=False)
+    instead = (f"or {use} its last complete checkpoint, {last}" if last else
+               "no complete checkpoint is there to use instead")
+    return (f"{folder} holds a training run without its final model (no {TRAINING_INFO_FILE}; the run was stopped "
+            f"before or during its final save): rerun its training command to finish it, {instead}.")
 
 
 def safetensors_problem(path: Path) -> str | None:
@@ -161,13 +213,14 @@ def checkpoint_step(folder: Path) -> int:
     return int(folder.name[len(CHECKPOINT_PREFIX) + 1:]) if is_checkpoint_name(folder.name) else -1
 
 
-def last_complete_checkpoint(output_dir) -> str | None:
+def last_complete_checkpoint(output_dir, say_skipped: bool = True) -> str | None:
     """The checkpoint with the highest step that is complete; each incomplete one after it is skipped with one log
-    line naming what is wrong."""
+    line naming what is wrong (``say_skipped``: where a message names the checkpoint found instead)."""
     folders = [p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*") if p.is_dir() and checkpoint_step(p) >= 0]
     for folder in sorted(folders, key=checkpoint_step, reverse=True):
         problem = checkpoint_problem(folder)
         if problem is None:
             return str(folder)
-        logger.warning("skipping the incomplete checkpoint %s: %s", folder, problem)
+        if say_skipped:
+            logger.warning("skipping the incomplete checkpoint %s: %s", folder, problem)
     return None

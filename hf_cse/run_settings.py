@@ -70,6 +70,7 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
     changed = [_objectives_change(recorded[k], current[k]) if k == "objectives" and _objective_lists(
                recorded.get(k), current.get(k)) else f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now"
                for k in keys if recorded.get(k) != current.get(k)]
+    changed = [c for c in changed if c]  # objectives equal once each loss's defaults are filled in
     if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did
         then, now = recorded[TRAIN_FILE_CONTENT] or {}, current.get(TRAIN_FILE_CONTENT) or {}
         changed += [_content_change(name, then.get(name), now.get(name))
@@ -81,21 +82,40 @@ def _objective_lists(*values: Any) -> bool:
     return all(isinstance(v, list) and all(isinstance(o, dict) and "loss" in o for o in v) for v in values)
 
 
-def _objectives_change(then: list[dict], now: list[dict]) -> str:
+def loss_defaults(loss: str) -> dict[str, Any]:
+    """The hyperparameters of the registered loss ``loss`` that have a default (its constructor's), as JSON holds
+    them; empty for a loss not registered in this process. Imports the losses (torch): only called where two runs'
+    objectives differ as recorded."""
+    import inspect
+
+    from .errors import CSEError
+    from .losses.registry import loss_hyperparameters
+
+    try:
+        parameters = loss_hyperparameters(loss)
+    except CSEError:
+        return {}
+    return {k: _as_saved({k: p.default})[k] for k, p in parameters.items() if p.default is not inspect.Parameter.empty}
+
+
+def _objectives_change(then: list[dict], now: list[dict]) -> str | None:
     """What changed between two lists of objectives, by loss: the losses where they differ, else each weight and
     hyperparameter that changed (``infonce temperature: 0.05 then, 0.5 now``), shorter than the lists themselves,
-    which a one-line refusal would cut before the difference."""
+    which a one-line refusal would cut before the difference. A hyperparameter given on one side only is compared
+    with the loss's default (:func:`loss_defaults`): typing the default is the same run. None: no change."""
     losses = [o["loss"] for o in then], [o["loss"] for o in now]
     if losses[0] != losses[1]:
         return f"objectives: {' + '.join(losses[0])} then, {' + '.join(losses[1])} now"
     parts = []
     for before, after in zip(then, now, strict=True):
-        fields = {"weight": (before.get("weight"), after.get("weight"))}
-        hyper = before.get("hyperparameters") or {}, after.get("hyperparameters") or {}
+        fields = {"weight": (before.get("weight", 1.0), after.get("weight", 1.0))}
+        defaults = loss_defaults(before["loss"])
+        hyper = ({**defaults, **(before.get("hyperparameters") or {})},
+                 {**defaults, **(after.get("hyperparameters") or {})})
         fields |= {k: (hyper[0].get(k), hyper[1].get(k)) for k in sorted(set(hyper[0]) | set(hyper[1]))}
         shown = lambda v: "its default" if v is None else repr(v)  # noqa: E731 - a value a record leaves out
         parts += [f"{before['loss']} {k}: {shown(a)} then, {shown(b)} now" for k, (a, b) in fields.items() if a != b]
-    return "objectives: " + ("; ".join(parts) or f"{then!r} then, {now!r} now")
+    return "objectives: " + "; ".join(parts) if parts else None
 
 
 def _content_change(name: str, then: str | None, now: str | None) -> str:

@@ -40,6 +40,7 @@ from .trainer_folder import (
     check_not_trained_twice,
     check_save_folder,
     checkpoint_to_resume,
+    remove_killed_writes,
     warn_other_world_size,
 )
 from .trainer_options import (
@@ -259,8 +260,10 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         return main_process_outcome(self.args, check)
 
     def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
-        if resume_from_checkpoint and self.is_world_process_zero():
-            warn_other_world_size(resume_from_checkpoint, self.args.world_size)
+        if self.is_world_process_zero():  # it holds the folder: a killed save's temporary files go
+            remove_killed_writes(self.args.output_dir)
+            if resume_from_checkpoint:
+                warn_other_world_size(resume_from_checkpoint, self.args.world_size)
         state_file = Path(resume_from_checkpoint) / TRAINER_STATE_FILE if resume_from_checkpoint else None
         state = TrainerState.load_from_json(str(state_file)) if state_file and state_file.is_file() else None
         # a run asked to go further (a larger max_steps or num_train_epochs than the checkpoint's run had) trains on

@@ -35,6 +35,7 @@ from .checkpoints import (
     checkpoint_problem,
     checkpoint_step,
     is_checkpoint_name,
+    killed_weights_writes,
     last_complete_checkpoint,
     other_model,
     run_marks,
@@ -43,7 +44,7 @@ from .checkpoints import (
     training_run_files,
 )
 from .folder_lock import claimed_by_command, held_here
-from .output_folder import OutputFolderError, listing, same_or_inside
+from .output_folder import OutputFolderError, listing, remove_entries, same_or_inside
 from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
 from .run_settings import in_brief, settings_changed_since
 
@@ -127,6 +128,17 @@ def check_not_inside_a_run(output_dir, flag: str = "output_dir", finished_run_ok
             raise OutputFolderError(f"{flag} {output_dir} lies inside the folder of an unfinished training run "
                                     f"({parent}): files there would stop the same training command from resuming "
                                     "it. Choose a folder outside the run.")
+
+
+def remove_killed_writes(output_dir, names: list[str] | None = None) -> None:
+    """Remove ``names`` (paths relative to ``output_dir``; default: the temporary files of killed safetensors saves
+    there and in its checkpoints, :func:`~hf_cse.checkpoints.killed_weights_writes`), said in one log line. Only the
+    process that holds the folder calls it: no save of its is running, and none of another run can be."""
+    out = Path(output_dir)
+    names = killed_weights_writes(out) if names is None else names
+    if names:
+        remove_entries(out, names)
+        logger.warning("removed %s in %s: left by a run that was killed while writing them", listing(names), out)
 
 
 def check_no_names_taken_for_checkpoints(output_dir, flag: str = "output_dir") -> None:
@@ -218,8 +230,7 @@ def check_no_later_checkpoints(checkpoint: Path, output_dir) -> None:
     the run would overwrite them one by one (and leave the rest beside its own: two runs in one folder), and a
     relaunch would resume the wrong one."""
     step = checkpoint_step(checkpoint)
-    later = sorted((p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*")
-                    if p.is_dir() and checkpoint_step(p) > step >= 0), key=checkpoint_step)
+    later = later_checkpoints(checkpoint, output_dir)
     if later:
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: output_dir {output_dir} holds later "
                                 f"checkpoints ({listing([p.name for p in later])}), which going on from step {step} "
@@ -227,8 +238,32 @@ def check_no_later_checkpoints(checkpoint: Path, output_dir) -> None:
                                 f"{later[-1]}, or go on from {checkpoint.name} in another output_dir.")
 
 
+def later_checkpoints(checkpoint, output_dir) -> list[Path]:
+    """The checkpoint folders of ``output_dir`` past the step of ``checkpoint`` (complete or not), by step."""
+    step = checkpoint_step(Path(checkpoint))
+    return sorted((p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*")
+                   if p.is_dir() and checkpoint_step(p) > step >= 0), key=checkpoint_step)
+
+
 #: run settings that resuming takes from the checkpoint's optimizer and scheduler state, whatever the arguments say
 RESTORED_WITH_THE_OPTIMIZER = ("learning_rate", "weight_decay")
+
+
+def cannot_go_on_with(changed: list[str], checkpoint, output_dir, flag_prefix: str = "") -> str | None:
+    """Why ``checkpoint`` named by its path could not go on with the ``changed`` settings
+    (:func:`~hf_cse.run_settings.setting_differences`), or None: a setting its optimizer and scheduler state bring
+    back changed, or later checkpoints in ``output_dir`` would be overwritten. A refusal of the checkpoint with other
+    settings offers to name it only where this is None (else that way out is refused in turn).
+    ``flag_prefix``: ``"--"`` where the settings are named as flags."""
+    restored = [c.split(":", 1)[0] for c in changed if c.split(":", 1)[0] in RESTORED_WITH_THE_OPTIMIZER]
+    if restored:
+        return (f"{' and '.join(flag_prefix + name for name in restored)} cannot change when resuming (the "
+                "checkpoint's optimizer and scheduler state bring back its run's)")
+    later = later_checkpoints(checkpoint, output_dir) if output_dir is not None else []
+    if later:
+        return (f"going on from it with other settings would overwrite the later checkpoints "
+                f"({listing([p.name for p in later])})")
+    return None
 
 
 def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> None:
@@ -248,9 +283,12 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
         logger.warning("resuming %s with other settings than its run's (%s): going on with these", checkpoint,
                        "; ".join(changed))
     elif changed:
+        blocked = cannot_go_on_with(changed, checkpoint, output_dir)
+        ways = (f"{blocked}: resume it with its run's settings, or start a new run in another output_dir" if blocked
+                else f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings, or start a "
+                     "new run in another output_dir")
         raise OutputFolderError(f"resume_from_checkpoint=True: {checkpoint} is a checkpoint of a run with other "
-                                f"settings ({in_brief(changed, 240)}): pass resume_from_checkpoint='{checkpoint}' to "
-                                "go on from it with these settings, or start a new run in another output_dir.")
+                                f"settings ({in_brief(changed, 240)}): {ways}.")
 
 
 def _saved_method(checkpoint: Path) -> str | None:

@@ -85,3 +85,18 @@ def train_args(encoder, tmp_path, out, *extra) -> list[str]:
     return ["--model_name_or_path", str(encoder), "--train_file", str(train), "--max_steps", "2",
             "--per_device_train_batch_size", "8", "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true",
             *extra]
+
+
+def cut_short_run(folder) -> str:
+    """A training run's folder whose final save was cut short (its config and Trainer state written, no weights, no
+    tokenizer, no training_info.json), with a complete checkpoint-2 and a cut-short checkpoint-4; returns
+    checkpoint-2's path."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    (folder / "checkpoint-2").mkdir(parents=True)
+    (folder / "checkpoint-4").mkdir()
+    for name in ("hf_cse_run.json", "trainer_state.json", "checkpoint-2/trainer_state.json"):
+        (folder / name).write_text("{}")
+    (folder / "config.json").write_text('{"model_type": "hf_cse_simcse", "method": "simcse"}')
+    return str(folder / "checkpoint-2")

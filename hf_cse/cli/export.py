@@ -12,6 +12,7 @@ from typing import Any
 
 from transformers.hf_argparser import string_to_bool
 
+from ..checkpoints import unfinished_run
 from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
 from ..export.folders import check_export_folder
@@ -94,6 +95,9 @@ def export_from_args(argv: list[str] | None = None) -> int:
     import_user_modules(args.import_module)  # a method of the user's own: the checkpoint's class
     check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
     check_model_source(args.checkpoint, "CHECKPOINT")
+    unfinished = unfinished_run(args.checkpoint, "export")  # before anything is written (the export says it too)
+    if unfinished:
+        raise InputError(unfinished)
     if args.push_to_hub:
         check_repo_id(args.push_to_hub, "--push_to_hub")  # before the export it would end
     out_dir = Path(args.out_dir).expanduser()

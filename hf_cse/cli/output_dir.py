@@ -35,6 +35,8 @@ from ..checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
     is_checkpoint_name,
+    is_killed_weights_write,
+    killed_weights_writes,
     last_complete_checkpoint,
     other_model,
 )
@@ -60,10 +62,12 @@ from ..run_files import (
 )
 from ..run_settings import in_brief, setting_differences
 from ..trainer_folder import (
+    cannot_go_on_with,
     check_no_names_taken_for_checkpoints,
     check_not_another_model,
     check_not_encoder_folder,
     check_not_inside_a_run,
+    remove_killed_writes,
 )
 from ..writing import json_safe, write_json_atomic
 
@@ -89,11 +93,13 @@ def run_entries(names, patterns: tuple[str, ...]) -> list[str]:
     return [n for n in matching(names, patterns) if not n.startswith(f"{CHECKPOINT_PREFIX}-") or is_checkpoint_name(n)]
 
 
-def killed_writes(names) -> list[str]:
-    """Of ``names``, the partial files of a run's own files that a killed write left (``.<name>.partial-<pid>``,
-    :mod:`hf_cse.writing`; an export's temporary folder) and the probe file of the folder's write check: never a
-    run's result, removed by the run that claims the folder next (it holds the lock: no run is still writing them)."""
-    return [n for n in names if n.startswith(WRITE_PROBE_PREFIX)
+def killed_writes(out: Path, names) -> list[str]:
+    """Of ``out``'s entries ``names``, the partial files of a run's own files that a killed write left
+    (``.<name>.partial-<pid>``, :mod:`hf_cse.writing`; an export's temporary folder; the temporary file of a weights
+    file safetensors was writing, :func:`~hf_cse.checkpoints.is_killed_weights_write`) and the probe file of the
+    folder's write check: never a run's result, removed by the run that claims the folder next (it holds the lock: no
+    run is still writing them)."""
+    return [n for n in names if n.startswith(WRITE_PROBE_PREFIX) or is_killed_weights_write(out / n)
             or (n.startswith(".") and ".partial-" in n and run_entries([n[1:].rsplit(".partial-", 1)[0]], RUN_FILES))]
 
 
@@ -166,7 +172,7 @@ class TrainingRun(CommandJob):
 
     def own_files(self, out: Path, left: list[str]) -> list[str]:
         theirs = set(other_models(out, left))  # another tool's: never a run's to remove
-        return sorted(set(run_entries(left, RUN_FILES) + killed_writes(left)) - theirs)
+        return sorted(set(run_entries(left, RUN_FILES) + killed_writes(out, left)) - theirs)
 
     def remove(self, out: Path, names: list[str]) -> None:  # the mark of a finished run first: a kill meanwhile
         remove_entries(out, sorted(names, key=lambda n: n != TRAINING_INFO_FILE))  # leaves no "finished" run
@@ -177,11 +183,11 @@ class TrainingRun(CommandJob):
                            "describe the model it trains now (move them aside, or evaluate again)", listing(stale), out)
 
     def _remove_killed_writes(self, out: Path, left: list[str]) -> None:
-        partials = [n for n in killed_writes(left) if (out / n).exists()] if self.is_main_process else []
-        if partials:
-            remove_entries(out, partials)
-            logger.warning("removed %s in %s: left by a run that was killed while writing them",
-                           listing(partials), out)
+        if not self.is_main_process:
+            return
+        partials = [n for n in killed_writes(out, left) if (out / n).exists()]
+        partials += [n for n in killed_weights_writes(out) if n not in partials]  # those in checkpoints too
+        remove_killed_writes(out, partials)
 
     def continue_interrupted(self, out: Path, left: list[str]) -> str | None:
         """The checkpoint to resume the run in ``out`` from (None: no complete one); refused when the folder holds
@@ -209,11 +215,13 @@ class TrainingRun(CommandJob):
             recorded = _read_record(record)
             changed = setting_differences(json_safe(self.read_record(recorded)) if self.read_record else recorded,
                                    self.settings)
-            if changed:
+            if changed:  # name --resume_from_checkpoint only where it would be taken
+                blocked = cannot_go_on_with(changed, resume, out, flag_prefix="--")
+                ways = (f"{blocked}: rerun with its settings to resume it, or {OVERWRITE_FLAG} to start over (or "
+                        "choose another --output_dir)" if blocked else f"rerun with its settings to resume it, "
+                        f"--resume_from_checkpoint {resume} to go on with these, or {OVERWRITE_FLAG} to start over")
                 raise OutputFolderError(f"--output_dir {out} holds checkpoints of a run with other settings "
-                                        f"({in_brief(changed)}): rerun with its settings to resume it, "
-                                        f"--resume_from_checkpoint {resume} to go on with these, or {OVERWRITE_FLAG} "
-                                        "to start over.")
+                                        f"({in_brief(changed)}): {ways}.")
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
@@ -240,7 +248,8 @@ def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
     that no run writes. Needs no model and no torch: the command line checks it before either is loaded
     (:func:`refuse_occupied_output_dir`), and the run again when it claims the folder."""
     theirs = other_models(out, left)
-    interrupted = [n for n in run_entries(left, _INTERRUPTED_RUN_FILES) + killed_writes(left) if n not in theirs]
+    interrupted = [n for n in run_entries(left, _INTERRUPTED_RUN_FILES) + killed_writes(out, left)
+                   if n not in theirs]
     foreign = [n for n in left if n not in interrupted]
     other = [n for n in foreign if n not in run_entries(foreign, RUN_FILES) or n in theirs]
     finished = (out / TRAINING_INFO_FILE).exists()  # a run writes it last: named first, whatever lies beside

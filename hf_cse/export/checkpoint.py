@@ -8,6 +8,7 @@ from typing import Any
 
 from torch import nn
 
+from ..checkpoints import unfinished_run
 from ..finite_weights import check_finite_weights
 from ..tokenizer_match import vocabulary_difference
 from .errors import ExportError
@@ -25,6 +26,9 @@ def load_model(model_or_path):
             "A plain encoder can be packaged with sentence-transformers directly."
         )
     path = Path(str(model_or_path)).expanduser()
+    unfinished = unfinished_run(path, "export")
+    if unfinished:
+        raise ExportError(unfinished)
     if path.exists() and not is_cse_checkpoint(path):
         raise ExportError(
             f"{path} is not an hf_cse checkpoint (its config.json is missing or its model_type does not start with "

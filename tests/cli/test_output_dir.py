@@ -57,6 +57,40 @@ def test_checkpoints_of_a_run_with_other_settings_are_refused(tmp_path):
         prepare_output_dir(tmp_path, {**SETTINGS, "loss": "gs_infonce"})
 
 
+def test_a_loss_hyperparameter_typed_at_its_default_is_the_same_run(tmp_path):
+    """A run that left infonce's temperature to its default (its record names none) resumes with --temperature 0.05
+    typed (the default) and the other way round; another value is refused, naming the value the default was."""
+    objectives = lambda **hyper: {**SETTINGS, "objectives": [  # noqa: E731
+        {"loss": "infonce", "weight": 1.0, "hyperparameters": hyper}]}
+    left = tmp_path / "left"
+    prepare_output_dir(left, objectives())
+    _checkpoint(left / "checkpoint-2")
+    assert prepare_output_dir(left, objectives(temperature=0.05)) == str(left / "checkpoint-2")
+    with pytest.raises(InputError, match=r"infonce temperature: 0\.05 then, 0\.5 now\)"):
+        prepare_output_dir(left, objectives(temperature=0.5))
+    typed = tmp_path / "typed"
+    prepare_output_dir(typed, objectives(temperature=0.05))
+    _checkpoint(typed / "checkpoint-2")
+    assert prepare_output_dir(typed, objectives()) == str(typed / "checkpoint-2")
+
+
+def test_other_settings_are_offered_resume_from_checkpoint_only_where_it_would_be_taken(tmp_path):
+    """A learning rate the checkpoint's optimizer state brings back, or later (incomplete) checkpoints that going on
+    would overwrite: --resume_from_checkpoint would be refused in turn, so the refusal names only what works."""
+    prepare_output_dir(tmp_path, SETTINGS)
+    _checkpoint(tmp_path / "checkpoint-2")
+    with pytest.raises(InputError) as refused:
+        prepare_output_dir(tmp_path, {**SETTINGS, "learning_rate": 1e-4})
+    assert "--learning_rate cannot change when resuming" in str(refused.value)
+    assert "--resume_from_checkpoint" not in str(refused.value) and "--overwrite_output_dir" in str(refused.value)
+    with pytest.raises(InputError, match=f"--resume_from_checkpoint {tmp_path / 'checkpoint-2'} to go on with these"):
+        prepare_output_dir(tmp_path, {**SETTINGS, "warmup_steps": 2})
+    (tmp_path / "checkpoint-4").mkdir()  # cut short: skipped, but going on from checkpoint-2 would overwrite it
+    with pytest.raises(InputError, match=r"would overwrite the later checkpoints \(checkpoint-4\)") as refused:
+        prepare_output_dir(tmp_path, {**SETTINGS, "warmup_steps": 2})
+    assert "--resume_from_checkpoint" not in str(refused.value)
+
+
 def test_a_run_whose_pooling_is_only_worded_otherwise_now_resumes(tmp_path):
     """The card's wording of what set the pooling changed (normalize is named since session 16): a run interrupted
     before resumes; another pooler or normalisation is still another run."""
@@ -178,6 +212,43 @@ def test_a_checkpoint_whose_torch_archive_is_cut_short_is_skipped(tmp_path, capl
     with caplog.at_level(logging.WARNING, logger="hf_cse.checkpoints"):
         assert prepare_output_dir(tmp_path, SETTINGS) == str(tmp_path / "checkpoint-2")
     assert "pytorch_model.bin is cut short" in caplog.text
+
+
+# the temporary file safetensors writes a weights file through (.tmp + 6 letters or digits, renamed into place): a run
+# killed while saving its model or a checkpoint leaves it, with the start of a safetensors file or nothing yet
+KILLED_WEIGHTS = b"H\x00\x00\x00\x00\x00\x00\x00{\"a\": {\"dtype\": \"F32\""
+
+
+def test_a_killed_weights_write_is_removed_and_the_run_resumed(tmp_path, caplog):
+    prepare_output_dir(tmp_path, SETTINGS)
+    _checkpoint(tmp_path / "checkpoint-2")
+    (tmp_path / "checkpoint-4").mkdir()  # its save killed while writing its weights: skipped, saved again
+    (tmp_path / "checkpoint-4" / ".tmpXyZ789").write_bytes(KILLED_WEIGHTS)
+    (tmp_path / ".tmpAbC123").touch()  # the final save killed as it began
+    (tmp_path / "config.json").write_text('{"model_type": "hf_cse_simcse"}')
+    refuse_occupied_output_dir(str(tmp_path))  # the command line's early check lets it through
+    with caplog.at_level(logging.WARNING):
+        assert prepare_output_dir(tmp_path, SETTINGS) == str(tmp_path / "checkpoint-2")
+    assert not (tmp_path / ".tmpAbC123").exists() and not (tmp_path / "checkpoint-4" / ".tmpXyZ789").exists()
+    assert "removed .tmpAbC123, checkpoint-4/.tmpXyZ789 in" in caplog.text
+
+
+@pytest.mark.parametrize("name, content", [(".tmpnotes", b""), (".tmpAbC123", b"my own notes, not weights"),
+                                           (".tmpAbC1234", b""), ("tmpAbC123", b"")])
+def test_a_users_file_named_like_a_killed_weights_write_is_kept_and_refused(tmp_path, name, content):
+    prepare_output_dir(tmp_path, SETTINGS)
+    _checkpoint(tmp_path / "checkpoint-2")
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(InputError, match=f"files that are not checkpoints of a run \\({name}\\)"):
+        prepare_output_dir(tmp_path, SETTINGS)
+    assert (tmp_path / name).read_bytes() == content
+
+
+def test_overwrite_removes_a_killed_weights_write(tmp_path):
+    (tmp_path / "training_info.json").write_text("{}")
+    (tmp_path / ".tmpAbC123").write_bytes(KILLED_WEIGHTS)
+    prepare_output_dir(tmp_path, SETTINGS, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [RUN_RECORD_FILE]
 
 
 def test_overwrite_removes_the_previous_runs_files_only(tmp_path):

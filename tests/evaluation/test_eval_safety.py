@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 from eval_helpers import write_toy_senteval
+from helpers import cut_short_run
 
 from hf_cse.cli import evaluate as eval_cli
 from hf_cse.evaluation import transfer
@@ -283,6 +284,16 @@ def test_sequence_length_outside_the_model_limit_is_refused(length, message, tin
                     "--tasks", "STSB", "--max_seq_length", length, "--output_dir", tmp_path / "out")
     assert code == 1 and message in one_line(err)
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_a_run_whose_final_save_was_cut_short_is_named_so_not_as_missing_its_tokenizer(senteval, tmp_path, capsys,
+                                                                                        no_model_loading):
+    last = cut_short_run(tmp_path / "run")
+    code, err = run(capsys, "--model_name_or_path", tmp_path / "run", "--senteval_data_dir", senteval, "--tasks",
+                    "STSB", "--output_dir", tmp_path / "out")
+    line = one_line(err).removesuffix(" (HF_CSE_DEBUG=1 shows the traceback)")
+    assert code == 1 and "holds a training run without its final model" in line and "tokenizer" not in line
+    assert line.endswith(f"rerun its training command to finish it, or evaluate its last complete checkpoint, {last}.")
 
 
 def test_a_model_folder_without_its_tokenizer_files_is_refused_before_loading(tiny_bert_dir, senteval, tmp_path,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from eval_helpers import write_toy_senteval
+from helpers import cut_short_run
 from transformers import AutoTokenizer
 
 from hf_cse.export import ExportError, to_sentence_transformer
@@ -41,6 +42,17 @@ def cli_error(capsys, *argv) -> str:
     err = capsys.readouterr().err.strip()
     assert err.startswith("hf-cse-export: error: ") and "\n" not in err and "Traceback" not in err
     return err
+
+
+def test_a_run_whose_final_save_was_cut_short_is_refused_naming_its_last_complete_checkpoint(tmp_path, capsys):
+    """Its config.json and Trainer state, no weights and no training_info.json: one line saying so (was transformers'
+    traceback ending in "no file named model.safetensors"), naming the two ways on."""
+    last = cut_short_run(tmp_path / "run")
+    line = cli_error(capsys, tmp_path / "run", tmp_path / "st").removesuffix(" (HF_CSE_DEBUG=1 shows the traceback)")
+    assert "holds a training run without its final model" in line and not (tmp_path / "st").exists()
+    assert line.endswith(f"rerun its training command to finish it, or export its last complete checkpoint, {last}.")
+    with pytest.raises(ExportError, match=f"or export its last complete checkpoint, {re.escape(last)}\\.$"):
+        to_sentence_transformer(str(tmp_path / "run"), tmp_path / "st")
 
 
 # --------------------------------------------------------------------------------------------- A4: model folders

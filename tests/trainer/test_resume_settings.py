@@ -72,8 +72,9 @@ def test_resume_true_with_another_learning_rate_is_refused_and_the_named_checkpo
     message = _refused(changed, r"learning_rate: 0\.001 then, 0\.002 now")
     assert message.startswith(f"resume_from_checkpoint=True: {checkpoint} is a checkpoint of a run with other "
                               "settings (learning_rate: 0.001 then, 0.002 now): ")
-    assert f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings" in message
-    assert message.endswith("or start a new run in another output_dir.")
+    # no way out that the named checkpoint's rule refuses in turn (below): only those that work
+    assert "learning_rate cannot change when resuming" in message and "pass resume_from_checkpoint" not in message
+    assert message.endswith("resume it with its run's settings, or start a new run in another output_dir.")
     assert _snapshot(out) == before  # nothing written, nothing removed
     # the checkpoint named by its path: the learning rate still cannot change, as the checkpoint's optimizer and
     # scheduler state bring back its run's (before, the new one was logged and recorded, and not used) ...
@@ -81,8 +82,10 @@ def test_resume_true_with_another_learning_rate_is_refused_and_the_named_checkpo
                                                 r"resuming: the checkpoint's optimizer and scheduler state"):
         changed.train(resume_from_checkpoint=str(checkpoint))
     assert _snapshot(out) == before
-    # ... the run goes on with the other new settings, and says which changed
+    # ... the run goes on with the other new settings (offered where only they changed), and says which changed
     warmed = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, warmup_steps=2)
+    assert f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings" in _refused(
+        warmed, r"warmup_steps: 0 then, 2 now")
     with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
         warmed.train(resume_from_checkpoint=str(checkpoint))
     assert warmed.state.global_step == 4
@@ -134,7 +137,7 @@ def test_resume_true_with_other_objectives_a_batch_or_data_is_refused(tiny_bert_
     out, checkpoint = _interrupted_run(tiny_bert_dir, sentences, tmp_path)
     hotter = [objective("infonce", temperature=0.1)]
     message = _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, {"objectives": hotter}, max_steps=4),
-                       r"objectives: infonce temperature: its default then, 0\.1 now")
+                       r"objectives: infonce temperature: 0\.05 then, 0\.1 now")
     assert len(message.replace(str(checkpoint), "")) < 400
     _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, {"objectives": [objective("gs_infonce")]},
                       max_steps=4), "objectives: infonce then, gs_infonce now")

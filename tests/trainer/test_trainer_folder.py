@@ -181,6 +181,24 @@ def test_resuming_a_run_whose_last_checkpoint_is_its_final_step_trains_no_furthe
 
 
 @pytest.mark.slow
+def test_a_resumed_run_removes_what_a_killed_weights_save_left(tiny_bert_dir, sentences, tmp_path, caplog):
+    """safetensors writes weights through a temporary file (.tmp + 6 letters or digits) renamed into place: a run
+    killed mid-save leaves it, beside the model or in the checkpoint being saved; the run that resumes removes it."""
+    out = tmp_path / "out"
+    common = dict(max_steps=4, save_strategy="steps", save_steps=2)
+    _trainer(tiny_bert_dir, sentences, tmp_path, out, **common).train()
+    (out / "checkpoint-4" / "trainer_state.json").unlink()  # its save killed while writing its weights
+    (out / "checkpoint-4" / ".tmpXyZ789").write_bytes((out / "checkpoint-4" / "model.safetensors").read_bytes()[:99])
+    (out / ".tmpAbC123").touch()
+    resumed = _trainer(tiny_bert_dir, sentences, tmp_path, out, **common)
+    with caplog.at_level("WARNING"):
+        resumed.train(resume_from_checkpoint=True)
+    resumed.save_model()
+    assert resumed.state.global_step == 4 and (out / "checkpoint-4" / "trainer_state.json").is_file()
+    assert not list(out.rglob(".tmp*")) and "removed .tmpAbC123, checkpoint-4/.tmpXyZ789 in" in caplog.text
+
+
+@pytest.mark.slow
 def test_resume_is_refused_without_a_checkpoint_or_from_another_methods(tiny_bert_dir, sentences, tmp_path):
     with pytest.raises(OutputFolderError, match="holds no complete checkpoint"):
         _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "empty").train(resume_from_checkpoint=True)
