@@ -52,6 +52,7 @@ from .trainer_options import (
     refuse_unsupported_arguments,
     set_batch_copying,
 )
+from .trainer_resume import ResumedRun
 from .trainer_steps import StepPaths
 from .training_args import ContrastiveTrainingArguments, global_batch_size
 
@@ -60,7 +61,7 @@ logger = logging.getLogger(__name__)
 
 # TrainingBatches first: its on_epoch_start overrides the hook's default
 class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSaveHook, StepPaths, DevScoring,
-                         Trainer):
+                         ResumedRun, Trainer):
     """A ``transformers.Trainer`` for hf_cse method models that does what ``hf-cse-train`` does: given a model,
     :class:`~hf_cse.training_args.ContrastiveTrainingArguments` (plain ``TrainingArguments`` work too, with the
     options below as keyword arguments, which win over the arguments' fields), a training set (sentences in a ``text``
@@ -278,7 +279,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         if state is not None and state.max_steps and state.global_step >= state.max_steps and not asked_more:
             output = self._finished_from(str(resume_from_checkpoint), state)
         else:
-            self._log_window.resume_from(resume_from_checkpoint, state, self.args)
+            self._resume_from(resume_from_checkpoint, state)  # hf_cse.trainer_resume
             output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         return output, untrained
 
@@ -398,7 +399,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
     def on_epoch_start(self, epoch: int) -> None:
         super().on_epoch_start(epoch)
-        self._log_window.take_up(self, self._metrics)  # a resumed run, before its first step
+        self._take_up_resumed()  # a resumed run, before its first step (hf_cse.trainer_resume)
 
     def on_rng_state_saved(self, folder: str) -> None:
         self._log_window.save(self, self._metrics, folder)

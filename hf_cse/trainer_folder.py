@@ -18,7 +18,11 @@ a run of the same method, refuse in one line what transformers would stop on wit
 * a named checkpoint resumed with other settings is refused where the output folder holds later checkpoints: going on
   from it there would overwrite them one by one, and the folder would hold two runs' checkpoints;
 * the output folder may not be, hold or lie inside the folder of the encoder the model was built from (its save would
-  overwrite or mix with the encoder's files).
+  overwrite or mix with the encoder's files);
+* a checkpoint resumed into a folder holding a finished run (training it further) replaces that run's model and
+  record when it finishes: one log line says so. Another total of steps is refused where the learning-rate schedule
+  follows it, and the best checkpoint is chosen again under another ``metric_for_best_model``
+  (:mod:`hf_cse.trainer_resume`).
 
 A command that claimed the folder (:mod:`hf_cse.cli.output_dir`: it holds its lock) has applied its whole policy
 already, ``overwrite_output_dir`` included; these checks then stand aside.
@@ -27,6 +31,7 @@ already, ``overwrite_output_dir`` included; these checks then stand aside.
 from __future__ import annotations
 
 import fnmatch
+import json
 import logging
 from pathlib import Path
 
@@ -157,7 +162,8 @@ def check_not_trained_twice(trained_in: str | None, resume_from_checkpoint) -> N
     if trained_in is not None and not resume_from_checkpoint:
         raise OutputFolderError(f"this trainer has trained its run already (output_dir {trained_in}): call save_run() "
                                 "to finish it, and build a new trainer for another run (to train further, resume a "
-                                "checkpoint: resume_from_checkpoint=True with a larger max_steps).")
+                                "checkpoint: resume_from_checkpoint=True with a larger max_steps, under a constant "
+                                "learning-rate schedule).")
 
 
 def check_not_another_model(output_dir, also: str = "") -> None:
@@ -222,7 +228,29 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
                                 "output_dir.")
     if trainer is not None:
         check_same_run(checkpoint, trainer, named=resume_from_checkpoint is not True, output_dir=output_dir)
+        warn_finished_run_replaced(output_dir, checkpoint)
     return str(checkpoint)
+
+
+def warn_finished_run_replaced(output_dir, checkpoint: Path) -> None:
+    """A checkpoint resumed into a folder holding a finished run (its ``training_info.json``): going on (e.g. to a
+    larger ``max_steps``) is how a finished run is trained further, and its model and record are replaced when the
+    resumed run finishes -- said in one log line."""
+    out = Path(output_dir)
+    if not (out / TRAINING_INFO_FILE).is_file():
+        return
+    step = _read_step(out / TRAINER_STATE_FILE)
+    logger.warning("output_dir %s holds a finished run%s: resuming %s, this run replaces its model and record "
+                   "(%s) when it finishes", out, f" (trained to step {step})" if step is not None else "",
+                   checkpoint, TRAINING_INFO_FILE)
+
+
+def _read_step(state_file: Path) -> int | None:
+    try:
+        step = json.loads(state_file.read_text(encoding="utf-8")).get("global_step")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) else None
 
 
 def check_no_later_checkpoints(checkpoint: Path, output_dir) -> None:

@@ -1,0 +1,154 @@
+"""What a resumed run takes over from its checkpoint besides the weights, made to agree with the arguments of the
+trainer that resumes it (a mixin of :class:`hf_cse.trainer.ContrastiveTrainer`):
+
+* the learning-rate schedule: the checkpoint's scheduler state brings back its step count, and the optimizer the
+  rate of the checkpoint's step, computed for the checkpoint's run's total of steps; a run resumed with another total
+  (``max_steps``, or ``num_train_epochs``) whose schedule follows the total (``linear``, ``cosine``, a warmup given as
+  a ratio, ...) would train its first step at the old schedule's rate (0 at the end of a finished linear run) and the
+  rest on a schedule the steps already trained did not follow. It is refused before any step, in one line naming the
+  two ways out; a schedule that does not follow the total (``constant``, ``constant_with_warmup`` with a warmup in
+  steps, ``inverse_sqrt``) goes on.
+* the checkpoint selection: transformers restores ``best_metric`` and the best checkpoint from the checkpoint's
+  ``trainer_state.json`` as they were chosen, by the checkpoint's run's ``metric_for_best_model`` and
+  ``greater_is_better``. A run resumed with another metric (or direction), which continues the same run (it is not a
+  setting that defines the run, :mod:`hf_cse.run_settings`), would compare its evaluations with a score of another
+  metric and never count the evaluations before the checkpoint. The selection is made again from the evaluations the
+  state logged (``log_history``), under the resuming arguments, among the checkpoints still in the output folder (a
+  checkpoint rotated away by ``save_total_limit`` cannot be kept), and one log line says so (and names a step that
+  scored best but whose checkpoint is gone).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+from pathlib import Path
+from typing import Any
+
+from transformers import Trainer, TrainerState
+
+from .output_folder import OutputFolderError
+from .run_files import CHECKPOINT_PREFIX
+
+logger = logging.getLogger(__name__)
+
+#: the most steps at which two schedules are compared (evenly spaced, the checkpoint's step among them)
+COMPARED_STEPS = 2000
+
+
+def schedule_factors(args, total: int, steps: list[int]) -> list[float] | None:
+    """The factors of the learning rate ``args``' scheduler gives after each of ``steps`` (the rate of the next step
+    is ``learning_rate`` times it), for a run of ``total`` optimizer steps, as the Trainer builds that scheduler; None
+    for a scheduler that is no function of the step (``reduce_lr_on_plateau``)."""
+    import torch
+    from transformers import get_scheduler
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = get_scheduler(args.lr_scheduler_type, optimizer=optimizer, num_training_steps=total,
+                              num_warmup_steps=args.get_warmup_steps(total),
+                              scheduler_specific_kwargs=args.lr_scheduler_kwargs)
+    factor = getattr(scheduler, "lr_lambdas", [None])[0]
+    return None if factor is None else [float(factor(step)) for step in steps]
+
+
+def check_schedule_kept(checkpoint: str, state: TrainerState, total: int, args) -> None:
+    """Refuse to resume ``checkpoint`` (its trainer state ``state``) for a run of ``total`` optimizer steps when the
+    learning-rate schedule of its steps so far changes with that total (module doc)."""
+    before = state.max_steps
+    if not before or before == total or state.global_step <= 0:
+        return
+    last = state.global_step
+    count = min(last + 1, COMPARED_STEPS)
+    steps = sorted({round(i * last / max(count - 1, 1)) for i in range(count)})
+    then, now = schedule_factors(args, before, steps), schedule_factors(args, total, steps)
+    if then is None or all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in zip(then, now, strict=True)):
+        return
+    scheduler = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
+    raise OutputFolderError(
+        f"resume_from_checkpoint {checkpoint}: its run trains {before} steps and this one {total} (max_steps or "
+        f"num_train_epochs changed), and the {scheduler} learning-rate schedule follows the total: the first step "
+        f"after step {last} would take the old schedule's rate and the rest a schedule the steps trained did not "
+        f"follow. Resume with the run's total (max_steps={before}), or start a new run from the checkpoint's weights "
+        "in another output_dir (a constant schedule may change its total).", fields=("max_steps",))
+
+
+def _evaluations(state: TrainerState, key: str) -> list[tuple[int, float]]:
+    """The evaluations of ``key`` transformers' selection compared, in order: the first logged at each step after
+    step 0 up to the state's step (the score before the first step, and the one a resumed run logs again at its
+    checkpoint's step, are no candidates)."""
+    seen: dict[int, float] = {}
+    for entry in state.log_history:
+        step = entry.get("step", 0)
+        if key in entry and 0 < step <= state.global_step and step not in seen:
+            seen[step] = float(entry[key])
+    return list(seen.items())
+
+
+def _best(evaluations: list[tuple[int, float]], greater_is_better: bool) -> tuple[int | None, float | None]:
+    """The step and score transformers' selection keeps of ``evaluations`` (a later score must beat it strictly)."""
+    better = operator.gt if greater_is_better else operator.lt
+    step, best = None, -math.inf if greater_is_better else math.inf
+    for at, value in evaluations:
+        if better(value, best):
+            step, best = at, value
+    return step, (best if step is not None else None)
+
+
+def reselect_best(state: TrainerState, args, output_dir, checkpoint: str) -> str | None:
+    """Where the best checkpoint of ``state`` (resumed from ``checkpoint``) was not chosen by ``args``'
+    ``metric_for_best_model`` and ``greater_is_better``, choose it again under them (module doc), updating ``state``;
+    returns the log line saying so, or None where the selection stands."""
+    metric = args.metric_for_best_model
+    if not metric:
+        return None
+    key = metric if metric.startswith("eval_") else f"eval_{metric}"
+    evaluations = _evaluations(state, key)
+    step, value = _best(evaluations, bool(args.greater_is_better))
+    if state.best_metric == value and (state.best_global_step is None or state.best_global_step == step):
+        return None  # the same selection: transformers' own replay of the same evaluations
+    folder = Path(output_dir)
+    kept = [(at, v) for at, v in evaluations if (folder / f"{CHECKPOINT_PREFIX}-{at}").is_dir()]
+    kept_step, kept_value = _best(kept, bool(args.greater_is_better))
+    old = (f"best_metric {state.best_metric:.6g} at step {state.best_global_step}" if state.best_metric is not None
+           else "no best_metric")
+    state.best_metric, state.best_global_step = kept_value, kept_step
+    state.best_model_checkpoint = str(folder / f"{CHECKPOINT_PREFIX}-{kept_step}") if kept_step else None
+    direction = "greater" if args.greater_is_better else "smaller"
+    chosen = (f"{CHECKPOINT_PREFIX}-{kept_step} ({key} {kept_value:.6g})" if kept_step
+              else "none (no evaluated step's checkpoint is left: the evaluations from here on choose)")
+    gone = (f"; step {step} scored best ({value:.6g}) but its checkpoint is gone (rotated away by "
+            "save_total_limit), so it cannot be kept" if step is not None and step != kept_step else "")
+    return (f"resuming {checkpoint}: its best checkpoint was chosen by another metric_for_best_model or "
+            f"greater_is_better ({old}); chosen again by {key} ({direction} is better) among the {len(evaluations)} "
+            f"evaluations logged whose checkpoints are still in {folder}: {chosen}{gone}")
+
+
+class ResumedRun(Trainer):
+    """A mixin before ``Trainer``: :meth:`_resume_from` before ``Trainer.train`` resumes a checkpoint,
+    :meth:`_take_up_resumed` before the first step (``on_epoch_start``). It reads the trainer's ``_log_window`` and
+    ``_metrics``."""
+
+    _resumed: tuple[str, TrainerState] | None = None
+
+    def _resume_from(self, checkpoint: str | None, state: TrainerState | None) -> None:
+        """Before ``Trainer.train``: the checkpoint to resume (None: a new run) and its trainer state."""
+        self._log_window.resume_from(checkpoint, state, self.args)
+        self._resumed = (str(checkpoint), state) if checkpoint and state is not None else None
+
+    def set_initial_training_values(self, args, dataloader) -> Any:
+        values = super().set_initial_training_values(args, dataloader)
+        if self._resumed is not None:
+            check_schedule_kept(*self._resumed, values[-1], args)  # the run's total of steps: the last value
+        return values
+
+    def _take_up_resumed(self) -> None:
+        """Before the resumed run's first step, its state loaded: the logging window, the checkpoint selection."""
+        self._log_window.take_up(self, self._metrics)
+        if self._resumed is None:
+            return
+        checkpoint, _ = self._resumed
+        self._resumed = None
+        line = reselect_best(self.state, self.args, self.args.output_dir, checkpoint)
+        if line and self.is_world_process_zero():
+            logger.warning(line)
