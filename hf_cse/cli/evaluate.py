@@ -94,16 +94,18 @@ class EvalArguments(EvalDataArguments):
     pooler: str | None = field(
         default=None,
         metadata={
-            "help": "Override the pooling. Default: the model's own (hf_cse: config.test_pooler, i.e. "
-            "cls_before_pooler for unsup models; sentence-transformers: its modules; "
-            "plain: cls_before_pooler).",
+            "help": "Override the pooling. Default: the model's own: an hf_cse checkpoint's test pooler "
+            "(config.test_pooler: the pooling it trained with, which follows its encoder: avg for the packaged "
+            "all-MiniLM-L6-v2; cls_before_pooler for a plain BERT/RoBERTa trained with cls and a training-only "
+            "head); a sentence-transformers model's own modules; a plain Hugging Face encoder: cls_before_pooler.",
             "choices": POOLERS,
         },
     )
     senteval_data_dir: str | None = field(
         default=None,
         metadata={
-            "help": "SentEval data/downstream folder (default: $HF_CSE_SENTEVAL_DATA or a known place)."
+            "help": "SentEval data/downstream folder (default: $HF_CSE_SENTEVAL_DATA, else the first that exists "
+            "of SentEval/data/downstream, data/senteval and ../shared/data/senteval, from the current folder)."
         },
     )
     senteval_source: Source = field(

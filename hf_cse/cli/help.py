@@ -33,11 +33,13 @@ class HelpAllAction(argparse.Action):
 
 
 class UnsetDefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """argparse's defaults formatter (HfArgumentParser's), less its "(default: None)": a flag whose default is None
-    is unset until given, and its help says what happens then ("Default: demo corpus.")."""
+    """argparse's defaults formatter (HfArgumentParser's), less its "(default: None)" and "(default: [])": a flag
+    whose default is None or an empty list is unset until given, and its help says what happens then ("Default:
+    demo corpus.")."""
 
     def _get_help_string(self, action):
-        return action.help if action.default is None else super()._get_help_string(action)
+        unset = action.default is None or action.default == []
+        return action.help if unset else super()._get_help_string(action)
 
 
 def full_help(parser: argparse.ArgumentParser) -> str:
