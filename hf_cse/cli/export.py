@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--training_info", help=f"training info JSON (default: CHECKPOINT/{TRAINING_INFO_FILE} if present)")
     p.add_argument("--tokenizer", help="tokenizer folder or Hub id (default: the checkpoint's)")
     p.add_argument("--max_seq_length", type=int,
-                   help="truncation length, from 2 to the encoder's position limit (default: that limit, <= 512)")
+                   help="truncation length, from 2 to the encoder's position limit (default: the length a "
+                        "sentence-transformers encoder was served with, config.encoder_max_seq_length: 256 for "
+                        "all-MiniLM-L6-v2; else the position limit, at most 512)")
     p.add_argument("--backend", choices=BACKENDS, default="torch",
                    help="onnx: also write onnx/model.onnx, which SentenceTransformer(OUT_DIR, backend='onnx') loads "
                         "(pip install 'hf_cse[onnx]')")
