@@ -67,7 +67,7 @@ from hf_cse.evaluation.mteb_tasks import (
     split_mteb_tasks,
 )
 from hf_cse.evaluation.report import model_folder
-from hf_cse.evaluation.runner import load_task_data, parse_tasks, valid_task_names
+from hf_cse.evaluation.runner import load_task_data, parse_tasks, task_aliases, valid_task_names
 from hf_cse.evaluation.sts import Aggregation
 from hf_cse.evaluation.transfer import MrpcFeatures
 from hf_cse.folder_lock import releases_folder_locks
@@ -114,7 +114,8 @@ class EvalArguments(EvalDataArguments):
     )
     tasks: str = field(
         default="sts",
-        metadata={"help": f"Comma list of task groups or tasks: {', '.join(valid_task_names())}; then "
+        metadata={"help": f"Comma list of task groups or tasks: {', '.join(valid_task_names())} (any case; also "
+                          f"{task_aliases()}); then "
                           "mteb:NAME,NAME,... for MTEB tasks (needs pip install 'hf_cse[mteb]'); 'none' for no "
                           "SentEval task (e.g. only --eval_file)."},
     )

@@ -5,8 +5,8 @@ Task names accepted by :func:`parse_tasks` (comma separated, order kept, duplica
 * groups: ``sts`` (the 7 STS tasks), ``transfer`` (the 7 SentEval transfer tasks), ``geometry``
   (alignment + uniformity), ``retrieval`` (DiffCSE's STS-B retrieval), ``all`` (everything);
 * single tasks: ``STS12`` ... ``STS16``, ``STSBenchmark``, ``SICKRelatedness``, ``MR``, ``CR``, ``SUBJ``,
-  ``MPQA``, ``SST2``, ``TREC``, ``MRPC`` (case-insensitive; ``STSB``/``STS-B``, ``SICK-R``/``SICKR``,
-  ``SST``/``SST-2`` also work).
+  ``MPQA``, ``SST2``, ``TREC``, ``MRPC`` (case-insensitive; the other names of :data:`ALIASES` also work:
+  ``STSB``/``STS-B``, ``SICK-R``/``SICKR``/``SICK``, ``SST``/``SST-2``).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ GROUPS = {
     "retrieval": ("retrieval",),
     "all": STS_TASKS + TRANSFER_TASKS + ("geometry", "retrieval"),
 }
+#: other names of single tasks (lower case): a typo's suggestion is the task's own name (:func:`parse_tasks`)
 ALIASES = {
     "sts-b": "STSBenchmark",
     "stsb": "STSBenchmark",
@@ -58,6 +59,14 @@ ALIASES = {
 
 def valid_task_names() -> list[str]:
     return list(GROUPS) + list(STS_TASKS) + list(TRANSFER_TASKS)
+
+
+def task_aliases() -> str:
+    """The other names of tasks, as ``--tasks``' help shows them: ``STS-B/STSB = STSBenchmark, ...``."""
+    by_task: dict[str, list[str]] = {}
+    for alias, task in ALIASES.items():
+        by_task.setdefault(task, []).append(alias.upper())
+    return ", ".join(f"{'/'.join(names)} = {task}" for task, names in by_task.items())
 
 
 def parse_tasks(spec: str | Sequence[str]) -> list[str]:
@@ -78,7 +87,8 @@ def parse_tasks(spec: str | Sequence[str]) -> list[str]:
             expanded = (canonical[key],)
         else:
             close = difflib.get_close_matches(key, [*canonical, *GROUPS, *ALIASES], n=1)
-            guess = f" (did you mean {canonical.get(close[0], close[0])!r}?)" if close else ""
+            meant = {**canonical, **ALIASES}.get(close[0], close[0]) if close else None  # an alias: its task
+            guess = f" (did you mean {meant!r}?)" if meant else ""
             raise CSEError(f"Unknown task {name!r}{guess}. Valid tasks: {', '.join(valid_task_names())}.")
         out += [t for t in expanded if t not in out]
     if not out:

@@ -8,6 +8,7 @@ from eval_helpers import SHARED_SENTEVAL, FakeEncoder, write_toy_senteval
 from scipy.stats import rankdata
 
 from hf_cse.evaluation import data as D
+from hf_cse.evaluation.runner import parse_tasks
 from hf_cse.evaluation.sts import evaluate_sts, format_sts_table, pairwise_cosine, score_sts
 
 # every test reads the evaluation data afresh (hf_cse.evaluation.data caches what it reads)
@@ -182,6 +183,15 @@ def test_unknown_names_list_valid_ones(tmp_path):
         D.load_sts("STS17", tmp_path)
     with pytest.raises(ValueError, match="aggregation"):
         evaluate_sts(FakeEncoder(), ["STSBenchmark"], tmp_path, aggregation="median")
+
+
+@pytest.mark.parametrize("typed, meant", [("STSB-typo", "STSBenchmark"), ("sickrr", "SICKRelatedness"),
+                                           ("STSBenchmrk", "STSBenchmark"), ("transfr", "transfer")])
+def test_a_mistyped_task_is_named_by_its_own_name_not_an_alias(typed, meant):
+    """The suggestion is a name the error lists (an alias's task, not the alias: 'stsb' is not in the list)."""
+    with pytest.raises(ValueError, match=rf"Unknown task '{typed}' \(did you mean '{meant}'\?\)\. Valid tasks:"):
+        parse_tasks(typed)
+    assert parse_tasks("STS-B,sick,sst-2") == ["STSBenchmark", "SICKRelatedness", "SST2"]  # aliases are accepted
 
 
 def test_modes_and_table(tmp_path):
