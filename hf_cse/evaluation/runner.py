@@ -62,7 +62,7 @@ def valid_task_names() -> list[str]:
 
 
 def task_aliases() -> str:
-    """The other names of tasks, as ``--tasks``' help shows them: ``STS-B/STSB = STSBenchmark, ...``."""
+    """The other names of tasks, as the tasks' help shows them: ``STS-B/STSB = STSBenchmark, ...``."""
     by_task: dict[str, list[str]] = {}
     for alias, task in ALIASES.items():
         by_task.setdefault(task, []).append(alias.upper())
