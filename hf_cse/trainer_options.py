@@ -353,6 +353,7 @@ def check_dev_ready(evaluators, args) -> None:
     Evaluators of one's own log names unknown here."""
     from .evaluation.data import load_sts
     from .evaluation.evaluators import DEV_METRIC_NAMES, PairsEvaluator, STSDevEvaluator, check_evaluator
+    from .evaluation.rowcheck import SentEvalDataError, in_training_terms
     from .training_values import check_best_metric
 
     for evaluator in evaluators or []:
@@ -361,7 +362,10 @@ def check_dev_ready(evaluators, args) -> None:
     for evaluator in evaluators or []:
         if isinstance(evaluator, STSDevEvaluator):
             for task in evaluator.tasks:
-                load_sts(task, evaluator.data_dir, "dev", evaluator.source)
+                try:
+                    load_sts(task, evaluator.data_dir, "dev", evaluator.source)
+                except SentEvalDataError as err:  # its fix names the trainer's eval_source
+                    raise in_training_terms(err) from err
             logged += [*(DEV_METRIC_NAMES[t] for t in evaluator.tasks), "avg_sts"]
         elif isinstance(evaluator, PairsEvaluator):
             logged.append(f"{evaluator.name}_spearman")

@@ -152,3 +152,23 @@ def test_the_command_line_catches_only_the_root_error(capsys, monkeypatch):
     monkeypatch.setenv("HF_CSE_DEBUG", "1")
     with pytest.raises(CSEError):  # the debug switch shows the traceback of a refusal too
         run_cli(refuses, "hf-cse-eval")
+
+
+def test_the_senteval_data_fix_names_each_commands_own_flag(tmp_path):
+    """The library names the evaluation's senteval_source; a training run words it as its eval_source
+    (in_training_terms), and each command prints its own flag (run_eval had both, garbled: issue firsthour 6)."""
+    from hf_cse.evaluation import data
+    from hf_cse.evaluation.rowcheck import in_training_terms
+
+    with pytest.raises(data.SentEvalDataError) as missing:
+        data.load_sts("STSBenchmark", tmp_path / "none", "dev")
+    err = missing.value
+    use_parser(HfArgumentParser(hf_cse_eval.EvalArguments)._actions)
+    assert in_flag_terms(str(err), err.fields).endswith(
+        "pass that data/downstream folder as --senteval_data_dir, or read the tasks from the Hugging Face Hub "
+        "(--senteval_source hub).")
+    trained = in_training_terms(err)
+    assert isinstance(trained, data.SentEvalDataError) and "senteval_source" not in str(trained)
+    use_parser(hf_cse_train.argument_parser()._actions)
+    assert in_flag_terms(str(trained), trained.fields).endswith(
+        "as --senteval_data_dir, or read the tasks from the Hugging Face Hub (--eval_source hub).")

@@ -202,10 +202,13 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
     if not evaluates and senteval_data_dir is None:
         return
     from ..evaluation import dev_metrics, load_sts  # imported here: the evaluation stack is slow to import
+    from ..evaluation.rowcheck import SentEvalDataError, in_training_terms
 
     for task in inspect.signature(dev_metrics).parameters["tasks"].default:  # what ContrastiveTrainer.evaluate scores
         try:
             load_sts(task, senteval_data_dir, "dev", eval_source)
+        except SentEvalDataError as err:  # its fix names --eval_source, this command's flag
+            raise in_training_terms(err) from err
         except ConnectionError as err:  # --eval_source hub without network or with HF_HUB_OFFLINE=1
             raise InputError(f"--eval_source hub: cannot read {task} dev from the Hub ({err}). Use "
                              "--senteval_data_dir with local SentEval data, or go online.") from err

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import CSEError
 from . import rowcheck as check
 from .hub_data import HUB_DATASETS, hub_load
-from .rowcheck import SentEvalDataError
+from .rowcheck import DATA_SETTINGS, SentEvalDataError
 
 #: where SentEval's data is read from: a local ``data/downstream`` folder or the Hugging Face Hub
 Source = Literal["local", "hub"]
@@ -60,8 +60,7 @@ STS_SUBSETS: dict[str, tuple[str, ...]] = {
 _GET_DATA_HINT = (
     "Get SentEval's data with its script data/downstream/get_transfer_data.bash "
     "(https://github.com/facebookresearch/SentEval) and pass that data/downstream folder as "
-    "senteval_data_dir, or read the tasks from the Hugging Face Hub (source hub: eval_source in training, "
-    "senteval_source in evaluation)."
+    "senteval_data_dir, or read the tasks from the Hugging Face Hub (senteval_source hub)."
 )
 
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
@@ -113,7 +112,7 @@ def read_lines(path: Path, encoding: str = "utf-8") -> list[str]:
 
 def _require(task: str, path: Path) -> Path:
     if not path.is_file():
-        raise SentEvalDataError(f"{task}: expected file {path} was not found. {_GET_DATA_HINT}")
+        raise SentEvalDataError(f"{task}: expected file {path} was not found. {_GET_DATA_HINT}", fields=DATA_SETTINGS)
     return path
 
 
@@ -122,7 +121,8 @@ def _check_dir(data_dir) -> Path:
         data_dir = default_senteval_dir()
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        raise SentEvalDataError(f"SentEval data folder {data_dir} does not exist. {_GET_DATA_HINT}")
+        raise SentEvalDataError(f"SentEval data folder {data_dir} does not exist. {_GET_DATA_HINT}",
+                                fields=DATA_SETTINGS)
     return data_dir
 
 
@@ -140,7 +140,8 @@ def default_senteval_dir() -> Path:
     raise SentEvalDataError(
         "No SentEval data folder given and none found (looked at $HF_CSE_SENTEVAL_DATA, "
         + ", ".join(str(c) for c in candidates)
-        + f"). {_GET_DATA_HINT}"
+        + f"). {_GET_DATA_HINT}",
+        fields=DATA_SETTINGS,
     )
 
 

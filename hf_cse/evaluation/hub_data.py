@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import CSEError
 from ..hub_reach import is_offline, offline_fix, offline_if_unreachable
-from .rowcheck import SentEvalDataError
+from .rowcheck import DATA_SETTINGS, SentEvalDataError
 
 # Hub data sets used by source="hub" (repo id, config, {our split: hub split(s)}, column names).
 # They were chosen to match SentEval's sets as closely as the Hub allows; the ones that differ are noted.
@@ -71,7 +71,6 @@ def hub_load(task: str, split: str):
         fix = offline_fix() if is_offline() else "check the network connection"
         raise SentEvalDataError(
             f"{task}: cannot read the Hub data set {spec['repo']}: {fix}, or read SentEval's "
-            "files from a folder: senteval_data_dir DIR with the local source (eval_source in training, "
-            "senteval_source in evaluation)."
+            "files from a folder: senteval_data_dir DIR with senteval_source local.", fields=DATA_SETTINGS
         ) from err
     return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]

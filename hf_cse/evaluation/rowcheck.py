@@ -23,6 +23,25 @@ class SentEvalDataError(CSEError, FileNotFoundError):
     see it."""
 
 
+#: the settings a message about where SentEval's data is read from names, as the evaluation calls them (run_eval's
+#: fields; :func:`hf_cse.evaluation.runner.evaluate` takes them as ``data_dir`` and ``source``)
+DATA_SETTINGS = ("senteval_data_dir", "senteval_source")
+#: a training run's name of ``senteval_source`` (its dev data: ContrastiveTrainer's and run_unsup's eval_source)
+TRAINING_SOURCE = "eval_source"
+
+
+def in_training_terms(err: SentEvalDataError) -> SentEvalDataError:
+    """``err`` as a training run words it: the setting that chooses the source is its ``eval_source``, not the
+    evaluation's ``senteval_source`` (so the command line prints each command's own flag)."""
+    source = DATA_SETTINGS[1]
+    if source not in str(err):
+        return err
+    worded = type(err)(str(err).replace(source, TRAINING_SOURCE),
+                       fields=[TRAINING_SOURCE if name == source else name for name in err.fields])
+    worded.__cause__ = err.__cause__
+    return worded
+
+
 def row_error(path: Path | str, lineno: int, problem: str) -> SentEvalDataError:
     return SentEvalDataError(f"{path}, line {lineno}: {problem}; {FIX}.")
 

@@ -171,7 +171,8 @@ def test_missing_file_error_names_task_and_path(tmp_path):
     msg = str(err.value)
     assert "STS13" in msg and str(tmp_path / "STS" / "STS13-en-test" / "STS.input.FNWN.txt") in msg
     assert "get_transfer_data.bash" in msg
-    assert "(source hub: eval_source in training, senteval_source in evaluation)" in msg
+    assert "pass that data/downstream folder as senteval_data_dir, or read the tasks from the Hugging Face Hub " \
+           "(senteval_source hub)." in msg and err.value.fields == ("senteval_data_dir", "senteval_source")
     with pytest.raises(D.SentEvalDataError, match=r"MRPC.*msr_paraphrase_train\.txt"):
         D.load_mrpc(tmp_path)
     with pytest.raises(D.SentEvalDataError, match="does not exist"):

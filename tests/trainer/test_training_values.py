@@ -84,7 +84,8 @@ def test_the_dev_data_and_the_best_metric_are_checked_when_the_trainer_is_built(
     senteval = str(tmp_path / "no-such-senteval")
     with pytest.raises(CSEError, match="no-such-senteval") as refused:
         build()
-    assert "(source hub: eval_source in training, senteval_source in evaluation)" in str(refused.value)
+    assert "(eval_source hub)" in str(refused.value) and "senteval_source" not in str(refused.value)  # the trainer's
+    assert refused.value.fields == ("senteval_data_dir", "eval_source")
     senteval = str(write_toy_senteval(tmp_path / "senteval"))
     with pytest.raises(CSEError, match=r"metric_for_best_model stsb_spearmann is not a score this run logs "
                                        r"\(stsb_spearman, sickr_spearman, avg_sts\): use "
