@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from ..checks import InputError, check_path_given
-from ..errors import CSEError, closest_name, disk_full, network_failure, usual_name
+from ..errors import CSEError, closest_name, disk_full, network_failure
 from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
 from .help import usage_text
 from .stop_signals import Terminated, stop_signals_as_interrupt
@@ -309,15 +309,6 @@ def one_line_errors(parser):
         message = closest_choice(_without_dashed_twins(" ".join(str(message).split())))
         if "arguments are required" in message:
             message += f" (usage: {usage_text(parser)})"
-        ambiguous = re.match(r"ambiguous option: ([^\s=]+) could match (.*)", message)
-        if ambiguous:  # each flag once (not its dashed twin); a shorthand (--lr) or a typo (--lamb for --lam) named
-            typed, matches = ambiguous.group(1), [m.strip() for m in ambiguous.group(2).split(",")]
-            matches = [m for m in matches if not _dashed_twin(m, matches)]
-            message = f"ambiguous option: {typed} could match {', '.join(matches)}"
-            options = [o for a in parser._actions for o in a.option_strings if not _dashed_twin(o, a.option_strings)]
-            meant = usual_name(typed, options) or (len(typed) > 5 and closest_name(typed, options))  # not --ma: --m
-            if meant and meant not in matches:
-                message += f"; did you mean {meant}?"
         parser.exit(2, f"{parser.prog}: error: {message}\n")
 
     parser.error = error
@@ -335,6 +326,12 @@ def refuse_empty_paths(parser, argv: list[str] | None) -> None:
                 check_path_given(item, FLAG_OF_FIELD.get(name, f"--{name}"))
 
 
+
+
+#: how the commands' parsers are made: no abbreviations, for argparse took a flag's prefix for it silently
+#: (``--max_step 20`` for ``--max_steps``) or refused it as ambiguous (``--temp``); a prefix is an unknown flag, which
+#: :func:`refuse_unknown_flags` names with the closest one
+PARSER_OPTIONS = {"allow_abbrev": False}
 
 
 def refuse_unknown_flags(parser, argv: list[str] | None) -> None:

@@ -38,7 +38,7 @@ from hf_cse.checks import (
     model_list,
     resolved_path,
 )
-from hf_cse.cli import one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
+from hf_cse.cli import PARSER_OPTIONS, one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder
 from hf_cse.cli.eval_output_dir import default_eval_output_dir, prepare_eval_output_dir
@@ -310,7 +310,7 @@ def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
 
 
 def argument_parser() -> HfArgumentParser:
-    parser = HfArgumentParser(EvalArguments, formatter_class=UnsetDefaultsFormatter)
+    parser = HfArgumentParser(EvalArguments, formatter_class=UnsetDefaultsFormatter, **PARSER_OPTIONS)
     return one_line_errors(add_short_help(parser, all_flags_layout(parser, EVAL_DESCRIPTION, EVAL_EXAMPLE)))
 
 

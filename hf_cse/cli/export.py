@@ -29,7 +29,7 @@ from ..export.sources import (
 from ..export.training_info import TRAINING_INFO_FILE, run_record_problem, training_info_problem
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
-from . import one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
+from . import PARSER_OPTIONS, one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
 from .console import VERBOSE_HELP, setup_console
 from .help import EXPORT_EXAMPLE, add_short_help, all_flags_layout
 from .user_modules import FLAG, HELP, import_user_modules
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hf-cse-export",
         description="Export an hf_cse checkpoint as a sentence-transformers model with a model card "
                     "(optionally pushed to the Hugging Face Hub).",
+        **PARSER_OPTIONS,
     )
     p.add_argument("checkpoint", help="hf_cse checkpoint folder (run_unsup.py's output_dir) or Hub id")
     p.add_argument("out_dir", help="folder to write the sentence-transformers model to")

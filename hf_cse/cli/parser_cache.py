@@ -5,9 +5,9 @@ Building ``hf-cse-train``'s parser imports transformers' ``TrainingArguments`` a
 word is printed. A description holds what argparse needs of each flag -- option strings, destination, nargs,
 choices, default, metavar and its help text with the defaults written in -- and a parser rebuilt from it
 (:func:`rebuild`) imports nothing heavy: it prints the same help (argparse lays it out for this program name and
-terminal width) and parses the same command line the same way (abbreviations, ``--no_`` forms and aliases
-included), so the checks of :mod:`hf_cse.cli` (empty paths, unknown flags) and argparse's own (a value that is not
-a number, a choice that is not offered) give the same answers.
+terminal width) and parses the same command line the same way (``--no_`` forms and aliases included, abbreviations
+where the parser takes them), so the checks of :mod:`hf_cse.cli` (empty paths, unknown flags) and argparse's own (a
+value that is not a number, a choice that is not offered) give the same answers.
 
 A description is valid for one key: everything the flags are made from -- hf_cse's source, transformers' argument
 code, torch's version file (``--optim``'s default depends on it) and the Python version. It is found in two places:
@@ -136,7 +136,8 @@ def describe(parser: argparse.ArgumentParser, facts: dict | None = None) -> dict
                         "help": _help_text(formatter, action)})
     # the program name argparse takes from sys.argv[0] is left to the process that shows it
     prog = None if parser.prog == os.path.basename(sys.argv[0]) else parser.prog
-    description = {"prog": prog, "description": parser.description, "epilog": parser.epilog, "actions": actions,
+    description = {"prog": prog, "description": parser.description, "epilog": parser.epilog,
+                   "allow_abbrev": parser.allow_abbrev, "actions": actions,
                    "help_layout": getattr(parser, "help_layout", None)}  # what --help shows (hf_cse.cli.help)
     if facts:  # what else the command's early checks read (CachedParser.facts)
         description["facts"] = facts
@@ -156,7 +157,8 @@ class CachedParser(argparse.ArgumentParser):
 def rebuild(description: dict) -> CachedParser:
     """A parser with the flags of ``description``, which shows the help of the parser it describes."""
     parser = CachedParser(prog=description["prog"], description=description["description"],
-                          epilog=description["epilog"], add_help=False)
+                          epilog=description["epilog"], add_help=False,
+                          allow_abbrev=description.get("allow_abbrev", True))
     parser.facts = description.get("facts") or {}
     for item in description["actions"]:
         shown = item["help"]

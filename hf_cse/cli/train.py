@@ -22,7 +22,14 @@ from transformers import HfArgumentParser, TrainingArguments, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
 from hf_cse.checks import InputError
-from hf_cse.cli import one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli, say_when_stopped
+from hf_cse.cli import (
+    PARSER_OPTIONS,
+    one_line_errors,
+    refuse_empty_paths,
+    refuse_unknown_flags,
+    run_cli,
+    say_when_stopped,
+)
 from hf_cse.cli.arguments import (
     DataArguments,
     StreamingArguments,
@@ -106,7 +113,7 @@ _NOT_GIVEN = object()
 
 
 def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
-    """The options given on the command line (abbreviations and --no_x forms included), by destination name."""
+    """The options given on the command line (--no_x forms and other names included), by destination name."""
     unset = argparse.Namespace(**{action.dest: _NOT_GIVEN for action in parser._actions})
     parsed = parser.parse_known_args(argv, namespace=unset)[0]
     return {name for name, value in vars(parsed).items() if value is not _NOT_GIVEN}
@@ -120,7 +127,8 @@ def argument_parser() -> HfArgumentParser:
               ConsoleArguments)
     check_method_flag_names(*others[1:])  # a method or loss of the caller's own may take a name a flag has
     check_loss_flag_names(*others)
-    parser = HfArgumentParser((*others[:3], loss, *others[3:]), formatter_class=UnsetDefaultsFormatter)
+    parser = HfArgumentParser((*others[:3], loss, *others[3:]), formatter_class=UnsetDefaultsFormatter,
+                              **PARSER_OPTIONS)
     parser.set_defaults(**SCRIPT_DEFAULTS)
     # --help: hf_cse's groups of flags and the Trainer's most used ones; --help_all: every flag (hf_cse.cli.help)
     trainer = [f.name for f in dataclasses.fields(TrainingArguments) if f.init]  # the flags HfArgumentParser makes

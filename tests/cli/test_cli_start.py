@@ -136,8 +136,8 @@ def outcome(parser, argv: list[str], capsys) -> tuple:
     ["--max_seq_length", "abc"],
     ["--method", "nope"],
     ["--lerning_rate", "1e-5", "--output_dir", "x"],
-    ["--train_fil", "a.txt"],  # ambiguous: --train_file or --train_files
-    ["--dataset_nam", "d", "--no_mlp_only_train", "--model_name_or_path", "m"],  # an abbreviation, a --no_ form
+    ["--train_fil", "a.txt"],  # the start of --train_file and --train_files: unknown (no abbreviations)
+    ["--dataset_nam", "d", "--no_mlp_only_train", "--model_name_or_path", "m"],  # a prefix (unknown), a --no_ form
     ["--matryoshka_dims", "8,4", "--report_to", "none", "tensorboard", "--torch_dtype", "bfloat16"],
 ])
 def test_the_cached_train_parser_reads_what_the_command_reads(train_parsers, argv, capsys):

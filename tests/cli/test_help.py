@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from transformers import TrainingArguments
 
-from hf_cse.cli import closest_choice, entry_points, evaluate, export, parser_cache, train
+from hf_cse.checks import InputError
+from hf_cse.cli import closest_choice, entry_points, evaluate, export, parser_cache, refuse_unknown_flags, train
 from hf_cse.cli.help import TRAIN_COMMON, full_help
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,18 +122,34 @@ def _error(parser, argv, capsys) -> list[str]:
                                "'cls', 'cls_before_pooler', 'avg', 'avg_first_last', 'avg_top2', 'max', 'last')"),
     (["--learning_rate", "abc"], "hf-cse-train: error: argument --learning_rate: invalid float value: 'abc'"),
     (["--max_steps"], "hf-cse-train: error: argument --max_steps: expected one argument"),
-    (["--lr", "1e-5"], "hf-cse-train: error: ambiguous option: --lr could match --lr_scheduler_type, "
-                       "--lr_scheduler_kwargs; did you mean --learning_rate?"),  # a usual shorthand, which argparse
-    # takes for a prefix; a typo that is the start of one flag in its two spellings, whose closest flag is another
-    (["--lambd", "0.3"], "hf-cse-train: error: ambiguous option: --lambd could match --lambda_rtd; did you mean "
-                         "--lam?"),
-    (["--ma", "3"], "hf-cse-train: error: ambiguous option: --ma could match --matryoshka_dims, "
-                    "--matryoshka_weights, --masking_ratio, --max_train_samples, --margin, --max_steps, "
-                    "--max_grad_norm, --max_seq_length"),
 ])
 def test_argparse_errors_are_one_line_on_either_path(parsers, argv, line, capsys):
     for parser in parsers:
         assert _error(parser, argv, capsys) == [line]
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--max_step", "20"], "unknown flag --max_step; did you mean --max_steps?"),  # argparse read it as --max_steps
+    (["--temp", "0.1"], "unknown flag --temp; did you mean --temperature?"),  # argparse: "ambiguous option"
+    (["--lr", "1e-5"], "unknown flag --lr; did you mean --learning_rate?"),  # a usual shorthand
+    (["--lambd", "0.3"], "unknown flag --lambd; did you mean --lam?"),  # the start of --lambda_rtd, closest to --lam
+])
+def test_a_flags_prefix_is_an_unknown_flag_named_with_the_closest_on_either_path(parsers, argv, line):
+    """No abbreviations (allow_abbrev=False): argparse took --max_step 20 for --max_steps silently, while README
+    promises a misspelt flag gets the closest one named."""
+    for parser in parsers:
+        assert parser.allow_abbrev is False
+        assert parser.parse_known_args(argv)[1] == argv  # left unknown, not read as a flag it starts
+        with pytest.raises(InputError) as refused:
+            refuse_unknown_flags(parser, argv)
+        assert str(refused.value) == line
+
+
+def test_every_commands_parser_takes_no_abbreviation(capsys):
+    for command in entry_points.MODULES:
+        own = entry_points.build_parser(command)
+        rebuilt = parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(own))))
+        assert own.allow_abbrev is False and rebuilt.allow_abbrev is False
 
 
 def test_a_missing_positional_names_the_usage(capsys, monkeypatch):
