@@ -240,23 +240,37 @@ def _flag_type(name: str) -> object:
     return types.pop()
 
 
+#: reStructuredText a docstring's ``Args:`` marks its words with, which a help shows plain: ``x``, :func:`x`, **x**
+_RST_MARKUP = re.compile(r"``([^`]+)``|:\w+:`~?([^`]+)`|\*\*([^*]+)\*\*")
+
+
 def _documented(cls: type, name: str) -> str:
-    """What the loss's docstring says of hyperparameter ``name`` in its ``Args:`` section (one line), or ""."""
-    lines = inspect.getdoc(cls).splitlines() if inspect.getdoc(cls) else []
-    start = next((i for i, line in enumerate(lines) if line.strip() == "Args:"), None)
-    if start is None:
-        return ""
-    said, taking = [], False
-    for line in lines[start + 1:]:
-        stripped = line.strip()
-        if not stripped or not line.startswith(" "):
-            break
-        if re.match(r"\s{1,4}\w+:", line) and not line.startswith(" " * 5):  # the next argument's entry
-            taking = stripped.startswith(f"{name}:")
-            stripped = stripped[len(name) + 1:].strip() if taking else stripped
-        if taking:
-            said.append(stripped)
-    return " ".join(said)
+    """What the loss's docstring says of hyperparameter ``name`` in its ``Args:`` section (one line, as plain text),
+    or the first of its base classes' that does (the paradigm paper's modified objectives: ModifiedObjective's), or
+    ""."""
+    for owner in cls.__mro__:
+        lines = inspect.cleandoc(owner.__doc__ or "").splitlines()
+        start = next((i for i, line in enumerate(lines) if line.strip() == "Args:"), len(lines))
+        said, taking = [], False
+        for line in lines[start + 1:]:
+            stripped = line.strip()
+            if not stripped or not line.startswith(" "):
+                break
+            if re.match(r"\s{1,4}\w+:", line) and not line.startswith(" " * 5):  # the next argument's entry
+                taking = stripped.startswith(f"{name}:")
+                stripped = stripped[len(name) + 1:].strip() if taking else stripped
+            if taking:
+                said.append(stripped)
+        if said:
+            return _RST_MARKUP.sub(lambda m: next(group for group in m.groups() if group), " ".join(said))
+    return ""
+
+
+def _meaning(said: str) -> str:
+    """What a hyperparameter is, from what its loss says of it: the first clause (no default, no note); "" where
+    that says no more than its choices (the flag lists them) or points elsewhere in the docstring."""
+    meaning = re.split(r" \(|; |, |\. ", said, maxsplit=1)[0].rstrip(".")
+    return "" if meaning.startswith('"') or "see above" in meaning or meaning.startswith(("False", "True")) else meaning
 
 
 def _hyperparameter_help(name: str, users: list[str]) -> str:
@@ -267,9 +281,18 @@ def _hyperparameter_help(name: str, users: list[str]) -> str:
     text = (f"Hyperparameter of the --loss {main_users[0]} (default {defaults[main_users[0]]!r})."
             if len(main_users) == 1 else
             f"Hyperparameter of the --loss {', '.join(f'{k} {v!r}' for k, v in defaults.items())} (their defaults).")
-    said = _documented(get_loss_class(main_users[0]), name) if len(main_users) == 1 else ""
-    if said:
-        text += f" {said}"
+    if len(main_users) == 1:
+        said = _documented(get_loss_class(main_users[0]), name)
+        text += f" {said}" if said else ""
+    else:  # what it is in each loss, where they say (m: focal_infonce's margin on negatives, the GD margin...)
+        meanings: dict[str, list[str]] = {}
+        for loss in main_users:
+            meanings.setdefault(_meaning(_documented(get_loss_class(loss), name)), []).append(loss)
+        meanings.pop("", None)
+        if len(meanings) == 1 and sum(map(len, meanings.values())) == len(main_users):
+            text += f" {next(iter(meanings))}."
+        elif meanings:
+            text += " " + "; ".join(f"{', '.join(losses)}: {meaning}" for meaning, losses in meanings.items()) + "."
     rules = {get_loss_class(loss).hyperparameter_rules.get(name) for loss in main_users}
     if len(rules) == 1 and None not in rules:
         text += f" Must be {RULES[rules.pop()][0]}."

@@ -126,12 +126,13 @@ class ModifiedObjective(ContrastiveLoss):
 
     The hyperparameters every modified objective shares (each states its defaults, the paper's Table 4):
 
-    * ``m``: GD margin; anchor i is active (``d_i = 1``) while its positive beats its hardest negative by
-      less than m (:func:`gd_mask`).
-    * ``temperature``: tau of the exponential weights (mMHS has none: None).
-    * ``r``: static ratio R (Table 2 lower); with ``symmetric=True`` the effective pull is ~2r.
-    * ``symmetric``: True = the authors' code (default), False = the paper's one-directional form (see above).
-    * ``gd_reference``: ``"self"`` (authors' code, default) or ``"cross"`` (paper), see :func:`gd_mask`.
+    Args:
+        m: GD margin; anchor i is active (``d_i = 1``) while its positive beats its hardest negative by
+            less than m (:func:`gd_mask`).
+        temperature: tau of the exponential weights (mMHS has none: None).
+        r: static ratio R (Table 2 lower); with ``symmetric=True`` the effective pull is ~2r.
+        symmetric: True = the authors' code (default), False = the paper's one-directional form (see above).
+        gd_reference: ``"self"`` (authors' code, default) or ``"cross"`` (paper), see :func:`gd_mask`.
     """
 
     references = (GRADIENT_PARADIGM,)

@@ -209,5 +209,24 @@ def test_a_loss_hyperparameters_help_says_its_losses_defaults_meaning_and_rule()
                                          "Gaussian")  # its own docstring's Args entry
     assert helps["noise_std"].endswith("Must be a finite number > 0.")
     assert "--loss arccon 0.05, focal_infonce 0.07, gs_infonce 0.05" in helps["temperature"]
-    assert "(their defaults). Must be a finite number > 0. The DCL objective of --dcl_weight" in helps["temperature"]
+    assert "Must be a finite number > 0. The DCL objective of --dcl_weight" in helps["temperature"]
     assert helps["u"].endswith("Must be an angle in degrees in [0, 180).")
+    # several losses: what it is in each, from their docstrings' Args (a base class's: ModifiedObjective's m)
+    assert helps["m"].endswith("(their defaults). focal_infonce: hardness margin on negatives; m_barlow, m_mhe, "
+                               "m_mhs, m_vicreg, paradigm: GD margin; off_dropout_infonce: positive/negative "
+                               "trade-off.")
+    assert "infonce, off_dropout_infonce: tau; m_barlow" in helps["temperature"]
+
+
+def test_a_loss_hyperparameters_help_is_plain_text_not_the_docstrings_markup():
+    helps = {a.dest: a.help for a in train.argument_parser()._actions if a.dest in loss_hyperparameters_of_all()}
+    assert helps["m_placement"].endswith('(default \'positive_logit\'). "positive_logit" (code, default) or '
+                                         '"negative_sum" (paper eq. 3).')
+    assert helps["weight"].endswith('"softmax" or "hardest".') and "angular margin in degrees" in helps["u"]
+    assert not [name for name, text in helps.items() if "``" in text or ":func:" in text or "**" in text]
+
+
+def loss_hyperparameters_of_all() -> set[str]:
+    from hf_cse.losses import available_losses, loss_hyperparameters
+
+    return {name for loss in available_losses() for name in loss_hyperparameters(loss)}
