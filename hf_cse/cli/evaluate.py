@@ -101,13 +101,9 @@ class EvalArguments(EvalDataArguments):
             "choices": POOLERS,
         },
     )
-    senteval_data_dir: str | None = field(
-        default=None,
-        metadata={
-            "help": "SentEval data/downstream folder (default: $HF_CSE_SENTEVAL_DATA, else the first that exists "
-            "of SentEval/data/downstream, data/senteval and ../shared/data/senteval, from the current folder)."
-        },
-    )
+    senteval_data_dir: str | None = field(default=None, metadata={
+        "help": "SentEval data/downstream folder (default: $HF_CSE_SENTEVAL_DATA, else the first that exists of "
+                "SentEval/data/downstream, data/senteval and ../shared/data/senteval, from the current folder)."})
     senteval_source: Source = field(
         default="local",
         metadata={"help": "Read tasks from --senteval_data_dir or from the Hugging Face Hub."},
