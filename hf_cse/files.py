@@ -106,7 +106,8 @@ def weights_fingerprint(folder) -> dict[str, str] | None:
 
 
 #: what a train_file that names nothing should be
-A_SENTENCES_FILE = "Give a path to a text file with one sentence per line, or a CSV file with text_column."
+A_SENTENCES_FILE = ("Give a path to a text file with one sentence per line, or a .csv/.tsv/.json/.jsonl file "
+                    "with text_column.")
 
 
 def check_train_file(train_file, field: str = "train_file", wanted: str = A_SENTENCES_FILE) -> Path:

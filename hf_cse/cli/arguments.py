@@ -176,11 +176,13 @@ def method_only_flags(method: str, config_classes: dict[str, type] | None = None
 @dataclass
 class DataArguments:
     train_file: str | None = field(
-        default=None, metadata={"help": "One sentence per line (.txt) or a .csv/.tsv column. Default: demo corpus."}
+        default=None, metadata={"help": "One sentence per line (.txt), or a .csv/.tsv column or .json/.jsonl field "
+                                        "(--text_column). Default: demo corpus."}
     )
     dataset_name: str | None = field(default=None, metadata={"help": "Hub data set with a text column."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub data set configuration."})
-    text_column: str | None = field(default=None, metadata={"help": "Column holding the sentences."})
+    text_column: str | None = field(default=None, metadata={
+        "help": "Column (or JSON field) holding the sentences. Default: text, or a .csv/.tsv's only column."})
     pair_column: str | None = field(
         default=None, metadata={"help": "Pair data: column of each row's positive (e.g. an entailed sentence); the "
                                         "--text_column text and it are the two views (.csv/.tsv or Hub data)."}
