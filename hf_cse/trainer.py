@@ -283,17 +283,6 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         return output, untrained
 
-    def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
-        logger.info("%s holds every step of the run (%d of %d): loaded as it is, no further step", checkpoint,
-                    state.global_step, state.max_steps)
-        seams.load_checkpoint(self, checkpoint)  # transformers' own loader (peft adapters, sharded states)
-        self.state = state
-        best = state.best_model_checkpoint
-        if self.args.load_best_model_at_end and best and Path(best).is_dir():
-            seams.load_best_model(self)
-        losses = [entry["loss"] for entry in state.log_history if "loss" in entry]
-        return TrainOutput(state.global_step, losses[-1] if losses else 0.0, {"epoch": float(state.epoch or 0.0)})
-
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """transformers' ``save_model``; a folder the caller names is checked first: not the encoder's, another
         model's or another run's (:func:`hf_cse.trainer_folder.check_save_folder`)."""

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from transformers import Trainer, TrainerState
+from transformers.trainer_utils import TrainOutput
 
+from . import seams
 from .output_folder import OutputFolderError
 from .run_files import CHECKPOINT_PREFIX
 
@@ -130,6 +132,19 @@ class ResumedRun(Trainer):
     ``_metrics``."""
 
     _resumed: tuple[str, TrainerState] | None = None
+
+    def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
+        """A checkpoint that holds every step of the run: its model (the best, with load_best_model_at_end) and
+        state taken over, no step trained."""
+        logger.info("%s holds every step of the run (%d of %d): loaded as it is, no further step", checkpoint,
+                    state.global_step, state.max_steps)
+        seams.load_checkpoint(self, checkpoint)  # transformers' own loader (peft adapters, sharded states)
+        self.state = state
+        best = state.best_model_checkpoint
+        if self.args.load_best_model_at_end and best and Path(best).is_dir():
+            seams.load_best_model(self)
+        losses = [entry["loss"] for entry in state.log_history if "loss" in entry]
+        return TrainOutput(state.global_step, losses[-1] if losses else 0.0, {"epoch": float(state.epoch or 0.0)})
 
     def _resume_from(self, checkpoint: str | None, state: TrainerState | None) -> None:
         """Before ``Trainer.train``: the checkpoint to resume (None: a new run) and its trainer state."""
