@@ -31,7 +31,6 @@ already, ``overwrite_output_dir`` included; these checks then stand aside.
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from .checkpoints import (
     killed_weights_writes,
     last_complete_checkpoint,
     other_model,
+    read_json,
     run_marks,
     saved_config,
     taken_for_checkpoints,
@@ -239,18 +239,11 @@ def warn_finished_run_replaced(output_dir, checkpoint: Path) -> None:
     out = Path(output_dir)
     if not (out / TRAINING_INFO_FILE).is_file():
         return
-    step = _read_step(out / TRAINER_STATE_FILE)
+    state, _ = read_json(out / TRAINER_STATE_FILE)
+    step = state.get("global_step") if isinstance(state, dict) else None
     logger.warning("output_dir %s holds a finished run%s: resuming %s, this run replaces its model and record "
-                   "(%s) when it finishes", out, f" (trained to step {step})" if step is not None else "",
+                   "(%s) when it finishes", out, f" (trained to step {step})" if isinstance(step, int) else "",
                    checkpoint, TRAINING_INFO_FILE)
-
-
-def _read_step(state_file: Path) -> int | None:
-    try:
-        step = json.loads(state_file.read_text(encoding="utf-8")).get("global_step")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return None
-    return step if isinstance(step, int) else None
 
 
 def check_no_later_checkpoints(checkpoint: Path, output_dir) -> None:

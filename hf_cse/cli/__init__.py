@@ -126,7 +126,9 @@ def flag_advice(err: BaseException) -> str:
     errors = sys.modules.get("hf_cse.losses.errors")
     if errors is None:  # no loss was imported, so none raised
         return ""
-    if isinstance(err, errors.MissingInputsError) and sys.modules["hf_cse.losses.base"].NO_DROPOUT_INPUT in err.missing:
+    from ..losses.base import NO_DROPOUT_INPUT  # loaded with the losses' errors: no import cost here
+
+    if isinstance(err, errors.MissingInputsError) and NO_DROPOUT_INPUT in err.missing:
         return "Use --method imsimcse (or --off_dropout) so the model provides them."
     if isinstance(err, errors.HardNegativesNotTakenError):
         return "Drop --negative_column or pick one of those losses."
