@@ -165,20 +165,11 @@ def code_gate(e, m):
     return torch.where(active[:, None], e, e.detach()), active
 
 
-def code_bt(u1, u2, tau, r):
-    """§13.3 ``_bt_loss`` with ``w_w`` and ``w_r`` (lam = 1)."""
+def code_weighted_alignment(u1, u2, weights_from, tau, r):
+    """§13.3 ``_bt_loss`` (``w_w`` and ``w_r``, lam = 1; weights from the other view, ``weights_from=u2``) and §14.3
+    ``_vicreg_loss`` (the same skeleton, weights from the anchor's own view, ``weights_from=u1``)."""
     off = 1 - eye(u1.shape[0])
-    Wt = (u2.detach() @ u2.detach().T / tau).exp()
-    Wt = Wt / (Wt * off).sum()
-    neg = (Wt * (u1 @ u1.detach().T)).sum(-1)
-    pos = r * (Wt * off).sum(-1) * -(u1 * u2).sum(-1)
-    return (pos + neg).sum()
-
-
-def code_vicreg(u1, u2, tau, r):
-    """§14.3 ``_vicreg_loss``: the same skeleton, weights from the anchor's own view."""
-    off = 1 - eye(u1.shape[0])
-    Wt = (u1.detach() @ u1.detach().T / tau).exp()
+    Wt = (weights_from.detach() @ weights_from.detach().T / tau).exp()
     Wt = Wt / (Wt * off).sum()
     neg = (Wt * (u1 @ u1.detach().T)).sum(-1)
     pos = r * (Wt * off).sum(-1) * -(u1 * u2).sum(-1)
@@ -227,9 +218,9 @@ def code_form(name, tau, r, m):
         g0, _ = code_gate(a, m)
         g1, _ = code_gate(b, m)
         if name == "m_barlow":
-            return code_bt(g0, g1, tau, r) + code_bt(g1, g0, tau, r)
+            return code_weighted_alignment(g0, g1, g1, tau, r) + code_weighted_alignment(g1, g0, g0, tau, r)
         if name == "m_vicreg":
-            return code_vicreg(g0, g1, tau, r) + code_vicreg(g1, g0, tau, r)
+            return code_weighted_alignment(g0, g1, g0, tau, r) + code_weighted_alignment(g1, g0, g1, tau, r)
         if name == "m_mhe":
             return code_mhe(g0, g1, tau, r)
         return code_mhs(g0, g1, r)
