@@ -270,12 +270,14 @@ def later_checkpoints(checkpoint, output_dir) -> list[Path]:
 RESTORED_WITH_THE_OPTIMIZER = ("learning_rate", "weight_decay")
 
 
-def cannot_go_on_with(changed: list[str], checkpoint, output_dir, flag_prefix: str = "") -> str | None:
+def cannot_go_on_with(changed: list[str], checkpoint, output_dir, flag_prefix: str = "",
+                      args=None) -> str | None:
     """Why ``checkpoint`` named by its path could not go on with the ``changed`` settings
     (:func:`~hf_cse.run_settings.setting_differences`), or None: a setting its optimizer and scheduler state bring
-    back changed, or later checkpoints in ``output_dir`` would be overwritten. A refusal of the checkpoint with other
-    settings offers to name it only where this is None (else that way out is refused in turn).
-    ``flag_prefix``: ``"--"`` where the settings are named as flags."""
+    back changed, later checkpoints in ``output_dir`` would be overwritten, or the resuming ``TrainingArguments``
+    ``args`` change the learning-rate schedule of its steps (:func:`~hf_cse.trainer_resume.schedule_change`). A
+    refusal of the checkpoint with other settings offers to name it only where this is None (else that way out is
+    refused in turn). ``flag_prefix``: ``"--"`` where the settings are named as flags."""
     restored = [c.split(":", 1)[0] for c in changed if c.split(":", 1)[0] in RESTORED_WITH_THE_OPTIMIZER]
     if restored:
         return (f"{' and '.join(flag_prefix + name for name in restored)} cannot change when resuming (the "
@@ -284,6 +286,10 @@ def cannot_go_on_with(changed: list[str], checkpoint, output_dir, flag_prefix: s
     if later:
         return (f"going on from it with other settings would overwrite the later checkpoints "
                 f"({listing([p.name for p in later])})")
+    if args is not None:
+        from .trainer_resume import checkpoint_schedule_change  # transformers' Trainer: only where a run resumes
+
+        return checkpoint_schedule_change(checkpoint, args)
     return None
 
 
@@ -304,7 +310,7 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
         logger.warning("resuming %s with other settings than its run's (%s): going on with these", checkpoint,
                        "; ".join(changed))
     elif changed:
-        blocked = cannot_go_on_with(changed, checkpoint, output_dir)
+        blocked = cannot_go_on_with(changed, checkpoint, output_dir, args=trainer.args)
         ways = (f"{blocked}: resume it with its run's settings, or start a new run in another output_dir" if blocked
                 else f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings, or start a "
                      "new run in another output_dir")

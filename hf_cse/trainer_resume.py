@@ -30,6 +30,7 @@ from transformers import Trainer, TrainerState
 from transformers.trainer_utils import TrainOutput
 
 from . import seams
+from .checkpoints import TRAINER_STATE_FILE, read_json
 from .output_folder import OutputFolderError
 from .run_files import CHECKPOINT_PREFIX
 
@@ -54,25 +55,49 @@ def schedule_factors(args, total: int, steps: list[int]) -> list[float] | None:
     return None if factor is None else [float(factor(step)) for step in steps]
 
 
-def check_schedule_kept(checkpoint: str, state: TrainerState, total: int, args) -> None:
-    """Refuse to resume ``checkpoint`` (its trainer state ``state``) for a run of ``total`` optimizer steps when the
-    learning-rate schedule of its steps so far changes with that total (module doc)."""
-    before = state.max_steps
-    if not before or before == total or state.global_step <= 0:
-        return
-    last = state.global_step
+def schedule_change(before: int | None, last: int, total: int, args) -> str | None:
+    """Why a checkpoint at step ``last`` of a run of ``before`` optimizer steps cannot go on as a run of ``total``
+    under ``args``' learning-rate schedule (module doc), or None: the same total, no step trained, or a schedule whose
+    rates of the steps so far do not follow the total."""
+    if not before or before == total or last <= 0:
+        return None
     count = min(last + 1, COMPARED_STEPS)
     steps = sorted({round(i * last / max(count - 1, 1)) for i in range(count)})
     then, now = schedule_factors(args, before, steps), schedule_factors(args, total, steps)
     if then is None or all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in zip(then, now, strict=True)):
-        return
+        return None
     scheduler = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
-    raise OutputFolderError(
-        f"resume_from_checkpoint {checkpoint}: its run trains {before} steps and this one {total} (max_steps or "
-        f"num_train_epochs changed), and the {scheduler} learning-rate schedule follows the total: the first step "
-        f"after step {last} would take the old schedule's rate and the rest a schedule the steps trained did not "
-        f"follow. Resume with the run's total (max_steps={before}), or start a new run from the checkpoint's weights "
-        "in another output_dir (a constant schedule may change its total).", fields=("max_steps",))
+    return (f"its run trains {before} steps and this one {total} (max_steps or num_train_epochs changed), and the "
+            f"{scheduler} learning-rate schedule follows the total: the first step after step {last} would take the "
+            "old schedule's rate and the rest a schedule the steps trained did not follow")
+
+
+def check_schedule_kept(checkpoint, before: int | None, last: int, total: int, args) -> None:
+    """Refuse to resume ``checkpoint``, at step ``last`` of a run of ``before`` optimizer steps, for a run of
+    ``total`` when the learning-rate schedule of its steps so far changes with that total (module doc)."""
+    why = schedule_change(before, last, total, args)
+    if why:
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: {why}. Resume with the run's total "
+                                f"(max_steps={before}), or start a new run from the checkpoint's weights in another "
+                                "output_dir (a constant schedule may change its total).", fields=("max_steps",))
+
+
+def saved_steps(checkpoint) -> tuple[int, int] | None:
+    """The total of optimizer steps of the run of the checkpoint folder ``checkpoint`` and the step it was saved
+    at, from its ``trainer_state.json`` (None where it holds neither)."""
+    state = read_json(Path(checkpoint) / TRAINER_STATE_FILE)[0]
+    if not isinstance(state, dict) or not isinstance(state.get("max_steps"), int):
+        return None
+    step = state.get("global_step")
+    return state["max_steps"], step if isinstance(step, int) else 0
+
+
+def checkpoint_schedule_change(checkpoint, args) -> str | None:
+    """:func:`schedule_change` of the checkpoint folder ``checkpoint`` for a run of ``args``, before any trainer is
+    built: known only where ``args.max_steps`` gives the total (a total of epochs follows the data; the trainer
+    checks it once the data is counted)."""
+    steps = saved_steps(checkpoint) if args.max_steps > 0 else None
+    return schedule_change(*steps, args.max_steps, args) if steps else None
 
 
 def _evaluations(state: TrainerState, key: str) -> list[tuple[int, float]]:
@@ -154,7 +179,8 @@ class ResumedRun(Trainer):
     def set_initial_training_values(self, args, dataloader) -> Any:
         values = super().set_initial_training_values(args, dataloader)
         if self._resumed is not None:
-            check_schedule_kept(*self._resumed, values[-1], args)  # the run's total of steps: the last value
+            checkpoint, state = self._resumed  # the run's total of steps: the last value
+            check_schedule_kept(checkpoint, state.max_steps, state.global_step, values[-1], args)
         return values
 
     def _take_up_resumed(self) -> None:

@@ -142,7 +142,9 @@ class TrainingRun(CommandJob):
     """A training run: ``settings`` (JSON-safe) are what makes it the same run; ``read_record`` brings a record
     written by an older hf_cse to today's form of the same settings (so its interrupted run still resumes).
     ``resume_from_checkpoint``: the user names the checkpoint to continue from, whatever the folder holds (the
-    Trainer checks it); ``encoder``: the encoder's folder, which the output folder must stay clear of."""
+    Trainer checks it); ``encoder``: the encoder's folder, which the output folder must stay clear of;
+    ``training_args``: the run's ``TrainingArguments``, whose learning-rate schedule a checkpoint offered to go on
+    with other settings must keep (:func:`~hf_cse.trainer_folder.cannot_go_on_with`)."""
 
     settings: dict[str, Any]
     read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -151,6 +153,7 @@ class TrainingRun(CommandJob):
     encoder: str | None = None
     folder_hint: str = "give a folder path (new or holding this run)"
     is_main_process: bool = True  # the one that removes what a killed run left
+    training_args: Any = None
 
     def check(self, out: Path) -> None:
         check_not_encoder_folder(out, self.encoder)
@@ -216,7 +219,7 @@ class TrainingRun(CommandJob):
             changed = setting_differences(json_safe(self.read_record(recorded)) if self.read_record else recorded,
                                    self.settings)
             if changed:  # name --resume_from_checkpoint only where it would be taken
-                blocked = cannot_go_on_with(changed, resume, out, flag_prefix="--")
+                blocked = cannot_go_on_with(changed, resume, out, flag_prefix="--", args=self.training_args)
                 ways = (f"{blocked}: rerun with its settings to resume it, or {OVERWRITE_FLAG} to start over (or "
                         "choose another --output_dir)" if blocked else f"rerun with its settings to resume it, "
                         f"--resume_from_checkpoint {resume} to go on with these, or {OVERWRITE_FLAG} to start over")
@@ -274,13 +277,14 @@ def refuse_occupied_output_dir(output_dir: str) -> None:
 def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool = False, encoder: str | None = None,
                        resume_from_checkpoint: str | None = None, is_main_process: bool = True,
                        read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                       hold: bool = False) -> str | None:
+                       hold: bool = False, training_args=None) -> str | None:
     """Training's output folder, before anything is loaded (module doc); returns the checkpoint to resume from (or
     ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when the
     recorded ones are equal. ``hold``: take the folder's lock here (the main process does, before the other
-    processes look at the folder); otherwise the caller holds it. Only the main process removes or writes files."""
+    processes look at the folder); otherwise the caller holds it. Only the main process removes or writes files.
+    ``training_args``: the run's ``TrainingArguments`` (:class:`TrainingRun`)."""
     run = TrainingRun(json_safe(settings), read_record, resume_from_checkpoint, overwrite, encoder,
-                      is_main_process=is_main_process)
+                      is_main_process=is_main_process, training_args=training_args)
     out, resume = claim_output_dir(output_dir, run, flag="--output_dir", overwrite=overwrite, hold=hold,
                                    is_main_process=is_main_process)
     if resume_from_checkpoint:

@@ -250,26 +250,21 @@ def check_pair_training(method: str, loss: str, pair_column: str | None, negativ
 _WEIGHT_SHAPING = ("lora_r", "do_mlm")
 
 
-def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, enc_config,
-                      max_steps: int = -1) -> None:
+def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, enc_config, training_args) -> None:
     """A checkpoint to resume from holds the weights of the model these flags build (the method, LoRA rank and
     targets, the MLM head), read from its config.json alone; otherwise the Trainer fails with a state-dict error
-    thousands of characters long. A checkpoint past ``max_steps`` is refused too (it would be exported as the run
-    of fewer steps asked)."""
+    thousands of characters long. Refused too: another ``max_steps`` than its run's where the learning-rate
+    schedule follows the total (:func:`~hf_cse.trainer_resume.check_schedule_kept`, here before the model loads),
+    and a checkpoint past ``max_steps`` (it would be exported as the run of fewer steps asked)."""
     import json
 
-    from ..checkpoints import TRAINER_STATE_FILE
     from ..models.lora import target_modules
+    from ..trainer_resume import check_schedule_kept, saved_steps
 
     path = Path(checkpoint or "") / "config.json"
     if not checkpoint or not path.is_file():
         return
     where = f"--resume_from_checkpoint {checkpoint}"
-    state = Path(checkpoint) / TRAINER_STATE_FILE
-    step = json.loads(state.read_text(encoding="utf-8")).get("global_step", 0) if state.is_file() else 0
-    if 0 < max_steps < step:
-        raise InputError(f"{where} is at step {step}, past --max_steps {max_steps}: give --max_steps {step} or more "
-                         "to go on from it, or an earlier checkpoint.")
     saved = json.loads(path.read_text(encoding="utf-8"))
     now = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
     if saved.get("model_type") != now.model_type:
@@ -286,3 +281,10 @@ def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, en
     if changed:
         raise InputError(f"{where} was trained with other weights ({'; '.join(changed)}): resume with the "
                          "checkpoint's settings, or start a new run.")
+    total, step = saved_steps(checkpoint) or (None, 0)
+    max_steps = training_args.max_steps
+    if max_steps > 0:
+        check_schedule_kept(checkpoint, total, step, max_steps, training_args)
+    if 0 < max_steps < step:
+        raise InputError(f"{where} is at step {step}, past --max_steps {max_steps}: give --max_steps {step} or more "
+                         "to go on from it, or an earlier checkpoint.")

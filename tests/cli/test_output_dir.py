@@ -91,6 +91,25 @@ def test_other_settings_are_offered_resume_from_checkpoint_only_where_it_would_b
     assert "--resume_from_checkpoint" not in str(refused.value)
 
 
+@pytest.mark.parametrize("scheduler, offered", [("linear", False), ("constant", True)])
+def test_other_settings_and_total_are_offered_resume_from_checkpoint_only_where_the_schedule_allows(
+        tmp_path, scheduler, offered):
+    """Another max_steps is no setting of the run, but under a schedule that follows the total, the checkpoint
+    named by --resume_from_checkpoint would be refused by the Trainer (hf_cse.trainer_resume): not offered."""
+    from transformers import TrainingArguments
+
+    prepare_output_dir(tmp_path, SETTINGS)
+    _checkpoint(tmp_path / "checkpoint-2")
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({"global_step": 2, "max_steps": 2}))
+    args = TrainingArguments(str(tmp_path), max_steps=4, lr_scheduler_type=scheduler, use_cpu=True)
+    with pytest.raises(InputError) as refused:
+        prepare_output_dir(tmp_path, {**SETTINGS, "warmup_steps": 2}, training_args=args)
+    assert ("--resume_from_checkpoint" in str(refused.value)) is offered, refused.value
+    if not offered:
+        assert "its run trains 2 steps and this one 4" in str(refused.value)
+        assert "rerun with its settings to resume it, or --overwrite_output_dir" in str(refused.value)
+
+
 def test_a_run_whose_pooling_is_only_worded_otherwise_now_resumes(tmp_path):
     """The card's wording of what set the pooling changed (normalize is named since session 16): a run interrupted
     before resumes; another pooler or normalisation is still another run."""

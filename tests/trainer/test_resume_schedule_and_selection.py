@@ -36,16 +36,16 @@ def _state(max_steps: int, global_step: int, log_history=(), **kwargs) -> Traine
 def test_another_total_is_refused_where_the_schedule_follows_it(tmp_path, kwargs, refused):
     args = _args(tmp_path, learning_rate=1e-3, **kwargs)
     if not refused:
-        check_schedule_kept("ckpt", _state(6, 6), 8, args)
+        check_schedule_kept("ckpt", 6, 6, 8, args)
         return
     with pytest.raises(OutputFolderError) as err:
-        check_schedule_kept("ckpt", _state(6, 6), 8, args)
+        check_schedule_kept("ckpt", 6, 6, 8, args)
     message = str(err.value)
     assert message.startswith("resume_from_checkpoint ckpt: its run trains 6 steps and this one 8 (max_steps or "
                               "num_train_epochs changed)"), message
     assert "Resume with the run's total (max_steps=6), or start a new run from the checkpoint's weights" in message
     assert "\n" not in message and "--" not in message
-    check_schedule_kept("ckpt", _state(8, 6), 8, args)  # the same total: nothing to refuse
+    check_schedule_kept("ckpt", 8, 6, 8, args)  # the same total: nothing to refuse
 
 
 def test_another_metric_chooses_again_among_the_checkpoints_left(tmp_path):

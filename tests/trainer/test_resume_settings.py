@@ -88,6 +88,10 @@ def test_resume_true_with_another_learning_rate_is_refused_and_the_named_checkpo
     warmed = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, warmup_steps=2)
     assert f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings" in _refused(
         warmed, r"warmup_steps: 0 then, 2 now")
+    # not offered where the new schedule follows the total and the total changed: the named checkpoint is refused
+    linear = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, lr_scheduler_type="linear")
+    message = _refused(linear, "lr_scheduler_type: 'constant' then, 'linear' now")
+    assert "its run trains 2 steps and this one 4" in message and "pass resume_from_checkpoint" not in message
     with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
         warmed.train(resume_from_checkpoint=str(checkpoint))
     assert warmed.state.global_step == 4
