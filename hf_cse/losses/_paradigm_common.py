@@ -131,8 +131,11 @@ class ModifiedObjective(ContrastiveLoss):
             less than m (:func:`gd_mask`).
         temperature: tau of the exponential weights (mMHS has none: None).
         r: static ratio R (Table 2 lower); with ``symmetric=True`` the effective pull is ~2r.
-        symmetric: True = the authors' code (default), False = the paper's one-directional form (see above).
-        gd_reference: ``"self"`` (authors' code, default) or ``"cross"`` (paper), see :func:`gd_mask`.
+        symmetric: both views serve as anchors and the two directions' losses are added (True: the authors'
+            code, default; the effective pull is ~2r); False = the paper's one-directional form (view 1 anchors).
+        gd_reference: the view the GD test takes the hardest negative from (``"self"``: the anchor's own view,
+            positive similarity 1, the authors' code, default; ``"cross"``: the other view, the paper), see
+            :func:`gd_mask`.
     """
 
     references = (GRADIENT_PARADIGM,)

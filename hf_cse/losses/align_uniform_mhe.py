@@ -40,7 +40,9 @@ class AlignUniformMHELoss(ContrastiveLoss):
 
     Args:
         nu: uniformity weight nu^u (10, the authors' scripts).
-        variant: ``"paper"`` or ``"code"``.
+        variant: the printed objective or the authors' code's (``"paper"``: the printed one, default;
+            ``"code"``: the authors' code's, uniformity of both views with ``e^{h_k.h_l}``, which made the
+            paper's "ori MHE" numbers).
 
     Example::
 

@@ -33,7 +33,9 @@ class AlignUniformMHSLoss(ContrastiveLoss):
 
     Args:
         nu: uniformity weight nu^u (1, the authors' scripts).
-        variant: ``"paper"`` or ``"code"``.
+        variant: the printed objective or the authors' code's (``"paper"``: the printed one, default;
+            ``"code"``: the authors' code's, nearest neighbours in the other, detached view for both views, which
+            made the paper's "ori MHS" numbers).
 
     Example::
 

@@ -48,7 +48,8 @@ class BarlowTwinsLoss(ContrastiveLoss):
 
     Args:
         nu: off-diagonal weight nu^B (30, the authors' scripts).
-        surrogate: see above.
+        surrogate: train on the authors' gradient-equivalent surrogate instead of the true loss (True: their
+            ``_bt_loss``, whose gradient is eq. 10 but whose value is not L^B; False: the true loss, default).
 
     Example::
 

@@ -43,7 +43,9 @@ class DCLLoss(ContrastiveLoss):
 
     Args:
         temperature: tau_DCL (paper 5; Table 5: 5 > 10 > 20 > 50).
-        normalization: ``"code"`` (default) or ``"paper"``, see above.
+        normalization: how the dimensions are standardised and the loss scaled (``"code"``: BatchNorm's
+            biased std, correlations divided by N, a mean over dimensions, the authors' code, default;
+            ``"paper"``: the unbiased std, no division, a sum over dimensions, the printed eq. 5).
         eps: added to the per-dimension variance (BatchNorm1d's 1e-5); 0 gives exact affine invariance
             but divides by zero on a constant dimension.
 

@@ -41,8 +41,9 @@ class GSInfoNCELoss(ContrastiveLoss):
 
     Where the authors' code differs from the paper: the code has no lambda (= 1, the paper's value),
     uses ``M = 192`` fixed (= 3 x 64, the paper's 3 x batch size) and ``N(0, 0.5^2)`` / ``N(0, 0.1^2)``
-    (irrelevant, see above). Paper eq. 5 writes the in-batch term as ``sim(h_j, h_i)``; the code (followed
-    here) uses ``cos(z1_i, z2_j)`` exactly as SimCSE. (Eq. 2 of the paper has a typo ``sim * tau``.)
+    (irrelevant: the loss does not depend on sigma). Paper eq. 5 writes the in-batch term as
+    ``sim(h_j, h_i)``; the code (followed here) uses ``cos(z1_i, z2_j)`` exactly as SimCSE. (Eq. 2 of the paper
+    has a typo ``sim * tau``.)
 
     Hard negatives (``z_neg``, one per anchor, as supervised SimCSE): their columns
     ``cos(z1_i, zneg_j)/tau`` join the in-batch ones before the noise columns; the noise is unchanged. So do the rows
@@ -53,7 +54,8 @@ class GSInfoNCELoss(ContrastiveLoss):
         num_noise: M, the number of noise vectors; ``None`` = 3 x the number of rows the loss receives
             (3 x batch size, the paper's setting; in multi-process training the gathered batch).
         lam: lambda, weight of the noise terms in the denominator (paper 1).
-        noise_std: sigma of the Gaussian (paper 1); no effect on the loss value (see above).
+        noise_std: sigma of the Gaussian (paper 1); no effect on the loss value (the cosine of a zero-mean
+            Gaussian vector does not depend on its scale), only on the random stream.
         hard_negative_weight: log-weight added to each anchor's own hard-negative logit (supervised SimCSE's
             ``hard_negative_weight``; 0 = none, the authors' default; only with hard negatives).
 

@@ -38,9 +38,13 @@ class ModifiedMHSLoss(ModifiedObjective):
     are equivalent), ``symmetric=True`` (both views anchors, each direction's mean over N summed; positive pull
     ~2x). The printed eq. 15 is ``symmetric=False, gd_reference="cross", neighbor_view="same"``.
 
-    Args: ``m``, ``r``, ``symmetric``, ``gd_reference`` as in :class:`ModifiedObjective`; defaults = the
-    paper's Table 4, BERT-base: m = 0.30, r = 1.75 (RoBERTa-base: m = 0.27, r = 1.00 with batch 512),
-    symmetric, ``"self"``. ``neighbor_view``: ``"other"`` (code, default) or ``"same"`` (paper).
+    Args:
+        neighbor_view: the view the nearest neighbour n_i is taken from (``"other"``: the detached other view,
+            the authors' code, default; ``"same"``: the anchor's own view, the printed eq. 15).
+
+    ``m``, ``r``, ``symmetric``, ``gd_reference`` as in :class:`ModifiedObjective`; defaults = the paper's
+    Table 4, BERT-base: m = 0.30, r = 1.75 (RoBERTa-base: m = 0.27, r = 1.00 with batch 512), symmetric,
+    ``"self"``.
 
     Example::
 

@@ -42,10 +42,14 @@ class ModifiedVICRegLoss(ModifiedObjective):
     l2 normalisation, so the gradients agree with the code's, but the loss this class reports is lower than
     the code's by ``sum_i w_ii``; compare training curves with the code's accordingly.
 
-    Args: ``m``, ``temperature``, ``r``, ``symmetric``, ``gd_reference`` as in :class:`ModifiedObjective`;
-    defaults = the paper's Table 4, BERT-base: m = 0.30, tau = 0.05, r = 1.50 (RoBERTa-base: m = 0.37,
-    r = 1.25 with batch 512), symmetric, ``"self"``. ``weight_norm``: ``"global"`` (default) or
-    ``"per_anchor"``, see above.
+    Args:
+        weight_norm: how the exponential weights are normalised (``"global"``: over all pairs, the batch loss a
+            sum, Table 2 and the authors' code, default; ``"per_anchor"``: over each anchor's negatives, the batch
+            loss a mean, App. E eq. 19).
+
+    ``m``, ``temperature``, ``r``, ``symmetric``, ``gd_reference`` as in :class:`ModifiedObjective`; defaults =
+    the paper's Table 4, BERT-base: m = 0.30, tau = 0.05, r = 1.50 (RoBERTa-base: m = 0.37, r = 1.25 with batch
+    512), symmetric, ``"self"``.
 
     Example::
 

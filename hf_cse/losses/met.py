@@ -32,9 +32,9 @@ class METLoss(ContrastiveLoss):
     negative row-wise with ``+inf`` masking (the ICLR code uses ``min(dim=0)`` with the diagonal set to 2).
 
     Args:
-        margin: m (0.44: Nie et al.'s ``run_unsup_example.sh``, which their README gives to replicate MET on
-            BERT-base, the numbers the gradient paradigm paper's Table 3 reports; both codes' argument default is
-            0.45).
+        margin: the hinge's margin m on the distance gap (0.44: Nie et al.'s ``run_unsup_example.sh``, which
+            their README gives to replicate MET on BERT-base, the numbers the gradient paradigm paper's Table 3
+            reports; both codes' argument default is 0.45).
 
     Example::
 

@@ -32,7 +32,8 @@ class MPTLoss(ContrastiveLoss):
     reported in the paradigm paper; defaults are its code's.
 
     Args:
-        margin: m (0.23 = the UnderstandingCSE code default; Nie et al.'s ICLR code default 0.09).
+        margin: the hinge's margin m on the similarity gap (0.23 = the UnderstandingCSE code default; Nie et
+            al.'s ICLR code default 0.09).
 
     Example::
 

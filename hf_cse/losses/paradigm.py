@@ -76,10 +76,14 @@ class ParadigmLoss(ContrastiveLoss):
         temperature: tau of the softmax weights (0.05).
         m: GD margin (0.3).
         r: static ratio R (1.0).
-        gd: ``"indicator"`` or ``"none"``.
-        weight: ``"softmax"`` or ``"hardest"``.
-        symmetric: True (code, default) or False (paper), see above.
-        reduction: ``"active_entry_mean"`` (code, default) or ``"anchor_mean"`` (paper), see above.
+        gd: the gradient-dissipation gate (``"indicator"``: an anchor learns while its positive beats its hardest
+            negative by less than m; ``"none"``: every anchor learns).
+        weight: the weights of an anchor's negatives (``"softmax"`` at temperature tau; ``"hardest"``: one-hot
+            on the hardest negative, MPT's).
+        symmetric: both views serve as anchors and the two directions' losses are added (True: the authors'
+            code, default); False = the paper's one-directional eq. 5.
+        reduction: how the anchors' losses are averaged (``"active_entry_mean"``: over the entries of the anchors
+            whose gate is open, the authors' code, default; ``"anchor_mean"``: over all N anchors, the paper).
 
     Example::
 

@@ -72,7 +72,9 @@ class VICRegLoss(ContrastiveLoss):
         nu: nu^V (30, the authors' scripts).
         variance_weight: nu^{V,2} / D, weight of the variance hinge (1 = VICReg's ratio; 0 = no hinge).
         gamma: hinge target std (1, VICReg).
-        surrogate: see above.
+        surrogate: train on the authors' gradient-equivalent surrogate instead of the true loss (True: their
+            ``_vicreg_loss``, whose gradient is eq. 11, ``variance_weight`` and ``gamma`` unused; False: the
+            true loss, default).
 
     Example::
 

@@ -222,8 +222,22 @@ def test_a_loss_hyperparameters_help_is_plain_text_not_the_docstrings_markup():
     helps = {a.dest: a.help for a in train.argument_parser()._actions if a.dest in loss_hyperparameters_of_all()}
     assert helps["m_placement"].endswith('(default \'positive_logit\'). "positive_logit" (code, default) or '
                                          '"negative_sum" (paper eq. 3).')
-    assert helps["weight"].endswith('"softmax" or "hardest".') and "angular margin in degrees" in helps["u"]
+    assert helps["weight"].endswith('("softmax" at temperature tau; "hardest": one-hot on the hardest negative, '
+                                    "MPT's).") and "angular margin in degrees" in helps["u"]
     assert not [name for name, text in helps.items() if "``" in text or ":func:" in text or "**" in text]
+
+
+def test_every_loss_hyperparameter_flag_says_what_it_is():
+    """Beyond its losses and defaults, each flag's help says what the hyperparameter is: the loss docstrings' Args
+    entries start with that, not with a pointer into the rest of the docstring (which --help does not show)."""
+    import re
+
+    helps = {a.dest: a.help for a in train.argument_parser()._actions if a.dest in loss_hyperparameters_of_all()}
+    said = {name: re.sub(r"^Hyperparameter of the --loss .*?\((default .*?|their defaults)\)\.", "", text).strip()
+            for name, text in helps.items()}
+    assert not [name for name, text in said.items() if not text or text.startswith(("Must be", "The DCL"))]
+    assert not [name for name, text in helps.items() if "see above" in text]
+    assert "met: the hinge's margin m on the distance gap" in helps["margin"]
 
 
 def loss_hyperparameters_of_all() -> set[str]:
