@@ -8,8 +8,10 @@ if [ $# -eq 0 ]; then set -- --loss gs_infonce; fi
 # Without a config of the user's (`accelerate config`), accelerate fills in these four values and prints a block
 # saying so ("`--num_processes` was set to a value of `0`", ...): give them, as it would set them for one process
 # (hf_cse chooses the precision itself, --precision). A user's own config is left to decide.
-LAUNCH=()
+# --quiet: a run that stops with hf_cse's one-line error ends there, not in the launcher's own traceback of the
+# failed subprocess (exit status 1).
+LAUNCH=(--quiet)
 if [ ! -f "${HF_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/huggingface}/accelerate/default_config.yaml" ]; then
-    LAUNCH=(--num_processes 1 --num_machines 1 --mixed_precision no --dynamo_backend no)
+    LAUNCH+=(--num_processes 1 --num_machines 1 --mixed_precision no --dynamo_backend no)
 fi
-exec "$PYTHON" -m accelerate.commands.launch ${LAUNCH[@]+"${LAUNCH[@]}"} "$ROOT/run_unsup.py" "$@"
+exec "$PYTHON" -m accelerate.commands.launch "${LAUNCH[@]}" "$ROOT/run_unsup.py" "$@"

@@ -4,8 +4,11 @@ job, scripts/test.sh the tests, .ci/run calls the test command; both install onl
 import importlib.util
 import os
 import re
+import subprocess
 from importlib import metadata
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,6 +37,19 @@ def test_train_script_runs_the_main_job_and_test_script_the_tests():
     # pytest from the repository root: no test path runs setup.cfg's testpaths (the whole suite), a path runs alone
     assert 'cd "$ROOT"' in test and '-m pytest -q "$@"' in test
     assert re.search(r"^testpaths = tests$", (ROOT / "setup.cfg").read_text(), re.M)
+
+
+@pytest.mark.slow
+def test_a_mistake_in_the_main_job_ends_in_its_one_line_not_the_launchers_traceback(tmp_path):
+    """accelerate's launcher re-raises a failed single-process run as its own CalledProcessError traceback unless
+    --quiet: the user's last line would be that traceback instead of hf_cse's error."""
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "train.sh"), "--loss", "infonc", "--output_dir",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HOME": str(tmp_path / "hf")})  # no accelerate config of the user's
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith("run_unsup.py: error: Unknown loss 'infonc'"), done.stderr
+    assert "Traceback" not in done.stderr and "CalledProcessError" not in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_ci_calls_the_readme_test_command():
