@@ -108,6 +108,28 @@ def unit_distance(s: torch.Tensor, eps: float = DIST_EPS) -> torch.Tensor:
     return torch.sqrt((2 - 2 * s).clamp_min(eps))
 
 
+def code_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The authors' code's distances from each row of ``a`` to each row of the detached ``b`` (unit vectors):
+    ``sqrt(max(2 - 2 a_i.b_j, 0) + eps)``, eps added inside the root (UnderstandingCSE ``mhs``), unlike
+    :func:`unit_distance`'s clamp."""
+    return torch.sqrt((2 - 2 * (a @ b.detach().T)).clamp_min(0) + DIST_EPS)
+
+
+def nearest_other(d: torch.Tensor) -> torch.Tensor:
+    """Each row's smallest distance in the (N, N) distances ``d`` to another row (the diagonal excluded)."""
+    return d.masked_fill(eye_mask(d.shape[0], d.device), float("inf")).amin(dim=1)
+
+
+def squared_pair_distance(h: torch.Tensor, hp: torch.Tensor) -> torch.Tensor:
+    """``||h_i - h'_i||^2 = 2 - 2 h_i.h'_i`` of each row pair of unit vectors (the alignment term's)."""
+    return 2 - 2 * (h * hp).sum(-1)
+
+
+def strict_lower(n: int, device) -> torch.Tensor:
+    """The (n, n) mask of the pairs k > l (each unordered pair of different rows once)."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril(-1)
+
+
 class ModifiedObjective(ContrastiveLoss):
     """Shared driver of the paradigm paper's modified objectives (mMHE, mMHS, mB, mV; App. E, Table 2 lower).
 

@@ -8,13 +8,9 @@ import math
 import torch
 
 from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import Variant
+from ._paradigm_common import Variant, squared_pair_distance, strict_lower
 from .base import ContrastiveLoss, check_choice, eye_mask, unit
 from .registry import register_loss
-
-
-def strict_lower(n: int, device) -> torch.Tensor:
-    return torch.ones(n, n, dtype=torch.bool, device=device).tril(-1)
 
 
 @register_loss("align_uniform_mhe")
@@ -63,7 +59,7 @@ class AlignUniformMHELoss(ContrastiveLoss):
         h, hp = unit(z1), unit(z2)
         n = h.shape[0]
         low = strict_lower(n, h.device)
-        align = (2 - 2 * (h * hp).sum(-1)).mean()
+        align = squared_pair_distance(h, hp).mean()
         if self.variant == "paper":
             # -||h_k - h_l||^2 = 2 h_k.h_l - 2 for unit vectors
             uniform = torch.logsumexp((2 * (h @ h.T) - 2)[low], dim=0) + math.log(2 / (n * (n - 1)))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from ..references import GRADIENT_PARADIGM
-from ._paradigm_common import DIST_EPS, Variant, unit_distance
-from .base import ContrastiveLoss, check_choice, eye_mask, unit
+from ._paradigm_common import Variant, code_distance, nearest_other, squared_pair_distance, unit_distance
+from .base import ContrastiveLoss, check_choice, unit
 from .registry import register_loss
 
 
@@ -52,23 +52,15 @@ class AlignUniformMHSLoss(ContrastiveLoss):
         self.nu = nu
         self.variant = variant
 
-    @staticmethod
-    def _code_nearest(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        d = torch.sqrt((2 - 2 * (a @ b.detach().T)).clamp_min(0) + DIST_EPS)
-        return d.masked_fill(eye_mask(d.shape[0], d.device), float("inf")).amin(dim=1)
-
     def _nearest(self, h: torch.Tensor, hp: torch.Tensor) -> torch.Tensor:
-        if self.variant == "paper":
-            d = unit_distance(h @ h.T, DIST_EPS)
-            return d.masked_fill(eye_mask(d.shape[0], d.device), float("inf")).amin(dim=1)
-        return self._code_nearest(h, hp)
+        return nearest_other(unit_distance(h @ h.T) if self.variant == "paper" else code_distance(h, hp))
 
     def compute(self, z1: torch.Tensor, z2: torch.Tensor):
         h, hp = unit(z1), unit(z2)
-        align = (2 - 2 * (h * hp).sum(-1)).mean()
+        align = squared_pair_distance(h, hp).mean()
         uniform = -self._nearest(h, hp).mean()
         if self.variant == "code":
-            uniform = uniform - self._code_nearest(hp, h).mean()
+            uniform = uniform - nearest_other(code_distance(hp, h)).mean()
         loss = align + self.nu * uniform
         return loss, {"alignment": align.detach(), "uniformity": uniform.detach()}
 

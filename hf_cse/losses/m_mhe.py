@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from ._paradigm_common import GDReference, ModifiedObjective
+from ._paradigm_common import GDReference, ModifiedObjective, squared_pair_distance, strict_lower
 from .base import eye_mask
 from .registry import register_loss
 
@@ -60,7 +60,7 @@ class ModifiedMHELoss(ModifiedObjective):
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         n = a.shape[0]
         s = a @ a.T / self.temperature
-        low = torch.ones(n, n, dtype=torch.bool, device=a.device).tril(-1)
+        low = strict_lower(n, a.device)
         lse_pairs = torch.logsumexp(s[low], dim=0)
         # -||h_k - h_l||^2 / (2 tau) = (h_k.h_l - 1) / tau
         uniform = lse_pairs - 1.0 / self.temperature + math.log(2.0 / (n * (n - 1)))
@@ -68,5 +68,5 @@ class ModifiedMHELoss(ModifiedObjective):
             lse_rows = torch.logsumexp(s.masked_fill(eye_mask(n, a.device), float("-inf")), dim=1)
             # w_i = sum_{j!=i} e^{s_ij/tau} / (tau sum_{k<l} e^{s_kl/tau})
             w = torch.exp(lse_rows - lse_pairs) / self.temperature
-        align = 2 - 2 * (a * b).sum(-1)
+        align = squared_pair_distance(a, b)
         return uniform + (self.r * w / 2 * align).sum()

@@ -7,8 +7,15 @@ from typing import Literal
 
 import torch
 
-from ._paradigm_common import DIST_EPS, GDReference, ModifiedObjective, unit_distance
-from .base import check_choice, eye_mask
+from ._paradigm_common import (
+    GDReference,
+    ModifiedObjective,
+    code_distance,
+    nearest_other,
+    squared_pair_distance,
+    unit_distance,
+)
+from .base import check_choice
 from .registry import register_loss
 
 NeighborView = Literal["same", "other"]
@@ -59,9 +66,9 @@ class ModifiedMHSLoss(ModifiedObjective):
 
     def direction(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if self.neighbor_view == "same":
-            d = unit_distance(a @ a.detach().T, DIST_EPS)
+            d = unit_distance(a @ a.detach().T)
         else:
-            d = torch.sqrt((2 - 2 * (a @ b.detach().T)).clamp_min(0) + DIST_EPS)
-        nearest = d.masked_fill(eye_mask(d.shape[0], d.device), float("inf")).amin(dim=1)
-        align = 2 - 2 * (a * b).sum(-1)
+            d = code_distance(a, b)
+        nearest = nearest_other(d)
+        align = squared_pair_distance(a, b)
         return (self.r / (2 * nearest.detach()) * align - nearest).mean()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..references import GRADIENT_PARADIGM
+from ._paradigm_common import squared_pair_distance
 from .base import ContrastiveLoss, check_bool, unit
 from .registry import register_loss
 
@@ -105,7 +106,7 @@ class VICRegLoss(ContrastiveLoss):
             loss = vicreg_surrogate_direction(h, hp, self.nu) + vicreg_surrogate_direction(hp, h, self.nu)
             return loss, {}
         n, d = h.shape
-        align = (2 - 2 * (h * hp).sum(-1)).mean()
+        align = squared_pair_distance(h, hp).mean()
         cov = covariance_term(h) + covariance_term(hp)
         loss = align + self.covariance_weight(n, d) * cov
         metrics = {"alignment": align.detach(), "covariance": cov.detach()}
