@@ -18,6 +18,10 @@ TRAIN_FILE_CONTENT = "train_file_content"
 #: schedule, best-model selection): not compared on resume (watching a run differently continues the same run)
 #: and absent from records written before it existed
 DEV_AND_SELECTION = "dev_and_selection"
+#: the key of the run record holding the run's other training arguments that its checkpoints record and the Trainer
+#: compares on resume (:data:`hf_cse.run_settings.TRAINING_SETTINGS`: the optimizer, clipping, data order), kept for
+#: a rerun from the record; not compared by the record (absent from records written before it existed)
+TRAINING_ARGUMENTS = "training_arguments"
 #: the key of the run record naming the modules of the user's own the run imported (``--import_module``: its loss or
 #: method may be registered there), so that a rerun from the record can be told to import them; not compared on resume
 USER_MODULES = "user_modules"

@@ -33,14 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoints import TRAINER_STATE_FILE
-from .run_files import DEV_AND_SELECTION, RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT, USER_MODULES
+from .run_files import DEV_AND_SELECTION, RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT, TRAINING_ARGUMENTS, USER_MODULES
 from .writing import json_safe, write_json_atomic
 
-#: ``TrainingArguments`` that define a run (not ``optim``: its default follows the torch version, fused AdamW from
-#: torch 2.8 on, which computes the same update; another optimizer's state does not load anyway)
+#: ``TrainingArguments`` that define a run; ``optim`` recorded as :func:`optimizer_kind`
 TRAINING_SETTINGS = ("learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "seed",
                      "data_seed", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay",
-                     "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm")
+                     "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "optim")
+#: ``optim`` values that compute AdamW's update with AdamW's state (torch's loop, its fused kernel, the XLA and NPU
+#: builds): ``optim``'s default follows the torch version (fused from torch 2.8 on), and a run resumes across them
+SAME_AS_ADAMW_TORCH = ("adamw_torch_fused", "adamw_torch_xla", "adamw_torch_npu_fused")
 #: the trainer's own options that define a run (:class:`~hf_cse.training_args.ContrastiveTrainingArguments` fields
 #: or the trainer's keywords), as the trainer resolved them; not ``cached_minibatch_size``: the gradient cache computes
 #: the whole batch's gradient (memory, not the update), so a run that ran out of memory may resume with it
@@ -66,7 +68,7 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
     # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
     # how the run is scored and its checkpoint chosen: watching it differently continues the same run
     keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source", DEV_AND_SELECTION,
-                                                     USER_MODULES})
+                                                     USER_MODULES, TRAINING_ARGUMENTS})
     changed = [_objectives_change(recorded[k], current[k]) if k == "objectives" and _objective_lists(
                recorded.get(k), current.get(k)) else f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now"
                for k in keys if recorded.get(k) != current.get(k)]
@@ -173,11 +175,19 @@ def run_settings(trainer) -> dict[str, Any]:
     """The settings of the run ``trainer`` trains that :data:`RUN_SETTINGS_FILE` records (the model's are in its
     ``config.json``)."""
     settings = {name: getattr(trainer.args, name, None) for name in TRAINING_SETTINGS}
+    settings["optim"] = optimizer_kind(settings["optim"])
     settings.update({name: getattr(trainer, name, None) for name in TRAINER_SETTINGS})
     data = data_description(trainer.train_dataset)
     if data is not None:
         settings[DATA_SETTING] = data
     return _as_saved(settings)
+
+
+def optimizer_kind(optim) -> str | None:
+    """``optim`` (a name or transformers' ``OptimizerNames``) as a resumed run compares it: the AdamW builds of
+    :data:`SAME_AS_ADAMW_TORCH` as ``adamw_torch``."""
+    name = getattr(optim, "value", optim)
+    return "adamw_torch" if name in SAME_AS_ADAMW_TORCH else name
 
 
 def save_run_settings(trainer, checkpoint) -> None:

@@ -266,8 +266,10 @@ def later_checkpoints(checkpoint, output_dir) -> list[Path]:
                    if p.is_dir() and checkpoint_step(p) > step >= 0), key=checkpoint_step)
 
 
-#: run settings that resuming takes from the checkpoint's optimizer and scheduler state, whatever the arguments say
-RESTORED_WITH_THE_OPTIMIZER = ("learning_rate", "weight_decay")
+#: settings a resumed run takes from the checkpoint's optimizer and scheduler state whatever it is given (torch's
+#: ``load_state_dict`` brings back each parameter group's hyperparameters), or whose state loads into no other
+#: optimizer (``optim``)
+RESTORED_WITH_THE_OPTIMIZER = ("learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "optim")
 
 
 def cannot_go_on_with(changed: list[str], checkpoint, output_dir, flag_prefix: str = "",
@@ -293,6 +295,16 @@ def cannot_go_on_with(changed: list[str], checkpoint, output_dir, flag_prefix: s
     return None
 
 
+class OtherRunsCheckpointError(OutputFolderError):
+    """``resume_from_checkpoint=True`` found the last checkpoint of a run with other settings (:func:`check_same_run`):
+    ``checkpoint``, the ``changed`` settings and why naming it would be refused too (``blocked``, or None), for a
+    caller that words the refusal in its own terms (the command line: hf_cse.cli.train)."""
+
+    def __init__(self, message: str, *, checkpoint: Path, changed: list[str], blocked: str | None):
+        super().__init__(message)
+        self.checkpoint, self.changed, self.blocked = checkpoint, changed, blocked
+
+
 def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> None:
     """Refuse to continue the run of ``checkpoint`` with settings that define another run (module doc), unless the
     checkpoint was ``named`` by its path: then the run goes on with them (not where ``output_dir`` holds later
@@ -302,7 +314,8 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
     if restored and named:
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: {'; '.join(restored)} cannot change when "
                                 "resuming: the checkpoint's optimizer and scheduler state bring back its run's (the "
-                                "new value would be logged and recorded, not used). Resume with its run's value, or "
+                                "new value would be logged and recorded, not used; another optimizer's state does not "
+                                "load). Resume with its run's value, or "
                                 "start a new run in another output_dir.")
     if changed and named:
         if output_dir is not None:
@@ -314,8 +327,9 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
         ways = (f"{blocked}: resume it with its run's settings, or start a new run in another output_dir" if blocked
                 else f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings, or start a "
                      "new run in another output_dir")
-        raise OutputFolderError(f"resume_from_checkpoint=True: {checkpoint} is a checkpoint of a run with other "
-                                f"settings ({in_brief(changed, 240)}): {ways}.")
+        raise OtherRunsCheckpointError(f"resume_from_checkpoint=True: {checkpoint} is a checkpoint of a run with "
+                                       f"other settings ({in_brief(changed, 240)}): {ways}.", checkpoint=checkpoint,
+                                       changed=changed, blocked=blocked)
 
 
 def _saved_method(checkpoint: Path) -> str | None:

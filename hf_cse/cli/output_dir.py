@@ -220,15 +220,22 @@ class TrainingRun(CommandJob):
                                    self.settings)
             if changed:  # name --resume_from_checkpoint only where it would be taken
                 blocked = cannot_go_on_with(changed, resume, out, flag_prefix="--", args=self.training_args)
-                ways = (f"{blocked}: rerun with its settings to resume it, or {OVERWRITE_FLAG} to start over (or "
-                        "choose another --output_dir)" if blocked else f"rerun with its settings to resume it, "
-                        f"--resume_from_checkpoint {resume} to go on with these, or {OVERWRITE_FLAG} to start over")
-                raise OutputFolderError(f"--output_dir {out} holds checkpoints of a run with other settings "
-                                        f"({in_brief(changed)}): {ways}.")
+                raise other_settings_refusal(out, changed, resume, blocked)
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
         return resume
+
+
+def other_settings_refusal(out: Path, changed: list[str], resume, blocked: str | None) -> OutputFolderError:
+    """The refusal of ``out``, whose last checkpoint ``resume`` is of a run with the ``changed`` settings; it offers
+    ``--resume_from_checkpoint`` only where nothing ``blocked`` it (:func:`~hf_cse.trainer_folder.cannot_go_on_with`).
+    Said alike whether the record or the checkpoint (the Trainer's comparison) found them."""
+    ways = (f"{blocked}: rerun with its settings to resume it, or {OVERWRITE_FLAG} to start over (or choose another "
+            "--output_dir)" if blocked else f"rerun with its settings to resume it, --resume_from_checkpoint {resume} "
+            f"to go on with these, or {OVERWRITE_FLAG} to start over")
+    return OutputFolderError(f"--output_dir {out} holds checkpoints of a run with other settings "
+                             f"({in_brief(changed)}): {ways}.")
 
 
 def other_models(out: Path, names: list[str]) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..checks import InputError, check_path_given
 from ..errors import closest_name
-from ..run_files import DEV_AND_SELECTION, TRAIN_FILE_CONTENT, USER_MODULES
+from ..run_files import DEV_AND_SELECTION, TRAIN_FILE_CONTENT, TRAINING_ARGUMENTS, USER_MODULES
 
 #: the key a description may carry for its reader (an experiment's name, paper, regimes): never a setting
 ABOUT = "about"
@@ -33,7 +33,8 @@ DERIVED_RECORD_KEYS = ("pooler_source", "world_size", TRAIN_FILE_CONTENT)
 #: keys of hf_cse_run.json under another name than their flag's
 RECORD_NAMES = {"encoder": "model_name_or_path", "generator": "generator_name_or_path"}
 #: keys of hf_cse_run.json that are not flags at all (translated by settings_from_record)
-RECORD_ONLY_KEYS = (*RECORD_NAMES, "objectives", DEV_AND_SELECTION, USER_MODULES, *DERIVED_RECORD_KEYS)
+RECORD_ONLY_KEYS = (*RECORD_NAMES, "objectives", DEV_AND_SELECTION, TRAINING_ARGUMENTS, USER_MODULES,
+                    *DERIVED_RECORD_KEYS)
 #: flags a description cannot hold: the file itself, and the user's modules (imported before any file is read)
 NOT_IN_A_FILE = ("config", "import_module")
 
@@ -147,7 +148,8 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
     ``generator`` under their flags' names, the ``objectives`` as ``--loss`` with its hyperparameters and
     ``--dcl_weight`` / ``--dcl_*``, the pooling given only where the record says it was set (else the encoder's
     own is found again; set by a preset: that ``preset``, whose other values come with it), the run's dev data and
-    checkpoint selection (its ``dev_and_selection``, which win over the preset's), the derived keys left out. A
+    checkpoint selection (its ``dev_and_selection``, which win over the preset's) and its other training arguments
+    (``training_arguments``: optimizer, clipping, data order), the derived keys left out. A
     description without those keys is returned as it is."""
     from ..models import METHODS
     from ..objectives import DCL
@@ -159,6 +161,11 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
         raise InputError(f"{where}: {DEV_AND_SELECTION!r} must be an object of flags (dev data, evaluation and save "
                          "schedule), as a run records it; or give those flags as keys of their own.")
     settings.update(dev)  # the dev data and checkpoint selection the run had: as it was watched, not only trained
+    more = record.get(TRAINING_ARGUMENTS) or {}
+    if not isinstance(more, Mapping):
+        raise InputError(f"{where}: {TRAINING_ARGUMENTS!r} must be an object of flags (optimizer, clipping, data "
+                         "order), as a run records it; or give those flags as keys of their own.")
+    settings.update(more)
     source = str(record.get("pooler_source", "set by "))
     if not source.startswith("set by "):
         settings.pop("pooler_type", None)  # the encoder's own (or the papers' default): resolved again, not chosen

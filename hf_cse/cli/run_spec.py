@@ -27,7 +27,7 @@ from ..checks import resolved_path
 from ..evaluation.custom_dev import EvalDataArguments
 from ..files import content_fingerprint
 from ..run_files import TRAIN_FILE_CONTENT
-from ..run_settings import SPEED_ONLY_CONFIG_FIELDS
+from ..run_settings import SPEED_ONLY_CONFIG_FIELDS, TRAINER_SETTINGS, TRAINING_SETTINGS
 from ..training_args import ContrastiveTrainingArguments, global_batch_size
 from .arguments import DataArguments
 
@@ -186,6 +186,17 @@ def dev_and_selection(training_args) -> dict[str, Any]:
         if name in values and Path(values[name]).exists():  # a local path; a Hub name stays as given
             values[name] = resolved_path(values[name])
     return values
+
+
+def training_arguments(training_args) -> dict[str, Any]:
+    """The run's other training arguments that its checkpoints record and the Trainer compares on resume
+    (:data:`~hf_cse.run_settings.TRAINING_SETTINGS` and :data:`~hf_cse.run_settings.TRAINER_SETTINGS` beyond
+    :class:`TrainingSpec`'s: optimizer, clipping, data order), by flag name, recorded beside the fingerprint so that
+    ``--config <run>/hf_cse_run.json`` runs it again whole; those left at nothing (None, no kwargs) are left out."""
+    own = {f.name for f in dataclasses.fields(TrainingSpec)}
+    names = [n for n in (*TRAINING_SETTINGS, *TRAINER_SETTINGS) if n not in own]
+    values = {name: getattr(training_args, name, None) for name in names}
+    return {name: getattr(value, "value", value) for name, value in values.items() if value not in (None, {})}
 
 
 @dataclass(frozen=True)

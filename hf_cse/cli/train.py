@@ -46,7 +46,7 @@ from hf_cse.cli.arguments import (
 )
 from hf_cse.cli.console import ConsoleArguments, setup_console
 from hf_cse.cli.help import UnsetDefaultsFormatter, add_short_help, train_layout
-from hf_cse.cli.output_dir import OutputDirArguments, prepare_output_dir
+from hf_cse.cli.output_dir import OutputDirArguments, other_settings_refusal, prepare_output_dir
 from hf_cse.cli.preflight import (
     check_eval_data,
     check_hard_negative_weight,
@@ -62,7 +62,7 @@ from hf_cse.cli.preflight import (
 )
 from hf_cse.cli.presets import PRESETS, drop_unused_preset_values, unknown_preset
 from hf_cse.cli.run_config import check_settings, read_run_config
-from hf_cse.cli.run_spec import RunSpec, dev_and_selection
+from hf_cse.cli.run_spec import RunSpec, dev_and_selection, training_arguments
 from hf_cse.cli.user_modules import import_user_modules, recorded_modules, requested_modules, typed_loss
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
@@ -87,12 +87,13 @@ from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.out_of_memory import out_of_memory_as_refusal
 from hf_cse.precision import describe, emulated
-from hf_cse.run_files import DEV_AND_SELECTION
+from hf_cse.run_files import DEV_AND_SELECTION, TRAINING_ARGUMENTS
 from hf_cse.sampler import check_distinct_texts
 from hf_cse.sharding import check_method_shards, launched_engine
 from hf_cse.streaming import check_streaming_arguments, load_pair_stream, load_training_text, tokenize_stream
 from hf_cse.tokenizer_match import check_room_for_text
 from hf_cse.trainer import ContrastiveTrainer
+from hf_cse.trainer_folder import OtherRunsCheckpointError
 from hf_cse.training_args import ContrastiveTrainingArguments
 
 logger = logging.getLogger("run_unsup")
@@ -214,8 +215,15 @@ def train_from_args(argv: list[str] | None = None) -> None:
 
     # 5. Train (the trainer scores the dev data, if any, before the first step and after the last, and keeps the
     #    better of the trained and the untrained encoder).
+    # A checkpoint the folder chose (not named by --resume_from_checkpoint) goes to the Trainer as True: it compares
+    # it with all the settings its checkpoints record and refuses other ones, where a named one would go on.
+    chosen_by_folder = resume_from and not trainer.args.resume_from_checkpoint
     with out_of_memory_as_refusal(trainer, max_seq_length):  # one line naming the batch, length and fixes
-        trainer.train(resume_from_checkpoint=resume_from)
+        try:
+            trainer.train(resume_from_checkpoint=True if chosen_by_folder else resume_from)
+        except OtherRunsCheckpointError as refused:  # in this command's terms, as the record's comparison says it
+            raise other_settings_refusal(Path(trainer.args.output_dir), refused.changed, refused.checkpoint,
+                                         refused.blocked) from None
 
     # 6. Save the model, its tokenizer, the sentence-transformers export + card and training_info.json (pushed with
     #    --push_to_hub); the last line is the dev score before and after training.
@@ -323,6 +331,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
     resume_from = main_process_first(training_args, lambda: prepare_output_dir(
         training_args.output_dir, {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(training_args),
+                                   TRAINING_ARGUMENTS: training_arguments(training_args),
                                    **recorded_modules(console.import_module)},
         overwrite=output_args.overwrite_output_dir, encoder=encoder,
         resume_from_checkpoint=training_args.resume_from_checkpoint, is_main_process=main_process,

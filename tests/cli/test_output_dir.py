@@ -447,6 +447,18 @@ def test_the_trainers_settings_check_accepts_what_the_command_resumes(tiny_bert_
     with pytest.raises(Interrupted):
         train_cli.train_from_args(args)
     interrupt = False
+    # settings the record does not compare but the checkpoint does (the optimizer's, the batches'): the checkpoint
+    # the folder chose is compared as resume_from_checkpoint=True, refused in the command's terms, not gone on with
+    record = json.loads((out / RUN_RECORD_FILE).read_text())
+    assert record["training_arguments"]["adam_beta2"] == 0.999 and record["training_arguments"]["optim"]
+    with pytest.raises(InputError, match=rf"--output_dir {out} holds checkpoints of a run with other settings "
+                                         r"\(adam_beta2: 0\.999 then, 0\.99 now\): adam_beta2 cannot change when "
+                                         r"resuming .* --overwrite_output_dir to start over"):
+        train_cli.train_from_args([*args, "--adam_beta2", "0.99"])
+    with pytest.raises(InputError, match=r"\(no_duplicates_in_batch: True then, False now\): rerun with its "
+                                         rf"settings to resume it, --resume_from_checkpoint {out / 'checkpoint-2'} "
+                                         "to go on with these"):
+        train_cli.train_from_args([*args, "--no_duplicates_in_batch", "false"])
     with caplog.at_level(logging.WARNING, logger="hf_cse.trainer_folder"):
         train_cli.train_from_args(args)
     assert "other settings" not in caplog.text

@@ -170,11 +170,16 @@ def test_a_run_from_the_record_of_a_run_trains_the_same_weights(tmp_path, tiny_b
     first, again = tmp_path / "first", tmp_path / "again"
     flags = ["--model_name_or_path", str(tiny_bert_dir), "--train_file", corpus, "--per_device_train_batch_size", "8",
              "--max_steps", "3", "--seed", "7", "--loss", "focal_infonce", "--temperature", "0.07", "--m", "0.3",
-             "--dcl_weight", "0.1", "--pooler_type", "avg", "--learning_rate", "1e-4", "--use_cpu", *NO_DEV]
+             "--dcl_weight", "0.1", "--pooler_type", "avg", "--learning_rate", "1e-4", "--use_cpu", *NO_DEV,
+             # the training arguments the record keeps beside its fingerprint (training_arguments)
+             "--adam_beta2", "0.98", "--max_grad_norm", "0.5", "--data_seed", "5", "--no_duplicates_in_batch", "false"]
     assert train.main([*flags, "--output_dir", str(first)]) == 0
     record = first / RUN_RECORD_FILE
     assert train.main(["--config", str(record), "--output_dir", str(again), "--use_cpu"]) == 0
     assert json.loads((again / RUN_RECORD_FILE).read_text()) == json.loads(record.read_text())
+    info = json.loads((again / "training_info.json").read_text())
+    assert [info["training_args"][k] for k in ("adam_beta2", "max_grad_norm", "data_seed", "no_duplicates_in_batch")
+            ] == [0.98, 0.5, 5, False], info
     weights, reproduced = load_file(first / "model.safetensors"), load_file(again / "model.safetensors")
     assert weights.keys() == reproduced.keys()
     for name, weight in weights.items():

@@ -16,13 +16,13 @@ from hf_cse.checks import InputError
 from hf_cse.cli import train
 from hf_cse.cli.arguments import DataArguments
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
-from hf_cse.cli.run_spec import DataSpec, RunSpec, SpeedSpec, dev_and_selection
+from hf_cse.cli.run_spec import DataSpec, RunSpec, SpeedSpec, dev_and_selection, training_arguments
 from hf_cse.encoders import default_encoder
 from hf_cse.export.training_info import training_info_from_run
 from hf_cse.model_card import render_model_card
 from hf_cse.models import METHODS
 from hf_cse.precision import describe
-from hf_cse.run_files import DEV_AND_SELECTION, TRAIN_FILE_CONTENT
+from hf_cse.run_files import DEV_AND_SELECTION, TRAIN_FILE_CONTENT, TRAINING_ARGUMENTS
 from hf_cse.training_args import ContrastiveTrainingArguments
 from hf_cse.writing import json_safe
 
@@ -179,8 +179,10 @@ def test_fingerprint_is_the_settings_record_of_the_code_before_it(build, command
     assert json_safe(fingerprint) == json_safe(reference)  # as hf_cse_run.json holds it
     files = [inputs["data_args"].train_file, *(inputs["stream_args"].train_files or ())]
     assert sorted(content) == sorted(Path(f).name for f in files if f)
-    # what the script checks the folder with, and beside it how the run is scored and its checkpoint chosen
-    assert settings == {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(inputs["training_args"])}
+    # what the script checks the folder with, and beside it how the run is scored and its checkpoint chosen and its
+    # other training arguments
+    assert settings == {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(inputs["training_args"]),
+                        TRAINING_ARGUMENTS: training_arguments(inputs["training_args"])}
 
 
 def test_fingerprint_holds_the_mlm_settings_only_with_do_mlm(build, command_lines):

@@ -84,6 +84,13 @@ def test_resume_true_with_another_learning_rate_is_refused_and_the_named_checkpo
                                                 r"resuming: the checkpoint's optimizer and scheduler state"):
         changed.train(resume_from_checkpoint=str(checkpoint))
     assert _snapshot(out) == before
+    # so do Adam's betas and epsilon; another optimizer's state does not load at all (fused AdamW is AdamW)
+    for setting, words in (({"adam_beta2": 0.99}, r"adam_beta2: 0\.999 then, 0\.99 now cannot change"),
+                           ({"optim": "adafactor"}, "optim: 'adamw_torch' then, 'adafactor' now cannot change")):
+        with pytest.raises(OutputFolderError, match=words):
+            _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, **setting).train(
+                resume_from_checkpoint=str(checkpoint))
+    assert _snapshot(out) == before
     # ... the run goes on with the other new settings (offered where only they changed), and says which changed
     warmed = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, warmup_steps=2)
     assert f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings" in _refused(
@@ -199,3 +206,13 @@ def test_setting_differences_are_named_then_and_now_and_cut_to_a_line():
     assert changed == ["learning_rate: 0.001 then, 0.002 now", "seed: 0 then, 1 now"]
     assert in_brief(changed) == "learning_rate: 0.001 then, 0.002 now; seed: 0 then, 1 now"
     assert in_brief(["x" * 300], 240) == "x" * 240 + "..."
+
+
+def test_fused_adamw_is_the_same_optimizer_to_a_resumed_run():
+    """optim's default follows the torch version (fused AdamW from torch 2.8): the same update and state."""
+    from transformers.training_args import OptimizerNames
+
+    from hf_cse.run_settings import optimizer_kind
+
+    assert optimizer_kind(OptimizerNames.ADAMW_TORCH_FUSED) == optimizer_kind("adamw_torch") == "adamw_torch"
+    assert optimizer_kind("adafactor") == "adafactor"
