@@ -129,5 +129,9 @@ def check_best_metric(args, logged: list[str]) -> None:
     metric = args.metric_for_best_model
     strategy = getattr(args.eval_strategy, "value", args.eval_strategy)  # IntervalStrategy.STEPS -> "steps"
     if metric and logged and strategy != "no" and metric.removeprefix("eval_") not in logged:
-        raise InputError(f"metric_for_best_model {metric} is not a score this run logs ({', '.join(logged)}): use "
-                         f"metric_for_best_model={logged[0]!r}.", fields=("metric_for_best_model",))
+        # transformers sets "loss" itself where load_best_model_at_end names no metric: say where it came from
+        given = (" (what transformers sets where load_best_model_at_end names no metric)"
+                 if metric == "loss" and args.load_best_model_at_end else "")
+        raise InputError(f"metric_for_best_model {metric}{given} is not a score this run logs "
+                         f"({', '.join(logged)}): use metric_for_best_model={logged[0]!r}.",
+                         fields=("metric_for_best_model", "load_best_model_at_end"))

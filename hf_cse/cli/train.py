@@ -176,6 +176,10 @@ def parse_args(argv: list[str]):
     except ValueError as err:  # the dataclasses' __post_init__ checks (TrainingArguments' own included)
         if isinstance(err, CSEError):
             raise
+        set_by = {k for k, v in {**(PRESETS.get(preset) or {}), **from_file}.items() if v} - typed_flags(parser, argv)
+        if "load_best_model_at_end" in set_by and "load_best_model_at_end" in str(err):
+            where = f"--preset {preset}" if "load_best_model_at_end" not in from_file else f"--config {known.config}"
+            err = f"{err} ({where} sets --load_best_model_at_end true; --load_best_model_at_end false goes without)"
         raise InputError(str(err)) from None
 
 

@@ -268,7 +268,9 @@ TRAIN_CASES = {
                               r"train\.txt has 1 distinct text\(s\) in 40 rows.*--no_duplicates_in_batch false"),
     "best-metric-not-logged": (("--eval_file", "PAIRS", "--eval_strategy", "steps", "--save_strategy", "steps",
                                 "--load_best_model_at_end"),
-                               None, "--metric_for_best_model loss is not a score this run logs \\(custom_spearman\\)"),
+                               None, "--metric_for_best_model loss \\(what transformers sets where "
+                                     "--load_best_model_at_end names no metric\\) is not a score this run logs "
+                                     "\\(custom_spearman\\)"),
     "streaming-without-duplicates": (("--streaming", "--no_duplicates_in_batch", "true"), None,
                                      "--no_duplicates_in_batch true needs the whole data set"),
     "negative-is-the-positive": (("--train_file", "PAIRS", "--pair_column", "sentence2", "--negative_column",
@@ -524,3 +526,14 @@ def test_a_value_argparse_cannot_read_is_one_line_not_every_flag(command, argv, 
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"hf-cse-{command}: error: ") and words in lines[0]
+
+
+def test_a_presets_best_model_selection_that_the_flags_contradict_names_the_preset(tiny_bert_dir, tmp_path, capsys,
+                                                                                 no_model_load, senteval_dir):
+    """transformers refuses load_best_model_at_end without saves; the user gave --save_strategy no, the preset the
+    selection: the line says which set it and how to go without."""
+    args = _args(tiny_bert_dir, tmp_path, "--preset", "simcse_bert", "--save_strategy", "no", "--senteval_data_dir",
+                 str(senteval_dir))
+    line = _error_line(capsys, train_cli.main(args), "hf-cse-train")
+    assert "(--preset simcse_bert sets --load_best_model_at_end true; --load_best_model_at_end false goes without)" \
+        in line, line
