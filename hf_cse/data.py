@@ -61,9 +61,14 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
                                 + ("Quote fields that hold the delimiter, or fix the row." if not is_tsv(path) else
                                    "A .tsv is split on every tab (no quoting): fix the row."))
             lines.append(row[columns.index(column)] if len(row) == len(columns) else "")
-        if lines and all(is_number(text) for text in lines if text.strip()):
+        filled = [text for text in lines if text.strip()]
+        numbers = sum(map(is_number, filled))
+        if filled and numbers == len(filled):
             raise DataError(f"{path}: column {column!r} holds only numbers, not sentences; pass text_column "
                             f"with the sentence column (columns: {columns}).")
+        if numbers * 2 > len(filled):  # trained on as text, each a "sentence": most likely the wrong column or file
+            logger.warning("%s: %d of the %d rows of column %r are numbers, not sentences; they are trained on as "
+                           "text (check text_column and the file)", path, numbers, len(filled), column)
     else:
         lines = text.splitlines()
     sentences = [s.strip() for s in lines if s and s.strip()]

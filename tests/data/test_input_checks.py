@@ -204,6 +204,20 @@ def test_a_malformed_training_file_is_named_with_its_line(tmp_path, name, conten
         load_train_dataset(str(path), text_column=text_column)
 
 
+def test_a_column_of_mostly_numbers_is_trained_on_with_a_warning(tmp_path, caplog):
+    """Not all numbers (no refusal), but most rows are: likely the wrong column or file, said once."""
+    path = tmp_path / "train.csv"
+    path.write_text("text\nthe cat sat\na dog runs\n" + "".join(f"{i}\n" for i in range(5)))
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        assert len(load_train_dataset(str(path))) == 7
+    assert "5 of the 7 rows of column 'text' are numbers, not sentences" in caplog.text
+    caplog.clear()
+    path.write_text("text\nthe cat sat\na dog runs\n1\n")
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        load_train_dataset(str(path))
+    assert "are numbers" not in caplog.text
+
+
 def test_text_column_for_a_plain_text_file_is_refused(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text("the cat sat\na dog runs\n")
