@@ -26,6 +26,9 @@ TRAINING_INFO_FILE = "training_info.json"
 #: the final training metrics a finished run writes (the Trainer's ``save_metrics("train")``), which its record holds
 #: too (``training_info.json``'s ``train_metrics``)
 TRAIN_RESULTS_FILE = "train_results.json"
+#: the folder of a run's TensorBoard logs (``--report_to tensorboard``): transformers' ``default_logdir()``,
+#: ``runs/<date>_<host>``, in the output folder; each start or resume of a run adds a folder there
+TENSORBOARD_FOLDER = "runs"
 #: the logged curves, drawn at the end of a run
 CURVES_FILE = "training_curves.png"
 #: a LoRA run's adapter weights
