@@ -18,6 +18,11 @@ TRAIN_FILE_CONTENT = "train_file_content"
 #: schedule, best-model selection): not compared on resume (watching a run differently continues the same run)
 #: and absent from records written before it existed
 DEV_AND_SELECTION = "dev_and_selection"
+#: in a checkpoint's settings (:data:`RUN_SETTINGS_FILE`), the key under :data:`DEV_AND_SELECTION` of the dev data's
+#: description and content hash (:func:`hf_cse.evaluation.evaluators.dev_data_fingerprint`): a run resumed on other
+#: dev data chooses its best checkpoint again from the evaluations on the new data (:mod:`hf_cse.trainer_resume`);
+#: absent from checkpoints saved before it existed
+DEV_DATA = "dev_data"
 #: the key of the run record naming the modules of the user's own the run imported (``--import_module``: its loss or
 #: method may be registered there), so that a rerun from the record can be told to import them; not compared on resume
 USER_MODULES = "user_modules"
