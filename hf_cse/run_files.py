@@ -22,6 +22,11 @@ DEV_AND_SELECTION = "dev_and_selection"
 #: compares on resume (:data:`hf_cse.run_settings.TRAINING_SETTINGS`: the optimizer, clipping, data order), kept for
 #: a rerun from the record; not compared by the record (absent from records written before it existed)
 TRAINING_ARGUMENTS = "training_arguments"
+#: in a checkpoint's settings (:data:`RUN_SETTINGS_FILE`), the key under :data:`DEV_AND_SELECTION` of the dev data's
+#: description and content hash (:func:`hf_cse.evaluation.evaluators.dev_data_fingerprint`): a run resumed on other
+#: dev data chooses its best checkpoint again from the evaluations on the new data (:mod:`hf_cse.trainer_resume`);
+#: absent from checkpoints saved before it existed
+DEV_DATA = "dev_data"
 #: the key of the run record naming the modules of the user's own the run imported (``--import_module``: its loss or
 #: method may be registered there), so that a rerun from the record can be told to import them; not compared on resume
 USER_MODULES = "user_modules"
@@ -30,6 +35,9 @@ TRAINING_INFO_FILE = "training_info.json"
 #: the final training metrics a finished run writes (the Trainer's ``save_metrics("train")``), which its record holds
 #: too (``training_info.json``'s ``train_metrics``)
 TRAIN_RESULTS_FILE = "train_results.json"
+#: the folder of a run's TensorBoard logs (``--report_to tensorboard``): transformers' ``default_logdir()``,
+#: ``runs/<date>_<host>``, in the output folder; each start or resume of a run adds a folder there
+TENSORBOARD_FOLDER = "runs"
 #: the logged curves, drawn at the end of a run
 CURVES_FILE = "training_curves.png"
 #: a LoRA run's adapter weights

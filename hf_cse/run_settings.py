@@ -33,7 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoints import TRAINER_STATE_FILE
-from .run_files import DEV_AND_SELECTION, RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT, TRAINING_ARGUMENTS, USER_MODULES
+from .run_files import (
+    DEV_AND_SELECTION,
+    DEV_DATA,
+    RUN_SETTINGS_FILE,
+    TRAIN_FILE_CONTENT,
+    TRAINING_ARGUMENTS,
+    USER_MODULES,
+)
 from .writing import json_safe, write_json_atomic
 
 #: ``TrainingArguments`` that define a run; ``optim`` recorded as :func:`optimizer_kind`
@@ -180,6 +187,9 @@ def run_settings(trainer) -> dict[str, Any]:
     data = data_description(trainer.train_dataset)
     if data is not None:
         settings[DATA_SETTING] = data
+    dev = getattr(trainer, "dev_data_identity", None)  # not compared (DEV_AND_SELECTION): hf_cse.trainer_resume
+    if dev is not None:
+        settings[DEV_AND_SELECTION] = {DEV_DATA: dev}
     return _as_saved(settings)
 
 

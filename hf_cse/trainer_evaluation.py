@@ -18,6 +18,7 @@ from transformers import Trainer
 from .errors import CSEError, raised_on_every_process
 from .evaluation.before_after import DevChange, UntrainedCandidate, logged_evaluation, primary_metric
 from .precision import describe_scoring
+from .trainer_resume import DevDataChange
 
 logger = logging.getLogger(__name__)
 
@@ -31,10 +32,25 @@ EVALUATE_INSTEAD = ("ContrastiveTrainer.evaluate() scores the trainer's evaluato
 
 
 class DevScoring(Trainer):
-    """A mixin before ``Trainer`` in ``ContrastiveTrainer``'s bases; it reads the trainer's ``evaluator``."""
+    """A mixin before ``Trainer`` in ``ContrastiveTrainer``'s bases; it reads the trainer's ``evaluator`` and
+    ``_dev_data_change`` (:class:`~hf_cse.trainer_resume.ResumedRun`)."""
+
+    _dev_data_change: DevDataChange | None = None
 
     #: the names of the dev metrics of the last scoring, once training ended (for the run's last line)
     dev_metrics_scored: list[str] = []
+    _dev_identity: tuple[str | None] | None = None
+
+    @property
+    def dev_data_identity(self) -> str | None:
+        """What the evaluator scores and a hash of its data
+        (:func:`~hf_cse.evaluation.evaluators.dev_data_fingerprint`), computed once: recorded in each checkpoint
+        (:mod:`hf_cse.run_settings`), compared when a run resumes (:mod:`hf_cse.trainer_resume`)."""
+        if self._dev_identity is None:
+            from .evaluation.evaluators import dev_data_fingerprint
+
+            self._dev_identity = (dev_data_fingerprint(self.evaluator),)
+        return self._dev_identity[0]
 
     def _keep_the_best_on_dev(self, untrained: UntrainedCandidate | None) -> DevChange | None:
         """Score the model held now (the best checkpoint with ``load_best_model_at_end``, else the last step) and
@@ -44,7 +60,9 @@ class DevScoring(Trainer):
             trained_step = int(Path(self.state.best_model_checkpoint).name.rpartition("-")[2])
         # the model held now was scored at its step already when that step was an evaluation step (the best
         # checkpoint always was): scoring it again would only repeat the same forward passes
-        final = logged_evaluation(self.state.log_history, trained_step) or self.evaluate()
+        changed = self._dev_data_change  # a resume on other dev data: only this trainer's evaluations score it
+        history = self.state.log_history[changed.logged_before:] if changed else self.state.log_history
+        final = logged_evaluation(history, trained_step) or self.evaluate()
         from .evaluation.evaluators import primary_metric_name
 
         # a sentence-transformers evaluator names its own primary metric (e.g. ``sts-dev_spearman_cosine``)
@@ -53,6 +71,8 @@ class DevScoring(Trainer):
         dev = DevChange.from_run(self.state.log_history, final, preferred, trained_step,
                                  describe_scoring(self.precision))
         self.dev_metrics_scored = sorted(k.removeprefix("eval_") for k in final if k != "eval_epoch")
+        if changed and dev is not None:
+            return self._before_on_changed_dev(untrained, dev, changed)
         if dev is None or untrained is None or not dev.before > dev.after:
             return dev
         model = self.accelerator.unwrap_model(self.model)
@@ -77,6 +97,27 @@ class DevScoring(Trainer):
         logger.warning("dev: the model given to this resumed trainer scores %.4g, not the run's step-0 %.4g: it is not "
                        "the run's untrained encoder, so the trained model is kept", score, dev.before)
         return dev
+
+    def _before_on_changed_dev(self, untrained: UntrainedCandidate | None, dev: DevChange,
+                               changed: DevDataChange) -> DevChange | None:
+        """A run resumed on other dev data than its step 0 was scored on: that score is of other data, so the model
+        given to this resumed trainer is scored on the new data as the score before training (and kept if it beats
+        the trained model); nothing to compare where it is no candidate (a model sharded over processes)."""
+        if untrained is None:
+            logger.info("dev: the dev data changed since the run's step 0 was scored (%s then), so its score is no "
+                        "score before training on %s", changed.then, changed.now)
+            return None
+        model = self.accelerator.unwrap_model(self.model)
+        trained = UntrainedCandidate.of(model)
+        untrained.restore(model)
+        score = self._dev_scores("the model given to this resumed trainer").get(dev.metric, float("nan"))
+        logger.info("dev: the dev data changed since the run's step 0 was scored (%s then, %s now): the model given "
+                    "to this resumed trainer, scored on it, is the score before training (%.4g; step 0's %.4g was "
+                    "of the earlier data)", changed.then, changed.now, score, dev.before)
+        if score > dev.after:
+            return replace(dev, before=score, kept_step=0)
+        trained.restore(model)
+        return replace(dev, before=score)
 
     @property
     def eval_dataset(self):

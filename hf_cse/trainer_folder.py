@@ -4,6 +4,9 @@ a run of the same method, refuse in one line what transformers would stop on wit
 
 * a new run (no ``resume_from_checkpoint``) into a folder holding a trained model or checkpoints is refused: its
   checkpoints would join the other run's (and their rotation delete them), its save replace that run's model;
+* so is a new run into a folder holding an earlier run's TensorBoard logs (``runs/``, of a run stopped before its
+  first checkpoint): its own logs would show beside them there as one run's (the command line, which records its
+  run's settings, starts the same run again and keeps them, :mod:`hf_cse.cli.output_dir`);
 * so is any run into a folder inside another run's folder (one of its checkpoints, or below it): that run's
   checkpoint rotation or start-over would delete it, and its resume could take this run's model for a checkpoint;
 * ``resume_from_checkpoint=True`` is the folder's last *complete* checkpoint (:mod:`hf_cse.checkpoints`), so that a
@@ -50,7 +53,14 @@ from .checkpoints import (
 )
 from .folder_lock import claimed_by_command, held_here
 from .output_folder import OutputFolderError, listing, remove_entries, same_or_inside
-from .run_files import ADAPTER_FOLDER, CHECKPOINT_PREFIX, RUN_RECORD_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
+from .run_files import (
+    ADAPTER_FOLDER,
+    CHECKPOINT_PREFIX,
+    RUN_RECORD_FILE,
+    TENSORBOARD_FOLDER,
+    TRAINING_INFO_FILE,
+    WEIGHT_FILES,
+)
 from .run_settings import in_brief, settings_changed_since
 
 logger = logging.getLogger(__name__)
@@ -194,6 +204,12 @@ def check_new_run_folder(output_dir) -> None:
         raise OutputFolderError(f"output_dir {out} holds checkpoints of a run ({listing(checkpoints)}): pass "
                                 "resume_from_checkpoint=True to continue it, or choose another output_dir (or remove "
                                 "them to start over).")
+    logs = out / TENSORBOARD_FOLDER
+    if logs.is_dir() and any(logs.iterdir()):
+        raise OutputFolderError(f"output_dir {out} holds the TensorBoard logs of an earlier run "
+                                f"({TENSORBOARD_FOLDER}/: {listing(sorted(p.name for p in logs.iterdir()), 3)}) and no "
+                                "checkpoint to resume: this run's logs would show beside them as one run's. Move or "
+                                f"remove {TENSORBOARD_FOLDER}/ to start over, or choose another output_dir.")
 
 
 def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None, trainer=None) -> str:

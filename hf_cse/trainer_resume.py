@@ -16,6 +16,14 @@ trainer that resumes it (a mixin of :class:`hf_cse.trainer.ContrastiveTrainer`):
   state logged (``log_history``), under the resuming arguments, among the checkpoints still in the output folder (a
   checkpoint rotated away by ``save_total_limit`` cannot be kept), and one log line says so (and names a step that
   scored best but whose checkpoint is gone).
+* the dev data: each checkpoint records what the run scores and a hash of its data
+  (:func:`~hf_cse.evaluation.evaluators.dev_data_fingerprint`, in :data:`~hf_cse.run_files.RUN_SETTINGS_FILE`). A run
+  resumed on other dev data (another or an edited ``eval_file``, ...) continues the same run (the dev data is not a
+  setting that defines it), but the scores logged before the checkpoint are of the earlier data: the best checkpoint
+  is chosen again from the evaluations on the new data only, the first being the checkpoint's own, scored again as
+  the resumed run starts (``eval_on_start``), and one log line says so; the score before training is the model given
+  to the resumed trainer scored on the new data (:mod:`hf_cse.trainer_evaluation`), not step 0's. A checkpoint saved
+  before the dev data was recorded resumes as before.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import operator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +41,7 @@ from transformers.trainer_utils import TrainOutput
 from . import seams
 from .checkpoints import TRAINER_STATE_FILE, read_json
 from .output_folder import OutputFolderError
-from .run_files import CHECKPOINT_PREFIX
+from .run_files import CHECKPOINT_PREFIX, DEV_AND_SELECTION, DEV_DATA, RUN_SETTINGS_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -151,12 +160,64 @@ def reselect_best(state: TrainerState, args, output_dir, checkpoint: str) -> str
             f"evaluations logged whose checkpoints are still in {folder}: {chosen}{gone}")
 
 
+@dataclass(frozen=True)
+class DevDataChange:
+    """The dev data a resumed run scores (``now``) is not what its checkpoint's run scored (``then``); the entries of
+    the state's ``log_history`` from ``logged_before`` on are the resumed run's (those before, the checkpoint's)."""
+
+    then: str
+    now: str
+    logged_before: int
+
+
+def recorded_dev_data(checkpoint) -> str | None:
+    """The dev data the run of ``checkpoint`` scored, as recorded in it (None: not recorded, an older hf_cse's)."""
+    saved = read_json(Path(checkpoint) / RUN_SETTINGS_FILE)[0]
+    dev = saved.get(DEV_AND_SELECTION) if isinstance(saved, dict) else None
+    recorded = dev.get(DEV_DATA) if isinstance(dev, dict) else None
+    return recorded if isinstance(recorded, str) else None
+
+
+def dev_data_change(checkpoint, state: TrainerState, now: str | None) -> DevDataChange | None:
+    """How the dev data ``now`` differs from what the run of ``checkpoint`` (its ``state`` as saved) scored, or None:
+    the same, or either unknown."""
+    then = recorded_dev_data(checkpoint)
+    return DevDataChange(then, now, len(state.log_history)) if then and now and then != now else None
+
+
+def restart_selection(state: TrainerState, args, output_dir, checkpoint: str, change: DevDataChange) -> str:
+    """The dev data changed since ``checkpoint`` (module doc): the best checkpoint of ``state`` is chosen again by
+    ``args``' metric from the evaluations logged since the resume (``change.logged_before`` on: the checkpoint scored
+    again on the new data), among the checkpoints in the output folder, updating ``state``; returns the log line."""
+    metric = args.metric_for_best_model
+    folder = Path(output_dir)
+    old = (f"{CHECKPOINT_PREFIX}-{state.best_global_step} ({state.best_metric:.6g})"
+           if state.best_metric is not None and state.best_global_step else None)
+    line = (f"resuming {checkpoint}: the dev data changed since its run's checkpoint ({change.then} then, "
+            f"{change.now} now), so the scores logged before are of other data")
+    if not metric:
+        return line
+    key = metric if metric.startswith("eval_") else f"eval_{metric}"
+    new = [(entry.get("step", 0), float(entry[key])) for entry in state.log_history[change.logged_before:]
+           if key in entry and 0 < entry.get("step", 0) <= state.global_step]
+    kept = [(at, v) for at, v in new if (folder / f"{CHECKPOINT_PREFIX}-{at}").is_dir()]
+    step, value = _best(kept, bool(args.greater_is_better))
+    state.best_metric, state.best_global_step = value, step
+    state.best_model_checkpoint = str(folder / f"{CHECKPOINT_PREFIX}-{step}") if step else None
+    chosen = (f"{CHECKPOINT_PREFIX}-{step} ({key} {value:.6g} on the new data) until a later evaluation beats it"
+              if step else "the evaluations on the new data from here on")
+    return (f"{line}: the best checkpoint{f', {old} on the earlier data,' if old else ''} is chosen again by {key} "
+            f"from the evaluations on the new data only: {chosen}")
+
+
 class ResumedRun(Trainer):
     """A mixin before ``Trainer``: :meth:`_resume_from` before ``Trainer.train`` resumes a checkpoint,
-    :meth:`_take_up_resumed` before the first step (``on_epoch_start``). It reads the trainer's ``_log_window`` and
-    ``_metrics``."""
+    :meth:`_take_up_resumed` before the first step (``on_epoch_start``). It reads the trainer's ``_log_window``,
+    ``_metrics`` and ``dev_data_identity`` (:class:`~hf_cse.trainer_evaluation.DevScoring`), and sets
+    ``_dev_data_change``, which that mixin reads."""
 
     _resumed: tuple[str, TrainerState] | None = None
+    _dev_data_change: DevDataChange | None = None
 
     def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
         """A checkpoint that holds every step of the run: its model (the best, with load_best_model_at_end) and
@@ -165,6 +226,7 @@ class ResumedRun(Trainer):
                     state.global_step, state.max_steps)
         seams.load_checkpoint(self, checkpoint)  # transformers' own loader (peft adapters, sharded states)
         self.state = state
+        self._dev_data_change = dev_data_change(checkpoint, state, self.dev_data_identity)
         best = state.best_model_checkpoint
         if self.args.load_best_model_at_end and best and Path(best).is_dir():
             seams.load_best_model(self)
@@ -175,6 +237,7 @@ class ResumedRun(Trainer):
         """Before ``Trainer.train``: the checkpoint to resume (None: a new run) and its trainer state."""
         self._log_window.resume_from(checkpoint, state, self.args)
         self._resumed = (str(checkpoint), state) if checkpoint and state is not None else None
+        self._dev_data_change = dev_data_change(checkpoint, state, self.dev_data_identity) if self._resumed else None
 
     def set_initial_training_values(self, args, dataloader) -> Any:
         values = super().set_initial_training_values(args, dataloader)
@@ -190,6 +253,8 @@ class ResumedRun(Trainer):
             return
         checkpoint, _ = self._resumed
         self._resumed = None
-        line = reselect_best(self.state, self.args, self.args.output_dir, checkpoint)
+        change = self._dev_data_change
+        line = (restart_selection(self.state, self.args, self.args.output_dir, checkpoint, change) if change
+                else reselect_best(self.state, self.args, self.args.output_dir, checkpoint))
         if line and self.is_world_process_zero():
             logger.warning(line)

@@ -10,6 +10,11 @@ Training (``hf-cse-train``, the convention of the transformers example scripts,
 * checkpoints of an interrupted run (``checkpoint-N`` folders and nothing else of a run): resume from the last
   complete one (:mod:`hf_cse.checkpoints`; incomplete ones are skipped with a log line), said in one log line; a run
   with other settings (recorded in ``hf_cse_run.json``) is refused;
+* the start of a run stopped before its first checkpoint (its record, its TensorBoard logs in ``runs/``, no
+  checkpoint): with other settings, refused as its checkpoints would be (so are logs without a record: whose run they
+  are is unknown), so that two runs' logs never show in ``runs/`` as this folder's run; with the same settings it is
+  the same run started again from step 0: the stopped attempt's logs are the run's own, kept beside the new
+  attempt's (as a resumed run's are), and one log line names them (move them aside to show only the new attempt);
 * a run whose final save or export was cut short (model files without ``training_info.json``, which a run writes
   last): finished from its last complete checkpoint (refused when there is none);
 * a finished run or files no run writes: refused; :data:`RUN_FILES` are what ``--overwrite_output_dir`` removes;
@@ -56,6 +61,7 @@ from ..run_files import (
     CURVES_FILE,
     RUN_LOADER_FILES,
     RUN_RECORD_FILE,
+    TENSORBOARD_FOLDER,
     TRAIN_RESULTS_FILE,
     TRAINING_INFO_FILE,
     WEIGHT_FILES,
@@ -77,14 +83,14 @@ OVERWRITE_FLAG = "--overwrite_output_dir"
 # Everything hf-cse-train (the Trainer, the tokenizer, the export) writes into its output folder; a test checks a
 # finished run leaves nothing else. Only these are removed by --overwrite_output_dir.
 RUN_FILES = (
-    f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
+    f"{CHECKPOINT_PREFIX}-*", TENSORBOARD_FOLDER, RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
     "sentence-transformers", ".sentence-transformers.*",  # the export and its temporary folders
     "config.json", "generation_config.json", *WEIGHT_FILES, "training_args.bin", TRAINER_STATE_FILE,
     "all_results.json", TRAIN_RESULTS_FILE, "eval_results.json", CURVES_FILE, ADAPTER_FOLDER, *TOKENIZER_FILES,
     *RUN_LOADER_FILES,
 )
 # What an interrupted run leaves before its model is saved (anything more means the run finished or is not ours).
-_INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", "runs", RUN_RECORD_FILE)
+_INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", TENSORBOARD_FOLDER, RUN_RECORD_FILE)
 
 
 def run_entries(names, patterns: tuple[str, ...]) -> list[str]:
@@ -214,10 +220,10 @@ class TrainingRun(CommandJob):
             logger.warning("the final save of the run in %s was cut short (no %s): finishing it from %s", out,
                            TRAINING_INFO_FILE, resume)
         record = out / RUN_RECORD_FILE
-        if resume is not None and record.is_file():
-            recorded = _read_record(record)
-            changed = setting_differences(json_safe(self.read_record(recorded)) if self.read_record else recorded,
-                                   self.settings)
+        if resume is None:
+            self._restart_stopped_start(out, left)
+        elif record.is_file():
+            changed = self._changed_since_record(record)
             if changed:  # name --resume_from_checkpoint only where it would be taken
                 blocked = cannot_go_on_with(changed, resume, out, flag_prefix="--", args=self.training_args)
                 raise other_settings_refusal(out, changed, resume, blocked)
@@ -225,6 +231,33 @@ class TrainingRun(CommandJob):
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
                            OVERWRITE_FLAG)
         return resume
+
+    def _changed_since_record(self, record: Path) -> list[str]:
+        recorded = _read_record(record)
+        return setting_differences(json_safe(self.read_record(recorded)) if self.read_record else recorded,
+                                   self.settings)
+
+    def _restart_stopped_start(self, out: Path, left: list[str]) -> None:
+        """A run stopped before its first checkpoint (its record, its TensorBoard logs, no checkpoint to resume):
+        with other settings, or logs whose run's settings are unknown (no record), refused as a run's checkpoints
+        would be; with the same settings, the same run starts again from step 0, and its stopped attempt's logs are
+        kept beside the new ones, said in one log line (module doc)."""
+        record = out / RUN_RECORD_FILE
+        logs = sorted(p.name for p in (out / TENSORBOARD_FOLDER).iterdir()) if (
+            out / TENSORBOARD_FOLDER).is_dir() else []
+        started = [n for n in (RUN_RECORD_FILE, TENSORBOARD_FOLDER) if n in left]
+        changed = self._changed_since_record(record) if record.is_file() else []
+        if changed or (TENSORBOARD_FOLDER in left and not record.is_file()):
+            what = (f"the start of a run with other settings ({in_brief(changed)})" if changed
+                    else f"the logs of a run whose settings are not recorded (no {RUN_RECORD_FILE})")
+            raise OutputFolderError(f"--output_dir {out} holds {what}, stopped before its first checkpoint "
+                                    f"({listing(started)}): rerun with its settings to start it again, "
+                                    f"{OVERWRITE_FLAG} to start over (removes them), or choose another --output_dir.")
+        if logs and self.is_main_process:
+            logger.warning("%s/ in %s holds the TensorBoard logs of this run's attempt stopped before its first "
+                           "checkpoint (%s): the same settings, so the run starts again from step 0 and they are kept "
+                           "beside the new attempt's (move them aside to show only the new one)",
+                           TENSORBOARD_FOLDER, out, listing(logs, 3))
 
 
 def other_settings_refusal(out: Path, changed: list[str], resume, blocked: str | None) -> OutputFolderError:

@@ -16,7 +16,9 @@ A list of evaluators runs each and merges their metrics. The trainer prefixes ev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -206,6 +208,45 @@ def describe_evaluator(evaluator) -> str:
     if isinstance(evaluator, PairsEvaluator):
         return f"{len(evaluator.pairs)} {evaluator.name} pairs"
     return getattr(evaluator, "name", "") or type(evaluator).__name__
+
+
+#: the attributes of a sentence-transformers evaluator that hold its data (those it has are fingerprinted)
+EVALUATOR_DATA = ("sentences1", "sentences2", "scores", "sentences", "labels", "queries", "corpus", "relevant_docs",
+                  "anchors", "positives", "negatives")
+
+
+def dev_data_fingerprint(evaluator) -> str | None:
+    """What ``evaluator`` (one or a list) scores, in words (:func:`describe_evaluator`), and a hash of its data: the
+    sentences and gold scores of each STS dev task and of your own pairs (not their file: the same pairs read from
+    another path are the same data, an edited file is other data), a sentence-transformers evaluator's
+    :data:`EVALUATOR_DATA` (one without them by its kind and name only). None without an evaluator. A run records
+    it in each checkpoint, so that a resume on other dev data is told (:mod:`hf_cse.trainer_resume`)."""
+    if evaluator is None:
+        return None
+    digest = hashlib.sha256()
+    for one in evaluator if isinstance(evaluator, (list, tuple)) else [evaluator]:
+        for part in _dev_data(one):
+            digest.update(json.dumps(part, sort_keys=True, default=str).encode("utf-8") + b"\0")
+    return f"{describe_evaluator(evaluator)}, sha256 {digest.hexdigest()[:12]}"
+
+
+def _pairs_data(pairs: STSPairs) -> list:
+    return [list(pairs.sentences1), list(pairs.sentences2), np.asarray(pairs.scores, dtype=float).tolist()]
+
+
+def _dev_data(evaluator) -> Iterator[list]:
+    if isinstance(evaluator, STSDevEvaluator):
+        for task in evaluator.tasks:  # parsed once (lru_cache): the evaluator reads the same
+            for subset, pairs in sorted(load_sts(task, evaluator.data_dir, "dev", evaluator.source).items()):
+                yield [task, subset, *_pairs_data(pairs)]
+    elif isinstance(evaluator, PairsEvaluator):
+        yield _pairs_data(evaluator.pairs)
+    else:
+        yield [type(evaluator).__name__, str(getattr(evaluator, "name", "") or "")]
+        for name in EVALUATOR_DATA:
+            value = getattr(evaluator, name, None)
+            if value is not None:
+                yield [name, value.tolist() if hasattr(value, "tolist") else value]
 
 
 def training_evaluator(senteval_data_dir=None, source: Source = "local", pairs: STSPairs | None = None,

@@ -110,6 +110,62 @@ def test_other_settings_and_total_are_offered_resume_from_checkpoint_only_where_
         assert "rerun with its settings to resume it, or --overwrite_output_dir" in str(refused.value)
 
 
+def _stopped_start(folder, settings=SETTINGS, logs=True):
+    """The folder of a run killed before its first checkpoint: its record and (reporting to TensorBoard) the events
+    folder transformers writes when training begins."""
+    prepare_output_dir(folder, settings)
+    if logs:
+        (folder / "runs" / "May01_10-00-00_host").mkdir(parents=True)
+        (folder / "runs" / "May01_10-00-00_host" / "events.out.tfevents.1.host.1.0").write_bytes(b"tb")
+
+
+def test_the_start_of_a_run_with_other_settings_is_refused_and_kept(tmp_path):
+    """Before: a run killed before its first checkpoint was taken for nothing to resume, its record replaced by the
+    new run's and its TensorBoard logs left in runs/ beside the new run's (two runs shown as this folder's)."""
+    _stopped_start(tmp_path)
+    before = json.loads((tmp_path / RUN_RECORD_FILE).read_text())
+    with pytest.raises(InputError) as refused:
+        prepare_output_dir(tmp_path, {**SETTINGS, "learning_rate": 5e-4})
+    message = str(refused.value)
+    assert message == (f"--output_dir {tmp_path} holds the start of a run with other settings (learning_rate: 3e-05 "
+                       "then, 0.0005 now), stopped before its first checkpoint (hf_cse_run.json, runs): rerun with its "
+                       "settings to start it again, --overwrite_output_dir to start over (removes them), or choose "
+                       "another --output_dir."), message
+    assert json.loads((tmp_path / RUN_RECORD_FILE).read_text()) == before
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["May01_10-00-00_host"]
+    # a record alone is the start of a run too: not silently replaced
+    alone = tmp_path / "alone"
+    _stopped_start(alone, logs=False)
+    with pytest.raises(InputError, match=r"other settings \(learning_rate: .*\(hf_cse_run.json\): rerun"):
+        prepare_output_dir(alone, {**SETTINGS, "learning_rate": 5e-4})
+    # logs without a record: whose run they are is unknown
+    unknown = tmp_path / "unknown"
+    _stopped_start(unknown)
+    (unknown / RUN_RECORD_FILE).unlink()
+    with pytest.raises(InputError, match=r"the logs of a run whose settings are not recorded \(no hf_cse_run.json\)"):
+        prepare_output_dir(unknown, SETTINGS)
+    # the way out it names: --overwrite_output_dir removes the stopped start's files
+    assert prepare_output_dir(tmp_path, {**SETTINGS, "learning_rate": 5e-4}, overwrite=True) is None
+    assert not (tmp_path / "runs").exists()
+    assert json.loads((tmp_path / RUN_RECORD_FILE).read_text())["learning_rate"] == 5e-4
+
+
+def test_the_start_of_a_run_with_the_same_settings_starts_again_keeping_its_logs(tmp_path, caplog):
+    _stopped_start(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.cli.output_dir"):
+        assert prepare_output_dir(tmp_path, SETTINGS) is None
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["May01_10-00-00_host"]
+    assert (f"runs/ in {tmp_path} holds the TensorBoard logs of this run's attempt stopped before its first "
+            "checkpoint (May01_10-00-00_host): the same settings, so the run starts again from step 0 and they are "
+            "kept beside the new attempt's") in caplog.text
+    caplog.clear()
+    alone = tmp_path / "alone"  # nothing logged: nothing to say
+    _stopped_start(alone, logs=False)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.cli.output_dir"):
+        assert prepare_output_dir(alone, SETTINGS) is None
+    assert caplog.text == ""
+
+
 def test_a_run_whose_pooling_is_only_worded_otherwise_now_resumes(tmp_path):
     """The card's wording of what set the pooling changed (normalize is named since session 16): a run interrupted
     before resumes; another pooler or normalisation is still another run."""
@@ -425,6 +481,45 @@ def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tin
         train_cli.train_from_args(args)
     assert steps == [2, 3]  # only the two missing steps ran
     assert f"from {out / 'checkpoint-2'}" in caplog.text
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
+
+
+@pytest.mark.slow
+def test_a_run_stopped_before_its_first_checkpoint_keeps_its_tensorboard_logs_from_another_run(
+        tiny_bert_dir, tmp_path, monkeypatch, caplog):
+    """The reviewer's case: a run reporting to TensorBoard stopped before its first checkpoint, then a run with other
+    settings into its folder: refused, nothing touched; the same command starts it again, the stopped attempt's logs
+    kept beside the new attempt's and said."""
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "out"
+    args = train_args(tiny_bert_dir, tmp_path, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "4",
+                      "--report_to", "tensorboard", "--logging_steps", "1")
+    original = ContrastiveTrainer.training_step
+
+    def stopped_step(self, *a, **k):
+        if stop and self.state.global_step == 2:
+            raise Interrupted
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(ContrastiveTrainer, "training_step", stopped_step)
+    stop = True
+    with pytest.raises(Interrupted):
+        train_cli.train_from_args(args)
+    assert sorted(p.name for p in out.iterdir()) == [RUN_RECORD_FILE, "runs"]
+    killed_logs = sorted(p.relative_to(out) for p in (out / "runs").rglob("events*"))
+    assert killed_logs
+    record = (out / RUN_RECORD_FILE).read_text()
+    stop = False
+    with pytest.raises(InputError, match=r"holds the start of a run with other settings \(learning_rate: 3e-05 then, "
+                                         r"0.0005 now\), stopped before its first checkpoint"):
+        train_cli.train_from_args([*args, "--learning_rate", "5e-4"])
+    assert sorted(p.relative_to(out) for p in (out / "runs").rglob("events*")) == killed_logs
+    assert (out / RUN_RECORD_FILE).read_text() == record
+    with caplog.at_level(logging.WARNING, logger="hf_cse.cli.output_dir"):
+        train_cli.train_from_args(args)
+    assert "holds the TensorBoard logs of this run's attempt stopped before its first checkpoint" in caplog.text
+    logs = sorted(p.relative_to(out) for p in (out / "runs").rglob("events*"))
+    assert set(killed_logs) < set(logs)  # kept, beside the new attempt's
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
 
 

@@ -1,21 +1,34 @@
 """A resumed run takes over its checkpoint's learning-rate schedule and checkpoint selection only where they agree
 with the resuming arguments (hf_cse.trainer_resume): another total of steps under a schedule that follows the total is
 refused in one line; another metric_for_best_model chooses the best checkpoint again from the logged evaluations,
-among the checkpoints still there; resuming a finished run's checkpoint says that its model is replaced."""
+among the checkpoints still there; other dev data chooses it again from the evaluations on the new data only;
+resuming a finished run's checkpoint says that its model is replaced."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
-from helpers import collator, tiny_args, tiny_train_dataset
+from helpers import collator, scored_pairs_file, tiny_args, tiny_train_dataset
 from transformers import TrainerCallback, TrainerState, TrainingArguments
 
+from hf_cse.evaluation.data import STSPairs
+from hf_cse.evaluation.evaluators import PairsEvaluator, dev_data_fingerprint
 from hf_cse.models import SimCSEModel
 from hf_cse.output_folder import OutputFolderError
+from hf_cse.run_files import RUN_SETTINGS_FILE
 from hf_cse.trainer import ContrastiveTrainer
-from hf_cse.trainer_resume import check_schedule_kept, reselect_best
+from hf_cse.trainer_resume import (
+    DevDataChange,
+    check_schedule_kept,
+    dev_data_change,
+    recorded_dev_data,
+    reselect_best,
+    restart_selection,
+)
+from hf_cse.training_args import ContrastiveTrainingArguments
 
 
 def _args(tmp_path, **kwargs) -> TrainingArguments:
@@ -80,6 +93,51 @@ def test_another_metric_chooses_again_among_the_checkpoints_left(tmp_path):
     assert "chosen again by eval_sickr_spearman" in line and ": none (no evaluated step's checkpoint is left" in line
 
 
+def test_the_dev_data_is_fingerprinted_by_its_content():
+    pairs = lambda scores: STSPairs(("a b", "c d", "e f"), ("g h", "i j", "k l"), np.array(scores))  # noqa: E731
+    same = dev_data_fingerprint(PairsEvaluator(pairs([1.0, 2.0, 3.0])))
+    assert same == dev_data_fingerprint([PairsEvaluator(pairs([1, 2, 3]))])  # the same data, however given
+    assert same.startswith("3 custom pairs, sha256 ")
+    assert dev_data_fingerprint(PairsEvaluator(pairs([3.0, 2.0, 1.0]))) != same  # the gold scores edited
+    assert dev_data_fingerprint(None) is None
+
+
+def test_other_dev_data_is_known_from_the_checkpoint_and_an_older_checkpoint_resumes_as_before(tmp_path):
+    checkpoint = tmp_path / "checkpoint-4"
+    checkpoint.mkdir()
+    state = _state(6, 4, [{"eval_custom_spearman": 20.0, "step": 0}, {"eval_custom_spearman": 30.0, "step": 2}])
+    assert recorded_dev_data(checkpoint) is None and dev_data_change(checkpoint, state, "new") is None  # older
+    (checkpoint / RUN_SETTINGS_FILE).write_text(json.dumps({"learning_rate": 1e-3,
+                                                            "dev_and_selection": {"dev_data": "old"}}))
+    assert dev_data_change(checkpoint, state, "old") is None
+    assert dev_data_change(checkpoint, state, "new") == DevDataChange("old", "new", 2)
+    assert dev_data_change(checkpoint, state, None) is None  # no dev data now: nothing is selected by it
+
+
+def test_other_dev_data_chooses_again_from_the_evaluations_on_the_new_data_only(tmp_path):
+    out = tmp_path / "out"
+    for step in (2, 4):
+        (out / f"checkpoint-{step}").mkdir(parents=True)
+    history = [{"eval_custom_spearman": s, "step": step} for step, s in ((0, 19.87), (2, 21.23), (4, 15.0))]
+    before = dict(best_metric=21.23, best_global_step=2, best_model_checkpoint=str(out / "checkpoint-2"))
+    change = DevDataChange("20 custom pairs, sha256 aaa", "20 custom pairs, sha256 bbb", len(history))
+    state = _state(6, 4, [*history, {"eval_custom_spearman": -15.0, "step": 4}], **before)  # rescored on resuming
+    line = restart_selection(state, _args(tmp_path, metric_for_best_model="custom_spearman"), out, "ckpt", change)
+    assert (state.best_metric, state.best_global_step) == (-15.0, 4)  # not step 2's 21.23 on the earlier data
+    assert state.best_model_checkpoint == str(out / "checkpoint-4")
+    assert line == ("resuming ckpt: the dev data changed since its run's checkpoint (20 custom pairs, sha256 aaa then, "
+                    "20 custom pairs, sha256 bbb now), so the scores logged before are of other data: the best "
+                    "checkpoint, checkpoint-2 (21.23) on the earlier data, is chosen again by eval_custom_spearman "
+                    "from the evaluations on the new data only: checkpoint-4 (eval_custom_spearman -15 on the new "
+                    "data) until a later evaluation beats it")
+    # its checkpoint elsewhere (named by its path): nothing is best yet
+    state = _state(6, 4, [*history, {"eval_custom_spearman": -15.0, "step": 4}], **before)
+    line = restart_selection(state, _args(tmp_path, metric_for_best_model="custom_spearman"), tmp_path / "other",
+                             "ckpt", change)
+    assert state.best_metric is None and state.best_model_checkpoint is None
+    assert line.endswith("from the evaluations on the new data only: the evaluations on the new data from here on")
+
+
 class _StopAt(TrainerCallback):
     """Stops the run after ``step`` (its checkpoint saved): the run as a kill leaves it."""
 
@@ -89,6 +147,21 @@ class _StopAt(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         if state.global_step == self.step:
             control.should_training_stop = True
+
+
+class _Killed(Exception):
+    pass
+
+
+class _KillAt(TrainerCallback):
+    """Ends the run with an exception once the checkpoint of ``step`` is saved: the folder as a kill leaves it."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            raise _Killed
 
 
 def _trainer(encoder, sentences, tmp_path, out, senteval_dir=None, callbacks=(), **args):
@@ -149,3 +222,47 @@ def test_a_longer_run_from_a_checkpoint_is_refused_under_a_linear_schedule_and_g
     assert [e["learning_rate"] for e in longer.state.log_history if "loss" in e] == [1e-3] * 4
     assert (f"output_dir {constant} holds a finished run (trained to step 2): resuming {constant / 'checkpoint-2'}, "
             "this run replaces its model and record (training_info.json) when it finishes") in caplog.text
+
+
+@pytest.mark.slow
+def test_a_resume_on_other_dev_data_chooses_from_the_new_data_and_scores_the_start_on_it(
+        tiny_bert_dir, sentences, tmp_path, caplog):
+    """The reviewer's case: the dev file's gold scores reversed between the kill and the resume. Before: the best
+    checkpoint stayed the one chosen on the old file, new scores were compared with old ones, and the score before
+    training was the untrained encoder's on the old file."""
+    out, dev = tmp_path / "out", scored_pairs_file(tmp_path / "dev.tsv", 20, 5, seed=11)
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "data", repeat=4)
+
+    def trainer(callbacks=()):
+        torch.manual_seed(0)
+        args = ContrastiveTrainingArguments(
+            str(out), eval_file=str(dev), per_device_train_batch_size=8, learning_rate=1e-3, max_steps=6,
+            logging_steps=1, report_to="none", use_cpu=True, disable_tqdm=True, remove_unused_columns=False, seed=0,
+            dataloader_drop_last=True, eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2,
+            save_total_limit=1, load_best_model_at_end=True, metric_for_best_model="custom_spearman")
+        return ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
+                                  data_collator=collator(tok), processing_class=tok, callbacks=list(callbacks))
+
+    with pytest.raises(_Killed):  # not stopped: a run that ends deletes its last checkpoint under save_total_limit=1
+        trainer([_KillAt(4)]).train()
+    saved = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())
+    assert recorded_dev_data(out / "checkpoint-4") == dev_data_fingerprint(trainer().evaluator)
+    step0 = saved["log_history"][0]["eval_custom_spearman"]
+    rows = dev.read_text().splitlines()
+    dev.write_text("\n".join([rows[0]] + [f"{row.rsplit(chr(9), 1)[0]}\t{4 - int(row.rsplit(chr(9), 1)[1])}"
+                                          for row in rows[1:]]) + "\n")  # the gold order reversed
+    resumed = trainer()
+    with caplog.at_level("INFO", logger="hf_cse"):
+        resumed.train(resume_from_checkpoint=True)
+    assert "the dev data changed since its run's checkpoint" in caplog.text
+    assert "not the run's untrained encoder" not in caplog.text
+    new = {}
+    for entry in resumed.state.log_history[len(saved["log_history"]):]:  # scored on the new data
+        if "eval_custom_spearman" in entry:
+            new.setdefault(entry["step"], entry["eval_custom_spearman"])
+    assert sorted(new) == [4, 6]
+    best = max(new, key=lambda step: (new[step], -step))
+    assert resumed.state.best_metric == new[best]
+    assert resumed.state.best_model_checkpoint == str(out / f"checkpoint-{best}")
+    # the score before training is the given encoder's on the new data: step 0's on the reversed file, negated
+    assert resumed.dev.before == pytest.approx(-step0, abs=1e-4)

@@ -66,6 +66,47 @@ def test_a_new_run_is_refused_in_a_folder_holding_a_finished_run_or_checkpoints(
     assert _snapshot(finished) == before
 
 
+def test_a_new_run_is_refused_beside_an_earlier_runs_tensorboard_logs(tmp_path):
+    """A run killed before its first checkpoint leaves its TensorBoard logs (runs/): a new run there would show its
+    own beside them, as one run's. An empty runs/ holds nothing to mix."""
+    from hf_cse.trainer_folder import check_new_run_folder
+
+    out = tmp_path / "out"
+    (out / "runs").mkdir(parents=True)
+    check_new_run_folder(out)
+    (out / "runs" / "May01_10-00-00_host").mkdir()
+    with pytest.raises(OutputFolderError) as refused:
+        check_new_run_folder(out)
+    assert str(refused.value) == (f"output_dir {out} holds the TensorBoard logs of an earlier run (runs/: "
+                                  "May01_10-00-00_host) and no checkpoint to resume: this run's logs would show beside "
+                                  "them as one run's. Move or remove runs/ to start over, or choose another "
+                                  "output_dir.")
+
+
+@pytest.mark.slow
+def test_a_run_killed_before_its_first_checkpoint_keeps_its_tensorboard_logs_from_the_next_trainer(
+        tiny_bert_dir, sentences, tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "out"
+    original = ContrastiveTrainer.training_step
+
+    def killed_step(self, *a, **k):
+        if self.state.global_step == 1:
+            raise KeyboardInterrupt
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(ContrastiveTrainer, "training_step", killed_step)
+    with pytest.raises(KeyboardInterrupt):
+        _trainer(tiny_bert_dir, sentences, tmp_path, out, report_to="tensorboard", logging_steps=1, max_steps=2).train()
+    monkeypatch.setattr(ContrastiveTrainer, "training_step", original)
+    assert list((out / "runs").rglob("events*"))
+    before = _snapshot(out)
+    with pytest.raises(OutputFolderError, match=r"holds the TensorBoard logs of an earlier run \(runs/: "):
+        _trainer(tiny_bert_dir, sentences, tmp_path, out, report_to="tensorboard", max_steps=2,
+                 learning_rate=5e-4).train()
+    assert _snapshot(out) == before
+
+
 @pytest.mark.slow  # two steps trained
 def test_a_second_train_of_the_same_trainer_is_refused_and_its_run_still_finishes(tiny_bert_dir, sentences,
                                                                                   tmp_path):
