@@ -11,8 +11,10 @@ Training (``hf-cse-train``, the convention of the transformers example scripts,
   complete one (:mod:`hf_cse.checkpoints`; incomplete ones are skipped with a log line), said in one log line; a run
   with other settings (recorded in ``hf_cse_run.json``) is refused;
 * the start of a run stopped before its first checkpoint (its record, its TensorBoard logs in ``runs/``, no
-  checkpoint): with other settings, refused as its checkpoints would be (so are logs without a record: whose run they
-  are is unknown), so that two runs' logs never show in ``runs/`` as this folder's run; with the same settings it is
+  checkpoint): with other settings, refused as its checkpoints would be where it logged (so are logs without a
+  record: whose run they are is unknown), so that two runs' logs never show in ``runs/`` as this folder's run (its
+  record alone, e.g. of a run that ran out of memory at its first step, is replaced, said in one line); with the same
+  settings it is
   the same run started again from step 0: the stopped attempt's logs are the run's own, kept beside the new
   attempt's (as a resumed run's are), and one log line names them (move them aside to show only the new attempt);
 * a run whose final save or export was cut short (model files without ``training_info.json``, which a run writes
@@ -247,7 +249,12 @@ class TrainingRun(CommandJob):
             out / TENSORBOARD_FOLDER).is_dir() else []
         started = [n for n in (RUN_RECORD_FILE, TENSORBOARD_FOLDER) if n in left]
         changed = self._changed_since_record(record) if record.is_file() else []
-        if changed or (TENSORBOARD_FOLDER in left and not record.is_file()):
+        if changed and not logs:  # nothing of it but its settings: no work of the stopped start's to lose or mix
+            if self.is_main_process:
+                logger.warning("%s in %s records a run with other settings (%s) that stopped before its first "
+                               "checkpoint and log: replaced by this run's", RUN_RECORD_FILE, out, in_brief(changed))
+            return
+        if changed or (logs and not record.is_file()):
             what = (f"the start of a run with other settings ({in_brief(changed)})" if changed
                     else f"the logs of a run whose settings are not recorded (no {RUN_RECORD_FILE})")
             raise OutputFolderError(f"--output_dir {out} holds {what}, stopped before its first checkpoint "

@@ -119,7 +119,7 @@ def _stopped_start(folder, settings=SETTINGS, logs=True):
         (folder / "runs" / "May01_10-00-00_host" / "events.out.tfevents.1.host.1.0").write_bytes(b"tb")
 
 
-def test_the_start_of_a_run_with_other_settings_is_refused_and_kept(tmp_path):
+def test_the_start_of_a_run_with_other_settings_is_refused_and_kept(tmp_path, caplog):
     """Before: a run killed before its first checkpoint was taken for nothing to resume, its record replaced by the
     new run's and its TensorBoard logs left in runs/ beside the new run's (two runs shown as this folder's)."""
     _stopped_start(tmp_path)
@@ -133,11 +133,15 @@ def test_the_start_of_a_run_with_other_settings_is_refused_and_kept(tmp_path):
                        "another --output_dir."), message
     assert json.loads((tmp_path / RUN_RECORD_FILE).read_text()) == before
     assert [p.name for p in (tmp_path / "runs").iterdir()] == ["May01_10-00-00_host"]
-    # a record alone is the start of a run too: not silently replaced
+    # a record alone (e.g. a run that ran out of memory at its first step, rerun with a smaller batch): nothing of
+    # the stopped start's but its settings, replaced with one line
     alone = tmp_path / "alone"
     _stopped_start(alone, logs=False)
-    with pytest.raises(InputError, match=r"other settings \(learning_rate: .*\(hf_cse_run.json\): rerun"):
-        prepare_output_dir(alone, {**SETTINGS, "learning_rate": 5e-4})
+    with caplog.at_level(logging.WARNING, logger="hf_cse.cli.output_dir"):
+        assert prepare_output_dir(alone, {**SETTINGS, "learning_rate": 5e-4}) is None
+    assert (f"hf_cse_run.json in {alone} records a run with other settings (learning_rate: 3e-05 then, 0.0005 now) "
+            "that stopped before its first checkpoint and log: replaced by this run's") in caplog.text
+    assert json.loads((alone / RUN_RECORD_FILE).read_text())["learning_rate"] == 5e-4
     # logs without a record: whose run they are is unknown
     unknown = tmp_path / "unknown"
     _stopped_start(unknown)
