@@ -26,7 +26,7 @@ from ..export.sources import (
     exported_pooler_of,
     source_config,
 )
-from ..export.training_info import TRAINING_INFO_FILE, run_record_problem, training_info_problem
+from ..export.training_info import TRAINING_INFO_FILE, for_checkpoint, run_record_problem, training_info_problem
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
 from . import PARSER_OPTIONS, one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
@@ -125,6 +125,7 @@ def export_from_args(argv: list[str] | None = None) -> int:
     if other_run:
         raise InputError(f"--training_info {args.training_info} {other_run}; give the training_info.json its run "
                          "wrote, or leave --training_info out.")
+    info = for_checkpoint(info, args.checkpoint)  # a checkpoint-<step>: not the run's final dev scores, metrics
     info, curves = _curves_of(info, args)
     eval_results = read_eval_results(args.eval_results)
     check_results_model(eval_results, args.checkpoint, out_dir, source=f"eval_results {args.eval_results}")

@@ -36,6 +36,7 @@ from .sources import (
     check_results_pooler,
     source_config,
 )
+from .training_info import for_checkpoint
 from .verify import verify_export
 
 logger = logging.getLogger(__name__)
@@ -88,7 +89,8 @@ def to_sentence_transformer(
         overwrite: replace a non-empty ``out_dir``.
         eval_results: ``run_eval.py``'s ``results.json`` (path or dict), shown in the card and its metadata; the
             model it names must be the exported checkpoint or ``out_dir`` (:mod:`hf_cse.export.sources`).
-        training_info: what the run recorded (see :func:`training_info_from_run`), shown in the card.
+        training_info: what the run recorded (see :func:`training_info_from_run`), shown in the card; for one of
+            the run's ``checkpoint-<step>`` folders only what is true of it (:func:`.training_info.for_checkpoint`).
         repo_id: Hub repo the card's usage snippet names (default: ``out_dir``); a push to another repo renders
             the card again for it.
         verify: reload the export and compare with the model before committing it.
@@ -107,6 +109,7 @@ def to_sentence_transformer(
     check_export_length(max_seq_length, source.get("encoder_config"), source.get("base_encoder") or "")
     eval_results = read_eval_results(eval_results)
     check_results_model(eval_results, model_or_path, out_dir)
+    training_info = for_checkpoint(training_info, model_or_path)  # a run's checkpoint-<step>: not its final scores
     model = load_model(model_or_path)
     tokenizer = load_tokenizer(tokenizer, model_or_path, model)
     config = model.config
