@@ -235,3 +235,12 @@ def test_a_paper_without_published_code_gets_no_empty_code_link():
     text = method_section(config_for("simcse"), [no_code])
     assert "[code]" not in text and f"([paper]({SIMCSE.url}))" in text
     assert f"[code]({SIMCSE.code})" in method_section(config_for("simcse"), [SIMCSE])
+
+
+@pytest.mark.parametrize("mode, split", [(None, "test"), ("test", "test"), ("fast", "test"), ("dev", "validation")])
+def test_the_model_index_names_the_split_the_results_scored(mode, split):
+    """run_eval.py --mode dev scores STS-B's and SICK-R's dev sets: the model-index says so (was always test)."""
+    settings = {"settings": {"mode": mode}} if mode else {}
+    text = card(config_for(), eval_results={"STSBenchmark": 61.0, "SICKRelatedness": 62.0, **settings})
+    results = card_metadata(text)["model-index"][0]["results"]
+    assert [r["dataset"]["split"] for r in results] == [split, split]
