@@ -21,8 +21,10 @@ from ..export.onnx import BACKENDS, INT8_FILE, QUANTIZATIONS, check_onnx_backend
 from ..export.sources import (
     check_clear_of_source,
     check_export_length,
+    check_results_length,
     check_results_model,
     check_results_pooler,
+    export_length,
     exported_pooler_of,
     source_config,
 )
@@ -130,6 +132,9 @@ def export_from_args(argv: list[str] | None = None) -> int:
     eval_results = read_eval_results(args.eval_results)
     check_results_model(eval_results, args.checkpoint, out_dir, source=f"eval_results {args.eval_results}")
     check_results_pooler(eval_results, exported_pooler_of(checkpoint_config, args.keep_projector),
+                         source=f"eval_results {args.eval_results}")
+    check_results_length(eval_results, export_length(args.max_seq_length, checkpoint_config.get("encoder_config"),
+                                                     checkpoint_config.get("encoder_max_seq_length")),
                          source=f"eval_results {args.eval_results}")
     out = to_sentence_transformer(
         args.checkpoint, args.out_dir, tokenizer=args.tokenizer, keep_projector=args.keep_projector,

@@ -30,10 +30,13 @@ from .modules import (
 )
 from .onnx import check_onnx_backend, describe_onnx, write_onnx
 from .sources import (
+    MAX_EXPORT_LENGTH,
     check_clear_of_source,
     check_export_length,
+    check_results_length,
     check_results_model,
     check_results_pooler,
+    export_length,
     source_config,
 )
 from .training_info import for_checkpoint
@@ -56,7 +59,6 @@ EAGER_NOTE = ("* **Attention**: this bidirectional encoder loads with eager atte
               "sentence-transformers does not keep `model_kwargs` when it saves a copy: load a copy with "
               "`SentenceTransformer(copy, model_kwargs={\"attn_implementation\": \"eager\"})` (hf_cse's own loaders "
               "need nothing).")
-MAX_EXPORT_LENGTH = 512  # the export's default truncation cap, whatever longer positions the encoder has
 
 
 @releases_folder_locks
@@ -109,6 +111,8 @@ def to_sentence_transformer(
     check_export_length(max_seq_length, source.get("encoder_config"), source.get("base_encoder") or "")
     eval_results = read_eval_results(eval_results)
     check_results_model(eval_results, model_or_path, out_dir)
+    check_results_length(eval_results, export_length(max_seq_length, source.get("encoder_config"),
+                                                     source.get("encoder_max_seq_length")))
     training_info = for_checkpoint(training_info, model_or_path)  # a run's checkpoint-<step>: not its final scores
     model = load_model(model_or_path)
     tokenizer = load_tokenizer(tokenizer, model_or_path, model)
@@ -137,6 +141,7 @@ def to_sentence_transformer(
     check_export_length(max_seq_length, model.encoder.config, getattr(config, "base_encoder", None) or "")
     if max_seq_length is None:  # the length the encoder was served with (MiniLM: 256), else its position limit
         max_seq_length = min(limit, getattr(config, "encoder_max_seq_length", None) or limit)
+    check_results_length(eval_results, int(max_seq_length))
     # training's rule: a length the special tokens and the prompt fill would give every sentence the same embedding
     check_room_for_text(tokenizer, int(max_seq_length), config.prompt if own is None else None, prompt_fixed=True)
 

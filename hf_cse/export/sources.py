@@ -84,6 +84,36 @@ def check_export_length(max_seq_length: int | None, encoder_config: Any, encoder
         raise ExportError(f"{problem}.", fields=("max_seq_length",))
 
 
+#: the export's default truncation cap, whatever longer positions the encoder has
+MAX_EXPORT_LENGTH = 512
+
+
+def export_length(max_seq_length: int | None, encoder_config: Any, served: int | None = None) -> int | None:
+    """The truncation length an export will have: ``max_seq_length`` where given, else the length the encoder was
+    served with (``served``: ``config.encoder_max_seq_length``), at most its position limit capped at
+    :data:`MAX_EXPORT_LENGTH`; None when the config names no limit (known once the model is loaded)."""
+    if max_seq_length is not None:
+        return int(max_seq_length)
+    limit = encoder_max_length(encoder_config, cap=None) if encoder_config else None
+    if limit is None:
+        return None
+    limit = min(limit, MAX_EXPORT_LENGTH)
+    return min(limit, served or limit)
+
+
+def check_results_length(results: EvalResults, length: int | None, source: str = "eval_results") -> None:
+    """Refuse evaluation results measured at another truncation length than the export's (``run_eval.py``'s
+    ``settings["max_length"]``): the card would show them for a model that embeds longer (or shorter) sentences
+    otherwise. Results recording no length are taken."""
+    recorded = (results.settings or {}).get("max_length")
+    if recorded is None or length is None or int(recorded) == int(length):
+        return
+    raise ExportError(f"{source} were measured with max_length {recorded}, but the export truncates at "
+                      f"max_seq_length {length}: the card would show them for another embedding. Give results of "
+                      f"run_eval.py with max_seq_length {length}, export with max_seq_length {recorded}, or leave "
+                      "eval_results out.", fields=("max_seq_length",))
+
+
 def check_results_model(results: EvalResults, model_or_path: Any, out_dir: Path, source: str = "eval_results") -> None:
     """Refuse evaluation results recorded for another model than the one exported: the model they name
     (``results.json``'s ``"model"``) must be the checkpoint or the export's own folder (paths resolved; a Hub id
