@@ -32,7 +32,7 @@ no ``trust_remote_code``):
 The export is checked before it is committed: the folder is reloaded with ``SentenceTransformer`` and its vectors
 compared with the model's own ``sentence_embedding``. It is written into a temporary folder beside the target and
 renamed into place, so a failure leaves nothing behind; a non-empty target needs ``overwrite=True``, which replaces
-only the files an export writes (:data:`hf_cse.export.folders.EXPORT_FILES`). A folder holding the checkpoint, the
+only the files the earlier export wrote (:func:`.folders.export_files`). A folder holding the checkpoint, the
 encoder it was trained from, or any model that is not an earlier export is refused even then, and so are evaluation
 results recorded for another model or measured on another embedding (``run_eval.py``'s ``pooler`` or
 ``max_length``: the card would claim them for the export's) (:mod:`hf_cse.export.sources`). The folder is locked
