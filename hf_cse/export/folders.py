@@ -26,8 +26,9 @@ from ..checkpoints import training_run_files
 from ..checks import check_writable
 from ..folder_lock import first_missing_folder, remove_made_folders
 from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir, listing, matching
-from ..run_files import CURVES_FILE, WEIGHT_FILES
-from ..trainer_folder import check_not_inside_a_run
+from ..run_files import CURVES_FILE, RUN_EXPORT_FOLDER, RUN_LOADER_FILES, WEIGHT_FILES
+from ..trainer_folder import check_not_inside_a_run, runs_holding
+from ..writing import write_json_atomic
 from .card import CARD_INPUTS_FILE, recorded_export_files
 from .modules import HF_CSE_CONFIG_FILE
 from .onnx import ONNX_FILE
@@ -191,3 +192,31 @@ def atomic_output_dir(out_dir: Path, overwrite: bool) -> Iterator[Path]:
         if kept:
             logger.info("overwrite: kept the files no export writes in %s (%s)", out_dir, ", ".join(sorted(kept)))
 
+
+def point_run_folder_at_export(output_dir: Path, export_dir: Path | None) -> None:
+    """Write :data:`RUN_LOADER_FILES` into the run folder ``output_dir`` for its export ``export_dir`` (a subfolder);
+    an earlier run's are removed first, and none are written without an export or for one whose modules are its own
+    code (sentence-transformers imports those from the folder it loads)."""
+    for name in RUN_LOADER_FILES:
+        (output_dir / name).unlink(missing_ok=True)
+    if export_dir is None:
+        return
+    modules = json.loads((export_dir / "modules.json").read_text(encoding="utf-8"))
+    if any(not str(module.get("type", "")).startswith("sentence_transformers.") for module in modules):
+        return
+    inside = export_dir.relative_to(output_dir).as_posix()
+    settings = export_dir / "config_sentence_transformers.json"
+    if settings.is_file():
+        write_json_atomic(output_dir / settings.name, json.loads(settings.read_text(encoding="utf-8")))
+    # last: sentence-transformers takes the folder for its model by this file
+    write_json_atomic(output_dir / "modules.json",
+                      [{**module, "path": f"{inside}/{module.get('path') or ''}".rstrip("/")} for module in modules])
+
+
+def repoint_run_folder(out_dir: Path) -> None:
+    """Where ``out_dir`` is a training run's own export folder (``<run>/sentence-transformers``), point the run
+    folder at it again (:func:`point_run_folder_at_export`), so that ``SentenceTransformer(<run>)`` loads the
+    modules that are there now (a re-export with another head, length or pooling)."""
+    out = Path(out_dir).expanduser().resolve()
+    if out.name == RUN_EXPORT_FOLDER and out.parent in runs_holding(out):
+        point_run_folder_at_export(out.parent, out)

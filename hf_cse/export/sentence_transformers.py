@@ -19,7 +19,7 @@ from ..tokenizer_match import check_room_for_text
 from .card import card_title, record_card_inputs
 from .checkpoint import load_model, load_tokenizer
 from .errors import ExportError
-from .folders import atomic_output_dir, check_export_folder, recover_leftovers
+from .folders import atomic_output_dir, check_export_folder, recover_leftovers, repoint_run_folder
 from .modules import (
     HF_CSE_CONFIG_FILE,
     describe,
@@ -180,6 +180,7 @@ def to_sentence_transformer(
         card = render_model_card(config, **card_inputs)
         (tmp / "README.md").write_text(card, encoding="utf-8")
         record_card_inputs(tmp, config, **card_inputs)
+    repoint_run_folder(out_dir)  # <run>/sentence-transformers: the run folder serves what is there now
     logger.info("exported %s model to %s (sentence-transformers)", getattr(config, "method", "hf_cse"), out_dir)
     return out_dir
 

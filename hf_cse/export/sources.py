@@ -16,6 +16,7 @@ from ..files import weights_fingerprint
 from ..folder_lock import held_here
 from ..models.pooling import exported_pooler, pooler_at_test
 from ..output_folder import same_or_inside
+from ..run_files import RUN_EXPORT_FOLDER
 from ..trainer_folder import runs_holding
 from .errors import ExportError
 
@@ -43,7 +44,7 @@ def check_clear_of_source(out_dir: Path, model_or_path: Any, config: dict[str, A
     """Refuse an output folder that is or holds the checkpoint, or is, holds or lies inside the encoder's folder
     (the checkpoint's ``base_encoder``): an export there would replace or mix with them, ``overwrite`` or not. A
     folder inside the checkpoint (``<checkpoint>/sentence-transformers``) is where an export belongs, and a run's
-    folder holds the export of that run's model only (:func:`check_run_owns_source`)."""
+    folder holds the export of that run's final model only (:func:`check_run_owns_source`)."""
     source = _local_folder(model_or_path)
     if source is not None and same_or_inside(source, out_dir):
         raise ExportError(f"out_dir {out_dir} holds the checkpoint {model_or_path}; exporting there would replace "
@@ -61,13 +62,21 @@ def check_run_owns_source(out_dir: Path, model_or_path: Any) -> None:
     run's: the run folder serves its export (its ``modules.json`` points there) while its own files and record
     describe the run's model, so the two would disagree. The run's own model is the run folder or one of its
     checkpoints, a model loaded from either, or a model exported by the process that holds the run (the run
-    finishing)."""
+    finishing); the export the run folder serves (``<run>/sentence-transformers``) is its final model's only (the
+    run folder, or a model loaded from it): the run's record describes that one."""
     path = isinstance(model_or_path, (str, Path))
     source = _local_folder(model_or_path if path else getattr(model_or_path, "name_or_path", None))
     for run in runs_holding(out_dir):
-        if (source is not None and same_or_inside(source, run)) or held_here(run):
+        served = Path(out_dir).expanduser().resolve() == run / RUN_EXPORT_FOLDER  # the export the run folder loads
+        if held_here(run) or (source is not None and (source.resolve() == run if served
+                                                       else same_or_inside(source, run))):
             continue
         name = model_or_path if path else f"the loaded model ({source or 'not loaded from a folder'})"
+        if served and source is not None and same_or_inside(source, run):
+            raise ExportError(f"out_dir {out_dir} is the export the training run {run} serves (its modules.json "
+                              f"points there), and {name} is not that run's final model: the run folder and its "
+                              "record would describe another model than the one it serves. Export the run folder "
+                              "there, or export the checkpoint to a folder outside the run.")
         raise ExportError(f"out_dir {out_dir} lies inside the training run {run}, and {name} is not that "
                           "run's model: the run folder would serve it while its own files describe another model. "
                           "Export the run's own model there (the run folder or one of its checkpoints), or choose "
