@@ -38,6 +38,7 @@ from .sources import (
     check_results_pooler,
     export_length,
     source_config,
+    unexportable_pooler,
 )
 from .training_info import for_checkpoint
 from .verify import verify_export
@@ -120,12 +121,10 @@ def to_sentence_transformer(
     test_pooler = config.test_pooler
     limit = encoder_max_length(model.encoder.config, cap=MAX_EXPORT_LENGTH)
     own = model.sentence_transformers_modules(limit)  # a method's own modules (PromptBERT's template), or None
-    if own is None and test_pooler not in ST_POOLING_MODES:
-        raise ExportError(
-            f"this model's test-time pooler is {test_pooler!r}, which mixes several layers and has no plain "
-            "sentence-transformers Pooling equivalent. Train with pooler_type cls, avg or max to export it, or use "
-            "the hf_cse checkpoint directly (hf_cse.evaluation accepts it)."
-        )
+    problem = own is None and unexportable_pooler(type(model), test_pooler)
+    if problem:
+        raise ExportError(f"{problem}. Train with pooler_type cls, avg or max to export it, or use the hf_cse "
+                          "checkpoint directly (hf_cse.evaluation accepts it).")
     if own is not None and backend == "onnx":
         raise ExportError(f"backend='onnx' exports a plain Transformer + Pooling encoder; this {config.method} model's "
                           "sentence-transformers modules are its own code (e.g. PromptBERT's template). Export it "

@@ -14,7 +14,7 @@ from ..encoders import encoder_max_length, read_model_json, seq_length_problem
 from ..evaluation.results import EvalResults
 from ..files import weights_fingerprint
 from ..folder_lock import held_here
-from ..models.pooling import exported_pooler, pooler_at_test
+from ..models.pooling import ST_POOLING_MODES, exported_pooler, pooler_at_test
 from ..output_folder import same_or_inside
 from ..run_files import RUN_EXPORT_FOLDER
 from ..trainer_folder import runs_holding
@@ -81,6 +81,39 @@ def check_run_owns_source(out_dir: Path, model_or_path: Any) -> None:
                           "run's model: the run folder would serve it while its own files describe another model. "
                           "Export the run's own model there (the run folder or one of its checkpoints), or choose "
                           "a folder outside the run.")
+
+
+def unexportable_pooler(model_cls: type, test_pooler: str) -> str | None:
+    """Why a model of ``model_cls`` with the test-time pooler ``test_pooler`` cannot be exported (known before it is
+    built or trained), or None: a pooler mixing several layers has no sentence-transformers ``Pooling``, unless the
+    method exports modules of its own (``sentence_transformers_modules``: PromptBERT's template)."""
+    from ..models.base import CSEPreTrainedModel
+
+    own = getattr(model_cls, "sentence_transformers_modules", None) is not \
+        CSEPreTrainedModel.sentence_transformers_modules
+    if own or test_pooler in ST_POOLING_MODES:
+        return None
+    return (f"this model's test-time pooler is {test_pooler!r}, which mixes several layers and has no plain "
+            "sentence-transformers Pooling equivalent")
+
+
+def test_pooler_of(model_cls: type, fields: dict[str, Any]) -> str:
+    """The test-time pooler a model of ``model_cls`` built with the config ``fields`` will have (the config class's
+    defaults for the fields not given)."""
+    defaults = model_cls.config_class()
+    pooler, mlp_only_train, projector = (fields.get(k, getattr(defaults, k))
+                                         for k in ("pooler_type", "mlp_only_train", "projector"))
+    return pooler_at_test(pooler, mlp_only_train, projector)
+
+
+def check_pushable(model_cls: type, test_pooler: str, repo_id: str) -> None:
+    """Refuse ``push_to_hub`` (which pushes the export made after training) for a model that cannot be exported,
+    before training: the run would otherwise train to its end and fail at the push."""
+    problem = unexportable_pooler(model_cls, test_pooler)
+    if problem:
+        raise ExportError(f"push_to_hub {repo_id} pushes the sentence-transformers export made after training, and "
+                          f"{problem}; train with pooler_type cls, avg or max to push it, or drop push_to_hub.",
+                          fields=("push_to_hub", "pooler_type"))
 
 
 def check_export_length(max_seq_length: int | None, encoder_config: Any, encoder: str = "") -> None:
