@@ -244,3 +244,11 @@ def test_the_model_index_names_the_split_the_results_scored(mode, split):
     text = card(config_for(), eval_results={"STSBenchmark": 61.0, "SICKRelatedness": 62.0, **settings})
     results = card_metadata(text)["model-index"][0]["results"]
     assert [r["dataset"]["split"] for r in results] == [split, split]
+
+
+def test_the_dev_score_after_training_names_the_step_it_was_scored_at():
+    """With load_best_model_at_end the score is the best checkpoint's (step 3 of 8), not 'after the last' step."""
+    dev = {"metric": "stsb_spearman", "before": 41.35, "after": 45.0, "delta": 3.65, "kept_step": 3}
+    text = card(config_for(), training_info={"dev": dev})
+    assert "went from 41.35 before the first step to 45.00 at step 3, whose weights were saved" in text
+    assert "after the last" not in text
