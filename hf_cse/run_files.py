@@ -49,5 +49,7 @@ WEIGHT_FILES = ("model.safetensors", "model-[0-9]*-of-[0-9]*.safetensors", "mode
 #: the run folder's own sentence-transformers files, naming the modules of its export (their paths inside it), so
 #: that ``SentenceTransformer(<run folder>)`` loads the export: sentence-transformers reads a folder's ``modules.json``
 #: before its ``config.json``, here the method model's, which transformers does not know without hf_cse
-#: (:func:`hf_cse.export.after_training.point_run_folder_at_export`)
+#: (:func:`hf_cse.export.folders.point_run_folder_at_export`)
 RUN_LOADER_FILES = ("modules.json", "config_sentence_transformers.json")
+#: the run's own sentence-transformers export, inside its folder: the one :data:`RUN_LOADER_FILES` point at
+RUN_EXPORT_FOLDER = "sentence-transformers"

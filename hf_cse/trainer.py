@@ -134,7 +134,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         from .export.hub import take_over_hub_push
 
         # push_to_hub uploads the export (save_run), not the Trainer's raw checkpoints; refused now if it cannot work
-        self._hub_repo = take_over_hub_push(training_args)
+        self._hub_repo = take_over_hub_push(training_args, given.get("model"))
         # before Trainer.__init__, which creates the output folder
         check_not_encoder_folder(training_args.output_dir,
                                  getattr(getattr(given.get("model"), "config", None), "base_encoder", None))

@@ -21,12 +21,14 @@ from ..export.onnx import BACKENDS, INT8_FILE, QUANTIZATIONS, check_onnx_backend
 from ..export.sources import (
     check_clear_of_source,
     check_export_length,
+    check_results_length,
     check_results_model,
     check_results_pooler,
+    export_length,
     exported_pooler_of,
     source_config,
 )
-from ..export.training_info import TRAINING_INFO_FILE, run_record_problem, training_info_problem
+from ..export.training_info import TRAINING_INFO_FILE, for_checkpoint, run_record_problem, training_info_problem
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
 from . import PARSER_OPTIONS, one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
@@ -125,10 +127,14 @@ def export_from_args(argv: list[str] | None = None) -> int:
     if other_run:
         raise InputError(f"--training_info {args.training_info} {other_run}; give the training_info.json its run "
                          "wrote, or leave --training_info out.")
+    info = for_checkpoint(info, args.checkpoint)  # a checkpoint-<step>: not the run's final dev scores, metrics
     info, curves = _curves_of(info, args)
     eval_results = read_eval_results(args.eval_results)
     check_results_model(eval_results, args.checkpoint, out_dir, source=f"eval_results {args.eval_results}")
     check_results_pooler(eval_results, exported_pooler_of(checkpoint_config, args.keep_projector),
+                         source=f"eval_results {args.eval_results}")
+    check_results_length(eval_results, export_length(args.max_seq_length, checkpoint_config.get("encoder_config"),
+                                                     checkpoint_config.get("encoder_max_seq_length")),
                          source=f"eval_results {args.eval_results}")
     out = to_sentence_transformer(
         args.checkpoint, args.out_dir, tokenizer=args.tokenizer, keep_projector=args.keep_projector,

@@ -78,6 +78,7 @@ from hf_cse.encoders import default_encoder
 from hf_cse.errors import CSEError, same_on_every_process
 from hf_cse.evaluation.custom_dev import pairs_from_args
 from hf_cse.export import take_over_hub_push
+from hf_cse.export.sources import check_pushable, test_pooler_of
 from hf_cse.folder_lock import releases_folder_locks
 from hf_cse.losses import get_loss_class
 from hf_cse.models import get_method
@@ -308,6 +309,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     check_eval_data(training_args, training_args.senteval_data_dir, training_args.eval_source, spec.preset,
                     own_eval_data=eval_pairs is not None, pairs_name=training_args.eval_name)
     hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 6, not checkpoints
+    if hub_repo:  # a model the export cannot express: refused now, not after the training
+        check_pushable(model_cls, test_pooler_of(model_cls, spec.model_config()), hub_repo)
 
     # 2. Data (read and checked; tokenized after the model's tokenizer is loaded).
     if data.pairs:  # (anchor, positive[, hard negative]) rows: the columns are the views

@@ -32,11 +32,11 @@ no ``trust_remote_code``):
 The export is checked before it is committed: the folder is reloaded with ``SentenceTransformer`` and its vectors
 compared with the model's own ``sentence_embedding``. It is written into a temporary folder beside the target and
 renamed into place, so a failure leaves nothing behind; a non-empty target needs ``overwrite=True``, which replaces
-only the files an export writes (:data:`hf_cse.export.folders.EXPORT_FILES`). A folder holding the checkpoint, the
+only the files the earlier export wrote (:func:`.folders.export_files`). A folder holding the checkpoint, the
 encoder it was trained from, or any model that is not an earlier export is refused even then, and so are evaluation
-results recorded for another model or measured on another embedding (``run_eval.py``'s ``pooler``: the card would
-claim them for the export's) (:mod:`hf_cse.export.sources`). The folder is locked while it is written
-(:mod:`hf_cse.folder_lock`): a second export into it is refused.
+results recorded for another model or measured on another embedding (``run_eval.py``'s ``pooler`` or
+``max_length``: the card would claim them for the export's) (:mod:`hf_cse.export.sources`). The folder is locked
+while it is written (:mod:`hf_cse.folder_lock`): a second export into it is refused.
 
 This package is a face: the export itself is :func:`.sentence_transformers.to_sentence_transformer`; the jobs it
 uses live in sub-modules: :mod:`.checkpoint` (model and tokenizer loading, tokenizer checks), :mod:`.modules`
@@ -59,7 +59,8 @@ from .checkpoint import check_tokenizer_fits
 from .errors import ExportError
 from .hub import HubPushError, push_export, take_over_hub_push
 from .modules import HF_CSE_CONFIG_FILE, projector_to_dense, public_config_dict
-from .sentence_transformers import MAX_EXPORT_LENGTH, to_sentence_transformer
+from .sentence_transformers import to_sentence_transformer
+from .sources import MAX_EXPORT_LENGTH
 from .training_info import TRAINING_INFO_FILE, read_training_info, training_info_from_run
 from .verify import PROBE_SENTENCES, reference_embeddings
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..run_files import CURVES_FILE, RUN_LOADER_FILES
+from ..run_files import CURVES_FILE, RUN_EXPORT_FOLDER
 from ..writing import write_json_atomic
 from .errors import ExportError
+from .folders import point_run_folder_at_export
 from .hub import push_export
 from .sentence_transformers import to_sentence_transformer
 from .training_info import TRAINING_INFO_FILE, training_info_from_run
@@ -35,7 +35,7 @@ def export_after_training(model, tokenizer, training_args, training_info: Mappin
     curves = output_dir / CURVES_FILE  # written by run_unsup.py; the card links the copy beside it
     if curves.is_file():
         info["training_curves"] = CURVES_FILE
-    export_dir = output_dir / "sentence-transformers"
+    export_dir = output_dir / RUN_EXPORT_FOLDER
     try:
         out = to_sentence_transformer(model, export_dir, tokenizer=tokenizer,
                                       overwrite=True, training_info=info, repo_id=hub_repo)
@@ -58,23 +58,3 @@ def export_after_training(model, tokenizer, training_args, training_info: Mappin
         url = push_export(out, hub_repo, token=training_args.hub_token, private=bool(training_args.hub_private_repo))
         logger.info("pushed the sentence-transformers export to %s", url)
     return out
-
-
-def point_run_folder_at_export(output_dir: Path, export_dir: Path | None) -> None:
-    """Write :data:`RUN_LOADER_FILES` into the run folder ``output_dir`` for its export ``export_dir`` (a subfolder);
-    an earlier run's are removed first, and none are written without an export or for one whose modules are its own
-    code (sentence-transformers imports those from the folder it loads)."""
-    for name in RUN_LOADER_FILES:
-        (output_dir / name).unlink(missing_ok=True)
-    if export_dir is None:
-        return
-    modules = json.loads((export_dir / "modules.json").read_text(encoding="utf-8"))
-    if any(not str(module.get("type", "")).startswith("sentence_transformers.") for module in modules):
-        return
-    inside = export_dir.relative_to(output_dir).as_posix()
-    settings = export_dir / "config_sentence_transformers.json"
-    if settings.is_file():
-        write_json_atomic(output_dir / settings.name, json.loads(settings.read_text(encoding="utf-8")))
-    # last: sentence-transformers takes the folder for its model by this file
-    write_json_atomic(output_dir / "modules.json",
-                      [{**module, "path": f"{inside}/{module.get('path') or ''}".rstrip("/")} for module in modules])

@@ -30,9 +30,11 @@ def record_card_inputs(folder: Path, config, *, model_id: str, export: Mapping[s
                        eval_results: EvalResults | None, training_info: Mapping[str, Any] | None,
                        title: str | None) -> None:
     """Write into ``folder`` what :func:`hf_cse.model_card.render_model_card` was given (besides the config,
-    which ``hf_cse_config.json`` holds)."""
+    which ``hf_cse_config.json`` holds), and the names of the files the export wrote (``files``: everything in
+    ``folder`` now, this record included), which an overwrite or a push replaces (:func:`recorded_export_files`)."""
     base = config.base_encoder
-    record = {"model_id": model_id, "title": title, "export": dict(export),
+    files = sorted({p.name for p in Path(folder).iterdir()} | {CARD_INPUTS_FILE})
+    record = {"model_id": model_id, "title": title, "export": dict(export), "files": files,
               "eval_results": eval_results.to_dict() if eval_results else {},
               "training_info": without_local_paths(json_safe(training_info or {})),
               "base_model": resolve_base_model(base), "base_encoder_name": Path(base).name if base else None}
@@ -43,6 +45,16 @@ def read_card_inputs(folder: Path) -> dict[str, Any] | None:
     """The record :func:`record_card_inputs` left in an export folder (None for exports made without one)."""
     path = Path(folder) / CARD_INPUTS_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def recorded_export_files(folder: Path) -> list[str]:
+    """The names of the files the export in ``folder`` wrote, as its record lists them (none for an export made
+    before records listed them, or a folder without one)."""
+    try:
+        files = (read_card_inputs(folder) or {}).get("files")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return []
+    return [str(name) for name in files] if isinstance(files, list) else []
 
 
 def _recorded_config(folder: Path, record: Mapping[str, Any]):

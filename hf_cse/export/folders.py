@@ -1,7 +1,7 @@
 """The export as a job of the one output-folder policy (:mod:`hf_cse.output_folder`: :class:`Export`), and its
 writing, atomic: the export is built in a temporary folder beside the target and renamed into place, so a failure (or
 a kill) never leaves a half-written export under the target's name, nor the parent folders it created. A non-empty
-target is replaced only when asked (``overwrite``), and then only the files an export writes (:data:`EXPORT_FILES`)
+target is replaced only when asked (``overwrite``), and then only the files an export wrote (:func:`export_files`)
 go: other files in it (notes, another model) are moved into the new export, the rule the training and evaluation
 jobs' ``overwrite_output_dir`` follows too. What a killed export left beside the target (its temporary folder,
 or the previous export set aside during the swap) is cleaned up or put back by the next one.
@@ -11,6 +11,7 @@ anyway (a folder that cannot be renamed) leaves the target as it was and no temp
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -25,16 +26,18 @@ from ..checkpoints import training_run_files
 from ..checks import check_writable
 from ..folder_lock import first_missing_folder, remove_made_folders
 from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir, listing, matching
-from ..run_files import CURVES_FILE, WEIGHT_FILES
-from ..trainer_folder import check_not_inside_a_run
-from .card import CARD_INPUTS_FILE
+from ..run_files import CURVES_FILE, RUN_EXPORT_FOLDER, RUN_LOADER_FILES, WEIGHT_FILES
+from ..trainer_folder import check_not_inside_a_run, runs_holding
+from ..writing import write_json_atomic
+from .card import CARD_INPUTS_FILE, recorded_export_files
 from .modules import HF_CSE_CONFIG_FILE
 from .onnx import ONNX_FILE
 
 logger = logging.getLogger(__name__)
 
-#: what an export writes into its folder (sentence-transformers' modules, the card, its inputs, the curves, the ONNX
-#: backend's folder: an earlier export's is never kept beside a new export's weights)
+#: what any export writes into its folder (sentence-transformers' modules, the card, its inputs, the curves, the ONNX
+#: backend's folder: an earlier export's is never kept beside a new export's weights); an export's own code files (a
+#: method's modules) are named by its record and its modules.json (:func:`export_files`)
 EXPORT_FILES = ("modules.json", "config.json", "config_sentence_transformers.json", "sentence_bert_config.json",
                 HF_CSE_CONFIG_FILE, CARD_INPUTS_FILE, "README.md", *WEIGHT_FILES, "[0-9]_*", CURVES_FILE,
                 *TOKENIZER_FILES, ONNX_FILE.split("/")[0])
@@ -42,6 +45,23 @@ EXPORT_FILES = ("modules.json", "config.json", "config_sentence_transformers.jso
 MODEL_FILES = ("config.json", "modules.json", "model*.safetensors*", "pytorch_model*.bin*", *TOKENIZER_FILES)
 #: the files by which an export recognises an earlier export (sentence-transformers' modules and hf_cse's config)
 EXPORT_MARKERS = ("modules.json", HF_CSE_CONFIG_FILE)
+
+
+def export_files(folder: Path) -> list[str]:
+    """The names in ``folder`` that its export wrote: those its record lists (:func:`recorded_export_files`: every
+    file the export wrote, a method's own code included), those of :data:`EXPORT_FILES`, and the code files its
+    ``modules.json`` names (``file.Class``: an export made before records listed its files)."""
+    names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+    written = set(recorded_export_files(folder)) | set(matching(names, EXPORT_FILES))
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        modules = []
+    for module in modules if isinstance(modules, list) else []:
+        kind = str(module.get("type", "")) if isinstance(module, dict) else ""
+        if kind.count(".") == 1:  # a module of the folder's own code, not sentence_transformers.<...>
+            written.add(f"{kind.split('.')[0]}.py")
+    return [n for n in names if n in written]
 
 
 def is_export_folder(folder: Path) -> bool:
@@ -131,8 +151,8 @@ def recover_leftovers(out_dir: Path) -> None:
             old.rename(out_dir)
             logger.warning("put back %s: the export in it was set aside by an export that was killed", out_dir)
             continue
-        names = [p.name for p in old.iterdir()]
-        _move_entries(old, out_dir, [n for n in names if n not in matching(names, EXPORT_FILES)])
+        written = export_files(old)
+        _move_entries(old, out_dir, [p.name for p in old.iterdir() if p.name not in written])
         shutil.rmtree(old, ignore_errors=True)
         logger.warning("removed %s, the previous export set aside by an export that was killed", old)
 
@@ -165,10 +185,38 @@ def atomic_output_dir(out_dir: Path, overwrite: bool) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if old is not None:  # files no export writes stay in the folder (a kill here: recover_leftovers moves them)
-        names = [p.name for p in old.iterdir()]
-        kept = [n for n in names if n not in matching(names, EXPORT_FILES)]
+        written = export_files(old)
+        kept = [p.name for p in old.iterdir() if p.name not in written]
         _move_entries(old, out_dir, kept)
         shutil.rmtree(old, ignore_errors=True)
         if kept:
             logger.info("overwrite: kept the files no export writes in %s (%s)", out_dir, ", ".join(sorted(kept)))
 
+
+def point_run_folder_at_export(output_dir: Path, export_dir: Path | None) -> None:
+    """Write :data:`RUN_LOADER_FILES` into the run folder ``output_dir`` for its export ``export_dir`` (a subfolder);
+    an earlier run's are removed first, and none are written without an export or for one whose modules are its own
+    code (sentence-transformers imports those from the folder it loads)."""
+    for name in RUN_LOADER_FILES:
+        (output_dir / name).unlink(missing_ok=True)
+    if export_dir is None:
+        return
+    modules = json.loads((export_dir / "modules.json").read_text(encoding="utf-8"))
+    if any(not str(module.get("type", "")).startswith("sentence_transformers.") for module in modules):
+        return
+    inside = export_dir.relative_to(output_dir).as_posix()
+    settings = export_dir / "config_sentence_transformers.json"
+    if settings.is_file():
+        write_json_atomic(output_dir / settings.name, json.loads(settings.read_text(encoding="utf-8")))
+    # last: sentence-transformers takes the folder for its model by this file
+    write_json_atomic(output_dir / "modules.json",
+                      [{**module, "path": f"{inside}/{module.get('path') or ''}".rstrip("/")} for module in modules])
+
+
+def repoint_run_folder(out_dir: Path) -> None:
+    """Where ``out_dir`` is a training run's own export folder (``<run>/sentence-transformers``), point the run
+    folder at it again (:func:`point_run_folder_at_export`), so that ``SentenceTransformer(<run>)`` loads the
+    modules that are there now (a re-export with another head, length or pooling)."""
+    out = Path(out_dir).expanduser().resolve()
+    if out.name == RUN_EXPORT_FOLDER and out.parent in runs_holding(out):
+        point_run_folder_at_export(out.parent, out)

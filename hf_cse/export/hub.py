@@ -14,6 +14,7 @@ from ..errors import CSEError, network_failure
 from ..hub_reach import offline_fix, offline_if_unreachable
 from .card import CARD_INPUTS_FILE, render_card_for
 from .errors import ExportError
+from .sources import check_pushable
 
 logger = logging.getLogger(__name__)
 
@@ -77,11 +78,12 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
     return f"https://huggingface.co/{repo}"
 
 
-def take_over_hub_push(training_args) -> str | None:
+def take_over_hub_push(training_args, model=None) -> str | None:
     """For ``push_to_hub``: the Hub repo gets the sentence-transformers export (see
     :func:`hf_cse.export.export_after_training`), not the Trainer's raw checkpoints, so the Trainer's own pushing is
     switched off. Returns the repo id (default: the output folder's name, as the Trainer would) after checking,
-    before training, that a push can work."""
+    before training, that a push can work (and, given the ``model`` to train, that it can be exported:
+    :func:`hf_cse.export.sources.check_pushable`)."""
     if not getattr(training_args, "push_to_hub", False):
         return None
     from huggingface_hub import constants, get_token
@@ -95,5 +97,8 @@ def take_over_hub_push(training_args) -> str | None:
     if not (training_args.hub_token or get_token()):
         raise HubPushError(f"push_to_hub {repo_id}: not logged in to the Hugging Face Hub; log in with "
                            "`huggingface-cli login` (or `hf auth login`), set HF_TOKEN, or pass hub_token.")
+    test_pooler = getattr(getattr(model, "config", None), "test_pooler", None)
+    if isinstance(test_pooler, str):
+        check_pushable(type(model), test_pooler, repo_id)
     training_args.push_to_hub = False
     return repo_id

@@ -19,7 +19,7 @@ from ..tokenizer_match import check_room_for_text
 from .card import card_title, record_card_inputs
 from .checkpoint import load_model, load_tokenizer
 from .errors import ExportError
-from .folders import atomic_output_dir, check_export_folder, recover_leftovers
+from .folders import atomic_output_dir, check_export_folder, recover_leftovers, repoint_run_folder
 from .modules import (
     HF_CSE_CONFIG_FILE,
     describe,
@@ -30,12 +30,17 @@ from .modules import (
 )
 from .onnx import check_onnx_backend, describe_onnx, write_onnx
 from .sources import (
+    MAX_EXPORT_LENGTH,
     check_clear_of_source,
     check_export_length,
+    check_results_length,
     check_results_model,
     check_results_pooler,
+    export_length,
     source_config,
+    unexportable_pooler,
 )
+from .training_info import for_checkpoint
 from .verify import verify_export
 
 logger = logging.getLogger(__name__)
@@ -55,7 +60,6 @@ EAGER_NOTE = ("* **Attention**: this bidirectional encoder loads with eager atte
               "sentence-transformers does not keep `model_kwargs` when it saves a copy: load a copy with "
               "`SentenceTransformer(copy, model_kwargs={\"attn_implementation\": \"eager\"})` (hf_cse's own loaders "
               "need nothing).")
-MAX_EXPORT_LENGTH = 512  # the export's default truncation cap, whatever longer positions the encoder has
 
 
 @releases_folder_locks
@@ -88,7 +92,8 @@ def to_sentence_transformer(
         overwrite: replace a non-empty ``out_dir``.
         eval_results: ``run_eval.py``'s ``results.json`` (path or dict), shown in the card and its metadata; the
             model it names must be the exported checkpoint or ``out_dir`` (:mod:`hf_cse.export.sources`).
-        training_info: what the run recorded (see :func:`training_info_from_run`), shown in the card.
+        training_info: what the run recorded (see :func:`training_info_from_run`), shown in the card; for one of
+            the run's ``checkpoint-<step>`` folders only what is true of it (:func:`.training_info.for_checkpoint`).
         repo_id: Hub repo the card's usage snippet names (default: ``out_dir``); a push to another repo renders
             the card again for it.
         verify: reload the export and compare with the model before committing it.
@@ -107,18 +112,19 @@ def to_sentence_transformer(
     check_export_length(max_seq_length, source.get("encoder_config"), source.get("base_encoder") or "")
     eval_results = read_eval_results(eval_results)
     check_results_model(eval_results, model_or_path, out_dir)
+    check_results_length(eval_results, export_length(max_seq_length, source.get("encoder_config"),
+                                                     source.get("encoder_max_seq_length")))
+    training_info = for_checkpoint(training_info, model_or_path)  # a run's checkpoint-<step>: not its final scores
     model = load_model(model_or_path)
     tokenizer = load_tokenizer(tokenizer, model_or_path, model)
     config = model.config
     test_pooler = config.test_pooler
     limit = encoder_max_length(model.encoder.config, cap=MAX_EXPORT_LENGTH)
     own = model.sentence_transformers_modules(limit)  # a method's own modules (PromptBERT's template), or None
-    if own is None and test_pooler not in ST_POOLING_MODES:
-        raise ExportError(
-            f"this model's test-time pooler is {test_pooler!r}, which mixes several layers and has no plain "
-            "sentence-transformers Pooling equivalent. Train with pooler_type cls, avg or max to export it, or use "
-            "the hf_cse checkpoint directly (hf_cse.evaluation accepts it)."
-        )
+    problem = own is None and unexportable_pooler(type(model), test_pooler)
+    if problem:
+        raise ExportError(f"{problem}. Train with pooler_type cls, avg or max to export it, or use the hf_cse "
+                          "checkpoint directly (hf_cse.evaluation accepts it).")
     if own is not None and backend == "onnx":
         raise ExportError(f"backend='onnx' exports a plain Transformer + Pooling encoder; this {config.method} model's "
                           "sentence-transformers modules are its own code (e.g. PromptBERT's template). Export it "
@@ -134,6 +140,7 @@ def to_sentence_transformer(
     check_export_length(max_seq_length, model.encoder.config, getattr(config, "base_encoder", None) or "")
     if max_seq_length is None:  # the length the encoder was served with (MiniLM: 256), else its position limit
         max_seq_length = min(limit, getattr(config, "encoder_max_seq_length", None) or limit)
+    check_results_length(eval_results, int(max_seq_length))
     # training's rule: a length the special tokens and the prompt fill would give every sentence the same embedding
     check_room_for_text(tokenizer, int(max_seq_length), config.prompt if own is None else None, prompt_fixed=True)
 
@@ -172,6 +179,7 @@ def to_sentence_transformer(
         card = render_model_card(config, **card_inputs)
         (tmp / "README.md").write_text(card, encoding="utf-8")
         record_card_inputs(tmp, config, **card_inputs)
+    repoint_run_folder(out_dir)  # <run>/sentence-transformers: the run folder serves what is there now
     logger.info("exported %s model to %s (sentence-transformers)", getattr(config, "method", "hf_cse"), out_dir)
     return out_dir
 

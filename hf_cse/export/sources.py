@@ -14,8 +14,9 @@ from ..encoders import encoder_max_length, read_model_json, seq_length_problem
 from ..evaluation.results import EvalResults
 from ..files import weights_fingerprint
 from ..folder_lock import held_here
-from ..models.pooling import exported_pooler, pooler_at_test
+from ..models.pooling import ST_POOLING_MODES, exported_pooler, pooler_at_test
 from ..output_folder import same_or_inside
+from ..run_files import RUN_EXPORT_FOLDER
 from ..trainer_folder import runs_holding
 from .errors import ExportError
 
@@ -43,7 +44,7 @@ def check_clear_of_source(out_dir: Path, model_or_path: Any, config: dict[str, A
     """Refuse an output folder that is or holds the checkpoint, or is, holds or lies inside the encoder's folder
     (the checkpoint's ``base_encoder``): an export there would replace or mix with them, ``overwrite`` or not. A
     folder inside the checkpoint (``<checkpoint>/sentence-transformers``) is where an export belongs, and a run's
-    folder holds the export of that run's model only (:func:`check_run_owns_source`)."""
+    folder holds the export of that run's final model only (:func:`check_run_owns_source`)."""
     source = _local_folder(model_or_path)
     if source is not None and same_or_inside(source, out_dir):
         raise ExportError(f"out_dir {out_dir} holds the checkpoint {model_or_path}; exporting there would replace "
@@ -61,17 +62,58 @@ def check_run_owns_source(out_dir: Path, model_or_path: Any) -> None:
     run's: the run folder serves its export (its ``modules.json`` points there) while its own files and record
     describe the run's model, so the two would disagree. The run's own model is the run folder or one of its
     checkpoints, a model loaded from either, or a model exported by the process that holds the run (the run
-    finishing)."""
+    finishing); the export the run folder serves (``<run>/sentence-transformers``) is its final model's only (the
+    run folder, or a model loaded from it): the run's record describes that one."""
     path = isinstance(model_or_path, (str, Path))
     source = _local_folder(model_or_path if path else getattr(model_or_path, "name_or_path", None))
     for run in runs_holding(out_dir):
-        if (source is not None and same_or_inside(source, run)) or held_here(run):
+        served = Path(out_dir).expanduser().resolve() == run / RUN_EXPORT_FOLDER  # the export the run folder loads
+        if held_here(run) or (source is not None and (source.resolve() == run if served
+                                                       else same_or_inside(source, run))):
             continue
         name = model_or_path if path else f"the loaded model ({source or 'not loaded from a folder'})"
+        if served and source is not None and same_or_inside(source, run):
+            raise ExportError(f"out_dir {out_dir} is the export the training run {run} serves (its modules.json "
+                              f"points there), and {name} is not that run's final model: the run folder and its "
+                              "record would describe another model than the one it serves. Export the run folder "
+                              "there, or export the checkpoint to a folder outside the run.")
         raise ExportError(f"out_dir {out_dir} lies inside the training run {run}, and {name} is not that "
                           "run's model: the run folder would serve it while its own files describe another model. "
                           "Export the run's own model there (the run folder or one of its checkpoints), or choose "
                           "a folder outside the run.")
+
+
+def unexportable_pooler(model_cls: type, test_pooler: str) -> str | None:
+    """Why a model of ``model_cls`` with the test-time pooler ``test_pooler`` cannot be exported (known before it is
+    built or trained), or None: a pooler mixing several layers has no sentence-transformers ``Pooling``, unless the
+    method exports modules of its own (``sentence_transformers_modules``: PromptBERT's template)."""
+    from ..models.base import CSEPreTrainedModel
+
+    own = getattr(model_cls, "sentence_transformers_modules", None) is not \
+        CSEPreTrainedModel.sentence_transformers_modules
+    if own or test_pooler in ST_POOLING_MODES:
+        return None
+    return (f"this model's test-time pooler is {test_pooler!r}, which mixes several layers and has no plain "
+            "sentence-transformers Pooling equivalent")
+
+
+def test_pooler_of(model_cls: type, fields: dict[str, Any]) -> str:
+    """The test-time pooler a model of ``model_cls`` built with the config ``fields`` will have (the config class's
+    defaults for the fields not given)."""
+    defaults = model_cls.config_class()
+    pooler, mlp_only_train, projector = (fields.get(k, getattr(defaults, k))
+                                         for k in ("pooler_type", "mlp_only_train", "projector"))
+    return pooler_at_test(pooler, mlp_only_train, projector)
+
+
+def check_pushable(model_cls: type, test_pooler: str, repo_id: str) -> None:
+    """Refuse ``push_to_hub`` (which pushes the export made after training) for a model that cannot be exported,
+    before training: the run would otherwise train to its end and fail at the push."""
+    problem = unexportable_pooler(model_cls, test_pooler)
+    if problem:
+        raise ExportError(f"push_to_hub {repo_id} pushes the sentence-transformers export made after training, and "
+                          f"{problem}; train with pooler_type cls, avg or max to push it, or drop push_to_hub.",
+                          fields=("push_to_hub", "pooler_type"))
 
 
 def check_export_length(max_seq_length: int | None, encoder_config: Any, encoder: str = "") -> None:
@@ -82,6 +124,36 @@ def check_export_length(max_seq_length: int | None, encoder_config: Any, encoder
     problem = seq_length_problem(int(max_seq_length), limit, encoder)
     if problem:
         raise ExportError(f"{problem}.", fields=("max_seq_length",))
+
+
+#: the export's default truncation cap, whatever longer positions the encoder has
+MAX_EXPORT_LENGTH = 512
+
+
+def export_length(max_seq_length: int | None, encoder_config: Any, served: int | None = None) -> int | None:
+    """The truncation length an export will have: ``max_seq_length`` where given, else the length the encoder was
+    served with (``served``: ``config.encoder_max_seq_length``), at most its position limit capped at
+    :data:`MAX_EXPORT_LENGTH`; None when the config names no limit (known once the model is loaded)."""
+    if max_seq_length is not None:
+        return int(max_seq_length)
+    limit = encoder_max_length(encoder_config, cap=None) if encoder_config else None
+    if limit is None:
+        return None
+    limit = min(limit, MAX_EXPORT_LENGTH)
+    return min(limit, served or limit)
+
+
+def check_results_length(results: EvalResults, length: int | None, source: str = "eval_results") -> None:
+    """Refuse evaluation results measured at another truncation length than the export's (``run_eval.py``'s
+    ``settings["max_length"]``): the card would show them for a model that embeds longer (or shorter) sentences
+    otherwise. Results recording no length are taken."""
+    recorded = (results.settings or {}).get("max_length")
+    if recorded is None or length is None or int(recorded) == int(length):
+        return
+    raise ExportError(f"{source} were measured with max_length {recorded}, but the export truncates at "
+                      f"max_seq_length {length}: the card would show them for another embedding. Give results of "
+                      f"run_eval.py with max_seq_length {length}, export with max_seq_length {recorded}, or leave "
+                      "eval_results out.", fields=("max_seq_length",))
 
 
 def check_results_model(results: EvalResults, model_or_path: Any, out_dir: Path, source: str = "eval_results") -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoints import training_run_files
-from ..run_files import CHECKPOINT_PREFIX, TRAIN_RESULTS_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
+from ..run_files import CHECKPOINT_PREFIX, RUN_SETTINGS_FILE, TRAIN_RESULTS_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
+from ..run_settings import TRAINING_SETTINGS
 from ..writing import json_safe
 
 
@@ -56,13 +57,55 @@ def training_info_problem(info: Mapping[str, Any]) -> str | None:
     return None
 
 
+def checkpoint_step(checkpoint: Any) -> int | None:
+    """The step of a run's ``checkpoint-<step>`` folder (a local one), None for anything else (a run's final model,
+    a Hub id, a loaded model)."""
+    if not isinstance(checkpoint, (str, Path)):
+        return None
+    folder = Path(checkpoint).expanduser()
+    name = folder.resolve().name if folder.is_dir() else ""
+    prefix, _, step = name.partition("-")
+    return int(step) if prefix == CHECKPOINT_PREFIX and step.isdigit() else None
+
+
 def run_folders(checkpoint: str | Path) -> list[Path]:
     """The folders of the run a local checkpoint belongs to: the checkpoint, and the run's output folder when it is
     one of the run's ``checkpoint-<step>`` folders (resolved)."""
     folder = Path(checkpoint).expanduser().resolve()
-    if folder.name.startswith(f"{CHECKPOINT_PREFIX}-") and folder.name.split("-", 1)[1].isdigit():
+    if checkpoint_step(checkpoint) is not None:
         return [folder, folder.parent]
     return [folder]
+
+
+#: what a run's record says of its final model only: the dev score before and after training (and which weights were
+#: saved), the final training metrics and the curves up to the last step -- none of it true of an earlier checkpoint
+FINAL_MODEL_KEYS = ("dev", "train_metrics", "training_curves")
+
+
+def for_checkpoint(info: Mapping[str, Any] | None, checkpoint: Any) -> dict[str, Any] | None:
+    """The part of a run's record (``info``) that is true of ``checkpoint``: all of it for the run's final model; for
+    one of its ``checkpoint-<step>`` folders, the data and the settings only (not :data:`FINAL_MODEL_KEYS`), with the
+    step, and, where no record is given, the settings the checkpoint holds itself (:data:`RUN_SETTINGS_FILE`)."""
+    step = checkpoint_step(checkpoint)
+    if step is None:
+        return dict(info) if info is not None else None
+    kept = {k: v for k, v in (info or {}).items() if k not in FINAL_MODEL_KEYS}
+    if not kept.get("training_args"):
+        settings = _json_object(Path(checkpoint).expanduser() / RUN_SETTINGS_FILE)
+        args = {k: v for k, v in (settings or {}).items() if k in TRAINING_SETTINGS and v is not None}
+        if args:
+            kept["training_args"] = args
+    kept["checkpoint"] = (f"step {step} of its run (the run's dev scores, final training metrics and curves are "
+                          "those of the run's final model, so they are not shown)")
+    return kept
+
+
+def _json_object(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def recorded_run_folder(info: Mapping[str, Any]) -> str | None:

@@ -58,8 +58,18 @@ def eval_settings(results: EvalResults) -> dict[str, Any]:
     return {k: settings[k] for k in keep if settings.get(k) is not None}
 
 
-def model_index_results(scores: Mapping[str, float]) -> list:
-    """``huggingface_hub.EvalResult`` entries (the card's ``model-index``) for every STS and transfer score."""
+def hub_split(task: str, mode: str | None) -> str | None:
+    """The Hub data set's split that ``run_eval.py``'s ``mode`` scored ``task`` on: ``dev`` -> its dev split
+    (``validation``), ``test`` / ``fast`` -> ``test``; None where the data set has no such split of its own (a
+    transfer task's cross-validation over all its rows)."""
+    splits = HUB_DATASETS[task].get("splits") or {}
+    hub = splits.get("dev" if mode == "dev" else "test")
+    return hub[0] if hub else None
+
+
+def model_index_results(scores: Mapping[str, float], mode: str | None = None) -> list:
+    """``huggingface_hub.EvalResult`` entries (the card's ``model-index``) for every STS and transfer score, with the
+    split that ``run_eval.py``'s ``mode`` (``settings["mode"]``; default test) scored."""
     from huggingface_hub import EvalResult
 
     results = []
@@ -67,7 +77,7 @@ def model_index_results(scores: Mapping[str, float]) -> list:
         if task in scores:
             results.append(EvalResult(
                 task_type="sentence-similarity", task_name="Semantic Textual Similarity",
-                dataset_type=HUB_DATASETS[task]["repo"], dataset_name=task, dataset_split="test",
+                dataset_type=HUB_DATASETS[task]["repo"], dataset_name=task, dataset_split=hub_split(task, mode),
                 metric_type="spearman", metric_name="Spearman correlation (x100, cosine)",
                 metric_value=round(scores[task], 2),
             ))
@@ -76,6 +86,7 @@ def model_index_results(scores: Mapping[str, float]) -> list:
             results.append(EvalResult(
                 task_type="text-classification", task_name="SentEval transfer",
                 dataset_type=HUB_DATASETS[task]["repo"], dataset_name=f"SentEval {task}",
+                dataset_split=hub_split(task, mode) if mode == "dev" else None,
                 metric_type="accuracy", metric_name="Accuracy (x100)", metric_value=round(scores[task], 2),
             ))
     return results
@@ -101,8 +112,11 @@ def dev_change_line(dev: Mapping[str, Any] | None) -> str:
     verdict = "better" if dev["delta"] > 0 else "worse" if dev["delta"] < 0 else "unchanged"
     kept = (f" The weights saved are the untrained encoder's (step 0, dev {dev['before']:.2f}), not the trained "
             "model's." if kept_untrained(dev) else "")
+    step = dev.get("kept_step")  # the step of the weights saved: the last, or the best checkpoint's
+    after = (f"at step {step}, whose weights were saved" if isinstance(step, int) and step > 0
+             else "for the trained model")
     return (f"During training (`run_unsup.py`), the dev metric `{dev['metric']}` went from {dev['before']:.2f} before "
-            f"the first step to {dev['after']:.2f} after the last ({dev['delta']:+.2f}: {verdict} than the encoder it "
+            f"the first step to {dev['after']:.2f} {after} ({dev['delta']:+.2f}: {verdict} than the encoder it "
             "started from)." + (f" Both were scored in {dev['precision']}." if dev.get("precision") else "") + kept)
 
 

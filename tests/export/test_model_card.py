@@ -235,3 +235,20 @@ def test_a_paper_without_published_code_gets_no_empty_code_link():
     text = method_section(config_for("simcse"), [no_code])
     assert "[code]" not in text and f"([paper]({SIMCSE.url}))" in text
     assert f"[code]({SIMCSE.code})" in method_section(config_for("simcse"), [SIMCSE])
+
+
+@pytest.mark.parametrize("mode, split", [(None, "test"), ("test", "test"), ("fast", "test"), ("dev", "validation")])
+def test_the_model_index_names_the_split_the_results_scored(mode, split):
+    """run_eval.py --mode dev scores STS-B's and SICK-R's dev sets: the model-index says so (was always test)."""
+    settings = {"settings": {"mode": mode}} if mode else {}
+    text = card(config_for(), eval_results={"STSBenchmark": 61.0, "SICKRelatedness": 62.0, **settings})
+    results = card_metadata(text)["model-index"][0]["results"]
+    assert [r["dataset"]["split"] for r in results] == [split, split]
+
+
+def test_the_dev_score_after_training_names_the_step_it_was_scored_at():
+    """With load_best_model_at_end the score is the best checkpoint's (step 3 of 8), not 'after the last' step."""
+    dev = {"metric": "stsb_spearman", "before": 41.35, "after": 45.0, "delta": 3.65, "kept_step": 3}
+    text = card(config_for(), training_info={"dev": dev})
+    assert "went from 41.35 before the first step to 45.00 at step 3, whose weights were saved" in text
+    assert "after the last" not in text

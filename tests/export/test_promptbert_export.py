@@ -104,3 +104,23 @@ def test_the_files_shipped_as_remote_code_import_nothing_from_hf_cse():
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             assert not any(m.split(".")[0] == "hf_cse" for m in modules), f"{name}.py imports {modules}"
+
+
+def test_an_overwrite_by_another_methods_export_leaves_none_of_the_prompt_code(tiny_bert_dir, tmp_path):
+    """A SimCSE export over a PromptBERT one (overwrite=True) kept PromptBERT's st_pooling.py, templates.py and
+    prompt_template.json (missing from the hand-kept list of export files): its folder shipped another method's
+    code. The files an export writes are those its record lists; the user's own are kept."""
+    from hf_cse.models import SimCSEModel
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    folder = to_sentence_transformer(PromptBERTModel.from_encoder(str(tiny_bert_dir)).eval(), tmp_path / "st",
+                                     tokenizer=tok)
+    own_code = {"st_pooling.py", "templates.py", "prompt_template.json"} & {p.name for p in folder.iterdir()}
+    assert "st_pooling.py" in own_code
+    assert own_code <= set(json.loads((folder / "hf_cse_card_inputs.json").read_text())["files"])
+    (folder / "notes.txt").write_text("mine")
+    to_sentence_transformer(SimCSEModel.from_encoder(str(tiny_bert_dir)).eval(), folder, tokenizer=tok,
+                            overwrite=True)
+    assert not own_code & {p.name for p in folder.iterdir()} and (folder / "notes.txt").read_text() == "mine"
+    assert all(m["type"].startswith("sentence_transformers.") for m in json.loads((folder / "modules.json")
+                                                                                   .read_text()))
