@@ -120,6 +120,9 @@ class DataSpec(_DataFlags):
             "max_seq_length": self.max_seq_length,
             "max_train_samples": self.max_train_samples,
         }
+        if self.dataset_name and Path(self.dataset_name).expanduser().exists():  # a data set saved here: no Hub id
+            data.update(source=f"local folder {Path(self.dataset_name).expanduser().resolve().name}",
+                        dataset_name=None)  # the card's metadata lists Hub data sets only
         if self.train_files:  # several sources mixed by weight (hf_cse.streaming)
             weights = self.train_weights or (1.0,) * len(self.train_files)
             data["source"] = " + ".join(f"{Path(f).name} (weight {w:g})" for f, w in zip(self.train_files, weights))

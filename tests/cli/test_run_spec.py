@@ -355,3 +355,16 @@ def test_messages_name_the_data_as_given():
     assert spec.data.source == "a.txt + b.txt cut to max_train_samples 10"
     assert spec.training.global_batch == args.per_device_train_batch_size * args.world_size
     assert spec.generator is None and spec.training.lr_scheduler_type == "linear"
+
+
+def test_a_local_data_set_folder_is_no_hub_data_set_on_the_card(build, tiny_bert_dir, tmp_path):
+    """--dataset_name of a folder saved here: the card's Source row names the folder, its metadata lists no data set
+    (a machine path, or after a push its folder name taken for a Hub id)."""
+    from datasets import Dataset
+
+    folder = tmp_path / "mycorpus"
+    Dataset.from_dict({"text": random_sentences(32)}).save_to_disk(str(folder))
+    spec, _, _ = build("--model_name_or_path", str(tiny_bert_dir), "--dataset_name", str(folder),
+                       "--per_device_train_batch_size", "8")
+    facts = spec.data.card_facts(32)
+    assert facts["source"] == "local folder mycorpus" and "dataset_name" not in facts
