@@ -28,7 +28,13 @@ from ..export.sources import (
     exported_pooler_of,
     source_config,
 )
-from ..export.training_info import TRAINING_INFO_FILE, for_checkpoint, run_record_problem, training_info_problem
+from ..export.training_info import (
+    TRAINING_INFO_FILE,
+    for_checkpoint,
+    is_evaluation_results,
+    run_record_problem,
+    training_info_problem,
+)
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
 from . import PARSER_OPTIONS, one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
@@ -119,6 +125,10 @@ def export_from_args(argv: list[str] | None = None) -> int:
         info = _read_json_object(Path(args.checkpoint) / TRAINING_INFO_FILE, "the checkpoint's")
     else:
         info = None
+    if args.training_info and info and is_evaluation_results(info):
+        raise InputError(f"--training_info {args.training_info} holds evaluation results (run_eval.py's results.json), "
+                         "not a training record: give it as --eval_results, and the run's training_info.json as "
+                         "--training_info.")
     problem = info and training_info_problem(info)
     if problem:
         source = args.training_info or Path(args.checkpoint) / TRAINING_INFO_FILE

@@ -57,6 +57,12 @@ def training_info_problem(info: Mapping[str, Any]) -> str | None:
     return None
 
 
+def is_evaluation_results(info: Mapping[str, Any]) -> bool:
+    """Whether a JSON object given as a training record is run_eval.py's ``results.json`` (its scores would be shown
+    as training information)."""
+    return "training_args" not in info and {"settings", "timing"} <= set(info)
+
+
 def checkpoint_step(checkpoint: Any) -> int | None:
     """The step of a run's ``checkpoint-<step>`` folder (a local one), None for anything else (a run's final model,
     a Hub id, a loaded model)."""

@@ -40,6 +40,9 @@ def read_eval_results(results: EvalResults | Mapping[str, Any] | str | Path | No
     if "models" in results:
         raise ModelCardError(f"{source} holds the results of several models; give this model's own results.json "
                              "(run_eval.py writes one per model in model_<i>_<name>/).")
+    if "training_args" in results:  # its numbers (world_size, ...) would be published as scores
+        raise ModelCardError(f"{source} is a training record (training_info.json), not evaluation results; give it as "
+                             "training_info, and run_eval.py's results.json as eval_results.")
     try:
         return EvalResults.from_dict(results)
     except ValueError as err:

@@ -537,3 +537,24 @@ def test_a_presets_best_model_selection_that_the_flags_contradict_names_the_pres
     line = _error_line(capsys, train_cli.main(args), "hf-cse-train")
     assert "(--preset simcse_bert sets --load_best_model_at_end true; --load_best_model_at_end false goes without)" \
         in line, line
+
+
+def test_a_record_given_as_the_other_kind_is_one_line(saved_model, tmp_path, capsys, monkeypatch):
+    """A training record given as evaluation results would publish its numbers (world_size, ...) as scores; results
+    given as the training record would show their scores as training information."""
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    records = tmp_path / "records"
+    records.mkdir()
+    info = records / "training_info.json"
+    info.write_text(json.dumps({"training_args": {"learning_rate": 3e-5}, "world_size": 1}))
+    results = records / "results.json"
+    results.write_text(json.dumps({"STSBenchmark": 80.0, "settings": {}, "timing": {}, "details": {}}))
+    line = _error_line(capsys, hf_cse_export.main([str(saved_model), str(tmp_path / "a"), "--eval_results",
+                                                   str(info)]), "hf-cse-export")
+    assert f"{info} is a training record (training_info.json), not evaluation results; give it as --training_info" \
+        in line, line
+    line = _error_line(capsys, hf_cse_export.main([str(saved_model), str(tmp_path / "b"), "--training_info",
+                                                   str(results)]), "hf-cse-export")
+    assert f"--training_info {results} holds evaluation results (run_eval.py's results.json), not a training " \
+           "record: give it as --eval_results" in line, line
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
