@@ -141,11 +141,15 @@ def _dimension_table(results: EvalResults) -> str:
                           for label, cols in rows])
 
 
-def evaluation_section(results: EvalResults, pooling: str, dev: Mapping[str, Any] | None = None) -> str:
+def evaluation_section(results: EvalResults, pooling: str, dev: Mapping[str, Any] | None = None,
+                       dev_note: str | None = None) -> str:
     """The scores as tables (STS, transfer, others; averages labelled with the tasks they are over) and how they were
-    measured, or how to add them; and the training run's dev score before and after training, when it had dev data."""
+    measured, or how to add them; and the training run's dev score before and after training, when it had dev data
+    (with ``dev_note``, where its embedding is not the one the model ships: the config's ``dev_scoring_note``)."""
     scores, settings = eval_scores(results), eval_settings(results)
     before_after = dev_change_line(dev)
+    if before_after and dev_note:
+        before_after = f"{before_after} {dev_note}"
     if not scores:
         missing = ("No evaluation results were attached to this export. Score the model with `run_eval.py` and "
                    "re-export with `eval_results results.json` (or `eval_results=` in "

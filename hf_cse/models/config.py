@@ -243,6 +243,12 @@ class CSEConfig(PretrainedConfig):
         finally:
             _LOADING.reset(token)
 
+    @property
+    def dev_scoring_note(self) -> str | None:
+        """What the model card says where the trainer's dev score embeds otherwise than the model ships
+        (:func:`hf_cse.evaluation.dev.scoring_dev`); None: the same embedding."""
+        return None
+
     # ----------------------------------------------------------------- fields of older configs, read-only
     @property
     def loss(self) -> str:

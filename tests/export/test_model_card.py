@@ -252,3 +252,16 @@ def test_the_dev_score_after_training_names_the_step_it_was_scored_at():
     text = card(config_for(), training_info={"dev": dev})
     assert "went from 41.35 before the first step to 45.00 at step 3, whose weights were saved" in text
     assert "after the last" not in text
+
+
+@pytest.mark.parametrize("dev_denoising, said", [(True, True), (False, False)])
+def test_a_dev_score_of_another_embedding_than_the_one_shipped_is_said(dev_denoising, said):
+    """PromptBERT's trainer chooses its checkpoint on denoised dev embeddings (the authors' trainer); the model ships
+    the test-time embedding, not denoised (their evaluation): run_eval --mode dev on it gives another figure."""
+    dev = {"metric": "stsb_spearman", "before": 21.34, "after": 25.0, "delta": 3.66, "kept_step": 2}
+    text = card(config_for("promptbert", dev_template_denoising=dev_denoising), training_info={"dev": dev})
+    assert ("The dev scores of training are of the template-denoised embedding, by which the trainer chose its "
+            "checkpoint" in text) is said
+    assert ("this model's embedding is not denoised (as their evaluation), so `run_eval.py --mode dev` on it gives "
+            "another figure" in text) is said
+    assert "went from 21.34 before the first step" in text

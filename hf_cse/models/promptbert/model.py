@@ -129,6 +129,15 @@ class PromptBERTConfig(CSEConfig):
             raise CSEError(f"promptbert: unknown denoising_positions {self.denoising_positions!r}. Valid: "
                            f"{', '.join(DENOISING_POSITIONS)}.")
 
+    @property
+    def dev_scoring_note(self) -> str | None:
+        if self.dev_template_denoising == self.test_template_denoising:
+            return None
+        scored, shipped = ("denoised", "not denoised") if self.dev_template_denoising else ("not denoised", "denoised")
+        return (f"The dev scores of training are of the template-{scored} embedding, by which the trainer chose its "
+                f"checkpoint (as PromptBERT's authors' trainer does); this model's embedding is {shipped} (as their "
+                "evaluation), so `run_eval.py --mode dev` on it gives another figure.")
+
 
 def _takes_position_ids(encoder) -> bool:
     params = inspect.signature(encoder.forward).parameters
