@@ -35,6 +35,20 @@ def check_repo_id(repo_id: str, field: str = "repo_id") -> None:
                            ) from None
 
 
+def upload_patterns(out: Path) -> dict[str, list[str]]:
+    """What a push of the export in ``out`` uploads and replaces in its repo: the files the export wrote (not a user's
+    own files kept beside them in the folder, nor the card's recorded inputs), and in the repo every file an earlier
+    export may have left that this one does not write (its modules, weights, ONNX backend: a stale ``onnx/model.onnx``
+    would serve other weights); files uploaded in the same commit, the repo's other files and ``.gitattributes``
+    stay."""
+    from .folders import EXPORT_FILES, export_files
+
+    written = [name for name in export_files(out) if name != CARD_INPUTS_FILE]
+    allow = [pattern for name in written for pattern in (name, f"{name}/**")]
+    stale = [pattern for name in EXPORT_FILES if name != "README.md" for pattern in (name, f"{name}/**")]
+    return {"allow_patterns": allow, "ignore_patterns": [CARD_INPUTS_FILE], "delete_patterns": stale}
+
+
 def push_export(out_dir, repo_id: str, token: str | None = None, private: bool = False,
                 commit_message: str = "Add sentence-transformers model exported by hf_cse") -> str:
     """Upload an exported folder to the Hub repo ``repo_id`` (created if needed); returns the repo URL."""
@@ -57,7 +71,7 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
         url = api.create_repo(repo_id, token=token, private=private, exist_ok=True)
         repo = getattr(url, "repo_id", None) or repo_id
         api.upload_folder(repo_id=repo, folder_path=str(out), repo_type="model", token=token,
-                          commit_message=commit_message, ignore_patterns=[CARD_INPUTS_FILE])
+                          commit_message=commit_message, **upload_patterns(out))
     except OfflineModeIsEnabled as err:
         raise HubPushError(f"cannot push to {repo_id}: {offline_fix()} and retry, or upload the folder later with "
                            f"`hf upload {repo_id} {out}`.") from err

@@ -399,8 +399,14 @@ def fake_hub(monkeypatch, tmp_path):
         return FakeRepoUrl(repo_id)
 
     def upload_folder(self, *, repo_id, folder_path, **kwargs):
+        from huggingface_hub.utils import filter_repo_objects
+
         copy = tmp_path / "uploaded" / repo_id.replace("/", "--")
-        shutil.copytree(folder_path, copy)
+        files = [p.relative_to(folder_path).as_posix() for p in Path(folder_path).rglob("*") if p.is_file()]
+        for name in filter_repo_objects(files, allow_patterns=kwargs.get("allow_patterns"),
+                                        ignore_patterns=kwargs.get("ignore_patterns")):  # what the client uploads
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(Path(folder_path) / name, copy / name)
         calls["upload_folder"].append((repo_id, copy, kwargs))
 
     monkeypatch.setattr(HfApi, "create_repo", create_repo)
@@ -416,6 +422,23 @@ def test_push_export_uploads_a_loadable_folder(exported, fake_hub, sentences):
     assert repo == "someone/tiny-simcse" and kwargs["repo_type"] == "model"
     assert_same_vectors(encode_export(folder, sentences), encode_export(exported, sentences))
     assert 'SentenceTransformer("someone/tiny-simcse")' in (folder / "README.md").read_text()
+
+
+def test_a_push_uploads_the_exports_files_and_replaces_an_earlier_exports_in_the_repo(exported, fake_hub):
+    """A user's file kept in the export folder is not uploaded; in the repo, what an earlier export left and this one
+    does not write (a stale ONNX model would serve other weights, a head module) is deleted in the same commit, and
+    the repo's other files stay."""
+    from huggingface_hub.utils import filter_repo_objects
+
+    (exported / "notes.txt").write_text("mine")
+    push_export(exported, "someone/tiny-simcse")
+    [(_, uploaded, kwargs)] = fake_hub["upload_folder"]
+    assert not (uploaded / "notes.txt").exists() and (uploaded / "modules.json").is_file()
+    assert sorted(p.name for p in uploaded.iterdir()) == sorted(p.name for p in exported.iterdir()
+                                                                if p.name not in ("notes.txt", "hf_cse_card_inputs.json"))
+    remote = ["onnx/model.onnx", "3_Dense/config.json", "vocab.txt", "handler.py", ".gitattributes", "LICENSE"]
+    deleted = list(filter_repo_objects(remote, allow_patterns=kwargs["delete_patterns"]))
+    assert deleted == ["onnx/model.onnx", "3_Dense/config.json", "vocab.txt"], deleted
 
 
 def test_push_renders_the_card_for_the_repo_from_the_recorded_inputs(tiny_bert_dir, tok, tmp_path, fake_hub):
