@@ -434,8 +434,9 @@ def test_a_push_uploads_the_exports_files_and_replaces_an_earlier_exports_in_the
     push_export(exported, "someone/tiny-simcse")
     [(_, uploaded, kwargs)] = fake_hub["upload_folder"]
     assert not (uploaded / "notes.txt").exists() and (uploaded / "modules.json").is_file()
+    kept_local = ("notes.txt", "hf_cse_card_inputs.json")
     assert sorted(p.name for p in uploaded.iterdir()) == sorted(p.name for p in exported.iterdir()
-                                                                if p.name not in ("notes.txt", "hf_cse_card_inputs.json"))
+                                                                if p.name not in kept_local)
     remote = ["onnx/model.onnx", "3_Dense/config.json", "vocab.txt", "handler.py", ".gitattributes", "LICENSE"]
     deleted = list(filter_repo_objects(remote, allow_patterns=kwargs["delete_patterns"]))
     assert deleted == ["onnx/model.onnx", "3_Dense/config.json", "vocab.txt"], deleted
