@@ -156,6 +156,7 @@ def method_section(config, papers: list[Paper], pair_data: Mapping[str, Any] | N
         hyperparameters = loss_hyperparameters_of(spec.loss, spec.hyperparameters)
         if hyperparameters:
             lines += ["", kv_table(("Loss hyperparameter", "Value"), hyperparameters)]
+    lines += [line for term in getattr(config, "card_training_terms", []) for line in ("", f"* {term}")]
     if getattr(config, "off_dropout", False):
         lines += ["", "Negatives come from a third, dropout-free encoder pass (ImSimCSE's off-dropout sampling)."]
     hard = bool(pair_data and pair_data.get("hard_negative"))

@@ -244,6 +244,11 @@ class CSEConfig(PretrainedConfig):
             _LOADING.reset(token)
 
     @property
+    def card_training_terms(self) -> list[str]:
+        """The model card's lines for the method's own training terms beside the objectives (DiffCSE's RTD task)."""
+        return []
+
+    @property
     def dev_scoring_note(self) -> str | None:
         """What the model card says where the trainer's dev score embeds otherwise than the model ships
         (:func:`hf_cse.evaluation.dev.scoring_dev`); None: the same embedding."""

@@ -265,3 +265,14 @@ def test_a_dev_score_of_another_embedding_than_the_one_shipped_is_said(dev_denoi
     assert ("this model's embedding is not denoised (as their evaluation), so `run_eval.py --mode dev` on it gives "
             "another figure" in text) is said
     assert "went from 21.34 before the first step" in text
+
+
+def test_diffcse_s_card_names_its_rtd_objective_and_its_generator():
+    """The card's objective listed only the contrastive loss; DiffCSE trains RTD beside it, and a unigram generator
+    departs from the paper (said in the log, and now on the card)."""
+    text = card(config_for("diffcse", lambda_rtd=0.005, generator_name_or_path="unigram"))
+    assert ("* `rtd`: replaced-token detection (DiffCSE's conditional ELECTRA objective) with weight 0.005" in text
+            and "with 30% of them masked (unigram replacements counted on the training corpus: this departs" in text)
+    named = card(config_for("diffcse", generator_name_or_path="/models/distilbert-base-uncased"))
+    assert "the generator `distilbert-base-uncased` replaced" in named and "this departs" not in named
+    assert "`rtd`" not in card(config_for("simcse"))

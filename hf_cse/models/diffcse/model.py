@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -101,6 +102,16 @@ class DiffCSEConfig(CSEConfig):
             raise CSEError(f"DiffCSE: lambda_rtd must be >= 0, got {self.lambda_rtd}.")
         if not 0.0 <= self.masking_ratio <= 1.0:
             raise CSEError(f"DiffCSE: masking_ratio must be in [0, 1], got {self.masking_ratio}.")
+
+    @property
+    def card_training_terms(self) -> list[str]:
+        generator = self.generator_name_or_path or UNIGRAM
+        departs = (" (unigram replacements counted on the training corpus: this departs from the paper, whose "
+                   "generator is a frozen masked LM)" if generator == UNIGRAM else "")
+        return [f"`rtd`: replaced-token detection (DiffCSE's conditional ELECTRA objective) with weight "
+                f"{self.lambda_rtd:g}: a discriminator conditioned on the sentence embedding tells which tokens the "
+                f"generator `{Path(str(generator)).name}` replaced in a copy with {self.masking_ratio:.0%} of them "
+                f"masked{departs}."]
 
 
 @dataclass
