@@ -188,7 +188,8 @@ def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
         dims, weights = config.matryoshka_dims, config.matryoshka_weights
         rows.append(("Matryoshka dimensions", f"trained at {', '.join(map(str, dims))} (loss weights "
                      f"{', '.join(f'{w:g}' for w in weights)}): the first d coordinates are an embedding on their own; "
-                     f"`SentenceTransformer(..., truncate_dim={dims[-1]})` serves them"))
+                     f"`SentenceTransformer(..., truncate_dim={dims[-1]})` serves them, not normalised again: compare "
+                     "them by cosine similarity (the model's own), not by dot product"))
     modules = "\n".join(f"  ({i}): {m}" for i, m in enumerate(export["modules"]))
     return table(("Property", "Value"), rows) + f"\n\nModule stack:\n\n```\nSentenceTransformer(\n{modules}\n)\n```"
 

@@ -230,6 +230,7 @@ def test_the_export_records_the_dimensions_and_serves_truncate_dim(tiny_bert_dir
     assert json.loads((out / "hf_cse_config.json").read_text())["matryoshka_dims"] == [32, 16, 8]
     card = (out / "README.md").read_text()
     assert "Matryoshka dimensions | trained at 32, 16, 8" in card and "truncate_dim=8" in card
+    assert "not normalised again: compare them by cosine similarity" in card  # a prefix of a unit vector is not one
     assert "| 32 (full) | 61.00 | 61.00 |" in card and "| 8 | 52.25 | 52.25 |" in card
     sentences = random_sentences(4)
     full = SentenceTransformer(str(out), device="cpu").encode(sentences)
