@@ -191,7 +191,11 @@ def training_data_section(info: Mapping[str, Any]) -> str:
         if data.get("num_rows") is not None:
             rows.append((f"Training {pair['kind']}", f"{int(data['num_rows']):,}"))
     if data.get("num_sentences") is not None:
-        rows.append(("Training sentences", f"{int(data['num_sentences']):,}"))
+        count = int(data["num_sentences"])
+        epoch = (info.get("train_metrics") or {}).get("epoch")
+        part = (f" (the run trained {epoch:.3g} of an epoch: about {round(epoch * count):,} of them)"
+                if isinstance(epoch, (int, float)) and 0 < epoch < 1 else "")
+        rows.append(("Training sentences", f"{count:,}{part}"))
     if data.get("max_seq_length") is not None:
         rows.append(("Training truncation length", f"{data['max_seq_length']} tokens"))
     rows += [(k.replace("_", " ").capitalize(), fmt(v)) for k, v in sorted(data.items())

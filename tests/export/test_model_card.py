@@ -276,3 +276,10 @@ def test_diffcse_s_card_names_its_rtd_objective_and_its_generator():
     named = card(config_for("diffcse", generator_name_or_path="/models/distilbert-base-uncased"))
     assert "the generator `distilbert-base-uncased` replaced" in named and "this departs" not in named
     assert "`rtd`" not in card(config_for("simcse"))
+
+
+def test_a_run_shorter_than_an_epoch_says_how_many_training_sentences_it_saw():
+    text = card(config_for(), training_info={"data": {"num_sentences": 1241}, "train_metrics": {"epoch": 0.158}})
+    assert "| Training sentences | 1,241 (the run trained 0.158 of an epoch: about 196 of them) |" in text
+    whole = card(config_for(), training_info={"data": {"num_sentences": 1241}, "train_metrics": {"epoch": 2.0}})
+    assert "| Training sentences | 1,241 |" in whole
