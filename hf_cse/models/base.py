@@ -277,11 +277,13 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
 
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
         """As transformers'; a LoRA model also writes its adapter alone in peft's format in ``adapter/``."""
+        # gathered by the Trainer under FSDP / DeepSpeed; transformers empties it while writing the shards, so the
+        # encoder's entries are taken first
+        state_dict = kwargs.get("state_dict")
+        if state_dict is not None:
+            state_dict = {k[len("encoder."):]: v for k, v in state_dict.items() if k.startswith("encoder.")}
         super().save_pretrained(save_directory, *args, **kwargs)
         if is_lora(self.encoder) and kwargs.get("is_main_process", True):
-            state_dict = kwargs.get("state_dict")  # gathered by the Trainer under FSDP / DeepSpeed
-            if state_dict is not None:
-                state_dict = {k[len("encoder."):]: v for k, v in state_dict.items() if k.startswith("encoder.")}
             self.encoder.save_pretrained(Path(save_directory) / ADAPTER_FOLDER, state_dict=state_dict)
 
     def get_input_embeddings(self) -> nn.Module:

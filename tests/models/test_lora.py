@@ -112,6 +112,18 @@ def test_checkpoint_holds_the_adapter_and_reloads_exactly(tiny_bert_dir, tmp_pat
         torch.testing.assert_close(peft_encoder(input_ids=ids).last_hidden_state, want)
 
 
+def test_adapter_folder_holds_the_adapter_when_the_trainer_passes_a_gathered_state_dict(tiny_bert_dir, tmp_path):
+    """FSDP and DeepSpeed save through ``save_pretrained(state_dict=...)``, a dict transformers empties while it
+    writes the shards: the adapter must still reach ``adapter/`` (not a file of 0 tensors)."""
+    from safetensors.torch import load_file
+
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=4)
+    model.save_pretrained(tmp_path / "ckpt", state_dict=dict(model.state_dict()))
+    adapter = load_file(tmp_path / "ckpt" / ADAPTER_FOLDER / "adapter_model.safetensors")
+    assert adapter and all("lora_" in key for key in adapter)
+    assert len(adapter) == sum(".lora_" in n for n, _ in model.named_parameters())
+
+
 def _run_args(folder, tmp_path, *extra):
     train = tmp_path / "train.txt"
     train.write_text("\n".join(random_sentences(40)) + "\n")
