@@ -13,6 +13,7 @@ from typing import Any
 from .checks import resolved_path
 from .errors import CSEError
 from .files import DataError
+from .models.encoder_dropout import check_views_differ
 from .tokenizer_match import check_training_tokenizer
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -104,6 +105,8 @@ def check_rows_for_model(model, views: tuple[str, ...] | None) -> None:
     unread), and an objective's ``hard_negative_weight`` without hard negatives (it would weigh nothing)."""
     if views is None:
         return
+    if not views:  # sentences: views that differ by dropout only need an encoder with dropout
+        check_views_differ(model)
     method = type(model)
     if "negative" in views and "positive" not in views:
         raise DataError("train_dataset has a negative column but no positive one: triplets are text (the anchor), "

@@ -101,7 +101,8 @@ SENTENCES = [
 ]
 
 
-def make_tiny_llama(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+def make_tiny_llama(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 0,
+                    attention_dropout: float = 0.1) -> Path:
     """A random Llama-style decoder (RoPE, RMSNorm, SwiGLU, grouped-query attention) with the tiny WordPiece
     tokenizer, whose [SEP] ends every sentence as an end-of-sequence token would."""
     import torch
@@ -113,7 +114,7 @@ def make_tiny_llama(folder: Path, hidden: int = 32, layers: int = 2, seed: int =
     config = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=64, pad_token_id=0, bos_token_id=2, eos_token_id=3,
-                         attention_dropout=0.1)
+                         attention_dropout=attention_dropout)
     LlamaModel(config).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
