@@ -60,11 +60,29 @@ def position_offset(encoder_config: Any) -> int:
     return POSITION_OFFSET.get(_as_dict(encoder_config).get("model_type", ""), 0)
 
 
+def _max_positions(encoder_config: Any) -> Any:
+    """The config's ``max_position_embeddings`` under the name its architecture stores it (GPT-2: ``n_positions``,
+    through the config class's ``attribute_map``)."""
+    if encoder_config is None:
+        return None
+    if not isinstance(encoder_config, Mapping):
+        return getattr(encoder_config, "max_position_embeddings", None)
+    name = "max_position_embeddings"
+    if name not in encoder_config:
+        from transformers import CONFIG_MAPPING
+
+        model_type = str(encoder_config.get("model_type", ""))
+        config_class = CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
+        name = getattr(config_class, "attribute_map", {}).get(name, name)
+    return encoder_config.get(name)
+
+
 def encoder_max_length(encoder_config: Any, cap: int | None = None) -> int | None:
-    """Longest input (in tokens) the encoder takes: ``max_position_embeddings`` minus :func:`position_offset`,
-    capped at ``cap``. When the config names no position limit: ``cap`` (None when no cap)."""
+    """Longest input (in tokens) the encoder takes: ``max_position_embeddings`` (under its architecture's name for
+    it) minus :func:`position_offset`, capped at ``cap``. When the config names no position limit: ``cap`` (None
+    when no cap)."""
     cfg = _as_dict(encoder_config)
-    max_pos = cfg.get("max_position_embeddings")
+    max_pos = _max_positions(encoder_config)
     if isinstance(max_pos, bool) or not isinstance(max_pos, int) or max_pos <= 0:
         return cap
     usable = max_pos - position_offset(cfg)

@@ -131,3 +131,23 @@ def test_fast_dropout_attention_handles_grouped_query_attention():
     got, _ = fast_dropout_attention(module, q, k, v, None, dropout=1e-9)
     want = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1))
     torch.testing.assert_close(got, want.transpose(1, 2), atol=1e-5, rtol=1e-5)
+
+
+def test_gpt2s_position_limit_is_read_under_its_own_name(tmp_path):
+    """GPT-2 stores its position limit as n_positions (max_position_embeddings through attribute_map): a length past it
+    is refused in one line, and embedding a long sentence cuts it at the limit instead of an IndexError in torch."""
+    from tiny_models import make_tiny_gpt2
+
+    from hf_cse.checks import InputError
+    from hf_cse.cli.preflight import check_max_seq_length
+    from hf_cse.encoders import encoder_max_length
+
+    folder = make_tiny_gpt2(tmp_path / "gpt2", n_positions=16)
+    model = SimCSEModel.from_encoder(str(folder), pooler_type="last").eval()
+    config = model.config.encoder_config
+    assert encoder_max_length(config) == encoder_max_length(config.to_dict()) == 16
+    with pytest.raises(InputError, match="max_seq_length 128 exceeds what the encoder .*16 positions"):
+        check_max_seq_length(128, config, str(folder))
+    encoder = SentenceEncoder(model, AutoTokenizer.from_pretrained(folder), show_progress_bar=False)
+    long_sentence = " ".join(["the cat sat on the mat"] * 10)
+    assert encoder.encode([long_sentence, "a dog"]).shape == (2, 32)
