@@ -23,6 +23,18 @@ DEFAULT_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 POSITION_OFFSET = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "longformer": 2, "mpnet": 2}
 
 
+#: model types whose learned absolute positions are numbered from the start of the padded row, padding included
+#: (BERT's default position ids, GPT-2's): left padding gives a sentence other positions than it has alone (RoBERTa
+#: and OPT number them from the attention mask, RoPE models attend by relative position)
+POSITIONS_FROM_ROW_START = frozenset({"bert", "albert", "distilbert", "electra", "ernie", "roc_bert", "gpt2", "gpt_neo",
+                                      "gpt_bigcode", "biogpt"})
+
+
+def positions_count_padding(encoder_config: Any) -> bool:
+    """Whether left padding shifts the encoder's positions (:data:`POSITIONS_FROM_ROW_START`)."""
+    return _as_dict(encoder_config).get("model_type", "") in POSITIONS_FROM_ROW_START
+
+
 def packaged_encoder_path() -> str | None:
     """Folder of the packaged all-MiniLM-L6-v2, or None when the package is not installed."""
     try:

@@ -14,6 +14,7 @@ from .checks import resolved_path
 from .errors import CSEError
 from .files import DataError
 from .models.encoder_dropout import check_views_differ
+from .padding import pad_where_positions_allow
 from .tokenizer_match import check_training_tokenizer
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -153,6 +154,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
                        f"AutoTokenizer.from_pretrained({os.fsdecode(tokenizer)!r:.80}).")
     if tokenizer is not None:
         check_training_tokenizer(tokenizer, model)
+        pad_where_positions_allow(tokenizer, getattr(model.config, "encoder_config", None))
     cut_at = None  # the length the trainer cut the text at; a caller's own tokens: not known here
     train_dataset = given["train_dataset"] = with_known_columns(train_dataset)
     views = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known
