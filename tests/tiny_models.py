@@ -133,6 +133,8 @@ def make_tiny_gpt2(folder: Path, n_positions: int = 64, padding_side: str = "rig
     tok = tiny_tokenizer(folder)
     tok.padding_side = tok.init_kwargs["padding_side"] = padding_side
     tok.eos_token = "[SEP]"
+    # no segment ids, as GPT-2's own tokenizer (GPT2Model would add the embedding of token 0 to every position)
+    tok.model_input_names = tok.init_kwargs["model_input_names"] = ["input_ids", "attention_mask"]
     if not pad_token:
         tok.pad_token = None
     config = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=n_positions,
