@@ -246,3 +246,12 @@ def test_run_eval_scores_an_adapter_checkpoint(tiny_bert_dir, tmp_path):
                               "--disable_tqdm"]) == 0
         scores[name] = json.loads((tmp_path / f"{name}-eval" / "results.json").read_text())["STSBenchmark"]
     assert scores["ckpt"] != scores["base"]  # the adapters change what is scored
+
+
+def test_peft_all_linear_is_accepted_as_a_target(tiny_bert_dir):
+    from hf_cse.models.lora import check_targets_match
+
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=4, lora_target_modules=["all-linear"])
+    check_targets_match(model.config)
+    wrapped = {n.split(".lora_")[0].rsplit(".", 1)[-1] for n in _trainable(model) if n.startswith("encoder.")}
+    assert {"query", "key", "value", "dense"} <= wrapped
