@@ -23,6 +23,18 @@ DEFAULT_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 POSITION_OFFSET = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "longformer": 2, "mpnet": 2}
 
 
+#: model types whose learned absolute positions are numbered from the start of the padded row, padding included
+#: (BERT's default position ids, GPT-2's): left padding gives a sentence other positions than it has alone (RoBERTa
+#: and OPT number them from the attention mask, RoPE models attend by relative position)
+POSITIONS_FROM_ROW_START = frozenset({"bert", "albert", "distilbert", "electra", "ernie", "roc_bert", "gpt2", "gpt_neo",
+                                      "gpt_bigcode", "biogpt"})
+
+
+def positions_count_padding(encoder_config: Any) -> bool:
+    """Whether left padding shifts the encoder's positions (:data:`POSITIONS_FROM_ROW_START`)."""
+    return _as_dict(encoder_config).get("model_type", "") in POSITIONS_FROM_ROW_START
+
+
 def packaged_encoder_path() -> str | None:
     """Folder of the packaged all-MiniLM-L6-v2, or None when the package is not installed."""
     try:
@@ -60,11 +72,29 @@ def position_offset(encoder_config: Any) -> int:
     return POSITION_OFFSET.get(_as_dict(encoder_config).get("model_type", ""), 0)
 
 
+def _max_positions(encoder_config: Any) -> Any:
+    """The config's ``max_position_embeddings`` under the name its architecture stores it (GPT-2: ``n_positions``,
+    through the config class's ``attribute_map``)."""
+    if encoder_config is None:
+        return None
+    if not isinstance(encoder_config, Mapping):
+        return getattr(encoder_config, "max_position_embeddings", None)
+    name = "max_position_embeddings"
+    if name not in encoder_config:
+        from transformers import CONFIG_MAPPING
+
+        model_type = str(encoder_config.get("model_type", ""))
+        config_class = CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
+        name = getattr(config_class, "attribute_map", {}).get(name, name)
+    return encoder_config.get(name)
+
+
 def encoder_max_length(encoder_config: Any, cap: int | None = None) -> int | None:
-    """Longest input (in tokens) the encoder takes: ``max_position_embeddings`` minus :func:`position_offset`,
-    capped at ``cap``. When the config names no position limit: ``cap`` (None when no cap)."""
+    """Longest input (in tokens) the encoder takes: ``max_position_embeddings`` (under its architecture's name for
+    it) minus :func:`position_offset`, capped at ``cap``. When the config names no position limit: ``cap`` (None
+    when no cap)."""
     cfg = _as_dict(encoder_config)
-    max_pos = cfg.get("max_position_embeddings")
+    max_pos = _max_positions(encoder_config)
     if isinstance(max_pos, bool) or not isinstance(max_pos, int) or max_pos <= 0:
         return cap
     usable = max_pos - position_offset(cfg)

@@ -8,6 +8,30 @@ from typing import Any
 
 import torch
 from transformers import PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+from .encoders import positions_count_padding
+
+logger = hf_logging.get_logger(__name__)
+
+
+def pad_where_positions_allow(tokenizer: PreTrainedTokenizerBase, encoder_config: Any) -> None:
+    """A left-padding tokenizer pads on the right for an encoder whose learned positions count the padding
+    (:func:`hf_cse.encoders.positions_count_padding`, GPT-2, BERT): else a sentence's embedding would depend on the
+    length of the others in its batch. Changed on the training tokenizer, which the checkpoints and the export save;
+    said once in the log. Every pooler reads the real tokens from the attention mask, on either side."""
+    if getattr(tokenizer, "padding_side", None) != "left" or not positions_count_padding(encoder_config):
+        return
+    tokenizer.padding_side = "right"
+    if hasattr(tokenizer, "init_kwargs"):  # what save_pretrained writes
+        tokenizer.init_kwargs["padding_side"] = "right"
+    logger.warning("the tokenizer pads on the left, but the %r encoder numbers its learned positions from the start "
+                   "of the padded row (a sentence's embedding would depend on its batch): padding on the right",
+                   _model_type(encoder_config))
+
+
+def _model_type(encoder_config: Any) -> str:
+    return str(getattr(encoder_config, "model_type", None) or dict(encoder_config or {}).get("model_type", ""))
 
 
 def pad_token_rows(tokenizer: PreTrainedTokenizerBase,

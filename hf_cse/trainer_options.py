@@ -13,6 +13,8 @@ from typing import Any
 from .checks import resolved_path
 from .errors import CSEError
 from .files import DataError
+from .models.encoder_dropout import check_views_differ
+from .padding import pad_where_positions_allow
 from .tokenizer_match import check_training_tokenizer
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -104,6 +106,8 @@ def check_rows_for_model(model, views: tuple[str, ...] | None) -> None:
     unread), and an objective's ``hard_negative_weight`` without hard negatives (it would weigh nothing)."""
     if views is None:
         return
+    if not views:  # sentences: views that differ by dropout only need an encoder with dropout
+        check_views_differ(model)
     method = type(model)
     if "negative" in views and "positive" not in views:
         raise DataError("train_dataset has a negative column but no positive one: triplets are text (the anchor), "
@@ -150,6 +154,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
                        f"AutoTokenizer.from_pretrained({os.fsdecode(tokenizer)!r:.80}).")
     if tokenizer is not None:
         check_training_tokenizer(tokenizer, model)
+        pad_where_positions_allow(tokenizer, getattr(model.config, "encoder_config", None))
     cut_at = None  # the length the trainer cut the text at; a caller's own tokens: not known here
     train_dataset = given["train_dataset"] = with_known_columns(train_dataset)
     views = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known

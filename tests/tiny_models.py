@@ -101,7 +101,8 @@ SENTENCES = [
 ]
 
 
-def make_tiny_llama(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+def make_tiny_llama(folder: Path, hidden: int = 32, layers: int = 2, seed: int = 0,
+                    attention_dropout: float = 0.1) -> Path:
     """A random Llama-style decoder (RoPE, RMSNorm, SwiGLU, grouped-query attention) with the tiny WordPiece
     tokenizer, whose [SEP] ends every sentence as an end-of-sequence token would."""
     import torch
@@ -113,7 +114,32 @@ def make_tiny_llama(folder: Path, hidden: int = 32, layers: int = 2, seed: int =
     config = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=64, pad_token_id=0, bos_token_id=2, eos_token_id=3,
-                         attention_dropout=0.1)
+                         attention_dropout=attention_dropout)
     LlamaModel(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def make_tiny_gpt2(folder: Path, n_positions: int = 64, padding_side: str = "right", pad_token: bool = True,
+                   config_pad_token_id: int | None = None, seed: int = 0) -> Path:
+    """A random GPT-2 (learned absolute positions, ``n_positions`` of them) with the tiny WordPiece tokenizer padding
+    on ``padding_side``; ``pad_token=False``: a tokenizer without a padding token, as GPT-2's own (its [SEP] is the
+    end-of-text token); ``config_pad_token_id``: the pad id the model's config names."""
+    import torch
+    from transformers import GPT2Config, GPT2Model
+
+    torch.manual_seed(seed)
+    folder = Path(folder)
+    tok = tiny_tokenizer(folder)
+    tok.padding_side = tok.init_kwargs["padding_side"] = padding_side
+    tok.eos_token = "[SEP]"
+    # no segment ids, as GPT-2's own tokenizer (GPT2Model would add the embedding of token 0 to every position)
+    tok.model_input_names = tok.init_kwargs["model_input_names"] = ["input_ids", "attention_mask"]
+    if not pad_token:
+        tok.pad_token = None
+    config = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=n_positions,
+                        bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id,
+                        pad_token_id=config_pad_token_id)
+    GPT2Model(config).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder

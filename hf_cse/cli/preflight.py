@@ -177,6 +177,16 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
         check_cached_compatible(config, cached_minibatch_size)
 
 
+def check_dropout_views(model_cls, config_kwargs: dict, enc_config, pairs: bool) -> None:
+    """Two dropout views of a sentence through an encoder without dropout are identical: nothing would be learned."""
+    from ..models.encoder_dropout import identical_views_problem
+
+    problem = None if pairs else identical_views_problem(model_cls, enc_config, config_kwargs.get("dropout"))
+    if problem:
+        raise InputError(f"{problem}. Add --dropout 0.1 (LLM2Vec's SimCSE uses 0.3), or train on pairs "
+                         "(--pair_column).")
+
+
 def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: str, preset: str | None,
                     own_eval_data: bool = False, pairs_name: str | None = None) -> None:
     """The dev sets the trainer will score during training are read now (they are small and cached).

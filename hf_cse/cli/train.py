@@ -48,6 +48,7 @@ from hf_cse.cli.console import ConsoleArguments, setup_console
 from hf_cse.cli.help import UnsetDefaultsFormatter, add_short_help, train_layout
 from hf_cse.cli.output_dir import OutputDirArguments, other_settings_refusal, prepare_output_dir
 from hf_cse.cli.preflight import (
+    check_dropout_views,
     check_eval_data,
     check_hard_negative_weight,
     check_max_seq_length,
@@ -298,6 +299,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
                              preset=method_args.preset, precision=training_args.precision)
     data = spec.data
     check_objectives(model_cls, spec.model_config(), enc_config, training_args.cached_minibatch_size, chosen)
+    check_dropout_views(model_cls, spec.model_config(), enc_config, data.pairs)
     check_cached_without_cuda_graphs(training_args, training_args.cached_minibatch_size)
     decide_for_run(training_args.cuda_graphs, training_args, model_cls)  # --cuda_graphs on where it cannot apply
     check_method_shards(model_cls, launched_engine(training_args))

@@ -91,13 +91,16 @@ def check_tokenizer_fits(tokenizer, encoder, reference=None, reference_name: str
     """Refuse a tokenizer made for another model (its ids would read the wrong embedding rows, silently): more tokens
     than the encoder's embedding matrix has rows, a padding / begin / end id other than the encoder config's, or
     (with ``reference``, the tokenizer saved with the model) another token -> id mapping."""
-    rows = encoder.get_input_embeddings().num_embeddings
+    embeddings = encoder.get_input_embeddings()
+    rows = getattr(embeddings, "base_layer", embeddings).weight.shape[0]  # LoRA's Embedding wraps the layer
     fix = "use the tokenizer the model was trained with (leave the tokenizer out to take the checkpoint's)"
     if len(tokenizer) > rows:
         raise ExportError(f"the tokenizer has {len(tokenizer)} tokens but the encoder's embedding matrix only {rows} "
                           f"rows, so it belongs to another model; {fix}.")
     for attr in ("pad_token_id", "bos_token_id", "eos_token_id"):
         want, got = getattr(encoder.config, attr, None), getattr(tokenizer, attr, None)
+        if attr == "pad_token_id" and got is not None and got == getattr(tokenizer, "eos_token_id", None):
+            continue  # padding with the end-of-text token: hf_cse's choice for a tokenizer without one (data.py)
         if isinstance(want, int) and isinstance(got, int) and want != got:
             raise ExportError(f"the tokenizer's {attr} is {got} but the encoder's config says {want}, so it belongs "
                               f"to another model; {fix}.")

@@ -125,6 +125,8 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
     #: how the views of a plain sentence are made, in words, for the model card ("... are encoded in one forward
     #: pass; the other sentences of the batch are the negatives")
     training_views: str = "Two dropout views of every sentence"
+    #: whether a plain sentence's views differ only by dropout (then refused on an encoder without: encoder_dropout.py)
+    views_differ_by_dropout: bool = True
     #: what the method embeds where that is not the pooler's output, in words for the log; "": the pooler's
     own_representation: str = ""
     #: the parts that exist only in training and are never exported, in words, for the model card ("RTD
@@ -277,11 +279,11 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
 
     def save_pretrained(self, save_directory, *args, **kwargs) -> None:
         """As transformers'; a LoRA model also writes its adapter alone in peft's format in ``adapter/``."""
+        state_dict = kwargs.get("state_dict")  # FSDP / DeepSpeed's, emptied by transformers as it writes shards
+        if state_dict is not None:
+            state_dict = {k[len("encoder."):]: v for k, v in state_dict.items() if k.startswith("encoder.")}
         super().save_pretrained(save_directory, *args, **kwargs)
         if is_lora(self.encoder) and kwargs.get("is_main_process", True):
-            state_dict = kwargs.get("state_dict")  # gathered by the Trainer under FSDP / DeepSpeed
-            if state_dict is not None:
-                state_dict = {k[len("encoder."):]: v for k, v in state_dict.items() if k.startswith("encoder.")}
             self.encoder.save_pretrained(Path(save_directory) / ADAPTER_FOLDER, state_dict=state_dict)
 
     def get_input_embeddings(self) -> nn.Module:

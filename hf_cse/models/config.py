@@ -16,6 +16,7 @@ from ..errors import CSEError, closest_name
 from ..matryoshka import check_matryoshka
 from ..matryoshka_rules import head_error
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
+from .encoder_dropout import dropout_fields, set_dropout
 from .heads import PROJECTORS
 from .loading import (
     ENCODER_DTYPES,
@@ -33,12 +34,6 @@ ProjectorName = Literal[tuple(PROJECTORS)]  # type: ignore[valid-type]  # the re
 
 # Set while a saved configuration is read (from_dict): see CSEConfig.from_dict.
 _LOADING = contextvars.ContextVar("hf_cse_loading_config", default=False)
-
-# Config keys of the wrapped encoder that carry dropout, per architecture family.
-_DROPOUT_KEYS = {
-    "distilbert": ("dropout", "attention_dropout"),
-    "default": ("hidden_dropout_prob", "attention_probs_dropout_prob"),
-}
 
 
 def is_decoder_only(encoder_config: PretrainedConfig | None) -> bool:
@@ -171,6 +166,9 @@ class CSEConfig(PretrainedConfig):
             raise CSEError(f"Unknown projector {self.projector!r}. Valid projectors: {', '.join(PROJECTORS)}.")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
             raise CSEError(f"dropout must be in [0, 1), got {self.dropout}.")
+        if self.dropout is not None and self.encoder_config is not None and not dropout_fields(self.encoder_config):
+            raise CSEError(f"dropout is set, but the {self.encoder_config.model_type!r} encoder's config has no "
+                           "dropout rate it could set; leave dropout unset.")
         self._check_loading()
         if self.pooler_type in ("cls", "cls_before_pooler") and is_decoder_only(self.encoder_config) \
                 and not self.bidirectional:
@@ -300,8 +298,7 @@ class CSEConfig(PretrainedConfig):
             raise CSEError("this config has no encoder_config; build the model with from_encoder(...).")
         cfg = copy.deepcopy(self.encoder_config)
         if self.dropout is not None:
-            for key in _DROPOUT_KEYS.get(cfg.model_type, _DROPOUT_KEYS["default"]):
-                setattr(cfg, key, self.dropout)
+            set_dropout(cfg, self.dropout)
         return cfg
 
     def to_dict(self) -> dict[str, Any]:

@@ -47,7 +47,8 @@ def check_peft_installed() -> None:
 def target_modules(config) -> list[str] | str:
     """The configured target modules, else the architecture's default (:data:`DEFAULT_TARGETS`, or ``all-linear``)."""
     if config.lora_target_modules:
-        return list(config.lora_target_modules)
+        targets = list(config.lora_target_modules)
+        return "all-linear" if targets == ["all-linear"] else targets  # peft's name for every linear layer
     model_type = getattr(config.encoder_config, "model_type", None)
     return DEFAULT_TARGETS.get(model_type, "all-linear")
 

@@ -1,6 +1,7 @@
 """Poolers: how a sentence vector is read off an encoder's hidden states (SimCSE's names).
 
-* ``cls`` / ``cls_before_pooler``: the last layer's first token. They differ only in what the
+* ``cls`` / ``cls_before_pooler``: the last layer's first token (the first non-padding one, found from the attention
+  mask as sentence-transformers' ``cls`` does, so a left-padded batch reads it too). They differ only in what the
   *model* does afterwards: with ``cls`` an hf_cse model applies its trained MLP at test time,
   ``cls_before_pooler`` returns the raw [CLS] vector (what the papers report for unsup models).
 * ``avg``: mean of the last layer over non-padding tokens.
@@ -9,7 +10,9 @@
   embedding output) -- pass ``first_layer=0`` for those.
 * ``avg_top2``: mean of the last two layers.
 * ``last``: the last layer at each row's last non-padding token (found from the attention mask, so left and right
-  padding both work): the usual pooling of decoder (LLM) embedders, whose last token has seen the whole sentence.
+  padding both work; an encoder whose learned positions count the padding, GPT-2, trains padded on the right:
+  :func:`hf_cse.padding.pad_where_positions_allow`): the usual pooling of decoder (LLM) embedders, whose last token
+  has seen the whole sentence.
 * ``max``: element-wise maximum of the last layer over non-padding tokens (sentence-transformers' ``max``).
 
 A sentence-transformers encoder brings its own pooling (its ``Pooling`` module: ``mean`` -> ``avg``, ``cls`` ->
@@ -83,8 +86,9 @@ def pool(
 ) -> torch.Tensor:
     """Reduce ``(B, L, H)`` hidden states to ``(B, H)`` sentence vectors."""
     check_pooler(pooler)
-    if pooler in ("cls", "cls_before_pooler"):
-        return last_hidden_state[:, 0]
+    if pooler in ("cls", "cls_before_pooler"):  # the first real token: position 0 unless the batch is left-padded
+        first = attention_mask.int().argmax(1)
+        return last_hidden_state[torch.arange(last_hidden_state.shape[0], device=first.device), first]
     if pooler == "avg":
         return _masked_mean(last_hidden_state, attention_mask)
     if pooler == "max":

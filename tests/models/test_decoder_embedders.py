@@ -131,3 +131,75 @@ def test_fast_dropout_attention_handles_grouped_query_attention():
     got, _ = fast_dropout_attention(module, q, k, v, None, dropout=1e-9)
     want = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1))
     torch.testing.assert_close(got, want.transpose(1, 2), atol=1e-5, rtol=1e-5)
+
+
+def test_gpt2s_position_limit_is_read_under_its_own_name(tmp_path):
+    """GPT-2 stores its position limit as n_positions (max_position_embeddings through attribute_map): a length past it
+    is refused in one line, and embedding a long sentence cuts it at the limit instead of an IndexError in torch."""
+    from tiny_models import make_tiny_gpt2
+
+    from hf_cse.checks import InputError
+    from hf_cse.cli.preflight import check_max_seq_length
+    from hf_cse.encoders import encoder_max_length
+
+    folder = make_tiny_gpt2(tmp_path / "gpt2", n_positions=16)
+    model = SimCSEModel.from_encoder(str(folder), pooler_type="last").eval()
+    config = model.config.encoder_config
+    assert encoder_max_length(config) == encoder_max_length(config.to_dict()) == 16
+    with pytest.raises(InputError, match="max_seq_length 128 exceeds what the encoder .*16 positions"):
+        check_max_seq_length(128, config, str(folder))
+    encoder = SentenceEncoder(model, AutoTokenizer.from_pretrained(folder), show_progress_bar=False)
+    long_sentence = " ".join(["the cat sat on the mat"] * 10)
+    assert encoder.encode([long_sentence, "a dog"]).shape == (2, 32)
+
+
+def test_cls_pooling_reads_the_first_real_token_of_a_left_padded_row():
+    hidden = torch.arange(2 * 5 * 3, dtype=torch.float32).view(2, 5, 3)
+    left = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    right = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    for pooler in ("cls", "cls_before_pooler"):
+        torch.testing.assert_close(pool(pooler, left, hidden), hidden[[0, 1], [2, 0]])
+        torch.testing.assert_close(pool(pooler, right, hidden), hidden[:, 0])
+
+
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_cls_embedding_of_a_left_padded_sentence_is_its_own(tiny_roberta_dir, padding_free):
+    """RoBERTa numbers positions from the attention mask: with [CLS] read where the row starts, a left-padded
+    sentence's embedding is the one it has alone (padded: 0.80 cosine before; padding-free: all zeros)."""
+    model = SimCSEModel.from_encoder(str(tiny_roberta_dir), pooler_type="cls_before_pooler",
+                                     padding_free=padding_free).eval()
+    tok = AutoTokenizer.from_pretrained(tiny_roberta_dir)
+    tok.padding_side = "left"
+    texts = ["the cat sat on the old red mat today", "two dogs"]
+    batch = tok(texts, padding=True, return_tensors="pt")
+    assert batch["attention_mask"][1, 0] == 0  # the short one is padded on the left
+    with torch.no_grad():
+        together = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
+        alone = model.sentence_embedding(**{k: v for k, v in tok(texts[1:], return_tensors="pt").items()
+                                            if k in ("input_ids", "attention_mask")})
+    torch.testing.assert_close(together[1:], alone, atol=1e-5, rtol=1e-4)
+
+
+def test_training_pads_on_the_right_where_the_positions_count_the_padding(tmp_path):
+    """GPT-2 numbers its learned positions from the padded row's start: the trainer's tokenizer (saved with the
+    checkpoints and the export) pads on the right, and a sentence's last-token embedding no longer depends on its
+    batch (0.33 cosine with left padding)."""
+    from datasets import Dataset
+    from helpers import tiny_args
+    from tiny_models import make_tiny_gpt2
+
+    from hf_cse.trainer import ContrastiveTrainer
+
+    folder = make_tiny_gpt2(tmp_path / "gpt2", padding_side="left")
+    model = SimCSEModel.from_encoder(str(folder), pooler_type="last")
+    tok = AutoTokenizer.from_pretrained(folder)
+    assert tok.padding_side == "left"
+    ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), processing_class=tok,
+                       train_dataset=Dataset.from_dict({"text": random_sentences(16)}))
+    assert tok.padding_side == "right"
+    tok.save_pretrained(tmp_path / "saved")
+    assert AutoTokenizer.from_pretrained(tmp_path / "saved").padding_side == "right"
+    encoder = SentenceEncoder(model.eval(), tok, show_progress_bar=False)
+    texts = ["the cat sat on the old red mat today", "two dogs"]
+    together, alone = encoder.encode(texts), encoder.encode(texts[1:])
+    assert torch.nn.functional.cosine_similarity(torch.from_numpy(together[1:]), torch.from_numpy(alone)) > 0.9999

@@ -112,6 +112,18 @@ def test_checkpoint_holds_the_adapter_and_reloads_exactly(tiny_bert_dir, tmp_pat
         torch.testing.assert_close(peft_encoder(input_ids=ids).last_hidden_state, want)
 
 
+def test_adapter_folder_holds_the_adapter_when_the_trainer_passes_a_gathered_state_dict(tiny_bert_dir, tmp_path):
+    """FSDP and DeepSpeed save through ``save_pretrained(state_dict=...)``, a dict transformers empties while it
+    writes the shards: the adapter must still reach ``adapter/`` (not a file of 0 tensors)."""
+    from safetensors.torch import load_file
+
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=4)
+    model.save_pretrained(tmp_path / "ckpt", state_dict=dict(model.state_dict()))
+    adapter = load_file(tmp_path / "ckpt" / ADAPTER_FOLDER / "adapter_model.safetensors")
+    assert adapter and all("lora_" in key for key in adapter)
+    assert len(adapter) == sum(".lora_" in n for n, _ in model.named_parameters())
+
+
 def _run_args(folder, tmp_path, *extra):
     train = tmp_path / "train.txt"
     train.write_text("\n".join(random_sentences(40)) + "\n")
@@ -234,3 +246,12 @@ def test_run_eval_scores_an_adapter_checkpoint(tiny_bert_dir, tmp_path):
                               "--disable_tqdm"]) == 0
         scores[name] = json.loads((tmp_path / f"{name}-eval" / "results.json").read_text())["STSBenchmark"]
     assert scores["ckpt"] != scores["base"]  # the adapters change what is scored
+
+
+def test_peft_all_linear_is_accepted_as_a_target(tiny_bert_dir):
+    from hf_cse.models.lora import check_targets_match
+
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=4, lora_target_modules=["all-linear"])
+    check_targets_match(model.config)
+    wrapped = {n.split(".lora_")[0].rsplit(".", 1)[-1] for n in _trainable(model) if n.startswith("encoder.")}
+    assert {"query", "key", "value", "dense"} <= wrapped

@@ -153,6 +153,7 @@ class ESimCSEModel(CSEPreTrainedModel):
     why_no_sharding = "its momentum encoder is updated from weights that FSDP and ZeRO-3 hold in shards"
     training_views = ("Each sentence and a copy of it with a few tokens repeated (ESimCSE's word repetition; a queue "
                       "of earlier batches' momentum-encoder embeddings adds negatives unless queue_size is 0)")
+    views_differ_by_dropout = False
     training_only_parts = ("projection head", "momentum encoder", "queue")
 
     def __init__(self, config: ESimCSEConfig, encoder=None):

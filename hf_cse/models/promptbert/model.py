@@ -164,6 +164,7 @@ class PromptBERTModel(CSEPreTrainedModel):
     own_representation = "the template's [MASK] token (PromptBERT)"
     training_views = ("Each sentence in two templates, represented at the template's [MASK] minus the template's "
                       "representation with an empty sentence (PromptBERT's template denoising)")
+    views_differ_by_dropout = False
 
     def __init__(self, config: PromptBERTConfig, encoder=None):
         super().__init__(config, encoder)
