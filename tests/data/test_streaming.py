@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from itertools import islice
 from types import SimpleNamespace
 
 import pytest
@@ -174,6 +175,52 @@ def test_a_resumed_streamed_run_masks_its_batches_as_the_uninterrupted_one(tiny_
     resumed = run("cut", resume=str(tmp_path / "cut" / "checkpoint-3"))
     losses = lambda t: [(h["step"], h["loss"]) for h in t.state.log_history if "loss" in h][-3:]  # noqa: E731
     assert losses(resumed) == losses(full)
+    for (key, x), y in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(x, y), key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("batch", "accumulation", "max_steps", "checkpoint"), [(8, 1, 12, 8), (8, 2, 6, 3)],
+                         ids=["second_pass", "accumulated_across_passes"])
+def test_a_run_resumed_in_a_later_pass_of_the_stream_ends_as_the_uninterrupted_one(tiny_bert_dir, tmp_path, batch,
+                                                                                   accumulation, max_steps,
+                                                                                   checkpoint):
+    """40 lines in batches of 8: 5 batches a pass. transformers takes a stream's epoch for max_steps steps long, so a
+    run resumed past the first pass skipped more batches than a pass holds, ran it dry and began the next pass from
+    its start (other batches than the uninterrupted run's). With 2 batches a step, a step straddles two passes."""
+    corpus = _write(tmp_path / "c.txt", random_sentences(40, seed=3))
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    batches: dict[str, list] = {"full": [], "cut": []}
+
+    def run(out, resume=None):
+        stream = load_training_text(StreamingArguments(True, [str(corpus)], None), _data_args(), seed=0)
+        plain = collator(tok)
+
+        def recording(features):
+            batches["full" if out == "full" else "cut"].append([tuple(f["input_ids"]) for f in features])
+            return plain(features)
+
+        torch.manual_seed(0)
+        trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)),
+                                     args=tiny_args(tmp_path / out, per_device_train_batch_size=batch,
+                                                    gradient_accumulation_steps=accumulation, max_steps=max_steps,
+                                                    save_strategy="steps", save_steps=checkpoint,
+                                                    learning_rate=1e-2),
+                                     train_dataset=tokenize_stream(stream, tok), data_collator=recording)
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    full = run("full")
+    passes = [batches["full"][i:i + 5] for i in range(0, 10, 5)]
+    assert passes[0] == passes[1]  # every pass reads the stream again, in the same order
+    run("cut")
+    batches["cut"].clear()
+    resumed = run("cut", resume=str(tmp_path / "cut" / f"checkpoint-{checkpoint}"))
+    assert resumed.state.global_step == max_steps
+    trained = checkpoint * accumulation
+    assert batches["cut"][trained:trained + 2] == batches["full"][trained:trained + 2]  # after the skipped ones
+    losses = lambda t: [(h["step"], h["loss"]) for h in t.state.log_history if "loss" in h]  # noqa: E731
+    assert len(losses(resumed)) == max_steps and losses(resumed) == losses(full)
     for (key, x), y in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
         assert torch.equal(x, y), key
 
@@ -493,10 +540,12 @@ def test_each_pass_over_a_stream_has_whole_batches_only(processes, tiny_bert_dir
     if processes == 2:  # the loader as process 1 of 2 gets it (each process reads the stream, keeps its share)
         trainer.accelerator.prepare = partial(prepare_data_loader, num_processes=2, process_index=1,
                                               put_on_device=False, dispatch_batches=False)
-    batches = [batch["input_ids"][:, 0] for batch in trainer.get_train_dataloader()]
-    assert [len(batch) for batch in batches] == ([8, 8] if processes == 1 else [8])
+    # the loader reads pass after pass without end (StreamPasses): its first two passes
+    batches = [batch["input_ids"][:, 0] for batch in islice(trainer.get_train_dataloader(), 2 * (3 - processes))]
+    assert [len(batch) for batch in batches] == [8] * 2 * (3 - processes)
     firsts = [tok.decode(ids, skip_special_tokens=True) for batch in batches for ids in batch]
-    assert firsts == (rows[:16] if processes == 1 else rows[8:16])  # the remainder is left out, nothing repeated
+    # each pass's remainder is left out, nothing repeated within a pass
+    assert firsts == 2 * (rows[:16] if processes == 1 else rows[8:16])
 
 
 @pytest.mark.parametrize("rows", [0, 5])
