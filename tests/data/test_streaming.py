@@ -115,6 +115,9 @@ def test_a_streamed_run_trains_max_steps(tiny_bert_dir, tmp_path):
     info = json.loads((out / "training_info.json").read_text())
     assert info["data"]["source"] == "c.txt (weight 1)"
     assert info["data"]["streamed"] and "num_sentences" not in info["data"]  # unknown for a stream
+    # the no-duplicates sampler never sees a stream: the record and the card say it was not applied (not the default)
+    assert info["training_args"]["no_duplicates_in_batch"] is False
+    assert "| `no_duplicates_in_batch` | false |" in (out / "sentence-transformers" / "README.md").read_text()
 
 
 @pytest.mark.slow
