@@ -601,3 +601,38 @@ def test_a_method_that_cannot_stream_is_refused_a_stream_before_it_is_read(tiny_
     assert str(refused.value) == str(on_the_command_line.value) == (
         "streaming=True does not work with method='diffcse' (its unigram generator counts the whole corpus); drop "
         "streaming=True.")
+
+
+UNREADABLE = "\u2663\u2603 \u2606\u2665"  # [UNK] [UNK] to a BERT tokenizer: special tokens only
+
+
+def test_a_stream_says_the_sentences_of_special_tokens_only_it_drops(tiny_bert_dir, tmp_path, caplog):
+    """In memory such sentences are dropped with one warning (an example and the count); streamed, silently."""
+    corpus = _write(tmp_path / "c.txt", [*random_sentences(12), UNREADABLE, *random_sentences(6, seed=4),
+                                         UNREADABLE + " \u2606"])
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    stream = tokenize_stream(load_training_text(StreamingArguments(True, None, None),
+                                                _data_args(train_file=str(corpus)), seed=0), tok)
+    with caplog.at_level("WARNING", logger="hf_cse.streaming"):
+        assert len(list(stream)) == 18 and len(list(stream)) == 18  # two passes
+    said = [r.getMessage() for r in caplog.records if r.name == "hf_cse.streaming"]
+    assert len(said) == 2, said  # once each, not once a pass
+    assert said[0].startswith(f"dropping streamed training sentences that tokenize to special tokens only, e.g. "
+                              f"{UNREADABLE!r}")
+    assert said[1] == ("dropped 2 of 20 streamed training sentences that tokenize to special tokens only (in one pass "
+                       "over the stream)")
+    assert all("text" not in row for row in stream)
+
+
+def test_a_stream_of_special_tokens_only_is_refused_by_its_cause(tiny_bert_dir, tmp_path):
+    """It was refused as 'the training set is empty (no rows)', for a stream of 100 non-blank lines."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    rows = [f"{UNREADABLE} {chr(0x2600 + i)}" for i in range(100)]  # distinct: a stream of one text is refused so
+    assert all(set(ids) <= set(tok.all_special_ids) for ids in tok(rows)["input_ids"])
+    stream = load_training_text(StreamingArguments(True, None, None),
+                                _data_args(train_file=str(_write(tmp_path / "c.txt", rows))), seed=0)
+    with pytest.raises(DataError, match=rf"^all 100 streamed sentences tokenize to special tokens only \(e\.g\. "
+                                        rf"{rows[0]!r}\): the tokenizer cannot read this text\. Check the text's "
+                                        "encoding"):  # as the command line hands it over, tokenized
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=tiny_args(tmp_path / "out"),
+                           train_dataset=tokenize_stream(stream, tok), processing_class=tok)
