@@ -198,8 +198,17 @@ def _read_checked(stream, refusal):
     other)."""
     import datasets
 
-    return datasets.IterableDataset.from_generator(_checked_rows, features=stream.features,
-                                                   gen_kwargs={"stream": stream, "refusal": refusal})
+    return _described_as(stream, datasets.IterableDataset.from_generator(
+        _checked_rows, features=stream.features, gen_kwargs={"stream": stream, "refusal": refusal}))
+
+
+def _described_as(stream, made):
+    """``made`` (a stream made from a generator over ``stream``, named "generator" by datasets) with ``stream``'s
+    description: its data set's name (the trainer records it, :func:`hf_cse.trainer_options.data_facts`), config,
+    licence and citation."""
+    for field in ("dataset_name", "config_name", "description", "citation", "homepage", "license"):
+        setattr(made.info, field, getattr(stream.info, field))
+    return made
 
 
 def _checked_rows(stream, refusal):
@@ -330,8 +339,8 @@ def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int 
         return tokenizer(sentences_of(batch, "text", prompt), truncation=True, max_length=max_seq_length)
 
     tokenized = ds.map(tok, batched=True)  # the text kept for the example of a dropped row
-    return datasets.IterableDataset.from_generator(_kept_rows, gen_kwargs={
-        "stream": tokenized, "special": frozenset(tokenizer.all_special_ids), "said": _Said()})
+    return _described_as(ds, datasets.IterableDataset.from_generator(_kept_rows, gen_kwargs={
+        "stream": tokenized, "special": frozenset(tokenizer.all_special_ids), "said": _Said()}))
 
 
 class _Said:
