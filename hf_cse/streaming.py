@@ -3,7 +3,8 @@
 ``streaming`` reads the training text as a ``datasets`` iterable data set (local files or a Hub data set) and
 tokenizes it on the fly: nothing is read whole, nothing is written to the ``datasets`` cache, and memory does
 not grow with the corpus (``benchmarks/bench_streaming.py``). An iterable data set has no length, so a streamed
-run needs ``max_steps``; when the stream ends before, the Trainer reads it again from the start. Pair / triplet rows
+run needs ``max_steps``; when the stream ends before, the training loader reads it again from the start (pass
+after pass, :class:`hf_cse.trainer_batches.StreamPasses`). Pair / triplet rows
 (``pair_column``) stream too (:func:`load_pair_stream`).
 
 ``train_files=["a.txt", "b.txt"], train_weights=[0.7, 0.3]`` mixes several sources: each row comes from source ``i``
@@ -12,10 +13,12 @@ once (``all_exhausted``: the smaller ones are read again meanwhile). Without ``s
 into memory and mixed the same way.
 
 Resuming a streamed run: the Trainer skips the batches already trained by reading (and tokenizing) them again
-from the start of the stream and dropping them, so the resumed run continues with the batches the interrupted
-one would have trained next (the stream and its mixing are deterministic); skipping costs the time to read those
-rows, not to train on them. Streamed data is not searched for duplicate texts (:mod:`hf_cse.sampler` needs
-the whole data set).
+from the start of the stream and dropping them, over as many passes as they span, so the resumed run continues
+with the batches the interrupted one would have trained next (the stream and its mixing are deterministic);
+skipping costs the time to read those rows, not to train on them. Streamed data is not searched for duplicate
+texts (:mod:`hf_cse.sampler` needs the whole data set): the run records ``no_duplicates_in_batch`` false. Sentences
+that tokenize to special tokens only are dropped as in memory, said in a warning (an example, then the count of
+a pass), and a stream of nothing else is refused by that cause (:func:`tokenize_stream`).
 
 A streamed file is checked up front on its first 64 KiB only (as a file read whole is checked whole); a line
 further on that cannot be read (not UTF-8, a broken JSON line, a table row of too many fields) ends the run
@@ -24,6 +27,7 @@ when the stream gets there, in one line naming the file, the line and the fix (:
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from pathlib import Path
 
@@ -56,6 +60,8 @@ from .files import (
 )
 from .hub_reach import offline_if_unreachable
 from .text_files import check_json_head, check_table_header, find_unreadable_line, no_sentences_error
+
+logger = logging.getLogger(__name__)
 
 #: rows of a source whose text column is checked (types, numbers) before training
 HEAD_ROWS = 100
@@ -192,8 +198,17 @@ def _read_checked(stream, refusal):
     other)."""
     import datasets
 
-    return datasets.IterableDataset.from_generator(_checked_rows, features=stream.features,
-                                                   gen_kwargs={"stream": stream, "refusal": refusal})
+    return _described_as(stream, datasets.IterableDataset.from_generator(
+        _checked_rows, features=stream.features, gen_kwargs={"stream": stream, "refusal": refusal}))
+
+
+def _described_as(stream, made):
+    """``made`` (a stream made from a generator over ``stream``, named "generator" by datasets) with ``stream``'s
+    description: its data set's name (the trainer records it, :func:`hf_cse.trainer_options.data_facts`), config,
+    licence and citation."""
+    for field in ("dataset_name", "config_name", "description", "citation", "homepage", "license"):
+        setattr(made.info, field, getattr(stream.info, field))
+    return made
 
 
 def _checked_rows(stream, refusal):
@@ -315,12 +330,51 @@ def _pair_texts(wanted: dict[str, str], source: str, batch: dict[str, list], ind
 
 def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH,
                     prompt: str | None = None):
-    """Tokenized on the fly (truncation, no padding), rows of special tokens only dropped (as
-    :func:`hf_cse.data.drop_special_only` does for in-memory data); ``prompt`` in front of each sentence."""
-    special = set(tokenizer.all_special_ids)
+    """Tokenized on the fly (truncation, no padding), rows of special tokens only dropped and said
+    (:func:`_kept_rows`, as :func:`hf_cse.data.drop_special_only` does for in-memory data); ``prompt`` in front of
+    each sentence."""
+    import datasets
 
     def tok(batch):
         return tokenizer(sentences_of(batch, "text", prompt), truncation=True, max_length=max_seq_length)
 
-    tokenized = ds.map(tok, batched=True, remove_columns=["text"])
-    return tokenized.filter(lambda row: any(i not in special for i in row["input_ids"]))
+    tokenized = ds.map(tok, batched=True)  # the text kept for the example of a dropped row
+    return _described_as(ds, datasets.IterableDataset.from_generator(_kept_rows, gen_kwargs={
+        "stream": tokenized, "special": frozenset(tokenizer.all_special_ids), "said": _Said()}))
+
+
+class _Said:
+    """What :func:`_kept_rows` has said of a stream, across its passes (each pass reads the stream again)."""
+
+    def __init__(self):
+        self.example = self.count = False
+
+
+def _kept_rows(stream, special: frozenset, said: _Said):
+    """The tokenized rows of ``stream`` without its text, those of special tokens only dropped: the first dropped one
+    is said with its text, their count once a whole pass was read, and a stream of such rows only is refused by its
+    cause when it ends (the trainer's first global batch of it would be empty)."""
+    kept = dropped = 0
+    first = None
+    for row in stream:
+        text = row.pop("text", None)
+        if any(i not in special for i in row["input_ids"]):
+            kept += 1
+            yield row
+            continue
+        if not dropped:
+            first = text
+            if not said.example:
+                said.example = True
+                logger.warning("dropping streamed training sentences that tokenize to special tokens only, e.g. "
+                               "%.60r (control or zero-width characters, or characters outside the tokenizer's "
+                               "vocabulary); their count follows once the stream was read through", text)
+        dropped += 1
+    if dropped and not kept:
+        raise DataError(f"all {dropped} streamed sentences tokenize to special tokens only (e.g. {first!r:.60}): "
+                        "the tokenizer cannot read this text. Check the text's encoding and that the tokenizer fits "
+                        "the language.")
+    if dropped and not said.count:
+        said.count = True
+        logger.warning("dropped %d of %d streamed training sentences that tokenize to special tokens only (in one "
+                       "pass over the stream)", dropped, kept + dropped)

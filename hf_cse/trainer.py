@@ -333,7 +333,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         def export() -> None:
             info = self._options.recorded(training_info_from_run(
                 self.args, data=self._data_facts if data is None else data, train_metrics=self.train_metrics,
-                preset=preset, precision=describe(self.precision), dev=self.dev and self.dev.as_dict()))
+                preset=preset, precision=describe(self.precision), dev=self.dev and self.dev.as_dict()),
+                streamed=isinstance(self.train_dataset, torch.utils.data.IterableDataset))
             # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
             # the full model save_model just gathered and wrote
             sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled

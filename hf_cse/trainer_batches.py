@@ -18,6 +18,41 @@ from .training_args import global_batch_size
 logger = logging.getLogger("hf_cse.trainer")
 
 
+class StreamPasses(torch.utils.data.IterableDataset):
+    """A stream read again and again (the training loader's data set of a stream), each pass cut to its whole
+    global batches of ``batch_size`` rows (the rows after the last one are left out of that pass).
+
+    transformers cannot tell where a pass over a data set without length ends: it takes the epoch for ``max_steps``
+    steps long and, on resume, skips ``global_step`` x ``gradient_accumulation_steps`` batches of the epoch it
+    computes from that length. A resume past the first pass then ran the pass dry and began the next one from its
+    start, and a step's accumulation ended with a pass. One endless epoch of passes makes that count right: the
+    resumed run re-reads (and drops) the batches already trained, over as many passes as they span, and continues
+    with the batch the uninterrupted run trained next. Pass ``p`` reads the stream after ``set_epoch(p)`` (a shuffled
+    stream's order of that pass, as the Trainer's epoch ``p`` set it) and calls ``pass_begins(p)`` first (the
+    collations' key, :mod:`hf_cse.collator_rng`). A pass of no whole batch ends the reading (a stream too small, or a
+    loader worker the stream gives no shard)."""
+
+    def __init__(self, stream, batch_size: int, pass_begins):
+        super().__init__()
+        self.stream, self.batch_size, self.pass_begins = stream, batch_size, pass_begins
+
+    def __iter__(self):
+        from itertools import count
+
+        for number in count():
+            if hasattr(self.stream, "set_epoch"):
+                self.stream.set_epoch(number)
+            self.pass_begins(number)
+            batch, whole = [], 0
+            for row in self.stream:
+                batch.append(row)
+                if len(batch) == self.batch_size:  # held back until whole: the pass's last rows are left out
+                    yield from batch
+                    batch, whole = [], whole + 1
+            if not whole:
+                return
+
+
 class TrainingBatches(Trainer):
     """A mixin before ``Trainer`` in ``ContrastiveTrainer``'s bases; it reads the trainer's
     ``no_duplicates_in_batch``, ``_batch_sampler`` and ``_collator_draws``."""
@@ -90,13 +125,18 @@ class TrainingBatches(Trainer):
         The loader yields global batches, which Accelerate splits (``split_batches``): by default process 0 read one
         batch per process and joined them, which failed once the collator had padded them to different lengths.
         Split, each global batch is one collation of the rows a single process with that batch trains on, padded to
-        its longest row only (padding every batch to max_seq_length would join them, at the cost of every step)."""
+        its longest row only (padding every batch to max_seq_length would join them, at the cost of every step).
+
+        The loader reads the stream pass after pass without end (:class:`StreamPasses`): transformers takes the epoch
+        of a data set without length for ``max_steps`` steps long, so the whole run is its epoch 0, and a resumed run
+        skips the ``global_step`` x ``gradient_accumulation_steps`` batches already trained across the passes."""
         collator = seams.collator_with_removed_columns(self, self.data_collator, "Training")
+        size = global_batch_size(seams.train_batch_size(self), self.args.world_size)
+        passes = StreamPasses(self.train_dataset, size, self._collator_draws.epoch_begins)
         config = self.accelerator.dataloader_config
         asked, config.split_batches = config.split_batches, True
         try:
-            return self._prepared_loader(self.train_dataset, collator, drop_last=True, batch_size=global_batch_size(
-                seams.train_batch_size(self), self.args.world_size))
+            return self._prepared_loader(passes, collator, drop_last=True, batch_size=size)
         finally:
             config.split_batches = asked
 

@@ -55,7 +55,8 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         default=True,
         metadata={"help": "Keep identical texts (NFKC, case-folded, white space collapsed; every view of a row) out of "
                           "one global batch, where a copy would be a false negative: a clashing row waits for a later "
-                          "batch. false = the Trainer's plain random batches. See hf_cse/sampler.py."},
+                          "batch. false = the Trainer's plain random batches. Not applied to a stream (streaming "
+                          "holds no whole data set; its run records false). See hf_cse/sampler.py."},
     )
     cuda_graphs: str = field(
         default="auto",

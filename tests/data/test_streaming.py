@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from itertools import islice
 from types import SimpleNamespace
 
 import pytest
@@ -114,6 +115,9 @@ def test_a_streamed_run_trains_max_steps(tiny_bert_dir, tmp_path):
     info = json.loads((out / "training_info.json").read_text())
     assert info["data"]["source"] == "c.txt (weight 1)"
     assert info["data"]["streamed"] and "num_sentences" not in info["data"]  # unknown for a stream
+    # the no-duplicates sampler never sees a stream: the record and the card say it was not applied (not the default)
+    assert info["training_args"]["no_duplicates_in_batch"] is False
+    assert "| `no_duplicates_in_batch` | false |" in (out / "sentence-transformers" / "README.md").read_text()
 
 
 @pytest.mark.slow
@@ -174,6 +178,52 @@ def test_a_resumed_streamed_run_masks_its_batches_as_the_uninterrupted_one(tiny_
     resumed = run("cut", resume=str(tmp_path / "cut" / "checkpoint-3"))
     losses = lambda t: [(h["step"], h["loss"]) for h in t.state.log_history if "loss" in h][-3:]  # noqa: E731
     assert losses(resumed) == losses(full)
+    for (key, x), y in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(x, y), key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("batch", "accumulation", "max_steps", "checkpoint"), [(8, 1, 12, 8), (8, 2, 6, 3)],
+                         ids=["second_pass", "accumulated_across_passes"])
+def test_a_run_resumed_in_a_later_pass_of_the_stream_ends_as_the_uninterrupted_one(tiny_bert_dir, tmp_path, batch,
+                                                                                   accumulation, max_steps,
+                                                                                   checkpoint):
+    """40 lines in batches of 8: 5 batches a pass. transformers takes a stream's epoch for max_steps steps long, so a
+    run resumed past the first pass skipped more batches than a pass holds, ran it dry and began the next pass from
+    its start (other batches than the uninterrupted run's). With 2 batches a step, a step straddles two passes."""
+    corpus = _write(tmp_path / "c.txt", random_sentences(40, seed=3))
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    batches: dict[str, list] = {"full": [], "cut": []}
+
+    def run(out, resume=None):
+        stream = load_training_text(StreamingArguments(True, [str(corpus)], None), _data_args(), seed=0)
+        plain = collator(tok)
+
+        def recording(features):
+            batches["full" if out == "full" else "cut"].append([tuple(f["input_ids"]) for f in features])
+            return plain(features)
+
+        torch.manual_seed(0)
+        trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)),
+                                     args=tiny_args(tmp_path / out, per_device_train_batch_size=batch,
+                                                    gradient_accumulation_steps=accumulation, max_steps=max_steps,
+                                                    save_strategy="steps", save_steps=checkpoint,
+                                                    learning_rate=1e-2),
+                                     train_dataset=tokenize_stream(stream, tok), data_collator=recording)
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    full = run("full")
+    passes = [batches["full"][i:i + 5] for i in range(0, 10, 5)]
+    assert passes[0] == passes[1]  # every pass reads the stream again, in the same order
+    run("cut")
+    batches["cut"].clear()
+    resumed = run("cut", resume=str(tmp_path / "cut" / f"checkpoint-{checkpoint}"))
+    assert resumed.state.global_step == max_steps
+    trained = checkpoint * accumulation
+    assert batches["cut"][trained:trained + 2] == batches["full"][trained:trained + 2]  # after the skipped ones
+    losses = lambda t: [(h["step"], h["loss"]) for h in t.state.log_history if "loss" in h]  # noqa: E731
+    assert len(losses(resumed)) == max_steps and losses(resumed) == losses(full)
     for (key, x), y in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
         assert torch.equal(x, y), key
 
@@ -493,10 +543,12 @@ def test_each_pass_over_a_stream_has_whole_batches_only(processes, tiny_bert_dir
     if processes == 2:  # the loader as process 1 of 2 gets it (each process reads the stream, keeps its share)
         trainer.accelerator.prepare = partial(prepare_data_loader, num_processes=2, process_index=1,
                                               put_on_device=False, dispatch_batches=False)
-    batches = [batch["input_ids"][:, 0] for batch in trainer.get_train_dataloader()]
-    assert [len(batch) for batch in batches] == ([8, 8] if processes == 1 else [8])
+    # the loader reads pass after pass without end (StreamPasses): its first two passes
+    batches = [batch["input_ids"][:, 0] for batch in islice(trainer.get_train_dataloader(), 2 * (3 - processes))]
+    assert [len(batch) for batch in batches] == [8] * 2 * (3 - processes)
     firsts = [tok.decode(ids, skip_special_tokens=True) for batch in batches for ids in batch]
-    assert firsts == (rows[:16] if processes == 1 else rows[8:16])  # the remainder is left out, nothing repeated
+    # each pass's remainder is left out, nothing repeated within a pass
+    assert firsts == 2 * (rows[:16] if processes == 1 else rows[8:16])
 
 
 @pytest.mark.parametrize("rows", [0, 5])
@@ -549,3 +601,38 @@ def test_a_method_that_cannot_stream_is_refused_a_stream_before_it_is_read(tiny_
     assert str(refused.value) == str(on_the_command_line.value) == (
         "streaming=True does not work with method='diffcse' (its unigram generator counts the whole corpus); drop "
         "streaming=True.")
+
+
+UNREADABLE = "\u2663\u2603 \u2606\u2665"  # [UNK] [UNK] to a BERT tokenizer: special tokens only
+
+
+def test_a_stream_says_the_sentences_of_special_tokens_only_it_drops(tiny_bert_dir, tmp_path, caplog):
+    """In memory such sentences are dropped with one warning (an example and the count); streamed, silently."""
+    corpus = _write(tmp_path / "c.txt", [*random_sentences(12), UNREADABLE, *random_sentences(6, seed=4),
+                                         UNREADABLE + " \u2606"])
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    stream = tokenize_stream(load_training_text(StreamingArguments(True, None, None),
+                                                _data_args(train_file=str(corpus)), seed=0), tok)
+    with caplog.at_level("WARNING", logger="hf_cse.streaming"):
+        assert len(list(stream)) == 18 and len(list(stream)) == 18  # two passes
+    said = [r.getMessage() for r in caplog.records if r.name == "hf_cse.streaming"]
+    assert len(said) == 2, said  # once each, not once a pass
+    assert said[0].startswith(f"dropping streamed training sentences that tokenize to special tokens only, e.g. "
+                              f"{UNREADABLE!r}")
+    assert said[1] == ("dropped 2 of 20 streamed training sentences that tokenize to special tokens only (in one pass "
+                       "over the stream)")
+    assert all("text" not in row for row in stream)
+
+
+def test_a_stream_of_special_tokens_only_is_refused_by_its_cause(tiny_bert_dir, tmp_path):
+    """It was refused as 'the training set is empty (no rows)', for a stream of 100 non-blank lines."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    rows = [f"{UNREADABLE} {chr(0x2600 + i)}" for i in range(100)]  # distinct: a stream of one text is refused so
+    assert all(set(ids) <= set(tok.all_special_ids) for ids in tok(rows)["input_ids"])
+    stream = load_training_text(StreamingArguments(True, None, None),
+                                _data_args(train_file=str(_write(tmp_path / "c.txt", rows))), seed=0)
+    with pytest.raises(DataError, match=rf"^all 100 streamed sentences tokenize to special tokens only \(e\.g\. "
+                                        rf"{rows[0]!r}\): the tokenizer cannot read this text\. Check the text's "
+                                        "encoding"):  # as the command line hands it over, tokenized
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=tiny_args(tmp_path / "out"),
+                           train_dataset=tokenize_stream(stream, tok), processing_class=tok)
