@@ -100,3 +100,21 @@ def cut_short_run(folder) -> str:
         (folder / name).write_text("{}")
     (folder / "config.json").write_text('{"model_type": "hf_cse_simcse", "method": "simcse"}')
     return str(folder / "checkpoint-2")
+
+
+def saved_run(encoder, run, checkpoint: str, info: dict):
+    """A finished run's folder ``run``: an untrained SimCSE model of ``encoder`` with its tokenizer, a copy as its
+    ``checkpoint`` folder, its curves image and ``info`` as its training_info.json; returns ``run``."""
+    import json
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from hf_cse.models import SimCSEModel
+
+    SimCSEModel.from_encoder(str(encoder)).save_pretrained(run)
+    AutoTokenizer.from_pretrained(str(encoder)).save_pretrained(run)
+    shutil.copytree(run, run / checkpoint)
+    (run / "training_curves.png").write_bytes(b"png")
+    (run / "training_info.json").write_text(json.dumps(info))
+    return run

@@ -7,10 +7,9 @@ import json
 import shutil
 
 import pytest
-from transformers import AutoTokenizer
+from helpers import saved_run
 
 from hf_cse.export.training_info import for_checkpoint
-from hf_cse.models import SimCSEModel
 
 RUN_INFO = {"data": {"source": "mine.txt", "num_sentences": 321}, "training_args": {"learning_rate": 0.003},
             "train_metrics": {"train_loss": 0.123456}, "training_curves": "training_curves.png",
@@ -19,13 +18,8 @@ RUN_INFO = {"data": {"source": "mine.txt", "num_sentences": 321}, "training_args
 
 @pytest.fixture
 def run_with_checkpoint(tiny_bert_dir, tmp_path):
-    run = tmp_path / "run"
-    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(run)
-    AutoTokenizer.from_pretrained(str(tiny_bert_dir)).save_pretrained(run)
-    shutil.copytree(run, run / "checkpoint-3")
+    run = saved_run(tiny_bert_dir, tmp_path / "run", "checkpoint-3", RUN_INFO)
     (run / "checkpoint-3" / "hf_cse_settings.json").write_text(json.dumps({"learning_rate": 0.003, "seed": 7}))
-    (run / "training_info.json").write_text(json.dumps(RUN_INFO))
-    (run / "training_curves.png").write_bytes(b"png")
     return run
 
 

@@ -5,29 +5,22 @@ SentenceTransformer(<run>) gives the export's embeddings; the run's record and c
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
+from helpers import saved_run
 from sentence_transformers import SentenceTransformer
-from transformers import AutoTokenizer
 
 from hf_cse.export import ExportError, to_sentence_transformer
 from hf_cse.export.folders import point_run_folder_at_export
-from hf_cse.models import SimCSEModel
 
 pytestmark = pytest.mark.slow  # exports and loads
 
 
 @pytest.fixture
 def finished_run(tiny_bert_dir, tmp_path):
-    run = tmp_path / "run"
-    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(run)
-    AutoTokenizer.from_pretrained(str(tiny_bert_dir)).save_pretrained(run)
-    shutil.copytree(run, run / "checkpoint-2")
-    (run / "training_curves.png").write_bytes(b"png")
     info = {"data": {"source": "mine.txt", "num_sentences": 321}, "training_curves": "training_curves.png"}
-    (run / "training_info.json").write_text(json.dumps(info))
+    run = saved_run(tiny_bert_dir, tmp_path / "run", "checkpoint-2", info)
     out = to_sentence_transformer(str(run), run / "sentence-transformers", training_info=info)
     point_run_folder_at_export(run, out)
     return run
