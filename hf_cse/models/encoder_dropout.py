@@ -11,9 +11,12 @@ architectures: every numeric config field named ``*dropout*`` or ``*pdrop*`` tha
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..errors import CSEError
+
+logger = logging.getLogger(__name__)
 
 _BERT = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 _LLAMA = ("attention_dropout",)
@@ -59,13 +62,14 @@ def encoder_dropout(encoder_config) -> dict[str, float]:
 def identical_views_problem(method, encoder_config, dropout: float | None) -> str | None:
     """Why training ``method`` (a method model class) on plain sentences would learn nothing: its two views of a
     sentence differ only by dropout, and the encoder (``encoder_config``, with the ``dropout`` override when not
-    None) has none. In the library's terms, without the fix's spelling (the caller adds it); None when fine."""
-    if not getattr(method, "views_differ_by_dropout", True) or (dropout or 0.0) > 0:
+    None) has none. In the library's terms, without the fix's spelling (the caller adds it); None when fine, and
+    where ``dropout`` 0 was asked for (a deterministic check of the training step: :func:`check_views_differ` says
+    it)."""
+    if not getattr(method, "views_differ_by_dropout", True) or dropout is not None:
         return None
-    if dropout is None and any(rate > 0 for rate in encoder_dropout(encoder_config).values()):
+    if any(rate > 0 for rate in encoder_dropout(encoder_config).values()):
         return None
-    rates = encoder_dropout(encoder_config) if dropout is None else dict.fromkeys(dropout_fields(encoder_config),
-                                                                                 0.0)
+    rates = encoder_dropout(encoder_config)
     said = ", ".join(f"{name} {rate:g}" for name, rate in rates.items()) or "no dropout field in its config"
     name = method.method_name() if hasattr(method, "method_name") else method.__name__
     return (f"{name} trains on two dropout views of each sentence, but the {encoder_config.model_type!r} encoder has "
@@ -78,3 +82,7 @@ def check_views_differ(model) -> None:
     problem = identical_views_problem(type(model), config.encoder_config, config.dropout)
     if problem:
         raise CSEError(f"{problem}. Set the method config's dropout, e.g. dropout=0.1 (LLM2Vec's SimCSE uses 0.3).")
+    if config.dropout == 0 and getattr(type(model), "views_differ_by_dropout", True):
+        logger.warning("dropout=0 as asked: %s's two views of a sentence are identical, so it learns nothing but what "
+                       "its other terms teach (a deterministic check of the step; train with dropout > 0)",
+                       model.method_name() if hasattr(model, "method_name") else type(model).__name__)

@@ -4,6 +4,8 @@ training, in the library and on the command line."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 from helpers import random_sentences, tiny_args
@@ -75,7 +77,8 @@ def _sentence_rows(folder):
 
 
 @pytest.mark.slow
-def test_two_dropout_views_without_dropout_are_refused_before_training(llama_without_dropout, tmp_path):
+def test_two_dropout_views_without_dropout_are_refused_before_training(llama_without_dropout, tmp_path,
+                                                                       caplog):
     model = SimCSEModel.from_encoder(str(llama_without_dropout), pooler_type="last")
     data, tok = _sentence_rows(llama_without_dropout)
     with pytest.raises(CSEError, match=r"no dropout \(attention_dropout 0\).*dropout=0\.1") as err:
@@ -86,6 +89,11 @@ def test_two_dropout_views_without_dropout_are_refused_before_training(llama_wit
     # views that differ by their text need no dropout
     model = ESimCSEModel.from_encoder(str(llama_without_dropout), pooler_type="last")
     ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out3"), train_dataset=data, processing_class=tok)
+    # dropout 0 asked for (a deterministic check of the step, as benchmarks/gpu_engines.py runs): said, not refused
+    model = SimCSEModel.from_encoder(str(llama_without_dropout), pooler_type="last", dropout=0.0)
+    with caplog.at_level(logging.WARNING, logger="hf_cse.models.encoder_dropout"):
+        ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out4"), train_dataset=data, processing_class=tok)
+    assert "dropout=0 as asked: simcse's two views of a sentence are identical" in caplog.text
 
 
 def test_command_line_refuses_identical_views_before_loading(llama_without_dropout, tmp_path, monkeypatch):
