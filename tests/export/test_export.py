@@ -622,7 +622,9 @@ def test_run_unsup_exports_and_pushes_the_sentence_transformers_model(tiny_bert_
     st_dir = tmp_path / "out" / "sentence-transformers"
     card = (st_dir / "README.md").read_text()
     assert_no_placeholders(card)
-    assert "train.txt" in card and "| Training sentences | 24 |" in card and "| `max_steps` | 2 |" in card
+    assert "train.txt" in card and "| `max_steps` | 2 |" in card
+    # 2 steps of 8 of its 24 sentences: the card says the share the run saw
+    assert "| Training sentences | 24 (the run trained 0.667 of an epoch: about 16 of them) |" in card
     assert (tmp_path / "out" / "training_info.json").is_file()
     [(repo, folder, _)] = fake_hub["upload_folder"]
     assert repo == "someone/run" and (folder / "modules.json").is_file()  # the export, not the checkpoint
