@@ -109,12 +109,12 @@ def checkpoint_schedule_change(checkpoint, args) -> str | None:
     return schedule_change(*steps, args.max_steps, args) if steps else None
 
 
-def _evaluations(state: TrainerState, key: str) -> list[tuple[int, float]]:
+def _evaluations(state: TrainerState, key: str, since: int = 0) -> list[tuple[int, float]]:
     """The evaluations of ``key`` transformers' selection compared, in order: the first logged at each step after
     step 0 up to the state's step (the score before the first step, and the one a resumed run logs again at its
-    checkpoint's step, are no candidates)."""
+    checkpoint's step, are no candidates), among the ``log_history`` entries from ``since`` on."""
     seen: dict[int, float] = {}
-    for entry in state.log_history:
+    for entry in state.log_history[since:]:
         step = entry.get("step", 0)
         if key in entry and 0 < step <= state.global_step and step not in seen:
             seen[step] = float(entry[key])
@@ -131,6 +131,17 @@ def _best(evaluations: list[tuple[int, float]], greater_is_better: bool) -> tupl
     return step, (best if step is not None else None)
 
 
+def _keep_best(state: TrainerState, evaluations: list[tuple[int, float]], greater_is_better: bool,
+               folder: Path) -> tuple[int | None, float | None]:
+    """Make the best of ``evaluations`` whose checkpoint is still in ``folder`` the best of ``state``; returns its
+    step and score (None: none is left)."""
+    kept = [(at, v) for at, v in evaluations if (folder / f"{CHECKPOINT_PREFIX}-{at}").is_dir()]
+    step, value = _best(kept, greater_is_better)
+    state.best_metric, state.best_global_step = value, step
+    state.best_model_checkpoint = str(folder / f"{CHECKPOINT_PREFIX}-{step}") if step else None
+    return step, value
+
+
 def reselect_best(state: TrainerState, args, output_dir, checkpoint: str) -> str | None:
     """Where the best checkpoint of ``state`` (resumed from ``checkpoint``) was not chosen by ``args``'
     ``metric_for_best_model`` and ``greater_is_better``, choose it again under them (module doc), updating ``state``;
@@ -144,12 +155,9 @@ def reselect_best(state: TrainerState, args, output_dir, checkpoint: str) -> str
     if state.best_metric == value and (state.best_global_step is None or state.best_global_step == step):
         return None  # the same selection: transformers' own replay of the same evaluations
     folder = Path(output_dir)
-    kept = [(at, v) for at, v in evaluations if (folder / f"{CHECKPOINT_PREFIX}-{at}").is_dir()]
-    kept_step, kept_value = _best(kept, bool(args.greater_is_better))
     old = (f"best_metric {state.best_metric:.6g} at step {state.best_global_step}" if state.best_metric is not None
            else "no best_metric")
-    state.best_metric, state.best_global_step = kept_value, kept_step
-    state.best_model_checkpoint = str(folder / f"{CHECKPOINT_PREFIX}-{kept_step}") if kept_step else None
+    kept_step, kept_value = _keep_best(state, evaluations, bool(args.greater_is_better), folder)
     direction = "greater" if args.greater_is_better else "smaller"
     chosen = (f"{CHECKPOINT_PREFIX}-{kept_step} ({key} {kept_value:.6g})" if kept_step
               else "none (no evaluated step's checkpoint is left: the evaluations from here on choose)")
@@ -198,12 +206,8 @@ def restart_selection(state: TrainerState, args, output_dir, checkpoint: str, ch
     if not metric:
         return line
     key = metric if metric.startswith("eval_") else f"eval_{metric}"
-    new = [(entry.get("step", 0), float(entry[key])) for entry in state.log_history[change.logged_before:]
-           if key in entry and 0 < entry.get("step", 0) <= state.global_step]
-    kept = [(at, v) for at, v in new if (folder / f"{CHECKPOINT_PREFIX}-{at}").is_dir()]
-    step, value = _best(kept, bool(args.greater_is_better))
-    state.best_metric, state.best_global_step = value, step
-    state.best_model_checkpoint = str(folder / f"{CHECKPOINT_PREFIX}-{step}") if step else None
+    new = _evaluations(state, key, since=change.logged_before)  # the first: the checkpoint scored again
+    step, value = _keep_best(state, new, bool(args.greater_is_better), folder)
     chosen = (f"{CHECKPOINT_PREFIX}-{step} ({key} {value:.6g} on the new data) until a later evaluation beats it"
               if step else "the evaluations on the new data from here on")
     return (f"{line}: the best checkpoint{f', {old} on the earlier data,' if old else ''} is chosen again by {key} "
