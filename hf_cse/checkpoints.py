@@ -170,13 +170,16 @@ def saved_files_problem(folder: Path, json_files: tuple[str, ...] = ("config.jso
     return weights_problem(folder)
 
 
+def json_object(path: Path) -> dict | None:
+    """The JSON object a file holds, or None where it is missing, unreadable (:func:`read_json`) or holds no
+    object."""
+    value, problem = read_json(path)
+    return value if problem is None and isinstance(value, dict) else None
+
+
 def saved_config(folder: Path) -> dict | None:
     """The config.json of a saved model folder, or None where there is none or it cannot be read as a JSON object."""
-    try:
-        config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return config if isinstance(config, dict) else None
+    return json_object(Path(folder) / "config.json")
 
 
 def other_model(folder: Path) -> str | None:
@@ -210,6 +213,7 @@ def checkpoint_problem(folder: Path) -> str | None:
 
 
 def checkpoint_step(folder: Path) -> int:
+    """The step of a folder named ``checkpoint-<step>``, -1 for any other name."""
     return int(folder.name[len(CHECKPOINT_PREFIX) + 1:]) if is_checkpoint_name(folder.name) else -1
 
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checkpoints import training_run_files
+from ..checkpoints import read_json, training_run_files
 from ..checks import check_writable
 from ..folder_lock import first_missing_folder, remove_made_folders
 from ..output_folder import TOKENIZER_FILES, OutputFolderError, claim_output_dir, listing, matching
@@ -53,10 +53,7 @@ def export_files(folder: Path) -> list[str]:
     ``modules.json`` names (``file.Class``: an export made before records listed its files)."""
     names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
     written = set(recorded_export_files(folder)) | set(matching(names, EXPORT_FILES))
-    try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        modules = []
+    modules, _ = read_json(folder / "modules.json")
     for module in modules if isinstance(modules, list) else []:
         kind = str(module.get("type", "")) if isinstance(module, dict) else ""
         if kind.count(".") == 1:  # a module of the folder's own code, not sentence_transformers.<...>

@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..checkpoints import training_run_files
-from ..run_files import CHECKPOINT_PREFIX, RUN_SETTINGS_FILE, TRAIN_RESULTS_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
+from ..checkpoints import checkpoint_step as folder_step
+from ..checkpoints import json_object, training_run_files
+from ..run_files import RUN_SETTINGS_FILE, TRAIN_RESULTS_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
 from ..run_settings import TRAINING_SETTINGS
 from ..writing import json_safe
 
@@ -64,14 +65,12 @@ def is_evaluation_results(info: Mapping[str, Any]) -> bool:
 
 
 def checkpoint_step(checkpoint: Any) -> int | None:
-    """The step of a run's ``checkpoint-<step>`` folder (a local one), None for anything else (a run's final model,
-    a Hub id, a loaded model)."""
-    if not isinstance(checkpoint, (str, Path)):
+    """The step of a run's ``checkpoint-<step>`` folder (a local one, named so once resolved), None for anything else
+    (a run's final model, a Hub id, a loaded model)."""
+    if not isinstance(checkpoint, (str, Path)) or not Path(checkpoint).expanduser().is_dir():
         return None
-    folder = Path(checkpoint).expanduser()
-    name = folder.resolve().name if folder.is_dir() else ""
-    prefix, _, step = name.partition("-")
-    return int(step) if prefix == CHECKPOINT_PREFIX and step.isdigit() else None
+    step = folder_step(Path(checkpoint).expanduser().resolve())
+    return step if step >= 0 else None
 
 
 def run_folders(checkpoint: str | Path) -> list[Path]:
@@ -97,21 +96,13 @@ def for_checkpoint(info: Mapping[str, Any] | None, checkpoint: Any) -> dict[str,
         return dict(info) if info is not None else None
     kept = {k: v for k, v in (info or {}).items() if k not in FINAL_MODEL_KEYS}
     if not kept.get("training_args"):
-        settings = _json_object(Path(checkpoint).expanduser() / RUN_SETTINGS_FILE)
+        settings = json_object(Path(checkpoint).expanduser() / RUN_SETTINGS_FILE)
         args = {k: v for k, v in (settings or {}).items() if k in TRAINING_SETTINGS and v is not None}
         if args:
             kept["training_args"] = args
     kept["checkpoint"] = (f"step {step} of its run (the run's dev scores, final training metrics and curves are "
                           "those of the run's final model, so they are not shown)")
     return kept
-
-
-def _json_object(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def recorded_run_folder(info: Mapping[str, Any]) -> str | None:
