@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +15,10 @@ from .data_sources import load_named_dataset
 from .files import (
     DataError,
     check_train_file,
-    is_tsv,
-    read_table,
     read_text,
     strip_column_names,
     table_loader_args,
+    table_records,
 )
 from .hub_reach import is_offline, offline_fix, offline_if_unreachable
 from .padding import pad_token_rows
@@ -51,16 +51,9 @@ def read_sentences(train_file: str | Path, text_column: str | None = None) -> li
     if path.suffix.lower() in JSON_SUFFIXES:
         lines = read_json_sentences(path, text_column)
     elif path.suffix.lower() in TABLE_SUFFIXES:
-        rows = read_table(path, "train_file")  # .tsv: tabs only, no quoting
-        columns = [c.strip() for c in rows[0]] if rows else []
+        columns, records = table_records(io.StringIO(text, newline=""), path)  # .tsv: tabs only, no quoting
         column = table_text_column(path, columns, text_column)
-        lines = []
-        for lineno, row in enumerate(rows[1:], 2):
-            if len(row) != len(columns) and any(cell.strip() for cell in row):
-                raise DataError(f"{path}: line {lineno} has {len(row)} fields, the header has {len(columns)}. "
-                                + ("Quote fields that hold the delimiter, or fix the row." if not is_tsv(path) else
-                                   "A .tsv is split on every tab (no quoting): fix the row."))
-            lines.append(row[columns.index(column)] if len(row) == len(columns) else "")
+        lines = [record[column] for _, record in records]
         filled = [text for text in lines if text.strip()]
         numbers = sum(map(is_number, filled))
         if filled and numbers == len(filled):
@@ -346,13 +339,11 @@ def load_pair_dataset(
         rows = ds.select_columns(list(dict.fromkeys(wanted.values()))).to_list()
     else:
         source = str(path)
-        check_layout(path, read_text(path, "train_file"))  # a .csv separated by semicolons: one column
-        table = read_table(path, "train_file")  # .tsv: tabs only, no quoting
-        columns = [c.strip() for c in table[0]] if table else []
-        rows = [dict(zip(columns, row)) for row in table[1:] if any(cell.strip() for cell in row)]
-        for row in rows:
-            for column in columns:
-                row.setdefault(column, None)
+        text = read_text(path, "train_file")
+        check_layout(path, text)  # a .csv separated by semicolons: one column
+        columns, records = table_records(io.StringIO(text, newline=""), path)  # .tsv: tabs only, no quoting
+        check_pair_rows([], columns, wanted, source)  # a missing column fails before the rows are read
+        rows = [record for _, record in records]
     check_pair_rows(rows, columns, wanted, source)
     return datasets.Dataset.from_dict(
         {name: [str(row[column]).strip() for row in rows] for name, column in zip(PAIR_COLUMNS, wanted.values())}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .checkpoints import read_json
@@ -220,3 +221,40 @@ def table_rows(text: str, path, delimiter: str | None = None) -> list[list[str]]
     if delimiter == "\t" or (delimiter is None and is_tsv(path)):
         return [line.split("\t") for line in text.splitlines()]
     return list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter or ","))
+
+
+def table_records(lines: Iterable[str], path, complete: bool = True) -> tuple[list[str], Iterator[tuple[int, dict]]]:
+    """A table's header (its first row, names stripped of spaces) and its data rows, read lazily as
+    ``(line number, {column: cell})``; ``lines``: the table's lines (an open file, or ``io.StringIO(text,
+    newline="")``), split as :func:`table_rows` splits ``path``'s. Blank lines are skipped; a row with another number
+    of fields than the header is refused by its line: an unquoted comma in a sentence would otherwise shift or cut
+    its cells, and a missing one read as an empty cell. ``complete=False``: ``lines`` is a file's start, whose last
+    row may be cut, so not checked. A header naming a column twice is refused (which one would be read?)."""
+    if is_tsv(path):
+        rows = ((number, line.rstrip("\r\n").split("\t")) for number, line in enumerate(lines, 1))
+    else:
+        reader = csv.reader(lines)
+        rows = ((reader.line_num, row) for row in reader)
+    header = [name.strip() for name in next(rows, (0, []))[1]]
+    repeated = next((name for i, name in enumerate(header) if name and name in header[:i]), None)
+    if repeated is not None:
+        raise DataError(f"{path}: its header names the column {repeated!r} twice; give each column its own name.")
+    fix = ("A .tsv is split on every tab (no quoting): fix the row." if is_tsv(path) else
+           "Quote fields that hold the delimiter, or fix the row.")
+
+    def checked(number: int, row: list[str]) -> tuple[int, dict]:
+        if len(row) != len(header):
+            raise DataError(f"{path}: line {number} has {len(row)} fields, the header has {len(header)}. {fix}")
+        return number, dict(zip(header, row))
+
+    def records() -> Iterator[tuple[int, dict]]:
+        pending = None  # one row behind, so that the last one is known (complete=False leaves it unchecked)
+        for number, row in rows:
+            if any(cell.strip() for cell in row):
+                if pending is not None:
+                    yield checked(*pending)
+                pending = number, row
+        if pending is not None and (complete or len(pending[1]) == len(header)):
+            yield checked(*pending)
+
+    return header, records()

@@ -27,6 +27,7 @@ when the stream gets there, in one line naming the file, the line and the fix (:
 
 from __future__ import annotations
 
+import io
 import logging
 from functools import partial
 from pathlib import Path
@@ -54,9 +55,8 @@ from .files import (
     HEAD_BYTES,
     check_text_head,
     check_train_file,
-    is_tsv,
     strip_column_names,
-    table_loader_args,
+    table_records,
 )
 from .hub_reach import offline_if_unreachable
 from .text_files import check_json_head, check_table_header, find_unreadable_line, no_sentences_error
@@ -126,6 +126,10 @@ def _check_start(path: Path, flag: str, text_column: str | None, sentences: bool
     check_layout(path, text)
     if sentences:
         check_table_header(path, text, text_column)
+    if path.suffix.lower() in TABLE_SUFFIXES:  # its rows' fields too, before training rather than mid-run
+        complete = path.stat().st_size < HEAD_BYTES  # else the head's last row may be cut (a quoted line break)
+        for _ in table_records(io.StringIO(text, newline=""), path, complete=complete)[1]:
+            pass
     check_json_head(path, text, text_column)
 
 
@@ -147,8 +151,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         check_text_column_applies(p, text_column)
         suffix = p.suffix.lower()
         if suffix in TABLE_SUFFIXES:  # read as hf_cse.files.read_table reads it (a .tsv without quoting)
-            ds = datasets.load_dataset("csv", data_files=str(p), split="train", streaming=streaming,
-                                       **table_loader_args(p))
+            ds = _table_stream(p)
         elif suffix in JSON_SUFFIXES:
             ds = datasets.load_dataset("json", data_files=str(p), split="train", streaming=streaming,
                                        chunksize=STREAM_CHUNK)
@@ -187,6 +190,26 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     if not streaming and len(ds) == 0:
         raise no_sentences_error(source)
     return ds
+
+
+def _table_stream(path: Path):
+    """A ``.csv`` / ``.tsv`` file streamed as :func:`hf_cse.files.table_records` reads it (as it is read whole): every
+    cell a string, a row whose number of fields is not the header's refused by its line when the stream reaches it
+    (``datasets``' CSV reader fills a short row's missing cells with empty strings, which passed as blank lines)."""
+    import datasets
+
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        columns = [name for name in table_records(fh, path)[0] if name]
+    return datasets.IterableDataset.from_generator(
+        _table_rows, features=datasets.Features({name: datasets.Value("string") for name in columns}),
+        gen_kwargs={"path": str(path)})  # no list there: datasets would read it as shards
+
+
+def _table_rows(path: str):
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        header, records = table_records(fh, path)
+        for _, record in records:
+            yield {name: record[name] for name in header if name}
 
 
 def _read_checked(stream, refusal):
@@ -238,18 +261,13 @@ def _dataset_unreadable(name: str, rows_read: int, err: Exception) -> DataError 
 
 def _unreadable(path: Path, rows_read: int, err: Exception) -> DataError | None:
     """The refusal of ``path``, whose reader failed with ``err`` after ``rows_read`` rows: the first line that is not
-    UTF-8 or (JSON lines) not JSON, found by reading the file again up to it, or the row of a table that pandas
-    could not split; None where no such line is found and ``err`` is no decoding error (then it is no fault of
-    the file that hf_cse can name), and for an error that is no ``ValueError`` (UnicodeDecodeError, a broken JSON
-    line -- pyarrow's, ujson's --, pandas' ParserError are)."""
+    UTF-8 or (JSON lines) not JSON, found by reading the file again up to it; None where no such line is found and
+    ``err`` is no decoding error (then it is no fault of the file that hf_cse can name), and for an error that is no
+    ``ValueError`` (UnicodeDecodeError, a broken JSON line -- pyarrow's, ujson's -- are). A table's row with the
+    wrong number of fields is refused by :func:`_table_stream` itself."""
     if not isinstance(err, ValueError):
         return None
     met = f"met mid-stream (only the first {HEAD_BYTES >> 10} KiB are checked up front)"
-    from pandas.errors import ParserError  # datasets reads a .csv / .tsv with pandas
-
-    if isinstance(err, ParserError):  # "Error tokenizing data. C error: Expected 2 fields in line 30002, saw 3"
-        how = "a .tsv is split on every tab, without quoting" if is_tsv(path) else "quote fields that hold a comma"
-        return DataError(f"{path}: {str(err).strip().rstrip('.')}, {met}. Fix the row ({how}).")
     with path.open("rb") as fh:
         start = fh.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
     json_lines = path.suffix.lower() in JSON_SUFFIXES and not start.startswith(b"[")  # a list is read whole
@@ -300,8 +318,7 @@ def load_pair_stream(data_args):
         ds = _read_checked(ds, partial(_dataset_unreadable, data_args.dataset_name))
     else:
         _check_start(path, "train_file", None, sentences=False)
-        ds = datasets.load_dataset("csv", data_files=str(path), split="train", streaming=True,
-                                   **table_loader_args(path))
+        ds = _table_stream(path)
         source = str(path)
         ds = _read_checked(ds, partial(_unreadable, path))
     names = list(ds.column_names or next(iter(ds.take(1)), {}))  # a CSV stream's: those of its first row

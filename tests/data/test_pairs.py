@@ -253,11 +253,14 @@ def no_model_load(monkeypatch):
         ([("a b", "", "c")] * 9, [],
          r"9 row\(s\) with an empty 'pos' cell \(pair_column\), data rows 1, 2, 3, 4, 5 \.\.\."),
         ([("a b", "b", "c")] * 3, [], r"has 3 rows, fewer than one global batch of 8"),
+        # read whole, the stray field was cut off without a word
+        ([("a b", "b", "c")] * 9 + [("an anchor", "a positive", "a negative", "a stray field")], [],
+         r"t\.tsv: line 11 has 4 fields, the header has 3\. A \.tsv is split on every tab \(no quoting\)"),
         (None, ["--negative_column", "neg", "--loss", "mpt"],
          r"loss 'mpt' has no defined use for hard negatives.*infonce"),
         (None, ["--method", "diffcse"], r"--pair_column does not work with --method diffcse"),
     ],
-    ids=["missing_pair_column", "missing_negative_column", "empty_cells", "under_one_batch",
+    ids=["missing_pair_column", "missing_negative_column", "empty_cells", "under_one_batch", "extra_field",
          "negatives_for_a_loss_without_them", "diffcse"],
 )
 @pytest.mark.parametrize("streamed", [False, True], ids=["read_whole", "streamed"])
