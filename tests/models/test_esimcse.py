@@ -25,6 +25,7 @@ from helpers import long_sentences, random_sentences, tiny_args, tiny_train_data
 from transformers import AutoConfig, AutoTokenizer, BertModel
 
 from hf_cse.cached import IncompatibleOptionsError, check_cached_compatible
+from hf_cse.errors import CSEError
 from hf_cse.losses import build_loss
 from hf_cse.models import get_method
 from hf_cse.models.esimcse import ESIMCSE, ESimCSEConfig, ESimCSEModel, repeat_tokens
@@ -111,6 +112,32 @@ def test_the_collator_pairs_each_sentence_with_its_repeated_copy_the_same_in_any
     assert longer > 0
     other_seed = type(collate)(tok, dup_rate=0.32, seed=collate.seed + 1)(features)
     assert not torch.equal(other_seed["input_ids"], batch["input_ids"])
+
+
+def test_padding_and_the_prompt_are_no_part_of_the_repeated_sentence(tiny_bert_dir):
+    """A data set tokenized with padding had its [PAD]s counted in the sentence's length, drawn and repeated (and
+    the last [PAD], not [SEP], kept out); the model's prompt, tokenized in front of each sentence, was repeated as if
+    it were the sentence's words. The draws are now made over the sentence's own tokens with its special tokens."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    collate = ESimCSEModel.collator(tok, ESimCSEConfig(dup_rate=0.32))
+    for sentence in random_sentences(40, seed=3):
+        plain = tok(sentence)
+        padded = tok(sentence, padding="max_length", max_length=len(plain["input_ids"]) + 20)
+        assert collate.repeated(padded) == collate.repeated(plain)
+    prompted = ESimCSEModel.collator(tok, ESimCSEConfig(dup_rate=0.32, prompt="query: "))
+    prompt_ids = tok("query:", add_special_tokens=False)["input_ids"]
+    repeats = 0
+    for sentence in random_sentences(40, seed=4):
+        ids = tok("query: " + sentence)["input_ids"]
+        assert ids[1:1 + len(prompt_ids)] == prompt_ids
+        two = prompted.repeated({"input_ids": ids})["input_ids"]
+        assert two[:1 + len(prompt_ids)] == ids[:1 + len(prompt_ids)]  # the prompt once, in place
+        own = ids[:1] + ids[1 + len(prompt_ids):]  # the sentence with its special tokens
+        rest = two[:1] + two[1 + len(prompt_ids):]
+        extra = len(rest) - len(own)
+        assert 0 <= extra < max(1, int(0.32 * len(own))) and rest[0] == own[0] and rest[-1] == own[-1]
+        repeats += extra
+    assert repeats > 0
 
 
 def test_the_paper_rule_repeats_at_most_max_2_or_rate_times_n_ordinary_tokens(tiny_bert_dir):
@@ -355,3 +382,20 @@ def test_two_processes_enqueue_the_gathered_batch_once_and_equal_one_process(tin
     torch.testing.assert_close(rank0["queue"], one["queue"], rtol=0, atol=1e-5)
     assert rank0["loss"] == pytest.approx(one["loss"], rel=1e-5)
     torch.testing.assert_close(rank0["grads"], one["grads"], rtol=0, atol=1e-5 * max(1.0, one["grads"].abs().max()))
+
+
+def test_a_prompt_the_tokenizer_merges_into_the_sentence_is_refused_in_one_line():
+    """Byte-level BPE (RoBERTa, GPT-2) merges a prompt without a word boundary into the sentence's first word: its
+    tokens cannot be told from the sentence's, so the collator refuses it instead of repeating a mix of both."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["querya sentence", "query: a sentence"] * 50 + random_sentences(200), vocab_size=400,
+                            min_frequency=1, special_tokens=["<s>", "</s>", "<pad>"])
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    assert ESimCSEModel.collator(tok, ESimCSEConfig(prompt="query: "))._prompt_ids  # a boundary: kept apart
+    with pytest.raises(CSEError, match=r"^esimcse: the tokenizer splits the prompt 'query' differently in front of "
+                                       r"a sentence than alone.*train without prompt") as err:
+        ESimCSEModel.collator(tok, ESimCSEConfig(prompt="query"))
+    assert "\n" not in str(err.value)

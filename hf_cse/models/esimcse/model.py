@@ -176,7 +176,8 @@ class ESimCSEModel(CSEPreTrainedModel):
 
         # repeated views are capped at the encoder's position limit: a sentence tokenized at that limit grows past it
         return with_masked_lm(WordRepetitionCollator(tokenizer, dup_rate=config.dup_rate, rule=config.dup_rule,
-                                                     max_length=encoder_max_length(config.encoder_config)),
+                                                     max_length=encoder_max_length(config.encoder_config),
+                                                     prompt=config.prompt),
                               tokenizer, config)
 
     @torch.no_grad()

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import torch
 
 from ...data import TwoViewCollator
+from ...errors import CSEError
 
 #: how many tokens are repeated and where: the authors' code (default) or the paper's §3.1 formula
 DupRule = Literal["code", "paper"]
@@ -78,6 +79,9 @@ class WordRepetitionCollator(TwoViewCollator):
     rule: DupRule = "code"
     seed: int | None = None
     max_length: int | None = None
+    #: the model's ``prompt`` (``CSEConfig.prompt``), tokenized in front of every sentence: no part of the sentence,
+    #: so never repeated nor counted in its length
+    prompt: str | None = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -89,18 +93,42 @@ class WordRepetitionCollator(TwoViewCollator):
         limits = [n for n in (limit if isinstance(limit, int) and limit < 1_000_000 else None, self.max_length)
                   if n is not None]
         self._max_length = min(limits) if limits else None
+        self._prompt_ids: list[int] = []
+        if self.prompt and self.prompt.strip():
+            # a prompt's trailing space belongs to the sentence's first token (BPE: "Ġthe"): left out here
+            self._prompt_ids = self.tokenizer(self.prompt.rstrip(), add_special_tokens=False)["input_ids"]
+            sample = self.tokenizer(self.prompt + "a sentence")["input_ids"]
+            if self._prompt_start(sample) is None:
+                raise CSEError(f"esimcse: the tokenizer splits the prompt {self.prompt!r} differently in front of a "
+                               "sentence than alone, so its tokens cannot be kept out of the repeated ones; train "
+                               "without prompt, or end the prompt with a word boundary (': ').")
+
+    def _prompt_start(self, ids: list[int]) -> int | None:
+        """Where the prompt's tokens start in a row's ids (after its leading special token, if any); None: not
+        there."""
+        n = len(self._prompt_ids)
+        return next((start for start in (0, 1) if ids[start:start + n] == self._prompt_ids), None)
 
     def row_rng(self, ids: list[int]) -> random.Random:
         """The generator of one row's draws: the same for the same sentence and seed, wherever it is collated."""
         return random.Random(f"{self.seed}/{','.join(map(str, ids))}")
 
     def repeated(self, feature: dict[str, Any]) -> dict[str, list[int]]:
-        ids = list(feature["input_ids"])
-        special = (self.tokenizer.get_special_tokens_mask(ids, already_has_special_tokens=True)
-                   if self.rule == "paper" else None)
-        positions = repeated_positions(ids, self.dup_rate, self.row_rng(ids), self.rule, special)
-        row = {k: repeat_at(list(feature[k]), positions) for k in ("input_ids", "attention_mask", "token_type_ids")
+        """A row's repeated view, drawn over the sentence's own tokens with its special tokens: padding (a data set
+        tokenized with it) and the prompt's tokens are no part of it, so never repeated nor counted."""
+        mask = feature.get("attention_mask")
+        real = [i for i, m in enumerate(mask) if m] if mask is not None else range(len(feature["input_ids"]))
+        row = {k: [feature[k][i] for i in real] for k in ("input_ids", "attention_mask", "token_type_ids")
                if k in feature}
+        ids = row["input_ids"]
+        start = self._prompt_start(ids) if self._prompt_ids else None
+        skip = len(self._prompt_ids) if start is not None else 0
+        drawn = ids[:start] + ids[start + skip:] if skip else ids
+        special = (self.tokenizer.get_special_tokens_mask(drawn, already_has_special_tokens=True)
+                   if self.rule == "paper" else None)
+        positions = [p + skip if skip and p >= start else p
+                     for p in repeated_positions(drawn, self.dup_rate, self.row_rng(ids), self.rule, special)]
+        row = {k: repeat_at(v, positions) for k, v in row.items()}
         row.setdefault("attention_mask", [1] * len(row["input_ids"]))
         if self._max_length is not None and len(row["input_ids"]) > self._max_length:
             row = {k: v[: self._max_length - 1] + v[-1:] for k, v in row.items()}
