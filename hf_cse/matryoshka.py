@@ -78,7 +78,11 @@ class MatryoshkaLoss(nn.Module):
         metrics: dict[str, Any] = {}
         for i, (d, w) in enumerate(zip(self.dims, self.weights, strict=True)):
             cut = {k: (v[:, :d] if isinstance(v, torch.Tensor) and v.dim() == 2 else v) for k, v in extra.items()}
-            out = self.loss(z1[:, :d], z2[:, :d], **cut)
+            try:
+                out = self.loss(z1[:, :d], z2[:, :d], **cut)
+            except CSEError as err:  # e.g. rows whose leading d values are all 0: the whole rows may be fine
+                raise CSEError(f"{err} (Matryoshka: in the embeddings' first {d} dimensions, {DIMS_FIELD} {d})"
+                               ) from None
             term = w * out.loss
             total = term if total is None else total + term
             if i == 0:

@@ -14,6 +14,7 @@ from transformers import AutoConfig, AutoTokenizer
 from hf_cse.cached import cached_step
 from hf_cse.cli import train as train_cli
 from hf_cse.data import TwoViewCollator
+from hf_cse.errors import CSEError
 from hf_cse.integrations.sentence_transformers import CachedCSELoss, CSELoss
 from hf_cse.losses import available_losses, build_loss, get_loss_class
 from hf_cse.matryoshka import MatryoshkaLoss, check_matryoshka
@@ -50,6 +51,14 @@ def test_several_dimensions_are_the_weighted_sum_with_hard_negatives_cut_too():
     full = loss(z1, z2, z_neg=zneg).metrics  # the diagnostics are those of the largest dimension
     assert out.metrics["pos_cos"].item() == pytest.approx(full["pos_cos"].item())
 
+
+def test_a_prefix_that_cannot_be_normalised_is_named_by_its_dimensions():
+    """A row whose first 4 values are 0 is fine whole; the loss's refusal named z1 only, not the prefix."""
+    z1, z2 = torch.randn(8, 16), torch.randn(8, 16)
+    z1[3, :4] = 0
+    with pytest.raises(CSEError, match=r"^infonce: 1 of 8 rows of z1 cannot be normalised \(row 3's .* \(Matryoshka: "
+                                       r"in the embeddings' first 4 dimensions, matryoshka_dims 4\)$"):
+        MatryoshkaLoss(build_loss("infonce"), [16, 4])(z1, z2)
 
 @pytest.mark.parametrize("loss", ["infonce", "focal_infonce", "dcl", "arccon", "off_dropout_infonce"])
 def test_gradients_in_float64(loss):

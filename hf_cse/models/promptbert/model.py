@@ -41,6 +41,9 @@ Differences kept (the tests check the rest to float64 rounding, ``tests/models/t
   ``bs + es`` and asserts that the two agree for its first template.
 * With hard negatives (``negative_column``), the positive and the negative, both in ``template2``, get separate
   empty-template forwards; the code subtracts one (the same values without dropout, a different dropout draw).
+* Each template's empty row shifts the tokens after its sentence slot by its own prefix length; the code's
+  ``get_delta`` uses the first template's ``bs`` for the second template's row too. The same for every shipped
+  template pair (both prefixes 4 tokens); a custom pair whose prefixes differ in length gets its own positions.
 
 The paper's text is not in this repository's paper folder; the behaviour above is the code's, read at its ``HEAD``
 (files and functions named), and the defaults are those of the runs that gave its reported numbers.
