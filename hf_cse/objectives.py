@@ -137,6 +137,26 @@ def dcl_defaults(hyperparameters: Mapping[str, Any]) -> dict:
             **hyperparameters}
 
 
+
+def objectives_for(defaults: list[dict], loss: str, hyperparameters: Mapping[str, Any] | None = None,
+                   dcl_weight: float | None = None, dcl_hyperparameters: Mapping[str, Any] | None = None) -> list[dict]:
+    """A method's objectives (``defaults``: its config's) trained with ``loss``: the main one is ``loss`` with
+    ``hyperparameters`` over the method's own (kept where ``loss`` is the method's loss, e.g. ImSimCSE's m = 0.9);
+    ``dcl_weight`` > 0 (None: the method's own, 0 = none) with ``dcl_hyperparameters`` over the method's makes the
+    DCL one; the method's other objectives are kept."""
+    main = defaults[0]
+    params = dict(main["hyperparameters"]) if loss == main["loss"] else {}
+    params.update(hyperparameters or {})
+    objectives = [objective(loss, main["weight"], **params)]
+    method_dcl = next((o for o in defaults[1:] if o["loss"] == DCL), None)
+    weight = dcl_weight if dcl_weight is not None else (method_dcl or {}).get("weight", 0.0)
+    if not (weight >= 0 and math.isfinite(weight)):  # NaN fails both >= 0 and > 0: it would drop the objective
+        raise CSEError(f"dcl_weight must be a finite number >= 0 (0 = no DCL objective), got {weight}.")
+    if weight > 0:
+        objectives.append(objective(DCL, weight, **dcl_defaults({**(method_dcl or {}).get("hyperparameters", {}),
+                                                                  **(dcl_hyperparameters or {})})))
+    return objectives + [o for o in defaults[1:] if o["loss"] != DCL]
+
 #: the unregistered losses of a loaded model already warned about in this process
 _WARNED_UNREGISTERED: set[tuple[str, ...]] = set()
 

@@ -23,8 +23,8 @@ from ..checks import InputError
 from ..hyperparameter_rules import RULES, not_taken_error
 from ..losses import available_losses, get_loss_class, loss_hyperparameters
 from ..number_lists import parse_float_list, parse_int_list
-from ..objectives import DCL, dcl_defaults, objective
-from .presets import PRESETS
+from ..objectives import DCL, objectives_for
+from ..presets import PRESETS
 
 #: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder, pooler_source,
 #: encoder_max_seq_length) or built from the loss flags (objectives)
@@ -215,7 +215,7 @@ def method_arguments_class() -> type:
             "help": "Loss of the main contrastive objective (default: the method's, infonce for simcse): "
                     + ", ".join(available_losses())})),
         ("preset", str | None, field(default=None, metadata={
-            "help": "A paper's settings (hf_cse.cli.presets): " + ", ".join(sorted(PRESETS))})),
+            "help": "A paper's settings (hf_cse.presets): " + ", ".join(sorted(PRESETS))})),
         ("config", str | None, field(default=None, metadata={
             "help": "A run description (.json): settings by flag name, or a run's hf_cse_run.json to run it again; "
                     "flags given win over it, and it over its preset. See hf_cse.cli.run_config."})),
@@ -379,19 +379,10 @@ def loss_kwargs_from(loss: str, loss_args) -> dict:
 
 
 def objectives_from_flags(defaults: list[dict], loss: str, loss_args, dcl_args) -> list[dict]:
-    """The model's objectives from the flags: ``--loss`` and its hyperparameter flags make the main one (the method's
-    own hyperparameters are kept where the loss is the method's and no flag overrides them), ``--dcl_weight`` > 0 and
-    the ``--dcl_*`` flags the DCL one; the method's other objectives are kept."""
-    main = defaults[0]
-    hyperparameters = dict(main["hyperparameters"]) if loss == main["loss"] else {}
-    hyperparameters.update(loss_kwargs_from(loss, loss_args))
-    objectives = [objective(loss, main["weight"], **hyperparameters)]
-    method_dcl = next((o for o in defaults[1:] if o["loss"] == DCL), None)
-    weight = dcl_args.dcl_weight if dcl_args.dcl_weight is not None else (method_dcl or {}).get("weight", 0.0)
-    if not (weight >= 0 and math.isfinite(weight)):  # NaN fails both >= 0 and > 0: it would drop the objective
+    """The model's objectives from the flags (:func:`hf_cse.objectives.objectives_for`): ``--loss`` and its
+    hyperparameter flags make the main one, ``--dcl_weight`` > 0 and the ``--dcl_*`` flags the DCL one."""
+    weight = dcl_args.dcl_weight
+    if weight is not None and not (weight >= 0 and math.isfinite(weight)):
         raise InputError(f"--dcl_weight must be a finite number >= 0 (0 = no DCL objective), got {weight}.")
-    if weight > 0:
-        given = {k[len("dcl_"):]: v for k, v in vars(dcl_args).items() if k != "dcl_weight" and v is not None}
-        objectives.append(objective(DCL, weight, **dcl_defaults({**(method_dcl or {}).get("hyperparameters", {}),
-                                                                  **given})))
-    return objectives + [o for o in defaults[1:] if o["loss"] != DCL]
+    given = {k[len("dcl_"):]: v for k, v in vars(dcl_args).items() if k != "dcl_weight" and v is not None}
+    return objectives_for(defaults, loss, loss_kwargs_from(loss, loss_args), weight, given)
