@@ -29,13 +29,14 @@ from ..files import check_train_file
 from ..hyperparameter_rules import check_rules, not_taken_error, unknown_loss_error
 from ..matryoshka_rules import check_head_flags
 from ..number_lists import DIMS_FIELD, parse_int_list, parse_truncate_dims
+from ..presets import PRESETS
 from ..text_files import check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
 from . import refuse_empty_paths, refuse_unknown_flags, run_cli
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .preflight import check_optimizer_arguments, check_training_counts
-from .presets import PRESETS, unknown_preset
+from .presets import unknown_preset
 from .user_modules import import_user_modules, requested_modules, typed_loss
 
 #: command -> the module whose ``main(argv, prog)`` runs it

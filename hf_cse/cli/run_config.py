@@ -11,7 +11,7 @@ data's) are not settings. One more key is
 for the reader, not for the run: ``about`` (free text or an object, e.g. the experiment's name and paper).
 
 The file's values are defaults, as a preset's are: a flag typed on the command line wins over the file, and the file
-over its ``preset``. :data:`hf_cse.cli.presets.PRESETS` are the same settings, checked by :func:`check_settings`.
+over its ``preset``. :data:`hf_cse.presets.PRESETS` are the same settings, checked by :func:`check_settings`.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
     description without those keys is returned as it is."""
     from ..models import METHODS
     from ..objectives import DCL
-    from .presets import PRESETS
+    from ..presets import PRESETS
 
     settings = {RECORD_NAMES.get(k, k): v for k, v in record.items() if k not in RECORD_ONLY_KEYS or k in RECORD_NAMES}
     dev = record.get(DEV_AND_SELECTION) or {}

@@ -61,7 +61,7 @@ from hf_cse.cli.preflight import (
     load_tokenizer,
     resume_from_last_checkpoint,
 )
-from hf_cse.cli.presets import PRESETS, drop_unused_preset_values, unknown_preset
+from hf_cse.cli.presets import drop_unused_preset_values, unknown_preset
 from hf_cse.cli.run_config import check_settings, read_run_config
 from hf_cse.cli.run_spec import RunSpec, dev_and_selection, training_arguments
 from hf_cse.cli.user_modules import import_user_modules, recorded_modules, requested_modules, typed_loss
@@ -89,6 +89,7 @@ from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.out_of_memory import out_of_memory_as_refusal
 from hf_cse.precision import describe, emulated
+from hf_cse.presets import PRESETS
 from hf_cse.run_files import DEV_AND_SELECTION, TRAINING_ARGUMENTS
 from hf_cse.sampler import check_distinct_texts
 from hf_cse.sharding import check_method_shards, launched_engine

@@ -339,7 +339,7 @@ def test_matryoshka_through_a_head_the_export_skips_is_refused_early_only_where_
 
 
 def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):
-    from hf_cse.cli.presets import PRESETS
+    from hf_cse.presets import PRESETS
 
     preset = next(name for name, values in PRESETS.items() if values.get("learning_rate", 3e-5) != 3e-5)
     _, cached = train_parsers

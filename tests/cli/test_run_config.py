@@ -15,9 +15,9 @@ from safetensors.torch import load_file
 
 from hf_cse.cli import train
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
-from hf_cse.cli.presets import PRESETS
 from hf_cse.cli.run_config import check_settings, read_run_config, settings_from_record
 from hf_cse.cli.run_spec import dev_and_selection
+from hf_cse.presets import PRESETS
 from hf_cse.run_files import DEV_AND_SELECTION
 from hf_cse.run_settings import setting_differences
 from hf_cse.writing import json_safe

@@ -265,7 +265,7 @@ def test_presets_hold_the_authors_run_sh_settings(preset, authors):
     bs stripped), with the mask token in place of {mask}."""
     from types import SimpleNamespace
 
-    from hf_cse.cli.presets import PRESETS
+    from hf_cse.presets import PRESETS
 
     values = PRESETS[preset]
     assert (values["per_device_train_batch_size"], values["learning_rate"], values["num_train_epochs"],

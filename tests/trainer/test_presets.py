@@ -1,0 +1,72 @@
+"""``hf_cse.presets.from_preset``: a paper's preset in Python, built as ``run_unsup.py --preset NAME`` builds it."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import random_sentences
+from transformers import AutoTokenizer
+
+from hf_cse.cli import train as train_cli
+from hf_cse.errors import CSEError
+from hf_cse.models import CSEPreTrainedModel
+from hf_cse.presets import PRESETS, from_preset
+from hf_cse.trainer import ContrastiveTrainer
+
+OFFLINE = {"diffcse": {"generator_name_or_path": "unigram"}}  # the presets' generators are Hub downloads
+
+
+class Built(Exception):
+    def __init__(self, cls, config_kwargs):
+        super().__init__("model built")
+        self.config = cls.config_class(**config_kwargs)
+
+
+@pytest.fixture
+def built_configs(monkeypatch):
+    def capture(cls, name_or_path, **config_kwargs):
+        raise Built(cls, config_kwargs)
+
+    monkeypatch.setattr(CSEPreTrainedModel, "from_encoder", classmethod(capture))
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_a_preset_in_python_is_the_commands_preset(name, tiny_bert_dir, senteval_dir, tmp_path, built_configs):
+    """The model config and the training arguments equal those ``run_unsup.py --preset NAME`` builds."""
+    extra = OFFLINE.get(PRESETS[name]["method"], {})
+    train_file = tmp_path / "train.txt"
+    train_file.write_text("\n".join(random_sentences(600)) + "\n")  # one batch of every preset
+    with pytest.raises(Built) as by_command:
+        train_cli.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train_file),
+                                   "--output_dir", str(tmp_path / "cli"), "--preset", name,
+                                   "--senteval_data_dir", str(senteval_dir),
+                                   *[f"--{k}={v}" for k, v in extra.items()]])
+    with pytest.raises(Built) as in_python:
+        from_preset(name, str(tiny_bert_dir), str(tmp_path / "py"), senteval_data_dir=str(senteval_dir), **extra)
+    command, python = by_command.value.config, in_python.value.config
+    assert type(python) is type(command)
+    assert python.objectives == command.objectives
+    for key in PRESETS[name]:
+        if hasattr(command, key) and key not in extra:
+            assert getattr(python, key) == getattr(command, key), key
+
+
+@pytest.mark.slow
+def test_a_preset_trains_in_python_and_its_values_give_way_to_the_callers(tiny_bert_dir, senteval_dir, tmp_path,
+                                                                          caplog):
+    model, args = from_preset("focal_infonce_bert", str(tiny_bert_dir), str(tmp_path / "out"), loss="infonce",
+                              senteval_data_dir=str(senteval_dir), max_steps=2, eval_steps=2, save_steps=2,
+                              per_device_train_batch_size=8, report_to=[])
+    assert model.config.objectives[0]["loss"] == "infonce" and model.config.objectives[0]["hyperparameters"] == {
+        "temperature": 0.07}  # the preset's m dropped with its loss; its temperature kept
+    assert (args.learning_rate, args.metric_for_best_model, args.max_steps) == (3e-5, "stsb_spearman", 2)
+    assert "preset focal_infonce_bert: dropped m" in caplog.text
+    from datasets import Dataset
+
+    trainer = ContrastiveTrainer(model=model, args=args, processing_class=AutoTokenizer.from_pretrained(tiny_bert_dir),
+                                 train_dataset=Dataset.from_dict({"text": random_sentences(32)}))
+    assert trainer.train().global_step == 2
+
+
+def test_an_unknown_preset_is_refused_with_the_closest_name(tiny_bert_dir, tmp_path):
+    with pytest.raises(CSEError, match=r"^unknown preset 'simcse_bret'; did you mean 'simcse_bert'\? presets: "):
+        from_preset("simcse_bret", str(tiny_bert_dir), str(tmp_path / "out"))
