@@ -76,6 +76,7 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
     # how the run is scored and its checkpoint chosen: watching it differently continues the same run
     keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source", DEV_AND_SELECTION,
                                                      USER_MODULES, TRAINING_ARGUMENTS})
+    recorded, current = _lora_alpha_as_used(recorded), _lora_alpha_as_used(current)
     changed = [_objectives_change(recorded[k], current[k]) if k == "objectives" and _objective_lists(
                recorded.get(k), current.get(k)) else f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now"
                for k in keys if recorded.get(k) != current.get(k)]
@@ -85,6 +86,15 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
         changed += [_content_change(name, then.get(name), now.get(name))
                     for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]
     return changed
+
+
+def _lora_alpha_as_used(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with the LoRA alpha the adapters are built with: ``lora_alpha`` not set is ``2 * lora_r``
+    (:func:`hf_cse.models.lora.lora_alpha`), so that spelling that default out continues the same run."""
+    from .models.lora import lora_alpha
+
+    return {**values, "lora_alpha": lora_alpha(values["lora_r"], values.get("lora_alpha"))} if values.get("lora_r") \
+        else values
 
 
 def _objective_lists(*values: Any) -> bool:

@@ -53,14 +53,18 @@ def target_modules(config) -> list[str] | str:
     return DEFAULT_TARGETS.get(model_type, "all-linear")
 
 
+def lora_alpha(lora_r: int, alpha: float | None) -> float:
+    """The alpha the adapters are built with: ``lora_alpha``, else ``2 * lora_r`` (LLM2Vec's 32 for r = 16)."""
+    return alpha if alpha is not None else 2 * lora_r
+
+
 def peft_config(config):
     """The ``peft.LoraConfig`` of an hf_cse config with ``lora_r > 0``."""
     check_peft_installed()
     from peft import LoraConfig
 
-    alpha = config.lora_alpha if config.lora_alpha is not None else 2 * config.lora_r
-    return LoraConfig(r=config.lora_r, lora_alpha=alpha, lora_dropout=config.lora_dropout,
-                      target_modules=target_modules(config), bias="none")
+    return LoraConfig(r=config.lora_r, lora_alpha=lora_alpha(config.lora_r, config.lora_alpha),
+                      lora_dropout=config.lora_dropout, target_modules=target_modules(config), bias="none")
 
 
 def check_targets_match(config) -> None:
@@ -148,5 +152,5 @@ def adapter_settings(config) -> dict | None:
         return None
     targets = target_modules(config)
     return {"method": "LoRA (peft)", "r": config.lora_r,
-            "alpha": config.lora_alpha if config.lora_alpha is not None else 2 * config.lora_r,
+            "alpha": lora_alpha(config.lora_r, config.lora_alpha),
             "dropout": config.lora_dropout, "target_modules": targets if isinstance(targets, str) else list(targets)}

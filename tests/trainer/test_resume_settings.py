@@ -208,6 +208,16 @@ def test_setting_differences_are_named_then_and_now_and_cut_to_a_line():
     assert in_brief(["x" * 300], 240) == "x" * 240 + "..."
 
 
+
+def test_lora_alpha_spelled_out_as_its_default_is_the_same_run():
+    """lora_alpha not set builds the adapters with 2 * lora_r: giving that value on resume changed nothing, yet the
+    run was refused as one with other settings; another alpha, or the rank, still counts."""
+    then = {"lora_r": 8, "lora_alpha": None, "seed": 0}
+    assert setting_differences(then, {**then, "lora_alpha": 16}) == []
+    assert setting_differences(then, {**then, "lora_alpha": 32}) == ["lora_alpha: 16 then, 32 now"]
+    assert setting_differences(then, {**then, "lora_r": 4}) == ["lora_alpha: 16 then, 8 now", "lora_r: 8 then, 4 now"]
+    assert setting_differences({"lora_r": 0, "lora_alpha": None}, {"lora_r": 0, "lora_alpha": None}) == []
+
 def test_fused_adamw_is_the_same_optimizer_to_a_resumed_run():
     """optim's default follows the torch version (fused AdamW from torch 2.8): the same update and state."""
     from transformers.training_args import OptimizerNames
