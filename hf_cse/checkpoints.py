@@ -106,30 +106,59 @@ def unfinished_run(folder, use: str) -> str | None:
             f"before or during its final save): rerun its training command to finish it, {instead}.")
 
 
-def safetensors_problem(path: Path) -> str | None:
-    """What is wrong with a ``.safetensors`` file (its header unreadable, or the file shorter than the tensors its
-    header lists), or None."""
+def _safetensors_header(path: Path) -> tuple[dict | None, str | None]:
+    """A ``.safetensors`` file's header (tensor name -> dtype, shape, offsets), or what is wrong with the file (its
+    header unreadable, or the file shorter than the tensors its header lists)."""
     size = path.stat().st_size
     try:
         with path.open("rb") as fh:
             (length,) = struct.unpack("<Q", fh.read(8))
             if length > size - 8:
-                return f"{path.name} is cut short ({size} bytes, its header alone needs {length + 8})"
+                return None, f"{path.name} is cut short ({size} bytes, its header alone needs {length + 8})"
             header = json.loads(fh.read(length))
     except (struct.error, UnicodeDecodeError, json.JSONDecodeError):
-        return f"{path.name} is not a readable safetensors file"
+        return None, f"{path.name} is not a readable safetensors file"
     end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
     if 8 + length + end > size:
-        return f"{path.name} is cut short ({size} bytes of {8 + length + end})"
-    return None
+        return None, f"{path.name} is cut short ({size} bytes of {8 + length + end})"
+    return header, None
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a ``.safetensors`` file (:func:`_safetensors_header`), or None."""
+    return _safetensors_header(path)[1]
+
+
+#: embedding matrices by the end of their names, and the config.json fields of their rows and columns (the first
+#: present): their shapes are what a config.json edited by hand, or copied from another model, gets wrong
+EMBEDDING_SHAPES = (
+    (("word_embeddings.weight", "embed_tokens.weight", "wte.weight"), ("vocab_size",),
+     ("embedding_size", "hidden_size", "n_embd", "dim")),
+    (("position_embeddings.weight", "wpe.weight"), ("max_position_embeddings", "n_positions"),
+     ("embedding_size", "hidden_size", "n_embd", "dim")),
+)
 
 
 def weights_problem(folder: Path) -> str | None:
-    """What is wrong with the weight files of a saved model folder (the first found), or None."""
+    """What is wrong with the weight files of a saved model folder (the first found), or None: one cut short or
+    unreadable, or an embedding matrix whose shape is not the one its config.json gives (:data:`EMBEDDING_SHAPES`;
+    transformers would print a table of every weight and fail)."""
+    config = saved_config(folder) or {}
     for path in sorted(Path(folder).glob("*.safetensors")):
-        problem = safetensors_problem(path)
+        header, problem = _safetensors_header(path)
         if problem:
             return problem
+        for ends, row_fields, column_fields in EMBEDDING_SHAPES:
+            name = next((k for k in header if k.endswith(ends)), None)
+            fields = [next((f for f in group if isinstance(config.get(f), int)), None)
+                      for group in (row_fields, column_fields)]
+            if name is None or None in fields:
+                continue
+            expected = [config[f] for f in fields]
+            if list(header[name].get("shape", expected)) != expected:
+                return (f"its weights do not fit its config.json: {name} is {header[name]['shape']} in {path.name}, "
+                        f"but config.json gives {fields[0]} {expected[0]} and {fields[1]} {expected[1]} (a config "
+                        "from another model, or edited)")
     return None
 
 

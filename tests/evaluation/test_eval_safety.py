@@ -218,6 +218,27 @@ def test_a_cut_short_weights_file_is_refused_before_any_encoding(tiny_bert_dir, 
     assert not (tmp_path / "out" / "results.json").exists()
 
 
+
+@pytest.mark.parametrize(("field", "value", "weight", "shapes"), [
+    ("hidden_size", 48, "embeddings.word_embeddings.weight", "vocab_size {vocab} and hidden_size 48"),
+    ("max_position_embeddings", 8, "embeddings.position_embeddings.weight", "max_position_embeddings 8 and hidden_size"),
+])
+def test_a_config_that_does_not_fit_the_weights_is_one_line_before_loading(tiny_bert_dir, senteval, tmp_path, capsys,
+                                                                          no_model_loading, field, value, weight,
+                                                                          shapes):
+    """transformers printed a table of every weight ("MISMATCH ... Reinit due to size mismatch"), then failed with
+    'look at the above report!'."""
+    edited = tmp_path / "edited"
+    shutil.copytree(tiny_bert_dir, edited)
+    config = json.loads((edited / "config.json").read_text())
+    vocab = config["vocab_size"]
+    (edited / "config.json").write_text(json.dumps({**config, field: value}))
+    code, err = run(capsys, "--model_name_or_path", str(edited), "--senteval_data_dir", senteval, "--tasks", "STSB",
+                    "--output_dir", tmp_path / "out")
+    assert code == 1 and (f"--model_name_or_path {edited}: its weights do not fit its config.json: {weight} is "
+                          in one_line(err)) and shapes.format(vocab=vocab) in err
+    assert not (tmp_path / "out").exists()
+
 @pytest.mark.parametrize("name", ["config.json", "modules.json"])
 def test_a_broken_json_file_of_the_model_is_refused_before_any_encoding(tiny_bert_dir, senteval, tmp_path, capsys,
                                                                        no_model_loading, name):
