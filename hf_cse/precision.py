@@ -94,8 +94,8 @@ def resolve(requested: str, device_type: str) -> tuple[str, str]:
         return "fp32", f"auto: this {device_type.upper()} has no native bf16"
     if requested == "fp16" and device_type == "cpu":
         raise PrecisionError(
-            "fp16 (fp16=True, precision='fp16') needs a GPU: on a CPU the Trainer runs no fp16 autocast and fp16 "
-            "matrix products are emulated. Use bf16=True (or precision='bf16' / 'auto') on a CPU."
+            "precision fp16 (fp16=True in training) needs a GPU: on a CPU fp16 matrix products are emulated (and "
+            "training runs no fp16 autocast there). Use precision bf16 or auto on a CPU (bf16=True in training)."
         )
     if requested == "bf16" and device_type == "cuda" and not native_bf16("cuda"):
         raise PrecisionError("bf16=True: this GPU has no bf16 support (before Ampere); use fp16=True on it.")

@@ -68,21 +68,26 @@ FEW_SENTENCE_TOKENS = 8
 
 
 def check_room_for_text(tokenizer: PreTrainedTokenizerBase, max_seq_length: int, prompt: str | None = None,
-                        prompt_fixed: bool = False) -> None:
+                        prompt_fixed: bool = False, scoring: bool = False) -> None:
     """Refuse a ``max_seq_length`` that leaves no token of a sentence once the tokenizer's special tokens and the
     ``prompt`` are in (every training input would be the same: nothing of the text is trained on); warn when only a
     few are left. Needs the tokenizer only, so it runs before the model is loaded. ``prompt_fixed``: the prompt is a
-    trained model's own (the export), so only the length is offered as the fix."""
+    trained model's own (the export), so only the length is offered as the fix. ``scoring``: the length sentences
+    are scored at (evaluation), where the papers cut nothing, so leaving it out is the fix offered."""
     special = tokenizer.num_special_tokens_to_add()
     taken = len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
     room = max_seq_length - special - taken
-    owner = "the model's " if prompt_fixed else ""
+    owner = "the model's " if prompt_fixed or scoring else ""
     what = f"{owner}prompt takes {taken} tokens and " if taken else ""
-    shorter = " or a shorter prompt" if taken and not prompt_fixed else ""
+    shorter = " or a shorter prompt" if taken and not (prompt_fixed or scoring) else ""
     if room < 1:
+        # the papers train at 32 tokens, special tokens included (SimCSE's max_seq_length), and score uncut text
+        fix = (f"Leave max_seq_length out to score whole sentences (up to the model's limit), or give more than "
+               f"{special + taken}" if scoring else
+               f"Use max_seq_length {32 + taken}{shorter} (the papers' 32{', plus the prompt' if taken else ''})")
         raise DataError(f"max_seq_length {max_seq_length} leaves no token for the sentences: {what}the tokenizer "
-                        f"adds {special} special token(s). Use max_seq_length {special + taken + 32}{shorter} (the "
-                        "papers use 32 for the sentence).", fields=() if prompt_fixed else ("prompt",))
+                        f"adds {special} special token(s). {fix}.",
+                        fields=() if prompt_fixed or scoring else ("prompt",))
     if taken and room < FEW_SENTENCE_TOKENS:
         logger.warning("%smax_seq_length %d leaves %d token(s) of each sentence; raise max_seq_length%s",
                        what[:1].upper() + what[1:], max_seq_length, room, "" if prompt_fixed else " or shorten prompt")

@@ -232,7 +232,7 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
     every task file (read and validated; the readers cache them), your own scored pairs and the MTEB tasks (their
     data loaded) and the output folder. Returns the folder, the pairs and the MTEB tasks."""
     if args.max_seq_length is not None:
-        check_min_seq_length(args.max_seq_length, "Leave it out for the model's limit (the papers use 32).")
+        check_min_seq_length(args.max_seq_length, "Leave it out to score whole sentences (up to the model's limit).")
     check_device(args.device)
     try:  # e.g. fp16 on a CPU
         resolve(args.precision, args.device.split(":")[0] if args.device else default_device_type())

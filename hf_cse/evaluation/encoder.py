@@ -148,7 +148,7 @@ class SentenceEncoder:
         if max_length is not None and self.tokenizer is not None:  # e.g. 2: [CLS] [SEP] only, every cosine 1
             from ..tokenizer_match import check_room_for_text  # the training side's rule
 
-            check_room_for_text(self.tokenizer, self.max_length, self.prompt)
+            check_room_for_text(self.tokenizer, self.max_length, self.prompt, scoring=True)
 
     @property
     def prompt(self) -> str | None:

@@ -285,7 +285,7 @@ def test_an_unrelated_folder_is_a_valid_output(tiny_bert_dir, senteval, tmp_path
 
 @pytest.mark.parametrize("length, message", [
     ("0", "--max_seq_length must be at least 2 (the tokenizer's own special tokens take up to 2 positions; 0 and 1 "
-          "would turn truncation off), got 0. Leave it out for the model's limit"),
+          "would turn truncation off), got 0. Leave it out to score whole sentences (up to the model's limit)"),
     ("1", "--max_seq_length must be at least 2"),
     ("100000", "--max_seq_length 100000 exceeds what the encoder"),
 ])
@@ -298,7 +298,8 @@ def test_sequence_length_outside_the_model_limit_is_refused_before_loading(lengt
 
 
 @pytest.mark.parametrize("length, message", [("2", "max_seq_length 2 leaves no token for the sentences: the tokenizer "
-                                                   "adds 2 special token(s)")])
+                                                   "adds 2 special token(s). Leave max_seq_length out to score whole "
+                                                   "sentences (up to the model's limit), or give more than 2.")])
 def test_sequence_length_outside_the_model_limit_is_refused(length, message, tiny_bert_dir, senteval, tmp_path,
                                                             capsys):
     code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval,
