@@ -65,9 +65,9 @@ def use_layout(parser: argparse.ArgumentParser, layout: dict | None) -> argparse
 
 
 def add_short_help(parser: argparse.ArgumentParser, layout: dict, help_all: bool = False) -> argparse.ArgumentParser:
-    """:func:`use_layout`, with a ``--help_all`` flag printing argparse's complete help where ``help_all``."""
-    if help_all:
-        parser.add_argument(HELP_ALL, action=HelpAllAction, help=HELP_ALL_HELP)
+    """:func:`use_layout`, with a ``--help_all`` flag printing argparse's complete help, shown in the help where
+    ``help_all`` (a command whose ``--help`` shows every flag takes it unlisted, as every command's users type it)."""
+    parser.add_argument(HELP_ALL, action=HelpAllAction, help=HELP_ALL_HELP if help_all else argparse.SUPPRESS)
     return use_layout(parser, layout)
 
 

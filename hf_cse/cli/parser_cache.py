@@ -162,7 +162,9 @@ def rebuild(description: dict) -> CachedParser:
     parser.facts = description.get("facts") or {}
     for item in description["actions"]:
         shown = item["help"]
-        if shown and shown != argparse.SUPPRESS:
+        if shown == argparse.SUPPRESS:
+            shown = argparse.SUPPRESS  # argparse hides a flag whose help *is* its SUPPRESS, not an equal string
+        elif shown:
             shown = shown.replace("%", "%%")  # written in already: argparse must not expand it again
         if item["kind"] in ("help", "help_all"):
             action = "help" if item["kind"] == "help" else HelpAllAction

@@ -102,7 +102,9 @@ def test_eval_and_export_help_start_short_with_an_example(command, build, capsys
     assert text.startswith(f"usage: hf-cse-{command} {usage}\n\n")
     assert f"example:\n  hf-cse-{command} " in text and len(text.splitlines()) < MAX_LINES
     assert all(option in text for action in own._actions for option in action.option_strings
-               if not option[2:].count("-"))  # every flag of these (all hf_cse's own), without dashed twins
+               if not option[2:].count("-") and option != "--help_all")  # every flag, without dashed twins
+    assert "--help_all" not in text  # taken, not listed: --help shows every flag already
+    assert _help_of(own, "--help_all", capsys).startswith(f"usage: hf-cse-{command} [-h]")
     rebuilt = parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(own))))
     assert _help_of(rebuilt, "--help", capsys) == text
 

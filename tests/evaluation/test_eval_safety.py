@@ -221,7 +221,8 @@ def test_a_cut_short_weights_file_is_refused_before_any_encoding(tiny_bert_dir, 
 
 @pytest.mark.parametrize(("field", "value", "weight", "shapes"), [
     ("hidden_size", 48, "embeddings.word_embeddings.weight", "vocab_size {vocab} and hidden_size 48"),
-    ("max_position_embeddings", 8, "embeddings.position_embeddings.weight", "max_position_embeddings 8 and hidden_size"),
+    ("max_position_embeddings", 8, "embeddings.position_embeddings.weight",
+     "max_position_embeddings 8 and hidden_size"),
 ])
 def test_a_config_that_does_not_fit_the_weights_is_one_line_before_loading(tiny_bert_dir, senteval, tmp_path, capsys,
                                                                           no_model_loading, field, value, weight,
