@@ -3,6 +3,7 @@ path (a GPU waits on it when the host is slower than its step)."""
 
 from __future__ import annotations
 
+import copy
 from itertools import chain
 from typing import Any
 
@@ -28,6 +29,18 @@ def pad_where_positions_allow(tokenizer: PreTrainedTokenizerBase, encoder_config
     logger.warning("the tokenizer pads on the left, but the %r encoder numbers its learned positions from the start "
                    "of the padded row (a sentence's embedding would depend on its batch): padding on the right",
                    _model_type(encoder_config))
+
+
+def padding_where_positions_allow(tokenizer: PreTrainedTokenizerBase, encoder_config: Any):
+    """``tokenizer``, or where :func:`pad_where_positions_allow` would change it, a copy of it so changed: a model is
+    scored with a tokenizer the caller keeps as it was."""
+    if getattr(tokenizer, "padding_side", None) != "left" or not positions_count_padding(encoder_config):
+        return tokenizer
+    copied = copy.copy(tokenizer)  # the backend tokenizer is shared: each call is told its padding side
+    if hasattr(tokenizer, "init_kwargs"):
+        copied.init_kwargs = dict(tokenizer.init_kwargs)
+    pad_where_positions_allow(copied, encoder_config)
+    return copied
 
 
 def _model_type(encoder_config: Any) -> str:

@@ -35,7 +35,7 @@ from ..errors import CSEError
 from ..files import weights_fingerprint
 from ..models.modes import eval_mode
 from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hidden_states, pool
-from ..padding import pad_token_rows
+from ..padding import pad_token_rows, padding_where_positions_allow
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
 from .model_kind import check_pooler_layer_loaded, detect_kind
@@ -127,6 +127,9 @@ class SentenceEncoder:
             default_max = _model_max_length(tokenizer, getattr(self._hf_model, "config", None))
             served = getattr(getattr(model, "config", None), "encoder_max_seq_length", None)  # as its export
             default_max = min(default_max, served) if self.kind == "hf_cse" and served else default_max
+        if self.tokenizer is not None and (self.kind != "sentence_transformers" or pooler is not None):
+            # hf_cse pads these rows itself (sentence-transformers' own modules pad theirs as they always do)
+            self.tokenizer = padding_where_positions_allow(self.tokenizer, getattr(self._hf_model, "config", None))
         if max_length is not None:
             limit = _model_max_length(self.tokenizer, getattr(self._hf_model, "config", None))
             if not 0 < int(max_length) <= limit:  # longer inputs would index past the position embeddings

@@ -266,3 +266,19 @@ def test_a_method_embedding_its_own_token_is_described_by_it(tiny_dir, tmp_path)
     assert described["pooler"] == "cls_before_pooler"  # what run_eval's pooler and the export's check compare
     plain = SentenceEncoder.from_pretrained(tmp_path / "simcse", show_progress_bar=False, device="cpu").describe()
     assert "representation" not in plain
+
+
+def test_a_left_padding_tokenizer_scores_a_gpt2_as_each_sentence_alone(tmp_path, caplog):
+    """GPT-2 numbers its learned positions from the start of the padded row: with the user's left-padding tokenizer
+    a sentence's embedding depended on the longest other sentence of its batch (by 2.3 on a tiny GPT-2). The encoder
+    pads its own copy of the tokenizer on the right (said once); the caller's tokenizer is left as given."""
+    from tiny_models import make_tiny_gpt2
+
+    folder = make_tiny_gpt2(tmp_path / "gpt2", padding_side="left")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    encoder = SentenceEncoder(AutoModel.from_pretrained(folder), tokenizer, pooler="avg", show_progress_bar=False)
+    alone = encoder.encode(["the cat sat"])
+    beside = encoder.encode(["the cat sat", "a much longer sentence is here with many many words in it"])
+    assert np.allclose(alone[0], beside[0], atol=1e-5)
+    assert "padding on the right" in caplog.text
+    assert tokenizer.padding_side == "left" and tokenizer.init_kwargs.get("padding_side") == "left"
