@@ -11,7 +11,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from .encoders import positions_count_padding
+from .encoders import positions_count_padding, takes_token_type_ids
 
 logger = hf_logging.get_logger(__name__)
 
@@ -40,6 +40,20 @@ def padding_where_positions_allow(tokenizer: PreTrainedTokenizerBase, encoder_co
     if hasattr(tokenizer, "init_kwargs"):
         copied.init_kwargs = dict(tokenizer.init_kwargs)
     pad_where_positions_allow(copied, encoder_config)
+    return copied
+
+
+def without_unread_segment_ids(tokenizer: PreTrainedTokenizerBase, encoder_config: Any):
+    """``tokenizer``, or a copy that makes no ``token_type_ids`` where the encoder has no segment embeddings
+    (:func:`hf_cse.encoders.takes_token_type_ids`) but the tokenizer makes them (a BERT-style tokenizer beside
+    GPT-2): sentence-transformers hands every input the tokenizer makes to the encoder, and GPT-2 adds the embedding
+    of token 0 to every position for segment ids of 0, while hf_cse leaves them out."""
+    names = list(getattr(tokenizer, "model_input_names", []))
+    if "token_type_ids" not in names or takes_token_type_ids(encoder_config):
+        return tokenizer
+    copied = copy.copy(tokenizer)
+    copied.model_input_names = [name for name in names if name != "token_type_ids"]
+    copied.init_kwargs = {**getattr(tokenizer, "init_kwargs", {}), "model_input_names": copied.model_input_names}
     return copied
 
 

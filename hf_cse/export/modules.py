@@ -16,6 +16,7 @@ from torch import nn
 from ..model_card import resolve_base_model
 from ..models.loading import follows_saved_is_causal, without_load_reports
 from ..models.lora import adapter_settings
+from ..padding import without_unread_segment_ids
 from .errors import ExportError
 
 HF_CSE_CONFIG_FILE = "hf_cse_config.json"
@@ -49,7 +50,7 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
 
     staging = folder / ".encoder"
     encoder.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
+    without_unread_segment_ids(tokenizer, encoder.config).save_pretrained(staging)
     # built as every later load builds it, a copy sentence-transformers saves included (AutoModel with transformers'
     # default attention: BERT's with the pooler layer hf_cse trains without, whose weights are missing here, as
     # expected, and filled below)

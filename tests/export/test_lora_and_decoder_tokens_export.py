@@ -52,3 +52,22 @@ def test_a_decoder_padded_with_its_end_of_text_token_exports(tmp_path, sentences
     st = SentenceTransformer(str(out), device="cpu")
     got = st.encode(sentences[:4], convert_to_tensor=True)
     torch.testing.assert_close(got, _own(model, tok, sentences[:4]), atol=1e-5, rtol=1e-4)
+
+
+def test_a_decoder_beside_a_tokenizer_that_makes_segment_ids_exports(tmp_path, sentences):
+    """A BERT-style tokenizer beside GPT-2 makes token_type_ids: hf_cse leaves them out, sentence-transformers handed
+    them to GPT2Model, which added the embedding of token 0 to every position -- the export's own check failed ("a
+    bug in hf_cse.export") and nothing was written. The export's tokenizer makes no segment ids; the user's is kept."""
+    from tiny_models import tiny_tokenizer
+
+    folder = make_tiny_gpt2(tmp_path / "gpt2")
+    tok = tiny_tokenizer(tmp_path / "vocab")
+    tok.save_pretrained(tmp_path / "bert_style")
+    assert "token_type_ids" in tok.model_input_names
+    model = SimCSEModel.from_encoder(str(folder), pooler_type="avg").eval()
+    out = to_sentence_transformer(model, tmp_path / "st", tokenizer=str(tmp_path / "bert_style"))
+    st = SentenceTransformer(str(out), device="cpu")
+    assert "token_type_ids" not in st.tokenize(sentences[:2])
+    torch.testing.assert_close(st.encode(sentences[:4], convert_to_tensor=True), _own(model, tok, sentences[:4]),
+                               atol=1e-5, rtol=1e-4)
+    assert "token_type_ids" in AutoTokenizer.from_pretrained(tmp_path / "bert_style").model_input_names
