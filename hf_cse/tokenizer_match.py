@@ -56,8 +56,8 @@ def is_stand_in(tokenizer) -> bool:
 
 def no_tokenizer_in(place, tokenizer) -> str:
     """The problem of a stand-in (:func:`is_stand_in`) loaded from ``place``, for a message."""
-    return (f"{place} holds no tokenizer: transformers builds a stand-in {type(tokenizer).__name__} of only "
-            f"{len(tokenizer)} special token(s) from its config")
+    return (f"{place} holds no tokenizer (what transformers loads from it is a stand-in {type(tokenizer).__name__} "
+            f"of only {len(tokenizer)} special token(s))")
 
 
 def check_not_stand_in(tokenizer, place, fix: str, error: type[CSEError] = InputError) -> None:
