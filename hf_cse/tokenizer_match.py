@@ -11,7 +11,8 @@ import logging
 
 from transformers import PreTrainedTokenizerBase
 
-from .checks import resolved_path
+from .checks import InputError, resolved_path
+from .errors import CSEError
 from .files import DataError
 
 logger = logging.getLogger(__name__)
@@ -32,21 +33,61 @@ def vocabulary_difference(tokenizer, reference, reference_name: str, added: bool
             f"instead of {expected[moved[0]]})")
 
 
+#: a tokenizer with more tokens than this beside its special and added ones spells text: its vocabulary is not read
+#: to tell it from a stand-in (the stand-ins have none or one, T5's word-start mark)
+STAND_IN_PLAIN_TOKENS = 64
+
+
+def is_stand_in(tokenizer) -> bool:
+    """Whether ``tokenizer`` is the stand-in transformers (5.x) builds where a folder or Hub repo holds no tokenizer
+    files (weights and config.json only, or a tokenizer_config.json without a vocabulary): the class its config
+    names, with no vocabulary beside its special tokens (BERT's 5, GPT-2's end of text, T5's sentinels and "▁").
+    No tokenizer of a model is that: it could spell no word, so its ids are no encoder's. Anything that cannot be
+    read as a transformers tokenizer is not judged (False)."""
+    try:
+        reserved = set(tokenizer.all_special_tokens) | set(getattr(tokenizer, "added_tokens_encoder", None) or ())
+        if len(tokenizer) > len(reserved) + STAND_IN_PLAIN_TOKENS:
+            return False
+        vocab = tokenizer.get_vocab()
+    except (AttributeError, NotImplementedError, TypeError):
+        return False
+    return not any(token not in reserved and any(c.isalnum() for c in token) for token in vocab)
+
+
+def no_tokenizer_in(place, tokenizer) -> str:
+    """The problem of a stand-in (:func:`is_stand_in`) loaded from ``place``, for a message."""
+    return (f"{place} holds no tokenizer (what transformers loads from it is a stand-in {type(tokenizer).__name__} "
+            f"of only {len(tokenizer)} special token(s))")
+
+
+def check_not_stand_in(tokenizer, place, fix: str, error: type[CSEError] = InputError) -> None:
+    """Refuse, as ``error`` in one line ending in ``fix``, a ``tokenizer`` loaded from ``place`` that is a stand-in
+    (:func:`is_stand_in`): what it tokenizes would read a few special tokens' embeddings."""
+    if is_stand_in(tokenizer):
+        raise error(f"{no_tokenizer_in(place, tokenizer)}: {fix}.")
+
+
 def _saved_tokenizer(name: str):
-    """The tokenizer saved in folder ``name`` or cached for Hub id ``name``; None where none can be read here."""
+    """The tokenizer saved in folder ``name`` or cached for Hub id ``name``; None where none can be read here, or
+    where what loads is a stand-in (:func:`is_stand_in`: there is none to compare with)."""
     from transformers import AutoTokenizer
 
     try:  # no download: a check that cannot read its reference here is left out
-        return AutoTokenizer.from_pretrained(name, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
     except Exception as err:  # no tokenizer there, custom code, an old format: nothing to compare with
         logger.debug("no saved tokenizer to compare with at %s (%s: %s)", name, type(err).__name__, err)
         return None
+    if is_stand_in(tokenizer):
+        logger.debug("no saved tokenizer to compare with: %s", no_tokenizer_in(name, tokenizer))
+        return None
+    return tokenizer
 
 
 def check_training_tokenizer(tokenizer, model) -> None:
     """Refuse a ``tokenizer`` (``processing_class``) that is not the one saved with ``model``'s weights or with the
     encoder it started from (``config.base_encoder``), in one line naming both; the tokenizer loaded from the same
-    folder or Hub id is not read again. Nothing is compared where no saved tokenizer can be read here."""
+    folder or Hub id is not read again. Nothing is compared where no saved tokenizer can be read here (a folder of
+    weights only: what transformers loads from it is a stand-in of a few special tokens, no reference)."""
     given = str(getattr(tokenizer, "name_or_path", "") or "")
     places = [str(p) for p in (getattr(model, "name_or_path", None), getattr(model.config, "base_encoder", None)) if p]
     same_place = any(given and resolved_path(given) == resolved_path(place) for place in places)

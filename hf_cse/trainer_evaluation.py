@@ -70,10 +70,13 @@ class DevScoring(Trainer):
                                                         else primary_metric_name(self.evaluator))
         dev = DevChange.from_run(self.state.log_history, final, preferred, trained_step,
                                  describe_scoring(self.precision))
+        chosen_by = (self.args.metric_for_best_model or "").removeprefix("eval_")
+        if dev is not None and dev.metric == chosen_by and self.args.greater_is_better is False:
+            dev = replace(dev, greater_is_better=False)  # compared the way the best checkpoint was chosen
         self.dev_metrics_scored = sorted(k.removeprefix("eval_") for k in final if k != "eval_epoch")
         if changed and dev is not None:
             return self._before_on_changed_dev(untrained, dev, changed)
-        if dev is None or untrained is None or not dev.before > dev.after:
+        if dev is None or untrained is None or not dev.better(dev.before, dev.after):
             return dev
         model = self.accelerator.unwrap_model(self.model)
         if not untrained.rescore:
@@ -87,7 +90,7 @@ class DevScoring(Trainer):
         trained = UntrainedCandidate.of(model)
         untrained.restore(model)
         score = self._dev_scores("the model given to this resumed trainer").get(dev.metric, float("nan"))
-        if score > dev.after:
+        if dev.better(score, dev.after):
             if abs(score - dev.before) > 1e-3 * max(1.0, abs(dev.before)):
                 logger.warning("dev: the model given to this resumed trainer scores %.4g, the run's step 0 %.4g: "
                                "it is not the run's untrained encoder, but beats the trained model and is kept",
@@ -114,7 +117,7 @@ class DevScoring(Trainer):
         logger.info("dev: the dev data changed since the run's step 0 was scored (%s then, %s now): the model given "
                     "to this resumed trainer, scored on it, is the score before training (%.4g; step 0's %.4g was "
                     "of the earlier data)", changed.then, changed.now, score, dev.before)
-        if score > dev.after:
+        if dev.better(score, dev.after):
             return replace(dev, before=score, kept_step=0)
         trained.restore(model)
         return replace(dev, before=score)

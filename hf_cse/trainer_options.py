@@ -378,8 +378,9 @@ def check_dev_ready(evaluators, args) -> None:
             logged += [*(DEV_METRIC_NAMES[t] for t in evaluator.tasks), "avg_sts"]
         elif isinstance(evaluator, PairsEvaluator):
             logged.append(f"{evaluator.name}_spearman")
-        else:
-            return
+        else:  # its names are not known here: only greater_is_better's direction is checked
+            logged = []
+            break
     check_best_metric(args, logged)
 
 

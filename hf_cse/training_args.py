@@ -20,7 +20,7 @@ from .encoders import seq_length_problem
 from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
-from .training_values import check_field_types
+from .training_values import check_best_metric_direction, check_field_types
 
 
 def global_batch_size(per_device_train_batch_size: int, world_size: int = 1) -> int:
@@ -95,5 +95,6 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
             self.precision, self.bf16, self.fp16, self.use_cpu, os.environ.get("ACCELERATE_MIXED_PRECISION"))
         for name, value in values.items():
             setattr(self, name, value)
-        super().__post_init__()
+        super().__post_init__()  # (sets greater_is_better from the metric's name where not given)
+        check_best_metric_direction(self)
         load_in_fp32_under_deepspeed(getattr(self, "deepspeed_plugin", None), self.precision)

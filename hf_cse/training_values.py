@@ -122,10 +122,32 @@ def check_step_counts(args, world_size: int | None) -> None:
                          fields=("num_train_epochs",))
 
 
+def higher_is_better(metric: str, logged: list[str] = ()) -> bool:
+    """Whether ``metric`` is known to be higher the better: every score hf_cse logs for model selection (``logged``)
+    is a correlation on dev pairs (``stsb_spearman``, ``sickr_spearman``, ``avg_sts``, ``<eval_name>_spearman``), and
+    so is a sentence-transformers evaluator's Spearman or Pearson score (``sts-dev_spearman_cosine``)."""
+    name = metric.removeprefix("eval_")
+    return name in logged or name == "avg_sts" or "spearman" in name or "pearson" in name
+
+
+def check_best_metric_direction(args, logged: list[str] = ()) -> None:
+    """``greater_is_better=False`` with a score that is higher the better (:func:`higher_is_better`) would keep the
+    checkpoint of the lowest dev score, the worst. Refused whatever the eval_strategy: the comparison with the
+    untrained encoder after training reads ``metric_for_best_model`` in the same direction. A metric not known here
+    (one's own evaluator's, a loss) is left to ``greater_is_better``."""
+    metric = args.metric_for_best_model
+    if metric and args.greater_is_better is False and higher_is_better(metric, logged):
+        raise InputError(f"greater_is_better False would keep the checkpoint of the lowest {metric}, the worst: it "
+                         "is a correlation, higher the better. Leave greater_is_better out (or set it True).",
+                         fields=("greater_is_better", "metric_for_best_model"))
+
+
 def check_best_metric(args, logged: list[str]) -> None:
     """``metric_for_best_model`` names a score the run's evaluation logs (``logged``; none known: not checked): the
     Trainer looks it up only at the first evaluation, steps (and a checkpoint) later, and fails with a KeyError there.
-    ``loss`` (its default with load_best_model_at_end) is never logged: contrastive runs are scored on dev pairs."""
+    ``loss`` (its default with load_best_model_at_end) is never logged: contrastive runs are scored on dev pairs.
+    ``greater_is_better`` reads it the right way round (:func:`check_best_metric_direction`)."""
+    check_best_metric_direction(args, logged)
     metric = args.metric_for_best_model
     strategy = getattr(args.eval_strategy, "value", args.eval_strategy)  # IntervalStrategy.STEPS -> "steps"
     if metric and logged and strategy != "no" and metric.removeprefix("eval_") not in logged:

@@ -143,3 +143,26 @@ def make_tiny_gpt2(folder: Path, n_positions: int = 64, padding_side: str = "rig
     GPT2Model(config).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+def bert_layout_tokenizer(folder: Path) -> BertTokenizerFast:
+    """The tiny vocab laid out as bert-base-uncased's: [PAD] 0, [unused0]..[unused98], [UNK] 100, [CLS] 101,
+    [SEP] 102, [MASK] 103, then the rest (the special ids of the stand-in transformers builds without tokenizer
+    files, 0-4, are other ones)."""
+    tokens = write_vocab(folder).read_text().split()
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    layout = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + specials
+    layout += [t for t in tokens if t not in layout]
+    return BertTokenizerFast(vocab={t: i for i, t in enumerate(layout)}, do_lower_case=True)
+
+
+def save_weights_only(folder: Path, tokenizer, masked_lm: bool = False, seed: int = 0) -> Path:
+    """A random BERT of ``tokenizer``'s vocabulary (a masked LM with ``masked_lm``) saved in ``folder`` without its
+    tokenizer: config.json and the weights only, as ``model.save_pretrained`` leaves a folder."""
+    import torch
+
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    (BertForMaskedLM if masked_lm else BertModel)(config).save_pretrained(folder)
+    return Path(folder)

@@ -131,14 +131,21 @@ def encoder_config(encoder: str, flag: str = "--model_name_or_path", trust_remot
 
 
 def load_tokenizer(encoder: str, flag: str = "--model_name_or_path", **kwargs):
-    """The encoder's tokenizer (after :func:`encoder_config`'s checks); one line if its files cannot be read, or
-    its tokenizer class needs a package that is not installed."""
+    """The encoder's tokenizer (after :func:`encoder_config`'s checks); one line if its files cannot be read, its
+    tokenizer class needs a package that is not installed, or they hold no vocabulary (the stand-in transformers
+    builds would train on a few special tokens: :func:`hf_cse.tokenizer_match.is_stand_in`)."""
     from transformers import AutoTokenizer
 
+    from ..tokenizer_match import check_not_stand_in
+
     try:
-        return AutoTokenizer.from_pretrained(encoder, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(encoder, **kwargs)
     except (OSError, ValueError, ImportError) as err:
         raise InputError(f"{flag} {encoder}: its tokenizer cannot be loaded ({' '.join(str(err).split())})") from err
+    # tokenizer files without a vocabulary, or a Hub repo of weights only
+    check_not_stand_in(tokenizer, f"{flag} {encoder}", "save the encoder's tokenizer into it "
+                       "(tokenizer.save_pretrained), or give the encoder folder or Hub id it was trained from")
+    return tokenizer
 
 
 def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:

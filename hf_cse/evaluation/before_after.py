@@ -32,6 +32,9 @@ class DevChange:
     kept_step: int | None = None
     #: the precision the embeddings were scored in ("fp32", "bf16 autocast"), None = not known
     precision: str | None = None
+    #: False: lower is better, as the run chose its best checkpoint (greater_is_better=False with a metric of one's
+    #: own evaluator, e.g. a loss; hf_cse's correlations refuse it: :func:`hf_cse.training_values.higher_is_better`)
+    greater_is_better: bool = True
 
     @classmethod
     def from_run(cls, log_history: Sequence[Mapping[str, Any]], final: Mapping[str, Any],
@@ -41,6 +44,10 @@ class DevChange:
         scores."""
         change = dev_change(log_history, final, preferred)
         return change and replace(change, kept_step=trained_step, precision=precision)
+
+    def better(self, score: float, than: float) -> bool:
+        """Whether ``score`` beats ``than`` on this metric (an undefined score, NaN, beats nothing)."""
+        return score > than if self.greater_is_better else score < than
 
     def keeping_untrained(self) -> DevChange:
         return replace(self, kept_step=0)
@@ -72,7 +79,7 @@ class DevChange:
     @property
     def worse(self) -> bool:
         """Whether training lost more than the noise on the dev data (an undefined score, NaN, is not)."""
-        return self.delta < -self.noise
+        return (self.delta if self.greater_is_better else -self.delta) < -self.noise
 
     def line(self) -> str:
         scored = f"{self.metric} in {self.precision}" if self.precision else self.metric
@@ -85,6 +92,8 @@ class DevChange:
         for key in ("kept_step", "precision"):
             if out[key] is None:
                 del out[key]
+        if self.greater_is_better:  # recorded where it is not the rule only
+            del out["greater_is_better"]
         return out
 
 

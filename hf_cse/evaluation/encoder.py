@@ -38,9 +38,13 @@ from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hid
 from ..padding import pad_token_rows, padding_where_positions_allow
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
+from ..tokenizer_match import check_not_stand_in
 from .model_kind import check_pooler_layer_loaded, detect_kind
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
+#: the fix where a model folder holds no tokenizer
+EVALUATE_WITH_TOKENIZER = ("save the model's tokenizer into it (tokenizer.save_pretrained), or pass the tokenizer: "
+                           "SentenceEncoder(model, tokenizer)")
 #: embeddings kept on the device before one copy to the host: on a GPU each copy waits for every queued batch, so
 #: copying per batch would stop the host from queuing the next batch while the GPU encodes this one
 HOST_COPY_BYTES = 256 * 2**20
@@ -190,6 +194,7 @@ class SentenceEncoder:
             model = SentenceTransformer(
                 name_or_path, device=str(device), revision=revision, trust_remote_code=trust_remote_code
             )
+            check_not_stand_in(getattr(model, "tokenizer", None), name_or_path, EVALUATE_WITH_TOKENIZER)
             tokenizer = None
         else:
             from transformers import AutoModel, AutoTokenizer
@@ -202,6 +207,7 @@ class SentenceEncoder:
             tokenizer = AutoTokenizer.from_pretrained(
                 name_or_path, revision=revision, trust_remote_code=trust_remote_code
             )
+            check_not_stand_in(tokenizer, name_or_path, EVALUATE_WITH_TOKENIZER)  # before the weights load
             model, loading = AutoModel.from_pretrained(
                 name_or_path, revision=revision, trust_remote_code=trust_remote_code, output_loading_info=True)
             if kind == "hf":

@@ -10,7 +10,7 @@ from torch import nn
 
 from ..checkpoints import unfinished_run
 from ..finite_weights import check_finite_weights
-from ..tokenizer_match import vocabulary_difference
+from ..tokenizer_match import check_not_stand_in, is_stand_in, vocabulary_difference
 from .errors import ExportError
 
 
@@ -46,7 +46,8 @@ def load_model(model_or_path):
 
 
 def _model_tokenizer(model_or_path, model) -> tuple[Any, str | None, list[str]]:
-    """The tokenizer saved with the checkpoint, else the base encoder's: ``(tokenizer, its name, errors)``."""
+    """The tokenizer saved with the checkpoint, else the base encoder's: ``(tokenizer, its name, errors)``; a folder
+    whose tokenizer is a stand-in (:func:`~hf_cse.tokenizer_match.is_stand_in`) holds none."""
     from transformers import AutoTokenizer
 
     candidates = [model_or_path] if isinstance(model_or_path, (str, Path)) else []
@@ -54,9 +55,14 @@ def _model_tokenizer(model_or_path, model) -> tuple[Any, str | None, list[str]]:
     errors = []
     for name in dict.fromkeys(str(c) for c in candidates if c):
         try:
-            return AutoTokenizer.from_pretrained(name), name, errors
+            tokenizer = AutoTokenizer.from_pretrained(name)
         except (OSError, ValueError) as err:
             errors.append(f"{name}: {type(err).__name__}")
+            continue
+        if is_stand_in(tokenizer):  # a folder of weights only: the next candidate holds the tokenizer
+            errors.append(f"{name}: no tokenizer files")
+            continue
+        return tokenizer, name, errors
     return None, None, errors
 
 
@@ -82,6 +88,8 @@ def load_tokenizer(tokenizer, model_or_path, model):
     except (OSError, ValueError) as err:
         raise ExportError(f"tokenizer {tokenizer} could not be loaded ({type(err).__name__}: {err}); give a folder "
                           "holding a saved tokenizer or a Hub id, or leave it out to use the checkpoint's.") from err
+    check_not_stand_in(tok, f"tokenizer {tokenizer}", "give a folder holding a saved tokenizer or a Hub id, or leave "
+                       "it out to use the checkpoint's", ExportError)
     reference, reference_name, _ = _model_tokenizer(model_or_path, model)
     check_tokenizer_fits(tok, model.encoder, reference, reference_name)
     return tok

@@ -112,7 +112,8 @@ def dev_change_line(dev: Mapping[str, Any] | None) -> str:
     weights were saved where they are the untrained encoder's."""
     if not dev or not all(is_number(dev.get(k)) for k in ("before", "after", "delta")):
         return ""  # no dev data, or a score that is undefined (every pair scored the same: NaN, stored as null)
-    verdict = "better" if dev["delta"] > 0 else "worse" if dev["delta"] < 0 else "unchanged"
+    gain = dev["delta"] if dev.get("greater_is_better", True) else -dev["delta"]  # False: a loss, lower is better
+    verdict = "better" if gain > 0 else "worse" if gain < 0 else "unchanged"
     kept = (f" The weights saved are the untrained encoder's (step 0, dev {dev['before']:.2f}), not the trained "
             "model's." if kept_untrained(dev) else "")
     step = dev.get("kept_step")  # the step of the weights saved: the last, or the best checkpoint's

@@ -271,6 +271,12 @@ TRAIN_CASES = {
                                None, "--metric_for_best_model loss \\(what transformers sets where "
                                      "--load_best_model_at_end names no metric\\) is not a score this run logs "
                                      "\\(custom_spearman\\)"),
+    "lowest-correlation-as-best": (("--eval_file", "PAIRS", "--eval_strategy", "steps", "--save_strategy", "steps",
+                                    "--load_best_model_at_end", "--metric_for_best_model", "custom_spearman",
+                                    "--greater_is_better", "false"),
+                                   None, "^hf-cse-train: error: --greater_is_better False would keep the checkpoint of "
+                                         "the lowest custom_spearman, the worst: it is a correlation, higher the "
+                                         r"better\. Leave --greater_is_better out \(or set it True\)\."),
     "streaming-without-duplicates": (("--streaming", "--no_duplicates_in_batch", "true"), None,
                                      "--no_duplicates_in_batch true needs the whole data set"),
     "negative-is-the-positive": (("--train_file", "PAIRS", "--pair_column", "sentence2", "--negative_column",

@@ -317,6 +317,25 @@ def test_a_run_folder_without_tokenizer_files_says_so(tiny_bert_dir, tmp_path, n
         train_cli.train_from_args(_run_args(encoder, tmp_path))
 
 
+def test_a_run_folder_whose_tokenizer_files_hold_no_vocabulary_says_so(tiny_bert_dir, tmp_path, no_model_load):
+    """tokenizer_config.json without tokenizer.json / vocab.txt passes the file check, and transformers loads a
+    stand-in of BERT's 5 special tokens from it: the run trained on [UNK]s. Refused in one line, before the output
+    folder is made."""
+    encoder = tmp_path / "encoder"
+    shutil.copytree(tiny_bert_dir, encoder)
+    for path in encoder.glob("*"):
+        if path.name.startswith(("tokenizer.json", "vocab", "special_tokens")):
+            path.unlink()
+    assert (encoder / "tokenizer_config.json").is_file()
+    with pytest.raises(InputError) as err:
+        train_cli.train_from_args(_run_args(encoder, tmp_path))
+    assert str(err.value) == (
+        f"--model_name_or_path {encoder} holds no tokenizer (what transformers loads from it is a stand-in "
+        "BertTokenizer of only 5 special token(s)): save the encoder's tokenizer into it (tokenizer.save_pretrained), "
+        "or give the encoder folder or Hub id it was trained from.")
+    assert not (tmp_path / "out").exists()
+
+
 def test_from_pretrained_of_a_plain_encoder_points_at_from_encoder(tiny_bert_dir):
     with pytest.raises(ValueError, match=r"plain bert model, not an hf_cse one.*SimCSEModel.from_encoder\("):
         SimCSEModel.from_pretrained(str(tiny_bert_dir))

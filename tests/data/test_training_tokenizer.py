@@ -7,12 +7,13 @@ from __future__ import annotations
 import datasets
 import pytest
 from helpers import random_sentences, tiny_args
-from tiny_models import write_vocab
-from transformers import AutoTokenizer, BertTokenizerFast
+from tiny_models import bert_layout_tokenizer, save_weights_only, tiny_tokenizer, write_vocab
+from transformers import AutoConfig, AutoModel, AutoTokenizer, BertTokenizerFast
 
 from hf_cse.errors import CSEError
 from hf_cse.files import DataError
 from hf_cse.models import SimCSEModel
+from hf_cse.tokenizer_match import is_stand_in
 from hf_cse.trainer import ContrastiveTrainer
 
 
@@ -70,6 +71,44 @@ def test_nothing_is_compared_where_no_tokenizer_was_saved(tiny_bert_dir, tmp_pat
     model.encoder.save_pretrained(tmp_path / "weights_only")
     bare = SimCSEModel.from_encoder(str(tmp_path / "weights_only"))
     assert build(tmp_path / "weights_only", reordered_tokenizer(tmp_path / "other"), tmp_path, model=bare)
+
+
+@pytest.mark.parametrize("layout", ["bert-base", "roberta"])
+def test_an_encoder_saved_without_its_tokenizer_trains_with_the_matching_one(layout, tiny_roberta_dir, tmp_path):
+    """A folder of weights only (``model.save_pretrained`` without the tokenizer) trained with its tokenizer loaded
+    from elsewhere: it was refused ("4 of its 5 tokens are missing"), compared with the stand-in transformers builds
+    from the folder's config (BERT's [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0-4, RoBERTa's <pad> <unk> <s> </s>
+    <mask>), and told to pass that stand-in."""
+    if layout == "roberta":
+        folder = tmp_path / "weights_only"
+        AutoModel.from_pretrained(tiny_roberta_dir).save_pretrained(folder)
+        tokenizer = AutoTokenizer.from_pretrained(tiny_roberta_dir)
+    else:  # [UNK] 100, [CLS] 101 ...: as bert-base-uncased's
+        tokenizer = bert_layout_tokenizer(tmp_path / "vocab")
+        folder = save_weights_only(tmp_path / "weights_only", tokenizer, masked_lm=True)
+    assert not any(folder.glob("tokenizer*")) and not any(folder.glob("vocab*"))
+    trainer = build(folder, tokenizer, tmp_path)
+    assert trainer.processing_class is tokenizer
+    first = trainer.train_dataset[0]["input_ids"]
+    assert first[0] == tokenizer.cls_token_id and all(i < len(tokenizer) for i in first)
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "gpt2", "t5", "deberta-v2"])
+def test_what_transformers_loads_from_a_folder_without_tokenizer_files_is_a_stand_in(model_type, tmp_path):
+    """config.json alone: transformers 5 builds the class the config names with no vocabulary beside its special
+    tokens (T5's adds the word-start mark "▁"), which no encoder was trained with."""
+    AutoConfig.for_model(model_type).save_pretrained(tmp_path)
+    assert is_stand_in(AutoTokenizer.from_pretrained(tmp_path))
+
+
+def test_a_tokenizer_config_without_a_vocabulary_is_a_stand_in_and_a_small_vocabulary_is_not(tmp_path):
+    tiny = tiny_tokenizer(tmp_path / "vocab")
+    tiny.save_pretrained(tmp_path / "config_only")
+    (tmp_path / "config_only" / "tokenizer.json").unlink()  # tokenizer_config.json is left
+    assert is_stand_in(AutoTokenizer.from_pretrained(tmp_path / "config_only"))
+    assert not is_stand_in(tiny)
+    five_words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat"]
+    assert not is_stand_in(BertTokenizerFast(vocab={t: i for i, t in enumerate(five_words)}))
 
 
 def test_a_path_given_as_the_tokenizer_is_refused_in_one_line(tiny_bert_dir, tmp_path):

@@ -215,6 +215,23 @@ def test_bad_model_paths(tmp_path):
         SentenceEncoder(torch.nn.Linear(2, 2), object(), pooler="maximum")
 
 
+def test_an_encoder_folder_without_its_tokenizer_is_refused_not_scored_with_a_stand_in(tiny_dir, tmp_path):
+    """A folder of weights only: transformers loads a stand-in tokenizer of BERT's 5 special tokens from it, and every
+    sentence was scored as [CLS] [UNK]... [SEP]. The tokenizer passed in is scored with."""
+    from hf_cse.checks import InputError
+
+    AutoModel.from_pretrained(tiny_dir).save_pretrained(tmp_path / "weights_only")
+    with pytest.raises(InputError) as err:
+        SentenceEncoder.from_pretrained(tmp_path / "weights_only", device="cpu")
+    assert str(err.value) == (
+        f"{tmp_path / 'weights_only'} holds no tokenizer (what transformers loads from it is a stand-in BertTokenizer "
+        "of only 5 special token(s)): save the model's tokenizer into it (tokenizer.save_pretrained), or pass the "
+        "tokenizer: SentenceEncoder(model, tokenizer).")
+    model = AutoModel.from_pretrained(tmp_path / "weights_only")
+    given = SentenceEncoder(model, AutoTokenizer.from_pretrained(tiny_dir), show_progress_bar=False)
+    assert given.encode(["the dog runs"]).shape == (1, 32)
+
+
 def test_pooler_cls_of_an_encoder_saved_without_its_pooler_layer_is_refused(tiny_dir, tmp_path):
     """transformers drew the missing layer at random: the score changed from one run to the next, without a word."""
     from transformers import BertModel

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 from tiny_models import write_vocab
-from transformers import AutoTokenizer, BertTokenizerFast
+from transformers import AutoModel, AutoTokenizer, BertConfig, BertTokenizerFast
 
 from hf_cse.cli.export import main
 from hf_cse.export import ExportError, to_sentence_transformer
+from hf_cse.export.checkpoint import load_tokenizer
 from hf_cse.models import SimCSEModel
 
 
@@ -76,3 +77,28 @@ def test_cli_tokenizer_errors_are_one_line(checkpoint, tmp_path, capsys):
     assert err.startswith("hf-cse-export: error: --tokenizer") and "no such folder" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "st").exists()
+
+
+def test_a_model_of_an_encoder_saved_without_its_tokenizer_exports_the_tokenizer_given(tiny_roberta_dir, tmp_path):
+    """A model trained from a folder of weights only, saved without a tokenizer: transformers loads a stand-in of
+    RoBERTa's 5 special tokens from that folder, which the export took as the base encoder's tokenizer (every sentence
+    read as <unk>s) and against which it refused the encoder's own tokenizer, given. Now there is none to take, and
+    the one given is exported."""
+    AutoModel.from_pretrained(tiny_roberta_dir).save_pretrained(tmp_path / "weights_only")
+    model = SimCSEModel.from_encoder(str(tmp_path / "weights_only"))
+    model.save_pretrained(tmp_path / "ckpt")
+    with pytest.raises(ExportError, match=r"no tokenizer found for the export \(tried .*ckpt: ValueError, "
+                                          r".*weights_only: no tokenizer files\)\. Pass tokenizer="):
+        load_tokenizer(None, tmp_path / "ckpt", model)
+    own = AutoTokenizer.from_pretrained(tiny_roberta_dir).get_vocab()
+    assert load_tokenizer(str(tiny_roberta_dir), tmp_path / "ckpt", model).get_vocab() == own
+
+
+def test_a_tokenizer_folder_holding_no_tokenizer_is_refused_as_such(checkpoint, tmp_path):
+    BertConfig().save_pretrained(tmp_path / "config_only")
+    with pytest.raises(ExportError) as err:
+        load_tokenizer(str(tmp_path / "config_only"), checkpoint, SimCSEModel.from_pretrained(checkpoint))
+    assert str(err.value) == (
+        f"tokenizer {tmp_path / 'config_only'} holds no tokenizer (what transformers loads from it is a stand-in "
+        "BertTokenizer of only 5 special token(s)): give a folder holding a saved tokenizer or a Hub id, or leave it "
+        "out to use the checkpoint's.")

@@ -438,12 +438,38 @@ def test_mismatched_generator_vocabulary_errors_clearly(tiny_bert_dir, tiny_mlm_
     (other / "vocab.txt").write_text("\n".join(vocab))
     from transformers import BertTokenizerFast
 
-    BertTokenizerFast(vocab_file=str(other / "vocab.txt")).save_pretrained(other)
+    # (transformers 5 ignores vocab_file: that built a tokenizer of the 5 special tokens alone)
+    BertTokenizerFast(vocab={t: i for i, t in enumerate(t for t in vocab if t)}).save_pretrained(other)
     BertForMaskedLM.from_pretrained(tiny_mlm_dir).save_pretrained(other)
     with pytest.raises(GeneratorError, match="different tokenizer"):
         model.attach_generator(str(other), tok)
     with pytest.raises(GeneratorError, match="unigram"):
         model.attach_generator(str(tmp_path / "no_such_model"), tok)
+
+
+def test_a_generator_saved_without_its_tokenizer_is_checked_by_its_vocabulary_size(tiny_bert_dir, tiny_mlm_dir, tok,
+                                                                                   tmp_path, caplog):
+    """A masked LM saved by save_pretrained alone: the stand-in tokenizer transformers loads from its folder (BERT's 5
+    special tokens) was compared with the encoder's, and the generator refused as using "a different tokenizer"."""
+    model = _model(tiny_bert_dir, tok, generator=None)
+    BertForMaskedLM.from_pretrained(tiny_mlm_dir).save_pretrained(tmp_path / "mlm")
+    with caplog.at_level("WARNING", logger="hf_cse.models.diffcse.generators"):
+        assert isinstance(model.attach_generator(str(tmp_path / "mlm"), tok), MaskedLMGenerator)
+    assert f"generator {tmp_path / 'mlm'} has no tokenizer to compare with the encoder's" in caplog.text
+
+
+def test_an_encoder_saved_without_its_tokenizer_needs_the_tokenizer_given(tiny_bert_dir, tiny_mlm_dir, tmp_path):
+    """attach_generator without a tokenizer loads the encoder's: from a folder of weights only that was the stand-in,
+    and the generator was refused as using "a different tokenizer"."""
+    AutoModel.from_pretrained(tiny_bert_dir).save_pretrained(tmp_path / "weights_only")
+    model = DiffCSEModel.from_encoder(str(tmp_path / "weights_only"))
+    with pytest.raises(GeneratorError) as err:
+        model.attach_generator(str(tiny_mlm_dir))
+    assert str(err.value) == (
+        f"{tmp_path / 'weights_only'} holds no tokenizer (what transformers loads from it is a stand-in BertTokenizer "
+        "of only 5 special token(s)): pass the encoder's tokenizer to attach_generator(generator, tokenizer).")
+    assert isinstance(model.attach_generator(str(tiny_mlm_dir), AutoTokenizer.from_pretrained(tiny_bert_dir)),
+                      MaskedLMGenerator)
 
 
 # ----------------------------------------------------------------------------------------------- script

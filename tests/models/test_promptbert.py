@@ -218,6 +218,18 @@ def test_saved_model_reloads_with_its_templates(tiny_bert_dir, tmp_path):
         assert torch.equal(again.sentence_embedding(**batch), model.eval().sentence_embedding(**batch))
 
 
+def test_an_encoder_saved_without_its_tokenizer_leaves_the_templates_to_the_runs(tiny_bert_dir, tmp_path):
+    """From a folder of weights only, the templates were tokenized with the stand-in tokenizer transformers loads
+    there (each word an [UNK]); now they wait for the tokenizer of the run, which tokenizes them as from the full
+    folder."""
+    AutoModel.from_pretrained(tiny_bert_dir).save_pretrained(tmp_path / "weights_only")
+    model = PromptBERTModel.from_encoder(str(tmp_path / "weights_only"))
+    with pytest.raises(ValueError, match="the templates are not tokenized yet"):
+        model.template_ids(0)
+    model.use_tokenizer(AutoTokenizer.from_pretrained(tiny_bert_dir))
+    assert model.config.template_token_ids == PromptBERTModel.from_encoder(str(tiny_bert_dir)).config.template_token_ids
+
+
 def test_template_without_mask_is_read_at_its_own_last_token(tiny_llama_dir):
     """PromptEOL's template on a decoder: the representation is the closing quote, not the [SEP] the tokenizer adds."""
     tok = AutoTokenizer.from_pretrained(tiny_llama_dir)

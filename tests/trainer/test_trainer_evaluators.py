@@ -166,3 +166,25 @@ def test_a_misspelt_metric_for_best_model_is_refused_before_the_first_step(tiny_
     with pytest.raises(CSEError, match="metric_for_best_model='stsb_spearmann' is not among the dev metrics"):
         trainer.train()
     assert trainer.state.global_step == 0
+
+
+@pytest.mark.slow
+def test_a_lower_is_better_metric_of_ones_own_keeps_the_checkpoint_it_chose_over_the_untrained(tiny_bert_dir, sentences,
+                                                                                                tmp_path):
+    """greater_is_better=False with one's own lower-is-better metric: the best checkpoint was the lowest, but the
+    comparison with the untrained encoder after training read higher as better, and put back the untrained weights
+    whenever training had lowered the metric, i.e. made the model better."""
+    scripted = iter([1.0, 0.4, 0.6])  # before the first step, at step 2, at step 4
+
+    def distance(encoder):  # a stand-in for a loss on held-out pairs
+        return {"distance": next(scripted)}
+
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, repeat=2, evaluator=distance, max_steps=4,
+                       eval_strategy="steps", eval_steps=2, save_strategy="steps", save_steps=2,
+                       metric_for_best_model="distance", greater_is_better=False, load_best_model_at_end=True)
+    untrained = {name: t.clone() for name, t in trainer.model.state_dict().items()}
+    trainer.train()
+    assert trainer.state.best_global_step == 2
+    dev = trainer.dev
+    assert (dev.before, dev.after, dev.kept_step, dev.greater_is_better, dev.worse) == (1.0, 0.4, 2, False, False)
+    assert any(not torch.equal(untrained[name], t) for name, t in trainer.model.state_dict().items())

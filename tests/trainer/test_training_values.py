@@ -35,6 +35,46 @@ def test_a_value_of_the_wrong_type_or_range_is_refused_when_the_arguments_are_ma
     assert refused.value.fields == (field,) and "\n" not in str(refused.value)
 
 
+#: what greater_is_better=False with a correlation is refused with
+LOWEST_IS_WORST = ("greater_is_better False would keep the checkpoint of the lowest {}, the worst: it is a "
+                   "correlation, higher the better. Leave greater_is_better out (or set it True).")
+
+
+@pytest.mark.parametrize("metric", ["stsb_spearman", "eval_avg_sts", "mine_spearman", "sts-dev_spearman_cosine"])
+def test_greater_is_better_false_with_a_correlation_is_refused_when_the_arguments_are_made(tmp_path, metric):
+    """The run chose the checkpoint of the lowest dev correlation (the worst), and the comparison with the untrained
+    encoder after training read it the other way round. A loss stays lower-is-better, as transformers sets it."""
+    selection = dict(senteval_data_dir=str(tmp_path), eval_strategy="steps", eval_steps=2, save_steps=2, max_steps=6,
+                     load_best_model_at_end=True, use_cpu=True)
+    with pytest.raises(CSEError) as refused:
+        ContrastiveTrainingArguments(str(tmp_path / "out"), metric_for_best_model=metric, greater_is_better=False,
+                                     **selection)
+    assert str(refused.value) == LOWEST_IS_WORST.format(metric)
+    assert refused.value.fields == ("greater_is_better", "metric_for_best_model")
+    args = ContrastiveTrainingArguments(str(tmp_path / "out"), metric_for_best_model=metric, **selection)
+    assert args.greater_is_better is True
+    for loss, given in (("loss", None), ("eval_loss", False)):
+        args = ContrastiveTrainingArguments(str(tmp_path / "out"), metric_for_best_model=loss,
+                                            greater_is_better=given, **selection)
+        assert args.greater_is_better is False
+
+
+@pytest.mark.slow
+def test_greater_is_better_false_with_a_dev_score_is_refused_when_the_trainer_is_built(tiny_bert_dir, rows, tmp_path):
+    """transformers' own TrainingArguments: the trainer checks them, with its STS dev data or one's own evaluator."""
+    from eval_helpers import write_toy_senteval
+
+    ds, tok = rows
+    senteval = str(write_toy_senteval(tmp_path / "senteval"))
+    for dev, metric in (({"senteval_data_dir": senteval}, "sickr_spearman"), ({"evaluator": len}, "own_spearman")):
+        with pytest.raises(CSEError) as refused:
+            ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), train_dataset=ds,
+                               args=tiny_args(tmp_path / "out", per_device_train_batch_size=4, eval_strategy="no",
+                                              metric_for_best_model=metric, greater_is_better=False),
+                               processing_class=tok, no_duplicates_in_batch=False, **dev)
+        assert str(refused.value) == LOWEST_IS_WORST.format(metric)
+
+
 def test_numbers_of_numpy_and_none_where_allowed_are_taken(tmp_path):
     args = ContrastiveTrainingArguments(str(tmp_path / "out"), use_cpu=True, max_steps=np.int64(5),
                                         learning_rate=np.float64(1e-5), cached_minibatch_size=None)

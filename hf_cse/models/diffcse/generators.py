@@ -32,6 +32,7 @@ from torch import nn
 from transformers.utils import logging as hf_logging
 
 from ...errors import CSEError
+from ...tokenizer_match import is_stand_in
 
 logger = logging.getLogger(__name__)
 
@@ -253,9 +254,10 @@ def load_generator(
             gen_tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
         except (OSError, ValueError):
             gen_tokenizer = None
-            logger.warning("generator %s has no tokenizer to compare with the encoder's; checking vocab size", name)
-        if gen_tokenizer is not None:
+        if gen_tokenizer is not None and not is_stand_in(gen_tokenizer):
             check_same_tokenizer(gen_tokenizer, tokenizer, name)
+        else:  # no tokenizer files beside the generator (what transformers stands in for them is no reference)
+            logger.warning("generator %s has no tokenizer to compare with the encoder's; checking vocab size", name)
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if head is None or not hasattr(model, "config"):
         raise GeneratorError(f"generator {name!r} is not a masked LM (no output embeddings / config).")

@@ -256,11 +256,16 @@ class DiffCSEModel(CSEPreTrainedModel):
     def _encoder_tokenizer(self):
         from transformers import AutoTokenizer
 
+        from ...tokenizer_match import check_not_stand_in
+
         try:
-            return AutoTokenizer.from_pretrained(self.config.base_encoder)
+            tokenizer = AutoTokenizer.from_pretrained(self.config.base_encoder)
         except (OSError, TypeError, ValueError) as err:
             raise GeneratorError(f"attach_generator needs the encoder's tokenizer and could not load it from "
                                  f"{self.config.base_encoder!r} ({err}); pass tokenizer=...") from err
+        check_not_stand_in(tokenizer, self.config.base_encoder, "pass the encoder's tokenizer to "
+                           "attach_generator(generator, tokenizer)", GeneratorError)
+        return tokenizer
 
     # ----------------------------------------------------------------- RTD
     def _condition_on_h(self, module, args, output):

@@ -181,9 +181,10 @@ class PromptBERTModel(CSEPreTrainedModel):
     @classmethod
     def from_encoder(cls, name_or_path: str, trust_remote_code: bool = False, **config_kwargs: Any):
         """As :meth:`CSEPreTrainedModel.from_encoder`; the templates are tokenized with the encoder's tokenizer
-        (:meth:`use_tokenizer`; a run with another ``--tokenizer_name`` tokenizes them again before training)."""
+        (:meth:`use_tokenizer`; the trainer tokenizes them again with its ``processing_class`` before training)."""
         from transformers import AutoConfig, AutoTokenizer
 
+        from ...tokenizer_match import is_stand_in
         from ..config import is_decoder_only
 
         if config_kwargs.get("pooler_type") is None and is_decoder_only(
@@ -195,6 +196,8 @@ class PromptBERTModel(CSEPreTrainedModel):
         try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
         except (OSError, ValueError):  # no tokenizer beside the weights: the run's tokenizer comes later
+            return model
+        if is_stand_in(tokenizer):  # no tokenizer files either: the stand-in would make its templates [UNK]s
             return model
         model.use_tokenizer(tokenizer)
         return model
