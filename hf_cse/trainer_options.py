@@ -136,7 +136,7 @@ def method_collator(model, tokenizer, pairs: bool):
 def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[str, Any]:
     """Adjust ``Trainer.__init__``'s arguments ``given`` (in place) for an hf_cse method model; a model of one's own
     (without the method's ``collator``) is left as it is. Returns the training set's facts (:func:`data_facts`)."""
-    from .data_checks import check_training_data
+    from .data_checks import check_training_data, warn_unread_text_columns
 
     model, args = given.get("model"), given["args"]
     tokenizer, train_dataset = given.get("processing_class"), given.get("train_dataset")
@@ -166,6 +166,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     if not own_collator:
         check_views_tokenized(train_dataset)
         check_rows_for_model(model, views)
+        warn_unread_text_columns(train_dataset, model, views)
     if not own_collator and tokenizer is not None and _sentences(train_dataset):
         check_rows_for_a_batch(train_dataset, args)  # an empty set first: datasets maps it to no columns at all
         train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args, pairs=bool(views))
