@@ -70,6 +70,13 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
     finishes the run folder with :meth:`save_run`. It adjusts its own copy of the arguments (``trainer.args``, which
     the run records): the ``args`` passed in are left as given (:mod:`hf_cse.trainer_arguments`).
 
+    Keyword arguments: transformers ``Trainer``'s, and ``senteval_data_dir``, ``eval_source``,
+    ``cached_minibatch_size``, ``no_duplicates_in_batch``, ``cuda_graphs`` (below; each wins over the arguments' field
+    of its name), ``evaluator``, ``eval_pairs`` and ``trust_remote_code``; any other (``max_seq_length``,
+    ``precision``, ``eval_file``, ``tokenizer``) is refused in one line naming its place. Plain ``TrainingArguments``
+    work too: the trainer cuts the text it tokenizes at SimCSE's 32 tokens and computes in what ``bf16`` / ``fp16``
+    say (fp32 by default), each said in the log.
+
     ``compute_loss`` asks the model for its embeddings, gathers them across processes *with*
     gradients (every process then uses the global batch as negatives and receives the
     single-process gradient), applies the loss(es) named in the model's config, adds the model's
