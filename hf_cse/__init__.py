@@ -1,7 +1,17 @@
 """hf_cse: unsupervised contrastive sentence embeddings on the Hugging Face Trainer.
 
+The Python API, at the top level::
+
+    from hf_cse import ContrastiveTrainer, ContrastiveTrainingArguments, SimCSEModel
+
+* ``ContrastiveTrainer`` (:mod:`hf_cse.trainer`) and its arguments, ``ContrastiveTrainingArguments``
+  (:mod:`hf_cse.training_args`);
+* each method's model class: ``SimCSEModel``, ``ImSimCSEModel``, ``DiffCSEModel``, ``PromptBERTModel``,
+  ``ESimCSEModel``; ``METHODS`` (every registered method by name) and ``get_method(name)`` (:mod:`hf_cse.models`);
+* ``losses`` (:mod:`hf_cse.losses`: ``build_loss``, ``available_losses``) and ``models``.
+
 ``import hf_cse`` imports nothing heavy: the commands (``python -m hf_cse``, ``hf-cse-*``) start here and answer
-``--help``, ``config`` and the refusals that need no model before torch is imported. The names below are loaded on
+``--help``, ``config`` and the refusals that need no model before torch is imported. The names above are loaded on
 first use (PEP 562); ``hf_cse.models`` registers the methods with ``AutoConfig`` / ``AutoModel`` when it is imported
 (``import hf_cse.models``, or the first use of one of these names).
 """
@@ -13,8 +23,10 @@ import importlib
 __version__ = "0.1.0"
 
 #: name -> the module that holds it (a submodule itself where the module and the name are the same)
-_LAZY = {"losses": "hf_cse.losses", "models": "hf_cse.models", "METHODS": "hf_cse.models",
-         "SimCSEModel": "hf_cse.models", "get_method": "hf_cse.models"}
+_LAZY = {"ContrastiveTrainer": "hf_cse.trainer", "ContrastiveTrainingArguments": "hf_cse.training_args",
+         **dict.fromkeys(("SimCSEModel", "ImSimCSEModel", "DiffCSEModel", "PromptBERTModel", "ESimCSEModel", "METHODS",
+                          "get_method"), "hf_cse.models"),
+         "losses": "hf_cse.losses", "models": "hf_cse.models"}
 
 __all__ = ["__version__", *_LAZY]
 

@@ -7,6 +7,9 @@ fix, instead of a traceback from inside torch at the first step:
 * what the encoder can embed: no row longer than its position limit (:func:`hf_cse.encoders.encoder_max_length`)
   and no token id outside its vocabulary (the rows of its input embeddings).
 
+Text columns none of this reads (``text_b`` beside ``text``) are said in one warning with how to use or drop them
+(:func:`warn_unread_text_columns`): the run would train on the other columns alone.
+
 The cost stays small for any size: an Arrow-backed ``datasets.Dataset`` is checked whole when the trainer is built,
 by pyarrow reductions over its token columns (no row is turned into Python objects). Data that cannot be read ahead
 (a stream, a torch data set, a list of rows) is checked batch by batch instead, as the loader hands the rows to the
@@ -16,14 +19,18 @@ reads a device value on the host.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .data import PAIR_VIEWS, TwoViewCollator
+from .data import PAIR_COLUMNS, PAIR_VIEWS, TwoViewCollator
 from .encoders import method_max_length
 from .files import DataError
+
+logger = logging.getLogger("hf_cse.trainer")
 
 #: the token columns of the views a collator may read, in view order (anchor, positive, hard negative)
 TOKEN_COLUMNS = tuple(f"{prefix}input_ids" for prefix in PAIR_VIEWS)
@@ -236,3 +243,61 @@ def check_training_data(dataset, collator, model, pair_rows: bool | None = None)
     if (limits.max_length is None and limits.vocab_size is None) or check_token_limits(dataset, limits):
         return collator
     return LimitCheckedCollator(collator, limits, pair_rows)
+
+
+#: words of a column's name that say it holds no sentence but an identifier or a label (MNLI's ``pairID``, SNLI's
+#: ``gold_label``): never one of the text columns :func:`warn_unread_text_columns` names
+NOT_TEXT_WORDS = frozenset({"id", "ids", "idx", "uid", "guid", "key", "label", "labels"})
+
+
+def unread_text_columns(dataset, views: tuple[str, ...]) -> list[str]:
+    """The string columns of a ``datasets`` data set that no view reads (``views``: the text columns of pair /
+    triplet rows, :func:`hf_cse.trainer_options.pair_rows`; ``()``: sentences, the ``text`` column), leaving out
+    the columns named as identifiers or labels (:data:`NOT_TEXT_WORDS`); [] where the columns' types are unknown."""
+    features = getattr(dataset, "features", None)
+    if not isinstance(features, Mapping):
+        return []
+    read = set(views or PAIR_COLUMNS[:1])
+
+    def is_text(feature) -> bool:
+        return getattr(feature, "dtype", None) in ("string", "large_string")
+
+    def names_a_label(name: str) -> bool:
+        return bool(NOT_TEXT_WORDS & {w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", name)})
+
+    return [name for name, feature in features.items()
+            if name not in read and is_text(feature) and not names_a_label(name)]
+
+
+def warn_unread_text_columns(dataset, model, views: tuple[str, ...] | None) -> None:
+    """One warning where the training set has string columns the run does not read (``{"text", "text_b"}``: it would
+    train on the ``text`` sentences alone), naming them and the fix: a second sentence goes in the ``positive``
+    column (pairs; a third in ``negative``: hard negatives), for a method that trains on pair rows; else drop
+    them. Not for columns of other types (ids, labels) nor where the columns are not known (``views`` None)."""
+    unread = unread_text_columns(dataset, views) if views is not None else []
+    if not unread:
+        return
+    method = type(model)
+    them = "it" if len(unread) == 1 else "them"
+    drop = f"drop {them}: dataset.remove_columns({unread!r})"
+    first = unread[0]
+    tokenized = "input_ids" in (getattr(dataset, "column_names", None) or ())
+    untokenized = (" and pass the rows untokenized (or tokenized with hf_cse.data.tokenize_pair_dataset)"
+                   if tokenized else "")
+    read = views or PAIR_COLUMNS[:1]
+    trains_on = f"the {', '.join(read[:-1])}{' and ' * (len(read) > 1)}{read[-1]} column{'s' * (len(read) > 1)}"
+    if not getattr(method, "takes_pair_rows", True):
+        why, fix = f", and {method.__name__} takes no pair rows", drop[0].upper() + drop[1:]
+    elif "negative" in views:
+        why, fix = " (triplets)", drop[0].upper() + drop[1:]
+    elif "positive" in views:
+        why = " (pairs)"
+        fix = (f"For hard negatives, name their column negative (dataset.rename_column({first!r}, 'negative'))"
+               f"{untokenized}; else {drop}")
+    else:
+        why = " (sentences)"
+        fix = (f"To train on (text, {first}) pairs, name the second sentence's column positive "
+               f"(dataset.rename_column({first!r}, 'positive')){untokenized}; else {drop}")
+    logger.warning("train_dataset's %s %s (strings) %s not read: the run trains on %s alone%s. %s.",
+                   "column" if len(unread) == 1 else "columns", ", ".join(unread), "is" if len(unread) == 1 else "are",
+                   trains_on, why, fix)

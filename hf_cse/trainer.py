@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 from contextlib import nullcontext
 from pathlib import Path
@@ -30,6 +29,7 @@ from .precision import check_training_args, describe
 from .run_settings import save_run_settings
 from .sampler import NoDuplicatesBatchSampler
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast, full_models_while_loading
+from .trainer_arguments import given_arguments
 from .trainer_batches import TrainingBatches
 from .trainer_evaluation import DevScoring
 from .trainer_folder import (
@@ -49,12 +49,11 @@ from .trainer_options import (
     check_rows_for_a_batch,
     check_training_values,
     prepare_run,
-    refuse_unsupported_arguments,
     set_batch_copying,
 )
 from .trainer_resume import ResumedRun
 from .trainer_steps import StepPaths
-from .training_args import ContrastiveTrainingArguments, global_batch_size
+from .training_args import global_batch_size
 
 logger = logging.getLogger(__name__)
 
@@ -63,13 +62,20 @@ logger = logging.getLogger(__name__)
 class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSaveHook, StepPaths, DevScoring,
                          ResumedRun, Trainer):
     """A ``transformers.Trainer`` for hf_cse method models that does what ``hf-cse-train`` does: given a model,
-    :class:`~hf_cse.training_args.ContrastiveTrainingArguments` (plain ``TrainingArguments`` work too, with the
-    options below as keyword arguments, which win over the arguments' fields), a training set (sentences in a ``text``
-    column, which it tokenizes at the arguments' ``max_seq_length``, or tokenized ones) and the tokenizer
-    (``processing_class``), it picks the method's collator, keeps the columns the collator reads, lets the
-    method prepare (DiffCSE's generator, :mod:`hf_cse.trainer_options`), checkpoints activations inside the encoder,
-    scores the dev data (if any) before the first step and after the last, keeping the untrained encoder when it
-    scored better (:meth:`train`), and finishes the run folder with :meth:`save_run`.
+    :class:`~hf_cse.training_args.ContrastiveTrainingArguments`, a training set (sentences in a ``text`` column, which
+    it tokenizes at the arguments' ``max_seq_length``, or tokenized ones) and the tokenizer (``processing_class``), it
+    picks the method's collator, keeps the columns the collator reads, lets the method prepare (DiffCSE's generator,
+    :mod:`hf_cse.trainer_options`), checkpoints activations inside the encoder, scores the dev data (if any) before
+    the first step and after the last, keeping the untrained encoder when it scored better (:meth:`train`), and
+    finishes the run folder with :meth:`save_run`. It adjusts its own copy of the arguments (``trainer.args``, which
+    the run records): the ``args`` passed in are left as given (:mod:`hf_cse.trainer_arguments`).
+
+    Keyword arguments: transformers ``Trainer``'s, and ``senteval_data_dir``, ``eval_source``,
+    ``cached_minibatch_size``, ``no_duplicates_in_batch``, ``cuda_graphs`` (below; each wins over the arguments' field
+    of its name), ``evaluator``, ``eval_pairs`` and ``trust_remote_code``; any other (``max_seq_length``,
+    ``precision``, ``eval_file``, ``tokenizer``) is refused in one line naming its place. Plain ``TrainingArguments``
+    work too: the trainer cuts the text it tokenizes at SimCSE's 32 tokens and computes in what ``bf16`` / ``fp16``
+    say (fp32 by default), each said in the log.
 
     ``compute_loss`` asks the model for its embeddings, gathers them across processes *with*
     gradients (every process then uses the global batch as negatives and receives the
@@ -92,9 +98,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
     :class:`hf_cse.sampler.NoDuplicatesBatchSampler`, so that no text occurs twice in one global batch (a false
     negative); it applies to data sets with text or ``input_ids`` columns and the Trainer's default random order.
 
-    ``cached_minibatch_size=m`` turns on the gradient-cache mode
-    (:mod:`hf_cse.cached`): the encoder sees mini-batches of ``m`` sentences, the loss still sees the whole
-    (gathered) batch, and the gradient equals the plain one. 0 / None = off.
+    ``cached_minibatch_size=m`` turns on the gradient-cache mode (:mod:`hf_cse.cached`; 0 / None: off): the encoder
+    sees mini-batches of ``m`` sentences, the loss sees the whole (gathered) batch; the gradient is the plain one's.
 
     ``cuda_graphs`` (``auto``, the default; ``on``; ``off``): on one CUDA GPU the forward of
     every view, the loss and the backward run as a replayed CUDA graph, captured once per batch shape
@@ -103,9 +108,9 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
     loss on the host every step, and a NaN/Inf loss already stops the run at the next logging step.
 
     Under DDP, ``ddp_find_unused_parameters`` defaults to False (transformers' Trainer: True unless activation
-    checkpointing is on): every hf_cse method uses all its parameters in each step. Like the other defaults above,
-    it is written into the ``args`` passed in (only when it is None), before the Trainer builds DDP's settings from
-    them. Pass ``ddp_find_unused_parameters=True`` (kept as given) for a model of your own that leaves some unused.
+    checkpointing is on): every hf_cse method uses all its parameters in each step. It is set (where it is None) in
+    the trainer's arguments before the Trainer builds DDP's settings from them. Pass
+    ``ddp_find_unused_parameters=True`` (kept as given) for a model of your own that leaves some unused.
     """
 
     def __init__(
@@ -121,13 +126,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         trust_remote_code: bool = False,
         **kwargs,
     ):
-        # Trainer.__init__'s arguments by name, positional ones included (model, args, data_collator, ...)
-        given = inspect.signature(Trainer.__init__).bind(self, *args, **kwargs).arguments
-        given.pop("self")
-        given.update(given.pop("kwargs", {}))
-        refuse_unsupported_arguments(given)
-        if given.get("args") is None:
-            given["args"] = ContrastiveTrainingArguments(output_dir="tmp_trainer")
+        # Trainer.__init__'s arguments by name (model, args, data_collator, ...); args: the trainer's own copy
+        given = given_arguments(args, kwargs)
         training_args = given["args"]
         check_path_given(training_args.output_dir, "output_dir")  # transformers would fail in os.makedirs('')
         check_training_values(training_args)

@@ -134,9 +134,10 @@ def method_collator(model, tokenizer, pairs: bool):
 
 
 def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[str, Any]:
-    """Adjust ``Trainer.__init__``'s arguments ``given`` (in place) for an hf_cse method model; a model of one's own
-    (without the method's ``collator``) is left as it is. Returns the training set's facts (:func:`data_facts`)."""
-    from .data_checks import check_training_data
+    """Adjust ``Trainer.__init__``'s arguments ``given`` (in place; ``given["args"]``: the trainer's own copy,
+    :func:`hf_cse.trainer_arguments.own_copy`) for an hf_cse method model; a model of one's own (without the method's
+    ``collator``) is left as it is. Returns the training set's facts (:func:`data_facts`)."""
+    from .data_checks import check_training_data, warn_unread_text_columns
 
     model, args = given.get("model"), given["args"]
     tokenizer, train_dataset = given.get("processing_class"), given.get("train_dataset")
@@ -166,6 +167,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     if not own_collator:
         check_views_tokenized(train_dataset)
         check_rows_for_model(model, views)
+        warn_unread_text_columns(train_dataset, model, views)
     if not own_collator and tokenizer is not None and _sentences(train_dataset):
         check_rows_for_a_batch(train_dataset, args)  # an empty set first: datasets maps it to no columns at all
         train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args, pairs=bool(views))
@@ -382,21 +384,6 @@ def check_dev_ready(evaluators, args) -> None:
             logged = []
             break
     check_best_metric(args, logged)
-
-
-def refuse_unsupported_arguments(given: dict[str, Any]) -> None:
-    """``Trainer.__init__``'s arguments the contrastive trainer cannot honour, refused before anything is built:
-    an ``eval_dataset`` (the evaluator holds its own data) and ``model_init`` (the method's collator, kept columns
-    and generator are chosen from the model given; transformers' failure came at the first step, blaming the
-    data)."""
-    if given.get("eval_dataset") is not None:
-        raise CSEError("ContrastiveTrainer evaluates sentence embeddings, not a loss on an eval_dataset: pass "
-                       "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
-                       "senteval_data_dir= instead of eval_dataset=.")
-    if given.get("model_init") is not None:
-        raise CSEError("ContrastiveTrainer takes model= (a built hf_cse method model), not model_init=, so "
-                       "hyperparameter_search is not supported: build the model, e.g. "
-                       "SimCSEModel.from_encoder(name_or_path), and pass model=, one trainer a trial.")
 
 
 def set_batch_copying(args) -> None:

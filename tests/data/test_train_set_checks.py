@@ -437,3 +437,62 @@ def test_a_pair_row_with_a_blank_text_is_refused(column, tiny_bert_dir, tmp_path
     assert refusal(tiny_bert_dir, datasets.Dataset.from_dict(rows), tmp_path) == (
         f"the training set's {column!r} column has an empty cell where a sentence should be: every pair / triplet "
         f"row needs all its texts; remove those rows first, e.g. dataset.filter(lambda row: row[{column!r}].strip()).")
+
+
+SENTENCES = random_sentences(16)
+OTHERS = SENTENCES[::-1]
+
+
+@pytest.mark.parametrize("columns, warned", [
+    ({"text": SENTENCES, "text_b": OTHERS},
+     "train_dataset's column text_b (strings) is not read: the run trains on the text column alone (sentences). To "
+     "train on (text, text_b) pairs, name the second sentence's column positive (dataset.rename_column('text_b', "
+     "'positive')); else drop it: dataset.remove_columns(['text_b'])."),
+    # sentence1 renamed to text: its sentence2, not the ids or the labels (a string one too: SNLI's gold_label)
+    ({"text": SENTENCES, "sentence2": OTHERS, "id": [str(i) for i in range(16)], "pairID": ["p"] * 16,
+      "label": list(range(16)), "gold_label": ["entailment"] * 16},
+     "train_dataset's column sentence2 (strings) is not read: the run trains on the text column alone (sentences). "
+     "To train on (text, sentence2) pairs, name the second sentence's column positive "
+     "(dataset.rename_column('sentence2', 'positive')); else drop it: dataset.remove_columns(['sentence2'])."),
+    ({"text": SENTENCES, "positive": OTHERS, "other": SENTENCES},
+     "train_dataset's column other (strings) is not read: the run trains on the text and positive columns alone "
+     "(pairs). For hard negatives, name their column negative (dataset.rename_column('other', 'negative')); else drop "
+     "it: dataset.remove_columns(['other'])."),
+    ({"text": SENTENCES, "positive": OTHERS, "negative": SENTENCES[1:] + SENTENCES[:1], "a": OTHERS, "b": OTHERS},
+     "train_dataset's columns a, b (strings) are not read: the run trains on the text, positive and negative columns "
+     "alone (triplets). Drop them: dataset.remove_columns(['a', 'b'])."),
+    ({"text": SENTENCES, "label": list(range(16)), "id": [str(i) for i in range(16)]}, None),
+    ({"text": SENTENCES, "positive": OTHERS}, None),
+])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_text_columns_the_run_does_not_read_are_named_with_how_to_use_them(columns, warned, streamed, tiny_bert_dir,
+                                                                           tmp_path, caplog):
+    """A second sentence column beside ``text`` was dropped when the trainer tokenized: the run trained on the
+    sentences alone, unsupervised, and nothing said so."""
+    data = datasets.Dataset.from_dict(columns)
+    with caplog.at_level("WARNING", logger="hf_cse"):
+        build(tiny_bert_dir, data.to_iterable_dataset() if streamed else data, tmp_path)
+    said = [r.getMessage() for r in caplog.records if "is not read" in r.getMessage() or "are not read" in
+            r.getMessage()]
+    assert said == ([warned] if warned else [])
+
+
+def test_unread_text_columns_of_a_method_without_pair_rows_are_to_be_dropped(tiny_bert_dir, tmp_path, caplog):
+    from hf_cse.models import ESimCSEModel
+
+    data = datasets.Dataset.from_dict({"text": SENTENCES, "text_b": OTHERS})
+    with caplog.at_level("WARNING", logger="hf_cse"):
+        build(tiny_bert_dir, data, tmp_path, model=ESimCSEModel.from_encoder(str(tiny_bert_dir)))
+    assert ("train_dataset's column text_b (strings) is not read: the run trains on the text column alone, and "
+            "ESimCSEModel takes no pair rows. Drop it: dataset.remove_columns(['text_b']).") in caplog.messages
+
+
+def test_unread_text_beside_tokens_is_named_with_the_tokenizing_to_redo(tiny_bert_dir, tmp_path, caplog):
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    data = tokenize_dataset(text_set(SENTENCES), tok, keep_text=True).add_column("text_b", OTHERS)
+    with caplog.at_level("WARNING", logger="hf_cse"):
+        build(tiny_bert_dir, data, tmp_path, processing_class=tok)
+    assert ("train_dataset's column text_b (strings) is not read: the run trains on the text column alone "
+            "(sentences). To train on (text, text_b) pairs, name the second sentence's column positive "
+            "(dataset.rename_column('text_b', 'positive')) and pass the rows untokenized (or tokenized with "
+            "hf_cse.data.tokenize_pair_dataset); else drop it: dataset.remove_columns(['text_b']).") in caplog.messages

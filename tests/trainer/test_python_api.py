@@ -148,4 +148,4 @@ def test_training_on_the_cpu_asks_no_pinned_memory(tiny_bert_dir, tmp_path):
         warnings.simplefilter("always")
         trainer.train()
     assert not [w for w in caught if "pin_memory" in str(w.message)]
-    assert args.dataloader_pin_memory is False
+    assert trainer.args.dataloader_pin_memory is False and args.dataloader_pin_memory is True  # the caller's: as given

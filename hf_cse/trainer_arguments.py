@@ -1,0 +1,131 @@
+"""What :class:`hf_cse.trainer.ContrastiveTrainer` is given, sorted out before anything is built: ``Trainer.__init__``'s
+arguments by name (a keyword neither it nor the contrastive trainer takes is refused in one line that says where that
+option belongs), those the contrastive trainer cannot honour, and its own copy of the training arguments.
+
+The trainer adjusts the arguments it runs with (the columns the collator reads kept, activation checkpointing moved
+into the encoder, incomplete batches dropped, ...): it does so on its copy, ``trainer.args``, which is also what the
+run records and saves. The ``args`` a caller passed are left as given, so one object can serve several trainers.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import logging
+import os
+from typing import Any
+
+from .errors import CSEError, closest_name
+
+logger = logging.getLogger("hf_cse.trainer")
+
+#: the contrastive trainer's own keyword arguments, beside transformers' ``Trainer``'s
+TRAINER_KEYWORDS = ("senteval_data_dir", "eval_source", "evaluator", "eval_pairs", "cached_minibatch_size",
+                    "no_duplicates_in_batch", "cuda_graphs", "trust_remote_code")
+
+
+class TrainerArgumentError(CSEError, TypeError):
+    """An argument :class:`~hf_cse.trainer.ContrastiveTrainer` does not take; a ``TypeError`` too, as Python's own
+    refusal of an unknown keyword is."""
+
+
+def given_arguments(args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``Trainer.__init__``'s arguments by name, positional ones included (model, args, data_collator, ...), with
+    ``args`` the trainer's own copy of the training arguments (:func:`own_copy`; default:
+    ``ContrastiveTrainingArguments("tmp_trainer")``, as transformers' Trainer defaults to ``tmp_trainer``). Refused
+    in one line: a keyword that is no argument of either trainer (:func:`unknown_keyword`), and what the contrastive
+    trainer cannot honour (:func:`refuse_unsupported_arguments`)."""
+    from transformers import Trainer
+
+    signature = inspect.signature(Trainer.__init__)
+    for name in kwargs:
+        if name not in signature.parameters:
+            raise unknown_keyword(name, kwargs[name])
+    try:
+        given = signature.bind(None, *args, **kwargs).arguments
+    except TypeError as err:  # too many positional arguments, or one given twice
+        raise TrainerArgumentError(f"ContrastiveTrainer: {err}; pass its arguments by name (model=, args=, "
+                                   "train_dataset=, processing_class=).") from None
+    given.pop("self")
+    refuse_unsupported_arguments(given)
+    from .training_args import ContrastiveTrainingArguments
+
+    given["args"] = own_copy(given.get("args") or ContrastiveTrainingArguments(output_dir="tmp_trainer"))
+    say_plain_arguments(given["args"])
+    return given
+
+
+def unknown_keyword(name: str, value: Any) -> TrainerArgumentError:
+    """The refusal of a keyword argument neither trainer takes, with where the option belongs: a field of
+    :class:`~hf_cse.training_args.ContrastiveTrainingArguments` (``max_seq_length``, ``precision``, ``eval_file``,
+    ``learning_rate``: one home each, the arguments), ``processing_class`` for the tokenizer (transformers' Trainer
+    renamed it), or the closest name the trainer takes."""
+    from transformers import Trainer, TrainingArguments
+
+    from .training_args import ContrastiveTrainingArguments
+
+    fields = {f.name for f in dataclasses.fields(ContrastiveTrainingArguments) if f.init}
+    if name == "tokenizer":
+        return TrainerArgumentError("ContrastiveTrainer takes the tokenizer as processing_class= (transformers' "
+                                    "Trainer renamed tokenizer=): pass processing_class=tokenizer.")
+    if name in fields:
+        plain = {f.name for f in dataclasses.fields(TrainingArguments)}
+        return TrainerArgumentError(
+            f"{name} is a field of the training arguments, not a keyword argument of ContrastiveTrainer: pass "
+            f"args=ContrastiveTrainingArguments({'' if name == 'output_dir' else 'output_dir, '}{name}={value!r:.40})"
+            f"{'' if name in plain else f' (plain TrainingArguments have no {name})'}.")
+    taken = [p for p in inspect.signature(Trainer.__init__).parameters if p != "self"] + list(TRAINER_KEYWORDS)
+    close = closest_name(name, [*taken, *fields])
+    hint = f" (did you mean {close}?)" if close else ""
+    return TrainerArgumentError(f"ContrastiveTrainer has no keyword argument {name}{hint}: it takes transformers "
+                                f"Trainer's ({', '.join(taken[:-len(TRAINER_KEYWORDS)])}) and its own "
+                                f"({', '.join(TRAINER_KEYWORDS)}); every other option is a field of "
+                                "ContrastiveTrainingArguments, passed as args=.")
+
+
+def refuse_unsupported_arguments(given: dict[str, Any]) -> None:
+    """``Trainer.__init__``'s arguments the contrastive trainer cannot honour, refused before anything is built:
+    an ``eval_dataset`` (the evaluator holds its own data) and ``model_init`` (the method's collator, kept columns
+    and generator are chosen from the model given; transformers' failure came at the first step, blaming the
+    data)."""
+    if given.get("eval_dataset") is not None:
+        raise CSEError("ContrastiveTrainer evaluates sentence embeddings, not a loss on an eval_dataset: pass "
+                       "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
+                       "senteval_data_dir= instead of eval_dataset=.")
+    if given.get("model_init") is not None:
+        raise CSEError("ContrastiveTrainer takes model= (a built hf_cse method model), not model_init=, so "
+                       "hyperparameter_search is not supported: build the model, e.g. "
+                       "SimCSEModel.from_encoder(name_or_path), and pass model=, one trainer a trial.")
+
+
+def own_copy(training_args):
+    """The trainer's own copy of ``training_args``, which it adjusts and records while the caller's object is left as
+    given. A shallow copy, as ``__post_init__`` left it (``dataclasses.replace`` would run ``__post_init__`` again,
+    which is not idempotent: DeepSpeed's config is made anew and registered globally): what the arguments set up for
+    the process (the device, the distributed state, DeepSpeed's config) is shared, as it is the process's; the
+    option values that are containers (``accelerator_config``, ``fsdp_config``, ``lr_scheduler_kwargs``,
+    ``report_to``, ...) are copied, as the trainers write into some of them."""
+    copied = copy.copy(training_args)
+    for field in dataclasses.fields(training_args):
+        value = getattr(training_args, field.name, None)
+        if isinstance(value, (dict, list, set)) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+            setattr(copied, field.name, copy.deepcopy(value))
+    return copied
+
+
+def say_plain_arguments(training_args) -> None:
+    """Plain ``TrainingArguments`` have no ``precision``: the run computes in what ``bf16`` / ``fp16`` say (fp32 when
+    neither is set; under ``accelerate launch``, its ``mixed_precision``), where ``ContrastiveTrainingArguments``'
+    default ``precision="auto"`` would pick bf16 on a device that computes it natively. Said in one log line (a
+    warning where auto would choose otherwise); the cut of the sentences the trainer tokenizes is said where it
+    tokenizes (:func:`hf_cse.trainer_options.tokenized_here`)."""
+    launched = os.environ.get("ACCELERATE_MIXED_PRECISION") not in (None, "", "no")  # accelerate's then
+    if hasattr(training_args, "precision") or training_args.bf16 or training_args.fp16 or launched:
+        return
+    from .precision import default_device_type, resolve
+
+    auto, why = resolve("auto", default_device_type(training_args.use_cpu))
+    logger.log(logging.INFO if auto == "fp32" else logging.WARNING,
+               "precision: fp32 (plain TrainingArguments: bf16=True / fp16=True choose another); "
+               "ContrastiveTrainingArguments' precision='auto' would run %s here (%s)", auto, why)
