@@ -8,6 +8,8 @@ The Python API, at the top level::
   (:mod:`hf_cse.training_args`);
 * each method's model class: ``SimCSEModel``, ``ImSimCSEModel``, ``DiffCSEModel``, ``PromptBERTModel``,
   ``ESimCSEModel``; ``METHODS`` (every registered method by name) and ``get_method(name)`` (:mod:`hf_cse.models`);
+* ``from_preset(name, encoder, output_dir)``: a paper's main setting as a model and its arguments
+  (:mod:`hf_cse.presets`);
 * ``losses`` (:mod:`hf_cse.losses`: ``build_loss``, ``available_losses``) and ``models``.
 
 ``import hf_cse`` imports nothing heavy: the commands (``python -m hf_cse``, ``hf-cse-*``) start here and answer
@@ -26,7 +28,7 @@ __version__ = "0.1.0"
 _LAZY = {"ContrastiveTrainer": "hf_cse.trainer", "ContrastiveTrainingArguments": "hf_cse.training_args",
          **dict.fromkeys(("SimCSEModel", "ImSimCSEModel", "DiffCSEModel", "PromptBERTModel", "ESimCSEModel", "METHODS",
                           "get_method"), "hf_cse.models"),
-         "losses": "hf_cse.losses", "models": "hf_cse.models"}
+         "from_preset": "hf_cse.presets", "losses": "hf_cse.losses", "models": "hf_cse.models"}
 
 __all__ = ["__version__", *_LAZY]
 

@@ -131,7 +131,7 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     from .losses import loss_hyperparameters
     from .models import METHODS, get_method
     from .objectives import objectives_for
-    from .trainer import ContrastiveTrainingArguments
+    from .training_args import ContrastiveTrainingArguments
 
     values = {**preset_values(name), **overrides}
     method, loss = values.pop("method"), values.pop("loss")
