@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -38,13 +37,9 @@ from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hid
 from ..padding import pad_token_rows, padding_where_positions_allow
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
-from ..tokenizer_match import check_not_stand_in
-from .model_kind import check_pooler_layer_loaded, detect_kind
+from .model_kind import detect_kind, load_model
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
-#: the fix where a model folder holds no tokenizer
-EVALUATE_WITH_TOKENIZER = ("save the model's tokenizer into it (tokenizer.save_pretrained), or pass the tokenizer: "
-                           "SentenceEncoder(model, tokenizer)")
 #: embeddings kept on the device before one copy to the host: on a GPU each copy waits for every queued batch, so
 #: copying per batch would stop the host from queuing the next batch while the GPU encodes this one
 HOST_COPY_BYTES = 256 * 2**20
@@ -188,31 +183,7 @@ class SentenceEncoder:
         weights = weights_fingerprint(name_or_path)  # before loading: the weights the scores are of
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        if kind == "sentence_transformers":
-            from sentence_transformers import SentenceTransformer
-
-            model = SentenceTransformer(
-                name_or_path, device=str(device), revision=revision, trust_remote_code=trust_remote_code
-            )
-            check_not_stand_in(getattr(model, "tokenizer", None), name_or_path, EVALUATE_WITH_TOKENIZER)
-            tokenizer = None
-        else:
-            from transformers import AutoModel, AutoTokenizer
-
-            if kind == "hf_cse":
-                from ..models import check_method_registered  # (registers the hf_cse classes with AutoModel)
-
-                if Path(name_or_path).is_dir():
-                    check_method_registered(name_or_path)
-            tokenizer = AutoTokenizer.from_pretrained(
-                name_or_path, revision=revision, trust_remote_code=trust_remote_code
-            )
-            check_not_stand_in(tokenizer, name_or_path, EVALUATE_WITH_TOKENIZER)  # before the weights load
-            model, loading = AutoModel.from_pretrained(
-                name_or_path, revision=revision, trust_remote_code=trust_remote_code, output_loading_info=True)
-            if kind == "hf":
-                check_pooler_layer_loaded(name_or_path, pooler, loading.get("missing_keys", ()))
-            model.to(device)
+        model, tokenizer = load_model(name_or_path, kind, device, pooler, revision, trust_remote_code)
         from ..finite_weights import check_finite_weights
         from ..models.loading import bidirectional_as_saved
 

@@ -1,4 +1,5 @@
-"""Which kind of model a folder or Hub id holds: an hf_cse model, a sentence-transformers model or a plain encoder."""
+"""Which kind of model a folder or Hub id holds -- an hf_cse model, a sentence-transformers model or a plain encoder --
+and how each kind loads for scoring (:func:`load_model`)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,43 @@ def check_pooler_layer_loaded(name_or_path: str, pooler: str | None, missing_key
         raise CSEError(f"pooler cls reads the pooler layer of {name_or_path}, whose weights it does not hold "
                        f"({missing[0]}, ...: they would be drawn at random, a score of no model): use pooler "
                        "cls_before_pooler (the [CLS] vector itself) or another pooler.")
+
+
+#: the fix where a model folder holds no tokenizer
+EVALUATE_WITH_TOKENIZER = ("save the model's tokenizer into it (tokenizer.save_pretrained), or pass the tokenizer: "
+                           "SentenceEncoder(model, tokenizer)")
+
+
+def load_model(name_or_path: str, kind: str, device, pooler: str | None, revision: str | None,
+               trust_remote_code: bool):
+    """The model of ``kind`` (:func:`detect_kind`) at ``name_or_path`` on ``device``, and its tokenizer (None for a
+    sentence-transformers model, which brings its own); a folder without its tokenizer is refused before the weights
+    load, a plain encoder without the pooler layer ``pooler`` reads is refused."""
+    from ..tokenizer_match import check_not_stand_in
+
+    if kind == "sentence_transformers":
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(
+            name_or_path, device=str(device), revision=revision, trust_remote_code=trust_remote_code
+        )
+        check_not_stand_in(getattr(model, "tokenizer", None), name_or_path, EVALUATE_WITH_TOKENIZER)
+        tokenizer = None
+    else:
+        from transformers import AutoModel, AutoTokenizer
+
+        if kind == "hf_cse":
+            from ..models import check_method_registered  # (registers the hf_cse classes with AutoModel)
+
+            if Path(name_or_path).is_dir():
+                check_method_registered(name_or_path)
+        tokenizer = AutoTokenizer.from_pretrained(
+            name_or_path, revision=revision, trust_remote_code=trust_remote_code
+        )
+        check_not_stand_in(tokenizer, name_or_path, EVALUATE_WITH_TOKENIZER)  # before the weights load
+        model, loading = AutoModel.from_pretrained(
+            name_or_path, revision=revision, trust_remote_code=trust_remote_code, output_loading_info=True)
+        if kind == "hf":
+            check_pooler_layer_loaded(name_or_path, pooler, loading.get("missing_keys", ()))
+        model.to(device)
+    return model, tokenizer
