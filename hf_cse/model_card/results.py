@@ -21,10 +21,13 @@ class ModelCardError(CSEError):
 
 
 def read_eval_results(results: EvalResults | Mapping[str, Any] | str | Path | None) -> EvalResults:
-    """``run_eval.py``'s ``results.json`` of ONE model (a path, an already loaded dict or a record), checked; an empty
-    record when ``results`` is None."""
-    if results is None or isinstance(results, EvalResults):
-        return results or EvalResults()
+    """``run_eval.py``'s ``results.json`` of ONE model (a path, an already loaded dict or a record), checked (one
+    model's, evaluation results, a finished evaluation's); an empty record when ``results`` is None."""
+    if results is None:
+        return EvalResults()
+    if isinstance(results, EvalResults):
+        check_finished(results)
+        return results
     source = "eval_results"
     if not isinstance(results, Mapping):
         path = Path(results)
@@ -44,9 +47,23 @@ def read_eval_results(results: EvalResults | Mapping[str, Any] | str | Path | No
         raise ModelCardError(f"{source} is a training record (training_info.json), not evaluation results; give it as "
                              "training_info, and run_eval.py's results.json as eval_results.")
     try:
-        return EvalResults.from_dict(results)
+        record = EvalResults.from_dict(results)
     except ValueError as err:
         raise ModelCardError(f"{source}: {err}") from None
+    check_finished(record, source)
+    return record
+
+
+def check_finished(results: EvalResults, source: str = "eval_results") -> None:
+    """Refuse the results of an evaluation stopped before it finished (``unfinished_tasks``, written while
+    ``run_eval.py`` runs): the card and its Hub metadata would publish the tasks it finished as the model's whole
+    evaluation. Results stopped while drawing their plots hold every score and are taken."""
+    missing = results.unscored_tasks
+    if missing:
+        raise ModelCardError(f"{source} holds an evaluation stopped before it finished (no results yet for "
+                             f"{', '.join(missing)}): run the run_eval.py command that wrote it again, with the same "
+                             "settings and output folder, to finish it, and give its results.json then; or leave "
+                             "eval_results out.")
 
 
 def eval_scores(results: EvalResults) -> dict[str, float]:
