@@ -246,6 +246,42 @@ def test_the_model_index_names_the_split_the_results_scored(mode, split):
     assert [r["dataset"]["split"] for r in results] == [split, split]
 
 
+ALL_SCORES = {task: 60.0 + i for i, task in enumerate(STS_TASKS + TRANSFER_TASKS)}
+
+
+@pytest.mark.parametrize("settings, left_out, said", [
+    ({"sts_aggregation": "mean"}, STS_TASKS[:5],
+     "STS12, STS13, STS14, STS15, STS16: the mean of the Spearman correlations of the year's subsets "
+     "(`sts_aggregation` = mean), not one correlation over all of the year's pairs as the papers report; so not in "
+     "the Hub metadata (`model-index`)."),
+    ({"sts_aggregation": "wmean"}, STS_TASKS[:5], "subsets, weighted by their pairs (`sts_aggregation` = wmean)"),
+    ({"mode": "fast"}, TRANSFER_TASKS,
+     "MR, CR, SUBJ, MPQA, SST, TREC, MRPC: test accuracy, the fast 5-fold classifier (SimCSE's fasttest), not the "
+     "papers' (`mode` = fast); so not in the Hub metadata (`model-index`)."),
+    ({"mode": "dev"}, TRANSFER_TASKS, "dev accuracy, the fast 5-fold classifier (`mode` = dev)"),
+    ({"mrpc_features": "full"}, ("MRPC",), "MRPC: the classifier saw the pair features `[u, v, |u - v|, u * v]`"),
+], ids=["sts-mean", "sts-wmean", "fast", "dev", "mrpc-full"])
+def test_scores_measured_otherwise_than_the_papers_are_said_so_and_left_out_of_the_model_index(settings, left_out,
+                                                                                                said):
+    """The model-index names a score by data set and metric only: STS12-16 as subset means (sts_aggregation mean /
+    wmean), transfer accuracies of the fast classifier (mode fast, dev) and MRPC on other features were published
+    as the papers' numbers. They are left out of it, and the card's text says how they were measured."""
+    text = card(config_for(), eval_results={**ALL_SCORES, "settings": settings})
+    index = card_metadata(text)["model-index"][0]["results"]
+    published = {r["dataset"]["name"].removeprefix("SentEval ") for r in index}
+    assert published == set(ALL_SCORES) - set(left_out)
+    assert said in " ".join(text.split())
+    papers = card(config_for(), eval_results={**ALL_SCORES, "settings": {"mode": "test", "sts_aggregation": "all",
+                                                                         "mrpc_features": "senteval"}})
+    assert len(card_metadata(papers)["model-index"][0]["results"]) == len(ALL_SCORES)
+    assert "not in the Hub metadata" not in papers and "the papers' 10-fold classifier" in papers
+
+
+def test_the_evaluation_settings_name_the_precision_the_embeddings_were_computed_in():
+    text = card(config_for(), eval_results={"STSBenchmark": 61.0, "settings": {"mode": "test", "precision": "bf16"}})
+    assert "Evaluation settings (`run_eval.py`): mode = test, precision = bf16." in text
+
+
 def test_the_dev_score_after_training_names_the_step_it_was_scored_at():
     """With load_best_model_at_end the score is the best checkpoint's (step 3 of 8), not 'after the last' step."""
     dev = {"metric": "stsb_spearman", "before": 41.35, "after": 45.0, "delta": 3.65, "kept_step": 3}
