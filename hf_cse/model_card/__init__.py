@@ -3,13 +3,14 @@
 The metadata header is a ``huggingface_hub.ModelCardData`` (with ``EvalResult`` entries for the ``model-index``);
 the text is ``ModelCard.from_template`` on the jinja template ``resources/model_card_template.md``.
 sentence-transformers' own card machinery supplies the usage snippet and the library versions; the method,
-objectives, hyperparameters, SentEval results and citations are hf_cse's (:mod:`.sections`, :mod:`.results`),
-read from what defines the run:
+objectives, hyperparameters, evaluation results and citations are hf_cse's (:mod:`.sections`, :mod:`.results`,
+:mod:`.extra_scores`), read from what defines the run:
 
 * the hf_cse config (method, pooler, projector, objectives and every method field, including fields that
   subclasses such as DiffCSE add),
 * ``training_info``: what ``run_unsup.py`` records about the run (see :func:`render_model_card`),
-* ``eval_results``: ``run_eval.py``'s ``results.json`` (Spearman x 100 per STS task, accuracy per transfer task),
+* ``eval_results``: ``run_eval.py``'s ``results.json`` (Spearman x 100 per STS task, accuracy per transfer task, MTEB
+  main scores, the user's own scored pairs),
 * the papers of the method model and of its losses (their ``references``, :mod:`hf_cse.references`).
 """
 

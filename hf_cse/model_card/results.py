@@ -15,6 +15,7 @@ from ..evaluation.hub_data import HUB_DATASETS
 from ..evaluation.results import EvalResults, score_text
 from ..evaluation.sts import AGGREGATION_WORDS
 from ..evaluation.transfer import MRPC_FEATURE_WORDS, TRANSFER_MODE_WORDS
+from .extra_scores import mteb_model_index_results, mteb_section, own_data_section
 from .text import fmt, is_number, kv_table, table
 
 
@@ -121,7 +122,8 @@ def _protocol_notes(results: EvalResults, tasks: list[str]) -> list[str]:
 def model_index_results(results: EvalResults) -> list:
     """``huggingface_hub.EvalResult`` entries (the card's ``model-index``) for the STS and transfer scores measured
     as the papers measure them (not :func:`measured_otherwise`), with the split that ``run_eval.py``'s ``mode``
-    (``settings["mode"]``; default test) scored."""
+    (``settings["mode"]``; default test) scored, and for the MTEB scores whose metric and data can be named
+    (:func:`.extra_scores.mteb_model_index_results`)."""
     from huggingface_hub import EvalResult
 
     mode = (results.settings or {}).get("mode")
@@ -143,7 +145,7 @@ def model_index_results(results: EvalResults) -> list:
                 dataset_type=HUB_DATASETS[task]["repo"], dataset_name=f"SentEval {task}",
                 metric_type="accuracy", metric_name="Accuracy (x100)", metric_value=round(scores[task], 2),
             ))
-    return entries
+    return entries + mteb_model_index_results(results)
 
 
 def kept_untrained(dev: Mapping[str, Any] | None) -> bool:
@@ -194,14 +196,15 @@ def _dimension_table(results: EvalResults) -> str:
 
 def evaluation_section(results: EvalResults, pooling: str, dev: Mapping[str, Any] | None = None,
                        dev_note: str | None = None) -> str:
-    """The scores as tables (STS, transfer, others; averages labelled with the tasks they are over) and how they were
-    measured, or how to add them; and the training run's dev score before and after training, when it had dev data
-    (with ``dev_note``, where its embedding is not the one the model ships: the config's ``dev_scoring_note``)."""
+    """The scores as tables (STS, transfer, others, MTEB, the user's own pairs: :mod:`.extra_scores`; averages
+    labelled with the tasks they are over) and how they were measured, or how to add them; and the training run's dev
+    score before and after training, when it had dev data (with ``dev_note``, where its embedding is not the one the
+    model ships: the config's ``dev_scoring_note``)."""
     scores, settings = eval_scores(results), eval_settings(results)
     before_after = dev_change_line(dev)
     if before_after and dev_note:
         before_after = f"{before_after} {dev_note}"
-    if not scores:
+    if not (scores or results.mteb or results.own_data_scores()):
         missing = ("No evaluation results were attached to this export. Score the model with `run_eval.py` and "
                    "re-export with `eval_results results.json` (or `eval_results=` in "
                    "`hf_cse.export.to_sentence_transformer`) to add them here and to the Hub metadata.")
@@ -224,6 +227,7 @@ def evaluation_section(results: EvalResults, pooling: str, dev: Mapping[str, Any
     other = {k: score_text(k, v) for k, v in scores.items() if k not in known}  # as results.md writes them
     if other:
         parts += ["", "Other scores:", "", kv_table(("Metric", "Value"), other, value_fmt=str)]
+    parts += mteb_section(results) + own_data_section(results)
     if results.dimensions:
         parts += ["", "By embedding dimension (the first d coordinates, as `truncate_dim=d` serves them; "
                   "`run_eval.py --truncate_dims`):", "", _dimension_table(results)]

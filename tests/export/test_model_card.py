@@ -282,6 +282,52 @@ def test_the_evaluation_settings_name_the_precision_the_embeddings_were_computed
     assert "Evaluation settings (`run_eval.py`): mode = test, precision = bf16." in text
 
 
+def mteb_facts(dataset="mteb/stsbenchmark-sts", subsets=("default",)):
+    """details["mteb"][task] as run_eval.py records it (hf_cse.evaluation.mteb_tasks.score_facts)."""
+    return {"file": "/home/me/ev/mteb/task.json", "main_score": "cosine_spearman", "task_type": "STS",
+            "dataset": dataset, "revision": "b0fddb5", "splits": ["test"], "subsets": list(subsets)}
+
+
+def test_mteb_and_own_pairs_scores_are_shown_as_what_they_are():
+    """run_eval.py's "mteb" and "own_data" (--tasks mteb:..., --eval_file) never reached the card: only top-level
+    numbers did. Each is shown labelled (MTEB's main score and its data; the user's file by its name, not the
+    machine's path); the model-index holds an MTEB score only where its metric and public data can be named."""
+    results = {"STSBenchmark": 61.0, "mteb": {"STSBenchmark": 80.5, "SentEvalSTSB": 31.4, "STS22": 55.0,
+                                              "OldTask": 40.0},
+               "own_data": {"custom_spearman": 33.1, "pairs": 15, "source": "/home/me/data/pairs.tsv"},
+               "details": {"mteb": {"STSBenchmark": mteb_facts(), "SentEvalSTSB": mteb_facts(dataset="local"),
+                                    "STS22": mteb_facts("mteb/sts22-crosslingual-sts", ("en", "de", "es")),
+                                    "OldTask": {"file": "x.json", "main_score": "cosine_spearman"}}}}
+    text = card(config_for(), eval_results=results)
+    assert "| STSBenchmark | `cosine_spearman` | `mteb/stsbenchmark-sts`, test | 80.50 |" in text
+    assert ("| SentEvalSTSB | `cosine_spearman` | scored pairs of the user's own under MTEB's task definition (not "
+            "MTEB's data) | 31.40 |") in text
+    assert ("| STS22 | `cosine_spearman` | `mteb/sts22-crosslingual-sts`, test, mean over its 3 subsets | 55.00 |"
+            in text)
+    assert ("Not in the Hub metadata (`model-index`): SentEvalSTSB (local data); STS22 (a mean over 3 subsets); "
+            "OldTask (its data set was not recorded).") in text
+    assert "| `custom` | file `pairs.tsv` | 15 | 33.10 |" in text and "/home/me" not in text
+    index = card_metadata(text)["model-index"][0]["results"]
+    assert [r["dataset"]["name"] for r in index] == ["STSBenchmark", "MTEB STSBenchmark"]
+    mteb = index[1]
+    assert mteb["task"]["type"] == "STS" and mteb["metrics"][0]["type"] == "cosine_spearman"
+    assert mteb["metrics"][0]["value"] == 80.5
+    assert {k: mteb["dataset"].get(k) for k in ("type", "config", "split", "revision")} == {
+        "type": "mteb/stsbenchmark-sts", "config": "default", "split": "test", "revision": "b0fddb5"}
+
+
+def test_results_of_mteb_tasks_and_own_pairs_only_are_shown():
+    """Results without a SentEval task (run_eval.py --tasks mteb:... --eval_file ...) said no results were
+    attached; a Hub data set of pairs is named with the configuration and split scored."""
+    command = {"eval_dataset_name": "me/pairs", "eval_dataset_config_name": None, "eval_dataset_split": "validation"}
+    text = card(config_for(), eval_results={
+        "mteb": {"SentEvalSTSB": 31.4}, "details": {"mteb": {"SentEvalSTSB": mteb_facts(dataset="local")}},
+        "own_data": {"mine_spearman": 33.1, "pairs": 15, "source": "me/pairs"}, "settings": {"command": command}})
+    assert "No evaluation results" not in text and "| SentEvalSTSB | `cosine_spearman` |" in text
+    assert "| `mine` | data set `me/pairs`, split validation | 15 | 33.10 |" in text
+    assert "model-index" not in card_metadata(text)
+
+
 def test_the_dev_score_after_training_names_the_step_it_was_scored_at():
     """With load_best_model_at_end the score is the best checkpoint's (step 3 of 8), not 'after the last' step."""
     dev = {"metric": "stsb_spearman", "before": 41.35, "after": 45.0, "delta": 3.65, "kept_step": 3}
