@@ -67,6 +67,7 @@ from hf_cse.evaluation.mteb_tasks import (
     split_mteb_tasks,
 )
 from hf_cse.evaluation.report import model_folder
+from hf_cse.evaluation.results import PLOTS_STEP
 from hf_cse.evaluation.runner import load_task_data, parse_tasks, task_aliases, valid_task_names
 from hf_cse.evaluation.sts import Aggregation
 from hf_cse.evaluation.transfer import MrpcFeatures
@@ -338,7 +339,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
     # what follows the last task of a model: a partial record of it never passes for a finished one (a kill there
     # leaves results the same command finishes, not a results.json without them)
     after_tasks = [*(["own data"] if eval_pairs is not None else []), *(["MTEB"] if mteb_tasks else []),
-                   *(["dimensions"] if args.truncate_dim_list else []), "plots"]
+                   *(["dimensions"] if args.truncate_dim_list else []), PLOTS_STEP]
 
     def save_partial(partial: EvalResults) -> None:  # after each task: text files only, plots at the end of a model
         record_settings(partial, args)

@@ -230,11 +230,25 @@ def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_di
     result = mteb.evaluate(mteb_encoder(encoder, meta), tasks, cache=cache, co2_tracker=False,
                            show_progress_bar=False, encode_kwargs={"batch_size": encoder.batch_size},
                            overwrite_strategy="always")
-    main_scores = {task.metadata.name: task.metadata.main_score for task in tasks}
+    by_name = {task.metadata.name: task for task in tasks}
     scores, details = {}, {}
     for task_result in result.task_results:
         path = output_dir / f"{task_result.task_name}.json"
         task_result.to_disk(path)
         scores[task_result.task_name] = float(task_result.get_score()) * 100.0
-        details[task_result.task_name] = {"file": str(path), "main_score": main_scores.get(task_result.task_name)}
+        details[task_result.task_name] = {"file": str(path),
+                                          **score_facts(by_name.get(task_result.task_name), task_result)}
     return scores, details
+
+
+def score_facts(task, task_result) -> dict:
+    """What names an MTEB task's score (``results.json``'s ``details["mteb"][task]``, read by the model card): the
+    task's main metric and type, its data set (``local`` for a :class:`LocalSTSTask`) and revision, and the splits
+    and subsets whose main scores ``TaskResult.get_score`` averaged."""
+    meta = getattr(task, "metadata", None)
+    splits = task_result.scores or {}
+    return {"main_score": getattr(meta, "main_score", None), "task_type": getattr(meta, "type", None),
+            "dataset": (getattr(meta, "dataset", None) or {}).get("path"),
+            "revision": getattr(task_result, "dataset_revision", None), "splits": list(splits),
+            "subsets": list(dict.fromkeys(str(entry.get("hf_subset")) for entry_list in splits.values()
+                                          for entry in entry_list))}

@@ -32,6 +32,9 @@ TRANSFER_AVG_LABEL = "Transfer Avg."
 #: results.json's single-number entries, and the rest of its known keys (any other key is kept in ``extra``)
 _SCALARS = ("avg", "alignment", "uniformity", "transfer_avg")
 _BOOKKEEPING = ("model", "details", "settings", "timing", "unfinished_tasks", "own_data", "mteb", "dimensions")
+#: the last step of ``run_eval.py``'s evaluation of a model, after its last task (``unfinished_tasks`` names it while
+#: the plots are drawn): results stopped there hold every score
+PLOTS_STEP = "plots"
 
 
 def average_label(tasks: Sequence[str]) -> str:
@@ -155,6 +158,11 @@ class EvalResults:
     def score(self, task: str) -> float | None:
         """The STS or transfer score of ``task`` (None when it was not run)."""
         return self.sts.get(task, self.transfer.get(task))
+
+    @property
+    def unscored_tasks(self) -> list[str]:
+        """The tasks an interrupted evaluation left without results (``unfinished_tasks`` but the plots)."""
+        return [task for task in self.unfinished_tasks if task != PLOTS_STEP]
 
     def own_data_scores(self) -> dict[str, float]:
         """``{name: Spearman x 100}`` of the user's own pairs."""

@@ -30,6 +30,10 @@ logger = logging.getLogger(__name__)
 #: how STS12-16's subsets make one score (see the module docstring)
 Aggregation = Literal["all", "wmean", "mean"]
 AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
+#: what a score of STS12-16 is under each aggregation, as a model card says it
+AGGREGATION_WORDS = {"all": "one Spearman correlation over all of the year's pairs, as the papers report",
+                     "wmean": "the mean of the Spearman correlations of the year's subsets, weighted by their pairs",
+                     "mean": "the mean of the Spearman correlations of the year's subsets"}
 
 
 def pairwise_cosine(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:

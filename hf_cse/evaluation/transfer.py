@@ -63,10 +63,13 @@ BINARY_TASKS = ("MR", "CR", "SUBJ", "MPQA")
 #: MRPC's pair features (see the module docstring)
 MrpcFeatures = Literal["senteval", "full"]
 MRPC_FEATURES: tuple[str, ...] = get_args(MrpcFeatures)
+#: how a model card says which MRPC pair features the classifier saw
+MRPC_FEATURE_WORDS = {"senteval": "`[|u - v|, u * v]`, as SentEval and the papers",
+                      "full": "`[u, v, |u - v|, u * v]` (InferSent / SBERT style), not the papers' `[|u - v|, u * v]`"}
 
 __all__ = [  # the classifier (hf_cse.evaluation.logreg) is part of this module's interface too
-    "FAST_CONFIG", "L2_GRID", "MODE_CONFIGS", "MRPC_FEATURES", "TEST_CONFIG", "BatchedLogReg", "ClassifierConfig",
-    "Fit",
+    "FAST_CONFIG", "L2_GRID", "MODE_CONFIGS", "MRPC_FEATURES", "MRPC_FEATURE_WORDS", "TEST_CONFIG",
+    "BatchedLogReg", "ClassifierConfig", "Fit",
     "check_transfer_sizes", "evaluate_transfer", "format_transfer_table", "inner_kfold_classifier",
     "inner_kfold_plan", "kfold_classifier", "load_transfer_task", "mrpc_features", "resolve_transfer_tasks",
     "run_transfer_task", "split_classifier",

@@ -34,9 +34,10 @@ compared with the model's own ``sentence_embedding``. It is written into a tempo
 renamed into place, so a failure leaves nothing behind; a non-empty target needs ``overwrite=True``, which replaces
 only the files the earlier export wrote (:func:`.folders.export_files`). A folder holding the checkpoint, the
 encoder it was trained from, or any model that is not an earlier export is refused even then, and so are evaluation
-results recorded for another model or measured on another embedding (``run_eval.py``'s ``pooler`` or
-``max_length``: the card would claim them for the export's) (:mod:`hf_cse.export.sources`). The folder is locked
-while it is written (:mod:`hf_cse.folder_lock`): a second export into it is refused.
+results recorded for another model (an export of this one, ``<run>/sentence-transformers``, is this model where
+the weights its results record are those the export writes) or measured on another embedding (``run_eval.py``'s
+``pooler`` or ``max_length``: the card would claim them for the export's) (:mod:`hf_cse.export.sources`). The folder
+is locked while it is written (:mod:`hf_cse.folder_lock`): a second export into it is refused.
 
 This package is a face: the export itself is :func:`.sentence_transformers.to_sentence_transformer`; the jobs it
 uses live in sub-modules: :mod:`.checkpoint` (model and tokenizer loading, tokenizer checks), :mod:`.modules`

@@ -33,6 +33,7 @@ from .sources import (
     MAX_EXPORT_LENGTH,
     check_clear_of_source,
     check_export_length,
+    check_results_export_weights,
     check_results_length,
     check_results_model,
     check_results_pooler,
@@ -91,7 +92,8 @@ def to_sentence_transformer(
             limit, at most 512 (see module doc).
         overwrite: replace a non-empty ``out_dir``.
         eval_results: ``run_eval.py``'s ``results.json`` (path or dict), shown in the card and its metadata; the
-            model it names must be the exported checkpoint or ``out_dir`` (:mod:`hf_cse.export.sources`).
+            model it names must be the exported checkpoint or ``out_dir``, or an export whose recorded weights are
+            those this export writes (``<run>/sentence-transformers``) (:mod:`hf_cse.export.sources`).
         training_info: what the run recorded (see :func:`training_info_from_run`), shown in the card; for one of
             the run's ``checkpoint-<step>`` folders only what is true of it (:func:`.training_info.for_checkpoint`).
         repo_id: Hub repo the card's usage snippet names (default: ``out_dir``); a push to another repo renders
@@ -149,6 +151,7 @@ def to_sentence_transformer(
         encoder = merged_encoder(model.encoder)  # LoRA adapters merged: a plain model that loads without peft
         dim, pooler_filled, eager_pinned = write_modules(tmp, encoder, tokenizer, pooling_mode, dense,
                                                          int(max_seq_length), config.prompt, config.normalize, own)
+        check_results_export_weights(eval_results, model_or_path, tmp)  # results of an export: of these weights?
         (tmp / HF_CSE_CONFIG_FILE).write_text(json.dumps(public_config_dict(config), indent=2, sort_keys=True) + "\n")
         if verify:
             verify_export(tmp, model, tokenizer, pooling_mode, with_projector, int(max_seq_length),

@@ -3,7 +3,8 @@ model is loaded, :func:`hf_cse.export.to_sentence_transformer` again): the outpu
 checkpoint and of the encoder it was trained from, and lie in no other run's folder, the truncation length must be
 one the encoder takes (:func:`hf_cse.encoders.seq_length_problem`, the rule training follows too), and evaluation
 results must be the exported model's own, measured on the weights it holds now and on the embedding the export
-ships."""
+ships (results of an export of it, ``<run>/sentence-transformers``, are compared with the weights the export writes
+once they are written: :func:`check_results_export_weights`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..output_folder import same_or_inside
 from ..run_files import RUN_EXPORT_FOLDER
 from ..trainer_folder import runs_holding
 from .errors import ExportError
+from .folders import is_export_folder
 
 
 def _local_folder(name: Any) -> Path | None:
@@ -158,25 +160,35 @@ def check_results_length(results: EvalResults, length: int | None, source: str =
 
 def check_results_model(results: EvalResults, model_or_path: Any, out_dir: Path, source: str = "eval_results") -> None:
     """Refuse evaluation results recorded for another model than the one exported: the model they name
-    (``results.json``'s ``"model"``) must be the checkpoint or the export's own folder (paths resolved; a Hub id
-    compared as it is written), and where they record the weights they measured (``settings["model_weights"]``:
-    :func:`hf_cse.files.weights_fingerprint`), that folder must hold those weights still, not those of a
-    retraining into it. Results naming no model or recording no weights (an older ``run_eval.py``'s), or an export
-    of a loaded model, are taken as they are."""
+    (``results.json``'s ``"model"``) must be the checkpoint, the export's own folder, or another hf_cse export
+    (``run_eval.py`` on the run's ``<run>/sentence-transformers``, as the README's workflow scores it) whose
+    recorded weights are the ones the export writes (:func:`check_results_export_weights`, once they are written:
+    the same model, in the same form); paths are resolved, a Hub id is compared as it is written. Where they record
+    the weights they measured (``settings["model_weights"]``: :func:`hf_cse.files.weights_fingerprint`), the folder
+    they name must hold those weights still, not those of a retraining into it. Results naming no model, or the
+    checkpoint or out_dir without recorded weights (an older ``run_eval.py``'s), or an export of a loaded model, are
+    taken as they are; another export's results recording no weights are refused (nothing tells they are this
+    model's)."""
     recorded = results.model or (results.settings or {}).get("model")
     if not recorded or not isinstance(model_or_path, (str, Path)):
         return
     recorded = str(recorded)
     if Path(recorded).expanduser().exists() or Path(model_or_path).expanduser().exists():
+        named = Path(recorded).expanduser().resolve()
         mine = [Path(model_or_path).expanduser().resolve(), Path(out_dir).expanduser().resolve()]
-        if Path(recorded).expanduser().resolve() in mine:
-            _check_results_weights(results, Path(recorded).expanduser().resolve(), recorded, source)
+        weights = (results.settings or {}).get("model_weights")
+        if named in mine or (weights and is_export_folder(named)):
+            _check_results_weights(results, named, recorded, source)
             return
+        if is_export_folder(named):
+            raise ExportError(f"{source} holds the results of the export {recorded}, and they record no weights (an "
+                              "older run_eval.py's), so nothing tells they are the exported model's: evaluate it "
+                              "again with run_eval.py, or leave eval_results out.")
     elif recorded == str(model_or_path):
         return
     raise ExportError(f"{source} holds the results of {recorded}, not of the exported model {model_or_path}; give "
-                      f"the results.json of run_eval.py for {model_or_path} (or for out_dir {out_dir}), or leave "
-                      "eval_results out.")
+                      f"the results.json of run_eval.py for {model_or_path} (or for out_dir {out_dir}, or for an "
+                      "export of it), or leave eval_results out.")
 
 
 def _check_results_weights(results: EvalResults, folder: Path, recorded: str, source: str) -> None:
@@ -186,6 +198,25 @@ def _check_results_weights(results: EvalResults, folder: Path, recorded: str, so
         raise ExportError(f"{source} were measured on other weights of {recorded} than it holds now (it was "
                           "retrained or replaced since): evaluate it again with run_eval.py, or leave eval_results "
                           "out.")
+
+
+def check_results_export_weights(results: EvalResults, model_or_path: Any, written: Path,
+                                 source: str = "eval_results") -> None:
+    """Once the export's weights are written (into ``written``): refuse results naming another folder than the
+    checkpoint (out_dir, another export of it) whose recorded weights are not those weights -- another model's, or
+    this model's exported with another head (a sentence-transformers folder's results record its own embedding, so
+    only its weights tell). Results recording no weights were judged by :func:`check_results_model` alone."""
+    recorded = results.model or (results.settings or {}).get("model")
+    weights = (results.settings or {}).get("model_weights")
+    if not (recorded and weights and isinstance(model_or_path, (str, Path))):
+        return
+    if Path(str(recorded)).expanduser().resolve() == Path(model_or_path).expanduser().resolve():
+        return  # the checkpoint's own results: its weights were compared before it was loaded
+    if weights != weights_fingerprint(written):
+        raise ExportError(f"{source} holds the results of {recorded}, whose weights are not the ones this export "
+                          f"writes for {model_or_path} (another model, or another head kept): give the results.json "
+                          f"of run_eval.py for {model_or_path}, or for an export of it made as this one is, or leave "
+                          "eval_results out.")
 
 
 def exported_pooler_of(config: dict[str, Any], keep_projector: bool) -> str | None:

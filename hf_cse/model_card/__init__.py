@@ -3,13 +3,14 @@
 The metadata header is a ``huggingface_hub.ModelCardData`` (with ``EvalResult`` entries for the ``model-index``);
 the text is ``ModelCard.from_template`` on the jinja template ``resources/model_card_template.md``.
 sentence-transformers' own card machinery supplies the usage snippet and the library versions; the method,
-objectives, hyperparameters, SentEval results and citations are hf_cse's (:mod:`.sections`, :mod:`.results`),
-read from what defines the run:
+objectives, hyperparameters, evaluation results and citations are hf_cse's (:mod:`.sections`, :mod:`.results`,
+:mod:`.extra_scores`), read from what defines the run:
 
 * the hf_cse config (method, pooler, projector, objectives and every method field, including fields that
   subclasses such as DiffCSE add),
 * ``training_info``: what ``run_unsup.py`` records about the run (see :func:`render_model_card`),
-* ``eval_results``: ``run_eval.py``'s ``results.json`` (Spearman x 100 per STS task, accuracy per transfer task),
+* ``eval_results``: ``run_eval.py``'s ``results.json`` (Spearman x 100 per STS task, accuracy per transfer task, MTEB
+  main scores, the user's own scored pairs),
 * the papers of the method model and of its losses (their ``references``, :mod:`hf_cse.references`).
 """
 
@@ -127,8 +128,8 @@ def _versions_section(versions: Mapping[str, str]) -> str:
 
 
 # --------------------------------------------------------------------------------------------- hf_cse sections
-def _card_data(config, model_id: str, base_model: str | None, scores: dict[str, float], info: Mapping[str, Any],
-               examples: list[str], mode: str | None = None):
+def _card_data(config, model_id: str, base_model: str | None, results: list, info: Mapping[str, Any],
+               examples: list[str]):
     from huggingface_hub import ModelCardData
 
     from ..objectives import objective_specs
@@ -137,7 +138,6 @@ def _card_data(config, model_id: str, base_model: str | None, scores: dict[str, 
             "unsupervised", getattr(config, "method", "simcse"), *(spec.loss for spec in objective_specs(config))]
     data = info.get("data") or {}
     datasets = info.get("datasets") or ([data["dataset_name"]] if data.get("dataset_name") else None)
-    results = model_index_results(scores, mode)
     return ModelCardData(
         library_name="sentence-transformers",
         pipeline_tag="sentence-similarity",
@@ -257,8 +257,8 @@ def render_model_card(
     base_name = Path(config.base_encoder).name if config.base_encoder else "an unrecorded encoder"
     train_len = (info.get("data") or {}).get("max_seq_length")
     st_card = _sentence_transformers_card(model_id, export["embedding_dimension"], export.get("model"))
-    card_data = _card_data(config, model_id, base_model, eval_scores(results), info, list(st_card.usage_examples),
-                           eval_settings(results).get("mode"))
+    card_data = _card_data(config, model_id, base_model, model_index_results(results), info,
+                           list(st_card.usage_examples))
     try:
         card = ModelCard.from_template(
             card_data,

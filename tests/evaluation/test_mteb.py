@@ -56,11 +56,30 @@ def test_run_eval_writes_mteb_result_files_and_tables_for_several_models(tiny_be
     assert "## MTEB" in md
     assert (out / "task_comparison.png").is_file()  # several models: one bar chart of per-task scores
     for i, result in enumerate(models):
-        file = result["details"]["mteb"]["MyPairs"]["file"]
+        facts = result["details"]["mteb"]["MyPairs"]  # what names the score (the model card reads it)
+        assert {k: facts[k] for k in ("main_score", "task_type", "dataset", "splits", "subsets")} == {
+            "main_score": "cosine_spearman", "task_type": "STS", "dataset": "local", "splits": ["test"],
+            "subsets": ["default"]}
+        file = facts["file"]
         assert file.startswith(str(out / f"model_{i}_")) and file.endswith("mteb/MyPairs.json")
         assert mteb.TaskResult.from_disk(Path(file)).get_score() * 100 == pytest.approx(
             result["mteb"]["MyPairs"], abs=1e-3)  # the file holds scores rounded to 6 decimals
         assert f"{result['mteb']['MyPairs']:.2f}" in md
+
+
+def test_an_mteb_score_records_its_metric_data_set_and_the_splits_and_subsets_it_averages():
+    """results.json's details["mteb"][task] said only the main metric: the card could not name the data set a score
+    is of, nor tell a mean over a task's subsets (STS22: languages) from one subset's score."""
+    from types import SimpleNamespace
+
+    from hf_cse.evaluation.mteb_tasks import score_facts
+
+    task = mteb.get_task("STS22")
+    scored = SimpleNamespace(dataset_revision="abc", scores={"test": [{"hf_subset": "en", "main_score": 0.5},
+                                                                      {"hf_subset": "de", "main_score": 0.4}]})
+    assert score_facts(task, scored) == {
+        "main_score": "cosine_spearman", "task_type": "STS", "dataset": task.metadata.dataset["path"],
+        "revision": "abc", "splits": ["test"], "subsets": ["en", "de"]}
 
 
 def test_split_mteb_tasks():

@@ -189,6 +189,29 @@ def test_results_recorded_for_another_model_are_refused(run, tmp_path, capsys, m
         assert "35.4" in (out / "README.md").read_text()
 
 
+def test_results_of_another_export_recording_no_weights_are_refused_before_loading(run, tmp_path, capsys,
+                                                                                   monkeypatch):
+    """Results of an export folder (an export of the checkpoint, as far as anything tells) are taken where the weights
+    they record are the export's; an older run_eval.py's, recording none, are refused in one line before loading."""
+    import hf_cse.export.sentence_transformers as export
+
+    ckpt, _ = run
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(export, "load_model", lambda *a: pytest.fail("the model was loaded"))
+    (tmp_path / "ckpt-st").mkdir()
+    for name in ("modules.json", "hf_cse_config.json"):  # what marks an hf_cse export
+        (tmp_path / "ckpt-st" / name).write_text("{}")
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"model": "ckpt-st", "STSBenchmark": 35.4}))
+    err = cli_error(capsys, "ckpt", "st", "--eval_results", results)
+    assert (f"--eval_results {results} holds the results of the export ckpt-st, and they record no weights (an older "
+            "run_eval.py's), so nothing tells they are the exported model's: evaluate it again with run_eval.py, or "
+            "leave --eval_results out.") in err
+    with pytest.raises(ExportError, match="holds the results of the export ckpt-st, and they record no weights"):
+        to_sentence_transformer("ckpt", "st", eval_results=results)
+    assert not (tmp_path / "st").exists()
+
+
 @pytest.mark.slow
 def test_results_of_weights_retrained_since_are_refused(run, tmp_path, capsys, monkeypatch):
     """results.json records the weights run_eval scored (settings' model_weights): after a retraining into the same

@@ -1,5 +1,6 @@
 """Evaluation results and training records an export refuses, in one line before the model is loaded: results
-measured at another truncation length than the export's, and files that are not of the kind asked for."""
+measured at another truncation length than the export's, those of an evaluation stopped before it finished, and
+files that are not of the kind asked for."""
 
 from __future__ import annotations
 
@@ -64,3 +65,28 @@ def test_results_measured_at_the_exports_length_are_taken(ckpt, tmp_path, capsys
         capsys.readouterr().err
     assert "35.40" in (tmp_path / "st" / "README.md").read_text()
     shutil.rmtree(tmp_path / "st")
+
+
+def test_results_of_an_evaluation_stopped_before_it_finished_are_refused_before_loading(ckpt, tmp_path, capsys,
+                                                                                           monkeypatch):
+    """A results.json run_eval.py left when it was stopped (its unfinished_tasks) was exported as it was: the card
+    showed the tasks it finished as the model's evaluation. Refused naming the tasks and the fix; results stopped
+    while their plots were drawn hold every score and are taken."""
+    from hf_cse.evaluation.results import EvalResults
+    from hf_cse.model_card import ModelCardError, read_eval_results
+
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"model": "ckpt", "STSBenchmark": 35.4,
+                                   "unfinished_tasks": ["SICKRelatedness", "MR", "plots"]}))
+    no_loading(monkeypatch)
+    err = cli_error(capsys, "ckpt", "st", "--eval_results", results)
+    assert (f"{results} holds an evaluation stopped before it finished (no results yet for SICKRelatedness, MR): run "
+            "the run_eval.py command that wrote it again, with the same settings and output folder, to finish it, "
+            "and give its results.json then; or leave --eval_results out.") in err
+    with pytest.raises(ModelCardError, match=r"^eval_results holds an evaluation stopped before it finished \(no "
+                                             r"results yet for SICKRelatedness, MR\)"):
+        to_sentence_transformer("ckpt", "st", eval_results=EvalResults.from_dict(json.loads(results.read_text())))
+    assert not (tmp_path / "st").exists()
+    results.write_text(json.dumps({"model": "ckpt", "STSBenchmark": 35.4, "unfinished_tasks": ["plots"]}))
+    assert read_eval_results(results).score("STSBenchmark") == 35.4

@@ -246,6 +246,88 @@ def test_the_model_index_names_the_split_the_results_scored(mode, split):
     assert [r["dataset"]["split"] for r in results] == [split, split]
 
 
+ALL_SCORES = {task: 60.0 + i for i, task in enumerate(STS_TASKS + TRANSFER_TASKS)}
+
+
+@pytest.mark.parametrize("settings, left_out, said", [
+    ({"sts_aggregation": "mean"}, STS_TASKS[:5],
+     "STS12, STS13, STS14, STS15, STS16: the mean of the Spearman correlations of the year's subsets "
+     "(`sts_aggregation` = mean), not one correlation over all of the year's pairs as the papers report; so not in "
+     "the Hub metadata (`model-index`)."),
+    ({"sts_aggregation": "wmean"}, STS_TASKS[:5], "subsets, weighted by their pairs (`sts_aggregation` = wmean)"),
+    ({"mode": "fast"}, TRANSFER_TASKS,
+     "MR, CR, SUBJ, MPQA, SST, TREC, MRPC: test accuracy, the fast 5-fold classifier (SimCSE's fasttest), not the "
+     "papers' (`mode` = fast); so not in the Hub metadata (`model-index`)."),
+    ({"mode": "dev"}, TRANSFER_TASKS, "dev accuracy, the fast 5-fold classifier (`mode` = dev)"),
+    ({"mrpc_features": "full"}, ("MRPC",), "MRPC: the classifier saw the pair features `[u, v, |u - v|, u * v]`"),
+], ids=["sts-mean", "sts-wmean", "fast", "dev", "mrpc-full"])
+def test_scores_measured_otherwise_than_the_papers_are_said_so_and_left_out_of_the_model_index(settings, left_out,
+                                                                                                said):
+    """The model-index names a score by data set and metric only: STS12-16 as subset means (sts_aggregation mean /
+    wmean), transfer accuracies of the fast classifier (mode fast, dev) and MRPC on other features were published
+    as the papers' numbers. They are left out of it, and the card's text says how they were measured."""
+    text = card(config_for(), eval_results={**ALL_SCORES, "settings": settings})
+    index = card_metadata(text)["model-index"][0]["results"]
+    published = {r["dataset"]["name"].removeprefix("SentEval ") for r in index}
+    assert published == set(ALL_SCORES) - set(left_out)
+    assert said in " ".join(text.split())
+    papers = card(config_for(), eval_results={**ALL_SCORES, "settings": {"mode": "test", "sts_aggregation": "all",
+                                                                         "mrpc_features": "senteval"}})
+    assert len(card_metadata(papers)["model-index"][0]["results"]) == len(ALL_SCORES)
+    assert "not in the Hub metadata" not in papers and "the papers' 10-fold classifier" in papers
+
+
+def test_the_evaluation_settings_name_the_precision_the_embeddings_were_computed_in():
+    text = card(config_for(), eval_results={"STSBenchmark": 61.0, "settings": {"mode": "test", "precision": "bf16"}})
+    assert "Evaluation settings (`run_eval.py`): mode = test, precision = bf16." in text
+
+
+def mteb_facts(dataset="mteb/stsbenchmark-sts", subsets=("default",)):
+    """details["mteb"][task] as run_eval.py records it (hf_cse.evaluation.mteb_tasks.score_facts)."""
+    return {"file": "/home/me/ev/mteb/task.json", "main_score": "cosine_spearman", "task_type": "STS",
+            "dataset": dataset, "revision": "b0fddb5", "splits": ["test"], "subsets": list(subsets)}
+
+
+def test_mteb_and_own_pairs_scores_are_shown_as_what_they_are():
+    """run_eval.py's "mteb" and "own_data" (--tasks mteb:..., --eval_file) never reached the card: only top-level
+    numbers did. Each is shown labelled (MTEB's main score and its data; the user's file by its name, not the
+    machine's path); the model-index holds an MTEB score only where its metric and public data can be named."""
+    results = {"STSBenchmark": 61.0, "mteb": {"STSBenchmark": 80.5, "SentEvalSTSB": 31.4, "STS22": 55.0,
+                                              "OldTask": 40.0},
+               "own_data": {"custom_spearman": 33.1, "pairs": 15, "source": "/home/me/data/pairs.tsv"},
+               "details": {"mteb": {"STSBenchmark": mteb_facts(), "SentEvalSTSB": mteb_facts(dataset="local"),
+                                    "STS22": mteb_facts("mteb/sts22-crosslingual-sts", ("en", "de", "es")),
+                                    "OldTask": {"file": "x.json", "main_score": "cosine_spearman"}}}}
+    text = card(config_for(), eval_results=results)
+    assert "| STSBenchmark | `cosine_spearman` | `mteb/stsbenchmark-sts`, test | 80.50 |" in text
+    assert ("| SentEvalSTSB | `cosine_spearman` | scored pairs of the user's own under MTEB's task definition (not "
+            "MTEB's data) | 31.40 |") in text
+    assert ("| STS22 | `cosine_spearman` | `mteb/sts22-crosslingual-sts`, test, mean over its 3 subsets | 55.00 |"
+            in text)
+    assert ("Not in the Hub metadata (`model-index`): SentEvalSTSB (local data); STS22 (a mean over 3 subsets); "
+            "OldTask (its data set was not recorded).") in text
+    assert "| `custom` | file `pairs.tsv` | 15 | 33.10 |" in text and "/home/me" not in text
+    index = card_metadata(text)["model-index"][0]["results"]
+    assert [r["dataset"]["name"] for r in index] == ["STSBenchmark", "MTEB STSBenchmark"]
+    mteb = index[1]
+    assert mteb["task"]["type"] == "STS" and mteb["metrics"][0]["type"] == "cosine_spearman"
+    assert mteb["metrics"][0]["value"] == 80.5
+    assert {k: mteb["dataset"].get(k) for k in ("type", "config", "split", "revision")} == {
+        "type": "mteb/stsbenchmark-sts", "config": "default", "split": "test", "revision": "b0fddb5"}
+
+
+def test_results_of_mteb_tasks_and_own_pairs_only_are_shown():
+    """Results without a SentEval task (run_eval.py --tasks mteb:... --eval_file ...) said no results were
+    attached; a Hub data set of pairs is named with the configuration and split scored."""
+    command = {"eval_dataset_name": "me/pairs", "eval_dataset_config_name": None, "eval_dataset_split": "validation"}
+    text = card(config_for(), eval_results={
+        "mteb": {"SentEvalSTSB": 31.4}, "details": {"mteb": {"SentEvalSTSB": mteb_facts(dataset="local")}},
+        "own_data": {"mine_spearman": 33.1, "pairs": 15, "source": "me/pairs"}, "settings": {"command": command}})
+    assert "No evaluation results" not in text and "| SentEvalSTSB | `cosine_spearman` |" in text
+    assert "| `mine` | data set `me/pairs`, split validation | 15 | 33.10 |" in text
+    assert "model-index" not in card_metadata(text)
+
+
 def test_the_dev_score_after_training_names_the_step_it_was_scored_at():
     """With load_best_model_at_end the score is the best checkpoint's (step 3 of 8), not 'after the last' step."""
     dev = {"metric": "stsb_spearman", "before": 41.35, "after": 45.0, "delta": 3.65, "kept_step": 3}
