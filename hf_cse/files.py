@@ -223,6 +223,32 @@ def table_rows(text: str, path, delimiter: str | None = None) -> list[list[str]]
     return list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter or ","))
 
 
+#: the longest cell a CSV file may hold (the csv module's default, 131,072 characters, failed mid-stream where
+#: pandas had read a long document whole; the tokenizer cuts it anyway)
+CSV_FIELD_LIMIT = 2**31 - 1
+
+
+def _csv_rows(lines: Iterable[str], path, complete: bool) -> Iterator[tuple[int, list[str]]]:
+    """A CSV file's rows with the line each starts on; a quoted field left open to the end of a whole file (it would
+    swallow every line after it as one cell) and a line the csv module cannot read are refused by their line."""
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
+    reader = csv.reader(lines)
+    start, pending = 1, None  # one row behind: the last one is checked for a quote left open
+    try:
+        for row in reader:
+            if pending is not None:
+                yield pending[:2]
+            pending, start = (start, row, reader.line_num), reader.line_num + 1
+    except csv.Error as err:
+        raise DataError(f"{path}: line {start} cannot be read as CSV ({err}). Fix the row.") from None
+    if pending is not None:
+        first, row, end = pending
+        if complete and end > first and row and row[-1].endswith(("\n", "\r")):
+            raise DataError(f"{path}: line {first} opens a quoted field that is never closed, so every line after "
+                            'it would be one cell. Close the quote (a quote inside a quoted field is written "").')
+        yield first, row
+
+
 def table_records(lines: Iterable[str], path, complete: bool = True) -> tuple[list[str], Iterator[tuple[int, dict]]]:
     """A table's header (its first row, names stripped of spaces) and its data rows, read lazily as
     ``(line number, {column: cell})``; ``lines``: the table's lines (an open file, or ``io.StringIO(text,
@@ -233,8 +259,7 @@ def table_records(lines: Iterable[str], path, complete: bool = True) -> tuple[li
     if is_tsv(path):
         rows = ((number, line.rstrip("\r\n").split("\t")) for number, line in enumerate(lines, 1))
     else:
-        reader = csv.reader(lines)
-        rows = ((reader.line_num, row) for row in reader)
+        rows = _csv_rows(lines, path, complete)
     header = [name.strip() for name in next(rows, (0, []))[1]]
     repeated = next((name for i, name in enumerate(header) if name and name in header[:i]), None)
     if repeated is not None:

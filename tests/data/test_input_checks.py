@@ -191,6 +191,8 @@ def test_jsonl_other_column_and_json_list(tmp_path):
         ("train.csv", "text,label\na sentence,1\nan extra,column,1\n", "text", "line 3 has 3 fields, the header has 2"),
         ("train.csv", "text,label\na sentence,1\ntoo few\n", "text", "line 3 has 1 fields, the header has 2"),
         ("train.csv", "text, text\na sentence,another\n", "text", "its header names the column 'text' twice"),
+        ("train.csv", 'text,label\na sentence,1\n"an unclosed,2\nmore,3\n', "text",
+         "line 3 opens a quoted field that is never closed, so every line after it would be one cell"),
         ("train.csv", "text,label\n3,1\n4.5,0\n", "text", "column 'text' holds only numbers"),
         # valid JSON, but one document: "line 1 is not valid JSON (Expecting property name...)" before
         ("train.json", '{\n "data": [{"text": "a"},\n  {"text": "b"}]\n}\n', None,

@@ -409,7 +409,21 @@ STREAM_BREAKS = {  # file, bad line, what the refusal says (after "line N is" wh
     # datasets' CSV reader filled the missing cell with "": the row passed as a blank one
     "short.csv": (b"a sentence without its id", r"line {line} has 1 fields, the header has 2\. Quote fields that hold "
                   r"the delimiter, or fix the row\.$"),
+    # the rest of the file was read as one cell, without a word
+    "unclosed.csv": (b'1,"an unclosed quote', r"line {line} opens a quoted field that is never closed, so every line "
+                     r"after it would be one cell\."),
 }
+
+
+def test_a_streamed_csv_cell_past_the_csv_modules_limit_is_read(tmp_path):
+    """A cell over 131,072 characters (the csv module's default limit) failed mid-run with a traceback."""
+    from hf_cse.streaming import load_training_text
+
+    path = tmp_path / "long.csv"
+    path.write_text("text\n" + "".join(s + "\n" for s in random_sentences(20)) + "word " * 30_000 + "\nlast one\n")
+    args = StreamingArguments(streaming=True, train_files=None, train_weights=None)
+    read = [row["text"] for row in load_training_text(args, _data_args(train_file=str(path)), 0)]
+    assert len(read) == 22 and len(max(read, key=len)) == len("word " * 30_000) - 1
 
 
 @pytest.mark.parametrize("name", STREAM_BREAKS)
@@ -424,7 +438,7 @@ def test_a_stream_that_breaks_past_its_head_fails_in_one_line_naming_the_line(na
     path = tmp_path / name
     header = {".tsv": b"id\ttext\n", ".csv": b"id,text\n"}.get(path.suffix, b"")
     row = {".jsonl": lambda s: json.dumps({"text": s}), ".tsv": lambda s: f"1\t{s}",
-           ".csv": lambda s: f'1,"{s}"'}.get(path.suffix, lambda s: s)
+           ".csv": lambda s: f"1,{s}"}.get(path.suffix, lambda s: s)
     line = _past_the_head(path, bad, row) + bool(header)
     path.write_bytes(header + path.read_bytes())  # the header, then the rows
     args = StreamingArguments(streaming=True, train_files=None, train_weights=None)
