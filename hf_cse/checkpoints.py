@@ -129,8 +129,10 @@ def safetensors_problem(path: Path) -> str | None:
     return _safetensors_header(path)[1]
 
 
-#: embedding matrices by the end of their names, and the config.json fields of their rows and columns (the first
-#: present): their shapes are what a config.json edited by hand, or copied from another model, gets wrong
+#: embedding matrices by their names' last parts, and the config.json fields their rows and columns may equal: their
+#: shapes are what a config.json edited by hand, or copied from another model, gets wrong. A column may be any of its
+#: fields present (ALBERT's and ELECTRA's word embeddings have embedding_size columns, MobileBERT's positions
+#: hidden_size)
 EMBEDDING_SHAPES = (
     (("word_embeddings.weight", "embed_tokens.weight", "wte.weight"), ("vocab_size",),
      ("embedding_size", "hidden_size", "n_embd", "dim")),
@@ -139,26 +141,31 @@ EMBEDDING_SHAPES = (
 )
 
 
+def _named(key: str, ends: tuple[str, ...]) -> bool:
+    """Whether a weight's name ends with one of ``ends`` at a name boundary (not LayoutLM's h_position_...)."""
+    return any(key == end or key.endswith("." + end) for end in ends)
+
+
 def weights_problem(folder: Path) -> str | None:
     """What is wrong with the weight files of a saved model folder (the first found), or None: one cut short or
-    unreadable, or an embedding matrix whose shape is not the one its config.json gives (:data:`EMBEDDING_SHAPES`;
-    transformers would print a table of every weight and fail)."""
+    unreadable, or an embedding matrix whose shape fits none of the sizes its config.json gives
+    (:data:`EMBEDDING_SHAPES`; transformers would print a table of every weight and fail)."""
     config = saved_config(folder) or {}
     for path in sorted(Path(folder).glob("*.safetensors")):
         header, problem = _safetensors_header(path)
         if problem:
             return problem
         for ends, row_fields, column_fields in EMBEDDING_SHAPES:
-            name = next((k for k in header if k.endswith(ends)), None)
-            fields = [next((f for f in group if isinstance(config.get(f), int)), None)
-                      for group in (row_fields, column_fields)]
-            if name is None or None in fields:
+            name = next((k for k in header if _named(k, ends)), None)
+            rows = next((f for f in row_fields if isinstance(config.get(f), int)), None)
+            columns = [f for f in column_fields if isinstance(config.get(f), int)]
+            shape = list(header[name].get("shape", [])) if name else []
+            if rows is None or not columns or len(shape) != 2:
                 continue
-            expected = [config[f] for f in fields]
-            if list(header[name].get("shape", expected)) != expected:
-                return (f"its weights do not fit its config.json: {name} is {header[name]['shape']} in {path.name}, "
-                        f"but config.json gives {fields[0]} {expected[0]} and {fields[1]} {expected[1]} (a config "
-                        "from another model, or edited)")
+            if shape[0] != config[rows] or shape[1] not in {config[f] for f in columns}:
+                sizes = " / ".join(f"{f} {config[f]}" for f in columns)
+                return (f"its weights do not fit its config.json: {name} is {shape} in {path.name}, but config.json "
+                        f"gives {rows} {config[rows]} and {sizes} (a config from another model, or edited)")
     return None
 
 

@@ -12,6 +12,7 @@ from transformers import PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
 from .encoders import positions_count_padding, takes_token_type_ids
+from .seams import with_own_backend
 
 logger = hf_logging.get_logger(__name__)
 
@@ -36,9 +37,7 @@ def padding_where_positions_allow(tokenizer: PreTrainedTokenizerBase, encoder_co
     scored with a tokenizer the caller keeps as it was."""
     if getattr(tokenizer, "padding_side", None) != "left" or not positions_count_padding(encoder_config):
         return tokenizer
-    copied = copy.copy(tokenizer)  # the backend tokenizer is shared: each call is told its padding side
-    if hasattr(tokenizer, "init_kwargs"):
-        copied.init_kwargs = dict(tokenizer.init_kwargs)
+    copied = _own_copy(tokenizer)
     pad_where_positions_allow(copied, encoder_config)
     return copied
 
@@ -51,9 +50,18 @@ def without_unread_segment_ids(tokenizer: PreTrainedTokenizerBase, encoder_confi
     names = list(getattr(tokenizer, "model_input_names", []))
     if "token_type_ids" not in names or takes_token_type_ids(encoder_config):
         return tokenizer
-    copied = copy.copy(tokenizer)
+    copied = _own_copy(tokenizer)
     copied.model_input_names = [name for name in names if name != "token_type_ids"]
-    copied.init_kwargs = {**getattr(tokenizer, "init_kwargs", {}), "model_input_names": copied.model_input_names}
+    copied.init_kwargs["model_input_names"] = copied.model_input_names
+    return copied
+
+
+def _own_copy(tokenizer: PreTrainedTokenizerBase):
+    """A copy of ``tokenizer`` whose settings change without the caller's: its own ``init_kwargs`` (what
+    save_pretrained writes) and backend (a fast tokenizer's padding and truncation are set on it at each call)."""
+    copied = copy.copy(tokenizer)
+    copied.init_kwargs = dict(getattr(tokenizer, "init_kwargs", {}))
+    with_own_backend(copied)
     return copied
 
 

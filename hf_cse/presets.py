@@ -128,9 +128,9 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     ``overrides``: any setting of the preset, or any other, by the same names (``method``, ``loss`` and its
     hyperparameters, config fields, ``dcl_weight`` / ``dcl_<hyperparameter>``, training arguments); the preset's
     values that the chosen loss or method does not take are dropped (one log line), unless given here."""
-    from .losses import loss_hyperparameters
+    from .losses import available_losses, loss_hyperparameters
     from .models import METHODS, get_method
-    from .objectives import objectives_for
+    from .objectives import DCL, objectives_for
     from .training_args import ContrastiveTrainingArguments
 
     values = {**preset_values(name), **overrides}
@@ -143,6 +143,13 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
         logger.info("preset %s: dropped %s (not taken by loss %s / method %s)", name, ", ".join(dropped), loss, method)
     values = {k: v for k, v in values.items() if k not in dropped}
     arg_names = {f.name for f in dataclasses.fields(ContrastiveTrainingArguments)}
+    known = arg_names | own | others | {f"dcl_{k}" for k in loss_hyperparameters(DCL)} | {"dcl_weight"} | {
+        k for other in available_losses() for k in loss_hyperparameters(other)}
+    unknown = sorted(set(overrides) - known - {"method", "loss"})
+    if unknown:  # a training argument misspelt would be taken for a config field of the method
+        close = closest_name(unknown[0], sorted(known))
+        raise CSEError(f"from_preset: no setting {unknown[0]!r}" + (f"; did you mean {close!r}?" if close else
+                       "; settings are training arguments, the method's config fields and loss hyperparameters."))
     args = ContrastiveTrainingArguments(output_dir=output_dir, **{k: v for k, v in values.items() if k in arg_names})
     hyperparameters = {k: values.pop(k) for k in list(values) if k in loss_hyperparameters(loss) and k not in own}
     dcl = {k[len("dcl_"):]: values.pop(k) for k in list(values) if k.startswith("dcl_") and k != "dcl_weight"}

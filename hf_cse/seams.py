@@ -14,6 +14,7 @@ the running loss of the logging window or for gradient clipping.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -40,6 +41,8 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.PreTrainedModel", "_init_weights", ("self", "module")),
     ("transformers.PreTrainedModel", "_supports_sdpa", None),  # class attributes
     ("transformers.PreTrainedModel", "_keep_in_fp32_modules_strict", None),
+    # an instance attribute, set in __init__: a fast tokenizer's backend (public read-only as backend_tokenizer)
+    ("transformers.PreTrainedTokenizerFast", "_tokenizer", None),
     ("sentence_transformers.SentenceTransformerModelCardData", "_get_snippet_output_dimensionality", ("self",)),
     ("datasets.IterableDataset", "_resolve_features", ("self",)),
 )
@@ -172,6 +175,13 @@ def mark_initialized(module: torch.nn.Module) -> None:
     module._is_hf_initialized = True
     for param in module.parameters(recurse=False):
         param._is_hf_initialized = True
+
+
+def with_own_backend(tokenizer) -> None:
+    """Give a copied fast tokenizer a backend of its own (``_tokenizer``): padding and truncation are set on the
+    backend at each call, so a shared one would carry the copy's settings back to the original."""
+    if hasattr(tokenizer, "_tokenizer"):
+        tokenizer._tokenizer = copy.deepcopy(tokenizer._tokenizer)
 
 
 # ------------------------------------------------------------------------------- sentence-transformers

@@ -45,7 +45,9 @@ def is_stand_in(tokenizer) -> bool:
     No tokenizer of a model is that: it could spell no word, so its ids are no encoder's. Anything that cannot be
     read as a transformers tokenizer is not judged (False)."""
     try:
-        reserved = set(tokenizer.all_special_tokens) | set(getattr(tokenizer, "added_tokens_encoder", None) or ())
+        added = (getattr(tokenizer, "added_tokens_decoder", None) or {}).values()
+        # added tokens that are no special ones are words (a vocabulary built by add_tokens)
+        reserved = set(tokenizer.all_special_tokens) | {str(t) for t in added if getattr(t, "special", False)}
         if len(tokenizer) > len(reserved) + STAND_IN_PLAIN_TOKENS:
             return False
         vocab = tokenizer.get_vocab()

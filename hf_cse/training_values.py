@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 import typing
 
 from .checks import InputError
@@ -122,12 +123,18 @@ def check_step_counts(args, world_size: int | None) -> None:
                          fields=("num_train_epochs",))
 
 
+#: a correlation's metric name: ``..._spearman`` / ``..._pearson``, or a sentence-transformers evaluator's with its
+#: similarity (``..._spearman_cosine``)
+CORRELATION_NAME = re.compile(r"(^|_)(spearman|pearson)(_(cosine|dot|euclidean|manhattan|max))?$")
+
+
 def higher_is_better(metric: str, logged: list[str] = ()) -> bool:
     """Whether ``metric`` is known to be higher the better: every score hf_cse logs for model selection (``logged``)
     is a correlation on dev pairs (``stsb_spearman``, ``sickr_spearman``, ``avg_sts``, ``<eval_name>_spearman``), and
-    so is a sentence-transformers evaluator's Spearman or Pearson score (``sts-dev_spearman_cosine``)."""
+    so is a sentence-transformers evaluator's Spearman or Pearson score (``sts-dev_spearman_cosine``); not a name
+    that merely holds the word (``sts-dev_spearman_pvalue``, ``pearson_distance``)."""
     name = metric.removeprefix("eval_")
-    return name in logged or name == "avg_sts" or "spearman" in name or "pearson" in name
+    return name in logged or name == "avg_sts" or CORRELATION_NAME.search(name) is not None
 
 
 def check_best_metric_direction(args, logged: list[str] = ()) -> None:

@@ -109,6 +109,15 @@ def test_a_tokenizer_config_without_a_vocabulary_is_a_stand_in_and_a_small_vocab
     assert not is_stand_in(tiny)
     five_words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat"]
     assert not is_stand_in(BertTokenizerFast(vocab={t: i for i, t in enumerate(five_words)}))
+    # a vocabulary built with add_tokens: words, though added ones (only special added tokens are reserved)
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel({"[UNK]": 0, "[PAD]": 1}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    added = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]")
+    added.add_tokens([f"word{i}" for i in range(500)])
+    assert not is_stand_in(added)
 
 
 def test_a_path_given_as_the_tokenizer_is_refused_in_one_line(tiny_bert_dir, tmp_path):

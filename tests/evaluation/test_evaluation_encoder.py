@@ -293,9 +293,11 @@ def test_a_left_padding_tokenizer_scores_a_gpt2_as_each_sentence_alone(tmp_path,
 
     folder = make_tiny_gpt2(tmp_path / "gpt2", padding_side="left")
     tokenizer = AutoTokenizer.from_pretrained(folder)
+    backend = tokenizer.backend_tokenizer.padding
     encoder = SentenceEncoder(AutoModel.from_pretrained(folder), tokenizer, pooler="avg", show_progress_bar=False)
     alone = encoder.encode(["the cat sat"])
     beside = encoder.encode(["the cat sat", "a much longer sentence is here with many many words in it"])
     assert np.allclose(alone[0], beside[0], atol=1e-5)
     assert "padding on the right" in caplog.text
     assert tokenizer.padding_side == "left" and tokenizer.init_kwargs.get("padding_side") == "left"
+    assert tokenizer.backend_tokenizer.padding == backend  # its backend too (a fast tokenizer pads there)

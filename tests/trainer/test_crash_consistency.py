@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from eval_helpers import write_toy_senteval
 from helpers import hang_timeout, random_sentences
 
@@ -246,3 +247,25 @@ def test_resume_from_checkpoint_true_resumes_the_last_complete_checkpoint(tiny_b
     assert "skipping the incomplete checkpoint" in again.stderr
     assert (out / "training_info.json").is_file()
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
+
+
+@pytest.mark.parametrize(("config", "shapes", "refused"), [
+    # MobileBERT: word embeddings embedding_size wide, positions hidden_size wide -- a valid model
+    ({"vocab_size": 100, "embedding_size": 16, "hidden_size": 64, "max_position_embeddings": 40},
+     {"embeddings.word_embeddings.weight": [100, 16], "embeddings.position_embeddings.weight": [40, 64]}, None),
+    # LayoutLM: h_position_embeddings is a box coordinate's table, not the sentence positions
+    ({"vocab_size": 100, "hidden_size": 16, "max_position_embeddings": 40},
+     {"embeddings.word_embeddings.weight": [100, 16], "embeddings.h_position_embeddings.weight": [1024, 16]}, None),
+    ({"vocab_size": 100, "hidden_size": 48, "max_position_embeddings": 40},
+     {"embeddings.word_embeddings.weight": [100, 16]}, "word_embeddings.weight is [100, 16] in model.safetensors, "
+                                                       "but config.json gives vocab_size 100 and hidden_size 48"),
+])
+def test_embedding_shapes_are_checked_against_every_size_the_config_gives(tmp_path, config, shapes, refused):
+    from safetensors.torch import save_file
+
+    from hf_cse.checkpoints import weights_problem
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", **config}))
+    save_file({name: torch.zeros(shape) for name, shape in shapes.items()}, str(tmp_path / "model.safetensors"))
+    problem = weights_problem(tmp_path)
+    assert problem is None if refused is None else refused in problem

@@ -11,6 +11,7 @@ from hf_cse.errors import CSEError
 from hf_cse.models import CSEPreTrainedModel
 from hf_cse.presets import PRESETS, from_preset
 from hf_cse.trainer import ContrastiveTrainer
+from hf_cse.training_args import ContrastiveTrainingArguments
 
 OFFLINE = {"diffcse": {"generator_name_or_path": "unigram"}}  # the presets' generators are Hub downloads
 
@@ -31,7 +32,7 @@ def built_configs(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_a_preset_in_python_is_the_commands_preset(name, tiny_bert_dir, senteval_dir, tmp_path, built_configs):
-    """The model config and the training arguments equal those ``run_unsup.py --preset NAME`` builds."""
+    """The model config equals the one ``run_unsup.py --preset NAME`` builds; the arguments hold the preset's values."""
     extra = OFFLINE.get(PRESETS[name]["method"], {})
     train_file = tmp_path / "train.txt"
     train_file.write_text("\n".join(random_sentences(600)) + "\n")  # one batch of every preset
@@ -40,8 +41,17 @@ def test_a_preset_in_python_is_the_commands_preset(name, tiny_bert_dir, senteval
                                    "--output_dir", str(tmp_path / "cli"), "--preset", name,
                                    "--senteval_data_dir", str(senteval_dir),
                                    *[f"--{k}={v}" for k, v in extra.items()]])
-    with pytest.raises(Built) as in_python:
+    made = {}
+    real = ContrastiveTrainingArguments.__post_init__
+
+    def keep(args):
+        real(args)
+        made["args"] = args
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(Built) as in_python:
+        patch.setattr(ContrastiveTrainingArguments, "__post_init__", keep)
         from_preset(name, str(tiny_bert_dir), str(tmp_path / "py"), senteval_data_dir=str(senteval_dir), **extra)
+    assert all(getattr(made["args"], k) == v for k, v in PRESETS[name].items() if hasattr(made["args"], k))
     command, python = by_command.value.config, in_python.value.config
     assert type(python) is type(command)
     assert python.objectives == command.objectives
@@ -67,6 +77,9 @@ def test_a_preset_trains_in_python_and_its_values_give_way_to_the_callers(tiny_b
     assert trainer.train().global_step == 2
 
 
-def test_an_unknown_preset_is_refused_with_the_closest_name(tiny_bert_dir, tmp_path):
+def test_an_unknown_preset_or_setting_is_refused_with_the_closest_name(tiny_bert_dir, tmp_path):
     with pytest.raises(CSEError, match=r"^unknown preset 'simcse_bret'; did you mean 'simcse_bert'\? presets: "):
         from_preset("simcse_bret", str(tiny_bert_dir), str(tmp_path / "out"))
+    # a misspelt training argument was taken for a config field ("a loss's hyperparameters go in its objective")
+    with pytest.raises(CSEError, match=r"^from_preset: no setting 'learnig_rate'; did you mean 'learning_rate'\?$"):
+        from_preset("simcse_bert", str(tiny_bert_dir), str(tmp_path / "out"), learnig_rate=1e-4)

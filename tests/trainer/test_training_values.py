@@ -53,7 +53,8 @@ def test_greater_is_better_false_with_a_correlation_is_refused_when_the_argument
     assert refused.value.fields == ("greater_is_better", "metric_for_best_model")
     args = ContrastiveTrainingArguments(str(tmp_path / "out"), metric_for_best_model=metric, **selection)
     assert args.greater_is_better is True
-    for loss, given in (("loss", None), ("eval_loss", False)):
+    for loss, given in (("loss", None), ("eval_loss", False), ("sts-dev_spearman_pvalue", False),
+                        ("pearson_distance", False)):  # lower the better, only holding the word
         args = ContrastiveTrainingArguments(str(tmp_path / "out"), metric_for_best_model=loss,
                                             greater_is_better=given, **selection)
         assert args.greater_is_better is False
