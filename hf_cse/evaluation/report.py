@@ -28,7 +28,7 @@ def report_files(folder) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    names = ("results.json", "results.md", "align_uniform.png", "task_comparison.png")
+    names = ("results.json", "results.md", "align_uniform.png", "task_comparison.png", "score_by_dimension.png")
     found = [folder / n for n in names if (folder / n).is_file()]
     found += [folder / "mteb"] if (folder / "mteb" / MTEB_FOLDER_MARK).is_file() else []
     found += sorted(folder.glob("stsb_cosine_buckets*.png")) + sorted(folder.glob(".*.partial-*"))

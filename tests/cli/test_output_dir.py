@@ -607,6 +607,21 @@ def test_an_evaluation_keeps_what_is_not_results_and_refuses_another_evaluations
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.parametrize("plot", ["score_by_dimension.png", "align_uniform.png", "task_comparison.png"])
+def test_every_plot_of_an_evaluation_is_its_results(tmp_path, plot):
+    """score_by_dimension.png (--truncate_dims) was not counted among an evaluation's files: a folder holding only
+    it was written into without --overwrite_output_dir, and --overwrite_output_dir left it beside the new results."""
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    (tmp_path / plot).write_bytes(b"an earlier evaluation's plot")
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match=f"already holds the results of an evaluation \\({plot}\\); pass "
+                                         "--overwrite_output_dir"):
+        claim(tmp_path, overwrite=False, models=["a"])
+    assert (tmp_path / plot).read_bytes() == b"an earlier evaluation's plot"
+    claim(tmp_path, overwrite=True, models=["a"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
 def test_the_same_evaluation_stopped_early_is_finished_and_another_ones_partial_results_refused(tmp_path):
     claim = releases_folder_locks(prepare_eval_output_dir)
     _results(tmp_path, ["a"], unfinished=["STSB"])
