@@ -151,7 +151,8 @@ def test_finished_tasks_are_saved_when_a_later_task_fails(failure, tiny_bert_dir
         code, err = run(capsys, *args)
         assert code == 130 and "Traceback" not in err
         assert [line for line in err.splitlines() if line.startswith("hf-cse-eval:")] == [
-            "hf-cse-eval: interrupted (Ctrl-C); what was saved so far is kept."]
+            f"hf-cse-eval: interrupted (Ctrl-C); the finished tasks are kept in {out / 'results.json'}; the same "
+            "command evaluates the rest."]
     else:  # not a refusal (a CSEError) but a bug: its traceback is shown, and what was saved is kept
         with pytest.raises(RuntimeError, match="classifier crashed"):
             run(capsys, *args)
@@ -346,3 +347,31 @@ def test_a_hub_models_length_limit_is_checked_from_its_config_before_loading(lay
     # offline, or no such file: nothing read, left to loading
     monkeypatch.setattr(eval_checks, "read_model_json", lambda name, filename, revision=None: None)
     eval_checks.check_model_folder("someorg/some-model", 100_000)
+
+
+def test_a_model_that_fails_to_load_when_finishing_an_evaluation_keeps_its_saved_results(tiny_bert_dir, senteval,
+                                                                                          tmp_path, capsys,
+                                                                                          monkeypatch):
+    """The same command, run again to finish a stopped evaluation, once the model's weights are gone: refused, and
+    the results saved so far are all still there (they were deleted as it started, before the model was loaded)."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, model)
+    real = transfer.run_transfer_task
+
+    def stop_at_cr(encode, task, *args, **kwargs):
+        if task == "CR":
+            raise KeyboardInterrupt
+        return real(encode, task, *args, **kwargs)
+
+    out = tmp_path / "out"
+    args = ("--model_name_or_path", model, "--senteval_data_dir", senteval, "--tasks", "STSB,MR,CR", "--output_dir",
+            out)
+    with monkeypatch.context() as patch:
+        patch.setattr(transfer, "run_transfer_task", stop_at_cr)
+        assert run(capsys, *args)[0] == 130
+    saved = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert json.loads(saved["results.json"])["unfinished_tasks"] == ["CR"]
+    (model / "model.safetensors").unlink()
+    code, err = run(capsys, *args)
+    assert code == 1 and "cannot load model" in one_line(err)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == saved
