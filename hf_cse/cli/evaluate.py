@@ -16,7 +16,8 @@ Safe to interrupt: the models, the device, every task file (read and checked) an
 before anything is encoded, and results.json / results.md are rewritten (atomically) as each task finishes. An
 output folder that holds another evaluation's results is refused unless --overwrite_output_dir is given; the
 partial results of the same command, stopped before it finished, are finished by it: the tasks it finished are
-kept and only the others are evaluated (:mod:`hf_cse.cli.eval_run`).
+kept and only the others are evaluated (:mod:`hf_cse.cli.eval_run`). A refusal that comes before anything is
+written leaves no folder it created behind.
 Bad input ends in one line naming the problem and the fix (HF_CSE_DEBUG=1 shows the traceback).
 """
 
@@ -60,7 +61,7 @@ from hf_cse.evaluation.mteb_tasks import (
 from hf_cse.evaluation.runner import load_task_data, parse_tasks, task_aliases, valid_task_names
 from hf_cse.evaluation.sts import Aggregation
 from hf_cse.evaluation.transfer import MrpcFeatures
-from hf_cse.folder_lock import releases_folder_locks
+from hf_cse.folder_lock import first_missing_folder, releases_folder_locks, remove_made_folders
 from hf_cse.models.pooling import POOLERS
 from hf_cse.number_lists import parse_truncate_dims
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
@@ -282,6 +283,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
     except ValueError as err:  # __post_init__'s checks
         raise InputError(str(err)) from None
     setup_console(args.verbose)
+    made = first_missing_folder(Path(args.output_dir).expanduser())  # the folders this command creates
     out, earlier, eval_pairs, mteb_tasks = check_inputs(args)
     logger.info("results go to %s", out)
     try:
@@ -289,6 +291,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
             check_mteb_results_free(args, mteb_tasks, args.model_name_or_path[len(earlier):])
         written = ModelsEvaluation(args, out, earlier, eval_pairs, mteb_tasks).run()
     except BaseException:
+        remove_made_folders(out, made)  # a refusal before anything was written leaves no empty folder behind
         if (out / "results.json").is_file():
             logger.error("stopped; the tasks finished so far are saved in %s", out / "results.json")
         raise

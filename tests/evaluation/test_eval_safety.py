@@ -349,6 +349,35 @@ def test_a_hub_models_length_limit_is_checked_from_its_config_before_loading(lay
     eval_checks.check_model_folder("someorg/some-model", 100_000)
 
 
+def _no_weights(tiny_bert_dir, folder):
+    shutil.copytree(tiny_bert_dir, folder)
+    (folder / "model.safetensors").unlink()  # config.json and the tokenizer: the folder passes for a model's
+    return folder
+
+
+@pytest.mark.parametrize("problem", ["no weights", "dimensions"])
+def test_a_refusal_before_anything_is_written_leaves_no_folder_it_made(problem, tiny_bert_dir, senteval, tmp_path,
+                                                                       capsys):
+    """Refused once the model is loaded (a folder without its weights, --truncate_dims beyond its width): the output
+    folder, made when it was claimed, was left behind empty. A folder that was there before stays."""
+    model, more = (_no_weights(tiny_bert_dir, tmp_path / "model"), []) if problem == "no weights" else \
+        (tiny_bert_dir, ["--truncate_dims", "64"])
+    expected = "cannot load model" if problem == "no weights" else "--truncate_dims [64]: "
+    args = ("--model_name_or_path", model, "--senteval_data_dir", senteval, "--tasks", "STSB", *more)
+    code, err = run(capsys, *args, "--output_dir", tmp_path / "new" / "eval")
+    assert code == 1 and expected in one_line(err)
+    assert not (tmp_path / "new").exists()  # nor its lock file beside it
+    (tmp_path / "mine").mkdir()
+    code, err = run(capsys, *args, "--output_dir", tmp_path / "mine" / "eval")
+    assert code == 1 and expected in one_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["mine", *(["model"] if problem == "no weights"
+                                                                           else [])])
+    assert not any((tmp_path / "mine").iterdir())
+    (tmp_path / "mine" / "eval").mkdir()  # given as it is, empty: kept
+    assert run(capsys, *args, "--output_dir", tmp_path / "mine" / "eval")[0] == 1
+    assert (tmp_path / "mine" / "eval").is_dir()
+
+
 def test_a_model_that_fails_to_load_when_finishing_an_evaluation_keeps_its_saved_results(tiny_bert_dir, senteval,
                                                                                           tmp_path, capsys,
                                                                                           monkeypatch):
