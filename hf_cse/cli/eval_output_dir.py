@@ -1,7 +1,8 @@
 """The output folder of the evaluation command (``hf-cse-eval``), the second job kind of the one output-folder policy
 (:mod:`hf_cse.cli.output_dir` has the policy's summary and the training job): another evaluation's results are
 refused; the partial results of the same command (the same models and settings), stopped before it finished, are
-replaced (the same command finishes it); files that are not results are left alone. A training run's folder is
+continued: the same command keeps the tasks it finished and runs the others (:mod:`hf_cse.cli.eval_run`); files
+that are not results are left alone. A training run's folder is
 refused, and the default folder is chosen beside the model evaluated."""
 
 from __future__ import annotations
@@ -11,14 +12,18 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checkpoints import run_marks, training_run_files
 from ..checks import resolved_path
+from ..errors import CSEError
 from ..output_folder import OutputFolderError, claim_output_dir, matching
 from ..run_files import TRAINING_INFO_FILE, WEIGHT_FILES
 from ..writing import json_safe
 from .output_dir import OVERWRITE_FLAG, CommandJob, setting_differences
+
+if TYPE_CHECKING:
+    from ..evaluation.results import EvalResults
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +78,11 @@ class Evaluation(CommandJob):
 
         remove_report_files(out)
 
-    def _partial_entries(self, out: Path) -> list[dict] | None:
-        """The entries of ``out``'s results.json when they are partial results of the same models, else None."""
+    def _partial_records(self, out: Path) -> list[EvalResults] | None:
+        """The records of ``out``'s results.json when they are partial results of the same models, else None (also
+        when one cannot be read as a record: hand-edited, or not hf_cse's)."""
+        from ..evaluation.results import EvalResults
+
         try:
             saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -84,14 +92,18 @@ class Evaluation(CommandJob):
         names = [e.get("model") for e in entries]
         if not names or names != list(self.models[:len(names)]):
             return None
-        unfinished = len(names) < len(self.models) or any(e.get("unfinished_tasks") for e in entries)
-        return entries if unfinished else None
+        if len(names) == len(self.models) and not any(e.get("unfinished_tasks") for e in entries):
+            return None  # finished
+        try:
+            return [EvalResults.from_dict(e) for e in entries]
+        except CSEError:
+            return None
 
-    def changed_settings(self, entries: list[dict]) -> list[str]:
+    def changed_settings(self, records: list[EvalResults]) -> list[str]:
         """How the settings recorded with the partial results differ from this evaluation's (all of them when
         none were recorded)."""
-        for entry in entries:
-            recorded = (entry.get("settings") or {}).get("command")
+        for record in records:
+            recorded = (record.settings or {}).get("command")
             if not isinstance(recorded, dict):  # written by an older hf_cse: nothing tells it is the same
                 return ["its settings were not recorded"]
             then, now = ({k: resolved_path(v) if k in EVAL_PATH_SETTINGS else v for k, v in settings.items()}
@@ -101,25 +113,28 @@ class Evaluation(CommandJob):
                 return changed
         return []
 
-    def continue_interrupted(self, out: Path, left: list[str]) -> bool:
-        """The same evaluation's partial results are replaced (evaluating again finishes it); another evaluation's
-        results, or the partial results of the same models with other settings, are refused."""
-        entries = self._partial_entries(out)
-        if entries is None:
+    def continue_interrupted(self, out: Path, left: list[str]) -> list[EvalResults]:
+        """The same evaluation's partial results are kept, a record for each model it reached, for this evaluation
+        to finish (the partial files of the writes it was killed in are removed); another evaluation's results, or
+        the partial results of the same models with other settings, are refused."""
+        from ..evaluation.report import remove_unfinished_writes
+
+        records = self._partial_records(out)
+        if records is None:
             raise OutputFolderError(f"--output_dir {out} already holds the results of an evaluation "
                                     f"({', '.join(left[:3])}{', ...' if len(left) > 3 else ''}); pass "
                                     f"{OVERWRITE_FLAG} to replace them, or choose another folder.")
-        changed = self.changed_settings(entries)
+        changed = self.changed_settings(records)
         if changed:
             diffs = "; ".join(changed[:2])
             raise OutputFolderError(f"--output_dir {out} holds the partial results of an evaluation with other "
                                     f"settings ({diffs[:100] + '...' if len(diffs) > 100 else diffs}): rerun that "
                                     f"command to finish it, pass {OVERWRITE_FLAG} to start over, or choose another "
                                     "folder.")
-        logger.warning("%s holds the partial results of the same evaluation, stopped before it finished: "
-                       "evaluating again to finish it", out)
-        self.remove(out, left)
-        return True
+        logger.warning("%s holds the partial results of the same evaluation, stopped before it finished: keeping "
+                       "what it finished and evaluating the rest", out)
+        remove_unfinished_writes(out)
+        return records
 
 
 #: the folder of the results of a model folder's evaluation, inside it; and of the others under the current folder
@@ -169,10 +184,11 @@ def default_eval_output_dir(models: Sequence[str]) -> Path:
 
 
 def prepare_eval_output_dir(output_dir: str, overwrite: bool, models: Sequence[str] = (),
-                            settings: dict[str, Any] | None = None) -> Path:
+                            settings: dict[str, Any] | None = None) -> tuple[Path, list[EvalResults]]:
     """Evaluation's output folder (module doc), created and locked for the rest of the evaluation (the caller's
-    entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`). ``settings``: what shapes the
-    results besides the models (:class:`Evaluation`)."""
-    out, _ = claim_output_dir(output_dir, Evaluation(list(models), dict(settings or {})), flag="--output_dir",
-                              overwrite=overwrite, hold=True)
-    return out
+    entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`), and the records of the models
+    the same evaluation, stopped before it finished, left there to finish (empty for a new evaluation).
+    ``settings``: what shapes the results besides the models (:class:`Evaluation`)."""
+    out, earlier = claim_output_dir(output_dir, Evaluation(list(models), dict(settings or {})), flag="--output_dir",
+                                    overwrite=overwrite, hold=True)
+    return out, earlier or []

@@ -15,15 +15,16 @@ sentence-transformers folders / Hub repos or plain Hugging Face encoders.
 Safe to interrupt: the models, the device, every task file (read and checked) and the output folder are checked
 before anything is encoded, and results.json / results.md are rewritten (atomically) as each task finishes. An
 output folder that holds another evaluation's results is refused unless --overwrite_output_dir is given; the
-partial results of the same command, stopped before it finished, are replaced (the same command finishes it).
+partial results of the same command, stopped before it finished, are finished by it: the tasks it finished are
+kept and only the others are evaluated (:mod:`hf_cse.cli.eval_run`). A refusal that comes before anything is
+written leaves no folder it created behind.
 Bad input ends in one line naming the problem and the fix (HF_CSE_DEBUG=1 shows the traceback).
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers import HfArgumentParser
@@ -42,40 +43,28 @@ from hf_cse.cli import PARSER_OPTIONS, one_line_errors, refuse_empty_paths, refu
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder
 from hf_cse.cli.eval_output_dir import default_eval_output_dir, prepare_eval_output_dir
+from hf_cse.cli.eval_run import ModelsEvaluation, warn_undefined_scores  # noqa: F401 - the command's own
 from hf_cse.cli.help import EVAL_DESCRIPTION, EVAL_EXAMPLE, UnsetDefaultsFormatter, add_short_help, all_flags_layout
 from hf_cse.cli.preflight import check_min_seq_length
 from hf_cse.cli.user_modules import import_module_field, import_user_modules, requested_modules
 from hf_cse.encoders import packaged_encoder_path
-from hf_cse.errors import CSEError
-from hf_cse.evaluation import (
-    EvalResults,
-    SentenceEncoder,
-    evaluate,
-    summary_text,
-    write_report,
-)
+from hf_cse.evaluation import EvalResults, SentenceEncoder  # noqa: F401 - SentenceEncoder: the models' loader
 from hf_cse.evaluation.custom_dev import EvalDataArguments, pairs_from_args
 from hf_cse.evaluation.data import STS_TASKS, Mode, Source
-from hf_cse.evaluation.dimensions import KeepingEncoder, check_dims_fit, evaluate_dimensions
-from hf_cse.evaluation.evaluators import PairsEvaluator
 from hf_cse.evaluation.mteb_tasks import (
     get_mteb_tasks,
     model_meta_fields,
     mteb_model_name,
     mteb_result_paths,
-    run_mteb_tasks,
     split_mteb_tasks,
 )
-from hf_cse.evaluation.report import model_folder
-from hf_cse.evaluation.results import PLOTS_STEP
 from hf_cse.evaluation.runner import load_task_data, parse_tasks, task_aliases, valid_task_names
 from hf_cse.evaluation.sts import Aggregation
 from hf_cse.evaluation.transfer import MrpcFeatures
-from hf_cse.folder_lock import releases_folder_locks
+from hf_cse.folder_lock import first_missing_folder, releases_folder_locks, remove_made_folders
 from hf_cse.models.pooling import POOLERS
 from hf_cse.number_lists import parse_truncate_dims
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
-from hf_cse.writing import json_safe
 
 logger = logging.getLogger("run_eval")
 
@@ -228,10 +217,11 @@ class EvalArguments(EvalDataArguments):
         return [t for t in self.task_list if t in STS_TASKS]
 
 
-def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
-    """Everything that can be checked before the first sentence is encoded: the device, every model reference,
-    every task file (read and validated; the readers cache them), your own scored pairs and the MTEB tasks (their
-    data loaded) and the output folder. Returns the folder, the pairs and the MTEB tasks."""
+def check_inputs(args: EvalArguments) -> tuple[Path, list[EvalResults], list | None, list]:
+    """Everything that can be checked before the models are loaded: the device, every model reference, every task
+    file (read and validated; the readers cache them), your own scored pairs and the MTEB tasks (their data loaded)
+    and the output folder, claimed last. Returns the folder, the records the same evaluation saved there before it
+    was stopped (:func:`prepare_eval_output_dir`), the pairs and the MTEB tasks."""
     if args.max_seq_length is not None:
         check_min_seq_length(args.max_seq_length, "Leave it out to score whole sentences (up to the model's limit).")
     check_device(args.device)
@@ -247,17 +237,18 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list | None, list]:
     eval_pairs = pairs_from_args(args)
     mteb_tasks = get_mteb_tasks(args.mteb_tasks) if args.mteb_tasks else []
     if args.mteb_results_dir is not None:
-        check_mteb_results_dir(args, mteb_tasks)
-    return (prepare_eval_output_dir(args.output_dir, args.overwrite_output_dir, args.model_name_or_path,
-                                    args.result_settings()), eval_pairs, mteb_tasks)
+        check_path_given(args.mteb_results_dir, "--mteb_results_dir")
+        check_writable(Path(args.mteb_results_dir).expanduser(), "--mteb_results_dir")
+    out, earlier = prepare_eval_output_dir(args.output_dir, args.overwrite_output_dir, args.model_name_or_path,
+                                           args.result_settings())
+    return out, earlier, eval_pairs, mteb_tasks
 
 
-def check_mteb_results_dir(args: EvalArguments, mteb_tasks: list) -> None:
-    """--mteb_results_dir must be writable, and hold no results of these models and tasks yet unless
-    --overwrite_output_dir (other models' and tasks' results there are left alone)."""
-    check_path_given(args.mteb_results_dir, "--mteb_results_dir")
-    check_writable(Path(args.mteb_results_dir).expanduser(), "--mteb_results_dir")
-    for model in args.model_name_or_path:
+def check_mteb_results_free(args: EvalArguments, mteb_tasks: list, models: list[str]) -> None:
+    """--mteb_results_dir holds no results of ``models`` on these tasks yet unless --overwrite_output_dir (other
+    models' and tasks' results there are left alone). ``models``: those of the command the stopped evaluation it
+    finishes did not reach (those it did wrote their results there themselves)."""
+    for model in models:
         metas = [args.mteb_meta(model)] + [{**args.mteb_meta(model), "experiment_kwargs": {"truncate_dim": d}}
                                            for d in args.truncate_dim_list]
         taken = [p for meta in metas for p in mteb_result_paths(args.mteb_results_dir, mteb_tasks, meta) if p.exists()]
@@ -267,43 +258,6 @@ def check_mteb_results_dir(args: EvalArguments, mteb_tasks: list) -> None:
                              f"{metas[0]['name']} ({taken[0]}{more}); pass --overwrite_output_dir to replace them, or "
                              "give another --mteb_results_dir / --mteb_model_revision, or --mteb_model_name if they "
                              "are another model's.")
-
-
-def record_settings(results: EvalResults, args: EvalArguments) -> None:
-    """The command's settings, with the results (what finishing a stopped evaluation compares)."""
-    results.settings = {**(results.settings or {}), "command": json_safe(args.result_settings())}
-
-
-def warn_undefined_scores(name: str, results: EvalResults) -> None:
-    """A NaN score is not a result: say why, as the training side does for its dev score."""
-    undefined = [task for task, score in results.task_scores().items() if not math.isfinite(score)]
-    if undefined:
-        logger.warning("%s: the score of %s is undefined (NaN: every pair got the same cosine, e.g. sentences cut to "
-                       "nothing by --max_seq_length, or read as unknown tokens only); check the model's tokenizer, "
-                       "--max_seq_length and the data", name, ", ".join(undefined[:5]))
-
-
-def print_results(name: str, pooler: str, args: EvalArguments, results: EvalResults) -> None:
-    print(f"\n{name}  (pooler: {pooler}, mode: {args.mode})")
-    print(summary_text(results, args.eval_name))
-
-
-def load_encoder(name: str, args: EvalArguments) -> SentenceEncoder:
-    try:
-        return SentenceEncoder.from_pretrained(
-            name,
-            pooler=args.pooler,
-            batch_size=args.batch_size,
-            max_length=args.max_seq_length,
-            device=args.device,
-            show_progress_bar=not args.disable_tqdm,
-            precision=args.precision,
-            trust_remote_code=args.trust_remote_code,
-        )
-    except CSEError as err:  # e.g. a max_seq_length that leaves no token of a sentence
-        raise InputError(f"--model_name_or_path {name}: {err}") from err
-    except Exception as err:  # the path was checked up front: what fails here are the model's own files
-        raise InputError(f"cannot load model {name}: {type(err).__name__}: {err}") from err
 
 
 def argument_parser() -> HfArgumentParser:
@@ -329,71 +283,17 @@ def evaluate_models(argv: list[str] | None = None) -> int:
     except ValueError as err:  # __post_init__'s checks
         raise InputError(str(err)) from None
     setup_console(args.verbose)
-    out, eval_pairs, mteb_tasks = check_inputs(args)
+    made = first_missing_folder(Path(args.output_dir).expanduser())  # the folders this command creates
+    out, earlier, eval_pairs, mteb_tasks = check_inputs(args)
     logger.info("results go to %s", out)
-
-    combined = len(args.model_name_or_path) > 1
-    all_results: list[EvalResults] = []
-    all_extras: list[dict] = []
-
-    # what follows the last task of a model: a partial record of it never passes for a finished one (a kill there
-    # leaves results the same command finishes, not a results.json without them)
-    after_tasks = [*(["own data"] if eval_pairs is not None else []), *(["MTEB"] if mteb_tasks else []),
-                   *(["dimensions"] if args.truncate_dim_list else []), PLOTS_STEP]
-
-    def save_partial(partial: EvalResults) -> None:  # after each task: text files only, plots at the end of a model
-        record_settings(partial, args)
-        if not partial.unfinished_tasks:
-            partial = replace(partial, unfinished_tasks=[s for s in after_tasks if s != "own data" or
-                                                         partial.own_data is None])
-        write_report(all_results + [partial], out, all_extras, combined=combined, plots=False)
-
     try:
-        for index, name in enumerate(args.model_name_or_path):
-            logger.info("Evaluating %s on %s (mode %s)", name, ", ".join(args.task_list), args.mode)
-            encoder = load_encoder(name, args)
-            logger.info("precision: %s on %s", encoder.describe()["precision"], encoder.device)
-            width = None  # the embedding size (one sentence encoded), where the dimensions or MTEB's meta need it
-            if args.truncate_dim_list or args.mteb_results_dir:
-                width = check_dims_fit(encoder, args.truncate_dim_list)
-            kept = {} if args.truncate_dim_list else None  # the full embeddings, cut for each dimension
-            results, extras = evaluate(
-                encoder,
-                args.task_list,
-                data_dir=args.senteval_data_dir,
-                source=args.senteval_source,
-                mode=args.mode,
-                sts_aggregation=args.sts_aggregation,
-                mrpc_features=args.mrpc_features,
-                on_progress=save_partial,
-                embeddings=kept,
-            ) if args.task_list else (EvalResults(model=name, settings=encoder.describe()), {})
-            if eval_pairs is not None:
-                logger.info("%s: encoding %d pairs", args.eval_file or args.eval_dataset_name, len(eval_pairs))
-                results.own_data = {**PairsEvaluator(eval_pairs, args.eval_name)(encoder),
-                                    "pairs": len(eval_pairs), "source": args.eval_file or args.eval_dataset_name}
-                save_partial(results)
-            folder = model_folder(out, index, name, several=combined) / "mteb"
-            meta = {**args.mteb_meta(name), "embed_dim": width}
-            if mteb_tasks:
-                results.add_mteb(*run_mteb_tasks(encoder if kept is None else KeepingEncoder(encoder, kept),
-                                                 mteb_tasks, folder, args.mteb_results_dir, meta))
-            if args.truncate_dim_list:
-                results.settings = {**(results.settings or {}), "embedding_dim": width}
-                results.dimensions = evaluate_dimensions(
-                    encoder, args.truncate_dim_list, args.sts_tasks, mteb_tasks, folder, args.mteb_results_dir, meta,
-                    embeddings=kept, data_dir=args.senteval_data_dir, source=args.senteval_source, mode=args.mode,
-                    sts_aggregation=args.sts_aggregation)
-            record_settings(results, args)
-            warn_undefined_scores(name, results)
-            all_results.append(results)
-            all_extras.append(extras)
-            written = write_report(all_results, out, all_extras, combined=combined)
-            print_results(name, encoder.describe().get("representation", encoder.effective_pooler), args, results)
+        if args.mteb_results_dir is not None:  # the models the stopped evaluation reached wrote there themselves
+            check_mteb_results_free(args, mteb_tasks, args.model_name_or_path[len(earlier):])
+        written = ModelsEvaluation(args, out, earlier, eval_pairs, mteb_tasks).run()
     except BaseException:
+        remove_made_folders(out, made)  # a refusal before anything was written leaves no empty folder behind
         if (out / "results.json").is_file():
             logger.error("stopped; the tasks finished so far are saved in %s", out / "results.json")
         raise
     print("\nwrote " + ", ".join(str(p) for p in written.values()))
     return 0
-

@@ -25,8 +25,8 @@ Training (``hf-cse-train``, the convention of the transformers example scripts,
 
 Evaluation (``hf-cse-eval``): another evaluation's results (:func:`hf_cse.evaluation.report.report_files`) are
 refused; the partial results of the same command (the same models and settings), stopped before it finished, are
-replaced (the same command finishes it); files that are not results are left alone. A training run's folder is
-refused.
+finished by it (the tasks it finished kept, the others evaluated: :mod:`hf_cse.cli.eval_run`); files that are not
+results are left alone. A training run's folder is refused.
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@
 Every reader takes :class:`EvalResults` records; averages carry their labels (the papers' 7-task "STS Avg." /
 "Transfer Avg." only when all seven tasks ran, otherwise named by their tasks: :func:`.results.average_label`).
 Every file is written to a temporary name and renamed into place, so an interrupted write never leaves a
-half-written ``results.json``; :func:`report_files` lists what an earlier evaluation left in a folder.
+half-written ``results.json``; :func:`report_files` lists what an earlier evaluation left in a folder. While an
+evaluation runs, the arrays of each model's STS-B plot are kept beside its results (``plot_data``,
+:func:`read_plot_data`), so that finishing it after a stop draws the plot of a task finished before without encoding
+it again.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import shutil
 from pathlib import Path
 from typing import Sequence
 
-from ..writing import json_safe, write_json_atomic, write_text_atomic
+import numpy as np
+
+from ..writing import json_safe, replace_atomically, write_json_atomic, write_text_atomic
 from .data import STS_TASKS, TABLE_NAMES, TRANSFER_TASKS
 from .dimensions import dimension_rows
 from .figures import plot_alignment_uniformity, plot_cosine_buckets, plot_score_by_dimension, plot_task_comparison
@@ -28,10 +33,11 @@ def report_files(folder) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    names = ("results.json", "results.md", "align_uniform.png", "task_comparison.png")
+    names = ("results.json", "results.md", "align_uniform.png", "task_comparison.png", "score_by_dimension.png")
     found = [folder / n for n in names if (folder / n).is_file()]
     found += [folder / "mteb"] if (folder / "mteb" / MTEB_FOLDER_MARK).is_file() else []
-    found += sorted(folder.glob("stsb_cosine_buckets*.png")) + sorted(folder.glob(".*.partial-*"))
+    found += sorted(folder.glob("stsb_cosine_buckets*.png")) + sorted(folder.glob(f".{BUCKET_PLOT}*.npz"))
+    found += sorted(folder.glob(".*.partial-*"))
     found += sorted(d for d in folder.glob("model_*") if d.is_dir() and (d / "results.json").is_file())
     return found
 
@@ -51,6 +57,44 @@ def remove_report_files(folder) -> list[Path]:
         else:
             path.unlink()
     return removed
+
+
+def remove_unfinished_writes(folder) -> None:
+    """Delete the partial files of the writes a killed evaluation left unfinished (:func:`hf_cse.writing.partial_path`)
+    in ``folder`` and its per-model folders."""
+    folder = Path(folder)
+    for path in [*folder.glob(".*.partial-*"), *folder.glob("model_*/.*.partial-*")]:
+        path.unlink(missing_ok=True)
+
+
+#: the STS-B plot's name (``_<i>`` after it for each of several models); its arrays: ``.<name>.npz`` while it runs
+BUCKET_PLOT = "stsb_cosine_buckets"
+_PLOT_ARRAYS = ("stsb_cosine", "stsb_gold")
+
+
+def _bucket_name(index: int, combined: bool) -> str:
+    return f"{BUCKET_PLOT}_{index}" if combined else BUCKET_PLOT
+
+
+def _plot_data_path(folder, index: int, combined: bool) -> Path:
+    return Path(folder) / f".{_bucket_name(index, combined)}.npz"
+
+
+def read_plot_data(folder, index: int, combined: bool) -> dict:
+    """The plot arrays of model ``index`` that :func:`write_report` kept (``plot_data``) in ``folder``: the ``extras``
+    of that model's evaluation; empty when there are none (or they cannot be read)."""
+    path = _plot_data_path(folder, index, combined)
+    try:
+        with np.load(path) as data:
+            return {name: data[name] for name in _PLOT_ARRAYS}
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def remove_plot_data(folder) -> None:
+    """Delete the plot arrays :func:`write_report` kept in ``folder`` (once the evaluation has finished)."""
+    for path in Path(folder).glob(f".{BUCKET_PLOT}*.npz"):
+        path.unlink(missing_ok=True)
 
 
 def model_folder(output_dir, index: int, name: str, several: bool) -> Path:
@@ -216,12 +260,15 @@ def write_report(
     extras: Sequence[dict] | None = None,
     combined: bool | None = None,
     plots: bool = True,
+    plot_data: bool = False,
 ) -> dict[str, Path]:
     """Write results.json, results.md and the plots into ``output_dir``; several models also get one
     sub-folder each. ``extras[i]`` may hold ``{"stsb_cosine": ..., "stsb_gold": ...}`` for the bucket plot.
     ``combined``: the several-models layout (``{"models": [...]}``), default when ``results`` has more than one;
     pass it to keep that layout while only the first models are done. ``plots=False`` writes the text files only
-    (the quick update after each task). Returns the written paths."""
+    (the quick update after each task). ``plot_data``: also keep the plots' arrays beside the results (hidden; read
+    back by :func:`read_plot_data`), for an evaluation that may be stopped and finished later. Returns the written
+    paths (the arrays not among them)."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {"results.json": out / "results.json"}  # listed first, written last (below)
@@ -239,8 +286,17 @@ def write_report(
     written["results.md"] = write_text_atomic(out / "results.md", markdown_report(results))
     if plots:
         _write_plots(results, extras, out, combined, written)
+    for i, ex in enumerate(extras[:len(results)] if plot_data else []):
+        if ex.get("stsb_cosine") is not None:
+            arrays = {name: np.asarray(ex[name]) for name in _PLOT_ARRAYS}
+            replace_atomically(_plot_data_path(out, i, combined), lambda partial: _save_arrays(partial, arrays))
     write_json_atomic(out / "results.json", record)
     return written
+
+
+def _save_arrays(path: Path, arrays: dict) -> None:
+    with open(path, "wb") as f:  # a file object: np.savez would add ".npz" to the partial file's name
+        np.savez(f, **arrays)
 
 
 def _write_plots(results: Sequence[EvalResults], extras: list[dict], out: Path, combined: bool,
@@ -255,5 +311,5 @@ def _write_plots(results: Sequence[EvalResults], extras: list[dict], out: Path, 
         written["align_uniform.png"] = plot_alignment_uniformity(results, out / "align_uniform.png")
     for i, (label, ex) in enumerate(zip(model_labels(results), extras)):
         if ex.get("stsb_cosine") is not None:
-            fname = f"stsb_cosine_buckets_{i}.png" if combined else "stsb_cosine_buckets.png"
+            fname = f"{_bucket_name(i, combined)}.png"
             written[fname] = plot_cosine_buckets(ex["stsb_cosine"], ex["stsb_gold"], out / fname, title=label)

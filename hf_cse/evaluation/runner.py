@@ -24,6 +24,7 @@ from ..errors import CSEError
 from .data import STS_TASKS, STS_YEARS, TRANSFER_TASKS, Mode, Source, load_sts
 from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
 from .results import RETRIEVAL_KEYS, EvalResults
+from .resume import STSB_TEST_TASKS, finished_tasks, in_order, mean_score, take_finished
 from .sts import (
     AGGREGATIONS,
     MODES,
@@ -146,6 +147,8 @@ def evaluate(
     mrpc_features: MrpcFeatures = "senteval",
     on_progress: Callable[[EvalResults], None] | None = None,
     embeddings: dict[str, np.ndarray] | None = None,
+    done: EvalResults | None = None,
+    extras: dict | None = None,
 ) -> tuple[EvalResults, dict]:
     """Run ``tasks`` on ``encoder`` (a ``SentenceEncoder``).
 
@@ -161,6 +164,12 @@ def evaluate(
     task's as its own call encoded them (keyed by its distinct sentences: :func:`.sts.encode_kept`), e.g. for
     :func:`hf_cse.evaluation.dimensions.evaluate_dimensions` to cut them instead of encoding them again; the transfer
     tasks' sentences are not kept.
+
+    ``done``: the results an earlier run of this evaluation (the same encoder and settings) saved before it was
+    stopped (their ``unfinished_tasks`` listing what it had not finished): the tasks it finished are not run again
+    (their scores, details and timings are taken from it) and the averages are over every task, so the record is
+    the one an uninterrupted run gives (:mod:`.resume`). ``extras``: the dict to fill with the plots' arrays as the
+    tasks run (the one returned), e.g. holding the earlier run's, which a finished task does not compute again.
     """
     if mode not in MODES:
         raise CSEError(f"Unknown mode {mode!r}. Valid modes: {', '.join(MODES)}.")
@@ -173,7 +182,7 @@ def evaluate(
     describe = encoder.describe() if hasattr(encoder, "describe") else {"model": str(encoder)}
     details: dict = {}
     timing: dict = {}
-    extras: dict = {}
+    extras = {} if extras is None else extras
     memo = _MemoEncode(encoder.encode, embeddings)
     settings = {
         **describe,
@@ -189,21 +198,30 @@ def evaluate(
     }
     results = EvalResults(model=describe.get("model"), details=details, settings=settings, timing=timing)
     finished: set[str] = set()
+    if done is not None:
+        finished.update(finished_tasks(done, names, mode))
+        take_finished(results, done, finished)
+        if finished:
+            logger.info("kept from the evaluation stopped before: %s", ", ".join(t for t in names if t in finished))
 
-    def done(*tasks_done: str) -> None:
+    def finish(*tasks_done: str) -> None:
         finished.update(tasks_done)
         if on_progress is not None:
             on_progress(replace(results, unfinished_tasks=[t for t in names if t not in finished]))
 
     sts_tasks = [t for t in names if t in STS_TASKS]
-    if sts_tasks:
+    sts_todo = [t for t in sts_tasks if t not in finished]
+    if sts_todo:
         t0 = time.perf_counter()
-        logger.info("STS: scoring %s", ", ".join(sts_tasks))  # encoded now, or cut from the kept embeddings
+        logger.info("STS: scoring %s", ", ".join(sts_todo))  # encoded now, or cut from the kept embeddings
         sts, preds = evaluate_sts(
-            memo, sts_tasks, data_dir, source, mode, sts_aggregation, return_predictions=True
+            memo, sts_todo, data_dir, source, mode, sts_aggregation, return_predictions=True
         )
-        details["sts"] = sts.pop("details")
+        details["sts"] = in_order({**details.get("sts", {}), **sts.pop("details")}, sts_tasks)
         results.sts_avg = sts.pop("avg", None)
+        if results.sts:  # with the finished tasks of ``done``: the average over all of them
+            sts = in_order({**results.sts, **sts}, sts_tasks)
+            results.sts_avg = mean_score(sts)
         results.sts = sts
         if "STSBenchmark" in preds:
             extras["stsb_cosine"], extras["stsb_gold"] = (
@@ -211,9 +229,11 @@ def evaluate(
                 preds["STSBenchmark"]["gold"],
             )
         timing["sts_seconds"] = round(time.perf_counter() - t0, 2)
-        done(*sts_tasks)
+        finish(*sts_tasks)
+    elif sts_tasks:
+        results.sts_avg = mean_score(results.sts)
 
-    if "geometry" in names or "retrieval" in names:
+    if any(t in names and t not in finished for t in STSB_TEST_TASKS):
         t0 = time.perf_counter()
         logger.info("%s: encoding STS-B test", " and ".join(t for t in ("geometry", "retrieval") if t in names))
         cache = _stsb_embeddings(memo, data_dir, source, "test")
@@ -230,21 +250,26 @@ def evaluate(
             n = len(pairs)
             extras["stsb_cosine"], extras["stsb_gold"] = pairwise_cosine(emb[:n], emb[n:]), pairs.scores
         timing["geometry_retrieval_seconds"] = round(time.perf_counter() - t0, 2)
-        done("geometry", "retrieval")
+        finish(*STSB_TEST_TASKS)
 
     transfer_tasks = [t for t in names if t in TRANSFER_TASKS]
-    if transfer_tasks:
+    transfer_todo = [t for t in transfer_tasks if t not in finished]
+    if transfer_todo:
         t0 = time.perf_counter()
 
         def transfer_done(task: str, task_details: dict) -> None:
             details.setdefault("transfer", {})[task] = task_details
             results.transfer[task] = task_details["score"]
-            done(task)
+            finish(task)
 
-        tr = evaluate_transfer(encoder, transfer_tasks, data_dir, source, mode, mrpc_features, transfer_done)
-        details["transfer"] = tr.pop("details")
+        tr = evaluate_transfer(encoder, transfer_todo, data_dir, source, mode, mrpc_features, transfer_done)
+        details["transfer"] = in_order({**details.get("transfer", {}), **tr.pop("details")}, transfer_tasks)
         results.transfer_avg = tr.pop("transfer_avg", None)
-        results.transfer.update(tr)
+        results.transfer = in_order({**results.transfer, **tr}, transfer_tasks)
+        if transfer_todo != transfer_tasks:  # with the finished tasks of ``done``: the average over all of them
+            results.transfer_avg = mean_score(results.transfer)
         timing["transfer_seconds"] = round(time.perf_counter() - t0, 2)
+    elif transfer_tasks:
+        results.transfer_avg = mean_score(results.transfer)
 
     return results, extras

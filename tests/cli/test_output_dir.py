@@ -597,7 +597,7 @@ def _results(folder, models, unfinished=(), settings=EVAL_SETTINGS):
 def test_an_evaluation_keeps_what_is_not_results_and_refuses_another_evaluations_results(tmp_path):
     claim = releases_folder_locks(prepare_eval_output_dir)
     (tmp_path / "notes.txt").write_text("mine")
-    assert claim(tmp_path, overwrite=False, models=["a"]) == tmp_path  # no results: a new evaluation
+    assert claim(tmp_path, overwrite=False, models=["a"]) == (tmp_path, [])  # no results: a new evaluation
     assert not lock_file(tmp_path).exists()  # held while the evaluation runs, released when it ends
     _results(tmp_path, ["a"])  # a finished evaluation of the same model
     with pytest.raises(InputError, match="already holds the results of an evaluation.*--overwrite_output_dir"):
@@ -607,16 +607,37 @@ def test_an_evaluation_keeps_what_is_not_results_and_refuses_another_evaluations
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.parametrize("plot", ["score_by_dimension.png", "align_uniform.png", "task_comparison.png"])
+def test_every_plot_of_an_evaluation_is_its_results(tmp_path, plot):
+    """score_by_dimension.png (--truncate_dims) was not counted among an evaluation's files: a folder holding only
+    it was written into without --overwrite_output_dir, and --overwrite_output_dir left it beside the new results."""
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    (tmp_path / plot).write_bytes(b"an earlier evaluation's plot")
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match=f"already holds the results of an evaluation \\({plot}\\); pass "
+                                         "--overwrite_output_dir"):
+        claim(tmp_path, overwrite=False, models=["a"])
+    assert (tmp_path / plot).read_bytes() == b"an earlier evaluation's plot"
+    claim(tmp_path, overwrite=True, models=["a"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
 def test_the_same_evaluation_stopped_early_is_finished_and_another_ones_partial_results_refused(tmp_path):
+    """The same command gets the records to finish, and nothing is removed (they were deleted, and everything was
+    evaluated again); the partial files of the writes a kill cut short go."""
     claim = releases_folder_locks(prepare_eval_output_dir)
     _results(tmp_path, ["a"], unfinished=["STSB"])
     with pytest.raises(InputError, match="--overwrite_output_dir"):
         claim(tmp_path, overwrite=False, models=["b"])
-    claim(tmp_path, overwrite=False, models=["a"], settings=EVAL_SETTINGS)  # the same command: replaced
-    assert not (tmp_path / "results.json").exists()
+    saved = sorted(p.name for p in tmp_path.iterdir())
+    (tmp_path / ".results.json.partial-999999").write_text('{"model": "a", "ST')  # a write killed before its rename
+    out, earlier = claim(tmp_path, overwrite=False, models=["a"], settings=EVAL_SETTINGS)  # the same command
+    assert out == tmp_path and [(r.model, r.unfinished_tasks) for r in earlier] == [("a", ["STSB"])]
+    assert sorted(p.name for p in tmp_path.iterdir()) == saved
     _results(tmp_path, ["a"])  # one of two models done
-    claim(tmp_path, overwrite=False, models=["a", "b"], settings=EVAL_SETTINGS)
-    assert not (tmp_path / "results.json").exists()
+    _, earlier = claim(tmp_path, overwrite=False, models=["a", "b"], settings=EVAL_SETTINGS)
+    assert [(r.model, r.unfinished_tasks) for r in earlier] == [("a", [])]
+    assert (tmp_path / "results.json").is_file()
     (tmp_path / "f").write_text("x")
     with pytest.raises(InputError, match="is a file"):
         claim(tmp_path / "f", overwrite=True, models=["a"])
@@ -633,12 +654,13 @@ def test_a_path_given_relative_then_and_absolute_now_is_the_same_evaluation(tmp_
     out = tmp_path / "ev"
     out.mkdir()
     _results(out, ["a"], unfinished=["MR"], settings={**EVAL_SETTINGS, setting: "senteval"})
-    claim(out, overwrite=False, models=["a"], settings={**EVAL_SETTINGS, setting: str(tmp_path / "senteval")})
-    assert not (out / "results.json").exists()  # the same evaluation: finished by this one
+    _, earlier = claim(out, overwrite=False, models=["a"],
+                       settings={**EVAL_SETTINGS, setting: str(tmp_path / "senteval")})
+    assert [r.unfinished_tasks for r in earlier] == [["MR"]]  # the same evaluation: finished by this one
     _results(out, ["a"], unfinished=["MR"], settings={**EVAL_SETTINGS, setting: str(tmp_path / "senteval")})
     monkeypatch.chdir(tmp_path / "work")
-    claim(out, overwrite=False, models=["a"], settings={**EVAL_SETTINGS, setting: "../senteval"})
-    assert not (out / "results.json").exists()
+    _, earlier = claim(out, overwrite=False, models=["a"], settings={**EVAL_SETTINGS, setting: "../senteval"})
+    assert [r.unfinished_tasks for r in earlier] == [["MR"]]
     _results(out, ["a"], unfinished=["MR"], settings={**EVAL_SETTINGS, setting: str(tmp_path / "senteval")})
     with pytest.raises(InputError, match=f"other settings \\({setting}: "):  # another folder is another evaluation
         claim(out, overwrite=False, models=["a"], settings={**EVAL_SETTINGS, setting: "senteval"})

@@ -151,7 +151,8 @@ def test_finished_tasks_are_saved_when_a_later_task_fails(failure, tiny_bert_dir
         code, err = run(capsys, *args)
         assert code == 130 and "Traceback" not in err
         assert [line for line in err.splitlines() if line.startswith("hf-cse-eval:")] == [
-            "hf-cse-eval: interrupted (Ctrl-C); what was saved so far is kept."]
+            f"hf-cse-eval: interrupted (Ctrl-C); the finished tasks are kept in {out / 'results.json'}; the same "
+            "command evaluates the rest."]
     else:  # not a refusal (a CSEError) but a bug: its traceback is shown, and what was saved is kept
         with pytest.raises(RuntimeError, match="classifier crashed"):
             run(capsys, *args)
@@ -369,3 +370,60 @@ def test_a_hub_models_length_limit_is_checked_from_its_config_before_loading(lay
     # offline, or no such file: nothing read, left to loading
     monkeypatch.setattr(eval_checks, "read_model_json", lambda name, filename, revision=None: None)
     eval_checks.check_model_folder("someorg/some-model", 100_000)
+
+
+def _no_weights(tiny_bert_dir, folder):
+    shutil.copytree(tiny_bert_dir, folder)
+    (folder / "model.safetensors").unlink()  # config.json and the tokenizer: the folder passes for a model's
+    return folder
+
+
+@pytest.mark.parametrize("problem", ["no weights", "dimensions"])
+def test_a_refusal_before_anything_is_written_leaves_no_folder_it_made(problem, tiny_bert_dir, senteval, tmp_path,
+                                                                       capsys):
+    """Refused once the model is loaded (a folder without its weights, --truncate_dims beyond its width): the output
+    folder, made when it was claimed, was left behind empty. A folder that was there before stays."""
+    model, more = (_no_weights(tiny_bert_dir, tmp_path / "model"), []) if problem == "no weights" else \
+        (tiny_bert_dir, ["--truncate_dims", "64"])
+    expected = "cannot load model" if problem == "no weights" else "--truncate_dims [64]: "
+    args = ("--model_name_or_path", model, "--senteval_data_dir", senteval, "--tasks", "STSB", *more)
+    code, err = run(capsys, *args, "--output_dir", tmp_path / "new" / "eval")
+    assert code == 1 and expected in one_line(err)
+    assert not (tmp_path / "new").exists()  # nor its lock file beside it
+    (tmp_path / "mine").mkdir()
+    code, err = run(capsys, *args, "--output_dir", tmp_path / "mine" / "eval")
+    assert code == 1 and expected in one_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["mine", *(["model"] if problem == "no weights"
+                                                                           else [])])
+    assert not any((tmp_path / "mine").iterdir())
+    (tmp_path / "mine" / "eval").mkdir()  # given as it is, empty: kept
+    assert run(capsys, *args, "--output_dir", tmp_path / "mine" / "eval")[0] == 1
+    assert (tmp_path / "mine" / "eval").is_dir()
+
+
+def test_a_model_that_fails_to_load_when_finishing_an_evaluation_keeps_its_saved_results(tiny_bert_dir, senteval,
+                                                                                          tmp_path, capsys,
+                                                                                          monkeypatch):
+    """The same command, run again to finish a stopped evaluation, once the model's weights are gone: refused, and
+    the results saved so far are all still there (they were deleted as it started, before the model was loaded)."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, model)
+    real = transfer.run_transfer_task
+
+    def stop_at_cr(encode, task, *args, **kwargs):
+        if task == "CR":
+            raise KeyboardInterrupt
+        return real(encode, task, *args, **kwargs)
+
+    out = tmp_path / "out"
+    args = ("--model_name_or_path", model, "--senteval_data_dir", senteval, "--tasks", "STSB,MR,CR", "--output_dir",
+            out)
+    with monkeypatch.context() as patch:
+        patch.setattr(transfer, "run_transfer_task", stop_at_cr)
+        assert run(capsys, *args)[0] == 130
+    saved = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert json.loads(saved["results.json"])["unfinished_tasks"] == ["CR"]
+    (model / "model.safetensors").unlink()
+    code, err = run(capsys, *args)
+    assert code == 1 and "cannot load model" in one_line(err)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == saved

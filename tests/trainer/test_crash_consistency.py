@@ -181,13 +181,22 @@ def test_an_evaluation_killed_after_a_task_is_finished_by_the_same_command(tiny_
     out = tmp_path / "eval"
     args = ["run_eval.py", "--model_name_or_path", str(tiny_bert_dir), "--senteval_data_dir", str(senteval),
             "--tasks", "STSB,MR,CR", "--mode", "fast", "--output_dir", str(out), "--disable_tqdm"]
-    assert _run(*args, kill=("eval", 2)).returncode == -signal.SIGKILL
-    assert json.loads((out / "results.json").read_text())["unfinished_tasks"]
+    assert _run(*args, kill=("eval", 2)).returncode == -signal.SIGKILL  # after MR's save
+    first = json.loads((out / "results.json").read_text())
+    assert first["unfinished_tasks"] == ["CR"]
+    # killed again as it finishes the evaluation, after its first save: what either run finished is there (the
+    # first run's results were deleted as the second began)
+    assert _run(*args, kill=("eval", 1)).returncode == -signal.SIGKILL
+    second = json.loads((out / "results.json").read_text())
+    assert second["unfinished_tasks"] == ["plots"] and isinstance(second["CR"], float)
+    assert [second[k] for k in ("STSBenchmark", "MR")] == [first[k] for k in ("STSBenchmark", "MR")]
+    assert second["details"]["transfer"]["MR"] == first["details"]["transfer"]["MR"]  # kept, timings included
     again = _run(*args)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "partial results of the same evaluation" in again.stderr
     saved = json.loads((out / "results.json").read_text())
-    assert "unfinished_tasks" not in saved and isinstance(saved["CR"], float)
+    assert "unfinished_tasks" not in saved and saved["details"]["transfer"] == second["details"]["transfer"]
+    assert (out / "stsb_cosine_buckets.png").is_file() and not list(out.glob(".*"))
     other = _run(*args[:-3], "--tasks", "STSB", "--output_dir", str(out), "--disable_tqdm")  # a finished one is kept
     assert other.returncode == 1 and "already holds the results" in other.stderr
 
