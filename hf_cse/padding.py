@@ -22,7 +22,7 @@ def pad_where_positions_allow(tokenizer: PreTrainedTokenizerBase, encoder_config
     (:func:`hf_cse.encoders.positions_count_padding`, GPT-2, BERT): else a sentence's embedding would depend on the
     length of the others in its batch. Changed on the training tokenizer, which the checkpoints and the export save;
     said once in the log. Every pooler reads the real tokens from the attention mask, on either side."""
-    if getattr(tokenizer, "padding_side", None) != "left" or not positions_count_padding(encoder_config):
+    if not _left_padding_counts(tokenizer, encoder_config):
         return
     tokenizer.padding_side = "right"
     if hasattr(tokenizer, "init_kwargs"):  # what save_pretrained writes
@@ -32,10 +32,15 @@ def pad_where_positions_allow(tokenizer: PreTrainedTokenizerBase, encoder_config
                    _model_type(encoder_config))
 
 
+def _left_padding_counts(tokenizer: PreTrainedTokenizerBase, encoder_config: Any) -> bool:
+    """Whether ``tokenizer`` pads on the left for an encoder whose learned positions count that padding."""
+    return getattr(tokenizer, "padding_side", None) == "left" and positions_count_padding(encoder_config)
+
+
 def padding_where_positions_allow(tokenizer: PreTrainedTokenizerBase, encoder_config: Any):
     """``tokenizer``, or where :func:`pad_where_positions_allow` would change it, a copy of it so changed: a model is
     scored with a tokenizer the caller keeps as it was."""
-    if getattr(tokenizer, "padding_side", None) != "left" or not positions_count_padding(encoder_config):
+    if not _left_padding_counts(tokenizer, encoder_config):
         return tokenizer
     copied = _own_copy(tokenizer)
     pad_where_positions_allow(copied, encoder_config)
