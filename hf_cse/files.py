@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -29,12 +28,12 @@ from .run_files import WEIGHT_FILES
 #: file kinds recognised by their first bytes
 MAGIC = ((b"\x1f\x8b", "gzip"), (b"PK\x03\x04", "zip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
          (b"(\xb5/\xfd", "zstd"), (b"\x89PNG", "PNG image"), (b"%PDF", "PDF"))
-#: keyword arguments of ``datasets.load_dataset("csv", ...)`` that read a .tsv the way :func:`read_table` does
+#: keyword arguments of ``datasets.load_dataset("csv", ...)`` that read a .tsv the way :func:`table_records` does
 TSV_LOADER_ARGS = {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "encoding": "utf-8-sig"}
 
 
 def table_loader_args(path) -> dict:
-    """Keyword arguments of ``datasets.load_dataset("csv", ...)`` that read ``path`` as :func:`read_table` does: a
+    """Keyword arguments of ``datasets.load_dataset("csv", ...)`` that read ``path`` as :func:`table_records` does: a
     ``.tsv`` split on tabs without quoting (:data:`TSV_LOADER_ARGS`), the BOM dropped, and every cell kept as the
     text it is (``features``: strings, from the header; pandas would guess a type per chunk of rows, failing on a
     column of numbers then words, and read cells such as ``NA`` or ``None`` as missing). Column names keep their
@@ -51,7 +50,7 @@ def table_loader_args(path) -> dict:
 
 def strip_column_names(ds, names=None):
     """``ds`` (a ``datasets`` data set, maybe streamed) with its column names stripped of spaces, as
-    :func:`read_table`'s readers strip them (a header ``id, text`` names the column ``text``). ``names``: the
+    :func:`table_records` strips them (a header ``id, text`` names the column ``text``). ``names``: the
     columns where ``ds`` does not know them (a stream of a CSV file: those of its first row)."""
     names = list(ds.column_names or names or [])
     renamed = {name: name.strip() for name in names if name != name.strip()}
@@ -210,19 +209,6 @@ def is_tsv(path) -> bool:
     return Path(path).suffix.lower() == ".tsv"
 
 
-def read_table(path, flag: str, delimiter: str | None = None) -> list[list[str]]:
-    """The rows of a CSV file (standard quoting) or a tab-separated file (``.tsv``, or ``delimiter="\\t"``: split
-    on tabs, no quoting)."""
-    return table_rows(read_text(path, flag), path, delimiter)
-
-
-def table_rows(text: str, path, delimiter: str | None = None) -> list[list[str]]:
-    """The rows of ``text``, a table's text (or its start), split as :func:`read_table` splits ``path``'s."""
-    if delimiter == "\t" or (delimiter is None and is_tsv(path)):
-        return [line.split("\t") for line in text.splitlines()]
-    return list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter or ","))
-
-
 #: the longest cell a CSV file may hold (the csv module's default, 131,072 characters, failed mid-stream where
 #: pandas had read a long document whole; the tokenizer cuts it anyway)
 CSV_FIELD_LIMIT = 2**31 - 1
@@ -252,10 +238,11 @@ def _csv_rows(lines: Iterable[str], path, complete: bool) -> Iterator[tuple[int,
 def table_records(lines: Iterable[str], path, complete: bool = True) -> tuple[list[str], Iterator[tuple[int, dict]]]:
     """A table's header (its first row, names stripped of spaces) and its data rows, read lazily as
     ``(line number, {column: cell})``; ``lines``: the table's lines (an open file, or ``io.StringIO(text,
-    newline="")``), split as :func:`table_rows` splits ``path``'s. Blank lines are skipped; a row with another number
-    of fields than the header is refused by its line: an unquoted comma in a sentence would otherwise shift or cut
-    its cells, and a missing one read as an empty cell. ``complete=False``: ``lines`` is a file's start, whose last
-    row may be cut, so not checked. A header naming a column twice is refused (which one would be read?)."""
+    newline="")``), a ``.tsv``'s split on every tab (no quoting), any other file's read as CSV. Blank lines are
+    skipped; a row with another number of fields than the header is refused by its line: an unquoted comma in a
+    sentence would otherwise shift or cut its cells, and a missing one read as an empty cell. ``complete=False``:
+    ``lines`` is a file's start, whose last row may be cut, so not checked. A header naming a column twice is
+    refused (which one would be read?)."""
     if is_tsv(path):
         rows = ((number, line.rstrip("\r\n").split("\t")) for number, line in enumerate(lines, 1))
     else:

@@ -27,7 +27,6 @@ when the stream gets there, in one line naming the file, the line and the fix (:
 
 from __future__ import annotations
 
-import io
 import logging
 from functools import partial
 from pathlib import Path
@@ -59,7 +58,7 @@ from .files import (
     table_records,
 )
 from .hub_reach import offline_if_unreachable
-from .text_files import check_json_head, check_table_header, find_unreadable_line, no_sentences_error
+from .text_files import check_json_head, check_table_head, find_unreadable_line, no_sentences_error
 
 logger = logging.getLogger(__name__)
 
@@ -124,12 +123,7 @@ def _check_start(path: Path, flag: str, text_column: str | None, sentences: bool
     (``sentences``: not a file of pair rows, whose columns are named otherwise), its JSON records."""
     text = check_text_head(path, flag)
     check_layout(path, text)
-    if sentences:
-        check_table_header(path, text, text_column)
-    if path.suffix.lower() in TABLE_SUFFIXES:  # its rows' fields too, before training rather than mid-run
-        complete = path.stat().st_size < HEAD_BYTES  # else the head's last row may be cut (a quoted line break)
-        for _ in table_records(io.StringIO(text, newline=""), path, complete=complete)[1]:
-            pass
+    check_table_head(path, text, text_column, sentences)  # its rows' fields too, before training rather than mid-run
     check_json_head(path, text, text_column)
 
 
@@ -150,7 +144,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         p = Path(path)
         check_text_column_applies(p, text_column)
         suffix = p.suffix.lower()
-        if suffix in TABLE_SUFFIXES:  # read as hf_cse.files.read_table reads it (a .tsv without quoting)
+        if suffix in TABLE_SUFFIXES:  # read as a file read whole is (a .tsv without quoting)
             ds = _table_stream(p)
         elif suffix in JSON_SUFFIXES:
             ds = datasets.load_dataset("json", data_files=str(p), split="train", streaming=streaming,
@@ -164,7 +158,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     # a stream of a CSV file knows its columns only once read: those of its first row
     names = list(ds.column_names or next(iter(ds.take(1)), {}))
     if not dataset_name:
-        ds = strip_column_names(ds, names)  # as read_table strips them (a header "id, text")
+        ds = strip_column_names(ds, names)  # as table_records strips them (a header "id, text")
         names = [name.strip() for name in names]
     column = text_column or (names[0] if len(names) == 1 and not dataset_name else "text")
     if names and column not in names:
@@ -322,7 +316,7 @@ def load_pair_stream(data_args):
         source = str(path)
         ds = _read_checked(ds, partial(_unreadable, path))
     names = list(ds.column_names or next(iter(ds.take(1)), {}))  # a CSV stream's: those of its first row
-    if path is not None:  # as read_table strips a file's column names
+    if path is not None:  # as table_records strips a file's column names
         ds, names = strip_column_names(ds, names), [name.strip() for name in names]
     check_pair_rows([], names, wanted, source)  # a missing column, before any row is read
     ds = ds.select_columns(list(wanted.values()))  # each its own column (pair_columns)

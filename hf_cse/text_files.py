@@ -6,11 +6,12 @@ name (:func:`check_layout`), run on the whole file or on the start of one that i
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
 
-from .files import HEAD_BYTES, DataError, is_tsv, read_head, read_text, table_rows
+from .files import HEAD_BYTES, DataError, is_tsv, read_head, read_text, table_records
 
 TABLE_SUFFIXES = (".csv", ".tsv")
 JSON_SUFFIXES = (".json", ".jsonl")
@@ -50,17 +51,22 @@ def check_sentences_file_start(path: Path, text_column: str | None) -> None:
         raise no_sentences_error(path)
     check_text_column_applies(path, text_column)
     check_layout(path, text)
-    check_table_header(path, text, text_column)
+    check_table_head(path, text, text_column)
     check_json_head(path, text, text_column)  # a record without the field, with its line
 
 
-def check_table_header(path: Path, text: str, text_column: str | None) -> None:
-    """A ``.csv``/``.tsv`` file's header, the first line of ``text`` (its start), names the text column
-    (:func:`table_text_column`); nothing to check in a file of another kind."""
-    lines = text.splitlines()
-    if path.suffix.lower() in TABLE_SUFFIXES and lines:
-        header = next(iter(table_rows(lines[0], path)), [])  # a blank first line: no header
-        table_text_column(path, [name.strip() for name in header], text_column)
+def check_table_head(path: Path, text: str, text_column: str | None, sentences: bool = True) -> None:
+    """A ``.csv``/``.tsv`` file's start ``text``, read as the whole file is (:func:`~hf_cse.files.table_records`):
+    its header names the text column (:func:`table_text_column`; ``sentences=False``: a file of pair rows, whose
+    columns are named otherwise) and its rows have the header's number of fields, the last one too where ``text`` is
+    the whole file (else it may be cut). Nothing to check in a file of another kind."""
+    if path.suffix.lower() not in TABLE_SUFFIXES or not text.strip():
+        return
+    header, records = table_records(io.StringIO(text, newline=""), path, complete=path.stat().st_size < HEAD_BYTES)
+    if sentences:
+        table_text_column(path, header, text_column)
+    for _ in records:
+        pass
 
 
 def no_sentences_error(path: Path) -> DataError:

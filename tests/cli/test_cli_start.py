@@ -249,6 +249,8 @@ SENTENCE_FILE_MISTAKES = {  # name, content, flags: what the reader refuses at t
     "packed.txt": (b"\x1f\x8b\x08\x00 compressed", []),
     "blank.txt": ("\n \n", []),  # these two were refused ~20 s in, after torch was imported
     "fields.jsonl": ('{"sentence": "a sentence"}\n', []),
+    "shifted.csv": ("id,text\n1,a sentence\n2,one, unquoted\n", []),  # were refused only once the stack was up
+    "twice.csv": ("text,text\na,b\n", []),
 }
 
 

@@ -304,7 +304,7 @@ TABLES = {
 @pytest.mark.parametrize("name", TABLES)
 def test_a_table_is_read_alike_whole_mixed_and_streamed(name, tmp_path):
     """Every reader of a .csv/.tsv train file reads the same sentences: the checks (read_sentences), the in-memory
-    data set, a train_files source and a stream (datasets' CSV reader, set up as hf_cse.files.read_table)."""
+    data set, a train_files source and a stream (datasets' CSV reader, set up as hf_cse.files.table_records reads)."""
     from hf_cse.data import load_train_dataset, read_sentences
 
     content, expected = TABLES[name]
