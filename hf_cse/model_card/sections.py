@@ -13,6 +13,7 @@ from typing import Any
 
 from ..references import Paper
 from ..training_args import global_batch_size
+from .results import dev_change_line
 from .text import fmt, is_number, kv_table, table
 
 # TrainingArguments shown in the main table, in this order; every other set argument goes below it.
@@ -241,7 +242,8 @@ def hyperparameters_section(config, info: Mapping[str, Any]) -> str:
     metrics = {k: v for k, v in (info.get("train_metrics") or {}).items() if is_number(v)}
     if metrics:
         parts += ["", "Training run:", "", kv_table(("Metric", "Value"), metrics)]
-    other = {k: v for k, v in info.items() if k not in _INFO_SHOWN_ELSEWHERE and v is not None}
+    shown = _INFO_SHOWN_ELSEWHERE | ({"dev"} if dev_change_line(info.get("dev")) else set())  # in words, above
+    other = {k: v for k, v in info.items() if k not in shown and v is not None}
     if other:
         parts += ["", "Other training information:", "", kv_table(("Key", "Value"), other)]
     return "\n".join(parts)

@@ -334,6 +334,7 @@ def test_the_dev_score_after_training_names_the_step_it_was_scored_at():
     text = card(config_for(), training_info={"dev": dev})
     assert "went from 41.35 before the first step to 45.00 at step 3, whose weights were saved" in text
     assert "after the last" not in text
+    assert text.count("41.35") == 1  # said in words, not again as a record under "Other training information"
 
 
 @pytest.mark.parametrize("dev_denoising, said", [(True, True), (False, False)])
