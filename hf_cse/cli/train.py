@@ -55,7 +55,7 @@ from hf_cse.cli.preflight import (
     check_objectives,
     check_pair_training,
     check_resume_fits,
-    check_saving,
+    check_step_intervals,
     check_training_arguments,
     encoder_config,
     load_tokenizer,
@@ -265,7 +265,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     check_training_arguments(training_args)
     if data_args.max_train_samples is not None and data_args.max_train_samples < 1:  # a stream failed in datasets
         raise InputError(f"--max_train_samples must be at least 1, got {data_args.max_train_samples}.")
-    check_saving(training_args, chosen)
+    check_step_intervals(training_args, chosen)
     resume_from_last_checkpoint(training_args)
     loss = main_loss(model_args.method, method_args.loss)
     check_pair_training(model_args.method, loss, data_args.pair_column, data_args.negative_column)

@@ -85,6 +85,7 @@ BAD = [
     (["--model_name_or_path", "/no/such/model"], "no such folder"),
     (["--generator_name_or_path", "/no/such/mlm", "--method", "diffcse"], "generator_name_or_path .* no such"),
     (["--save_steps", "100"], "--save_steps 100 saves nothing: .* add --save_strategy steps"),
+    (["--eval_steps", "10"], "--eval_steps 10 scores nothing during training: .* add --eval_strategy steps"),
     (["--resume_from_checkpoint", "/no/such/checkpoint-5"], "resume_from_checkpoint /no/such/checkpoint-5 is not a "
                                                             "folder; name a checkpoint folder"),
     (["--max_steps", "-1", "--num_train_epochs", "nan"], "num_train_epochs must be a finite number > 0, got nan"),
