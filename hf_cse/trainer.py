@@ -54,6 +54,7 @@ from .trainer_options import (
 from .trainer_resume import ResumedRun
 from .trainer_steps import StepPaths
 from .training_args import global_batch_size
+from .zero_loss import ZeroLossWatch
 
 logger = logging.getLogger(__name__)
 
@@ -197,6 +198,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         self.args.eval_on_start = self.evaluator is not None
         self.objectives = build_objectives(self.accelerator.unwrap_model(self.model).config)
         self._metrics = MetricAccumulator()
+        self._zero_loss = ZeroLossWatch()  # a loss of exactly 0 trains nothing: said (hf_cse.zero_loss)
         self.graph_decision = self._decide_cuda_graphs(cuda_graphs or getattr(self.args, "cuda_graphs", "auto"))
         self.graph_step: CudaGraphStep | None = None
         for line in self._step_path_lines():
@@ -238,6 +240,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                 raise raised from err
             self._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would
             self.train_metrics = dict(output.metrics)
+            self._zero_loss.at_end(self.train_metrics)
             if self.evaluator is not None:
                 self.dev = self._keep_the_best_on_dev(untrained)
         self._trained_in = self.args.output_dir
@@ -399,6 +402,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         self.accelerator.wait_for_everyone()
 
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
-        if "loss" in logs and self._metrics:
-            logs.update(self._reduced_metrics())
+        if "loss" in logs:  # a logging step's (not the final metrics')
+            logs.update(self._reduced_metrics() if self._metrics else {})
+            self._zero_loss.on_log(logs, self.state.global_step)
         super().log(logs, *args, **kwargs)
