@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,7 @@ def check_layout(path: Path, text: str) -> None:
                             "the JSON itself would be trained on. Name it .jsonl (text_column picks the field; text "
                             "by default).")
         _check_no_tab_columns(path, kind, lines)
+        _check_no_csv_header(path, kind, lines)
         return
     if is_tsv(path) or len(lines) < 2 or len(next(csv.reader(lines[:1]))) > 1:
         return
@@ -136,6 +138,24 @@ def _check_no_tab_columns(path: Path, kind: str, lines: list[str]) -> None:
                     f"{shown}): columns, which a {kind} trains on whole. Use a .tsv with a header and text_column, "
                     f"or keep the sentences (cut -f{sentence} {path.name}); tabs inside sentences: "
                     "a .jsonl.")
+
+
+#: a table's column name: a word of letters, digits and underscores (``id``, ``sentence1``), not a sentence's start
+COLUMN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_no_csv_header(path: Path, kind: str, lines: list[str]) -> None:
+    """Refuse plain text that is a CSV table: its first line a header of two or more column names (``id,sentence``)
+    and each line after it (of the first :data:`LAYOUT_LINES`) as many comma-separated fields: the header and each
+    row's other fields (``0,``, a label) would be trained on as sentences. A sentence does not start as a header
+    does, so a corpus with commas is read as text."""
+    header = [name.strip() for name in next(csv.reader(lines[:1]))]
+    if len(lines) < 2 or len(header) < 2 or not all(COLUMN_NAME.fullmatch(name) for name in header):
+        return
+    if all(len(row) == len(header) for row in csv.reader(lines[1:])):
+        raise DataError(f"{path}: its first line {lines[0]!r:.60} is a CSV header and the lines after it have "
+                        f"{len(header)} comma-separated fields each, but a {kind} is read as plain text: the header "
+                        "and every field would be trained on. Name it .csv (text_column picks the sentence column).")
 
 
 def _json_records(path: Path) -> list[tuple[int, Any]]:

@@ -251,6 +251,7 @@ SENTENCE_FILE_MISTAKES = {  # name, content, flags: what the reader refuses at t
     "fields.jsonl": ('{"sentence": "a sentence"}\n', []),
     "shifted.csv": ("id,text\n1,a sentence\n2,one, unquoted\n", []),  # were refused only once the stack was up
     "twice.csv": ("text,text\na,b\n", []),
+    "table.txt": ("id,sentence\n0,a sentence\n1,another one\n", []),
 }
 
 

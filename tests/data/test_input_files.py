@@ -114,6 +114,10 @@ MISLAID = {
                 r"sentences \(cut -f2 ids\.txt\); tabs inside sentences: a \.jsonl\.$"),
     "labels.txt": ("".join(f"{s}\t{i % 2}\tneutral\n" for i, s in enumerate(SENTENCES)),
                    r"holds 2 tabs \(the first: .* \| '0' \| 'neutral'\).*cut -f1 labels\.txt"),
+    # a CSV table saved as .txt: its header and ids were trained on as sentences
+    "table.txt": ("id,sentence\n" + "".join(f'{i},"{s}, it says"\n' for i, s in enumerate(SENTENCES)),
+                  r"table\.txt: its first line 'id,sentence' is a CSV header and the lines after it have 2 "
+                  r"comma-separated fields each, but a \.txt is read as plain text.*Name it \.csv"),
 }
 
 
@@ -147,6 +151,8 @@ def test_pair_data_separated_by_semicolons_is_named_so(tmp_path):
     ("braces.txt", "{a set} of words\n{b} and more\n"),  # braces, not JSON objects
     ("one_column.csv", "text\nwords; and a semicolon\nmore words\n"),  # the separator is text here
     ("commas.csv", "id;x,text\n1;a,some words\n"),  # several columns: read as the header says
+    ("commas.txt", "Well,yes\nNo, he said.\nYes, she said, twice.\n"),  # no header: a sentence, then rows of 2, 3
+    ("header_only.txt", "First,Second\nFirst, and second.\nIt has no comma\n"),  # a line of one field
 ])
 def test_text_that_only_looks_mislaid_is_read(name, content, tmp_path):
     path = tmp_path / name
