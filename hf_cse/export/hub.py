@@ -106,8 +106,9 @@ def take_over_hub_push(training_args, model=None) -> str | None:
     check_repo_id(repo_id, "hub_model_id" if training_args.hub_model_id else "push_to_hub: the output folder's name")
     offline_if_unreachable()  # known now, not after the training: a machine without network cannot push
     if constants.HF_HUB_OFFLINE:
-        raise HubPushError(f"push_to_hub {repo_id}: {offline_fix()}, or drop push_to_hub (push the export later, "
-                           "with hf_cse.export.push_export).")
+        raise HubPushError(f"push_to_hub {repo_id}: {offline_fix()}, or drop push_to_hub and push the run's export "
+                           "once trained, with hf_cse.export.push_export or the export command's push_to_hub (either "
+                           f"names {repo_id} in its card; `hf upload` would not).")
     if not (training_args.hub_token or get_token()):
         raise HubPushError(f"push_to_hub {repo_id}: not logged in to the Hugging Face Hub; log in with "
                            "`huggingface-cli login` (or `hf auth login`), set HF_TOKEN, or pass hub_token.")
