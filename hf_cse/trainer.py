@@ -54,7 +54,7 @@ from .trainer_options import (
 from .trainer_resume import ResumedRun
 from .trainer_steps import StepPaths
 from .training_args import global_batch_size
-from .zero_loss import ZeroLossWatch
+from .zero_loss import ZERO_LOSS_KEY, ZeroLossWatch
 
 logger = logging.getLogger(__name__)
 
@@ -240,7 +240,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                 raise raised from err
             self._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would
             self.train_metrics = dict(output.metrics)
-            self._zero_loss.at_end(self.train_metrics)
+            self._zero_loss.at_end(self.train_metrics, self.state.log_history)
             if self.evaluator is not None:
                 self.dev = self._keep_the_best_on_dev(untrained)
         self._trained_in = self.args.output_dir
@@ -336,7 +336,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         def export() -> None:
             info = self._options.recorded(training_info_from_run(
                 self.args, data=self._data_facts if data is None else data, train_metrics=self.train_metrics,
-                preset=preset, precision=describe(self.precision), dev=self.dev and self.dev.as_dict()),
+                preset=preset, precision=describe(self.precision), dev=self.dev and self.dev.as_dict(),
+                **{ZERO_LOSS_KEY: self._zero_loss.trained_nothing or None}),
                 streamed=isinstance(self.train_dataset, torch.utils.data.IterableDataset))
             # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
             # the full model save_model just gathered and wrote

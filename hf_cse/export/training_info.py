@@ -13,6 +13,7 @@ from ..checkpoints import json_object, training_run_files
 from ..run_files import RUN_SETTINGS_FILE, TRAIN_RESULTS_FILE, TRAINING_INFO_FILE, WEIGHT_FILES
 from ..run_settings import TRAINING_SETTINGS
 from ..writing import json_safe
+from ..zero_loss import ZERO_LOSS_KEY
 
 
 def training_info_from_run(training_args=None, data: Mapping[str, Any] | None = None,
@@ -42,9 +43,9 @@ def read_training_info(folder) -> dict[str, Any] | None:
 TRAINING_INFO_TYPES: dict[str, tuple[type, ...]] = {
     "data": (dict,), "training_args": (dict,), "train_metrics": (dict,), "dev": (dict,), "datasets": (list,),
     "world_size": (int,), "language": (str, list), "license": (str,), "base_model": (str,),
-    "training_curves": (str,),
+    "training_curves": (str,), ZERO_LOSS_KEY: (bool,),
 }
-_JSON_NAMES = {dict: "object", list: "list", int: "number", str: "string"}
+_JSON_NAMES = {dict: "object", list: "list", int: "number", str: "string", bool: "true or false"}
 
 
 def training_info_problem(info: Mapping[str, Any]) -> str | None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..encoders import DEFAULT_ENCODER_HUB_ID, is_packaged_encoder
 from ..seams import with_snippet_dimension
-from ..zero_loss import trained_nothing
+from ..zero_loss import ZERO_LOSS_KEY
 from .results import (
     KEPT_UNTRAINED,
     ZERO_LOSS,
@@ -268,7 +268,7 @@ def render_model_card(
             title=title or f"{papers[0].name} sentence embeddings from {base_model or base_name}",
             summary=_summary(config, papers, export["embedding_dimension"], base_label)
             + (f"\n\n{KEPT_UNTRAINED}" if kept_untrained(info.get("dev")) else "")
-            + (f"\n\n{ZERO_LOSS}" if trained_nothing(info.get("train_metrics")) else ""),
+            + (f"\n\n{ZERO_LOSS}" if info.get(ZERO_LOSS_KEY) is True else ""),
             usage_snippet=_usage_snippet(st_card, model_id, export.get("custom_code", False)),
             loading=("the folder's own module code (see the limitations) loads with `trust_remote_code=True`"
                      if export.get("custom_code") else "the model loads without custom code"),

@@ -159,7 +159,7 @@ KEPT_UNTRAINED = ("**Training did not beat the encoder it started from on the de
                   "encoder's, unchanged** (see Evaluation): this model is the untrained encoder with the pooling "
                   "below, not a trained one.")
 
-#: what a card says first where the run's loss was 0 at every step (:func:`hf_cse.zero_loss.trained_nothing`)
+#: what a card says first where the run's loss was 0 at every step (its record: hf_cse.zero_loss.ZERO_LOSS_KEY)
 ZERO_LOSS = ("**The training loss was exactly 0 at every step, so training changed (next to) nothing: the weights "
              "here are (about) those of the encoder it started from** (the objective was already satisfied on the "
              "training batches, e.g. every positive beat its negatives by more than a margin loss's margin).")

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..references import Paper
 from ..training_args import global_batch_size
+from ..zero_loss import ZERO_LOSS_KEY
 from .results import dev_change_line
 from .text import fmt, is_number, kv_table, table
 
@@ -44,7 +45,7 @@ MAIN_TRAINING_ARGS = (
 _PRIVATE_ARG = re.compile(r"(^|_)token$|_dir$|^hub_model_id$|^push_to_hub|^resume_from_checkpoint$|^eval_file$")
 # training_info keys shown in their own sections (or the metadata), not under "Other training information".
 _INFO_SHOWN_ELSEWHERE = {"training_args", "data", "train_metrics", "world_size", "datasets", "language", "license",
-                         "base_model", "training_curves"}
+                         "base_model", "training_curves", ZERO_LOSS_KEY}
 
 
 # --------------------------------------------------------------------------------------------- papers

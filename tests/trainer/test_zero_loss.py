@@ -3,6 +3,7 @@ every pair from the first step) finished with weights equal to the encoder's and
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -12,7 +13,7 @@ from helpers import tiny_args, tiny_train_dataset
 from hf_cse.model_card.results import ZERO_LOSS
 from hf_cse.models import SimCSEModel
 from hf_cse.trainer import ContrastiveTrainer
-from hf_cse.zero_loss import ZeroLossWatch, trained_nothing
+from hf_cse.zero_loss import ZERO_LOSS_KEY, ZeroLossWatch, trained_nothing
 
 
 def test_a_zero_loss_is_said_at_the_first_logging_step_and_at_the_end(caplog):
@@ -20,7 +21,7 @@ def test_a_zero_loss_is_said_at_the_first_logging_step_and_at_the_end(caplog):
     with caplog.at_level(logging.WARNING, "hf_cse.trainer"):
         watch.on_log({"loss": 0.0}, 5)
         watch.on_log({"loss": 0.0}, 10)  # said once, at the first window
-        watch.at_end({"train_loss": 0.0})
+        watch.at_end({"train_loss": 0.0}, [{"loss": 0.0}, {"loss": 0.0}, {"train_loss": 0.0}])
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and "up to step 5" in lines[0] and "trained nothing" in lines[1], lines
     caplog.clear()
@@ -28,10 +29,11 @@ def test_a_zero_loss_is_said_at_the_first_logging_step_and_at_the_end(caplog):
     with caplog.at_level(logging.WARNING, "hf_cse.trainer"):
         watch.on_log({"loss": 1e-9}, 5)
         watch.on_log({"loss": 0.0}, 10)  # a converged window later on: training did happen
-        watch.at_end({"train_loss": 1e-10})
-    assert not caplog.records
-    assert trained_nothing({"train_loss": 0.0}) and not trained_nothing({"train_loss": 0.3})
-    assert not trained_nothing(None) and not trained_nothing({})
+        watch.at_end({"train_loss": 1e-10}, [{"loss": 1e-9}, {"loss": 0.0}])
+    assert not caplog.records and not watch.trained_nothing
+    assert trained_nothing({"train_loss": 0.0}) and not trained_nothing({"train_loss": 0.3}) and not trained_nothing({})
+    # resumed: this training's steps had a loss of 0, the steps before the checkpoint did not
+    assert not trained_nothing({"train_loss": 0.0}, [{"loss": 0.2}, {"loss": 0.0}])
 
 
 @pytest.mark.slow
@@ -54,3 +56,4 @@ def test_a_run_whose_margin_every_pair_meets_says_it_trained_nothing(tiny_bert_d
     assert unchanged is inactive
     card = (out / "sentence-transformers" / "README.md").read_text()
     assert (ZERO_LOSS in card) is inactive
+    assert json.loads((out / "training_info.json").read_text()).get(ZERO_LOSS_KEY) is (True if inactive else None)
