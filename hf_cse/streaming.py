@@ -51,13 +51,13 @@ from .data import (
 )
 from .data_sources import load_named_dataset
 from .files import (
-    HEAD_BYTES,
     check_text_head,
     check_train_file,
     strip_column_names,
     table_records,
 )
 from .hub_reach import offline_if_unreachable
+from .stream_rows import MET, SentenceTexts, convert_fix, is_json_list, json_lines_stream, mid_stream_error
 from .text_files import check_json_head, check_table_head, find_unreadable_line, no_sentences_error
 
 logger = logging.getLogger(__name__)
@@ -146,7 +146,9 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         suffix = p.suffix.lower()
         if suffix in TABLE_SUFFIXES:  # read as a file read whole is (a .tsv without quoting)
             ds = _table_stream(p)
-        elif suffix in JSON_SUFFIXES:
+        elif suffix in JSON_SUFFIXES and not is_json_list(p):  # each line checked as a file read whole is
+            ds = json_lines_stream(p, text_column or "text")
+        elif suffix in JSON_SUFFIXES:  # one list: read whole by any reader
             ds = datasets.load_dataset("json", data_files=str(p), split="train", streaming=streaming,
                                        chunksize=STREAM_CHUNK)
         else:
@@ -175,7 +177,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
                         f"values); pass text_column NAME of the text column (columns: {names}).")
     if column != "text":
         ds = ds.rename_column(column, "text")
-    ds = ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]}, batched=True)
+    ds = ds.map(SentenceTexts(source, column), batched=True)  # a row of no string refused, empty ones said
     if not streaming:  # one text type for every source (json reads large_string), so that they can be mixed
         ds = ds.cast_column("text", datasets.Value("string"))
     if streaming and next(iter(ds.take(1)), None) is None:
@@ -255,26 +257,21 @@ def _dataset_unreadable(name: str, rows_read: int, err: Exception) -> DataError 
 
 def _unreadable(path: Path, rows_read: int, err: Exception) -> DataError | None:
     """The refusal of ``path``, whose reader failed with ``err`` after ``rows_read`` rows: the first line that is not
-    UTF-8 or (JSON lines) not JSON, found by reading the file again up to it; None where no such line is found and
-    ``err`` is no decoding error (then it is no fault of the file that hf_cse can name), and for an error that is no
-    ``ValueError`` (UnicodeDecodeError, a broken JSON line -- pyarrow's, ujson's -- are). A table's row with the
-    wrong number of fields is refused by :func:`_table_stream` itself."""
+    UTF-8, found by reading the file again up to it; None where no such line is found and ``err`` is no decoding
+    error (then it is no fault of the file that hf_cse can name), and for an error that is no ``ValueError``. A
+    table's row with the wrong number of fields is refused by :func:`_table_stream` itself, a JSON-lines file's bad
+    line by :func:`hf_cse.stream_rows.json_lines_stream`."""
     if not isinstance(err, ValueError):
         return None
-    met = f"met mid-stream (only the first {HEAD_BYTES >> 10} KiB are checked up front)"
-    with path.open("rb") as fh:
-        start = fh.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
-    json_lines = path.suffix.lower() in JSON_SUFFIXES and not start.startswith(b"[")  # a list is read whole
-    found = find_unreadable_line(path, json_lines, from_line=rows_read + 1 if json_lines else 1)
+    found = find_unreadable_line(path)
     if found is None:
         if not isinstance(err, UnicodeDecodeError):
             return None
-        return DataError(f"{path}: bytes that are not UTF-8 ({err.reason}) after its first {rows_read} rows, {met}. "
+        return DataError(f"{path}: bytes that are not UTF-8 ({err.reason}) after its first {rows_read} rows, {MET}. "
                          f"Convert the file to UTF-8; grep -naxv '.*' {path.name} finds the lines.")
     line, what = found
-    fix = (f"Convert the file (e.g. iconv -f latin1 -t utf-8 {path.name} > fixed{path.suffix}) or fix the line"
-           if what.startswith("not valid UTF-8") else "Fix or delete the line")
-    return DataError(f"{path}: line {line} is {what}, {met}. {fix} (sed -n '{line}p' {path.name} shows it).")
+    return mid_stream_error(path, line, f" is {what}", convert_fix(path) if what.startswith("not valid UTF-8")
+                            else "Fix or delete the line")
 
 
 def load_training_text(stream_args, data_args, seed: int):

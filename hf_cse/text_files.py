@@ -193,19 +193,32 @@ def _json_lines(path: Path, text: str) -> list[tuple[int, Any]]:
     return records
 
 
+#: JSON's names of the kinds of values (a record that is no object is said by its kind)
+JSON_KINDS = {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number",
+              type(None): "null"}
+
+
+def json_record_fault(record: Any, column: str) -> str | None:
+    """What is wrong with one JSON-lines ``record``, in the words that follow ``line N`` ("is a JSON list, ...",
+    ": field ... holds int 5, ..."), or None: an object whose ``column`` holds a string or null, or is missing (which
+    a reader of the whole file refuses, a stream drops)."""
+    if not isinstance(record, dict):
+        return f" is a JSON {JSON_KINDS.get(type(record), 'value')}, not an object with a {column!r} field"
+    value = record.get(column)
+    if value is not None and not isinstance(value, str):
+        return f": field {column!r} holds {type(value).__name__} {value!r:.40}, not a sentence (a string)"
+    return None
+
+
 def _sentence_of(record: Any, column: str, path: Path, lineno: int) -> str:
     """The ``column`` string of one JSON record ("" for null), or one line naming what is wrong with it."""
-    if not isinstance(record, dict):
-        raise DataError(f"{path}: line {lineno} is a JSON {type(record).__name__}, not an object with a "
-                        f"{column!r} field.")
+    fault = json_record_fault(record, column)
+    if fault:
+        raise DataError(f"{path}: line {lineno}{fault}.")
     if column not in record:
         raise DataError(f"{path}: line {lineno} has no field {column!r}; its fields are {sorted(record)}. "
                         "Pass text_column NAME.")
-    value = record[column]
-    if value is not None and not isinstance(value, str):
-        raise DataError(f"{path}: line {lineno}: field {column!r} holds {type(value).__name__} {value!r:.40}, "
-                        "not a sentence (a string).")
-    return value or ""
+    return record[column] or ""
 
 
 def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]:

@@ -187,6 +187,9 @@ def test_jsonl_other_column_and_json_list(tmp_path):
          r"line 2 has no field 'text'.*text_column"),
         ("train.jsonl", '{"text": "ok"}\n{"text": "unclosed\n', None, "line 2 is not valid JSON"),
         ("train.jsonl", '{"text": "ok"}\n["a", "list"]\n', None, "line 2 is a JSON list, not an object"),
+        # said by JSON's name of the kind ("a JSON str" before)
+        ("train.jsonl", '{"text": "ok"}\n"just a string"\n', None,
+         "line 2 is a JSON string, not an object with a 'text' field"),
         ("train.jsonl", '{"text": "ok"}\n{"text": 12}\n', None, "line 2: field 'text' holds int 12, not a sentence"),
         ("train.csv", "text,label\na sentence,1\nan extra,column,1\n", "text", "line 3 has 3 fields, the header has 2"),
         ("train.csv", "text,label\na sentence,1\ntoo few\n", "text", "line 3 has 1 fields, the header has 2"),

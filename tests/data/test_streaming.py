@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from functools import partial
 from itertools import islice
 from types import SimpleNamespace
@@ -412,6 +413,17 @@ STREAM_BREAKS = {  # file, bad line, what the refusal says (after "line N is" wh
     # the rest of the file was read as one cell, without a word
     "unclosed.csv": (b'1,"an unclosed quote', r"line {line} opens a quoted field that is never closed, so every line "
                      r"after it would be one cell\."),
+    # valid JSON but no record: a traceback from pyarrow ("Column() changed from object to string in row 0")
+    "list.jsonl": (b"[1, 2, 3]", r"a JSON list, not an object with a 'text' field, met mid-stream \(only the "
+                   r"first 64 KiB are checked up front\)\. Fix or delete the line \(sed -n '{line}p' list\.jsonl "
+                   r"shows it\)\.$"),
+    "string.jsonl": (b'"just a string"', r"a JSON string, not an object with a 'text' field, met mid-stream"),
+    # "'int' object has no attribute 'strip'" mid-run, or (in a later chunk of datasets' reader) trained on as "5"
+    "number.jsonl": (b'{"text": 5}', r"line {line}: field 'text' holds int 5, not a sentence \(a string\), met "
+                     r"mid-stream .*The field 'text' must hold sentences \(text\): fix or delete the line, or pass "
+                     r"text_column NAME of the field that holds them \(sed -n '{line}p' number\.jsonl shows it\)\.$"),
+    "list_text.jsonl": (b'{"text": ["a", "list"]}', r"line {line}: field 'text' holds list \['a', 'list'\], not a "
+                        r"sentence"),
 }
 
 
@@ -449,6 +461,58 @@ def test_a_stream_that_breaks_past_its_head_fails_in_one_line_naming_the_line(na
         read.extend(row["text"] for row in load_training_text(args, data, 0))
     assert "\n" not in str(err.value)
     assert read  # the rows before it were trained on
+
+
+@pytest.mark.parametrize("chunk", [16 << 10, 10 << 20])
+def test_a_streamed_json_text_that_is_no_string_is_refused_by_its_line_in_any_chunk(chunk, tmp_path, monkeypatch):
+    """datasets' JSON reader passed a number in the text field on where its chunk held the start of the file (the
+    run died mid-way: 'int' object has no attribute 'strip'), and in a later chunk read it as the text "5"."""
+    from hf_cse import streaming
+
+    monkeypatch.setattr(streaming, "STREAM_CHUNK", chunk)
+    path = tmp_path / "n.jsonl"
+    line = _past_the_head(path, b'{"text": 5}', lambda s: json.dumps({"text": s}))
+    args = StreamingArguments(streaming=True, train_files=None, train_weights=None)
+    read = []
+    with pytest.raises(DataError, match=rf"n\.jsonl: line {line}: field 'text' holds int 5, not a sentence"):
+        read.extend(row["text"] for row in load_training_text(args, _data_args(train_file=str(path)), 0))
+    assert "5" not in read and len(read) >= line - 1000  # read up to it (the map takes 1,000 rows at a time)
+
+
+@pytest.mark.parametrize(("name", "empty", "row"), [
+    ("null.jsonl", b'{"text": null}', lambda s: json.dumps({"text": s})),
+    ("other.jsonl", b'{"other": "x"}', lambda s: json.dumps({"text": s})),
+    ("blank.jsonl", b'{"text": "   "}', lambda s: json.dumps({"text": s})),
+    ("empty_cell.tsv", b"7\t", lambda s: f"1\t{s}"),
+])
+def test_a_streamed_empty_row_is_left_out_and_said_once(name, empty, row, tmp_path, caplog):
+    """Read whole, a file's empty rows are counted in one line ("left out 1 of 1401 rows as empty"); streamed, they
+    were dropped without a word. A stream cannot count ahead: the first one is said, once per source, naming the
+    file; the text null stays a dropped row (not refused as a text of no string is)."""
+    path = tmp_path / name
+    _past_the_head(path, empty + b"\n" + empty, row, kib=8)  # two of them: said once
+    if path.suffix == ".tsv":
+        path.write_bytes(b"id\ttext\n" + path.read_bytes())
+    args = StreamingArguments(streaming=True, train_files=[str(path), str(path)], train_weights=None)
+    with caplog.at_level(logging.INFO, logger="hf_cse"):
+        read = [r["text"] for r in load_training_text(args, _data_args(), 0)]
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(said) == 2 and all(m.startswith(f"{path}: left out a row as empty") for m in said), said  # 1 a source
+    good = random_sentences(3000, seed=4)[:path.read_text().count("\n") - 2 - bool(path.suffix == ".tsv")]
+    assert set(read) == {s.strip() for s in good}  # all the others read (the two sources mixed, oversampled)
+
+
+def test_a_streamed_data_set_whose_text_is_no_string_fails_in_one_line(tmp_path):
+    """A data set's row whose text is a number, past the rows checked up front, failed mid-run with
+    "'int' object has no attribute 'strip'"."""
+    folder = tmp_path / "my_dataset"
+    folder.mkdir()
+    rows = [{"text": s} for s in random_sentences(300, seed=6)] + [{"text": 5}]
+    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = StreamingArguments(streaming=True, train_files=None, train_weights=None)
+    with pytest.raises(DataError, match=rf"^data set {folder}: column 'text' holds int 5, not a sentence \(a "
+                                        r"string\), met mid-stream .* The column must hold sentences \(text\)"):
+        list(load_training_text(args, _data_args(dataset_name=str(folder)), 0))
 
 
 def test_a_streamed_data_set_that_breaks_mid_stream_fails_in_one_line(tmp_path):
