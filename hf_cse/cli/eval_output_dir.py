@@ -19,6 +19,7 @@ from ..checks import resolved_path
 from ..errors import CSEError
 from ..output_folder import OutputFolderError, claim_output_dir, matching
 from ..run_files import TRAINING_INFO_FILE, WEIGHT_FILES
+from ..run_settings import in_brief
 from ..writing import json_safe
 from .output_dir import OVERWRITE_FLAG, CommandJob, setting_differences
 
@@ -126,9 +127,8 @@ class Evaluation(CommandJob):
                                     f"{OVERWRITE_FLAG} to replace them, or choose another folder.")
         changed = self.changed_settings(records)
         if changed:
-            diffs = "; ".join(changed[:2])
             raise OutputFolderError(f"--output_dir {out} holds the partial results of an evaluation with other "
-                                    f"settings ({diffs[:100] + '...' if len(diffs) > 100 else diffs}): rerun that "
+                                    f"settings ({in_brief(changed)}): rerun that "
                                     f"command to finish it, pass {OVERWRITE_FLAG} to start over, or choose another "
                                     "folder.")
         logger.warning("%s holds the partial results of the same evaluation, stopped before it finished: keeping "

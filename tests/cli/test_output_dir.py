@@ -669,7 +669,7 @@ def test_a_path_given_relative_then_and_absolute_now_is_the_same_evaluation(tmp_
 
 @pytest.mark.parametrize("settings, changed", [
     ({"tasks": ["STSBenchmark"], "mode": "test", "pooler": "avg"}, "mode: 'fast' then, 'test' now; pooler: None then, "
-                                                                   "'avg' now"),
+                                                                   "'avg' now; and 1 more"),  # tasks, not cut
     ({**EVAL_SETTINGS, "max_seq_length": 32}, "max_seq_length: None then, 32 now"),
 ])
 def test_partial_results_of_the_same_models_with_other_settings_are_refused_and_kept(tmp_path, settings, changed):
