@@ -83,9 +83,24 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
     changed = [c for c in changed if c]  # objectives equal once each loss's defaults are filled in
     if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did
         then, now = recorded[TRAIN_FILE_CONTENT] or {}, current.get(TRAIN_FILE_CONTENT) or {}
-        changed += [_content_change(name, then.get(name), now.get(name))
-                    for name in sorted(set(then) | set(now)) if then.get(name) != now.get(name)]
+        moved = _moved_file_names(recorded, current)  # another file: its path's change says it, not its content
+        changed += [_content_change(name, then.get(name), now.get(name)) for name in sorted(set(then) | set(now))
+                    if then.get(name) != now.get(name) and name not in moved]
     return changed
+
+
+#: the settings naming the training files whose content is recorded (:data:`TRAIN_FILE_CONTENT`, by file name)
+TRAIN_FILE_SETTINGS = ("train_file", "train_files")
+
+
+def _moved_file_names(recorded: dict[str, Any], current: dict[str, Any]) -> set[str]:
+    """The names of the training files named on one side only (another path, though maybe the same name): their
+    recorded content is another file's, so comparing it would call a file that was never touched edited."""
+    def paths(values: dict[str, Any]) -> set[str]:
+        named = [values.get(k) for k in TRAIN_FILE_SETTINGS]
+        return {str(p) for v in named for p in (v if isinstance(v, (list, tuple)) else [v]) if p}
+
+    return {Path(p).name for p in paths(recorded) ^ paths(current)}
 
 
 def _lora_alpha_as_used(values: dict[str, Any]) -> dict[str, Any]:
@@ -138,8 +153,10 @@ def _objectives_change(then: list[dict], now: list[dict]) -> str | None:
 
 
 def _content_change(name: str, then: str | None, now: str | None) -> str:
-    """How a training file's content changed, shortly (:func:`hf_cse.files.content_fingerprint`: "N bytes, sha256
-    H"): the sizes where they differ, else the hashes."""
+    """How a training file at the same path changed, shortly (:func:`hf_cse.files.content_fingerprint`: "N bytes,
+    sha256 H"): the sizes where they differ, else the hashes; a file found on one side only, as such."""
+    if then is None or now is None:
+        return f"{name}: {'no file' if then is None else 'a file'} then, {'no file' if now is None else 'a file'} now"
     size_then, _, hash_then = (then or "").partition(", ")
     size_now, _, hash_now = (now or "").partition(", ")
     shown = (size_then, size_now) if size_then != size_now else (hash_then, hash_now)
@@ -147,9 +164,15 @@ def _content_change(name: str, then: str | None, now: str | None) -> str:
 
 
 def in_brief(changed: list[str], width: int = 120) -> str:
-    """The first two of :func:`setting_differences`, cut to ``width`` characters: what a one-line refusal shows."""
-    shown = "; ".join(changed[:2])
-    return shown[:width] + "..." if len(shown) > width else shown
+    """What a one-line refusal shows of :func:`setting_differences`: whole differences, never one cut mid-value (a
+    path cut short names no file): the first, then the next one while the line stays within ``width`` characters
+    (at most two), then how many more there are."""
+    shown = changed[:1]
+    for change in changed[1:2]:
+        if len("; ".join([*shown, change])) <= width:
+            shown.append(change)
+    left = len(changed) - len(shown)
+    return "; ".join(shown) + (f"; and {left} more" if left else "")
 
 
 # ------------------------------------------------------------------------------------ a trainer and its checkpoint

@@ -1,7 +1,8 @@
 """The output folder of the evaluation command (``hf-cse-eval``), the second job kind of the one output-folder policy
 (:mod:`hf_cse.cli.output_dir` has the policy's summary and the training job): another evaluation's results are
 refused; the partial results of the same command (the same models and settings), stopped before it finished, are
-continued: the same command keeps the tasks it finished and runs the others (:mod:`hf_cse.cli.eval_run`); files
+continued: the same command keeps the tasks it finished and runs the others (:mod:`hf_cse.cli.eval_run`), unless a model
+folder's weights changed since they were scored (retrained in place: refused); files
 that are not results are left alone. A training run's folder is
 refused, and the default folder is chosen beside the model evaluated."""
 
@@ -17,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 from ..checkpoints import run_marks, training_run_files
 from ..checks import resolved_path
 from ..errors import CSEError
+from ..files import weights_fingerprint
 from ..output_folder import OutputFolderError, claim_output_dir, matching
 from ..run_files import TRAINING_INFO_FILE, WEIGHT_FILES
+from ..run_settings import in_brief
 from ..writing import json_safe
 from .output_dir import OVERWRITE_FLAG, CommandJob, setting_differences
 
@@ -113,6 +116,23 @@ class Evaluation(CommandJob):
                 return changed
         return []
 
+    def changed_model(self, records: list[EvalResults]) -> str | None:
+        """Why the first model whose partial results were scored on other weights than its folder holds now cannot
+        keep them (retrained or replaced in place since: its :func:`~hf_cse.files.weights_fingerprint` is not the
+        one recorded), or None. A model whose weights were recorded as none (a Hub id, which is no folder) keeps
+        them as before; a folder whose weights were not recorded (results of an hf_cse before they were) does not:
+        nothing tells they are the weights it holds now. A folder that holds no weights now is left to loading it,
+        which says what is missing."""
+        for record in records:
+            recorded = (record.settings or {}).get("model_weights") or None
+            now = weights_fingerprint(record.model)
+            if now is not None and recorded != now:
+                return (f"the model at {record.model} changed since the stopped evaluation scored it (its weights are "
+                        "not the ones scored then: retrained or replaced)" if recorded else
+                        f"the stopped evaluation did not record the weights of the model at {record.model} (an older "
+                        "hf_cse), so nothing tells they are the ones scored")
+        return None
+
     def continue_interrupted(self, out: Path, left: list[str]) -> list[EvalResults]:
         """The same evaluation's partial results are kept, a record for each model it reached, for this evaluation
         to finish (the partial files of the writes it was killed in are removed); another evaluation's results, or
@@ -126,11 +146,15 @@ class Evaluation(CommandJob):
                                     f"{OVERWRITE_FLAG} to replace them, or choose another folder.")
         changed = self.changed_settings(records)
         if changed:
-            diffs = "; ".join(changed[:2])
             raise OutputFolderError(f"--output_dir {out} holds the partial results of an evaluation with other "
-                                    f"settings ({diffs[:100] + '...' if len(diffs) > 100 else diffs}): rerun that "
+                                    f"settings ({in_brief(changed)}): rerun that "
                                     f"command to finish it, pass {OVERWRITE_FLAG} to start over, or choose another "
                                     "folder.")
+        changed_model = self.changed_model(records)
+        if changed_model:  # its kept scores would be another model's, shown as this one's
+            raise OutputFolderError(f"--output_dir {out} holds the partial results of an evaluation, but "
+                                    f"{changed_model}: rerun with {OVERWRITE_FLAG} to score everything anew, or "
+                                    "choose another --output_dir.")
         logger.warning("%s holds the partial results of the same evaluation, stopped before it finished: keeping "
                        "what it finished and evaluating the rest", out)
         remove_unfinished_writes(out)

@@ -14,6 +14,7 @@ from hf_cse.cli import train as train_cli
 from hf_cse.cli.eval_output_dir import prepare_eval_output_dir
 from hf_cse.cli.flags import in_flag_terms, use_parser
 from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir, refuse_occupied_output_dir
+from hf_cse.files import weights_fingerprint
 from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
 from hf_cse.run_files import RUN_LOADER_FILES
 from hf_cse.trainer import ContrastiveTrainer
@@ -669,7 +670,7 @@ def test_a_path_given_relative_then_and_absolute_now_is_the_same_evaluation(tmp_
 
 @pytest.mark.parametrize("settings, changed", [
     ({"tasks": ["STSBenchmark"], "mode": "test", "pooler": "avg"}, "mode: 'fast' then, 'test' now; pooler: None then, "
-                                                                   "'avg' now"),
+                                                                   "'avg' now; and 1 more"),  # tasks, not cut
     ({**EVAL_SETTINGS, "max_seq_length": 32}, "max_seq_length: None then, 32 now"),
 ])
 def test_partial_results_of_the_same_models_with_other_settings_are_refused_and_kept(tmp_path, settings, changed):
@@ -691,6 +692,39 @@ def test_partial_results_without_recorded_settings_are_refused(tmp_path):
     with pytest.raises(InputError, match=r"other settings \(its settings were not recorded\).*--overwrite_output_dir"):
         claim(tmp_path, overwrite=False, models=["a"], settings=EVAL_SETTINGS)
     assert (tmp_path / "results.json").is_file()
+
+
+def test_partial_results_are_kept_only_for_the_weights_they_were_scored_on(tmp_path):
+    """A model folder's weights recorded with its partial results (settings.model_weights) must be the ones it holds
+    now: retrained in place since, its kept scores would be the old model's; a Hub id records none and is kept."""
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    model, out = tmp_path / "model", tmp_path / "ev"
+    model.mkdir()
+    out.mkdir()
+    (model / "model.safetensors").write_bytes(b"the weights scored")
+
+    def saved(weights):
+        entries = [{"model": str(model), "settings": {"command": EVAL_SETTINGS, **weights}},
+                   {"model": "org/hub-model", "unfinished_tasks": ["MR"], "settings": {"command": EVAL_SETTINGS}}]
+        (out / "results.json").write_text(json.dumps({"models": entries}))
+        (out / "results.md").write_text("| task |")
+
+    models = [str(model), "org/hub-model"]
+    saved({"model_weights": weights_fingerprint(model)})
+    _, earlier = claim(out, overwrite=False, models=models, settings=EVAL_SETTINGS)
+    assert [r.model for r in earlier] == models  # the same weights, and a Hub id: kept
+    saved({"model_weights": weights_fingerprint(model)})
+    (model / "model.safetensors").write_bytes(b"retrained in place")
+    with pytest.raises(InputError) as err:
+        claim(out, overwrite=False, models=models, settings=EVAL_SETTINGS)
+    assert str(err.value) == (f"--output_dir {out} holds the partial results of an evaluation, but the model at "
+                              f"{model} changed since the stopped evaluation scored it (its weights are not the ones "
+                              "scored then: retrained or replaced): rerun with --overwrite_output_dir to score "
+                              "everything anew, or choose another --output_dir.")
+    assert (out / "results.json").is_file()
+    saved({})  # an hf_cse before the weights were recorded: nothing tells they are the same
+    with pytest.raises(InputError, match=f"did not record the weights of the model at {model} .*overwrite_output"):
+        claim(out, overwrite=False, models=models, settings=EVAL_SETTINGS)
 
 
 @pytest.mark.parametrize("finished", [True, False])

@@ -240,6 +240,20 @@ def test_an_interrupted_run_whose_training_file_changed_is_not_resumed_silently(
                               resume_from_checkpoint=str(out / "checkpoint-2")) == str(out / "checkpoint-2")
 
 
+def test_an_interrupted_run_relaunched_on_another_training_file_names_the_path_whole(build, command_lines, tmp_path):
+    """Another --train_file is another path (said whole, not cut), not an edit of the file the run was trained on."""
+    out = tmp_path / "interrupted"
+    prepare_output_dir(out, build(*command_lines["mlm off"])[0].fingerprint())
+    (out / "checkpoint-2").mkdir()
+    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    flags = [tmp_path / "other.txt" if f == str(tmp_path / "corpus.txt") else f for f in command_lines["mlm off"]]
+    with pytest.raises(InputError) as refused:
+        prepare_output_dir(out, build(*map(str, flags))[0].fingerprint())
+    message = str(refused.value)
+    assert f"(train_file: '{tmp_path / 'corpus.txt'}' then, '{tmp_path / 'other.txt'}' now): rerun" in message
+    assert "edited" not in message and "..." not in message
+
+
 @pytest.mark.parametrize("kind", ["streaming", "triplets", "mlm on"])
 def test_a_folder_recorded_by_the_code_before_it_resumes(build, command_lines, tmp_path, kind):
     spec, inputs, _ = build(*command_lines[kind])

@@ -309,3 +309,32 @@ def test_mteb_tasks_finished_before_the_stop_are_kept(stopped_at, run_again, tin
     assert run_eval(*again) == 0
     assert stop_at.runs == run_again
     same_results(out, tmp_path / "one-run")
+
+
+@pytest.mark.slow
+def test_a_model_retrained_in_place_since_the_stop_is_not_kept_with_its_old_scores(senteval, tmp_path, stop_at,
+                                                                                   capsys):
+    """The first model finished, then the run was stopped in the second; the first was retrained into its folder
+    before the same command ran again: its kept scores were the old weights', shown as the new model's. Refused in
+    one line before anything is loaded, naming the model and the fix; the results stay for the old weights."""
+    first, second = make_tiny_encoder(tmp_path / "first", seed=1), make_tiny_encoder(tmp_path / "second", seed=2)
+    out = tmp_path / "out"
+    args = ["--model_name_or_path", f"{first},{second}", "--senteval_data_dir", senteval, "--tasks", "STSB,MR,CR",
+            "--output_dir", out]
+    stop_at("MR", 2)
+    assert run_eval(*args) == 130
+    saved = (out / "results.json").read_text()
+    make_tiny_encoder(first, seed=3)  # retrained in place
+    capsys.readouterr()
+    stop_at(None)
+    assert run_eval(*args) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"the model at {first} changed since the stopped evaluation scored it" in err
+    assert "rerun with --overwrite_output_dir to score everything anew, or choose another --output_dir" in err
+    assert stop_at.runs == [] and (out / "results.json").read_text() == saved  # nothing loaded, nothing lost
+    assert run_eval(*args, "--overwrite_output_dir") == 0
+    new = json.loads((out / "results.json").read_text())["models"][0]
+    old = json.loads(saved)["models"][0]
+    assert new["settings"]["model_weights"] != old["settings"]["model_weights"]
+    assert new["STSBenchmark"] != old["STSBenchmark"]

@@ -19,7 +19,7 @@ from hf_cse.data import tokenize_dataset
 from hf_cse.models import SimCSEModel
 from hf_cse.objectives import objective
 from hf_cse.output_folder import OutputFolderError
-from hf_cse.run_files import RUN_SETTINGS_FILE
+from hf_cse.run_files import RUN_SETTINGS_FILE, TRAIN_FILE_CONTENT
 from hf_cse.run_settings import data_description, in_brief, setting_differences
 from hf_cse.trainer import ContrastiveTrainer
 
@@ -200,12 +200,32 @@ def test_the_training_set_is_described_by_its_rows_not_where_it_was_read(tiny_be
     assert data_description([{"input_ids": [1, 2]}]) is None
 
 
-def test_setting_differences_are_named_then_and_now_and_cut_to_a_line():
+def test_setting_differences_are_named_then_and_now_and_shown_whole():
     changed = setting_differences({"learning_rate": 1e-3, "seed": 0, "pooler_source": "a"},
                                   {"learning_rate": 2e-3, "seed": 1, "pooler_source": "b"})
     assert changed == ["learning_rate: 0.001 then, 0.002 now", "seed: 0 then, 1 now"]
     assert in_brief(changed) == "learning_rate: 0.001 then, 0.002 now; seed: 0 then, 1 now"
-    assert in_brief(["x" * 300], 240) == "x" * 240 + "..."
+    long = "train_file: '/data/" + "a" * 100 + "/wiki2k.txt' then, '/data/" + "a" * 100 + "/wiki400.txt' now"
+    assert in_brief([long, "seed: 0 then, 1 now", "x: 1 then, 2 now"], 120) == long + "; and 2 more"  # never cut
+
+
+def test_another_training_file_is_said_as_its_path_not_as_an_edit_of_the_old_one():
+    """The content is recorded by file name: the old file's fingerprint is not the new file's, which says nothing
+    of the old file (it was never edited); the same path's content that changed is an edit."""
+    old, new = "278827 bytes, sha256 aaaaaaaaaaaa", "40000 bytes, sha256 bbbbbbbbbbbb"
+    then = {"train_file": "/d/wiki2k.txt", TRAIN_FILE_CONTENT: {"wiki2k.txt": old}}
+    assert setting_differences(then, {"train_file": "/d/wiki400.txt", TRAIN_FILE_CONTENT: {"wiki400.txt": new}}) \
+        == ["train_file: '/d/wiki2k.txt' then, '/d/wiki400.txt' now"]
+    # another folder's file of the same name: another file, not an edit
+    assert setting_differences(then, {"train_file": "/e/wiki2k.txt", TRAIN_FILE_CONTENT: {"wiki2k.txt": new}}) \
+        == ["train_file: '/d/wiki2k.txt' then, '/e/wiki2k.txt' now"]
+    assert setting_differences(then, {"train_file": "/d/wiki2k.txt", TRAIN_FILE_CONTENT: {"wiki2k.txt": new}}) \
+        == ["wiki2k.txt was edited (278827 bytes then, 40000 bytes now)"]
+    files = {"train_files": ["/d/a.txt", "/d/b.txt"], TRAIN_FILE_CONTENT: {"a.txt": old, "b.txt": old}}
+    assert setting_differences(files, {"train_files": ["/d/a.txt", "/d/c.txt"],
+                                       TRAIN_FILE_CONTENT: {"a.txt": new, "c.txt": new}}) \
+        == ["train_files: ['/d/a.txt', '/d/b.txt'] then, ['/d/a.txt', '/d/c.txt'] now",
+            "a.txt was edited (278827 bytes then, 40000 bytes now)"]
 
 
 
