@@ -232,6 +232,21 @@ def other_model(folder: Path) -> str | None:
     return f"a {model_type} model's" if model_type else "an unnamed model's"
 
 
+#: the weights of a checkpoint that transformers' ``Trainer._load_from_checkpoint`` loads besides
+#: :data:`~hf_cse.run_files.WEIGHT_FILES`: a peft adapter's (in the folder or a folder of it, as a LoRA run's
+#: ``adapter/``), FSDP's (``pytorch_model_fsdp_0/`` or ``pytorch_model_fsdp.bin``) and DeepSpeed's (``global_step<N>/``,
+#: which its engine loads)
+_OTHER_CHECKPOINT_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "*/adapter_model.safetensors",
+                             "*/adapter_model.bin", "pytorch_model_fsdp*", "global_step[0-9]*")
+
+
+def has_weights(folder: Path) -> bool:
+    """Whether a checkpoint folder holds weights the Trainer can resume from (a weight file, an adapter's, FSDP's or
+    DeepSpeed's); one without any was cut short before its weights were written, or they were removed."""
+    patterns = (*WEIGHT_FILES, *_OTHER_CHECKPOINT_WEIGHTS)
+    return any(next(Path(folder).glob(pattern), None) is not None for pattern in patterns)
+
+
 def checkpoint_problem(folder: Path) -> str | None:
     """What makes a Trainer checkpoint incomplete (see the module doc), or None."""
     state = Path(folder) / TRAINER_STATE_FILE
@@ -241,6 +256,8 @@ def checkpoint_problem(folder: Path) -> str | None:
         json.loads(state.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return f"{TRAINER_STATE_FILE} is cut short"
+    if not has_weights(folder):
+        return f"no weights file ({WEIGHT_FILES[0]} is missing: removed, or never written)"
     archives = [p for pattern in ("*.pt", "*.pth", "*.bin") for p in sorted(Path(folder).glob(pattern))]
     for path in archives:  # optimizer, scheduler, RNG, the arguments (and weights saved as pytorch_model.bin)
         if not zipfile.is_zipfile(path):  # the Trainer's torch.save archives end with their directory

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 from eval_helpers import write_toy_senteval
-from helpers import random_sentences, scored_pairs_file
+from helpers import fake_checkpoint, random_sentences, scored_pairs_file
 from transformers import AutoTokenizer
 
 from hf_cse.cli import MAX_LINE, fit_line, run_cli
@@ -449,8 +449,7 @@ def test_a_changed_max_steps_is_one_line_under_the_limit(tiny_bert_dir, tmp_path
     args = _args(tiny_bert_dir, tmp_path)
     assert train_cli.main(args) == 1  # a new run: its record is written, then it stops
     out = tmp_path / LONG / "out"
-    (out / "checkpoint-1").mkdir()
-    (out / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    fake_checkpoint(out / "checkpoint-1")
     args[args.index("--max_steps") + 1] = "3"
     capsys.readouterr()
     line = _error_line(capsys, train_cli.main(args), "hf-cse-train")

@@ -7,7 +7,7 @@ import logging
 from fnmatch import fnmatchcase
 
 import pytest
-from helpers import train_args
+from helpers import fake_checkpoint, train_args
 
 from hf_cse.checks import InputError
 from hf_cse.cli import train as train_cli
@@ -23,8 +23,7 @@ SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
 
 def _checkpoint(folder):
     """A checkpoint folder as complete as these tests need (the Trainer writes trainer_state.json last)."""
-    folder.mkdir()
-    (folder / "trainer_state.json").write_text("{}")
+    fake_checkpoint(folder)
 
 
 # ------------------------------------------------------------------------------------------------ unit
