@@ -41,6 +41,7 @@ from .checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
     checkpoint_step,
+    encoder_change,
     is_checkpoint_name,
     killed_weights_writes,
     last_complete_checkpoint,
@@ -49,6 +50,7 @@ from .checkpoints import (
     run_marks,
     saved_config,
     taken_for_checkpoints,
+    trained_from,
     training_run_files,
 )
 from .folder_lock import claimed_by_command, held_here
@@ -243,9 +245,22 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
                                 f"a {method} model: resume it with the {saved} method, or start a new run in another "
                                 "output_dir.")
     if trainer is not None:
+        check_same_encoder(checkpoint, trainer.accelerator.unwrap_model(trainer.model).config)
         check_same_run(checkpoint, trainer, named=resume_from_checkpoint is not True, output_dir=output_dir)
         warn_finished_run_replaced(output_dir, checkpoint)
     return str(checkpoint)
+
+
+def check_same_encoder(checkpoint: Path, config) -> None:
+    """Refuse a checkpoint whose model was trained from another encoder than the one the model ``config`` describes
+    (:func:`~hf_cse.checkpoints.encoder_change`), before any of its weights are loaded into the model."""
+    change = encoder_change(checkpoint, getattr(config, "encoder_config", None))
+    if change:
+        base = trained_from(checkpoint)
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint} was trained from another encoder ({change}): "
+                                "its weights do not fit this model. Build the model from the encoder it was trained "
+                                f"from{f' ({base})' if base else ''} to resume it, or start a new run in another "
+                                "output_dir.", fields=("resume_from_checkpoint", "output_dir"))
 
 
 def warn_finished_run_replaced(output_dir, checkpoint: Path) -> None:

@@ -364,6 +364,32 @@ def test_a_checkpoint_that_cannot_resume_is_one_line_before_loading(extra, messa
     line = _error_line(capsys, train_cli.main([*args, "--resume_from_checkpoint", str(ckpt), *extra]),
                        "hf-cse-train")
     assert re.search(message, line), line
+    assert not (tmp_path / "project").exists()  # the refusal leaves none of the folders it made for --output_dir
+
+
+# A checkpoint of another encoder got a warning about the pooler, then transformers' missing and unexpected keys and a
+# traceback (the optimizer's group sizes for another architecture, torch's size mismatch for other sizes).
+@pytest.mark.parametrize("encoder, differs", [
+    ("llama", "model_type bert then, llama now"),
+    ("wider bert", "hidden_size 32 then, 48 now; intermediate_size 64 then, 96 now"),
+])
+def test_a_checkpoint_of_another_encoder_is_one_line_before_loading(encoder, differs, saved_model, tiny_bert_dir,
+                                                                   tiny_llama_dir, tmp_path, capsys, no_model_load):
+    import shutil
+
+    from tiny_models import make_tiny_encoder
+
+    ckpt = tmp_path / "run" / "checkpoint-3"
+    shutil.copytree(saved_model, ckpt)
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 3, "max_steps": 3}))
+    other = tiny_llama_dir if encoder == "llama" else make_tiny_encoder(tmp_path / "wide", hidden=48)
+    args = _args(other, tmp_path, "--pooler_type", "avg", "--resume_from_checkpoint", str(ckpt))
+    args[args.index("--max_steps") + 1] = "3"
+    line = _error_line(capsys, train_cli.main(args), "hf-cse-train")
+    assert f"--resume_from_checkpoint {ckpt} was trained from another encoder ({differs}" in line, line
+    assert f"Give --model_name_or_path {tiny_bert_dir} (the encoder it was trained from) to resume it" in line, line
+    assert "start a new run (without --resume_from_checkpoint) in another --output_dir" in line, line
+    assert not (tmp_path / "project").exists()
 
 
 # ------------------------------------------------------------------------------------------------ export
