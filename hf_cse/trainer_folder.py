@@ -303,15 +303,30 @@ def later_checkpoints(checkpoint, output_dir) -> list[Path]:
 RESTORED_WITH_THE_OPTIMIZER = ("learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "optim")
 
 
+#: settings that define which weights a checkpoint holds: with another value they load into no model these build
+SHAPING_THE_WEIGHTS = ("method", "lora_r", "lora_target_modules", "do_mlm")
+
+
 def cannot_go_on_with(changed: list[str], checkpoint, output_dir, flag_prefix: str = "",
-                      args=None) -> str | None:
+                      args=None, encoder_config=None) -> str | None:
     """Why ``checkpoint`` named by its path could not go on with the ``changed`` settings
-    (:func:`~hf_cse.run_settings.setting_differences`), or None: a setting its optimizer and scheduler state bring
-    back changed, later checkpoints in ``output_dir`` would be overwritten, or the resuming ``TrainingArguments``
-    ``args`` change the learning-rate schedule of its steps (:func:`~hf_cse.trainer_resume.schedule_change`). A
-    refusal of the checkpoint with other settings offers to name it only where this is None (else that way out is
-    refused in turn). ``flag_prefix``: ``"--"`` where the settings are named as flags."""
-    restored = [c.split(":", 1)[0] for c in changed if c.split(":", 1)[0] in RESTORED_WITH_THE_OPTIMIZER]
+    (:func:`~hf_cse.run_settings.setting_differences`), or None: a setting that shapes its weights
+    (:data:`SHAPING_THE_WEIGHTS`, or the encoder, ``encoder_config`` where known: :func:`check_same_encoder`) or that
+    its optimizer and scheduler state bring back changed, later checkpoints in ``output_dir`` would be overwritten, or
+    the resuming ``TrainingArguments`` ``args`` change the learning-rate schedule of its steps
+    (:func:`~hf_cse.trainer_resume.schedule_change`). A refusal of the checkpoint with other settings offers to name
+    it only where this is None (else that way out is refused in turn). ``flag_prefix``: ``"--"`` where the settings
+    are named as flags."""
+    names = [c.split(":", 1)[0] for c in changed]
+    shaping = [name for name in names if name in SHAPING_THE_WEIGHTS]
+    if shaping:
+        return (f"{' and '.join(flag_prefix + name for name in shaping)} cannot change when resuming (the "
+                "checkpoint's weights would not load into the model built with the new value)")
+    encoder = encoder_change(checkpoint, encoder_config) if "encoder" in names else None
+    if encoder:
+        return (f"the checkpoint was trained from another encoder ({encoder}), whose weights do not fit the new "
+                "one's model")
+    restored = [name for name in names if name in RESTORED_WITH_THE_OPTIMIZER]
     if restored:
         return (f"{' and '.join(flag_prefix + name for name in restored)} cannot change when resuming (the "
                 "checkpoint's optimizer and scheduler state bring back its run's)")
@@ -354,7 +369,9 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
         logger.warning("resuming %s with other settings than its run's (%s): going on with these", checkpoint,
                        "; ".join(changed))
     elif changed:
-        blocked = cannot_go_on_with(changed, checkpoint, output_dir, args=trainer.args)
+        config = trainer.accelerator.unwrap_model(trainer.model).config
+        blocked = cannot_go_on_with(changed, checkpoint, output_dir, args=trainer.args,
+                                    encoder_config=getattr(config, "encoder_config", None))
         ways = (f"{blocked}: resume it with its run's settings, or start a new run in another output_dir" if blocked
                 else f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings, or start a "
                      "new run in another output_dir")
