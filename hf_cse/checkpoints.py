@@ -232,6 +232,49 @@ def other_model(folder: Path) -> str | None:
     return f"a {model_type} model's" if model_type else "an unnamed model's"
 
 
+#: the weights of a checkpoint that transformers' ``Trainer._load_from_checkpoint`` loads besides
+#: :data:`~hf_cse.run_files.WEIGHT_FILES`: a peft adapter's (in the folder or a folder of it, as a LoRA run's
+#: ``adapter/``), FSDP's (``pytorch_model_fsdp_0/`` or ``pytorch_model_fsdp.bin``) and DeepSpeed's (``global_step<N>/``,
+#: which its engine loads)
+_OTHER_CHECKPOINT_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "*/adapter_model.safetensors",
+                             "*/adapter_model.bin", "pytorch_model_fsdp*", "global_step[0-9]*")
+
+
+def has_weights(folder: Path) -> bool:
+    """Whether a checkpoint folder holds weights the Trainer can resume from (a weight file, an adapter's, FSDP's or
+    DeepSpeed's); one without any was cut short before its weights were written, or they were removed."""
+    patterns = (*WEIGHT_FILES, *_OTHER_CHECKPOINT_WEIGHTS)
+    return any(next(Path(folder).glob(pattern), None) is not None for pattern in patterns)
+
+
+#: the encoder config fields that define its weights' names and shapes (under each architecture's names: BERT's and
+#: Llama's, DistilBERT's, GPT-2's): a checkpoint trained from an encoder differing in one loads into no model of this
+#: one (transformers' missing and unexpected keys, then torch's size mismatch or the optimizer's group sizes)
+ENCODER_SHAPE_FIELDS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size", "vocab_size",
+                        "num_attention_heads", "num_key_value_heads", "head_dim", "embedding_size",
+                        "max_position_embeddings", "type_vocab_size", "dim", "n_layers", "n_heads", "hidden_dim",
+                        "n_embd", "n_layer", "n_head", "n_inner", "n_positions")
+
+
+def encoder_change(checkpoint, encoder_config) -> str | None:
+    """How ``encoder_config`` (a transformers config, or its dict) differs from the encoder config the model of
+    ``checkpoint`` was trained from (its config.json's ``encoder_config``) in :data:`ENCODER_SHAPE_FIELDS`, as
+    ``"model_type bert then, llama now"``; None where they agree, or either is unknown."""
+    saved = (saved_config(Path(checkpoint)) or {}).get("encoder_config")
+    if not isinstance(saved, dict) or encoder_config is None:
+        return None
+    now = encoder_config if isinstance(encoder_config, dict) else encoder_config.to_dict()
+    changed = [f"{field} {saved[field]} then, {now[field]} now" for field in ENCODER_SHAPE_FIELDS
+               if saved.get(field) is not None and now.get(field) is not None and saved[field] != now[field]]
+    return "; ".join(changed) or None
+
+
+def trained_from(checkpoint) -> str | None:
+    """The encoder the model of ``checkpoint`` was built from, as its config.json names it (``base_encoder``)."""
+    base = (saved_config(Path(checkpoint)) or {}).get("base_encoder")
+    return base if isinstance(base, str) and base else None
+
+
 def checkpoint_problem(folder: Path) -> str | None:
     """What makes a Trainer checkpoint incomplete (see the module doc), or None."""
     state = Path(folder) / TRAINER_STATE_FILE
@@ -241,6 +284,8 @@ def checkpoint_problem(folder: Path) -> str | None:
         json.loads(state.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return f"{TRAINER_STATE_FILE} is cut short"
+    if not has_weights(folder):
+        return f"no weights file ({WEIGHT_FILES[0]} is missing: removed, or never written)"
     archives = [p for pattern in ("*.pt", "*.pth", "*.bin") for p in sorted(Path(folder).glob(pattern))]
     for path in archives:  # optimizer, scheduler, RNG, the arguments (and weights saved as pytorch_model.bin)
         if not zipfile.is_zipfile(path):  # the Trainer's torch.save archives end with their directory

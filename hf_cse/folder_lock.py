@@ -11,6 +11,9 @@ lock, not by the pid written in the file, so neither a reused pid nor a clock ma
 Entry points mark their lifetime with :func:`releases_folder_locks`; :func:`hold_folder` takes a lock that is
 released when the marked function returns or raises (or, at the latest, when the process ends). Under a
 multi-process launch only the main process takes it (the others follow the main process, which owns the folder).
+An entry point's folder that did not exist when it took the lock, and is still empty when it releases it (the
+command was refused, or stopped, before writing anything there), is removed with it: a refusal leaves no folder it
+made.
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 # (lock file, open descriptor holding the flock, the first parent folder it created, the object that took it: None
-# for an entry point), innermost last
-_held: list[tuple[Path, int, Path | None, object]] = []
+# for an entry point, the folder locked where an entry point took the lock before it existed), innermost last
+_held: list[tuple[Path, int, Path | None, object, Path | None]] = []
 
 
 class FolderBusyError(InputError):
@@ -99,6 +102,8 @@ def hold_folder(folder, flag: str = "output_dir", owner: object = None) -> Path:
 
     path = lock_file(folder)
     created = first_missing_folder(path.parent)
+    locked = Path(folder).expanduser().resolve()
+    new = locked if owner is None and not locked.exists() else None  # an entry point's: removed again if left empty
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -128,13 +133,14 @@ def hold_folder(folder, flag: str = "output_dir", owner: object = None) -> Path:
     os.ftruncate(fd, 0)
     os.lseek(fd, 0, os.SEEK_SET)
     os.write(fd, json.dumps(_owner()).encode("utf-8"))
-    _held.append((path, fd, created, owner))
+    _held.append((path, fd, created, owner, new))
     return path
 
 
 def _release_to(depth: int) -> None:
     while len(_held) > depth:
-        path, fd, created, _ = _held.pop()
+        path, fd, created, _, new = _held.pop()
+        remove_made_folders(new, new)  # an entry point's folder that it made and left empty (module doc)
         try:
             path.unlink(missing_ok=True)  # before unlocking, so nobody locks a file that is about to go
         finally:
@@ -145,7 +151,7 @@ def _release_to(depth: int) -> None:
 def _holder(folder) -> tuple[bool, object]:
     """Whether this process holds the lock of ``folder``, and the object that took it (None: an entry point)."""
     path = lock_file(folder)
-    return next(((True, owner) for held, _, _, owner in _held if held == path), (False, None))
+    return next(((True, owner) for held, _, _, owner, _ in _held if held == path), (False, None))
 
 
 def held_here(folder) -> bool:

@@ -41,6 +41,7 @@ from .checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
     checkpoint_step,
+    encoder_change,
     is_checkpoint_name,
     killed_weights_writes,
     last_complete_checkpoint,
@@ -49,6 +50,7 @@ from .checkpoints import (
     run_marks,
     saved_config,
     taken_for_checkpoints,
+    trained_from,
     training_run_files,
 )
 from .folder_lock import claimed_by_command, held_here
@@ -243,9 +245,22 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
                                 f"a {method} model: resume it with the {saved} method, or start a new run in another "
                                 "output_dir.")
     if trainer is not None:
+        check_same_encoder(checkpoint, trainer.accelerator.unwrap_model(trainer.model).config)
         check_same_run(checkpoint, trainer, named=resume_from_checkpoint is not True, output_dir=output_dir)
         warn_finished_run_replaced(output_dir, checkpoint)
     return str(checkpoint)
+
+
+def check_same_encoder(checkpoint: Path, config) -> None:
+    """Refuse a checkpoint whose model was trained from another encoder than the one the model ``config`` describes
+    (:func:`~hf_cse.checkpoints.encoder_change`), before any of its weights are loaded into the model."""
+    change = encoder_change(checkpoint, getattr(config, "encoder_config", None))
+    if change:
+        base = trained_from(checkpoint)
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint} was trained from another encoder ({change}): "
+                                "its weights do not fit this model. Build the model from the encoder it was trained "
+                                f"from{f' ({base})' if base else ''} to resume it, or start a new run in another "
+                                "output_dir.", fields=("resume_from_checkpoint", "output_dir"))
 
 
 def warn_finished_run_replaced(output_dir, checkpoint: Path) -> None:
@@ -288,15 +303,30 @@ def later_checkpoints(checkpoint, output_dir) -> list[Path]:
 RESTORED_WITH_THE_OPTIMIZER = ("learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "optim")
 
 
+#: settings that define which weights a checkpoint holds: with another value they load into no model these build
+SHAPING_THE_WEIGHTS = ("method", "lora_r", "lora_target_modules", "do_mlm")
+
+
 def cannot_go_on_with(changed: list[str], checkpoint, output_dir, flag_prefix: str = "",
-                      args=None) -> str | None:
+                      args=None, encoder_config=None) -> str | None:
     """Why ``checkpoint`` named by its path could not go on with the ``changed`` settings
-    (:func:`~hf_cse.run_settings.setting_differences`), or None: a setting its optimizer and scheduler state bring
-    back changed, later checkpoints in ``output_dir`` would be overwritten, or the resuming ``TrainingArguments``
-    ``args`` change the learning-rate schedule of its steps (:func:`~hf_cse.trainer_resume.schedule_change`). A
-    refusal of the checkpoint with other settings offers to name it only where this is None (else that way out is
-    refused in turn). ``flag_prefix``: ``"--"`` where the settings are named as flags."""
-    restored = [c.split(":", 1)[0] for c in changed if c.split(":", 1)[0] in RESTORED_WITH_THE_OPTIMIZER]
+    (:func:`~hf_cse.run_settings.setting_differences`), or None: a setting that shapes its weights
+    (:data:`SHAPING_THE_WEIGHTS`, or the encoder, ``encoder_config`` where known: :func:`check_same_encoder`) or that
+    its optimizer and scheduler state bring back changed, later checkpoints in ``output_dir`` would be overwritten, or
+    the resuming ``TrainingArguments`` ``args`` change the learning-rate schedule of its steps
+    (:func:`~hf_cse.trainer_resume.schedule_change`). A refusal of the checkpoint with other settings offers to name
+    it only where this is None (else that way out is refused in turn). ``flag_prefix``: ``"--"`` where the settings
+    are named as flags."""
+    names = [c.split(":", 1)[0] for c in changed]
+    shaping = [name for name in names if name in SHAPING_THE_WEIGHTS]
+    if shaping:
+        return (f"{' and '.join(flag_prefix + name for name in shaping)} cannot change when resuming (the "
+                "checkpoint's weights would not load into the model built with the new value)")
+    encoder = encoder_change(checkpoint, encoder_config) if "encoder" in names else None
+    if encoder:
+        return (f"the checkpoint was trained from another encoder ({encoder}), whose weights do not fit the new "
+                "one's model")
+    restored = [name for name in names if name in RESTORED_WITH_THE_OPTIMIZER]
     if restored:
         return (f"{' and '.join(flag_prefix + name for name in restored)} cannot change when resuming (the "
                 "checkpoint's optimizer and scheduler state bring back its run's)")
@@ -339,7 +369,9 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
         logger.warning("resuming %s with other settings than its run's (%s): going on with these", checkpoint,
                        "; ".join(changed))
     elif changed:
-        blocked = cannot_go_on_with(changed, checkpoint, output_dir, args=trainer.args)
+        config = trainer.accelerator.unwrap_model(trainer.model).config
+        blocked = cannot_go_on_with(changed, checkpoint, output_dir, args=trainer.args,
+                                    encoder_config=getattr(config, "encoder_config", None))
         ways = (f"{blocked}: resume it with its run's settings, or start a new run in another output_dir" if blocked
                 else f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings, or start a "
                      "new run in another output_dir")

@@ -87,17 +87,31 @@ def train_args(encoder, tmp_path, out, *extra) -> list[str]:
             *extra]
 
 
+def fake_checkpoint(folder, state: str = "{}"):
+    """A checkpoint folder as complete as tests of the output-folder policy need: its trainer_state.json (``state``;
+    the Trainer writes it last) and a weights file holding no tensors (a checkpoint without weights is incomplete,
+    hf_cse.checkpoints.checkpoint_problem); returns the folder."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trainer_state.json").write_text(state)
+    (folder / "model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")
+    return folder
+
+
 def cut_short_run(folder) -> str:
     """A training run's folder whose final save was cut short (its config and Trainer state written, no weights, no
-    tokenizer, no training_info.json), with a complete checkpoint-2 and a cut-short checkpoint-4; returns
-    checkpoint-2's path."""
+    tokenizer, no training_info.json), with a complete checkpoint-2 (:func:`fake_checkpoint`) and a cut-short
+    checkpoint-4; returns checkpoint-2's path."""
     from pathlib import Path
 
     folder = Path(folder)
     (folder / "checkpoint-2").mkdir(parents=True)
     (folder / "checkpoint-4").mkdir()
-    for name in ("hf_cse_run.json", "trainer_state.json", "checkpoint-2/trainer_state.json"):
+    for name in ("hf_cse_run.json", "trainer_state.json"):
         (folder / name).write_text("{}")
+    fake_checkpoint(folder / "checkpoint-2")
     (folder / "config.json").write_text('{"model_type": "hf_cse_simcse", "method": "simcse"}')
     return str(folder / "checkpoint-2")
 

@@ -152,7 +152,8 @@ class TrainingRun(CommandJob):
     ``resume_from_checkpoint``: the user names the checkpoint to continue from, whatever the folder holds (the
     Trainer checks it); ``encoder``: the encoder's folder, which the output folder must stay clear of;
     ``training_args``: the run's ``TrainingArguments``, whose learning-rate schedule a checkpoint offered to go on
-    with other settings must keep (:func:`~hf_cse.trainer_folder.cannot_go_on_with`)."""
+    with other settings must keep, and ``encoder_config`` the encoder's config, whose sizes its weights must fit
+    (:func:`~hf_cse.trainer_folder.cannot_go_on_with`)."""
 
     settings: dict[str, Any]
     read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -162,6 +163,7 @@ class TrainingRun(CommandJob):
     folder_hint: str = "give a folder path (new or holding this run)"
     is_main_process: bool = True  # the one that removes what a killed run left
     training_args: Any = None
+    encoder_config: Any = None
 
     def check(self, out: Path) -> None:
         check_not_encoder_folder(out, self.encoder)
@@ -227,7 +229,8 @@ class TrainingRun(CommandJob):
         elif record.is_file():
             changed = self._changed_since_record(record)
             if changed:  # name --resume_from_checkpoint only where it would be taken
-                blocked = cannot_go_on_with(changed, resume, out, flag_prefix="--", args=self.training_args)
+                blocked = cannot_go_on_with(changed, resume, out, flag_prefix="--", args=self.training_args,
+                                            encoder_config=self.encoder_config)
                 raise other_settings_refusal(out, changed, resume, blocked)
         if resume is not None:
             logger.warning("resuming the interrupted run in %s from %s (pass %s to start over instead)", out, resume,
@@ -324,14 +327,15 @@ def refuse_occupied_output_dir(output_dir: str) -> None:
 def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool = False, encoder: str | None = None,
                        resume_from_checkpoint: str | None = None, is_main_process: bool = True,
                        read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                       hold: bool = False, training_args=None) -> str | None:
+                       hold: bool = False, training_args=None, encoder_config=None) -> str | None:
     """Training's output folder, before anything is loaded (module doc); returns the checkpoint to resume from (or
     ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when the
     recorded ones are equal. ``hold``: take the folder's lock here (the main process does, before the other
     processes look at the folder); otherwise the caller holds it. Only the main process removes or writes files.
-    ``training_args``: the run's ``TrainingArguments`` (:class:`TrainingRun`)."""
+    ``training_args``: the run's ``TrainingArguments``, ``encoder_config`` its encoder's config
+    (:class:`TrainingRun`)."""
     run = TrainingRun(json_safe(settings), read_record, resume_from_checkpoint, overwrite, encoder,
-                      is_main_process=is_main_process, training_args=training_args)
+                      is_main_process=is_main_process, training_args=training_args, encoder_config=encoder_config)
     out, resume = claim_output_dir(output_dir, run, flag="--output_dir", overwrite=overwrite, hold=hold,
                                    is_main_process=is_main_process)
     if resume_from_checkpoint:

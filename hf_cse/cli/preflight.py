@@ -276,13 +276,15 @@ _WEIGHT_SHAPING = ("lora_r", "do_mlm")
 
 
 def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, enc_config, training_args) -> None:
-    """A checkpoint to resume from holds the weights of the model these flags build (the method, LoRA rank and
-    targets, the MLM head), read from its config.json alone; otherwise the Trainer fails with a state-dict error
-    thousands of characters long. Refused too: another ``max_steps`` than its run's where the learning-rate
-    schedule follows the total (:func:`~hf_cse.trainer_resume.check_schedule_kept`, here before the model loads),
-    and a checkpoint past ``max_steps`` (it would be exported as the run of fewer steps asked)."""
+    """A checkpoint to resume from holds the weights of the model these flags build (the method, the encoder's
+    architecture and sizes, LoRA rank and targets, the MLM head), read from its config.json alone; otherwise the
+    Trainer fails with a state-dict error thousands of characters long. Refused too: another ``max_steps`` than
+    its run's where the learning-rate schedule follows the total (:func:`~hf_cse.trainer_resume.check_schedule_kept`,
+    here before the model loads), and a checkpoint past ``max_steps`` (it would be exported as the run of fewer steps
+    asked)."""
     import json
 
+    from ..checkpoints import encoder_change, trained_from
     from ..models.lora import target_modules
     from ..trainer_resume import check_schedule_kept, saved_steps
 
@@ -295,6 +297,13 @@ def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, en
     if saved.get("model_type") != now.model_type:
         raise InputError(f"{where} holds a {saved.get('model_type')} model, not {now.model_type}: resume it with "
                          "its own --method, or start a new run.")
+    encoder = encoder_change(checkpoint, enc_config)
+    if encoder:
+        base = trained_from(checkpoint)
+        base = f"{base} (the encoder it was trained from)" if base else "the encoder it was trained from"
+        raise InputError(f"{where} was trained from another encoder ({encoder}): its weights do not fit this "
+                         f"model. Give --model_name_or_path {base} to resume it, or start a new run (without "
+                         "--resume_from_checkpoint) in another --output_dir.")
     changed = [f"--{k} {saved[k]!r} then, {getattr(now, k)!r} now"
                for k in _WEIGHT_SHAPING if k in saved and saved[k] != getattr(now, k)]
     if not changed and now.lora_r:

@@ -345,7 +345,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
                                    **recorded_modules(console.import_module)},
         overwrite=output_args.overwrite_output_dir, encoder=encoder,
         resume_from_checkpoint=training_args.resume_from_checkpoint, is_main_process=main_process,
-        hold=main_process, read_record=record_in_objectives_form, training_args=training_args))
+        hold=main_process, read_record=record_in_objectives_form, training_args=training_args,
+        encoder_config=enc_config))
     check_resume_fits(resume_from, model_cls, spec.model_config(), enc_config, training_args)
 
     why_padded = "--padding_free false"

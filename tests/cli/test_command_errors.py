@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 from eval_helpers import write_toy_senteval
-from helpers import random_sentences, scored_pairs_file
+from helpers import fake_checkpoint, random_sentences, scored_pairs_file
 from transformers import AutoTokenizer
 
 from hf_cse.cli import MAX_LINE, fit_line, run_cli
@@ -364,6 +364,32 @@ def test_a_checkpoint_that_cannot_resume_is_one_line_before_loading(extra, messa
     line = _error_line(capsys, train_cli.main([*args, "--resume_from_checkpoint", str(ckpt), *extra]),
                        "hf-cse-train")
     assert re.search(message, line), line
+    assert not (tmp_path / "project").exists()  # the refusal leaves none of the folders it made for --output_dir
+
+
+# A checkpoint of another encoder got a warning about the pooler, then transformers' missing and unexpected keys and a
+# traceback (the optimizer's group sizes for another architecture, torch's size mismatch for other sizes).
+@pytest.mark.parametrize("encoder, differs", [
+    ("llama", "model_type bert then, llama now"),
+    ("wider bert", "hidden_size 32 then, 48 now; intermediate_size 64 then, 96 now"),
+])
+def test_a_checkpoint_of_another_encoder_is_one_line_before_loading(encoder, differs, saved_model, tiny_bert_dir,
+                                                                   tiny_llama_dir, tmp_path, capsys, no_model_load):
+    import shutil
+
+    from tiny_models import make_tiny_encoder
+
+    ckpt = tmp_path / "run" / "checkpoint-3"
+    shutil.copytree(saved_model, ckpt)
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 3, "max_steps": 3}))
+    other = tiny_llama_dir if encoder == "llama" else make_tiny_encoder(tmp_path / "wide", hidden=48)
+    args = _args(other, tmp_path, "--pooler_type", "avg", "--resume_from_checkpoint", str(ckpt))
+    args[args.index("--max_steps") + 1] = "3"
+    line = _error_line(capsys, train_cli.main(args), "hf-cse-train")
+    assert f"--resume_from_checkpoint {ckpt} was trained from another encoder ({differs}" in line, line
+    assert f"Give --model_name_or_path {tiny_bert_dir} (the encoder it was trained from) to resume it" in line, line
+    assert "start a new run (without --resume_from_checkpoint) in another --output_dir" in line, line
+    assert not (tmp_path / "project").exists()
 
 
 # ------------------------------------------------------------------------------------------------ export
@@ -449,8 +475,7 @@ def test_a_changed_max_steps_is_one_line_under_the_limit(tiny_bert_dir, tmp_path
     args = _args(tiny_bert_dir, tmp_path)
     assert train_cli.main(args) == 1  # a new run: its record is written, then it stops
     out = tmp_path / LONG / "out"
-    (out / "checkpoint-1").mkdir()
-    (out / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    fake_checkpoint(out / "checkpoint-1")
     args[args.index("--max_steps") + 1] = "3"
     capsys.readouterr()
     line = _error_line(capsys, train_cli.main(args), "hf-cse-train")

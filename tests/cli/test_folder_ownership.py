@@ -106,6 +106,30 @@ def test_a_held_folder_is_refused_and_released_on_return_and_on_error(tmp_path):
     run(False)
 
 
+# A run refused after it claimed a new --output_dir (a checkpoint that cannot resume) left that folder behind, empty.
+def test_a_command_refused_leaves_no_folder_it_made_but_keeps_what_it_found_or_wrote(tmp_path):
+    @releases_folder_locks
+    def command(out: Path, write: bool):
+        hold_folder(out)
+        out.mkdir(parents=True, exist_ok=True)  # as claim_output_dir makes it ready
+        if write:
+            (out / "hf_cse_run.json").write_text("{}")
+        raise InputError("refused")
+
+    made = tmp_path / "new" / "out"
+    with pytest.raises(InputError):
+        command(made, write=False)
+    assert not (tmp_path / "new").exists()  # the folder and the parent made for it
+    found = tmp_path / "found"
+    found.mkdir()
+    with pytest.raises(InputError):
+        command(found, write=False)
+    assert found.is_dir()  # there before: kept, empty or not
+    with pytest.raises(InputError):
+        command(tmp_path / "written", write=True)
+    assert (tmp_path / "written" / "hf_cse_run.json").is_file()  # something written: kept
+
+
 HOLDER = """
 import sys, time
 from hf_cse.folder_lock import hold_folder

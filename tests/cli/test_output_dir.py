@@ -7,7 +7,7 @@ import logging
 from fnmatch import fnmatchcase
 
 import pytest
-from helpers import train_args
+from helpers import fake_checkpoint, train_args
 
 from hf_cse.checks import InputError
 from hf_cse.cli import train as train_cli
@@ -24,8 +24,7 @@ SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
 
 def _checkpoint(folder):
     """A checkpoint folder as complete as these tests need (the Trainer writes trainer_state.json last)."""
-    folder.mkdir()
-    (folder / "trainer_state.json").write_text("{}")
+    fake_checkpoint(folder)
 
 
 # ------------------------------------------------------------------------------------------------ unit
@@ -109,6 +108,34 @@ def test_other_settings_and_total_are_offered_resume_from_checkpoint_only_where_
     if not offered:
         assert "its run trains 2 steps and this one 4" in str(refused.value)
         assert "rerun with its settings to resume it, or --overwrite_output_dir" in str(refused.value)
+
+
+# A changed LoRA flag was offered "--resume_from_checkpoint <its checkpoint> to go on with these", which the next
+# check refused ("was trained with other weights"); so would be a checkpoint of an encoder of other sizes.
+@pytest.mark.parametrize("changed, encoder_sizes, blocked", [
+    ({"lora_r": 4}, None, "--lora_r cannot change when resuming (the checkpoint's weights would not load"),
+    ({"method": "imsimcse"}, None, "--method cannot change when resuming"),
+    ({"encoder": "wide"}, {"hidden_size": 48}, "the checkpoint was trained from another encoder (hidden_size 32 then, "
+                                               "48 now), whose weights do not fit the new one's model"),
+    ({"encoder": "copy"}, {"hidden_size": 32}, None),  # the same sizes: the weights load, going on is offered
+    ({"lora_alpha": 32}, None, None),
+], ids=["lora_r", "method", "encoder-of-other-sizes", "encoder-of-the-same-sizes", "lora_alpha"])
+def test_resume_from_checkpoint_is_offered_only_where_the_checkpoints_weights_fit(tmp_path, changed, encoder_sizes,
+                                                                                  blocked):
+    settings = {**SETTINGS, "method": "simcse", "lora_r": 0, "lora_alpha": 16, "encoder": "bert"}
+    prepare_output_dir(tmp_path, settings)
+    _checkpoint(tmp_path / "checkpoint-2")
+    (tmp_path / "checkpoint-2" / "config.json").write_text(json.dumps({
+        "model_type": "hf_cse_simcse", "method": "simcse", "base_encoder": "bert",
+        "encoder_config": {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2}}))
+    encoder_config = {"model_type": "bert", "num_hidden_layers": 2, **(encoder_sizes or {"hidden_size": 32})}
+    with pytest.raises(InputError) as refused:
+        prepare_output_dir(tmp_path, {**settings, **changed}, encoder_config=encoder_config)
+    message = str(refused.value)
+    offer = f"--resume_from_checkpoint {tmp_path / 'checkpoint-2'} to go on with these"
+    assert (offer in message) is (blocked is None), message
+    if blocked:
+        assert blocked in message and "rerun with its settings to resume it, or --overwrite_output_dir" in message
 
 
 def _stopped_start(folder, settings=SETTINGS, logs=True):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import test_run_spec
 import torch
-from helpers import random_sentences
+from helpers import fake_checkpoint, random_sentences
 from safetensors.torch import load_file
 
 from hf_cse.cli import train
@@ -44,8 +44,7 @@ def test_a_run_started_from_its_record_is_the_same_run(build, command_lines, kin
     # so an interrupted run relaunched with --config <its folder>/hf_cse_run.json resumes
     out = tmp_path / "interrupted"
     prepare_output_dir(out, by_flags.fingerprint())
-    (out / "checkpoint-2").mkdir()
-    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    fake_checkpoint(out / "checkpoint-2")
     assert prepare_output_dir(out, by_file.fingerprint(), read_record=train.record_in_objectives_form) == str(
         out / "checkpoint-2")
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import random_sentences
+from helpers import fake_checkpoint, random_sentences
 from transformers import AutoConfig
 
 from hf_cse.checks import InputError
@@ -209,8 +209,7 @@ def test_a_record_written_by_the_code_before_it_resumes(build, tmp_path, flags):
     spec = build(*flags)[0]
     assert json_safe({k: v for k, v in spec.fingerprint().items() if k != TRAIN_FILE_CONTENT}) == recorded
     out = tmp_path / "interrupted"
-    (out / "checkpoint-2").mkdir(parents=True)
-    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    fake_checkpoint(out / "checkpoint-2")
     (out / RUN_RECORD_FILE).write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
     read = train.record_in_objectives_form
     assert prepare_output_dir(out, spec.fingerprint(), read_record=read) == str(out / "checkpoint-2")
@@ -223,8 +222,7 @@ def test_a_record_written_by_the_code_before_it_resumes(build, tmp_path, flags):
 def test_an_interrupted_run_whose_training_file_changed_is_not_resumed_silently(build, command_lines, tmp_path, kind):
     out = tmp_path / "interrupted"
     prepare_output_dir(out, build(*command_lines[kind])[0].fingerprint())
-    (out / "checkpoint-2").mkdir()
-    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    fake_checkpoint(out / "checkpoint-2")
     assert prepare_output_dir(out, build(*command_lines[kind])[0].fingerprint()) == str(out / "checkpoint-2")
     corpus = tmp_path / "corpus.txt"
     lines = corpus.read_text().splitlines(keepends=True)
@@ -260,8 +258,7 @@ def test_a_folder_recorded_by_the_code_before_it_resumes(build, command_lines, t
     out = tmp_path / "interrupted"
     prepare_output_dir(out, todays_settings(inputs["encoder"], inputs["method"], inputs["config_kwargs"],
                                             inputs["data_args"], inputs["stream_args"], inputs["training_args"]))
-    (out / "checkpoint-4").mkdir()
-    (out / "checkpoint-4" / "trainer_state.json").write_text("{}")
+    fake_checkpoint(out / "checkpoint-4")
     assert prepare_output_dir(out, spec.fingerprint(), read_record=train.record_in_objectives_form) == str(
         out / "checkpoint-4")
 

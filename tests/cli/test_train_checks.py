@@ -17,7 +17,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import answer_ctrl_c_as_in_a_terminal, hang_timeout, long_sentences, random_sentences, scored_pairs_file
+from helpers import (
+    answer_ctrl_c_as_in_a_terminal,
+    fake_checkpoint,
+    hang_timeout,
+    long_sentences,
+    random_sentences,
+    scored_pairs_file,
+)
 from transformers import TrainingArguments
 
 from hf_cse.checks import InputError
@@ -300,8 +307,7 @@ def test_max_train_samples_is_named_as_the_cause(tiny_bert_dir, tmp_path, capsys
 
 def test_a_larger_max_steps_for_an_interrupted_run_names_resume_from_checkpoint(tmp_path):
     prepare_output_dir(tmp_path, {"max_steps": 2})
-    (tmp_path / "checkpoint-2").mkdir()
-    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    fake_checkpoint(tmp_path / "checkpoint-2")
     with pytest.raises(InputError, match="max_steps: 2 then, 4 now.*--resume_from_checkpoint "
                                          f"{tmp_path / 'checkpoint-2'} to go on with these") as err:
         prepare_output_dir(tmp_path, {"max_steps": 4})

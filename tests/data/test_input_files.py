@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import random_sentences
+from helpers import fake_checkpoint, random_sentences
 
 from hf_cse.checks import InputError
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
@@ -76,8 +76,7 @@ def test_latin1_is_refused_for_evaluation_as_for_training(tmp_path):
 
 
 def test_a_cut_short_run_record_is_one_line_naming_the_file_and_the_fix(tmp_path):
-    (tmp_path / "checkpoint-1").mkdir()
-    (tmp_path / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    fake_checkpoint(tmp_path / "checkpoint-1")
     (tmp_path / RUN_RECORD_FILE).write_text(json.dumps({"loss": "infonce"})[:8])
     with pytest.raises(InputError, match=f"{RUN_RECORD_FILE} is not valid JSON.*restore it, or pass "
                                          "--overwrite_output_dir"):

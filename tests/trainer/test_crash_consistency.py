@@ -66,6 +66,44 @@ def test_cut_short_files_make_a_checkpoint_incomplete(tiny_bert_dir, tmp_path, c
     assert last_complete_checkpoint(tmp_path) is None
 
 
+# A checkpoint whose weights file was missing (removed, or never written) was taken for complete: the resume named it,
+# then transformers stopped on "Can't find a valid checkpoint" with a traceback.
+def test_a_checkpoint_without_weights_is_incomplete(tiny_bert_dir, tmp_path, caplog):
+    from hf_cse.output_folder import OutputFolderError
+    from hf_cse.trainer_folder import checkpoint_to_resume
+
+    for step in (1, 2):
+        folder = tmp_path / f"checkpoint-{step}"
+        SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(folder)
+        (folder / "trainer_state.json").write_text('{"global_step": %d}' % step)
+    (tmp_path / "checkpoint-2" / "model.safetensors").unlink()
+    assert "no weights file (model.safetensors is missing" in checkpoint_problem(tmp_path / "checkpoint-2")
+    with caplog.at_level("WARNING", logger="hf_cse.checkpoints"):
+        assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-1")
+    assert f"skipping the incomplete checkpoint {tmp_path / 'checkpoint-2'}: no weights file" in caplog.text
+    with pytest.raises(OutputFolderError, match="checkpoint-2 is incomplete: no weights file"):
+        checkpoint_to_resume(str(tmp_path / "checkpoint-2"), tmp_path / "new", "simcse")
+    (tmp_path / "checkpoint-2" / "adapter").mkdir()  # a LoRA adapter's weights alone: the Trainer loads them
+    (tmp_path / "checkpoint-2" / "adapter" / "adapter_model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")
+    assert checkpoint_problem(tmp_path / "checkpoint-2") is None
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_whose_last_checkpoint_lost_its_weights_resumes_the_one_before(tiny_bert_dir, tmp_path):
+    out = tmp_path / "out"
+    args = _train(tiny_bert_dir, tmp_path, out)
+    assert _run(*args, kill=("curves", 1)).returncode == -signal.SIGKILL  # after the last step, before the final save
+    (out / "checkpoint-2" / "model.safetensors").unlink()
+    named = _run(*args, "--resume_from_checkpoint", str(out / "checkpoint-2"))
+    assert named.returncode == 1 and "Traceback" not in named.stderr
+    assert "checkpoint-2 is incomplete: no weights file" in named.stderr.strip().splitlines()[-1]
+    again = _run(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"skipping the incomplete checkpoint {out / 'checkpoint-2'}: no weights file" in again.stderr
+    assert f"from {out / 'checkpoint-1'}" in again.stderr
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
+
+
 # ------------------------------------------------------------------------------------------------ killed runs
 # The run is finished from its last checkpoint, taken at --max_steps: ContrastiveTrainer.train loads it as it is
 # (transformers' own loop would train one step more, to step 3 of 2).

@@ -252,6 +252,35 @@ def test_resume_is_refused_without_a_checkpoint_or_from_another_methods(tiny_ber
         other.train(resume_from_checkpoint=str(out / "checkpoint-9"))
 
 
+# A checkpoint of another encoder was resumed into the model: transformers' missing and unexpected keys, then the
+# optimizer's "parameter group that doesn't match" (another architecture) or torch's size mismatch (other sizes).
+@pytest.mark.slow
+@pytest.mark.parametrize("encoder, differs", [
+    ("llama", "model_type bert then, llama now"),
+    ("wider bert", "hidden_size 32 then, 48 now; intermediate_size 64 then, 96 now"),
+])
+def test_a_checkpoint_of_another_encoder_is_refused_before_its_weights_load(encoder, differs, tiny_bert_dir,
+                                                                           tiny_llama_dir, sentences, tmp_path):
+    from tiny_models import make_tiny_encoder
+
+    checkpoint = tmp_path / "bert_run" / "checkpoint-2"
+    SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(checkpoint)
+    (checkpoint / "trainer_state.json").write_text('{"global_step": 2, "max_steps": 4}')
+    other = tiny_llama_dir if encoder == "llama" else make_tiny_encoder(tmp_path / "wide", hidden=48)
+    ds, tok = tiny_train_dataset(other, sentences, tmp_path / "data")
+    model = SimCSEModel.from_encoder(str(other), pooler_type="avg")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    trainer = ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), train_dataset=ds,
+                                 data_collator=collator(tok), processing_class=tok)
+    with pytest.raises(OutputFolderError) as refused:
+        trainer.train(resume_from_checkpoint=str(checkpoint))
+    message = str(refused.value)
+    assert f"resume_from_checkpoint {checkpoint} was trained from another encoder ({differs}" in message
+    assert f"Build the model from the encoder it was trained from ({tiny_bert_dir})" in message
+    assert "another output_dir" in message and "\n" not in message and "--" not in message
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # nothing of it loaded
+
+
 @pytest.mark.slow
 def test_a_second_trainer_cannot_train_in_a_folder_while_the_first_trains_there(tiny_bert_dir, sentences, tmp_path):
     out = tmp_path / "out"
