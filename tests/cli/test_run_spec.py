@@ -242,8 +242,7 @@ def test_an_interrupted_run_relaunched_on_another_training_file_names_the_path_w
     """Another --train_file is another path (said whole, not cut), not an edit of the file the run was trained on."""
     out = tmp_path / "interrupted"
     prepare_output_dir(out, build(*command_lines["mlm off"])[0].fingerprint())
-    (out / "checkpoint-2").mkdir()
-    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    fake_checkpoint(out / "checkpoint-2")
     flags = [tmp_path / "other.txt" if f == str(tmp_path / "corpus.txt") else f for f in command_lines["mlm off"]]
     with pytest.raises(InputError) as refused:
         prepare_output_dir(out, build(*map(str, flags))[0].fingerprint())
