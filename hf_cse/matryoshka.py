@@ -14,6 +14,7 @@ embeddings, so several processes and the gradient cache work unchanged.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,8 @@ from torch import nn
 from .errors import CSEError
 from .losses.base import LossOutput
 from .number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_float_list, parse_int_list
+
+logger = logging.getLogger(__name__)
 
 
 def check_matryoshka(dims: Any, weights: Any = None, hidden_size: int = 0) -> tuple[list[int] | None,
@@ -52,6 +55,17 @@ def check_matryoshka(dims: Any, weights: Any = None, hidden_size: int = 0) -> tu
         raise CSEError(f"{WEIGHTS_FIELD}: {weights}; each weight must be a finite number > 0.")
     order = sorted(range(len(dims)), key=lambda i: -dims[i])
     return [dims[i] for i in order], [weights[i] for i in order]
+
+
+def warn_untrained_width(dims: list[int] | None, width: int) -> None:
+    """Dimensions that leave out the embedding's full ``width`` (0 = unknown) train only its leading ``dims[0]``
+    values: the rest get no training signal, yet the export serves them (as sentence-transformers'
+    ``MatryoshkaLoss`` with such a list does). Said, with the fix, rather than refused: serving the prefix alone
+    (``truncate_dim``) is a use of its own."""
+    if dims and width and dims[0] < width:
+        logger.warning("%s %s leave out the embedding's full width %d: its values past %d get no training signal but "
+                       "are served in full by the export (load it with truncate_dim=%d to use what was trained); list "
+                       "%d first to train the whole embedding too", DIMS_FIELD, dims, width, dims[0], dims[0], width)
 
 
 class MatryoshkaLoss(nn.Module):

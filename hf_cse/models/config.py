@@ -13,7 +13,7 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 from ..errors import CSEError, closest_name
-from ..matryoshka import check_matryoshka
+from ..matryoshka import check_matryoshka, warn_untrained_width
 from ..matryoshka_rules import head_error
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .encoder_dropout import dropout_fields, set_dropout
@@ -186,6 +186,8 @@ class CSEConfig(PretrainedConfig):
             self.matryoshka_dims, self.matryoshka_weights, self.hidden_size)
         if self.matryoshka_dims and not (self.projector == "none" or applies_projector(self.test_pooler)):
             raise head_error(self.projector)
+        if not _LOADING.get():  # said when a model is built to train, not each time a trained one loads
+            warn_untrained_width(self.matryoshka_dims, self.hidden_size)
 
     def _check_loading(self) -> None:
         """The encoder-loading fields (:mod:`hf_cse.models.loading`, :mod:`hf_cse.models.lora`)."""
