@@ -108,25 +108,56 @@ def describe_onnx(files: list[str]) -> str | None:
     return line
 
 
+def _check_export_folder(folder: Path) -> None:
+    """``folder`` is a sentence-transformers export, or one line saying what it is."""
+    if not folder.is_dir():
+        raise ExportError(f"{folder}: no such folder; give a sentence-transformers export written with backend onnx.")
+    if not (folder / "modules.json").is_file():
+        raise ExportError(f"{folder} is not a sentence-transformers export (no modules.json): export the checkpoint "
+                          "with backend onnx first (hf_cse.export.to_sentence_transformer, or the export command).")
+
+
+def _check_onnx_file(folder: Path, file_name: str) -> None:
+    """The export ``folder`` holds ``file_name`` (``onnx/model.onnx``), or one line naming the ONNX files it has."""
+    if not (folder / file_name).is_file():
+        found = sorted(str(p.relative_to(folder)) for p in folder.glob("onnx/*.onnx"))
+        raise ExportError(f"{folder} has no {file_name}" + (f" (it has {', '.join(found)})" if found else
+                          ": it was exported without backend onnx; export it again with backend onnx") + ".")
+
+
+def _checked_truncate_dim(truncate_dim) -> int | None:
+    if truncate_dim is not None and (isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int)
+                                     or truncate_dim < 1):
+        raise ExportError(f"truncate_dim must be a whole number >= 1 (or None for the whole embedding); got "
+                          f"{truncate_dim!r}.")
+    return truncate_dim
+
+
 class OnnxEncoder:
     """A sentence-transformers folder with an ONNX model, run on ONNX Runtime: the folder's tokenizer
     (``tokenizer.json``), its truncation length, lower-casing and default prompt, its Pooling mode and Normalize
     module. Dense
-    modules (a kept projection head) are not run here: refused."""
+    modules (a kept projection head) are not run here: refused. ``truncate_dim`` (here or per :meth:`encode`) keeps
+    the embeddings' leading values, as ``SentenceTransformer(..., truncate_dim=...)`` does (a Matryoshka model's
+    card lists the dimensions it was trained at)."""
 
     POOLING = ("cls", "mean", "max", "lasttoken")
 
-    def __init__(self, folder, file_name: str = ONNX_FILE, threads: int | None = None):
+    def __init__(self, folder, file_name: str = ONNX_FILE, threads: int | None = None,
+                 truncate_dim: int | None = None):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        folder = Path(folder)
+        folder = Path(folder).expanduser()
+        _check_export_folder(folder)
+        self.truncate_dim = _checked_truncate_dim(truncate_dim)
         modules = json.loads((folder / "modules.json").read_text())
         kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
         unknown = [k for k in kinds if k not in ("Transformer", "Pooling", "Normalize")]
         if unknown:
             raise ExportError(f"{folder}: OnnxEncoder runs Transformer, Pooling and Normalize modules; this folder "
                               f"also has {', '.join(unknown)}. Load it with SentenceTransformer(..., backend='onnx').")
+        _check_onnx_file(folder, file_name)
         self.pooling = _pooling_mode(json.loads((folder / modules[kinds.index("Pooling")]["path"] / "config.json")
                                                 .read_text()))
         self.normalize = "Normalize" in kinds
@@ -147,8 +178,13 @@ class OnnxEncoder:
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.name = str(folder)
 
-    def encode(self, sentences: Sequence[str], batch_size: int = 64, **_) -> np.ndarray:
-        """float32 ``(N, dim)`` embeddings (batches sorted by length, as sentence-transformers does)."""
+    def encode(self, sentences: Sequence[str], batch_size: int = 64, truncate_dim: int | None = None,
+               normalize_embeddings: bool = False, show_progress_bar: bool | None = None) -> np.ndarray:
+        """float32 ``(N, dim)`` embeddings (batches sorted by length, as sentence-transformers does), cut to
+        ``truncate_dim`` (default: the encoder's) after the folder's own Normalize, then L2-normalised with
+        ``normalize_embeddings``, in sentence-transformers' order. ``show_progress_bar`` is taken and ignored (no bar
+        here), so that code written for ``SentenceTransformer.encode`` runs; any other option is refused by Python."""
+        truncate_dim = _checked_truncate_dim(truncate_dim) or self.truncate_dim
         texts = [self.prompt + s for s in sentences]
         texts = [t.lower() for t in texts] if self.lower else texts
         order = np.argsort([-len(t) for t in texts], kind="stable")
@@ -171,6 +207,10 @@ class OnnxEncoder:
         if out is None:
             return np.zeros((0, 0), np.float32)
         if self.normalize:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        if truncate_dim:
+            out = np.ascontiguousarray(out[:, :truncate_dim])
+        if normalize_embeddings:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 

@@ -50,6 +50,14 @@ def test_onnx_embeddings_equal_the_pytorch_exports(kind, pooler, normalize, requ
     assert _min_cosine(int8, want) < 1.0  # a different (quantised) model, still close
     assert _min_cosine(int8, want) > 0.9
     assert "onnx/model.onnx" in (out / "README.md").read_text()
+    # truncated as SentenceTransformer(..., truncate_dim=8) is: after the folder's Normalize, then normalised on asking
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(out), device="cpu", truncate_dim=8).encode(sentences, normalize_embeddings=True)
+    cut = OnnxEncoder(out).encode(sentences, truncate_dim=8, normalize_embeddings=True)
+    assert cut.shape == (40, 8) and _min_cosine(cut, st) >= 0.9999
+    np.testing.assert_allclose(np.linalg.norm(cut, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(OnnxEncoder(out, truncate_dim=8).encode(sentences), got[:, :8])
 
 
 @pytest.mark.slow
@@ -81,6 +89,21 @@ def test_quantize_needs_the_onnx_backend():
     with pytest.raises(ExportError, match=r"^quantize 'int4': choose one of int8\.$"):
         check_onnx_backend("onnx", "int4")
     check_onnx_backend("torch")  # nothing needed
+
+
+def test_onnx_encoder_refuses_a_folder_without_its_onnx_model_in_one_line(tmp_path):
+    """A torch-only export, a checkpoint folder and a missing folder were onnxruntime's and json's tracebacks."""
+    with pytest.raises(ExportError, match="no such folder"):
+        OnnxEncoder(tmp_path / "missing")
+    with pytest.raises(ExportError, match=r"is not a sentence-transformers export \(no modules.json\)"):
+        OnnxEncoder(tmp_path)
+    (tmp_path / "modules.json").write_text("[]")
+    with pytest.raises(ExportError, match="has no onnx/model.onnx: it was exported without backend onnx"):
+        OnnxEncoder(tmp_path)
+    with pytest.raises(ExportError, match="truncate_dim must be a whole number >= 1"):
+        (tmp_path / "onnx").mkdir()
+        (tmp_path / "onnx" / "model.onnx").write_bytes(b"")
+        OnnxEncoder(tmp_path, truncate_dim=0)
 
 
 def test_onnx_encoder_refuses_dense_modules(tmp_path):
