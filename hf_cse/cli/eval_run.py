@@ -142,7 +142,15 @@ class ModelsEvaluation:
         logger.info("precision: %s on %s", encoder.describe()["precision"], encoder.device)
         width = None  # the embedding size (one sentence encoded), where the dimensions or MTEB's meta need it
         if args.truncate_dim_list or args.mteb_results_dir:
-            width = check_dims_fit(encoder, args.truncate_dim_list)
+            try:
+                width = check_dims_fit(encoder, args.truncate_dim_list)
+            except InputError as err:
+                if index == 0:
+                    raise
+                # this command can no longer finish: rerunning it would meet the same model
+                raise InputError(f"--{err} The models before it were scored with these dimensions (kept in "
+                                 f"{self.out / 'results.json'}): rerun with dimensions every model gives and "
+                                 "--overwrite_output_dir, or into another --output_dir.") from None
         kept = {} if args.truncate_dim_list else None  # the full embeddings, cut for each dimension
         results, extras = evaluate(
             encoder, args.task_list, data_dir=args.senteval_data_dir, source=args.senteval_source, mode=args.mode,

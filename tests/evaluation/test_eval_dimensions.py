@@ -145,6 +145,30 @@ def test_dimensions_beyond_the_embedding_and_nothing_to_score_are_one_line(tiny_
     assert "names none" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_dimensions_beyond_a_later_model_say_how_to_rerun(tiny_bert_dir, tmp_path, capsys):
+    """Met at the second model, the refusal told to choose other dimensions; the rerun with them was then refused as
+    another evaluation's partial results ("rerun that command to finish it", which can never finish)."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    wide = tmp_path / "wide"
+    BertModel(BertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                         vocab_size=AutoTokenizer.from_pretrained(tiny_bert_dir).vocab_size)).save_pretrained(wide)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(wide)
+    data = write_toy_senteval(tmp_path / "senteval")
+    out = tmp_path / "out"
+    assert eval_cli.main(["--model_name_or_path", f"{wide},{tiny_bert_dir}", "--tasks", "STSBenchmark",
+                          "--senteval_data_dir", str(data), "--truncate_dims", "48", "--output_dir", str(out),
+                          "--disable_tqdm", "true", "--device", "cpu"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--truncate_dims [48]" in err and "32-dimensional" in err
+    assert "rerun with dimensions every model gives and --overwrite_output_dir, or into another --output_dir" in err
+    assert (out / "results.json").is_file()  # the wide model's scores
+    assert eval_cli.main(["--model_name_or_path", f"{wide},{tiny_bert_dir}", "--tasks", "STSBenchmark",
+                          "--senteval_data_dir", str(data), "--truncate_dims", "16", "--output_dir", str(out),
+                          "--disable_tqdm", "true", "--device", "cpu", "--overwrite_output_dir"]) == 0
+
+
 # ------------------------------------------------------------------------ one encoding for the full size and the cuts
 def _expected_spearman(vectors, pairs_by_subset, dim: int | None = None) -> float:
     """Spearman x 100 of the cosine of every pair against its gold score, the cut vectors normalised by the cosine
