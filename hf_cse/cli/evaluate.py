@@ -55,7 +55,10 @@ from hf_cse.evaluation.mteb_tasks import (
     get_mteb_tasks,
     model_meta_fields,
     mteb_model_name,
-    mteb_result_paths,
+    mteb_name_problem,
+    mteb_revision_problem,
+    remove_mteb_results,
+    saved_mteb_results,
     split_mteb_tasks,
 )
 from hf_cse.evaluation.runner import load_task_data, parse_tasks, task_aliases, valid_task_names
@@ -196,8 +199,20 @@ class EvalArguments(EvalDataArguments):
         if self.mteb_model_name and len(self.model_name_or_path) > 1:
             raise ValueError("--mteb_model_name names one model, and several were given; evaluate them one at a time "
                              "to name each.")
+        if self.mteb_tasks:  # folders of --mteb_results_dir, and mteb's ModelMeta needs org/name
+            self.check_mteb_model()
         if self.mteb_results_dir is not None:
             check_distinct_mteb_names(self.model_name_or_path, self.mteb_meta)
+
+    def check_mteb_model(self) -> None:
+        """--mteb_model_name is org/name (as a Hub repo id), --mteb_model_revision one folder name: mteb saves the
+        results under results/<org>__<name>/<revision>/ of --mteb_results_dir."""
+        problem = self.mteb_model_name is not None and mteb_name_problem(self.mteb_model_name)
+        if problem:
+            raise ValueError(f"--mteb_model_name {self.mteb_model_name!r}: {problem}.")
+        problem = mteb_revision_problem(self.mteb_model_revision)
+        if problem:
+            raise ValueError(f"--mteb_model_revision {self.mteb_model_revision!r}: {problem}.")
 
     def mteb_meta(self, model: str) -> dict:
         """The ModelMeta fields of ``model``'s MTEB results (name and revision)."""
@@ -245,19 +260,26 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list[EvalResults], list | N
 
 
 def check_mteb_results_free(args: EvalArguments, mteb_tasks: list, models: list[str]) -> None:
-    """--mteb_results_dir holds no results of ``models`` on these tasks yet unless --overwrite_output_dir (other
-    models' and tasks' results there are left alone). ``models``: those of the command the stopped evaluation it
-    finishes did not reach (those it did wrote their results there themselves)."""
+    """--mteb_results_dir holds no results of ``models`` on these tasks yet (under their MTEB name and revision: their
+    own and any truncate_dim_<d> experiment's, whatever the dimensions) unless --overwrite_output_dir, which removes
+    them so that another run's are not read back with the new ones (other models' and tasks' results there are left
+    alone). ``models``: those of the command the stopped evaluation it finishes did not reach (those it did wrote
+    their results there themselves)."""
     for model in models:
-        metas = [args.mteb_meta(model)] + [{**args.mteb_meta(model), "experiment_kwargs": {"truncate_dim": d}}
-                                           for d in args.truncate_dim_list]
-        taken = [p for meta in metas for p in mteb_result_paths(args.mteb_results_dir, mteb_tasks, meta) if p.exists()]
-        if taken and not args.overwrite_output_dir:
+        meta = args.mteb_meta(model)
+        taken = saved_mteb_results(args.mteb_results_dir, mteb_tasks, meta)
+        if not taken:
+            continue
+        if not args.overwrite_output_dir:
             more = f" and {len(taken) - 1} more" if len(taken) > 1 else ""
             raise InputError(f"--mteb_results_dir already holds MTEB results under this model's name, "
-                             f"{metas[0]['name']} ({taken[0]}{more}); pass --overwrite_output_dir to replace them, or "
+                             f"{meta['name']} ({taken[0]}{more}); pass --overwrite_output_dir to replace them, or "
                              "give another --mteb_results_dir / --mteb_model_revision, or --mteb_model_name if they "
                              "are another model's.")
+        remove_mteb_results(taken)
+        logger.warning("--overwrite_output_dir: removed %d earlier MTEB result file(s) of %s (revision %s) for %s from "
+                    "%s", len(taken), meta["name"], meta["revision"], ", ".join(t.metadata.name for t in mteb_tasks),
+                    args.mteb_results_dir)
 
 
 def argument_parser() -> HfArgumentParser:

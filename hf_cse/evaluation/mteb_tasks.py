@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -176,22 +177,72 @@ def mteb_encoder(encoder: SentenceEncoder, meta: dict | None = None):
     return _classes()["HFCSEMTEBEncoder"](encoder, meta)
 
 
+# a Hub repo id's characters (huggingface_hub.utils.validate_repo_id): a part starts and ends with a letter, digit
+# or _, and holds only those, - and . (no -- nor ..); mteb's ModelMeta needs org/name, and saves results under
+# results/<org>__<name>/<revision>/
+_NAME_PART = re.compile(r"\w(?:[\w.-]{0,94}\w)?")
+
+
+def mteb_name_problem(name: str) -> str | None:
+    """What makes ``name`` unfit as an MTEB model name (``org/name``, each part as a Hub repo id allows), or None."""
+    parts = str(name).split("/")
+    if len(parts) != 2 or not all(parts):
+        return "it must be org/name (two non-empty parts, one /), e.g. my-org/my-model"
+    if any(not _NAME_PART.fullmatch(part) for part in parts) or "--" in name or ".." in name:
+        return ("each of its parts may hold only letters, digits, _, - and . (as a Hub repo id), start and end with "
+                "a letter, digit or _, have no -- or .., and be at most 96 characters")
+    return None
+
+
+def mteb_revision_problem(revision: str) -> str | None:
+    """What makes ``revision`` unfit as an MTEB model revision (one folder name in mteb's results), or None."""
+    revision = str(revision)
+    if not revision.strip():
+        return "it is empty; give one (e.g. the model's Hub commit, or local)"
+    if any(c in revision for c in "/\\") or ".." in revision or revision == "." or revision != revision.strip() \
+            or not revision.isprintable():
+        return ("it must be one folder name: no / or \\, no .., no surrounding spaces or control characters "
+                "(e.g. the model's Hub commit, or r1)")
+    return None
+
+
+def _safe_part(text: str) -> str:
+    """``text`` as one part of a Hub repo id (characters outside it become -, then no -- / .., trimmed)."""
+    part = re.sub(r"[^\w.-]+", "-", text)
+    part = re.sub(r"\.{2,}", ".", re.sub(r"-{2,}", "-", part)).strip(".-")[:96].strip(".-")
+    return part or "model"
+
+
 def mteb_model_name(name_or_path: str, given: str | None = None) -> str:
     """The model's name in MTEB's results (``ModelMeta.name``, ``org/name``): ``given`` (``mteb_model_name``), a
-    Hub id as it is, or ``local/<folder name>`` for a local folder (no machine-local path is published)."""
+    Hub id as it is, or ``local/<folder name>`` for a local folder (no machine-local path is published; characters a
+    Hub repo id does not allow become -, so that the name passes :func:`mteb_name_problem`)."""
     if given:
         return given
     name = str(name_or_path).replace("\\", "/").rstrip("/")
     if Path(name).expanduser().exists() or name.startswith(("/", ".", "~")):
-        return f"local/{Path(name).name}"
-    return name if "/" in name else f"local/{name}"
+        return f"local/{_safe_part(Path(name).expanduser().resolve().name)}"
+    if "/" in name and mteb_name_problem(name) is None:
+        return name
+    return f"local/{_safe_part(name.rsplit('/', 1)[-1])}"
+
+
+def check_mteb_model(name: str, revision: str) -> None:
+    """An MTEB model name and revision fit to be folders of mteb's results (:func:`mteb_name_problem`,
+    :func:`mteb_revision_problem`), else one line naming the problem."""
+    for what, value, problem in (("name", name, mteb_name_problem(name)),
+                                 ("revision", revision, mteb_revision_problem(revision))):
+        if problem:
+            raise InputError(f"MTEB model {what} {value!r}: {problem}.")
 
 
 def model_meta_fields(name: str, revision: str, embed_dim: int | None = None,
                       truncate_dim: int | None = None) -> dict:
-    """The ``ModelMeta`` fields an MTEB result records for this model: its name and revision, its embedding size and,
-    for embeddings cut to ``truncate_dim`` coordinates, that as an MTEB experiment (saved under
-    ``experiments/<name>/`` beside the full model's results, as mteb saves any run with ``experiment_kwargs``)."""
+    """The ``ModelMeta`` fields an MTEB result records for this model: its name and revision (checked:
+    :func:`check_mteb_model`), its embedding size and, for embeddings cut to ``truncate_dim`` coordinates, that as an
+    MTEB experiment (saved under ``experiments/<name>/`` beside the full model's results, as mteb saves any run with
+    ``experiment_kwargs``)."""
+    check_mteb_model(name, revision)
     fields = {"name": name, "revision": revision, "embed_dim": truncate_dim or embed_dim}
     if truncate_dim:
         fields["experiment_kwargs"] = {"truncate_dim": int(truncate_dim)}
@@ -202,9 +253,46 @@ def mteb_result_paths(results_dir, tasks: list, meta: dict) -> list[Path]:
     """Where mteb's ``ResultCache(results_dir)`` keeps these tasks' results for the model ``meta`` describes."""
     from mteb.cache import ResultCache
 
+    check_mteb_model(meta.get("name"), meta.get("revision"))
     model_meta = _classes()["ModelMeta"].create_empty(meta)
     cache = ResultCache(results_dir)
     return [cache.get_task_result_path(task.metadata.name, model_meta) for task in tasks]
+
+
+_TRUNCATE_EXPERIMENT = re.compile(r"truncate_dim_\d+")
+
+
+def saved_mteb_results(results_dir, tasks: list, meta: dict) -> list[Path]:
+    """The result files ``results_dir`` holds of these tasks for the model name and revision of ``meta``: its own
+    (``results/<model>/<revision>/<task>.json``) and those of every ``truncate_dim_<d>`` experiment of it, whatever
+    the dimensions (another run's ``truncate_dims``), which mteb's loader would read back as the same model's."""
+    base = {"name": meta.get("name"), "revision": meta.get("revision")}
+    found = [path for path in mteb_result_paths(results_dir, tasks, base) if path.is_file()]
+    sample = mteb_result_paths(results_dir, tasks[:1], {**base, "experiment_kwargs": {"truncate_dim": 1}})
+    experiments = sample[0].parent.parent if sample else None  # results/<model>/<revision>/experiments
+    if experiments is not None and experiments.is_dir():
+        names = [task.metadata.name for task in tasks]
+        for folder in sorted(experiments.iterdir()):
+            if folder.is_dir() and _TRUNCATE_EXPERIMENT.fullmatch(folder.name):
+                found += [folder / f"{name}.json" for name in names if (folder / f"{name}.json").is_file()]
+    return found
+
+
+def remove_mteb_results(paths: list[Path]) -> None:
+    """Remove result files found by :func:`saved_mteb_results`, and an experiment folder they leave without any task
+    result (only mteb's ``model_meta.json`` / ``run_settings.jsonl``), which mteb would still list."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+    for folder in dict.fromkeys(path.parent for path in paths):
+        if folder.parent.name == "experiments" and _TRUNCATE_EXPERIMENT.fullmatch(folder.name) and folder.is_dir() \
+                and not any(f.suffix == ".json" and f.name != "model_meta.json" for f in folder.iterdir()):
+            for leftover in folder.iterdir():
+                if leftover.is_file() and leftover.name in ("model_meta.json", "run_settings.jsonl"):
+                    leftover.unlink()
+            if not any(folder.iterdir()):
+                folder.rmdir()
+                if not any(folder.parent.iterdir()):  # the experiments folder, left empty
+                    folder.parent.rmdir()
 
 
 MTEB_FOLDER_MARK = ".hf_cse_mteb"
@@ -225,6 +313,9 @@ def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_di
     cache = None
     if results_dir is not None:
         from mteb.cache import ResultCache
+
+        meta = meta or {}  # its name and revision become folders of results_dir
+        check_mteb_model(meta.get("name") or mteb_model_name(encoder.name), meta.get("revision", "local"))
 
         cache = ResultCache(results_dir)
     result = mteb.evaluate(mteb_encoder(encoder, meta), tasks, cache=cache, co2_tracker=False,

@@ -177,3 +177,94 @@ def test_a_local_task_on_a_missing_file_is_refused_when_it_is_built(tmp_path):
 
     with pytest.raises(InputError, match=f"^LocalSTSTask.from_file: {tmp_path / 'nosuch.csv'}: no such file.$"):
         LocalSTSTask.from_file(tmp_path / "nosuch.csv")
+
+
+@pytest.mark.parametrize("flag, value, problem", [
+    ("--mteb_model_revision", "../me__m/r1", "must be one folder name"),  # was another model's results replaced
+    ("--mteb_model_revision", "../../escape", "must be one folder name"),  # was written outside --mteb_results_dir
+    ("--mteb_model_revision", "a\\b", "must be one folder name"),
+    ("--mteb_model_revision", "", "it is empty"),  # was the task files straight in results/<model>/
+    ("--mteb_model_name", "noslash", "must be org/name"),
+    ("--mteb_model_name", "a/b/c", "must be org/name"),
+    ("--mteb_model_name", "org/", "must be org/name"),
+    ("--mteb_model_name", "me/..", "may hold only letters"),
+    ("--mteb_model_name", "me/my model", "may hold only letters"),
+])
+def test_an_mteb_name_or_revision_that_is_no_folder_of_the_results_is_refused_in_one_line(flag, value, problem,
+                                                                                          tmp_path, capsys):
+    """They were used as folders of --mteb_results_dir unchecked: another model's results overwritten, files written
+    outside it; now refused before any model or task data loads (STS22's data are not cached offline)."""
+    argv = ["--tasks", "mteb:STS22", "--mteb_results_dir", str(tmp_path / "mteb"), "--output_dir", str(tmp_path / "ev"),
+            "--mteb_model_name", "me/m", "--mteb_model_revision", "r1"]
+    argv[argv.index(flag) + 1] = value
+    assert eval_cli.main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{flag} {value!r}: " in err and problem in err
+    assert not (tmp_path / "mteb").exists() and not (tmp_path / "ev").exists()
+
+
+def test_mteb_names_as_mteb_and_the_hub_take_them_and_the_derived_local_name_passes(tmp_path):
+    from hf_cse.evaluation.mteb_tasks import (
+        model_meta_fields,
+        mteb_model_name,
+        mteb_name_problem,
+        mteb_revision_problem,
+    )
+
+    for name in ("sentence-transformers/all-MiniLM-L6-v2", "me/tiny_bert.v2", "local/checkpoint-500"):
+        assert mteb_name_problem(name) is None
+    for revision in ("local", "r1", "0123abcd", "v1.0"):
+        assert mteb_revision_problem(revision) is None
+    folder = tmp_path / "my run (1)--best.."
+    folder.mkdir()
+    assert mteb_model_name(str(folder)) == "local/my-run-1-best"
+    assert mteb_name_problem(mteb_model_name(str(folder))) is None
+    assert mteb_model_name(str(tmp_path / "checkpoint-500")) == "local/checkpoint-500"  # as before
+    assert mteb_model_name("bert-base-uncased") == "local/bert-base-uncased"
+    with pytest.raises(InputError, match=r"^MTEB model revision '\.\./x': it must be one folder name") as err:
+        model_meta_fields("me/m", "../x")  # the library's own check names no command-line flag
+    assert "--" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_overwriting_mteb_results_removes_the_earlier_runs_experiments_of_those_tasks(tiny_bert_dir, tmp_path,
+                                                                                        monkeypatch, capsys, caplog):
+    """A second run under the same name and revision with --overwrite_output_dir replaced STSBenchmark.json but
+    kept the first run's truncate_dim_16/8 files, which mteb's loader read back as the same model's."""
+    from hf_cse.evaluation.mteb_tasks import LocalSTSTask
+
+    pairs = scored_pairs_file(tmp_path / "pairs.tsv", 15, 4, seed=7)
+    monkeypatch.setattr(eval_cli, "get_mteb_tasks", lambda names: [LocalSTSTask.from_file(pairs, name=n)
+                                                                   for n in names])
+    cache = tmp_path / "mteb-results"
+    argv = ["--model_name_or_path", str(tiny_bert_dir), "--tasks", "mteb:STSBenchmark", "--mteb_results_dir",
+            str(cache), "--mteb_model_name", "me/m", "--mteb_model_revision", "r1", "--output_dir",
+            str(tmp_path / "ev"), "--disable_tqdm", "true", "--device", "cpu"]
+    assert eval_cli.main([*argv, "--truncate_dims", "16,8"]) == 0
+    folder = cache / "results" / "me__m" / "r1"
+    experiments = folder / "experiments"
+    assert (experiments / "truncate_dim_16" / "STSBenchmark.json").is_file()
+    others = [folder / "OtherTask.json", experiments / "truncate_dim_16" / "OtherTask.json",
+              cache / "results" / "me__other" / "r1" / "STSBenchmark.json"]  # other tasks' and models' results
+    for other in others:
+        other.parent.mkdir(parents=True, exist_ok=True)
+        other.write_text("{}")
+
+    (folder / "STSBenchmark.json").unlink()  # only the experiments' files are left: still taken
+    argv[argv.index(str(tmp_path / "ev"))] = str(tmp_path / "ev2")
+    assert eval_cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "already holds MTEB results under this model's name, me/m" in err and "truncate_dim_16" in err
+
+    assert eval_cli.main([*argv, "--overwrite_output_dir", "true"]) == 0
+    [said] = [r.getMessage() for r in caplog.records if "earlier MTEB result" in r.getMessage()]  # one line
+    assert said.startswith("--overwrite_output_dir: removed 2 earlier MTEB result file(s) of me/m (revision r1) for "
+                           f"STSBenchmark from {cache}")
+    assert (folder / "STSBenchmark.json").is_file() and all(other.is_file() for other in others)
+    assert not (experiments / "truncate_dim_8").exists()  # nothing of it left
+    assert not (experiments / "truncate_dim_16" / "STSBenchmark.json").exists()
+    load = mteb.ResultCache(cache).load_results
+    for dim in (16, 8):  # mteb reads back no STSBenchmark result of the earlier run's experiments
+        found = load(models=["me/m"], tasks=["STSBenchmark"], include_remote=False, require_model_meta=True,
+                     load_experiments="match_kwargs", experiment_kwargs={"truncate_dim": dim}).model_results
+        assert not [r for r in found if r.task_results]
