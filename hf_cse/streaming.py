@@ -270,8 +270,7 @@ def _unreadable(path: Path, rows_read: int, err: Exception) -> DataError | None:
         return DataError(f"{path}: bytes that are not UTF-8 ({err.reason}) after its first {rows_read} rows, {MET}. "
                          f"Convert the file to UTF-8; grep -naxv '.*' {path.name} finds the lines.")
     line, what = found
-    return mid_stream_error(path, line, f" is {what}", convert_fix(path) if what.startswith("not valid UTF-8")
-                            else "Fix or delete the line")
+    return mid_stream_error(path, line, f" is {what}", convert_fix(path))
 
 
 def load_training_text(stream_args, data_args, seed: int):

@@ -214,14 +214,13 @@ def test_a_document_or_other_encoding_is_named_with_its_fix(name, content, messa
         read_sentences(path)
 
 
-@pytest.mark.parametrize("content, json_lines, found", [
-    (b"abc\ndefghijklmnop\nq\xe9r\n", False, (3, "not valid UTF-8 (invalid continuation byte)")),
-    (b'{"a": 1}\n\n{"a": 2}\r\n{"a"\n', True, (4, "not valid JSON (Expecting ':' delimiter)")),
-    (b"good\na line longer than a block \xff", False, (2, "not valid UTF-8 (invalid start byte)")),
-    (b'\xef\xbb\xbf{"a": 1}\n{"b": "caf\xc3\xa9"}\n', True, None),  # a BOM, and UTF-8 across a block's end
-    (b"", False, None),
+@pytest.mark.parametrize("content, found", [
+    (b"abc\ndefghijklmnop\nq\xe9r\n", (3, "not valid UTF-8 (invalid continuation byte)")),
+    (b"good\na line longer than a block \xff", (2, "not valid UTF-8 (invalid start byte)")),
+    (b'\xef\xbb\xbf{"a": 1}\n{"b": "caf\xc3\xa9"}\n', None),  # a BOM, and UTF-8 across a block's end
+    (b"", None),
 ])
-def test_the_first_unreadable_line_is_found_across_blocks(content, json_lines, found, tmp_path, monkeypatch):
+def test_the_first_unreadable_line_is_found_across_blocks(content, found, tmp_path, monkeypatch):
     """A stream's reader says neither file nor line: hf_cse reads the file again, in blocks (7 bytes here), to
     name the line."""
     from hf_cse import text_files
@@ -229,4 +228,4 @@ def test_the_first_unreadable_line_is_found_across_blocks(content, json_lines, f
     monkeypatch.setattr(text_files, "SCAN_BYTES", 7)
     path = tmp_path / "f"
     path.write_bytes(content)
-    assert text_files.find_unreadable_line(path, json_lines) == found
+    assert text_files.find_unreadable_line(path) == found
