@@ -245,22 +245,25 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
                                 f"a {method} model: resume it with the {saved} method, or start a new run in another "
                                 "output_dir.")
     if trainer is not None:
-        check_same_encoder(checkpoint, trainer.accelerator.unwrap_model(trainer.model).config)
+        model_config = trainer.accelerator.unwrap_model(trainer.model).config
+        check_same_encoder(checkpoint, getattr(model_config, "encoder_config", None))
         check_same_run(checkpoint, trainer, named=resume_from_checkpoint is not True, output_dir=output_dir)
         warn_finished_run_replaced(output_dir, checkpoint)
     return str(checkpoint)
 
 
-def check_same_encoder(checkpoint: Path, config) -> None:
-    """Refuse a checkpoint whose model was trained from another encoder than the one the model ``config`` describes
-    (:func:`~hf_cse.checkpoints.encoder_change`), before any of its weights are loaded into the model."""
-    change = encoder_change(checkpoint, getattr(config, "encoder_config", None))
+def check_same_encoder(checkpoint, encoder_config) -> None:
+    """Refuse a checkpoint whose model was trained from another encoder than the one ``encoder_config`` describes
+    (:func:`~hf_cse.checkpoints.encoder_change`), before any of its weights are loaded into a model: the Trainer's
+    resume and the command line's check before the model loads."""
+    change = encoder_change(checkpoint, encoder_config)
     if change:
         base = trained_from(checkpoint)
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint} was trained from another encoder ({change}): "
                                 "its weights do not fit this model. Build the model from the encoder it was trained "
-                                f"from{f' ({base})' if base else ''} to resume it, or start a new run in another "
-                                "output_dir.", fields=("resume_from_checkpoint", "output_dir"))
+                                f"from{f' (model_name_or_path {base})' if base else ''} to resume it, or start a new "
+                                "run (without resume_from_checkpoint) in another output_dir.",
+                                fields=("resume_from_checkpoint", "output_dir", "model_name_or_path"))
 
 
 def warn_finished_run_replaced(output_dir, checkpoint: Path) -> None:

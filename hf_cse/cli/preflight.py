@@ -271,10 +271,6 @@ def check_pair_training(method: str, loss: str, pair_column: str | None, negativ
             raise DataError(f"{err} {flag_advice(err)}")
 
 
-#: config fields that shape a checkpoint's weights: resuming with another value cannot load them
-_WEIGHT_SHAPING = ("lora_r", "do_mlm")
-
-
 def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, enc_config, training_args) -> None:
     """A checkpoint to resume from holds the weights of the model these flags build (the method, the encoder's
     architecture and sizes, LoRA rank and targets, the MLM head), read from its config.json alone; otherwise the
@@ -284,8 +280,8 @@ def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, en
     asked)."""
     import json
 
-    from ..checkpoints import encoder_change, trained_from
     from ..models.lora import target_modules
+    from ..trainer_folder import SHAPING_THE_WEIGHTS, check_same_encoder
     from ..trainer_resume import check_schedule_kept, saved_steps
 
     path = Path(checkpoint or "") / "config.json"
@@ -297,15 +293,10 @@ def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, en
     if saved.get("model_type") != now.model_type:
         raise InputError(f"{where} holds a {saved.get('model_type')} model, not {now.model_type}: resume it with "
                          "its own --method, or start a new run.")
-    encoder = encoder_change(checkpoint, enc_config)
-    if encoder:
-        base = trained_from(checkpoint)
-        base = f"{base} (the encoder it was trained from)" if base else "the encoder it was trained from"
-        raise InputError(f"{where} was trained from another encoder ({encoder}): its weights do not fit this "
-                         f"model. Give --model_name_or_path {base} to resume it, or start a new run (without "
-                         "--resume_from_checkpoint) in another --output_dir.")
-    changed = [f"--{k} {saved[k]!r} then, {getattr(now, k)!r} now"
-               for k in _WEIGHT_SHAPING if k in saved and saved[k] != getattr(now, k)]
+    check_same_encoder(checkpoint, enc_config)
+    # the method is its model_type (above), and the LoRA targets are compared as the encoder resolves them (below)
+    changed = [f"--{k} {saved[k]!r} then, {getattr(now, k)!r} now" for k in SHAPING_THE_WEIGHTS
+               if k not in ("method", "lora_target_modules") and k in saved and saved[k] != getattr(now, k)]
     if not changed and now.lora_r:
         names = lambda t: t if isinstance(t, str) else " ".join(sorted(t))  # noqa: E731
         then = names(target_modules(SimpleNamespace(lora_target_modules=saved.get("lora_target_modules"),

@@ -387,7 +387,7 @@ def test_a_checkpoint_of_another_encoder_is_one_line_before_loading(encoder, dif
     args[args.index("--max_steps") + 1] = "3"
     line = _error_line(capsys, train_cli.main(args), "hf-cse-train")
     assert f"--resume_from_checkpoint {ckpt} was trained from another encoder ({differs}" in line, line
-    assert f"Give --model_name_or_path {tiny_bert_dir} (the encoder it was trained from) to resume it" in line, line
+    assert f"trained from (--model_name_or_path {tiny_bert_dir}) to resume it" in line, line
     assert "start a new run (without --resume_from_checkpoint) in another --output_dir" in line, line
     assert not (tmp_path / "project").exists()
 

@@ -276,7 +276,7 @@ def test_a_checkpoint_of_another_encoder_is_refused_before_its_weights_load(enco
         trainer.train(resume_from_checkpoint=str(checkpoint))
     message = str(refused.value)
     assert f"resume_from_checkpoint {checkpoint} was trained from another encoder ({differs}" in message
-    assert f"Build the model from the encoder it was trained from ({tiny_bert_dir})" in message
+    assert f"Build the model from the encoder it was trained from (model_name_or_path {tiny_bert_dir})" in message
     assert "another output_dir" in message and "\n" not in message and "--" not in message
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # nothing of it loaded
 
