@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..embedding_shape import truncated_and_normalized
 from ..errors import CSEError
 from .data import STS_DEV_TASKS, TABLE_NAMES, Source, STSPairs, load_sts
 from .encoder import PreparedSentences, SentenceEncoder
@@ -122,17 +123,14 @@ class STModelAdapter:
         single = isinstance(sentences, str)
         emb = self.encoder.encode([sentences] if single else list(sentences), batch_size=batch_size,
                                   show_progress_bar=False if show_progress_bar is None else show_progress_bar)
-        if truncate_dim:
-            emb = emb[:, :truncate_dim]
-        if normalize_embeddings:
-            emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+        emb = truncated_and_normalized(emb, truncate_dim, normalize_embeddings)
         if precision not in (None, "float32"):
             from sentence_transformers.util import quantize_embeddings
 
             emb = quantize_embeddings(emb, precision=precision)
         if single:
             emb = emb[0]
-        return torch.from_numpy(np.ascontiguousarray(emb)) if convert_to_tensor else emb
+        return torch.from_numpy(emb) if convert_to_tensor else emb
 
     encode_query = encode
     encode_document = encode

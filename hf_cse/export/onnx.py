@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..embedding_shape import truncated_and_normalized, unit_rows
 from .errors import ExportError
 
 ONNX_FILE = "onnx/model.onnx"
@@ -207,12 +208,8 @@ class OnnxEncoder:
         if out is None:
             return np.zeros((0, 0), np.float32)
         if self.normalize:
-            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-        if truncate_dim:
-            out = np.ascontiguousarray(out[:, :truncate_dim])
-        if normalize_embeddings:
-            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-        return out
+            out = unit_rows(out)
+        return truncated_and_normalized(out, truncate_dim, normalize_embeddings)
 
     def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
         if self.pooling == "cls":
