@@ -67,7 +67,7 @@ class DiffCSEConfig(CSEConfig):
     lambda_rtd: float = field(default=0.005, metadata={
         "help": "DiffCSE: weight lambda of the RTD loss (paper: 0.005 for STS, 0.05 for transfer)"})
     masking_ratio: float = field(default=0.30, metadata={
-        "help": "DiffCSE: share of tokens edited (0.30 BERT, 0.20 RoBERTa; Table 7)"})
+        "help": "DiffCSE: share of tokens edited (0.30 BERT, 0.20 RoBERTa: Table 12; Table 7 sweeps it)"})
     edit_operation: EditOperation = field(default="replace", metadata={
         "help": "DiffCSE: how sentences are edited: replace (the paper's), insert, delete (Table 4)"})
     generator_name_or_path: str | None = field(default=None, metadata={
