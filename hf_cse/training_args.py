@@ -29,6 +29,11 @@ def global_batch_size(per_device_train_batch_size: int, world_size: int = 1) -> 
     return int(per_device_train_batch_size) * int(world_size or 1)
 
 
+def _trainer_field(name: str) -> dict:
+    """The help of ``TrainingArguments``' field ``name``, for a field given another default here."""
+    return dict(TrainingArguments.__dataclass_fields__[name].metadata)
+
+
 @dataclass
 class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     """``TrainingArguments`` (their fields come first, so ``ContrastiveTrainingArguments("out")`` names the output
@@ -40,6 +45,19 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     ``fp16``) and ``precision_reason`` says why.
     """
 
+    # SimCSE's unsupervised recipe (Gao et al., EMNLP 2021, Sec. 3 and App. A: batch 64, lr 3e-5, one epoch) instead of
+    # transformers' generic 8 / 5e-5 / 3 epochs: a batch of 8 gives each sentence 7 negatives. hf-cse-train has the same
+    # defaults (these fields are its flags); a paper's own setting (DiffCSE 7e-6, PromptBERT 1e-5, ...) is its preset.
+    per_device_train_batch_size: int = field(default=64, metadata=_trainer_field("per_device_train_batch_size"))
+    learning_rate: float = field(default=3e-5, metadata=_trainer_field("learning_rate"))
+    num_train_epochs: float = field(default=1.0, metadata=_trainer_field("num_train_epochs"))
+    # short runs are the norm here: a loss every 5 steps draws the curves and finds a divergence early
+    logging_steps: float = field(default=5, metadata=_trainer_field("logging_steps"))
+    # no checkpoint unless asked for (save_strategy "steps" and save_steps N): a checkpoint holds the optimizer's
+    # state too, three times the model
+    save_strategy: str = field(default="no", metadata=_trainer_field("save_strategy"))
+    # a short last batch has fewer negatives than the others (the contrastive loss's difficulty changes with it)
+    dataloader_drop_last: bool = field(default=True, metadata=_trainer_field("dataloader_drop_last"))
     max_seq_length: int = field(
         default=DEFAULT_MAX_SEQ_LENGTH,
         metadata={"help": "Training truncation length in tokens, special tokens and prompt included (papers: 32). The "

@@ -87,6 +87,7 @@ def test_a_python_refusal_names_the_field_and_the_command_line_names_the_flag(ti
     from hf_cse.training_args import ContrastiveTrainingArguments
 
     args = ContrastiveTrainingArguments(str(tmp_path / "api"), cached_minibatch_size=-3, use_cpu=True,
+                                        per_device_train_batch_size=8,
                                         report_to="none")
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     with pytest.raises(CSEError) as err:  # tokenized: untokenized text is refused first (hf_cse.data_checks)

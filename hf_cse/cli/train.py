@@ -101,16 +101,10 @@ from hf_cse.training_args import ContrastiveTrainingArguments
 
 logger = logging.getLogger("run_unsup")
 
-# Defaults of this script where they differ from TrainingArguments' (a preset or a flag overrides them).
+# Defaults of this script where they differ from ContrastiveTrainingArguments' (a preset or a flag overrides them).
 SCRIPT_DEFAULTS = {
     "output_dir": None,
-    "per_device_train_batch_size": 64,
-    "learning_rate": 3e-5,
-    "num_train_epochs": 1,
-    "logging_steps": 5,
-    "save_strategy": "no",
     "report_to": "none",
-    "dataloader_drop_last": True,
     "disable_tqdm": False,
 }
 _NOT_GIVEN = object()

@@ -123,3 +123,20 @@ def test_pair_rows_get_the_pair_collator_and_diffcse_its_generator(tiny_bert_dir
                        processing_class=tok)
     assert model.generator is not None  # prepare_for_training: unigram replacements counted on the training set
     assert all(encoder.is_activation_checkpointing for encoder in model.transformer_encoders())
+
+
+def test_the_python_defaults_are_the_commands_simcse_recipe_not_transformers(tmp_path):
+    """ContrastiveTrainingArguments("out") trained with transformers' batch 8 (7 negatives), lr 5e-5 and 3 epochs while
+    hf-cse-train ran SimCSE's 64 / 3e-5 / one epoch: the same defaults now, read from the command's own parser."""
+    from transformers import TrainingArguments
+
+    from hf_cse.cli.train import argument_parser
+
+    python = ContrastiveTrainingArguments(str(tmp_path / "out"), use_cpu=True)
+    command = argument_parser().parse_args(["--output_dir", str(tmp_path / "out")])
+    plain = TrainingArguments(str(tmp_path / "out"))
+    recipe = {"per_device_train_batch_size": 64, "learning_rate": 3e-5, "num_train_epochs": 1, "logging_steps": 5,
+              "save_strategy": "no", "dataloader_drop_last": True}
+    for name, value in recipe.items():
+        assert getattr(python, name) == value == getattr(command, name), name
+        assert getattr(plain, name) != value, name  # transformers' own class keeps its defaults

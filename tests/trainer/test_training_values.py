@@ -44,7 +44,8 @@ LOWEST_IS_WORST = ("greater_is_better False would keep the checkpoint of the low
 def test_greater_is_better_false_with_a_correlation_is_refused_when_the_arguments_are_made(tmp_path, metric):
     """The run chose the checkpoint of the lowest dev correlation (the worst), and the comparison with the untrained
     encoder after training read it the other way round. A loss stays lower-is-better, as transformers sets it."""
-    selection = dict(senteval_data_dir=str(tmp_path), eval_strategy="steps", eval_steps=2, save_steps=2, max_steps=6,
+    selection = dict(senteval_data_dir=str(tmp_path), eval_strategy="steps", eval_steps=2, save_strategy="steps",
+                     save_steps=2, max_steps=6,
                      load_best_model_at_end=True, use_cpu=True)
     with pytest.raises(CSEError) as refused:
         ContrastiveTrainingArguments(str(tmp_path / "out"), metric_for_best_model=metric, greater_is_better=False,
