@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from .checkpoints import TRAINER_STATE_FILE, is_checkpoint_name
+from .checkpoints import is_checkpoint_name
 from .checks import check_path_given
 from .distributed import main_process_outcome
 from .errors import CSEError
@@ -41,7 +41,6 @@ from .run_files import (
     RUN_LOADER_FILES,
     RUN_RECORD_FILE,
     TENSORBOARD_FOLDER,
-    TRAIN_RESULTS_FILE,
     TRAINING_INFO_FILE,
     WEIGHT_FILES,
 )
@@ -51,10 +50,11 @@ logger = logging.getLogger(__name__)
 #: what a trainer's ``save_model`` writes into its folder (its own, when it saves there itself)
 MODEL_FILES = (*WEIGHT_FILES, "config.json", "generation_config.json", ADAPTER_FOLDER)
 #: what a run writes into its folder (besides the tokenizer): another run's when one appears or changes after this
-#: trainer's ``train()`` (checkpoints: ``checkpoint-<step>`` folders)
-#: (not all_results.json, which the trainer's own save_metrics("eval", ...) also writes)
-RUN_OUTPUTS = (TRAINING_INFO_FILE, TRAINER_STATE_FILE, TRAIN_RESULTS_FILE, CURVES_FILE, RUN_EXPORT_FOLDER,
-               TENSORBOARD_FOLDER, RUN_RECORD_FILE, *RUN_LOADER_FILES, *MODEL_FILES)
+#: trainer's ``train()`` (checkpoints: ``checkpoint-<step>`` folders). Not what the trainer's own Trainer methods
+#: write there as transformers' examples call them after train() (save_state: trainer_state.json; save_metrics:
+#: train_results.json, all_results.json): another run that saves writes its record and model too
+RUN_OUTPUTS = (TRAINING_INFO_FILE, CURVES_FILE, RUN_EXPORT_FOLDER, TENSORBOARD_FOLDER, RUN_RECORD_FILE,
+               *RUN_LOADER_FILES, *MODEL_FILES)
 
 # the folder (resolved) -> the claim of the trainer of this process that trained there last
 _claims: weakref.WeakValueDictionary[str, FolderClaim] = weakref.WeakValueDictionary()

@@ -68,8 +68,10 @@ def test_save_run_refuses_a_folder_that_received_another_runs_files_since_train(
     trainer's train(): its files are another run's, whoever wrote them; the trainer's own save_model() is its own."""
     out = tmp_path / "out"
     trainer = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2)
-    trainer.train()
+    metrics = trainer.train().metrics
     trainer.save_model()  # its own model, saved into its own folder: still this run's
+    trainer.save_metrics("train", metrics)  # transformers' examples' calls after train(): still this run's
+    trainer.save_state()
     (out / "training_info.json").write_text("{}")  # another run, finished
     (out / "training_curves.png").write_bytes(b"\x89PNG")
     before = _snapshot(out)
