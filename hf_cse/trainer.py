@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -13,24 +12,22 @@ from transformers.trainer_utils import TrainOutput
 from . import seams
 from .cached import check_cached_run
 from .checkpoints import TRAINER_STATE_FILE
-from .checks import check_path_given
 from .collator_rng import CollatorDraws
 from .cuda_graphs import CudaGraphStep
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad, main_process_outcome
 from .errors import CSEError, unwrapped_from_worker
 from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
-from .folder_lock import folder_held
 from .log_window import LogWindow
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
-from .output_folder import OutputFolderError
 from .precision import check_training_args, describe
 from .run_settings import save_run_settings
 from .sampler import NoDuplicatesBatchSampler
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast, full_models_while_loading
 from .trainer_arguments import given_arguments
 from .trainer_batches import TrainingBatches
+from .trainer_claim import FolderClaim, check_output_dir, check_save_run_arguments
 from .trainer_evaluation import DevScoring
 from .trainer_folder import (
     check_new_run_folder,
@@ -130,7 +127,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         # Trainer.__init__'s arguments by name (model, args, data_collator, ...); args: the trainer's own copy
         given = given_arguments(args, kwargs)
         training_args = given["args"]
-        check_path_given(training_args.output_dir, "output_dir")  # transformers would fail in os.makedirs('')
+        check_output_dir(training_args.output_dir)  # transformers would fail in os.makedirs (empty, a file)
         check_training_values(training_args)
         from .export.hub import take_over_hub_push
 
@@ -163,6 +160,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         self.dev: DevChange | None = None  # the dev score before and after training, once train() has run
         self.train_metrics: dict[str, float] = {}
         self._trained_in: str | None = None  # the output folder train() trained in (save_run finishes only that run)
+        self._claim = FolderClaim()  # and only while the folder holds that run (hf_cse.trainer_claim)
         if training_args.ddp_find_unused_parameters is None:
             # every method model gives every parameter a gradient in each step (tests/models/test_models.py), so DDP
             # need not walk the autograd graph for unused ones after every backward (transformers' default); set before
@@ -225,12 +223,13 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
         The output folder is checked first (:mod:`hf_cse.trainer_folder`: no run inside another run's folder, no new
         run into one; ``resume_from_checkpoint=True`` is the last complete checkpoint, of the same method) and held
-        for the training (:func:`hf_cse.folder_lock.folder_held`). A checkpoint taken at the run's last step (a run
-        killed during its final save or export) is loaded as it is: transformers' loop would train one step past
-        ``max_steps``, as it checks the step count only after a step."""
+        for the training (:func:`hf_cse.folder_lock.folder_held`); an unsaved run of another trainer there is taken
+        over (its ``save_run()`` is then refused, :mod:`hf_cse.trainer_claim`). A checkpoint taken at the run's last
+        step (a run killed during its final save or export) is loaded as it is: transformers' loop would train one
+        step past ``max_steps``, as it checks the step count only after a step."""
         check_not_trained_twice(self._trained_in, resume_from_checkpoint)
         resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
-        with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
+        with self._claim.training(self):  # the folder held (hf_cse.trainer_claim)
             try:
                 output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)
             except CSEError as err:  # e.g. a streamed file's bad line, read by a DataLoader worker
@@ -252,7 +251,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         alone and wait for the others forever."""
 
         def check():
-            check_path_given(self.args.output_dir, "output_dir")
+            check_output_dir(self.args.output_dir)
             check_not_inside_a_run(self.args.output_dir)
             check_no_names_taken_for_checkpoints(self.args.output_dir)
             if not resume_from_checkpoint:
@@ -292,6 +291,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         if output_dir is not None and not _internal_call:
             main_process_outcome(self.args, lambda: check_save_folder(output_dir, self))
         super().save_model(output_dir, _internal_call)
+        if not _internal_call:
+            self._claim.model_saved(self, output_dir or self.args.output_dir)
 
     def save_run(self, data: dict | None = None, preset: str | None = None, hub_repo: str | None = None) -> None:
         """Finish the run in ``args.output_dir``: the final training metrics and Trainer state, the training curves,
@@ -301,13 +302,12 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         default what the trainer knows: :func:`hf_cse.trainer_options.data_facts`);
         ``hub_repo``: push the export there (default: the arguments' ``push_to_hub`` repo, taken over from the
         Trainer when it was built: :func:`hf_cse.export.take_over_hub_push`). The last log line is the dev score
-        before and after training and which model was saved."""
-        if self._trained_in != self.args.output_dir:  # train() refused, failed or never ran: the folder is not ours
-            raise OutputFolderError(
-                f"save_run() finishes the run that train() trained in output_dir {self.args.output_dir}, and this "
-                "trainer has trained none there: call trainer.train() first (trainer.save_model(folder) saves the "
-                "model alone, into a folder of your choice).")
-        with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
+        before and after training and which model was saved. Refused in one line, before anything is written:
+        an argument of the wrong type, a trainer that has not trained in ``args.output_dir``, and a folder that holds
+        another run since this trainer's ``train()`` (another trainer trained there since, or another run's record,
+        model, checkpoints or curves arrived: :mod:`hf_cse.trainer_claim`)."""
+        check_save_run_arguments(data, preset, hub_repo)
+        with self._claim.saving(self, self._trained_in):  # refused unless the folder still holds this run
             self._save_run(data, preset, hub_repo or self._hub_repo)
 
     def _save_run(self, data: dict | None, preset: str | None, hub_repo: str | None) -> None:
