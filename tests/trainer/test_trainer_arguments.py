@@ -43,7 +43,7 @@ def test_one_arguments_object_serves_two_trainers_alike(built, tmp_path):
     other fields it adjusts changed under the caller too."""
     new_model, tok, data = built
     args = ContrastiveTrainingArguments(str(tmp_path / "one"), gradient_checkpointing=True, use_cpu=True,
-                                        per_device_train_batch_size=8, report_to="none",
+                                        per_device_train_batch_size=8, report_to="none", dataloader_drop_last=False,
                                         senteval_data_dir=str(write_toy_senteval(tmp_path / "senteval")))
     first_model, second_model, third_model = new_model(), new_model(), new_model()
     first = ContrastiveTrainer(model=first_model, args=args, train_dataset=data, processing_class=tok)
