@@ -60,12 +60,13 @@ class TrainingOptions:
         return info
 
     def evaluator(self, training_args, extra=None, pairs=None):
-        """What the dev score is computed on: STS-B / SICK-R dev, the arguments' own scored pairs (``pairs`` when the
-        caller has read them already, else read from ``eval_file`` / ``eval_dataset_name``) and ``extra`` evaluators;
-        None when nothing is given."""
-        from .evaluation.custom_dev import pairs_from_args
+        """What the dev score is computed on: STS-B / SICK-R dev, the arguments' own scored pairs (``pairs``, the
+        trainer's ``eval_pairs``, when given: :func:`~hf_cse.evaluation.custom_dev.given_pairs`; else read from
+        ``eval_file`` / ``eval_dataset_name``) and ``extra`` evaluators; None when nothing is given."""
+        from .evaluation.custom_dev import given_pairs, pairs_from_args
         from .evaluation.evaluators import training_evaluator
 
+        pairs = given_pairs(pairs)  # the trainer's eval_pairs: STSPairs or (sentence1, sentence2, score) rows
         if pairs is None and hasattr(training_args, "eval_file"):
             pairs = pairs_from_args(training_args)
         return training_evaluator(self.senteval_data_dir, self.eval_source, pairs=pairs,
