@@ -83,8 +83,29 @@ def reads_token_rows(collator) -> bool:
     return isinstance(getattr(collator, "collator", collator), TwoViewCollator)
 
 
+def check_own_collator(collator, dataset) -> bool:
+    """Whether the trainer was given a ``data_collator`` of one's own (it gets the rows the trainer tokenized, text
+    kept beside the tokens). One of transformers' (``DataCollatorWithPadding``) with a training set of text is
+    refused: it fails on the kept text inside transformers at the first batch, and makes one view of each row."""
+    if collator is None:
+        return False
+    columns = getattr(dataset, "column_names", None) or ()
+    made_by = getattr(collator, "__module__", None) or type(collator).__module__
+    if made_by.startswith("transformers.") and "text" in columns and "input_ids" not in columns:
+        name = getattr(collator, "__name__", type(collator).__name__)
+        raise DataError(f"data_collator {name} is transformers' and the training set holds text: leave "
+                        "data_collator out (the trainer tokenizes the text column for the method's collator, which "
+                        "makes the views each method trains on), or pass one of hf_cse's, e.g. "
+                        "model.collator(tokenizer, model.config).")
+    return True
+
+
 def _not_tokenized(columns) -> DataError:
     pairs = "positive" in columns
+    if "text" in columns:  # a collator of one's own without processing_class: the trainer had no tokenizer
+        return DataError(f"the training set's text column is not tokenized (no input_ids): pass processing_class="
+                         f"tokenizer for the trainer to tokenize it, or tokenize it first with "
+                         f"{TOKENIZE_PAIRS if pairs else TOKENIZE}(dataset, tokenizer).")
     return DataError(f"the training set has no input_ids (its columns: {', '.join(map(str, columns)) or 'none'}): it "
                      "is not tokenized. Name its sentence column 'text' (dataset.rename_column) for the trainer to "
                      f"tokenize it, or tokenize it first with {TOKENIZE_PAIRS if pairs else TOKENIZE}(dataset, "
@@ -274,14 +295,16 @@ def warn_unread_text_columns(dataset, model, views: tuple[str, ...] | None) -> N
     train on the ``text`` sentences alone), naming them and the fix: a second sentence goes in the ``positive``
     column (pairs; a third in ``negative``: hard negatives), for a method that trains on pair rows; else drop
     them. Not for columns of other types (ids, labels) nor where the columns are not known (``views`` None)."""
-    unread = unread_text_columns(dataset, views) if views is not None else []
+    columns = getattr(dataset, "column_names", None) or ()
+    # no text (nor input_ids) column: refused next (check_train_rows), and the warning would name a text column
+    unread = unread_text_columns(dataset, views) if views is not None and {"text", "input_ids"} & set(columns) else []
     if not unread:
         return
     method = type(model)
     them = "it" if len(unread) == 1 else "them"
     drop = f"drop {them}: dataset.remove_columns({unread!r})"
     first = unread[0]
-    tokenized = "input_ids" in (getattr(dataset, "column_names", None) or ())
+    tokenized = "input_ids" in columns
     untokenized = (" and pass the rows untokenized (or tokenized with hf_cse.data.tokenize_pair_dataset)"
                    if tokenized else "")
     read = views or PAIR_COLUMNS[:1]

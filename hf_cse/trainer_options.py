@@ -138,7 +138,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     """Adjust ``Trainer.__init__``'s arguments ``given`` (in place; ``given["args"]``: the trainer's own copy,
     :func:`hf_cse.trainer_arguments.own_copy`) for an hf_cse method model; a model of one's own (without the method's
     ``collator``) is left as it is. Returns the training set's facts (:func:`data_facts`)."""
-    from .data_checks import check_training_data, warn_unread_text_columns
+    from .data_checks import check_own_collator, check_training_data, warn_unread_text_columns
 
     model, args = given.get("model"), given["args"]
     tokenizer, train_dataset = given.get("processing_class"), given.get("train_dataset")
@@ -164,12 +164,12 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     cut_at = None  # the length the trainer cut the text at; a caller's own tokens: not known here
     train_dataset = given["train_dataset"] = with_known_columns(train_dataset)
     views = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known
-    own_collator = given.get("data_collator") is not None
+    own_collator = check_own_collator(given.get("data_collator"), train_dataset)
     if not own_collator:
         check_views_tokenized(train_dataset)
         check_rows_for_model(model, views)
         warn_unread_text_columns(train_dataset, model, views)
-    if not own_collator and tokenizer is not None and _sentences(train_dataset):
+    if tokenizer is not None and _sentences(train_dataset):  # a collator of one's own too: it gets tokenized rows
         check_rows_for_a_batch(train_dataset, args)  # an empty set first: datasets maps it to no columns at all
         train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args, pairs=bool(views))
         given["train_dataset"] = train_dataset
