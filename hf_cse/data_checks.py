@@ -19,6 +19,7 @@ reads a device value on the host.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -49,6 +50,8 @@ class EncoderLimits:
     #: how messages name ``max_length`` (with it; "": the encoder's position limit): a method may take shorter rows
     #: than its encoder (DiffCSE's insert edits)
     length_limit: str = ""
+    #: where the trainer cut the text it tokenized (the arguments' ``max_seq_length``); None: the caller's own tokens
+    cut_at: int | None = None
 
     @classmethod
     def of_model(cls, model) -> EncoderLimits:
@@ -71,8 +74,11 @@ class EncoderLimits:
                              f"of the encoder){limit}.")
         if self.max_length is not None and longest > self.max_length:
             named = self.length_limit or f"the encoder's position limit of {self.max_length}"
-            return DataError(f"{where} has rows of up to {longest} tokens, more than {named}: tokenize the sentences "
-                             f"with {TOKENIZE}, the encoder's own tokenizer{limit}.", fields=("max_seq_length",))
+            fix = (f"tokenize the sentences with {TOKENIZE}, the encoder's own tokenizer{limit}" if self.cut_at is None
+                   else f"the trainer cut the text at max_seq_length {self.cut_at}: set max_seq_length="
+                        f"{self.max_length} or less in the training arguments")
+            return DataError(f"{where} has rows of up to {longest} tokens, more than {named}: {fix}.",
+                             fields=("max_seq_length",))
         return None
 
 
@@ -253,14 +259,15 @@ class LimitCheckedCollator:
         return getattr(self.collator, name)
 
 
-def check_training_data(dataset, collator, model, pair_rows: bool | None = None):
+def check_training_data(dataset, collator, model, pair_rows: bool | None = None, cut_at: int | None = None):
     """The checks above for a trainer that trains ``model`` on ``dataset`` with ``collator`` (``pair_rows``: whether
-    it reads pair rows; None: not known); returns the collator to train with (``collator``, wrapped in
-    :class:`LimitCheckedCollator` where the data cannot be checked ahead)."""
+    it reads pair rows; None: not known; ``cut_at``: the length the trainer tokenized the text at, None: the caller's
+    tokens); returns the collator to train with (``collator``, wrapped in :class:`LimitCheckedCollator` where the data
+    cannot be checked ahead)."""
     if dataset is None or not reads_token_rows(collator):
         return collator
     check_train_rows(dataset)
-    limits = EncoderLimits.of_model(model)
+    limits = dataclasses.replace(EncoderLimits.of_model(model), cut_at=cut_at)
     if (limits.max_length is None and limits.vocab_size is None) or check_token_limits(dataset, limits):
         return collator
     return LimitCheckedCollator(collator, limits, pair_rows)

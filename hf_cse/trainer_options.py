@@ -151,7 +151,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
 
         # before anything reads the stream: DiffCSE's unigram generator would read all of it, and its columns come
         # from its first rows (an empty stream has none)
-        check_method_streams(type(model))
+        check_method_streams(type(model), streaming_asked=False)
         check_rows_for_a_batch(train_dataset, args, read_stream=True)
     if not hasattr(model, "collator"):
         return {}
@@ -182,7 +182,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     # untokenized data, rows past the encoder's positions, ids outside its vocabulary: one line now, not an
     # IndexError inside torch at the first step (streams: each batch, on the CPU, in the loader)
     given["data_collator"] = check_training_data(train_dataset, given.get("data_collator"), model,
-                                                 pair_rows=None if own_collator else bool(views))
+                                                 pair_rows=None if own_collator else bool(views), cut_at=cut_at)
     if args.remove_unused_columns:
         # the collators read the views' columns (positive_input_ids, ...), which the model's forward does not name
         logger.debug("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")

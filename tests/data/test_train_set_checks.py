@@ -165,7 +165,8 @@ def test_pair_rows_for_a_method_that_makes_its_own_second_view_are_refused(metho
     model = get_method(method).from_encoder(str(tiny_bert_dir), **options)
     for data in (pairs, pairs.to_iterable_dataset()):
         streamed_diffcse = method == "diffcse" and isinstance(data, datasets.IterableDataset)
-        with pytest.raises(DataError, match="streaming=True does not work with method='diffcse'" if streamed_diffcse
+        with pytest.raises(DataError, match=r"train_dataset is a stream \(IterableDataset\), which method='diffcse' "
+                                            "does not train from" if streamed_diffcse
                            else f"holds pair rows .a positive column., and {method} does not train on them: its "
                                 "second view is"):
             ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), train_dataset=data,
@@ -448,6 +449,15 @@ def test_diffcse_insert_edits_take_rows_their_masks_keep_within_the_discriminato
         "the training set has rows of up to 60 tokens, more than the 50 that DiffCSE's insert edits (masking_ratio "
         "0.3) keep within the discriminator's 64 positions: tokenize the sentences with hf_cse.data.tokenize_dataset, "
         "the encoder's own tokenizer and max_seq_length 50 or less.")
+    # text the trainer tokenized at the arguments' max_seq_length: the fix is that length, not tokenizing oneself
+    with pytest.raises(DataError) as refused:
+        ContrastiveTrainer(model=DiffCSEModel.from_encoder(str(tiny_bert_dir), edit_operation="insert",
+                                                           masking_ratio=0.3, generator_name_or_path="unigram"),
+                           args=ContrastiveTrainingArguments(str(tmp_path / "out"), max_seq_length=64, use_cpu=True,
+                                                             per_device_train_batch_size=8, report_to="none"),
+                           train_dataset=text_set(long_sentences(16, 58)), processing_class=tok)
+    assert str(refused.value).endswith("keep within the discriminator's 64 positions: the trainer cut the text at "
+                                       "max_seq_length 64: set max_seq_length=50 or less in the training arguments.")
     build_diffcse(rows60, "replace")  # replace edits keep the length
     fits = build_diffcse(tokenize_dataset(text_set(long_sentences(16, 58)), tok, max_seq_length=50), "insert")
     fits.train()  # edited rows of 50 + 14 = 64 tokens: the discriminator takes them
