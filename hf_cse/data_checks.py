@@ -19,6 +19,7 @@ reads a device value on the host.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -49,6 +50,8 @@ class EncoderLimits:
     #: how messages name ``max_length`` (with it; "": the encoder's position limit): a method may take shorter rows
     #: than its encoder (DiffCSE's insert edits)
     length_limit: str = ""
+    #: where the trainer cut the text it tokenized (the arguments' ``max_seq_length``); None: the caller's own tokens
+    cut_at: int | None = None
 
     @classmethod
     def of_model(cls, model) -> EncoderLimits:
@@ -71,8 +74,11 @@ class EncoderLimits:
                              f"of the encoder){limit}.")
         if self.max_length is not None and longest > self.max_length:
             named = self.length_limit or f"the encoder's position limit of {self.max_length}"
-            return DataError(f"{where} has rows of up to {longest} tokens, more than {named}: tokenize the sentences "
-                             f"with {TOKENIZE}, the encoder's own tokenizer{limit}.", fields=("max_seq_length",))
+            fix = (f"tokenize the sentences with {TOKENIZE}, the encoder's own tokenizer{limit}" if self.cut_at is None
+                   else f"the trainer cut the text at max_seq_length {self.cut_at}: set max_seq_length="
+                        f"{self.max_length} or less in the training arguments")
+            return DataError(f"{where} has rows of up to {longest} tokens, more than {named}: {fix}.",
+                             fields=("max_seq_length",))
         return None
 
 
@@ -83,8 +89,29 @@ def reads_token_rows(collator) -> bool:
     return isinstance(getattr(collator, "collator", collator), TwoViewCollator)
 
 
+def check_own_collator(collator, dataset) -> bool:
+    """Whether the trainer was given a ``data_collator`` of one's own (it gets the rows the trainer tokenized, text
+    kept beside the tokens). One of transformers' (``DataCollatorWithPadding``) with a training set of text is
+    refused: it fails on the kept text inside transformers at the first batch, and makes one view of each row."""
+    if collator is None:
+        return False
+    columns = getattr(dataset, "column_names", None) or ()
+    made_by = getattr(collator, "__module__", None) or type(collator).__module__
+    if made_by.startswith("transformers.") and "text" in columns and "input_ids" not in columns:
+        name = getattr(collator, "__name__", type(collator).__name__)
+        raise DataError(f"data_collator {name} is transformers' and the training set holds text: leave "
+                        "data_collator out (the trainer tokenizes the text column for the method's collator, which "
+                        "makes the views each method trains on), or pass one of hf_cse's, e.g. "
+                        "model.collator(tokenizer, model.config).")
+    return True
+
+
 def _not_tokenized(columns) -> DataError:
     pairs = "positive" in columns
+    if "text" in columns:  # a collator of one's own without processing_class: the trainer had no tokenizer
+        return DataError(f"the training set's text column is not tokenized (no input_ids): pass processing_class="
+                         f"tokenizer for the trainer to tokenize it, or tokenize it first with "
+                         f"{TOKENIZE_PAIRS if pairs else TOKENIZE}(dataset, tokenizer).")
     return DataError(f"the training set has no input_ids (its columns: {', '.join(map(str, columns)) or 'none'}): it "
                      "is not tokenized. Name its sentence column 'text' (dataset.rename_column) for the trainer to "
                      f"tokenize it, or tokenize it first with {TOKENIZE_PAIRS if pairs else TOKENIZE}(dataset, "
@@ -232,14 +259,15 @@ class LimitCheckedCollator:
         return getattr(self.collator, name)
 
 
-def check_training_data(dataset, collator, model, pair_rows: bool | None = None):
+def check_training_data(dataset, collator, model, pair_rows: bool | None = None, cut_at: int | None = None):
     """The checks above for a trainer that trains ``model`` on ``dataset`` with ``collator`` (``pair_rows``: whether
-    it reads pair rows; None: not known); returns the collator to train with (``collator``, wrapped in
-    :class:`LimitCheckedCollator` where the data cannot be checked ahead)."""
+    it reads pair rows; None: not known; ``cut_at``: the length the trainer tokenized the text at, None: the caller's
+    tokens); returns the collator to train with (``collator``, wrapped in :class:`LimitCheckedCollator` where the data
+    cannot be checked ahead)."""
     if dataset is None or not reads_token_rows(collator):
         return collator
     check_train_rows(dataset)
-    limits = EncoderLimits.of_model(model)
+    limits = dataclasses.replace(EncoderLimits.of_model(model), cut_at=cut_at)
     if (limits.max_length is None and limits.vocab_size is None) or check_token_limits(dataset, limits):
         return collator
     return LimitCheckedCollator(collator, limits, pair_rows)
@@ -274,14 +302,16 @@ def warn_unread_text_columns(dataset, model, views: tuple[str, ...] | None) -> N
     train on the ``text`` sentences alone), naming them and the fix: a second sentence goes in the ``positive``
     column (pairs; a third in ``negative``: hard negatives), for a method that trains on pair rows; else drop
     them. Not for columns of other types (ids, labels) nor where the columns are not known (``views`` None)."""
-    unread = unread_text_columns(dataset, views) if views is not None else []
+    columns = getattr(dataset, "column_names", None) or ()
+    # no text (nor input_ids) column: refused next (check_train_rows), and the warning would name a text column
+    unread = unread_text_columns(dataset, views) if views is not None and {"text", "input_ids"} & set(columns) else []
     if not unread:
         return
     method = type(model)
     them = "it" if len(unread) == 1 else "them"
     drop = f"drop {them}: dataset.remove_columns({unread!r})"
     first = unread[0]
-    tokenized = "input_ids" in (getattr(dataset, "column_names", None) or ())
+    tokenized = "input_ids" in columns
     untokenized = (" and pass the rows untokenized (or tokenized with hf_cse.data.tokenize_pair_dataset)"
                    if tokenized else "")
     read = views or PAIR_COLUMNS[:1]

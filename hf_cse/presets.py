@@ -132,8 +132,11 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     from .models import METHODS, get_method
     from .objectives import DCL, objectives_for
     from .training_args import ContrastiveTrainingArguments
+    from .training_values import unapplied_intervals
 
     values = {**preset_values(name), **overrides}
+    for unapplied in unapplied_intervals(values, overrides):  # e.g. eval_strategy="no" given: no eval_steps
+        del values[unapplied]
     method, loss = values.pop("method"), values.pop("loss")
     model_cls = get_method(method)
     own = {f.name for f in dataclasses.fields(model_cls.config_class)}

@@ -110,12 +110,18 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     check_method_streams(get_method(method))
 
 
-def check_method_streams(method_cls: type) -> None:
+def check_method_streams(method_cls: type, streaming_asked: bool = True) -> None:
     """A method that cannot train from a stream (``streams`` False: DiffCSE's unigram generator counts the whole
-    corpus), refused before any of the stream is read: by the command line's checks and by the trainer handed one."""
-    if not getattr(method_cls, "streams", True):
-        raise DataError(f"streaming=True does not work with method={method_cls.method_name()!r} "
-                        f"({method_cls.why_no_streaming}); drop streaming=True.")
+    corpus), refused before any of the stream is read: by the command line's checks (``streaming_asked``: its
+    ``streaming`` option) and by the trainer handed one (a stream it was given, which ``streaming`` did not make)."""
+    if getattr(method_cls, "streams", True):
+        return
+    name, why = method_cls.method_name(), method_cls.why_no_streaming
+    if streaming_asked:
+        raise DataError(f"streaming=True does not work with method={name!r} ({why}); drop streaming=True.")
+    raise DataError(f"train_dataset is a stream (IterableDataset), which method={name!r} does not train from ({why}): "
+                    "pass a datasets.Dataset, e.g. hf_cse.data.load_train_dataset(path) or "
+                    "datasets.Dataset.from_list(list(stream)).")
 
 
 def _check_start(path: Path, flag: str, text_column: str | None, sentences: bool = True) -> None:

@@ -88,9 +88,9 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
     ``InformationRetrievalEvaluator``, ...) or a list of them. With ``senteval_data_dir`` (or ``eval_source="hub"``)
     STS-B and SICK-R dev Spearman are scored too, logged as ``eval_stsb_spearman``: use
     ``metric_for_best_model="stsb_spearman"`` with ``load_best_model_at_end`` to select checkpoints as the papers
-    do. The evaluator runs on the main process only; its metrics are broadcast to the others. ``eval_pairs``: the
-    scored pairs of the arguments' ``eval_file`` / ``eval_dataset_name`` already read (``hf-cse-train`` reads them once,
-    in its checks), so they are not read again.
+    do. The evaluator runs on the main process only; its metrics are broadcast to the others. ``eval_pairs``: scored
+    dev pairs, ``STSPairs`` (``hf_cse.evaluation.custom_dev.read_pair_file``) or a list of ``(sentence1, sentence2,
+    score)``, scored as ``eval_file``'s (logged as ``eval_<eval_name>_spearman``) instead of it; else refused.
 
     ``no_duplicates_in_batch`` (default True; ``no_duplicates_in_batch false`` turns it off): batches come from
     :class:`hf_cse.sampler.NoDuplicatesBatchSampler`, so that no text occurs twice in one global batch (a false

@@ -60,12 +60,13 @@ class TrainingOptions:
         return info
 
     def evaluator(self, training_args, extra=None, pairs=None):
-        """What the dev score is computed on: STS-B / SICK-R dev, the arguments' own scored pairs (``pairs`` when the
-        caller has read them already, else read from ``eval_file`` / ``eval_dataset_name``) and ``extra`` evaluators;
-        None when nothing is given."""
-        from .evaluation.custom_dev import pairs_from_args
+        """What the dev score is computed on: STS-B / SICK-R dev, the arguments' own scored pairs (``pairs``, the
+        trainer's ``eval_pairs``, when given: :func:`~hf_cse.evaluation.custom_dev.given_pairs`; else read from
+        ``eval_file`` / ``eval_dataset_name``) and ``extra`` evaluators; None when nothing is given."""
+        from .evaluation.custom_dev import given_pairs, pairs_from_args
         from .evaluation.evaluators import training_evaluator
 
+        pairs = given_pairs(pairs)  # the trainer's eval_pairs: STSPairs or (sentence1, sentence2, score) rows
         if pairs is None and hasattr(training_args, "eval_file"):
             pairs = pairs_from_args(training_args)
         return training_evaluator(self.senteval_data_dir, self.eval_source, pairs=pairs,
@@ -137,7 +138,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     """Adjust ``Trainer.__init__``'s arguments ``given`` (in place; ``given["args"]``: the trainer's own copy,
     :func:`hf_cse.trainer_arguments.own_copy`) for an hf_cse method model; a model of one's own (without the method's
     ``collator``) is left as it is. Returns the training set's facts (:func:`data_facts`)."""
-    from .data_checks import check_training_data, warn_unread_text_columns
+    from .data_checks import check_own_collator, check_training_data, warn_unread_text_columns
 
     model, args = given.get("model"), given["args"]
     tokenizer, train_dataset = given.get("processing_class"), given.get("train_dataset")
@@ -150,7 +151,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
 
         # before anything reads the stream: DiffCSE's unigram generator would read all of it, and its columns come
         # from its first rows (an empty stream has none)
-        check_method_streams(type(model))
+        check_method_streams(type(model), streaming_asked=False)
         check_rows_for_a_batch(train_dataset, args, read_stream=True)
     if not hasattr(model, "collator"):
         return {}
@@ -163,12 +164,12 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     cut_at = None  # the length the trainer cut the text at; a caller's own tokens: not known here
     train_dataset = given["train_dataset"] = with_known_columns(train_dataset)
     views = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known
-    own_collator = given.get("data_collator") is not None
+    own_collator = check_own_collator(given.get("data_collator"), train_dataset)
     if not own_collator:
         check_views_tokenized(train_dataset)
         check_rows_for_model(model, views)
         warn_unread_text_columns(train_dataset, model, views)
-    if not own_collator and tokenizer is not None and _sentences(train_dataset):
+    if tokenizer is not None and _sentences(train_dataset):  # a collator of one's own too: it gets tokenized rows
         check_rows_for_a_batch(train_dataset, args)  # an empty set first: datasets maps it to no columns at all
         train_dataset, cut_at = tokenized_here(train_dataset, tokenizer, model, args, pairs=bool(views))
         given["train_dataset"] = train_dataset
@@ -181,7 +182,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     # untokenized data, rows past the encoder's positions, ids outside its vocabulary: one line now, not an
     # IndexError inside torch at the first step (streams: each batch, on the CPU, in the loader)
     given["data_collator"] = check_training_data(train_dataset, given.get("data_collator"), model,
-                                                 pair_rows=None if own_collator else bool(views))
+                                                 pair_rows=None if own_collator else bool(views), cut_at=cut_at)
     if args.remove_unused_columns:
         # the collators read the views' columns (positive_input_ids, ...), which the model's forward does not name
         logger.debug("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")

@@ -20,7 +20,7 @@ from .encoders import seq_length_problem
 from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
-from .training_values import check_best_metric_direction, check_field_types
+from .training_values import check_best_metric_direction, check_field_types, check_step_intervals
 
 
 def global_batch_size(per_device_train_batch_size: int, world_size: int = 1) -> int:
@@ -102,6 +102,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     def __post_init__(self):
         check_path_given(self.output_dir, "output_dir")
         check_field_types(self)  # before transformers reads them: "3e-5" or "false" fail or mislead there
+        check_step_intervals(self)  # eval_steps without eval_strategy="steps": ignored, without a word
         problem = seq_length_problem(self.max_seq_length, None)  # the encoder's own limit is checked with the data
         if problem:
             raise InputError(f"{problem}.", fields=("max_seq_length",))

@@ -12,6 +12,7 @@ import math
 import numbers
 import re
 import typing
+from collections.abc import Collection, Mapping
 
 from .checks import InputError
 
@@ -164,3 +165,35 @@ def check_best_metric(args, logged: list[str]) -> None:
         raise InputError(f"metric_for_best_model {metric}{given} is not a score this run logs "
                          f"({', '.join(logged)}): use metric_for_best_model={logged[0]!r}.",
                          fields=("metric_for_best_model", "load_best_model_at_end"))
+
+
+#: a ``*_steps`` interval, the strategy that must be ``steps`` for it to apply, and what it does without
+STEP_INTERVALS = (("save_steps", "save_strategy", "saves nothing: no checkpoint is saved during training"),
+                  ("eval_steps", "eval_strategy", "scores nothing during training: the dev data is scored before "
+                                                  "the first step and after the last only"))
+
+
+def _strategy(value) -> str:
+    return str(getattr(value, "value", value))  # IntervalStrategy.NO -> "no"
+
+
+def check_step_intervals(args) -> None:
+    """``save_steps`` / ``eval_steps`` given (other than the field's default) while their strategy is ``no``: the
+    interval would be ignored, so the run would save no checkpoint that a Ctrl-C or a crash could resume from, or
+    score no dev data between its first and last step. Only the explicit contradiction: transformers fills
+    ``eval_steps`` in (from ``logging_steps``) only for ``eval_strategy="steps"``. A preset's interval goes with its
+    strategy (:func:`unapplied_intervals`)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(args)} if dataclasses.is_dataclass(args) else {}
+    for steps, strategy, outcome in STEP_INTERVALS:
+        value = getattr(args, steps, None)
+        if steps in defaults and value != defaults[steps] and _strategy(getattr(args, strategy, None)) == "no":
+            raise InputError(f"{steps}={value:g} {outcome} (with {strategy}='no'); add {strategy}='steps'.",
+                             fields=(steps, strategy))
+
+
+def unapplied_intervals(values: Mapping[str, object], given: Collection[str]) -> list[str]:
+    """The step intervals among ``values`` (a preset's, a run record's, with the caller's) that the caller did not
+    give (``given``) and whose strategy is ``no``: the caller turned their strategy off, so they are left out (at
+    their default) rather than refused as a contradiction (:func:`check_step_intervals`)."""
+    return [steps for steps, strategy, _ in STEP_INTERVALS
+            if steps in values and steps not in given and _strategy(values.get(strategy)) == "no"]

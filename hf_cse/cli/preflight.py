@@ -93,22 +93,6 @@ def resume_from_last_checkpoint(training_args) -> None:
     training_args.resume_from_checkpoint = found
 
 
-#: a ``--*_steps`` interval, the strategy that must be ``steps`` for it to apply, and what it would do
-STEP_INTERVALS = (("save_steps", "save_strategy", "saves nothing: this command does not save checkpoints unless asked"),
-                  ("eval_steps", "eval_strategy", "scores nothing during training: the dev data is scored before "
-                                                  "the first step and after the last only, unless asked"))
-
-
-def check_step_intervals(training_args, chosen: set[str]) -> None:
-    """``--save_steps`` / ``--eval_steps`` given while their strategy is ``no`` (this script's default for both):
-    the interval would be ignored, so the run would save no checkpoint that a Ctrl-C or a crash could resume from, or
-    score no dev data between its first and last step."""
-    for steps, strategy, outcome in STEP_INTERVALS:
-        if steps in chosen and strategy not in chosen and _value(getattr(training_args, strategy)) == "no":
-            raise InputError(f"--{steps} {getattr(training_args, steps):g} {outcome} (--{strategy} no by default); "
-                             f"add --{strategy} steps.")
-
-
 def check_optimizer_arguments(training_args) -> None:
     """The optimizer's values, before the encoder is loaded (:func:`hf_cse.training_values.check_optimizer_values`)."""
     check_optimizer_values(training_args)

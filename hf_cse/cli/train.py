@@ -55,7 +55,6 @@ from hf_cse.cli.preflight import (
     check_objectives,
     check_pair_training,
     check_resume_fits,
-    check_step_intervals,
     check_training_arguments,
     encoder_config,
     load_tokenizer,
@@ -98,6 +97,7 @@ from hf_cse.tokenizer_match import check_room_for_text
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.trainer_folder import OtherRunsCheckpointError
 from hf_cse.training_args import ContrastiveTrainingArguments
+from hf_cse.training_values import unapplied_intervals
 
 logger = logging.getLogger("run_unsup")
 
@@ -163,7 +163,14 @@ def parse_args(argv: list[str]):
             parser.error(unknown_preset(preset))
         parser.set_defaults(**check_settings(PRESETS[preset], parser, f"--preset {preset}"))
     parser.set_defaults(**from_file)
-    chosen = typed_flags(parser, argv) | chosen_in_file
+    typed = typed_flags(parser, argv)
+    chosen = typed | chosen_in_file
+    # a preset's or a record's step interval whose strategy is turned off: left out, not refused as a contradiction
+    # (the training arguments refuse an interval given with its strategy 'no', training_values.check_step_intervals)
+    unapplied = unapplied_intervals(vars(parser.parse_known_args(argv)[0]), typed)
+    defaults = {f.name: f.default for f in dataclasses.fields(ContrastiveTrainingArguments)}
+    parser.set_defaults(**{name: defaults[name] for name in unapplied})
+    chosen -= set(unapplied)
     if "output_dir" not in chosen:
         known = parser.parse_known_args(argv)[0]
         parser.set_defaults(output_dir=f"outputs/{known.method}-{main_loss(known.method, known.loss)}")
@@ -259,7 +266,6 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     check_training_arguments(training_args)
     if data_args.max_train_samples is not None and data_args.max_train_samples < 1:  # a stream failed in datasets
         raise InputError(f"--max_train_samples must be at least 1, got {data_args.max_train_samples}.")
-    check_step_intervals(training_args, chosen)
     resume_from_last_checkpoint(training_args)
     loss = main_loss(model_args.method, method_args.loss)
     check_pair_training(model_args.method, loss, data_args.pair_column, data_args.negative_column)

@@ -168,3 +168,29 @@ def pairs_from_args(args: EvalDataArguments) -> STSPairs | None:
     if args.eval_dataset_name:
         return load_hub_pairs(args.eval_dataset_name, args.eval_dataset_config_name, args.eval_dataset_split, *columns)
     return None
+
+
+#: what the trainer's ``eval_pairs`` takes, said where it is given something else
+EVAL_PAIRS_FORMS = ("pass hf_cse.evaluation.data.STSPairs (e.g. hf_cse.evaluation.custom_dev.read_pair_file(path)) or "
+                    "a list of (sentence1, sentence2, score) tuples; or give the pairs as eval_file= (a CSV/TSV file) "
+                    "or an evaluator=")
+
+
+def given_pairs(pairs) -> STSPairs | None:
+    """:class:`~hf_cse.trainer.ContrastiveTrainer`'s ``eval_pairs``: :class:`STSPairs` as they are, or a list (tuple)
+    of ``(sentence1, sentence2, score)`` rows as :class:`STSPairs` (scored like ``eval_file``'s, :func:`check_pairs`);
+    anything else refused in one line naming the forms taken (a ``dict``, a data set, a path, rows of two)."""
+    if pairs is None or isinstance(pairs, STSPairs):
+        return pairs
+    if not isinstance(pairs, (list, tuple)):
+        raise InputError(f"eval_pairs is {type(pairs).__name__} {pairs!r:.60}, not scored sentence pairs: "
+                         f"{EVAL_PAIRS_FORMS}.", fields=("eval_pairs",))
+    for number, row in enumerate(pairs):
+        if not (isinstance(row, (list, tuple)) and len(row) == 3 and all(isinstance(s, str) and s.strip()
+                                                                          for s in row[:2])
+                and isinstance(row[2], (int, float, np.number)) and not isinstance(row[2], bool)
+                and math.isfinite(row[2])):
+            raise InputError(f"eval_pairs row {number} is {row!r:.80}, not (sentence1, sentence2, score) with two "
+                             f"sentences and a finite number: {EVAL_PAIRS_FORMS}.", fields=("eval_pairs",))
+    a, b, y = zip(*pairs, strict=True) if pairs else ((), (), ())
+    return check_pairs(STSPairs(*_sentence_pairs(a, b, [float(s) for s in y])), "eval_pairs")

@@ -177,7 +177,7 @@ def dev_change_line(dev: Mapping[str, Any] | None) -> str:
     step = dev.get("kept_step")  # the step of the weights saved: the last, or the best checkpoint's
     after = (f"at step {step}, whose weights were saved" if isinstance(step, int) and step > 0
              else "for the trained model")
-    return (f"During training (`run_unsup.py`), the dev metric `{dev['metric']}` went from {dev['before']:.2f} before "
+    return (f"During training, the dev metric `{dev['metric']}` went from {dev['before']:.2f} before "
             f"the first step to {dev['after']:.2f} {after} ({dev['delta']:+.2f}: {verdict} than the encoder it "
             "started from)." + (f" Both were scored in {dev['precision']}." if dev.get("precision") else "") + kept)
 

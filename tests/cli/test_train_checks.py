@@ -91,8 +91,9 @@ BAD = [
     (["--senteval_data_dir", "/no/such/senteval", "--eval_strategy", "steps"], "/no/such/senteval does not exist"),
     (["--model_name_or_path", "/no/such/model"], "no such folder"),
     (["--generator_name_or_path", "/no/such/mlm", "--method", "diffcse"], "generator_name_or_path .* no such"),
-    (["--save_steps", "100"], "--save_steps 100 saves nothing: .* add --save_strategy steps"),
-    (["--eval_steps", "10"], "--eval_steps 10 scores nothing during training: .* add --eval_strategy steps"),
+    (["--save_steps", "100"], "save_steps=100 saves nothing: .* add save_strategy='steps'"),
+    (["--eval_steps", "10"], "eval_steps=10 scores nothing during training: .* add eval_strategy='steps'"),
+    (["--save_strategy", "no", "--save_steps", "100"], "save_steps=100 saves nothing"),  # the contradiction typed
     (["--resume_from_checkpoint", "/no/such/checkpoint-5"], "resume_from_checkpoint /no/such/checkpoint-5 is not a "
                                                             "folder; name a checkpoint folder"),
     (["--max_steps", "-1", "--num_train_epochs", "nan"], "num_train_epochs must be a finite number > 0, got nan"),
@@ -108,6 +109,25 @@ def test_bad_arguments_fail_before_the_model_is_loaded(tiny_bert_dir, train_file
     with pytest.raises((ValueError, OSError), match=message):  # SentEval's missing data is a FileNotFoundError
         train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", *extra))
     assert not (tmp_path / "out").exists()
+
+
+def test_an_interval_without_its_strategy_is_refused_in_flag_terms(tiny_bert_dir, train_file, tmp_path,
+                                                                   no_model_load):
+    """The one check of the training arguments (hf_cse.training_values.check_step_intervals), said with the flags."""
+    with pytest.raises(InputError) as refused:
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--eval_steps", "10"))
+    assert in_flag_terms(str(refused.value), refused.value.fields) == (
+        "--eval_steps 10 scores nothing during training: the dev data is scored before the first step and after the "
+        "last only (with --eval_strategy 'no'); add --eval_strategy 'steps'.")
+
+
+def test_a_presets_interval_goes_with_its_strategy_turned_off(tiny_bert_dir, train_file, tmp_path, no_model_load):
+    """The preset's eval_steps / save_steps are defaults: with their strategy typed off they are left out, not refused
+    as the contradiction they would be if typed."""
+    with pytest.raises(ModelLoaded):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", "simcse_bert",
+                                        "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end",
+                                        "false"))
 
 
 def test_good_arguments_reach_the_model(tiny_bert_dir, train_file, tmp_path, no_model_load):

@@ -665,7 +665,7 @@ def test_a_stream_of_one_text_is_refused_and_repeats_are_said(tiny_bert_dir, tmp
     assert "the training stream repeats texts (7 distinct in its first 8 rows)" in caplog.text
 
 
-def test_a_method_that_cannot_stream_is_refused_a_stream_before_it_is_read(tiny_bert_dir, tmp_path):
+def test_a_method_that_cannot_stream_is_refused_a_stream_before_it_is_read(tiny_bert_dir, tiny_mlm_dir, tmp_path):
     """DiffCSE's unigram generator counted the tokens of the whole stream when the trainer was built (a stream
     larger than memory never ended); refused as the command line refuses streaming=True, no row read."""
     from hf_cse.models import DiffCSEModel
@@ -673,15 +673,22 @@ def test_a_method_that_cannot_stream_is_refused_a_stream_before_it_is_read(tiny_
 
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     read: list[str] = []
-    with pytest.raises(DataError) as refused:
-        _trainer_on(DiffCSEModel.from_encoder(str(tiny_bert_dir)), random_sentences(64), tmp_path, tok, read)
-    assert read == []
+    why = ("no DiffCSE generator is supported on a stream; the default one, unigram replacements, counts the whole "
+           "corpus")
+    # a Python caller handed the trainer a stream, and set no streaming=True to drop; with a masked-LM generator too
+    for generator in (None, "unigram", str(tiny_mlm_dir)):
+        with pytest.raises(DataError) as refused:
+            _trainer_on(DiffCSEModel.from_encoder(str(tiny_bert_dir), generator_name_or_path=generator),
+                        random_sentences(64), tmp_path, tok, read)
+        assert read == []
+        assert str(refused.value) == (
+            f"train_dataset is a stream (IterableDataset), which method='diffcse' does not train from ({why}): pass a "
+            "datasets.Dataset, e.g. hf_cse.data.load_train_dataset(path) or datasets.Dataset.from_list(list(stream)).")
     with pytest.raises(DataError) as on_the_command_line:
         check_streaming_arguments(SimpleNamespace(streaming=True, train_files=None, train_weights=None),
                                   _data_args(), 2, "diffcse")
-    assert str(refused.value) == str(on_the_command_line.value) == (
-        "streaming=True does not work with method='diffcse' (its unigram generator counts the whole corpus); drop "
-        "streaming=True.")
+    assert str(on_the_command_line.value) == (
+        f"streaming=True does not work with method='diffcse' ({why}); drop streaming=True.")
 
 
 UNREADABLE = "\u2663\u2603 \u2606\u2665"  # [UNK] [UNK] to a BERT tokenizer: special tokens only

@@ -165,7 +165,8 @@ def test_pair_rows_for_a_method_that_makes_its_own_second_view_are_refused(metho
     model = get_method(method).from_encoder(str(tiny_bert_dir), **options)
     for data in (pairs, pairs.to_iterable_dataset()):
         streamed_diffcse = method == "diffcse" and isinstance(data, datasets.IterableDataset)
-        with pytest.raises(DataError, match="streaming=True does not work with method='diffcse'" if streamed_diffcse
+        with pytest.raises(DataError, match=r"train_dataset is a stream \(IterableDataset\), which method='diffcse' "
+                                            "does not train from" if streamed_diffcse
                            else f"holds pair rows .a positive column., and {method} does not train on them: its "
                                 "second view is"):
             ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), train_dataset=data,
@@ -254,8 +255,10 @@ def test_a_stream_whose_columns_are_not_known_is_read_by_its_first_rows(tiny_ber
         collate(list(stream.take(2)))
 
 
-def test_untokenized_text_in_another_column_is_refused_naming_the_fix(tiny_bert_dir, tmp_path):
+def test_untokenized_text_in_another_column_is_refused_naming_the_fix(tiny_bert_dir, tmp_path, caplog):
     message = refusal(tiny_bert_dir, datasets.Dataset.from_dict({"sentence": random_sentences(32)}), tmp_path)
+    # the error alone: no warning first that the run trains on a text column (there is none) without the sentences
+    assert not [r for r in caplog.records if "not read" in r.getMessage()]
     assert message == ("the training set has no input_ids (its columns: sentence): it is not tokenized. Name its "
                        "sentence column 'text' (dataset.rename_column) for the trainer to tokenize it, or tokenize it "
                        "first with hf_cse.data.tokenize_dataset(dataset, tokenizer).")
@@ -304,6 +307,39 @@ def test_a_collator_of_ones_own_may_read_text(tiny_bert_dir, tmp_path):
 
     trainer = build(tiny_bert_dir, text_set(random_sentences(16)), tmp_path, data_collator=own)
     assert trainer.data_collator is own
+
+
+def test_a_collator_of_hf_cse_gets_the_text_column_tokenized(tiny_bert_dir, tmp_path):
+    """With a data_collator given, the text column was left untokenized and refused with "Name its sentence column
+    'text'", which it was."""
+    from hf_cse.data import TwoViewCollator
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    trainer = build(tiny_bert_dir, text_set(random_sentences(16)), tmp_path, data_collator=TwoViewCollator(tok))
+    assert {"input_ids", "text"} <= set(trainer.train_dataset.column_names)
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
+    assert batch["input_ids"].shape[:2] == (2, 2)  # two rows, two views
+    # without the tokenizer the trainer cannot tokenize: said as such, with both fixes
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    with pytest.raises(DataError) as refused:
+        ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), train_dataset=text_set(random_sentences(16)),
+                           data_collator=TwoViewCollator(tok))
+    assert str(refused.value) == ("the training set's text column is not tokenized (no input_ids): pass "
+                                  "processing_class=tokenizer for the trainer to tokenize it, or tokenize it first "
+                                  "with hf_cse.data.tokenize_dataset(dataset, tokenizer).")
+
+
+def test_a_collator_of_transformers_with_text_is_refused_when_the_trainer_is_built(tiny_bert_dir, tmp_path):
+    """It failed inside transformers' tokenizer.pad at the first batch."""
+    from transformers import DataCollatorWithPadding
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    message = refusal(tiny_bert_dir, text_set(random_sentences(16)), tmp_path,
+                      data_collator=DataCollatorWithPadding(tok))
+    assert message == ("data_collator DataCollatorWithPadding is transformers' and the training set holds text: "
+                       "leave data_collator out (the trainer tokenizes the text column for the method's collator, "
+                       "which makes the views each method trains on), or pass one of hf_cse's, e.g. "
+                       "model.collator(tokenizer, model.config).")
 
 
 # ------------------------------------------------------------------ what the encoder can embed
@@ -413,6 +449,15 @@ def test_diffcse_insert_edits_take_rows_their_masks_keep_within_the_discriminato
         "the training set has rows of up to 60 tokens, more than the 50 that DiffCSE's insert edits (masking_ratio "
         "0.3) keep within the discriminator's 64 positions: tokenize the sentences with hf_cse.data.tokenize_dataset, "
         "the encoder's own tokenizer and max_seq_length 50 or less.")
+    # text the trainer tokenized at the arguments' max_seq_length: the fix is that length, not tokenizing oneself
+    with pytest.raises(DataError) as refused:
+        ContrastiveTrainer(model=DiffCSEModel.from_encoder(str(tiny_bert_dir), edit_operation="insert",
+                                                           masking_ratio=0.3, generator_name_or_path="unigram"),
+                           args=ContrastiveTrainingArguments(str(tmp_path / "out"), max_seq_length=64, use_cpu=True,
+                                                             per_device_train_batch_size=8, report_to="none"),
+                           train_dataset=text_set(long_sentences(16, 58)), processing_class=tok)
+    assert str(refused.value).endswith("keep within the discriminator's 64 positions: the trainer cut the text at "
+                                       "max_seq_length 64: set max_seq_length=50 or less in the training arguments.")
     build_diffcse(rows60, "replace")  # replace edits keep the length
     fits = build_diffcse(tokenize_dataset(text_set(long_sentences(16, 58)), tok, max_seq_length=50), "insert")
     fits.train()  # edited rows of 50 + 14 = 64 tokens: the discriminator takes them

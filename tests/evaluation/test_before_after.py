@@ -35,3 +35,5 @@ def test_a_lower_is_better_metric_is_compared_and_described_the_way_it_was_chose
     assert loss.as_dict()["greater_is_better"] is False and "greater_is_better" not in DevChange("m", 1, 2).as_dict()
     assert "(-0.60: better than the encoder it started from)" in dev_change_line(loss.as_dict())
     assert "(-0.60: worse than the encoder it started from)" in dev_change_line(DevChange("m", 1.0, 0.4).as_dict())
+    # a run trained from Python too: the card names no script
+    assert dev_change_line(DevChange("m", 1.0, 0.4).as_dict()).startswith("During training, the dev metric `m` went")

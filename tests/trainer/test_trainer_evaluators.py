@@ -188,3 +188,43 @@ def test_a_lower_is_better_metric_of_ones_own_keeps_the_checkpoint_it_chose_over
     dev = trainer.dev
     assert (dev.before, dev.after, dev.kept_step, dev.greater_is_better, dev.worse) == (1.0, 0.4, 2, False, False)
     assert any(not torch.equal(untrained[name], t) for name, t in trainer.model.state_dict().items())
+
+
+
+#: the forms eval_pairs takes, as its refusal names them
+EVAL_PAIRS_FORMS = ("pass hf_cse.evaluation.data.STSPairs (e.g. hf_cse.evaluation.custom_dev.read_pair_file(path)) "
+                    "or a list of (sentence1, sentence2, score) tuples; or give the pairs as eval_file= (a CSV/TSV "
+                    "file) or an evaluator=.")
+
+
+@pytest.mark.slow  # a dev score (~0.9 s)
+def test_eval_pairs_takes_scored_tuples(tiny_bert_dir, sentences, tmp_path):
+    """eval_pairs, a documented keyword, passed construction with a list of (sentence1, sentence2, score) and failed
+    with an AttributeError inside hf_cse at the first dev score."""
+    from hf_cse.evaluation.evaluators import PairsEvaluator
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    dev = random_sentences(20, 9)
+    rows = [(dev[i], dev[i + 1], float(i % 5)) for i in range(0, 20, 2)]
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=tiny_args(tmp_path / "o"),
+                                 train_dataset=ds, processing_class=tok, eval_pairs=rows)
+    [pairs] = [e for e in trainer.evaluator if isinstance(e, PairsEvaluator)]
+    assert list(zip(pairs.pairs.sentences1, pairs.pairs.sentences2, pairs.pairs.scores.tolist(), strict=True)) == [
+        (" ".join(a.split()), " ".join(b.split()), s) for a, b, s in rows]
+    assert "eval_custom_spearman" in trainer.evaluate()
+
+
+@pytest.mark.parametrize("bad, start", [
+    ({"sentence1": ["a"]}, "eval_pairs is dict "), ("dev.tsv", "eval_pairs is str 'dev.tsv'"),
+    ([("a b", "c d")], "eval_pairs row 0 is ('a b', 'c d'), not (sentence1, sentence2, score)"),
+    ([("a b", "c d", "4.0")], "eval_pairs row 0 is "), ([("a b", "c d", float("nan"))], "eval_pairs row 0 is "),
+])
+def test_eval_pairs_of_another_form_is_refused_when_the_trainer_is_built(tiny_bert_dir, sentences, tmp_path, bad,
+                                                                          start):
+    from hf_cse.errors import CSEError
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    with pytest.raises(CSEError) as refused:
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=tiny_args(tmp_path / "o"),
+                           train_dataset=ds, processing_class=tok, eval_pairs=bad)
+    assert str(refused.value).startswith(start) and str(refused.value).endswith(EVAL_PAIRS_FORMS)

@@ -134,3 +134,30 @@ def test_the_dev_data_and_the_best_metric_are_checked_when_the_trainer_is_built(
                                        r"metric_for_best_model='stsb_spearman'"):
         build(eval_strategy="steps", eval_steps=2, metric_for_best_model="stsb_spearmann")
     build(eval_strategy="steps", eval_steps=2, metric_for_best_model="eval_avg_sts")  # its own name, prefixed too
+
+
+@pytest.mark.parametrize("given, words", [
+    (dict(eval_steps=1), "eval_steps=1 scores nothing during training: the dev data is scored before the first step "
+                         "and after the last only (with eval_strategy='no'); add eval_strategy='steps'."),
+    (dict(save_strategy="no", save_steps=5), "save_steps=5 saves nothing: no checkpoint is saved during training "
+                                             "(with save_strategy='no'); add save_strategy='steps'."),
+])
+def test_an_interval_without_its_strategy_is_refused_when_the_arguments_are_made(tmp_path, given, words):
+    """The command line refused --eval_steps without --eval_strategy steps; from Python the run evaluated before and
+    after training only, without a word."""
+    with pytest.raises(CSEError) as refused:
+        ContrastiveTrainingArguments(str(tmp_path / "out"), use_cpu=True, **given)
+    assert str(refused.value) == words
+
+
+def test_intervals_that_apply_or_were_not_given_are_taken(tmp_path, tiny_bert_dir):
+    """Only the contradiction given: transformers' own eval_steps (logging_steps', for eval_strategy steps), the
+    defaults, and a preset's intervals whose strategy the caller turned off."""
+    from hf_cse.presets import from_preset
+
+    out = str(tmp_path / "out")
+    assert ContrastiveTrainingArguments(out, use_cpu=True, eval_strategy="steps", logging_steps=3).eval_steps == 3
+    assert ContrastiveTrainingArguments(out, use_cpu=True, save_strategy="no", eval_strategy="epoch").eval_steps is None
+    _, args = from_preset("simcse_bert", str(tiny_bert_dir), out, eval_strategy="no", save_strategy="no",
+                          load_best_model_at_end=False, use_cpu=True)
+    assert (args.eval_steps, args.save_steps) == (None, type(args).__dataclass_fields__["save_steps"].default)

@@ -142,7 +142,8 @@ class DiffCSEModel(CSEPreTrainedModel):
     # (its default BatchNorm projector says no for itself: hf_cse.models.heads.BatchNormProjector)
     why_no_minibatch_split = "its RTD loss is computed inside the forward on each mini-batch"
     streams = False
-    why_no_streaming = "its unigram generator counts the whole corpus"
+    why_no_streaming = ("no DiffCSE generator is supported on a stream; the default one, unigram replacements, "
+                        "counts the whole corpus")
     captures_in_cuda_graph = False
     why_no_cuda_graph = ("DiffCSE's generator and discriminator step has not been checked under CUDA graph capture "
                          "yet; it trains eagerly")
