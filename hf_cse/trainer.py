@@ -17,6 +17,7 @@ from .checks import check_path_given
 from .collator_rng import CollatorDraws
 from .cuda_graphs import CudaGraphStep
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad, main_process_outcome
+from .divergence import check_weights_held, finished_not_diverged, with_diverged_checkpoints
 from .errors import CSEError, unwrapped_from_worker
 from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
 from .folder_lock import folder_held
@@ -41,7 +42,6 @@ from .trainer_folder import (
     check_save_folder,
     checkpoint_to_resume,
     remove_killed_writes,
-    warn_other_world_size,
 )
 from .trainer_options import (
     TrainingOptions,
@@ -51,7 +51,7 @@ from .trainer_options import (
     prepare_run,
     set_batch_copying,
 )
-from .trainer_resume import ResumedRun
+from .trainer_resume import ResumedRun, warn_other_world_size
 from .trainer_steps import StepPaths
 from .training_args import global_batch_size
 from .zero_loss import ZERO_LOSS_KEY, ZeroLossWatch
@@ -220,25 +220,26 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         """transformers' ``train``, then what makes a finished run: the divergence check of the steps after the last
-        logging step, and with dev data the dev score of the trained model, which is kept only if it beats the
-        untrained encoder's (scored before the first step) -- otherwise the untrained weights are put back.
+        logging step and of the weights (:mod:`hf_cse.divergence`), and with dev data the dev score of the trained
+        model, kept only if it beats the untrained encoder's (scored before the first step; a NaN score beats none)
+        -- otherwise the untrained weights are put back.
 
         The output folder is checked first (:mod:`hf_cse.trainer_folder`: no run inside another run's folder, no new
-        run into one; ``resume_from_checkpoint=True`` is the last complete checkpoint, of the same method) and held
-        for the training (:func:`hf_cse.folder_lock.folder_held`). A checkpoint taken at the run's last step (a run
-        killed during its final save or export) is loaded as it is: transformers' loop would train one step past
-        ``max_steps``, as it checks the step count only after a step."""
+        run into one; ``resume_from_checkpoint=True`` is the last complete checkpoint, of the same method, never a
+        diverged one) and held for the training (:func:`hf_cse.folder_lock.folder_held`). A checkpoint taken at the
+        run's last step (a run killed during its final save or export) is loaded as it is: transformers' loop would
+        train one step past ``max_steps``, as it checks the step count only after a step."""
         check_not_trained_twice(self._trained_in, resume_from_checkpoint)
         resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
         with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
             try:
                 output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)
-            except CSEError as err:  # e.g. a streamed file's bad line, read by a DataLoader worker
-                raised = unwrapped_from_worker(err)
+            except CSEError as err:  # e.g. a streamed file's bad line, read by a DataLoader worker; a divergence
+                raised = with_diverged_checkpoints(unwrapped_from_worker(err), self)  # names its checkpoints
                 if raised is err:
                     raise
                 raise raised from err
-            self._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would
+            finished_not_diverged(self)  # the steps after the last logging step, and the weights held
             self.train_metrics = dict(output.metrics)
             self._zero_loss.at_end(self.train_metrics, self.state.log_history)
             if self.evaluator is not None:
@@ -307,6 +308,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                 f"save_run() finishes the run that train() trained in output_dir {self.args.output_dir}, and this "
                 "trainer has trained none there: call trainer.train() first (trainer.save_model(folder) saves the "
                 "model alone, into a folder of your choice).")
+        check_weights_held(self, saving=True)  # a diverged run's weights are never saved as a model
         with folder_held(self.args.output_dir, self) if self.is_world_process_zero() else nullcontext():
             self._save_run(data, preset, hub_repo or self._hub_repo)
 
@@ -353,11 +355,6 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         main_process_outcome(self.args, export)
         # the run's last line: did training make the model better on the dev data?
         log_dev_change(logger, self.dev, self.dev_metrics_scored)
-
-    @property
-    def precision(self) -> str:
-        """The precision the run computes in: ``fp32``, ``bf16`` or ``fp16``."""
-        return "bf16" if self.args.bf16 else "fp16" if self.args.fp16 else "fp32"
 
     # ------------------------------------------------------------------ training
     def _global_objectives(self, embeddings: dict[str, torch.Tensor]):
