@@ -135,14 +135,15 @@ def with_diverged_checkpoints(err: CSEError, trainer) -> CSEError:
     return named
 
 
-def finished_not_diverged(trainer) -> None:
-    """The end of ``train()``: the loss terms of the steps after the last logging step (a divergence there fails as
-    at a logging step), then the weights held (:func:`check_weights_held`: a divergence no logged loss showed, or a
-    checkpoint of diverged weights finished as it is); a divergence names the diverged checkpoints."""
+def finished_not_diverged(trainer, reduce_metrics) -> None:
+    """The end of ``train()``: the loss terms of the steps after the last logging step (``reduce_metrics()``: a
+    divergence there fails as at a logging step), then the weights held (:func:`check_weights_held`: a divergence
+    no logged loss showed, or a checkpoint of diverged weights finished as it is); a divergence names the diverged
+    checkpoints."""
     from .metrics import DivergedError
 
     try:
-        trainer._reduced_metrics()
+        reduce_metrics()
         check_weights_held(trainer)
     except DivergedError as err:
         raised = with_diverged_checkpoints(err, trainer)

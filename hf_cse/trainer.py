@@ -239,7 +239,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                 if raised is err:
                     raise
                 raise raised from err
-            finished_not_diverged(self)  # the steps after the last logging step, and the weights held
+            finished_not_diverged(self, self._reduced_metrics)  # the steps after the last logging step, the weights
             self.train_metrics = dict(output.metrics)
             self._zero_loss.at_end(self.train_metrics, self.state.log_history)
             if self.evaluator is not None:
