@@ -19,7 +19,7 @@ is never read: it is a pickle (transformers itself loads each checkpoint file wi
 compared: what a user changes to go on (``max_steps``, ``num_train_epochs``), to watch or save the run (logging,
 saving, evaluation, ``output_dir``, ``report_to``, ``run_name``), how fast it goes (workers, precision, CUDA graphs,
 :data:`SPEED_ONLY_CONFIG_FIELDS`) and the number of processes (said by
-:func:`hf_cse.trainer_folder.warn_other_world_size`).
+:func:`hf_cse.trainer_resume.warn_other_world_size`).
 
 This module imports nothing heavy: the command line's checks that run before torch is loaded import it.
 """

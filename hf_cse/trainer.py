@@ -15,6 +15,7 @@ from .checkpoints import TRAINER_STATE_FILE
 from .collator_rng import CollatorDraws
 from .cuda_graphs import CudaGraphStep
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad, main_process_outcome
+from .divergence import check_weights_held, finished_not_diverged, with_diverged_checkpoints
 from .errors import CSEError, unwrapped_from_worker
 from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
 from .log_window import LogWindow
@@ -38,7 +39,6 @@ from .trainer_folder import (
     check_save_folder,
     checkpoint_to_resume,
     remove_killed_writes,
-    warn_other_world_size,
 )
 from .trainer_options import (
     TrainingOptions,
@@ -48,7 +48,7 @@ from .trainer_options import (
     prepare_run,
     set_batch_copying,
 )
-from .trainer_resume import ResumedRun
+from .trainer_resume import ResumedRun, warn_other_world_size
 from .trainer_steps import StepPaths
 from .training_args import global_batch_size
 from .zero_loss import ZERO_LOSS_KEY, ZeroLossWatch
@@ -218,26 +218,27 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         """transformers' ``train``, then what makes a finished run: the divergence check of the steps after the last
-        logging step, and with dev data the dev score of the trained model, which is kept only if it beats the
-        untrained encoder's (scored before the first step) -- otherwise the untrained weights are put back.
+        logging step and of the weights (:mod:`hf_cse.divergence`), and with dev data the dev score of the trained
+        model, kept only if it beats the untrained encoder's (scored before the first step; a NaN score beats none)
+        -- otherwise the untrained weights are put back.
 
         The output folder is checked first (:mod:`hf_cse.trainer_folder`: no run inside another run's folder, no new
-        run into one; ``resume_from_checkpoint=True`` is the last complete checkpoint, of the same method) and held
-        for the training (:func:`hf_cse.folder_lock.folder_held`); an unsaved run of another trainer there is taken
-        over (its ``save_run()`` is then refused, :mod:`hf_cse.trainer_claim`). A checkpoint taken at the run's last
-        step (a run killed during its final save or export) is loaded as it is: transformers' loop would train one
-        step past ``max_steps``, as it checks the step count only after a step."""
+        run into one; ``resume_from_checkpoint=True`` is the last complete checkpoint, of the same method, never a
+        diverged one) and held for the training (:func:`hf_cse.folder_lock.folder_held`); an unsaved run of another
+        trainer there is taken over (its ``save_run()`` is then refused, :mod:`hf_cse.trainer_claim`). A checkpoint
+        taken at the run's last step (a run killed during its final save or export) is loaded as it is: transformers'
+        loop would train one step past ``max_steps``, as it checks the step count only after a step."""
         check_not_trained_twice(self._trained_in, resume_from_checkpoint)
         resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
         with self._claim.training(self):  # the folder held (hf_cse.trainer_claim)
             try:
                 output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)
-            except CSEError as err:  # e.g. a streamed file's bad line, read by a DataLoader worker
-                raised = unwrapped_from_worker(err)
+            except CSEError as err:  # e.g. a streamed file's bad line, read by a DataLoader worker; a divergence
+                raised = with_diverged_checkpoints(unwrapped_from_worker(err), self)  # names its checkpoints
                 if raised is err:
                     raise
                 raise raised from err
-            self._reduced_metrics()  # the steps after the last logging step: a divergence there fails as it would
+            finished_not_diverged(self, self._reduced_metrics)  # the steps after the last logging step, the weights
             self.train_metrics = dict(output.metrics)
             self._zero_loss.at_end(self.train_metrics, self.state.log_history)
             if self.evaluator is not None:
@@ -303,11 +304,12 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         ``hub_repo``: push the export there (default: the arguments' ``push_to_hub`` repo, taken over from the
         Trainer when it was built: :func:`hf_cse.export.take_over_hub_push`). The last log line is the dev score
         before and after training and which model was saved. Refused in one line, before anything is written:
-        an argument of the wrong type, a trainer that has not trained in ``args.output_dir``, and a folder that holds
+        an argument of the wrong type, a trainer that has not trained in ``args.output_dir``, a folder that holds
         another run since this trainer's ``train()`` (another trainer trained there since, or another run's record,
-        model, checkpoints or curves arrived: :mod:`hf_cse.trainer_claim`)."""
+        model, checkpoints or curves arrived: :mod:`hf_cse.trainer_claim`), and weights that are not finite."""
         check_save_run_arguments(data, preset, hub_repo)
         with self._claim.saving(self, self._trained_in):  # refused unless the folder still holds this run
+            check_weights_held(self, saving=True)  # a diverged run's weights are never saved as a model
             self._save_run(data, preset, hub_repo or self._hub_repo)
 
     def _save_run(self, data: dict | None, preset: str | None, hub_repo: str | None) -> None:
@@ -353,11 +355,6 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         main_process_outcome(self.args, export)
         # the run's last line: did training make the model better on the dev data?
         log_dev_change(logger, self.dev, self.dev_metrics_scored)
-
-    @property
-    def precision(self) -> str:
-        """The precision the run computes in: ``fp32``, ``bf16`` or ``fp16``."""
-        return "bf16" if self.args.bf16 else "fp16" if self.args.fp16 else "fp32"
 
     # ------------------------------------------------------------------ training
     def _global_objectives(self, embeddings: dict[str, torch.Tensor]):

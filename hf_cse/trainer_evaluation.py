@@ -42,6 +42,11 @@ class DevScoring(Trainer):
     _dev_identity: tuple[str | None] | None = None
 
     @property
+    def precision(self) -> str:
+        """The precision the run computes in: ``fp32``, ``bf16`` or ``fp16``."""
+        return "bf16" if self.args.bf16 else "fp16" if self.args.fp16 else "fp32"
+
+    @property
     def dev_data_identity(self) -> str | None:
         """What the evaluator scores and a hash of its data
         (:func:`~hf_cse.evaluation.evaluators.dev_data_fingerprint`), computed once: recorded in each checkpoint
@@ -76,7 +81,7 @@ class DevScoring(Trainer):
         self.dev_metrics_scored = sorted(k.removeprefix("eval_") for k in final if k != "eval_epoch")
         if changed and dev is not None:
             return self._before_on_changed_dev(untrained, dev, changed)
-        if dev is None or untrained is None or not dev.better(dev.before, dev.after):
+        if dev is None or untrained is None or not dev.beats_trained(dev.before):
             return dev
         model = self.accelerator.unwrap_model(self.model)
         if not untrained.rescore:
@@ -90,7 +95,7 @@ class DevScoring(Trainer):
         trained = UntrainedCandidate.of(model)
         untrained.restore(model)
         score = self._dev_scores("the model given to this resumed trainer").get(dev.metric, float("nan"))
-        if dev.better(score, dev.after):
+        if dev.beats_trained(score):
             if abs(score - dev.before) > 1e-3 * max(1.0, abs(dev.before)):
                 logger.warning("dev: the model given to this resumed trainer scores %.4g, the run's step 0 %.4g: "
                                "it is not the run's untrained encoder, but beats the trained model and is kept",
@@ -117,7 +122,7 @@ class DevScoring(Trainer):
         logger.info("dev: the dev data changed since the run's step 0 was scored (%s then, %s now): the model given "
                     "to this resumed trainer, scored on it, is the score before training (%.4g; step 0's %.4g was "
                     "of the earlier data)", changed.then, changed.now, score, dev.before)
-        if dev.better(score, dev.after):
+        if dev.beats_trained(score):
             return replace(dev, before=score, kept_step=0)
         trained.restore(model)
         return replace(dev, before=score)

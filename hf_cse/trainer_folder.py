@@ -53,6 +53,7 @@ from .checkpoints import (
     trained_from,
     training_run_files,
 )
+from .divergence import check_resumable, how_to_go_on
 from .folder_lock import claimed_by_command, held_here
 from .output_folder import OutputFolderError, listing, remove_entries, same_or_inside
 from .run_files import (
@@ -202,10 +203,9 @@ def check_new_run_folder(output_dir) -> None:
         raise OutputFolderError(f"output_dir {out} already holds a trained run ({listing(trained)}): choose another "
                                 "output_dir, or remove that run's files to start over.")
     checkpoints = [n for n in names if is_checkpoint_name(n) and (out / n).is_dir()]
-    if checkpoints:
-        raise OutputFolderError(f"output_dir {out} holds checkpoints of a run ({listing(checkpoints)}): pass "
-                                "resume_from_checkpoint=True to continue it, or choose another output_dir (or remove "
-                                "them to start over).")
+    if checkpoints:  # a diverged run's last checkpoint is not offered (hf_cse.divergence)
+        raise OutputFolderError(f"output_dir {out} holds checkpoints of a run ({listing(checkpoints)}): "
+                                f"{how_to_go_on(out, last_complete_checkpoint(out, say_skipped=False))}.")
     logs = out / TENSORBOARD_FOLDER
     if logs.is_dir() and any(logs.iterdir()):
         raise OutputFolderError(f"output_dir {out} holds the TensorBoard logs of an earlier run "
@@ -239,6 +239,7 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint} holds {theirs[:-2]} (saved by another tool, "
                                 "not an hf_cse run): no hf_cse run resumes it. Train without resume_from_checkpoint "
                                 "in another output_dir.")
+    check_resumable(checkpoint, output_dir, chosen=resume_from_checkpoint is True)  # not a diverged run's
     saved = _saved_method(checkpoint)
     if method and saved and saved != method:
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint} holds a {saved} model, and this trainer trains "
@@ -385,23 +386,3 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
 
 def _saved_method(checkpoint: Path) -> str | None:
     return (saved_config(checkpoint) or {}).get("method")
-
-
-def saved_world_size(checkpoint) -> int | None:
-    """How many processes saved ``checkpoint``: each writes its RNG states, transformers' ``rng_state.pth`` for one
-    process and ``rng_state_<rank>.pth`` for several; None where it holds none."""
-    ranks = list(Path(checkpoint).glob("rng_state_*.pth"))
-    if ranks:
-        return len(ranks)
-    return 1 if (Path(checkpoint) / "rng_state.pth").is_file() else None
-
-
-def warn_other_world_size(checkpoint, world_size: int) -> None:
-    """A checkpoint resumed by another number of processes than saved it (the command line refuses it unless the
-    checkpoint is named): the run goes on, but not as it would have -- said once, on the main process."""
-    saved = saved_world_size(checkpoint)
-    if saved is not None and saved != world_size:
-        logger.warning("resuming %s, saved by %d process%s, with %d: the contrastive batch has another size, the data "
-                       "after the checkpoint is not what the run would have trained on (the batches already trained "
-                       "are skipped counted in this run's batches) and the dropout masks differ", checkpoint, saved,
-                       "" if saved == 1 else "es", world_size)

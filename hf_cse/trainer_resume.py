@@ -214,6 +214,26 @@ def restart_selection(state: TrainerState, args, output_dir, checkpoint: str, ch
             f"from the evaluations on the new data only: {chosen}")
 
 
+def saved_world_size(checkpoint) -> int | None:
+    """How many processes saved ``checkpoint``: each writes its RNG states, transformers' ``rng_state.pth`` for one
+    process and ``rng_state_<rank>.pth`` for several; None where it holds none."""
+    ranks = list(Path(checkpoint).glob("rng_state_*.pth"))
+    if ranks:
+        return len(ranks)
+    return 1 if (Path(checkpoint) / "rng_state.pth").is_file() else None
+
+
+def warn_other_world_size(checkpoint, world_size: int) -> None:
+    """A checkpoint resumed by another number of processes than saved it (the command line refuses it unless the
+    checkpoint is named): the run goes on, but not as it would have -- said once, on the main process."""
+    saved = saved_world_size(checkpoint)
+    if saved is not None and saved != world_size:
+        logger.warning("resuming %s, saved by %d process%s, with %d: the contrastive batch has another size, the data "
+                       "after the checkpoint is not what the run would have trained on (the batches already trained "
+                       "are skipped counted in this run's batches) and the dropout masks differ", checkpoint, saved,
+                       "" if saved == 1 else "es", world_size)
+
+
 class ResumedRun(Trainer):
     """A mixin before ``Trainer``: :meth:`_resume_from` before ``Trainer.train`` resumes a checkpoint,
     :meth:`_take_up_resumed` before the first step (``on_epoch_start``). It reads the trainer's ``_log_window``,

@@ -48,6 +48,8 @@ from ..checkpoints import (
     other_model,
 )
 from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
+from ..divergence import earlier_finite, none_earlier, what_diverged
+from ..finite_weights import saved_non_finite
 from ..output_folder import (
     TOKENIZER_FILES,
     OutputFolderError,
@@ -216,6 +218,8 @@ class TrainingRun(CommandJob):
         foreign = refuse_finished_or_foreign(out, left)
         self._remove_killed_writes(out, left)
         resume = last_complete_checkpoint(out)
+        if resume is not None:  # before its settings are compared: going on from it is no way out
+            refuse_diverged(Path(resume), out)
         if foreign and resume is None:
             raise OutputFolderError(f"--output_dir {out}: a run whose final save was cut short, no checkpoint to "
                                     "finish it from. Its model may be whole (try hf-cse-export); "
@@ -279,6 +283,22 @@ def other_settings_refusal(out: Path, changed: list[str], resume, blocked: str |
             f"to go on with these, or {OVERWRITE_FLAG} to start over")
     return OutputFolderError(f"--output_dir {out} holds checkpoints of a run with other settings "
                              f"({in_brief(changed)}): {ways}.")
+
+
+def refuse_diverged(checkpoint: Path, out: Path) -> None:
+    """Refuse to resume ``checkpoint``, the last of ``out``, when its weights are not finite: its run diverged
+    (:mod:`hf_cse.divergence`; a checkpoint named by --resume_from_checkpoint is refused by the Trainer's check, in
+    :mod:`hf_cse.cli.preflight`); the ways on, in this command's terms."""
+    found = saved_non_finite(checkpoint)
+    if found is None:
+        return
+    earlier, read = earlier_finite(checkpoint, out)
+    anew = (f"start a new run with a lower --learning_rate in another --output_dir, or in {out} with "
+            f"{OVERWRITE_FLAG} (removes this run's files)")
+    ways = (f"--resume_from_checkpoint {earlier} goes on from an earlier, finite one, or {anew}" if earlier else
+            f"{none_earlier(read)}: {anew}")
+    raise OutputFolderError(f"--output_dir {out}: its last checkpoint, {checkpoint.name}, "
+                            f"{what_diverged(found, checkpoint)}; {ways}.")
 
 
 def other_models(out: Path, names: list[str]) -> list[str]:

@@ -49,6 +49,17 @@ class DevChange:
         """Whether ``score`` beats ``than`` on this metric (an undefined score, NaN, beats nothing)."""
         return score > than if self.greater_is_better else score < than
 
+    def beats_trained(self, score: float) -> bool:
+        """Whether ``score`` (the untrained encoder's) beats the trained model's: it is better, or it is defined and
+        the trained model's is not (NaN: e.g. training collapsed every embedding to one direction)."""
+        return self.better(score, self.after) or (math.isfinite(score) and not math.isfinite(self.after))
+
+    @property
+    def trained_undefined(self) -> bool:
+        """The trained model's score is undefined (NaN) where the untrained encoder's was not: the model, not the dev
+        data, is at fault."""
+        return math.isfinite(self.before) and not math.isfinite(self.after)
+
     def keeping_untrained(self) -> DevChange:
         return replace(self, kept_step=0)
 
@@ -154,7 +165,11 @@ def logged_evaluation(log_history: Sequence[Mapping[str, Any]], step: int) -> di
 def log_dev_change(logger, dev: DevChange | None, scored: Sequence[str] = ()) -> None:
     """The run's last line: the dev score before and after training, a warning when the model lost more than the
     noise, or that nothing checked it: no dev data, or dev metrics (``scored``) without one to compare."""
-    if dev is not None and not (math.isfinite(dev.before) and math.isfinite(dev.after)):
+    if dev is not None and dev.trained_undefined:
+        logger.warning("%s: the trained model's dev score is undefined (every pair got the same cosine: training "
+                       "collapsed its embeddings), where the untrained encoder's was not; try a lower learning_rate or "
+                       "fewer steps", dev.line())
+    elif dev is not None and not (math.isfinite(dev.before) and math.isfinite(dev.after)):
         logger.warning("%s: the dev score is undefined (every pair got the same cosine, e.g. sentences the tokenizer "
                        "reads as unknown tokens only); check the dev data (eval_file) and the encoder's language",
                        dev.line())

@@ -390,6 +390,25 @@ def test_a_divergence_after_the_last_logging_step_is_one_clear_error(tiny_bert_d
 
 
 @pytest.mark.slow
+def test_rerunning_a_diverged_run_refuses_its_nan_checkpoint(tiny_bert_dir, tmp_path, capsys):
+    """Before: the same command run again resumed the diverged run's checkpoint-6 (NaN weights), "finished" it and
+    exported the NaN model. It is refused in one line naming the checkpoint and the ways on; nothing is deleted."""
+    args = _run_args(tiny_bert_dir, tmp_path, "--max_steps", "6", "--save_strategy", "steps", "--save_steps", "6",
+                     "--learning_rate", "1e6", "--lr_scheduler_type", "constant", "--logging_steps", "100")
+    assert train_cli.main(args) == 1
+    first = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "became NaN or Inf" in first and "checkpoint-6 in --output_dir" in first, first
+    out = tmp_path / "out"
+    kept = sorted(p.name for p in out.rglob("*"))
+    assert train_cli.main(args) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"hf-cse-train: error: --output_dir {out}: its last checkpoint, checkpoint-6, holds "), line
+    assert "not finite (NaN or inf)" in line and "diverged at or before step 6" in line
+    assert "lower --learning_rate in another --output_dir" in line and "--overwrite_output_dir" in line
+    assert sorted(p.name for p in out.rglob("*")) == kept and not (out / "sentence-transformers").exists()
+
+
+@pytest.mark.slow
 def test_esimcse_at_the_encoders_position_limit_trains(tiny_bert_dir, tmp_path):
     """--max_seq_length 64 is the tiny encoder's limit, which the command allows; ESimCSE's repetition lengthened such
     rows past it (its tokenizer, built from a vocab, has no model_max_length) and the first step ended in torch's

@@ -81,13 +81,17 @@ def test_no_host_reads_outside_logging_steps(case, logging_steps, tiny_bert_dir,
                                  data_collator=type(model).collator(tok, model.config), cached_minibatch_size=cached)
     count_syncs.clear()  # construction may read tensors; the steps may not
     trainer.train()
+    # after the last step, once: the count of the weights that are not finite (hf_cse.divergence)
+    weights_check = [c for c in count_syncs if c.startswith("__int__ at divergence.py")]
+    assert len(weights_check) == 1, count_syncs
+    syncs = [c for c in count_syncs if c not in weights_check]
     logged = [e for e in trainer.state.log_history if "contrastive_loss" in e]
     if logging_steps > 3:  # no logging step in the run: one read, the divergence check after the last step
         assert not logged
-        assert len(count_syncs) == 1 and count_syncs[0].startswith("tolist at metrics.py"), count_syncs
+        assert len(syncs) == 1 and syncs[0].startswith("tolist at metrics.py"), count_syncs
     else:  # one logging step: the metrics are read there, once (the interception works)
         assert len(logged) == 1 and torch.isfinite(torch.tensor(logged[0]["contrastive_loss"]))
-        reads = [c for c in count_syncs if "generators.py" not in c] if case in KNOWN_READS else count_syncs
+        reads = [c for c in syncs if "generators.py" not in c] if case in KNOWN_READS else syncs
         assert len(reads) == 1 and reads[0].startswith("tolist at metrics.py"), count_syncs
 
 

@@ -351,7 +351,7 @@ def test_a_resumed_run_keeps_the_untrained_encoder_when_training_made_it_worse(t
 
 @pytest.mark.slow
 def test_a_checkpoint_resumed_by_another_number_of_processes_says_so(tiny_bert_dir, sentences, tmp_path, caplog):
-    from hf_cse.trainer_folder import saved_world_size
+    from hf_cse.trainer_resume import saved_world_size
 
     out = tmp_path / "out"
     common = dict(max_steps=4, save_strategy="steps", save_steps=2)

@@ -1,0 +1,183 @@
+"""A run that diverged (its weights NaN or inf: a learning rate far too high, fp16 overflow) is never resumed,
+finished or saved as a trained model. Its loss stops it at a logging step (:mod:`hf_cse.metrics`), but
+transformers may have saved a checkpoint of the diverged weights before (``save_steps`` below ``logging_steps``, or
+the last step's save before the check after it), and the same command, or ``resume_from_checkpoint=True``, would
+resume it and save its NaN weights as the model. So:
+
+* a checkpoint to resume is refused when its saved weights are not finite (:func:`check_resumable`: read once per
+  resume, :func:`hf_cse.finite_weights.saved_non_finite`), in one line naming the step at or before which the run
+  diverged and the ways on: an earlier, finite checkpoint by name, or a new run with a lower learning rate; nothing
+  is deleted. The refusal of a new run into the folder says so instead of offering to resume it
+  (:func:`how_to_go_on`);
+* the end of ``train()`` checks the weights held, not only the logged losses, and ``save_run()`` checks them before
+  it writes anything (:func:`check_weights_held`: one pass over the parameters, summed over processes);
+* a divergence error names the checkpoints of the folder that hold diverged weights, and the last finite one
+  (:func:`with_diverged_checkpoints`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .checkpoints import TRAINER_STATE_FILE, checkpoint_problem, checkpoint_step, read_json
+from .errors import CSEError
+from .finite_weights import NonFinite, saved_non_finite
+from .output_folder import OutputFolderError, listing
+from .run_files import CHECKPOINT_PREFIX
+
+#: the most checkpoints before a diverged one read to find a finite one to name
+LOOKED_BACK = 5
+
+
+class DivergedCheckpointError(OutputFolderError):
+    """A checkpoint to resume holds weights that are NaN or inf: its run diverged."""
+
+
+def diverged_at(checkpoint) -> int | None:
+    """The step a checkpoint was saved at: its name's, else its ``trainer_state.json``'s."""
+    step = checkpoint_step(Path(checkpoint))
+    if step >= 0:
+        return step
+    state = read_json(Path(checkpoint) / TRAINER_STATE_FILE)[0]
+    return state.get("global_step") if isinstance(state, dict) else None
+
+
+def earlier_finite(checkpoint, output_dir) -> tuple[str | None, int]:
+    """The last complete checkpoint of ``output_dir`` before the step of ``checkpoint`` whose weights are finite
+    (None: none among the :data:`LOOKED_BACK` before it) and how many were read."""
+    step = diverged_at(checkpoint)
+    earlier = sorted((p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*") if p.is_dir()
+                      and 0 <= checkpoint_step(p) < (step if step is not None else -1)
+                      and checkpoint_problem(p) is None), key=checkpoint_step, reverse=True)[:LOOKED_BACK]
+    for read, folder in enumerate(earlier, 1):
+        if saved_non_finite(folder) is None:
+            return str(folder), read
+    return None, len(earlier)
+
+
+def ways_on(checkpoint, output_dir) -> str:
+    """What to do instead of resuming the diverged ``checkpoint`` of ``output_dir`` (library terms)."""
+    earlier, read = earlier_finite(checkpoint, output_dir)
+    new_run = "start a new run with a lower learning_rate in another output_dir"
+    if earlier:
+        return f"resume an earlier checkpoint by name (resume_from_checkpoint='{earlier}'), or {new_run}"
+    return f"{none_earlier(read)}: {new_run} (or remove the run's files to start over)"
+
+
+def none_earlier(read: int) -> str:
+    """Why no earlier checkpoint is named, ``read`` of them read (:func:`earlier_finite`)."""
+    return (f"none of the {read} checkpoints before it is finite either" if read == LOOKED_BACK
+            else "no earlier checkpoint of it is finite" if read else "no earlier checkpoint of it is kept")
+
+
+def what_diverged(found: NonFinite, checkpoint) -> str:
+    step = diverged_at(checkpoint)
+    return (f"holds {found.bad} of {found.total} weights that are not finite (NaN or inf), the first in {found.first}:"
+            f" its run diverged{f' at or before step {step}' if step is not None else ''}, and a diverged run is not "
+            "resumed")
+
+
+def check_resumable(checkpoint, output_dir, chosen: bool) -> None:
+    """Refuse to resume ``checkpoint`` (``chosen``: the last complete one of ``output_dir``, for
+    ``resume_from_checkpoint=True``; else named by its path) when its saved weights are not finite (module doc)."""
+    found = saved_non_finite(checkpoint)
+    if found is None:
+        return
+    folder = output_dir if chosen else Path(checkpoint).parent
+    where = (f"resume_from_checkpoint=True: {Path(checkpoint).name}, the last checkpoint in output_dir {output_dir},"
+             if chosen else f"resume_from_checkpoint {checkpoint}")
+    raise DivergedCheckpointError(f"{where} {what_diverged(found, checkpoint)}; {ways_on(checkpoint, folder)}.",
+                                  fields=("resume_from_checkpoint", "learning_rate", "output_dir"))
+
+
+def how_to_go_on(output_dir, last: str | None) -> str:
+    """How the refusal of a new run into ``output_dir``, which holds checkpoints (``last``: the last complete one),
+    says to go on: resume it, or, where ``last`` diverged, why not and what instead (library terms)."""
+    found = saved_non_finite(last) if last else None
+    if found is None:
+        return ("pass resume_from_checkpoint=True to continue it, or choose another output_dir (or remove them to "
+                "start over)")
+    return f"its last, {Path(last).name}, {what_diverged(found, last)}; {ways_on(last, output_dir)}"
+
+
+def diverged_checkpoints(output_dir) -> tuple[list[str], str | None]:
+    """The complete checkpoints of ``output_dir`` whose weights are not finite, newest first, up to the first finite
+    one (at most :data:`LOOKED_BACK` + 1 read), and that one (None: none found)."""
+    folders = sorted((p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*")
+                      if p.is_dir() and checkpoint_step(p) >= 0 and checkpoint_problem(p) is None),
+                     key=checkpoint_step, reverse=True)
+    diverged = []
+    for folder in folders[:LOOKED_BACK + 1]:
+        if saved_non_finite(folder) is None:
+            return diverged, str(folder)
+        diverged.append(folder.name)
+    return diverged, None
+
+
+def with_diverged_checkpoints(err: CSEError, trainer) -> CSEError:
+    """``err``, a divergence (:class:`~hf_cse.metrics.DivergedError`) of ``trainer``'s run, with the checkpoints of
+    its output folder that hold the diverged weights named (the rest of its line; read by the main process only);
+    any other error as it is, and ``err`` where no checkpoint holds them."""
+    from .metrics import DivergedError
+
+    output_dir = trainer.args.output_dir
+    if not isinstance(err, DivergedError) or not trainer.is_world_process_zero() or not Path(output_dir).is_dir():
+        return err
+    diverged, finite = diverged_checkpoints(output_dir)
+    if not diverged:
+        return err
+    instead = (f"resume_from_checkpoint='{finite}' goes on from the last finite one" if finite else
+               "no earlier checkpoint is finite")
+    named = type(err)(f"{err} {listing(diverged)} in output_dir {output_dir} "
+                      f"{'hold' if len(diverged) > 1 else 'holds'} the diverged weights and will not be resumed; "
+                      f"{instead}.", fields=(*err.fields, "resume_from_checkpoint", "output_dir"))
+    named.__dict__.update({k: v for k, v in err.__dict__.items() if k != "fields"})  # on_every_process
+    return named
+
+
+def finished_not_diverged(trainer, reduce_metrics) -> None:
+    """The end of ``train()``: the loss terms of the steps after the last logging step (``reduce_metrics()``: a
+    divergence there fails as at a logging step), then the weights held (:func:`check_weights_held`: a divergence
+    no logged loss showed, or a checkpoint of diverged weights finished as it is); a divergence names the diverged
+    checkpoints."""
+    from .metrics import DivergedError
+
+    try:
+        reduce_metrics()
+        check_weights_held(trainer)
+    except DivergedError as err:
+        raised = with_diverged_checkpoints(err, trainer)
+        if raised is err:
+            raise
+        raise raised from err
+
+
+def check_weights_held(trainer, saving: bool = False) -> None:
+    """Raise :class:`~hf_cse.metrics.DivergedError` on every process when a weight of ``trainer``'s model is NaN or
+    inf on any (one pass over the parameters on their device, one number read after summing it over processes);
+    ``saving``: ``save_run()`` asks, before it writes anything."""
+    import torch
+
+    from .errors import raised_on_every_process
+    from .finite_weights import non_finite
+    from .metrics import DivergedError
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    params = [p for p in model.parameters() if p.device.type != "meta" and p.numel() and p.dtype.is_floating_point]
+    device = params[0].device if params else trainer.args.device
+    count = torch.zeros((), dtype=torch.int64, device=device)
+    for param in params:
+        count += (~torch.isfinite(param.detach())).sum().to(device)
+    if trainer.accelerator.num_processes > 1:
+        count = trainer.accelerator.reduce(count, reduction="sum")
+    if not int(count):
+        return
+    found = non_finite(model.named_parameters())
+    held = (f"{found.bad} of {found.total} weights that are not finite (NaN or inf), the first in {found.first}"
+            if found else "weights that are not finite (NaN or inf) in another process's part of it")
+    what, instead = (("save_run: the model", "A diverged run's weights are not saved or exported as a model: train "
+                      "again with a lower learning_rate in another output_dir.") if saving else
+                     (f"the model after step {trainer.state.global_step}", "Lower the learning_rate (or train in "
+                      "fp32/bf16 instead of fp16)."))
+    raise raised_on_every_process(DivergedError(f"{what} holds {held}: the training diverged. {instead}",
+                                                fields=("learning_rate", "output_dir")))

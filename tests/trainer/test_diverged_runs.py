@@ -1,0 +1,170 @@
+"""A run that diverged (its weights NaN or inf) is never resumed, finished or saved as a trained model
+(hf_cse.divergence): its checkpoint is refused on resume, named or found by ``resume_from_checkpoint=True``, in one
+line naming the step and the ways on, and nothing of the user's is deleted; the end of ``train()`` and ``save_run()``
+check the weights held whatever ``logging_steps`` is; a new run's refusal offers no resume of it. A NaN dev score
+after training never beats the untrained encoder's finite one, and the line blames the model, not the dev data."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+import torch
+from helpers import collator, tiny_args, tiny_train_dataset
+from safetensors.torch import load_file, save_file
+
+from hf_cse.divergence import DivergedCheckpointError
+from hf_cse.evaluation.before_after import DevChange, log_dev_change
+from hf_cse.metrics import DivergedError
+from hf_cse.models import SimCSEModel
+from hf_cse.output_folder import OutputFolderError
+from hf_cse.trainer import ContrastiveTrainer
+
+#: a learning rate that makes the tiny encoder's weights NaN within a few steps (Adam moves each weight by ~lr)
+DIVERGING = dict(learning_rate=1e6, lr_scheduler_type="constant", logging_steps=500)
+
+
+def _trainer(encoder, sentences, tmp_path, out, evaluator=None, **args) -> ContrastiveTrainer:
+    ds, tok = tiny_train_dataset(encoder, sentences, tmp_path / "data", repeat=4)
+    torch.manual_seed(0)
+    return ContrastiveTrainer(model=SimCSEModel.from_encoder(str(encoder)), args=tiny_args(out, **args),
+                              train_dataset=ds, data_collator=collator(tok), processing_class=tok, evaluator=evaluator)
+
+
+def _snapshot(folder):
+    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+def _poison(checkpoint) -> None:
+    """Make one weight of ``checkpoint``'s model NaN, as a diverged step would."""
+    path = checkpoint / "model.safetensors"
+    weights = load_file(path)
+    name = next(iter(weights))
+    weights[name].view(-1)[0] = math.nan
+    save_file(weights, path, metadata={"format": "pt"})
+
+
+@pytest.mark.slow  # trains 6 steps, then 3 refused trainers
+def test_a_diverged_runs_checkpoint_is_never_resumed_or_finished(tiny_bert_dir, sentences, tmp_path):
+    """Before: train() raised the divergence, but checkpoint-6 held NaN weights; the refusal of a new run said to pass
+    resume_from_checkpoint=True, which "finished" the run from it, and save_run() exported the NaN model."""
+    out = tmp_path / "run"
+    with pytest.raises(DivergedError, match=r"became NaN or Inf: .* checkpoint-3, checkpoint-6 in output_dir \S+ hold "
+                                            r"the diverged weights and will not be resumed; no earlier checkpoint"):
+        _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=6, save_strategy="steps", save_steps=3,
+                 **DIVERGING).train()
+    kept = _snapshot(out)
+    for resume, words in ((True, r"^resume_from_checkpoint=True: checkpoint-6, the last checkpoint in output_dir "),
+                          (str(out / "checkpoint-6"), r"^resume_from_checkpoint \S+checkpoint-6 ")):
+        trainer = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=6, save_strategy="steps", save_steps=3,
+                           **DIVERGING)
+        with pytest.raises(DivergedCheckpointError, match=words) as refused:
+            trainer.train(resume_from_checkpoint=resume)
+        message = str(refused.value)
+        assert "weights that are not finite (NaN or inf)" in message and "\n" not in message
+        assert "diverged at or before step 6, and a diverged run is not resumed; no earlier checkpoint" in message
+        assert "start a new run with a lower learning_rate in another output_dir" in message
+        with pytest.raises(OutputFolderError, match=r"^save_run\(\) finishes the run that train\(\) trained"):
+            trainer.save_run()
+    with pytest.raises(OutputFolderError, match="holds checkpoints of a run") as refused:  # a new run there
+        _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=6, **DIVERGING).train()
+    assert "resume_from_checkpoint=True" not in str(refused.value)
+    assert "its last, checkpoint-6, holds " in str(refused.value) and "diverged" in str(refused.value)
+    assert _snapshot(out) == kept  # nothing deleted, nothing saved as the model
+    assert not (out / "model.safetensors").exists() and not (out / "sentence-transformers").exists()
+
+
+@pytest.mark.slow  # trains 4 steps, then 2 from a checkpoint
+def test_resume_true_refuses_a_diverged_last_checkpoint_and_names_the_last_finite_one(tiny_bert_dir, sentences,
+                                                                                    tmp_path):
+    out = tmp_path / "run"
+    _trainer(tiny_bert_dir, sentences, tmp_path, out, save_strategy="steps", save_steps=2).train()
+    _poison(out / "checkpoint-4")
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, out, save_strategy="steps", save_steps=2)
+    with pytest.raises(DivergedCheckpointError, match=r"holds 1 of \d+ weights that are not finite .* diverged at or "
+                                                      r"before step 4, .*; resume an earlier checkpoint by name "
+                                                      rf"\(resume_from_checkpoint='{out / 'checkpoint-2'}'\), or"):
+        trainer.train(resume_from_checkpoint=True)
+    trainer.train(resume_from_checkpoint=str(out / "checkpoint-2"))  # the way on it names: trains steps 3 and 4
+    assert trainer.state.global_step == 4
+    trainer.save_run()
+    assert (out / "training_info.json").is_file()
+
+
+@pytest.mark.slow  # one step trained
+def test_the_end_of_train_checks_the_weights_not_only_the_logged_losses(tiny_bert_dir, sentences, tmp_path):
+    """One step at a learning rate past float32's range: the step's loss was finite (it was computed before the
+    update), the weights after it are not. Before: train() finished and save_run() saved them."""
+    out = tmp_path / "run"
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=1, **{**DIVERGING, "learning_rate": 1e39})
+    with pytest.raises(DivergedError, match=r"^the model after step 1 holds \d+ of \d+ weights that are not finite "
+                                            r"\(NaN or inf\), the first in \S+: the training diverged\. Lower the "
+                                            "learning_rate"):
+        trainer.train()
+    with pytest.raises(OutputFolderError, match="call trainer.train"):
+        trainer.save_run()
+    assert not (out / "model.safetensors").exists() and not (out / "training_info.json").exists()
+
+
+@pytest.mark.slow  # two steps trained
+def test_save_run_refuses_non_finite_weights(tiny_bert_dir, sentences, tmp_path):
+    out = tmp_path / "run"
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2)
+    trainer.train()
+    with torch.no_grad():
+        next(trainer.model.parameters()).view(-1)[0] = math.inf
+    with pytest.raises(DivergedError, match=r"^save_run: the model holds 1 of \d+ weights that are not finite .*A "
+                                            "diverged run's weights are not saved or exported as a model"):
+        trainer.save_run()
+    assert not any((out / name).exists() for name in ("model.safetensors", "sentence-transformers",
+                                                      "training_info.json", "trainer_state.json", "train_results.json"))
+
+
+class UndefinedAfterTraining:
+    """A dev evaluator whose score is defined for the untrained encoder only (as when training collapsed every
+    embedding to one direction: every pair gets the same cosine, Spearman is NaN)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, encoder):
+        self.calls += 1
+        return {"toy_spearman": 40.0 if self.calls == 1 else math.nan}
+
+
+@pytest.mark.slow  # two steps trained, three scorings
+def test_a_nan_dev_score_after_training_never_beats_the_untrained_encoders(tiny_bert_dir, sentences, tmp_path,
+                                                                          caplog):
+    """Before: NaN compared False with everything, so the trained model was kept over the untrained encoder's 40.0,
+    and the warning blamed the dev data."""
+    out = tmp_path / "run"
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, out, evaluator=UndefinedAfterTraining(), max_steps=2)
+    untrained = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.train()
+    assert trainer.dev.kept_step == 0 and trainer.dev.before == 40.0 and math.isnan(trainer.dev.after)
+    for name, weight in trainer.model.state_dict().items():
+        torch.testing.assert_close(weight, untrained[name], rtol=0, atol=0, msg=name)
+    with caplog.at_level(logging.WARNING, logger="hf_cse"):
+        trainer.save_run()
+    last = caplog.records[-1].getMessage()
+    assert "saved the untrained encoder (step 0)" in last and "the trained model's dev score is undefined" in last
+    assert "check the dev data" not in last
+
+
+def test_the_dev_comparison_with_an_undefined_score(caplog):
+    """NaN after a finite before: the untrained encoder wins and the model is blamed; NaN for both (the dev data's
+    fault, e.g. every sentence unknown tokens) still blames the data."""
+    collapsed = DevChange("stsb_spearman", 40.0, math.nan, kept_step=0)
+    assert collapsed.beats_trained(40.0) and collapsed.trained_undefined
+    assert not DevChange("stsb_spearman", 40.0, 50.0).beats_trained(40.0)
+    assert DevChange("stsb_spearman", 60.0, 50.0).beats_trained(60.0)
+    both = DevChange("stsb_spearman", math.nan, math.nan, kept_step=2)
+    assert not both.beats_trained(math.nan) and not both.trained_undefined
+    logger = logging.getLogger("hf_cse.test_dev")
+    with caplog.at_level(logging.WARNING, logger="hf_cse.test_dev"):
+        log_dev_change(logger, collapsed)
+        log_dev_change(logger, both)
+    first, second = (r.getMessage() for r in caplog.records)
+    assert "trained model's dev score is undefined" in first and "check the dev data" not in first
+    assert "check the dev data" in second
