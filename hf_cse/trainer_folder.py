@@ -367,6 +367,12 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
                                 "new value would be logged and recorded, not used; another optimizer's state does not "
                                 "load). Resume with its run's value, or "
                                 "start a new run in another output_dir.")
+    shaping = [c for c in changed if c.split(":", 1)[0] in SHAPING_THE_WEIGHTS]
+    if shaping and named:  # its weights would load into no model these settings build (missing / unexpected keys)
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: {'; '.join(shaping)} cannot change when "
+                                "resuming: the checkpoint's weights would not load into the model built with the new "
+                                "value. Build the model with its run's value to resume it, or start a new run in "
+                                "another output_dir.", fields=("resume_from_checkpoint", "output_dir"))
     if changed and named:
         if output_dir is not None:
             check_no_later_checkpoints(checkpoint, output_dir)

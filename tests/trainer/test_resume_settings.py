@@ -246,3 +246,25 @@ def test_fused_adamw_is_the_same_optimizer_to_a_resumed_run():
 
     assert optimizer_kind(OptimizerNames.ADAMW_TORCH_FUSED) == optimizer_kind("adamw_torch") == "adamw_torch"
     assert optimizer_kind("adafactor") == "adafactor"
+
+
+@pytest.mark.slow
+def test_a_checkpoint_named_by_its_path_is_refused_with_settings_that_shape_its_weights(tiny_bert_dir, sentences,
+                                                                                        tmp_path):
+    """A LoRA checkpoint named by its path, resumed without LoRA or with another rank: "going on with these", then
+    every encoder weight missing and unexpected, then torch's optimizer traceback (resume_from_checkpoint=True and the
+    command line refused it already). Now one line, before any weight is loaded."""
+    out = tmp_path / "out"
+    _trainer(tiny_bert_dir, sentences, tmp_path, out, model_kwargs={"lora_r": 4}, max_steps=2).train()
+    checkpoint = out / "checkpoint-2"
+    before = _snapshot(out)
+    for lora in ({}, {"lora_r": 8}):
+        trainer = _trainer(tiny_bert_dir, sentences, tmp_path, out, model_kwargs=lora, max_steps=4)
+        weights = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        with pytest.raises(OutputFolderError, match=r"lora_r: 4 then, (0|8) now.* cannot change when resuming: the "
+                                                    r"checkpoint's weights would not load") as refused:
+            trainer.train(resume_from_checkpoint=str(checkpoint))
+        assert "\n" not in str(refused.value) and trainer.state.global_step == 0
+        for name, weight in trainer.model.state_dict().items():
+            torch.testing.assert_close(weight, weights[name], rtol=0, atol=0, msg=name)
+    assert _snapshot(out) == before
