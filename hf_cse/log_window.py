@@ -60,8 +60,11 @@ class LogWindow:
             return
         last = max((entry["step"] for entry in state.log_history if "loss" in entry), default=0)
         if state.global_step > last and args.process_index == 0:
-            why = "it predates hf_cse's saving of it" if saved is None else \
-                f"it was saved by {saved['world_size']} processes, not {args.world_size}"
+            others = len(list(Path(checkpoint).glob(f"{LOG_WINDOW_FILE}*.pth")))  # another process count's files
+            saved_by = saved["world_size"] if saved is not None else others
+            why = "it predates hf_cse's saving of it" if not saved_by else \
+                (f"it was saved by {saved_by} process{'' if saved_by == 1 else 'es'}, not {args.world_size}: each "
+                 "process's window is its own")
             steps = f"steps {last + 1}-{state.global_step}" if last + 1 < state.global_step else f"step {last + 1}"
             logger.warning("%s holds no running loss of %s (%s): the first loss and metrics logged after the resume "
                            "average only the steps from %d on", checkpoint, steps, why, state.global_step + 1)

@@ -267,7 +267,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         if self.is_world_process_zero():  # it holds the folder: a killed save's temporary files go
             remove_killed_writes(self.args.output_dir)
             if resume_from_checkpoint:
-                warn_other_world_size(resume_from_checkpoint, self.args.world_size)
+                warn_other_world_size(resume_from_checkpoint, self.args)
         state_file = Path(resume_from_checkpoint) / TRAINER_STATE_FILE if resume_from_checkpoint else None
         state = TrainerState.load_from_json(str(state_file)) if state_file and state_file.is_file() else None
         # a run asked to go further (a larger max_steps or num_train_epochs than the checkpoint's run had) trains on

@@ -223,15 +223,22 @@ def saved_world_size(checkpoint) -> int | None:
     return 1 if (Path(checkpoint) / "rng_state.pth").is_file() else None
 
 
-def warn_other_world_size(checkpoint, world_size: int) -> None:
+def warn_other_world_size(checkpoint, args) -> None:
     """A checkpoint resumed by another number of processes than saved it (the command line refuses it unless the
-    checkpoint is named): the run goes on, but not as it would have -- said once, on the main process."""
+    checkpoint is named): the run goes on, but not as it would have -- said once, on the main process (the contrastive
+    batch only where the global batch changed: per-device batch x processes)."""
     saved = saved_world_size(checkpoint)
-    if saved is not None and saved != world_size:
-        logger.warning("resuming %s, saved by %d process%s, with %d: the contrastive batch has another size, the data "
-                       "after the checkpoint is not what the run would have trained on (the batches already trained "
-                       "are skipped counted in this run's batches) and the dropout masks differ", checkpoint, saved,
-                       "" if saved == 1 else "es", world_size)
+    if saved is None or saved == args.world_size:
+        return
+    state, _ = read_json(Path(checkpoint) / TRAINER_STATE_FILE)
+    per_device = state.get("train_batch_size") if isinstance(state, dict) else None
+    then = per_device * saved if isinstance(per_device, int) else None
+    now = args.per_device_train_batch_size * args.world_size
+    batch = "" if then == now else (f"the contrastive batch has another size ({then} rows then, {now} now), "
+                                    if then else "the contrastive batch may have another size, ")
+    logger.warning("resuming %s, saved by %d process%s, with %d: %sthe data after the checkpoint is not what the run "
+                   "would have trained on (the batches already trained are skipped counted in this run's batches) and "
+                   "the dropout masks differ", checkpoint, saved, "" if saved == 1 else "es", args.world_size, batch)
 
 
 class ResumedRun(Trainer):

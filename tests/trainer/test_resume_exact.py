@@ -79,5 +79,16 @@ def test_the_logging_window_across_a_checkpoint_logs_as_the_uninterrupted_run(ti
     assert said == [f"{checkpoint} holds no running loss of step 3 (it predates hf_cse's saving of it): the first "
                     "loss and metrics logged after the resume average only the steps from 4 on"]
     assert _logged(again)[-1] == _logged(full)[-1] and _logged(again)[-2]["loss"] != _logged(full)[-2]["loss"]
+    # saved by two processes (one window file each), resumed by one: said as such, not as an old checkpoint
+    for rank in (0, 1):
+        torch.save({"loss_sum": torch.tensor(1.0), "last_logged_step": 2, "world_size": 2, "metrics": {}},
+                   checkpoint / f"log_window_state_{rank}.pth")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="hf_cse.log_window"):
+        _mlm_trainer(tiny_mlm_dir, tmp_path / "cut", logging_steps=2).train(resume_from_checkpoint=str(checkpoint))
+    said = [r.getMessage() for r in caplog.records if r.name == "hf_cse.log_window"]
+    assert said == [f"{checkpoint} holds no running loss of step 3 (it was saved by 2 processes, not 1: each "
+                    "process's window is its own): the first loss and metrics logged after the resume average only "
+                    "the steps from 4 on"]
     # train_loss: the steps this train() call ran (4-6), with or without the window taken up
     assert resumed.train_metrics["train_loss"] == pytest.approx(again.train_metrics["train_loss"], rel=1e-6)

@@ -368,5 +368,14 @@ def test_a_checkpoint_resumed_by_another_number_of_processes_says_so(tiny_bert_d
     with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
         resumed = _trainer(tiny_bert_dir, sentences, tmp_path, out, **common)
         resumed.train(resume_from_checkpoint=str(checkpoint))
-    assert f"resuming {checkpoint}, saved by 2 processes, with 1: the contrastive batch has another size" in caplog.text
+    assert (f"resuming {checkpoint}, saved by 2 processes, with 1: the contrastive batch has another size (16 rows "
+            "then, 8 now), the data after") in caplog.text
     assert resumed.state.global_step == 4
+    caplog.clear()  # twice the per-device batch on one process: the same contrastive batch, not said to differ
+    other = tmp_path / "other"
+    shutil.copytree(checkpoint, other / checkpoint.name)
+    with caplog.at_level("WARNING", logger="hf_cse.trainer_resume"):
+        _trainer(tiny_bert_dir, sentences, tmp_path, other, **common, per_device_train_batch_size=16).train(
+            resume_from_checkpoint=str(other / checkpoint.name))
+    checkpoint = other / checkpoint.name
+    assert f"resuming {checkpoint}, saved by 2 processes, with 1: the data after" in caplog.text
