@@ -101,7 +101,6 @@ def test_a_first_token_pooler_is_refused_before_the_weights_load(tiny_llama_dir,
         SentenceEncoder.from_pretrained(str(tiny_llama_dir), pooler="cls", device="cpu")
 
 
-@pytest.mark.slow  # runs the training command's checks
 def test_the_training_command_refuses_such_a_tokenizer_before_the_weights_load(llama_neither_dir, tmp_path,
                                                                                monkeypatch, capsys):
     from hf_cse.models import CSEPreTrainedModel
