@@ -21,7 +21,7 @@ from .files import (
     table_records,
 )
 from .hub_reach import is_offline, offline_fix, offline_if_unreachable
-from .padding import pad_token_rows
+from .padding import ensure_pad_token, pad_token_rows  # noqa: F401 - ensure_pad_token: read from here too
 from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_number: read from here too
     JSON_SUFFIXES,
     TABLE_SUFFIXES,
@@ -215,19 +215,6 @@ def check_enough_rows(num_rows: int, global_batch_size: int, source: str, unit: 
             f"batch of {global_batch_size} "
             "(per-device batch size x processes). Use more data or a smaller per_device_train_batch_size."
         )
-
-
-def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
-    """Causal-LM tokenizers (GPT-2...) have no padding token. Padded positions are masked out of attention and
-    pooling, so the end-of-text token serves as one (the usual choice); said once in the log."""
-    if tokenizer.pad_token is not None:
-        return
-    if tokenizer.eos_token is None:
-        raise DataError(f"the tokenizer ({type(tokenizer).__name__}) has neither a padding nor an end-of-text token "
-                        "to pad batches with; set tokenizer.pad_token before training.")
-    tokenizer.pad_token = tokenizer.eos_token
-    logger.warning("the tokenizer has no padding token: padding with its end-of-text token %r (masked out)",
-                   tokenizer.eos_token)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from transformers import PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
 from .encoders import positions_count_padding, takes_token_type_ids
+from .files import DataError
 from .seams import with_own_backend
 
 logger = hf_logging.get_logger(__name__)
@@ -58,6 +59,40 @@ def without_unread_segment_ids(tokenizer: PreTrainedTokenizerBase, encoder_confi
     copied = _own_copy(tokenizer)
     copied.model_input_names = [name for name in names if name != "token_type_ids"]
     copied.init_kwargs["model_input_names"] = copied.model_input_names
+    return copied
+
+
+def check_can_pad(tokenizer: PreTrainedTokenizerBase) -> None:
+    """Refuse a tokenizer with neither a padding nor an end-of-text token (:func:`ensure_pad_token` has nothing to pad
+    batches with); cheap, so checked as soon as the tokenizer loads, before any weights."""
+    if tokenizer.pad_token is None and tokenizer.eos_token is None:
+        raise DataError(f"the tokenizer ({type(tokenizer).__name__}) has neither a padding nor an end-of-text token "
+                       "to pad batches with: give it one and save it with the model (tokenizer.pad_token = "
+                       "tokenizer.unk_token, or another token of its vocabulary; "
+                       "tokenizer.save_pretrained(model_folder)).")
+
+
+def ensure_pad_token(tokenizer: PreTrainedTokenizerBase) -> None:
+    """Causal-LM tokenizers (GPT-2, Llama...) have no padding token. Padded positions are masked out of attention and
+    pooling, so the end-of-text token serves as one (the usual choice); said once in the log. Changes ``tokenizer``
+    (training's, which the checkpoints save); :func:`with_pad_token` leaves the caller's as it is."""
+    if tokenizer.pad_token is not None:
+        return
+    check_can_pad(tokenizer)
+    tokenizer.pad_token = tokenizer.eos_token
+    logger.warning("the tokenizer has no padding token: padding with its end-of-text token %r (masked out)",
+                   tokenizer.eos_token)
+
+
+def with_pad_token(tokenizer: PreTrainedTokenizerBase):
+    """``tokenizer``, or where it has no padding token, a copy of it that pads with its end-of-text token as training
+    does (:func:`ensure_pad_token`): a model is scored with the padding it trained with, and the caller's tokenizer
+    is kept as it was."""
+    if tokenizer.pad_token is not None:
+        return tokenizer
+    check_can_pad(tokenizer)
+    copied = _own_copy(tokenizer)
+    ensure_pad_token(copied)
     return copied
 
 

@@ -43,6 +43,8 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.PreTrainedModel", "_keep_in_fp32_modules_strict", None),
     # an instance attribute, set in __init__: a fast tokenizer's backend (public read-only as backend_tokenizer)
     ("transformers.PreTrainedTokenizerFast", "_tokenizer", None),
+    # an instance attribute, set in __init__: the named special tokens (pad_token...) that __setattr__ writes into
+    ("transformers.PreTrainedTokenizerBase", "_special_tokens_map", None),
     ("sentence_transformers.SentenceTransformerModelCardData", "_get_snippet_output_dimensionality", ("self",)),
     ("datasets.IterableDataset", "_resolve_features", ("self",)),
 )
@@ -179,9 +181,13 @@ def mark_initialized(module: torch.nn.Module) -> None:
 
 def with_own_backend(tokenizer) -> None:
     """Give a copied fast tokenizer a backend of its own (``_tokenizer``): padding and truncation are set on the
-    backend at each call, so a shared one would carry the copy's settings back to the original."""
+    backend at each call, so a shared one would carry the copy's settings back to the original; and a copied
+    tokenizer its own named special tokens (``_special_tokens_map``), where setting one (``pad_token``) writes."""
     if hasattr(tokenizer, "_tokenizer"):
         tokenizer._tokenizer = copy.deepcopy(tokenizer._tokenizer)
+    special = tokenizer.__dict__.get("_special_tokens_map")
+    if isinstance(special, dict):  # setting the copy's pad_token writes into it: else into the original's too
+        tokenizer._special_tokens_map = dict(special)
 
 
 # ------------------------------------------------------------------------------- sentence-transformers

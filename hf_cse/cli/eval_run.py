@@ -29,6 +29,7 @@ from ..evaluation.results import PLOTS_STEP
 from ..evaluation.resume import STSB_TEST_TASKS, finished_tasks
 from ..writing import json_safe
 from . import say_when_stopped
+from .flags import in_flag_terms
 
 logger = logging.getLogger("run_eval")
 
@@ -69,7 +70,7 @@ def load_encoder(name: str, args) -> SentenceEncoder:
             trust_remote_code=args.trust_remote_code,
         )
     except CSEError as err:  # e.g. a max_seq_length that leaves no token of a sentence
-        raise InputError(f"--model_name_or_path {name}: {err}") from err
+        raise InputError(f"--model_name_or_path {name}: {in_flag_terms(str(err), err.fields)}") from err
     except Exception as err:  # the path was checked up front: what fails here are the model's own files
         raise InputError(f"cannot load model {name}: {type(err).__name__}: {err}") from err
 

@@ -90,7 +90,8 @@ class EvalArguments(EvalDataArguments):
             "help": "Override the pooling. Default: the model's own: an hf_cse checkpoint's test pooler "
             "(config.test_pooler: the pooling it trained with, which follows its encoder: avg for the packaged "
             "all-MiniLM-L6-v2; cls_before_pooler for a plain BERT/RoBERTa trained with cls and a training-only "
-            "head); a sentence-transformers model's own modules; a plain Hugging Face encoder: cls_before_pooler.",
+            "head); a sentence-transformers model's own modules; a plain Hugging Face encoder: cls_before_pooler "
+            "(a causal decoder, GPT-2, Llama...: last; cls and cls_before_pooler are refused there).",
             "choices": POOLERS,
         },
     )

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 from ..checks import InputError, check_model_source
 from ..encoders import encoder_max_length, seq_length_problem
+from ..errors import CSEError
 from ..files import DataError
 from ..training_values import check_best_metric, check_optimizer_values, check_step_counts
 from .flags import in_flag_terms
@@ -125,9 +126,11 @@ def encoder_config(encoder: str, flag: str = "--model_name_or_path", trust_remot
 def load_tokenizer(encoder: str, flag: str = "--model_name_or_path", **kwargs):
     """The encoder's tokenizer (after :func:`encoder_config`'s checks); one line if its files cannot be read, its
     tokenizer class needs a package that is not installed, or they hold no vocabulary (the stand-in transformers
-    builds would train on a few special tokens: :func:`hf_cse.tokenizer_match.is_stand_in`)."""
+    builds would train on a few special tokens: :func:`hf_cse.tokenizer_match.is_stand_in`), or it has neither a
+    padding nor an end-of-text token to pad batches with (:func:`hf_cse.padding.check_can_pad`)."""
     from transformers import AutoTokenizer
 
+    from ..padding import check_can_pad
     from ..tokenizer_match import check_not_stand_in
 
     try:
@@ -137,6 +140,12 @@ def load_tokenizer(encoder: str, flag: str = "--model_name_or_path", **kwargs):
     # tokenizer files without a vocabulary, or a Hub repo of weights only
     check_not_stand_in(tokenizer, f"{flag} {encoder}", "save the encoder's tokenizer into it "
                        "(tokenizer.save_pretrained), or give the encoder folder or Hub id it was trained from")
+    try:  # nothing to pad batches with: found here, not by the collator once the weights are loaded
+        check_can_pad(tokenizer)
+    except CSEError as err:  # no flag sets one: the tokenizer saved with the model pads
+        hub = "" if Path(encoder).expanduser().is_dir() else (" A Hub model: save it and its tokenizer into a folder "
+                                                              "(save_pretrained) and give that folder.")
+        raise InputError(f"{flag} {encoder}: {err}{hub}") from err
     return tokenizer
 
 

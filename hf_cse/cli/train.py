@@ -275,6 +275,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
     enc_config = encoder_config(encoder, **remote)
     check_max_seq_length(training_args.max_seq_length, enc_config, encoder)
+    tokenizer = load_tokenizer(encoder, **remote)  # cheap: its files checked here, before the data and weights
     model_cls = get_method(model_args.method)
     dropped = drop_unused_preset_values(method_args.preset, chosen, loss, method_only_flags(model_args.method),
                                         loss_args, model_args, dcl_args, method_args)
@@ -334,7 +335,6 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         check_enough_rows(len(raw), global_batch, data.source, data.unit)
         if training_args.no_duplicates_in_batch:
             check_distinct_texts(raw, global_batch, data.source)
-    tokenizer = load_tokenizer(encoder, **remote)
     check_room_for_text(tokenizer, data.max_seq_length, spec.config.get("prompt"))
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.

@@ -9,8 +9,9 @@
   object): its own modules (pooling, Dense, Normalize...) by default; a ``pooler`` flag reads the
   underlying transformer's hidden states with :func:`hf_cse.models.pooling.pool` instead;
 * a **plain Hugging Face encoder** (``AutoModel`` folder / Hub id, or a model object plus tokenizer):
-  pooler by flag, default ``cls_before_pooler``; ``cls`` uses ``outputs.pooler_output`` when the
-  model has one (as SimCSE's ``evaluation.py``), else the [CLS] row.
+  pooler by flag, default ``cls_before_pooler`` (a causal decoder: ``last``; first-token poolers refused, as in
+  training); ``cls`` uses ``outputs.pooler_output`` when the model has one (as SimCSE's ``evaluation.py``), else
+  the [CLS] row. A tokenizer without a padding token pads with its end-of-text token, as in training.
 
 Speed: sentences are de-duplicated, tokenized once, sorted by token length and encoded in batches
 (default 128) under ``torch.inference_mode()`` with the model in eval mode; the train/eval state of
@@ -21,6 +22,7 @@ batch while the GPU encodes. Sequences are truncated only at the model's limit (
 
 from __future__ import annotations
 
+import logging
 import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -32,17 +34,22 @@ from ..data import with_prompt
 from ..encoders import encoder_max_length, takes_token_type_ids
 from ..errors import CSEError
 from ..files import weights_fingerprint
+from ..models.config import attends_causally, check_first_token_pooler
 from ..models.modes import eval_mode
 from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hidden_states, pool
-from ..padding import pad_token_rows, padding_where_positions_allow
+from ..padding import pad_token_rows, padding_where_positions_allow, with_pad_token
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
 from .model_kind import detect_kind, load_model
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
+#: a plain causal decoder's default pooler: its last real token, the one that has seen the whole sentence
+DECODER_POOLER = "last"
 #: embeddings kept on the device before one copy to the host: on a GPU each copy waits for every queued batch, so
 #: copying per batch would stop the host from queuing the next batch while the GPU encodes this one
 HOST_COPY_BYTES = 256 * 2**20
+
+logger = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------- loading
@@ -70,7 +77,7 @@ class SentenceEncoder:
             ``SentenceTransformer``. Use :meth:`from_pretrained` for folders and Hub ids.
         tokenizer: the model's tokenizer (not needed for a ``SentenceTransformer``).
         pooler: one of ``hf_cse.models.pooling.POOLERS`` or None for the model's own (hf_cse: its test
-            pooler; sentence-transformers: its modules; plain: ``cls_before_pooler``).
+            pooler; sentence-transformers: its modules; plain: ``cls_before_pooler``, a causal decoder's ``last``).
         batch_size: sentences per forward pass.
         max_length: truncation length in tokens; default = the model's limit.
         device: where to run; default = where the model's parameters are.
@@ -127,8 +134,12 @@ class SentenceEncoder:
             served = getattr(getattr(model, "config", None), "encoder_max_seq_length", None)  # as its export
             default_max = min(default_max, served) if self.kind == "hf_cse" and served else default_max
         if self.tokenizer is not None and (self.kind != "sentence_transformers" or pooler is not None):
-            # hf_cse pads these rows itself (sentence-transformers' own modules pad theirs as they always do)
-            self.tokenizer = padding_where_positions_allow(self.tokenizer, getattr(self._hf_model, "config", None))
+            # hf_cse pads these rows itself (sentence-transformers' own modules pad theirs as they always do), as
+            # training does: on the right where learned positions count padding, with the end-of-text token where
+            # the tokenizer has no padding token (a copy of the caller's tokenizer either way)
+            self.tokenizer = with_pad_token(
+                padding_where_positions_allow(self.tokenizer, getattr(self._hf_model, "config", None)))
+        self._check_pooler()
         if max_length is not None:
             limit = _model_max_length(self.tokenizer, getattr(self._hf_model, "config", None))
             if not 0 < int(max_length) <= limit:  # longer inputs would index past the position embeddings
@@ -151,6 +162,15 @@ class SentenceEncoder:
             from ..tokenizer_match import check_room_for_text  # the training side's rule
 
             check_room_for_text(self.tokenizer, self.max_length, self.prompt, scoring=True)
+
+    def _check_pooler(self) -> None:
+        """A first-token pooler on a causal decoder refused as in training; a plain one's default said in the log."""
+        config = getattr(self._hf_model, "config", None)
+        bidirectional = self.kind == "hf_cse" and bool(getattr(self.model.config, "bidirectional", False))
+        check_first_token_pooler(self.pooler, config, bidirectional, field="pooler")
+        if self.kind == "hf" and self.pooler is None and attends_causally(config):
+            logger.info("pooling: %s (a causal decoder's default: its first token is computed without seeing the rest "
+                        "of the sentence)", self.effective_pooler)
 
     @property
     def prompt(self) -> str | None:
@@ -205,7 +225,7 @@ class SentenceEncoder:
             return self.model.config.test_pooler
         if self.kind == "sentence_transformers":
             return "model"
-        return "cls_before_pooler"
+        return DECODER_POOLER if attends_causally(getattr(self._hf_model, "config", None)) else "cls_before_pooler"
 
     def describe(self) -> dict:
         """The settings a result was measured with; ``representation``: what a method embeds instead of the pooler's
@@ -322,7 +342,7 @@ class SentenceEncoder:
             return self.model.sentence_embedding(
                 feats["input_ids"], feats["attention_mask"], feats.get("token_type_ids"), pooler=self.pooler
             )
-        pooler = self.pooler or "cls_before_pooler"
+        pooler = self.effective_pooler
         model = self._hf_model
         kwargs = {k: v for k, v in feats.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         if not takes_token_type_ids(model.config):

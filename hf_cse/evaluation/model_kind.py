@@ -50,8 +50,10 @@ EVALUATE_WITH_TOKENIZER = ("save the model's tokenizer into it (tokenizer.save_p
 def load_model(name_or_path: str, kind: str, device, pooler: str | None, revision: str | None,
                trust_remote_code: bool):
     """The model of ``kind`` (:func:`detect_kind`) at ``name_or_path`` on ``device``, and its tokenizer (None for a
-    sentence-transformers model, which brings its own); a folder without its tokenizer is refused before the weights
-    load, a plain encoder without the pooler layer ``pooler`` reads is refused."""
+    sentence-transformers model, which brings its own); a folder without its tokenizer, a tokenizer with nothing to pad
+    with and a first-token ``pooler`` on a causal decoder are refused before the weights load, a plain encoder without
+    the pooler layer ``pooler`` reads is refused."""
+    from ..padding import check_can_pad
     from ..tokenizer_match import check_not_stand_in
 
     if kind == "sentence_transformers":
@@ -74,6 +76,14 @@ def load_model(name_or_path: str, kind: str, device, pooler: str | None, revisio
             name_or_path, revision=revision, trust_remote_code=trust_remote_code
         )
         check_not_stand_in(tokenizer, name_or_path, EVALUATE_WITH_TOKENIZER)  # before the weights load
+        check_can_pad(tokenizer)
+        if kind == "hf" and pooler is not None:  # from its config.json (SentenceEncoder checks it again)
+            from transformers import AutoConfig
+
+            from ..models.config import check_first_token_pooler
+
+            config = AutoConfig.from_pretrained(name_or_path, revision=revision, trust_remote_code=trust_remote_code)
+            check_first_token_pooler(pooler, config, field="pooler")
         model, loading = AutoModel.from_pretrained(
             name_or_path, revision=revision, trust_remote_code=trust_remote_code, output_loading_info=True)
         if kind == "hf":

@@ -52,6 +52,31 @@ def is_decoder_only(encoder_config: PretrainedConfig | None) -> bool:
     return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 
+#: the poolers that read the first token (its vector, or the pooler layer over it)
+FIRST_TOKEN_POOLERS = ("cls", "cls_before_pooler")
+
+
+def attends_causally(encoder_config: PretrainedConfig | None, bidirectional: bool = False) -> bool:
+    """Whether the encoder computes each token from those before it alone: a decoder (:func:`is_decoder_only`) not
+    made bidirectional, by ``bidirectional`` or by its saved ``config.is_causal = False`` (a bidirectional run's
+    export)."""
+    return (is_decoder_only(encoder_config) and not bidirectional
+            and getattr(encoder_config, "is_causal", True) is not False)
+
+
+def check_first_token_pooler(pooler: str | None, encoder_config: PretrainedConfig | None, bidirectional: bool = False,
+                             field: str = "pooler_type") -> None:
+    """Refuse a first-token pooler on a causal encoder (:func:`attends_causally`): the first token is computed
+    without the rest of the sentence, the same vector for every sentence that starts alike. ``field``: the name the
+    caller gave the pooler by (a training config's ``pooler_type``, the scoring encoder's ``pooler``)."""
+    if pooler not in FIRST_TOKEN_POOLERS or not attends_causally(encoder_config, bidirectional):
+        return
+    fix = " (or bidirectional=True)" if field == "pooler_type" else ""
+    raise CSEError(f"pooler {pooler!r} reads the first token, which a causal (decoder-only) encoder such as "
+                   f"{encoder_config.model_type!r} computes without seeing the rest of the sentence. Use {field} avg "
+                   f"or last{fix}.", fields=(field,))
+
+
 class CSEConfig(PretrainedConfig):
     r"""Shared configuration of hf_cse models: every field says what it means in its ``metadata["help"]`` (read by
     the command line of ``run_unsup.py`` and by the model card).
@@ -170,13 +195,7 @@ class CSEConfig(PretrainedConfig):
             raise CSEError(f"dropout is set, but the {self.encoder_config.model_type!r} encoder's config has no "
                            "dropout rate it could set; leave dropout unset.")
         self._check_loading()
-        if self.pooler_type in ("cls", "cls_before_pooler") and is_decoder_only(self.encoder_config) \
-                and not self.bidirectional:
-            raise CSEError(
-                f"pooler {self.pooler_type!r} reads the first token, which a causal (decoder-only) encoder "
-                f"such as {self.encoder_config.model_type!r} computes without seeing the rest of the "
-                "sentence. Use pooler_type avg or last (or bidirectional=True)."
-            )
+        check_first_token_pooler(self.pooler_type, self.encoder_config, self.bidirectional)
         check_objectives(self.objectives, self.off_dropout, loading=_LOADING.get())
         self._check_matryoshka()
 

@@ -299,9 +299,10 @@ def test_sequence_length_outside_the_model_limit_is_refused_before_loading(lengt
     assert not (tmp_path / "out" / "results.json").exists()
 
 
-@pytest.mark.parametrize("length, message", [("2", "max_seq_length 2 leaves no token for the sentences: the tokenizer "
-                                                   "adds 2 special token(s). Leave max_seq_length out to score whole "
-                                                   "sentences (up to the model's limit), or give more than 2.")])
+@pytest.mark.parametrize("length, message", [("2", ": --max_seq_length 2 leaves no token for the sentences: the "
+                                                   "tokenizer adds 2 special token(s). Leave --max_seq_length out to "
+                                                   "score whole sentences (up to the model's limit), or give more "
+                                                   "than 2.")])
 def test_sequence_length_outside_the_model_limit_is_refused(length, message, tiny_bert_dir, senteval, tmp_path,
                                                             capsys):
     code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval,
