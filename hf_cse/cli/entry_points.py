@@ -32,11 +32,12 @@ from ..number_lists import DIMS_FIELD, parse_int_list, parse_truncate_dims
 from ..presets import PRESETS
 from ..text_files import check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
-from . import refuse_empty_paths, refuse_unknown_flags, run_cli
+from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .preflight import check_optimizer_arguments, check_training_counts
 from .presets import unknown_preset
+from .stop_signals import Terminated
 from .user_modules import import_user_modules, requested_modules, typed_loss
 
 #: command -> the module whose ``main(argv, prog)`` runs it
@@ -208,9 +209,19 @@ def run_command(command: str, argv: list[str] | None = None, prog: str | None = 
     prog = prog or f"hf-cse-{command}"
     try:
         return _run_command(command, argv, prog)
-    except KeyboardInterrupt:  # while the training stack is imported (seconds), before main's own Ctrl-C handling
-        print(f"{prog}: interrupted (Ctrl-C) while starting; nothing was done.", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # while the training stack is imported (seconds), before main's own handling
+        return _stopped_while_starting(stop, prog)
+
+
+def _stopped_while_starting(stop: KeyboardInterrupt, prog: str) -> int:
+    """One line for a command stopped before its ``main`` ran, on the main process alone (Ctrl-C reaches every
+    process of a launch, and a launcher stops the others with SIGTERM once one failed: the failed one's line is
+    the run's), naming the signal that came; the shell's exit code for it."""
+    terminated = isinstance(stop, Terminated)
+    if is_main_process():
+        how = "stopped (SIGTERM, from a launcher, a job scheduler or kill)" if terminated else "interrupted (Ctrl-C)"
+        print(f"{prog}: {how} while starting; nothing was done.", file=sys.stderr)
+    return 143 if terminated else 130
 
 
 def callers_own_classes() -> list[str]:
