@@ -33,6 +33,7 @@ from ..presets import PRESETS
 from ..text_files import check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
 from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli
+from .launch import check_one_process
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .preflight import check_optimizer_arguments, check_training_counts
@@ -238,7 +239,15 @@ def callers_own_classes() -> list[str]:
                   if cls is not None and not cls.__module__.startswith("hf_cse."))
 
 
+#: command -> what it does, for the commands that run in one process (:func:`~.launch.check_one_process`)
+ONE_PROCESS = {"eval": "evaluates", "export": "exports"}
+
+
 def _run_command(command: str, argv: list[str], prog: str) -> int:
+    if command in ONE_PROCESS:  # a launch of several: refused before anything is read or written
+        code = run_cli(lambda: check_one_process(prog, ONE_PROCESS[command]), prog)
+        if code:
+            return code
     modules = requested_modules(argv)
     if modules:  # what they register is read below, as a calling script's own classes are
         code = run_cli(lambda: import_user_modules(modules), prog)

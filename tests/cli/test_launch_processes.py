@@ -239,6 +239,61 @@ def test_a_refusal_in_a_two_process_launch_is_one_line(tiny_bert_dir, tmp_path):
     assert "Ctrl-C" not in log
 
 
+ONE_PROCESS_REFUSALS = {
+    "run_eval.py": "run_eval.py evaluates in one process: start it with `python run_eval.py ...`, not accelerate "
+                   "launch (or torchrun) with 2 processes.",
+    "hf-cse-export": "hf-cse-export exports in one process: start it with `hf-cse-export ...`, not accelerate launch "
+                     "(or torchrun) with 2 processes.",
+}
+
+
+@pytest.mark.parametrize("early", [True, False])  # the start's check (before torch), and the command's own main
+@pytest.mark.parametrize("prog", sorted(ONE_PROCESS_REFUSALS))
+def test_evaluation_and_export_launched_as_several_processes_are_refused_before_writing(prog, early, tiny_bert_dir,
+                                                                                        tmp_path, monkeypatch,
+                                                                                        capsys):
+    """Each process evaluated (exported) the whole into the same folder, and one found its sibling holding it as
+    "another run" while the launcher stopped the other mid-task."""
+    from hf_cse.cli import entry_points
+    from hf_cse.cli import evaluate as eval_cli
+    from hf_cse.cli import export as export_cli
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    out = tmp_path / "out"
+    if prog == "run_eval.py":
+        argv = ["--model_name_or_path", str(tiny_bert_dir), "--tasks", "none", "--eval_file", str(tmp_path / "p.tsv"),
+                "--output_dir", str(out)]
+        run = entry_points.evaluate if early else eval_cli.main
+    else:
+        argv = [str(tiny_bert_dir), str(out)]
+        run = entry_points.export if early else export_cli.main
+    assert run(argv, prog=prog) == 1
+    assert capsys.readouterr().err == f"{prog}: error: {ONE_PROCESS_REFUSALS[prog]} (HF_CSE_DEBUG=1 shows the " \
+                                      "traceback)\n"
+    assert not out.exists()
+    monkeypatch.setenv("WORLD_SIZE", "1")  # one process of its own: not refused for that
+    monkeypatch.setattr(eval_cli, "evaluate_models", lambda argv: 0)
+    monkeypatch.setattr(export_cli, "export_from_args", lambda argv: 0)
+    assert (eval_cli.main if prog == "run_eval.py" else export_cli.main)(argv, prog=prog) == 0
+
+
+@pytest.mark.slow
+def test_run_eval_launched_as_two_processes_is_one_line_and_writes_nothing(tiny_bert_dir, tmp_path):
+    out = tmp_path / "eval"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC), "--main_process_port",
+         str(_free_port()), str(ROOT / "run_eval.py"), "--model_name_or_path", str(tiny_bert_dir), "--tasks", "sts",
+         "--output_dir", str(out)],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    log = _communicate(proc)
+    assert proc.returncode != 0, log[-3000:]
+    lines = [line for line in log.splitlines() if line.startswith("run_eval.py:")]
+    assert lines == [f"run_eval.py: error: {ONE_PROCESS_REFUSALS['run_eval.py']} (HF_CSE_DEBUG=1 shows the "
+                     "traceback)"], log[-3000:]
+    assert not out.exists()
+
+
 LEAVING_SCRIPT = """
 import atexit, sys, threading, time
 import torch.distributed as dist
