@@ -36,7 +36,7 @@ from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli
 from .launch import check_one_process
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
-from .preflight import check_optimizer_arguments, check_training_counts
+from .preflight import check_not_run_folder, check_optimizer_arguments, check_training_counts
 from .presets import unknown_preset
 from .stop_signals import Terminated
 from .user_modules import import_user_modules, requested_modules, typed_loss
@@ -159,6 +159,7 @@ def _check_train(parser, argv: list[str]) -> None:
             check_head_flags(args.get(DIMS_FIELD), projector, args.get("pooler_type"), args.get("mlp_only_train"))
     if args.get("model_name_or_path"):
         check_model_source(args["model_name_or_path"], "--model_name_or_path")
+        check_not_run_folder(args["model_name_or_path"])  # an hf_cse run's folder: its export, or resume it
     # the file read as plain sentences; pair data, streams and Hub data sets are read (and checked) otherwise
     read_otherwise = ("dataset_name", "pair_column", "streaming", "train_files")
     if args.get("train_file") and not any(args.get(name) for name in read_otherwise):
