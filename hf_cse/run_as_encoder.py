@@ -20,9 +20,13 @@ from .run_files import CHECKPOINT_PREFIX, RUN_EXPORT_FOLDER
 METHOD_MODEL_TYPE_PREFIX = "hf_cse_"
 
 
-def is_method_model_type(model_type) -> bool:
-    """Whether ``model_type`` (a config's) is an hf_cse method model's."""
-    return str(model_type or "").startswith(METHOD_MODEL_TYPE_PREFIX)
+def is_method_model_config(config) -> bool:
+    """Whether ``config`` (a config object, or a config.json's dict) is an hf_cse method model's: its model_type has
+    the prefix, and it nests its encoder's config (a custom-code encoder may name its own model_type ``hf_cse_...``)."""
+    def get(name):
+        return config.get(name) if isinstance(config, dict) else getattr(config, name, None)
+
+    return str(get("model_type") or "").startswith(METHOD_MODEL_TYPE_PREFIX) and get("encoder_config") is not None
 
 
 @dataclass(frozen=True)
@@ -75,5 +79,4 @@ def local_run_as_encoder(source: str) -> RunAsEncoder | None:
     the JSON file alone: no model class is needed)."""
     path = Path(str(source)).expanduser()
     config = saved_config(path) if path.is_dir() else None
-    model_type = (config or {}).get("model_type")
-    return RunAsEncoder.of(source, model_type) if is_method_model_type(model_type) else None
+    return RunAsEncoder.of(source, config["model_type"]) if config and is_method_model_config(config) else None

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from ..checks import InputError, check_model_source
 from ..encoders import encoder_max_length, seq_length_problem
 from ..files import DataError
-from ..run_as_encoder import RunAsEncoder, is_method_model_type, local_run_as_encoder
+from ..run_as_encoder import RunAsEncoder, is_method_model_config, local_run_as_encoder
 from ..training_values import check_best_metric, check_optimizer_values, check_step_counts
 from .flags import in_flag_terms
 from .launch import check_requested_processes_started
@@ -138,7 +138,7 @@ def encoder_config(encoder: str, flag: str = "--model_name_or_path", trust_remot
         config = AutoConfig.from_pretrained(encoder, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:  # e.g. code in the model's folder that trust_remote_code must allow
         raise InputError(f"{flag} {encoder}: its config cannot be read ({' '.join(str(err).split())})") from err
-    if is_method_model_type(config.model_type):  # a Hub repo of an hf_cse run's model
+    if is_method_model_config(config):  # a Hub repo of an hf_cse run's model
         raise run_folder_refusal(RunAsEncoder.of(encoder, config.model_type), flag)
     return config
 

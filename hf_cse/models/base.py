@@ -18,7 +18,7 @@ from ..encoders import own_max_seq_length, takes_token_type_ids
 from ..errors import CSEError
 from ..losses.base import HARD_NEGATIVE_INPUT, NO_DROPOUT_INPUT
 from ..references import SIMCSE, Paper
-from ..run_as_encoder import RunAsEncoder, is_method_model_type
+from ..run_as_encoder import RunAsEncoder, is_method_model_config
 from ..run_files import ADAPTER_FOLDER
 from ..seams import PreTrainedModelHooks, set_no_split_modules
 from ..sharding import ENGINES, shard_units
@@ -206,7 +206,7 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
             config_kwargs = {**config_kwargs, **choice.config_fields()}
             logger.info("pooling: %s", describe_pooling(choice, cls.own_representation))
         enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
-        if isinstance(enc_config, CSEConfig) or is_method_model_type(enc_config.model_type):  # a run's model
+        if isinstance(enc_config, CSEConfig) or is_method_model_config(enc_config):  # a run's model
             raise RunAsEncoder.of(str(name_or_path), enc_config.model_type).from_encoder_error(cls.__name__)
         if trust_remote_code:
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
