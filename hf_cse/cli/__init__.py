@@ -154,7 +154,8 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     flags to change where a loss said what is wrong in its own terms: :func:`flag_advice`).
 
     Ctrl-C (``KeyboardInterrupt``) is one line too, with exit code 130 (128 + SIGINT, as a shell reports it), and so
-    is SIGTERM, with 143 (:mod:`.stop_signals`).
+    is SIGTERM, with 143 (:mod:`.stop_signals`); under several processes the main process alone prints it (the others
+    are stopped with it, or by the launcher after one failed with a line of its own).
     A foreseeable failure is a :class:`~hf_cse.errors.CSEError`; its message names fields as the Python API does,
     and is printed with the flags that set them (:func:`hf_cse.cli.flags.in_flag_terms`). Any other exception is a
     bug and keeps its traceback; set ``HF_CSE_DEBUG=1`` to get the traceback of a ``CSEError`` too. Under several
@@ -200,11 +201,14 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
         if os.environ.get(DEBUG_ENV):
             raise
         _close_progress_bars()
+        # one line for the run, from the main process: Ctrl-C reaches every process of a launch; a scheduler's SIGTERM
+        # too, and a launcher's reaches the others after one failed (with its own line, or the main process's)
         if isinstance(stop, Terminated):
-            print(f"{prog}: stopped (SIGTERM, from a launcher, a job scheduler or kill); {_kept_line()}",
-                  file=sys.stderr)
+            if is_main_process():
+                print(f"{prog}: stopped (SIGTERM, from a launcher, a job scheduler or kill); {_kept_line()}",
+                      file=sys.stderr)
             return 143
-        if is_main_process():  # Ctrl-C reaches every process of a launch: one line for the run
+        if is_main_process():
             print(f"{prog}: interrupted (Ctrl-C); {_kept_line()}", file=sys.stderr)
         return 130
     except FORESEEABLE as err:
@@ -214,7 +218,9 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
             # the main process prints the same line and ends, and the launcher then stops this one: one line for the
             # run. Ending first would have the launcher stop the main process before its line (when it lags); a main
             # process still running after the wait did not raise it after all, and the line is printed here.
-            time.sleep(OTHER_PROCESS_WAIT_S)
+            stopped = _wait_for_main_process()
+            if stopped is not None:
+                return stopped
         advice = flag_advice(err)
         prefix, suffix = f"{prog}: error: ", f" ({DEBUG_ENV}=1 shows the traceback)"
         room = MAX_LINE - len(prefix) - (len(advice) + 1 if advice else 0)
@@ -247,6 +253,18 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
         print(f"{prog}: error: the Hugging Face Hub could not be reached ({reason}). Check the network, or name local "
               f"folders (HF_HUB_OFFLINE=1 then skips the Hub); {_kept_line()}", file=sys.stderr)
         return 1
+
+
+def _wait_for_main_process() -> int | None:
+    """Wait :data:`OTHER_PROCESS_WAIT_S` on a process other than the main one, for the main process to print an error
+    every process raised and end. None after the wait; the shell's exit code for the signal when the launcher stopped
+    this one meanwhile (its SIGTERM once the main process ended with that line, or a Ctrl-C): this one then says
+    nothing, for the run's line was said (not a Ctrl-C that never came)."""
+    try:
+        time.sleep(OTHER_PROCESS_WAIT_S)
+    except KeyboardInterrupt as stop:
+        return 143 if isinstance(stop, Terminated) else 130
+    return None
 
 
 #: what torch.distributed's gloo backend says when another process of the run went away mid-collective

@@ -32,11 +32,13 @@ from ..number_lists import DIMS_FIELD, parse_int_list, parse_truncate_dims
 from ..presets import PRESETS
 from ..text_files import check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
-from . import refuse_empty_paths, refuse_unknown_flags, run_cli
+from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli
+from .launch import check_one_process
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
-from .preflight import check_optimizer_arguments, check_training_counts
+from .preflight import check_not_run_folder, check_optimizer_arguments, check_training_counts
 from .presets import unknown_preset
+from .stop_signals import Terminated
 from .user_modules import import_user_modules, requested_modules, typed_loss
 
 #: command -> the module whose ``main(argv, prog)`` runs it
@@ -157,6 +159,7 @@ def _check_train(parser, argv: list[str]) -> None:
             check_head_flags(args.get(DIMS_FIELD), projector, args.get("pooler_type"), args.get("mlp_only_train"))
     if args.get("model_name_or_path"):
         check_model_source(args["model_name_or_path"], "--model_name_or_path")
+        check_not_run_folder(args["model_name_or_path"])  # an hf_cse run's folder: its export, or resume it
     # the file read as plain sentences; pair data, streams and Hub data sets are read (and checked) otherwise
     read_otherwise = ("dataset_name", "pair_column", "streaming", "train_files")
     if args.get("train_file") and not any(args.get(name) for name in read_otherwise):
@@ -208,9 +211,19 @@ def run_command(command: str, argv: list[str] | None = None, prog: str | None = 
     prog = prog or f"hf-cse-{command}"
     try:
         return _run_command(command, argv, prog)
-    except KeyboardInterrupt:  # while the training stack is imported (seconds), before main's own Ctrl-C handling
-        print(f"{prog}: interrupted (Ctrl-C) while starting; nothing was done.", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # while the training stack is imported (seconds), before main's own handling
+        return _stopped_while_starting(stop, prog)
+
+
+def _stopped_while_starting(stop: KeyboardInterrupt, prog: str) -> int:
+    """One line for a command stopped before its ``main`` ran, on the main process alone (Ctrl-C reaches every
+    process of a launch, and a launcher stops the others with SIGTERM once one failed: the failed one's line is
+    the run's), naming the signal that came; the shell's exit code for it."""
+    terminated = isinstance(stop, Terminated)
+    if is_main_process():
+        how = "stopped (SIGTERM, from a launcher, a job scheduler or kill)" if terminated else "interrupted (Ctrl-C)"
+        print(f"{prog}: {how} while starting; nothing was done.", file=sys.stderr)
+    return 143 if terminated else 130
 
 
 def callers_own_classes() -> list[str]:
@@ -227,7 +240,15 @@ def callers_own_classes() -> list[str]:
                   if cls is not None and not cls.__module__.startswith("hf_cse."))
 
 
+#: command -> what it does, for the commands that run in one process (:func:`~.launch.check_one_process`)
+ONE_PROCESS = {"eval": "evaluates", "export": "exports"}
+
+
 def _run_command(command: str, argv: list[str], prog: str) -> int:
+    if command in ONE_PROCESS:  # a launch of several: refused before anything is read or written
+        code = run_cli(lambda: check_one_process(prog, ONE_PROCESS[command]), prog)
+        if code:
+            return code
     modules = requested_modules(argv)
     if modules:  # what they register is read below, as a calling script's own classes are
         code = run_cli(lambda: import_user_modules(modules), prog)

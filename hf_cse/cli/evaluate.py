@@ -45,6 +45,7 @@ from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder
 from hf_cse.cli.eval_output_dir import default_eval_output_dir, prepare_eval_output_dir
 from hf_cse.cli.eval_run import ModelsEvaluation, warn_undefined_scores  # noqa: F401 - the command's own
 from hf_cse.cli.help import EVAL_DESCRIPTION, EVAL_EXAMPLE, UnsetDefaultsFormatter, add_short_help, all_flags_layout
+from hf_cse.cli.launch import check_one_process
 from hf_cse.cli.preflight import check_min_seq_length
 from hf_cse.cli.user_modules import import_module_field, import_user_modules, requested_modules
 from hf_cse.encoders import packaged_encoder_path
@@ -291,7 +292,8 @@ def argument_parser() -> HfArgumentParser:
 def main(argv: list[str] | None = None, prog: str = "hf-cse-eval") -> int:
     """``hf-cse-eval`` / ``python -m hf_cse eval`` / ``run_eval.py``: a foreseeable failure becomes one line on
     stderr and exit code 1."""
-    return run_cli(lambda: evaluate_models(argv), prog)
+    # one process: several would each evaluate everything into the same folder (check_one_process)
+    return run_cli(lambda: check_one_process(prog, "evaluates") or evaluate_models(argv), prog)
 
 
 @releases_folder_locks  # the lock on --output_dir (prepare_eval_output_dir) lasts as long as the evaluation

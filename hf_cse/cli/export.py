@@ -40,6 +40,7 @@ from ..output_folder import TOKENIZER_MARKERS
 from . import PARSER_OPTIONS, one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
 from .console import VERBOSE_HELP, setup_console
 from .help import EXPORT_EXAMPLE, add_short_help, all_flags_layout
+from .launch import check_one_process
 from .user_modules import FLAG, HELP, import_user_modules
 
 
@@ -175,5 +176,6 @@ def _curves_of(info: dict | None, args) -> tuple[dict | None, Path | None]:
 def main(argv: list[str] | None = None, prog: str = "hf-cse-export") -> int:
     """``hf-cse-export`` / ``python -m hf_cse export``: a foreseeable failure is one line on stderr naming the
     problem and the fix, exit code 1 (``HF_CSE_DEBUG=1`` shows the traceback)."""
-    return run_cli(lambda: export_from_args(argv), prog)
+    # one process: several would each export into the same folder (check_one_process)
+    return run_cli(lambda: check_one_process(prog, "exports") or export_from_args(argv), prog)
 

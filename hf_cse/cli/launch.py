@@ -1,5 +1,6 @@
-"""Did the launcher start the processes it was asked for? ``accelerate launch --num_processes N`` without a
-multi-process config runs accelerate's simple launcher, which starts ONE process and, for N > 1, only sets
+"""How many processes did the launcher start (:func:`launched_processes`)? The evaluation and the export run in one
+(:func:`check_one_process`). And did it start the processes it was asked for? ``accelerate launch --num_processes N``
+without a multi-process config runs accelerate's simple launcher, which starts ONE process and, for N > 1, only sets
 ``MASTER_ADDR`` / ``MASTER_PORT`` for it (accelerate 1.15, ``prepare_simple_launcher_cmd_env``): on a CPU several
 processes come from mpirun (``--mpirun_hostfile``) or a torchrun-based config, never from that launcher alone. The
 run would then train one process with the batch of one, exit 0, and say nothing."""
@@ -10,11 +11,35 @@ import os
 import re
 
 from ..checks import InputError
+from ..errors import raised_on_every_process
 
 #: set in each process by torchrun (WORLD_SIZE) or by an MPI launcher: processes really were started together
 _STARTED_TOGETHER = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 #: every accelerate launcher sets these for the script it starts
 _ACCELERATE_LAUNCHED = ("ACCELERATE_USE_CPU", "ACCELERATE_MIXED_PRECISION")
+
+
+def launched_processes(env: dict[str, str] | None = None) -> int:
+    """How many processes a launcher started together with this one (torchrun's ``WORLD_SIZE``, which accelerate's
+    multi-process launchers set too, or an MPI launcher's size); 1 for a plain start."""
+    env = os.environ if env is None else env
+    for name in _STARTED_TOGETHER:
+        value = env.get(name, "").strip()
+        if value.isdigit() and int(value) > 1:
+            return int(value)
+    return 1
+
+
+def check_one_process(prog: str, does: str, env: dict[str, str] | None = None) -> None:
+    """Refuse, in one line from the main process (every process raises it alike), a command that works in one
+    process (``does``: what it does, e.g. ``evaluates``) started as several: each would do the whole work into the
+    same folder, and find its own sibling holding it as "another run"."""
+    processes = launched_processes(env)
+    if processes > 1:
+        start = f"python {prog}" if prog.endswith(".py") else prog
+        raise raised_on_every_process(InputError(
+            f"{prog} {does} in one process: start it with `{start} ...`, not accelerate launch (or torchrun) with "
+            f"{processes} processes."))
 
 
 def _parent(name: str) -> bytes | None:

@@ -14,6 +14,7 @@ from ..checks import InputError, check_model_source
 from ..encoders import encoder_max_length, seq_length_problem
 from ..errors import CSEError
 from ..files import DataError
+from ..run_as_encoder import RunAsEncoder, is_method_model_config, local_run_as_encoder
 from ..training_values import check_best_metric, check_optimizer_values, check_step_counts
 from .flags import in_flag_terms
 from .launch import check_requested_processes_started
@@ -116,11 +117,41 @@ def encoder_config(encoder: str, flag: str = "--model_name_or_path", trust_remot
     from transformers import AutoConfig
 
     check_model_source(encoder, flag)
+    check_not_run_folder(encoder, flag)
     check_tokenizer_files(encoder, flag)
     try:
-        return AutoConfig.from_pretrained(encoder, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(encoder, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:  # e.g. code in the model's folder that trust_remote_code must allow
         raise InputError(f"{flag} {encoder}: its config cannot be read ({' '.join(str(err).split())})") from err
+    if is_method_model_config(config):  # a Hub repo of an hf_cse run's model
+        raise run_folder_refusal(RunAsEncoder.of(encoder, config.model_type), flag)
+    return config
+
+
+def check_not_run_folder(encoder: str, flag: str = "--model_name_or_path") -> None:
+    """Refuse a local hf_cse run folder (or checkpoint) as the encoder to start from, naming the fixes
+    (:mod:`hf_cse.run_as_encoder`); read from its config.json alone, before torch is needed."""
+    found = local_run_as_encoder(encoder)
+    if found is not None:
+        raise run_folder_refusal(found, flag)
+
+
+def run_folder_refusal(found: RunAsEncoder, flag: str) -> InputError:
+    """One line for an hf_cse run's model given as the encoder (``flag``): start from its export, or go on with the
+    run itself (``--resume_from_checkpoint``, offered for ``--model_name_or_path``)."""
+    if found.export is not None:
+        new = f"give {flag} {found.export} (its export: the merged plain encoder)"
+    else:
+        new = f"export it (hf-cse-export {found.source} OUT: the merged plain encoder) and give {flag} OUT"
+    if found.last_checkpoint is not None:
+        go_on = f"; to go on with that run itself, give --output_dir {found.run} --resume_from_checkpoint " \
+                f"{found.last_checkpoint}"
+    elif found.run is None:  # a Hub repo
+        go_on = "; to go on with that run itself, give its folder as --output_dir with --resume_from_checkpoint"
+    else:
+        go_on = " (the run itself saved no checkpoint to go on from with --resume_from_checkpoint)"
+    resume = go_on if flag == "--model_name_or_path" else ""
+    return InputError(f"{flag} {found.source} {found.what}. To start a new run from what it learned, {new}{resume}.")
 
 
 def load_tokenizer(encoder: str, flag: str = "--model_name_or_path", **kwargs):

@@ -160,7 +160,10 @@ def describe_adapters(config) -> str | None:
     targets = settings["target_modules"]
     return (f"trained with LoRA (r={settings['r']}, alpha={settings['alpha']:g}, dropout={settings['dropout']:g}, "
             f"target modules: {targets if isinstance(targets, str) else ', '.join(targets)}); the adapters are "
-            "merged into these weights (no peft needed)")
+            "merged into these weights in fp32 (no peft needed)"
+            + (f"; the weights are saved in fp32, though the encoder trained with {config.encoder_dtype} weights "
+               "(merged into those, the update would be rounded away in part)"
+               if getattr(config, "encoder_dtype", "fp32") != "fp32" else ""))
 
 
 def without_local_paths(value: Any, name_of=lambda path: Path(path).name) -> Any:

@@ -18,6 +18,7 @@ from ..encoders import own_max_seq_length, takes_token_type_ids
 from ..errors import CSEError
 from ..losses.base import HARD_NEGATIVE_INPUT, NO_DROPOUT_INPUT
 from ..references import SIMCSE, Paper
+from ..run_as_encoder import RunAsEncoder, is_method_model_config
 from ..run_files import ADAPTER_FOLDER
 from ..seams import PreTrainedModelHooks, set_no_split_modules
 from ..sharding import ENGINES, shard_units
@@ -205,12 +206,8 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
             config_kwargs = {**config_kwargs, **choice.config_fields()}
             logger.info("pooling: %s", describe_pooling(choice, cls.own_representation))
         enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
-        if isinstance(enc_config, CSEConfig):  # a saved method model: it would be nested in the new one
-            export = str(Path(str(name_or_path)) / "sentence-transformers")
-            method = getattr(enc_config, "method", "") or "method"
-            raise CSEError(f"{name_or_path} holds an hf_cse {method} model (a training run's output), not a plain "
-                           f"encoder: continue it with from_pretrained({str(name_or_path)!r}) of the {method} model "
-                           f"class, or start a new run from its export: from_encoder({export!r}).")
+        if isinstance(enc_config, CSEConfig) or is_method_model_config(enc_config):  # a run's model
+            raise RunAsEncoder.of(str(name_or_path), enc_config.model_type).from_encoder_error(cls.__name__)
         if trust_remote_code:
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         # the config checks its objectives with the loss registry: a bad loss or value fails here, before any weights

@@ -49,6 +49,7 @@ from transformers.utils import logging as hf_logging
 from ..encoders import without_pooler_kwargs
 from ..errors import CSEError
 from ..precision import DTYPES
+from ..run_as_encoder import is_method_model_config
 from .fast_dropout import install_fast_dropout
 from .modes import eval_mode
 from .padding_free import install_packed_attention
@@ -171,6 +172,11 @@ def check_text_encoder(encoder_config) -> None:
     encoder-decoder (T5, BART: transformers' model needs decoder inputs), or a model without token ids of its own
     (vision, audio, multimodal: no ``vocab_size``, or a forward without ``input_ids``)."""
     model_type = getattr(encoder_config, "model_type", "?")
+    if is_method_model_config(encoder_config):  # a run's model (from its folder): no encoder, it wraps one
+        raise CSEError(f"encoder_config is an hf_cse model's config (model_type {model_type!r}: a training run's "
+                       "output, the encoder wrapped with its training head), not a plain encoder's: start from the "
+                       "run's export (<run>/sentence-transformers, the merged plain encoder), or go on with the run "
+                       "itself from its last checkpoint (resume_from_checkpoint).", fields=("encoder_config",))
     takes = "hf_cse trains text encoders (BERT, RoBERTa, MiniLM...) and decoders (GPT-2, Llama...)"
     if getattr(encoder_config, "is_encoder_decoder", False):
         raise CSEError(f"{model_type!r} is an encoder-decoder model, whose forward needs decoder inputs: {takes}. "

@@ -12,7 +12,9 @@ trains in full, started from the encoder's weights.
 * checkpoints hold the whole state (frozen weights + adapters, so ``from_pretrained`` and the Trainer's resume work
   unchanged) and the adapter alone in peft's format under ``adapter/`` (``PeftModel.from_pretrained(base, path)``);
 * the sentence-transformers export holds the MERGED encoder (:func:`merged_encoder`): a plain transformers model
-  that loads without peft and gives the same embeddings;
+  that loads without peft and gives the same embeddings; the adapters are merged into fp32 weights, and the export is
+  saved in fp32 whatever dtype the encoder trained in (``encoder_dtype`` bf16/fp16 would round a small update away
+  in part);
 * the model card records the adapter settings (:func:`adapter_settings`).
 """
 
@@ -116,11 +118,13 @@ def is_lora(encoder: nn.Module) -> bool:
 
 
 def merged_encoder(encoder: nn.Module) -> nn.Module:
-    """A plain transformers encoder: a LoRA encoder's adapters merged into a copy of its weights (the encoder
-    itself when it has none)."""
+    """A plain transformers encoder: a LoRA encoder's adapters merged into an fp32 copy of its weights, so that each
+    merged weight is ``W + (alpha / r) * B A`` to fp32 precision, and the copy stays fp32 (the encoder itself when it
+    has no adapters). Merged into bf16 / fp16 weights (``encoder_dtype``), an update small next to the weight would
+    be rounded away in part (bf16 keeps 8 bits of mantissa)."""
     if not is_lora(encoder):
         return encoder
-    return copy.deepcopy(encoder).merge_and_unload()
+    return copy.deepcopy(encoder).float().merge_and_unload()
 
 
 def base_state_dict(encoder: nn.Module) -> dict:

@@ -155,6 +155,145 @@ def test_an_error_every_process_raises_is_printed_by_the_main_process(monkeypatc
         assert waits == waited
 
 
+@pytest.mark.parametrize(("stop", "code"), [("Terminated", 143), ("KeyboardInterrupt", 130)])
+def test_a_process_stopped_while_it_waits_for_the_main_processes_line_says_nothing(stop, code, monkeypatch, capsys):
+    """The launcher stops the other processes (SIGTERM) once the main one ended with the run's line: they add no
+    line of their own (it was "interrupted (Ctrl-C) while starting", a Ctrl-C that never came)."""
+    import hf_cse.cli as cli
+    from hf_cse.cli.stop_signals import Terminated
+    from hf_cse.errors import CSEError, raised_on_every_process
+
+    signal = {"Terminated": Terminated, "KeyboardInterrupt": KeyboardInterrupt}[stop]
+
+    def stopped(seconds):
+        raise signal()
+
+    monkeypatch.setattr(cli.time, "sleep", stopped)
+    monkeypatch.setenv("RANK", "1")
+
+    def refuse():
+        raise raised_on_every_process(CSEError("the same on every process"))
+
+    try:
+        assert cli.run_cli(refuse, "hf-cse-train") == code
+    except KeyboardInterrupt:  # as it was: out to the start's handler, which claimed a Ctrl-C (and here ends pytest)
+        pytest.fail("the stop while waiting was not handled")
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("rank", "stop", "code", "line"), [
+    ("0", "KeyboardInterrupt", 130, "hf-cse-train: interrupted (Ctrl-C) while starting; nothing was done.\n"),
+    ("0", "Terminated", 143, "hf-cse-train: stopped (SIGTERM, from a launcher, a job scheduler or kill) while "
+                             "starting; nothing was done.\n"),
+    ("1", "KeyboardInterrupt", 130, ""),  # Ctrl-C reaches every process: the main one says it
+    ("1", "Terminated", 143, ""),  # the launcher stops the others once one failed: that one's line is the run's
+])
+def test_a_command_stopped_while_it_starts_says_which_signal_on_the_main_process(rank, stop, code, line,
+                                                                                  monkeypatch, capsys):
+    from hf_cse.cli import entry_points
+    from hf_cse.cli.stop_signals import Terminated
+
+    signal = {"Terminated": Terminated, "KeyboardInterrupt": KeyboardInterrupt}[stop]
+
+    def stopped(command, argv, prog):
+        raise signal()
+
+    monkeypatch.setattr(entry_points, "_run_command", stopped)
+    monkeypatch.setenv("RANK", rank)
+    assert entry_points.train(["--max_steps", "1"]) == code
+    assert capsys.readouterr().err == line
+
+
+def test_a_process_other_than_the_main_one_stopped_by_sigterm_says_nothing(monkeypatch, capsys):
+    """The launcher's SIGTERM reaches the other processes once the main one failed (with its line) or was stopped
+    itself (saying so): the run's line is the main process's, whatever the other was doing."""
+    import hf_cse.cli as cli
+    from hf_cse.cli.stop_signals import Terminated
+
+    def stopped():
+        raise Terminated()
+
+    monkeypatch.setenv("RANK", "1")
+    assert cli.run_cli(stopped, "prog") == 143
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("RANK", "0")
+    assert cli.run_cli(stopped, "prog") == 143
+    assert capsys.readouterr().err.startswith("prog: stopped (SIGTERM")
+
+
+@pytest.mark.slow
+def test_a_refusal_in_a_two_process_launch_is_one_line(tiny_bert_dir, tmp_path):
+    """Every process refuses the file; the main process says so, and the other, stopped by the launcher, adds no
+    false "interrupted (Ctrl-C)" line."""
+    from dist_helpers import accelerate_train_cmd
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"a good line\n" * 20 + b"bad \xff line\n")
+    proc = subprocess.Popen(accelerate_train_cmd("--model_name_or_path", str(tiny_bert_dir), "--train_file", str(bad),
+                                                 "--max_steps", "2", "--output_dir", str(tmp_path / "run")),
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    log = _communicate(proc)
+    assert proc.returncode != 0, log[-3000:]
+    lines = [line for line in log.splitlines() if line.startswith("hf-cse-train:")]
+    assert len(lines) == 1 and "line 21 is not valid UTF-8" in lines[0], log[-3000:]
+    assert "Ctrl-C" not in log
+
+
+ONE_PROCESS_REFUSALS = {
+    "run_eval.py": "run_eval.py evaluates in one process: start it with `python run_eval.py ...`, not accelerate "
+                   "launch (or torchrun) with 2 processes.",
+    "hf-cse-export": "hf-cse-export exports in one process: start it with `hf-cse-export ...`, not accelerate launch "
+                     "(or torchrun) with 2 processes.",
+}
+
+
+@pytest.mark.parametrize("early", [True, False])  # the start's check (before torch), and the command's own main
+@pytest.mark.parametrize("prog", sorted(ONE_PROCESS_REFUSALS))
+def test_evaluation_and_export_launched_as_several_processes_are_refused_before_writing(prog, early, tiny_bert_dir,
+                                                                                        tmp_path, monkeypatch,
+                                                                                        capsys):
+    """Each process evaluated (exported) the whole into the same folder, and one found its sibling holding it as
+    "another run" while the launcher stopped the other mid-task."""
+    from hf_cse.cli import entry_points
+    from hf_cse.cli import evaluate as eval_cli
+    from hf_cse.cli import export as export_cli
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    out = tmp_path / "out"
+    if prog == "run_eval.py":
+        argv = ["--model_name_or_path", str(tiny_bert_dir), "--tasks", "none", "--eval_file", str(tmp_path / "p.tsv"),
+                "--output_dir", str(out)]
+        run = entry_points.evaluate if early else eval_cli.main
+    else:
+        argv = [str(tiny_bert_dir), str(out)]
+        run = entry_points.export if early else export_cli.main
+    assert run(argv, prog=prog) == 1
+    assert capsys.readouterr().err == f"{prog}: error: {ONE_PROCESS_REFUSALS[prog]} (HF_CSE_DEBUG=1 shows the " \
+                                      "traceback)\n"
+    assert not out.exists()
+    monkeypatch.setenv("WORLD_SIZE", "1")  # one process of its own: not refused for that
+    monkeypatch.setattr(eval_cli, "evaluate_models", lambda argv: 0)
+    monkeypatch.setattr(export_cli, "export_from_args", lambda argv: 0)
+    assert (eval_cli.main if prog == "run_eval.py" else export_cli.main)(argv, prog=prog) == 0
+
+
+@pytest.mark.slow
+def test_run_eval_launched_as_two_processes_is_one_line_and_writes_nothing(tiny_bert_dir, tmp_path):
+    out = tmp_path / "eval"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CPU_2PROC), "--main_process_port",
+         str(_free_port()), str(ROOT / "run_eval.py"), "--model_name_or_path", str(tiny_bert_dir), "--tasks", "sts",
+         "--output_dir", str(out)],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+    log = _communicate(proc)
+    assert proc.returncode != 0, log[-3000:]
+    lines = [line for line in log.splitlines() if line.startswith("run_eval.py:")]
+    assert lines == [f"run_eval.py: error: {ONE_PROCESS_REFUSALS['run_eval.py']} (HF_CSE_DEBUG=1 shows the "
+                     "traceback)"], log[-3000:]
+    assert not out.exists()
+
+
 LEAVING_SCRIPT = """
 import atexit, sys, threading, time
 import torch.distributed as dist

@@ -107,9 +107,11 @@ def test_a_saved_method_model_is_no_encoder_to_build_a_method_around(tiny_bert_d
 
     saved = tmp_path / "run"
     SimCSEModel.from_encoder(str(tiny_bert_dir)).save_pretrained(saved)
-    with pytest.raises(CSEError, match=r"run holds an hf_cse simcse model \(a training run's output\), not a plain "
-                                       r"encoder: continue it with from_pretrained\(.*\) of the simcse model class, "
-                                       r"or start a new run from its export: from_encoder\(.*sentence-transformers"):
+    # no export, no checkpoint here: it is named how to export it, and from_pretrained loads it
+    with pytest.raises(CSEError, match=r"run holds an hf_cse simcse model \(a training run's output, .*\), not a "
+                                       r"plain encoder. To start a new run from what it learned, use its export "
+                                       r"\(hf_cse.export.to_sentence_transformer\(.*\): from_encoder\(folder\); to "
+                                       r"go on with the run itself, SimCSEModel.from_pretrained\(.*\) loads it\.$"):
         SimCSEModel.from_encoder(str(saved))
     assert type(SimCSEModel.from_pretrained(saved)) is SimCSEModel
     with pytest.raises(CSEError, match="run holds a simcse model, not a diffcse one: load it with its method's class"):

@@ -112,6 +112,32 @@ def test_checkpoint_holds_the_adapter_and_reloads_exactly(tiny_bert_dir, tmp_pat
         torch.testing.assert_close(peft_encoder(input_ids=ids).last_hidden_state, want)
 
 
+def test_merge_of_bf16_weights_keeps_the_whole_update_in_fp32(tiny_bert_dir):
+    """The export's merged weight is base + (alpha / r) * B A to fp32 precision, though the encoder was loaded in
+    bf16: merged into bf16 weights, an update small next to the weight was rounded away in part (22 % seen)."""
+    from hf_cse.export.modules import describe_adapters
+    from hf_cse.models.lora import merged_encoder
+
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=4, lora_alpha=8, encoder_dtype="bf16")
+    layer = model.encoder.base_model.model.encoder.layer[0].attention.self.query
+    with torch.no_grad():  # a small known update: 2 * B A with entries about 1e-4, weights about 2e-2
+        layer.lora_A["default"].weight.copy_(torch.linspace(-1e-2, 1e-2, layer.lora_A["default"].weight.numel())
+                                             .reshape(layer.lora_A["default"].weight.shape))
+        layer.lora_B["default"].weight.copy_(torch.linspace(1e-2, -1e-2, layer.lora_B["default"].weight.numel())
+                                             .reshape(layer.lora_B["default"].weight.shape))
+    base = layer.base_layer.weight.detach().clone()
+    assert base.dtype == torch.bfloat16
+    want = base.float() + 2.0 * layer.lora_B["default"].weight.detach() @ layer.lora_A["default"].weight.detach()
+    merged = merged_encoder(model.encoder)
+    got = merged.encoder.layer[0].attention.self.query.weight.detach()
+    assert got.dtype == torch.float32 and {p.dtype for p in merged.parameters()} == {torch.float32}
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-7)
+    assert model.encoder.base_model.model.encoder.layer[0].attention.self.query.base_layer.weight.dtype == \
+        torch.bfloat16  # the model itself is left as it was
+    assert "saved in fp32" in describe_adapters(model.config)
+
+
 def test_adapter_folder_holds_the_adapter_when_the_trainer_passes_a_gathered_state_dict(tiny_bert_dir, tmp_path):
     """FSDP and DeepSpeed save through ``save_pretrained(state_dict=...)``, a dict transformers empties while it
     writes the shards: the adapter must still reach ``adapter/`` (not a file of 0 tensors)."""
