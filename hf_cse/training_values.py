@@ -182,13 +182,26 @@ def check_step_intervals(args) -> None:
     interval would be ignored, so the run would save no checkpoint that a Ctrl-C or a crash could resume from, or
     score no dev data between its first and last step. Only the explicit contradiction: transformers fills
     ``eval_steps`` in (from ``logging_steps``) only for ``eval_strategy="steps"``. A preset's interval goes with its
-    strategy (:func:`unapplied_intervals`)."""
+    strategy (:func:`unapplied_intervals`). An ``eval_steps`` equal to ``logging_steps`` is left alone: it may be
+    transformers' own filling in, carried into a copy whose evaluation was turned off (``dataclasses.replace(args,
+    eval_strategy="no")``). ``load_best_model_at_end`` without checkpoints is refused here too, in one line
+    (transformers' refusal is several lines naming flags)."""
     defaults = {f.name: f.default for f in dataclasses.fields(args)} if dataclasses.is_dataclass(args) else {}
     for steps, strategy, outcome in STEP_INTERVALS:
         value = getattr(args, steps, None)
-        if steps in defaults and value != defaults[steps] and _strategy(getattr(args, strategy, None)) == "no":
+        filled_in = steps == "eval_steps" and value == getattr(args, "logging_steps", None)
+        if (steps in defaults and value != defaults[steps] and not filled_in
+                and _strategy(getattr(args, strategy, None)) == "no"):
             raise InputError(f"{steps}={value:g} {outcome} (with {strategy}='no'); add {strategy}='steps'.",
                              fields=(steps, strategy))
+    best = getattr(args, "load_best_model_at_end", False)
+    save, evaluate = _strategy(getattr(args, "save_strategy", None)), _strategy(getattr(args, "eval_strategy", None))
+    if best and save == "no" and evaluate != "no":
+        raise InputError(f"load_best_model_at_end=True keeps the best checkpoint, and save_strategy='no' saves none: "
+                         f"add save_strategy={evaluate!r} (as eval_strategy) with save_steps a multiple of eval_steps, "
+                         "or load_best_model_at_end=False.",
+                         fields=("load_best_model_at_end", "save_strategy", "eval_strategy", "save_steps",
+                                 "eval_steps"))
 
 
 def unapplied_intervals(values: Mapping[str, object], given: Collection[str]) -> list[str]:

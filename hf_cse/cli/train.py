@@ -45,6 +45,7 @@ from hf_cse.cli.arguments import (
     objectives_from_flags,
 )
 from hf_cse.cli.console import ConsoleArguments, setup_console
+from hf_cse.cli.flags import in_flag_terms
 from hf_cse.cli.help import UnsetDefaultsFormatter, add_short_help, train_layout
 from hf_cse.cli.output_dir import OutputDirArguments, other_settings_refusal, prepare_output_dir
 from hf_cse.cli.preflight import (
@@ -178,12 +179,14 @@ def parse_args(argv: list[str]):
     try:
         return (*parser.parse_args_into_dataclasses(args=argv), chosen)
     except ValueError as err:  # the dataclasses' __post_init__ checks (TrainingArguments' own included)
-        if isinstance(err, CSEError):
-            raise
         set_by = {k for k, v in {**(PRESETS.get(preset) or {}), **from_file}.items() if v} - typed_flags(parser, argv)
         if "load_best_model_at_end" in set_by and "load_best_model_at_end" in str(err):
             where = f"--preset {preset}" if "load_best_model_at_end" not in from_file else f"--config {known.config}"
-            err = f"{err} ({where} sets --load_best_model_at_end true; --load_best_model_at_end false goes without)"
+            message = in_flag_terms(str(err), getattr(err, "fields", ()))  # before a flag is added: then left as is
+            raise InputError(f"{message} ({where} sets --load_best_model_at_end true; --load_best_model_at_end "
+                             "false goes without)") from None
+        if isinstance(err, CSEError):
+            raise
         raise InputError(str(err)) from None
 
 

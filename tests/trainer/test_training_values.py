@@ -161,3 +161,30 @@ def test_intervals_that_apply_or_were_not_given_are_taken(tmp_path, tiny_bert_di
     _, args = from_preset("simcse_bert", str(tiny_bert_dir), out, eval_strategy="no", save_strategy="no",
                           load_best_model_at_end=False, use_cpu=True)
     assert (args.eval_steps, args.save_steps) == (None, type(args).__dataclass_fields__["save_steps"].default)
+
+
+def test_a_copy_with_evaluation_turned_off_is_not_refused_for_the_interval_transformers_filled_in(tmp_path):
+    """eval_steps is filled in from logging_steps for eval_strategy="steps"; dataclasses.replace(args,
+    eval_strategy="no") carried it as if given, and the copy was refused with a fix that undid what it asked."""
+    import dataclasses
+
+    args = ContrastiveTrainingArguments(str(tmp_path / "out"), eval_strategy="steps", use_cpu=True,
+                                        senteval_data_dir=str(tmp_path))
+    assert args.eval_steps == args.logging_steps
+    assert dataclasses.replace(args, eval_strategy="no").eval_steps == args.logging_steps
+    with pytest.raises(CSEError, match=r"^eval_steps=7 scores nothing during training"):
+        ContrastiveTrainingArguments(str(tmp_path / "out"), use_cpu=True, eval_steps=7)
+
+
+def test_best_model_selection_without_checkpoints_is_one_line_in_field_terms(tmp_path):
+    """save_strategy defaults to "no" here: transformers' refusal of load_best_model_at_end without saves was several
+    lines naming --flags; one line now, with both ways on."""
+    with pytest.raises(CSEError) as refused:
+        ContrastiveTrainingArguments(str(tmp_path / "out"), eval_strategy="steps", eval_steps=10, use_cpu=True,
+                                     load_best_model_at_end=True, senteval_data_dir=str(tmp_path))
+    message = str(refused.value)
+    assert "\n" not in message and "--" not in message, message
+    assert "add save_strategy='steps' (as eval_strategy)" in message and "load_best_model_at_end=False" in message
+    ContrastiveTrainingArguments(str(tmp_path / "out"), eval_strategy="steps", eval_steps=10, save_strategy="steps",
+                                 save_steps=10, use_cpu=True, load_best_model_at_end=True,
+                                 senteval_data_dir=str(tmp_path))
