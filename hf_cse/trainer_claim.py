@@ -115,36 +115,50 @@ class FolderClaim:
         self.folder: str | None = None  # where train() last trained (resolved)
         self.seen: dict[str, tuple[int, int, int]] = {}  # the run's files there when this trainer last wrote them
         self.saved = False
+        self.failed: str | None = None  # the first line of the error the last train() ended in
 
     @contextmanager
     def training(self, trainer) -> Iterator[None]:
         """``train()``'s hold of the folder: locked (on the main process), taken over from an unsaved run of
         another trainer of this process, and its files noted when training ends."""
-        if not trainer.is_world_process_zero():
-            yield
-            return
-        out = trainer.args.output_dir
-        with folder_held(out, trainer):
-            key = str(Path(out).expanduser().resolve())
-            other = _claims.get(key)
-            if other is not None and other is not self and other.folder == key and not other.saved:
-                logger.warning("output_dir %s holds the run of another trainer, trained but not saved (save_run): "
-                               "this run takes the folder over, and that trainer's save_run() will be refused", out)
-            _claims[key] = self
-            self.folder, self.saved = key, False
-            yield
-            self.seen = _signatures(Path(key), RUN_OUTPUTS)
+        self.failed = None
+        try:
+            if not trainer.is_world_process_zero():
+                yield
+                return
+            out = trainer.args.output_dir
+            with folder_held(out, trainer):
+                key = str(Path(out).expanduser().resolve())
+                other = _claims.get(key)
+                if other is not None and other is not self and other.folder == key and not other.saved:
+                    logger.warning("output_dir %s holds the run of another trainer, trained but not saved (save_run): "
+                                   "this run takes the folder over, and that trainer's save_run() will be refused", out)
+                _claims[key] = self
+                self.folder, self.saved = key, False
+                yield
+                self.seen = _signatures(Path(key), RUN_OUTPUTS)
+        except BaseException as err:  # save_run() then says why there is no run to save
+            first = (str(err).splitlines() or [type(err).__name__])[0]
+            self.failed = first if len(first) <= 160 else first[:160].rsplit(" ", 1)[0] + " ..."
+            raise
 
     @contextmanager
     def saving(self, trainer, trained_in: str | None) -> Iterator[None]:
         """``save_run()``'s hold of the folder, refused (on every process, before anything is written) unless it
         still holds the run this trainer's ``train()`` trained; its files noted once saved."""
         out = trainer.args.output_dir
-        if trained_in != out:  # train() refused, failed or never ran: the folder is not ours
+        alone = "trainer.save_model(folder) saves the model alone, into a folder of your choice"
+        if trained_in != out and self.failed is not None:  # its last train() ended in an error
+            raise OutputFolderError(f"save_run(): this trainer's train() ended in an error ({self.failed}), so there "
+                                    f"is no trained run to save; train again (a new trainer) once it is mended "
+                                    f"({alone}).")
+        if trained_in is not None and trained_in != out:
+            raise OutputFolderError(f"save_run() finishes the run that train() trained in output_dir {trained_in}, and "
+                                    f"args.output_dir is {out} now: set it back to save the run there ({alone}).")
+        if trained_in != out:  # train() refused or never ran: the folder is not ours
             raise OutputFolderError(
                 f"save_run() finishes the run that train() trained in output_dir {out}, and this trainer has trained "
-                "none there: call trainer.train() first (trainer.save_model(folder) saves the model alone, into a "
-                "folder of your choice).")
+                f"none there: call trainer.train() first ({alone}).")
         zero = trainer.is_world_process_zero()
         with folder_held(out, trainer) if zero else nullcontext():
             main_process_outcome(trainer.args, lambda: self._check_still_ours(out))
@@ -154,6 +168,10 @@ class FolderClaim:
 
     def _check_still_ours(self, out) -> None:
         key = str(Path(out).expanduser().resolve())
+        if self.folder is not None and key != self.folder:  # a relative output_dir after os.chdir
+            raise OutputFolderError(f"save_run(): output_dir {out} is {key} from the working directory now, and "
+                                    f"train() trained in {self.folder}: change back to the directory train() ran in, "
+                                    f"or set args.output_dir to {self.folder}.")
         keep = ("save this trainer's model elsewhere with trainer.save_model(folder), or train again into a new "
                 "output_dir")
         if _claims.get(key) is not self:

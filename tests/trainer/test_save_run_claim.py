@@ -139,3 +139,39 @@ def test_an_output_dir_that_is_a_file_is_refused_before_the_trainer_makes_it(tin
         assert "\n" not in str(refused.value)
         assert refused.value.fields == ("output_dir",)
     assert notes.read_text() == "my notes\n"
+
+
+@pytest.mark.slow  # two steps trained
+def test_save_run_says_why_there_is_no_run_to_save(tiny_bert_dir, sentences, tmp_path, monkeypatch):
+    """Each refusal was right and said something false: "has trained none there: call trainer.train() first" after a
+    train() that ended in an error or after output_dir was changed, "another trainer trained there" after os.chdir
+    with a relative output_dir."""
+    monkeypatch.chdir(tmp_path)
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, "rel_out", max_steps=2)
+    trainer.train()
+    trainer.args.output_dir = str(tmp_path / "elsewhere")
+    with pytest.raises(OutputFolderError, match=r"^save_run\(\) finishes the run that train\(\) trained in output_dir "
+                                                r"rel_out, and args.output_dir is .*elsewhere now: set it back"):
+        trainer.save_run()
+    trainer.args.output_dir = "rel_out"
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    with pytest.raises(OutputFolderError, match=r"^save_run\(\): output_dir rel_out is .*sub/rel_out from the working "
+                                                r"directory now, and train\(\) trained in .*/rel_out: change back"):
+        trainer.save_run()
+    assert not (tmp_path / "sub" / "rel_out").exists()
+    monkeypatch.chdir(tmp_path)
+    trainer.save_run()
+    assert (tmp_path / "rel_out" / "training_info.json").is_file()
+
+    failing = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "failed", max_steps=2)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("out of disk space\nsecond line")
+
+    monkeypatch.setattr(failing, "_train_in_folder", fail)
+    with pytest.raises(RuntimeError):
+        failing.train()
+    with pytest.raises(OutputFolderError, match=r"^save_run\(\): this trainer's train\(\) ended in an error \(out of "
+                                                r"disk space\), so there is no trained run to save"):
+        failing.save_run()
