@@ -40,7 +40,7 @@ from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hid
 from ..padding import pad_token_rows, padding_where_positions_allow, with_pad_token
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
-from .model_kind import detect_kind, load_model
+from .model_kind import check_st_modules_encode, detect_kind, load_model
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
 #: a plain causal decoder's default pooler: its last real token, the one that has seen the whole sentence
@@ -120,6 +120,8 @@ class SentenceEncoder:
             st_max = getattr(model, "max_seq_length", None)
             hf_model = getattr(first, "auto_model", None) or getattr(first, "model", None)
             self._hf_model = hf_model
+            if pooler is None:
+                check_st_modules_encode(model, hf_model)
             default_max = (
                 st_max if st_max else _model_max_length(self.tokenizer, getattr(hf_model, "config", None))
             )

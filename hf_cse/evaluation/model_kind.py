@@ -90,3 +90,27 @@ def load_model(name_or_path: str, kind: str, device, pooler: str | None, revisio
             check_pooler_layer_loaded(name_or_path, pooler, loading.get("missing_keys", ()))
         model.to(device)
     return model, tokenizer
+
+
+def check_st_modules_encode(model, hf_model) -> None:
+    """A sentence-transformers model scored with its own modules: a tokenizer without a padding token (a decoder's,
+    which sentence-transformers cannot pad a batch with either: transformers' traceback at the first batch) and a
+    first-token Pooling on a causal decoder (every sentence the same vector: NaN scores, without a word) refused in one
+    line, as the same model scored with a ``pooler`` of hf_cse's is."""
+    from ..models.config import attends_causally
+
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is not None and getattr(tokenizer, "pad_token", "") is None:
+        token = repr(tokenizer.eos_token) if getattr(tokenizer, "eos_token", None) else "<a token of its vocabulary>"
+        raise CSEError(f"the sentence-transformers model's tokenizer has no padding token, so no batch of it can be "
+                       f"encoded: set it and save the model again (model.tokenizer.pad_token = {token}; "
+                       "model.save(folder)), or give a pooler of hf_cse's (last, avg), which pads with the end-of-text "
+                       "token.", fields=("pooler",))
+    config = getattr(hf_model, "config", None)
+    first_token = any(getattr(module, "pooling_mode_cls_token", False) or getattr(module, "pooling_mode", "") == "cls"
+                      for module in model)
+    if first_token and attends_causally(config):
+        raise CSEError(f"the sentence-transformers model pools the first token (its Pooling module's cls mode), "
+                       f"which a causal (decoder-only) encoder such as {config.model_type!r} computes without seeing "
+                       "the rest of the sentence: every sentence would get the same vector. Give pooler last (or avg) "
+                       "to score it with that pooling instead.", fields=("pooler",))

@@ -128,3 +128,23 @@ def test_run_eval_gives_the_dev_score_training_gives_the_untrained_decoder(gpt2_
     results = json.loads((out / "results.json").read_text())
     assert results["settings"]["pooler"] == "last"
     assert results["STSBenchmark"] == pytest.approx(before, abs=1e-9)
+
+
+@pytest.mark.parametrize("pad_token, mode, words", [
+    (False, "lasttoken", r"tokenizer has no padding token, so no batch of it can be encoded: set it and save the model "
+                         r"again \(model.tokenizer.pad_token = '\[SEP\]'; model.save\(folder\)\)"),
+    (True, "cls", r"pools the first token \(its Pooling module's cls mode\), which a causal \(decoder-only\) encoder "
+                  r"such as 'gpt2' computes without seeing the rest of the sentence")])
+def test_a_sentence_transformers_decoder_that_cannot_be_scored_with_its_own_modules_is_one_line(
+        tmp_path, pad_token, mode, words):
+    """A sentence-transformers folder of a decoder: without a pad token, transformers' traceback at the first batch;
+    with first-token pooling, NaN scores and scipy's warning alone. One line each; a pooler of hf_cse's scores it."""
+    from sentence_transformers import SentenceTransformer, models
+
+    gpt2 = make_tiny_gpt2(tmp_path / "gpt2", pad_token=pad_token)
+    word = models.Transformer(str(gpt2))
+    st = SentenceTransformer(modules=[word, models.Pooling(word.get_word_embedding_dimension(), pooling_mode=mode)])
+    with pytest.raises(CSEError, match=words) as refused:
+        SentenceEncoder(st, show_progress_bar=False)
+    assert "\n" not in str(refused.value)
+    assert SentenceEncoder(st, pooler="last", show_progress_bar=False).encode(SENTS).shape[0] == len(SENTS)
