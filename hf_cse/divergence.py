@@ -60,7 +60,8 @@ def ways_on(checkpoint, output_dir) -> str:
     earlier, read = earlier_finite(checkpoint, output_dir)
     new_run = "start a new run with a lower learning_rate in another output_dir"
     if earlier:
-        return f"resume an earlier checkpoint by name (resume_from_checkpoint='{earlier}'), or {new_run}"
+        return (f"resume an earlier checkpoint by name (resume_from_checkpoint='{earlier}'; its optimizer state "
+                f"brings back the run's learning rate, so it may diverge again), or {new_run}")
     return f"{none_earlier(read)}: {new_run} (or remove the run's files to start over)"
 
 
@@ -126,8 +127,9 @@ def with_diverged_checkpoints(err: CSEError, trainer) -> CSEError:
     diverged, finite = diverged_checkpoints(output_dir)
     if not diverged:
         return err
-    instead = (f"resume_from_checkpoint='{finite}' goes on from the last finite one" if finite else
-               "no earlier checkpoint is finite")
+    instead = (f"resume_from_checkpoint='{finite}' goes on from the last finite one (with the run's learning rate, "
+               "which its optimizer state brings back: it may diverge again; a lower one is a new run in another "
+               "output_dir)" if finite else "no earlier checkpoint is finite")
     named = type(err)(f"{err} {listing(diverged)} in output_dir {output_dir} "
                       f"{'hold' if len(diverged) > 1 else 'holds'} the diverged weights and will not be resumed; "
                       f"{instead}.", fields=(*err.fields, "resume_from_checkpoint", "output_dir"))
