@@ -161,11 +161,12 @@ def check_weights_held(trainer, saving: bool = False) -> None:
     import torch
 
     from .errors import raised_on_every_process
-    from .finite_weights import non_finite
+    from .finite_weights import local_part, non_finite
     from .metrics import DivergedError
 
     model = trainer.accelerator.unwrap_model(trainer.model)
-    params = [p for p in model.parameters() if p.device.type != "meta" and p.numel() and p.dtype.is_floating_point]
+    params = [local_part(p) for p in model.parameters()]  # FSDP2: each process counts its shards
+    params = [p for p in params if p.device.type != "meta" and p.numel() and p.dtype.is_floating_point]
     device = params[0].device if params else trainer.args.device
     count = torch.zeros((), dtype=torch.int64, device=device)
     for param in params:

@@ -28,6 +28,12 @@ class NonFinite:
     first: str
 
 
+def local_part(tensor):
+    """This process's part of ``tensor``: an FSDP2 DTensor's local shard (a DTensor does not mix with plain tensors in
+    arithmetic), else the tensor."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
 def non_finite(named_tensors: Iterable) -> NonFinite | None:
     """How many of the ``(name, tensor)`` pairs' values are not finite, or None where all are (tensors not loaded
     here, on the meta device, are skipped)."""
@@ -35,6 +41,7 @@ def non_finite(named_tensors: Iterable) -> NonFinite | None:
 
     bad, first, total = 0, None, 0
     for name, tensor in named_tensors:
+        tensor = local_part(tensor)  # a sharded model's: this process's shard
         if tensor.device.type == "meta":  # not loaded here (offloaded): nothing to read
             continue
         total += tensor.numel()

@@ -32,11 +32,13 @@ LOSS_TOL = 0.01
 
 
 def _flags(encoder: Path, train: Path, out: Path, *extra: str, batch: int = 8) -> list[str]:
+    # checkpoints halfway, unless extra turns saving off (an interval without its strategy is refused)
+    saving = [] if "--save_strategy" in extra else ["--save_strategy", "steps", "--save_steps", str(STEPS // 2)]
     return ["--model_name_or_path", str(encoder), "--train_file", str(train), "--output_dir", str(out),
             "--method", "simcse", "--loss", "infonce", "--pooler_type", "avg", "--dropout", "0",
             "--max_steps", str(STEPS), "--per_device_train_batch_size", str(batch), "--max_seq_length", "16",
-            "--learning_rate", "3e-3", "--precision", "bf16", "--logging_steps", "1", "--save_strategy", "steps",
-            "--save_steps", str(STEPS // 2), "--seed", "7", "--disable_tqdm", "true", "--report_to", "none", *extra]
+            "--learning_rate", "3e-3", "--precision", "bf16", "--logging_steps", "1", *saving,
+            "--seed", "7", "--disable_tqdm", "true", "--report_to", "none", *extra]
 
 
 def _run(cmd: list[str], what: str, check: bool = True) -> subprocess.CompletedProcess:
