@@ -298,6 +298,14 @@ def checkpoint_step(folder: Path) -> int:
     return int(folder.name[len(CHECKPOINT_PREFIX) + 1:]) if is_checkpoint_name(folder.name) else -1
 
 
+def complete_checkpoints(output_dir) -> list[Path]:
+    """The complete ``checkpoint-<step>`` folders of ``output_dir`` (:func:`checkpoint_problem` finds nothing),
+    newest first."""
+    folders = [p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*") if p.is_dir() and checkpoint_step(p) >= 0
+               and checkpoint_problem(p) is None]
+    return sorted(folders, key=checkpoint_step, reverse=True)
+
+
 def last_complete_checkpoint(output_dir, say_skipped: bool = True) -> str | None:
     """The checkpoint with the highest step that is complete; each incomplete one after it is skipped with one log
     line naming what is wrong (``say_skipped``: where a message names the checkpoint found instead)."""

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checkpoints import TRAINER_STATE_FILE, checkpoint_problem, checkpoint_step, read_json
+from .checkpoints import TRAINER_STATE_FILE, checkpoint_step, complete_checkpoints, read_json
 from .errors import CSEError
 from .finite_weights import NonFinite, saved_non_finite
 from .output_folder import OutputFolderError, listing
-from .run_files import CHECKPOINT_PREFIX
 
 #: the most checkpoints before a diverged one read to find a finite one to name
 LOOKED_BACK = 5
@@ -46,9 +45,8 @@ def earlier_finite(checkpoint, output_dir) -> tuple[str | None, int]:
     """The last complete checkpoint of ``output_dir`` before the step of ``checkpoint`` whose weights are finite
     (None: none among the :data:`LOOKED_BACK` before it) and how many were read."""
     step = diverged_at(checkpoint)
-    earlier = sorted((p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*") if p.is_dir()
-                      and 0 <= checkpoint_step(p) < (step if step is not None else -1)
-                      and checkpoint_problem(p) is None), key=checkpoint_step, reverse=True)[:LOOKED_BACK]
+    earlier = [p for p in complete_checkpoints(output_dir)
+               if step is not None and checkpoint_step(p) < step][:LOOKED_BACK]
     for read, folder in enumerate(earlier, 1):
         if saved_non_finite(folder) is None:
             return str(folder), read
@@ -104,11 +102,8 @@ def how_to_go_on(output_dir, last: str | None) -> str:
 def diverged_checkpoints(output_dir) -> tuple[list[str], str | None]:
     """The complete checkpoints of ``output_dir`` whose weights are not finite, newest first, up to the first finite
     one (at most :data:`LOOKED_BACK` + 1 read), and that one (None: none found)."""
-    folders = sorted((p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*")
-                      if p.is_dir() and checkpoint_step(p) >= 0 and checkpoint_problem(p) is None),
-                     key=checkpoint_step, reverse=True)
     diverged = []
-    for folder in folders[:LOOKED_BACK + 1]:
+    for folder in complete_checkpoints(output_dir)[:LOOKED_BACK + 1]:
         if saved_non_finite(folder) is None:
             return diverged, str(folder)
         diverged.append(folder.name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checkpoints import is_checkpoint_name, saved_config
+from .checkpoints import checkpoint_step, is_checkpoint_name, saved_config
 from .errors import CSEError
 from .run_files import CHECKPOINT_PREFIX, RUN_EXPORT_FOLDER
 
@@ -49,7 +49,7 @@ class RunAsEncoder:
         run = path.parent if is_checkpoint_name(path.name) else path
         export = path / RUN_EXPORT_FOLDER
         checkpoints = sorted((p for p in run.glob(f"{CHECKPOINT_PREFIX}-*") if p.is_dir() and
-                              is_checkpoint_name(p.name)), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+                              is_checkpoint_name(p.name)), key=checkpoint_step)
         return cls(str(source), method, run, export if export.is_dir() else None,
                    checkpoints[-1] if checkpoints else None)
 
