@@ -53,13 +53,18 @@ def earlier_finite(checkpoint, output_dir) -> tuple[str | None, int]:
     return None, len(earlier)
 
 
+def goes_on_from(resume: str) -> str:
+    """``resume`` (how to resume a run's last finite checkpoint, in the caller's terms) and what it brings back."""
+    return (f"{resume} goes on from the last finite checkpoint (with the run's learning rate, which its optimizer "
+            "state brings back: it may diverge again)")
+
+
 def ways_on(checkpoint, output_dir) -> str:
     """What to do instead of resuming the diverged ``checkpoint`` of ``output_dir`` (library terms)."""
     earlier, read = earlier_finite(checkpoint, output_dir)
     new_run = "start a new run with a lower learning_rate in another output_dir"
     if earlier:
-        return (f"resume an earlier checkpoint by name (resume_from_checkpoint='{earlier}'; its optimizer state "
-                f"brings back the run's learning rate, so it may diverge again), or {new_run}")
+        return f"{goes_on_from(f'resume_from_checkpoint={earlier!r}')}, or {new_run}"
     return f"{none_earlier(read)}: {new_run} (or remove the run's files to start over)"
 
 
@@ -122,9 +127,8 @@ def with_diverged_checkpoints(err: CSEError, trainer) -> CSEError:
     diverged, finite = diverged_checkpoints(output_dir)
     if not diverged:
         return err
-    instead = (f"resume_from_checkpoint='{finite}' goes on from the last finite one (with the run's learning rate, "
-               "which its optimizer state brings back: it may diverge again; a lower one is a new run in another "
-               "output_dir)" if finite else "no earlier checkpoint is finite")
+    instead = (f"{goes_on_from(f'resume_from_checkpoint={finite!r}')}; a lower learning rate is a new run in another "
+               "output_dir" if finite else "no earlier checkpoint is finite")
     named = type(err)(f"{err} {listing(diverged)} in output_dir {output_dir} "
                       f"{'hold' if len(diverged) > 1 else 'holds'} the diverged weights and will not be resumed; "
                       f"{instead}.", fields=(*err.fields, "resume_from_checkpoint", "output_dir"))

@@ -48,7 +48,7 @@ from ..checkpoints import (
     other_model,
 )
 from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
-from ..divergence import earlier_finite, none_earlier, what_diverged
+from ..divergence import earlier_finite, goes_on_from, none_earlier, what_diverged
 from ..finite_weights import saved_non_finite
 from ..output_folder import (
     TOKENIZER_FILES,
@@ -295,8 +295,7 @@ def refuse_diverged(checkpoint: Path, out: Path) -> None:
     earlier, read = earlier_finite(checkpoint, out)
     anew = (f"start a new run with a lower --learning_rate in another --output_dir, or in {out} with "
             f"{OVERWRITE_FLAG} (removes this run's files)")
-    ways = (f"--resume_from_checkpoint {earlier} goes on from an earlier, finite one (with the run's learning rate, "
-            f"which its optimizer state brings back: it may diverge again), or {anew}" if earlier else
+    ways = (f"{goes_on_from(f'--resume_from_checkpoint {earlier}')}, or {anew}" if earlier else
             f"{none_earlier(read)}: {anew}")
     raise OutputFolderError(f"--output_dir {out}: its last checkpoint, {checkpoint.name}, "
                             f"{what_diverged(found, checkpoint)}; {ways}.")

@@ -24,7 +24,7 @@ SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
 
 def _checkpoint(folder):
     """A checkpoint folder as complete as these tests need (the Trainer writes trainer_state.json last)."""
-    fake_checkpoint(folder)
+    return fake_checkpoint(folder)
 
 
 # ------------------------------------------------------------------------------------------------ unit
@@ -48,6 +48,22 @@ def test_checkpoints_of_the_same_run_are_resumed(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="hf_cse.cli.output_dir"):
         assert prepare_output_dir(tmp_path, SETTINGS) == str(tmp_path / "checkpoint-10")
     assert "resuming the interrupted run" in caplog.text
+
+
+def test_a_diverged_last_checkpoint_is_refused_naming_the_last_finite_one(tmp_path):
+    """The command's refusal and the library's name the way on in one wording (hf_cse.divergence.goes_on_from)."""
+    import torch
+    from safetensors.torch import save_file
+
+    prepare_output_dir(tmp_path, SETTINGS)
+    for step, value in ((2, 1.0), (4, float("nan"))):
+        save_file({"w": torch.full((3,), value)}, str(_checkpoint(tmp_path / f"checkpoint-{step}") /
+                                                      "model.safetensors"))
+    with pytest.raises(InputError, match=r"its last checkpoint, checkpoint-4, holds 3 of 3 weights that are not "
+                                         rf"finite .*; --resume_from_checkpoint {tmp_path / 'checkpoint-2'} goes on "
+                                         r"from the last finite checkpoint \(with the run's learning rate, .*"
+                                         r"--overwrite_output_dir"):
+        prepare_output_dir(tmp_path, SETTINGS)
 
 
 def test_checkpoints_of_a_run_with_other_settings_are_refused(tmp_path):
