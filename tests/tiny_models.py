@@ -24,9 +24,11 @@ WORDS = (
 ).split()
 
 
-def write_vocab(folder: Path) -> Path:
-    """A WordPiece vocab that can spell any lowercase word (letters and ##letters as fall-back)."""
+def write_vocab(folder: Path, pad_token_id: int = 0) -> Path:
+    """A WordPiece vocab that can spell any lowercase word (letters and ##letters as fall-back); [PAD] at
+    ``pad_token_id`` (0 or 1: 1 swaps it with [UNK], a RoBERTa-style pad id)."""
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    specials.insert(pad_token_id, specials.pop(0))
     chars = list(string.ascii_lowercase + string.digits + string.punctuation)
     tokens = specials + chars + ["##" + c for c in string.ascii_lowercase + string.digits] + WORDS
     folder.mkdir(parents=True, exist_ok=True)
@@ -35,18 +37,22 @@ def write_vocab(folder: Path) -> Path:
     return path
 
 
-def tiny_tokenizer(folder: Path) -> BertTokenizerFast:
-    tokens = write_vocab(folder).read_text().split()
+def tiny_tokenizer(folder: Path, pad_token_id: int = 0) -> BertTokenizerFast:
+    tokens = write_vocab(folder, pad_token_id).read_text().split()
     return BertTokenizerFast(vocab={t: i for i, t in enumerate(tokens)}, do_lower_case=True)
 
 
-def make_tiny_encoder(folder: Path, kind: str = "bert", hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
-    """Save a random ``kind`` encoder (bert, roberta, distilbert) and a matching tokenizer in ``folder``."""
+def make_tiny_encoder(folder: Path, kind: str = "bert", hidden: int = 32, layers: int = 2, seed: int = 0,
+                      pad_token_id: int = 0) -> Path:
+    """Save a random ``kind`` encoder (bert, roberta, distilbert) and a matching tokenizer in ``folder``;
+    ``pad_token_id=1`` (roberta only) makes RoBERTa's own pad id, which is not 0."""
     import torch
 
+    if pad_token_id and kind != "roberta":
+        raise ValueError(f"pad_token_id {pad_token_id} is for kind='roberta' only")
     torch.manual_seed(seed)
     folder = Path(folder)
-    tok = tiny_tokenizer(folder)
+    tok = tiny_tokenizer(folder, pad_token_id)
     vocab = len(tok)
     common = dict(vocab_size=vocab, max_position_embeddings=64)
     if kind == "bert":
@@ -54,7 +60,7 @@ def make_tiny_encoder(folder: Path, kind: str = "bert", hidden: int = 32, layers
                                      intermediate_size=2 * hidden, **common))
     elif kind == "roberta":
         model = RobertaModel(RobertaConfig(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
-                                           intermediate_size=2 * hidden, pad_token_id=0, bos_token_id=2,
+                                           intermediate_size=2 * hidden, pad_token_id=pad_token_id, bos_token_id=2,
                                            eos_token_id=3, type_vocab_size=1, vocab_size=vocab,
                                            max_position_embeddings=80))
     elif kind == "distilbert":

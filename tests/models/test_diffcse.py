@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from helpers import random_sentences, tiny_args, tiny_train_dataset
 from safetensors.torch import load_file
+from tiny_models import make_tiny_encoder
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertForMaskedLM
 
 from hf_cse.cli import train as train_cli
@@ -197,6 +198,78 @@ def test_replace_labels_are_zero_at_position_zero_and_padding(tiny_bert_dir, tok
     assert torch.equal(ids[:, 0], orig[:, 0]) and torch.equal(ids[att == 0], orig[att == 0])
     expected = (ids != orig) & att.bool()
     assert torch.equal(labels, expected.long()) and labels[:, 1:][att[:, 1:].bool()].eq(1).all()
+
+
+@pytest.fixture(scope="module")
+def roberta_pad_one(tmp_path_factory):
+    """A tiny RoBERTa whose pad id is 1, as RoBERTa's own (tiny_roberta_dir pads with 0)."""
+    folder = make_tiny_encoder(tmp_path_factory.mktemp("tiny_roberta_pad1"), "roberta", pad_token_id=1)
+    return folder, AutoTokenizer.from_pretrained(folder)
+
+
+class MaskedCopyGenerator:
+    """Returns the masked copy (so [MASK]s and the random tokens count as replaced), junk at padding."""
+
+    def fill(self, ids, att):
+        return torch.where(att.bool(), ids, 40)
+
+
+def _authors_rtd(model, h, input_ids, att, g_pred):
+    """voidism/DiffCSE diffcse/models.py cl_forward: g_pred[:, 0] = cls; replaced = (g_pred != input_ids) * att;
+    e_inputs = g_pred * att; h replaces the discriminator's position-0 embedding output; per-position CE logits."""
+    g_pred = g_pred.clone()
+    g_pred[:, 0] = input_ids[:, 0]
+    replaced = (g_pred != input_ids).long() * att
+    e_inputs = g_pred * att
+    put_h = model.discriminator.embeddings.register_forward_hook(
+        lambda module, args, output: torch.cat([h.unsqueeze(1).to(output.dtype), output[:, 1:]], dim=1))
+    try:
+        hidden = model.discriminator(input_ids=e_inputs, attention_mask=att).last_hidden_state
+    finally:
+        put_h.remove()
+    ce = F.cross_entropy(model.rtd_head(hidden).reshape(-1, 2), replaced.reshape(-1), reduction="none")
+    return ce, replaced
+
+
+def test_rtd_loss_is_the_authors_on_a_roberta_whose_pad_id_is_one(roberta_pad_one, sentences):
+    folder, tokenizer = roberta_pad_one
+    model = DiffCSEModel.from_encoder(str(folder)).double().eval()  # eval: no dropout in the two computations
+    model.attach_generator(MaskedCopyGenerator())
+    batch = DiffCSECollator(tokenizer, seed=0, masking_ratio=0.3)([tokenizer(s) for s in [sentences[0], "a cat"]])
+    input_ids, att = batch["input_ids"].view(4, -1), batch["attention_mask"].view(4, -1)
+    assert tokenizer.pad_token_id == model.encoder.config.pad_token_id == 1 and input_ids[att == 0].eq(1).all()
+    h = torch.randn(4, model.config.hidden_size, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    g_pred = MaskedCopyGenerator().fill(batch["mlm_input_ids"].view(4, -1), att)
+    with torch.no_grad():
+        ce, replaced = _authors_rtd(model, h, input_ids, att, g_pred)
+        ids, rtd_att, labels = model.rtd_batch(batch["input_ids"], batch["attention_mask"], batch["mlm_input_ids"])
+        assert torch.equal(labels, replaced) and labels.sum() > 0 and ids[att == 0].eq(0).all()
+        # L_RTD's cross-entropy is taken in fp32 (rtd_forward), the rest of both computations in fp64
+        assert torch.allclose(model.rtd_forward(h, ids, rtd_att, labels).loss.double(), ce.mean(), rtol=1e-6, atol=0)
+        # the pad id kept there would give another mean (the review's 0.6198 vs 0.6415 case)
+        kept = torch.where(att.bool(), ids, input_ids)
+        assert not torch.allclose(model.rtd_forward(h, kept, rtd_att, labels).loss.double(), ce.mean(), rtol=1e-3)
+
+        model.config.rtd_ignore_pad = True  # padding out of the loss: its id (now the pad id) changes nothing
+        ids, rtd_att, labels = model.rtd_batch(batch["input_ids"], batch["attention_mask"], batch["mlm_input_ids"])
+        assert torch.equal(ids[att == 0], input_ids[att == 0])
+        real = att.reshape(-1).double()
+        assert torch.allclose(model.rtd_forward(h, ids, rtd_att, labels).loss.double(),
+                              (ce * real).sum() / real.sum(), rtol=1e-6, atol=0)
+
+
+def test_rtd_loss_is_the_same_with_and_without_the_padding_free_encoder(roberta_pad_one, sentences):
+    folder, tokenizer = roberta_pad_one
+    model = DiffCSEModel.from_encoder(str(folder)).double().eval()
+    model.attach_generator(MaskedCopyGenerator())
+    batch = DiffCSECollator(tokenizer, seed=0)([tokenizer(s) for s in [sentences[0], "a cat", sentences[5]]])
+    losses = {}
+    for padding_free in (True, False):
+        model.config.padding_free = padding_free
+        assert model.runs_padding_free("cpu") is padding_free
+        with torch.no_grad():
+            losses[padding_free] = model(**batch).metrics["rtd_loss"]
+    assert torch.allclose(losses[True], losses[False], rtol=1e-6, atol=0)  # L_RTD's cross-entropy is fp32
 
 
 def test_zeroed_head_gives_log_two(tiny_bert_dir, tok, sentences):

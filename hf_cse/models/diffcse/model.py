@@ -85,7 +85,10 @@ class DiffCSEConfig(CSEConfig):
     rtd_reduction: RTDReduction = field(default="mean", metadata={
         "help": "DiffCSE: L_RTD as the mean over all positions incl. [CLS] and padding (mean, the authors' code; "
                 "lambda was tuned for it) or the sum of the paper's formula (sum)"})
-    rtd_ignore_pad: bool = field(default=False, metadata={"help": "DiffCSE: leave padding positions out of L_RTD"})
+    rtd_ignore_pad: bool = field(default=False, metadata={
+        "help": "DiffCSE: leave padding positions out of L_RTD (the discriminator then reads the pad id there); "
+                "false, the authors' code: padding enters L_RTD with label 0 and id 0, as their g_pred * "
+                "attention_mask writes it (the pad id itself for BERT; <s> for RoBERTa, whose pad id is 1)"})
     discriminator_init: DiscriminatorInit = field(default="encoder", metadata={
         "help": "DiffCSE: discriminator starts from the encoder's checkpoint (encoder, the paper) or at random"})
 
@@ -281,9 +284,15 @@ class DiffCSEModel(CSEPreTrainedModel):
     def rtd_batch(self, input_ids, attention_mask, mlm_input_ids, mlm_attention_mask=None, rtd_labels=None):
         """Discriminator inputs ``(ids, attention_mask, labels)`` over the flattened rows, from the collator's edit.
 
-        replace: x'' = G(x'), position 0 and padding keep the original ids; label = [x''_t != x_t] on real tokens
-        (0 at [CLS] and padding). insert: G fills the inserted [MASK]s; labels from the collator. delete: the
-        edited ids as they are; labels from the collator.
+        replace: x'' = G(x'), position 0 keeps the original id; label = [x''_t != x_t] on real tokens (0 at [CLS]
+        and padding). insert: G fills the inserted [MASK]s; labels from the collator. delete: the edited ids as they
+        are; labels from the collator.
+
+        Padding (:meth:`discriminator_ids`) gets id 0, as the authors' ``e_inputs = g_pred * attention_mask``: the
+        discriminator's hidden states there, which L_RTD averages with label 0 unless ``rtd_ignore_pad``, are theirs.
+        Only an encoder whose pad id is not 0 sees the difference: RoBERTa (pad id 1; id 0 is ``<s>``, which its
+        position numbering counts as a token). With ``rtd_ignore_pad`` the pad id is kept: padding is then out of
+        the loss, and no real token attends to it, so L_RTD is the same either way.
         """
         op = self.config.edit_operation
         flat = lambda t: t.reshape(-1, t.shape[-1])  # noqa: E731
@@ -301,13 +310,18 @@ class DiffCSEModel(CSEPreTrainedModel):
             real = att.bool().clone()
             real[:, 0] = False  # position 0 carries h, never "replaced" (authors: g_pred[:, 0] = [CLS])
             filled = torch.where(real, filled, ids)
-            return filled, att, (filled != ids).long()
+            return self.discriminator_ids(filled, att), att, (filled != ids).long()
         if mlm_attention_mask is None or rtd_labels is None:
             raise CSEError(f"{op!r} edits need mlm_attention_mask and rtd_labels from DiffCSEModel.collator.")
         ids, att, labels = flat(mlm_input_ids), flat(mlm_attention_mask), flat(rtd_labels).long()
         if op == "insert":
             ids = torch.where(labels.bool(), self._generator.fill(ids, att), ids)
-        return ids, att, labels
+        return self.discriminator_ids(ids, att), att, labels
+
+    def discriminator_ids(self, ids: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+        """``ids`` with 0 at padding (the authors' ``g_pred * attention_mask``), or as they are with
+        ``rtd_ignore_pad`` (padding out of L_RTD: see :meth:`rtd_batch`)."""
+        return ids if self.config.rtd_ignore_pad else ids.masked_fill(att == 0, 0)
 
     def training_row_limit(self, encoder_limit: int | None) -> tuple[int | None, str]:
         """Insert edits add ``round(masking_ratio * n)`` [MASK]s to a row of n ordinary tokens (and 2 special ones):
