@@ -390,6 +390,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
     def on_epoch_start(self, epoch: int) -> None:
         super().on_epoch_start(epoch)
+        if (self.state.epoch or 0) <= epoch:  # past it: resumed inside this epoch (its state is the checkpoint's)
+            self.accelerator.unwrap_model(self.model).training_epoch_begins()
         self._take_up_resumed()  # a resumed run, before its first step (hf_cse.trainer_resume)
 
     def on_rng_state_saved(self, folder: str) -> None:

@@ -152,6 +152,10 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         attaches its generator). ``train_dataset``: the tokenized training rows (an iterable one with
         ``streaming``). Nothing by default."""
 
+    def training_epoch_begins(self) -> None:
+        """Called by the trainer before each epoch's first batch (not when a run resumes inside an epoch: its
+        checkpoint holds the state that epoch had reached). ESimCSE empties its queue. Nothing by default."""
+
     def training_row_limit(self, encoder_limit: int | None) -> tuple[int | None, str]:
         """The longest tokenized training row the method can train on, and how messages name it ("": as the
         encoder's position limit, :class:`hf_cse.data_checks.EncoderLimits`): ``encoder_limit`` by default

@@ -27,6 +27,7 @@ from transformers import AutoConfig, AutoTokenizer, BertModel
 from hf_cse.cached import IncompatibleOptionsError, check_cached_compatible
 from hf_cse.errors import CSEError
 from hf_cse.losses import build_loss
+from hf_cse.losses.base import QUEUE_INPUT
 from hf_cse.models import get_method
 from hf_cse.models.esimcse import ESIMCSE, ESimCSEConfig, ESimCSEModel, repeat_tokens
 from hf_cse.objectives import build_objectives, compute_objectives
@@ -298,12 +299,13 @@ def test_momentum_encoder_starts_as_the_authors_or_as_a_copy(tiny_bert_dir):
 
 
 # ------------------------------------------------------------------ training state: checkpoints, export, processes
-def _trainer(folder, tmp_path, **args):
+def _trainer(folder, tmp_path, config=None, **args):
+    """A trainer of 4 batches of 8 rows per epoch, queue_size 12."""
     from hf_cse.trainer import ContrastiveTrainer
 
     ds, tok = tiny_train_dataset(folder, random_sentences(8, seed=1), tmp_path, repeat=4)
     torch.manual_seed(0)
-    model = ESimCSEModel.from_encoder(str(folder), queue_size=12, momentum=0.9)
+    model = ESimCSEModel.from_encoder(str(folder), **{"queue_size": 12, "momentum": 0.9, **(config or {})})
     return ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out", **args), train_dataset=ds,
                               data_collator=ESimCSEModel.collator(tok, model.config), processing_class=tok)
 
@@ -326,6 +328,41 @@ def test_a_resumed_run_restores_the_momentum_encoder_and_queue_and_ends_as_the_u
     torch.testing.assert_close(a.queue.contents(), b.queue.contents(), rtol=0, atol=1e-5)
     for (name, x), y in zip(a.named_parameters(), b.parameters(), strict=True):  # momentum encoder included
         torch.testing.assert_close(x, y, rtol=0, atol=1e-5, msg=name)
+
+
+def _queued_negatives_per_forward(trainer) -> list[int]:
+    """The number of queued rows among the negatives of each training forward, filled as the trainer runs."""
+    counts = []
+    trainer.model.register_forward_hook(
+        lambda module, args, out: counts.append(len(out.embeddings.get(QUEUE_INPUT, ()))) if module.training else None)
+    return counts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("accumulation", "empty", "expected"), [
+    (1, True, [0, 8, 12, 12] * 2),
+    (2, True, [0, 8, 12, 12] * 2),  # emptied once per epoch, not at each optimizer step
+    (1, False, [0, 8] + [12] * 6),
+])
+def test_the_queue_is_emptied_as_each_epoch_begins_as_the_authors_code_does(accumulation, empty, expected,
+                                                                             tiny_bert_dir, tmp_path):
+    trainer = _trainer(tiny_bert_dir, tmp_path, {"empty_queue_each_epoch": empty}, max_steps=-1, num_train_epochs=2,
+                       gradient_accumulation_steps=accumulation)
+    counts = _queued_negatives_per_forward(trainer)
+    trainer.train()
+    assert trainer.state.global_step == 8 // accumulation and counts == expected
+
+
+@pytest.mark.slow
+def test_a_run_resumed_inside_an_epoch_keeps_its_queue_and_one_resumed_at_an_epoch_start_empties_it(tiny_bert_dir,
+                                                                                                   tmp_path):
+    _trainer(tiny_bert_dir, tmp_path / "a", max_steps=-1, num_train_epochs=2, save_strategy="steps",
+             save_steps=1).train()
+    for step, expected in ((3, [12, 0, 8, 12, 12]), (4, [0, 8, 12, 12])):
+        resumed = _trainer(tiny_bert_dir, tmp_path / f"from_{step}", max_steps=-1, num_train_epochs=2)
+        counts = _queued_negatives_per_forward(resumed)
+        resumed.train(resume_from_checkpoint=str(tmp_path / "a" / "out" / f"checkpoint-{step}"))
+        assert counts == expected, step
 
 
 @pytest.mark.slow

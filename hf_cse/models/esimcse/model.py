@@ -12,6 +12,12 @@ cl_forward``, ``esimcse/trainers.py:CLTrainer.compute_loss``):
    projector (the authors keep no momentum copy of the MLP); the batch, gathered over processes, is appended to
    the queue, whose oldest rows beyond ``queue_size`` drop out. No gradient reaches the queue.
 
+The queue is emptied as each epoch begins (the authors' ``CLTrainer.train`` sets ``self.pre_z1 = None`` in its epoch
+loop), so every epoch's first step is plain InfoNCE; under gradient accumulation that is the epoch's first
+micro-batch. A one-epoch run, as the paper's (``run.sh``), is the same either way; ``empty_queue_each_epoch=False``
+keeps the queue across epochs (as MoCo's). A run resumed inside an epoch goes on with its checkpoint's queue, as the
+uninterrupted run would; one resumed at an epoch's start begins that epoch empty.
+
 Where the paper and the code differ, both are options and the default is the code's, which produced the paper's
 numbers (``run.sh``): ``dup_rule`` (:mod:`.repetition`) and ``momentum_init`` -- the paper does not say how the
 momentum encoder starts; the code's ``BertForCL.__init__`` copies the encoder into it, then ``init_weights``
@@ -98,6 +104,10 @@ class ESimCSEConfig(CSEConfig):
                 "64; 128 for RoBERTa-large); 0 = word repetition only"})
     momentum: float = field(default=0.995, metadata={
         "help": "ESimCSE: momentum lambda of the momentum encoder, theta_m <- lambda theta_m + (1 - lambda) theta"})
+    empty_queue_each_epoch: bool = field(default=True, metadata={
+        "help": "ESimCSE: empty the momentum queue as each epoch begins, so its first step has no queued negatives "
+                "(true, the authors' code; a one-epoch run, as the paper's, is the same either way) or keep the "
+                "queue across epochs (false, as MoCo's)"})
     momentum_init: MomentumInit = field(default="random", metadata={
         "help": "ESimCSE: the momentum encoder starts freshly initialised (random, the authors' code: their logs list "
                 "momentum_model.* as newly initialized) or as a copy of the pretrained encoder (copy, MoCo's start)"})
@@ -179,6 +189,12 @@ class ESimCSEModel(CSEPreTrainedModel):
                                                      max_length=encoder_max_length(config.encoder_config),
                                                      prompt=config.prompt),
                               tokenizer, config)
+
+    def training_epoch_begins(self) -> None:
+        """Empty the queue (the authors' ``pre_z1 = None`` at each epoch), unless ``empty_queue_each_epoch`` is
+        off."""
+        if self.queue is not None and self.config.empty_queue_each_epoch:
+            self.queue.clear()
 
     @torch.no_grad()
     def momentum_embeddings(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:

@@ -58,3 +58,10 @@ class EmbeddingQueue(nn.Module):
         self.rows[: kept.shape[0]].copy_(kept)
         self._count = kept.shape[0]
         self.filled.fill_(self._count)
+
+    @torch.no_grad()
+    def clear(self) -> None:
+        """Hold no rows, as a new queue (the rows zeroed)."""
+        self.rows.zero_()
+        self.filled.zero_()
+        self._count = 0
