@@ -231,6 +231,18 @@ def dimension_section(by_method: dict, tasks: list[str], avg: str) -> list[str]:
     return [line for line in lines if not line.endswith(": none")] + [""]  # only the groups that have rows
 
 
+def loss_form_notes() -> list[str]:
+    """The configs that pin a loss form other than today's default (``about.loss_form``: the form their rows ran,
+    the default of their time), so that the tables say which form each such row trained."""
+    forms = {p.stem: json.loads(p.read_text())["about"].get("loss_form")
+             for p in sorted((HERE / "configs").glob("*.json"))}
+    forms = {name: form for name, form in forms.items() if form}
+    if not forms:
+        return []
+    return ["Rows that ran a loss form other than today's default (their configs pin it, so a rerun trains the same): "
+            + "; ".join(f"`{name}`: {form}" for name, form in forms.items()) + ".", ""]
+
+
 def main() -> None:
     order = json.loads((HERE / "order.json").read_text())
     lines = [
@@ -241,6 +253,7 @@ def main() -> None:
         "It is NOT a reproduction of the papers' BERT-base numbers (raw masked-LM encoders, 1M sentences). "
         "Made by `python experiments/make_table.py` from `experiments/results/<regime>/`; how each regime was run, "
         "its budget and the command: [README.md](README.md).", "",
+        *loss_form_notes(),
     ]
     all_points = {}
     for name in REGIMES:

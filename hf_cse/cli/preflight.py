@@ -206,6 +206,10 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
         from ..models.lora import check_targets_match
 
         check_targets_match(config)
+    if config.freeze_embeddings:
+        from ..models.frozen_embeddings import check_freezable
+
+        check_freezable(config)
     if config.do_mlm:
         from ..models.mlm import check_mlm_architecture
 

@@ -28,17 +28,17 @@ class AlignUniformMHELoss(ContrastiveLoss):
     GD = 1, ``W_ij = 2 nu e^{2 h_i.h_j}/sum_{k<l} e^{2 h_k.h_l}``,
     ``R_i = sum_{k<l} e^{2 h_k.h_l} / (nu N sum_{k!=i} e^{2 h_i.h_k})`` (``metrics["ratio"]``, mean over i).
 
-    ``variant="paper"`` (default) is the printed objective. ``variant="code"`` is the authors' code
-    (UnderstandingCSE ``mhe``): uniformity of *both* views with ``e^{h_k.h_l}`` (Wang & Isola t = 1/2
-    instead of t = 1, no constant):
+    ``variant="code"`` (default) is the authors' code (UnderstandingCSE ``mhe``): uniformity of *both* views with
+    ``e^{h_k.h_l}`` (Wang & Isola t = 1/2 instead of t = 1, no constant):
     ``mean_i ||h_i - h'_i||^2 + nu (lse_{k<l} h_k.h_l + lse_{k<l} h'_k.h'_l)``;
-    the paradigm paper's "ori MHE" numbers (Figure 1; the gains in Table 3) were produced by that code.
+    the paradigm paper's "ori MHE" numbers (Figure 1; the gains in Table 3) were produced by that code, hence the
+    default. ``variant="paper"`` is the printed objective above (the default before 2026-11-30).
 
     Args:
         nu: uniformity weight nu^u (10, the authors' scripts).
-        variant: the printed objective or the authors' code's (``"paper"``: the printed one, default;
-            ``"code"``: the authors' code's, uniformity of both views with ``e^{h_k.h_l}``, which made the
-            paper's "ori MHE" numbers).
+        variant: the authors' code's objective or the printed one (``"code"``: the authors' code's, default,
+            uniformity of both views with ``e^{h_k.h_l}``, which made the paper's "ori MHE" numbers;
+            ``"paper"``: the printed one).
 
     Example::
 
@@ -49,7 +49,7 @@ class AlignUniformMHELoss(ContrastiveLoss):
 
     hyperparameter_rules = {"nu": "non_negative"}
 
-    def __init__(self, nu: float = 10.0, variant: Variant = "paper"):
+    def __init__(self, nu: float = 10.0, variant: Variant = "code"):
         super().__init__()
         check_choice(self.name, "variant", variant, Variant)
         self.nu = nu

@@ -26,16 +26,17 @@ class AlignUniformMHSLoss(ContrastiveLoss):
     ``R_i = 2 ||h_i - h_j|| / (nu N)`` (``metrics["ratio"]``). Distances are ``sqrt(2 - 2 cos)`` with
     ``2 - 2 cos`` clamped at 1e-4 (duplicate sentences give distance 0).
 
-    ``variant="paper"`` (default) is the printed objective. ``variant="code"`` is the authors' code
-    (UnderstandingCSE ``mhs``, which produced the paper's "ori MHS" numbers): nearest neighbours are taken
-    in the *other*, detached view, ``d = sqrt(||h_i - sg(h'_j)||^2 + 1e-4)``, for both views:
-    ``mean_i ||h_i - h'_i||^2 + nu (mean_i u0_i + mean_i u1_i)``.
+    ``variant="code"`` (default) is the authors' code (UnderstandingCSE ``mhs``, which produced the paper's "ori
+    MHS" numbers, hence the default): nearest neighbours are taken in the *other*, detached view,
+    ``d = sqrt(||h_i - sg(h'_j)||^2 + 1e-4)``, for both views:
+    ``mean_i ||h_i - h'_i||^2 + nu (mean_i u0_i + mean_i u1_i)``. ``variant="paper"`` is the printed objective
+    above (the default before 2026-11-30).
 
     Args:
         nu: uniformity weight nu^u (1, the authors' scripts).
-        variant: the printed objective or the authors' code's (``"paper"``: the printed one, default;
-            ``"code"``: the authors' code's, nearest neighbours in the other, detached view for both views, which
-            made the paper's "ori MHS" numbers).
+        variant: the authors' code's objective or the printed one (``"code"``: the authors' code's, default,
+            nearest neighbours in the other, detached view for both views, which made the paper's "ori MHS"
+            numbers; ``"paper"``: the printed one).
 
     Example::
 
@@ -46,7 +47,7 @@ class AlignUniformMHSLoss(ContrastiveLoss):
 
     hyperparameter_rules = {"nu": "non_negative"}
 
-    def __init__(self, nu: float = 1.0, variant: Variant = "paper"):
+    def __init__(self, nu: float = 1.0, variant: Variant = "code"):
         super().__init__()
         check_choice(self.name, "variant", variant, Variant)
         self.nu = nu

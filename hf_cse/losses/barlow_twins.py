@@ -39,17 +39,17 @@ class BarlowTwinsLoss(ContrastiveLoss):
     i.e. eq. 10 with Table 2's weight ``h'_i.h'_j`` (exact up to the radial j = i term; eq. 10 prints
     ``h_i.h'_j``, which is not the gradient of L^B).
 
-    ``surrogate=False`` (default): the true loss above. ``surrogate=True``: the authors' code
-    (UnderstandingCSE ``_bt_loss``, which produced the paper's "ori BT" numbers): a gradient-equivalent
-    surrogate applied in both directions with detached partners, whose value is not L^B but whose
-    gradient w.r.t. each view is eq. 10 exactly (Table-2 weight). Both use nu^B = ``nu``.
+    ``surrogate=True`` (default): the authors' code (UnderstandingCSE ``_bt_loss``, which produced the paper's "ori
+    BT" numbers, hence the default): a gradient-equivalent surrogate applied in both directions with detached
+    partners, whose value is not L^B but whose gradient w.r.t. each view is eq. 10 exactly (Table-2 weight).
+    ``surrogate=False``: the true loss above (the default before 2026-11-30). Both use nu^B = ``nu``.
     The paper's Table 2 gives GD = 1, ``W = 2 nu h'_i.h'_j / N^2`` and a matrix-valued ratio with a
     sign-indefinite denominator, so no scalar ``ratio`` metric is reported.
 
     Args:
         nu: off-diagonal weight nu^B (30, the authors' scripts).
-        surrogate: train on the authors' gradient-equivalent surrogate instead of the true loss (True: their
-            ``_bt_loss``, whose gradient is eq. 10 but whose value is not L^B; False: the true loss, default).
+        surrogate: train on the authors' gradient-equivalent surrogate instead of the true loss (True, default:
+            their ``_bt_loss``, whose gradient is eq. 10 but whose value is not L^B; False: the true loss).
 
     Example::
 
@@ -60,7 +60,7 @@ class BarlowTwinsLoss(ContrastiveLoss):
 
     hyperparameter_rules = {"nu": "non_negative"}
 
-    def __init__(self, nu: float = 30.0, surrogate: bool = False):
+    def __init__(self, nu: float = 30.0, surrogate: bool = True):
         super().__init__()
         check_bool(self.name, "surrogate", surrogate)
         self.nu = nu

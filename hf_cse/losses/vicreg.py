@@ -60,22 +60,23 @@ class VICRegLoss(ContrastiveLoss):
     rescaled to the paper's squared-distance alignment L^a (a factor D). The paper gives no value for
     nu^{V,2}, and neither its eq. 11 nor the authors' code has the hinge; but without it the true loss is
     minimised by collapse (for unit vectors the centred covariance and the alignment are both 0 when all
-    embeddings coincide), so the default keeps VICReg's ratio. For unit vectors sum_k sigma_k^2 <= N/(N-1),
-    so with gamma = 1 the hinge is active on (almost) every dimension and spreads the embeddings.
+    embeddings coincide), so ``variance_weight``'s default keeps VICReg's ratio. For unit vectors
+    sum_k sigma_k^2 <= N/(N-1), so with gamma = 1 the hinge is active on (almost) every dimension and spreads the
+    embeddings.
 
-    ``surrogate=False`` (default): the true loss. ``surrogate=True``: the authors' code
-    (UnderstandingCSE ``_vicreg_loss``, which produced the paper's "ori VICReg" numbers): a
-    gradient-equivalent surrogate in both directions with detached partners, whose gradient w.r.t. each
-    view is eq. 11 exactly (``variance_weight``/``gamma`` unused). No scalar ``ratio`` metric (Table 2's
+    ``surrogate=True`` (default): the authors' code (UnderstandingCSE ``_vicreg_loss``, which produced the paper's
+    "ori VICReg" numbers, hence the default): a gradient-equivalent surrogate in both directions with detached
+    partners, whose gradient w.r.t. each view is eq. 11 exactly (``variance_weight``/``gamma`` unused).
+    ``surrogate=False``: the true loss above (the default before 2026-11-30). No scalar ``ratio`` metric (Table 2's
     R has a sign-indefinite denominator ``sum_{k!=i} h_i.h_k``).
 
     Args:
         nu: nu^V (30, the authors' scripts).
         variance_weight: nu^{V,2} / D, weight of the variance hinge (1 = VICReg's ratio; 0 = no hinge).
         gamma: hinge target std (1, VICReg).
-        surrogate: train on the authors' gradient-equivalent surrogate instead of the true loss (True: their
-            ``_vicreg_loss``, whose gradient is eq. 11, ``variance_weight`` and ``gamma`` unused; False: the
-            true loss, default).
+        surrogate: train on the authors' gradient-equivalent surrogate instead of the true loss (True, default:
+            their ``_vicreg_loss``, whose gradient is eq. 11, ``variance_weight`` and ``gamma`` unused; False: the
+            true loss).
 
     Example::
 
@@ -87,7 +88,7 @@ class VICRegLoss(ContrastiveLoss):
     hyperparameter_rules = {"nu": "non_negative", "variance_weight": "non_negative", "gamma": "non_negative"}
 
     def __init__(
-        self, nu: float = 30.0, variance_weight: float = 1.0, gamma: float = 1.0, surrogate: bool = False
+        self, nu: float = 30.0, variance_weight: float = 1.0, gamma: float = 1.0, surrogate: bool = True
     ):
         super().__init__()
         check_bool(self.name, "surrogate", surrogate)

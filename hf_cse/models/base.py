@@ -24,6 +24,7 @@ from ..seams import PreTrainedModelHooks, set_no_split_modules
 from ..sharding import ENGINES, shard_units
 from .config import CSEConfig
 from .fast_dropout import install_fast_dropout
+from .frozen_embeddings import freeze_embedding_layer
 from .heads import build_projector, initialise
 from .loading import build_encoder, load_encoder, load_kwargs, prepare_encoder
 from .lora import apply_lora, is_lora
@@ -180,6 +181,8 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
             self.encoder = apply_lora(self.encoder, config)
             if config.fast_dropout:
                 install_fast_dropout(self.encoder)  # the adapters' own dropout
+        if config.freeze_embeddings:  # after LoRA, so that adapters on the embedding layer are frozen too
+            freeze_embedding_layer(self.encoder, config.encoder_config.model_type)
 
     def post_init(self):
         super().post_init()  # collects the encoders' shard units
@@ -253,7 +256,11 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
             raise CSEError(f"{pretrained_model_name_or_path} holds a plain {model_type or 'encoder'} model, not an "
                            f"hf_cse one: build a method model around it with {cls.__name__}.from_encoder("
                            f"{str(pretrained_model_name_or_path)!r}).")
-        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading info) on request
+        if model.config.freeze_embeddings:  # transformers' loading may put new parameters in place of the frozen ones
+            freeze_embedding_layer(model.encoder, model.config.encoder_config.model_type)
+        return loaded
 
     def init_new_module(self, module: nn.Module) -> None:
         """Draw a new module's weights (the heads, a weight missing from a checkpoint; transformers asks through

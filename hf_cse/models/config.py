@@ -115,6 +115,11 @@ class CSEConfig(PretrainedConfig):
                 "one first"})
     dropout: float | None = field(default=None, metadata={
         "help": "encoder dropout override (not set = the encoder's own; GS-InfoNCE's code uses 0.2 for BERT)"})
+    freeze_embeddings: bool = field(default=False, metadata={
+        "help": "train with the encoder's embedding layer frozen (word, position, token-type embeddings and their "
+                "LayerNorm), as the gradient paradigm's authors' code (custom_param_init) trains every model behind "
+                "the paper's numbers (Li et al., ACL 2024); the rest of the encoder and the heads train (with LoRA "
+                "it adds nothing, LoRA freezes them already; hf_cse.models.frozen_embeddings)"})
     off_dropout: bool = field(default=False, metadata={
         "help": "ImSimCSE off-dropout negatives: a third, dropout-free pass gives the negatives of "
                 "off_dropout_infonce"})

@@ -244,3 +244,10 @@ def build_encoder(config: PretrainedConfig) -> PreTrainedModel:
     encoder = AutoModel.from_config(enc_cfg, **(without_pooler_kwargs(encoder_class) if encoder_class else {}),
                                     **load_kwargs(config))
     return prepare_encoder(encoder, config)
+
+
+def encoder_skeleton(config) -> PreTrainedModel:
+    """The encoder of a method config, built on the meta device from its config alone (no weights read, no memory
+    used): what the checks before loading inspect."""
+    with torch.device("meta"):
+        return AutoModel.from_config(config.build_encoder_config())

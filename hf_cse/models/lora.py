@@ -72,15 +72,14 @@ def peft_config(config):
 def check_targets_match(config) -> None:
     """Refuse target modules that match no module of the encoder, from its config alone (a skeleton built on the
     meta device: no weights read, no memory used)."""
-    import torch
     from peft.tuners.tuners_utils import check_target_module_exists
-    from transformers import AutoModel
+
+    from .loading import encoder_skeleton
 
     lora = peft_config(config)
     if lora.target_modules == "all-linear":
         return
-    with torch.device("meta"):
-        skeleton = AutoModel.from_config(config.build_encoder_config())
+    skeleton = encoder_skeleton(config)
     matched = [(name, m) for name, m in skeleton.named_modules() if check_target_module_exists(lora, name)]
     linear = sorted({name.rsplit(".", 1)[-1] for name, m in skeleton.named_modules() if isinstance(m, nn.Linear)})
     named = f"its linear layers are named {', '.join(linear) or '(none)'}: pass some of those to lora_target_modules."

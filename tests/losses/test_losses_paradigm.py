@@ -294,15 +294,16 @@ def test_align_uniform_mhe_value_and_eq7_eq8():
     align = sum((hd[i] - hpd[i]).pow(2).sum() for i in range(n)) / n
     pairs = sum(torch.exp(-(hd[k] - hd[q]).pow(2).sum()) for k in range(n) for q in range(k + 1, n))
     expected = align + nu * torch.log(2 / (n * (n - 1)) * pairs)
-    assert build_loss("align_uniform_mhe", nu=nu)(h, hp).loss.item() == pytest.approx(
+    assert build_loss("align_uniform_mhe", nu=nu, variant="paper")(h, hp).loss.item() == pytest.approx(
         expected.item(), rel=1e-12
     )
     e2 = torch.exp(2 * hd @ hd.T).masked_fill(eye(n), 0)
     denom = torch.exp(2 * hd @ hd.T)[torch.ones(n, n, dtype=torch.bool).tril(-1)].sum()
     eq = -2 / n * hpd + nu * 2 * (e2 @ hd) / denom
-    torch.testing.assert_close(grad_of("align_uniform_mhe", h, hp, nu=nu)[0], tangent(hd, eq), **TOL)
+    torch.testing.assert_close(grad_of("align_uniform_mhe", h, hp, nu=nu, variant="paper")[0], tangent(hd, eq), **TOL)
     ratio = (denom / (nu * n * e2.sum(1))).mean().item()
-    assert build_loss("align_uniform_mhe", nu=nu).paradigm_ratio(h, hp) == pytest.approx(ratio, rel=1e-9)
+    assert build_loss("align_uniform_mhe", nu=nu, variant="paper").paradigm_ratio(h, hp) == pytest.approx(ratio,
+                                                                                                      rel=1e-9)
 
 
 def test_align_uniform_mhe_code_variant_value():
@@ -324,14 +325,14 @@ def test_align_uniform_mhs_value_and_eq7_eq9():
     dist = torch.cdist(hd, hd).masked_fill(eye(n), float("inf"))
     nn_idx, nn_d = dist.argmin(1), dist.amin(1)
     expected = (hd - hpd).pow(2).sum(-1).mean() - nu * nn_d.mean()
-    out = build_loss("align_uniform_mhs", nu=nu)(h, hp)
+    out = build_loss("align_uniform_mhs", nu=nu, variant="paper")(h, hp)
     assert out.loss.item() == pytest.approx(expected.item(), rel=1e-12)
     # eq. 9 for each anchor plus the push every anchor k gives to its nearest neighbour
     eq = -2 / n * hpd + nu / n * hd[nn_idx] / nn_d[:, None]
     for k in range(n):
         eq[nn_idx[k]] += nu / n * hd[k] / nn_d[k]
-    torch.testing.assert_close(grad_of("align_uniform_mhs", h, hp, nu=nu)[0], tangent(hd, eq), **TOL)
-    assert build_loss("align_uniform_mhs", nu=nu).paradigm_ratio(h, hp) == pytest.approx(
+    torch.testing.assert_close(grad_of("align_uniform_mhs", h, hp, nu=nu, variant="paper")[0], tangent(hd, eq), **TOL)
+    assert build_loss("align_uniform_mhs", nu=nu, variant="paper").paradigm_ratio(h, hp) == pytest.approx(
         (2 * nn_d / (nu * n)).mean().item(), rel=1e-9
     )
 
@@ -349,6 +350,21 @@ def test_align_uniform_mhs_code_variant_uses_detached_other_view():
     torch.testing.assert_close(
         grad_of("align_uniform_mhs", h, hp, nu=nu, variant="code")[0], tangent(hd, eq), **TOL
     )
+
+
+@pytest.mark.parametrize("name, printed", [
+    ("align_uniform_mhe", {"variant": "paper"}), ("align_uniform_mhs", {"variant": "paper"}),
+    ("barlow_twins", {"surrogate": False}), ("vicreg", {"surrogate": False}),
+])
+def test_original_objectives_default_to_the_authors_code_form_that_made_the_ori_numbers(name, printed):
+    """The paradigm paper's "ori" rows come from the authors' code forms: the defaults; the printed forms are
+    options and give another loss."""
+    h, hp = pair(6, 5, seed=24)
+    code = {k: "code" if k == "variant" else True for k in printed}
+    default = build_loss(name)
+    assert {k: getattr(default, k) for k in printed} == code
+    torch.testing.assert_close(default(h, hp).loss, build_loss(name, **code)(h, hp).loss, rtol=0, atol=0)
+    assert not torch.allclose(default(h, hp).loss, build_loss(name, **printed)(h, hp).loss)
 
 
 def _bt_eq10(anchor, other, nu, n):
@@ -379,7 +395,8 @@ def test_barlow_twins_true_loss_value():
     expected = sum((c[k, k] - 1) ** 2 for k in range(4)) + nu * sum(
         c[k, q] ** 2 for k in range(4) for q in range(4) if k != q
     )
-    assert build_loss("barlow_twins", nu=nu)(h, hp).loss.item() == pytest.approx(expected.item(), rel=1e-12)
+    assert build_loss("barlow_twins", nu=nu, surrogate=False)(h, hp).loss.item() == pytest.approx(expected.item(),
+                                                                                                  rel=1e-12)
 
 
 def test_vicreg_surrogate_gradient_is_eq11():
@@ -412,8 +429,9 @@ def test_vicreg_true_loss_value_and_gradient(variance_weight):
         return torch.relu(gamma - torch.sqrt(x.var(0) + 1e-4)).mean()
 
     expected = (hd - hpd).pow(2).sum(-1).mean() + nu1 * (v(hd) + v(hpd)) + nu_var * (c_term(hd) + c_term(hpd))
-    g1, _ = grad_of("vicreg", h, hp, nu=nu, variance_weight=variance_weight, gamma=gamma)
-    out = build_loss("vicreg", nu=nu, variance_weight=variance_weight, gamma=gamma)(h, hp)
+    true_loss = dict(nu=nu, variance_weight=variance_weight, gamma=gamma, surrogate=False)
+    g1, _ = grad_of("vicreg", h, hp, **true_loss)
+    out = build_loss("vicreg", **true_loss)(h, hp)
     assert out.loss.item() == pytest.approx(expected.item(), rel=1e-12)
     xc = hd - hd.mean(0)
     c = cov(hd)

@@ -83,3 +83,23 @@ def test_an_unknown_preset_or_setting_is_refused_with_the_closest_name(tiny_bert
     # a misspelt training argument was taken for a config field ("a loss's hyperparameters go in its objective")
     with pytest.raises(CSEError, match=r"^from_preset: no setting 'learnig_rate'; did you mean 'learning_rate'\?$"):
         from_preset("simcse_bert", str(tiny_bert_dir), str(tmp_path / "out"), learnig_rate=1e-4)
+
+
+def test_the_paradigm_preset_freezes_the_embedding_layer_as_the_authors_code_and_the_caller_can_say_no(
+        tiny_bert_dir, senteval_dir, tmp_path, built_configs):
+    """paradigm_bert follows the authors' custom_param_init: only the encoder's layers (and heads) train; from Python
+    and from the command line (--freeze_embeddings False) the caller's value wins."""
+    with pytest.raises(Built) as preset:
+        from_preset("paradigm_bert", str(tiny_bert_dir), str(tmp_path / "py"))
+    with pytest.raises(Built) as python_says_no:
+        from_preset("paradigm_bert", str(tiny_bert_dir), str(tmp_path / "py"), freeze_embeddings=False)
+    train_file = tmp_path / "train.txt"
+    train_file.write_text("\n".join(random_sentences(200)) + "\n")
+    with pytest.raises(Built) as command_says_no:
+        train_cli.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train_file),
+                                   "--output_dir", str(tmp_path / "cli"), "--preset", "paradigm_bert",
+                                   "--senteval_data_dir", str(senteval_dir), "--freeze_embeddings", "False"])
+    assert preset.value.config.freeze_embeddings is True
+    assert python_says_no.value.config.freeze_embeddings is False
+    assert command_says_no.value.config.freeze_embeddings is False
+    assert not any(PRESETS[name].get("freeze_embeddings") for name in PRESETS if name != "paradigm_bert")
