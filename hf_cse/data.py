@@ -76,6 +76,19 @@ def _only_text_column(ds, column: str):
     return ds.rename_column(column, "text") if column != "text" else ds
 
 
+def read_named_dataset(dataset_name: str, config_name: str | None, split: str, streaming: bool = False):
+    """The ``dataset_name`` data set's ``split`` (:func:`~hf_cse.data_sources.load_named_dataset`), read in memory or
+    streamed, the Hub switched off first where it cannot be reached (no minute of retries); a Hub data set that
+    cannot be read for that, or offline and not cached, refused in one line naming the fix."""
+    offline_if_unreachable()
+    try:
+        return load_named_dataset(dataset_name, config_name, split, streaming)
+    except ConnectionError as err:  # offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and not cached, or no network
+        raise DataError(f"dataset_name {dataset_name}: cannot read it from the Hugging Face Hub ({err}); "
+                        f"{offline_fix() if is_offline() else 'check the network'}, or give a local train_file."
+                        ) from err
+
+
 def load_train_dataset(
     train_file: str | None = None,
     dataset_name: str | None = None,
@@ -89,13 +102,7 @@ def load_train_dataset(
     if train_file and dataset_name:
         raise DataError("Give either train_file or dataset_name, not both.")
     if dataset_name:
-        offline_if_unreachable()
-        try:
-            ds = load_named_dataset(dataset_name, dataset_config_name, split)
-        except ConnectionError as err:  # offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) and not cached, or no network
-            raise DataError(f"dataset_name {dataset_name}: cannot read it from the Hugging Face Hub ({err}); "
-                            f"{offline_fix() if is_offline() else 'check the network'}, or give a local train_file."
-                            ) from err
+        ds = read_named_dataset(dataset_name, dataset_config_name, split)
         column = text_column or "text"
         if column not in ds.column_names:
             raise DataError(f"data set {dataset_name} has no column {column!r}; columns: {ds.column_names}. "
@@ -319,7 +326,7 @@ def load_pair_dataset(
     path = check_pair_source(train_file, dataset_name)
     wanted = pair_columns(text_column, pair_column, negative_column)
     if dataset_name:
-        ds = load_named_dataset(dataset_name, dataset_config_name, split)
+        ds = read_named_dataset(dataset_name, dataset_config_name, split)
         source = f"data set {dataset_name}"
         columns = list(ds.column_names)
         check_pair_rows([], columns, wanted, source)  # a missing column fails before the rows are read

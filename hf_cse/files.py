@@ -36,15 +36,20 @@ def table_loader_args(path) -> dict:
     """Keyword arguments of ``datasets.load_dataset("csv", ...)`` that read ``path`` as :func:`table_records` does: a
     ``.tsv`` split on tabs without quoting (:data:`TSV_LOADER_ARGS`), the BOM dropped, and every cell kept as the
     text it is (``features``: strings, from the header; pandas would guess a type per chunk of rows, failing on a
-    column of numbers then words, and read cells such as ``NA`` or ``None`` as missing). Column names keep their
-    spaces: see :func:`strip_column_names`."""
+    column of numbers then words, and read cells such as ``NA`` or ``None`` as missing). Only the named columns are
+    read (``usecols``), as :func:`table_records`' readers skip a column without a name: the index ``to_csv()``
+    writes (a header ``,text``) or a trailing comma (``text,``), which pandas names ``Unnamed: 0`` where the
+    features had no such column (a ``KeyError`` deep in ``datasets``). Column names keep their spaces: see
+    :func:`strip_column_names`."""
     import datasets
 
     args = dict(TSV_LOADER_ARGS) if is_tsv(path) else {"encoding": "utf-8-sig"}
     with open(path, encoding="utf-8-sig", newline="") as fh:
         header = next(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE) if is_tsv(path) else csv.reader(fh), [])
-    if header and len(set(header)) == len(header):  # pandas renames repeated names ("text.1"): left to it
-        args["features"] = datasets.Features({name: datasets.Value("string") for name in header})
+    named = [name for name in header if name.strip()]
+    if named and len(set(named)) == len(named):  # pandas renames repeated names ("text.1"): left to it
+        args["usecols"] = named
+        args["features"] = datasets.Features({name: datasets.Value("string") for name in named})
     return {**args, "keep_default_na": False}
 
 
@@ -133,13 +138,34 @@ HEAD_BYTES = 1 << 16
 
 
 def read_head(path, flag: str) -> str:
-    """The text of the whole lines in the first 64 KiB of a file, with :func:`read_text`'s checks on them."""
+    """The text of the whole lines in the first 64 KiB of a file, with :func:`read_text`'s checks on them. Where
+    those bytes end inside the first line (a long document, a file without line breaks): the text of that line's
+    start, less a character the head's end cuts in two, so that a file is refused for the bytes it holds, not for
+    where the head ends (:func:`without_cut_line` leaves that line out)."""
     path = Path(path)
     with path.open("rb") as fh:
         data = fh.read(HEAD_BYTES)
     if len(data) == HEAD_BYTES:  # a character may be cut at the end of the head: check whole lines only
-        data = data[:data.rfind(b"\n") + 1] or data
+        data = data[:data.rfind(b"\n") + 1] or _whole_characters(data)
     return _decoded(data, path, flag)
+
+
+def _whole_characters(data: bytes) -> bytes:
+    """``data`` less the UTF-8 character its end cuts in two (bytes that are no UTF-8 stay, to be refused)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.reason == "unexpected end of data" and err.end == len(data):  # the decoder's word for a cut character
+            return data[:err.start]
+    return data
+
+
+def without_cut_line(path, text: str) -> str:
+    """``text``, :func:`read_head`'s text of ``path``, less a last line that goes on past the head (no whole record,
+    row or sentence, so not checked as one)."""
+    if text.endswith(("\n", "\r")) or Path(path).stat().st_size < HEAD_BYTES:
+        return text
+    return text[:max(text.rfind("\n"), text.rfind("\r")) + 1]
 
 
 def check_text_head(path, flag: str) -> str:

@@ -22,7 +22,8 @@ a pass), and a stream of nothing else is refused by that cause (:func:`tokenize_
 
 A streamed file is checked up front on its first 64 KiB only (as a file read whole is checked whole); a line
 further on that cannot be read (not UTF-8, a broken JSON line, a table row of too many fields) ends the run
-when the stream gets there, in one line naming the file, the line and the fix (:func:`_read_checked`).
+when the stream gets there, in one line naming the file, the line and the fix (:func:`_read_checked`). A ``.json``
+file holding one list is read whole by any reader, so it is checked whole before training, as in memory.
 """
 
 from __future__ import annotations
@@ -47,18 +48,23 @@ from .data import (
     is_number,
     load_train_dataset,
     pair_columns,
+    read_named_dataset,
     sentences_of,
 )
-from .data_sources import load_named_dataset
 from .files import (
     check_text_head,
     check_train_file,
     strip_column_names,
     table_records,
 )
-from .hub_reach import offline_if_unreachable
 from .stream_rows import MET, SentenceTexts, convert_fix, is_json_list, json_lines_stream, mid_stream_error
-from .text_files import check_json_head, check_table_head, find_unreadable_line, no_sentences_error
+from .text_files import (
+    check_json_head,
+    check_table_head,
+    find_unreadable_line,
+    no_sentences_error,
+    read_json_sentences,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -141,8 +147,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     if path and not streaming:  # read whole, so checked whole, as one train_file is (hf_cse.data.read_sentences)
         return load_train_dataset(path, text_column=text_column).cast_column("text", datasets.Value("string"))
     if dataset_name:
-        offline_if_unreachable()
-        ds = load_named_dataset(dataset_name, config_name, split, streaming)
+        ds = read_named_dataset(dataset_name, config_name, split, streaming)
         source = f"data set {dataset_name}"
         if streaming:  # read as training goes: a row it cannot read, or a dropped connection, fails as one line
             ds = _read_checked(ds, partial(_dataset_unreadable, dataset_name))
@@ -154,9 +159,10 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
             ds = _table_stream(p)
         elif suffix in JSON_SUFFIXES and not is_json_list(p):  # each line checked as a file read whole is
             ds = json_lines_stream(p, text_column or "text")
-        elif suffix in JSON_SUFFIXES:  # one list: read whole by any reader
-            ds = datasets.load_dataset("json", data_files=str(p), split="train", streaming=streaming,
-                                       chunksize=STREAM_CHUNK)
+        elif suffix in JSON_SUFFIXES:  # one list: read whole by any reader, so checked whole, as in memory
+            # (datasets' JSON reader turned a text column holding one number into JSON strings, quotes and all)
+            column = text_column or "text"
+            ds = datasets.Dataset.from_dict({column: read_json_sentences(p, column)}).to_iterable_dataset()
         else:
             # utf-8-sig: a byte-order mark is no part of the first sentence (as for a file read whole)
             ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=streaming,
@@ -308,8 +314,7 @@ def load_pair_stream(data_args):
     path = check_pair_source(data_args.train_file, data_args.dataset_name)  # None: a data set
     wanted = pair_columns(data_args.text_column, data_args.pair_column, data_args.negative_column)
     if path is None:
-        offline_if_unreachable()
-        ds = load_named_dataset(data_args.dataset_name, data_args.dataset_config_name, "train", streaming=True)
+        ds = read_named_dataset(data_args.dataset_name, data_args.dataset_config_name, "train", streaming=True)
         source = f"data set {data_args.dataset_name}"
         ds = _read_checked(ds, partial(_dataset_unreadable, data_args.dataset_name))
     else:

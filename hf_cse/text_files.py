@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .files import HEAD_BYTES, DataError, is_tsv, read_head, read_text, table_records
+from .files import HEAD_BYTES, DataError, is_tsv, read_head, read_text, table_records, without_cut_line
 
 TABLE_SUFFIXES = (".csv", ".tsv")
 JSON_SUFFIXES = (".json", ".jsonl")
@@ -61,6 +61,7 @@ def check_table_head(path: Path, text: str, text_column: str | None, sentences: 
     its header names the text column (:func:`table_text_column`; ``sentences=False``: a file of pair rows, whose
     columns are named otherwise) and its rows have the header's number of fields, the last one too where ``text`` is
     the whole file (else it may be cut). Nothing to check in a file of another kind."""
+    text = without_cut_line(path, text)  # a header longer than the head: no column names to check
     if path.suffix.lower() not in TABLE_SUFFIXES or not text.strip():
         return
     header, records = table_records(io.StringIO(text, newline=""), path, complete=path.stat().st_size < HEAD_BYTES)
@@ -230,10 +231,11 @@ def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]
 def check_json_head(path: Path, text: str, text_column: str | None) -> None:
     """:func:`read_json_sentences`' checks on the whole records of ``text``, the start of a JSON-lines file that is
     streamed: a stream reads a record without the field as null and drops it without a word (and a JSON list is
-    read whole by any reader). Nothing to check in a file of another kind."""
+    read whole by any reader). A record longer than the head is left to the reader. Nothing to check in a file of
+    another kind."""
     if path.suffix.lower() not in JSON_SUFFIXES or text.lstrip().startswith("["):
         return
-    for lineno, record in _json_lines(path, text):
+    for lineno, record in _json_lines(path, without_cut_line(path, text)):
         _sentence_of(record, text_column or "text", path, lineno)
 
 

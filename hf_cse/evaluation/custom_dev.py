@@ -2,9 +2,11 @@
 (``eval_file``) or a Hub data set (``eval_dataset_name``), scored like STS-B dev (Spearman x 100 of cosine).
 
 A file holds one pair per row: two sentences and a similarity score (any scale, any language; only the ranking
-matters). Columns are named by the ``eval_*_column`` fields. With column names the first row is the header;
+matters). Columns are named by the ``eval_*_column`` fields. With column names the first row is the header, and a
+row with another number of fields is refused (an unquoted comma would shift its cells: a wrong pair scored);
 with 0-based column numbers (``eval_sentence1_column 5 eval_sentence2_column 6 eval_score_column 4``,
-e.g. SentEval's ``sts-dev.csv``) the file has no header. ``.tsv`` / ``.txt`` files and files whose first line
+e.g. SentEval's ``sts-dev.csv``, whose rows have extra fields) the file has no header and a row needs only
+those columns. ``.tsv`` / ``.txt`` files and files whose first line
 holds a tab are tab-separated and read without quote handling (sentences keep their quote characters);
 other files are comma-separated CSV with standard quoting.
 """
@@ -55,14 +57,16 @@ def _delimiter(path: Path, first_line: str) -> str | None:
     return "\t" if path.suffix.lower() in (".tsv", ".txt") or "\t" in first_line else None
 
 
-def _rows(path: Path) -> list[list[str]]:
+def _rows(path: Path) -> tuple[list[list[str]], str]:
+    """The file's rows, and the fix of a row with another number of fields than the header's."""
     text = read_text(path, "eval_file")  # the training files' reader: BOM, compressed, binary, not UTF-8
     lines = text.splitlines()
     if not lines:
         raise InputError(f"eval_file {path} is empty; it needs scored sentence pairs (two sentences + a score).")
-    if _delimiter(path, lines[0]) == "\t":
-        return [line.split("\t") for line in lines]  # no quoting: STS files hold unbalanced quote characters
-    return list(csv.reader(io.StringIO(text, newline="")))  # a quoted field keeps its line breaks
+    if _delimiter(path, lines[0]) == "\t":  # no quoting: STS files hold unbalanced quote characters
+        return [line.split("\t") for line in lines], "The file is split on every tab (no quoting): fix the row."
+    return (list(csv.reader(io.StringIO(text, newline=""))),  # a quoted field keeps its line breaks
+            'Quote fields that hold a comma ("Hello, said the boy."), or fix the row.')
 
 
 def _column_index(column: str, header: list[str] | None, path: Path, flag: str) -> int:
@@ -88,7 +92,7 @@ def read_pair_file(path, sentence1_column: str = "sentence1", sentence2_column: 
     if any(numbered) and not all(numbered):
         raise InputError("eval_sentence1_column, eval_sentence2_column and eval_score_column must be all names "
                          f"(file with header) or all 0-based numbers (file without header); got {', '.join(columns)}.")
-    rows = _rows(path)
+    rows, fix = _rows(path)
     header = None if all(numbered) else rows[0]
     flags = ("eval_sentence1_column", "eval_sentence2_column", "eval_score_column")
     i1, i2, i_score = (_column_index(c.strip(), header, path, f) for c, f in zip(columns, flags))
@@ -97,6 +101,8 @@ def read_pair_file(path, sentence1_column: str = "sentence1", sentence2_column: 
     for line_no, row in enumerate(rows[first:], start=first + 1):
         if not any(cell.strip() for cell in row):
             continue
+        if header is not None and len(row) != len(header):  # an unquoted comma shifts the cells: the wrong pair
+            raise InputError(f"{path}, line {line_no}: {len(row)} fields, the header has {len(header)}. {fix}")
         if len(row) <= max(i1, i2, i_score):
             raise InputError(f"{path}, line {line_no}: {len(row)} columns, but column {max(i1, i2, i_score)} "
                              "(0-based) is needed. Fix the row or the eval_*_column settings.")

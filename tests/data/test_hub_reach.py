@@ -88,3 +88,24 @@ def test_a_hub_data_set_with_the_hub_unreachable_is_refused_naming_the_network(o
 def test_offline_by_the_user_the_fix_names_the_setting(online):
     online.setattr(constants, "HF_HUB_OFFLINE", True)
     assert hub_reach.offline_fix() == "the Hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE): unset it"
+
+
+@pytest.mark.parametrize("pairs", [False, True], ids=["sentences", "pairs"])
+def test_a_streamed_hub_data_set_offline_is_refused_as_one_read_in_memory(pairs):
+    """Streamed, a Hub data set that the Hub (switched off by the user's HF_HUB_OFFLINE, as in the tests) cannot give
+    was refused by the command line's network line: "HF_HUB_OFFLINE=1 then skips the Hub" (the cause, not the fix)
+    and "what was saved so far is kept" before anything ran, naming no setting."""
+    from types import SimpleNamespace
+
+    from hf_cse.cli.arguments import StreamingArguments
+    from hf_cse.streaming import load_pair_stream, load_training_text
+
+    data = SimpleNamespace(train_file=None, dataset_name="org/sentences", dataset_config_name=None,
+                           text_column=None, pair_column="positive" if pairs else None, negative_column=None)
+    with pytest.raises(DataError) as in_memory:
+        load_train_dataset(dataset_name="org/sentences")
+    with pytest.raises(DataError) as streamed:
+        load_pair_stream(data) if pairs else load_training_text(StreamingArguments(streaming=True), data, seed=0)
+    assert str(streamed.value) == str(in_memory.value)
+    assert str(streamed.value).startswith("dataset_name org/sentences: cannot read it from the Hugging Face Hub")
+    assert "unset it, or give a local train_file" in str(streamed.value)

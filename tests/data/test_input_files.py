@@ -8,6 +8,7 @@ import gzip
 import json
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import fake_checkpoint, random_sentences
@@ -229,3 +230,67 @@ def test_the_first_unreadable_line_is_found_across_blocks(content, found, tmp_pa
     path = tmp_path / "f"
     path.write_bytes(content)
     assert text_files.find_unreadable_line(path) == found
+
+
+LONG_DOCUMENT = "这是一个很长的中文句子。" * 2500  # 90,000 bytes of UTF-8: longer than the 64 KiB head
+
+
+@pytest.mark.parametrize("name, first", [
+    ("long.txt", LONG_DOCUMENT),
+    ("long.jsonl", json.dumps({"text": LONG_DOCUMENT}, ensure_ascii=False)),
+    ("ascii.jsonl", json.dumps({"text": "a long document " * 5000})),
+], ids=["utf8.txt", "utf8.jsonl", "ascii.jsonl"])
+def test_a_first_line_longer_than_the_head_is_not_refused_for_where_the_head_ends(name, first, tmp_path):
+    """The head's 64 KiB ended inside the first line: a character cut in two was refused as "not valid UTF-8" (with
+    an iconv -f latin1 fix that would garble the file), a record cut short as "not valid JSON"."""
+    from hf_cse.streaming import _check_start
+    from hf_cse.text_files import check_sentences_file_start
+
+    path = tmp_path / name
+    rows = SENTENCES if path.suffix == ".txt" else [json.dumps({"text": s}) for s in SENTENCES]
+    path.write_text("\n".join([first, *rows]) + "\n", encoding="utf-8")
+    check_sentences_file_start(path, None)
+    _check_start(path, "train_files", None)
+    assert read_sentences(path)[1:] == SENTENCES
+
+
+def test_bad_bytes_in_a_first_line_longer_than_the_head_are_still_refused(tmp_path):
+    from hf_cse.text_files import check_sentences_file_start
+
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"caf\xe9 " + LONG_DOCUMENT.encode() + b"\n" + "\n".join(SENTENCES).encode())
+    with pytest.raises(DataError, match=r"line 1 is not valid UTF-8 \(invalid continuation byte at byte 3\)"):
+        check_sentences_file_start(path, None)
+
+
+NAMELESS_COLUMN = {"pandas_index": (",text", "{i},{s}"), "trailing_comma": ("text,", "{s},"),
+                   "tsv_index": ("\ttext", "{i}\t{s}")}
+
+
+def _nameless_column_table(kind, folder):
+    header, row = NAMELESS_COLUMN[kind]
+    path = folder / ("train.tsv" if "\t" in header else "train.csv")
+    path.write_text("\n".join([header, *(row.format(i=i, s=s) for i, s in enumerate(SENTENCES))]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("kind", NAMELESS_COLUMN)
+def test_a_table_with_a_column_without_a_name_trains_on_its_text_column(kind, tmp_path):
+    """pandas' to_csv() writes its index as a column without a name (",text"); a header with a trailing comma has one
+    at its end. The streamed reader skips such a column; the in-memory one crashed in datasets (KeyError 'Field ""
+    does not exist in schema', a 24-frame traceback)."""
+    assert load_train_dataset(str(_nameless_column_table(kind, tmp_path)))["text"] == SENTENCES
+
+
+@pytest.mark.slow
+def test_a_table_with_a_column_without_a_name_mixes_in_memory_as_streamed(tmp_path):
+    from hf_cse.cli.arguments import StreamingArguments
+    from hf_cse.streaming import load_training_text
+
+    path = _nameless_column_table("pandas_index", tmp_path)
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(SENTENCES) + "\n")
+    for streaming in (False, True):
+        mixed = load_training_text(StreamingArguments(streaming=streaming, train_files=[str(path), str(other)]),
+                                   SimpleNamespace(text_column=None), seed=0)
+        assert {row["text"] for row in mixed} == set(SENTENCES)  # no index, no empty cell of the nameless column

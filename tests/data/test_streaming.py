@@ -724,3 +724,25 @@ def test_a_stream_of_special_tokens_only_is_refused_by_its_cause(tiny_bert_dir, 
                                         "encoding"):  # as the command line hands it over, tokenized
         ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=tiny_args(tmp_path / "out"),
                            train_dataset=tokenize_stream(stream, tok), processing_class=tok)
+
+
+@pytest.mark.parametrize("odd, message", [
+    ({"text": 12345}, r"list\.json: line 1: field 'text' holds int 12345, not a sentence \(a string\)\.$"),
+    ({"title": "no text"}, r"list\.json: line 1 has no field 'text'"),
+])
+def test_a_streamed_json_list_is_refused_as_the_whole_file_reader_refuses_it(odd, message, tmp_path):
+    """A .json list is read whole by any reader; streamed, datasets' JSON reader made a text column holding one number
+    into strings of JSON: every sentence trained on in literal quotes, and the number as a sentence, exit 0."""
+    from hf_cse.data import load_train_dataset
+
+    path = tmp_path / "list.json"
+    rows = [{"text": s} for s in random_sentences(8)]
+    args = StreamingArguments(streaming=True, train_files=None, train_weights=None)
+    path.write_text(json.dumps(rows))
+    assert [row["text"] for row in load_training_text(args, _data_args(train_file=str(path)), 0)] == \
+        [row["text"] for row in rows]  # as they are: no quotes
+    path.write_text(json.dumps([*rows, odd]))
+    for read in (lambda: list(load_training_text(args, _data_args(train_file=str(path)), 0)),
+                 lambda: load_train_dataset(str(path))):
+        with pytest.raises(DataError, match=message):
+            read()

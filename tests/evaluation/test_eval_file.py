@@ -59,14 +59,27 @@ def test_a_quoted_line_break_in_a_csv_pair_keeps_the_words_apart(tmp_path):
     ("s1\ts2\tscore\na\tb\t1\n", ("sentence1", "sentence2", "score"), r"dev.tsv: no column 'sentence1'.*s1, s2"),
     ("sentence1\tsentence2\tscore\na\tb\t1\nc\td\thigh\n", None, r"dev.tsv, line 3: score 'high' is not a number"),
     ("sentence1\tsentence2\tscore\na\tb\t1\nc\t \t2\n", None, r"dev.tsv, line 3: empty sentence"),
-    ("sentence1\tsentence2\tscore\na\tb\t1\nc\td\n", None, r"dev.tsv, line 3: 2 columns"),
+    ("sentence1\tsentence2\tscore\na\tb\t1\nc\td\n", None, r"dev.tsv, line 3: 2 fields, the header has 3"),
+    ("a\tb\t1\nc\td\n", ("0", "1", "2"), r"dev.tsv, line 2: 2 columns, but column 2 \(0-based\) is needed"),
     ("sentence1\tsentence2\tscore\na\tb\t1\nc\td\t1\n", None, r"2 scored pair\(s\) with 1 distinct score"),
     ("", None, r"dev.tsv is empty"),
+    ("sentence1\tsentence2\tscore\na\tb\t1\nc\td\t2\textra\n", None,
+     r"dev.tsv, line 3: 4 fields, the header has 3\. The file is split on every tab \(no quoting\): fix the row\.$"),
+    # an unquoted comma shifted the cells: ("Hello", "said the boy.") scored, the third sentence dropped
+    ("score,sentence1,sentence2\n4.5,A man plays.,A man is playing.\n0.5,Hello, said the boy.,Stocks fell.\n",
+     ("sentence1", "sentence2", "score"), r"dev.csv, line 3: 4 fields, the header has 3\. Quote fields that hold a "
+     r"comma \(\"Hello, said the boy\.\"\), or fix the row\.$"),
 ])
 def test_malformed_files_name_file_and_line(tmp_path, text, columns, message):
-    path = _write(tmp_path / "dev.tsv", text)
+    path = _write(tmp_path / ("dev.csv" if "dev.csv" in message else "dev.tsv"), text)
     with pytest.raises(InputError, match=message):
         read_pair_file(path, *(columns or ()))
+
+
+def test_numbered_columns_read_rows_of_any_length_that_hold_them(tmp_path):
+    """Without a header (SentEval's sts-dev.csv: some rows carry extra fields) a row needs only the columns named."""
+    path = _write(tmp_path / "dev.tsv", "x\t4.0\ta\tb\ny\t1.0\tc\td\tsource\textra\n")
+    assert read_pair_file(path, "2", "3", "1").sentences2 == ("b", "d")
 
 
 def test_flag_errors(tmp_path):
