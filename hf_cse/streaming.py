@@ -7,6 +7,10 @@ run needs ``max_steps``; when the stream ends before, the training loader reads 
 after pass, :class:`hf_cse.trainer_batches.StreamPasses`). Pair / triplet rows
 (``pair_column``) stream too (:func:`load_pair_stream`).
 
+The trainer shuffles a stream through a buffer of ``stream_shuffle_buffer`` rows (a training argument; 0 / None:
+file order, the same every pass), each pass in an order of its own, so the rows left out after a pass's last whole
+batch differ from pass to pass (:func:`hf_cse.stream_order.shuffled_stream`).
+
 ``train_files=["a.txt", "b.txt"], train_weights=[0.7, 0.3]`` mixes several sources: each row comes from source ``i``
 with probability ``w_i`` (``datasets.interleave_datasets``, seeded by ``seed``) until every source has been read
 once (``all_exhausted``: the smaller ones are read again meanwhile). Without ``streaming`` the sources are read
@@ -14,11 +18,11 @@ into memory and mixed the same way.
 
 Resuming a streamed run: the Trainer skips the batches already trained by reading (and tokenizing) them again
 from the start of the stream and dropping them, over as many passes as they span, so the resumed run continues
-with the batches the interrupted one would have trained next (the stream and its mixing are deterministic);
-skipping costs the time to read those rows, not to train on them. Streamed data is not searched for duplicate
-texts (:mod:`hf_cse.sampler` needs the whole data set): the run records ``no_duplicates_in_batch`` false. Sentences
-that tokenize to special tokens only are dropped as in memory, said in a warning (an example, then the count of
-a pass), and a stream of nothing else is refused by that cause (:func:`tokenize_stream`).
+with the batches the interrupted one would have trained next (the stream, its mixing and its shuffle are
+deterministic); skipping costs the time to read those rows, not to train on them. Streamed data is not searched
+for duplicate texts (:mod:`hf_cse.sampler` needs the whole data set): the run records ``no_duplicates_in_batch``
+false. Sentences that tokenize to special tokens only are dropped as in memory, said in a warning (an example, then
+the count of a pass), and a stream of nothing else is refused by that cause (:func:`tokenize_stream`).
 
 A streamed file is checked up front on its first 64 KiB only (as a file read whole is checked whole); a line
 further on that cannot be read (not UTF-8, a broken JSON line, a table row of too many fields) ends the run

@@ -201,7 +201,8 @@ class StreamingArguments:
 
     streaming: bool = field(default=False, metadata={
         "help": "Read the training text as a stream (local files or --dataset_name), tokenized on the fly: corpora "
-                "larger than memory. Needs --max_steps. See hf_cse/streaming.py."})
+                "larger than memory. Needs --max_steps. Shuffled through a buffer (--stream_shuffle_buffer). See "
+                "hf_cse/streaming.py."})
     train_files: list[str] | None = field(default=None, metadata={
         "help": "Several training text files (.txt/.csv/.tsv/.json/.jsonl), mixed by --train_weights."})
     train_weights: list[float] | None = field(default=None, metadata={
