@@ -1,10 +1,12 @@
-"""The order of a stream's batches: shuffled through a buffer, each pass its own order; under several processes and
-loader workers the same."""
+"""The order of a stream's batches (shuffled through a buffer, each pass its own order; under several processes and
+loader workers the same), and the repeats of a mixture of sources by weight."""
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from itertools import islice
+from types import SimpleNamespace
 
 import datasets
 import pytest
@@ -14,7 +16,8 @@ from transformers import AutoTokenizer
 from hf_cse.errors import CSEError
 from hf_cse.models import SimCSEModel
 from hf_cse.run_settings import run_settings
-from hf_cse.stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER
+from hf_cse.stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, source_reads
+from hf_cse.streaming import load_training_text
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.training_args import ContrastiveTrainingArguments
 
@@ -108,3 +111,37 @@ def test_loader_workers_read_a_shuffled_stream_the_same_each_time(tiny_bert_dir,
     assert all(len({t for batch in batches for t in batch}) == 16 for batches in passes)
     assert len({tuple(map(tuple, batches)) for batches in passes}) == 3
     assert read() == passes
+
+
+def _write(path, count: int, word: str):
+    path.write_text("".join(f"{word} sentence {i}\n" for i in range(count)))
+    return str(path)
+
+
+def _mixed(files, weights, streaming=False):
+    args = SimpleNamespace(streaming=streaming, train_files=files, train_weights=weights)
+    data = SimpleNamespace(train_file=None, dataset_name=None, dataset_config_name=None, text_column=None)
+    return load_training_text(args, data, seed=0)
+
+
+def test_a_mixture_that_reads_a_source_again_says_how_often(tmp_path, caplog):
+    """0.95 / 0.05 on two files of 40 lines: one "epoch" of about 800 rows, each line of the first read about 19
+    times, said nowhere (the docs spoke of the smaller sources read again)."""
+    a, b = _write(tmp_path / "a.txt", 40, "alpha"), _write(tmp_path / "b.txt", 40, "beta")
+    assert source_reads([40, 40], [0.95, 0.05]) == pytest.approx([19, 1])
+    assert source_reads([100, 300], [1, 1]) == pytest.approx([3, 1])
+    with caplog.at_level(logging.WARNING, logger="hf_cse.streaming"):
+        mixed = _mixed([a, b], [0.95, 0.05])
+    said = [r.getMessage() for r in caplog.records if "train_weights" in r.getMessage()]
+    assert len(said) == 1 and "\n" not in said[0] and "--" not in said[0]
+    alpha = sum(text.startswith("alpha") for text in mixed["text"])
+    assert alpha > 10 * 40  # read over and over in one pass
+    assert said[0].startswith("train_weights: the mixture ends once every source has been read once, so a source of "
+                              "more weight per row is read again meanwhile, about (w_i/size_i)/(w_min/size_min) "
+                              "times: a.txt about 19 times (40 rows, weight 0.95), b.txt once (40 rows, weight 0.05); "
+                              f"{len(mixed):,} rows in one pass (epoch) from the sources' 80.")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="hf_cse.streaming"):
+        proportional = _mixed([a, _write(tmp_path / "c.txt", 120, "gamma")], [1, 3])
+        _mixed([a, b], [0.95, 0.05], streaming=True)  # sizes unknown up front: nothing to say
+    assert len(proportional) >= 160 and "train_weights" not in caplog.text  # each source read about once
