@@ -52,8 +52,9 @@ TRAINING_SETTINGS = ("learning_rate", "per_device_train_batch_size", "gradient_a
 SAME_AS_ADAMW_TORCH = ("adamw_torch_fused", "adamw_torch_xla", "adamw_torch_npu_fused")
 #: the trainer's own options that define a run (:class:`~hf_cse.training_args.ContrastiveTrainingArguments` fields
 #: or the trainer's keywords), as the trainer resolved them; not ``cached_minibatch_size``: the gradient cache computes
-#: the whole batch's gradient (memory, not the update), so a run that ran out of memory may resume with it
-TRAINER_SETTINGS = ("no_duplicates_in_batch",)
+#: the whole batch's gradient (memory, not the update), so a run that ran out of memory may resume with it;
+#: ``stream_shuffle_buffer`` None where the training set is no stream
+TRAINER_SETTINGS = ("no_duplicates_in_batch", "stream_shuffle_buffer")
 #: config fields that change how fast the encoder computes, not what (:mod:`hf_cse.models.padding_free`: the same
 #: function on the real tokens only): the command line never records them either
 SPEED_ONLY_CONFIG_FIELDS = ("padding_free",)

@@ -7,18 +7,24 @@ run needs ``max_steps``; when the stream ends before, the training loader reads 
 after pass, :class:`hf_cse.trainer_batches.StreamPasses`). Pair / triplet rows
 (``pair_column``) stream too (:func:`load_pair_stream`).
 
+The trainer shuffles a stream through a buffer of ``stream_shuffle_buffer`` rows (a training argument; 0 / None:
+file order, the same every pass), each pass in an order of its own, so the rows left out after a pass's last whole
+batch differ from pass to pass (:func:`hf_cse.stream_order.shuffled_stream`).
+
 ``train_files=["a.txt", "b.txt"], train_weights=[0.7, 0.3]`` mixes several sources: each row comes from source ``i``
 with probability ``w_i`` (``datasets.interleave_datasets``, seeded by ``seed``) until every source has been read
-once (``all_exhausted``: the smaller ones are read again meanwhile). Without ``streaming`` the sources are read
-into memory and mixed the same way.
+once (``all_exhausted``), so source ``i`` is read about ``(w_i/size_i) / (w_min/size_min)`` times in one pass
+(:func:`hf_cse.stream_order.source_reads`): 0.95 / 0.05 on two files of the same size read the first about 19 times.
+Without ``streaming`` the sources are read into memory, mixed the same way, and such repeats are said in a warning
+(a stream's sizes are unknown up front: nothing is said).
 
 Resuming a streamed run: the Trainer skips the batches already trained by reading (and tokenizing) them again
 from the start of the stream and dropping them, over as many passes as they span, so the resumed run continues
-with the batches the interrupted one would have trained next (the stream and its mixing are deterministic);
-skipping costs the time to read those rows, not to train on them. Streamed data is not searched for duplicate
-texts (:mod:`hf_cse.sampler` needs the whole data set): the run records ``no_duplicates_in_batch`` false. Sentences
-that tokenize to special tokens only are dropped as in memory, said in a warning (an example, then the count of
-a pass), and a stream of nothing else is refused by that cause (:func:`tokenize_stream`).
+with the batches the interrupted one would have trained next (the stream, its mixing and its shuffle are
+deterministic); skipping costs the time to read those rows, not to train on them. Streamed data is not searched
+for duplicate texts (:mod:`hf_cse.sampler` needs the whole data set): the run records ``no_duplicates_in_batch``
+false. Sentences that tokenize to special tokens only are dropped as in memory, said in a warning (an example, then
+the count of a pass), and a stream of nothing else is refused by that cause (:func:`tokenize_stream`).
 
 A streamed file is checked up front on its first 64 KiB only (as a file read whole is checked whole); a line
 further on that cannot be read (not UTF-8, a broken JSON line, a table row of too many fields) ends the run
@@ -57,6 +63,7 @@ from .files import (
     strip_column_names,
     table_records,
 )
+from .stream_order import warn_of_repeated_sources
 from .stream_rows import MET, SentenceTexts, convert_fix, is_json_list, json_lines_stream, mid_stream_error
 from .text_files import (
     check_json_head,
@@ -70,7 +77,8 @@ logger = logging.getLogger(__name__)
 
 #: rows of a source whose text column is checked (types, numbers) before training
 HEAD_ROWS = 100
-#: the mixing rule of several sources: every source read once (the smaller ones are oversampled)
+#: the mixing rule of several sources: until every source was read once (those of more weight per row are read
+#: again meanwhile, :func:`~hf_cse.stream_order.source_reads`)
 STOPPING_STRATEGY = "all_exhausted"
 #: how much of a streamed text or JSON-lines file datasets reads at a time (its own default, 10 MiB): a line it
 #: cannot read fails the stream when its chunk is read (:func:`_read_checked`)
@@ -300,8 +308,11 @@ def load_training_text(stream_args, data_args, seed: int):
     sources = [_source(path, None, None, column, streaming) for path in stream_args.train_files]
     weights = stream_args.train_weights or [1.0] * len(sources)
     total = sum(weights)
-    return datasets.interleave_datasets(sources, probabilities=[w / total for w in weights], seed=seed,
-                                        stopping_strategy=STOPPING_STRATEGY)
+    mixed = datasets.interleave_datasets(sources, probabilities=[w / total for w in weights], seed=seed,
+                                         stopping_strategy=STOPPING_STRATEGY)
+    if not streaming:  # a stream's size is unknown until read through: its repeats cannot be said up front
+        warn_of_repeated_sources(stream_args.train_files, [len(s) for s in sources], weights, len(mixed))
+    return mixed
 
 
 def load_pair_stream(data_args):

@@ -69,11 +69,11 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
     the run records): the ``args`` passed in are left as given (:mod:`hf_cse.trainer_arguments`).
 
     Keyword arguments: transformers ``Trainer``'s, and ``senteval_data_dir``, ``eval_source``,
-    ``cached_minibatch_size``, ``no_duplicates_in_batch``, ``cuda_graphs`` (below; each wins over the arguments' field
-    of its name), ``evaluator``, ``eval_pairs`` and ``trust_remote_code``; any other (``max_seq_length``,
-    ``precision``, ``eval_file``, ``tokenizer``) is refused in one line naming its place. Plain ``TrainingArguments``
-    work too: the trainer cuts the text it tokenizes at SimCSE's 32 tokens and computes in what ``bf16`` / ``fp16``
-    say (fp32 by default), each said in the log.
+    ``cached_minibatch_size``, ``no_duplicates_in_batch``, ``stream_shuffle_buffer``, ``cuda_graphs`` (below; each wins
+    over the arguments' field of its name), ``evaluator``, ``eval_pairs`` and ``trust_remote_code``; any other
+    (``max_seq_length``, ``precision``, ``eval_file``, ``tokenizer``) is refused in one line naming its place. Plain
+    ``TrainingArguments`` work too: the trainer cuts the text it tokenizes at SimCSE's 32 tokens and computes in what
+    ``bf16`` / ``fp16`` say (fp32 by default), each said in the log.
 
     ``compute_loss`` asks the model for its embeddings, gathers them across processes *with*
     gradients (every process then uses the global batch as negatives and receives the
@@ -94,7 +94,9 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
     ``no_duplicates_in_batch`` (default True; ``no_duplicates_in_batch false`` turns it off): batches come from
     :class:`hf_cse.sampler.NoDuplicatesBatchSampler`, so that no text occurs twice in one global batch (a false
-    negative); it applies to data sets with text or ``input_ids`` columns and the Trainer's default random order.
+    negative); it applies to data sets with text or ``input_ids`` columns and the Trainer's default random order. A
+    stream is shuffled through a buffer of ``stream_shuffle_buffer`` rows instead (10,000; 0: file order), each pass
+    in an order of its own (:func:`hf_cse.stream_order.shuffled_stream`).
 
     ``cached_minibatch_size=m`` turns on the gradient-cache mode (:mod:`hf_cse.cached`; 0 / None: off): the encoder
     sees mini-batches of ``m`` sentences, the loss sees the whole (gathered) batch; the gradient is the plain one's.
@@ -120,6 +122,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         eval_pairs=None,
         cached_minibatch_size: int | None = None,
         no_duplicates_in_batch: bool | None = None,
+        stream_shuffle_buffer: int | None = None,
         cuda_graphs: str | None = None,
         trust_remote_code: bool = False,
         **kwargs,
@@ -139,7 +142,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         # the keyword arguments of earlier versions win over the training arguments' fields
         options = TrainingOptions.from_args(training_args, senteval_data_dir=senteval_data_dir,
                                             eval_source=eval_source, cached_minibatch_size=cached_minibatch_size,
-                                            no_duplicates_in_batch=no_duplicates_in_batch)
+                                            no_duplicates_in_batch=no_duplicates_in_batch,
+                                            stream_shuffle_buffer=stream_shuffle_buffer)
         # set before Trainer.__init__, which checks that there is something to evaluate (see eval_dataset below)
         self.evaluator = options.evaluator(training_args, extra=evaluator, pairs=eval_pairs)
         if self.evaluator is None and getattr(training_args, "eval_strategy", "no") not in (None, "no"):
@@ -151,6 +155,9 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         self._data_facts = prepare_run(given, trust_remote_code)
         check_rows_for_a_batch(given.get("train_dataset"), training_args)
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
+        # the order of a stream's batches, recorded (a resumed run reads them so again); None: no stream to shuffle
+        streamed = isinstance(given.get("train_dataset"), torch.utils.data.IterableDataset)
+        self.stream_shuffle_buffer = options.stream_shuffle_buffer if streamed else None
         self._options = options  # what the run's record says it scored on (save_run)
         self._batch_sampler: NoDuplicatesBatchSampler | None = None
         self._collator_draws = CollatorDraws()  # each batch's draws its own, in workers too (hf_cse.collator_rng)

@@ -22,7 +22,8 @@ logger = logging.getLogger("hf_cse.trainer")
 
 #: the contrastive trainer's own keyword arguments, beside transformers' ``Trainer``'s
 TRAINER_KEYWORDS = ("senteval_data_dir", "eval_source", "evaluator", "eval_pairs", "cached_minibatch_size",
-                    "no_duplicates_in_batch", "cuda_graphs", "trust_remote_code")
+                    "no_duplicates_in_batch", "stream_shuffle_buffer", "cuda_graphs",
+                    "trust_remote_code")
 
 
 class TrainerArgumentError(CSEError, TypeError):

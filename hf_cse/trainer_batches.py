@@ -13,6 +13,7 @@ from . import seams
 from .data import PAIR_COLUMNS, DataError
 from .data_checks import reads_token_rows
 from .sampler import NoDuplicatesBatchSampler, row_keys
+from .stream_order import shuffled_stream
 from .training_args import global_batch_size
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -20,7 +21,8 @@ logger = logging.getLogger("hf_cse.trainer")
 
 class StreamPasses(torch.utils.data.IterableDataset):
     """A stream read again and again (the training loader's data set of a stream), each pass cut to its whole
-    global batches of ``batch_size`` rows (the rows after the last one are left out of that pass).
+    global batches of ``batch_size`` rows (the rows after the last one are left out of that pass: other rows each
+    pass when the stream is shuffled, :func:`hf_cse.stream_order.shuffled_stream`).
 
     transformers cannot tell where a pass over a data set without length ends: it takes the epoch for ``max_steps``
     steps long and, on resume, skips ``global_step`` x ``gradient_accumulation_steps`` batches of the epoch it
@@ -28,7 +30,7 @@ class StreamPasses(torch.utils.data.IterableDataset):
     start, and a step's accumulation ended with a pass. One endless epoch of passes makes that count right: the
     resumed run re-reads (and drops) the batches already trained, over as many passes as they span, and continues
     with the batch the uninterrupted run trained next. Pass ``p`` reads the stream after ``set_epoch(p)`` (a shuffled
-    stream's order of that pass, as the Trainer's epoch ``p`` set it) and calls ``pass_begins(p)`` first (the
+    stream's order of that pass, the same whenever pass ``p`` is read) and calls ``pass_begins(p)`` first (the
     collations' key, :mod:`hf_cse.collator_rng`). A pass of no whole batch ends the reading (a stream too small, or a
     loader worker the stream gives no shard)."""
 
@@ -55,7 +57,7 @@ class StreamPasses(torch.utils.data.IterableDataset):
 
 class TrainingBatches(Trainer):
     """A mixin before ``Trainer`` in ``ContrastiveTrainer``'s bases; it reads the trainer's
-    ``no_duplicates_in_batch``, ``_batch_sampler`` and ``_collator_draws``."""
+    ``no_duplicates_in_batch``, ``stream_shuffle_buffer``, ``_batch_sampler`` and ``_collator_draws``."""
 
     def _no_duplicates_sampler(self) -> NoDuplicatesBatchSampler | None:
         """The no-duplicates batch sampler for the training set, or None where it does not apply (turned off, an
@@ -74,8 +76,12 @@ class TrainingBatches(Trainer):
             return None
         keys, source = found
         logger.debug("no-duplicates batches: rows compared by %s over all their views", source)
-        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
-        return NoDuplicatesBatchSampler(keys, seams.train_batch_size(self), self.args.world_size, seed)
+        return NoDuplicatesBatchSampler(keys, seams.train_batch_size(self), self.args.world_size, self._order_seed())
+
+    def _order_seed(self) -> int:
+        """The seed of the training rows' order (the no-duplicates batches, a stream's shuffle): ``data_seed``, else
+        ``seed``, as transformers seeds its own sampler."""
+        return self.args.data_seed if self.args.data_seed is not None else self.args.seed
 
     def get_train_dataloader(self):
         """The Trainer's training loader, with :class:`NoDuplicatesBatchSampler` as its batch sampler where it
@@ -127,12 +133,15 @@ class TrainingBatches(Trainer):
         Split, each global batch is one collation of the rows a single process with that batch trains on, padded to
         its longest row only (padding every batch to max_seq_length would join them, at the cost of every step).
 
-        The loader reads the stream pass after pass without end (:class:`StreamPasses`): transformers takes the epoch
-        of a data set without length for ``max_steps`` steps long, so the whole run is its epoch 0, and a resumed run
-        skips the ``global_step`` x ``gradient_accumulation_steps`` batches already trained across the passes."""
+        The stream is shuffled through a buffer of ``stream_shuffle_buffer`` rows (:meth:`_order_seed`), each pass in
+        an order of its own. The loader reads the stream pass after pass without end (:class:`StreamPasses`):
+        transformers takes the epoch of a data set without length for ``max_steps`` steps long, so the whole run is
+        its epoch 0, and a resumed run skips the ``global_step`` x ``gradient_accumulation_steps`` batches already
+        trained across the passes."""
         collator = seams.collator_with_removed_columns(self, self.data_collator, "Training")
         size = global_batch_size(seams.train_batch_size(self), self.args.world_size)
-        passes = StreamPasses(self.train_dataset, size, self._collator_draws.epoch_begins)
+        stream = shuffled_stream(self.train_dataset, self._order_seed(), self.stream_shuffle_buffer)
+        passes = StreamPasses(stream, size, self._collator_draws.epoch_begins)
         config = self.accelerator.dataloader_config
         asked, config.split_batches = config.split_batches, True
         try:

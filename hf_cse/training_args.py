@@ -20,6 +20,7 @@ from .encoders import seq_length_problem
 from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
+from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER
 from .training_values import check_best_metric_direction, check_field_types, check_step_intervals
 
 
@@ -76,6 +77,14 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
                           "batch. false = the Trainer's plain random batches. Not applied to a stream (streaming "
                           "holds no whole data set; its run records false). See hf_cse/sampler.py."},
     )
+    stream_shuffle_buffer: int | None = field(
+        default=DEFAULT_STREAM_SHUFFLE_BUFFER,
+        metadata={"help": "A streamed training set: shuffle it through a buffer of N rows (each row drawn at random "
+                          "from the next N), each pass over the stream in an order of its own, seeded by seed / "
+                          "data_seed and the pass, so that a resumed run reads the same batches. The rows after a "
+                          "pass's last whole batch differ each pass. 0/None = file order, the same every pass. Not "
+                          "used for data held in memory (shuffled whole each epoch). See docs/batches.md."},
+    )
     cuda_graphs: str = field(
         default="auto",
         metadata={"help": "auto / on / off: on one CUDA GPU, run each step's forward, loss and backward as a "
@@ -106,6 +115,9 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         problem = seq_length_problem(self.max_seq_length, None)  # the encoder's own limit is checked with the data
         if problem:
             raise InputError(f"{problem}.", fields=("max_seq_length",))
+        if (self.stream_shuffle_buffer or 0) < 0:  # before any data is read
+            raise InputError(f"stream_shuffle_buffer must be a whole number of rows >= 0 (0: no shuffle, file order), "
+                             f"got {self.stream_shuffle_buffer}.", fields=("stream_shuffle_buffer",))
         # where the dev data came from, as training_info.json records it: the folder, not a path that means another
         # folder from elsewhere
         self.senteval_data_dir = resolved_path(self.senteval_data_dir)
