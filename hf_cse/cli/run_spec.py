@@ -36,6 +36,9 @@ SPEED_ONLY_DATA_FLAGS = ("preprocessing_num_workers",)
 #: config fields of the masked-LM auxiliary objective: they define nothing without ``do_mlm`` (and records written
 #: before it existed lack them), so they are fingerprinted only when it is on
 MLM_FIELDS = ("do_mlm", "mlm_weight", "mlm_probability")
+#: config fields added after runs began to be recorded, with the value that trains as runs did before them: recorded
+#: only when set otherwise, so that a run interrupted before they existed still resumes
+LATER_CONFIG_FIELDS = {"freeze_embeddings": False, "empty_queue_each_epoch": True}
 
 
 #: the flags that define the data: DataArguments' fields, and the truncation length (the trainer's own option, where
@@ -267,10 +270,10 @@ class RunSpec:
 
     def fingerprint(self) -> dict[str, Any]:
         """The run's settings as ``hf_cse_run.json`` records them: the encoder, method, config fields, generator, the
-        data flags and the run-defining training arguments; the masked-LM settings only with ``do_mlm``; no speed-only
-        field."""
+        data flags and the run-defining training arguments; the masked-LM settings only with ``do_mlm``, the
+        :data:`LATER_CONFIG_FIELDS` only when not at their earlier behaviour; no speed-only field."""
         settings = {"encoder": self.encoder, "method": self.method, **copy.deepcopy(dict(self.config)),
                     "generator": self.generator, **self.data.fingerprint(), **self.training.fingerprint()}
         if not self.config.get("do_mlm"):
             settings = {k: v for k, v in settings.items() if k not in MLM_FIELDS}
-        return settings
+        return {k: v for k, v in settings.items() if k not in LATER_CONFIG_FIELDS or v != LATER_CONFIG_FIELDS[k]}

@@ -16,7 +16,7 @@ from hf_cse.checks import InputError
 from hf_cse.cli import train
 from hf_cse.cli.arguments import DataArguments
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
-from hf_cse.cli.run_spec import DataSpec, RunSpec, SpeedSpec, dev_and_selection, training_arguments
+from hf_cse.cli.run_spec import LATER_CONFIG_FIELDS, DataSpec, RunSpec, SpeedSpec, dev_and_selection, training_arguments
 from hf_cse.encoders import default_encoder
 from hf_cse.export.training_info import training_info_from_run
 from hf_cse.model_card import render_model_card
@@ -44,6 +44,9 @@ def todays_settings(encoder, method, config_kwargs, data_args, stream_args, trai
                 **{k: getattr(training_args, k, None) for k in run_defining_training_args}}
     settings.pop("preprocessing_num_workers", None)
     settings.pop("padding_free", None)  # a speed-only config field added after that commit: never recorded
+    for name, earlier in LATER_CONFIG_FIELDS.items():  # added after that commit: recorded only when set otherwise
+        if settings.get(name) == earlier:
+            del settings[name]
     if streamed or stream_args.train_files:
         settings.update(streaming=streamed, train_weights=stream_args.train_weights,
                         train_files=[str(Path(f).resolve()) for f in stream_args.train_files or []])
