@@ -60,6 +60,14 @@ def model_list(values) -> list[str]:
     return [name.strip() for value in values for name in value.split(",") if name.strip()]
 
 
+def looks_like_local_path(name: str) -> bool:
+    """``name``, which names nothing here, is a mistyped local path rather than a Hub id ("name" or "org/name"):
+    it starts with ".", "/" or "~", has more than one "/", or its first part is a folder here ("runs/nosuch" beside
+    a folder runs/). Asked of such a name, the Hub would be retried for a minute and the network blamed."""
+    return (name.startswith((".", "/", "~")) or name.count("/") > 1
+            or ("/" in name and Path(name.split("/")[0]).is_dir()))
+
+
 def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
                        markers: tuple[str, ...] = ("config.json",), what: str = "model") -> None:
     """Fail early and clearly for a model reference that cannot load: a path that is a file, a folder without any of
@@ -90,11 +98,7 @@ def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
         if problem:  # a save that was killed, or a copy cut short: loading would end in a traceback
             raise broken_model_error(f"{flag} {name_or_path}", problem, what)
         return
-    # a Hub id is "name" or "org/name"; "runs/nosuch" beside a folder runs/ is a mistyped path, not a Hub id (the Hub
-    # would be asked, retried for a minute, and the network blamed)
-    looks_local = (name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
-                   or ("/" in name_or_path and Path(name_or_path.split("/")[0]).is_dir()))
-    if looks_local:
+    if looks_like_local_path(name_or_path):
         raise InputError(f"{flag} {name_or_path}: no such folder. Check the path.")
     from huggingface_hub import constants, try_to_load_from_cache
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from .data_sources import load_named_dataset
+from .data_sources import folder_train_files, load_named_dataset
 from .files import (
     DataError,
     check_train_file,
@@ -41,11 +41,11 @@ DEMO_CORPUS = Path(__file__).parent / "resources" / "demo_corpus.txt"
 DEFAULT_MAX_SEQ_LENGTH = 32
 
 
-def read_sentences(train_file: str | Path, text_column: str | None = None) -> list[str]:
+def read_sentences(train_file: str | Path, text_column: str | None = None, field: str = "train_file") -> list[str]:
     """Non-blank sentences of a ``.txt`` file (one per line), or a column of a ``.csv``/``.tsv``/``.json``/``.jsonl``
-    file (``text_column``)."""
-    path = check_train_file(train_file)
-    text = read_text(path, "train_file")  # refuses compressed, binary and non-UTF-8 files; drops a BOM
+    file (``text_column``); ``field``: the setting that named the file (a ``dataset_name`` folder's files too)."""
+    path = check_train_file(train_file, field)
+    text = read_text(path, field)  # refuses compressed, binary and non-UTF-8 files; drops a BOM
     check_text_column_applies(path, text_column)
     check_layout(path, text)
     if path.suffix.lower() in JSON_SUFFIXES:
@@ -96,11 +96,18 @@ def load_train_dataset(
     text_column: str | None = None,
     split: str = "train",
 ):
-    """A ``datasets.Dataset`` with one column ``text``; the embedded demo corpus when nothing is given."""
+    """A ``datasets.Dataset`` with one column ``text``; the embedded demo corpus when nothing is given. A local folder
+    ``dataset_name`` of text, table or JSON files is read as a list of train files: each file of ``split`` checked and
+    read as ``train_file`` is, whatever its kind (:func:`hf_cse.data_sources.folder_train_files`)."""
     import datasets
 
     if train_file and dataset_name:
         raise DataError("Give either train_file or dataset_name, not both.")
+    files = folder_train_files(dataset_name, split, dataset_config_name) if dataset_name else None
+    if files is not None:  # one text type for every file (json reads large_string), so that they can be joined
+        parts = [_file_dataset(path, text_column, "dataset_name").cast_column("text", datasets.Value("string"))
+                 for path in files]
+        return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
     if dataset_name:
         ds = read_named_dataset(dataset_name, dataset_config_name, split)
         column = text_column or "text"
@@ -118,8 +125,14 @@ def load_train_dataset(
         if len(ds) == 0:
             raise DataError(f"data set {dataset_name} has no non-empty {column!r} rows in split {split!r}.")
         return ds
-    path = Path(train_file or DEMO_CORPUS)
-    read_sentences(path, text_column)  # validates (exists, UTF-8, column, not empty) with clear messages
+    return _file_dataset(Path(train_file or DEMO_CORPUS), text_column)
+
+
+def _file_dataset(path: Path, text_column: str | None, field: str = "train_file"):
+    """One file's sentences (:func:`read_sentences`' checks, then read through ``datasets``); ``field`` as there."""
+    import datasets
+
+    read_sentences(path, text_column, field)  # validates (exists, UTF-8, column, not empty) with clear messages
     # load through `datasets` so that the data set and its tokenization are cached on disk (fingerprints)
     if path.suffix.lower() in (".csv", ".tsv"):  # read as read_sentences does (hf_cse.files)
         ds = strip_column_names(datasets.load_dataset("csv", data_files=str(path), split="train",

@@ -1,21 +1,109 @@
-"""Data sets named by ``dataset_name``: a Hub data set (``datasets.load_dataset``), or a folder that
-``Dataset.save_to_disk`` wrote, which ``load_dataset`` refuses (naming ``load_from_disk``)."""
+"""Data sets named by ``dataset_name``: a Hub data set (``datasets.load_dataset``), a folder that
+``Dataset.save_to_disk`` wrote (which ``load_dataset`` refuses, naming ``load_from_disk``), or a local folder of data
+files.
+
+A folder of the files a ``train_file`` may be (``.txt``, ``.csv``/``.tsv``, ``.json``/``.jsonl``) is, for training
+sentences, a list of train files: the files of the split, found by their names as ``datasets`` finds them
+(:func:`folder_train_files`: ``train.txt``, ``data/train-00000.csv``, a folder ``train/``; every file where no name
+says a split), each checked and read as one ``train_file`` is, whatever its kind (``hf_cse.data.load_train_dataset``).
+A folder whose dataset card names its files (``configs`` in README.md), or of files of other kinds only (Parquet,
+Arrow, compressed text) is read by ``datasets``' own rules."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .files import DataError
+from .files import DataError, local_dataset_folder
+from .text_files import JSON_SUFFIXES, TABLE_SUFFIXES, find_unreadable_line
+
+#: the files of a folder that hf_cse reads itself, as it reads a train_file
+TRAIN_FILE_SUFFIXES = (".txt", *TABLE_SUFFIXES, *JSON_SUFFIXES)
+#: data files that datasets reads and hf_cse does not: beside train files in one split, some would be left out
+OTHER_DATA_SUFFIXES = (".parquet", ".arrow", ".gz", ".bz2", ".xz", ".zst", ".zip")
+#: what datasets reads a folder's train files as: one reader for the whole split, chosen by the most common kind
+DATASETS_READER = {".txt": "text", ".csv": "CSV", ".tsv": "TSV", ".json": "JSON", ".jsonl": "JSON"}
+
+
+def is_saved_dataset(folder: Path) -> bool:
+    """``folder`` holds a data set ``Dataset.save_to_disk`` (or ``DatasetDict.save_to_disk``) wrote."""
+    return (folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file()
+
+
+def _card_names_files(folder: Path) -> bool:
+    """The folder's dataset card (README.md's YAML header) or ``.huggingface.yaml`` may name its data files
+    (``configs``): ``datasets`` reads those."""
+    readme = folder / "README.md"
+    if (folder / ".huggingface.yaml").is_file():
+        return True
+    if not readme.is_file():
+        return False
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    header = text[3:].split("\n---", 1)[0] if text.startswith("---") else ""
+    return any(line.startswith("configs:") for line in header.splitlines())
+
+
+def folder_data_files(folder: Path, name: str, split: str, config_name: str | None = None) -> list[Path] | None:
+    """The train files (:data:`TRAIN_FILE_SUFFIXES`) of ``split`` in the local folder ``folder`` (given as
+    ``name``), sorted, found as ``datasets`` finds a folder's splits; None for a folder ``datasets`` reads by its own
+    rules (module doc). Refused in one line: a folder without data files, one without ``split`` (naming the splits
+    its file names make), train files beside data files of other kinds in the split, a ``config_name``."""
+    from datasets.data_files import DataFilesDict, EmptyDatasetError, get_data_patterns
+
+    if is_saved_dataset(folder) or _card_names_files(folder):
+        return None
+    base = str(folder.resolve())
+    try:
+        found = DataFilesDict.from_patterns(get_data_patterns(base), base_path=base)
+    except EmptyDatasetError:
+        raise DataError(f"dataset_name {name} holds no data files: give a folder of .txt/.csv/.tsv/.json/.jsonl "
+                        "files (or one Dataset.save_to_disk wrote).") from None
+    kinds = TRAIN_FILE_SUFFIXES + OTHER_DATA_SUFFIXES
+    splits = {str(key): sorted(Path(f) for f in files if Path(f).suffix.lower() in kinds)
+              for key, files in found.items()}
+    splits = {key: files for key, files in splits.items() if files}
+    if not any(f.suffix.lower() in TRAIN_FILE_SUFFIXES for files in splits.values() for f in files):
+        return None
+    if split not in splits:
+        shown = "; ".join(f"{key}: {', '.join(f.name for f in files[:3])}{' ...' if len(files) > 3 else ''}"
+                          for key, files in splits.items())
+        raise DataError(f"dataset_name {name} has no {split!r} split: datasets splits a folder by its file names, "
+                        f"and these make {', '.join(map(repr, splits))} ({shown}). Name the training files "
+                        f"{split}.txt, {split}-00000.txt, ... (or put them in a folder {split}/), or give them as "
+                        "train_file / train_files.")
+    files = splits[split]
+    others = [f.name for f in files if f.suffix.lower() not in TRAIN_FILE_SUFFIXES]
+    if others:
+        mine = [f.name for f in files if f.suffix.lower() in TRAIN_FILE_SUFFIXES]
+        raise DataError(f"dataset_name {name} holds train files ({', '.join(mine[:3])}) and data files of other kinds "
+                        f"({', '.join(others[:3])}) in its {split!r} split, which datasets reads as one kind, "
+                        "leaving the others out: put them in separate folders, or convert the others to "
+                        ".txt/.jsonl.")
+    if config_name:
+        raise DataError(f"dataset_name {name} is a folder of data files, which has no configurations; drop "
+                        "dataset_config_name.")
+    return files
+
+
+def folder_train_files(name: str, split: str, config_name: str | None = None) -> list[Path] | None:
+    """The train files of ``split`` when ``name`` is a local folder of them (:func:`folder_data_files`), each to be
+    read as a ``train_file`` is; None for a Hub id and a folder read as a data set. A local path that names nothing
+    or names a file is refused in one line (:func:`~hf_cse.files.local_dataset_folder`)."""
+    folder = local_dataset_folder(name)
+    return None if folder is None else folder_data_files(folder, name, split, config_name)
 
 
 def load_named_dataset(name: str, config_name: str | None, split: str, streaming: bool = False):
     """``datasets.load_dataset(name, ...)``'s split, or, for a folder ``Dataset.save_to_disk`` wrote (which
-    ``load_dataset`` refuses, naming ``load_from_disk``), that data set: its ``split`` where it holds several."""
+    ``load_dataset`` refuses, naming ``load_from_disk``), that data set: its ``split`` where it holds several. A local
+    folder of train files is checked first (:func:`folder_data_files`: its split, its kinds; they are read by one
+    reader here, so of one kind), and a file of it that is not UTF-8 refused by its line."""
     import datasets
 
-    folder = Path(name).expanduser()
-    if not (folder / "state.json").is_file() and not (folder / "dataset_dict.json").is_file():
+    folder = local_dataset_folder(name)
+    if folder is None:
         return datasets.load_dataset(name, config_name, split=split, streaming=streaming)
+    if not is_saved_dataset(folder):
+        return _load_folder(folder, name, config_name, split, streaming)
     if config_name:
         raise DataError(f"dataset_name {name} is a data set saved with save_to_disk, which has no configurations; "
                         "drop dataset_config_name.")
@@ -26,3 +114,31 @@ def load_named_dataset(name: str, config_name: str | None, split: str, streaming
                             "train on alone (ds[split].save_to_disk(folder)).")
         ds = ds[split]
     return ds.to_iterable_dataset() if streaming else ds
+
+
+def _load_folder(folder: Path, name: str, config_name: str | None, split: str, streaming: bool):
+    """A local folder of data files, read by ``datasets``: one kind of train files per split (datasets reads the most
+    common kind and leaves the others out), a file that is not UTF-8 and a split that is not there in one line."""
+    import datasets
+    from datasets.exceptions import DatasetGenerationError
+
+    files = folder_data_files(folder, name, split, config_name) or []
+    readers = sorted({DATASETS_READER[f.suffix.lower()] for f in files})
+    if len(readers) > 1:
+        shown = ", ".join(f"{f.name} ({DATASETS_READER[f.suffix.lower()]})" for f in files[:6])
+        raise DataError(f"dataset_name {name} holds files of several kinds in its {split!r} split ({shown}), which "
+                        "datasets reads as one kind, leaving the others out: keep files of one kind in the folder.")
+    try:
+        return datasets.load_dataset(str(folder), config_name, split=split, streaming=streaming)
+    except DatasetGenerationError:
+        unreadable = next(((f, found) for f in files for found in [find_unreadable_line(f)] if found), None)
+        if unreadable is None:
+            raise
+        path, (line, what) = unreadable
+        raise DataError(f"dataset_name {name}: line {line} of {path.name} is {what}. Convert the file to UTF-8, "
+                        f"e.g. `iconv -f latin1 -t utf-8 {path.name} > fixed{path.suffix}`.") from None
+    except ValueError as err:  # a split that a dataset card's configs do not make
+        if not str(err).startswith("Unknown split"):
+            raise
+        raise DataError(f"dataset_name {name}: {err} (the splits its dataset card makes). Name the training files' "
+                        f"split {split!r} in README.md, or give them as train_file / train_files.") from None

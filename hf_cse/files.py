@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .checkpoints import read_json
-from .checks import InputError
+from .checks import InputError, looks_like_local_path
 from .errors import CSEError
 from .run_files import WEIGHT_FILES
 
@@ -125,6 +125,22 @@ def check_train_file(train_file, field: str = "train_file", wanted: str = A_SENT
     if not path.is_file():
         raise DataError(f"{field} {path} does not exist (or is not a file).{wanted and ' ' + wanted}")
     return path
+
+
+def local_dataset_folder(dataset_name) -> Path | None:
+    """The local folder ``dataset_name`` names, or None for a Hub id; a path to a file and a path that names nothing
+    but is plainly a local one (:func:`~hf_cse.checks.looks_like_local_path`: a typo) are refused in one line (the
+    commands check it before the training stack is imported)."""
+    path = Path(dataset_name).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise DataError(f"dataset_name {dataset_name} is a file, not a folder: give it as train_file, or name the "
+                        "folder that holds it.")
+    if looks_like_local_path(str(dataset_name)):
+        raise DataError(f"dataset_name {dataset_name}: no such folder. Check the path (a Hub data set is named "
+                        "name or org/name).")
+    return None
 
 
 def read_text(path, flag: str) -> str:

@@ -57,6 +57,7 @@ from .data import (
     read_named_dataset,
     sentences_of,
 )
+from .data_sources import folder_train_files
 from .files import (
     check_text_head,
     check_train_file,
@@ -113,6 +114,9 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     if data_args.train_file:  # read lazily too: a missing file or a folder would fail deep in datasets
         _check_start(check_train_file(data_args.train_file), "train_file", data_args.text_column,
                      sentences=not data_args.pair_column)
+    if data_args.dataset_name and not data_args.pair_column:  # a local folder of train files: each read as one
+        for path in folder_train_files(data_args.dataset_name, "train", data_args.dataset_config_name) or []:
+            _check_start(path, "dataset_name", data_args.text_column)
     if max_steps is None or max_steps <= 0:
         raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")
@@ -154,6 +158,10 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
 
     if path and not streaming:  # read whole, so checked whole, as one train_file is (hf_cse.data.read_sentences)
         return load_train_dataset(path, text_column=text_column).cast_column("text", datasets.Value("string"))
+    files = folder_train_files(dataset_name, split, config_name) if dataset_name else None
+    if files is not None:  # a folder of train files, each read (whole, or streamed one after another) as one is
+        return (datasets.concatenate_datasets([_source(str(path), None, None, text_column, True) for path in files])
+                if streaming else load_train_dataset(dataset_name=dataset_name, text_column=text_column, split=split))
     if dataset_name:
         ds = read_named_dataset(dataset_name, config_name, split, streaming)
         source = f"data set {dataset_name}"

@@ -54,6 +54,20 @@ def scored_pairs_file(path, n_pairs: int, score_levels: int, seed: int):
     return path
 
 
+def hub_style_folder(folder, files: dict[str, str]):
+    """``folder`` laid out as a Hub data set's repository: ``files`` (name -> text) and a dataset card whose
+    ``configs`` make them the train split. ``datasets`` reads it by its card, as it reads a Hub data set (a local
+    folder of plain data files is read as a list of train files instead), so that tests of data sets need no
+    network."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    paths = "".join(f"    - {name}\n" for name in files)
+    (folder / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n"
+                                      f"    path:\n{paths}---\n# a data set\n")
+    return folder
+
+
 def tiny_train_dataset(folder, sentences, tmp_path, repeat: int = 1):
     """The toy sentences, plus distinct random ones so the data set has ``len(sentences) * repeat`` rows."""
     rows = list(sentences) + random_sentences(len(sentences) * (repeat - 1))

@@ -179,7 +179,9 @@ class DataArguments:
         default=None, metadata={"help": "One sentence per line (.txt), or a .csv/.tsv column or .json/.jsonl field "
                                         "(--text_column). Default: demo corpus."}
     )
-    dataset_name: str | None = field(default=None, metadata={"help": "Hub data set with a text column."})
+    dataset_name: str | None = field(default=None, metadata={
+        "help": "Hub data set with a text column, or a local folder: one save_to_disk wrote, or of train files "
+                "(those of its train split)."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "Hub data set configuration."})
     text_column: str | None = field(default=None, metadata={
         "help": "Column (or JSON field) holding the sentences. Default: text, or a .csv/.tsv's only column."})

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
 from ..errors import CSEError, same_on_every_process
-from ..files import check_train_file
+from ..files import check_train_file, local_dataset_folder
 from ..hyperparameter_rules import check_rules, not_taken_error, unknown_loss_error
 from ..matryoshka_rules import check_head_flags
 from ..number_lists import DIMS_FIELD, parse_int_list, parse_truncate_dims
@@ -164,6 +164,8 @@ def _check_train(parser, argv: list[str]) -> None:
     read_otherwise = ("dataset_name", "pair_column", "streaming", "train_files")
     if args.get("train_file") and not any(args.get(name) for name in read_otherwise):
         check_sentences_file_start(check_train_file(args["train_file"]), args.get("text_column"))
+    if args.get("dataset_name"):  # a local path that names nothing (a typo) or names a file; a Hub id passes
+        local_dataset_folder(args["dataset_name"])
     if args.get("output_dir"):  # the encoder's own folder first: refused whatever else is asked, and said so
         check_not_encoder_folder(args["output_dir"], args.get("model_name_or_path"))
     # a finished run or other files in the output folder, unless the command starts over or names the checkpoint

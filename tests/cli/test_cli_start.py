@@ -19,6 +19,7 @@ import pytest
 
 from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cache, run_cli, train
 from hf_cse.cli.help import full_help
+from hf_cse.files import DataError
 from hf_cse.output_folder import OutputFolderError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,6 +83,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--max_seq_length", "abc"): (2, "argument --max_seq_length: invalid int value"),
         ("train", "--output_dir", ""): (1, "--output_dir is empty"),
         ("train", "--model_name_or_path", "./missing"): (1, "--model_name_or_path ./missing: no such folder"),
+        ("train", "--dataset_name", "./missing"): (1, "--dataset_name ./missing: no such folder"),
         ("train", "--preset", "simcse_bert", "--learning_rate", "0"): (1, "--learning_rate 0.0 must be a finite"),
         ("train", "--output_dir", str(notes)): (1, "holds files that are not checkpoints of a run (notes.txt)"),
         ("train", "--per_device_train_batch_size", "0"): (1, "a contrastive batch needs at least 2 sentences"),
@@ -210,6 +212,20 @@ def test_an_occupied_output_folder_is_refused_early_unless_the_command_may_use_i
         check(["--output_dir", str(finished), *given])
     check(["--output_dir", str(interrupted)])  # resumed (or refused for other settings) by the command
     check(["--output_dir", str(tmp_path / "new")])
+
+
+def test_a_local_dataset_name_that_names_no_folder_is_refused_early_and_a_hub_id_is_left_to_the_command(
+        train_parsers, tmp_path):
+    """A mistyped --dataset_name folder and a file failed with datasets' traceback after the model was loaded."""
+    _, cached = train_parsers
+    check = partial(entry_points.check_command_line, "train", copy.deepcopy(cached))
+    (tmp_path / "corpus.txt").write_text("a sentence\n")
+    with pytest.raises(DataError, match=r"^dataset_name .*nosuch: no such folder\. Check the path"):
+        check(["--dataset_name", str(tmp_path / "nosuch")])
+    with pytest.raises(DataError, match=r"corpus.txt is a file, not a folder: give it as train_file"):
+        check(["--dataset_name", str(tmp_path / "corpus.txt")])
+    check(["--dataset_name", "org/sentences"])  # a Hub id: read (or refused) by the command
+    check(["--dataset_name", str(tmp_path)])  # a folder: its files are checked as they are read
 
 
 def test_the_early_count_checks_leave_to_the_command_what_needs_the_processes_or_a_config(train_parsers, tmp_path):

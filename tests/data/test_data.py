@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from helpers import hub_style_folder
 from transformers import AutoTokenizer
 
 from hf_cse.data import (
@@ -126,12 +127,12 @@ def test_padding_equals_the_tokenizers(tiny_bert_dir, side):
 
 @pytest.mark.parametrize("column, kind", [("label", "int64"), ("meta", "dict")])
 def test_a_data_set_column_that_holds_no_text_is_one_line(tmp_path, column, kind):
-    """dataset_name (here a local folder, read as a Hub data set is): a column of numbers or objects failed inside
-    datasets ('int' object has no attribute 'strip') when blank rows were dropped."""
+    """dataset_name (here a local folder laid out as a Hub data set, read as one is): a column of numbers or objects
+    failed inside datasets ('int' object has no attribute 'strip') when blank rows were dropped."""
     import json
 
-    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"text": f"sentence {i}", "label": i, "meta": {"a": i}})
-                                                  + "\n" for i in range(4)))
+    hub_style_folder(tmp_path, {"train.jsonl": "".join(json.dumps({"text": f"sentence {i}", "label": i,
+                                                                   "meta": {"a": i}}) + "\n" for i in range(4))})
     with pytest.raises(DataError, match=f"column '{column}' holds {kind} values, not sentences; pass text_column"):
         load_train_dataset(dataset_name=str(tmp_path), text_column=column)
 

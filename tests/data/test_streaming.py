@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import collator, random_sentences, tiny_args
+from helpers import collator, hub_style_folder, random_sentences, tiny_args
 from transformers import AutoTokenizer
 
 from hf_cse.cli import train as train_cli
@@ -506,10 +506,8 @@ def test_a_streamed_empty_row_is_left_out_and_said_once(name, empty, row, tmp_pa
 def test_a_streamed_data_set_whose_text_is_no_string_fails_in_one_line(tmp_path):
     """A data set's row whose text is a number, past the rows checked up front, failed mid-run with
     "'int' object has no attribute 'strip'"."""
-    folder = tmp_path / "my_dataset"
-    folder.mkdir()
     rows = [{"text": s} for s in random_sentences(300, seed=6)] + [{"text": 5}]
-    (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    folder = hub_style_folder(tmp_path / "my_dataset", {"train.jsonl": "".join(json.dumps(r) + "\n" for r in rows)})
     args = StreamingArguments(streaming=True, train_files=None, train_weights=None)
     with pytest.raises(DataError, match=rf"^data set {folder}: column 'text' holds int 5, not a sentence \(a "
                                         r"string\), met mid-stream .* The column must hold sentences \(text\)"):
@@ -517,14 +515,13 @@ def test_a_streamed_data_set_whose_text_is_no_string_fails_in_one_line(tmp_path)
 
 
 def test_a_streamed_data_set_that_breaks_mid_stream_fails_in_one_line(tmp_path):
-    """A data set (``dataset_name``: the Hub's, here a local data set folder) is read as training goes: a row it
-    cannot read failed inside datasets with a traceback; now one line names the data set and the rows read. A
+    """A data set (``dataset_name``: the Hub's, here a local folder laid out as one) is read as training goes: a row
+    it cannot read failed inside datasets with a traceback; now one line names the data set and the rows read. A
     dropped connection (an ``OSError`` while reading) says to resume."""
-    folder = tmp_path / "my_dataset"
-    folder.mkdir()
     good = random_sentences(300, seed=5)
-    (folder / "train-00000.jsonl").write_text("".join(json.dumps({"text": s}) + "\n" for s in good))
-    (folder / "train-00001.jsonl").write_text('{"text": "fine"}\n{"text": "an unclosed string}\n')
+    folder = hub_style_folder(tmp_path / "my_dataset", {
+        "train-00000.jsonl": "".join(json.dumps({"text": s}) + "\n" for s in good),
+        "train-00001.jsonl": '{"text": "fine"}\n{"text": "an unclosed string}\n'})
     args = StreamingArguments(streaming=True, train_files=None, train_weights=None)
     read = []
     with pytest.raises(DataError, match=rf"^data set {folder}: reading it failed after \d+ rows, mid-stream "
