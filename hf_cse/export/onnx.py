@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..embedding_shape import truncated_and_normalized, unit_rows
+from ..encoders import encoder_max_length, own_max_seq_length
 from .errors import ExportError
 
 ONNX_FILE = "onnx/model.onnx"
@@ -136,7 +137,8 @@ def _checked_truncate_dim(truncate_dim) -> int | None:
 
 class OnnxEncoder:
     """A sentence-transformers folder with an ONNX model, run on ONNX Runtime: the folder's tokenizer
-    (``tokenizer.json``), its truncation length, lower-casing and default prompt, its Pooling mode and Normalize
+    (``tokenizer.json``), its truncation length (the one ``SentenceTransformer(folder)`` serves,
+    :func:`hf_cse.encoders.own_max_seq_length`), lower-casing and default prompt, its Pooling mode and Normalize
     module. Dense
     modules (a kept projection head) are not run here: refused. ``truncate_dim`` (here or per :meth:`encode`) keeps
     the embeddings' leading values, as ``SentenceTransformer(..., truncate_dim=...)`` does (a Matryoshka model's
@@ -162,15 +164,19 @@ class OnnxEncoder:
         self.pooling = _pooling_mode(json.loads((folder / modules[kinds.index("Pooling")]["path"] / "config.json")
                                                 .read_text()))
         self.normalize = "Normalize" in kinds
+        #: the served length, as SentenceTransformer(folder) reads it; else the encoder's positions (None: no limit)
+        self.max_length = own_max_seq_length(str(folder)) or encoder_max_length(
+            json.loads((folder / "config.json").read_text()))
+        # sentence-transformers 6 writes lower-casing into tokenizer.json (its normaliser); older exports said it here
         settings = json.loads((folder / "sentence_bert_config.json").read_text())
-        self.max_length = int(settings.get("max_seq_length") or 512)
         self.lower = bool(settings.get("do_lower_case"))
         st_config = folder / "config_sentence_transformers.json"
         st_config = json.loads(st_config.read_text()) if st_config.is_file() else {}
         #: the default prompt (the model config's ``prompt``), prepended as sentence-transformers' encode does
         self.prompt = (st_config.get("prompts") or {}).get(st_config.get("default_prompt_name") or "", "")
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.enable_truncation(self.max_length)
+        if self.max_length is not None:
+            self.tokenizer.enable_truncation(self.max_length)
         self.tokenizer.no_padding()  # a tokenizer.json may pad to a fixed length; the batches are padded here
         options = ort.SessionOptions()
         if threads:

@@ -235,6 +235,23 @@ def test_a_sentence_transformers_encoders_own_length_is_the_default_of_the_expor
     assert own_max_seq_length(str(tmp_path / "encoder")) == 24
 
 
+def test_the_served_length_is_capped_at_the_encoders_positions_as_sentence_transformers_caps_it(tmp_path):
+    """sentence-transformers 6.2 serves min(tokenizer model_max_length, max_position_embeddings) when
+    sentence_bert_config.json names no max_seq_length; a tokenizer saved without a length names none."""
+    from hf_cse.encoders import own_max_seq_length
+
+    (tmp_path / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "",
+                                                        "type": "sentence_transformers.models.Transformer"}]))
+    (tmp_path / "sentence_bert_config.json").write_text('{"transformer_task": "feature-extraction"}')
+    (tmp_path / "config.json").write_text('{"model_type": "bert", "max_position_embeddings": 64}')
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": 512}')
+    assert own_max_seq_length(str(tmp_path)) == 64
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": 48}')
+    assert own_max_seq_length(str(tmp_path)) == 48
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": 1000000000000000019884624838656}')
+    assert own_max_seq_length(str(tmp_path)) is None
+
+
 def test_round_trip_save_export_load_gives_identical_vectors(tiny_bert_dir, tok, tmp_path, sentences):
     model = SimCSEModel.from_encoder(str(tiny_bert_dir))
     model.save_pretrained(tmp_path / "ckpt")

@@ -70,6 +70,26 @@ def test_packaged_minilm_onnx_equals_pytorch(minilm_dir, tmp_path):
     assert inputs == {"input_ids", "attention_mask", "token_type_ids"}  # what optimum's loader feeds a BERT
 
 
+@pytest.mark.slow
+def test_onnx_encoder_truncates_at_the_exports_served_length(tiny_bert_dir, tmp_path):
+    """sentence-transformers 6 keeps the served length in tokenizer_config.json, not sentence_bert_config.json:
+    OnnxEncoder read 512 and embedded text past it (a different embedding; past the encoder's 64 positions,
+    onnxruntime's traceback)."""
+    from sentence_transformers import SentenceTransformer
+
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), pooler_type="avg")
+    out = to_sentence_transformer(model, tmp_path / "st", tokenizer=str(tiny_bert_dir), backend="onnx",
+                                  max_seq_length=16)
+    st = SentenceTransformer(str(out), device="cpu")
+    long = " ".join(random_sentences(12, seed=7))  # well past 16 tokens, and past the encoder's 64 positions
+    assert len(st.tokenizer(long)["input_ids"]) > 64
+    encoder = OnnxEncoder(out)
+    assert encoder.max_length == st.max_seq_length == 16
+    sentences = [long, long[:40], "short"]
+    np.testing.assert_allclose(encoder.encode(sentences), st.encode(sentences), atol=1e-5)
+
+
 def test_missing_package_is_one_line_before_any_work(monkeypatch, tmp_path, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
