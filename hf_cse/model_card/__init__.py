@@ -53,6 +53,7 @@ from .text import fmt, table
 
 __all__ = [
     "ModelCardError",
+    "base_encoder_unknown",
     "card_metadata",
     "cited_papers",
     "eval_scores",
@@ -69,21 +70,48 @@ TEMPLATE = Path(__file__).resolve().parent.parent / "resources" / "model_card_te
 _HUB_ID = r"[\w.-]+(/[\w.-]+)?"
 
 
-def resolve_base_model(base_encoder: str | None) -> str | None:
+def resolve_base_model(base_encoder: str | None, local: bool | None = None) -> str | None:
     """The Hub id of the encoder training started from, when there is one.
 
-    Hub ids pass through; a local Hub-cache snapshot (``models--org--name/snapshots/...``) and the packaged
-    default encoder map to their repos; other local folders have no Hub id (None).
+    ``local``: the config's ``base_encoder_local``, what the training recorded (None: a checkpoint from before it
+    was). Hub ids pass through; a local Hub-cache snapshot (``models--org--name/snapshots/...``) and the packaged
+    default encoder map to their repos; other local folders have no Hub id (None), found or not. An older record
+    that is neither a folder from here nor an absolute path (``models/stbert``: a folder relative to where training
+    ran, or a Hub id) counts as a Hub id only where this machine's Hub cache holds that repo; else None.
     """
     if not base_encoder:
         return None
     path = Path(base_encoder).expanduser()
-    if not path.exists():
-        return base_encoder if re.fullmatch(_HUB_ID, base_encoder) else None
+    if local is False or _older_relative_record(base_encoder, local):
+        hub_id = base_encoder if re.fullmatch(_HUB_ID, base_encoder) else None
+        return hub_id if local is False or (hub_id and _in_hub_cache(hub_id)) else None
     match = re.search(r"models--([^/\\]+)--([^/\\]+)[/\\]snapshots", str(path.resolve()))
     if match:
         return f"{match.group(1)}/{match.group(2)}"
-    return DEFAULT_ENCODER_HUB_ID if is_packaged_encoder(path) else None
+    return DEFAULT_ENCODER_HUB_ID if path.exists() and is_packaged_encoder(path) else None
+
+
+def base_encoder_unknown(config) -> bool:
+    """Whether the card cannot tell a local encoder from a Hub id: an older record, shaped like a Hub id, that
+    :func:`resolve_base_model` does not find in the Hub cache."""
+    base, local = config.base_encoder, getattr(config, "base_encoder_local", None)
+    return bool(base) and _older_relative_record(base, local) and re.fullmatch(_HUB_ID, base) is not None \
+        and not _in_hub_cache(base)
+
+
+def _older_relative_record(base_encoder: str, local: bool | None) -> bool:
+    """A record from before ``base_encoder_local`` that is neither a folder from here nor an absolute path."""
+    path = Path(base_encoder).expanduser()
+    return local is None and not path.exists() and not path.is_absolute()
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # a name the Hub client refuses as a repo id
+        return False
 
 
 def card_metadata(text: str) -> dict[str, Any]:
@@ -249,9 +277,13 @@ def render_model_card(
     info = dict(training_info or {})
     results = read_eval_results(eval_results)
     papers = papers_for(config)
-    base_model = info.get("base_model") or resolve_base_model(config.base_encoder)
+    base_model = info.get("base_model") or resolve_base_model(config.base_encoder,
+                                                              getattr(config, "base_encoder_local", None))
     if base_model:
         base_label = f"[{base_model}](https://huggingface.co/{base_model})"
+    elif base_encoder_unknown(config):
+        base_label = (f"an encoder recorded as `{config.base_encoder}` (a folder relative to where training ran, or "
+                      "a Hub id: this checkpoint does not say which)")
     elif config.base_encoder:
         base_label = f"a local encoder (`{Path(config.base_encoder).name}`)"
     else:

@@ -197,7 +197,8 @@ def test_packaged_minilm_export(minilm_dir, tmp_path, sentences):
     assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     # nothing machine-local is published: local paths became the Hub id
     assert str(minilm_dir) not in "".join(p.read_text() for p in out.rglob("*.json"))
-    assert json.loads((out / "hf_cse_config.json").read_text())["base_encoder"] == meta["base_model"]
+    published = json.loads((out / "hf_cse_config.json").read_text())
+    assert (published["base_encoder"], published["base_encoder_local"]) == (meta["base_model"], False)
 
 
 def test_max_seq_length_can_be_lowered_but_not_above_the_encoder_limit(tiny_bert_dir, tok, tmp_path):
