@@ -196,7 +196,9 @@ def _summary(config, papers, embedding_dim: int, base_label: str) -> str:
     )
 
 
-def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
+def _model_details(config, export: Mapping[str, Any], base_label: str, untrained: bool = False) -> str:
+    """The model-details table; ``untrained``: the run kept the untrained encoder (:func:`kept_untrained`), so no
+    row may say what training gave these weights."""
     enc = config.encoder_config
     enc = enc if isinstance(enc, Mapping) else enc.to_dict()
     rows = [
@@ -207,19 +209,27 @@ def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
         ("Output dimension", fmt(export["embedding_dimension"])),
         ("Maximum sequence length", f"{export['max_seq_length']} tokens"),
         ("Similarity function", "cosine"),
-        ("Pooling", export["pooling_description"]),
+        ("Pooling", export["pooling_description"].replace(", then the trained `", ", then the untrained `")
+         if untrained else export["pooling_description"]),
         ("Projection head", export["projector_description"]),
     ]
     if export.get("adapter_description"):
-        rows.append(("Adapters", export["adapter_description"]))
+        rows.append(("Adapters", "none in effect: the LoRA training was discarded with the rest of training (these "
+                     "are the untrained encoder's weights)" if untrained else export["adapter_description"]))
     if export.get("onnx_description"):
         rows.append(("ONNX", export["onnx_description"]))
     if getattr(config, "matryoshka_dims", None):
         dims, weights = config.matryoshka_dims, config.matryoshka_weights
-        rows.append(("Matryoshka dimensions", f"trained at {', '.join(map(str, dims))} (loss weights "
-                     f"{', '.join(f'{w:g}' for w in weights)}): the first d coordinates are an embedding on their own; "
-                     f"`SentenceTransformer(..., truncate_dim={dims[-1]})` serves them, not normalised again: compare "
-                     "them by cosine similarity (the model's own), not by dot product"))
+        if untrained:
+            rows.append(("Matryoshka dimensions", f"not trained: the training at {', '.join(map(str, dims))} was "
+                         "discarded with the rest of training (these are the untrained encoder's weights), so its "
+                         "leading coordinates were never trained as an embedding of their own; serve the whole "
+                         "embedding"))
+        else:
+            rows.append(("Matryoshka dimensions", f"trained at {', '.join(map(str, dims))} (loss weights "
+                         f"{', '.join(f'{w:g}' for w in weights)}): the first d coordinates are an embedding on their "
+                         f"own; `SentenceTransformer(..., truncate_dim={dims[-1]})` serves them, not normalised "
+                         "again: compare them by cosine similarity (the model's own), not by dot product"))
     modules = "\n".join(f"  ({i}): {m}" for i, m in enumerate(export["modules"]))
     return table(("Property", "Value"), rows) + f"\n\nModule stack:\n\n```\nSentenceTransformer(\n{modules}\n)\n```"
 
@@ -304,7 +314,7 @@ def render_model_card(
             usage_snippet=_usage_snippet(st_card, model_id, export.get("custom_code", False)),
             loading=("the folder's own module code (see the limitations) loads with `trust_remote_code=True`"
                      if export.get("custom_code") else "the model loads without custom code"),
-            model_details=_model_details(config, export, base_label),
+            model_details=_model_details(config, export, base_label, kept_untrained(info.get("dev"))),
             method=method_section(config, papers, (info.get("data") or {}).get("pair_data")),
             training_data=training_data_section(info),
             hyperparameters=hyperparameters_section(config, info),

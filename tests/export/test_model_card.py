@@ -67,6 +67,26 @@ def test_a_run_that_kept_the_untrained_encoder_says_so_first():
     assert "unchanged**" not in trained and "untrained encoder's" not in trained
 
 
+def test_a_matryoshka_run_that_kept_the_untrained_encoder_does_not_say_its_dimensions_were_trained():
+    """The card said the weights were the untrained encoder's and, rows below, that its 8- and 16-dimensional
+    prefixes were trained as embeddings of their own and could be served truncated."""
+    dev = {"metric": "stsb_spearman", "before": 47.83, "after": 44.53, "delta": -3.3}
+    config = config_for(matryoshka_dims=[32, 16, 8], projector="none", lora_r=4)
+    export = {**EXPORT, "adapter_description": "trained with LoRA (r=4), merged into these weights",
+              "pooling_description": "CLS token, then the trained `mlp` projection head"}
+
+    def details(kept_step):
+        text = card(config, export=export, training_info={"dev": {**dev, "kept_step": kept_step}})
+        return text.split("## Model details", 1)[1].split("\n## ", 1)[0]
+
+    kept = details(0)
+    assert "Matryoshka dimensions | not trained: the training at 32, 16, 8 was discarded" in kept
+    assert "truncate_dim" not in kept and "trained with LoRA" not in kept and "the trained `mlp`" not in kept
+    trained = details(6)
+    assert "Matryoshka dimensions | trained at 32, 16, 8" in trained and "truncate_dim=8" in trained
+    assert "trained with LoRA (r=4)" in trained and "the trained `mlp`" in trained
+
+
 def test_a_card_made_for_a_folder_says_to_load_it_from_the_folder(tmp_path, monkeypatch):
     """A card rendered without a Hub repo said "Download from the Hub" above SentenceTransformer("/a/local/path")."""
     monkeypatch.chdir(tmp_path)
