@@ -4,7 +4,7 @@ folder written as ``onnx/model.onnx``, where sentence-transformers' ``backend="o
 ``attention_mask`` and, for encoders with segment embeddings, ``token_type_ids``; output ``last_hidden_state``; batch
 and sequence length free). ``quantize="int8"`` adds ONNX Runtime's dynamic int8 quantisation of it,
 ``onnx/model_qint8_quantized.onnx`` (the name sentence-transformers' ``export_dynamic_quantized_onnx_model`` gives a
-custom int8 configuration; load it with ``model_kwargs={"file_name": "onnx/model_qint8_quantized.onnx"}``).
+custom int8 configuration; run it with ``OnnxEncoder(folder, file_name="onnx/model_qint8_quantized.onnx")``).
 
 Why not sentence-transformers' own backend export: it goes through optimum's ONNX exporter (``optimum-onnx``), whose
 releases require transformers < 4.58 while hf_cse runs on transformers 5 (so that loader, which needs optimum too,
@@ -35,6 +35,8 @@ BACKENDS = ("torch", "onnx")
 QUANTIZATIONS = ("int8",)
 #: the packages the ONNX export needs (import name -> pip name)
 ONNX_PACKAGES = {"onnx": "onnx", "onnxruntime": "onnxruntime"}
+#: why sentence-transformers' ONNX backend is not the way to run the export here (the card's ONNX row)
+ST_ONNX_LOADER = "needs optimum-onnx, which does not install beside transformers 5 today"
 #: the embeddings of the ONNX model must match the PyTorch export's this closely (min cosine)
 MIN_COSINE = 0.9999
 
@@ -102,11 +104,10 @@ def describe_onnx(files: list[str]) -> str | None:
     """The card's line on the ONNX files (None without them)."""
     if not files:
         return None
-    line = (f"`{files[0]}` (ONNX Runtime): `SentenceTransformer(..., backend=\"onnx\")` loads it "
-            "(sentence-transformers' `[onnx]` extra)")
+    line = (f"`{files[0]}` (ONNX Runtime): `hf_cse.export.onnx.OnnxEncoder(folder)` runs it; it is laid out for "
+            f"`SentenceTransformer(..., backend=\"onnx\")` too, whose loader {ST_ONNX_LOADER}")
     if len(files) > 1:
-        line += (f"; `{files[1]}`, its dynamic int8 quantisation: add "
-                 f"`model_kwargs={{\"file_name\": \"{files[1]}\"}}`")
+        line += f"; `{files[1]}`, its dynamic int8 quantisation: `OnnxEncoder(folder, file_name=\"{files[1]}\")`"
     return line
 
 
@@ -159,7 +160,8 @@ class OnnxEncoder:
         unknown = [k for k in kinds if k not in ("Transformer", "Pooling", "Normalize")]
         if unknown:
             raise ExportError(f"{folder}: OnnxEncoder runs Transformer, Pooling and Normalize modules; this folder "
-                              f"also has {', '.join(unknown)}. Load it with SentenceTransformer(..., backend='onnx').")
+                              f"also has {', '.join(unknown)}. Load it with SentenceTransformer({str(folder)!r}) "
+                              "(PyTorch).")
         _check_onnx_file(folder, file_name)
         self.pooling = _pooling_mode(json.loads((folder / modules[kinds.index("Pooling")]["path"] / "config.json")
                                                 .read_text()))

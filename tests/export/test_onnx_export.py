@@ -131,8 +131,35 @@ def test_onnx_encoder_refuses_dense_modules(tmp_path):
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
         {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}]))
-    with pytest.raises(ExportError, match="also has Dense"):
+    with pytest.raises(ExportError, match="also has Dense") as err:
         OnnxEncoder(tmp_path)
+    assert "backend='onnx'" not in str(err.value)  # sentence-transformers' ONNX loader needs optimum-onnx
+
+
+@pytest.mark.parametrize("config, keep_projector, flags", [
+    ({"pooler_type": "cls", "mlp_only_train": True, "projector": "mlp"}, True,
+     "export it without --backend onnx, or without --keep_projector."),
+    ({"pooler_type": "cls", "mlp_only_train": False, "projector": "mlp"}, False, "export it without --backend onnx."),
+])
+def test_onnx_with_a_projection_head_is_refused_before_the_model_loads(config, keep_projector, flags, tmp_path,
+                                                                       monkeypatch, capsys):
+    """The export wrote an ONNX graph without the head, which OnnxEncoder refused to run and whose other loader
+    (sentence-transformers' backend='onnx') does not install beside transformers 5."""
+    from hf_cse.export import sentence_transformers as st_export
+
+    checkpoint = tmp_path / "run"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "hf_cse_simcse", **config}))
+    monkeypatch.setattr(st_export, "load_model", lambda *a: pytest.fail("the model was loaded"))
+    with pytest.raises(ExportError, match=r"^backend onnx runs Transformer, Pooling and Normalize modules on ONNX "
+                                          r"Runtime, and .* `mlp` projection head \(Dense modules"):
+        to_sentence_transformer(checkpoint, tmp_path / "out", backend="onnx", keep_projector=keep_projector)
+    argv = [str(checkpoint), str(tmp_path / "out"), "--backend", "onnx"] + (["--keep_projector"] if keep_projector
+                                                                           else [])
+    assert export_cli.main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flags in err[0], err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
