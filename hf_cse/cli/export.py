@@ -16,7 +16,7 @@ from ..checkpoints import unfinished_run
 from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
 from ..export.folders import check_export_folder
-from ..export.hub import check_repo_id, push_export
+from ..export.hub import check_can_push, check_repo_id, push_export
 from ..export.onnx import BACKENDS, INT8_FILE, QUANTIZATIONS, check_onnx_backend
 from ..export.sources import (
     check_clear_of_source,
@@ -113,6 +113,7 @@ def export_from_args(argv: list[str] | None = None) -> int:
         raise InputError(unfinished)
     if args.push_to_hub:
         check_repo_id(args.push_to_hub, "--push_to_hub")  # before the export it would end
+        check_can_push(args.push_to_hub, args.token, "token", "push the export later")
     out_dir = Path(args.out_dir).expanduser()
     checkpoint_config = source_config(args.checkpoint)
     check_onnx_head(args.backend, checkpoint_config, args.keep_projector)

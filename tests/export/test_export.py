@@ -728,6 +728,33 @@ def test_run_unsup_push_with_the_hub_unreachable_fails_before_training(tiny_bert
     assert not (tmp_path / "out" / "config.json").exists()
 
 
+@pytest.mark.parametrize("offline, said", [
+    (True, "hf-cse-export: error: --push_to_hub someone/x: the Hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE): "
+           "unset it, or drop --push_to_hub and push the export later"),
+    (False, "hf-cse-export: error: --push_to_hub someone/x: not logged in to the Hugging Face Hub; log in with "
+            "`huggingface-cli login` (or `hf auth login`), set HF_TOKEN, or pass --token."),
+])
+def test_the_export_command_refuses_a_push_it_cannot_make_before_the_model_loads(offline, said, tmp_path,
+                                                                                 monkeypatch, capsys):
+    """The whole export ran (minutes for a real model), then the push found the Hub offline or no login."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    from hf_cse import hub_reach
+    from hf_cse.cli import export as export_cli
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+    monkeypatch.setattr(hub_reach, "hub_unreachable", lambda: None)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    monkeypatch.setattr(export_cli, "source_config", lambda *a: pytest.fail("the checkpoint was read"))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text('{"model_type": "hf_cse_simcse"}')
+    assert export_cli.main([str(tmp_path / "run"), str(tmp_path / "out"), "--push_to_hub", "someone/x"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(said), err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_the_run_folder_loads_as_its_export_in_sentence_transformers_without_hf_cse(tiny_bert_dir, tok, tmp_path,
                                                                                      sentences):
