@@ -139,19 +139,31 @@ def transformer_module_path(modules: Any) -> str | None:
 
 
 def own_max_seq_length(name_or_path: str, revision: str | None = None) -> int | None:
-    """The truncation length a sentence-transformers model folder / Hub repo is served with (its Transformer
-    module's ``sentence_bert_config.json``, or the tokenizer's ``model_max_length`` where sentence-transformers 6
-    keeps it): all-MiniLM-L6-v2 says 256 of its 512 positions. None for a plain Hugging Face encoder."""
+    """The truncation length a sentence-transformers model folder / Hub repo is served with, decided as
+    sentence-transformers 6.2 decides it when it loads the model: its Transformer module's
+    ``sentence_bert_config.json`` ``max_seq_length`` (written before sentence-transformers 6), else the tokenizer's
+    ``model_max_length`` capped at the encoder's ``max_position_embeddings``: all-MiniLM-L6-v2 says 256 of its 512
+    positions. None for a plain Hugging Face encoder, or where neither file names a length."""
     folder = transformer_module_path(read_model_json(str(name_or_path), "modules.json", revision))
     if folder is None:
         return None
-    for filename, key in (("sentence_bert_config.json", "max_seq_length"), ("tokenizer_config.json",
-                                                                         "model_max_length")):
-        settings = read_model_json(str(name_or_path), f"{folder}/{filename}" if folder else filename, revision)
+
+    def read(filename: str) -> Any:
+        return read_model_json(str(name_or_path), f"{folder}/{filename}" if folder else filename, revision)
+
+    def length(settings: Any, key: str) -> int | None:
         value = settings.get(key) if isinstance(settings, Mapping) else None
-        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000:
-            return value
-    return None
+        # a tokenizer saved without a length has a huge placeholder (transformers' VERY_LARGE_INTEGER): none
+        return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1_000_000 else None
+
+    legacy = length(read("sentence_bert_config.json"), "max_seq_length")
+    if legacy is not None:
+        return legacy
+    tokenizer_length = length(read("tokenizer_config.json"), "model_max_length")
+    positions = _max_positions(read("config.json"))
+    if tokenizer_length is None or isinstance(positions, bool) or not isinstance(positions, int) or positions == -1:
+        return tokenizer_length  # xlnet's -1: no position limit, sentence-transformers does not cap
+    return min(tokenizer_length, positions)
 
 
 def takes_token_type_ids(encoder_config: Any) -> bool:

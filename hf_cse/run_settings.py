@@ -59,11 +59,12 @@ TRAINER_SETTINGS = ("no_duplicates_in_batch", "stream_shuffle_buffer")
 #: function on the real tokens only): the command line never records them either
 SPEED_ONLY_CONFIG_FIELDS = ("padding_free",)
 #: method config fields that do not define the run a checkpoint continues: its weights are the checkpoint's whatever
-#: encoder the model was built from (``base_encoder``, ``encoder_config``), attention computes the same either way
+#: encoder the model was built from (``base_encoder``, ``base_encoder_local``, ``encoder_config``), attention
+#: computes the same either way
 #: (``encoder_attention``), ``pooler_source`` only words where the pooling came from, and
 #: ``encoder_max_seq_length`` is the length the encoder is served with, not trained with
-NOT_COMPARED_CONFIG_FIELDS = (*SPEED_ONLY_CONFIG_FIELDS, "base_encoder", "encoder_config", "encoder_attention",
-                              "pooler_source", "encoder_max_seq_length")
+NOT_COMPARED_CONFIG_FIELDS = (*SPEED_ONLY_CONFIG_FIELDS, "base_encoder", "base_encoder_local", "encoder_config",
+                              "encoder_attention", "pooler_source", "encoder_max_seq_length")
 #: the name of the training set among the settings (the trainer's argument)
 DATA_SETTING = "train_dataset"
 #: rows of the training set whose token ids are hashed (evenly spaced, the first and the last among them)

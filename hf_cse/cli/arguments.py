@@ -26,9 +26,10 @@ from ..number_lists import parse_float_list, parse_int_list
 from ..objectives import DCL, objectives_for
 from ..presets import PRESETS
 
-#: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder, pooler_source,
-#: encoder_max_seq_length) or built from the loss flags (objectives)
-NOT_FLAGS = ("encoder_config", "base_encoder", "objectives", "pooler_source", "encoder_max_seq_length")
+#: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder,
+#: base_encoder_local, pooler_source, encoder_max_seq_length) or built from the loss flags (objectives)
+NOT_FLAGS = ("encoder_config", "base_encoder", "base_encoder_local", "objectives", "pooler_source",
+             "encoder_max_seq_length")
 
 
 def _method_configs() -> dict[str, type]:

@@ -16,11 +16,12 @@ from ..checkpoints import unfinished_run
 from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
 from ..export.folders import check_export_folder
-from ..export.hub import check_repo_id, push_export
+from ..export.hub import check_can_push, check_repo_id, push_export
 from ..export.onnx import BACKENDS, INT8_FILE, QUANTIZATIONS, check_onnx_backend
 from ..export.sources import (
     check_clear_of_source,
     check_export_length,
+    check_onnx_head,
     check_results_length,
     check_results_model,
     check_results_pooler,
@@ -112,8 +113,10 @@ def export_from_args(argv: list[str] | None = None) -> int:
         raise InputError(unfinished)
     if args.push_to_hub:
         check_repo_id(args.push_to_hub, "--push_to_hub")  # before the export it would end
+        check_can_push(args.push_to_hub, args.token, "token", "push the export later")
     out_dir = Path(args.out_dir).expanduser()
     checkpoint_config = source_config(args.checkpoint)
+    check_onnx_head(args.backend, checkpoint_config, args.keep_projector)
     check_clear_of_source(out_dir, args.checkpoint, checkpoint_config)
     check_export_folder(out_dir, args.overwrite)
     check_export_length(args.max_seq_length, checkpoint_config.get("encoder_config"),

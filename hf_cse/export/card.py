@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.results import EvalResults
-from ..model_card import resolve_base_model
+from ..model_card import base_encoder_unknown, resolve_base_model
 from ..writing import json_safe, write_json_atomic, write_text_atomic
 from .modules import HF_CSE_CONFIG_FILE, without_local_paths
 
@@ -37,7 +37,9 @@ def record_card_inputs(folder: Path, config, *, model_id: str, export: Mapping[s
     record = {"model_id": model_id, "title": title, "export": dict(export), "files": files,
               "eval_results": eval_results.to_dict() if eval_results else {},
               "training_info": without_local_paths(json_safe(training_info or {})),
-              "base_model": resolve_base_model(base), "base_encoder_name": Path(base).name if base else None}
+              "base_model": resolve_base_model(base, getattr(config, "base_encoder_local", None)),
+              "base_encoder_name": Path(base).name if base else None,
+              "base_encoder_unknown": base_encoder_unknown(config)}
     write_json_atomic(folder / CARD_INPUTS_FILE, record)
 
 
@@ -65,9 +67,11 @@ def _recorded_config(folder: Path, record: Mapping[str, Any]):
 
     data = json.loads((Path(folder) / HF_CSE_CONFIG_FILE).read_text(encoding="utf-8"))
     if record["base_model"]:
-        data["base_encoder"] = record["base_model"]
-    elif record["base_encoder_name"]:  # a local folder: given as an absolute path, so it is not read as a Hub id
+        data["base_encoder"], data["base_encoder_local"] = record["base_model"], False
+    elif record["base_encoder_name"] and not record.get("base_encoder_unknown"):
+        # a local folder: given as an absolute path, so it is not read as a Hub id
         data["base_encoder"] = str(Path(Path(folder).resolve().anchor) / record["base_encoder_name"])
+        data["base_encoder_local"] = True
     return CONFIG_MAPPING[data["model_type"]].from_dict(data)
 
 

@@ -35,6 +35,23 @@ def check_repo_id(repo_id: str, field: str = "repo_id") -> None:
                            ) from None
 
 
+def check_can_push(repo_id: str, token: str | None, token_field: str, later: str) -> None:
+    """Before the work a push to ``repo_id`` would end (a training, an export), so that it is not found only after:
+    the Hub reachable and not switched off, and a token (``token``, given as ``token_field``, or a stored login).
+    ``later``: what the user could do instead of pushing now."""
+    from huggingface_hub import constants, get_token
+
+    offline_if_unreachable()  # a machine without network cannot push
+    if constants.HF_HUB_OFFLINE:
+        raise HubPushError(f"push_to_hub {repo_id}: {offline_fix()}, or drop push_to_hub and {later}, with "
+                           "hf_cse.export.push_export or the export command's push_to_hub (either names "
+                           f"{repo_id} in its card; `hf upload` would not).", fields=("push_to_hub",))
+    if not (token or get_token()):
+        raise HubPushError(f"push_to_hub {repo_id}: not logged in to the Hugging Face Hub; log in with "
+                           f"`huggingface-cli login` (or `hf auth login`), set HF_TOKEN, or pass {token_field}.",
+                           fields=("push_to_hub", token_field))
+
+
 def upload_patterns(out: Path) -> dict[str, list[str]]:
     """What a push of the export in ``out`` uploads and replaces in its repo: the files the export wrote (not a user's
     own files kept beside them in the folder, nor the card's recorded inputs), and in the repo every file an earlier
@@ -100,18 +117,9 @@ def take_over_hub_push(training_args, model=None) -> str | None:
     :func:`hf_cse.export.sources.check_pushable`)."""
     if not getattr(training_args, "push_to_hub", False):
         return None
-    from huggingface_hub import constants, get_token
-
     repo_id = training_args.hub_model_id or Path(training_args.output_dir).absolute().name
     check_repo_id(repo_id, "hub_model_id" if training_args.hub_model_id else "push_to_hub: the output folder's name")
-    offline_if_unreachable()  # known now, not after the training: a machine without network cannot push
-    if constants.HF_HUB_OFFLINE:
-        raise HubPushError(f"push_to_hub {repo_id}: {offline_fix()}, or drop push_to_hub and push the run's export "
-                           "once trained, with hf_cse.export.push_export or the export command's push_to_hub (either "
-                           f"names {repo_id} in its card; `hf upload` would not).")
-    if not (training_args.hub_token or get_token()):
-        raise HubPushError(f"push_to_hub {repo_id}: not logged in to the Hugging Face Hub; log in with "
-                           "`huggingface-cli login` (or `hf auth login`), set HF_TOKEN, or pass hub_token.")
+    check_can_push(repo_id, training_args.hub_token, "hub_token", "push the run's export once trained")
     test_pooler = getattr(getattr(model, "config", None), "test_pooler", None)
     if isinstance(test_pooler, str):
         check_pushable(type(model), test_pooler, repo_id)

@@ -180,4 +180,7 @@ def without_local_paths(value: Any, name_of=lambda path: Path(path).name) -> Any
 
 def public_config_dict(config) -> dict[str, Any]:
     """The hf_cse config for publishing: local paths (base encoder, generator...) become Hub ids or folder names."""
-    return without_local_paths(config.to_dict(), lambda path: resolve_base_model(path) or Path(path).name)
+    data = without_local_paths(config.to_dict(), lambda path: resolve_base_model(path) or Path(path).name)
+    if data.get("base_encoder_local") and resolve_base_model(config.base_encoder, local=True):
+        data["base_encoder_local"] = False  # published as its Hub id (the packaged encoder, a Hub-cache snapshot)
+    return data

@@ -4,7 +4,7 @@ folder written as ``onnx/model.onnx``, where sentence-transformers' ``backend="o
 ``attention_mask`` and, for encoders with segment embeddings, ``token_type_ids``; output ``last_hidden_state``; batch
 and sequence length free). ``quantize="int8"`` adds ONNX Runtime's dynamic int8 quantisation of it,
 ``onnx/model_qint8_quantized.onnx`` (the name sentence-transformers' ``export_dynamic_quantized_onnx_model`` gives a
-custom int8 configuration; load it with ``model_kwargs={"file_name": "onnx/model_qint8_quantized.onnx"}``).
+custom int8 configuration; run it with ``OnnxEncoder(folder, file_name="onnx/model_qint8_quantized.onnx")``).
 
 Why not sentence-transformers' own backend export: it goes through optimum's ONNX exporter (``optimum-onnx``), whose
 releases require transformers < 4.58 while hf_cse runs on transformers 5 (so that loader, which needs optimum too,
@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..embedding_shape import truncated_and_normalized, unit_rows
+from ..encoders import encoder_max_length, own_max_seq_length
 from .errors import ExportError
 
 ONNX_FILE = "onnx/model.onnx"
@@ -34,6 +35,8 @@ BACKENDS = ("torch", "onnx")
 QUANTIZATIONS = ("int8",)
 #: the packages the ONNX export needs (import name -> pip name)
 ONNX_PACKAGES = {"onnx": "onnx", "onnxruntime": "onnxruntime"}
+#: why sentence-transformers' ONNX backend is not the way to run the export here (the card's ONNX row)
+ST_ONNX_LOADER = "needs optimum-onnx, which does not install beside transformers 5 today"
 #: the embeddings of the ONNX model must match the PyTorch export's this closely (min cosine)
 MIN_COSINE = 0.9999
 
@@ -101,11 +104,10 @@ def describe_onnx(files: list[str]) -> str | None:
     """The card's line on the ONNX files (None without them)."""
     if not files:
         return None
-    line = (f"`{files[0]}` (ONNX Runtime): `SentenceTransformer(..., backend=\"onnx\")` loads it "
-            "(sentence-transformers' `[onnx]` extra)")
+    line = (f"`{files[0]}` (ONNX Runtime): `hf_cse.export.onnx.OnnxEncoder(folder)` runs it; it is laid out for "
+            f"`SentenceTransformer(..., backend=\"onnx\")` too, whose loader {ST_ONNX_LOADER}")
     if len(files) > 1:
-        line += (f"; `{files[1]}`, its dynamic int8 quantisation: add "
-                 f"`model_kwargs={{\"file_name\": \"{files[1]}\"}}`")
+        line += f"; `{files[1]}`, its dynamic int8 quantisation: `OnnxEncoder(folder, file_name=\"{files[1]}\")`"
     return line
 
 
@@ -136,7 +138,8 @@ def _checked_truncate_dim(truncate_dim) -> int | None:
 
 class OnnxEncoder:
     """A sentence-transformers folder with an ONNX model, run on ONNX Runtime: the folder's tokenizer
-    (``tokenizer.json``), its truncation length, lower-casing and default prompt, its Pooling mode and Normalize
+    (``tokenizer.json``), its truncation length (the one ``SentenceTransformer(folder)`` serves,
+    :func:`hf_cse.encoders.own_max_seq_length`), lower-casing and default prompt, its Pooling mode and Normalize
     module. Dense
     modules (a kept projection head) are not run here: refused. ``truncate_dim`` (here or per :meth:`encode`) keeps
     the embeddings' leading values, as ``SentenceTransformer(..., truncate_dim=...)`` does (a Matryoshka model's
@@ -157,20 +160,25 @@ class OnnxEncoder:
         unknown = [k for k in kinds if k not in ("Transformer", "Pooling", "Normalize")]
         if unknown:
             raise ExportError(f"{folder}: OnnxEncoder runs Transformer, Pooling and Normalize modules; this folder "
-                              f"also has {', '.join(unknown)}. Load it with SentenceTransformer(..., backend='onnx').")
+                              f"also has {', '.join(unknown)}. Load it with SentenceTransformer({str(folder)!r}) "
+                              "(PyTorch).")
         _check_onnx_file(folder, file_name)
         self.pooling = _pooling_mode(json.loads((folder / modules[kinds.index("Pooling")]["path"] / "config.json")
                                                 .read_text()))
         self.normalize = "Normalize" in kinds
+        #: the served length, as SentenceTransformer(folder) reads it; else the encoder's positions (None: no limit)
+        self.max_length = own_max_seq_length(str(folder)) or encoder_max_length(
+            json.loads((folder / "config.json").read_text()))
+        # sentence-transformers 6 writes lower-casing into tokenizer.json (its normaliser); older exports said it here
         settings = json.loads((folder / "sentence_bert_config.json").read_text())
-        self.max_length = int(settings.get("max_seq_length") or 512)
         self.lower = bool(settings.get("do_lower_case"))
         st_config = folder / "config_sentence_transformers.json"
         st_config = json.loads(st_config.read_text()) if st_config.is_file() else {}
         #: the default prompt (the model config's ``prompt``), prepended as sentence-transformers' encode does
         self.prompt = (st_config.get("prompts") or {}).get(st_config.get("default_prompt_name") or "", "")
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.enable_truncation(self.max_length)
+        if self.max_length is not None:
+            self.tokenizer.enable_truncation(self.max_length)
         self.tokenizer.no_padding()  # a tokenizer.json may pad to a fixed length; the batches are padded here
         options = ort.SessionOptions()
         if threads:

@@ -33,6 +33,7 @@ from .sources import (
     MAX_EXPORT_LENGTH,
     check_clear_of_source,
     check_export_length,
+    check_onnx_head,
     check_results_export_weights,
     check_results_length,
     check_results_model,
@@ -109,6 +110,7 @@ def to_sentence_transformer(
     hold_folder(out_dir, "out_dir")  # one export at a time into a folder; released when this function ends
     recover_leftovers(out_dir)
     source = source_config(model_or_path)
+    check_onnx_head(backend, source, keep_projector)
     check_clear_of_source(out_dir, model_or_path, source)
     check_export_folder(out_dir, overwrite)  # fail before loading anything
     check_export_length(max_seq_length, source.get("encoder_config"), source.get("base_encoder") or "")

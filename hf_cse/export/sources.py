@@ -15,7 +15,7 @@ from ..encoders import encoder_max_length, read_model_json, seq_length_problem
 from ..evaluation.results import EvalResults
 from ..files import weights_fingerprint
 from ..folder_lock import held_here
-from ..models.pooling import ST_POOLING_MODES, exported_pooler, pooler_at_test
+from ..models.pooling import ST_POOLING_MODES, applies_projector, exported_pooler, pooler_at_test
 from ..output_folder import same_or_inside
 from ..run_files import RUN_EXPORT_FOLDER
 from ..trainer_folder import runs_holding
@@ -225,6 +225,22 @@ def exported_pooler_of(config: dict[str, Any], keep_projector: bool) -> str | No
         return None
     test = pooler_at_test(config["pooler_type"], config.get("mlp_only_train", True), config.get("projector", "mlp"))
     return exported_pooler(test, keep_projector)
+
+
+def check_onnx_head(backend: str, config: dict[str, Any], keep_projector: bool) -> None:
+    """Refuse backend onnx for an export with a projection head (Dense modules: kept on request, or used by the test
+    embedding), in one line before loading: its ONNX graph is the Transformer module alone, and
+    :class:`hf_cse.export.onnx.OnnxEncoder` runs Transformer, Pooling and Normalize modules only."""
+    projector = config.get("projector", "mlp")
+    if backend != "onnx" or projector == "none" or not config.get("pooler_type"):
+        return
+    used = applies_projector(pooler_at_test(config["pooler_type"], config.get("mlp_only_train", True), projector))
+    if keep_projector or used:
+        why = "this model's embedding goes through" if used else "keep_projector keeps"
+        raise ExportError(f"backend onnx runs Transformer, Pooling and Normalize modules on ONNX Runtime, and "
+                          f"{why} its `{projector}` projection head (Dense modules, which it does not run): export "
+                          f"it without backend onnx{'' if used else ', or without keep_projector'}.",
+                          fields=("backend",) if used else ("backend", "keep_projector"))
 
 
 def check_results_pooler(results: EvalResults, exported: str | None, source: str = "eval_results") -> None:

@@ -53,6 +53,7 @@ from .text import fmt, table
 
 __all__ = [
     "ModelCardError",
+    "base_encoder_unknown",
     "card_metadata",
     "cited_papers",
     "eval_scores",
@@ -69,21 +70,48 @@ TEMPLATE = Path(__file__).resolve().parent.parent / "resources" / "model_card_te
 _HUB_ID = r"[\w.-]+(/[\w.-]+)?"
 
 
-def resolve_base_model(base_encoder: str | None) -> str | None:
+def resolve_base_model(base_encoder: str | None, local: bool | None = None) -> str | None:
     """The Hub id of the encoder training started from, when there is one.
 
-    Hub ids pass through; a local Hub-cache snapshot (``models--org--name/snapshots/...``) and the packaged
-    default encoder map to their repos; other local folders have no Hub id (None).
+    ``local``: the config's ``base_encoder_local``, what the training recorded (None: a checkpoint from before it
+    was). Hub ids pass through; a local Hub-cache snapshot (``models--org--name/snapshots/...``) and the packaged
+    default encoder map to their repos; other local folders have no Hub id (None), found or not. An older record
+    that is neither a folder from here nor an absolute path (``models/stbert``: a folder relative to where training
+    ran, or a Hub id) counts as a Hub id only where this machine's Hub cache holds that repo; else None.
     """
     if not base_encoder:
         return None
     path = Path(base_encoder).expanduser()
-    if not path.exists():
-        return base_encoder if re.fullmatch(_HUB_ID, base_encoder) else None
+    if local is False or _older_relative_record(base_encoder, local):
+        hub_id = base_encoder if re.fullmatch(_HUB_ID, base_encoder) else None
+        return hub_id if local is False or (hub_id and _in_hub_cache(hub_id)) else None
     match = re.search(r"models--([^/\\]+)--([^/\\]+)[/\\]snapshots", str(path.resolve()))
     if match:
         return f"{match.group(1)}/{match.group(2)}"
-    return DEFAULT_ENCODER_HUB_ID if is_packaged_encoder(path) else None
+    return DEFAULT_ENCODER_HUB_ID if path.exists() and is_packaged_encoder(path) else None
+
+
+def base_encoder_unknown(config) -> bool:
+    """Whether the card cannot tell a local encoder from a Hub id: an older record, shaped like a Hub id, that
+    :func:`resolve_base_model` does not find in the Hub cache."""
+    base, local = config.base_encoder, getattr(config, "base_encoder_local", None)
+    return bool(base) and _older_relative_record(base, local) and re.fullmatch(_HUB_ID, base) is not None \
+        and not _in_hub_cache(base)
+
+
+def _older_relative_record(base_encoder: str, local: bool | None) -> bool:
+    """A record from before ``base_encoder_local`` that is neither a folder from here nor an absolute path."""
+    path = Path(base_encoder).expanduser()
+    return local is None and not path.exists() and not path.is_absolute()
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # a name the Hub client refuses as a repo id
+        return False
 
 
 def card_metadata(text: str) -> dict[str, Any]:
@@ -168,7 +196,9 @@ def _summary(config, papers, embedding_dim: int, base_label: str) -> str:
     )
 
 
-def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
+def _model_details(config, export: Mapping[str, Any], base_label: str, untrained: bool = False) -> str:
+    """The model-details table; ``untrained``: the run kept the untrained encoder (:func:`kept_untrained`), so no
+    row may say what training gave these weights."""
     enc = config.encoder_config
     enc = enc if isinstance(enc, Mapping) else enc.to_dict()
     rows = [
@@ -179,19 +209,27 @@ def _model_details(config, export: Mapping[str, Any], base_label: str) -> str:
         ("Output dimension", fmt(export["embedding_dimension"])),
         ("Maximum sequence length", f"{export['max_seq_length']} tokens"),
         ("Similarity function", "cosine"),
-        ("Pooling", export["pooling_description"]),
+        ("Pooling", export["pooling_description"].replace(", then the trained `", ", then the untrained `")
+         if untrained else export["pooling_description"]),
         ("Projection head", export["projector_description"]),
     ]
     if export.get("adapter_description"):
-        rows.append(("Adapters", export["adapter_description"]))
+        rows.append(("Adapters", "none in effect: the LoRA training was discarded with the rest of training (these "
+                     "are the untrained encoder's weights)" if untrained else export["adapter_description"]))
     if export.get("onnx_description"):
         rows.append(("ONNX", export["onnx_description"]))
     if getattr(config, "matryoshka_dims", None):
         dims, weights = config.matryoshka_dims, config.matryoshka_weights
-        rows.append(("Matryoshka dimensions", f"trained at {', '.join(map(str, dims))} (loss weights "
-                     f"{', '.join(f'{w:g}' for w in weights)}): the first d coordinates are an embedding on their own; "
-                     f"`SentenceTransformer(..., truncate_dim={dims[-1]})` serves them, not normalised again: compare "
-                     "them by cosine similarity (the model's own), not by dot product"))
+        if untrained:
+            rows.append(("Matryoshka dimensions", f"not trained: the training at {', '.join(map(str, dims))} was "
+                         "discarded with the rest of training (these are the untrained encoder's weights), so its "
+                         "leading coordinates were never trained as an embedding of their own; serve the whole "
+                         "embedding"))
+        else:
+            rows.append(("Matryoshka dimensions", f"trained at {', '.join(map(str, dims))} (loss weights "
+                         f"{', '.join(f'{w:g}' for w in weights)}): the first d coordinates are an embedding on their "
+                         f"own; `SentenceTransformer(..., truncate_dim={dims[-1]})` serves them, not normalised "
+                         "again: compare them by cosine similarity (the model's own), not by dot product"))
     modules = "\n".join(f"  ({i}): {m}" for i, m in enumerate(export["modules"]))
     return table(("Property", "Value"), rows) + f"\n\nModule stack:\n\n```\nSentenceTransformer(\n{modules}\n)\n```"
 
@@ -249,9 +287,13 @@ def render_model_card(
     info = dict(training_info or {})
     results = read_eval_results(eval_results)
     papers = papers_for(config)
-    base_model = info.get("base_model") or resolve_base_model(config.base_encoder)
+    base_model = info.get("base_model") or resolve_base_model(config.base_encoder,
+                                                              getattr(config, "base_encoder_local", None))
     if base_model:
         base_label = f"[{base_model}](https://huggingface.co/{base_model})"
+    elif base_encoder_unknown(config):
+        base_label = (f"an encoder recorded as `{config.base_encoder}` (a folder relative to where training ran, or "
+                      "a Hub id: this checkpoint does not say which)")
     elif config.base_encoder:
         base_label = f"a local encoder (`{Path(config.base_encoder).name}`)"
     else:
@@ -272,7 +314,7 @@ def render_model_card(
             usage_snippet=_usage_snippet(st_card, model_id, export.get("custom_code", False)),
             loading=("the folder's own module code (see the limitations) loads with `trust_remote_code=True`"
                      if export.get("custom_code") else "the model loads without custom code"),
-            model_details=_model_details(config, export, base_label),
+            model_details=_model_details(config, export, base_label, kept_untrained(info.get("dev"))),
             method=method_section(config, papers, (info.get("data") or {}).get("pair_data")),
             training_data=training_data_section(info),
             hyperparameters=hyperparameters_section(config, info),

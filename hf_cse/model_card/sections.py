@@ -221,7 +221,8 @@ def method_fields(config) -> dict[str, tuple[Any, str]]:
 
 def hyperparameters_section(config, info: Mapping[str, Any]) -> str:
     rows = [(f"`{name}`", fmt(value), " ".join(str(meaning).split()).replace("|", "\\|"))
-            for name, (value, meaning) in method_fields(config).items() if name != "base_encoder"]
+            for name, (value, meaning) in method_fields(config).items()
+            if name not in ("base_encoder", "base_encoder_local")]
     parts = ["Method configuration (`config.json` of the hf_cse checkpoint; the objectives are listed above):", "",
              table(("Field", "Value", "Meaning"), rows)]
     args = {k: v for k, v in (info.get("training_args") or {}).items() if not _PRIVATE_ARG.search(k)}

@@ -227,8 +227,11 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         if trust_remote_code:  # so that build_encoder (from_pretrained, DiffCSE's discriminator) finds the class
             AutoModel.register(type(enc_config), type(encoder), exist_ok=True)
         head = load_mlm_head(name_or_path, config.build_encoder_config(), **remote) if config.do_mlm else None
-        encoder.config.name_or_path = str(name_or_path)
-        config.base_encoder = str(name_or_path)
+        # a local folder absolute: a relative path read from another folder would pass for a Hub id
+        config.base_encoder_local = Path(str(name_or_path)).expanduser().is_dir()
+        config.base_encoder = (str(Path(str(name_or_path)).expanduser().resolve()) if config.base_encoder_local
+                               else str(name_or_path))
+        encoder.config.name_or_path = config.base_encoder
         config.encoder_max_seq_length = own_max_seq_length(str(name_or_path))
         model = cls(config, encoder=encoder.train())  # a fresh model trains: from_pretrained left it in eval mode
         if head is not None:

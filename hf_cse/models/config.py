@@ -125,6 +125,9 @@ class CSEConfig(PretrainedConfig):
                 "off_dropout_infonce"})
     off_dropout_grad: bool = field(default=True, metadata={"help": "gradients through the dropout-free pass"})
     base_encoder: str | None = field(default=None, metadata={"help": "encoder the training started from"})
+    base_encoder_local: bool | None = field(default=None, metadata={
+        "help": "whether base_encoder is a local folder (recorded as an absolute path) rather than a Hub id (set by "
+                "from_encoder; not set: a checkpoint from before it was recorded)"})
     encoder_max_seq_length: int | None = field(default=None, metadata={
         "help": "the truncation length the encoder was served with, a sentence-transformers model's max_seq_length "
                 "(set by from_encoder): the default of evaluation and the export; not set = the encoder's position "

@@ -197,7 +197,8 @@ def test_packaged_minilm_export(minilm_dir, tmp_path, sentences):
     assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     # nothing machine-local is published: local paths became the Hub id
     assert str(minilm_dir) not in "".join(p.read_text() for p in out.rglob("*.json"))
-    assert json.loads((out / "hf_cse_config.json").read_text())["base_encoder"] == meta["base_model"]
+    published = json.loads((out / "hf_cse_config.json").read_text())
+    assert (published["base_encoder"], published["base_encoder_local"]) == (meta["base_model"], False)
 
 
 def test_max_seq_length_can_be_lowered_but_not_above_the_encoder_limit(tiny_bert_dir, tok, tmp_path):
@@ -233,6 +234,23 @@ def test_a_sentence_transformers_encoders_own_length_is_the_default_of_the_expor
     # sentence-transformers before 6 kept it in sentence_bert_config.json (all-MiniLM-L6-v2's 256)
     (tmp_path / "encoder" / "sentence_bert_config.json").write_text('{"max_seq_length": 24}')
     assert own_max_seq_length(str(tmp_path / "encoder")) == 24
+
+
+def test_the_served_length_is_capped_at_the_encoders_positions_as_sentence_transformers_caps_it(tmp_path):
+    """sentence-transformers 6.2 serves min(tokenizer model_max_length, max_position_embeddings) when
+    sentence_bert_config.json names no max_seq_length; a tokenizer saved without a length names none."""
+    from hf_cse.encoders import own_max_seq_length
+
+    (tmp_path / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "",
+                                                        "type": "sentence_transformers.models.Transformer"}]))
+    (tmp_path / "sentence_bert_config.json").write_text('{"transformer_task": "feature-extraction"}')
+    (tmp_path / "config.json").write_text('{"model_type": "bert", "max_position_embeddings": 64}')
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": 512}')
+    assert own_max_seq_length(str(tmp_path)) == 64
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": 48}')
+    assert own_max_seq_length(str(tmp_path)) == 48
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": 1000000000000000019884624838656}')
+    assert own_max_seq_length(str(tmp_path)) is None
 
 
 def test_round_trip_save_export_load_gives_identical_vectors(tiny_bert_dir, tok, tmp_path, sentences):
@@ -708,6 +726,33 @@ def test_run_unsup_push_with_the_hub_unreachable_fails_before_training(tiny_bert
                                            "the network, or drop push_to_hub"):
         train_cli.train_from_args(_run_unsup_args(tiny_bert_dir, tmp_path, "--push_to_hub"))
     assert not (tmp_path / "out" / "config.json").exists()
+
+
+@pytest.mark.parametrize("offline, said", [
+    (True, "hf-cse-export: error: --push_to_hub someone/x: the Hub is offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE): "
+           "unset it, or drop --push_to_hub and push the export later"),
+    (False, "hf-cse-export: error: --push_to_hub someone/x: not logged in to the Hugging Face Hub; log in with "
+            "`huggingface-cli login` (or `hf auth login`), set HF_TOKEN, or pass --token."),
+])
+def test_the_export_command_refuses_a_push_it_cannot_make_before_the_model_loads(offline, said, tmp_path,
+                                                                                 monkeypatch, capsys):
+    """The whole export ran (minutes for a real model), then the push found the Hub offline or no login."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    from hf_cse import hub_reach
+    from hf_cse.cli import export as export_cli
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+    monkeypatch.setattr(hub_reach, "hub_unreachable", lambda: None)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    monkeypatch.setattr(export_cli, "source_config", lambda *a: pytest.fail("the checkpoint was read"))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text('{"model_type": "hf_cse_simcse"}')
+    assert export_cli.main([str(tmp_path / "run"), str(tmp_path / "out"), "--push_to_hub", "someone/x"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(said), err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow

@@ -67,6 +67,26 @@ def test_a_run_that_kept_the_untrained_encoder_says_so_first():
     assert "unchanged**" not in trained and "untrained encoder's" not in trained
 
 
+def test_a_matryoshka_run_that_kept_the_untrained_encoder_does_not_say_its_dimensions_were_trained():
+    """The card said the weights were the untrained encoder's and, rows below, that its 8- and 16-dimensional
+    prefixes were trained as embeddings of their own and could be served truncated."""
+    dev = {"metric": "stsb_spearman", "before": 47.83, "after": 44.53, "delta": -3.3}
+    config = config_for(matryoshka_dims=[32, 16, 8], projector="none", lora_r=4)
+    export = {**EXPORT, "adapter_description": "trained with LoRA (r=4), merged into these weights",
+              "pooling_description": "CLS token, then the trained `mlp` projection head"}
+
+    def details(kept_step):
+        text = card(config, export=export, training_info={"dev": {**dev, "kept_step": kept_step}})
+        return text.split("## Model details", 1)[1].split("\n## ", 1)[0]
+
+    kept = details(0)
+    assert "Matryoshka dimensions | not trained: the training at 32, 16, 8 was discarded" in kept
+    assert "truncate_dim" not in kept and "trained with LoRA" not in kept and "the trained `mlp`" not in kept
+    trained = details(6)
+    assert "Matryoshka dimensions | trained at 32, 16, 8" in trained and "truncate_dim=8" in trained
+    assert "trained with LoRA (r=4)" in trained and "the trained `mlp`" in trained
+
+
 def test_a_card_made_for_a_folder_says_to_load_it_from_the_folder(tmp_path, monkeypatch):
     """A card rendered without a Hub repo said "Download from the Hub" above SentenceTransformer("/a/local/path")."""
     monkeypatch.chdir(tmp_path)
@@ -198,8 +218,8 @@ def test_training_curves_section_only_when_recorded():
 # --------------------------------------------------------------------------------------------- base model
 def test_resolve_base_model(tmp_path):
     assert resolve_base_model(None) is None
-    assert resolve_base_model("bert-base-uncased") == "bert-base-uncased"
-    assert resolve_base_model("princeton-nlp/unsup-simcse-bert-base-uncased") == \
+    assert resolve_base_model("bert-base-uncased", local=False) == "bert-base-uncased"
+    assert resolve_base_model("princeton-nlp/unsup-simcse-bert-base-uncased", local=False) == \
         "princeton-nlp/unsup-simcse-bert-base-uncased"
     assert resolve_base_model(str(tmp_path)) is None  # a local folder has no Hub id
     snapshot = tmp_path / "models--org--encoder" / "snapshots" / "abc123"
@@ -207,6 +227,46 @@ def test_resolve_base_model(tmp_path):
     assert resolve_base_model(str(snapshot)) == "org/encoder"
     if packaged_encoder_path() is not None:
         assert resolve_base_model(packaged_encoder_path()) == DEFAULT_ENCODER_HUB_ID
+
+
+def test_a_local_encoder_is_never_read_as_a_hub_id(tmp_path, monkeypatch):
+    """A run trained from models/stbert and exported from another folder put base_model: models/stbert and a
+    huggingface.co link on its card: the relative path no longer resolved and looked like org/name."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))  # an empty Hub cache
+    monkeypatch.chdir(tmp_path)
+    assert resolve_base_model("models/stbert", local=True) is None
+    assert resolve_base_model(str(tmp_path / "gone" / "stbert"), local=True) is None
+    # an older record (no base_encoder_local): relative, not here, not in the Hub cache: it cannot be told
+    assert resolve_base_model("models/stbert") is None
+    text = card(config_for(base_encoder="models/stbert"))
+    assert "base_model" not in card_metadata(text) and "huggingface.co/models/stbert" not in text
+    assert "an encoder recorded as `models/stbert` (a folder relative to where training ran, or a Hub id" in text
+    # ... unless this machine's Hub cache holds the repo it names
+    snapshot = tmp_path / "cache" / "models--models--stbert" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "cache" / "models--models--stbert" / "refs").mkdir()
+    (tmp_path / "cache" / "models--models--stbert" / "refs" / "main").write_text("abc")
+    assert resolve_base_model("models/stbert") == "models/stbert"
+    assert card_metadata(card(config_for(base_encoder="models/stbert")))["base_model"] == "models/stbert"
+
+
+@pytest.mark.slow
+def test_from_encoder_records_a_relative_local_encoder_as_an_absolute_path(tiny_bert_dir, tmp_path, monkeypatch):
+    import shutil
+
+    from hf_cse.models import SimCSEModel
+
+    shutil.copytree(tiny_bert_dir, tmp_path / "models" / "stbert")
+    monkeypatch.chdir(tmp_path)
+    config = SimCSEModel.from_encoder("models/stbert").config
+    assert (config.base_encoder, config.base_encoder_local) == (str(tmp_path / "models" / "stbert"), True)
+    monkeypatch.chdir(tmp_path / "models")  # exported from another folder
+    text = card(config)
+    assert "base_model" not in card_metadata(text) and "huggingface.co" not in text.split("## Model details")[1]
+    assert "a local encoder (`stbert`)" in text
 
 
 def test_loss_summary_is_the_docstring_line_without_its_reference(monkeypatch):

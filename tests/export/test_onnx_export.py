@@ -70,6 +70,26 @@ def test_packaged_minilm_onnx_equals_pytorch(minilm_dir, tmp_path):
     assert inputs == {"input_ids", "attention_mask", "token_type_ids"}  # what optimum's loader feeds a BERT
 
 
+@pytest.mark.slow
+def test_onnx_encoder_truncates_at_the_exports_served_length(tiny_bert_dir, tmp_path):
+    """sentence-transformers 6 keeps the served length in tokenizer_config.json, not sentence_bert_config.json:
+    OnnxEncoder read 512 and embedded text past it (a different embedding; past the encoder's 64 positions,
+    onnxruntime's traceback)."""
+    from sentence_transformers import SentenceTransformer
+
+    torch.manual_seed(0)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir), pooler_type="avg")
+    out = to_sentence_transformer(model, tmp_path / "st", tokenizer=str(tiny_bert_dir), backend="onnx",
+                                  max_seq_length=16)
+    st = SentenceTransformer(str(out), device="cpu")
+    long = " ".join(random_sentences(12, seed=7))  # well past 16 tokens, and past the encoder's 64 positions
+    assert len(st.tokenizer(long)["input_ids"]) > 64
+    encoder = OnnxEncoder(out)
+    assert encoder.max_length == st.max_seq_length == 16
+    sentences = [long, long[:40], "short"]
+    np.testing.assert_allclose(encoder.encode(sentences), st.encode(sentences), atol=1e-5)
+
+
 def test_missing_package_is_one_line_before_any_work(monkeypatch, tmp_path, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
@@ -111,8 +131,35 @@ def test_onnx_encoder_refuses_dense_modules(tmp_path):
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
         {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}]))
-    with pytest.raises(ExportError, match="also has Dense"):
+    with pytest.raises(ExportError, match="also has Dense") as err:
         OnnxEncoder(tmp_path)
+    assert "backend='onnx'" not in str(err.value)  # sentence-transformers' ONNX loader needs optimum-onnx
+
+
+@pytest.mark.parametrize("config, keep_projector, flags", [
+    ({"pooler_type": "cls", "mlp_only_train": True, "projector": "mlp"}, True,
+     "export it without --backend onnx, or without --keep_projector."),
+    ({"pooler_type": "cls", "mlp_only_train": False, "projector": "mlp"}, False, "export it without --backend onnx."),
+])
+def test_onnx_with_a_projection_head_is_refused_before_the_model_loads(config, keep_projector, flags, tmp_path,
+                                                                       monkeypatch, capsys):
+    """The export wrote an ONNX graph without the head, which OnnxEncoder refused to run and whose other loader
+    (sentence-transformers' backend='onnx') does not install beside transformers 5."""
+    from hf_cse.export import sentence_transformers as st_export
+
+    checkpoint = tmp_path / "run"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "hf_cse_simcse", **config}))
+    monkeypatch.setattr(st_export, "load_model", lambda *a: pytest.fail("the model was loaded"))
+    with pytest.raises(ExportError, match=r"^backend onnx runs Transformer, Pooling and Normalize modules on ONNX "
+                                          r"Runtime, and .* `mlp` projection head \(Dense modules"):
+        to_sentence_transformer(checkpoint, tmp_path / "out", backend="onnx", keep_projector=keep_projector)
+    argv = [str(checkpoint), str(tmp_path / "out"), "--backend", "onnx"] + (["--keep_projector"] if keep_projector
+                                                                           else [])
+    assert export_cli.main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flags in err[0], err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
