@@ -124,6 +124,20 @@ def check_step_counts(args, world_size: int | None) -> None:
                          fields=("num_train_epochs",))
 
 
+#: the dev score of each STS task with a dev split, as :class:`hf_cse.evaluation.evaluators.STSDevEvaluator` logs it
+#: (its one home: here, for the checks made before torch is imported)
+STS_DEV_METRICS = {"STSBenchmark": "stsb_spearman", "SICKRelatedness": "sickr_spearman"}
+#: what STS dev scoring logs: each task's score and their mean
+STS_DEV_SCORES = (*STS_DEV_METRICS.values(), "avg_sts")
+
+
+def dev_scores(scores_sts: bool, pairs_name: str | None = None) -> list[str]:
+    """The dev scores a run logs, its primary one first: STS-B / SICK-R dev's where it scores them (``scores_sts``:
+    ``senteval_data_dir`` given, or ``eval_source="hub"``), and its own scored pairs' (``pairs_name``, the
+    ``eval_name`` of an ``eval_file`` / ``eval_dataset_name``; None: no pairs of its own)."""
+    return [*(STS_DEV_SCORES if scores_sts else ()), *([f"{pairs_name}_spearman"] if pairs_name else [])]
+
+
 #: a correlation's metric name: ``..._spearman`` / ``..._pearson``, or a sentence-transformers evaluator's with its
 #: similarity (``..._spearman_cosine``)
 CORRELATION_NAME = re.compile(r"(^|_)(spearman|pearson)(_(cosine|dot|euclidean|manhattan|max))?$")
@@ -150,18 +164,20 @@ def check_best_metric_direction(args, logged: list[str] = ()) -> None:
                          fields=("greater_is_better", "metric_for_best_model"))
 
 
-def check_best_metric(args, logged: list[str]) -> None:
+def check_best_metric(args, logged: list[str], filled_in: bool | None = None) -> None:
     """``metric_for_best_model`` names a score the run's evaluation logs (``logged``; none known: not checked): the
     Trainer looks it up only at the first evaluation, steps (and a checkpoint) later, and fails with a KeyError there.
     ``loss`` (its default with load_best_model_at_end) is never logged: contrastive runs are scored on dev pairs.
-    ``greater_is_better`` reads it the right way round (:func:`check_best_metric_direction`)."""
+    ``greater_is_better`` reads it the right way round (:func:`check_best_metric_direction`). ``filled_in``: whether
+    the metric is transformers' filling in (None: taken to be where it is ``loss`` with load_best_model_at_end)."""
     check_best_metric_direction(args, logged)
     metric = args.metric_for_best_model
     strategy = getattr(args.eval_strategy, "value", args.eval_strategy)  # IntervalStrategy.STEPS -> "steps"
     if metric and logged and strategy != "no" and metric.removeprefix("eval_") not in logged:
         # transformers sets "loss" itself where load_best_model_at_end names no metric: say where it came from
-        given = (" (what transformers sets where load_best_model_at_end names no metric)"
-                 if metric == "loss" and args.load_best_model_at_end else "")
+        if filled_in is None:
+            filled_in = metric == "loss" and bool(args.load_best_model_at_end)
+        given = " (what transformers sets where load_best_model_at_end names no metric)" if filled_in else ""
         raise InputError(f"metric_for_best_model {metric}{given} is not a score this run logs "
                          f"({', '.join(logged)}): use metric_for_best_model={logged[0]!r}.",
                          fields=("metric_for_best_model", "load_best_model_at_end"))
@@ -177,6 +193,11 @@ def _strategy(value) -> str:
     return str(getattr(value, "value", value))  # IntervalStrategy.NO -> "no"
 
 
+def _interval_refusal(args, steps: str, strategy: str, outcome: str) -> InputError:
+    return InputError(f"{steps}={getattr(args, steps):g} {outcome} (with {strategy}='no'); add {strategy}='steps'.",
+                      fields=(steps, strategy))
+
+
 def check_step_intervals(args) -> None:
     """``save_steps`` / ``eval_steps`` given (other than the field's default) while their strategy is ``no``: the
     interval would be ignored, so the run would save no checkpoint that a Ctrl-C or a crash could resume from, or
@@ -184,24 +205,41 @@ def check_step_intervals(args) -> None:
     ``eval_steps`` in (from ``logging_steps``) only for ``eval_strategy="steps"``. A preset's interval goes with its
     strategy (:func:`unapplied_intervals`). An ``eval_steps`` equal to ``logging_steps`` is left alone: it may be
     transformers' own filling in, carried into a copy whose evaluation was turned off (``dataclasses.replace(args,
-    eval_strategy="no")``). ``load_best_model_at_end`` without checkpoints is refused here too, in one line
-    (transformers' refusal is several lines naming flags)."""
+    eval_strategy="no")``); a caller who knows which intervals were given checks those too
+    (:func:`check_given_intervals`). ``load_best_model_at_end`` without evaluations or without checkpoints is refused
+    here too, in one line (transformers' refusal is several lines naming flags, and it has none for evaluation and
+    saving both off, where the best checkpoint would silently be none)."""
     defaults = {f.name: f.default for f in dataclasses.fields(args)} if dataclasses.is_dataclass(args) else {}
     for steps, strategy, outcome in STEP_INTERVALS:
         value = getattr(args, steps, None)
         filled_in = steps == "eval_steps" and value == getattr(args, "logging_steps", None)
         if (steps in defaults and value != defaults[steps] and not filled_in
                 and _strategy(getattr(args, strategy, None)) == "no"):
-            raise InputError(f"{steps}={value:g} {outcome} (with {strategy}='no'); add {strategy}='steps'.",
-                             fields=(steps, strategy))
+            raise _interval_refusal(args, steps, strategy, outcome)
     best = getattr(args, "load_best_model_at_end", False)
     save, evaluate = _strategy(getattr(args, "save_strategy", None)), _strategy(getattr(args, "eval_strategy", None))
-    if best and save == "no" and evaluate != "no":
+    if best and evaluate == "no":
+        raise InputError("load_best_model_at_end=True keeps the checkpoint that scored best on the dev data, and "
+                         "eval_strategy='no' scores none during training: add eval_strategy='steps' and save_strategy="
+                         "'steps' (save_steps a multiple of eval_steps), or load_best_model_at_end=False.",
+                         fields=("load_best_model_at_end", "eval_strategy", "save_strategy", "save_steps",
+                                 "eval_steps"))
+    if best and save == "no":
         raise InputError(f"load_best_model_at_end=True keeps the best checkpoint, and save_strategy='no' saves none: "
                          f"add save_strategy={evaluate!r} (as eval_strategy) with save_steps a multiple of eval_steps, "
                          "or load_best_model_at_end=False.",
                          fields=("load_best_model_at_end", "save_strategy", "eval_strategy", "save_steps",
                                  "eval_steps"))
+
+
+def check_given_intervals(args, given: Collection[str]) -> None:
+    """The intervals among ``given`` (those the caller gave: the flags typed on a command line) set while their
+    strategy is ``no``, whatever their value: where the caller gave it, an ``eval_steps`` equal to ``logging_steps``
+    is no filling in of transformers' (which :func:`check_step_intervals` cannot tell apart)."""
+    for steps, strategy, outcome in STEP_INTERVALS:
+        if (steps in given and getattr(args, steps, None) is not None
+                and _strategy(getattr(args, strategy, None)) == "no"):
+            raise _interval_refusal(args, steps, strategy, outcome)
 
 
 def unapplied_intervals(values: Mapping[str, object], given: Collection[str]) -> list[str]:

@@ -14,6 +14,7 @@ What every entry point shares is here: one line per foreseeable failure (the tra
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
@@ -367,3 +368,13 @@ def refuse_unknown_flags(parser, argv: list[str] | None) -> None:
     known = [option for action in parser._actions for option in action.option_strings]
     close = closest_name(flags[0], known)
     raise InputError(f"unknown flag {flags[0]}" + (f"; did you mean {close}?" if close else "; see --help."))
+
+
+_NOT_GIVEN = object()
+
+
+def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """The options given on the command line (--no_x forms and other names included), by destination name."""
+    unset = argparse.Namespace(**{action.dest: _NOT_GIVEN for action in parser._actions})
+    parsed = parser.parse_known_args(argv, namespace=unset)[0]
+    return {name for name, value in vars(parsed).items() if value is not _NOT_GIVEN}

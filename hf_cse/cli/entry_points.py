@@ -32,11 +32,17 @@ from ..number_lists import DIMS_FIELD, parse_int_list, parse_truncate_dims
 from ..presets import PRESETS
 from ..text_files import check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
-from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli
+from ..training_values import check_given_intervals
+from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, typed_flags
 from .launch import check_one_process
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
-from .preflight import check_not_run_folder, check_optimizer_arguments, check_training_counts
+from .preflight import (
+    check_not_run_folder,
+    check_optimizer_arguments,
+    check_training_counts,
+    check_typed_best_metric,
+)
 from .presets import unknown_preset
 from .stop_signals import Terminated
 from .user_modules import import_user_modules, requested_modules, typed_loss
@@ -150,7 +156,10 @@ def _check_train(parser, argv: list[str]) -> None:
     optimizer = _numbers(args, OPTIMIZER_VALUES)
     if optimizer is not None:
         check_optimizer_arguments(optimizer)
-    if not args.get("config"):  # the file may choose another loss, head or pooling
+    if not args.get("config"):  # the file may choose another loss, head or pooling, dev data or strategy
+        values, given = SimpleNamespace(**args), typed_flags(parser, argv)  # typed: not the parser's defaults
+        check_given_intervals(values, given)  # e.g. --eval_steps with --eval_strategy no
+        check_typed_best_metric(values, given)  # a --metric_for_best_model the dev data will not log
         facts = getattr(parser, "facts", {})
         _check_loss_values(facts, args, typed)
         projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))

@@ -15,7 +15,13 @@ from ..encoders import encoder_max_length, seq_length_problem
 from ..errors import CSEError
 from ..files import DataError
 from ..run_as_encoder import RunAsEncoder, is_method_model_config, local_run_as_encoder
-from ..training_values import check_best_metric, check_optimizer_values, check_step_counts
+from ..training_values import (
+    STS_DEV_SCORES,
+    check_best_metric,
+    check_optimizer_values,
+    check_step_counts,
+    dev_scores,
+)
 from .flags import in_flag_terms
 from .launch import check_requested_processes_started
 
@@ -234,17 +240,16 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
                     own_eval_data: bool = False, pairs_name: str | None = None) -> None:
     """The dev sets the trainer will score during training are read now (they are small and cached).
     ``own_eval_data``: the user's own pairs (--eval_file, named ``pairs_name``) are scored, so STS-B dev is not
-    required; ``--metric_for_best_model`` must name one of the scores
-    (:func:`hf_cse.training_values.check_best_metric`)."""
+    required, and without --senteval_data_dir (or --eval_source hub) it is neither scored (the trainer's evaluator,
+    :func:`hf_cse.evaluation.evaluators.training_evaluator`) nor looked for; ``--metric_for_best_model`` must name one
+    of the scores (:func:`hf_cse.training_values.check_best_metric`)."""
     if eval_source not in ("local", "hub"):
         raise InputError(f"--eval_source {eval_source!r}: use local (with --senteval_data_dir) or hub.")
-    from ..evaluation.evaluators import DEV_METRIC_NAMES
-
-    logged = [*DEV_METRIC_NAMES.values(), "avg_sts"] if senteval_data_dir is not None or eval_source == "hub" else []
-    logged += [f"{pairs_name}_spearman"] if own_eval_data and pairs_name else []
-    check_best_metric(training_args, logged)
+    scores_sts = senteval_data_dir is not None or eval_source == "hub"
+    # a metric nobody chose the command replaced already (default_best_metric): this one was chosen
+    check_best_metric(training_args, dev_scores(scores_sts, pairs_name if own_eval_data else None), filled_in=False)
     evaluates = _value(training_args.eval_strategy) != "no"
-    if evaluates and senteval_data_dir is None and eval_source == "local" and not own_eval_data:
+    if evaluates and not scores_sts and not own_eval_data:
         source = f"--preset {preset}" if preset else "--eval_strategy"
         raise InputError(
             f"{source} evaluates on STS-B dev during training (--eval_strategy {_value(training_args.eval_strategy)}), "
@@ -252,7 +257,7 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
             "--eval_source hub), --eval_file with your own scored pairs, or --eval_strategy no "
             "--load_best_model_at_end false to train without evaluation."
         )
-    if not evaluates and senteval_data_dir is None:
+    if not scores_sts:  # no STS dev data is scored: none is looked for in the default folders
         return
     from ..evaluation import dev_metrics, load_sts  # imported here: the evaluation stack is slow to import
     from ..evaluation.rowcheck import SentEvalDataError, in_training_terms
@@ -265,6 +270,44 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
         except ConnectionError as err:  # --eval_source hub without network or with HF_HUB_OFFLINE=1
             raise InputError(f"--eval_source hub: cannot read {task} dev from the Hub ({err}). Use "
                              "--senteval_data_dir with local SentEval data, or go online.") from err
+
+
+def _dev_scores_of(values) -> list[str]:
+    """The dev scores a run of these flags' values logs (:func:`hf_cse.training_values.dev_scores`)."""
+    own = getattr(values, "eval_file", None) or getattr(values, "eval_dataset_name", None)
+    scores_sts = getattr(values, "senteval_data_dir", None) is not None or getattr(values, "eval_source", None) == "hub"
+    return dev_scores(scores_sts, (getattr(values, "eval_name", None) or "custom") if own else None)
+
+
+def default_best_metric(training_args, chosen: set[str], preset: str | None) -> str | None:
+    """Where the user chose no ``--metric_for_best_model`` (neither typed nor in a --config file, ``chosen``), one
+    nobody typed that the run does not log is replaced by the run's dev score (STS-B dev's where it is scored, else the
+    user's own pairs'): transformers' ``loss`` with --load_best_model_at_end, which no contrastive run logs, and a
+    preset's STS dev score in a run that scores the user's pairs and no STS dev data. ``greater_is_better`` follows,
+    unless chosen. Returns the log line that says so, else None (a metric the user chose is checked as typed,
+    :func:`check_eval_data`)."""
+    metric = training_args.metric_for_best_model
+    logged = _dev_scores_of(training_args)
+    if "metric_for_best_model" in chosen or metric is None or not logged or metric.removeprefix("eval_") in logged:
+        return None
+    if metric == "loss" and training_args.load_best_model_at_end:
+        why = "--load_best_model_at_end without --metric_for_best_model (transformers' default, 'loss', is never logged"
+        why += " by a contrastive run)"
+    elif preset and metric in STS_DEV_SCORES and (training_args.eval_file or training_args.eval_dataset_name):
+        why = f"--preset {preset} selects by {metric}, but this run scores no STS dev data, only your own pairs"
+    else:
+        return None
+    training_args.metric_for_best_model = logged[0]
+    if "greater_is_better" not in chosen:
+        training_args.greater_is_better = True  # a correlation (transformers set False for its 'loss')
+    return f"{why}: checkpoints are selected by {logged[0]}; --metric_for_best_model chooses another"
+
+
+def check_typed_best_metric(values, typed: set[str]) -> None:
+    """A typed --metric_for_best_model that the run's dev data will not log, refused from the flags alone, before the
+    training stack is imported (:func:`check_eval_data` checks it again with the arguments)."""
+    if "metric_for_best_model" in typed:
+        check_best_metric(values, _dev_scores_of(values), filled_in=False)
 
 
 def check_hard_negative_weight(weight: float | None, negative_column: str | None) -> None:

@@ -10,7 +10,6 @@ With no flags it trains the packaged all-MiniLM-L6-v2 on the small demo corpus s
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -29,6 +28,7 @@ from hf_cse.cli import (
     refuse_unknown_flags,
     run_cli,
     say_when_stopped,
+    typed_flags,
 )
 from hf_cse.cli.arguments import (
     DataArguments,
@@ -57,6 +57,7 @@ from hf_cse.cli.preflight import (
     check_pair_training,
     check_resume_fits,
     check_training_arguments,
+    default_best_metric,
     encoder_config,
     load_tokenizer,
     resume_from_last_checkpoint,
@@ -98,7 +99,7 @@ from hf_cse.tokenizer_match import check_room_for_text
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.trainer_folder import OtherRunsCheckpointError
 from hf_cse.training_args import ContrastiveTrainingArguments
-from hf_cse.training_values import unapplied_intervals
+from hf_cse.training_values import check_given_intervals, unapplied_intervals
 
 logger = logging.getLogger("run_unsup")
 
@@ -108,16 +109,6 @@ SCRIPT_DEFAULTS = {
     "report_to": "none",
     "disable_tqdm": False,
 }
-_NOT_GIVEN = object()
-
-
-def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
-    """The options given on the command line (--no_x forms and other names included), by destination name."""
-    unset = argparse.Namespace(**{action.dest: _NOT_GIVEN for action in parser._actions})
-    parsed = parser.parse_known_args(argv, namespace=unset)[0]
-    return {name for name, value in vars(parsed).items() if value is not _NOT_GIVEN}
-
-
 def argument_parser() -> HfArgumentParser:
     """The parser of every flag of the script, with its own defaults (before any preset or --config file)."""
     model, method, loss, dcl = (model_arguments_class(), method_arguments_class(), loss_arguments_class(),
@@ -177,7 +168,7 @@ def parse_args(argv: list[str]):
         parser.set_defaults(output_dir=f"outputs/{known.method}-{main_loss(known.method, known.loss)}")
     refuse_unknown_flags(parser, argv)  # a typo gets the closest flag, not a list of unused arguments
     try:
-        return (*parser.parse_args_into_dataclasses(args=argv), chosen)
+        parsed = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as err:  # the dataclasses' __post_init__ checks (TrainingArguments' own included)
         set_by = {k for k, v in {**(PRESETS.get(preset) or {}), **from_file}.items() if v} - typed_flags(parser, argv)
         if "load_best_model_at_end" in set_by and "load_best_model_at_end" in str(err):
@@ -188,6 +179,9 @@ def parse_args(argv: list[str]):
         if isinstance(err, CSEError):
             raise
         raise InputError(str(err)) from None
+    # a typed --eval_steps is no filling in of transformers' (which the arguments' own check must let pass)
+    check_given_intervals(next(a for a in parsed if isinstance(a, ContrastiveTrainingArguments)), typed)
+    return (*parsed, chosen)
 
 
 def record_in_objectives_form(record: dict) -> dict:
@@ -264,6 +258,9 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
      chosen) = args
     setup_console(console.verbose, main_process=training_args.process_index == 0)
     set_seed(training_args.seed)
+    said = default_best_metric(training_args, chosen, method_args.preset)  # one nobody typed, which the run won't log
+    if said:
+        logger.info("%s", said)
 
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
     check_training_arguments(training_args)

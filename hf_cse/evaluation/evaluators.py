@@ -26,11 +26,13 @@ import torch
 
 from ..embedding_shape import truncated_and_normalized
 from ..errors import CSEError
+from ..training_values import STS_DEV_METRICS
 from .data import STS_DEV_TASKS, TABLE_NAMES, Source, STSPairs, load_sts
 from .encoder import PreparedSentences, SentenceEncoder
 from .sts import score_sts
 
-DEV_METRIC_NAMES = {"STSBenchmark": "stsb_spearman", "SICKRelatedness": "sickr_spearman"}
+#: each STS dev task's score
+DEV_METRIC_NAMES = STS_DEV_METRICS
 
 
 class _TokenizedOnce:

@@ -237,6 +237,29 @@ def test_the_early_count_checks_leave_to_the_command_what_needs_the_processes_or
     check(["--num_train_epochs", "0", "--config", str(tmp_path / "run.json")])  # the file may give --max_steps
 
 
+def test_a_typed_eval_steps_or_best_metric_the_run_cannot_use_is_refused_early(train_parsers, tmp_path):
+    """--eval_steps typed while --eval_strategy is no, whatever its value (5, --logging_steps' default, passed as if
+    transformers had filled it in), and a typed --metric_for_best_model the run's dev data will not log (refused once
+    the stack had loaded); a preset's interval and metric, and what a --config file may change, are the command's."""
+    _, cached = train_parsers
+
+    def check(*argv):
+        entry_points.check_command_line("train", copy.deepcopy(cached), list(argv))
+
+    with pytest.raises(ValueError, match=r"^eval_steps=5 scores nothing during training: .* add eval_strategy='steps'"):
+        check("--eval_steps", "5")
+    check("--eval_steps", "5", "--eval_strategy", "steps")
+    check("--preset", "simcse_bert", "--eval_steps", "50")  # the preset's strategy is steps
+    check("--eval_steps", "5", "--config", str(tmp_path / "run.json"))  # the file may give --eval_strategy
+    own = ("--eval_file", str(tmp_path / "p.tsv"), "--eval_name", "mine", "--eval_strategy", "steps")
+    with pytest.raises(ValueError, match=r"^metric_for_best_model stsb_spearman is not a score this run logs "
+                                         r"\(mine_spearman\): use metric_for_best_model='mine_spearman'\.$"):
+        check(*own, "--metric_for_best_model", "stsb_spearman")
+    check(*own, "--metric_for_best_model", "eval_mine_spearman")
+    check(*own, "--metric_for_best_model", "stsb_spearman", "--senteval_data_dir", str(tmp_path))
+    check(*own, "--preset", "simcse_bert")  # its stsb_spearman: the command selects by the pairs instead
+
+
 def test_the_early_loss_checks_read_the_chosen_loss_rules_and_leave_the_rest_to_the_command(train_parsers,
                                                                                               tmp_path, monkeypatch):
     _, cached = train_parsers

@@ -266,11 +266,11 @@ TRAIN_CASES = {
     "typo-in-a-flag": (("--lerning_rate", "1e-5"), None, "unknown flag --lerning_rate; did you mean --learning_rate"),
     "one-sentence-repeated": ((), ["the same sentence again"] * 40,
                               r"train\.txt has 1 distinct text\(s\) in 40 rows.*--no_duplicates_in_batch false"),
+    # (with none typed the run selects by its dev score: tests/cli/test_train_checks.py)
     "best-metric-not-logged": (("--eval_file", "PAIRS", "--eval_strategy", "steps", "--save_strategy", "steps",
-                                "--load_best_model_at_end"),
-                               None, "--metric_for_best_model loss \\(what transformers sets where "
-                                     "--load_best_model_at_end names no metric\\) is not a score this run logs "
-                                     "\\(custom_spearman\\)"),
+                                "--load_best_model_at_end", "--metric_for_best_model", "loss"),
+                               None, "--metric_for_best_model loss is not a score this run logs "
+                                     "\\(custom_spearman\\): use --metric_for_best_model 'custom_spearman'"),
     "lowest-correlation-as-best": (("--eval_file", "PAIRS", "--eval_strategy", "steps", "--save_strategy", "steps",
                                     "--load_best_model_at_end", "--metric_for_best_model", "custom_spearman",
                                     "--greater_is_better", "false"),

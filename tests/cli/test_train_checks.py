@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from eval_helpers import write_toy_senteval
 from helpers import (
     answer_ctrl_c_as_in_a_terminal,
     fake_checkpoint,
@@ -32,6 +33,7 @@ from hf_cse.cli import evaluate as eval_cli
 from hf_cse.cli import train as train_cli
 from hf_cse.cli.flags import in_flag_terms
 from hf_cse.cli.output_dir import prepare_output_dir
+from hf_cse.cli.preflight import check_eval_data
 from hf_cse.folder_lock import lock_file
 from hf_cse.metrics import DivergedError
 from hf_cse.models import CSEOutput, CSEPreTrainedModel, SimCSEModel
@@ -93,6 +95,12 @@ BAD = [
     (["--generator_name_or_path", "/no/such/mlm", "--method", "diffcse"], "generator_name_or_path .* no such"),
     (["--save_steps", "100"], "save_steps=100 saves nothing: .* add save_strategy='steps'"),
     (["--eval_steps", "10"], "eval_steps=10 scores nothing during training: .* add eval_strategy='steps'"),
+    # typed: refused whatever the value, also --logging_steps' (the arguments' own check takes it for transformers')
+    (["--eval_steps", "5"], "eval_steps=5 scores nothing during training: .* add eval_strategy='steps'"),
+    (["--eval_steps", "7", "--logging_steps", "7"], "eval_steps=7 scores nothing during training"),
+    (["--load_best_model_at_end", "true"], "load_best_model_at_end=True keeps the checkpoint that scored best on the "
+                                           "dev data, and eval_strategy='no' scores none during training: add "
+                                           "eval_strategy='steps' and save_strategy='steps'"),
     (["--save_strategy", "no", "--save_steps", "100"], "save_steps=100 saves nothing"),  # the contradiction typed
     (["--resume_from_checkpoint", "/no/such/checkpoint-5"], "resume_from_checkpoint /no/such/checkpoint-5 is not a "
                                                             "folder; name a checkpoint folder"),
@@ -128,6 +136,80 @@ def test_a_presets_interval_goes_with_its_strategy_turned_off(tiny_bert_dir, tra
         train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", "simcse_bert",
                                         "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end",
                                         "false"))
+
+
+@pytest.fixture
+def no_senteval_near(tmp_path, monkeypatch):
+    """A user's project folder: no SentEval data in the folders looked at by default (the checkout's root has some)."""
+    monkeypatch.delenv("HF_CSE_SENTEVAL_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def selection(monkeypatch):
+    """The training arguments the dev data are checked with (once the metric to select checkpoints by is set)."""
+    seen = []
+
+    def spy(training_args, *args, **kwargs):
+        seen.append(training_args)
+        return check_eval_data(training_args, *args, **kwargs)
+
+    monkeypatch.setattr(train_cli, "check_eval_data", spy)
+    return seen
+
+
+def test_own_eval_pairs_are_scored_during_training_without_senteval(tiny_bert_dir, train_file, tmp_path,
+                                                                   no_senteval_near, no_model_load):
+    """docs/evaluation.md's --eval_file command, from a folder with no SentEval data near it: refused for want of
+    SentEval (found from the checkout's root, and read for nothing there). The trainer scores only the pairs."""
+    pairs = scored_pairs_file(tmp_path / "pairs.tsv", 12, 4, seed=0)
+    with pytest.raises(ModelLoaded):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--eval_file", str(pairs),
+                                        "--eval_name", "mydev", "--eval_strategy", "steps", "--eval_steps", "1",
+                                        "--save_strategy", "steps", "--save_steps", "1", "--metric_for_best_model",
+                                        "mydev_spearman", "--load_best_model_at_end", "true"))
+    with pytest.raises(ValueError, match="no --senteval_data_dir was given"):  # nothing to score: still refused
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--eval_strategy", "steps"))
+
+
+def test_a_presets_sts_metric_follows_the_users_own_pairs(tiny_bert_dir, train_file, tmp_path, no_senteval_near,
+                                                          no_model_load, selection, caplog):
+    """The preset's refusal offers --eval_file; the run was then refused for the preset's stsb_spearman, a metric the
+    user never typed (after the stack had loaded). With SentEval data the preset's metric stays."""
+    pairs = str(scored_pairs_file(tmp_path / "pairs.tsv", 12, 4, seed=0))
+    with caplog.at_level(logging.INFO, logger="run_unsup"), pytest.raises(ModelLoaded):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", "simcse_bert",
+                                        "--eval_file", pairs, "--eval_name", "mydev"))
+    assert (selection[-1].metric_for_best_model, selection[-1].greater_is_better) == ("mydev_spearman", True)
+    [said] = [r.getMessage() for r in caplog.records if "selected by" in r.getMessage()]
+    assert said == ("--preset simcse_bert selects by stsb_spearman, but this run scores no STS dev data, only your "
+                    "own pairs: checkpoints are selected by mydev_spearman; --metric_for_best_model chooses another")
+    senteval = str(write_toy_senteval(tmp_path / "senteval"))
+    with pytest.raises(ModelLoaded):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", "simcse_bert",
+                                        "--eval_file", pairs, "--senteval_data_dir", senteval))
+    assert selection[-1].metric_for_best_model == "stsb_spearman"
+    with pytest.raises(ValueError, match=r"metric_for_best_model stsb_spearman is not a score this run logs "
+                                         r"\(custom_spearman\)"):  # typed: the user's choice, refused
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", "simcse_bert",
+                                        "--eval_file", pairs, "--metric_for_best_model", "stsb_spearman"))
+
+
+@pytest.mark.parametrize("dev", ["senteval", "pairs"])
+def test_load_best_model_at_end_without_a_metric_selects_by_the_dev_score(tiny_bert_dir, train_file, tmp_path,
+                                                                         no_senteval_near, no_model_load, selection,
+                                                                         caplog, dev):
+    """transformers sets metric_for_best_model 'loss' where none is given, which no contrastive run logs: the run
+    was refused for a flag the user never typed; it selects by its dev score now, and says so."""
+    given = (["--senteval_data_dir", str(write_toy_senteval(tmp_path / "senteval"))] if dev == "senteval" else
+             ["--eval_file", str(scored_pairs_file(tmp_path / "pairs.tsv", 12, 4, seed=0))])
+    with caplog.at_level(logging.INFO, logger="run_unsup"), pytest.raises(ModelLoaded):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", *given, "--eval_strategy",
+                                        "steps", "--save_strategy", "steps", "--load_best_model_at_end", "true"))
+    metric = "stsb_spearman" if dev == "senteval" else "custom_spearman"
+    assert (selection[-1].metric_for_best_model, selection[-1].greater_is_better) == (metric, True)
+    assert f"--load_best_model_at_end without --metric_for_best_model (transformers' default, 'loss', is never " \
+           f"logged by a contrastive run): checkpoints are selected by {metric}" in caplog.text
 
 
 def test_good_arguments_reach_the_model(tiny_bert_dir, train_file, tmp_path, no_model_load):

@@ -106,6 +106,27 @@ def test_dev_data_in_the_arguments_is_scored_before_the_first_step(tiny_bert_dir
     assert set(trainer.evaluate()) >= {"eval_mine_spearman"}
 
 
+def test_own_dev_pairs_without_senteval_are_all_the_trainer_scores(tmp_path, monkeypatch):
+    """eval_file (or the trainer's eval_pairs) and no senteval_data_dir: the pairs alone, in a folder with no SentEval
+    data near it, as hf-cse-train scores them; STS-B / SICK-R dev only where asked for."""
+    from eval_helpers import write_toy_senteval
+
+    from hf_cse.evaluation.evaluators import PairsEvaluator, STSDevEvaluator
+
+    monkeypatch.delenv("HF_CSE_SENTEVAL_DATA", raising=False)
+    monkeypatch.chdir(tmp_path)
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{i % 5}\n" for i, (a, b) in enumerate(
+        zip(random_sentences(10, seed=1), random_sentences(10, seed=2), strict=True))))
+    args = _args(tmp_path, eval_file=str(dev), eval_name="mine", eval_strategy="steps", eval_steps=5)
+    for given in ({}, {"pairs": [("a b", "c d", 1.0), ("e f", "g h", 2.0), ("i j", "k l", 3.0)]}):
+        [only] = TrainingOptions.from_args(args).evaluator(args, **given)
+        assert isinstance(only, PairsEvaluator) and only.name == "mine"
+    senteval = str(write_toy_senteval(tmp_path / "senteval"))
+    both = TrainingOptions.from_args(args, senteval_data_dir=senteval).evaluator(args)
+    assert [type(e) for e in both] == [STSDevEvaluator, PairsEvaluator]
+
+
 def test_pair_rows_get_the_pair_collator_and_diffcse_its_generator(tiny_bert_dir, tmp_path):
     table = tmp_path / "pairs.tsv"
     rows = zip(random_sentences(16, seed=3), random_sentences(16, seed=4), strict=True)

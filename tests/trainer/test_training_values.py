@@ -188,3 +188,32 @@ def test_best_model_selection_without_checkpoints_is_one_line_in_field_terms(tmp
     ContrastiveTrainingArguments(str(tmp_path / "out"), eval_strategy="steps", eval_steps=10, save_strategy="steps",
                                  save_steps=10, use_cpu=True, load_best_model_at_end=True,
                                  senteval_data_dir=str(tmp_path))
+
+
+def test_best_model_selection_without_evaluations_is_refused_in_one_line(tmp_path):
+    """eval_strategy and save_strategy both "no" passed transformers' check (the strategies match), and the run then
+    trained with no evaluation and no checkpoint: load_best_model_at_end did nothing, without a word."""
+    with pytest.raises(CSEError) as refused:
+        ContrastiveTrainingArguments(str(tmp_path / "out"), use_cpu=True, load_best_model_at_end=True,
+                                     metric_for_best_model="stsb_spearman", senteval_data_dir=str(tmp_path))
+    assert str(refused.value) == (
+        "load_best_model_at_end=True keeps the checkpoint that scored best on the dev data, and eval_strategy='no' "
+        "scores none during training: add eval_strategy='steps' and save_strategy='steps' (save_steps a multiple of "
+        "eval_steps), or load_best_model_at_end=False.")
+    assert {"load_best_model_at_end", "eval_strategy", "save_strategy"} <= set(refused.value.fields)
+
+
+def test_an_interval_its_caller_gave_is_refused_whatever_its_value(tmp_path):
+    """check_step_intervals lets an eval_steps equal to logging_steps pass (it may be transformers' filling in,
+    carried into a copy with evaluation off); a caller that knows what was given refuses it."""
+    import dataclasses
+
+    from hf_cse.training_values import check_given_intervals
+
+    on = ContrastiveTrainingArguments(str(tmp_path / "out"), use_cpu=True, eval_strategy="steps",
+                                      senteval_data_dir=str(tmp_path))
+    off = dataclasses.replace(on, eval_strategy="no")  # eval_steps == logging_steps, filled in by transformers
+    check_given_intervals(off, set())
+    check_given_intervals(on, {"eval_steps"})
+    with pytest.raises(CSEError, match=r"^eval_steps=5 scores nothing during training: .* add eval_strategy='steps'"):
+        check_given_intervals(off, {"eval_steps"})
