@@ -30,6 +30,16 @@ RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
                                                                    and v >= 0)),
 }
 
+#: what a value of each rule that lets None through must be where it is typed as a flag: None cannot be typed, the
+#: flag is left out for it
+ON_THE_COMMAND_LINE = {"count": "an integer >= 0, or left out (None)"}
+
+
+def rule_as_typed(rule: str) -> str:
+    """What a value of ``rule`` must be, as a flag's help says it (:data:`ON_THE_COMMAND_LINE`, else the rule's own
+    words)."""
+    return ON_THE_COMMAND_LINE.get(rule, RULES[rule][0])
+
 
 def unknown_loss_error(name: str, available) -> CSEError:
     """The refusal of a loss name that is not registered (the registry's, and the command line's early check)."""

@@ -337,6 +337,17 @@ def one_line_errors(parser):
     return parser
 
 
+def bare_optional_booleans(parser):
+    """``parser`` with the flag of each optional boolean field (``bool | None``, default None: not set = the method's
+    or the encoder's own, e.g. ``--off_dropout``, ``--normalize``) taking the bare form ``--normalize`` for true, as
+    every other boolean flag does: HfArgumentParser gives that form only to a boolean field with a default.
+    ``--normalize false`` / ``true`` work as before, and leaving the flag out still leaves the field unset."""
+    for action in parser._actions:
+        if getattr(action.type, "__name__", "") == "string_to_bool" and action.nargs is None:
+            action.nargs, action.const = "?", True
+    return parser
+
+
 def refuse_empty_paths(parser, argv: list[str] | None) -> None:
     """:func:`check_path_given` for every path flag (:func:`is_path_flag`) of an argparse ``parser`` in ``argv``,
     before anything else reads them."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Literal
 
 from ..checks import InputError
-from ..hyperparameter_rules import RULES, not_taken_error
+from ..hyperparameter_rules import not_taken_error, rule_as_typed
 from ..losses import available_losses, get_loss_class, loss_hyperparameters
 from ..number_lists import parse_float_list, parse_int_list
 from ..objectives import DCL, objectives_for
@@ -304,7 +304,7 @@ def _hyperparameter_help(name: str, users: list[str]) -> str:
             text += " " + "; ".join(f"{', '.join(losses)}: {meaning}" for meaning, losses in meanings.items()) + "."
     rules = {get_loss_class(loss).hyperparameter_rules.get(name) for loss in main_users}
     if len(rules) == 1 and None not in rules:
-        text += f" Must be {RULES[rules.pop()][0]}."
+        text += f" Must be {rule_as_typed(rules.pop())}."
     if DCL in users:  # the DCL objective added by --dcl_weight has its own flag
         text += f" The DCL objective of --dcl_weight takes --dcl_{name}."
     return text

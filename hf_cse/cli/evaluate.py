@@ -39,7 +39,14 @@ from hf_cse.checks import (
     model_list,
     resolved_path,
 )
-from hf_cse.cli import PARSER_OPTIONS, one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
+from hf_cse.cli import (
+    PARSER_OPTIONS,
+    bare_optional_booleans,
+    one_line_errors,
+    refuse_empty_paths,
+    refuse_unknown_flags,
+    run_cli,
+)
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder
 from hf_cse.cli.eval_output_dir import default_eval_output_dir, prepare_eval_output_dir
@@ -285,7 +292,8 @@ def check_mteb_results_free(args: EvalArguments, mteb_tasks: list, models: list[
 
 
 def argument_parser() -> HfArgumentParser:
-    parser = HfArgumentParser(EvalArguments, formatter_class=UnsetDefaultsFormatter, **PARSER_OPTIONS)
+    parser = bare_optional_booleans(HfArgumentParser(EvalArguments, formatter_class=UnsetDefaultsFormatter,
+                                                     **PARSER_OPTIONS))
     return one_line_errors(add_short_help(parser, all_flags_layout(parser, EVAL_DESCRIPTION, EVAL_EXAMPLE)))
 
 

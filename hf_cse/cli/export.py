@@ -97,6 +97,14 @@ def _read_json_object(path: str | Path, what: str) -> dict[str, Any]:
     return data
 
 
+def check_push_flags(args) -> None:
+    """``--private`` and ``--token`` set the Hub push: without ``--push_to_hub`` they would do nothing."""
+    given = [flag for flag, value in (("--private", args.private), ("--token", args.token)) if value]
+    if given and not args.push_to_hub:
+        raise InputError(f"{' and '.join(given)} set{'s' * (len(given) == 1)} the push to the Hub, and nothing is "
+                         "pushed without --push_to_hub: "
+                         f"add --push_to_hub USER/NAME, or drop {' and '.join(given)}.")
+
 
 def export_from_args(argv: list[str] | None = None) -> int:
     """The command line's work; every input is checked before the model is loaded."""
@@ -107,6 +115,7 @@ def export_from_args(argv: list[str] | None = None) -> int:
     setup_console(args.verbose)
     import_user_modules(args.import_module)  # a method of the user's own: the checkpoint's class
     check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
+    check_push_flags(args)
     check_model_source(args.checkpoint, "CHECKPOINT")
     unfinished = unfinished_run(args.checkpoint, "export")  # before anything is written (the export says it too)
     if unfinished:

@@ -23,6 +23,7 @@ from ..training_values import (
     dev_scores,
 )
 from .flags import in_flag_terms
+from .flags_in_use import check_dcl_settings, check_off_dropout, drop_fix, given_as
 from .launch import check_requested_processes_started
 
 
@@ -193,20 +194,27 @@ def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
         raise InputError(f"{in_flag_terms(problem, ('max_seq_length',))} (the papers use 32).")
 
 
-#: flags that act only when another is on: flag -> (the config field that turns it on, that flag's name)
-NEEDS_SWITCH = {"mlm_weight": ("do_mlm", "--do_mlm"), "lora_dropout": ("lora_r", "--lora_r 16")}
+#: flags that act only when another is on: flag -> (the config field that turns it on, that flag, the fix); the
+#: DCL objective's flags: flags_in_use.check_dcl_settings
+NEEDS_SWITCH = {"mlm_weight": ("do_mlm", "--do_mlm", "add --do_mlm"),
+                "lora_dropout": ("lora_r", "--lora_r", "add --lora_r 16"),
+                "off_dropout_grad": ("off_dropout", "--off_dropout",
+                                     "use --method imsimcse (or --off_dropout with --loss off_dropout_infonce)")}
 
 
 def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None,
                      typed: set[str] = frozenset()) -> None:
     """Build the method's config (which builds its losses) as the model will, without loading any weights, and run
     the method's own early checks (:meth:`~hf_cse.models.CSEPreTrainedModel.check_before_loading`). ``typed``: the
-    flags the user gave; one of :data:`NEEDS_SWITCH` without its switch would do nothing and is refused."""
+    flags the user gave; one of :data:`NEEDS_SWITCH` without its switch would do nothing and is refused, and so is a
+    ``--dcl_*`` flag without the DCL objective."""
+    check_off_dropout(model_cls, config_kwargs, typed)  # before the config refuses it in the library's terms
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
-    for name, (switch, switch_flag) in NEEDS_SWITCH.items():
+    for name, (switch, switch_flag, fix) in NEEDS_SWITCH.items():
         if name in typed and not getattr(config, switch, None):
-            raise InputError(f"--{name} {config_kwargs.get(name)} does nothing without {switch_flag.split()[0]}: "
-                             f"add {switch_flag}, or drop --{name}.")
+            raise InputError(f"{given_as(typed, name, config_kwargs.get(name))} does nothing without {switch_flag}: "
+                             f"{fix}, or {drop_fix(typed, name)}.")
+    check_dcl_settings(typed, config.objectives)
     model_cls.check_before_loading(config)
     if config.lora_r:
         from ..models.lora import check_targets_match

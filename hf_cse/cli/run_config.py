@@ -244,3 +244,27 @@ def read_run_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any
             for item in value if isinstance(value, list) else [value]:
                 check_path_given(item, f"{where}: {name!r}")
     return settings
+
+
+def check_file_hyperparameters(path: str | None, settings: Mapping[str, Any], parser: argparse.ArgumentParser,
+                               argv: list[str] | None) -> None:
+    """The loss hyperparameters the ``--config`` file at ``path`` sets (``settings``: those no typed flag overrides)
+    are taken by the run's loss (the file's, a typed ``--loss``'s or the method's): refused by the file and key, not
+    as flags the user never typed."""
+    if path is None:
+        return
+    from ..hyperparameter_rules import not_taken_error
+    from ..losses import available_losses, loss_hyperparameters
+    from .arguments import main_loss
+
+    final = parser.parse_known_args(argv)[0]
+    loss = main_loss(final.method, final.loss)
+    if loss not in available_losses():
+        return  # refused in its own words
+    every = {name for other in available_losses() for name in loss_hyperparameters(other)}
+    takes = list(loss_hyperparameters(loss))
+    wrong = sorted(name for name, value in settings.items() if name in every - set(takes) and value is not None)
+    if wrong:
+        keys = ", ".join(map(repr, wrong))
+        raise InputError(f"--config {path}: {not_taken_error(loss, wrong, takes)} Remove {keys} from the file, or "
+                         f"choose a loss that takes {'it' if len(wrong) == 1 else 'them'}.")

@@ -23,6 +23,7 @@ from hf_cse.cached import check_cached_without_cuda_graphs
 from hf_cse.checks import InputError
 from hf_cse.cli import (
     PARSER_OPTIONS,
+    bare_optional_booleans,
     one_line_errors,
     refuse_empty_paths,
     refuse_unknown_flags,
@@ -46,6 +47,7 @@ from hf_cse.cli.arguments import (
 )
 from hf_cse.cli.console import ConsoleArguments, setup_console
 from hf_cse.cli.flags import in_flag_terms
+from hf_cse.cli.flags_in_use import ChosenSettings, check_training_settings
 from hf_cse.cli.help import UnsetDefaultsFormatter, add_short_help, train_layout
 from hf_cse.cli.output_dir import OutputDirArguments, other_settings_refusal, prepare_output_dir
 from hf_cse.cli.preflight import (
@@ -63,7 +65,7 @@ from hf_cse.cli.preflight import (
     resume_from_last_checkpoint,
 )
 from hf_cse.cli.presets import drop_unused_preset_values, unknown_preset
-from hf_cse.cli.run_config import check_settings, read_run_config
+from hf_cse.cli.run_config import check_file_hyperparameters, check_settings, read_run_config
 from hf_cse.cli.run_spec import RunSpec, dev_and_selection, training_arguments
 from hf_cse.cli.user_modules import import_user_modules, recorded_modules, requested_modules, typed_loss
 from hf_cse.cuda_graphs import decide_for_run
@@ -117,8 +119,8 @@ def argument_parser() -> HfArgumentParser:
               ConsoleArguments)
     check_method_flag_names(*others[1:])  # a method or loss of the caller's own may take a name a flag has
     check_loss_flag_names(*others)
-    parser = HfArgumentParser((*others[:3], loss, *others[3:]), formatter_class=UnsetDefaultsFormatter,
-                              **PARSER_OPTIONS)
+    parser = bare_optional_booleans(HfArgumentParser((*others[:3], loss, *others[3:]),
+                                                     formatter_class=UnsetDefaultsFormatter, **PARSER_OPTIONS))
     parser.set_defaults(**SCRIPT_DEFAULTS)
     # --help: hf_cse's groups of flags and the Trainer's most used ones; --help_all: every flag (hf_cse.cli.help)
     trainer = [f.name for f in dataclasses.fields(TrainingArguments) if f.init]  # the flags HfArgumentParser makes
@@ -156,7 +158,8 @@ def parse_args(argv: list[str]):
         parser.set_defaults(**check_settings(PRESETS[preset], parser, f"--preset {preset}"))
     parser.set_defaults(**from_file)
     typed = typed_flags(parser, argv)
-    chosen = typed | chosen_in_file
+    check_file_hyperparameters(known.config, {k: v for k, v in from_file.items() if k not in typed}, parser, argv)
+    chosen = ChosenSettings(typed, chosen_in_file, known.config)
     # a preset's or a record's step interval whose strategy is turned off: left out, not refused as a contradiction
     # (the training arguments refuse an interval given with its strategy 'no', training_values.check_step_intervals)
     unapplied = unapplied_intervals(vars(parser.parse_known_args(argv)[0]), typed)
@@ -264,6 +267,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
 
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
     check_training_arguments(training_args)
+    check_training_settings(training_args, chosen)  # e.g. --eval_name without --eval_file: it would do nothing
     if data_args.max_train_samples is not None and data_args.max_train_samples < 1:  # a stream failed in datasets
         raise InputError(f"--max_train_samples must be at least 1, got {data_args.max_train_samples}.")
     resume_from_last_checkpoint(training_args)

@@ -87,6 +87,13 @@ CASES = {
     "export-malformed-eval-results": (
         lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "st"), "--eval_results",
                    str(f["root"] / "broken.json")], r"broken\.json is not valid JSON"),
+    "export-private-without-push": (
+        lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "st"), "--private", "--token", "abc"],
+        "--private and --token set the push to the Hub, and nothing is pushed without --push_to_hub: add "
+        "--push_to_hub USER/NAME, or drop --private and --token\\."),
+    "export-token-without-push": (
+        lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "st"), "--token", "abc"],
+        "--token sets the push .* or drop --token\\."),
     "export-missing-tokenizer": (
         lambda f: ["-m", "hf_cse", "export", str(f["ckpt"]), str(f["root"] / "st"), "--tokenizer",
                    str(f["root"] / "no_tokenizer")], "--tokenizer .*no_tokenizer: no such folder"),
@@ -261,6 +268,40 @@ TRAIN_CASES = {
                                  "--max_seq_length 2 leaves no token for the sentences: the tokenizer adds 2"),
     "mlm-weight-without-do-mlm": (("--mlm_weight", "0.5"), None, "--mlm_weight 0.5 does nothing without --do_mlm"),
     "lora-dropout-without-lora": (("--lora_dropout", "0.1"), None, "--lora_dropout 0.1 does nothing without --lora_r"),
+    # settings that trained to the end doing nothing (review_cli entry 5), refused as --mlm_weight is
+    "dcl-temperature-without-dcl": (("--dcl_temperature", "2.0"), None, "--dcl_temperature does nothing while "
+                                    "--dcl_weight is 0 \\(no DCL objective\\): add --dcl_weight 0.1, or drop "
+                                    "--dcl_temperature\\."),
+    "dcl-eps-without-dcl": (("--dcl_eps", "0.1"), None, "--dcl_eps does nothing while --dcl_weight is 0"),
+    "dcl-temperature-with-dcl-weight-0": (("--method", "imsimcse", "--dcl_weight", "0", "--dcl_temperature", "2"), None,
+                                          "--dcl_temperature does nothing while --dcl_weight is 0"),
+    "off-dropout-grad-without-off-dropout": (("--off_dropout_grad", "false"), None,
+                                             "--off_dropout_grad False does nothing without --off_dropout: use "
+                                             "--method imsimcse \\(or --off_dropout with --loss "
+                                             "off_dropout_infonce\\), or drop --off_dropout_grad\\."),
+    "eval-name-without-eval-pairs": (("--eval_name", "mydev"), None, "--eval_name mydev does nothing without "
+                                     "--eval_file or --eval_dataset_name .*: add one, or drop --eval_name\\."),
+    "eval-column-without-eval-pairs": (("--eval_sentence1_column", "a"), None,
+                                       "--eval_sentence1_column a does nothing without --eval_file"),
+    "save-total-limit-without-checkpoints": (("--save_total_limit", "2"), None,
+                                             "--save_total_limit 2 does nothing while --save_strategy is 'no' .*: add "
+                                             "--save_strategy steps --save_steps N, or drop --save_total_limit\\."),
+    # off-dropout said in flags: the fix as typed, the method (not its Python class), the method's default as such
+    "off-dropout-loss-without-off-dropout": (("--loss", "off_dropout_infonce"), None,
+                                             "loss 'off_dropout_infonce' needs no-dropout embeddings "
+                                             "\\(off-dropout\\): add --off_dropout \\(or use --method "
+                                             "imsimcse\\)\\. \\(HF_CSE_DEBUG"),
+    "off-dropout-loss-with-off-dropout-false": (("--loss", "off_dropout_infonce", "--off_dropout", "false"), None,
+                                                "which --off_dropout false turns off: drop --off_dropout false\\."),
+    "imsimcse-with-a-loss-without-off-dropout": (("--method", "imsimcse", "--loss", "infonce"), None,
+                                                 "^hf-cse-train: error: --method imsimcse trains with off-dropout "
+                                                 "negatives \\(its default\\), but loss 'infonce' does not use them: "
+                                                 "pass --off_dropout false, use --loss off_dropout_infonce, or choose "
+                                                 "another --method\\."),
+    "off-dropout-typed-with-a-loss-without-it": (("--off_dropout",), None,
+                                                 "--off_dropout makes no-dropout negatives, but loss 'infonce' does "
+                                                 "not use them: use --loss off_dropout_infonce, or drop "
+                                                 "--off_dropout\\."),
     "lora-target-not-linear": (("--lora_r", "2", "--lora_target_modules", "LayerNorm"), None,
                                "LayerNorm.*LayerNorm modules, which LoRA cannot adapt.*--lora_target_modules"),
     "typo-in-a-flag": (("--lerning_rate", "1e-5"), None, "unknown flag --lerning_rate; did you mean --learning_rate"),

@@ -220,6 +220,40 @@ def test_a_loss_hyperparameters_help_says_its_losses_defaults_meaning_and_rule()
     assert "infonce, off_dropout_infonce: tau; m_barlow" in helps["temperature"]
 
 
+def test_a_rule_that_lets_none_through_is_said_as_the_flag_is_typed():
+    """None cannot be typed: --num_noise's help says to leave the flag out (it said "Must be None or an integer"),
+    while the Python-side refusal keeps the rule's own words."""
+    from hf_cse.errors import CSEError
+    from hf_cse.hyperparameter_rules import check_rule
+
+    helps = {a.dest: a.help for a in train.argument_parser()._actions}
+    assert helps["num_noise"].endswith("Must be an integer >= 0, or left out (None).")
+    assert "None or an integer" not in helps["num_noise"]
+    with pytest.raises(CSEError, match=r"gs_infonce: num_noise must be None or an integer >= 0, got -1\."):
+        check_rule("gs_infonce", "num_noise", -1, "count")
+
+
+@pytest.mark.parametrize("flag", ["--off_dropout", "--normalize", "--tf32"])
+def test_an_optional_boolean_flag_takes_the_bare_form_on_either_path(parsers, flag):
+    """A ``bool | None`` field's flag (not set = the method's or encoder's own) takes the bare form as every other
+    boolean flag does: the messages and README write ``--off_dropout`` / ``--normalize`` bare (argparse said
+    "expected one argument"); true / false still work, and leaving it out leaves it unset."""
+    dest = flag[2:]
+    for parser in parsers:
+        read = lambda *argv: getattr(parser.parse_known_args(list(argv))[0], dest)  # noqa: E731
+        assert (read(), read(flag), read(flag, "false"), read(flag, "true")) in [(None, True, False, True),
+                                                                                 (None, True, "false", "true")]
+    own = parsers[0]
+    assert [getattr(own.parse_args([flag, *value]), dest) for value in ([], ["false"], ["true"])] == [True, False, True]
+    assert f"{flag} [{dest.upper()}]" in full_help(own)
+
+
+def test_an_optional_boolean_flag_of_the_evaluation_takes_the_bare_form_too():
+    parser = evaluate.argument_parser()
+    optional = [a for a in parser._actions if getattr(a.type, "__name__", "") == "string_to_bool"]
+    assert optional and all(a.nargs == "?" and a.const is True for a in optional)
+
+
 def test_a_loss_hyperparameters_help_is_plain_text_not_the_docstrings_markup():
     helps = {a.dest: a.help for a in train.argument_parser()._actions if a.dest in loss_hyperparameters_of_all()}
     assert helps["m_placement"].endswith('(default \'positive_logit\'). "positive_logit" (code, default) or '

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from hf_cse.cli import train
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
-from hf_cse.cli.run_config import check_settings, read_run_config, settings_from_record
+from hf_cse.cli.run_config import check_file_hyperparameters, check_settings, read_run_config, settings_from_record
 from hf_cse.cli.run_spec import dev_and_selection
 from hf_cse.presets import PRESETS
 from hf_cse.run_files import DEV_AND_SELECTION
@@ -110,6 +110,15 @@ BAD_FILES = {
                                    "'dev_and_selection' must be an object of flags"),
     "a dev setting of the wrong type": ({"dev_and_selection": {"eval_steps": "125"}}, "'eval_steps' must be a number"),
     "no such file": (None, "no such file"),
+    # named by the file and key, not as flags nobody typed ("--loss infonce does not take --m")
+    "a hyperparameter the loss does not take": ({"loss": "infonce", "m": 0.3},
+                                                "run.json: loss infonce does not take m. Its hyperparameters: "
+                                                "temperature, hard_negative_weight. Remove 'm' from the file"),
+    "a hyperparameter the method's loss does not take": ({"method": "simcse", "num_noise": 8},
+                                                         "run.json: loss infonce does not take num_noise."),
+    "a setting that would do nothing": ({"eval_name": "mydev"},
+                                        "run.json: 'eval_name' does nothing without --eval_file or "
+                                        "--eval_dataset_name"),
     # a run whose loss or method came from --import_module: its record names the module (before: "Unknown loss" only)
     "a loss of a module not imported": (
         {"encoder": "enc", "objectives": [{"loss": "users_gone_loss", "weight": 1.0}],
@@ -147,6 +156,20 @@ def test_a_record_with_objectives_no_flag_sets_is_refused(tmp_path):
     record = {"method": "simcse", "objectives": [{"loss": "infonce", "weight": 2.0, "hyperparameters": {}}]}
     with pytest.raises(ValueError, match="main objective's weight 2.0"):
         read_run_config(_file(tmp_path / "r.json", record), train.argument_parser())
+
+
+def test_a_files_hyperparameter_goes_with_the_loss_typed(tmp_path, monkeypatch):
+    """The file's loss hyperparameters are checked against the run's loss: a typed --loss that takes them is no
+    refusal (the file's m is focal_infonce's), one that does not names the file's key."""
+    from hf_cse.checks import InputError
+
+    path = _file(tmp_path / "run.json", {"loss": "infonce", "m": 0.3})
+    parser = train.argument_parser()
+    settings = read_run_config(path, parser)
+    parser.set_defaults(**settings)
+    check_file_hyperparameters(path, settings, parser, ["--loss", "focal_infonce"])
+    with pytest.raises(InputError, match=r"run\.json: loss arccon does not take m\."):
+        check_file_hyperparameters(path, settings, parser, ["--loss", "arccon"])
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))

@@ -37,6 +37,7 @@ from hf_cse.cli.preflight import check_eval_data
 from hf_cse.folder_lock import lock_file
 from hf_cse.metrics import DivergedError
 from hf_cse.models import CSEOutput, CSEPreTrainedModel, SimCSEModel
+from hf_cse.presets import PRESETS
 
 # ------------------------------------------------------------------------------------------ before the model is loaded
 ROOT = str(Path(__file__).resolve().parents[2])  # the checkout: run_unsup.py is at its top
@@ -267,6 +268,51 @@ def test_preset_values_the_chosen_loss_or_method_does_not_take_are_dropped(
     assert not {"masking_ratio", "lambda_rtd"} & set(kwargs)
     if preset != "simcse_bert":
         assert f"--preset {preset}: dropped" in caplog.text
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--loss", "off_dropout_infonce", "--off_dropout"], {"off_dropout": True}),  # the bare form the messages write
+    (["--method", "imsimcse", "--loss", "infonce", "--off_dropout", "false"], {"off_dropout": False}),
+    (["--method", "imsimcse", "--dcl_temperature", "3"], {"off_dropout": True}),  # its DCL objective takes it
+    (["--dcl_weight", "0.1", "--dcl_eps", "0.01"], {"off_dropout": False}),
+    (["--eval_file", "PAIRS", "--eval_name", "mydev", "--eval_score_column", "score"], {}),
+    (["--save_strategy", "steps", "--save_steps", "1", "--save_total_limit", "2"], {}),
+])
+def test_settings_of_a_feature_that_is_on_reach_the_model(tiny_bert_dir, train_file, tmp_path, no_model_load, extra,
+                                                           expected):
+    """The refusals of settings that would do nothing (hf_cse.cli.flags_in_use) leave those that act alone."""
+    pairs = scored_pairs_file(tmp_path / "pairs.tsv", 12, 4, seed=0)
+    extra = [str(pairs) if arg == "PAIRS" else arg for arg in extra]
+    with pytest.raises(ModelLoaded) as loaded:
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", *extra))
+    assert {k: getattr(loaded.value.config, k) for k in expected} == expected
+
+
+FEATURES_OFF = ["--dcl_weight", "0", "--save_strategy", "no", "--eval_strategy", "no", "--load_best_model_at_end",
+                "false"]
+
+
+@pytest.mark.parametrize("preset, off", [(preset, off) for preset in sorted(PRESETS) for off in (False, True)])
+def test_a_presets_own_settings_are_not_refused_as_doing_nothing(preset, off, tiny_bert_dir, train_file, tmp_path,
+                                                                 no_model_load, senteval_dir):
+    """A preset sets --dcl_temperature (imsimcse_bert), --save_total_limit... with their features on, and with the
+    chosen loss it drops what that loss does not take: none of its values is refused as a setting that does nothing,
+    even with the features typed off."""
+    generator = ["--generator_name_or_path", str(tiny_bert_dir)] if PRESETS[preset]["method"] == "diffcse" else []
+    with pytest.raises(ModelLoaded):
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--preset", preset,
+                                        "--senteval_data_dir", str(senteval_dir), *generator,
+                                        *(FEATURES_OFF if off else [])))
+
+
+def test_a_config_files_setting_that_does_nothing_names_the_file(tiny_bert_dir, train_file, tmp_path, no_model_load):
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"dcl_temperature": 2.0}))
+    with pytest.raises(InputError) as refused:
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--config", str(config)))
+    assert str(refused.value) == (f"--config {config}: 'dcl_temperature' does nothing while --dcl_weight is 0 (no DCL "
+                                  f"objective): add --dcl_weight 0.1, or remove 'dcl_temperature' from --config "
+                                  f"{config}.")
 
 
 def test_preset_value_typed_by_the_user_is_still_an_error(tiny_bert_dir, train_file, tmp_path, no_model_load,

@@ -1,0 +1,111 @@
+"""Refusals of settings a run would accept and then ignore, because the feature they set is off in it (the DCL
+objective's temperature while its weight is 0, the eval pairs' columns without eval pairs), as ``--mlm_weight``
+without ``--do_mlm`` is refused (:data:`hf_cse.cli.preflight.NEEDS_SWITCH`): one line naming the switch to add, or
+the setting to drop. Only the settings a user chose are refused -- typed, or written in a ``--config`` file (named
+then: :class:`ChosenSettings`) -- never a preset's value nor a method's default.
+
+Imports nothing heavy at module level (:mod:`hf_cse.cli.preflight` imports it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..checks import InputError
+
+_UNSET = object()
+
+
+class ChosenSettings(set):
+    """The names of the settings a user chose: the flags typed and the values of the ``--config`` file ``config``
+    (``file_only``: those the file set and no typed flag did), so that a refusal names where the user wrote it."""
+
+    def __init__(self, typed: Iterable[str] = (), from_file: Iterable[str] = (), config: str | None = None):
+        super().__init__({*typed, *from_file})
+        self.file_only = set(from_file) - set(typed)
+        self.config = config
+
+
+def _file_of(chosen: set[str], name: str) -> str | None:
+    """The ``--config`` file that alone set ``name`` (None: a typed flag, or a plain set of names)."""
+    return getattr(chosen, "config", None) if name in getattr(chosen, "file_only", ()) else None
+
+
+def given_as(chosen: set[str], name: str, value=_UNSET) -> str:
+    """Setting ``name`` as the user wrote it: ``--name value``, or ``--config F: 'name'`` where the file alone set
+    it."""
+    file = _file_of(chosen, name)
+    if file is not None:
+        return f"--config {file}: {name!r}"
+    return f"--{name}" if value is _UNSET else f"--{name} {value}"
+
+
+def drop_fix(chosen: set[str], name: str) -> str:
+    """How to stop setting ``name``: ``drop --name``, or ``remove 'name' from --config F``."""
+    file = _file_of(chosen, name)
+    return f"remove {name!r} from --config {file}" if file is not None else f"drop --{name}"
+
+
+def check_dcl_settings(chosen: set[str], objectives: list[dict]) -> None:
+    """A ``--dcl_<hyperparameter>`` chosen while the run has no DCL objective (``--dcl_weight`` 0, simcse's
+    default) would do nothing."""
+    from ..losses import loss_hyperparameters
+    from ..objectives import DCL
+
+    given = sorted(f"dcl_{name}" for name in loss_hyperparameters(DCL) if f"dcl_{name}" in chosen)
+    if given and not any(objective["loss"] == DCL for objective in objectives):
+        raise InputError(f"{given_as(chosen, given[0])} does nothing while --dcl_weight is 0 (no DCL objective): add "
+                         f"--dcl_weight 0.1, or {drop_fix(chosen, given[0])}.")
+
+
+def check_off_dropout(model_cls, config_kwargs: dict, chosen: set[str]) -> None:
+    """Off-dropout (a dropout-free pass giving no-dropout negatives) matches the losses, said in the command line's
+    terms: the model's own refusal names the Python field and class, and calls the method's default (imsimcse's) a
+    setting the user never typed."""
+    from ..losses import available_losses, get_loss_class
+    from ..losses.base import NO_DROPOUT_INPUT
+    from ..models import METHODS
+
+    defaults = model_cls.config_class()
+    losses = [o["loss"] for o in config_kwargs.get("objectives") or defaults.objectives]
+    if any(loss not in available_losses() for loss in losses):
+        return  # the config refuses an unknown loss in its own words
+    takes = lambda loss: NO_DROPOUT_INPUT in get_loss_class(loss).extra_inputs  # noqa: E731
+    given = config_kwargs.get("off_dropout")
+    on = defaults.off_dropout if given is None else given
+    main = losses[0]
+    if on and not any(map(takes, losses)):
+        takers = " / ".join(loss for loss in available_losses() if takes(loss))
+        if given is None:  # the method's default: the user typed no --off_dropout
+            raise InputError(f"--method {defaults.method} trains with off-dropout negatives (its default), but loss "
+                             f"{main!r} does not use them: pass --off_dropout false, use --loss {takers}, or choose "
+                             "another --method.")
+        raise InputError(f"{given_as(chosen, 'off_dropout')} makes no-dropout negatives, but loss {main!r} does not "
+                         f"use them: use --loss {takers}, or {drop_fix(chosen, 'off_dropout')}.")
+    if not on and any(map(takes, losses)):
+        methods = " / ".join(name for name, cls in METHODS.items() if cls.config_class().off_dropout)
+        if given is False:
+            typed = _file_of(chosen, "off_dropout") is None
+            raise InputError(f"loss {main!r} needs no-dropout embeddings (off-dropout), which "
+                             f"{given_as(chosen, 'off_dropout', 'false')} turns off: "
+                             f"{drop_fix(chosen, 'off_dropout')}{' false' * typed}.")
+        raise InputError(f"loss {main!r} needs no-dropout embeddings (off-dropout): add --off_dropout"
+                         f"{f' (or use --method {methods})' if methods else ''}.")
+
+
+def check_training_settings(training_args, chosen: set[str]) -> None:
+    """Training arguments chosen for a feature that is off in this run: the eval pairs' columns and name without
+    eval pairs, a checkpoint limit without checkpoints."""
+    from ..evaluation.custom_dev import EvalDataArguments
+
+    sources = ("eval_file", "eval_dataset_name")
+    if not any(getattr(training_args, name, None) for name in sources):
+        for field in EvalDataArguments.__dataclass_fields__:
+            if field not in sources and field in chosen:
+                raise InputError(f"{given_as(chosen, field, getattr(training_args, field))} does nothing without "
+                                 "--eval_file or --eval_dataset_name (the scored pairs it describes): add one, or "
+                                 f"{drop_fix(chosen, field)}.")
+    strategy = getattr(training_args.save_strategy, "value", training_args.save_strategy)
+    if "save_total_limit" in chosen and strategy == "no" and training_args.save_total_limit is not None:
+        raise InputError(f"{given_as(chosen, 'save_total_limit', training_args.save_total_limit)} does nothing while "
+                         "--save_strategy is 'no' (no checkpoint to keep or delete): add --save_strategy steps "
+                         f"--save_steps N, or {drop_fix(chosen, 'save_total_limit')}.")
