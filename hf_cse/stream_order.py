@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from .checks import InputError
+
 logger = logging.getLogger("hf_cse.streaming")  # said among the stream's other warnings
 
 #: rows of a training stream's shuffle buffer (:func:`shuffled_stream`): enough to mix the sentences of many
@@ -15,6 +17,15 @@ DEFAULT_STREAM_SHUFFLE_BUFFER = 10_000
 #: reads of a source in one pass of a mixture from which they are said (:func:`warn_of_repeated_sources`): below it,
 #: unequal sizes under equal weights only repeat part of the smaller source
 SAID_READS = 1.5
+
+
+def check_shuffle_buffer(buffer_size) -> None:
+    """``stream_shuffle_buffer`` is a whole number of rows >= 0 (None: file order, as 0), refused before any data is
+    read (the training arguments' field, or the trainer's keyword that wins over it)."""
+    if buffer_size is not None and (isinstance(buffer_size, bool) or not isinstance(buffer_size, int)
+                                    or buffer_size < 0):
+        raise InputError(f"stream_shuffle_buffer must be a whole number of rows >= 0 (0: no shuffle, file order), "
+                         f"got {buffer_size!r}.", fields=("stream_shuffle_buffer",))
 
 
 def shuffled_stream(stream, seed: int, buffer_size: int | None):

@@ -15,7 +15,7 @@ from .errors import CSEError
 from .files import DataError
 from .models.encoder_dropout import check_views_differ
 from .padding import pad_where_positions_allow
-from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER
+from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
 from .tokenizer_match import check_training_tokenizer
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -37,10 +37,8 @@ class TrainingOptions:
         values = {name: given[name] if given.get(name) is not None else getattr(training_args, name, default)
                   for name, default in vars(cls()).items()}
         values["cached_minibatch_size"] = values["cached_minibatch_size"] or None  # 0 = off
-        buffer = values["stream_shuffle_buffer"] = values["stream_shuffle_buffer"] or 0  # None = file order
-        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
-            raise CSEError(f"stream_shuffle_buffer must be a whole number of rows >= 0 (0: no shuffle, file order), "
-                           f"got {buffer!r}.")
+        check_shuffle_buffer(values["stream_shuffle_buffer"])
+        values["stream_shuffle_buffer"] = values["stream_shuffle_buffer"] or 0  # None = file order
         values["senteval_data_dir"] = resolved_path(values["senteval_data_dir"])
         from .evaluation.data import SOURCES
 

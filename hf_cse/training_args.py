@@ -20,7 +20,7 @@ from .encoders import seq_length_problem
 from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
-from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER
+from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
 from .training_values import check_best_metric_direction, check_field_types, check_step_intervals
 
 
@@ -115,9 +115,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         problem = seq_length_problem(self.max_seq_length, None)  # the encoder's own limit is checked with the data
         if problem:
             raise InputError(f"{problem}.", fields=("max_seq_length",))
-        if (self.stream_shuffle_buffer or 0) < 0:  # before any data is read
-            raise InputError(f"stream_shuffle_buffer must be a whole number of rows >= 0 (0: no shuffle, file order), "
-                             f"got {self.stream_shuffle_buffer}.", fields=("stream_shuffle_buffer",))
+        check_shuffle_buffer(self.stream_shuffle_buffer)  # before any data is read
         # where the dev data came from, as training_info.json records it: the folder, not a path that means another
         # folder from elsewhere
         self.senteval_data_dir = resolved_path(self.senteval_data_dir)
