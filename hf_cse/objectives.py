@@ -161,6 +161,17 @@ def objectives_for(defaults: list[dict], loss: str, hyperparameters: Mapping[str
 _WARNED_UNREGISTERED: set[tuple[str, ...]] = set()
 
 
+def takes_no_dropout(loss: str) -> bool:
+    """Whether the registry loss ``loss`` reads no-dropout embeddings (``z_nodropout`` among its ``extra_inputs``):
+    it needs off-dropout, and off-dropout is of use to it only."""
+    return NO_DROPOUT_INPUT in get_loss_class(loss).extra_inputs
+
+
+def no_dropout_losses() -> list[str]:
+    """The registry losses that read no-dropout embeddings (:func:`takes_no_dropout`)."""
+    return [name for name in available_losses() if takes_no_dropout(name)]
+
+
 def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = False) -> list[ContrastiveLoss]:
     """Build every objective's loss (the registry checks names and values) and check that the off-dropout switch
     matches the losses' inputs; returns the losses. ``loading``: a saved configuration being read, where a loss name
@@ -176,12 +187,11 @@ def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = 
             return []
     losses = [build_loss(entry["loss"], **entry["hyperparameters"]) for entry in objectives]
     main = objectives[0]["loss"]
-    takes_nodropout = any(NO_DROPOUT_INPUT in loss.extra_inputs for loss in losses)
+    takes_nodropout = any(takes_no_dropout(entry["loss"]) for entry in objectives)
     if off_dropout and not takes_nodropout:
-        takers = [n for n in available_losses() if NO_DROPOUT_INPUT in get_loss_class(n).extra_inputs]
         raise CSEError(
             f"off_dropout=True makes no-dropout negatives, but loss {main!r} does not use them. "
-            f"Use a loss that takes them ({', '.join(takers)}), or turn off off_dropout."
+            f"Use a loss that takes them ({', '.join(no_dropout_losses())}), or turn off off_dropout."
         )
     if takes_nodropout and not off_dropout:
         raise CSEError(

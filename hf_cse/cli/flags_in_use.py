@@ -61,27 +61,26 @@ def check_off_dropout(model_cls, config_kwargs: dict, chosen: set[str]) -> None:
     """Off-dropout (a dropout-free pass giving no-dropout negatives) matches the losses, said in the command line's
     terms: the model's own refusal names the Python field and class, and calls the method's default (imsimcse's) a
     setting the user never typed."""
-    from ..losses import available_losses, get_loss_class
-    from ..losses.base import NO_DROPOUT_INPUT
+    from ..losses import available_losses
     from ..models import METHODS
+    from ..objectives import no_dropout_losses, takes_no_dropout
 
     defaults = model_cls.config_class()
     losses = [o["loss"] for o in config_kwargs.get("objectives") or defaults.objectives]
     if any(loss not in available_losses() for loss in losses):
         return  # the config refuses an unknown loss in its own words
-    takes = lambda loss: NO_DROPOUT_INPUT in get_loss_class(loss).extra_inputs  # noqa: E731
     given = config_kwargs.get("off_dropout")
     on = defaults.off_dropout if given is None else given
     main = losses[0]
-    if on and not any(map(takes, losses)):
-        takers = " / ".join(loss for loss in available_losses() if takes(loss))
+    if on and not any(map(takes_no_dropout, losses)):
+        takers = " / ".join(no_dropout_losses())
         if given is None:  # the method's default: the user typed no --off_dropout
             raise InputError(f"--method {defaults.method} trains with off-dropout negatives (its default), but loss "
                              f"{main!r} does not use them: pass --off_dropout false, use --loss {takers}, or choose "
                              "another --method.")
         raise InputError(f"{given_as(chosen, 'off_dropout')} makes no-dropout negatives, but loss {main!r} does not "
                          f"use them: use --loss {takers}, or {drop_fix(chosen, 'off_dropout')}.")
-    if not on and any(map(takes, losses)):
+    if not on and any(map(takes_no_dropout, losses)):
         methods = " / ".join(name for name, cls in METHODS.items() if cls.config_class().off_dropout)
         if given is False:
             typed = _file_of(chosen, "off_dropout") is None

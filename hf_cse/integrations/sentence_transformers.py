@@ -47,7 +47,7 @@ from torch import Tensor, nn
 from ..cached import RandState, split_batch
 from ..distributed import gather_with_grad
 from ..errors import CSEError
-from ..losses import get_loss_class, loss_hyperparameters
+from ..losses import loss_hyperparameters
 from ..losses.base import HARD_NEGATIVE_INPUT
 from ..losses.errors import HardNegativesNotTakenError
 from ..matryoshka import check_matryoshka, warn_untrained_width
@@ -62,6 +62,7 @@ from ..objectives import (
     normalise_objectives,
     objective,
     objective_names,
+    takes_no_dropout,
     with_matryoshka,
 )
 from ..references import SIMCSE
@@ -134,7 +135,7 @@ class CSELoss(nn.Module):
         elif hyperparameters or dcl_weight:
             raise CSEError("CSELoss: give the hyperparameters and the DCL weight inside objectives=, not beside it.")
         entries = normalise_objectives(objectives)
-        takes_nodropout = any(NO_DROPOUT_INPUT in get_loss_class(e["loss"]).extra_inputs for e in entries)
+        takes_nodropout = any(takes_no_dropout(e["loss"]) for e in entries)
         losses = check_objectives(entries, off_dropout=takes_nodropout)
         # bounded by the model's embedding size where it says it (a SentenceTransformer's get_embedding_dimension)
         size = getattr(model, "get_embedding_dimension", lambda: None)() if matryoshka_dims else None
