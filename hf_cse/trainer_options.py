@@ -368,9 +368,9 @@ def check_dev_ready(evaluators, args) -> None:
     only at the first evaluation, steps and a checkpoint later); and each evaluator is one the trainer can run.
     Evaluators of one's own log names unknown here."""
     from .evaluation.data import load_sts
-    from .evaluation.evaluators import DEV_METRIC_NAMES, PairsEvaluator, STSDevEvaluator, check_evaluator
+    from .evaluation.evaluators import PairsEvaluator, STSDevEvaluator, check_evaluator
     from .evaluation.rowcheck import SentEvalDataError, in_training_terms
-    from .training_values import check_best_metric
+    from .training_values import STS_DEV_METRICS, check_best_metric
 
     for evaluator in evaluators or []:
         check_evaluator(evaluator)
@@ -382,7 +382,7 @@ def check_dev_ready(evaluators, args) -> None:
                     load_sts(task, evaluator.data_dir, "dev", evaluator.source)
                 except SentEvalDataError as err:  # its fix names the trainer's eval_source
                     raise in_training_terms(err) from err
-            logged += [*(DEV_METRIC_NAMES[t] for t in evaluator.tasks), "avg_sts"]
+            logged += [*(STS_DEV_METRICS[t] for t in evaluator.tasks), "avg_sts"]
         elif isinstance(evaluator, PairsEvaluator):
             logged.append(f"{evaluator.name}_spearman")
         else:  # its names are not known here: only greater_is_better's direction is checked

@@ -31,9 +31,6 @@ from .data import STS_DEV_TASKS, TABLE_NAMES, Source, STSPairs, load_sts
 from .encoder import PreparedSentences, SentenceEncoder
 from .sts import score_sts
 
-#: each STS dev task's score
-DEV_METRIC_NAMES = STS_DEV_METRICS
-
 
 class _TokenizedOnce:
     """An evaluator that scores the same sentences at every evaluation keeps them tokenized and padded
@@ -66,8 +63,8 @@ class STSDevEvaluator(_TokenizedOnce):
     def __init__(self, senteval_data_dir=None, source: Source = "local",
                  tasks: Sequence[str] = STS_DEV_TASKS):
         for task in tasks:
-            if task not in DEV_METRIC_NAMES:
-                raise CSEError(f"STS dev task {task!r} has no dev split; use {', '.join(DEV_METRIC_NAMES)}.")
+            if task not in STS_DEV_METRICS:
+                raise CSEError(f"STS dev task {task!r} has no dev split; use {', '.join(STS_DEV_METRICS)}.")
         self.data_dir = None if senteval_data_dir is None else str(senteval_data_dir)
         self.source = source
         self.tasks = list(tasks)
@@ -75,7 +72,7 @@ class STSDevEvaluator(_TokenizedOnce):
     def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
         data = {t: load_sts(t, self.data_dir, "dev", self.source) for t in self.tasks}  # parsed once (lru_cache)
         res = score_sts(self._encode(encoder), data)
-        out = {DEV_METRIC_NAMES[t]: float(res[t]) for t in self.tasks}
+        out = {STS_DEV_METRICS[t]: float(res[t]) for t in self.tasks}
         out["avg_sts"] = float(np.mean([res[t] for t in self.tasks]))
         return out
 
