@@ -173,7 +173,7 @@ def parse_args(argv: list[str]):
     try:
         parsed = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as err:  # the dataclasses' __post_init__ checks (TrainingArguments' own included)
-        set_by = {k for k, v in {**(PRESETS.get(preset) or {}), **from_file}.items() if v} - typed_flags(parser, argv)
+        set_by = {k for k, v in {**(PRESETS.get(preset) or {}), **from_file}.items() if v} - typed
         if "load_best_model_at_end" in set_by and "load_best_model_at_end" in str(err):
             where = f"--preset {preset}" if "load_best_model_at_end" not in from_file else f"--config {known.config}"
             message = in_flag_terms(str(err), getattr(err, "fields", ()))  # before a flag is added: then left as is
