@@ -209,8 +209,7 @@ def _model_details(config, export: Mapping[str, Any], base_label: str, untrained
         ("Output dimension", fmt(export["embedding_dimension"])),
         ("Maximum sequence length", f"{export['max_seq_length']} tokens"),
         ("Similarity function", "cosine"),
-        ("Pooling", export["pooling_description"].replace(", then the trained `", ", then the untrained `")
-         if untrained else export["pooling_description"]),
+        ("Pooling", export["pooling_description"]),
         ("Projection head", export["projector_description"]),
     ]
     if export.get("adapter_description"):
@@ -286,6 +285,10 @@ def render_model_card(
 
     info = dict(training_info or {})
     results = read_eval_results(eval_results)
+    untrained = kept_untrained(info.get("dev"))
+    if untrained:  # the kept head, if any, is the untrained encoder's too: every section says the pooling so
+        export = {**export, "pooling_description": export["pooling_description"].replace(
+            ", then the trained `", ", then the untrained `")}
     papers = papers_for(config)
     base_model = info.get("base_model") or resolve_base_model(config.base_encoder,
                                                               getattr(config, "base_encoder_local", None))
@@ -309,12 +312,12 @@ def render_model_card(
             template_path=str(TEMPLATE),
             title=title or f"{papers[0].name} sentence embeddings from {base_model or base_name}",
             summary=_summary(config, papers, export["embedding_dimension"], base_label)
-            + (f"\n\n{KEPT_UNTRAINED}" if kept_untrained(info.get("dev")) else "")
+            + (f"\n\n{KEPT_UNTRAINED}" if untrained else "")
             + (f"\n\n{ZERO_LOSS}" if info.get(ZERO_LOSS_KEY) is True else ""),
             usage_snippet=_usage_snippet(st_card, model_id, export.get("custom_code", False)),
             loading=("the folder's own module code (see the limitations) loads with `trust_remote_code=True`"
                      if export.get("custom_code") else "the model loads without custom code"),
-            model_details=_model_details(config, export, base_label, kept_untrained(info.get("dev"))),
+            model_details=_model_details(config, export, base_label, untrained),
             method=method_section(config, papers, (info.get("data") or {}).get("pair_data")),
             training_data=training_data_section(info),
             hyperparameters=hyperparameters_section(config, info),
