@@ -2,7 +2,9 @@
 first 64 KiB up front): a JSON-lines file read line by line (:func:`json_lines_stream`), each record refused by its
 line where a file read whole is refused (:func:`hf_cse.text_files.json_record_fault`), and the map of any source's
 texts to its stripped sentences (:class:`SentenceTexts`), which refuses a text that is no string and says, once, that
-empty rows are left out."""
+empty rows are left out. A ``.csv`` / ``.tsv`` file streams row by row as it is read whole (:func:`table_stream`),
+and an error while ``datasets`` reads a stream ends the run in one line naming the file's line or the data set
+(:func:`read_checked`)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ import json
 import logging
 from pathlib import Path
 
-from .files import HEAD_BYTES, DataError
-from .text_files import json_record_fault
+from .files import HEAD_BYTES, DataError, table_records
+from .text_files import find_unreadable_line, json_record_fault
 
 logger = logging.getLogger(__name__)
 
@@ -99,3 +101,88 @@ class SentenceTexts:
                             "the %r field), met in the stream; any more are left out without a word (a stream is "
                             "not counted ahead)", self.source, self.column)
         return {"text": kept}
+
+
+def table_stream(path: Path):
+    """A ``.csv`` / ``.tsv`` file streamed as :func:`hf_cse.files.table_records` reads it (as it is read whole): every
+    cell a string, a row whose number of fields is not the header's refused by its line when the stream reaches it
+    (``datasets``' CSV reader fills a short row's missing cells with empty strings, which passed as blank lines)."""
+    import datasets
+
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        columns = [name for name in table_records(fh, path)[0] if name]
+    return datasets.IterableDataset.from_generator(
+        _table_rows, features=datasets.Features({name: datasets.Value("string") for name in columns}),
+        gen_kwargs={"path": str(path)})  # no list there: datasets would read it as shards
+
+
+def _table_rows(path: str):
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        header, records = table_records(fh, path)
+        for _, record in records:
+            yield {name: record[name] for name in header if name}
+
+
+def read_checked(stream, refusal):
+    """``stream``, read by ``datasets`` as training goes, where an error while reading it that ``refusal(rows_read,
+    err)`` names (a :class:`DataError`; None: not the data's fault, re-raised as it is) ends the run in that one line
+    instead of a traceback from inside ``datasets``: a file's line it cannot read (:func:`file_unreadable`; only its
+    first 64 KiB were checked up front, :func:`hf_cse.streaming._check_start`), a data set's row or dropped connection
+    (:func:`dataset_unreadable`). The checkpoints saved before the failure stay (the error ends ``train`` as any
+    other)."""
+    import datasets
+
+    return described_as(stream, datasets.IterableDataset.from_generator(
+        _checked_rows, features=stream.features, gen_kwargs={"stream": stream, "refusal": refusal}))
+
+
+def described_as(stream, made):
+    """``made`` (a stream made from a generator over ``stream``, named "generator" by datasets) with ``stream``'s
+    description: its data set's name (the trainer records it, :func:`hf_cse.trainer_options.data_facts`), config,
+    licence and citation."""
+    for field in ("dataset_name", "config_name", "description", "citation", "homepage", "license"):
+        setattr(made.info, field, getattr(stream.info, field))
+    return made
+
+
+def _checked_rows(stream, refusal):
+    read = 0
+    try:
+        for row in stream:
+            yield row
+            read += 1
+    except Exception as err:
+        refused = None if isinstance(err, DataError) else refusal(read, err)
+        if refused is None:
+            raise
+        raise refused from None
+
+
+def dataset_unreadable(name: str, rows_read: int, err: Exception) -> DataError | None:
+    """The refusal of the streamed data set ``name`` (the Hub's, or a local data set folder) whose reading failed
+    with ``err`` after ``rows_read`` rows: a row it cannot read (``ValueError``) or a connection that failed
+    (``OSError``); None for any other error."""
+    if not isinstance(err, (ValueError, OSError)):
+        return None
+    what = (str(err).strip().splitlines() or [""])[0][:300]
+    return DataError(f"data set {name}: reading it failed after {rows_read} rows, mid-stream ({type(err).__name__}: "
+                     f"{what}). A broken row: train on a copy without it (train_file); a dropped connection: "
+                     "resume_from_checkpoint once it is back (the checkpoints saved so far stay).")
+
+
+def file_unreadable(path: Path, rows_read: int, err: Exception) -> DataError | None:
+    """The refusal of ``path``, whose reader failed with ``err`` after ``rows_read`` rows: the first line that is not
+    UTF-8, found by reading the file again up to it; None where no such line is found and ``err`` is no decoding
+    error (then it is no fault of the file that hf_cse can name), and for an error that is no ``ValueError``. A
+    table's row with the wrong number of fields is refused by :func:`table_stream` itself, a JSON-lines file's bad
+    line by :func:`hf_cse.stream_rows.json_lines_stream`."""
+    if not isinstance(err, ValueError):
+        return None
+    found = find_unreadable_line(path)
+    if found is None:
+        if not isinstance(err, UnicodeDecodeError):
+            return None
+        return DataError(f"{path}: bytes that are not UTF-8 ({err.reason}) after its first {rows_read} rows, {MET}. "
+                         f"Convert the file to UTF-8; grep -naxv '.*' {path.name} finds the lines.")
+    line, what = found
+    return mid_stream_error(path, line, f" is {what}", convert_fix(path))

@@ -28,8 +28,9 @@ the count of a pass), and a stream of nothing else is refused by that cause (:fu
 
 A streamed file is checked up front on its first 64 KiB only (as a file read whole is checked whole); a line
 further on that cannot be read (not UTF-8, a broken JSON line, a table row of too many fields) ends the run
-when the stream gets there, in one line naming the file, the line and the fix (:func:`_read_checked`). A ``.json``
-file holding one list is read whole by any reader, so it is checked whole before training, as in memory.
+when the stream gets there, in one line naming the file, the line and the fix
+(:func:`hf_cse.stream_rows.read_checked`). A ``.json`` file holding one list is read whole by any reader, so it is
+checked whole before training, as in memory.
 """
 
 from __future__ import annotations
@@ -62,14 +63,21 @@ from .files import (
     check_text_head,
     check_train_file,
     strip_column_names,
-    table_records,
 )
 from .stream_order import warn_of_repeated_sources
-from .stream_rows import MET, SentenceTexts, convert_fix, is_json_list, json_lines_stream, mid_stream_error
+from .stream_rows import (
+    SentenceTexts,
+    dataset_unreadable,
+    described_as,
+    file_unreadable,
+    is_json_list,
+    json_lines_stream,
+    read_checked,
+    table_stream,
+)
 from .text_files import (
     check_json_head,
     check_table_head,
-    find_unreadable_line,
     no_sentences_error,
     read_json_sentences,
 )
@@ -82,7 +90,7 @@ HEAD_ROWS = 100
 #: again meanwhile, :func:`~hf_cse.stream_order.source_reads`)
 STOPPING_STRATEGY = "all_exhausted"
 #: how much of a streamed text or JSON-lines file datasets reads at a time (its own default, 10 MiB): a line it
-#: cannot read fails the stream when its chunk is read (:func:`_read_checked`)
+#: cannot read fails the stream when its chunk is read (:func:`hf_cse.stream_rows.read_checked`)
 STREAM_CHUNK = 10 << 20
 
 
@@ -166,13 +174,13 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         ds = read_named_dataset(dataset_name, config_name, split, streaming)
         source = f"data set {dataset_name}"
         if streaming:  # read as training goes: a row it cannot read, or a dropped connection, fails as one line
-            ds = _read_checked(ds, partial(_dataset_unreadable, dataset_name))
+            ds = read_checked(ds, partial(dataset_unreadable, dataset_name))
     else:
         p = Path(path)
         check_text_column_applies(p, text_column)
         suffix = p.suffix.lower()
         if suffix in TABLE_SUFFIXES:  # read as a file read whole is (a .tsv without quoting)
-            ds = _table_stream(p)
+            ds = table_stream(p)
         elif suffix in JSON_SUFFIXES and not is_json_list(p):  # each line checked as a file read whole is
             ds = json_lines_stream(p, text_column or "text")
         elif suffix in JSON_SUFFIXES:  # one list: read whole by any reader, so checked whole, as in memory
@@ -183,7 +191,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
             # utf-8-sig: a byte-order mark is no part of the first sentence (as for a file read whole)
             ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=streaming,
                                        chunksize=STREAM_CHUNK, encoding="utf-8-sig")
-        ds = _read_checked(ds, partial(_unreadable, p))  # a file is streamed here (read whole above otherwise)
+        ds = read_checked(ds, partial(file_unreadable, p))  # a file is streamed here (read whole above otherwise)
         source = str(p)
     # a stream of a CSV file knows its columns only once read: those of its first row
     names = list(ds.column_names or next(iter(ds.take(1)), {}))
@@ -214,91 +222,6 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     if not streaming and len(ds) == 0:
         raise no_sentences_error(source)
     return ds
-
-
-def _table_stream(path: Path):
-    """A ``.csv`` / ``.tsv`` file streamed as :func:`hf_cse.files.table_records` reads it (as it is read whole): every
-    cell a string, a row whose number of fields is not the header's refused by its line when the stream reaches it
-    (``datasets``' CSV reader fills a short row's missing cells with empty strings, which passed as blank lines)."""
-    import datasets
-
-    with path.open(encoding="utf-8-sig", newline="") as fh:
-        columns = [name for name in table_records(fh, path)[0] if name]
-    return datasets.IterableDataset.from_generator(
-        _table_rows, features=datasets.Features({name: datasets.Value("string") for name in columns}),
-        gen_kwargs={"path": str(path)})  # no list there: datasets would read it as shards
-
-
-def _table_rows(path: str):
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        header, records = table_records(fh, path)
-        for _, record in records:
-            yield {name: record[name] for name in header if name}
-
-
-def _read_checked(stream, refusal):
-    """``stream``, read by ``datasets`` as training goes, where an error while reading it that ``refusal(rows_read,
-    err)`` names (a :class:`DataError`; None: not the data's fault, re-raised as it is) ends the run in that one line
-    instead of a traceback from inside ``datasets``: a file's line it cannot read (:func:`_unreadable`; only its
-    first 64 KiB were checked up front, :func:`_check_start`), a data set's row or dropped connection
-    (:func:`_dataset_unreadable`). The checkpoints saved before the failure stay (the error ends ``train`` as any
-    other)."""
-    import datasets
-
-    return _described_as(stream, datasets.IterableDataset.from_generator(
-        _checked_rows, features=stream.features, gen_kwargs={"stream": stream, "refusal": refusal}))
-
-
-def _described_as(stream, made):
-    """``made`` (a stream made from a generator over ``stream``, named "generator" by datasets) with ``stream``'s
-    description: its data set's name (the trainer records it, :func:`hf_cse.trainer_options.data_facts`), config,
-    licence and citation."""
-    for field in ("dataset_name", "config_name", "description", "citation", "homepage", "license"):
-        setattr(made.info, field, getattr(stream.info, field))
-    return made
-
-
-def _checked_rows(stream, refusal):
-    read = 0
-    try:
-        for row in stream:
-            yield row
-            read += 1
-    except Exception as err:
-        refused = None if isinstance(err, DataError) else refusal(read, err)
-        if refused is None:
-            raise
-        raise refused from None
-
-
-def _dataset_unreadable(name: str, rows_read: int, err: Exception) -> DataError | None:
-    """The refusal of the streamed data set ``name`` (the Hub's, or a local data set folder) whose reading failed
-    with ``err`` after ``rows_read`` rows: a row it cannot read (``ValueError``) or a connection that failed
-    (``OSError``); None for any other error."""
-    if not isinstance(err, (ValueError, OSError)):
-        return None
-    what = (str(err).strip().splitlines() or [""])[0][:300]
-    return DataError(f"data set {name}: reading it failed after {rows_read} rows, mid-stream ({type(err).__name__}: "
-                     f"{what}). A broken row: train on a copy without it (train_file); a dropped connection: "
-                     "resume_from_checkpoint once it is back (the checkpoints saved so far stay).")
-
-
-def _unreadable(path: Path, rows_read: int, err: Exception) -> DataError | None:
-    """The refusal of ``path``, whose reader failed with ``err`` after ``rows_read`` rows: the first line that is not
-    UTF-8, found by reading the file again up to it; None where no such line is found and ``err`` is no decoding
-    error (then it is no fault of the file that hf_cse can name), and for an error that is no ``ValueError``. A
-    table's row with the wrong number of fields is refused by :func:`_table_stream` itself, a JSON-lines file's bad
-    line by :func:`hf_cse.stream_rows.json_lines_stream`."""
-    if not isinstance(err, ValueError):
-        return None
-    found = find_unreadable_line(path)
-    if found is None:
-        if not isinstance(err, UnicodeDecodeError):
-            return None
-        return DataError(f"{path}: bytes that are not UTF-8 ({err.reason}) after its first {rows_read} rows, {MET}. "
-                         f"Convert the file to UTF-8; grep -naxv '.*' {path.name} finds the lines.")
-    line, what = found
-    return mid_stream_error(path, line, f" is {what}", convert_fix(path))
 
 
 def load_training_text(stream_args, data_args, seed: int):
@@ -335,12 +258,12 @@ def load_pair_stream(data_args):
     if path is None:
         ds = read_named_dataset(data_args.dataset_name, data_args.dataset_config_name, "train", streaming=True)
         source = f"data set {data_args.dataset_name}"
-        ds = _read_checked(ds, partial(_dataset_unreadable, data_args.dataset_name))
+        ds = read_checked(ds, partial(dataset_unreadable, data_args.dataset_name))
     else:
         _check_start(path, "train_file", None, sentences=False)
-        ds = _table_stream(path)
+        ds = table_stream(path)
         source = str(path)
-        ds = _read_checked(ds, partial(_unreadable, path))
+        ds = read_checked(ds, partial(file_unreadable, path))
     names = list(ds.column_names or next(iter(ds.take(1)), {}))  # a CSV stream's: those of its first row
     if path is not None:  # as table_records strips a file's column names
         ds, names = strip_column_names(ds, names), [name.strip() for name in names]
@@ -376,7 +299,7 @@ def tokenize_stream(ds, tokenizer: PreTrainedTokenizerBase, max_seq_length: int 
         return tokenizer(sentences_of(batch, "text", prompt), truncation=True, max_length=max_seq_length)
 
     tokenized = ds.map(tok, batched=True)  # the text kept for the example of a dropped row
-    return _described_as(ds, datasets.IterableDataset.from_generator(_kept_rows, gen_kwargs={
+    return described_as(ds, datasets.IterableDataset.from_generator(_kept_rows, gen_kwargs={
         "stream": tokenized, "special": frozenset(tokenizer.all_special_ids), "said": _Said()}))
 
 

@@ -531,7 +531,7 @@ def test_a_streamed_data_set_that_breaks_mid_stream_fails_in_one_line(tmp_path):
     # the first file's rows were read (the stripping map takes 1,000 rows at a time: none reached the loop)
     assert "\n" not in str(err.value) and read == []
     assert err.value.args[0].startswith(f"data set {folder}: reading it failed after {len(good)} rows")
-    from hf_cse import streaming
+    from hf_cse import stream_rows
 
     def dropped(*args, **kwargs):
         yield {"text": "one sentence"}
@@ -539,7 +539,7 @@ def test_a_streamed_data_set_that_breaks_mid_stream_fails_in_one_line(tmp_path):
 
     with pytest.raises(DataError, match=r"after 1 rows, mid-stream \(ConnectionResetError: Connection reset by peer\)"
                                         r".* a dropped connection: resume_from_checkpoint once it is back"):
-        list(streaming._checked_rows(dropped(), partial(streaming._dataset_unreadable, "org/data")))
+        list(stream_rows._checked_rows(dropped(), partial(stream_rows.dataset_unreadable, "org/data")))
 
 
 @pytest.mark.slow
