@@ -15,20 +15,20 @@ from .checkpoints import TRAINER_STATE_FILE
 from .collator_rng import CollatorDraws
 from .cuda_graphs import CudaGraphStep
 from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad, main_process_outcome
-from .divergence import check_weights_held, finished_not_diverged, with_diverged_checkpoints
+from .divergence import finished_not_diverged, with_diverged_checkpoints
 from .errors import CSEError, unwrapped_from_worker
-from .evaluation.before_after import DevChange, UntrainedCandidate, log_dev_change
+from .evaluation.before_after import DevChange, UntrainedCandidate
 from .log_window import LogWindow
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
-from .precision import check_training_args, describe
+from .precision import check_training_args
 from .run_settings import save_run_settings
 from .sampler import NoDuplicatesBatchSampler
-from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast, full_models_while_loading
+from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast
 from .trainer_arguments import given_arguments
 from .trainer_batches import TrainingBatches
-from .trainer_claim import FolderClaim, check_output_dir, check_save_run_arguments
+from .trainer_claim import FolderClaim, check_output_dir
 from .trainer_evaluation import DevScoring
 from .trainer_folder import (
     check_new_run_folder,
@@ -49,16 +49,17 @@ from .trainer_options import (
     set_batch_copying,
 )
 from .trainer_resume import ResumedRun, warn_other_world_size
+from .trainer_saving import RunSaving
 from .trainer_steps import StepPaths
 from .training_args import global_batch_size
-from .zero_loss import ZERO_LOSS_KEY, ZeroLossWatch
+from .zero_loss import ZeroLossWatch
 
 logger = logging.getLogger(__name__)
 
 
 # TrainingBatches first: its on_epoch_start overrides the hook's default
 class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSaveHook, StepPaths, DevScoring,
-                         ResumedRun, Trainer):
+                         RunSaving, ResumedRun, Trainer):
     """A ``transformers.Trainer`` for hf_cse method models that does what ``hf-cse-train`` does: given a model,
     :class:`~hf_cse.training_args.ContrastiveTrainingArguments`, a training set (sentences in a ``text`` column, which
     it tokenizes at the arguments' ``max_seq_length``, or tokenized ones) and the tokenizer (``processing_class``), it
@@ -301,67 +302,6 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         super().save_model(output_dir, _internal_call)
         if not _internal_call:
             self._claim.model_saved(self, output_dir or self.args.output_dir)
-
-    def save_run(self, data: dict | None = None, preset: str | None = None, hub_repo: str | None = None) -> None:
-        """Finish the run in ``args.output_dir``: the final training metrics and Trainer state, the training curves,
-        the model with its tokenizer (the best on the dev data, see :meth:`train`), a sentence-transformers export
-        with its model card, and ``training_info.json``, the run's record, written last (it marks the run as
-        finished). ``data``: the training data's facts for the record and the card (``hf-cse-train`` gives them; by
-        default what the trainer knows: :func:`hf_cse.trainer_options.data_facts`);
-        ``hub_repo``: push the export there (default: the arguments' ``push_to_hub`` repo, taken over from the
-        Trainer when it was built: :func:`hf_cse.export.take_over_hub_push`). The last log line is the dev score
-        before and after training and which model was saved. Refused in one line, before anything is written:
-        an argument of the wrong type, a trainer that has not trained in ``args.output_dir``, a folder that holds
-        another run since this trainer's ``train()`` (another trainer trained there since, or another run's record,
-        model, checkpoints or curves arrived: :mod:`hf_cse.trainer_claim`), and weights that are not finite."""
-        check_save_run_arguments(data, preset, hub_repo)
-        with self._claim.saving(self, self._trained_in):  # refused unless the folder still holds this run
-            check_weights_held(self, saving=True)  # a diverged run's weights are never saved as a model
-            self._save_run(data, preset, hub_repo or self._hub_repo)
-
-    def _save_run(self, data: dict | None, preset: str | None, hub_repo: str | None) -> None:
-        from .export import export_after_training
-        from .export.training_info import training_info_from_run
-        from .plots import plot_training_curves
-        from .run_files import CURVES_FILE
-
-        output_dir = Path(self.args.output_dir)
-        if logger.isEnabledFor(logging.DEBUG):  # --verbose: the progress bar's last line already shows them
-            self.log_metrics("train", self.train_metrics)
-        self.save_metrics("train", self.train_metrics)
-        self.save_state()
-        model = self.accelerator.unwrap_model(self.model)
-        if self.is_world_process_zero():  # before the export, which copies the curves beside the model card
-            title = f"{model.config.method} + {model.config.objectives[0]['loss']}: {output_dir.name}"
-            curves = plot_training_curves(self.state.log_history, output_dir / CURVES_FILE, title=title)
-            if curves is None:
-                logger.info("training curves: none written (nothing was logged: the run is shorter than "
-                            "logging_steps=%s)", self.args.logging_steps)
-            else:
-                logger.info("training curves: %s", curves)
-        self.save_model(str(output_dir))  # with the tokenizer (processing_class)
-        logger.info("saved %s model to %s", model.config.method, output_dir)
-
-        def export() -> None:
-            info = self._options.recorded(training_info_from_run(
-                self.args, data=self._data_facts if data is None else data, train_metrics=self.train_metrics,
-                preset=preset, precision=describe(self.precision), dev=self.dev and self.dev.as_dict(),
-                **{ZERO_LOSS_KEY: self._zero_loss.trained_nothing or None}),
-                streamed=isinstance(self.train_dataset, torch.utils.data.IterableDataset))
-            # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
-            # the full model save_model just gathered and wrote
-            sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled
-            logger.info("exporting for sentence-transformers with a model card to %s (reloaded to check it)",
-                        output_dir / "sentence-transformers")
-            with full_models_while_loading(getattr(self.accelerator.state, "deepspeed_plugin", None)):
-                export_after_training(str(output_dir) if sharded else model, self.processing_class, self.args, info,
-                                      hub_repo)
-
-        # on the main process; the others wait for it (none leaves and tears down the group while it runs) and raise
-        # its error, if any, rather than fail at a barrier it never reaches
-        main_process_outcome(self.args, export)
-        # the run's last line: did training make the model better on the dev data?
-        log_dev_change(logger, self.dev, self.dev_metrics_scored)
 
     # ------------------------------------------------------------------ training
     def _global_objectives(self, embeddings: dict[str, torch.Tensor]):

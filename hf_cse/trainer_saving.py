@@ -1,0 +1,85 @@
+"""The saving half of :class:`hf_cse.trainer.ContrastiveTrainer`: :meth:`RunSaving.save_run` finishes a run's
+folder (metrics and state, training curves, the model, its sentence-transformers export with a model card, and the
+run's record written last), refused before anything is written when the folder no longer holds this trainer's run
+or its weights are not finite."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from transformers import Trainer
+
+from .distributed import main_process_outcome
+from .divergence import check_weights_held
+from .evaluation.before_after import log_dev_change
+from .precision import describe
+from .sharding import full_models_while_loading
+from .trainer_claim import check_save_run_arguments
+from .zero_loss import ZERO_LOSS_KEY
+
+logger = logging.getLogger(__name__)
+
+
+class RunSaving(Trainer):
+    def save_run(self, data: dict | None = None, preset: str | None = None, hub_repo: str | None = None) -> None:
+        """Finish the run in ``args.output_dir``: the final training metrics and Trainer state, the training curves,
+        the model with its tokenizer (the best on the dev data, see :meth:`train`), a sentence-transformers export
+        with its model card, and ``training_info.json``, the run's record, written last (it marks the run as
+        finished). ``data``: the training data's facts for the record and the card (``hf-cse-train`` gives them; by
+        default what the trainer knows: :func:`hf_cse.trainer_options.data_facts`);
+        ``hub_repo``: push the export there (default: the arguments' ``push_to_hub`` repo, taken over from the
+        Trainer when it was built: :func:`hf_cse.export.take_over_hub_push`). The last log line is the dev score
+        before and after training and which model was saved. Refused in one line, before anything is written:
+        an argument of the wrong type, a trainer that has not trained in ``args.output_dir``, a folder that holds
+        another run since this trainer's ``train()`` (another trainer trained there since, or another run's record,
+        model, checkpoints or curves arrived: :mod:`hf_cse.trainer_claim`), and weights that are not finite."""
+        check_save_run_arguments(data, preset, hub_repo)
+        with self._claim.saving(self, self._trained_in):  # refused unless the folder still holds this run
+            check_weights_held(self, saving=True)  # a diverged run's weights are never saved as a model
+            self._save_run(data, preset, hub_repo or self._hub_repo)
+
+    def _save_run(self, data: dict | None, preset: str | None, hub_repo: str | None) -> None:
+        from .export import export_after_training
+        from .export.training_info import training_info_from_run
+        from .plots import plot_training_curves
+        from .run_files import CURVES_FILE
+
+        output_dir = Path(self.args.output_dir)
+        if logger.isEnabledFor(logging.DEBUG):  # --verbose: the progress bar's last line already shows them
+            self.log_metrics("train", self.train_metrics)
+        self.save_metrics("train", self.train_metrics)
+        self.save_state()
+        model = self.accelerator.unwrap_model(self.model)
+        if self.is_world_process_zero():  # before the export, which copies the curves beside the model card
+            title = f"{model.config.method} + {model.config.objectives[0]['loss']}: {output_dir.name}"
+            curves = plot_training_curves(self.state.log_history, output_dir / CURVES_FILE, title=title)
+            if curves is None:
+                logger.info("training curves: none written (nothing was logged: the run is shorter than "
+                            "logging_steps=%s)", self.args.logging_steps)
+            else:
+                logger.info("training curves: %s", curves)
+        self.save_model(str(output_dir))  # with the tokenizer (processing_class)
+        logger.info("saved %s model to %s", model.config.method, output_dir)
+
+        def export() -> None:
+            info = self._options.recorded(training_info_from_run(
+                self.args, data=self._data_facts if data is None else data, train_metrics=self.train_metrics,
+                preset=preset, precision=describe(self.precision), dev=self.dev and self.dev.as_dict(),
+                **{ZERO_LOSS_KEY: self._zero_loss.trained_nothing or None}),
+                streamed=isinstance(self.train_dataset, torch.utils.data.IterableDataset))
+            # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
+            # the full model save_model just gathered and wrote
+            sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled
+            logger.info("exporting for sentence-transformers with a model card to %s (reloaded to check it)",
+                        output_dir / "sentence-transformers")
+            with full_models_while_loading(getattr(self.accelerator.state, "deepspeed_plugin", None)):
+                export_after_training(str(output_dir) if sharded else model, self.processing_class, self.args, info,
+                                      hub_repo)
+
+        # on the main process; the others wait for it (none leaves and tears down the group while it runs) and raise
+        # its error, if any, rather than fail at a barrier it never reaches
+        main_process_outcome(self.args, export)
+        # the run's last line: did training make the model better on the dev data?
+        log_dev_change(logger, self.dev, self.dev_metrics_scored)
