@@ -248,6 +248,9 @@ def build_encoder(config: PretrainedConfig) -> PreTrainedModel:
 
 def encoder_skeleton(config) -> PreTrainedModel:
     """The encoder of a method config, built on the meta device from its config alone (no weights read, no memory
-    used): what the checks before loading inspect."""
+    used): what the checks before loading inspect. Its class is constructed directly where it is known: in a ZeRO-3
+    run ``from_config`` partitions the model and initialises its weights, which fails on the meta device."""
+    enc_cfg = config.build_encoder_config()
+    encoder_class = encoder_class_of(enc_cfg)
     with torch.device("meta"):
-        return AutoModel.from_config(config.build_encoder_config())
+        return encoder_class(enc_cfg) if encoder_class else AutoModel.from_config(enc_cfg)

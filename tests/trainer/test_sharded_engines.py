@@ -160,6 +160,30 @@ def test_every_method_trains_under_the_engine_as_the_plain_run_or_is_refused(eng
         assert abs(losses[step] - loss) <= LOSS_TOL * max(1.0, loss), (step, losses, reference)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_frozen_embeddings_stay_as_loaded_under_the_engine(engine, plain, tiny_bert_dir):
+    """``freeze_embeddings`` (the gradient paradigm's runs) under a sharding engine: the embedding layer leaves the
+    run as it came in, the layers above train, and the curve is the plain frozen run's."""
+    from safetensors.torch import load_file
+
+    extra = ["--freeze_embeddings", "--save_strategy", "no", "--max_steps", "3"]
+    one, sharded = plain["tmp"] / "frozen_plain", plain["tmp"] / f"frozen_{engine}"
+    _launch(engine, _flags(tiny_bert_dir, plain["train"], sharded, *extra))
+    if not one.exists():
+        _run([sys.executable, str(ROOT / "run_unsup.py"), *_flags(tiny_bert_dir, plain["train"], one, *extra)],
+             "the plain frozen run")
+    loaded, trained = load_file(tiny_bert_dir / "model.safetensors"), load_file(sharded / "model.safetensors")
+    frozen = {name: trained[f"encoder.{name}"] for name in loaded if name.startswith("embeddings.")}
+    assert len(frozen) == 5 and all(torch.equal(value, loaded[name]) for name, value in frozen.items())
+    layers = [name for name in loaded if name.startswith("encoder.layer.")]
+    assert layers and all(not torch.equal(trained[f"encoder.{name}"], loaded[name]) for name in layers
+                          if name.endswith("dense.weight"))
+    reference, losses = _losses(one), _losses(sharded)
+    assert sorted(losses) == sorted(reference) == [1, 2, 3]
+    for step, loss in reference.items():
+        assert abs(losses[step] - loss) <= LOSS_TOL * max(1.0, loss), (step, losses, reference)
+
+
 # ----------------------------------------------------------------- hf_cse.sharding's parts
 
 
