@@ -8,7 +8,9 @@ run and the evaluation in :mod:`hf_cse.cli.output_dir`, the export in :mod:`hf_c
 * what an earlier job left: none -> a new job; the same job, interrupted -> it is continued; anything else ->
   refused in one line naming how to start over;
 * starting over (``overwrite_output_dir``, the export's ``overwrite``): only the files that kind of job writes
-  go, so none of them survives beside the new ones; files no job writes (a log, notes) are kept;
+  go, so none of them survives beside the new ones; files no job writes (a log, notes) are kept. The export and the
+  evaluation replace them only once they write their own (:meth:`OutputJob.own_files` is then empty), so that a
+  failure before keeps them;
 * the folder is made ready to be written (created and probed; the export writes beside it and renames).
 
 A refusal is an :class:`OutputFolderError`.

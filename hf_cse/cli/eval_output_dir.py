@@ -3,7 +3,9 @@
 refused; the partial results of the same command (the same models and settings), stopped before it finished, are
 continued: the same command keeps the tasks it finished and runs the others (:mod:`hf_cse.cli.eval_run`), unless a model
 folder's weights changed since they were scored (retrained in place: refused); files
-that are not results are left alone. A training run's folder is
+that are not results are left alone. ``--overwrite_output_dir`` replaces another evaluation's results, but only when
+the new evaluation writes its first result (:meth:`hf_cse.cli.eval_run.ModelsEvaluation.replace_earlier`): a model
+that fails to load, or a stop before then, leaves them as they were. A training run's folder is
 refused, and the default folder is chosen beside the model evaluated."""
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ..checkpoints import run_marks, training_run_files
 from ..checks import resolved_path
 from ..errors import CSEError
 from ..files import weights_fingerprint
-from ..output_folder import OutputFolderError, claim_output_dir, matching
+from ..output_folder import OutputFolderError, claim_output_dir, listing, matching
 from ..run_files import TRAINING_INFO_FILE, WEIGHT_FILES
 from ..run_settings import in_brief
 from ..writing import json_safe
@@ -74,12 +76,10 @@ class Evaluation(CommandJob):
         return [str(p.relative_to(out)) for p in report_files(out)]
 
     def own_files(self, out: Path, left: list[str]) -> list[str]:
-        return left
+        return []  # replaced when the new evaluation writes its first result, not removed before (module doc)
 
     def remove(self, out: Path, names: list[str]) -> None:
-        from ..evaluation.report import remove_report_files
-
-        remove_report_files(out)
+        pass
 
     def _partial_records(self, out: Path) -> list[EvalResults] | None:
         """The records of ``out``'s results.json when they are partial results of the same models, else None (also
@@ -212,7 +212,12 @@ def prepare_eval_output_dir(output_dir: str, overwrite: bool, models: Sequence[s
     """Evaluation's output folder (module doc), created and locked for the rest of the evaluation (the caller's
     entry point is marked with :func:`hf_cse.folder_lock.releases_folder_locks`), and the records of the models
     the same evaluation, stopped before it finished, left there to finish (empty for a new evaluation).
-    ``settings``: what shapes the results besides the models (:class:`Evaluation`)."""
-    out, earlier = claim_output_dir(output_dir, Evaluation(list(models), dict(settings or {})), flag="--output_dir",
-                                    overwrite=overwrite, hold=True)
+    ``settings``: what shapes the results besides the models (:class:`Evaluation`). ``overwrite``: another
+    evaluation's results are left in place, for the evaluation to replace when it writes its first result."""
+    job = Evaluation(list(models), dict(settings or {}))
+    out, earlier = claim_output_dir(output_dir, job, flag="--output_dir", overwrite=overwrite, hold=True)
+    left = job.left_behind(out) if overwrite else []
+    if left:
+        logger.warning("%s: the earlier results in %s (%s) are replaced when this evaluation writes its first result; "
+                       "kept until then", OVERWRITE_FLAG, out, listing(left))
     return out, earlier or []

@@ -23,10 +23,11 @@ from ..errors import CSEError
 from ..evaluation import EvalResults, SentenceEncoder, evaluate, summary_text, write_report
 from ..evaluation.dimensions import KeepingEncoder, check_dims_fit, evaluate_dimensions
 from ..evaluation.evaluators import PairsEvaluator
-from ..evaluation.mteb_tasks import run_mteb_tasks
-from ..evaluation.report import model_folder, read_plot_data, remove_plot_data
+from ..evaluation.mteb_tasks import remove_mteb_results, run_mteb_tasks, saved_mteb_results
+from ..evaluation.report import model_folder, read_plot_data, remove_plot_data, remove_report_files, report_files
 from ..evaluation.results import PLOTS_STEP
 from ..evaluation.resume import STSB_TEST_TASKS, finished_tasks
+from ..output_folder import listing
 from ..writing import json_safe
 from . import say_when_stopped
 from .flags import in_flag_terms
@@ -96,6 +97,7 @@ class ModelsEvaluation:
     mteb_tasks: list = field(default_factory=list)
     results: list[EvalResults] = field(default_factory=list)
     extras: list[dict] = field(default_factory=list)
+    wrote: bool = False  # whether it has written anything yet (:meth:`replace_earlier`)
 
     @property
     def combined(self) -> bool:
@@ -114,8 +116,49 @@ class ModelsEvaluation:
         remove_plot_data(self.out)  # kept for a stop until now
         return written
 
+    def replace_earlier(self) -> None:
+        """Called before each write: before the first, --overwrite_output_dir's earlier results go (the output
+        folder's, :func:`~hf_cse.evaluation.report.report_files`, and the models' MTEB results under
+        --mteb_results_dir), so that none mixes with the new ones; until then they are kept, so that a model that
+        fails to load or a stop leaves them as they were (:meth:`earlier_kept`)."""
+        if self.wrote:
+            return
+        self.wrote = True
+        if not self.args.overwrite_output_dir:
+            return
+        removed = remove_report_files(self.out)
+        if removed:
+            logger.info("--overwrite_output_dir: removed the earlier results in %s (%s)", self.out,
+                        listing([str(p.relative_to(self.out)) for p in removed]))
+        for model, taken in self.earlier_mteb_results().items():
+            remove_mteb_results(taken)
+            meta = self.args.mteb_meta(model)
+            logger.warning("--overwrite_output_dir: removed %d earlier MTEB result file(s) of %s (revision %s) for %s "
+                           "from %s", len(taken), meta["name"], meta["revision"],
+                           ", ".join(t.metadata.name for t in self.mteb_tasks), self.args.mteb_results_dir)
+
+    def earlier_mteb_results(self) -> dict[str, list[Path]]:
+        """The MTEB result files under --mteb_results_dir of the models this evaluation runs from the start, by model
+        (those a stopped evaluation it finishes reached are its own)."""
+        if self.args.mteb_results_dir is None:
+            return {}
+        found = {model: saved_mteb_results(self.args.mteb_results_dir, self.mteb_tasks, self.args.mteb_meta(model))
+                 for model in self.args.model_name_or_path[len(self.earlier):]}
+        return {model: taken for model, taken in found.items() if taken}
+
+    def earlier_kept(self) -> str | None:
+        """What --overwrite_output_dir was to replace and is still there, as nothing was written yet, or None."""
+        if self.wrote or not self.args.overwrite_output_dir:
+            return None
+        kept = [f"the earlier results in {self.out}"] if report_files(self.out) else []
+        kept += [f"the earlier MTEB results under {self.args.mteb_results_dir}"] if self.earlier_mteb_results() else []
+        return f"{' and '.join(kept)} are kept" if kept else None
+
     def kept_when_stopped(self) -> str:
         """What a stop keeps (said after "interrupted (Ctrl-C); ")."""
+        kept = self.earlier_kept()
+        if kept:
+            return f"no new result was written yet: {kept}."
         record = self.out / "results.json"
         if not record.is_file():
             return f"no task had finished yet: nothing was written to {self.out}."
@@ -175,7 +218,8 @@ class ModelsEvaluation:
                 results.add_mteb(earlier.mteb, (earlier.details or {}).get("mteb", {}))
             else:
                 results.add_mteb(*run_mteb_tasks(encoder if kept is None else KeepingEncoder(encoder, kept),
-                                                 self.mteb_tasks, folder, args.mteb_results_dir, meta))
+                                                 self.mteb_tasks, folder, args.mteb_results_dir, meta,
+                                                 before_writing=self.replace_earlier))
                 self.save_partial(results, extras)
         if args.truncate_dim_list:
             results.settings = {**(results.settings or {}), "embedding_dim": width}
@@ -196,6 +240,7 @@ class ModelsEvaluation:
                      (MTEB, bool(self.mteb_tasks) and partial.mteb is None),
                      (DIMENSIONS, bool(self.args.truncate_dim_list) and partial.dimensions is None), (PLOTS, True))
             partial = replace(partial, unfinished_tasks=[step for step, left in steps if left])
+        self.replace_earlier()
         write_report([*self.results, partial], self.out, [*self.extras, extras], combined=self.combined, plots=False,
                      plot_data=True)
 
@@ -205,6 +250,7 @@ class ModelsEvaluation:
         warn_undefined_scores(name, results)
         self.results.append(results)
         self.extras.append(extras)
+        self.replace_earlier()
         written = write_report(self.results, self.out, self.extras, combined=self.combined, plot_data=True)
         print_results(name, self.args, results)
         return written

@@ -14,7 +14,8 @@ sentence-transformers folders / Hub repos or plain Hugging Face encoders.
 
 Safe to interrupt: the models, the device, every task file (read and checked) and the output folder are checked
 before anything is encoded, and results.json / results.md are rewritten (atomically) as each task finishes. An
-output folder that holds another evaluation's results is refused unless --overwrite_output_dir is given; the
+output folder that holds another evaluation's results is refused unless --overwrite_output_dir is given (they
+are replaced when the new evaluation writes its first result: a failure or stop before keeps them); the
 partial results of the same command, stopped before it finished, are finished by it: the tasks it finished are
 kept and only the others are evaluated (:mod:`hf_cse.cli.eval_run`). A refusal that comes before anything is
 written leaves no folder it created behind.
@@ -65,7 +66,6 @@ from hf_cse.evaluation.mteb_tasks import (
     mteb_model_name,
     mteb_name_problem,
     mteb_revision_problem,
-    remove_mteb_results,
     saved_mteb_results,
     split_mteb_tasks,
 )
@@ -168,7 +168,9 @@ class EvalArguments(EvalDataArguments):
     )
     overwrite_output_dir: bool = field(
         default=False,
-        metadata={"help": "Replace the results of an earlier evaluation in --output_dir (otherwise refused)."},
+        metadata={"help": "Replace the results of an earlier evaluation in --output_dir (otherwise refused) and the "
+                          "models' earlier MTEB results in --mteb_results_dir, once the new evaluation writes its "
+                          "first result: a model that fails to load, or a stop before, keeps them."},
     )
     device: str | None = field(default=None, metadata={"help": "cpu / cuda (default: cuda if available)."})
     disable_tqdm: bool = field(default=False, metadata={"help": "No progress bars."})
@@ -271,9 +273,10 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list[EvalResults], list | N
 def check_mteb_results_free(args: EvalArguments, mteb_tasks: list, models: list[str]) -> None:
     """--mteb_results_dir holds no results of ``models`` on these tasks yet (under their MTEB name and revision: their
     own and any truncate_dim_<d> experiment's, whatever the dimensions) unless --overwrite_output_dir, which removes
-    them so that another run's are not read back with the new ones (other models' and tasks' results there are left
-    alone). ``models``: those of the command the stopped evaluation it finishes did not reach (those it did wrote
-    their results there themselves)."""
+    them when the evaluation writes its first result (:meth:`ModelsEvaluation.replace_earlier`), so that another
+    run's are not read back with the new ones (other models' and tasks' results there are left alone). ``models``:
+    those of the command the stopped evaluation it finishes did not reach (those it did wrote their results there
+    themselves)."""
     for model in models:
         meta = args.mteb_meta(model)
         taken = saved_mteb_results(args.mteb_results_dir, mteb_tasks, meta)
@@ -285,10 +288,6 @@ def check_mteb_results_free(args: EvalArguments, mteb_tasks: list, models: list[
                              f"{meta['name']} ({taken[0]}{more}); pass --overwrite_output_dir to replace them, or "
                              "give another --mteb_results_dir / --mteb_model_revision, or --mteb_model_name if they "
                              "are another model's.")
-        remove_mteb_results(taken)
-        logger.warning("--overwrite_output_dir: removed %d earlier MTEB result file(s) of %s (revision %s) for %s from "
-                    "%s", len(taken), meta["name"], meta["revision"], ", ".join(t.metadata.name for t in mteb_tasks),
-                    args.mteb_results_dir)
 
 
 def argument_parser() -> HfArgumentParser:
@@ -319,13 +318,17 @@ def evaluate_models(argv: list[str] | None = None) -> int:
     made = first_missing_folder(Path(args.output_dir).expanduser())  # the folders this command creates
     out, earlier, eval_pairs, mteb_tasks = check_inputs(args)
     logger.info("results go to %s", out)
+    evaluation = ModelsEvaluation(args, out, earlier, eval_pairs, mteb_tasks)
     try:
         if args.mteb_results_dir is not None:  # the models the stopped evaluation reached wrote there themselves
             check_mteb_results_free(args, mteb_tasks, args.model_name_or_path[len(earlier):])
-        written = ModelsEvaluation(args, out, earlier, eval_pairs, mteb_tasks).run()
+        written = evaluation.run()
     except BaseException:
         remove_made_folders(out, made)  # a refusal before anything was written leaves no empty folder behind
-        if (out / "results.json").is_file():
+        kept = evaluation.earlier_kept()  # --overwrite_output_dir, stopped before its first result
+        if kept:
+            logger.error("stopped before any new result was written; %s", kept)
+        elif (out / "results.json").is_file():
             logger.error("stopped; the tasks finished so far are saved in %s", out / "results.json")
         raise
     print("\nwrote " + ", ".join(str(p) for p in written.values()))

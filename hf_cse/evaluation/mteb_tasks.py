@@ -298,18 +298,18 @@ def remove_mteb_results(paths: list[Path]) -> None:
 MTEB_FOLDER_MARK = ".hf_cse_mteb"
 
 
-def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_dir=None,
-                   meta: dict | None = None) -> tuple[dict[str, float], dict[str, dict]]:
+def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_dir=None, meta: dict | None = None,
+                   before_writing: Callable[[], None] | None = None) -> tuple[dict[str, float], dict[str, dict]]:
     """Run MTEB ``tasks`` (objects from :func:`get_mteb_tasks` or :class:`LocalSTSTask`) on ``encoder``; MTEB's
     result file of each task goes to ``output_dir/<task>.json``. Returns ``({task: main score x 100}, details)``.
 
     ``results_dir`` (``mteb_results_dir``): mteb itself also saves the results there, through its own
     ``ResultCache``, as its own runs do (``results/<model>/<revision>/<task>.json``, ``model_meta.json``,
-    ``run_settings.jsonl``), the layout of MTEB's results repository; ``meta``: :func:`model_meta_fields`."""
+    ``run_settings.jsonl``), the layout of MTEB's results repository; ``meta``: :func:`model_meta_fields`.
+    ``before_writing`` is called just before the first file is written (before the tasks run when mteb saves into
+    ``results_dir`` as each finishes, else once they have run): the caller's earlier results go then."""
     mteb = require_mteb()
     output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / MTEB_FOLDER_MARK).touch()  # marks the folder as run_eval's, so overwrite_output_dir may remove it
     cache = None
     if results_dir is not None:
         from mteb.cache import ResultCache
@@ -318,9 +318,15 @@ def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_di
         check_mteb_model(meta.get("name") or mteb_model_name(encoder.name), meta.get("revision", "local"))
 
         cache = ResultCache(results_dir)
+    if cache is not None and before_writing is not None:
+        before_writing()
     result = mteb.evaluate(mteb_encoder(encoder, meta), tasks, cache=cache, co2_tracker=False,
                            show_progress_bar=False, encode_kwargs={"batch_size": encoder.batch_size},
                            overwrite_strategy="always")
+    if cache is None and before_writing is not None:
+        before_writing()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / MTEB_FOLDER_MARK).touch()  # marks the folder as run_eval's, so overwrite_output_dir may remove it
     by_name = {task.metadata.name: task for task in tasks}
     scores, details = {}, {}
     for task_result in result.task_results:

@@ -14,6 +14,7 @@ from hf_cse.cli import train as train_cli
 from hf_cse.cli.eval_output_dir import prepare_eval_output_dir
 from hf_cse.cli.flags import in_flag_terms, use_parser
 from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir, refuse_occupied_output_dir
+from hf_cse.evaluation.report import report_files
 from hf_cse.files import weights_fingerprint
 from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
 from hf_cse.run_files import RUN_LOADER_FILES
@@ -647,8 +648,12 @@ def test_an_evaluation_keeps_what_is_not_results_and_refuses_another_evaluations
     with pytest.raises(InputError, match="already holds the results of an evaluation.*--overwrite_output_dir"):
         claim(tmp_path, overwrite=False, models=["a"])
     assert (tmp_path / "results.json").is_file()
-    claim(tmp_path, overwrite=True, models=["b"])  # only the results go
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    saved = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    # replaced only when the new evaluation writes its first result (a model failing to load keeps them), and only
+    # the results: what the evaluation removes then
+    assert claim(tmp_path, overwrite=True, models=["b"]) == (tmp_path, [])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == saved
+    assert sorted(p.name for p in report_files(tmp_path)) == ["results.json", "results.md"]
 
 
 @pytest.mark.parametrize("plot", ["score_by_dimension.png", "align_uniform.png", "task_comparison.png"])
@@ -663,7 +668,7 @@ def test_every_plot_of_an_evaluation_is_its_results(tmp_path, plot):
         claim(tmp_path, overwrite=False, models=["a"])
     assert (tmp_path / plot).read_bytes() == b"an earlier evaluation's plot"
     claim(tmp_path, overwrite=True, models=["a"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert [p.name for p in report_files(tmp_path)] == [plot]  # what goes when the new evaluation writes
 
 
 def test_the_same_evaluation_stopped_early_is_finished_and_another_ones_partial_results_refused(tmp_path):

@@ -254,22 +254,43 @@ def test_a_broken_json_file_of_the_model_is_refused_before_any_encoding(tiny_ber
 
 
 @pytest.mark.slow
-def test_earlier_results_are_not_overwritten_without_the_flag(tiny_bert_dir, senteval, tmp_path, capsys):
+def test_earlier_results_are_kept_without_the_flag_and_until_new_ones_are_written(tiny_bert_dir, senteval, tmp_path,
+                                                                                  capsys, monkeypatch, caplog):
+    """Not overwritten without --overwrite_output_dir, nor lost with it before the new evaluation writes its first
+    result: --overwrite_output_dir removed them as the folder was claimed, so a model that then failed to load, or a
+    stop in the first task, left no results at all."""
     out = tmp_path / "out"
     out.mkdir()
     earlier = {"model": "someone-else", "avg": 12.5}
     (out / "results.json").write_text(json.dumps(earlier))
+    (out / "results.md").write_text("| someone-else |")
     (out / "stsb_cosine_buckets_1.png").write_bytes(b"old plot of a second model")
     (out / "notes.txt").write_text("the user's own file")
-    args = ("--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval, "--tasks", "STSB",
-            "--output_dir", out)
-    code, err = run(capsys, *args)
+    saved = {p.name: p.read_bytes() for p in out.iterdir()}
+    args = ("--senteval_data_dir", senteval, "--tasks", "STSB", "--output_dir", out, "--model_name_or_path")
+    code, err = run(capsys, *args, tiny_bert_dir)
     assert code == 1 and "--overwrite_output_dir" in one_line(err)
-    assert json.loads((out / "results.json").read_text()) == earlier
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == saved
 
-    code, _ = run(capsys, *args, "--overwrite_output_dir")
+    kept = f"the earlier results in {out} are kept"
+    no_weights = _no_weights(tiny_bert_dir, tmp_path / "no-weights")  # passes the checks, fails to load
+    code, err = run(capsys, "--overwrite_output_dir", *args, no_weights)
+    assert code == 1 and "cannot load model" in one_line(err)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == saved
+    assert f"stopped before any new result was written; {kept}" in caplog.text  # a log line
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:  # Ctrl-C in the first task, before it is saved
+        patch.setattr(eval_cli.ModelsEvaluation, "save_partial", stop)
+        code, err = run(capsys, "--overwrite_output_dir", *args, tiny_bert_dir)
+    assert code == 130 and f"interrupted (Ctrl-C); no new result was written yet: {kept}." in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == saved
+
+    code, _ = run(capsys, "--overwrite_output_dir", *args, tiny_bert_dir)
     assert code == 0
     assert json.loads((out / "results.json").read_text())["model"] == str(tiny_bert_dir)
+    assert "someone-else" not in (out / "results.json").read_text() + (out / "results.md").read_text()
     assert not (out / "stsb_cosine_buckets_1.png").exists()  # the earlier run's files do not mix with the new ones
     assert (out / "stsb_cosine_buckets.png").is_file()
     assert (out / "notes.txt").read_text() == "the user's own file"

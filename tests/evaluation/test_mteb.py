@@ -256,6 +256,24 @@ def test_overwriting_mteb_results_removes_the_earlier_runs_experiments_of_those_
     err = capsys.readouterr().err
     assert "already holds MTEB results under this model's name, me/m" in err and "truncate_dim_16" in err
 
+    # a model that fails to load: nothing was written, so nothing earlier is gone (they were removed up front)
+    def saved():
+        return {p: p.read_bytes() for folder in (cache, tmp_path / "ev") for p in folder.rglob("*") if p.is_file()}
+
+    files = saved()
+    no_weights = tmp_path / "no-weights"
+    shutil.copytree(tiny_bert_dir, no_weights)
+    (no_weights / "model.safetensors").unlink()
+    failing = [*argv, "--overwrite_output_dir", "true"]
+    failing[failing.index(str(tiny_bert_dir))] = str(no_weights)
+    failing[failing.index(str(tmp_path / "ev2"))] = str(tmp_path / "ev")
+    assert eval_cli.main(failing) == 1
+    assert "cannot load model" in capsys.readouterr().err
+    assert saved() == files
+    assert f"the earlier results in {tmp_path / 'ev'} and the earlier MTEB results under {cache} are kept" in \
+        caplog.text
+    caplog.clear()
+
     assert eval_cli.main([*argv, "--overwrite_output_dir", "true"]) == 0
     [said] = [r.getMessage() for r in caplog.records if "earlier MTEB result" in r.getMessage()]  # one line
     assert said.startswith("--overwrite_output_dir: removed 2 earlier MTEB result file(s) of me/m (revision r1) for "
