@@ -68,7 +68,8 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
                           "eval_dataset_name pairs); the eval_ prefix is optional. Not set: the run's first dev score, "
                           "STS-B dev's where it is scored, else your pairs' (hf-cse-train selects checkpoints by it; "
                           "in Python give one with load_best_model_at_end: transformers fills in 'loss', which a "
-                          "contrastive run never logs)."},
+                          "contrastive run never logs). A preset's stsb_spearman gives way to your pairs' score in a "
+                          "run that scores no STS dev data."},
     )
     max_seq_length: int = field(
         default=DEFAULT_MAX_SEQ_LENGTH,
