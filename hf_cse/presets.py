@@ -4,7 +4,8 @@
 Each preset is a run's settings by name (as a run's ``hf_cse_run.json`` holds them): the method, its loss and the loss's
 hyperparameters, the method's config fields and the training arguments. Values are BERT-base settings from each
 paper and its authors' scripts (the comments name them); the papers train on wiki1m for one epoch (DiffCSE: two) and
-select checkpoints on STS-B dev every 125 steps, so a preset needs dev data (``senteval_data_dir``)::
+select checkpoints on STS-B dev every 125 steps, so a preset needs dev data (``senteval_data_dir``, or your own scored
+pairs, ``eval_file``, which then select)::
 
     from hf_cse.presets import from_preset
     from hf_cse.trainer import ContrastiveTrainer
@@ -129,12 +130,14 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     ``model_name_or_path``, as ``run_unsup.py --preset NAME`` builds them: ``(model, ContrastiveTrainingArguments)``.
     ``overrides``: any setting of the preset, or any other, by the same names (``method``, ``loss`` and its
     hyperparameters, config fields, ``dcl_weight`` / ``dcl_<hyperparameter>``, training arguments); the preset's
-    values that the chosen loss or method does not take are dropped (one log line), unless given here."""
+    values that the chosen loss or method does not take are dropped (one log line), unless given here; and with your own
+    dev pairs (``eval_file`` / ``eval_dataset_name``) and no STS dev data, checkpoints are selected by their score
+    rather than the preset's ``stsb_spearman``, as the command line does, unless ``metric_for_best_model`` is given."""
     from .losses import available_losses, loss_hyperparameters
     from .models import METHODS, get_method
     from .objectives import DCL, objectives_for
     from .training_args import ContrastiveTrainingArguments
-    from .training_values import unapplied_intervals
+    from .training_values import own_pairs_metric, unapplied_intervals
 
     values = {**preset_values(name), **overrides}
     for unapplied in unapplied_intervals(values, overrides):  # e.g. eval_strategy="no" given: no eval_steps
@@ -156,6 +159,12 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
         raise CSEError(f"from_preset: no setting {unknown[0]!r}" + (f"; did you mean {close!r}?" if close else
                        "; settings are training arguments, the method's config fields and loss hyperparameters."))
     args = ContrastiveTrainingArguments(output_dir=output_dir, **{k: v for k, v in values.items() if k in arg_names})
+    own_pairs = None if "metric_for_best_model" in overrides else own_pairs_metric(args)
+    if own_pairs:  # the preset's STS-B dev score, never logged where only the caller's pairs are scored
+        logger.info("preset %s selects by %s, but these arguments score no STS dev data, only your own pairs: "
+                    "checkpoints are selected by %s; metric_for_best_model chooses another", name,
+                    args.metric_for_best_model, own_pairs)
+        args.metric_for_best_model = own_pairs
     hyperparameters = {k: values.pop(k) for k in list(values) if k in loss_hyperparameters(loss) and k not in own}
     dcl = {k[len("dcl_"):]: values.pop(k) for k in list(values) if k.startswith("dcl_") and k != "dcl_weight"}
     config = {k: v for k, v in values.items() if k not in arg_names and k != "dcl_weight"}

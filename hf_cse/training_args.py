@@ -59,6 +59,18 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     save_strategy: str = field(default="no", metadata=_trainer_field("save_strategy"))
     # a short last batch has fewer negatives than the others (the contrastive loss's difficulty changes with it)
     dataloader_drop_last: bool = field(default=True, metadata=_trainer_field("dataloader_drop_last"))
+    # transformers' help says "Defaults to 'loss'", a score no contrastive run logs: hf_cse's dev scores instead
+    metric_for_best_model: str | None = field(
+        default=None,
+        metadata={"help": "The dev score that selects the best checkpoint (load_best_model_at_end) and compares the "
+                          "trained encoder with the untrained one: stsb_spearman, sickr_spearman or avg_sts (STS dev "
+                          "data: senteval_data_dir, or eval_source hub), or <eval_name>_spearman (your eval_file / "
+                          "eval_dataset_name pairs); the eval_ prefix is optional. Not set: the run's first dev score, "
+                          "STS-B dev's where it is scored, else your pairs' (hf-cse-train selects checkpoints by it; "
+                          "in Python give one with load_best_model_at_end: transformers fills in 'loss', which a "
+                          "contrastive run never logs). A preset's stsb_spearman gives way to your pairs' score in a "
+                          "run that scores no STS dev data."},
+    )
     max_seq_length: int = field(
         default=DEFAULT_MAX_SEQ_LENGTH,
         metadata={"help": "Training truncation length in tokens, special tokens and prompt included (papers: 32). The "

@@ -138,6 +138,25 @@ def dev_scores(scores_sts: bool, pairs_name: str | None = None) -> list[str]:
     return [*(STS_DEV_SCORES if scores_sts else ()), *([f"{pairs_name}_spearman"] if pairs_name else [])]
 
 
+def dev_scores_of(values) -> list[str]:
+    """The dev scores a run of these values logs (:func:`dev_scores`), read from its arguments (or their values by
+    the same names): STS dev's with ``senteval_data_dir`` or ``eval_source="hub"``, its own pairs' with ``eval_file``
+    or ``eval_dataset_name``."""
+    own = getattr(values, "eval_file", None) or getattr(values, "eval_dataset_name", None)
+    scores_sts = getattr(values, "senteval_data_dir", None) is not None or getattr(values, "eval_source", None) == "hub"
+    return dev_scores(scores_sts, (getattr(values, "eval_name", None) or "custom") if own else None)
+
+
+def own_pairs_metric(values) -> str | None:
+    """The score of the user's own pairs that replaces a preset's STS dev ``metric_for_best_model`` in a run that
+    scores those pairs and no STS dev data, which would never log it (the trainer refuses it); None where the metric
+    is logged or is no STS dev score. Applies only to a metric a preset set: one the user chose is checked as given."""
+    metric = (getattr(values, "metric_for_best_model", None) or "").removeprefix("eval_")
+    logged = dev_scores_of(values)
+    own = getattr(values, "eval_file", None) or getattr(values, "eval_dataset_name", None)
+    return logged[0] if own and metric in STS_DEV_SCORES and metric not in logged else None
+
+
 #: a correlation's metric name: ``..._spearman`` / ``..._pearson``, or a sentence-transformers evaluator's with its
 #: similarity (``..._spearman_cosine``)
 CORRELATION_NAME = re.compile(r"(^|_)(spearman|pearson)(_(cosine|dot|euclidean|manhattan|max))?$")

@@ -381,11 +381,10 @@ def refuse_unknown_flags(parser, argv: list[str] | None) -> None:
     raise InputError(f"unknown flag {flags[0]}" + (f"; did you mean {close}?" if close else "; see --help."))
 
 
-_NOT_GIVEN = object()
-
-
-def typed_flags(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+def typed_flags(parser: argparse.ArgumentParser, argv: list[str] | None) -> set[str]:
     """The options given on the command line (--no_x forms and other names included), by destination name."""
-    unset = argparse.Namespace(**{action.dest: _NOT_GIVEN for action in parser._actions})
-    parsed = parser.parse_known_args(argv, namespace=unset)[0]
-    return {name for name, value in vars(parsed).items() if value is not _NOT_GIVEN}
+    # "not given": a list of each destination's own, which an option replaces, and which an option adding to its
+    # value (action "extend", hf-cse-eval's --model_name_or_path) copies before adding: given is what no longer is it
+    unset = {action.dest: [] for action in parser._actions}
+    parsed = parser.parse_known_args(argv, namespace=argparse.Namespace(**unset))[0]
+    return {name for name, value in vars(parsed).items() if value is not unset.get(name)}

@@ -47,11 +47,13 @@ from hf_cse.cli import (
     refuse_empty_paths,
     refuse_unknown_flags,
     run_cli,
+    typed_flags,
 )
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder
 from hf_cse.cli.eval_output_dir import default_eval_output_dir, prepare_eval_output_dir
 from hf_cse.cli.eval_run import ModelsEvaluation, warn_undefined_scores  # noqa: F401 - the command's own
+from hf_cse.cli.flags_in_use import check_eval_pairs_settings
 from hf_cse.cli.help import EVAL_DESCRIPTION, EVAL_EXAMPLE, UnsetDefaultsFormatter, add_short_help, all_flags_layout
 from hf_cse.cli.launch import check_one_process
 from hf_cse.cli.preflight import check_min_seq_length
@@ -314,6 +316,7 @@ def evaluate_models(argv: list[str] | None = None) -> int:
         (args,) = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as err:  # __post_init__'s checks
         raise InputError(str(err)) from None
+    check_eval_pairs_settings(args, typed_flags(parser, argv))  # e.g. --eval_score_column without --eval_file
     setup_console(args.verbose)
     made = first_missing_folder(Path(args.output_dir).expanduser())  # the folders this command creates
     out, earlier, eval_pairs, mteb_tasks = check_inputs(args)

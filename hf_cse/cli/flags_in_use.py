@@ -1,8 +1,9 @@
 """Refusals of settings a run would accept and then ignore, because the feature they set is off in it (the DCL
 objective's temperature while its weight is 0, the eval pairs' columns without eval pairs), as ``--mlm_weight``
 without ``--do_mlm`` is refused (:data:`hf_cse.cli.preflight.NEEDS_SWITCH`): one line naming the switch to add, or
-the setting to drop. Only the settings a user chose are refused -- typed, or written in a ``--config`` file (named
-then: :class:`ChosenSettings`) -- never a preset's value nor a method's default.
+the setting to drop (hf-cse-eval's too: the eval pairs' columns without eval pairs). Only the settings a user chose
+are refused -- typed, or written in a ``--config`` file (named then: :class:`ChosenSettings`) -- never a preset's
+value nor a method's default.
 
 Imports nothing heavy at module level (:mod:`hf_cse.cli.preflight` imports it)."""
 
@@ -91,18 +92,24 @@ def check_off_dropout(model_cls, config_kwargs: dict, chosen: set[str]) -> None:
                          f"{f' (or use --method {methods})' if methods else ''}.")
 
 
-def check_training_settings(training_args, chosen: set[str]) -> None:
-    """Training arguments chosen for a feature that is off in this run: the eval pairs' columns and name without
-    eval pairs, a checkpoint limit without checkpoints."""
+def check_eval_pairs_settings(args, chosen: set[str]) -> None:
+    """The eval pairs' columns and name (the fields of :class:`~hf_cse.evaluation.custom_dev.EvalDataArguments`)
+    chosen without eval pairs to describe: both commands that take them (hf-cse-train, hf-cse-eval)."""
     from ..evaluation.custom_dev import EvalDataArguments
 
     sources = ("eval_file", "eval_dataset_name")
-    if not any(getattr(training_args, name, None) for name in sources):
+    if not any(getattr(args, name, None) for name in sources):
         for field in EvalDataArguments.__dataclass_fields__:
             if field not in sources and field in chosen:
-                raise InputError(f"{given_as(chosen, field, getattr(training_args, field))} does nothing without "
+                raise InputError(f"{given_as(chosen, field, getattr(args, field))} does nothing without "
                                  "--eval_file or --eval_dataset_name (the scored pairs it describes): add one, or "
                                  f"{drop_fix(chosen, field)}.")
+
+
+def check_training_settings(training_args, chosen: set[str]) -> None:
+    """Training arguments chosen for a feature that is off in this run: the eval pairs' columns and name without
+    eval pairs, a checkpoint limit without checkpoints."""
+    check_eval_pairs_settings(training_args, chosen)
     strategy = getattr(training_args.save_strategy, "value", training_args.save_strategy)
     if "save_total_limit" in chosen and strategy == "no" and training_args.save_total_limit is not None:
         raise InputError(f"{given_as(chosen, 'save_total_limit', training_args.save_total_limit)} does nothing while "

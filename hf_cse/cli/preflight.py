@@ -16,11 +16,12 @@ from ..errors import CSEError
 from ..files import DataError
 from ..run_as_encoder import RunAsEncoder, is_method_model_config, local_run_as_encoder
 from ..training_values import (
-    STS_DEV_SCORES,
     check_best_metric,
     check_optimizer_values,
     check_step_counts,
     dev_scores,
+    dev_scores_of,
+    own_pairs_metric,
 )
 from .flags import in_flag_terms
 from .flags_in_use import check_dcl_settings, check_off_dropout, drop_fix, given_as
@@ -280,13 +281,6 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
                              "--senteval_data_dir with local SentEval data, or go online.") from err
 
 
-def _dev_scores_of(values) -> list[str]:
-    """The dev scores a run of these flags' values logs (:func:`hf_cse.training_values.dev_scores`)."""
-    own = getattr(values, "eval_file", None) or getattr(values, "eval_dataset_name", None)
-    scores_sts = getattr(values, "senteval_data_dir", None) is not None or getattr(values, "eval_source", None) == "hub"
-    return dev_scores(scores_sts, (getattr(values, "eval_name", None) or "custom") if own else None)
-
-
 def default_best_metric(training_args, chosen: set[str], preset: str | None) -> str | None:
     """Where the user chose no ``--metric_for_best_model`` (neither typed nor in a --config file, ``chosen``), one
     nobody typed that the run does not log is replaced by the run's dev score (STS-B dev's where it is scored, else the
@@ -295,13 +289,14 @@ def default_best_metric(training_args, chosen: set[str], preset: str | None) -> 
     unless chosen. Returns the log line that says so, else None (a metric the user chose is checked as typed,
     :func:`check_eval_data`)."""
     metric = training_args.metric_for_best_model
-    logged = _dev_scores_of(training_args)
+    logged = dev_scores_of(training_args)
     if "metric_for_best_model" in chosen or metric is None or not logged or metric.removeprefix("eval_") in logged:
         return None
+    own_pairs = own_pairs_metric(training_args) if preset else None  # the library's rule (presets.from_preset's)
     if metric == "loss" and training_args.load_best_model_at_end:
         why = "--load_best_model_at_end without --metric_for_best_model (transformers' default, 'loss', is never logged"
         why += " by a contrastive run)"
-    elif preset and metric in STS_DEV_SCORES and (training_args.eval_file or training_args.eval_dataset_name):
+    elif own_pairs:
         why = f"--preset {preset} selects by {metric}, but this run scores no STS dev data, only your own pairs"
     else:
         return None
@@ -315,7 +310,7 @@ def check_typed_best_metric(values, typed: set[str]) -> None:
     """A typed --metric_for_best_model that the run's dev data will not log, refused from the flags alone, before the
     training stack is imported (:func:`check_eval_data` checks it again with the arguments)."""
     if "metric_for_best_model" in typed:
-        check_best_metric(values, _dev_scores_of(values), filled_in=False)
+        check_best_metric(values, dev_scores_of(values), filled_in=False)
 
 
 def check_hard_negative_weight(weight: float | None, negative_column: str | None) -> None:

@@ -73,6 +73,13 @@ CASES = {
     "eval-output-is-a-file": (lambda f: run_eval_args(f, out=f["root"] / "a_file"), "--output_dir .* is a file"),
     "eval-device-foo": (lambda f: run_eval_args(f, "--device", "foo"), "--device 'foo' is not a device"),
     "eval-device-cuda-99": (lambda f: run_eval_args(f, "--device", "cuda:99"), "--device cuda:99: torch sees"),
+    # the eval pairs' columns without the pairs did nothing; typed: refused (--model_name_or_path typed too, a flag
+    # whose values add up), the default a flag was typed with too
+    "eval-column-without-eval-pairs": (lambda f: run_eval_args(f, "--eval_score_column", "sim"),
+                                       "--eval_score_column sim does nothing without --eval_file or "
+                                       "--eval_dataset_name .*: add one, or drop --eval_score_column\\. \\("),
+    "eval-name-typed-as-its-default": (lambda f: run_eval_args(f, "--eval_name", "custom"),
+                                       "--eval_name custom does nothing without --eval_file"),
     "eval-malformed-stsb-row": (lambda f: run_eval_args(f)[:4] + [str(f["bad"])] + run_eval_args(f)[5:],
                                 r"sts-test\.csv, line 3: expected 7 tab-separated columns .*found 8"),
     "export-missing-checkpoint": (lambda f: ["-m", "hf_cse", "export", str(f["root"] / "nope"), str(f["root"] / "st")],

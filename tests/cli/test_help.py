@@ -85,6 +85,18 @@ def test_help_names_set_defaults_and_leaves_out_unset_ones(parsers, flag, capsys
     assert "(default: None)" not in " ".join(full_help(evaluate.argument_parser()).split())  # every flag of run_eval
 
 
+@pytest.mark.parametrize("flag", ["--help", "--help_all"])
+def test_the_best_metrics_help_says_what_hf_cse_selects_by(parsers, flag, capsys):
+    """transformers' help of --metric_for_best_model said it defaults to 'loss', a score no contrastive run logs;
+    the help says the dev scores a run logs, and which one selects where none is given."""
+    for parser in parsers:
+        text = " ".join(_help_of(parser, flag, capsys).split())
+        own = text[text.rindex("METRIC_FOR_BEST_MODEL"):]  # its help: after the flag (and its twin), not the usage
+        own = own[:own.index(" --")]
+        assert "Defaults to 'loss'" not in text
+        assert "stsb_spearman" in own and "<eval_name>_spearman" in own and "Not set: the run's first dev score" in own
+
+
 @pytest.mark.parametrize("width", ["60", "80", "200"])
 def test_the_fast_path_shows_the_same_help(parsers, width, monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", width)

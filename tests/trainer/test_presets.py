@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
-from helpers import random_sentences
+from datasets import Dataset
+from helpers import random_sentences, scored_pairs_file
 from transformers import AutoTokenizer
 
 from hf_cse.cli import train as train_cli
@@ -103,3 +106,37 @@ def test_the_paradigm_preset_freezes_the_embedding_layer_as_the_authors_code_and
     assert python_says_no.value.config.freeze_embeddings is False
     assert command_says_no.value.config.freeze_embeddings is False
     assert not any(PRESETS[name].get("freeze_embeddings") for name in PRESETS if name != "paradigm_bert")
+
+
+@pytest.mark.slow  # three models and two trainers built
+def test_a_preset_with_your_own_dev_pairs_selects_by_their_score_as_the_command_line_does(tiny_bert_dir, senteval_dir,
+                                                                                          tmp_path, caplog):
+    """A preset's stsb_spearman is never logged where only the caller's own pairs are scored, and the trainer refused
+    it: their score selects (as hf-cse-train --preset NAME --eval_file does), unless metric_for_best_model is given,
+    which is checked as given; with STS dev data the preset's stays."""
+    pairs = str(scored_pairs_file(tmp_path / "pairs.tsv", 12, 4, seed=0))
+    common = {"eval_file": pairs, "eval_name": "mydev", "use_cpu": True, "per_device_train_batch_size": 8,
+              "report_to": []}
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+
+    def trainer(model, args):
+        return ContrastiveTrainer(model=model, args=args, processing_class=tokenizer,
+                                  train_dataset=Dataset.from_dict({"text": random_sentences(32)}))
+
+    with caplog.at_level(logging.INFO, logger="hf_cse.presets"):
+        model, args = from_preset("simcse_bert", str(tiny_bert_dir), str(tmp_path / "own"), **common)
+    assert (args.metric_for_best_model, args.greater_is_better) == ("mydev_spearman", True)
+    [said] = [r.getMessage() for r in caplog.records if "selected by" in r.getMessage()]
+    assert said == ("preset simcse_bert selects by stsb_spearman, but these arguments score no STS dev data, only your "
+                    "own pairs: checkpoints are selected by mydev_spearman; metric_for_best_model chooses another")
+    assert "--" not in said
+    trainer(model, args)  # refused before: stsb_spearman is not a score this run logs
+    model, chosen = from_preset("simcse_bert", str(tiny_bert_dir), str(tmp_path / "chosen"),
+                                metric_for_best_model="stsb_spearman", **common)
+    assert chosen.metric_for_best_model == "stsb_spearman"
+    with pytest.raises(CSEError, match=r"metric_for_best_model stsb_spearman is not a score this run logs "
+                                       r"\(mydev_spearman\)"):
+        trainer(model, chosen)
+    _, with_sts = from_preset("simcse_bert", str(tiny_bert_dir), str(tmp_path / "sts"),
+                              senteval_data_dir=str(senteval_dir), **common)
+    assert with_sts.metric_for_best_model == "stsb_spearman"

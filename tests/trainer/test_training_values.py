@@ -217,3 +217,24 @@ def test_an_interval_its_caller_gave_is_refused_whatever_its_value(tmp_path):
     check_given_intervals(on, {"eval_steps"})
     with pytest.raises(CSEError, match=r"^eval_steps=5 scores nothing during training: .* add eval_strategy='steps'"):
         check_given_intervals(off, {"eval_steps"})
+
+
+@pytest.mark.parametrize("values, replacement", [
+    ({"metric_for_best_model": "stsb_spearman", "eval_file": "dev.tsv", "eval_name": "mydev"}, "mydev_spearman"),
+    ({"metric_for_best_model": "eval_avg_sts", "eval_dataset_name": "me/pairs"}, "custom_spearman"),
+    # logged: STS dev data is scored, or the metric is the pairs' own
+    ({"metric_for_best_model": "stsb_spearman", "eval_file": "dev.tsv", "senteval_data_dir": "SentEval"}, None),
+    ({"metric_for_best_model": "stsb_spearman", "eval_file": "dev.tsv", "eval_source": "hub"}, None),
+    ({"metric_for_best_model": "custom_spearman", "eval_file": "dev.tsv"}, None),
+    # no pairs of one's own to select by, or no STS dev score to replace
+    ({"metric_for_best_model": "stsb_spearman"}, None),
+    ({"metric_for_best_model": "loss", "eval_file": "dev.tsv"}, None),
+    ({"metric_for_best_model": None, "eval_file": "dev.tsv"}, None),
+])
+def test_a_presets_sts_dev_metric_gives_way_to_your_own_pairs_score_where_only_they_are_scored(values, replacement):
+    """One rule for the command line's --preset with --eval_file and for presets.from_preset with eval_file."""
+    from types import SimpleNamespace
+
+    from hf_cse.training_values import own_pairs_metric
+
+    assert own_pairs_metric(SimpleNamespace(**values)) == replacement
