@@ -92,9 +92,14 @@ def check_off_dropout(model_cls, config_kwargs: dict, chosen: set[str]) -> None:
                          f"{f' (or use --method {methods})' if methods else ''}.")
 
 
+#: the eval pairs' settings that apply to a Hub data set's pairs only (``eval_dataset_name``)
+HUB_PAIRS_SETTINGS = ("eval_dataset_config_name", "eval_dataset_split")
+
+
 def check_eval_pairs_settings(args, chosen: set[str]) -> None:
     """The eval pairs' columns and name (the fields of :class:`~hf_cse.evaluation.custom_dev.EvalDataArguments`)
-    chosen without eval pairs to describe: both commands that take them (hf-cse-train, hf-cse-eval)."""
+    chosen without eval pairs to describe, and a Hub data set's config or split chosen with a file's pairs: both
+    commands that take them (hf-cse-train, hf-cse-eval)."""
     from ..evaluation.custom_dev import EvalDataArguments
 
     sources = ("eval_file", "eval_dataset_name")
@@ -103,6 +108,12 @@ def check_eval_pairs_settings(args, chosen: set[str]) -> None:
             if field not in sources and field in chosen:
                 raise InputError(f"{given_as(chosen, field, getattr(args, field))} does nothing without "
                                  "--eval_file or --eval_dataset_name (the scored pairs it describes): add one, or "
+                                 f"{drop_fix(chosen, field)}.")
+    if getattr(args, "eval_file", None) and not getattr(args, "eval_dataset_name", None):  # a file's pairs
+        for field in HUB_PAIRS_SETTINGS:
+            if field in chosen:
+                raise InputError(f"{given_as(chosen, field, getattr(args, field))} does nothing with --eval_file "
+                                 "(it sets which Hub data set's pairs --eval_dataset_name reads): "
                                  f"{drop_fix(chosen, field)}.")
 
 

@@ -288,6 +288,18 @@ def test_settings_of_a_feature_that_is_on_reach_the_model(tiny_bert_dir, train_f
     assert {k: getattr(loaded.value.config, k) for k in expected} == expected
 
 
+@pytest.mark.parametrize("setting", [("--eval_dataset_split", "test"), ("--eval_dataset_config_name", "en")])
+def test_a_hub_data_sets_pair_settings_with_an_eval_file_are_refused(setting, tiny_bert_dir, train_file, tmp_path,
+                                                                      no_model_load):
+    """The split and config of --eval_dataset_name's pairs read nothing from an --eval_file: refused, not ignored."""
+    pairs = scored_pairs_file(tmp_path / "pairs.tsv", 12, 4, seed=0)
+    with pytest.raises(InputError) as refused:
+        train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--eval_file", str(pairs),
+                                        *setting))
+    assert str(refused.value) == (f"{setting[0]} {setting[1]} does nothing with --eval_file (it sets which Hub data "
+                                  f"set's pairs --eval_dataset_name reads): drop {setting[0]}.")
+
+
 FEATURES_OFF = ["--dcl_weight", "0", "--save_strategy", "no", "--eval_strategy", "no", "--load_best_model_at_end",
                 "false"]
 
