@@ -40,13 +40,6 @@ MAIN_OBJECTIVE = "contrastive"
 DCL = "dcl"
 #: config fields of checkpoints saved before objectives were a list; still accepted and converted
 LEGACY_FIELDS = ("loss", "loss_kwargs", "dcl_weight", "dcl_temperature", "dcl_normalization")
-#: hyperparameters whose default changed after models and runs were saved, by loss: {loss: {hyperparameter: the
-#: default before}} (2026-11-30: the authors' code's forms, which made the papers' numbers). Configs and run records
-#: made since hold them whether given or not (:func:`with_forms`), so an objective saved without one trained with the
-#: earlier default: a loaded model reads as it trained, and a resumed run goes on as it began
-CHANGED_DEFAULTS: dict[str, dict[str, Any]] = {
-    "align_uniform_mhe": {"variant": "paper"}, "align_uniform_mhs": {"variant": "paper"},
-    "barlow_twins": {"surrogate": False}, "vicreg": {"surrogate": False}}
 
 
 class HasObjectives(Protocol):
@@ -163,30 +156,6 @@ def objectives_for(defaults: list[dict], loss: str, hyperparameters: Mapping[str
         objectives.append(objective(DCL, weight, **dcl_defaults({**(method_dcl or {}).get("hyperparameters", {}),
                                                                   **(dcl_hyperparameters or {})})))
     return objectives + [o for o in defaults[1:] if o["loss"] != DCL]
-
-
-def forms_left_out(entry: Any) -> dict[str, Any]:
-    """The :data:`CHANGED_DEFAULTS` hyperparameters one objective ``entry`` does not give, with their earlier
-    defaults (none for an entry that is no objective: its own check says what is wrong)."""
-    loss = entry.get("loss") if isinstance(entry, Mapping) else None
-    given = entry.get("hyperparameters") if isinstance(entry, Mapping) else None
-    if not isinstance(loss, str) or not isinstance(given or {}, Mapping):
-        return {}
-    return {k: v for k, v in CHANGED_DEFAULTS.get(loss, {}).items() if k not in (given or {})}
-
-
-def with_forms(objectives: list, earlier: bool = False) -> list:
-    """``objectives`` giving every :data:`CHANGED_DEFAULTS` hyperparameter (entries changed are copies): where left
-    out, the loss's default today (a new model's or run's, so that its config and record say its form) or, with
-    ``earlier``, the default before the change (objectives saved without them, which trained that form)."""
-    def given(entry: dict) -> dict:
-        left = forms_left_out(entry)
-        if not earlier:
-            left = {k: loss_hyperparameters(entry["loss"])[k].default for k in left}
-        return {**entry, "hyperparameters": {**(entry.get("hyperparameters") or {}), **left}} if left else entry
-
-    return [given(entry) for entry in objectives]
-
 
 #: the unregistered losses of a loaded model already warned about in this process
 _WARNED_UNREGISTERED: set[tuple[str, ...]] = set()

@@ -274,20 +274,6 @@ class TrainingRun(CommandJob):
                            TENSORBOARD_FOLDER, out, listing(logs, 3))
 
 
-def record_of_resumed_run(training_args, overwrite: bool) -> dict[str, Any]:
-    """The run record (as written) of the interrupted run that ``training_args`` resume from their ``output_dir``'s
-    last complete checkpoint, the folder choosing it; empty where they start a new run or name the checkpoint (the
-    Trainer compares it with its run's), or where the record is unreadable (the folder's checks refuse it next)."""
-    out = Path(training_args.output_dir).expanduser()
-    record = out / RUN_RECORD_FILE
-    if overwrite or training_args.resume_from_checkpoint or not record.is_file() or not last_complete_checkpoint(out):
-        return {}
-    try:
-        return _read_record(record)
-    except OutputFolderError:
-        return {}
-
-
 def other_settings_refusal(out: Path, changed: list[str], resume, blocked: str | None) -> OutputFolderError:
     """The refusal of ``out``, whose last checkpoint ``resume`` is of a run with the ``changed`` settings; it offers
     ``--resume_from_checkpoint`` only where nothing ``blocked`` it (:func:`~hf_cse.trainer_folder.cannot_go_on_with`).

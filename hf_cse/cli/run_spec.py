@@ -26,9 +26,6 @@ from typing import Any, Literal
 from ..checks import resolved_path
 from ..evaluation.custom_dev import EvalDataArguments
 from ..files import content_fingerprint
-from ..losses import loss_hyperparameters
-from ..models import get_method
-from ..objectives import LEGACY_FIELDS, forms_left_out, normalise_objectives, with_forms
 from ..run_files import TRAIN_FILE_CONTENT
 from ..run_settings import SPEED_ONLY_CONFIG_FIELDS, TRAINER_SETTINGS, TRAINING_SETTINGS
 from ..training_args import ContrastiveTrainingArguments, global_batch_size
@@ -208,22 +205,6 @@ def training_arguments(training_args) -> dict[str, Any]:
     return {name: getattr(value, "value", value) for name, value in values.items() if value not in (None, {})}
 
 
-def record_in_objectives_form(record: dict, earlier_forms: bool = True) -> dict:
-    """A run record (``hf_cse_run.json``) in today's form, so that relaunching its interrupted run resumes it: one
-    written before objectives were a list -- with ``loss``, ``loss_kwargs`` and the ``dcl_*`` settings, absent ones
-    meaning the method's defaults -- through the config's own conversion of those fields; ``earlier_forms``: an
-    objective without a hyperparameter whose default changed since (:data:`~hf_cse.objectives.CHANGED_DEFAULTS`)
-    with the one it ran (the ``read_record`` of :func:`~hf_cse.cli.output_dir.prepare_output_dir`)."""
-    if "loss" in record and "objectives" not in record:
-        legacy = {k: v for k, v in record.items() if k in LEGACY_FIELDS and v is not None}
-        defaults = get_method(record.get("method", "simcse")).config_class().objectives
-        record = {**{k: v for k, v in record.items() if k not in LEGACY_FIELDS},
-                  "objectives": normalise_objectives(defaults, legacy)}
-    objectives = record.get("objectives")
-    filled = with_forms(objectives, earlier=True) if earlier_forms and isinstance(objectives, list) else objectives
-    return record if filled == objectives else {**record, "objectives": filled}
-
-
 @dataclass(frozen=True)
 class SpeedSpec:
     """Switches that change how fast the run goes, not what it computes: never in the fingerprint, so a run relaunched
@@ -265,29 +246,6 @@ class RunSpec:
                    data=DataSpec.from_args(data_args, stream_args, training_args.max_seq_length),
                    training=TrainingSpec.from_args(training_args), speed=speed, preset=preset, precision=precision)
 
-    def keeping_earlier_forms(self, record: Mapping[str, Any]) -> tuple[RunSpec, str | None]:
-        """This run resuming the interrupted one of ``record`` (its ``hf_cse_run.json`` as written, in objectives
-        form; empty: none): a hyperparameter whose default changed (:data:`~hf_cse.objectives.CHANGED_DEFAULTS`) that
-        neither gives -- the record is older than the change -- keeps its earlier default, the form the run began
-        with, and the line saying so (None: nothing kept); given on either side, it is compared as any setting is."""
-        recorded, objectives = record.get("objectives"), self.objectives
-        if not isinstance(recorded, list) or len(recorded) != len(objectives):
-            return self, None
-        kept = []
-        for then, now in zip(recorded, objectives):
-            if isinstance(then, Mapping) and then.get("loss") == now["loss"]:
-                earlier = {k: v for k, v in forms_left_out(then).items() if k in forms_left_out(now)}
-                now["hyperparameters"].update(earlier)
-                kept += [(now["loss"], name, value) for name, value in earlier.items()]
-        if not kept:
-            return self, None
-        flag = lambda value: str(value).lower() if isinstance(value, bool) else str(value)  # noqa: E731
-        forms = "; ".join(f"--loss {loss} --{name} {flag(value)} (the default when this run began; "
-                          f"{flag(loss_hyperparameters(loss)[name].default)} now)" for loss, name, value in kept)
-        return dataclasses.replace(self, config={**self.config, "objectives": objectives}), (
-            f"resuming with {forms}: the run goes on in the form it began with; to train the new form, start a new "
-            "run (another --output_dir, or --overwrite_output_dir)")
-
     def resuming(self, *, padding_free: bool) -> RunSpec:
         """This run continuing a checkpoint that trained with ``padding_free`` (the fingerprint is unchanged)."""
         return dataclasses.replace(self, speed=dataclasses.replace(self.speed, padding_free=padding_free))
@@ -313,12 +271,9 @@ class RunSpec:
     def fingerprint(self) -> dict[str, Any]:
         """The run's settings as ``hf_cse_run.json`` records them: the encoder, method, config fields, generator, the
         data flags and the run-defining training arguments; the masked-LM settings only with ``do_mlm``, the
-        :data:`LATER_CONFIG_FIELDS` only when not at their earlier behaviour; no speed-only field; the objectives
-        with every :data:`~hf_cse.objectives.CHANGED_DEFAULTS` hyperparameter (a record without one is older)."""
+        :data:`LATER_CONFIG_FIELDS` only when not at their earlier behaviour; no speed-only field."""
         settings = {"encoder": self.encoder, "method": self.method, **copy.deepcopy(dict(self.config)),
                     "generator": self.generator, **self.data.fingerprint(), **self.training.fingerprint()}
         if not self.config.get("do_mlm"):
             settings = {k: v for k, v in settings.items() if k not in MLM_FIELDS}
-        if "objectives" in settings:  # the forms whose default changed, given or not: a resume knows which it trains
-            settings["objectives"] = with_forms(settings["objectives"])
         return {k: v for k, v in settings.items() if k not in LATER_CONFIG_FIELDS or v != LATER_CONFIG_FIELDS[k]}

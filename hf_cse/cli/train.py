@@ -49,12 +49,7 @@ from hf_cse.cli.console import ConsoleArguments, setup_console
 from hf_cse.cli.flags import in_flag_terms
 from hf_cse.cli.flags_in_use import ChosenSettings, check_training_settings
 from hf_cse.cli.help import UnsetDefaultsFormatter, add_short_help, train_layout
-from hf_cse.cli.output_dir import (
-    OutputDirArguments,
-    other_settings_refusal,
-    prepare_output_dir,
-    record_of_resumed_run,
-)
+from hf_cse.cli.output_dir import OutputDirArguments, other_settings_refusal, prepare_output_dir
 from hf_cse.cli.preflight import (
     check_dropout_views,
     check_eval_data,
@@ -71,7 +66,7 @@ from hf_cse.cli.preflight import (
 )
 from hf_cse.cli.presets import drop_unused_preset_values, unknown_preset
 from hf_cse.cli.run_config import check_file_hyperparameters, check_settings, read_run_config
-from hf_cse.cli.run_spec import RunSpec, dev_and_selection, record_in_objectives_form, training_arguments
+from hf_cse.cli.run_spec import RunSpec, dev_and_selection, training_arguments
 from hf_cse.cli.user_modules import import_user_modules, recorded_modules, requested_modules, typed_loss
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
@@ -94,6 +89,7 @@ from hf_cse.models import get_method
 from hf_cse.models.lora import describe_lora
 from hf_cse.models.padding_free import describe_padding_free
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
+from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.out_of_memory import out_of_memory_as_refusal
 from hf_cse.precision import describe, emulated
 from hf_cse.presets import PRESETS
@@ -189,6 +185,18 @@ def parse_args(argv: list[str]):
     # a typed --eval_steps is no filling in of transformers' (which the arguments' own check must let pass)
     check_given_intervals(next(a for a in parsed if isinstance(a, ContrastiveTrainingArguments)), typed)
     return (*parsed, chosen)
+
+
+def record_in_objectives_form(record: dict) -> dict:
+    """A run record (``hf_cse_run.json``) written before objectives were a list -- with ``loss``, ``loss_kwargs`` and
+    the ``dcl_*`` settings, absent ones meaning the method's defaults -- in today's form, through the config's own
+    conversion of those fields, so that relaunching such an interrupted run resumes it."""
+    if "objectives" in record or "loss" not in record:
+        return record
+    legacy = {k: v for k, v in record.items() if k in LEGACY_FIELDS and v is not None}
+    record = {k: v for k, v in record.items() if k not in LEGACY_FIELDS}
+    config = get_method(record.get("method", "simcse")).config_class(**legacy)
+    return {**record, "objectives": config.objectives}
 
 
 def trained_padding_free(checkpoint: str) -> bool:
@@ -333,10 +341,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
             check_distinct_texts(raw, global_batch, data.source)
     check_room_for_text(tokenizer, data.max_seq_length, spec.config.get("prompt"))
 
-    # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal; a run
-    #    recorded before a loss's default changed resumes with the form it began with.
-    recorded = record_of_resumed_run(training_args, output_args.overwrite_output_dir)
-    spec, kept = spec.keeping_earlier_forms(record_in_objectives_form(recorded, earlier_forms=False))
+    # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
     resume_from = main_process_first(training_args, lambda: prepare_output_dir(
         training_args.output_dir, {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(training_args),
@@ -346,8 +351,6 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         resume_from_checkpoint=training_args.resume_from_checkpoint, is_main_process=main_process,
         hold=main_process, read_record=record_in_objectives_form, training_args=training_args,
         encoder_config=enc_config))
-    if kept:  # said once the folder's checks let the run resume
-        logger.warning("%s", kept)
     check_resume_fits(resume_from, model_cls, spec.model_config(), enc_config, training_args)
 
     why_padded = "--padding_free false"

@@ -32,8 +32,7 @@ class AlignUniformMHELoss(ContrastiveLoss):
     ``e^{h_k.h_l}`` (Wang & Isola t = 1/2 instead of t = 1, no constant):
     ``mean_i ||h_i - h'_i||^2 + nu (lse_{k<l} h_k.h_l + lse_{k<l} h'_k.h'_l)``;
     the paradigm paper's "ori MHE" numbers (Figure 1; the gains in Table 3) were produced by that code, hence the
-    default. ``variant="paper"`` is the printed objective above (the default before 2026-11-30; a model or run
-    saved before then without it is read as that form: hf_cse.objectives.CHANGED_DEFAULTS).
+    default. ``variant="paper"`` is the printed objective above (the default before 2026-11-30).
 
     Args:
         nu: uniformity weight nu^u (10, the authors' scripts).

@@ -30,8 +30,7 @@ class AlignUniformMHSLoss(ContrastiveLoss):
     MHS" numbers, hence the default): nearest neighbours are taken in the *other*, detached view,
     ``d = sqrt(||h_i - sg(h'_j)||^2 + 1e-4)``, for both views:
     ``mean_i ||h_i - h'_i||^2 + nu (mean_i u0_i + mean_i u1_i)``. ``variant="paper"`` is the printed objective
-    above (the default before 2026-11-30; a model or run saved before then without it is read as that
-    form: hf_cse.objectives.CHANGED_DEFAULTS).
+    above (the default before 2026-11-30).
 
     Args:
         nu: uniformity weight nu^u (1, the authors' scripts).

@@ -42,9 +42,7 @@ class BarlowTwinsLoss(ContrastiveLoss):
     ``surrogate=True`` (default): the authors' code (UnderstandingCSE ``_bt_loss``, which produced the paper's "ori
     BT" numbers, hence the default): a gradient-equivalent surrogate applied in both directions with detached
     partners, whose value is not L^B but whose gradient w.r.t. each view is eq. 10 exactly (Table-2 weight).
-    ``surrogate=False``: the true loss above (the default before 2026-11-30; a model or run saved before then
-    without it is read as that form: hf_cse.objectives.CHANGED_DEFAULTS).
-    Both use nu^B = ``nu``.
+    ``surrogate=False``: the true loss above (the default before 2026-11-30). Both use nu^B = ``nu``.
     The paper's Table 2 gives GD = 1, ``W = 2 nu h'_i.h'_j / N^2`` and a matrix-valued ratio with a
     sign-indefinite denominator, so no scalar ``ratio`` metric is reported.
 

@@ -67,9 +67,8 @@ class VICRegLoss(ContrastiveLoss):
     ``surrogate=True`` (default): the authors' code (UnderstandingCSE ``_vicreg_loss``, which produced the paper's
     "ori VICReg" numbers, hence the default): a gradient-equivalent surrogate in both directions with detached
     partners, whose gradient w.r.t. each view is eq. 11 exactly (``variance_weight``/``gamma`` unused).
-    ``surrogate=False``: the true loss above (the default before 2026-11-30; a model or run saved before then
-    without it is read as that form: hf_cse.objectives.CHANGED_DEFAULTS). No scalar
-    ``ratio`` metric (Table 2's R has a sign-indefinite denominator ``sum_{k!=i} h_i.h_k``).
+    ``surrogate=False``: the true loss above (the default before 2026-11-30). No scalar ``ratio`` metric (Table 2's
+    R has a sign-indefinite denominator ``sum_{k!=i} h_i.h_k``).
 
     Args:
         nu: nu^V (30, the authors' scripts).

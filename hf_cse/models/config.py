@@ -15,15 +15,7 @@ from transformers.configuration_utils import SubConfigSpec
 from ..errors import CSEError, closest_name
 from ..matryoshka import check_matryoshka, warn_untrained_width
 from ..matryoshka_rules import head_error
-from ..objectives import (
-    DCL,
-    LEGACY_FIELDS,
-    check_objectives,
-    dcl_defaults,
-    normalise_objectives,
-    objective,
-    with_forms,
-)
+from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .encoder_dropout import dropout_fields, set_dropout
 from .heads import PROJECTORS
 from .loading import (
@@ -194,8 +186,7 @@ class CSEConfig(PretrainedConfig):
             elif "model_type" not in self.encoder_config:
                 raise CSEError("encoder_config has no model_type; build the model with from_encoder(...).")
         super().__post_init__(**kwargs)  # builds the encoder's config object (sub_configs_defaults)
-        # a saved config without a hyperparameter whose default changed trained the earlier form (CHANGED_DEFAULTS)
-        self.objectives = with_forms(normalise_objectives(self.objectives, legacy), earlier=_LOADING.get())
+        self.objectives = normalise_objectives(self.objectives, legacy)
         if self.pooler_type is None:  # made without from_encoder (which resolves the encoder's own pooling)
             self.pooler_type = PAPERS_POOLER
         self.normalize = bool(self.normalize)

@@ -534,48 +534,6 @@ def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tin
 
 
 @pytest.mark.slow
-def test_a_run_interrupted_before_a_change_of_default_resumes_training_the_form_it_began_with(
-        tiny_bert_dir, tmp_path, monkeypatch, caplog):
-    """barlow_twins trained the true loss by default until surrogate=True became the default: a run interrupted then
-    (its record and checkpoint give no surrogate) and relaunched by the same command trains its last steps on the true
-    loss too, says so, and its model says the form; before, it resumed on the surrogate silently."""
-    from hf_cse.losses.barlow_twins import BarlowTwinsLoss
-
-    out = tmp_path / "out"
-    args = train_args(tiny_bert_dir, tmp_path, out, "--loss", "barlow_twins", "--max_steps", "4", "--save_strategy",
-                      "steps", "--save_steps", "2")
-    forms = []
-    original_step, original_loss = ContrastiveTrainer.training_step, BarlowTwinsLoss.forward
-
-    def step(self, *a, **k):
-        if interrupt_at is not None and self.state.global_step == interrupt_at:
-            raise Interrupted
-        return original_step(self, *a, **k)
-
-    monkeypatch.setattr(ContrastiveTrainer, "training_step", step)
-    monkeypatch.setattr(BarlowTwinsLoss, "forward", lambda self, *a, **k: forms.append(self.surrogate) or
-                        original_loss(self, *a, **k))
-    interrupt_at = 2
-    with pytest.raises(Interrupted):
-        train_cli.train_from_args(args)
-    assert forms == [True, True]  # today's default
-    for saved in (out / RUN_RECORD_FILE, out / "checkpoint-2" / "config.json"):  # as the code before wrote them
-        data = json.loads(saved.read_text())
-        assert data["objectives"][0]["hyperparameters"].pop("surrogate") is True  # said since
-        saved.write_text(json.dumps(data))
-
-    forms.clear()
-    interrupt_at = None
-    with caplog.at_level(logging.WARNING):
-        train_cli.train_from_args(args)
-    assert forms == [False, False]  # steps 3 and 4: the true loss, as steps 1 and 2 of the run before the change
-    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
-    assert json.loads((out / "config.json").read_text())["objectives"][0]["hyperparameters"] == {"surrogate": False}
-    said = [r.getMessage() for r in caplog.records if "--surrogate false" in r.getMessage()]
-    assert len(said) == 1 and "goes on in the form it began with" in said[0] and "start a new run" in said[0]
-
-
-@pytest.mark.slow
 def test_a_run_stopped_before_its_first_checkpoint_keeps_its_tensorboard_logs_from_another_run(
         tiny_bert_dir, tmp_path, monkeypatch, caplog):
     """The reviewer's case: a run reporting to TensorBoard stopped before its first checkpoint, then a run with other

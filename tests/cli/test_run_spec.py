@@ -21,7 +21,6 @@ from hf_cse.encoders import default_encoder
 from hf_cse.export.training_info import training_info_from_run
 from hf_cse.model_card import render_model_card
 from hf_cse.models import METHODS
-from hf_cse.objectives import CHANGED_DEFAULTS
 from hf_cse.precision import describe
 from hf_cse.run_files import DEV_AND_SELECTION, TRAIN_FILE_CONTENT, TRAINING_ARGUMENTS
 from hf_cse.training_args import ContrastiveTrainingArguments
@@ -308,88 +307,6 @@ def test_matryoshka_settings_change_the_fingerprint(build, command_lines):
     assert "matryoshka_dims" not in base  # a run recorded before the flag existed still resumes
     assert dims["matryoshka_dims"] == [32, 16] and len({json.dumps(f, sort_keys=True)
                                                         for f in (base, dims, weighted)}) == 3
-
-
-# ------------------------------------------------------------------- losses whose default changed since a run began
-FORMS = [(loss, name, earlier) for loss, table in sorted(CHANGED_DEFAULTS.items()) for name, earlier in table.items()]
-
-
-def _flag(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _today(loss: str, name: str):
-    return "code" if name == "variant" else True  # the authors' code forms, the defaults since 2026-11-30
-
-
-def _started(out: Path, settings: dict, drop: tuple[str, str] | None = None) -> Path:
-    """``out`` as an interrupted run leaves it: the record ``settings`` (as the code before the change of default
-    wrote it where ``drop`` = (objective's loss, hyperparameter): without it) and a complete checkpoint-2."""
-    prepare_output_dir(out, settings)
-    if drop:
-        record = json.loads((out / RUN_RECORD_FILE).read_text())
-        main = record["objectives"][0]
-        assert main["loss"] == drop[0] and main["hyperparameters"].pop(drop[1]) == _today(*drop)
-        (out / RUN_RECORD_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    return fake_checkpoint(out / "checkpoint-2")
-
-
-@pytest.fixture
-def kept(monkeypatch) -> list[tuple[RunSpec, str | None]]:
-    """The spec a run goes on with once the record of the run it resumes is read, and the line saying what it kept
-    (RunSpec.keeping_earlier_forms; the line is logged once the folder's checks let the run resume)."""
-    seen, original = [], RunSpec.keeping_earlier_forms
-    monkeypatch.setattr(RunSpec, "keeping_earlier_forms",
-                        lambda self, record: seen.append(original(self, record)) or seen[-1])
-    return seen
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("loss, name, earlier", FORMS)
-def test_a_new_run_records_the_form_of_a_loss_whose_default_changed(build, command_lines, loss, name, earlier):
-    """Given or not, the record holds it: a later resume knows which form the run trains."""
-    base = [*command_lines["mlm off"], "--loss", loss]
-    assert build(*base)[2]["objectives"][0]["hyperparameters"] == {name: _today(loss, name)}
-    assert build(*base, f"--{name}", _flag(earlier))[2]["objectives"][0]["hyperparameters"] == {name: earlier}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("loss, name, earlier", FORMS)
-def test_a_run_recorded_before_a_change_of_default_resumes_with_the_form_it_began_with(
-        build, command_lines, tmp_path, kept, loss, name, earlier):
-    """Its record gives no value (the code before the change recorded only what was given): the same command resumes
-    it with the earlier default, said in one line; the new form given is another run's setting, refused as any."""
-    out = tmp_path / "interrupted"
-    flags = [*command_lines["mlm off"], "--loss", loss, "--output_dir", str(out)]
-    checkpoint = str(_started(out, build(*flags)[2], drop=(loss, name)))
-    settings = build(*flags)[2]
-    spec, said = kept[-1]
-    assert spec.model_config()["objectives"][0]["hyperparameters"] == {name: earlier}  # the model trains it
-    assert settings["objectives"][0]["hyperparameters"] == {name: earlier}
-    assert f"--loss {loss} --{name} {_flag(earlier)} (the default when this run began; " in said
-    assert "start a new run" in said and "\n" not in said
-    read = train.record_in_objectives_form
-    assert prepare_output_dir(out, settings, read_record=read) == checkpoint
-    assert prepare_output_dir(out, build(*flags, f"--{name}", _flag(earlier))[2], read_record=read) == checkpoint
-    today = _today(loss, name)
-    with pytest.raises(InputError, match=rf"other settings \(objectives: {loss} {name}: {earlier!r} then, "
-                                         rf"{today!r} now\): rerun with its settings"):
-        prepare_output_dir(out, build(*flags, f"--{name}", _flag(today))[2], read_record=read)
-
-
-@pytest.mark.slow
-def test_a_run_recorded_since_the_change_resumes_with_its_own_form(build, command_lines, tmp_path, kept):
-    """A record holding the form: nothing is kept from before, and the other form given is refused."""
-    out = tmp_path / "interrupted"
-    flags = [*command_lines["mlm off"], "--loss", "vicreg", "--output_dir", str(out)]
-    checkpoint = str(_started(out, build(*flags)[2]))
-    read = train.record_in_objectives_form
-    settings = build(*flags)[2]
-    spec, said = kept[-1]
-    assert said is None and spec.model_config()["objectives"][0]["hyperparameters"] == {}  # the default: its form
-    assert prepare_output_dir(out, settings, read_record=read) == checkpoint
-    with pytest.raises(InputError, match=r"objectives: vicreg surrogate: True then, False now"):
-        prepare_output_dir(out, build(*flags, "--surrogate", "false")[2], read_record=read)
 
 
 # ----------------------------------------------------------------------------------------------- training_info

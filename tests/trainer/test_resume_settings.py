@@ -184,27 +184,6 @@ def test_a_checkpoint_saved_before_the_settings_file_compares_what_it_holds(tiny
     assert resumed.state.global_step == 4
 
 
-@pytest.mark.slow
-def test_a_checkpoint_saved_before_a_change_of_default_is_not_resumed_in_the_new_form(tiny_bert_dir, sentences,
-                                                                                      tmp_path):
-    """vicreg's default became surrogate=True (hf_cse.objectives.CHANGED_DEFAULTS): a checkpoint whose config gives no
-    surrogate trained the true loss. The same script resuming it is refused, not switched to the surrogate silently;
-    giving the form it trained resumes it. A checkpoint saved now says its form."""
-    vicreg = {"objectives": [objective("vicreg")]}
-    out, checkpoint = tmp_path / "out", tmp_path / "out" / "checkpoint-2"
-    _trainer(tiny_bert_dir, sentences, tmp_path, out, vicreg, max_steps=2).train()
-    config = json.loads((checkpoint / "config.json").read_text())
-    assert config["objectives"][0]["hyperparameters"] == {"surrogate": True}
-    config["objectives"][0]["hyperparameters"] = {}  # as the code before the change saved it
-    (checkpoint / "config.json").write_text(json.dumps(config))
-    _refused(_trainer(tiny_bert_dir, sentences, tmp_path, out, vicreg, max_steps=4),
-             "objectives: vicreg surrogate: False then, True now")
-    resumed = _trainer(tiny_bert_dir, sentences, tmp_path, out, {"objectives": [objective("vicreg", surrogate=False)]},
-                       max_steps=4)
-    resumed.train(resume_from_checkpoint=True)
-    assert resumed.state.global_step == 4
-
-
 def test_the_training_set_is_described_by_its_rows_not_where_it_was_read(tiny_bert_dir, tmp_path):
     """The same rows read again (a file written anew: datasets' fingerprint changes) are the same data; other rows,
     fewer rows or rows cut shorter are not."""
