@@ -125,6 +125,11 @@ def unused_preset_values(name: str, loss: str, other_methods_fields: set[str]) -
     return unused
 
 
+#: what a preset's pooling in place of a sentence-transformers encoder's own is said with (the papers' presets pool
+#: as their BERT-base runs did), completed with the encoder's own pooler_type
+REPLACED_OWN = "; the preset pools as its paper's BERT-base runs: pooler_type={!r} keeps the encoder's own"
+
+
 def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides: Any):
     """The model and the training arguments of preset ``name`` (:data:`PRESETS`) for the encoder
     ``model_name_or_path``, as ``run_unsup.py --preset NAME`` builds them: ``(model, ContrastiveTrainingArguments)``.
@@ -132,7 +137,9 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     hyperparameters, config fields, ``dcl_weight`` / ``dcl_<hyperparameter>``, training arguments); the preset's
     values that the chosen loss or method does not take are dropped (one log line), unless given here; and with your own
     dev pairs (``eval_file`` / ``eval_dataset_name``) and no STS dev data, checkpoints are selected by their score
-    rather than the preset's ``stsb_spearman``, as the command line does, unless ``metric_for_best_model`` is given."""
+    rather than the preset's ``stsb_spearman``, as the command line does, unless ``metric_for_best_model`` is given. A
+    preset's pooling in place of a sentence-transformers encoder's own (the papers' [CLS] on the default encoder) is
+    said as a warning, naming the ``pooler_type`` that keeps the encoder's own."""
     from .losses import available_losses, loss_hyperparameters
     from .models import METHODS, get_method
     from .objectives import DCL, objectives_for
@@ -170,4 +177,14 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     config = {k: v for k, v in values.items() if k not in arg_names and k != "dcl_weight"}
     config["objectives"] = objectives_for(model_cls.config_class().objectives, loss, hyperparameters,
                                           values.get("dcl_weight"), dcl)
+    if "pooler_type" not in overrides and config.get("pooler_type") is not None:  # the preset's: named as its
+        from .models.pooling import describe_pooling, resolve_pooling
+
+        pooling = resolve_pooling(str(model_name_or_path), config["pooler_type"], config.get("normalize"),
+                                  given_by=f"preset {name}",
+                                  normalize_given_by="the caller" if "normalize" in overrides else None)
+        config.update(pooling.config_fields())
+        logger.log(logging.WARNING if pooling.replaced_own else logging.INFO, "pooling: %s%s",
+                   describe_pooling(pooling, model_cls.own_representation),
+                   REPLACED_OWN.format(pooling.replaced_own) if pooling.replaced_own else "")
     return model_cls.from_encoder(model_name_or_path, **config), args

@@ -92,7 +92,7 @@ from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.out_of_memory import out_of_memory_as_refusal
 from hf_cse.precision import describe, emulated
-from hf_cse.presets import PRESETS
+from hf_cse.presets import PRESETS, REPLACED_OWN
 from hf_cse.run_files import DEV_AND_SELECTION, TRAINING_ARGUMENTS
 from hf_cse.sampler import check_distinct_texts
 from hf_cse.sharding import check_method_shards, launched_engine
@@ -361,7 +361,10 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     logger.log(logging.WARNING if emulated(training_args.precision, training_args.device.type) else logging.INFO,
                "precision: %s on %s (%s)", describe(training_args.precision), training_args.device,
                training_args.precision_reason)
-    logger.info("pooling: %s", describe_pooling(pooling, model_cls.own_representation))
+    preset_replaced = pooling.replaced_own and pooling_by.startswith("--preset")
+    logger.log(logging.WARNING if preset_replaced else logging.INFO, "pooling: %s%s",
+               describe_pooling(pooling, model_cls.own_representation),
+               in_flag_terms(REPLACED_OWN.format(pooling.replaced_own)) if preset_replaced else "")
 
     if not (data_args.train_file or data_args.dataset_name or stream_args.train_files):  # text nobody chose
         logger.info("no --train_file or --dataset_name: training on hf_cse's packaged demo corpus (%s, %s "

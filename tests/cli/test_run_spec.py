@@ -381,3 +381,31 @@ def test_a_local_data_set_folder_is_no_hub_data_set_on_the_card(build, tiny_bert
                        "--per_device_train_batch_size", "8")
     facts = spec.data.card_facts(32)
     assert facts["source"] == "local folder mycorpus" and "dataset_name" not in facts
+
+
+
+@pytest.mark.slow
+def test_a_presets_pooling_in_place_of_the_encoders_own_is_a_warning(tmp_path, monkeypatch, caplog):
+    """The default encoder pools by mean + Normalize; --preset simcse_bert pools by [CLS] (its paper's BERT-base
+    runs): a warning naming the flag that keeps the encoder's own; the same preset with that flag warns of nothing."""
+    import logging
+
+    from hf_cse.models import CSEPreTrainedModel
+
+    def stop(cls, name_or_path, **config_kwargs):
+        raise _Built
+
+    monkeypatch.setattr(CSEPreTrainedModel, "from_encoder", classmethod(stop))
+    train_file = _write(tmp_path / "train.txt", random_sentences(96))
+
+    def warnings_of(*flags):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="run_unsup"), pytest.raises(_Built):
+            train.train_from_args(["--output_dir", str(tmp_path / f"out{len(flags)}"), "--use_cpu", "--train_file",
+                                   train_file, "--preset", "simcse_bert", *NO_DEV, *flags])
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "pooling" in r.getMessage()]
+
+    assert warnings_of() == ["pooling: cls + normalize (set by --preset simcse_bert; the encoder's own "
+                             "sentence-transformers pooling is mean + Normalize); the preset pools as its paper's "
+                             "BERT-base runs: --pooler_type 'avg' keeps the encoder's own"]
+    assert warnings_of("--pooler_type", "avg") == []

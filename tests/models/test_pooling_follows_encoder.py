@@ -95,6 +95,32 @@ def test_python_api_follows_the_encoder(st_mean_dir, tiny_bert_dir, caplog):
         "cls", "cls_before_pooler", False)
 
 
+@pytest.mark.slow
+def test_a_presets_pooling_in_place_of_the_encoders_own_is_a_warning(st_mean_dir, tiny_bert_dir, senteval_dir,
+                                                                     tmp_path, caplog):
+    """A paper's preset pools as its BERT-base runs ([CLS]): on a sentence-transformers encoder that replaces the
+    pooling its users measured (all-MiniLM-L6-v2's STS-B fell from 82.05 to 76.01), said as a warning naming the
+    preset and how to keep the encoder's own; the preset's pooling on a plain encoder, or the caller's own choice, is
+    no warning."""
+    from hf_cse.presets import from_preset
+
+    with caplog.at_level(logging.INFO, logger="hf_cse"):
+        model, _ = from_preset("simcse_bert", str(st_mean_dir), str(tmp_path / "st"),
+                               senteval_data_dir=str(senteval_dir))
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "pooling" in r.getMessage()]
+    assert warned == ["pooling: cls + normalize (set by preset simcse_bert; the encoder's own sentence-transformers "
+                      "pooling is mean + Normalize); the preset pools as its paper's BERT-base runs: "
+                      "pooler_type='avg' keeps the encoder's own"]
+    assert model.config.pooler_source.startswith("set by preset simcse_bert")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="hf_cse"):
+        kept, _ = from_preset("simcse_bert", str(st_mean_dir), str(tmp_path / "kept"), pooler_type="avg",
+                              senteval_data_dir=str(senteval_dir))
+        from_preset("simcse_bert", str(tiny_bert_dir), str(tmp_path / "plain"), senteval_data_dir=str(senteval_dir))
+    assert kept.config.pooler_type == "avg"
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING and "pooling" in r.getMessage()]
+
+
 def test_untrained_model_embeds_as_the_sentence_transformers_model(st_mean_dir):
     """Before any step, hf_cse's test embedding IS the encoder's own (pooling and Normalize): training starts from
     the model users measured, not from its unused [CLS]."""
