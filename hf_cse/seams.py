@@ -1,10 +1,10 @@
-"""Every private name of transformers, sentence-transformers and datasets that hf_cse uses, in one place.
+"""Every private name of transformers, sentence-transformers, datasets and mteb that hf_cse uses, in one place.
 
 A private method or attribute can be renamed or change its signature in any release; a renamed method that hf_cse
 *overrides* would simply stop being called (e.g. the sampler's ``set_epoch`` on resume). So the library reaches them
 only through this module, :data:`SEAMS` lists each one with the parameters hf_cse passes or receives, and
 ``tests/test_seams.py`` checks them against the installed versions: an upgrade that moves one fails that test
-instead of changing behaviour silently. ``setup.cfg`` bounds both packages below their next major version.
+instead of changing behaviour silently. ``setup.cfg`` bounds these packages below their next major version.
 
 Where a public hook exists it is used instead (``PretrainedConfig.name_or_path``, ``AttentionInterface.valid_keys``,
 ``Trainer.get_train_dataloader``); transformers 5.24 has no public hook for a batch sampler, for loading a checkpoint
@@ -15,6 +15,7 @@ the running loss of the logging window or for gradient clipping.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -47,6 +48,8 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.PreTrainedTokenizerBase", "_special_tokens_map", None),
     ("sentence_transformers.SentenceTransformerModelCardData", "_get_snippet_output_dimensionality", ("self",)),
     ("datasets.IterableDataset", "_resolve_features", ("self",)),
+    ("mteb.results.task_result", "_read_run_settings_from_file", ("path",)),
+    ("mteb.results.task_result", "_write_and_merge_keyed_json", ("path", "entries")),
 )
 
 
@@ -224,3 +227,18 @@ def with_resolved_features(stream):
     """A ``datasets.IterableDataset`` whose columns were not known (made from a generator, or mapped without
     ``features``) with its features read from its first rows, by datasets' own inference (no public hook in 5.2)."""
     return stream._resolve_features()
+
+
+# ------------------------------------------------------------------------------- mteb
+def merge_mteb_run_settings(target, source) -> None:
+    """Merge the run settings of mteb's ``source`` (a ``run_settings.jsonl``) into ``target`` as mteb's
+    ``ResultCache.save_to_cache`` merges a task's into the file there (each task, split and subset once, with the
+    latest settings); mteb 2.26 has no public hook for it. An mteb without that merge gets the lines appended (the
+    later line of a task, split and subset is the one that counts), as this runs after the earlier results went."""
+    try:
+        from mteb.results.task_result import _read_run_settings_from_file, _write_and_merge_keyed_json
+    except ImportError:
+        with Path(target).open("a", encoding="utf-8") as out:
+            out.write(Path(source).read_text(encoding="utf-8"))
+        return
+    _write_and_merge_keyed_json(Path(target), _read_run_settings_from_file(Path(source)))

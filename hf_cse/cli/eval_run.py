@@ -98,6 +98,7 @@ class ModelsEvaluation:
     results: list[EvalResults] = field(default_factory=list)
     extras: list[dict] = field(default_factory=list)
     wrote: bool = False  # whether it has written anything yet (:meth:`replace_earlier`)
+    replaced: bool = False  # whether it removed earlier results (--overwrite_output_dir)
 
     @property
     def combined(self) -> bool:
@@ -120,18 +121,21 @@ class ModelsEvaluation:
         """Called before each write: before the first, --overwrite_output_dir's earlier results go (the output
         folder's, :func:`~hf_cse.evaluation.report.report_files`, and the models' MTEB results under
         --mteb_results_dir), so that none mixes with the new ones; until then they are kept, so that a model that
-        fails to load or a stop leaves them as they were (:meth:`earlier_kept`)."""
+        fails to load or a stop leaves them as they were (:meth:`earlier_kept`). The MTEB tasks call it once they
+        have all run (mteb saves into a folder of its own until then: :func:`run_mteb_tasks`)."""
         if self.wrote:
             return
         self.wrote = True
         if not self.args.overwrite_output_dir:
             return
         removed = remove_report_files(self.out)
+        self.replaced = bool(removed)
         if removed:
             logger.info("--overwrite_output_dir: removed the earlier results in %s (%s)", self.out,
                         listing([str(p.relative_to(self.out)) for p in removed]))
         for model, taken in self.earlier_mteb_results().items():
             remove_mteb_results(taken)
+            self.replaced = True
             meta = self.args.mteb_meta(model)
             logger.warning("--overwrite_output_dir: removed %d earlier MTEB result file(s) of %s (revision %s) for %s "
                            "from %s", len(taken), meta["name"], meta["revision"],
@@ -160,6 +164,9 @@ class ModelsEvaluation:
         if kept:
             return f"no new result was written yet: {kept}."
         record = self.out / "results.json"
+        if not record.is_file() and self.replaced:  # stopped between the removal and the first write
+            return (f"the earlier results were removed (--overwrite_output_dir) just before the first new one was "
+                    f"written; {self.out} holds no record of the new evaluation yet.")
         if not record.is_file():
             return f"no task had finished yet: nothing was written to {self.out}."
         return f"the finished tasks are kept in {record}; the same command evaluates the rest."

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -296,6 +299,23 @@ def remove_mteb_results(paths: list[Path]) -> None:
 
 
 MTEB_FOLDER_MARK = ".hf_cse_mteb"
+#: the start of the name of the folder inside ``results_dir`` where mteb saves a run's results until it has returned
+STAGING_PREFIX = ".hf_cse-mteb-staging-"
+
+
+def move_staged_results(staging: Path, results_dir: Path) -> None:
+    """Move what mteb's ``ResultCache(staging)`` saved to the same places under ``results_dir``, as mteb would have
+    saved it there: a task's file and ``model_meta.json`` replace the one there, ``run_settings.jsonl`` is merged
+    into it by mteb's own merge (each task, split and subset once); the rest of ``results_dir`` is left alone."""
+    from ..seams import merge_mteb_run_settings
+
+    for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+        target = results_dir / path.relative_to(staging)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.name == "run_settings.jsonl" and target.is_file():
+            merge_mteb_run_settings(target, path)
+        else:
+            shutil.move(path, target)
 
 
 def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_dir=None, meta: dict | None = None,
@@ -305,26 +325,34 @@ def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_di
 
     ``results_dir`` (``mteb_results_dir``): mteb itself also saves the results there, through its own
     ``ResultCache``, as its own runs do (``results/<model>/<revision>/<task>.json``, ``model_meta.json``,
-    ``run_settings.jsonl``), the layout of MTEB's results repository; ``meta``: :func:`model_meta_fields`.
-    ``before_writing`` is called just before the first file is written (before the tasks run when mteb saves into
-    ``results_dir`` as each finishes, else once they have run): the caller's earlier results go then."""
+    ``run_settings.jsonl``), the layout of MTEB's results repository; ``meta``: :func:`model_meta_fields`. mteb
+    saves each task's as it finishes into a hidden folder of this process inside ``results_dir``
+    (:data:`STAGING_PREFIX`), whose files are moved into place once every task has run, and which is removed then,
+    or on a failure or stop, with what it holds: ``results_dir`` gets the results of all the tasks or none.
+    ``before_writing`` is called once the tasks have run, just before the first file is written: the caller's
+    earlier results go then."""
     mteb = require_mteb()
     output_dir = Path(output_dir)
-    cache = None
+    staging = None
     if results_dir is not None:
         from mteb.cache import ResultCache
 
         meta = meta or {}  # its name and revision become folders of results_dir
         check_mteb_model(meta.get("name") or mteb_model_name(encoder.name), meta.get("revision", "local"))
-
-        cache = ResultCache(results_dir)
-    if cache is not None and before_writing is not None:
-        before_writing()
-    result = mteb.evaluate(mteb_encoder(encoder, meta), tasks, cache=cache, co2_tracker=False,
-                           show_progress_bar=False, encode_kwargs={"batch_size": encoder.batch_size},
-                           overwrite_strategy="always")
-    if cache is None and before_writing is not None:
-        before_writing()
+        Path(results_dir).mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=results_dir))
+    try:
+        result = mteb.evaluate(mteb_encoder(encoder, meta), tasks,
+                               cache=None if staging is None else ResultCache(staging), co2_tracker=False,
+                               show_progress_bar=False, encode_kwargs={"batch_size": encoder.batch_size},
+                               overwrite_strategy="always")
+        if before_writing is not None:
+            before_writing()
+        if staging is not None:
+            move_staged_results(staging, Path(results_dir))
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / MTEB_FOLDER_MARK).touch()  # marks the folder as run_eval's, so overwrite_output_dir may remove it
     by_name = {task.metadata.name: task for task in tasks}

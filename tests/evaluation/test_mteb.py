@@ -9,6 +9,7 @@ import pytest
 from helpers import scored_pairs_file
 
 from hf_cse.checks import InputError
+from hf_cse.cli import eval_run
 from hf_cse.cli import evaluate as eval_cli
 from hf_cse.evaluation import SentenceEncoder, evaluate_sts
 from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, require_mteb, run_mteb_tasks, split_mteb_tasks
@@ -286,3 +287,64 @@ def test_overwriting_mteb_results_removes_the_earlier_runs_experiments_of_those_
         found = load(models=["me/m"], tasks=["STSBenchmark"], include_remote=False, require_model_meta=True,
                      load_experiments="match_kwargs", experiment_kwargs={"truncate_dim": dim}).model_results
         assert not [r for r in found if r.task_results]
+
+
+@pytest.mark.slow
+def test_a_stop_in_the_mteb_tasks_keeps_the_earlier_results_and_mteb_results_byte_for_byte(tiny_bert_dir, tmp_path,
+                                                                                            monkeypatch, capsys):
+    """With --mteb_results_dir, --overwrite_output_dir removed the earlier results before mteb ran, as mteb saved each
+    task's result there when it finished: a stop or failure in the first task left neither the output folder's results
+    nor the model's MTEB results, and the stop line said "nothing was written"."""
+    from hf_cse.evaluation.mteb_tasks import STAGING_PREFIX, LocalSTSTask
+
+    pairs = scored_pairs_file(tmp_path / "pairs.tsv", 15, 4, seed=7)
+    monkeypatch.setattr(eval_cli, "get_mteb_tasks", lambda names: [LocalSTSTask.from_file(pairs, name=n)
+                                                                   for n in names])
+    cache, ev = tmp_path / "mteb-results", tmp_path / "ev"
+    argv = ["--model_name_or_path", str(tiny_bert_dir), "--tasks", "mteb:STSBenchmark", "--mteb_results_dir",
+            str(cache), "--mteb_model_name", "me/m", "--mteb_model_revision", "r1", "--truncate_dims", "8",
+            "--output_dir", str(ev), "--disable_tqdm", "true", "--device", "cpu"]
+    assert eval_cli.main(argv) == 0
+    other = cache / "results" / "me__other" / "r1" / "STSBenchmark.json"  # another model's result
+    other.parent.mkdir(parents=True)
+    other.write_text("{}")
+
+    def saved():
+        return {p: p.read_bytes() for folder in (cache, ev) for p in folder.rglob("*") if p.is_file()}
+
+    files = saved()
+    evaluate = mteb.evaluate
+
+    def stopped_after_the_tasks(*args, **kwargs):  # mteb has saved every task's new result: a stop then
+        evaluate(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mteb, "evaluate", stopped_after_the_tasks)
+    assert eval_cli.main([*argv, "--overwrite_output_dir", "true"]) == 130
+    err = capsys.readouterr().err
+    assert saved() == files  # neither removed nor mixed with the new run's
+    assert (f"interrupted (Ctrl-C); no new result was written yet: the earlier results in {ev} and the earlier MTEB "
+            f"results under {cache} are kept.") in err
+
+    monkeypatch.setattr(mteb, "evaluate", evaluate)
+    with monkeypatch.context() as patch:  # a stop once the earlier results went, before the first record
+        patch.setattr(eval_run, "write_report", stopped)
+        assert eval_cli.main([*argv, "--overwrite_output_dir", "true"]) == 130
+    assert (f"interrupted (Ctrl-C); the earlier results were removed (--overwrite_output_dir) just before the first "
+            f"new one was written; {ev} holds no record of the new evaluation yet.") in capsys.readouterr().err
+
+    assert eval_cli.main([*argv, "--overwrite_output_dir", "true"]) == 0
+    now = saved()
+    assert set(now) == set(files) and not list(cache.glob(f"{STAGING_PREFIX}*"))  # the same files, nothing staged
+    assert now[other] == files[other]
+    folder = cache / "results" / "me__m" / "r1"
+    for mine, theirs in ((ev / "mteb" / "STSBenchmark.json", folder / "STSBenchmark.json"),
+                         (ev / "mteb" / "dim_8" / "STSBenchmark.json",
+                          folder / "experiments" / "truncate_dim_8" / "STSBenchmark.json")):
+        assert now[mine] == now[theirs] != files[theirs]  # the new evaluation's results, in both places
+    for settings in (folder / "run_settings.jsonl", folder / "experiments" / "truncate_dim_8" / "run_settings.jsonl"):
+        rows = [json.loads(line) for line in settings.read_text().splitlines()]
+        assert [row["task"] for row in rows] == ["STSBenchmark"]  # merged as mteb merges: one row, not two
