@@ -182,6 +182,19 @@ EVAL_PAIRS_FORMS = ("pass hf_cse.evaluation.data.STSPairs (e.g. hf_cse.evaluatio
                     "or an evaluator=")
 
 
+def _pair_row_fault(row) -> str | None:
+    """What is wrong with one ``eval_pairs`` row, naming the element at fault (a long sentence cut), or None."""
+    if not isinstance(row, (list, tuple)) or len(row) != 3:
+        return f"{type(row).__name__} {row!r:.80}" + (f" of {len(row)} items" if isinstance(row, (list, tuple)) else "")
+    for name, sentence in (("sentence1", row[0]), ("sentence2", row[1])):
+        if not (isinstance(sentence, str) and sentence.strip()):
+            return f"its {name} is {type(sentence).__name__} {sentence!r:.60}"
+    score = row[2]
+    if not isinstance(score, (int, float, np.number)) or isinstance(score, bool) or not math.isfinite(score):
+        return f"its score is {type(score).__name__} {score!r:.40}"
+    return None
+
+
 def given_pairs(pairs) -> STSPairs | None:
     """:class:`~hf_cse.trainer.ContrastiveTrainer`'s ``eval_pairs``: :class:`STSPairs` as they are, or a list (tuple)
     of ``(sentence1, sentence2, score)`` rows as :class:`STSPairs` (scored like ``eval_file``'s, :func:`check_pairs`);
@@ -192,11 +205,9 @@ def given_pairs(pairs) -> STSPairs | None:
         raise InputError(f"eval_pairs is {type(pairs).__name__} {pairs!r:.60}, not scored sentence pairs: "
                          f"{EVAL_PAIRS_FORMS}.", fields=("eval_pairs",))
     for number, row in enumerate(pairs):
-        if not (isinstance(row, (list, tuple)) and len(row) == 3 and all(isinstance(s, str) and s.strip()
-                                                                          for s in row[:2])
-                and isinstance(row[2], (int, float, np.number)) and not isinstance(row[2], bool)
-                and math.isfinite(row[2])):
-            raise InputError(f"eval_pairs row {number} is {row!r:.80}, not (sentence1, sentence2, score) with two "
-                             f"sentences and a finite number: {EVAL_PAIRS_FORMS}.", fields=("eval_pairs",))
+        fault = _pair_row_fault(row)
+        if fault:
+            raise InputError(f"eval_pairs row {number}: {fault}, not (sentence1, sentence2, score) with two sentences "
+                             f"and a finite number: {EVAL_PAIRS_FORMS}.", fields=("eval_pairs",))
     a, b, y = zip(*pairs, strict=True) if pairs else ((), (), ())
     return check_pairs(STSPairs(*_sentence_pairs(a, b, [float(s) for s in y])), "eval_pairs")

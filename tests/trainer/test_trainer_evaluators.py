@@ -216,8 +216,12 @@ def test_eval_pairs_takes_scored_tuples(tiny_bert_dir, sentences, tmp_path):
 
 @pytest.mark.parametrize("bad, start", [
     ({"sentence1": ["a"]}, "eval_pairs is dict "), ("dev.tsv", "eval_pairs is str 'dev.tsv'"),
-    ([("a b", "c d")], "eval_pairs row 0 is ('a b', 'c d'), not (sentence1, sentence2, score)"),
-    ([("a b", "c d", "4.0")], "eval_pairs row 0 is "), ([("a b", "c d", float("nan"))], "eval_pairs row 0 is "),
+    ([("a b", "c d")], "eval_pairs row 0: tuple ('a b', 'c d') of 2 items, not (sentence1, sentence2, score)"),
+    # the element at fault named whole, however long the sentences before it (a score read from a file as text)
+    ([("a b " * 40, "c d " * 40, "4.0")], "eval_pairs row 0: its score is str '4.0', not "),
+    ([("a b", "c d", float("nan"))], "eval_pairs row 0: its score is float nan, not "),
+    ([("a b", {"text": "c d"}, 1.0)], "eval_pairs row 0: its sentence2 is dict {'text': 'c d'}, not "),
+    ([{"sentence1": "a", "sentence2": "b", "score": 1.0}], "eval_pairs row 0: dict {'sentence1': 'a', "),
 ])
 def test_eval_pairs_of_another_form_is_refused_when_the_trainer_is_built(tiny_bert_dir, sentences, tmp_path, bad,
                                                                           start):
