@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
+import os
 import platform
 from pathlib import Path
 from typing import Literal
@@ -33,6 +35,11 @@ PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "fp16")
 DEFAULT_PRECISION: Precision = "auto"
 DEFAULT_EVAL_PRECISION: Precision = "auto"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+# measured on an AVX2-only AMD EPYC (benchmarks/README.md): a 2048^3 bf16 product ran ~500x slower than fp32
+EMULATED_BF16 = ("this CPU has no native bf16 (AVX-512 BF16 / AMX): its bf16 matrix products are emulated and can run "
+                 "hundreds of times slower than fp32")
+
+logger = logging.getLogger(__name__)
 
 
 class PrecisionError(CSEError):
@@ -100,15 +107,41 @@ def resolve(requested: str, device_type: str) -> tuple[str, str]:
     if requested == "bf16" and device_type == "cuda" and not native_bf16("cuda"):
         raise PrecisionError("bf16=True: this GPU has no bf16 support (before Ampere); use fp16=True on it.")
     if requested == "bf16" and device_type == "cpu" and not cpu_has_native_bf16():
-        # measured on an AVX2-only AMD EPYC (benchmarks/README.md): a 2048^3 bf16 product ran ~500x slower than fp32
-        return "bf16", ("requested; this CPU has no native bf16 (AVX-512 BF16 / AMX): its bf16 matrix products are "
-                        "emulated and can run hundreds of times slower than fp32; precision auto picks fp32 here")
+        return "bf16", f"requested; {EMULATED_BF16}"
     return requested, "requested"
 
 
 def emulated(precision: str, device_type: str) -> bool:
     """Whether a resolved precision runs emulated (bf16 asked for on a device without it): worth a warning."""
     return precision == "bf16" and not native_bf16(device_type)
+
+
+def say_training_precision(args, precision: str) -> None:
+    """Log, once (the trainer, when built), the precision a training run computes in and why: INFO, or a WARNING
+    where it is emulated on this machine, with the arguments that train in fp32 instead, named as a Python caller
+    sets them (the command line prints them as flags, :func:`hf_cse.cli.flags.in_flag_terms`: so they are part of
+    the message, not of its arguments). Plain ``TrainingArguments`` in fp32 are said already, with what
+    ``precision='auto'`` would run here (:func:`hf_cse.trainer_arguments.say_plain_arguments`)."""
+    launched = os.environ.get("ACCELERATE_MIXED_PRECISION") not in (None, "", "no")
+    own = hasattr(args, "precision")  # ContrastiveTrainingArguments: resolved, with its reason
+    if not (own or args.bf16 or args.fp16 or launched):
+        return
+    device = args.device
+    if own:
+        why = args.precision_reason
+    elif launched:
+        why = f"accelerate launch's mixed_precision {os.environ['ACCELERATE_MIXED_PRECISION']}"
+    else:
+        why = resolve(precision, device.type)[1].replace("requested", f"{precision}=True", 1)
+    if not emulated(precision, device.type):
+        logger.info("precision: %s on %s (%s)", describe(precision), device, why)
+        return
+    if EMULATED_BF16 not in why:  # accelerate launch's mixed_precision: the reason names it, not the emulation
+        why = f"{why}; {EMULATED_BF16}"
+    fp32_instead = ("launch with mixed_precision no in accelerate's config" if launched
+                    else "precision='auto' (without bf16=True) trains in fp32 here" if own
+                    else "bf16=False trains in fp32")
+    logger.warning(f"precision: %s on %s (%s); {fp32_instead}", describe(precision), device, why)
 
 
 def describe(precision: str) -> str:

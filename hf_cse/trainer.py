@@ -22,7 +22,7 @@ from .log_window import LogWindow
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
-from .precision import check_training_args
+from .precision import check_training_args, say_training_precision
 from .run_settings import save_run_settings
 from .sampler import NoDuplicatesBatchSampler
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast
@@ -74,7 +74,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
     over the arguments' field of its name), ``evaluator``, ``eval_pairs`` and ``trust_remote_code``; any other
     (``max_seq_length``, ``precision``, ``eval_file``, ``tokenizer``) is refused in one line naming its place. Plain
     ``TrainingArguments`` work too: the trainer cuts the text it tokenizes at SimCSE's 32 tokens and computes in what
-    ``bf16`` / ``fp16`` say (fp32 by default), each said in the log.
+    ``bf16`` / ``fp16`` say (fp32 by default), each said in the log: the precision in one line when the trainer is
+    built, a warning where bf16 is emulated on this CPU.
 
     ``compute_loss`` asks the model for its embeddings, gathers them across processes *with*
     gradients (every process then uses the global batch as negatives and receives the
@@ -176,6 +177,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             training_args.ddp_find_unused_parameters = False
         super().__init__(**given)
         check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
+        say_training_precision(self.args, self.precision)  # a warning where it is emulated here
         check_not_data_parallel(self.args)
         check_sharding_device(self.args)
         check_method_shards(type(self.accelerator.unwrap_model(self.model)), engine_of(

@@ -91,7 +91,6 @@ from hf_cse.models.padding_free import describe_padding_free
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
 from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.out_of_memory import out_of_memory_as_refusal
-from hf_cse.precision import describe, emulated
 from hf_cse.presets import PRESETS, REPLACED_OWN
 from hf_cse.run_files import DEV_AND_SELECTION, TRAINING_ARGUMENTS
 from hf_cse.sampler import check_distinct_texts
@@ -358,9 +357,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         spec = spec.resuming(padding_free=trained_padding_free(resume_from))
         if not spec.speed.padding_free:
             why_padded = f"the run it resumes ({resume_from}) trained padded; --padding_free true to change"
-    logger.log(logging.WARNING if emulated(training_args.precision, training_args.device.type) else logging.INFO,
-               "precision: %s on %s (%s)", describe(training_args.precision), training_args.device,
-               training_args.precision_reason)
+    # the precision is said once, by the trainer when built (hf_cse.precision.say_training_precision)
     preset_replaced = pooling.replaced_own and pooling_by.startswith("--preset")
     logger.log(logging.WARNING if preset_replaced else logging.INFO, "pooling: %s%s",
                describe_pooling(pooling, model_cls.own_representation),

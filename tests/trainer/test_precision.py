@@ -314,3 +314,76 @@ def test_run_eval_precision_recorded_and_close_to_fp32(tmp_path):
         assert res["settings"]["precision"] == precision.describe(prec)
         scores[prec] = res["STSBenchmark"]
     assert scores["bf16"] == pytest.approx(scores["fp32"], abs=5.0)
+
+
+def _precision_lines(caplog) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage().startswith("precision:")]
+
+
+@pytest.mark.parametrize(("args_class", "asked", "fp32_instead"), [
+    ("contrastive", {"precision": "bf16"}, "precision='auto' (without bf16=True) trains in fp32 here"),
+    ("contrastive", {"bf16": True}, "precision='auto' (without bf16=True) trains in fp32 here"),
+    ("plain", {"bf16": True}, "bf16=False trains in fp32"),
+], ids=["precision_bf16", "bf16", "plain_bf16"])
+@pytest.mark.parametrize("native", [True, False], ids=["native", "emulated"])
+def test_a_trainer_built_from_python_says_its_precision_and_warns_where_bf16_is_emulated(
+        args_class, asked, fp32_instead, native, tiny_bert_dir, sentences, tmp_path, monkeypatch, caplog):
+    """Only the command line said the precision: a trainer built from Python in bf16 on a CPU without native bf16
+    (emulated: hundreds of times slower) trained without a word. The CPU's kind is set here, so the test does not
+    depend on the machine's."""
+    from transformers import TrainingArguments
+
+    from hf_cse.training_args import ContrastiveTrainingArguments
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)  # not under accelerate launch
+    tok, data = _data(tiny_bert_dir, sentences[:16])
+    args = (ContrastiveTrainingArguments if args_class == "contrastive" else TrainingArguments)(
+        str(tmp_path / "out"), use_cpu=True, per_device_train_batch_size=8, report_to="none", **asked)
+    with caplog.at_level(logging.INFO, logger="hf_cse"):
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(tiny_bert_dir), args=args, train_dataset=data,
+                           data_collator=TwoViewCollator(tok))
+    [line] = _precision_lines(caplog)  # once
+    message = line.getMessage()
+    assert message.startswith(f"precision: {precision.describe('bf16')} on cpu (")
+    assert "--" not in message  # the library names arguments, not flags
+    if native:
+        assert line.levelno == logging.INFO and "emulated" not in message
+    else:
+        assert line.levelno == logging.WARNING
+        assert precision.EMULATED_BF16 in message and message.endswith(f"); {fp32_instead}")
+
+
+def test_a_trainer_in_fp32_says_so_at_info(tiny_bert_dir, sentences, tmp_path, monkeypatch, caplog):
+    from hf_cse.training_args import ContrastiveTrainingArguments
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    tok, data = _data(tiny_bert_dir, sentences[:16])
+    for asked, why in (("fp32", "requested"), ("auto", "auto: this CPU has no native bf16")):
+        caplog.clear()
+        args = ContrastiveTrainingArguments(str(tmp_path / asked), use_cpu=True, per_device_train_batch_size=8,
+                                            report_to="none", precision=asked)
+        with caplog.at_level(logging.INFO, logger="hf_cse"):
+            ContrastiveTrainer(model=SimCSEModel.from_encoder(tiny_bert_dir), args=args, train_dataset=data,
+                               data_collator=TwoViewCollator(tok))
+        [line] = _precision_lines(caplog)
+        assert (line.levelno, line.getMessage()) == (logging.INFO, f"precision: fp32 on cpu ({why})")
+
+
+@pytest.mark.slow
+def test_the_command_line_says_the_precision_once_with_its_flags(tiny_bert_dir, tmp_path, monkeypatch, caplog):
+    """The trainer says the precision; the command line no longer says it a second time, and prints the way to
+    fp32 with its flags."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    from hf_cse.cli import train as train_cli
+
+    with caplog.at_level(logging.INFO):
+        assert train_cli.main(["--model_name_or_path", str(tiny_bert_dir), "--output_dir", str(tmp_path / "out"),
+                               "--max_steps", "1", "--per_device_train_batch_size", "8", "--disable_tqdm", "true",
+                               "--bf16", "true"]) == 0
+    [line] = _precision_lines(caplog)
+    assert line.levelno == logging.WARNING and precision.EMULATED_BF16 in line.getMessage()
+    assert line.getMessage().endswith("); --precision 'auto' (without --bf16) trains in fp32 here")

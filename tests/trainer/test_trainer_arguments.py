@@ -129,13 +129,18 @@ def test_plain_training_arguments_say_the_precision_they_run(native, built, tmp_
         ContrastiveTrainer(model=new_model(), args=tiny_args(tmp_path / "out"), train_dataset=data,
                            processing_class=tok)
     [line] = [r for r in caplog.records if r.getMessage().startswith("precision:")]
+    auto = "bf16" if native else "fp32"
     assert line.levelno == (logging.WARNING if native else logging.INFO)
     assert line.getMessage().startswith("precision: fp32 (plain TrainingArguments: bf16=True / fp16=True choose "
                                         f"another); ContrastiveTrainingArguments' precision='auto' would run "
-                                        f"{'bf16' if native else 'fp32'} here")
+                                        f"{auto} here")
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="hf_cse"):
         ContrastiveTrainer(model=new_model(), args=ContrastiveTrainingArguments(
             str(tmp_path / "out"), use_cpu=True, per_device_train_batch_size=8, report_to="none"),
             train_dataset=data, processing_class=tok)
-    assert not [r for r in caplog.records if r.getMessage().startswith("precision:")]
+    # precision='auto' resolved: said once, by the trainer (hf_cse.precision.say_training_precision)
+    [line] = [r for r in caplog.records if r.getMessage().startswith("precision:")]
+    native_or_not = "computes bf16 natively" if native else "has no native bf16"
+    assert (line.levelno, line.getMessage()) == (
+        logging.INFO, f"precision: {precision.describe(auto)} on cpu (auto: this CPU {native_or_not})")
