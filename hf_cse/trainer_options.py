@@ -16,6 +16,7 @@ from .files import DataError
 from .models.encoder_dropout import check_views_differ
 from .padding import pad_where_positions_allow
 from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
+from .tokenized_rows import check_rows_tokenizer
 from .tokenizer_match import check_training_tokenizer
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -187,6 +188,8 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     # IndexError inside torch at the first step (streams: each batch, on the CPU, in the loader)
     given["data_collator"] = check_training_data(train_dataset, given.get("data_collator"), model,
                                                  pair_rows=None if own_collator else bool(views), cut_at=cut_at)
+    if tokenizer is not None and cut_at is None and not own_collator:  # rows tokenized apart: by this tokenizer?
+        check_rows_tokenizer(train_dataset, tokenizer, model.config.prompt)
     if args.remove_unused_columns:
         # the collators read the views' columns (positive_input_ids, ...), which the model's forward does not name
         logger.debug("ContrastiveTrainer sets remove_unused_columns=False (the collator reads every view's columns).")

@@ -172,3 +172,33 @@ def save_weights_only(folder: Path, tokenizer, masked_lm: bool = False, seed: in
                         intermediate_size=64, max_position_embeddings=64)
     (BertForMaskedLM if masked_lm else BertModel)(config).save_pretrained(folder)
     return Path(folder)
+
+
+def bpe_tokenizer(vocab_size: int = 300):
+    """A byte-level BPE tokenizer laid out as RoBERTa's (``<s>`` 0, ``<pad>`` 1, ``</s>`` 2: ``<s> ... </s>`` around
+    each sentence), trained on :data:`SENTENCES`: ids and special tokens other than the tiny WordPiece vocab's."""
+    from tokenizers import ByteLevelBPETokenizer, processors
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(SENTENCES * 4, vocab_size=vocab_size, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   unk_token="<unk>", mask_token="<mask>", cls_token="<s>", sep_token="</s>")
+
+
+def make_tiny_bpe_roberta(folder: Path, seed: int = 0) -> Path:
+    """A random RoBERTa saved with :func:`bpe_tokenizer` in ``folder``: a vocabulary of 300 ids, so the tiny
+    WordPiece vocab's ids (189) all fit its embedding matrix while meaning other tokens."""
+    import torch
+
+    torch.manual_seed(seed)
+    folder = Path(folder)
+    tok = bpe_tokenizer()
+    config = RobertaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=64, pad_token_id=1, bos_token_id=0, eos_token_id=2, type_vocab_size=1,
+                           max_position_embeddings=80)
+    RobertaModel(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
