@@ -16,6 +16,7 @@ from transformers import AutoTokenizer
 
 from hf_cse.errors import CSEError
 from hf_cse.models import SimCSEModel
+from hf_cse.presets import from_preset
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.training_args import ContrastiveTrainingArguments
 from hf_cse.training_values import FILLED_IN, metric_chosen_by, unchosen_metric_instead
@@ -96,6 +97,28 @@ def test_eval_pairs_alone_select_by_their_score_and_a_metric_one_gave_is_still_r
                                            r"\(custom_spearman\): use metric_for_best_model='custom_spearman'\.$"):
             _trainer(tiny_bert_dir, _contrastive_args(tmp_path / given, metric_for_best_model=given, **SELECTING),
                      eval_pairs=PAIRS)
+
+
+@pytest.mark.slow  # two trainers built
+def test_a_presets_sts_metric_gives_way_to_the_trainers_eval_pairs(tiny_bert_dir, tmp_path, caplog):
+    """from_preset follows eval_file; the trainer's eval_pairs= is not the preset's to see: the trainer follows them,
+    as the preset's metric is nobody's choice. One given to from_preset is checked as given."""
+    common = {"use_cpu": True, "per_device_train_batch_size": 8, "report_to": [], "eval_steps": 1, "save_steps": 1}
+    model, args = from_preset("simcse_bert", str(tiny_bert_dir), str(tmp_path / "preset"), **common)
+    assert (args.metric_for_best_model, args.load_best_model_at_end) == ("stsb_spearman", True)
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    data = Dataset.from_dict({"text": random_sentences(32)})
+    with caplog.at_level(logging.INFO, logger="hf_cse.trainer"):
+        trainer = ContrastiveTrainer(model=model, args=args, processing_class=tok, train_dataset=data,
+                                     eval_pairs=PAIRS)
+    assert (trainer.args.metric_for_best_model, trainer.args.greater_is_better) == ("custom_spearman", True)
+    [said] = [r.getMessage() for r in caplog.records if "selected by" in r.getMessage()]
+    assert said == ("preset simcse_bert selects by stsb_spearman, but this run scores no STS dev data, only your own "
+                    "pairs: checkpoints are selected by custom_spearman; metric_for_best_model chooses another")
+    model, chosen = from_preset("simcse_bert", str(tiny_bert_dir), str(tmp_path / "chosen"),
+                                metric_for_best_model="stsb_spearman", **common)
+    with pytest.raises(CSEError, match=r"metric_for_best_model stsb_spearman is not a score this run logs"):
+        ContrastiveTrainer(model=model, args=chosen, processing_class=tok, train_dataset=data, eval_pairs=PAIRS)
 
 
 @pytest.mark.slow  # scores the untrained encoder
