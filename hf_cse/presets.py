@@ -136,15 +136,16 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     ``overrides``: any setting of the preset, or any other, by the same names (``method``, ``loss`` and its
     hyperparameters, config fields, ``dcl_weight`` / ``dcl_<hyperparameter>``, training arguments); the preset's
     values that the chosen loss or method does not take are dropped (one log line), unless given here; and with your own
-    dev pairs (``eval_file`` / ``eval_dataset_name``) and no STS dev data, checkpoints are selected by their score
-    rather than the preset's ``stsb_spearman``, as the command line does, unless ``metric_for_best_model`` is given. A
-    preset's pooling in place of a sentence-transformers encoder's own (the papers' [CLS] on the default encoder) is
-    said as a warning, naming the ``pooler_type`` that keeps the encoder's own."""
+    dev pairs (``eval_file`` / ``eval_dataset_name``; the trainer's ``eval_pairs=``, when the trainer is built) and no
+    STS dev data, checkpoints are selected by their score rather than the preset's ``stsb_spearman``, as the command
+    line does, unless ``metric_for_best_model`` is given. A preset's pooling in place of a sentence-transformers
+    encoder's own (the papers' [CLS] on the default encoder) is said as a warning, naming the ``pooler_type`` that
+    keeps the encoder's own."""
     from .losses import available_losses, loss_hyperparameters
     from .models import METHODS, get_method
     from .objectives import DCL, objectives_for
     from .training_args import ContrastiveTrainingArguments
-    from .training_values import own_pairs_metric, unapplied_intervals
+    from .training_values import PRESET, own_pairs_metric, unapplied_intervals
 
     values = {**preset_values(name), **overrides}
     for unapplied in unapplied_intervals(values, overrides):  # e.g. eval_strategy="no" given: no eval_steps
@@ -166,6 +167,9 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
         raise CSEError(f"from_preset: no setting {unknown[0]!r}" + (f"; did you mean {close!r}?" if close else
                        "; settings are training arguments, the method's config fields and loss hyperparameters."))
     args = ContrastiveTrainingArguments(output_dir=output_dir, **{k: v for k, v in values.items() if k in arg_names})
+    # the preset's selection is nobody's choice: the trainer may give it way to the scores its run logs (eval_pairs=)
+    args.filled_in.update({k: f"{PRESET} {name}" for k in ("metric_for_best_model", "greater_is_better")
+                           if k in PRESETS[name] and k not in overrides})
     own_pairs = None if "metric_for_best_model" in overrides else own_pairs_metric(args)
     if own_pairs:  # the preset's STS-B dev score, never logged where only the caller's pairs are scored
         logger.info("preset %s selects by %s, but these arguments score no STS dev data, only your own pairs: "

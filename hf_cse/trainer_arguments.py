@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from .errors import CSEError, closest_name
+from .training_values import FILLED_IN
 
 logger = logging.getLogger("hf_cse.trainer")
 
@@ -130,3 +131,26 @@ def say_plain_arguments(training_args) -> None:
     logger.log(logging.INFO if auto == "fp32" else logging.WARNING,
                "precision: fp32 (plain TrainingArguments: bf16=True / fp16=True choose another); "
                "ContrastiveTrainingArguments' precision='auto' would run %s here (%s)", auto, why)
+
+
+def select_unchosen_metric(training_args, scores: dict[str, bool]) -> None:
+    """A ``metric_for_best_model`` nobody chose (transformers' ``loss`` where ``load_best_model_at_end`` names none, a
+    preset's STS dev score in a run that scores none) which the run would not log gives way to its first dev score
+    (``scores``: :func:`hf_cse.evaluation.evaluators.known_dev_scores`, in order, each with whether it is higher the
+    better), as the command line's does (:func:`hf_cse.training_values.unchosen_metric_instead`); said in one log
+    line, and set in the trainer's own copy of the arguments, ``greater_is_better`` with it unless the caller gave
+    it (transformers set False for ``loss``). One the caller gave is kept, and checked as given."""
+    from .training_values import metric_chosen_by, unchosen_metric_instead, unchosen_metric_said
+
+    metric, chosen_by = training_args.metric_for_best_model, metric_chosen_by(training_args)
+    instead = unchosen_metric_instead(metric, chosen_by, list(scores), training_args.load_best_model_at_end)
+    if instead is None:
+        return
+    scored = "your own pairs" if instead.endswith("_spearman") else "the evaluator's scores"
+    logger.info("%s", unchosen_metric_said(metric, chosen_by, instead, scored))
+    filled_in = getattr(training_args, "filled_in", None)
+    if filled_in is None:  # plain TrainingArguments: this copy says what it was given by whom too
+        filled_in = training_args.filled_in = {"metric_for_best_model": chosen_by, "greater_is_better": FILLED_IN}
+    training_args.metric_for_best_model = instead
+    if "greater_is_better" in filled_in:
+        training_args.greater_is_better = scores[instead]

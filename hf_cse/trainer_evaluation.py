@@ -31,6 +31,21 @@ EVALUATE_INSTEAD = ("ContrastiveTrainer.evaluate() scores the trainer's evaluato
                     "EmbeddingSimilarityEvaluator) or eval_file= in its arguments.")
 
 
+def _best_metric_not_logged(args, scores: list[str]) -> str:
+    """The refusal of a ``metric_for_best_model`` the evaluation did not log: one nobody gave (transformers' ``loss``
+    where an evaluator's main score could not be known before it ran, :func:`~hf_cse.trainer_arguments.
+    select_unchosen_metric`) is said to be none of the caller's."""
+    from .training_values import FILLED_IN, metric_chosen_by
+
+    best, chosen_by = args.metric_for_best_model, metric_chosen_by(args)
+    if chosen_by == FILLED_IN and best.removeprefix("eval_") == "loss":
+        return ("load_best_model_at_end=True without metric_for_best_model (transformers fills in 'loss', which a "
+                "contrastive run never logs), and the evaluator's main score was not known before it ran: give "
+                f"metric_for_best_model, one of the dev metrics ({', '.join(scores)}).")
+    return (f"metric_for_best_model={best!r}{' (which you did not give)' if chosen_by else ''} is not among the dev "
+            f"metrics ({', '.join(scores)}); choose one of them.")
+
+
 class DevScoring(Trainer):
     """A mixin before ``Trainer`` in ``ContrastiveTrainer``'s bases; it reads the trainer's ``evaluator`` and
     ``_dev_data_change`` (:class:`~hf_cse.trainer_resume.ResumedRun`)."""
@@ -146,8 +161,7 @@ class DevScoring(Trainer):
         best = self.args.metric_for_best_model
         if best and f"eval_{best.removeprefix('eval_')}" not in metrics and metric_key_prefix == "eval":
             # transformers would stop with a KeyError when it next compares checkpoints, possibly hours in
-            raise CSEError(f"metric_for_best_model={best!r} is not among the dev metrics ({', '.join(sorted(scores))});"
-                           " choose one of them.")
+            raise CSEError(_best_metric_not_logged(self.args, sorted(scores)))
         metrics[f"{metric_key_prefix}_epoch"] = self.state.epoch or 0.0
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)

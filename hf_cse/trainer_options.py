@@ -369,15 +369,16 @@ def check_dev_ready(evaluators, args) -> None:
     missing or wrong ``senteval_data_dir`` is one line here rather than after the untrained encoder's scoring or at
     the first evaluation; and ``metric_for_best_model`` names a score the evaluation logs (the Trainer looks it up
     only at the first evaluation, steps and a checkpoint later); and each evaluator is one the trainer can run.
-    Evaluators of one's own log names unknown here."""
+    Evaluators of one's own log names unknown here. A metric nobody chose is replaced by the run's first dev score
+    first (:func:`hf_cse.trainer_arguments.select_unchosen_metric`)."""
     from .evaluation.data import load_sts
-    from .evaluation.evaluators import PairsEvaluator, STSDevEvaluator, check_evaluator
+    from .evaluation.evaluators import STSDevEvaluator, check_evaluator, known_dev_scores
     from .evaluation.rowcheck import SentEvalDataError, in_training_terms
-    from .training_values import STS_DEV_METRICS, check_best_metric
+    from .trainer_arguments import select_unchosen_metric
+    from .training_values import check_best_metric
 
     for evaluator in evaluators or []:
         check_evaluator(evaluator)
-    logged: list[str] = []
     for evaluator in evaluators or []:
         if isinstance(evaluator, STSDevEvaluator):
             for task in evaluator.tasks:
@@ -385,13 +386,10 @@ def check_dev_ready(evaluators, args) -> None:
                     load_sts(task, evaluator.data_dir, "dev", evaluator.source)
                 except SentEvalDataError as err:  # its fix names the trainer's eval_source
                     raise in_training_terms(err) from err
-            logged += [*(STS_DEV_METRICS[t] for t in evaluator.tasks), "avg_sts"]
-        elif isinstance(evaluator, PairsEvaluator):
-            logged.append(f"{evaluator.name}_spearman")
-        else:  # its names are not known here: only greater_is_better's direction is checked
-            logged = []
-            break
-    check_best_metric(args, logged)
+    scores, complete = known_dev_scores(evaluators)
+    select_unchosen_metric(args, scores)
+    # an evaluator's names not known here: only greater_is_better's direction is checked
+    check_best_metric(args, list(scores) if complete else [])
 
 
 def set_batch_copying(args) -> None:

@@ -21,7 +21,7 @@ from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
 from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
-from .training_values import check_best_metric_direction, check_field_types, check_step_intervals
+from .training_values import FILLED_IN, check_best_metric_direction, check_field_types, check_step_intervals
 
 
 def global_batch_size(per_device_train_batch_size: int, world_size: int = 1) -> int:
@@ -66,10 +66,10 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
                           "trained encoder with the untrained one: stsb_spearman, sickr_spearman or avg_sts (STS dev "
                           "data: senteval_data_dir, or eval_source hub), or <eval_name>_spearman (your eval_file / "
                           "eval_dataset_name pairs); the eval_ prefix is optional. Not set: the run's first dev score, "
-                          "STS-B dev's where it is scored, else your pairs' (hf-cse-train selects checkpoints by it; "
-                          "in Python give one with load_best_model_at_end: transformers fills in 'loss', which a "
-                          "contrastive run never logs). A preset's stsb_spearman gives way to your pairs' score in a "
-                          "run that scores no STS dev data."},
+                          "STS-B dev's where it is scored, else your pairs', else (in Python) an evaluator's "
+                          "primary metric known before it runs (load_best_model_at_end selects checkpoints by it, not "
+                          "by transformers' 'loss', which a contrastive run never logs). A preset's stsb_spearman "
+                          "gives way to your pairs' score in a run that scores no STS dev data."},
     )
     max_seq_length: int = field(
         default=DEFAULT_MAX_SEQ_LENGTH,
@@ -119,6 +119,10 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
                           f"fp16 mean the same. Default: {DEFAULT_PRECISION}."},
     )
     precision_reason: str = field(default="", init=False, repr=False)
+    #: the fields given a value nobody passed, and by whom: metric_for_best_model / greater_is_better ->
+    #: "transformers" (its filling in, e.g. 'loss' where load_best_model_at_end names no metric), "preset NAME"
+    #: (hf_cse.presets.from_preset): the trainer may replace them (hf_cse.training_values.metric_chosen_by)
+    filled_in: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self):
         check_path_given(self.output_dir, "output_dir")
@@ -136,6 +140,8 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
             self.precision, self.bf16, self.fp16, self.use_cpu, os.environ.get("ACCELERATE_MIXED_PRECISION"))
         for name, value in values.items():
             setattr(self, name, value)
+        unset = [name for name in ("metric_for_best_model", "greater_is_better") if getattr(self, name) is None]
         super().__post_init__()  # (sets greater_is_better from the metric's name where not given)
+        self.filled_in = {name: FILLED_IN for name in unset if getattr(self, name) is not None}
         check_best_metric_direction(self)
         load_in_fp32_under_deepspeed(getattr(self, "deepspeed_plugin", None), self.precision)

@@ -147,14 +147,56 @@ def dev_scores_of(values) -> list[str]:
     return dev_scores(scores_sts, (getattr(values, "eval_name", None) or "custom") if own else None)
 
 
+#: who set a ``metric_for_best_model`` the caller did not give (:func:`metric_chosen_by`): transformers, which fills
+#: in ``loss`` where ``load_best_model_at_end`` names no metric, or a preset (``"preset NAME"``)
+FILLED_IN, PRESET = "transformers", "preset"
+
+
+def metric_chosen_by(args) -> str:
+    """Who chose ``args.metric_for_best_model``: ``""`` the caller (or nobody: None), :data:`FILLED_IN` transformers'
+    ``loss``, ``"preset NAME"`` a preset (``ContrastiveTrainingArguments.filled_in`` records both). Plain
+    ``TrainingArguments`` do not say: ``loss`` with ``load_best_model_at_end`` is taken for transformers' filling in."""
+    recorded = getattr(args, "filled_in", None)
+    if recorded is not None:
+        return recorded.get("metric_for_best_model", "")
+    metric = getattr(args, "metric_for_best_model", None)
+    return FILLED_IN if metric in ("loss", "eval_loss") and getattr(args, "load_best_model_at_end", False) else ""
+
+
+def unchosen_metric_instead(metric: str | None, chosen_by: str, scores: list[str],
+                            load_best: bool = True) -> str | None:
+    """The dev score that replaces a ``metric_for_best_model`` nobody chose which the run would not log, the one rule
+    of the command line and the trainer: transformers' ``loss`` (``chosen_by`` :data:`FILLED_IN`) with
+    ``load_best_model_at_end`` gives way to the run's first dev score (``scores[0]``: STS-B dev's where it is scored,
+    else the user's own pairs', else an evaluator's primary metric), and a preset's STS dev score in a run that scores
+    no STS dev data to the user's pairs' score. None: kept (``chosen_by`` empty: the caller's choice, checked as
+    given; or logged; or no dev score to select by)."""
+    name = (metric or "").removeprefix("eval_")
+    if not metric or not chosen_by or not scores or name in scores:
+        return None
+    if chosen_by == FILLED_IN:
+        return scores[0] if load_best else None
+    sts_scored = any(score in STS_DEV_SCORES for score in scores)
+    return scores[0] if chosen_by.startswith(PRESET) and name in STS_DEV_SCORES and not sts_scored else None
+
+
+def unchosen_metric_said(metric: str, chosen_by: str, instead: str, scored: str = "your own pairs",
+                         term=str) -> str:
+    """The log line of :func:`unchosen_metric_instead`'s replacement of ``metric`` by ``instead``; ``scored``: what
+    the run scores instead of STS dev data; ``term``: how an option is named (the command line's ``--flag``)."""
+    if chosen_by == FILLED_IN:
+        why = (f"{term('load_best_model_at_end')} without {term('metric_for_best_model')} (transformers' default, "
+               f"'loss', is never logged by a contrastive run)")
+    else:
+        why = f"{term(chosen_by)} selects by {metric}, but this run scores no STS dev data, only {scored}"
+    return f"{why}: checkpoints are selected by {instead}; {term('metric_for_best_model')} chooses another"
+
+
 def own_pairs_metric(values) -> str | None:
     """The score of the user's own pairs that replaces a preset's STS dev ``metric_for_best_model`` in a run that
     scores those pairs and no STS dev data, which would never log it (the trainer refuses it); None where the metric
     is logged or is no STS dev score. Applies only to a metric a preset set: one the user chose is checked as given."""
-    metric = (getattr(values, "metric_for_best_model", None) or "").removeprefix("eval_")
-    logged = dev_scores_of(values)
-    own = getattr(values, "eval_file", None) or getattr(values, "eval_dataset_name", None)
-    return logged[0] if own and metric in STS_DEV_SCORES and metric not in logged else None
+    return unchosen_metric_instead(getattr(values, "metric_for_best_model", None), PRESET, dev_scores_of(values))
 
 
 #: a correlation's metric name: ``..._spearman`` / ``..._pearson``, or a sentence-transformers evaluator's with its
@@ -195,7 +237,7 @@ def check_best_metric(args, logged: list[str], filled_in: bool | None = None) ->
     if metric and logged and strategy != "no" and metric.removeprefix("eval_") not in logged:
         # transformers sets "loss" itself where load_best_model_at_end names no metric: say where it came from
         if filled_in is None:
-            filled_in = metric == "loss" and bool(args.load_best_model_at_end)
+            filled_in = metric_chosen_by(args) == FILLED_IN
         given = " (what transformers sets where load_best_model_at_end names no metric)" if filled_in else ""
         raise InputError(f"metric_for_best_model {metric}{given} is not a score this run logs "
                          f"({', '.join(logged)}): use metric_for_best_model={logged[0]!r}.",

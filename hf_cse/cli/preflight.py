@@ -16,12 +16,15 @@ from ..errors import CSEError
 from ..files import DataError
 from ..run_as_encoder import RunAsEncoder, is_method_model_config, local_run_as_encoder
 from ..training_values import (
+    PRESET,
     check_best_metric,
     check_optimizer_values,
     check_step_counts,
     dev_scores,
     dev_scores_of,
-    own_pairs_metric,
+    metric_chosen_by,
+    unchosen_metric_instead,
+    unchosen_metric_said,
 )
 from .flags import in_flag_terms
 from .flags_in_use import check_dcl_settings, check_off_dropout, drop_fix, given_as
@@ -284,26 +287,22 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
 def default_best_metric(training_args, chosen: set[str], preset: str | None) -> str | None:
     """Where the user chose no ``--metric_for_best_model`` (neither typed nor in a --config file, ``chosen``), one
     nobody typed that the run does not log is replaced by the run's dev score (STS-B dev's where it is scored, else the
-    user's own pairs'): transformers' ``loss`` with --load_best_model_at_end, which no contrastive run logs, and a
-    preset's STS dev score in a run that scores the user's pairs and no STS dev data. ``greater_is_better`` follows,
-    unless chosen. Returns the log line that says so, else None (a metric the user chose is checked as typed,
-    :func:`check_eval_data`)."""
+    user's own pairs'), by the library's rule (:func:`hf_cse.training_values.unchosen_metric_instead`, the trainer's
+    too): transformers' ``loss`` with --load_best_model_at_end, which no contrastive run logs, and a preset's STS dev
+    score in a run that scores the user's pairs and no STS dev data. ``greater_is_better`` follows, unless chosen.
+    Made here, before the trainer is built, so that the checks of the flags see it. Returns the log line that says
+    so, else None (a metric the user chose is checked as typed, :func:`check_eval_data`)."""
     metric = training_args.metric_for_best_model
-    logged = dev_scores_of(training_args)
-    if "metric_for_best_model" in chosen or metric is None or not logged or metric.removeprefix("eval_") in logged:
+    chosen_by = "" if "metric_for_best_model" in chosen else (
+        metric_chosen_by(training_args) or (f"{PRESET} {preset}" if preset else ""))
+    instead = unchosen_metric_instead(metric, chosen_by, dev_scores_of(training_args),
+                                      training_args.load_best_model_at_end)
+    if instead is None:
         return None
-    own_pairs = own_pairs_metric(training_args) if preset else None  # the library's rule (presets.from_preset's)
-    if metric == "loss" and training_args.load_best_model_at_end:
-        why = "--load_best_model_at_end without --metric_for_best_model (transformers' default, 'loss', is never logged"
-        why += " by a contrastive run)"
-    elif own_pairs:
-        why = f"--preset {preset} selects by {metric}, but this run scores no STS dev data, only your own pairs"
-    else:
-        return None
-    training_args.metric_for_best_model = logged[0]
+    training_args.metric_for_best_model = instead
     if "greater_is_better" not in chosen:
         training_args.greater_is_better = True  # a correlation (transformers set False for its 'loss')
-    return f"{why}: checkpoints are selected by {logged[0]}; --metric_for_best_model chooses another"
+    return unchosen_metric_said(metric, chosen_by, instead, term=lambda name: f"--{name}")
 
 
 def check_typed_best_metric(values, typed: set[str]) -> None:

@@ -196,6 +196,28 @@ def primary_metric_name(evaluator) -> str | None:
     return None
 
 
+def known_dev_scores(evaluators) -> tuple[dict[str, bool], bool]:
+    """The dev scores ``evaluators`` (a list, or None) log, in order, as far as they are known before they run, each
+    with whether it is higher the better; and whether that is all of them. STS dev's and your own pairs' by name; a
+    sentence-transformers evaluator's primary metric where it names one already (prefixed with the evaluator's name,
+    as it logs it; ``EmbeddingSimilarityEvaluator`` names it only once it has run); any other evaluator's names are
+    known only from its first scores."""
+    scores: dict[str, bool] = {}
+    complete = True
+    for one in evaluators or []:
+        if isinstance(one, STSDevEvaluator):
+            scores.update(dict.fromkeys([*(STS_DEV_METRICS[t] for t in one.tasks), "avg_sts"], True))
+        elif isinstance(one, PairsEvaluator):
+            scores[f"{one.name}_spearman"] = True
+        else:
+            complete = False
+            primary, name = getattr(one, "primary_metric", None), getattr(one, "name", "")
+            if primary and is_sentence_transformers_evaluator(one):
+                named = primary if not name or primary.startswith(f"{name}_") else f"{name}_{primary}"
+                scores[named] = getattr(one, "greater_is_better", True) is not False
+    return scores, complete
+
+
 def describe_evaluator(evaluator) -> str:
     """What ``evaluator`` scores, in a few words for a log line ("STS-B, SICK-R dev; 120 custom pairs")."""
     if isinstance(evaluator, (list, tuple)):
