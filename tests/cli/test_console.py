@@ -266,7 +266,7 @@ def test_a_real_run_prints_one_line_per_stage_and_verbose_prints_the_rest(tiny_b
     log = logs["quiet"]
     for absent in QUIET_ABSENT:
         assert absent not in log, (absent, log[-3000:])
-    for stage in ("INFO run_unsup: precision:", "INFO run_unsup: pooling:", "INFO run_unsup: method=simcse",
+    for stage in ("INFO hf_cse.precision: precision:", "INFO run_unsup: pooling:", "INFO run_unsup: method=simcse",
                   "dev: scoring the untrained encoder (step 0) on 20 mine pairs",
                   "dev: scoring the model of step 2 on 20 mine pairs", "saved simcse model to",
                   "exporting for sentence-transformers with a model card to",
