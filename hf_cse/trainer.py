@@ -36,7 +36,6 @@ from .trainer_folder import (
     check_not_encoder_folder,
     check_not_inside_a_run,
     check_not_trained_twice,
-    check_save_folder,
     checkpoint_to_resume,
     remove_killed_writes,
 )
@@ -295,15 +294,6 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             self._resume_from(resume_from_checkpoint, state)  # hf_cse.trainer_resume
             output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         return output, untrained
-
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """transformers' ``save_model``; a folder the caller names is checked first: not the encoder's, another
-        model's or another run's (:func:`hf_cse.trainer_folder.check_save_folder`)."""
-        if output_dir is not None and not _internal_call:
-            main_process_outcome(self.args, lambda: check_save_folder(output_dir, self))
-        super().save_model(output_dir, _internal_call)
-        if not _internal_call:
-            self._claim.model_saved(self, output_dir or self.args.output_dir)
 
     # ------------------------------------------------------------------ training
     def _global_objectives(self, embeddings: dict[str, torch.Tensor]):

@@ -4,6 +4,9 @@ a run of the same method, refuse in one line what transformers would stop on wit
 
 * a new run (no ``resume_from_checkpoint``) into a folder holding a trained model or checkpoints is refused: its
   checkpoints would join the other run's (and their rotation delete them), its save replace that run's model;
+* so is a new run into a folder holding files of the names its final save writes (a tokenizer's, ``all_results.json``,
+  ``training_args.bin``, ...: :data:`SAVED_BY_A_RUN`), which would be replaced; ``save_model(folder)`` into a folder
+  holding the files it writes without a model's ``config.json``, likewise;
 * so is a new run into a folder holding an earlier run's TensorBoard logs (``runs/``, of a run stopped before its
   first checkpoint): its own logs would show beside them there as one run's (the command line, which records its
   run's settings, starts the same run again and keeps them, :mod:`hf_cse.cli.output_dir`);
@@ -33,7 +36,6 @@ already, ``overwrite_output_dir`` included; these checks then stand aside.
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 from pathlib import Path
 
@@ -55,12 +57,15 @@ from .checkpoints import (
 )
 from .divergence import check_resumable, how_to_go_on
 from .folder_lock import claimed_by_command, held_here
-from .output_folder import OutputFolderError, listing, remove_entries, same_or_inside
+from .output_folder import TOKENIZER_FILES, OutputFolderError, listing, matching, remove_entries, same_or_inside
 from .run_files import (
     ADAPTER_FOLDER,
     CHECKPOINT_PREFIX,
+    CURVES_FILE,
+    RUN_LOADER_FILES,
     RUN_RECORD_FILE,
     TENSORBOARD_FOLDER,
+    TRAIN_RESULTS_FILE,
     TRAINING_INFO_FILE,
     WEIGHT_FILES,
 )
@@ -70,6 +75,12 @@ logger = logging.getLogger(__name__)
 
 #: what a run writes into its folder only once it has trained: the model, its export, its record
 TRAINED_RUN_FILES = (TRAINING_INFO_FILE, TRAINER_STATE_FILE, "sentence-transformers", ADAPTER_FOLDER, *WEIGHT_FILES)
+#: what ``save_model`` writes besides the weights (transformers' ``training_args.bin``, the processing class's files)
+MODEL_SAVE_FILES = ("config.json", "generation_config.json", "training_args.bin", *TOKENIZER_FILES)
+#: the rest of what a run's final save writes (``save_run``, transformers' ``save_metrics``): files of these names in
+#: a new run's folder are someone's that the save would replace
+SAVED_BY_A_RUN = (*MODEL_SAVE_FILES, "all_results.json", TRAIN_RESULTS_FILE, "eval_results.json", CURVES_FILE,
+                  *RUN_LOADER_FILES)
 
 
 def check_not_encoder_folder(output_dir, encoder: str | None) -> None:
@@ -82,34 +93,6 @@ def check_not_encoder_folder(output_dir, encoder: str | None) -> None:
         raise OutputFolderError(f"output_dir {output_dir} is, holds or lies inside the encoder's folder {enc}: saving "
                                 "there would overwrite or mix with the encoder's files. Choose another output_dir.",
                                 fields=("output_dir",))
-
-
-def check_save_folder(folder, trainer) -> None:
-    """A folder ``trainer.save_model(folder)`` is asked to save into, other than the trainer's own output folder:
-    not the encoder's (:func:`check_not_encoder_folder`), nor one holding another model (its config and weights
-    would be replaced) or another training run (its record would describe a model no longer there)."""
-    out = Path(folder).expanduser()
-    own = Path(trainer.args.output_dir).expanduser().resolve()
-    if out.resolve() == own:
-        return
-    config = trainer.accelerator.unwrap_model(trainer.model).config
-    check_not_encoder_folder(out, getattr(config, "base_encoder", None))
-    inside_own = same_or_inside(out, own)
-    part = inside_own and checkpoint_holding(out.resolve(), own)
-    if part:
-        raise OutputFolderError(f"save_model: {folder} lies inside {part}, a checkpoint of this run: its weights "
-                                "would no longer be those of its optimizer state, and its rotation would delete the "
-                                "save. Choose a folder outside the checkpoints.", fields=("output_dir",))
-    if not inside_own:  # another run's folder (a checkpoint of it, its results): that run's files would mix
-        check_not_inside_a_run(out, "save_model: folder")
-    if not out.is_dir():
-        return
-    theirs = other_model(out)
-    run = run_marks(out)
-    if run or theirs:
-        what = f"a training run ({listing(run)})" if run else f"another model ({theirs} config.json)"
-        raise OutputFolderError(f"save_model: {folder} holds {what}; saving there would replace its files. Choose "
-                                "a new folder (or the trainer's own output_dir).", fields=("output_dir",))
 
 
 def checkpoint_holding(path: Path, run: Path) -> str | None:
@@ -198,7 +181,7 @@ def check_new_run_folder(output_dir) -> None:
         return
     check_not_another_model(out)
     names = [p.name for p in out.iterdir()]
-    trained = [n for n in names if any(fnmatch.fnmatchcase(n, pattern) for pattern in TRAINED_RUN_FILES)]
+    trained = matching(names, TRAINED_RUN_FILES)
     if trained:
         raise OutputFolderError(f"output_dir {out} already holds a trained run ({listing(trained)}): choose another "
                                 "output_dir, or remove that run's files to start over.")
@@ -212,6 +195,10 @@ def check_new_run_folder(output_dir) -> None:
                                 f"({TENSORBOARD_FOLDER}/: {listing(sorted(p.name for p in logs.iterdir()), 3)}) and no "
                                 "checkpoint to resume: this run's logs would show beside them as one run's. Move or "
                                 f"remove {TENSORBOARD_FOLDER}/ to start over, or choose another output_dir.")
+    replaced = matching(names, SAVED_BY_A_RUN)
+    if replaced:
+        raise OutputFolderError(f"output_dir {out} holds {listing(replaced)}, which this run's final save writes: "
+                                "they would be replaced. Move them out, or choose another output_dir.")
 
 
 def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None, trainer=None) -> str:

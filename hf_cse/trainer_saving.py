@@ -1,7 +1,8 @@
 """The saving half of :class:`hf_cse.trainer.ContrastiveTrainer`: :meth:`RunSaving.save_run` finishes a run's
 folder (metrics and state, training curves, the model, its sentence-transformers export with a model card, and the
 run's record written last), refused before anything is written when the folder no longer holds this trainer's run
-or its weights are not finite."""
+or its weights are not finite; :meth:`RunSaving.save_model` into a folder the caller names checks it first
+(:func:`check_save_folder`)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,36 @@ from pathlib import Path
 import torch
 from transformers import Trainer
 
+from .checkpoints import other_model, run_marks, saved_config
 from .distributed import main_process_outcome
 from .divergence import check_weights_held
 from .evaluation.before_after import log_dev_change
+from .output_folder import OutputFolderError, listing, matching, same_or_inside
 from .precision import describe
+from .run_files import WEIGHT_FILES
 from .sharding import full_models_while_loading
 from .trainer_claim import check_save_run_arguments
+from .trainer_folder import (
+    MODEL_SAVE_FILES,
+    check_not_encoder_folder,
+    check_not_inside_a_run,
+    checkpoint_holding,
+)
 from .zero_loss import ZERO_LOSS_KEY
 
 logger = logging.getLogger(__name__)
 
 
 class RunSaving(Trainer):
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """transformers' ``save_model``; a folder the caller names is checked first: not the encoder's, another
+        model's or another run's (:func:`check_save_folder`)."""
+        if output_dir is not None and not _internal_call:
+            main_process_outcome(self.args, lambda: check_save_folder(output_dir, self))
+        super().save_model(output_dir, _internal_call)
+        if not _internal_call:
+            self._claim.model_saved(self, output_dir or self.args.output_dir)
+
     def save_run(self, data: dict | None = None, preset: str | None = None, hub_repo: str | None = None) -> None:
         """Finish the run in ``args.output_dir``: the final training metrics and Trainer state, the training curves,
         the model with its tokenizer (the best on the dev data, see :meth:`train`), a sentence-transformers export
@@ -83,3 +102,38 @@ class RunSaving(Trainer):
         main_process_outcome(self.args, export)
         # the run's last line: did training make the model better on the dev data?
         log_dev_change(logger, self.dev, self.dev_metrics_scored)
+
+
+def check_save_folder(folder, trainer) -> None:
+    """A folder ``trainer.save_model(folder)`` is asked to save into, other than the trainer's own output folder:
+    not the encoder's (:func:`~hf_cse.trainer_folder.check_not_encoder_folder`), nor one holding another model (its
+    config and weights would be replaced), another training run (its record would describe a model no longer there)
+    or, without a model, files of the names the save writes (a tokenizer's, ``training_args.bin``: someone's)."""
+    out = Path(folder).expanduser()
+    own = Path(trainer.args.output_dir).expanduser().resolve()
+    if out.resolve() == own:
+        return
+    config = trainer.accelerator.unwrap_model(trainer.model).config
+    check_not_encoder_folder(out, getattr(config, "base_encoder", None))
+    inside_own = same_or_inside(out, own)
+    part = inside_own and checkpoint_holding(out.resolve(), own)
+    if part:
+        raise OutputFolderError(f"save_model: {folder} lies inside {part}, a checkpoint of this run: its weights "
+                                "would no longer be those of its optimizer state, and its rotation would delete the "
+                                "save. Choose a folder outside the checkpoints.", fields=("output_dir",))
+    if not inside_own:  # another run's folder (a checkpoint of it, its results): that run's files would mix
+        check_not_inside_a_run(out, "save_model: folder")
+    if not out.is_dir():
+        return
+    theirs = other_model(out)
+    run = run_marks(out)
+    if run or theirs:
+        what = f"a training run ({listing(run)})" if run else f"another model ({theirs} config.json)"
+        raise OutputFolderError(f"save_model: {folder} holds {what}; saving there would replace its files. Choose "
+                                "a new folder (or the trainer's own output_dir).", fields=("output_dir",))
+    if saved_config(out) is None:  # no model there: files of the names the save writes are someone else's
+        replaced = matching([p.name for p in out.iterdir()], (*MODEL_SAVE_FILES, *WEIGHT_FILES))
+        if replaced:
+            raise OutputFolderError(f"save_model: {folder} holds {listing(replaced)} and no model; saving there "
+                                    "would replace them. Choose a new folder (or move them out).",
+                                    fields=("output_dir",))

@@ -83,6 +83,25 @@ def test_a_new_run_is_refused_beside_an_earlier_runs_tensorboard_logs(tmp_path):
                                   "output_dir.")
 
 
+def test_a_new_run_is_refused_in_a_folder_holding_files_its_final_save_writes(tmp_path):
+    """A user's own tokenizer.json or all_results.json in the output folder: the final save (save_model, save_metrics)
+    would have replaced them without a word. Files of other names are left beside the run."""
+    from hf_cse.trainer_folder import check_new_run_folder
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    (out / "hf_cse_run.json").write_text("{}")  # the record of a run stopped before its first checkpoint
+    check_new_run_folder(out)
+    for name in ("tokenizer.json", "all_results.json", "training_args.bin"):
+        (out / name).write_text("mine")
+    with pytest.raises(OutputFolderError) as refused:
+        check_new_run_folder(out)
+    assert str(refused.value) == (f"output_dir {out} holds all_results.json, tokenizer.json, training_args.bin, which "
+                                  "this run's final save writes: they would be replaced. Move them out, or choose "
+                                  "another output_dir.")
+
+
 @pytest.mark.slow
 def test_a_run_killed_before_its_first_checkpoint_keeps_its_tensorboard_logs_from_the_next_trainer(
         tiny_bert_dir, sentences, tmp_path, monkeypatch):
@@ -164,6 +183,10 @@ def test_save_model_into_a_folder_of_the_callers_choice_never_replaces_an_encode
     unnamed = tmp_path / "unnamed_model"
     unnamed.mkdir()
     (unnamed / "config.json").write_text('{"architectures": ["MyEncoder"]}')
+    tokenizer_only = tmp_path / "my_tokenizer"  # a tokenizer the user saved: the save would replace its files
+    tokenizer_only.mkdir()
+    (tokenizer_only / "tokenizer.json").write_text('{"mine": true}')
+    (tokenizer_only / "vocab.txt").write_text("mine")
     trainer = _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "out", max_steps=1, save_strategy="steps",
                        save_steps=1)
     trainer.train()
@@ -175,6 +198,8 @@ def test_save_model_into_a_folder_of_the_callers_choice_never_replaces_an_encode
                           (users, r"holds another model \(a bert model's config.json\); saving there would replace "
                                   "its files"),
                           (unnamed, r"holds another model \(an unnamed model's config.json\)"),
+                          (tokenizer_only, r"holds tokenizer.json, vocab.txt and no model; saving there would replace "
+                                           r"them\. Choose a new folder"),
                           (other_run, r"holds a training run \(.*training_info.json.*\); saving there would replace")):
         before = _snapshot(folder)
         with pytest.raises(OutputFolderError, match=words):
