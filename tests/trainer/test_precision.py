@@ -409,6 +409,15 @@ def test_the_run_precision_of_plain_arguments_follows_an_accelerate_launch_where
     assert precision.run_precision(args) == runs
 
 
+def test_a_launch_in_fp16_on_a_cpu_is_refused_for_plain_arguments_too(monkeypatch):
+    """It trained in fp32 (accelerate runs no fp16 autocast on a CPU), recorded as fp32 with the launch as reason."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")
+    with pytest.raises(PrecisionError, match="needs a GPU"):
+        precision.run_precision(SimpleNamespace(bf16=False, fp16=False, use_cpu=True))
+
+
 @pytest.mark.parametrize("args_class", ["plain", "contrastive"])
 def test_a_trainer_under_a_bf16_launch_says_and_runs_bf16(args_class, tiny_bert_dir, sentences, tmp_path, monkeypatch,
                                                           caplog):
