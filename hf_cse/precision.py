@@ -188,6 +188,18 @@ def training_flags(requested: str | None, bf16: bool, fp16: bool, use_cpu: bool,
     return _flag_values(precision, device_type), precision, why
 
 
+def run_precision(args) -> str:
+    """The precision a Trainer built with ``args`` computes in (``fp32``, ``bf16`` or ``fp16``): what ``bf16`` /
+    ``fp16`` say (``ContrastiveTrainingArguments`` set them from ``precision``), else the ``mixed_precision`` of
+    ``accelerate launch``, which transformers hands to the Trainer's accelerator where neither is set (plain
+    ``TrainingArguments`` under a bf16 launch train in bf16 with ``bf16=False``), else fp32. Resolved by
+    :func:`training_flags`, which refuses what cannot run here (e.g. a launch's fp16 on a CPU)."""
+    flag = args.bf16 or args.fp16
+    launched = None if flag else os.environ.get("ACCELERATE_MIXED_PRECISION")
+    requested = None if flag or launched not in (None, "", "no") else "fp32"  # plain arguments default to fp32
+    return training_flags(requested, args.bf16, args.fp16, args.use_cpu, launched)[1]
+
+
 def _flag_values(precision: str, device_type: str) -> dict[str, bool]:
     values = {"bf16": precision == "bf16", "fp16": precision == "fp16"}
     if precision == "bf16" and device_type == "cpu":

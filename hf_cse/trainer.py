@@ -73,7 +73,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
     over the arguments' field of its name), ``evaluator``, ``eval_pairs`` and ``trust_remote_code``; any other
     (``max_seq_length``, ``precision``, ``eval_file``, ``tokenizer``) is refused in one line naming its place. Plain
     ``TrainingArguments`` work too: the trainer cuts the text it tokenizes at SimCSE's 32 tokens and computes in what
-    ``bf16`` / ``fp16`` say (fp32 by default), each said in the log: the precision in one line when the trainer is
+    ``bf16`` / ``fp16`` say (fp32 by default; under ``accelerate launch``, its ``mixed_precision`` where neither is set,
+    as the Trainer's accelerator does), each said in the log: the precision in one line when the trainer is
     built, a warning where bf16 is emulated on this CPU.
 
     ``compute_loss`` asks the model for its embeddings, gathers them across processes *with*

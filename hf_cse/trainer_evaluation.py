@@ -17,7 +17,7 @@ from transformers import Trainer
 
 from .errors import CSEError, raised_on_every_process
 from .evaluation.before_after import DevChange, UntrainedCandidate, logged_evaluation, primary_metric
-from .precision import describe_scoring
+from .precision import describe_scoring, run_precision
 from .trainer_resume import DevDataChange
 
 logger = logging.getLogger(__name__)
@@ -58,8 +58,9 @@ class DevScoring(Trainer):
 
     @property
     def precision(self) -> str:
-        """The precision the run computes in: ``fp32``, ``bf16`` or ``fp16``."""
-        return "bf16" if self.args.bf16 else "fp16" if self.args.fp16 else "fp32"
+        """The precision the run computes in: ``fp32``, ``bf16`` or ``fp16`` (:func:`~hf_cse.precision.run_precision`:
+        under ``accelerate launch`` its ``mixed_precision`` where the arguments set neither ``bf16`` nor ``fp16``)."""
+        return run_precision(self.args)
 
     @property
     def dev_data_identity(self) -> str | None:

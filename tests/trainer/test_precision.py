@@ -387,3 +387,85 @@ def test_the_command_line_says_the_precision_once_with_its_flags(tiny_bert_dir, 
     [line] = _precision_lines(caplog)
     assert line.levelno == logging.WARNING and precision.EMULATED_BF16 in line.getMessage()
     assert line.getMessage().endswith("); --precision 'auto' (without --bf16) trains in fp32 here")
+
+
+@pytest.mark.parametrize(("bf16", "fp16", "launched", "runs"), [
+    (False, False, None, "fp32"), (False, False, "no", "fp32"), (False, False, "bf16", "bf16"),
+    (True, False, None, "bf16"), (True, False, "fp16", "bf16"),  # transformers hands the flag on, not the launch's
+])
+def test_the_run_precision_of_plain_arguments_follows_an_accelerate_launch_where_they_set_no_flag(
+        bf16, fp16, launched, runs, monkeypatch):
+    """Plain TrainingArguments under accelerate launch's mixed_precision bf16 train in bf16 (transformers hands the
+    launch's mixed_precision to the Trainer's accelerator where bf16 / fp16 are unset), but the trainer read only
+    ``bf16``: it scored the dev data and recorded the run as fp32."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)  # auto would be fp32: no machine dependence
+    if launched is None:
+        monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    else:
+        monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", launched)
+    args = SimpleNamespace(bf16=bf16, fp16=fp16, use_cpu=True)
+    assert precision.run_precision(args) == runs
+
+
+def test_a_launch_in_fp16_on_a_cpu_is_refused_for_plain_arguments_too(monkeypatch):
+    """It trained in fp32 (accelerate runs no fp16 autocast on a CPU), recorded as fp32 with the launch as reason."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")
+    with pytest.raises(PrecisionError, match="needs a GPU"):
+        precision.run_precision(SimpleNamespace(bf16=False, fp16=False, use_cpu=True))
+
+
+@pytest.mark.parametrize("args_class", ["plain", "contrastive"])
+def test_a_trainer_under_a_bf16_launch_says_and_runs_bf16(args_class, tiny_bert_dir, sentences, tmp_path, monkeypatch,
+                                                          caplog):
+    """Plain arguments' log line said ``precision: fp32 on cpu (accelerate launch's mixed_precision bf16)``;
+    ContrastiveTrainingArguments' precision='auto' follows the launch (it sets ``bf16``)."""
+    from hf_cse.training_args import ContrastiveTrainingArguments
+
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")  # as accelerate launch sets it, before the arguments
+    tok, data = _data(tiny_bert_dir, sentences[:16])
+    args = (ContrastiveTrainingArguments if args_class == "contrastive" else TrainingArguments)(
+        str(tmp_path / "out"), use_cpu=True, per_device_train_batch_size=8, report_to="none")
+    assert args.bf16 == (args_class == "contrastive")
+    with caplog.at_level(logging.INFO, logger="hf_cse"):
+        trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(tiny_bert_dir), args=args, train_dataset=data,
+                                     data_collator=TwoViewCollator(tok))
+    assert trainer.precision == "bf16" and trainer.accelerator.mixed_precision == "bf16"
+    [line] = _precision_lines(caplog)
+    assert line.getMessage() == (f"precision: {precision.describe('bf16')} on cpu "
+                                 "(accelerate launch's mixed_precision bf16)")
+
+
+@pytest.mark.slow  # a step and two dev scores
+def test_plain_arguments_under_a_bf16_launch_score_and_record_the_bf16_that_trained(tiny_bert_dir, sentences, tmp_path,
+                                                                                    monkeypatch):
+    """The dev scores are encoded under the autocast the training ran under, and training_info.json and the dev
+    record name that precision, not the fp32 that ``bf16=False`` said."""
+    from hf_cse.evaluation import encoder as encoder_module
+
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    tok, data = _data(tiny_bert_dir, sentences)
+    args = TrainingArguments(str(tmp_path / "out"), use_cpu=True, per_device_train_batch_size=8, max_steps=1,
+                             report_to="none", save_strategy="no", disable_tqdm=True)
+    model = SimCSEModel.from_encoder(tiny_bert_dir)
+    trained, scored = [], []
+    forward = model.forward
+    model.forward = lambda *a, **k: trained.append(torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled(
+        "cpu") else torch.float32) or forward(*a, **k)
+    real_autocast = encoder_module.autocast
+    monkeypatch.setattr(encoder_module, "autocast", lambda prec, device: scored.append(prec) or real_autocast(
+        prec, device))
+    pairs = [(sentences[i], sentences[i + 1], float(i % 5)) for i in range(0, 16, 2)]
+    trainer = ContrastiveTrainer(model=model, args=args, train_dataset=data, data_collator=TwoViewCollator(tok),
+                                 processing_class=tok, eval_pairs=pairs)
+    trainer.train()
+    trainer.save_run()
+    assert set(trained) == {torch.bfloat16}  # what trained
+    assert scored and set(scored) == {"bf16"}  # the dev scores before and after training
+    info = json.loads((tmp_path / "out" / "training_info.json").read_text())
+    assert info["precision"] == precision.describe("bf16")
+    assert info["dev"]["precision"] == precision.describe_scoring("bf16")
