@@ -187,7 +187,7 @@ def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = 
             return []
     losses = [build_loss(entry["loss"], **entry["hyperparameters"]) for entry in objectives]
     main = objectives[0]["loss"]
-    takes_nodropout = any(takes_no_dropout(entry["loss"]) for entry in objectives)
+    takes_nodropout = any(NO_DROPOUT_INPUT in loss.extra_inputs for loss in losses)
     if off_dropout and not takes_nodropout:
         raise CSEError(
             f"off_dropout=True makes no-dropout negatives, but loss {main!r} does not use them. "

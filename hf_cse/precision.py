@@ -116,21 +116,34 @@ def emulated(precision: str, device_type: str) -> bool:
     return precision == "bf16" and not native_bf16(device_type)
 
 
+def launched_precision() -> str | None:
+    """The ``mixed_precision`` that ``accelerate launch``'s config asks for (``ACCELERATE_MIXED_PRECISION``), None
+    where it asks for none (unset, empty or ``no``): accelerate then computes in it whatever the arguments say."""
+    launched = os.environ.get("ACCELERATE_MIXED_PRECISION")
+    return None if launched in (None, "", "no") else launched
+
+
+def trains_plain_fp32(args) -> bool:
+    """Whether ``args`` are plain ``TrainingArguments`` that train in fp32: no ``precision`` field, neither ``bf16``
+    nor ``fp16`` set, and no ``mixed_precision`` from ``accelerate launch`` (:func:`launched_precision`)."""
+    return not (hasattr(args, "precision") or args.bf16 or args.fp16 or launched_precision())
+
+
 def say_training_precision(args, precision: str) -> None:
     """Log, once (the trainer, when built), the precision a training run computes in and why: INFO, or a WARNING
     where it is emulated on this machine, with the arguments that train in fp32 instead, named as a Python caller
     sets them (the command line prints them as flags, :func:`hf_cse.cli.flags.in_flag_terms`: so they are part of
     the message, not of its arguments). Plain ``TrainingArguments`` in fp32 are said already, with what
     ``precision='auto'`` would run here (:func:`hf_cse.trainer_arguments.say_plain_arguments`)."""
-    launched = os.environ.get("ACCELERATE_MIXED_PRECISION") not in (None, "", "no")
-    own = hasattr(args, "precision")  # ContrastiveTrainingArguments: resolved, with its reason
-    if not (own or args.bf16 or args.fp16 or launched):
+    if trains_plain_fp32(args):  # said by say_plain_arguments
         return
+    launched = launched_precision()
+    own = hasattr(args, "precision")  # ContrastiveTrainingArguments: resolved, with its reason
     device = args.device
     if own:
         why = args.precision_reason
     elif launched:
-        why = f"accelerate launch's mixed_precision {os.environ['ACCELERATE_MIXED_PRECISION']}"
+        why = f"accelerate launch's mixed_precision {launched}"
     else:
         why = resolve(precision, device.type)[1].replace("requested", f"{precision}=True", 1)
     if not emulated(precision, device.type):
@@ -160,7 +173,7 @@ def training_flags(requested: str | None, bf16: bool, fp16: bool, use_cpu: bool,
     """Resolve ``precision`` (None = not given: :data:`DEFAULT_PRECISION`) together with the Trainer's
     ``bf16`` / ``fp16`` arguments (which win over the default and ``auto``, and must agree with an explicit
     ``fp32`` / ``bf16`` / ``fp16``) and ``launched``, the ``mixed_precision`` of ``accelerate launch``'s config
-    (``ACCELERATE_MIXED_PRECISION``): accelerate computes in that precision whatever the arguments say (autocast,
+    (:func:`launched_precision`): accelerate computes in that precision whatever the arguments say (autocast,
     FSDP's policy, DeepSpeed's config), so ``auto`` follows it and an explicit other precision is refused.
 
     Returns the TrainingArguments values to set (``bf16``, ``fp16``, and ``use_cpu`` for bf16 on a CPU-only
@@ -195,8 +208,8 @@ def run_precision(args) -> str:
     ``TrainingArguments`` under a bf16 launch train in bf16 with ``bf16=False``), else fp32. Resolved by
     :func:`training_flags`, which refuses what cannot run here (e.g. a launch's fp16 on a CPU)."""
     flag = args.bf16 or args.fp16
-    launched = None if flag else os.environ.get("ACCELERATE_MIXED_PRECISION")
-    requested = None if flag or launched not in (None, "", "no") else "fp32"  # plain arguments default to fp32
+    launched = None if flag else launched_precision()
+    requested = None if flag or launched else "fp32"  # plain arguments default to fp32
     return training_flags(requested, args.bf16, args.fp16, args.use_cpu, launched)[1]
 
 

@@ -145,7 +145,7 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     from .models import METHODS, get_method
     from .objectives import DCL, objectives_for
     from .training_args import ContrastiveTrainingArguments
-    from .training_values import PRESET, own_pairs_metric, unapplied_intervals
+    from .training_values import PRESET, own_pairs_metric, unapplied_intervals, unchosen_metric_said
 
     values = {**preset_values(name), **overrides}
     for unapplied in unapplied_intervals(values, overrides):  # e.g. eval_strategy="no" given: no eval_steps
@@ -172,9 +172,8 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
                            if k in PRESETS[name] and k not in overrides})
     own_pairs = None if "metric_for_best_model" in overrides else own_pairs_metric(args)
     if own_pairs:  # the preset's STS-B dev score, never logged where only the caller's pairs are scored
-        logger.info("preset %s selects by %s, but these arguments score no STS dev data, only your own pairs: "
-                    "checkpoints are selected by %s; metric_for_best_model chooses another", name,
-                    args.metric_for_best_model, own_pairs)
+        logger.info("%s", unchosen_metric_said(args.metric_for_best_model, f"{PRESET} {name}", own_pairs,
+                                               scoring="these arguments score"))
         args.metric_for_best_model = own_pairs
     hyperparameters = {k: values.pop(k) for k in list(values) if k in loss_hyperparameters(loss) and k not in own}
     dcl = {k[len("dcl_"):]: values.pop(k) for k in list(values) if k.startswith("dcl_") and k != "dcl_weight"}

@@ -101,8 +101,8 @@ def check_rows_tokenizer(dataset, tokenizer, prompt: str | None = None) -> None:
     if not rows or not hasattr(tokenizer, "num_special_tokens_to_add"):
         return
     pairs = any(f"{PAIR_VIEWS[1]}input_ids" in row for row in rows)
-    again = (f"tokenize the sentences with {TOKENIZE_PAIRS if pairs else TOKENIZE}(dataset, tokenizer), "
-             "tokenizer being processing_class")
+    tokenize_again = (f"Tokenize the sentences with {TOKENIZE_PAIRS if pairs else TOKENIZE}(dataset, tokenizer), "
+                      "tokenizer being processing_class")  # the fix of both refusals, opening a sentence
     prompts = ("", prompt) if prompt else ("",)
     lead = _leading_id(tokenizer)
     token_columns = [c for c in rows[0] if c.endswith(("input_ids", "attention_mask", "token_type_ids"))]
@@ -125,7 +125,7 @@ def check_rows_tokenizer(dataset, tokenizer, prompt: str | None = None) -> None:
                         f"the training set was tokenized with another tokenizer than processing_class: row {n}'s "
                         f"{prefix}input_ids start {_shown(forms[-1], mine)} where processing_class gives "
                         f"{_shown(mine, forms[-1])} for its {column!r} column, so the encoder would train on other "
-                        f"tokens' embeddings. {again[0].upper() + again[1:]}, or pass the text alone "
+                        f"tokens' embeddings. {tokenize_again}, or pass the text alone "
                         f"(dataset.remove_columns({token_columns!r})) for the trainer to tokenize it.")
                 continue
             if lead is not None and not any(form and form[0] == lead for form in forms):
@@ -134,5 +134,5 @@ def check_rows_tokenizer(dataset, tokenizer, prompt: str | None = None) -> None:
                     f"the training set was tokenized with another tokenizer than processing_class, or without its "
                     f"special tokens: row {n}'s {prefix}input_ids start {_shown(forms[-1], [lead])} where "
                     f"processing_class starts every sentence with {token} (id {lead}), so the encoder would train on "
-                    f"other tokens' embeddings. {again[0].upper() + again[1:]}, or give the sentences as a text "
+                    f"other tokens' embeddings. {tokenize_again}, or give the sentences as a text "
                     f"column for the trainer to tokenize.")

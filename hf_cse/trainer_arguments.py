@@ -13,7 +13,6 @@ import copy
 import dataclasses
 import inspect
 import logging
-import os
 from typing import Any
 
 from .errors import CSEError, closest_name
@@ -122,11 +121,10 @@ def say_plain_arguments(training_args) -> None:
     default ``precision="auto"`` would pick bf16 on a device that computes it natively. Said in one log line (a
     warning where auto would choose otherwise); the cut of the sentences the trainer tokenizes is said where it
     tokenizes (:func:`hf_cse.trainer_options.tokenized_here`)."""
-    launched = os.environ.get("ACCELERATE_MIXED_PRECISION") not in (None, "", "no")  # accelerate's then
-    if hasattr(training_args, "precision") or training_args.bf16 or training_args.fp16 or launched:
-        return
-    from .precision import default_device_type, resolve
+    from .precision import default_device_type, resolve, trains_plain_fp32
 
+    if not trains_plain_fp32(training_args):
+        return
     auto, why = resolve("auto", default_device_type(training_args.use_cpu))
     logger.log(logging.INFO if auto == "fp32" else logging.WARNING,
                "precision: fp32 (plain TrainingArguments: bf16=True / fp16=True choose another); "

@@ -228,9 +228,7 @@ def data_facts(train_dataset, max_seq_length: int | None, views: tuple[str, ...]
         hard_negative = "negative" in views
         facts["pair_data"] = {"kind": "triplets" if hard_negative else "pairs", "anchor": "text",
                               "positive": "positive", "hard_negative": "negative" if hard_negative else None}
-        facts["num_rows"] = None if streamed else len(train_dataset)
-    else:
-        facts["num_sentences"] = None if streamed else len(train_dataset)
+    facts["num_rows" if views else "num_sentences"] = None if streamed else len(train_dataset)
     return {k: v for k, v in facts.items() if v is not None}
 
 
@@ -329,18 +327,12 @@ def check_rows_for_a_batch(train_dataset, args, read_stream: bool = False) -> No
 
     size = global_batch_size(args.per_device_train_batch_size, args.world_size)
     if _streamed(train_dataset):
-        if not read_stream:
-            return
-        first = list(islice(train_dataset, size))
-        rows = len(first)
-        check_enough_rows(rows, size, "the training set", unit="rows")
-        _check_stream_repeats(first)
-        return
-    elif train_dataset is not None and hasattr(train_dataset, "__len__"):
-        rows = len(train_dataset)
-    else:
-        return
-    check_enough_rows(rows, size, "the training set", unit="rows")
+        if read_stream:
+            first = list(islice(train_dataset, size))
+            check_enough_rows(len(first), size, "the training set", unit="rows")
+            _check_stream_repeats(first)
+    elif hasattr(train_dataset, "__len__"):
+        check_enough_rows(len(train_dataset), size, "the training set", unit="rows")
 
 
 def _check_stream_repeats(batch: list) -> None:

@@ -9,7 +9,6 @@ it decides the training set given to the trainer.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
@@ -18,7 +17,7 @@ from .checks import InputError, check_path_given, resolved_path
 from .data import DEFAULT_MAX_SEQ_LENGTH
 from .encoders import seq_length_problem
 from .evaluation.custom_dev import EvalDataArguments
-from .precision import DEFAULT_PRECISION, Precision, training_flags
+from .precision import DEFAULT_PRECISION, Precision, launched_precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
 from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
 from .training_values import FILLED_IN, check_best_metric_direction, check_field_types, check_step_intervals
@@ -137,7 +136,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         self.senteval_data_dir = resolved_path(self.senteval_data_dir)
         # before TrainingArguments checks bf16 / fp16 against the device (e.g. bf16 on a CPU needs use_cpu)
         values, self.precision, self.precision_reason = training_flags(
-            self.precision, self.bf16, self.fp16, self.use_cpu, os.environ.get("ACCELERATE_MIXED_PRECISION"))
+            self.precision, self.bf16, self.fp16, self.use_cpu, launched_precision())
         for name, value in values.items():
             setattr(self, name, value)
         unset = [name for name in ("metric_for_best_model", "greater_is_better") if getattr(self, name) is None]

@@ -181,14 +181,16 @@ def unchosen_metric_instead(metric: str | None, chosen_by: str, scores: list[str
 
 
 def unchosen_metric_said(metric: str, chosen_by: str, instead: str, scored: str = "your own pairs",
-                         term=str) -> str:
+                         term=str, scoring: str = "this run scores") -> str:
     """The log line of :func:`unchosen_metric_instead`'s replacement of ``metric`` by ``instead``; ``scored``: what
-    the run scores instead of STS dev data; ``term``: how an option is named (the command line's ``--flag``)."""
+    the run scores instead of STS dev data; ``term``: how an option is named (the command line's ``--flag``);
+    ``scoring``: what scores, with its verb (``"these arguments score"`` where they are made, before any run:
+    :func:`hf_cse.presets.from_preset`)."""
     if chosen_by == FILLED_IN:
         why = (f"{term('load_best_model_at_end')} without {term('metric_for_best_model')} (transformers' default, "
                f"'loss', is never logged by a contrastive run)")
     else:
-        why = f"{term(chosen_by)} selects by {metric}, but this run scores no STS dev data, only {scored}"
+        why = f"{term(chosen_by)} selects by {metric}, but {scoring} no STS dev data, only {scored}"
     return f"{why}: checkpoints are selected by {instead}; {term('metric_for_best_model')} chooses another"
 
 

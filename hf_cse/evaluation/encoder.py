@@ -122,9 +122,7 @@ class SentenceEncoder:
             self._hf_model = hf_model
             if pooler is None:
                 check_st_modules_encode(model, hf_model)
-            default_max = (
-                st_max if st_max else _model_max_length(self.tokenizer, getattr(hf_model, "config", None))
-            )
+            default_max = st_max or _model_max_length(self.tokenizer, getattr(hf_model, "config", None))
         else:
             if tokenizer is None:
                 raise CSEError("A tokenizer is needed for a transformers model (or use from_pretrained).")
@@ -155,11 +153,8 @@ class SentenceEncoder:
                 device = torch.device("cpu")
         self.device = torch.device(device)
         self.precision, _ = resolve(precision, self.device.type)  # refuses fp16 on a CPU
-        self.name = (
-            name
-            or getattr(getattr(self._hf_model, "config", None), "name_or_path", None)
-            or type(model).__name__
-        )
+        self.name = (name or getattr(getattr(self._hf_model, "config", None), "name_or_path", None)
+                     or type(model).__name__)
         if max_length is not None and self.tokenizer is not None:  # e.g. 2: [CLS] [SEP] only, every cosine 1
             from ..tokenizer_match import check_room_for_text  # the training side's rule
 
@@ -239,9 +234,8 @@ class SentenceEncoder:
                 **({"model_weights": self.weights} if self.weights else {})}
 
     # ------------------------------------------------------------------------------ encoding
-    def encode(
-        self, sentences: Sequence[str], batch_size: int | None = None, show_progress_bar: bool | None = None
-    ) -> np.ndarray:
+    def encode(self, sentences: Sequence[str], batch_size: int | None = None,
+               show_progress_bar: bool | None = None) -> np.ndarray:
         """float32 ``(len(sentences), H)`` embeddings, row i for ``sentences[i]``."""
         sentences = list(sentences)
         if not sentences:
@@ -341,9 +335,8 @@ class SentenceEncoder:
         if self.kind == "sentence_transformers" and self.pooler is None:
             return self.model(feats)["sentence_embedding"]
         if self.kind == "hf_cse":
-            return self.model.sentence_embedding(
-                feats["input_ids"], feats["attention_mask"], feats.get("token_type_ids"), pooler=self.pooler
-            )
+            return self.model.sentence_embedding(feats["input_ids"], feats["attention_mask"],
+                                                 feats.get("token_type_ids"), pooler=self.pooler)
         pooler = self.effective_pooler
         model = self._hf_model
         kwargs = {k: v for k, v in feats.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
@@ -355,9 +348,7 @@ class SentenceEncoder:
             return outputs.pooler_output
         last = getattr(outputs, "last_hidden_state", None)
         if last is None:
-            raise CSEError(
-                f"{type(model).__name__} returns no last_hidden_state: pass a base encoder (AutoModel)."
-            )
+            raise CSEError(f"{type(model).__name__} returns no last_hidden_state: pass a base encoder (AutoModel).")
         return pool(pooler, feats["attention_mask"], last, outputs.hidden_states if want_hidden else None)
 
 

@@ -43,7 +43,7 @@ def write_modules(folder: Path, encoder, tokenizer, pooling_mode: str, dense: li
     through a staging folder because sentence-transformers builds its Transformer module from a path. ``encoder``
     must be a plain transformers model (LoRA adapters merged: :func:`hf_cse.models.lora.merged_encoder`); ``prompt``
     becomes the export's default prompt. ``own``: the method's own input and pooling modules
-    (:class:`hf_cse.models.base.OwnExportModules`) in place of Transformer + Pooling; their code files go into the
+    (:class:`hf_cse.models.outputs.OwnExportModules`) in place of Transformer + Pooling; their code files go into the
     folder, and ``modules.json`` names them there (``file.Class``)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer

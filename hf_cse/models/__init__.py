@@ -12,11 +12,12 @@ from ..checkpoints import config_problem, saved_config
 from ..checks import broken_model_error
 from ..errors import IMPORT_THE_MODULE, CSEError, closest_name
 from ..sharding import ENGINES
-from .base import CSEOutput, CSEPreTrainedModel
+from .base import CSEPreTrainedModel
 from .config import CSEConfig
 from .diffcse import DiffCSEConfig, DiffCSEModel
 from .esimcse import ESimCSEConfig, ESimCSEModel
 from .imsimcse import ImSimCSEConfig, ImSimCSEModel
+from .outputs import CSEOutput
 from .pooling import POOLERS, pool
 from .promptbert import PromptBERTConfig, PromptBERTModel
 from .simcse import SimCSEConfig, SimCSEModel

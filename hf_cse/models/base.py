@@ -1,12 +1,11 @@
 """The base class of every method model: encoder wrapping, pooling, projector, test-time embeddings and the
-off-dropout pass (:class:`CSEPreTrainedModel`), and what a method model hands the trainer (:class:`CSEOutput`)."""
+off-dropout pass (:class:`CSEPreTrainedModel`); what it hands the trainer and the export is in :mod:`.outputs`."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -30,6 +29,7 @@ from .loading import build_encoder, load_encoder, load_kwargs, prepare_encoder
 from .lora import apply_lora, is_lora
 from .mlm import build_mlm_head, load_mlm_head, masked_lm_loss
 from .modes import eval_mode
+from .outputs import CSEOutput, OwnExportModules
 from .padding_free import packed_forward, unsupported_reason
 from .pooling import applies_projector, describe_pooling, needs_hidden_states, pool, resolve_pooling
 
@@ -46,40 +46,6 @@ def check_training_batch(input_ids: torch.Tensor, collator: str) -> None:
              "the model's sentence_embedding." if input_ids.dim() == 2 else "")
     raise CSEError(f"training batches must have input_ids of shape (batch, views, length); got "
                    f"{tuple(input_ids.shape)}: use {collator}.{embed}")
-
-
-@dataclass
-class CSEOutput:
-    """What a method model hands the trainer for one batch.
-
-    embeddings: tensors the losses need, gathered across processes by the trainer
-        (``z1``, ``z2`` = projector outputs of the two dropout views -- or of anchor and positive with pair
-        data --, ``z_neg`` of the hard negatives with triplet data, ``z_nodropout`` with off-dropout).
-    aux_losses: weighted per-process loss terms already computed by the model (e.g. DiffCSE's RTD).
-    metrics: floats to log.
-    """
-
-    embeddings: dict[str, torch.Tensor] | None = None
-    aux_losses: dict[str, torch.Tensor] = field(default_factory=dict)
-    metrics: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class OwnExportModules:
-    """A method's own sentence-transformers modules, for a test embedding that is no ``Pooling`` of the encoder's
-    tokens (:meth:`CSEPreTrainedModel.sentence_transformers_modules`).
-
-    build_transformer: ``(encoder folder, max_seq_length, model_kwargs) -> input module`` in place of
-        sentence-transformers' ``Transformer``.
-    pooling: the module after it, in place of ``Pooling``.
-    code_files: the files of their code, shipped in the folder (loaded with ``trust_remote_code=True``).
-    pooling_words: the card's description of the pooling.
-    """
-
-    build_transformer: Callable[[str, int, dict], nn.Module]
-    pooling: nn.Module
-    code_files: tuple[Path, ...]
-    pooling_words: str
 
 
 class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):

@@ -29,7 +29,7 @@ from hf_cse.cached import (
 )
 from hf_cse.data import TwoViewCollator
 from hf_cse.losses import available_losses
-from hf_cse.models.base import CSEOutput
+from hf_cse.models.outputs import CSEOutput
 from hf_cse.trainer import ContrastiveTrainer
 
 

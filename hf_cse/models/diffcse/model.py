@@ -35,11 +35,12 @@ from ...checks import check_model_source
 from ...encoders import encoder_max_length
 from ...errors import CSEError
 from ...references import DIFFCSE, SIMCSE
-from ..base import CSEOutput, CSEPreTrainedModel
+from ..base import CSEPreTrainedModel
 from ..config import CSEConfig, ProjectorName
 from ..heads import TorchInitLinear
 from ..loading import build_encoder
 from ..lora import base_state_dict
+from ..outputs import CSEOutput
 from .edits import EDIT_OPERATIONS, DiffCSECollator
 from .generators import GENERATOR_FILLS, UNIGRAM, Generator, GeneratorError, load_generator
 

@@ -56,10 +56,11 @@ from ...errors import CSEError
 from ...losses import available_losses, get_loss_class
 from ...losses.base import QUEUE_INPUT, literal_choices
 from ...references import Paper, register_paper
-from ..base import CSEOutput, CSEPreTrainedModel
+from ..base import CSEPreTrainedModel
 from ..config import CSEConfig
 from ..loading import build_encoder
 from ..modes import eval_mode
+from ..outputs import CSEOutput
 from .momentum import EmbeddingQueue, momentum_update
 from .repetition import DupRule, WordRepetitionCollator
 

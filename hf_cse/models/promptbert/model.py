@@ -61,8 +61,9 @@ import torch
 from ...encoders import encoder_max_length, position_offset
 from ...errors import CSEError
 from ...references import Paper, register_paper
-from ..base import CSEPreTrainedModel, OwnExportModules, check_training_batch
+from ..base import CSEPreTrainedModel, check_training_batch
 from ..config import CSEConfig
+from ..outputs import OwnExportModules
 from .templates import MASK as MASK_WORD
 from .templates import TemplateIds, check_template, empty_template_batch, put_in_template, special_tokens_around
 
