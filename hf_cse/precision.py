@@ -195,6 +195,10 @@ def training_flags(requested: str | None, bf16: bool, fp16: bool, use_cpu: bool,
                 f"accelerate launch computes in mixed_precision {launched} (its config or command line), but "
                 f"precision={chosen!r} was asked for: set precision={launched!r}, or launch with mixed_precision "
                 f"{'no' if chosen == 'fp32' else chosen} in accelerate's config.")
+        if launched == "fp16" and device_type == "cpu":  # resolve's refusal would name fp16=True, not the launch
+            raise PrecisionError("accelerate launch asks for mixed_precision fp16 (its config or command line), which "
+                                 "needs a GPU: on a CPU fp16 runs no autocast and its matrix products are emulated. "
+                                 "Launch with mixed_precision bf16 or no in accelerate's config.")
         precision, _ = resolve(launched, device_type)
         return _flag_values(precision, device_type), precision, f"accelerate launch's mixed_precision {launched}"
     precision, why = resolve(flag or requested or DEFAULT_PRECISION, device_type)

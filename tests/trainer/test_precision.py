@@ -414,7 +414,8 @@ def test_a_launch_in_fp16_on_a_cpu_is_refused_for_plain_arguments_too(monkeypatc
     from types import SimpleNamespace
 
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")
-    with pytest.raises(PrecisionError, match="needs a GPU"):
+    with pytest.raises(PrecisionError, match=r"^accelerate launch asks for mixed_precision fp16 .*needs a GPU.* Launch "
+                                             r"with mixed_precision bf16 or no in accelerate's config\.$"):
         precision.run_precision(SimpleNamespace(bf16=False, fp16=False, use_cpu=True))
 
 
