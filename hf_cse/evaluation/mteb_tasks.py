@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -26,6 +24,7 @@ from ..checks import InputError
 from ..hub_reach import is_offline, offline_fix, offline_if_unreachable
 from .data import STSPairs
 from .encoder import SentenceEncoder
+from .mteb_staging import make_staging_folder, move_staged_results
 
 logger = logging.getLogger(__name__)
 
@@ -299,25 +298,6 @@ def remove_mteb_results(paths: list[Path]) -> None:
 
 
 MTEB_FOLDER_MARK = ".hf_cse_mteb"
-#: the start of the name of the folder inside ``results_dir`` where mteb saves a run's results until it has returned
-STAGING_PREFIX = ".hf_cse-mteb-staging-"
-
-
-def move_staged_results(staging: Path, results_dir: Path) -> None:
-    """Move what mteb's ``ResultCache(staging)`` saved to the same places under ``results_dir``, as mteb would have
-    saved it there: a task's file and ``model_meta.json`` replace the one there, ``run_settings.jsonl`` is merged
-    into it by mteb's own merge (each task, split and subset once); the rest of ``results_dir`` is left alone."""
-    from ..seams import merge_mteb_run_settings
-
-    for path in sorted(p for p in staging.rglob("*") if p.is_file()):
-        target = results_dir / path.relative_to(staging)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if path.name == "run_settings.jsonl" and target.is_file():
-            merge_mteb_run_settings(target, path)
-        else:
-            shutil.move(path, target)
-
-
 def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_dir=None, meta: dict | None = None,
                    before_writing: Callable[[], None] | None = None) -> tuple[dict[str, float], dict[str, dict]]:
     """Run MTEB ``tasks`` (objects from :func:`get_mteb_tasks` or :class:`LocalSTSTask`) on ``encoder``; MTEB's
@@ -327,8 +307,9 @@ def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_di
     ``ResultCache``, as its own runs do (``results/<model>/<revision>/<task>.json``, ``model_meta.json``,
     ``run_settings.jsonl``), the layout of MTEB's results repository; ``meta``: :func:`model_meta_fields`. mteb
     saves each task's as it finishes into a hidden folder of this process inside ``results_dir``
-    (:data:`STAGING_PREFIX`), whose files are moved into place once every task has run, and which is removed then,
-    or on a failure or stop, with what it holds: ``results_dir`` gets the results of all the tasks or none.
+    (:mod:`hf_cse.evaluation.mteb_staging`), whose files are moved into place once every task has run, and which is
+    removed then, or on a failure or stop, with what it holds (or, where this process is killed, by the next
+    evaluation into ``results_dir``): ``results_dir`` gets the results of all the tasks or none.
     ``before_writing`` is called once the tasks have run, just before the first file is written: the caller's
     earlier results go then."""
     mteb = require_mteb()
@@ -340,7 +321,7 @@ def run_mteb_tasks(encoder: SentenceEncoder, tasks: list, output_dir, results_di
         meta = meta or {}  # its name and revision become folders of results_dir
         check_mteb_model(meta.get("name") or mteb_model_name(encoder.name), meta.get("revision", "local"))
         Path(results_dir).mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=results_dir))
+        staging = make_staging_folder(Path(results_dir))
     try:
         result = mteb.evaluate(mteb_encoder(encoder, meta), tasks,
                                cache=None if staging is None else ResultCache(staging), co2_tracker=False,

@@ -295,7 +295,8 @@ def test_a_stop_in_the_mteb_tasks_keeps_the_earlier_results_and_mteb_results_byt
     """With --mteb_results_dir, --overwrite_output_dir removed the earlier results before mteb ran, as mteb saved each
     task's result there when it finished: a stop or failure in the first task left neither the output folder's results
     nor the model's MTEB results, and the stop line said "nothing was written"."""
-    from hf_cse.evaluation.mteb_tasks import STAGING_PREFIX, LocalSTSTask
+    from hf_cse.evaluation.mteb_staging import STAGING_PREFIX
+    from hf_cse.evaluation.mteb_tasks import LocalSTSTask
 
     pairs = scored_pairs_file(tmp_path / "pairs.tsv", 15, 4, seed=7)
     monkeypatch.setattr(eval_cli, "get_mteb_tasks", lambda names: [LocalSTSTask.from_file(pairs, name=n)
