@@ -73,7 +73,8 @@ SAMPLED_ROWS = 16
 
 def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Each setting whose value differs, as ``name: <then> then, <now> now`` (sorted by name; a setting on one side
-    only counts as ``None`` on the other), then each training file whose content changed."""
+    only counts as ``None`` on the other), then each training file (or dataset_name folder's file) whose content
+    changed."""
     # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
     # how the run is scored and its checkpoint chosen: watching it differently continues the same run
     keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source", DEV_AND_SELECTION,
@@ -86,8 +87,10 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
     if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did
         then, now = recorded[TRAIN_FILE_CONTENT] or {}, current.get(TRAIN_FILE_CONTENT) or {}
         moved = _moved_file_names(recorded, current)  # another file: its path's change says it, not its content
+        # a dataset_name folder's files (keyed "<folder>/<path>"): records written before they were lack them all
+        folder_then = any("/" in name for name in then)
         changed += [_content_change(name, then.get(name), now.get(name)) for name in sorted(set(then) | set(now))
-                    if then.get(name) != now.get(name) and name not in moved]
+                    if then.get(name) != now.get(name) and name not in moved and (folder_then or "/" not in name)]
     return changed
 
 
@@ -96,13 +99,18 @@ TRAIN_FILE_SETTINGS = ("train_file", "train_files")
 
 
 def _moved_file_names(recorded: dict[str, Any], current: dict[str, Any]) -> set[str]:
-    """The names of the training files named on one side only (another path, though maybe the same name): their
-    recorded content is another file's, so comparing it would call a file that was never touched edited."""
+    """The names of the training files named on one side only (another path, though maybe the same name), and of the
+    files of a ``dataset_name`` folder where another is named: their recorded content is another file's, so
+    comparing it would call a file that was never touched edited."""
     def paths(values: dict[str, Any]) -> set[str]:
         named = [values.get(k) for k in TRAIN_FILE_SETTINGS]
         return {str(p) for v in named for p in (v if isinstance(v, (list, tuple)) else [v]) if p}
 
-    return {Path(p).name for p in paths(recorded) ^ paths(current)}
+    moved = {Path(p).name for p in paths(recorded) ^ paths(current)}
+    if recorded.get("dataset_name") != current.get("dataset_name"):
+        moved |= {name for values in (recorded, current) for name in values.get(TRAIN_FILE_CONTENT) or {}
+                  if "/" in name}
+    return moved
 
 
 def _lora_alpha_as_used(values: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from ..checks import resolved_path
+from ..data_sources import folder_content
 from ..evaluation.custom_dev import EvalDataArguments
 from ..files import content_fingerprint
 from ..run_files import TRAIN_FILE_CONTENT
@@ -99,7 +100,8 @@ class DataSpec(_DataFlags):
 
     def fingerprint(self) -> dict[str, Any]:
         """The data flags that define the run (paths resolved); the streaming ones only when used (older records
-        lack them); the content of the local training files (:data:`TRAIN_FILE_CONTENT`)."""
+        lack them); the content of the local training files and of a local ``dataset_name`` folder's
+        (:data:`TRAIN_FILE_CONTENT`)."""
         flags = {f.name: getattr(self, f.name) for f in _DATA_FIELDS}
         flags["train_file"] = self.resolved_train_file
         if self.read_as_text_stream:
@@ -107,6 +109,8 @@ class DataSpec(_DataFlags):
                          train_files=list(self.resolved_train_files))
         content = {Path(f).name: content_fingerprint(f) for f in (self.resolved_train_file, *self.resolved_train_files)
                    if f and Path(f).is_file()}
+        if self.dataset_name:  # a local folder's files, keyed by its name and their paths in it
+            content.update(folder_content(self.dataset_name, "train", self.dataset_config_name))
         if content:  # an edited or replaced file is another run's data, though its path is the same
             flags[TRAIN_FILE_CONTENT] = content
         return flags
