@@ -10,15 +10,17 @@ checkpoint holds:
   pooler, projector, dropout, LoRA, Matryoshka, prompt, ...) but :data:`NOT_COMPARED_CONFIG_FIELDS`; transformers'
   own fields (``transformers_version``, ``dtype``, ``architectures``, ...) are no fields of it;
 * :data:`RUN_SETTINGS_FILE`, which the trainer writes into each checkpoint before ``trainer_state.json`` marks it
-  complete: :data:`TRAINING_SETTINGS`, :data:`TRAINER_SETTINGS` and the training set (:func:`data_description`);
+  complete: :data:`TRAINING_SETTINGS`, :data:`TRAINER_SETTINGS`, the training set (:func:`data_description`) and,
+  for a stream, the loader's workers (:data:`WORKERS_SETTING`);
 * in a checkpoint saved before that file existed, ``trainer_state.json``'s ``train_batch_size`` (the per-device
   batch: hf_cse runs no ``DataParallel``).
 
 Only what the checkpoint holds is compared, so a checkpoint of an earlier hf_cse still resumes. ``training_args.bin``
 is never read: it is a pickle (transformers itself loads each checkpoint file with ``weights_only=True``). Not
 compared: what a user changes to go on (``max_steps``, ``num_train_epochs``), to watch or save the run (logging,
-saving, evaluation, ``output_dir``, ``report_to``, ``run_name``), how fast it goes (workers, precision, CUDA graphs,
-:data:`SPEED_ONLY_CONFIG_FIELDS`) and the number of processes (said by
+saving, evaluation, ``output_dir``, ``report_to``, ``run_name``), how fast it goes (workers, but a stream's, which
+order its rows: :data:`WORKERS_SETTING`; precision, CUDA graphs, :data:`SPEED_ONLY_CONFIG_FIELDS`) and the number of
+processes (said by
 :func:`hf_cse.trainer_resume.warn_other_world_size`).
 
 This module imports nothing heavy: the command line's checks that run before torch is loaded import it.
@@ -55,6 +57,13 @@ SAME_AS_ADAMW_TORCH = ("adamw_torch_fused", "adamw_torch_xla", "adamw_torch_npu_
 #: the whole batch's gradient (memory, not the update), so a run that ran out of memory may resume with it;
 #: ``stream_shuffle_buffer`` None where the training set is no stream
 TRAINER_SETTINGS = ("no_duplicates_in_batch", "stream_shuffle_buffer")
+#: the loader's worker processes, a setting of a run on a stream: ``datasets`` gives each worker shards of its own
+#: (their batches taken in turn) and shifts its shuffle's seed by its number, so that another count reads a shuffled
+#: stream, or one of several shards (which a stream wrapping it, as the trainer's tokenized one, does not show), in
+#: other batches. Not of a map-style set: its sampler orders it in the training process, and
+#: :mod:`hf_cse.collator_rng` seeds each batch's draws from the batch. Checkpoints saved before lack it, and resume
+#: as they did
+WORKERS_SETTING = "dataloader_num_workers"
 #: config fields that change how fast the encoder computes, not what (:mod:`hf_cse.models.padding_free`: the same
 #: function on the real tokens only): the command line never records them either
 SPEED_ONLY_CONFIG_FIELDS = ("padding_free",)
@@ -227,6 +236,8 @@ def run_settings(trainer) -> dict[str, Any]:
     settings = {name: getattr(trainer.args, name, None) for name in TRAINING_SETTINGS}
     settings["optim"] = optimizer_kind(settings["optim"])
     settings.update({name: getattr(trainer, name, None) for name in TRAINER_SETTINGS})
+    if trainer.stream_shuffle_buffer is not None:  # a stream: its workers order its rows (WORKERS_SETTING)
+        settings[WORKERS_SETTING] = trainer.args.dataloader_num_workers
     data = data_description(trainer.train_dataset)
     if data is not None:
         settings[DATA_SETTING] = data

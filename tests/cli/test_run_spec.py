@@ -185,7 +185,10 @@ def test_fingerprint_is_the_settings_record_of_the_code_before_it(build, command
     # what the script checks the folder with, and beside it how the run is scored and its checkpoint chosen and its
     # other training arguments
     assert settings == {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(inputs["training_args"]),
-                        TRAINING_ARGUMENTS: training_arguments(inputs["training_args"])}
+                        TRAINING_ARGUMENTS: training_arguments(inputs["training_args"],
+                                                                   inputs["stream_args"].streaming)}
+    # a stream's loader workers order its rows: recorded for a rerun from the record (which its checkpoints compare)
+    assert settings[TRAINING_ARGUMENTS].get("dataloader_num_workers") == (0 if kind == "streaming" else None)
 
 
 def test_fingerprint_holds_the_mlm_settings_only_with_do_mlm(build, command_lines):
