@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .files import DataError, local_dataset_folder
+from .files import DataError, content_fingerprint, local_dataset_folder
 from .text_files import JSON_SUFFIXES, TABLE_SUFFIXES, find_unreadable_line
 
 #: the files of a folder that hf_cse reads itself, as it reads a train_file
@@ -90,6 +90,23 @@ def folder_train_files(name: str, split: str, config_name: str | None = None) ->
     or names a file is refused in one line (:func:`~hf_cse.files.local_dataset_folder`)."""
     folder = local_dataset_folder(name)
     return None if folder is None else folder_data_files(folder, name, split, config_name)
+
+
+def folder_content(name: str, split: str = "train", config_name: str | None = None) -> dict[str, str]:
+    """The content (:func:`~hf_cse.files.content_fingerprint`) of the files the local folder ``name`` (a
+    ``dataset_name``) is read from, keyed ``<folder name>/<path inside it>`` (a "/" no train_file's name holds), so
+    that a run resumed on an edited, added or removed file is told; empty for a Hub id. A folder of data files: the
+    files of ``split`` (:func:`folder_data_files`); one ``datasets`` reads by its own rules (a saved data set, a card
+    naming its files, Parquet or compressed files): every file in it but hidden ones, as any of them may be read."""
+    folder = local_dataset_folder(name)
+    if folder is None:
+        return {}
+    base = folder.resolve()
+    files = folder_data_files(folder, name, split, config_name)
+    if files is None:
+        files = sorted(p for p in base.rglob("*") if p.is_file() and (p.name == ".huggingface.yaml" or not any(
+            part.startswith(".") for part in p.relative_to(base).parts)))
+    return {f"{base.name}/{Path(p).relative_to(base).as_posix()}": content_fingerprint(p) for p in files}
 
 
 def load_named_dataset(name: str, config_name: str | None, split: str, streaming: bool = False):

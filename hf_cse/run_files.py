@@ -11,8 +11,9 @@ CHECKPOINT_PREFIX = "checkpoint"
 RUN_RECORD_FILE = "hf_cse_run.json"
 #: the settings of the run a checkpoint was saved by, beside its model's config.json (:mod:`hf_cse.run_settings`)
 RUN_SETTINGS_FILE = "hf_cse_settings.json"
-#: the key of the run record holding the content of the local training files (name -> size and hash): records
-#: written before it existed lack it, and resume as they did
+#: the key of the run record holding the content of the local training files (name -> size and hash; a local
+#: ``dataset_name`` folder's files as ``<folder name>/<path in it>``): records written before it existed lack it, and
+#: those written before the folder's files were recorded lack their keys, and resume as they did
 TRAIN_FILE_CONTENT = "train_file_content"
 #: the key of the run record holding how the run was scored and its checkpoint chosen (dev data, evaluation and save
 #: schedule, best-model selection): not compared on resume (watching a run differently continues the same run)

@@ -10,15 +10,17 @@ checkpoint holds:
   pooler, projector, dropout, LoRA, Matryoshka, prompt, ...) but :data:`NOT_COMPARED_CONFIG_FIELDS`; transformers'
   own fields (``transformers_version``, ``dtype``, ``architectures``, ...) are no fields of it;
 * :data:`RUN_SETTINGS_FILE`, which the trainer writes into each checkpoint before ``trainer_state.json`` marks it
-  complete: :data:`TRAINING_SETTINGS`, :data:`TRAINER_SETTINGS` and the training set (:func:`data_description`);
+  complete: :data:`TRAINING_SETTINGS`, :data:`TRAINER_SETTINGS`, the training set (:func:`data_description`) and,
+  for a stream, the loader's workers (:data:`WORKERS_SETTING`);
 * in a checkpoint saved before that file existed, ``trainer_state.json``'s ``train_batch_size`` (the per-device
   batch: hf_cse runs no ``DataParallel``).
 
 Only what the checkpoint holds is compared, so a checkpoint of an earlier hf_cse still resumes. ``training_args.bin``
 is never read: it is a pickle (transformers itself loads each checkpoint file with ``weights_only=True``). Not
 compared: what a user changes to go on (``max_steps``, ``num_train_epochs``), to watch or save the run (logging,
-saving, evaluation, ``output_dir``, ``report_to``, ``run_name``), how fast it goes (workers, precision, CUDA graphs,
-:data:`SPEED_ONLY_CONFIG_FIELDS`) and the number of processes (said by
+saving, evaluation, ``output_dir``, ``report_to``, ``run_name``), how fast it goes (workers, but a stream's, which
+order its rows: :data:`WORKERS_SETTING`; precision, CUDA graphs, :data:`SPEED_ONLY_CONFIG_FIELDS`) and the number of
+processes (said by
 :func:`hf_cse.trainer_resume.warn_other_world_size`).
 
 This module imports nothing heavy: the command line's checks that run before torch is loaded import it.
@@ -55,6 +57,13 @@ SAME_AS_ADAMW_TORCH = ("adamw_torch_fused", "adamw_torch_xla", "adamw_torch_npu_
 #: the whole batch's gradient (memory, not the update), so a run that ran out of memory may resume with it;
 #: ``stream_shuffle_buffer`` None where the training set is no stream
 TRAINER_SETTINGS = ("no_duplicates_in_batch", "stream_shuffle_buffer")
+#: the loader's worker processes, a setting of a run on a stream: ``datasets`` gives each worker shards of its own
+#: (their batches taken in turn) and shifts its shuffle's seed by its number, so that another count reads a shuffled
+#: stream, or one of several shards (which a stream wrapping it, as the trainer's tokenized one, does not show), in
+#: other batches. Not of a map-style set: its sampler orders it in the training process, and
+#: :mod:`hf_cse.collator_rng` seeds each batch's draws from the batch. Checkpoints saved before lack it, and resume
+#: as they did
+WORKERS_SETTING = "dataloader_num_workers"
 #: config fields that change how fast the encoder computes, not what (:mod:`hf_cse.models.padding_free`: the same
 #: function on the real tokens only): the command line never records them either
 SPEED_ONLY_CONFIG_FIELDS = ("padding_free",)
@@ -73,7 +82,8 @@ SAMPLED_ROWS = 16
 
 def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Each setting whose value differs, as ``name: <then> then, <now> now`` (sorted by name; a setting on one side
-    only counts as ``None`` on the other), then each training file whose content changed."""
+    only counts as ``None`` on the other), then each training file (or dataset_name folder's file) whose content
+    changed."""
     # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
     # how the run is scored and its checkpoint chosen: watching it differently continues the same run
     keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source", DEV_AND_SELECTION,
@@ -86,8 +96,10 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> li
     if TRAIN_FILE_CONTENT in recorded:  # records written before hf_cse recorded it resume as they did
         then, now = recorded[TRAIN_FILE_CONTENT] or {}, current.get(TRAIN_FILE_CONTENT) or {}
         moved = _moved_file_names(recorded, current)  # another file: its path's change says it, not its content
+        # a dataset_name folder's files (keyed "<folder>/<path>"): records written before they were lack them all
+        folder_then = any("/" in name for name in then)
         changed += [_content_change(name, then.get(name), now.get(name)) for name in sorted(set(then) | set(now))
-                    if then.get(name) != now.get(name) and name not in moved]
+                    if then.get(name) != now.get(name) and name not in moved and (folder_then or "/" not in name)]
     return changed
 
 
@@ -96,13 +108,18 @@ TRAIN_FILE_SETTINGS = ("train_file", "train_files")
 
 
 def _moved_file_names(recorded: dict[str, Any], current: dict[str, Any]) -> set[str]:
-    """The names of the training files named on one side only (another path, though maybe the same name): their
-    recorded content is another file's, so comparing it would call a file that was never touched edited."""
+    """The names of the training files named on one side only (another path, though maybe the same name), and of the
+    files of a ``dataset_name`` folder where another is named: their recorded content is another file's, so
+    comparing it would call a file that was never touched edited."""
     def paths(values: dict[str, Any]) -> set[str]:
         named = [values.get(k) for k in TRAIN_FILE_SETTINGS]
         return {str(p) for v in named for p in (v if isinstance(v, (list, tuple)) else [v]) if p}
 
-    return {Path(p).name for p in paths(recorded) ^ paths(current)}
+    moved = {Path(p).name for p in paths(recorded) ^ paths(current)}
+    if recorded.get("dataset_name") != current.get("dataset_name"):
+        moved |= {name for values in (recorded, current) for name in values.get(TRAIN_FILE_CONTENT) or {}
+                  if "/" in name}
+    return moved
 
 
 def _lora_alpha_as_used(values: dict[str, Any]) -> dict[str, Any]:
@@ -219,6 +236,8 @@ def run_settings(trainer) -> dict[str, Any]:
     settings = {name: getattr(trainer.args, name, None) for name in TRAINING_SETTINGS}
     settings["optim"] = optimizer_kind(settings["optim"])
     settings.update({name: getattr(trainer, name, None) for name in TRAINER_SETTINGS})
+    if trainer.stream_shuffle_buffer is not None:  # a stream: its workers order its rows (WORKERS_SETTING)
+        settings[WORKERS_SETTING] = trainer.args.dataloader_num_workers
     data = data_description(trainer.train_dataset)
     if data is not None:
         settings[DATA_SETTING] = data

@@ -370,8 +370,8 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
         blocked = cannot_go_on_with(changed, checkpoint, output_dir, args=trainer.args,
                                     encoder_config=getattr(config, "encoder_config", None))
         ways = (f"{blocked}: resume it with its run's settings, or start a new run in another output_dir" if blocked
-                else f"pass resume_from_checkpoint='{checkpoint}' to go on from it with these settings, or start a "
-                     "new run in another output_dir")
+                else f"resume it with its run's settings, pass resume_from_checkpoint='{checkpoint}' to go on from "
+                     "it with these settings, or start a new run in another output_dir")
         raise OtherRunsCheckpointError(f"resume_from_checkpoint=True: {checkpoint} is a checkpoint of a run with "
                                        f"other settings ({in_brief(changed, 240)}): {ways}.", checkpoint=checkpoint,
                                        changed=changed, blocked=blocked)

@@ -24,10 +24,11 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from ..checks import resolved_path
+from ..data_sources import folder_content
 from ..evaluation.custom_dev import EvalDataArguments
 from ..files import content_fingerprint
 from ..run_files import TRAIN_FILE_CONTENT
-from ..run_settings import SPEED_ONLY_CONFIG_FIELDS, TRAINER_SETTINGS, TRAINING_SETTINGS
+from ..run_settings import SPEED_ONLY_CONFIG_FIELDS, TRAINER_SETTINGS, TRAINING_SETTINGS, WORKERS_SETTING
 from ..training_args import ContrastiveTrainingArguments, global_batch_size
 from .arguments import DataArguments
 
@@ -99,7 +100,8 @@ class DataSpec(_DataFlags):
 
     def fingerprint(self) -> dict[str, Any]:
         """The data flags that define the run (paths resolved); the streaming ones only when used (older records
-        lack them); the content of the local training files (:data:`TRAIN_FILE_CONTENT`)."""
+        lack them); the content of the local training files and of a local ``dataset_name`` folder's
+        (:data:`TRAIN_FILE_CONTENT`)."""
         flags = {f.name: getattr(self, f.name) for f in _DATA_FIELDS}
         flags["train_file"] = self.resolved_train_file
         if self.read_as_text_stream:
@@ -107,6 +109,8 @@ class DataSpec(_DataFlags):
                          train_files=list(self.resolved_train_files))
         content = {Path(f).name: content_fingerprint(f) for f in (self.resolved_train_file, *self.resolved_train_files)
                    if f and Path(f).is_file()}
+        if self.dataset_name:  # a local folder's files, keyed by its name and their paths in it
+            content.update(folder_content(self.dataset_name, "train", self.dataset_config_name))
         if content:  # an edited or replaced file is another run's data, though its path is the same
             flags[TRAIN_FILE_CONTENT] = content
         return flags
@@ -194,13 +198,16 @@ def dev_and_selection(training_args) -> dict[str, Any]:
     return values
 
 
-def training_arguments(training_args) -> dict[str, Any]:
+def training_arguments(training_args, streamed: bool = False) -> dict[str, Any]:
     """The run's other training arguments that its checkpoints record and the Trainer compares on resume
     (:data:`~hf_cse.run_settings.TRAINING_SETTINGS` and :data:`~hf_cse.run_settings.TRAINER_SETTINGS` beyond
-    :class:`TrainingSpec`'s: optimizer, clipping, data order), by flag name, recorded beside the fingerprint so that
-    ``--config <run>/hf_cse_run.json`` runs it again whole; those left at nothing (None, no kwargs) are left out."""
+    :class:`TrainingSpec`'s: optimizer, clipping, data order; ``--dataloader_num_workers`` too where the run is
+    ``streamed``: they order a stream's rows, :data:`~hf_cse.run_settings.WORKERS_SETTING`), by flag
+    name, recorded beside the fingerprint so that ``--config <run>/hf_cse_run.json`` runs it again whole; those left
+    at nothing (None, no kwargs) are left out."""
     own = {f.name for f in dataclasses.fields(TrainingSpec)}
-    names = [n for n in (*TRAINING_SETTINGS, *TRAINER_SETTINGS) if n not in own]
+    streams = (WORKERS_SETTING,) if streamed else ()
+    names = [n for n in (*TRAINING_SETTINGS, *TRAINER_SETTINGS, *streams) if n not in own]
     values = {name: getattr(training_args, name, None) for name in names}
     return {name: getattr(value, "value", value) for name, value in values.items() if value not in (None, {})}
 

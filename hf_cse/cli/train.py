@@ -344,7 +344,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
     resume_from = main_process_first(training_args, lambda: prepare_output_dir(
         training_args.output_dir, {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(training_args),
-                                   TRAINING_ARGUMENTS: training_arguments(training_args),
+                                   TRAINING_ARGUMENTS: training_arguments(training_args, data.streaming),
                                    **recorded_modules(console.import_module)},
         overwrite=output_args.overwrite_output_dir, encoder=encoder,
         resume_from_checkpoint=training_args.resume_from_checkpoint, is_main_process=main_process,

@@ -185,7 +185,10 @@ def test_fingerprint_is_the_settings_record_of_the_code_before_it(build, command
     # what the script checks the folder with, and beside it how the run is scored and its checkpoint chosen and its
     # other training arguments
     assert settings == {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(inputs["training_args"]),
-                        TRAINING_ARGUMENTS: training_arguments(inputs["training_args"])}
+                        TRAINING_ARGUMENTS: training_arguments(inputs["training_args"],
+                                                                   inputs["stream_args"].streaming)}
+    # a stream's loader workers order its rows: recorded for a rerun from the record (which its checkpoints compare)
+    assert settings[TRAINING_ARGUMENTS].get("dataloader_num_workers") == (0 if kind == "streaming" else None)
 
 
 def test_fingerprint_holds_the_mlm_settings_only_with_do_mlm(build, command_lines):
@@ -239,6 +242,44 @@ def test_an_interrupted_run_whose_training_file_changed_is_not_resumed_silently(
     # the user names the checkpoint: the run goes on with the file as it is now
     assert prepare_output_dir(out, build(*command_lines[kind])[0].fingerprint(),
                               resume_from_checkpoint=str(out / "checkpoint-2")) == str(out / "checkpoint-2")
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_on_a_folder_whose_files_changed_is_not_resumed_silently(build, tmp_path, tiny_bert_dir):
+    """--dataset_name FOLDER: each of its train files' content is recorded (keyed by the folder's name), so that an
+    edited, added or removed file is refused as an edited --train_file is; a record written before it resumes."""
+    folder = tmp_path / "wiki"
+    folder.mkdir()
+    texts = random_sentences(96)
+    first, second = folder / "train-00000.txt", folder / "train-00001.txt"
+    _write(first, texts[:48])
+    _write(second, texts[48:])
+    flags = ["--dataset_name", str(folder), "--model_name_or_path", str(tiny_bert_dir),
+             "--per_device_train_batch_size", "8"]
+    out, checkpoint = tmp_path / "interrupted", str(tmp_path / "interrupted" / "checkpoint-2")
+    fingerprint = build(*flags)[0].fingerprint()
+    assert sorted(fingerprint[TRAIN_FILE_CONTENT]) == ["wiki/train-00000.txt", "wiki/train-00001.txt"]
+    prepare_output_dir(out, fingerprint)
+    fake_checkpoint(out / "checkpoint-2")
+    assert prepare_output_dir(out, build(*flags)[0].fingerprint()) == checkpoint
+    lines = first.read_text().splitlines(keepends=True)
+    first.write_text("".join([lines[1], lines[0], *lines[2:]]))  # the same size, other sentences in their places
+    with pytest.raises(InputError, match=r"other settings \(wiki/train-00000.txt was edited \(sha256 \w+ then, "
+                                         r"sha256 \w+ now\)\): rerun with its settings"):
+        prepare_output_dir(out, build(*flags)[0].fingerprint())
+    first.write_text("".join(lines))
+    _write(folder / "train-00002.txt", texts[:8])
+    with pytest.raises(InputError, match=r"\(wiki/train-00002.txt: no file then, a file now\)"):
+        prepare_output_dir(out, build(*flags)[0].fingerprint())
+    (folder / "train-00002.txt").unlink()
+    second.unlink()
+    with pytest.raises(InputError, match=r"\(wiki/train-00001.txt: a file then, no file now\)"):
+        prepare_output_dir(out, build(*flags)[0].fingerprint())
+    # a record written before the folder's files were recorded resumes as it did, whatever they hold now
+    record = json.loads((out / RUN_RECORD_FILE).read_text())
+    del record[TRAIN_FILE_CONTENT]
+    (out / RUN_RECORD_FILE).write_text(json.dumps(record))
+    assert prepare_output_dir(out, build(*flags)[0].fingerprint()) == checkpoint
 
 
 def test_an_interrupted_run_relaunched_on_another_training_file_names_the_path_whole(build, command_lines, tmp_path):

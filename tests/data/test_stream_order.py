@@ -3,6 +3,7 @@ loader workers the same), and the repeats of a mixture of sources by weight."""
 
 from __future__ import annotations
 
+import json
 import logging
 from functools import partial
 from itertools import islice
@@ -15,19 +16,23 @@ from transformers import AutoTokenizer
 
 from hf_cse.errors import CSEError
 from hf_cse.models import SimCSEModel
-from hf_cse.run_settings import run_settings
+from hf_cse.output_folder import OutputFolderError
+from hf_cse.run_files import RUN_SETTINGS_FILE
+from hf_cse.run_settings import run_settings, settings_changed_since
 from hf_cse.stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, source_reads
 from hf_cse.streaming import load_training_text
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.training_args import ContrastiveTrainingArguments
 
 
-def _trainer(tiny_bert_dir, tmp_path, rows, **keywords):
-    """A ContrastiveTrainer (batches of 4) handed ``rows`` as a stream."""
-    stream = datasets.IterableDataset.from_generator(partial(_rows, rows))
+def _trainer(tiny_bert_dir, tmp_path, rows, args=None, stream=None, **keywords):
+    """A ContrastiveTrainer (batches of 4) handed ``rows`` as a stream (``stream``: that one), ``args`` overriding
+    its training arguments."""
+    stream = datasets.IterableDataset.from_generator(partial(_rows, rows)) if stream is None else stream
     return ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), train_dataset=stream,
                               processing_class=AutoTokenizer.from_pretrained(tiny_bert_dir),
-                              args=tiny_args(tmp_path / "out", per_device_train_batch_size=4, seed=3), **keywords)
+                              args=tiny_args(tmp_path / "out", **{"per_device_train_batch_size": 4, "seed": 3,
+                                                                  **(args or {})}), **keywords)
 
 
 def _rows(rows):
@@ -111,6 +116,45 @@ def test_loader_workers_read_a_shuffled_stream_the_same_each_time(tiny_bert_dir,
     assert all(len({t for batch in batches for t in batch}) == 16 for batches in passes)
     assert len({tuple(map(tuple, batches)) for batches in passes}) == 3
     assert read() == passes
+
+
+def test_the_loader_workers_are_recorded_where_they_order_the_stream(tiny_bert_dir, tmp_path):
+    """A stream's run records its loader workers (a resumed run compares them): datasets shifts each worker's shuffle
+    seed by its number and gives each worker shards of its own, which the trainer's tokenized stream hides; in file
+    order too. A run on data held in memory does not (its sampler orders it in the training process)."""
+    rows = random_sentences(8)
+    workers = {"dataloader_num_workers": 2}
+    assert run_settings(_trainer(tiny_bert_dir, tmp_path, rows, workers))["dataloader_num_workers"] == 2
+    shards = datasets.Dataset.from_dict({"text": rows}).to_iterable_dataset(num_shards=2)
+    in_file_order = _trainer(tiny_bert_dir, tmp_path, rows, workers, stream=shards, stream_shuffle_buffer=0)
+    assert run_settings(in_file_order)["dataloader_num_workers"] == 2
+    whole = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)),
+                               args=tiny_args(tmp_path / "out", **workers),
+                               processing_class=AutoTokenizer.from_pretrained(tiny_bert_dir),
+                               train_dataset=datasets.Dataset.from_dict({"text": rows}))
+    assert "dataloader_num_workers" not in run_settings(whole)
+
+
+@pytest.mark.slow
+def test_a_shuffled_stream_resumed_with_other_loader_workers_is_refused(tiny_bert_dir, tmp_path):
+    """Other workers read a shuffled stream in other batches: its run resumed with another worker count is refused
+    in one line naming it and the ways on, before any step; a checkpoint saved before the count was recorded
+    resumes as it did."""
+    rows = random_sentences(16)
+    save = {"max_steps": 2, "save_strategy": "steps", "save_steps": 2, "lr_scheduler_type": "constant"}
+    _trainer(tiny_bert_dir, tmp_path, rows, save).train()
+    checkpoint = tmp_path / "out" / "checkpoint-2"
+    resumed = _trainer(tiny_bert_dir, tmp_path, rows, {**save, "max_steps": 4, "dataloader_num_workers": 1})
+    with pytest.raises(OutputFolderError, match=r"other settings \(dataloader_num_workers: 0 then, 1 now\): resume "
+                                                r"it with its run's settings, .* or start a new run") as refused:
+        resumed.train(resume_from_checkpoint=True)
+    assert "\n" not in str(refused.value) and resumed.state.global_step == 0
+    same = _trainer(tiny_bert_dir, tmp_path, rows, {**save, "max_steps": 4})
+    assert settings_changed_since(checkpoint, same) == []
+    saved = json.loads((checkpoint / RUN_SETTINGS_FILE).read_text())
+    del saved["dataloader_num_workers"]
+    (checkpoint / RUN_SETTINGS_FILE).write_text(json.dumps(saved))
+    assert settings_changed_since(checkpoint, resumed) == []
 
 
 def _write(path, count: int, word: str):

@@ -229,6 +229,48 @@ def test_another_training_file_is_said_as_its_path_not_as_an_edit_of_the_old_one
 
 
 
+def test_a_dataset_folder_s_files_are_compared_by_their_path_in_it():
+    """A dataset_name folder's files are recorded as "<folder>/<path>" (no train_file's name holds a "/"): an edit,
+    a file added or removed is said; a record written before them (no such key) resumes; another folder is said as
+    its name, not as its files' edits."""
+    old, new = "278827 bytes, sha256 aaaaaaaaaaaa", "40000 bytes, sha256 bbbbbbbbbbbb"
+    then = {"dataset_name": "/d/wiki", TRAIN_FILE_CONTENT: {"wiki/train.txt": old, "wiki/data/train-1.txt": old}}
+    assert setting_differences(then, then) == []
+    assert setting_differences(then, {**then, TRAIN_FILE_CONTENT: {"wiki/train.txt": new,
+                                                                   "wiki/data/train-1.txt": old}}) \
+        == ["wiki/train.txt was edited (278827 bytes then, 40000 bytes now)"]
+    added = {**then[TRAIN_FILE_CONTENT], "wiki/train-2.txt": new}
+    assert setting_differences(then, {**then, TRAIN_FILE_CONTENT: added}) \
+        == ["wiki/train-2.txt: no file then, a file now"]
+    assert setting_differences(then, {**then, TRAIN_FILE_CONTENT: {"wiki/train.txt": old}}) \
+        == ["wiki/data/train-1.txt: a file then, no file now"]
+    earlier = {"dataset_name": "/d/wiki", "train_files": ["/d/a.txt"], TRAIN_FILE_CONTENT: {"a.txt": old}}
+    assert setting_differences(earlier, {**earlier, TRAIN_FILE_CONTENT: {"a.txt": old, "wiki/train.txt": new}}) == []
+    assert setting_differences({"dataset_name": "/d/wiki"}, then) == []
+    assert setting_differences(then, {"dataset_name": "/d/books", TRAIN_FILE_CONTENT: {"books/train.txt": new}}) \
+        == ["dataset_name: '/d/wiki' then, '/d/books' now"]
+
+
+def test_a_dataset_folder_s_content_is_the_files_datasets_reads(tmp_path):
+    """A folder of train files: the files of the train split; a folder datasets reads by its own rules (one
+    save_to_disk wrote): every file in it but hidden ones. A Hub id: nothing."""
+    from hf_cse.data_sources import folder_content
+
+    folder = tmp_path / "wiki"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "train-00000.txt").write_text("one\n")
+    (folder / "test.txt").write_text("two\n")
+    assert list(folder_content(str(folder))) == ["wiki/data/train-00000.txt"]
+    saved = tmp_path / "saved"
+    Dataset.from_dict({"text": ["a", "b"]}).save_to_disk(str(saved))
+    (saved / ".cache").mkdir()
+    (saved / ".cache" / "x").write_text("x")
+    content = folder_content(str(saved))
+    assert "saved/state.json" in content and any(k.endswith(".arrow") for k in content)
+    assert not any("/." in k for k in content)
+    assert folder_content("some-org/some-data") == {}
+
+
 def test_lora_alpha_spelled_out_as_its_default_is_the_same_run():
     """lora_alpha not set builds the adapters with 2 * lora_r: giving that value on resume changed nothing, yet the
     run was refused as one with other settings; another alpha, or the rank, still counts."""
