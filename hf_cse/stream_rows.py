@@ -145,10 +145,27 @@ def described_as(stream, made):
     return made
 
 
+def rows_of(stream):
+    """The rows of ``stream``, read whole wherever it is read: by a generator over it, which makes a stream of one
+    shard. Iterated row by row inside a DataLoader worker, a stream reads only the shards of that worker's number, and
+    ``datasets`` gives the one shard of the stream made to one worker: of a stream of several shards, only that
+    worker's part was read (16 rows in 2 shards, read with dataloader_num_workers=2: 8 rows a pass).
+    ``IterableDataset.iter`` splits by no worker (read a row at a time: an error names the rows read before it);
+    outside a worker, and for another iterable, the stream is read as it is (faster)."""
+    import datasets
+    import torch.utils.data
+
+    if not isinstance(stream, datasets.IterableDataset) or torch.utils.data.get_worker_info() is None:
+        yield from stream
+        return
+    for batch in stream.iter(batch_size=1):
+        yield {column: values[0] for column, values in batch.items()}
+
+
 def _checked_rows(stream, refusal):
     read = 0
     try:
-        for row in stream:
+        for row in rows_of(stream):
             yield row
             read += 1
     except Exception as err:

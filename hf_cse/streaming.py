@@ -73,6 +73,7 @@ from .stream_rows import (
     is_json_list,
     json_lines_stream,
     read_checked,
+    rows_of,
     table_stream,
 )
 from .text_files import (
@@ -316,7 +317,7 @@ def _kept_rows(stream, special: frozenset, said: _Said):
     cause when it ends (the trainer's first global batch of it would be empty)."""
     kept = dropped = 0
     first = None
-    for row in stream:
+    for row in rows_of(stream):  # read whole by the one worker that reads the stream made
         text = row.pop("text", None)
         if any(i not in special for i in row["input_ids"]):
             kept += 1
