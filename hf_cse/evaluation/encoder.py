@@ -40,6 +40,7 @@ from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hid
 from ..padding import pad_token_rows, padding_where_positions_allow, with_pad_token
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
+from ..tokenizer_match import check_ids_in_vocabulary
 from .model_kind import check_st_modules_encode, detect_kind, load_model
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
@@ -312,10 +313,11 @@ class SentenceEncoder:
     def _batch_features(self, idx: np.ndarray, texts: list[str], tokens) -> dict[str, Any]:
         """The padded features of the texts ``idx`` on the CPU (in pinned memory for a GPU): the tokenizer's, or the
         sentence-transformers modules' own (their tokenizer, with ``max_length`` as their ``max_seq_length``)."""
+        features = self._padded_features(idx, texts, tokens)
+        check_ids_in_vocabulary(features.get("input_ids"), self._hf_model, self.name)  # another model's tokenizer
         if self.device.type == "cuda":
-            return {k: (v.pin_memory() if isinstance(v, torch.Tensor) else v)
-                    for k, v in self._padded_features(idx, texts, tokens).items()}
-        return self._padded_features(idx, texts, tokens)
+            return {k: (v.pin_memory() if isinstance(v, torch.Tensor) else v) for k, v in features.items()}
+        return features
 
     def _padded_features(self, idx: np.ndarray, texts: list[str], tokens) -> dict[str, Any]:
         if not (self.kind == "sentence_transformers" and self.pooler is None):

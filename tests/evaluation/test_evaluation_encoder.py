@@ -232,6 +232,23 @@ def test_an_encoder_folder_without_its_tokenizer_is_refused_not_scored_with_a_st
     assert given.encode(["the dog runs"]).shape == (1, 32)
 
 
+def test_another_models_tokenizer_of_a_larger_vocabulary_is_refused_in_one_line(tiny_dir, tmp_path):
+    """A folder of the tiny model's weights beside the packaged MiniLM's tokenizer (30,522 tokens for 189 embedding
+    rows): scoring failed with torch's IndexError deep in the embedding layer."""
+    from hf_cse.checks import InputError
+    from hf_cse.encoders import default_encoder
+
+    mixed = tmp_path / "mixed"
+    AutoModel.from_pretrained(tiny_dir).save_pretrained(mixed)
+    AutoTokenizer.from_pretrained(default_encoder()).save_pretrained(mixed)
+    encoder = SentenceEncoder.from_pretrained(mixed, device="cpu", show_progress_bar=False)
+    rows = AutoConfig.from_pretrained(tiny_dir).vocab_size
+    with pytest.raises(InputError, match=rf"^{encoder.name}: its tokenizer gives token id \d+, past the model's {rows} "
+                                         r"token embeddings \(config.json vocab_size\): the tokenizer is another "
+                                         r"model's\. Save the model's own tokenizer beside its weights"):
+        encoder.encode(["the weather is lovely today"])
+
+
 def test_pooler_cls_of_an_encoder_saved_without_its_pooler_layer_is_refused(tiny_dir, tmp_path):
     """transformers drew the missing layer at random: the score changed from one run to the next, without a word."""
     from transformers import BertModel
