@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -80,14 +81,19 @@ DATA_SETTING = "train_dataset"
 SAMPLED_ROWS = 16
 
 
-def setting_differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+def setting_differences(recorded: dict[str, Any], current: dict[str, Any],
+                        method_defaults: Callable[[str], Mapping[str, Any]] | None = None) -> list[str]:
     """Each setting whose value differs, as ``name: <then> then, <now> now`` (sorted by name; a setting on one side
     only counts as ``None`` on the other), then each training file (or dataset_name folder's file) whose content
-    changed."""
+    changed. ``method_defaults``: the config defaults of a method by name (the command line's record leaves out a
+    method field whose flag was not given), compared as used where both sides are of one method."""
     # pooler_source only words where pooler_type and normalize (both compared) came from: its wording may change
     # how the run is scored and its checkpoint chosen: watching it differently continues the same run
     keys = sorted((set(recorded) | set(current)) - {TRAIN_FILE_CONTENT, "pooler_source", DEV_AND_SELECTION,
                                                      USER_MODULES, TRAINING_ARGUMENTS})
+    if method_defaults is not None and recorded.get("method") and recorded.get("method") == current.get("method"):
+        defaults = method_defaults(current["method"])
+        recorded, current = _as_used(recorded, defaults), _as_used(current, defaults)
     recorded, current = _lora_alpha_as_used(recorded), _lora_alpha_as_used(current)
     changed = [_objectives_change(recorded[k], current[k]) if k == "objectives" and _objective_lists(
                recorded.get(k), current.get(k)) else f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now"
@@ -120,6 +126,12 @@ def _moved_file_names(recorded: dict[str, Any], current: dict[str, Any]) -> set[
         moved |= {name for values in (recorded, current) for name in values.get(TRAIN_FILE_CONTENT) or {}
                   if "/" in name}
     return moved
+
+
+def _as_used(values: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with each method field left out (or None) at the method's default, so that typing a default out
+    (``queue_size`` 160 for ESimCSE) continues the same run, and a change names the value the run used."""
+    return {**values, **{k: v for k, v in defaults.items() if values.get(k) is None and v is not None}}
 
 
 def _lora_alpha_as_used(values: dict[str, Any]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from .trainer_folder import (
 from .trainer_options import (
     TrainingOptions,
     check_dev_ready,
+    check_method_against_run,
     check_rows_for_a_batch,
     check_training_values,
     prepare_run,
@@ -156,6 +157,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         # collator, kept columns, DiffCSE's generator, activation checkpointing; the data's facts for save_run
         self._data_facts = prepare_run(given, trust_remote_code)
         check_rows_for_a_batch(given.get("train_dataset"), training_args)
+        check_method_against_run(given.get("model"), given.get("train_dataset"), training_args)
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
         # the order of a stream's batches, recorded (a resumed run reads them so again); None: no stream to shuffle
         streamed = isinstance(given.get("train_dataset"), torch.utils.data.IterableDataset)

@@ -335,6 +335,16 @@ def check_rows_for_a_batch(train_dataset, args, read_stream: bool = False) -> No
         check_enough_rows(len(train_dataset), size, "the training set", unit="rows")
 
 
+def check_method_against_run(model, train_dataset, args) -> None:
+    """A method's settings against the run's global batch and training rows (ESimCSE's queue), by the method's
+    ``check_run_batches``; a stream's rows are not known (None)."""
+    from .training_args import global_batch_size
+
+    if hasattr(model, "check_run_batches"):
+        rows = len(train_dataset) if hasattr(train_dataset, "__len__") and not _streamed(train_dataset) else None
+        model.check_run_batches(global_batch_size(args.per_device_train_batch_size, args.world_size), rows)
+
+
 def _check_stream_repeats(batch: list) -> None:
     """A stream's first global batch, as a sample of it: the no-duplicates sampler does not apply to a stream, so a
     text repeated in a batch is its own negative. All one text is refused (there is nothing to contrast); repeats

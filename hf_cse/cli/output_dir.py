@@ -166,6 +166,8 @@ class TrainingRun(CommandJob):
     is_main_process: bool = True  # the one that removes what a killed run left
     training_args: Any = None
     encoder_config: Any = None
+    #: a method's config defaults by name (:func:`~hf_cse.run_settings.setting_differences`)
+    method_defaults: Callable[[str], dict[str, Any]] | None = None
 
     def check(self, out: Path) -> None:
         check_not_encoder_folder(out, self.encoder)
@@ -244,7 +246,7 @@ class TrainingRun(CommandJob):
     def _changed_since_record(self, record: Path) -> list[str]:
         recorded = _read_record(record)
         return setting_differences(json_safe(self.read_record(recorded)) if self.read_record else recorded,
-                                   self.settings)
+                                   self.settings, self.method_defaults)
 
     def _restart_stopped_start(self, out: Path, left: list[str]) -> None:
         """A run stopped before its first checkpoint (its record, its TensorBoard logs, no checkpoint to resume):
@@ -347,15 +349,18 @@ def refuse_occupied_output_dir(output_dir: str) -> None:
 def prepare_output_dir(output_dir, settings: dict[str, Any], *, overwrite: bool = False, encoder: str | None = None,
                        resume_from_checkpoint: str | None = None, is_main_process: bool = True,
                        read_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                       hold: bool = False, training_args=None, encoder_config=None) -> str | None:
+                       hold: bool = False, training_args=None, encoder_config=None,
+                       method_defaults: Callable[[str], dict[str, Any]] | None = None) -> str | None:
     """Training's output folder, before anything is loaded (module doc); returns the checkpoint to resume from (or
     ``None`` for a new run). ``settings`` are the run's settings (JSON-able); checkpoints are resumed only when the
     recorded ones are equal. ``hold``: take the folder's lock here (the main process does, before the other
     processes look at the folder); otherwise the caller holds it. Only the main process removes or writes files.
     ``training_args``: the run's ``TrainingArguments``, ``encoder_config`` its encoder's config
-    (:class:`TrainingRun`)."""
+    (:class:`TrainingRun`); ``method_defaults``: a method's config defaults, compared where a record leaves them out.
+    """
     run = TrainingRun(json_safe(settings), read_record, resume_from_checkpoint, overwrite, encoder,
-                      is_main_process=is_main_process, training_args=training_args, encoder_config=encoder_config)
+                      is_main_process=is_main_process, training_args=training_args, encoder_config=encoder_config,
+                      method_defaults=method_defaults)
     out, resume = claim_output_dir(output_dir, run, flag="--output_dir", overwrite=overwrite, hold=hold,
                                    is_main_process=is_main_process)
     if resume_from_checkpoint:

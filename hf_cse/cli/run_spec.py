@@ -284,3 +284,13 @@ class RunSpec:
         if not self.config.get("do_mlm"):
             settings = {k: v for k, v in settings.items() if k not in MLM_FIELDS}
         return {k: v for k, v in settings.items() if k not in LATER_CONFIG_FIELDS or v != LATER_CONFIG_FIELDS[k]}
+
+
+def method_config_defaults(method: str) -> dict[str, Any]:
+    """The config defaults of ``method``'s flags, those a run uses where its flag is not given (the record leaves it
+    out): :func:`hf_cse.run_settings.setting_differences` compares them as used."""
+    from ..models import get_method
+    from .arguments import config_fields
+
+    return {name: defaults[method] for name, (_, _, defaults) in
+            config_fields({method: get_method(method).config_class}).items()}

@@ -66,7 +66,7 @@ from hf_cse.cli.preflight import (
 )
 from hf_cse.cli.presets import drop_unused_preset_values, unknown_preset
 from hf_cse.cli.run_config import check_file_hyperparameters, check_settings, read_run_config
-from hf_cse.cli.run_spec import RunSpec, dev_and_selection, training_arguments
+from hf_cse.cli.run_spec import RunSpec, dev_and_selection, method_config_defaults, training_arguments
 from hf_cse.cli.user_modules import import_user_modules, recorded_modules, requested_modules, typed_loss
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
@@ -349,7 +349,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         overwrite=output_args.overwrite_output_dir, encoder=encoder,
         resume_from_checkpoint=training_args.resume_from_checkpoint, is_main_process=main_process,
         hold=main_process, read_record=record_in_objectives_form, training_args=training_args,
-        encoder_config=enc_config))
+        encoder_config=enc_config, method_defaults=method_config_defaults))
     check_resume_fits(resume_from, model_cls, spec.model_config(), enc_config, training_args)
 
     why_padded = "--padding_free false"

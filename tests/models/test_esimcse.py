@@ -298,6 +298,33 @@ def test_momentum_encoder_starts_as_the_authors_or_as_a_copy(tiny_bert_dir):
     assert get_method("esimcse") is ESimCSEModel and ESimCSEModel.references[0] is ESIMCSE
 
 
+def test_a_queue_that_can_never_fill_is_refused_and_a_large_one_said_once(caplog):
+    """The queue's rows are allocated and saved in full: one far above the batch that one epoch cannot fill is
+    refused in one line naming queue_size; one above 10 global batches is said once; the paper's 2.5 x passes."""
+    from hf_cse.models.esimcse.momentum import check_queue_size
+
+    with pytest.raises(CSEError, match=r"queue_size 3,000,000 can never fill: one epoch enqueues at most 192 rows "
+                                       r"\(200 training rows in global batches of 16\).*2.5 x the global batch "
+                                       r"\(40 here\).*at most 192\.$") as err:
+        check_queue_size(3_000_000, 16, 200)
+    assert err.value.fields == ("queue_size",) and "\n" not in str(err.value)
+    with caplog.at_level("WARNING", logger="hf_cse"):
+        check_queue_size(40, 16, 200)  # the paper's
+        check_queue_size(160, 16, 200)  # 10 x: not yet
+        assert caplog.messages == []
+        check_queue_size(3_000_000, 16, None)  # a stream: its rows are not known, so said only
+        check_queue_size(1_000, 16, 100_000)  # fills within an epoch
+    assert len(caplog.messages) == 2 and "queue_size 3,000,000 is 187500 x the global batch of 16" in caplog.messages[0]
+    assert "the paper's is 2.5 x, 40 here" in caplog.messages[1]
+
+
+@pytest.mark.slow
+def test_the_trainer_refuses_a_queue_its_epochs_cannot_fill(tiny_bert_dir, tmp_path):
+    with pytest.raises(CSEError, match="queue_size 1,000 can never fill: one epoch enqueues at most 32 rows") as err:
+        _trainer(tiny_bert_dir, tmp_path, config={"queue_size": 1000})
+    assert err.value.fields == ("queue_size",)
+
+
 # ------------------------------------------------------------------ training state: checkpoints, export, processes
 def _trainer(folder, tmp_path, config=None, **args):
     """A trainer of 4 batches of 8 rows per epoch, queue_size 12."""

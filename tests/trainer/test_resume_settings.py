@@ -209,6 +209,24 @@ def test_setting_differences_are_named_then_and_now_and_shown_whole():
     assert in_brief([long, "seed: 0 then, 1 now", "x: 1 then, 2 now"], 120) == long + "; and 2 more"  # never cut
 
 
+def test_a_method_setting_typed_at_its_default_is_the_same_run_and_a_change_names_the_value_used():
+    """The command line's record leaves out a method field whose flag was not given: ESimCSE's dup_rate 0.32 and
+    queue_size 160 typed out continue that run; another queue_size is refused naming 160, not None."""
+    from hf_cse.cli.run_spec import method_config_defaults
+
+    then = {"method": "esimcse", "learning_rate": 3e-5}
+    typed = {**then, "dup_rate": 0.32, "queue_size": 160}
+    assert setting_differences(then, typed, method_config_defaults) == []
+    assert setting_differences(typed, then, method_config_defaults) == []
+    assert setting_differences(then, {**typed, "queue_size": 128}, method_config_defaults) == [
+        "queue_size: 160 then, 128 now"]
+    # another method: its own fields, as recorded (the method's change says it)
+    assert setting_differences(then, {**then, "method": "simcse"}, method_config_defaults) == [
+        "method: 'esimcse' then, 'simcse' now"]
+    # without the defaults (records compared by other commands), as before
+    assert setting_differences(then, typed) == ["dup_rate: None then, 0.32 now", "queue_size: None then, 160 now"]
+
+
 def test_another_training_file_is_said_as_its_path_not_as_an_edit_of_the_old_one():
     """The content is recorded by file name: the old file's fingerprint is not the new file's, which says nothing
     of the old file (it was never edited); the same path's content that changed is an edit."""

@@ -61,7 +61,7 @@ from ..config import CSEConfig
 from ..loading import build_encoder
 from ..modes import eval_mode
 from ..outputs import CSEOutput
-from .momentum import EmbeddingQueue, momentum_update
+from .momentum import EmbeddingQueue, check_queue_size, momentum_update
 from .repetition import DupRule, WordRepetitionCollator
 
 ESIMCSE = register_paper(Paper(
@@ -190,6 +190,12 @@ class ESimCSEModel(CSEPreTrainedModel):
                                                      max_length=encoder_max_length(config.encoder_config),
                                                      prompt=config.prompt),
                               tokenizer, config)
+
+    def check_run_batches(self, global_batch: int, train_rows: int | None) -> None:
+        """The queue's size against the run's global batch and training rows (None: a stream), when the trainer is
+        built (:func:`.momentum.check_queue_size`)."""
+        if self.queue is not None:
+            check_queue_size(self.config.queue_size, global_batch, train_rows)
 
     def training_epoch_begins(self) -> None:
         """Empty the queue (the authors' ``pre_z1 = None`` at each epoch), unless ``empty_queue_each_epoch`` is

@@ -8,8 +8,21 @@ export writes the encoder only).
 
 from __future__ import annotations
 
+import logging
+
 import torch
 from torch import nn
+
+from ...errors import CSEError
+
+logger = logging.getLogger("hf_cse.models.esimcse")
+
+#: the paper's queue, in global batches (queue 160 for batch 64, §4.1)
+PAPER_QUEUE_BATCHES = 2.5
+#: a queue above this many global batches is said once (its rows are allocated and saved in full) ...
+WARNED_QUEUE_BATCHES = 10
+#: ... and refused above this many where it is also more than one epoch enqueues: it can never fill
+REFUSED_QUEUE_BATCHES = 100
 
 
 @torch.no_grad()
@@ -22,6 +35,27 @@ def momentum_update(online: nn.Module, momentum: nn.Module, coefficient: float) 
     averaged, current = [m for m, _ in pairs], [p.detach() for _, p in pairs]
     torch._foreach_mul_(averaged, coefficient)
     torch._foreach_add_(averaged, current, alpha=1.0 - coefficient)
+
+
+def check_queue_size(size: int, global_batch: int, train_rows: int | None) -> None:
+    """A ``queue_size`` against the run: refused where it is over :data:`REFUSED_QUEUE_BATCHES` global batches and
+    more than one epoch of ``train_rows`` enqueues (None: a stream, not known), warned once over
+    :data:`WARNED_QUEUE_BATCHES` global batches. The queue's rows are allocated up front and saved in every
+    checkpoint, so a queue that cannot fill costs memory and disk for nothing."""
+    paper = PAPER_QUEUE_BATCHES * global_batch
+    epoch_rows = None if train_rows is None else train_rows // global_batch * global_batch
+    if size > REFUSED_QUEUE_BATCHES * global_batch and epoch_rows is not None and size > epoch_rows:
+        # kept across epochs (empty_queue_each_epoch=False), it would fill with the batches' own sentences
+        raise CSEError(f"esimcse: queue_size {size:,} can never fill: one epoch enqueues at most {epoch_rows:,} rows "
+                       f"({train_rows:,} training rows in global batches of {global_batch}), yet all {size:,} rows "
+                       f"are allocated and saved in every checkpoint. The paper's queue is {PAPER_QUEUE_BATCHES:g} x "
+                       f"the global batch ({paper:g} here): use a queue_size of at most {epoch_rows:,}.",
+                       fields=("queue_size",))
+    if size > WARNED_QUEUE_BATCHES * global_batch:
+        logger.warning("esimcse: queue_size %s is %.0f x the global batch of %d (the paper's is %g x, %g here): its "
+                       "rows are allocated and saved in every checkpoint in full, and its oldest negatives come from "
+                       "a momentum encoder many steps behind", f"{size:,}", size / global_batch, global_batch,
+                       PAPER_QUEUE_BATCHES, paper)
 
 
 class EmbeddingQueue(nn.Module):
