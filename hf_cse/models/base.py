@@ -114,6 +114,11 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         load), run by the command line before anything is loaded; raise
         :class:`hf_cse.checks.InputError` with one line naming the flag and the fix. Nothing by default."""
 
+    @classmethod
+    def check_with_tokenizer(cls, config: CSEConfig, tokenizer, encoder_config) -> None:
+        """Checks of the method's settings that need the tokenizer but no weights (PromptBERT's templates), run by
+        the command line once the tokenizer is loaded, before the model; one-line CSEError. Nothing by default."""
+
     def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
         """What the method needs once the model is built and the data tokenized, before the first step (DiffCSE
         attaches its generator). ``train_dataset``: the tokenized training rows (an iterable one with

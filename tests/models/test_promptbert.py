@@ -2,17 +2,21 @@
 random BERT: the template views, the [MASK] representation, template denoising, the test-time representation and
 the training loss; plus the templates' checks and the RoBERTa position numbering."""
 
+import logging
+
 import pytest
 import torch
 from helpers import random_sentences
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from hf_cse.data import TwoViewCollator
+from hf_cse.errors import CSEError
 from hf_cse.evaluation.dev import scoring_dev
 from hf_cse.losses import build_loss
 from hf_cse.models import PromptBERTConfig, PromptBERTModel
 from hf_cse.models.promptbert.templates import TemplateIds, empty_template_batch
 
+PROMPTEOL = 'This sentence : "{sentence}" means in one word:"'
 # the authors' run.sh unsup-bert templates, in their own syntax
 AUTHORS_T1 = '*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*'
 AUTHORS_T2 = '*cls*_This_sentence_:_"*sent_0*"_means*mask*.*sep+*'
@@ -207,6 +211,50 @@ def test_bad_templates_fail_in_one_line(tiny_bert_dir, template):
         PromptBERTModel.from_encoder(str(tiny_bert_dir), template=template)
 
 
+@pytest.mark.parametrize("template, said", [('This sentence : "{sentence}" means [MASK].', "typed out"),
+                                             ('This sentence : "{sentence}" means.', "has no {mask}"),
+                                             ('This [MASK] : "{sentence}" means{mask}.', "typed out")])
+def test_an_encoder_template_must_say_where_the_mask_is_read(tiny_bert_dir, template, said):
+    """With a mask token in the tokenizer, no {mask} (or a [MASK] typed out) would be read at the last token."""
+    with pytest.raises(CSEError, match=said) as err:
+        PromptBERTModel.from_encoder(str(tiny_bert_dir), template2=template)
+    assert err.value.fields == ("template2",) and "write {mask}" in str(err.value)
+
+
+def test_a_decoder_template_without_mask_is_still_read_at_its_last_token(tiny_llama_dir):
+    """The tiny decoder's tokenizer has a [MASK]; the decoder still reads PromptEOL's template at its last token."""
+    promptbert = PromptBERTModel.from_encoder(str(tiny_llama_dir), template=PROMPTEOL, template2=PROMPTEOL)
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    assert promptbert.template_ids(0) == TemplateIds.build(tok, PROMPTEOL, decoder=True)
+
+
+def test_a_template_that_fills_the_positions_is_refused_early(tiny_bert_dir):
+    """64 positions: 70 words of template leave none for the sentence (the first step failed inside BERT)."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    config = PromptBERTConfig(template=" ".join(["word"] * 70) + ' "{sentence}" means{mask}.')
+    with pytest.raises(CSEError, match="template takes 81 tokens .* 64 positions.*shorten template") as err:
+        PromptBERTModel.check_with_tokenizer(config, tok, AutoConfig.from_pretrained(tiny_bert_dir))
+    assert err.value.fields == ("template",)
+
+
+def test_little_room_and_cut_sentences_are_said(tiny_bert_dir, caplog):
+    """A template that leaves 7 of 64 positions is warned when tokenized; sentences cut inside a template, once."""
+    with caplog.at_level(logging.WARNING, logger="hf_cse.models.promptbert.model"):
+        PromptBERTModel.from_encoder(str(tiny_bert_dir), template=" ".join(["word"] * 50) + ' "{sentence}" x{mask}.')
+    assert "takes 57 tokens of the encoder's 64 positions and leaves 7 token(s)" in caplog.text
+    caplog.clear()
+    model, tok = PromptBERTModel.from_encoder(str(tiny_bert_dir)).eval(), AutoTokenizer.from_pretrained(tiny_bert_dir)
+    short = tok(random_sentences(2), padding=True, return_tensors="pt")
+    long = tok(["word " * 70] * 2, truncation=True, max_length=64, return_tensors="pt")
+    with caplog.at_level(logging.WARNING, logger="hf_cse.models.promptbert.model"), torch.no_grad():
+        model.sentence_embedding(short["input_ids"], short["attention_mask"])
+        assert not caplog.text
+        for _ in range(2):
+            model.sentence_embedding(long["input_ids"], long["attention_mask"])
+    assert caplog.text.count("sentences of up to 62 tokens are cut to 50 inside template") == 1
+    assert "max_seq_length 52 or less" in caplog.text
+
+
 def test_saved_model_reloads_with_its_templates(tiny_bert_dir, tmp_path):
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     model = PromptBERTModel.from_encoder(str(tiny_bert_dir), template2='The sentence : "{sentence}" means{mask}.')
@@ -233,7 +281,7 @@ def test_an_encoder_saved_without_its_tokenizer_leaves_the_templates_to_the_runs
 def test_template_without_mask_is_read_at_its_own_last_token(tiny_llama_dir):
     """PromptEOL's template on a decoder: the representation is the closing quote, not the [SEP] the tokenizer adds."""
     tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
-    ids = TemplateIds.build(tok, 'This sentence : "{sentence}" means in one word:"')
+    ids = TemplateIds.build(tok, 'This sentence : "{sentence}" means in one word:"', decoder=True)
     assert ids.suffix[ids.mask_at] == tok.convert_tokens_to_ids('"')
     assert ids.suffix[-1] == tok.sep_token_id and ids.mask_at == len(ids.suffix) - 2
 

@@ -52,6 +52,7 @@ The paper's text is not in this repository's paper folder; the behaviour above i
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
@@ -61,8 +62,9 @@ import torch
 from ...encoders import encoder_max_length, position_offset
 from ...errors import CSEError
 from ...references import Paper, register_paper
+from ...tokenizer_match import FEW_SENTENCE_TOKENS
 from ..base import CSEPreTrainedModel, check_training_batch
-from ..config import CSEConfig
+from ..config import CSEConfig, is_decoder_only
 from ..outputs import OwnExportModules
 from .templates import MASK as MASK_WORD
 from .templates import TemplateIds, check_template, empty_template_batch, put_in_template, special_tokens_around
@@ -87,6 +89,8 @@ PROMPTBERT = register_paper(Paper(
   archivePrefix = {arXiv}
 }""",
 ))
+
+logger = logging.getLogger(__name__)
 
 DenoisingPositions = Literal["authors_code", "encoder"]
 DENOISING_POSITIONS = ("authors_code", "encoder")
@@ -143,6 +147,24 @@ class PromptBERTConfig(CSEConfig):
                 "evaluation), so `run_eval.py --mode dev` on it gives another figure.")
 
 
+def tokenized_templates(config: PromptBERTConfig, tokenizer, encoder_config) -> list[TemplateIds]:
+    """Both templates' token ids, or a one-line refusal naming the template: a mask rule of
+    :meth:`TemplateIds.build` broken, or a template whose own tokens (special ones included) leave no position of the
+    encoder for the sentence (the first step would fail inside the encoder)."""
+    views, limit = [], encoder_max_length(encoder_config)
+    for name in ("template", "template2"):
+        try:  # templates.py raises ValueError: it ships with exports, without hf_cse
+            special_tokens_around(tokenizer)
+            views.append(TemplateIds.build(tokenizer, getattr(config, name), name, is_decoder_only(encoder_config)))
+        except ValueError as err:
+            raise CSEError(str(err), fields=(name,)) from None
+        if limit is not None and len(views[-1]) >= limit:
+            raise CSEError(f"promptbert: {name} takes {len(views[-1])} tokens (the tokenizer's special ones "
+                           f"included) and the encoder takes {limit} positions, which leaves no token for the "
+                           f"sentence; shorten {name}.", fields=(name,))
+    return views
+
+
 def _takes_position_ids(encoder) -> bool:
     params = inspect.signature(encoder.forward).parameters
     return "position_ids" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
@@ -186,7 +208,6 @@ class PromptBERTModel(CSEPreTrainedModel):
         from transformers import AutoConfig, AutoTokenizer
 
         from ...tokenizer_match import is_stand_in
-        from ..config import is_decoder_only
 
         if config_kwargs.get("pooler_type") is None and is_decoder_only(
                 AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)):
@@ -206,13 +227,19 @@ class PromptBERTModel(CSEPreTrainedModel):
     def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
         self.use_tokenizer(tokenizer)
 
+    @classmethod
+    def check_with_tokenizer(cls, config: PromptBERTConfig, tokenizer, encoder_config) -> None:
+        tokenized_templates(config, tokenizer, encoder_config)
+
     def use_tokenizer(self, tokenizer) -> None:
         """Tokenize both templates with ``tokenizer`` (the one that tokenizes the sentences) into the config."""
-        try:  # templates.py raises ValueError: it ships with exports, without hf_cse
-            lead, n_trail = special_tokens_around(tokenizer)
-            views = [TemplateIds.build(tokenizer, t) for t in (self.config.template, self.config.template2)]
-        except ValueError as err:
-            raise CSEError(str(err)) from None
+        views = tokenized_templates(self.config, tokenizer, self.encoder.config)
+        limit = encoder_max_length(self.encoder.config)
+        for name, ids in zip(("template", "template2"), views):
+            if limit is not None and limit - len(ids) < FEW_SENTENCE_TOKENS:  # as check_room_for_text for a prompt
+                logger.warning("promptbert: %s takes %d tokens of the encoder's %d positions and leaves %d token(s) "
+                               "of each sentence; shorten %s", name, len(ids), limit, limit - len(ids), name)
+        lead, n_trail = special_tokens_around(tokenizer)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else views[0].suffix[-1]
         self.config.template_token_ids = {
             "views": [{"prefix": list(v.prefix), "suffix": list(v.suffix), "mask_at": v.mask_at} for v in views],
@@ -249,6 +276,7 @@ class PromptBERTModel(CSEPreTrainedModel):
         parts = []
         for input_ids, attention_mask, view in groups:
             ids = self.template_ids(view)
+            self._say_cut_once(ids, view, int(attention_mask.sum(-1).max()) - spec["n_lead"] - spec["n_trail"], limit)
             parts.append((ids, put_in_template(input_ids, attention_mask, ids, spec["n_lead"], spec["n_trail"],
                                                spec["pad"], limit)))
         width = max(t.input_ids.shape[1] for _, t in parts)
@@ -265,6 +293,19 @@ class PromptBERTModel(CSEPreTrainedModel):
                 rep = rep - self.template_noise(ids, t.sentence_length)
             out.append(rep if self.config.encoder_dtype == "fp32" else rep.float())
         return out
+
+    def _say_cut_once(self, ids: TemplateIds, view: int, longest: int, limit: int | None) -> None:
+        """Warn once when a sentence loses its tail inside the template (:func:`put_in_template` cuts it where the
+        templated row would pass the encoder's positions): ``max_seq_length`` plus the template is above them."""
+        room = None if limit is None else limit - len(ids)
+        if room is None or longest <= room or getattr(self, "_cut_said", False):
+            return
+        self._cut_said = True
+        name = "template2" if view else "template"
+        logger.warning("promptbert: sentences of up to %d tokens are cut to %d inside %s (%d tokens of the encoder's "
+                       "%d positions); use max_seq_length %d or less (what the template leaves) or shorten %s", longest,
+                       room, name, len(ids), limit, room + self.config.template_token_ids["n_lead"]
+                       + self.config.template_token_ids["n_trail"], name)
 
     def _encode(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None):
         """Test time, dev scoring (and ImSimCSE's off-dropout pass in training): view 1's template; denoised as the

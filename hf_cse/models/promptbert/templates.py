@@ -8,8 +8,8 @@ the text before ``{sentence}`` with the tokenizer's leading special tokens (``[C
 the text after it with the trailing ones (``[SEP]``). Working on token ids (not on text) means that every path that
 hands the model tokenized sentences (training, evaluation, the export's check) gets the same template.
 
-Where a template has no ``{mask}`` (decoder encoders, PromptEOL's ``... means in one word:"``), the representation is
-the template's last token.
+Where a template has no ``{mask}`` (decoders only: their tokenizers have no mask token; PromptEOL's ``... means in one
+word:"``), the representation is the template's last token.
 
 This file ships with a PromptBERT export beside ``st_pooling.py`` (sentence-transformers' remote code), so it imports
 nothing from hf_cse: its refusals are ``ValueError``s, which :mod:`.model` raises again as ``CSEError``.
@@ -60,15 +60,27 @@ class TemplateIds:
     mask_at: int
 
     @classmethod
-    def build(cls, tokenizer, template: str) -> "TemplateIds":
+    def build(cls, tokenizer, template: str, name: str = "template", decoder: bool = False) -> "TemplateIds":
+        """``name``: the template's argument, for messages; ``decoder``: the model reads a template without
+        ``{mask}`` at its last token. An encoder (not ``decoder``) whose tokenizer has a mask token must be told where
+        to read (``{mask}``), and a mask token typed in the template would be read nowhere: both are refused."""
         before, after = template.split(SENTENCE)
         if MASK in before:
-            raise ValueError(f"promptbert: the template {template!r} puts {MASK} before {SENTENCE}; put it after "
+            raise ValueError(f"promptbert: {name} {template!r} puts {MASK} before {SENTENCE}; put it after "
                              "the sentence, as the paper's templates do.")
-        has_mask = MASK in after
-        if has_mask and tokenizer.mask_token is None:
-            raise ValueError(f"promptbert: the template {template!r} has {MASK} but the tokenizer has no mask token "
+        has_mask, mask_token = MASK in after, tokenizer.mask_token
+        if has_mask and mask_token is None:
+            raise ValueError(f"promptbert: {name} {template!r} has {MASK} but the tokenizer has no mask token "
                              "(a decoder): leave {mask} out, the template's last token then represents the sentence.")
+        if mask_token is not None and not decoder:
+            own_masks = sum(tokenizer(part, add_special_tokens=False)["input_ids"].count(tokenizer.mask_token_id)
+                            for part in (before, after.replace(MASK, "")))
+            if own_masks or not has_mask:
+                what = (f"holds the mask token {mask_token} typed out" if own_masks else
+                        f"has no {MASK}, and the encoder's tokenizer has a mask token ({mask_token})")
+                raise ValueError(f"promptbert: {name} {template!r} {what}: write {MASK} (once) where the sentence's "
+                                 "representation is read, e.g. "
+                                 "'This sentence : \"{sentence}\" means{mask}.'.")
         lead, n_trail = special_tokens_around(tokenizer)
         trail = tokenizer("word")["input_ids"][len(tokenizer("word")["input_ids"]) - n_trail:] if n_trail else []
         prefix = lead + tokenizer(before, add_special_tokens=False)["input_ids"]
@@ -77,12 +89,12 @@ class TemplateIds:
         if has_mask:
             found = [i for i, t in enumerate(suffix) if t == tokenizer.mask_token_id]
             if len(found) != 1:
-                raise ValueError(f"promptbert: the template {template!r} tokenizes with {len(found)} mask tokens "
+                raise ValueError(f"promptbert: {name} {template!r} tokenizes with {len(found)} mask tokens "
                                  "after the sentence; it needs exactly one.")
             mask_at = found[0]
         else:
             if not own_tokens:
-                raise ValueError(f"promptbert: the template {template!r} ends with the sentence; without {MASK} its "
+                raise ValueError(f"promptbert: {name} {template!r} ends with the sentence; without {MASK} its "
                                  "last token represents the sentence, so put words after {sentence}.")
             mask_at = own_tokens - 1  # the template's own last token, before an end-of-sequence token
         return cls(tuple(prefix), tuple(suffix), mask_at)
