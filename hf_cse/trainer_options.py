@@ -18,6 +18,7 @@ from .padding import pad_where_positions_allow
 from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
 from .tokenized_rows import check_rows_tokenizer
 from .tokenizer_match import check_training_tokenizer
+from .training_args import global_batch_size
 
 logger = logging.getLogger("hf_cse.trainer")
 
@@ -303,7 +304,6 @@ def check_training_values(args) -> None:
     """The training arguments' types, optimizer values and counts (:mod:`hf_cse.training_values`), for any
     ``TrainingArguments`` a caller hands the trainer, before transformers reads them."""
     from .training_values import check_field_types, check_optimizer_values, check_step_counts
-
     check_field_types(args)
     check_step_counts(args, args.world_size)
     check_optimizer_values(args)
@@ -323,7 +323,6 @@ def check_rows_for_a_batch(train_dataset, args, read_stream: bool = False) -> No
     from itertools import islice
 
     from .data import check_enough_rows
-    from .training_args import global_batch_size
 
     size = global_batch_size(args.per_device_train_batch_size, args.world_size)
     if _streamed(train_dataset):
@@ -336,12 +335,9 @@ def check_rows_for_a_batch(train_dataset, args, read_stream: bool = False) -> No
 
 
 def check_method_against_run(model, train_dataset, args) -> None:
-    """A method's settings against the run's global batch and training rows (ESimCSE's queue), by the method's
-    ``check_run_batches``; a stream's rows are not known (None)."""
-    from .training_args import global_batch_size
-
-    if hasattr(model, "check_run_batches"):
-        rows = len(train_dataset) if hasattr(train_dataset, "__len__") and not _streamed(train_dataset) else None
+    """A method's settings against the run's global batch and rows (None: a stream): its ``check_run_batches``."""
+    if hasattr(model, "check_run_batches"):  # ESimCSE's queue
+        rows = None if _streamed(train_dataset) or not hasattr(train_dataset, "__len__") else len(train_dataset)
         model.check_run_batches(global_batch_size(args.per_device_train_batch_size, args.world_size), rows)
 
 
