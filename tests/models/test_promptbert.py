@@ -246,6 +246,7 @@ def test_little_room_and_cut_sentences_are_said(tiny_bert_dir, caplog):
     model, tok = PromptBERTModel.from_encoder(str(tiny_bert_dir)).eval(), AutoTokenizer.from_pretrained(tiny_bert_dir)
     short = tok(random_sentences(2), padding=True, return_tensors="pt")
     long = tok(["word " * 70] * 2, truncation=True, max_length=64, return_tensors="pt")
+    caplog.clear()  # building the model logs its pooling (INFO, where an earlier test left hf_cse at INFO)
     with caplog.at_level(logging.WARNING, logger="hf_cse.models.promptbert.model"), torch.no_grad():
         model.sentence_embedding(short["input_ids"], short["attention_mask"])
         assert not caplog.text

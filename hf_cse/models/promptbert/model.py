@@ -194,6 +194,7 @@ class PromptBERTModel(CSEPreTrainedModel):
 
     def __init__(self, config: PromptBERTConfig, encoder=None):
         super().__init__(config, encoder)
+        self._cut_said = False  # sentences cut inside a template: said once (_say_cut_once)
         denoising = config.template_denoising or config.test_template_denoising or config.dev_template_denoising
         if denoising and not _takes_position_ids(self.encoder):
             raise CSEError(f"promptbert: template denoising gives the empty template explicit position ids, which "
@@ -298,7 +299,7 @@ class PromptBERTModel(CSEPreTrainedModel):
         """Warn once when a sentence loses its tail inside the template (:func:`put_in_template` cuts it where the
         templated row would pass the encoder's positions): ``max_seq_length`` plus the template is above them."""
         room = None if limit is None else limit - len(ids)
-        if room is None or longest <= room or getattr(self, "_cut_said", False):
+        if room is None or longest <= room or self._cut_said:
             return
         self._cut_said = True
         name = "template2" if view else "template"
