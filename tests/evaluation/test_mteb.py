@@ -90,6 +90,12 @@ def test_split_mteb_tasks():
     assert split_mteb_tasks("sts,transfer") == ("sts,transfer", [])
     with pytest.raises(InputError, match="must be followed by an MTEB task name"):
         split_mteb_tasks("sts,mteb:")
+    for nothing in ("", " ", ",", " , "):  # an empty shell variable ran as none, without a word
+        with pytest.raises(InputError, match=r"names no task \(an empty variable\?\): name the tasks"):
+            split_mteb_tasks(nothing)
+    for beside in ("STSBenchmark,none", "none,mteb:STS22"):  # none was dropped without a word
+        with pytest.raises(InputError, match=r"none means no task, beside other tasks; leave none out"):
+            split_mteb_tasks(beside)
 
 
 def test_unknown_mteb_task_names_the_fix():
