@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .checks import InputError
 from .data import PAIR_COLUMNS, PAIR_VIEWS, TwoViewCollator
 from .encoders import method_max_length
 from .files import DataError
@@ -38,6 +39,13 @@ TOKEN_COLUMNS = tuple(f"{prefix}input_ids" for prefix in PAIR_VIEWS)
 #: how to tokenize, named in the refusals (the library's own functions, as a Python caller writes them)
 TOKENIZE = "hf_cse.data.tokenize_dataset"
 TOKENIZE_PAIRS = "hf_cse.data.tokenize_pair_dataset"
+
+
+def embedding_rows(model) -> int | None:
+    """The rows of ``model``'s input embeddings (the ids it can embed), None where unknown: the embedding matrix, not
+    the config's vocab_size, which resize_token_embeddings may have left behind."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    return getattr(embeddings, "num_embeddings", None)
 
 
 @dataclass(frozen=True)
@@ -55,12 +63,10 @@ class EncoderLimits:
 
     @classmethod
     def of_model(cls, model) -> EncoderLimits:
-        # the embedding matrix, not the config's vocab_size: resize_token_embeddings may have changed it
-        embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
         max_length, length_limit = method_max_length(model), ""
         if hasattr(model, "training_row_limit"):
             max_length, length_limit = model.training_row_limit(max_length)
-        return cls(max_length, getattr(embeddings, "num_embeddings", None), length_limit)
+        return cls(max_length, embedding_rows(model), length_limit)
 
     def refusal(self, longest: int, lowest: int | None, highest: int | None, where: str) -> DataError | None:
         """The one-line refusal of data whose longest row has ``longest`` tokens and whose ids span ``lowest`` to
@@ -331,3 +337,17 @@ def warn_unread_text_columns(dataset, model, views: tuple[str, ...] | None) -> N
     logger.warning("train_dataset's %s %s (strings) %s not read: the run trains on %s alone%s. %s.",
                    "column" if len(unread) == 1 else "columns", ", ".join(unread), "is" if len(unread) == 1 else "are",
                    trains_on, why, fix)
+
+
+def check_ids_in_vocabulary(input_ids, model, name: str) -> None:
+    """Refuse a batch of token ids (a CPU tensor, before it is encoded) that reaches past ``model``'s token
+    embeddings: the tokenizer beside the weights is another model's, of a larger vocabulary (torch failed on it with
+    an IndexError deep in the embedding layer). ``name``: the model, for the message."""
+    rows = embedding_rows(model)
+    if rows is None or not hasattr(input_ids, "max") or not getattr(input_ids, "numel", lambda: 0)():
+        return
+    top = int(input_ids.max())
+    if top >= rows:
+        raise InputError(f"{name}: its tokenizer gives token id {top}, past the model's {rows} token embeddings "
+                         "(config.json vocab_size): the tokenizer is another model's. Save the model's own tokenizer "
+                         "beside its weights (or pass it as tokenizer).", fields=("model_name_or_path",))

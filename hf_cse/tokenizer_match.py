@@ -4,7 +4,7 @@ whether it is the encoder's (:func:`check_training_tokenizer`): every token of t
 keeps its id (tokens added beside them are fine). A tokenizer of another model whose ids still fit the embedding
 matrix (a small vocabulary given to a large model) reads the wrong embedding rows, and training, scoring and export
 go on silently on nonsense; ids past the matrix are refused elsewhere in training (:mod:`hf_cse.data_checks`), in
-scoring by :func:`check_ids_in_vocabulary`."""
+scoring by :func:`hf_cse.data_checks.check_ids_in_vocabulary`."""
 
 from __future__ import annotations
 
@@ -170,18 +170,3 @@ def warn_cut_alike(tokenized, max_seq_length: int) -> int:
                        "each such pair is one input, a false negative of itself in a batch; raise max_seq_length "
                        "(the papers use 32)", max_seq_length, alike, len(tokenized))
     return alike
-
-
-def check_ids_in_vocabulary(input_ids, model, name: str) -> None:
-    """Refuse a batch of token ids (a CPU tensor, before it is encoded) that reaches past ``model``'s token
-    embeddings: the tokenizer beside the weights is another model's, of a larger vocabulary (torch failed on it with
-    an IndexError deep in the embedding layer). ``name``: the model, for the message."""
-    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-    rows = getattr(embeddings, "num_embeddings", None)
-    if rows is None or not hasattr(input_ids, "max") or not getattr(input_ids, "numel", lambda: 0)():
-        return
-    top = int(input_ids.max())
-    if top >= rows:
-        raise InputError(f"{name}: its tokenizer gives token id {top}, past the model's {rows} token embeddings "
-                         "(config.json vocab_size): the tokenizer is another model's. Save the model's own tokenizer "
-                         "beside its weights (or pass it as tokenizer).", fields=("model_name_or_path",))

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from ..data import with_prompt
+from ..data_checks import check_ids_in_vocabulary
 from ..encoders import encoder_max_length, takes_token_type_ids
 from ..errors import CSEError
 from ..files import weights_fingerprint
@@ -40,7 +41,6 @@ from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hid
 from ..padding import pad_token_rows, padding_where_positions_allow, with_pad_token
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
-from ..tokenizer_match import check_ids_in_vocabulary
 from .model_kind import check_st_modules_encode, detect_kind, load_model
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
