@@ -29,7 +29,7 @@ from typing import Any
 
 from .checks import InputError
 from .data import PAIR_COLUMNS, PAIR_VIEWS, TwoViewCollator
-from .encoders import method_max_length
+from .encoders import embedding_rows, method_max_length
 from .files import DataError
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -39,13 +39,6 @@ TOKEN_COLUMNS = tuple(f"{prefix}input_ids" for prefix in PAIR_VIEWS)
 #: how to tokenize, named in the refusals (the library's own functions, as a Python caller writes them)
 TOKENIZE = "hf_cse.data.tokenize_dataset"
 TOKENIZE_PAIRS = "hf_cse.data.tokenize_pair_dataset"
-
-
-def embedding_rows(model) -> int | None:
-    """The rows of ``model``'s input embeddings (the ids it can embed), None where unknown: the embedding matrix, not
-    the config's vocab_size, which resize_token_embeddings may have left behind."""
-    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-    return getattr(embeddings, "num_embeddings", None)
 
 
 @dataclass(frozen=True)

@@ -237,3 +237,10 @@ def own_pooling(name_or_path: str, revision: str | None = None) -> OwnPooling | 
     after = kinds[at + 1:]
     return OwnPooling(mode=mode or "mean", normalize="Normalize" in after,
                       unsupported_modules=tuple(k for k in after if k != "Normalize"))
+
+
+def embedding_rows(model) -> int | None:
+    """The rows of ``model``'s input embeddings (the ids it can embed), None where unknown: the embedding matrix, not
+    the config's vocab_size, which resize_token_embeddings may have left behind."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    return getattr(embeddings, "num_embeddings", None)

@@ -41,6 +41,7 @@ from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hid
 from ..padding import pad_token_rows, padding_where_positions_allow, with_pad_token
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
+from ..tokenizer_match import check_room_for_text, warn_unread_embeddings
 from .model_kind import check_st_modules_encode, detect_kind, load_model
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
@@ -156,9 +157,9 @@ class SentenceEncoder:
         self.precision, _ = resolve(precision, self.device.type)  # refuses fp16 on a CPU
         self.name = (name or getattr(getattr(self._hf_model, "config", None), "name_or_path", None)
                      or type(model).__name__)
+        if self.tokenizer is not None:
+            warn_unread_embeddings(self.tokenizer, self._hf_model, self.name)
         if max_length is not None and self.tokenizer is not None:  # e.g. 2: [CLS] [SEP] only, every cosine 1
-            from ..tokenizer_match import check_room_for_text  # the training side's rule
-
             check_room_for_text(self.tokenizer, self.max_length, self.prompt, scoring=True)
 
     def _check_pooler(self) -> None:
