@@ -342,5 +342,5 @@ def check_ids_in_vocabulary(input_ids, model, name: str) -> None:
     top = int(input_ids.max())
     if top >= rows:
         raise InputError(f"{name}: its tokenizer gives token id {top}, past the model's {rows} token embeddings "
-                         "(config.json vocab_size): the tokenizer is another model's. Save the model's own tokenizer "
-                         "beside its weights (or pass it as tokenizer).", fields=("model_name_or_path",))
+                         "(the rows of its embedding matrix): the tokenizer is another model's. Save the model's own "
+                         "tokenizer beside its weights (or pass it as tokenizer).", fields=("model_name_or_path",))

@@ -244,8 +244,8 @@ def test_another_models_tokenizer_of_a_larger_vocabulary_is_refused_in_one_line(
     encoder = SentenceEncoder.from_pretrained(mixed, device="cpu", show_progress_bar=False)
     rows = AutoConfig.from_pretrained(tiny_dir).vocab_size
     with pytest.raises(InputError, match=rf"^{encoder.name}: its tokenizer gives token id \d+, past the model's {rows} "
-                                         r"token embeddings \(config.json vocab_size\): the tokenizer is another "
-                                         r"model's\. Save the model's own tokenizer beside its weights"):
+                                         r"token embeddings \(the rows of its embedding matrix\): the tokenizer "
+                                         r"is another model's\. Save the model's own tokenizer beside its weights"):
         encoder.encode(["the weather is lovely today"])
 
 
