@@ -1,7 +1,7 @@
 """``hf-cse-eval``'s checks of a model before it is loaded: a local folder's tokenizer files are there (else
 transformers would score it with a stand-in tokenizer), and ``--max_seq_length`` fits its position embeddings (a Hub
-model's too, from its config alone); and that the models of one command go to different places of
-``--mteb_results_dir``."""
+model's too, from its config alone), ``--truncate_dims`` its embeddings' width, where its files give it; and that the
+models of one command go to different places of ``--mteb_results_dir``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..checkpoints import unfinished_run
 from ..checks import InputError
-from ..encoders import read_model_json, transformer_module_path
+from ..encoders import embedding_width, read_model_json, transformer_module_path
 from ..output_folder import TOKENIZER_MARKERS
 from .preflight import check_max_seq_length
 
@@ -72,6 +72,20 @@ def check_model_folder(name: str, max_seq_length: int | None) -> None:
     config = _encoder_config(encoder)
     if max_seq_length is not None and config is not None:
         check_max_seq_length(max_seq_length, config, name)
+
+
+def check_truncate_dims_fit(name: str, dims: Sequence[int], pooler: str | None) -> None:
+    """``--truncate_dims`` within the width of the embeddings ``name`` gives, where its files tell it (its own
+    sentence-transformers modules', or the encoder's hidden size for a pooler of hf_cse's): refused before any model
+    is loaded, not once the models before it were scored (the width measured then stays the check of the rest)."""
+    read = embedding_width(name, own_modules=pooler is None) if dims else None
+    if read is None:
+        return
+    width, source = read
+    too_large = [d for d in dims if d > width]
+    if too_large:
+        raise InputError(f"--truncate_dims {too_large}: --model_name_or_path {name} gives {width}-dimensional "
+                         f"embeddings ({source}); choose dimensions up to {width}.")
 
 
 def check_distinct_mteb_names(models: Sequence[str], meta_of: Callable[[str], dict]) -> None:

@@ -402,9 +402,13 @@ def _no_weights(tiny_bert_dir, folder):
 
 @pytest.mark.parametrize("problem", ["no weights", "dimensions"])
 def test_a_refusal_before_anything_is_written_leaves_no_folder_it_made(problem, tiny_bert_dir, senteval, tmp_path,
-                                                                       capsys):
-    """Refused once the model is loaded (a folder without its weights, --truncate_dims beyond its width): the output
-    folder, made when it was claimed, was left behind empty. A folder that was there before stays."""
+                                                                       capsys, monkeypatch):
+    """Refused once the model is loaded (a folder without its weights, --truncate_dims beyond a width its files do
+    not give): the output folder, made when it was claimed, was left behind empty. A folder that was there before
+    stays."""
+    from hf_cse.cli import eval_checks
+
+    monkeypatch.setattr(eval_checks, "embedding_width", lambda *args, **kwargs: None)  # as for a Hub model
     model, more = (_no_weights(tiny_bert_dir, tmp_path / "model"), []) if problem == "no weights" else \
         (tiny_bert_dir, ["--truncate_dims", "64"])
     expected = "cannot load model" if problem == "no weights" else "--truncate_dims [64]: "
