@@ -338,3 +338,27 @@ def test_a_model_retrained_in_place_since_the_stop_is_not_kept_with_its_old_scor
     old = json.loads(saved)["models"][0]
     assert new["settings"]["model_weights"] != old["settings"]["model_weights"]
     assert new["STSBenchmark"] != old["STSBenchmark"]
+
+
+@pytest.mark.slow
+def test_an_older_record_of_a_sentence_transformers_models_pooling_is_finished(tiny_bert_dir, senteval, tmp_path,
+                                                                               stop_at):
+    """hf_cse recorded a sentence-transformers model's own pooling as "model"; it now records what its modules do. A
+    stopped evaluation saved with the old word is finished by the same command (not refused as other settings), and
+    the finished record says the pooling."""
+    from sentence_transformers import SentenceTransformer
+
+    SentenceTransformer(str(tiny_bert_dir), device="cpu").save(str(tmp_path / "st"))  # mean pooling
+    out = tmp_path / "out"
+    args = ["--model_name_or_path", tmp_path / "st", "--senteval_data_dir", senteval, "--tasks", "STSB,MR,CR",
+            "--output_dir", out]
+    stop_at("CR")
+    assert run_eval(*args) == 130
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["settings"]["pooler"] == "avg (sentence-transformers Pooling)"
+    saved["settings"]["pooler"] = "model"  # as an older hf_cse saved it
+    (out / "results.json").write_text(json.dumps(saved))
+    stop_at(None)
+    assert run_eval(*args) == 0
+    assert stop_at.runs == ["load st", "CR"]
+    assert json.loads((out / "results.json").read_text())["settings"]["pooler"] == "avg (sentence-transformers Pooling)"
