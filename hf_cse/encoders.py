@@ -72,14 +72,13 @@ def position_offset(encoder_config: Any) -> int:
     return POSITION_OFFSET.get(_as_dict(encoder_config).get("model_type", ""), 0)
 
 
-def _max_positions(encoder_config: Any) -> Any:
-    """The config's ``max_position_embeddings`` under the name its architecture stores it (GPT-2: ``n_positions``,
-    through the config class's ``attribute_map``)."""
+def _config_field(encoder_config: Any, name: str) -> Any:
+    """The config's field ``name`` under the name its architecture stores it (GPT-2: ``n_positions``, ``n_embd``;
+    DistilBERT: ``dim``), through the config class's ``attribute_map``."""
     if encoder_config is None:
         return None
     if not isinstance(encoder_config, Mapping):
-        return getattr(encoder_config, "max_position_embeddings", None)
-    name = "max_position_embeddings"
+        return getattr(encoder_config, name, None)
     if name not in encoder_config:
         from transformers import CONFIG_MAPPING
 
@@ -87,6 +86,11 @@ def _max_positions(encoder_config: Any) -> Any:
         config_class = CONFIG_MAPPING[model_type] if model_type in CONFIG_MAPPING else None
         name = getattr(config_class, "attribute_map", {}).get(name, name)
     return encoder_config.get(name)
+
+
+def _max_positions(encoder_config: Any) -> Any:
+    """The config's ``max_position_embeddings`` under the name its architecture stores it."""
+    return _config_field(encoder_config, "max_position_embeddings")
 
 
 def encoder_max_length(encoder_config: Any, cap: int | None = None) -> int | None:
@@ -232,11 +236,66 @@ def own_pooling(name_or_path: str, revision: str | None = None) -> OwnPooling | 
     at = kinds.index("Pooling")
     folder = str(modules[at].get("path") or "")
     config = read_model_json(str(name_or_path), f"{folder}/config.json" if folder else "config.json", revision) or {}
-    mode = config.get("pooling_mode") or [name for key, name in _ST_LEGACY_POOLING_KEYS.items() if config.get(key)]
-    mode = "+".join(mode) if isinstance(mode, (list, tuple)) else str(mode)
     after = kinds[at + 1:]
-    return OwnPooling(mode=mode or "mean", normalize="Normalize" in after,
+    return OwnPooling(mode="+".join(pooling_modes(config)) or "mean", normalize="Normalize" in after,
                       unsupported_modules=tuple(k for k in after if k != "Normalize"))
+
+
+def pooling_modes(pooling: Any) -> list[str]:
+    """The modes of a sentence-transformers Pooling module (its saved config, or the module itself), in either of
+    its forms (``pooling_mode: "mean"`` or a list of modes; older: one ``pooling_mode_mean_tokens``-like boolean per
+    mode); [] where none is named."""
+    def get(key: str) -> Any:
+        return pooling.get(key) if isinstance(pooling, Mapping) else getattr(pooling, key, None)
+
+    mode = get("pooling_mode") or [name for key, name in _ST_LEGACY_POOLING_KEYS.items() if get(key) is True]
+    return [str(m) for m in mode] if isinstance(mode, (list, tuple)) else [str(mode)]
+
+
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def embedding_width(name_or_path: str, own_modules: bool = True) -> tuple[int, str] | None:
+    """``(width, where it was read)`` of the embeddings a local model folder gives, from its files alone (no
+    weights loaded): a sentence-transformers model's last Dense module's ``out_features``, else its Pooling module's
+    embedding dimension; with ``own_modules`` False (scored with a pooler of hf_cse's instead) and for any other
+    model, the encoder's hidden size (an hf_cse model's encoder's: its heads keep the width). None where the files
+    do not tell for sure: a Hub id, a Pooling that joins several modes, a module of its own."""
+    path = Path(name_or_path).expanduser()
+    if not path.is_dir():
+        return None
+    modules = read_model_json(str(path), "modules.json")
+    method_model = str((read_model_json(str(path), "config.json") or {}).get("model_type", "")).startswith("hf_cse")
+    if isinstance(modules, list) and own_modules and not method_model:  # a run's folder is scored as its model
+        return _st_modules_width(path, modules)
+    sub = "" if method_model else transformer_module_path(modules) or ""
+    config = read_model_json(str(path), f"{sub}/config.json" if sub else "config.json")
+    while isinstance(config, Mapping) and isinstance(config.get("encoder_config"), Mapping):  # an hf_cse model
+        config = config["encoder_config"]
+    width = _positive_int(_config_field(config, "hidden_size")) if isinstance(config, Mapping) else None
+    return (width, f"{sub}/config.json" if sub else "config.json") if width else None
+
+
+def _st_modules_width(path: Path, modules: list) -> tuple[int, str] | None:
+    """:func:`embedding_width` of a sentence-transformers model's own modules."""
+    width = None
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] if isinstance(m, Mapping) else "" for m in modules]
+    if kinds[:1] != ["Transformer"]:
+        return None
+    for module, kind in zip(modules[1:], kinds[1:]):
+        sub = str(module.get("path") or "") if kind else ""
+        config = read_model_json(str(path), f"{sub}/config.json" if sub else "config.json") if sub else None
+        config = config if isinstance(config, Mapping) else {}
+        if kind == "Pooling":  # several modes are joined: the width is left to a Dense module after it
+            key = next((k for k in ("embedding_dimension", "word_embedding_dimension") if k in config), "")
+            width = (_positive_int(config.get(key)), f"{sub}/config.json {key}") if len(pooling_modes(config)) == 1 \
+                else None
+        elif kind == "Dense":
+            width = (_positive_int(config.get("out_features")), f"{sub}/config.json out_features")
+        elif kind != "Normalize":  # a module of its own, or pooling that joins several modes
+            return None
+    return width if width and width[0] else None
 
 
 def embedding_rows(model) -> int | None:

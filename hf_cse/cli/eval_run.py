@@ -107,9 +107,11 @@ class ModelsEvaluation:
     def run(self) -> dict[str, Path]:
         """Evaluate every model (module doc); returns the files of the finished report."""
         say_when_stopped(self.kept_when_stopped)
-        if self.earlier:
-            done = [r.model for r in self.earlier if not r.unfinished_tasks]
-            logger.info("finishing the evaluation stopped before: %d of %d model(s) finished%s",
+        if self.earlier:  # as evaluate_model decides: a model with its plots alone left, their arrays kept, is scored
+            done = [r.model + ("; its plots left to draw" if r.unfinished_tasks else "")
+                    for index, r in enumerate(self.earlier) if not r.unfinished_tasks
+                    or r.unfinished_tasks == [PLOTS] and read_plot_data(self.out, index, self.combined)]
+            logger.info("finishing the evaluation stopped before: %d of %d model(s) scored%s",
                         len(done), len(self.args.model_name_or_path), f" ({', '.join(done)})" if done else "")
         written: dict[str, Path] = {}
         for index, name in enumerate(self.args.model_name_or_path):

@@ -50,7 +50,7 @@ from hf_cse.cli import (
     typed_flags,
 )
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
-from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder
+from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder, check_truncate_dims_fit
 from hf_cse.cli.eval_output_dir import default_eval_output_dir, prepare_eval_output_dir
 from hf_cse.cli.eval_run import ModelsEvaluation, warn_undefined_scores  # noqa: F401 - the command's own
 from hf_cse.cli.flags_in_use import check_eval_pairs_settings
@@ -246,10 +246,11 @@ class EvalArguments(EvalDataArguments):
 
 
 def check_inputs(args: EvalArguments) -> tuple[Path, list[EvalResults], list | None, list]:
-    """Everything that can be checked before the models are loaded: the device, every model reference, every task
-    file (read and validated; the readers cache them), your own scored pairs and the MTEB tasks (their data loaded)
-    and the output folder, claimed last. Returns the folder, the records the same evaluation saved there before it
-    was stopped (:func:`prepare_eval_output_dir`), the pairs and the MTEB tasks."""
+    """Everything that can be checked before the models are loaded: the device, every model reference (and
+    --truncate_dims within its width, where its files give it), every task file (read and validated; the readers
+    cache them), your own scored pairs and the MTEB tasks (their data loaded) and the output folder, claimed last.
+    Returns the folder, the records the same evaluation saved there before it was stopped
+    (:func:`prepare_eval_output_dir`), the pairs and the MTEB tasks."""
     if args.max_seq_length is not None:
         check_min_seq_length(args.max_seq_length, "Leave it out to score whole sentences (up to the model's limit).")
     check_device(args.device)
@@ -260,6 +261,7 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list[EvalResults], list | N
     for name in args.model_name_or_path:
         check_model_source(name, markers=MODEL_FOLDER_MARKERS)
         check_model_folder(name, args.max_seq_length)
+        check_truncate_dims_fit(name, args.truncate_dim_list, args.pooler)
     if args.task_list:
         load_task_data(args.task_list, args.senteval_data_dir, args.senteval_source, args.mode)
     eval_pairs = pairs_from_args(args)

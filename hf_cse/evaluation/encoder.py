@@ -42,7 +42,7 @@ from ..padding import pad_token_rows, padding_where_positions_allow, with_pad_to
 from ..precision import autocast, resolve
 from ..precision import describe as describe_precision
 from ..tokenizer_match import check_room_for_text, warn_unread_embeddings
-from .model_kind import check_st_modules_encode, detect_kind, load_model
+from .model_kind import check_st_modules_encode, detect_kind, load_model, own_modules_pooling
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
 #: a plain causal decoder's default pooler: its last real token, the one that has seen the whole sentence
@@ -217,13 +217,13 @@ class SentenceEncoder:
     # ------------------------------------------------------------------------------ description
     @property
     def effective_pooler(self) -> str:
-        """The pooling actually used (``"model"`` = the sentence-transformers modules)."""
+        """The pooling actually used (a sentence-transformers model's own modules: :func:`own_modules_pooling`)."""
         if self.pooler is not None:
             return self.pooler
         if self.kind == "hf_cse":
             return self.model.config.test_pooler
         if self.kind == "sentence_transformers":
-            return "model"
+            return own_modules_pooling(self.model)
         return DECODER_POOLER if attends_causally(getattr(self._hf_model, "config", None)) else "cls_before_pooler"
 
     def describe(self) -> dict:

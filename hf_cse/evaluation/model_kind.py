@@ -114,3 +114,19 @@ def check_st_modules_encode(model, hf_model) -> None:
                        f"which a causal (decoder-only) encoder such as {config.model_type!r} computes without seeing "
                        "the rest of the sentence: every sentence would get the same vector. Give pooler last (or avg) "
                        "to score it with that pooling instead.", fields=("pooler",))
+
+
+def own_modules_pooling(model) -> str:
+    """The pooling a sentence-transformers model's own modules apply, as results record it: its Pooling module's
+    mode(s) under hf_cse's pooler names where there is one (``mean`` -> ``avg``, ``cls`` -> ``cls_before_pooler``: the
+    raw [CLS]), then the modules after the encoder, e.g. ``avg (sentence-transformers Pooling, Normalize)``; without a
+    Pooling module (one of its own, e.g. a PromptBERT export's), those modules' class names."""
+    from ..encoders import pooling_modes
+    from ..models.pooling import POOLER_OF_ST_MODE
+
+    modules = [type(module).__name__ for module in list(model)[1:]]  # after the Transformer
+    pooling = next((module for module in model if type(module).__name__ == "Pooling"), None)
+    if pooling is None:
+        return f"sentence-transformers modules {', '.join(modules) or type(model).__name__}"
+    mode = "+".join(POOLER_OF_ST_MODE.get(m, m) for m in pooling_modes(pooling)) or "mean"
+    return f"{mode} (sentence-transformers {', '.join(modules)})"

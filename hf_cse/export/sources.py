@@ -15,7 +15,7 @@ from ..encoders import encoder_max_length, read_model_json, seq_length_problem
 from ..evaluation.results import EvalResults
 from ..files import weights_fingerprint
 from ..folder_lock import held_here
-from ..models.pooling import ST_POOLING_MODES, applies_projector, exported_pooler, pooler_at_test
+from ..models.pooling import POOLERS, ST_POOLING_MODES, applies_projector, exported_pooler, pooler_at_test
 from ..output_folder import same_or_inside
 from ..run_files import RUN_EXPORT_FOLDER
 from ..trainer_folder import runs_holding
@@ -246,10 +246,11 @@ def check_onnx_head(backend: str, config: dict[str, Any], keep_projector: bool) 
 def check_results_pooler(results: EvalResults, exported: str | None, source: str = "eval_results") -> None:
     """Refuse evaluation results measured on another embedding than the export ships: ``run_eval.py``'s ``pooler``
     setting must be the exported embedding's (``exported``: :func:`hf_cse.models.pooling.exported_pooler`); results
-    of the model's own embedding (no pooler given: the test pooler, or ``model`` for a sentence-transformers folder)
-    and results recording no pooler are taken."""
+    of the model's own embedding (no pooler given: the test pooler, or for a sentence-transformers folder its own
+    modules, recorded as what they do, e.g. ``avg (sentence-transformers Pooling)``; ``model`` before) and results
+    recording no pooler are taken."""
     recorded = (results.settings or {}).get("pooler")
-    if recorded in (None, "model", exported):
+    if recorded is None or recorded == exported or recorded not in POOLERS:  # not a pooler of hf_cse's: own modules
         return
     if exported:
         ships = f"{exported!r} embedding. Give results of run_eval.py with pooler {exported!r}, or"

@@ -9,11 +9,9 @@ import torch
 
 from ..data import with_prompt
 from ..models.modes import eval_mode
-from ..models.pooling import ST_POOLING_MODES
+from ..models.pooling import POOLER_OF_ST_MODE
 from .errors import ExportError
 
-# sentence-transformers Pooling mode -> the hf_cse pooler that computes it without a head
-TEST_POOLER_OF_MODE = {mode: name for name, mode in ST_POOLING_MODES.items() if name != "cls"}
 # sentences the export is checked on (different lengths, so padding is exercised)
 PROBE_SENTENCES = (
     "A man is playing a guitar.",
@@ -30,7 +28,7 @@ def reference_embeddings(model, tokenizer, sentences, pooling_mode: str, with_pr
     device = next(model.parameters()).device
     inputs = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
     with eval_mode(model), torch.no_grad():
-        emb = model.sentence_embedding(**inputs, pooler=TEST_POOLER_OF_MODE[pooling_mode], projector=with_projector)
+        emb = model.sentence_embedding(**inputs, pooler=POOLER_OF_ST_MODE[pooling_mode], projector=with_projector)
     return emb.float().cpu()
 
 

@@ -33,6 +33,9 @@ POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "max
 #: hf_cse pooler -> sentence-transformers Pooling mode, for the poolers that have one (read both ways: the export
 #: writes the test pooler's mode, and an encoder's own mode becomes the training pooler)
 ST_POOLING_MODES = {"cls": "cls", "cls_before_pooler": "cls", "avg": "mean", "max": "max", "last": "lasttoken"}
+#: sentence-transformers Pooling mode -> the hf_cse pooler that computes it without a head (its cls mode is the raw
+#: [CLS] vector: cls_before_pooler)
+POOLER_OF_ST_MODE = {mode: name for name, mode in ST_POOLING_MODES.items() if name != "cls"}
 #: the papers' pooler for a plain Hugging Face encoder (raw BERT/RoBERTa): [CLS] with the training-only MLP
 PAPERS_POOLER = "cls"
 

@@ -131,30 +131,60 @@ def test_run_eval_scores_sts_and_mteb_per_dimension(tiny_bert_dir, tmp_path, mon
     assert "## Score by embedding dimension" in (out / "results.md").read_text()
 
 
-@pytest.mark.slow
-def test_dimensions_beyond_the_embedding_and_nothing_to_score_are_one_line(tiny_bert_dir, tmp_path, capsys):
+def test_dimensions_beyond_the_embedding_and_nothing_to_score_are_one_line(tiny_bert_dir, tmp_path, capsys,
+                                                                          monkeypatch):
     data = write_toy_senteval(tmp_path / "senteval")
+    monkeypatch.setattr(eval_cli.SentenceEncoder, "from_pretrained",
+                        lambda *args, **kwargs: pytest.fail("the model was loaded to find its width"))
     assert eval_cli.main(["--model_name_or_path", str(tiny_bert_dir), "--tasks", "STSBenchmark",
                           "--senteval_data_dir", str(data), "--truncate_dims", "64", "--output_dir",
                           str(tmp_path / "a"), "--disable_tqdm", "true", "--device", "cpu"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the weights' loading bar
-    assert "32-dimensional" in err and "--truncate_dims [64]" in err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "32-dimensional" in err[0] and "--truncate_dims [64]" in err[0]
     assert not (tmp_path / "a" / "results.json").exists()
     assert eval_cli.main(["--tasks", "MR", "--senteval_data_dir", str(data), "--truncate_dims", "8",
                           "--output_dir", str(tmp_path / "b")]) == 1
     assert "names none" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_dimensions_beyond_a_later_model_say_how_to_rerun(tiny_bert_dir, tmp_path, capsys):
-    """Met at the second model, the refusal told to choose other dimensions; the rerun with them was then refused as
-    another evaluation's partial results ("rerun that command to finish it", which can never finish)."""
+def _wide_bert(tiny_bert_dir, folder: Path) -> Path:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    wide = tmp_path / "wide"
     BertModel(BertConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                         vocab_size=AutoTokenizer.from_pretrained(tiny_bert_dir).vocab_size)).save_pretrained(wide)
-    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(wide)
+                         vocab_size=AutoTokenizer.from_pretrained(tiny_bert_dir).vocab_size)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_bert_dir).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.slow
+def test_dimensions_beyond_a_later_model_are_refused_before_any_model_is_scored(tiny_bert_dir, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """The width of the second model was found only once the first was scored and written (hours of a real run's
+    work, which the rerun with other dimensions then scored again): it is read from its config.json up front."""
+    wide = _wide_bert(tiny_bert_dir, tmp_path / "wide")
+    data = write_toy_senteval(tmp_path / "senteval")
+    monkeypatch.setattr(eval_cli.SentenceEncoder, "from_pretrained",
+                        lambda *args, **kwargs: pytest.fail("a model was loaded before the dimensions were checked"))
+    out = tmp_path / "out"
+    assert eval_cli.main(["--model_name_or_path", f"{wide},{tiny_bert_dir}", "--tasks", "STSBenchmark",
+                          "--senteval_data_dir", str(data), "--truncate_dims", "48", "--output_dir", str(out),
+                          "--disable_tqdm", "true", "--device", "cpu"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"hf-cse-eval: error: --truncate_dims [48]: --model_name_or_path "
+                                               f"{tiny_bert_dir} gives 32-dimensional embeddings (config.json); "
+                                               "choose dimensions up to 32.")
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_dimensions_beyond_a_later_model_say_how_to_rerun(tiny_bert_dir, tmp_path, capsys, monkeypatch):
+    """Where the files do not give the width (a Hub model), it is measured once the model is loaded: met at the second
+    model, the refusal told to choose other dimensions; the rerun with them was then refused as another evaluation's
+    partial results ("rerun that command to finish it", which can never finish)."""
+    from hf_cse.cli import eval_checks
+
+    monkeypatch.setattr(eval_checks, "embedding_width", lambda *args, **kwargs: None)
+    wide = _wide_bert(tiny_bert_dir, tmp_path / "wide")
     data = write_toy_senteval(tmp_path / "senteval")
     out = tmp_path / "out"
     assert eval_cli.main(["--model_name_or_path", f"{wide},{tiny_bert_dir}", "--tasks", "STSBenchmark",
@@ -248,3 +278,73 @@ def test_run_eval_encodes_the_sentences_once_for_every_dimension(tiny_bert_dir, 
         for d in ("16", "8"):
             cut = result["dimensions"][d]["mteb" if task == "MyPairs" else "sts"][task]
             assert cut == pytest.approx(_expected_spearman(vectors, pairs, int(d)), abs=1e-6), (task, d)
+
+
+# ------------------------------------------------------------------------ the width, read from a folder's files
+def _st_folder(folder: Path, *modules: tuple[str, dict | None]) -> Path:
+    """A sentence-transformers folder's JSON files: a Transformer at the root (a BERT config of hidden size 32), then
+    ``modules`` as (type, config.json)."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 32}))
+    listed = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+    for i, (kind, config) in enumerate(modules, 1):
+        listed.append({"idx": i, "name": str(i), "path": f"{i}_{kind}", "type": f"sentence_transformers.models.{kind}"})
+        (folder / f"{i}_{kind}").mkdir()
+        (folder / f"{i}_{kind}" / "config.json").write_text(json.dumps(config or {}))
+    (folder / "modules.json").write_text(json.dumps(listed))
+    return folder
+
+
+def test_the_embedding_width_is_read_from_the_folders_files(tmp_path):
+    from hf_cse.encoders import embedding_width
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.json").write_text(json.dumps({"model_type": "distilbert", "dim": 24}))  # DistilBERT's name
+    assert embedding_width(str(plain)) == (24, "config.json")
+    method = tmp_path / "method"
+    method.mkdir()
+    (method / "config.json").write_text(json.dumps({"model_type": "hf_cse_simcse",
+                                                    "encoder_config": {"model_type": "gpt2", "n_embd": 40}}))
+    assert embedding_width(str(method)) == (40, "config.json")
+    mean = _st_folder(tmp_path / "mean", ("Pooling", {"embedding_dimension": 32, "pooling_mode": "mean"}),
+                      ("Normalize", None))
+    assert embedding_width(str(mean)) == (32, "1_Pooling/config.json embedding_dimension")
+    legacy = _st_folder(tmp_path / "legacy", ("Pooling", {"word_embedding_dimension": 32,
+                                                          "pooling_mode_cls_token": True,
+                                                          "pooling_mode_mean_tokens": False}))
+    assert embedding_width(str(legacy)) == (32, "1_Pooling/config.json word_embedding_dimension")
+    dense = _st_folder(tmp_path / "dense", ("Pooling", {"embedding_dimension": 32, "pooling_mode": ["mean", "max"]}),
+                       ("Dense", {"in_features": 64, "out_features": 8}), ("Normalize", None))
+    assert embedding_width(str(dense)) == (8, "2_Dense/config.json out_features")
+    assert embedding_width(str(dense), own_modules=False) == (32, "config.json")  # a pooler of hf_cse's
+    # not told for sure: modes joined (a multiple of the width), a module of its own, a Hub id
+    joined = _st_folder(tmp_path / "joined", ("Pooling", {"embedding_dimension": 32, "pooling_mode": ["cls", "max"]}))
+    own = _st_folder(tmp_path / "own", ("Pooling", {"embedding_dimension": 32, "pooling_mode": "mean"}),
+                     ("PromptPooling", {}))
+    for unknown in (joined, own, "org/some-model"):
+        assert embedding_width(str(unknown)) is None
+
+
+@pytest.mark.slow
+def test_the_width_read_is_the_one_sentence_transformers_gives(tiny_bert_dir, tmp_path, capsys, monkeypatch):
+    """On folders sentence-transformers saved itself (its Pooling and Dense configs as it writes them): the width read
+    is the embeddings' width, and --truncate_dims beyond it is refused before the model is loaded."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling, Transformer
+
+    from hf_cse.encoders import embedding_width
+
+    word = Transformer(str(tiny_bert_dir))
+    for name, modules in (("mean", [Pooling(32, pooling_mode="mean")]),
+                          ("dense", [Pooling(32, pooling_mode=["mean", "max"]), Dense(64, 8), Normalize()])):
+        st = SentenceTransformer(modules=[word, *modules], device="cpu")
+        st.save(str(tmp_path / name))
+        assert embedding_width(str(tmp_path / name))[0] == st.encode(["a b"]).shape[1]
+    monkeypatch.setattr(eval_cli.SentenceEncoder, "from_pretrained",
+                        lambda *args, **kwargs: pytest.fail("the model was loaded to find its width"))
+    data = write_toy_senteval(tmp_path / "senteval")
+    assert eval_cli.main(["--model_name_or_path", str(tmp_path / "dense"), "--tasks", "STSBenchmark",
+                          "--senteval_data_dir", str(data), "--truncate_dims", "16",
+                          "--output_dir", str(tmp_path / "out"), "--disable_tqdm", "true", "--device", "cpu"]) == 1
+    assert "--truncate_dims [16]: --model_name_or_path" in capsys.readouterr().err

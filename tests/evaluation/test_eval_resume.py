@@ -338,3 +338,57 @@ def test_a_model_retrained_in_place_since_the_stop_is_not_kept_with_its_old_scor
     old = json.loads(saved)["models"][0]
     assert new["settings"]["model_weights"] != old["settings"]["model_weights"]
     assert new["STSBenchmark"] != old["STSBenchmark"]
+
+
+@pytest.mark.slow
+def test_an_older_record_of_a_sentence_transformers_models_pooling_is_finished(tiny_bert_dir, senteval, tmp_path,
+                                                                               stop_at):
+    """hf_cse recorded a sentence-transformers model's own pooling as "model"; it now records what its modules do. A
+    stopped evaluation saved with the old word is finished by the same command (not refused as other settings), and
+    the finished record says the pooling."""
+    from sentence_transformers import SentenceTransformer
+
+    SentenceTransformer(str(tiny_bert_dir), device="cpu").save(str(tmp_path / "st"))  # mean pooling
+    out = tmp_path / "out"
+    args = ["--model_name_or_path", tmp_path / "st", "--senteval_data_dir", senteval, "--tasks", "STSB,MR,CR",
+            "--output_dir", out]
+    stop_at("CR")
+    assert run_eval(*args) == 130
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["settings"]["pooler"] == "avg (sentence-transformers Pooling)"
+    saved["settings"]["pooler"] = "model"  # as an older hf_cse saved it
+    (out / "results.json").write_text(json.dumps(saved))
+    stop_at(None)
+    assert run_eval(*args) == 0
+    assert stop_at.runs == ["load st", "CR"]
+    assert json.loads((out / "results.json").read_text())["settings"]["pooler"] == "avg (sentence-transformers Pooling)"
+
+
+@pytest.mark.slow
+def test_a_model_stopped_while_its_plots_were_drawn_counts_as_scored(tiny_bert_dir, senteval, tmp_path, stop_at,
+                                                                     monkeypatch, caplog):
+    """Stopped while the first model's plots were drawn, the same command logged "0 of 2 model(s) finished", then
+    that the first model's tasks were all finished and its results kept: the two lines now agree."""
+    second = make_tiny_encoder(tmp_path / "second", seed=1)
+    args = ["--model_name_or_path", f"{tiny_bert_dir},{second}", "--senteval_data_dir", senteval, "--tasks",
+            "STSB,MR", "--output_dir", tmp_path / "out"]
+    real_report = eval_run.write_report
+
+    def stop_drawing(*args, **kwargs):
+        if kwargs.get("plots", True):
+            raise KeyboardInterrupt
+        return real_report(*args, **kwargs)
+
+    monkeypatch.setattr(eval_run, "write_report", stop_drawing)
+    stop_at(None)
+    assert run_eval(*args) == 130
+    assert [m.get("unfinished_tasks") for m in json.loads((tmp_path / "out" / "results.json").read_text())["models"]
+            ] == [["plots"]]
+    monkeypatch.setattr(eval_run, "write_report", real_report)
+    stop_at(None)
+    caplog.clear()
+    assert run_eval(*args) == 0
+    assert stop_at.runs == ["load second", "MR"]  # the first model's tasks were not run again
+    assert (f"finishing the evaluation stopped before: 1 of 2 model(s) scored ({tiny_bert_dir}; its plots left to "
+            "draw)") in caplog.text
+    assert f"{tiny_bert_dir}: every task was finished before the stop; its results are kept" in caplog.text

@@ -402,9 +402,13 @@ def _no_weights(tiny_bert_dir, folder):
 
 @pytest.mark.parametrize("problem", ["no weights", "dimensions"])
 def test_a_refusal_before_anything_is_written_leaves_no_folder_it_made(problem, tiny_bert_dir, senteval, tmp_path,
-                                                                       capsys):
-    """Refused once the model is loaded (a folder without its weights, --truncate_dims beyond its width): the output
-    folder, made when it was claimed, was left behind empty. A folder that was there before stays."""
+                                                                       capsys, monkeypatch):
+    """Refused once the model is loaded (a folder without its weights, --truncate_dims beyond a width its files do
+    not give): the output folder, made when it was claimed, was left behind empty. A folder that was there before
+    stays."""
+    from hf_cse.cli import eval_checks
+
+    monkeypatch.setattr(eval_checks, "embedding_width", lambda *args, **kwargs: None)  # as for a Hub model
     model, more = (_no_weights(tiny_bert_dir, tmp_path / "model"), []) if problem == "no weights" else \
         (tiny_bert_dir, ["--truncate_dims", "64"])
     expected = "cannot load model" if problem == "no weights" else "--truncate_dims [64]: "
@@ -449,3 +453,33 @@ def test_a_model_that_fails_to_load_when_finishing_an_evaluation_keeps_its_saved
     code, err = run(capsys, *args)
     assert code == 1 and "cannot load model" in one_line(err)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == saved
+
+
+@pytest.mark.slow
+def test_a_sentence_transformers_folder_without_its_encoder_is_one_line_before_loading(tiny_bert_dir, senteval,
+                                                                                        tmp_path, capsys,
+                                                                                        no_model_loading):
+    """Its config.json and weights deleted, it failed once loaded with transformers' "Unrecognized model ... Should
+    have a `model_type` key in its config.json" (a file that is not there): now named before any model is loaded."""
+    from sentence_transformers import SentenceTransformer
+
+    st = tmp_path / "st"
+    SentenceTransformer(str(tiny_bert_dir), device="cpu").save(str(st))
+    (st / "config.json").unlink()
+    args = ("--model_name_or_path", st, "--senteval_data_dir", senteval, "--tasks", "STSB", "--output_dir",
+            tmp_path / "out")
+    code, err = run(capsys, *args)
+    assert code == 1 and (
+        f"error: --model_name_or_path {st} is a sentence-transformers model (modules.json) without its encoder: the "
+        "folder holds no config.json. Save the model into it again (model.save), or give a complete model folder."
+    ) in one_line(err)
+    (st / "model.safetensors").unlink()
+    code, err = run(capsys, *args)
+    assert code == 1 and "the folder holds no config.json and no weights (model.safetensors or pytorch_model.bin)" \
+        in one_line(err)
+    modules = json.loads((st / "modules.json").read_text())
+    modules[0]["path"] = "0_Transformer"
+    (st / "modules.json").write_text(json.dumps(modules))
+    code, err = run(capsys, *args)
+    assert code == 1 and "the folder of its Transformer module, 0_Transformer, is not there" in one_line(err)
+    assert not (tmp_path / "out").exists()

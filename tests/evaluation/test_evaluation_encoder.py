@@ -166,7 +166,9 @@ def test_sentence_transformers_folder(tiny_dir, tmp_path):
     st.save(str(st_dir))
     assert detect_kind(str(st_dir)) == "sentence_transformers"
     enc = SentenceEncoder.from_pretrained(st_dir, show_progress_bar=False, device="cpu")
-    assert enc.kind == "sentence_transformers" and enc.effective_pooler == "model"
+    # its Pooling module's mean, in hf_cse's name (was "model": mean and CLS looked alike in the results)
+    assert enc.kind == "sentence_transformers" and enc.effective_pooler == "avg (sentence-transformers Pooling)"
+    assert enc.describe()["pooler"] == enc.effective_pooler
     np.testing.assert_allclose(enc.encode(SENTS), st.encode(SENTS, convert_to_numpy=True), atol=1e-5)
     short = SentenceEncoder(enc.model, max_length=4, show_progress_bar=False)
     got_short = short.encode(SENTS)
@@ -179,6 +181,29 @@ def test_sentence_transformers_folder(tiny_dir, tmp_path):
     )
     model, tok = AutoModel.from_pretrained(tiny_dir), AutoTokenizer.from_pretrained(tiny_dir)
     np.testing.assert_allclose(over.encode(SENTS), naive(model, tok, SENTS, "cls_before_pooler"), atol=1e-5)
+
+
+def test_a_sentence_transformers_models_own_pooling_is_recorded_as_what_it_computes(tiny_dir, tmp_path):
+    """CLS pooling is recorded as the raw [CLS] pooler it equals (what a plain checkpoint's cls_before_pooler scores
+    are labelled), with the modules after it; a module of its own without a Pooling module, by its class name."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    word = Transformer(str(tiny_dir))
+    SentenceTransformer(modules=[word, Pooling(32, pooling_mode="cls"), Normalize()], device="cpu").save(
+        str(tmp_path / "cls"))
+    enc = SentenceEncoder.from_pretrained(tmp_path / "cls", show_progress_bar=False, device="cpu")
+    assert enc.describe()["pooler"] == "cls_before_pooler (sentence-transformers Pooling, Normalize)"
+    raw = naive(AutoModel.from_pretrained(tiny_dir), AutoTokenizer.from_pretrained(tiny_dir), SENTS,
+                "cls_before_pooler")
+    np.testing.assert_allclose(enc.encode(SENTS), raw / np.linalg.norm(raw, axis=1, keepdims=True), atol=1e-5)
+
+    class FirstToken(torch.nn.Module):
+        def forward(self, features):
+            return {**features, "sentence_embedding": features["token_embeddings"][:, 0]}
+
+    own = SentenceEncoder(SentenceTransformer(modules=[word, FirstToken()], device="cpu"), show_progress_bar=False)
+    assert own.effective_pooler == "sentence-transformers modules FirstToken"
 
 
 def test_hf_cse_checkpoint(tiny_dir, tmp_path):

@@ -289,6 +289,19 @@ def test_results_of_another_embedding_are_refused_before_loading(run, tmp_path, 
     assert not (tmp_path / "st").exists()
 
 
+def test_results_of_a_sentence_transformers_models_own_modules_are_taken():
+    """run_eval.py records a sentence-transformers folder's own pooling as what its modules do (it recorded "model"):
+    results of that embedding are taken, as they were; those of another pooler of hf_cse's are still refused."""
+    from hf_cse.evaluation import EvalResults
+    from hf_cse.export.sources import check_results_pooler
+
+    for own in ("model", "avg (sentence-transformers Pooling, Normalize)", "cls_before_pooler (sentence-transformers "
+                "Pooling)"):
+        check_results_pooler(EvalResults(model="st", settings={"pooler": own}), "cls_before_pooler")
+    with pytest.raises(ExportError, match="pooler 'avg'"):
+        check_results_pooler(EvalResults(model="st", settings={"pooler": "avg"}), "cls_before_pooler")
+
+
 # --------------------------------------------------------------------------------------------- training_info
 def test_the_training_info_of_another_run_is_refused_before_loading(run, tmp_path, capsys, monkeypatch):
     """--training_info of another run (its training_args.output_dir is another folder) would put that run's data,
