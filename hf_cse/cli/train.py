@@ -296,6 +296,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         pooling_by = f"--preset {method_args.preset}"
     pooling = resolve_pooling(encoder, config_kwargs.get("pooler_type"), config_kwargs.get("normalize"),
                               given_by=pooling_by, normalize_given_by="--normalize" if "normalize" in chosen else None)
+    if config_kwargs.get("pooler_type") is None:  # the method's rule (PromptBERT on a decoder), as from_encoder's
+        pooling = model_cls.pooling_when_unset(pooling, enc_config)
     config_kwargs.update(pooling.config_fields())
 
     # The run's description, once: what every step below reads (hf_cse.cli.run_spec).

@@ -203,9 +203,14 @@ class CSEConfig(PretrainedConfig):
             raise CSEError(f"dropout is set, but the {self.encoder_config.model_type!r} encoder's config has no "
                            "dropout rate it could set; leave dropout unset.")
         self._check_loading()
-        check_first_token_pooler(self.pooler_type, self.encoder_config, self.bidirectional)
+        self.check_pooler_on_encoder()
         check_objectives(self.objectives, self.off_dropout, loading=_LOADING.get())
         self._check_matryoshka()
+
+    def check_pooler_on_encoder(self) -> None:
+        """The pooler against the encoder: a first-token one refused on a causal encoder (a method that reads a
+        token of its own, PromptBERT, says so in its own words)."""
+        check_first_token_pooler(self.pooler_type, self.encoder_config, self.bidirectional)
 
     def _check_matryoshka(self) -> None:
         """The prefixes are those of the training embedding; they must be prefixes of the embedding users get."""

@@ -372,3 +372,35 @@ def test_untrained_model_is_a_prompt_pooling_for_the_evaluator(tiny_bert_dir):
     with torch.no_grad():
         want = authors_test_embedding(encoder, sentences, tok)
     np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=1e-5)
+
+
+# ------------------------------------------------------------------ decoders: the pooler
+def test_a_decoders_pooler_is_last_by_the_methods_rule_and_cls_is_refused_in_promptberts_words(tiny_llama_dir):
+    """PromptBERT reads the template's token; the pooler decides only whether the head applies at test time. A
+    decoder gets last where none is given; an explicit first-token pooler is refused without the words 'reads the
+    first token' (SimCSE's reason, untrue for PromptBERT)."""
+    from hf_cse.models.pooling import choose_pooling
+
+    llama = AutoConfig.from_pretrained(tiny_llama_dir)
+    papers = choose_pooling(None)
+    assert PromptBERTModel.pooling_when_unset(papers, llama).pooler_type == "last"
+    assert PromptBERTModel.pooling_when_unset(papers, AutoConfig.for_model("bert")) == papers
+    with pytest.raises(CSEError, match="PromptBERT reads the template's token") as err:
+        PromptBERTConfig(encoder_config=llama, pooler_type="cls")
+    assert "reads the first token" not in str(err.value) and err.value.fields == ("pooler_type",)
+
+
+@pytest.mark.slow
+def test_the_command_line_trains_promptbert_on_a_decoder_with_the_methods_pooler(tiny_llama_dir, tmp_path):
+    """run_unsup.py --method promptbert on a decoder was refused ("pooler 'cls' reads the first token"): the command
+    line now takes the pooler from_encoder takes (PromptBERTModel.pooling_when_unset)."""
+    from hf_cse.cli import train as train_cli
+
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(random_sentences(40)) + "\n")
+    out = tmp_path / "out"
+    train_cli.train_from_args(["--model_name_or_path", str(tiny_llama_dir), "--train_file", str(train),
+                               "--method", "promptbert", "--max_steps", "1", "--per_device_train_batch_size", "8",
+                               "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true", "--precision", "fp32"])
+    config = PromptBERTConfig.from_pretrained(out)
+    assert config.pooler_type == "last" and config.pooler_source.startswith("PromptBERT reads the template's token")

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from dataclasses import field
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -64,8 +64,9 @@ from ...errors import CSEError
 from ...references import Paper, register_paper
 from ...tokenizer_match import FEW_SENTENCE_TOKENS
 from ..base import CSEPreTrainedModel, check_training_batch
-from ..config import CSEConfig, is_decoder_only
+from ..config import FIRST_TOKEN_POOLERS, CSEConfig, attends_causally, is_decoder_only
 from ..outputs import OwnExportModules
+from ..pooling import PoolingChoice
 from .templates import MASK as MASK_WORD
 from .templates import TemplateIds, check_template, empty_template_batch, put_in_template, special_tokens_around
 
@@ -137,6 +138,14 @@ class PromptBERTConfig(CSEConfig):
             raise CSEError(f"promptbert: unknown denoising_positions {self.denoising_positions!r}. Valid: "
                            f"{', '.join(DENOISING_POSITIONS)}.")
 
+    def check_pooler_on_encoder(self) -> None:
+        if self.pooler_type in FIRST_TOKEN_POOLERS and attends_causally(self.encoder_config, self.bidirectional):
+            raise CSEError(f"promptbert: pooler_type {self.pooler_type!r} on a causal (decoder-only) encoder "
+                           f"({self.encoder_config.model_type!r}): PromptBERT reads the template's token whatever the "
+                           "pooler, which decides only whether the projection head applies at test time, and a "
+                           "first-token pooler is not taken on a decoder; leave pooler_type unset (last).",
+                           fields=("pooler_type",))
+
     @property
     def dev_scoring_note(self) -> str | None:
         if self.dev_template_denoising == self.test_template_denoising:
@@ -203,18 +212,22 @@ class PromptBERTModel(CSEPreTrainedModel):
 
     # ----------------------------------------------------------------- templates from the tokenizer
     @classmethod
+    def pooling_when_unset(cls, choice: PoolingChoice, encoder_config) -> PoolingChoice:
+        """On a decoder, pooler_type last: the pooler only decides whether the head applies at test time, and a
+        first-token one is refused there (:meth:`PromptBERTConfig.check_pooler_on_encoder`)."""
+        if not is_decoder_only(encoder_config):
+            return choice
+        return replace(choice, pooler_type="last", replaced_own=None,
+                       source="PromptBERT reads the template's token; a decoder's pooler is last")
+
+    @classmethod
     def from_encoder(cls, name_or_path: str, trust_remote_code: bool = False, **config_kwargs: Any):
         """As :meth:`CSEPreTrainedModel.from_encoder`; the templates are tokenized with the encoder's tokenizer
         (:meth:`use_tokenizer`; the trainer tokenizes them again with its ``processing_class`` before training)."""
-        from transformers import AutoConfig, AutoTokenizer
+        from transformers import AutoTokenizer
 
         from ...tokenizer_match import is_stand_in
 
-        if config_kwargs.get("pooler_type") is None and is_decoder_only(
-                AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)):
-            # the pooler only decides whether the head applies at test time; "cls" is refused for a decoder
-            config_kwargs = {**config_kwargs, "pooler_type": "last",
-                             "pooler_source": "PromptBERT reads the template's token; a decoder's pooler is last"}
         model = super().from_encoder(name_or_path, trust_remote_code=trust_remote_code, **config_kwargs)
         try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
