@@ -364,7 +364,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     # the precision is said once, by the trainer when built (hf_cse.precision.say_training_precision)
     preset_replaced = pooling.replaced_own and pooling_by.startswith("--preset")
     logger.log(logging.WARNING if preset_replaced else logging.INFO, "pooling: %s%s",
-               describe_pooling(pooling, model_cls.own_representation),
+               describe_pooling(pooling, model_cls.own_representation(spec.model_config())),
                in_flag_terms(REPLACED_OWN.format(pooling.replaced_own)) if preset_replaced else "")
 
     if not (data_args.train_file or data_args.dataset_name or stream_args.train_files):  # text nobody chose

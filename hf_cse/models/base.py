@@ -95,8 +95,6 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
     training_views: str = "Two dropout views of every sentence"
     #: whether a plain sentence's views differ only by dropout (then refused on an encoder without: encoder_dropout.py)
     views_differ_by_dropout: bool = True
-    #: what the method embeds where that is not the pooler's output, in words for the log; "": the pooler's
-    own_representation: str = ""
     #: the parts that exist only in training and are never exported, in words, for the model card ("RTD
     #: discriminator"); the export keeps the encoder (and the projector where its pooling applies it) only
     training_only_parts: tuple[str, ...] = ("projection head",)
@@ -113,6 +111,12 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         """Checks of the method's own settings that need no weights and no data (e.g. that a model it names can
         load), run by the command line before anything is loaded; raise
         :class:`hf_cse.checks.InputError` with one line naming the flag and the fix. Nothing by default."""
+
+    @classmethod
+    def own_representation(cls, config: CSEConfig | dict | None = None) -> str:
+        """What a model of ``config`` (a config, or its fields) embeds where that is not the pooler's output, in
+        words for the log and the results; "" (the default): the pooler's."""
+        return ""
 
     @classmethod
     def pooling_when_unset(cls, choice: PoolingChoice, encoder_config) -> PoolingChoice:
@@ -193,7 +197,7 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
             if config_kwargs.get("pooler_type") is None:
                 choice = cls.pooling_when_unset(choice, enc_config)
             config_kwargs = {**config_kwargs, **choice.config_fields()}
-            logger.info("pooling: %s", describe_pooling(choice, cls.own_representation))
+            logger.info("pooling: %s", describe_pooling(choice, cls.own_representation(config_kwargs)))
         if trust_remote_code:
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         # the config checks its objectives with the loss registry: a bad loss or value fails here, before any weights

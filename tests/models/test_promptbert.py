@@ -404,3 +404,13 @@ def test_the_command_line_trains_promptbert_on_a_decoder_with_the_methods_pooler
                                "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true", "--precision", "fp32"])
     config = PromptBERTConfig.from_pretrained(out)
     assert config.pooler_type == "last" and config.pooler_source.startswith("PromptBERT reads the template's token")
+
+
+def test_the_pooling_line_names_the_token_a_decoder_reads(tiny_llama_dir, caplog):
+    """The log said "the template's [MASK] token" for PromptEOL on a decoder, which is read at its last token."""
+    with caplog.at_level(logging.INFO, logger="hf_cse.models.base"):
+        PromptBERTModel.from_encoder(str(tiny_llama_dir), template=PROMPTEOL, template2=PROMPTEOL)
+    [said] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pooling: ")]
+    assert said.startswith("pooling: the template's last token (PromptBERT);")
+    assert PromptBERTModel.own_representation({"template": PROMPTEOL}) == "the template's last token (PromptBERT)"
+    assert PromptBERTModel.own_representation(PromptBERTConfig()) == "the template's [MASK] token (PromptBERT)"

@@ -174,6 +174,11 @@ def tokenized_templates(config: PromptBERTConfig, tokenizer, encoder_config) -> 
     return views
 
 
+def read_token(template: str) -> str:
+    """The template's token that represents the sentence, in words: its [MASK] (``{mask}``), else its last token."""
+    return "[MASK] token" if MASK_WORD in template else "last token"
+
+
 def _takes_position_ids(encoder) -> bool:
     params = inspect.signature(encoder.forward).parameters
     return "position_ids" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
@@ -196,7 +201,6 @@ class PromptBERTModel(CSEPreTrainedModel):
     captures_in_cuda_graph = False
     why_no_cuda_graph = ("template denoising runs one forward per distinct sentence length in the batch, a number "
                          "read from the device")
-    own_representation = "the template's [MASK] token (PromptBERT)"
     training_views = ("Each sentence in two templates, represented at the template's [MASK] minus the template's "
                       "representation with an empty sentence (PromptBERT's template denoising)")
     views_differ_by_dropout = False
@@ -211,6 +215,13 @@ class PromptBERTModel(CSEPreTrainedModel):
                            "test_template_denoising and dev_template_denoising to false, or use another encoder.")
 
     # ----------------------------------------------------------------- templates from the tokenizer
+    @classmethod
+    def own_representation(cls, config: PromptBERTConfig | dict | None = None) -> str:
+        """The token read: the template's [MASK], or its last token where the template has no ``{mask}`` (a
+        decoder's)."""
+        template = (config.get("template") if isinstance(config, dict) else getattr(config, "template", None))
+        return f"the template's {read_token(template or BERT_TEMPLATES[0])} (PromptBERT)"
+
     @classmethod
     def pooling_when_unset(cls, choice: PoolingChoice, encoder_config) -> PoolingChoice:
         """On a decoder, pooler_type last: the pooler only decides whether the head applies at test time, and a
@@ -370,8 +381,8 @@ class PromptBERTModel(CSEPreTrainedModel):
             return module
 
         here = Path(__file__).parent
-        words = (f"the last layer at the template's {'[MASK]' if MASK_WORD in self.config.template else 'last token'}"
-                 f" for the template `{self.config.template}` (PromptBERT)"
+        words = (f"the last layer at the template's {read_token(self.config.template)} for the template "
+                 f"`{self.config.template}` (PromptBERT)"
                  + (", minus the template's representation with an empty sentence (template denoising)"
                     if self.config.test_template_denoising else ""))
         return OwnExportModules(build_transformer, pooling, (here / "st_pooling.py", here / "templates.py"), words)
