@@ -384,7 +384,7 @@ def test_a_decoders_pooler_is_last_by_the_methods_rule_and_cls_is_refused_in_pro
     llama = AutoConfig.from_pretrained(tiny_llama_dir)
     papers = choose_pooling(None)
     assert PromptBERTModel.pooling_when_unset(papers, llama).pooler_type == "last"
-    assert PromptBERTModel.pooling_when_unset(papers, AutoConfig.for_model("bert")) == papers
+    assert PromptBERTModel.pooling_when_unset(papers, AutoConfig.for_model("bert")).pooler_type == "cls"
     with pytest.raises(CSEError, match="PromptBERT reads the template's token") as err:
         PromptBERTConfig(encoder_config=llama, pooler_type="cls")
     assert "reads the first token" not in str(err.value) and err.value.fields == ("pooler_type",)
@@ -414,3 +414,14 @@ def test_the_pooling_line_names_the_token_a_decoder_reads(tiny_llama_dir, caplog
     assert said.startswith("pooling: the template's last token (PromptBERT);")
     assert PromptBERTModel.own_representation({"template": PROMPTEOL}) == "the template's last token (PromptBERT)"
     assert PromptBERTModel.own_representation(PromptBERTConfig()) == "the template's [MASK] token (PromptBERT)"
+
+
+def test_the_cards_pooler_source_row_says_the_pooler_decides_only_the_head(tiny_bert_dir):
+    """The card's hyperparameter table said `pooler_source | the papers' [CLS] pooling` for a plain BERT, whose
+    PromptBERT embedding is the template's [MASK] token."""
+    from hf_cse.model_card.sections import hyperparameters_section
+
+    config = PromptBERTModel.from_encoder(str(tiny_bert_dir)).config
+    [row] = [line for line in hyperparameters_section(config, {}).splitlines() if line.startswith("| `pooler_source`")]
+    assert ("| PromptBERT reads the template's token; pooler_type cls (from the papers' [CLS] pooling" in row
+            and "decides only whether the projection head applies at test time |" in row)

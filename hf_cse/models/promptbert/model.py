@@ -224,12 +224,14 @@ class PromptBERTModel(CSEPreTrainedModel):
 
     @classmethod
     def pooling_when_unset(cls, choice: PoolingChoice, encoder_config) -> PoolingChoice:
-        """On a decoder, pooler_type last: the pooler only decides whether the head applies at test time, and a
-        first-token one is refused there (:meth:`PromptBERTConfig.check_pooler_on_encoder`)."""
-        if not is_decoder_only(encoder_config):
-            return choice
-        return replace(choice, pooler_type="last", replaced_own=None,
-                       source="PromptBERT reads the template's token; a decoder's pooler is last")
+        """On a decoder, pooler_type last (a first-token one is refused there:
+        :meth:`PromptBERTConfig.check_pooler_on_encoder`), else ``choice``'s; its source says that the pooler only
+        decides whether the head applies at test time (the card's pooler_source row named the papers' [CLS])."""
+        decoder = is_decoder_only(encoder_config)
+        pooler, why = ("last", "a decoder's") if decoder else (choice.pooler_type, f"from {choice.source}")
+        return replace(choice, pooler_type=pooler, replaced_own=None if decoder else choice.replaced_own,
+                       source=f"PromptBERT reads the template's token; pooler_type {pooler} ({why}) decides only "
+                              "whether the projection head applies at test time")
 
     @classmethod
     def from_encoder(cls, name_or_path: str, trust_remote_code: bool = False, **config_kwargs: Any):
