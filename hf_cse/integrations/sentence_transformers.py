@@ -50,7 +50,8 @@ from ..errors import CSEError
 from ..losses import loss_hyperparameters
 from ..losses.base import HARD_NEGATIVE_INPUT
 from ..losses.errors import HardNegativesNotTakenError
-from ..matryoshka import check_matryoshka, warn_untrained_width
+from ..matryoshka import warn_untrained_width
+from ..matryoshka_rules import check_matryoshka
 from ..models.modes import eval_mode
 from ..objectives import (
     DCL,

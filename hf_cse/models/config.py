@@ -13,8 +13,8 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 from ..errors import CSEError, closest_name
-from ..matryoshka import check_matryoshka, warn_untrained_width
-from ..matryoshka_rules import head_error
+from ..matryoshka import warn_untrained_width
+from ..matryoshka_rules import check_matryoshka, head_error
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .encoder_dropout import dropout_fields, set_dropout
 from .heads import PROJECTORS
