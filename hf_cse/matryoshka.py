@@ -24,9 +24,27 @@ from torch import nn
 from .errors import CSEError
 from .losses.base import LossOutput
 from .matryoshka_rules import check_matryoshka
-from .number_lists import DIMS_FIELD
+from .number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_float_list, parse_int_list
 
 logger = logging.getLogger(__name__)
+
+
+#: the (dimensions, weights) lists already said re-ordered in this process: a command builds its config several times
+_REORDER_SAID: set[tuple] = set()
+
+
+def say_reordered(given_dims: Any, given_weights: Any, dims: list[int] | None, weights: list[float] | None) -> None:
+    """One info line, once, where :func:`check_matryoshka` put the dimensions given (``given_dims``, as typed) largest
+    first, the weights following their dimensions: the run's record keeps the typed order, the config the sorted."""
+    typed = parse_int_list(given_dims)
+    if not dims or typed == dims:
+        return
+    key = (tuple(typed), None if given_weights is None else tuple(parse_float_list(given_weights)))
+    if key in _REORDER_SAID:
+        return
+    _REORDER_SAID.add(key)
+    following = f"; {WEIGHTS_FIELD} follow their dimensions: {weights}" if given_weights is not None else ""
+    logger.info("%s %s re-ordered largest first: %s%s", DIMS_FIELD, typed, dims, following)
 
 
 def warn_untrained_width(dims: list[int] | None, width: int) -> None:

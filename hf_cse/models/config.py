@@ -13,7 +13,7 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 from ..errors import CSEError, closest_name
-from ..matryoshka import warn_untrained_width
+from ..matryoshka import say_reordered, warn_untrained_width
 from ..matryoshka_rules import check_matryoshka, head_error
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .encoder_dropout import dropout_fields, set_dropout
@@ -214,11 +214,12 @@ class CSEConfig(PretrainedConfig):
 
     def _check_matryoshka(self) -> None:
         """The prefixes are those of the training embedding; they must be prefixes of the embedding users get."""
-        self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(
-            self.matryoshka_dims, self.matryoshka_weights, self.hidden_size)
+        given = self.matryoshka_dims, self.matryoshka_weights
+        self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(*given, self.hidden_size)
         if self.matryoshka_dims and not (self.projector == "none" or applies_projector(self.test_pooler)):
             raise head_error(self.projector)
         if not _LOADING.get():  # said when a model is built to train, not each time a trained one loads
+            say_reordered(*given, self.matryoshka_dims, self.matryoshka_weights)
             warn_untrained_width(self.matryoshka_dims, self.hidden_size)
 
     def _check_loading(self) -> None:
