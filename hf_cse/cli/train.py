@@ -341,8 +341,9 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         if training_args.no_duplicates_in_batch:
             check_distinct_texts(raw, global_batch, data.source)
     check_room_for_text(tokenizer, data.max_seq_length, spec.config.get("prompt"))
-    model_cls.check_with_tokenizer(model_cls.config_class(encoder_config=enc_config, **spec.model_config()), tokenizer,
-                                   enc_config)
+    model_config = model_cls.config_class(encoder_config=enc_config, **spec.model_config())
+    model_cls.check_with_tokenizer(model_config, tokenizer, enc_config)
+    model_cls.check_run_batches(model_config, global_batch, None if data.streaming else len(raw))  # before the model
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it

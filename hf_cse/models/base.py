@@ -129,6 +129,11 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         """Checks of the method's settings that need the tokenizer but no weights (PromptBERT's templates), run by
         the command line once the tokenizer is loaded, before the model; one-line CSEError. Nothing by default."""
 
+    @classmethod
+    def check_run_batches(cls, config: CSEConfig, global_batch: int, train_rows: int | None) -> None:
+        """The method's settings against the run's global batch and training rows (None: a stream), run by the
+        command line before the model is built and by the trainer (ESimCSE's queue); one-line CSEError."""
+
     def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
         """What the method needs once the model is built and the data tokenized, before the first step (DiffCSE
         attaches its generator). ``train_dataset``: the tokenized training rows (an iterable one with
