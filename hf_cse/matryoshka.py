@@ -15,7 +15,6 @@ embeddings, so several processes and the gradient cache work unchanged.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,37 +23,28 @@ from torch import nn
 
 from .errors import CSEError
 from .losses.base import LossOutput
+from .matryoshka_rules import check_matryoshka
 from .number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_float_list, parse_int_list
 
 logger = logging.getLogger(__name__)
 
 
-def check_matryoshka(dims: Any, weights: Any = None, hidden_size: int = 0) -> tuple[list[int] | None,
-                                                                                     list[float] | None]:
-    """The checked dimensions, largest first, and their weights (in the same order; default 1 each, as
-    sentence-transformers' ``MatryoshkaLoss``). ``hidden_size`` (0 = unknown) bounds the dimensions."""
-    dims, weights = parse_int_list(dims), parse_float_list(weights)
-    if dims is None:
-        if weights is not None:
-            raise CSEError(f"{WEIGHTS_FIELD} is set without {DIMS_FIELD}: give the dimensions too, e.g. "
-                           "matryoshka_dims 384,256,128,64.")
-        return None, None
-    if not dims:
-        raise CSEError(f"{DIMS_FIELD} is empty; give one or more dimensions, e.g. 384,256,128,64.")
-    bad = [d for d in dims if d < 1 or (hidden_size and d > hidden_size)]
-    if bad:
-        bound = f"1..{hidden_size} (the embedding's size)" if hidden_size else ">= 1"
-        raise CSEError(f"{DIMS_FIELD}: {bad} out of range; each dimension must be in {bound}.")
-    if len(set(dims)) != len(dims):
-        raise CSEError(f"{DIMS_FIELD}: {dims} repeats a dimension; give each once.")
-    weights = [1.0] * len(dims) if weights is None else weights
-    if len(weights) != len(dims):
-        raise CSEError(f"{WEIGHTS_FIELD} has {len(weights)} values for {len(dims)} dimensions ({dims}); give one "
-                       "weight per dimension, in the same order.")
-    if any(not math.isfinite(w) or w <= 0 for w in weights):
-        raise CSEError(f"{WEIGHTS_FIELD}: {weights}; each weight must be a finite number > 0.")
-    order = sorted(range(len(dims)), key=lambda i: -dims[i])
-    return [dims[i] for i in order], [weights[i] for i in order]
+#: the (dimensions, weights) lists already said re-ordered in this process: a command builds its config several times
+_REORDER_SAID: set[tuple] = set()
+
+
+def say_reordered(given_dims: Any, given_weights: Any, dims: list[int] | None, weights: list[float] | None) -> None:
+    """One info line, once, where :func:`check_matryoshka` put the dimensions given (``given_dims``, as typed) largest
+    first, the weights following their dimensions: the run's record keeps the typed order, the config the sorted."""
+    typed = parse_int_list(given_dims)
+    if not dims or typed == dims:
+        return
+    key = (tuple(typed), None if given_weights is None else tuple(parse_float_list(given_weights)))
+    if key in _REORDER_SAID:
+        return
+    _REORDER_SAID.add(key)
+    following = f"; {WEIGHTS_FIELD} follow their dimensions: {weights}" if given_weights is not None else ""
+    logger.info("%s %s re-ordered largest first: %s%s", DIMS_FIELD, typed, dims, following)
 
 
 def warn_untrained_width(dims: list[int] | None, width: int) -> None:

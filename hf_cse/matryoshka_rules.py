@@ -1,11 +1,43 @@
-"""Which embedding Matryoshka training may cut, with no torch: :class:`hf_cse.models.config.CSEConfig` refuses a
-config whose loss would train prefixes users never get, and the command line's early checks
-(:mod:`hf_cse.cli.entry_points`) refuse the flags that must lead there before the model is loaded."""
+"""Matryoshka's rules, with no torch: the dimensions and weights (:func:`check_matryoshka`), and which embedding
+training may cut (:class:`hf_cse.models.config.CSEConfig` refuses a config whose loss would train prefixes users
+never get). The command line's early checks (:mod:`hf_cse.cli.entry_points`) apply both to the flags before the
+model is loaded."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from .errors import CSEError
-from .number_lists import DIMS_FIELD
+from .number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_float_list, parse_int_list
+
+
+def check_matryoshka(dims: Any, weights: Any = None, hidden_size: int = 0) -> tuple[list[int] | None,
+                                                                                     list[float] | None]:
+    """The checked dimensions, largest first, and their weights (in the same order; default 1 each, as
+    sentence-transformers' ``MatryoshkaLoss``). ``hidden_size`` (0 = unknown) bounds the dimensions."""
+    dims, weights = parse_int_list(dims), parse_float_list(weights)
+    if dims is None:
+        if weights is not None:
+            raise CSEError(f"{WEIGHTS_FIELD} is set without {DIMS_FIELD}: give the dimensions too, e.g. "
+                           "matryoshka_dims 384,256,128,64.")
+        return None, None
+    if not dims:
+        raise CSEError(f"{DIMS_FIELD} is empty; give one or more dimensions, e.g. 384,256,128,64.")
+    bad = [d for d in dims if d < 1 or (hidden_size and d > hidden_size)]
+    if bad:
+        bound = f"1..{hidden_size} (the embedding's size)" if hidden_size else ">= 1"
+        raise CSEError(f"{DIMS_FIELD}: {bad} out of range; each dimension must be in {bound}.")
+    if len(set(dims)) != len(dims):
+        raise CSEError(f"{DIMS_FIELD}: {dims} repeats a dimension; give each once.")
+    weights = [1.0] * len(dims) if weights is None else weights
+    if len(weights) != len(dims):
+        raise CSEError(f"{WEIGHTS_FIELD} has {len(weights)} values for {len(dims)} dimensions ({dims}); give one "
+                       "weight per dimension, in the same order.")
+    if any(not math.isfinite(w) or w <= 0 for w in weights):
+        raise CSEError(f"{WEIGHTS_FIELD}: {weights}; each weight must be a finite number > 0.")
+    order = sorted(range(len(dims)), key=lambda i: -dims[i])
+    return [dims[i] for i in order], [weights[i] for i in order]
 
 
 def head_error(projector: str) -> CSEError:

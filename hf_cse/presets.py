@@ -188,6 +188,6 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
                                   normalize_given_by="the caller" if "normalize" in overrides else None)
         config.update(pooling.config_fields())
         logger.log(logging.WARNING if pooling.replaced_own else logging.INFO, "pooling: %s%s",
-                   describe_pooling(pooling, model_cls.own_representation),
+                   describe_pooling(pooling, model_cls.own_representation(config)),
                    REPLACED_OWN.format(pooling.replaced_own) if pooling.replaced_own else "")
     return model_cls.from_encoder(model_name_or_path, **config), args

@@ -89,7 +89,7 @@ def refuse_unsupported_arguments(given: dict[str, Any]) -> None:
     """``Trainer.__init__``'s arguments the contrastive trainer cannot honour, refused before anything is built:
     an ``eval_dataset`` (the evaluator holds its own data) and ``model_init`` (the method's collator, kept columns
     and generator are chosen from the model given; transformers' failure came at the first step, blaming the
-    data)."""
+    data); no ``model`` at all."""
     if given.get("eval_dataset") is not None:
         raise CSEError("ContrastiveTrainer evaluates sentence embeddings, not a loss on an eval_dataset: pass "
                        "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
@@ -98,6 +98,9 @@ def refuse_unsupported_arguments(given: dict[str, Any]) -> None:
         raise CSEError("ContrastiveTrainer takes model= (a built hf_cse method model), not model_init=, so "
                        "hyperparameter_search is not supported: build the model, e.g. "
                        "SimCSEModel.from_encoder(name_or_path), and pass model=, one trainer a trial.")
+    if given.get("model") is None:  # (the checks of the method against the run read it)
+        raise CSEError("ContrastiveTrainer needs model= (a built hf_cse method model), e.g. "
+                       "SimCSEModel.from_encoder(name_or_path).")
 
 
 def own_copy(training_args):

@@ -336,9 +336,8 @@ def check_rows_for_a_batch(train_dataset, args, read_stream: bool = False) -> No
 
 def check_method_against_run(model, train_dataset, args) -> None:
     """A method's settings against the run's global batch and rows (None: a stream): its ``check_run_batches``."""
-    if hasattr(model, "check_run_batches"):  # ESimCSE's queue
-        rows = None if _streamed(train_dataset) or not hasattr(train_dataset, "__len__") else len(train_dataset)
-        model.check_run_batches(global_batch_size(args.per_device_train_batch_size, args.world_size), rows)
+    rows = None if _streamed(train_dataset) or not hasattr(train_dataset, "__len__") else len(train_dataset)
+    model.check_run_batches(model.config, global_batch_size(args.per_device_train_batch_size, args.world_size), rows)
 
 
 def _check_stream_repeats(batch: list) -> None:

@@ -8,8 +8,9 @@ command's parser description (:mod:`.parser_cache`: shipped in the package, or w
 misread; the paths that name nothing (``--train_file``, a model folder, the checkpoint to export); a sentences
 file whose start shows it cannot be read as asked (:func:`~hf_cse.text_files.check_sentences_file_start`); a
 training ``--output_dir`` that holds a finished run or files no run writes; a value typed for the chosen loss's
-hyperparameters that breaks the loss's rules (:mod:`hf_cse.hyperparameter_rules`); Matryoshka dimensions trained
-through a projection head the exported embedding skips (:mod:`hf_cse.matryoshka_rules`); an evaluation's
+hyperparameters that breaks the loss's rules (:mod:`hf_cse.hyperparameter_rules`); Matryoshka dimensions and weights
+that break the library's rules (a repeat, a 0, a weight count unlike the dimensions'), or trained through a projection
+head the exported embedding skips (:mod:`hf_cse.matryoshka_rules`); an evaluation's
 ``--truncate_dims`` that is no list of distinct dimensions (:mod:`hf_cse.number_lists`). Then the module's ``main``
 runs, which checks everything again. Where no description is valid (hf_cse or its requirements changed since it
 was written) the module is imported first, to build the parser and write it down, and the same checks follow.
@@ -27,8 +28,8 @@ from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
 from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file, local_dataset_folder
 from ..hyperparameter_rules import check_rules, not_taken_error, unknown_loss_error
-from ..matryoshka_rules import check_head_flags
-from ..number_lists import DIMS_FIELD, parse_int_list, parse_truncate_dims
+from ..matryoshka_rules import check_head_flags, check_matryoshka
+from ..number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_int_list, parse_truncate_dims
 from ..presets import PRESETS
 from ..text_files import check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
@@ -162,6 +163,7 @@ def _check_train(parser, argv: list[str]) -> None:
         check_typed_best_metric(values, given)  # a --metric_for_best_model the dev data will not log
         facts = getattr(parser, "facts", {})
         _check_loss_values(facts, args, typed)
+        check_matryoshka(args.get(DIMS_FIELD), args.get(WEIGHTS_FIELD))  # the library's rule: repeats, a 0, counts
         projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))
         if projector is not None:
             parse_int_list(args.get(DIMS_FIELD))  # a bad list in its own words first, as the config reads it

@@ -296,6 +296,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         pooling_by = f"--preset {method_args.preset}"
     pooling = resolve_pooling(encoder, config_kwargs.get("pooler_type"), config_kwargs.get("normalize"),
                               given_by=pooling_by, normalize_given_by="--normalize" if "normalize" in chosen else None)
+    if config_kwargs.get("pooler_type") is None:  # the method's rule (PromptBERT on a decoder), as from_encoder's
+        pooling = model_cls.pooling_when_unset(pooling, enc_config)
     config_kwargs.update(pooling.config_fields())
 
     # The run's description, once: what every step below reads (hf_cse.cli.run_spec).
@@ -339,8 +341,9 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         if training_args.no_duplicates_in_batch:
             check_distinct_texts(raw, global_batch, data.source)
     check_room_for_text(tokenizer, data.max_seq_length, spec.config.get("prompt"))
-    model_cls.check_with_tokenizer(model_cls.config_class(encoder_config=enc_config, **spec.model_config()), tokenizer,
-                                   enc_config)
+    model_config = model_cls.config_class(encoder_config=enc_config, **spec.model_config())
+    model_cls.check_with_tokenizer(model_config, tokenizer, enc_config)
+    model_cls.check_run_batches(model_config, global_batch, None if data.streaming else len(raw))  # before the model
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
@@ -362,7 +365,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     # the precision is said once, by the trainer when built (hf_cse.precision.say_training_precision)
     preset_replaced = pooling.replaced_own and pooling_by.startswith("--preset")
     logger.log(logging.WARNING if preset_replaced else logging.INFO, "pooling: %s%s",
-               describe_pooling(pooling, model_cls.own_representation),
+               describe_pooling(pooling, model_cls.own_representation(spec.model_config())),
                in_flag_terms(REPLACED_OWN.format(pooling.replaced_own)) if preset_replaced else "")
 
     if not (data_args.train_file or data_args.dataset_name or stream_args.train_files):  # text nobody chose

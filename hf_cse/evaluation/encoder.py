@@ -229,7 +229,8 @@ class SentenceEncoder:
     def describe(self) -> dict:
         """The settings a result was measured with; ``representation``: what a method embeds instead of the pooler's
         output (PromptBERT's template token; its ``pooler`` then decides only whether the head applies)."""
-        own = getattr(self.model, "own_representation", "") if self.kind == "hf_cse" and self.pooler is None else ""
+        says_own = getattr(self.model, "own_representation", None) if self.kind == "hf_cse" else None
+        own = says_own(self.model.config) if says_own and self.pooler is None else ""
         return {"model": self.name, "kind": self.kind, "pooler": self.effective_pooler,
                 **({"representation": own} if own else {}), "max_length": self.max_length,
                 "batch_size": self.batch_size, "precision": describe_precision(self.precision),

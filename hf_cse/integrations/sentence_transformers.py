@@ -50,7 +50,8 @@ from ..errors import CSEError
 from ..losses import loss_hyperparameters
 from ..losses.base import HARD_NEGATIVE_INPUT
 from ..losses.errors import HardNegativesNotTakenError
-from ..matryoshka import check_matryoshka, warn_untrained_width
+from ..matryoshka import say_reordered, warn_untrained_width
+from ..matryoshka_rules import check_matryoshka
 from ..models.modes import eval_mode
 from ..objectives import (
     DCL,
@@ -141,6 +142,7 @@ class CSELoss(nn.Module):
         size = getattr(model, "get_embedding_dimension", lambda: None)() if matryoshka_dims else None
         self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(matryoshka_dims, matryoshka_weights,
                                                                          size if isinstance(size, int) else 0)
+        say_reordered(matryoshka_dims, matryoshka_weights, self.matryoshka_dims, self.matryoshka_weights)
         warn_untrained_width(self.matryoshka_dims, size if isinstance(size, int) else 0)
         self.objectives = with_matryoshka([Objective(name, e["weight"], fn) for name, e, fn in
                                            zip(objective_names(entries), entries, losses, strict=True)],

@@ -31,7 +31,7 @@ from .mlm import build_mlm_head, load_mlm_head, masked_lm_loss
 from .modes import eval_mode
 from .outputs import CSEOutput, OwnExportModules
 from .padding_free import packed_forward, unsupported_reason
-from .pooling import applies_projector, describe_pooling, needs_hidden_states, pool, resolve_pooling
+from .pooling import PoolingChoice, applies_projector, describe_pooling, needs_hidden_states, pool, resolve_pooling
 
 logger = hf_logging.get_logger(__name__)
 
@@ -95,8 +95,6 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
     training_views: str = "Two dropout views of every sentence"
     #: whether a plain sentence's views differ only by dropout (then refused on an encoder without: encoder_dropout.py)
     views_differ_by_dropout: bool = True
-    #: what the method embeds where that is not the pooler's output, in words for the log; "": the pooler's
-    own_representation: str = ""
     #: the parts that exist only in training and are never exported, in words, for the model card ("RTD
     #: discriminator"); the export keeps the encoder (and the projector where its pooling applies it) only
     training_only_parts: tuple[str, ...] = ("projection head",)
@@ -115,9 +113,26 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         :class:`hf_cse.checks.InputError` with one line naming the flag and the fix. Nothing by default."""
 
     @classmethod
+    def own_representation(cls, config: CSEConfig | dict | None = None) -> str:
+        """What a model of ``config`` (a config, or its fields) embeds where that is not the pooler's output, in
+        words for the log and the results; "" (the default): the pooler's."""
+        return ""
+
+    @classmethod
+    def pooling_when_unset(cls, choice: PoolingChoice, encoder_config) -> PoolingChoice:
+        """The pooling where no pooler_type is given: ``choice`` (the encoder's own, else the papers'), or the
+        method's where it reads a token of its own (PromptBERT). The one rule for from_encoder and the command line."""
+        return choice
+
+    @classmethod
     def check_with_tokenizer(cls, config: CSEConfig, tokenizer, encoder_config) -> None:
         """Checks of the method's settings that need the tokenizer but no weights (PromptBERT's templates), run by
         the command line once the tokenizer is loaded, before the model; one-line CSEError. Nothing by default."""
+
+    @classmethod
+    def check_run_batches(cls, config: CSEConfig, global_batch: int, train_rows: int | None) -> None:
+        """The method's settings against the run's global batch and training rows (None: a stream), run by the
+        command line before the model is built and by the trainer (ESimCSE's queue); one-line CSEError."""
 
     def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
         """What the method needs once the model is built and the data tokenized, before the first step (DiffCSE
@@ -177,15 +192,17 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         cls.config_class.check_field_names(config_kwargs)  # before anything is read
         # a missing folder, a file, the Hub out of reach: one line now, not a minute of retries and transformers' error
         check_model_source(str(name_or_path), flag="encoder")
+        enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
+        if isinstance(enc_config, CSEConfig) or is_method_model_config(enc_config):  # a run's model
+            raise RunAsEncoder.of(str(name_or_path), enc_config.model_type).from_encoder_error(cls.__name__)
         if config_kwargs.get("pooler_source") is None:  # run_unsup.py resolves it before any weights load
             choice = resolve_pooling(str(name_or_path), config_kwargs.get("pooler_type"),
                                      config_kwargs.get("normalize"), given_by="the caller",
                                      normalize_given_by="the caller")
+            if config_kwargs.get("pooler_type") is None:
+                choice = cls.pooling_when_unset(choice, enc_config)
             config_kwargs = {**config_kwargs, **choice.config_fields()}
-            logger.info("pooling: %s", describe_pooling(choice, cls.own_representation))
-        enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
-        if isinstance(enc_config, CSEConfig) or is_method_model_config(enc_config):  # a run's model
-            raise RunAsEncoder.of(str(name_or_path), enc_config.model_type).from_encoder_error(cls.__name__)
+            logger.info("pooling: %s", describe_pooling(choice, cls.own_representation(config_kwargs)))
         if trust_remote_code:
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         # the config checks its objectives with the loss registry: a bad loss or value fails here, before any weights

@@ -13,8 +13,8 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 from ..errors import CSEError, closest_name
-from ..matryoshka import check_matryoshka, warn_untrained_width
-from ..matryoshka_rules import head_error
+from ..matryoshka import say_reordered, warn_untrained_width
+from ..matryoshka_rules import check_matryoshka, head_error
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
 from .encoder_dropout import dropout_fields, set_dropout
 from .heads import PROJECTORS
@@ -203,17 +203,23 @@ class CSEConfig(PretrainedConfig):
             raise CSEError(f"dropout is set, but the {self.encoder_config.model_type!r} encoder's config has no "
                            "dropout rate it could set; leave dropout unset.")
         self._check_loading()
-        check_first_token_pooler(self.pooler_type, self.encoder_config, self.bidirectional)
+        self.check_pooler_on_encoder()
         check_objectives(self.objectives, self.off_dropout, loading=_LOADING.get())
         self._check_matryoshka()
 
+    def check_pooler_on_encoder(self) -> None:
+        """The pooler against the encoder: a first-token one refused on a causal encoder (a method that reads a
+        token of its own, PromptBERT, says so in its own words)."""
+        check_first_token_pooler(self.pooler_type, self.encoder_config, self.bidirectional)
+
     def _check_matryoshka(self) -> None:
         """The prefixes are those of the training embedding; they must be prefixes of the embedding users get."""
-        self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(
-            self.matryoshka_dims, self.matryoshka_weights, self.hidden_size)
+        given = self.matryoshka_dims, self.matryoshka_weights
+        self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(*given, self.hidden_size)
         if self.matryoshka_dims and not (self.projector == "none" or applies_projector(self.test_pooler)):
             raise head_error(self.projector)
         if not _LOADING.get():  # said when a model is built to train, not each time a trained one loads
+            say_reordered(*given, self.matryoshka_dims, self.matryoshka_weights)
             warn_untrained_width(self.matryoshka_dims, self.hidden_size)
 
     def _check_loading(self) -> None:

@@ -94,6 +94,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
                                         "align_uniform_mhe, align_uniform_mhs,"),
         ("train", "--method", "imsimcse", "--m", "-1"): (1, "off_dropout_infonce: m must be a finite number > 0"),
         ("train", "--loss", "infonce", "--margin", "1"): (1, "--loss infonce does not take --margin."),
+        ("train", "--matryoshka_dims", "16,16"): (1, "--matryoshka_dims: [16, 16] repeats a dimension"),
     }
     (tmp_path / "empty").mkdir()  # a cache with no description: the shipped one answers (else the one written above)
     for args, (want_code, message) in refusals.items():
@@ -378,6 +379,28 @@ def test_matryoshka_through_a_head_the_export_skips_is_refused_early_only_where_
             refusals.add(None)
     assert (early is not None) == (None not in refusals), (early, refusals)
     assert early is None or early.startswith("matryoshka_dims trains prefixes of the training embedding")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--matryoshka_dims", "16,16"], "repeats a dimension"),
+    (["--matryoshka_dims", "16,0"], r"\[0\] out of range"),
+    (["--matryoshka_dims", "16,8", "--matryoshka_weights", "1,2,3"], "has 3 values for 2 dimensions"),
+    (["--matryoshka_weights", "1"], "is set without matryoshka_dims"),
+])
+def test_matryoshka_values_that_need_no_encoder_are_refused_early_by_the_librarys_rule(train_parsers, argv, said):
+    """A repeat, a 0 or a count of weights unlike the dimensions' came ~22 s in (torch, transformers, the encoder);
+    the early check applies the config's own rule (matryoshka_rules.check_matryoshka) to the flags."""
+    from hf_cse.models.config import CSEConfig
+
+    cached = copy.deepcopy(train_parsers[1])
+    cached.facts = entry_points.train_facts()
+    with pytest.raises(ValueError, match=said) as early:
+        entry_points.check_command_line("train", cached, [*argv, "--projector", "none"])
+    values = dict(zip(argv[::2], argv[1::2]))
+    with pytest.raises(ValueError) as late:
+        CSEConfig(matryoshka_dims=values.get("--matryoshka_dims"),
+                  matryoshka_weights=values.get("--matryoshka_weights"), projector="none")
+    assert str(early.value) == str(late.value)
 
 
 def test_a_presets_values_are_the_defaults_of_the_early_checks(train_parsers):

@@ -320,7 +320,7 @@ def test_a_method_embedding_its_own_token_is_described_by_it(tiny_dir, tmp_path)
         cls.from_encoder(str(tiny_dir)).save_pretrained(out)
         AutoTokenizer.from_pretrained(tiny_dir).save_pretrained(out)
     described = SentenceEncoder.from_pretrained(tmp_path / "prompt", show_progress_bar=False, device="cpu").describe()
-    assert described["representation"] == PromptBERTModel.own_representation == \
+    assert described["representation"] == PromptBERTModel.own_representation() == \
         "the template's [MASK] token (PromptBERT)"
     assert described["pooler"] == "cls_before_pooler"  # what run_eval's pooler and the export's check compare
     plain = SentenceEncoder.from_pretrained(tmp_path / "simcse", show_progress_bar=False, device="cpu").describe()

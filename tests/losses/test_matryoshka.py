@@ -262,3 +262,24 @@ def test_dimensions_that_leave_out_the_full_width_are_warned(tiny_bert_dir, capl
     assert len(caplog.records) == 1
     assert "leave out the embedding's full width 32: its values past 16 get no training signal" in caplog.text
     assert "list 32 first" in caplog.text
+
+
+def test_dimensions_given_out_of_order_are_said_reordered_once(tiny_bert_dir, caplog, monkeypatch):
+    """8,32,16 with weights 1,2,3 was sorted (the weights following) without a word; the command builds its config
+    several times, and the line is said once."""
+    import logging
+
+    from hf_cse import matryoshka
+
+    monkeypatch.setattr(matryoshka, "_REORDER_SAID", set())  # what earlier tests said does not count
+    encoder = AutoConfig.from_pretrained(tiny_bert_dir)
+    with caplog.at_level(logging.INFO, "hf_cse.matryoshka"):
+        for _ in range(2):
+            config = SimCSEConfig(encoder_config=encoder, projector="none", pooler_type="avg",
+                                  matryoshka_dims="8,32,16", matryoshka_weights="1,2,3")
+        SimCSEConfig(encoder_config=encoder, projector="none", pooler_type="avg", matryoshka_dims=[32, 16, 8])
+        SimCSEConfig.from_dict(config.to_dict())  # a saved config reloads in order
+    said = [r.getMessage() for r in caplog.records if "re-ordered" in r.getMessage()]
+    assert said == ["matryoshka_dims [8, 32, 16] re-ordered largest first: [32, 16, 8]; matryoshka_weights follow "
+                    "their dimensions: [2.0, 3.0, 1.0]"]
+    assert (config.matryoshka_dims, config.matryoshka_weights) == ([32, 16, 8], [2.0, 3.0, 1.0])

@@ -298,10 +298,13 @@ def test_momentum_encoder_starts_as_the_authors_or_as_a_copy(tiny_bert_dir):
     assert get_method("esimcse") is ESimCSEModel and ESimCSEModel.references[0] is ESIMCSE
 
 
-def test_a_queue_that_can_never_fill_is_refused_and_a_large_one_said_once(caplog):
+def test_a_queue_that_can_never_fill_is_refused_and_a_large_one_said_once(caplog, monkeypatch):
     """The queue's rows are allocated and saved in full: one far above the batch that one epoch cannot fill is
     refused in one line naming queue_size; one above 10 global batches is said once; the paper's 2.5 x passes."""
+    from hf_cse.models.esimcse import momentum
     from hf_cse.models.esimcse.momentum import check_queue_size
+
+    monkeypatch.setattr(momentum, "_LARGE_SAID", set())  # what earlier tests said does not count
 
     with pytest.raises(CSEError, match=r"queue_size 3,000,000 can never fill: one epoch enqueues at most 192 rows "
                                        r"\(200 training rows in global batches of 16\).*2.5 x the global batch "
@@ -314,6 +317,7 @@ def test_a_queue_that_can_never_fill_is_refused_and_a_large_one_said_once(caplog
         assert caplog.messages == []
         check_queue_size(3_000_000, 16, None)  # a stream: its rows are not known, so said only
         check_queue_size(1_000, 16, 100_000)  # fills within an epoch
+        check_queue_size(1_000, 16, 100_000)  # the command line's check, then the trainer's: said once
     assert len(caplog.messages) == 2 and "queue_size 3,000,000 is 187500 x the global batch of 16" in caplog.messages[0]
     assert "the paper's is 2.5 x, 40 here" in caplog.messages[1]
 
@@ -463,3 +467,33 @@ def test_a_prompt_the_tokenizer_merges_into_the_sentence_is_refused_in_one_line(
                                        r"a sentence than alone.*train without prompt") as err:
         ESimCSEModel.collator(tok, ESimCSEConfig(prompt="query"))
     assert "\n" not in str(err.value)
+
+
+def test_the_run_check_is_a_method_hook_on_the_config():
+    """check_run_batches is every method's (a no-op but ESimCSE's) and reads the config, so it runs before a model
+    (and its queue's rows) exists."""
+    from hf_cse.models import SimCSEConfig, SimCSEModel
+
+    with pytest.raises(CSEError, match="queue_size 3,000,000 can never fill"):
+        ESimCSEModel.check_run_batches(ESimCSEConfig(queue_size=3_000_000), 16, 200)
+    ESimCSEModel.check_run_batches(ESimCSEConfig(queue_size=0), 16, 200)  # no queue
+    assert SimCSEModel.check_run_batches(SimCSEConfig(), 16, 200) is None
+
+
+@pytest.mark.slow
+def test_the_command_line_refuses_a_huge_queue_before_allocating_it(tiny_bert_dir, tmp_path, monkeypatch):
+    """--queue_size 3000000 was refused when the trainer was built, after zeros(3e6, hidden) (9 GB on bert-base)."""
+    from hf_cse.cli import train as train_cli
+    from hf_cse.models.esimcse import model as esimcse_model
+
+    def no_queue(*args):
+        raise AssertionError("the queue was allocated before the refusal")
+
+    monkeypatch.setattr(esimcse_model, "EmbeddingQueue", no_queue)
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(random_sentences(40)) + "\n")
+    with pytest.raises(CSEError, match="queue_size 3,000,000 can never fill: one epoch enqueues at most 40 rows"):
+        train_cli.train_from_args(["--model_name_or_path", str(tiny_bert_dir), "--train_file", str(train),
+                                   "--method", "esimcse", "--queue_size", "3000000", "--max_steps", "1",
+                                   "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "out"),
+                                   "--use_cpu", "--disable_tqdm", "true"])

@@ -372,3 +372,56 @@ def test_untrained_model_is_a_prompt_pooling_for_the_evaluator(tiny_bert_dir):
     with torch.no_grad():
         want = authors_test_embedding(encoder, sentences, tok)
     np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=1e-5)
+
+
+# ------------------------------------------------------------------ decoders: the pooler
+def test_a_decoders_pooler_is_last_by_the_methods_rule_and_cls_is_refused_in_promptberts_words(tiny_llama_dir):
+    """PromptBERT reads the template's token; the pooler decides only whether the head applies at test time. A
+    decoder gets last where none is given; an explicit first-token pooler is refused without the words 'reads the
+    first token' (SimCSE's reason, untrue for PromptBERT)."""
+    from hf_cse.models.pooling import choose_pooling
+
+    llama = AutoConfig.from_pretrained(tiny_llama_dir)
+    papers = choose_pooling(None)
+    assert PromptBERTModel.pooling_when_unset(papers, llama).pooler_type == "last"
+    assert PromptBERTModel.pooling_when_unset(papers, AutoConfig.for_model("bert")).pooler_type == "cls"
+    with pytest.raises(CSEError, match="PromptBERT reads the template's token") as err:
+        PromptBERTConfig(encoder_config=llama, pooler_type="cls")
+    assert "reads the first token" not in str(err.value) and err.value.fields == ("pooler_type",)
+
+
+@pytest.mark.slow
+def test_the_command_line_trains_promptbert_on_a_decoder_with_the_methods_pooler(tiny_llama_dir, tmp_path):
+    """run_unsup.py --method promptbert on a decoder was refused ("pooler 'cls' reads the first token"): the command
+    line now takes the pooler from_encoder takes (PromptBERTModel.pooling_when_unset)."""
+    from hf_cse.cli import train as train_cli
+
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(random_sentences(40)) + "\n")
+    out = tmp_path / "out"
+    train_cli.train_from_args(["--model_name_or_path", str(tiny_llama_dir), "--train_file", str(train),
+                               "--method", "promptbert", "--max_steps", "1", "--per_device_train_batch_size", "8",
+                               "--output_dir", str(out), "--use_cpu", "--disable_tqdm", "true", "--precision", "fp32"])
+    config = PromptBERTConfig.from_pretrained(out)
+    assert config.pooler_type == "last" and config.pooler_source.startswith("PromptBERT reads the template's token")
+
+
+def test_the_pooling_line_names_the_token_a_decoder_reads(tiny_llama_dir, caplog):
+    """The log said "the template's [MASK] token" for PromptEOL on a decoder, which is read at its last token."""
+    with caplog.at_level(logging.INFO, logger="hf_cse.models.base"):
+        PromptBERTModel.from_encoder(str(tiny_llama_dir), template=PROMPTEOL, template2=PROMPTEOL)
+    [said] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pooling: ")]
+    assert said.startswith("pooling: the template's last token (PromptBERT);")
+    assert PromptBERTModel.own_representation({"template": PROMPTEOL}) == "the template's last token (PromptBERT)"
+    assert PromptBERTModel.own_representation(PromptBERTConfig()) == "the template's [MASK] token (PromptBERT)"
+
+
+def test_the_cards_pooler_source_row_says_the_pooler_decides_only_the_head(tiny_bert_dir):
+    """The card's hyperparameter table said `pooler_source | the papers' [CLS] pooling` for a plain BERT, whose
+    PromptBERT embedding is the template's [MASK] token."""
+    from hf_cse.model_card.sections import hyperparameters_section
+
+    config = PromptBERTModel.from_encoder(str(tiny_bert_dir)).config
+    [row] = [line for line in hyperparameters_section(config, {}).splitlines() if line.startswith("| `pooler_source`")]
+    assert ("| PromptBERT reads the template's token; pooler_type cls (from the papers' [CLS] pooling" in row
+            and "decides only whether the projection head applies at test time |" in row)

@@ -124,6 +124,14 @@ def test_eval_dataset_and_evaluation_without_evaluator_are_rejected(tiny_bert_di
                            train_dataset=ds, data_collator=collator(tok), processing_class=tok)
 
 
+def test_a_trainer_without_a_model_is_refused_in_one_line():
+    """model=None reached the method's checks against the run (an AttributeError on None) before transformers'."""
+    from hf_cse.errors import CSEError
+
+    with pytest.raises(CSEError, match=r"^ContrastiveTrainer needs model= \(a built hf_cse method model\)"):
+        ContrastiveTrainer(model=None, args=tiny_args("unused"))
+
+
 @pytest.mark.slow  # two trainers built (~1.4 s)
 def test_what_a_contrastive_trainer_cannot_do_is_refused_in_one_line(tiny_bert_dir, sentences, tmp_path):
     """model_init failed at the first step blaming the data (or inside transformers); predict() failed inside the

@@ -191,11 +191,12 @@ class ESimCSEModel(CSEPreTrainedModel):
                                                      prompt=config.prompt),
                               tokenizer, config)
 
-    def check_run_batches(self, global_batch: int, train_rows: int | None) -> None:
-        """The queue's size against the run's global batch and training rows (None: a stream), when the trainer is
-        built (:func:`.momentum.check_queue_size`)."""
-        if self.queue is not None:
-            check_queue_size(self.config.queue_size, global_batch, train_rows)
+    @classmethod
+    def check_run_batches(cls, config: ESimCSEConfig, global_batch: int, train_rows: int | None) -> None:
+        """The queue's size against the run's global batch and training rows (None: a stream), by the command line
+        before the queue's rows are allocated, and when the trainer is built (:func:`.momentum.check_queue_size`)."""
+        if config.queue_size:
+            check_queue_size(config.queue_size, global_batch, train_rows)
 
     def training_epoch_begins(self) -> None:
         """Empty the queue (the authors' ``pre_z1 = None`` at each epoch), unless ``empty_queue_each_epoch`` is

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from dataclasses import field
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -64,8 +64,9 @@ from ...errors import CSEError
 from ...references import Paper, register_paper
 from ...tokenizer_match import FEW_SENTENCE_TOKENS
 from ..base import CSEPreTrainedModel, check_training_batch
-from ..config import CSEConfig, is_decoder_only
+from ..config import FIRST_TOKEN_POOLERS, CSEConfig, attends_causally, is_decoder_only
 from ..outputs import OwnExportModules
+from ..pooling import PoolingChoice
 from .templates import MASK as MASK_WORD
 from .templates import TemplateIds, check_template, empty_template_batch, put_in_template, special_tokens_around
 
@@ -137,6 +138,14 @@ class PromptBERTConfig(CSEConfig):
             raise CSEError(f"promptbert: unknown denoising_positions {self.denoising_positions!r}. Valid: "
                            f"{', '.join(DENOISING_POSITIONS)}.")
 
+    def check_pooler_on_encoder(self) -> None:
+        if self.pooler_type in FIRST_TOKEN_POOLERS and attends_causally(self.encoder_config, self.bidirectional):
+            raise CSEError(f"promptbert: pooler_type {self.pooler_type!r} on a causal (decoder-only) encoder "
+                           f"({self.encoder_config.model_type!r}): PromptBERT reads the template's token whatever the "
+                           "pooler, which decides only whether the projection head applies at test time, and a "
+                           "first-token pooler is not taken on a decoder; leave pooler_type unset (last).",
+                           fields=("pooler_type",))
+
     @property
     def dev_scoring_note(self) -> str | None:
         if self.dev_template_denoising == self.test_template_denoising:
@@ -165,6 +174,11 @@ def tokenized_templates(config: PromptBERTConfig, tokenizer, encoder_config) -> 
     return views
 
 
+def read_token(template: str) -> str:
+    """The template's token that represents the sentence, in words: its [MASK] (``{mask}``), else its last token."""
+    return "[MASK] token" if MASK_WORD in template else "last token"
+
+
 def _takes_position_ids(encoder) -> bool:
     params = inspect.signature(encoder.forward).parameters
     return "position_ids" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
@@ -187,7 +201,6 @@ class PromptBERTModel(CSEPreTrainedModel):
     captures_in_cuda_graph = False
     why_no_cuda_graph = ("template denoising runs one forward per distinct sentence length in the batch, a number "
                          "read from the device")
-    own_representation = "the template's [MASK] token (PromptBERT)"
     training_views = ("Each sentence in two templates, represented at the template's [MASK] minus the template's "
                       "representation with an empty sentence (PromptBERT's template denoising)")
     views_differ_by_dropout = False
@@ -203,18 +216,31 @@ class PromptBERTModel(CSEPreTrainedModel):
 
     # ----------------------------------------------------------------- templates from the tokenizer
     @classmethod
+    def own_representation(cls, config: PromptBERTConfig | dict | None = None) -> str:
+        """The token read: the template's [MASK], or its last token where the template has no ``{mask}`` (a
+        decoder's)."""
+        template = (config.get("template") if isinstance(config, dict) else getattr(config, "template", None))
+        return f"the template's {read_token(template or BERT_TEMPLATES[0])} (PromptBERT)"
+
+    @classmethod
+    def pooling_when_unset(cls, choice: PoolingChoice, encoder_config) -> PoolingChoice:
+        """On a decoder, pooler_type last (a first-token one is refused there:
+        :meth:`PromptBERTConfig.check_pooler_on_encoder`), else ``choice``'s; its source says that the pooler only
+        decides whether the head applies at test time (the card's pooler_source row named the papers' [CLS])."""
+        decoder = is_decoder_only(encoder_config)
+        pooler, why = ("last", "a decoder's") if decoder else (choice.pooler_type, f"from {choice.source}")
+        return replace(choice, pooler_type=pooler, replaced_own=None if decoder else choice.replaced_own,
+                       source=f"PromptBERT reads the template's token; pooler_type {pooler} ({why}) decides only "
+                              "whether the projection head applies at test time")
+
+    @classmethod
     def from_encoder(cls, name_or_path: str, trust_remote_code: bool = False, **config_kwargs: Any):
         """As :meth:`CSEPreTrainedModel.from_encoder`; the templates are tokenized with the encoder's tokenizer
         (:meth:`use_tokenizer`; the trainer tokenizes them again with its ``processing_class`` before training)."""
-        from transformers import AutoConfig, AutoTokenizer
+        from transformers import AutoTokenizer
 
         from ...tokenizer_match import is_stand_in
 
-        if config_kwargs.get("pooler_type") is None and is_decoder_only(
-                AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)):
-            # the pooler only decides whether the head applies at test time; "cls" is refused for a decoder
-            config_kwargs = {**config_kwargs, "pooler_type": "last",
-                             "pooler_source": "PromptBERT reads the template's token; a decoder's pooler is last"}
         model = super().from_encoder(name_or_path, trust_remote_code=trust_remote_code, **config_kwargs)
         try:
             tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
@@ -357,8 +383,8 @@ class PromptBERTModel(CSEPreTrainedModel):
             return module
 
         here = Path(__file__).parent
-        words = (f"the last layer at the template's {'[MASK]' if MASK_WORD in self.config.template else 'last token'}"
-                 f" for the template `{self.config.template}` (PromptBERT)"
+        words = (f"the last layer at the template's {read_token(self.config.template)} for the template "
+                 f"`{self.config.template}` (PromptBERT)"
                  + (", minus the template's representation with an empty sentence (template denoising)"
                     if self.config.test_template_denoising else ""))
         return OwnExportModules(build_transformer, pooling, (here / "st_pooling.py", here / "templates.py"), words)
