@@ -31,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 #: the (dimensions, weights) lists already said re-ordered in this process: a command builds its config several times
 _REORDER_SAID: set[tuple] = set()
+#: the (dimensions, width) :func:`warn_untrained_width` has warned of in this process
+_UNTRAINED_SAID: set[tuple] = set()
 
 
 def say_reordered(given_dims: Any, given_weights: Any, dims: list[int] | None, weights: list[float] | None) -> None:
@@ -52,7 +54,8 @@ def warn_untrained_width(dims: list[int] | None, width: int) -> None:
     values: the rest get no training signal, yet the export serves them (as sentence-transformers'
     ``MatryoshkaLoss`` with such a list does). Said, with the fix, rather than refused: serving the prefix alone
     (``truncate_dim``) is a use of its own."""
-    if dims and width and dims[0] < width:
+    if dims and width and dims[0] < width and (tuple(dims), width) not in _UNTRAINED_SAID:
+        _UNTRAINED_SAID.add((tuple(dims), width))  # once: the command line builds its config several times
         logger.warning("%s %s leave out the embedding's full width %d: its values past %d get no training signal but "
                        "are served in full by the export (load it with truncate_dim=%d to use what was trained); list "
                        "%d first to train the whole embedding too", DIMS_FIELD, dims, width, dims[0], dims[0], width)

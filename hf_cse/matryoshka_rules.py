@@ -26,8 +26,8 @@ def check_matryoshka(dims: Any, weights: Any = None, hidden_size: int = 0) -> tu
         raise CSEError(f"{DIMS_FIELD} is empty; give one or more dimensions, e.g. 384,256,128,64.")
     bad = [d for d in dims if d < 1 or (hidden_size and d > hidden_size)]
     if bad:
-        bound = f"1..{hidden_size} (the embedding's size)" if hidden_size else ">= 1"
-        raise CSEError(f"{DIMS_FIELD}: {bad} out of range; each dimension must be in {bound}.")
+        bound = f"be in 1..{hidden_size} (the embedding's size)" if hidden_size else "be at least 1"
+        raise CSEError(f"{DIMS_FIELD}: {bad} out of range; each dimension must {bound}.")
     if len(set(dims)) != len(dims):
         raise CSEError(f"{DIMS_FIELD}: {dims} repeats a dimension; give each once.")
     weights = [1.0] * len(dims) if weights is None else weights

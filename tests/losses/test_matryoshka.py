@@ -249,16 +249,20 @@ def test_the_export_records_the_dimensions_and_serves_truncate_dim(tiny_bert_dir
     torch.testing.assert_close(torch.as_tensor(cut), np_full)
 
 
-def test_dimensions_that_leave_out_the_full_width_are_warned(tiny_bert_dir, caplog):
+def test_dimensions_that_leave_out_the_full_width_are_warned_once(tiny_bert_dir, caplog, monkeypatch):
     """--matryoshka_dims 16 on a 32-dimensional encoder trained only the first 16 values while the export served 32,
-    without a word."""
+    without a word; the command builds its config several times, and the warning is said once."""
     import logging
 
+    from hf_cse import matryoshka
+
+    monkeypatch.setattr(matryoshka, "_UNTRAINED_SAID", set())  # what earlier tests said does not count
     with caplog.at_level(logging.WARNING, "hf_cse.matryoshka"):
         encoder = AutoConfig.from_pretrained(tiny_bert_dir)  # 32 wide
         SimCSEConfig(encoder_config=encoder, projector="none", pooler_type="avg", matryoshka_dims=[32, 16])
         assert not caplog.records
-        SimCSEConfig(encoder_config=encoder, projector="none", pooler_type="avg", matryoshka_dims=[16, 8])
+        for _ in range(3):
+            SimCSEConfig(encoder_config=encoder, projector="none", pooler_type="avg", matryoshka_dims=[16, 8])
     assert len(caplog.records) == 1
     assert "leave out the embedding's full width 32: its values past 16 get no training signal" in caplog.text
     assert "list 32 first" in caplog.text

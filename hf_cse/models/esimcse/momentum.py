@@ -51,7 +51,7 @@ def check_queue_size(size: int, global_batch: int, train_rows: int | None) -> No
         raise CSEError(f"esimcse: queue_size {size:,} can never fill: one epoch enqueues at most {epoch_rows:,} rows "
                        f"({train_rows:,} training rows in global batches of {global_batch}), yet all {size:,} rows "
                        f"are allocated and saved in every checkpoint. The paper's queue is {PAPER_QUEUE_BATCHES:g} x "
-                       f"the global batch ({paper:g} here): use a queue_size of at most {epoch_rows:,}.",
+                       f"the global batch ({paper:g} here): set queue_size to at most {epoch_rows:,}.",
                        fields=("queue_size",))
     if size > WARNED_QUEUE_BATCHES * global_batch and (size, global_batch) not in _LARGE_SAID:
         _LARGE_SAID.add((size, global_batch))
