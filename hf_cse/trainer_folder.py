@@ -281,6 +281,17 @@ def check_no_later_checkpoints(checkpoint: Path, output_dir) -> None:
                                 f"{later[-1]}, or go on from {checkpoint.name} in another output_dir.")
 
 
+def warn_later_checkpoints_overwritten(checkpoint: Path, output_dir) -> None:
+    """Said where ``checkpoint``, named to go on from with its run's settings, lies before complete checkpoints of
+    ``output_dir``: going on trains their steps again and overwrites them one by one (what naming an earlier
+    checkpoint is for, e.g. to train past a spike again; resume_from_checkpoint=True would go on from the last)."""
+    later = [p for p in later_checkpoints(checkpoint, output_dir) if checkpoint_problem(p) is None]
+    if later:
+        logger.warning("resuming %s: output_dir %s holds later checkpoints (%s), which this run trains again and "
+                       "overwrites one by one as it reaches their steps (resume_from_checkpoint=True goes on from %s "
+                       "instead)", checkpoint, output_dir, listing([p.name for p in later]), later[-1].name)
+
+
 def later_checkpoints(checkpoint, output_dir) -> list[Path]:
     """The checkpoint folders of ``output_dir`` past the step of ``checkpoint`` (complete or not), by step."""
     step = checkpoint_step(Path(checkpoint))
@@ -360,6 +371,8 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
                                 "resuming: the checkpoint's weights would not load into the model built with the new "
                                 "value. Build the model with its run's value to resume it, or start a new run in "
                                 "another output_dir.", fields=("resume_from_checkpoint", "output_dir"))
+    if named and output_dir is not None and not changed:
+        warn_later_checkpoints_overwritten(checkpoint, output_dir)
     if changed and named:
         if output_dir is not None:
             check_no_later_checkpoints(checkpoint, output_dir)

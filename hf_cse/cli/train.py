@@ -243,8 +243,9 @@ def kept_when_stopped(training_args) -> str:
 
     out = Path(training_args.output_dir)
     last = last_complete_checkpoint(out) if out.is_dir() else None
-    if last is not None:
-        return f"{last} is kept: the same command resumes from it."
+    if last is not None:  # a checkpoint named to go on from is refused beside it (trainer_folder)
+        without = " without --resume_from_checkpoint" if training_args.resume_from_checkpoint else ""
+        return f"{last} is kept: the same command{without} resumes from it."
     strategy = getattr(training_args.save_strategy, "value", training_args.save_strategy)
     if strategy == "no":
         return (f"no checkpoint was saved ({out} keeps no trained weights): this run saves none unless asked; add "

@@ -563,7 +563,7 @@ def test_a_stopped_run_says_what_it_keeps(tmp_path, monkeypatch):
     to have them, instead of promising kept work that is not there."""
     from hf_cse import checkpoints
 
-    args = SimpleNamespace(output_dir=str(tmp_path / "out"), save_strategy="no")
+    args = SimpleNamespace(output_dir=str(tmp_path / "out"), save_strategy="no", resume_from_checkpoint=None)
     assert train_cli.kept_when_stopped(args).startswith("no checkpoint was saved")
     assert "--save_strategy steps --save_steps N" in train_cli.kept_when_stopped(args)
     args.save_strategy = "steps"
@@ -572,6 +572,10 @@ def test_a_stopped_run_says_what_it_keeps(tmp_path, monkeypatch):
     monkeypatch.setattr(checkpoints, "last_complete_checkpoint", lambda out: str(out / "checkpoint-7"))
     assert train_cli.kept_when_stopped(args) == f"{tmp_path / 'out' / 'checkpoint-7'} is kept: the same command " \
                                                 "resumes from it."
+    # gone on from another run's checkpoint: naming it again would train from it again, over checkpoint-7
+    args.resume_from_checkpoint = str(tmp_path / "other" / "checkpoint-4")
+    assert train_cli.kept_when_stopped(args) == f"{tmp_path / 'out' / 'checkpoint-7'} is kept: the same command " \
+                                                "without --resume_from_checkpoint resumes from it."
 
 
 @pytest.mark.slow

@@ -386,6 +386,10 @@ def test_a_checkpoint_resumed_by_another_number_of_processes_says_so(tiny_bert_d
     with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
         _trainer(tiny_bert_dir, sentences, tmp_path, out, **common).train(resume_from_checkpoint=str(checkpoint))
     assert "saved by" not in caplog.text  # the same number of processes: nothing to say
+    # checkpoint-4 beside it is trained again: said, since resume_from_checkpoint=True would have gone on from it
+    assert (f"resuming {checkpoint}: output_dir {out} holds later checkpoints (checkpoint-4), which this run trains "
+            "again and overwrites one by one as it reaches their steps (resume_from_checkpoint=True goes on from "
+            "checkpoint-4 instead)") in caplog.text
     # the same checkpoint as two processes save it: one RNG file each
     (checkpoint / "rng_state.pth").rename(checkpoint / "rng_state_0.pth")
     (checkpoint / "rng_state_1.pth").write_bytes((checkpoint / "rng_state_0.pth").read_bytes())
