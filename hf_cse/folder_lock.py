@@ -108,8 +108,12 @@ def hold_folder(folder, flag: str = "output_dir", owner: object = None) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as err:
-        raise InputError(f"{flag} {folder}: cannot create its lock file {path} ({err.strerror}); choose a folder "
-                         "you can write to.") from None
+        # the lock lives beside the folder (an export is renamed into place whole), so the folder may be writable
+        # while its parent is not (a volume mounted on a read-only root): a folder inside it has a writable parent
+        fix = (f"the lock lives beside the folder, in {path.parent}: give a folder inside it instead (e.g. "
+               f"{locked / 'run1'})" if locked.is_dir() and os.access(locked, os.W_OK)
+               else "choose a folder you can write to")
+        raise InputError(f"{flag} {folder}: cannot create its lock file {path} ({err.strerror}); {fix}.") from None
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

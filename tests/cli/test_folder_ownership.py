@@ -188,3 +188,27 @@ def test_two_training_runs_racing_for_one_folder_leave_one_run(tiny_bert_dir, tm
     assert record["objectives"][0]["loss"] == config["objectives"][0]["loss"] == winner
     assert winner in (out / "sentence-transformers" / "README.md").read_text()
     assert not lock_file(out).exists()
+
+
+def test_a_writable_folder_in_a_read_only_parent_is_told_where_its_lock_goes(tmp_path, monkeypatch):
+    """A volume mounted on a read-only root: the folder is writable, the lock beside it is not; the refusal named
+    "a folder you can write to", which the folder was. It now says where the lock lives and offers a folder inside."""
+    from hf_cse import folder_lock
+
+    out = tmp_path / "mounted"
+    out.mkdir()
+    lock, real_open = lock_file(out), os.open
+
+    def read_only_parent(path, *args, **kwargs):
+        if Path(path).parent == tmp_path:  # the locks beside the folders
+            raise OSError(30, "Read-only file system")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(folder_lock.os, "open", read_only_parent)
+    with pytest.raises(InputError) as refused:
+        hold_folder(out, "--output_dir")
+    assert str(refused.value) == (
+        f"--output_dir {out}: cannot create its lock file {lock} (Read-only file system); the lock lives beside the "
+        f"folder, in {tmp_path}: give a folder inside it instead (e.g. {out.resolve() / 'run1'}).")
+    with pytest.raises(InputError, match="; choose a folder you can write to.$"):  # no folder to go inside
+        hold_folder(tmp_path / "not-made", "--output_dir")
