@@ -36,6 +36,7 @@ from .trainer_folder import (
     check_not_encoder_folder,
     check_not_inside_a_run,
     check_not_trained_twice,
+    checkpoint_gone,
     checkpoint_to_resume,
     remove_killed_writes,
 )
@@ -250,6 +251,11 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                 if raised is err:
                     raise
                 raise raised from err
+            except (OSError, ValueError) as err:  # transformers' own, where the checkpoint was removed meanwhile
+                gone = checkpoint_gone(resume_from_checkpoint)
+                if gone is None:
+                    raise
+                raise gone from err
             finished_not_diverged(self, self._reduced_metrics)  # the steps after the last logging step, the weights
             self.train_metrics = dict(output.metrics)
             self._zero_loss.at_end(self.train_metrics, self.state.log_history)

@@ -292,6 +292,21 @@ def warn_later_checkpoints_overwritten(checkpoint: Path, output_dir) -> None:
                        "instead)", checkpoint, output_dir, listing([p.name for p in later]), later[-1].name)
 
 
+def checkpoint_gone(checkpoint) -> OutputFolderError | None:
+    """The one line for a failure while ``checkpoint`` (the checkpoint resumed, checked complete before) loaded, where
+    it is gone or incomplete by now: removed meanwhile (another run's save_total_limit, by hand), which transformers
+    reports with a traceback of its own. None where it is still whole (the failure is another)."""
+    if not checkpoint or checkpoint is True:
+        return None
+    problem = "it is gone" if not Path(checkpoint).is_dir() else checkpoint_problem(Path(checkpoint))
+    if problem is None:
+        return None
+    return OutputFolderError(f"resume_from_checkpoint {checkpoint} was complete when the run started, and no longer "
+                             f"is ({problem}): something removed it meanwhile (another run's save_total_limit, or by "
+                             "hand). Name a checkpoint that is there, or resume_from_checkpoint=True for the last "
+                             "one in output_dir.", fields=("resume_from_checkpoint",))
+
+
 def later_checkpoints(checkpoint, output_dir) -> list[Path]:
     """The checkpoint folders of ``output_dir`` past the step of ``checkpoint`` (complete or not), by step."""
     step = checkpoint_step(Path(checkpoint))

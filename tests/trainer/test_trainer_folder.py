@@ -408,3 +408,26 @@ def test_a_checkpoint_resumed_by_another_number_of_processes_says_so(tiny_bert_d
             resume_from_checkpoint=str(other / checkpoint.name))
     checkpoint = other / checkpoint.name
     assert f"resuming {checkpoint}, saved by 2 processes, with 1: the data after" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_named_checkpoint_removed_after_the_check_is_one_line(tiny_bert_dir, sentences, tmp_path, monkeypatch):
+    """Another run's save_total_limit may remove a checkpoint between the folder check and its load: transformers'
+    ValueError traceback ("Can't find a valid checkpoint") became one line naming what happened."""
+    source, out = tmp_path / "source", tmp_path / "out"
+    _trainer(tiny_bert_dir, sentences, tmp_path, source, max_steps=2, save_strategy="steps", save_steps=2).train()
+    checkpoint = source / "checkpoint-2"
+    resumed = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2)
+    checked = ContrastiveTrainer._train_in_folder
+
+    def removed_meanwhile(self, resume_from_checkpoint, **kwargs):
+        shutil.rmtree(checkpoint)
+        return checked(self, resume_from_checkpoint, **kwargs)
+
+    monkeypatch.setattr(ContrastiveTrainer, "_train_in_folder", removed_meanwhile)
+    with pytest.raises(OutputFolderError) as refused:
+        resumed.train(resume_from_checkpoint=str(checkpoint))
+    assert str(refused.value) == (
+        f"resume_from_checkpoint {checkpoint} was complete when the run started, and no longer is (it is gone): "
+        "something removed it meanwhile (another run's save_total_limit, or by hand). Name a checkpoint that is "
+        "there, or resume_from_checkpoint=True for the last one in output_dir.")
