@@ -204,7 +204,8 @@ def check_new_run_folder(output_dir) -> None:
 def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None, trainer=None) -> str:
     """The checkpoint folder ``resume_from_checkpoint`` (``True``: the last complete one in ``output_dir``) names,
     checked: it exists, is complete and holds a model of ``method``; with ``trainer``, the one to resume it, the
-    run's settings are compared too (:func:`check_same_run`)."""
+    run's settings are compared too (:func:`check_same_run`), and its steps with ``max_steps``
+    (:func:`~hf_cse.trainer_resume.check_steps_kept`, as the command line checks them)."""
     if resume_from_checkpoint is True:
         found = last_complete_checkpoint(output_dir)
         if found is None:
@@ -236,6 +237,10 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
         model_config = trainer.accelerator.unwrap_model(trainer.model).config
         check_same_encoder(checkpoint, getattr(model_config, "encoder_config", None))
         check_same_run(checkpoint, trainer, named=resume_from_checkpoint is not True, output_dir=output_dir)
+        from .trainer_resume import check_steps_kept, saved_steps  # transformers' Trainer: only where a run resumes
+
+        # before a finished run's checkpoint is taken as it is (no step trained, no schedule built to check it)
+        check_steps_kept(checkpoint, *(saved_steps(checkpoint) or (None, 0)), trainer.args.max_steps, trainer.args)
         warn_finished_run_replaced(output_dir, checkpoint)
     return str(checkpoint)
 

@@ -7,7 +7,9 @@ trainer that resumes it (a mixin of :class:`hf_cse.trainer.ContrastiveTrainer`):
   a ratio, ...) would train its first step at the old schedule's rate (0 at the end of a finished linear run) and the
   rest on a schedule the steps already trained did not follow. It is refused before any step, in one line naming the
   two ways out; a schedule that does not follow the total (``constant``, ``constant_with_warmup`` with a warmup in
-  steps, ``inverse_sqrt``) goes on.
+  steps, ``inverse_sqrt``) goes on. A checkpoint past the total asked is refused whatever the schedule: a finished
+  run's would be kept as it is and recorded as a run of fewer steps (:func:`check_steps_kept`, the command line's
+  rule too).
 * the checkpoint selection: transformers restores ``best_metric`` and the best checkpoint from the checkpoint's
   ``trainer_state.json`` as they were chosen, by the checkpoint's run's ``metric_for_best_model`` and
   ``greater_is_better``. A run resumed with another metric (or direction), which continues the same run (it is not a
@@ -89,6 +91,20 @@ def check_schedule_kept(checkpoint, before: int | None, last: int, total: int, a
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: {why}. Resume with the run's total "
                                 f"(max_steps={before}), or start a new run from the checkpoint's weights in another "
                                 "output_dir (a constant schedule may change its total).", fields=("max_steps",))
+
+
+def check_steps_kept(checkpoint, before: int | None, last: int, total: int, args) -> None:
+    """Refuse to resume ``checkpoint``, at step ``last`` of a run of ``before`` optimizer steps, for a run of
+    ``total`` (``max_steps``; 0 or less: not known yet, nothing checked): its schedule changes
+    (:func:`check_schedule_kept`), or the checkpoint lies past ``total`` (its model would be kept, recorded and
+    exported as a run of fewer steps than it trained). The command line and the trainer both check it here."""
+    if total <= 0:
+        return
+    check_schedule_kept(checkpoint, before, last, total, args)
+    if total < last:
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint} is at step {last}, past max_steps {total}: "
+                                f"give max_steps={last} or more to go on from it, or an earlier checkpoint.",
+                                fields=("resume_from_checkpoint", "max_steps"))
 
 
 def saved_steps(checkpoint) -> tuple[int, int] | None:
@@ -274,7 +290,7 @@ class ResumedRun(Trainer):
         values = super().set_initial_training_values(args, dataloader)
         if self._resumed is not None:
             checkpoint, state = self._resumed  # the run's total of steps: the last value
-            check_schedule_kept(checkpoint, state.max_steps, state.global_step, values[-1], args)
+            check_steps_kept(checkpoint, state.max_steps, state.global_step, values[-1], args)
         return values
 
     def _take_up_resumed(self) -> None:
