@@ -295,7 +295,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             output = self._finished_from(str(resume_from_checkpoint), state)
         else:
             self._resume_from(resume_from_checkpoint, state)  # hf_cse.trainer_resume
-            output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+            output = self._whole_run_loss(super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs))
         return output, untrained
 
     # ------------------------------------------------------------------ training
