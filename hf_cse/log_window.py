@@ -33,6 +33,31 @@ def log_window_file(folder: str | Path, process_index: int, world_size: int) -> 
     return Path(folder) / f"{name}.pth"
 
 
+def logged_loss_sum(log_history, up_to: int) -> tuple[float, int]:
+    """The training losses of the steps up to the last logging step at or before ``up_to`` summed, from the logged
+    means (each ``loss`` the mean of its window: the steps since the logging step before), and that step."""
+    total, last = 0.0, 0
+    for entry in log_history:
+        step = entry.get("step", 0)
+        if "loss" in entry and last < step <= up_to:
+            total, last = total + entry["loss"] * (step - last), step
+    return total, last
+
+
+def loss_before(checkpoint, state, args) -> float | None:
+    """The training losses of every step up to ``checkpoint``'s (its trainer state ``state``) summed: the logged
+    windows' and the running sum of the window open at the checkpoint, saved with it; None where that window's sum
+    was not saved for ``args``' number of processes (the losses of its steps are known to no one)."""
+    total, last = logged_loss_sum(state.log_history, state.global_step)
+    if last == state.global_step:
+        return total
+    path = log_window_file(checkpoint, args.process_index, args.world_size)
+    saved = torch.load(path, weights_only=True) if path.is_file() else None
+    if saved is None or saved["world_size"] != args.world_size or saved["last_logged_step"] != last:
+        return None
+    return total + float(saved["loss_sum"])
+
+
 class LogWindow:
     """The logging window of a checkpoint, saved with it and taken up by the run that resumes it."""
 

@@ -95,7 +95,8 @@ def logging_window(trainer) -> tuple[torch.Tensor, int]:
 def continue_logging_window(trainer, loss_sum: torch.Tensor, last_logged_step: int) -> None:
     """Go on with a logging window begun before a checkpoint (after the loop started its own, before the first step):
     the loss summed since ``last_logged_step`` is put back in place (the loop hands that tensor to its logging); the
-    mean loss of this ``train`` call (``train_loss``, from ``_total_loss_scalar``) still counts its own steps only."""
+    mean loss of this ``train`` call (``train_loss``, from ``_total_loss_scalar``) still counts its own steps only
+    (the trainer then makes it the whole run's: :mod:`hf_cse.trainer_resume`)."""
     trainer._tr_loss.copy_(loss_sum)
     trainer._globalstep_last_logged = last_logged_step
     trainer._total_loss_scalar -= float(loss_sum)

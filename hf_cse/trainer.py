@@ -18,6 +18,7 @@ from .distributed import check_not_data_parallel, check_sharding_device, gather_
 from .divergence import finished_not_diverged, with_diverged_checkpoints
 from .errors import CSEError, unwrapped_from_worker
 from .evaluation.before_after import DevChange, UntrainedCandidate
+from .later_checkpoints import checkpoint_gone
 from .log_window import LogWindow
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
@@ -36,7 +37,6 @@ from .trainer_folder import (
     check_not_encoder_folder,
     check_not_inside_a_run,
     check_not_trained_twice,
-    checkpoint_gone,
     checkpoint_to_resume,
     remove_killed_writes,
 )
@@ -301,7 +301,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             output = self._finished_from(str(resume_from_checkpoint), state)
         else:
             self._resume_from(resume_from_checkpoint, state)  # hf_cse.trainer_resume
-            output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+            output = self._whole_run_loss(super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs))
         return output, untrained
 
     # ------------------------------------------------------------------ training

@@ -42,7 +42,6 @@ from pathlib import Path
 from .checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
-    checkpoint_step,
     encoder_change,
     is_checkpoint_name,
     killed_weights_writes,
@@ -57,6 +56,7 @@ from .checkpoints import (
 )
 from .divergence import check_resumable, how_to_go_on
 from .folder_lock import claimed_by_command, held_here
+from .later_checkpoints import check_no_later_checkpoints, later_checkpoints, warn_later_checkpoints_overwritten
 from .output_folder import TOKENIZER_FILES, OutputFolderError, listing, matching, remove_entries, same_or_inside
 from .run_files import (
     ADAPTER_FOLDER,
@@ -204,7 +204,8 @@ def check_new_run_folder(output_dir) -> None:
 def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None, trainer=None) -> str:
     """The checkpoint folder ``resume_from_checkpoint`` (``True``: the last complete one in ``output_dir``) names,
     checked: it exists, is complete and holds a model of ``method``; with ``trainer``, the one to resume it, the
-    run's settings are compared too (:func:`check_same_run`)."""
+    run's settings are compared too (:func:`check_same_run`), and its steps with ``max_steps``
+    (:func:`~hf_cse.trainer_resume.check_steps_kept`, as the command line checks them)."""
     if resume_from_checkpoint is True:
         found = last_complete_checkpoint(output_dir)
         if found is None:
@@ -236,6 +237,10 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
         model_config = trainer.accelerator.unwrap_model(trainer.model).config
         check_same_encoder(checkpoint, getattr(model_config, "encoder_config", None))
         check_same_run(checkpoint, trainer, named=resume_from_checkpoint is not True, output_dir=output_dir)
+        from .trainer_resume import check_steps_kept, saved_steps  # transformers' Trainer: only where a run resumes
+
+        # before a finished run's checkpoint is taken as it is (no step trained, no schedule built to check it)
+        check_steps_kept(checkpoint, *(saved_steps(checkpoint) or (None, 0)), trainer.args.max_steps, trainer.args)
         warn_finished_run_replaced(output_dir, checkpoint)
     return str(checkpoint)
 
@@ -266,52 +271,6 @@ def warn_finished_run_replaced(output_dir, checkpoint: Path) -> None:
     logger.warning("output_dir %s holds a finished run%s: resuming %s, this run replaces its model and record "
                    "(%s) when it finishes", out, f" (trained to step {step})" if isinstance(step, int) else "",
                    checkpoint, TRAINING_INFO_FILE)
-
-
-def check_no_later_checkpoints(checkpoint: Path, output_dir) -> None:
-    """``output_dir`` holds no checkpoint past the step of ``checkpoint``, the one to resume with other settings:
-    the run would overwrite them one by one (and leave the rest beside its own: two runs in one folder), and a
-    relaunch would resume the wrong one."""
-    step = checkpoint_step(checkpoint)
-    later = later_checkpoints(checkpoint, output_dir)
-    if later:
-        raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: output_dir {output_dir} holds later "
-                                f"checkpoints ({listing([p.name for p in later])}), which going on from step {step} "
-                                f"with other settings there would overwrite one by one. Resume from "
-                                f"{later[-1]}, or go on from {checkpoint.name} in another output_dir.")
-
-
-def warn_later_checkpoints_overwritten(checkpoint: Path, output_dir) -> None:
-    """Said where ``checkpoint``, named to go on from with its run's settings, lies before complete checkpoints of
-    ``output_dir``: going on trains their steps again and overwrites them one by one (what naming an earlier
-    checkpoint is for, e.g. to train past a spike again; resume_from_checkpoint=True would go on from the last)."""
-    later = [p for p in later_checkpoints(checkpoint, output_dir) if checkpoint_problem(p) is None]
-    if later:
-        logger.warning("resuming %s: output_dir %s holds later checkpoints (%s), which this run trains again and "
-                       "overwrites one by one as it reaches their steps (resume_from_checkpoint=True goes on from %s "
-                       "instead)", checkpoint, output_dir, listing([p.name for p in later]), later[-1].name)
-
-
-def checkpoint_gone(checkpoint) -> OutputFolderError | None:
-    """The one line for a failure while ``checkpoint`` (the checkpoint resumed, checked complete before) loaded, where
-    it is gone or incomplete by now: removed meanwhile (another run's save_total_limit, by hand), which transformers
-    reports with a traceback of its own. None where it is still whole (the failure is another)."""
-    if not checkpoint or checkpoint is True:
-        return None
-    problem = "it is gone" if not Path(checkpoint).is_dir() else checkpoint_problem(Path(checkpoint))
-    if problem is None:
-        return None
-    return OutputFolderError(f"resume_from_checkpoint {checkpoint} was complete when the run started, and no longer "
-                             f"is ({problem}): something removed it meanwhile (another run's save_total_limit, or by "
-                             "hand). Name a checkpoint that is there, or resume_from_checkpoint=True for the last "
-                             "one in output_dir.", fields=("resume_from_checkpoint",))
-
-
-def later_checkpoints(checkpoint, output_dir) -> list[Path]:
-    """The checkpoint folders of ``output_dir`` past the step of ``checkpoint`` (complete or not), by step."""
-    step = checkpoint_step(Path(checkpoint))
-    return sorted((p for p in Path(output_dir).glob(f"{CHECKPOINT_PREFIX}-*")
-                   if p.is_dir() and checkpoint_step(p) > step >= 0), key=checkpoint_step)
 
 
 #: settings a resumed run takes from the checkpoint's optimizer and scheduler state whatever it is given (torch's

@@ -7,7 +7,9 @@ trainer that resumes it (a mixin of :class:`hf_cse.trainer.ContrastiveTrainer`):
   a ratio, ...) would train its first step at the old schedule's rate (0 at the end of a finished linear run) and the
   rest on a schedule the steps already trained did not follow. It is refused before any step, in one line naming the
   two ways out; a schedule that does not follow the total (``constant``, ``constant_with_warmup`` with a warmup in
-  steps, ``inverse_sqrt``) goes on.
+  steps, ``inverse_sqrt``) goes on. A checkpoint past the total asked is refused whatever the schedule: a finished
+  run's would be kept as it is and recorded as a run of fewer steps (:func:`check_steps_kept`, the command line's
+  rule too).
 * the checkpoint selection: transformers restores ``best_metric`` and the best checkpoint from the checkpoint's
   ``trainer_state.json`` as they were chosen, by the checkpoint's run's ``metric_for_best_model`` and
   ``greater_is_better``. A run resumed with another metric (or direction), which continues the same run (it is not a
@@ -24,6 +26,12 @@ trainer that resumes it (a mixin of :class:`hf_cse.trainer.ContrastiveTrainer`):
   the resumed run starts (``eval_on_start``), and one log line says so; the score before training is the model given
   to the resumed trainer scored on the new data (:mod:`hf_cse.trainer_evaluation`), not step 0's. A checkpoint saved
   before the dev data was recorded resumes as before.
+* the mean training loss: transformers' ``train_loss`` averages the steps since the resume; the steps before are
+  summed from the checkpoint (its logged windows and the window open at it, :func:`~hf_cse.log_window.loss_before`),
+  so the run records the mean over all its steps, as the uninterrupted run does. A checkpoint without that open
+  window records the mean of the steps after the resume under its own name (:data:`RESUMED_STEPS_LOSS`). A run
+  finished from its last checkpoint records the run's loss, ``total_flos`` and, where its stopped save wrote them,
+  its speed metrics.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from transformers.trainer_utils import TrainOutput
 
 from . import seams
 from .checkpoints import TRAINER_STATE_FILE, read_json
+from .log_window import loss_before
 from .output_folder import OutputFolderError
 from .run_files import CHECKPOINT_PREFIX, DEV_AND_SELECTION, DEV_DATA, RUN_SETTINGS_FILE
 
@@ -89,6 +98,20 @@ def check_schedule_kept(checkpoint, before: int | None, last: int, total: int, a
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: {why}. Resume with the run's total "
                                 f"(max_steps={before}), or start a new run from the checkpoint's weights in another "
                                 "output_dir (a constant schedule may change its total).", fields=("max_steps",))
+
+
+def check_steps_kept(checkpoint, before: int | None, last: int, total: int, args) -> None:
+    """Refuse to resume ``checkpoint``, at step ``last`` of a run of ``before`` optimizer steps, for a run of
+    ``total`` (``max_steps``; 0 or less: not known yet, nothing checked): its schedule changes
+    (:func:`check_schedule_kept`), or the checkpoint lies past ``total`` (its model would be kept, recorded and
+    exported as a run of fewer steps than it trained). The command line and the trainer both check it here."""
+    if total <= 0:
+        return
+    check_schedule_kept(checkpoint, before, last, total, args)
+    if total < last:
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint} is at step {last}, past max_steps {total}: "
+                                f"give max_steps={last} or more to go on from it, or an earlier checkpoint.",
+                                fields=("resume_from_checkpoint", "max_steps"))
 
 
 def saved_steps(checkpoint) -> tuple[int, int] | None:
@@ -241,6 +264,26 @@ def warn_other_world_size(checkpoint, args) -> None:
                    "the dropout masks differ", checkpoint, saved, "" if saved == 1 else "es", args.world_size, batch)
 
 
+#: a resumed run's record of the mean loss of its steps after the resume, where the losses of the steps before are
+#: not known (its checkpoint kept no running loss of the window open at it): ``train_loss`` would not be the run's
+RESUMED_STEPS_LOSS = "train_loss_of_the_steps_after_resume"
+
+
+def finished_run_metrics(output_dir, state: TrainerState) -> dict[str, float]:
+    """The speed metrics (``train_runtime``, ...) the run of ``state``, at its last step, logged as it finished, from
+    the ``trainer_state.json`` its ``save_run`` wrote in ``output_dir`` before it was stopped: that state's step and
+    logged losses are ``state``'s (another run's are not carried over); none where it is not there."""
+    saved = read_json(Path(output_dir) / TRAINER_STATE_FILE)[0]
+    history = saved.get("log_history") if isinstance(saved, dict) else None
+    if not isinstance(history, list) or not history or saved.get("global_step") != state.global_step:
+        return {}
+    losses = lambda log: [(e.get("step"), e["loss"]) for e in log if isinstance(e, dict) and "loss" in e]  # noqa: E731
+    final = history[-1]
+    if losses(history) != losses(state.log_history) or not isinstance(final, dict) or "train_runtime" not in final:
+        return {}
+    return {k: v for k, v in final.items() if k.startswith("train_") and k != "train_loss"}
+
+
 class ResumedRun(Trainer):
     """A mixin before ``Trainer``: :meth:`_resume_from` before ``Trainer.train`` resumes a checkpoint,
     :meth:`_take_up_resumed` before the first step (``on_epoch_start``). It reads the trainer's ``_log_window``,
@@ -249,6 +292,7 @@ class ResumedRun(Trainer):
 
     _resumed: tuple[str, TrainerState] | None = None
     _dev_data_change: DevDataChange | None = None
+    _loss_before: tuple[float | None, int] | None = None  # resumed: the losses summed before, and the step
 
     def _finished_from(self, checkpoint: str, state: TrainerState) -> TrainOutput:
         """A checkpoint that holds every step of the run: its model (the best, with load_best_model_at_end) and
@@ -261,20 +305,54 @@ class ResumedRun(Trainer):
         best = state.best_model_checkpoint
         if self.args.load_best_model_at_end and best and Path(best).is_dir():
             seams.load_best_model(self)
-        losses = [entry["loss"] for entry in state.log_history if "loss" in entry]
-        return TrainOutput(state.global_step, losses[-1] if losses else 0.0, {"epoch": float(state.epoch or 0.0)})
+        # the run's final metrics, where known: its loss from the checkpoint's, its runtime from its own save
+        metrics = finished_run_metrics(self.args.output_dir, state)
+        if state.total_flos:
+            metrics["total_flos"] = float(state.total_flos)
+        before = loss_before(checkpoint, state, self.args)
+        if before is not None and state.global_step > 0:
+            metrics["train_loss"] = before / state.global_step
+        metrics["epoch"] = float(state.epoch or 0.0)
+        return TrainOutput(state.global_step, metrics.get("train_loss", 0.0), metrics)
+
+    def _whole_run_loss(self, output: TrainOutput) -> TrainOutput:
+        """``output`` of a resumed run with ``train_loss`` the mean over every step of the run, as the uninterrupted
+        run records it (transformers': over the steps since the resume); where the losses of the steps before are
+        not known, their mean under :data:`RESUMED_STEPS_LOSS` instead, said in a log line. The last log entry too."""
+        known, self._loss_before = self._loss_before, None
+        if known is None or "train_loss" not in output.metrics or output.global_step <= known[1]:
+            return output
+        before, resumed_at = known
+        metrics = dict(output.metrics)
+        resumed_mean = metrics.pop("train_loss")
+        if before is None:
+            new = {RESUMED_STEPS_LOSS: resumed_mean}
+            if self.is_world_process_zero():
+                logger.warning("train_loss: the checkpoint resumed at step %d kept no running loss of the logging "
+                               "window open at it, so the run's mean loss is not known; recorded instead: %s, over "
+                               "steps %d-%d", resumed_at, RESUMED_STEPS_LOSS, resumed_at + 1, output.global_step)
+        else:
+            new = {"train_loss": (before + resumed_mean * (output.global_step - resumed_at)) / output.global_step}
+        metrics.update(new)
+        final = self.state.log_history[-1] if self.state.log_history else {}
+        if final.get("train_loss") == resumed_mean:  # transformers' log of the final metrics
+            del final["train_loss"]
+            final.update(new)
+        return TrainOutput(output.global_step, new.get("train_loss", resumed_mean), metrics)
 
     def _resume_from(self, checkpoint: str | None, state: TrainerState | None) -> None:
         """Before ``Trainer.train``: the checkpoint to resume (None: a new run) and its trainer state."""
         self._log_window.resume_from(checkpoint, state, self.args)
         self._resumed = (str(checkpoint), state) if checkpoint and state is not None else None
+        # the losses of the steps before the resume, for the run's train_loss (_whole_run_loss)
+        self._loss_before = (loss_before(checkpoint, state, self.args), state.global_step) if self._resumed else None
         self._dev_data_change = dev_data_change(checkpoint, state, self.dev_data_identity) if self._resumed else None
 
     def set_initial_training_values(self, args, dataloader) -> Any:
         values = super().set_initial_training_values(args, dataloader)
         if self._resumed is not None:
             checkpoint, state = self._resumed  # the run's total of steps: the last value
-            check_schedule_kept(checkpoint, state.max_steps, state.global_step, values[-1], args)
+            check_steps_kept(checkpoint, state.max_steps, state.global_step, values[-1], args)
         return values
 
     def _take_up_resumed(self) -> None:

@@ -25,8 +25,8 @@ ZERO_LOSS_KEY = "loss_always_zero"
 
 
 def trained_nothing(train_metrics: Mapping[str, Any], log_history: Sequence[Mapping[str, Any]] = ()) -> bool:
-    """Whether the loss was exactly 0 at every step: ``train_loss`` (the mean over the steps of this training, a
-    resumed one's since it resumed) and every logged window's ``loss`` (a resumed run's history has the windows
+    """Whether the loss was exactly 0 at every step: ``train_loss`` (the mean over the run's steps, a resumed
+    run's too: :mod:`hf_cse.trainer_resume`) and every logged window's ``loss`` (a resumed run's history has the windows
     before too) are 0; a loss is never negative where the objective is a hinge."""
     return train_metrics.get("train_loss") == 0.0 and all(entry["loss"] == 0.0 for entry in log_history
                                                              if "loss" in entry)

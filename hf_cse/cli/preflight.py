@@ -348,14 +348,14 @@ def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, en
     """A checkpoint to resume from holds the weights of the model these flags build (the method, the encoder's
     architecture and sizes, LoRA rank and targets, the MLM head), read from its config.json alone; otherwise the
     Trainer fails with a state-dict error thousands of characters long. Refused too: another ``max_steps`` than
-    its run's where the learning-rate schedule follows the total (:func:`~hf_cse.trainer_resume.check_schedule_kept`,
-    here before the model loads), and a checkpoint past ``max_steps`` (it would be exported as the run of fewer steps
-    asked)."""
+    its run's where the learning-rate schedule follows the total, and a checkpoint past ``max_steps`` (it would be
+    exported as the run of fewer steps asked): :func:`~hf_cse.trainer_resume.check_steps_kept`, here before the model
+    loads."""
     import json
 
     from ..models.lora import target_modules
     from ..trainer_folder import SHAPING_THE_WEIGHTS, check_same_encoder
-    from ..trainer_resume import check_schedule_kept, saved_steps
+    from ..trainer_resume import check_steps_kept, saved_steps
 
     path = Path(checkpoint or "") / "config.json"
     if not checkpoint or not path.is_file():
@@ -379,10 +379,4 @@ def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, en
     if changed:
         raise InputError(f"{where} was trained with other weights ({'; '.join(changed)}): resume with the "
                          "checkpoint's settings, or start a new run.")
-    total, step = saved_steps(checkpoint) or (None, 0)
-    max_steps = training_args.max_steps
-    if max_steps > 0:
-        check_schedule_kept(checkpoint, total, step, max_steps, training_args)
-    if 0 < max_steps < step:
-        raise InputError(f"{where} is at step {step}, past --max_steps {max_steps}: give --max_steps {step} or more "
-                         "to go on from it, or an earlier checkpoint.")
+    check_steps_kept(checkpoint, *(saved_steps(checkpoint) or (None, 0)), training_args.max_steps, training_args)

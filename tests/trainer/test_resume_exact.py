@@ -9,6 +9,7 @@ from transformers import AutoTokenizer
 
 from hf_cse.models import SimCSEModel
 from hf_cse.trainer import ContrastiveTrainer
+from hf_cse.trainer_resume import RESUMED_STEPS_LOSS
 
 pytestmark = pytest.mark.slow  # each test trains several tiny runs
 
@@ -61,14 +62,20 @@ def test_a_resumed_run_with_loader_workers_masks_as_the_uninterrupted_one(tiny_m
 
 def test_the_logging_window_across_a_checkpoint_logs_as_the_uninterrupted_run(tiny_mlm_dir, tmp_path, caplog):
     """Logs at steps 2, 4, 6 and a checkpoint at step 3: the resumed run's line at step 4 averages steps 3 and 4 (the
-    loss and every metric), as the uninterrupted run's does, not step 4 alone; its train_loss is the mean of the steps
-    it trained. A checkpoint without the window (an earlier hf_cse's) says so in one line."""
+    loss and every metric), as the uninterrupted run's does, not step 4 alone; its train_loss is the mean over the
+    run's 6 steps, as the uninterrupted run's (before: over the steps since the resume). A checkpoint without the
+    window (an earlier hf_cse's) says so in one line, and its run's mean loss is not known: the mean of the steps
+    after the resume is recorded under its own name, said in one line."""
     full = _mlm_trainer(tiny_mlm_dir, tmp_path / "full", logging_steps=2)
     full.train()
     resumed = _resumed(tiny_mlm_dir, tmp_path / "cut", logging_steps=2)
     assert [h["step"] for h in _logged(full)] == [2, 4, 6]
     assert _logged(resumed) == _logged(full)
     _assert_same_weights(full, resumed)
+    assert resumed.train_metrics["train_loss"] == pytest.approx(full.train_metrics["train_loss"], rel=1e-6)
+    assert resumed.state.log_history[-1]["train_loss"] == resumed.train_metrics["train_loss"]  # the final log too
+    losses = [h["loss"] for h in _logged(full)]
+    assert full.train_metrics["train_loss"] == pytest.approx(sum(losses) / 3, rel=1e-6)  # windows of 2 steps each
 
     checkpoint = tmp_path / "cut" / "out" / "checkpoint-3"
     (checkpoint / "log_window_state.pth").unlink()
@@ -79,6 +86,13 @@ def test_the_logging_window_across_a_checkpoint_logs_as_the_uninterrupted_run(ti
     assert said == [f"{checkpoint} holds no running loss of step 3 (it predates hf_cse's saving of it): the first "
                     "loss and metrics logged after the resume average only the steps from 4 on"]
     assert _logged(again)[-1] == _logged(full)[-1] and _logged(again)[-2]["loss"] != _logged(full)[-2]["loss"]
+    # the losses of steps 1-3 are not all known: the mean of steps 4-6 (windows 4 and 5-6), under its own name
+    assert "train_loss" not in again.train_metrics
+    after = again.train_metrics[RESUMED_STEPS_LOSS]
+    assert after == pytest.approx((_logged(again)[-1]["loss"] * 2 + _logged(again, since=4)[0]["loss"]) / 3, rel=1e-6)
+    assert [r.getMessage() for r in caplog.records if r.name == "hf_cse.trainer_resume"] == [
+        f"train_loss: the checkpoint resumed at step 3 kept no running loss of the logging window open at it, so the "
+        f"run's mean loss is not known; recorded instead: {RESUMED_STEPS_LOSS}, over steps 4-6"]
     # saved by two processes (one window file each), resumed by one: said as such, not as an old checkpoint
     for rank in (0, 1):
         torch.save({"loss_sum": torch.tensor(1.0), "last_logged_step": 2, "world_size": 2, "metrics": {}},
@@ -90,5 +104,28 @@ def test_the_logging_window_across_a_checkpoint_logs_as_the_uninterrupted_run(ti
     assert said == [f"{checkpoint} holds no running loss of step 3 (it was saved by 2 processes, not 1: each "
                     "process's window is its own): the first loss and metrics logged after the resume average only "
                     "the steps from 4 on"]
-    # train_loss: the steps this train() call ran (4-6), with or without the window taken up
-    assert resumed.train_metrics["train_loss"] == pytest.approx(again.train_metrics["train_loss"], rel=1e-6)
+
+
+def test_a_run_finished_from_its_last_checkpoint_records_the_runs_metrics(tiny_mlm_dir, tmp_path, caplog):
+    """A run stopped after its last checkpoint (during its final save or export) and run again is finished from that
+    checkpoint, no step trained: it recorded only the epoch (train_metrics {'epoch': ...}). Its train_loss comes from
+    the checkpoint (the window logged at step 4 and the one open at step 6, saved with it), total_flos from its state,
+    the runtime from what the stopped run's save wrote; a stop before that save records no runtime."""
+    full = _mlm_trainer(tiny_mlm_dir, tmp_path / "full", logging_steps=4)
+    full.train()
+    full.save_run()
+    assert [h["step"] for h in _logged(full)] == [4]  # steps 5 and 6: only in the checkpoint's open window
+    finished = _mlm_trainer(tiny_mlm_dir, tmp_path / "full", logging_steps=4)
+    finished.train(resume_from_checkpoint=True)
+    # total_flos: the state's (transformers' printer, with disable_tqdm, pops it from the uninterrupted run's metrics)
+    assert finished.train_metrics.pop("total_flos") == full.state.total_flos > 0
+    assert finished.train_metrics["train_loss"] == pytest.approx(full.train_metrics["train_loss"], rel=1e-6)
+    assert {k: v for k, v in finished.train_metrics.items() if k != "train_loss"} == {
+        k: v for k, v in full.train_metrics.items() if k not in ("train_loss", "total_flos")}
+    assert "train_runtime" in finished.train_metrics
+    # stopped before its save: the checkpoint's loss and flos, no runtime of another run's
+    (tmp_path / "full" / "out" / "trainer_state.json").unlink()
+    again = _mlm_trainer(tiny_mlm_dir, tmp_path / "full", logging_steps=4)
+    again.train(resume_from_checkpoint=True)
+    assert sorted(again.train_metrics) == ["epoch", "total_flos", "train_loss"]
+    assert again.train_metrics["train_loss"] == finished.train_metrics["train_loss"]

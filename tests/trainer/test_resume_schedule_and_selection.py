@@ -224,6 +224,33 @@ def test_a_longer_run_from_a_checkpoint_is_refused_under_a_linear_schedule_and_g
             "this run replaces its model and record (training_info.json) when it finishes") in caplog.text
 
 
+def _snapshot(folder):
+    return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("schedule", "refusal"), [
+    ("linear", r"checkpoint-2: its run trains 2 steps and this one 1 \(max_steps or num_train_epochs changed\)"),
+    ("constant", r"checkpoint-2 is at step 2, past max_steps 1: give max_steps=2 or more to go on from it"),
+])
+def test_a_finished_run_resumed_with_fewer_steps_is_refused_and_its_record_kept(tiny_bert_dir, sentences, tmp_path,
+                                                                                schedule, refusal):
+    """The reviewer's case: resume_from_checkpoint=True with a smaller max_steps over a finished run went through
+    (its checkpoint holds every step: taken as it is), kept the model of 2 steps and rewrote training_info.json and
+    the card with max_steps 1, without the train metrics. The command line refused it, by the same rule."""
+    out = tmp_path / "out"
+    finished = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2, lr_scheduler_type=schedule)
+    finished.train()
+    finished.save_run()
+    before = _snapshot(out)
+    fewer = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=1, lr_scheduler_type=schedule)
+    for resume in (True, str(out / "checkpoint-2")):
+        with pytest.raises(OutputFolderError, match=refusal) as refused:
+            fewer.train(resume_from_checkpoint=resume)
+        assert "--" not in str(refused.value)  # the library names the arguments, not the flags
+    assert _snapshot(out) == before  # nothing written: the record and card still say 2 steps
+
+
 @pytest.mark.slow
 def test_a_resume_on_other_dev_data_chooses_from_the_new_data_and_scores_the_start_on_it(
         tiny_bert_dir, sentences, tmp_path, caplog):
