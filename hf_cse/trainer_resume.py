@@ -7,9 +7,9 @@ trainer that resumes it (a mixin of :class:`hf_cse.trainer.ContrastiveTrainer`):
   a ratio, ...) would train its first step at the old schedule's rate (0 at the end of a finished linear run) and the
   rest on a schedule the steps already trained did not follow. It is refused before any step, in one line naming the
   two ways out; a schedule that does not follow the total (``constant``, ``constant_with_warmup`` with a warmup in
-  steps, ``inverse_sqrt``) goes on. A checkpoint past the total asked is refused whatever the schedule: a finished
-  run's would be kept as it is and recorded as a run of fewer steps (:func:`check_steps_kept`, the command line's
-  rule too).
+  steps, ``inverse_sqrt``) goes on. A checkpoint past the total asked (or past ``num_train_epochs``) is refused
+  whatever the schedule: a finished run's would be kept as it is and recorded as a run of fewer steps
+  (:func:`check_steps_kept`, the command line's rule too).
 * the checkpoint selection: transformers restores ``best_metric`` and the best checkpoint from the checkpoint's
   ``trainer_state.json`` as they were chosen, by the checkpoint's run's ``metric_for_best_model`` and
   ``greater_is_better``. A run resumed with another metric (or direction), which continues the same run (it is not a
@@ -105,13 +105,26 @@ def check_steps_kept(checkpoint, before: int | None, last: int, total: int, args
     ``total`` (``max_steps``; 0 or less: not known yet, nothing checked): its schedule changes
     (:func:`check_schedule_kept`), or the checkpoint lies past ``total`` (its model would be kept, recorded and
     exported as a run of fewer steps than it trained). The command line and the trainer both check it here."""
-    if total <= 0:
+    if total <= 0:  # counted in epochs: the total of steps follows the data (the trainer checks it once counted)
+        _check_epochs_kept(checkpoint, args)
         return
     check_schedule_kept(checkpoint, before, last, total, args)
     if total < last:
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint} is at step {last}, past max_steps {total}: "
                                 f"give max_steps={last} or more to go on from it, or an earlier checkpoint.",
                                 fields=("resume_from_checkpoint", "max_steps"))
+
+
+def _check_epochs_kept(checkpoint, args) -> None:
+    """Refuse a checkpoint past ``num_train_epochs`` before the data is counted: a finished run's is taken as it is
+    (no step trained, so no total of steps is ever built to compare with) and would be recorded as the run of fewer
+    epochs asked."""
+    state = read_json(Path(checkpoint) / TRAINER_STATE_FILE)[0]
+    epoch = state.get("epoch") if isinstance(state, dict) else None
+    if isinstance(epoch, (int, float)) and epoch > args.num_train_epochs * (1 + 1e-6):
+        raise OutputFolderError(f"resume_from_checkpoint {checkpoint} is at epoch {epoch:g}, past num_train_epochs "
+                                f"{args.num_train_epochs:g}: give num_train_epochs={epoch:g} or more to go on from it, "
+                                "or an earlier checkpoint.", fields=("resume_from_checkpoint", "num_train_epochs"))
 
 
 def saved_steps(checkpoint) -> tuple[int, int] | None:

@@ -348,9 +348,9 @@ def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, en
     """A checkpoint to resume from holds the weights of the model these flags build (the method, the encoder's
     architecture and sizes, LoRA rank and targets, the MLM head), read from its config.json alone; otherwise the
     Trainer fails with a state-dict error thousands of characters long. Refused too: another ``max_steps`` than
-    its run's where the learning-rate schedule follows the total, and a checkpoint past ``max_steps`` (it would be
-    exported as the run of fewer steps asked): :func:`~hf_cse.trainer_resume.check_steps_kept`, here before the model
-    loads."""
+    its run's where the learning-rate schedule follows the total, and a checkpoint past ``max_steps`` or
+    ``num_train_epochs`` (it would be exported as the run of fewer steps asked):
+    :func:`~hf_cse.trainer_resume.check_steps_kept`, here before the model loads."""
     import json
 
     from ..models.lora import target_modules

@@ -392,13 +392,17 @@ def test_streaming_puts_the_prompt_in_front_of_each_sentence(tiny_bert_dir, tmp_
 @pytest.mark.parametrize("extra, message", [
     (("--max_steps", "2", "--lr_scheduler_type", "constant"), "is at step 3, past --max_steps 2: give --max_steps 3 or "
                                                               "more"),
+    # counted in epochs: the checkpoint's epoch against --num_train_epochs, before the data is counted
+    (("--max_steps", "-1", "--num_train_epochs", "2", "--lr_scheduler_type", "constant"),
+     "is at epoch 3, past --num_train_epochs 2: give --num_train_epochs 3 or more"),
     # a schedule that follows the total: only the run's own total resumes it
     (("--max_steps", "2"), r"its run trains 3 steps and this one 2 .* Resume with the run's total \(--max_steps 3\)"),
     (("--max_steps", "5"), r"its run trains 3 steps and this one 5 \(--max_steps or --num_train_epochs changed\), "
                            "and the linear learning-rate schedule follows the total"),
     (("--method", "imsimcse"), "holds a hf_cse_simcse model, not hf_cse_imsimcse: resume it with its own --method"),
     (("--lora_r", "2"), r"was trained with other weights \(--lora_r 0 then, 2 now\)"),
-], ids=["past-max-steps", "fewer-steps-linear", "more-steps-linear", "other-method", "lora-on-a-full-checkpoint"])
+], ids=["past-max-steps", "past-epochs", "fewer-steps-linear", "more-steps-linear", "other-method",
+        "lora-on-a-full-checkpoint"])
 def test_a_checkpoint_that_cannot_resume_is_one_line_before_loading(extra, message, saved_model, tiny_bert_dir,
                                                                    tmp_path, capsys, no_model_load):
     import re
@@ -406,7 +410,7 @@ def test_a_checkpoint_that_cannot_resume_is_one_line_before_loading(extra, messa
 
     ckpt = tmp_path / "run" / "checkpoint-3"
     shutil.copytree(saved_model, ckpt)
-    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 3, "max_steps": 3}))
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": 3, "max_steps": 3, "epoch": 3.0}))
     args = _args(tiny_bert_dir, tmp_path)
     args[args.index("--max_steps") + 1] = "3"
     line = _error_line(capsys, train_cli.main([*args, "--resume_from_checkpoint", str(ckpt), *extra]),

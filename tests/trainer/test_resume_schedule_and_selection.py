@@ -23,6 +23,7 @@ from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.trainer_resume import (
     DevDataChange,
     check_schedule_kept,
+    check_steps_kept,
     dev_data_change,
     recorded_dev_data,
     reselect_best,
@@ -59,6 +60,28 @@ def test_another_total_is_refused_where_the_schedule_follows_it(tmp_path, kwargs
     assert "Resume with the run's total (max_steps=6), or start a new run from the checkpoint's weights" in message
     assert "\n" not in message and "--" not in message
     check_schedule_kept("ckpt", 8, 6, 8, args)  # the same total: nothing to refuse
+
+
+
+@pytest.mark.parametrize(("saved_epoch", "epochs", "refused"), [
+    (2.0, 1, True), (1.5, 1, True), (2.0, 2, False), (1.5, 2, False), (2.0, 3, False)])
+def test_a_checkpoint_past_the_epochs_asked_is_refused_before_the_data_is_counted(tmp_path, saved_epoch, epochs,
+                                                                                  refused):
+    """A run counted in epochs (no max_steps) has no total of steps before its data loader is built: the epoch the
+    checkpoint reached is compared with num_train_epochs instead."""
+    checkpoint = tmp_path / "checkpoint-16"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"epoch": saved_epoch, "global_step": 16,
+                                                               "max_steps": 16}))
+    args = _args(tmp_path, num_train_epochs=epochs, lr_scheduler_type="constant")
+    if not refused:
+        check_steps_kept(checkpoint, 16, 16, args.max_steps, args)
+        return
+    with pytest.raises(OutputFolderError) as err:
+        check_steps_kept(checkpoint, 16, 16, args.max_steps, args)
+    assert str(err.value) == (f"resume_from_checkpoint {checkpoint} is at epoch {saved_epoch:g}, past num_train_epochs "
+                              f"{epochs}: give num_train_epochs={saved_epoch:g} or more to go on from it, or an "
+                              "earlier checkpoint.")
 
 
 def test_another_metric_chooses_again_among_the_checkpoints_left(tmp_path):
@@ -249,6 +272,25 @@ def test_a_finished_run_resumed_with_fewer_steps_is_refused_and_its_record_kept(
             fewer.train(resume_from_checkpoint=resume)
         assert "--" not in str(refused.value)  # the library names the arguments, not the flags
     assert _snapshot(out) == before  # nothing written: the record and card still say 2 steps
+
+
+@pytest.mark.slow
+def test_a_finished_run_counted_in_epochs_resumed_with_fewer_is_refused_and_its_record_kept(tiny_bert_dir, sentences,
+                                                                                           tmp_path):
+    """As above, counted in epochs: the finished run's checkpoint (taken as it is, no step trained) was recorded as a
+    run of 1 epoch."""
+    out = tmp_path / "out"
+    finished = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=-1, num_train_epochs=2,
+                        lr_scheduler_type="constant", save_steps=8)
+    finished.train()
+    finished.save_run()
+    before = _snapshot(out)
+    fewer = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=-1, num_train_epochs=1,
+                     lr_scheduler_type="constant", save_steps=8)
+    with pytest.raises(OutputFolderError, match=r"checkpoint-16 is at epoch 2, past num_train_epochs 1: give "
+                                                r"num_train_epochs=2 or more"):
+        fewer.train(resume_from_checkpoint=True)
+    assert _snapshot(out) == before
 
 
 @pytest.mark.slow
