@@ -95,6 +95,17 @@ def remove_made_folders(path: Path, made: Path | None) -> None:
             break
 
 
+@contextmanager
+def made_folders_removed_on_failure(path: Path, made: Path | None):
+    """Within it, a failure (a refusal) removes the folders of ``path`` up to ``made`` while they are empty, and is
+    raised as it is: the Python trainer's output folder, which transformers' ``Trainer`` makes as it is built."""
+    try:
+        yield
+    except BaseException:
+        remove_made_folders(path, made)
+        raise
+
+
 def hold_folder(folder, flag: str = "output_dir", owner: object = None) -> Path:
     """Take the lock of ``folder`` until the function marked with :func:`releases_folder_locks` ends; a folder
     locked by a running process raises :class:`FolderBusyError` naming it. Returns the lock file."""

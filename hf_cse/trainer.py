@@ -18,6 +18,7 @@ from .distributed import check_not_data_parallel, check_sharding_device, gather_
 from .divergence import finished_not_diverged, with_diverged_checkpoints
 from .errors import CSEError, unwrapped_from_worker
 from .evaluation.before_after import DevChange, UntrainedCandidate
+from .folder_lock import first_missing_folder, made_folders_removed_on_failure
 from .later_checkpoints import checkpoint_gone
 from .log_window import LogWindow
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
@@ -178,7 +179,15 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             # need not walk the autograd graph for unused ones after every backward (transformers' default); set before
             # Trainer.__init__, which builds DDP's settings from it
             training_args.ddp_find_unused_parameters = False
-        super().__init__(**given)
+        # transformers' Trainer makes the output folder as it is built: a refusal before anything is written in it (here
+        # or in train()) removes the folders it made
+        self._made_folders = first_missing_folder(Path(training_args.output_dir)) if training_args.should_save else None
+        with made_folders_removed_on_failure(Path(training_args.output_dir), self._made_folders):
+            super().__init__(**given)
+            self._set_up_run(options, cuda_graphs)
+
+    def _set_up_run(self, options: TrainingOptions, cuda_graphs: str | None) -> None:
+        """After ``Trainer.__init__``: the arguments checked against the built trainer, the objectives, the step."""
         check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
         say_training_precision(self.args, self.precision)  # a warning where it is emulated here
         check_not_data_parallel(self.args)
@@ -242,7 +251,10 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         taken at the run's last step (a run killed during its final save or export) is loaded as it is: transformers'
         loop would train one step past ``max_steps``, as it checks the step count only after a step."""
         check_not_trained_twice(self._trained_in, resume_from_checkpoint)
-        resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
+        with made_folders_removed_on_failure(Path(self.args.output_dir), self._made_folders):
+            resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
+        if self.args.should_save:  # made again where an earlier call's refusal removed it
+            Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
         with self._claim.training(self):  # the folder held (hf_cse.trainer_claim)
             try:
                 output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)

@@ -431,3 +431,27 @@ def test_a_named_checkpoint_removed_after_the_check_is_one_line(tiny_bert_dir, s
         f"resume_from_checkpoint {checkpoint} was complete when the run started, and no longer is (it is gone): "
         "something removed it meanwhile (another run's save_total_limit, or by hand). Name a checkpoint that is "
         "there, or resume_from_checkpoint=True for the last one in output_dir.")
+
+
+@pytest.mark.slow
+def test_a_refused_trainer_leaves_no_folder_it_made(tiny_bert_dir, sentences, tmp_path):
+    """transformers' Trainer makes its output folder as it is built: a refusal by the built trainer's checks, or by
+    train() before anything is written, removes the folders it made (they were left behind, empty); a folder that was
+    there before is kept."""
+    new = tmp_path / "new" / "run"
+    with pytest.raises(CSEError, match="fp16"):
+        _trainer(tiny_bert_dir, sentences, tmp_path, new, fp16=True)
+    assert not (tmp_path / "new").exists()
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, new, max_steps=2)
+    assert new.is_dir()
+    with pytest.raises(OutputFolderError, match="holds no complete checkpoint"):
+        trainer.train(resume_from_checkpoint=True)
+    assert not (tmp_path / "new").exists()
+    trainer.train()  # the same trainer, asked right, trains and saves into the folder made again
+    trainer.save_run()
+    assert trainer.state.global_step == 2 and (new / "model.safetensors").is_file()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    with pytest.raises(OutputFolderError, match="holds no complete checkpoint"):
+        _trainer(tiny_bert_dir, sentences, tmp_path, mine).train(resume_from_checkpoint=True)
+    assert mine.is_dir()
