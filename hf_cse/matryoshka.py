@@ -25,14 +25,9 @@ from .errors import CSEError
 from .losses.base import LossOutput
 from .matryoshka_rules import check_matryoshka
 from .number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_float_list, parse_int_list
+from .said_once import first_time
 
 logger = logging.getLogger(__name__)
-
-
-#: the (dimensions, weights) lists already said re-ordered in this process: a command builds its config several times
-_REORDER_SAID: set[tuple] = set()
-#: the (dimensions, width) :func:`warn_untrained_width` has warned of in this process
-_UNTRAINED_SAID: set[tuple] = set()
 
 
 def say_reordered(given_dims: Any, given_weights: Any, dims: list[int] | None, weights: list[float] | None) -> None:
@@ -41,10 +36,9 @@ def say_reordered(given_dims: Any, given_weights: Any, dims: list[int] | None, w
     typed = parse_int_list(given_dims)
     if not dims or typed == dims:
         return
-    key = (tuple(typed), None if given_weights is None else tuple(parse_float_list(given_weights)))
-    if key in _REORDER_SAID:
+    if not first_time("matryoshka re-ordered", tuple(typed),
+                      None if given_weights is None else tuple(parse_float_list(given_weights))):
         return
-    _REORDER_SAID.add(key)
     following = f"; {WEIGHTS_FIELD} follow their dimensions: {weights}" if given_weights is not None else ""
     logger.info("%s %s re-ordered largest first: %s%s", DIMS_FIELD, typed, dims, following)
 
@@ -54,8 +48,7 @@ def warn_untrained_width(dims: list[int] | None, width: int) -> None:
     values: the rest get no training signal, yet the export serves them (as sentence-transformers'
     ``MatryoshkaLoss`` with such a list does). Said, with the fix, rather than refused: serving the prefix alone
     (``truncate_dim``) is a use of its own."""
-    if dims and width and dims[0] < width and (tuple(dims), width) not in _UNTRAINED_SAID:
-        _UNTRAINED_SAID.add((tuple(dims), width))  # once: the command line builds its config several times
+    if dims and width and dims[0] < width and first_time("matryoshka untrained width", tuple(dims), width):
         logger.warning("%s %s leave out the embedding's full width %d: its values past %d get no training signal but "
                        "are served in full by the export (load it with truncate_dim=%d to use what was trained); list "
                        "%d first to train the whole embedding too", DIMS_FIELD, dims, width, dims[0], dims[0], width)

@@ -31,6 +31,7 @@ from .losses.base import HARD_NEGATIVE_INPUT, NO_DROPOUT_INPUT, QUEUE_INPUT
 from .losses.errors import HardNegativesNotTakenError
 from .losses.registry import available_losses, get_loss_class
 from .matryoshka import MatryoshkaLoss
+from .said_once import first_time
 
 logger = logging.getLogger(__name__)
 
@@ -157,10 +158,6 @@ def objectives_for(defaults: list[dict], loss: str, hyperparameters: Mapping[str
                                                                   **(dcl_hyperparameters or {})})))
     return objectives + [o for o in defaults[1:] if o["loss"] != DCL]
 
-#: the unregistered losses of a loaded model already warned about in this process
-_WARNED_UNREGISTERED: set[tuple[str, ...]] = set()
-
-
 def takes_no_dropout(loss: str) -> bool:
     """Whether the registry loss ``loss`` reads no-dropout embeddings (``z_nodropout`` among its ``extra_inputs``):
     it needs off-dropout, and off-dropout is of use to it only."""
@@ -180,8 +177,7 @@ def check_objectives(objectives: list[dict], off_dropout: bool, loading: bool = 
     if loading:
         unknown = [e["loss"] for e in objectives if e["loss"] not in available_losses()]
         if unknown:
-            if tuple(unknown) not in _WARNED_UNREGISTERED:  # once: loading a model reads its config more than once
-                _WARNED_UNREGISTERED.add(tuple(unknown))
+            if first_time("unregistered losses", *unknown):  # loading a model reads its config more than once
                 logger.warning("this model was trained with loss(es) %s, not registered in this process: it loads "
                                "for inference; to train it, import the module that registers them first.", unknown)
             return []

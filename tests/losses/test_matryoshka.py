@@ -254,9 +254,9 @@ def test_dimensions_that_leave_out_the_full_width_are_warned_once(tiny_bert_dir,
     without a word; the command builds its config several times, and the warning is said once."""
     import logging
 
-    from hf_cse import matryoshka
+    from hf_cse import said_once
 
-    monkeypatch.setattr(matryoshka, "_UNTRAINED_SAID", set())  # what earlier tests said does not count
+    monkeypatch.setattr(said_once, "_SAID", set())  # what earlier tests said does not count
     with caplog.at_level(logging.WARNING, "hf_cse.matryoshka"):
         encoder = AutoConfig.from_pretrained(tiny_bert_dir)  # 32 wide
         SimCSEConfig(encoder_config=encoder, projector="none", pooler_type="avg", matryoshka_dims=[32, 16])
@@ -273,9 +273,9 @@ def test_dimensions_given_out_of_order_are_said_reordered_once(tiny_bert_dir, ca
     several times, and the line is said once."""
     import logging
 
-    from hf_cse import matryoshka
+    from hf_cse import said_once
 
-    monkeypatch.setattr(matryoshka, "_REORDER_SAID", set())  # what earlier tests said does not count
+    monkeypatch.setattr(said_once, "_SAID", set())  # what earlier tests said does not count
     encoder = AutoConfig.from_pretrained(tiny_bert_dir)
     with caplog.at_level(logging.INFO, "hf_cse.matryoshka"):
         for _ in range(2):

@@ -301,10 +301,10 @@ def test_momentum_encoder_starts_as_the_authors_or_as_a_copy(tiny_bert_dir):
 def test_a_queue_that_can_never_fill_is_refused_and_a_large_one_said_once(caplog, monkeypatch):
     """The queue's rows are allocated and saved in full: one far above the batch that one epoch cannot fill is
     refused in one line naming queue_size; one above 10 global batches is said once; the paper's 2.5 x passes."""
-    from hf_cse.models.esimcse import momentum
+    from hf_cse import said_once
     from hf_cse.models.esimcse.momentum import check_queue_size
 
-    monkeypatch.setattr(momentum, "_LARGE_SAID", set())  # what earlier tests said does not count
+    monkeypatch.setattr(said_once, "_SAID", set())  # what earlier tests said does not count
 
     with pytest.raises(CSEError, match=r"queue_size 3,000,000 can never fill: one epoch enqueues at most 192 rows "
                                        r"\(200 training rows in global batches of 16\).*2.5 x the global batch "

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ...errors import CSEError
+from ...said_once import first_time
 
 logger = logging.getLogger("hf_cse.models.esimcse")
 
@@ -23,8 +24,6 @@ PAPER_QUEUE_BATCHES = 2.5
 WARNED_QUEUE_BATCHES = 10
 #: ... and refused above this many where it is also more than one epoch enqueues: it can never fill
 REFUSED_QUEUE_BATCHES = 100
-#: the (queue_size, global batch) pairs already said large: the command line checks before the model, the trainer again
-_LARGE_SAID: set[tuple[int, int]] = set()
 
 
 @torch.no_grad()
@@ -53,8 +52,8 @@ def check_queue_size(size: int, global_batch: int, train_rows: int | None) -> No
                        f"are allocated and saved in every checkpoint. The paper's queue is {PAPER_QUEUE_BATCHES:g} x "
                        f"the global batch ({paper:g} here): set queue_size to at most {epoch_rows:,}.",
                        fields=("queue_size",))
-    if size > WARNED_QUEUE_BATCHES * global_batch and (size, global_batch) not in _LARGE_SAID:
-        _LARGE_SAID.add((size, global_batch))
+    # the command line checks before the model is built, the trainer again: said once
+    if size > WARNED_QUEUE_BATCHES * global_batch and first_time("esimcse queue large", size, global_batch):
         logger.warning("esimcse: queue_size %s is %.0f x the global batch of %d (the paper's is %g x, %g here): its "
                        "rows are allocated and saved in every checkpoint in full, and its oldest negatives come from "
                        "a momentum encoder many steps behind", f"{size:,}", size / global_batch, global_batch,
