@@ -15,7 +15,8 @@ unless one of its texts is already there, in which case it is *deferred*: it wai
 and is offered first to every later batch. At the end of the epoch, rows that cannot fill a whole global batch
 any more are *dropped* for this epoch (the remainder smaller than a batch, which the Trainer's drop_last drops too,
 and copies of a text more frequent than the batches). The counts are logged (debug); the trainer warns once where
-copies are left out (more rows than one incomplete batch).
+copies are left out (more rows than one incomplete batch). Every epoch keeps epoch 0's number of batches
+(:meth:`NoDuplicatesBatchSampler._sized_plan`).
 
 Processes: the sampler yields per-device batches, ``world_size`` consecutive ones forming one global batch;
 Accelerate's ``BatchSamplerShard`` gives batch ``k`` to process ``k % world_size``, so the global batch is exactly
@@ -42,6 +43,8 @@ from .errors import CSEError
 logger = logging.getLogger(__name__)
 
 _SPACE = re.compile(r"\s+")
+#: an epoch whose plan falls short of epoch 0's length is drawn again this many times before it is refused
+REDRAWS = 16
 
 
 def normalise_text(text: str) -> str:
@@ -141,6 +144,7 @@ class NoDuplicatesBatchSampler(Sampler[list[int]]):
         self.seed = seed
         self.epoch = 0
         self._plan: tuple[int, EpochPlan] | None = None
+        self._first_length: int | None = None  # per-device batches of epoch 0, which every epoch keeps
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -150,16 +154,44 @@ class NoDuplicatesBatchSampler(Sampler[list[int]]):
         return k if isinstance(k, tuple) else (k,)
 
     def plan(self) -> EpochPlan:
-        """The current epoch's batches (computed once per epoch)."""
+        """The current epoch's batches (computed once per epoch), as many as epoch 0's (:meth:`_sized_plan`)."""
         if self._plan is None or self._plan[0] != self.epoch:
-            self._plan = (self.epoch, self._make_plan())
+            self._plan = (self.epoch, self._sized_plan())
         return self._plan[1]
 
-    def _make_plan(self) -> EpochPlan:
+    def _sized_plan(self) -> EpochPlan:
+        """The epoch's plan with epoch 0's number of batches: the Trainer sizes every epoch (its steps, the
+        learning-rate schedule, the batches a resumed run skips) by epoch 0's length, and an epoch of another length
+        would merge the last batch of one epoch into the first optimizer step of the next under gradient
+        accumulation, and end the run short of ``max_steps``. A longer plan is cut (its extra rows left out this
+        epoch); a shorter one is drawn again, with another shuffle, up to :data:`REDRAWS` times."""
+        if self.epoch == 0:
+            plan = self._make_plan(0, 0)
+            self._first_length = len(plan.batches)
+            return plan
+        if self._first_length is None:  # a run resumed in a later epoch
+            self._first_length = len(self._make_plan(0, 0).batches)
+        length, most = self._first_length, 0
+        for attempt in range(REDRAWS + 1):
+            plan = self._make_plan(self.epoch, attempt)
+            if len(plan.batches) >= length:
+                cut = (len(plan.batches) - length) * self.batch_size
+                return EpochPlan(plan.batches[:length], plan.deferred, plan.dropped + cut, plan.seconds)
+            most = max(most, len(plan.batches))
+        size = self.batch_size * self.world_size
+        raise CSEError(f"no_duplicates_in_batch: epoch {self.epoch} fits only {most // self.world_size} of epoch 0's "
+                       f"{length // self.world_size} global batches of {size} without a repeated text "
+                       f"({REDRAWS + 1} shuffles tried): the data repeats its texts too often for batches of this "
+                       "size. Deduplicate it, use a smaller per_device_train_batch_size, or allow repeats "
+                       "(no_duplicates_in_batch false).", fields=("no_duplicates_in_batch",))
+
+    def _make_plan(self, epoch: int, attempt: int) -> EpochPlan:
         start = time.perf_counter()
         size = self.batch_size * self.world_size
         order = list(range(len(self.keys)))
-        random.Random(self.seed * 1_000_003 + self.epoch).shuffle(order)
+        # attempt 0: the shuffle every epoch had before redraws existed; a str seed hashes alike in every process
+        shuffle = self.seed * 1_000_003 + epoch if attempt == 0 else f"{self.seed}/{epoch}/{attempt}"
+        random.Random(shuffle).shuffle(order)
         waiting: dict[int, deque[int]] = {}  # clashing key -> rows deferred on it, oldest first
         batches: list[list[int]] = []
         batch: list[int] = []

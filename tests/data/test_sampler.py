@@ -18,8 +18,9 @@ from helpers import collator, hang_timeout, tiny_args
 from transformers import AutoTokenizer
 
 from hf_cse.data import DataError, tokenize_dataset, tokenize_pair_dataset
+from hf_cse.errors import CSEError
 from hf_cse.models import SimCSEModel
-from hf_cse.sampler import NoDuplicatesBatchSampler, check_distinct_texts, normalise_text, row_keys, text_key
+from hf_cse.sampler import EpochPlan, NoDuplicatesBatchSampler, check_distinct_texts, normalise_text, row_keys, text_key
 from hf_cse.trainer import ContrastiveTrainer
 
 WORKER = (Path(__file__).parents[1] / "sampler_worker.py")
@@ -92,6 +93,44 @@ def test_plan_is_deterministic_per_seed_and_epoch():
     c.set_epoch(1)
     assert list(c) == list(b)
     assert list(NoDuplicatesBatchSampler(keys, 4, seed=2)) != list(a)
+
+
+
+def test_every_epoch_has_epoch_0s_number_of_batches():
+    """36 rows of 4 texts in batches of 2: the greedy plan gave 18, 17 and 18 batches to epochs 0-2, and under
+    gradient accumulation the Trainer (which sizes every epoch by epoch 0) merged the last batch of epoch 1 into the
+    first step of epoch 2 and ended short of max_steps. Rows of 3 views of which one clashes with both others gave some
+    epochs no batch at all."""
+    keys = [0, 3, 0, 1, 3, 2, 0, 0, 3, 0, 2, 2, 1, 3, 0, 1, 0, 3, 0, 3, 2, 3, 3, 0, 3, 0, 1, 3, 1, 1, 2, 3, 2, 3, 1, 2]
+    views = [(1, 2, 99), (3, 4, 98), (1, 3, 5)]
+    for rows, size in ((keys, 2), (views, 2), ([text_key(t) for t in duplicated_texts(300, 12)], 4)):
+        sampler = NoDuplicatesBatchSampler(rows, batch_size=size, seed=0)
+        first = len(sampler)
+        for epoch in range(8):
+            sampler.set_epoch(epoch)
+            chunks = list(sampler)
+            assert len(chunks) == len(sampler) == first > 0, epoch
+            assert_no_duplicates(chunks, lambda i: sampler._row(i))
+            used = [i for c in chunks for i in c]
+            assert len(used) == len(set(used)) and sampler.plan().dropped == len(rows) - len(used)
+        resumed = NoDuplicatesBatchSampler(rows, batch_size=size, seed=0)  # a run resumed in epoch 7
+        resumed.set_epoch(7)
+        assert len(resumed) == first and list(resumed) == chunks
+
+
+def test_an_epoch_that_cannot_reach_epoch_0s_length_is_refused_in_one_line(monkeypatch):
+    sampler = NoDuplicatesBatchSampler(list(range(40)), batch_size=4, seed=0)
+    assert len(sampler) == 10
+    make_plan = sampler._make_plan
+    monkeypatch.setattr(sampler, "_make_plan", lambda epoch, attempt: (
+        make_plan(epoch, attempt) if epoch == 0 else EpochPlan(make_plan(epoch, attempt).batches[:9], 0, 4, 0.0)))
+    sampler.set_epoch(1)
+    with pytest.raises(CSEError) as refused:
+        list(sampler)
+    assert str(refused.value) == (
+        "no_duplicates_in_batch: epoch 1 fits only 9 of epoch 0's 10 global batches of 4 without a repeated text (17 "
+        "shuffles tried): the data repeats its texts too often for batches of this size. Deduplicate it, use a smaller "
+        "per_device_train_batch_size, or allow repeats (no_duplicates_in_batch false).")
 
 
 def test_pair_rows_keep_every_view_unique(tiny_bert_dir):
