@@ -66,6 +66,17 @@ class RandState:
 
 
 
+def cached_mode_note(minibatch_size: int | None, batch_size: int) -> str:
+    """What the trainer's batch log line says of the cached mode: its mini-batches, or that a batch no larger than
+    one mini-batch trains plainly (the cache would only add a second forward)."""
+    if not minibatch_size:
+        return ""
+    if batch_size <= minibatch_size:
+        return (f"; cached mode off: a batch of {batch_size} fits in one encoder mini-batch of {minibatch_size}, so "
+                "each step trains plainly")
+    return f"; encoder mini-batches of {minibatch_size} (cached mode)"
+
+
 def check_cached_without_cuda_graphs(training_args, minibatch_size: int | None) -> None:
     """Refuse the cached mode under CUDA graphs: a graph's outputs are overwritten by its next replay, and the
     cached mode keeps every mini-batch's embeddings of its first pass (on an H200, 2026-11-26: "accessing tensor

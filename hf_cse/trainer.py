@@ -10,7 +10,7 @@ from transformers import Trainer, TrainerState
 from transformers.trainer_utils import TrainOutput
 
 from . import seams
-from .cached import check_cached_run
+from .cached import cached_mode_note, check_cached_run
 from .checkpoints import TRAINER_STATE_FILE
 from .collator_rng import CollatorDraws
 from .cuda_graphs import CudaGraphStep
@@ -229,8 +229,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             self.args.per_device_train_batch_size, self.args.world_size,
             self.contrastive_batch_size, self.contrastive_batch_size * self.args.gradient_accumulation_steps,
             self.args.gradient_accumulation_steps,
-            f"; encoder mini-batches of {self.cached_minibatch_size} (cached mode)" if self.cached_minibatch_size
-            else "",
+            cached_mode_note(self.cached_minibatch_size, self.args.per_device_train_batch_size),
         )
 
     @property

@@ -19,6 +19,7 @@ from transformers import AutoTokenizer, TrainingArguments
 
 from hf_cse.cached import (
     IncompatibleOptionsError,
+    cached_mode_note,
     cached_step,
     check_cached_compatible,
     check_cached_run,
@@ -250,3 +251,13 @@ def test_a_projector_saying_no_needs_its_reason():
         register_projector("mlp")(Unexplained)
     register_projector("mlp")(MLPProjector)  # the same class again is fine
     assert "test_unexplained" not in PROJECTORS
+
+
+def test_the_batch_log_line_says_whether_the_cache_is_used():
+    """A cached_minibatch_size at least the batch trains plainly (docs/distributed.md), and the log said
+    "encoder mini-batches of 9 (cached mode)" for a batch of 8."""
+    assert cached_mode_note(None, 8) == cached_mode_note(0, 8) == ""
+    assert cached_mode_note(3, 8) == "; encoder mini-batches of 3 (cached mode)"
+    for size in (8, 9):
+        assert cached_mode_note(size, 8) == (f"; cached mode off: a batch of 8 fits in one encoder mini-batch of "
+                                             f"{size}, so each step trains plainly")
