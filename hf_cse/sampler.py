@@ -91,7 +91,14 @@ def row_keys(dataset) -> tuple[list, str] | None:
     return _keys_of(dataset, views, key, slice(None)), source
 
 
-def check_distinct_texts(dataset, global_batch_size: int, source: str, chunk_rows: int = 4096) -> None:
+def order_seed(args) -> int:
+    """The seed of the training rows' order (the no-duplicates batches, a stream's shuffle) under the training
+    arguments ``args``: ``data_seed``, else ``seed``, as transformers seeds its own sampler."""
+    return args.data_seed if args.data_seed is not None else args.seed
+
+
+def check_distinct_texts(dataset, global_batch_size: int, source: str, chunk_rows: int = 4096,
+                         seed: int = 0) -> None:
     """Before tokenizing (and before the model is loaded): data with fewer distinct texts than one global batch has
     rows can make no batch without a repeated text, which the sampler would find only once training starts (rows
     sharing no text need a distinct text each at least; the sampler's own plan stays the exact check). Reads the
@@ -107,10 +114,19 @@ def check_distinct_texts(dataset, global_batch_size: int, source: str, chunk_row
         for row in _keys_of(dataset, views, key, slice(start, start + chunk_rows)):
             distinct.update(row if isinstance(row, tuple) else (row,))
         if len(distinct) >= global_batch_size:
-            return
-    raise DataError(f"{source} has {len(distinct)} distinct text(s) in {len(dataset)} rows: no global batch of "
-                    f"{global_batch_size} rows without a repeated text can be made. Use more varied data, a "
-                    "smaller per_device_train_batch_size, or allow repeats (no_duplicates_in_batch false).")
+            break
+    else:
+        raise DataError(f"{source} has {len(distinct)} distinct text(s) in {len(dataset)} rows: no global batch of "
+                        f"{global_batch_size} rows without a repeated text can be made. Use more varied data, a "
+                        "smaller per_device_train_batch_size, or allow repeats (no_duplicates_in_batch false).")
+    # rows of several views (pairs): enough distinct texts may still make no batch (every row with the same anchor);
+    # the sampler's plan of the first epoch decides, as the trainer's does (a single view: the count is exact)
+    if len(views) > 1 and not len(NoDuplicatesBatchSampler(_keys_of(dataset, views, key, slice(None)),
+                                                           global_batch_size, seed=seed)):
+        raise DataError(f"{source}: no global batch of {global_batch_size} rows without a repeated text can be made "
+                        f"from its {len(dataset)} rows, whose views share their texts too often (a batch holds each "
+                        "text once). Use more varied data, a smaller per_device_train_batch_size, or allow repeats "
+                        "(no_duplicates_in_batch false).")
 
 
 @dataclass
@@ -165,12 +181,15 @@ class NoDuplicatesBatchSampler(Sampler[list[int]]):
         would merge the last batch of one epoch into the first optimizer step of the next under gradient
         accumulation, and end the run short of ``max_steps``. A longer plan is cut (its extra rows left out this
         epoch); a shorter one is drawn again, with another shuffle, up to :data:`REDRAWS` times."""
-        if self.epoch == 0:
+        if self.epoch == 0 or self._first_length is None:  # the latter: a run resumed in a later epoch
             plan = self._make_plan(0, 0)
+            for attempt in range(1, REDRAWS + 1):  # no batch at all (rows of several views): another shuffle may
+                if plan.batches:
+                    break
+                plan = self._make_plan(0, attempt)
             self._first_length = len(plan.batches)
-            return plan
-        if self._first_length is None:  # a run resumed in a later epoch
-            self._first_length = len(self._make_plan(0, 0).batches)
+            if self.epoch == 0:
+                return plan
         length, most = self._first_length, 0
         for attempt in range(REDRAWS + 1):
             plan = self._make_plan(self.epoch, attempt)

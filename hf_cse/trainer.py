@@ -250,10 +250,16 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         taken at the run's last step (a run killed during its final save or export) is loaded as it is: transformers'
         loop would train one step past ``max_steps``, as it checks the step count only after a step."""
         check_not_trained_twice(self._trained_in, resume_from_checkpoint)
+        # a refusal before anything is written (the folder's checks, the data loader's) leaves no folder it made
         with made_folders_removed_on_failure(Path(self.args.output_dir), self._made_folders):
             resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)
-        if self.args.should_save:  # made again where an earlier call's refusal removed it
-            Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
+            if self.args.should_save:  # made again where an earlier call's refusal removed it
+                Path(self.args.output_dir).mkdir(parents=True, exist_ok=True)
+            output = self._train_held(resume_from_checkpoint, **kwargs)
+        self._trained_in = self.args.output_dir
+        return output
+
+    def _train_held(self, resume_from_checkpoint, **kwargs) -> TrainOutput:
         with self._claim.training(self):  # the folder held (hf_cse.trainer_claim)
             try:
                 output, untrained = self._train_in_folder(resume_from_checkpoint, **kwargs)
@@ -272,7 +278,6 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             self._zero_loss.at_end(self.train_metrics, self.state.log_history)
             if self.evaluator is not None:
                 self.dev = self._keep_the_best_on_dev(untrained)
-        self._trained_in = self.args.output_dir
         return output
 
     def _checked_folder(self, resume_from_checkpoint):

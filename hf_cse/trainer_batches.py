@@ -12,7 +12,7 @@ from transformers import Trainer
 from . import seams
 from .data import PAIR_COLUMNS, DataError
 from .data_checks import reads_token_rows
-from .sampler import NoDuplicatesBatchSampler, row_keys
+from .sampler import NoDuplicatesBatchSampler, order_seed, row_keys
 from .stream_order import shuffled_stream
 from .training_args import global_batch_size
 
@@ -79,9 +79,7 @@ class TrainingBatches(Trainer):
         return NoDuplicatesBatchSampler(keys, seams.train_batch_size(self), self.args.world_size, self._order_seed())
 
     def _order_seed(self) -> int:
-        """The seed of the training rows' order (the no-duplicates batches, a stream's shuffle): ``data_seed``, else
-        ``seed``, as transformers seeds its own sampler."""
-        return self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        return order_seed(self.args)
 
     def get_train_dataloader(self):
         """The Trainer's training loader, with :class:`NoDuplicatesBatchSampler` as its batch sampler where it
@@ -106,10 +104,11 @@ class TrainingBatches(Trainer):
             return super().get_train_dataloader()
         if len(self._batch_sampler) == 0:
             size = global_batch_size(self._batch_sampler.batch_size, self.args.world_size)
+            distinct, count, example = self._most_frequent_text()
             raise DataError(f"no global batch of {size} rows without a repeated text can be made from the "
-                            f"{len(self.train_dataset)} training rows (too few distinct texts for the batch). Use "
-                            "more varied data or a smaller per-device batch, or allow repeats with "
-                            "no_duplicates_in_batch=False.")
+                            f"{len(self.train_dataset)} training rows ({distinct} distinct texts; the most frequent"
+                            f"{example} is in {count} rows). Use more varied data or a smaller per-device batch, or "
+                            "allow repeats with no_duplicates_in_batch=False.")
         self._warn_of_left_out_rows()
         dataset = self.train_dataset
         collator = self.data_collator
@@ -167,22 +166,29 @@ class TrainingBatches(Trainer):
         """One warning when the no-duplicates batches leave out more rows than the last incomplete batch: copies of a
         text that outnumber the batches (a corpus of repeated lines) are not trained on, which the run's row count
         would not tell."""
-        from collections import Counter
-
         sampler = self._batch_sampler
         plan, size = sampler.plan(), global_batch_size(sampler.batch_size, self.args.world_size)
         if plan.dropped < size:
             return
-        counts = Counter(k for row in sampler.keys for k in (row if isinstance(row, tuple) else (row,)))
-        key, count = counts.most_common(1)[0]
-        texts = getattr(self.train_dataset, "column_names", None) or []
-        example = ""
-        if "text" in texts and not isinstance(sampler.keys[0], tuple):
-            example = f" ({self.train_dataset[sampler.keys.index(key)]['text']!r:.60})"
+        _, count, example = self._most_frequent_text()
         logger.warning("no-duplicates batches: %d of the %d training rows are left out of each epoch (%.0f%%): "
                        "copies of texts that occur more often than there are batches, the most frequent %d times%s. "
                        "Deduplicate the data, or allow repeats with no_duplicates_in_batch=False.", plan.dropped,
                        len(sampler.keys), 100 * plan.dropped / len(sampler.keys), count, example)
+
+    def _most_frequent_text(self) -> tuple[int, int, str]:
+        """The sampler's number of distinct texts, the rows of the most frequent one, and that text quoted (where
+        rows have one text column; else "")."""
+        from collections import Counter
+
+        keys = self._batch_sampler.keys
+        counts = Counter(k for row in keys for k in (row if isinstance(row, tuple) else (row,)))
+        key, count = counts.most_common(1)[0]
+        texts = getattr(self.train_dataset, "column_names", None) or []
+        example = ""
+        if "text" in texts and not isinstance(keys[0], tuple):
+            example = f" ({self.train_dataset[keys.index(key)]['text']!r:.60})"
+        return len(counts), count, example
 
     def on_epoch_start(self, epoch: int) -> None:
         # the plan of every epoch is fixed by (seed, epoch); Accelerate's skip wrapper on resume does not forward

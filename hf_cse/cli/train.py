@@ -93,7 +93,7 @@ from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.out_of_memory import out_of_memory_as_refusal
 from hf_cse.presets import PRESETS, REPLACED_OWN
 from hf_cse.run_files import DEV_AND_SELECTION, TRAINING_ARGUMENTS
-from hf_cse.sampler import check_distinct_texts
+from hf_cse.sampler import check_distinct_texts, order_seed
 from hf_cse.sharding import check_method_shards, launched_engine
 from hf_cse.streaming import check_streaming_arguments, load_pair_stream, load_training_text, tokenize_stream
 from hf_cse.tokenizer_match import check_room_for_text
@@ -340,7 +340,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     else:
         check_enough_rows(len(raw), global_batch, data.source, data.unit)
         if training_args.no_duplicates_in_batch:
-            check_distinct_texts(raw, global_batch, data.source)
+            check_distinct_texts(raw, global_batch, data.source, seed=order_seed(training_args))
     check_room_for_text(tokenizer, data.max_seq_length, spec.config.get("prompt"))
     model_config = model_cls.config_class(encoder_config=enc_config, **spec.model_config())
     model_cls.check_with_tokenizer(model_config, tokenizer, enc_config)

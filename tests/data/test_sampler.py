@@ -241,10 +241,22 @@ def test_two_processes_never_share_a_text_in_a_global_batch(tiny_bert_dir, tmp_p
 
 def test_too_few_distinct_texts_for_one_batch_is_one_line(tiny_bert_dir, tmp_path):
     trainer, *_ = _trainer(tiny_bert_dir, tmp_path, ["one line", "One  line", "another line"] * 10)
-    with pytest.raises(DataError, match=r"no global batch of 4 rows without a repeated text .* 30 training rows"
-                                         r".*no_duplicates_in_batch=False") as err:
+    with pytest.raises(DataError, match=r"no global batch of 4 rows without a repeated text can be made from the 30 "
+                                         r"training rows \(2 distinct texts; the most frequent \('one line'\) is in "
+                                         r"20 rows\).*no_duplicates_in_batch=False") as err:
         trainer.get_train_dataloader()
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_no_batch_refused_at_train_leaves_no_output_folder(tiny_bert_dir, tmp_path):
+    """Refused at train() before anything is written: the output folder the trainer made is removed again (it was
+    left behind, empty)."""
+    trainer, *_ = _trainer(tiny_bert_dir, tmp_path, ["one line", "One  line", "another line"] * 10)
+    assert (tmp_path / "out").is_dir()
+    with pytest.raises(DataError, match="no global batch of 4 rows"):
+        trainer.train()
+    assert not (tmp_path / "out").exists()
 
 
 def test_distinct_texts_are_counted_across_chunks_until_there_are_enough():
@@ -255,10 +267,19 @@ def test_distinct_texts_are_counted_across_chunks_until_there_are_enough():
     check_distinct_texts(late, 4, "late.txt", chunk_rows=4)
     with pytest.raises(DataError, match=r"^late.txt has 4 distinct text\(s\) in 12 rows: no global batch of 5 rows"):
         check_distinct_texts(late, 5, "late.txt", chunk_rows=4)
-    pairs = datasets.Dataset.from_dict({"text": ["a", "a", "a"], "positive": ["b", "c", "b"]})
-    check_distinct_texts(pairs, 3, "pairs.csv", chunk_rows=1)  # a, b, c: counted over both views
-    with pytest.raises(DataError, match="has 3 distinct"):
-        check_distinct_texts(pairs, 4, "pairs.csv", chunk_rows=2)
+    pairs = datasets.Dataset.from_dict({"text": ["a", "d", "e"], "positive": ["b", "c", "b"]})
+    check_distinct_texts(pairs, 2, "pairs.csv", chunk_rows=1)  # counted over both views, and a batch can be made
+    with pytest.raises(DataError, match="has 5 distinct"):
+        check_distinct_texts(pairs, 6, "pairs.csv", chunk_rows=2)
+    # enough distinct texts, but every row holds "a": the first epoch's plan (the trainer's check) finds no batch;
+    # it was found only once the model was loaded and the trainer built
+    anchored = datasets.Dataset.from_dict({"text": ["a"] * 20, "positive": [f"p{i}" for i in range(20)]})
+    with pytest.raises(DataError) as err:
+        check_distinct_texts(anchored, 4, "pairs.csv")
+    assert str(err.value) == ("pairs.csv: no global batch of 4 rows without a repeated text can be made from its 20 "
+                              "rows, whose views share their texts too often (a batch holds each text once). Use more "
+                              "varied data, a smaller per_device_train_batch_size, or allow repeats "
+                              "(no_duplicates_in_batch false).")
 
 
 def test_rows_left_out_for_their_copies_are_told_once(tiny_bert_dir, tmp_path, caplog):
