@@ -26,7 +26,7 @@ from .fast_dropout import install_fast_dropout
 from .frozen_embeddings import freeze_embedding_layer
 from .heads import build_projector, initialise
 from .loading import build_encoder, load_encoder, load_kwargs, prepare_encoder
-from .lora import apply_lora, is_lora
+from .lora import apply_lora, check_targets_match, is_lora
 from .mlm import build_mlm_head, load_mlm_head, masked_lm_loss
 from .modes import eval_mode
 from .outputs import CSEOutput, OwnExportModules
@@ -207,6 +207,8 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         # the config checks its objectives with the loss registry: a bad loss or value fails here, before any weights
         config = cls.config_class(encoder_config=enc_config, **config_kwargs)
+        if config.lora_r:  # peft's own refusal would come after the weights load, in its words
+            check_targets_match(config)
         encoder = load_encoder(name_or_path, config.build_encoder_config(), **load_kwargs(config), **remote)
         if config.encoder_dtype != "fp32" and not config.lora_r:
             logger.warning("encoder_dtype %s without LoRA: the encoder's weights and their AdamW states train in %s "

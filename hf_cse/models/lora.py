@@ -25,7 +25,7 @@ import importlib.util
 
 from torch import nn
 
-from ..errors import CSEError
+from ..errors import CSEError, closest_name
 from ..seams import mark_initialized
 
 #: LoRA target modules per architecture: every linear layer of attention and feed-forward blocks (LLM2Vec uses all of
@@ -86,6 +86,15 @@ def check_targets_match(config) -> None:
     if not matched:
         raise CSEError(f"lora_target_modules {sorted(lora.target_modules)} match no module of the "
                        f"{config.encoder_config.model_type!r} encoder; {named}")
+    # each name on its own too: peft adapts what the others match and drops a misspelt one without a word
+    leaves = {name for name, _ in skeleton.named_modules()}
+    for target in sorted(lora.target_modules):
+        if not any(name == target or name.endswith(f".{target}") for name in leaves):
+            close = closest_name(target, linear)
+            guess = f" (did you mean {close!r}?)" if close else ""
+            raise CSEError(f"lora_target_modules {target!r} matches no module of the "
+                           f"{config.encoder_config.model_type!r} encoder{guess}; {named}",
+                           fields=("lora_target_modules",))
     unsupported = sorted({type(m).__name__ for _, m in matched if not isinstance(m, _adaptable_types())})
     if unsupported:  # peft would refuse them at load time, in its own words
         raise CSEError(f"lora_target_modules {sorted(lora.target_modules)} match {', '.join(unsupported)} "

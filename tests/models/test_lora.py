@@ -14,6 +14,7 @@ from cached_helpers import _assert_same_grads, _batch, _cached, _plain_step
 from helpers import hang_timeout, random_sentences, tiny_args, tiny_train_dataset
 
 from hf_cse.cli import train as train_cli
+from hf_cse.errors import CSEError
 from hf_cse.evaluation.encoder import SentenceEncoder
 from hf_cse.models import DiffCSEModel, ImSimCSEModel, SimCSEModel
 from hf_cse.models.lora import DEFAULT_TARGETS
@@ -218,6 +219,25 @@ def test_target_modules_matching_nothing_name_the_linear_layers(tiny_bert_dir, t
                                          r"dense, key, query, value"):
         train_cli.train_from_args(_run_args(tiny_bert_dir, tmp_path, "--lora_target_modules", "q_proj", "v_proj"))
     assert not (tmp_path / "out").exists()
+
+
+
+@pytest.mark.parametrize("targets, refused", [
+    (["query", "valeu"], "lora_target_modules 'valeu' matches no module of the 'bert' encoder (did you mean 'value'?)"),
+    (["query", "q_proj"], "lora_target_modules 'q_proj' matches no module of the 'bert' encoder"),
+    (["q_proj"], "lora_target_modules ['q_proj'] match no module of the 'bert' encoder"),
+])
+def test_each_target_module_must_match_and_from_encoder_checks_before_loading(tiny_bert_dir, monkeypatch, targets,
+                                                                            refused):
+    """A misspelt name beside a valid one was dropped by peft without a word (the log listed it as adapted); from
+    Python, a list matching nothing failed inside peft after the weights loaded."""
+    from hf_cse.models import base
+
+    monkeypatch.setattr(base, "load_encoder", lambda *a, **k: pytest.fail("the weights were loaded"))
+    with pytest.raises(CSEError) as err:
+        SimCSEModel.from_encoder(str(tiny_bert_dir), lora_r=2, lora_target_modules=targets)
+    assert str(err.value).startswith(refused) and str(err.value).endswith(
+        "its linear layers are named dense, key, query, value: pass some of those to lora_target_modules.")
 
 
 def test_lora_settings_without_a_rank_are_refused(tiny_bert_dir):
