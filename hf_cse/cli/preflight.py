@@ -198,8 +198,8 @@ def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
         raise InputError(f"{in_flag_terms(problem, ('max_seq_length',))} (the papers use 32).")
 
 
-#: flags that act only when another is on: flag -> (the config field that turns it on, that flag, the fix); the
-#: DCL objective's flags: flags_in_use.check_dcl_settings
+#: flags that act only when another is on (:data:`hf_cse.models.config.SWITCHED_BY`, here said in flags): flag -> (the
+#: config field that turns it on, that flag, the fix); the DCL objective's flags: flags_in_use.check_dcl_settings
 NEEDS_SWITCH = {"mlm_weight": ("do_mlm", "--do_mlm", "add --do_mlm"),
                 "lora_dropout": ("lora_r", "--lora_r", "add --lora_r 16"),
                 "off_dropout_grad": ("off_dropout", "--off_dropout",

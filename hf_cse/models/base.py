@@ -21,7 +21,7 @@ from ..run_as_encoder import RunAsEncoder, is_method_model_config
 from ..run_files import ADAPTER_FOLDER
 from ..seams import PreTrainedModelHooks, set_no_split_modules
 from ..sharding import ENGINES, shard_units
-from .config import CSEConfig
+from .config import CSEConfig, check_switched_on
 from .fast_dropout import install_fast_dropout
 from .frozen_embeddings import freeze_embedding_layer
 from .heads import build_projector, initialise
@@ -207,6 +207,7 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
             AutoConfig.register(enc_config.model_type, type(enc_config), exist_ok=True)
         # the config checks its objectives with the loss registry: a bad loss or value fails here, before any weights
         config = cls.config_class(encoder_config=enc_config, **config_kwargs)
+        check_switched_on(config_kwargs, config)
         if config.lora_r:  # peft's own refusal would come after the weights load, in its words
             check_targets_match(config)
         encoder = load_encoder(name_or_path, config.build_encoder_config(), **load_kwargs(config), **remote)

@@ -54,6 +54,19 @@ def is_decoder_only(encoder_config: PretrainedConfig | None) -> bool:
 
 #: the poolers that read the first token (its vector, or the pooler layer over it)
 FIRST_TOKEN_POOLERS = ("cls", "cls_before_pooler")
+#: fields that act only where another field turns their part on (the field -> that switch): given without it, they
+#: would do nothing, so the model's builders refuse them (the command line in its flags' terms)
+SWITCHED_BY = {"mlm_weight": "do_mlm", "lora_dropout": "lora_r", "off_dropout_grad": "off_dropout"}
+
+
+def check_switched_on(given: dict, config) -> None:
+    """Refuse a field of :data:`SWITCHED_BY` given in the keywords ``given`` with another value than its default
+    (the command line passes every field) while its switch is off in ``config``."""
+    defaults = {f.name: f.default for f in fields(type(config))}
+    for name, switch in SWITCHED_BY.items():
+        if name in given and given[name] != defaults.get(name) and not getattr(config, switch, None):
+            raise CSEError(f"{name} does nothing without {switch} ({switch} is off): turn {switch} on, or drop "
+                           f"{name}.", fields=(name, switch))
 
 
 def attends_causally(encoder_config: PretrainedConfig | None, bidirectional: bool = False) -> bool:

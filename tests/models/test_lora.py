@@ -240,6 +240,27 @@ def test_each_target_module_must_match_and_from_encoder_checks_before_loading(ti
         "its linear layers are named dense, key, query, value: pass some of those to lora_target_modules.")
 
 
+
+@pytest.mark.parametrize("given, switch", [({"lora_dropout": 0.3}, "lora_r"), ({"mlm_weight": 0.5}, "do_mlm"),
+                                           ({"off_dropout_grad": False}, "off_dropout")])
+def test_a_setting_whose_switch_is_off_is_refused_by_from_encoder(tiny_mlm_dir, given, switch):
+    """from_encoder(lora_dropout=0.3) built a model without LoRA, silently; the command line refused the flag."""
+    from hf_cse.cli.preflight import NEEDS_SWITCH
+    from hf_cse.models.config import SWITCHED_BY
+
+    assert {flag: entry[0] for flag, entry in NEEDS_SWITCH.items()} == SWITCHED_BY  # one rule, two phrasings
+    (name,) = given
+    with pytest.raises(CSEError) as err:
+        SimCSEModel.from_encoder(str(tiny_mlm_dir), **given)
+    assert str(err.value) == (f"{name} does nothing without {switch} ({switch} is off): turn {switch} on, or drop "
+                              f"{name}.")
+    turned_on = {"lora_r": {"lora_r": 2}, "do_mlm": {"do_mlm": True}, "off_dropout": {"off_dropout": True,
+                                                                                      "loss": "off_dropout_infonce"}}
+    SimCSEModel.from_encoder(str(tiny_mlm_dir), **given, **turned_on[switch])
+    # the field's default given (the command line passes every field) changes nothing: not refused
+    SimCSEModel.from_encoder(str(tiny_mlm_dir), **{name: getattr(SimCSEModel.config_class(), name)})
+
+
 def test_lora_settings_without_a_rank_are_refused(tiny_bert_dir):
     with pytest.raises(ValueError, match="lora_r is 0"):
         SimCSEModel.config_class(lora_alpha=16)
