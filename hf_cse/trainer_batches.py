@@ -76,10 +76,7 @@ class TrainingBatches(Trainer):
             return None
         keys, source = found
         logger.debug("no-duplicates batches: rows compared by %s over all their views", source)
-        return NoDuplicatesBatchSampler(keys, seams.train_batch_size(self), self.args.world_size, self._order_seed())
-
-    def _order_seed(self) -> int:
-        return order_seed(self.args)
+        return NoDuplicatesBatchSampler(keys, seams.train_batch_size(self), self.args.world_size, order_seed(self.args))
 
     def get_train_dataloader(self):
         """The Trainer's training loader, with :class:`NoDuplicatesBatchSampler` as its batch sampler where it
@@ -132,14 +129,15 @@ class TrainingBatches(Trainer):
         Split, each global batch is one collation of the rows a single process with that batch trains on, padded to
         its longest row only (padding every batch to max_seq_length would join them, at the cost of every step).
 
-        The stream is shuffled through a buffer of ``stream_shuffle_buffer`` rows (:meth:`_order_seed`), each pass in
-        an order of its own. The loader reads the stream pass after pass without end (:class:`StreamPasses`):
+        The stream is shuffled through a buffer of ``stream_shuffle_buffer`` rows (seeded by
+        :func:`~hf_cse.sampler.order_seed`), each pass in an order of its own. The loader reads the stream pass after
+        pass without end (:class:`StreamPasses`):
         transformers takes the epoch of a data set without length for ``max_steps`` steps long, so the whole run is
         its epoch 0, and a resumed run skips the ``global_step`` x ``gradient_accumulation_steps`` batches already
         trained across the passes."""
         collator = seams.collator_with_removed_columns(self, self.data_collator, "Training")
         size = global_batch_size(seams.train_batch_size(self), self.args.world_size)
-        stream = shuffled_stream(self.train_dataset, self._order_seed(), self.stream_shuffle_buffer)
+        stream = shuffled_stream(self.train_dataset, order_seed(self.args), self.stream_shuffle_buffer)
         passes = StreamPasses(stream, size, self._collator_draws.epoch_begins)
         config = self.accelerator.dataloader_config
         asked, config.split_batches = config.split_batches, True
