@@ -323,10 +323,19 @@ def test_a_queue_that_can_never_fill_is_refused_and_a_large_one_said_once(caplog
 
 
 @pytest.mark.slow
-def test_the_trainer_refuses_a_queue_its_epochs_cannot_fill(tiny_bert_dir, tmp_path):
+def test_the_trainer_refuses_a_queue_its_epochs_cannot_fill_before_its_rows_are_allocated(tiny_bert_dir, tmp_path):
+    """From Python the model is built before the trainer sees the run: the queue's rows wait for the first
+    enqueue, so the refused queue has cost no memory; a saved state still holds all its rows."""
+    from hf_cse.trainer import ContrastiveTrainer
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, random_sentences(8, seed=1), tmp_path, repeat=4)
+    model = ESimCSEModel.from_encoder(str(tiny_bert_dir), queue_size=1000)
+    assert model.queue.rows.numel() == 0
     with pytest.raises(CSEError, match="queue_size 1,000 can never fill: one epoch enqueues at most 32 rows") as err:
-        _trainer(tiny_bert_dir, tmp_path, config={"queue_size": 1000})
-    assert err.value.fields == ("queue_size",)
+        ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), train_dataset=ds,
+                           data_collator=ESimCSEModel.collator(tok, model.config), processing_class=tok)
+    assert err.value.fields == ("queue_size",) and model.queue.rows.numel() == 0
+    assert model.state_dict()["queue.rows"].shape == (1000, model.config.hidden_size)
 
 
 # ------------------------------------------------------------------ training state: checkpoints, export, processes

@@ -194,7 +194,8 @@ class ESimCSEModel(CSEPreTrainedModel):
     @classmethod
     def check_run_batches(cls, config: ESimCSEConfig, global_batch: int, train_rows: int | None) -> None:
         """The queue's size against the run's global batch and training rows (None: a stream), by the command line
-        before the queue's rows are allocated, and when the trainer is built (:func:`.momentum.check_queue_size`)."""
+        before the model is built, and when the trainer is built, before the first enqueue allocates the queue's
+        rows (:func:`.momentum.check_queue_size`)."""
         if config.queue_size:
             check_queue_size(config.queue_size, global_batch, train_rows)
 

@@ -41,8 +41,8 @@ def momentum_update(online: nn.Module, momentum: nn.Module, coefficient: float) 
 def check_queue_size(size: int, global_batch: int, train_rows: int | None) -> None:
     """A ``queue_size`` against the run: refused where it is over :data:`REFUSED_QUEUE_BATCHES` global batches and
     more than one epoch of ``train_rows`` enqueues (None: a stream, not known), warned once over
-    :data:`WARNED_QUEUE_BATCHES` global batches. The queue's rows are allocated up front and saved in every
-    checkpoint, so a queue that cannot fill costs memory and disk for nothing."""
+    :data:`WARNED_QUEUE_BATCHES` global batches. The queue's rows are allocated in full at the first enqueue and
+    saved in every checkpoint, so a queue that cannot fill costs memory and disk for nothing."""
     paper = PAPER_QUEUE_BATCHES * global_batch
     epoch_rows = None if train_rows is None else train_rows // global_batch * global_batch
     if size > REFUSED_QUEUE_BATCHES * global_batch and epoch_rows is not None and size > epoch_rows:
@@ -66,16 +66,31 @@ class EmbeddingQueue(nn.Module):
 
     The number of rows held is kept on the host as well, so that a training step never reads it from the device;
     it is read from the buffer ``filled`` once after the module is built or loaded.
+
+    The ``size`` rows are allocated at the first enqueue, not when the model is built, so that a queue size the
+    trainer refuses (:func:`check_queue_size`) is refused before it costs its memory. A saved state always holds all
+    ``size`` rows, as it did before the first enqueue was made the allocation point.
     """
 
     def __init__(self, size: int, dim: int):
         super().__init__()
         self.size = size
-        self.register_buffer("rows", torch.zeros(size, dim))
+        # transformers builds a model it loads on the meta device (free): there the rows take the saved shape
+        held = size if torch.empty(0).is_meta else 0
+        self.register_buffer("rows", torch.zeros(held, dim))
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
         self._count: int | None = None
 
+    def _allocate(self) -> None:
+        if self.rows.shape[0] != self.size:
+            self.rows = self.rows.new_zeros(self.size, self.rows.shape[1])
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        self._allocate()
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
     def _load_from_state_dict(self, *args, **kwargs):
+        self._allocate()
         super()._load_from_state_dict(*args, **kwargs)
         self._count = None  # a loaded checkpoint's queue: read its length at the next use
 
@@ -90,6 +105,7 @@ class EmbeddingQueue(nn.Module):
 
     @torch.no_grad()
     def enqueue(self, z: torch.Tensor) -> None:
+        self._allocate()
         kept = torch.cat([self.rows[: self.count()], z.detach().to(self.rows.dtype)])[-self.size:]
         self.rows[: kept.shape[0]].copy_(kept)
         self._count = kept.shape[0]
