@@ -66,12 +66,18 @@ class RandState:
 
 
 
+def runs_cached(minibatch_size: int | None, rows: int) -> bool:
+    """Whether a batch of ``rows`` takes the cached step: a batch no larger than one mini-batch trains plainly (the
+    cache would only add a second forward)."""
+    return bool(minibatch_size) and rows > minibatch_size
+
+
 def cached_mode_note(minibatch_size: int | None, batch_size: int) -> str:
-    """What the trainer's batch log line says of the cached mode: its mini-batches, or that a batch no larger than
-    one mini-batch trains plainly (the cache would only add a second forward)."""
+    """What the trainer's batch log line says of the cached mode (:func:`runs_cached`): its mini-batches, or that
+    each step trains plainly."""
     if not minibatch_size:
         return ""
-    if batch_size <= minibatch_size:
+    if not runs_cached(minibatch_size, batch_size):
         return (f"; cached mode off: a batch of {batch_size} fits in one encoder mini-batch of {minibatch_size}, so "
                 "each step trains plainly")
     return f"; encoder mini-batches of {minibatch_size} (cached mode)"

@@ -10,7 +10,7 @@ import torch
 from transformers import Trainer
 
 from . import seams
-from .cached import IncompatibleOptionsError, cached_step
+from .cached import IncompatibleOptionsError, cached_step, runs_cached
 from .cached_graphs import CachedGraphStep
 from .cuda_graphs import CudaGraphStep, GraphDecision, decide_for_run
 from .models.fast_dropout import compiled_attention_note
@@ -74,7 +74,7 @@ class StepPaths(seams.GradClipHook, Trainer):
         shapes = dict(pad_token_id=getattr(tokenizer, "pad_token_id", None),
                       right_padded=getattr(tokenizer, "padding_side", None) == "right",
                       length_cap=getattr(encoder_config, "max_position_embeddings", None))
-        if not self.cached_minibatch_size or self.args.per_device_train_batch_size <= self.cached_minibatch_size:
+        if not runs_cached(self.cached_minibatch_size, self.args.per_device_train_batch_size):
             return CudaGraphStep(params, **shapes)
 
         def embed(chunk):
@@ -114,9 +114,8 @@ class StepPaths(seams.GradClipHook, Trainer):
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         rows = inputs["input_ids"].shape[0] if "input_ids" in inputs else 0
-        cached = bool(self.cached_minibatch_size) and rows > self.cached_minibatch_size
+        cached = runs_cached(self.cached_minibatch_size, rows)
         if not self.graph_decision.on and not cached:
-            # one mini-batch: the cache would only add a second forward
             return super().training_step(model, inputs, num_items_in_batch)
         model.train()
         if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
