@@ -46,16 +46,20 @@ def logged_loss_sum(log_history, up_to: int) -> tuple[float, int]:
 
 def loss_before(checkpoint, state, args) -> float | None:
     """The training losses of every step up to ``checkpoint``'s (its trainer state ``state``) summed: the logged
-    windows' and the running sum of the window open at the checkpoint, saved with it; None where that window's sum
-    was not saved for ``args``' number of processes (the losses of its steps are known to no one)."""
+    windows' and the running sum of the window open at the checkpoint, saved with it by every process (a logged loss
+    is the processes' mean, so the open window's is too); None where a process's sum was not saved for ``args``'
+    number of processes (the losses of its steps are known to no one)."""
     total, last = logged_loss_sum(state.log_history, state.global_step)
     if last == state.global_step:
         return total
-    path = log_window_file(checkpoint, args.process_index, args.world_size)
-    saved = torch.load(path, weights_only=True) if path.is_file() else None
-    if saved is None or saved["world_size"] != args.world_size or saved["last_logged_step"] != last:
-        return None
-    return total + float(saved["loss_sum"])
+    sums = []
+    for process in range(args.world_size):
+        path = log_window_file(checkpoint, process, args.world_size)
+        saved = torch.load(path, weights_only=True) if path.is_file() else None
+        if saved is None or saved["world_size"] != args.world_size or saved["last_logged_step"] != last:
+            return None
+        sums.append(float(saved["loss_sum"]))
+    return total + sum(sums) / len(sums)
 
 
 class LogWindow:
