@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -211,11 +212,14 @@ def data_description(dataset) -> str | None:
     """The training set as its settings show it: its rows, its longest row (cut by another ``max_seq_length``, the
     rows that were longer are shorter) and a hash of the token ids of :data:`SAMPLED_ROWS` rows (another data set, or
     another tokenizer). Read from an Arrow-backed ``datasets.Dataset`` without reading the whole set (a pyarrow
-    reduction and a few rows); None for data that cannot be read ahead (a stream, a torch data set)."""
+    reduction and a few rows); a ``datasets`` stream by its first rows (:func:`_stream_description`); None for data
+    that cannot be read ahead (a torch data set)."""
     import datasets
 
     from .data_checks import TOKEN_COLUMNS, token_extent
 
+    if isinstance(dataset, datasets.IterableDataset):
+        return _stream_description(dataset)
     if not isinstance(dataset, datasets.Dataset) or not len(dataset):
         return None
     columns = [c for c in TOKEN_COLUMNS if c in dataset.column_names]
@@ -227,6 +231,46 @@ def data_description(dataset) -> str | None:
     rows = dataset.select_columns(columns).with_format("arrow")[picked].to_pydict()
     digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:12]
     return f"{n} rows, the longest {extent[0]} tokens, sampled token ids {digest}"
+
+
+def _stream_description(stream) -> str | None:
+    """A stream's :func:`data_description` from its first :data:`SAMPLED_ROWS` rows, as it gives them before the
+    trainer's shuffle (a seeded mixture or shuffle of one's own gives the same rows each time): their longest row
+    and a hash of their token ids. Another corpus, tokenizer or cut length shows there unless its first rows are
+    the same."""
+    from itertools import islice
+
+    import pyarrow as pa
+
+    from .data_checks import TOKEN_COLUMNS, token_extent
+
+    rows = [row for row in islice(stream, SAMPLED_ROWS) if isinstance(row, dict)]
+    columns = [c for c in TOKEN_COLUMNS if rows and c in rows[0]]
+    if not columns:
+        return None
+    picked = {c: [row.get(c) for row in rows] for c in columns}
+    try:
+        extent = token_extent(pa.Table.from_pydict(picked), columns)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # rows of other shapes: not described, as before
+        return None
+    if extent is None:
+        return None
+    digest = hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:12]
+    return f"a stream, its first {len(rows)} rows: the longest {extent[0]} tokens, token ids {digest}"
+
+
+#: :func:`data_description` of each training set described, so that a stream is read once, not at each checkpoint
+_DESCRIBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _training_data(dataset) -> str | None:
+    try:
+        return _DESCRIBED[dataset]
+    except KeyError:
+        described = _DESCRIBED[dataset] = data_description(dataset)
+        return described
+    except TypeError:  # not weakly referable (a list of rows): described each time
+        return data_description(dataset)
 
 
 def _as_saved(values: dict[str, Any]) -> dict[str, Any]:
@@ -250,7 +294,7 @@ def run_settings(trainer) -> dict[str, Any]:
     settings.update({name: getattr(trainer, name, None) for name in TRAINER_SETTINGS})
     if trainer.stream_shuffle_buffer is not None:  # a stream: its workers order its rows (WORKERS_SETTING)
         settings[WORKERS_SETTING] = trainer.args.dataloader_num_workers
-    data = data_description(trainer.train_dataset)
+    data = _training_data(trainer.train_dataset)
     if data is not None:
         settings[DATA_SETTING] = data
     dev = getattr(trainer, "dev_data_identity", None)  # not compared (DEV_AND_SELECTION): hf_cse.trainer_resume

@@ -95,12 +95,10 @@ STOPPING_STRATEGY = "all_exhausted"
 STREAM_CHUNK = 10 << 20
 
 
-def check_streaming_arguments(stream_args, data_args, max_steps: int, method: str,
-                              no_duplicates_asked: bool = False) -> None:
+def check_streaming_arguments(stream_args, data_args, max_steps: int, method: str) -> None:
     """The streaming and mixing settings, checked before any data or model is read (one line each).
     ``stream_args`` has ``streaming``, ``train_files`` and ``train_weights`` (the command line's
-    ``StreamingArguments``), ``data_args`` ``train_file``, ``dataset_name``, ``pair_column`` and ``text_column``.
-    ``no_duplicates_asked``: no_duplicates_in_batch true was asked for, which a stream cannot honour."""
+    ``StreamingArguments``), ``data_args`` ``train_file``, ``dataset_name``, ``pair_column`` and ``text_column``."""
     files, weights = stream_args.train_files, stream_args.train_weights
     if files and data_args.pair_column:
         raise DataError("train_files mixes plain text sources; for pair / triplet data give one train_file.")
@@ -129,12 +127,35 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
     if max_steps is None or max_steps <= 0:
         raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")
-    if no_duplicates_asked:  # the sampler needs every row's text up front (hf_cse.sampler)
-        raise DataError("no_duplicates_in_batch true needs the whole data set, which streaming=True never holds: drop "
-                        "one of them.")
     from .models import get_method
 
     check_method_streams(get_method(method))
+
+
+def check_settings_for_data(args, streamed: bool, *, no_duplicates_asked: bool = False,
+                            shuffle_asked: bool = False) -> None:
+    """Training arguments that would do nothing for the run's data, refused before it is read, by the command line
+    and by the trainer. A stream's run is one transformers epoch however many times the stream is read, so a
+    checkpoint or dev score each epoch would come only as the run ends (a late failure would keep nothing).
+    ``no_duplicates_asked``: the no-duplicates sampler asked for, which needs every row's text up front
+    (:mod:`hf_cse.sampler`); ``shuffle_asked``: a ``stream_shuffle_buffer`` asked for, which only a stream reads."""
+    from .training_values import strategy_name
+
+    if not streamed:
+        if shuffle_asked:
+            raise DataError("stream_shuffle_buffer shuffles a stream, and the training set is not streamed (its "
+                            "sampler shuffles it): drop stream_shuffle_buffer, or stream the data.",
+                            fields=("stream_shuffle_buffer",))
+        return
+    for strategy, steps, does in (("save_strategy", "save_steps", "save a checkpoint"),
+                                  ("eval_strategy", "eval_steps", "score the dev data")):
+        if strategy_name(getattr(args, strategy, None)) == "epoch":
+            raise DataError(f"{strategy}='epoch' would {does} only when the run ends: a run on a stream is one epoch "
+                            f"however many times the stream is read. Use {strategy}='steps' with {steps} N.",
+                            fields=(strategy,))
+    if no_duplicates_asked:
+        raise DataError("no_duplicates_in_batch true needs the whole data set, which a stream never holds: drop one "
+                        "of them.", fields=("no_duplicates_in_batch",))
 
 
 def check_method_streams(method_cls: type, streaming_asked: bool = True) -> None:

@@ -28,6 +28,7 @@ from .precision import check_training_args, say_training_precision
 from .run_settings import save_run_settings
 from .sampler import NoDuplicatesBatchSampler
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast
+from .streaming import check_settings_for_data
 from .trainer_arguments import given_arguments
 from .trainer_batches import TrainingBatches
 from .trainer_claim import FolderClaim, check_output_dir
@@ -156,13 +157,17 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             raise CSEError(f"eval_strategy={strategy} needs something to evaluate: pass "
                            "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
         check_dev_ready(self.evaluator, training_args)
+        streamed = isinstance(given.get("train_dataset"), torch.utils.data.IterableDataset)
+        shuffle_field = getattr(training_args, "stream_shuffle_buffer", None)  # asked for where not its default
+        check_settings_for_data(training_args, streamed, no_duplicates_asked=bool(no_duplicates_in_batch),
+                                shuffle_asked=stream_shuffle_buffer is not None or shuffle_field not in (
+                                    None, TrainingOptions.stream_shuffle_buffer))
         # collator, kept columns, DiffCSE's generator, activation checkpointing; the data's facts for save_run
         self._data_facts = prepare_run(given, trust_remote_code)
         check_rows_for_a_batch(given.get("train_dataset"), training_args)
         check_method_against_run(given.get("model"), given.get("train_dataset"), training_args)
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
         # the order of a stream's batches, recorded (a resumed run reads them so again); None: no stream to shuffle
-        streamed = isinstance(given.get("train_dataset"), torch.utils.data.IterableDataset)
         self.stream_shuffle_buffer = options.stream_shuffle_buffer if streamed else None
         self._options = options  # what the run's record says it scored on (save_run)
         self._batch_sampler: NoDuplicatesBatchSampler | None = None

@@ -54,7 +54,7 @@ class TrainingOptions:
         arguments' fields, and plain ``TrainingArguments`` have none, so that the card and run_eval find the folder
         (resolved) a run from Python was given too. Where the run scored no STS dev data, both are added only where
         the arguments have them. ``no_duplicates_in_batch`` is recorded as applied: false for a ``streamed`` training
-        set, which the no-duplicates sampler never searches (the arguments' default true would say it was)."""
+        set, which the no-duplicates sampler never searches, and ``stream_shuffle_buffer`` only for a stream."""
         args = info.setdefault("training_args", {})
         scored = self.senteval_data_dir is not None or self.eval_source != TrainingOptions.eval_source
         for name in ("senteval_data_dir", "eval_source"):
@@ -63,6 +63,8 @@ class TrainingOptions:
         applied = self.no_duplicates_in_batch and not streamed
         if "no_duplicates_in_batch" in args or not applied:
             args["no_duplicates_in_batch"] = applied
+        if not streamed:  # no stream was shuffled (the arguments' default would say one was)
+            args.pop("stream_shuffle_buffer", None)
         return info
 
     def evaluator(self, training_args, extra=None, pairs=None):

@@ -252,7 +252,7 @@ STEP_INTERVALS = (("save_steps", "save_strategy", "saves nothing: no checkpoint 
                                                   "the first step and after the last only"))
 
 
-def _strategy(value) -> str:
+def strategy_name(value) -> str:
     return str(getattr(value, "value", value))  # IntervalStrategy.NO -> "no"
 
 
@@ -277,10 +277,11 @@ def check_step_intervals(args) -> None:
         value = getattr(args, steps, None)
         filled_in = steps == "eval_steps" and value == getattr(args, "logging_steps", None)
         if (steps in defaults and value != defaults[steps] and not filled_in
-                and _strategy(getattr(args, strategy, None)) == "no"):
+                and strategy_name(getattr(args, strategy, None)) == "no"):
             raise _interval_refusal(args, steps, strategy, outcome)
     best = getattr(args, "load_best_model_at_end", False)
-    save, evaluate = _strategy(getattr(args, "save_strategy", None)), _strategy(getattr(args, "eval_strategy", None))
+    save = strategy_name(getattr(args, "save_strategy", None))
+    evaluate = strategy_name(getattr(args, "eval_strategy", None))
     if best and evaluate == "no":
         raise InputError("load_best_model_at_end=True keeps the checkpoint that scored best on the dev data, and "
                          "eval_strategy='no' scores none during training: add eval_strategy='steps' and save_strategy="
@@ -301,7 +302,7 @@ def check_given_intervals(args, given: Collection[str]) -> None:
     is no filling in of transformers' (which :func:`check_step_intervals` cannot tell apart)."""
     for steps, strategy, outcome in STEP_INTERVALS:
         if (steps in given and getattr(args, steps, None) is not None
-                and _strategy(getattr(args, strategy, None)) == "no"):
+                and strategy_name(getattr(args, strategy, None)) == "no"):
             raise _interval_refusal(args, steps, strategy, outcome)
 
 
@@ -310,4 +311,4 @@ def unapplied_intervals(values: Mapping[str, object], given: Collection[str]) ->
     give (``given``) and whose strategy is ``no``: the caller turned their strategy off, so they are left out (at
     their default) rather than refused as a contradiction (:func:`check_step_intervals`)."""
     return [steps for steps, strategy, _ in STEP_INTERVALS
-            if steps in values and steps not in given and _strategy(values.get(strategy)) == "no"]
+            if steps in values and steps not in given and strategy_name(values.get(strategy)) == "no"]

@@ -34,6 +34,7 @@ OUTSIDE_SEAMS = {
     ("models/esimcse/momentum.py", "_foreach_add_"),  # torch's multi-tensor ops: the momentum update
     ("models/esimcse/momentum.py", "_foreach_mul_"),
     ("models/esimcse/momentum.py", "_load_from_state_dict"),  # torch.nn.Module's hook for a module's own state
+    ("models/esimcse/momentum.py", "_save_to_state_dict"),  # ... and its twin, for the saved side
 }
 
 

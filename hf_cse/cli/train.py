@@ -95,7 +95,13 @@ from hf_cse.presets import PRESETS, REPLACED_OWN
 from hf_cse.run_files import DEV_AND_SELECTION, TRAINING_ARGUMENTS
 from hf_cse.sampler import check_distinct_texts, order_seed
 from hf_cse.sharding import check_method_shards, launched_engine
-from hf_cse.streaming import check_streaming_arguments, load_pair_stream, load_training_text, tokenize_stream
+from hf_cse.streaming import (
+    check_settings_for_data,
+    check_streaming_arguments,
+    load_pair_stream,
+    load_training_text,
+    tokenize_stream,
+)
 from hf_cse.tokenizer_match import check_room_for_text
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.trainer_folder import OtherRunsCheckpointError
@@ -273,8 +279,10 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     resume_from_last_checkpoint(training_args)
     loss = main_loss(model_args.method, method_args.loss)
     check_pair_training(model_args.method, loss, data_args.pair_column, data_args.negative_column)
-    check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method,
-                              "no_duplicates_in_batch" in chosen and training_args.no_duplicates_in_batch)
+    check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method)
+    no_duplicates = "no_duplicates_in_batch" in chosen and training_args.no_duplicates_in_batch
+    check_settings_for_data(training_args, stream_args.streaming, no_duplicates_asked=no_duplicates,
+                            shuffle_asked="stream_shuffle_buffer" in chosen)
     encoder = model_args.model_name_or_path or default_encoder()
     remote = {"trust_remote_code": True} if model_args.trust_remote_code else {}
     enc_config = encoder_config(encoder, **remote)

@@ -327,6 +327,14 @@ TRAIN_CASES = {
                                          r"better\. Leave --greater_is_better out \(or set it True\)\."),
     "streaming-without-duplicates": (("--streaming", "--no_duplicates_in_batch", "true"), None,
                                      "--no_duplicates_in_batch true needs the whole data set"),
+    "streaming-save-each-epoch": (("--streaming", "--save_strategy", "epoch"), None,
+                                  "--save_strategy 'epoch' would save a checkpoint only when the run ends: a run on a "
+                                  "stream is one epoch"),
+    "streaming-score-each-epoch": (("--streaming", "--eval_file", "PAIRS", "--eval_strategy", "epoch"), None,
+                                   "--eval_strategy 'epoch' would score the dev data only when the run "
+                                   "ends.*--eval_steps N"),
+    "shuffle-without-stream": (("--stream_shuffle_buffer", "5"), None,
+                               "--stream_shuffle_buffer shuffles a stream, and the training set is not streamed"),
     "negative-is-the-positive": (("--train_file", "PAIRS", "--pair_column", "sentence2", "--negative_column",
                                   "sentence2", "--text_column", "sentence1"), None,
                                  "--pair_column and --negative_column name the same column \\('sentence2'\\)"),

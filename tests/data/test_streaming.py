@@ -120,6 +120,19 @@ def test_a_streamed_run_trains_max_steps(tiny_bert_dir, tmp_path):
     # the no-duplicates sampler never sees a stream: the record and the card say it was not applied (not the default)
     assert info["training_args"]["no_duplicates_in_batch"] is False
     assert "| `no_duplicates_in_batch` | false |" in (out / "sentence-transformers" / "README.md").read_text()
+    assert info["training_args"]["stream_shuffle_buffer"] == 10_000
+
+
+def test_the_record_names_a_stream_shuffle_buffer_only_for_a_stream():
+    """Every run on data held in memory recorded and carded the arguments' default buffer, as if it shuffled a
+    stream."""
+    from hf_cse.trainer_options import TrainingOptions
+
+    options = TrainingOptions(stream_shuffle_buffer=50)
+    fields = {"stream_shuffle_buffer": 50, "no_duplicates_in_batch": True}
+    assert options.recorded({"training_args": dict(fields)}, streamed=True)["training_args"] == {
+        "stream_shuffle_buffer": 50, "no_duplicates_in_batch": False}
+    assert options.recorded({"training_args": dict(fields)})["training_args"] == {"no_duplicates_in_batch": True}
 
 
 @pytest.mark.slow
@@ -663,6 +676,31 @@ def test_a_stream_of_one_text_is_refused_and_repeats_are_said(tiny_bert_dir, tmp
     with caplog.at_level(logging.WARNING, logger="hf_cse.trainer_options"):
         _trainer_on(model, random_sentences(7) + random_sentences(7)[:1] + random_sentences(30), tmp_path, tok)
     assert "the training stream repeats texts (7 distinct in its first 8 rows)" in caplog.text
+
+
+def test_settings_a_stream_cannot_honour_or_only_a_stream_reads_are_refused_from_python(tiny_bert_dir, tmp_path):
+    """As the command line refuses them: the no-duplicates sampler asked for a stream (it trained without it, not a
+    word), checkpoints or dev scores each epoch of a stream (one epoch however many passes: kept only at the end),
+    and a stream shuffle buffer for data that is no stream (recorded as if it shuffled)."""
+    import datasets
+
+    from hf_cse.training_args import ContrastiveTrainingArguments
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    with pytest.raises(DataError, match="^no_duplicates_in_batch true needs the whole data set, which a stream never"):
+        _trainer_on(model, random_sentences(40), tmp_path, tok, no_duplicates_in_batch=True)
+    stream = datasets.Dataset.from_dict({"text": random_sentences(40)}).to_iterable_dataset()
+    with pytest.raises(DataError, match="^save_strategy='epoch' would save a checkpoint only when the run ends"):
+        ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out", save_strategy="epoch"), processing_class=tok,
+                           train_dataset=stream)
+    whole = datasets.Dataset.from_dict({"text": random_sentences(40)})
+    asked = ContrastiveTrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none",
+                                         per_device_train_batch_size=8, max_steps=2, stream_shuffle_buffer=5)
+    for args, keywords in ((tiny_args(tmp_path / "out"), {"stream_shuffle_buffer": 5}), (asked, {})):
+        with pytest.raises(DataError, match="^stream_shuffle_buffer shuffles a stream, and the training set is not"):
+            ContrastiveTrainer(model=model, args=args, processing_class=tok, train_dataset=whole, **keywords)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_method_that_cannot_stream_is_refused_a_stream_before_it_is_read(tiny_bert_dir, tiny_mlm_dir, tmp_path):

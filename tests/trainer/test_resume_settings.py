@@ -200,6 +200,26 @@ def test_the_training_set_is_described_by_its_rows_not_where_it_was_read(tiny_be
     assert data_description([{"input_ids": [1, 2]}]) is None
 
 
+def test_a_stream_is_described_by_its_first_rows(tiny_bert_dir):
+    """A stream cannot be read ahead in full: its first rows stand for it (a resumed run on another corpus, or one
+    cut shorter, went on with no word from Python), read again the same; a stream of other rows or cut at another
+    length differs."""
+    from hf_cse.streaming import tokenize_stream
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    rows = random_sentences(40)
+
+    def stream(texts, length=32):
+        return tokenize_stream(Dataset.from_dict({"text": texts}).to_iterable_dataset(), tok, max_seq_length=length)
+
+    described = data_description(stream(rows))
+    assert described == data_description(stream(rows))
+    assert described.startswith("a stream, its first 16 rows: the longest ")
+    assert data_description(stream(random_sentences(40, seed=1))) != described
+    assert data_description(stream(rows, 6)) != described
+    assert data_description(Dataset.from_dict({"text": rows}).to_iterable_dataset()) is None  # no token ids
+
+
 def test_setting_differences_are_named_then_and_now_and_shown_whole():
     changed = setting_differences({"learning_rate": 1e-3, "seed": 0, "pooler_source": "a"},
                                   {"learning_rate": 2e-3, "seed": 1, "pooler_source": "b"})
