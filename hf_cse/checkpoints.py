@@ -293,6 +293,13 @@ def checkpoint_problem(folder: Path) -> str | None:
     return weights_problem(folder)
 
 
+def holds_model_only(folder) -> bool:
+    """Whether a checkpoint was saved with ``save_only_model=True``: transformers then writes no optimizer,
+    scheduler or RNG state into it (its RNG file, one per process, is in every other checkpoint of a run)."""
+    return next(Path(folder).glob("rng_state*.pth"), None) is None and \
+        next(Path(folder).glob("optimizer*"), None) is None and next(Path(folder).glob("global_step*"), None) is None
+
+
 def checkpoint_step(folder: Path) -> int:
     """The step of a folder named ``checkpoint-<step>``, -1 for any other name."""
     return int(folder.name[len(CHECKPOINT_PREFIX) + 1:]) if is_checkpoint_name(folder.name) else -1

@@ -43,6 +43,7 @@ from .checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
     encoder_change,
+    holds_model_only,
     is_checkpoint_name,
     killed_weights_writes,
     last_complete_checkpoint,
@@ -240,7 +241,16 @@ def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None,
         from .trainer_resume import check_steps_kept, saved_steps  # transformers' Trainer: only where a run resumes
 
         # before a finished run's checkpoint is taken as it is (no step trained, no schedule built to check it)
-        check_steps_kept(checkpoint, *(saved_steps(checkpoint) or (None, 0)), trainer.args.max_steps, trainer.args)
+        steps = saved_steps(checkpoint) or (None, 0)
+        check_steps_kept(checkpoint, *steps, trainer.args.max_steps, trainer.args)
+        total = trainer.args.max_steps if trainer.args.max_steps > 0 else steps[0]
+        if holds_model_only(checkpoint) and (total is None or steps[1] < total):  # steps left to train
+            raise OutputFolderError(f"resume_from_checkpoint {checkpoint} holds the model only (saved with "
+                                    "save_only_model=True: no optimizer, scheduler or RNG state), so a run resumed "
+                                    "from it would not go on as the run it was: start a new run in another "
+                                    "output_dir (its weights load with from_pretrained), and keep resumable "
+                                    "checkpoints without save_only_model.",
+                                    fields=("resume_from_checkpoint", "save_only_model"))
         warn_finished_run_replaced(output_dir, checkpoint)
     return str(checkpoint)
 

@@ -11,7 +11,6 @@ With no flags it trains the packaged all-MiniLM-L6-v2 on the small demo corpus s
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import sys
 from functools import partial
@@ -49,6 +48,7 @@ from hf_cse.cli.console import ConsoleArguments, setup_console
 from hf_cse.cli.flags import in_flag_terms
 from hf_cse.cli.flags_in_use import ChosenSettings, check_training_settings
 from hf_cse.cli.help import UnsetDefaultsFormatter, add_short_help, train_layout
+from hf_cse.cli.older_runs import record_in_objectives_form, trained_padding_free
 from hf_cse.cli.output_dir import OutputDirArguments, other_settings_refusal, prepare_output_dir
 from hf_cse.cli.preflight import (
     check_dropout_views,
@@ -89,7 +89,6 @@ from hf_cse.models import get_method
 from hf_cse.models.lora import describe_lora
 from hf_cse.models.padding_free import describe_padding_free
 from hf_cse.models.pooling import describe_pooling, resolve_pooling
-from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.out_of_memory import out_of_memory_as_refusal
 from hf_cse.presets import PRESETS, REPLACED_OWN
 from hf_cse.run_files import DEV_AND_SELECTION, TRAINING_ARGUMENTS
@@ -192,27 +191,6 @@ def parse_args(argv: list[str]):
     return (*parsed, chosen)
 
 
-def record_in_objectives_form(record: dict) -> dict:
-    """A run record (``hf_cse_run.json``) written before objectives were a list -- with ``loss``, ``loss_kwargs`` and
-    the ``dcl_*`` settings, absent ones meaning the method's defaults -- in today's form, through the config's own
-    conversion of those fields, so that relaunching such an interrupted run resumes it."""
-    if "objectives" in record or "loss" not in record:
-        return record
-    legacy = {k: v for k, v in record.items() if k in LEGACY_FIELDS and v is not None}
-    record = {k: v for k, v in record.items() if k not in LEGACY_FIELDS}
-    config = get_method(record.get("method", "simcse")).config_class(**legacy)
-    return {**record, "objectives": config.objectives}
-
-
-def trained_padding_free(checkpoint: str) -> bool:
-    """Whether the run a checkpoint belongs to trained padding-free (its config.json; a checkpoint written before
-    the padding-free forward existed trained padded). A resumed run keeps it unless --padding_free is given: the
-    dropout masks are drawn over other shapes, so switching would make the resumed run differ from the run
-    uninterrupted."""
-    config = Path(checkpoint) / "config.json"
-    return bool(json.loads(config.read_text()).get("padding_free", False)) if config.is_file() else True
-
-
 def main(argv: list[str] | None = None, prog: str = "hf-cse-train") -> int:
     """``hf-cse-train`` / ``python -m hf_cse train`` / ``run_unsup.py``: :func:`train_from_args` with one line on
     stderr per foreseeable failure and its exit code (:func:`hf_cse.cli.run_cli`)."""
@@ -245,10 +223,12 @@ def train_from_args(argv: list[str] | None = None) -> None:
 
 def kept_when_stopped(training_args) -> str:
     """What a stopped run leaves to resume from: its last complete checkpoint, or none (and why)."""
-    from hf_cse.checkpoints import last_complete_checkpoint
+    from hf_cse.checkpoints import holds_model_only, last_complete_checkpoint
 
     out = Path(training_args.output_dir)
     last = last_complete_checkpoint(out) if out.is_dir() else None
+    if last is not None and holds_model_only(last):
+        return f"{last} holds the model only (--save_only_model): no run resumes from it."
     if last is not None:  # a checkpoint named to go on from is refused beside it (trainer_folder)
         without = " without --resume_from_checkpoint" if training_args.resume_from_checkpoint else ""
         return f"{last} is kept: the same command{without} resumes from it."

@@ -10,6 +10,7 @@ import pytest
 from helpers import fake_checkpoint, train_args
 
 from hf_cse.checks import InputError
+from hf_cse.cli import older_runs
 from hf_cse.cli import train as train_cli
 from hf_cse.cli.eval_output_dir import prepare_eval_output_dir
 from hf_cse.cli.flags import in_flag_terms, use_parser
@@ -237,24 +238,24 @@ OLDER_IMSIMCSE_RECORD = {"method": "imsimcse", "loss": "off_dropout_infonce",
 def test_an_older_record_reads_in_objectives_form():
     from hf_cse.models import ImSimCSEConfig, SimCSEConfig
 
-    upgraded = train_cli.record_in_objectives_form(OLDER_IMSIMCSE_RECORD)
+    upgraded = older_runs.record_in_objectives_form(OLDER_IMSIMCSE_RECORD)
     assert upgraded == {"method": "imsimcse", "off_dropout_grad": True, "seed": 42,
                         "objectives": ImSimCSEConfig().objectives}
-    simcse = train_cli.record_in_objectives_form({"method": "simcse", "loss": "gs_infonce", "dcl_weight": 0.2,
+    simcse = older_runs.record_in_objectives_form({"method": "simcse", "loss": "gs_infonce", "dcl_weight": 0.2,
                                                   "loss_kwargs": {"temperature": 0.07}, "dcl_temperature": 4.0})
     assert simcse["objectives"] == SimCSEConfig(objectives=[
         {"loss": "gs_infonce", "hyperparameters": {"temperature": 0.07}},
         {"loss": "dcl", "weight": 0.2, "hyperparameters": {"temperature": 4.0, "normalization": "code"}}]).objectives
-    assert train_cli.record_in_objectives_form(upgraded) is upgraded  # today's records pass through
+    assert older_runs.record_in_objectives_form(upgraded) is upgraded  # today's records pass through
 
 
 def test_an_interrupted_run_recorded_by_an_older_version_resumes_and_other_settings_stay_refused(tmp_path):
     (tmp_path / RUN_RECORD_FILE).write_text(json.dumps(OLDER_IMSIMCSE_RECORD))
     _checkpoint(tmp_path / "checkpoint-2")
-    today = train_cli.record_in_objectives_form(OLDER_IMSIMCSE_RECORD)
+    today = older_runs.record_in_objectives_form(OLDER_IMSIMCSE_RECORD)
     with pytest.raises(InputError, match="other settings"):  # without the reader the two forms differ
         prepare_output_dir(tmp_path, today)
-    read = train_cli.record_in_objectives_form
+    read = older_runs.record_in_objectives_form
     assert prepare_output_dir(tmp_path, today, read_record=read) == str(tmp_path / "checkpoint-2")
     other = {**today, "objectives": today["objectives"][:1]}  # DCL dropped: another run
     with pytest.raises(InputError, match="other settings"):

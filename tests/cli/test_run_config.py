@@ -13,7 +13,7 @@ import torch
 from helpers import fake_checkpoint, random_sentences
 from safetensors.torch import load_file
 
-from hf_cse.cli import train
+from hf_cse.cli import older_runs, train
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.cli.run_config import check_file_hyperparameters, check_settings, read_run_config, settings_from_record
 from hf_cse.cli.run_spec import dev_and_selection
@@ -45,7 +45,7 @@ def test_a_run_started_from_its_record_is_the_same_run(build, command_lines, kin
     out = tmp_path / "interrupted"
     prepare_output_dir(out, by_flags.fingerprint())
     fake_checkpoint(out / "checkpoint-2")
-    assert prepare_output_dir(out, by_file.fingerprint(), read_record=train.record_in_objectives_form) == str(
+    assert prepare_output_dir(out, by_file.fingerprint(), read_record=older_runs.record_in_objectives_form) == str(
         out / "checkpoint-2")
 
 

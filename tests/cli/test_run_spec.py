@@ -13,7 +13,7 @@ from helpers import fake_checkpoint, random_sentences
 from transformers import AutoConfig
 
 from hf_cse.checks import InputError
-from hf_cse.cli import train
+from hf_cse.cli import older_runs, train
 from hf_cse.cli.arguments import DataArguments
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.cli.run_spec import LATER_CONFIG_FIELDS, DataSpec, RunSpec, SpeedSpec, dev_and_selection, training_arguments
@@ -217,7 +217,7 @@ def test_a_record_written_by_the_code_before_it_resumes(build, tmp_path, flags):
     out = tmp_path / "interrupted"
     fake_checkpoint(out / "checkpoint-2")
     (out / RUN_RECORD_FILE).write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
-    read = train.record_in_objectives_form
+    read = older_runs.record_in_objectives_form
     assert prepare_output_dir(out, spec.fingerprint(), read_record=read) == str(out / "checkpoint-2")
     other_seed = build(*flags, "--seed", "123")[0]
     with pytest.raises(InputError, match="other settings"):
@@ -302,7 +302,7 @@ def test_a_folder_recorded_by_the_code_before_it_resumes(build, command_lines, t
     prepare_output_dir(out, todays_settings(inputs["encoder"], inputs["method"], inputs["config_kwargs"],
                                             inputs["data_args"], inputs["stream_args"], inputs["training_args"]))
     fake_checkpoint(out / "checkpoint-4")
-    assert prepare_output_dir(out, spec.fingerprint(), read_record=train.record_in_objectives_form) == str(
+    assert prepare_output_dir(out, spec.fingerprint(), read_record=older_runs.record_in_objectives_form) == str(
         out / "checkpoint-4")
 
 

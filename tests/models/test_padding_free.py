@@ -159,7 +159,7 @@ def test_falls_back_to_the_padded_batch_where_not_checked(tiny_bert_dir, tiny_ll
 
 
 def test_a_resumed_run_keeps_the_layout_its_checkpoint_trained_with(tmp_path):
-    from hf_cse.cli.train import trained_padding_free
+    from hf_cse.cli.older_runs import trained_padding_free
 
     (tmp_path / "new").mkdir()
     (tmp_path / "new" / "config.json").write_text('{"padding_free": true}')

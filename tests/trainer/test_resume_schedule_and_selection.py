@@ -247,6 +247,23 @@ def test_a_longer_run_from_a_checkpoint_is_refused_under_a_linear_schedule_and_g
             "this run replaces its model and record (training_info.json) when it finishes") in caplog.text
 
 
+@pytest.mark.slow
+def test_a_checkpoint_saved_with_save_only_model_is_refused_a_resume_with_steps_left(tiny_bert_dir, sentences,
+                                                                                   tmp_path):
+    """The reviewer's case: such a checkpoint holds no optimizer, scheduler or RNG state; transformers resumed it
+    without a word, the linear schedule starting again at its first rate and Adam's moments at zero, and the run
+    ended as another one. The checkpoint of the last step has nothing left to train: it is taken as it is."""
+    out = tmp_path / "out"
+    _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, save_only_model=True).train()
+    again = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=4, save_only_model=True)
+    with pytest.raises(OutputFolderError, match=r"checkpoint-2 holds the model only \(saved with save_only_model=True: "
+                                                r"no optimizer, scheduler or RNG state\)") as refused:
+        again.train(resume_from_checkpoint=str(out / "checkpoint-2"))
+    assert refused.value.fields == ("resume_from_checkpoint", "save_only_model")
+    again.train(resume_from_checkpoint=True)  # checkpoint-4: the run's last step
+    assert again.state.global_step == 4
+
+
 def _snapshot(folder):
     return sorted((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in folder.rglob("*"))
 

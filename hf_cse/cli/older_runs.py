@@ -1,0 +1,30 @@
+"""Runs written by an earlier hf_cse, read in today's terms so that relaunching such an interrupted run resumes it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hf_cse.models import get_method
+from hf_cse.objectives import LEGACY_FIELDS
+
+
+def record_in_objectives_form(record: dict) -> dict:
+    """A run record (``hf_cse_run.json``) written before objectives were a list -- with ``loss``, ``loss_kwargs`` and
+    the ``dcl_*`` settings, absent ones meaning the method's defaults -- in today's form, through the config's own
+    conversion of those fields, so that relaunching such an interrupted run resumes it."""
+    if "objectives" in record or "loss" not in record:
+        return record
+    legacy = {k: v for k, v in record.items() if k in LEGACY_FIELDS and v is not None}
+    record = {k: v for k, v in record.items() if k not in LEGACY_FIELDS}
+    config = get_method(record.get("method", "simcse")).config_class(**legacy)
+    return {**record, "objectives": config.objectives}
+
+
+def trained_padding_free(checkpoint: str) -> bool:
+    """Whether the run a checkpoint belongs to trained padding-free (its config.json; a checkpoint written before
+    the padding-free forward existed trained padded). A resumed run keeps it unless --padding_free is given: the
+    dropout masks are drawn over other shapes, so switching would make the resumed run differ from the run
+    uninterrupted."""
+    config = Path(checkpoint) / "config.json"
+    return bool(json.loads(config.read_text()).get("padding_free", False)) if config.is_file() else True
