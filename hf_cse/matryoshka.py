@@ -25,9 +25,34 @@ from .errors import CSEError
 from .losses.base import LossOutput
 from .matryoshka_rules import check_matryoshka
 from .number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_float_list, parse_int_list
+from .references import Paper, register_paper
 from .said_once import first_time
 
 logger = logging.getLogger(__name__)
+
+#: cited by the model card of a run trained with ``matryoshka_dims``
+MATRYOSHKA = register_paper(Paper(
+    key="kusupati2022matryoshka",
+    name="Matryoshka Representation Learning",
+    title="Matryoshka Representation Learning",
+    authors=("Aditya Kusupati", "Gantavya Bhatt", "Aniket Rege", "Matthew Wallingford", "Aditya Sinha",
+             "Vivek Ramanujan", "William Howard-Snyder", "Kaifeng Chen", "Sham Kakade", "Prateek Jain",
+             "Ali Farhadi"),
+    venue="NeurIPS 2022",
+    year=2022,
+    arxiv="2205.13147",
+    code="https://github.com/RAIVNLab/MRL",
+    bibtex="""@inproceedings{kusupati2022matryoshka,
+  title     = {Matryoshka Representation Learning},
+  author    = {Kusupati, Aditya and Bhatt, Gantavya and Rege, Aniket and Wallingford, Matthew and Sinha, Aditya and
+               Ramanujan, Vivek and Howard-Snyder, William and Chen, Kaifeng and Kakade, Sham and Jain, Prateek and
+               Farhadi, Ali},
+  booktitle = {Advances in Neural Information Processing Systems (NeurIPS)},
+  year      = {2022},
+  eprint    = {2205.13147},
+  archivePrefix = {arXiv}
+}""",
+))
 
 
 def say_reordered(given_dims: Any, given_weights: Any, dims: list[int] | None, weights: list[float] | None) -> None:

@@ -228,9 +228,19 @@ def _model_details(config, export: Mapping[str, Any], base_label: str, untrained
             rows.append(("Matryoshka dimensions", f"trained at {', '.join(map(str, dims))} (loss weights "
                          f"{', '.join(f'{w:g}' for w in weights)}): the first d coordinates are an embedding on their "
                          f"own; `SentenceTransformer(..., truncate_dim={dims[-1]})` serves them, not normalised "
-                         "again: compare them by cosine similarity (the model's own), not by dot product"))
+                         "again: compare them by cosine similarity (the model's own), not by dot product"
+                         + _untrained_tail(dims[0], export["embedding_dimension"])))
     modules = "\n".join(f"  ({i}): {m}" for i, m in enumerate(export["modules"]))
     return table(("Property", "Value"), rows) + f"\n\nModule stack:\n\n```\nSentenceTransformer(\n{modules}\n)\n```"
+
+
+def _untrained_tail(widest: int, width) -> str:
+    """What the Matryoshka row adds where the widest trained prefix is narrower than the served embedding."""
+    if not isinstance(width, int) or widest >= width:
+        return ""
+    return (f". The coordinates past the first {widest} were given no training signal (the full {width} were not "
+            f"among the dimensions trained), yet the model serves all {width} by default: load it with "
+            f"`truncate_dim={widest}`")
 
 
 # --------------------------------------------------------------------------------------------- rendering

@@ -73,10 +73,12 @@ def cited_papers(method: str, losses: Iterable[str]) -> list[Paper]:
 
 
 def papers_for(config) -> list[Paper]:
-    """Papers behind a config (see :func:`cited_papers`)."""
+    """Papers behind a config (see :func:`cited_papers`), and Matryoshka training's where it trained with it."""
+    from ..matryoshka import MATRYOSHKA
     from ..objectives import objective_specs
 
-    return cited_papers(getattr(config, "method", "simcse"), [spec.loss for spec in objective_specs(config)])
+    papers = cited_papers(getattr(config, "method", "simcse"), [spec.loss for spec in objective_specs(config)])
+    return [*papers, MATRYOSHKA] if getattr(config, "matryoshka_dims", None) else papers
 
 
 def citations_section(papers: Iterable[Paper]) -> str:

@@ -174,9 +174,10 @@ class CSEConfig(PretrainedConfig):
         "help": "instruction / prefix prepended to every sentence in training, evaluation and the "
                 "sentence-transformers export (its default prompt), e.g. 'Retrieve semantically similar text: '"})
     matryoshka_dims: list[int] | None = field(default=None, metadata={
-        "help": "Matryoshka training: every objective is also applied to each of these leading prefixes of the "
+        "help": "Matryoshka training: every objective is applied to each of these leading prefixes of the "
                 "embedding (e.g. 384,256,128,64; one forward, the prefixes are slices of it), so the exported "
-                "embedding can be truncated to any of them; not set = the full embedding only",
+                "embedding can be truncated to any of them; list the full width to train the whole embedding "
+                "too; not set = the full embedding only",
         "flag_type": "int_list"})
     matryoshka_weights: list[float] | None = field(default=None, metadata={
         "help": "weight of each matryoshka_dims prefix's loss, in the same order (not set = 1 each)",

@@ -87,6 +87,19 @@ def test_a_matryoshka_run_that_kept_the_untrained_encoder_does_not_say_its_dimen
     assert "trained with LoRA (r=4)" in trained and "the trained `mlp`" in trained
 
 
+def test_a_matryoshka_card_cites_its_paper_and_says_where_the_trained_prefixes_stop():
+    """The card cited SimCSE only, and, with the full width left out of matryoshka_dims, served all 32 values as
+    the trained embedding: the training log alone said the values past 16 got no training signal."""
+    narrow = card(config_for(matryoshka_dims=[16, 8], projector="none"), export=EXPORT)
+    assert EXPORT["embedding_dimension"] == 32
+    assert ("The coordinates past the first 16 were given no training signal (the full 32 were not among the "
+            "dimensions trained), yet the model serves all 32 by default: load it with `truncate_dim=16`") in narrow
+    assert "@inproceedings{kusupati2022matryoshka" in narrow and "Kusupati et al., NeurIPS 2022" in narrow
+    whole = card(config_for(matryoshka_dims=[32, 8], projector="none"), export=EXPORT)
+    assert "no training signal" not in whole and "kusupati2022matryoshka" in whole
+    assert "kusupati2022matryoshka" not in card(config_for(), export=EXPORT)
+
+
 def test_a_card_made_for_a_folder_says_to_load_it_from_the_folder(tmp_path, monkeypatch):
     """A card rendered without a Hub repo said "Download from the Hub" above SentenceTransformer("/a/local/path")."""
     monkeypatch.chdir(tmp_path)
