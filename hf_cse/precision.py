@@ -234,5 +234,16 @@ def autocast(precision: str, device_type: str):
 def check_training_args(args) -> None:
     """Refuse TrainingArguments whose precision would not run as written (``fp16`` on a CPU is silently fp32 in
     the Trainer; ``bf16`` on a GPU without bf16 fails later)."""
+    check_no_full_eval(args)
     if args.fp16 or args.bf16:
         resolve("fp16" if args.fp16 else "bf16", args.device.type)
+
+
+def check_no_full_eval(args) -> None:
+    """``fp16_full_eval`` / ``bf16_full_eval`` set: they cast the model for transformers' evaluation loop, which
+    no hf_cse run scores with (its dev scores run in the training precision), so they would do nothing."""
+    for name in ("fp16_full_eval", "bf16_full_eval"):
+        if getattr(args, name, False):
+            raise PrecisionError(f"{name}=True does nothing here: the dev data is scored in the training precision "
+                                 "(precision, bf16 or fp16), not by transformers' evaluation loop that it casts for. "
+                                 f"Drop {name}.", fields=(name,))

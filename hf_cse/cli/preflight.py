@@ -42,6 +42,9 @@ def check_training_arguments(training_args) -> None:
     check_optimizer_arguments(training_args)
     check_report_to(training_args.report_to)
     from ..distributed import check_not_data_parallel, check_sharding_device
+    from ..precision import check_no_full_eval
+
+    check_no_full_eval(training_args)
 
     check_not_data_parallel(training_args)
     check_sharding_device(training_args)

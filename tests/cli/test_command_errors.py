@@ -333,6 +333,8 @@ TRAIN_CASES = {
     "streaming-score-each-epoch": (("--streaming", "--eval_file", "PAIRS", "--eval_strategy", "epoch"), None,
                                    "--eval_strategy 'epoch' would score the dev data only when the run "
                                    "ends.*--eval_steps N"),
+    "fp16-full-eval": (("--fp16_full_eval", "true"), None,
+                       "--fp16_full_eval does nothing here: the dev data is scored in the training precision"),
     "shuffle-without-stream": (("--stream_shuffle_buffer", "5"), None,
                                "--stream_shuffle_buffer shuffles a stream, and the training set is not streamed"),
     "negative-is-the-positive": (("--train_file", "PAIRS", "--pair_column", "sentence2", "--negative_column",

@@ -70,6 +70,15 @@ def test_fp16_on_cpu_refused(tiny_bert_dir, sentences, tmp_path):
         _train(tiny_bert_dir, sentences, tmp_path, fp16=True)
 
 
+@pytest.mark.parametrize("name", ["fp16_full_eval", "bf16_full_eval"])
+def test_a_full_eval_cast_that_no_dev_score_uses_is_refused(name, tiny_bert_dir, sentences, tmp_path):
+    """Accepted and recorded in training_info.json, while the dev data was scored in fp32 all the same."""
+    with pytest.raises(PrecisionError, match=f"^{name}=True does nothing here: the dev data is scored in the "
+                                             "training precision") as refused:
+        _train(tiny_bert_dir, sentences, tmp_path, **{name: True})
+    assert refused.value.fields == (name,)
+
+
 @pytest.mark.slow
 def test_bf16_first_step_loss_equals_fp32(tiny_bert_dir, sentences, tmp_path):
     """Same weights, batch and dropout masks: the first step's loss under bf16 autocast is the fp32 one up to bf16
