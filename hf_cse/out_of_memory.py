@@ -88,3 +88,18 @@ def out_of_memory_as_refusal(trainer, max_seq_length: int) -> Iterator[None]:
             max_seq_length=max_seq_length, cached_minibatch_size=getattr(trainer, "cached_minibatch_size", None),
             cached_applies=cached_applies, activation_checkpointing=checkpointing,
             resumes_from=last_complete_checkpoint(trainer.args.output_dir)) from err
+
+
+@contextmanager
+def dev_out_of_memory_as_refusal(device, batch_size: int) -> Iterator[None]:
+    """Within the block, which scores the dev data in batches of ``batch_size``, an out-of-memory error becomes a
+    refusal naming that batch: the training settings do not change what scoring holds in memory."""
+    try:
+        yield
+    except RuntimeError as err:
+        if not is_out_of_memory(err):
+            raise
+        raise TrainingOutOfMemoryError(
+            f"{device} ran out of memory{_tried_to_allocate(err)} scoring the dev data in batches of {batch_size}: "
+            f"set per_device_eval_batch_size={max(1, batch_size // 2)} (the training is the same with it).",
+            fields=("per_device_eval_batch_size",)) from err

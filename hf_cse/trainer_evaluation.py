@@ -3,8 +3,9 @@ embeddings with the trainer's evaluator (on the main process, its metrics broadc
 training the model held is compared with the untrained encoder's score before the first step.
 
 The embeddings are encoded in the run's precision (bf16 autocast for a bf16 run), in batches of
-``max(per_device_eval_batch_size, 128)``, as ``run_eval`` encodes them given the same precision and batch size: its
-dev-mode STS-B score of the saved model is the logged one (each log line names the precision and batch size)."""
+``per_device_eval_batch_size`` (:func:`dev_batch_size`: 128 where it is transformers' default), as ``run_eval``
+encodes them given the same precision and batch size: its dev-mode STS-B score of the saved model is the logged one
+(each log line names the precision and batch size)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from transformers import Trainer
 
 from .errors import CSEError, raised_on_every_process
 from .evaluation.before_after import DevChange, UntrainedCandidate, logged_evaluation, primary_metric
+from .out_of_memory import dev_out_of_memory_as_refusal
 from .precision import describe_scoring, run_precision
 from .trainer_resume import DevDataChange
 
@@ -44,6 +46,23 @@ def _best_metric_not_logged(args, scores: list[str]) -> str:
                 f"metric_for_best_model, one of the dev metrics ({', '.join(scores)}).")
     return (f"metric_for_best_model={best!r}{' (which you did not give)' if chosen_by else ''} is not among the dev "
             f"metrics ({', '.join(scores)}); choose one of them.")
+
+
+
+#: the dev data's encoding batch where ``per_device_eval_batch_size`` is transformers' default (8 made scoring slow)
+DEV_BATCH_SIZE = 128
+
+
+def dev_batch_size(args) -> int:
+    """The batch the dev data is encoded in: ``per_device_eval_batch_size`` as given, :data:`DEV_BATCH_SIZE` where
+    it is transformers' default (a smaller one is what a device short of memory needs)."""
+    import dataclasses
+
+    from transformers import TrainingArguments
+
+    default = {f.name: f.default for f in dataclasses.fields(TrainingArguments)}["per_device_eval_batch_size"]
+    given = args.per_device_eval_batch_size
+    return DEV_BATCH_SIZE if given == default else given
 
 
 class DevScoring(Trainer):
@@ -188,7 +207,7 @@ class DevScoring(Trainer):
         if self.accelerator.is_main_process:
             step = self.state.global_step
             scored = scored or ("the untrained encoder (step 0)" if step == 0 else f"the model of step {step}")
-            batch_size = max(self.args.per_device_eval_batch_size, 128)
+            batch_size = dev_batch_size(self.args)
             # a wait of its own; how it encodes, for run_eval to give the same figure (its precision and batch_size)
             logger.info("dev: scoring %s on %s (%s, batches of %d)", scored, describe_evaluator(self.evaluator),
                         describe_scoring(self.precision), batch_size)
@@ -196,7 +215,7 @@ class DevScoring(Trainer):
             encoder = SentenceEncoder(model, self.processing_class, batch_size=batch_size, precision=self.precision,
                                       show_progress_bar=not self.args.disable_tqdm)
             try:
-                with scoring_dev(model):
+                with scoring_dev(model), dev_out_of_memory_as_refusal(self.args.device, batch_size):
                     outcome["metrics"] = run_evaluator(self.evaluator, encoder, epoch=self.state.epoch or 0.0,
                                                        steps=self.state.global_step)
             except Exception as err:

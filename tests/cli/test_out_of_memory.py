@@ -119,3 +119,28 @@ def test_out_of_memory_in_training_is_one_line_and_the_run_resumes(tiny_bert_dir
     assert train_cli.main([*args, "--cached_minibatch_size", "2"]) == 0, capsys.readouterr().err
     assert resumed == [str(out / "checkpoint-2")]
     assert (out / "checkpoint-4").is_dir() and (out / "model.safetensors").is_file()
+
+
+def test_out_of_memory_scoring_the_dev_data_names_the_dev_batch(capsys, no_debug):
+    """It named the training batch, the length and the gradient cache, none of which scoring holds in memory."""
+    from hf_cse.out_of_memory import dev_out_of_memory_as_refusal
+
+    def oom():
+        with dev_out_of_memory_as_refusal(torch.device("cuda", 0), 128):
+            raise torch.OutOfMemoryError(CUDA_MESSAGE)
+
+    line = _one_line(capsys, run_cli(oom, "hf-cse-train"))
+    assert line == ("hf-cse-train: error: cuda:0 ran out of memory (tried to allocate 2.00 GiB) scoring the dev data "
+                    "in batches of 128: set --per_device_eval_batch_size=64 (the training is the same with it). "
+                    "(HF_CSE_DEBUG=1 shows the traceback)"), line
+
+
+def test_the_dev_batch_is_the_eval_batch_given_and_128_for_transformers_default():
+    """A batch below 128 was raised to 128, so a device short of memory had no smaller one to turn to."""
+    from transformers import TrainingArguments
+
+    from hf_cse.trainer_evaluation import dev_batch_size
+
+    assert dev_batch_size(TrainingArguments("o")) == 128  # transformers' default 8
+    assert dev_batch_size(TrainingArguments("o", per_device_eval_batch_size=32)) == 32
+    assert dev_batch_size(TrainingArguments("o", per_device_eval_batch_size=512)) == 512
