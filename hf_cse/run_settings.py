@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoints import TRAINER_STATE_FILE
+from .errors import CSEError
 from .run_files import (
     DEV_AND_SELECTION,
     DEV_DATA,
@@ -96,6 +97,7 @@ def setting_differences(recorded: dict[str, Any], current: dict[str, Any],
         defaults = method_defaults(current["method"])
         recorded, current = _as_used(recorded, defaults), _as_used(current, defaults)
     recorded, current = _lora_alpha_as_used(recorded), _lora_alpha_as_used(current)
+    recorded, current = _matryoshka_as_used(recorded), _matryoshka_as_used(current)
     changed = [_objectives_change(recorded[k], current[k]) if k == "objectives" and _objective_lists(
                recorded.get(k), current.get(k)) else f"{k}: {recorded.get(k)!r} then, {current.get(k)!r} now"
                for k in keys if recorded.get(k) != current.get(k)]
@@ -144,6 +146,20 @@ def _lora_alpha_as_used(values: dict[str, Any]) -> dict[str, Any]:
         else values
 
 
+def _matryoshka_as_used(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with the Matryoshka dimensions and weights as the config holds them (largest dimension first, the
+    weights following, 1 each where not set), so that the same training typed in another order continues the run."""
+    from .matryoshka_rules import check_matryoshka
+
+    if values.get("matryoshka_dims") is None:
+        return values
+    try:
+        dims, weights = check_matryoshka(values["matryoshka_dims"], values.get("matryoshka_weights"))
+    except CSEError:  # not what a run trains with: compared as written
+        return values
+    return {**values, "matryoshka_dims": dims, "matryoshka_weights": weights}
+
+
 def _objective_lists(*values: Any) -> bool:
     return all(isinstance(v, list) and all(isinstance(o, dict) and "loss" in o for o in v) for v in values)
 
@@ -154,7 +170,6 @@ def loss_defaults(loss: str) -> dict[str, Any]:
     objectives differ as recorded."""
     import inspect
 
-    from .errors import CSEError
     from .losses.registry import loss_hyperparameters
 
     try:

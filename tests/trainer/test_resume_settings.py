@@ -220,6 +220,17 @@ def test_a_stream_is_described_by_its_first_rows(tiny_bert_dir):
     assert data_description(Dataset.from_dict({"text": rows}).to_iterable_dataset()) is None  # no token ids
 
 
+def test_matryoshka_settings_typed_in_another_order_are_the_same_run():
+    """The config sorts the dimensions (largest first, the weights following): the same training retyped in another
+    order was refused a resume as other settings."""
+    then = {"matryoshka_dims": [8, 32, 16], "matryoshka_weights": [1, 2, 3]}
+    assert setting_differences(then, {"matryoshka_dims": [32, 16, 8], "matryoshka_weights": [2, 3, 1]}) == []
+    assert setting_differences({"matryoshka_dims": [32, 16], "matryoshka_weights": None},
+                               {"matryoshka_dims": [16, 32], "matryoshka_weights": [1, 1]}) == []  # 1 each
+    assert setting_differences(then, {"matryoshka_dims": [32, 16, 8], "matryoshka_weights": [1, 2, 3]}) == [
+        "matryoshka_weights: [2.0, 3.0, 1.0] then, [1.0, 2.0, 3.0] now"]
+
+
 def test_setting_differences_are_named_then_and_now_and_shown_whole():
     changed = setting_differences({"learning_rate": 1e-3, "seed": 0, "pooler_source": "a"},
                                   {"learning_rate": 2e-3, "seed": 1, "pooler_source": "b"})
