@@ -570,6 +570,10 @@ def test_a_stopped_run_says_what_it_keeps(tmp_path, monkeypatch):
     assert train_cli.kept_when_stopped(args).startswith("no checkpoint was complete yet")
     (tmp_path / "out" / "checkpoint-7").mkdir(parents=True)
     monkeypatch.setattr(checkpoints, "last_complete_checkpoint", lambda out: str(out / "checkpoint-7"))
+    # saved with --save_only_model: no optimizer, scheduler or RNG state, so no run resumes from it
+    assert train_cli.kept_when_stopped(args) == f"{tmp_path / 'out' / 'checkpoint-7'} holds the model only " \
+                                                "(--save_only_model): no run resumes from it."
+    (tmp_path / "out" / "checkpoint-7" / "rng_state.pth").touch()
     assert train_cli.kept_when_stopped(args) == f"{tmp_path / 'out' / 'checkpoint-7'} is kept: the same command " \
                                                 "resumes from it."
     # gone on from another run's checkpoint: naming it again would train from it again, over checkpoint-7
