@@ -90,15 +90,19 @@ def native_bf16(device_type: str) -> bool:
     return device_type in ("xpu", "mps")
 
 
-def resolve(requested: str, device_type: str) -> tuple[str, str]:
+def resolve(requested: str, device_type: str, scoring: bool = False) -> tuple[str, str]:
     """The precision to run (``fp32`` / ``bf16`` / ``fp16``) for ``requested`` on ``device_type``, and why (for
-    the log line). Raises :class:`PrecisionError` for a precision the device cannot run."""
+    the log line). Raises :class:`PrecisionError` for a precision the device cannot run, in the terms of training or,
+    ``scoring``, of an evaluation (no training flags there)."""
     if requested not in PRECISIONS:
         raise PrecisionError(f"unknown precision={requested!r}; choose one of {', '.join(PRECISIONS)}.")
     if requested == "auto":
         if native_bf16(device_type):
             return "bf16", f"auto: this {device_type.upper()} computes bf16 natively"
         return "fp32", f"auto: this {device_type.upper()} has no native bf16"
+    if requested == "fp16" and device_type == "cpu" and scoring:
+        raise PrecisionError("precision fp16 needs a GPU: on a CPU fp16 matrix products are emulated. Use precision "
+                             "fp32, bf16 or auto on a CPU.")
     if requested == "fp16" and device_type == "cpu":
         raise PrecisionError(
             "precision fp16 (fp16=True in training) needs a GPU: on a CPU fp16 matrix products are emulated (and "
@@ -155,6 +159,17 @@ def say_training_precision(args, precision: str) -> None:
                     else "precision='auto' (without bf16=True) trains in fp32 here" if own
                     else "bf16=False trains in fp32")
     logger.warning(f"precision: %s on %s (%s); {fp32_instead}", describe(precision), device, why)
+
+
+def say_scoring_precision(precision: str, device) -> None:
+    """Log the precision an evaluation encodes in: INFO, or a WARNING where it is emulated on this machine (as a
+    training run's, :func:`say_training_precision`)."""
+    device = torch.device(device)
+    if emulated(precision, device.type):
+        logger.warning("precision: %s on %s (%s); precision fp32 scores faster here", describe_scoring(precision),
+                       device, EMULATED_BF16 if device.type == "cpu" else "no native bf16 on this device")
+    else:
+        logger.info("precision: %s on %s", describe_scoring(precision), device)
 
 
 def describe(precision: str) -> str:

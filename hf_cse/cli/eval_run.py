@@ -28,6 +28,7 @@ from ..evaluation.report import model_folder, read_plot_data, remove_plot_data, 
 from ..evaluation.results import PLOTS_STEP
 from ..evaluation.resume import STSB_TEST_TASKS, finished_tasks
 from ..output_folder import listing
+from ..precision import say_scoring_precision
 from ..writing import json_safe
 from . import say_when_stopped
 from .flags import in_flag_terms
@@ -192,7 +193,7 @@ class ModelsEvaluation:
             return self.finish_model(name, replace(earlier, unfinished_tasks=[]), extras)
         logger.info("Evaluating %s on %s (mode %s)", name, ", ".join(todo), args.mode)
         encoder = load_encoder(name, args)
-        logger.info("precision: %s on %s", encoder.describe()["precision"], encoder.device)
+        say_scoring_precision(encoder.precision, encoder.device)
         width = None  # the embedding size (one sentence encoded), where the dimensions or MTEB's meta need it
         if args.truncate_dim_list or args.mteb_results_dir:
             try:

@@ -255,9 +255,9 @@ def check_inputs(args: EvalArguments) -> tuple[Path, list[EvalResults], list | N
         check_min_seq_length(args.max_seq_length, "Leave it out to score whole sentences (up to the model's limit).")
     check_device(args.device)
     try:  # e.g. fp16 on a CPU
-        resolve(args.precision, args.device.split(":")[0] if args.device else default_device_type())
+        resolve(args.precision, args.device.split(":")[0] if args.device else default_device_type(), scoring=True)
     except PrecisionError as err:
-        raise InputError(str(err)) from None
+        raise InputError(str(err), fields=("precision",)) from None
     for name in args.model_name_or_path:
         check_model_source(name, markers=MODEL_FOLDER_MARKERS)
         check_model_folder(name, args.max_seq_length)

@@ -39,8 +39,7 @@ from ..models.config import attends_causally, check_first_token_pooler
 from ..models.modes import eval_mode
 from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hidden_states, pool
 from ..padding import pad_token_rows, padding_where_positions_allow, with_pad_token
-from ..precision import autocast, resolve
-from ..precision import describe as describe_precision
+from ..precision import autocast, describe_scoring, resolve
 from ..tokenizer_match import check_room_for_text, warn_unread_embeddings
 from .model_kind import check_st_modules_encode, detect_kind, load_model, own_modules_pooling
 
@@ -154,7 +153,7 @@ class SentenceEncoder:
             except (StopIteration, AttributeError):
                 device = torch.device("cpu")
         self.device = torch.device(device)
-        self.precision, _ = resolve(precision, self.device.type)  # refuses fp16 on a CPU
+        self.precision, _ = resolve(precision, self.device.type, scoring=True)  # refuses fp16 on a CPU
         self.name = (name or getattr(getattr(self._hf_model, "config", None), "name_or_path", None)
                      or type(model).__name__)
         if self.tokenizer is not None:
@@ -233,7 +232,7 @@ class SentenceEncoder:
         own = says_own(self.model.config) if says_own and self.pooler is None else ""
         return {"model": self.name, "kind": self.kind, "pooler": self.effective_pooler,
                 **({"representation": own} if own else {}), "max_length": self.max_length,
-                "batch_size": self.batch_size, "precision": describe_precision(self.precision),
+                "batch_size": self.batch_size, "precision": describe_scoring(self.precision),
                 **({"model_weights": self.weights} if self.weights else {})}
 
     # ------------------------------------------------------------------------------ encoding

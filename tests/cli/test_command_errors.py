@@ -71,6 +71,9 @@ CASES = {
     "eval-hub-data-offline": (lambda f: run_eval_args(f, "--senteval_source", "hub"),
                               "cannot read the Hub data set mteb/stsbenchmark-sts: the Hub is offline \\(HF_HUB_"),
     "eval-output-is-a-file": (lambda f: run_eval_args(f, out=f["root"] / "a_file"), "--output_dir .* is a file"),
+    "eval-fp16-on-a-cpu": (lambda f: run_eval_args(f, "--precision", "fp16", "--device", "cpu"),
+                           "precision fp16 needs a GPU: on a CPU fp16 matrix products are emulated. Use --precision "
+                           "fp32, bf16 or auto on a CPU.( |$)"),
     "eval-device-foo": (lambda f: run_eval_args(f, "--device", "foo"), "--device 'foo' is not a device"),
     "eval-device-cuda-99": (lambda f: run_eval_args(f, "--device", "cuda:99"), "--device cuda:99: torch sees"),
     # the eval pairs' columns without the pairs did nothing; typed: refused (--model_name_or_path typed too, a flag

@@ -104,6 +104,21 @@ def test_resolve_auto_follows_native_bf16(monkeypatch):
         precision.resolve("fp16", "cpu")
 
 
+def test_an_evaluation_speaks_of_scoring_and_warns_of_emulated_bf16(monkeypatch, caplog):
+    """run_eval's refusal named fp16=True in training, its log and results.json losses in fp32, and bf16 emulated on
+    this CPU went without the warning a training run gets."""
+    with pytest.raises(PrecisionError, match=r"^precision fp16 needs a GPU: on a CPU fp16 matrix products are "
+                                             r"emulated\. Use precision fp32, bf16 or auto on a CPU\.$"):
+        precision.resolve("fp16", "cpu", scoring=True)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: False)
+    with caplog.at_level(logging.INFO, logger="hf_cse.precision"):
+        precision.say_scoring_precision("bf16", "cpu")
+        precision.say_scoring_precision("fp32", "cpu")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", f"precision: bf16 autocast on cpu ({precision.EMULATED_BF16}); precision fp32 scores faster here"),
+        ("INFO", "precision: fp32 on cpu")]
+
+
 def test_training_flags_combine_precision_and_trainer_flags(monkeypatch):
     monkeypatch.setattr(precision, "default_device_type", lambda use_cpu=False: "cpu")
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: True)
@@ -320,7 +335,7 @@ def test_run_eval_precision_recorded_and_close_to_fp32(tmp_path):
         assert eval_cli.main(["--model_name_or_path", str(tiny), "--senteval_data_dir", str(se), "--tasks",
                               "STS-B", "--output_dir", str(out), "--disable_tqdm", "--precision", prec]) == 0
         res = json.loads((out / "results.json").read_text())
-        assert res["settings"]["precision"] == precision.describe(prec)
+        assert res["settings"]["precision"] == precision.describe_scoring(prec)  # no loss here
         scores[prec] = res["STSBenchmark"]
     assert scores["bf16"] == pytest.approx(scores["fp32"], abs=5.0)
 
