@@ -18,6 +18,7 @@ from .distributed import check_not_data_parallel, check_sharding_device, gather_
 from .divergence import finished_not_diverged, with_diverged_checkpoints
 from .errors import CSEError, unwrapped_from_worker
 from .evaluation.before_after import DevChange, UntrainedCandidate
+from .evaluation.custom_dev import check_pairs_settings_used
 from .folder_lock import first_missing_folder, made_folders_removed_on_failure
 from .later_checkpoints import checkpoint_gone
 from .log_window import LogWindow
@@ -157,6 +158,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             raise CSEError(f"eval_strategy={strategy} needs something to evaluate: pass "
                            "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
         check_dev_ready(self.evaluator, training_args)
+        check_pairs_settings_used(training_args, pairs_given=eval_pairs is not None)  # e.g. eval_name, no eval_file
         streamed = isinstance(given.get("train_dataset"), torch.utils.data.IterableDataset)
         shuffle_field = getattr(training_args, "stream_shuffle_buffer", None)  # asked for where not its default
         check_settings_for_data(training_args, streamed, no_duplicates_asked=bool(no_duplicates_in_batch),

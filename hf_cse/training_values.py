@@ -249,7 +249,9 @@ def check_best_metric(args, logged: list[str], filled_in: bool | None = None) ->
 #: a ``*_steps`` interval, the strategy that must be ``steps`` for it to apply, and what it does without
 STEP_INTERVALS = (("save_steps", "save_strategy", "saves nothing: no checkpoint is saved during training"),
                   ("eval_steps", "eval_strategy", "scores nothing during training: the dev data is scored before "
-                                                  "the first step and after the last only"))
+                                                  "the first step and after the last only"),
+                  ("save_total_limit", "save_strategy", "keeps or deletes nothing: no checkpoint is saved during "
+                                                        "training"))
 
 
 def strategy_name(value) -> str:

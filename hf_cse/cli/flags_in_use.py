@@ -119,10 +119,5 @@ def check_eval_pairs_settings(args, chosen: set[str]) -> None:
 
 def check_training_settings(training_args, chosen: set[str]) -> None:
     """Training arguments chosen for a feature that is off in this run: the eval pairs' columns and name without
-    eval pairs, a checkpoint limit without checkpoints."""
+    eval pairs (a checkpoint limit without checkpoints: the arguments' own check, as the other step intervals)."""
     check_eval_pairs_settings(training_args, chosen)
-    strategy = getattr(training_args.save_strategy, "value", training_args.save_strategy)
-    if "save_total_limit" in chosen and strategy == "no" and training_args.save_total_limit is not None:
-        raise InputError(f"{given_as(chosen, 'save_total_limit', training_args.save_total_limit)} does nothing while "
-                         "--save_strategy is 'no' (no checkpoint to keep or delete): add --save_strategy steps "
-                         f"--save_steps N, or {drop_fix(chosen, 'save_total_limit')}.")

@@ -52,6 +52,22 @@ class EvalDataArguments:
     )
 
 
+def check_pairs_settings_used(args, pairs_given: bool = False) -> None:
+    """The scored pairs' columns, split or name set (other than their defaults) without pairs to describe: nothing
+    would read them. Checked by the trainer, as the command lines check the ones typed; ``pairs_given``: the
+    trainer's ``eval_pairs``, which ``eval_name`` names."""
+    import dataclasses
+
+    if getattr(args, "eval_file", None) or getattr(args, "eval_dataset_name", None):
+        return
+    sources = ("eval_file", "eval_dataset_name", *(("eval_name",) if pairs_given else ()))
+    for spec in dataclasses.fields(EvalDataArguments):
+        value = getattr(args, spec.name, spec.default)
+        if spec.name not in sources and value != spec.default:
+            raise InputError(f"{spec.name} {value} does nothing without eval_file or eval_dataset_name (the scored "
+                             f"pairs it describes): add one, or drop {spec.name}.", fields=(spec.name,))
+
+
 def _delimiter(path: Path, first_line: str) -> str | None:
     """'\\t' for tab-separated files, None for comma-separated CSV."""
     return "\t" if path.suffix.lower() in (".tsv", ".txt") or "\t" in first_line else None

@@ -294,8 +294,9 @@ TRAIN_CASES = {
     "eval-column-without-eval-pairs": (("--eval_sentence1_column", "a"), None,
                                        "--eval_sentence1_column a does nothing without --eval_file"),
     "save-total-limit-without-checkpoints": (("--save_total_limit", "2"), None,
-                                             "--save_total_limit 2 does nothing while --save_strategy is 'no' .*: add "
-                                             "--save_strategy steps --save_steps N, or drop --save_total_limit\\."),
+                                             "--save_total_limit 2 keeps or deletes nothing: no checkpoint is saved "
+                                             "during training \\(with --save_strategy 'no'\\); add --save_strategy "
+                                             "'steps'\\."),
     # off-dropout said in flags: the fix as typed, the method (not its Python class), the method's default as such
     "off-dropout-loss-without-off-dropout": (("--loss", "off_dropout_infonce"), None,
                                              "loss 'off_dropout_infonce' needs no-dropout embeddings "

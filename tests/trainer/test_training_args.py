@@ -106,6 +106,22 @@ def test_dev_data_in_the_arguments_is_scored_before_the_first_step(tiny_bert_dir
     assert set(trainer.evaluate()) >= {"eval_mine_spearman"}
 
 
+def test_settings_of_pairs_that_are_not_there_are_refused_by_the_trainer(tiny_bert_dir, sentences, tmp_path):
+    """As the command line refuses them: eval_name or a column without eval_file trained and recorded them without a
+    word. eval_name names the trainer's own eval_pairs too, so there it is taken."""
+    from hf_cse.checks import InputError
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    for given, name in (({"eval_name": "mine"}, "eval_name mine"), ({"eval_score_column": "s"}, "eval_score_column s")):
+        with pytest.raises(InputError, match=f"^{name} does nothing without eval_file or eval_dataset_name"):
+            ContrastiveTrainer(model=model, train_dataset=ds, args=_args(tmp_path, **given), processing_class=tok)
+    pairs = [("a b", "c d", 1.0), ("e f", "g h", 2.0), ("i j", "k l", 3.0)]
+    trainer = ContrastiveTrainer(model=model, train_dataset=ds, args=_args(tmp_path, eval_name="mine"),
+                                 processing_class=tok, eval_pairs=pairs)
+    assert [e.name for e in trainer.evaluator] == ["mine"]
+
+
 def test_own_dev_pairs_without_senteval_are_all_the_trainer_scores(tmp_path, monkeypatch):
     """eval_file (or the trainer's eval_pairs) and no senteval_data_dir: the pairs alone, in a folder with no SentEval
     data near it, as hf-cse-train scores them; STS-B / SICK-R dev only where asked for."""
