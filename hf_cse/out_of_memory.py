@@ -28,7 +28,10 @@ def _tried_to_allocate(err: BaseException) -> str:
     """The size torch's message says it failed to allocate (the rest of it is a page of advice on the allocator's
     settings), as `` (tried to allocate 2.00 GiB)``; "" where it names none."""
     tried = re.search(r"[Tt]ried to allocate ([\d.]+ ?[KMGT]i?B)", str(err))
-    return f" (tried to allocate {tried.group(1)})" if tried else ""
+    if tried:
+        return f" (tried to allocate {tried.group(1)})"
+    in_bytes = re.search(r"[Tt]ried to allocate (\d+) bytes", str(err))  # the CPU allocator's form
+    return f" (tried to allocate {int(in_bytes.group(1)) / 2**30:.2f} GiB)" if in_bytes else ""
 
 
 def out_of_memory_error(err: BaseException, *, device, per_device_train_batch_size: int, max_seq_length: int,

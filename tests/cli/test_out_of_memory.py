@@ -85,6 +85,11 @@ def test_other_devices_out_of_memory_and_other_errors(tmp_path, capsys, no_debug
             raise torch.OutOfMemoryError(CUDA_MESSAGE)
     assert "per_device_train_batch_size 512" in str(refused.value) and "--" not in str(refused.value)
     assert isinstance(refused.value.__cause__, torch.OutOfMemoryError)  # HF_CSE_DEBUG=1 shows torch's own
+    # torch's CPU allocator counts in bytes
+    cpu = RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you "
+                       "tried to allocate 3221225472 bytes. Error code 12 (Cannot allocate memory)")
+    assert "ran out of memory (tried to allocate 3.00 GiB) at" in _refusal_line(_trainer("simcse", tmp_path), capsys,
+                                                                                 cpu)
 
 
 @pytest.mark.slow
