@@ -19,6 +19,10 @@ from .checkpoints import last_complete_checkpoint
 from .errors import CSEError
 from .memory_errors import is_out_of_memory
 
+#: transformers' default ``per_device_eval_batch_size``, which the dev scoring reads as not set
+#: (:func:`hf_cse.trainer_evaluation.dev_batch_size`)
+TRANSFORMERS_EVAL_BATCH = 8
+
 
 class TrainingOutOfMemoryError(CSEError):
     """The device ran out of memory during training; the message names the batch, the length and the fixes."""
@@ -102,7 +106,11 @@ def dev_out_of_memory_as_refusal(device, batch_size: int) -> Iterator[None]:
     except RuntimeError as err:
         if not is_out_of_memory(err):
             raise
+        smaller = batch_size // 2
+        if smaller == TRANSFORMERS_EVAL_BATCH:  # read as not set: the dev data would be scored in batches of 128
+            smaller //= 2
+        fix = (f"set per_device_eval_batch_size={smaller} (the training is the same with it)" if smaller else
+               "no smaller batch is left: free the device's memory, or score on one with more")
         raise TrainingOutOfMemoryError(
             f"{device} ran out of memory{_tried_to_allocate(err)} scoring the dev data in batches of {batch_size}: "
-            f"set per_device_eval_batch_size={max(1, batch_size // 2)} (the training is the same with it).",
-            fields=("per_device_eval_batch_size",)) from err
+            f"{fix}.", fields=("per_device_eval_batch_size",)) from err

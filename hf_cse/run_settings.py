@@ -274,11 +274,14 @@ def _stream_description(stream) -> str | None:
     return f"a stream, its first {len(rows)} rows: the longest {extent[0]} tokens, token ids {digest}"
 
 
-#: :func:`data_description` of each training set described, so that a stream is read once, not at each checkpoint
+#: :func:`data_description` of each training set described (:func:`training_data_description`)
 _DESCRIBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _training_data(dataset) -> str | None:
+def training_data_description(dataset) -> str | None:
+    """:func:`data_description` of a trainer's training set, taken once: the trainer takes it when it is built,
+    before any pass over a stream (the trainer sets each pass's epoch on a stream it does not shuffle itself, and a
+    shuffle of the user's own then gives other first rows), and each checkpoint records that one."""
     try:
         return _DESCRIBED[dataset]
     except KeyError:
@@ -309,7 +312,7 @@ def run_settings(trainer) -> dict[str, Any]:
     settings.update({name: getattr(trainer, name, None) for name in TRAINER_SETTINGS})
     if trainer.stream_shuffle_buffer is not None:  # a stream: its workers order its rows (WORKERS_SETTING)
         settings[WORKERS_SETTING] = trainer.args.dataloader_num_workers
-    data = _training_data(trainer.train_dataset)
+    data = training_data_description(trainer.train_dataset)
     if data is not None:
         settings[DATA_SETTING] = data
     dev = getattr(trainer, "dev_data_identity", None)  # not compared (DEV_AND_SELECTION): hf_cse.trainer_resume

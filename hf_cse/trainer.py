@@ -26,7 +26,7 @@ from .losses.base import QUEUE_INPUT, finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
 from .precision import check_training_args, say_training_precision
-from .run_settings import save_run_settings
+from .run_settings import save_run_settings, training_data_description
 from .sampler import NoDuplicatesBatchSampler
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast
 from .streaming import check_settings_for_data
@@ -166,6 +166,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                                     None, TrainingOptions.stream_shuffle_buffer))
         # collator, kept columns, DiffCSE's generator, activation checkpointing; the data's facts for save_run
         self._data_facts = prepare_run(given, trust_remote_code)
+        training_data_description(given.get("train_dataset"))  # a stream's first rows, before any pass reads it
         check_rows_for_a_batch(given.get("train_dataset"), training_args)
         check_method_against_run(given.get("model"), given.get("train_dataset"), training_args)
         self.no_duplicates_in_batch = options.no_duplicates_in_batch

@@ -18,7 +18,7 @@ from transformers import Trainer
 
 from .errors import CSEError, raised_on_every_process
 from .evaluation.before_after import DevChange, UntrainedCandidate, logged_evaluation, primary_metric
-from .out_of_memory import dev_out_of_memory_as_refusal
+from .out_of_memory import TRANSFORMERS_EVAL_BATCH, dev_out_of_memory_as_refusal
 from .precision import describe_scoring, run_precision
 from .trainer_resume import DevDataChange
 
@@ -56,13 +56,8 @@ DEV_BATCH_SIZE = 128
 def dev_batch_size(args) -> int:
     """The batch the dev data is encoded in: ``per_device_eval_batch_size`` as given, :data:`DEV_BATCH_SIZE` where
     it is transformers' default (a smaller one is what a device short of memory needs)."""
-    import dataclasses
-
-    from transformers import TrainingArguments
-
-    default = {f.name: f.default for f in dataclasses.fields(TrainingArguments)}["per_device_eval_batch_size"]
     given = args.per_device_eval_batch_size
-    return DEV_BATCH_SIZE if given == default else given
+    return DEV_BATCH_SIZE if given == TRANSFORMERS_EVAL_BATCH else given
 
 
 class DevScoring(Trainer):

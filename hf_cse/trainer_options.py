@@ -305,10 +305,11 @@ def check_length_for_encoder(length: int, model) -> None:
 def check_training_values(args) -> None:
     """The training arguments' types, optimizer values and counts (:mod:`hf_cse.training_values`), for any
     ``TrainingArguments`` a caller hands the trainer, before transformers reads them."""
-    from .training_values import check_field_types, check_optimizer_values, check_step_counts
+    from .training_values import check_field_types, check_optimizer_values, check_step_counts, check_step_intervals
     check_field_types(args)
     check_step_counts(args, args.world_size)
     check_optimizer_values(args)
+    check_step_intervals(args)  # plain TrainingArguments too (ContrastiveTrainingArguments check it when made)
 
 
 def _streamed(train_dataset) -> bool:

@@ -259,7 +259,8 @@ def strategy_name(value) -> str:
 
 
 def _interval_refusal(args, steps: str, strategy: str, outcome: str) -> InputError:
-    return InputError(f"{steps}={getattr(args, steps):g} {outcome} (with {strategy}='no'); add {strategy}='steps'.",
+    return InputError(f"{steps}={getattr(args, steps):g} {outcome} (with {strategy}='no'); add {strategy}='steps', "
+                      f"or drop {steps}.",
                       fields=(steps, strategy))
 
 

@@ -55,17 +55,27 @@ class EvalDataArguments:
 def check_pairs_settings_used(args, pairs_given: bool = False) -> None:
     """The scored pairs' columns, split or name set (other than their defaults) without pairs to describe: nothing
     would read them. Checked by the trainer, as the command lines check the ones typed; ``pairs_given``: the
-    trainer's ``eval_pairs``, which ``eval_name`` names."""
+    trainer's ``eval_pairs``, which ``eval_name`` names (and which a file's or a Hub data set's pairs would join
+    unread)."""
     import dataclasses
 
-    if getattr(args, "eval_file", None) or getattr(args, "eval_dataset_name", None):
+    source = next((name for name in ("eval_file", "eval_dataset_name") if getattr(args, name, None)), None)
+    if source and pairs_given:
+        raise InputError(f"eval_pairs and {source} both give the dev pairs, and only eval_pairs would be scored: "
+                         f"pass one of them.", fields=(source,))
+    if source:
         return
-    sources = ("eval_file", "eval_dataset_name", *(("eval_name",) if pairs_given else ()))
+    unread = ("eval_file", "eval_dataset_name", *(("eval_name",) if pairs_given else ()))
     for spec in dataclasses.fields(EvalDataArguments):
         value = getattr(args, spec.name, spec.default)
-        if spec.name not in sources and value != spec.default:
-            raise InputError(f"{spec.name} {value} does nothing without eval_file or eval_dataset_name (the scored "
-                             f"pairs it describes): add one, or drop {spec.name}.", fields=(spec.name,))
+        if spec.name in unread or value == spec.default:
+            continue
+        if pairs_given:
+            raise InputError(f"{spec.name} {value} does nothing: the trainer's eval_pairs are rows (sentence1, "
+                             f"sentence2, score) with no columns or split to name; drop {spec.name}.",
+                             fields=(spec.name,))
+        raise InputError(f"{spec.name} {value} does nothing without eval_file or eval_dataset_name (the scored "
+                         f"pairs it describes): add one, or drop {spec.name}.", fields=(spec.name,))
 
 
 def _delimiter(path: Path, first_line: str) -> str | None:

@@ -296,7 +296,7 @@ TRAIN_CASES = {
     "save-total-limit-without-checkpoints": (("--save_total_limit", "2"), None,
                                              "--save_total_limit 2 keeps or deletes nothing: no checkpoint is saved "
                                              "during training \\(with --save_strategy 'no'\\); add --save_strategy "
-                                             "'steps'\\."),
+                                             "'steps', or drop --save_total_limit\\."),
     # off-dropout said in flags: the fix as typed, the method (not its Python class), the method's default as such
     "off-dropout-loss-without-off-dropout": (("--loss", "off_dropout_infonce"), None,
                                              "loss 'off_dropout_infonce' needs no-dropout embeddings "

@@ -138,14 +138,21 @@ def test_out_of_memory_scoring_the_dev_data_names_the_dev_batch(capsys, no_debug
     assert line == ("hf-cse-train: error: cuda:0 ran out of memory (tried to allocate 2.00 GiB) scoring the dev data "
                     "in batches of 128: set --per_device_eval_batch_size=64 (the training is the same with it). "
                     "(HF_CSE_DEBUG=1 shows the traceback)"), line
+    # never transformers' default 8, which the dev scoring reads as not set (batches of 128); none below 1
+    for batch, fix in ((16, "set per_device_eval_batch_size=4 "), (1, "no smaller batch is left")):
+        with pytest.raises(TrainingOutOfMemoryError, match=f"in batches of {batch}: {fix}"):
+            with dev_out_of_memory_as_refusal(torch.device("cuda", 0), batch):
+                raise torch.OutOfMemoryError(CUDA_MESSAGE)
 
 
 def test_the_dev_batch_is_the_eval_batch_given_and_128_for_transformers_default():
     """A batch below 128 was raised to 128, so a device short of memory had no smaller one to turn to."""
     from transformers import TrainingArguments
 
+    from hf_cse.out_of_memory import TRANSFORMERS_EVAL_BATCH
     from hf_cse.trainer_evaluation import dev_batch_size
 
+    assert TrainingArguments("o").per_device_eval_batch_size == TRANSFORMERS_EVAL_BATCH
     assert dev_batch_size(TrainingArguments("o")) == 128  # transformers' default 8
     assert dev_batch_size(TrainingArguments("o", per_device_eval_batch_size=32)) == 32
     assert dev_batch_size(TrainingArguments("o", per_device_eval_batch_size=512)) == 512

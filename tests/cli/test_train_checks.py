@@ -127,7 +127,7 @@ def test_an_interval_without_its_strategy_is_refused_in_flag_terms(tiny_bert_dir
         train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", "--eval_steps", "10"))
     assert in_flag_terms(str(refused.value), refused.value.fields) == (
         "--eval_steps 10 scores nothing during training: the dev data is scored before the first step and after the "
-        "last only (with --eval_strategy 'no'); add --eval_strategy 'steps'.")
+        "last only (with --eval_strategy 'no'); add --eval_strategy 'steps', or drop --eval_steps.")
 
 
 def test_a_presets_interval_goes_with_its_strategy_turned_off(tiny_bert_dir, train_file, tmp_path, no_model_load):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from functools import partial
 from itertools import islice
 from types import SimpleNamespace
@@ -133,6 +134,31 @@ def test_the_record_names_a_stream_shuffle_buffer_only_for_a_stream():
     assert options.recorded({"training_args": dict(fields)}, streamed=True)["training_args"] == {
         "stream_shuffle_buffer": 50, "no_duplicates_in_batch": False}
     assert options.recorded({"training_args": dict(fields)})["training_args"] == {"no_duplicates_in_batch": True}
+
+
+@pytest.mark.slow
+def test_a_shuffle_of_ones_own_resumed_from_a_later_pass_is_the_same_training_set(tiny_bert_dir, tmp_path):
+    """The review's case: with stream_shuffle_buffer=0 the trainer sets each pass's epoch on the user's own seeded
+    shuffle, whose first rows then change; described at the first checkpoint (pass 2), the stream was refused as
+    another training set by the resume, which described pass 0. It is described once, when the trainer is built."""
+    import datasets
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    rows = random_sentences(16, seed=3)
+
+    def trainer():
+        stream = datasets.Dataset.from_dict({"text": rows}).to_iterable_dataset(num_shards=2)
+        torch.manual_seed(0)
+        return ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), processing_class=tok,
+                                  args=tiny_args(tmp_path / "out", max_steps=8, save_strategy="steps", save_steps=5),
+                                  train_dataset=tokenize_stream(stream, tok).shuffle(seed=7, buffer_size=8),
+                                  stream_shuffle_buffer=0)
+
+    trainer().train()
+    shutil.rmtree(tmp_path / "out" / "checkpoint-8")  # stopped after checkpoint-5, in the stream's third pass
+    resumed = trainer()
+    resumed.train(resume_from_checkpoint=True)
+    assert resumed.state.global_step == 8
 
 
 @pytest.mark.slow

@@ -138,11 +138,13 @@ def test_the_dev_data_and_the_best_metric_are_checked_when_the_trainer_is_built(
 
 @pytest.mark.parametrize("given, words", [
     (dict(eval_steps=1), "eval_steps=1 scores nothing during training: the dev data is scored before the first step "
-                         "and after the last only (with eval_strategy='no'); add eval_strategy='steps'."),
+                         "and after the last only (with eval_strategy='no'); add eval_strategy='steps', or drop "
+                         "eval_steps."),
     (dict(save_strategy="no", save_steps=5), "save_steps=5 saves nothing: no checkpoint is saved during training "
-                                             "(with save_strategy='no'); add save_strategy='steps'."),
+                                             "(with save_strategy='no'); add save_strategy='steps', or drop "
+                                             "save_steps."),
     (dict(save_total_limit=1), "save_total_limit=1 keeps or deletes nothing: no checkpoint is saved during training "
-                               "(with save_strategy='no'); add save_strategy='steps'."),
+                               "(with save_strategy='no'); add save_strategy='steps', or drop save_total_limit."),
 ])
 def test_an_interval_without_its_strategy_is_refused_when_the_arguments_are_made(tmp_path, given, words):
     """The command line refused --eval_steps without --eval_strategy steps; from Python the run evaluated before and
