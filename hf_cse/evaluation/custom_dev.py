@@ -55,15 +55,11 @@ class EvalDataArguments:
 def check_pairs_settings_used(args, pairs_given: bool = False) -> None:
     """The scored pairs' columns, split or name set (other than their defaults) without pairs to describe: nothing
     would read them. Checked by the trainer, as the command lines check the ones typed; ``pairs_given``: the
-    trainer's ``eval_pairs``, which ``eval_name`` names (and which a file's or a Hub data set's pairs would join
-    unread)."""
+    trainer's ``eval_pairs``, which ``eval_name`` names."""
     import dataclasses
 
-    source = next((name for name in ("eval_file", "eval_dataset_name") if getattr(args, name, None)), None)
-    if source and pairs_given:
-        raise InputError(f"eval_pairs and {source} both give the dev pairs, and only eval_pairs would be scored: "
-                         f"pass one of them.", fields=(source,))
-    if source:
+    # pairs to describe (the command line reads them and passes them on as eval_pairs too)
+    if getattr(args, "eval_file", None) or getattr(args, "eval_dataset_name", None):
         return
     unread = ("eval_file", "eval_dataset_name", *(("eval_name",) if pairs_given else ()))
     for spec in dataclasses.fields(EvalDataArguments):

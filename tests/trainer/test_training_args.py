@@ -120,15 +120,11 @@ def test_settings_of_pairs_that_are_not_there_are_refused_by_the_trainer(tiny_be
     trainer = ContrastiveTrainer(model=model, train_dataset=ds, args=_args(tmp_path, eval_name="mine"),
                                  processing_class=tok, eval_pairs=pairs)
     assert [e.name for e in trainer.evaluator] == ["mine"]
-    # beside eval_pairs, a column names nothing, and a file's pairs would go unread
+    # beside eval_pairs, a column names nothing
     with pytest.raises(InputError, match=r"^eval_score_column s does nothing: the trainer's eval_pairs are rows "
                                          r"\(sentence1, sentence2, score\) with no columns or split to name; drop "
                                          r"eval_score_column\.$"):
         ContrastiveTrainer(model=model, train_dataset=ds, args=_args(tmp_path, eval_score_column="s"),
-                           processing_class=tok, eval_pairs=pairs)
-    with pytest.raises(InputError, match=r"^eval_pairs and eval_file both give the dev pairs, and only eval_pairs "
-                                         r"would be scored: pass one of them\.$"):
-        ContrastiveTrainer(model=model, train_dataset=ds, args=_args(tmp_path, eval_file=str(tmp_path / "d.tsv")),
                            processing_class=tok, eval_pairs=pairs)
     # plain TrainingArguments: the trainer checks what ContrastiveTrainingArguments check when made
     with pytest.raises(InputError, match=r"^save_total_limit=2 keeps or deletes nothing"):
