@@ -97,7 +97,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
     ``metric_for_best_model="stsb_spearman"`` with ``load_best_model_at_end`` to select checkpoints as the papers
     do. The evaluator runs on the main process only; its metrics are broadcast to the others. ``eval_pairs``: scored
     dev pairs, ``STSPairs`` (``hf_cse.evaluation.custom_dev.read_pair_file``) or a list of ``(sentence1, sentence2,
-    score)``, scored as ``eval_file``'s (logged as ``eval_<eval_name>_spearman``) instead of it; else refused.
+    score)``, scored as ``eval_file``'s are (logged as ``eval_<eval_name>_spearman``); refused in another form, and
+    beside an ``eval_file`` / ``eval_dataset_name`` (one of them would go unread).
 
     ``no_duplicates_in_batch`` (default True; ``no_duplicates_in_batch false`` turns it off): batches come from
     :class:`hf_cse.sampler.NoDuplicatesBatchSampler`, so that no text occurs twice in one global batch (a false
@@ -151,6 +152,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                                             eval_source=eval_source, cached_minibatch_size=cached_minibatch_size,
                                             no_duplicates_in_batch=no_duplicates_in_batch,
                                             stream_shuffle_buffer=stream_shuffle_buffer)
+        check_pairs_settings_used(training_args, pairs=eval_pairs)  # e.g. eval_name, no eval_file
         # set before Trainer.__init__, which checks that there is something to evaluate (see eval_dataset below)
         self.evaluator = options.evaluator(training_args, extra=evaluator, pairs=eval_pairs)
         if self.evaluator is None and getattr(training_args, "eval_strategy", "no") not in (None, "no"):
@@ -158,7 +160,6 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             raise CSEError(f"eval_strategy={strategy} needs something to evaluate: pass "
                            "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
         check_dev_ready(self.evaluator, training_args)
-        check_pairs_settings_used(training_args, pairs_given=eval_pairs is not None)  # e.g. eval_name, no eval_file
         streamed = isinstance(given.get("train_dataset"), torch.utils.data.IterableDataset)
         shuffle_field = getattr(training_args, "stream_shuffle_buffer", None)  # asked for where not its default
         check_settings_for_data(training_args, streamed, no_duplicates_asked=bool(no_duplicates_in_batch),

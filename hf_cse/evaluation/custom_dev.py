@@ -16,7 +16,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass, field
+import weakref
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -52,21 +53,25 @@ class EvalDataArguments:
     )
 
 
-def check_pairs_settings_used(args, pairs_given: bool = False) -> None:
+def check_pairs_settings_used(args, pairs=None) -> None:
     """The scored pairs' columns, split or name set (other than their defaults) without pairs to describe: nothing
-    would read them. Checked by the trainer, as the command lines check the ones typed; ``pairs_given``: the
-    trainer's ``eval_pairs``, which ``eval_name`` names."""
-    import dataclasses
-
-    # pairs to describe (the command line reads them and passes them on as eval_pairs too)
-    if getattr(args, "eval_file", None) or getattr(args, "eval_dataset_name", None):
+    would read them. Checked by the trainer, as the command lines check the ones typed; ``pairs``: the trainer's
+    ``eval_pairs``, which ``eval_name`` names. Beside ``eval_file`` / ``eval_dataset_name`` they are refused (the
+    file would go unread) unless :func:`pairs_from_args` read them from those very arguments: the command line
+    reads the pairs once and passes them on as ``eval_pairs``."""
+    source = _pairs_source(args)
+    if source is not None:  # pairs to describe
+        if pairs is not None and not _read_from(pairs, source):
+            name = "eval_file" if args.eval_file else "eval_dataset_name"
+            raise InputError(f"eval_pairs and {name} {getattr(args, name)} both give the dev pairs, and only "
+                             f"eval_pairs would be scored: drop one of them.", fields=(name,))
         return
-    unread = ("eval_file", "eval_dataset_name", *(("eval_name",) if pairs_given else ()))
-    for spec in dataclasses.fields(EvalDataArguments):
+    unread = ("eval_file", "eval_dataset_name", *(("eval_name",) if pairs is not None else ()))
+    for spec in fields(EvalDataArguments):
         value = getattr(args, spec.name, spec.default)
         if spec.name in unread or value == spec.default:
             continue
-        if pairs_given:
+        if pairs is not None:
             raise InputError(f"{spec.name} {value} does nothing: the trainer's eval_pairs are rows (sentence1, "
                              f"sentence2, score) with no columns or split to name; drop {spec.name}.",
                              fields=(spec.name,))
@@ -186,16 +191,38 @@ def check_pairs(pairs: STSPairs, source: str) -> STSPairs:
     return pairs
 
 
+#: pairs :func:`pairs_from_args` read, by id: (a weak reference to them, the arguments' source they came from)
+_READ_FROM: dict[int, tuple[weakref.ref, tuple]] = {}
+
+
+def _pairs_source(args) -> tuple | None:
+    """What names the arguments' scored pairs: file, data set and how they are read; None where nothing does."""
+    if not (getattr(args, "eval_file", None) or getattr(args, "eval_dataset_name", None)):
+        return None
+    return tuple(getattr(args, spec.name, spec.default) for spec in fields(EvalDataArguments)
+                 if spec.name != "eval_name")
+
+
+def _read_from(pairs, source: tuple) -> bool:
+    """Whether :func:`pairs_from_args` read these very ``pairs`` from arguments naming ``source``."""
+    ref, read_source = _READ_FROM.get(id(pairs), (None, None))
+    return ref is not None and ref() is pairs and read_source == source
+
+
 def pairs_from_args(args: EvalDataArguments) -> STSPairs | None:
     """The pairs the flags name (None when neither eval_file nor eval_dataset_name is given)."""
     if args.eval_file and args.eval_dataset_name:
         raise InputError("Give eval_file or eval_dataset_name, not both.")
     columns = (args.eval_sentence1_column, args.eval_sentence2_column, args.eval_score_column)
     if args.eval_file:
-        return read_pair_file(args.eval_file, *columns)
-    if args.eval_dataset_name:
-        return load_hub_pairs(args.eval_dataset_name, args.eval_dataset_config_name, args.eval_dataset_split, *columns)
-    return None
+        pairs = read_pair_file(args.eval_file, *columns)
+    elif args.eval_dataset_name:
+        pairs = load_hub_pairs(args.eval_dataset_name, args.eval_dataset_config_name, args.eval_dataset_split, *columns)
+    else:
+        return None
+    key = id(pairs)
+    _READ_FROM[key] = (weakref.ref(pairs, lambda _ref: _READ_FROM.pop(key, None)), _pairs_source(args))
+    return pairs
 
 
 #: what the trainer's ``eval_pairs`` takes, said where it is given something else

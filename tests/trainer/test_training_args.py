@@ -132,6 +132,33 @@ def test_settings_of_pairs_that_are_not_there_are_refused_by_the_trainer(tiny_be
                            processing_class=tok)
 
 
+def test_eval_pairs_beside_another_eval_file_are_refused(tiny_bert_dir, sentences, tmp_path):
+    """eval_pairs beside an eval_file scored eval_pairs alone and left the file unread, without a word. The pairs
+    the command line read from that very file (and passes on as eval_pairs) are taken."""
+    from hf_cse.checks import InputError
+    from hf_cse.evaluation.custom_dev import pairs_from_args
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{i % 5}\n" for i, (a, b) in enumerate(
+        zip(random_sentences(10, seed=1), random_sentences(10, seed=2), strict=True))))
+    args = _args(tmp_path, eval_file=str(dev), eval_name="mine")
+    rows = [("a b", "c d", 1.0), ("e f", "g h", 2.0), ("i j", "k l", 3.0)]
+    other_file = tmp_path / "other.tsv"
+    other_file.write_text(dev.read_text())
+    read_elsewhere = pairs_from_args(_args(tmp_path, eval_file=str(other_file)))
+    for other in (rows, read_elsewhere, pairs_from_args(_args(tmp_path, eval_file=str(dev), eval_sentence1_column=
+                                                               "sentence2", eval_sentence2_column="sentence1"))):
+        with pytest.raises(InputError, match=f"^eval_pairs and eval_file {dev} both give the dev pairs, and only "
+                                             "eval_pairs would be scored: drop one of them.$"):
+            ContrastiveTrainer(model=model, train_dataset=ds, args=args, processing_class=tok, eval_pairs=other)
+    read = pairs_from_args(args)
+    trainer = ContrastiveTrainer(model=model, train_dataset=ds, args=args, processing_class=tok, eval_pairs=read)
+    [only] = trainer.evaluator
+    assert only.name == "mine" and len(only.pairs) == 10
+
+
 def test_own_dev_pairs_without_senteval_are_all_the_trainer_scores(tmp_path, monkeypatch):
     """eval_file (or the trainer's eval_pairs) and no senteval_data_dir: the pairs alone, in a folder with no SentEval
     data near it, as hf-cse-train scores them; STS-B / SICK-R dev only where asked for."""
