@@ -49,6 +49,7 @@ from .trainer_options import (
     check_method_against_run,
     check_rows_for_a_batch,
     check_training_values,
+    is_stream,
     prepare_run,
     set_batch_copying,
 )
@@ -160,7 +161,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             raise CSEError(f"eval_strategy={strategy} needs something to evaluate: pass "
                            "senteval_data_dir=, eval_source='hub', eval_file= or evaluator=.")
         check_dev_ready(self.evaluator, training_args)
-        streamed = isinstance(given.get("train_dataset"), torch.utils.data.IterableDataset)
+        streamed = is_stream(given.get("train_dataset"))
         shuffle_field = getattr(training_args, "stream_shuffle_buffer", None)  # asked for where not its default
         check_settings_for_data(training_args, streamed, no_duplicates_asked=bool(no_duplicates_in_batch),
                                 shuffle_asked=stream_shuffle_buffer is not None or shuffle_field not in (

@@ -48,7 +48,6 @@ def _best_metric_not_logged(args, scores: list[str]) -> str:
             f"metrics ({', '.join(scores)}); choose one of them.")
 
 
-
 #: the dev data's encoding batch where ``per_device_eval_batch_size`` is transformers' default (8 made scoring slow)
 DEV_BATCH_SIZE = 128
 

@@ -154,7 +154,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
         raise CSEError(f"ContrastiveTrainer trains hf_cse method models, whose config names their objectives; got "
                        f"{type(model).__name__}. Wrap the encoder in a method, e.g. "
                        "hf_cse.models.SimCSEModel.from_encoder(name_or_path).")
-    if _streamed(train_dataset):
+    if is_stream(train_dataset):
         from .streaming import check_method_streams
 
         # before anything reads the stream: DiffCSE's unigram generator would read all of it, and its columns come
@@ -312,7 +312,8 @@ def check_training_values(args) -> None:
     check_step_intervals(args)  # plain TrainingArguments too (ContrastiveTrainingArguments check it when made)
 
 
-def _streamed(train_dataset) -> bool:
+def is_stream(train_dataset) -> bool:
+    """Whether a training set is a stream (a torch ``IterableDataset``, ``datasets``' streamed ones included)."""
     from torch.utils.data import IterableDataset
 
     return isinstance(train_dataset, IterableDataset)
@@ -328,7 +329,7 @@ def check_rows_for_a_batch(train_dataset, args, read_stream: bool = False) -> No
     from .data import check_enough_rows
 
     size = global_batch_size(args.per_device_train_batch_size, args.world_size)
-    if _streamed(train_dataset):
+    if is_stream(train_dataset):
         if read_stream:
             first = list(islice(train_dataset, size))
             check_enough_rows(len(first), size, "the training set", unit="rows")
@@ -339,7 +340,7 @@ def check_rows_for_a_batch(train_dataset, args, read_stream: bool = False) -> No
 
 def check_method_against_run(model, train_dataset, args) -> None:
     """A method's settings against the run's global batch and rows (None: a stream): its ``check_run_batches``."""
-    rows = None if _streamed(train_dataset) or not hasattr(train_dataset, "__len__") else len(train_dataset)
+    rows = None if is_stream(train_dataset) or not hasattr(train_dataset, "__len__") else len(train_dataset)
     model.check_run_batches(model.config, global_batch_size(args.per_device_train_batch_size, args.world_size), rows)
 
 
