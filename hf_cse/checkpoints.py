@@ -324,3 +324,18 @@ def last_complete_checkpoint(output_dir, say_skipped: bool = True) -> str | None
         if say_skipped:
             logger.warning("skipping the incomplete checkpoint %s: %s", folder, problem)
     return None
+
+
+def going_on_from_finished_run(output_dir) -> str | None:
+    """The last complete checkpoint of ``output_dir`` where it lies past the step of the finished run the folder
+    holds (its ``training_info.json``, and its ``trainer_state.json``'s step): a run going on from that run's last
+    checkpoint (a larger ``max_steps``) saved it and stopped before it finished. None for anything else."""
+    out = Path(output_dir)
+    if not (out / TRAINING_INFO_FILE).is_file():
+        return None
+    state, _ = read_json(out / TRAINER_STATE_FILE)
+    finished_at = state.get("global_step") if isinstance(state, dict) else None
+    last = last_complete_checkpoint(out, say_skipped=False)
+    if not isinstance(finished_at, int) or last is None or checkpoint_step(Path(last)) <= finished_at:
+        return None
+    return last

@@ -41,6 +41,7 @@ from typing import Any
 from ..checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
+    going_on_from_finished_run,
     is_checkpoint_name,
     is_killed_weights_write,
     killed_weights_writes,
@@ -214,7 +215,7 @@ class TrainingRun(CommandJob):
         taken for a finished one."""
         if self.resume_from_checkpoint:
             if not same_or_inside(Path(self.resume_from_checkpoint), out):  # another run's checkpoint: this folder's
-                refuse_finished_or_foreign(out, left)  # finished run would be replaced by it
+                refuse_finished_or_foreign(out, left, going_on_taken=False)  # run would be replaced or mixed by it
             self._remove_killed_writes(out, left)
             return self.resume_from_checkpoint
         foreign = refuse_finished_or_foreign(out, left)
@@ -226,6 +227,8 @@ class TrainingRun(CommandJob):
             raise OutputFolderError(f"--output_dir {out}: a run whose final save was cut short, no checkpoint to "
                                     "finish it from. Its model may be whole (try hf-cse-export); "
                                     f"{OVERWRITE_FLAG} deletes it; or choose another --output_dir.")
+        if going_on_from_finished_run(out):  # the Trainer compares the settings the checkpoint holds (the record
+            return resume  # is the run's from its first checkpoint on, cli.run_record) and says the model is replaced
         if foreign:
             logger.warning("the final save of the run in %s was cut short (no %s): finishing it from %s", out,
                            TRAINING_INFO_FILE, resume)
@@ -317,17 +320,20 @@ def refuse_another_model(out: Path) -> None:
     check_not_another_model(out, also=", overwrite_output_dir or not")
 
 
-def refuse_finished_or_foreign(out: Path, left: list[str]) -> list[str]:
+def refuse_finished_or_foreign(out: Path, left: list[str], going_on_taken: bool = True) -> list[str]:
     """Of ``out``'s entries ``left``, those beyond an interrupted run's checkpoints (a run's files: its final save,
-    cut short); refused when they are a finished run's (its last file, ``training_info.json``, is there) or files
-    that no run writes. Needs no model and no torch: the command line checks it before either is loaded
-    (:func:`refuse_occupied_output_dir`), and the run again when it claims the folder."""
+    cut short, or the finished run a stopped run went on from); refused when they are a finished run's (its last
+    file, ``training_info.json``, is there) or files that no run writes. A finished run with a complete checkpoint
+    past its last step is the run going on from it, stopped (:func:`~hf_cse.checkpoints.going_on_from_finished_run`):
+    resumed, where ``going_on_taken``. Needs no model and no torch: the command line checks it before either is
+    loaded (:func:`refuse_occupied_output_dir`), and the run again when it claims the folder."""
     theirs = other_models(out, left)
     interrupted = [n for n in run_entries(left, _INTERRUPTED_RUN_FILES) + killed_writes(out, left)
                    if n not in theirs]
     foreign = [n for n in left if n not in interrupted]
     other = [n for n in foreign if n not in run_entries(foreign, RUN_FILES) or n in theirs]
-    finished = (out / TRAINING_INFO_FILE).exists()  # a run writes it last: named first, whatever lies beside
+    # a run writes training_info.json last: named first, whatever lies beside
+    finished = (out / TRAINING_INFO_FILE).exists() and not (going_on_taken and going_on_from_finished_run(out))
     if finished or other:
         what = (f"a finished run{f' (and files no run writes: {listing(other)})' if other else ''}" if finished
                 else f"files that are not checkpoints of a run ({listing(other)})")

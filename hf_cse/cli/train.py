@@ -66,6 +66,7 @@ from hf_cse.cli.preflight import (
 )
 from hf_cse.cli.presets import drop_unused_preset_values, unknown_preset
 from hf_cse.cli.run_config import check_file_hyperparameters, check_settings, read_run_config
+from hf_cse.cli.run_record import RecordWhenSaved
 from hf_cse.cli.run_spec import RunSpec, dev_and_selection, method_config_defaults, training_arguments
 from hf_cse.cli.user_modules import import_user_modules, recorded_modules, requested_modules, typed_loss
 from hf_cse.cuda_graphs import decide_for_run
@@ -336,11 +337,11 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
+    settings = {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(training_args),
+                TRAINING_ARGUMENTS: training_arguments(training_args, data.streaming),
+                **recorded_modules(console.import_module)}
     resume_from = main_process_first(training_args, lambda: prepare_output_dir(
-        training_args.output_dir, {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(training_args),
-                                   TRAINING_ARGUMENTS: training_arguments(training_args, data.streaming),
-                                   **recorded_modules(console.import_module)},
-        overwrite=output_args.overwrite_output_dir, encoder=encoder,
+        training_args.output_dir, settings, overwrite=output_args.overwrite_output_dir, encoder=encoder,
         resume_from_checkpoint=training_args.resume_from_checkpoint, is_main_process=main_process,
         hold=main_process, read_record=record_in_objectives_form, training_args=training_args,
         encoder_config=enc_config, method_defaults=method_config_defaults))
@@ -385,5 +386,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     trainer = ContrastiveTrainer(model=model, args=training_args, train_dataset=train_dataset,
                                  processing_class=tokenizer, eval_pairs=eval_pairs,
                                  trust_remote_code=model_args.trust_remote_code)
+    if resume_from:  # the folder's record becomes this run's once it saves (hf_cse.cli.run_record)
+        trainer.add_callback(RecordWhenSaved(training_args.output_dir, settings))
     return trainer, resume_from, data.max_seq_length, {"data": data.card_facts(num_rows), "preset": spec.preset,
                                                        "hub_repo": hub_repo}

@@ -431,6 +431,27 @@ def test_another_runs_checkpoint_is_not_resumed_into_a_finished_run(tmp_path):
     assert prepare_output_dir(finished, SETTINGS, resume_from_checkpoint=own) == own
 
 
+def test_a_finished_run_with_a_later_checkpoint_resumes_the_run_going_on_from_it(tmp_path):
+    """A finished run trained further (a larger --max_steps from its last checkpoint) and stopped after a checkpoint
+    was refused as "a finished run" by the same command without --resume_from_checkpoint, whose only way on,
+    --overwrite_output_dir, deletes it. Its last checkpoint is resumed; the Trainer compares its settings (the record
+    may still be the finished run's: the checkpoint was saved before the going-on run wrote its own)."""
+    prepare_output_dir(tmp_path, SETTINGS)
+    _checkpoint(tmp_path / "checkpoint-4")
+    (tmp_path / "training_info.json").write_text("{}")
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"global_step": 4, "max_steps": 4}))
+    with pytest.raises(InputError, match="already holds a finished run"):
+        refuse_occupied_output_dir(str(tmp_path))
+    _checkpoint(tmp_path / "checkpoint-8")
+    refuse_occupied_output_dir(str(tmp_path))
+    assert prepare_output_dir(tmp_path, {**SETTINGS, "max_steps": 12}) == str(tmp_path / "checkpoint-8")
+    # another run's checkpoint named beside it would go on over the stopped run's: refused as before
+    other = tmp_path.parent / f"{tmp_path.name}-other"
+    _checkpoint(other / "checkpoint-2")
+    with pytest.raises(InputError, match="already holds a finished run"):
+        prepare_output_dir(tmp_path, SETTINGS, resume_from_checkpoint=str(other / "checkpoint-2"))
+
+
 def test_overwrite_and_resume_from_checkpoint_together_are_refused(tmp_path):
     with pytest.raises(InputError, match="give one"):
         prepare_output_dir(tmp_path, SETTINGS, overwrite=True, resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
@@ -532,6 +553,41 @@ def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tin
     assert steps == [2, 3]  # only the two missing steps ran
     assert f"from {out / 'checkpoint-2'}" in caplog.text
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
+
+
+@pytest.mark.slow
+def test_a_finished_run_trained_further_records_its_settings_and_resumes_by_the_same_command(tiny_bert_dir, tmp_path,
+                                                                                            monkeypatch):
+    """A run going on from a named checkpoint never wrote its record: after a finished 3-step run was trained to 9
+    steps, hf_cse_run.json still said 3 (its --config reran 3 steps), and the extension stopped after checkpoint-6
+    was refused as a finished run by the same command without --resume_from_checkpoint."""
+    out = tmp_path / "out"
+    args = train_args(tiny_bert_dir, tmp_path, out, "--save_strategy", "steps", "--save_steps", "3",
+                      "--lr_scheduler_type", "constant")
+    args[args.index("--max_steps") + 1] = "3"
+    train_cli.train_from_args(args)
+    recorded_steps = lambda: json.loads((out / RUN_RECORD_FILE).read_text())["max_steps"]  # noqa: E731
+    assert recorded_steps() == 3
+    steps = []
+    original = ContrastiveTrainer.training_step
+
+    def counting_step(self, *a, **k):
+        if interrupt_at is not None and self.state.global_step == interrupt_at:
+            raise Interrupted
+        steps.append(self.state.global_step)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(ContrastiveTrainer, "training_step", counting_step)
+    args[args.index("--max_steps") + 1] = "9"
+    interrupt_at = 6  # after checkpoint-6 is saved
+    with pytest.raises(Interrupted):
+        train_cli.train_from_args([*args, "--resume_from_checkpoint", str(out / "checkpoint-3")])
+    assert recorded_steps() == 9  # the folder's newest checkpoint is this run's
+    steps.clear()
+    interrupt_at = None
+    train_cli.train_from_args(args)
+    assert steps == [6, 7, 8]
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 9 and recorded_steps() == 9
 
 
 @pytest.mark.slow
