@@ -238,7 +238,8 @@ def test_a_template_that_fills_the_positions_is_refused_early(tiny_bert_dir):
 
 
 def test_little_room_and_cut_sentences_are_said(tiny_bert_dir, caplog):
-    """A template that leaves 7 of 64 positions is warned when tokenized; sentences cut inside a template, once."""
+    """A template that leaves 7 of 64 positions is warned when tokenized; training sentences cut inside a template,
+    once, naming max_seq_length; at test time (the export's check, run_eval) the flag would not apply: not said."""
     with caplog.at_level(logging.WARNING, logger="hf_cse.models.promptbert.model"):
         PromptBERTModel.from_encoder(str(tiny_bert_dir), template=" ".join(["word"] * 50) + ' "{sentence}" x{mask}.')
     assert "takes 57 tokens of the encoder's 64 positions and leaves 7 token(s)" in caplog.text
@@ -249,7 +250,9 @@ def test_little_room_and_cut_sentences_are_said(tiny_bert_dir, caplog):
     caplog.clear()  # building the model logs its pooling (INFO, where an earlier test left hf_cse at INFO)
     with caplog.at_level(logging.WARNING, logger="hf_cse.models.promptbert.model"), torch.no_grad():
         model.sentence_embedding(short["input_ids"], short["attention_mask"])
+        model.sentence_embedding(long["input_ids"], long["attention_mask"])
         assert not caplog.text
+        model.train()
         for _ in range(2):
             model.sentence_embedding(long["input_ids"], long["attention_mask"])
     assert caplog.text.count("sentences of up to 62 tokens are cut to 50 inside template") == 1

@@ -322,10 +322,12 @@ class PromptBERTModel(CSEPreTrainedModel):
         return out
 
     def _say_cut_once(self, ids: TemplateIds, view: int, longest: int, limit: int | None) -> None:
-        """Warn once when a sentence loses its tail inside the template (:func:`put_in_template` cuts it where the
-        templated row would pass the encoder's positions): ``max_seq_length`` plus the template is above them."""
+        """Warn once when a training sentence loses its tail inside the template (:func:`put_in_template` cuts it
+        where the templated row would pass the encoder's positions): ``max_seq_length`` plus the template is above
+        them. Not at test time, where a long input is cut as any sentence-transformers model cuts it (and the
+        training flag named would not apply): the export's own check encodes long probe sentences too."""
         room = None if limit is None else limit - len(ids)
-        if room is None or longest <= room or self._cut_said:
+        if not self.training or room is None or longest <= room or self._cut_said:
             return
         self._cut_said = True
         name = "template2" if view else "template"
