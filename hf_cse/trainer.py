@@ -168,7 +168,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                                     None, TrainingOptions.stream_shuffle_buffer))
         # collator, kept columns, DiffCSE's generator, activation checkpointing; the data's facts for save_run
         self._data_facts = prepare_run(given, trust_remote_code)
-        training_data_description(given.get("train_dataset"))  # a stream's first rows, before any pass reads it
+        if streamed:  # its first rows, before any pass reads it (data in memory: at the first checkpoint)
+            training_data_description(given.get("train_dataset"))
         check_rows_for_a_batch(given.get("train_dataset"), training_args)
         check_method_against_run(given.get("model"), given.get("train_dataset"), training_args)
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
