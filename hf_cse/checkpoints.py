@@ -328,14 +328,18 @@ def last_complete_checkpoint(output_dir, say_skipped: bool = True) -> str | None
 
 def going_on_from_finished_run(output_dir) -> str | None:
     """The last complete checkpoint of ``output_dir`` where it lies past the step of the finished run the folder
-    holds (its ``training_info.json``, and its ``trainer_state.json``'s step): a run going on from that run's last
-    checkpoint (a larger ``max_steps``) saved it and stopped before it finished. None for anything else."""
+    holds (its ``training_info.json``, and its ``trainer_state.json``'s step) and was saved after that run finished:
+    a run going on from that run's last checkpoint (a larger ``max_steps``) saved it and stopped before it finished.
+    None for anything else, e.g. a later checkpoint of an earlier run that the finished one went on from an earlier
+    checkpoint of (its steps are past, its time before)."""
     out = Path(output_dir)
-    if not (out / TRAINING_INFO_FILE).is_file():
+    info = out / TRAINING_INFO_FILE
+    if not info.is_file():
         return None
     state, _ = read_json(out / TRAINER_STATE_FILE)
     finished_at = state.get("global_step") if isinstance(state, dict) else None
     last = last_complete_checkpoint(out, say_skipped=False)
     if not isinstance(finished_at, int) or last is None or checkpoint_step(Path(last)) <= finished_at:
         return None
-    return last
+    saved = Path(last) / TRAINER_STATE_FILE  # the Trainer writes it last in a checkpoint
+    return last if saved.stat().st_mtime_ns > info.stat().st_mtime_ns else None

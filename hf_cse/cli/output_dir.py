@@ -227,9 +227,7 @@ class TrainingRun(CommandJob):
             raise OutputFolderError(f"--output_dir {out}: a run whose final save was cut short, no checkpoint to "
                                     "finish it from. Its model may be whole (try hf-cse-export); "
                                     f"{OVERWRITE_FLAG} deletes it; or choose another --output_dir.")
-        if going_on_from_finished_run(out):  # the Trainer compares the settings the checkpoint holds (the record
-            return resume  # is the run's from its first checkpoint on, cli.run_record) and says the model is replaced
-        if foreign:
+        if foreign and not going_on_from_finished_run(out):  # else the Trainer says the finished run is replaced
             logger.warning("the final save of the run in %s was cut short (no %s): finishing it from %s", out,
                            TRAINING_INFO_FILE, resume)
         record = out / RUN_RECORD_FILE

@@ -3,11 +3,13 @@
 
 A new run records its settings when it claims its folder (:func:`hf_cse.cli.output_dir.prepare_output_dir`); a run
 going on from a named checkpoint (a finished run trained further with a larger ``--max_steps``, another run's
-checkpoint in a new folder, a checkpoint resumed with other settings) records its own once it has saved a checkpoint
-or finished training, not before: until then the folder's newest checkpoint, model and record are the earlier
-run's, which its own command still resumes. From then the record is this run's, so the same command without
-``--resume_from_checkpoint`` resumes it, and ``--config`` of the record runs it again. A run resumed by the folder
-(the same settings) writes the record it was compared with again, in today's form.
+checkpoint in a new folder, a checkpoint resumed with other settings) records its own once it has saved a checkpoint,
+finished training or (finished from its last checkpoint as it is) been saved, not before: until then the folder's
+newest checkpoint, model and record are the earlier run's, which its own command still resumes. From then the
+record is this run's, so the same command without ``--resume_from_checkpoint`` resumes it, and ``--config`` of the
+record runs it again (where no setting but the total of steps changed on the way: the record holds the last
+settings only). A run resumed by the folder (the same settings) writes the record it was compared with again, in
+today's form.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ class RecordWhenSaved(TrainerCallback):
     def __init__(self, output_dir, settings: dict[str, Any]):
         self.record, self.settings = Path(output_dir) / RUN_RECORD_FILE, json_safe(settings)
 
-    def _write(self, state) -> None:
-        if state.is_world_process_zero:
+    def write(self, main_process: bool) -> None:
+        """The record, written by the ``main_process`` (the command calls it once the run is saved, too: a run
+        finished from its last checkpoint as it is trains no step and ends no training)."""
+        if main_process:
             write_json_atomic(self.record, self.settings, sort_keys=True)
 
     def on_save(self, args, state, control, **kwargs):
-        self._write(state)
+        self.write(state.is_world_process_zero)
 
     def on_train_end(self, args, state, control, **kwargs):
-        self._write(state)
+        self.write(state.is_world_process_zero)

@@ -220,6 +220,8 @@ def train_from_args(argv: list[str] | None = None) -> None:
     # 6. Save the model, its tokenizer, the sentence-transformers export + card and training_info.json (pushed with
     #    --push_to_hub); the last line is the dev score before and after training.
     trainer.save_run(**finish)
+    for record in (c for c in trainer.callback_handler.callbacks if isinstance(c, RecordWhenSaved)):
+        record.write(trainer.is_world_process_zero())  # a run finished as it is wrote none (hf_cse.cli.run_record)
 
 
 def kept_when_stopped(training_args) -> str:

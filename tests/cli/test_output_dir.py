@@ -4,6 +4,7 @@ evaluation's results."""
 
 import json
 import logging
+import os
 from fnmatch import fnmatchcase
 
 import pytest
@@ -434,8 +435,7 @@ def test_another_runs_checkpoint_is_not_resumed_into_a_finished_run(tmp_path):
 def test_a_finished_run_with_a_later_checkpoint_resumes_the_run_going_on_from_it(tmp_path):
     """A finished run trained further (a larger --max_steps from its last checkpoint) and stopped after a checkpoint
     was refused as "a finished run" by the same command without --resume_from_checkpoint, whose only way on,
-    --overwrite_output_dir, deletes it. Its last checkpoint is resumed; the Trainer compares its settings (the record
-    may still be the finished run's: the checkpoint was saved before the going-on run wrote its own)."""
+    --overwrite_output_dir, deletes it. Its last checkpoint is resumed where it was saved after the finished run."""
     prepare_output_dir(tmp_path, SETTINGS)
     _checkpoint(tmp_path / "checkpoint-4")
     (tmp_path / "training_info.json").write_text("{}")
@@ -443,8 +443,17 @@ def test_a_finished_run_with_a_later_checkpoint_resumes_the_run_going_on_from_it
     with pytest.raises(InputError, match="already holds a finished run"):
         refuse_occupied_output_dir(str(tmp_path))
     _checkpoint(tmp_path / "checkpoint-8")
+    finished_at = (tmp_path / "training_info.json").stat().st_mtime
+    # saved before the finished run finished: a later checkpoint of the run it went on from an earlier one of
+    os.utime(tmp_path / "checkpoint-8" / "trainer_state.json", (finished_at - 60, finished_at - 60))
+    with pytest.raises(InputError, match="already holds a finished run"):
+        prepare_output_dir(tmp_path, SETTINGS)
+    os.utime(tmp_path / "checkpoint-8" / "trainer_state.json", (finished_at + 60, finished_at + 60))
     refuse_occupied_output_dir(str(tmp_path))
-    assert prepare_output_dir(tmp_path, {**SETTINGS, "max_steps": 12}) == str(tmp_path / "checkpoint-8")
+    assert prepare_output_dir(tmp_path, SETTINGS) == str(tmp_path / "checkpoint-8")
+    # its settings are the record's from its first checkpoint on (hf_cse.cli.run_record): other ones are refused
+    with pytest.raises(InputError, match="holds checkpoints of a run with other settings"):
+        prepare_output_dir(tmp_path, {**SETTINGS, "max_steps": 12})
     # another run's checkpoint named beside it would go on over the stopped run's: refused as before
     other = tmp_path.parent / f"{tmp_path.name}-other"
     _checkpoint(other / "checkpoint-2")
@@ -588,6 +597,11 @@ def test_a_finished_run_trained_further_records_its_settings_and_resumes_by_the_
     train_cli.train_from_args(args)
     assert steps == [6, 7, 8]
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 9 and recorded_steps() == 9
+    # its last checkpoint named into a new folder: finished as it is (no step trained), recorded all the same
+    again = tmp_path / "again"
+    args[args.index("--output_dir") + 1] = str(again)
+    train_cli.train_from_args([*args, "--resume_from_checkpoint", str(out / "checkpoint-9")])
+    assert steps == [6, 7, 8] and json.loads((again / RUN_RECORD_FILE).read_text())["max_steps"] == 9
 
 
 @pytest.mark.slow
