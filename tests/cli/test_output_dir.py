@@ -533,6 +533,22 @@ class Interrupted(Exception):
     pass
 
 
+def _counted_steps(monkeypatch) -> tuple[list[int], dict]:
+    """The steps the trainer trains, counted; ``interrupt["at"] = N`` stops the run as its step N begins (after a
+    checkpoint saved at N), as a kill would."""
+    steps, interrupt = [], {"at": None}
+    original = ContrastiveTrainer.training_step
+
+    def counting_step(self, *a, **k):
+        if interrupt["at"] is not None and self.state.global_step == interrupt["at"]:
+            raise Interrupted
+        steps.append(self.state.global_step)
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(ContrastiveTrainer, "training_step", counting_step)
+    return steps, interrupt
+
+
 @pytest.mark.slow
 def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tiny_bert_dir, tmp_path, monkeypatch,
                                                                              caplog):
@@ -540,23 +556,14 @@ def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tin
     out = tmp_path / "out"
     args = train_args(tiny_bert_dir, tmp_path, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2",
                  "--save_total_limit", "1")
-    steps = []
-    original = ContrastiveTrainer.training_step
-
-    def counting_step(self, *a, **k):
-        if interrupt_at is not None and self.state.global_step == interrupt_at:
-            raise Interrupted
-        steps.append(self.state.global_step)
-        return original(self, *a, **k)
-
-    monkeypatch.setattr(ContrastiveTrainer, "training_step", counting_step)
-    interrupt_at = 2  # after checkpoint-2 is saved
+    steps, interrupt = _counted_steps(monkeypatch)
+    interrupt["at"] = 2  # after checkpoint-2 is saved
     with pytest.raises(Interrupted):
         train_cli.train_from_args(args)
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-2", RUN_RECORD_FILE]
 
     steps.clear()
-    interrupt_at = None
+    interrupt["at"] = None
     with caplog.at_level(logging.WARNING, logger="hf_cse.cli.output_dir"):
         train_cli.train_from_args(args)
     assert steps == [2, 3]  # only the two missing steps ran
@@ -577,23 +584,14 @@ def test_a_finished_run_trained_further_records_its_settings_and_resumes_by_the_
     train_cli.train_from_args(args)
     recorded_steps = lambda: json.loads((out / RUN_RECORD_FILE).read_text())["max_steps"]  # noqa: E731
     assert recorded_steps() == 3
-    steps = []
-    original = ContrastiveTrainer.training_step
-
-    def counting_step(self, *a, **k):
-        if interrupt_at is not None and self.state.global_step == interrupt_at:
-            raise Interrupted
-        steps.append(self.state.global_step)
-        return original(self, *a, **k)
-
-    monkeypatch.setattr(ContrastiveTrainer, "training_step", counting_step)
+    steps, interrupt = _counted_steps(monkeypatch)
     args[args.index("--max_steps") + 1] = "9"
-    interrupt_at = 6  # after checkpoint-6 is saved
+    interrupt["at"] = 6  # after checkpoint-6 is saved
     with pytest.raises(Interrupted):
         train_cli.train_from_args([*args, "--resume_from_checkpoint", str(out / "checkpoint-3")])
     assert recorded_steps() == 9  # the folder's newest checkpoint is this run's
     steps.clear()
-    interrupt_at = None
+    interrupt["at"] = None
     train_cli.train_from_args(args)
     assert steps == [6, 7, 8]
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 9 and recorded_steps() == 9
