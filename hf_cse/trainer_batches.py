@@ -14,6 +14,7 @@ from .data import PAIR_COLUMNS, DataError
 from .data_checks import reads_token_rows
 from .sampler import NoDuplicatesBatchSampler, order_seed, row_keys
 from .stream_order import shuffled_stream
+from .trainer_options import is_stream
 from .training_args import global_batch_size
 
 logger = logging.getLogger("hf_cse.trainer")
@@ -63,7 +64,7 @@ class TrainingBatches(Trainer):
         """The no-duplicates batch sampler for the training set, or None where it does not apply (turned off, an
         iterable data set, another ``train_sampling_strategy``, no text / token columns)."""
         dataset = self.train_dataset
-        if not self.no_duplicates_in_batch or dataset is None or isinstance(dataset, torch.utils.data.IterableDataset):
+        if not self.no_duplicates_in_batch or dataset is None or is_stream(dataset):
             return None
         if getattr(self.args, "train_sampling_strategy", "random") != "random":
             logger.warning("train_sampling_strategy=%s: the no-duplicates batch sampler is not used (duplicate texts "
@@ -95,7 +96,7 @@ class TrainingBatches(Trainer):
         from transformers.trainer_utils import seed_worker
 
         self._batch_sampler = self._no_duplicates_sampler()
-        if self._batch_sampler is None and isinstance(self.train_dataset, torch.utils.data.IterableDataset):
+        if self._batch_sampler is None and is_stream(self.train_dataset):
             return self._stream_loader()
         if self._batch_sampler is None:
             return super().get_train_dataloader()

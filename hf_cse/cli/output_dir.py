@@ -227,7 +227,9 @@ class TrainingRun(CommandJob):
             raise OutputFolderError(f"--output_dir {out}: a run whose final save was cut short, no checkpoint to "
                                     "finish it from. Its model may be whole (try hf-cse-export); "
                                     f"{OVERWRITE_FLAG} deletes it; or choose another --output_dir.")
-        if foreign and not going_on_from_finished_run(out):  # else the Trainer says the finished run is replaced
+        # a finished run's files passed refuse_finished_or_foreign only where a run went on from it: the Trainer
+        # says that run replaces it
+        if foreign and not (out / TRAINING_INFO_FILE).exists():
             logger.warning("the final save of the run in %s was cut short (no %s): finishing it from %s", out,
                            TRAINING_INFO_FILE, resume)
         record = out / RUN_RECORD_FILE
