@@ -25,6 +25,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
+from ..encoders import packaged_encoder_path
 from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file, local_dataset_folder
 from ..hyperparameter_rules import check_rules, not_taken_error, unknown_loss_error
@@ -35,6 +36,7 @@ from ..text_files import check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
 from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, typed_flags
+from .eval_output_dir import default_eval_output_dir, refuse_other_results
 from .launch import check_one_process
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
@@ -189,8 +191,13 @@ def _check_train(parser, argv: list[str]) -> None:
 def _check_eval(parser, argv: list[str]) -> None:
     args = vars(parser.parse_args(argv))
     parse_truncate_dims(args.get("truncate_dims"))  # the command's own rule and line, before torch
-    for name in model_list(args.get("model_name_or_path") or []):
+    models = model_list(args.get("model_name_or_path") or []) or [packaged_encoder_path()]
+    for name in models:
         check_model_source(name, markers=MODEL_FOLDER_MARKERS)
+    # another evaluation's results (or a run's, a model's files) in the output folder, unless the command replaces
+    # them; the same models' partial results are compared with the settings when the folder is claimed
+    if models[0] is not None and args.get("overwrite_output_dir") in (None, False):
+        refuse_other_results(args.get("output_dir") or str(default_eval_output_dir(models)), models)
 
 
 def _check_export(parser, argv: list[str]) -> None:

@@ -81,11 +81,10 @@ class Evaluation(CommandJob):
     def remove(self, out: Path, names: list[str]) -> None:
         pass
 
-    def _partial_records(self, out: Path) -> list[EvalResults] | None:
-        """The records of ``out``'s results.json when they are partial results of the same models, else None (also
-        when one cannot be read as a record: hand-edited, or not hf_cse's)."""
-        from ..evaluation.results import EvalResults
-
+    def partial_entries(self, out: Path) -> list[dict] | None:
+        """The entries of ``out``'s results.json when they are partial results of the same models, else None; read
+        as JSON alone, so that the command can tell another evaluation's results before it loads the evaluation
+        stack (:func:`refuse_other_results`)."""
         try:
             saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -97,6 +96,16 @@ class Evaluation(CommandJob):
             return None
         if len(names) == len(self.models) and not any(e.get("unfinished_tasks") for e in entries):
             return None  # finished
+        return entries
+
+    def _partial_records(self, out: Path) -> list[EvalResults] | None:
+        """The records of ``out``'s results.json when they are partial results of the same models, else None (also
+        when one cannot be read as a record: hand-edited, or not hf_cse's)."""
+        from ..evaluation.results import EvalResults
+
+        entries = self.partial_entries(out)
+        if entries is None:
+            return None
         try:
             return [EvalResults.from_dict(e) for e in entries]
         except CSEError:
@@ -133,6 +142,12 @@ class Evaluation(CommandJob):
                         "hf_cse), so nothing tells they are the ones scored")
         return None
 
+    @staticmethod
+    def other_results_error(out: Path, left: list[str]) -> OutputFolderError:
+        return OutputFolderError(f"--output_dir {out} already holds the results of an evaluation "
+                                 f"({', '.join(left[:3])}{', ...' if len(left) > 3 else ''}); pass "
+                                 f"{OVERWRITE_FLAG} to replace them, or choose another folder.")
+
     def continue_interrupted(self, out: Path, left: list[str]) -> list[EvalResults]:
         """The same evaluation's partial results are kept, a record for each model it reached, for this evaluation
         to finish (the partial files of the writes it was killed in are removed); another evaluation's results, or
@@ -141,9 +156,7 @@ class Evaluation(CommandJob):
 
         records = self._partial_records(out)
         if records is None:
-            raise OutputFolderError(f"--output_dir {out} already holds the results of an evaluation "
-                                    f"({', '.join(left[:3])}{', ...' if len(left) > 3 else ''}); pass "
-                                    f"{OVERWRITE_FLAG} to replace them, or choose another folder.")
+            raise self.other_results_error(out, left)
         changed = self.changed_settings(records)
         if changed:
             raise OutputFolderError(f"--output_dir {out} holds the partial results of an evaluation with other "
@@ -221,3 +234,17 @@ def prepare_eval_output_dir(output_dir: str, overwrite: bool, models: Sequence[s
         logger.warning("%s: the earlier results in %s (%s) are replaced when this evaluation writes its first result; "
                        "kept until then", OVERWRITE_FLAG, out, listing(left))
     return out, earlier or []
+
+
+def refuse_other_results(output_dir: str, models: Sequence[str]) -> None:
+    """The refusals of :func:`prepare_eval_output_dir` that need only the folder and the models, made by the command
+    before it imports the evaluation stack (seconds): a training run's or a model's folder, and a results.json that
+    is not the partial results of the same models. Nothing is created or locked; the rest (the same models' settings
+    and weights, the other report files) is checked when the folder is claimed."""
+    out = Path(output_dir).expanduser()
+    if not out.is_dir():
+        return  # none yet, or a file: claiming it says so
+    job = Evaluation(list(models))
+    job.check(out)
+    if (out / "results.json").is_file() and job.partial_entries(out) is None:
+        raise job.other_results_error(out, [name for name in ("results.json", "results.md") if (out / name).exists()])

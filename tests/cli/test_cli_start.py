@@ -465,3 +465,52 @@ def test_eval_refuses_bad_truncate_dims_before_importing_torch(tmp_path, monkeyp
         code, imported, _, err = python_m_hf_cse(["eval", *argv], tmp_path)
         assert (code, imported) == (1, []) and "Traceback" not in err, (value, code, imported, err)
         assert err.strip().split("error: ", 1)[1] == late_refusal(argv, capsys), value
+
+
+def _folders_another_evaluation_owns(root: Path) -> dict[str, Path]:
+    """Output folders the evaluation command refuses whatever its settings: another model's results, a training
+    run's folder, a model's folder."""
+    other = root / "other_results"
+    other.mkdir()
+    (other / "results.json").write_text(json.dumps({"model": "someone/else", "STSBenchmark": 80.0}))
+    run = root / "run"
+    (run / "checkpoint-2").mkdir(parents=True)
+    (run / "hf_cse_run.json").write_text("{}")
+    model = root / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    return {"already holds the results of an evaluation": other, "unfinished training run": run,
+            "holds a model": model}
+
+
+def test_the_early_eval_check_refuses_another_evaluations_folder_as_the_command_does(minilm_dir, senteval_dir,
+                                                                                   tmp_path, capsys):
+    cached = parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(evaluate.argument_parser()))))
+    given = ["--model_name_or_path", str(minilm_dir), "--tasks", "STSBenchmark", "--senteval_data_dir",
+             str(senteval_dir)]
+    for message, folder in _folders_another_evaluation_owns(tmp_path).items():
+        argv = [*given, "--output_dir", str(folder)]
+        early = partial(entry_points.check_command_line, "eval", copy.deepcopy(cached), argv)
+        assert run_cli(early, "hf-cse-eval") == 1  # as the command's start prints it
+        early_line = capsys.readouterr().err.strip().split("error: ", 1)[1]
+        assert message in early_line and early_line == late_refusal(argv, capsys), folder
+    partial_results = tmp_path / "partial"  # the same model's, stopped: its settings are compared by the command
+    partial_results.mkdir()
+    (partial_results / "results.json").write_text(json.dumps({"model": str(minilm_dir), "STSBenchmark": 80.0,
+                                                              "unfinished_tasks": ["STS12"]}))
+    check = partial(entry_points.check_command_line, "eval", copy.deepcopy(cached))
+    check([*given, "--output_dir", str(partial_results)])
+    check([*given, "--output_dir", str(tmp_path / "other_results"), "--overwrite_output_dir"])  # replaced later
+    check([*given, "--output_dir", str(tmp_path / "new")])
+
+
+@pytest.mark.slow
+def test_eval_refuses_another_evaluations_folder_before_importing_torch(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setattr(sys, "argv", ["hf-cse-eval"])  # as python -m hf_cse names it: the cache's key
+    parser_cache.remember_parser("eval", evaluate.argument_parser())  # what a first start writes
+    for message, folder in _folders_another_evaluation_owns(tmp_path).items():
+        code, imported, _, err = python_m_hf_cse(["eval", "--tasks", "STSBenchmark", "--output_dir", str(folder)],
+                                                 tmp_path)
+        assert (code, imported) == (1, []) and message in err and "Traceback" not in err, (folder, code, err)
