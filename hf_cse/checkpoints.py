@@ -326,6 +326,17 @@ def last_complete_checkpoint(output_dir, say_skipped: bool = True) -> str | None
     return None
 
 
+def finished_run_step(output_dir) -> int | None:
+    """The step the finished run ``output_dir`` holds (its ``training_info.json``) was trained to, as its
+    ``trainer_state.json`` says; None where it holds no finished run or that step cannot be read."""
+    out = Path(output_dir)
+    if not (out / TRAINING_INFO_FILE).is_file():
+        return None
+    state, _ = read_json(out / TRAINER_STATE_FILE)
+    step = state.get("global_step") if isinstance(state, dict) else None
+    return step if isinstance(step, int) else None
+
+
 def going_on_from_finished_run(output_dir) -> str | None:
     """The last complete checkpoint of ``output_dir`` where it lies past the step of the finished run the folder
     holds (its ``training_info.json``, and its ``trainer_state.json``'s step) and was saved after that run finished:
@@ -334,10 +345,7 @@ def going_on_from_finished_run(output_dir) -> str | None:
     checkpoint of (its steps are past, its time before)."""
     out = Path(output_dir)
     info = out / TRAINING_INFO_FILE
-    if not info.is_file():
-        return None
-    state, _ = read_json(out / TRAINER_STATE_FILE)
-    finished_at = state.get("global_step") if isinstance(state, dict) else None
+    finished_at = finished_run_step(out)
     last = last_complete_checkpoint(out, say_skipped=False)
     if not isinstance(finished_at, int) or last is None or checkpoint_step(Path(last)) <= finished_at:
         return None

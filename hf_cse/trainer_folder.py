@@ -43,12 +43,12 @@ from .checkpoints import (
     TRAINER_STATE_FILE,
     checkpoint_problem,
     encoder_change,
+    finished_run_step,
     holds_model_only,
     is_checkpoint_name,
     killed_weights_writes,
     last_complete_checkpoint,
     other_model,
-    read_json,
     run_marks,
     saved_config,
     taken_for_checkpoints,
@@ -276,10 +276,9 @@ def warn_finished_run_replaced(output_dir, checkpoint: Path) -> None:
     out = Path(output_dir)
     if not (out / TRAINING_INFO_FILE).is_file():
         return
-    state, _ = read_json(out / TRAINER_STATE_FILE)
-    step = state.get("global_step") if isinstance(state, dict) else None
+    step = finished_run_step(out)
     logger.warning("output_dir %s holds a finished run%s: resuming %s, this run replaces its model and record "
-                   "(%s) when it finishes", out, f" (trained to step {step})" if isinstance(step, int) else "",
+                   "(%s) when it finishes", out, f" (trained to step {step})" if step is not None else "",
                    checkpoint, TRAINING_INFO_FILE)
 
 
