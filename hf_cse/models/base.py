@@ -42,8 +42,9 @@ def check_training_batch(input_ids: torch.Tensor, collator: str) -> None:
     if input_ids.dim() == 3:
         return
     embed = (" To embed sentences, load the run's sentence-transformers export (SentenceTransformer('<output_dir>/"
-             "sentence-transformers'); a folder save_model wrote: export it first, hf-cse-export FOLDER OUT) or call "
-             "the model's sentence_embedding." if input_ids.dim() == 2 else "")
+             "sentence-transformers'); a folder save_model wrote: export it first, "
+             "hf_cse.export.to_sentence_transformer(FOLDER, OUT) or hf-cse-export FOLDER OUT) or call the model's "
+             "sentence_embedding." if input_ids.dim() == 2 else "")
     raise CSEError(f"training batches must have input_ids of shape (batch, views, length); got "
                    f"{tuple(input_ids.shape)}: use {collator}.{embed}")
 

@@ -116,7 +116,9 @@ def test_training_batch_must_have_views(tiny_bert_dir, sentences, method):
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
     model = get_method(method).from_encoder(str(tiny_bert_dir))
     with pytest.raises(ValueError, match=r"batch, views, length.*SentenceTransformer\('<output_dir>/sentence-transf.*"
-                                         r"a folder save_model wrote: export it first, hf-cse-export FOLDER OUT"):
+                                         r"a folder save_model wrote: export it first, "
+                                         r"hf_cse.export.to_sentence_transformer\(FOLDER, OUT\) or hf-cse-export "
+                                         r"FOLDER OUT\)"):
         model(**_batch(tok, sentences[:3]))
 
 
