@@ -65,7 +65,7 @@ def ways_on(checkpoint, output_dir) -> str:
     new_run = "start a new run with a lower learning_rate in another output_dir"
     if earlier:
         return f"{goes_on_from(f'resume_from_checkpoint={earlier!r}')}, or {new_run}"
-    return f"{none_earlier(read)}: {new_run} (or remove the run's files to start over)"
+    return f"{none_earlier(read)}: {new_run} (or overwrite_output_dir=True to start over there)"
 
 
 def none_earlier(read: int) -> str:
@@ -99,8 +99,8 @@ def how_to_go_on(output_dir, last: str | None) -> str:
     says to go on: resume it, or, where ``last`` diverged, why not and what instead (library terms)."""
     found = saved_non_finite(last) if last else None
     if found is None:
-        return ("pass resume_from_checkpoint=True to continue it, or choose another output_dir (or remove them to "
-                "start over)")
+        return ("pass resume_from_checkpoint=True to continue it, or choose another output_dir (or "
+                "overwrite_output_dir=True to start over)")
     return f"its last, {Path(last).name}, {what_diverged(found, last)}; {ways_on(last, output_dir)}"
 
 

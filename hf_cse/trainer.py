@@ -19,7 +19,7 @@ from .divergence import finished_not_diverged, with_diverged_checkpoints
 from .errors import CSEError, unwrapped_from_worker
 from .evaluation.before_after import DevChange, UntrainedCandidate
 from .evaluation.custom_dev import check_pairs_settings_used
-from .folder_lock import first_missing_folder, made_folders_removed_on_failure
+from .folder_lock import claimed_by_command, first_missing_folder, made_folders_removed_on_failure
 from .later_checkpoints import checkpoint_gone
 from .log_window import LogWindow
 from .losses.base import QUEUE_INPUT, finite_checks_deferred
@@ -29,6 +29,7 @@ from .precision import check_training_args, say_training_precision
 from .run_settings import save_run_settings, training_data_description
 from .sampler import NoDuplicatesBatchSampler
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast
+from .start_over import start_over
 from .streaming import check_settings_for_data
 from .trainer_arguments import given_arguments
 from .trainer_batches import TrainingBatches
@@ -40,6 +41,7 @@ from .trainer_folder import (
     check_not_encoder_folder,
     check_not_inside_a_run,
     check_not_trained_twice,
+    check_resume_or_start_over,
     checkpoint_to_resume,
     remove_killed_writes,
 )
@@ -57,6 +59,7 @@ from .trainer_resume import ResumedRun, warn_other_world_size
 from .trainer_saving import RunSaving
 from .trainer_steps import StepPaths
 from .training_args import global_batch_size
+from .training_values import whole_batches_only
 from .zero_loss import ZeroLossWatch
 
 logger = logging.getLogger(__name__)
@@ -218,10 +221,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                              deepspeed=self.is_deepspeed_enabled)
         # our loss is a per-batch mean: let the Trainer divide it for gradient accumulation
         self.loss_is_scaled_for_ga = False
-        if not self.args.dataloader_drop_last:
-            # an incomplete last batch cannot be all-gathered across processes and may hold < 2 rows
-            logger.debug("ContrastiveTrainer sets dataloader_drop_last=True (incomplete batches are skipped).")
-            self.args.dataloader_drop_last = True
+        whole_batches_only(self.args)  # plain TrainingArguments' dataloader_drop_last=False set to True
         # the filter reads every step's loss on the host (a GPU sync per step); MetricAccumulator raises on a NaN/Inf
         # loss term at the next logging step instead
         self.args.logging_nan_inf_filter = False
@@ -300,8 +300,10 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             check_output_dir(self.args.output_dir)
             check_not_inside_a_run(self.args.output_dir)
             check_no_names_taken_for_checkpoints(self.args.output_dir)
+            start_anew = getattr(self.args, "overwrite_output_dir", False)  # not a field of plain TrainingArguments
+            check_resume_or_start_over(resume_from_checkpoint, self.args.output_dir, start_anew)
             if not resume_from_checkpoint:
-                check_new_run_folder(self.args.output_dir)
+                check_new_run_folder(self.args.output_dir, start_anew)
                 return resume_from_checkpoint
             return checkpoint_to_resume(resume_from_checkpoint, self.args.output_dir,
                                         getattr(self.accelerator.unwrap_model(self.model).config, "method", None), self)
@@ -310,6 +312,8 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
     def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
         if self.is_world_process_zero():  # it holds the folder: a killed save's temporary files go
+            if getattr(self.args, "overwrite_output_dir", False) and not claimed_by_command(self.args.output_dir):
+                start_over(self.args.output_dir)  # the command has, when it claimed the folder
             remove_killed_writes(self.args.output_dir)
             if resume_from_checkpoint:
                 warn_other_world_size(resume_from_checkpoint, self.args)

@@ -174,18 +174,23 @@ def check_not_another_model(output_dir, also: str = "") -> None:
                                 f"replace its files{also}. Choose another output_dir.")
 
 
-def check_new_run_folder(output_dir) -> None:
+def check_new_run_folder(output_dir, overwrite: bool = False) -> None:
     """Refuse a new run into a folder that holds another model, or another run's trained model or checkpoints
-    (module doc)."""
+    (module doc); with ``overwrite`` (``overwrite_output_dir``: the run's files go when training starts,
+    :func:`hf_cse.start_over.start_over`) only another tool's model, whose files a start over would take for a
+    run's."""
     out = Path(output_dir)
     if not out.is_dir() or claimed_by_command(out):
         return
-    check_not_another_model(out)
+    check_not_another_model(out, also=", overwrite_output_dir or not" if overwrite else "")
+    if overwrite:
+        return
     names = [p.name for p in out.iterdir()]
     trained = matching(names, TRAINED_RUN_FILES)
     if trained:
         raise OutputFolderError(f"output_dir {out} already holds a trained run ({listing(trained)}): choose another "
-                                "output_dir, or remove that run's files to start over.")
+                                "output_dir, or pass overwrite_output_dir=True to start over (removes that run's "
+                                "files, keeps others).")
     checkpoints = [n for n in names if is_checkpoint_name(n) and (out / n).is_dir()]
     if checkpoints:  # a diverged run's last checkpoint is not offered (hf_cse.divergence)
         raise OutputFolderError(f"output_dir {out} holds checkpoints of a run ({listing(checkpoints)}): "
@@ -200,6 +205,16 @@ def check_new_run_folder(output_dir) -> None:
     if replaced:
         raise OutputFolderError(f"output_dir {out} holds {listing(replaced)}, which this run's final save writes: "
                                 "they would be replaced. Move them out, or choose another output_dir.")
+
+
+def check_resume_or_start_over(resume_from_checkpoint, output_dir, overwrite: bool) -> None:
+    """``overwrite_output_dir`` starts a new run over an earlier one's files (its checkpoints too), and
+    ``resume_from_checkpoint`` goes on from a checkpoint: not both (a command that claimed the folder has decided)."""
+    if overwrite and resume_from_checkpoint and not claimed_by_command(Path(output_dir)):
+        raise OutputFolderError(f"overwrite_output_dir starts a new run (removing the earlier run's files in "
+                                f"{output_dir}) and resume_from_checkpoint={resume_from_checkpoint!r} goes on from a "
+                                "checkpoint: drop one of them.",
+                                fields=("overwrite_output_dir", "resume_from_checkpoint"))
 
 
 def checkpoint_to_resume(resume_from_checkpoint, output_dir, method: str | None, trainer=None) -> str:

@@ -20,7 +20,13 @@ from .evaluation.custom_dev import EvalDataArguments
 from .precision import DEFAULT_PRECISION, Precision, launched_precision, training_flags
 from .sharding import load_in_fp32_under_deepspeed
 from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
-from .training_values import FILLED_IN, check_best_metric_direction, check_field_types, check_step_intervals
+from .training_values import (
+    FILLED_IN,
+    check_best_metric_direction,
+    check_field_types,
+    check_step_intervals,
+    whole_batches_only,
+)
 
 
 def global_batch_size(per_device_train_batch_size: int, world_size: int = 1) -> int:
@@ -58,6 +64,14 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     save_strategy: str = field(default="no", metadata=_trainer_field("save_strategy"))
     # a short last batch has fewer negatives than the others (the contrastive loss's difficulty changes with it)
     dataloader_drop_last: bool = field(default=True, metadata=_trainer_field("dataloader_drop_last"))
+    # transformers 4's field (transformers 5 dropped it): here it removes only the files a run writes
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Start over in an output_dir that holds another or an interrupted run: that run's files "
+                          "(model, checkpoints, logs, export, record; hf_cse.start_over.RUN_FILES) are removed when "
+                          "training starts, other files are kept. Without it, a new run there is refused (and the "
+                          "command line resumes the same run's checkpoints). Not with resume_from_checkpoint."},
+    )
     # transformers' help says "Defaults to 'loss'", a score no contrastive run logs: hf_cse's dev scores instead
     metric_for_best_model: str | None = field(
         default=None,
@@ -127,6 +141,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         check_path_given(self.output_dir, "output_dir")
         check_field_types(self)  # before transformers reads them: "3e-5" or "false" fail or mislead there
         check_step_intervals(self)  # eval_steps without eval_strategy="steps": ignored, without a word
+        whole_batches_only(self)  # dataloader_drop_last=False would be set back to True
         problem = seq_length_problem(self.max_seq_length, None)  # the encoder's own limit is checked with the data
         if problem:
             raise InputError(f"{problem}.", fields=("max_seq_length",))

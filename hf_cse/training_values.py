@@ -315,3 +315,20 @@ def unapplied_intervals(values: Mapping[str, object], given: Collection[str]) ->
     their default) rather than refused as a contradiction (:func:`check_step_intervals`)."""
     return [steps for steps, strategy, _ in STEP_INTERVALS
             if steps in values and steps not in given and strategy_name(values.get(strategy)) == "no"]
+
+
+def whole_batches_only(args) -> None:
+    """ContrastiveTrainer trains on whole batches only: an incomplete last batch has fewer in-batch negatives (one
+    sentence: none) and cannot be gathered across processes. ``dataloader_drop_last=False`` where the arguments'
+    own default is True (:class:`~hf_cse.training_args.ContrastiveTrainingArguments`: someone chose it) would do
+    nothing, and is refused; plain ``TrainingArguments``' False (transformers' default) is set to True."""
+    if args.dataloader_drop_last:
+        return
+    default = getattr(type(args), "__dataclass_fields__", {}).get("dataloader_drop_last")
+    if default is not None and default.default is True:
+        raise InputError("dataloader_drop_last=False: ContrastiveTrainer trains on whole batches only (an incomplete "
+                         "last batch has fewer in-batch negatives, one sentence none, and cannot be gathered across "
+                         "processes), so it would drop them anyway: leave dataloader_drop_last at True.",
+                         fields=("dataloader_drop_last",))
+    args.dataloader_drop_last = True
+

@@ -25,6 +25,7 @@ from ..losses import available_losses, get_loss_class, loss_hyperparameters
 from ..number_lists import parse_float_list, parse_int_list
 from ..objectives import DCL, objectives_for
 from ..presets import PRESETS
+from .flags_in_use import drop_fix, given_as
 
 #: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder,
 #: base_encoder_local, pooler_source, encoder_max_seq_length) or built from the loss flags (objectives)
@@ -153,9 +154,11 @@ def model_arguments_class(config_classes: dict[str, type] | None = None) -> type
     return make_dataclass("ModelArguments", fields, bases=(_ScriptModelArguments,))
 
 
-def config_kwargs_from(method: str, model_args, config_classes: dict[str, type] | None = None) -> dict[str, Any]:
+def config_kwargs_from(method: str, model_args, config_classes: dict[str, type] | None = None,
+                       chosen: set[str] = frozenset()) -> dict[str, Any]:
     """The config fields set by the flags (those left at None keep the method's default); a field the chosen
-    method's config lacks is an error."""
+    method's config lacks is an error, naming where it was set (``chosen``: a ``--config`` file's key, else the
+    flag)."""
     config_classes = config_classes or _method_configs()
     flags = config_fields(config_classes)
     given = {k: getattr(model_args, k) for k in flags if getattr(model_args, k, None) is not None}
@@ -163,8 +166,9 @@ def config_kwargs_from(method: str, model_args, config_classes: dict[str, type] 
     wrong = sorted(set(given) - takes)
     if wrong:
         owners = sorted({m for name in wrong for m in flags[name][2]})
-        raise InputError(f"{', '.join('--' + w for w in wrong)} only apply to --method {' / '.join(owners)} "
-                         f"(got --method {method}).")
+        raise InputError(f"{', '.join(given_as(chosen, w) for w in wrong)} only appl{'y' if len(wrong) > 1 else 'ies'}"
+                         f" to --method {' / '.join(owners)} (got {given_as(chosen, 'method', method)}): "
+                         f"{drop_fix(chosen, wrong[0])}, or choose that method.")
     return given
 
 

@@ -8,11 +8,17 @@ from pathlib import Path
 from hf_cse.models import get_method
 from hf_cse.objectives import LEGACY_FIELDS
 
+from .run_spec import local_resolved
+
 
 def record_in_objectives_form(record: dict) -> dict:
     """A run record (``hf_cse_run.json``) written before objectives were a list -- with ``loss``, ``loss_kwargs`` and
     the ``dcl_*`` settings, absent ones meaning the method's defaults -- in today's form, through the config's own
-    conversion of those fields, so that relaunching such an interrupted run resumes it."""
+    conversion of those fields, so that relaunching such an interrupted run resumes it. So is one written before a
+    local encoder or generator was recorded resolved: the relaunch, from the same folder, reaches it the same way."""
+    resolved = {k: local_resolved(record[k]) for k in ("encoder", "generator")
+                if isinstance(record.get(k), str) and local_resolved(record[k]) != record[k]}
+    record = {**record, **resolved} if resolved else record
     if "objectives" in record or "loss" not in record:
         return record
     legacy = {k: v for k, v in record.items() if k in LEGACY_FIELDS and v is not None}

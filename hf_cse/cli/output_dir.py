@@ -34,44 +34,33 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..checkpoints import (
-    TRAINER_STATE_FILE,
     checkpoint_problem,
     going_on_from_finished_run,
-    is_checkpoint_name,
-    is_killed_weights_write,
     killed_weights_writes,
     last_complete_checkpoint,
-    other_model,
 )
-from ..checks import WRITE_PROBE_PREFIX, InputError, check_writable
+from ..checks import InputError, check_writable
 from ..divergence import earlier_finite, goes_on_from, none_earlier, what_diverged
 from ..finite_weights import saved_non_finite
 from ..output_folder import (
-    TOKENIZER_FILES,
     OutputFolderError,
     claim_output_dir,
     listing,
-    matching,
-    remove_entries,
     same_or_inside,
 )
 from ..run_files import (
-    ADAPTER_FOLDER,
     CHECKPOINT_PREFIX,
-    CURVES_FILE,
-    RUN_LOADER_FILES,
     RUN_RECORD_FILE,
     TENSORBOARD_FOLDER,
-    TRAIN_RESULTS_FILE,
     TRAINING_INFO_FILE,
-    WEIGHT_FILES,
 )
 from ..run_settings import in_brief, setting_differences
+from ..start_over import RUN_FILES, killed_writes, other_models, remove_run_files, run_entries, run_files_in
 from ..trainer_folder import (
     cannot_go_on_with,
     check_no_names_taken_for_checkpoints,
@@ -85,43 +74,8 @@ from ..writing import json_safe, write_json_atomic
 logger = logging.getLogger(__name__)
 
 OVERWRITE_FLAG = "--overwrite_output_dir"
-# Everything hf-cse-train (the Trainer, the tokenizer, the export) writes into its output folder; a test checks a
-# finished run leaves nothing else. Only these are removed by --overwrite_output_dir.
-RUN_FILES = (
-    f"{CHECKPOINT_PREFIX}-*", TENSORBOARD_FOLDER, RUN_RECORD_FILE, TRAINING_INFO_FILE, f".{TRAINING_INFO_FILE}.*",
-    "sentence-transformers", ".sentence-transformers.*",  # the export and its temporary folders
-    "config.json", "generation_config.json", *WEIGHT_FILES, "training_args.bin", TRAINER_STATE_FILE,
-    "all_results.json", TRAIN_RESULTS_FILE, "eval_results.json", CURVES_FILE, ADAPTER_FOLDER, *TOKENIZER_FILES,
-    *RUN_LOADER_FILES,
-)
 # What an interrupted run leaves before its model is saved (anything more means the run finished or is not ours).
 _INTERRUPTED_RUN_FILES = (f"{CHECKPOINT_PREFIX}-*", TENSORBOARD_FOLDER, RUN_RECORD_FILE)
-
-
-def run_entries(names, patterns: tuple[str, ...]) -> list[str]:
-    """The ``names`` matching ``patterns`` (:data:`RUN_FILES`, ...), of ``checkpoint-*`` those of checkpoints only
-    (``checkpoint-<digits>``: not a user's ``checkpoint-3-eval`` or ``checkpoint-notes.txt``)."""
-    return [n for n in matching(names, patterns) if not n.startswith(f"{CHECKPOINT_PREFIX}-") or is_checkpoint_name(n)]
-
-
-def killed_writes(out: Path, names) -> list[str]:
-    """Of ``out``'s entries ``names``, the partial files of a run's own files that a killed write left
-    (``.<name>.partial-<pid>``, :mod:`hf_cse.writing`; an export's temporary folder; the temporary file of a weights
-    file safetensors was writing, :func:`~hf_cse.checkpoints.is_killed_weights_write`) and the probe file of the
-    folder's write check: never a run's result, removed by the run that claims the folder next (it holds the lock: no
-    run is still writing them)."""
-    return [n for n in names if n.startswith(WRITE_PROBE_PREFIX) or is_killed_weights_write(out / n)
-            or (n.startswith(".") and ".partial-" in n and run_entries([n[1:].rsplit(".partial-", 1)[0]], RUN_FILES))]
-
-
-@dataclass
-class OutputDirArguments:
-    overwrite_output_dir: bool = field(
-        default=False,
-        metadata={"help": "Start over in an --output_dir that holds another or an interrupted run: that run's files "
-                          "are removed first (other files are kept). Without it, checkpoints of the same run are "
-                          "resumed and anything else is refused."},
-    )
 
 
 # --------------------------------------------------------------------------------------------------- training
@@ -189,16 +143,10 @@ class TrainingRun(CommandJob):
         return [p.name for p in out.iterdir()] if out.is_dir() else []
 
     def own_files(self, out: Path, left: list[str]) -> list[str]:
-        theirs = set(other_models(out, left))  # another tool's: never a run's to remove
-        return sorted(set(run_entries(left, RUN_FILES) + killed_writes(out, left)) - theirs)
+        return run_files_in(out, left)  # another tool's model never
 
-    def remove(self, out: Path, names: list[str]) -> None:  # the mark of a finished run first: a kill meanwhile
-        remove_entries(out, sorted(names, key=lambda n: n != TRAINING_INFO_FILE))  # leaves no "finished" run
-        # hf-cse-eval's results of the model removed are kept (the user's work), but no longer describe the folder
-        stale = sorted(p.name for p in out.glob("eval*") if p.is_dir() and (p / "results.json").is_file())
-        if stale:
-            logger.warning("%s in %s: hf-cse-eval's results of the model this run replaces, kept; they do not "
-                           "describe the model it trains now (move them aside, or evaluate again)", listing(stale), out)
+    def remove(self, out: Path, names: list[str]) -> None:
+        remove_run_files(out, names)
 
     def _remove_killed_writes(self, out: Path, left: list[str]) -> None:
         if not self.is_main_process:
@@ -304,12 +252,6 @@ def refuse_diverged(checkpoint: Path, out: Path) -> None:
             f"{none_earlier(read)}: {anew}")
     raise OutputFolderError(f"--output_dir {out}: its last checkpoint, {checkpoint.name}, "
                             f"{what_diverged(found, checkpoint)}; {ways}.")
-
-
-def other_models(out: Path, names: list[str]) -> list[str]:
-    """Of ``out``'s entries ``names``, the ``checkpoint-N`` folders another tool saved (:func:`other_model`):
-    files no run writes, which no run resumes or removes."""
-    return [n for n in run_entries(names, (f"{CHECKPOINT_PREFIX}-*",)) if other_model(out / n)]
 
 
 def refuse_another_model(out: Path) -> None:

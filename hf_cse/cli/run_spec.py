@@ -198,17 +198,19 @@ def dev_and_selection(training_args) -> dict[str, Any]:
     return values
 
 
-def training_arguments(training_args, streamed: bool = False) -> dict[str, Any]:
+def training_arguments(training_args, streamed: bool = False, precision_chosen: bool = False) -> dict[str, Any]:
     """The run's other training arguments that its checkpoints record and the Trainer compares on resume
     (:data:`~hf_cse.run_settings.TRAINING_SETTINGS` and :data:`~hf_cse.run_settings.TRAINER_SETTINGS` beyond
     :class:`TrainingSpec`'s: optimizer, clipping, data order; ``--dataloader_num_workers`` too where the run is
     ``streamed``: they order a stream's rows, :data:`~hf_cse.run_settings.WORKERS_SETTING`), by flag
     name, recorded beside the fingerprint so that ``--config <run>/hf_cse_run.json`` runs it again whole; those left
-    at nothing (None, no kwargs) are left out."""
+    at nothing (None, no kwargs) are left out. ``precision_chosen``: ``--precision`` (or ``--bf16`` / ``--fp16``)
+    was given, and the precision it resolved to is recorded too (it changes the weights; ``auto``, resolved anew on
+    each machine, is not)."""
     own = {f.name for f in dataclasses.fields(TrainingSpec)}
     streams = (WORKERS_SETTING,) if streamed else ()
     names = [n for n in (*TRAINING_SETTINGS, *TRAINER_SETTINGS, *streams) if n not in own]
-    values = {name: getattr(training_args, name, None) for name in names}
+    values = {name: getattr(training_args, name, None) for name in (*names, *(["precision"] * precision_chosen))}
     return {name: getattr(value, "value", value) for name, value in values.items() if value not in (None, {})}
 
 
@@ -276,14 +278,22 @@ class RunSpec:
         return self.config.get("generator_name_or_path")
 
     def fingerprint(self) -> dict[str, Any]:
-        """The run's settings as ``hf_cse_run.json`` records them: the encoder, method, config fields, generator, the
+        """The run's settings as ``hf_cse_run.json`` records them: the encoder, method, config fields, generator (a
+        local folder resolved, as the data paths: a ``--config`` of the record reaches it from any folder), the
         data flags and the run-defining training arguments; the masked-LM settings only with ``do_mlm``, the
         :data:`LATER_CONFIG_FIELDS` only when not at their earlier behaviour; no speed-only field."""
-        settings = {"encoder": self.encoder, "method": self.method, **copy.deepcopy(dict(self.config)),
-                    "generator": self.generator, **self.data.fingerprint(), **self.training.fingerprint()}
+        settings = {"encoder": local_resolved(self.encoder), "method": self.method, **copy.deepcopy(dict(self.config)),
+                    "generator": local_resolved(self.generator), **self.data.fingerprint(),
+                    **self.training.fingerprint()}
         if not self.config.get("do_mlm"):
             settings = {k: v for k, v in settings.items() if k not in MLM_FIELDS}
         return {k: v for k, v in settings.items() if k not in LATER_CONFIG_FIELDS or v != LATER_CONFIG_FIELDS[k]}
+
+
+def local_resolved(model: str | None) -> str | None:
+    """``model`` (an encoder or generator as given) resolved where it names a local folder; a Hub id, ``unigram`` or
+    None as it is."""
+    return resolved_path(model) if isinstance(model, str) and Path(model).expanduser().is_dir() else model
 
 
 def method_config_defaults(method: str) -> dict[str, Any]:

@@ -47,9 +47,9 @@ from hf_cse.cli.arguments import (
 from hf_cse.cli.console import ConsoleArguments, setup_console
 from hf_cse.cli.flags import in_flag_terms
 from hf_cse.cli.flags_in_use import ChosenSettings, check_training_settings
-from hf_cse.cli.help import UnsetDefaultsFormatter, add_short_help, train_layout
+from hf_cse.cli.help import TRAIN_COMMON, UnsetDefaultsFormatter, add_short_help, train_layout
 from hf_cse.cli.older_runs import record_in_objectives_form, trained_padding_free
-from hf_cse.cli.output_dir import OutputDirArguments, other_settings_refusal, prepare_output_dir
+from hf_cse.cli.output_dir import other_settings_refusal, prepare_output_dir
 from hf_cse.cli.preflight import (
     check_dropout_views,
     check_eval_data,
@@ -120,7 +120,7 @@ def argument_parser() -> HfArgumentParser:
     """The parser of every flag of the script, with its own defaults (before any preset or --config file)."""
     model, method, loss, dcl = (model_arguments_class(), method_arguments_class(), loss_arguments_class(),
                                 dcl_arguments_class())
-    others = (model, DataArguments, method, dcl, OutputDirArguments, StreamingArguments, ContrastiveTrainingArguments,
+    others = (model, DataArguments, method, dcl, StreamingArguments, ContrastiveTrainingArguments,
               ConsoleArguments)
     check_method_flag_names(*others[1:])  # a method or loss of the caller's own may take a name a flag has
     check_loss_flag_names(*others)
@@ -134,7 +134,8 @@ def argument_parser() -> HfArgumentParser:
     groups = [("model and method", [n for n in _names(model, method) if n != "loss"]),
               ("data", data), ("loss", ["loss", *_names(loss, dcl)]),
               ("training and evaluation (hf_cse)",
-               [n for n in _names(ContrastiveTrainingArguments, ConsoleArguments) if n not in [*trainer, *data]])]
+               [n for n in _names(ContrastiveTrainingArguments, ConsoleArguments)
+                if n not in [*trainer, *data, *TRAIN_COMMON]])]
     return one_line_errors(add_short_help(parser, train_layout(groups, trainer), help_all=True))
 
 
@@ -246,8 +247,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     """Steps 1-4 of :func:`train_from_args`: the trainer, the checkpoint to resume, the maximum sequence length and
     the arguments of ``save_run``."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    (model_args, data_args, method_args, loss_args, dcl_args, output_args, stream_args, training_args, console,
-     chosen) = args
+    (model_args, data_args, method_args, loss_args, dcl_args, stream_args, training_args, console, chosen) = args
     setup_console(console.verbose, main_process=training_args.process_index == 0)
     set_seed(training_args.seed)
     said = default_best_metric(training_args, chosen, method_args.preset)  # one nobody typed, which the run won't log
@@ -279,7 +279,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
                     ", ".join("--" + name for name in dropped), loss, model_args.method)
     # every config field given as a flag (None = the method's own default, e.g. imsimcse's off-dropout), and the
     # objectives: the method's own, overridden only where a loss or DCL flag is given (e.g. imsimcse's m = 0.9)
-    config_kwargs = config_kwargs_from(model_args.method, model_args)
+    config_kwargs = config_kwargs_from(model_args.method, model_args, chosen=chosen)
     config_kwargs["objectives"] = objectives_from_flags(model_cls.config_class().objectives, loss, loss_args, dcl_args)
     # the pooling: a flag's or preset's, else the encoder's own (a sentence-transformers model keeps its pooling)
     # (the card names what set each: --pooler_type or the preset, and --normalize)
@@ -339,11 +339,12 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
+    chose_precision = bool({"precision", "bf16", "fp16"} & chosen)  # recorded then, not auto's
     settings = {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(training_args),
-                TRAINING_ARGUMENTS: training_arguments(training_args, data.streaming),
+                TRAINING_ARGUMENTS: training_arguments(training_args, data.streaming, chose_precision),
                 **recorded_modules(console.import_module)}
     resume_from = main_process_first(training_args, lambda: prepare_output_dir(
-        training_args.output_dir, settings, overwrite=output_args.overwrite_output_dir, encoder=encoder,
+        training_args.output_dir, settings, overwrite=training_args.overwrite_output_dir, encoder=encoder,
         resume_from_checkpoint=training_args.resume_from_checkpoint, is_main_process=main_process,
         hold=main_process, read_record=record_in_objectives_form, training_args=training_args,
         encoder_config=enc_config, method_defaults=method_config_defaults))

@@ -152,6 +152,15 @@ def test_a_bad_file_is_one_line_naming_the_key_before_any_model_loads(what, tmp_
     assert not (tmp_path / "out").exists()
 
 
+def test_another_methods_setting_in_a_file_is_refused_naming_the_file_and_key(tmp_path, capsys):
+    path = _file(tmp_path / "run.json", {"method": "simcse", "dup_rate": 0.3})
+    assert train.main(["--config", path, "--output_dir", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert (f"--config {path}: 'dup_rate' only applies to --method esimcse (got --method simcse): remove 'dup_rate' "
+            f"from --config {path}, or choose that method.") in err, err
+
+
 def test_a_record_with_objectives_no_flag_sets_is_refused(tmp_path):
     record = {"method": "simcse", "objectives": [{"loss": "infonce", "weight": 2.0, "hyperparameters": {}}]}
     with pytest.raises(ValueError, match="main objective's weight 2.0"):
@@ -194,14 +203,17 @@ def test_a_run_from_the_record_of_a_run_trains_the_same_weights(tmp_path, tiny_b
              "--max_steps", "3", "--seed", "7", "--loss", "focal_infonce", "--temperature", "0.07", "--m", "0.3",
              "--dcl_weight", "0.1", "--pooler_type", "avg", "--learning_rate", "1e-4", "--use_cpu", *NO_DEV,
              # the training arguments the record keeps beside its fingerprint (training_arguments)
-             "--adam_beta2", "0.98", "--max_grad_norm", "0.5", "--data_seed", "5", "--no_duplicates_in_batch", "false"]
+             "--adam_beta2", "0.98", "--max_grad_norm", "0.5", "--data_seed", "5", "--no_duplicates_in_batch", "false",
+             "--precision", "bf16"]  # chosen, so recorded (auto is resolved anew on each machine)
     assert train.main([*flags, "--output_dir", str(first)]) == 0
     record = first / RUN_RECORD_FILE
+    assert json.loads(record.read_text())["training_arguments"]["precision"] == "bf16"
     assert train.main(["--config", str(record), "--output_dir", str(again), "--use_cpu"]) == 0
     assert json.loads((again / RUN_RECORD_FILE).read_text()) == json.loads(record.read_text())
     info = json.loads((again / "training_info.json").read_text())
     assert [info["training_args"][k] for k in ("adam_beta2", "max_grad_norm", "data_seed", "no_duplicates_in_batch")
             ] == [0.98, 0.5, 5, False], info
+    assert info["precision"].startswith("bf16"), info["precision"]
     weights, reproduced = load_file(first / "model.safetensors"), load_file(again / "model.safetensors")
     assert weights.keys() == reproduced.keys()
     for name, weight in weights.items():

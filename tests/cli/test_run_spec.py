@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -205,6 +206,22 @@ def test_fingerprint_records_paths_resolved_and_streaming_only_when_used(build, 
     assert not {"streaming", "train_files", "train_weights"} & set(fingerprint)
     streamed = build("--train_files", "train.txt", "--streaming", "--max_steps", "2")[0].fingerprint()
     assert streamed["train_files"] == [str((tmp_path / "train.txt").resolve())] and streamed["streaming"] is True
+
+
+def test_a_local_encoder_is_recorded_resolved_and_an_older_relative_record_read_so(build, tiny_bert_dir, tmp_path,
+                                                                                   monkeypatch):
+    """A record's encoder is reached from any folder (``--config <run>/hf_cse_run.json`` elsewhere), as its data
+    paths are; a record an older hf_cse wrote with the path as typed is read resolved, from the folder the command is
+    run in (the same command, relaunched there, resumes it); a Hub id stays as it is."""
+    from hf_cse.cli.older_runs import record_in_objectives_form
+
+    shutil.copytree(tiny_bert_dir, tmp_path / "enc")
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "train.txt", random_sentences(70))
+    fingerprint = build("--model_name_or_path", "enc", "--train_file", "train.txt")[0].fingerprint()
+    assert fingerprint["encoder"] == str((tmp_path / "enc").resolve())
+    older = {"encoder": "enc", "generator": "some/hub-model", "objectives": []}
+    assert record_in_objectives_form(older) == {**older, "encoder": fingerprint["encoder"]}
 
 
 @pytest.mark.parametrize("flags", RECORDED)

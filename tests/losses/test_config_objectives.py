@@ -161,7 +161,7 @@ def test_a_new_config_field_is_a_flag_with_its_help_and_its_method():
     assert (given["extra_margin"], given["pooler_type"]) == (0.5, "avg")
     help_text = " ".join(parser.format_help().split())
     assert "--extra_margin" in help_text and "A margin only this test's method has. (--method extra only)" in help_text
-    with pytest.raises(ValueError, match="--extra_margin only apply to --method extra"):
+    with pytest.raises(ValueError, match="--extra_margin only applies to --method extra"):
         config_kwargs_from("simcse", model_args, classes)
 
 
@@ -176,7 +176,7 @@ def test_config_field_flags_are_typed_from_the_fields():
     assert config_kwargs_from("simcse", _parse(["--no_fast_dropout"])[1][0])["fast_dropout"] is False
     with pytest.raises(SystemExit):  # a Literal field is a choice of the parser
         parser.parse_args_into_dataclasses(["--pooler_type", "maximum"])
-    with pytest.raises(ValueError, match="--lambda_rtd only apply to --method diffcse"):
+    with pytest.raises(ValueError, match="--lambda_rtd only applies to --method diffcse"):
         config_kwargs_from("simcse", _parse(["--lambda_rtd", "0.1"])[1][0])
 
 

@@ -563,7 +563,7 @@ def test_run_unsup_trains_diffcse_end_to_end(tiny_bert_dir, tiny_mlm_dir, tmp_pa
     assert (cfg.lambda_rtd, cfg.masking_ratio, cfg.edit_operation) == (0.05, 0.15, "insert")
     assert cfg.generator_name_or_path == str(tiny_mlm_dir)
 
-    with pytest.raises(ValueError, match="--lambda_rtd only apply to --method diffcse"):
+    with pytest.raises(ValueError, match="--lambda_rtd only applies to --method diffcse"):
         train_cli.train_from_args(["--lambda_rtd", "0.1", "--output_dir", str(tmp_path / "c"), *common])
 
 

@@ -7,6 +7,7 @@ from helpers import collator, tiny_args, tiny_train_dataset
 
 from hf_cse.models import SimCSEModel
 from hf_cse.trainer import ContrastiveTrainer
+from hf_cse.training_args import ContrastiveTrainingArguments
 
 
 def _trainer(folder, sentences, tmp_path, model=None, repeat=1, **args):
@@ -73,8 +74,18 @@ def test_resume_from_checkpoint_continues_the_same_run(tiny_bert_dir, sentences,
 
 
 def test_drop_last_is_enforced_and_evaluate_needs_data(tiny_bert_dir, sentences, tmp_path):
-    trainer, *_ = _trainer(tiny_bert_dir, sentences, tmp_path, dataloader_drop_last=False)
+    trainer, *_ = _trainer(tiny_bert_dir, sentences, tmp_path, dataloader_drop_last=False)  # transformers' default
     assert trainer.args.dataloader_drop_last
+    # chosen against ContrastiveTrainingArguments' own default it would do nothing: refused, when made or later set
+    with pytest.raises(ValueError, match=r"^dataloader_drop_last=False: ContrastiveTrainer trains on whole batches "
+                                         r"only .* leave dataloader_drop_last at True\.$"):
+        ContrastiveTrainingArguments(str(tmp_path / "x"), dataloader_drop_last=False)
+    args = ContrastiveTrainingArguments(str(tmp_path / "x"), use_cpu=True, per_device_train_batch_size=4)
+    args.dataloader_drop_last = False
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "d")
+    with pytest.raises(ValueError, match=r"^dataloader_drop_last=False: "):
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
+                           processing_class=tok)
     with pytest.raises(ValueError, match="senteval_data_dir"):
         trainer.evaluate()
 

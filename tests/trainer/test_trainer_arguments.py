@@ -23,7 +23,7 @@ from hf_cse.trainer_arguments import TrainerArgumentError
 from hf_cse.training_args import ContrastiveTrainingArguments
 
 #: the fields the trainer adjusts, as a caller leaves them by default
-CALLER_DEFAULTS = {"remove_unused_columns": True, "dataloader_drop_last": False, "logging_nan_inf_filter": True,
+CALLER_DEFAULTS = {"remove_unused_columns": True, "logging_nan_inf_filter": True,
                    "eval_on_start": False, "gradient_checkpointing": True, "activation_checkpointing": True,
                    "ddp_find_unused_parameters": None}
 
@@ -43,7 +43,7 @@ def test_one_arguments_object_serves_two_trainers_alike(built, tmp_path):
     other fields it adjusts changed under the caller too."""
     new_model, tok, data = built
     args = ContrastiveTrainingArguments(str(tmp_path / "one"), gradient_checkpointing=True, use_cpu=True,
-                                        per_device_train_batch_size=8, report_to="none", dataloader_drop_last=False,
+                                        per_device_train_batch_size=8, report_to="none",
                                         senteval_data_dir=str(write_toy_senteval(tmp_path / "senteval")))
     first_model, second_model, third_model = new_model(), new_model(), new_model()
     first = ContrastiveTrainer(model=first_model, args=args, train_dataset=data, processing_class=tok)
@@ -60,7 +60,7 @@ def test_one_arguments_object_serves_two_trainers_alike(built, tmp_path):
         assert trainer.args is not args and trainer.args.output_dir == str(tmp_path / folder)
         assert trainer.args.accelerator_config is not args.accelerator_config
         assert {name: getattr(trainer.args, name) for name in CALLER_DEFAULTS} == {
-            "remove_unused_columns": False, "dataloader_drop_last": True, "logging_nan_inf_filter": False,
+            "remove_unused_columns": False, "logging_nan_inf_filter": False,
             "eval_on_start": True, "gradient_checkpointing": False, "activation_checkpointing": False,
             "ddp_find_unused_parameters": False}
     recorded = training_info_from_run(first.args)["training_args"]
