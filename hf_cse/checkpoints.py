@@ -36,13 +36,15 @@ def is_checkpoint_name(name: str) -> bool:
 
 
 def taken_for_checkpoints(folder: Path) -> list[str]:
-    """The folders in ``folder`` that are no checkpoints but that transformers' checkpoint rotation
+    """The folders in ``folder`` that are no checkpoints of an hf_cse run but that transformers' checkpoint rotation
     (``trainer_utils.sort_checkpoints``: ``checkpoint-*`` folders whose name starts with ``checkpoint-<digits>``)
-    counts among them and may delete: ``checkpoint-3-eval``, ``checkpoint-3.bak``."""
+    counts among them and may delete: ``checkpoint-3-eval``, ``checkpoint-3.bak``, and a ``checkpoint-N`` holding a
+    model another tool saved (:func:`other_model`), which a run's own checkpoint of step N would also write over."""
     if not Path(folder).is_dir():
         return []
     return sorted(p.name for p in Path(folder).glob(f"{CHECKPOINT_PREFIX}-*") if p.is_dir()
-                  and p.name[len(CHECKPOINT_PREFIX) + 1:][:1].isdigit() and not is_checkpoint_name(p.name))
+                  and p.name[len(CHECKPOINT_PREFIX) + 1:][:1].isdigit()
+                  and (not is_checkpoint_name(p.name) or other_model(p)))
 
 
 def training_run_files(folder: Path) -> list[str]:

@@ -188,6 +188,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         self.train_metrics: dict[str, float] = {}
         self._trained_in: str | None = None  # the output folder train() trained in (save_run finishes only that run)
         self._claim = FolderClaim()  # and only while the folder holds that run (hf_cse.trainer_claim)
+        self._start_over_in: str | None = None  # overwrite_output_dir's folder, cleared once the batches are made
         if training_args.ddp_find_unused_parameters is None:
             # every method model gives every parameter a gradient in each step (tests/models/test_models.py), so DDP
             # need not walk the autograd graph for unused ones after every backward (transformers' default); set before
@@ -310,10 +311,17 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
         return main_process_outcome(self.args, check)
 
+    def get_train_dataloader(self):
+        loader = super().get_train_dataloader()  # refuses data that makes no batch: before an earlier run goes
+        if self._start_over_in is not None:  # overwrite_output_dir: nothing of this run is written there yet
+            start_over(self._start_over_in)
+            self._start_over_in = None
+        return loader
+
     def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
         if self.is_world_process_zero():  # it holds the folder: a killed save's temporary files go
             if getattr(self.args, "overwrite_output_dir", False) and not claimed_by_command(self.args.output_dir):
-                start_over(self.args.output_dir)  # the command has, when it claimed the folder
+                self._start_over_in = self.args.output_dir  # (the command has, when it claimed the folder)
             remove_killed_writes(self.args.output_dir)
             if resume_from_checkpoint:
                 warn_other_world_size(resume_from_checkpoint, self.args)

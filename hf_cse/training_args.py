@@ -63,7 +63,12 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     # state too, three times the model
     save_strategy: str = field(default="no", metadata=_trainer_field("save_strategy"))
     # a short last batch has fewer negatives than the others (the contrastive loss's difficulty changes with it)
-    dataloader_drop_last: bool = field(default=True, metadata=_trainer_field("dataloader_drop_last"))
+    dataloader_drop_last: bool = field(
+        default=True,
+        metadata={"help": "Drop an epoch's incomplete last batch. ContrastiveTrainer trains on whole batches only "
+                          "(fewer rows mean fewer in-batch negatives, and an incomplete batch cannot be gathered "
+                          "across processes): false is refused."},
+    )
     # transformers 4's field (transformers 5 dropped it): here it removes only the files a run writes
     overwrite_output_dir: bool = field(
         default=False,
@@ -132,6 +137,8 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
                           f"fp16 mean the same. Default: {DEFAULT_PRECISION}."},
     )
     precision_reason: str = field(default="", init=False, repr=False)
+    #: a precision was asked for (precision other than auto, or bf16 / fp16): a run records it, auto it resolves anew
+    precision_given: bool = field(default=False, init=False, repr=False)
     #: the fields given a value nobody passed, and by whom: metric_for_best_model / greater_is_better ->
     #: "transformers" (its filling in, e.g. 'loss' where load_best_model_at_end names no metric), "preset NAME"
     #: (hf_cse.presets.from_preset): the trainer may replace them (hf_cse.training_values.metric_chosen_by)
@@ -141,7 +148,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         check_path_given(self.output_dir, "output_dir")
         check_field_types(self)  # before transformers reads them: "3e-5" or "false" fail or mislead there
         check_step_intervals(self)  # eval_steps without eval_strategy="steps": ignored, without a word
-        whole_batches_only(self)  # dataloader_drop_last=False would be set back to True
+        whole_batches_only(self, made=True)  # dataloader_drop_last=False would be set back to True
         problem = seq_length_problem(self.max_seq_length, None)  # the encoder's own limit is checked with the data
         if problem:
             raise InputError(f"{problem}.", fields=("max_seq_length",))
@@ -150,6 +157,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         # folder from elsewhere
         self.senteval_data_dir = resolved_path(self.senteval_data_dir)
         # before TrainingArguments checks bf16 / fp16 against the device (e.g. bf16 on a CPU needs use_cpu)
+        self.precision_given = self.precision not in (None, "auto") or bool(self.bf16 or self.fp16)
         values, self.precision, self.precision_reason = training_flags(
             self.precision, self.bf16, self.fp16, self.use_cpu, launched_precision())
         for name, value in values.items():

@@ -8,6 +8,7 @@ No torch or transformers here: the command line's earliest checks run before the
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import numbers
 import re
@@ -15,6 +16,8 @@ import typing
 from collections.abc import Collection, Mapping
 
 from .checks import InputError
+
+logger = logging.getLogger(__name__)
 
 #: the scalar types a field may be declared as, and the values each accepts (a bool is no number here)
 _ACCEPTS = {
@@ -317,18 +320,22 @@ def unapplied_intervals(values: Mapping[str, object], given: Collection[str]) ->
             if steps in values and steps not in given and strategy_name(values.get(strategy)) == "no"]
 
 
-def whole_batches_only(args) -> None:
+def whole_batches_only(args, made: bool = False) -> None:
     """ContrastiveTrainer trains on whole batches only: an incomplete last batch has fewer in-batch negatives (one
-    sentence: none) and cannot be gathered across processes. ``dataloader_drop_last=False`` where the arguments'
-    own default is True (:class:`~hf_cse.training_args.ContrastiveTrainingArguments`: someone chose it) would do
-    nothing, and is refused; plain ``TrainingArguments``' False (transformers' default) is set to True."""
+    sentence: none) and cannot be gathered across processes. ``dataloader_drop_last=False`` given to arguments whose
+    own default is True (:class:`~hf_cse.training_args.ContrastiveTrainingArguments`; ``made``: as they are made,
+    so someone chose it) would do nothing, and is refused. Set later (transformers' ``set_dataloader`` sets it
+    unasked) it is set back to True with a warning; plain ``TrainingArguments``' False (transformers' default), said
+    at debug level."""
     if args.dataloader_drop_last:
         return
     default = getattr(type(args), "__dataclass_fields__", {}).get("dataloader_drop_last")
-    if default is not None and default.default is True:
+    ours = default is not None and default.default is True
+    if ours and made:
         raise InputError("dataloader_drop_last=False: ContrastiveTrainer trains on whole batches only (an incomplete "
                          "last batch has fewer in-batch negatives, one sentence none, and cannot be gathered across "
                          "processes), so it would drop them anyway: leave dataloader_drop_last at True.",
                          fields=("dataloader_drop_last",))
+    logger.log(logging.WARNING if ours else logging.DEBUG, "dataloader_drop_last=False set back to True: "
+               "ContrastiveTrainer trains on whole batches only (an epoch's incomplete last batch is skipped)")
     args.dataloader_drop_last = True
-

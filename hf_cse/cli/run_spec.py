@@ -204,9 +204,9 @@ def training_arguments(training_args, streamed: bool = False, precision_chosen: 
     :class:`TrainingSpec`'s: optimizer, clipping, data order; ``--dataloader_num_workers`` too where the run is
     ``streamed``: they order a stream's rows, :data:`~hf_cse.run_settings.WORKERS_SETTING`), by flag
     name, recorded beside the fingerprint so that ``--config <run>/hf_cse_run.json`` runs it again whole; those left
-    at nothing (None, no kwargs) are left out. ``precision_chosen``: ``--precision`` (or ``--bf16`` / ``--fp16``)
-    was given, and the precision it resolved to is recorded too (it changes the weights; ``auto``, resolved anew on
-    each machine, is not)."""
+    at nothing (None, no kwargs) are left out. ``precision_chosen``: a precision was asked for (``--precision``
+    other than ``auto``, or ``--bf16`` / ``--fp16``), and is recorded too (it changes the weights; ``auto``, resolved
+    anew on each machine, is not)."""
     own = {f.name for f in dataclasses.fields(TrainingSpec)}
     streams = (WORKERS_SETTING,) if streamed else ()
     names = [n for n in (*TRAINING_SETTINGS, *TRAINER_SETTINGS, *streams) if n not in own]

@@ -339,9 +339,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
 
     # 3. The output folder (hf_cse.cli.output_dir): a new run, the interrupted run to resume, or a refusal.
     main_process = training_args.process_index == 0  # it owns (locks) the folder; the others follow it
-    chose_precision = bool({"precision", "bf16", "fp16"} & chosen)  # recorded then, not auto's
     settings = {**spec.fingerprint(), DEV_AND_SELECTION: dev_and_selection(training_args),
-                TRAINING_ARGUMENTS: training_arguments(training_args, data.streaming, chose_precision),
+                TRAINING_ARGUMENTS: training_arguments(training_args, data.streaming, training_args.precision_given),
                 **recorded_modules(console.import_module)}
     resume_from = main_process_first(training_args, lambda: prepare_output_dir(
         training_args.output_dir, settings, overwrite=training_args.overwrite_output_dir, encoder=encoder,

@@ -19,7 +19,7 @@ from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.evaluation.report import report_files
 from hf_cse.files import weights_fingerprint
 from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
-from hf_cse.run_files import RUN_LOADER_FILES
+from hf_cse.run_files import RUN_LOADER_FILES, TRAINING_INFO_FILE
 from hf_cse.trainer import ContrastiveTrainer
 
 SETTINGS = {"loss": "infonce", "learning_rate": 3e-5}
@@ -265,16 +265,20 @@ def test_an_interrupted_run_recorded_by_an_older_version_resumes_and_other_setti
 
 def test_another_tools_checkpoint_is_neither_resumed_nor_removed(tmp_path):
     """A checkpoint-N whose config.json names no hf_cse method (a Trainer run of a classifier): before, it was resumed
-    (torch's unpickling traceback, or advice to raise --max_steps to its step) and --overwrite_output_dir removed it."""
+    (torch's unpickling traceback, or advice to raise --max_steps to its step) and --overwrite_output_dir removed it;
+    then --overwrite_output_dir kept it, and the new run's checkpoint rotation deleted it (or its step N wrote over
+    it): refused with the flag too, nothing removed."""
     theirs = tmp_path / "checkpoint-500"
     _checkpoint(theirs)
     (theirs / "config.json").write_text('{"model_type": "bert", "architectures": ["BertForSequenceClassification"]}')
-    with pytest.raises(InputError, match=r"already holds files that are not checkpoints of a run \(checkpoint-500\)"):
-        prepare_output_dir(tmp_path, SETTINGS)
+    (tmp_path / TRAINING_INFO_FILE).write_text("{}")  # an earlier run's, finished beside it
     with pytest.raises(InputError, match="checkpoint-500"):
         refuse_occupied_output_dir(str(tmp_path))  # the command line's check before torch
-    assert prepare_output_dir(tmp_path, SETTINGS, overwrite=True) is None
-    assert (theirs / "config.json").is_file()  # kept: not a run's to remove
+    for overwrite in (False, True):
+        with pytest.raises(InputError, match=r"holds checkpoint-500, which transformers' checkpoint rotation takes "
+                                             r"for a checkpoint of the run and may delete"):
+            prepare_output_dir(tmp_path, SETTINGS, overwrite=overwrite)
+    assert (theirs / "config.json").is_file() and (tmp_path / TRAINING_INFO_FILE).is_file()  # nothing removed
 
 
 def test_names_that_only_start_like_a_checkpoint_are_the_users_and_are_never_removed(tmp_path):

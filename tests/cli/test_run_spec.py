@@ -208,6 +208,15 @@ def test_fingerprint_records_paths_resolved_and_streaming_only_when_used(build, 
     assert streamed["train_files"] == [str((tmp_path / "train.txt").resolve())] and streamed["streaming"] is True
 
 
+@pytest.mark.parametrize("flags, recorded", [((), None), (("--precision", "auto"), None),
+                                             (("--precision", "fp32"), "fp32")])
+def test_a_precision_asked_for_is_recorded_and_auto_is_not(build, flags, recorded):
+    """auto is resolved anew on each machine (a replay on a GPU trains in bf16 where a CPU ran fp32): recording
+    what it resolved to here would pin it."""
+    settings = build(*flags)[2]
+    assert settings[TRAINING_ARGUMENTS].get("precision") == recorded
+
+
 def test_a_local_encoder_is_recorded_resolved_and_an_older_relative_record_read_so(build, tiny_bert_dir, tmp_path,
                                                                                    monkeypatch):
     """A record's encoder is reached from any folder (``--config <run>/hf_cse_run.json`` elsewhere), as its data

@@ -9,9 +9,12 @@ import shutil
 
 import pytest
 import torch
+from datasets import Dataset
 from helpers import tiny_train_dataset
 from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
+from hf_cse.files import DataError
 from hf_cse.models import SimCSEModel
 from hf_cse.output_folder import OutputFolderError
 from hf_cse.trainer import ContrastiveTrainer
@@ -50,15 +53,45 @@ def test_overwrite_output_dir_starts_over_keeping_files_no_run_writes(tiny_bert_
     assert json.loads((out / "training_info.json").read_text())["training_args"]["seed"] == 1
 
 
+def _listing(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
 def test_overwrite_output_dir_never_removes_another_tools_model_nor_goes_with_a_resume(tiny_bert_dir, sentences,
                                                                                         tmp_path):
     users = tmp_path / "users_model"
     shutil.copytree(tiny_bert_dir, users)
-    before = sorted(p.name for p in users.iterdir())
+    before = _listing(users)
     with pytest.raises(OutputFolderError, match=r"holds another model .*overwrite_output_dir or not"):
         _trainer(tiny_bert_dir, sentences, tmp_path, users, seed=0, overwrite_output_dir=True).train()
-    assert sorted(p.name for p in users.iterdir()) == before
+    assert _listing(users) == before
+    # another tool's model in a checkpoint-N folder beside an earlier run: kept by the start over, it was then
+    # written over by the run's own checkpoint-N or deleted by its checkpoint rotation
+    beside = tmp_path / "beside"
+    shutil.copytree(tiny_bert_dir, beside / "checkpoint-1")
+    (beside / "training_info.json").write_text("{}")
+    before = _listing(beside)
+    with pytest.raises(OutputFolderError, match=r"holds checkpoint-1, which transformers' checkpoint rotation takes "):
+        _trainer(tiny_bert_dir, sentences, tmp_path, beside, seed=0, overwrite_output_dir=True).train()
+    assert _listing(beside) == before
     with pytest.raises(OutputFolderError, match=r"^overwrite_output_dir starts a new run .* goes on from a checkpoint: "
                                                 r"drop one of them\.$"):
         _trainer(tiny_bert_dir, sentences, tmp_path, tmp_path / "new", seed=0,
                  overwrite_output_dir=True).train(resume_from_checkpoint=True)
+
+
+def test_a_start_over_whose_data_is_refused_keeps_the_earlier_run(tiny_bert_dir, tmp_path):
+    """The training batches are made (and refused) before the earlier run's files go: a refusal keeps them."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("training_info.json", "model.safetensors", "notes.txt"):
+        (out / name).write_text("earlier")
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    args = ContrastiveTrainingArguments(str(out), per_device_train_batch_size=8, max_steps=2, use_cpu=True,
+                                        disable_tqdm=True, overwrite_output_dir=True)
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args,
+                                 train_dataset=Dataset.from_dict({"text": ["one and the same sentence"] * 40}),
+                                 processing_class=tok)
+    with pytest.raises(DataError, match="without a repeated text"):
+        trainer.train()
+    assert sorted(p.name for p in out.iterdir()) == ["model.safetensors", "notes.txt", "training_info.json"]

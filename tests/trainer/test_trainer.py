@@ -73,19 +73,21 @@ def test_resume_from_checkpoint_continues_the_same_run(tiny_bert_dir, sentences,
         assert torch.allclose(a, b, atol=1e-5), name
 
 
-def test_drop_last_is_enforced_and_evaluate_needs_data(tiny_bert_dir, sentences, tmp_path):
+def test_drop_last_is_enforced_and_evaluate_needs_data(tiny_bert_dir, sentences, tmp_path, caplog):
     trainer, *_ = _trainer(tiny_bert_dir, sentences, tmp_path, dataloader_drop_last=False)  # transformers' default
     assert trainer.args.dataloader_drop_last
-    # chosen against ContrastiveTrainingArguments' own default it would do nothing: refused, when made or later set
+    # given to ContrastiveTrainingArguments against their own default it would do nothing: refused
     with pytest.raises(ValueError, match=r"^dataloader_drop_last=False: ContrastiveTrainer trains on whole batches "
                                          r"only .* leave dataloader_drop_last at True\.$"):
         ContrastiveTrainingArguments(str(tmp_path / "x"), dataloader_drop_last=False)
-    args = ContrastiveTrainingArguments(str(tmp_path / "x"), use_cpu=True, per_device_train_batch_size=4)
-    args.dataloader_drop_last = False
+    # set later, as transformers' set_dataloader sets it unasked: set back, with a warning
+    args = ContrastiveTrainingArguments(str(tmp_path / "x"), use_cpu=True).set_dataloader(train_batch_size=4)
+    assert args.dataloader_drop_last is False
     ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "d")
-    with pytest.raises(ValueError, match=r"^dataloader_drop_last=False: "):
-        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
-                           processing_class=tok)
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
+                                 processing_class=tok)
+    assert trainer.args.dataloader_drop_last
+    assert "dataloader_drop_last=False set back to True" in caplog.text
     with pytest.raises(ValueError, match="senteval_data_dir"):
         trainer.evaluate()
 
