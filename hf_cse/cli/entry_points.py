@@ -191,12 +191,13 @@ def _check_train(parser, argv: list[str]) -> None:
 def _check_eval(parser, argv: list[str]) -> None:
     args = vars(parser.parse_args(argv))
     parse_truncate_dims(args.get("truncate_dims"))  # the command's own rule and line, before torch
-    models = model_list(args.get("model_name_or_path") or []) or [packaged_encoder_path()]
+    models = model_list(args.get("model_name_or_path") or [])
     for name in models:
         check_model_source(name, markers=MODEL_FOLDER_MARKERS)
+    models = models or [p for p in [packaged_encoder_path()] if p]  # none: the command says one is required
     # another evaluation's results (or a run's, a model's files) in the output folder, unless the command replaces
     # them; the same models' partial results are compared with the settings when the folder is claimed
-    if models[0] is not None and args.get("overwrite_output_dir") in (None, False):
+    if models and args.get("overwrite_output_dir") in (None, False):
         refuse_other_results(args.get("output_dir") or str(default_eval_output_dir(models)), models)
 
 
