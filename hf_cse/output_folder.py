@@ -96,6 +96,12 @@ class OutputJob(Protocol):
         """Make ``out`` ready to be written, or fail now rather than when the first result is saved."""
 
 
+def say_removed(switch: str, out: Path, removed: list[str], kept: list[str]) -> None:
+    """The one log line of a start over (``switch``: the field or flag that asked for it) in ``out``."""
+    logger.warning("%s: removed the earlier files in %s (%s)%s", switch, out, listing(removed),
+                   f"; kept files no run writes: {listing(kept)}" if kept else "")
+
+
 def claim_output_dir(output_dir, job: OutputJob, *, flag: str, overwrite: bool = False, hold: bool = False,
                      is_main_process: bool = True) -> tuple[Path, Any]:
     """The steps every job takes on its output folder (module doc); returns the folder and what
@@ -119,9 +125,7 @@ def claim_output_dir(output_dir, job: OutputJob, *, flag: str, overwrite: bool =
         own = job.own_files(out, left)
         if is_main_process and own:
             job.remove(out, own)
-            kept = [n for n in left if n not in own]
-            logger.warning("%s: removed the earlier files in %s (%s)%s", job.overwrite_switch, out, listing(own),
-                           f"; kept files no job writes: {listing(kept)}" if kept else "")
+            say_removed(job.overwrite_switch, out, own, [n for n in left if n not in own])
     elif left:
         found = job.continue_interrupted(out, left)
     if is_main_process:

@@ -1,8 +1,8 @@
 """Starting a training run over in a folder that holds an earlier one (``overwrite_output_dir``, of the Python API and
 the training command alike): only the files a run writes there (:data:`RUN_FILES`) are removed, the mark of a finished
 run first, so that a kill meanwhile never leaves a folder that looks finished. Everything else stays: the user's own
-files, a model another tool saved in a ``checkpoint-N`` folder, hf-cse-eval's results of the model replaced (said in
-one log line: they no longer describe the folder)."""
+files and hf-cse-eval's results of the model replaced (said in one log line: they no longer describe the folder). A
+model another tool saved in a ``checkpoint-N`` folder is never removed: the caller refuses the folder before."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .checkpoints import TRAINER_STATE_FILE, is_checkpoint_name, is_killed_weights_write, other_model
 from .checks import WRITE_PROBE_PREFIX
-from .output_folder import TOKENIZER_FILES, listing, matching, remove_entries
+from .output_folder import TOKENIZER_FILES, listing, matching, remove_entries, say_removed
 from .run_files import (
     ADAPTER_FOLDER,
     CHECKPOINT_PREFIX,
@@ -84,6 +84,4 @@ def start_over(output_dir, switch: str = "overwrite_output_dir") -> None:
     own = run_files_in(out, names)
     if own:
         remove_run_files(out, own)
-        kept = [n for n in names if n not in own]
-        logger.warning("%s: removed the earlier files in %s (%s)%s", switch, out, listing(own),
-                       f"; kept files no run writes: {listing(kept)}" if kept else "")
+        say_removed(switch, out, own, [n for n in names if n not in own])

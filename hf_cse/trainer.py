@@ -301,7 +301,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             check_output_dir(self.args.output_dir)
             check_not_inside_a_run(self.args.output_dir)
             check_no_names_taken_for_checkpoints(self.args.output_dir)
-            start_anew = getattr(self.args, "overwrite_output_dir", False)  # not a field of plain TrainingArguments
+            start_anew = self._asked_to_start_over()
             check_resume_or_start_over(resume_from_checkpoint, self.args.output_dir, start_anew)
             if not resume_from_checkpoint:
                 check_new_run_folder(self.args.output_dir, start_anew)
@@ -310,6 +310,9 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
                                         getattr(self.accelerator.unwrap_model(self.model).config, "method", None), self)
 
         return main_process_outcome(self.args, check)
+
+    def _asked_to_start_over(self) -> bool:
+        return getattr(self.args, "overwrite_output_dir", False)  # not a field of plain TrainingArguments
 
     def get_train_dataloader(self):
         loader = super().get_train_dataloader()  # refuses data that makes no batch: before an earlier run goes
@@ -320,7 +323,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
     def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
         if self.is_world_process_zero():  # it holds the folder: a killed save's temporary files go
-            if getattr(self.args, "overwrite_output_dir", False) and not claimed_by_command(self.args.output_dir):
+            if self._asked_to_start_over() and not claimed_by_command(self.args.output_dir):
                 self._start_over_in = self.args.output_dir  # (the command has, when it claimed the folder)
             remove_killed_writes(self.args.output_dir)
             if resume_from_checkpoint:

@@ -16,8 +16,8 @@ def record_in_objectives_form(record: dict) -> dict:
     the ``dcl_*`` settings, absent ones meaning the method's defaults -- in today's form, through the config's own
     conversion of those fields, so that relaunching such an interrupted run resumes it. So is one written before a
     local encoder or generator was recorded resolved: the relaunch, from the same folder, reaches it the same way."""
-    resolved = {k: local_resolved(record[k]) for k in ("encoder", "generator")
-                if isinstance(record.get(k), str) and local_resolved(record[k]) != record[k]}
+    found = {k: local_resolved(record[k]) for k in ("encoder", "generator") if isinstance(record.get(k), str)}
+    resolved = {k: path for k, path in found.items() if path != record[k]}
     record = {**record, **resolved} if resolved else record
     if "objectives" in record or "loss" not in record:
         return record
