@@ -32,6 +32,7 @@ from ..hyperparameter_rules import check_rules, not_taken_error, unknown_loss_er
 from ..matryoshka_rules import check_head_flags, check_matryoshka
 from ..number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_int_list, parse_truncate_dims
 from ..presets import PRESETS
+from ..task_names import tasks_of
 from ..text_files import check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
@@ -191,6 +192,8 @@ def _check_train(parser, argv: list[str]) -> None:
 def _check_eval(parser, argv: list[str]) -> None:
     args = vars(parser.parse_args(argv))
     parse_truncate_dims(args.get("truncate_dims"))  # the command's own rule and line, before torch
+    if args.get("tasks") is not None:
+        tasks_of(args["tasks"])  # a mistyped task: before the models are read
     models = model_list(args.get("model_name_or_path") or [])
     for name in models:
         check_model_source(name, markers=MODEL_FOLDER_MARKERS)

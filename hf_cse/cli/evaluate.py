@@ -69,15 +69,15 @@ from hf_cse.evaluation.mteb_tasks import (
     mteb_name_problem,
     mteb_revision_problem,
     saved_mteb_results,
-    split_mteb_tasks,
 )
-from hf_cse.evaluation.runner import load_task_data, parse_tasks, task_aliases, valid_task_names
+from hf_cse.evaluation.runner import load_task_data
 from hf_cse.evaluation.sts import Aggregation
 from hf_cse.evaluation.transfer import MrpcFeatures
 from hf_cse.folder_lock import first_missing_folder, releases_folder_locks, remove_made_folders
 from hf_cse.models.pooling import POOLERS
 from hf_cse.number_lists import parse_truncate_dims
 from hf_cse.precision import DEFAULT_EVAL_PRECISION, Precision, PrecisionError, default_device_type, resolve
+from hf_cse.task_names import task_aliases, tasks_of, valid_task_names
 
 logger = logging.getLogger("run_eval")
 
@@ -195,8 +195,7 @@ class EvalArguments(EvalDataArguments):
         self.senteval_data_dir = resolved_path(self.senteval_data_dir)  # recorded (results.json) as the folder it is
         if self.output_dir is None:
             self.output_dir = str(default_eval_output_dir(models))
-        senteval_tasks, self.mteb_tasks = split_mteb_tasks(self.tasks)
-        self.task_list = parse_tasks(senteval_tasks) if senteval_tasks else []
+        self.task_list, self.mteb_tasks = tasks_of(self.tasks)
         if not (self.task_list or self.mteb_tasks or self.eval_file or self.eval_dataset_name):
             raise ValueError(f"--tasks {self.tasks!r} leaves nothing to evaluate: name SentEval tasks, mteb:NAME "
                              "tasks or --eval_file.")

@@ -28,6 +28,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from ..errors import CSEError
+from ..task_names import ALL_TASKS, STS_DEV_TASKS, STS_TASKS, STS_YEARS, TRANSFER_TASKS  # noqa: F401 (re-exported)
 from . import rowcheck as check
 from .hub_data import HUB_DATASETS, hub_load
 from .rowcheck import DATA_SETTINGS, SentEvalDataError
@@ -39,12 +40,6 @@ SOURCES: tuple[str, ...] = get_args(Source)
 Mode = Literal["test", "dev", "fast"]
 MODES: tuple[str, ...] = get_args(Mode)
 
-# The task names, in one place (scripts, reports, plots and model cards import them from here).
-STS_YEARS = ("STS12", "STS13", "STS14", "STS15", "STS16")
-STS_DEV_TASKS = ("STSBenchmark", "SICKRelatedness")  # the STS sets with a dev split
-STS_TASKS = STS_YEARS + STS_DEV_TASKS
-TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
-ALL_TASKS = STS_TASKS + TRANSFER_TASKS
 # the tasks' names in result tables (SimCSE's)
 TABLE_NAMES = {**{t: t for t in ALL_TASKS}, "STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "SST2": "SST"}
 

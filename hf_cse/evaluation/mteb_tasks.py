@@ -28,27 +28,6 @@ from .mteb_staging import make_staging_folder, move_staged_results
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "mteb:"
-
-
-def split_mteb_tasks(spec: str) -> tuple[str, list[str]]:
-    """``"sts,mteb:STS22,Banking77Classification"`` -> ``("sts", ["STS22", "Banking77Classification"])``: the
-    items from the first ``mteb:`` on are MTEB task names; ``none`` alone means no hf_cse task. A spec naming nothing
-    (an empty variable: it ran as ``none``) and ``none`` beside tasks (dropped without a word) are refused."""
-    items = [s.strip() for s in spec.split(",") if s.strip()]
-    if not items:
-        raise InputError(f"tasks={spec!r} names no task (an empty variable?): name the tasks (e.g. sts), or none to "
-                         "score only your own pairs.")
-    if len(items) > 1 and any(s.lower() == "none" for s in items):
-        raise InputError(f"tasks={spec!r}: none means no task, beside other tasks; leave none out, or give it alone.")
-    first = next((i for i, s in enumerate(items) if s.lower().startswith(PREFIX)), len(items))
-    names = [s[len(PREFIX):].strip() if s.lower().startswith(PREFIX) else s for s in items[first:]]
-    if any(not n for n in names):
-        raise InputError(f"tasks={spec!r}: 'mteb:' must be followed by an MTEB task name, e.g. mteb:STS22.")
-    ours = [s for s in items[:first] if s.lower() != "none"]
-    return ",".join(ours), list(dict.fromkeys(names))
-
-
 def require_mteb():
     try:
         import mteb

@@ -1,17 +1,10 @@
 """Run a chosen set of evaluations on one encoder and gather every number in one record (:class:`EvalResults`).
 
-Task names accepted by :func:`parse_tasks` (comma separated, order kept, duplicates dropped):
-
-* groups: ``sts`` (the 7 STS tasks), ``transfer`` (the 7 SentEval transfer tasks), ``geometry``
-  (alignment + uniformity), ``retrieval`` (DiffCSE's STS-B retrieval), ``all`` (everything);
-* single tasks: ``STS12`` ... ``STS16``, ``STSBenchmark``, ``SICKRelatedness``, ``MR``, ``CR``, ``SUBJ``,
-  ``MPQA``, ``SST2``, ``TREC``, ``MRPC`` (case-insensitive; the other names of :data:`ALIASES` also work:
-  ``STSB``/``STS-B``, ``SICK-R``/``SICKR``/``SICK``, ``SST``/``SST-2``).
+Task names: :mod:`hf_cse.task_names`.
 """
 
 from __future__ import annotations
 
-import difflib
 import logging
 import time
 from dataclasses import replace
@@ -21,6 +14,7 @@ import numpy as np
 
 from ..checks import resolved_path
 from ..errors import CSEError
+from ..task_names import parse_tasks
 from .data import STS_TASKS, STS_YEARS, TRANSFER_TASKS, Mode, Source, load_sts
 from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
 from .results import RETRIEVAL_KEYS, EvalResults
@@ -38,64 +32,6 @@ from .sts import (
 from .transfer import MRPC_FEATURES, MrpcFeatures, evaluate_transfer, load_transfer_task
 
 logger = logging.getLogger(__name__)
-
-GROUPS = {
-    "sts": STS_TASKS,
-    "transfer": TRANSFER_TASKS,
-    "geometry": ("geometry",),
-    "retrieval": ("retrieval",),
-    "all": STS_TASKS + TRANSFER_TASKS + ("geometry", "retrieval"),
-}
-#: other names of single tasks (lower case): a typo's suggestion is the task's own name (:func:`parse_tasks`)
-ALIASES = {
-    "sts-b": "STSBenchmark",
-    "stsb": "STSBenchmark",
-    "sick-r": "SICKRelatedness",
-    "sickr": "SICKRelatedness",
-    "sick": "SICKRelatedness",
-    "sst": "SST2",
-    "sst-2": "SST2",
-}
-
-
-def valid_task_names() -> list[str]:
-    return list(GROUPS) + list(STS_TASKS) + list(TRANSFER_TASKS)
-
-
-def task_aliases() -> str:
-    """The other names of tasks, as the tasks' help shows them: ``STS-B/STSB = STSBenchmark, ...``."""
-    by_task: dict[str, list[str]] = {}
-    for alias, task in ALIASES.items():
-        by_task.setdefault(task, []).append(alias.upper())
-    return ", ".join(f"{'/'.join(names)} = {task}" for task, names in by_task.items())
-
-
-def parse_tasks(spec: str | Sequence[str]) -> list[str]:
-    """Expand a task spec (``"sts,transfer"``, ``["STS12", "MR"]``...) into task names."""
-    items = spec.split(",") if isinstance(spec, str) else [p for s in spec for p in str(s).split(",")]
-    canonical = {t.lower(): t for t in STS_TASKS + TRANSFER_TASKS}
-    out: list[str] = []
-    for raw in items:
-        name = raw.strip()
-        if not name:
-            continue
-        key = name.lower()
-        if key in GROUPS:
-            expanded = GROUPS[key]
-        elif key in ALIASES:
-            expanded = (ALIASES[key],)
-        elif key in canonical:
-            expanded = (canonical[key],)
-        else:
-            close = difflib.get_close_matches(key, [*canonical, *GROUPS, *ALIASES], n=1)
-            meant = {**canonical, **ALIASES}.get(close[0], close[0]) if close else None  # an alias: its task
-            guess = f" (did you mean {meant!r}?)" if meant else ""
-            raise CSEError(f"Unknown task {name!r}{guess}. Valid tasks: {', '.join(valid_task_names())}.")
-        out += [t for t in expanded if t not in out]
-    if not out:
-        raise CSEError(f"No task given. Valid tasks: {', '.join(valid_task_names())}.")
-    return out
-
 
 def scoring_environment(device) -> dict[str, str]:
     """Where the scores were computed: figures move in the last digits with the device and the libraries' versions

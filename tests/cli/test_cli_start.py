@@ -454,6 +454,18 @@ def test_the_early_eval_check_refuses_bad_truncate_dims_as_the_command_does(valu
     entry_points.check_command_line("eval", copy.deepcopy(cached), ["--truncate_dims", "64, 256,128"])  # valid
 
 
+@pytest.mark.parametrize("tasks", ["STSB_nope", "sts,none", "sts,mteb:", ""])
+def test_the_early_eval_check_refuses_bad_tasks_as_the_command_does(tasks, tmp_path, capsys):
+    cached = parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(evaluate.argument_parser()))))
+    argv = ["--tasks", tasks, "--output_dir", str(tmp_path / "ev")]
+    early = partial(entry_points.check_command_line, "eval", copy.deepcopy(cached), argv)
+    assert run_cli(early, "hf-cse-eval") == 1  # as the command's start prints it, before a model is read
+    early_line = capsys.readouterr().err.strip().split("error: ", 1)[1]
+    assert early_line == late_refusal(argv, capsys) and "task" in early_line
+    assert not (tmp_path / "ev").exists()
+    entry_points.check_command_line("eval", copy.deepcopy(cached), ["--tasks", "STS-B,mr,mteb:STS22"])  # valid
+
+
 @pytest.mark.slow
 def test_eval_refuses_bad_truncate_dims_before_importing_torch(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))
@@ -514,3 +526,5 @@ def test_eval_refuses_another_evaluations_folder_before_importing_torch(tmp_path
         code, imported, _, err = python_m_hf_cse(["eval", "--tasks", "STSBenchmark", "--output_dir", str(folder)],
                                                  tmp_path)
         assert (code, imported) == (1, []) and message in err and "Traceback" not in err, (folder, code, err)
+    code, imported, _, err = python_m_hf_cse(["eval", "--tasks", "STSB_nope"], tmp_path)  # a mistyped task too
+    assert (code, imported) == (1, []) and "Unknown task 'STSB_nope'" in err and "Traceback" not in err, err

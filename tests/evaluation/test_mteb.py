@@ -12,7 +12,8 @@ from hf_cse.checks import InputError
 from hf_cse.cli import eval_run
 from hf_cse.cli import evaluate as eval_cli
 from hf_cse.evaluation import SentenceEncoder, evaluate_sts
-from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, require_mteb, run_mteb_tasks, split_mteb_tasks
+from hf_cse.evaluation.mteb_tasks import get_mteb_tasks, require_mteb, run_mteb_tasks
+from hf_cse.task_names import split_mteb_tasks
 
 mteb = pytest.importorskip("mteb")
 
