@@ -27,6 +27,12 @@ def resolved_path(path):
     return str(Path(path).resolve()) if isinstance(path, (str, Path)) and str(path).strip() else path
 
 
+def local_resolved(model):
+    """``model`` (an encoder, generator or evaluated model as given) resolved where it names a local folder; a Hub
+    id, ``unigram``, None as it is: a folder given relative once and absolute once is the same model."""
+    return resolved_path(model) if isinstance(model, str) and Path(model).expanduser().is_dir() else model
+
+
 #: the name of :func:`check_writable`'s probe file begins so (a kill can leave one: the next run removes it)
 WRITE_PROBE_PREFIX = ".write-probe-"
 

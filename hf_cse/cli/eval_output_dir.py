@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoints import run_marks, training_run_files
-from ..checks import resolved_path
+from ..checks import local_resolved, resolved_path
 from ..errors import CSEError
 from ..files import weights_fingerprint
 from ..output_folder import OutputFolderError, claim_output_dir, listing, matching
@@ -91,8 +91,8 @@ class Evaluation(CommandJob):
             return None
         entries = saved.get("models", [saved]) if isinstance(saved, dict) else []
         entries = [e for e in entries if isinstance(e, dict)]
-        names = [e.get("model") for e in entries]
-        if not names or names != list(self.models[:len(names)]):
+        names = [local_resolved(e.get("model")) for e in entries]  # a folder given relative then, absolute now
+        if not names or names != [local_resolved(m) for m in self.models[:len(names)]]:
             return None
         if len(names) == len(self.models) and not any(e.get("unfinished_tasks") for e in entries):
             return None  # finished
@@ -132,13 +132,13 @@ class Evaluation(CommandJob):
         them as before; a folder whose weights were not recorded (results of an hf_cse before they were) does not:
         nothing tells they are the weights it holds now. A folder that holds no weights now is left to loading it,
         which says what is missing."""
-        for record in records:
+        for record, model in zip(records, self.models):  # the model as given now: reached from this folder
             recorded = (record.settings or {}).get("model_weights") or None
-            now = weights_fingerprint(record.model)
+            now = weights_fingerprint(model)
             if now is not None and recorded != now:
-                return (f"the model at {record.model} changed since the stopped evaluation scored it (its weights are "
+                return (f"the model at {model} changed since the stopped evaluation scored it (its weights are "
                         "not the ones scored then: retrained or replaced)" if recorded else
-                        f"the stopped evaluation did not record the weights of the model at {record.model} (an older "
+                        f"the stopped evaluation did not record the weights of the model at {model} (an older "
                         "hf_cse), so nothing tells they are the ones scored")
         return None
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from hf_cse.models import get_method
 from hf_cse.objectives import LEGACY_FIELDS
 
-from .run_spec import local_resolved
+from ..checks import local_resolved
 
 
 def record_in_objectives_form(record: dict) -> dict:

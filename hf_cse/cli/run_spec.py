@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ..checks import resolved_path
+from ..checks import local_resolved, resolved_path
 from ..data_sources import folder_content
 from ..evaluation.custom_dev import EvalDataArguments
 from ..files import content_fingerprint
@@ -288,12 +288,6 @@ class RunSpec:
         if not self.config.get("do_mlm"):
             settings = {k: v for k, v in settings.items() if k not in MLM_FIELDS}
         return {k: v for k, v in settings.items() if k not in LATER_CONFIG_FIELDS or v != LATER_CONFIG_FIELDS[k]}
-
-
-def local_resolved(model: str | None) -> str | None:
-    """``model`` (an encoder or generator as given) resolved where it names a local folder; a Hub id, ``unigram`` or
-    None as it is."""
-    return resolved_path(model) if isinstance(model, str) and Path(model).expanduser().is_dir() else model
 
 
 def method_config_defaults(method: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from helpers import fake_checkpoint, train_args
 from hf_cse.checks import InputError
 from hf_cse.cli import older_runs
 from hf_cse.cli import train as train_cli
-from hf_cse.cli.eval_output_dir import prepare_eval_output_dir
+from hf_cse.cli.eval_output_dir import prepare_eval_output_dir, refuse_other_results
 from hf_cse.cli.flags import in_flag_terms, use_parser
 from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir, refuse_occupied_output_dir
 from hf_cse.evaluation.report import report_files
@@ -787,6 +787,38 @@ def test_a_path_given_relative_then_and_absolute_now_is_the_same_evaluation(tmp_
     with pytest.raises(InputError, match=f"other settings \\({setting}: "):  # another folder is another evaluation
         claim(out, overwrite=False, models=["a"], settings={**EVAL_SETTINGS, setting: "senteval"})
     assert (out / "results.json").is_file()
+
+
+def test_a_model_folder_given_relative_then_and_absolute_now_is_the_same_evaluation(tmp_path, monkeypatch):
+    """The partial results of ``--model_name_or_path m`` were refused as another evaluation's when the same command
+    named the folder by its absolute path (or from another folder); its weights are compared where it is now."""
+    claim = releases_folder_locks(prepare_eval_output_dir)
+    model, out = tmp_path / "m", tmp_path / "ev"
+    model.mkdir()
+    out.mkdir()
+    (model / "model.safetensors").write_bytes(b"the weights scored")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path)
+    weights = {"model_weights": weights_fingerprint(model)}
+
+    def stopped(recorded="m"):
+        entries = [{"model": recorded, "unfinished_tasks": ["MR"], "settings": {"command": EVAL_SETTINGS, **weights}}]
+        (out / "results.json").write_text(json.dumps(entries[0]))
+        (out / "results.md").write_text("| task |")
+
+    for recorded, where, given in [("m", tmp_path, str(model)), (str(model), tmp_path / "work", "../m")]:
+        stopped(recorded)
+        monkeypatch.chdir(where)
+        refuse_other_results(str(out), [given])  # the command's early check lets it through
+        _, earlier = claim(out, overwrite=False, models=[given], settings=EVAL_SETTINGS)
+        assert [r.unfinished_tasks for r in earlier] == [["MR"]], where
+    stopped(str(model))
+    (tmp_path / "other").mkdir()
+    with pytest.raises(InputError, match="already holds the results of an evaluation"):  # another folder
+        refuse_other_results(str(out), [str(tmp_path / "other")])
+    (model / "model.safetensors").write_bytes(b"retrained in place")
+    with pytest.raises(InputError, match="the model at ../m changed since"):
+        claim(out, overwrite=False, models=["../m"], settings=EVAL_SETTINGS)
 
 
 @pytest.mark.parametrize("settings, changed", [
