@@ -7,7 +7,8 @@ The Python API, at the top level::
 * ``ContrastiveTrainer`` (:mod:`hf_cse.trainer`) and its arguments, ``ContrastiveTrainingArguments``
   (:mod:`hf_cse.training_args`);
 * each method's model class: ``SimCSEModel``, ``ImSimCSEModel``, ``DiffCSEModel``, ``PromptBERTModel``,
-  ``ESimCSEModel``; ``METHODS`` (every registered method by name) and ``get_method(name)`` (:mod:`hf_cse.models`);
+  ``ESimCSEModel``, and that of any method registered since (``hf_cse.<ClassName>``); ``METHODS`` (every registered
+  method by name) and ``get_method(name)`` (:mod:`hf_cse.models`);
 * ``from_preset(name, encoder, output_dir)``: a paper's main setting as a model and its arguments
   (:mod:`hf_cse.presets`);
 * ``losses`` (:mod:`hf_cse.losses`: ``build_loss``, ``available_losses``) and ``models``.
@@ -35,11 +36,23 @@ __all__ = ["__version__", *_LAZY]
 
 def __getattr__(name: str):
     if name not in _LAZY:
-        raise AttributeError(f"module 'hf_cse' has no attribute {name!r}")
+        value = _method_model(name)  # looked up each time: a method may be registered again, or removed
+        if value is None:
+            raise AttributeError(f"module 'hf_cse' has no attribute {name!r}")
+        return value
     module = importlib.import_module(_LAZY[name])
     value = module if module.__name__ == f"{__name__}.{name}" else getattr(module, name)
     globals()[name] = value  # later uses skip this function
     return value
+
+
+def _method_model(name: str):
+    """The model class called ``name`` of a method registered since (a method added to the package, or one of
+    yours): a top-level name too, with no line here; None for any other name."""
+    if not name.endswith("Model"):
+        return None
+    methods = importlib.import_module("hf_cse.models").METHODS
+    return next((cls for cls in methods.values() if cls.__name__ == name), None)
 
 
 def __dir__() -> list[str]:

@@ -12,6 +12,21 @@ from transformers import AutoTokenizer, TrainingArguments
 from hf_cse.data import TwoViewCollator, load_train_dataset, tokenize_dataset
 
 
+def package_methods() -> list[str]:
+    """The methods hf_cse's own modules register, in registry order (not a method a test registers): the tests that
+    run every method take a new one without naming it."""
+    from hf_cse.models import METHODS
+
+    return [name for name, cls in METHODS.items() if cls.__module__.startswith("hf_cse.models")]
+
+
+def package_losses() -> list[str]:
+    """The losses hf_cse's own modules register, sorted as the registry lists them (not a loss a test registers)."""
+    from hf_cse.losses.registry import available_losses, get_loss_class
+
+    return [name for name in available_losses() if get_loss_class(name).__module__.startswith("hf_cse.losses")]
+
+
 def hang_timeout(seconds: float) -> float:
     """A subprocess's time limit in a test: a guard against a hang, never a speed check. ``seconds`` is what an idle
     machine needs, with a wide margin; it is scaled by the load per core (a shared 2-core machine at load 7 runs a

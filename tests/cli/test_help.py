@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import package_methods
 from transformers import TrainingArguments
 
 from hf_cse.checks import InputError
@@ -131,7 +132,7 @@ def _error(parser, argv, capsys) -> list[str]:
 
 @pytest.mark.parametrize("argv, line", [
     (["--method", "simsce"], "hf-cse-train: error: argument --method: invalid choice: 'simsce'; did you mean "
-                             "'simcse'? (choose from 'simcse', 'imsimcse', 'diffcse', 'promptbert', 'esimcse')"),
+                             f"'simcse'? (choose from {', '.join(map(repr, package_methods()))})"),
     (["--pooler_type", "xyz"], "hf-cse-train: error: argument --pooler_type: invalid choice: 'xyz' (choose from "
                                "'cls', 'cls_before_pooler', 'avg', 'avg_first_last', 'avg_top2', 'max', 'last')"),
     (["--learning_rate", "abc"], "hf-cse-train: error: argument --learning_rate: invalid float value: 'abc'"),

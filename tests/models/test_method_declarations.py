@@ -78,7 +78,10 @@ def scratch():
 
 
 def test_registration_is_one_call(scratch):
+    import hf_cse
+
     assert get_method("scratch_test") is scratch
+    assert hf_cse.ScratchModel is scratch  # a top-level name too, with no line in hf_cse/__init__.py
     assert AutoConfig.for_model("hf_cse_scratch_test").__class__ is ScratchConfig
     register_method(scratch)  # again: the same class under the same name is fine
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from eval_helpers import write_toy_senteval
-from helpers import random_sentences
+from helpers import package_methods, random_sentences
 from safetensors.torch import load_file
 from transformers import set_seed
 
@@ -102,7 +102,7 @@ def test_the_untrained_encoder_is_saved_when_training_makes_it_worse_on_the_dev_
         torch.testing.assert_close(weight, untrained[name], rtol=0, atol=0, msg=name)
 
 
-@pytest.mark.parametrize("method", ["simcse", "imsimcse", "diffcse", "esimcse", "promptbert"])
+@pytest.mark.parametrize("method", package_methods())
 def test_the_trainer_takes_sentences_and_trains_what_tokenized_data_trains(method, tiny_bert_dir, tmp_path):
     """Given sentences (a ``text`` column) the trainer tokenizes them as ``tokenize_dataset`` does by default, so each
     method ends with the weights of the same run on data tokenized first."""

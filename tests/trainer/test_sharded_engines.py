@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from dist_helpers import ROOT, _env, _free_port
-from helpers import hang_timeout, random_sentences
+from helpers import hang_timeout, package_methods, random_sentences
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +131,7 @@ def test_two_processes_train_as_one_process_on_the_global_batch(engine, plain, t
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("method", ["imsimcse", "promptbert", "diffcse", "esimcse"])
+@pytest.mark.parametrize("method", [m for m in package_methods() if m != "simcse"])  # simcse: above
 def test_every_method_trains_under_the_engine_as_the_plain_run_or_is_refused(engine, method, plain, tiny_bert_dir):
     """In bf16, as autocast over fp32 weights under every engine (FSDP's and DeepSpeed's own bf16 modes held the
     weights in bf16: PromptBERT's template denoising then logged 1.29 against 0.029 under FSDP, DiffCSE stopped)."""
