@@ -86,6 +86,16 @@ def check_sharding_device(training_args) -> None:
                        "(hf_cse/configs/accelerate); on GPUs drop use_cpu.")
 
 
+def on_every_process(args, holds: bool) -> bool:
+    """Whether ``holds`` is true on every process of the run (``args``: the TrainingArguments): for what each process
+    finds on its own but all must decide alike (a collective over a mix of decisions yields nonsense)."""
+    if args.world_size <= 1:
+        return holds
+    from accelerate.utils import gather_object
+
+    return all(gather_object([bool(holds)]))
+
+
 def main_process_outcome(args, work: Callable[[], T]) -> T:
     """``work()`` on the main process alone, its result or its error handed to every process (``args``: the
     TrainingArguments): each returns the result, or raises the error (marked

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from . import seams
+from .distributed import on_every_process
 from .metrics import MetricAccumulator
 from .writing import replace_atomically
 
@@ -84,14 +85,18 @@ class LogWindow:
             return
         path = log_window_file(checkpoint, args.process_index, args.world_size)
         saved = torch.load(path, weights_only=True) if path.is_file() else None
-        if saved is not None and saved["world_size"] == args.world_size:
+        mine = saved is not None and saved["world_size"] == args.world_size
+        # taken up by every process or by none: metrics reduced over a restored window and an empty one are NaN
+        if on_every_process(args, mine):
             self._saved = saved
             return
         last = max((entry["step"] for entry in state.log_history if "loss" in entry), default=0)
         if state.global_step > last and args.process_index == 0:
-            others = len(list(Path(checkpoint).glob(f"{LOG_WINDOW_FILE}*.pth")))  # another process count's files
-            saved_by = saved["world_size"] if saved is not None else others
+            files = sorted(Path(checkpoint).glob(f"{LOG_WINDOW_FILE}*.pth"))  # another process count's, or a part
+            saved = saved if saved is not None or not files else torch.load(files[0], weights_only=True)
+            saved_by = saved["world_size"] if saved is not None else 0
             why = "it predates hf_cse's saving of it" if not saved_by else \
+                "the window of a process of the run is missing" if saved_by == args.world_size else \
                 (f"it was saved by {saved_by} process{'' if saved_by == 1 else 'es'}, not {args.world_size}: each "
                  "process's window is its own")
             steps = f"steps {last + 1}-{state.global_step}" if last + 1 < state.global_step else f"step {last + 1}"

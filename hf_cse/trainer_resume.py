@@ -48,7 +48,7 @@ from transformers.trainer_utils import TrainOutput
 
 from . import seams
 from .checkpoints import TRAINER_STATE_FILE, read_json
-from .log_window import loss_before
+from .log_window import LOG_WINDOW_FILE, loss_before
 from .output_folder import OutputFolderError
 from .run_files import CHECKPOINT_PREFIX, DEV_AND_SELECTION, DEV_DATA, RUN_SETTINGS_FILE
 
@@ -251,12 +251,15 @@ def restart_selection(state: TrainerState, args, output_dir, checkpoint: str, ch
 
 
 def saved_world_size(checkpoint) -> int | None:
-    """How many processes saved ``checkpoint``: each writes its RNG states, transformers' ``rng_state.pth`` for one
-    process and ``rng_state_<rank>.pth`` for several; None where it holds none."""
-    ranks = list(Path(checkpoint).glob("rng_state_*.pth"))
+    """How many processes saved ``checkpoint``: each writes its RNG states and its logging window, transformers'
+    ``rng_state.pth`` for one process and ``rng_state_<rank>.pth`` for several (the highest rank of either kind
+    counts: a file missing from a copy does not lower it); None where it holds none."""
+    folder = Path(checkpoint)
+    ranks = [int(p.stem.rsplit("_", 1)[1]) for kind in ("rng_state", LOG_WINDOW_FILE)
+             for p in folder.glob(f"{kind}_*.pth") if p.stem.rsplit("_", 1)[1].isdigit()]
     if ranks:
-        return len(ranks)
-    return 1 if (Path(checkpoint) / "rng_state.pth").is_file() else None
+        return max(ranks) + 1
+    return 1 if (folder / "rng_state.pth").is_file() else None
 
 
 def warn_other_world_size(checkpoint, args) -> None:
