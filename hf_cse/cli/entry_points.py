@@ -38,6 +38,7 @@ from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
 from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, typed_flags
 from .eval_output_dir import default_eval_output_dir, refuse_other_results
+from .help import HELP_ALL
 from .launch import check_one_process
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
@@ -264,6 +265,9 @@ def callers_own_classes() -> list[str]:
                   if cls is not None and not cls.__module__.startswith("hf_cse."))
 
 
+#: the flags that print a command's help and end it
+HELP_FLAGS = frozenset(("-h", "--help", HELP_ALL))
+
 #: command -> what it does, for the commands that run in one process (:func:`~.launch.check_one_process`)
 ONE_PROCESS = {"eval": "evaluates", "export": "exports"}
 
@@ -273,6 +277,8 @@ def _run_command(command: str, argv: list[str], prog: str) -> int:
         code = run_cli(lambda: check_one_process(prog, ONE_PROCESS[command]), prog)
         if code:
             return code
+    if not is_main_process() and HELP_FLAGS & set(argv):  # a launch of several prints its help once
+        return 0
     modules = requested_modules(argv)
     if modules:  # what they register is read below, as a calling script's own classes are
         code = run_cli(lambda: import_user_modules(modules), prog)

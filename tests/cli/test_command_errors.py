@@ -200,6 +200,28 @@ def test_a_batch_too_small_names_the_flag_of_the_field_it_names(capsys, monkeypa
     assert line.count("per_device_train_batch_size") == 1
 
 
+def test_under_torchrun_the_line_is_also_the_launchers_root_cause(tmp_path, capsys, monkeypatch):
+    """torchrun (accelerate launch with several processes) ends with a "Root Cause" box that read "error_file: <N/A>"
+    and pointed to torch's docs, 40 lines below hf_cse's line: each process's error file holds the line now."""
+    from hf_cse.cli import run_cli
+
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    error_file = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+
+    def main():
+        raise CSEError("max_steps 0 trains nothing.", fields=("max_steps",))
+
+    assert run_cli(main, "run_unsup.py") == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert json.loads(error_file.read_text())["message"] == line
+    assert line.startswith("run_unsup.py: error: --max_steps 0 trains nothing.")
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    failure = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file=str(error_file))  # as the launcher reads it
+    assert failure.message == line
+
+
 @pytest.mark.parametrize(
     ("make_error", "advice"),
     [

@@ -329,3 +329,17 @@ def test_a_process_of_a_launch_leaves_without_the_interpreters_finalization(grou
         assert "returned" not in out and "finalized" not in out
     else:
         assert "returned 3" in out and "finalized" in out
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h", "--help_all"])
+def test_a_launch_of_several_prints_the_help_once(flag, monkeypatch, capsys):
+    """Each process of `accelerate launch ... run_unsup.py --help` printed the whole help (twice 222 lines, mixed)."""
+    from hf_cse.cli import entry_points
+
+    monkeypatch.setenv("RANK", "1")
+    assert entry_points.run_command("train", [flag]) == 0
+    assert capsys.readouterr() == ("", "")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(SystemExit) as end:
+        entry_points.run_command("train", [flag])
+    assert end.value.code == 0 and "usage:" in capsys.readouterr().out
