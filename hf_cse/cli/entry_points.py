@@ -39,7 +39,7 @@ from ..training_values import check_given_intervals
 from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, typed_flags
 from .eval_output_dir import default_eval_output_dir, refuse_other_results
 from .help import HELP_ALL
-from .launch import check_one_process
+from .launch import check_one_process, end_with_the_launcher
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .preflight import (
@@ -234,6 +234,7 @@ def run_command(command: str, argv: list[str] | None = None, prog: str | None = 
     in the same order, only later."""
     argv = sys.argv[1:] if argv is None else list(argv)
     prog = prog or f"hf-cse-{command}"
+    end_with_the_launcher()  # under torchrun: a launcher killed outright stops this process too
     try:
         return _run_command(command, argv, prog)
     except KeyboardInterrupt as stop:  # while the training stack is imported (seconds), before main's own handling

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import sys
 
 from ..checks import InputError
 from ..errors import raised_on_every_process
@@ -74,3 +76,26 @@ def check_requested_processes_started(env: dict[str, str] | None = None) -> None
         f"accelerate launch was asked for {_requested_processes()} processes but started this one alone (on a CPU its "
         "plain launcher starts several only through mpirun); use `accelerate launch --config_file "
         "\"$(python -m hf_cse config cpu_2proc)\" run_unsup.py --use_cpu true ...` (docs/distributed.md).")
+
+
+#: Linux's prctl option that sends the calling process a signal when its parent ends
+_PR_SET_PDEATHSIG = 1
+
+
+def end_with_the_launcher(env: dict[str, str] | None = None) -> bool:
+    """In a process torchrun started (``TORCHELASTIC_RUN_ID``: accelerate's multi-process launchers too), ask Linux
+    for SIGTERM when the launcher ends: a launcher killed outright (``kill -9``, an out-of-memory killer) left its
+    processes training on, detached, into the folder. SIGTERM stops them as a scheduler's does (the last complete
+    checkpoint kept; the same command resumes). Whether it was asked (elsewhere, and on other systems: no)."""
+    env = os.environ if env is None else env
+    if not sys.platform.startswith("linux") or not env.get("TORCHELASTIC_RUN_ID"):
+        return False
+    import ctypes
+
+    try:
+        asked = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM) == 0
+    except (OSError, AttributeError):
+        return False
+    if asked and os.getppid() == 1:  # the launcher ended before this line: the signal would never come
+        os.kill(os.getpid(), signal.SIGTERM)
+    return asked

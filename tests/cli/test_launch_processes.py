@@ -343,3 +343,47 @@ def test_a_launch_of_several_prints_the_help_once(flag, monkeypatch, capsys):
     with pytest.raises(SystemExit) as end:
         entry_points.run_command("train", [flag])
     assert end.value.code == 0 and "usage:" in capsys.readouterr().out
+
+
+#: a launcher's stand-in: starts a process as torchrun does (TORCHELASTIC_RUN_ID) that asks to end with it, prints
+#: that process's id once it asked, and waits
+_LAUNCHER = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import sys, time; from hf_cse.cli.launch import end_with_the_launcher;"
+                          " print(end_with_the_launcher(), flush=True); time.sleep(120)"],
+                         env={**os.environ, "TORCHELASTIC_RUN_ID": "test"}, stdout=subprocess.PIPE, text=True)
+print(child.pid, child.stdout.readline().strip(), flush=True)
+time.sleep(120)
+"""
+
+
+def _ended(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    return "\nState:\tZ" in state  # ended, not yet reaped by whoever took it over
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's parent-death signal")
+def test_a_process_torchrun_started_ends_when_its_launcher_is_killed_outright():
+    """kill -9 of `accelerate launch` left both training processes running detached, writing checkpoints and a
+    finished run into the folder: they now get SIGTERM, and stop as a scheduler's SIGTERM stops them."""
+    import signal
+    import time
+
+    launcher = subprocess.Popen([sys.executable, "-c", _LAUNCHER], stdout=subprocess.PIPE, text=True, env=_env(),
+                                cwd=ROOT)
+    try:
+        pid, asked = launcher.stdout.readline().split()
+        assert asked == "True"
+        assert not _ended(int(pid))
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + hang_timeout(30)
+        while not _ended(int(pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _ended(int(pid)), "the started process outlived its launcher"
+    finally:
+        launcher.kill()
