@@ -92,10 +92,7 @@ def end_with_the_launcher(env: dict[str, str] | None = None) -> bool:
         return False
     import ctypes
 
-    try:
-        asked = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM) == 0
+    try:  # (no check that the parent is still there: in a container the launcher itself may be process 1)
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM) == 0
     except (OSError, AttributeError):
         return False
-    if asked and os.getppid() == 1:  # the launcher ended before this line: the signal would never come
-        os.kill(os.getpid(), signal.SIGTERM)
-    return asked
