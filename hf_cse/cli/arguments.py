@@ -25,7 +25,7 @@ from ..losses import available_losses, get_loss_class, loss_hyperparameters
 from ..number_lists import parse_float_list, parse_int_list
 from ..objectives import DCL, objectives_for
 from ..presets import PRESETS
-from .flags_in_use import drop_fix, given_as
+from .flags_in_use import check_method_flags
 
 #: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder,
 #: base_encoder_local, pooler_source, encoder_max_seq_length) or built from the loss flags (objectives)
@@ -162,14 +162,15 @@ def config_kwargs_from(method: str, model_args, config_classes: dict[str, type] 
     config_classes = config_classes or _method_configs()
     flags = config_fields(config_classes)
     given = {k: getattr(model_args, k) for k in flags if getattr(model_args, k, None) is not None}
-    takes = {f.name for f in _own_fields(config_classes[method])}
-    wrong = sorted(set(given) - takes)
-    if wrong:
-        owners = sorted({m for name in wrong for m in flags[name][2]})
-        raise InputError(f"{', '.join(given_as(chosen, w) for w in wrong)} only appl{'y' if len(wrong) > 1 else 'ies'}"
-                         f" to --method {' / '.join(owners)} (got {given_as(chosen, 'method', method)}): "
-                         f"{drop_fix(chosen, wrong[0])}, or choose that method.")
+    check_method_flags(method, given, method_flags(config_classes), chosen)
     return given
+
+
+def method_flags(config_classes: dict[str, type] | None = None) -> dict[str, list[str]]:
+    """Each method's own settings that are flags (its config's fields), by method."""
+    config_classes = config_classes or _method_configs()
+    flags = config_fields(config_classes)
+    return {m: sorted(f.name for f in _own_fields(cls) if f.name in flags) for m, cls in config_classes.items()}
 
 
 def method_only_flags(method: str, config_classes: dict[str, type] | None = None) -> set[str]:

@@ -38,6 +38,7 @@ from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
 from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, typed_flags
 from .eval_output_dir import default_eval_output_dir, refuse_other_results
+from .flags_in_use import check_method_flags
 from .help import HELP_ALL
 from .launch import check_one_process, end_with_the_launcher
 from .output_dir import refuse_occupied_output_dir
@@ -103,9 +104,12 @@ def train_facts() -> dict:
         # as pairs: the rules are checked in their order, which a JSON object's sorted keys would lose
         losses[name] = {"rules": list(cls.hyperparameter_rules.items()), "optional": optional,
                         "hyperparameters": list(cls.hyperparameters())}
+    from .arguments import method_flags
+
     defaults = {m: cls.config_class() for m, cls in sorted(METHODS.items())}
     return {"losses": losses, "method_losses": {m: config.loss for m, config in defaults.items()},
-            "method_projectors": {m: config.projector for m, config in defaults.items()}}
+            "method_projectors": {m: config.projector for m, config in defaults.items()},
+            "method_flags": method_flags()}
 
 
 #: command -> what its early checks read besides its flags
@@ -166,6 +170,10 @@ def _check_train(parser, argv: list[str]) -> None:
         check_given_intervals(values, given)  # e.g. --eval_steps with --eval_strategy no
         check_typed_best_metric(values, given)  # a --metric_for_best_model the dev data will not log
         facts = getattr(parser, "facts", {})
+        own = facts.get("method_flags", {})
+        if args.get("method") in own:  # another method's setting (DiffCSE's --lambda_weight with simcse)
+            every = {name for names in own.values() for name in names}
+            check_method_flags(args["method"], [n for n in sorted(every) if args.get(n) is not None], own)
         _check_loss_values(facts, args, typed)
         check_matryoshka(args.get(DIMS_FIELD), args.get(WEIGHTS_FIELD))  # the library's rule: repeats, a 0, counts
         projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))

@@ -46,6 +46,18 @@ def drop_fix(chosen: set[str], name: str) -> str:
     return f"remove {name!r} from --config {file}" if file is not None else f"drop --{name}"
 
 
+def check_method_flags(method: str, given: Iterable[str], method_flags: dict[str, list[str]],
+                       chosen: set[str] = frozenset()) -> None:
+    """The method settings ``given`` (flags, or a ``--config`` file's keys) that ``method`` takes; ``method_flags``:
+    each method's own (e.g. DiffCSE's ``--lambda_weight`` with simcse is refused, naming the methods that take it)."""
+    wrong = sorted(set(given) - set(method_flags.get(method, ())))
+    if wrong:
+        owners = sorted({m for m, names in method_flags.items() for name in wrong if name in names})
+        raise InputError(f"{', '.join(given_as(chosen, w) for w in wrong)} only appl{'y' if len(wrong) > 1 else 'ies'}"
+                         f" to --method {' / '.join(owners)} (got {given_as(chosen, 'method', method)}): "
+                         f"{drop_fix(chosen, wrong[0])}, or choose that method.")
+
+
 def check_dcl_settings(chosen: set[str], objectives: list[dict]) -> None:
     """A ``--dcl_<hyperparameter>`` chosen while the run has no DCL objective (``--dcl_weight`` 0, simcse's
     default) would do nothing."""

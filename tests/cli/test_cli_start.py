@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import package_losses
 
+from hf_cse.checks import InputError
 from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cache, run_cli, train
 from hf_cse.cli.help import full_help
 from hf_cse.files import DataError
@@ -285,6 +286,33 @@ def test_the_early_loss_checks_read_the_chosen_loss_rules_and_leave_the_rest_to_
     monkeypatch.delitem(sys.modules, "hf_cse.losses.registry")  # a command's process: the description's losses
     with pytest.raises(ValueError, match=listing(known)):
         check(["--loss", "nce"])
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--dup_rate", "0.1"], "--dup_rate only applies to --method esimcse (got --method simcse): drop --dup_rate, or "
+                            "choose that method."),
+    (["--method", "diffcse", "--queue_size", "4", "--template", "*sent_0*"],
+     "--queue_size, --template only apply to --method esimcse / promptbert (got --method diffcse): drop "
+     "--queue_size, or choose that method."),
+])
+def test_the_early_check_refuses_another_methods_setting_as_the_command_does(train_parsers, argv, line, tmp_path,
+                                                                             monkeypatch):
+    """Refused only after torch was imported (seconds), while a loss's hyperparameters were refused at once."""
+    from hf_cse.cli.arguments import config_kwargs_from
+
+    parser, cached = train_parsers
+    cached = copy.deepcopy(cached)
+    cached.facts = entry_points.train_facts()  # as the description holds them
+    argv = [*argv, "--output_dir", str(tmp_path / "out")]
+    with pytest.raises(InputError) as early:
+        entry_points.check_command_line("train", cached, argv)
+    assert str(early.value) == line
+    model_args = parser.parse_args_into_dataclasses(argv)[0]  # the command's own check, once the model is read
+    with pytest.raises(InputError) as late:
+        config_kwargs_from(model_args.method, model_args)
+    assert str(late.value) == line
+    entry_points.check_command_line("train", cached, ["--method", "esimcse", "--dup_rate", "0.1"])
+    entry_points.check_command_line("train", cached, ["--dup_rate", "0.1", "--config", str(tmp_path / "r.json")])
 
 
 SENTENCE_FILE_MISTAKES = {  # name, content, flags: what the reader refuses at the file's start
