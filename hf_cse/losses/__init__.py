@@ -5,7 +5,8 @@
 >>> out = loss_fn(z1, z2)        # z1, z2: (N, D) projector outputs of the two views
 >>> out.loss, out.metrics
 
-Families: InfoNCE variants (``infonce``, ``gs_infonce``, ``focal_infonce``, ``off_dropout_infonce``),
+The losses shipped, by family (:func:`available_losses` lists every registered one, a loss added since too):
+InfoNCE variants (``infonce``, ``gs_infonce``, ``focal_infonce``, ``off_dropout_infonce``),
 ``dcl``; the gradient paradigm of Li et al., ACL 2024 (``paradigm``), the effective losses it analyses
 (``arccon``, ``mpt``, ``met``), the "ineffective" originals (``align_uniform_mhe``, ``align_uniform_mhs``,
 ``barlow_twins``, ``vicreg``) and their modified versions (``m_mhe``, ``m_mhs``, ``m_barlow``, ``m_vicreg``).
