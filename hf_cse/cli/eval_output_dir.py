@@ -91,10 +91,9 @@ class Evaluation(CommandJob):
             return None
         entries = saved.get("models", [saved]) if isinstance(saved, dict) else []
         entries = [e for e in entries if isinstance(e, dict)]
-        names = [local_resolved(e.get("model")) for e in entries]  # a folder given relative then, absolute now
-        if not names or names != [local_resolved(m) for m in self.models[:len(names)]]:
+        if not entries or len(entries) > len(self.models) or not all(map(same_model, entries, self.models)):
             return None
-        if len(names) == len(self.models) and not any(e.get("unfinished_tasks") for e in entries):
+        if len(entries) == len(self.models) and not any(e.get("unfinished_tasks") for e in entries):
             return None  # finished
         return entries
 
@@ -234,6 +233,16 @@ def prepare_eval_output_dir(output_dir: str, overwrite: bool, models: Sequence[s
         logger.warning("%s: the earlier results in %s (%s) are replaced when this evaluation writes its first result; "
                        "kept until then", OVERWRITE_FLAG, out, listing(left))
     return out, earlier or []
+
+
+def same_model(entry: dict, model: str) -> bool:
+    """Whether a results entry is of ``model`` as given now: the same name, or the same folder (recorded resolved,
+    ``settings["model_folder"]``) named otherwise, relative then and absolute now. A relative name recorded without
+    its folder is compared as a name: it meant a folder of the place it was given from."""
+    if entry.get("model") == model:
+        return True
+    folder = (entry.get("settings") or {}).get("model_folder")
+    return isinstance(folder, str) and folder == local_resolved(model)
 
 
 def refuse_other_results(output_dir: str, models: Sequence[str]) -> None:

@@ -25,11 +25,13 @@ from __future__ import annotations
 import logging
 import weakref
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
+from ..checks import resolved_path
 from ..data import with_prompt
 from ..data_checks import check_ids_in_vocabulary
 from ..encoders import encoder_max_length, takes_token_type_ids
@@ -110,6 +112,9 @@ class SentenceEncoder:
         #: the weights of the folder it was loaded from (:func:`hf_cse.files.weights_fingerprint`; set by
         #: :meth:`from_pretrained`), recorded as ``settings["model_weights"]``; None: not loaded from a local folder
         self.weights: dict[str, str] | None = None
+        #: the folder it was loaded from, resolved (None: a Hub id), recorded as ``settings["model_folder"]``: a
+        #: stopped evaluation is finished by the same folder however it is named then (relative, absolute)
+        self.folder: str | None = None
         self.batch_size = int(batch_size)
         self.show_progress_bar = show_progress_bar
         if _is_sentence_transformer(model):
@@ -211,6 +216,7 @@ class SentenceEncoder:
         encoder = cls(model, tokenizer, pooler=pooler, batch_size=batch_size, max_length=max_length, device=device,
                       show_progress_bar=show_progress_bar, name=name_or_path, precision=precision)
         encoder.weights = weights
+        encoder.folder = resolved_path(name_or_path) if Path(name_or_path).expanduser().is_dir() else None
         return encoder
 
     # ------------------------------------------------------------------------------ description
@@ -233,7 +239,8 @@ class SentenceEncoder:
         return {"model": self.name, "kind": self.kind, "pooler": self.effective_pooler,
                 **({"representation": own} if own else {}), "max_length": self.max_length,
                 "batch_size": self.batch_size, "precision": describe_scoring(self.precision),
-                **({"model_weights": self.weights} if self.weights else {})}
+                **({"model_weights": self.weights} if self.weights else {}),
+                **({"model_folder": self.folder} if self.folder else {})}
 
     # ------------------------------------------------------------------------------ encoding
     def encode(self, sentences: Sequence[str], batch_size: int | None = None,

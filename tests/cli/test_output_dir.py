@@ -791,7 +791,9 @@ def test_a_path_given_relative_then_and_absolute_now_is_the_same_evaluation(tmp_
 
 def test_a_model_folder_given_relative_then_and_absolute_now_is_the_same_evaluation(tmp_path, monkeypatch):
     """The partial results of ``--model_name_or_path m`` were refused as another evaluation's when the same command
-    named the folder by its absolute path (or from another folder); its weights are compared where it is now."""
+    named the folder by its absolute path (or from another folder): the folder is recorded resolved with the results
+    (``settings["model_folder"]``); its weights are compared where it is now. A relative name recorded without its
+    folder meant a folder of the place it was given from: another folder of that name is not the same model."""
     claim = releases_folder_locks(prepare_eval_output_dir)
     model, out = tmp_path / "m", tmp_path / "ev"
     model.mkdir()
@@ -799,10 +801,10 @@ def test_a_model_folder_given_relative_then_and_absolute_now_is_the_same_evaluat
     (model / "model.safetensors").write_bytes(b"the weights scored")
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path)
-    weights = {"model_weights": weights_fingerprint(model)}
+    scored = {"model_weights": weights_fingerprint(model), "model_folder": str(model)}
 
-    def stopped(recorded="m"):
-        entries = [{"model": recorded, "unfinished_tasks": ["MR"], "settings": {"command": EVAL_SETTINGS, **weights}}]
+    def stopped(recorded, settings=scored):
+        entries = [{"model": recorded, "unfinished_tasks": ["MR"], "settings": {"command": EVAL_SETTINGS, **settings}}]
         (out / "results.json").write_text(json.dumps(entries[0]))
         (out / "results.md").write_text("| task |")
 
@@ -812,6 +814,10 @@ def test_a_model_folder_given_relative_then_and_absolute_now_is_the_same_evaluat
         refuse_other_results(str(out), [given])  # the command's early check lets it through
         _, earlier = claim(out, overwrite=False, models=[given], settings=EVAL_SETTINGS)
         assert [r.unfinished_tasks for r in earlier] == [["MR"]], where
+    (tmp_path / "work" / "m").mkdir()  # another folder named m, the stopped one's recorded without its folder
+    stopped("m", {"model_weights": scored["model_weights"]})
+    with pytest.raises(InputError, match="already holds the results of an evaluation"):
+        refuse_other_results(str(out), [str(tmp_path / "work" / "m")])
     stopped(str(model))
     (tmp_path / "other").mkdir()
     with pytest.raises(InputError, match="already holds the results of an evaluation"):  # another folder

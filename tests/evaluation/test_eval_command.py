@@ -119,6 +119,8 @@ def test_results_record_the_weights_of_each_model_folder(setup, tmp_path):
     assert recorded[0]["model.safetensors"] == content_fingerprint(tiny / "model.safetensors")
     per_model = [json.loads(p.read_text()) for p in sorted(out.glob("model_*/results.json"))]
     assert [entry["settings"]["model_weights"] for entry in per_model] == recorded
+    # and the folder, resolved: a stopped evaluation is finished by the same folder named otherwise
+    assert [entry["settings"]["model_folder"] for entry in entries] == [str(tiny.resolve()), str(tiny2.resolve())]
 
 
 def run_cli(capsys, *args):
