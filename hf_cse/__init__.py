@@ -51,7 +51,10 @@ def _method_model(name: str):
     yours): a top-level name too, with no line here; None for any other name."""
     if not name.endswith("Model"):
         return None
-    methods = importlib.import_module("hf_cse.models").METHODS
+    try:  # (a first such lookup loads the models: seconds)
+        methods = importlib.import_module("hf_cse.models").METHODS
+    except ImportError:  # torch or transformers broken: no such attribute, as hasattr expects
+        return None
     return next((cls for cls in methods.values() if cls.__name__ == name), None)
 
 

@@ -27,6 +27,7 @@ from ..checks import InputError, check_path_given
 from ..errors import CSEError, closest_name, disk_full, network_failure
 from .flags import FLAG_OF_FIELD, flag_terms_in_logs, in_flag_terms, use_parser
 from .help import usage_text
+from .launch import torchrun_worker
 from .stop_signals import Terminated, stop_signals_as_interrupt
 
 DEBUG_ENV = "HF_CSE_DEBUG"
@@ -194,12 +195,12 @@ def _kept_line() -> str:
         return KEPT_BY_DEFAULT
 
 
-def _say(line: str) -> None:
-    """Print the command's last line; under torchrun (``accelerate launch`` with several processes) also into the
-    process's error file, so that the launcher's closing "Root Cause" box shows the line rather than "<N/A>"."""
+def say_line(line: str) -> None:
+    """Print the command's last line; in a process torchrun started (``accelerate launch`` with several processes)
+    also into its error file, so that the launcher's closing "Root Cause" box shows the line rather than "<N/A>"."""
     print(line, file=sys.stderr)
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if error_file:
+    if error_file and torchrun_worker():  # (a command a worker starts inherits the worker's file)
         try:
             Path(error_file).write_text(json.dumps({"message": line, "timestamp": int(time.time())}),
                                         encoding="utf-8")
@@ -221,10 +222,10 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
         # too, and a launcher's reaches the others after one failed (with its own line, or the main process's)
         if isinstance(stop, Terminated):
             if is_main_process():
-                _say(f"{prog}: stopped (SIGTERM, from a launcher, a job scheduler or kill); {_kept_line()}")
+                say_line(f"{prog}: stopped (SIGTERM, from a launcher, a job scheduler or kill); {_kept_line()}")
             return 143
         if is_main_process():
-            _say(f"{prog}: interrupted (Ctrl-C); {_kept_line()}")
+            say_line(f"{prog}: interrupted (Ctrl-C); {_kept_line()}")
         return 130
     except FORESEEABLE as err:
         if os.environ.get(DEBUG_ENV):
@@ -243,30 +244,30 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
         if len(message) + len(suffix) > room:  # the fix matters more than the hint: it goes when there is no room
             suffix = ""
         _close_progress_bars()
-        _say(f"{prefix}{message}{' ' + advice if advice else ''}{suffix}")
+        say_line(f"{prefix}{message}{' ' + advice if advice else ''}{suffix}")
         return 1
     except Exception as err:  # noqa: BLE001 - three failures that are not bugs; any other is re-raised with its trace
         if os.environ.get(DEBUG_ENV):
             raise
         if isinstance(err, RuntimeError) and another_process_ended(err):
             _close_progress_bars()
-            _say(f"{prog}: error: another process of this run ended (killed, or its own error above); what was saved "
-                 "so far is kept, and the same command resumes from the last complete checkpoint.")
+            say_line(f"{prog}: error: another process of this run ended (killed, or its own error above); what was "
+                     "saved so far is kept, and the same command resumes from the last complete checkpoint.")
             return 1
         full = disk_full(err)
         if full is not None:
             _close_progress_bars()
             reason = fit_line(f"{type(full).__name__}: {' '.join(str(full).split())}", 160)
-            _say(f"{prog}: error: the disk is full, or a file could not be written whole ({reason}). Free space, or "
-                 f"write to a folder on another disk; {_kept_line()}")
+            say_line(f"{prog}: error: the disk is full, or a file could not be written whole ({reason}). Free space, "
+                     f"or write to a folder on another disk; {_kept_line()}")
             return 1
         failed = network_failure(err)
         if failed is None:
             raise
         _close_progress_bars()
         reason = fit_line(f"{type(failed).__name__}: {' '.join(str(failed).split())}", 120)
-        _say(f"{prog}: error: the Hugging Face Hub could not be reached ({reason}). Check the network, or name local "
-             f"folders (HF_HUB_OFFLINE=1 then skips the Hub); {_kept_line()}")
+        say_line(f"{prog}: error: the Hugging Face Hub could not be reached ({reason}). Check the network, or name "
+                 f"local folders (HF_HUB_OFFLINE=1 then skips the Hub); {_kept_line()}")
         return 1
 
 

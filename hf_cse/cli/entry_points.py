@@ -36,7 +36,7 @@ from ..task_names import tasks_of
 from ..text_files import check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
-from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, typed_flags
+from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, say_line, typed_flags
 from .eval_output_dir import default_eval_output_dir, refuse_other_results
 from .flags_in_use import check_method_flags
 from .help import HELP_ALL
@@ -171,9 +171,9 @@ def _check_train(parser, argv: list[str]) -> None:
         check_typed_best_metric(values, given)  # a --metric_for_best_model the dev data will not log
         facts = getattr(parser, "facts", {})
         own = facts.get("method_flags", {})
-        if args.get("method") in own:  # another method's setting (DiffCSE's --lambda_weight with simcse)
-            every = {name for names in own.values() for name in names}
-            check_method_flags(args["method"], [n for n in sorted(every) if args.get(n) is not None], own)
+        if args.get("method") in own:  # another method's setting typed (DiffCSE's --lambda_rtd with simcse); a
+            every = {name for names in own.values() for name in names}  # preset's the command drops
+            check_method_flags(args["method"], sorted(every & typed), own)
         _check_loss_values(facts, args, typed)
         check_matryoshka(args.get(DIMS_FIELD), args.get(WEIGHTS_FIELD))  # the library's rule: repeats, a 0, counts
         projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))
@@ -256,7 +256,7 @@ def _stopped_while_starting(stop: KeyboardInterrupt, prog: str) -> int:
     terminated = isinstance(stop, Terminated)
     if is_main_process():
         how = "stopped (SIGTERM, from a launcher, a job scheduler or kill)" if terminated else "interrupted (Ctrl-C)"
-        print(f"{prog}: {how} while starting; nothing was done.", file=sys.stderr)
+        say_line(f"{prog}: {how} while starting; nothing was done.")
     return 143 if terminated else 130
 
 

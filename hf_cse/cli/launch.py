@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import sys
+from pathlib import Path
 
 from ..checks import InputError
 from ..errors import raised_on_every_process
@@ -82,13 +83,26 @@ def check_requested_processes_started(env: dict[str, str] | None = None) -> None
 _PR_SET_PDEATHSIG = 1
 
 
-def end_with_the_launcher(env: dict[str, str] | None = None) -> bool:
-    """In a process torchrun started (``TORCHELASTIC_RUN_ID``: accelerate's multi-process launchers too), ask Linux
-    for SIGTERM when the launcher ends: a launcher killed outright (``kill -9``, an out-of-memory killer) left its
-    processes training on, detached, into the folder. SIGTERM stops them as a scheduler's does (the last complete
-    checkpoint kept; the same command resumes). Whether it was asked (elsewhere, and on other systems: no)."""
+def torchrun_worker(env: dict[str, str] | None = None) -> bool:
+    """Whether torchrun (accelerate's multi-process launchers too) started this process itself: its
+    ``TORCHELASTIC_RUN_ID`` set and its parent the launcher (a process one of them starts inherits the variable)."""
     env = os.environ if env is None else env
-    if not sys.platform.startswith("linux") or not env.get("TORCHELASTIC_RUN_ID"):
+    if not env.get("TORCHELASTIC_RUN_ID"):
+        return False
+    try:
+        parent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:  # no /proc (not Linux): the variable alone
+        return True
+    return any(name in parent for name in (b"torchrun", b"torch.distributed.run", b"torch/distributed/run",
+                                           b"accelerate"))
+
+
+def end_with_the_launcher(env: dict[str, str] | None = None) -> bool:
+    """In a process torchrun started (:func:`torchrun_worker`), ask Linux for SIGTERM when the launcher ends: a
+    launcher killed outright (``kill -9``, an out-of-memory killer) left its processes training on, detached, into the
+    folder. SIGTERM stops them as a scheduler's does (the last complete checkpoint kept; the same command resumes).
+    Whether it was asked (elsewhere, and on other systems: no)."""
+    if not sys.platform.startswith("linux") or not torchrun_worker(env):
         return False
     import ctypes
 

@@ -300,19 +300,29 @@ def test_the_early_check_refuses_another_methods_setting_as_the_command_does(tra
     """Refused only after torch was imported (seconds), while a loss's hyperparameters were refused at once."""
     from hf_cse.cli.arguments import config_kwargs_from
 
-    parser, cached = train_parsers
-    cached = copy.deepcopy(cached)
-    cached.facts = entry_points.train_facts()  # as the description holds them
+    parser, _ = train_parsers
+    facts = entry_points.train_facts()  # as the description holds them
+
+    def check(argv):  # as a command's start: a parser of its own (a preset sets its defaults)
+        start = parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(parser))))
+        start.facts = facts
+        entry_points.check_command_line("train", start, argv)
+
     argv = [*argv, "--output_dir", str(tmp_path / "out")]
     with pytest.raises(InputError) as early:
-        entry_points.check_command_line("train", cached, argv)
+        check(argv)
     assert str(early.value) == line
     model_args = parser.parse_args_into_dataclasses(argv)[0]  # the command's own check, once the model is read
     with pytest.raises(InputError) as late:
         config_kwargs_from(model_args.method, model_args)
     assert str(late.value) == line
-    entry_points.check_command_line("train", cached, ["--method", "esimcse", "--dup_rate", "0.1"])
-    entry_points.check_command_line("train", cached, ["--dup_rate", "0.1", "--config", str(tmp_path / "r.json")])
+    check(["--method", "esimcse", "--dup_rate", "0.1"])
+    check(["--dup_rate", "0.1", "--config", str(tmp_path / "r.json")])
+    # a preset's own method settings with another method: the command drops them (README), so none is refused
+    for preset in ("diffcse_bert", "esimcse_bert_base", "promptbert_roberta_base"):
+        check(["--preset", preset, "--method", "simcse"])
+    with pytest.raises(InputError, match=r"^--dup_rate only applies to --method esimcse \(got --method simcse\)"):
+        check(["--preset", "esimcse_bert_base", "--method", "simcse", "--dup_rate", "0.3"])  # typed: it alone
 
 
 SENTENCE_FILE_MISTAKES = {  # name, content, flags: what the reader refuses at the file's start

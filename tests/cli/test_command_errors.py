@@ -206,12 +206,19 @@ def test_under_torchrun_the_line_is_also_the_launchers_root_cause(tmp_path, caps
     from hf_cse.cli import run_cli
 
     monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    import hf_cse.cli
+
     error_file = tmp_path / "error.json"
     monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
 
     def main():
         raise CSEError("max_steps 0 trains nothing.", fields=("max_steps",))
 
+    monkeypatch.setattr(hf_cse.cli, "torchrun_worker", lambda: False)  # a command a worker started: not its file
+    assert run_cli(main, "run_unsup.py") == 1
+    assert not error_file.exists()
+    capsys.readouterr()
+    monkeypatch.setattr(hf_cse.cli, "torchrun_worker", lambda: True)  # a process the launcher started
     assert run_cli(main, "run_unsup.py") == 1
     [line] = capsys.readouterr().err.strip().splitlines()
     assert json.loads(error_file.read_text())["message"] == line

@@ -5,6 +5,7 @@ naming the config that works (it would train one process and exit 0), and Contra
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -348,6 +349,7 @@ def test_a_launch_of_several_prints_the_help_once(flag, monkeypatch, capsys):
 #: a launcher's stand-in: starts a process as torchrun does (TORCHELASTIC_RUN_ID) that asks to end with it, prints
 #: that process's id once it asked, and waits
 _LAUNCHER = """
+# WHO
 import os, subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c", "import sys, time; from hf_cse.cli.launch import end_with_the_launcher;"
                           " print(end_with_the_launcher(), flush=True); time.sleep(120)"],
@@ -373,7 +375,8 @@ def test_a_process_torchrun_started_ends_when_its_launcher_is_killed_outright():
     import signal
     import time
 
-    launcher = subprocess.Popen([sys.executable, "-c", _LAUNCHER], stdout=subprocess.PIPE, text=True, env=_env(),
+    script = _LAUNCHER.replace("WHO", "torchrun's stand-in: its command line names it, as a launcher's does")
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=_env(),
                                 cwd=ROOT)
     try:
         pid, asked = launcher.stdout.readline().split()
@@ -387,3 +390,19 @@ def test_a_process_torchrun_started_ends_when_its_launcher_is_killed_outright():
         assert _ended(int(pid)), "the started process outlived its launcher"
     finally:
         launcher.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's parent-death signal")
+def test_a_process_started_by_a_worker_inherits_no_end_with_the_launcher():
+    """A command a training process starts inherits TORCHELASTIC_RUN_ID: it is no process of the launcher's, so it
+    neither asks to end with its parent (a thread of the parent that started it ending would stop it) nor writes
+    the worker's error file."""
+    plain = _LAUNCHER.replace("WHO", "a training script")
+    script = subprocess.Popen([sys.executable, "-c", plain], stdout=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    try:
+        pid, asked = script.stdout.readline().split()
+        assert asked == "False"
+        os.kill(int(pid), 9)
+    finally:
+        script.kill()
