@@ -150,9 +150,14 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def _assert_one_error_line(proc: subprocess.CompletedProcess, prog: str = "hf-cse-train") -> str:
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    lines = [line for line in log.splitlines() if "error:" in line]
+    # The launcher's "Root Cause" box quotes the main process's line as its traceback (its error file): the
+    # same line again, not a second refusal.
+    quoted = [line.split("traceback :", 1)[1].strip() for line in log.splitlines()
+              if line.strip().startswith("traceback :") and "error:" in line]
+    lines = [line for line in log.splitlines() if "error:" in line and not line.strip().startswith("traceback :")]
     assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), log[-3000:]
     assert lines[0].count("error:") == 1
+    assert quoted in ([], [lines[0]]), log[-3000:]
     assert "[rank1]: Traceback" not in log, log[-3000:]  # nor a traceback of the other process
     return lines[0]
 
