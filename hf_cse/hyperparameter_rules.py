@@ -1,7 +1,9 @@
 """The rules a loss's numeric hyperparameters must keep, by name, in a module that imports nothing heavy: a loss
 declares them (``ContrastiveLoss.hyperparameter_rules``, checked when it is built), and the command line checks the
 values typed for the chosen loss against the same rules before torch is imported (the rules are written into the
-training command's shipped parser description: :mod:`hf_cse.cli.entry_points`).
+training command's shipped parser description: :mod:`hf_cse.cli.entry_points`). A method's config declares the
+rules of its numeric fields the same way (``metadata["rule"]``: :func:`field_rules`), checked when the config is built
+and, for the values typed, before torch.
 
     check_rule("infonce", "temperature", 0.0, "positive")
     # CSEError: infonce: temperature must be a finite number > 0, got 0.0.
@@ -9,6 +11,7 @@ training command's shipped parser description: :mod:`hf_cse.cli.entry_points`).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 from collections.abc import Callable, Mapping
@@ -28,6 +31,10 @@ RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
     "degrees": ("an angle in degrees in [0, 180)", lambda v: _number(v) and 0 <= v < 180),
     "count": ("None or an integer >= 0", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)
                                                                    and v >= 0)),
+    "size": ("an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+    "fraction": ("a number in [0, 1)", lambda v: _number(v) and 0 <= v < 1),
+    "open_fraction": ("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
+    "unit_interval": ("a number in [0, 1]", lambda v: _number(v) and 0 <= v <= 1),
 }
 
 #: what a value of each rule that lets None through must be where it is typed as a flag: None cannot be typed, the
@@ -56,18 +63,29 @@ def not_taken_error(loss: str, wrong, takes, dashes: str = "") -> CSEError:
                     f"{', '.join(dashes + t for t in takes) or '(none)'}.", fields=("loss", *wrong, *takes))
 
 
-def check_rule(loss_name: str, param: str, value, rule: str) -> None:
-    """``value`` of hyperparameter ``param`` of loss ``loss_name`` keeps ``rule`` (a name of :data:`RULES`)."""
+def check_rule(owner: str, param: str, value, rule: str, dashes: str = "", fields=()) -> None:
+    """``value`` of ``param`` (a hyperparameter of loss ``owner``, or a field of method ``owner``'s config; "": the
+    settings every method has) keeps ``rule`` (a name of :data:`RULES`); ``dashes="--"``: ``param`` named as the
+    command line's flag."""
     what, holds = RULES[rule]
     if not holds(value):
-        # no fields: the same hyperparameter has another flag in the DCL objective (--dcl_temperature)
-        raise CSEError(f"{loss_name}: {param} must be {what}, got {value!r}.")
+        # a loss gives no fields: the same hyperparameter has another flag in the DCL objective (--dcl_temperature)
+        raise CSEError(f"{owner}: " * bool(owner) + f"{dashes}{param} must be {what}, got {value!r}.", fields=fields)
 
 
 def check_rules(loss_name: str, rules: Mapping[str, str], values: Mapping[str, object],
-                optional: frozenset[str] = frozenset()) -> None:
+                optional: frozenset[str] = frozenset(), dashes: str = "") -> None:
     """Each of ``values`` that has a rule in ``rules`` keeps it, in the order of ``rules``; None passes for the
     hyperparameters in ``optional`` (those whose default is None: not set)."""
     for param, rule in rules.items():
         if param in values and not (values[param] is None and param in optional):
-            check_rule(loss_name, param, values[param], rule)
+            check_rule(loss_name, param, values[param], rule, dashes)
+
+
+def field_rules(config_cls: type) -> dict[str, str]:
+    """The rules of a config dataclass's fields (``metadata["rule"]``, a name of :data:`RULES`), by field."""
+    rules = {f.name: f.metadata["rule"] for f in dataclasses.fields(config_cls) if "rule" in f.metadata}
+    unknown = set(rules.values()) - set(RULES)
+    if unknown:
+        raise TypeError(f"{config_cls.__name__}: unknown field rules {sorted(unknown)}; rules: {sorted(RULES)}")
+    return rules

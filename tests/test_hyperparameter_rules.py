@@ -9,7 +9,7 @@ import re
 import pytest
 
 from hf_cse.errors import CSEError
-from hf_cse.hyperparameter_rules import RULES, check_rule
+from hf_cse.hyperparameter_rules import RULES, check_rule, field_rules
 from hf_cse.losses import available_losses, build_loss, get_loss_class
 from hf_cse.losses.base import ContrastiveLoss
 
@@ -20,6 +20,10 @@ from hf_cse.losses.base import ContrastiveLoss
     ("finite", [-3, 0, 7.5], [math.inf, -math.inf, math.nan, None]),
     ("degrees", [0, 179.9], [180, -1, math.nan]),
     ("count", [None, 0, 12], [-1, 1.5, True]),
+    ("size", [0, 160], [None, -1, 1.0, True]),
+    ("fraction", [0, 0.999], [1, -0.1, math.nan]),
+    ("open_fraction", [0.15], [0, 1, math.inf]),
+    ("unit_interval", [0, 1], [1.01, -1e-9, None]),
 ])
 def test_each_rule_keeps_what_it_says(rule, good, bad):
     for value in good:
@@ -63,3 +67,30 @@ def test_a_subclass_adds_to_its_parents_rules_and_an_unknown_rule_is_refused_whe
         Child(a=-1)
     with pytest.raises(TypeError, match="unknown rules"):
         type("Bad", (ContrastiveLoss,), {"hyperparameter_rules": {"a": "big"}})
+
+
+def test_a_methods_config_checks_the_rules_of_its_fields_naming_the_method_for_its_own():
+    """A method's settings declare their rules as the losses do (``metadata["rule"]``), so that the command line can
+    check the values typed before torch (tests/cli/test_cli_start.py); the config checks them when it is built."""
+    from dataclasses import dataclass, field
+
+    from hf_cse.models.diffcse import DiffCSEConfig
+    from hf_cse.models.esimcse import ESimCSEConfig
+    from hf_cse.models.simcse import SimCSEConfig
+
+    with pytest.raises(CSEError, match=r"^esimcse: queue_size must be an integer >= 0, got -3\.$") as err:
+        ESimCSEConfig(queue_size=-3)
+    assert err.value.fields == ("queue_size",)
+    with pytest.raises(CSEError, match=r"^diffcse: masking_ratio must be a number in \[0, 1\], got 1\.5\.$"):
+        DiffCSEConfig(masking_ratio=1.5)
+    with pytest.raises(CSEError, match=r"^dropout must be a number in \[0, 1\), got 1\.0\.$"):  # every method's
+        SimCSEConfig(dropout=1.0)
+    assert SimCSEConfig(dropout=None).dropout is None  # None: not set (the encoder's own)
+    assert field_rules(ESimCSEConfig)["queue_size"] == "size"
+
+    @dataclass
+    class Bad:
+        a: float = field(default=0.0, metadata={"rule": "big"})
+
+    with pytest.raises(TypeError, match=r"unknown field rules \['big'\]"):
+        field_rules(Bad)

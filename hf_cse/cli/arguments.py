@@ -143,6 +143,8 @@ def model_arguments_class(config_classes: dict[str, type] | None = None) -> type
         help_text = help_text[0].upper() + help_text[1:] + "."
         if common is None:
             help_text += _describe_defaults(defaults, config_classes)
+        if rule := _metadata(config_classes, name).get("rule"):
+            help_text += f" Must be {rule_as_typed(rule)}."
         metadata = {"help": help_text}
         if aliases := _aliases(config_classes, name):
             metadata["aliases"] = aliases

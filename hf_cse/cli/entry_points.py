@@ -1,19 +1,19 @@
 """Where the commands start: ``hf-cse-train`` / ``hf-cse-eval`` / ``hf-cse-export``, ``python -m hf_cse
 train|eval|export``, ``run_unsup.py`` and ``run_eval.py``.
 
-Importing a command's module (:mod:`.train`, :mod:`.evaluate`, :mod:`.export`) imports torch, transformers and the
-rest of the training stack: seconds. Here, before that, what needs only the command line is answered from the
-command's parser description (:mod:`.parser_cache`: shipped in the package, or written by an earlier start):
-``--help``; an empty path, an unknown flag, a value argparse refuses, a count or optimizer value the Trainer would
-misread; the paths that name nothing (``--train_file``, a model folder, the checkpoint to export); a sentences
-file whose start shows it cannot be read as asked (:func:`~hf_cse.text_files.check_sentences_file_start`); a
-training ``--output_dir`` that holds a finished run or files no run writes; a value typed for the chosen loss's
-hyperparameters that breaks the loss's rules (:mod:`hf_cse.hyperparameter_rules`); Matryoshka dimensions and weights
-that break the library's rules (a repeat, a 0, a weight count unlike the dimensions'), or trained through a projection
-head the exported embedding skips (:mod:`hf_cse.matryoshka_rules`); an evaluation's
-``--truncate_dims`` that is no list of distinct dimensions (:mod:`hf_cse.number_lists`). Then the module's ``main``
-runs, which checks everything again. Where no description is valid (hf_cse or its requirements changed since it
-was written) the module is imported first, to build the parser and write it down, and the same checks follow.
+Importing a command's module (:mod:`.train`, :mod:`.evaluate`, :mod:`.export`) imports torch, transformers and the rest
+of the training stack: seconds. Here, before that, what needs only the command line is answered from the command's
+parser description (:mod:`.parser_cache`: shipped in the package, or written by an earlier start): ``--help``; an empty
+path, an unknown flag, a value argparse refuses, a count or optimizer value the Trainer would misread; the paths that
+name nothing (``--train_file``, a model folder, the checkpoint to export); a sentences file whose start shows it cannot
+be read as asked (:func:`~hf_cse.text_files.check_sentences_file_start`); a training ``--output_dir`` that holds a
+finished run or files no run writes; a value typed for the chosen loss's hyperparameters, or for the method's settings,
+that breaks their rules (:mod:`hf_cse.hyperparameter_rules`); Matryoshka dimensions and weights that break the library's
+rules (a repeat, a 0, a weight count unlike the dimensions'), or trained through a projection head the exported
+embedding skips (:mod:`hf_cse.matryoshka_rules`); an evaluation's ``--truncate_dims`` that is no list of distinct
+dimensions (:mod:`hf_cse.number_lists`). Then the module's ``main`` runs, which checks everything again. Where no
+description is valid (hf_cse or its requirements changed since it was written) the module is imported first, to build
+the parser and write it down, and the same checks follow.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
 from ..encoders import packaged_encoder_path
 from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file, local_dataset_folder
-from ..hyperparameter_rules import check_rules, not_taken_error, unknown_loss_error
+from ..hyperparameter_rules import check_rule, check_rules, not_taken_error, unknown_loss_error
 from ..matryoshka_rules import check_head_flags, check_matryoshka
 from ..number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_int_list, parse_truncate_dims
 from ..presets import PRESETS
@@ -93,9 +93,11 @@ def _numbers(args: dict, names) -> SimpleNamespace | None:
 
 def train_facts() -> dict:
     """What hf-cse-train's early checks read besides its flags (written into its parser description): each loss's
-    hyperparameter rules and those whose default is None (not set), and each method's main loss and projector."""
+    hyperparameter rules and those whose default is None (not set), each method's main loss and projector, and the
+    rules of its config's fields (with whose field each is: the method's, or "" for every method's)."""
     from ..losses import available_losses, get_loss_class
     from ..models import METHODS
+    from ..models.config import field_rule_owners
 
     losses = {}
     for name in available_losses():
@@ -109,7 +111,9 @@ def train_facts() -> dict:
     defaults = {m: cls.config_class() for m, cls in sorted(METHODS.items())}
     return {"losses": losses, "method_losses": {m: config.loss for m, config in defaults.items()},
             "method_projectors": {m: config.projector for m, config in defaults.items()},
-            "method_flags": method_flags()}
+            "method_flags": method_flags(),
+            "method_rules": {m: [[name, *ruled] for name, ruled in field_rule_owners(cls.config_class).items()]
+                             for m, cls in sorted(METHODS.items())}}
 
 
 #: command -> what its early checks read besides its flags
@@ -153,7 +157,14 @@ def _check_loss_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
     rules = dict(known["rules"])
     typed = {name: args.get(name) for name in rules if args.get(name) is not None}
     if _all_numbers(typed.values()):
-        check_rules(loss, rules, typed, frozenset(known["optional"]))
+        check_rules(loss, rules, typed, frozenset(known["optional"]), dashes="--")
+
+
+def _check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
+    """The values typed for the method's config fields keep their rules, as the config checks them."""
+    for name, rule, owner in facts.get("method_rules", {}).get(args.get("method"), ()):
+        if name in typed_flags and args.get(name) is not None and _all_numbers([args[name]]):
+            check_rule(owner, name, args[name], rule, dashes="--")
 
 
 def _check_train(parser, argv: list[str]) -> None:
@@ -175,6 +186,7 @@ def _check_train(parser, argv: list[str]) -> None:
             every = {name for names in own.values() for name in names}  # preset's the command drops
             check_method_flags(args["method"], sorted(every & typed), own)
         _check_loss_values(facts, args, typed)
+        _check_method_values(facts, args, typed)
         check_matryoshka(args.get(DIMS_FIELD), args.get(WEIGHTS_FIELD))  # the library's rule: repeats, a 0, counts
         projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))
         if projector is not None:

@@ -13,6 +13,7 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 from ..errors import CSEError, closest_name
+from ..hyperparameter_rules import check_rule, field_rules
 from ..matryoshka import say_reordered, warn_untrained_width
 from ..matryoshka_rules import check_matryoshka, head_error
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
@@ -127,7 +128,8 @@ class CSEConfig(PretrainedConfig):
         "help": "training objectives: registry loss, weight and hyperparameters of each, the main contrastive "
                 "one first"})
     dropout: float | None = field(default=None, metadata={
-        "help": "encoder dropout override (not set = the encoder's own; GS-InfoNCE's code uses 0.2 for BERT)"})
+        "help": "encoder dropout override (not set = the encoder's own; GS-InfoNCE's code uses 0.2 for BERT)",
+        "rule": "fraction"})
     freeze_embeddings: bool = field(default=False, metadata={
         "help": "train with the encoder's embedding layer frozen (word, position, token-type embeddings and their "
                 "LayerNorm), as the gradient paradigm's authors' code (custom_param_init) trains every model behind "
@@ -148,9 +150,11 @@ class CSEConfig(PretrainedConfig):
     do_mlm: bool = field(default=False, metadata={
         "help": "SimCSE's auxiliary masked-LM objective (paper appendix; authors' do_mlm): a masked copy of the "
                 "batch through the encoder and the checkpoint's pretrained MLM head, mlm_weight x CE added"})
-    mlm_weight: float = field(default=0.1, metadata={"help": "weight lambda of the MLM objective (SimCSE: 0.1)"})
+    mlm_weight: float = field(default=0.1, metadata={"help": "weight lambda of the MLM objective (SimCSE: 0.1)",
+                                                      "rule": "positive"})
     mlm_probability: float = field(default=0.15, metadata={
-        "help": "share of tokens masked for the MLM objective (SimCSE's code: 0.15, BERT's 80/10/10 recipe)"})
+        "help": "share of tokens masked for the MLM objective (SimCSE's code: 0.15, BERT's 80/10/10 recipe)",
+        "rule": "open_fraction"})
     fast_dropout: bool = field(default=True, metadata={
         "help": "CPU dropout masks from 16 random bits per element (same distribution up to p +- 7.7e-6, ~1.2x "
                 "faster CPU steps; no effect on GPU); false = torch's dropout"})
@@ -183,10 +187,13 @@ class CSEConfig(PretrainedConfig):
         "help": "weight of each matryoshka_dims prefix's loss, in the same order (not set = 1 each)",
         "flag_type": "float_list"})
     lora_r: int = field(default=0, metadata={
-        "help": "LoRA rank (peft): > 0 freezes the encoder and trains low-rank adapters; 0 = full fine-tuning"})
+        "help": "LoRA rank (peft): > 0 freezes the encoder and trains low-rank adapters; 0 = full fine-tuning",
+        "rule": "size"})
     lora_alpha: float | None = field(default=None, metadata={
-        "help": "LoRA alpha (adapter scale alpha / r); not set = 2 * lora_r (LLM2Vec's 32 for r = 16)"})
-    lora_dropout: float = field(default=0.05, metadata={"help": "dropout on the LoRA adapters' input (LLM2Vec's)"})
+        "help": "LoRA alpha (adapter scale alpha / r); not set = 2 * lora_r (LLM2Vec's 32 for r = 16)",
+        "rule": "positive"})
+    lora_dropout: float = field(default=0.05, metadata={"help": "dropout on the LoRA adapters' input (LLM2Vec's)",
+                                                        "rule": "fraction"})
     lora_target_modules: list[str] | None = field(default=None, metadata={
         "help": "module names the adapters wrap; not set = every attention and feed-forward linear layer of the "
                 "architecture (BERT query key value dense; Llama q/k/v/o/gate/up/down_proj)"})
@@ -205,14 +212,9 @@ class CSEConfig(PretrainedConfig):
             self.pooler_type = PAPERS_POOLER
         self.normalize = bool(self.normalize)
         check_pooler(self.pooler_type)
-        if not (self.mlm_weight > 0 and self.mlm_weight != float("inf")):
-            raise CSEError(f"mlm_weight must be a finite number > 0, got {self.mlm_weight}.")
-        if not 0.0 < self.mlm_probability < 1.0:
-            raise CSEError(f"mlm_probability must be in (0, 1), got {self.mlm_probability}.")
+        self.check_field_rules()
         if self.projector not in PROJECTORS:
             raise CSEError(f"Unknown projector {self.projector!r}. Valid projectors: {', '.join(PROJECTORS)}.")
-        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
-            raise CSEError(f"dropout must be in [0, 1), got {self.dropout}.")
         if self.dropout is not None and self.encoder_config is not None and not dropout_fields(self.encoder_config):
             raise CSEError(f"dropout is set, but the {self.encoder_config.model_type!r} encoder's config has no "
                            "dropout rate it could set; leave dropout unset.")
@@ -220,6 +222,13 @@ class CSEConfig(PretrainedConfig):
         self.check_pooler_on_encoder()
         check_objectives(self.objectives, self.off_dropout, loading=_LOADING.get())
         self._check_matryoshka()
+
+    def check_field_rules(self) -> None:
+        """Each field with a rule (``metadata["rule"]``; None passes: not set) keeps it; a method's own fields are
+        named with the method, as the command line's early check names them (:func:`field_rule_owners`)."""
+        for name, (rule, owner) in field_rule_owners(type(self)).items():
+            if getattr(self, name) is not None:
+                check_rule(owner, name, getattr(self, name), rule, fields=(name,))
 
     def check_pooler_on_encoder(self) -> None:
         """The pooler against the encoder: a first-token one refused on a causal encoder (a method that reads a
@@ -251,17 +260,11 @@ class CSEConfig(PretrainedConfig):
                                f"{self.encoder_config.model_type!r} already attends in both directions. "
                                "Drop bidirectional=True.")
             check_bidirectional(self.encoder_config)
-        if self.lora_r < 0:
-            raise CSEError(f"lora_r must be >= 0 (0 = no LoRA), got {self.lora_r}.")
         if not self.lora_r and (self.lora_alpha is not None or self.lora_target_modules):
             raise CSEError("lora_alpha / lora_target_modules are set but lora_r is 0 (no LoRA); pass lora_r, "
                            "e.g. lora_r 16.")
         if self.lora_r:
             check_peft_installed()
-            if not 0.0 <= self.lora_dropout < 1.0:
-                raise CSEError(f"lora_dropout must be in [0, 1), got {self.lora_dropout}.")
-            if self.lora_alpha is not None and not self.lora_alpha > 0:
-                raise CSEError(f"lora_alpha must be > 0, got {self.lora_alpha}.")
 
     @classmethod
     def check_field_names(cls, names) -> None:
@@ -354,3 +357,10 @@ class CSEConfig(PretrainedConfig):
         out = super().to_dict()
         out["method"] = self.method
         return out
+
+
+def field_rule_owners(config_cls: type) -> dict[str, tuple[str, str]]:
+    """Each field of ``config_cls`` that has a rule: (the rule, whose field it is: the method's name for a field its
+    config adds, "" for those of :class:`CSEConfig`, which every method has)."""
+    return {name: (rule, "" if name in CSEConfig.__dataclass_fields__ else config_cls.method)
+            for name, rule in field_rules(config_cls).items()}

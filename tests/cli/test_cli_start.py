@@ -17,11 +17,12 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from helpers import package_losses
+from helpers import package_losses, package_methods
 
 from hf_cse.checks import InputError
 from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cache, run_cli, train
 from hf_cse.cli.help import full_help
+from hf_cse.errors import CSEError
 from hf_cse.files import DataError
 from hf_cse.output_folder import OutputFolderError
 
@@ -92,10 +93,11 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--per_device_train_batch_size", "0"): (1, "a contrastive batch needs at least 2 sentences"),
         ("train", "--max_steps", "0"): (1, "--max_steps 0 trains nothing"),
         ("train", "--train_file", str(tmp_path / "corpus.txt"), "--text_column", "s"): (1, "is read as plain text"),
-        ("train", "--temperature", "0"): (1, "infonce: temperature must be a finite number > 0, got 0.0."),
+        ("train", "--temperature", "0"): (1, "infonce: --temperature must be a finite number > 0, got 0.0."),
         ("train", "--loss", "nce"): (1, "Unknown loss 'nce' (did you mean 'infonce'?). Available losses: "
                                         f"{', '.join(package_losses())}."),
-        ("train", "--method", "imsimcse", "--m", "-1"): (1, "off_dropout_infonce: m must be a finite number > 0"),
+        ("train", "--method", "imsimcse", "--m", "-1"): (1, "off_dropout_infonce: --m must be a finite number > 0"),
+        ("train", "--method", "esimcse", "--queue_size", "-3"): (1, "esimcse: --queue_size must be an integer >= 0"),
         ("train", "--loss", "infonce", "--margin", "1"): (1, "--loss infonce does not take --margin."),
         ("train", "--matryoshka_dims", "16,16"): (1, "--matryoshka_dims: [16, 16] repeats a dimension"),
     }
@@ -269,9 +271,9 @@ def test_the_early_loss_checks_read_the_chosen_loss_rules_and_leave_the_rest_to_
     _, cached = train_parsers
     cached.facts = entry_points.train_facts()  # as the description holds them
     check = partial(entry_points.check_command_line, "train", copy.deepcopy(cached))
-    with pytest.raises(ValueError, match=r"^gs_infonce: noise_std must be a finite number > 0, got -0.5\.$"):
+    with pytest.raises(ValueError, match=r"^gs_infonce: --noise_std must be a finite number > 0, got -0.5\.$"):
         check(["--loss", "gs_infonce", "--noise_std", "-0.5"])
-    with pytest.raises(ValueError, match="arccon: u must be an angle in degrees in"):
+    with pytest.raises(ValueError, match="arccon: --u must be an angle in degrees in"):
         check(["--loss", "arccon", "--u", "180"])
     check(["--loss", "gs_infonce", "--noise_std", "0.5", "--temperature", "0.1"])
     check(["--temperature", "0", "--config", str(tmp_path / "run.json")])  # the file may choose another loss
@@ -323,6 +325,45 @@ def test_the_early_check_refuses_another_methods_setting_as_the_command_does(tra
         check(["--preset", preset, "--method", "simcse"])
     with pytest.raises(InputError, match=r"^--dup_rate only applies to --method esimcse \(got --method simcse\)"):
         check(["--preset", "esimcse_bert_base", "--method", "simcse", "--dup_rate", "0.3"])  # typed: it alone
+
+
+#: a typed value that breaks each rule a method's setting may have (hf_cse.hyperparameter_rules.RULES)
+BREAKS_RULE = {"positive": "0", "non_negative": "-1", "fraction": "1", "open_fraction": "1", "unit_interval": "2",
+               "size": "-1"}
+
+
+def test_the_early_check_refuses_a_methods_setting_that_breaks_its_rule_as_the_command_does(train_parsers,
+                                                                                            tmp_path):
+    """A bad value of a method's setting (``--queue_size -3``, ``--dropout 1.5``) was refused only once torch was
+    imported and the encoder read (6-9 s), while a loss's hyperparameters were refused at once. Every rule of every
+    method's config is checked, so a method added to the package is covered too."""
+    from hf_cse.cli.arguments import config_kwargs_from
+    from hf_cse.cli.flags import in_flag_terms
+    from hf_cse.models import METHODS
+    from hf_cse.models.config import field_rule_owners
+
+    parser, _ = train_parsers
+    facts = entry_points.train_facts()  # as the description holds them
+    start = parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(parser))))
+    start.facts = facts
+    checked = set()
+    for method in package_methods():
+        config_cls = METHODS[method].config_class
+        for name, (rule, _) in field_rule_owners(config_cls).items():
+            argv = ["--method", method, f"--{name}", BREAKS_RULE[rule], "--output_dir", str(tmp_path / "out")]
+            with pytest.raises(CSEError) as early:
+                entry_points.check_command_line("train", copy.deepcopy(start), argv)
+            model_args = parser.parse_args_into_dataclasses(argv)[0]  # the command's own check: its config
+            with pytest.raises(CSEError) as late:
+                config_cls(**config_kwargs_from(method, model_args))
+            assert str(early.value) == in_flag_terms(str(late.value), late.value.fields), (method, name)
+            assert f"--{name} must be" in str(early.value)
+            checked.add(name)
+    assert {"dropout", "lora_r", "queue_size", "masking_ratio"} <= checked
+    entry_points.check_command_line("train", copy.deepcopy(start), ["--method", "esimcse", "--queue_size", "0",
+                                                                     "--momentum", "1", "--dropout", "0"])
+    entry_points.check_command_line("train", copy.deepcopy(start), ["--queue_size", "-3", "--config",
+                                                                     str(tmp_path / "r.json")])  # the file's method
 
 
 SENTENCE_FILE_MISTAKES = {  # name, content, flags: what the reader refuses at the file's start

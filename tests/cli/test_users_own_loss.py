@@ -84,7 +84,7 @@ def test_the_help_offers_it_even_where_the_command_was_imported_first(capsys, mo
 def test_its_rules_and_unknown_flags_are_one_line(start, capsys):
     _register("users_scaled_infonce", scale=20.0)
     assert start("--loss", "users_scaled_infonce", "--scale", "-1") == 1
-    assert "error: users_scaled_infonce: scale must be a finite number > 0, got -1.0" in capsys.readouterr().err
+    assert "error: users_scaled_infonce: --scale must be a finite number > 0, got -1.0" in capsys.readouterr().err
     assert start("--loss", "infonce", "--scale", "2") == 1
     assert "error: --loss infonce does not take --scale" in capsys.readouterr().err
 

@@ -262,8 +262,10 @@ def test_losses_take_the_queue_as_extra_negatives_of_every_anchor():
 # ------------------------------------------------------------------ the method's settings and refusals
 def test_bad_settings_and_what_esimcse_cannot_do_are_one_line_each(tiny_bert_dir):
     enc = {"model_type": "bert"}
-    for fields, message in [({"dup_rate": 1.0}, "dup_rate must be in"), ({"queue_size": -1}, "queue_size must be"),
-                            ({"momentum": 1.5}, "momentum must be in"), ({"dup_rule": "x"}, "unknown dup_rule"),
+    for fields, message in [({"dup_rate": 1.0}, r"dup_rate must be a number in \[0, 1\)"),
+                            ({"queue_size": -1}, "queue_size must be an integer >= 0"),
+                            ({"momentum": 1.5}, r"momentum must be a number in \[0, 1\]"),
+                            ({"dup_rule": "x"}, "unknown dup_rule"),
                             ({"loss": "barlow_twins"}, "no use for the momentum queue.*infonce"),
                             ({"lora_r": 4}, "without lora_r")]:
         with pytest.raises(ValueError, match=message) as err:

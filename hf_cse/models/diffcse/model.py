@@ -66,9 +66,11 @@ class DiffCSEConfig(CSEConfig):
         "help": "training-time head on the pooled vector: batchnorm (DiffCSE's ProjectionMLP, App. A), mlp (Table 5's "
                 "'w/o BN'), linear, none"})
     lambda_rtd: float = field(default=0.005, metadata={
-        "help": "DiffCSE: weight lambda of the RTD loss (paper: 0.005 for STS, 0.05 for transfer)"})
+        "help": "DiffCSE: weight lambda of the RTD loss (paper: 0.005 for STS, 0.05 for transfer)",
+        "rule": "non_negative"})
     masking_ratio: float = field(default=0.30, metadata={
-        "help": "DiffCSE: share of tokens edited (0.30 BERT, 0.20 RoBERTa: Table 12; Table 7 sweeps it)"})
+        "help": "DiffCSE: share of tokens edited (0.30 BERT, 0.20 RoBERTa: Table 12; Table 7 sweeps it)",
+        "rule": "unit_interval"})
     edit_operation: EditOperation = field(default="replace", metadata={
         "help": "DiffCSE: how sentences are edited: replace (the paper's), insert, delete (Table 4)"})
     generator_name_or_path: str | None = field(default=None, metadata={
@@ -102,10 +104,6 @@ class DiffCSEConfig(CSEConfig):
                 raise CSEError(f"DiffCSE: unknown {name} {getattr(self, name)!r}. Valid: {', '.join(valid)}.")
         if self.do_mlm:
             raise CSEError("DiffCSE: do_mlm does not apply (its masked copies feed the RTD task); drop do_mlm.")
-        if not self.lambda_rtd >= 0:
-            raise CSEError(f"DiffCSE: lambda_rtd must be >= 0, got {self.lambda_rtd}.")
-        if not 0.0 <= self.masking_ratio <= 1.0:
-            raise CSEError(f"DiffCSE: masking_ratio must be in [0, 1], got {self.masking_ratio}.")
 
     @property
     def card_training_terms(self) -> list[str]:

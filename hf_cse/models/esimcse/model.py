@@ -95,16 +95,18 @@ class ESimCSEConfig(CSEConfig):
     method = "esimcse"
 
     dup_rate: float = field(default=0.32, metadata={
-        "help": "ESimCSE: repetition rate of word repetition (§3.1; 0.32 BERT, 0.30 RoBERTa-base, 0.28 RoBERTa-large)"})
+        "help": "ESimCSE: repetition rate of word repetition (§3.1; 0.32 BERT, 0.30 RoBERTa-base, 0.28 RoBERTa-large)",
+        "rule": "fraction"})
     dup_rule: DupRule = field(default="code", metadata={
         "help": "ESimCSE: how many tokens are repeated: code (the authors' code, which produced the paper's numbers: "
                 "randrange(min(10, int(dup_rate * L))) of the L tokens, [CLS]/[SEP] never) or paper (§3.1: uniform in "
                 "[0, max(2, int(dup_rate * n))] of the n ordinary tokens)"})
     queue_size: int = field(default=160, metadata={
         "help": "ESimCSE: momentum-contrast queue of earlier batches' embeddings, extra negatives (160 = 2.5 x batch "
-                "64; 128 for RoBERTa-large); 0 = word repetition only"})
+                "64; 128 for RoBERTa-large); 0 = word repetition only", "rule": "size"})
     momentum: float = field(default=0.995, metadata={
-        "help": "ESimCSE: momentum lambda of the momentum encoder, theta_m <- lambda theta_m + (1 - lambda) theta"})
+        "help": "ESimCSE: momentum lambda of the momentum encoder, theta_m <- lambda theta_m + (1 - lambda) theta",
+        "rule": "unit_interval"})
     empty_queue_each_epoch: bool = field(default=True, metadata={
         "help": "ESimCSE: empty the momentum queue as each epoch begins, so its first step has no queued negatives "
                 "(true, the authors' code; a one-epoch run, as the paper's, is the same either way) or keep the "
@@ -119,13 +121,6 @@ class ESimCSEConfig(CSEConfig):
             if getattr(self, name) not in literal_choices(choices):
                 raise CSEError(f"esimcse: unknown {name} {getattr(self, name)!r}; valid: "
                                f"{', '.join(literal_choices(choices))}.")
-        if not 0.0 <= self.dup_rate < 1.0:
-            raise CSEError(f"esimcse: dup_rate must be in [0, 1), got {self.dup_rate}.")
-        if isinstance(self.queue_size, bool) or not isinstance(self.queue_size, int) or self.queue_size < 0:
-            raise CSEError(f"esimcse: queue_size must be an integer >= 0 (0 = no momentum contrast), got "
-                           f"{self.queue_size!r}.")
-        if not 0.0 <= self.momentum <= 1.0:
-            raise CSEError(f"esimcse: momentum must be in [0, 1], got {self.momentum}.")
         if self.queue_size and self.lora_r:
             raise CSEError("esimcse: the momentum encoder averages every weight of the encoder, which LoRA freezes; "
                            "train without lora_r, or with queue_size 0 (word repetition only).")
