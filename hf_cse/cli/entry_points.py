@@ -98,6 +98,7 @@ def train_facts() -> dict:
     from ..losses import available_losses, get_loss_class
     from ..models import METHODS
     from ..models.config import field_rule_owners
+    from ..objectives import DCL
 
     losses = {}
     for name in available_losses():
@@ -111,7 +112,7 @@ def train_facts() -> dict:
     defaults = {m: cls.config_class() for m, cls in sorted(METHODS.items())}
     return {"losses": losses, "method_losses": {m: config.loss for m, config in defaults.items()},
             "method_projectors": {m: config.projector for m, config in defaults.items()},
-            "method_flags": method_flags(),
+            "method_flags": method_flags(), "dcl_loss": DCL,
             "method_rules": {m: [[name, *ruled] for name, ruled in field_rule_owners(cls.config_class).items()]
                              for m, cls in sorted(METHODS.items())}}
 
@@ -160,6 +161,20 @@ def _check_loss_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
         check_rules(loss, rules, typed, frozenset(known["optional"]), dashes="--")
 
 
+def _check_dcl_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
+    """The DCL objective's weight and hyperparameters typed (``--dcl_weight``, ``--dcl_temperature``) keep the rules
+    the objective and the DCL loss check."""
+    dcl = facts.get("losses", {}).get(facts.get("dcl_loss"))
+    if dcl is None:
+        return
+    if "dcl_weight" in typed_flags and _all_numbers([args.get("dcl_weight")]):
+        check_rule("", "dcl_weight", args["dcl_weight"], "non_negative", dashes="--")
+    for name, rule in dcl["rules"]:
+        value = args.get(f"dcl_{name}")
+        if f"dcl_{name}" in typed_flags and value is not None and _all_numbers([value]):
+            check_rule(facts["dcl_loss"], f"dcl_{name}", value, rule, dashes="--")
+
+
 def _check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
     """The values typed for the method's config fields keep their rules, as the config checks them."""
     for name, rule, owner in facts.get("method_rules", {}).get(args.get("method"), ()):
@@ -187,6 +202,7 @@ def _check_train(parser, argv: list[str]) -> None:
             check_method_flags(args["method"], sorted(every & typed), own)
         _check_loss_values(facts, args, typed)
         _check_method_values(facts, args, typed)
+        _check_dcl_values(facts, args, typed)
         check_matryoshka(args.get(DIMS_FIELD), args.get(WEIGHTS_FIELD))  # the library's rule: repeats, a 0, counts
         projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))
         if projector is not None:

@@ -276,6 +276,12 @@ def test_the_early_loss_checks_read_the_chosen_loss_rules_and_leave_the_rest_to_
     with pytest.raises(ValueError, match="arccon: --u must be an angle in degrees in"):
         check(["--loss", "arccon", "--u", "180"])
     check(["--loss", "gs_infonce", "--noise_std", "0.5", "--temperature", "0.1"])
+    # the DCL objective's flags (refused 6 s in, as "dcl: temperature ...", before)
+    with pytest.raises(ValueError, match=r"^dcl: --dcl_temperature must be a finite number > 0, got 0\.0\.$"):
+        check(["--dcl_weight", "0.1", "--dcl_temperature", "0"])
+    with pytest.raises(ValueError, match=r"^--dcl_weight must be a finite number >= 0, got -1\.0\.$"):
+        check(["--dcl_weight", "-1"])
+    check(["--dcl_weight", "0.1", "--dcl_temperature", "0.05"])
     check(["--temperature", "0", "--config", str(tmp_path / "run.json")])  # the file may choose another loss
     from hf_cse.losses.registry import available_losses
 
