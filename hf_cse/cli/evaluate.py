@@ -101,7 +101,10 @@ class EvalArguments(EvalDataArguments):
             "(config.test_pooler: the pooling it trained with, which follows its encoder: avg for the packaged "
             "all-MiniLM-L6-v2; cls_before_pooler for a plain BERT/RoBERTa trained with cls and a training-only "
             "head); a sentence-transformers model's own modules; a plain Hugging Face encoder: cls_before_pooler "
-            "(a causal decoder, GPT-2, Llama...: last; cls and cls_before_pooler are refused there).",
+            "(a causal decoder, GPT-2, Llama...: last; cls and cls_before_pooler are refused there). Given for a "
+            "sentence-transformers model, it pools the encoder's output in place of all its modules (Dense, Normalize: "
+            "said in the log; cls is refused where a Dense head follows); a PromptBERT model embeds its template's "
+            "token whatever the pooler, which only picks its head (cls) or none (cls_before_pooler).",
             "choices": POOLERS,
         },
     )

@@ -43,7 +43,14 @@ from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hid
 from ..padding import pad_token_rows, padding_where_positions_allow, with_pad_token
 from ..precision import autocast, describe_scoring, resolve
 from ..tokenizer_match import check_room_for_text, warn_unread_embeddings
-from .model_kind import check_st_modules_encode, detect_kind, load_model, own_modules_pooling
+from .model_kind import (
+    check_pooler_on_own_representation,
+    check_pooler_replaces_modules,
+    check_st_modules_encode,
+    detect_kind,
+    load_model,
+    own_modules_pooling,
+)
 
 KINDS = ("hf_cse", "sentence_transformers", "hf")
 #: a plain causal decoder's default pooler: its last real token, the one that has seen the whole sentence
@@ -128,6 +135,8 @@ class SentenceEncoder:
             self._hf_model = hf_model
             if pooler is None:
                 check_st_modules_encode(model, hf_model)
+            else:
+                check_pooler_replaces_modules(model, pooler)
             default_max = st_max or _model_max_length(self.tokenizer, getattr(hf_model, "config", None))
         else:
             if tokenizer is None:
@@ -171,6 +180,8 @@ class SentenceEncoder:
         config = getattr(self._hf_model, "config", None)
         bidirectional = self.kind == "hf_cse" and bool(getattr(self.model.config, "bidirectional", False))
         check_first_token_pooler(self.pooler, config, bidirectional, field="pooler")
+        if self.kind == "hf_cse":
+            check_pooler_on_own_representation(self.model, self.pooler)
         if self.kind == "hf" and self.pooler is None and attends_causally(config):
             logger.info("pooling: %s (a causal decoder's default: its first token is computed without seeing the rest "
                         "of the sentence)", self.effective_pooler)
@@ -235,7 +246,7 @@ class SentenceEncoder:
         """The settings a result was measured with; ``representation``: what a method embeds instead of the pooler's
         output (PromptBERT's template token; its ``pooler`` then decides only whether the head applies)."""
         says_own = getattr(self.model, "own_representation", None) if self.kind == "hf_cse" else None
-        own = says_own(self.model.config) if says_own and self.pooler is None else ""
+        own = says_own(self.model.config) if says_own else ""
         return {"model": self.name, "kind": self.kind, "pooler": self.effective_pooler,
                 **({"representation": own} if own else {}), "max_length": self.max_length,
                 "batch_size": self.batch_size, "precision": describe_scoring(self.precision),

@@ -3,10 +3,13 @@ and how each kind loads for scoring (:func:`load_model`)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from ..encoders import read_model_json
 from ..errors import CSEError, PathNotFoundError
+
+logger = logging.getLogger(__name__)
 
 
 def detect_kind(name_or_path: str, revision: str | None = None) -> str:
@@ -114,6 +117,34 @@ def check_st_modules_encode(model, hf_model) -> None:
                        f"which a causal (decoder-only) encoder such as {config.model_type!r} computes without seeing "
                        "the rest of the sentence: every sentence would get the same vector. Give pooler last (or avg) "
                        "to score it with that pooling instead.", fields=("pooler",))
+
+
+def check_pooler_replaces_modules(model, pooler: str) -> None:
+    """A ``pooler`` given for a sentence-transformers model pools its Transformer's output itself, in place of every
+    module after it: said in the log where that leaves out more than its Pooling (a Normalize, a Dense head), and
+    ``cls`` refused where a head follows, since ``cls`` would read the encoder's own pooler layer, not that head (an
+    hf_cse run's folder scored with ``cls`` applies its trained head: the two would mean different heads)."""
+    later = [type(module).__name__ for module in list(model)[1:] if type(module).__name__ != "Pooling"]
+    heads = [name for name in later if name != "Normalize"]
+    if pooler == "cls" and heads:
+        raise CSEError(f"pooler cls on this sentence-transformers model would read its encoder's own pooler layer "
+                       f"(pooler_output), not its {', '.join(heads)} module, which a pooler skips: leave pooler out to "
+                       "score it with its own modules, or give cls_before_pooler for the raw [CLS] (the run's folder "
+                       "with pooler cls applies the trained head).", fields=("pooler",))
+    if later:
+        logger.warning("pooler %s pools the encoder's output in place of the model's own modules: its %s not applied",
+                       pooler, ", ".join(later) + (" is" if len(later) == 1 else " are"))
+
+
+def check_pooler_on_own_representation(model, pooler: str | None) -> None:
+    """An hf_cse model that embeds a token of its own (PromptBERT's template [MASK]: ``own_representation``) reads it
+    whatever the pooler, which decides there only whether its head applies: another pooler would be recorded as used
+    and change nothing."""
+    own = model.own_representation(model.config)
+    if own and pooler not in (None, "cls", "cls_before_pooler", model.config.test_pooler):
+        raise CSEError(f"this model embeds {own} whatever the pooler: pooler only decides there whether its head "
+                       f"applies (cls: with it; cls_before_pooler: without), got {pooler!r}; leave pooler out, or "
+                       "give one of those two.", fields=("pooler",))
 
 
 def own_modules_pooling(model) -> str:

@@ -343,3 +343,44 @@ def test_a_left_padding_tokenizer_scores_a_gpt2_as_each_sentence_alone(tmp_path,
     assert "padding on the right" in caplog.text
     assert tokenizer.padding_side == "left" and tokenizer.init_kwargs.get("padding_side") == "left"
     assert tokenizer.backend_tokenizer.padding == backend  # its backend too (a fast tokenizer pads there)
+
+
+def test_a_pooler_that_changes_nothing_on_a_promptbert_model_is_refused_and_its_token_is_recorded(tiny_dir):
+    """PromptBERT embeds its template's [MASK] whatever the pooler: --pooler avg scored the same to every digit and
+    results.json recorded pooler avg, without the representation (a review found it)."""
+    from hf_cse.errors import CSEError
+    from hf_cse.models.promptbert import PromptBERTModel
+
+    model = PromptBERTModel.from_encoder(str(tiny_dir))
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    model.use_tokenizer(tok)
+    with pytest.raises(CSEError, match=r"embeds the template's \[MASK\] token \(PromptBERT\) whatever the pooler"):
+        SentenceEncoder(model, tok, pooler="avg", show_progress_bar=False)
+    raw = SentenceEncoder(model, tok, pooler="cls_before_pooler", show_progress_bar=False)
+    headed = SentenceEncoder(model, tok, pooler="cls", show_progress_bar=False)
+    assert "[MASK]" in raw.describe()["representation"] and raw.describe()["pooler"] == "cls_before_pooler"
+    assert not np.allclose(raw.encode(SENTS), headed.encode(SENTS))  # the two it takes differ: the head or none
+
+
+def test_a_pooler_on_a_sentence_transformers_model_says_which_of_its_modules_it_skips(tiny_dir, caplog):
+    """A pooler pools the encoder's output in place of the model's modules after it: a Dense head was skipped without
+    a word, and cls then read BERT's own pooler layer, not that head (which cls applies on the run's folder)."""
+    from sentence_transformers import SentenceTransformer, models
+
+    from hf_cse.errors import CSEError
+
+    word = models.Transformer(str(tiny_dir))
+    width = word.get_word_embedding_dimension()
+    st = SentenceTransformer(modules=[word, models.Pooling(width, pooling_mode="cls"), models.Dense(width, width),
+                                      models.Normalize()], device="cpu")
+    with pytest.raises(CSEError, match=r"pooler cls .* not its Dense module, which a pooler skips"):
+        SentenceEncoder(st, pooler="cls", show_progress_bar=False)
+    with caplog.at_level("WARNING", logger="hf_cse.evaluation.model_kind"):
+        SentenceEncoder(st, pooler="avg", show_progress_bar=False)
+    assert "pooler avg pools the encoder's output in place of the model's own modules: its Dense, Normalize are not " \
+           "applied" in caplog.text
+    caplog.clear()
+    plain = SentenceTransformer(modules=[word, models.Pooling(width, pooling_mode="mean")], device="cpu")
+    with caplog.at_level("WARNING", logger="hf_cse.evaluation.model_kind"):
+        SentenceEncoder(plain, pooler="cls", show_progress_bar=False)  # only its Pooling, which the pooler replaces
+    assert "not applied" not in caplog.text
