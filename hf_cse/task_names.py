@@ -13,6 +13,7 @@ them through :mod:`hf_cse.evaluation.data`).
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 
 from .checks import InputError
@@ -106,3 +107,29 @@ def tasks_of(spec: str) -> tuple[list[str], list[str]]:
     """``spec``'s hf_cse tasks (:func:`parse_tasks`) and MTEB tasks."""
     ours, mteb_tasks = split_mteb_tasks(spec)
     return (parse_tasks(ours) if ours else []), mteb_tasks
+
+
+_NAME_PART = re.compile(r"\w(?:[\w.-]{0,94}\w)?")
+
+
+def mteb_name_problem(name: str) -> str | None:
+    """What makes ``name`` unfit as an MTEB model name (``org/name``, each part as a Hub repo id allows), or None."""
+    parts = str(name).split("/")
+    if len(parts) != 2 or not all(parts):
+        return "it must be org/name (two non-empty parts, one /), e.g. my-org/my-model"
+    if any(not _NAME_PART.fullmatch(part) for part in parts) or "--" in name or ".." in name:
+        return ("each of its parts may hold only letters, digits, _, - and . (as a Hub repo id), start and end with "
+                "a letter, digit or _, have no -- or .., and be at most 96 characters")
+    return None
+
+
+def mteb_revision_problem(revision: str) -> str | None:
+    """What makes ``revision`` unfit as an MTEB model revision (one folder name in mteb's results), or None."""
+    revision = str(revision)
+    if not revision.strip():
+        return "it is empty; give one (e.g. the model's Hub commit, or local)"
+    if any(c in revision for c in "/\\") or ".." in revision or revision == "." or revision != revision.strip() \
+            or not revision.isprintable():
+        return ("it must be one folder name: no / or \\, no .., no surrounding spaces or control characters "
+                "(e.g. the model's Hub commit, or r1)")
+    return None

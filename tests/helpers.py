@@ -161,3 +161,13 @@ def saved_run(encoder, run, checkpoint: str, info: dict):
     (run / "training_curves.png").write_bytes(b"png")
     (run / "training_info.json").write_text(json.dumps(info))
     return run
+
+
+def fast_classifier(args) -> list[str]:
+    """``--mode fast`` (SentEval's fast transfer classifier) where the evaluation ``args`` name a transfer task; the
+    command refuses it otherwise, as a setting that does nothing."""
+    from hf_cse.task_names import TRANSFER_TASKS, tasks_of
+
+    args = list(map(str, args))
+    tasks = args[args.index("--tasks") + 1] if "--tasks" in args else "sts"
+    return ["--mode", "fast"] if set(tasks_of(tasks)[0]) & set(TRANSFER_TASKS) else []

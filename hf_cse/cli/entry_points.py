@@ -38,6 +38,7 @@ from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
 from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, say_line, typed_flags
 from .eval_output_dir import default_eval_output_dir, refuse_other_results
+from .eval_settings import check_eval_settings
 from .flags_in_use import check_method_flags
 from .help import HELP_ALL
 from .launch import check_one_process, end_with_the_launcher
@@ -235,6 +236,9 @@ def _check_eval(parser, argv: list[str]) -> None:
     for name in models:
         check_model_source(name, markers=MODEL_FOLDER_MARKERS)
     models = models or [p for p in [packaged_encoder_path()] if p]  # none: the command says one is required
+    # e.g. --mrpc_features without MRPC; a default typed changes nothing (as the command compares them)
+    chosen = {name for name in typed_flags(parser, argv) if args.get(name) != parser.get_default(name)}
+    check_eval_settings(args, max(len(models), 1), chosen)
     # another evaluation's results (or a run's, a model's files) in the output folder, unless the command replaces
     # them; the same models' partial results are compared with the settings when the folder is claimed
     if models and args.get("overwrite_output_dir") in (None, False):

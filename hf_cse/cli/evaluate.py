@@ -25,7 +25,7 @@ Bad input ends in one line naming the problem and the fix (HF_CSE_DEBUG=1 shows 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from transformers import HfArgumentParser
@@ -53,6 +53,7 @@ from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder, check_truncate_dims_fit
 from hf_cse.cli.eval_output_dir import default_eval_output_dir, prepare_eval_output_dir
 from hf_cse.cli.eval_run import ModelsEvaluation, warn_undefined_scores  # noqa: F401 - the command's own
+from hf_cse.cli.eval_settings import check_eval_settings
 from hf_cse.cli.flags_in_use import check_eval_pairs_settings
 from hf_cse.cli.help import EVAL_DESCRIPTION, EVAL_EXAMPLE, UnsetDefaultsFormatter, add_short_help, all_flags_layout
 from hf_cse.cli.launch import check_one_process
@@ -66,8 +67,6 @@ from hf_cse.evaluation.mteb_tasks import (
     get_mteb_tasks,
     model_meta_fields,
     mteb_model_name,
-    mteb_name_problem,
-    mteb_revision_problem,
     saved_mteb_results,
 )
 from hf_cse.evaluation.runner import load_task_data
@@ -194,40 +193,18 @@ class EvalArguments(EvalDataArguments):
             if default is None:
                 raise ValueError("--model_name_or_path is required (the packaged MiniLM is not installed).")
             models = [default]
+        # the settings given (unlike their defaults), before any is resolved here: the command line's early check
+        # reads the typed flags instead
+        chosen = {f.name for f in fields(self) if f.default is not MISSING and getattr(self, f.name) != f.default}
+        check_eval_settings(self, len(models), chosen)
         self.model_name_or_path = models
         self.senteval_data_dir = resolved_path(self.senteval_data_dir)  # recorded (results.json) as the folder it is
         if self.output_dir is None:
             self.output_dir = str(default_eval_output_dir(models))
         self.task_list, self.mteb_tasks = tasks_of(self.tasks)
-        if not (self.task_list or self.mteb_tasks or self.eval_file or self.eval_dataset_name):
-            raise ValueError(f"--tasks {self.tasks!r} leaves nothing to evaluate: name SentEval tasks, mteb:NAME "
-                             "tasks or --eval_file.")
-        if self.batch_size < 1:
-            raise ValueError(f"--batch_size must be >= 1, got {self.batch_size}.")
         self.truncate_dim_list = parse_truncate_dims(self.truncate_dims)
-        if self.truncate_dim_list and not (self.sts_tasks or self.mteb_tasks):
-            raise ValueError(f"--truncate_dims scores the STS and MTEB tasks of --tasks, and --tasks {self.tasks!r} "
-                             "names none; add sts (or STSBenchmark, mteb:NAME...).")
-        if self.mteb_results_dir is not None and not self.mteb_tasks:
-            raise ValueError("--mteb_results_dir saves MTEB results, and --tasks names no MTEB task; add mteb:NAME "
-                             "(e.g. --tasks sts,mteb:STS22).")
-        if self.mteb_model_name and len(self.model_name_or_path) > 1:
-            raise ValueError("--mteb_model_name names one model, and several were given; evaluate them one at a time "
-                             "to name each.")
-        if self.mteb_tasks:  # folders of --mteb_results_dir, and mteb's ModelMeta needs org/name
-            self.check_mteb_model()
         if self.mteb_results_dir is not None:
             check_distinct_mteb_names(self.model_name_or_path, self.mteb_meta)
-
-    def check_mteb_model(self) -> None:
-        """--mteb_model_name is org/name (as a Hub repo id), --mteb_model_revision one folder name: mteb saves the
-        results under results/<org>__<name>/<revision>/ of --mteb_results_dir."""
-        problem = self.mteb_model_name is not None and mteb_name_problem(self.mteb_model_name)
-        if problem:
-            raise ValueError(f"--mteb_model_name {self.mteb_model_name!r}: {problem}.")
-        problem = mteb_revision_problem(self.mteb_model_revision)
-        if problem:
-            raise ValueError(f"--mteb_model_revision {self.mteb_model_revision!r}: {problem}.")
 
     def mteb_meta(self, model: str) -> dict:
         """The ModelMeta fields of ``model``'s MTEB results (name and revision)."""

@@ -66,8 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "sentence-transformers encoder was served with, config.encoder_max_seq_length: 256 for "
                         "all-MiniLM-L6-v2; else the position limit, at most 512)")
     p.add_argument("--backend", choices=BACKENDS, default="torch",
-                   help="onnx: also write onnx/model.onnx, which SentenceTransformer(OUT_DIR, backend='onnx') loads "
-                        "(pip install 'hf_cse[onnx]')")
+                   help="onnx: also write onnx/model.onnx (pip install 'hf_cse[onnx]'), served without PyTorch by "
+                        "hf_cse.export.onnx.OnnxEncoder(OUT_DIR); SentenceTransformer(OUT_DIR, backend='onnx') reads "
+                        "the same file but needs optimum-onnx, which does not install beside transformers 5 today")
     p.add_argument("--quantize", choices=QUANTIZATIONS,
                    help=f"with --backend onnx: also write its dynamic int8 quantisation ({INT8_FILE})")
     p.add_argument("--push_to_hub", metavar="REPO", help="push the export to this Hub repo (user/name)")

@@ -22,6 +22,7 @@ from typing import Callable
 
 from ..checks import InputError
 from ..hub_reach import is_offline, offline_fix, offline_if_unreachable
+from ..task_names import mteb_name_problem, mteb_revision_problem  # noqa: F401 - their home is light
 from .data import STSPairs
 from .encoder import SentenceEncoder
 from .mteb_staging import make_staging_folder, move_staged_results
@@ -167,32 +168,6 @@ def mteb_encoder(encoder: SentenceEncoder, meta: dict | None = None):
 # a Hub repo id's characters (huggingface_hub.utils.validate_repo_id): a part starts and ends with a letter, digit
 # or _, and holds only those, - and . (no -- nor ..); mteb's ModelMeta needs org/name, and saves results under
 # results/<org>__<name>/<revision>/
-_NAME_PART = re.compile(r"\w(?:[\w.-]{0,94}\w)?")
-
-
-def mteb_name_problem(name: str) -> str | None:
-    """What makes ``name`` unfit as an MTEB model name (``org/name``, each part as a Hub repo id allows), or None."""
-    parts = str(name).split("/")
-    if len(parts) != 2 or not all(parts):
-        return "it must be org/name (two non-empty parts, one /), e.g. my-org/my-model"
-    if any(not _NAME_PART.fullmatch(part) for part in parts) or "--" in name or ".." in name:
-        return ("each of its parts may hold only letters, digits, _, - and . (as a Hub repo id), start and end with "
-                "a letter, digit or _, have no -- or .., and be at most 96 characters")
-    return None
-
-
-def mteb_revision_problem(revision: str) -> str | None:
-    """What makes ``revision`` unfit as an MTEB model revision (one folder name in mteb's results), or None."""
-    revision = str(revision)
-    if not revision.strip():
-        return "it is empty; give one (e.g. the model's Hub commit, or local)"
-    if any(c in revision for c in "/\\") or ".." in revision or revision == "." or revision != revision.strip() \
-            or not revision.isprintable():
-        return ("it must be one folder name: no / or \\, no .., no surrounding spaces or control characters "
-                "(e.g. the model's Hub commit, or r1)")
-    return None
-
-
 def _safe_part(text: str) -> str:
     """``text`` as one part of a Hub repo id (characters outside it become -, then no -- / .., trimmed)."""
     part = re.sub(r"[^\w.-]+", "-", text)

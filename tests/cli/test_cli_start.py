@@ -557,6 +557,42 @@ def test_the_early_eval_check_refuses_bad_tasks_as_the_command_does(tasks, tmp_p
     entry_points.check_command_line("eval", copy.deepcopy(cached), ["--tasks", "STS-B,mr,mteb:STS22"])  # valid
 
 
+#: evaluation settings that would be accepted, recorded and ignored (a review found each), and mistakes of the
+#: command line alone that were refused only after torch (9-12 s): argv -> what the line says
+EVAL_SETTINGS_REFUSED = {
+    ("--tasks", "STSB", "--mrpc_features", "full"): "--mrpc_features sets MRPC's features",
+    ("--tasks", "STSB", "--sts_aggregation", "mean"): "--sts_aggregation aggregates the subsets of STS12-16",
+    ("--tasks", "STSB", "--mode", "fast"): "--mode fast changes only the transfer tasks' classifier",
+    ("--tasks", "STSB", "--mteb_model_name", "me/it"): "--mteb_model_name names the model in MTEB's results",
+    ("--tasks", "STSB", "--mteb_model_revision", "a/b"): "--mteb_model_revision 'a/b': it must be one folder name",
+    ("--tasks", "none", "--eval_file", "p.tsv", "--senteval_data_dir", "d"): "--senteval_data_dir is read for SentEval",
+    ("--senteval_source", "hub", "--senteval_data_dir", "d"): "--senteval_data_dir is not read with --senteval_source",
+    ("--tasks", "none"): "--tasks 'none' leaves nothing to evaluate",
+    ("--batch_size", "0"): "--batch_size must be >= 1, got 0.",
+    ("--tasks", "MR", "--truncate_dims", "16"): "--truncate_dims scores the STS and MTEB tasks of --tasks",
+}
+
+
+@pytest.mark.parametrize("argv", EVAL_SETTINGS_REFUSED)
+def test_the_early_eval_check_refuses_settings_that_do_nothing_as_the_command_does(argv, tmp_path, capsys):
+    cached = parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(evaluate.argument_parser()))))
+    argv = [*argv, "--output_dir", str(tmp_path / "ev")]
+    early = partial(entry_points.check_command_line, "eval", copy.deepcopy(cached), argv)
+    assert run_cli(early, "hf-cse-eval") == 1
+    early_line = capsys.readouterr().err.strip().split("error: ", 1)[1]
+    assert EVAL_SETTINGS_REFUSED[tuple(argv[:-2])] in early_line
+    assert early_line == late_refusal(argv, capsys)
+    assert not (tmp_path / "ev").exists()
+
+
+def test_the_eval_settings_a_task_uses_pass(tmp_path):
+    cached = parser_cache.rebuild(json.loads(json.dumps(parser_cache.describe(evaluate.argument_parser()))))
+    for argv in (["--tasks", "sts,MRPC", "--mrpc_features", "full", "--sts_aggregation", "mean", "--mode", "fast"],
+                 ["--tasks", "STSB", "--mode", "dev", "--senteval_data_dir", str(tmp_path)],
+                 ["--tasks", "none", "--eval_file", "p.tsv", "--mteb_model_revision", "local"]):  # typed default
+        entry_points.check_command_line("eval", copy.deepcopy(cached), [*argv, "--output_dir", str(tmp_path / "e")])
+
+
 @pytest.mark.slow
 def test_eval_refuses_bad_truncate_dims_before_importing_torch(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HF_CSE_CACHE", str(tmp_path))

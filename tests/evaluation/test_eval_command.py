@@ -86,7 +86,7 @@ def test_single_model_pooler_and_subset(setup, tmp_path):
             "--senteval_data_dir",
             str(se),
             "--tasks",
-            "STS-B,sickr,geometry",
+            "STS12,STS-B,sickr,geometry",
             "--pooler",
             "avg",
             "--sts_aggregation",
@@ -97,7 +97,7 @@ def test_single_model_pooler_and_subset(setup, tmp_path):
         ]
     )
     res = json.loads((out / "results.json").read_text())
-    assert set(D.STS_TASKS) & set(res) == {"STSBenchmark", "SICKRelatedness"}
+    assert set(D.STS_TASKS) & set(res) == {"STS12", "STSBenchmark", "SICKRelatedness"}
     assert res["settings"]["pooler"] == "avg" and res["settings"]["sts_aggregation"] == "wmean"
     assert {"alignment", "uniformity"} <= set(res) and "R@1" not in res
     assert (out / "align_uniform.png").is_file() and (out / "stsb_cosine_buckets.png").is_file()
@@ -111,7 +111,7 @@ def test_results_record_the_weights_of_each_model_folder(setup, tmp_path):
     D.clear_cache()
     out = tmp_path / "weights"
     assert eval_cli.main(["--model_name_or_path", f"{tiny},{tiny2}", "--senteval_data_dir", str(se), "--tasks",
-                          "STSB", "--mode", "fast", "--output_dir", str(out), "--disable_tqdm"]) == 0
+                          "STSB", "--output_dir", str(out), "--disable_tqdm"]) == 0
     entries = json.loads((out / "results.json").read_text())["models"]
     recorded = [entry["settings"]["model_weights"] for entry in entries]
     assert recorded == [weights_fingerprint(tiny), weights_fingerprint(tiny2)]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from eval_helpers import FakeEncoder, write_toy_senteval
-from helpers import scored_pairs_file
+from helpers import fast_classifier, scored_pairs_file
 from tiny_models import make_tiny_encoder
 
 from hf_cse.cli import eval_run
@@ -132,7 +132,7 @@ def test_a_listed_task_whose_score_is_there_is_still_scored_again(senteval, task
 
 # ------------------------------------------------------------------------------------------------ run_eval.py
 def run_eval(*args) -> int:
-    return eval_cli.main(["--disable_tqdm", "--batch_size", "16", "--mode", "fast", "--device", "cpu",
+    return eval_cli.main(["--disable_tqdm", "--batch_size", "16", *fast_classifier(args), "--device", "cpu",
                           *map(str, args)])
 
 

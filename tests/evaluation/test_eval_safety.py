@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 from eval_helpers import write_toy_senteval
-from helpers import cut_short_run
+from helpers import cut_short_run, fast_classifier
 
 from hf_cse.cli import evaluate as eval_cli
 from hf_cse.evaluation import transfer
@@ -34,9 +34,9 @@ def no_model_loading(monkeypatch):
 
 
 def run(capsys, *args):
-    """eval_cli.main in-process: (exit code, stderr)."""
+    """eval_cli.main in-process: (exit code, stderr); transfer tasks with SentEval's fast classifier."""
     capsys.readouterr()
-    code = eval_cli.main(["--disable_tqdm", "--batch_size", "16", "--mode", "fast", *map(str, args)])
+    code = eval_cli.main(["--disable_tqdm", "--batch_size", "16", *fast_classifier(args), *map(str, args)])
     return code, capsys.readouterr().err
 
 
@@ -166,8 +166,8 @@ def test_finished_tasks_are_saved_when_a_later_task_fails(failure, tiny_bert_dir
     assert not list(out.glob(".*partial*"))  # every write was completed by its rename
     assert saved["settings"]["command"]["tasks"] == ["STSBenchmark", "MR", "CR", "TREC"]
     # another command into the same folder, with the same model: not "the same evaluation", so nothing is deleted
-    code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval, "--tasks", "STSB",
-                    "--pooler", "avg", "--output_dir", out)
+    code, err = run(capsys, "--model_name_or_path", tiny_bert_dir, "--senteval_data_dir", senteval, "--tasks",
+                    "STSB,MR", "--pooler", "avg", "--output_dir", out)
     assert code == 1 and "holds the partial results of an evaluation with other settings (pooler: None then, 'avg' " \
                          "now; tasks: " in one_line(err)
     assert json.loads((out / "results.json").read_text()) == saved

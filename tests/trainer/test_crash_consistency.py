@@ -235,7 +235,7 @@ def test_an_evaluation_killed_after_a_task_is_finished_by_the_same_command(tiny_
     saved = json.loads((out / "results.json").read_text())
     assert "unfinished_tasks" not in saved and saved["details"]["transfer"] == second["details"]["transfer"]
     assert (out / "stsb_cosine_buckets.png").is_file() and not list(out.glob(".*"))
-    other = _run(*args[:-3], "--tasks", "STSB", "--output_dir", str(out), "--disable_tqdm")  # a finished one is kept
+    other = _run(*args[:-5], "--tasks", "STSB", "--output_dir", str(out), "--disable_tqdm")  # a finished one is kept
     assert other.returncode == 1 and "already holds the results" in other.stderr
 
 
