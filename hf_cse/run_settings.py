@@ -51,7 +51,8 @@ from .writing import json_safe, write_json_atomic
 #: ``TrainingArguments`` that define a run; ``optim`` recorded as :func:`optimizer_kind`
 TRAINING_SETTINGS = ("learning_rate", "per_device_train_batch_size", "gradient_accumulation_steps", "seed",
                      "data_seed", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "weight_decay",
-                     "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "optim")
+                     "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "optim", "optim_args",
+                     "optim_target_modules", "neftune_noise_alpha", "train_sampling_strategy")
 #: ``optim`` values that compute AdamW's update with AdamW's state (torch's loop, its fused kernel, the XLA and NPU
 #: builds): ``optim``'s default follows the torch version (fused from torch 2.8 on), and a run resumes across them
 SAME_AS_ADAMW_TORCH = ("adamw_torch_fused", "adamw_torch_xla", "adamw_torch_npu_fused")

@@ -48,19 +48,20 @@ class TrainingOptions:
             raise CSEError(f"eval_source must be one of {', '.join(SOURCES)}, got {values['eval_source']!r}.")
         return cls(**values)
 
-    def recorded(self, info: dict[str, Any], streamed: bool = False) -> dict[str, Any]:
+    def recorded(self, info: dict[str, Any], streamed: bool = False, sampling: str = "random") -> dict[str, Any]:
         """``info`` (:func:`hf_cse.export.training_info.training_info_from_run`'s) with the dev data this run scored
         on in its ``training_args``, where a command-line run records them: the trainer's keywords win over the
         arguments' fields, and plain ``TrainingArguments`` have none, so that the card and run_eval find the folder
         (resolved) a run from Python was given too. Where the run scored no STS dev data, both are added only where
         the arguments have them. ``no_duplicates_in_batch`` is recorded as applied: false for a ``streamed`` training
-        set, which the no-duplicates sampler never searches, and ``stream_shuffle_buffer`` only for a stream."""
+        set, which the no-duplicates sampler never searches, or another ``sampling`` (``train_sampling_strategy``)
+        than random, which it gives way to; ``stream_shuffle_buffer`` only for a stream."""
         args = info.setdefault("training_args", {})
         scored = self.senteval_data_dir is not None or self.eval_source != TrainingOptions.eval_source
         for name in ("senteval_data_dir", "eval_source"):
             if scored or name in args:
                 args[name] = getattr(self, name)
-        applied = self.no_duplicates_in_batch and not streamed
+        applied = self.no_duplicates_in_batch and not streamed and sampling == "random"
         if "no_duplicates_in_batch" in args or not applied:
             args["no_duplicates_in_batch"] = applied
         if not streamed:  # no stream was shuffled (the arguments' default would say one was)

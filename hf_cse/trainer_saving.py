@@ -87,7 +87,8 @@ class RunSaving(Trainer):
                 self.args, data=self._data_facts if data is None else data, train_metrics=self.train_metrics,
                 preset=preset, precision=describe(self.precision), dev=self.dev and self.dev.as_dict(),
                 **{ZERO_LOSS_KEY: self._zero_loss.trained_nothing or None}),
-                streamed=isinstance(self.train_dataset, torch.utils.data.IterableDataset))
+                streamed=isinstance(self.train_dataset, torch.utils.data.IterableDataset),
+                sampling=getattr(self.args, "train_sampling_strategy", "random"))
             # sharded (FSDP / DeepSpeed ZeRO-3): the in-memory model holds this process's shards; the export reads
             # the full model save_model just gathered and wrote
             sharded = self.is_fsdp_enabled or self.is_deepspeed_enabled

@@ -25,6 +25,7 @@ from .training_values import (
     check_best_metric_direction,
     check_field_types,
     check_step_intervals,
+    check_supervised_only,
     whole_batches_only,
 )
 
@@ -148,6 +149,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         check_path_given(self.output_dir, "output_dir")
         check_field_types(self)  # before transformers reads them: "3e-5" or "false" fail or mislead there
         check_step_intervals(self)  # eval_steps without eval_strategy="steps": ignored, without a word
+        check_supervised_only(self)  # label smoothing, the evaluation loop's options: read by no hf_cse run
         whole_batches_only(self, made=True)  # dataloader_drop_last=False would be set back to True
         problem = seq_length_problem(self.max_seq_length, None)  # the encoder's own limit is checked with the data
         if problem:

@@ -339,3 +339,22 @@ def whole_batches_only(args, made: bool = False) -> None:
     logger.log(logging.WARNING if ours else logging.DEBUG, "dataloader_drop_last=False set back to True: "
                "ContrastiveTrainer trains on whole batches only (an epoch's incomplete last batch is skipped)")
     args.dataloader_drop_last = True
+
+
+#: TrainingArguments only transformers' supervised paths read (its label smoother, its evaluation and prediction
+#: loops), never an hf_cse run: their unset values, and why each would do nothing
+SUPERVISED_ONLY = {
+    "label_smoothing_factor": (0.0, "the contrastive losses take no label smoothing (it smooths transformers' own "
+                                    "cross-entropy of labels)"),
+    **{name: (unset, "transformers' evaluation loop reads it, and hf_cse scores its dev data itself")
+       for name, unset in (("prediction_loss_only", False), ("label_names", None), ("include_for_metrics", []),
+                           ("eval_accumulation_steps", None), ("batch_eval_metrics", False))},
+}
+
+
+def check_supervised_only(args) -> None:
+    """Refuse a :data:`SUPERVISED_ONLY` argument given a value: the run would accept it, record it and ignore it."""
+    for name, (unset, why) in SUPERVISED_ONLY.items():
+        value = getattr(args, name, unset)
+        if value not in (unset, None) and value != []:
+            raise InputError(f"{name}={value!r} does nothing here: {why}. Drop {name}.", fields=(name,))

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..checks import MODEL_FOLDER_MARKERS, check_model_source, model_list
+from ..checks import MODEL_FOLDER_MARKERS, InputError, check_model_source, model_list
 from ..encoders import packaged_encoder_path
 from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file, local_dataset_folder
@@ -189,6 +189,12 @@ def _check_train(parser, argv: list[str]) -> None:
     counts = None if args.get("config") else _numbers(args, COUNT_VALUES)  # a --config file may set them
     if counts is not None:
         check_training_counts(counts, world_size=None)
+    given = typed_flags(parser, argv)
+    for flag in ("bf16", "fp16"):  # false is their default: the precision then comes from --precision (auto)
+        if flag in given and str(args.get(flag)).lower() in ("false", "no", "n", "f", "0"):
+            raise InputError(f"--{flag} false does not turn {flag} off: it is its default, and the precision comes "
+                             "from --precision (auto unless given). Pass --precision fp32 for fp32.",
+                             fields=(flag, "precision"))
     optimizer = _numbers(args, OPTIMIZER_VALUES)
     if optimizer is not None:
         check_optimizer_arguments(optimizer)

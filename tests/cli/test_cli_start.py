@@ -333,6 +333,18 @@ def test_the_early_check_refuses_another_methods_setting_as_the_command_does(tra
         check(["--preset", "esimcse_bert_base", "--method", "simcse", "--dup_rate", "0.3"])  # typed: it alone
 
 
+@pytest.mark.parametrize("flag", ["bf16", "fp16"])
+def test_a_typed_bf16_or_fp16_false_is_refused_early_naming_the_precision_flag(train_parsers, flag, tmp_path):
+    """--bf16 false trained in bf16 all the same (auto picks it on a CPU that computes it), and the card said bf16
+    true: false is the flag's default, so it cannot say 'not bf16' (a review found it)."""
+    _, cached = train_parsers
+    out = ["--output_dir", str(tmp_path / "out")]
+    with pytest.raises(InputError, match=rf"^--{flag} false does not turn {flag} off: .*Pass --precision fp32"):
+        entry_points.check_command_line("train", copy.deepcopy(cached), [f"--{flag}", "false", *out])
+    entry_points.check_command_line("train", copy.deepcopy(cached), ["--bf16", "true", *out])
+    entry_points.check_command_line("train", copy.deepcopy(cached), ["--precision", "fp32", *out])
+
+
 #: a typed value that breaks each rule a method's setting may have (hf_cse.hyperparameter_rules.RULES)
 BREAKS_RULE = {"positive": "0", "non_negative": "-1", "fraction": "1", "open_fraction": "1", "unit_interval": "2",
                "size": "-1"}

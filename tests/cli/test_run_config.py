@@ -18,7 +18,7 @@ from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.cli.run_config import check_file_hyperparameters, check_settings, read_run_config, settings_from_record
 from hf_cse.cli.run_spec import dev_and_selection
 from hf_cse.presets import PRESETS
-from hf_cse.run_files import DEV_AND_SELECTION
+from hf_cse.run_files import DEV_AND_SELECTION, TRAINING_ARGUMENTS
 from hf_cse.run_settings import setting_differences
 from hf_cse.writing import json_safe
 
@@ -247,3 +247,15 @@ def test_the_pooling_source_names_what_set_the_pooler_and_the_normalisation(buil
         assert settings["normalize"] is True
     if "--preset" in flags:
         assert settings["preset"] == "simcse_bert" and "pooler_type" not in settings
+
+
+def test_a_record_keeps_the_trainer_flags_that_change_what_is_trained(build, command_lines, tmp_path):
+    """NEFTune's noise and the sampling strategy changed what a run trained but were left out of hf_cse_run.json:
+    --config <run>/hf_cse_run.json reran another run without a word, and a resume compared neither (a review found
+    it: losses 5.57 / 7.92 with --neftune_noise_alpha 50, 2.60 / 2.32 from its record)."""
+    flags = ["--neftune_noise_alpha", "5", "--train_sampling_strategy", "sequential"]
+    settings = build(*command_lines["default"], *flags)[2]
+    recorded = settings[TRAINING_ARGUMENTS]
+    assert recorded["neftune_noise_alpha"] == 5 and recorded["train_sampling_strategy"] == "sequential"
+    rerun = build("--config", _file(tmp_path / "hf_cse_run.json", json_safe(settings)))[2]
+    assert rerun == json.loads(json.dumps(json_safe(settings)))

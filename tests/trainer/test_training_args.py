@@ -214,3 +214,28 @@ def test_the_python_defaults_are_the_commands_simcse_recipe_not_transformers(tmp
     for name, value in recipe.items():
         assert getattr(python, name) == value == getattr(command, name), name
         assert getattr(plain, name) != value, name  # transformers' own class keeps its defaults
+
+
+@pytest.mark.parametrize("name, value", [("label_smoothing_factor", 0.3), ("prediction_loss_only", True),
+                                         ("label_names", ["labels"]), ("eval_accumulation_steps", 2),
+                                         ("include_for_metrics", ["inputs"]), ("batch_eval_metrics", True)])
+def test_an_argument_only_transformers_supervised_paths_read_is_refused(name, value, tmp_path):
+    """label_smoothing_factor 0.3 trained bit-identical losses and the card listed it; the evaluation loop's options
+    were accepted and ignored alike (a review found them)."""
+    from hf_cse.checks import InputError
+
+    with pytest.raises(InputError, match=rf"^{name}=.* does nothing here: .*Drop {name}\.$") as refused:
+        _args(tmp_path, **{name: value})
+    assert refused.value.fields == (name,)
+    _args(tmp_path, label_smoothing_factor=0.0, prediction_loss_only=False)  # their unset values pass
+
+
+def test_no_duplicates_is_recorded_as_applied_only_where_the_sampler_ran():
+    """With another train_sampling_strategy the sampler gives way (said in the log), yet training_info.json and the
+    card said no_duplicates_in_batch true."""
+    options = TrainingOptions()
+    assert options.recorded({"training_args": {"no_duplicates_in_batch": True}})["training_args"][
+        "no_duplicates_in_batch"] is True
+    for sampling in ("sequential", "group_by_length"):
+        info = options.recorded({"training_args": {"no_duplicates_in_batch": True}}, sampling=sampling)
+        assert info["training_args"]["no_duplicates_in_batch"] is False
