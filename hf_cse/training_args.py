@@ -24,6 +24,7 @@ from .training_values import (
     FILLED_IN,
     check_best_metric_direction,
     check_field_types,
+    check_loader_and_schedule,
     check_step_intervals,
     check_supervised_only,
     whole_batches_only,
@@ -168,4 +169,5 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         super().__post_init__()  # (sets greater_is_better from the metric's name where not given)
         self.filled_in = {name: FILLED_IN for name in unset if getattr(self, name) is not None}
         check_best_metric_direction(self)
+        check_loader_and_schedule(self)  # (lr_scheduler_kwargs read from JSON) else a traceback as training starts
         load_in_fp32_under_deepspeed(getattr(self, "deepspeed_plugin", None), self.precision)

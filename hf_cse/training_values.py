@@ -358,3 +358,31 @@ def check_supervised_only(args) -> None:
         value = getattr(args, name, unset)
         if value not in (unset, None) and value != []:
             raise InputError(f"{name}={value!r} does nothing here: {why}. Drop {name}.", fields=(name,))
+
+
+def check_loader_and_schedule(args) -> None:
+    """Values torch or transformers would refuse with a traceback once training starts: persistent loader workers
+    without workers (torch's DataLoader), a keyword the learning-rate schedule does not take (its function)."""
+    if getattr(args, "dataloader_persistent_workers", False) and not getattr(args, "dataloader_num_workers", 0):
+        raise InputError("dataloader_persistent_workers=True keeps the loader's worker processes alive, and "
+                         "dataloader_num_workers is 0 (none): give dataloader_num_workers > 0, or drop "
+                         "dataloader_persistent_workers.", fields=("dataloader_persistent_workers",
+                                                                   "dataloader_num_workers"))
+    given = getattr(args, "lr_scheduler_kwargs", None)
+    if not isinstance(given, dict) or not given:
+        return
+    import inspect
+
+    from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION
+    from transformers.trainer_utils import SchedulerType
+
+    kind = SchedulerType(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
+    params = inspect.signature(TYPE_TO_SCHEDULER_FUNCTION[kind]).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    takes = [name for name in params if name not in ("optimizer", "num_warmup_steps", "num_training_steps")]
+    wrong = sorted(set(given) - set(takes))
+    if wrong:
+        raise InputError(f"lr_scheduler_kwargs {', '.join(map(repr, wrong))}: the {kind.value} schedule takes "
+                         f"{', '.join(takes) or 'no keyword'} (the trainer gives the step counts itself); drop "
+                         f"{'them' if len(wrong) > 1 else 'it'}.", fields=("lr_scheduler_kwargs", "lr_scheduler_type"))

@@ -183,6 +183,15 @@ def _check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None
             check_rule(owner, name, args[name], rule, dashes="--")
 
 
+#: Trainer flags the trainer sets itself, whatever is typed (:class:`hf_cse.trainer.ContrastiveTrainer`), and why
+DECIDED_BY_THE_TRAINER = {
+    "eval_on_start": "the dev data is scored before the first step whenever the run has dev data (the untrained "
+                     "encoder's score, a candidate for the saved model), and never without",
+    "logging_nan_inf_filter": "no loss is filtered; a NaN or Inf loss stops the run at the next logging step, naming "
+                              "it (the filter would read every step's loss on the host)",
+}
+
+
 def _check_train(parser, argv: list[str]) -> None:
     typed = {name for name, value in vars(parser.parse_args(argv)).items() if value is not None}  # before a preset's
     args = _train_values(parser, argv)
@@ -190,6 +199,9 @@ def _check_train(parser, argv: list[str]) -> None:
     if counts is not None:
         check_training_counts(counts, world_size=None)
     given = typed_flags(parser, argv)
+    for flag, why in DECIDED_BY_THE_TRAINER.items():
+        if flag in given:
+            raise InputError(f"--{flag} is hf_cse's to decide: {why}. Drop --{flag}.", fields=(flag,))
     for flag in ("bf16", "fp16"):  # false is their default: the precision then comes from --precision (auto)
         if flag in given and str(args.get(flag)).lower() in ("false", "no", "n", "f", "0"):
             raise InputError(f"--{flag} false does not turn {flag} off: it is its default, and the precision comes "

@@ -345,6 +345,16 @@ def test_a_typed_bf16_or_fp16_false_is_refused_early_naming_the_precision_flag(t
     entry_points.check_command_line("train", copy.deepcopy(cached), ["--precision", "fp32", *out])
 
 
+@pytest.mark.parametrize("flag", ["eval_on_start", "logging_nan_inf_filter"])
+def test_a_trainer_flag_the_trainer_decides_is_refused_when_typed(train_parsers, flag, tmp_path):
+    """--eval_on_start false still scored at step 0, and --logging_nan_inf_filter true was turned off: the trainer
+    sets both itself (a review found them accepted and overwritten without a word)."""
+    _, cached = train_parsers
+    with pytest.raises(InputError, match=rf"^--{flag} is hf_cse's to decide: .* Drop --{flag}\.$"):
+        entry_points.check_command_line("train", copy.deepcopy(cached), [f"--{flag}", "false", "--output_dir",
+                                                                         str(tmp_path / "out")])
+
+
 #: a typed value that breaks each rule a method's setting may have (hf_cse.hyperparameter_rules.RULES)
 BREAKS_RULE = {"positive": "0", "non_negative": "-1", "fraction": "1", "open_fraction": "1", "unit_interval": "2",
                "size": "-1"}

@@ -239,3 +239,16 @@ def test_no_duplicates_is_recorded_as_applied_only_where_the_sampler_ran():
     for sampling in ("sequential", "group_by_length"):
         info = options.recorded({"training_args": {"no_duplicates_in_batch": True}}, sampling=sampling)
         assert info["training_args"]["no_duplicates_in_batch"] is False
+
+
+def test_loader_workers_and_schedule_keywords_torch_or_transformers_would_refuse_late_are_one_line(tmp_path):
+    """Were a torch traceback (persistent_workers option needs num_workers > 0) and a transformers one
+    (get_linear_schedule_with_warmup() got an unexpected keyword argument 'foo') once training started."""
+    from hf_cse.checks import InputError
+
+    with pytest.raises(InputError, match=r"^dataloader_persistent_workers=True keeps .* dataloader_num_workers is 0"):
+        _args(tmp_path, dataloader_persistent_workers=True)
+    _args(tmp_path, dataloader_persistent_workers=True, dataloader_num_workers=1)
+    with pytest.raises(InputError, match=r"^lr_scheduler_kwargs 'foo': the linear schedule takes last_epoch "):
+        _args(tmp_path, lr_scheduler_kwargs={"foo": 1})
+    assert _args(tmp_path, lr_scheduler_type="cosine", lr_scheduler_kwargs={"num_cycles": 0.5}).lr_scheduler_kwargs
