@@ -179,7 +179,7 @@ def to_sentence_transformer(
                 POOLER_NOTE if pooler_filled else "",
                 EAGER_NOTE if eager_pinned else "") if line),
         }
-        card_inputs = {"model_id": repo_id or str(out_dir), "export": export, "eval_results": eval_results,
+        card_inputs = {"model_id": repo_id or str(out_dir.resolve()), "export": export, "eval_results": eval_results,
                        "training_info": training_info, "title": card_title(repo_id)}
         card = render_model_card(config, **card_inputs)
         (tmp / "README.md").write_text(card, encoding="utf-8")

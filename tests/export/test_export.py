@@ -776,3 +776,12 @@ def test_the_run_folder_loads_as_its_export_in_sentence_transformers_without_hf_
     assert run.returncode == 0, run.stderr[-2000:]
     want = SentenceTransformer(str(tmp_path / "sentence-transformers")).encode(sentences[:4], convert_to_tensor=True)
     assert torch.allclose(torch.tensor(json.loads(run.stdout)), want, atol=1e-6)
+
+
+def test_an_export_to_a_relative_folder_loads_in_its_card_from_anywhere(tiny_bert_dir, tmp_path, monkeypatch):
+    """hf-cse-export run1 ex/e1 wrote SentenceTransformer("ex/e1") into the card: a path that loads only from the
+    folder the export ran in (the export after training wrote the absolute one; a review found it)."""
+    monkeypatch.chdir(tmp_path)
+    out = to_sentence_transformer(SimCSEModel.from_encoder(str(tiny_bert_dir)), "ex/e1", tokenizer=str(tiny_bert_dir))
+    card = (out / "README.md").read_text()
+    assert f'SentenceTransformer("{tmp_path / "ex" / "e1"}")' in card and 'SentenceTransformer("ex/e1")' not in card
