@@ -57,9 +57,10 @@ def files(tmp_path_factory, tiny_bert_dir):
     return {"root": root, "senteval": senteval, "bad": bad, "ckpt": ckpt, "model": tiny_bert_dir}
 
 
-def run_eval_args(f, *extra, model=None, out=None):
-    return ["run_eval.py", "--model_name_or_path", str(model or f["model"]), "--senteval_data_dir", str(f["senteval"]),
-            "--tasks", "STSB", "--output_dir", str(out or f["root"] / "eval_out"), "--disable_tqdm", *extra]
+def run_eval_args(f, *extra, model=None, out=None, local_data=True):
+    data = ["--senteval_data_dir", str(f["senteval"])] if local_data else []  # not with --senteval_source hub
+    return ["run_eval.py", "--model_name_or_path", str(model or f["model"]), *data, "--tasks", "STSB", "--output_dir",
+            str(out or f["root"] / "eval_out"), "--disable_tqdm", *extra]
 
 
 CASES = {
@@ -68,7 +69,7 @@ CASES = {
     "eval-folder-without-config": (lambda f: run_eval_args(f, model=f["root"] / "empty_folder"),
                                    "folder without config.json or modules.json"),
     "eval-hub-model-offline": (lambda f: run_eval_args(f, model="someone/not-cached"), "HF_HUB_OFFLINE"),
-    "eval-hub-data-offline": (lambda f: run_eval_args(f, "--senteval_source", "hub"),
+    "eval-hub-data-offline": (lambda f: run_eval_args(f, "--senteval_source", "hub", local_data=False),
                               "cannot read the Hub data set mteb/stsbenchmark-sts: the Hub is offline \\(HF_HUB_"),
     "eval-output-is-a-file": (lambda f: run_eval_args(f, out=f["root"] / "a_file"), "--output_dir .* is a file"),
     "eval-fp16-on-a-cpu": (lambda f: run_eval_args(f, "--precision", "fp16", "--device", "cpu"),
