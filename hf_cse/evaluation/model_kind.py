@@ -127,7 +127,7 @@ def check_pooler_replaces_modules(model, pooler: str) -> None:
     later = [type(module).__name__ for module in list(model)[1:] if type(module).__name__ != "Pooling"]
     heads = [name for name in later if name != "Normalize"]
     if pooler == "cls" and heads:
-        raise CSEError(f"pooler cls on this sentence-transformers model would read its encoder's own pooler layer "
+        raise CSEError(f"pooler cls on this sentence-transformers model would read its encoder's own pooling layer "
                        f"(pooler_output), not its {', '.join(heads)} module, which a pooler skips: leave pooler out to "
                        "score it with its own modules, or give cls_before_pooler for the raw [CLS] (the run's folder "
                        "with pooler cls applies the trained head).", fields=("pooler",))

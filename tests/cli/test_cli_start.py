@@ -343,6 +343,7 @@ def test_a_typed_bf16_or_fp16_false_is_refused_early_naming_the_precision_flag(t
         entry_points.check_command_line("train", copy.deepcopy(cached), [f"--{flag}", "false", *out])
     entry_points.check_command_line("train", copy.deepcopy(cached), ["--bf16", "true", *out])
     entry_points.check_command_line("train", copy.deepcopy(cached), ["--precision", "fp32", *out])
+    entry_points.check_command_line("train", copy.deepcopy(cached), [f"--{flag}", "false", "--precision", "fp32", *out])
 
 
 @pytest.mark.parametrize("flag", ["eval_on_start", "logging_nan_inf_filter"])

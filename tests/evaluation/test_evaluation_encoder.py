@@ -373,7 +373,8 @@ def test_a_pooler_on_a_sentence_transformers_model_says_which_of_its_modules_it_
     width = word.get_word_embedding_dimension()
     st = SentenceTransformer(modules=[word, models.Pooling(width, pooling_mode="cls"), models.Dense(width, width),
                                       models.Normalize()], device="cpu")
-    with pytest.raises(CSEError, match=r"pooler cls .* not its Dense module, which a pooler skips"):
+    with pytest.raises(CSEError, match=r"pooler cls .* own pooling layer \(pooler_output\), not its Dense module, "
+                                       r"which a pooler skips"):
         SentenceEncoder(st, pooler="cls", show_progress_bar=False)
     with caplog.at_level("WARNING", logger="hf_cse.evaluation.model_kind"):
         SentenceEncoder(st, pooler="avg", show_progress_bar=False)
