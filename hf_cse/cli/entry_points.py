@@ -45,8 +45,10 @@ from .launch import check_one_process, end_with_the_launcher
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .preflight import (
+    NEEDS_SWITCH,
     check_not_run_folder,
     check_optimizer_arguments,
+    check_switches,
     check_training_counts,
     check_typed_best_metric,
 )
@@ -115,7 +117,9 @@ def train_facts() -> dict:
             "method_projectors": {m: config.projector for m, config in defaults.items()},
             "method_flags": method_flags(), "dcl_loss": DCL,
             "method_rules": {m: [[name, *ruled] for name, ruled in field_rule_owners(cls.config_class).items()]
-                             for m, cls in sorted(METHODS.items())}}
+                             for m, cls in sorted(METHODS.items())},
+            "method_switches": {m: {switch: getattr(config, switch, None) for switch, _, _ in NEEDS_SWITCH.values()}
+                                for m, config in defaults.items()}}
 
 
 #: command -> what its early checks read besides its flags
@@ -176,6 +180,15 @@ def _check_dcl_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
             check_rule(facts["dcl_loss"], f"dcl_{name}", value, rule, dashes="--")
 
 
+#: how a boolean flag may be typed (transformers' string_to_bool), false ones first
+BOOL_WORDS = ("false", "no", "n", "f", "0", "true", "yes", "y", "t", "1")
+
+
+def _switched_on(value) -> bool:
+    """A switch's value as the cached parser gives it (a bool typed may come as its text)."""
+    return value.strip().lower() not in (*BOOL_WORDS[:5], "") if isinstance(value, str) else bool(value)
+
+
 def _check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
     """The values typed for the method's config fields keep their rules, as the config checks them."""
     for name, rule, owner in facts.get("method_rules", {}).get(args.get("method"), ()):
@@ -222,6 +235,11 @@ def _check_train(parser, argv: list[str]) -> None:
             check_method_flags(args["method"], sorted(every & typed), own)
         _check_loss_values(facts, args, typed)
         _check_method_values(facts, args, typed)
+        switches = facts.get("method_switches", {}).get(args.get("method"))
+        if switches is not None:  # e.g. --mlm_weight without --do_mlm: on by a flag, the preset or the method
+            shown = {name: _switched_on(value) if isinstance(value, str) and value.strip().lower() in BOOL_WORDS
+                     else value for name, value in args.items()}  # as the command shows it: False, not 'false'
+            check_switches(given, shown, lambda switch: _switched_on(args.get(switch)) or switches.get(switch))
         _check_dcl_values(facts, args, typed)
         check_matryoshka(args.get(DIMS_FIELD), args.get(WEIGHTS_FIELD))  # the library's rule: repeats, a 0, counts
         projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))

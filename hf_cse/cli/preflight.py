@@ -7,6 +7,7 @@ The modules that import torch are imported inside the checks that need them, so 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -209,6 +210,16 @@ NEEDS_SWITCH = {"mlm_weight": ("do_mlm", "--do_mlm", "add --do_mlm"),
                                      "use --method imsimcse (or --off_dropout with --loss off_dropout_infonce)")}
 
 
+def check_switches(typed: set[str], values: Mapping, switched_on: Callable[[str], object]) -> None:
+    """One of :data:`NEEDS_SWITCH` the user gave (``typed``; ``values``: what they gave) while ``switched_on`` says its
+    switch is off (the run's config; the command line's early check: the flags, the preset's and the method's
+    defaults) would do nothing."""
+    for name, (switch, switch_flag, fix) in NEEDS_SWITCH.items():
+        if name in typed and not switched_on(switch):
+            raise InputError(f"{given_as(typed, name, values.get(name))} does nothing without {switch_flag}: {fix}, "
+                             f"or {drop_fix(typed, name)}.")
+
+
 def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None,
                      typed: set[str] = frozenset()) -> None:
     """Build the method's config (which builds its losses) as the model will, without loading any weights, and run
@@ -217,10 +228,7 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
     ``--dcl_*`` flag without the DCL objective."""
     check_off_dropout(model_cls, config_kwargs, typed)  # before the config refuses it in the library's terms
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
-    for name, (switch, switch_flag, fix) in NEEDS_SWITCH.items():
-        if name in typed and not getattr(config, switch, None):
-            raise InputError(f"{given_as(typed, name, config_kwargs.get(name))} does nothing without {switch_flag}: "
-                             f"{fix}, or {drop_fix(typed, name)}.")
+    check_switches(typed, config_kwargs, lambda switch: getattr(config, switch, None))
     check_dcl_settings(typed, config.objectives)
     model_cls.check_before_loading(config)
     if config.lora_r:

@@ -98,6 +98,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
                                         f"{', '.join(package_losses())}."),
         ("train", "--method", "imsimcse", "--m", "-1"): (1, "off_dropout_infonce: --m must be a finite number > 0"),
         ("train", "--method", "esimcse", "--queue_size", "-3"): (1, "esimcse: --queue_size must be an integer >= 0"),
+        ("train", "--mlm_weight", "0.2"): (1, "--mlm_weight 0.2 does nothing without --do_mlm"),
         ("train", "--loss", "infonce", "--margin", "1"): (1, "--loss infonce does not take --margin."),
         ("train", "--matryoshka_dims", "16,16"): (1, "--matryoshka_dims: [16, 16] repeats a dimension"),
     }
@@ -354,6 +355,29 @@ def test_a_trainer_flag_the_trainer_decides_is_refused_when_typed(train_parsers,
     with pytest.raises(InputError, match=rf"^--{flag} is hf_cse's to decide: .* Drop --{flag}\.$"):
         entry_points.check_command_line("train", copy.deepcopy(cached), [f"--{flag}", "false", "--output_dir",
                                                                          str(tmp_path / "out")])
+
+
+def test_a_setting_without_its_switch_is_refused_early_unless_a_flag_the_preset_or_the_method_turns_it_on(
+        train_parsers, tmp_path):
+    """--mlm_weight without --do_mlm (the brief's own example) was refused 6 s in, once the encoder's config was
+    read: its switch is on by a flag, a preset or the method's default, which the command line knows."""
+    _, cached = train_parsers
+    cached.facts = entry_points.train_facts()  # as the description holds them
+
+    def check(*argv):
+        entry_points.check_command_line("train", copy.deepcopy(cached), [*argv, "--output_dir", str(tmp_path / "o")])
+
+    for argv, line in ((["--mlm_weight", "0.2"], "--mlm_weight 0.2 does nothing without --do_mlm: add --do_mlm, or "
+                                                  "drop --mlm_weight."),
+                       (["--mlm_weight", "0.2", "--do_mlm", "false"], "--mlm_weight 0.2 does nothing without --do_mlm"),
+                       (["--lora_dropout", "0.1"], "--lora_dropout 0.1 does nothing without --lora_r"),
+                       (["--off_dropout_grad", "false"], "--off_dropout_grad False does nothing without --off_d")):
+        with pytest.raises(InputError) as refused:
+            check(*argv)
+        assert str(refused.value).startswith(line), (argv, str(refused.value))
+    check("--mlm_weight", "0.2", "--do_mlm")
+    check("--lora_r", "4", "--lora_dropout", "0.1")
+    check("--method", "imsimcse", "--off_dropout_grad", "false")  # the method's own off-dropout
 
 
 #: a typed value that breaks each rule a method's setting may have (hf_cse.hyperparameter_rules.RULES)
