@@ -97,6 +97,17 @@ def _scalar(action: argparse.Action, kind: str, value: Any) -> Any:
     return action.type(value) if callable(action.type) and kind != "str" else value
 
 
+def _json_object_flags() -> set[str]:
+    """The Trainer's flags that take a JSON object as text (``--lr_scheduler_kwargs '{"min_lr": 1e-06}'``): a
+    file, and a run's record, gives them as a JSON object. transformers declares them ``dict | str`` (the declared
+    annotation: its argument parser rewrites the fields' types to ``str``)."""
+    from transformers import TrainingArguments
+
+    declared = {name: [part.strip() for part in str(kind).split("|")]
+                for name, kind in TrainingArguments.__annotations__.items()}
+    return {name for name, parts in declared.items() if "str" in parts and any(p.startswith("dict") for p in parts)}
+
+
 def _parses_unquoted(action: argparse.Action, text: str) -> bool:
     """Whether ``text`` without its quotes would be a valid value (``"3e-05"`` for a number, ``"true"``)."""
     try:
@@ -132,6 +143,9 @@ def check_settings(settings: Mapping[str, Any], parser: argparse.ArgumentParser,
                 raise InputError(f"{where}: {name!r} cannot be null (its default is {action.default!r}); give "
                                  f"{expected}, or remove the key.")
             typed[name] = None
+            continue
+        if isinstance(value, Mapping) and name in _json_object_flags():
+            typed[name] = json.dumps(value)  # the text the flag takes; the training arguments read it as JSON
             continue
         try:
             typed[name] = _typed_value(action, value)

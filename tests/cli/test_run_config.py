@@ -13,6 +13,7 @@ import torch
 from helpers import fake_checkpoint, random_sentences
 from safetensors.torch import load_file
 
+from hf_cse.checks import InputError
 from hf_cse.cli import older_runs, train
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.cli.run_config import check_file_hyperparameters, check_settings, read_run_config, settings_from_record
@@ -170,8 +171,6 @@ def test_a_record_with_objectives_no_flag_sets_is_refused(tmp_path):
 def test_a_files_hyperparameter_goes_with_the_loss_typed(tmp_path, monkeypatch):
     """The file's loss hyperparameters are checked against the run's loss: a typed --loss that takes them is no
     refusal (the file's m is focal_infonce's), one that does not names the file's key."""
-    from hf_cse.checks import InputError
-
     path = _file(tmp_path / "run.json", {"loss": "infonce", "m": 0.3})
     parser = train.argument_parser()
     settings = read_run_config(path, parser)
@@ -259,3 +258,21 @@ def test_a_record_keeps_the_trainer_flags_that_change_what_is_trained(build, com
     assert recorded["neftune_noise_alpha"] == 5 and recorded["train_sampling_strategy"] == "sequential"
     rerun = build("--config", _file(tmp_path / "hf_cse_run.json", json_safe(settings)))[2]
     assert rerun == json.loads(json.dumps(json_safe(settings)))
+
+
+def test_a_record_with_scheduler_arguments_starts_again(build, command_lines, tmp_path):
+    """A run given --lr_scheduler_kwargs records them as a JSON object; --config of its record refused them
+    ("'lr_scheduler_kwargs' must be a string") because the flag takes the object as text."""
+    flags = ["--lr_scheduler_type", "cosine_with_min_lr", "--lr_scheduler_kwargs", '{"min_lr": 1e-06}']
+    settings = build(*command_lines["default"], *flags)[2]
+    assert settings[TRAINING_ARGUMENTS]["lr_scheduler_kwargs"] == {"min_lr": 1e-06}
+    rerun = build("--config", _file(tmp_path / "hf_cse_run.json", json_safe(settings)))[2]
+    assert rerun == json.loads(json.dumps(json_safe(settings)))
+
+
+def test_only_the_trainers_object_flags_take_an_object_in_a_file(tmp_path):
+    parser = train.argument_parser()
+    typed = check_settings({"lr_scheduler_kwargs": {"min_lr": 1e-06}}, parser, "run.json")
+    assert json.loads(typed["lr_scheduler_kwargs"]) == {"min_lr": 1e-06}
+    with pytest.raises(InputError, match="'optim_args' must be a string"):
+        check_settings({"optim_args": {"betas": 1}}, parser, "run.json")
