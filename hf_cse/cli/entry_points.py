@@ -216,7 +216,7 @@ def _check_train(parser, argv: list[str]) -> None:
         if flag in given:
             raise InputError(f"--{flag} is hf_cse's to decide: {why}. Drop --{flag}.", fields=(flag,))
     for flag in ("bf16", "fp16"):  # false is their default: the precision then comes from --precision (auto)
-        if flag in given and str(args.get(flag)).lower() in ("false", "no", "n", "f", "0") and \
+        if flag in given and not _switched_on(args.get(flag)) and \
                 args.get("precision") != "fp32":  # beside --precision fp32 it says the same
             raise InputError(f"--{flag} false does not turn {flag} off: it is its default, and the precision comes "
                              "from --precision (auto unless given). Pass --precision fp32 for fp32.",
