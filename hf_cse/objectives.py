@@ -53,8 +53,10 @@ class HasObjectives(Protocol):
     matryoshka_weights: list[float] | None
 
 
-def objective(loss: str, weight: float = 1.0, **hyperparameters: Any) -> dict:
-    """One entry of a configuration's ``objectives`` list."""
+def objective(loss: str, weight: float = 1.0, /, **hyperparameters: Any) -> dict:
+    """One entry of a configuration's ``objectives`` list. ``loss`` and ``weight`` are positional: a loss may have a
+    hyperparameter named ``weight`` (the paradigm loss's negative weighting, ``objective("paradigm", 1.0,
+    weight="hardest")``)."""
     return {"loss": loss, "weight": float(weight), "hyperparameters": dict(hyperparameters)}
 
 

@@ -196,6 +196,16 @@ def test_loss_and_dcl_flags_build_the_objectives():
         objective("infonce"), objective("dcl", 0.3, temperature=5.0, normalization="paper")]
 
 
+def test_a_hyperparameter_named_weight_is_the_losss_not_the_objectives():
+    """The paradigm loss's negative weighting is called weight: --loss paradigm --weight hardest stopped with
+    "objective() got multiple values for argument 'weight'"."""
+    _, (_, loss_args, dcl_args) = _parse(["--weight", "hardest"])
+    objectives = objectives_from_flags(SimCSEConfig().objectives, "paradigm", loss_args, dcl_args)
+    assert objectives == [{"loss": "paradigm", "weight": 1.0, "hyperparameters": {"weight": "hardest"}}]
+    config = SimCSEConfig(objectives=objectives)
+    assert config.objectives == objectives and build_objectives(config)[0].loss.weight == "hardest"
+
+
 def test_dcl_flags_come_from_the_dcl_loss_and_temperature_no_longer_claims_dcl():
     assert set(dcl_arguments_class().__dataclass_fields__) == {"dcl_weight"} | {
         f"dcl_{name}" for name in loss_hyperparameters("dcl")}
