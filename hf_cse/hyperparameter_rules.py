@@ -35,6 +35,14 @@ RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
     "fraction": ("a number in [0, 1)", lambda v: _number(v) and 0 <= v < 1),
     "open_fraction": ("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
     "unit_interval": ("a number in [0, 1]", lambda v: _number(v) and 0 <= v <= 1),
+    # a hinge or gate on the gap of two cosines (or unit distances), which is never below -2: a margin at or below
+    # -2 leaves every anchor inactive, and the loss trains nothing
+    "gap_margin": ("a finite number > -2 (a similarity gap is never below -2: a smaller margin trains nothing)",
+                   lambda v: _number(v) and v > -2),
+    # an additive log-weight on a logit: beyond what half precision holds it overflows (and e^65504 already is
+    # all of the softmax)
+    "log_weight": ("a finite number in [-65504, 65504] (the range half precision holds)",
+                   lambda v: _number(v) and abs(v) <= 65504),
 }
 
 #: what a value of each rule that lets None through must be where it is typed as a flag: None cannot be typed, the

@@ -40,7 +40,7 @@ def test_every_registered_loss_declares_rules_of_its_own_hyperparameters_and_kee
         assert set(cls.hyperparameter_rules) <= taken, name
     with pytest.raises(CSEError, match=r"^infonce: temperature must be a finite number > 0, got 0\.$"):
         build_loss("infonce", temperature=0)
-    with pytest.raises(CSEError, match=r"^m_mhe: m must be a finite number, got nan\.$"):  # the parent's rules
+    with pytest.raises(CSEError, match=r"^m_mhe: m must be a finite number > -2 .*, got nan\.$"):  # the parent's
         build_loss("m_mhe", m=math.nan)
     assert build_loss("gs_infonce", num_noise=None).num_noise is None  # None: not set, where it is the default
 
@@ -94,3 +94,28 @@ def test_a_methods_config_checks_the_rules_of_its_fields_naming_the_method_for_i
 
     with pytest.raises(TypeError, match=r"unknown field rules \['big'\]"):
         field_rules(Bad)
+
+
+@pytest.mark.parametrize("loss, param", [("mpt", "margin"), ("met", "margin"), ("paradigm", "m"), ("m_mhe", "m")])
+def test_a_margin_no_gap_can_reach_is_refused(loss, param):
+    """A gap of cosines (or unit distances) is never below -2: at or below it the hinge or gate never opens and
+    the run trained nothing (a review: --loss mpt --margin -3 ran to the end, warned only after it)."""
+    with pytest.raises(CSEError, match=rf"^{loss}: {param} must be a finite number > -2 .*, got -2"):
+        build_loss(loss, **{param: -2.0}, **({"gd_reference": "cross"} if loss == "m_mhe" else {}))
+    build_loss(loss, **{param: -1.5}, **({"gd_reference": "cross"} if loss == "m_mhe" else {}))
+
+
+@pytest.mark.parametrize("loss", ["m_mhe", "m_mhs", "m_barlow", "m_vicreg"])
+def test_a_self_gated_objective_needs_a_positive_margin(loss):
+    """Their code's GD gap, 1 - max_k h_i.h_k, is never below 0: m <= 0 trained nothing, without a word."""
+    with pytest.raises(CSEError, match=rf"^{loss}: m must be > 0 with gd_reference 'self', got 0"):
+        build_loss(loss, m=0.0)
+    assert build_loss(loss, m=0.0, gd_reference="cross").m == 0.0
+
+
+@pytest.mark.parametrize("loss", ["infonce", "focal_infonce", "gs_infonce"])
+def test_a_hard_negative_log_weight_half_precision_cannot_hold_is_refused(loss):
+    """1e39 stopped inside torch ("value cannot be converted to type float without overflow")."""
+    with pytest.raises(CSEError, match=rf"^{loss}: hard_negative_weight must be a finite number in \[-65504, 65504\]"):
+        build_loss(loss, hard_negative_weight=1e39)
+    assert build_loss(loss, hard_negative_weight=-65504).hard_negative_weight == -65504

@@ -162,13 +162,18 @@ class ModifiedObjective(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    hyperparameter_rules = {"m": "finite", "r": "finite", "temperature": "positive"}
+    hyperparameter_rules = {"m": "gap_margin", "r": "finite", "temperature": "positive"}
 
     def __init__(self, m: float, r: float, symmetric: bool, gd_reference: GDReference,
                  temperature: float | None = None):
         super().__init__()
         check_bool(self.name, "symmetric", symmetric)
         check_choice(self.name, "gd_reference", gd_reference, GDReference)
+        if gd_reference == "self" and m <= 0:  # the self gap 1 - max_k h_i.h_k is never below 0
+            raise CSEError(f"{self.name}: m must be > 0 with gd_reference 'self', got {m!r}: the gap it gates, "
+                           "1 - max_k h_i.h_k, is never below 0, so no anchor would be active and nothing would "
+                           "train. Give m > 0 (the paper's 0.3), or gd_reference 'cross'.",
+                           fields=("m", "gd_reference"))
         self.m = m
         self.r = r
         self.symmetric = symmetric

@@ -76,7 +76,7 @@ class GSInfoNCELoss(ContrastiveLoss):
     takes_queue = True
 
     hyperparameter_rules = {"temperature": "positive", "lam": "non_negative", "noise_std": "positive",
-                            "hard_negative_weight": "finite", "num_noise": "count"}
+                            "hard_negative_weight": "log_weight", "num_noise": "count"}
 
     def __init__(
         self,

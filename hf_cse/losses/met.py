@@ -43,7 +43,7 @@ class METLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    hyperparameter_rules = {"margin": "finite"}
+    hyperparameter_rules = {"margin": "gap_margin"}
 
     def __init__(self, margin: float = 0.44):
         super().__init__()

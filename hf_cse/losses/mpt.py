@@ -42,7 +42,7 @@ class MPTLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    hyperparameter_rules = {"margin": "finite"}
+    hyperparameter_rules = {"margin": "gap_margin"}
 
     def __init__(self, margin: float = 0.23):
         super().__init__()

@@ -94,7 +94,7 @@ class ParadigmLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    hyperparameter_rules = {"temperature": "positive", "m": "finite", "r": "finite"}
+    hyperparameter_rules = {"temperature": "positive", "m": "gap_margin", "r": "finite"}
 
     def __init__(
         self,
