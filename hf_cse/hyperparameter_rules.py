@@ -97,3 +97,61 @@ def field_rules(config_cls: type) -> dict[str, str]:
     if unknown:
         raise TypeError(f"{config_cls.__name__}: unknown field rules {sorted(unknown)}; rules: {sorted(RULES)}")
     return rules
+
+
+#: how a setting's need on another setting is tested (a need is ``(other, test, value)``: e.g. ESimCSE's momentum
+#: acts only with ``("queue_size", ">", 0)``): test -> whether ``other``'s current value meets it
+NEED_TESTS: dict[str, Callable[[object, object], bool]] = {
+    "==": lambda current, value: current == value,
+    "!=": lambda current, value: current != value,
+    ">": lambda current, value: _number(current) and current > value,
+    "not_in": lambda current, values: current not in values,
+}
+
+
+def unmet_need(needs, value_of: Callable[[str], object]) -> tuple | None:
+    """The first of ``needs`` (``(other, test, value)`` each) that the run's values (``value_of(other)``) do not
+    meet: the setting that has them would do nothing. None: it acts."""
+    for other, test, value in needs:
+        if not NEED_TESTS[test](value_of(other), value):
+            return other, test, value
+    return None
+
+
+def shown_value(value) -> str:
+    """A setting's value as a command line writes it (``false``, not ``False``; ``unset`` for None)."""
+    return "unset" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def need_words(other: str, test: str, value, dashes: str = "") -> str:
+    """What a need asks, in words: ``queue_size > 0``, ``surrogate false``, ``gd other than none``."""
+    name = dashes + other
+    if test == "==":
+        return f"{name} {shown_value(value)}"
+    if test == ">":
+        return f"{name} > {shown_value(value)}"
+    values = list(value) if test == "not_in" else [value]
+    unset = None in values  # "set": a value not None; "to other than ...": the rest
+    rest = [v for v in values if v is not None]
+    return f"{name}{' set' * unset}{' to' * (unset and bool(rest))}" + \
+        (f" other than {' or '.join(map(shown_value, rest))}" if rest else "")
+
+
+def check_needs_declared(owner: str, needs: Mapping[str, object], names) -> None:
+    """A declaration of needs (setting -> list of ``(other, test, value)``) names settings of ``names`` and tests of
+    :data:`NEED_TESTS` (checked where it is declared)."""
+    for name, each in needs.items():
+        for need in each:
+            other, test, _ = need
+            if name not in names or other not in names or test not in NEED_TESTS:
+                raise TypeError(f"{owner}: the need {name!r} -> {tuple(need)!r} names a setting it does not have or "
+                                f"a test not in {sorted(NEED_TESTS)}")
+
+
+def field_needs(config_cls: type) -> dict[str, list[list]]:
+    """The needs of a config dataclass's fields (``metadata["needs"]``: the settings each acts only with), by
+    field."""
+    needs = {f.name: [list(need) for need in f.metadata["needs"]] for f in dataclasses.fields(config_cls)
+             if "needs" in f.metadata}
+    check_needs_declared(config_cls.__name__, needs, {f.name for f in dataclasses.fields(config_cls)})
+    return needs

@@ -119,3 +119,32 @@ def test_a_hard_negative_log_weight_half_precision_cannot_hold_is_refused(loss):
     with pytest.raises(CSEError, match=rf"^{loss}: hard_negative_weight must be a finite number in \[-65504, 65504\]"):
         build_loss(loss, hard_negative_weight=1e39)
     assert build_loss(loss, hard_negative_weight=-65504).hard_negative_weight == -65504
+
+
+def test_a_need_on_a_setting_the_loss_or_config_lacks_is_refused_where_it_is_declared():
+    from dataclasses import dataclass, field
+
+    from hf_cse.hyperparameter_rules import field_needs
+    from hf_cse.losses import registry
+
+    class NeedsGhost(ContrastiveLoss):
+        name = "needs_ghost"
+        hyperparameter_needs = {"a": [("ghost", ">", 0)]}
+
+        def __init__(self, a: float = 1.0):
+            super().__init__()
+            self.a = a
+
+        def compute(self, z1, z2):
+            return (z1 * z2).sum(), {}
+
+    with pytest.raises(CSEError, match="the need 'a' -> \\('ghost', '>', 0\\) names a setting it does not have"):
+        registry.check_loss_class("needs_ghost", NeedsGhost)
+
+    @dataclass
+    class Config:
+        on: bool = False
+        level: float = field(default=1.0, metadata={"needs": [("on", "is", True)]})
+
+    with pytest.raises(TypeError, match="a test not in"):
+        field_needs(Config)

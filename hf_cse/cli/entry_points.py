@@ -28,7 +28,7 @@ from ..checks import MODEL_FOLDER_MARKERS, InputError, check_model_source, model
 from ..encoders import packaged_encoder_path
 from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file, local_dataset_folder
-from ..hyperparameter_rules import check_rule, check_rules, not_taken_error, unknown_loss_error
+from ..hyperparameter_rules import check_rule, check_rules, field_needs, not_taken_error, unknown_loss_error
 from ..matryoshka_rules import check_head_flags, check_matryoshka
 from ..number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_int_list, parse_truncate_dims
 from ..presets import PRESETS
@@ -39,16 +39,14 @@ from ..training_values import check_given_intervals
 from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, say_line, typed_flags
 from .eval_output_dir import default_eval_output_dir, refuse_other_results
 from .eval_settings import check_eval_settings
-from .flags_in_use import check_method_flags
+from .flags_in_use import check_method_flags, check_needs
 from .help import HELP_ALL
 from .launch import check_one_process, end_with_the_launcher
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .preflight import (
-    NEEDS_SWITCH,
     check_not_run_folder,
     check_optimizer_arguments,
-    check_switches,
     check_training_counts,
     check_typed_best_metric,
 )
@@ -94,6 +92,12 @@ def _numbers(args: dict, names) -> SimpleNamespace | None:
     return SimpleNamespace(**values) if _all_numbers(values.values()) else None
 
 
+def _needs_facts(needs: dict, default_of: Callable[[str], object]) -> dict:
+    """The needs of a method's fields or a loss's hyperparameters, with the defaults of the settings they test."""
+    tested = sorted({other for each in needs.values() for other, _, _ in each})
+    return {"needs": needs, "defaults": {name: default_of(name) for name in tested}}
+
+
 def train_facts() -> dict:
     """What hf-cse-train's early checks read besides its flags (written into its parser description): each loss's
     hyperparameter rules and those whose default is None (not set), each method's main loss and projector, and the
@@ -109,7 +113,8 @@ def train_facts() -> dict:
         optional = sorted(k for k, p in cls.hyperparameters().items() if p.default is None)
         # as pairs: the rules are checked in their order, which a JSON object's sorted keys would lose
         losses[name] = {"rules": list(cls.hyperparameter_rules.items()), "optional": optional,
-                        "hyperparameters": list(cls.hyperparameters())}
+                        "hyperparameters": list(cls.hyperparameters()),
+                        **_needs_facts(cls.hyperparameter_needs, lambda p: cls.hyperparameters()[p].default)}
     from .arguments import method_flags
 
     defaults = {m: cls.config_class() for m, cls in sorted(METHODS.items())}
@@ -118,8 +123,8 @@ def train_facts() -> dict:
             "method_flags": method_flags(), "dcl_loss": DCL,
             "method_rules": {m: [[name, *ruled] for name, ruled in field_rule_owners(cls.config_class).items()]
                              for m, cls in sorted(METHODS.items())},
-            "method_switches": {m: {switch: getattr(config, switch, None) for switch, _, _ in NEEDS_SWITCH.values()}
-                                for m, config in defaults.items()}}
+            "method_needs": {m: _needs_facts(field_needs(METHODS[m].config_class), lambda name: getattr(config, name))
+                             for m, config in defaults.items()}}
 
 
 #: command -> what its early checks read besides its flags
@@ -189,6 +194,22 @@ def _switched_on(value) -> bool:
     return value.strip().lower() not in (*BOOL_WORDS[:5], "") if isinstance(value, str) else bool(value)
 
 
+def _check_needs(facts: dict, args: dict, given: set[str]) -> None:
+    """A setting typed that acts only with another setting this run has otherwise (e.g. --mlm_weight without
+    --do_mlm, ESimCSE's --momentum with --queue_size 0): the method's fields' needs and the main loss's; the other
+    setting's value is the one typed or the preset's, else the method's or the loss's default."""
+    preset = PRESETS.get(args.get("preset") or "", {})
+    shown = {name: _switched_on(value) if isinstance(value, str) and value.strip().lower() in BOOL_WORDS
+             else value for name, value in args.items()}  # as the command shows it: False, not 'false'
+    loss = args.get("loss") or facts.get("method_losses", {}).get(args.get("method"))
+    for owner in (facts.get("method_needs", {}).get(args.get("method")), facts.get("losses", {}).get(loss)):
+        if owner and owner.get("needs"):
+            defaults = owner["defaults"]
+            check_needs(given, owner["needs"],
+                        lambda name: shown.get(name) if name in given or name in preset else defaults.get(name),
+                        shown)
+
+
 def _check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
     """The values typed for the method's config fields keep their rules, as the config checks them."""
     for name, rule, owner in facts.get("method_rules", {}).get(args.get("method"), ()):
@@ -235,11 +256,7 @@ def _check_train(parser, argv: list[str]) -> None:
             check_method_flags(args["method"], sorted(every & typed), own)
         _check_loss_values(facts, args, typed)
         _check_method_values(facts, args, typed)
-        switches = facts.get("method_switches", {}).get(args.get("method"))
-        if switches is not None:  # e.g. --mlm_weight without --do_mlm: on by a flag, the preset or the method
-            shown = {name: _switched_on(value) if isinstance(value, str) and value.strip().lower() in BOOL_WORDS
-                     else value for name, value in args.items()}  # as the command shows it: False, not 'false'
-            check_switches(given, shown, lambda switch: _switched_on(args.get(switch)) or switches.get(switch))
+        _check_needs(facts, args, given)
         _check_dcl_values(facts, args, typed)
         check_matryoshka(args.get(DIMS_FIELD), args.get(WEIGHTS_FIELD))  # the library's rule: repeats, a 0, counts
         projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))

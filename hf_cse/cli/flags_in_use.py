@@ -1,17 +1,18 @@
 """Refusals of settings a run would accept and then ignore, because the feature they set is off in it (the DCL
 objective's temperature while its weight is 0, the eval pairs' columns without eval pairs), as ``--mlm_weight``
-without ``--do_mlm`` is refused (:data:`hf_cse.cli.preflight.NEEDS_SWITCH`): one line naming the switch to add, or
-the setting to drop (hf-cse-eval's too: the eval pairs' columns without eval pairs). Only the settings a user chose
-are refused -- typed, or written in a ``--config`` file (named then: :class:`ChosenSettings`) -- never a preset's
-value nor a method's default.
+without ``--do_mlm`` is refused (:func:`check_needs`, the needs a config field or loss declares): one line naming the
+setting to change, or the one to drop (hf-cse-eval's too: the eval pairs' columns without eval pairs). Only the
+settings a user chose are refused -- typed, or written in a ``--config`` file (named then: :class:`ChosenSettings`)
+-- never a preset's value nor a method's default.
 
 Imports nothing heavy at module level (:mod:`hf_cse.cli.preflight` imports it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from ..checks import InputError
+from ..hyperparameter_rules import need_words, shown_value, unmet_need
 
 _UNSET = object()
 
@@ -44,6 +45,23 @@ def drop_fix(chosen: set[str], name: str) -> str:
     """How to stop setting ``name``: ``drop --name``, or ``remove 'name' from --config F``."""
     file = _file_of(chosen, name)
     return f"remove {name!r} from --config {file}" if file is not None else f"drop --{name}"
+
+
+def check_needs(chosen: set[str], needs: Mapping[str, list], value_of: Callable[[str], object],
+                values: Mapping | None = None) -> None:
+    """Each setting the user chose (``chosen``) that ``needs`` names acts only while its needs hold (a method
+    config's ``metadata["needs"]``, a loss's ``hyperparameter_needs``: e.g. ESimCSE's ``momentum`` only with
+    ``queue_size > 0``); ``value_of(other)``: the run's value of the setting a need tests; ``values``: what the
+    user gave."""
+    for name in (name for name in needs if name in chosen):
+        need = unmet_need(needs[name], value_of)
+        if need is not None:
+            other = need[0]
+            shown = (given_as(chosen, name, shown_value(values[name])) if values and name in values
+                     else given_as(chosen, name))
+            raise InputError(f"{shown} does nothing while --{other} is {shown_value(value_of(other))}: it acts only "
+                             f"with {need_words(*need, dashes='--')}. Set that, or {drop_fix(chosen, name)}.",
+                             fields=(name, other))
 
 
 def check_method_flags(method: str, given: Iterable[str], method_flags: dict[str, list[str]],

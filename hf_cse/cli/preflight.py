@@ -7,7 +7,6 @@ The modules that import torch are imported inside the checks that need them, so 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,6 +14,7 @@ from ..checks import InputError, check_model_source
 from ..encoders import encoder_max_length, seq_length_problem
 from ..errors import CSEError
 from ..files import DataError
+from ..hyperparameter_rules import field_needs
 from ..run_as_encoder import RunAsEncoder, is_method_model_config, local_run_as_encoder
 from ..training_values import (
     PRESET,
@@ -28,7 +28,7 @@ from ..training_values import (
     unchosen_metric_said,
 )
 from .flags import in_flag_terms
-from .flags_in_use import check_dcl_settings, check_off_dropout, drop_fix, given_as
+from .flags_in_use import check_dcl_settings, check_needs, check_off_dropout
 from .launch import check_requested_processes_started
 
 
@@ -202,33 +202,22 @@ def check_max_seq_length(max_seq_length: int, enc_config, encoder: str) -> None:
         raise InputError(f"{in_flag_terms(problem, ('max_seq_length',))} (the papers use 32).")
 
 
-#: flags that act only when another is on (:data:`hf_cse.models.config.SWITCHED_BY`, here said in flags): flag -> (the
-#: config field that turns it on, that flag, the fix); the DCL objective's flags: flags_in_use.check_dcl_settings
-NEEDS_SWITCH = {"mlm_weight": ("do_mlm", "--do_mlm", "add --do_mlm"),
-                "lora_dropout": ("lora_r", "--lora_r", "add --lora_r 16"),
-                "off_dropout_grad": ("off_dropout", "--off_dropout",
-                                     "use --method imsimcse (or --off_dropout with --loss off_dropout_infonce)")}
-
-
-def check_switches(typed: set[str], values: Mapping, switched_on: Callable[[str], object]) -> None:
-    """One of :data:`NEEDS_SWITCH` the user gave (``typed``; ``values``: what they gave) while ``switched_on`` says its
-    switch is off (the run's config; the command line's early check: the flags, the preset's and the method's
-    defaults) would do nothing."""
-    for name, (switch, switch_flag, fix) in NEEDS_SWITCH.items():
-        if name in typed and not switched_on(switch):
-            raise InputError(f"{given_as(typed, name, values.get(name))} does nothing without {switch_flag}: {fix}, "
-                             f"or {drop_fix(typed, name)}.")
-
-
 def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatch_size: int | None,
                      typed: set[str] = frozenset()) -> None:
     """Build the method's config (which builds its losses) as the model will, without loading any weights, and run
     the method's own early checks (:meth:`~hf_cse.models.CSEPreTrainedModel.check_before_loading`). ``typed``: the
-    flags the user gave; one of :data:`NEEDS_SWITCH` without its switch would do nothing and is refused, and so is a
-    ``--dcl_*`` flag without the DCL objective."""
+    settings the user chose; one that acts only with a setting this run has otherwise (the needs of the method's
+    config fields and of the main loss's hyperparameters, :func:`~hf_cse.cli.flags_in_use.check_needs`) would do
+    nothing and is refused, and so is a ``--dcl_*`` flag without the DCL objective."""
+    from ..losses import get_loss_class, loss_hyperparameters
+
     check_off_dropout(model_cls, config_kwargs, typed)  # before the config refuses it in the library's terms
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
-    check_switches(typed, config_kwargs, lambda switch: getattr(config, switch, None))
+    check_needs(typed, field_needs(model_cls.config_class), lambda other: getattr(config, other, None), config_kwargs)
+    main = config.objectives[0]
+    loss_values = {**{name: p.default for name, p in loss_hyperparameters(main["loss"]).items()},
+                   **main["hyperparameters"]}
+    check_needs(typed, get_loss_class(main["loss"]).hyperparameter_needs, loss_values.get, loss_values)
     check_dcl_settings(typed, config.objectives)
     model_cls.check_before_loading(config)
     if config.lora_r:

@@ -321,6 +321,10 @@ class ContrastiveLoss(nn.Module):
     #: the loss's own ``__init__`` runs; a subclass's rules add to its parents'. The command line checks the values
     #: typed for the chosen loss against them before torch is imported.
     hyperparameter_rules: dict[str, str] = {}
+    #: hyperparameter -> the settings of the loss it acts only with, each ``(other, test, value)``
+    #: (:data:`hf_cse.hyperparameter_rules.NEED_TESTS`; e.g. vicreg's gamma only with ``("surrogate", "==", False)``):
+    #: the command line refuses one a user gives while a need is unmet, as it would do nothing
+    hyperparameter_needs: dict[str, list[tuple]] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

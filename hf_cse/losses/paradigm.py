@@ -95,6 +95,8 @@ class ParadigmLoss(ContrastiveLoss):
     references = (GRADIENT_PARADIGM,)
 
     hyperparameter_rules = {"temperature": "positive", "m": "gap_margin", "r": "finite"}
+    # the margin is the GD indicator's; the temperature the softmax weights' (the hardest weight has none)
+    hyperparameter_needs = {"m": [("gd", "==", "indicator")], "temperature": [("weight", "==", "softmax")]}
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ import typing
 from typing import Any, TypeVar
 
 from ..errors import CSEError
-from ..hyperparameter_rules import unknown_loss_error
+from ..hyperparameter_rules import check_needs_declared, unknown_loss_error
 from ..references import Paper
 
 LossClass = TypeVar("LossClass", bound=type)
@@ -121,6 +121,10 @@ def check_loss_class(name: str, cls: Any) -> None:
     if unknown:
         raise CSEError(f"{where}: hyperparameter_rules names {unknown}, which __init__ does not take; its "
                        f"hyperparameters: {', '.join(params) or '(none)'}.")
+    try:
+        check_needs_declared(where, getattr(cls, "hyperparameter_needs", {}), set(params))
+    except TypeError as err:
+        raise CSEError(f"{err}; its hyperparameters: {', '.join(params) or '(none)'}.") from None
 
 
 def register_loss(name: str):

@@ -86,6 +86,9 @@ class VICRegLoss(ContrastiveLoss):
     references = (GRADIENT_PARADIGM,)
 
     hyperparameter_rules = {"nu": "non_negative", "variance_weight": "non_negative", "gamma": "non_negative"}
+    # the surrogate (eq. 13) has no variance term
+    hyperparameter_needs = {"variance_weight": [("surrogate", "==", False)],
+                            "gamma": [("surrogate", "==", False), ("variance_weight", ">", 0)]}
 
     def __init__(
         self, nu: float = 30.0, variance_weight: float = 1.0, gamma: float = 1.0, surrogate: bool = True

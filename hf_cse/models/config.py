@@ -13,7 +13,7 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 from ..errors import CSEError, closest_name
-from ..hyperparameter_rules import check_rule, field_rules
+from ..hyperparameter_rules import check_rule, field_needs, field_rules, need_words, shown_value, unmet_need
 from ..matryoshka import say_reordered, warn_untrained_width
 from ..matryoshka_rules import check_matryoshka, head_error
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
@@ -55,19 +55,17 @@ def is_decoder_only(encoder_config: PretrainedConfig | None) -> bool:
 
 #: the poolers that read the first token (its vector, or the pooler layer over it)
 FIRST_TOKEN_POOLERS = ("cls", "cls_before_pooler")
-#: fields that act only where another field turns their part on (the field -> that switch): given without it, they
-#: would do nothing, so the model's builders refuse them (the command line in its flags' terms)
-SWITCHED_BY = {"mlm_weight": "do_mlm", "lora_dropout": "lora_r", "off_dropout_grad": "off_dropout"}
-
-
 def check_switched_on(given: dict, config) -> None:
-    """Refuse a field of :data:`SWITCHED_BY` given in the keywords ``given`` with another value than its default
-    (the command line passes every field) while its switch is off in ``config``."""
+    """Refuse a field given in the keywords ``given`` with another value than its default while a setting it acts
+    only with (its ``metadata["needs"]``, :func:`hf_cse.hyperparameter_rules.field_needs`: ``mlm_weight`` only with
+    ``do_mlm``) is not so in ``config``: it would do nothing (the command line passes every field; it refuses the
+    flags a user gave in its own terms first)."""
     defaults = {f.name: f.default for f in fields(type(config))}
-    for name, switch in SWITCHED_BY.items():
-        if name in given and given[name] != defaults.get(name) and not getattr(config, switch, None):
-            raise CSEError(f"{name} does nothing without {switch} ({switch} is off): turn {switch} on, or drop "
-                           f"{name}.", fields=(name, switch))
+    for name, needs in field_needs(type(config)).items():
+        need = unmet_need(needs, lambda other: getattr(config, other, None)) if name in given else None
+        if need is not None and given[name] != defaults.get(name):
+            raise CSEError(f"{name} does nothing while {need[0]} is {shown_value(getattr(config, need[0], None))}: "
+                           f"it acts only with {need_words(*need)}. Set that, or drop {name}.", fields=(name, need[0]))
 
 
 def attends_causally(encoder_config: PretrainedConfig | None, bidirectional: bool = False) -> bool:
@@ -138,7 +136,8 @@ class CSEConfig(PretrainedConfig):
     off_dropout: bool = field(default=False, metadata={
         "help": "ImSimCSE off-dropout negatives: a third, dropout-free pass gives the negatives of "
                 "off_dropout_infonce"})
-    off_dropout_grad: bool = field(default=True, metadata={"help": "gradients through the dropout-free pass"})
+    off_dropout_grad: bool = field(default=True, metadata={"help": "gradients through the dropout-free pass",
+                                                           "needs": [("off_dropout", "==", True)]})
     base_encoder: str | None = field(default=None, metadata={"help": "encoder the training started from"})
     base_encoder_local: bool | None = field(default=None, metadata={
         "help": "whether base_encoder is a local folder (recorded as an absolute path) rather than a Hub id (set by "
@@ -151,10 +150,10 @@ class CSEConfig(PretrainedConfig):
         "help": "SimCSE's auxiliary masked-LM objective (paper appendix; authors' do_mlm): a masked copy of the "
                 "batch through the encoder and the checkpoint's pretrained MLM head, mlm_weight x CE added"})
     mlm_weight: float = field(default=0.1, metadata={"help": "weight lambda of the MLM objective (SimCSE: 0.1)",
-                                                      "rule": "positive"})
+                                                      "rule": "positive", "needs": [("do_mlm", "==", True)]})
     mlm_probability: float = field(default=0.15, metadata={
         "help": "share of tokens masked for the MLM objective (SimCSE's code: 0.15, BERT's 80/10/10 recipe)",
-        "rule": "open_fraction"})
+        "rule": "open_fraction", "needs": [("do_mlm", "==", True)]})
     fast_dropout: bool = field(default=True, metadata={
         "help": "CPU dropout masks from 16 random bits per element (same distribution up to p +- 7.7e-6, ~1.2x "
                 "faster CPU steps; no effect on GPU); false = torch's dropout"})
@@ -191,12 +190,13 @@ class CSEConfig(PretrainedConfig):
         "rule": "size"})
     lora_alpha: float | None = field(default=None, metadata={
         "help": "LoRA alpha (adapter scale alpha / r); not set = 2 * lora_r (LLM2Vec's 32 for r = 16)",
-        "rule": "positive"})
+        "rule": "positive", "needs": [("lora_r", ">", 0)]})
     lora_dropout: float = field(default=0.05, metadata={"help": "dropout on the LoRA adapters' input (LLM2Vec's)",
-                                                        "rule": "fraction"})
+                                                        "rule": "fraction", "needs": [("lora_r", ">", 0)]})
     lora_target_modules: list[str] | None = field(default=None, metadata={
         "help": "module names the adapters wrap; not set = every attention and feed-forward linear layer of the "
-                "architecture (BERT query key value dense; Llama q/k/v/o/gate/up/down_proj)"})
+                "architecture (BERT query key value dense; Llama q/k/v/o/gate/up/down_proj)",
+                "needs": [("lora_r", ">", 0)]})
 
     def __post_init__(self, **kwargs):
         kwargs.pop("method", None)  # written by to_dict for readers of config.json; the class decides

@@ -98,7 +98,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
                                         f"{', '.join(package_losses())}."),
         ("train", "--method", "imsimcse", "--m", "-1"): (1, "off_dropout_infonce: --m must be a finite number > 0"),
         ("train", "--method", "esimcse", "--queue_size", "-3"): (1, "esimcse: --queue_size must be an integer >= 0"),
-        ("train", "--mlm_weight", "0.2"): (1, "--mlm_weight 0.2 does nothing without --do_mlm"),
+        ("train", "--mlm_weight", "0.2"): (1, "--mlm_weight 0.2 does nothing while --do_mlm is false"),
         ("train", "--loss", "infonce", "--margin", "1"): (1, "--loss infonce does not take --margin."),
         ("train", "--matryoshka_dims", "16,16"): (1, "--matryoshka_dims: [16, 16] repeats a dimension"),
     }
@@ -367,17 +367,59 @@ def test_a_setting_without_its_switch_is_refused_early_unless_a_flag_the_preset_
     def check(*argv):
         entry_points.check_command_line("train", copy.deepcopy(cached), [*argv, "--output_dir", str(tmp_path / "o")])
 
-    for argv, line in ((["--mlm_weight", "0.2"], "--mlm_weight 0.2 does nothing without --do_mlm: add --do_mlm, or "
-                                                  "drop --mlm_weight."),
-                       (["--mlm_weight", "0.2", "--do_mlm", "false"], "--mlm_weight 0.2 does nothing without --do_mlm"),
-                       (["--lora_dropout", "0.1"], "--lora_dropout 0.1 does nothing without --lora_r"),
-                       (["--off_dropout_grad", "false"], "--off_dropout_grad False does nothing without --off_d")):
+    for argv, line in ((["--mlm_weight", "0.2"], "--mlm_weight 0.2 does nothing while --do_mlm is false: it acts "
+                                                  "only with --do_mlm true. Set that, or drop --mlm_weight."),
+                       (["--mlm_weight", "0.2", "--do_mlm", "false"], "--mlm_weight 0.2 does nothing while --do_mlm"),
+                       (["--lora_dropout", "0.1"], "--lora_dropout 0.1 does nothing while --lora_r is 0"),
+                       (["--off_dropout_grad", "false"], "--off_dropout_grad false does nothing while --off_dropout is "
+                                                         "false"),
+                       # typed off, over the method's own default
+                       (["--method", "imsimcse", "--off_dropout", "false", "--off_dropout_grad", "false"],
+                        "--off_dropout_grad false does nothing while --off_dropout is false")):
         with pytest.raises(InputError) as refused:
             check(*argv)
         assert str(refused.value).startswith(line), (argv, str(refused.value))
     check("--mlm_weight", "0.2", "--do_mlm")
     check("--lora_r", "4", "--lora_dropout", "0.1")
     check("--method", "imsimcse", "--off_dropout_grad", "false")  # the method's own off-dropout
+
+
+#: settings a method's config field or a loss declares it acts only with (their ``needs``), typed without them: the
+#: command line, the refusal's start; a review found each accepted and ignored
+DOES_NOTHING = {
+    "esimcse momentum without a queue": (["--method", "esimcse", "--queue_size", "0", "--momentum", "0.9"],
+                                         "--momentum 0.9 does nothing while --queue_size is 0: it acts only with "
+                                         "--queue_size > 0. Set that, or drop --momentum."),
+    "promptbert denoising settings without denoising": (
+        ["--method", "promptbert", "--template_denoising", "false", "--denoising_positions", "encoder"],
+        "--denoising_positions encoder does nothing while --template_denoising is false"),
+    "diffcse generator sampling with the unigram generator": (
+        ["--method", "diffcse", "--generator_sampling", "true"],
+        "--generator_sampling true does nothing while --generator_name_or_path is unset: it acts only with "
+        "--generator_name_or_path set to other than unigram."),
+    "diffcse RTD settings without the RTD loss": (
+        ["--method", "diffcse", "--lambda_rtd", "0", "--masking_ratio", "0.5"],
+        "--masking_ratio 0.5 does nothing while --lambda_rtd is 0"),
+    "diffcse generator with delete edits": (
+        ["--method", "diffcse", "--edit_operation", "delete", "--generator_name_or_path", "gen"],
+        "--generator_name_or_path gen does nothing while --edit_operation is delete"),
+    "vicreg's variance settings with its surrogate": (["--loss", "vicreg", "--gamma", "2"],
+                                                      "--gamma 2.0 does nothing while --surrogate is true"),
+    "paradigm margin without GD": (["--loss", "paradigm", "--gd", "none", "--m", "0.5"],
+                                   "--m 0.5 does nothing while --gd is none: it acts only with --gd indicator"),
+    "gs_infonce noise settings without noise": (["--loss", "gs_infonce", "--lam", "0", "--noise_std", "2"],
+                                                "--noise_std 2.0 does nothing while --lam is 0"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DOES_NOTHING))
+def test_a_setting_that_would_do_nothing_in_this_run_is_refused_before_torch(train_parsers, tmp_path, case):
+    argv, line = DOES_NOTHING[case]
+    _, cached = train_parsers
+    cached.facts = entry_points.train_facts()
+    with pytest.raises(InputError) as refused:
+        entry_points.check_command_line("train", copy.deepcopy(cached), [*argv, "--output_dir", str(tmp_path / "o")])
+    assert str(refused.value).startswith(line), str(refused.value)
 
 
 #: a typed value that breaks each rule a method's setting may have (hf_cse.hyperparameter_rules.RULES)
@@ -414,7 +456,9 @@ def test_the_early_check_refuses_a_methods_setting_that_breaks_its_rule_as_the_c
             checked.add(name)
     assert {"dropout", "lora_r", "queue_size", "masking_ratio"} <= checked
     entry_points.check_command_line("train", copy.deepcopy(start), ["--method", "esimcse", "--queue_size", "0",
-                                                                     "--momentum", "1", "--dropout", "0"])
+                                                                     "--dup_rate", "0", "--dropout", "0"])
+    entry_points.check_command_line("train", copy.deepcopy(start), ["--method", "esimcse", "--momentum", "1",
+                                                                     "--mlm_probability", "0.5", "--do_mlm"])
     entry_points.check_command_line("train", copy.deepcopy(start), ["--queue_size", "-3", "--config",
                                                                      str(tmp_path / "r.json")])  # the file's method
 

@@ -306,8 +306,10 @@ TRAIN_CASES = {
                                 r"--max_seq_length 16 leaves no token for the sentences: --prompt takes \d+ tokens"),
     "length-of-special-tokens": (("--max_seq_length", "2"), None,
                                  "--max_seq_length 2 leaves no token for the sentences: the tokenizer adds 2"),
-    "mlm-weight-without-do-mlm": (("--mlm_weight", "0.5"), None, "--mlm_weight 0.5 does nothing without --do_mlm"),
-    "lora-dropout-without-lora": (("--lora_dropout", "0.1"), None, "--lora_dropout 0.1 does nothing without --lora_r"),
+    "mlm-weight-without-do-mlm": (("--mlm_weight", "0.5"), None,
+                                  "--mlm_weight 0.5 does nothing while --do_mlm is false"),
+    "lora-dropout-without-lora": (("--lora_dropout", "0.1"), None,
+                                  "--lora_dropout 0.1 does nothing while --lora_r is 0"),
     # settings that trained to the end doing nothing (review_cli entry 5), refused as --mlm_weight is
     "dcl-temperature-without-dcl": (("--dcl_temperature", "2.0"), None, "--dcl_temperature does nothing while "
                                     "--dcl_weight is 0 \\(no DCL objective\\): add --dcl_weight 0.1, or drop "
@@ -316,9 +318,9 @@ TRAIN_CASES = {
     "dcl-temperature-with-dcl-weight-0": (("--method", "imsimcse", "--dcl_weight", "0", "--dcl_temperature", "2"), None,
                                           "--dcl_temperature does nothing while --dcl_weight is 0"),
     "off-dropout-grad-without-off-dropout": (("--off_dropout_grad", "false"), None,
-                                             "--off_dropout_grad False does nothing without --off_dropout: use "
-                                             "--method imsimcse \\(or --off_dropout with --loss "
-                                             "off_dropout_infonce\\), or drop --off_dropout_grad\\."),
+                                             "--off_dropout_grad false does nothing while --off_dropout is false: "
+                                             "it acts only with --off_dropout true. Set that, or drop "
+                                             "--off_dropout_grad\\."),
     "eval-name-without-eval-pairs": (("--eval_name", "mydev"), None, "--eval_name mydev does nothing without "
                                      "--eval_file or --eval_dataset_name .*: add one, or drop --eval_name\\."),
     "eval-column-without-eval-pairs": (("--eval_sentence1_column", "a"), None,

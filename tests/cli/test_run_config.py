@@ -276,3 +276,25 @@ def test_only_the_trainers_object_flags_take_an_object_in_a_file(tmp_path):
     assert json.loads(typed["lr_scheduler_kwargs"]) == {"min_lr": 1e-06}
     with pytest.raises(InputError, match="'optim_args' must be a string"):
         check_settings({"optim_args": {"betas": 1}}, parser, "run.json")
+
+
+@pytest.mark.parametrize("settings, line", [
+    ({"method": "esimcse", "queue_size": 0, "momentum": 0.9},
+     "'momentum' does nothing while --queue_size is 0: it acts only with --queue_size > 0. Set that, or remove "
+     "'momentum' from --config"),
+    ({"loss": "vicreg", "variance_weight": 2.0}, "'variance_weight' does nothing while --surrogate is true"),
+])
+def test_a_files_setting_that_would_do_nothing_is_refused_naming_the_file(tmp_path, tiny_bert_dir, capsys,
+                                                                        monkeypatch, settings, line):
+    """The needs of a method's field or a loss's hyperparameter hold for a --config file's values too, named by
+    the file and key (the typed flags are refused before torch)."""
+    from hf_cse.models import base
+
+    monkeypatch.setattr(base, "load_encoder", lambda *a, **k: pytest.fail("the weights were loaded"))
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("\n".join(random_sentences(40)) + "\n")
+    path = _file(tmp_path / "run.json", {"model_name_or_path": str(tiny_bert_dir), "train_file": str(corpus),
+                                         **settings})
+    assert train.main(["--config", path, "--output_dir", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--config {path}: {line}" in err, err

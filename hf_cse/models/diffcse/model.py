@@ -55,6 +55,14 @@ DiscriminatorInit = Literal[DISCRIMINATOR_INITS]  # type: ignore[valid-type]
 logger = logging.getLogger(__name__)
 
 
+#: what the RTD settings act only with (:func:`hf_cse.hyperparameter_rules.field_needs`): the RTD loss weighed in;
+#: an edit a generator makes (delete removes tokens); a masked LM as the generator (unigram has no sampling, dropout or
+#: fill choice)
+RTD_ON = [("lambda_rtd", ">", 0)]
+EDITS_BY_A_GENERATOR = ("edit_operation", "!=", "delete")
+A_MODEL_GENERATOR = ("generator_name_or_path", "not_in", [None, UNIGRAM])
+
+
 class DiffCSEConfig(CSEConfig):
     r"""Configuration of :class:`DiffCSEModel`: the :class:`CSEConfig` fields plus the replaced-token-detection (RTD)
     task; each field's ``metadata["help"]`` says what it means. Defaults are the paper's BERT STS setting."""
@@ -70,30 +78,34 @@ class DiffCSEConfig(CSEConfig):
         "rule": "non_negative"})
     masking_ratio: float = field(default=0.30, metadata={
         "help": "DiffCSE: share of tokens edited (0.30 BERT, 0.20 RoBERTa: Table 12; Table 7 sweeps it)",
-        "rule": "unit_interval"})
+        "rule": "unit_interval", "needs": RTD_ON})
     edit_operation: EditOperation = field(default="replace", metadata={
-        "help": "DiffCSE: how sentences are edited: replace (the paper's), insert, delete (Table 4)"})
+        "help": "DiffCSE: how sentences are edited: replace (the paper's), insert, delete (Table 4)", "needs": RTD_ON})
     generator_name_or_path: str | None = field(default=None, metadata={
         "help": "DiffCSE generator: a masked LM (paper: distilbert-base-uncased / distilroberta-base) or 'unigram' "
                 "(no weights; departs from the paper); attached after the model is built, never saved with it "
-                "(run_unsup.py: unigram when not given)"})
+                "(run_unsup.py: unigram when not given)", "needs": [*RTD_ON, EDITS_BY_A_GENERATOR]})
     generator_sampling: bool = field(default=False, metadata={
-        "help": "DiffCSE: sample the generator's tokens instead of argmax (paper text: sampling; code: argmax)"})
+        "help": "DiffCSE: sample the generator's tokens instead of argmax (paper text: sampling; code: argmax)",
+        "needs": [*RTD_ON, EDITS_BY_A_GENERATOR, A_MODEL_GENERATOR]})
     generator_train_mode: bool = field(default=True, metadata={
         "help": "DiffCSE: run the generator with dropout on in training (the authors' code: model.train() reaches "
-                "it) or off (false)"})
+                "it) or off (false)", "needs": [*RTD_ON, EDITS_BY_A_GENERATOR, A_MODEL_GENERATOR]})
     generator_fill: GeneratorFill = field(default="all", metadata={
         "help": "DiffCSE: generator tokens at every position (all, the authors' code) or only at [MASK] positions "
-                "(masked, ELECTRA); insert edits always fill the inserted tokens only"})
+                "(masked, ELECTRA); insert edits always fill the inserted tokens only",
+                "needs": [*RTD_ON, ("edit_operation", "==", "replace"), A_MODEL_GENERATOR]})
     rtd_reduction: RTDReduction = field(default="mean", metadata={
         "help": "DiffCSE: L_RTD as the mean over all positions incl. [CLS] and padding (mean, the authors' code; "
-                "lambda was tuned for it) or the sum of the paper's formula (sum)"})
+                "lambda was tuned for it) or the sum of the paper's formula (sum)", "needs": RTD_ON})
     rtd_ignore_pad: bool = field(default=False, metadata={
         "help": "DiffCSE: leave padding positions out of L_RTD (the discriminator then reads the pad id there); "
                 "false, the authors' code: padding enters L_RTD with label 0 and id 0, as their g_pred * "
-                "attention_mask writes it (the pad id itself for BERT; <s> for RoBERTa, whose pad id is 1)"})
+                "attention_mask writes it (the pad id itself for BERT; <s> for RoBERTa, whose pad id is 1)",
+                "needs": RTD_ON})
     discriminator_init: DiscriminatorInit = field(default="encoder", metadata={
-        "help": "DiffCSE: discriminator starts from the encoder's checkpoint (encoder, the paper) or at random"})
+        "help": "DiffCSE: discriminator starts from the encoder's checkpoint (encoder, the paper) or at random",
+        "needs": RTD_ON})
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)

@@ -106,14 +106,15 @@ class ESimCSEConfig(CSEConfig):
                 "64; 128 for RoBERTa-large); 0 = word repetition only", "rule": "size"})
     momentum: float = field(default=0.995, metadata={
         "help": "ESimCSE: momentum lambda of the momentum encoder, theta_m <- lambda theta_m + (1 - lambda) theta",
-        "rule": "unit_interval"})
+        "rule": "unit_interval", "needs": [("queue_size", ">", 0)]})
     empty_queue_each_epoch: bool = field(default=True, metadata={
         "help": "ESimCSE: empty the momentum queue as each epoch begins, so its first step has no queued negatives "
                 "(true, the authors' code; a one-epoch run, as the paper's, is the same either way) or keep the "
-                "queue across epochs (false, as MoCo's)"})
+                "queue across epochs (false, as MoCo's)", "needs": [("queue_size", ">", 0)]})
     momentum_init: MomentumInit = field(default="random", metadata={
         "help": "ESimCSE: the momentum encoder starts freshly initialised (random, the authors' code: their logs list "
-                "momentum_model.* as newly initialized) or as a copy of the pretrained encoder (copy, MoCo's start)"})
+                "momentum_model.* as newly initialized) or as a copy of the pretrained encoder (copy, MoCo's start)",
+                "needs": [("queue_size", ">", 0)]})
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)

@@ -120,10 +120,11 @@ class PromptBERTConfig(CSEConfig):
         "help": "PromptBERT: denoise the dev embeddings the trainer scores to keep its best checkpoint (the authors' "
                 "trainer does)"})
     denoising_grad: bool = field(default=True, metadata={
-        "help": "PromptBERT: gradients through the empty-template forward (the authors' code: yes)"})
+        "help": "PromptBERT: gradients through the empty-template forward (the authors' code: yes)",
+        "needs": [("template_denoising", "==", True)]})
     denoising_positions: DenoisingPositions = field(default="authors_code", metadata={
         "help": "PromptBERT: positions of the empty template from 0 (authors_code) or as the encoder numbers a "
-                "sentence (encoder; differs for RoBERTa only)"})
+                "sentence (encoder; differs for RoBERTa only)", "needs": [("template_denoising", "==", True)]})
     #: the templates' token ids, from the tokenizer (PromptBERTModel.use_tokenizer); saved with the model
     template_token_ids: dict | None = field(default=None)
 
