@@ -25,6 +25,8 @@ class ChosenSettings(set):
         super().__init__({*typed, *from_file})
         self.file_only = set(from_file) - set(typed)
         self.config = config
+        #: the file's settings a typed flag made inapplicable and the command left out, in words (logged)
+        self.dropped_from_file: str | None = None
 
 
 def _file_of(chosen: set[str], name: str) -> str | None:

@@ -261,12 +261,14 @@ def read_run_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any
 
 
 def check_file_hyperparameters(path: str | None, settings: Mapping[str, Any], parser: argparse.ArgumentParser,
-                               argv: list[str] | None) -> None:
+                               argv: list[str] | None, typed: set[str] = frozenset()) -> list[str]:
     """The loss hyperparameters the ``--config`` file at ``path`` sets (``settings``: those no typed flag overrides)
     are taken by the run's loss (the file's, a typed ``--loss``'s or the method's): refused by the file and key, not
-    as flags the user never typed."""
+    as flags the user never typed. Where ``--loss`` is typed (``typed``: the flags given) over the file's, those it
+    does not take, and the file's own loss does, are left out, as a preset's are: returned, for the caller to unset
+    and say."""
     if path is None:
-        return
+        return []
     from ..hyperparameter_rules import not_taken_error
     from ..losses import available_losses, loss_hyperparameters
     from .arguments import main_loss
@@ -274,11 +276,18 @@ def check_file_hyperparameters(path: str | None, settings: Mapping[str, Any], pa
     final = parser.parse_known_args(argv)[0]
     loss = main_loss(final.method, final.loss)
     if loss not in available_losses():
-        return  # refused in its own words
+        return []  # refused in its own words
     every = {name for other in available_losses() for name in loss_hyperparameters(other)}
     takes = list(loss_hyperparameters(loss))
     wrong = sorted(name for name, value in settings.items() if name in every - set(takes) and value is not None)
+    own = main_loss(parser.get_default("method"), parser.get_default("loss"))  # the file's (or preset's) loss
+    replaced = [name for name in wrong if "loss" in typed and own in available_losses()
+                and name in loss_hyperparameters(own)]
+    if replaced == wrong:
+        return replaced  # the file's loss's, which the typed --loss replaces
+    wrong = [name for name in wrong if name not in replaced]
     if wrong:
         keys = ", ".join(map(repr, wrong))
         raise InputError(f"--config {path}: {not_taken_error(loss, wrong, takes)} Remove {keys} from the file, or "
                          f"choose a loss that takes {'it' if len(wrong) == 1 else 'them'}.")
+    return []

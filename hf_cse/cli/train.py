@@ -164,8 +164,15 @@ def parse_args(argv: list[str]):
         parser.set_defaults(**check_settings(PRESETS[preset], parser, f"--preset {preset}"))
     parser.set_defaults(**from_file)
     typed = typed_flags(parser, argv)
-    check_file_hyperparameters(known.config, {k: v for k, v in from_file.items() if k not in typed}, parser, argv)
+    replaced = check_file_hyperparameters(known.config, {k: v for k, v in from_file.items() if k not in typed},
+                                          parser, argv, typed)
+    if replaced:  # the file's loss's hyperparameters, which the typed --loss does not take
+        parser.set_defaults(**dict.fromkeys(replaced))
+        chosen_in_file -= set(replaced)
     chosen = ChosenSettings(typed, chosen_in_file, known.config)
+    if replaced:  # said once the console is set up
+        chosen.dropped_from_file = (f"--config {known.config}: dropped {', '.join(map(repr, replaced))} (not taken by "
+                                    f"--loss {parser.parse_known_args(argv)[0].loss})")
     # a preset's or a record's step interval whose strategy is turned off: left out, not refused as a contradiction
     # (the training arguments refuse an interval given with its strategy 'no', training_values.check_step_intervals)
     unapplied = unapplied_intervals(vars(parser.parse_known_args(argv)[0]), typed)
@@ -249,6 +256,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     args = parse_args(sys.argv[1:] if argv is None else argv)
     (model_args, data_args, method_args, loss_args, dcl_args, stream_args, training_args, console, chosen) = args
     setup_console(console.verbose, main_process=training_args.process_index == 0)
+    if chosen.dropped_from_file:
+        logger.info("%s", chosen.dropped_from_file)
     set_seed(training_args.seed)
     said = default_best_metric(training_args, chosen, method_args.preset)  # one nobody typed, which the run won't log
     if said:

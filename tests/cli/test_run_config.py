@@ -175,9 +175,23 @@ def test_a_files_hyperparameter_goes_with_the_loss_typed(tmp_path, monkeypatch):
     parser = train.argument_parser()
     settings = read_run_config(path, parser)
     parser.set_defaults(**settings)
-    check_file_hyperparameters(path, settings, parser, ["--loss", "focal_infonce"])
-    with pytest.raises(InputError, match=r"run\.json: loss arccon does not take m\."):
-        check_file_hyperparameters(path, settings, parser, ["--loss", "arccon"])
+    assert check_file_hyperparameters(path, settings, parser, ["--loss", "focal_infonce"], {"loss"}) == []
+    with pytest.raises(InputError, match=r"run\.json: loss arccon does not take m\."):  # nor does the file's loss
+        check_file_hyperparameters(path, settings, parser, ["--loss", "arccon"], {"loss"})
+
+
+def test_a_typed_loss_leaves_out_the_files_loss_hyperparameters_it_does_not_take(tmp_path):
+    """--config <a focal_infonce run's record> --loss infonce was refused ("loss infonce does not take m ... Remove
+    'm' from the file"), though flags win over the file and a preset's m is left out the same way."""
+    path = _file(tmp_path / "run.json", {"loss": "focal_infonce", "temperature": 0.1, "m": 0.25})
+    parser = train.argument_parser()
+    settings = read_run_config(path, parser)
+    parser.set_defaults(**settings)
+    assert check_file_hyperparameters(path, settings, parser, ["--loss", "infonce"], {"loss"}) == ["m"]
+    spec = train.parse_args(["--config", path, "--loss", "infonce", "--output_dir", str(tmp_path / "out")])
+    loss_args, chosen = spec[3], spec[-1]
+    assert loss_args.m is None and loss_args.temperature == 0.1 and "m" not in chosen
+    assert chosen.dropped_from_file == f"--config {path}: dropped 'm' (not taken by --loss infonce)"
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
