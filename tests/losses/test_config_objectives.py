@@ -206,6 +206,17 @@ def test_a_hyperparameter_named_weight_is_the_losss_not_the_objectives():
     assert config.objectives == objectives and build_objectives(config)[0].loss.weight == "hardest"
 
 
+def test_dcl_as_the_main_loss_and_as_the_auxiliary_one_is_refused():
+    """--loss dcl --dcl_weight 0.1 trained DCL twice without a word: the repeat check compared the metric names,
+    and the main objective's is 'contrastive'."""
+    _, (_, loss_args, dcl_args) = _parse(["--dcl_weight", "0.1"])
+    with pytest.raises(ValueError, match="the main loss is dcl, and dcl_weight 0.1 would add the dcl objective a "
+                                         "second time"):
+        objectives_from_flags(SimCSEConfig().objectives, "dcl", loss_args, dcl_args)
+    with pytest.raises(ValueError, match="dcl appear"):
+        SimCSEConfig(objectives=[objective("dcl"), objective("dcl", 0.1)])
+
+
 def test_dcl_flags_come_from_the_dcl_loss_and_temperature_no_longer_claims_dcl():
     assert set(dcl_arguments_class().__dataclass_fields__) == {"dcl_weight"} | {
         f"dcl_{name}" for name in loss_hyperparameters("dcl")}
