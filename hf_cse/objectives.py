@@ -157,8 +157,8 @@ def objectives_for(defaults: list[dict], loss: str, hyperparameters: Mapping[str
     if not (weight >= 0 and math.isfinite(weight)):  # NaN fails both >= 0 and > 0: it would drop the objective
         raise CSEError(f"dcl_weight must be a finite number >= 0 (0 = no DCL objective), got {weight}.")
     if weight > 0 and loss == DCL:
-        raise CSEError(f"the main loss is {DCL}, and dcl_weight {weight:g} would add the {DCL} objective a second time: "
-                       f"set dcl_weight 0, or choose another main loss.", fields=("loss", "dcl_weight"))
+        raise CSEError(f"the main loss is {DCL}, and dcl_weight {weight:g} would add the {DCL} objective a second "
+                       "time: set dcl_weight 0, or choose another main loss.", fields=("loss", "dcl_weight"))
     if weight > 0:
         objectives.append(objective(DCL, weight, **dcl_defaults({**(method_dcl or {}).get("hyperparameters", {}),
                                                                   **(dcl_hyperparameters or {})})))
