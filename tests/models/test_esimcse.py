@@ -508,3 +508,15 @@ def test_the_command_line_refuses_a_huge_queue_before_allocating_it(tiny_bert_di
                                    "--method", "esimcse", "--queue_size", "3000000", "--max_steps", "1",
                                    "--per_device_train_batch_size", "8", "--output_dir", str(tmp_path / "out"),
                                    "--use_cpu", "--disable_tqdm", "true"])
+
+
+def test_a_momentum_encoder_that_never_leaves_its_random_start_is_refused_before_loading():
+    """--momentum 1 with the authors' random start trained with every queued negative from a random network."""
+    from hf_cse.errors import CSEError
+    from hf_cse.models import ESimCSEConfig, ESimCSEModel
+
+    with pytest.raises(CSEError, match="esimcse: momentum 1 keeps the momentum encoder as it starts, and "
+                                       "momentum_init 'random' starts it at random"):
+        ESimCSEModel.check_before_loading(ESimCSEConfig(momentum=1.0))
+    ESimCSEModel.check_before_loading(ESimCSEConfig(momentum=1.0, momentum_init="copy"))
+    ESimCSEModel.check_before_loading(ESimCSEConfig(momentum=0.995))

@@ -163,6 +163,16 @@ class ESimCSEModel(CSEPreTrainedModel):
     views_differ_by_dropout = False
     training_only_parts = ("projection head", "momentum encoder", "queue")
 
+    @classmethod
+    def check_before_loading(cls, config: ESimCSEConfig) -> None:
+        """Momentum 1 never moves the momentum encoder from its start; started at random (the authors' code), every
+        queued negative would come from a random network."""
+        if config.queue_size and config.momentum == 1 and config.momentum_init == "random":
+            raise CSEError("esimcse: momentum 1 keeps the momentum encoder as it starts, and momentum_init 'random' "
+                           "starts it at random: every queued negative would come from a random network. Use "
+                           "momentum < 1 (the paper's 0.995), or momentum_init 'copy'.",
+                           fields=("momentum", "momentum_init"))
+
     def __init__(self, config: ESimCSEConfig, encoder=None):
         super().__init__(config, encoder)
         self.momentum_encoder = None
