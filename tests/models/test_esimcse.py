@@ -512,9 +512,6 @@ def test_the_command_line_refuses_a_huge_queue_before_allocating_it(tiny_bert_di
 
 def test_a_momentum_encoder_that_never_leaves_its_random_start_is_refused_before_loading():
     """--momentum 1 with the authors' random start trained with every queued negative from a random network."""
-    from hf_cse.errors import CSEError
-    from hf_cse.models import ESimCSEConfig, ESimCSEModel
-
     with pytest.raises(CSEError, match="esimcse: momentum 1 keeps the momentum encoder as it starts, and "
                                        "momentum_init 'random' starts it at random"):
         ESimCSEModel.check_before_loading(ESimCSEConfig(momentum=1.0))
