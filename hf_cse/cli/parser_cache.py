@@ -47,7 +47,17 @@ _ACTIONS = {argparse._StoreAction: "store", argparse._StoreTrueAction: "store_tr
             argparse._StoreFalseAction: "store_false", argparse._StoreConstAction: "store_const",
             argparse._AppendAction: "append", argparse._ExtendAction: "extend", argparse._CountAction: "count",
             argparse._HelpAction: "help", HelpAllAction: "help_all"}
-_TYPES = {"int": int, "float": float, "str": str}
+def _bool_word(value: str) -> str:
+    """A boolean flag's value checked as transformers' ``string_to_bool`` checks it (the same refusal), and kept as
+    the text typed: the early checks read a boolean flag's text (:func:`hf_cse.cli.entry_points._switched_on`)."""
+    if not isinstance(value, str) or value.lower() in ("yes", "true", "t", "y", "1", "no", "false", "f", "n", "0"):
+        return value
+    raise argparse.ArgumentTypeError(f"Truthy value expected: got {value} but expected one of yes/no, true/false, t/f, "
+                                     "y/n, 1/0 (case insensitive).")
+
+
+#: the flags' types a description keeps (by their names in the parser it describes); any other is read as text
+_TYPES = {"int": int, "float": float, "str": str, "string_to_bool": _bool_word}
 
 
 def cache_folder() -> Path:

@@ -148,6 +148,9 @@ def outcome(parser, argv: list[str], capsys) -> tuple:
     ["--train_fil", "a.txt"],  # the start of --train_file and --train_files: unknown (no abbreviations)
     ["--dataset_nam", "d", "--no_mlp_only_train", "--model_name_or_path", "m"],  # a prefix (unknown), a --no_ form
     ["--matryoshka_dims", "8,4", "--report_to", "none", "tensorboard", "--torch_dtype", "bfloat16"],
+    # a boolean flag's word: was read as text before torch and refused 17 s later by the command's parser
+    ["--method", "diffcse", "--generator_sampling", "maybe"],
+    ["--normalize", "Yes", "--bf16", "0"],
 ])
 def test_the_cached_train_parser_reads_what_the_command_reads(train_parsers, argv, capsys):
     parser, cached = train_parsers
