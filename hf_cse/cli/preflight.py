@@ -212,8 +212,14 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
     from ..losses import get_loss_class, loss_hyperparameters
 
     check_off_dropout(model_cls, config_kwargs, typed)  # before the config refuses it in the library's terms
+    # before the config refuses some (lora_alpha without lora_r) in the library's terms, not naming a --config file
+    defaults = model_cls.config_class()
+
+    def value_of(name: str):  # None: the method's own default
+        return getattr(defaults, name, None) if config_kwargs.get(name) is None else config_kwargs[name]
+
+    check_needs(typed, field_needs(model_cls.config_class), value_of, config_kwargs)
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
-    check_needs(typed, field_needs(model_cls.config_class), lambda other: getattr(config, other, None), config_kwargs)
     main = config.objectives[0]
     loss_values = {**{name: p.default for name, p in loss_hyperparameters(main["loss"]).items()},
                    **main["hyperparameters"]}

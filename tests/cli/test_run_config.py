@@ -312,3 +312,20 @@ def test_a_files_setting_that_would_do_nothing_is_refused_naming_the_file(tmp_pa
     assert train.main(["--config", path, "--output_dir", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"--config {path}: {line}" in err, err
+
+
+def test_a_typed_switch_off_names_the_files_setting_that_would_do_nothing(tmp_path, tiny_bert_dir, capsys,
+                                                                          monkeypatch):
+    """--config <a LoRA run's record> --lora_r 0 was refused as '--lora_alpha / --lora_target_modules are set but
+    --lora_r is 0', flags the user never typed."""
+    from hf_cse.models import base
+
+    monkeypatch.setattr(base, "load_encoder", lambda *a, **k: pytest.fail("the weights were loaded"))
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("\n".join(random_sentences(40)) + "\n")
+    path = _file(tmp_path / "run.json", {"model_name_or_path": str(tiny_bert_dir), "train_file": str(corpus),
+                                         "lora_r": 4, "lora_alpha": 8.0})
+    assert train.main(["--config", path, "--lora_r", "0", "--output_dir", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert f"--config {path}: 'lora_alpha' does nothing while --lora_r is 0" in err and \
+        f"remove 'lora_alpha' from --config {path}." in err, err
