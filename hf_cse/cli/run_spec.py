@@ -164,7 +164,11 @@ class TrainingSpec:
     def from_args(cls, training_args) -> TrainingSpec:
         values = {f.name: getattr(training_args, f.name, None) for f in dataclasses.fields(cls)}
         scheduler = values["lr_scheduler_type"]
-        return cls(**{**values, "lr_scheduler_type": getattr(scheduler, "value", scheduler)})  # an enum: its name
+        warmup = values["warmup_steps"]  # a whole count as an int however it was given (0, not 0.0 from a file)
+        if isinstance(warmup, float) and warmup.is_integer() and warmup >= 1 or warmup == 0:
+            warmup = int(warmup)
+        return cls(**{**values, "lr_scheduler_type": getattr(scheduler, "value", scheduler),  # an enum: its name
+                      "warmup_steps": warmup})
 
     @property
     def global_batch(self) -> int:

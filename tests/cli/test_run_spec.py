@@ -476,3 +476,17 @@ def test_a_presets_pooling_in_place_of_the_encoders_own_is_a_warning(tmp_path, m
                              "sentence-transformers pooling is mean + Normalize); the preset pools as its paper's "
                              "BERT-base runs: --pooler_type 'avg' keeps the encoder's own"]
     assert warnings_of("--pooler_type", "avg") == []
+
+
+def test_a_whole_warmup_is_recorded_as_the_same_number_however_it_was_given():
+    """A run's record said warmup_steps 0 and the rerun from it (a JSON number read as float) 0.0: the one line two
+    records of the same run differed by."""
+    from types import SimpleNamespace
+
+    from hf_cse.cli.run_spec import TrainingSpec
+
+    base = dict(seed=1, per_device_train_batch_size=8, gradient_accumulation_steps=1, learning_rate=3e-5,
+                weight_decay=0.0, num_train_epochs=1.0, max_steps=2, lr_scheduler_type="linear", world_size=1)
+    specs = [TrainingSpec.from_args(SimpleNamespace(**base, warmup_steps=w)) for w in (0, 0.0, 10, 10.0, 0.1)]
+    recorded = [json.dumps(spec.fingerprint()["warmup_steps"]) for spec in specs]
+    assert recorded == ["0", "0", "10", "10", "0.1"]
