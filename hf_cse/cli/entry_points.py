@@ -28,7 +28,6 @@ from ..checks import MODEL_FOLDER_MARKERS, InputError, check_model_source, model
 from ..encoders import packaged_encoder_path
 from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file, local_dataset_folder
-from ..hyperparameter_rules import check_rule, check_rules, field_needs, not_taken_error, unknown_loss_error
 from ..matryoshka_rules import check_head_flags, check_matryoshka
 from ..number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_int_list, parse_truncate_dims
 from ..presets import PRESETS
@@ -39,7 +38,7 @@ from ..training_values import check_given_intervals
 from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, say_line, typed_flags
 from .eval_output_dir import default_eval_output_dir, refuse_other_results
 from .eval_settings import check_eval_settings
-from .flags_in_use import check_method_flags, check_needs
+from .flags_in_use import check_method_flags
 from .help import HELP_ALL
 from .launch import check_one_process, end_with_the_launcher
 from .output_dir import refuse_occupied_output_dir
@@ -52,6 +51,16 @@ from .preflight import (
 )
 from .presets import unknown_preset
 from .stop_signals import Terminated
+from .train_facts import (
+    all_numbers,
+    check_dcl_values,
+    check_loss_values,
+    check_method_values,
+    check_typed_needs,
+    refuse_unregistered_loss,
+    switched_on,
+    train_facts,
+)
 from .user_modules import import_user_modules, requested_modules, typed_loss
 
 #: command -> the module whose ``main(argv, prog)`` runs it
@@ -81,50 +90,10 @@ def _train_values(parser, argv: list[str]) -> dict:
     return args
 
 
-def _all_numbers(values) -> bool:
-    """Whether every value the cached parser read is a number (else one is read otherwise: the command checks it)."""
-    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-
-
 def _numbers(args: dict, names) -> SimpleNamespace | None:
     """``args``' values of ``names``, where all are numbers."""
     values = {name: args.get(name) for name in names}
-    return SimpleNamespace(**values) if _all_numbers(values.values()) else None
-
-
-def _needs_facts(needs: dict, default_of: Callable[[str], object]) -> dict:
-    """The needs of a method's fields or a loss's hyperparameters, with the defaults of the settings they test."""
-    tested = sorted({other for each in needs.values() for other, _, _ in each})
-    return {"needs": needs, "defaults": {name: default_of(name) for name in tested}}
-
-
-def train_facts() -> dict:
-    """What hf-cse-train's early checks read besides its flags (written into its parser description): each loss's
-    hyperparameter rules and those whose default is None (not set), each method's main loss and projector, and the
-    rules of its config's fields (with whose field each is: the method's, or "" for every method's)."""
-    from ..losses import available_losses, get_loss_class
-    from ..models import METHODS
-    from ..models.config import field_rule_owners
-    from ..objectives import DCL
-
-    losses = {}
-    for name in available_losses():
-        cls = get_loss_class(name)
-        optional = sorted(k for k, p in cls.hyperparameters().items() if p.default is None)
-        # as pairs: the rules are checked in their order, which a JSON object's sorted keys would lose
-        losses[name] = {"rules": list(cls.hyperparameter_rules.items()), "optional": optional,
-                        "hyperparameters": list(cls.hyperparameters()),
-                        **_needs_facts(cls.hyperparameter_needs, lambda p: cls.hyperparameters()[p].default)}
-    from .arguments import method_flags
-
-    defaults = {m: cls.config_class() for m, cls in sorted(METHODS.items())}
-    return {"losses": losses, "method_losses": {m: config.loss for m, config in defaults.items()},
-            "method_projectors": {m: config.projector for m, config in defaults.items()},
-            "method_flags": method_flags(), "dcl_loss": DCL,
-            "method_rules": {m: [[name, *ruled] for name, ruled in field_rule_owners(cls.config_class).items()]
-                             for m, cls in sorted(METHODS.items())},
-            "method_needs": {m: _needs_facts(field_needs(METHODS[m].config_class), lambda name: getattr(config, name))
-                             for m, config in defaults.items()}}
+    return SimpleNamespace(**values) if all_numbers(values.values()) else None
 
 
 #: command -> what its early checks read besides its flags
@@ -133,88 +102,6 @@ FACTS: dict[str, Callable[[], dict]] = {"train": train_facts}
 
 def command_facts(command: str) -> dict | None:
     return FACTS[command]() if command in FACTS else None
-
-
-def _refuse_unregistered_loss(facts: dict, loss: str | None) -> None:
-    """``loss`` is one the description knows, or the caller registered (the registry is then imported already)."""
-    losses = facts.get("losses")
-    if not losses or loss is None or loss in losses:
-        return
-    registry = sys.modules.get("hf_cse.losses.registry")
-    available = registry.available_losses() if registry is not None else losses
-    if loss not in available:
-        raise unknown_loss_error(loss, available)
-
-
-def _check_loss_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
-    """The main loss (``--loss``, else the method's) is registered, takes the hyperparameter flags typed
-    (``typed_flags``: those given on the command line, not by a preset), and the values typed for it keep its rules,
-    as the registry and the loss check them; a loss registered by the caller's own code (the registry is then
-    imported already) is left to the command."""
-    loss = args.get("loss") or facts.get("method_losses", {}).get(args.get("method"))
-    losses = facts.get("losses")
-    if not losses or loss is None:
-        return
-    if loss not in losses:
-        _refuse_unregistered_loss(facts, loss)
-        return  # the caller's loss: the command checks it
-    known = losses[loss]
-    takes = known.get("hyperparameters")
-    if takes is not None:
-        every = {name for facts_of in losses.values() for name in facts_of.get("hyperparameters", ())}
-        wrong = sorted(name for name in every - set(takes) if name in typed_flags)
-        if wrong:
-            raise not_taken_error(loss, wrong, takes, dashes="--")
-    rules = dict(known["rules"])
-    typed = {name: args.get(name) for name in rules if args.get(name) is not None}
-    if _all_numbers(typed.values()):
-        check_rules(loss, rules, typed, frozenset(known["optional"]), dashes="--")
-
-
-def _check_dcl_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
-    """The DCL objective's weight and hyperparameters typed (``--dcl_weight``, ``--dcl_temperature``) keep the rules
-    the objective and the DCL loss check."""
-    dcl = facts.get("losses", {}).get(facts.get("dcl_loss"))
-    if dcl is None:
-        return
-    if "dcl_weight" in typed_flags and _all_numbers([args.get("dcl_weight")]):
-        check_rule("", "dcl_weight", args["dcl_weight"], "non_negative", dashes="--")
-    for name, rule in dcl["rules"]:
-        value = args.get(f"dcl_{name}")
-        if f"dcl_{name}" in typed_flags and value is not None and _all_numbers([value]):
-            check_rule(facts["dcl_loss"], f"dcl_{name}", value, rule, dashes="--")
-
-
-#: how a boolean flag may be typed (transformers' string_to_bool), false ones first
-BOOL_WORDS = ("false", "no", "n", "f", "0", "true", "yes", "y", "t", "1")
-
-
-def _switched_on(value) -> bool:
-    """A switch's value as the cached parser gives it (a bool typed may come as its text)."""
-    return value.strip().lower() not in (*BOOL_WORDS[:5], "") if isinstance(value, str) else bool(value)
-
-
-def _check_needs(facts: dict, args: dict, given: set[str]) -> None:
-    """A setting typed that acts only with another setting this run has otherwise (e.g. --mlm_weight without
-    --do_mlm, ESimCSE's --momentum with --queue_size 0): the method's fields' needs and the main loss's; the other
-    setting's value is the one typed or the preset's, else the method's or the loss's default."""
-    preset = PRESETS.get(args.get("preset") or "", {})
-    shown = {name: _switched_on(value) if isinstance(value, str) and value.strip().lower() in BOOL_WORDS
-             else value for name, value in args.items()}  # as the command shows it: False, not 'false'
-    loss = args.get("loss") or facts.get("method_losses", {}).get(args.get("method"))
-    for owner in (facts.get("method_needs", {}).get(args.get("method")), facts.get("losses", {}).get(loss)):
-        if owner and owner.get("needs"):
-            defaults = owner["defaults"]
-            check_needs(given, owner["needs"],
-                        lambda name: shown.get(name) if name in given or name in preset else defaults.get(name),
-                        shown)
-
-
-def _check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
-    """The values typed for the method's config fields keep their rules, as the config checks them."""
-    for name, rule, owner in facts.get("method_rules", {}).get(args.get("method"), ()):
-        if name in typed_flags and args.get(name) is not None and _all_numbers([args[name]]):
-            check_rule(owner, name, args[name], rule, dashes="--")
 
 
 #: Trainer flags the trainer sets itself, whatever is typed (:class:`hf_cse.trainer.ContrastiveTrainer`), and why
@@ -237,7 +124,7 @@ def _check_train(parser, argv: list[str]) -> None:
         if flag in given:
             raise InputError(f"--{flag} is hf_cse's to decide: {why}. Drop --{flag}.", fields=(flag,))
     for flag in ("bf16", "fp16"):  # false is their default: the precision then comes from --precision (auto)
-        if flag in given and not _switched_on(args.get(flag)) and \
+        if flag in given and not switched_on(args.get(flag)) and \
                 args.get("precision") != "fp32":  # beside --precision fp32 it says the same
             raise InputError(f"--{flag} false does not turn {flag} off: it is its default, and the precision comes "
                              "from --precision (auto unless given). Pass --precision fp32 for fp32.",
@@ -254,10 +141,10 @@ def _check_train(parser, argv: list[str]) -> None:
         if args.get("method") in own:  # another method's setting typed (DiffCSE's --lambda_rtd with simcse); a
             every = {name for names in own.values() for name in names}  # preset's the command drops
             check_method_flags(args["method"], sorted(every & typed), own)
-        _check_loss_values(facts, args, typed)
-        _check_method_values(facts, args, typed)
-        _check_needs(facts, args, given)
-        _check_dcl_values(facts, args, typed)
+        check_loss_values(facts, args, typed)
+        check_method_values(facts, args, typed)
+        check_typed_needs(facts, args, given)
+        check_dcl_values(facts, args, typed)
         check_matryoshka(args.get(DIMS_FIELD), args.get(WEIGHTS_FIELD))  # the library's rule: repeats, a 0, counts
         projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))
         if projector is not None:
@@ -315,7 +202,7 @@ def check_command_line(command: str, parser, argv: list[str]) -> None:
     (``main`` meets those among its other checks)."""
     with same_on_every_process():  # each process of a launch reads the same command line and files
         if command == "train":  # an unregistered loss first: its hyperparameters' flags are unknown for that reason
-            _refuse_unregistered_loss(getattr(parser, "facts", {}), typed_loss(argv))
+            refuse_unregistered_loss(getattr(parser, "facts", {}), typed_loss(argv))
         refuse_empty_paths(parser, argv)
         refuse_unknown_flags(parser, argv)
         VALUE_CHECKS[command](parser, argv)

@@ -1,0 +1,139 @@
+"""What ``hf-cse-train``'s early checks read besides its flags -- each loss's hyperparameters, rules and needs, each
+method's main loss, projector, own flags, field rules and needs (:func:`train_facts`, written into the command's
+shipped parser description) -- and the checks that read them before torch is imported
+(:func:`hf_cse.cli.entry_points.check_command_line`): a loss or method setting typed that breaks its rule, another
+loss's hyperparameter, a setting that would do nothing in the run.
+
+Imports nothing heavy at module level: :func:`train_facts` imports the registries when the description is written.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from ..hyperparameter_rules import check_rule, check_rules, field_needs, not_taken_error, unknown_loss_error
+from ..presets import PRESETS
+from .flags_in_use import check_needs
+
+
+def all_numbers(values) -> bool:
+    """Whether every value the cached parser read is a number (else one is read otherwise: the command checks it)."""
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
+def _needs_facts(needs: dict, default_of: Callable[[str], object]) -> dict:
+    """The needs of a method's fields or a loss's hyperparameters, with the defaults of the settings they test."""
+    tested = sorted({other for each in needs.values() for other, _, _ in each})
+    return {"needs": needs, "defaults": {name: default_of(name) for name in tested}}
+
+
+def train_facts() -> dict:
+    """What hf-cse-train's early checks read besides its flags (written into its parser description): each loss's
+    hyperparameter rules and those whose default is None (not set), each method's main loss and projector, and the
+    rules of its config's fields (with whose field each is: the method's, or "" for every method's)."""
+    from ..losses import available_losses, get_loss_class
+    from ..models import METHODS
+    from ..models.config import field_rule_owners
+    from ..objectives import DCL
+
+    losses = {}
+    for name in available_losses():
+        cls = get_loss_class(name)
+        optional = sorted(k for k, p in cls.hyperparameters().items() if p.default is None)
+        # as pairs: the rules are checked in their order, which a JSON object's sorted keys would lose
+        losses[name] = {"rules": list(cls.hyperparameter_rules.items()), "optional": optional,
+                        "hyperparameters": list(cls.hyperparameters()),
+                        **_needs_facts(cls.hyperparameter_needs, lambda p: cls.hyperparameters()[p].default)}
+    from .arguments import method_flags
+
+    defaults = {m: cls.config_class() for m, cls in sorted(METHODS.items())}
+    return {"losses": losses, "method_losses": {m: config.loss for m, config in defaults.items()},
+            "method_projectors": {m: config.projector for m, config in defaults.items()},
+            "method_flags": method_flags(), "dcl_loss": DCL,
+            "method_rules": {m: [[name, *ruled] for name, ruled in field_rule_owners(cls.config_class).items()]
+                             for m, cls in sorted(METHODS.items())},
+            "method_needs": {m: _needs_facts(field_needs(METHODS[m].config_class), lambda name: getattr(config, name))
+                             for m, config in defaults.items()}}
+
+
+def refuse_unregistered_loss(facts: dict, loss: str | None) -> None:
+    """``loss`` is one the description knows, or the caller registered (the registry is then imported already)."""
+    losses = facts.get("losses")
+    if not losses or loss is None or loss in losses:
+        return
+    registry = sys.modules.get("hf_cse.losses.registry")
+    available = registry.available_losses() if registry is not None else losses
+    if loss not in available:
+        raise unknown_loss_error(loss, available)
+
+
+def check_loss_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
+    """The main loss (``--loss``, else the method's) is registered, takes the hyperparameter flags typed
+    (``typed_flags``: those given on the command line, not by a preset), and the values typed for it keep its rules,
+    as the registry and the loss check them; a loss registered by the caller's own code (the registry is then
+    imported already) is left to the command."""
+    loss = args.get("loss") or facts.get("method_losses", {}).get(args.get("method"))
+    losses = facts.get("losses")
+    if not losses or loss is None:
+        return
+    if loss not in losses:
+        refuse_unregistered_loss(facts, loss)
+        return  # the caller's loss: the command checks it
+    known = losses[loss]
+    takes = known.get("hyperparameters")
+    if takes is not None:
+        every = {name for facts_of in losses.values() for name in facts_of.get("hyperparameters", ())}
+        wrong = sorted(name for name in every - set(takes) if name in typed_flags)
+        if wrong:
+            raise not_taken_error(loss, wrong, takes, dashes="--")
+    rules = dict(known["rules"])
+    typed = {name: args.get(name) for name in rules if args.get(name) is not None}
+    if all_numbers(typed.values()):
+        check_rules(loss, rules, typed, frozenset(known["optional"]), dashes="--")
+
+
+def check_dcl_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
+    """The DCL objective's weight and hyperparameters typed (``--dcl_weight``, ``--dcl_temperature``) keep the rules
+    the objective and the DCL loss check."""
+    dcl = facts.get("losses", {}).get(facts.get("dcl_loss"))
+    if dcl is None:
+        return
+    if "dcl_weight" in typed_flags and all_numbers([args.get("dcl_weight")]):
+        check_rule("", "dcl_weight", args["dcl_weight"], "non_negative", dashes="--")
+    for name, rule in dcl["rules"]:
+        value = args.get(f"dcl_{name}")
+        if f"dcl_{name}" in typed_flags and value is not None and all_numbers([value]):
+            check_rule(facts["dcl_loss"], f"dcl_{name}", value, rule, dashes="--")
+
+
+#: how a boolean flag may be typed (transformers' string_to_bool), false ones first
+BOOL_WORDS = ("false", "no", "n", "f", "0", "true", "yes", "y", "t", "1")
+
+
+def switched_on(value) -> bool:
+    """A switch's value as the cached parser gives it (a bool typed may come as its text)."""
+    return value.strip().lower() not in (*BOOL_WORDS[:5], "") if isinstance(value, str) else bool(value)
+
+
+def check_typed_needs(facts: dict, args: dict, given: set[str]) -> None:
+    """A setting typed that acts only with another setting this run has otherwise (e.g. --mlm_weight without
+    --do_mlm, ESimCSE's --momentum with --queue_size 0): the method's fields' needs and the main loss's; the other
+    setting's value is the one typed or the preset's, else the method's or the loss's default."""
+    preset = PRESETS.get(args.get("preset") or "", {})
+    shown = {name: switched_on(value) if isinstance(value, str) and value.strip().lower() in BOOL_WORDS
+             else value for name, value in args.items()}  # as the command shows it: False, not 'false'
+    loss = args.get("loss") or facts.get("method_losses", {}).get(args.get("method"))
+    for owner in (facts.get("method_needs", {}).get(args.get("method")), facts.get("losses", {}).get(loss)):
+        if owner and owner.get("needs"):
+            defaults = owner["defaults"]
+            check_needs(given, owner["needs"],
+                        lambda name: shown.get(name) if name in given or name in preset else defaults.get(name),
+                        shown)
+
+
+def check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
+    """The values typed for the method's config fields keep their rules, as the config checks them."""
+    for name, rule, owner in facts.get("method_rules", {}).get(args.get("method"), ()):
+        if name in typed_flags and args.get(name) is not None and all_numbers([args[name]]):
+            check_rule(owner, name, args[name], rule, dashes="--")
