@@ -342,13 +342,14 @@ class ContrastiveLoss(nn.Module):
         missing = [k for k in self.extra_inputs if extra.get(k) is None]
         if missing:
             raise MissingInputsError(self.name, missing)
-        unknown = (set(extra) - set(self.extra_inputs) - ({HARD_NEGATIVE_INPUT} if self.takes_hard_negatives else set())
-                   - ({QUEUE_INPUT} if self.takes_queue else set()))
+        takes = [*self.extra_inputs, *[HARD_NEGATIVE_INPUT] * self.takes_hard_negatives,
+                 *[QUEUE_INPUT] * self.takes_queue]
+        unknown = set(extra) - set(takes)
         if HARD_NEGATIVE_INPUT in unknown:
             raise HardNegativesNotTakenError(self.name)
         if unknown:
             raise CSEError(
-                f"{self.name}: got unexpected inputs {sorted(unknown)}; it takes {list(self.extra_inputs)}."
+                f"{self.name}: got unexpected inputs {sorted(unknown)}; besides z1 and z2 it takes {takes or 'none'}."
             )
         for k in [*self.extra_inputs, *([HARD_NEGATIVE_INPUT] if extra.get(HARD_NEGATIVE_INPUT) is not None else [])]:
             _check_tensor(extra[k], k, self.name)

@@ -204,8 +204,12 @@ def test_input_errors_are_typed_carry_the_facts_and_name_no_command_line_flag():
 
 def test_unexpected_extra_input_is_rejected():
     z1, z2, zbar = _inputs("infonce")
-    with pytest.raises(ValueError, match="unexpected inputs"):
+    # the inputs it does take are named (it said "it takes []" though infonce takes hard negatives and a queue)
+    with pytest.raises(ValueError, match=r"unexpected inputs \['z_nodropout'\]; besides z1 and z2 it takes "
+                                         r"\['z_neg', 'z_queue'\]\.$"):
         build_loss("infonce")(z1, z2, z_nodropout=zbar)
+    with pytest.raises(ValueError, match="besides z1 and z2 it takes none"):
+        build_loss("mpt")(z1, z2, z_nodropout=zbar)
 
 
 # ------------------------------------------------------------------ output contract
