@@ -93,8 +93,7 @@ def _entry(value: Any, index: int) -> dict:
 def objective_names(objectives: list[dict]) -> list[str]:
     """The metric prefix of each objective: ``contrastive`` for the first, the loss name for the others."""
     names = [MAIN_OBJECTIVE] + [entry["loss"] for entry in objectives[1:]]
-    losses = [entry["loss"] for entry in objectives]  # the main one's loss too: it would be trained twice
-    repeated = sorted({n for n in names if names.count(n) > 1} | {n for n in losses if losses.count(n) > 1})
+    repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise CSEError(f"objectives: {', '.join(repeated)} appear(s) twice; each auxiliary loss may appear once "
                        "(their metrics are logged under the loss name).")
@@ -156,9 +155,10 @@ def objectives_for(defaults: list[dict], loss: str, hyperparameters: Mapping[str
     weight = dcl_weight if dcl_weight is not None else (method_dcl or {}).get("weight", 0.0)
     if not (weight >= 0 and math.isfinite(weight)):  # NaN fails both >= 0 and > 0: it would drop the objective
         raise CSEError(f"dcl_weight must be a finite number >= 0 (0 = no DCL objective), got {weight}.")
-    if weight > 0 and loss == DCL:
-        raise CSEError(f"the main loss is {DCL}, and dcl_weight {weight:g} would add the {DCL} objective a second "
-                       "time: set dcl_weight 0, or choose another main loss.", fields=("loss", "dcl_weight"))
+    if weight > 0 and loss == DCL:  # (a saved config with both still loads: this builds a new one)
+        whose = " (the method's own)" if dcl_weight is None else ""
+        raise CSEError(f"the main loss is {DCL}, and dcl_weight {weight:g}{whose} would add the {DCL} objective a "
+                       "second time: set dcl_weight 0, or choose another main loss.", fields=("loss", "dcl_weight"))
     if weight > 0:
         objectives.append(objective(DCL, weight, **dcl_defaults({**(method_dcl or {}).get("hyperparameters", {}),
                                                                   **(dcl_hyperparameters or {})})))

@@ -62,6 +62,10 @@ def check_switched_on(given: dict, config) -> None:
     flags a user gave in its own terms first)."""
     defaults = {f.name: f.default for f in fields(type(config))}
     for name, needs in field_needs(type(config)).items():
+        # a setting that may be named after the model is built (DiffCSE's generator: attach_generator) is not
+        # judged while unset
+        needs = [(other, test, value) for other, test, value in needs
+                 if not (test == "not_in" and None in value and getattr(config, other, None) is None)]
         need = unmet_need(needs, lambda other: getattr(config, other, None)) if name in given else None
         if need is not None and given[name] != defaults.get(name):
             raise CSEError(f"{name} does nothing while {need[0]} is {shown_value(getattr(config, need[0], None))}: "

@@ -581,3 +581,16 @@ def test_a_seeded_collator_edits_each_batch_by_its_rows_not_by_how_many_came_bef
     assert torch.equal(fresh["mlm_input_ids"], new_collator(rows[:4])["mlm_input_ids"])
     other_seed = DiffCSECollator(tok, seed=4, edit_operation=edit)(rows[:4])["mlm_input_ids"]
     assert not torch.equal(fresh["mlm_input_ids"], other_seed)
+
+
+def test_generator_settings_before_the_generator_is_attached_are_kept_and_a_zero_rtd_weight_refuses_them(
+        tiny_bert_dir):
+    """The library's flow names the generator after from_encoder (attach_generator): its settings were refused as
+    doing nothing while no generator was named yet (a review of the declared needs)."""
+    from hf_cse.errors import CSEError
+
+    model = DiffCSEModel.from_encoder(str(tiny_bert_dir), generator_sampling=True, generator_fill="masked")
+    assert model.config.generator_sampling is True and model.config.generator_fill == "masked"
+    with pytest.raises(CSEError, match="generator_sampling does nothing while lambda_rtd is 0.0: it acts only with "
+                                       "lambda_rtd > 0"):
+        DiffCSEModel.from_encoder(str(tiny_bert_dir), generator_sampling=True, lambda_rtd=0.0)
