@@ -291,3 +291,54 @@ def check_file_hyperparameters(path: str | None, settings: Mapping[str, Any], pa
         raise InputError(f"--config {path}: {not_taken_error(loss, wrong, takes)} Remove {keys} from the file, or "
                          f"choose a loss that takes {'it' if len(wrong) == 1 else 'them'}.")
     return []
+
+
+def settings_a_typed_flag_idles(parser: argparse.ArgumentParser, argv: list[str] | None, typed: set[str],
+                                from_file: set[str]) -> dict[str, str]:
+    """The ``--config`` file's settings (``from_file``, none typed) that a typed flag leaves with nothing to do,
+    by the needs the method's config fields and the run's loss declare (``--config <ESimCSE run> --queue_size 0``:
+    the file's ``momentum``): name -> the typed flag. The caller leaves them out, as a preset's are."""
+    from ..hyperparameter_rules import field_needs, unmet_need
+    from ..losses import available_losses, get_loss_class, loss_hyperparameters
+    from ..models import METHODS
+    from .arguments import main_loss
+
+    final = vars(parser.parse_known_args(argv)[0])
+    method = final.get("method")
+    if method not in METHODS:
+        return {}
+    config_cls = METHODS[method].config_class
+    defaults, needs, loss_defaults = config_cls(), dict(field_needs(config_cls)), {}
+    loss = main_loss(method, final.get("loss"))
+    if loss in available_losses():
+        needs.update(get_loss_class(loss).hyperparameter_needs)
+        loss_defaults = {name: p.default for name, p in loss_hyperparameters(loss).items()}
+
+    def value_of(name: str):  # None: the method's or the loss's default
+        return final[name] if final.get(name) is not None else getattr(defaults, name, loss_defaults.get(name))
+
+    idle = {}
+    for name in sorted(from_file - typed):
+        need = unmet_need(needs[name], value_of) if name in needs else None
+        if need is not None and need[0] in typed:
+            idle[name] = need[0]
+    return idle
+
+
+def drop_what_typed_flags_replace(parser: argparse.ArgumentParser, argv: list[str] | None, typed: set[str],
+                                  from_file: Mapping[str, Any], path: str | None) -> tuple[set[str], str]:
+    """Leave out (unset in ``parser``) the ``--config`` file's settings that typed flags (``typed``) replace: the
+    hyperparameters of the file's loss a typed ``--loss`` does not take, and the settings a typed flag leaves with
+    nothing to do (:func:`settings_a_typed_flag_idles`), as a preset's are; the others keep their checks. Returns
+    their names and what was left out and why, in words ("" for nothing)."""
+    if path is None:
+        return set(), ""
+    untyped = {name: value for name, value in from_file.items() if name not in typed}
+    replaced = check_file_hyperparameters(path, untyped, parser, argv, typed)
+    idle = settings_a_typed_flag_idles(parser, argv, typed, set(untyped) - set(replaced))
+    if replaced or idle:  # the preset's value, if any, or the default instead
+        parser.set_defaults(**dict.fromkeys([*replaced, *idle]))
+    said = [f"{', '.join(map(repr, replaced))} (not taken by --loss {parser.parse_known_args(argv)[0].loss})"] * \
+        bool(replaced)
+    said += [f"{name!r} (nothing to do with --{flag} typed)" for name, flag in idle.items()]
+    return {*replaced, *idle}, "; ".join(said)

@@ -65,7 +65,7 @@ from hf_cse.cli.preflight import (
     resume_from_last_checkpoint,
 )
 from hf_cse.cli.presets import drop_unused_preset_values, unknown_preset
-from hf_cse.cli.run_config import check_file_hyperparameters, check_settings, read_run_config
+from hf_cse.cli.run_config import check_settings, drop_what_typed_flags_replace, read_run_config
 from hf_cse.cli.run_record import RecordWhenSaved
 from hf_cse.cli.run_spec import RunSpec, dev_and_selection, method_config_defaults, training_arguments
 from hf_cse.cli.user_modules import import_user_modules, recorded_modules, requested_modules, typed_loss
@@ -164,15 +164,9 @@ def parse_args(argv: list[str]):
         parser.set_defaults(**check_settings(PRESETS[preset], parser, f"--preset {preset}"))
     parser.set_defaults(**from_file)
     typed = typed_flags(parser, argv)
-    replaced = check_file_hyperparameters(known.config, {k: v for k, v in from_file.items() if k not in typed},
-                                          parser, argv, typed)
-    if replaced:  # the file's loss's hyperparameters, which the typed --loss does not take
-        parser.set_defaults(**dict.fromkeys(replaced))
-        chosen_in_file -= set(replaced)
-    chosen = ChosenSettings(typed, chosen_in_file, known.config)
-    if replaced:  # said once the console is set up
-        chosen.dropped_from_file = (f"--config {known.config}: dropped {', '.join(map(repr, replaced))} (not taken by "
-                                    f"--loss {parser.parse_known_args(argv)[0].loss})")
+    dropped, why = drop_what_typed_flags_replace(parser, argv, typed, from_file, known.config)  # said below
+    chosen = ChosenSettings(typed, chosen_in_file - dropped, known.config)
+    chosen.dropped_from_file = why or None
     # a preset's or a record's step interval whose strategy is turned off: left out, not refused as a contradiction
     # (the training arguments refuse an interval given with its strategy 'no', training_values.check_step_intervals)
     unapplied = unapplied_intervals(vars(parser.parse_known_args(argv)[0]), typed)
@@ -257,7 +251,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     (model_args, data_args, method_args, loss_args, dcl_args, stream_args, training_args, console, chosen) = args
     setup_console(console.verbose, main_process=training_args.process_index == 0)
     if chosen.dropped_from_file:
-        logger.info("%s", chosen.dropped_from_file)
+        logger.info("--config %s: dropped %s", chosen.config, chosen.dropped_from_file)
     set_seed(training_args.seed)
     said = default_best_metric(training_args, chosen, method_args.preset)  # one nobody typed, which the run won't log
     if said:

@@ -191,7 +191,23 @@ def test_a_typed_loss_leaves_out_the_files_loss_hyperparameters_it_does_not_take
     spec = train.parse_args(["--config", path, "--loss", "infonce", "--output_dir", str(tmp_path / "out")])
     loss_args, chosen = spec[3], spec[-1]
     assert loss_args.m is None and loss_args.temperature == 0.1 and "m" not in chosen
-    assert chosen.dropped_from_file == f"--config {path}: dropped 'm' (not taken by --loss infonce)"
+    assert chosen.dropped_from_file == "'m' (not taken by --loss infonce)"
+
+
+@pytest.mark.parametrize("settings, typed, dropped", [
+    ({"method": "esimcse", "queue_size": 16, "momentum": 0.9}, ["--queue_size", "0"], "momentum"),
+    ({"loss": "paradigm", "temperature": 0.1}, ["--weight", "hardest"], "temperature"),
+    ({"lora_r": 4, "lora_alpha": 8.0}, ["--lora_r", "0"], "lora_alpha"),  # was refused, naming --lora_alpha
+])
+def test_a_files_setting_a_typed_flag_leaves_with_nothing_to_do_is_left_out(tmp_path, settings, typed, dropped):
+    """--config <an ESimCSE preset run's record> --queue_size 0 was refused ("'momentum' does nothing while
+    --queue_size is 0 ... remove 'momentum' from --config") where --preset esimcse_bert_base --queue_size 0 ran."""
+    path = _file(tmp_path / "run.json", settings)
+    spec = train.parse_args(["--config", path, *typed, "--output_dir", str(tmp_path / "out")])
+    chosen = spec[-1]
+    assert dropped not in chosen and chosen.dropped_from_file == \
+        f"{dropped!r} (nothing to do with {typed[0]} typed)"
+    assert all(getattr(args, dropped, None) is None for args in spec[:-1] if hasattr(args, dropped))
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
@@ -314,9 +330,9 @@ def test_a_files_setting_that_would_do_nothing_is_refused_naming_the_file(tmp_pa
     assert len(err.splitlines()) == 1 and f"--config {path}: {line}" in err, err
 
 
-def test_a_typed_switch_off_names_the_files_setting_that_would_do_nothing(tmp_path, tiny_bert_dir, capsys,
+def test_a_files_setting_without_what_it_needs_in_the_file_names_the_file(tmp_path, tiny_bert_dir, capsys,
                                                                           monkeypatch):
-    """--config <a LoRA run's record> --lora_r 0 was refused as '--lora_alpha / --lora_target_modules are set but
+    """A file with lora_alpha and no lora_r was refused as '--lora_alpha / --lora_target_modules are set but
     --lora_r is 0', flags the user never typed."""
     from hf_cse.models import base
 
@@ -324,8 +340,8 @@ def test_a_typed_switch_off_names_the_files_setting_that_would_do_nothing(tmp_pa
     corpus = tmp_path / "train.txt"
     corpus.write_text("\n".join(random_sentences(40)) + "\n")
     path = _file(tmp_path / "run.json", {"model_name_or_path": str(tiny_bert_dir), "train_file": str(corpus),
-                                         "lora_r": 4, "lora_alpha": 8.0})
-    assert train.main(["--config", path, "--lora_r", "0", "--output_dir", str(tmp_path / "out")]) == 1
+                                         "lora_alpha": 8.0})
+    assert train.main(["--config", path, "--output_dir", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err.strip()
     assert f"--config {path}: 'lora_alpha' does nothing while --lora_r is 0" in err and \
         f"remove 'lora_alpha' from --config {path}." in err, err
