@@ -118,6 +118,17 @@ def unmet_need(needs, value_of: Callable[[str], object]) -> tuple | None:
     return None
 
 
+def run_value(given: Callable[[str], object], *defaults: Mapping) -> Callable[[str], object]:
+    """The run's value of a setting a need tests (``value_of`` for :func:`unmet_need`): the one ``given`` returns
+    (None: not given), else that of the first of ``defaults`` that has it (the method config's, then the loss's)."""
+
+    def value_of(name: str):
+        value = given(name)
+        return value if value is not None else next((each[name] for each in defaults if name in each), None)
+
+    return value_of
+
+
 def shown_value(value) -> str:
     """A setting's value as a command line writes it (``false``, not ``False``; ``unset`` for None)."""
     return "unset" if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -21,12 +21,13 @@ class ChosenSettings(set):
     """The names of the settings a user chose: the flags typed and the values of the ``--config`` file ``config``
     (``file_only``: those the file set and no typed flag did), so that a refusal names where the user wrote it."""
 
-    def __init__(self, typed: Iterable[str] = (), from_file: Iterable[str] = (), config: str | None = None):
+    def __init__(self, typed: Iterable[str] = (), from_file: Iterable[str] = (), config: str | None = None,
+                 dropped_from_file: str | None = None):
         super().__init__({*typed, *from_file})
         self.file_only = set(from_file) - set(typed)
         self.config = config
         #: the file's settings a typed flag made inapplicable and the command left out, in words (logged)
-        self.dropped_from_file: str | None = None
+        self.dropped_from_file = dropped_from_file
 
 
 def _file_of(chosen: set[str], name: str) -> str | None:

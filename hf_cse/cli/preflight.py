@@ -14,7 +14,7 @@ from ..checks import InputError, check_model_source
 from ..encoders import encoder_max_length, seq_length_problem
 from ..errors import CSEError
 from ..files import DataError
-from ..hyperparameter_rules import field_needs
+from ..hyperparameter_rules import field_needs, run_value
 from ..run_as_encoder import RunAsEncoder, is_method_model_config, local_run_as_encoder
 from ..training_values import (
     PRESET,
@@ -213,17 +213,13 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
 
     check_off_dropout(model_cls, config_kwargs, typed)  # before the config refuses it in the library's terms
     # before the config refuses some (lora_alpha without lora_r) in the library's terms, not naming a --config file
-    defaults = model_cls.config_class()
-
-    def value_of(name: str):  # None: the method's own default
-        return getattr(defaults, name, None) if config_kwargs.get(name) is None else config_kwargs[name]
-
-    check_needs(typed, field_needs(model_cls.config_class), value_of, config_kwargs)
+    check_needs(typed, field_needs(model_cls.config_class),
+                run_value(config_kwargs.get, vars(model_cls.config_class())), config_kwargs)
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
     main = config.objectives[0]
-    loss_values = {**{name: p.default for name, p in loss_hyperparameters(main["loss"]).items()},
-                   **main["hyperparameters"]}
-    check_needs(typed, get_loss_class(main["loss"]).hyperparameter_needs, loss_values.get, loss_values)
+    loss_defaults = {name: p.default for name, p in loss_hyperparameters(main["loss"]).items()}
+    check_needs(typed, get_loss_class(main["loss"]).hyperparameter_needs,
+                run_value(main["hyperparameters"].get, loss_defaults), main["hyperparameters"])
     check_dcl_settings(typed, config.objectives)
     model_cls.check_before_loading(config)
     if config.lora_r:

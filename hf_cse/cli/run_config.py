@@ -261,19 +261,18 @@ def read_run_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any
 
 
 def check_file_hyperparameters(path: str | None, settings: Mapping[str, Any], parser: argparse.ArgumentParser,
-                               argv: list[str] | None, typed: set[str] = frozenset()) -> list[str]:
+                               final: argparse.Namespace, typed: set[str] = frozenset()) -> list[str]:
     """The loss hyperparameters the ``--config`` file at ``path`` sets (``settings``: those no typed flag overrides)
     are taken by the run's loss (the file's, a typed ``--loss``'s or the method's): refused by the file and key, not
     as flags the user never typed. Where ``--loss`` is typed (``typed``: the flags given) over the file's, those it
     does not take, and the file's own loss does, are left out, as a preset's are: returned, for the caller to unset
-    and say."""
+    and say. ``final``: the command line parsed over the file's and the preset's settings."""
     if path is None:
         return []
     from ..hyperparameter_rules import not_taken_error
     from ..losses import available_losses, loss_hyperparameters
     from .arguments import main_loss
 
-    final = parser.parse_known_args(argv)[0]
     loss = main_loss(final.method, final.loss)
     if loss not in available_losses():
         return []  # refused in its own words
@@ -293,30 +292,25 @@ def check_file_hyperparameters(path: str | None, settings: Mapping[str, Any], pa
     return []
 
 
-def settings_a_typed_flag_idles(parser: argparse.ArgumentParser, argv: list[str] | None, typed: set[str],
-                                from_file: set[str]) -> dict[str, str]:
+def settings_a_typed_flag_idles(final: argparse.Namespace, typed: set[str], from_file: set[str]) -> dict[str, str]:
     """The ``--config`` file's settings (``from_file``, none typed) that a typed flag leaves with nothing to do,
     by the needs the method's config fields and the run's loss declare (``--config <ESimCSE run> --queue_size 0``:
-    the file's ``momentum``): name -> the typed flag. The caller leaves them out, as a preset's are."""
-    from ..hyperparameter_rules import field_needs, unmet_need
+    the file's ``momentum``): name -> the typed flag. The caller leaves them out, as a preset's are. ``final``: the
+    command line parsed over the file's and the preset's settings."""
+    from ..hyperparameter_rules import field_needs, run_value, unmet_need
     from ..losses import available_losses, get_loss_class, loss_hyperparameters
     from ..models import METHODS
     from .arguments import main_loss
 
-    final = vars(parser.parse_known_args(argv)[0])
-    method = final.get("method")
-    if method not in METHODS:
+    if final.method not in METHODS:
         return {}
-    config_cls = METHODS[method].config_class
-    defaults, needs, loss_defaults = config_cls(), dict(field_needs(config_cls)), {}
-    loss = main_loss(method, final.get("loss"))
+    config_cls = METHODS[final.method].config_class
+    needs, loss_defaults = dict(field_needs(config_cls)), {}
+    loss = main_loss(final.method, final.loss)
     if loss in available_losses():
         needs.update(get_loss_class(loss).hyperparameter_needs)
         loss_defaults = {name: p.default for name, p in loss_hyperparameters(loss).items()}
-
-    def value_of(name: str):  # None: the method's or the loss's default
-        return final[name] if final.get(name) is not None else getattr(defaults, name, loss_defaults.get(name))
-
+    value_of = run_value(vars(final).get, vars(config_cls()), loss_defaults)
     idle = {}
     for name in sorted(from_file - typed):
         need = unmet_need(needs[name], value_of) if name in needs else None
@@ -334,11 +328,11 @@ def drop_what_typed_flags_replace(parser: argparse.ArgumentParser, argv: list[st
     if path is None:
         return set(), ""
     untyped = {name: value for name, value in from_file.items() if name not in typed}
-    replaced = check_file_hyperparameters(path, untyped, parser, argv, typed)
-    idle = settings_a_typed_flag_idles(parser, argv, typed, set(untyped) - set(replaced))
+    final = parser.parse_known_args(argv)[0]
+    replaced = check_file_hyperparameters(path, untyped, parser, final, typed)
+    idle = settings_a_typed_flag_idles(final, typed, set(untyped) - set(replaced))
     if replaced or idle:  # the preset's value, if any, or the default instead
         parser.set_defaults(**dict.fromkeys([*replaced, *idle]))
-    said = [f"{', '.join(map(repr, replaced))} (not taken by --loss {parser.parse_known_args(argv)[0].loss})"] * \
-        bool(replaced)
+    said = [f"{', '.join(map(repr, replaced))} (not taken by --loss {final.loss})"] * bool(replaced)
     said += [f"{name!r} (nothing to do with --{flag} typed)" for name, flag in idle.items()]
     return {*replaced, *idle}, "; ".join(said)

@@ -165,8 +165,7 @@ def parse_args(argv: list[str]):
     parser.set_defaults(**from_file)
     typed = typed_flags(parser, argv)
     dropped, why = drop_what_typed_flags_replace(parser, argv, typed, from_file, known.config)  # said below
-    chosen = ChosenSettings(typed, chosen_in_file - dropped, known.config)
-    chosen.dropped_from_file = why or None
+    chosen = ChosenSettings(typed, chosen_in_file - dropped, known.config, why or None)
     # a preset's or a record's step interval whose strategy is turned off: left out, not refused as a contradiction
     # (the training arguments refuse an interval given with its strategy 'no', training_values.check_step_intervals)
     unapplied = unapplied_intervals(vars(parser.parse_known_args(argv)[0]), typed)

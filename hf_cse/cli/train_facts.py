@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from ..hyperparameter_rules import check_rule, check_rules, field_needs, not_taken_error, unknown_loss_error
+from ..hyperparameter_rules import check_rule, check_rules, field_needs, not_taken_error, run_value, unknown_loss_error
 from ..presets import PRESETS
 from .flags_in_use import check_needs
 
@@ -124,12 +124,10 @@ def check_typed_needs(facts: dict, args: dict, given: set[str]) -> None:
     shown = {name: switched_on(value) if isinstance(value, str) and value.strip().lower() in BOOL_WORDS
              else value for name, value in args.items()}  # as the command shows it: False, not 'false'
     loss = args.get("loss") or facts.get("method_losses", {}).get(args.get("method"))
+    chosen = {name: shown[name] for name in shown if name in given or name in preset}  # not the parser's defaults
     for owner in (facts.get("method_needs", {}).get(args.get("method")), facts.get("losses", {}).get(loss)):
         if owner and owner.get("needs"):
-            defaults = owner["defaults"]
-            check_needs(given, owner["needs"],
-                        lambda name: shown.get(name) if name in given or name in preset else defaults.get(name),
-                        shown)
+            check_needs(given, owner["needs"], run_value(chosen.get, owner["defaults"]), shown)
 
 
 def check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None:

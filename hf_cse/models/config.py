@@ -55,6 +55,8 @@ def is_decoder_only(encoder_config: PretrainedConfig | None) -> bool:
 
 #: the poolers that read the first token (its vector, or the pooler layer over it)
 FIRST_TOKEN_POOLERS = ("cls", "cls_before_pooler")
+
+
 def check_switched_on(given: dict, config) -> None:
     """Refuse a field given in the keywords ``given`` with another value than its default while a setting it acts
     only with (its ``metadata["needs"]``, :func:`hf_cse.hyperparameter_rules.field_needs`: ``mlm_weight`` only with

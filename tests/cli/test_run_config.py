@@ -168,6 +168,11 @@ def test_a_record_with_objectives_no_flag_sets_is_refused(tmp_path):
         read_run_config(_file(tmp_path / "r.json", record), train.argument_parser())
 
 
+def _file_hyperparameters_with_loss(path, settings, parser, loss):
+    """check_file_hyperparameters for a command line that types --loss ``loss`` over the file."""
+    return check_file_hyperparameters(path, settings, parser, parser.parse_known_args(["--loss", loss])[0], {"loss"})
+
+
 def test_a_files_hyperparameter_goes_with_the_loss_typed(tmp_path, monkeypatch):
     """The file's loss hyperparameters are checked against the run's loss: a typed --loss that takes them is no
     refusal (the file's m is focal_infonce's), one that does not names the file's key."""
@@ -175,9 +180,9 @@ def test_a_files_hyperparameter_goes_with_the_loss_typed(tmp_path, monkeypatch):
     parser = train.argument_parser()
     settings = read_run_config(path, parser)
     parser.set_defaults(**settings)
-    assert check_file_hyperparameters(path, settings, parser, ["--loss", "focal_infonce"], {"loss"}) == []
+    assert _file_hyperparameters_with_loss(path, settings, parser, "focal_infonce") == []
     with pytest.raises(InputError, match=r"run\.json: loss arccon does not take m\."):  # nor does the file's loss
-        check_file_hyperparameters(path, settings, parser, ["--loss", "arccon"], {"loss"})
+        _file_hyperparameters_with_loss(path, settings, parser, "arccon")
 
 
 def test_a_typed_loss_leaves_out_the_files_loss_hyperparameters_it_does_not_take(tmp_path):
@@ -187,7 +192,7 @@ def test_a_typed_loss_leaves_out_the_files_loss_hyperparameters_it_does_not_take
     parser = train.argument_parser()
     settings = read_run_config(path, parser)
     parser.set_defaults(**settings)
-    assert check_file_hyperparameters(path, settings, parser, ["--loss", "infonce"], {"loss"}) == ["m"]
+    assert _file_hyperparameters_with_loss(path, settings, parser, "infonce") == ["m"]
     spec = train.parse_args(["--config", path, "--loss", "infonce", "--output_dir", str(tmp_path / "out")])
     loss_args, chosen = spec[3], spec[-1]
     assert loss_args.m is None and loss_args.temperature == 0.1 and "m" not in chosen
