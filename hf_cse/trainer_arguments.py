@@ -26,6 +26,11 @@ TRAINER_KEYWORDS = ("senteval_data_dir", "eval_source", "evaluator", "eval_pairs
                     "trust_remote_code")
 
 
+#: why ``use_liger_kernel`` is refused (transformers' Trainer applies Liger's kernels by the model's type)
+LIGER_REFUSAL = ("use_liger_kernel patches a model whose type Liger knows (llama, qwen2, ...), and an hf_cse model "
+                 "(type hf_cse_*) wraps its encoder: it would patch nothing. Leave use_liger_kernel off.")
+
+
 class TrainerArgumentError(CSEError, TypeError):
     """An argument :class:`~hf_cse.trainer.ContrastiveTrainer` does not take; a ``TypeError`` too, as Python's own
     refusal of an unknown keyword is."""
@@ -53,6 +58,8 @@ def given_arguments(args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
     from .training_args import ContrastiveTrainingArguments
 
     given["args"] = own_copy(given.get("args") or ContrastiveTrainingArguments(output_dir="tmp_trainer"))
+    if getattr(given["args"], "use_liger_kernel", False):
+        raise CSEError(LIGER_REFUSAL, fields=("use_liger_kernel",))
     say_plain_arguments(given["args"])
     return given
 

@@ -33,6 +33,7 @@ from ..number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_int_list, parse_trun
 from ..presets import PRESETS
 from ..task_names import tasks_of
 from ..text_files import check_sentences_file_start
+from ..trainer_arguments import LIGER_REFUSAL
 from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
 from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, say_line, typed_flags
@@ -54,6 +55,7 @@ from .stop_signals import Terminated
 from .train_facts import (
     all_numbers,
     check_dcl_values,
+    check_hub_settings,
     check_loss_values,
     check_method_values,
     check_typed_needs,
@@ -110,6 +112,8 @@ DECIDED_BY_THE_TRAINER = {
                      "encoder's score, a candidate for the saved model), and never without",
     "logging_nan_inf_filter": "no loss is filtered; a NaN or Inf loss stops the run at the next logging step, naming "
                               "it (the filter would read every step's loss on the host)",
+    **dict.fromkeys(("hub_strategy", "hub_always_push"), "--push_to_hub pushes the run's sentence-transformers export "
+                    "once, after training, never the Trainer's checkpoints"),
 }
 
 
@@ -129,6 +133,10 @@ def _check_train(parser, argv: list[str]) -> None:
             raise InputError(f"--{flag} false does not turn {flag} off: it is its default, and the precision comes "
                              "from --precision (auto unless given). Pass --precision fp32 for fp32.",
                              fields=(flag, "precision"))
+    if switched_on(args.get("use_liger_kernel")):  # the trainer refuses it too, once the model is loaded
+        raise InputError(LIGER_REFUSAL, fields=("use_liger_kernel",))
+    if not args.get("config"):  # the file may push
+        check_hub_settings(given, args.get("push_to_hub"))
     optimizer = _numbers(args, OPTIMIZER_VALUES)
     if optimizer is not None:
         check_optimizer_arguments(optimizer)

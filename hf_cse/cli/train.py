@@ -68,6 +68,7 @@ from hf_cse.cli.presets import drop_unused_preset_values, unknown_preset
 from hf_cse.cli.run_config import check_settings, drop_what_typed_flags_replace, read_run_config
 from hf_cse.cli.run_record import RecordWhenSaved
 from hf_cse.cli.run_spec import RunSpec, dev_and_selection, method_config_defaults, training_arguments
+from hf_cse.cli.train_facts import check_hub_settings
 from hf_cse.cli.user_modules import import_user_modules, recorded_modules, requested_modules, typed_loss
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
@@ -189,7 +190,9 @@ def parse_args(argv: list[str]):
             raise
         raise InputError(str(err)) from None
     # a typed --eval_steps is no filling in of transformers' (which the arguments' own check must let pass)
-    check_given_intervals(next(a for a in parsed if isinstance(a, ContrastiveTrainingArguments)), typed)
+    training_args = next(a for a in parsed if isinstance(a, ContrastiveTrainingArguments))
+    check_given_intervals(training_args, typed)
+    check_hub_settings(chosen, training_args.push_to_hub)
     return (*parsed, chosen)
 
 

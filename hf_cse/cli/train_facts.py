@@ -12,9 +12,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from ..checks import InputError
 from ..hyperparameter_rules import check_rule, check_rules, field_needs, not_taken_error, run_value, unknown_loss_error
 from ..presets import PRESETS
-from .flags_in_use import check_needs
+from .flags_in_use import check_needs, drop_fix, given_as
 
 
 def all_numbers(values) -> bool:
@@ -135,3 +136,16 @@ def check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
     for name, rule, owner in facts.get("method_rules", {}).get(args.get("method"), ()):
         if name in typed_flags and args.get(name) is not None and all_numbers([args[name]]):
             check_rule(owner, name, args[name], rule, dashes="--")
+
+
+#: the training arguments that set how a run's export is pushed (``--push_to_hub``): alone they do nothing
+HUB_PUSH_SETTINGS = ("hub_model_id", "hub_token", "hub_private_repo", "hub_revision")
+
+
+def check_hub_settings(chosen: set[str], push_to_hub) -> None:
+    """A setting of the Hub push chosen (``chosen``: typed, or set by a ``--config`` file) while ``push_to_hub`` is
+    off would do nothing: a ``--hub_model_id`` alone pushed nothing, without a word."""
+    idle = [name for name in HUB_PUSH_SETTINGS if name in chosen]
+    if idle and not switched_on(push_to_hub):
+        raise InputError(f"{given_as(chosen, idle[0])} sets the Hub push of the run's export, and --push_to_hub is "
+                         f"off: add --push_to_hub, or {drop_fix(chosen, idle[0])}.", fields=(idle[0], "push_to_hub"))

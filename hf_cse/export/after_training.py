@@ -55,6 +55,7 @@ def export_after_training(model, tokenizer, training_args, training_info: Mappin
     # written last: it marks the run as finished (hf_cse.cli.output_dir), so a kill before it is a run to finish
     write_json_atomic(output_dir / TRAINING_INFO_FILE, info)
     if out is not None and hub_repo:
-        url = push_export(out, hub_repo, token=training_args.hub_token, private=bool(training_args.hub_private_repo))
+        url = push_export(out, hub_repo, token=training_args.hub_token, private=bool(training_args.hub_private_repo),
+                          revision=getattr(training_args, "hub_revision", None))
         logger.info("pushed the sentence-transformers export to %s", url)
     return out

@@ -67,8 +67,11 @@ def upload_patterns(out: Path) -> dict[str, list[str]]:
 
 
 def push_export(out_dir, repo_id: str, token: str | None = None, private: bool = False,
-                commit_message: str = "Add sentence-transformers model exported by hf_cse") -> str:
-    """Upload an exported folder to the Hub repo ``repo_id`` (created if needed); returns the repo URL."""
+                commit_message: str = "Add sentence-transformers model exported by hf_cse",
+                revision: str | None = None) -> str:
+    """Upload an exported folder to the Hub repo ``repo_id`` (created if needed); returns the repo URL.
+    ``revision``: the branch to commit to (created from the default branch if needed; None: the default branch),
+    as ``TrainingArguments.hub_revision`` names it."""
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, LocalTokenNotFoundError, OfflineModeIsEnabled
 
@@ -87,8 +90,10 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
     try:
         url = api.create_repo(repo_id, token=token, private=private, exist_ok=True)
         repo = getattr(url, "repo_id", None) or repo_id
+        if revision:
+            api.create_branch(repo, branch=revision, token=token, exist_ok=True)
         api.upload_folder(repo_id=repo, folder_path=str(out), repo_type="model", token=token,
-                          commit_message=commit_message, **upload_patterns(out))
+                          commit_message=commit_message, revision=revision or None, **upload_patterns(out))
     except OfflineModeIsEnabled as err:
         raise HubPushError(f"cannot push to {repo_id}: {offline_fix()} and retry, or upload the folder later with "
                            f"`hf upload {repo_id} {out}`.") from err
@@ -106,7 +111,7 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
         raise HubPushError(f"cannot push to {repo_id}: {type(err).__name__}: {' '.join(str(err).split())}. The export "
                            f"is kept in {out}: check the network connection and retry, or upload it later with "
                            f"`hf upload {repo_id} {out}`.") from err
-    return f"https://huggingface.co/{repo}"
+    return f"https://huggingface.co/{repo}" + (f"/tree/{revision}" if revision else "")
 
 
 def take_over_hub_push(training_args, model=None) -> str | None:

@@ -350,14 +350,42 @@ def test_a_typed_bf16_or_fp16_false_is_refused_early_naming_the_precision_flag(t
     entry_points.check_command_line("train", copy.deepcopy(cached), [f"--{flag}", "false", "--precision", "fp32", *out])
 
 
-@pytest.mark.parametrize("flag", ["eval_on_start", "logging_nan_inf_filter"])
+@pytest.mark.parametrize("flag", ["eval_on_start", "logging_nan_inf_filter", "hub_strategy", "hub_always_push"])
 def test_a_trainer_flag_the_trainer_decides_is_refused_when_typed(train_parsers, flag, tmp_path):
     """--eval_on_start false still scored at step 0, and --logging_nan_inf_filter true was turned off: the trainer
-    sets both itself (a review found them accepted and overwritten without a word)."""
+    sets both itself (a review found them accepted and overwritten without a word). --hub_strategy checkpoint pushed
+    no checkpoint: a run pushes its export once."""
     _, cached = train_parsers
     with pytest.raises(InputError, match=rf"^--{flag} is hf_cse's to decide: .* Drop --{flag}\.$"):
-        entry_points.check_command_line("train", copy.deepcopy(cached), [f"--{flag}", "false", "--output_dir",
+        value = "checkpoint" if flag == "hub_strategy" else "false"
+        entry_points.check_command_line("train", copy.deepcopy(cached), [f"--{flag}", value, "--output_dir",
                                                                          str(tmp_path / "out")])
+
+
+def test_use_liger_kernel_is_refused_early(train_parsers, tmp_path):
+    """--use_liger_kernel stopped after the model was loaded, in transformers' ImportError's stack trace."""
+    _, cached = train_parsers
+    out = ["--output_dir", str(tmp_path / "out")]
+    with pytest.raises(InputError, match=r"^use_liger_kernel patches .* would patch nothing") as raised:
+        entry_points.check_command_line("train", copy.deepcopy(cached), ["--use_liger_kernel", *out])
+    assert raised.value.fields == ("use_liger_kernel",)  # said as the flag, --use_liger_kernel
+    entry_points.check_command_line("train", copy.deepcopy(cached), ["--use_liger_kernel", "false", *out])
+
+
+@pytest.mark.parametrize("flag", ["hub_model_id", "hub_token", "hub_private_repo", "hub_revision"])
+def test_a_hub_push_setting_without_push_to_hub_is_refused(train_parsers, flag, tmp_path):
+    """--hub_model_id someone/run without --push_to_hub trained and pushed nothing, without a word; typed early, or
+    set by a --config file once the command has read it."""
+    _, cached = train_parsers
+    value = ["true"] if flag == "hub_private_repo" else ["someone/run"]
+    out = ["--output_dir", str(tmp_path / "out")]
+    with pytest.raises(InputError, match=rf"^--{flag} sets the Hub push .* add --push_to_hub, or drop --{flag}\.$"):
+        entry_points.check_command_line("train", copy.deepcopy(cached), [f"--{flag}", *value, *out])
+    entry_points.check_command_line("train", copy.deepcopy(cached), [f"--{flag}", *value, "--push_to_hub", *out])
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({flag: True if flag == "hub_private_repo" else "someone/run"}))
+    with pytest.raises(InputError, match=rf"run\.json: '{flag}' sets the Hub push .* remove '{flag}' from --config"):
+        train.parse_args(["--config", str(config), *out])
 
 
 def test_a_setting_without_its_switch_is_refused_early_unless_a_flag_the_preset_or_the_method_turns_it_on(

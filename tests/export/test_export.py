@@ -410,11 +410,14 @@ def fake_hub(monkeypatch, tmp_path):
 
     monkeypatch.setattr(hub_reach, "hub_unreachable", lambda: None)
 
-    calls = {"create_repo": [], "upload_folder": []}
+    calls = {"create_repo": [], "create_branch": [], "upload_folder": []}
 
     def create_repo(self, repo_id, **kwargs):
         calls["create_repo"].append((repo_id, kwargs))
         return FakeRepoUrl(repo_id)
+
+    def create_branch(self, repo_id, *, branch, **kwargs):
+        calls["create_branch"].append((repo_id, branch, kwargs))
 
     def upload_folder(self, *, repo_id, folder_path, **kwargs):
         from huggingface_hub.utils import filter_repo_objects
@@ -428,6 +431,7 @@ def fake_hub(monkeypatch, tmp_path):
         calls["upload_folder"].append((repo_id, copy, kwargs))
 
     monkeypatch.setattr(HfApi, "create_repo", create_repo)
+    monkeypatch.setattr(HfApi, "create_branch", create_branch)
     monkeypatch.setattr(HfApi, "upload_folder", upload_folder)
     return calls
 
@@ -440,6 +444,19 @@ def test_push_export_uploads_a_loadable_folder(exported, fake_hub, sentences):
     assert repo == "someone/tiny-simcse" and kwargs["repo_type"] == "model"
     assert_same_vectors(encode_export(folder, sentences), encode_export(exported, sentences))
     assert 'SentenceTransformer("someone/tiny-simcse")' in (folder / "README.md").read_text()
+
+
+def test_a_push_to_a_revision_commits_to_that_branch(exported, fake_hub):
+    """TrainingArguments.hub_revision names the branch a push goes to; the export was pushed to the default branch
+    whatever it said."""
+    url = push_export(exported, "someone/tiny-simcse", revision="dev")
+    assert url == "https://huggingface.co/someone/tiny-simcse/tree/dev"
+    assert [(repo, branch, kwargs["exist_ok"]) for repo, branch, kwargs in fake_hub["create_branch"]] == \
+        [("someone/tiny-simcse", "dev", True)]
+    [(_, _, kwargs)] = fake_hub["upload_folder"]
+    assert kwargs["revision"] == "dev"
+    push_export(exported, "someone/tiny-simcse")  # the default branch: no branch made
+    assert len(fake_hub["create_branch"]) == 1 and fake_hub["upload_folder"][1][2]["revision"] is None
 
 
 def test_a_push_uploads_the_exports_files_and_replaces_an_earlier_exports_in_the_repo(exported, fake_hub):
@@ -667,14 +684,15 @@ def test_a_python_trainer_with_push_to_hub_pushes_the_export_not_the_run_folder(
     monkeypatch.setattr(HfApi, "create_commit", lambda *a, **k: pytest.fail("the raw run folder was pushed"))
     ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
     args = tiny_args(tmp_path / "out", push_to_hub=True, hub_model_id="someone/run", save_strategy="steps",
-                     save_steps=2)
+                     save_steps=2, hub_revision="v1")
     trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
                                  processing_class=tok)
     trainer.train()
     assert fake_hub["upload_folder"] == []  # checkpoints stay local
     trainer.save_run()
-    [(repo, folder, _)] = fake_hub["upload_folder"]
+    [(repo, folder, kwargs)] = fake_hub["upload_folder"]
     assert repo == "someone/run" and module_types(folder) == ["Transformer", "Pooling"]
+    assert kwargs["revision"] == "v1"  # the branch hub_revision names
     assert not (tmp_path / "out" / "README.md").exists()  # no card of transformers' beside the run
 
 

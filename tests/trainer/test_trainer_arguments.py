@@ -107,6 +107,17 @@ def test_a_keyword_the_trainer_does_not_take_is_refused_with_where_it_belongs(ke
     assert not (tmp_path / "out").exists()
 
 
+def test_use_liger_kernel_is_refused_before_anything_is_built(built, tmp_path):
+    """use_liger_kernel=True stopped in transformers' ImportError (no liger-kernel), or with it patched nothing: Liger
+    knows a model by its type, and an hf_cse model's is its own."""
+    new_model, tok, data = built
+    with pytest.raises(CSEError, match=r"^use_liger_kernel patches .* it would patch nothing\. Leave use_liger_kernel "
+                                       r"off\.$") as raised:
+        ContrastiveTrainer(model=new_model(), args=tiny_args(tmp_path / "out", use_liger_kernel=True),
+                           train_dataset=data, processing_class=tok)
+    assert raised.value.fields == ("use_liger_kernel",) and not (tmp_path / "out").exists()
+
+
 def test_a_mistyped_keyword_gets_the_name_it_meant(built, tmp_path):
     new_model, tok, data = built
     with pytest.raises(TrainerArgumentError, match=r"^ContrastiveTrainer has no keyword argument senteval_dir \(did "
