@@ -120,8 +120,7 @@ def normalise_objectives(objectives: Any, legacy: Mapping[str, Any] | None = Non
     if dcl_keys:
         current = next((e for e in entries[1:] if e["loss"] == DCL), None)
         weight = legacy.get("dcl_weight", current["weight"] if current else 0.0)
-        if weight < 0:
-            raise CSEError(f"dcl_weight must be >= 0, got {weight}.")
+        check_dcl_weight(weight)
         hyperparameters = dict(current["hyperparameters"]) if current else {}
         for key in ("temperature", "normalization"):
             if f"dcl_{key}" in legacy:
@@ -130,6 +129,14 @@ def normalise_objectives(objectives: Any, legacy: Mapping[str, Any] | None = Non
         if weight > 0:
             entries.append(objective(DCL, weight, **dcl_defaults(hyperparameters)))
     return entries
+
+
+def check_dcl_weight(weight, owner: str = "") -> None:
+    """The weight of the DCL objective is a finite number >= 0 (0: none); NaN fails both >= 0 and > 0, so it would
+    drop the objective without a word, and inf would train on inf. ``owner``: who was given it, as a prefix."""
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not (weight >= 0 and math.isfinite(weight)):
+        raise CSEError(f"{owner}dcl_weight must be a finite number >= 0 (0 = no DCL objective), got {weight!r}.",
+                       fields=("dcl_weight",))
 
 
 def dcl_defaults(hyperparameters: Mapping[str, Any]) -> dict:
@@ -153,8 +160,7 @@ def objectives_for(defaults: list[dict], loss: str, hyperparameters: Mapping[str
     objectives = [objective(loss, main["weight"], **params)]
     method_dcl = next((o for o in defaults[1:] if o["loss"] == DCL), None)
     weight = dcl_weight if dcl_weight is not None else (method_dcl or {}).get("weight", 0.0)
-    if not (weight >= 0 and math.isfinite(weight)):  # NaN fails both >= 0 and > 0: it would drop the objective
-        raise CSEError(f"dcl_weight must be a finite number >= 0 (0 = no DCL objective), got {weight}.")
+    check_dcl_weight(weight)
     if weight > 0 and loss == DCL:  # (a saved config with both still loads: this builds a new one)
         whose = " (the method's own)" if dcl_weight is None else ""
         raise CSEError(f"the main loss is {DCL}, and dcl_weight {weight:g}{whose} would add the {DCL} objective a "

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
-import math
 import re
 import sys
 import typing
@@ -395,8 +394,5 @@ def loss_kwargs_from(loss: str, loss_args) -> dict:
 def objectives_from_flags(defaults: list[dict], loss: str, loss_args, dcl_args) -> list[dict]:
     """The model's objectives from the flags (:func:`hf_cse.objectives.objectives_for`): ``--loss`` and its
     hyperparameter flags make the main one, ``--dcl_weight`` > 0 and the ``--dcl_*`` flags the DCL one."""
-    weight = dcl_args.dcl_weight
-    if weight is not None and not (weight >= 0 and math.isfinite(weight)):
-        raise InputError(f"--dcl_weight must be a finite number >= 0 (0 = no DCL objective), got {weight}.")
     given = {k[len("dcl_"):]: v for k, v in vars(dcl_args).items() if k != "dcl_weight" and v is not None}
-    return objectives_for(defaults, loss, loss_kwargs_from(loss, loss_args), weight, given)
+    return objectives_for(defaults, loss, loss_kwargs_from(loss, loss_args), dcl_args.dcl_weight, given)

@@ -57,6 +57,7 @@ from ..objectives import (
     DCL,
     NO_DROPOUT_INPUT,
     Objective,
+    check_dcl_weight,
     check_objectives,
     compute_objectives,
     dcl_defaults,
@@ -128,8 +129,7 @@ class CSELoss(nn.Module):
         super().__init__()
         self.model = model
         if objectives is None:
-            if dcl_weight < 0:
-                raise CSEError(f"CSELoss: dcl_weight must be >= 0 (0 = no DCL objective), got {dcl_weight}.")
+            check_dcl_weight(dcl_weight, "CSELoss: ")
             objectives = [objective(loss, **hyperparameters)]
             if dcl_weight > 0:
                 objectives.append(objective(DCL, dcl_weight, **dcl_defaults({})))

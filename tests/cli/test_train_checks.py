@@ -108,7 +108,7 @@ BAD = [
     (["--max_steps", "-1", "--num_train_epochs", "nan"], "num_train_epochs must be a finite number > 0, got nan"),
     (["--max_steps", "-1", "--num_train_epochs", "inf"], "num_train_epochs must be a finite number > 0, got inf"),
     (["--loss", "infonce", "--m", "0.3"], "--loss infonce does not take --m"),
-    (["--method", "imsimcse", "--dcl_weight", "nan"], "--dcl_weight must be a finite number >= 0"),
+    (["--method", "imsimcse", "--dcl_weight", "nan"], "dcl_weight must be a finite number >= 0"),
 ]
 
 

@@ -207,8 +207,9 @@ def test_dcl_objective_adds_its_weighted_term_and_returns_the_terms(st_model, se
     assert out["dcl_loss"].item() == pytest.approx(0.1 * dcl.item(), rel=1e-6)
     assert out["contrastive_loss"].requires_grad and not out["dcl_loss"].requires_grad
     assert adapter.get_config_dict()["objectives"][1]["loss"] == "dcl"
-    with pytest.raises(ValueError, match="dcl_weight must be >= 0"):
-        CSELoss(st_model, "infonce", dcl_weight=-1.0)
+    for weight in (-1.0, float("nan")):  # NaN left the DCL objective out without a word
+        with pytest.raises(ValueError, match="^CSELoss: dcl_weight must be a finite number >= 0"):
+            CSELoss(st_model, "infonce", dcl_weight=weight)
 
 
 @pytest.mark.parametrize("dcl_weight", [0.0, 0.1])

@@ -76,8 +76,9 @@ def test_legacy_keywords_become_objectives_and_to_dict_writes_only_the_list():
         config.loss = "infonce"
     assert SimCSEConfig(dcl_weight=0.0).objectives == [objective("infonce")]
     assert ImSimCSEConfig(dcl_weight=0.0).objectives == [objective("off_dropout_infonce", temperature=0.05, m=0.9)]
-    with pytest.raises(ValueError, match="dcl_weight must be >= 0"):
-        SimCSEConfig(dcl_weight=-1.0)
+    for weight in (-1.0, float("inf"), float("nan"), "0.1"):  # inf was stored, NaN dropped the objective unsaid
+        with pytest.raises(ValueError, match="dcl_weight must be a finite number >= 0"):
+            SimCSEConfig(dcl_weight=weight)
 
 
 def test_dcl_is_an_ordinary_second_objective():
