@@ -306,15 +306,21 @@ def is_path_flag(name: str) -> bool:
 _INVALID_CHOICE = re.compile(r"invalid choice: (?P<value>'[^']*'|\S+) \(choose from (?P<choices>.*)\)$")
 
 
+#: what users of sentence-transformers call a pooler, and hf_cse's name for it (checked against
+#: hf_cse.models.pooling.ST_POOLING_MODES by the tests: this module stays free of torch)
+CHOICE_ALIASES = {"mean": "avg", "lasttoken": "last"}
+
+
 def closest_choice(message: str) -> str:
     """argparse's ``invalid choice: 'simsce' (choose from ...)`` with the closest choice named (``'simsce'; did you
-    mean 'simcse'? (choose from ...)``); any other message as it is."""
+    mean 'simcse'? (choose from ...)``), or the choice another library's name means (``'mean'``: ``'avg'``); any
+    other message as it is."""
     found = _INVALID_CHOICE.search(message)
     if found is None:
         return message
     value = found.group("value").strip("'")
     choices = [choice.strip().strip("'") for choice in found.group("choices").split(",")]
-    close = closest_name(value, choices)
+    close = CHOICE_ALIASES[value] if CHOICE_ALIASES.get(value) in choices else closest_name(value, choices)
     if not close:
         return message
     at = found.start("value") + len(found.group("value"))

@@ -42,7 +42,9 @@ PAPERS_POOLER = "cls"
 
 def check_pooler(pooler: str) -> str:
     if pooler not in POOLERS:
-        raise CSEError(f"Unknown pooler {pooler!r}. Valid poolers: {', '.join(POOLERS)}.")
+        meant = POOLER_OF_ST_MODE.get(pooler)  # sentence-transformers' mode names: 'mean', 'lasttoken'
+        said = f" (sentence-transformers' {pooler!r} is {meant!r} here)" if meant and meant != pooler else ""
+        raise CSEError(f"Unknown pooler {pooler!r}{said}. Valid poolers: {', '.join(POOLERS)}.")
     return pooler
 
 

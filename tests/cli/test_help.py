@@ -181,9 +181,26 @@ def test_a_missing_positional_names_the_usage(capsys, monkeypatch):
      "argument --m: invalid choice: 'avgg'; did you mean 'avg'? (choose from avg, cls)"),
     ("argument --m: invalid choice: 'zzz' (choose from 'avg', 'cls')", None),  # nothing close
     ("argument --n: invalid int value: 'avg'", None),
+    # sentence-transformers' names of a pooling (a review: --pooler_type mean named no choice)
+    ("argument --pooler_type: invalid choice: 'mean' (choose from 'cls', 'avg', 'last')",
+     "argument --pooler_type: invalid choice: 'mean'; did you mean 'avg'? (choose from 'cls', 'avg', 'last')"),
+    ("argument --pooler: invalid choice: 'lasttoken' (choose from cls, avg, last)",
+     "argument --pooler: invalid choice: 'lasttoken'; did you mean 'last'? (choose from cls, avg, last)"),
+    ("argument --x: invalid choice: 'mean' (choose from 'a', 'b')", None),  # an alias of no choice offered
 ])
 def test_the_closest_choice_is_named(message, want):
     assert closest_choice(message) == (want or message)
+
+
+def test_the_pooler_aliases_are_sentence_transformers_modes_and_the_library_names_them_too():
+    """The command line's aliases (kept free of torch) say what the library's map of sentence-transformers' pooling
+    modes says; the library's refusal of an unknown pooler names the same."""
+    from hf_cse.cli import CHOICE_ALIASES
+    from hf_cse.models.pooling import POOLER_OF_ST_MODE, POOLERS, check_pooler
+
+    assert CHOICE_ALIASES == {mode: name for mode, name in POOLER_OF_ST_MODE.items() if mode not in POOLERS}
+    with pytest.raises(ValueError, match=r"^Unknown pooler 'mean' \(sentence-transformers' 'mean' is 'avg' here\)"):
+        check_pooler("mean")
 
 
 def test_an_unknown_preset_is_the_same_line_on_either_path(parsers, capsys):
