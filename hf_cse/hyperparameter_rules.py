@@ -35,6 +35,8 @@ RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
     "fraction": ("a number in [0, 1)", lambda v: _number(v) and 0 <= v < 1),
     "open_fraction": ("a number in (0, 1)", lambda v: _number(v) and 0 < v < 1),
     "unit_interval": ("a number in [0, 1]", lambda v: _number(v) and 0 <= v <= 1),
+    # a share of tokens to edit: none edits nothing, and the task on them learns nothing
+    "edit_share": ("a number in (0, 1] (0 edits no token)", lambda v: _number(v) and 0 < v <= 1),
     # a hinge or gate on the gap of two cosines (or unit distances), which is never below -2: a margin at or below
     # -2 leaves every anchor inactive, and the loss trains nothing
     "gap_margin": ("a finite number > -2 (a similarity gap is never below -2: a smaller margin trains nothing)",

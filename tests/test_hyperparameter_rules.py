@@ -81,8 +81,10 @@ def test_a_methods_config_checks_the_rules_of_its_fields_naming_the_method_for_i
     with pytest.raises(CSEError, match=r"^esimcse: queue_size must be an integer >= 0, got -3\.$") as err:
         ESimCSEConfig(queue_size=-3)
     assert err.value.fields == ("queue_size",)
-    with pytest.raises(CSEError, match=r"^diffcse: masking_ratio must be a number in \[0, 1\], got 1\.5\.$"):
-        DiffCSEConfig(masking_ratio=1.5)
+    for ratio in (1.5, 0.0):  # 0 edited nothing, and the discriminator learnt that nothing is ever replaced
+        with pytest.raises(CSEError, match=rf"^diffcse: masking_ratio must be a number in \(0, 1\] \(0 edits no "
+                                           rf"token\), got {ratio}\.$"):
+            DiffCSEConfig(masking_ratio=ratio)
     with pytest.raises(CSEError, match=r"^dropout must be a number in \[0, 1\), got 1\.0\.$"):  # every method's
         SimCSEConfig(dropout=1.0)
     assert SimCSEConfig(dropout=None).dropout is None  # None: not set (the encoder's own)

@@ -351,6 +351,9 @@ def one_line_errors(parser):
         message = closest_choice(_without_dashed_twins(" ".join(str(message).split())))
         if "arguments are required" in message:
             message += f" (usage: {usage_text(parser)})"
+        missing = re.fullmatch(r"argument (--\S+): expected one argument", message)
+        if missing:  # e.g. --matryoshka_weights -1,1: argparse reads a value starting with '-' as the next flag
+            message += f" (give it a value; one that starts with '-' reads as a flag: write {missing.group(1)}=VALUE)"
         parser.exit(2, f"{parser.prog}: error: {message}\n")
 
     parser.error = error

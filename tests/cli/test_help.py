@@ -167,6 +167,14 @@ def test_every_commands_parser_takes_no_abbreviation(capsys):
         assert own.allow_abbrev is False and rebuilt.allow_abbrev is False
 
 
+def test_a_value_read_as_a_flag_names_the_equals_form(capsys):
+    """--matryoshka_weights -1,1 said only 'expected one argument': argparse reads '-1,1' as a flag."""
+    for parser in (train.argument_parser(), parser_cache.rebuild(parser_cache.describe(train.argument_parser()))):
+        assert _error(parser, ["--matryoshka_weights", "-1,1"], capsys) == [
+            "hf-cse-train: error: argument --matryoshka_weights: expected one argument (give it a value; one that "
+            "starts with '-' reads as a flag: write --matryoshka_weights=VALUE)"]
+
+
 def test_a_missing_positional_names_the_usage(capsys, monkeypatch):
     for parser in (export.build_parser(), parser_cache.rebuild(parser_cache.describe(export.build_parser()))):
         assert _error(parser, ["ckpt"], capsys) == [

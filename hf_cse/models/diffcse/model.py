@@ -78,7 +78,7 @@ class DiffCSEConfig(CSEConfig):
         "rule": "non_negative"})
     masking_ratio: float = field(default=0.30, metadata={
         "help": "DiffCSE: share of tokens edited (0.30 BERT, 0.20 RoBERTa: Table 12; Table 7 sweeps it)",
-        "rule": "unit_interval", "needs": RTD_ON})
+        "rule": "edit_share", "needs": RTD_ON})
     edit_operation: EditOperation = field(default="replace", metadata={
         "help": "DiffCSE: how sentences are edited: replace (the paper's), insert, delete (Table 4)", "needs": RTD_ON})
     generator_name_or_path: str | None = field(default=None, metadata={
