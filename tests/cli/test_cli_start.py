@@ -455,7 +455,7 @@ def test_a_setting_that_would_do_nothing_in_this_run_is_refused_before_torch(tra
 
 #: a typed value that breaks each rule a method's setting may have (hf_cse.hyperparameter_rules.RULES)
 BREAKS_RULE = {"positive": "0", "non_negative": "-1", "fraction": "1", "open_fraction": "1", "unit_interval": "2",
-               "size": "-1"}
+               "size": "-1", "edit_share": "0"}
 
 
 def test_the_early_check_refuses_a_methods_setting_that_breaks_its_rule_as_the_command_does(train_parsers,

@@ -136,7 +136,8 @@ def _error(parser, argv, capsys) -> list[str]:
     (["--pooler_type", "xyz"], "hf-cse-train: error: argument --pooler_type: invalid choice: 'xyz' (choose from "
                                "'cls', 'cls_before_pooler', 'avg', 'avg_first_last', 'avg_top2', 'max', 'last')"),
     (["--learning_rate", "abc"], "hf-cse-train: error: argument --learning_rate: invalid float value: 'abc'"),
-    (["--max_steps"], "hf-cse-train: error: argument --max_steps: expected one argument"),
+    (["--max_steps"], "hf-cse-train: error: argument --max_steps: expected one argument (give it a value; one that "
+                      "starts with '-' reads as a flag: write --max_steps=VALUE)"),
 ])
 def test_argparse_errors_are_one_line_on_either_path(parsers, argv, line, capsys):
     for parser in parsers:
