@@ -24,6 +24,10 @@ from hf_cse.losses.base import ContrastiveLoss
     ("fraction", [0, 0.999], [1, -0.1, math.nan]),
     ("open_fraction", [0.15], [0, 1, math.inf]),
     ("unit_interval", [0, 1], [1.01, -1e-9, None]),
+    ("edit_share", [0.15, 1], [0, 1.01, math.nan]),
+    ("temperature", [1e-4, 0.05, 5, 1e6], [1e-30, 0, -0.05, math.inf, True]),
+    ("gap_margin", [-1.995, 0, 0.5], [-2, -3, math.nan]),
+    ("log_weight", [-65504, 0, 65504], [65505, math.inf]),
 ])
 def test_each_rule_keeps_what_it_says(rule, good, bad):
     for value in good:
@@ -38,11 +42,16 @@ def test_every_registered_loss_declares_rules_of_its_own_hyperparameters_and_kee
         cls = get_loss_class(name)  # a rule names an argument of the loss or of a parent it inherits the rule from
         taken = {n for c in cls.__mro__ if issubclass(c, ContrastiveLoss) for n in c.hyperparameters()}
         assert set(cls.hyperparameter_rules) <= taken, name
-    with pytest.raises(CSEError, match=r"^infonce: temperature must be a finite number > 0, got 0\.$"):
+    with pytest.raises(CSEError, match=r"^infonce: temperature must be a number >= 0\.0001 \(.*\), got 0\.$"):
         build_loss("infonce", temperature=0)
     with pytest.raises(CSEError, match=r"^m_mhe: m must be a finite number > -2 .*, got nan\.$"):  # the parent's
         build_loss("m_mhe", m=math.nan)
     assert build_loss("gs_infonce", num_noise=None).num_noise is None  # None: not set, where it is the default
+    # every softmax temperature keeps the same rule: 1e-30 trained on a loss of 6e28, 1e-300 divided by zero
+    assert {name: get_loss_class(name).hyperparameter_rules["temperature"] for name in available_losses()
+            if "temperature" in get_loss_class(name).hyperparameters()} == \
+        dict.fromkeys([name for name in available_losses() if "temperature" in get_loss_class(name).hyperparameters()],
+                      "temperature")
 
 
 def test_a_subclass_adds_to_its_parents_rules_and_an_unknown_rule_is_refused_when_declared():

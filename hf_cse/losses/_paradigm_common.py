@@ -162,7 +162,7 @@ class ModifiedObjective(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    hyperparameter_rules = {"m": "gap_margin", "r": "finite", "temperature": "positive"}
+    hyperparameter_rules = {"m": "gap_margin", "r": "finite", "temperature": "temperature"}
 
     def __init__(self, m: float, r: float, symmetric: bool, gd_reference: GDReference,
                  temperature: float | None = None):

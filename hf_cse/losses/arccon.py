@@ -56,7 +56,7 @@ class ArcConLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    hyperparameter_rules = {"temperature": "positive", "u": "degrees"}
+    hyperparameter_rules = {"temperature": "temperature", "u": "degrees"}
 
     def __init__(self, temperature: float = 0.05, u: float = 10.0):
         super().__init__()

@@ -57,7 +57,7 @@ class DCLLoss(ContrastiveLoss):
 
     references = (IMSIMCSE,)
 
-    hyperparameter_rules = {"temperature": "positive", "eps": "non_negative"}
+    hyperparameter_rules = {"temperature": "temperature", "eps": "non_negative"}
 
     def __init__(self, temperature: float = 5.0, normalization: Normalization = "code", eps: float = 1e-5):
         super().__init__()

@@ -62,7 +62,7 @@ class FocalInfoNCELoss(ContrastiveLoss):
     takes_hard_negatives = True
     takes_queue = True
 
-    hyperparameter_rules = {"temperature": "positive", "m": "finite", "hard_negative_weight": "log_weight"}
+    hyperparameter_rules = {"temperature": "temperature", "m": "finite", "hard_negative_weight": "log_weight"}
 
     def __init__(self, temperature: float = 0.07, m: float = 0.3, hard_negative_weight: float = 0.0):
         super().__init__()

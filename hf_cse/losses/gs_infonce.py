@@ -75,7 +75,7 @@ class GSInfoNCELoss(ContrastiveLoss):
     takes_hard_negatives = True
     takes_queue = True
 
-    hyperparameter_rules = {"temperature": "positive", "lam": "non_negative", "noise_std": "positive",
+    hyperparameter_rules = {"temperature": "temperature", "lam": "non_negative", "noise_std": "positive",
                             "hard_negative_weight": "log_weight", "num_noise": "count"}
     # lam = 0 (or no noise vectors) is plain InfoNCE: no noise is drawn
     hyperparameter_needs = {"num_noise": [("lam", ">", 0)], "noise_std": [("lam", ">", 0), ("num_noise", "!=", 0)]}

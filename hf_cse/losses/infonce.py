@@ -46,7 +46,7 @@ class InfoNCELoss(ContrastiveLoss):
     takes_hard_negatives = True
     takes_queue = True
 
-    hyperparameter_rules = {"temperature": "positive", "hard_negative_weight": "log_weight"}
+    hyperparameter_rules = {"temperature": "temperature", "hard_negative_weight": "log_weight"}
 
     def __init__(self, temperature: float = 0.05, hard_negative_weight: float = 0.0):
         super().__init__()

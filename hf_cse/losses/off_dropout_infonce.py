@@ -60,7 +60,7 @@ class OffDropoutInfoNCELoss(ContrastiveLoss):
 
     extra_inputs = (NO_DROPOUT_INPUT,)
 
-    hyperparameter_rules = {"temperature": "positive", "m": "positive"}
+    hyperparameter_rules = {"temperature": "temperature", "m": "positive"}
 
     def __init__(self, temperature: float = 0.05, m: float = 0.9, m_placement: MPlacement = "positive_logit"):
         super().__init__()

@@ -94,7 +94,7 @@ class ParadigmLoss(ContrastiveLoss):
 
     references = (GRADIENT_PARADIGM,)
 
-    hyperparameter_rules = {"temperature": "positive", "m": "gap_margin", "r": "finite"}
+    hyperparameter_rules = {"temperature": "temperature", "m": "gap_margin", "r": "finite"}
     # the margin is the GD indicator's; the temperature the softmax weights' (the hardest weight has none)
     hyperparameter_needs = {"m": [("gd", "==", "indicator")], "temperature": [("weight", "==", "softmax")]}
 

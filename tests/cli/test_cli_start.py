@@ -93,7 +93,7 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--per_device_train_batch_size", "0"): (1, "a contrastive batch needs at least 2 sentences"),
         ("train", "--max_steps", "0"): (1, "--max_steps 0 trains nothing"),
         ("train", "--train_file", str(tmp_path / "corpus.txt"), "--text_column", "s"): (1, "is read as plain text"),
-        ("train", "--temperature", "0"): (1, "infonce: --temperature must be a finite number > 0, got 0.0."),
+        ("train", "--temperature", "0"): (1, "infonce: --temperature must be a number >= 0.0001 (the papers"),
         ("train", "--loss", "nce"): (1, "Unknown loss 'nce' (did you mean 'infonce'?). Available losses: "
                                         f"{', '.join(package_losses())}."),
         ("train", "--method", "imsimcse", "--m", "-1"): (1, "off_dropout_infonce: --m must be a finite number > 0"),
@@ -281,7 +281,7 @@ def test_the_early_loss_checks_read_the_chosen_loss_rules_and_leave_the_rest_to_
         check(["--loss", "arccon", "--u", "180"])
     check(["--loss", "gs_infonce", "--noise_std", "0.5", "--temperature", "0.1"])
     # the DCL objective's flags (refused 6 s in, as "dcl: temperature ...", before)
-    with pytest.raises(ValueError, match=r"^dcl: --dcl_temperature must be a finite number > 0, got 0\.0\.$"):
+    with pytest.raises(ValueError, match=r"^dcl: --dcl_temperature must be a number >= 0\.0001 \(.*\), got 0\.0\.$"):
         check(["--dcl_weight", "0.1", "--dcl_temperature", "0"])
     with pytest.raises(ValueError, match=r"^--dcl_weight must be a finite number >= 0, got -1\.0\.$"):
         check(["--dcl_weight", "-1"])

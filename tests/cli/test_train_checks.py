@@ -83,7 +83,7 @@ BAD = [
     (["--per_device_train_batch_size", "1"], "at least 2 sentences"),
     (["--max_steps", "0"], "max_steps 0 trains nothing"),
     (["--max_steps", "-1", "--num_train_epochs", "0"], "num_train_epochs 0.0 trains nothing"),
-    (["--loss", "infonce", "--temperature", "-1"], "temperature must be a finite number > 0"),
+    (["--loss", "infonce", "--temperature", "-1"], "temperature must be a number >= 0.0001"),
     (["--loss", "nce"], "Unknown loss 'nce'"),
     (["--method", "diffcse", "--cached_minibatch_size", "4"], "incompatible with method='diffcse'"),
     (["--cuda_graphs", "on"], "cuda_graphs=on cannot apply: the step runs on cpu, not a CUDA GPU"),

@@ -109,7 +109,7 @@ def encoder_loading_fails(monkeypatch):
     "config_kwargs, message",
     [
         ({"loss": "no_such_loss"}, "Unknown loss 'no_such_loss'"),
-        ({"loss_kwargs": {"temperature": -1.0}}, "temperature must be a finite number > 0"),
+        ({"loss_kwargs": {"temperature": -1.0}}, "temperature must be a number >= 0.0001"),
         ({"loss_kwargs": {"margin": 0.1}}, "does not take hyperparameter"),
         ({"off_dropout": True}, "off_dropout_infonce"),
     ],
