@@ -329,10 +329,38 @@ def drop_what_typed_flags_replace(parser: argparse.ArgumentParser, argv: list[st
         return set(), ""
     untyped = {name: value for name, value in from_file.items() if name not in typed}
     final = parser.parse_known_args(argv)[0]
+    methods_own = files_method_own(from_file.get("method"), final.method, untyped)
+    if methods_own:  # the file's method's own objectives and settings give way to the typed method's
+        parser.set_defaults(**dict.fromkeys(methods_own))
+        untyped = {name: value for name, value in untyped.items() if name not in methods_own}
+        final = parser.parse_known_args(argv)[0]
     replaced = check_file_hyperparameters(path, untyped, parser, final, typed)
     idle = settings_a_typed_flag_idles(final, typed, set(untyped) - set(replaced))
     if replaced or idle:  # the preset's value, if any, or the default instead
         parser.set_defaults(**dict.fromkeys([*replaced, *idle]))
-    said = [f"{', '.join(map(repr, replaced))} (not taken by --loss {final.loss})"] * bool(replaced)
+    said = [f"{', '.join(map(repr, methods_own))} (the file's --method {from_file.get('method')}'s own, not "
+            f"--method {final.method}'s)"] * bool(methods_own)
+    said += [f"{', '.join(map(repr, replaced))} (not taken by --loss {final.loss})"] * bool(replaced)
     said += [f"{name!r} (nothing to do with --{flag} typed)" for name, flag in idle.items()]
-    return {*replaced, *idle}, "; ".join(said)
+    return {*methods_own, *replaced, *idle}, "; ".join(said)
+
+
+def files_method_own(file_method, method: str, untyped: Mapping[str, Any]) -> list[str]:
+    """The settings of a ``--config`` file (``untyped``: those no typed flag replaces) that are its method's own
+    defaults, its objectives (``--loss``, its hyperparameters, ``--dcl_*``) and config fields, where the command
+    line types another ``method``: ``--config <an ImSimCSE run> --method simcse`` trains SimCSE's objectives, not
+    ImSimCSE's off-dropout loss (refused as needing off-dropout, which the user never asked for)."""
+    from ..models import METHODS
+    from .arguments import method_flags
+
+    if file_method == method or file_method not in METHODS or method not in METHODS:
+        return []
+
+    def defaults(of: str) -> dict[str, Any]:  # a method's objectives and config fields, as a record gives them
+        config = METHODS[of].config_class()
+        return {**settings_from_record({"method": of, "objectives": config.objectives}),
+                **{name: getattr(config, name) for name in method_flags()[of]}}
+
+    own, theirs = defaults(file_method), defaults(method)  # a default both methods share stays, said by no one
+    return sorted(name for name, value in untyped.items() if name != "method" and name in own and own[name] == value
+                  and (name not in theirs or theirs[name] != value))

@@ -199,6 +199,25 @@ def test_a_typed_loss_leaves_out_the_files_loss_hyperparameters_it_does_not_take
     assert chosen.dropped_from_file == "'m' (not taken by --loss infonce)"
 
 
+def test_a_typed_method_over_another_methods_record_trains_its_own_objectives(tmp_path):
+    """--config <an ImSimCSE run's record> --method simcse was refused ("loss 'off_dropout_infonce' needs no-dropout
+    embeddings: add --off_dropout"): the record's objectives were ImSimCSE's own, which the user never chose. What
+    the user chose in that run (a temperature other than the method's) stays."""
+    from hf_cse.models import ImSimCSEConfig, SimCSEConfig
+
+    record = {"method": "imsimcse", "objectives": ImSimCSEConfig().objectives, "max_seq_length": 16}
+    spec = train.parse_args(["--config", _file(tmp_path / "run.json", record), "--method", "simcse",
+                             "--output_dir", str(tmp_path / "out")])
+    method_args, loss_args, chosen = spec[2], spec[3], spec[-1]
+    assert method_args.loss is None and loss_args.m is None and spec[4].dcl_weight is None  # simcse's own
+    assert chosen.dropped_from_file.endswith("(the file's --method imsimcse's own, not --method simcse's)")
+    assert "max_seq_length" in chosen and "loss" not in chosen
+    chosen_temperature = [{**ImSimCSEConfig().objectives[0], "hyperparameters": {"m": 0.9, "temperature": 0.1}}]
+    spec = train.parse_args(["--config", _file(tmp_path / "t.json", {**record, "objectives": chosen_temperature}),
+                             "--method", "simcse", "--output_dir", str(tmp_path / "out")])
+    assert spec[3].temperature == 0.1 and spec[2].loss is None and SimCSEConfig().loss == "infonce"
+
+
 @pytest.mark.parametrize("settings, typed, dropped", [
     ({"method": "esimcse", "queue_size": 16, "momentum": 0.9}, ["--queue_size", "0"], "momentum"),
     ({"loss": "paradigm", "temperature": 0.1}, ["--weight", "hardest"], "temperature"),
