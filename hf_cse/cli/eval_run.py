@@ -222,7 +222,7 @@ class ModelsEvaluation:
                                     "pairs": len(self.eval_pairs), "source": source}
                 self.save_partial(results, extras)
         folder = model_folder(self.out, index, name, several=self.combined) / "mteb"
-        meta = {**args.mteb_meta(name), "embed_dim": width}
+        meta = args.mteb_meta(name, embed_dim=width)
         if self.mteb_tasks:
             if MTEB in done:
                 results.add_mteb(earlier.mteb, (earlier.details or {}).get("mteb", {}))

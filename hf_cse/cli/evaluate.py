@@ -206,9 +206,9 @@ class EvalArguments(EvalDataArguments):
         if self.mteb_results_dir is not None:
             check_distinct_mteb_names(self.model_name_or_path, self.mteb_meta)
 
-    def mteb_meta(self, model: str) -> dict:
-        """The ModelMeta fields of ``model``'s MTEB results (name and revision)."""
-        return model_meta_fields(mteb_model_name(model, self.mteb_model_name), self.mteb_model_revision)
+    def mteb_meta(self, model: str, embed_dim: int | None = None) -> dict:
+        """The ModelMeta fields of ``model``'s MTEB results (name, revision and ``embed_dim``, where measured)."""
+        return model_meta_fields(mteb_model_name(model, self.mteb_model_name), self.mteb_model_revision, embed_dim)
 
     def result_settings(self) -> dict:
         """What shapes the results besides the models (recorded with them in settings["command"]): an output

@@ -88,7 +88,7 @@ def evaluate_dimensions(encoder, dims: Sequence[int], sts_tasks: Sequence[str], 
     the experiment ``truncate_dim=d`` of the model ``mteb_meta`` names) on the cut embeddings. ``embeddings``: the
     full embeddings of each request that the full-size scoring kept (see the module doc); a request missing there
     is encoded, once, and added to it."""
-    from .mteb_tasks import run_mteb_tasks
+    from .mteb_tasks import run_mteb_tasks, truncated_model_meta
     from .runner import evaluate
 
     cache = {} if embeddings is None else embeddings
@@ -101,8 +101,8 @@ def evaluate_dimensions(encoder, dims: Sequence[int], sts_tasks: Sequence[str], 
             scored, _ = evaluate(cut, list(sts_tasks), **sts_kwargs)
             entry["sts"], entry["avg"] = dict(scored.sts), scored.sts_avg
         if mteb_tasks:
-            meta = {**(mteb_meta or {}), "embed_dim": d, "experiment_kwargs": {"truncate_dim": d}}
-            entry["mteb"], _ = run_mteb_tasks(cut, list(mteb_tasks), mteb_folder / f"dim_{d}", mteb_results_dir, meta)
+            entry["mteb"], _ = run_mteb_tasks(cut, list(mteb_tasks), mteb_folder / f"dim_{d}", mteb_results_dir,
+                                              truncated_model_meta(mteb_meta, d))
         out[str(d)] = entry
     return out
 

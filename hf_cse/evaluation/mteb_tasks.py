@@ -84,7 +84,7 @@ def _classes() -> dict[str, type]:
 
     class HFCSEMTEBEncoder(AbsEncoder):
         """An MTEB encoder backed by a :class:`SentenceEncoder`; no prompts (hf_cse models take none), cosine.
-        ``meta``: the ModelMeta fields to set (:func:`model_meta_fields`: name, revision, experiment_kwargs...)."""
+        ``meta``: the ModelMeta fields to set (:func:`model_meta_fields`, :func:`truncated_model_meta`)."""
 
         def __init__(self, encoder: SentenceEncoder, meta: dict | None = None):
             self.model = encoder
@@ -198,17 +198,18 @@ def check_mteb_model(name: str, revision: str) -> None:
             raise InputError(f"MTEB model {what} {value!r}: {problem}.")
 
 
-def model_meta_fields(name: str, revision: str, embed_dim: int | None = None,
-                      truncate_dim: int | None = None) -> dict:
+def model_meta_fields(name: str, revision: str, embed_dim: int | None = None) -> dict:
     """The ``ModelMeta`` fields an MTEB result records for this model: its name and revision (checked:
-    :func:`check_mteb_model`), its embedding size and, for embeddings cut to ``truncate_dim`` coordinates, that as an
-    MTEB experiment (saved under ``experiments/<name>/`` beside the full model's results, as mteb saves any run with
-    ``experiment_kwargs``)."""
+    :func:`check_mteb_model`) and its embedding size (None: not measured)."""
     check_mteb_model(name, revision)
-    fields = {"name": name, "revision": revision, "embed_dim": truncate_dim or embed_dim}
-    if truncate_dim:
-        fields["experiment_kwargs"] = {"truncate_dim": int(truncate_dim)}
-    return fields
+    return {"name": name, "revision": revision, "embed_dim": embed_dim}
+
+
+def truncated_model_meta(meta: dict | None, truncate_dim: int) -> dict:
+    """``meta`` (:func:`model_meta_fields`) for the embeddings cut to their first ``truncate_dim`` coordinates: that
+    size, and the cut as an MTEB experiment (mteb saves a run with ``experiment_kwargs`` under
+    ``experiments/<name>/``, beside the full model's results)."""
+    return {**(meta or {}), "embed_dim": int(truncate_dim), "experiment_kwargs": {"truncate_dim": int(truncate_dim)}}
 
 
 def mteb_result_paths(results_dir, tasks: list, meta: dict) -> list[Path]:
@@ -230,7 +231,7 @@ def saved_mteb_results(results_dir, tasks: list, meta: dict) -> list[Path]:
     the dimensions (another run's ``truncate_dims``), which mteb's loader would read back as the same model's."""
     base = {"name": meta.get("name"), "revision": meta.get("revision")}
     found = [path for path in mteb_result_paths(results_dir, tasks, base) if path.is_file()]
-    sample = mteb_result_paths(results_dir, tasks[:1], {**base, "experiment_kwargs": {"truncate_dim": 1}})
+    sample = mteb_result_paths(results_dir, tasks[:1], truncated_model_meta(base, 1))
     experiments = sample[0].parent.parent if sample else None  # results/<model>/<revision>/experiments
     if experiments is not None and experiments.is_dir():
         names = [task.metadata.name for task in tasks]
