@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..embedding_shape import truncated_and_normalized, unit_rows
-from ..encoders import encoder_max_length, own_max_seq_length
+from ..encoders import encoder_max_length, own_max_seq_length, pooling_modes
 from .errors import ExportError
 
 ONNX_FILE = "onnx/model.onnx"
@@ -230,13 +230,9 @@ class OnnxEncoder:
 
 
 def _pooling_mode(config: dict) -> str:
-    """The Pooling module's mode, from its config in either of sentence-transformers' forms (``"pooling_mode":
-    "mean"``; older ``"pooling_mode_mean_tokens": true``)."""
-    mode = config.get("pooling_mode")
-    if mode is None:
-        flags = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "max": "pooling_mode_max_tokens",
-                 "lasttoken": "pooling_mode_lasttoken"}
-        mode = next((m for m, key in flags.items() if config.get(key)), None)
+    """The Pooling module's one mode, from its config (:func:`hf_cse.encoders.pooling_modes` reads its forms)."""
+    modes = pooling_modes(config)
+    mode = modes[0] if len(modes) == 1 else "+".join(modes) or None
     if mode not in OnnxEncoder.POOLING:
         raise ExportError(f"OnnxEncoder pools by cls, mean, max or lasttoken; this folder's Pooling is {mode!r}.")
     return mode

@@ -14,7 +14,7 @@ from helpers import random_sentences
 from hf_cse.cli import export as export_cli
 from hf_cse.export import to_sentence_transformer
 from hf_cse.export.errors import ExportError
-from hf_cse.export.onnx import INT8_FILE, ONNX_FILE, OnnxEncoder, check_onnx_backend
+from hf_cse.export.onnx import INT8_FILE, ONNX_FILE, OnnxEncoder, _pooling_mode, check_onnx_backend
 from hf_cse.models import SimCSEModel
 
 pytest.importorskip("onnxruntime")
@@ -134,6 +134,27 @@ def test_onnx_encoder_refuses_dense_modules(tmp_path):
     with pytest.raises(ExportError, match="also has Dense") as err:
         OnnxEncoder(tmp_path)
     assert "backend='onnx'" not in str(err.value)  # sentence-transformers' ONNX loader needs optimum-onnx
+
+
+@pytest.mark.parametrize("config, mode", [
+    ({"pooling_mode": "mean"}, "mean"), ({"pooling_mode": ["lasttoken"]}, "lasttoken"),
+    ({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}, "cls"),
+    ({"pooling_mode_max_tokens": True}, "max")])
+def test_onnx_encoder_reads_the_pooling_configs_forms(config, mode):
+    """Both of sentence-transformers' Pooling config forms, read as the training side reads them
+    (:func:`hf_cse.encoders.pooling_modes`); the list form was refused."""
+    assert _pooling_mode(config) == mode
+
+
+@pytest.mark.parametrize("config, said", [
+    ({"pooling_mode": "weightedmean"}, "'weightedmean'"), ({}, "None"),
+    ({"pooling_mode": ["cls", "mean"]}, "'cls\\+mean'"),
+    ({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": True}, "'cls\\+mean'")])
+def test_onnx_encoder_refuses_a_pooling_it_does_not_compute(config, said):
+    """Several modes (sentence-transformers joins their vectors) were read as the first one's."""
+    with pytest.raises(ExportError, match=f"OnnxEncoder pools by cls, mean, max or lasttoken; this folder's Pooling is "
+                                          f"{said}"):
+        _pooling_mode(config)
 
 
 @pytest.mark.parametrize("config, keep_projector, flags", [
