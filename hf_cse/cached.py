@@ -155,7 +155,7 @@ def split_batch(inputs: dict[str, torch.Tensor], minibatch_size: int) -> list[di
     ]
 
 
-def _merge_metrics(per_chunk: list[dict]) -> dict:
+def merge_metrics(per_chunk: list[dict]) -> dict:
     """Mean over mini-batches, except durations (``*_seconds``), which add up. Device tensors stay on the device
     (no host synchronisation; :mod:`hf_cse.metrics`)."""
     sums: dict = defaultdict(float)
@@ -165,7 +165,8 @@ def _merge_metrics(per_chunk: list[dict]) -> dict:
     return {k: v if k.endswith("_seconds") else v / len(per_chunk) for k, v in sums.items()}
 
 
-def _check_no_aux(out, where: str) -> None:
+def check_no_aux(out, where: str) -> None:
+    """Refuse a model output with auxiliary losses (computed per mini-batch, they cannot be cached)."""
     if out.aux_losses:
         raise IncompatibleOptionsError(
             f"cached_minibatch_size is incompatible with a model that returns per-process auxiliary losses "
@@ -185,11 +186,11 @@ def embed_minibatches(
     for chunk in chunks:
         states.append(RandState.capture(*[v for v in chunk.values() if isinstance(v, torch.Tensor)]))
         out = model(**chunk)
-        _check_no_aux(out, "first pass")
+        check_no_aux(out, "first pass")
         for name, z in out.embeddings.items():
             parts[name].append(z)
         metrics.append(out.metrics)
-    return {name: torch.cat(zs) for name, zs in parts.items()}, states, _merge_metrics(metrics)
+    return {name: torch.cat(zs) for name, zs in parts.items()}, states, merge_metrics(metrics)
 
 
 def replay_minibatches(
@@ -212,7 +213,7 @@ def replay_minibatches(
         context = no_sync() if i < len(chunks) - 1 else nullcontext()
         with context:
             out = model(**chunk)
-            _check_no_aux(out, "replay")
+            check_no_aux(out, "replay")
             n = next(iter(out.embeddings.values())).shape[0]
             surrogate = None
             for name, z in out.embeddings.items():

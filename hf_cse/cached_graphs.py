@@ -24,7 +24,7 @@ from collections import defaultdict
 
 import torch
 
-from .cached import RandState, _check_no_aux, _merge_metrics, split_batch
+from .cached import RandState, check_no_aux, merge_metrics, split_batch
 from .cuda_graphs import MAX_GRAPHS, CapturedStep, CudaGraphStep
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class CachedGraphStep(CudaGraphStep):
         for param, grad in zip(self.parameters, self._grad_buffers):
             param.grad = grad
         self.last_replayed = ("cached", self._grad_buffers)
-        metrics.update(_merge_metrics(model_metrics))
+        metrics.update(merge_metrics(model_metrics))
         return loss.detach(), metrics
 
     # ------------------------------------------------------------------ capture
@@ -115,7 +115,7 @@ class CachedGraphStep(CudaGraphStep):
         try:
             embed_inputs = {k: v.clone() for k, v in chunk.items()}
             graph, out = self._record(lambda: self.embed(embed_inputs))
-            _check_no_aux(out, "first pass")
+            check_no_aux(out, "first pass")
             metrics = {k: v for k, v in out.metrics.items() if isinstance(v, torch.Tensor)}
             embed = CapturedStep(graph, embed_inputs, dict(out.embeddings), metrics, [])
 

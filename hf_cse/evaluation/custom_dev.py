@@ -25,7 +25,7 @@ import numpy as np
 from ..checks import InputError
 from ..files import read_text
 from ..hub_reach import is_offline, offline_fix, offline_if_unreachable
-from .data import STSPairs, _sentence_pairs
+from .data import STSPairs, sentence_pairs
 
 
 @dataclass
@@ -146,7 +146,7 @@ def read_pair_file(path, sentence1_column: str = "sentence1", sentence2_column: 
         a.append(s1)
         b.append(s2)
         y.append(score)
-    return check_pairs(STSPairs(*_sentence_pairs(a, b, y)), str(path))
+    return check_pairs(STSPairs(*sentence_pairs(a, b, y)), str(path))
 
 
 def load_hub_pairs(name: str, config: str | None = None, split: str = "validation",
@@ -174,7 +174,7 @@ def load_hub_pairs(name: str, config: str | None = None, split: str = "validatio
         scores = [float(s) for s in ds[score_column]]
     except (TypeError, ValueError) as err:
         raise InputError(f"eval_dataset_name {name}: column {score_column!r} is not numeric.") from err
-    return check_pairs(STSPairs(*_sentence_pairs(ds[sentence1_column], ds[sentence2_column], scores)), name)
+    return check_pairs(STSPairs(*sentence_pairs(ds[sentence1_column], ds[sentence2_column], scores)), name)
 
 
 def check_pairs(pairs: STSPairs, source: str) -> STSPairs:
@@ -259,4 +259,4 @@ def given_pairs(pairs) -> STSPairs | None:
             raise InputError(f"eval_pairs row {number}: {fault}, not (sentence1, sentence2, score) with two sentences "
                              f"and a finite number: {EVAL_PAIRS_FORMS}.", fields=("eval_pairs",))
     a, b, y = zip(*pairs, strict=True) if pairs else ((), (), ())
-    return check_pairs(STSPairs(*_sentence_pairs(a, b, [float(s) for s in y])), "eval_pairs")
+    return check_pairs(STSPairs(*sentence_pairs(a, b, [float(s) for s in y])), "eval_pairs")

@@ -150,7 +150,9 @@ def _check_source(source: Source) -> None:
         raise CSEError(f"Unknown senteval source {source!r}: use 'local' or 'hub'.")
 
 
-def _sentence_pairs(a, b, y) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
+def sentence_pairs(a, b, y) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
+    """The fields of :class:`STSPairs` from two columns of sentences and their scores: each sentence's whitespace
+    collapsed to single spaces, the scores as float64."""
     return tuple(_join(s) for s in a), tuple(_join(s) for s in b), np.asarray(y, dtype=np.float64)
 
 
@@ -174,7 +176,7 @@ def _local_sts_year(task: str, data_dir: Path) -> dict[str, STSPairs]:
             a.append(check.sentence(inp_path, lineno, s1, "sentence1"))
             b.append(check.sentence(inp_path, lineno, s2, "sentence2"))
             y.append(check.score(gold_path, lineno, score, low, high))
-        out[subset] = STSPairs(*_sentence_pairs(a, b, y))
+        out[subset] = STSPairs(*sentence_pairs(a, b, y))
     return out
 
 
@@ -196,7 +198,7 @@ def _scored_pairs(task: str, path: Path, names: tuple[str, ...], skip_header: bo
         y.append(check.score(path, lineno, cols[i_score], low, high))
         a.append(check.sentence(path, lineno, cols[i_a], names[i_a]))
         b.append(check.sentence(path, lineno, cols[i_b], names[i_b]))
-    return STSPairs(*_sentence_pairs(a, b, y))
+    return STSPairs(*sentence_pairs(a, b, y))
 
 
 def _local_stsb(data_dir: Path, split: str) -> STSPairs:
@@ -215,7 +217,7 @@ def _local_sick(data_dir: Path, split: str) -> STSPairs:
 def _hub_sts(task: str, split: str) -> STSPairs:
     ds = hub_load(task, split)
     c1, c2, cs = HUB_DATASETS[task].get("columns", ("sentence1", "sentence2", "score"))
-    return STSPairs(*_sentence_pairs(ds[c1], ds[c2], [float(s) for s in ds[cs]]))
+    return STSPairs(*sentence_pairs(ds[c1], ds[c2], [float(s) for s in ds[cs]]))
 
 
 @functools.lru_cache(maxsize=64)

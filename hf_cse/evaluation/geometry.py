@@ -74,7 +74,8 @@ def retrieval_queries(scores: np.ndarray, n_pairs: int, gold: float = 5.0) -> tu
     return queries, targets
 
 
-def _stsb_embeddings(encoder, data_dir, source, split):
+def stsb_embeddings(encoder, data_dir, source, split):
+    """STS-B ``split``'s pairs, its sentences (both columns, in order) and their embeddings by ``encoder``."""
     pairs = load_sts("STSBenchmark", data_dir, split, source)[split]
     corpus = list(pairs.sentences1) + list(pairs.sentences2)
     encode = encoder.encode if hasattr(encoder, "encode") else encoder
@@ -85,7 +86,7 @@ def evaluate_geometry(
     encoder, data_dir=None, source: Source = "local", split: str = "test", threshold: float = 4.0, _cache=None
 ) -> dict:
     """``{"alignment", "uniformity", "n_pairs", "n_sentences"}`` on STS-B (see the module docstring)."""
-    pairs, corpus, emb = _cache or _stsb_embeddings(encoder, data_dir, source, split)
+    pairs, corpus, emb = _cache or stsb_embeddings(encoder, data_dir, source, split)
     n = len(pairs)
     pos = np.flatnonzero(pairs.scores > threshold)
     first_row: dict[str, int] = {}
@@ -105,7 +106,7 @@ def evaluate_retrieval(
     encoder, data_dir=None, source: Source = "local", split: str = "test", ks=(1, 5, 10), _cache=None
 ) -> dict:
     """DiffCSE's STS-B retrieval: ``{"R@1", "R@5", "R@10", "n_queries", "corpus_size"}`` (x 100)."""
-    pairs, corpus, emb = _cache or _stsb_embeddings(encoder, data_dir, source, split)
+    pairs, corpus, emb = _cache or stsb_embeddings(encoder, data_dir, source, split)
     queries, targets = retrieval_queries(pairs.scores, len(pairs))
     out = retrieval_recall(emb, queries, targets, ks)
     out["corpus_size"] = int(len(corpus))

@@ -16,7 +16,7 @@ from ..checks import resolved_path
 from ..errors import CSEError
 from ..task_names import parse_tasks
 from .data import STS_TASKS, STS_YEARS, TRANSFER_TASKS, Mode, Source, load_sts
-from .geometry import _stsb_embeddings, evaluate_geometry, evaluate_retrieval
+from .geometry import evaluate_geometry, evaluate_retrieval, stsb_embeddings
 from .results import RETRIEVAL_KEYS, EvalResults
 from .resume import STSB_TEST_TASKS, finished_tasks, in_order, mean_score, take_finished
 from .sts import (
@@ -172,7 +172,7 @@ def evaluate(
     if any(t in names and t not in finished for t in STSB_TEST_TASKS):
         t0 = time.perf_counter()
         logger.info("%s: encoding STS-B test", " and ".join(t for t in ("geometry", "retrieval") if t in names))
-        cache = _stsb_embeddings(memo, data_dir, source, "test")
+        cache = stsb_embeddings(memo, data_dir, source, "test")
         if "geometry" in names:
             geo = evaluate_geometry(memo, data_dir, source, "test", _cache=cache)
             details["geometry"] = geo

@@ -58,7 +58,7 @@ def senteval(tmp_path_factory):
 def tasks_run(monkeypatch):
     """The tasks each evaluate() call scores (STS, geometry / retrieval, each transfer task)."""
     ran: list[str] = []
-    real_sts, real_geometry, real_transfer = runner.evaluate_sts, runner._stsb_embeddings, transfer.run_transfer_task
+    real_sts, real_geometry, real_transfer = runner.evaluate_sts, runner.stsb_embeddings, transfer.run_transfer_task
 
     def sts(encoder, tasks, *args, **kwargs):
         ran.extend(tasks)
@@ -73,7 +73,7 @@ def tasks_run(monkeypatch):
         return real_transfer(encode, task, *args, **kwargs)
 
     monkeypatch.setattr(runner, "evaluate_sts", sts)
-    monkeypatch.setattr(runner, "_stsb_embeddings", geometry)
+    monkeypatch.setattr(runner, "stsb_embeddings", geometry)
     monkeypatch.setattr(transfer, "run_transfer_task", one_transfer)
     return ran
 
