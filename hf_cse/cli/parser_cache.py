@@ -49,7 +49,7 @@ _ACTIONS = {argparse._StoreAction: "store", argparse._StoreTrueAction: "store_tr
             argparse._HelpAction: "help", HelpAllAction: "help_all"}
 def _bool_word(value: str) -> str:
     """A boolean flag's value checked as transformers' ``string_to_bool`` checks it (the same refusal), and kept as
-    the text typed: the early checks read a boolean flag's text (:func:`hf_cse.cli.entry_points._switched_on`)."""
+    the text typed: the early checks read a boolean flag's text (:func:`hf_cse.cli.train_facts.switched_on`)."""
     if not isinstance(value, str) or value.lower() in ("yes", "true", "t", "y", "1", "no", "false", "f", "n", "0"):
         return value
     raise argparse.ArgumentTypeError(f"Truthy value expected: got {value} but expected one of yes/no, true/false, t/f, "

@@ -21,10 +21,12 @@ logger = logging.getLogger(__name__)
 
 def export_after_training(model, tokenizer, training_args, training_info: Mapping[str, Any] | None = None,
                           hub_repo: str | None = None) -> Path | None:
-    """Export to ``<output_dir>/sentence-transformers`` with a model card showing ``training_info`` (the run's record,
-    :meth:`hf_cse.cli.run_spec.RunSpec.training_info`; default: the training arguments alone), record it as
-    ``training_info.json`` beside the checkpoint (last: it marks the run as finished) and push the export when
-    ``hub_repo`` is set (from :func:`hf_cse.export.hub.take_over_hub_push`).
+    """Export to ``<output_dir>/sentence-transformers`` with a model card showing ``training_info`` (the run's record:
+    :func:`hf_cse.export.training_info.training_info_from_run` completed by
+    :meth:`hf_cse.trainer_options.TrainingOptions.recorded`, as :meth:`hf_cse.trainer_saving.RunSaving.save_run`
+    builds it; default: the training arguments alone), record it as ``training_info.json`` beside the checkpoint
+    (last: it marks the run as finished) and push the export when ``hub_repo`` is set (from
+    :func:`hf_cse.export.hub.take_over_hub_push`).
 
     A model whose pooler cannot be exported only logs a warning (the checkpoint is saved) unless a push was asked;
     an export already in the folder is then removed, so it cannot pass for this run's. ``training_info.json`` is
