@@ -24,6 +24,10 @@ from .errors import CSEError, closest_name
 
 logger = logging.getLogger(__name__)
 
+#: the method of a run that names none (the command line's default); a run record or model config without one was
+#: written by such a run
+DEFAULT_METHOD = "simcse"
+
 _COMMON = {
     "max_seq_length": 32,
     "per_device_train_batch_size": 64,

@@ -23,7 +23,7 @@ from ..hyperparameter_rules import not_taken_error, rule_as_typed
 from ..losses import available_losses, get_loss_class, loss_hyperparameters
 from ..number_lists import parse_float_list, parse_int_list
 from ..objectives import DCL, objectives_for
-from ..presets import PRESETS
+from ..presets import DEFAULT_METHOD, PRESETS
 from .flags_in_use import check_method_flags
 
 #: config fields that are not command-line flags: set by from_encoder (encoder_config, base_encoder,
@@ -114,7 +114,7 @@ class _ScriptModelArguments:
     model_name_or_path: str | None = field(
         default=None, metadata={"help": "Encoder checkpoint (folder or Hub id). Default: packaged all-MiniLM-L6-v2."}
     )
-    method: str = field(default="simcse", metadata={"help": "Method model (hf_cse.models.METHODS)."})
+    method: str = field(default=DEFAULT_METHOD, metadata={"help": "Method model (hf_cse.models.METHODS)."})
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Allow an encoder (or tokenizer) whose code lives in its Hub repo / folder "
                                          "to run that code (transformers' trust_remote_code). Off by default."}

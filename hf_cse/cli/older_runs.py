@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hf_cse.models import get_method
 from hf_cse.objectives import LEGACY_FIELDS
+from hf_cse.presets import DEFAULT_METHOD
 
 from ..checks import local_resolved
 
@@ -23,7 +24,7 @@ def record_in_objectives_form(record: dict) -> dict:
         return record
     legacy = {k: v for k, v in record.items() if k in LEGACY_FIELDS and v is not None}
     record = {k: v for k, v in record.items() if k not in LEGACY_FIELDS}
-    config = get_method(record.get("method", "simcse")).config_class(**legacy)
+    config = get_method(record.get("method", DEFAULT_METHOD)).config_class(**legacy)
     return {**record, "objectives": config.objectives}
 
 

@@ -167,7 +167,7 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
     description without those keys is returned as it is."""
     from ..models import METHODS
     from ..objectives import DCL
-    from ..presets import PRESETS
+    from ..presets import DEFAULT_METHOD, PRESETS
 
     settings = {RECORD_NAMES.get(k, k): v for k, v in record.items() if k not in RECORD_ONLY_KEYS or k in RECORD_NAMES}
     dev = record.get(DEV_AND_SELECTION) or {}
@@ -193,7 +193,7 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
             settings.pop("normalize", None)
     if "objectives" not in record:
         return settings
-    method = record.get("method", "simcse")
+    method = record.get("method", DEFAULT_METHOD)
     if method not in METHODS:
         raise InputError(f"{where}: unknown method {method!r}; methods: {', '.join(METHODS)}.{_modules_hint(record)}")
     defaults = METHODS[method].config_class().objectives

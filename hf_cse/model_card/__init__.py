@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..encoders import DEFAULT_ENCODER_HUB_ID, is_packaged_encoder
+from ..presets import DEFAULT_METHOD
 from ..seams import with_snippet_dimension
 from ..zero_loss import ZERO_LOSS_KEY
 from .results import (
@@ -165,7 +166,7 @@ def _card_data(config, model_id: str, base_model: str | None, results: list, inf
     from ..objectives import objective_specs
 
     tags = ["sentence-transformers", "sentence-similarity", "feature-extraction", "hf_cse", "contrastive-learning",
-            "unsupervised", getattr(config, "method", "simcse"), *(spec.loss for spec in objective_specs(config))]
+            "unsupervised", getattr(config, "method", DEFAULT_METHOD), *(spec.loss for spec in objective_specs(config))]
     data = info.get("data") or {}
     datasets = info.get("datasets") or ([data["dataset_name"]] if data.get("dataset_name") else None)
     return ModelCardData(

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..presets import DEFAULT_METHOD
 from ..references import Paper
 from ..training_args import global_batch_size
 from ..zero_loss import ZERO_LOSS_KEY
@@ -77,7 +78,7 @@ def papers_for(config) -> list[Paper]:
     from ..matryoshka import MATRYOSHKA
     from ..objectives import objective_specs
 
-    papers = cited_papers(getattr(config, "method", "simcse"), [spec.loss for spec in objective_specs(config)])
+    papers = cited_papers(getattr(config, "method", DEFAULT_METHOD), [spec.loss for spec in objective_specs(config)])
     return [*papers, MATRYOSHKA] if getattr(config, "matryoshka_dims", None) else papers
 
 
