@@ -36,6 +36,10 @@ ST_POOLING_MODES = {"cls": "cls", "cls_before_pooler": "cls", "avg": "mean", "ma
 #: sentence-transformers Pooling mode -> the hf_cse pooler that computes it without a head (its cls mode is the raw
 #: [CLS] vector: cls_before_pooler)
 POOLER_OF_ST_MODE = {mode: name for name, mode in ST_POOLING_MODES.items() if name != "cls"}
+#: sentence-transformers Pooling mode -> the pooler an encoder with that pooling of its own trains with; unlike
+#: :data:`POOLER_OF_ST_MODE`, its cls mode is ``cls``: the head trains on [CLS] (the test pooler drops a training-only
+#: one, :func:`pooler_at_test`)
+TRAINING_POOLER_OF_ST_MODE = {mode: name for name, mode in ST_POOLING_MODES.items() if name != "cls_before_pooler"}
 #: the papers' pooler for a plain Hugging Face encoder (raw BERT/RoBERTa): [CLS] with the training-only MLP
 PAPERS_POOLER = "cls"
 
@@ -126,11 +130,6 @@ class PoolingChoice:
         return {"pooler_type": self.pooler_type, "normalize": self.normalize, "pooler_source": self.source}
 
 
-def _own_pooler(own: OwnPooling) -> str:
-    """The pooler_type of an encoder's own pooling mode (the mode itself where hf_cse has none)."""
-    return next((name for name, mode in ST_POOLING_MODES.items() if mode == own.mode and name in POOLERS), own.mode)
-
-
 def _describe_own(own: OwnPooling) -> str:
     return own.mode + (" + Normalize" if own.normalize else "")
 
@@ -151,26 +150,27 @@ def choose_pooling(own: OwnPooling | None, pooler_type: str | None = None, norma
         source = f"set by {given_by}"
         if normalize_by and normalize_by != given_by:
             source += f"; normalize set by {normalize_by}"
-        if own is not None and ST_POOLING_MODES.get(pooler_type) != own.mode:
+        replaced = own is not None and ST_POOLING_MODES.get(pooler_type) != own.mode
+        if replaced:
             source += f"; the encoder's own sentence-transformers pooling is {_describe_own(own)}"
         keep_normalize = (own is not None and own.normalize) if normalize is None else normalize
-        replaced = own is not None and ST_POOLING_MODES.get(pooler_type) != own.mode
-        return PoolingChoice(pooler_type, keep_normalize, source, replaced_own=_own_pooler(own) if replaced else None)
+        # the own pooler's name, or its mode where hf_cse has none
+        replaced_own = TRAINING_POOLER_OF_ST_MODE.get(own.mode, own.mode) if replaced else None
+        return PoolingChoice(pooler_type, keep_normalize, source, replaced_own=replaced_own)
     if own is None:
         source = "the papers' [CLS] pooling (a plain Hugging Face encoder has no pooling of its own)"
         return PoolingChoice(PAPERS_POOLER, bool(normalize),
                              source + (f"; normalize set by {normalize_by}" if normalize_by else ""))
-    by_mode = {mode: name for name, mode in ST_POOLING_MODES.items() if name != "cls_before_pooler"}
-    if own.mode not in by_mode or by_mode[own.mode] not in POOLERS:
+    if own.mode not in TRAINING_POOLER_OF_ST_MODE:
         raise CSEError(f"the encoder pools by {own.mode!r} (its sentence-transformers Pooling module), which hf_cse "
-                       f"does not implement; choose one with pooler_type ({', '.join(sorted(by_mode))}).")
+                       f"does not implement; choose one with pooler_type ({', '.join(POOLERS)}).")
     keep_normalize = own.normalize if normalize is None else normalize
     source = f"the encoder's own sentence-transformers pooling ({_describe_own(own)})"
     if normalize is not None and normalize != own.normalize:
         source += f", normalize set to {normalize}" + (f" by {normalize_by}" if normalize_by else "")
     if own.unsupported_modules:
         source += f"; its {', '.join(own.unsupported_modules)} module(s) after pooling are not trained or exported"
-    return PoolingChoice(by_mode[own.mode], keep_normalize, source)
+    return PoolingChoice(TRAINING_POOLER_OF_ST_MODE[own.mode], keep_normalize, source)
 
 
 def describe_pooling(choice: PoolingChoice, representation: str = "") -> str:

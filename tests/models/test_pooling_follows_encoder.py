@@ -81,7 +81,8 @@ def test_choice_rules(st_mean_dir, tiny_bert_dir):
     assert (kept.pooler_type, kept.normalize) == ("avg", False)
     by_flag = resolve_pooling(str(st_mean_dir), normalize=False, normalize_given_by="--normalize")
     assert by_flag.source.endswith("(mean + Normalize), normalize set to False by --normalize")
-    with pytest.raises(ValueError, match="pools by 'weightedmean'.*pooler_type"):
+    # the choices named are poolers (they were sentence-transformers' modes: mean, lasttoken)
+    with pytest.raises(ValueError, match=r"pools by 'weightedmean'.*pooler_type \(cls, cls_before_pooler, avg, "):
         choose_pooling(type(own_pooling(st_mean_dir))("weightedmean", False))
 
 
