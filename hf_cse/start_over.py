@@ -76,12 +76,13 @@ def remove_run_files(out: Path, names: list[str]) -> None:
                        "describe the model it trains now (move them aside, or evaluate again)", listing(stale), out)
 
 
-def start_over(output_dir, switch: str = "overwrite_output_dir") -> None:
-    """Remove the earlier run's files from ``output_dir`` (module doc), said in one log line naming ``switch``;
-    the caller holds the folder and has refused another tool's model there."""
+def start_over(output_dir) -> None:
+    """Remove the earlier run's files from ``output_dir`` (module doc), said in one log line naming
+    ``overwrite_output_dir``, the training argument that asks for it; the caller holds the folder and has refused
+    another tool's model there."""
     out = Path(output_dir)
     names = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     own = run_files_in(out, names)
     if own:
         remove_run_files(out, own)
-        say_removed(switch, out, own, [n for n in names if n not in own])
+        say_removed("overwrite_output_dir", out, own, [n for n in names if n not in own])

@@ -292,10 +292,10 @@ class PromptBERTModel(CSEPreTrainedModel):
             hidden = self.encoder(input_ids=d_ids, position_ids=d_positions, return_dict=True).last_hidden_state
         return hidden[:, len(ids.prefix) + ids.mask_at][which]
 
-    def prompt_representation(self, input_ids, attention_mask, view: int = 0, denoise: bool = False) -> torch.Tensor:
-        """Tokenized sentences ``(B, L)`` -> the hidden state at the ``view``'s template's ``[MASK]`` ``(B, H)``,
-        minus the empty template's where ``denoise``."""
-        return self._represent([(input_ids, attention_mask, view)], denoise)[0]
+    def prompt_representation(self, input_ids, attention_mask, denoise: bool = False) -> torch.Tensor:
+        """Tokenized sentences ``(B, L)`` -> the hidden state at the first template's ``[MASK]`` ``(B, H)`` (the one
+        test time uses), minus the empty template's where ``denoise``."""
+        return self._represent([(input_ids, attention_mask, 0)], denoise)[0]
 
     def _represent(self, groups: list, denoise: bool) -> list[torch.Tensor]:
         """``[(input_ids, attention_mask, view), ...]`` -> their representations, from ONE encoder forward over every
@@ -345,7 +345,7 @@ class PromptBERTModel(CSEPreTrainedModel):
             denoise = self.config.template_denoising
         else:
             denoise = self.config.dev_template_denoising if self.scoring_dev else self.config.test_template_denoising
-        return self.prompt_representation(input_ids, attention_mask, 0, denoise)
+        return self.prompt_representation(input_ids, attention_mask, denoise)
 
     def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
         """View 1 in ``template``, view 2 (and a hard negative) in ``template2``, in one encoder forward, each

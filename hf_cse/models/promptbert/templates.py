@@ -24,14 +24,14 @@ import torch
 SENTENCE, MASK = "{sentence}", "{mask}"
 
 
-def check_template(name: str, template: str, needs_mask: bool = False) -> None:
-    """One ``{sentence}``, at most one ``{mask}`` (exactly one where ``needs_mask``), nothing else in braces."""
+def check_template(name: str, template: str) -> None:
+    """One ``{sentence}``, at most one ``{mask}``, nothing else in braces."""
     if template.count(SENTENCE) != 1:
         raise ValueError(f"promptbert: {name} must contain {SENTENCE} exactly once (where the sentence goes), got "
                          f"{template!r}; e.g. 'This sentence of \"{{sentence}}\" means{{mask}}.'.")
-    if template.count(MASK) > 1 or (needs_mask and MASK not in template):
-        raise ValueError(f"promptbert: {name} must contain {MASK} {'exactly' if needs_mask else 'at most'} once "
-                         f"(the token whose hidden state is the sentence's), got {template!r}.")
+    if template.count(MASK) > 1:
+        raise ValueError(f"promptbert: {name} must contain {MASK} at most once (the token whose hidden state is the "
+                         f"sentence's), got {template!r}.")
     rest = template.replace(SENTENCE, "").replace(MASK, "")
     if "{" in rest and "}" in rest[rest.index("{"):]:
         raise ValueError(f"promptbert: {name} {template!r} has a placeholder other than {SENTENCE} and {MASK}.")
