@@ -201,8 +201,7 @@ def check_token_limits(dataset, limits: EncoderLimits) -> bool:
 
     if not isinstance(dataset, datasets.Dataset):
         return False
-    columns = [c for c in TOKEN_COLUMNS if c in dataset.column_names]
-    extent = token_extent(dataset.data, columns) if columns else None
+    columns, extent = table_token_extent(dataset)
     if extent is None:
         return False
     if limits.refusal(*extent, where="the training set") is None:
@@ -212,6 +211,14 @@ def check_token_limits(dataset, limits: EncoderLimits) -> bool:
     if refusal is not None:
         raise refusal
     return True
+
+
+def table_token_extent(dataset) -> tuple[list[str], tuple[int, int | None, int | None] | None]:
+    """A ``datasets.Dataset``'s token columns and their :func:`token_extent` over the table behind it, read in place
+    (the rows a ``select`` / ``filter`` / ``shuffle`` keeps are among them); None: no token column, or one that is
+    not a list of integers."""
+    columns = [c for c in TOKEN_COLUMNS if c in dataset.column_names]
+    return columns, token_extent(dataset.data, columns) if columns else None
 
 
 def row_extent(rows) -> tuple[int, int | None, int | None]:

@@ -232,14 +232,13 @@ def data_description(dataset) -> str | None:
     that cannot be read ahead (a torch data set)."""
     import datasets
 
-    from .data_checks import TOKEN_COLUMNS, token_extent
+    from .data_checks import table_token_extent
 
     if isinstance(dataset, datasets.IterableDataset):
         return _stream_description(dataset)
     if not isinstance(dataset, datasets.Dataset) or not len(dataset):
         return None
-    columns = [c for c in TOKEN_COLUMNS if c in dataset.column_names]
-    extent = token_extent(dataset.data, columns) if columns else None
+    columns, extent = table_token_extent(dataset)
     if extent is None:
         return None
     n = len(dataset)

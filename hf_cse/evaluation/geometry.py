@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import CSEError
 from .data import Source, load_sts
+from .sts import encode_function
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -78,8 +79,7 @@ def stsb_embeddings(encoder, data_dir, source, split):
     """STS-B ``split``'s pairs, its sentences (both columns, in order) and their embeddings by ``encoder``."""
     pairs = load_sts("STSBenchmark", data_dir, split, source)[split]
     corpus = list(pairs.sentences1) + list(pairs.sentences2)
-    encode = encoder.encode if hasattr(encoder, "encode") else encoder
-    return pairs, corpus, encode(corpus)
+    return pairs, corpus, encode_function(encoder)(corpus)
 
 
 def evaluate_geometry(

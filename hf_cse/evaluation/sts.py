@@ -97,6 +97,12 @@ def load_sts_tasks(tasks: Sequence[str], data_dir=None, source: Source = "local"
     return {t: load_sts(t, data_dir, "test" if t in STS_YEARS else split, source) for t in tasks}
 
 
+def encode_function(encoder):
+    """What the evaluations call to encode a list of sentences: ``encoder.encode`` (a ``SentenceEncoder``, a
+    sentence-transformers model...), or ``encoder`` itself where it is a plain function."""
+    return encoder.encode if hasattr(encoder, "encode") else encoder
+
+
 def encode_kept(encode, sentences, kept: dict[tuple[str, ...], np.ndarray]) -> np.ndarray:
     """``encode(sentences)`` through ``kept``, which holds the embeddings of each request (its distinct sentences, in
     order) as one call encoded them: a request asked again is not encoded again, and a sentence is never taken
@@ -171,8 +177,7 @@ def evaluate_sts(
     if source == "hub" and aggregation != "all":
         logger.warning("Hub STS12-16 sets carry no subset names: 'wmean'/'mean' equal 'all' there.")
     data = load_sts_tasks(tasks, data_dir, source, mode)
-    encode = encoder.encode if hasattr(encoder, "encode") else encoder
-    return score_sts(encode, data, aggregation, return_predictions)
+    return score_sts(encode_function(encoder), data, aggregation, return_predictions)
 
 
 def format_sts_table(results: dict, name: str | None = None) -> str:

@@ -51,6 +51,7 @@ from .hub_data import HUB_DATASETS
 from .logreg import FAST_CONFIG, MODE_CONFIGS, TEST_CONFIG, BatchedLogReg, ClassifierConfig, Fit, accuracy
 from .results import average_label, text_table
 from .rowcheck import SentEvalDataError
+from .sts import encode_function
 
 logger = logging.getLogger(__name__)
 
@@ -343,7 +344,7 @@ def evaluate_transfer(
         raise CSEError(f"Unknown MRPC features {mrpc_feature_set!r}. Valid: {', '.join(MRPC_FEATURES)}.")
     for task in tasks:  # every task's data read and checked before the first is encoded (cached: read once)
         load_transfer_task(task, data_dir, source, mode)
-    encode = encoder.encode if hasattr(encoder, "encode") else encoder
+    encode = encode_function(encoder)
     results: dict = {}
     details: dict = {}
     for number, task in enumerate(tasks, 1):

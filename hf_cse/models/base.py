@@ -32,21 +32,9 @@ from .modes import eval_mode
 from .outputs import CSEOutput, OwnExportModules
 from .padding_free import packed_forward, unsupported_reason
 from .pooling import PoolingChoice, applies_projector, describe_pooling, needs_hidden_states, pool, resolve_pooling
+from .views import check_training_batch, first_view
 
 logger = hf_logging.get_logger(__name__)
-
-
-def check_training_batch(input_ids: torch.Tensor, collator: str) -> None:
-    """A model's forward trains on views of each sentence; sentences to embed (a sentence-transformers model made
-    from the run's own folder sends them) are refused with the way to embed them."""
-    if input_ids.dim() == 3:
-        return
-    embed = (" To embed sentences, load the run's sentence-transformers export (SentenceTransformer('<output_dir>/"
-             "sentence-transformers'); a folder save_model wrote: export it first, "
-             "hf_cse.export.to_sentence_transformer(FOLDER, OUT) or hf-cse-export FOLDER OUT) or call the model's "
-             "sentence_embedding." if input_ids.dim() == 2 else "")
-    raise CSEError(f"training batches must have input_ids of shape (batch, views, length); got "
-                   f"{tuple(input_ids.shape)}: use {collator}.{embed}")
 
 
 class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
@@ -334,8 +322,8 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         encoder's sentence-transformers Normalize)."""
         pooler = pooler or self.config.test_pooler
         emb = self._encode(input_ids, attention_mask, token_type_ids, pooler)
-        if (applies_projector(pooler) if projector is None else projector) and self.projector is not None:
-            emb = self.projector(emb)
+        if applies_projector(pooler) if projector is None else projector:
+            emb = self.projected(emb)
         return nn.functional.normalize(emb, dim=-1) if self.config.normalize else emb
 
     def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
@@ -348,14 +336,16 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         n, views, length = input_ids.shape
         flat = lambda t: None if t is None else t.reshape(n * views, length)  # noqa: E731
         pooled = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids))
-        z = self.projector(pooled) if self.projector is not None else pooled
-        return pooled.view(n, views, -1), z.view(n, views, -1)
+        return pooled.view(n, views, -1), self.projected(pooled).view(n, views, -1)
 
     def no_dropout_embeddings(self, input_ids, attention_mask, token_type_ids=None):
         """ImSimCSE's third pass: the un-duplicated batch with dropout off, through the projector."""
         with eval_mode(self.encoder), torch.set_grad_enabled(self.config.off_dropout_grad and torch.is_grad_enabled()):
-            pooled = self._encode(input_ids, attention_mask, token_type_ids)
-            return self.projector(pooled) if self.projector is not None else pooled
+            return self.projected(self._encode(input_ids, attention_mask, token_type_ids))
+
+    def projected(self, pooled: torch.Tensor) -> torch.Tensor:
+        """Pooled vectors through the projection head, where the model has one."""
+        return pooled if self.projector is None else self.projector(pooled)
 
     # ----------------------------------------------------------------- training forward
     def masked_lm_term(self, input_ids, attention_mask, token_type_ids, mlm_input_ids, mlm_labels) -> torch.Tensor:
@@ -385,8 +375,8 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         if self.config.off_dropout:
             timed = not torch.compiler.is_compiling()  # a clock read inside a compiled graph is a graph break
             start = time.perf_counter() if timed else 0.0
-            tt = None if token_type_ids is None else token_type_ids[:, 0]
-            embeddings[NO_DROPOUT_INPUT] = self.no_dropout_embeddings(input_ids[:, 0], attention_mask[:, 0], tt)
+            embeddings[NO_DROPOUT_INPUT] = self.no_dropout_embeddings(*first_view(input_ids, attention_mask,
+                                                                                  token_type_ids))
             if timed:
                 metrics["off_dropout_seconds"] = time.perf_counter() - start
         aux: dict[str, torch.Tensor] = {}

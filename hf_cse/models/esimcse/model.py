@@ -61,6 +61,7 @@ from ..config import CSEConfig
 from ..loading import build_encoder
 from ..modes import eval_mode
 from ..outputs import CSEOutput
+from ..views import first_view
 from .momentum import EmbeddingQueue, check_queue_size, momentum_update
 from .repetition import DupRule, WordRepetitionCollator
 
@@ -216,7 +217,7 @@ class ESimCSEModel(CSEPreTrainedModel):
         """The momentum encoder's embeddings, dropout off, through the pooler and the online projector."""
         with eval_mode(self):  # the momentum encoder and the projector (flags restored after)
             pooled = self._encode(input_ids, attention_mask, token_type_ids, encoder=self.momentum_encoder)
-            return self.projector(pooled) if self.projector is not None else pooled
+            return self.projected(pooled)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None, mlm_input_ids=None, mlm_labels=None,
                 **kwargs) -> CSEOutput:
@@ -226,6 +227,6 @@ class ESimCSEModel(CSEPreTrainedModel):
         if self.queue.count():  # the negatives of this step: the queue before this batch joins it
             out.embeddings[QUEUE_INPUT] = self.queue.contents().to(out.embeddings["z1"].dtype)
         momentum_update(self.encoder, self.momentum_encoder, self.config.momentum)
-        tt = None if token_type_ids is None else token_type_ids[:, 0]
-        self.queue.enqueue(gather_with_grad(self.momentum_embeddings(input_ids[:, 0], attention_mask[:, 0], tt)))
+        self.queue.enqueue(gather_with_grad(self.momentum_embeddings(*first_view(input_ids, attention_mask,
+                                                                                  token_type_ids))))
         return out

@@ -63,10 +63,11 @@ from ...encoders import encoder_max_length, position_offset
 from ...errors import CSEError
 from ...references import Paper, register_paper
 from ...tokenizer_match import FEW_SENTENCE_TOKENS
-from ..base import CSEPreTrainedModel, check_training_batch
+from ..base import CSEPreTrainedModel
 from ..config import FIRST_TOKEN_POOLERS, CSEConfig, attends_causally, is_decoder_only
 from ..outputs import OwnExportModules
 from ..pooling import PoolingChoice
+from ..views import check_training_batch
 from .templates import MASK as MASK_WORD
 from .templates import TemplateIds, check_template, empty_template_batch, put_in_template, special_tokens_around
 
@@ -355,7 +356,7 @@ class PromptBERTModel(CSEPreTrainedModel):
         groups = [(input_ids[:, v], attention_mask[:, v], v) for v in range(views)]
         pooled = torch.stack(self._represent(groups, self.config.template_denoising), dim=1)
         flat = pooled.reshape(n * views, -1)  # rows as the base class orders them (a BatchNorm head sees 2-D)
-        z = self.projector(flat) if self.projector is not None else flat
+        z = self.projected(flat)
         return pooled, z.view(n, views, -1)
 
     # ----------------------------------------------------------------- sentence-transformers export
