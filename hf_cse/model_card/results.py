@@ -236,7 +236,7 @@ def evaluation_section(results: EvalResults, pooling: str, dev: Mapping[str, Any
     parts += mteb_section(results) + own_data_section(results)
     if results.dimensions:
         parts += ["", "By embedding dimension (the first d coordinates, as `truncate_dim=d` serves them; "
-                  "`run_eval.py --truncate_dims`):", "", _dimension_table(results)]
+                  "`hf_cse.evaluation.dimensions.evaluate_dimensions`):", "", _dimension_table(results)]
     if settings:
         parts += ["", "Evaluation settings (`run_eval.py`): "
                   + ", ".join(f"{k} = {fmt(v)}" for k, v in settings.items()) + "."]

@@ -418,8 +418,9 @@ def test_a_dev_score_of_another_embedding_than_the_one_shipped_is_said(dev_denoi
     text = card(config_for("promptbert", dev_template_denoising=dev_denoising), training_info={"dev": dev})
     assert ("The dev scores of training are of the template-denoised embedding, by which the trainer chose its "
             "checkpoint" in text) is said
-    assert ("this model's embedding is not denoised (as their evaluation), so `run_eval.py --mode dev` on it gives "
-            "another figure" in text) is said
+    # the note names the Python API (it named a command-line flag, which a library module does not)
+    assert ("this model's embedding is not denoised (as their evaluation), so its dev scores "
+            "(`hf_cse.evaluation.evaluate(..., mode=\"dev\")`) are another figure" in text) is said
     assert "went from 21.34 before the first step" in text
 
 

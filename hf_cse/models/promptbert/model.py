@@ -155,7 +155,7 @@ class PromptBERTConfig(CSEConfig):
         scored, shipped = ("denoised", "not denoised") if self.dev_template_denoising else ("not denoised", "denoised")
         return (f"The dev scores of training are of the template-{scored} embedding, by which the trainer chose its "
                 f"checkpoint (as PromptBERT's authors' trainer does); this model's embedding is {shipped} (as their "
-                "evaluation), so `run_eval.py --mode dev` on it gives another figure.")
+                "evaluation), so its dev scores (`hf_cse.evaluation.evaluate(..., mode=\"dev\")`) are another figure.")
 
 
 def tokenized_templates(config: PromptBERTConfig, tokenizer, encoder_config) -> list[TemplateIds]:
