@@ -123,7 +123,11 @@ def _check_nonzero_norm(z: torch.Tensor, which: str, loss_name: str) -> None:
         )
 
 
-def check_pair(z1: torch.Tensor, z2: torch.Tensor, loss_name: str, min_batch: int = 2) -> None:
+#: rows a batch needs: a contrastive loss contrasts each anchor with the others' views (its in-batch negatives)
+MIN_BATCH = 2
+
+
+def check_pair(z1: torch.Tensor, z2: torch.Tensor, loss_name: str) -> None:
     """Raise a clear ``ValueError`` for inputs no loss can use."""
     for which, z in (("z1", z1), ("z2", z2)):
         _check_tensor(z, which, loss_name)
@@ -132,8 +136,8 @@ def check_pair(z1: torch.Tensor, z2: torch.Tensor, loss_name: str, min_batch: in
             f"{loss_name}: the two views must have the same shape, got z1 {tuple(z1.shape)} and "
             f"z2 {tuple(z2.shape)}."
         )
-    if z1.shape[0] < min_batch:
-        raise BatchTooSmallError(loss_name, min_batch, z1.shape[0])
+    if z1.shape[0] < MIN_BATCH:
+        raise BatchTooSmallError(loss_name, MIN_BATCH, z1.shape[0])
     _check_same_kind(z2, z1, "z2", loss_name)
     for which, z in (("z1", z1), ("z2", z2)):
         _check_finite(z, which, loss_name)
