@@ -19,15 +19,12 @@ generator's current offset. ``tests/trainer/test_cuda.py`` checks that the gradi
 
 from __future__ import annotations
 
-import logging
 from collections import defaultdict
 
 import torch
 
 from .cached import RandState, check_no_aux, merge_metrics, split_batch
-from .cuda_graphs import MAX_GRAPHS, CapturedStep, CudaGraphStep
-
-logger = logging.getLogger(__name__)
+from .cuda_graphs import MAX_GRAPHS, CapturedStep, CudaGraphStep, capture_failed
 
 
 class CachedGraphStep(CudaGraphStep):
@@ -129,11 +126,7 @@ class CachedGraphStep(CudaGraphStep):
                 raise RuntimeError(f"{len(moved)} gradient(s) were replaced instead of added to during capture")
             backward = CapturedStep(graph, backward_inputs, grad_inputs, {}, [])
         except Exception as exc:
-            self.failed = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            logger.warning("CUDA graphs (cached mode): the capture failed (%s); the run goes on eagerly", self.failed)
-            for param in self.parameters:
-                param.grad = None
-            torch.cuda.synchronize()
+            self.failed = capture_failed(exc, "the cached step's mini-batch passes", self.parameters)
             return None
         for param in self.parameters:
             param.grad = None  # the trainer's state between steps

@@ -115,6 +115,28 @@ def decide_for_run(setting: str, training_args, method_cls=None, *, sharded: boo
         method_reason=None if method_cls is None or method_cls.captures_in_cuda_graph else method_cls.why_no_cuda_graph)
 
 
+def record_graph(fn, *, pool=None, stream=None):
+    """Capture ``fn()`` as a CUDA graph (nothing runs yet) in memory ``pool`` on ``stream`` (torch's defaults where
+    None); returns the graph and what ``fn`` returned (tensors each replay writes into)."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool, stream=stream):
+        result = fn()
+    return graph, result
+
+
+def capture_failed(exc: BaseException, what: str, parameters=()) -> str:
+    """After capturing ``what`` (e.g. "the step") raised ``exc``: logs it, sets the gradients of ``parameters`` to
+    None (a half-captured backward may have left graph buffers there) and returns the error's first line, for the
+    caller's ``failed``; the caller then runs ``what`` eagerly."""
+    failed = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    logger.warning("CUDA graphs: capturing %s failed (%s); it runs eagerly", what, failed)
+    for param in parameters:
+        param.grad = None
+    if torch.cuda.is_available():  # let the aborted capture's queued work end before eager kernels follow
+        torch.cuda.synchronize()
+    return failed
+
+
 def length_bucket(length: int, cap: int | None) -> int:
     """The padded length of a batch of ``length`` tokens: the next power of two (at least 8), at most ``cap``
     (the encoder's position limit), never below ``length``."""
@@ -241,13 +263,9 @@ class CudaGraphStep:
         return result
 
     def _record(self, fn):
-        """Capture ``fn()`` as a graph on the capture stream (nothing runs yet); returns the graph and what ``fn``
-        returned (tensors the graph's replays write into)."""
+        """:func:`record_graph` on the capture stream, in the pool all shapes share."""
         stream = self._side_stream()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool, stream=stream):
-            result = fn()
-        return graph, result
+        return record_graph(fn, pool=self._pool, stream=stream)
 
     def _capture(self, batch: dict[str, torch.Tensor], forward_backward) -> CapturedStep | None:
         inputs = {k: v.clone() for k, v in batch.items()}  # the graph's input buffers, outside its pool
@@ -256,11 +274,7 @@ class CudaGraphStep:
         try:
             graph, (loss, metrics) = self._record(lambda: forward_backward(inputs))
         except Exception as exc:  # e.g. a host read of a device value inside the step
-            self.failed = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            logger.warning("CUDA graphs: the capture failed (%s); the run goes on eagerly", self.failed)
-            for param in self.parameters:
-                param.grad = None
-            torch.cuda.synchronize()
+            self.failed = capture_failed(exc, "the step", self.parameters)
             return None
         self.captures += 1
         metrics = {k: v for k, v in metrics.items() if isinstance(v, torch.Tensor)}  # host floats were read once

@@ -21,11 +21,9 @@ eagerly; :func:`why_not_captured` says why, and the run logs it.
 
 from __future__ import annotations
 
-import logging
-
 import torch
 
-logger = logging.getLogger(__name__)
+from .cuda_graphs import capture_failed, record_graph
 
 
 def why_not_captured(optimizer) -> str | None:
@@ -164,19 +162,12 @@ class GraphedOptimizer(torch.optim.Optimizer):
         try:
             graph, norm = self._record(clip_and_step)
         except Exception as exc:  # e.g. an optimizer that reads a device value on the host
-            self.failed = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            logger.warning("CUDA graphs: capturing the optimizer step failed (%s); it steps eagerly", self.failed)
-            if torch.cuda.is_available():
-                torch.cuda.synchronize()
+            self.failed = capture_failed(exc, "the optimizer step")
             return None
         self.updates[key] = _CapturedUpdate(graph, lrs, norm if self.max_grad_norm else None)
         return self.updates[key]
 
     def _record(self, fn):
-        """Capture ``fn()`` as a CUDA graph of its own (nothing runs yet); returns the graph and what ``fn``
-        returned (a tensor each replay writes)."""
+        """:func:`record_graph` in a pool of its own, once the step's queued work has run."""
         torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            result = fn()
-        return graph, result
+        return record_graph(fn)

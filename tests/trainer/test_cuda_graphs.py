@@ -236,3 +236,41 @@ def test_trainer_glue_with_simulated_graphs_trains_as_eager(tiny_bert_dir, sente
     assert len(losses["off"]) == 8 and len(set(losses["off"])) > 1
     assert losses["on"] == pytest.approx(losses["off"], rel=1e-4)  # padded rows: another float summation order
     assert norms["on"] == pytest.approx(norms["off"], rel=1e-4)
+
+
+def test_a_failed_capture_is_logged_once_and_each_graph_runs_eagerly(monkeypatch, caplog):
+    """The step's and the optimizer's capture failing (here on the CPU, a capture that raises): each records the
+    error's first line in ``failed``, logs it, leaves no gradient buffers of the graph behind and runs eagerly."""
+    import hf_cse.cuda_graphs as cg
+    from hf_cse.optimizer_graph import GraphedOptimizer
+
+    def broken(self, fn):
+        fn()  # what a capture runs before it fails: the backward has written gradients
+        raise RuntimeError("operation not permitted when stream is capturing\nsecond line")
+
+    monkeypatch.setattr(cg.CudaGraphStep, "supports", lambda self, batch: self.failed is None)
+    monkeypatch.setattr(cg.CudaGraphStep, "_on_capture_stream", lambda self, fn, batch: fn(batch))
+    monkeypatch.setattr(cg.CudaGraphStep, "_record", broken)
+    monkeypatch.setattr(GraphedOptimizer, "_record", broken)
+    weight = torch.nn.Parameter(torch.ones(3))
+
+    def forward_backward(batch):
+        loss = (weight * batch["input_ids"].float().sum()).sum()
+        loss.backward()
+        return loss.detach(), {}
+
+    step = cg.CudaGraphStep([weight])
+    batch = {"input_ids": torch.ones(2, 2, 8, dtype=torch.long)}
+    with caplog.at_level("WARNING", logger="hf_cse.cuda_graphs"):
+        step(batch, forward_backward)  # warm-up
+        weight.grad = None
+        step(batch, forward_backward)  # the capture fails: this batch runs eagerly
+        assert step.failed == "RuntimeError: operation not permitted when stream is capturing"
+        assert weight.grad is not None and step.captures == 0 and not step.graphs
+        optimizer = GraphedOptimizer(torch.optim.SGD([weight], lr=0.1), max_grad_norm=1.0)
+        optimizer.arm("key", [weight.grad])
+        optimizer.step()  # the capture fails: clipped and stepped eagerly
+        assert optimizer.failed == step.failed and not optimizer.updates
+    assert weight.detach().tolist() != [1.0, 1.0, 1.0]
+    assert "capturing the step failed (RuntimeError" in caplog.text
+    assert "capturing the optimizer step failed (RuntimeError" in caplog.text
