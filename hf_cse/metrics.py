@@ -10,7 +10,7 @@ steps), not rank 0's.
 Undefined values (NaN, e.g. DiffCSE's accuracy on replaced tokens in a batch where none were replaced) are left
 out of the mean; a loss term that was NaN or Inf in any step of the window makes :meth:`MetricAccumulator.reduce`
 raise, which replaces the per-step input check that losses skip inside the trainer
-(:func:`hf_cse.losses.base.finite_checks_deferred`).
+(:func:`hf_cse.losses.inputs.finite_checks_deferred`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from .errors import CSEError, raised_on_every_process
-from .losses.base import UNNORMALISABLE_ROWS
+from .losses.inputs import UNNORMALISABLE_ROWS
 
 Metrics = Mapping[str, "torch.Tensor | float"]
 

@@ -1,7 +1,7 @@
 """Which precision a run computes in: ``--precision auto|fp32|bf16|fp16`` for run_unsup.py and run_eval.py.
 
 * ``bf16``: the encoder runs under ``torch.autocast(dtype=torch.bfloat16)`` on CPU and GPU; losses still compute
-  in fp32 (:func:`hf_cse.losses.base.compute_dtype`). On a CPU with bf16 dot-product instructions (AVX-512 BF16 or
+  in fp32 (:func:`hf_cse.losses.inputs.compute_dtype`). On a CPU with bf16 dot-product instructions (AVX-512 BF16 or
   AMX; ARM's BF16 extension) a training step takes about half the fp32 time (benchmarks/README.md).
 * ``fp16``: GPUs only (with the Trainer's loss scaling). A CPU is refused: accelerate runs no fp16 autocast there
   (``fp16`` used to be ignored silently) and CPU fp16 matrix products are emulated (50x slower than fp32 on an

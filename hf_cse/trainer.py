@@ -22,7 +22,8 @@ from .evaluation.custom_dev import check_pairs_settings_used
 from .folder_lock import claimed_by_command, first_missing_folder, made_folders_removed_on_failure
 from .later_checkpoints import checkpoint_gone
 from .log_window import LogWindow
-from .losses.base import QUEUE_INPUT, finite_checks_deferred
+from .losses.base import QUEUE_INPUT
+from .losses.inputs import finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
 from .precision import check_training_args, say_training_precision

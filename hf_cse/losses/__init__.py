@@ -32,7 +32,8 @@ from . import (  # noqa: F401
     paradigm,
     vicreg,
 )
-from .base import ContrastiveLoss, LossOutput, batch_diagnostics, check_pair, cosine_matrix
+from .base import ContrastiveLoss, LossOutput, batch_diagnostics, cosine_matrix
+from .inputs import check_pair
 from .registry import available_losses, build_loss, get_loss_class, loss_hyperparameters, register_loss
 
 __all__ = [

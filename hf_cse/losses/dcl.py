@@ -7,7 +7,8 @@ from typing import Literal
 import torch
 
 from ..references import IMSIMCSE
-from .base import ContrastiveLoss, check_choice, compute_dtype
+from .base import ContrastiveLoss, check_choice
+from .inputs import compute_dtype
 from .registry import register_loss
 
 Normalization = Literal["code", "paper"]

@@ -12,12 +12,12 @@ from ..references import GS_INFONCE
 from .base import (
     ContrastiveLoss,
     candidates,
-    compute_dtype,
     cosine_matrix,
     unit,
     weight_hard_negatives,
 )
 from .errors import LossInputError
+from .inputs import compute_dtype
 from .registry import register_loss
 
 

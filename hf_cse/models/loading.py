@@ -6,7 +6,7 @@ read.
 **Where each dtype lives.** ``torch_dtype bf16|fp16`` loads the encoder's (and DiffCSE's discriminator's) weights
 in that dtype, so the encoder computes in it. The pooled vectors are cast to fp32 before the projection head, which
 stays fp32 (the model's ``fp32_modules``, also when a checkpoint is reloaded), and every loss computes in fp32
-(:func:`hf_cse.losses.base.compute_dtype`).
+(:func:`hf_cse.losses.inputs.compute_dtype`).
 The optimizer keeps its states in the dtype of the parameters it updates: with LoRA (:mod:`.lora`) the trainable
 adapters are fp32 (peft's ``autocast_adapter_dtype``) and so are their AdamW moments, while the frozen encoder
 weights have no optimizer state; without LoRA the encoder's own weights train in bf16/fp16 and so do their AdamW

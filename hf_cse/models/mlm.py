@@ -16,7 +16,7 @@ from transformers import AutoModelForMaskedLM
 from transformers.utils import logging as hf_logging
 
 from ..errors import CSEError
-from ..losses.base import compute_dtype
+from ..losses.inputs import compute_dtype
 from ..seams import tied_weights_keys
 
 

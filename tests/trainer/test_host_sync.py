@@ -128,7 +128,7 @@ def test_nan_loss_raises_at_the_logging_step(tiny_bert_dir, sentences, tmp_path)
 def test_zero_embedding_rows_raise_at_the_logging_step():
     """Inside the trainer the zero-norm check is deferred (no host read per step) and raises when logged."""
     from hf_cse.losses import build_loss
-    from hf_cse.losses.base import finite_checks_deferred
+    from hf_cse.losses.inputs import finite_checks_deferred
     from hf_cse.metrics import DivergedError, MetricAccumulator
 
     z = torch.randn(4, 8, dtype=torch.float64)
@@ -193,7 +193,7 @@ def test_a_loss_that_went_nan_is_named_before_the_embeddings_its_update_broke():
     """A window where the loss went NaN (a step's update then leaves later embeddings unnormalisable): the loss is
     named, the cause, not the all-zero-output advice of the effect."""
     from hf_cse.losses import build_loss
-    from hf_cse.losses.base import finite_checks_deferred
+    from hf_cse.losses.inputs import finite_checks_deferred
     from hf_cse.metrics import DivergedError, MetricAccumulator
 
     z = torch.randn(4, 8, dtype=torch.float64)
