@@ -17,14 +17,14 @@ Speed: sentences are de-duplicated, tokenized once, sorted by token length and e
 (default 128) under ``torch.inference_mode()`` with the model in eval mode; the train/eval state of
 every sub-module is restored afterwards (the trainer calls this mid-training). On a GPU the batches go from
 pinned memory without waiting and the embeddings come back in one copy per 256 MB, so the host queues the next
-batch while the GPU encodes. Sequences are truncated only at the model's limit (no 32-token training truncation).
+batch while the GPU encodes (:mod:`hf_cse.evaluation.encoding_batches`). Sequences are truncated only at the model's
+limit (no 32-token training truncation).
 """
 
 from __future__ import annotations
 
 import logging
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -32,7 +32,6 @@ import numpy as np
 import torch
 
 from ..checks import resolved_path
-from ..data import with_prompt
 from ..data_checks import check_ids_in_vocabulary
 from ..encoders import encoder_max_length, takes_token_type_ids
 from ..errors import CSEError
@@ -43,6 +42,7 @@ from ..models.pooling import POOLERS, applies_projector, check_pooler, needs_hid
 from ..padding import pad_token_rows, padding_where_positions_allow, with_pad_token
 from ..precision import autocast, describe_scoring, resolve
 from ..tokenizer_match import check_room_for_text, warn_unread_embeddings
+from .encoding_batches import PreparedSentences, batch_indices, embed_batches, sorted_texts
 from .model_kind import (
     check_pooler_on_own_representation,
     check_pooler_replaces_modules,
@@ -55,9 +55,6 @@ from .model_kind import (
 KINDS = ("hf_cse", "sentence_transformers", "hf")
 #: a plain causal decoder's default pooler: its last real token, the one that has seen the whole sentence
 DECODER_POOLER = "last"
-#: embeddings kept on the device before one copy to the host: on a GPU each copy waits for every queued batch, so
-#: copying per batch would stop the host from queuing the next batch while the GPU encodes this one
-HOST_COPY_BYTES = 256 * 2**20
 
 logger = logging.getLogger(__name__)
 
@@ -261,10 +258,10 @@ class SentenceEncoder:
         if not sentences:
             return np.zeros((0, 0), dtype=np.float32)
         texts, inverse, order, tokens, batch_size = self._tokenized(sentences, batch_size)
-        batches = ((idx, self._batch_features(idx, texts, tokens)) for idx in _batch_indices(order, batch_size))
+        batches = ((idx, self._batch_features(idx, texts, tokens)) for idx in batch_indices(order, batch_size))
         return self._embed(batches, len(texts), -(-len(texts) // batch_size), show_progress_bar)[inverse]
 
-    def prepare(self, sentences: Sequence[str], batch_size: int | None = None) -> "PreparedSentences":
+    def prepare(self, sentences: Sequence[str], batch_size: int | None = None) -> PreparedSentences:
         """``sentences`` tokenized, sorted and padded into batches once, for :meth:`encode_prepared` to encode as
         often as needed (the trainer's dev set, scored at every evaluation). Holds every padded batch in memory:
         meant for dev-sized sets."""
@@ -272,10 +269,10 @@ class SentenceEncoder:
         if not sentences:
             raise CSEError("prepare() needs at least one sentence.")
         texts, inverse, order, tokens, batch_size = self._tokenized(sentences, batch_size)
-        batches = [(idx, self._batch_features(idx, texts, tokens)) for idx in _batch_indices(order, batch_size)]
+        batches = [(idx, self._batch_features(idx, texts, tokens)) for idx in batch_indices(order, batch_size)]
         return PreparedSentences(tuple(sentences), inverse, len(texts), batches, self.tokenization_settings(batch_size))
 
-    def encode_prepared(self, prepared: "PreparedSentences", show_progress_bar: bool | None = None) -> np.ndarray:
+    def encode_prepared(self, prepared: PreparedSentences, show_progress_bar: bool | None = None) -> np.ndarray:
         """:meth:`encode` of the sentences :meth:`prepare` made ``prepared`` of, without tokenizing them again."""
         if not prepared.fits(self):
             raise CSEError("these sentences were prepared by an encoder with another tokenizer, length limit, "
@@ -291,43 +288,22 @@ class SentenceEncoder:
         return (weakref.ref(source), st_modules, self.max_length, self.prompt, self._lower, int(batch_size))
 
     def _tokenized(self, sentences: list[str], batch_size: int | None):
-        """The de-duplicated texts (prompt and lower-casing applied), each sentence's row among them, the texts'
-        order longest first, and their tokens (None without a tokenizer)."""
-        batch_size = int(batch_size or self.batch_size)
-        unique: dict[str, int] = {}
-        inverse = np.fromiter((unique.setdefault(s, len(unique)) for s in sentences), dtype=np.int64)
-        texts = with_prompt(list(unique), self.prompt)
-        if self._lower:
-            texts = [t.lower() for t in texts]
-        tokens = self.tokenizer(texts, truncation=True, max_length=self.max_length) if self.tokenizer else None
-        if tokens is not None:
-            lengths = np.fromiter((len(ids) for ids in tokens["input_ids"]), dtype=np.int64)
-        else:
-            lengths = np.fromiter((len(t) for t in texts), dtype=np.int64)
-        order = np.argsort(-lengths, kind="stable")  # longest first: a memory problem shows up at once
-        return texts, inverse, order, tokens, batch_size
+        """:func:`sorted_texts` with this encoder's prompt, lower-casing, tokenizer and length limit; and the batch
+        size."""
+        return (*sorted_texts(sentences, self.prompt, self._lower, self.tokenizer, self.max_length),
+                int(batch_size or self.batch_size))
 
     def _embed(self, batches, n_texts: int, n_batches: int, show_progress_bar: bool | None) -> np.ndarray:
         """Embeddings of ``(row indices, features)`` batches, in eval mode, inference mode and the precision."""
         from tqdm.auto import tqdm
 
         show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
-        out: np.ndarray | None = None
-        pending: list[tuple[np.ndarray, torch.Tensor]] = []  # (rows, embeddings still on the device)
+
+        def progress(items):
+            return tqdm(items, total=n_batches, desc="Encoding", disable=not show, unit="batch", leave=False)
+
         with eval_mode(self.model), torch.inference_mode(), autocast(self.precision, self.device.type):
-            for idx, feats in tqdm(batches, total=n_batches, desc="Encoding", disable=not show, unit="batch",
-                                 leave=False):
-                # pinned batches (a GPU's) are copied without waiting for the GPU
-                feats = {k: (v.to(self.device, non_blocking=v.is_pinned()) if isinstance(v, torch.Tensor) else v)
-                         for k, v in feats.items()}
-                emb = self._encode_batch(feats).float()
-                # a slice of a larger storage (the CLS row of the hidden states) would keep all of it alive
-                compact = emb.untyped_storage().nbytes() == emb.numel() * emb.element_size()
-                pending.append((idx, emb if compact else emb.clone()))
-                if sum(emb.numel() for _, emb in pending) * 4 >= HOST_COPY_BYTES:
-                    out = _copy_to_host(pending, out, n_texts)
-            out = _copy_to_host(pending, out, n_texts)
-        return out
+            return embed_batches(batches, self._encode_batch, self.device, n_texts, progress)
 
     def _batch_features(self, idx: np.ndarray, texts: list[str], tokens) -> dict[str, Any]:
         """The padded features of the texts ``idx`` on the CPU (in pinned memory for a GPU): the tokenizer's, or the
@@ -373,41 +349,4 @@ class SentenceEncoder:
         return pool(pooler, feats["attention_mask"], last, outputs.hidden_states if want_hidden else None)
 
 
-def _copy_to_host(pending: list[tuple[np.ndarray, torch.Tensor]], out: np.ndarray | None, n_texts: int) -> np.ndarray:
-    """The ``pending`` embeddings written into their rows of ``out`` (made at the first copy) in one copy; empties
-    ``pending``."""
-    if not pending:
-        return out
-    host = torch.cat([emb for _, emb in pending]).cpu().numpy()
-    if out is None:
-        out = np.empty((n_texts, host.shape[1]), dtype=np.float32)
-    out[np.concatenate([idx for idx, _ in pending])] = host
-    pending.clear()
-    return out
-
-
-def _batch_indices(order: np.ndarray, batch_size: int):
-    return (order[start : start + batch_size] for start in range(0, len(order), batch_size))
-
-
-@dataclass(frozen=True)
-class PreparedSentences:
-    """Sentences tokenized and padded once by :meth:`SentenceEncoder.prepare`, and the tokenization they fit."""
-
-    sentences: tuple[str, ...]
-    inverse: np.ndarray
-    n_texts: int
-    batches: list
-    tokenization: tuple
-
-    def fits(self, encoder: SentenceEncoder, sentences: Sequence[str] | None = None) -> bool:
-        """Whether ``encoder`` tokenizes as the encoder that prepared these (the same tokenizer object, length
-        limit, prompt, lower-casing, batch size), and, given ``sentences``, whether they are these sentences."""
-        source, *settings = self.tokenization
-        mine, *now = encoder.tokenization_settings(self.tokenization[-1])
-        if source() is None or source() is not mine() or settings != now:
-            return False
-        return sentences is None or tuple(sentences) == self.sentences
-
-
-__all__ = ["KINDS", "POOLERS", "PreparedSentences", "SentenceEncoder", "detect_kind"]
+__all__ = ["KINDS", "POOLERS", "SentenceEncoder", "detect_kind"]

@@ -28,7 +28,8 @@ from ..embedding_shape import truncated_and_normalized
 from ..errors import CSEError
 from ..training_values import STS_DEV_METRICS
 from .data import STS_DEV_TASKS, TABLE_NAMES, Source, STSPairs, load_sts
-from .encoder import PreparedSentences, SentenceEncoder
+from .encoder import SentenceEncoder
+from .encoding_batches import PreparedSentences
 from .sts import score_sts
 
 

@@ -73,21 +73,21 @@ def test_embeddings_copied_to_the_host_in_pieces_land_in_their_rows(tiny, monkey
     """Embeddings wait on the device until HOST_COPY_BYTES of them gathered (one copy, one wait on a GPU): copied
     after every batch or every few, each row is its sentence's, as encoding them in one copy gives. A waiting
     embedding holds only its own memory (a view of the CLS pooler's rows would keep all hidden states alive)."""
-    from hf_cse.evaluation import encoder as encoder_module
+    from hf_cse.evaluation import encoding_batches
 
     model, tok = tiny
     whole = SentenceEncoder(model, tok, pooler="cls_before_pooler", batch_size=2, show_progress_bar=False).encode(
         SENTS)
     copies, views = [], []
-    copy = encoder_module._copy_to_host
+    copy = encoding_batches.copy_to_host
 
     def counted_copy(pending, out, n_texts):
         copies.append(len(pending))
         views.extend(emb.untyped_storage().nbytes() > emb.numel() * 4 for _, emb in pending)
         return copy(pending, out, n_texts)
 
-    monkeypatch.setattr(encoder_module, "_copy_to_host", counted_copy)
-    monkeypatch.setattr(encoder_module, "HOST_COPY_BYTES", copy_bytes)
+    monkeypatch.setattr(encoding_batches, "copy_to_host", counted_copy)
+    monkeypatch.setattr(encoding_batches, "HOST_COPY_BYTES", copy_bytes)
     got = SentenceEncoder(model, tok, pooler="cls_before_pooler", batch_size=2, show_progress_bar=False).encode(SENTS)
     assert len(views) == sum(copies) and not any(views)
     np.testing.assert_array_equal(got, whole)
