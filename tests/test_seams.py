@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hf_cse"
 OUTSIDE_SEAMS = {
     ("models/mlm.py", "_parameters"),  # torch.nn.Module: untie a parameter the MaskedLM model ties
     ("cli/train.py", "_actions"),  # argparse: the flags the user typed (HfArgumentParser has no public list)
-    ("cli/__init__.py", "_actions"),  # argparse: the known flags, for "did you mean" on a typo
+    ("cli/parsing.py", "_actions"),  # argparse: the known flags, for "did you mean" on a typo
     ("cli/help.py", "_actions"),  # argparse: the flags --help shows, by destination, and the positionals of the usage
     ("cli/help.py", "_get_help_string"),  # argparse: the defaults formatter's hook, to leave out "(default: None)"
     ("cli/run_config.py", "_actions"),  # argparse: each flag's type and default, to check a --config file

@@ -36,7 +36,7 @@ from ..text_files import check_sentences_file_start
 from ..trainer_arguments import LIGER_REFUSAL
 from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
-from . import is_main_process, refuse_empty_paths, refuse_unknown_flags, run_cli, say_line, typed_flags
+from . import is_main_process, run_cli, say_line
 from .eval_output_dir import default_eval_output_dir, refuse_other_results
 from .eval_settings import check_eval_settings
 from .flags_in_use import check_method_flags
@@ -44,6 +44,7 @@ from .help import HELP_ALL
 from .launch import check_one_process, end_with_the_launcher
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
+from .parsing import refuse_empty_paths, refuse_unknown_flags, typed_flags
 from .preflight import (
     check_not_run_folder,
     check_optimizer_arguments,

@@ -40,15 +40,7 @@ from hf_cse.checks import (
     model_list,
     resolved_path,
 )
-from hf_cse.cli import (
-    PARSER_OPTIONS,
-    bare_optional_booleans,
-    one_line_errors,
-    refuse_empty_paths,
-    refuse_unknown_flags,
-    run_cli,
-    typed_flags,
-)
+from hf_cse.cli import run_cli
 from hf_cse.cli.console import VERBOSE_HELP, setup_console
 from hf_cse.cli.eval_checks import check_distinct_mteb_names, check_model_folder, check_truncate_dims_fit
 from hf_cse.cli.eval_output_dir import default_eval_output_dir, prepare_eval_output_dir
@@ -57,6 +49,14 @@ from hf_cse.cli.eval_settings import check_eval_settings
 from hf_cse.cli.flags_in_use import check_eval_pairs_settings
 from hf_cse.cli.help import EVAL_DESCRIPTION, EVAL_EXAMPLE, UnsetDefaultsFormatter, add_short_help, all_flags_layout
 from hf_cse.cli.launch import check_one_process
+from hf_cse.cli.parsing import (
+    PARSER_OPTIONS,
+    bare_optional_booleans,
+    one_line_errors,
+    refuse_empty_paths,
+    refuse_unknown_flags,
+    typed_flags,
+)
 from hf_cse.cli.preflight import check_min_seq_length
 from hf_cse.cli.user_modules import import_module_field, import_user_modules, requested_modules
 from hf_cse.encoders import packaged_encoder_path

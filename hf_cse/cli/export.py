@@ -38,10 +38,11 @@ from ..export.training_info import (
 )
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
-from . import PARSER_OPTIONS, one_line_errors, refuse_empty_paths, refuse_unknown_flags, run_cli
+from . import run_cli
 from .console import VERBOSE_HELP, setup_console
 from .help import EXPORT_EXAMPLE, add_short_help, all_flags_layout
 from .launch import check_one_process
+from .parsing import PARSER_OPTIONS, one_line_errors, refuse_empty_paths, refuse_unknown_flags
 from .user_modules import FLAG, HELP, import_user_modules
 
 

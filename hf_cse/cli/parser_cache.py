@@ -33,8 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import one_line_errors
 from .help import HelpAllAction, UnsetDefaultsFormatter, full_help, use_layout
+from .parsing import one_line_errors
 
 CACHE_ENV = "HF_CSE_CACHE"
 PACKAGE = Path(__file__).resolve().parents[1]

@@ -251,7 +251,7 @@ def read_run_config(path: str, parser: argparse.ArgumentParser) -> dict[str, Any
         except CSEError as err:
             raise InputError(f"{where}: {err}{hint}") from None
     settings = check_settings(data, parser, where)
-    from . import is_path_flag
+    from .parsing import is_path_flag
 
     for name, value in settings.items():  # "" would be read as the current folder, as an empty flag would
         if is_path_flag(name):

@@ -20,16 +20,7 @@ from transformers import HfArgumentParser, TrainingArguments, set_seed
 
 from hf_cse.cached import check_cached_without_cuda_graphs
 from hf_cse.checks import InputError
-from hf_cse.cli import (
-    PARSER_OPTIONS,
-    bare_optional_booleans,
-    one_line_errors,
-    refuse_empty_paths,
-    refuse_unknown_flags,
-    run_cli,
-    say_when_stopped,
-    typed_flags,
-)
+from hf_cse.cli import run_cli, say_when_stopped
 from hf_cse.cli.arguments import (
     DataArguments,
     StreamingArguments,
@@ -50,6 +41,14 @@ from hf_cse.cli.flags_in_use import ChosenSettings, check_training_settings
 from hf_cse.cli.help import TRAIN_COMMON, UnsetDefaultsFormatter, add_short_help, train_layout
 from hf_cse.cli.older_runs import record_in_objectives_form, trained_padding_free
 from hf_cse.cli.output_dir import other_settings_refusal, prepare_output_dir
+from hf_cse.cli.parsing import (
+    PARSER_OPTIONS,
+    bare_optional_booleans,
+    one_line_errors,
+    refuse_empty_paths,
+    refuse_unknown_flags,
+    typed_flags,
+)
 from hf_cse.cli.preflight import (
     check_dropout_views,
     check_eval_data,

@@ -20,8 +20,9 @@ import pytest
 from helpers import package_losses, package_methods
 
 from hf_cse.checks import InputError
-from hf_cse.cli import entry_points, evaluate, export, is_path_flag, parser_cache, run_cli, train
+from hf_cse.cli import entry_points, evaluate, export, parser_cache, run_cli, train
 from hf_cse.cli.help import full_help
+from hf_cse.cli.parsing import is_path_flag
 from hf_cse.errors import CSEError
 from hf_cse.files import DataError
 from hf_cse.output_folder import OutputFolderError

@@ -17,8 +17,9 @@ from helpers import package_methods
 from transformers import TrainingArguments
 
 from hf_cse.checks import InputError
-from hf_cse.cli import closest_choice, entry_points, evaluate, export, parser_cache, refuse_unknown_flags, train
+from hf_cse.cli import entry_points, evaluate, export, parser_cache, train
 from hf_cse.cli.help import TRAIN_COMMON, full_help
+from hf_cse.cli.parsing import closest_choice, refuse_unknown_flags
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_LINES = 250
@@ -204,7 +205,7 @@ def test_the_closest_choice_is_named(message, want):
 def test_the_pooler_aliases_are_sentence_transformers_modes_and_the_library_names_them_too():
     """The command line's aliases (kept free of torch) say what the library's map of sentence-transformers' pooling
     modes says; the library's refusal of an unknown pooler names the same."""
-    from hf_cse.cli import CHOICE_ALIASES
+    from hf_cse.cli.parsing import CHOICE_ALIASES
     from hf_cse.models.pooling import POOLER_OF_ST_MODE, POOLERS, check_pooler
 
     assert CHOICE_ALIASES == {mode: name for mode, name in POOLER_OF_ST_MODE.items() if mode not in POOLERS}
