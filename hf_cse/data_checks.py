@@ -286,7 +286,7 @@ NOT_TEXT_WORDS = frozenset({"id", "ids", "idx", "uid", "guid", "key", "label", "
 
 def unread_text_columns(dataset, views: tuple[str, ...]) -> list[str]:
     """The string columns of a ``datasets`` data set that no view reads (``views``: the text columns of pair /
-    triplet rows, :func:`hf_cse.trainer_options.pair_rows`; ``()``: sentences, the ``text`` column), leaving out
+    triplet rows, :func:`hf_cse.trainer_dataset.pair_rows`; ``()``: sentences, the ``text`` column), leaving out
     the columns named as identifiers or labels (:data:`NOT_TEXT_WORDS`); [] where the columns' types are unknown."""
     features = getattr(dataset, "features", None)
     if not isinstance(features, Mapping):

@@ -138,7 +138,7 @@ def read_checked(stream, refusal):
 
 def described_as(stream, made):
     """``made`` (a stream made from a generator over ``stream``, named "generator" by datasets) with ``stream``'s
-    description: its data set's name (the trainer records it, :func:`hf_cse.trainer_options.data_facts`), config,
+    description: its data set's name (the trainer records it, :func:`hf_cse.trainer_dataset.data_facts`), config,
     licence and citation."""
     for field in ("dataset_name", "config_name", "description", "citation", "homepage", "license"):
         setattr(made.info, field, getattr(stream.info, field))

@@ -35,6 +35,7 @@ from .streaming import check_settings_for_data
 from .trainer_arguments import given_arguments
 from .trainer_batches import TrainingBatches
 from .trainer_claim import FolderClaim, check_output_dir
+from .trainer_dataset import check_method_against_run, check_rows_for_a_batch, is_stream
 from .trainer_evaluation import DevScoring
 from .trainer_folder import (
     check_new_run_folder,
@@ -46,16 +47,7 @@ from .trainer_folder import (
     checkpoint_to_resume,
     remove_killed_writes,
 )
-from .trainer_options import (
-    TrainingOptions,
-    check_dev_ready,
-    check_method_against_run,
-    check_rows_for_a_batch,
-    check_training_values,
-    is_stream,
-    prepare_run,
-    set_batch_copying,
-)
+from .trainer_options import TrainingOptions, check_dev_ready, check_training_values, prepare_run, set_batch_copying
 from .trainer_resume import ResumedRun, warn_other_world_size
 from .trainer_saving import RunSaving
 from .trainer_steps import StepPaths

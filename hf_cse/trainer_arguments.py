@@ -130,7 +130,7 @@ def say_plain_arguments(training_args) -> None:
     neither is set; under ``accelerate launch``, its ``mixed_precision``), where ``ContrastiveTrainingArguments``'
     default ``precision="auto"`` would pick bf16 on a device that computes it natively. Said in one log line (a
     warning where auto would choose otherwise); the cut of the sentences the trainer tokenizes is said where it
-    tokenizes (:func:`hf_cse.trainer_options.tokenized_here`)."""
+    tokenizes (:func:`hf_cse.trainer_dataset.tokenized_here`)."""
     from .precision import default_device_type, resolve, trains_plain_fp32
 
     if not trains_plain_fp32(training_args):

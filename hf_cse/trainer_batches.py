@@ -14,7 +14,7 @@ from .data import PAIR_COLUMNS, DataError
 from .data_checks import reads_token_rows
 from .sampler import NoDuplicatesBatchSampler, order_seed, row_keys
 from .stream_order import shuffled_stream
-from .trainer_options import is_stream
+from .trainer_dataset import is_stream
 from .training_args import global_batch_size
 
 logger = logging.getLogger("hf_cse.trainer")

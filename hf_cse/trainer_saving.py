@@ -47,7 +47,7 @@ class RunSaving(Trainer):
         the model with its tokenizer (the best on the dev data, see :meth:`train`), a sentence-transformers export
         with its model card, and ``training_info.json``, the run's record, written last (it marks the run as
         finished). ``data``: the training data's facts for the record and the card (``hf-cse-train`` gives them; by
-        default what the trainer knows: :func:`hf_cse.trainer_options.data_facts`);
+        default what the trainer knows: :func:`hf_cse.trainer_dataset.data_facts`);
         ``hub_repo``: push the export there (default: the arguments' ``push_to_hub`` repo, taken over from the
         Trainer when it was built: :func:`hf_cse.export.take_over_hub_push`). The last log line is the dev score
         before and after training and which model was saved. Refused in one line, before anything is written:

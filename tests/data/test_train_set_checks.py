@@ -184,7 +184,7 @@ def test_rows_an_objective_or_a_view_would_leave_unread_are_refused(columns, har
                                                                     tiny_bert_dir, tmp_path):
     """Hard negatives without positives went unread; a hard_negative_weight without hard negatives weighed
     nothing. hf-cse-train refuses both by their flags; the trainer refuses the rows when it is built."""
-    from hf_cse.trainer_options import check_rows_for_model, pair_rows
+    from hf_cse.trainer_dataset import check_rows_for_model, pair_rows
 
     data = datasets.Dataset.from_dict({c: random_sentences(16, seed=i) for i, c in enumerate(columns)})
     model = SimCSEModel.from_encoder(str(tiny_bert_dir), objectives=[
