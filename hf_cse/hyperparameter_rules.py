@@ -19,6 +19,15 @@ from collections.abc import Callable, Mapping
 from .errors import IMPORT_THE_MODULE, CSEError
 
 
+def plain_number(value):
+    """A NumPy scalar (``np.float32(0.05)``, ``np.int64(4)``: a sweep's values) as the Python number it holds, which
+    the rules judge and a config writes to JSON; anything else as it is."""
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        item = value.item()
+        return item if isinstance(item, int | float) else value
+    return value
+
+
 def _number(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import torch
 
 from .errors import CSEError
+from .hyperparameter_rules import plain_number
 from .losses import ContrastiveLoss, build_loss, loss_hyperparameters
 from .losses.base import HARD_NEGATIVE_INPUT, NO_DROPOUT_INPUT, QUEUE_INPUT
 from .losses.errors import HardNegativesNotTakenError
@@ -57,7 +58,8 @@ def objective(loss: str, weight: float = 1.0, /, **hyperparameters: Any) -> dict
     """One entry of a configuration's ``objectives`` list. ``loss`` and ``weight`` are positional: a loss may have a
     hyperparameter named ``weight`` (the paradigm loss's negative weighting, ``objective("paradigm", 1.0,
     weight="hardest")``)."""
-    return {"loss": loss, "weight": float(weight), "hyperparameters": dict(hyperparameters)}
+    return {"loss": loss, "weight": float(weight),
+            "hyperparameters": {name: plain_number(value) for name, value in hyperparameters.items()}}
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ def normalise_objectives(objectives: Any, legacy: Mapping[str, Any] | None = Non
     if "loss" in legacy:
         main["loss"] = legacy["loss"]
     if "loss_kwargs" in legacy:
-        main["hyperparameters"] = dict(legacy["loss_kwargs"] or {})
+        main["hyperparameters"] = objective(main["loss"], **(legacy["loss_kwargs"] or {}))["hyperparameters"]
     dcl_keys = {"dcl_weight", "dcl_temperature", "dcl_normalization"} & legacy.keys()
     if dcl_keys:
         current = next((e for e in entries[1:] if e["loss"] == DCL), None)

@@ -159,3 +159,24 @@ def test_a_need_on_a_setting_the_loss_or_config_lacks_is_refused_where_it_is_dec
 
     with pytest.raises(TypeError, match="a test not in"):
         field_needs(Config)
+
+
+def test_numpy_scalars_are_taken_as_the_numbers_they_hold():
+    """A sweep's np.float32 temperature was refused ("must be a finite number > 0, got np.float32(0.05)") and an
+    np.int64 count too, while np.float64 passed and was stored as NumPy's: a config holds Python numbers."""
+    import json
+
+    import numpy as np
+
+    from hf_cse.models import SimCSEConfig
+    from hf_cse.objectives import objective
+
+    loss = build_loss("gs_infonce", temperature=np.float32(0.05), num_noise=np.int64(4))
+    assert type(loss.temperature) is float and type(loss.num_noise) is int and loss.num_noise == 4
+    assert type(get_loss_class("infonce")(np.float64(0.1)).temperature) is float  # positional too
+    for config in (SimCSEConfig(objectives=[objective("infonce", temperature=np.float32(0.05))]),
+                   SimCSEConfig(loss_kwargs={"temperature": np.float32(0.05)})):
+        [main] = json.loads(config.to_json_string())["objectives"]
+        assert main["hyperparameters"] == {"temperature": float(np.float32(0.05))}
+    with pytest.raises(CSEError, match=r"temperature must be a number >= 0\.0001 .*, got 0\.0\.$"):
+        build_loss("infonce", temperature=np.float32(0))  # judged as the number it holds

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import CSEError
-from ..hyperparameter_rules import RULES, check_rules
+from ..hyperparameter_rules import RULES, check_rules, plain_number
 from ..references import Paper
 from .errors import HardNegativesNotTakenError, MissingInputsError
 from .inputs import (
@@ -159,7 +159,8 @@ QUEUE_INPUT = "z_queue"
 
 def _checking_rules(init):
     """``init`` (a loss's ``__init__``) preceded by the check of its arguments against the class's
-    ``hyperparameter_rules`` (None passes where it is the default: not set)."""
+    ``hyperparameter_rules`` (None passes where it is the default: not set); a NumPy scalar is taken as the Python
+    number it holds (:func:`~hf_cse.hyperparameter_rules.plain_number`)."""
     signature = inspect.signature(init)
     optional = frozenset(name for name, p in signature.parameters.items() if p.default is None)
 
@@ -169,6 +170,9 @@ def _checking_rules(init):
             bound = signature.bind(self, *args, **kwargs)
         except TypeError:  # the call itself is wrong: the constructor says how
             return init(self, *args, **kwargs)
+        args = tuple(map(plain_number, args))
+        kwargs = {name: plain_number(value) for name, value in kwargs.items()}
+        bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         check_rules(type(self).name, type(self).hyperparameter_rules, bound.arguments, optional)
         return init(self, *args, **kwargs)
