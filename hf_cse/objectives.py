@@ -81,7 +81,7 @@ def _entry(value: Any, index: int) -> dict:
     unknown = sorted(set(value) - {"loss", "weight", "hyperparameters"})
     if unknown:
         raise CSEError(f"objectives[{index}] has unknown keys {unknown}; it takes loss, weight, hyperparameters.")
-    weight = value.get("weight", 1.0)
+    weight = plain_number(value.get("weight", 1.0))
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight <= 0:
         raise CSEError(f"objectives[{index}] ({value['loss']}): weight must be a finite number > 0, got {weight!r} "
                        "(leave an objective out of the list to turn it off).")
@@ -136,6 +136,7 @@ def normalise_objectives(objectives: Any, legacy: Mapping[str, Any] | None = Non
 def check_dcl_weight(weight, owner: str = "") -> None:
     """The weight of the DCL objective is a finite number >= 0 (0: none); NaN fails both >= 0 and > 0, so it would
     drop the objective without a word, and inf would train on inf. ``owner``: who was given it, as a prefix."""
+    weight = plain_number(weight)
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not (weight >= 0 and math.isfinite(weight)):
         raise CSEError(f"{owner}dcl_weight must be a finite number >= 0 (0 = no DCL objective), got {weight!r}.",
                        fields=("dcl_weight",))

@@ -27,8 +27,9 @@ TRAINER_KEYWORDS = ("senteval_data_dir", "eval_source", "evaluator", "eval_pairs
 
 
 #: why ``use_liger_kernel`` is refused (transformers' Trainer applies Liger's kernels by the model's type)
-LIGER_REFUSAL = ("use_liger_kernel patches a model whose type Liger knows (llama, qwen2, ...), and an hf_cse model "
-                 "(type hf_cse_*) wraps its encoder: it would patch nothing. Leave use_liger_kernel off.")
+LIGER_WHY = ("Liger patches a model whose type it knows (llama, qwen2, ...), and an hf_cse model (type hf_cse_*) "
+             "wraps its encoder: it would patch nothing")
+LIGER_REFUSAL = f"use_liger_kernel: {LIGER_WHY}. Leave use_liger_kernel off."
 
 
 class TrainerArgumentError(CSEError, TypeError):

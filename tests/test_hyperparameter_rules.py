@@ -180,3 +180,11 @@ def test_numpy_scalars_are_taken_as_the_numbers_they_hold():
         assert main["hyperparameters"] == {"temperature": float(np.float32(0.05))}
     with pytest.raises(CSEError, match=r"temperature must be a number >= 0\.0001 .*, got 0\.0\.$"):
         build_loss("infonce", temperature=np.float32(0))  # judged as the number it holds
+    # the DCL weight, an objective's weight and a method's numeric field too (a review found them refused)
+    from hf_cse.models.diffcse import DiffCSEConfig
+    from hf_cse.objectives import normalise_objectives
+
+    assert SimCSEConfig(dcl_weight=np.float32(0.5)).objectives[1]["weight"] == 0.5
+    assert SimCSEConfig(dcl_weight=np.int64(0)).objectives == [objective("infonce")]
+    assert normalise_objectives([{"loss": "infonce", "weight": np.float32(2.0)}])[0]["weight"] == 2.0
+    assert type(DiffCSEConfig(masking_ratio=np.float32(0.5)).masking_ratio) is float

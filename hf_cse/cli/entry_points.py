@@ -33,7 +33,6 @@ from ..number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_int_list, parse_trun
 from ..presets import PRESETS
 from ..task_names import tasks_of
 from ..text_files import check_sentences_file_start
-from ..trainer_arguments import LIGER_REFUSAL
 from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
 from . import is_main_process, run_cli, say_line
@@ -59,6 +58,7 @@ from .train_facts import (
     check_hub_settings,
     check_loss_values,
     check_method_values,
+    check_trainer_decides,
     check_typed_needs,
     refuse_unregistered_loss,
     switched_on,
@@ -107,17 +107,6 @@ def command_facts(command: str) -> dict | None:
     return FACTS[command]() if command in FACTS else None
 
 
-#: Trainer flags the trainer sets itself, whatever is typed (:class:`hf_cse.trainer.ContrastiveTrainer`), and why
-DECIDED_BY_THE_TRAINER = {
-    "eval_on_start": "the dev data is scored before the first step whenever the run has dev data (the untrained "
-                     "encoder's score, a candidate for the saved model), and never without",
-    "logging_nan_inf_filter": "no loss is filtered; a NaN or Inf loss stops the run at the next logging step, naming "
-                              "it (the filter would read every step's loss on the host)",
-    **dict.fromkeys(("hub_strategy", "hub_always_push"), "--push_to_hub pushes the run's sentence-transformers export "
-                    "once, after training, never the Trainer's checkpoints"),
-}
-
-
 def _check_train(parser, argv: list[str]) -> None:
     typed = {name for name, value in vars(parser.parse_args(argv)).items() if value is not None}  # before a preset's
     args = _train_values(parser, argv)
@@ -125,19 +114,15 @@ def _check_train(parser, argv: list[str]) -> None:
     if counts is not None:
         check_training_counts(counts, world_size=None)
     given = typed_flags(parser, argv)
-    for flag, why in DECIDED_BY_THE_TRAINER.items():
-        if flag in given:
-            raise InputError(f"--{flag} is hf_cse's to decide: {why}. Drop --{flag}.", fields=(flag,))
+    check_trainer_decides(given, args)
     for flag in ("bf16", "fp16"):  # false is their default: the precision then comes from --precision (auto)
         if flag in given and not switched_on(args.get(flag)) and \
                 args.get("precision") != "fp32":  # beside --precision fp32 it says the same
             raise InputError(f"--{flag} false does not turn {flag} off: it is its default, and the precision comes "
                              "from --precision (auto unless given). Pass --precision fp32 for fp32.",
                              fields=(flag, "precision"))
-    if switched_on(args.get("use_liger_kernel")):  # the trainer refuses it too, once the model is loaded
-        raise InputError(LIGER_REFUSAL, fields=("use_liger_kernel",))
     if not args.get("config"):  # the file may push
-        check_hub_settings(given, args.get("push_to_hub"))
+        check_hub_settings(given, args)
     optimizer = _numbers(args, OPTIMIZER_VALUES)
     if optimizer is not None:
         check_optimizer_arguments(optimizer)

@@ -194,6 +194,7 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
     if "objectives" not in record:
         return settings
     method = record.get("method", DEFAULT_METHOD)
+    settings["method"] = method  # a record without one (an older simcse run's) is simcse's all the same
     if method not in METHODS:
         raise InputError(f"{where}: unknown method {method!r}; methods: {', '.join(METHODS)}.{_modules_hint(record)}")
     defaults = METHODS[method].config_class().objectives
@@ -301,11 +302,13 @@ def settings_a_typed_flag_idles(final: argparse.Namespace, typed: set[str], from
     from ..losses import available_losses, get_loss_class, loss_hyperparameters
     from ..models import METHODS
     from .arguments import main_loss
+    from .train_facts import HUB_PUSH_SETTINGS
 
     if final.method not in METHODS:
         return {}
     config_cls = METHODS[final.method].config_class
     needs, loss_defaults = dict(field_needs(config_cls)), {}
+    needs.update({name: [("push_to_hub", "==", True)] for name in HUB_PUSH_SETTINGS})  # a typed --push_to_hub false
     loss = main_loss(final.method, final.loss)
     if loss in available_losses():
         needs.update(get_loss_class(loss).hyperparameter_needs)
@@ -320,24 +323,30 @@ def settings_a_typed_flag_idles(final: argparse.Namespace, typed: set[str], from
 
 
 def drop_what_typed_flags_replace(parser: argparse.ArgumentParser, argv: list[str] | None, typed: set[str],
-                                  from_file: Mapping[str, Any], path: str | None) -> tuple[set[str], str]:
-    """Leave out (unset in ``parser``) the ``--config`` file's settings that typed flags (``typed``) replace: the
-    hyperparameters of the file's loss a typed ``--loss`` does not take, and the settings a typed flag leaves with
-    nothing to do (:func:`settings_a_typed_flag_idles`), as a preset's are; the others keep their checks. Returns
-    their names and what was left out and why, in words ("" for nothing)."""
+                                  from_file: Mapping[str, Any], path: str | None,
+                                  under: Mapping[str, Any] = {}) -> tuple[set[str], str]:  # noqa: B006 (read only)
+    """Leave out the ``--config`` file's settings that typed flags (``typed``) replace: the file's method's own where
+    another method is typed (:func:`files_method_own`), the hyperparameters of the file's loss a typed ``--loss``
+    does not take, and the settings a typed flag leaves with nothing to do (:func:`settings_a_typed_flag_idles`), as
+    a preset's are; the others keep their checks. Each left out falls back to ``under`` (the preset's settings, which
+    the file's were set over) or is unset. Returns their names and what was left out and why, in words ("" for
+    nothing)."""
     if path is None:
         return set(), ""
+
+    def leave_out(names) -> None:
+        parser.set_defaults(**{name: under.get(name) for name in names})
+
     untyped = {name: value for name, value in from_file.items() if name not in typed}
     final = parser.parse_known_args(argv)[0]
     methods_own = files_method_own(from_file.get("method"), final.method, untyped)
     if methods_own:  # the file's method's own objectives and settings give way to the typed method's
-        parser.set_defaults(**dict.fromkeys(methods_own))
+        leave_out(methods_own)
         untyped = {name: value for name, value in untyped.items() if name not in methods_own}
         final = parser.parse_known_args(argv)[0]
     replaced = check_file_hyperparameters(path, untyped, parser, final, typed)
     idle = settings_a_typed_flag_idles(final, typed, set(untyped) - set(replaced))
-    if replaced or idle:  # the preset's value, if any, or the default instead
-        parser.set_defaults(**dict.fromkeys([*replaced, *idle]))
+    leave_out([*replaced, *idle])
     said = [f"{', '.join(map(repr, methods_own))} (the file's --method {from_file.get('method')}'s own, not "
             f"--method {final.method}'s)"] * bool(methods_own)
     said += [f"{', '.join(map(repr, replaced))} (not taken by --loss {final.loss})"] * bool(replaced)
@@ -362,5 +371,5 @@ def files_method_own(file_method, method: str, untyped: Mapping[str, Any]) -> li
                 **{name: getattr(config, name) for name in method_flags()[of]}}
 
     own, theirs = defaults(file_method), defaults(method)  # a default both methods share stays, said by no one
-    return sorted(name for name, value in untyped.items() if name != "method" and name in own and own[name] == value
-                  and (name not in theirs or theirs[name] != value))
+    return sorted(name for name, value in untyped.items() if name != "method" and value is not None and name in own
+                  and own[name] == value and (name not in theirs or theirs[name] != value))

@@ -67,7 +67,7 @@ from hf_cse.cli.presets import drop_unused_preset_values, unknown_preset
 from hf_cse.cli.run_config import check_settings, drop_what_typed_flags_replace, read_run_config
 from hf_cse.cli.run_record import RecordWhenSaved
 from hf_cse.cli.run_spec import RunSpec, dev_and_selection, method_config_defaults, training_arguments
-from hf_cse.cli.train_facts import check_hub_settings
+from hf_cse.cli.train_facts import check_hub_settings, check_trainer_decides
 from hf_cse.cli.user_modules import import_user_modules, recorded_modules, requested_modules, typed_loss
 from hf_cse.cuda_graphs import decide_for_run
 from hf_cse.data import (
@@ -158,13 +158,12 @@ def parse_args(argv: list[str]):
     from_file = read_run_config(known.config, parser) if known.config is not None else {}
     chosen_in_file = {name for name, value in from_file.items() if value != parser.get_default(name)}
     preset = known.preset if known.preset is not None else from_file.get("preset")
-    if preset is not None:
-        if preset not in PRESETS:
-            parser.error(unknown_preset(preset))
-        parser.set_defaults(**check_settings(PRESETS[preset], parser, f"--preset {preset}"))
-    parser.set_defaults(**from_file)
+    if preset is not None and preset not in PRESETS:
+        parser.error(unknown_preset(preset))
+    preset_settings = check_settings(PRESETS[preset], parser, f"--preset {preset}") if preset is not None else {}
+    parser.set_defaults(**{**preset_settings, **from_file})  # the file over the preset
     typed = typed_flags(parser, argv)
-    dropped, why = drop_what_typed_flags_replace(parser, argv, typed, from_file, known.config)  # said below
+    dropped, why = drop_what_typed_flags_replace(parser, argv, typed, from_file, known.config, preset_settings)
     chosen = ChosenSettings(typed, chosen_in_file - dropped, known.config, why or None)
     # a preset's or a record's step interval whose strategy is turned off: left out, not refused as a contradiction
     # (the training arguments refuse an interval given with its strategy 'no', training_values.check_step_intervals)
@@ -191,7 +190,8 @@ def parse_args(argv: list[str]):
     # a typed --eval_steps is no filling in of transformers' (which the arguments' own check must let pass)
     training_args = next(a for a in parsed if isinstance(a, ContrastiveTrainingArguments))
     check_given_intervals(training_args, typed)
-    check_hub_settings(chosen, training_args.push_to_hub)
+    check_trainer_decides(chosen, vars(training_args))
+    check_hub_settings(chosen, vars(training_args))
     return (*parsed, chosen)
 
 

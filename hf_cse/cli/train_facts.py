@@ -10,7 +10,7 @@ Imports nothing heavy at module level: :func:`train_facts` imports the registrie
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..checks import InputError
 from ..hyperparameter_rules import check_rule, check_rules, field_needs, not_taken_error, run_value, unknown_loss_error
@@ -142,10 +142,41 @@ def check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
 HUB_PUSH_SETTINGS = ("hub_model_id", "hub_token", "hub_private_repo", "hub_revision")
 
 
-def check_hub_settings(chosen: set[str], push_to_hub) -> None:
-    """A setting of the Hub push chosen (``chosen``: typed, or set by a ``--config`` file) while ``push_to_hub`` is
-    off would do nothing: a ``--hub_model_id`` alone pushed nothing, without a word."""
-    idle = [name for name in HUB_PUSH_SETTINGS if name in chosen]
-    if idle and not switched_on(push_to_hub):
+def check_hub_settings(chosen: set[str], values: Mapping[str, object]) -> None:
+    """A setting of the Hub push chosen (``chosen``: typed, or set by a ``--config`` file; ``values``: the run's)
+    while ``push_to_hub`` is off would do nothing: a ``--hub_model_id`` alone pushed nothing, without a word."""
+    idle = [name for name in HUB_PUSH_SETTINGS if name in chosen
+            and (name != "hub_private_repo" or switched_on(values.get(name)))]  # false: a public repo, as unset
+    if idle and not switched_on(values.get("push_to_hub")):
         raise InputError(f"{given_as(chosen, idle[0])} sets the Hub push of the run's export, and --push_to_hub is "
                          f"off: add --push_to_hub, or {drop_fix(chosen, idle[0])}.", fields=(idle[0], "push_to_hub"))
+
+
+#: Trainer flags the trainer sets itself, whatever is typed (:class:`hf_cse.trainer.ContrastiveTrainer`), and why
+DECIDED_BY_THE_TRAINER = {
+    "eval_on_start": "the dev data is scored before the first step whenever the run has dev data (the untrained "
+                     "encoder's score, a candidate for the saved model), and never without",
+    "logging_nan_inf_filter": "no loss is filtered; a NaN or Inf loss stops the run at the next logging step, naming "
+                              "it (the filter would read every step's loss on the host)",
+    **dict.fromkeys(("hub_strategy", "hub_always_push"), "--push_to_hub pushes the run's sentence-transformers export "
+                    "once, after training, never the Trainer's checkpoints"),
+}
+
+
+def check_trainer_decides(chosen: set[str], values: Mapping[str, object]) -> None:
+    """A training argument hf_cse decides (:data:`DECIDED_BY_THE_TRAINER`) or cannot use (``use_liger_kernel``)
+    chosen (typed, or set by a ``--config`` file), refused naming where it was set."""
+    from ..trainer_arguments import LIGER_WHY
+
+    for flag, why in DECIDED_BY_THE_TRAINER.items():
+        if flag in chosen:
+            raise InputError(f"{given_as(chosen, flag)} is hf_cse's to decide: {why}. "
+                             f"{_sentence(drop_fix(chosen, flag))}", fields=(flag,))
+    if "use_liger_kernel" in chosen and switched_on(values.get("use_liger_kernel")):
+        raise InputError(f"{given_as(chosen, 'use_liger_kernel')}: {LIGER_WHY}. "
+                         f"{_sentence(drop_fix(chosen, 'use_liger_kernel'))}", fields=("use_liger_kernel",))
+
+
+def _sentence(words: str) -> str:
+    """``words`` as a sentence of their own: capitalised, with a full stop."""
+    return words[:1].upper() + words[1:] + "."

@@ -75,21 +75,22 @@ def _recorded_config(folder: Path, record: Mapping[str, Any]):
     return CONFIG_MAPPING[data["model_type"]].from_dict(data)
 
 
-def render_card_for(folder: Path, model_id: str) -> bool:
-    """Render the export's card again for ``model_id`` from its recorded inputs and write it (README.md) with the
-    record updated; returns False when the folder has no record (an export made before records were kept) or no
-    ``hf_cse_config.json``."""
+def render_card_for(folder: Path, model_id: str, revision: str | None = None) -> bool:
+    """Render the export's card again for ``model_id`` (its branch ``revision``, None: the default one) from its
+    recorded inputs and write it (README.md) with the record updated; returns False when the folder has no record (an
+    export made before records were kept) or no ``hf_cse_config.json``."""
     from ..model_card import render_model_card
 
     record = read_card_inputs(folder)  # its eval_results: results.json's layout, read by EvalResults.from_dict
     if record is None or not (Path(folder) / HF_CSE_CONFIG_FILE).is_file():
         return False
-    if record["model_id"] == model_id:
+    export = {**record["export"], "revision": revision or None}
+    if record["model_id"] == model_id and record["export"].get("revision") == export["revision"]:
         return True
     title = card_title(model_id)
-    card = render_model_card(_recorded_config(folder, record), model_id=model_id, export=record["export"],
+    card = render_model_card(_recorded_config(folder, record), model_id=model_id, export=export,
                              eval_results=record["eval_results"], training_info=record["training_info"], title=title)
     write_text_atomic(Path(folder) / "README.md", card)
-    record.update(model_id=model_id, title=title)
+    record.update(model_id=model_id, title=title, export=export)
     write_json_atomic(Path(folder) / CARD_INPUTS_FILE, record)
     return True

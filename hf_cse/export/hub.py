@@ -8,6 +8,7 @@ was made for it, else rendered again from the inputs recorded beside the export 
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from ..errors import CSEError, network_failure
@@ -82,7 +83,7 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
                           "hf_cse.export.to_sentence_transformer first.")
     login_hint = ("log in with `huggingface-cli login` (or `hf auth login`) or set the HF_TOKEN environment variable "
                   f"to a token with write access to {repo_id}")
-    if not render_card_for(out, repo_id):
+    if not render_card_for(out, repo_id, revision):
         logger.warning("%s lacks the model card's recorded inputs (%s or hf_cse_config.json; an export made by an "
                        "older hf_cse): its card is pushed as it is and may name another model id; export again to "
                        "have it name %s", out, CARD_INPUTS_FILE, repo_id)
@@ -122,6 +123,10 @@ def take_over_hub_push(training_args, model=None) -> str | None:
     :func:`hf_cse.export.sources.check_pushable`)."""
     if not getattr(training_args, "push_to_hub", False):
         return None
+    revision = getattr(training_args, "hub_revision", None)
+    if revision and re.fullmatch(r"[0-9a-fA-F]{40}", revision):  # a push commits onto a branch, never a commit
+        raise HubPushError(f"hub_revision {revision!r} is a commit id, and the export is committed to a branch: name "
+                           "a branch (made from the default one if it does not exist).", fields=("hub_revision",))
     repo_id = training_args.hub_model_id or Path(training_args.output_dir).absolute().name
     check_repo_id(repo_id, "hub_model_id" if training_args.hub_model_id else "push_to_hub: the output folder's name")
     check_can_push(repo_id, training_args.hub_token, "hub_token", "push the run's export once trained")

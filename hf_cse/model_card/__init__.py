@@ -253,17 +253,17 @@ def _is_local_folder(model_id: str) -> bool:
             or path.exists() or Path(model_id.split("/")[0]).is_dir())
 
 
-def _usage_snippet(st_card, model_id: str, custom_code: bool) -> str:
-    """sentence-transformers' usage snippet; with ``trust_remote_code=True`` where the folder ships its own code, and
-    for an export made for no Hub repo, loading from its folder (a push renders the card again for its repo)."""
+def _usage_snippet(st_card, model_id: str, export: Mapping[str, Any]) -> str:
+    """sentence-transformers' usage snippet; with ``trust_remote_code=True`` where the folder ships its own code
+    (``export["custom_code"]``), ``revision=`` where it is pushed to a branch (``export["revision"]``), and for an
+    export made for no Hub repo, loading from its folder (a push renders the card again for its repo)."""
     snippet = st_card.generate_usage_snippet()
     if _is_local_folder(model_id):
         snippet = snippet.replace("# Download from the 🤗 Hub", "# Load it from its folder (pushed to the Hub: by its "
                                   "repo id)")
-    if custom_code:
-        snippet = snippet.replace(f'SentenceTransformer("{model_id}")',
-                                  f'SentenceTransformer("{model_id}", trust_remote_code=True)')
-    return snippet
+    extra = (f', revision="{export["revision"]}"' if export.get("revision") else "") + \
+        (", trust_remote_code=True" if export.get("custom_code") else "")
+    return snippet.replace(f'SentenceTransformer("{model_id}")', f'SentenceTransformer("{model_id}"{extra})')
 
 
 def render_model_card(
@@ -284,7 +284,8 @@ def render_model_card(
             ``projector_description``, ``modules`` (one line per sentence-transformers module); optional
             ``limitations_extra`` (a Markdown bullet) and ``model`` (the exported ``SentenceTransformer``: the
             usage snippet then shows its similarities for the example sentences); ``custom_code`` (the folder
-            ships its own module code: the snippet loads it with ``trust_remote_code=True``).
+            ships its own module code: the snippet loads it with ``trust_remote_code=True``); ``revision`` (the
+            branch of the repo it is pushed to: the snippet loads that).
         eval_results: ``run_eval.py``'s ``results.json`` (path, dict or ``EvalResults``).
         training_info: what run_unsup.py records: ``training_args`` (``TrainingArguments.to_dict()``), ``data``
             (``source``, ``dataset_name``, ``num_sentences``, ``max_seq_length``), ``train_metrics``,
@@ -325,7 +326,7 @@ def render_model_card(
             summary=_summary(config, papers, export["embedding_dimension"], base_label)
             + (f"\n\n{KEPT_UNTRAINED}" if untrained else "")
             + (f"\n\n{ZERO_LOSS}" if info.get(ZERO_LOSS_KEY) is True else ""),
-            usage_snippet=_usage_snippet(st_card, model_id, export.get("custom_code", False)),
+            usage_snippet=_usage_snippet(st_card, model_id, export),
             loading=("the folder's own module code (see the limitations) loads with `trust_remote_code=True`"
                      if export.get("custom_code") else "the model loads without custom code"),
             model_details=_model_details(config, export, base_label, untrained),

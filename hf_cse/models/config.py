@@ -13,7 +13,15 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
 from ..errors import CSEError, closest_name
-from ..hyperparameter_rules import check_rule, field_needs, field_rules, need_words, shown_value, unmet_need
+from ..hyperparameter_rules import (
+    check_rule,
+    field_needs,
+    field_rules,
+    need_words,
+    plain_number,
+    shown_value,
+    unmet_need,
+)
 from ..matryoshka import say_reordered, warn_untrained_width
 from ..matryoshka_rules import check_matryoshka, head_error
 from ..objectives import DCL, LEGACY_FIELDS, check_objectives, dcl_defaults, normalise_objectives, objective
@@ -231,9 +239,11 @@ class CSEConfig(PretrainedConfig):
 
     def check_field_rules(self) -> None:
         """Each field with a rule (``metadata["rule"]``; None passes: not set) keeps it; a method's own fields are
-        named with the method, as the command line's early check names them (:func:`field_rule_owners`)."""
+        named with the method, as the command line's early check names them (:func:`field_rule_owners`). A NumPy
+        scalar is kept as the Python number it holds (:func:`~hf_cse.hyperparameter_rules.plain_number`)."""
         for name, (rule, owner) in field_rule_owners(type(self)).items():
             if getattr(self, name) is not None:
+                setattr(self, name, plain_number(getattr(self, name)))
                 check_rule(owner, name, getattr(self, name), rule, fields=(name,))
 
     def check_pooler_on_encoder(self) -> None:

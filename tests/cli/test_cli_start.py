@@ -367,7 +367,8 @@ def test_use_liger_kernel_is_refused_early(train_parsers, tmp_path):
     """--use_liger_kernel stopped after the model was loaded, in transformers' ImportError's stack trace."""
     _, cached = train_parsers
     out = ["--output_dir", str(tmp_path / "out")]
-    with pytest.raises(InputError, match=r"^use_liger_kernel patches .* would patch nothing") as raised:
+    with pytest.raises(InputError, match=r"^--use_liger_kernel: Liger patches .* would patch nothing\. Drop "
+                                         r"--use_liger_kernel\.$") as raised:
         entry_points.check_command_line("train", copy.deepcopy(cached), ["--use_liger_kernel", *out])
     assert raised.value.fields == ("use_liger_kernel",)  # said as the flag, --use_liger_kernel
     entry_points.check_command_line("train", copy.deepcopy(cached), ["--use_liger_kernel", "false", *out])
@@ -387,6 +388,26 @@ def test_a_hub_push_setting_without_push_to_hub_is_refused(train_parsers, flag, 
     config.write_text(json.dumps({flag: True if flag == "hub_private_repo" else "someone/run"}))
     with pytest.raises(InputError, match=rf"run\.json: '{flag}' sets the Hub push .* remove '{flag}' from --config"):
         train.parse_args(["--config", str(config), *out])
+
+
+def test_the_hub_push_and_the_trainers_own_flags_from_a_config_file(tmp_path):
+    """A review: --push_to_hub false typed over a file that pushes was refused (the file's hub_model_id "sets the Hub
+    push"), where a typed flag that idles a file's setting leaves it out; a file's hub_strategy was ignored, its
+    use_liger_kernel refused only once the model was loaded, naming a flag never typed; --hub_private_repo false
+    (a public repo, as unset) was refused as setting the push."""
+    out = ["--output_dir", str(tmp_path / "out")]
+    pushes = tmp_path / "push.json"
+    pushes.write_text(json.dumps({"push_to_hub": True, "hub_model_id": "me/x", "hub_private_repo": True}))
+    spec = train.parse_args(["--config", str(pushes), "--push_to_hub", "false", *out])
+    assert spec[6].hub_model_id is None and not spec[6].hub_private_repo
+    assert spec[-1].dropped_from_file == ("'hub_model_id' (nothing to do with --push_to_hub typed); "
+                                          "'hub_private_repo' (nothing to do with --push_to_hub typed)")
+    for key, value in (("hub_strategy", "checkpoint"), ("use_liger_kernel", True)):
+        config = tmp_path / f"{key}.json"
+        config.write_text(json.dumps({key: value}))
+        with pytest.raises(InputError, match=rf"^--config .*{key}\.json: '{key}'.* Remove '{key}' from --config"):
+            train.parse_args(["--config", str(config), *out])
+    train.parse_args(["--hub_private_repo", "false", *out])
 
 
 def test_a_setting_without_its_switch_is_refused_early_unless_a_flag_the_preset_or_the_method_turns_it_on(

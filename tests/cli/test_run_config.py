@@ -18,6 +18,7 @@ from hf_cse.cli import older_runs, train
 from hf_cse.cli.output_dir import RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.cli.run_config import check_file_hyperparameters, check_settings, read_run_config, settings_from_record
 from hf_cse.cli.run_spec import dev_and_selection
+from hf_cse.objectives import objective
 from hf_cse.presets import PRESETS
 from hf_cse.run_files import DEV_AND_SELECTION, TRAINING_ARGUMENTS
 from hf_cse.run_settings import setting_differences
@@ -216,6 +217,26 @@ def test_a_typed_method_over_another_methods_record_trains_its_own_objectives(tm
     spec = train.parse_args(["--config", _file(tmp_path / "t.json", {**record, "objectives": chosen_temperature}),
                              "--method", "simcse", "--output_dir", str(tmp_path / "out")])
     assert spec[3].temperature == 0.1 and spec[2].loss is None and SimCSEConfig().loss == "infonce"
+
+
+def test_what_a_typed_method_drops_falls_back_to_a_typed_presets_and_a_record_without_a_method_is_simcses(
+        tmp_path):
+    """A review of the above: with --preset focal_infonce_bert typed too, the record's dropped loss and
+    hyperparameters were unset over the preset's (plain infonce at 0.05 trained); an older record with no "method"
+    (a simcse run's) was not judged simcse's, and --method imsimcse was refused on its infonce; a setting the file
+    leaves at None (DiffCSE's generator) was said to be dropped."""
+    from hf_cse.models import DiffCSEConfig, ImSimCSEConfig
+
+    out = ["--output_dir", str(tmp_path / "out")]
+    record = _file(tmp_path / "ims.json", {"method": "imsimcse", "objectives": ImSimCSEConfig().objectives})
+    spec = train.parse_args(["--config", record, "--method", "simcse", "--preset", "focal_infonce_bert", *out])
+    assert (spec[2].loss, spec[3].temperature, spec[3].m) == ("focal_infonce", 0.07, 0.3)
+    older = _file(tmp_path / "old.json", {"objectives": [objective("infonce")], "max_seq_length": 16})
+    spec = train.parse_args(["--config", older, "--method", "imsimcse", *out])
+    assert spec[2].loss is None and "'loss' (the file's --method simcse's own" in spec[-1].dropped_from_file
+    diffcse = {"method": "diffcse", "objectives": DiffCSEConfig().objectives, "generator_name_or_path": None}
+    spec = train.parse_args(["--config", _file(tmp_path / "d.json", diffcse), "--method", "simcse", *out])
+    assert "generator_name_or_path" not in (spec[-1].dropped_from_file or "")
 
 
 @pytest.mark.parametrize("settings, typed, dropped", [

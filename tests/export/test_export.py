@@ -453,10 +453,12 @@ def test_a_push_to_a_revision_commits_to_that_branch(exported, fake_hub):
     assert url == "https://huggingface.co/someone/tiny-simcse/tree/dev"
     assert [(repo, branch, kwargs["exist_ok"]) for repo, branch, kwargs in fake_hub["create_branch"]] == \
         [("someone/tiny-simcse", "dev", True)]
-    [(_, _, kwargs)] = fake_hub["upload_folder"]
-    assert kwargs["revision"] == "dev"
-    push_export(exported, "someone/tiny-simcse")  # the default branch: no branch made
+    [(_, uploaded, kwargs)] = fake_hub["upload_folder"]
+    assert kwargs["revision"] == "dev"  # and the card's snippet loads that branch
+    assert 'SentenceTransformer("someone/tiny-simcse", revision="dev")' in (uploaded / "README.md").read_text()
+    push_export(exported, "someone/tiny-simcse")  # the default branch: no branch made, the card loads it
     assert len(fake_hub["create_branch"]) == 1 and fake_hub["upload_folder"][1][2]["revision"] is None
+    assert 'SentenceTransformer("someone/tiny-simcse")' in (uploaded / "README.md").read_text()
 
 
 def test_a_push_uploads_the_exports_files_and_replaces_an_earlier_exports_in_the_repo(exported, fake_hub):
@@ -525,6 +527,11 @@ def test_a_malformed_repo_id_is_refused_before_any_work(exported, fake_hub, tiny
     args = TrainingArguments(output_dir=str(tmp_path / "my run"), push_to_hub=True, report_to="none")
     with pytest.raises(HubPushError, match=r"^push_to_hub: the output folder's name 'my run' is no Hub repo id"):
         take_over_hub_push(args)
+    args = TrainingArguments(output_dir=str(tmp_path / "run"), push_to_hub=True, report_to="none",
+                             hub_model_id="me/run", hub_revision="0123456789abcdef0123456789abcdef01234567")
+    with pytest.raises(HubPushError, match=r"^hub_revision '0123456789.*' is a commit id, .* name a branch") as raised:
+        take_over_hub_push(args)  # a commit id would have been made a branch's name
+    assert raised.value.fields == ("hub_revision",)
 
 
 def test_push_offline_gives_a_clear_error(exported, monkeypatch):

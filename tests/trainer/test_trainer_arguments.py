@@ -111,8 +111,8 @@ def test_use_liger_kernel_is_refused_before_anything_is_built(built, tmp_path):
     """use_liger_kernel=True stopped in transformers' ImportError (no liger-kernel), or with it patched nothing: Liger
     knows a model by its type, and an hf_cse model's is its own."""
     new_model, tok, data = built
-    with pytest.raises(CSEError, match=r"^use_liger_kernel patches .* it would patch nothing\. Leave use_liger_kernel "
-                                       r"off\.$") as raised:
+    with pytest.raises(CSEError, match=r"^use_liger_kernel: Liger patches .* it would patch nothing\. Leave "
+                                       r"use_liger_kernel off\.$") as raised:
         ContrastiveTrainer(model=new_model(), args=tiny_args(tmp_path / "out", use_liger_kernel=True),
                            train_dataset=data, processing_class=tok)
     assert raised.value.fields == ("use_liger_kernel",) and not (tmp_path / "out").exists()

@@ -30,7 +30,7 @@ import torch
 from ...collator_rng import batch_seed
 from ...data import TwoViewCollator
 from ...errors import CSEError
-from ...hyperparameter_rules import check_rule
+from ...hyperparameter_rules import check_rule, plain_number
 from ...masking import mask_tokens
 
 EDIT_OPERATIONS = ("replace", "insert", "delete")
@@ -102,7 +102,8 @@ class DiffCSECollator(TwoViewCollator):
     def __post_init__(self):
         if self.edit_operation not in EDIT_OPERATIONS:
             raise CSEError(f"Unknown edit_operation {self.edit_operation!r}. Valid: {', '.join(EDIT_OPERATIONS)}.")
-        check_rule("DiffCSE", "masking_ratio", self.masking_ratio, "edit_share", fields=("masking_ratio",))
+        self.masking_ratio = plain_number(self.masking_ratio)
+        check_rule("diffcse", "masking_ratio", self.masking_ratio, "edit_share", fields=("masking_ratio",))
         if self.edit_operation != "delete" and self.tokenizer.mask_token_id is None:
             raise CSEError(f"the tokenizer ({type(self.tokenizer).__name__}) has no mask token; DiffCSE's "
                              f"{self.edit_operation!r} edit needs one.")
