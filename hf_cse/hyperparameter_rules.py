@@ -6,7 +6,7 @@ rules of its numeric fields the same way (``metadata["rule"]``: :func:`field_rul
 and, for the values typed, before torch.
 
     check_rule("infonce", "temperature", 0.0, "temperature")
-    # CSEError: infonce: temperature must be a number >= 0.0001 (the papers' are 0.05 to 5; ...), got 0.0.
+    # CSEError: infonce: temperature must be a number >= 0.0001 (the papers sweep 0.01 to 50; ...), got 0.0.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
     "edit_share": ("a number in (0, 1] (0 edits no token)", lambda v: _number(v) and 0 < v <= 1),
     # a softmax temperature: the logits are cosines over it, so a tiny one makes the softmax a hard maximum whose loss
     # is huge (1e-30: a loss of 6e28, trained on) or divides by zero (1e-300 in float32)
-    "temperature": ("a number >= 0.0001 (the papers' are 0.05 to 5; a smaller one makes the softmax a hard maximum)",
+    "temperature": ("a number >= 0.0001 (the papers sweep 0.01 to 50; a smaller one makes the softmax a hard maximum)",
                     lambda v: _number(v) and v >= 1e-4),
     # a hinge or gate on the gap of two cosines (or unit distances), which is never below -2: a margin at or below
     # -2 leaves every anchor inactive, and the loss trains nothing

@@ -251,7 +251,7 @@ def test_a_loss_hyperparameters_help_says_its_losses_defaults_meaning_and_rule()
                                          "Gaussian")  # its own docstring's Args entry
     assert helps["noise_std"].endswith("Must be a finite number > 0.")
     assert "--loss arccon 0.05, focal_infonce 0.07, gs_infonce 0.05" in helps["temperature"]
-    assert ("Must be a number >= 0.0001 (the papers' are 0.05 to 5; a smaller one makes the softmax a hard maximum). "
+    assert ("Must be a number >= 0.0001 (the papers sweep 0.01 to 50; a smaller one makes the softmax a hard maximum). "
             "The DCL objective of --dcl_weight") in helps["temperature"]
     assert helps["u"].endswith("Must be an angle in degrees in [0, 180).")
     # several losses: what it is in each, from their docstrings' Args (a base class's: ModifiedObjective's m)
