@@ -166,13 +166,12 @@ def _checking_rules(init):
 
     @functools.wraps(init)
     def checked(self, *args, **kwargs):
+        args = tuple(map(plain_number, args))
+        kwargs = {name: plain_number(value) for name, value in kwargs.items()}
         try:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError:  # the call itself is wrong: the constructor says how
             return init(self, *args, **kwargs)
-        args = tuple(map(plain_number, args))
-        kwargs = {name: plain_number(value) for name, value in kwargs.items()}
-        bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         check_rules(type(self).name, type(self).hyperparameter_rules, bound.arguments, optional)
         return init(self, *args, **kwargs)
