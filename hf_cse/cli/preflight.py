@@ -209,7 +209,7 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
     settings the user chose; one that acts only with a setting this run has otherwise (the needs of the method's
     config fields and of the main loss's hyperparameters, :func:`~hf_cse.cli.flags_in_use.check_needs`) would do
     nothing and is refused, and so is a ``--dcl_*`` flag without the DCL objective."""
-    from ..losses import get_loss_class, loss_hyperparameters
+    from ..losses import get_loss_class, loss_defaults
 
     check_off_dropout(model_cls, config_kwargs, typed)  # before the config refuses it in the library's terms
     # before the config refuses some (lora_alpha without lora_r) in the library's terms, not naming a --config file
@@ -217,9 +217,8 @@ def check_objectives(model_cls, config_kwargs: dict, enc_config, cached_minibatc
                 run_value(config_kwargs.get, vars(model_cls.config_class())), config_kwargs)
     config = model_cls.config_class(encoder_config=enc_config, **config_kwargs)
     main = config.objectives[0]
-    loss_defaults = {name: p.default for name, p in loss_hyperparameters(main["loss"]).items()}
     check_needs(typed, get_loss_class(main["loss"]).hyperparameter_needs,
-                run_value(main["hyperparameters"].get, loss_defaults), main["hyperparameters"])
+                run_value(main["hyperparameters"].get, loss_defaults(main["loss"])), main["hyperparameters"])
     check_dcl_settings(typed, config.objectives)
     model_cls.check_before_loading(config)
     if config.lora_r:

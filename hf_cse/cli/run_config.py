@@ -299,7 +299,7 @@ def settings_a_typed_flag_idles(final: argparse.Namespace, typed: set[str], from
     the file's ``momentum``): name -> the typed flag. The caller leaves them out, as a preset's are. ``final``: the
     command line parsed over the file's and the preset's settings."""
     from ..hyperparameter_rules import field_needs, run_value, unmet_need
-    from ..losses import available_losses, get_loss_class, loss_hyperparameters
+    from ..losses import available_losses, get_loss_class, loss_defaults
     from ..models import METHODS
     from .arguments import main_loss
     from .train_facts import HUB_PUSH_SETTINGS
@@ -307,13 +307,13 @@ def settings_a_typed_flag_idles(final: argparse.Namespace, typed: set[str], from
     if final.method not in METHODS:
         return {}
     config_cls = METHODS[final.method].config_class
-    needs, loss_defaults = dict(field_needs(config_cls)), {}
+    needs, defaults_of_loss = dict(field_needs(config_cls)), {}
     needs.update({name: [("push_to_hub", "==", True)] for name in HUB_PUSH_SETTINGS})  # a typed --push_to_hub false
     loss = main_loss(final.method, final.loss)
     if loss in available_losses():
         needs.update(get_loss_class(loss).hyperparameter_needs)
-        loss_defaults = {name: p.default for name, p in loss_hyperparameters(loss).items()}
-    value_of = run_value(vars(final).get, vars(config_cls()), loss_defaults)
+        defaults_of_loss = loss_defaults(loss)
+    value_of = run_value(vars(final).get, vars(config_cls()), defaults_of_loss)
     idle = {}
     for name in sorted(from_file - typed):
         need = unmet_need(needs[name], value_of) if name in needs else None

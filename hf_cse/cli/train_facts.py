@@ -33,7 +33,7 @@ def train_facts() -> dict:
     """What hf-cse-train's early checks read besides its flags (written into its parser description): each loss's
     hyperparameter rules and those whose default is None (not set), each method's main loss and projector, and the
     rules of its config's fields (with whose field each is: the method's, or "" for every method's)."""
-    from ..losses import available_losses, get_loss_class
+    from ..losses import available_losses, get_loss_class, loss_defaults
     from ..models import METHODS
     from ..models.config import field_rule_owners
     from ..objectives import DCL
@@ -45,7 +45,7 @@ def train_facts() -> dict:
         # as pairs: the rules are checked in their order, which a JSON object's sorted keys would lose
         losses[name] = {"rules": list(cls.hyperparameter_rules.items()), "optional": optional,
                         "hyperparameters": list(cls.hyperparameters()),
-                        **_needs_facts(cls.hyperparameter_needs, lambda p: cls.hyperparameters()[p].default)}
+                        **_needs_facts(cls.hyperparameter_needs, loss_defaults(name).get)}
     from .arguments import method_flags
 
     defaults = {m: cls.config_class() for m, cls in sorted(METHODS.items())}

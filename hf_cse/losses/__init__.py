@@ -34,7 +34,7 @@ from . import (  # noqa: F401
 )
 from .base import ContrastiveLoss, LossOutput, batch_diagnostics, cosine_matrix
 from .inputs import check_pair
-from .registry import available_losses, build_loss, get_loss_class, loss_hyperparameters, register_loss
+from .registry import available_losses, build_loss, get_loss_class, loss_defaults, loss_hyperparameters, register_loss
 
 __all__ = [
     "ContrastiveLoss",
@@ -45,6 +45,7 @@ __all__ = [
     "check_pair",
     "cosine_matrix",
     "get_loss_class",
+    "loss_defaults",
     "loss_hyperparameters",
     "register_loss",
 ]

@@ -168,6 +168,11 @@ def loss_hyperparameters(name: str) -> dict[str, inspect.Parameter]:
     return get_loss_class(name).hyperparameters()
 
 
+def loss_defaults(name: str) -> dict[str, Any]:
+    """The defaults of a loss's hyperparameters, by name (registration refuses a hyperparameter without one)."""
+    return {k: p.default for k, p in loss_hyperparameters(name).items()}
+
+
 def build_loss(name: str, **hparams) -> Any:
     """Instantiate the loss ``name``; unknown names or hyperparameters raise with the valid choices."""
     cls = get_loss_class(name)

@@ -112,13 +112,12 @@ def loss_summary(loss: str) -> str:
 
 def loss_hyperparameters_of(loss: str, given: Mapping[str, Any]) -> dict[str, Any]:
     """Every hyperparameter of ``loss``: the given ones over the loss's defaults."""
-    from ..losses import loss_hyperparameters
+    from ..losses import loss_defaults
 
     try:
-        params = loss_hyperparameters(loss)
+        values = loss_defaults(loss)
     except ValueError:  # not registered in this installation: show what the config holds
         return dict(given)
-    values = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
     values.update(given)
     return values
 

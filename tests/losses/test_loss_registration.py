@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from hf_cse.errors import CSEError
-from hf_cse.losses import ContrastiveLoss, build_loss, cosine_matrix, register_loss
+from hf_cse.losses import ContrastiveLoss, build_loss, cosine_matrix, loss_defaults, register_loss
 from hf_cse.losses import registry as loss_registry
 from hf_cse.references import SIMCSE
 
@@ -48,6 +48,7 @@ def test_a_correct_loss_of_ones_own_registers_and_builds():
 
     out = build_loss("users_scaled_infonce", scale=5.0)(torch.randn(4, 3), torch.randn(4, 3))
     assert out.loss.dim() == 0 and out.metrics["scale"] == 5.0
+    assert loss_defaults("users_scaled_infonce") == {"scale": 20.0, "mode": "a", "cap": None}
     with pytest.raises(CSEError, match="scale must be a finite number > 0"):
         build_loss("users_scaled_infonce", scale=-1.0)
 
