@@ -52,7 +52,7 @@ class DCLLoss(ContrastiveLoss):
 
     Example::
 
-        dcl = build_loss("dcl", temperature=5.0)
+        off_info, dcl = build_loss("off_dropout_infonce"), build_loss("dcl", temperature=5.0)
         loss = off_info(z1, z2, z_nodropout=zbar).loss + 0.1 * dcl(z1, z2).loss
     """
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
+import textwrap
 import typing
 
 import pytest
@@ -81,6 +83,20 @@ def test_hyperparameters_are_simple_annotated_keywords_with_defaults(name):
     loss_fn = build_loss(name)  # defaults construct
     assert loss_fn.name == name
     assert loss_fn.__doc__ and "Example" in loss_fn.__doc__
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_docstring_example_runs_on_a_batch_and_gives_a_finite_loss(name):
+    """The docstring's ``Example::`` block runs as written, given two views (and the no-dropout view)."""
+    found = re.search(r"Example::\n\n((?:    .*\n|\n)+)", inspect.getdoc(get_loss_class(name)) + "\n")
+    assert found, f"{name}: no indented code block after 'Example::'"
+    g = torch.Generator().manual_seed(0)
+    z1, z2, zbar = (torch.randn(8, 16, generator=g) for _ in range(3))
+    scope = {"build_loss": build_loss, "torch": torch, "z1": z1.requires_grad_(), "z2": z2, "zbar": zbar}
+    exec(textwrap.dedent(found.group(1)), scope)  # noqa: S102 - the library's own docstring
+    result = scope.get("out", scope.get("loss"))
+    loss = result.loss if isinstance(result, LossOutput) else result
+    assert isinstance(loss, torch.Tensor) and loss.dim() == 0 and torch.isfinite(loss), (name, result)
 
 
 @pytest.mark.parametrize("name", ALL)
