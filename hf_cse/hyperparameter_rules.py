@@ -32,6 +32,15 @@ def _number(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
+def _template_text(value) -> bool:
+    """A PromptBERT template: ``{sentence}`` once, ``{mask}`` at most once, no other placeholder (where ``{mask}``
+    may stand, and a mask token typed out, depend on the tokenizer: ``models/promptbert/templates.TemplateIds``)."""
+    if not isinstance(value, str) or value.count("{sentence}") != 1 or value.count("{mask}") > 1:
+        return False
+    rest = value.replace("{sentence}", "").replace("{mask}", "")
+    return not ("{" in rest and "}" in rest[rest.index("{"):])
+
+
 #: rule name -> (what a value must be, the test)
 RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
     "positive": ("a finite number > 0", lambda v: _number(v) and v > 0),
@@ -58,7 +67,14 @@ RULES: dict[str, tuple[str, Callable[[object], bool]]] = {
     # all of the softmax)
     "log_weight": ("a finite number in [-65504, 65504] (the range half precision holds)",
                    lambda v: _number(v) and abs(v) <= 65504),
+    "template": ("text with {sentence} exactly once (where the sentence goes), {mask} at most once (the token whose "
+                 "hidden state is read) and no other {placeholder}, "
+                 "e.g. 'This sentence of \"{sentence}\" means{mask}.'",
+                 _template_text),
 }
+
+#: the rules that judge text (the others judge numbers)
+TEXT_RULES = frozenset({"template"})
 
 #: what a value of each rule that lets None through must be where it is typed as a flag: None cannot be typed, the
 #: flag is left out for it

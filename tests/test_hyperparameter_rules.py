@@ -28,6 +28,8 @@ from hf_cse.losses.base import ContrastiveLoss
     ("temperature", [1e-4, 0.05, 5, 1e6], [1e-30, 0, -0.05, math.inf, True]),
     ("gap_margin", [-1.995, 0, 0.5], [-2, -3, math.nan]),
     ("log_weight", [-65504, 0, 65504], [65505, math.inf]),
+    ("template", ['This sentence of "{sentence}" means{mask}.', '"{sentence}" in one word:"', "{sentence} x}"],
+     ["no placeholder", "{sentence} {sentence} {mask}", "{sentence}{mask}{mask}", "{sentence} {x}", None, 3]),
 ])
 def test_each_rule_keeps_what_it_says(rule, good, bad):
     for value in good:

@@ -13,7 +13,15 @@ import sys
 from collections.abc import Callable, Mapping
 
 from ..checks import InputError
-from ..hyperparameter_rules import check_rule, check_rules, field_needs, not_taken_error, run_value, unknown_loss_error
+from ..hyperparameter_rules import (
+    TEXT_RULES,
+    check_rule,
+    check_rules,
+    field_needs,
+    not_taken_error,
+    run_value,
+    unknown_loss_error,
+)
 from ..presets import PRESETS
 from .flags_in_use import check_needs, drop_fix, given_as
 
@@ -134,8 +142,9 @@ def check_typed_needs(facts: dict, args: dict, given: set[str]) -> None:
 def check_method_values(facts: dict, args: dict, typed_flags: set[str]) -> None:
     """The values typed for the method's config fields keep their rules, as the config checks them."""
     for name, rule, owner in facts.get("method_rules", {}).get(args.get("method"), ()):
-        if name in typed_flags and args.get(name) is not None and all_numbers([args[name]]):
-            check_rule(owner, name, args[name], rule, dashes="--")
+        value = args.get(name)
+        if name in typed_flags and (all_numbers([value]) or rule in TEXT_RULES and isinstance(value, str)):
+            check_rule(owner, name, value, rule, dashes="--")
 
 
 #: the training arguments that set how a run's export is pushed (``--push_to_hub``): alone they do nothing

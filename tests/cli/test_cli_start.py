@@ -477,7 +477,7 @@ def test_a_setting_that_would_do_nothing_in_this_run_is_refused_before_torch(tra
 
 #: a typed value that breaks each rule a method's setting may have (hf_cse.hyperparameter_rules.RULES)
 BREAKS_RULE = {"positive": "0", "non_negative": "-1", "fraction": "1", "open_fraction": "1", "unit_interval": "2",
-               "size": "-1", "edit_share": "0"}
+               "size": "-1", "edit_share": "0", "template": "no placeholder"}
 
 
 def test_the_early_check_refuses_a_methods_setting_that_breaks_its_rule_as_the_command_does(train_parsers,
@@ -507,7 +507,7 @@ def test_the_early_check_refuses_a_methods_setting_that_breaks_its_rule_as_the_c
             assert str(early.value) == in_flag_terms(str(late.value), late.value.fields), (method, name)
             assert f"--{name} must be" in str(early.value)
             checked.add(name)
-    assert {"dropout", "lora_r", "queue_size", "masking_ratio"} <= checked
+    assert {"dropout", "lora_r", "queue_size", "masking_ratio", "template", "template2"} <= checked
     entry_points.check_command_line("train", copy.deepcopy(start), ["--method", "esimcse", "--queue_size", "0",
                                                                      "--dup_rate", "0", "--dropout", "0"])
     entry_points.check_command_line("train", copy.deepcopy(start), ["--method", "esimcse", "--momentum", "1",

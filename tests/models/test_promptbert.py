@@ -204,11 +204,15 @@ def test_roberta_positions_authors_code_from_zero_encoder_from_two(tiny_roberta_
     assert from_zero[0, len(ids.prefix):].tolist() == (suffix - 2).tolist()
 
 
-@pytest.mark.parametrize("template", ["no sentence here {mask}", "{sentence} {sentence} {mask}", "{sentence} {x}",
-                                      "{mask} {sentence}"])
-def test_bad_templates_fail_in_one_line(tiny_bert_dir, template):
-    with pytest.raises(ValueError, match="promptbert"):
+@pytest.mark.parametrize("template, said", [
+    ("no sentence here {mask}", "template must be text with {sentence} exactly once"),
+    ("{sentence} {sentence} {mask}", "template must be text with {sentence} exactly once"),
+    ("{sentence} {x}", "and no other {placeholder}"), ("{mask} {sentence}", "template '{mask} {sentence}' puts {mask} "
+                                                                           "before {sentence}; put it after")])
+def test_bad_templates_fail_in_one_line(tiny_bert_dir, template, said):
+    with pytest.raises(CSEError, match="^promptbert: ") as err:
         PromptBERTModel.from_encoder(str(tiny_bert_dir), template=template)
+    assert said in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("template, said", [('This sentence : "{sentence}" means [MASK].', "typed out"),

@@ -69,7 +69,7 @@ from ..outputs import OwnExportModules
 from ..pooling import PoolingChoice
 from ..views import check_training_batch
 from .templates import MASK as MASK_WORD
-from .templates import TemplateIds, check_template, empty_template_batch, put_in_template, special_tokens_around
+from .templates import TemplateIds, empty_template_batch, put_in_template, special_tokens_around
 
 PROMPTBERT = register_paper(Paper(
     key="jiang2022promptbert",
@@ -110,9 +110,10 @@ class PromptBERTConfig(CSEConfig):
 
     template: str = field(default=BERT_TEMPLATES[0], metadata={
         "help": "PromptBERT: template of view 1 and of test time, with {sentence} and {mask} (a decoder: no {mask}, "
-                "the last token represents the sentence)"})
+                "the last token represents the sentence)", "rule": "template"})
     template2: str = field(default=BERT_TEMPLATES[1], metadata={
-        "help": "PromptBERT: template of view 2 (and of a hard negative); the paper's positives are two templates"})
+        "help": "PromptBERT: template of view 2 (and of a hard negative); the paper's positives are two templates",
+        "rule": "template"})
     template_denoising: bool = field(default=True, metadata={
         "help": "PromptBERT: in training, subtract each template's representation with an empty sentence"})
     test_template_denoising: bool = field(default=False, metadata={
@@ -130,12 +131,7 @@ class PromptBERTConfig(CSEConfig):
     template_token_ids: dict | None = field(default=None)
 
     def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        try:  # templates.py raises ValueError: it ships with exports, without hf_cse
-            check_template("template", self.template)
-            check_template("template2", self.template2)
-        except ValueError as err:
-            raise CSEError(str(err), fields=("template", "template2")) from None
+        super().__post_init__(**kwargs)  # the templates' rule (hyperparameter_rules: template) among the fields'
         if self.denoising_positions not in DENOISING_POSITIONS:
             raise CSEError(f"promptbert: unknown denoising_positions {self.denoising_positions!r}. Valid: "
                            f"{', '.join(DENOISING_POSITIONS)}.")

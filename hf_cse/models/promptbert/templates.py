@@ -24,19 +24,6 @@ import torch
 SENTENCE, MASK = "{sentence}", "{mask}"
 
 
-def check_template(name: str, template: str) -> None:
-    """One ``{sentence}``, at most one ``{mask}``, nothing else in braces."""
-    if template.count(SENTENCE) != 1:
-        raise ValueError(f"promptbert: {name} must contain {SENTENCE} exactly once (where the sentence goes), got "
-                         f"{template!r}; e.g. 'This sentence of \"{{sentence}}\" means{{mask}}.'.")
-    if template.count(MASK) > 1:
-        raise ValueError(f"promptbert: {name} must contain {MASK} at most once (the token whose hidden state is the "
-                         f"sentence's), got {template!r}.")
-    rest = template.replace(SENTENCE, "").replace(MASK, "")
-    if "{" in rest and "}" in rest[rest.index("{"):]:
-        raise ValueError(f"promptbert: {name} {template!r} has a placeholder other than {SENTENCE} and {MASK}.")
-
-
 def special_tokens_around(tokenizer) -> tuple[list[int], int]:
     """The special tokens the tokenizer puts before a sentence (``[CLS]``, ``<s>``; none for GPT-2) and how many it
     puts after (``[SEP]``, ``</s>``)."""
