@@ -9,6 +9,10 @@ from __future__ import annotations
 CHECKPOINT_PREFIX = "checkpoint"
 #: the settings of the training run that owns a folder, written when it starts
 RUN_RECORD_FILE = "hf_cse_run.json"
+#: keys of the run record under another name than their flag's: the encoder and DiffCSE's generator, a local folder
+#: resolved (a ``--config`` of the record reaches it from any folder); the generator's config field is not recorded
+#: beside it (records written before lack this rule and hold both: the resolved one is read)
+RECORD_NAMES = {"encoder": "model_name_or_path", "generator": "generator_name_or_path"}
 #: the settings of the run a checkpoint was saved by, beside its model's config.json (:mod:`hf_cse.run_settings`)
 RUN_SETTINGS_FILE = "hf_cse_settings.json"
 #: the key of the run record holding the content of the local training files (name -> size and hash; a local

@@ -10,16 +10,20 @@ from hf_cse.objectives import LEGACY_FIELDS
 from hf_cse.presets import DEFAULT_METHOD
 
 from ..checks import local_resolved
+from ..run_files import RECORD_NAMES
 
 
 def record_in_objectives_form(record: dict) -> dict:
     """A run record (``hf_cse_run.json``) written before objectives were a list -- with ``loss``, ``loss_kwargs`` and
     the ``dcl_*`` settings, absent ones meaning the method's defaults -- in today's form, through the config's own
     conversion of those fields, so that relaunching such an interrupted run resumes it. So is one written before a
-    local encoder or generator was recorded resolved: the relaunch, from the same folder, reaches it the same way."""
+    local encoder or generator was recorded resolved (the relaunch, from the same folder, reaches it the same way),
+    and one that recorded the generator's config field beside ``generator``."""
     found = {k: local_resolved(record[k]) for k in ("encoder", "generator") if isinstance(record.get(k), str)}
     resolved = {k: path for k, path in found.items() if path != record[k]}
     record = {**record, **resolved} if resolved else record
+    if "generator" in record:  # one written before the generator's config field was left out, as "generator" holds it
+        record = {k: v for k, v in record.items() if k != RECORD_NAMES["generator"]}
     if "objectives" in record or "loss" not in record:
         return record
     legacy = {k: v for k, v in record.items() if k in LEGACY_FIELDS and v is not None}

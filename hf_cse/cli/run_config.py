@@ -24,14 +24,12 @@ from typing import Any
 
 from ..checks import InputError, check_path_given
 from ..errors import closest_name
-from ..run_files import DEV_AND_SELECTION, TRAIN_FILE_CONTENT, TRAINING_ARGUMENTS, USER_MODULES
+from ..run_files import DEV_AND_SELECTION, RECORD_NAMES, TRAIN_FILE_CONTENT, TRAINING_ARGUMENTS, USER_MODULES
 
 #: the key a description may carry for its reader (an experiment's name, paper, regimes): never a setting
 ABOUT = "about"
 #: keys of hf_cse_run.json that are not settings a user chooses: derived from them, from the launch or from the data
 DERIVED_RECORD_KEYS = ("pooler_source", "world_size", TRAIN_FILE_CONTENT)
-#: keys of hf_cse_run.json under another name than their flag's
-RECORD_NAMES = {"encoder": "model_name_or_path", "generator": "generator_name_or_path"}
 #: keys of hf_cse_run.json that are not flags at all (translated by settings_from_record)
 RECORD_ONLY_KEYS = (*RECORD_NAMES, "objectives", DEV_AND_SELECTION, TRAINING_ARGUMENTS, USER_MODULES,
                     *DERIVED_RECORD_KEYS)
@@ -169,7 +167,9 @@ def settings_from_record(record: Mapping[str, Any], where: str = "the record") -
     from ..objectives import DCL
     from ..presets import DEFAULT_METHOD, PRESETS
 
-    settings = {RECORD_NAMES.get(k, k): v for k, v in record.items() if k not in RECORD_ONLY_KEYS or k in RECORD_NAMES}
+    settings = {k: v for k, v in record.items() if k not in RECORD_ONLY_KEYS}
+    # the record's own names last: an older record holds the generator's config field too, as typed, after it
+    settings.update({RECORD_NAMES[k]: v for k, v in record.items() if k in RECORD_NAMES})
     dev = record.get(DEV_AND_SELECTION) or {}
     if not isinstance(dev, Mapping):
         raise InputError(f"{where}: {DEV_AND_SELECTION!r} must be an object of flags (dev data, evaluation and save "

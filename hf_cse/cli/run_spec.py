@@ -27,7 +27,7 @@ from ..checks import local_resolved, resolved_path
 from ..data_sources import folder_content
 from ..evaluation.custom_dev import EvalDataArguments
 from ..files import content_fingerprint
-from ..run_files import TRAIN_FILE_CONTENT
+from ..run_files import RECORD_NAMES, TRAIN_FILE_CONTENT
 from ..run_settings import SPEED_ONLY_CONFIG_FIELDS, TRAINER_SETTINGS, TRAINING_SETTINGS, WORKERS_SETTING
 from ..training_args import ContrastiveTrainingArguments, global_batch_size
 from .arguments import DataArguments
@@ -279,14 +279,16 @@ class RunSpec:
     @property
     def generator(self) -> str | None:
         """DiffCSE's generator as given (None: the method's default)."""
-        return self.config.get("generator_name_or_path")
+        return self.config.get(RECORD_NAMES["generator"])
 
     def fingerprint(self) -> dict[str, Any]:
         """The run's settings as ``hf_cse_run.json`` records them: the encoder, method, config fields, generator (a
         local folder resolved, as the data paths: a ``--config`` of the record reaches it from any folder), the
         data flags and the run-defining training arguments; the masked-LM settings only with ``do_mlm``, the
         :data:`LATER_CONFIG_FIELDS` only when not at their earlier behaviour; no speed-only field."""
-        settings = {"encoder": local_resolved(self.encoder), "method": self.method, **copy.deepcopy(dict(self.config)),
+        generator_field = RECORD_NAMES["generator"]  # recorded as "generator", resolved
+        config = {k: v for k, v in copy.deepcopy(dict(self.config)).items() if k != generator_field}
+        settings = {"encoder": local_resolved(self.encoder), "method": self.method, **config,
                     "generator": local_resolved(self.generator), **self.data.fingerprint(),
                     **self.training.fingerprint()}
         if not self.config.get("do_mlm"):

@@ -390,3 +390,27 @@ def test_a_files_setting_without_what_it_needs_in_the_file_names_the_file(tmp_pa
     err = capsys.readouterr().err.strip()
     assert f"--config {path}: 'lora_alpha' does nothing while --lora_r is 0" in err and \
         f"remove 'lora_alpha' from --config {path}." in err, err
+
+
+def test_a_record_of_a_relative_local_generator_reruns_from_another_folder(build, tiny_bert_dir, tiny_mlm_dir,
+                                                                             tmp_path, monkeypatch):
+    """The record held DiffCSE's generator twice: resolved ("generator") and as typed (its config field), and its
+    sorted keys put the one as typed last, which --config read: a rerun from another folder lost the generator.
+    It is recorded once, resolved; an older record holding both still reruns and resumes."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(random_sentences(32)) + "\n")
+    monkeypatch.chdir(tiny_mlm_dir.parent)
+    flags = ["--method", "diffcse", "--generator_name_or_path", tiny_mlm_dir.name, "--train_file", str(corpus),
+             "--model_name_or_path", str(tiny_bert_dir), "--per_device_train_batch_size", "8"]
+    by_flags = build(*flags)[0]
+    fingerprint = by_flags.fingerprint()
+    assert fingerprint["generator"] == str(tiny_mlm_dir.resolve()) and "generator_name_or_path" not in fingerprint
+    older = {**json_safe(fingerprint), "generator_name_or_path": tiny_mlm_dir.name}  # as runs recorded it before
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for record in (json_safe(fingerprint), older):
+        path = tmp_path / "hf_cse_run.json"
+        path.write_text(json.dumps(record, sort_keys=True))  # as the run writes it
+        assert build("--config", str(path))[0].fingerprint() == fingerprint
+    assert older_runs.record_in_objectives_form(older) == json_safe(fingerprint)  # so the older run resumes

@@ -45,6 +45,7 @@ def todays_settings(encoder, method, config_kwargs, data_args, stream_args, trai
                 **{k: getattr(training_args, k, None) for k in run_defining_training_args}}
     settings.pop("preprocessing_num_workers", None)
     settings.pop("padding_free", None)  # a speed-only config field added after that commit: never recorded
+    settings.pop("generator_name_or_path", None)  # recorded twice then, as typed beside "generator": now once
     for name, earlier in LATER_CONFIG_FIELDS.items():  # added after that commit: recorded only when set otherwise
         if settings.get(name) == earlier:
             del settings[name]
