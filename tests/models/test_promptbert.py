@@ -14,21 +14,27 @@ from hf_cse.errors import CSEError
 from hf_cse.evaluation.dev import scoring_dev
 from hf_cse.losses import build_loss
 from hf_cse.models import PromptBERTConfig, PromptBERTModel
+from hf_cse.models.promptbert.model import BERT_TEMPLATES, ROBERTA_TEMPLATES
 from hf_cse.models.promptbert.templates import TemplateIds, empty_template_batch
 
 PROMPTEOL = 'This sentence : "{sentence}" means in one word:"'
 # the authors' run.sh unsup-bert templates, in their own syntax
 AUTHORS_T1 = '*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*'
 AUTHORS_T2 = '*cls*_This_sentence_:_"*sent_0*"_means*mask*.*sep+*'
+# and its unsup-roberta ones
+AUTHORS_ROBERTA = ("*cls*_This_sentence_:_'_*sent_0*_'_means*mask*.*sep+*",
+                   "*cls*_The_sentence_:_'_*sent_0*_'_means*mask*.*sep+*")
 
 
 # ------------------------------------------------------------------ the authors' steps, restated
-def authors_bs_es(template, tokenizer):
-    """train.py, 'if model_args.mask_embedding_sentence:': the template's text before / after the sentence."""
+def authors_bs_es(template, tokenizer, roberta=False):
+    """train.py, 'if model_args.mask_embedding_sentence:': the template's text before / after the sentence (for a
+    model named roberta, the text before is stripped: 'remove empty block')."""
     t = (template.replace("*mask*", tokenizer.mask_token).replace("*sep+*", "").replace("*cls*", "")
          .replace("*sent_0*", " "))
     before, after = t.split(" ")
-    return before.replace("_", " "), after.replace("_", " ")
+    before = before.replace("_", " ")
+    return before.strip() if roberta else before, after.replace("_", " ")
 
 
 def authors_rows(sentences, template, tokenizer, max_seq_length=32):
@@ -105,6 +111,23 @@ def setup(request):
 
 def two_views(tok, sentences):
     return TwoViewCollator(tok)([tok(s, truncation=True, max_length=34) for s in sentences])
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_the_shipped_templates_are_the_authors_run_sh_ones_token_for_token(tiny_bert_dir, kind):
+    """BERT_TEMPLATES / ROBERTA_TEMPLATES against run.sh's unsup-bert / unsup-roberta templates as train.py makes
+    token ids of them (bs: the text before the sentence with [CLS], es: the text after with [SEP]); RoBERTa on a
+    byte-level BPE tokenizer, where the stripped space before the sentence matters."""
+    from tiny_models import bpe_tokenizer
+
+    tok = bpe_tokenizer() if kind == "roberta" else AutoTokenizer.from_pretrained(tiny_bert_dir)
+    ours, authors = (ROBERTA_TEMPLATES, AUTHORS_ROBERTA) if kind == "roberta" else (BERT_TEMPLATES,
+                                                                                    (AUTHORS_T1, AUTHORS_T2))
+    for template, theirs in zip(ours, authors, strict=True):
+        bs, es = authors_bs_es(theirs, tok, roberta=kind == "roberta")
+        ids = TemplateIds.build(tok, template)
+        assert list(ids.prefix) == tok.encode(bs)[:-1] and list(ids.suffix) == tok.encode(es)[1:], template
+        assert ids.suffix[ids.mask_at] == tok.mask_token_id
 
 
 def test_views_and_template_denoising_match_the_authors_code(setup):

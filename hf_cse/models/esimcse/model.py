@@ -96,7 +96,8 @@ class ESimCSEConfig(CSEConfig):
     method = "esimcse"
 
     dup_rate: float = field(default=0.32, metadata={
-        "help": "ESimCSE: repetition rate of word repetition (§3.1; 0.32 BERT, 0.30 RoBERTa-base, 0.28 RoBERTa-large)",
+        "help": "ESimCSE: repetition rate of word repetition (§3.1; the authors' run.sh: 0.32 BERT, 0.30 "
+                "RoBERTa-base, 0.28 RoBERTa-large)",
         "rule": "fraction"})
     dup_rule: DupRule = field(default="code", metadata={
         "help": "ESimCSE: how many tokens are repeated: code (the authors' code, which produced the paper's numbers: "
