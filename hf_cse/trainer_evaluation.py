@@ -176,8 +176,7 @@ class DevScoring(Trainer):
         if best and f"eval_{best.removeprefix('eval_')}" not in metrics and metric_key_prefix == "eval":
             # transformers would stop with a KeyError when it next compares checkpoints, possibly hours in
             raise CSEError(_best_metric_not_logged(self.args, sorted(scores)))
-        metrics[f"{metric_key_prefix}_epoch"] = self.state.epoch or 0.0
-        self.log(metrics)
+        self.log(metrics)  # which adds transformers' "epoch"
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
 

@@ -160,6 +160,18 @@ def test_metric_means_over_steps_with_changing_names_undefined_values_and_host_f
         acc.reduce()
 
 
+def test_logged_means_are_not_rounded_so_a_small_term_is_not_read_as_zero():
+    """A loss term far below the loss (DCL's alignment at 3e-7, a regulariser's 1.288e-05) is logged as computed:
+    rounding to a fixed number of places made the first 0 and the second 1.3e-05."""
+    from hf_cse.metrics import MetricAccumulator
+
+    acc = MetricAccumulator()
+    acc.add({"small_loss": torch.tensor(3e-7), "term_loss": torch.tensor(1.288e-05)})
+    means = acc.reduce()
+    assert means["small_loss"] == pytest.approx(3e-7, rel=1e-6)
+    assert means["term_loss"] == pytest.approx(1.288e-05, rel=1e-6)
+
+
 def test_metric_sums_saved_mid_window_go_on_as_if_never_saved():
     """A checkpoint between two logging steps keeps the sums (hf_cse.log_window): taken up by a new accumulator, the
     window's means are the uninterrupted ones to the last bit (the device sums go on in the same order)."""

@@ -72,6 +72,9 @@ def test_information_retrieval_evaluator_runs_through_the_trainer(tiny_bert_dir,
     metrics = trainer.evaluate()
     assert metrics["eval_toy_cosine_accuracy@1"] == 1.0
     assert trainer.state.log_history[-1]["eval_toy_cosine_accuracy@1"] == 1.0
+    # the epoch is logged once, as transformers' "epoch", not also as a score named eval_epoch
+    assert "eval_epoch" not in metrics and "eval_epoch" not in trainer.state.log_history[-1]
+    assert "epoch" in trainer.state.log_history[-1]
 
 
 def test_adapter_encodes_with_the_test_time_embedding(tiny_bert_dir, sentences):
