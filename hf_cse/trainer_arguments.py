@@ -149,14 +149,15 @@ def select_unchosen_metric(training_args, scores: dict[str, bool]) -> None:
     better), as the command line's does (:func:`hf_cse.training_values.unchosen_metric_instead`); said in one log
     line, and set in the trainer's own copy of the arguments, ``greater_is_better`` with it unless the caller gave
     it (transformers set False for ``loss``). One the caller gave is kept, and checked as given."""
-    from .training_values import metric_chosen_by, unchosen_metric_instead, unchosen_metric_said
+    from .training_values import checkpoint_selector, metric_chosen_by, unchosen_metric_instead, unchosen_metric_said
 
     metric, chosen_by = training_args.metric_for_best_model, metric_chosen_by(training_args)
-    instead = unchosen_metric_instead(metric, chosen_by, list(scores), training_args.load_best_model_at_end)
+    selector = checkpoint_selector(training_args)
+    instead = unchosen_metric_instead(metric, chosen_by, list(scores), bool(selector))
     if instead is None:
         return
     scored = "your own pairs" if instead.endswith("_spearman") else "the evaluator's scores"
-    logger.info("%s", unchosen_metric_said(metric, chosen_by, instead, scored))
+    logger.info("%s", unchosen_metric_said(metric, chosen_by, instead, scored, selector=selector))
     filled_in = getattr(training_args, "filled_in", None)
     if filled_in is None:  # plain TrainingArguments: this copy says what it was given by whom too
         filled_in = training_args.filled_in = {"metric_for_best_model": chosen_by, "greater_is_better": FILLED_IN}

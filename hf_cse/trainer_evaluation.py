@@ -37,11 +37,13 @@ def _best_metric_not_logged(args, scores: list[str]) -> str:
     """The refusal of a ``metric_for_best_model`` the evaluation did not log: one nobody gave (transformers' ``loss``
     where an evaluator's main score could not be known before it ran, :func:`~hf_cse.trainer_arguments.
     select_unchosen_metric`) is said to be none of the caller's."""
-    from .training_values import FILLED_IN, metric_chosen_by
+    from .training_values import FILLED_IN, checkpoint_selector, metric_chosen_by
 
     best, chosen_by = args.metric_for_best_model, metric_chosen_by(args)
     if chosen_by == FILLED_IN and best.removeprefix("eval_") == "loss":
-        return ("load_best_model_at_end=True without metric_for_best_model (transformers fills in 'loss', which a "
+        by_save = checkpoint_selector(args) == "save_strategy"
+        option = "save_strategy='best'" if by_save else "load_best_model_at_end=True"
+        return (f"{option} without metric_for_best_model (transformers fills in 'loss', which a "
                 "contrastive run never logs), and the evaluator's main score was not known before it ran: give "
                 f"metric_for_best_model, one of the dev metrics ({', '.join(scores)}).")
     return (f"metric_for_best_model={best!r}{' (which you did not give)' if chosen_by else ''} is not among the dev "

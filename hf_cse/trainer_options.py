@@ -166,11 +166,18 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
 def check_training_values(args) -> None:
     """The training arguments' types, optimizer values and counts (:mod:`hf_cse.training_values`), for any
     ``TrainingArguments`` a caller hands the trainer, before transformers reads them."""
-    from .training_values import check_field_types, check_optimizer_values, check_step_counts, check_step_intervals
+    from .training_values import (
+        check_field_types,
+        check_optimizer_values,
+        check_step_counts,
+        check_step_intervals,
+        fill_in_best_metric,
+    )
     check_field_types(args)
     check_step_counts(args, args.world_size)
     check_optimizer_values(args)
     check_step_intervals(args)  # plain TrainingArguments too (ContrastiveTrainingArguments check it when made)
+    fill_in_best_metric(args)  # the trainer's copy: save_strategy="best" without a metric, as in theirs
 
 
 def check_dev_ready(evaluators, args) -> None:

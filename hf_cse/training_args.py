@@ -27,6 +27,7 @@ from .training_values import (
     check_loader_and_schedule,
     check_step_intervals,
     check_supervised_only,
+    fill_in_best_metric,
     whole_batches_only,
 )
 
@@ -166,6 +167,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         for name, value in values.items():
             setattr(self, name, value)
         unset = [name for name in ("metric_for_best_model", "greater_is_better") if getattr(self, name) is None]
+        fill_in_best_metric(self)  # save_strategy="best" without a metric: transformers' 'loss', then replaced
         super().__post_init__()  # (sets greater_is_better from the metric's name where not given)
         self.filled_in = {name: FILLED_IN for name in unset if getattr(self, name) is not None}
         check_best_metric_direction(self)

@@ -155,43 +155,61 @@ def dev_scores_of(values) -> list[str]:
 FILLED_IN, PRESET = "transformers", "preset"
 
 
+def checkpoint_selector(args) -> str:
+    """What keeps a checkpoint by ``metric_for_best_model``: ``"load_best_model_at_end"`` (the best one loaded at the
+    end), ``"save_strategy"`` (``'best'``: one saved whenever the dev score improves), or ``""`` (nothing)."""
+    if getattr(args, "load_best_model_at_end", False):
+        return "load_best_model_at_end"
+    return "save_strategy" if strategy_name(getattr(args, "save_strategy", None)) == "best" else ""
+
+
+def fill_in_best_metric(args) -> None:
+    """transformers fills in ``loss`` where ``load_best_model_at_end`` names no ``metric_for_best_model``, and refuses
+    ``save_strategy='best'`` without one with a traceback as the trainer is built: filled in the same way for both,
+    so the trainer's rule (:func:`unchosen_metric_instead`) selects by the run's dev score in either."""
+    if getattr(args, "metric_for_best_model", None) is None and checkpoint_selector(args) == "save_strategy":
+        args.metric_for_best_model = "loss"
+
+
 def metric_chosen_by(args) -> str:
     """Who chose ``args.metric_for_best_model``: ``""`` the caller (or nobody: None), :data:`FILLED_IN` transformers'
-    ``loss``, ``"preset NAME"`` a preset (``ContrastiveTrainingArguments.filled_in`` records both). Plain
-    ``TrainingArguments`` do not say: ``loss`` with ``load_best_model_at_end`` is taken for transformers' filling in."""
+    ``loss`` (:func:`fill_in_best_metric`), ``"preset NAME"`` a preset (``ContrastiveTrainingArguments.filled_in``
+    records both). Plain ``TrainingArguments`` do not say: ``loss`` where the run selects a checkpoint
+    (:func:`checkpoint_selector`) is taken for the filling in."""
     recorded = getattr(args, "filled_in", None)
     if recorded is not None:
         return recorded.get("metric_for_best_model", "")
     metric = getattr(args, "metric_for_best_model", None)
-    return FILLED_IN if metric in ("loss", "eval_loss") and getattr(args, "load_best_model_at_end", False) else ""
+    return FILLED_IN if metric in ("loss", "eval_loss") and checkpoint_selector(args) else ""
 
 
 def unchosen_metric_instead(metric: str | None, chosen_by: str, scores: list[str],
-                            load_best: bool = True) -> str | None:
+                            selects: bool = True) -> str | None:
     """The dev score that replaces a ``metric_for_best_model`` nobody chose which the run would not log, the one rule
-    of the command line and the trainer: transformers' ``loss`` (``chosen_by`` :data:`FILLED_IN`) with
-    ``load_best_model_at_end`` gives way to the run's first dev score (``scores[0]``: STS-B dev's where it is scored,
-    else the user's own pairs', else an evaluator's primary metric), and a preset's STS dev score in a run that scores
-    no STS dev data to the user's pairs' score. None: kept (``chosen_by`` empty: the caller's choice, checked as
-    given; or logged; or no dev score to select by)."""
+    of the command line and the trainer: transformers' ``loss`` (``chosen_by`` :data:`FILLED_IN`) in a run that
+    ``selects`` a checkpoint by it (:func:`checkpoint_selector`) gives way to the run's first dev score
+    (``scores[0]``: STS-B dev's where it is scored, else the user's own pairs', else an evaluator's primary metric),
+    and a preset's STS dev score in a run that scores no STS dev data to the user's pairs' score. None: kept
+    (``chosen_by`` empty: the caller's choice, checked as given; or logged; or no dev score to select by)."""
     name = (metric or "").removeprefix("eval_")
     if not metric or not chosen_by or not scores or name in scores:
         return None
     if chosen_by == FILLED_IN:
-        return scores[0] if load_best else None
+        return scores[0] if selects else None
     sts_scored = any(score in STS_DEV_SCORES for score in scores)
     return scores[0] if chosen_by.startswith(PRESET) and name in STS_DEV_SCORES and not sts_scored else None
 
 
 def unchosen_metric_said(metric: str, chosen_by: str, instead: str, scored: str = "your own pairs",
-                         term=str, scoring: str = "this run scores") -> str:
+                         term=str, scoring: str = "this run scores", selector: str = "load_best_model_at_end") -> str:
     """The log line of :func:`unchosen_metric_instead`'s replacement of ``metric`` by ``instead``; ``scored``: what
     the run scores instead of STS dev data; ``term``: how an option is named (the command line's ``--flag``);
     ``scoring``: what scores, with its verb (``"these arguments score"`` where they are made, before any run:
-    :func:`hf_cse.presets.from_preset`)."""
+    :func:`hf_cse.presets.from_preset`); ``selector``: :func:`checkpoint_selector`'s answer."""
     if chosen_by == FILLED_IN:
-        why = (f"{term('load_best_model_at_end')} without {term('metric_for_best_model')} (transformers' default, "
-               f"'loss', is never logged by a contrastive run)")
+        option = f"{term('save_strategy')} best" if selector == "save_strategy" else term(selector)
+        why = (f"{option} without {term('metric_for_best_model')} (transformers' default, 'loss', is never logged by "
+               f"a contrastive run)")
     else:
         why = f"{term(chosen_by)} selects by {metric}, but {scoring} no STS dev data, only {scored}"
     return f"{why}: checkpoints are selected by {instead}; {term('metric_for_best_model')} chooses another"
@@ -243,7 +261,8 @@ def check_best_metric(args, logged: list[str], filled_in: bool | None = None) ->
         # transformers sets "loss" itself where load_best_model_at_end names no metric: say where it came from
         if filled_in is None:
             filled_in = metric_chosen_by(args) == FILLED_IN
-        given = " (what transformers sets where load_best_model_at_end names no metric)" if filled_in else ""
+        given = (f" (what transformers sets where {checkpoint_selector(args) or 'load_best_model_at_end'} names no "
+                 "metric)") if filled_in else ""
         raise InputError(f"metric_for_best_model {metric}{given} is not a score this run logs "
                          f"({', '.join(logged)}): use metric_for_best_model={logged[0]!r}.",
                          fields=("metric_for_best_model", "load_best_model_at_end"))
@@ -288,6 +307,10 @@ def check_step_intervals(args) -> None:
     best = getattr(args, "load_best_model_at_end", False)
     save = strategy_name(getattr(args, "save_strategy", None))
     evaluate = strategy_name(getattr(args, "eval_strategy", None))
+    if save == "best" and evaluate == "no":  # transformers would save no checkpoint at all, without a word
+        raise InputError("save_strategy='best' saves a checkpoint whenever the dev score improves, and eval_strategy="
+                         "'no' scores none during training: add eval_strategy='steps' (with eval_steps) or 'epoch', "
+                         "or save_strategy='steps'.", fields=("save_strategy", "eval_strategy"))
     if best and evaluate == "no":
         raise InputError("load_best_model_at_end=True keeps the checkpoint that scored best on the dev data, and "
                          "eval_strategy='no' scores none during training: add eval_strategy='steps' and save_strategy="

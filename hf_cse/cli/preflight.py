@@ -21,6 +21,7 @@ from ..training_values import (
     check_best_metric,
     check_optimizer_values,
     check_step_counts,
+    checkpoint_selector,
     dev_scores,
     dev_scores_of,
     metric_chosen_by,
@@ -296,14 +297,14 @@ def default_best_metric(training_args, chosen: set[str], preset: str | None) -> 
     metric = training_args.metric_for_best_model
     chosen_by = "" if "metric_for_best_model" in chosen else (
         metric_chosen_by(training_args) or (f"{PRESET} {preset}" if preset else ""))
-    instead = unchosen_metric_instead(metric, chosen_by, dev_scores_of(training_args),
-                                      training_args.load_best_model_at_end)
+    selector = checkpoint_selector(training_args)
+    instead = unchosen_metric_instead(metric, chosen_by, dev_scores_of(training_args), bool(selector))
     if instead is None:
         return None
     training_args.metric_for_best_model = instead
     if "greater_is_better" not in chosen:
         training_args.greater_is_better = True  # a correlation (transformers set False for its 'loss')
-    return unchosen_metric_said(metric, chosen_by, instead, term=lambda name: f"--{name}")
+    return unchosen_metric_said(metric, chosen_by, instead, term=lambda name: f"--{name}", selector=selector)
 
 
 def check_typed_best_metric(values, typed: set[str]) -> None:

@@ -197,19 +197,23 @@ def test_a_presets_sts_metric_follows_the_users_own_pairs(tiny_bert_dir, train_f
 
 
 @pytest.mark.parametrize("dev", ["senteval", "pairs"])
-def test_load_best_model_at_end_without_a_metric_selects_by_the_dev_score(tiny_bert_dir, train_file, tmp_path,
-                                                                         no_senteval_near, no_model_load, selection,
-                                                                         caplog, dev):
+@pytest.mark.parametrize("selector", ["--load_best_model_at_end", "--save_strategy best"])
+def test_a_run_selecting_checkpoints_without_a_metric_selects_by_the_dev_score(tiny_bert_dir, train_file, tmp_path,
+                                                                              no_senteval_near, no_model_load,
+                                                                              selection, caplog, dev, selector):
     """transformers sets metric_for_best_model 'loss' where none is given, which no contrastive run logs: the run
-    was refused for a flag the user never typed; it selects by its dev score now, and says so."""
+    was refused for a flag the user never typed, and --save_strategy best without one stopped in a transformers
+    traceback; it selects by its dev score now, and says so."""
     given = (["--senteval_data_dir", str(write_toy_senteval(tmp_path / "senteval"))] if dev == "senteval" else
              ["--eval_file", str(scored_pairs_file(tmp_path / "pairs.tsv", 12, 4, seed=0))])
+    selecting = (["--save_strategy", "steps", "--load_best_model_at_end", "true"] if selector.startswith("--load")
+                 else ["--save_strategy", "best"])
     with caplog.at_level(logging.INFO, logger="run_unsup"), pytest.raises(ModelLoaded):
         train_cli.train_from_args(_args(tiny_bert_dir, train_file, tmp_path / "out", *given, "--eval_strategy",
-                                        "steps", "--save_strategy", "steps", "--load_best_model_at_end", "true"))
+                                        "steps", *selecting))
     metric = "stsb_spearman" if dev == "senteval" else "custom_spearman"
     assert (selection[-1].metric_for_best_model, selection[-1].greater_is_better) == (metric, True)
-    assert f"--load_best_model_at_end without --metric_for_best_model (transformers' default, 'loss', is never " \
+    assert f"{selector} without --metric_for_best_model (transformers' default, 'loss', is never " \
            f"logged by a contrastive run): checkpoints are selected by {metric}" in caplog.text
 
 

@@ -24,6 +24,8 @@ from hf_cse.training_values import FILLED_IN, metric_chosen_by, unchosen_metric_
 #: evaluation and a checkpoint every step, the best of them loaded at the end
 SELECTING = {"max_steps": 2, "eval_strategy": "steps", "eval_steps": 1, "save_strategy": "steps", "save_steps": 1,
              "load_best_model_at_end": True}
+#: evaluation every step, a checkpoint saved whenever the dev score improves
+SAVING_BEST = {"max_steps": 2, "eval_strategy": "steps", "eval_steps": 1, "save_strategy": "best"}
 #: a few scored pairs of one's own, as the trainer's eval_pairs= takes them
 PAIRS = [(a, b, float(i % 4)) for i, (a, b) in enumerate(zip(random_sentences(12, seed=1), random_sentences(12, seed=2),
                                                               strict=True))]
@@ -44,7 +46,7 @@ def test_the_rule_replaces_only_a_metric_nobody_chose_that_the_run_would_not_log
     scores = ["stsb_spearman", "sickr_spearman", "avg_sts", "mydev_spearman"]
     assert unchosen_metric_instead("loss", FILLED_IN, scores) == "stsb_spearman"
     assert unchosen_metric_instead("loss", FILLED_IN, ["mydev_spearman"]) == "mydev_spearman"
-    assert unchosen_metric_instead("loss", FILLED_IN, scores, load_best=False) is None  # selects no checkpoint
+    assert unchosen_metric_instead("loss", FILLED_IN, scores, selects=False) is None  # selects no checkpoint
     assert unchosen_metric_instead("loss", "", scores) is None  # the caller's: checked as given
     assert unchosen_metric_instead("loss", FILLED_IN, []) is None  # nothing known to select by
     assert unchosen_metric_instead("eval_avg_sts", FILLED_IN, scores) is None  # logged
@@ -60,26 +62,47 @@ def test_whether_transformers_filled_the_metric_in_is_recorded_in_the_arguments(
     assert metric_chosen_by(_contrastive_args(tmp_path)) == ""  # none at all
     # plain TrainingArguments do not say: their 'loss' with load_best_model_at_end is taken for transformers'
     assert metric_chosen_by(tiny_args(tmp_path, **SELECTING)) == FILLED_IN
+    # save_strategy="best" without a metric: transformers refuses it as the trainer is built; filled in the same way
+    saving = _contrastive_args(tmp_path, **SAVING_BEST)
+    assert (saving.metric_for_best_model, saving.greater_is_better, metric_chosen_by(saving)) == ("loss", False,
+                                                                                                  FILLED_IN)
 
 
-@pytest.mark.slow  # trains two steps twice, with checkpoints
+def test_save_strategy_best_without_evaluation_is_refused_in_one_line(tmp_path, tiny_bert_dir):
+    """transformers saves a 'best' checkpoint only after an evaluation: without one the run kept no checkpoint."""
+    said = (r"^save_strategy='best' saves a checkpoint whenever the dev score improves, and eval_strategy='no' "
+            r"scores none during training: add eval_strategy='steps' \(with eval_steps\) or 'epoch', or "
+            r"save_strategy='steps'\.$")
+    with pytest.raises(CSEError, match=said):
+        _contrastive_args(tmp_path / "out", save_strategy="best", metric_for_best_model="stsb_spearman")
+    with pytest.raises(CSEError, match=said):  # plain TrainingArguments, as the trainer is built
+        _trainer(tiny_bert_dir, tiny_args(tmp_path / "plain", save_strategy="best", metric_for_best_model="x"))
+    assert not (tmp_path / "plain").exists()
+
+
+@pytest.mark.slow  # trains two steps four times, with checkpoints
 @pytest.mark.parametrize("kind", ["contrastive", "plain"])
-def test_load_best_model_at_end_without_a_metric_selects_by_sts_b_dev_and_trains(tiny_bert_dir, tmp_path, caplog,
-                                                                                 kind):
+@pytest.mark.parametrize("selector", ["load_best_model_at_end", "save_strategy best"])
+def test_a_run_selecting_checkpoints_without_a_metric_selects_by_sts_b_dev_and_trains(tiny_bert_dir, tmp_path, caplog,
+                                                                                      kind, selector):
     """It was refused at the first evaluation: "metric_for_best_model='loss' is not among the dev metrics", a metric
-    the caller never gave. The caller's arguments keep transformers' values; the trainer's copy records the choice."""
+    the caller never gave; and save_strategy="best" without one stopped in a transformers traceback as the trainer was
+    built. The caller's arguments keep their values; the trainer's copy records the choice."""
     senteval = str(write_toy_senteval(tmp_path / "senteval"))
+    selecting = SELECTING if selector == "load_best_model_at_end" else SAVING_BEST
     if kind == "contrastive":
-        args, given = _contrastive_args(tmp_path / "out", senteval_data_dir=senteval, **SELECTING), {}
+        args, given = _contrastive_args(tmp_path / "out", senteval_data_dir=senteval, **selecting), {}
     else:
-        args, given = tiny_args(tmp_path / "out", **SELECTING), {"senteval_data_dir": senteval}
-    assert (args.metric_for_best_model, args.greater_is_better) == ("loss", False)  # transformers' filling in
+        args, given = tiny_args(tmp_path / "out", **selecting), {"senteval_data_dir": senteval}
+    as_given = (args.metric_for_best_model, args.greater_is_better)
+    # transformers' filling in (ContrastiveTrainingArguments' for save_strategy="best"); plain ones give none there
+    assert as_given == ((None, None) if (kind, selector) == ("plain", "save_strategy best") else ("loss", False))
     with caplog.at_level(logging.INFO, logger="hf_cse.trainer"):
         trainer = _trainer(tiny_bert_dir, args, **given)
     assert (trainer.args.metric_for_best_model, trainer.args.greater_is_better) == ("stsb_spearman", True)
-    assert (args.metric_for_best_model, args.greater_is_better) == ("loss", False)
+    assert (args.metric_for_best_model, args.greater_is_better) == as_given
     [said] = [r.getMessage() for r in caplog.records if "selected by" in r.getMessage()]
-    assert said == ("load_best_model_at_end without metric_for_best_model (transformers' default, 'loss', is never "
+    assert said == (f"{selector} without metric_for_best_model (transformers' default, 'loss', is never "
                     "logged by a contrastive run): checkpoints are selected by stsb_spearman; metric_for_best_model "
                     "chooses another")
     trainer.train()
