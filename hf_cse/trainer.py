@@ -36,7 +36,7 @@ from .trainer_arguments import given_arguments
 from .trainer_batches import TrainingBatches
 from .trainer_claim import FolderClaim, check_output_dir
 from .trainer_dataset import check_method_against_run, check_rows_for_a_batch, is_stream
-from .trainer_evaluation import DevScoring
+from .trainer_evaluation import DevScoring, ScoreTheLastStep
 from .trainer_folder import (
     check_new_run_folder,
     check_no_names_taken_for_checkpoints,
@@ -219,8 +219,11 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         # the filter reads every step's loss on the host (a GPU sync per step); MetricAccumulator raises on a NaN/Inf
         # loss term at the next logging step instead
         self.args.logging_nan_inf_filter = False
-        # the dev score before the first step, the untrained encoder's: a candidate for the saved model
+        # the dev score before the first step, the untrained encoder's: a candidate for the saved model; and after the
+        # last, inside the loop (hf_cse.trainer_evaluation.ScoreTheLastStep)
         self.args.eval_on_start = self.evaluator is not None
+        if self.evaluator is not None:
+            self.add_callback(ScoreTheLastStep)
         self.objectives = build_objectives(self.accelerator.unwrap_model(self.model).config)
         self._metrics = MetricAccumulator()
         self._zero_loss = ZeroLossWatch()  # a loss of exactly 0 trains nothing: said (hf_cse.zero_loss)
@@ -336,6 +339,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
             output = self._finished_from(str(resume_from_checkpoint), state)
         else:
             self._resume_from(resume_from_checkpoint, state)  # hf_cse.trainer_resume
+            self.dev_scoring_seconds = 0.0
             output = self._whole_run_loss(super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs))
         return output, untrained
 
@@ -388,4 +392,6 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         if "loss" in logs:  # a logging step's (not the final metrics')
             logs.update(self._reduced_metrics() if self._metrics else {})
             self._zero_loss.on_log(logs, self.state.global_step)
+        if "train_runtime" in logs and self.evaluator is not None:  # the final metrics (the dict train() returns)
+            logs["train_dev_scoring_runtime"] = round(self.dev_scoring_seconds, 4)  # part of train_runtime
         super().log(logs, *args, **kwargs)

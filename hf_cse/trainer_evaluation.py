@@ -10,11 +10,12 @@ encodes them given the same precision and batch size: its dev-mode STS-B score o
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
-from transformers import Trainer
+from transformers import Trainer, TrainerCallback
 
 from .errors import CSEError, raised_on_every_process
 from .evaluation.before_after import DevChange, UntrainedCandidate, logged_evaluation, primary_metric
@@ -61,11 +62,29 @@ def dev_batch_size(args) -> int:
     return DEV_BATCH_SIZE if given == TRANSFORMERS_EVAL_BATCH else given
 
 
+class ScoreTheLastStep(TrainerCallback):
+    """The trained model's dev score taken at the run's last step, inside transformers' loop (which scores it there
+    itself only with ``eval_strategy='steps'``, and at the end of the epoch the loop stops in with ``'epoch'``):
+    scored after ``train`` returned, it was logged once the reporters had closed (``on_train_end``: TensorBoard opened
+    a second event file, trackio a second run) and after the console's progress bar had stopped printing. Not with
+    ``load_best_model_at_end``: the best checkpoint was scored at its step, and a score taken where no checkpoint is
+    saved must not become the best one."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        last = state.global_step >= state.max_steps or control.should_training_stop
+        by_epoch = str(getattr(args.eval_strategy, "value", args.eval_strategy)) == "epoch"
+        if last and not by_epoch and not args.load_best_model_at_end:
+            control.should_evaluate = True
+        return control
+
+
 class DevScoring(Trainer):
     """A mixin before ``Trainer`` in ``ContrastiveTrainer``'s bases; it reads the trainer's ``evaluator`` and
     ``_dev_data_change`` (:class:`~hf_cse.trainer_resume.ResumedRun`)."""
 
     _dev_data_change: DevDataChange | None = None
+    #: seconds spent in :meth:`evaluate` since training started: ``train_runtime`` includes them
+    dev_scoring_seconds: float = 0.0
 
     #: the names of the dev metrics of the last scoring, once training ended (for the run's last line)
     dev_metrics_scored: list[str] = []
@@ -172,7 +191,9 @@ class DevScoring(Trainer):
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
         if eval_dataset is not None:  # the evaluator holds its own data: the set given would be silently ignored
             raise CSEError(EVALUATE_INSTEAD)
+        started = time.perf_counter()
         scores = self._dev_scores()
+        self.dev_scoring_seconds += time.perf_counter() - started
         metrics = {f"{metric_key_prefix}_{k}": v for k, v in scores.items()}
         best = self.args.metric_for_best_model
         if best and f"eval_{best.removeprefix('eval_')}" not in metrics and metric_key_prefix == "eval":
