@@ -239,7 +239,8 @@ def hyperparameters_section(config, info: Mapping[str, Any]) -> str:
                 if k not in MAIN_TRAINING_ARGS and v is not None and v != "" and v != [] and v != {}]
         parts += ["", "Training arguments (`transformers.TrainingArguments`):", "", table(("Argument", "Value"), main)]
         if rest:
-            parts += ["", "<details><summary>All other training arguments that were set</summary>", "",
+            # every value the run used, defaults and those the trainer sets itself (e.g. eval_on_start) included
+            parts += ["", "<details><summary>All other training arguments of the run</summary>", "",
                       table(("Argument", "Value"), rest), "", "</details>"]
     else:
         parts += ["", "Training arguments were not recorded for this export."]
