@@ -96,6 +96,16 @@ def method_collator(model, tokenizer, pairs: bool):
     return (model.pair_collator if pairs else model.collator)(tokenizer, model.config)
 
 
+def fill_in_special_token_ids(config, tokenizer) -> None:
+    """The tokenizer's pad / bos / eos ids set on a method config that holds none: transformers' Trainer sets them as
+    training starts and warns on every run ("The tokenizer has new PAD/BOS/EOS tokens ..."), as a method config
+    carries none of its own (the encoder's are in its ``encoder_config``) and nothing generates text with them. An id
+    the config holds is left to transformers (and its warning where the tokenizer's differs)."""
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if getattr(tokenizer, name, None) is not None and getattr(config, name, None) is None:
+            setattr(config, name, getattr(tokenizer, name))
+
+
 def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[str, Any]:
     """Adjust ``Trainer.__init__``'s arguments ``given`` (in place; ``given["args"]``: the trainer's own copy,
     :func:`hf_cse.trainer_arguments.own_copy`) for an hf_cse method model; a model of one's own (without the method's
@@ -123,6 +133,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     if tokenizer is not None:
         check_training_tokenizer(tokenizer, model)
         pad_where_positions_allow(tokenizer, getattr(model.config, "encoder_config", None))
+        fill_in_special_token_ids(model.config, tokenizer)
     cut_at = None  # the length the trainer cut the text at; a caller's own tokens: not known here
     train_dataset = given["train_dataset"] = with_known_columns(train_dataset)
     views = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known

@@ -31,9 +31,9 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 #: (logger, message start) of library log records the quiet console drops, and why
 FILTERED_LOG_NOTICES = (
-    # transformers' Trainer aligns the model config's pad/bos/eos ids with the tokenizer's and says so: an hf_cse
-    # method config carries no special-token ids of its own (the encoder's are in its encoder_config), so every run
-    # gets this notice, and hf_cse never generates text with them
+    # transformers' Trainer aligns the model config's pad/bos/eos ids with the tokenizer's and says so: the trainer
+    # fills in those a method config lacks first (hf_cse.trainer_options.fill_in_special_token_ids), so this comes
+    # only where a method config holds ids of its own that differ, which nothing generates text with
     ("transformers.trainer_utils", "The tokenizer has new PAD/BOS/EOS tokens"),
 )
 

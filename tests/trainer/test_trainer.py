@@ -99,3 +99,27 @@ def test_incompatible_loss_and_off_dropout_are_rejected(tiny_bert_dir, sentences
     model.config.off_dropout = True  # a config changed after construction is still caught by the trainer
     with pytest.raises(ValueError, match="off_dropout_infonce"):
         _trainer(tiny_bert_dir, sentences, tmp_path, model=model)
+
+
+@pytest.mark.slow  # trains a step
+def test_transformers_finds_no_special_token_ids_to_align_and_says_nothing(tiny_bert_dir, sentences, tmp_path):
+    """A method config holds no pad/bos/eos ids of its own: transformers' Trainer set the tokenizer's as training
+    started and warned on every run of the Python API ("The tokenizer has new PAD/BOS/EOS tokens")."""
+    import logging
+
+    data, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "data")
+    model = SimCSEModel.from_encoder(str(tiny_bert_dir))
+    assert getattr(model.config, "pad_token_id", None) is None
+    trainer = ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out", max_steps=1), processing_class=tok,
+                                 train_dataset=data)
+    said: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = said.append
+    notices = logging.getLogger("transformers.trainer_utils")
+    notices.addHandler(handler)
+    try:
+        trainer.train()
+    finally:
+        notices.removeHandler(handler)
+    assert [r.getMessage() for r in said if "PAD/BOS/EOS" in r.getMessage()] == []
+    assert model.config.pad_token_id == tok.pad_token_id  # what transformers would have set
