@@ -98,11 +98,16 @@ def order_seed(args) -> int:
 
 
 def check_distinct_texts(dataset, global_batch_size: int, source: str, chunk_rows: int = 4096,
-                         seed: int = 0) -> None:
+                         seed: int = 0, repeats_allowed: bool = False, warn_if_few: bool = True) -> None:
     """Before tokenizing (and before the model is loaded): data with fewer distinct texts than one global batch has
     rows can make no batch without a repeated text, which the sampler would find only once training starts (rows
     sharing no text need a distinct text each at least; the sampler's own plan stays the exact check). Reads the
-    rows ``chunk_rows`` at a time and stops once enough distinct texts are seen (usually in the first chunk)."""
+    rows ``chunk_rows`` at a time and stops once enough distinct texts are seen (usually in the first chunk).
+
+    Whether or not repeats are allowed (``repeats_allowed``: no_duplicates_in_batch off), one distinct text leaves
+    nothing to contrast (every in-batch negative is the positive's own text): refused. Fewer than a global batch with
+    repeats allowed: every batch holds copies, each the others' negative: said in one warning (``warn_if_few``; the
+    command line leaves it to the trainer it builds, which checks its data again)."""
     from .files import DataError
 
     found = _key_source(dataset)
@@ -116,13 +121,24 @@ def check_distinct_texts(dataset, global_batch_size: int, source: str, chunk_row
         if len(distinct) >= global_batch_size:
             break
     else:
+        if len(distinct) < 2:
+            raise DataError(f"{source} holds one distinct text in its {len(dataset)} rows: every in-batch negative "
+                            "would be the positive's own text, so there is nothing to contrast. Use varied data.")
+        if repeats_allowed:
+            if not warn_if_few:
+                return
+            logger.warning("%s has %d distinct texts in %d rows, fewer than one global batch of %d: every batch "
+                           "holds copies of a text, each the others' in-batch negative. Use more varied data or a "
+                           "smaller per_device_train_batch_size.", source, len(distinct), len(dataset),
+                           global_batch_size)
+            return
         raise DataError(f"{source} has {len(distinct)} distinct text(s) in {len(dataset)} rows: no global batch of "
                         f"{global_batch_size} rows without a repeated text can be made. Use more varied data, a "
                         "smaller per_device_train_batch_size, or allow repeats (no_duplicates_in_batch false).")
     # rows of several views (pairs): enough distinct texts may still make no batch (every row with the same anchor);
     # the sampler's plan of the first epoch decides, as the trainer's does (a single view: the count is exact)
-    if len(views) > 1 and not len(NoDuplicatesBatchSampler(_keys_of(dataset, views, key, slice(None)),
-                                                           global_batch_size, seed=seed)):
+    if len(views) > 1 and not repeats_allowed and not len(NoDuplicatesBatchSampler(
+            _keys_of(dataset, views, key, slice(None)), global_batch_size, seed=seed)):
         raise DataError(f"{source}: no global batch of {global_batch_size} rows without a repeated text can be made "
                         f"from its {len(dataset)} rows, whose views share their texts too often (a batch holds each "
                         "text once). Use more varied data, a smaller per_device_train_batch_size, or allow repeats "

@@ -28,7 +28,7 @@ from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
 from .precision import check_training_args, say_training_precision
 from .run_settings import save_run_settings, training_data_description
-from .sampler import NoDuplicatesBatchSampler
+from .sampler import NoDuplicatesBatchSampler, check_distinct_texts
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast
 from .start_over import start_over
 from .streaming import check_settings_for_data
@@ -169,6 +169,11 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         check_rows_for_a_batch(given.get("train_dataset"), training_args)
         check_method_against_run(given.get("model"), given.get("train_dataset"), training_args)
         self.no_duplicates_in_batch = options.no_duplicates_in_batch
+        if not self.no_duplicates_in_batch and not streamed and hasattr(given.get("train_dataset"), "__len__"):
+            # one distinct text refused, too few for a batch said (repeats refused: the sampler's plan checks)
+            check_distinct_texts(given["train_dataset"], global_batch_size(
+                training_args.per_device_train_batch_size, training_args.world_size), "the training set",
+                repeats_allowed=True)
         # the order of a stream's batches, recorded (a resumed run reads them so again); None: no stream to shuffle
         self.stream_shuffle_buffer = options.stream_shuffle_buffer if streamed else None
         self._options = options  # what the run's record says it scored on (save_run)

@@ -349,7 +349,13 @@ TRAIN_CASES = {
                                "LayerNorm.*LayerNorm modules, which LoRA cannot adapt.*--lora_target_modules"),
     "typo-in-a-flag": (("--lerning_rate", "1e-5"), None, "unknown flag --lerning_rate; did you mean --learning_rate"),
     "one-sentence-repeated": ((), ["the same sentence again"] * 40,
-                              r"train\.txt has 1 distinct text\(s\) in 40 rows.*--no_duplicates_in_batch false"),
+                              r"train\.txt holds one distinct text in its 40 rows: every in-batch negative would be "
+                              r"the positive's own text, so there is nothing to contrast\. Use varied data\. "),
+    # the repeats a refusal used to suggest allowing leave nothing to contrast either
+    "one-sentence-repeated-repeats-allowed": (("--no_duplicates_in_batch", "false"),
+                                              ["the same sentence again"] * 40, r"holds one distinct text in its 40"),
+    "two-sentences-repeated": ((), ["one sentence", "another one"] * 20,
+                               r"train\.txt has 2 distinct text\(s\) in 40 rows.*--no_duplicates_in_batch false"),
     # (with none typed the run selects by its dev score: tests/cli/test_train_checks.py)
     "best-metric-not-logged": (("--eval_file", "PAIRS", "--eval_strategy", "steps", "--save_strategy", "steps",
                                 "--load_best_model_at_end", "--metric_for_best_model", "loss"),

@@ -282,6 +282,31 @@ def test_distinct_texts_are_counted_across_chunks_until_there_are_enough():
                               "(no_duplicates_in_batch false).")
 
 
+def test_one_distinct_text_is_refused_even_with_repeats_allowed_and_few_are_said(caplog):
+    """Repeats allowed (no_duplicates_in_batch off), one distinct text trained silently: every in-batch negative was
+    the positive's own text. Fewer distinct texts than a global batch: one warning (none where the caller says it)."""
+    same = datasets.Dataset.from_dict({"text": ["the cat sat on the mat."] * 40})
+    for allowed in (False, True):
+        with pytest.raises(DataError, match=r"^same.txt holds one distinct text in its 40 rows: every in-batch "
+                                            r"negative would be the positive's own text"):
+            check_distinct_texts(same, 8, "same.txt", repeats_allowed=allowed)
+    few = datasets.Dataset.from_dict({"text": ["cat", "dog", "river"] * 10})
+    with caplog.at_level(logging.WARNING, logger="hf_cse.sampler"):
+        check_distinct_texts(few, 8, "few.txt", repeats_allowed=True, warn_if_few=False)
+        assert caplog.records == []
+        check_distinct_texts(few, 8, "few.txt", repeats_allowed=True)
+    assert [r.getMessage() for r in caplog.records] == [
+        "few.txt has 3 distinct texts in 30 rows, fewer than one global batch of 8: every batch holds copies of a "
+        "text, each the others' in-batch negative. Use more varied data or a smaller per_device_train_batch_size."]
+    check_distinct_texts(few, 3, "few.txt", repeats_allowed=True)  # a batch's worth: nothing to say
+
+
+@pytest.mark.slow  # builds a trainer
+def test_the_trainer_refuses_one_distinct_text_with_repeats_allowed(tiny_bert_dir, tmp_path):
+    with pytest.raises(DataError, match="^the training set holds one distinct text in its 40 rows"):
+        _trainer(tiny_bert_dir, tmp_path, ["the cat sat on the mat."] * 40, no_duplicates_in_batch=False)
+
+
 def test_rows_left_out_for_their_copies_are_told_once(tiny_bert_dir, tmp_path, caplog):
     """A corpus of repeated lines: most copies find no batch of their own and are not trained on; one warning says
     how many, and how often the most frequent text occurs. A few copies that fit the batches say nothing."""
