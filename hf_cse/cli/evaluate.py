@@ -25,6 +25,7 @@ Bad input ends in one line naming the problem and the fix (HF_CSE_DEBUG=1 shows 
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
@@ -317,3 +318,9 @@ def evaluate_models(argv: list[str] | None = None) -> int:
         raise
     print("\nwrote " + ", ".join(str(p) for p in written.values()))
     return 0
+
+
+if __name__ == "__main__":  # python -m hf_cse.cli.evaluate: as python -m hf_cse eval (it ran nothing, exit 0)
+    from .commands import main as command_main
+
+    sys.exit(command_main(["eval", *sys.argv[1:]]))

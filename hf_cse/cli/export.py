@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +194,8 @@ def main(argv: list[str] | None = None, prog: str = "hf-cse-export") -> int:
     # one process: several would each export into the same folder (check_one_process)
     return run_cli(lambda: check_one_process(prog, "exports") or export_from_args(argv), prog)
 
+
+if __name__ == "__main__":  # python -m hf_cse.cli.export: as python -m hf_cse export (it ran nothing, exit 0)
+    from .commands import main as command_main
+
+    sys.exit(command_main(["export", *sys.argv[1:]]))

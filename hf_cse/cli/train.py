@@ -396,3 +396,9 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
         trainer.add_callback(RecordWhenSaved(training_args.output_dir, settings))
     return trainer, resume_from, data.max_seq_length, {"data": data.card_facts(num_rows), "preset": spec.preset,
                                                        "hub_repo": hub_repo}
+
+
+if __name__ == "__main__":  # python -m hf_cse.cli.train: as python -m hf_cse train (it ran nothing, exit 0)
+    from .commands import main as command_main
+
+    sys.exit(command_main(["train", *sys.argv[1:]]))

@@ -57,3 +57,20 @@ def test_config_lists_the_shipped_accelerate_configs_and_prints_one_path(capsys)
     assert path == str(configs["fsdp"]) and yaml.safe_load(open(path))["distributed_type"] == "FSDP"
     assert commands.main(["config", "nope"]) == 2
     assert "no accelerate config 'nope'; shipped: " in capsys.readouterr().err
+
+
+@pytest.mark.slow  # three interpreters
+@pytest.mark.parametrize("module, usage", [("hf_cse.cli.train", "usage: hf-cse-train "),
+                                           ("hf_cse.cli.evaluate", "usage: hf-cse-eval "),
+                                           ("hf_cse.cli.export", "usage: hf-cse-export ")])
+def test_each_command_module_run_with_python_m_runs_the_command(module, usage, tmp_path):
+    """``python -m hf_cse.cli.train`` printed nothing and exited 0, even for a run's flags: a job script saw success
+    and had no model. It is ``python -m hf_cse train`` now."""
+    import subprocess
+
+    shown = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and shown.stdout.startswith(usage), shown.stdout[-500:] + shown.stderr[-2000:]
+    if module.endswith("export"):
+        refused = subprocess.run([sys.executable, "-m", module, str(tmp_path / "none"), str(tmp_path / "out")],
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode != 0 and "hf-cse-export: error: CHECKPOINT" in refused.stderr
