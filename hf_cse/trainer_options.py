@@ -174,6 +174,10 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     return data_facts(train_dataset, cut_at, views or ())
 
 
+#: a learning rate above which fine-tuning a pretrained encoder is said to be suspect: 200x the papers' 5e-5
+LARGE_LEARNING_RATE = 1e-2
+
+
 def check_training_values(args) -> None:
     """The training arguments' types, optimizer values and counts (:mod:`hf_cse.training_values`), for any
     ``TrainingArguments`` a caller hands the trainer, before transformers reads them."""
@@ -187,6 +191,10 @@ def check_training_values(args) -> None:
     check_field_types(args)
     check_step_counts(args, args.world_size)
     check_optimizer_values(args)
+    if args.learning_rate > LARGE_LEARNING_RATE:  # it may not diverge to NaN, and without dev data nothing tells
+        logger.warning("learning_rate %g is %.0fx the papers' largest (5e-5; LoRA runs use up to about 1e-3): it can "
+                       "wreck the pretrained encoder without a NaN, so nothing would say so without dev data. Check "
+                       "the value (e.g. 3e-5, not 3e5).", args.learning_rate, args.learning_rate / 5e-5)
     check_step_intervals(args)  # plain TrainingArguments too (ContrastiveTrainingArguments check it when made)
     fill_in_best_metric(args)  # the trainer's copy: save_strategy="best" without a metric, as in theirs
 

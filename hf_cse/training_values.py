@@ -81,9 +81,9 @@ def check_optimizer_values(args) -> None:
     trained), a negative or NaN one fails or diverges only once training runs."""
     lr = args.learning_rate
     if not math.isfinite(lr) or lr <= 0:
-        raise _refusal("learning_rate", lr, "must be a finite number > 0",
-                       "0 trains nothing (the export would describe an untrained encoder as trained). The papers use "
-                       "1e-5 to 5e-5.")
+        why = ("0 trains nothing (the export would describe an untrained encoder as trained)" if lr == 0 else
+               "a negative one climbs the loss" if lr < 0 else "it makes every weight NaN at the first step")
+        raise _refusal("learning_rate", lr, "must be a finite number > 0", f"{why}. The papers use 1e-5 to 5e-5.")
     warmup = args.warmup_steps
     if not math.isfinite(warmup) or warmup < 0:
         raise _refusal("warmup_steps", warmup, "must be >= 0", "a number of steps, or a fraction < 1 of them.")

@@ -91,6 +91,11 @@ def rows(tiny_bert_dir):
 
 @pytest.mark.parametrize("overrides, error, words", [
     ({"learning_rate": 0.0}, CSEError, r"^learning_rate 0\.0 must be a finite number > 0; 0 trains nothing"),
+    # each value its own reason ("0 trains nothing" was given for all three)
+    ({"learning_rate": -1e-5}, CSEError, r"^learning_rate -1e-05 must be a finite number > 0; a negative one climbs "
+                                         r"the loss\. The papers use 1e-5 to 5e-5\.$"),
+    ({"learning_rate": float("inf")}, CSEError, r"^learning_rate inf must be a finite number > 0; it makes every "
+                                                r"weight NaN at the first step\."),
     ({"learning_rate": "3e-5"}, CSEError, "learning_rate must be a number"),  # plain TrainingArguments too
     ({"gradient_accumulation_steps": 0}, CSEError, "gradient_accumulation_steps must be at least 1, got 0"),
     ({"per_device_train_batch_size": 1}, CSEError, "a contrastive batch needs at least 2 sentences"),
@@ -108,6 +113,23 @@ def test_the_trainer_refuses_values_that_would_fail_or_train_nothing(tiny_bert_d
         ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
                            processing_class=tok, no_duplicates_in_batch=False)
     assert not (tmp_path / "out").exists()  # refused before transformers creates the output folder
+
+
+def test_a_learning_rate_far_above_the_papers_is_said_once(tiny_bert_dir, rows, tmp_path, caplog):
+    """1e3 trained without a word: the weights grew ~1,800x without a NaN, and without dev data the export called
+    the wrecked encoder trained. A warning, not a refusal: heads and adapters may be trained at larger rates."""
+    import logging
+
+    ds, tok = rows
+    for lr in (1e3, 1e-3):
+        with caplog.at_level(logging.WARNING, logger="hf_cse.trainer"):
+            ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), train_dataset=ds,
+                               args=tiny_args(tmp_path / str(lr), per_device_train_batch_size=4, learning_rate=lr),
+                               processing_class=tok, no_duplicates_in_batch=False)
+    said = [r.getMessage() for r in caplog.records if "learning_rate" in r.getMessage()]
+    assert said == ["learning_rate 1000 is 20000000x the papers' largest (5e-5; LoRA runs use up to about 1e-3): it "
+                    "can wreck the pretrained encoder without a NaN, so nothing would say so without dev data. Check "
+                    "the value (e.g. 3e-5, not 3e5)."]
 
 
 def test_the_dev_data_and_the_best_metric_are_checked_when_the_trainer_is_built(tiny_bert_dir, rows, tmp_path):
