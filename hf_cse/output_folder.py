@@ -88,6 +88,9 @@ class OutputJob(Protocol):
     def remove(self, out: Path, names: list[str]) -> None:
         """Remove ``names`` (from :meth:`own_files`) from ``out``."""
 
+    def started_over(self, out: Path) -> None:
+        """After a start over (the job's own files removed, where there were any): what is kept, said."""
+
     def continue_interrupted(self, out: Path, left: list[str]) -> Any:
         """What ``left`` is the same job's interrupted work to continue from (job-specific); raises
         :class:`OutputFolderError` naming how to start over when it is anything else."""
@@ -126,6 +129,8 @@ def claim_output_dir(output_dir, job: OutputJob, *, flag: str, overwrite: bool =
         if is_main_process and own:
             job.remove(out, own)
             say_removed(job.overwrite_switch, out, own, [n for n in left if n not in own])
+        if is_main_process:
+            job.started_over(out)
     elif left:
         found = job.continue_interrupted(out, left)
     if is_main_process:

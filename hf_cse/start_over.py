@@ -69,11 +69,18 @@ def run_files_in(out: Path, names: list[str]) -> list[str]:
 def remove_run_files(out: Path, names: list[str]) -> None:
     """Remove ``names`` (:func:`run_files_in`), the mark of a finished run first (module doc)."""
     remove_entries(out, sorted(names, key=lambda n: n != TRAINING_INFO_FILE))
-    # hf-cse-eval's results of the model removed are kept (the user's work), but no longer describe the folder
+
+
+def say_stale_results(out: Path) -> None:
+    """hf-cse-eval's results are kept (the user's work), but no longer describe the folder: those of the model removed
+    (its eval* folders), or the folder's own where it was an evaluation's output folder."""
+    if not out.is_dir():
+        return
     stale = sorted(p.name for p in out.glob("eval*") if p.is_dir() and (p / "results.json").is_file())
+    stale += [name for name in ("results.json", "results.md") if (out / name).is_file()]
     if stale:
-        logger.warning("%s in %s: hf-cse-eval's results of the model this run replaces, kept; they do not "
-                       "describe the model it trains now (move them aside, or evaluate again)", listing(stale), out)
+        logger.warning("%s in %s: hf-cse-eval's results of another model, kept; they do not describe the model "
+                       "this run trains (move them aside, or evaluate again)", listing(stale), out)
 
 
 def start_over(output_dir) -> None:
@@ -86,3 +93,4 @@ def start_over(output_dir) -> None:
     if own:
         remove_run_files(out, own)
         say_removed("overwrite_output_dir", out, own, [n for n in names if n not in own])
+    say_stale_results(out)

@@ -81,6 +81,9 @@ class Evaluation(CommandJob):
     def remove(self, out: Path, names: list[str]) -> None:
         pass
 
+    def started_over(self, out: Path) -> None:
+        pass
+
     def partial_entries(self, out: Path) -> list[dict] | None:
         """The entries of ``out``'s results.json when they are partial results of the same models, else None; read
         as JSON alone, so that the command can tell another evaluation's results before it loads the evaluation

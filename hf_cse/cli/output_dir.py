@@ -60,7 +60,15 @@ from ..run_files import (
     TRAINING_INFO_FILE,
 )
 from ..run_settings import in_brief, setting_differences
-from ..start_over import RUN_FILES, killed_writes, other_models, remove_run_files, run_entries, run_files_in
+from ..start_over import (
+    RUN_FILES,
+    killed_writes,
+    other_models,
+    remove_run_files,
+    run_entries,
+    run_files_in,
+    say_stale_results,
+)
 from ..trainer_folder import (
     cannot_go_on_with,
     check_no_names_taken_for_checkpoints,
@@ -147,6 +155,9 @@ class TrainingRun(CommandJob):
 
     def remove(self, out: Path, names: list[str]) -> None:
         remove_run_files(out, names)
+
+    def started_over(self, out: Path) -> None:
+        say_stale_results(out)
 
     def _remove_killed_writes(self, out: Path, left: list[str]) -> None:
         if not self.is_main_process:

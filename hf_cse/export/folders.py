@@ -108,6 +108,9 @@ class Export:
     def remove(self, out: Path, names: list[str]) -> None:
         pass
 
+    def started_over(self, out: Path) -> None:
+        pass
+
     def continue_interrupted(self, out: Path, left: list[str]) -> None:
         raise OutputFolderError(f"{out} is not empty; pass {self.overwrite_switch} to replace the export files in it "
                                 "(other files are kept), or choose another folder.")

@@ -405,6 +405,18 @@ def test_overwrite_keeps_the_old_models_evaluations_and_says_they_are_stale(tmp_
     assert stale.startswith("eval, eval-sentence-transformers in ") and "do not describe the model" in stale
 
 
+def test_overwrite_into_an_evaluations_folder_says_its_results_are_of_another_model(tmp_path, caplog):
+    """hf-cse-eval's own output folder taken by a run with overwrite: its results.json / results.md (of the model it
+    scored) stay beside the new model without a word before."""
+    for name in ("results.json", "results.md", "stsb_cosine_buckets.png"):
+        (tmp_path / name).write_text("{}")
+    with caplog.at_level("WARNING", logger="hf_cse.cli.output_dir"):
+        prepare_output_dir(tmp_path, SETTINGS, overwrite=True)
+    assert {"results.json", "results.md"} <= {p.name for p in tmp_path.iterdir()}
+    [stale] = [r.getMessage() for r in caplog.records if "hf-cse-eval's results" in r.getMessage()]
+    assert stale.startswith("results.json, results.md in ") and "results of another model, kept" in stale
+
+
 def test_overwrite_keeps_the_users_files_that_only_look_like_a_runs(tmp_path):
     for name in ("model.safetensors", "train_results.json", "model_v1_backup.safetensors", "paper_results.json"):
         (tmp_path / name).write_text("old")

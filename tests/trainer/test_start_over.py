@@ -95,3 +95,19 @@ def test_a_start_over_whose_data_is_refused_keeps_the_earlier_run(tiny_bert_dir,
     with pytest.raises(DataError, match="without a repeated text"):
         trainer.train()
     assert sorted(p.name for p in out.iterdir()) == ["model.safetensors", "notes.txt", "training_info.json"]
+
+
+def test_a_start_over_says_an_evaluations_results_left_in_the_folder_are_of_another_model(tmp_path, caplog):
+    """The Python API's start over (overwrite_output_dir) in hf-cse-eval's output folder: nothing of a run to remove,
+    and its results.json stayed beside the new model without a word."""
+    import logging
+
+    from hf_cse.start_over import start_over
+
+    (tmp_path / "results.json").write_text("{}")
+    with caplog.at_level(logging.WARNING, logger="hf_cse.start_over"):
+        start_over(tmp_path)
+    assert (tmp_path / "results.json").is_file()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"results.json in {tmp_path}: hf-cse-eval's results of another model, kept; they do not describe the model "
+        "this run trains (move them aside, or evaluate again)"]
