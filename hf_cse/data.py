@@ -27,6 +27,7 @@ from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_numb
     TABLE_SUFFIXES,
     check_layout,
     check_text_column_applies,
+    column_fix,
     is_number,
     no_sentences_error,
     read_json_sentences,
@@ -113,7 +114,7 @@ def load_train_dataset(
         column = text_column or "text"
         if column not in ds.column_names:
             raise DataError(f"data set {dataset_name} has no column {column!r}; columns: {ds.column_names}. "
-                            "Pass text_column NAME.")
+                            f"{column_fix(text_column)}")
         kind = getattr(ds.features[column], "dtype", type(ds.features[column]).__name__)
         if kind not in ("string", "large_string"):  # the filter below would fail on its first value, in datasets
             raise DataError(f"data set {dataset_name}: column {column!r} holds {kind} values, not sentences; pass "

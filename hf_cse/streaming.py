@@ -79,6 +79,7 @@ from .stream_rows import (
 from .text_files import (
     check_json_head,
     check_table_head,
+    column_fix,
     no_sentences_error,
     read_json_sentences,
 )
@@ -222,7 +223,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         names = [name.strip() for name in names]
     column = text_column or (names[0] if len(names) == 1 and not dataset_name else "text")
     if names and column not in names:
-        raise DataError(f"{source}: no column {column!r}; columns are {names}. Pass text_column NAME.")
+        raise DataError(f"{source}: no column {column!r}; columns are {names}. {column_fix(text_column)}")
     ds = ds.select_columns([column])
     head = [row[column] for row in (ds.take(HEAD_ROWS) if streaming else ds.select(range(min(HEAD_ROWS, len(ds)))))]
     odd = next((value for value in head if value is not None and not isinstance(value, str)), None)

@@ -29,6 +29,11 @@ def check_text_column_applies(path: Path, text_column: str | None) -> None:
 HEADER_WORDS = 4
 
 
+def column_fix(text_column: str | None) -> str:
+    """The fix of a text column not found: name one where none was given (``text`` was looked for), else another."""
+    return "Pass text_column NAME." if not text_column else "Set text_column to one of them."
+
+
 def table_text_column(path: Path, columns: list[str], text_column: str | None) -> str:
     """The column of a ``.csv``/``.tsv`` file with header ``columns`` that holds the sentences: ``text_column``,
     else the only column, else ``text``."""
@@ -39,7 +44,7 @@ def table_text_column(path: Path, columns: list[str], text_column: str | None) -
                         "columns and is not trained on): add a header line (e.g. text), or, one sentence per line, "
                         "name the file .txt.")
     if column not in columns:
-        raise DataError(f"{path}: no column {column!r}; columns are {columns}. Pass text_column NAME.")
+        raise DataError(f"{path}: no column {column!r}; columns are {columns}. {column_fix(text_column)}")
     return column
 
 

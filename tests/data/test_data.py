@@ -26,8 +26,12 @@ def test_csv_column_and_missing_column(tmp_path):
     path = tmp_path / "a.csv"
     path.write_text("id,sent\n1,hello world\n2,\n3,good bye\n")
     assert read_sentences(path, "sent") == ["hello world", "good bye"]
-    with pytest.raises(DataError, match="no column 'text'.*text_column"):
+    with pytest.raises(DataError, match=r"no column 'text'; columns are \['id', 'sent'\]\. Pass text_column NAME\.$"):
         read_sentences(path)
+    # a column the caller named is not one to be told to name again
+    with pytest.raises(DataError, match=r"no column 'text'; columns are \['id', 'sent'\]\. Set text_column to one of "
+                                        r"them\.$"):
+        read_sentences(path, "text")
 
 
 def test_missing_file(tmp_path):
