@@ -12,8 +12,9 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from .data_sources import folder_train_files, load_named_dataset
-from .files import (
+from .files import (  # noqa: F401 - check_enough_rows: read from here too
     DataError,
+    check_enough_rows,
     check_train_file,
     read_text,
     strip_column_names,
@@ -225,17 +226,6 @@ def drop_special_only(tokenized, tokenizer: PreTrainedTokenizerBase, num_proc: i
                        "(control or zero-width characters, or characters outside the tokenizer's vocabulary)",
                        dropped, len(tokenized), example)
     return kept
-
-
-def check_enough_rows(num_rows: int, global_batch_size: int, source: str, unit: str = "sentences") -> None:
-    if num_rows == 0:
-        raise DataError(f"{source} is empty (no {unit}): give it at least one global batch of {global_batch_size}.")
-    if num_rows < global_batch_size:
-        raise DataError(
-            f"{source} has {num_rows} {unit.removesuffix('s') if num_rows == 1 else unit}, fewer than one global "
-            f"batch of {global_batch_size} "
-            "(per-device batch size x processes). Use more data or a smaller per_device_train_batch_size."
-        )
 
 
 @dataclass

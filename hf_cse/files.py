@@ -312,3 +312,14 @@ def table_records(lines: Iterable[str], path, complete: bool = True) -> tuple[li
             yield checked(*pending)
 
     return header, records()
+
+
+def check_enough_rows(num_rows: int, global_batch_size: int, source: str, unit: str = "sentences") -> None:
+    if num_rows == 0:
+        raise DataError(f"{source} is empty (no {unit}): give it at least one global batch of {global_batch_size}.")
+    if num_rows < global_batch_size:
+        raise DataError(
+            f"{source} has {num_rows} {unit.removesuffix('s') if num_rows == 1 else unit}, fewer than one global "
+            f"batch of {global_batch_size} "
+            "(per-device batch size x processes). Use more data or a smaller per_device_train_batch_size."
+        )

@@ -12,7 +12,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .files import HEAD_BYTES, DataError, is_tsv, read_head, read_text, table_records, without_cut_line
+from .files import (
+    HEAD_BYTES,
+    DataError,
+    check_enough_rows,
+    is_tsv,
+    read_head,
+    read_text,
+    table_records,
+    without_cut_line,
+)
 
 TABLE_SUFFIXES = (".csv", ".tsv")
 JSON_SUFFIXES = (".json", ".jsonl")
@@ -59,6 +68,17 @@ def check_sentences_file_start(path: Path, text_column: str | None) -> None:
     check_layout(path, text)
     check_table_head(path, text, text_column)
     check_json_head(path, text, text_column)  # a record without the field, with its line
+
+
+def check_enough_sentences(path: Path, global_batch: int, max_rows: int | None = None) -> None:
+    """A ``.txt`` sentences file the first 64 KiB hold whole with fewer sentences (non-blank lines, as the reader
+    counts them) than one global batch, refused from the file alone, before the training stack is imported (the
+    command counts again, a larger file and the other kinds too); ``max_rows``: max_train_samples."""
+    if path.suffix.lower() in TABLE_SUFFIXES + JSON_SUFFIXES or path.stat().st_size > HEAD_BYTES:
+        return
+    count = sum(1 for line in read_head(path, "train_file").splitlines() if line.strip())
+    source = str(path) if max_rows is None else f"{path} cut to max_train_samples {max_rows}"
+    check_enough_rows(min(count, max_rows if max_rows is not None else count), global_batch, source)
 
 
 def check_table_head(path: Path, text: str, text_column: str | None, sentences: bool = True) -> None:

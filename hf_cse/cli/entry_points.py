@@ -32,7 +32,7 @@ from ..matryoshka_rules import check_head_flags, check_matryoshka
 from ..number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_int_list, parse_truncate_dims
 from ..presets import PRESETS
 from ..task_names import tasks_of
-from ..text_files import check_sentences_file_start
+from ..text_files import check_enough_sentences, check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
 from . import is_main_process, run_cli, say_line
@@ -40,7 +40,7 @@ from .eval_output_dir import default_eval_output_dir, refuse_other_results
 from .eval_settings import check_eval_settings
 from .flags_in_use import check_method_flags
 from .help import HELP_ALL
-from .launch import check_one_process, end_with_the_launcher
+from .launch import check_one_process, end_with_the_launcher, launched_processes
 from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .parsing import refuse_empty_paths, refuse_unknown_flags, typed_flags
@@ -150,7 +150,13 @@ def _check_train(parser, argv: list[str]) -> None:
     # the file read as plain sentences; pair data, streams and Hub data sets are read (and checked) otherwise
     read_otherwise = ("dataset_name", "pair_column", "streaming", "train_files")
     if args.get("train_file") and not any(args.get(name) for name in read_otherwise):
-        check_sentences_file_start(check_train_file(args["train_file"]), args.get("text_column"))
+        path = check_train_file(args["train_file"])
+        check_sentences_file_start(path, args.get("text_column"))
+        sizes = None if args.get("config") else _numbers(args, ("per_device_train_batch_size",))
+        if sizes is not None:  # a small file's sentences against one global batch (these processes' batch)
+            cap = args.get("max_train_samples")
+            check_enough_sentences(path, int(sizes.per_device_train_batch_size) * launched_processes(),
+                                   int(cap) if isinstance(cap, int | float) else None)
     if args.get("dataset_name"):  # a local path that names nothing (a typo) or names a file; a Hub id passes
         local_dataset_folder(args["dataset_name"])
     if args.get("output_dir"):  # the encoder's own folder first: refused whatever else is asked, and said so

@@ -94,6 +94,8 @@ def test_help_config_and_no_model_refusals_import_no_torch(tmp_path):
         ("train", "--per_device_train_batch_size", "0"): (1, "a contrastive batch needs at least 2 sentences"),
         ("train", "--max_steps", "0"): (1, "--max_steps 0 trains nothing"),
         ("train", "--train_file", str(tmp_path / "corpus.txt"), "--text_column", "s"): (1, "is read as plain text"),
+        ("train", "--train_file", str(tmp_path / "corpus.txt")): (1, "corpus.txt has 1 sentence, fewer than one global "
+                                                                     "batch of 64"),
         ("train", "--temperature", "0"): (1, "infonce: --temperature must be a number >= 0.0001 (the papers"),
         ("train", "--loss", "nce"): (1, "Unknown loss 'nce' (did you mean 'infonce'?). Available losses: "
                                         f"{', '.join(package_losses())}."),
@@ -558,7 +560,32 @@ def test_the_early_sentences_file_check_passes_what_the_reader_reads(train_parse
         (tmp_path / name).write_text(content)
         flags = ["--text_column", "sentence"] if name == "named.tsv" else []
         assert read_sentences(tmp_path / name, flags[1] if flags else None) == ["a b"]
-        check(["--train_file", str(tmp_path / name), *flags])
+        # (one sentence: enough for a batch of one, as a plain text file is counted before torch)
+        check(["--train_file", str(tmp_path / name), *flags, "--per_device_train_batch_size", "1"])
+
+
+def test_a_small_sentences_file_is_counted_against_one_global_batch_before_torch(train_parsers, tmp_path,
+                                                                                 monkeypatch):
+    """It took the command ~7 s of imports to say a file of 2 sentences makes no batch of 4: counted as the reader
+    counts (non-blank lines), against these processes' global batch and max_train_samples; a --config file may set
+    the batch, so it is left to the command."""
+    from hf_cse.files import DataError
+
+    path = tmp_path / "few.txt"
+    path.write_text("one sentence\n\n   \nanother one\n")
+    check = partial(entry_points.check_command_line, "train", copy.deepcopy(train_parsers[1]))
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))} has 2 sentences, fewer than one global batch of 4 "
+                                        r"\(per-device batch size x processes\)"):
+        check(["--train_file", str(path), "--per_device_train_batch_size", "4"])
+    check(["--train_file", str(path), "--per_device_train_batch_size", "2"])
+    with pytest.raises(DataError, match=r"few\.txt cut to max_train_samples 1 has 1 sentence, fewer than one global "
+                                        r"batch of 2"):
+        check(["--train_file", str(path), "--per_device_train_batch_size", "2", "--max_train_samples", "1"])
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(DataError, match="has 2 sentences, fewer than one global batch of 4"):
+        check(["--train_file", str(path), "--per_device_train_batch_size", "2"])
+    check(["--train_file", str(path), "--per_device_train_batch_size", "4", "--config", str(tmp_path / "run.json")])
 
 
 def test_a_hyperparameter_flag_the_chosen_loss_does_not_take_is_refused_early(train_parsers, tmp_path):
