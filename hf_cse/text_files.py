@@ -77,8 +77,10 @@ def check_enough_sentences(path: Path, global_batch: int, max_rows: int | None =
     if path.suffix.lower() in TABLE_SUFFIXES + JSON_SUFFIXES or path.stat().st_size > HEAD_BYTES:
         return
     count = sum(1 for line in read_head(path, "train_file").splitlines() if line.strip())
-    source = str(path) if max_rows is None else f"{path} cut to max_train_samples {max_rows}"
-    check_enough_rows(min(count, max_rows if max_rows is not None else count), global_batch, source)
+    if max_rows is None:
+        check_enough_rows(count, global_batch, str(path))
+    else:
+        check_enough_rows(min(count, max_rows), global_batch, f"{path} cut to max_train_samples {max_rows}")
 
 
 def check_table_head(path: Path, text: str, text_column: str | None, sentences: bool = True) -> None:

@@ -22,6 +22,7 @@ from .evaluation.before_after import DevChange, UntrainedCandidate, logged_evalu
 from .out_of_memory import TRANSFORMERS_EVAL_BATCH, dev_out_of_memory_as_refusal
 from .precision import describe_scoring, run_precision
 from .trainer_resume import DevDataChange
+from .training_values import strategy_name
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +73,7 @@ class ScoreTheLastStep(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         last = state.global_step >= state.max_steps or control.should_training_stop
-        by_epoch = str(getattr(args.eval_strategy, "value", args.eval_strategy)) == "epoch"
-        if last and not by_epoch and not args.load_best_model_at_end:
+        if last and strategy_name(args.eval_strategy) != "epoch" and not args.load_best_model_at_end:
             control.should_evaluate = True
         return control
 
