@@ -193,6 +193,13 @@ class SentenceEncoder:
             return self.model.prompts.get(self.model.default_prompt_name)
         return None
 
+    @property
+    def text_edit(self):
+        """How an hf_cse model's test-time embedding edits each sentence's text first
+        (:meth:`~hf_cse.models.base.CSEPreTrainedModel.test_text_edit`: PromptBERT's period), or None."""
+        says = getattr(self.model, "test_text_edit", None) if self.kind == "hf_cse" else None
+        return says() if says else None
+
     # ------------------------------------------------------------------------------ construction
     @classmethod
     def from_pretrained(
@@ -244,8 +251,10 @@ class SentenceEncoder:
         output (PromptBERT's template token; its ``pooler`` then decides only whether the head applies)."""
         says_own = getattr(self.model, "own_representation", None) if self.kind == "hf_cse" else None
         own = says_own(self.model.config) if says_own else ""
+        edit = self.text_edit
         return {"model": self.name, "kind": self.kind, "pooler": self.effective_pooler,
-                **({"representation": own} if own else {}), "max_length": self.max_length,
+                **({"representation": own} if own else {}), **({"text_edit": edit.__name__} if edit else {}),
+                "max_length": self.max_length,
                 "batch_size": self.batch_size, "precision": describe_scoring(self.precision),
                 **({"model_weights": self.weights} if self.weights else {}),
                 **({"model_folder": self.folder} if self.folder else {})}
@@ -285,12 +294,13 @@ class SentenceEncoder:
         which ``PreparedSentences.fits`` compares)."""
         st_modules = self.kind == "sentence_transformers" and self.pooler is None
         source = self.model if st_modules else self.tokenizer
-        return (weakref.ref(source), st_modules, self.max_length, self.prompt, self._lower, int(batch_size))
+        return (weakref.ref(source), st_modules, self.max_length, self.prompt, self._lower, self.text_edit,
+                int(batch_size))
 
     def _tokenized(self, sentences: list[str], batch_size: int | None):
         """:func:`sorted_texts` with this encoder's prompt, lower-casing, tokenizer and length limit; and the batch
         size."""
-        return (*sorted_texts(sentences, self.prompt, self._lower, self.tokenizer, self.max_length),
+        return (*sorted_texts(sentences, self.prompt, self._lower, self.tokenizer, self.max_length, self.text_edit),
                 int(batch_size or self.batch_size))
 
     def _embed(self, batches, n_texts: int, n_batches: int, show_progress_bar: bool | None) -> np.ndarray:

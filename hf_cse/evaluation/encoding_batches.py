@@ -22,12 +22,14 @@ from ..data import with_prompt
 HOST_COPY_BYTES = 256 * 2**20
 
 
-def sorted_texts(sentences: list[str], prompt: str | None, lower: bool, tokenizer, max_length: int):
-    """The de-duplicated texts (``prompt`` and lower-casing applied), each sentence's row among them, the texts'
-    order longest first (a memory problem shows up at once), and their tokens (None without a ``tokenizer``)."""
+def sorted_texts(sentences: list[str], prompt: str | None, lower: bool, tokenizer, max_length: int,
+                 edit: Callable[[str], str] | None = None):
+    """The de-duplicated texts (``edit``, then ``prompt`` and lower-casing applied), each sentence's row among them,
+    the texts' order longest first (a memory problem shows up at once), and their tokens (None without a
+    ``tokenizer``)."""
     unique: dict[str, int] = {}
     inverse = np.fromiter((unique.setdefault(s, len(unique)) for s in sentences), dtype=np.int64)
-    texts = with_prompt(list(unique), prompt)
+    texts = with_prompt([edit(t) for t in unique] if edit else list(unique), prompt)
     if lower:
         texts = [t.lower() for t in texts]
     tokens = tokenizer(texts, truncation=True, max_length=max_length) if tokenizer else None
@@ -87,8 +89,8 @@ class PreparedSentences:
 
     def fits(self, encoder, sentences: Sequence[str] | None = None) -> bool:
         """Whether ``encoder`` (a :class:`SentenceEncoder`) tokenizes as the encoder that prepared these (the same
-        tokenizer object, length limit, prompt, lower-casing, batch size), and, given ``sentences``, whether they
-        are these sentences."""
+        tokenizer object, length limit, prompt, lower-casing, text edit, batch size), and, given ``sentences``, whether
+        they are these sentences."""
         source, *settings = self.tokenization
         mine, *now = encoder.tokenization_settings(self.tokenization[-1])
         if source() is None or source() is not mine() or settings != now:

@@ -16,14 +16,16 @@ from .errors import ExportError
 PROBE_SENTENCES = (
     "A man is playing a guitar.",
     "The quick brown fox jumps over the lazy dog near the river bank on a sunny afternoon.",
-    "Two dogs run.",
+    "Two dogs run",  # no final punctuation: a method that ends test sentences with one (PromptBERT) is checked
     "Contrastive learning pulls two dropout views of the same sentence together.",
 )
 
 
 def reference_embeddings(model, tokenizer, sentences, pooling_mode: str, with_projector: bool, max_length: int):
     """What the export must reproduce: hf_cse's own test embedding (CPU float32)."""
-    texts = with_prompt(list(sentences), getattr(model.config, "prompt", None))
+    edit = model.test_text_edit()  # PromptBERT's period, which the export's own module adds too
+    sentences = [edit(s) for s in sentences] if edit else list(sentences)
+    texts = with_prompt(sentences, getattr(model.config, "prompt", None))
     batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
     device = next(model.parameters()).device
     inputs = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}

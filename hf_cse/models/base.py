@@ -4,6 +4,7 @@ off-dropout pass (:class:`CSEPreTrainedModel`); what it hands the trainer and th
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -313,6 +314,13 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         pooled = pool(pooler, attention_mask, out.last_hidden_state, out.hidden_states)
         # bf16/fp16 weights: the head and the losses take fp32 (hf_cse.models.loading)
         return pooled if self.config.encoder_dtype == "fp32" else pooled.float()
+
+    def test_text_edit(self) -> Callable[[str], str] | None:
+        """How the method's test-time embedding edits a sentence's text before it is tokenized, or None: no edit (the
+        default; PromptBERT ends a sentence with a period, as its authors' evaluation, except while the trainer scores
+        dev). Applied wherever hf_cse tokenizes text for it (SentenceEncoder: run_eval, dev scoring; the export and
+        its check); :meth:`sentence_embedding` takes token ids as they are."""
+        return None
 
     def sentence_embedding(self, input_ids, attention_mask, token_type_ids=None, pooler: str | None = None,
                            projector: bool | None = None):

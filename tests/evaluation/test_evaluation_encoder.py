@@ -362,6 +362,29 @@ def test_a_pooler_that_changes_nothing_on_a_promptbert_model_is_refused_and_its_
     assert not np.allclose(raw.encode(SENTS), headed.encode(SENTS))  # the two it takes differ: the head or none
 
 
+def test_a_promptbert_test_sentence_ends_with_a_period_but_not_while_the_trainer_scores_dev(tiny_dir):
+    """PromptBERT's authors' evaluation.py ends a test sentence with '.', their trainer scores dev on the sentence as
+    it is: the encoder does the first (run_eval, MTEB), in scoring_dev the second; the results record the edit, and
+    sentences prepared one way are prepared again for the other."""
+    from hf_cse.evaluation.dev import scoring_dev
+    from hf_cse.models.promptbert import PromptBERTModel
+
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    model = PromptBERTModel.from_encoder(str(tiny_dir), dev_template_denoising=False).eval()  # only the text differs
+    model.use_tokenizer(tok)
+    encoder = SentenceEncoder(model, tok, show_progress_bar=False)
+    bare, ended = "the cat sat on the mat", "the cat sat on the mat."
+    tested = encoder.encode([bare, ended])
+    assert np.allclose(tested[0], tested[1], atol=1e-6) and encoder.describe()["text_edit"] == "ended_with_period"
+    prepared = encoder.prepare([bare, ended])
+    with scoring_dev(model):
+        scored = encoder.encode([bare, ended])
+        assert not prepared.fits(encoder)
+    assert not np.allclose(scored[0], scored[1], atol=1e-3) and np.allclose(scored[1], tested[1], atol=1e-6)
+    model.config.test_sentence_period = False
+    assert np.allclose(encoder.encode([bare]), scored[:1], atol=1e-6) and "text_edit" not in encoder.describe()
+
+
 def test_a_pooler_on_a_sentence_transformers_model_says_which_of_its_modules_it_skips(tiny_dir, caplog):
     """A pooler pools the encoder's output in place of the model's modules after it: a Dense head was skipped without
     a word, and cls then read BERT's own pooler layer, not that head (which cls applies on the run's folder)."""

@@ -410,17 +410,21 @@ def test_the_dev_score_after_training_names_the_step_it_was_scored_at():
     assert text.count("41.35") == 1  # said in words, not again as a record under "Other training information"
 
 
-@pytest.mark.parametrize("dev_denoising, said", [(True, True), (False, False)])
-def test_a_dev_score_of_another_embedding_than_the_one_shipped_is_said(dev_denoising, said):
-    """PromptBERT's trainer chooses its checkpoint on denoised dev embeddings (the authors' trainer); the model ships
-    the test-time embedding, not denoised (their evaluation): run_eval --mode dev on it gives another figure."""
+@pytest.mark.parametrize("dev_denoising, period", [(True, True), (False, True), (True, False), (False, False)])
+def test_a_dev_score_of_another_embedding_than_the_one_shipped_is_said(dev_denoising, period):
+    """PromptBERT's trainer chooses its checkpoint on denoised dev embeddings of the sentences as written (the authors'
+    trainer); the model ships the test-time embedding, not denoised, each sentence ended with a period (their
+    evaluation): run_eval --mode dev on it gives another figure."""
     dev = {"metric": "stsb_spearman", "before": 21.34, "after": 25.0, "delta": 3.66, "kept_step": 2}
-    text = card(config_for("promptbert", dev_template_denoising=dev_denoising), training_info={"dev": dev})
-    assert ("The dev scores of training are of the template-denoised embedding, by which the trainer chose its "
-            "checkpoint" in text) is said
+    text = card(config_for("promptbert", dev_template_denoising=dev_denoising, test_sentence_period=period),
+                training_info={"dev": dev})
+    assert ("the trainer chose its checkpoint by the dev scores of the template-denoised embedding, and this model's "
+            "embedding is not denoised" in text) is dev_denoising
+    assert ("training scored each dev sentence as written, and this model ends a sentence without final punctuation "
+            "with a period" in text) is period
     # the note names the Python API (it named a command-line flag, which a library module does not)
-    assert ("this model's embedding is not denoised (as their evaluation), so its dev scores "
-            "(`hf_cse.evaluation.evaluate(..., mode=\"dev\")`) are another figure" in text) is said
+    assert ("So its dev scores (`hf_cse.evaluation.evaluate(..., mode=\"dev\")`) are another figure than training's"
+            in text) is (dev_denoising or period)
     assert "went from 21.34 before the first step" in text
 
 

@@ -19,16 +19,38 @@ pytestmark = pytest.mark.slow  # exports and reloads a model (1-2 s each)
 PROMPTEOL = 'This sentence : "{sentence}" means in one word:"'
 
 
+def own_embeddings(model, tok, sentences):
+    """The model's test embedding of ``sentences``: their texts as its test time edits them (the period), tokenized."""
+    edit = model.test_text_edit()
+    batch = tok([edit(s) for s in sentences] if edit else sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
+
+
 def exported_and_own(encoder_dir, tmp_path, **config):
     tok = AutoTokenizer.from_pretrained(encoder_dir)
     model = PromptBERTModel.from_encoder(str(encoder_dir), **config).eval()
     folder = to_sentence_transformer(model, tmp_path / "st", tokenizer=tok)
-    sentences = random_sentences(5, seed=7)
-    batch = tok(sentences, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        want = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
+    sentences = random_sentences(5, seed=7)  # no final punctuation
     st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
-    return folder, st, st.encode(sentences, convert_to_tensor=True), want
+    return folder, st, st.encode(sentences, convert_to_tensor=True), own_embeddings(model, tok, sentences)
+
+
+@pytest.mark.parametrize("period", [True, False])
+def test_the_export_ends_a_test_sentence_with_a_period_as_the_authors_evaluation(tiny_bert_dir, tmp_path, period):
+    """evaluation.py appends '.' to a test sentence ending in none of . ? " ' before templating it; the export does
+    the same where test_sentence_period is on (the default), and embeds the text as given where it is off."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = PromptBERTModel.from_encoder(str(tiny_bert_dir), test_sentence_period=period).eval()
+    st = SentenceTransformer(str(to_sentence_transformer(model, tmp_path / "st", tokenizer=tok)), device="cpu",
+                             trust_remote_code=True)
+    bare, ended, asked = "the cat sat on the mat", "the cat sat on the mat.", "the cat sat on the mat?"
+    got = st.encode([bare, ended, asked], convert_to_tensor=True)
+    model.config.test_sentence_period = False  # the model's embedding of each text exactly as written
+    want = own_embeddings(model, tok, [bare, ended, asked])
+    assert torch.allclose(got[0], want[1 if period else 0], rtol=0, atol=1e-6)
+    assert not torch.allclose(want[0], want[1], rtol=0, atol=1e-3)  # the period changes the embedding
+    assert torch.allclose(got[1:], want[1:], rtol=0, atol=1e-6)  # ended sentences are left as they are
 
 
 @pytest.mark.parametrize("denoise", [False, True])
@@ -81,9 +103,7 @@ def test_training_run_with_the_preset_and_another_loss_exports_the_trained_model
     assert model.config.method == "promptbert" and model.config.loss == "gs_infonce"
     tok = AutoTokenizer.from_pretrained(out)
     sentences = random_sentences(4, seed=11)
-    batch = tok(sentences, padding=True, return_tensors="pt")
-    with torch.no_grad():
-        want = model.sentence_embedding(batch["input_ids"], batch["attention_mask"])
+    want = own_embeddings(model, tok, sentences)
     st = SentenceTransformer(str(out / "sentence-transformers"), device="cpu", trust_remote_code=True)
     assert torch.allclose(st.encode(sentences, convert_to_tensor=True), want, rtol=0, atol=1e-6)
 

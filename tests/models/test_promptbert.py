@@ -455,3 +455,15 @@ def test_the_cards_pooler_source_row_says_the_pooler_decides_only_the_head(tiny_
     [row] = [line for line in hyperparameters_section(config, {}).splitlines() if line.startswith("| `pooler_source`")]
     assert ("| PromptBERT reads the template's token; pooler_type cls (from the papers' [CLS] pooling" in row
             and "decides only whether the projection head applies at test time |" in row)
+
+
+@pytest.mark.parametrize("text,tested", [
+    ("a man plays", "a man plays."), ("a man plays.", "a man plays."), ("does he play?", "does he play?"),
+    ('he said "play"', 'he said "play"'), ("the players'", "the players'"), ("a man plays  ", "a man plays."),
+    ("", ""), ("   ", "   "), ("he plays!", "he plays!."),
+])
+def test_a_test_sentence_ends_with_a_period_as_in_the_authors_evaluation(text, tested):
+    """evaluation.py: ``if len(s) > 0 and s[-1] not in '.?"\\'': s += '.'`` (an exclamation mark is not among them)."""
+    from hf_cse.models.promptbert.templates import ended_with_period
+
+    assert ended_with_period(text) == tested

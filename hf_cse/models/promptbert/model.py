@@ -17,6 +17,10 @@ Followed in the authors' code (kongds/Prompt-BERT, ``prompt_bert/models.py``: ``
   gets its own dropout draw in both).
 * **No denoising at test time** (``test_template_denoising=False``): the unsupervised models' reported numbers
   come from ``evaluation.py`` without ``--mask_embedding_sentence_delta``.
+* **A period ends each test sentence** (``test_sentence_period=True``): ``evaluation.py`` appends ``.`` to a
+  sentence that ends in none of ``. ? " '`` before templating it (:func:`.templates.ended_with_period`); training
+  and the authors' trainer's dev scoring take the sentence as it is, and so do hf_cse's. Applied where hf_cse
+  tokenizes text (:meth:`PromptBERTModel.test_text_edit`: run_eval, the export); ``False`` embeds the text as given.
 * **Denoising in the dev scoring that keeps the best checkpoint** (``dev_template_denoising=True``): the authors'
   trainer scores STS-B dev through ``sentemb_forward``, which subtracts the empty template's vector (computed
   without dropout, ``--mask_embedding_sentence_delta_no_delta_eval`` off), so their best checkpoint is chosen on
@@ -33,10 +37,8 @@ Differences kept (the tests check the rest to float64 rounding, ``tests/models/t
 
 * Sentence truncation: the authors cut a sentence's own tokens at ``max_seq_length 32`` before the template;
   hf_cse's tokenization counts ``[CLS]``/``[SEP]`` in ``max_seq_length``, so the presets set 34 (32 + 2).
-* ``evaluation.py`` appends ``.`` to a test sentence that ends in none of ``. ? " '`` before templating; hf_cse
-  does not edit test sentences. It also templates the text, so that with RoBERTa's templates the sentence's first
-  word follows a space there (``' word``) but not in training (``bs`` stripped, the sentence tokenized alone);
-  hf_cse tests as it trains.
+* ``evaluation.py`` templates the text, so that with RoBERTa's templates the sentence's first word follows a space
+  there (``' word``) but not in training (``bs`` stripped, the sentence tokenized alone); hf_cse tests as it trains.
 * The empty-template row is the template's token ids concatenated (``bs + es``); the code tokenizes the joined text
   ``bs + es`` and asserts that the two agree for its first template.
 * With hard negatives (``negative_column``), the positive and the negative, both in ``template2``, get separate
@@ -69,7 +71,13 @@ from ..outputs import OwnExportModules
 from ..pooling import PoolingChoice
 from ..views import check_training_batch
 from .templates import MASK as MASK_WORD
-from .templates import TemplateIds, empty_template_batch, put_in_template, special_tokens_around
+from .templates import (
+    TemplateIds,
+    empty_template_batch,
+    ended_with_period,
+    put_in_template,
+    special_tokens_around,
+)
 
 PROMPTBERT = register_paper(Paper(
     key="jiang2022promptbert",
@@ -118,6 +126,9 @@ class PromptBERTConfig(CSEConfig):
         "help": "PromptBERT: in training, subtract each template's representation with an empty sentence"})
     test_template_denoising: bool = field(default=False, metadata={
         "help": "PromptBERT: denoise test embeddings too (the authors' unsupervised evaluation does not)"})
+    test_sentence_period: bool = field(default=True, metadata={
+        "help": "PromptBERT: at test time, end a sentence that ends in none of . ? \" ' with a period before "
+                "templating it (the authors' evaluation.py; training and dev scoring do not)"})
     dev_template_denoising: bool = field(default=True, metadata={
         "help": "PromptBERT: denoise the dev embeddings the trainer scores to keep its best checkpoint (the authors' "
                 "trainer does)"})
@@ -146,12 +157,18 @@ class PromptBERTConfig(CSEConfig):
 
     @property
     def dev_scoring_note(self) -> str | None:
-        if self.dev_template_denoising == self.test_template_denoising:
+        differ = []
+        if self.dev_template_denoising != self.test_template_denoising:
+            scored, shipped = (("denoised", "not") if self.dev_template_denoising else ("not denoised", "is"))
+            differ.append(f"the trainer chose its checkpoint by the dev scores of the template-{scored} embedding, "
+                          f"and this model's embedding is {shipped} denoised")
+        if self.test_sentence_period:
+            differ.append("training scored each dev sentence as written, and this model ends a sentence without "
+                          "final punctuation with a period")
+        if not differ:
             return None
-        scored, shipped = ("denoised", "not denoised") if self.dev_template_denoising else ("not denoised", "denoised")
-        return (f"The dev scores of training are of the template-{scored} embedding, by which the trainer chose its "
-                f"checkpoint (as PromptBERT's authors' trainer does); this model's embedding is {shipped} (as their "
-                "evaluation), so its dev scores (`hf_cse.evaluation.evaluate(..., mode=\"dev\")`) are another figure.")
+        return (f"As PromptBERT's authors' trainer and evaluation: {'; '.join(differ)}. So its dev scores "
+                "(`hf_cse.evaluation.evaluate(..., mode=\"dev\")`) are another figure than training's.")
 
 
 def tokenized_templates(config: PromptBERTConfig, tokenizer, encoder_config) -> list[TemplateIds]:
@@ -251,6 +268,11 @@ class PromptBERTModel(CSEPreTrainedModel):
 
     def prepare_for_training(self, tokenizer, train_dataset, trust_remote_code: bool = False) -> None:
         self.use_tokenizer(tokenizer)
+
+    def test_text_edit(self):
+        """:func:`.templates.ended_with_period` where ``test_sentence_period`` is on, except while the trainer scores
+        dev (the authors' trainer scores the sentence as it is)."""
+        return ended_with_period if self.config.test_sentence_period and not self.scoring_dev else None
 
     @classmethod
     def check_with_tokenizer(cls, config: PromptBERTConfig, tokenizer, encoder_config) -> None:
@@ -365,7 +387,8 @@ class PromptBERTModel(CSEPreTrainedModel):
         ids, spec = self.template_ids(0), self.config.template_token_ids
         limit = encoder_max_length(self.encoder.config)
         template = {"prefix": list(ids.prefix), "suffix": list(ids.suffix), "mask_at": ids.mask_at,
-                    "n_lead": spec["n_lead"], "n_trail": spec["n_trail"], "pad": spec["pad"], "max_length": limit}
+                    "n_lead": spec["n_lead"], "n_trail": spec["n_trail"], "pad": spec["pad"], "max_length": limit,
+                    "end_with_period": bool(self.config.test_sentence_period)}
         pooling = PromptMaskPooling(self.config.hidden_size, 0)
         if self.config.test_template_denoising:
             lengths = torch.arange((limit or max_seq_length + len(ids)) - len(ids) + 1,
@@ -386,5 +409,7 @@ class PromptBERTModel(CSEPreTrainedModel):
         words = (f"the last layer at the template's {read_token(self.config.template)} for the template "
                  f"`{self.config.template}` (PromptBERT)"
                  + (", minus the template's representation with an empty sentence (template denoising)"
-                    if self.config.test_template_denoising else ""))
+                    if self.config.test_template_denoising else "")
+                 + ("; a sentence ending in none of . ? \" ' gets a period first (the authors' evaluation)"
+                    if self.config.test_sentence_period else ""))
         return OwnExportModules(build_transformer, pooling, (here / "st_pooling.py", here / "templates.py"), words)

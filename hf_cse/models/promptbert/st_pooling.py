@@ -17,16 +17,23 @@ import torch
 from sentence_transformers.base.modules.module import Module
 from sentence_transformers.base.modules.transformer import Transformer
 
-from .templates import TemplateIds, put_in_template
+from .templates import TemplateIds, ended_with_period, put_in_template
 
 TEMPLATE_FILE = "prompt_template.json"
 
 
 class PromptTransformer(Transformer):
     """sentence-transformers' Transformer whose input rows are put into a template first (``prompt_template.json``:
-    the template's ``prefix`` / ``suffix`` token ids, ``mask_at``, and how the tokenizer wraps a sentence)."""
+    the template's ``prefix`` / ``suffix`` token ids, ``mask_at``, how the tokenizer wraps a sentence, and
+    ``end_with_period``: each text ended with a period before it is tokenized, as the authors' evaluation; an export
+    written before that key existed edits no text)."""
 
     template: dict | None = None
+
+    def preprocess(self, inputs, *args, **kwargs) -> dict:
+        if self.template and self.template.get("end_with_period"):
+            inputs = [ended_with_period(x) if isinstance(x, str) else x for x in inputs]
+        return super().preprocess(inputs, *args, **kwargs)
 
     def forward(self, features: dict, **kwargs) -> dict:
         spec = self.template

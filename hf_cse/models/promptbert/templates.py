@@ -22,6 +22,15 @@ from dataclasses import dataclass
 import torch
 
 SENTENCE, MASK = "{sentence}", "{mask}"
+#: the last characters after which PromptBERT's authors' ``evaluation.py`` adds no period to a test sentence
+SENTENCE_ENDS = ".?\"'"
+
+
+def ended_with_period(text: str) -> str:
+    """``text`` ending with a period where it ends in none of :data:`SENTENCE_ENDS` (trailing whitespace aside;
+    a blank text stays as it is), as the authors' ``evaluation.py`` edits each test sentence before templating it."""
+    kept = text.rstrip()
+    return kept + "." if kept and kept[-1] not in SENTENCE_ENDS else text
 
 
 def special_tokens_around(tokenizer) -> tuple[list[int], int]:
