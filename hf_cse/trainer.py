@@ -323,6 +323,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         return loader
 
     def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
+        self.dev, self._exported_to = None, None  # this training's dev change and export, once it ends and is saved
         if self.is_world_process_zero():  # it holds the folder: a killed save's temporary files go
             if self._asked_to_start_over() and not claimed_by_command(self.args.output_dir):
                 self._start_over_in = self.args.output_dir  # (the command has, when it claimed the folder)

@@ -95,9 +95,10 @@ def unknown_keyword(name: str, value: Any) -> TrainerArgumentError:
 
 def refuse_unsupported_arguments(given: dict[str, Any]) -> None:
     """``Trainer.__init__``'s arguments the contrastive trainer cannot honour, refused before anything is built:
-    an ``eval_dataset`` (the evaluator holds its own data) and ``model_init`` (the method's collator, kept columns
+    an ``eval_dataset`` (the evaluator holds its own data), ``model_init`` (the method's collator, kept columns
     and generator are chosen from the model given; transformers' failure came at the first step, blaming the
-    data); no ``model`` at all."""
+    data), ``compute_loss_func``, ``compute_metrics`` and ``preprocess_logits_for_metrics`` (never called: the loss
+    is the objectives', the dev score the evaluator's); no ``model`` at all."""
     if given.get("eval_dataset") is not None:
         raise CSEError("ContrastiveTrainer evaluates sentence embeddings, not a loss on an eval_dataset: pass "
                        "evaluator= (e.g. a sentence-transformers EmbeddingSimilarityEvaluator) or "
@@ -106,6 +107,16 @@ def refuse_unsupported_arguments(given: dict[str, Any]) -> None:
         raise CSEError("ContrastiveTrainer takes model= (a built hf_cse method model), not model_init=, so "
                        "hyperparameter_search is not supported: build the model, e.g. "
                        "SimCSEModel.from_encoder(name_or_path), and pass model=, one trainer a trial.")
+    if given.get("compute_loss_func") is not None:  # compute_loss is the method's: it would never be called
+        raise CSEError("ContrastiveTrainer computes the loss its model's objectives name, never compute_loss_func=: "
+                       "register your loss (hf_cse.losses.register_loss on a ContrastiveLoss subclass) and name it in "
+                       "the model's objectives, e.g. SimCSEModel.from_encoder(name, objectives=[{\"loss\": "
+                       "\"my_loss\"}]).")
+    for name in ("compute_metrics", "preprocess_logits_for_metrics"):
+        if given.get(name) is not None:  # evaluate() scores embeddings: there are no logits to hand them
+            raise CSEError(f"ContrastiveTrainer scores sentence embeddings, so {name}= would never be called: pass "
+                           "evaluator= (a function of a hf_cse.evaluation.SentenceEncoder returning a dict of "
+                           "metrics, or a sentence-transformers evaluator).")
     if given.get("model") is None:  # (the checks of the method against the run read it)
         raise CSEError("ContrastiveTrainer needs model= (a built hf_cse method model), e.g. "
                        "SimCSEModel.from_encoder(name_or_path).")

@@ -109,7 +109,16 @@ class DevScoring(Trainer):
 
     def _keep_the_best_on_dev(self, untrained: UntrainedCandidate | None) -> DevChange | None:
         """Score the model held now (the best checkpoint with ``load_best_model_at_end``, else the last step) and
-        put the untrained weights back when the untrained encoder scored better before the first step."""
+        put the untrained weights back when the untrained encoder scored better before the first step, said at once:
+        ``trainer.model`` then holds them, and ``save_model`` would save them."""
+        dev = self._best_on_dev(untrained)
+        if dev is not None and dev.kept_step == 0:
+            logger.warning("%s: training did not beat the untrained encoder on dev, so the model (trainer.model) holds "
+                           "the untrained weights again, and save_run / save_model save those; try a lower "
+                           "learning_rate or fewer steps", dev.line())
+        return dev
+
+    def _best_on_dev(self, untrained: UntrainedCandidate | None) -> DevChange | None:
         trained_step = self.state.global_step
         if self.args.load_best_model_at_end and self.state.best_model_checkpoint:
             trained_step = int(Path(self.state.best_model_checkpoint).name.rpartition("-")[2])
@@ -222,7 +231,11 @@ class DevScoring(Trainer):
         outcome: dict = {}
         if self.accelerator.is_main_process:
             step = self.state.global_step
-            scored = scored or ("the untrained encoder (step 0)" if step == 0 else f"the model of step {step}")
+            held = getattr(self, "dev", None)  # kept_step 0: the untrained weights put back after training
+            if not scored:
+                scored = ("the untrained encoder (step 0)" if step == 0 else f"the model of step {step}"
+                          if held is None or held.kept_step != 0 else f"the untrained encoder (held again after step "
+                          f"{step})")
             batch_size = dev_batch_size(self.args)
             # a wait of its own; how it encodes, for run_eval to give the same figure (its precision and batch_size)
             logger.info("dev: scoring %s on %s (%s, batches of %d)", scored, describe_evaluator(self.evaluator),

@@ -18,7 +18,7 @@ from .divergence import check_weights_held
 from .evaluation.before_after import log_dev_change
 from .output_folder import OutputFolderError, listing, matching, same_or_inside
 from .precision import describe
-from .run_files import WEIGHT_FILES
+from .run_files import RUN_EXPORT_FOLDER, WEIGHT_FILES
 from .sharding import full_models_while_loading
 from .trainer_claim import check_save_run_arguments
 from .trainer_folder import (
@@ -41,6 +41,38 @@ class RunSaving(Trainer):
         super().save_model(output_dir, _internal_call)
         if not _internal_call:
             self._claim.model_saved(self, output_dir or self.args.output_dir)
+
+    def push_to_hub(self, commit_message: str | None = None, blocking: bool = True, token: str | None = None,
+                    revision: str | None = None, private: bool | None = None, **kwargs) -> str:
+        """Push the run's sentence-transformers export with its model card (the folder :meth:`save_run` wrote) to the
+        arguments' ``hub_model_id`` (default: the output folder's name), as :func:`hf_cse.export.push_export` does;
+        returns the repo's URL. transformers' own push would upload the whole output folder: the two-view training
+        model, the Trainer's state and a generic card. ``token`` / ``revision`` / ``private``: default the arguments'
+        ``hub_token`` / ``hub_revision`` / ``hub_private_repo``; the push always completes before it returns
+        (``blocking``). Refused in one line before ``save_run`` (there is no export yet) and where a push cannot work
+        (offline, not logged in). transformers' model card keywords (``**kwargs``) are refused: the card is hf_cse's."""
+        from .export.hub import HubPushError, push_export
+
+        if kwargs:
+            raise HubPushError(f"push_to_hub takes commit_message, token, revision and private; not "
+                               f"{', '.join(sorted(kwargs))} (transformers' model card's: the export's card is "
+                               "hf_cse's, written by save_run).", fields=("push_to_hub",))
+        folder = getattr(self, "_exported_to", None)
+        if folder is None:
+            raise HubPushError("push_to_hub pushes the run's sentence-transformers export with its model card, which "
+                               "save_run() writes: call trainer.save_run() first (or set push_to_hub=True in the "
+                               "arguments, and save_run pushes it).", fields=("push_to_hub",))
+        repo_id = self._hub_repo or self.args.hub_model_id or Path(self.args.output_dir).absolute().name
+        token = token or self.args.hub_token
+
+        def push() -> str:
+            url = push_export(folder, repo_id, token=token, commit_message=commit_message or "End of training",
+                              private=bool(self.args.hub_private_repo if private is None else private),
+                              revision=revision or self.args.hub_revision)
+            logger.info("pushed the sentence-transformers export %s to %s", folder, url)
+            return url
+
+        return main_process_outcome(self.args, push)
 
     def save_run(self, data: dict | None = None, preset: str | None = None, hub_repo: str | None = None) -> None:
         """Finish the run in ``args.output_dir``: the final training metrics and Trainer state, the training curves,
@@ -101,6 +133,7 @@ class RunSaving(Trainer):
         # on the main process; the others wait for it (none leaves and tears down the group while it runs) and raise
         # its error, if any, rather than fail at a barrier it never reaches
         main_process_outcome(self.args, export)
+        self._exported_to = output_dir / RUN_EXPORT_FOLDER  # what push_to_hub pushes
         # the run's last line: did training make the model better on the dev data?
         log_dev_change(logger, self.dev, self.dev_metrics_scored)
 

@@ -73,7 +73,7 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
     """Upload an exported folder to the Hub repo ``repo_id`` (created if needed); returns the repo URL.
     ``revision``: the branch to commit to (created from the default branch if needed; None: the default branch),
     as ``TrainingArguments.hub_revision`` names it."""
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, constants
     from huggingface_hub.errors import HfHubHTTPError, LocalTokenNotFoundError, OfflineModeIsEnabled
 
     out = Path(out_dir)
@@ -81,6 +81,10 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
     if not (out / "modules.json").is_file():
         raise ExportError(f"{out} is not a sentence-transformers export (no modules.json); create it with "
                           "hf_cse.export.to_sentence_transformer first.")
+    offline_if_unreachable()  # a machine without network: refused at once, not after the client's timeouts
+    if constants.HF_HUB_OFFLINE:
+        raise HubPushError(f"cannot push to {repo_id}: {offline_fix()} and retry, or upload the folder later with "
+                           f"`hf upload {repo_id} {out}`.")
     login_hint = ("log in with `huggingface-cli login` (or `hf auth login`) or set the HF_TOKEN environment variable "
                   f"to a token with write access to {repo_id}")
     if not render_card_for(out, repo_id, revision):
@@ -95,7 +99,7 @@ def push_export(out_dir, repo_id: str, token: str | None = None, private: bool =
             api.create_branch(repo, branch=revision, token=token, exist_ok=True)
         api.upload_folder(repo_id=repo, folder_path=str(out), repo_type="model", token=token,
                           commit_message=commit_message, revision=revision or None, **upload_patterns(out))
-    except OfflineModeIsEnabled as err:
+    except OfflineModeIsEnabled as err:  # switched off meanwhile
         raise HubPushError(f"cannot push to {repo_id}: {offline_fix()} and retry, or upload the folder later with "
                            f"`hf upload {repo_id} {out}`.") from err
     except LocalTokenNotFoundError as err:

@@ -401,14 +401,21 @@ class FakeRepoUrl(str):
 
 
 @pytest.fixture
-def fake_hub(monkeypatch, tmp_path):
-    """HfApi.create_repo / upload_folder replaced by recorders: no network. Uploaded folders are copied. The Hub
-    counts as reachable (the machine running the tests may have no network)."""
-    from huggingface_hub import HfApi
+def hub_on(monkeypatch):
+    """The Hub counts as switched on and reachable (the tests' environment switches it off, and the machine running
+    them may have no network): each test replaces the HfApi calls a push makes."""
+    from huggingface_hub import constants
 
     from hf_cse import hub_reach
 
     monkeypatch.setattr(hub_reach, "hub_unreachable", lambda: None)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+
+@pytest.fixture
+def fake_hub(monkeypatch, tmp_path, hub_on):
+    """HfApi.create_repo / upload_folder replaced by recorders: no network. Uploaded folders are copied."""
+    from huggingface_hub import HfApi
 
     calls = {"create_repo": [], "create_branch": [], "upload_folder": []}
 
@@ -542,7 +549,7 @@ def test_push_offline_gives_a_clear_error(exported, monkeypatch):
         push_export(exported, "someone/tiny-simcse")
 
 
-def test_push_unauthenticated_gives_a_clear_error(exported, monkeypatch):
+def test_push_unauthenticated_gives_a_clear_error(exported, monkeypatch, hub_on):
     from huggingface_hub import HfApi
     from huggingface_hub.errors import LocalTokenNotFoundError
 
@@ -554,7 +561,7 @@ def test_push_unauthenticated_gives_a_clear_error(exported, monkeypatch):
         push_export(exported, "someone/tiny-simcse")
 
 
-def test_a_push_the_network_fails_is_one_error_that_says_the_export_is_kept(exported, monkeypatch):
+def test_a_push_the_network_fails_is_one_error_that_says_the_export_is_kept(exported, monkeypatch, hub_on):
     """huggingface_hub's HTTP client raises its own errors for a failed connection (httpx2.ConnectError: no OSError);
     the push names the failure, that the export is kept, and how to upload it later."""
     import httpx2
@@ -702,6 +709,41 @@ def test_a_python_trainer_with_push_to_hub_pushes_the_export_not_the_run_folder(
     assert kwargs["revision"] == "v1"  # the branch hub_revision names
     assert not (tmp_path / "out" / "README.md").exists()  # no card of transformers' beside the run
 
+
+
+@pytest.mark.slow
+def test_trainer_push_to_hub_pushes_the_runs_export_once_saved(tiny_bert_dir, tmp_path, fake_hub, monkeypatch,
+                                                                sentences):
+    """trainer.push_to_hub() was transformers' own: it would upload the whole output folder (the two-view training
+    model, the Trainer's state, transformers' generic card), and offline it failed 12 frames deep in huggingface_hub."""
+    import huggingface_hub
+    from helpers import tiny_args, tiny_train_dataset
+    from huggingface_hub import HfApi, constants
+
+    from hf_cse.trainer import ContrastiveTrainer
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_fake")
+    monkeypatch.setattr(HfApi, "create_commit", lambda *a, **k: pytest.fail("the raw run folder was pushed"))
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path)
+    trainer = ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), processing_class=tok,
+                                 args=tiny_args(tmp_path / "out", hub_model_id="someone/run"), train_dataset=ds)
+    trainer.train()
+    with pytest.raises(HubPushError, match=r"^push_to_hub pushes the run's sentence-transformers export with its "
+                                           r"model card, which save_run\(\) writes: call trainer.save_run\(\) first"):
+        trainer.push_to_hub()
+    trainer.save_run()
+    with pytest.raises(HubPushError, match=r"^push_to_hub takes commit_message, token, revision and private; not "
+                                           r"dataset_tags"):
+        trainer.push_to_hub(dataset_tags="wiki")
+    assert trainer.push_to_hub(revision="v2", private=True) == "https://huggingface.co/someone/run/tree/v2"
+    [(repo, folder, kwargs)] = fake_hub["upload_folder"]
+    assert repo == "someone/run" and module_types(folder) == ["Transformer", "Pooling"] and kwargs["revision"] == "v2"
+    assert fake_hub["create_repo"][0][1]["private"] is True
+    assert not (tmp_path / "out" / "README.md").exists()  # no card of transformers' beside the run
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(HubPushError, match=r"^cannot push to someone/run: the Hub is offline .*: unset it and retry"):
+        trainer.push_to_hub()
 
 def test_a_python_trainer_with_push_to_hub_offline_is_refused_when_built(tiny_bert_dir, tmp_path, monkeypatch,
                                                                          sentences):

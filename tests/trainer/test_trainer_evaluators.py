@@ -135,6 +135,25 @@ def test_a_trainer_without_a_model_is_refused_in_one_line():
         ContrastiveTrainer(model=None, args=tiny_args("unused"))
 
 
+
+@pytest.mark.parametrize("keyword, said", [
+    ("compute_loss_func", r"^ContrastiveTrainer computes the loss its model's objectives name, never "
+                          r"compute_loss_func=: register your loss"),
+    ("compute_metrics", r"^ContrastiveTrainer scores sentence embeddings, so compute_metrics= would never be called: "
+                        r"pass evaluator="),
+    ("preprocess_logits_for_metrics", r"so preprocess_logits_for_metrics= would never be called"),
+])
+def test_a_loss_or_metrics_function_the_trainer_would_never_call_is_refused(keyword, said):
+    """compute_loss_func= and compute_metrics= were taken and never called: a user's own loss function that raised
+    trained the model's objectives without a word."""
+    from hf_cse.errors import CSEError
+
+    def never(*args, **kwargs):
+        raise AssertionError("called")
+
+    with pytest.raises(CSEError, match=said):
+        ContrastiveTrainer(model=object(), args=tiny_args("unused"), **{keyword: never})
+
 @pytest.mark.slow  # two trainers built (~1.4 s)
 def test_what_a_contrastive_trainer_cannot_do_is_refused_in_one_line(tiny_bert_dir, sentences, tmp_path):
     """model_init failed at the first step blaming the data (or inside transformers); predict() failed inside the
@@ -201,6 +220,29 @@ def test_a_lower_is_better_metric_of_ones_own_keeps_the_checkpoint_it_chose_over
     assert any(not torch.equal(untrained[name], t) for name, t in trainer.model.state_dict().items())
 
 
+
+
+@pytest.mark.slow
+def test_untrained_weights_put_back_after_train_are_said_at_once_and_by_evaluate(tiny_bert_dir, sentences, tmp_path,
+                                                                                caplog):
+    """train() put the untrained weights back into trainer.model (training scored lower on dev) without a word: only
+    save_run's last line said it, so train() then save_model() saved them silently, and a later evaluate() logged
+    'scoring the model of step 2' for the untrained weights."""
+    import logging
+
+    scripted = iter([0.8, 0.5, 0.8])  # before the first step, after the last (step 2), evaluate() after train()
+
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, evaluator=lambda encoder: {"x": next(scripted)},
+                       max_steps=2, metric_for_best_model="x")
+    untrained = {name: t.clone() for name, t in trainer.model.state_dict().items()}
+    with caplog.at_level(logging.INFO, logger="hf_cse"):
+        trainer.train()
+        said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert trainer.dev.kept_step == 0 and all(torch.equal(untrained[n], t)
+                                                  for n, t in trainer.model.state_dict().items())
+        assert any("holds the untrained weights again, and save_run / save_model save those" in m for m in said)
+        trainer.evaluate()
+    assert "dev: scoring the untrained encoder (held again after step 2)" in caplog.text
 
 #: the forms eval_pairs takes, as its refusal names them
 EVAL_PAIRS_FORMS = ("pass hf_cse.evaluation.data.STSPairs (e.g. hf_cse.evaluation.custom_dev.read_pair_file(path)) "
