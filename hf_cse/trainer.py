@@ -183,6 +183,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         self._flos_per_token: int | None = None
         set_batch_copying(training_args)
         self.dev: DevChange | None = None  # the dev score before and after training, once train() has run
+        self.export_folder: Path | None = None  # the run's sentence-transformers export, once save_run wrote it
         self.train_metrics: dict[str, float] = {}
         self._trained_in: str | None = None  # the output folder train() trained in (save_run finishes only that run)
         self._claim = FolderClaim()  # and only while the folder holds that run (hf_cse.trainer_claim)
@@ -323,7 +324,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         return loader
 
     def _train_in_folder(self, resume_from_checkpoint, **kwargs) -> tuple[TrainOutput, UntrainedCandidate | None]:
-        self.dev, self._exported_to = None, None  # this training's dev change and export, once it ends and is saved
+        self.dev, self.export_folder = None, None  # this training's, once it ends and is saved
         if self.is_world_process_zero():  # it holds the folder: a killed save's temporary files go
             if self._asked_to_start_over() and not claimed_by_command(self.args.output_dir):
                 self._start_over_in = self.args.output_dir  # (the command has, when it claimed the folder)

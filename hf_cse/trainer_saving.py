@@ -57,7 +57,7 @@ class RunSaving(Trainer):
             raise HubPushError(f"push_to_hub takes commit_message, token, revision and private; not "
                                f"{', '.join(sorted(kwargs))} (transformers' model card's: the export's card is "
                                "hf_cse's, written by save_run).", fields=("push_to_hub",))
-        folder = getattr(self, "_exported_to", None)
+        folder = self.export_folder
         if folder is None:
             raise HubPushError("push_to_hub pushes the run's sentence-transformers export with its model card, which "
                                "save_run() writes: call trainer.save_run() first (or set push_to_hub=True in the "
@@ -133,7 +133,7 @@ class RunSaving(Trainer):
         # on the main process; the others wait for it (none leaves and tears down the group while it runs) and raise
         # its error, if any, rather than fail at a barrier it never reaches
         main_process_outcome(self.args, export)
-        self._exported_to = output_dir / RUN_EXPORT_FOLDER  # what push_to_hub pushes
+        self.export_folder = output_dir / RUN_EXPORT_FOLDER  # what push_to_hub pushes
         # the run's last line: did training make the model better on the dev data?
         log_dev_change(logger, self.dev, self.dev_metrics_scored)
 
