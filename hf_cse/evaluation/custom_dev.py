@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import math
 import weakref
 from dataclasses import dataclass, field, fields
@@ -26,6 +27,13 @@ from ..checks import InputError
 from ..files import read_text
 from ..hub_reach import is_offline, offline_fix, offline_if_unreachable
 from .data import STSPairs, sentence_pairs
+
+logger = logging.getLogger(__name__)
+
+#: the fewest scored pairs a dev set may hold: a Spearman over 2 is +-1 whatever the model (a few more: warned)
+MIN_DEV_PAIRS = 3
+#: below this many pairs a dev set is warned about: a Spearman's sampling noise is about 1 / sqrt(n - 1)
+FEW_DEV_PAIRS = 100
 
 
 @dataclass
@@ -178,11 +186,19 @@ def load_hub_pairs(name: str, config: str | None = None, split: str = "validatio
 
 
 def check_pairs(pairs: STSPairs, source: str) -> STSPairs:
-    """A Spearman correlation needs at least two pairs with different scores, and pairs of two different sentences
-    (a sentence and itself have cosine 1 whatever the model: a Spearman over those ranks rounding noise)."""
-    if len(pairs) < 2 or np.ptp(pairs.scores) == 0:
+    """Enough pairs for a Spearman correlation to mean something: at least :data:`MIN_DEV_PAIRS` with different
+    scores (over 2 pairs it is +-1 whatever the model, and the trainer would keep checkpoints on it), a warning below
+    :data:`FEW_DEV_PAIRS`; and pairs of two different sentences (a sentence and itself have cosine 1 whatever the
+    model: a Spearman over those ranks rounding noise)."""
+    if len(pairs) < MIN_DEV_PAIRS or np.ptp(pairs.scores) == 0:
         raise InputError(f"{source}: {len(pairs)} scored pair(s) with {len(set(pairs.scores.tolist()))} distinct "
-                         "score(s); a Spearman correlation needs at least 2 pairs with different scores.")
+                         f"score(s); a Spearman correlation needs at least {MIN_DEV_PAIRS} pairs with different "
+                         "scores to rank models by (over 2 it is +-1 whatever the model): add pairs.")
+    if len(pairs) < FEW_DEV_PAIRS:
+        logger.warning("%s: %d scored pairs; a Spearman correlation over so few moves by about %.0f points (x 100) "
+                       "from one sample of pairs to another, so the checkpoints and the before/after comparison "
+                       "chosen on it are that coarse: add pairs (STS-B dev has 1,500)", source, len(pairs),
+                       100 / math.sqrt(len(pairs) - 1))
     if pairs.sentences1 == pairs.sentences2:
         raise InputError(f"{source}: the two sentences of every pair are the same, so every cosine is 1 whatever the "
                          "model and the score would rank rounding noise; eval_sentence1_column and "

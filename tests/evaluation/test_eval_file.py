@@ -50,9 +50,9 @@ def test_csv_with_header_quotes_and_any_language(tmp_path):
 def test_a_quoted_line_break_in_a_csv_pair_keeps_the_words_apart(tmp_path):
     """A spreadsheet writes a cell with a line break as a quoted field over two lines: the break is a space in the
     sentence, not glued words ("the dog\nbarks" read as "the dogbarks" before)."""
-    path = _write(tmp_path / "dev.csv", 'sentence1,sentence2,score\n"the dog\nbarks",a dog barks,4\nx,y,1\n')
+    path = _write(tmp_path / "dev.csv", 'sentence1,sentence2,score\n"the dog\nbarks",a dog barks,4\nx,y,1\nz,w,2\n')
     pairs = read_pair_file(path)
-    assert pairs.sentences1 == ("the dog barks", "x") and pairs.scores.tolist() == [4.0, 1.0]
+    assert pairs.sentences1 == ("the dog barks", "x", "z") and pairs.scores.tolist() == [4.0, 1.0, 2.0]
 
 
 @pytest.mark.parametrize("text, columns, message", [
@@ -76,10 +76,28 @@ def test_malformed_files_name_file_and_line(tmp_path, text, columns, message):
         read_pair_file(path, *(columns or ()))
 
 
+def test_a_dev_set_too_small_to_rank_models_is_refused_and_a_small_one_is_warned_about(tmp_path, caplog):
+    """A dev file of 2 pairs was taken: its Spearman is +-100 whatever the model, and the trainer kept checkpoints on
+    it ("dev: before -100.00 -> after -100.00"). 2 pairs are refused; a few are warned about with the noise."""
+    import logging
+
+    two = _write(tmp_path / "two.tsv", "sentence1\tsentence2\tscore\na\tb\t1\nc\td\t2\n")
+    with pytest.raises(InputError, match=r"two.tsv: 2 scored pair\(s\) with 2 distinct score\(s\); a Spearman "
+                                         r"correlation needs at least 3 pairs with different scores .*: add pairs\.$"):
+        read_pair_file(two)
+    rows = "".join(f"s{i}\tt{i}\t{i % 5}\n" for i in range(26))
+    with caplog.at_level(logging.WARNING):
+        assert len(read_pair_file(_write(tmp_path / "few.tsv", "sentence1\tsentence2\tscore\n" + rows))) == 26
+    assert "few.tsv: 26 scored pairs; a Spearman correlation over so few moves by about 20 points" in caplog.text
+    caplog.clear()
+    many = "".join(f"s{i}\tt{i}\t{i % 5}\n" for i in range(100))
+    read_pair_file(_write(tmp_path / "many.tsv", "sentence1\tsentence2\tscore\n" + many))
+    assert "scored pairs" not in caplog.text
+
 def test_numbered_columns_read_rows_of_any_length_that_hold_them(tmp_path):
     """Without a header (SentEval's sts-dev.csv: some rows carry extra fields) a row needs only the columns named."""
-    path = _write(tmp_path / "dev.tsv", "x\t4.0\ta\tb\ny\t1.0\tc\td\tsource\textra\n")
-    assert read_pair_file(path, "2", "3", "1").sentences2 == ("b", "d")
+    path = _write(tmp_path / "dev.tsv", "x\t4.0\ta\tb\ny\t1.0\tc\td\tsource\textra\nz\t2.0\te\tf\n")
+    assert read_pair_file(path, "2", "3", "1").sentences2 == ("b", "d", "f")
 
 
 def test_flag_errors(tmp_path):
