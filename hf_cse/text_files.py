@@ -186,35 +186,52 @@ def _check_no_csv_header(path: Path, kind: str, lines: list[str]) -> None:
                         "and every field would be trained on. Name it .csv (text_column picks the sentence column).")
 
 
-def _json_records(path: Path) -> list[tuple[int, Any]]:
-    """``(line number, record)`` of a JSON-lines file, or of a ``.json`` file holding one list of records."""
+def _json_records(path: Path, column: str) -> list[tuple[str, Any]]:
+    """``(where, record)`` of a JSON-lines file (``line N``), or of a ``.json`` file holding one list of records
+    (``record N``); a file that is one JSON document holding its records refused (:func:`_check_not_one_document`)."""
     text = read_text(path, "train_file")
     if path.suffix.lower() == ".json" and text.lstrip().startswith("["):
         try:
-            return [(1, record) for record in json.loads(text)]
+            return [(f"record {n}", record) for n, record in enumerate(json.loads(text), 1)]
         except json.JSONDecodeError as err:
             raise DataError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}).") from None
-    if text.lstrip().startswith("{") and len(text.strip().splitlines()) > 1:
-        try:
-            whole = json.loads(text)
-        except json.JSONDecodeError:
-            whole = None
-        if isinstance(whole, dict):  # one document over several lines, e.g. {"data": [{"text": ...}, ...]}
-            lists = [key for key, value in whole.items() if isinstance(value, list)]
-            inside = f" (its records may be the list under {lists[0]!r})" if lists else ""
-            raise DataError(f"{path} holds one JSON object over several lines, with the keys {sorted(whole)[:5]}"
-                            f"{inside}, not records: give a .jsonl file of one object per line, or a .json file "
-                            "holding one list of objects.")
+    _check_not_one_document(path, text, column)
     return _json_lines(path, text)
 
 
-def _json_lines(path: Path, text: str) -> list[tuple[int, Any]]:
-    """``(line number, record)`` of each non-blank line of ``text``, JSON lines."""
+def _check_not_one_document(path: Path, text: str, column: str) -> None:
+    """Refuse a file that is one JSON object holding the records (``{"data": [{"text": ...}, ...]}``), written over
+    several lines or on one line without the ``column`` field: read line by line it would be said to be invalid JSON,
+    or a record without the field. ``text`` may be the file's start only (a pretty-printed object is then known by its
+    first line, a lone ``{``)."""
+    lines = text.strip().splitlines()
+    if not lines or not lines[0].startswith("{"):
+        return
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    if not isinstance(whole, dict):
+        if lines[0].strip() == "{":  # an object over several lines, cut or broken: no record starts with a bare {
+            raise DataError(f"{path} holds one JSON object over several lines, not records: give a .jsonl file of "
+                            "one object per line, or a .json file holding one list of objects.")
+        return
+    lists = [key for key, value in whole.items() if isinstance(value, list)]
+    if len(lines) == 1 and (column in whole or not lists):
+        return  # a JSON-lines file of one record
+    inside = f" (its records may be the list under {lists[0]!r})" if lists else ""
+    spread = "over several lines" if len(lines) > 1 else f"without a {column!r} field"
+    raise DataError(f"{path} holds one JSON object {spread}, with the keys {sorted(whole)[:5]}{inside}, not records: "
+                    "give a .jsonl file of one object per line, or a .json file holding one list of objects.")
+
+
+def _json_lines(path: Path, text: str) -> list[tuple[str, Any]]:
+    """``(line N, record)`` of each non-blank line of ``text``, JSON lines."""
     records = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                records.append((lineno, json.loads(line)))
+                records.append((f"line {lineno}", json.loads(line)))
             except json.JSONDecodeError as err:
                 raise DataError(f"{path}: line {lineno} is not valid JSON ({err.msg}); give one JSON object per "
                                 "line, or a .json file holding one list of objects.") from None
@@ -238,13 +255,14 @@ def json_record_fault(record: Any, column: str) -> str | None:
     return None
 
 
-def _sentence_of(record: Any, column: str, path: Path, lineno: int) -> str:
-    """The ``column`` string of one JSON record ("" for null), or one line naming what is wrong with it."""
+def _sentence_of(record: Any, column: str, path: Path, where: str) -> str:
+    """The ``column`` string of one JSON record ("" for null), or one line naming what is wrong with it and
+    ``where`` it is (``line N``, ``record N``)."""
     fault = json_record_fault(record, column)
     if fault:
-        raise DataError(f"{path}: line {lineno}{fault}.")
+        raise DataError(f"{path}: {where}{fault}.")
     if column not in record:
-        raise DataError(f"{path}: line {lineno} has no field {column!r}; its fields are {sorted(record)}. "
+        raise DataError(f"{path}: {where} has no field {column!r}; its fields are {sorted(record)}. "
                         "Pass text_column NAME.")
     return record[column] or ""
 
@@ -252,7 +270,8 @@ def _sentence_of(record: Any, column: str, path: Path, lineno: int) -> str:
 def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]:
     """The ``text_column`` (default ``text``) strings of a JSON-lines / JSON-list file; null or blank values are
     dropped like blank lines, anything else that is not a string is refused with its line."""
-    return [_sentence_of(record, text_column or "text", path, lineno) for lineno, record in _json_records(path)]
+    column = text_column or "text"
+    return [_sentence_of(record, column, path, where) for where, record in _json_records(path, column)]
 
 
 def check_json_head(path: Path, text: str, text_column: str | None) -> None:
@@ -262,8 +281,9 @@ def check_json_head(path: Path, text: str, text_column: str | None) -> None:
     another kind."""
     if path.suffix.lower() not in JSON_SUFFIXES or text.lstrip().startswith("["):
         return
-    for lineno, record in _json_lines(path, without_cut_line(path, text)):
-        _sentence_of(record, text_column or "text", path, lineno)
+    _check_not_one_document(path, text, text_column or "text")
+    for where, record in _json_lines(path, without_cut_line(path, text)):
+        _sentence_of(record, text_column or "text", path, where)
 
 
 def is_number(text: str) -> bool:

@@ -201,6 +201,13 @@ def test_jsonl_other_column_and_json_list(tmp_path):
         ("train.json", '{\n "data": [{"text": "a"},\n  {"text": "b"}]\n}\n', None,
          r"holds one JSON object over several lines, with the keys \['data'\] \(its records may be the list under "
          r"'data'\).*a \.json file holding one list of objects"),
+        # the same on one line: "line 1 has no field 'text' ... Pass text_column", which led nowhere
+        ("train.json", '{"data": [{"text": "a"}, {"text": "b"}]}\n', None,
+         r"holds one JSON object without a 'text' field, with the keys \['data'\] \(its records may be the list "
+         r"under 'data'\)"),
+        # the record of a JSON list by its number ("line 1", the list's line, before)
+        ("train.json", '[{"text": "a"}, {"text": "b"}, {"text": 3}]', None,
+         r"train\.json: record 3: field 'text' holds int 3"),
     ],
 )
 def test_a_malformed_training_file_is_named_with_its_line(tmp_path, name, content, text_column, message):
@@ -209,6 +216,21 @@ def test_a_malformed_training_file_is_named_with_its_line(tmp_path, name, conten
     with pytest.raises(DataError, match=message):
         load_train_dataset(str(path), text_column=text_column)
 
+
+
+@pytest.mark.parametrize("content", ['{\n "data": [{"text": "a"},\n  {"text": "b"}]\n}\n',
+                                     '{"data": [{"text": "a"}, {"text": "b"}]}\n'])
+def test_the_command_lines_early_check_says_a_json_document_holds_the_records(tmp_path, content):
+    """The check before torch read a pretty-printed JSON document line by line: "line 1 is not valid JSON", of a
+    valid JSON file; the reader of the whole file said what it is."""
+    from hf_cse.text_files import check_json_head
+
+    path = tmp_path / "train.json"
+    path.write_text(content)
+    with pytest.raises(DataError, match=r"train\.json holds one JSON object .*not records: give a \.jsonl file"):
+        check_json_head(path, content, None)
+    path.write_text('{"text": "one sentence"}\n')  # a JSON-lines file of one record is one
+    check_json_head(path, path.read_text(), None)
 
 def test_a_column_of_mostly_numbers_is_trained_on_with_a_warning(tmp_path, caplog):
     """Not all numbers (no refusal), but most rows are: likely the wrong column or file, said once."""
