@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..checkpoints import unfinished_run
+from ..checkpoints import model_folder_problem
 from ..checks import InputError
 from ..encoders import embedding_width, read_model_json, transformer_module_path
 from ..output_folder import TOKENIZER_MARKERS, matching
@@ -83,9 +83,9 @@ def check_model_folder(name: str, max_seq_length: int | None) -> None:
         if config is not None:
             check_max_seq_length(max_seq_length, config, name)
         return
-    unfinished = unfinished_run(path, "evaluate")
-    if unfinished:
-        raise InputError(f"--model_name_or_path {unfinished}")
+    unloadable = model_folder_problem(path, "evaluate")
+    if unloadable:
+        raise InputError(f"--model_name_or_path {unloadable}")
     check_st_encoder_files(name, path)
     encoder = transformer_folder(path)
     if not any((encoder / marker).is_file() for marker in TOKENIZER_MARKERS):

@@ -13,7 +13,7 @@ from typing import Any
 
 from transformers.hf_argparser import string_to_bool
 
-from ..checkpoints import unfinished_run
+from ..checkpoints import model_folder_problem
 from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
 from ..export.folders import check_export_folder
@@ -120,9 +120,9 @@ def export_from_args(argv: list[str] | None = None) -> int:
     check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
     check_push_flags(args)
     check_model_source(args.checkpoint, "CHECKPOINT")
-    unfinished = unfinished_run(args.checkpoint, "export")  # before anything is written (the export says it too)
-    if unfinished:
-        raise InputError(unfinished)
+    unloadable = model_folder_problem(args.checkpoint, "export")  # before anything is written (the export says it too)
+    if unloadable:
+        raise InputError(unloadable)
     if args.push_to_hub:
         check_repo_id(args.push_to_hub, "--push_to_hub")  # before the export it would end
         check_can_push(args.push_to_hub, args.token, "token", "push the export later")

@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import nn
 
-from ..checkpoints import unfinished_run
+from ..checkpoints import model_folder_problem
 from ..finite_weights import check_finite_weights
 from ..tokenizer_match import check_not_stand_in, is_stand_in, vocabulary_difference
 from .errors import ExportError
@@ -26,9 +26,9 @@ def load_model(model_or_path):
             "A plain encoder can be packaged with sentence-transformers directly."
         )
     path = Path(str(model_or_path)).expanduser()
-    unfinished = unfinished_run(path, "export")
-    if unfinished:
-        raise ExportError(unfinished)
+    unloadable = model_folder_problem(path, "export")
+    if unloadable:
+        raise ExportError(unloadable)
     if path.exists() and not is_cse_checkpoint(path):
         raise ExportError(
             f"{path} is not an hf_cse checkpoint (its config.json is missing or its model_type does not start with "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from eval_helpers import write_toy_senteval
-from helpers import cut_short_run
+from helpers import cut_short_run, fake_checkpoint
 from transformers import AutoTokenizer
 
 from hf_cse.export import ExportError, to_sentence_transformer
@@ -53,6 +53,30 @@ def test_a_run_whose_final_save_was_cut_short_is_refused_naming_its_last_complet
     assert line.endswith(f"rerun its training command to finish it, or export its last complete checkpoint, {last}.")
     with pytest.raises(ExportError, match=f"or export its last complete checkpoint, {re.escape(last)}\\.$"):
         to_sentence_transformer(str(tmp_path / "run"), tmp_path / "st")
+
+
+def test_a_checkpoint_without_its_weight_file_is_refused_before_loading_naming_the_last_complete_one(tmp_path,
+                                                                                                      capsys):
+    """A checkpoint whose model.safetensors is gone (its config.json and Trainer state there): one line naming the last
+    complete checkpoint, for the export and the evaluation alike (the export was transformers' 51-line traceback
+    ending in "OSError: Error no file named model.safetensors", the evaluation that OSError in its line)."""
+    from hf_cse.checks import InputError
+    from hf_cse.cli.eval_checks import check_model_folder
+
+    config = '{"model_type": "hf_cse_simcse", "method": "simcse"}'
+    for step in (2, 4):
+        (fake_checkpoint(tmp_path / "run" / f"checkpoint-{step}") / "config.json").write_text(config)
+    broken = tmp_path / "run" / "checkpoint-4"
+    (broken / "model.safetensors").unlink()
+    why = f"{broken} has no weight file (model.safetensors or pytorch_model.bin; its save was cut short, or it was " \
+          "removed): "
+    line = cli_error(capsys, broken, tmp_path / "st").removesuffix(" (HF_CSE_DEBUG=1 shows the traceback)")
+    assert line.endswith(f"{why}export another checkpoint, e.g. {broken.parent / 'checkpoint-2'} (the last complete "
+                         "one).") and not (tmp_path / "st").exists()
+    with pytest.raises(ExportError, match=re.escape(why)):
+        to_sentence_transformer(str(broken), tmp_path / "st")
+    with pytest.raises(InputError, match=re.escape(f"--model_name_or_path {why}evaluate another checkpoint")):
+        check_model_folder(str(broken), None)
 
 
 # --------------------------------------------------------------------------------------------- A4: model folders
