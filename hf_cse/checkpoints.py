@@ -89,49 +89,6 @@ def killed_weights_writes(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for place in places for p in place.iterdir() if is_killed_weights_write(p))
 
 
-def unfinished_run(folder, use: str) -> str | None:
-    """Where ``folder`` is a training run's folder without its final model (its checkpoints or record, but neither
-    ``training_info.json``, which a run writes last, nor whole weights: the run was stopped before or during its
-    final save), the line that says so and what to do instead, for a job that would ``use`` the model ("export",
-    "evaluate"); else None (:func:`model_folder_problem`)."""
-    folder = Path(folder).expanduser()
-    if not folder.is_dir() or (folder / TRAINING_INFO_FILE).is_file() or not training_run_files(folder):
-        return None
-    weights = [p for pattern in WEIGHT_FILES for p in folder.glob(pattern)]
-    if weights and not weights_problem(folder):
-        return None
-    last = last_complete_checkpoint(folder, say_skipped=False)
-    instead = (f"or {use} its last complete checkpoint, {last}" if last else
-               "no complete checkpoint is there to use instead")
-    return (f"{folder} holds a training run without its final model (no {TRAINING_INFO_FILE}; the run was stopped "
-            f"before or during its final save): rerun its training command to finish it, {instead}.")
-
-
-def no_weights_to_load(folder, use: str) -> str | None:
-    """Where ``folder`` holds an hf_cse model's config.json but none of the weight files loading reads
-    (:data:`~hf_cse.run_files.WEIGHT_FILES`: removed, or its save was cut short before them), the line that says so
-    and what to ``use`` ("export", "evaluate") instead: the last complete checkpoint of its run; else None."""
-    folder = Path(folder).expanduser()
-    if not folder.is_dir() or any(next(folder.glob(pattern), None) for pattern in WEIGHT_FILES):
-        return None
-    if not str((saved_config(folder) or {}).get("model_type", "")).startswith("hf_cse"):
-        return None  # another model's folder: loading it says what it lacks
-    run = folder.parent if is_checkpoint_name(folder.name) else folder
-    last = last_complete_checkpoint(run, say_skipped=False)
-    instead = (f"{use} another checkpoint, e.g. {last} (the last complete one)" if last else
-               f"save the model into it again, or {use} another one")
-    return (f"{folder} has no weight file ({WEIGHT_FILES[0]} or pytorch_model.bin; its save was cut short, or it "
-            f"was removed): {instead}.")
-
-
-def model_folder_problem(folder, use: str) -> str | None:
-    """Why the model folder ``folder`` cannot be loaded to ``use`` it ("export", "evaluate"), known from its files
-    alone: a training run without its final model (:func:`unfinished_run`), an hf_cse model without its weights
-    (:func:`no_weights_to_load`); else None. The one home of these lines: the export and the evaluation refuse such a
-    folder with them before loading, rather than with loading's traceback or a missing tokenizer."""
-    return unfinished_run(folder, use) or no_weights_to_load(folder, use)
-
-
 def _safetensors_header(path: Path) -> tuple[dict | None, str | None]:
     """A ``.safetensors`` file's header (tensor name -> dtype, shape, offsets), or what is wrong with the file (its
     header unreadable, or the file shorter than the tensors its header lists)."""

@@ -88,11 +88,14 @@ def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
         from .checkpoints import last_complete_checkpoint, saved_files_problem
 
         if not any((path / marker).is_file() for marker in markers):
-            last = last_complete_checkpoint(path)  # a training run's folder before its model is saved
-            if last is not None:
+            if last_complete_checkpoint(path) is not None:  # a training run's folder before its model is saved
+                from .unusable_models import checkpoint_offered
+
+                offered, described = checkpoint_offered(path)
+                give = (f"give one of them, e.g. {offered} ({described}), or the folder once the run has finished"
+                        if offered else f"{described}; train it again with a lower learning_rate")
                 raise InputError(f"{flag} {name_or_path} is a training run's folder that holds no saved {what} yet, "
-                                 f"only its checkpoints: give one of them, e.g. {last} (the last complete one), or "
-                                 "the folder once the run has finished.")
+                                 f"only its checkpoints: {give}.")
             if (path / "adapter_config.json").is_file():  # a LoRA run's adapter/ (peft's files): not the whole model
                 raise InputError(f"{flag} {name_or_path} holds a LoRA adapter alone (adapter_config.json), not a "
                                  f"{what}; give the training run's folder (or one of its checkpoints), which holds the "

@@ -19,13 +19,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checkpoints import TRAINER_STATE_FILE, checkpoint_step, complete_checkpoints, read_json
+from .checkpoints import (
+    TRAINER_STATE_FILE,
+    checkpoint_step,
+    complete_checkpoints,
+    is_checkpoint_name,
+    read_json,
+    training_run_files,
+)
+from .checks import InputError
 from .errors import CSEError
-from .finite_weights import NonFinite, saved_non_finite
+from .finite_weights import LOOKED_BACK, NonFinite, first_finite, non_finite, saved_non_finite
 from .output_folder import OutputFolderError, listing
-
-#: the most checkpoints before a diverged one read to find a finite one to name
-LOOKED_BACK = 5
 
 
 class DivergedCheckpointError(OutputFolderError):
@@ -45,12 +50,39 @@ def earlier_finite(checkpoint, output_dir) -> tuple[str | None, int]:
     """The last complete checkpoint of ``output_dir`` before the step of ``checkpoint`` whose weights are finite
     (None: none among the :data:`LOOKED_BACK` before it) and how many were read."""
     step = diverged_at(checkpoint)
-    earlier = [p for p in complete_checkpoints(output_dir)
-               if step is not None and checkpoint_step(p) < step][:LOOKED_BACK]
-    for read, folder in enumerate(earlier, 1):
-        if saved_non_finite(folder) is None:
-            return str(folder), read
-    return None, len(earlier)
+    earlier = [p for p in complete_checkpoints(output_dir) if step is not None and checkpoint_step(p) < step]
+    finite, diverged = first_finite(earlier, LOOKED_BACK)
+    return finite, len(diverged) + (finite is not None)
+
+
+class NonFiniteWeightsError(InputError):
+    """A model loaded for export or evaluation holds weights that are NaN or inf."""
+
+
+def check_finite_weights(model, source) -> None:
+    """Raise :class:`NonFiniteWeightsError` when a parameter of ``model`` (an ``nn.Module``, loaded from ``source``)
+    holds NaN or inf; naming the checkpoint to use instead where ``source`` is a run's folder or checkpoint (its
+    earlier ones' weights are read then, on this failure alone)."""
+    found = non_finite(model.named_parameters())
+    if found:
+        raise NonFiniteWeightsError(
+            f"{source} holds {found.bad} of {found.total} weights that are not finite (NaN or inf), the first in "
+            f"{found.first}: the training that saved it diverged. {earlier_instead(source)}")
+
+
+def earlier_instead(source) -> str:
+    """What to use instead of ``source``, a model whose weights are not finite: its run's last finite checkpoint
+    before it (:func:`earlier_finite`) where ``source`` is a run's folder or checkpoint, or a lower learning rate."""
+    folder = Path(str(source)).expanduser()
+    run = (folder if training_run_files(folder) else folder.parent if is_checkpoint_name(folder.name) else None)
+    if run is None or not folder.is_dir():
+        return "Use an earlier checkpoint of that run, or train again with a lower learning_rate."
+    earlier, read = earlier_finite(folder, run)
+    if earlier:
+        return (f"Use an earlier checkpoint of that run, e.g. {earlier} (the last finite one), or train again with a "
+                "lower learning_rate.")
+    none = none_earlier(read)
+    return f"{none[0].upper()}{none[1:]}: train again with a lower learning_rate."
 
 
 def goes_on_from(resume: str) -> str:
@@ -107,12 +139,8 @@ def how_to_go_on(output_dir, last: str | None) -> str:
 def diverged_checkpoints(output_dir) -> tuple[list[str], str | None]:
     """The complete checkpoints of ``output_dir`` whose weights are not finite, newest first, up to the first finite
     one (at most :data:`LOOKED_BACK` + 1 read), and that one (None: none found)."""
-    diverged = []
-    for folder in complete_checkpoints(output_dir)[:LOOKED_BACK + 1]:
-        if saved_non_finite(folder) is None:
-            return diverged, str(folder)
-        diverged.append(folder.name)
-    return diverged, None
+    finite, diverged = first_finite(complete_checkpoints(output_dir), LOOKED_BACK + 1)
+    return diverged, finite
 
 
 def with_diverged_checkpoints(err: CSEError, trainer) -> CSEError:
@@ -160,7 +188,7 @@ def check_weights_held(trainer, saving: bool = False) -> None:
     import torch
 
     from .errors import raised_on_every_process
-    from .finite_weights import local_part, non_finite
+    from .finite_weights import local_part
     from .metrics import DivergedError
 
     model = trainer.accelerator.unwrap_model(trainer.model)

@@ -1,23 +1,20 @@
 """A model whose weights hold NaN or inf (saved by a run that diverged, e.g. at a learning rate far too high, before
 its loss stopped it) gives NaN embeddings: an export of it would be a broken model, an evaluation score ``nan``.
-The export and the evaluation refuse it when they load it, in one line naming the folder, how many weights are not
-finite and the first tensor holding one (one pass of ``torch.isfinite`` over the parameters).
+:func:`non_finite` counts them (one pass of ``torch.isfinite`` over the parameters): the export and the evaluation
+refuse such a model when they load it (:func:`hf_cse.divergence.check_finite_weights`).
 
 :func:`saved_non_finite` reads the same of a saved folder's weight files without building a model (a checkpoint a
-run would resume: :mod:`hf_cse.divergence`), once per folder and version of its files."""
+run would resume: :mod:`hf_cse.divergence`), once per folder and version of its files; :func:`first_finite` finds
+the checkpoint a message names instead of diverged ones."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checks import InputError
-
-
-class NonFiniteWeightsError(InputError):
-    """A model loaded for export or evaluation holds weights that are NaN or inf."""
-
+#: the most checkpoints read, newest first, to find a finite one to name (each read is a pass over its weights)
+LOOKED_BACK = 5
 
 @dataclass(frozen=True)
 class NonFinite:
@@ -53,17 +50,6 @@ def non_finite(named_tensors: Iterable) -> NonFinite | None:
     return NonFinite(bad, total, first) if bad else None
 
 
-def check_finite_weights(model, source) -> None:
-    """Raise :class:`NonFiniteWeightsError` when a parameter of ``model`` (an ``nn.Module``, loaded from ``source``)
-    holds NaN or inf."""
-    found = non_finite(model.named_parameters())
-    if found:
-        raise NonFiniteWeightsError(
-            f"{source} holds {found.bad} of {found.total} weights that are not finite (NaN or inf), the first in "
-            f"{found.first}: the training that saved it diverged. Use an earlier checkpoint of that run, or train "
-            "again with a lower learning_rate.")
-
-
 #: the weight files of a saved folder read by :func:`saved_non_finite`: the model's (whole or sharded) and a peft
 #: adapter's, in the folder or a folder of it (a LoRA run's ``adapter/``); FSDP's and DeepSpeed's states are not read
 SAVED_WEIGHTS = ("*.safetensors", "*/adapter_model.safetensors", "pytorch_model*.bin", "adapter_model.bin",
@@ -96,3 +82,14 @@ def _tensors(paths: list[Path]):
         else:
             state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
             yield from ((name, t) for name, t in state.items() if isinstance(t, torch.Tensor))
+
+
+def first_finite(checkpoints: Sequence, most: int) -> tuple[str | None, list[str]]:
+    """The first of ``checkpoints`` (folders, newest first; at most ``most`` read) whose saved weights are finite
+    (None: none of those read), and the names of those read before it, whose weights are not."""
+    diverged = []
+    for folder in list(checkpoints)[:most]:
+        if saved_non_finite(folder) is None:
+            return str(folder), diverged
+        diverged.append(Path(folder).name)
+    return None, diverged

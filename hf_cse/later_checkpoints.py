@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 from .checkpoints import CHECKPOINT_PREFIX, checkpoint_problem, checkpoint_step
+from .finite_weights import LOOKED_BACK, first_finite
 from .output_folder import OutputFolderError, listing
 
 logger = logging.getLogger("hf_cse.trainer_folder")  # said as the folder checks' own lines
@@ -31,10 +32,17 @@ def warn_later_checkpoints_overwritten(checkpoint: Path, output_dir) -> None:
     ``output_dir``: going on trains their steps again and overwrites them one by one (what naming an earlier
     checkpoint is for, e.g. to train past a spike again; resume_from_checkpoint=True would go on from the last)."""
     later = [p for p in later_checkpoints(checkpoint, output_dir) if checkpoint_problem(p) is None]
-    if later:
-        logger.warning("resuming %s: output_dir %s holds later checkpoints (%s), which this run trains again and "
-                       "overwrites one by one as it reaches their steps (resume_from_checkpoint=True goes on from %s "
-                       "instead)", checkpoint, output_dir, listing([p.name for p in later]), later[-1].name)
+    if not later:
+        return
+    finite, diverged = first_finite(later[::-1], LOOKED_BACK + 1)  # read for this line alone
+    names = ", ".join(diverged)
+    instead = (f"resume_from_checkpoint=True goes on from {later[-1].name} instead" if not diverged else
+               f"resume_from_checkpoint={finite!r} goes on from the last finite one instead; {names} after it "
+               "diverged" if finite else f"{names} {'hold' if len(diverged) > 1 else 'holds'} weights that are not "
+               "finite: the run diverged after this checkpoint")
+    logger.warning("resuming %s: output_dir %s holds later checkpoints (%s), which this run trains again and "
+                   "overwrites one by one as it reaches their steps (%s)", checkpoint, output_dir,
+                   listing([p.name for p in later]), instead)
 
 
 def checkpoint_gone(checkpoint) -> OutputFolderError | None:

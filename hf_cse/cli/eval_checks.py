@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..checkpoints import model_folder_problem
 from ..checks import InputError
 from ..encoders import embedding_width, read_model_json, transformer_module_path
 from ..output_folder import TOKENIZER_MARKERS, matching
 from ..run_files import WEIGHT_FILES
+from ..unusable_models import model_folder_problem
 from .preflight import check_max_seq_length
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from transformers.hf_argparser import string_to_bool
 
-from ..checkpoints import model_folder_problem
 from ..checks import InputError, check_model_source
 from ..export import to_sentence_transformer
 from ..export.folders import check_export_folder
@@ -39,6 +38,7 @@ from ..export.training_info import (
 )
 from ..model_card import read_eval_results
 from ..output_folder import TOKENIZER_MARKERS
+from ..unusable_models import model_folder_problem
 from . import run_cli
 from .console import VERBOSE_HELP, setup_console
 from .help import EXPORT_EXAMPLE, add_short_help, all_flags_layout

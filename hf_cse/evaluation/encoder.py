@@ -222,7 +222,7 @@ class SentenceEncoder:
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         model, tokenizer = load_model(name_or_path, kind, device, pooler, revision, trust_remote_code)
-        from ..finite_weights import check_finite_weights
+        from ..divergence import check_finite_weights
         from ..models.loading import bidirectional_as_saved
 
         bidirectional_as_saved(model)  # a bidirectional decoder's export or a copy of it, whatever its attention

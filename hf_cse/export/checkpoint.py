@@ -8,9 +8,9 @@ from typing import Any
 
 from torch import nn
 
-from ..checkpoints import model_folder_problem
-from ..finite_weights import check_finite_weights
+from ..divergence import check_finite_weights
 from ..tokenizer_match import check_not_stand_in, is_stand_in, vocabulary_difference
+from ..unusable_models import model_folder_problem
 from .errors import ExportError
 
 

@@ -339,7 +339,7 @@ def test_a_run_whose_final_save_was_cut_short_is_named_so_not_as_missing_its_tok
                     "STSB", "--output_dir", tmp_path / "out")
     line = one_line(err).removesuffix(" (HF_CSE_DEBUG=1 shows the traceback)")
     assert code == 1 and "holds a training run without its final model" in line and "tokenizer" not in line
-    assert line.endswith(f"rerun its training command to finish it, or evaluate its last complete checkpoint, {last}.")
+    assert line.endswith(f"rerun its training command to finish it, or evaluate {last} (the last complete one).")
 
 
 def test_a_model_folder_without_its_tokenizer_files_is_refused_before_loading(tiny_bert_dir, senteval, tmp_path,

@@ -50,8 +50,8 @@ def test_a_run_whose_final_save_was_cut_short_is_refused_naming_its_last_complet
     last = cut_short_run(tmp_path / "run")
     line = cli_error(capsys, tmp_path / "run", tmp_path / "st").removesuffix(" (HF_CSE_DEBUG=1 shows the traceback)")
     assert "holds a training run without its final model" in line and not (tmp_path / "st").exists()
-    assert line.endswith(f"rerun its training command to finish it, or export its last complete checkpoint, {last}.")
-    with pytest.raises(ExportError, match=f"or export its last complete checkpoint, {re.escape(last)}\\.$"):
+    assert line.endswith(f"rerun its training command to finish it, or export {last} (the last complete one).")
+    with pytest.raises(ExportError, match=f"or export {re.escape(last)} \\(the last complete one\\)\\.$"):
         to_sentence_transformer(str(tmp_path / "run"), tmp_path / "st")
 
 

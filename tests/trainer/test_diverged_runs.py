@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 
 import pytest
 import torch
@@ -171,3 +172,75 @@ def test_the_dev_comparison_with_an_undefined_score(caplog):
     first, second = (r.getMessage() for r in caplog.records)
     assert "trained model's dev score is undefined" in first and "check the dev data" not in first
     assert "check the dev data" in second
+
+
+def _run_with_checkpoints(folder, finite_steps, diverged_steps):
+    """A stopped run's folder (its record, no model) whose complete checkpoints hold one tiny weight each, finite or
+    NaN."""
+    from helpers import fake_checkpoint
+
+    (folder / "checkpoint-0").mkdir(parents=True)  # a run's folder: some checkpoint; this one incomplete
+    (folder / "hf_cse_run.json").write_text("{}")
+    for step in (*finite_steps, *diverged_steps):
+        checkpoint = fake_checkpoint(folder / f"checkpoint-{step}")
+        (checkpoint / "config.json").write_text('{"model_type": "hf_cse_simcse", "method": "simcse"}')
+        value = math.nan if step in diverged_steps else 0.0
+        save_file({"weight": torch.full((2,), value)}, checkpoint / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def test_refusals_of_a_run_whose_last_checkpoint_diverged_name_its_last_finite_one(tmp_path):
+    """Checkpoints 2 and 4 finite, 6 NaN: the run folder's refusals (no model yet; unfinished; a checkpoint without
+    weights) offered checkpoint-6 as "the last complete one", and the refusal of checkpoint-6 itself said "Use an
+    earlier checkpoint of that run" without naming one. Each names checkpoint-4 now."""
+    from hf_cse.checks import InputError, check_model_source
+    from hf_cse.divergence import check_finite_weights
+    from hf_cse.unusable_models import no_weights_to_load, unfinished_run
+
+    run = _run_with_checkpoints(tmp_path / "run", (2, 4), (6,))
+    offered = f"{run / 'checkpoint-4'} (the last finite one; checkpoint-6 after it diverged)"
+    with pytest.raises(InputError, match=re.escape(f"only its checkpoints: give one of them, e.g. {offered}, ")):
+        check_model_source(str(run), "CHECKPOINT")
+    assert unfinished_run(run, "export").endswith(f"rerun its training command to finish it, or export {offered}.")
+    (run / "checkpoint-8").mkdir()  # its config written, its weights never
+    (run / "checkpoint-8" / "config.json").write_text('{"model_type": "hf_cse_simcse"}')
+    line = no_weights_to_load(run / "checkpoint-8", "evaluate")
+    assert line.endswith(f"evaluate another checkpoint, e.g. {offered}.")
+
+    diverged = torch.nn.Linear(2, 2)
+    with torch.no_grad():
+        diverged.weight[0, 0] = math.nan
+    with pytest.raises(InputError, match=re.escape(f"Use an earlier checkpoint of that run, e.g. "
+                                                   f"{run / 'checkpoint-4'} (the last finite one), or train again")):
+        check_finite_weights(diverged, str(run / "checkpoint-6"))
+
+
+def test_a_run_with_no_finite_checkpoint_is_refused_without_offering_one(tmp_path):
+    """Every checkpoint NaN: the refusal names them as diverged and the way on, a lower learning rate (it offered the
+    last one as "the last complete one")."""
+    from hf_cse.checks import InputError, check_model_source
+
+    run = _run_with_checkpoints(tmp_path / "run", (), (2, 4))
+    with pytest.raises(InputError, match=re.escape("only its checkpoints: checkpoint-4, checkpoint-2 hold weights "
+                                                   "that are not finite (NaN or inf): its run diverged; train it "
+                                                   "again with a lower learning_rate.")):
+        check_model_source(str(run), "CHECKPOINT")
+
+
+@pytest.mark.parametrize(("finite", "diverged", "said"), [
+    ((2, 4, 6), (), "(resume_from_checkpoint=True goes on from checkpoint-6 instead)"),
+    ((2, 4), (6,), "(resume_from_checkpoint='{run}/checkpoint-4' goes on from the last finite one instead; "
+                   "checkpoint-6 after it diverged)"),
+    ((2,), (4, 6), "(checkpoint-6, checkpoint-4 hold weights that are not finite: the run diverged after this "
+                   "checkpoint)"),
+], ids=["all finite", "the last diverged", "all diverged"])
+def test_resuming_before_later_checkpoints_never_offers_a_diverged_one(tmp_path, caplog, finite, diverged, said):
+    """Resuming checkpoint-2 where checkpoint-6 holds NaN: the line said resume_from_checkpoint=True goes on from
+    checkpoint-6, which is refused as diverged."""
+    from hf_cse.later_checkpoints import warn_later_checkpoints_overwritten
+
+    run = _run_with_checkpoints(tmp_path / "run", finite, diverged)
+    with caplog.at_level("WARNING", logger="hf_cse.trainer_folder"):
+        warn_later_checkpoints_overwritten(run / "checkpoint-2", run)
+    assert f"holds later checkpoints (checkpoint-4, checkpoint-6), which this run trains again and overwrites one by " \
+           f"one as it reaches their steps {said.format(run=run)}" in caplog.text
