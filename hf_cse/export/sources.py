@@ -44,19 +44,33 @@ def source_config(model_or_path: Any) -> dict[str, Any]:
 
 def check_clear_of_source(out_dir: Path, model_or_path: Any, config: dict[str, Any]) -> None:
     """Refuse an output folder that is or holds the checkpoint, or is, holds or lies inside the encoder's folder
-    (the checkpoint's ``base_encoder``): an export there would replace or mix with them, ``overwrite`` or not. A
-    folder inside the checkpoint (``<checkpoint>/sentence-transformers``) is where an export belongs, and a run's
-    folder holds the export of that run's final model only (:func:`check_run_owns_source`)."""
+    (the checkpoint's ``base_encoder``): an export there would replace or mix with them, ``overwrite`` or not; the
+    refusal offers a folder the export takes (:func:`folder_to_offer`). A run's folder holds the export of that run's
+    final model only (:func:`check_run_owns_source`)."""
     source = _local_folder(model_or_path)
     if source is not None and same_or_inside(source, out_dir):
         raise ExportError(f"out_dir {out_dir} holds the checkpoint {model_or_path}; exporting there would replace "
-                          "it. Choose another folder, e.g. <checkpoint>/sentence-transformers.")
+                          f"it. Choose another folder, e.g. {folder_to_offer(source)}.")
     encoder = _local_folder(config.get("base_encoder"))
     if encoder is not None and (same_or_inside(encoder, out_dir) or same_or_inside(out_dir, encoder)):
         raise ExportError(f"out_dir {out_dir} is, holds or lies inside the folder of the encoder {encoder} this "
                           "model was trained from; exporting there would replace or mix with it, even with "
-                          "overwrite=True. Choose another folder, e.g. <checkpoint>/sentence-transformers.")
+                          f"overwrite=True. Choose another folder, e.g. {folder_to_offer(source)}.")
     check_run_owns_source(out_dir, model_or_path)
+
+
+def folder_to_offer(source: Path | None) -> str:
+    """The export folder a refusal offers for the model folder ``source``, one the export takes: for a folder inside
+    a training run (its ``checkpoint-N``), one beside the run, ``<run>-checkpoint-N`` (inside the run it is refused:
+    the run's checkpoint rotation would delete it, and ``<run>/sentence-transformers`` is its final model's); else
+    ``<source>/sentence-transformers``."""
+    if source is None:  # a Hub id
+        return f"<checkpoint>/{RUN_EXPORT_FOLDER}"
+    runs = runs_holding(source)
+    if runs:
+        inside = source.expanduser().resolve().relative_to(runs[0])
+        return str(runs[0].parent / "-".join((runs[0].name, *inside.parts)))
+    return str(source / RUN_EXPORT_FOLDER)
 
 
 def check_run_owns_source(out_dir: Path, model_or_path: Any) -> None:

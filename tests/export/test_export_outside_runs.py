@@ -6,12 +6,14 @@ finishes are not."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from test_export_refusals import cli_error
 from transformers import AutoTokenizer
 
+from hf_cse.export import ExportError, to_sentence_transformer
 from hf_cse.export import sentence_transformers as export_module
-from hf_cse.export import to_sentence_transformer
 from hf_cse.folder_lock import folder_held
 from hf_cse.models import SimCSEModel
 from hf_cse.output_folder import OutputFolderError
@@ -75,3 +77,21 @@ def test_a_finished_run_and_the_runs_own_export_may_hold_an_export(run):
         assert (to_sentence_transformer(str(ckpt), folder / "sentence-transformers") / "modules.json").is_file()
     (folder / TRAINING_INFO_FILE).write_text("{}")
     assert (to_sentence_transformer(str(ckpt), folder / "exp20") / "modules.json").is_file()
+
+
+@pytest.mark.slow  # one export (~0.4 s) after the refusals
+def test_the_folder_offered_for_a_runs_checkpoint_lies_outside_the_run_and_is_taken(run, tmp_path, capsys):
+    """``export RUN/checkpoint-20 RUN/checkpoint-20`` offered ``<checkpoint>/sentence-transformers``, which is refused
+    in turn (it lies inside checkpoint-20, which the run's rotation deletes); the folder offered now, beside the run,
+    is taken, unfinished run or finished."""
+    folder, ckpt = run
+    offered = tmp_path / "run-checkpoint-20"
+    with pytest.raises(ExportError, match=f"Choose another folder, e.g. {re.escape(str(offered))}\\.$"):
+        to_sentence_transformer(str(ckpt), ckpt)
+    assert cli_line(capsys, ckpt, ckpt).endswith(f"Choose another folder, e.g. {offered}. (HF_CSE_DEBUG=1 shows the "
+                                                 "traceback)")
+    assert (to_sentence_transformer(str(ckpt), offered) / "modules.json").is_file()
+    (folder / TRAINING_INFO_FILE).write_text("{}")  # finished: its checkpoints' rotation is over, the offer the same
+    with pytest.raises(ExportError, match=f"e.g. {re.escape(str(offered))}\\.$"):
+        to_sentence_transformer(str(ckpt), folder)
+    assert (to_sentence_transformer(str(ckpt), offered, overwrite=True) / "modules.json").is_file()
