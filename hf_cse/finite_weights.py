@@ -16,6 +16,7 @@ from pathlib import Path
 #: the most checkpoints read, newest first, to find a finite one to name (each read is a pass over its weights)
 LOOKED_BACK = 5
 
+
 @dataclass(frozen=True)
 class NonFinite:
     """``bad`` of ``total`` weights are NaN or inf, the first in the tensor ``first``."""
