@@ -87,8 +87,8 @@ def earlier_instead(source) -> str:
 
 def goes_on_from(resume: str) -> str:
     """``resume`` (how to resume a run's last finite checkpoint, in the caller's terms) and what it brings back."""
-    return (f"{resume} goes on from the last finite checkpoint (with the run's learning rate, which its optimizer "
-            "state brings back: it may diverge again)")
+    return (f"{resume} goes on from the last finite checkpoint at the run's learning rate (its optimizer state keeps "
+            "it: it may diverge again)")
 
 
 def ways_on(checkpoint, output_dir) -> str:
@@ -155,11 +155,13 @@ def with_diverged_checkpoints(err: CSEError, trainer) -> CSEError:
     diverged, finite = diverged_checkpoints(output_dir)
     if not diverged:
         return err
+    # the checkpoint to resume names the folder: the line (at most 600 characters on the command line) keeps it whole
+    where = "output_dir" if finite else f"output_dir {output_dir}"
     instead = (f"{goes_on_from(f'resume_from_checkpoint={finite!r}')}; a lower learning rate is a new run in another "
                "output_dir" if finite else "no earlier checkpoint is finite")
-    named = type(err)(f"{err} {listing(diverged)} in output_dir {output_dir} "
-                      f"{'hold' if len(diverged) > 1 else 'holds'} the diverged weights and will not be resumed; "
-                      f"{instead}.", fields=(*err.fields, "resume_from_checkpoint", "output_dir"))
+    named = type(err)(f"{err} {listing(diverged)} in {where} {'hold' if len(diverged) > 1 else 'holds'} the diverged "
+                      f"weights and will not be resumed; {instead}.",
+                      fields=(*err.fields, "resume_from_checkpoint", "output_dir"))
     named.__dict__.update({k: v for k, v in err.__dict__.items() if k != "fields"})  # on_every_process
     return named
 

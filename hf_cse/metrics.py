@@ -115,9 +115,9 @@ class MetricAccumulator:
         diverged = [k for k, c in zip(keys, counts) if k.endswith("_loss") and c < records[k] * processes]
         if diverged:
             raise raised_on_every_process(DivergedError(
-                f"training loss term(s) {', '.join(diverged)} became NaN or Inf: the encoder diverged or the input "
-                "is broken (lower the learning rate or train in fp32/bf16 instead of fp16), or the loss's own "
-                "arithmetic overflows (clamp before log, exp or a division)."
+                f"training loss term(s) {', '.join(diverged)} became NaN or Inf: the encoder diverged (lower the "
+                "learning rate; fp32 or bf16, not fp16), the input is broken, or the loss's own arithmetic overflows "
+                "(clamp before log, exp or a division)."
             ))
         unnormalisable = sums[keys.index(UNNORMALISABLE_ROWS)] if UNNORMALISABLE_ROWS in keys else 0
         if unnormalisable > 0:

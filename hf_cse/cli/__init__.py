@@ -34,13 +34,21 @@ DEBUG_ENV = "HF_CSE_DEBUG"
 #: the longest error line the commands print (a terminal's five lines: a list of choices or a fix is kept whole)
 MAX_LINE = 600
 _LONG_PATH = re.compile(r"/(?:[^\s/]+/){2,}[^\s/]+")  # an absolute path of 4 parts or more
+#: a quoted path, with the flag or ``name=`` before it: what the line offers to copy (``--resume_from_checkpoint
+#: '/runs/out/checkpoint-4'``), kept whole where the line can be shortened elsewhere
+_QUOTED_PATH = re.compile(r"(?:(?<![\w-])--\w+ |\b\w+=)?(?<![\w'])'[^'\s]*/[^'\s]*'")
 
 
-def _shortened_paths(text: str, limit: int) -> str:
+def _quoted_paths(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _QUOTED_PATH.finditer(text)]
+
+
+def _shortened_paths(text: str, limit: int, quoted: bool = False) -> str:
     """``text`` with its long paths shortened only as far as needed to fit ``limit``: the path with the longest
     kept end loses one more folder from its middle at a time, down to its root and last two names
-    (``/tmp/.../run/out``)."""
-    matches = list(_LONG_PATH.finditer(text))
+    (``/tmp/.../run/out``); quoted paths (:data:`_QUOTED_PATH`) only where ``quoted``."""
+    kept_whole = [] if quoted else _quoted_paths(text)
+    matches = [m for m in _LONG_PATH.finditer(text) if not any(s <= m.start() < e for s, e in kept_whole)]
     parts = [m.group(0).split("/") for m in matches]
     kept = [len(p) - 2 for p in parts]  # the names kept at each path's end (all but the root: nothing hidden)
 
@@ -95,18 +103,41 @@ def _shortened_quotes(text: str, limit: int, keep: int = 40) -> str:
     return text
 
 
+def _middle_cut(text: str, limit: int, kept: list[tuple[int, int]]) -> str | None:
+    """``text`` in ``limit`` characters, a part of it replaced by `` ... ``: its middle (the start says what failed,
+    the end what to do), or the nearest part beside the ``kept`` spans, which it never cuts; widened to whole words
+    beside those; None where none is."""
+    cut = len(text) - (limit - 5)
+    head = (limit - 5) * 2 // 3
+    for start in sorted({head, *(s - cut for s, _ in kept), *(e for _, e in kept)}, key=lambda at: abs(at - head)):
+        end = start + cut
+        if 0 <= start and end < len(text) and not any(start < e and s < end for s, e in kept):
+            before = max([e for _, e in kept if e <= start], default=0)
+            after = min([s for s, _ in kept if s >= end], default=len(text))
+            space = text.rfind(" ", before, start + 1)
+            start = space if space > before else start
+            space = text.find(" ", end, after)
+            end = space + 1 if space != -1 else end
+            return f"{text[:start].rstrip()} ... {text[end:].lstrip()}"
+    return None
+
+
 def fit_line(text: str, limit: int = MAX_LINE) -> str:
     """``text`` in at most ``limit`` characters: long paths shortened (:func:`_shortened_paths`), then long quotes
     in brackets (:func:`_shortened_quotes`) where that is enough, else its middle cut out (the start says what
-    failed, the end what to do)."""
+    failed, the end what to do). A quoted path (the checkpoint to resume from) is kept whole, cut around, unless
+    nothing else can go."""
     if len(text) <= limit:
         return text
     text = _shortened_paths(text, limit)
     quotes_cut = _shortened_quotes(text, limit)
     if len(quotes_cut) <= limit:
         return quotes_cut
-    head = (limit - 5) * 2 // 3
-    return f"{text[:head]} ... {text[-(limit - 5 - head):]}"
+    around = _middle_cut(text, limit, _quoted_paths(text))
+    if around is not None:
+        return around
+    text = _shortened_paths(text, limit, quoted=True)
+    return text if len(text) <= limit else _middle_cut(text, limit, []) or text[:limit]
 
 
 def _close_progress_bars() -> None:

@@ -554,6 +554,17 @@ def test_long_lines_keep_the_last_names_of_each_path():
     assert fit_line("short /a/b/c/d/e") == "short /a/b/c/d/e"  # a line that fits is left as it is
 
 
+def test_the_middle_cut_goes_around_a_quoted_path_to_copy():
+    """The middle cut fell inside the quoted checkpoint path a line offered to resume from ("--resume_from_checkpoint
+    '/tmp/. ... goes on from"): it is cut beside it, at words, and the path stays whole."""
+    path = "/data/" + "/".join(f"folder_{i}" for i in range(12)) + "/checkpoint-4"
+    text = f"{'the problem in many words ' * 10}; --resume_from_checkpoint '{path}' goes on from it{' and so on' * 20}."
+    short = fit_line(text, 400)
+    assert len(short) <= 400 and f"--resume_from_checkpoint '{path}' " in short and short.count(" ... ") == 1
+    assert set(short.split()) - {"..."} <= set(text.split())  # whole words
+    assert fit_line(text, 100).count(" ... ") == 1 and len(fit_line(text, 100)) <= 100  # where nothing else can go
+
+
 def test_a_long_quoted_error_is_cut_at_its_end_keeping_the_fix_whole():
     """The middle cut kept the start and end of the line, and cut hf_cse's own words when another library's error was
     quoted in it: the quote (in brackets, sentences) is shortened first, at a word; hf_cse's own bracketed lists are

@@ -64,7 +64,7 @@ def test_a_diverged_last_checkpoint_is_refused_naming_the_last_finite_one(tmp_pa
                                                       "model.safetensors"))
     with pytest.raises(InputError, match=r"its last checkpoint, checkpoint-4, holds 3 of 3 weights that are not "
                                          rf"finite .*; --resume_from_checkpoint {tmp_path / 'checkpoint-2'} goes on "
-                                         r"from the last finite checkpoint \(with the run's learning rate, .*"
+                                         r"from the last finite checkpoint at the run's learning rate \(its .*"
                                          r"--overwrite_output_dir"):
         prepare_output_dir(tmp_path, SETTINGS)
 

@@ -553,6 +553,32 @@ def test_rerunning_a_diverged_run_refuses_its_nan_checkpoint(tiny_bert_dir, tmp_
 
 
 @pytest.mark.slow
+def test_a_divergence_line_keeps_the_whole_path_of_the_checkpoint_to_resume(tiny_bert_dir, tmp_path, capsys,
+                                                                           monkeypatch):
+    """Before: with a long --output_dir the divergence line was over 600 characters, and its middle was cut out
+    where the path of the last finite checkpoint stood ("--resume_from_checkpoint '/tmp/. ... goes on from")."""
+    from hf_cse.losses.infonce import InfoNCELoss
+
+    original, calls = InfoNCELoss.compute, []
+
+    def nan_after_four_steps(self, z1, z2, **extra):
+        if self.training:
+            calls.append(1)
+        return original(self, z1 * float("nan") if len(calls) > 4 else z1, z2, **extra)
+
+    monkeypatch.setattr(InfoNCELoss, "compute", nan_after_four_steps)
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    deep = tmp_path.joinpath(*(f"experiments_of_the_week_{i}" for i in range(3)), "simcse-bert-base-lr3e-5")
+    args = _run_args(tiny_bert_dir, tmp_path, "--max_steps", "6", "--save_strategy", "steps", "--save_steps", "2",
+                     "--logging_steps", "100")
+    args[args.index("--output_dir") + 1] = str(deep)
+    assert train_cli.main(args) == 1  # checkpoint-6 saved with NaN weights, found at the end of training
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert len(line) <= 600 and "became NaN or Inf" in line and "checkpoint-6 in --output_dir" in line, line
+    assert f"--resume_from_checkpoint '{deep / 'checkpoint-4'}'" in line, line
+
+
+@pytest.mark.slow
 def test_esimcse_at_the_encoders_position_limit_trains(tiny_bert_dir, tmp_path):
     """--max_seq_length 64 is the tiny encoder's limit, which the command allows; ESimCSE's repetition lengthened such
     rows past it (its tokenizer, built from a vocab, has no model_max_length) and the first step ended in torch's

@@ -86,9 +86,8 @@ def test_resume_true_refuses_a_diverged_last_checkpoint_and_names_the_last_finit
     with pytest.raises(DivergedCheckpointError, match=r"holds 1 of \d+ weights that are not finite .* diverged at or "
                                                       r"before step 4, .*; "
                                                       rf"resume_from_checkpoint='{out / 'checkpoint-2'}' goes on from "
-                                                      r"the last finite checkpoint \(with the run's learning rate, "
-                                                      r"which its optimizer state brings back: it may diverge again\), "
-                                                      r"or"):
+                                                      r"the last finite checkpoint at the run's learning rate \(its "
+                                                      r"optimizer state keeps it: it may diverge again\), or"):
         trainer.train(resume_from_checkpoint=True)
     trainer.train(resume_from_checkpoint=str(out / "checkpoint-2"))  # the way on it names: trains steps 3 and 4
     assert trainer.state.global_step == 4
