@@ -138,6 +138,41 @@ def disk_full(err: BaseException) -> BaseException | None:
     return None
 
 
+#: what a save does where its write is refused on a disk with room, by the OSError's errno: a read-only file system, a
+#: folder without write permission, a file or folder where the save puts another
+_WRITE_REFUSED = {errno.EROFS: "remount its file system read-write (or copy the folder to one that is)",
+                  errno.EACCES: "make the folder writable for you (its permissions)",
+                  errno.EPERM: "make the folder writable for you (its permissions)",
+                  errno.EEXIST: "move aside what takes that path",
+                  errno.ENOTDIR: "move aside the file that takes a folder's path",
+                  errno.EISDIR: "move aside the folder that takes a file's path"}
+
+
+@contextmanager
+def saving_files() -> Iterator[None]:
+    """An error raised in the block is marked as a save's: a save's refused write (:func:`write_refused`) rather than
+    one that reads, whose errno can be the same."""
+    try:
+        yield
+    except Exception as err:
+        err.raised_while_saving = True  # type: ignore[attr-defined]
+        raise
+
+
+def write_refused(err: BaseException) -> tuple[OSError, str] | None:
+    """The error in ``err``'s chain that says a save (:func:`saving_files`) could not write where it writes, on a disk
+    with room (:data:`_WRITE_REFUSED`; a full disk is :func:`disk_full`), and what to do; or None."""
+    seen: set[int] = set()
+    saving, refused = False, None
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        saving = saving or getattr(err, "raised_while_saving", False)
+        if refused is None and isinstance(err, OSError) and err.errno in _WRITE_REFUSED:
+            refused = err
+        err = err.__cause__ or err.__context__
+    return (refused, _WRITE_REFUSED[refused.errno]) if saving and refused is not None else None
+
+
 #: what users write for a setting, by the name hf_cse (and transformers) gives it: the closest spelling is often
 #: another setting (``lr`` is closest to LoRA's ``r``)
 COMMON_NAMES = {"lr": "learning_rate", "bs": "per_device_train_batch_size", "batch_size": "per_device_train_batch_size",

@@ -34,6 +34,7 @@ SEAMS: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     ("transformers.Trainer", "_get_collator_with_removed_columns", ("self", "data_collator", "description")),
     ("transformers.Trainer", "_run_epoch", ("self", "model", "epoch")),
     ("transformers.Trainer", "_save_rng_state", ("self", "output_dir")),
+    ("transformers.Trainer", "_save_checkpoint", ("self", "model", "trial")),
     ("transformers.Trainer", "_clip_grad_norm", ("self", "model")),
     ("transformers.Trainer", "_train_batch_size", None),  # an instance attribute, set in Trainer.__init__
     # instance attributes, set in Trainer._inner_training_loop: the logging window's loss sum and its first step
@@ -131,6 +132,19 @@ class RngStateSaveHook:
     def _save_rng_state(self, output_dir):
         super()._save_rng_state(output_dir)
         self.on_rng_state_saved(output_dir)
+
+
+class CheckpointSaveHook:
+    """A ``Trainer`` mixin under which an error of a checkpoint's save (``Trainer._save_checkpoint``: its folder, the
+    model, optimizer, RNG and trainer states, the rotation of older ones) is marked as a save's
+    (:func:`hf_cse.errors.saving_files`): the command line says a refused write in one line, with the checkpoint
+    kept."""
+
+    def _save_checkpoint(self, model, trial, *args, **kwargs):
+        from .errors import saving_files
+
+        with saving_files():
+            return super()._save_checkpoint(model, trial, *args, **kwargs)
 
 
 # ------------------------------------------------------------------------------- transformers' attention

@@ -59,8 +59,8 @@ logger = logging.getLogger(__name__)
 
 
 # TrainingBatches first: its on_epoch_start overrides the hook's default
-class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSaveHook, StepPaths, DevScoring,
-                         RunSaving, ResumedRun, Trainer):
+class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSaveHook, seams.CheckpointSaveHook,
+                         StepPaths, DevScoring, RunSaving, ResumedRun, Trainer):
     """A ``transformers.Trainer`` for hf_cse method models that does what ``hf-cse-train`` does: given a model,
     :class:`~hf_cse.training_args.ContrastiveTrainingArguments`, a training set (sentences in a ``text`` column, which
     it tokenizes at the arguments' ``max_seq_length``, or tokenized ones) and the tokenizer (``processing_class``), it

@@ -15,6 +15,7 @@ from transformers import Trainer
 from .checkpoints import other_model, run_marks, saved_config
 from .distributed import main_process_outcome
 from .divergence import check_weights_held
+from .errors import saving_files
 from .evaluation.before_after import log_dev_change
 from .output_folder import OutputFolderError, listing, matching, same_or_inside
 from .precision import describe
@@ -89,7 +90,8 @@ class RunSaving(Trainer):
         check_save_run_arguments(data, preset, hub_repo)
         with self._claim.saving(self, self._trained_in):  # refused unless the folder still holds this run
             check_weights_held(self, saving=True)  # a diverged run's weights are never saved as a model
-            self._save_run(data, preset, hub_repo or self._hub_repo)
+            with saving_files():  # a refused write is one line on the command line
+                self._save_run(data, preset, hub_repo or self._hub_repo)
 
     def _save_run(self, data: dict | None, preset: str | None, hub_repo: str | None) -> None:
         from .export import export_after_training

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import CSEError, disk_full, network_failure
+from ..errors import CSEError, disk_full, network_failure, write_refused
 from .flags import flag_terms_in_logs, in_flag_terms, use_parser
 from .launch import torchrun_worker
 from .stop_signals import Terminated, stop_signals_as_interrupt
@@ -289,6 +289,12 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
             reason = fit_line(f"{type(full).__name__}: {' '.join(str(full).split())}", 160)
             say_line(f"{prog}: error: the disk is full, or a file could not be written whole ({reason}). Free space, "
                      f"or write to a folder on another disk; {_kept_line()}")
+            return 1
+        refused = write_refused(err)
+        if refused is not None:
+            _close_progress_bars()
+            reason = fit_line(f"{type(refused[0]).__name__}: {' '.join(str(refused[0]).split())}", 300)
+            say_line(f"{prog}: error: the save could not write its files ({reason}): {refused[1]}; {_kept_line()}")
             return 1
         failed = network_failure(err)
         if failed is None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from ..errors import saving_files
 from ..run_files import RUN_RECORD_FILE
 from ..writing import json_safe, write_json_atomic
 
@@ -34,7 +35,8 @@ class RecordWhenSaved(TrainerCallback):
         """The record, written by the ``main_process`` (the command calls it once the run is saved, too: a run
         finished from its last checkpoint as it is trains no step and ends no training)."""
         if main_process:
-            write_json_atomic(self.record, self.settings, sort_keys=True)
+            with saving_files():  # a refused write is one line (hf_cse.cli.run_cli)
+                write_json_atomic(self.record, self.settings, sort_keys=True)
 
     def on_save(self, args, state, control, **kwargs):
         self.write(state.is_world_process_zero)

@@ -1,15 +1,18 @@
 """A command whose Hub access fails for want of a network (no connection, a timeout, transformers' "couldn't
 connect" OSError, huggingface_hub's HTTP client errors) ends in one line naming the failure and what to do, not in a
-traceback of the HTTP client; so does one whose write ran out of disk space (saying what was kept); any other
-exception is still a bug with its traceback."""
+traceback of the HTTP client; so does one whose write ran out of disk space, or whose save's write was refused (a
+read-only file system, no permission, a file where a folder goes), saying what was kept; any other exception is still
+a bug with its traceback."""
 
 from __future__ import annotations
+
+import errno
 
 import httpx2
 import pytest
 
 from hf_cse.cli import run_cli, say_when_stopped
-from hf_cse.errors import disk_full, network_failure
+from hf_cse.errors import disk_full, network_failure, saving_files
 
 
 def _raising(err: BaseException):
@@ -61,6 +64,37 @@ def test_a_full_disk_is_one_line_saying_what_is_kept(err, capsys, monkeypatch):
                                                    f"whole ({type(err).__name__}: ")
     assert lines[0].endswith("Free space, or write to a folder on another disk; out/checkpoint-4 is kept: the same "
                              "command resumes from it.")
+
+
+@pytest.mark.parametrize("err, fix", [
+    (OSError(errno.EROFS, "Read-only file system", "out/checkpoint-6"), "remount its file system read-write"),
+    (PermissionError(errno.EACCES, "Permission denied", "out/checkpoint-6"), "writable for you (its permissions)"),
+    (FileExistsError(errno.EEXIST, "File exists", "out/checkpoint-6"), "move aside what takes that path"),
+    (NotADirectoryError(errno.ENOTDIR, "Not a directory", "out/checkpoint-6/x"), "move aside the file"),
+])
+def test_a_refused_write_of_a_save_is_one_line_saying_what_is_kept(err, fix, capsys, monkeypatch):
+    """Before: a run whose folder turned read-only (or unwritable, or a file where checkpoint-6 goes) ended in a
+    23-frame traceback, without saying that checkpoint-4 is kept and the same command resumes from it."""
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+
+    def main():
+        say_when_stopped(lambda: "out/checkpoint-4 is kept: the same command resumes from it.")
+        with saving_files():
+            raise RuntimeError("checkpoint save failed") from err
+
+    assert run_cli(main, "prog") == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"prog: error: the save could not write its files "
+                                                   f"({type(err).__name__}: [Errno {err.errno}] {err.strerror}: "
+                                                   f"'out/checkpoint-6"), lines
+    assert fix in lines[0] and lines[0].endswith("; out/checkpoint-4 is kept: the same command resumes from it.")
+
+
+def test_a_refused_read_keeps_its_traceback(monkeypatch):
+    """The same errno outside a save (reading a file without permission) is not said to be a save's."""
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    with pytest.raises(PermissionError):
+        run_cli(_raising(PermissionError(errno.EACCES, "Permission denied", "data/train.txt")), "prog")
 
 
 def test_other_errors_keep_their_traceback(monkeypatch):

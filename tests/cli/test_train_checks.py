@@ -5,6 +5,7 @@ the last logging step and Ctrl-C end in one line, not a traceback."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -576,6 +577,37 @@ def test_a_divergence_line_keeps_the_whole_path_of_the_checkpoint_to_resume(tiny
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert len(line) <= 600 and "became NaN or Inf" in line and "checkpoint-6 in --output_dir" in line, line
     assert f"--resume_from_checkpoint '{deep / 'checkpoint-4'}'" in line, line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("err, fix", [
+    (OSError(errno.EROFS, "Read-only file system"), "remount its file system read-write (or copy the folder to "
+                                                    "one that is)"),
+    (FileExistsError(errno.EEXIST, "File exists"), "move aside what takes that path"),
+])
+def test_an_output_dir_unwritable_mid_run_is_one_line_naming_the_checkpoint_kept(err, fix, tiny_bert_dir, tmp_path,
+                                                                                 capsys, monkeypatch):
+    """Before: the folder remounted read-only (or a file where checkpoint-4 goes) ended the run in a 23-frame
+    traceback, not saying that checkpoint-2 is kept and that the same command resumes from it."""
+    from hf_cse.trainer import ContrastiveTrainer
+
+    original = ContrastiveTrainer.save_model
+
+    def refused_at_step_4(self, output_dir=None, _internal_call=False):
+        if str(output_dir).endswith("checkpoint-4"):
+            raise type(err)(err.errno, err.strerror, output_dir)
+        return original(self, output_dir, _internal_call)
+
+    monkeypatch.setattr(ContrastiveTrainer, "save_model", refused_at_step_4)
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    args = _run_args(tiny_bert_dir, tmp_path, "--max_steps", "6", "--save_strategy", "steps", "--save_steps", "2")
+    assert train_cli.main(args) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    out = tmp_path / "out"
+    assert lines[-1] == (f"hf-cse-train: error: the save could not write its files ({type(err).__name__}: [Errno "
+                         f"{err.errno}] {err.strerror}: '{out / 'checkpoint-4'}'): {fix}; "
+                         f"{out / 'checkpoint-2'} is kept: the same command resumes from it."), lines[-1]
+    assert not any(line.startswith("Traceback") for line in lines)
 
 
 @pytest.mark.slow
