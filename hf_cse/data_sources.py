@@ -11,6 +11,7 @@ Arrow, compressed text) is read by ``datasets``' own rules."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .files import DataError, content_fingerprint, local_dataset_folder
@@ -27,6 +28,29 @@ DATASETS_READER = {".txt": "text", ".csv": "CSV", ".tsv": "TSV", ".json": "JSON"
 def is_saved_dataset(folder: Path) -> bool:
     """``folder`` holds a data set ``Dataset.save_to_disk`` (or ``DatasetDict.save_to_disk``) wrote."""
     return (folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file()
+
+
+def empty_saved_dataset(name: str, split: str | None = None) -> DataError:
+    """The refusal of a saved data set (or its ``split``) without rows: ``datasets`` fails on one with an IndexError
+    deep in its tables (no data files), or when it streams it (no shard to read)."""
+    where = f" in its {split!r} split" if split else ""
+    return DataError(f"dataset_name {name} is empty (0 rows{where}): Dataset.save_to_disk wrote a data set without "
+                     "rows. Save the data set again with its sentences, or give another dataset_name / train_file.")
+
+
+def check_saved_rows(folder: Path, name: str, split: str = "train") -> None:
+    """Refuse a folder ``Dataset.save_to_disk`` wrote of a data set without rows (its ``split``, for a
+    ``DatasetDict``'s), told by its ``state.json``, which lists no data files (torch-free: the commands check it before
+    the training stack is imported). A data set whose files hold 0 rows is refused once read
+    (:func:`load_named_dataset`)."""
+    is_dict = (folder / "dataset_dict.json").is_file()
+    state = folder / split / "state.json" if is_dict else folder / "state.json"
+    try:
+        files = json.loads(state.read_text(encoding="utf-8")).get("_data_files")
+    except (OSError, ValueError, AttributeError):  # no such split (said when read), or not datasets' own file
+        return
+    if files == []:
+        raise empty_saved_dataset(name, split if is_dict else None)
 
 
 def _card_names_files(folder: Path) -> bool:
@@ -124,13 +148,25 @@ def load_named_dataset(name: str, config_name: str | None, split: str, streaming
     if config_name:
         raise DataError(f"dataset_name {name} is a data set saved with save_to_disk, which has no configurations; "
                         "drop dataset_config_name.")
-    ds = datasets.load_from_disk(str(folder))
-    if isinstance(ds, datasets.DatasetDict):
-        if split not in ds:
-            raise DataError(f"dataset_name {name} holds the splits {', '.join(ds)}, not {split!r}: save the split to "
-                            "train on alone (ds[split].save_to_disk(folder)).")
-        ds = ds[split]
+    saved, is_dict = folder, (folder / "dataset_dict.json").is_file()
+    if is_dict:  # its split alone is read: datasets reads every split of the folder, an empty one failing
+        if not (folder / split / "state.json").is_file():
+            raise DataError(f"dataset_name {name} holds the splits {', '.join(_saved_splits(folder))}, not {split!r}: "
+                            "save the split to train on alone (ds[split].save_to_disk(folder)).")
+        saved = folder / split
+    check_saved_rows(folder, name, split)
+    ds = datasets.load_from_disk(str(saved))
+    if len(ds) == 0:  # data files of 0 rows (a filter's result saved): streamed, datasets fails on them
+        raise empty_saved_dataset(name, split if is_dict else None)
     return ds.to_iterable_dataset() if streaming else ds
+
+
+def _saved_splits(folder: Path) -> list[str]:
+    """The splits a saved ``DatasetDict`` holds (its ``dataset_dict.json``)."""
+    try:
+        return list(json.loads((folder / "dataset_dict.json").read_text(encoding="utf-8"))["splits"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return sorted(p.name for p in folder.iterdir() if (p / "state.json").is_file())
 
 
 def _load_folder(folder: Path, name: str, config_name: str | None, split: str, streaming: bool):

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..checks import MODEL_FOLDER_MARKERS, InputError, check_model_source, model_list
+from ..data_sources import check_saved_rows, is_saved_dataset
 from ..encoders import packaged_encoder_path
 from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file, local_dataset_folder
@@ -158,7 +159,9 @@ def _check_train(parser, argv: list[str]) -> None:
             check_enough_sentences(path, int(sizes.per_device_train_batch_size) * launched_processes(),
                                    int(cap) if isinstance(cap, int | float) else None)
     if args.get("dataset_name"):  # a local path that names nothing (a typo) or names a file; a Hub id passes
-        local_dataset_folder(args["dataset_name"])
+        folder = local_dataset_folder(args["dataset_name"])
+        if folder is not None and is_saved_dataset(folder):  # one save_to_disk wrote without rows
+            check_saved_rows(folder, args["dataset_name"])
     if args.get("output_dir"):  # the encoder's own folder first: refused whatever else is asked, and said so
         check_not_encoder_folder(args["output_dir"], args.get("model_name_or_path"))
     # a finished run or other files in the output folder, unless the command starts over or names the checkpoint

@@ -241,6 +241,23 @@ def test_a_local_dataset_name_that_names_no_folder_is_refused_early_and_a_hub_id
     check(["--dataset_name", str(tmp_path)])  # a folder: its files are checked as they are read
 
 
+def test_a_saved_dataset_name_without_rows_is_refused_before_torch(train_parsers, tmp_path):
+    """A save_to_disk folder of 0 rows as --dataset_name ended, seconds later, in datasets' IndexError traceback."""
+    _, cached = train_parsers
+    check = partial(entry_points.check_command_line, "train", copy.deepcopy(cached))
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "state.json").write_text('{"_data_files": [], "_split": null}')  # as datasets writes it
+    with pytest.raises(DataError, match=r"^dataset_name .*empty is empty \(0 rows\): Dataset.save_to_disk wrote"):
+        check(["--dataset_name", str(tmp_path / "empty")])
+    (tmp_path / "splits" / "train").mkdir(parents=True)
+    (tmp_path / "splits" / "dataset_dict.json").write_text('{"splits": ["train"]}')
+    (tmp_path / "splits" / "train" / "state.json").write_text('{"_data_files": []}')
+    with pytest.raises(DataError, match=r"is empty \(0 rows in its 'train' split\)"):
+        check(["--dataset_name", str(tmp_path / "splits")])
+    (tmp_path / "splits" / "train" / "state.json").write_text('{"_data_files": [{"filename": "data.arrow"}]}')
+    check(["--dataset_name", str(tmp_path / "splits")])  # rows: read by the command
+
+
 def test_the_early_count_checks_leave_to_the_command_what_needs_the_processes_or_a_config(train_parsers, tmp_path):
     _, cached = train_parsers
     check = partial(entry_points.check_command_line, "train", copy.deepcopy(cached))

@@ -106,3 +106,25 @@ def test_pair_rows_from_a_folder_of_mixed_kinds_are_refused(tmp_path):
     with pytest.raises(DataError, match=r"holds files of several kinds in its 'train' split \(a.csv \(CSV\), "
                                         r"b.jsonl \(JSON\)\), which datasets reads as one kind"):
         load_pair_dataset("positive", dataset_name=str(folder))
+
+
+@pytest.mark.slow  # data sets saved, read and streamed (~1 s)
+def test_a_saved_data_set_without_rows_is_one_line_read_or_streamed(tmp_path):
+    """A save_to_disk folder of 0 rows as dataset_name (streamed too) ended in datasets' 56-line traceback
+    (table.py to_blocks(tables[0]): IndexError); one whose files hold 0 rows failed streamed ("Unable to shard")."""
+    import datasets
+
+    kind = datasets.Features({"text": datasets.Value("string")})
+    datasets.Dataset.from_dict({"text": []}, features=kind).save_to_disk(str(tmp_path / "none"))
+    filled = datasets.Dataset.from_dict({"text": ["a b", "c d"]})
+    filled.filter(lambda row: False).save_to_disk(str(tmp_path / "filtered"))
+    datasets.DatasetDict({"train": filled, "dev": filled.select([])}).save_to_disk(str(tmp_path / "splits"))
+    for folder in ("none", "filtered"):
+        for streaming in (False, True):
+            with pytest.raises(DataError, match=rf"^dataset_name .*{folder} is empty \(0 rows\): "
+                                                r"Dataset.save_to_disk wrote a data set without rows\."):
+                load_training_text(SimpleNamespace(streaming=streaming, train_files=None),
+                                   _data_args(dataset_name=str(tmp_path / folder)), seed=0)
+    with pytest.raises(DataError, match=r"^dataset_name .*splits is empty \(0 rows in its 'dev' split\)"):
+        load_train_dataset(dataset_name=str(tmp_path / "splits"), split="dev")
+    assert load_train_dataset(dataset_name=str(tmp_path / "splits"))["text"] == ["a b", "c d"]  # dev not read
