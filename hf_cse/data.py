@@ -27,6 +27,7 @@ from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_numb
     JSON_SUFFIXES,
     TABLE_SUFFIXES,
     check_layout,
+    check_not_numbers,
     check_text_column_applies,
     column_fix,
     is_number,
@@ -50,22 +51,17 @@ def read_sentences(train_file: str | Path, text_column: str | None = None, field
     text = read_text(path, field)  # refuses compressed, binary and non-UTF-8 files; drops a BOM
     check_text_column_applies(path, text_column)
     check_layout(path, text)
+    column, columns = None, None  # a .txt file: lines, no column
     if path.suffix.lower() in JSON_SUFFIXES:
-        lines = read_json_sentences(path, text_column)
+        column = text_column or "text"
+        lines = read_json_sentences(path, column)
     elif path.suffix.lower() in TABLE_SUFFIXES:
         columns, records = table_records(io.StringIO(text, newline=""), path)  # .tsv: tabs only, no quoting
         column = table_text_column(path, columns, text_column)
         lines = [record[column] for _, record in records]
-        filled = [text for text in lines if text.strip()]
-        numbers = sum(map(is_number, filled))
-        if filled and numbers == len(filled):
-            raise DataError(f"{path}: column {column!r} holds only numbers, not sentences; pass text_column "
-                            f"with the sentence column (columns: {columns}).")
-        if numbers * 2 > len(filled):  # trained on as text, each a "sentence": most likely the wrong column or file
-            logger.warning("%s: %d of the %d rows of column %r are numbers, not sentences; they are trained on as "
-                           "text (check text_column and the file)", path, numbers, len(filled), column)
     else:
         lines = text.splitlines()
+    check_not_numbers(lines, str(path), column, columns)
     sentences = [s.strip() for s in lines if s and s.strip()]
     if not sentences:
         raise no_sentences_error(path)
@@ -120,12 +116,15 @@ def load_train_dataset(
         if kind not in ("string", "large_string"):  # the filter below would fail on its first value, in datasets
             raise DataError(f"data set {dataset_name}: column {column!r} holds {kind} values, not sentences; pass "
                             f"text_column NAME of the text column (columns: {ds.column_names}).")
+        columns = ds.column_names
         ds = _only_text_column(ds, column)
         rows = len(ds)
         ds = ds.filter(lambda ex: bool(ex["text"] and ex["text"].strip()))
         _say_dropped(f"data set {dataset_name}", rows - len(ds), rows)
         if len(ds) == 0:
             raise DataError(f"data set {dataset_name} has no non-empty {column!r} rows in split {split!r}.")
+        check_not_numbers((text for batch in ds.iter(batch_size=10_000) for text in batch["text"]),
+                          f"data set {dataset_name}", column, columns)
         return ds
     return _file_dataset(Path(train_file or DEMO_CORPUS), text_column)
 

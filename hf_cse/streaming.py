@@ -52,7 +52,6 @@ from .data import (
     check_pair_source,
     check_text_column_applies,
     is_empty_cell,
-    is_number,
     load_train_dataset,
     pair_columns,
     read_named_dataset,
@@ -78,9 +77,9 @@ from .stream_rows import (
 )
 from .text_files import (
     check_json_head,
+    check_not_numbers,
     check_table_head,
     column_fix,
-    no_sentences_error,
     read_json_sentences,
 )
 
@@ -184,20 +183,21 @@ def _check_start(path: Path, flag: str, text_column: str | None, sentences: bool
 
 def _source(path: str | None, dataset_name: str | None, config_name: str | None, text_column: str | None,
             streaming: bool, split: str = "train"):
-    """One source with one column ``text`` of stripped, non-blank lines."""
+    """One source with one column ``text`` of stripped, non-blank lines: read whole (and checked whole) as
+    :func:`hf_cse.data.load_train_dataset` reads it, or streamed, the start of it checked."""
     import datasets
 
-    if path and not streaming:  # read whole, so checked whole, as one train_file is (hf_cse.data.read_sentences)
-        return load_train_dataset(path, text_column=text_column).cast_column("text", datasets.Value("string"))
+    if not streaming:  # read whole, so checked whole, as one train_file or dataset_name is (hf_cse.data)
+        return load_train_dataset(path, dataset_name, config_name, text_column, split).cast_column(
+            "text", datasets.Value("string"))
     files = folder_train_files(dataset_name, split, config_name) if dataset_name else None
-    if files is not None:  # a folder of train files, each read (whole, or streamed one after another) as one is
-        return (datasets.concatenate_datasets([_source(str(path), None, None, text_column, True) for path in files])
-                if streaming else load_train_dataset(dataset_name=dataset_name, text_column=text_column, split=split))
+    if files is not None:  # a folder of train files, each streamed one after another as one is
+        return datasets.concatenate_datasets([_source(str(path), None, None, text_column, True) for path in files])
     if dataset_name:
-        ds = read_named_dataset(dataset_name, config_name, split, streaming)
+        ds = read_named_dataset(dataset_name, config_name, split, streaming=True)
         source = f"data set {dataset_name}"
-        if streaming:  # read as training goes: a row it cannot read, or a dropped connection, fails as one line
-            ds = read_checked(ds, partial(dataset_unreadable, dataset_name))
+        # read as training goes: a row it cannot read, or a dropped connection, fails as one line
+        ds = read_checked(ds, partial(dataset_unreadable, dataset_name))
     else:
         p = Path(path)
         check_text_column_applies(p, text_column)
@@ -212,9 +212,9 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
             ds = datasets.Dataset.from_dict({column: read_json_sentences(p, column)}).to_iterable_dataset()
         else:
             # utf-8-sig: a byte-order mark is no part of the first sentence (as for a file read whole)
-            ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=streaming,
+            ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=True,
                                        chunksize=STREAM_CHUNK, encoding="utf-8-sig")
-        ds = read_checked(ds, partial(file_unreadable, p))  # a file is streamed here (read whole above otherwise)
+        ds = read_checked(ds, partial(file_unreadable, p))
         source = str(p)
     # a stream of a CSV file knows its columns only once read: those of its first row
     names = list(ds.column_names or next(iter(ds.take(1)), {}))
@@ -225,25 +225,19 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     if names and column not in names:
         raise DataError(f"{source}: no column {column!r}; columns are {names}. {column_fix(text_column)}")
     ds = ds.select_columns([column])
-    head = [row[column] for row in (ds.take(HEAD_ROWS) if streaming else ds.select(range(min(HEAD_ROWS, len(ds)))))]
+    head = [row[column] for row in ds.take(HEAD_ROWS)]
     odd = next((value for value in head if value is not None and not isinstance(value, str)), None)
     if odd is not None:
         raise DataError(f"{source}: column {column!r} holds {type(odd).__name__} values ({odd!r:.30}), not "
                         "sentences; pass text_column NAME of the text column.")
-    filled = [value for value in head if value and value.strip()]
-    if filled and all(map(is_number, filled)):  # a CSV's cells are read as text: "12" is no sentence either
-        raise DataError(f"{source}: column {column!r} holds numbers, not sentences (its first {len(filled)} "
-                        f"values); pass text_column NAME of the text column (columns: {names}).")
+    lines = not dataset_name and Path(path).suffix.lower() not in TABLE_SUFFIXES + JSON_SUFFIXES  # no column
+    check_not_numbers(head, source, None if lines else column, None if lines else names, head=True)
     if column != "text":
         ds = ds.rename_column(column, "text")
     ds = ds.map(SentenceTexts(source, column), batched=True)  # a row of no string refused, empty ones said
-    if not streaming:  # one text type for every source (json reads large_string), so that they can be mixed
-        ds = ds.cast_column("text", datasets.Value("string"))
-    if streaming and next(iter(ds.take(1)), None) is None:
+    if next(iter(ds.take(1)), None) is None:
         raise DataError(f"{source} yields no sentences (empty, or blank lines only): check the file / data set "
                         "and text_column.")
-    if not streaming and len(ds) == 0:
-        raise no_sentences_error(source)
     return ds
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,9 @@ from .files import (
     table_records,
     without_cut_line,
 )
+
+#: the data readers' logger (their warnings are the data module's)
+logger = logging.getLogger("hf_cse.data")
 
 TABLE_SUFFIXES = (".csv", ".tsv")
 JSON_SUFFIXES = (".json", ".jsonl")
@@ -292,6 +297,30 @@ def is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def check_not_numbers(texts: Iterable[Any], source: str, column: str | None = None, columns: list[str] | None = None,
+                      head: bool = False) -> None:
+    """The rule of training text stored as numbers (``"12"``: a CSV's cells, JSON strings, a data set's string
+    column), whatever it is read from: each would be trained on as a "sentence", most likely the wrong column or
+    file. Refused where every non-blank text is a number, said in one warning where most are. ``column`` (of
+    ``columns``): the text column; None: a plain text file's lines. ``head``: ``texts`` are a stream's first rows."""
+    filled = numbers = 0
+    for text in texts:
+        if isinstance(text, str) and text.strip():
+            filled += 1
+            numbers += is_number(text)
+    if not filled or numbers * 2 <= filled:
+        return
+    where, rows = (f"column {column!r}", "values") if column else ("its lines", "lines")
+    if numbers == filled:
+        verb, first = "holds" if column else "hold", f" (its first {filled} {rows})" if head else ""
+        shown = f" (columns: {columns})" if columns else ""
+        fix = f"pass text_column NAME of the sentence column{shown}" if column else "give a file of sentences"
+        raise DataError(f"{source}: {where} {verb} only numbers, not sentences{first}; {fix}.")
+    logger.warning("%s: %d of the %s%d rows of %s are numbers, not sentences; they are trained on as text (check %s)",
+                   source, numbers, "first " if head else "", filled, where,
+                   "text_column and the file" if column else "the file")
 
 
 #: bytes :func:`find_unreadable_line` reads at a time

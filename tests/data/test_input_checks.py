@@ -364,3 +364,46 @@ def test_a_lora_adapter_folder_is_named_as_one_with_where_its_model_is(tmp_path)
     with pytest.raises(InputError, match=r"CHECKPOINT .*adapter holds a LoRA adapter alone \(adapter_config.json\), "
                                          r"not a model; give the training run's folder"):
         check_model_source(str(adapter), "CHECKPOINT")
+
+
+@pytest.mark.slow  # files and a saved data set read, whole and streamed (~1.5 s)
+@pytest.mark.parametrize("kind", ["jsonl", "json", "csv", "txt", "saved"])
+def test_numbers_stored_as_text_are_refused_whatever_they_are_read_from(tmp_path, kind, caplog):
+    """{"text": "0"}, {"text": "1"}, ... trained silently from .jsonl/.json files and saved data sets, while the same
+    numbers in a .csv (and any streamed) were refused as "only numbers, not sentences"."""
+    import json
+    from types import SimpleNamespace
+
+    import datasets
+
+    from hf_cse.streaming import load_training_text
+
+    def write(texts: list[str]) -> str:
+        path = tmp_path / f"train_{len(list(tmp_path.iterdir()))}.{kind}"
+        if kind == "jsonl":
+            path.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+        elif kind == "json":
+            path.write_text(json.dumps([{"text": text} for text in texts]))
+        elif kind == "csv":
+            path.write_text("text\n" + "".join(f"{text}\n" for text in texts))
+        elif kind == "txt":
+            path.write_text("".join(f"{text}\n" for text in texts))
+        else:
+            datasets.Dataset.from_dict({"text": texts}).save_to_disk(str(path))
+        return str(path)
+
+    def read(source: str, streaming: bool):
+        named = {"dataset_name": source, "train_file": None} if kind == "saved" else {"train_file": source,
+                                                                                        "dataset_name": None}
+        return load_training_text(SimpleNamespace(streaming=streaming, train_files=None), SimpleNamespace(
+            dataset_config_name=None, text_column=None, **named), seed=0)
+
+    numbers = write([str(i) for i in range(12)])
+    said = "its lines hold" if kind == "txt" else "column 'text' holds"
+    for streaming in (False, True):
+        with pytest.raises(DataError, match=rf"{said} only numbers, not sentences"):
+            read(numbers, streaming)
+    mostly = write(["the cat sat", "a dog runs", *map(str, range(5))])
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        assert len(read(mostly, streaming=False)) == 7
+    assert "5 of the 7 rows of" in caplog.text and "are numbers, not sentences" in caplog.text
