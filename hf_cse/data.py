@@ -34,6 +34,7 @@ from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_numb
     no_sentences_error,
     read_json_sentences,
     table_text_column,
+    warn_unread_columns,
 )
 from .tokenizer_match import check_tokenized_length, warn_cut_alike
 
@@ -68,8 +69,10 @@ def read_sentences(train_file: str | Path, text_column: str | None = None, field
     return sentences
 
 
-def _only_text_column(ds, column: str):
-    """Keep one column, named ``text``."""
+def _only_text_column(ds, column: str, source: str):
+    """Keep one column, named ``text``; the other string columns of ``source`` said first (the pair / triplet columns
+    of a file read for sentences: :func:`~hf_cse.text_files.warn_unread_columns`)."""
+    warn_unread_columns(ds, column, source)
     ds = ds.select_columns([column])
     return ds.rename_column(column, "text") if column != "text" else ds
 
@@ -117,7 +120,7 @@ def load_train_dataset(
             raise DataError(f"data set {dataset_name}: column {column!r} holds {kind} values, not sentences; pass "
                             f"text_column NAME of the text column (columns: {ds.column_names}).")
         columns = ds.column_names
-        ds = _only_text_column(ds, column)
+        ds = _only_text_column(ds, column, f"data set {dataset_name}")
         rows = len(ds)
         ds = ds.filter(lambda ex: bool(ex["text"] and ex["text"].strip()))
         _say_dropped(f"data set {dataset_name}", rows - len(ds), rows)
@@ -138,10 +141,10 @@ def _file_dataset(path: Path, text_column: str | None, field: str = "train_file"
     if path.suffix.lower() in (".csv", ".tsv"):  # read as read_sentences does (hf_cse.files)
         ds = strip_column_names(datasets.load_dataset("csv", data_files=str(path), split="train",
                                                       **table_loader_args(path)))
-        ds = _only_text_column(ds, table_text_column(path, ds.column_names, text_column))
+        ds = _only_text_column(ds, table_text_column(path, ds.column_names, text_column), str(path))
     elif path.suffix.lower() in JSON_SUFFIXES:
         ds = _only_text_column(datasets.load_dataset("json", data_files=str(path), split="train",
-                                                     encoding="utf-8-sig"), text_column or "text")
+                                                     encoding="utf-8-sig"), text_column or "text", str(path))
     else:
         ds = datasets.load_dataset("text", data_files=str(path), split="train", encoding="utf-8-sig")
     # one batched pass drops blank lines and strips the rest (a batched map may return fewer rows)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +30,7 @@ from .checks import InputError
 from .data import PAIR_COLUMNS, PAIR_VIEWS, TwoViewCollator
 from .encoders import embedding_rows, method_max_length
 from .files import DataError
+from .text_files import unread_text_columns_of
 
 logger = logging.getLogger("hf_cse.trainer")
 
@@ -279,28 +279,12 @@ def check_training_data(dataset, collator, model, pair_rows: bool | None = None,
     return LimitCheckedCollator(collator, limits, pair_rows)
 
 
-#: words of a column's name that say it holds no sentence but an identifier or a label (MNLI's ``pairID``, SNLI's
-#: ``gold_label``): never one of the text columns :func:`warn_unread_text_columns` names
-NOT_TEXT_WORDS = frozenset({"id", "ids", "idx", "uid", "guid", "key", "label", "labels"})
-
-
 def unread_text_columns(dataset, views: tuple[str, ...]) -> list[str]:
     """The string columns of a ``datasets`` data set that no view reads (``views``: the text columns of pair /
     triplet rows, :func:`hf_cse.trainer_dataset.pair_rows`; ``()``: sentences, the ``text`` column), leaving out
-    the columns named as identifiers or labels (:data:`NOT_TEXT_WORDS`); [] where the columns' types are unknown."""
-    features = getattr(dataset, "features", None)
-    if not isinstance(features, Mapping):
-        return []
-    read = set(views or PAIR_COLUMNS[:1])
-
-    def is_text(feature) -> bool:
-        return getattr(feature, "dtype", None) in ("string", "large_string")
-
-    def names_a_label(name: str) -> bool:
-        return bool(NOT_TEXT_WORDS & {w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", name)})
-
-    return [name for name, feature in features.items()
-            if name not in read and is_text(feature) and not names_a_label(name)]
+    the columns named as identifiers or labels (:data:`~hf_cse.text_files.NOT_TEXT_WORDS`); [] where the columns'
+    types are unknown."""
+    return unread_text_columns_of(getattr(dataset, "features", None), views or PAIR_COLUMNS[:1])
 
 
 def warn_unread_text_columns(dataset, model, views: tuple[str, ...] | None) -> None:

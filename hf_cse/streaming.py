@@ -81,6 +81,7 @@ from .text_files import (
     check_table_head,
     column_fix,
     read_json_sentences,
+    warn_unread_columns,
 )
 
 logger = logging.getLogger(__name__)
@@ -224,6 +225,7 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
     column = text_column or (names[0] if len(names) == 1 and not dataset_name else "text")
     if names and column not in names:
         raise DataError(f"{source}: no column {column!r}; columns are {names}. {column_fix(text_column)}")
+    warn_unread_columns(ds, column, source)
     ds = ds.select_columns([column])
     head = [row[column] for row in ds.take(HEAD_ROWS)]
     odd = next((value for value in head if value is not None and not isinstance(value, str)), None)

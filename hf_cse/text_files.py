@@ -10,7 +10,7 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -350,3 +350,53 @@ def find_unreadable_line(path: Path) -> tuple[int, str] | None:
                 return lineno + data.count(b"\n", 0, err.start), f"not valid UTF-8 ({err.reason})"
             first = False
             lineno += data.count(b"\n")
+
+
+#: words of a column's name that say it holds no sentence but an identifier or a label (MNLI's ``pairID``, SNLI's
+#: ``gold_label``): never a text column left unread
+NOT_TEXT_WORDS = frozenset({"id", "ids", "idx", "uid", "guid", "key", "label", "labels"})
+
+
+def names_a_label(name: str) -> bool:
+    """Whether a column's name says it holds an identifier or a label (:data:`NOT_TEXT_WORDS`, as words of
+    ``pairID``, ``gold_label``)."""
+    return bool(NOT_TEXT_WORDS & {w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", name)})
+
+
+def unread_text_columns_of(features: Any, read: Iterable[str], rows: Iterable[Mapping] = ()) -> list[str]:
+    """The string columns of a data set's ``features`` (its column -> type) outside ``read``, but for those named as
+    identifiers or labels (:func:`names_a_label`) and, given its first ``rows`` (a CSV's columns are read as strings
+    all), those holding numbers only there (scores); [] where the types are unknown."""
+    if not isinstance(features, Mapping):
+        return []
+    read, rows = set(read), list(rows)
+
+    def is_text(name: str, feature) -> bool:
+        if getattr(feature, "dtype", None) not in ("string", "large_string"):
+            return False
+        filled = [value for row in rows for value in [row.get(name)] if isinstance(value, str) and value.strip()]
+        return not (filled and all(map(is_number, filled)))
+
+    return [name for name, feature in features.items()
+            if name not in read and is_text(name, feature) and not names_a_label(name)]
+
+
+#: rows of a data set whose values tell a column of numbers stored as strings (:func:`warn_unread_columns`)
+UNREAD_HEAD_ROWS = 8
+
+
+def warn_unread_columns(ds, column: str, source: str) -> None:
+    """One warning where sentences are read from ``column`` of the data set ``ds`` (of ``source``), and its other
+    string columns (:func:`unread_text_columns_of`, told by their types and first rows) are left out: a file of pairs
+    or triplets read for sentences trains on one of its columns alone. Names them and the fields that read them:
+    pair_column (a positive), negative_column (a hard negative)."""
+    features = getattr(ds, "features", None)
+    if not isinstance(features, Mapping) or not set(features) - {column}:
+        return
+    unread = unread_text_columns_of(features, [column], ds.take(UNREAD_HEAD_ROWS))
+    if unread:
+        them = "it" if len(unread) == 1 else "them"
+        logger.warning("%s: %s %s (strings) %s not read: the run trains on the sentences of text_column %r alone. "
+                       "For pairs, name the positive's column as pair_column (a hard negative's as negative_column); "
+                       "else remove %s.", source, "column" if len(unread) == 1 else "columns", ", ".join(unread),
+                       "is" if len(unread) == 1 else "are", column, them)

@@ -407,3 +407,29 @@ def test_numbers_stored_as_text_are_refused_whatever_they_are_read_from(tmp_path
     with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
         assert len(read(mostly, streaming=False)) == 7
     assert "5 of the 7 rows of" in caplog.text and "are numbers, not sentences" in caplog.text
+
+
+@pytest.mark.slow  # a file read whole and streamed (~1 s)
+def test_pair_columns_of_a_file_read_for_sentences_are_named_in_one_warning(tmp_path, caplog):
+    """A triplet file (sent0, sent1, hard_neg) read for sentences with text_column sent0 trained on sent0 alone
+    without a word: its other columns were dropped before the trainer's check of unread text columns could see them."""
+    from types import SimpleNamespace
+
+    from hf_cse.streaming import load_training_text
+
+    path = tmp_path / "nli.csv"
+    path.write_text("sent0,sent1,hard_neg,gold_label,score\n" + "".join(
+        f"a cat sat {i},a dog ran {i},a bird flew {i},{i % 3},0.{i}\n" for i in range(10)))
+    for streaming in (False, True):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+            load_training_text(SimpleNamespace(streaming=streaming, train_files=None), SimpleNamespace(
+                train_file=str(path), dataset_name=None, dataset_config_name=None, text_column="sent0"), seed=0)
+        said = [r.getMessage() for r in caplog.records if "not read" in r.getMessage()]
+        assert len(said) == 1 and "columns sent1, hard_neg (strings) are not read" in said[0]  # not label, score
+        assert "name the positive's column as pair_column (a hard negative's as negative_column)" in said[0]
+    caplog.clear()
+    (tmp_path / "plain.csv").write_text("text,label\n" + "".join(f"sentence {i},{i}\n" for i in range(10)))
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        load_train_dataset(str(tmp_path / "plain.csv"))
+    assert "not read" not in caplog.text
