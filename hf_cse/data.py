@@ -268,8 +268,10 @@ def is_empty_cell(cell: Any) -> bool:
     return cell is None or not str(cell).strip()
 
 
-def check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict[str, str], source: str) -> None:
-    """Every wanted column exists and no cell of it is empty (one line naming the rows otherwise)."""
+def check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict[str, str], source: str,
+                    head: bool = False) -> None:
+    """Every wanted column exists, no cell of it is empty (one line naming the rows otherwise), and each view differs
+    from the one before it (:func:`_check_views_differ`); ``head``: ``rows`` are a stream's first rows."""
     for flag, column in wanted.items():
         if column not in columns:
             raise DataError(f"{source}: no column {column!r} for {flag}; columns are {columns}. Pass {flag} NAME.")
@@ -286,6 +288,22 @@ def check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict
         if odd is not None or (values and all(map(is_number, values))):
             raise DataError(f"{source}: column {column!r} ({flag}) holds {what}, not sentences; pass {flag} NAME "
                             f"of a text column (columns: {columns}).")
+    _check_views_differ(rows, columns, wanted, source, head)
+
+
+def _check_views_differ(rows: list[dict[str, Any]], columns: list[str], wanted: dict[str, str], source: str,
+                        head: bool) -> None:
+    """A positive equal to its anchor (or a negative to its positive) on every row is refused: almost surely a wrong
+    column (a copy of the other), which trains on one text twice; on most rows, said in one warning."""
+    views, rows_read = list(wanted.items()), f"{'its first' if head else 'all'} {len(rows)} rows"
+    for (flag, column), (other_flag, other) in zip(views, views[1:]):  # anchor-positive, positive-negative
+        same = sum(str(row[column]).strip() == str(row[other]).strip() for row in rows)
+        said = f"{source}: column {other!r} ({other_flag}) equals column {column!r} ({flag}) on"
+        if rows and same == len(rows):
+            raise DataError(f"{said} {rows_read}: almost surely a wrong column. Pass {other_flag} NAME of the "
+                            f"column of other text (columns: {columns}).")
+        if same * 2 > len(rows):
+            logger.warning("%s %d of %s, which train on one text twice; check %s", said, same, rows_read, other_flag)
 
 
 def pair_columns(text_column: str | None, pair_column: str, negative_column: str | None) -> dict[str, str]:

@@ -288,7 +288,7 @@ def load_pair_stream(data_args):
         ds, names = strip_column_names(ds, names), [name.strip() for name in names]
     check_pair_rows([], names, wanted, source)  # a missing column, before any row is read
     ds = ds.select_columns(list(wanted.values()))  # each its own column (pair_columns)
-    check_pair_rows(list(ds.take(HEAD_ROWS)), names, wanted, source)
+    check_pair_rows(list(ds.take(HEAD_ROWS)), names, wanted, source, head=True)
     views = PAIR_COLUMNS[:len(wanted)]
     return ds.map(partial(_pair_texts, wanted, source), batched=True, with_indices=True,
                   remove_columns=list(wanted.values()),

@@ -332,3 +332,36 @@ def test_a_label_column_named_as_the_positives_is_refused(source, tmp_path):
                                         "pair_column NAME of a text column"):
         load_pair_dataset("label", **kwargs)
     assert load_pair_dataset("positive", **kwargs)["positive"][0] == sentences[0] + " too"
+
+
+@pytest.mark.slow  # pair rows read whole and streamed (~1 s)
+def test_a_view_that_copies_another_on_every_row_is_refused_and_on_most_rows_said(tmp_path, caplog):
+    """sent1 == sent0 on every row (a wrong column named) trained silently, read whole or streamed: each pair is one
+    sentence twice."""
+    import logging
+    from types import SimpleNamespace
+
+    from hf_cse.streaming import load_pair_stream
+
+    anchors, others = random_sentences(12, seed=1), random_sentences(12, seed=2)
+
+    def write(name: str, positives: list[str], negatives: list[str]) -> str:
+        path = tmp_path / name
+        with path.open("w", newline="") as fh:
+            csv.writer(fh).writerows([("sent0", "sent1", "hard_neg"), *zip(anchors, positives, negatives)])
+        return str(path)
+
+    copied = write("copied.csv", anchors, others)
+    negative_copied = write("negative.csv", others, others)
+    for path, said in ((copied, r"column 'sent1' \(pair_column\) equals column 'sent0' \(text_column\) on "),
+                       (negative_copied, r"column 'hard_neg' \(negative_column\) equals column 'sent1' "
+                                         r"\(pair_column\) on ")):
+        with pytest.raises(DataError, match=said + r"all 12 rows: almost surely a wrong column"):
+            load_pair_dataset("sent1", path, text_column="sent0", negative_column="hard_neg")
+        with pytest.raises(DataError, match=said + r"its first 12 rows"):
+            load_pair_stream(SimpleNamespace(train_file=path, dataset_name=None, dataset_config_name=None,
+                                             text_column="sent0", pair_column="sent1", negative_column="hard_neg"))
+    mostly = write("mostly.csv", anchors[:8] + others[8:], others[::-1])
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        assert len(load_pair_dataset("sent1", mostly, text_column="sent0", negative_column="hard_neg")) == 12
+    assert "equals column 'sent0' (text_column) on 8 of all 12 rows, which train on one text twice" in caplog.text
