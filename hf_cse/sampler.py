@@ -98,7 +98,8 @@ def order_seed(args) -> int:
 
 
 def check_distinct_texts(dataset, global_batch_size: int, source: str, chunk_rows: int = 4096,
-                         seed: int = 0, repeats_allowed: bool = False, warn_if_few: bool = True) -> None:
+                         seed: int = 0, repeats_allowed: bool = False, warn_if_few: bool = True,
+                         tokenizer=None, prompt: str | None = None) -> None:
     """Before tokenizing (and before the model is loaded): data with fewer distinct texts than one global batch has
     rows can make no batch without a repeated text, which the sampler would find only once training starts (rows
     sharing no text need a distinct text each at least; the sampler's own plan stays the exact check). Reads the
@@ -107,32 +108,45 @@ def check_distinct_texts(dataset, global_batch_size: int, source: str, chunk_row
     Whether or not repeats are allowed (``repeats_allowed``: no_duplicates_in_batch off), one distinct text leaves
     nothing to contrast (every in-batch negative is the positive's own text): refused. Fewer than a global batch with
     repeats allowed: every batch holds copies, each the others' negative: said in one warning (``warn_if_few``; the
-    command line leaves it to the trainer it builds, which checks its data again)."""
-    from .files import DataError
+    command line leaves it to the trainer it builds, which checks its data again).
+
+    ``tokenizer`` (and the model's ``prompt``), for sentences not yet tokenized: the rows that tokenizing will drop
+    (:func:`hf_cse.data.drop_special_only`) are not counted, so that the fix named is one that works (with too few
+    rows left, the row count is refused)."""
+    from .files import DataError, check_enough_rows
 
     found = _key_source(dataset)
     if found is None or len(dataset) == 0:
         return
     views, _, key = found
+    special_only = _special_only(tokenizer, prompt) if tokenizer is not None and views == ["text"] else None
     distinct: set = set()
+    kept_rows = 0
     for start in range(0, len(dataset), chunk_rows):
-        for row in _keys_of(dataset, views, key, slice(start, start + chunk_rows)):
+        keys = _keys_of(dataset, views, key, slice(start, start + chunk_rows))
+        if special_only is not None:
+            keys = [k for k, drop in zip(keys, special_only(dataset["text"][start:start + chunk_rows])) if not drop]
+        kept_rows += len(keys)
+        for row in keys:
             distinct.update(row if isinstance(row, tuple) else (row,))
         if len(distinct) >= global_batch_size:
             break
     else:
+        if kept_rows < len(dataset):  # rows of special tokens only, which tokenizing drops: the rest must do
+            check_enough_rows(kept_rows, global_batch_size, f"{source} without its {len(dataset) - kept_rows} rows "
+                              "that tokenize to special tokens only (dropped when tokenized)")
         if len(distinct) < 2:
-            raise DataError(f"{source} holds one distinct text in its {len(dataset)} rows: every in-batch negative "
+            raise DataError(f"{source} holds one distinct text in its {kept_rows} rows: every in-batch negative "
                             "would be the positive's own text, so there is nothing to contrast. Use varied data.")
         if repeats_allowed:
             if not warn_if_few:
                 return
             logger.warning("%s has %d distinct texts in %d rows, fewer than one global batch of %d: every batch "
                            "holds copies of a text, each the others' in-batch negative. Use more varied data or a "
-                           "smaller per_device_train_batch_size.", source, len(distinct), len(dataset),
+                           "smaller per_device_train_batch_size.", source, len(distinct), kept_rows,
                            global_batch_size)
             return
-        raise DataError(f"{source} has {len(distinct)} distinct text(s) in {len(dataset)} rows: no global batch of "
+        raise DataError(f"{source} has {len(distinct)} distinct text(s) in {kept_rows} rows: no global batch of "
                         f"{global_batch_size} rows without a repeated text can be made. Use more varied data, a "
                         "smaller per_device_train_batch_size, or allow repeats (no_duplicates_in_batch false).")
     # rows of several views (pairs): enough distinct texts may still make no batch (every row with the same anchor);
@@ -143,6 +157,23 @@ def check_distinct_texts(dataset, global_batch_size: int, source: str, chunk_row
                         f"from its {len(dataset)} rows, whose views share their texts too often (a batch holds each "
                         "text once). Use more varied data, a smaller per_device_train_batch_size, or allow repeats "
                         "(no_duplicates_in_batch false).")
+
+
+def _special_only(tokenizer, prompt: str | None):
+    """A function telling which of a batch of texts tokenize to special tokens only (as the training set is
+    tokenized: the prompt in front), each distinct text tokenized once."""
+    from .data import with_prompt
+
+    special, seen = set(tokenizer.all_special_ids), {}
+
+    def special_only(texts: list[str]) -> list[bool]:
+        new = [text for text in dict.fromkeys(texts) if text not in seen]
+        if new:
+            rows = tokenizer(with_prompt(new, prompt), truncation=True)["input_ids"]
+            seen.update((text, all(i in special for i in ids)) for text, ids in zip(new, rows, strict=True))
+        return [seen[text] for text in texts]
+
+    return special_only
 
 
 @dataclass

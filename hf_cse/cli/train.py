@@ -335,7 +335,8 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     else:
         check_enough_rows(len(raw), global_batch, data.source, data.unit)
         check_distinct_texts(raw, global_batch, data.source, seed=order_seed(training_args),  # said by the trainer
-                             repeats_allowed=not training_args.no_duplicates_in_batch, warn_if_few=False)
+                             repeats_allowed=not training_args.no_duplicates_in_batch, warn_if_few=False,
+                             tokenizer=tokenizer, prompt=spec.config.get("prompt"))  # counted as tokenizing keeps
     check_room_for_text(tokenizer, data.max_seq_length, spec.config.get("prompt"))
     model_config = model_cls.config_class(encoder_config=enc_config, **spec.model_config())
     model_cls.check_with_tokenizer(model_config, tokenizer, enc_config)

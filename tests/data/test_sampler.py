@@ -324,3 +324,22 @@ def test_rows_left_out_for_their_copies_are_told_once(tiny_bert_dir, tmp_path, c
     with caplog.at_level(logging.WARNING, logger="hf_cse.trainer"):
         light.get_train_dataloader()
     assert "left out" not in caplog.text
+
+
+def test_the_distinct_text_check_leaves_out_rows_that_tokenizing_drops(tmp_path):
+    """6 sentences and 10 rows of zero-width spaces were refused as "7 distinct text(s) in 16 rows ... or allow
+    repeats"; with repeats allowed the run failed next on its 6 sentences, too few for a batch of 8."""
+    from helpers import random_sentences
+    from tiny_models import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer(tmp_path)
+    rows = datasets.Dataset.from_dict({"text": random_sentences(6) + ["\u200b"] * 10})
+    for repeats_allowed in (False, True):
+        with pytest.raises(DataError, match=r"without its 10 rows that tokenize to special tokens only \(dropped when "
+                                            r"tokenized\) has 6 sentences, fewer than one global batch of 8"):
+            check_distinct_texts(rows, 8, "train.txt", repeats_allowed=repeats_allowed, tokenizer=tokenizer)
+    with pytest.raises(DataError, match=r"has 5 distinct text\(s\) in 6 rows: no global batch of 6 rows"):
+        check_distinct_texts(datasets.Dataset.from_dict({"text": random_sentences(5) * 2 + ["\u200b"] * 4})
+                             .select(range(4, 14)), 6, "train.txt", tokenizer=tokenizer)
+    check_distinct_texts(rows, 6, "train.txt", tokenizer=tokenizer)  # 6 sentences left: a batch of 6
+    check_distinct_texts(rows, 6, "train.txt", tokenizer=tokenizer, prompt="say: ")  # the prompt's words: all kept
