@@ -10,6 +10,7 @@ it decides the training set given to the trainer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from transformers import TrainingArguments
 
@@ -28,6 +29,7 @@ from .training_values import (
     check_step_intervals,
     check_supervised_only,
     fill_in_best_metric,
+    filled_in_interval,
     whole_batches_only,
 )
 
@@ -146,6 +148,8 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     #: "transformers" (its filling in, e.g. 'loss' where load_best_model_at_end names no metric), "preset NAME"
     #: (hf_cse.presets.from_preset): the trainer may replace them (hf_cse.training_values.metric_chosen_by)
     filled_in: dict = field(default_factory=dict, init=False, repr=False)
+    #: the eval_steps transformers fills in is marked so (training_values.filled_in_interval): any other is given
+    marks_filled_in_intervals: ClassVar[bool] = True
 
     def __post_init__(self):
         check_path_given(self.output_dir, "output_dir")
@@ -167,8 +171,11 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         for name, value in values.items():
             setattr(self, name, value)
         unset = [name for name in ("metric_for_best_model", "greater_is_better") if getattr(self, name) is None]
+        eval_steps_given = bool(self.eval_steps)  # transformers fills in None or 0 (eval_strategy "steps")
         fill_in_best_metric(self)  # save_strategy="best" without a metric: transformers' 'loss', then replaced
         super().__post_init__()  # (sets greater_is_better from the metric's name where not given)
+        if not eval_steps_given and self.eval_steps:  # so a copy with evaluation off is not refused for it
+            self.eval_steps = filled_in_interval(self.eval_steps)
         self.filled_in = {name: FILLED_IN for name in unset if getattr(self, name) is not None}
         check_best_metric_direction(self)
         check_loader_and_schedule(self)  # (lr_scheduler_kwargs read from JSON) else a traceback as training starts

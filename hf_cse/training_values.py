@@ -286,21 +286,50 @@ def _interval_refusal(args, steps: str, strategy: str, outcome: str) -> InputErr
                       fields=(steps, strategy))
 
 
+class _FilledInInt(int):
+    """An interval transformers filled in (``eval_steps`` from ``logging_steps``): a number like any other, whose
+    type says that nobody gave it, carried as it is into a copy (``dataclasses.replace``)."""
+
+    __slots__ = ()
+
+
+class _FilledInFloat(float):
+    __doc__ = _FilledInInt.__doc__
+    __slots__ = ()
+
+
+def filled_in_interval(value):
+    """``value`` (an interval transformers' ``__post_init__`` filled in) marked as filled in
+    (:func:`check_step_intervals`)."""
+    return _FilledInInt(value) if isinstance(value, numbers.Integral) else _FilledInFloat(value)
+
+
+def _filled_in_by_transformers(args, steps: str, value) -> bool:
+    if isinstance(value, (_FilledInInt, _FilledInFloat)):
+        return True
+    # arguments that do not mark what transformers filled in (plain TrainingArguments): an eval_steps equal to
+    # logging_steps may be its filling in, carried into a copy whose evaluation was turned off
+    return (not getattr(args, "marks_filled_in_intervals", False) and steps == "eval_steps"
+            and value == getattr(args, "logging_steps", None))
+
+
 def check_step_intervals(args) -> None:
     """``save_steps`` / ``eval_steps`` given (other than the field's default) while their strategy is ``no``: the
     interval would be ignored, so the run would save no checkpoint that a Ctrl-C or a crash could resume from, or
     score no dev data between its first and last step. Only the explicit contradiction: transformers fills
     ``eval_steps`` in (from ``logging_steps``) only for ``eval_strategy="steps"``. A preset's interval goes with its
-    strategy (:func:`unapplied_intervals`). An ``eval_steps`` equal to ``logging_steps`` is left alone: it may be
-    transformers' own filling in, carried into a copy whose evaluation was turned off (``dataclasses.replace(args,
-    eval_strategy="no")``); a caller who knows which intervals were given checks those too
-    (:func:`check_given_intervals`). ``load_best_model_at_end`` without evaluations or without checkpoints is refused
-    here too, in one line (transformers' refusal is several lines naming flags, and it has none for evaluation and
-    saving both off, where the best checkpoint would silently be none)."""
+    strategy (:func:`unapplied_intervals`). transformers' own filling in, carried into a copy whose evaluation was
+    turned off (``dataclasses.replace(args, eval_strategy="no")``), is left alone: arguments that mark it
+    (``ContrastiveTrainingArguments``: :func:`filled_in_interval`) are refused for any ``eval_steps`` given, whatever
+    its value; other arguments are not for one equal to ``logging_steps``, which may be the filling in (a caller who
+    knows which intervals were given checks those too: :func:`check_given_intervals`). ``load_best_model_at_end``
+    without evaluations or without checkpoints is refused here too, in one line (transformers' refusal is several
+    lines naming flags, and it has none for evaluation and saving both off, where the best checkpoint would silently
+    be none)."""
     defaults = {f.name: f.default for f in dataclasses.fields(args)} if dataclasses.is_dataclass(args) else {}
     for steps, strategy, outcome in STEP_INTERVALS:
         value = getattr(args, steps, None)
-        filled_in = steps == "eval_steps" and value == getattr(args, "logging_steps", None)
+        filled_in = _filled_in_by_transformers(args, steps, value)
         if (steps in defaults and value != defaults[steps] and not filled_in
                 and strategy_name(getattr(args, strategy, None)) == "no"):
             raise _interval_refusal(args, steps, strategy, outcome)
@@ -327,8 +356,9 @@ def check_step_intervals(args) -> None:
 
 def check_given_intervals(args, given: Collection[str]) -> None:
     """The intervals among ``given`` (those the caller gave: the flags typed on a command line) set while their
-    strategy is ``no``, whatever their value: where the caller gave it, an ``eval_steps`` equal to ``logging_steps``
-    is no filling in of transformers' (which :func:`check_step_intervals` cannot tell apart)."""
+    strategy is ``no``, whatever their value: where the caller gave it, an interval at its field's default
+    (``save_steps=500``) or, in arguments that do not mark transformers' filling in, an ``eval_steps`` equal to
+    ``logging_steps`` is given too (which :func:`check_step_intervals` cannot tell apart)."""
     for steps, strategy, outcome in STEP_INTERVALS:
         if (steps in given and getattr(args, steps, None) is not None
                 and strategy_name(getattr(args, strategy, None)) == "no"):

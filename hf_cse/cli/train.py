@@ -187,7 +187,7 @@ def parse_args(argv: list[str]):
         if isinstance(err, CSEError):
             raise
         raise InputError(str(err)) from None
-    # a typed --eval_steps is no filling in of transformers' (which the arguments' own check must let pass)
+    # a typed interval at its field's default (--save_steps 500), which the arguments' own check takes for none given
     training_args = next(a for a in parsed if isinstance(a, ContrastiveTrainingArguments))
     check_given_intervals(training_args, typed)
     check_trainer_decides(chosen, vars(training_args))

@@ -202,6 +202,22 @@ def test_a_copy_with_evaluation_turned_off_is_not_refused_for_the_interval_trans
         ContrastiveTrainingArguments(str(tmp_path / "out"), use_cpu=True, eval_steps=7)
 
 
+def test_an_eval_steps_given_equal_to_logging_steps_is_refused_without_its_strategy(tmp_path):
+    """eval_steps=5 (logging_steps' default) with eval_strategy "no" was accepted, taken for transformers' filling
+    in, while eval_steps=10 was refused: the run scored no dev data during training, without a word."""
+    import dataclasses
+
+    out = str(tmp_path / "out")
+    with pytest.raises(CSEError, match=r"^eval_steps=5 scores nothing during training: .* add eval_strategy='steps'"):
+        ContrastiveTrainingArguments(out, use_cpu=True, eval_steps=5)
+    with pytest.raises(CSEError, match=r"^eval_steps=3 scores nothing during training"):
+        ContrastiveTrainingArguments(out, use_cpu=True, eval_steps=3, logging_steps=3)
+    given = ContrastiveTrainingArguments(out, use_cpu=True, eval_strategy="steps", eval_steps=5,
+                                         senteval_data_dir=str(tmp_path))
+    with pytest.raises(CSEError, match=r"^eval_steps=5 scores nothing"):  # a copy of the given one: given too
+        dataclasses.replace(given, eval_strategy="no")
+
+
 def test_best_model_selection_without_checkpoints_is_one_line_in_field_terms(tmp_path):
     """save_strategy defaults to "no" here: transformers' refusal of load_best_model_at_end without saves was several
     lines naming --flags; one line now, with both ways on."""
