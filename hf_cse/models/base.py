@@ -340,7 +340,7 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
 
         Returns ``(cls, z)`` with ``cls`` the pooled vectors ``(N, views, H)`` and ``z`` their projections.
         """
-        check_training_batch(input_ids, "hf_cse.data.TwoViewCollator")
+        check_training_batch(input_ids, "hf_cse.data.TwoViewCollator", self.training)
         n, views, length = input_ids.shape
         flat = lambda t: None if t is None else t.reshape(n * views, length)  # noqa: E731
         pooled = self._encode(flat(input_ids), flat(attention_mask), flat(token_type_ids))

@@ -110,16 +110,31 @@ def test_linear_projector_uses_seed_002_init(tiny_bert_dir):
 
 
 @pytest.mark.parametrize("method", ["simcse", "promptbert"])
-def test_training_batch_must_have_views(tiny_bert_dir, sentences, method):
+def test_sentences_to_embed_are_refused_naming_the_model_and_the_ways_to_embed(tiny_bert_dir, sentences, method):
     """Sentences to embed (a SentenceTransformer made from the run's folder, or from a folder save_model wrote, sends
-    them) are refused with the way to embed them: the run's export, or an export of the saved folder."""
+    them, its model in eval mode) were refused with "use hf_cse.data.TwoViewCollator" first, the collator of a
+    training run; the model is named now, with the ways to embed: SentenceEncoder, sentence_embedding, the export."""
     tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
-    model = get_method(method).from_encoder(str(tiny_bert_dir))
-    with pytest.raises(ValueError, match=r"batch, views, length.*SentenceTransformer\('<output_dir>/sentence-transf.*"
-                                         r"a folder save_model wrote: export it first, "
-                                         r"hf_cse.export.to_sentence_transformer\(FOLDER, OUT\) or hf-cse-export "
-                                         r"FOLDER OUT\)"):
+    model = get_method(method).from_encoder(str(tiny_bert_dir)).eval()
+    with pytest.raises(ValueError) as refused:
         model(**_batch(tok, sentences[:3]))
+    message = str(refused.value)
+    assert message.startswith("this is an hf_cse training model (its forward takes views of each sentence; got "
+                              "input_ids of shape (3, "), message
+    assert "SentenceEncoder.from_pretrained(FOLDER)" in message and "to_sentence_transformer(FOLDER, OUT)" in message
+    assert "Collator" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize("method", ["simcse", "promptbert"])
+def test_flat_batches_in_training_are_refused_with_the_collator(tiny_bert_dir, sentences, method):
+    """A data_collator of one's own giving flat batches in training: the collator to use, without the advice on
+    embedding sentences, which was about another mistake."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    model = get_method(method).from_encoder(str(tiny_bert_dir)).train()
+    with pytest.raises(ValueError, match=r"^training batches must have input_ids of shape \(batch, views, length\); "
+                                         r"got \(3, \d+\): use .*collator") as refused:
+        model(**_batch(tok, sentences[:3]))
+    assert "sentence-transformers" not in str(refused.value)
 
 
 # ---------------------------------------------------------------------------------- every parameter is used

@@ -369,7 +369,7 @@ class PromptBERTModel(CSEPreTrainedModel):
     def two_view_embeddings(self, input_ids, attention_mask, token_type_ids=None):
         """View 1 in ``template``, view 2 (and a hard negative) in ``template2``, in one encoder forward, each
         denoised in training with its own template."""
-        check_training_batch(input_ids, "the method's collator")
+        check_training_batch(input_ids, "the method's collator", self.training)
         n, views, _ = input_ids.shape
         groups = [(input_ids[:, v], attention_mask[:, v], v) for v in range(views)]
         pooled = torch.stack(self._represent(groups, self.config.template_denoising), dim=1)
