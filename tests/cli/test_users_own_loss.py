@@ -263,6 +263,9 @@ def test_the_commands_name_the_import_module_flag_with_its_dashes(tmp_path, caps
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text(json.dumps({"model_type": "hf_cse_users_unseen",
                                                                 "method": "unseen"}))
+    import numpy
+    from safetensors.numpy import save_file  # its weights are there: only its config is read
+    save_file({"w": numpy.zeros(1, "float32")}, str(tmp_path / "model" / "model.safetensors"))
     assert entry_points.train(["--loss", "users_unseen_loss", "--output_dir", str(tmp_path / "out")]) == 1
     assert "import that module first (on the command line: --import_module MODULE)." in capsys.readouterr().err
     assert entry_points.export([str(tmp_path / "model"), str(tmp_path / "exported")]) == 1

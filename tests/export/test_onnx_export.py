@@ -171,6 +171,9 @@ def test_onnx_with_a_projection_head_is_refused_before_the_model_loads(config, k
     checkpoint = tmp_path / "run"
     checkpoint.mkdir()
     (checkpoint / "config.json").write_text(json.dumps({"model_type": "hf_cse_simcse", **config}))
+    import numpy
+    from safetensors.numpy import save_file  # its weights are there: only its config is read
+    save_file({"w": numpy.zeros(1, "float32")}, str(checkpoint / "model.safetensors"))
     monkeypatch.setattr(st_export, "load_model", lambda *a: pytest.fail("the model was loaded"))
     with pytest.raises(ExportError, match=r"^backend onnx runs Transformer, Pooling and Normalize modules on ONNX "
                                           r"Runtime, and .* `mlp` projection head \(Dense modules"):

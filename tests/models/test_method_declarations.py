@@ -236,6 +236,9 @@ def test_a_checkpoint_of_a_method_not_registered_here_names_it_and_the_fix(tmp_p
     from hf_cse.export.checkpoint import load_model
 
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "hf_cse_users_unseen", "method": "unseen"}))
+    import numpy
+    from safetensors.numpy import save_file  # its weights are there: only its config is read
+    save_file({"w": numpy.zeros(1, "float32")}, str(tmp_path / "model.safetensors"))
     line = (f"{tmp_path} holds a model of the hf_cse method 'unseen' (model_type 'hf_cse_users_unseen'), which is "
             "not registered in this process: import the module that registers it first")
     for load in (load_model, SentenceEncoder.from_pretrained):
