@@ -120,12 +120,12 @@ def export_from_args(argv: list[str] | None = None) -> int:
     check_onnx_backend(args.backend, args.quantize)  # a missing package: one line before anything is read
     check_push_flags(args)
     check_model_source(args.checkpoint, "CHECKPOINT")
+    if args.push_to_hub:  # the flags' own checks, before the folder's files are read
+        check_repo_id(args.push_to_hub, "--push_to_hub")  # before the export it would end
+        check_can_push(args.push_to_hub, args.token, "token", "push the export later")
     unloadable = model_folder_problem(args.checkpoint, "export")  # before anything is written (the export says it too)
     if unloadable:
         raise InputError(unloadable)
-    if args.push_to_hub:
-        check_repo_id(args.push_to_hub, "--push_to_hub")  # before the export it would end
-        check_can_push(args.push_to_hub, args.token, "token", "push the export later")
     out_dir = Path(args.out_dir).expanduser()
     checkpoint_config = source_config(args.checkpoint)
     check_onnx_head(args.backend, checkpoint_config, args.keep_projector)
