@@ -6,6 +6,9 @@ A configuration's ``objectives`` is plain data (saved in config.json)::
     [{"loss": "infonce", "weight": 1.0, "hyperparameters": {"temperature": 0.05}},
      {"loss": "dcl", "weight": 0.1, "hyperparameters": {"temperature": 5.0, "normalization": "code"}}]
 
+(a loss name alone, ``"infonce"``, stands for ``{"loss": "infonce"}``; a loss object, ``build_loss(...)``, computes a
+loss on its own and is refused here, with the entry to write for it).
+
 The first is the main contrastive objective (it alone sees hard negatives; its metrics are logged unprefixed, its
 value as ``contrastive_loss``); every other one is logged as ``<loss name>_loss`` (``dcl_loss``). Each entry is
 built by the loss registry (:func:`hf_cse.losses.build_loss`) when the configuration is created, so an unknown loss
@@ -73,8 +76,36 @@ class ObjectiveSpec:
     hyperparameters: dict
 
 
+def loss_object_refusal(value: Any, field: str, writes: str = "{!r}", beside: Mapping | None = None) -> CSEError | None:
+    """The refusal of a loss object (``build_loss(...)``) given as ``field`` (``loss``, ``objectives[0]``), which
+    takes loss names: a model's objectives are configuration data, saved in config.json. It shows the entry to write
+    instead (with the rest of the entry ``beside`` it; ``writes`` wraps it: ``"objectives=[{!r}]"``); None where
+    ``value`` is no loss object."""
+    if not isinstance(value, ContrastiveLoss):
+        return None
+    cls = type(value)
+    said = (f"{field} takes a loss name, not a loss object ({cls.__name__}): a model's objectives are configuration "
+            "data, saved in config.json")
+    fields = (field.split("[")[0],)
+    name = getattr(cls, "name", None)
+    if name not in available_losses() or get_loss_class(name) is not cls:  # not registered (a subclass inherits name)
+        return CSEError(f"{said}; register its class with @register_loss('my_loss') (hf_cse.losses) and write "
+                        "{'loss': 'my_loss', 'hyperparameters': {...}}.", fields=fields)
+    hyperparameters = {k: plain_number(getattr(value, k)) for k in cls.hyperparameters() if hasattr(value, k)}
+    entry = {**(beside or {}), "loss": name, "hyperparameters": hyperparameters}
+    return CSEError(f"{said}; for this one write {writes.format(entry)}.", fields=fields)
+
+
 def _entry(value: Any, index: int) -> dict:
-    """A checked copy of one ``objectives`` entry (shape and weight; the registry checks the rest)."""
+    """A checked copy of one ``objectives`` entry (shape and weight; the registry checks the rest); a loss name alone
+    stands for ``{"loss": name}``."""
+    if isinstance(value, str):
+        value = {"loss": value}
+    refusal = loss_object_refusal(value, f"objectives[{index}]")
+    if refusal is None and isinstance(value, Mapping):
+        refusal = loss_object_refusal(value.get("loss"), f"objectives[{index}]['loss']", beside=value)
+    if refusal is not None:
+        raise refusal
     if not isinstance(value, Mapping) or not isinstance(value.get("loss"), str):
         raise CSEError(f"objectives[{index}] must be a dict with a registry 'loss' name, an optional 'weight' and "
                        f"'hyperparameters', got {value!r}.")
@@ -103,9 +134,11 @@ def objective_names(objectives: list[dict]) -> list[str]:
 
 
 def normalise_objectives(objectives: Any, legacy: Mapping[str, Any] | None = None) -> list[dict]:
-    """Checked copies of the entries, with the fields of older configs (``loss``, ``loss_kwargs``, ``dcl_*``:
-    :data:`LEGACY_FIELDS`) applied on top: ``loss`` / ``loss_kwargs`` replace the main objective's, ``dcl_weight``
-    > 0 sets (0 removes) the DCL objective, ``dcl_temperature`` / ``dcl_normalization`` set its hyperparameters."""
+    """Checked copies of the entries (dicts; a loss name alone is read as ``{"loss": name}``), with the fields of
+    older configs (``loss``, ``loss_kwargs``, ``dcl_*``: :data:`LEGACY_FIELDS`) applied on top: ``loss`` /
+    ``loss_kwargs`` replace the main objective's, ``dcl_weight`` > 0 sets (0 removes) the DCL objective,
+    ``dcl_temperature`` / ``dcl_normalization`` set its hyperparameters. A loss object (``build_loss(...)``) is
+    refused, showing the entry to write (:func:`loss_object_refusal`)."""
     if not isinstance(objectives, list | tuple) or not objectives:
         raise CSEError(f"objectives must be a non-empty list (the main contrastive objective first), got "
                        f"{objectives!r}.")
@@ -114,6 +147,9 @@ def normalise_objectives(objectives: Any, legacy: Mapping[str, Any] | None = Non
     if not legacy:
         return entries
     main = entries[0]
+    refusal = loss_object_refusal(legacy.get("loss"), "loss", "objectives=[{!r}]")
+    if refusal is not None:
+        raise refusal
     if "loss" in legacy:
         main["loss"] = legacy["loss"]
     if "loss_kwargs" in legacy:

@@ -62,6 +62,34 @@ def test_malformed_objective_lists_are_refused(objectives, message):
         CSEConfig(objectives=objectives)
 
 
+def test_a_loss_name_alone_in_objectives_is_its_entry():
+    """objectives=["gs_infonce"] was refused ("must be a dict"); a name alone is read as {"loss": name}."""
+    config = CSEConfig(objectives=["gs_infonce", {"loss": "dcl", "weight": 0.1}])
+    assert config.objectives == [objective("gs_infonce"), objective("dcl", 0.1)]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"objectives": [build_loss("gs_infonce", temperature=0.07)]},
+     "objectives[0] takes a loss name, not a loss object (GSInfoNCELoss): a model's objectives are configuration "
+     "data, saved in config.json; for this one write {'loss': 'gs_infonce', 'hyperparameters': {'temperature': 0.07, "),
+    ({"objectives": [{"loss": build_loss("infonce"), "weight": 1.0}]},
+     "objectives[0]['loss'] takes a loss name, not a loss object (InfoNCELoss): a model's objectives are "
+     "configuration data, saved in config.json; for this one write {'loss': 'infonce', 'weight': 1.0, "
+     "'hyperparameters': {'temperature': 0.05, "),
+    ({"loss": build_loss("gs_infonce", temperature=0.07)},
+     "loss takes a loss name, not a loss object (GSInfoNCELoss): a model's objectives are configuration data, saved "
+     "in config.json; for this one write objectives=[{'loss': 'gs_infonce', 'hyperparameters': {'temperature': 0.07, "),
+])
+def test_a_loss_object_is_refused_with_the_entry_to_write_for_it(kwargs, message):
+    """A build_loss object as loss= was refused as "Unknown loss GSInfoNCELoss(...)" with every loss name (the loss
+    is known), and in objectives as "must be a dict with a registry 'loss' name": neither said that the config takes
+    names, nor what to write for the object."""
+    with pytest.raises(ValueError) as refused:
+        SimCSEConfig(**kwargs)
+    assert str(refused.value).startswith(message), str(refused.value)
+    assert "Unknown loss" not in str(refused.value) and "\n" not in str(refused.value)
+
+
 def test_legacy_keywords_become_objectives_and_to_dict_writes_only_the_list():
     config = SimCSEConfig(loss="gs_infonce", loss_kwargs={"temperature": 0.07}, dcl_weight=0.2, dcl_temperature=4.0)
     assert config.objectives == [objective("gs_infonce", temperature=0.07),
