@@ -4,6 +4,7 @@ a device torch cannot use."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .errors import CSEError
@@ -74,11 +75,16 @@ def looks_like_local_path(name: str) -> bool:
             or ("/" in name and Path(name.split("/")[0]).is_dir()))
 
 
-def check_model_source(name_or_path: str, flag: str = "model_name_or_path",
+def check_model_source(name_or_path: str | os.PathLike, flag: str = "model_name_or_path",
                        markers: tuple[str, ...] = ("config.json",), what: str = "model") -> None:
     """Fail early and clearly for a model reference that cannot load: a path that is a file, a folder without any of
     ``markers`` (default ``config.json``), or (with the Hub offline) a name that is neither a local folder nor in the
-    Hub cache. ``what`` names the thing in the messages (e.g. "tokenizer")."""
+    Hub cache. ``what`` names the thing in the messages (e.g. "tokenizer"). Anything but a str or path (a loaded
+    tokenizer or model) is refused first, by its type: its repr can run to many lines."""
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise InputError(f"{flag} must be a path or Hub id (str), got a {type(name_or_path).__name__}: pass the "
+                         f"{what}'s folder or Hub id.")
+    name_or_path = os.fspath(name_or_path)
     path = Path(name_or_path).expanduser()
     files = " or ".join(markers)
     if path.exists():

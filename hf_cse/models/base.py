@@ -181,7 +181,7 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
         remote = {"trust_remote_code": True} if trust_remote_code else {}
         cls.config_class.check_field_names(config_kwargs)  # before anything is read
         # a missing folder, a file, the Hub out of reach: one line now, not a minute of retries and transformers' error
-        check_model_source(str(name_or_path), flag="encoder")
+        check_model_source(name_or_path, flag="encoder")
         enc_config = AutoConfig.from_pretrained(name_or_path, **remote)
         if isinstance(enc_config, CSEConfig) or is_method_model_config(enc_config):  # a run's model
             raise RunAsEncoder.of(str(name_or_path), enc_config.model_type).from_encoder_error(cls.__name__)

@@ -101,6 +101,21 @@ def test_bad_pooler_projector_and_method_names_are_clear():
     assert {"simcse", "imsimcse"} <= set(METHODS)
 
 
+def test_an_encoder_that_is_no_path_is_refused_by_its_type_in_one_short_line(tiny_bert_dir):
+    """from_encoder(a tokenizer object) was refused as "encoder BertTokenizer(name_or_path=..., added_tokens_decoder=
+    {...}): no such folder. Check the path.", the object's repr over about 10 lines; a Path still works."""
+    from pathlib import Path
+
+    from hf_cse.checks import InputError
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    with pytest.raises(InputError) as refused:
+        SimCSEModel.from_encoder(tokenizer)
+    assert str(refused.value) == (f"encoder must be a path or Hub id (str), got a {type(tokenizer).__name__}: pass "
+                                  "the model's folder or Hub id.")
+    assert isinstance(SimCSEModel.from_encoder(Path(tiny_bert_dir)), SimCSEModel)
+
+
 def test_linear_projector_uses_seed_002_init(tiny_bert_dir):
     model = SimCSEModel.from_encoder(str(tiny_bert_dir), projector="linear")
     assert isinstance(model.projector, LinearProjector)
