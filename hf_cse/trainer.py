@@ -42,7 +42,6 @@ from .trainer_folder import (
     check_no_names_taken_for_checkpoints,
     check_not_encoder_folder,
     check_not_inside_a_run,
-    check_not_trained_twice,
     check_resume_or_start_over,
     checkpoint_to_resume,
     remove_killed_writes,
@@ -263,7 +262,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
         trainer there is taken over (its ``save_run()`` is then refused, :mod:`hf_cse.trainer_claim`). A checkpoint
         taken at the run's last step (a run killed during its final save or export) is loaded as it is: transformers'
         loop would train one step past ``max_steps``, as it checks the step count only after a step."""
-        check_not_trained_twice(self._trained_in, resume_from_checkpoint)
+        self._claim.check_not_trained_twice(self._trained_in, resume_from_checkpoint)
         # a refusal before anything is written (the folder's checks, the data loader's) leaves no folder it made
         with made_folders_removed_on_failure(Path(self.args.output_dir), self._made_folders):
             resume_from_checkpoint = self._checked_folder(resume_from_checkpoint)

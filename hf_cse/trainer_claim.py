@@ -56,6 +56,9 @@ MODEL_FILES = (*WEIGHT_FILES, "config.json", "generation_config.json", ADAPTER_F
 RUN_OUTPUTS = (TRAINING_INFO_FILE, CURVES_FILE, RUN_EXPORT_FOLDER, TENSORBOARD_FOLDER, RUN_RECORD_FILE,
                *RUN_LOADER_FILES, *MODEL_FILES)
 
+#: what a trainer whose run its folder no longer holds can still do with it (its save_run() is refused)
+SAVE_ELSEWHERE = "save this trainer's model elsewhere with trainer.save_model(folder)"
+
 # the folder (resolved) -> the claim of the trainer of this process that trained there last
 _claims: weakref.WeakValueDictionary[str, FolderClaim] = weakref.WeakValueDictionary()
 
@@ -117,6 +120,23 @@ class FolderClaim:
         self.saved = False
         self.failed: str | None = None  # the first line of the error the last train() ended in
 
+    def check_not_trained_twice(self, trained_in: str | None, resume_from_checkpoint) -> None:
+        """A trainer's second ``train()`` (not resuming): transformers would start the schedule and the optimizer
+        over on the trained weights, and score them as the untrained encoder. What to do with the run instead: save
+        it (save_run), nothing (saved), or, where another trainer has taken the folder over (so save_run() is
+        refused), save its model elsewhere."""
+        if trained_in is None or resume_from_checkpoint:
+            return
+        if self.folder is not None and _claims.get(self.folder) is not self:
+            finish = (f"another trainer has trained there since and holds the folder, so this trainer's run is not "
+                      f"saved there: {SAVE_ELSEWHERE}")
+        else:
+            finish = "save_run() has saved it" if self.saved else "call save_run() to finish it"
+        raise OutputFolderError(f"this trainer has trained its run already (output_dir {trained_in}): {finish}, and "
+                                "build a new trainer for another run (to train further, resume a checkpoint: "
+                                "resume_from_checkpoint=True with a larger max_steps, under a constant learning-rate "
+                                "schedule).")
+
     @contextmanager
     def training(self, trainer) -> Iterator[None]:
         """``train()``'s hold of the folder: locked (on the main process), taken over from an unsaved run of
@@ -172,8 +192,7 @@ class FolderClaim:
             raise OutputFolderError(f"save_run(): output_dir {out} is {key} from the working directory now, and "
                                     f"train() trained in {self.folder}: change back to the directory train() ran in, "
                                     f"or set args.output_dir to {self.folder}.")
-        keep = ("save this trainer's model elsewhere with trainer.save_model(folder), or train again into a new "
-                "output_dir")
+        keep = f"{SAVE_ELSEWHERE}, or train again into a new output_dir"
         if _claims.get(key) is not self:
             raise OutputFolderError(f"save_run(): another trainer trained in output_dir {out} after this one, and "
                                     f"the folder holds its run now: this trainer's run is not saved there; {keep}.")

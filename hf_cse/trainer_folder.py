@@ -153,16 +153,6 @@ def check_no_names_taken_for_checkpoints(output_dir, flag: str = "output_dir") -
                                 f"eval-{taken[0]}) or choose another {flag}.")
 
 
-def check_not_trained_twice(trained_in: str | None, resume_from_checkpoint) -> None:
-    """A trainer's second ``train()`` (not resuming): transformers would start the schedule and the optimizer over on
-    the trained weights, and score them as the untrained encoder."""
-    if trained_in is not None and not resume_from_checkpoint:
-        raise OutputFolderError(f"this trainer has trained its run already (output_dir {trained_in}): call save_run() "
-                                "to finish it, and build a new trainer for another run (to train further, resume a "
-                                "checkpoint: resume_from_checkpoint=True with a larger max_steps, under a constant "
-                                "learning-rate schedule).")
-
-
 def check_not_another_model(output_dir, also: str = "") -> None:
     """Refuse a run into a folder holding a model another tool saved (its config.json names no hf_cse model, and no
     mark of a run lies beside it): the run's files have the same names, so it would replace that model, and removing

@@ -62,6 +62,28 @@ def test_save_run_never_replaces_or_mixes_with_a_run_another_trainer_trained_the
     assert (tmp_path / "other" / "training_info.json").is_file()
 
 
+@pytest.mark.slow  # two runs of two steps
+def test_a_second_train_says_what_to_do_with_the_run_its_save_run_refuses_or_has_saved(tiny_bert_dir, sentences,
+                                                                                       tmp_path):
+    """After another trainer took the folder over (and this one's save_run() was refused), a second train() said
+    "call save_run() to finish it", just refused; after save_run() it said the same of a saved run."""
+    out = tmp_path / "out"
+    first = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2)
+    first.train()
+    second = _trainer(tiny_bert_dir, sentences, tmp_path, out, max_steps=2)
+    second.train()
+    with pytest.raises(OutputFolderError) as refused:
+        first.train()
+    message = str(refused.value)
+    assert message.startswith("this trainer has trained its run already (output_dir "), message
+    assert ("another trainer has trained there since and holds the folder, so this trainer's run is not saved there: "
+            "save this trainer's model elsewhere with trainer.save_model(folder), and build a new trainer") in message
+    assert "call save_run()" not in message
+    second.save_run()
+    with pytest.raises(OutputFolderError, match=r"\): save_run\(\) has saved it, and build a new trainer"):
+        second.train()
+
+
 @pytest.mark.slow  # two steps trained
 def test_save_run_refuses_a_folder_that_received_another_runs_files_since_train(tiny_bert_dir, sentences, tmp_path):
     """Another process (the command line, another notebook) or another tool finished a run in the folder after this
