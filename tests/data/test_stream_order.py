@@ -189,3 +189,20 @@ def test_a_mixture_that_reads_a_source_again_says_how_often(tmp_path, caplog):
         proportional = _mixed([a, _write(tmp_path / "c.txt", 120, "gamma")], [1, 3])
         _mixed([a, b], [0.95, 0.05], streaming=True)  # sizes unknown up front: nothing to say
     assert len(proportional) >= 160 and "train_weights" not in caplog.text  # each source read about once
+
+
+@pytest.mark.slow  # two steps trained
+def test_the_readmes_python_way_to_stream_and_mix_files_trains(tiny_bert_dir, tmp_path):
+    """README's Python API names load_training_text, with the command's argument classes, for what hf-cse-train
+    reads of training files (a stream, files mixed by weight): its data set trains as the trainer's train_dataset."""
+    from hf_cse.cli.arguments import DataArguments, StreamingArguments
+    from hf_cse.streaming import check_streaming_arguments
+
+    files = [_write(tmp_path / "a.txt", 40, "alpha"), _write(tmp_path / "b.txt", 40, "beta")]
+    stream_args, data_args = StreamingArguments(streaming=True, train_files=files, train_weights=[0.7, 0.3]), \
+        DataArguments()
+    check_streaming_arguments(stream_args, data_args, max_steps=2, method="simcse")
+    train = load_training_text(stream_args, data_args, seed=0)
+    assert {row["text"].split()[0] for row in islice(train, 40)} == {"alpha", "beta"}
+    trainer = _trainer(tiny_bert_dir, tmp_path, [], args={"max_steps": 2}, stream=train)
+    assert trainer.train().global_step == 2

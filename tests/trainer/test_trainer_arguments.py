@@ -155,3 +155,19 @@ def test_plain_training_arguments_say_the_precision_they_run(native, built, tmp_
     native_or_not = "computes bf16 natively" if native else "has no native bf16"
     assert (line.levelno, line.getMessage()) == (
         logging.INFO, f"precision: {precision.describe(auto)} on cpu (auto: this CPU {native_or_not})")
+
+
+def test_the_readme_names_every_keyword_the_trainer_adds_to_transformers_trainers():
+    """README's Python API listed the trainer's keyword arguments besides transformers Trainer's without
+    stream_shuffle_buffer, which the signature and docstring have."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    from transformers import Trainer
+
+    added = set(inspect.signature(ContrastiveTrainer.__init__).parameters) - set(
+        inspect.signature(Trainer.__init__).parameters) - {"kwargs"}
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    listing = re.search(r"Its keyword arguments besides transformers Trainer's are (.*?);", readme, re.S).group(1)
+    assert added and added <= set(re.findall(r"`(\w+)`", listing)), added
