@@ -102,19 +102,26 @@ _NETWORK_CLASSES = {"TransportError", "ConnectError", "ConnectTimeout", "ReadTim
                     "NetworkError", "RequestException", "ConnectionError"}
 
 
-def network_failure(err: BaseException) -> BaseException | None:
-    """The error in ``err``'s chain (itself, its causes and contexts) that says the network failed (no connection,
-    a timeout, the Hub unreachable), or None. ``OSError``s count when they are connection errors or timeouts, and
-    transformers' "couldn't connect" ``OSError``."""
+def error_chain(err: BaseException | None) -> Iterator[BaseException]:
+    """``err``, then each error it was raised from or while handling (its ``__cause__``, else its ``__context__``),
+    each once."""
     seen: set[int] = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
+        yield err
+        err = err.__cause__ or err.__context__
+
+
+def network_failure(err: BaseException) -> BaseException | None:
+    """The error in ``err``'s chain (:func:`error_chain`) that says the network failed (no connection, a timeout,
+    the Hub unreachable), or None. ``OSError``s count when they are connection errors or timeouts, and
+    transformers' "couldn't connect" ``OSError``."""
+    for err in error_chain(err):
         names = {cls.__name__ for cls in type(err).__mro__}
         client = type(err).__module__.split(".")[0] in ("httpx", "httpx2", "requests", "urllib3")
         if (client and names & _NETWORK_CLASSES) or isinstance(err, (ConnectionError, TimeoutError)) \
                 or "couldn't connect to" in str(err):
             return err
-        err = err.__cause__ or err.__context__
     return None
 
 
@@ -126,15 +133,12 @@ _DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "PytorchSt
 def disk_full(err: BaseException) -> BaseException | None:
     """The error in ``err``'s chain that says a write ran out of disk space (or was cut short: torch's
     ``unexpected pos`` of its zip writer), or None."""
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
+    for err in error_chain(err):
         text = str(err)
         short_write = "inline_container" in text and "unexpected pos" in text
         if (isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)) \
                 or any(t in text for t in _DISK_FULL_TEXTS) or short_write:
             return err
-        err = err.__cause__ or err.__context__
     return None
 
 
@@ -162,14 +166,9 @@ def saving_files() -> Iterator[None]:
 def write_refused(err: BaseException) -> tuple[OSError, str] | None:
     """The error in ``err``'s chain that says a save (:func:`saving_files`) could not write where it writes, on a disk
     with room (:data:`_WRITE_REFUSED`; a full disk is :func:`disk_full`), and what to do; or None."""
-    seen: set[int] = set()
-    saving, refused = False, None
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        saving = saving or getattr(err, "raised_while_saving", False)
-        if refused is None and isinstance(err, OSError) and err.errno in _WRITE_REFUSED:
-            refused = err
-        err = err.__cause__ or err.__context__
+    chain = list(error_chain(err))
+    refused = next((e for e in chain if isinstance(e, OSError) and e.errno in _WRITE_REFUSED), None)
+    saving = any(getattr(e, "raised_while_saving", False) for e in chain)
     return (refused, _WRITE_REFUSED[refused.errno]) if saving and refused is not None else None
 
 
