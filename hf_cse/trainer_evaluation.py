@@ -231,11 +231,11 @@ class DevScoring(Trainer):
         outcome: dict = {}
         if self.accelerator.is_main_process:
             step = self.state.global_step
-            held = getattr(self, "dev", None)  # kept_step 0: the untrained weights put back after training
             if not scored:
-                scored = ("the untrained encoder (step 0)" if step == 0 else f"the model of step {step}"
-                          if held is None or held.kept_step != 0 else f"the untrained encoder (held again after step "
-                          f"{step})")
+                put_back = self.dev is not None and self.dev.kept_step == 0  # the untrained weights, after training
+                scored = ("the untrained encoder (step 0)" if step == 0 else
+                          f"the untrained encoder (held again after step {step})" if put_back else
+                          f"the model of step {step}")
             batch_size = dev_batch_size(self.args)
             # a wait of its own; how it encodes, for run_eval to give the same figure (its precision and batch_size)
             logger.info("dev: scoring %s on %s (%s, batches of %d)", scored, describe_evaluator(self.evaluator),
