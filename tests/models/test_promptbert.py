@@ -14,7 +14,7 @@ from hf_cse.errors import CSEError
 from hf_cse.evaluation.dev import scoring_dev
 from hf_cse.losses import build_loss
 from hf_cse.models import PromptBERTConfig, PromptBERTModel
-from hf_cse.models.promptbert.model import BERT_TEMPLATES, ROBERTA_TEMPLATES
+from hf_cse.models.promptbert.config import BERT_TEMPLATES, ROBERTA_TEMPLATES
 from hf_cse.models.promptbert.templates import TemplateIds, empty_template_batch
 
 PROMPTEOL = 'This sentence : "{sentence}" means in one word:"'
