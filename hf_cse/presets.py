@@ -145,11 +145,12 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     line does, unless ``metric_for_best_model`` is given. A preset's pooling in place of a sentence-transformers
     encoder's own (the papers' [CLS] on the default encoder) is said as a warning, naming the ``pooler_type`` that
     keeps the encoder's own."""
+    from .best_metric import PRESET, own_pairs_metric, unchosen_metric_said
     from .losses import available_losses, loss_hyperparameters
     from .models import METHODS, get_method
     from .objectives import DCL, objectives_for
     from .training_args import ContrastiveTrainingArguments
-    from .training_values import PRESET, own_pairs_metric, unapplied_intervals, unchosen_metric_said
+    from .training_values import unapplied_intervals
 
     values = {**preset_values(name), **overrides}
     for unapplied in unapplied_intervals(values, overrides):  # e.g. eval_strategy="no" given: no eval_steps

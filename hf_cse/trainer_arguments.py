@@ -15,8 +15,8 @@ import inspect
 import logging
 from typing import Any
 
+from .best_metric import FILLED_IN
 from .errors import CSEError, closest_name
-from .training_values import FILLED_IN
 
 logger = logging.getLogger("hf_cse.trainer")
 
@@ -157,10 +157,10 @@ def select_unchosen_metric(training_args, scores: dict[str, bool]) -> None:
     """A ``metric_for_best_model`` nobody chose (transformers' ``loss`` where ``load_best_model_at_end`` names none, a
     preset's STS dev score in a run that scores none) which the run would not log gives way to its first dev score
     (``scores``: :func:`hf_cse.evaluation.evaluators.known_dev_scores`, in order, each with whether it is higher the
-    better), as the command line's does (:func:`hf_cse.training_values.unchosen_metric_instead`); said in one log
+    better), as the command line's does (:func:`hf_cse.best_metric.unchosen_metric_instead`); said in one log
     line, and set in the trainer's own copy of the arguments, ``greater_is_better`` with it unless the caller gave
     it (transformers set False for ``loss``). One the caller gave is kept, and checked as given."""
-    from .training_values import checkpoint_selector, metric_chosen_by, unchosen_metric_instead, unchosen_metric_said
+    from .best_metric import checkpoint_selector, metric_chosen_by, unchosen_metric_instead, unchosen_metric_said
 
     metric, chosen_by = training_args.metric_for_best_model, metric_chosen_by(training_args)
     selector = checkpoint_selector(training_args)

@@ -39,7 +39,7 @@ def _best_metric_not_logged(args, scores: list[str]) -> str:
     """The refusal of a ``metric_for_best_model`` the evaluation did not log: one nobody gave (transformers' ``loss``
     where an evaluator's main score could not be known before it ran, :func:`~hf_cse.trainer_arguments.
     select_unchosen_metric`) is said to be none of the caller's."""
-    from .training_values import FILLED_IN, checkpoint_selector, metric_chosen_by
+    from .best_metric import FILLED_IN, checkpoint_selector, metric_chosen_by
 
     best, chosen_by = args.metric_for_best_model, metric_chosen_by(args)
     if chosen_by == FILLED_IN and best.removeprefix("eval_") == "loss":

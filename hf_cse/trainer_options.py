@@ -181,13 +181,8 @@ LARGE_LEARNING_RATE = 1e-2
 def check_training_values(args) -> None:
     """The training arguments' types, optimizer values and counts (:mod:`hf_cse.training_values`), for any
     ``TrainingArguments`` a caller hands the trainer, before transformers reads them."""
-    from .training_values import (
-        check_field_types,
-        check_optimizer_values,
-        check_step_counts,
-        check_step_intervals,
-        fill_in_best_metric,
-    )
+    from .best_metric import fill_in_best_metric
+    from .training_values import check_field_types, check_optimizer_values, check_step_counts, check_step_intervals
     check_field_types(args)
     check_step_counts(args, args.world_size)
     check_optimizer_values(args)
@@ -206,11 +201,11 @@ def check_dev_ready(evaluators, args) -> None:
     only at the first evaluation, steps and a checkpoint later); and each evaluator is one the trainer can run.
     Evaluators of one's own log names unknown here. A metric nobody chose is replaced by the run's first dev score
     first (:func:`hf_cse.trainer_arguments.select_unchosen_metric`)."""
+    from .best_metric import check_best_metric
     from .evaluation.data import load_sts
     from .evaluation.evaluators import STSDevEvaluator, check_evaluator, known_dev_scores
     from .evaluation.rowcheck import SentEvalDataError, in_training_terms
     from .trainer_arguments import select_unchosen_metric
-    from .training_values import check_best_metric
 
     for evaluator in evaluators or []:
         check_evaluator(evaluator)

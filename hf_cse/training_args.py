@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from transformers import TrainingArguments
 
+from .best_metric import FILLED_IN, check_best_metric_direction, fill_in_best_metric
 from .checks import InputError, check_path_given, resolved_path
 from .data import DEFAULT_MAX_SEQ_LENGTH
 from .encoders import seq_length_problem
@@ -22,13 +23,10 @@ from .precision import DEFAULT_PRECISION, Precision, launched_precision, trainin
 from .sharding import load_in_fp32_under_deepspeed
 from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
 from .training_values import (
-    FILLED_IN,
-    check_best_metric_direction,
     check_field_types,
     check_loader_and_schedule,
     check_step_intervals,
     check_supervised_only,
-    fill_in_best_metric,
     filled_in_interval,
     whole_batches_only,
 )
@@ -146,7 +144,7 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     precision_given: bool = field(default=False, init=False, repr=False)
     #: the fields given a value nobody passed, and by whom: metric_for_best_model / greater_is_better ->
     #: "transformers" (its filling in, e.g. 'loss' where load_best_model_at_end names no metric), "preset NAME"
-    #: (hf_cse.presets.from_preset): the trainer may replace them (hf_cse.training_values.metric_chosen_by)
+    #: (hf_cse.presets.from_preset): the trainer may replace them (hf_cse.best_metric.metric_chosen_by)
     filled_in: dict = field(default_factory=dict, init=False, repr=False)
     #: the eval_steps transformers fills in is marked so (training_values.filled_in_interval): any other is given
     marks_filled_in_intervals: ClassVar[bool] = True

@@ -10,17 +10,9 @@ import inspect
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..checks import InputError, check_model_source
-from ..encoders import encoder_max_length, seq_length_problem
-from ..errors import CSEError
-from ..files import DataError
-from ..hyperparameter_rules import field_needs, run_value
-from ..run_as_encoder import RunAsEncoder, is_method_model_config, local_run_as_encoder
-from ..training_values import (
+from ..best_metric import (
     PRESET,
     check_best_metric,
-    check_optimizer_values,
-    check_step_counts,
     checkpoint_selector,
     dev_scores,
     dev_scores_of,
@@ -28,6 +20,13 @@ from ..training_values import (
     unchosen_metric_instead,
     unchosen_metric_said,
 )
+from ..checks import InputError, check_model_source
+from ..encoders import encoder_max_length, seq_length_problem
+from ..errors import CSEError
+from ..files import DataError
+from ..hyperparameter_rules import field_needs, run_value
+from ..run_as_encoder import RunAsEncoder, is_method_model_config, local_run_as_encoder
+from ..training_values import check_optimizer_values, check_step_counts
 from .flags import in_flag_terms
 from .flags_in_use import check_dcl_settings, check_needs, check_off_dropout
 from .launch import check_requested_processes_started
@@ -256,7 +255,7 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
     ``own_eval_data``: the user's own pairs (--eval_file, named ``pairs_name``) are scored, so STS-B dev is not
     required, and without --senteval_data_dir (or --eval_source hub) it is neither scored (the trainer's evaluator,
     :func:`hf_cse.evaluation.evaluators.training_evaluator`) nor looked for; ``--metric_for_best_model`` must name one
-    of the scores (:func:`hf_cse.training_values.check_best_metric`)."""
+    of the scores (:func:`hf_cse.best_metric.check_best_metric`)."""
     if eval_source not in ("local", "hub"):
         raise InputError(f"--eval_source {eval_source!r}: use local (with --senteval_data_dir) or hub.")
     scores_sts = senteval_data_dir is not None or eval_source == "hub"
@@ -289,7 +288,7 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
 def default_best_metric(training_args, chosen: set[str], preset: str | None) -> str | None:
     """Where the user chose no ``--metric_for_best_model`` (neither typed nor in a --config file, ``chosen``), one
     nobody typed that the run does not log is replaced by the run's dev score (STS-B dev's where it is scored, else the
-    user's own pairs'), by the library's rule (:func:`hf_cse.training_values.unchosen_metric_instead`, the trainer's
+    user's own pairs'), by the library's rule (:func:`hf_cse.best_metric.unchosen_metric_instead`, the trainer's
     too): transformers' ``loss`` with --load_best_model_at_end, which no contrastive run logs, and a preset's STS dev
     score in a run that scores the user's pairs and no STS dev data. ``greater_is_better`` follows, unless chosen.
     Made here, before the trainer is built, so that the checks of the flags see it. Returns the log line that says

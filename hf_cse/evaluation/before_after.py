@@ -33,7 +33,7 @@ class DevChange:
     #: the precision the embeddings were scored in ("fp32", "bf16 autocast"), None = not known
     precision: str | None = None
     #: False: lower is better, as the run chose its best checkpoint (greater_is_better=False with a metric of one's
-    #: own evaluator, e.g. a loss; hf_cse's correlations refuse it: :func:`hf_cse.training_values.higher_is_better`)
+    #: own evaluator, e.g. a loss; hf_cse's correlations refuse it: :func:`hf_cse.best_metric.higher_is_better`)
     greater_is_better: bool = True
 
     @classmethod

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..best_metric import STS_DEV_METRICS
 from ..embedding_shape import truncated_and_normalized
 from ..errors import CSEError
-from ..training_values import STS_DEV_METRICS
 from .data import STS_DEV_TASKS, TABLE_NAMES, Source, STSPairs, load_sts
 from .encoder import SentenceEncoder
 from .encoding_batches import PreparedSentences

@@ -277,6 +277,6 @@ def test_a_presets_sts_dev_metric_gives_way_to_your_own_pairs_score_where_only_t
     """One rule for the command line's --preset with --eval_file and for presets.from_preset with eval_file."""
     from types import SimpleNamespace
 
-    from hf_cse.training_values import own_pairs_metric
+    from hf_cse.best_metric import own_pairs_metric
 
     assert own_pairs_metric(SimpleNamespace(**values)) == replacement

@@ -14,12 +14,12 @@ from eval_helpers import write_toy_senteval
 from helpers import random_sentences, tiny_args
 from transformers import AutoTokenizer
 
+from hf_cse.best_metric import FILLED_IN, metric_chosen_by, unchosen_metric_instead
 from hf_cse.errors import CSEError
 from hf_cse.models import SimCSEModel
 from hf_cse.presets import from_preset
 from hf_cse.trainer import ContrastiveTrainer
 from hf_cse.training_args import ContrastiveTrainingArguments
-from hf_cse.training_values import FILLED_IN, metric_chosen_by, unchosen_metric_instead
 
 #: evaluation and a checkpoint every step, the best of them loaded at the end
 SELECTING = {"max_steps": 2, "eval_strategy": "steps", "eval_steps": 1, "save_strategy": "steps", "save_steps": 1,
