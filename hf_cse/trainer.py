@@ -14,7 +14,7 @@ from .cached import cached_mode_note, check_cached_run
 from .checkpoints import TRAINER_STATE_FILE
 from .collator_rng import CollatorDraws
 from .cuda_graphs import CudaGraphStep
-from .distributed import check_not_data_parallel, check_sharding_device, gather_with_grad, main_process_outcome
+from .distributed import gather_with_grad, main_process_outcome
 from .divergence import finished_not_diverged, with_diverged_checkpoints
 from .errors import CSEError, unwrapped_from_worker
 from .evaluation.before_after import DevChange, UntrainedCandidate
@@ -26,10 +26,8 @@ from .losses.base import QUEUE_INPUT
 from .losses.inputs import finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
-from .precision import check_training_args, say_training_precision
 from .run_settings import save_run_settings, training_data_description
 from .sampler import NoDuplicatesBatchSampler, check_distinct_texts
-from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast
 from .start_over import start_over
 from .streaming import check_settings_for_data
 from .trainer_arguments import given_arguments
@@ -46,7 +44,14 @@ from .trainer_folder import (
     checkpoint_to_resume,
     remove_killed_writes,
 )
-from .trainer_options import TrainingOptions, check_dev_ready, check_training_values, prepare_run, set_batch_copying
+from .trainer_options import (
+    TrainingOptions,
+    check_built_trainer,
+    check_dev_ready,
+    check_training_values,
+    prepare_run,
+    set_batch_copying,
+)
 from .trainer_resume import ResumedRun, warn_other_world_size
 from .trainer_saving import RunSaving
 from .trainer_steps import StepPaths
@@ -201,19 +206,7 @@ class ContrastiveTrainer(TrainingBatches, seams.EpochStartHook, seams.RngStateSa
 
     def _set_up_run(self, options: TrainingOptions, cuda_graphs: str | None) -> None:
         """After ``Trainer.__init__``: the arguments checked against the built trainer, the objectives, the step."""
-        check_training_args(self.args)  # e.g. fp16 on a CPU, which the Trainer would silently run in fp32
-        say_training_precision(self.args, self.precision)  # a warning where it is emulated here
-        check_not_data_parallel(self.args)
-        check_sharding_device(self.args)
-        check_method_shards(type(self.accelerator.unwrap_model(self.model)), engine_of(
-            self.is_fsdp_enabled, self.accelerator.state.deepspeed_plugin.zero_stage if self.is_deepspeed_enabled
-            else None))
-        if self.is_deepspeed_enabled and deepspeed_autocast(self.accelerator.state.deepspeed_plugin.deepspeed_config,
-                                                            self.precision, self.model):
-            logger.info("DeepSpeed computes bf16 as torch autocast over fp32 weights, as the plain run does")
-        if self.is_fsdp_enabled and fsdp_autocast(self.accelerator.state.fsdp_plugin, self.model, self.precision,
-                                                  self.args.device.type):
-            logger.info("FSDP computes %s as torch autocast over fp32 weights, as the plain run does", self.precision)
+        check_built_trainer(self)  # its precision, devices and sharding
         self.cached_minibatch_size = options.cached_minibatch_size
         if self.cached_minibatch_size is not None:
             check_cached_run(self.accelerator.unwrap_model(self.model).config, self.args, self.cached_minibatch_size,

@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checks import resolved_path
+from .distributed import check_not_data_parallel, check_sharding_device
 from .errors import CSEError
 from .padding import pad_where_positions_allow
+from .precision import check_training_args, say_training_precision
+from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast
 from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
 from .tokenized_rows import check_rows_tokenizer
 from .tokenizer_match import check_training_tokenizer
@@ -230,3 +233,22 @@ def set_batch_copying(args) -> None:
         args.dataloader_pin_memory = False
     if args.dataloader_pin_memory and args.device.type == "cuda" and hasattr(args.accelerator_config, "non_blocking"):
         args.accelerator_config.non_blocking = True
+
+
+def check_built_trainer(trainer) -> None:
+    """The arguments checked against the trainer transformers built from them: the precision its accelerator computes
+    in (fp16 on a CPU, which it would silently run in fp32, refused; bf16 emulated on this CPU, said), its devices
+    (no ``DataParallel``; sharding on a device that takes it) and the method under FSDP / DeepSpeed (where each
+    computes bf16 as torch autocast over fp32 weights, said)."""
+    args, state, model = trainer.args, trainer.accelerator.state, trainer.model
+    check_training_args(args)
+    say_training_precision(args, trainer.precision)
+    check_not_data_parallel(args)
+    check_sharding_device(args)
+    check_method_shards(type(trainer.accelerator.unwrap_model(model)), engine_of(
+        trainer.is_fsdp_enabled, state.deepspeed_plugin.zero_stage if trainer.is_deepspeed_enabled else None))
+    if trainer.is_deepspeed_enabled and deepspeed_autocast(state.deepspeed_plugin.deepspeed_config, trainer.precision,
+                                                           model):
+        logger.info("DeepSpeed computes bf16 as torch autocast over fp32 weights, as the plain run does")
+    if trainer.is_fsdp_enabled and fsdp_autocast(state.fsdp_plugin, model, trainer.precision, args.device.type):
+        logger.info("FSDP computes %s as torch autocast over fp32 weights, as the plain run does", trainer.precision)

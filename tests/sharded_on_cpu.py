@@ -29,9 +29,9 @@ accelerate.state.PartialState.__init__ = _as_on_gpus
 accelerate.state.PartialState._prepare_backend = _gloo_backend
 
 import hf_cse.distributed  # noqa: E402
-import hf_cse.trainer  # noqa: E402
+import hf_cse.trainer_options  # noqa: E402
 
-hf_cse.distributed.check_sharding_device = hf_cse.trainer.check_sharding_device = lambda training_args: None
+hf_cse.distributed.check_sharding_device = hf_cse.trainer_options.check_sharding_device = lambda training_args: None
 
 from hf_cse.cli.entry_points import train  # noqa: E402
 
