@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from .files import (  # noqa: F401 - check_enough_rows: read from here too
     table_records,
 )
 from .hub_reach import is_offline, offline_fix, offline_if_unreachable
+from .missing_markers import left_out_markers
 from .padding import ensure_pad_token, pad_token_rows  # noqa: F401 - ensure_pad_token: read from here too
 from .text_files import (  # noqa: F401 - JSON_SUFFIXES, TABLE_SUFFIXES, is_number: read from here too
     JSON_SUFFIXES,
@@ -48,6 +50,12 @@ DEFAULT_MAX_SEQ_LENGTH = 32
 def read_sentences(train_file: str | Path, text_column: str | None = None, field: str = "train_file") -> list[str]:
     """Non-blank sentences of a ``.txt`` file (one per line), or a column of a ``.csv``/``.tsv``/``.json``/``.jsonl``
     file (``text_column``); ``field``: the setting that named the file (a ``dataset_name`` folder's files too)."""
+    return _read_file(train_file, text_column, field)[0]
+
+
+def _read_file(train_file: str | Path, text_column: str | None, field: str) -> tuple[list[str], Counter[str]]:
+    """:func:`read_sentences`' sentences, and the missing-value markers left out of them with a warning
+    (:func:`~hf_cse.missing_markers.left_out_markers`: a column exported with ``NaN`` for its empty cells)."""
     path = check_train_file(train_file, field)
     text = read_text(path, field)  # refuses compressed, binary and non-UTF-8 files; drops a BOM
     check_text_column_applies(path, text_column)
@@ -55,18 +63,20 @@ def read_sentences(train_file: str | Path, text_column: str | None = None, field
     column, columns = None, None  # a .txt file: lines, no column
     if path.suffix.lower() in JSON_SUFFIXES:
         column = text_column or "text"
-        lines = read_json_sentences(path, column)
+        lines = read_json_sentences(path, text_column)
     elif path.suffix.lower() in TABLE_SUFFIXES:
         columns, records = table_records(io.StringIO(text, newline=""), path)  # .tsv: tabs only, no quoting
         column = table_text_column(path, columns, text_column)
         lines = [record[column] for _, record in records]
     else:
         lines = text.splitlines()
-    check_not_numbers(lines, str(path), column, columns)
+    markers = left_out_markers(lines, str(path), column)
+    lines = [line for line in lines if line and line.strip() not in markers]
+    check_not_numbers(lines, str(path), column, columns)  # "NaN" is a number to float(): counted once left out
     sentences = [s.strip() for s in lines if s and s.strip()]
     if not sentences:
         raise no_sentences_error(path)
-    return sentences
+    return sentences, markers
 
 
 def _only_text_column(ds, column: str, source: str):
@@ -126,17 +136,25 @@ def load_train_dataset(
         _say_dropped(f"data set {dataset_name}", rows - len(ds), rows)
         if len(ds) == 0:
             raise DataError(f"data set {dataset_name} has no non-empty {column!r} rows in split {split!r}.")
-        check_not_numbers((text for batch in ds.iter(batch_size=10_000) for text in batch["text"]),
-                          f"data set {dataset_name}", column, columns)
+        markers = left_out_markers(_texts_of(ds), f"data set {dataset_name}", column)
+        if markers:  # "NaN" cells: an export's missing values, said
+            ds = ds.filter(lambda ex: ex["text"].strip() not in markers)
+        check_not_numbers(_texts_of(ds), f"data set {dataset_name}", column, columns)
         return ds
     return _file_dataset(Path(train_file or DEMO_CORPUS), text_column)
+
+
+def _texts_of(ds):
+    """The ``text`` column of the data set ``ds``, read a batch at a time."""
+    return (text for batch in ds.iter(batch_size=10_000) for text in batch["text"])
 
 
 def _file_dataset(path: Path, text_column: str | None, field: str = "train_file"):
     """One file's sentences (:func:`read_sentences`' checks, then read through ``datasets``); ``field`` as there."""
     import datasets
 
-    read_sentences(path, text_column, field)  # validates (exists, UTF-8, column, not empty) with clear messages
+    # validates (exists, UTF-8, column, not empty) with clear messages; the markers are left out below too
+    markers = _read_file(path, text_column, field)[1]
     # load through `datasets` so that the data set and its tokenization are cached on disk (fingerprints)
     if path.suffix.lower() in (".csv", ".tsv"):  # read as read_sentences does (hf_cse.files)
         ds = strip_column_names(datasets.load_dataset("csv", data_files=str(path), split="train",
@@ -148,9 +166,9 @@ def _file_dataset(path: Path, text_column: str | None, field: str = "train_file"
     else:
         ds = datasets.load_dataset("text", data_files=str(path), split="train", encoding="utf-8-sig")
     # one batched pass drops blank lines and strips the rest (a batched map may return fewer rows)
-    kept = ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()]},
-                  batched=True, desc="Dropping blank lines")
-    _say_dropped(path.name, len(ds) - len(kept), len(ds))
+    kept = ds.map(lambda batch: {"text": [t.strip() for t in batch["text"] if t and t.strip()
+                                          and t.strip() not in markers]}, batched=True, desc="Dropping blank lines")
+    _say_dropped(path.name, len(ds) - len(kept) - sum(markers.values()), len(ds))  # markers: said already
     return kept
 
 

@@ -80,10 +80,12 @@ class SentenceTexts:
     """The batched map of a streamed source's ``text`` column to its stripped, non-blank sentences. A text that is no
     string (a data set's number) ends the run in one line naming ``source`` and ``column`` (it failed as
     ``'int' object has no attribute 'strip'``, mid-run); the first empty row (a blank line, an empty or null cell, a
-    record without the field) is said once, in one log line, as a source read whole says how many it left out."""
+    record without the field) is said once, in one log line, as a source read whole says how many it left out.
+    ``markers``: the missing-value markers its first rows showed (:func:`hf_cse.missing_markers.left_out_markers`,
+    which said them), left out too."""
 
-    def __init__(self, source: str, column: str):
-        self.source, self.column, self.said = source, column, False
+    def __init__(self, source: str, column: str, markers: frozenset[str] = frozenset()):
+        self.source, self.column, self.markers, self.said = source, column, markers, False
 
     def __call__(self, batch: dict[str, list]) -> dict[str, list]:
         kept = []
@@ -93,6 +95,8 @@ class SentenceTexts:
                                 "not a sentence (a string), met mid-stream (only its first rows are checked up "
                                 "front). The column must hold sentences (text): fix those rows, or pass text_column "
                                 "NAME of the column that holds them.")
+            if text and text.strip() in self.markers:
+                continue
             if text and text.strip():
                 kept.append(text.strip())
             elif not self.said:

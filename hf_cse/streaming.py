@@ -63,6 +63,7 @@ from .files import (
     check_train_file,
     strip_column_names,
 )
+from .missing_markers import left_out_markers
 from .stream_order import warn_of_repeated_sources
 from .stream_rows import (
     SentenceTexts,
@@ -233,10 +234,12 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
         raise DataError(f"{source}: column {column!r} holds {type(odd).__name__} values ({odd!r:.30}), not "
                         "sentences; pass text_column NAME of the text column.")
     lines = not dataset_name and Path(path).suffix.lower() not in TABLE_SUFFIXES + JSON_SUFFIXES  # no column
+    markers = left_out_markers(head, source, None if lines else column, head=True)  # "NaN" cells: an export's
+    head = [text for text in head if not (isinstance(text, str) and text.strip() in markers)]
     check_not_numbers(head, source, None if lines else column, None if lines else names, head=True)
     if column != "text":
         ds = ds.rename_column(column, "text")
-    ds = ds.map(SentenceTexts(source, column), batched=True)  # a row of no string refused, empty ones said
+    ds = ds.map(SentenceTexts(source, column, frozenset(markers)), batched=True)  # a row of no string refused
     if next(iter(ds.take(1)), None) is None:
         raise DataError(f"{source} yields no sentences (empty, or blank lines only): check the file / data set "
                         "and text_column.")
