@@ -210,8 +210,8 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
             ds = json_lines_stream(p, text_column or "text")
         elif suffix in JSON_SUFFIXES:  # one list: read whole by any reader, so checked whole, as in memory
             # (datasets' JSON reader turned a text column holding one number into JSON strings, quotes and all)
-            column = text_column or "text"
-            ds = datasets.Dataset.from_dict({column: read_json_sentences(p, column)}).to_iterable_dataset()
+            ds = datasets.Dataset.from_dict({text_column or "text": read_json_sentences(p, text_column)}
+                                            ).to_iterable_dataset()
         else:
             # utf-8-sig: a byte-order mark is no part of the first sentence (as for a file read whole)
             ds = datasets.load_dataset("text", data_files=str(p), split="train", streaming=True,

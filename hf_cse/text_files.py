@@ -44,8 +44,10 @@ HEADER_WORDS = 4
 
 
 def column_fix(text_column: str | None) -> str:
-    """The fix of a text column not found: name one where none was given (``text`` was looked for), else another."""
-    return "Pass text_column NAME." if not text_column else "Set text_column to one of them."
+    """The fix of a text column not found: name one where none was given (``text`` was looked for); else the one
+    given is none of them, and another is to be set."""
+    return ("Pass text_column NAME." if not text_column else
+            f"text_column is set to {text_column!r}, which is none of them: set it to the column of sentences.")
 
 
 def table_text_column(path: Path, columns: list[str], text_column: str | None) -> str:
@@ -260,23 +262,24 @@ def json_record_fault(record: Any, column: str) -> str | None:
     return None
 
 
-def _sentence_of(record: Any, column: str, path: Path, where: str) -> str:
-    """The ``column`` string of one JSON record ("" for null), or one line naming what is wrong with it and
-    ``where`` it is (``line N``, ``record N``)."""
+def _sentence_of(record: Any, text_column: str | None, path: Path, where: str) -> str:
+    """The ``text_column`` (default ``text``) string of one JSON record ("" for null), or one line naming what is
+    wrong with it and ``where`` it is (``line N``, ``record N``)."""
+    column = text_column or "text"
     fault = json_record_fault(record, column)
     if fault:
         raise DataError(f"{path}: {where}{fault}.")
     if column not in record:
         raise DataError(f"{path}: {where} has no field {column!r}; its fields are {sorted(record)}. "
-                        "Pass text_column NAME.")
+                        f"{column_fix(text_column)}")
     return record[column] or ""
 
 
 def read_json_sentences(path: Path, text_column: str | None = None) -> list[str]:
     """The ``text_column`` (default ``text``) strings of a JSON-lines / JSON-list file; null or blank values are
     dropped like blank lines, anything else that is not a string is refused with its line."""
-    column = text_column or "text"
-    return [_sentence_of(record, column, path, where) for where, record in _json_records(path, column)]
+    records = _json_records(path, text_column or "text")
+    return [_sentence_of(record, text_column, path, where) for where, record in records]
 
 
 def check_json_head(path: Path, text: str, text_column: str | None) -> None:
@@ -288,7 +291,7 @@ def check_json_head(path: Path, text: str, text_column: str | None) -> None:
         return
     _check_not_one_document(path, text, text_column or "text")
     for where, record in _json_lines(path, without_cut_line(path, text)):
-        _sentence_of(record, text_column or "text", path, where)
+        _sentence_of(record, text_column, path, where)
 
 
 def is_number(text: str) -> bool:

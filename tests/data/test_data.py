@@ -28,9 +28,18 @@ def test_csv_column_and_missing_column(tmp_path):
     assert read_sentences(path, "sent") == ["hello world", "good bye"]
     with pytest.raises(DataError, match=r"no column 'text'; columns are \['id', 'sent'\]\. Pass text_column NAME\.$"):
         read_sentences(path)
-    # a column the caller named is not one to be told to name again
-    with pytest.raises(DataError, match=r"no column 'text'; columns are \['id', 'sent'\]\. Set text_column to one of "
-                                        r"them\.$"):
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_a_text_column_given_that_is_not_there_is_said_to_be_the_one_given(tmp_path, kind):
+    """A text_column the caller named was answered "Pass text_column NAME." (a .jsonl file's record), or "Set
+    text_column to one of them." without saying that the one given is not there."""
+    path = tmp_path / f"a.{kind}"
+    path.write_text("sentence,id\nhello world,1\n" if kind == "csv" else '{"sentence": "hello world", "id": 1}\n')
+    where = r"no column 'text'; columns are \['sentence', 'id'\]" if kind == "csv" else (
+        r"line 1 has no field 'text'; its fields are \['id', 'sentence'\]")
+    with pytest.raises(DataError, match=rf"a\.{kind}: {where}\. text_column is set to 'text', which is none of them: "
+                                        r"set it to the column of sentences\.$"):
         read_sentences(path, "text")
 
 
