@@ -12,10 +12,15 @@ Arrow, compressed text) is read by ``datasets``' own rules."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from .files import DataError, content_fingerprint, local_dataset_folder
+from .said_once import first_time
 from .text_files import JSON_SUFFIXES, TABLE_SUFFIXES, find_unreadable_line
+
+#: the data readers' logger (their warnings are the data module's)
+logger = logging.getLogger("hf_cse.data")
 
 #: the files of a folder that hf_cse reads itself, as it reads a train_file
 TRAIN_FILE_SUFFIXES = (".txt", *TABLE_SUFFIXES, *JSON_SUFFIXES)
@@ -95,6 +100,8 @@ def folder_data_files(folder: Path, name: str, split: str, config_name: str | No
                         f"{split}.txt, {split}-00000.txt, ... (or put them in a folder {split}/), or give them as "
                         "train_file / train_files.")
     files = splits[split]
+    in_splits = {Path(f).resolve() for split_files in found.values() for f in split_files}
+    _warn_of_files_in_no_split(folder, name, split, files, kinds, in_splits)
     others = [f.name for f in files if f.suffix.lower() not in TRAIN_FILE_SUFFIXES]
     if others:
         mine = [f.name for f in files if f.suffix.lower() in TRAIN_FILE_SUFFIXES]
@@ -106,6 +113,26 @@ def folder_data_files(folder: Path, name: str, split: str, config_name: str | No
         raise DataError(f"dataset_name {name} is a folder of data files, which has no configurations; drop "
                         "dataset_config_name.")
     return files
+
+
+def _warn_of_files_in_no_split(folder: Path, name: str, split: str, files: list[Path], kinds: tuple[str, ...],
+                               split_files: set[Path]) -> None:
+    """One warning (once a process) naming the data files of ``folder`` (of ``kinds``; not hidden) in no split:
+    ``datasets`` reads only the files whose names name a split once one does (``train.txt``), and leaves the
+    others (``more.jsonl``) out without a word. Not refused: a folder may hold files that are no training text."""
+    base = folder.resolve()
+    unsplit = sorted(path.relative_to(base).as_posix() for path in base.rglob("*")
+                     if path.suffix.lower() in kinds and path.is_file() and path.resolve() not in split_files
+                     and not any(part.startswith((".", "__")) for part in path.relative_to(base).parts))
+    if not unsplit or not first_time("files in no split", str(base), split):
+        return
+    shown = ", ".join(unsplit[:5]) + (f" and {len(unsplit) - 5} more" if len(unsplit) > 5 else "")
+    one = len(unsplit) == 1
+    it = "it" if one else "them"
+    logger.warning("dataset_name %s: %s %s in no split and left out: once a file's name names a split (%s), datasets "
+                   "reads only the files so named. To train on %s, name %s %s-<name> (e.g. %s-%s) or put %s in a "
+                   "folder %s/; else move %s out of the folder.", name, shown, "is" if one else "are", files[0].name,
+                   it, it, split, split, Path(unsplit[0]).name, it, split, it)
 
 
 def folder_train_files(name: str, split: str, config_name: str | None = None) -> list[Path] | None:

@@ -128,3 +128,25 @@ def test_a_saved_data_set_without_rows_is_one_line_read_or_streamed(tmp_path):
     with pytest.raises(DataError, match=r"^dataset_name .*splits is empty \(0 rows in its 'dev' split\)"):
         load_train_dataset(dataset_name=str(tmp_path / "splits"), split="dev")
     assert load_train_dataset(dataset_name=str(tmp_path / "splits"))["text"] == ["a b", "c d"]  # dev not read
+
+
+def test_files_of_a_folder_in_no_split_are_named_in_one_warning(tmp_path, caplog):
+    """A folder of train.txt and more.jsonl trained on train.txt alone: datasets puts more.jsonl in no split once
+    another file's name names one, and it was left out without a word."""
+    import logging
+
+    sentences = random_sentences(12)
+    folder = _folder(tmp_path, {"train.txt": "\n".join(sentences[:8]) + "\n", ".notes.txt": "hidden\n",
+                                "more.jsonl": "".join('{"text": "%s"}\n' % s for s in sentences[8:])})
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        assert load_train_dataset(dataset_name=str(folder))["text"] == sentences[:8]
+        load_train_dataset(dataset_name=str(folder))  # said once
+    assert [r.getMessage() for r in caplog.records] == [
+        f"dataset_name {folder}: more.jsonl is in no split and left out: once a file's name names a split "
+        "(train.txt), datasets reads only the files so named. To train on it, name it train-<name> (e.g. "
+        "train-more.jsonl) or put it in a folder train/; else move it out of the folder."]
+    caplog.clear()
+    (folder / "more.jsonl").rename(folder / "train-more.jsonl")  # the fix the warning names
+    with caplog.at_level(logging.WARNING, logger="hf_cse.data"):
+        assert sorted(load_train_dataset(dataset_name=str(folder))["text"]) == sorted(sentences)
+    assert not caplog.records
