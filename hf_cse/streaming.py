@@ -48,12 +48,8 @@ from .data import (
     TABLE_SUFFIXES,
     DataError,
     check_layout,
-    check_pair_rows,
-    check_pair_source,
     check_text_column_applies,
-    is_empty_cell,
     load_train_dataset,
-    pair_columns,
     read_named_dataset,
     sentences_of,
 )
@@ -64,6 +60,7 @@ from .files import (
     strip_column_names,
 )
 from .missing_markers import left_out_markers
+from .pair_checks import check_pair_rows, check_pair_source, is_empty_cell, pair_columns
 from .stream_order import warn_of_repeated_sources
 from .stream_rows import (
     SentenceTexts,
