@@ -26,6 +26,7 @@ from .hub_reach import is_offline, offline_fix, offline_if_unreachable
 from .missing_markers import left_out_markers
 from .padding import ensure_pad_token, pad_token_rows  # noqa: F401 - ensure_pad_token: read from here too
 from .pair_checks import check_pair_rows, check_pair_source, is_empty_cell, pair_columns
+from .sentence_files import sentences_in
 from .text_files import (  # noqa: F401 - JSON_SUFFIXES: read from here too
     JSON_SUFFIXES,
     TABLE_SUFFIXES,
@@ -33,8 +34,6 @@ from .text_files import (  # noqa: F401 - JSON_SUFFIXES: read from here too
     check_not_numbers,
     check_text_column_applies,
     column_fix,
-    no_sentences_error,
-    read_json_sentences,
     table_text_column,
     warn_unread_columns,
 )
@@ -60,23 +59,7 @@ def _read_file(train_file: str | Path, text_column: str | None, field: str) -> t
     text = read_text(path, field)  # refuses compressed, binary and non-UTF-8 files; drops a BOM
     check_text_column_applies(path, text_column)
     check_layout(path, text)
-    column, columns = None, None  # a .txt file: lines, no column
-    if path.suffix.lower() in JSON_SUFFIXES:
-        column = text_column or "text"
-        lines = read_json_sentences(path, text_column)
-    elif path.suffix.lower() in TABLE_SUFFIXES:
-        columns, records = table_records(io.StringIO(text, newline=""), path)  # .tsv: tabs only, no quoting
-        column = table_text_column(path, columns, text_column)
-        lines = [record[column] for _, record in records]
-    else:
-        lines = text.splitlines()
-    markers = left_out_markers(lines, str(path), column)
-    lines = [line for line in lines if line and line.strip() not in markers]
-    check_not_numbers(lines, str(path), column, columns)  # "NaN" is a number to float(): counted once left out
-    sentences = [s.strip() for s in lines if s and s.strip()]
-    if not sentences:
-        raise no_sentences_error(path)
-    return sentences, markers
+    return sentences_in(path, text, text_column)
 
 
 def _only_text_column(ds, column: str, source: str):

@@ -102,6 +102,15 @@ def not_taken_error(loss: str, wrong, takes, dashes: str = "") -> CSEError:
                     f"{', '.join(dashes + t for t in takes) or '(none)'}.", fields=("loss", *wrong, *takes))
 
 
+def hard_negatives_words(loss: str, source: str | None, takers) -> str:
+    """That ``loss`` has no use for the hard negatives given (from ``source``, in the caller's terms), and which
+    losses (``takers``) have: the loss's refusal (:class:`~hf_cse.losses.errors.HardNegativesNotTakenError`), and
+    the command line's before torch."""
+    where = f" ({source})" if source else ""
+    return (f"loss {loss!r} has no defined use for hard negatives{where}; the losses that take them: "
+            f"{', '.join(takers)}.")
+
+
 def check_rule(owner: str, param: str, value, rule: str, dashes: str = "", fields=()) -> None:
     """``value`` of ``param`` (a hyperparameter of loss ``owner``, or a field of method ``owner``'s config; "": the
     settings every method has) keeps ``rule`` (a name of :data:`RULES`); ``dashes="--"``: ``param`` named as the

@@ -40,12 +40,13 @@ def find_missing_markers(texts: Iterable[Any]) -> tuple[Counter[str], int]:
     return (found if sum(found.values()) >= max(MARKER_ROWS, MARKER_SHARE * filled) else Counter()), filled
 
 
-def left_out_markers(texts: Iterable[Any], source: str, column: str | None = None, head: bool = False
-                     ) -> Counter[str]:
+def left_out_markers(texts: Iterable[Any], source: str, column: str | None = None, head: bool = False,
+                     warn: bool = True) -> Counter[str]:
     """The missing-value markers of ``texts`` to leave out as empty cells (:func:`find_missing_markers`), said in one
     warning naming them, their rows and the fix; a source of nothing but markers refused. ``column``: the text column
     of a table, of JSON records or of a data set; None: a plain text file's lines. ``head``: ``texts`` are a stream's
-    first rows (the markers met later are left out too)."""
+    first rows (the markers met later are left out too). ``warn`` False: refused only (the reader that follows
+    says them)."""
     found, filled = find_missing_markers(texts)
     if not found:
         return found
@@ -55,6 +56,8 @@ def left_out_markers(texts: Iterable[Any], source: str, column: str | None = Non
         fix = "pass text_column NAME of the sentence column" if column else "give a file of sentences"
         raise DataError(f"{source}: all its {'first ' if head else ''}{filled} {where} are missing values as pandas "
                         f"writes them ({shown}), not sentences; {fix}.")
+    if not warn:
+        return found
     later = " (and any more the stream meets)" if head else ""
     logger.warning("%s: %d of the %s%d %s are %s, which is how pandas writes a missing value, not a sentence: they "
                    "are left out%s, as empty cells are. Drop those rows, or save missing values as empty cells "

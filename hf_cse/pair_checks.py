@@ -1,17 +1,17 @@
-"""The checks of pair / triplet rows (anchor, positive[, hard negative] per row) before they are trained on: where
-they are read from (:func:`check_pair_source`), which column holds each view (:func:`pair_columns`), and that every
-row has all its texts, each view a text column of its own that differs from the one before it
-(:func:`check_pair_rows`); for rows read whole (``hf_cse.data.load_pair_dataset``) or streamed (their first rows:
-``hf_cse.streaming``)."""
+"""Pair and triplet data read from a ``.csv`` / ``.tsv`` file or a data set, (anchor, positive[, hard negative]) per
+row, as supervised SimCSE's NLI triplets: where its rows come from, the columns of its views and the checks of its
+rows, in a module that imports nothing heavy, so that the training command makes them from a small file before the
+training stack is imported (:func:`check_pair_file_start`); :func:`hf_cse.data.load_pair_dataset` reads the rows."""
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 from typing import Any
 
-from .files import DataError, check_train_file
-from .text_files import TABLE_SUFFIXES, is_number
+from .files import HEAD_BYTES, DataError, check_train_file, read_head, table_records, without_cut_line
+from .text_files import TABLE_SUFFIXES, check_layout, is_number
 
 #: the data readers' logger (their warnings are the data module's)
 logger = logging.getLogger("hf_cse.data")
@@ -23,9 +23,10 @@ def is_empty_cell(cell: Any) -> bool:
 
 
 def check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict[str, str], source: str,
-                    head: bool = False) -> None:
+                    head: bool = False, warn: bool = True) -> None:
     """Every wanted column exists, no cell of it is empty (one line naming the rows otherwise), and each view differs
-    from the one before it (:func:`_check_views_differ`); ``head``: ``rows`` are a stream's first rows."""
+    from the one before it (:func:`_check_views_differ`); ``head``: ``rows`` are a stream's first rows; ``warn``
+    False: refusals only (the reader that follows warns)."""
     for flag, column in wanted.items():
         if column not in columns:
             raise DataError(f"{source}: no column {column!r} for {flag}; columns are {columns}. Pass {flag} NAME.")
@@ -42,11 +43,11 @@ def check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict
         if odd is not None or (values and all(map(is_number, values))):
             raise DataError(f"{source}: column {column!r} ({flag}) holds {what}, not sentences; pass {flag} NAME "
                             f"of a text column (columns: {columns}).")
-    _check_views_differ(rows, columns, wanted, source, head)
+    _check_views_differ(rows, columns, wanted, source, head, warn)
 
 
 def _check_views_differ(rows: list[dict[str, Any]], columns: list[str], wanted: dict[str, str], source: str,
-                        head: bool) -> None:
+                        head: bool, warn: bool = True) -> None:
     """A positive equal to its anchor (or a negative to its positive) on every row is refused: almost surely a wrong
     column (a copy of the other), which trains on one text twice; on most rows, said in one warning."""
     views, rows_read = list(wanted.items()), f"{'its first' if head else 'all'} {len(rows)} rows"
@@ -56,7 +57,7 @@ def _check_views_differ(rows: list[dict[str, Any]], columns: list[str], wanted: 
         if rows and same == len(rows):
             raise DataError(f"{said} {rows_read}: almost surely a wrong column. Pass {other_flag} NAME of the "
                             f"column of other text (columns: {columns}).")
-        if same * 2 > len(rows):
+        if warn and same * 2 > len(rows):
             logger.warning("%s %d of %s, which train on one text twice; check %s", said, same, rows_read, other_flag)
 
 
@@ -86,3 +87,23 @@ def check_pair_source(train_file: str | None, dataset_name: str | None) -> Path 
     if path.suffix.lower() not in TABLE_SUFFIXES:
         raise DataError(f"pair_column needs a .csv or .tsv file with named columns; got {path.name}.")
     return path
+
+
+def check_pair_file_start(train_file: str | None, dataset_name: str | None, text_column: str | None,
+                          pair_column: str, negative_column: str | None) -> None:
+    """The checks of pair / triplet data that its source and the first 64 KiB of its file answer, as
+    :func:`hf_cse.data.load_pair_dataset` makes them (the source, the views' columns, a ``.csv`` separated otherwise,
+    the header; every row where the head is the whole file): made before the training stack is imported, so that
+    these mistakes cost no seconds. The reader checks the whole file again."""
+    path = check_pair_source(train_file, dataset_name)
+    wanted = pair_columns(text_column, pair_column, negative_column)
+    if path is None:  # a data set: read by the command
+        return
+    text = read_head(path, "train_file")
+    check_layout(path, text)  # a .csv separated by semicolons: one column
+    whole = path.stat().st_size < HEAD_BYTES
+    columns, records = table_records(io.StringIO(without_cut_line(path, text), newline=""), path, complete=whole)
+    check_pair_rows([], columns, wanted, str(path))  # a missing column, before any row is read
+    rows = [record for _, record in records]
+    if whole:
+        check_pair_rows(rows, columns, wanted, str(path), warn=False)

@@ -1,7 +1,7 @@
 """How a training file's sentences are laid out, by its name: ``.csv`` / ``.tsv`` tables and ``.json`` / ``.jsonl``
 records read by a text column, anything else one sentence per line; and the checks that a file's content fits its
 name (:func:`check_layout`), run on the whole file or on the start of one that is streamed, and
-(:func:`check_sentences_file_start`) before the commands import the training stack."""
+(:mod:`hf_cse.sentence_files`) before the commands import the training stack."""
 
 from __future__ import annotations
 
@@ -17,9 +17,7 @@ from typing import Any
 from .files import (
     HEAD_BYTES,
     DataError,
-    check_enough_rows,
     is_tsv,
-    read_head,
     read_text,
     table_records,
     without_cut_line,
@@ -62,32 +60,6 @@ def table_text_column(path: Path, columns: list[str], text_column: str | None) -
     if column not in columns:
         raise DataError(f"{path}: no column {column!r}; columns are {columns}. {column_fix(text_column)}")
     return column
-
-
-def check_sentences_file_start(path: Path, text_column: str | None) -> None:
-    """The checks of a sentences file that its first 64 KiB answer, in the order the reader makes them (its
-    encoding, ``text_column``, its layout, a table's column): made before the training stack is imported, so that
-    these mistakes cost no seconds. The reader checks the whole file again."""
-    text = read_head(path, "train_file")
-    if not text.strip() and path.stat().st_size <= HEAD_BYTES:  # the whole file read: nothing in it
-        raise no_sentences_error(path)
-    check_text_column_applies(path, text_column)
-    check_layout(path, text)
-    check_table_head(path, text, text_column)
-    check_json_head(path, text, text_column)  # a record without the field, with its line
-
-
-def check_enough_sentences(path: Path, global_batch: int, max_rows: int | None = None) -> None:
-    """A ``.txt`` sentences file the first 64 KiB hold whole with fewer sentences (non-blank lines, as the reader
-    counts them) than one global batch, refused from the file alone, before the training stack is imported (the
-    command counts again, a larger file and the other kinds too); ``max_rows``: max_train_samples."""
-    if path.suffix.lower() in TABLE_SUFFIXES + JSON_SUFFIXES or path.stat().st_size > HEAD_BYTES:
-        return
-    count = sum(1 for line in read_head(path, "train_file").splitlines() if line.strip())
-    if max_rows is None:
-        check_enough_rows(count, global_batch, str(path))
-    else:
-        check_enough_rows(min(count, max_rows), global_batch, f"{path} cut to max_train_samples {max_rows}")
 
 
 def check_table_head(path: Path, text: str, text_column: str | None, sentences: bool = True) -> None:
@@ -303,17 +275,18 @@ def is_number(text: str) -> bool:
 
 
 def check_not_numbers(texts: Iterable[Any], source: str, column: str | None = None, columns: list[str] | None = None,
-                      head: bool = False) -> None:
+                      head: bool = False, warn: bool = True) -> None:
     """The rule of training text stored as numbers (``"12"``: a CSV's cells, JSON strings, a data set's string
     column), whatever it is read from: each would be trained on as a "sentence", most likely the wrong column or
-    file. Refused where every non-blank text is a number, said in one warning where most are. ``column`` (of
-    ``columns``): the text column; None: a plain text file's lines. ``head``: ``texts`` are a stream's first rows."""
+    file. Refused where every non-blank text is a number, said in one warning where most are (``warn`` False: refused
+    only, the reader that follows warns). ``column`` (of ``columns``): the text column; None: a plain text file's
+    lines. ``head``: ``texts`` are a stream's first rows."""
     filled = numbers = 0
     for text in texts:
         if isinstance(text, str) and text.strip():
             filled += 1
             numbers += is_number(text)
-    if not filled or numbers * 2 <= filled:
+    if not filled or numbers * 2 <= filled or (numbers < filled and not warn):
         return
     where, rows = (f"column {column!r}", "values") if column else ("its lines", "lines")
     if numbers == filled:

@@ -154,6 +154,10 @@ def _close_progress_bars() -> None:
 FORESEEABLE: tuple[type[BaseException], ...] = (CSEError,)
 
 
+#: the fix of hard negatives given to a loss without a use for them (:func:`~.train_facts.check_pair_flags`)
+NEGATIVES_ADVICE = "Drop --negative_column or pick one of those losses."
+
+
 def flag_advice(err: BaseException) -> str:
     """The flags to change for an error a loss raised in its own terms (:mod:`hf_cse.losses.errors`); "" otherwise."""
     errors = sys.modules.get("hf_cse.losses.errors")
@@ -164,7 +168,7 @@ def flag_advice(err: BaseException) -> str:
     if isinstance(err, errors.MissingInputsError) and NO_DROPOUT_INPUT in err.missing:
         return "Use --method imsimcse (or --off_dropout) so the model provides them."
     if isinstance(err, errors.HardNegativesNotTakenError):
-        return "Drop --negative_column or pick one of those losses."
+        return NEGATIVES_ADVICE
     return ""
 
 

@@ -6,7 +6,7 @@ of the training stack: seconds. Here, before that, what needs only the command l
 parser description (:mod:`.parser_cache`: shipped in the package, or written by an earlier start): ``--help``; an empty
 path, an unknown flag, a value argparse refuses, a count or optimizer value the Trainer would misread; the paths that
 name nothing (``--train_file``, a model folder, the checkpoint to export); a sentences file whose start shows it cannot
-be read as asked (:func:`~hf_cse.text_files.check_sentences_file_start`); a training ``--output_dir`` that holds a
+be read as asked (:func:`~hf_cse.sentence_files.check_sentences_file_start`); a training ``--output_dir`` that holds a
 finished run or files no run writes; a value typed for the chosen loss's hyperparameters, or for the method's settings,
 that breaks their rules (:mod:`hf_cse.hyperparameter_rules`); Matryoshka dimensions and weights that break the library's
 rules (a repeat, a 0, a weight count unlike the dimensions'), or trained through a projection head the exported
@@ -31,9 +31,11 @@ from ..errors import CSEError, same_on_every_process
 from ..files import check_train_file, local_dataset_folder
 from ..matryoshka_rules import check_head_flags, check_matryoshka
 from ..number_lists import DIMS_FIELD, WEIGHTS_FIELD, parse_int_list, parse_truncate_dims
+from ..pair_checks import check_pair_file_start
 from ..presets import PRESETS
+from ..scored_pairs import check_scored_pair_file
+from ..sentence_files import check_enough_sentences, check_sentences_file_start
 from ..task_names import tasks_of
-from ..text_files import check_enough_sentences, check_sentences_file_start
 from ..trainer_folder import check_not_encoder_folder
 from ..training_values import check_given_intervals
 from . import is_main_process, run_cli, say_line
@@ -46,6 +48,7 @@ from .output_dir import refuse_occupied_output_dir
 from .parser_cache import cached_parser, describe, rebuild, remember_parser, ship_parser
 from .parsing import refuse_empty_paths, refuse_unknown_flags, typed_flags
 from .preflight import (
+    check_max_train_samples,
     check_not_run_folder,
     check_optimizer_arguments,
     check_training_counts,
@@ -59,6 +62,7 @@ from .train_facts import (
     check_hub_settings,
     check_loss_values,
     check_method_values,
+    check_pair_values,
     check_trainer_decides,
     check_typed_needs,
     refuse_unregistered_loss,
@@ -79,6 +83,10 @@ COUNT_VALUES = ("gradient_accumulation_steps", "max_seq_length", "per_device_tra
 #: the optimizer's values :func:`~.preflight.check_optimizer_arguments` reads
 OPTIMIZER_VALUES = ("learning_rate", "warmup_steps", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon",
                     "max_grad_norm")
+#: where pair rows come from and their columns, as :func:`~hf_cse.pair_checks.check_pair_file_start` takes them
+PAIR_VALUES = ("train_file", "dataset_name", "text_column", "pair_column", "negative_column")
+#: ``--eval_file`` and its columns, as :func:`~hf_cse.scored_pairs.check_scored_pair_file` takes them
+EVAL_FILE_VALUES = ("eval_file", "eval_sentence1_column", "eval_sentence2_column", "eval_score_column")
 
 
 def _train_values(parser, argv: list[str]) -> dict:
@@ -114,6 +122,9 @@ def _check_train(parser, argv: list[str]) -> None:
     counts = None if args.get("config") else _numbers(args, COUNT_VALUES)  # a --config file may set them
     if counts is not None:
         check_training_counts(counts, world_size=None)
+    samples = _numbers(args, ("max_train_samples",))
+    if samples is not None:
+        check_max_train_samples(samples.max_train_samples)
     given = typed_flags(parser, argv)
     check_trainer_decides(given, args)
     for flag in ("bf16", "fp16"):  # false is their default: the precision then comes from --precision (auto)
@@ -140,6 +151,7 @@ def _check_train(parser, argv: list[str]) -> None:
         check_method_values(facts, args, typed)
         check_typed_needs(facts, args, given)
         check_dcl_values(facts, args, typed)
+        check_pair_values(facts, args)  # e.g. --pair_column with --method diffcse
         check_matryoshka(args.get(DIMS_FIELD), args.get(WEIGHTS_FIELD))  # the library's rule: repeats, a 0, counts
         projector = args.get("projector") or facts.get("method_projectors", {}).get(args.get("method"))
         if projector is not None:
@@ -152,12 +164,16 @@ def _check_train(parser, argv: list[str]) -> None:
     read_otherwise = ("dataset_name", "pair_column", "streaming", "train_files")
     if args.get("train_file") and not any(args.get(name) for name in read_otherwise):
         path = check_train_file(args["train_file"])
-        check_sentences_file_start(path, args.get("text_column"))
+        sentences = check_sentences_file_start(path, args.get("text_column"))  # a small file's, read whole
         sizes = None if args.get("config") else _numbers(args, ("per_device_train_batch_size",))
-        if sizes is not None:  # a small file's sentences against one global batch (these processes' batch)
+        if sizes is not None and sentences is not None:  # against one global batch (these processes' batch)
             cap = args.get("max_train_samples")
-            check_enough_sentences(path, int(sizes.per_device_train_batch_size) * launched_processes(),
-                                   int(cap) if isinstance(cap, int | float) else None)
+            check_enough_sentences(path, len(sentences), int(sizes.per_device_train_batch_size) *
+                                   launched_processes(), int(cap) if isinstance(cap, int | float) else None)
+    elif args.get("pair_column") and not any(args.get(name) for name in ("config", "streaming", "train_files")):
+        check_pair_file_start(*(args.get(name) for name in PAIR_VALUES))  # its rows too, where the file is small
+    if args.get("eval_file") and not any(args.get(name) for name in ("eval_dataset_name", "config")):
+        check_scored_pair_file(*(args.get(name) for name in EVAL_FILE_VALUES))  # read whole: a few pairs a row
     if args.get("dataset_name"):  # a local path that names nothing (a typo) or names a file; a Hub id passes
         folder = local_dataset_folder(args["dataset_name"])
         if folder is not None and is_saved_dataset(folder):  # one save_to_disk wrote without rows

@@ -7,6 +7,7 @@ The modules that import torch are imported inside the checks that need them, so 
 from __future__ import annotations
 
 import inspect
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,13 +24,15 @@ from ..best_metric import (
 from ..checks import InputError, check_model_source
 from ..encoders import encoder_max_length, seq_length_problem
 from ..errors import CSEError
-from ..files import DataError
 from ..hyperparameter_rules import field_needs, run_value
 from ..run_as_encoder import RunAsEncoder, is_method_model_config, local_run_as_encoder
 from ..training_values import check_optimizer_values, check_step_counts
 from .flags import in_flag_terms
 from .flags_in_use import check_dcl_settings, check_needs, check_off_dropout
 from .launch import check_requested_processes_started
+from .train_facts import check_pair_flags, pair_facts
+
+logger = logging.getLogger("run_unsup")  # the training command's
 
 
 def _value(option) -> str:
@@ -83,6 +86,12 @@ def check_training_counts(training_args, world_size: int | None) -> None:
     the command checks again with them."""
     check_min_seq_length(training_args.max_seq_length)
     check_step_counts(training_args, world_size)
+
+
+def check_max_train_samples(value: int | None) -> None:
+    """At least one row kept, where rows are counted (0 failed deep in ``datasets`` for a stream)."""
+    if value is not None and value < 1:
+        raise InputError(f"--max_train_samples must be at least 1, got {value}.")
 
 
 def resume_from_last_checkpoint(training_args) -> None:
@@ -255,13 +264,17 @@ def check_eval_data(training_args, senteval_data_dir: str | None, eval_source: s
     ``own_eval_data``: the user's own pairs (--eval_file, named ``pairs_name``) are scored, so STS-B dev is not
     required, and without --senteval_data_dir (or --eval_source hub) it is neither scored (the trainer's evaluator,
     :func:`hf_cse.evaluation.evaluators.training_evaluator`) nor looked for; ``--metric_for_best_model`` must name one
-    of the scores (:func:`hf_cse.best_metric.check_best_metric`)."""
+    of the scores (:func:`hf_cse.best_metric.check_best_metric`); own pairs scored only before and after training
+    are said in one warning."""
     if eval_source not in ("local", "hub"):
         raise InputError(f"--eval_source {eval_source!r}: use local (with --senteval_data_dir) or hub.")
     scores_sts = senteval_data_dir is not None or eval_source == "hub"
     # a metric nobody chose the command replaced already (default_best_metric): this one was chosen
     check_best_metric(training_args, dev_scores(scores_sts, pairs_name if own_eval_data else None), filled_in=False)
     evaluates = _value(training_args.eval_strategy) != "no"
+    if own_eval_data and not evaluates:
+        logger.warning("--eval_file/--eval_dataset_name with --eval_strategy no: scored before the first step and "
+                       "after the last only; --eval_strategy steps or epoch scores them during training too.")
     if evaluates and not scores_sts and not own_eval_data:
         source = f"--preset {preset}" if preset else "--eval_strategy"
         raise InputError(
@@ -313,36 +326,15 @@ def check_typed_best_metric(values, typed: set[str]) -> None:
         check_best_metric(values, dev_scores_of(values), filled_in=False)
 
 
-def check_hard_negative_weight(weight: float | None, negative_column: str | None) -> None:
-    """``--hard_negative_weight`` weighs the hard negatives of triplet data; without them it would do nothing."""
-    if weight and not negative_column:
-        raise InputError(f"--hard_negative_weight {weight:g} weighs hard negatives, but the data has none: add "
-                         "--pair_column and --negative_column (triplets), or drop --hard_negative_weight.")
+def check_pair_training(method: str, loss: str, pair_column: str | None, negative_column: str | None,
+                        hard_negative_weight: float | None = None) -> None:
+    """Refuse, before any model is loaded, pair options that cannot train (:func:`~.train_facts.check_pair_flags`,
+    on the registries' methods and losses)."""
+    from ..models import get_method
 
-
-def check_pair_training(method: str, loss: str, pair_column: str | None, negative_column: str | None) -> None:
-    """Refuse, before any model is loaded, pair options that cannot train: a negative column without a pair
-    column, pairs with a method that does not take pair rows (DiffCSE: its views are edits of one sentence), hard
-    negatives for a loss without them."""
-    from ..models import METHODS, get_method
-
-    if negative_column and not pair_column:
-        raise DataError("--negative_column needs --pair_column (triplets are anchor, positive, hard negative).")
-    if not pair_column:
-        return
-    method_cls = get_method(method)
-    if not method_cls.takes_pair_rows:
-        others = " or ".join(name for name, cls in METHODS.items() if cls.takes_pair_rows)
-        raise DataError(f"--pair_column does not work with --method {method} ({method_cls.why_no_pair_rows}); "
-                        f"use --method {others} for pair data.")
-    if negative_column:
-        from ..losses import get_loss_class
-        from ..losses.errors import HardNegativesNotTakenError
-        from . import flag_advice
-
-        if not get_loss_class(loss).takes_hard_negatives:
-            err = HardNegativesNotTakenError(loss, "--negative_column")
-            raise DataError(f"{err} {flag_advice(err)}")
+    if pair_column:
+        get_method(method)  # one not registered: in its own words
+    check_pair_flags(pair_facts(), method, loss, pair_column, negative_column, hard_negative_weight)
 
 
 def check_resume_fits(checkpoint: str | None, model_cls, config_kwargs: dict, enc_config, training_args) -> None:

@@ -52,8 +52,8 @@ from hf_cse.cli.parsing import (
 from hf_cse.cli.preflight import (
     check_dropout_views,
     check_eval_data,
-    check_hard_negative_weight,
     check_max_seq_length,
+    check_max_train_samples,
     check_objectives,
     check_pair_training,
     check_resume_fits,
@@ -111,11 +111,9 @@ from hf_cse.training_values import check_given_intervals, unapplied_intervals
 logger = logging.getLogger("run_unsup")
 
 # Defaults of this script where they differ from ContrastiveTrainingArguments' (a preset or a flag overrides them).
-SCRIPT_DEFAULTS = {
-    "output_dir": None,
-    "report_to": "none",
-    "disable_tqdm": False,
-}
+SCRIPT_DEFAULTS = {"output_dir": None, "report_to": "none", "disable_tqdm": False}
+
+
 def argument_parser() -> HfArgumentParser:
     """The parser of every flag of the script, with its own defaults (before any preset or --config file)."""
     model, method, loss, dcl = (model_arguments_class(), method_arguments_class(), loss_arguments_class(),
@@ -261,11 +259,11 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     # 1. Every check that needs no weights and no tokenized data, so bad input fails at once (hf_cse.cli.preflight).
     check_training_arguments(training_args)
     check_training_settings(training_args, chosen)  # e.g. --eval_name without --eval_file: it would do nothing
-    if data_args.max_train_samples is not None and data_args.max_train_samples < 1:  # a stream failed in datasets
-        raise InputError(f"--max_train_samples must be at least 1, got {data_args.max_train_samples}.")
+    check_max_train_samples(data_args.max_train_samples)
     resume_from_last_checkpoint(training_args)
     loss = main_loss(model_args.method, method_args.loss)
-    check_pair_training(model_args.method, loss, data_args.pair_column, data_args.negative_column)
+    check_pair_training(model_args.method, loss, data_args.pair_column, data_args.negative_column,
+                        getattr(loss_args, "hard_negative_weight", None))
     check_streaming_arguments(stream_args, data_args, training_args.max_steps, model_args.method)
     no_duplicates = "no_duplicates_in_batch" in chosen and training_args.no_duplicates_in_batch
     check_settings_for_data(training_args, stream_args.streaming, no_duplicates_asked=no_duplicates,
@@ -306,11 +304,7 @@ def _prepared_run(argv: list[str] | None) -> tuple[ContrastiveTrainer, str | Non
     check_cached_without_cuda_graphs(training_args, training_args.cached_minibatch_size)
     decide_for_run(training_args.cuda_graphs, training_args, model_cls)  # --cuda_graphs on where it cannot apply
     check_method_shards(model_cls, launched_engine(training_args))
-    check_hard_negative_weight(getattr(loss_args, "hard_negative_weight", None), data.negative_column)
     eval_pairs = pairs_from_args(training_args)  # --eval_file / --eval_dataset_name: read and checked, once
-    if eval_pairs is not None and training_args.eval_strategy == "no":
-        logger.warning("--eval_file/--eval_dataset_name with --eval_strategy no: scored before the first step and "
-                       "after the last only; --eval_strategy steps or epoch scores them during training too.")
     check_eval_data(training_args, training_args.senteval_data_dir, training_args.eval_source, spec.preset,
                     own_eval_data=eval_pairs is not None, pairs_name=training_args.eval_name)
     hub_repo = take_over_hub_push(training_args)  # --push_to_hub uploads the export of step 6, not checkpoints

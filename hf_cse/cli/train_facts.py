@@ -13,16 +13,19 @@ import sys
 from collections.abc import Callable, Mapping
 
 from ..checks import InputError
+from ..files import DataError
 from ..hyperparameter_rules import (
     TEXT_RULES,
     check_rule,
     check_rules,
     field_needs,
+    hard_negatives_words,
     not_taken_error,
     run_value,
     unknown_loss_error,
 )
 from ..presets import PRESETS
+from . import NEGATIVES_ADVICE
 from .flags_in_use import check_needs, drop_fix, given_as
 
 
@@ -63,7 +66,52 @@ def train_facts() -> dict:
             "method_rules": {m: [[name, *ruled] for name, ruled in field_rule_owners(cls.config_class).items()]
                              for m, cls in sorted(METHODS.items())},
             "method_needs": {m: _needs_facts(field_needs(METHODS[m].config_class), lambda name: getattr(config, name))
-                             for m, config in defaults.items()}}
+                             for m, config in defaults.items()},
+            "pairs": pair_facts()}
+
+
+def pair_facts() -> dict:
+    """What :func:`check_pair_flags` reads: each method's reason not to take pair rows ("" where it takes them) and
+    the losses that take hard negatives (the registries imported)."""
+    from ..losses import available_losses, get_loss_class
+    from ..models import METHODS
+
+    # as pairs: the methods in their registry's order, which a JSON object's sorted keys would lose
+    return {"why_no_pair_rows": [[m, "" if cls.takes_pair_rows else cls.why_no_pair_rows]
+                                 for m, cls in METHODS.items()],
+            "negative_losses": [n for n in available_losses() if get_loss_class(n).takes_hard_negatives]}
+
+
+def check_pair_flags(pairs: dict, method: str | None, loss: str | None, pair_column: str | None,
+                     negative_column: str | None, hard_negative_weight: float | None = None) -> None:
+    """Pair options that cannot train: a negative column without a pair column, a weight of hard negatives without
+    them (it would weigh nothing), pairs with a method that does not take pair rows (DiffCSE: its views are edits
+    of one sentence), hard negatives for a loss without them.
+    ``pairs``: :func:`pair_facts` (none, in an older parser description: the method's and loss's are left to the
+    command)."""
+    if negative_column and not pair_column:
+        raise DataError("--negative_column needs --pair_column (triplets are anchor, positive, hard negative).")
+    if hard_negative_weight and not negative_column:
+        raise InputError(f"--hard_negative_weight {hard_negative_weight:g} weighs hard negatives, but the data has "
+                         "none: add --pair_column and --negative_column (triplets), or drop --hard_negative_weight.")
+    why_not = dict(pairs.get("why_no_pair_rows", []))
+    if not pair_column or method not in why_not:
+        return
+    if why_not[method]:
+        others = " or ".join(name for name, why in why_not.items() if not why)
+        raise DataError(f"--pair_column does not work with --method {method} ({why_not[method]}); "
+                        f"use --method {others} for pair data.")
+    takers = pairs.get("negative_losses", [])
+    if negative_column and loss not in takers:
+        raise DataError(f"{hard_negatives_words(loss, '--negative_column', takers)} {NEGATIVES_ADVICE}")
+
+
+def check_pair_values(facts: dict, args: dict) -> None:
+    """:func:`check_pair_flags` on the pair flags typed, with the run's main loss (``--loss``, else the method's)."""
+    loss = args.get("loss") or facts.get("method_losses", {}).get(args.get("method"))
+    weight = args.get("hard_negative_weight")
+    check_pair_flags(facts.get("pairs", {}), args.get("method"), loss, args.get("pair_column"),
+                     args.get("negative_column"), weight if all_numbers([weight]) else None)
 
 
 def refuse_unregistered_loss(facts: dict, loss: str | None) -> None:

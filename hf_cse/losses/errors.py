@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import CSEError
+from ..hyperparameter_rules import hard_negatives_words
 from .registry import available_losses, get_loss_class
 
 
@@ -44,6 +45,4 @@ class HardNegativesNotTakenError(LossInputError):
     def __init__(self, loss_name: str, source: str | None = None):
         self.loss_name, self.source = loss_name, source
         self.takers = tuple(n for n in available_losses() if get_loss_class(n).takes_hard_negatives)
-        where = f" ({source})" if source else ""
-        super().__init__(f"loss {loss_name!r} has no defined use for hard negatives{where}; the losses that take "
-                         f"them: {', '.join(self.takers)}.")
+        super().__init__(hard_negatives_words(loss_name, source, self.takers))

@@ -281,6 +281,7 @@ def test_a_typed_eval_steps_or_best_metric_the_run_cannot_use_is_refused_early(t
     check("--eval_steps", "5", "--eval_strategy", "steps")
     check("--preset", "simcse_bert", "--eval_steps", "50")  # the preset's strategy is steps
     check("--eval_steps", "5", "--config", str(tmp_path / "run.json"))  # the file may give --eval_strategy
+    (tmp_path / "p.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t1\nc\td\t2\ne\tf\t3\n")  # read early too
     own = ("--eval_file", str(tmp_path / "p.tsv"), "--eval_name", "mine", "--eval_strategy", "steps")
     with pytest.raises(ValueError, match=r"^metric_for_best_model stsb_spearman is not a score this run logs "
                                          r"\(mine_spearman\): use metric_for_best_model='mine_spearman'\.$"):
@@ -552,7 +553,7 @@ SENTENCE_FILE_MISTAKES = {  # name, content, flags: what the reader refuses at t
 @pytest.mark.parametrize("name", SENTENCE_FILE_MISTAKES)
 def test_a_sentences_file_that_its_start_shows_unreadable_is_refused_early_as_the_reader_refuses_it(
         train_parsers, name, tmp_path):
-    from hf_cse.data import read_sentences
+    from hf_cse.data import load_pair_dataset, read_sentences
     from hf_cse.files import DataError
 
     content, flags = SENTENCE_FILE_MISTAKES[name]
@@ -564,7 +565,11 @@ def test_a_sentences_file_that_its_start_shows_unreadable_is_refused_early_as_th
     with pytest.raises(DataError) as early:
         check(["--train_file", str(path), *flags])
     assert str(early.value) == str(by_reader.value)
-    check(["--train_file", str(path), *flags, "--pair_column", "positive"])  # pair rows: their own reader
+    with pytest.raises(DataError) as by_pair_reader:  # pair rows: their own reader's refusal, early too
+        load_pair_dataset("positive", str(path), text_column=flags[1] if flags else None)
+    with pytest.raises(DataError) as pairs_early:
+        check(["--train_file", str(path), *flags, "--pair_column", "positive"])
+    assert str(pairs_early.value) == str(by_pair_reader.value)
 
 
 def test_the_early_sentences_file_check_passes_what_the_reader_reads(train_parsers, tmp_path):
@@ -843,3 +848,24 @@ def test_eval_refuses_another_evaluations_folder_before_importing_torch(tmp_path
         assert (code, imported) == (1, []) and message in err and "Traceback" not in err, (folder, code, err)
     code, imported, _, err = python_m_hf_cse(["eval", "--tasks", "STSB_nope"], tmp_path)  # a mistyped task too
     assert (code, imported) == (1, []) and "Unknown task 'STSB_nope'" in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_data_mistakes_the_files_show_are_refused_without_importing_torch(tmp_path):
+    """An --eval_file score that is no number, a pair column the file lacks, a .csv of a header alone, a small
+    .jsonl short of one batch and --max_train_samples 0 were refused 7-20 s in, after torch was imported."""
+    (tmp_path / "dev.csv").write_text("sentence1,sentence2,score\na,b,1\nc,d,high\ne,f,3\n")
+    (tmp_path / "pairs.csv").write_text("text,positive\na,b\nc,d\n")
+    (tmp_path / "header.csv").write_text("text\n")
+    (tmp_path / "one.jsonl").write_text('{"text": "a sentence"}\n')
+    out = ["--output_dir", str(tmp_path / "out")]
+    python_m_hf_cse(["train", "--help"], tmp_path, hide_shipped=True)  # the first start writes its parser down
+    for args, line in [
+        (["--eval_file", "dev.csv"], "dev.csv, line 3: score 'high' is not a number"),
+        (["--train_file", "pairs.csv", "--pair_column", "nope"], "no column 'nope' for --pair_column"),
+        (["--train_file", "header.csv"], "header.csv contains no sentences"),
+        (["--train_file", "one.jsonl", "--per_device_train_batch_size", "8"], "has 1 sentence, fewer than one global"),
+        (["--max_train_samples", "0"], "--max_train_samples must be at least 1, got 0."),
+    ]:
+        code, imported, _, err = python_m_hf_cse(["train", *args, *out], tmp_path, hide_shipped=True)
+        assert code == 1 and imported == [] and line in err, (args, imported, err)

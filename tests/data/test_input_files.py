@@ -243,8 +243,8 @@ LONG_DOCUMENT = "这是一个很长的中文句子。" * 2500  # 90,000 bytes of
 def test_a_first_line_longer_than_the_head_is_not_refused_for_where_the_head_ends(name, first, tmp_path):
     """The head's 64 KiB ended inside the first line: a character cut in two was refused as "not valid UTF-8" (with
     an iconv -f latin1 fix that would garble the file), a record cut short as "not valid JSON"."""
+    from hf_cse.sentence_files import check_sentences_file_start
     from hf_cse.streaming import _check_start
-    from hf_cse.text_files import check_sentences_file_start
 
     path = tmp_path / name
     rows = SENTENCES if path.suffix == ".txt" else [json.dumps({"text": s}) for s in SENTENCES]
@@ -255,7 +255,7 @@ def test_a_first_line_longer_than_the_head_is_not_refused_for_where_the_head_end
 
 
 def test_bad_bytes_in_a_first_line_longer_than_the_head_are_still_refused(tmp_path):
-    from hf_cse.text_files import check_sentences_file_start
+    from hf_cse.sentence_files import check_sentences_file_start
 
     path = tmp_path / "long.txt"
     path.write_bytes(b"caf\xe9 " + LONG_DOCUMENT.encode() + b"\n" + "\n".join(SENTENCES).encode())
