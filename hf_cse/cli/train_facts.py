@@ -86,12 +86,14 @@ def check_pair_flags(pairs: dict, method: str | None, loss: str | None, pair_col
                      negative_column: str | None, hard_negative_weight: float | None = None) -> None:
     """Pair options that cannot train: a negative column without a pair column, a weight of hard negatives without
     them (it would weigh nothing), pairs with a method that does not take pair rows (DiffCSE: its views are edits
-    of one sentence), hard negatives for a loss without them.
+    of one sentence), hard negatives for a loss without them (a weight of them for such a loss: the loss's own
+    refusal, that it takes no such hyperparameter).
     ``pairs``: :func:`pair_facts` (none, in an older parser description: the method's and loss's are left to the
     command)."""
     if negative_column and not pair_column:
         raise DataError("--negative_column needs --pair_column (triplets are anchor, positive, hard negative).")
-    if hard_negative_weight and not negative_column:
+    takers = pairs.get("negative_losses", [])
+    if hard_negative_weight and not negative_column and (not takers or loss in takers):  # else: the loss's refusal
         raise InputError(f"--hard_negative_weight {hard_negative_weight:g} weighs hard negatives, but the data has "
                          "none: add --pair_column and --negative_column (triplets), or drop --hard_negative_weight.")
     why_not = dict(pairs.get("why_no_pair_rows", []))
@@ -101,7 +103,6 @@ def check_pair_flags(pairs: dict, method: str | None, loss: str | None, pair_col
         others = " or ".join(name for name, why in why_not.items() if not why)
         raise DataError(f"--pair_column does not work with --method {method} ({why_not[method]}); "
                         f"use --method {others} for pair data.")
-    takers = pairs.get("negative_losses", [])
     if negative_column and loss not in takers:
         raise DataError(f"{hard_negatives_words(loss, '--negative_column', takers)} {NEGATIVES_ADVICE}")
 
