@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import HEAD_BYTES, DataError, check_train_file, read_head, table_records, without_cut_line
+from .missing_markers import find_missing_markers
 from .text_files import TABLE_SUFFIXES, check_layout, is_number
 
 #: the data readers' logger (their warnings are the data module's)
@@ -22,9 +23,14 @@ def is_empty_cell(cell: Any) -> bool:
     return cell is None or not str(cell).strip()
 
 
+def _rows_shown(rows: list[int]) -> str:
+    return ", ".join(map(str, rows[:5])) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+
+
 def check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict[str, str], source: str,
                     head: bool = False, warn: bool = True) -> None:
-    """Every wanted column exists, no cell of it is empty (one line naming the rows otherwise), and each view differs
+    """Every wanted column exists, no cell of it is empty or a missing value written out (``NaN`` in a notable share
+    of its rows: :func:`~hf_cse.missing_markers.find_missing_markers`; one line naming the rows), and each view differs
     from the one before it (:func:`_check_views_differ`); ``head``: ``rows`` are a stream's first rows; ``warn``
     False: refusals only (the reader that follows warns)."""
     for flag, column in wanted.items():
@@ -33,9 +39,16 @@ def check_pair_rows(rows: list[dict[str, Any]], columns: list[str], wanted: dict
     for flag, column in wanted.items():
         empty = [i for i, row in enumerate(rows, 1) if is_empty_cell(row[column])]
         if empty:
-            shown = ", ".join(map(str, empty[:5])) + (" ..." if len(empty) > 5 else "")
             raise DataError(f"{source}: {len(empty)} row(s) with an empty {column!r} cell ({flag}), data rows "
-                            f"{shown}. Every row needs all its texts: remove or fill those rows.")
+                            f"{_rows_shown(empty)}. Every row needs all its texts: remove or fill those rows.")
+    for flag, column in wanted.items():  # "NaN" written for an empty cell (df.astype(str)): an empty cell too
+        markers = find_missing_markers(row[column] for row in rows)[0]
+        missing = [i for i, row in enumerate(rows, 1) if str(row[column]).strip() in markers]
+        if missing:
+            spelled = ", ".join(map(repr, markers))
+            raise DataError(f"{source}: {len(missing)} row(s) whose {column!r} cell ({flag}) is {spelled}, how "
+                            f"pandas writes a missing value, not a text; data rows {_rows_shown(missing)}. Every row "
+                            "needs all its texts: remove or fill those rows.")
     for flag, column in wanted.items():  # a label column named by mistake: (sentence, "1") pairs trained on
         values = [row[column] for row in rows]
         odd = next((value for value in values if not isinstance(value, str)), None)

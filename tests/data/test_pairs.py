@@ -251,7 +251,7 @@ def no_model_load(monkeypatch):
          r"no column 'nope' for pair_column; columns are \['anchor', 'pos', 'neg'\]"),
         (None, ["--negative_column", "nah"], r"no column 'nah' for negative_column"),
         ([("a b", "", "c")] * 9, [],
-         r"9 row\(s\) with an empty 'pos' cell \(pair_column\), data rows 1, 2, 3, 4, 5 \.\.\."),
+         r"9 row\(s\) with an empty 'pos' cell \(pair_column\), data rows 1, 2, 3, 4, 5 and 4 more"),
         ([("a b", "b", "c")] * 3, [], r"has 3 rows, fewer than one global batch of 8"),
         # read whole, the stray field was cut off without a word
         ([("a b", "b", "c")] * 9 + [("an anchor", "a positive", "a negative", "a stray field")], [],
@@ -332,6 +332,33 @@ def test_a_label_column_named_as_the_positives_is_refused(source, tmp_path):
                                         "pair_column NAME of a text column"):
         load_pair_dataset("label", **kwargs)
     assert load_pair_dataset("positive", **kwargs)["positive"][0] == sentences[0] + " too"
+
+
+@pytest.mark.parametrize("source", ["file", "data_set"])
+def test_missing_values_written_out_in_a_pair_column_are_refused_as_empty_cells_are(source, tmp_path):
+    """A positive column exported with pandas' 'nan' for its empty cells (df.astype(str)) trained each of those
+    anchors against the "sentence" nan, while an empty cell in the same place was refused; one stray 'None' is a
+    text and passes."""
+    anchors, positives = random_sentences(20, seed=3), random_sentences(20, seed=4)
+    rows = [(a, "nan" if i % 5 == 1 else p) for i, (a, p) in enumerate(zip(anchors, positives))]
+    few = [(a, "None" if i == 3 else p) for i, (a, p) in enumerate(zip(anchors, positives))]
+
+    def write(name: str, data: list[tuple[str, str]]) -> dict[str, str]:
+        if source == "file":
+            path = tmp_path / f"{name}.csv"
+            with path.open("w", newline="") as fh:
+                csv.writer(fh).writerows([("text", "positive"), *data])
+            return {"train_file": str(path)}
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "train.jsonl").write_text("".join(json.dumps({"text": a, "positive": b}) + "\n" for a, b in data))
+        return {"dataset_name": str(folder)}
+
+    with pytest.raises(DataError, match=r"4 row\(s\) whose 'positive' cell \(pair_column\) is 'nan', how pandas "
+                                        r"writes a missing value, not a text; data rows 2, 7, 12, 17\. Every row "
+                                        "needs all its texts"):
+        load_pair_dataset("positive", **write("exported", rows))
+    assert load_pair_dataset("positive", **write("stray", few))["positive"][3] == "None"
 
 
 @pytest.mark.slow  # pair rows read whole and streamed (~1 s)
