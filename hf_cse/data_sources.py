@@ -143,6 +143,14 @@ def folder_train_files(name: str, split: str, config_name: str | None = None) ->
     return None if folder is None else folder_data_files(folder, name, split, config_name)
 
 
+def folder_text_columns(files: list[Path], text_column: str | None) -> list[str | None]:
+    """The text column each of a folder's ``files`` is read by: ``text_column`` for its tables and JSON files, none
+    for its plain text files (lines) where the folder mixes the two kinds, so that one ``text_column`` reads them
+    all; where no file has columns, each gets it (and the first refuses it: a plain text file has none)."""
+    columns = [path.suffix.lower() in TABLE_SUFFIXES + JSON_SUFFIXES for path in files]
+    return [text_column if has or not any(columns) else None for has in columns]
+
+
 def folder_content(name: str, split: str = "train", config_name: str | None = None) -> dict[str, str]:
     """The content (:func:`~hf_cse.files.content_fingerprint`) of the files the local folder ``name`` (a
     ``dataset_name``) is read from, keyed ``<folder name>/<path inside it>`` (a "/" no train_file's name holds), so

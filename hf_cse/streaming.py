@@ -53,7 +53,7 @@ from .data import (
     read_named_dataset,
     sentences_of,
 )
-from .data_sources import folder_train_files
+from .data_sources import folder_text_columns, folder_train_files
 from .files import (
     check_text_head,
     check_train_file,
@@ -191,7 +191,8 @@ def _source(path: str | None, dataset_name: str | None, config_name: str | None,
             "text", datasets.Value("string"))
     files = folder_train_files(dataset_name, split, config_name) if dataset_name else None
     if files is not None:  # a folder of train files, each streamed one after another as one is
-        return datasets.concatenate_datasets([_source(str(path), None, None, text_column, True) for path in files])
+        return datasets.concatenate_datasets([_source(str(path), None, None, column, True)
+                                              for path, column in zip(files, folder_text_columns(files, text_column))])
     if dataset_name:
         ds = read_named_dataset(dataset_name, config_name, split, streaming=True)
         source = f"data set {dataset_name}"

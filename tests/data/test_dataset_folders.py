@@ -68,6 +68,26 @@ def test_every_train_file_of_a_folder_is_read_whatever_its_kind(tmp_path):
     assert load_train_dataset(dataset_name=str(folder))["text"] == sentences[:8]
 
 
+@pytest.mark.slow  # a folder read whole and streamed (~1 s)
+def test_one_text_column_reads_a_folder_that_mixes_plain_text_and_records(tmp_path):
+    """A folder of train.txt and a train.jsonl whose field is 'sentence' had no way through: without text_column the
+    .jsonl was refused ('no field text; pass text_column'), with it the .txt ('read as plain text: drop
+    text_column'). The column is the records' now, and the plain text file is read as lines."""
+    sentences = random_sentences(12)
+    folder = _folder(tmp_path, {"train.txt": "\n".join(sentences[:8]) + "\n",
+                                "train.jsonl": "".join(f'{{"sentence": "{s}"}}\n' for s in sentences[8:])})
+    with pytest.raises(DataError, match=r"train\.jsonl: line 1 has no field 'text'; its fields are \['sentence'\]"):
+        load_train_dataset(dataset_name=str(folder))
+    in_file_order = sentences[8:] + sentences[:8]  # train.jsonl, then train.txt
+    assert load_train_dataset(dataset_name=str(folder), text_column="sentence")["text"] == in_file_order
+    args = _data_args(dataset_name=str(folder), text_column="sentence")
+    check_streaming_arguments(STREAMED, args, 10, "simcse")
+    assert [row["text"] for row in load_training_text(STREAMED, args, seed=0)] == in_file_order
+    (folder / "train.jsonl").unlink()  # plain text only: a text column names nothing there
+    with pytest.raises(DataError, match=r"text_column sentence was given, but .*train\.txt is read as plain text"):
+        load_train_dataset(dataset_name=str(folder), text_column="sentence")
+
+
 @pytest.mark.parametrize("files, message", [
     ({"sentences_test.txt": "a b\nc d\n"},
      r"^dataset_name .*corpus has no 'train' split: datasets splits a folder by its file names, and these make 'test' "
