@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from .data_sources import folder_text_columns, folder_train_files, load_named_dataset
+from .data_sources import folder_file_words, folder_text_columns, folder_train_files, load_named_dataset
 from .files import (  # noqa: F401 - check_enough_rows: read from here too
     DataError,
     check_enough_rows,
@@ -99,7 +99,8 @@ def load_train_dataset(
         raise DataError("Give either train_file or dataset_name, not both.")
     files = folder_train_files(dataset_name, split, dataset_config_name) if dataset_name else None
     if files is not None:  # one text type for every file (json reads large_string), so that they can be joined
-        parts = [_file_dataset(path, column, "dataset_name").cast_column("text", datasets.Value("string"))
+        named = folder_file_words(dataset_name, split)
+        parts = [_file_dataset(path, column, named).cast_column("text", datasets.Value("string"))
                  for path, column in zip(files, folder_text_columns(files, text_column))]
         return datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
     if dataset_name:

@@ -143,6 +143,12 @@ def folder_train_files(name: str, split: str, config_name: str | None = None) ->
     return None if folder is None else folder_data_files(folder, name, split, config_name)
 
 
+def folder_file_words(name: str, split: str) -> str:
+    """How a message names a file of the ``dataset_name`` folder ``name`` (before the file's path): by the folder the
+    user gave, then the file, not as if the file were the value given."""
+    return f"dataset_name {name}: its {split} file"
+
+
 def folder_text_columns(files: list[Path], text_column: str | None) -> list[str | None]:
     """The text column each of a folder's ``files`` is read by: ``text_column`` for its tables and JSON files, none
     for its plain text files (lines) where the folder mixes the two kinds, so that one ``text_column`` reads them

@@ -53,7 +53,7 @@ from .data import (
     read_named_dataset,
     sentences_of,
 )
-from .data_sources import folder_text_columns, folder_train_files
+from .data_sources import folder_file_words, folder_text_columns, folder_train_files
 from .files import (
     check_text_head,
     check_train_file,
@@ -122,7 +122,7 @@ def check_streaming_arguments(stream_args, data_args, max_steps: int, method: st
                      sentences=not data_args.pair_column)
     if data_args.dataset_name and not data_args.pair_column:  # a local folder of train files: each read as one
         for path in folder_train_files(data_args.dataset_name, "train", data_args.dataset_config_name) or []:
-            _check_start(path, "dataset_name", data_args.text_column)
+            _check_start(path, folder_file_words(data_args.dataset_name, "train"), data_args.text_column)
     if max_steps is None or max_steps <= 0:
         raise DataError("streaming=True reads a data set of unknown length: give max_steps N (the number of "
                         "optimizer steps to train).")

@@ -36,17 +36,19 @@ def _folder(tmp_path, files: dict[str, str | bytes]):
 ], ids=["tab_columns", "json_in_txt", "latin1"])
 def test_a_folders_file_gets_the_checks_of_a_train_file(tmp_path, content):
     """The id<TAB>sentence lines, the JSON and the Latin-1 text were trained on as sentences (exit 0); the same file
-    as train_file is refused. Now the folder's file is refused in the same words, read whole or streamed."""
+    as train_file is refused. Now the folder's file is refused in the same words, read whole or streamed, named as a
+    file of the folder given (it was 'dataset_name <the file>', as if the file were the value given)."""
     folder = _folder(tmp_path, {"part1.txt": content})
+    path = folder / "part1.txt"
     with pytest.raises(DataError) as as_file:
-        load_train_dataset(train_file=str(folder / "part1.txt"))
-    said = str(as_file.value).removeprefix("train_file ")
+        load_train_dataset(train_file=str(path))
+    said = str(as_file.value).replace(f"train_file {path}", f"dataset_name {folder}: its train file {path}")
     with pytest.raises(DataError) as whole:
         load_train_dataset(dataset_name=str(folder))
-    assert str(whole.value).removeprefix("dataset_name ") == said
+    assert str(whole.value) == said
     with pytest.raises(DataError) as streamed:  # the file's start, before any of it streams
         check_streaming_arguments(STREAMED, _data_args(dataset_name=str(folder)), 10, "simcse")
-    assert str(streamed.value).removeprefix("dataset_name ") == said
+    assert str(streamed.value) == said
 
 
 @pytest.mark.slow  # five small data sets read (~2 s)
@@ -83,6 +85,9 @@ def test_one_text_column_reads_a_folder_that_mixes_plain_text_and_records(tmp_pa
     args = _data_args(dataset_name=str(folder), text_column="sentence")
     check_streaming_arguments(STREAMED, args, 10, "simcse")
     assert [row["text"] for row in load_training_text(STREAMED, args, seed=0)] == in_file_order
+    (folder / "train.txt").write_text("\n\n")  # streamed, an empty file was named as the value given
+    with pytest.raises(DataError, match=f"^dataset_name {folder}: its train file {folder / 'train.txt'} is empty"):
+        check_streaming_arguments(STREAMED, args, 10, "simcse")
     (folder / "train.jsonl").unlink()  # plain text only: a text column names nothing there
     with pytest.raises(DataError, match=r"text_column sentence was given, but .*train\.txt is read as plain text"):
         load_train_dataset(dataset_name=str(folder), text_column="sentence")
