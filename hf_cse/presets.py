@@ -163,7 +163,7 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     if dropped:
         logger.info("preset %s: dropped %s (not taken by loss %s / method %s)", name, ", ".join(dropped), loss, method)
     values = {k: v for k, v in values.items() if k not in dropped}
-    arg_names = {f.name for f in dataclasses.fields(ContrastiveTrainingArguments)}
+    arg_names = {f.name for f in dataclasses.fields(ContrastiveTrainingArguments) if f.init}
     known = arg_names | own | others | {f"dcl_{k}" for k in loss_hyperparameters(DCL)} | {"dcl_weight"} | {
         k for other in available_losses() for k in loss_hyperparameters(other)}
     unknown = sorted(set(overrides) - known - {"method", "loss"})
@@ -175,6 +175,7 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
     # the preset's selection is nobody's choice: the trainer may give it way to the scores its run logs (eval_pairs=)
     args.filled_in.update({k: f"{PRESET} {name}" for k in ("metric_for_best_model", "greater_is_better")
                            if k in PRESETS[name] and k not in overrides})
+    args.preset_name, args.preset_method = name, method  # the preset's method, or the one given over it
     own_pairs = None if "metric_for_best_model" in overrides else own_pairs_metric(args)
     if own_pairs:  # the preset's STS-B dev score, never logged where only the caller's pairs are scored
         logger.info("%s", unchosen_metric_said(args.metric_for_best_model, f"{PRESET} {name}", own_pairs,
@@ -196,3 +197,21 @@ def from_preset(name: str, model_name_or_path: str, output_dir: str, **overrides
                    describe_pooling(pooling, model_cls.own_representation(config)),
                    REPLACED_OWN.format(pooling.replaced_own) if pooling.replaced_own else "")
     return model_cls.from_encoder(model_name_or_path, **config), args
+
+
+def check_preset_method(model, args) -> None:
+    """Arguments of a preset (:func:`from_preset`) given with a model of another method than the one they were made
+    for: it would train at the other paper's settings (DiffCSE's learning rate and epochs for an ESimCSE model) without
+    a word. ``from_preset(NAME, ..., method=...)`` makes a preset's arguments for another method on purpose, as
+    ``--preset NAME --method M`` does on the command line."""
+    made_for = getattr(args, "preset_method", "")
+    method = getattr(type(model), "method_name", None)
+    if not made_for or method is None or method() == made_for:
+        return
+    name, own = args.preset_name, method()
+    presets = sorted(p for p, values in PRESETS.items() if values["method"] == own)
+    theirs = f"{own}'s presets: {', '.join(presets)}; or " if presets else ""
+    raise CSEError(f"these training arguments are preset {name}'s, made for method {made_for}, and the model is {own}: "
+                   f"it would train at {made_for}'s settings. Build both with from_preset ({theirs}from_preset("
+                   f"{name!r}, ..., method={own!r}) for these settings with {own}), or pass "
+                   "ContrastiveTrainingArguments of your own.")

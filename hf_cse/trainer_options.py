@@ -15,6 +15,7 @@ from .distributed import check_not_data_parallel, check_sharding_device
 from .errors import CSEError
 from .padding import pad_where_positions_allow
 from .precision import check_training_args, say_training_precision
+from .presets import check_preset_method
 from .sharding import check_method_shards, deepspeed_autocast, engine_of, fsdp_autocast
 from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
 from .tokenized_rows import check_rows_tokenizer
@@ -121,6 +122,8 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
         raise CSEError(f"ContrastiveTrainer trains hf_cse method models, whose config names their objectives; got "
                        f"{type(model).__name__}. Wrap the encoder in a method, e.g. "
                        "hf_cse.models.SimCSEModel.from_encoder(name_or_path).")
+    if model is not None:
+        check_preset_method(model, args)  # another paper's settings, trained without a word
     if is_stream(train_dataset):
         from .streaming import check_method_streams
 

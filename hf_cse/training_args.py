@@ -146,6 +146,10 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
     #: "transformers" (its filling in, e.g. 'loss' where load_best_model_at_end names no metric), "preset NAME"
     #: (hf_cse.presets.from_preset): the trainer may replace them (hf_cse.best_metric.metric_chosen_by)
     filled_in: dict = field(default_factory=dict, init=False, repr=False)
+    #: the preset these arguments are of and the method they were made for (hf_cse.presets.from_preset; "": none):
+    #: the trainer refuses them for a model of another method (hf_cse.presets.check_preset_method)
+    preset_name: str = field(default="", init=False, repr=False)
+    preset_method: str = field(default="", init=False, repr=False)
     #: the eval_steps transformers fills in is marked so (training_values.filled_in_interval): any other is given
     marks_filled_in_intervals: ClassVar[bool] = True
 

@@ -140,3 +140,30 @@ def test_a_preset_with_your_own_dev_pairs_selects_by_their_score_as_the_command_
     _, with_sts = from_preset("simcse_bert", str(tiny_bert_dir), str(tmp_path / "sts"),
                               senteval_data_dir=str(senteval_dir), **common)
     assert with_sts.metric_for_best_model == "stsb_spearman"
+
+
+@pytest.mark.slow  # three models built
+def test_a_presets_arguments_with_a_model_of_another_method_are_refused_when_the_trainer_is_built(tiny_bert_dir,
+                                                                                                  tmp_path):
+    """Seen before: an ESimCSEModel given diffcse_bert's arguments trained at DiffCSE's learning rate and epochs,
+    without a word. The preset's method given over (method=, as --preset with --method) stays allowed."""
+    from hf_cse.models import ESimCSEModel
+
+    common = {"use_cpu": True, "per_device_train_batch_size": 8, "report_to": [], "generator_name_or_path": "unigram",
+              "eval_strategy": "no", "save_strategy": "no", "load_best_model_at_end": False}  # no dev data needed
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    data = Dataset.from_dict({"text": random_sentences(32)})
+    _, args = from_preset("diffcse_bert", str(tiny_bert_dir), str(tmp_path / "diffcse"), **common)
+    assert (args.preset_name, args.preset_method) == ("diffcse_bert", "diffcse")
+    with pytest.raises(CSEError) as refused:
+        ContrastiveTrainer(model=ESimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, processing_class=tokenizer,
+                           train_dataset=data)
+    said = str(refused.value)
+    assert said.startswith("these training arguments are preset diffcse_bert's, made for method diffcse, and the "
+                           "model is esimcse: it would train at diffcse's settings.")
+    assert "esimcse's presets: esimcse_bert_base" in said and "method='esimcse'" in said and "--" not in said
+    assert "\n" not in said
+    model, chosen = from_preset("diffcse_bert", str(tiny_bert_dir), str(tmp_path / "esimcse"), method="esimcse",
+                                **{k: v for k, v in common.items() if k != "generator_name_or_path"})
+    assert isinstance(model, ESimCSEModel) and chosen.preset_method == "esimcse"
+    ContrastiveTrainer(model=model, args=chosen, processing_class=tokenizer, train_dataset=data)
