@@ -50,7 +50,8 @@ def check_rows_for_model(model, views: tuple[str, ...] | None) -> None:
     """Rows the model would train on as something else, refused when the trainer is built, as ``hf-cse-train``
     refuses their flags: pair rows for a method whose second view is made from the sentence itself (ESimCSE trained
     on them as supervised SimCSE does; DiffCSE failed at its first step), hard negatives without positives (left
-    unread), and an objective's ``hard_negative_weight`` without hard negatives (it would weigh nothing)."""
+    unread), hard negatives for a main loss that takes none (it failed at the first step, after the step-0 dev
+    scoring) and an objective's ``hard_negative_weight`` without hard negatives (it would weigh nothing)."""
     if views is None:
         return
     if not views:  # sentences: views that differ by dropout only need an encoder with dropout
@@ -63,11 +64,27 @@ def check_rows_for_model(model, views: tuple[str, ...] | None) -> None:
         raise DataError(f"train_dataset holds pair rows (a positive column), and {method.method_name()} does not "
                         f"train on them: {method.why_no_pair_rows}. Train {method.method_name()} on sentences (a text "
                         "column), or pair rows with SimCSEModel (supervised SimCSE).")
+    if "negative" in views:
+        check_loss_takes_hard_negatives(model)
     weighted = [o["loss"] for o in getattr(model.config, "objectives", None) or ()
                 if (o.get("hyperparameters") or {}).get("hard_negative_weight")]
     if weighted and "negative" not in views:
         raise DataError(f"the {weighted[0]} objective's hard_negative_weight weighs hard negatives, but train_dataset "
                         "has none: give triplets (text, positive and negative columns), or drop hard_negative_weight.")
+
+
+def check_loss_takes_hard_negatives(model) -> None:
+    """Hard negatives (a ``negative`` column) for a model whose main loss takes none (``takes_hard_negatives``), in
+    the words of the loss's own refusal, with the fix the command line gives its ``negative_column``."""
+    from .losses import available_losses, get_loss_class
+    from .losses.errors import HardNegativesNotTakenError
+
+    objectives = getattr(model.config, "objectives", None) or ()
+    loss = objectives[0]["loss"] if objectives else None  # the main objective's: the only one given them
+    if loss in available_losses() and not get_loss_class(loss).takes_hard_negatives:
+        refused = HardNegativesNotTakenError(loss, "train_dataset's negative column")
+        raise DataError(f"{refused} Drop the column (dataset.remove_columns('negative')), or give the model one of "
+                        "those losses (from_encoder(..., objectives=[...])).")
 
 
 def data_facts(train_dataset, max_seq_length: int | None, views: tuple[str, ...]) -> dict[str, Any]:

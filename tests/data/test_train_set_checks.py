@@ -173,6 +173,26 @@ def test_pair_rows_for_a_method_that_makes_its_own_second_view_are_refused(metho
                                processing_class=AutoTokenizer.from_pretrained(tiny_bert_dir))
 
 
+@pytest.mark.parametrize("method, options", [("simcse", {"objectives": ["paradigm"]}), ("imsimcse", {})])
+def test_hard_negatives_for_a_loss_that_takes_none_are_refused_when_the_trainer_is_built(method, options,
+                                                                                        tiny_bert_dir, tmp_path):
+    """Seen before: the trainer was built, train() scored the dev set at step 0 and entered the step loop, and only
+    then HardNegativesNotTakenError came, many frames deep, with no fix (ImSimCSE's default off_dropout_infonce too).
+    hf-cse-train refuses --negative_column for such a loss; the trainer now refuses the rows when it is built."""
+    from hf_cse.models import get_method
+
+    triplets = datasets.Dataset.from_dict({c: random_sentences(16, seed=i)
+                                           for i, c in enumerate(("text", "positive", "negative"))})
+    loss = "paradigm" if method == "simcse" else "off_dropout_infonce"
+    said = refusal(tiny_bert_dir, triplets, tmp_path, model=get_method(method).from_encoder(str(tiny_bert_dir),
+                                                                                           **options))
+    assert said.startswith(f"loss {loss!r} has no defined use for hard negatives (train_dataset's negative column); "
+                           "the losses that take them: ")  # the registry's: focal_infonce, gs_infonce, infonce, ...
+    assert said.endswith(" Drop the column (dataset.remove_columns('negative')), or give the model one of those losses "
+                         "(from_encoder(..., objectives=[...])).")
+    build(tiny_bert_dir, triplets, tmp_path, model=SimCSEModel.from_encoder(str(tiny_bert_dir)))  # infonce takes them
+
+
 @pytest.mark.parametrize("columns, hard_negative_weight, refused", [
     (("text", "negative"), 0.0, "has a negative column but no positive one"),
     (("text", "positive"), 1.0, "the infonce objective's hard_negative_weight weighs hard negatives, but train_dataset "
