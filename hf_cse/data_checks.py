@@ -88,12 +88,22 @@ def reads_token_rows(collator) -> bool:
     return isinstance(getattr(collator, "collator", collator), TwoViewCollator)
 
 
-def check_own_collator(collator, dataset) -> bool:
+def check_own_collator(collator, dataset, model=None) -> bool:
     """Whether the trainer was given a ``data_collator`` of one's own (it gets the rows the trainer tokenized, text
     kept beside the tokens). One of transformers' (``DataCollatorWithPadding``) with a training set of text is
-    refused: it fails on the kept text inside transformers at the first batch, and makes one view of each row."""
+    refused: it fails on the kept text inside transformers at the first batch, and makes one view of each row. So is
+    one of hf_cse's other than the collator ``model``'s method needs (its ``needs_collator``: DiffCSE's forward
+    failed on another's batches at the first step, after the step-0 dev scoring); a collator that is not hf_cse's may
+    make the method's batches in its own way, and is left to the step."""
     if collator is None:
         return False
+    needed = getattr(type(model), "needs_collator", None)
+    given = getattr(collator, "collator", collator)  # inside MaskedLMCollator
+    if needed is not None and reads_token_rows(collator) and not isinstance(given, needed):
+        method = type(model)
+        raise DataError(f"data_collator is {type(given).__name__}, and {method.method_name()} trains on the batches "
+                        f"of its own collator, {needed.__name__}: leave data_collator out (the trainer makes it), or "
+                        f"pass {method.__name__}.collator(tokenizer, model.config).")
     columns = getattr(dataset, "column_names", None) or ()
     made_by = getattr(collator, "__module__", None) or type(collator).__module__
     if made_by.startswith("transformers.") and "text" in columns and "input_ids" not in columns:

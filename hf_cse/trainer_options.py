@@ -143,7 +143,7 @@ def prepare_run(given: dict[str, Any], trust_remote_code: bool = False) -> dict[
     cut_at = None  # the length the trainer cut the text at; a caller's own tokens: not known here
     train_dataset = given["train_dataset"] = with_known_columns(train_dataset)
     views = pair_rows(train_dataset)  # before tokenizing: a tokenized stream's columns may not be known
-    own_collator = check_own_collator(given.get("data_collator"), train_dataset)
+    own_collator = check_own_collator(given.get("data_collator"), train_dataset, model)
     if not own_collator:
         check_views_tokenized(train_dataset)
         check_rows_for_model(model, views)

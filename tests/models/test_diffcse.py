@@ -300,6 +300,29 @@ def test_metrics_and_errors_in_training(tiny_bert_dir, tok, sentences):
     assert set(model.eval()(**plain).embeddings) == {"z1", "z2"}  # evaluation needs no edits
 
 
+def test_another_methods_collator_is_refused_when_the_trainer_is_built(tiny_bert_dir, tok, tmp_path):
+    """Seen before: DiffCSE given TwoViewCollator was built, scored its dev data at step 0 and failed inside the
+    first step ("DiffCSE training batches need mlm_input_ids"). A collator not hf_cse's is left to the step."""
+    from datasets import Dataset
+
+    from hf_cse.data import TwoViewCollator
+    from hf_cse.files import DataError
+
+    model = DiffCSEModel.from_encoder(str(tiny_bert_dir), generator_name_or_path="unigram")
+    data = Dataset.from_dict({"text": random_sentences(16)})
+
+    def trainer(collator):
+        return ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "o"), train_dataset=data,
+                                  processing_class=tok, data_collator=collator)
+
+    with pytest.raises(DataError) as refused:
+        trainer(TwoViewCollator(tok))
+    assert str(refused.value) == ("data_collator is TwoViewCollator, and diffcse trains on the batches of its own "
+                                  "collator, DiffCSECollator: leave data_collator out (the trainer makes it), or pass "
+                                  "DiffCSEModel.collator(tokenizer, model.config).")
+    trainer(lambda rows: DiffCSEModel.collator(tok, model.config)(rows))  # one's own: it may make them
+
+
 def test_works_with_other_losses_and_the_off_dropout_and_dcl_switches(tiny_bert_dir, tok, sentences):
     model = _model(tiny_bert_dir, tok, loss="off_dropout_infonce", loss_kwargs={"temperature": 0.05, "m": 0.9},
                    off_dropout=True, dcl_weight=0.1)

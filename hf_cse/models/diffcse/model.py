@@ -83,6 +83,7 @@ class DiffCSEModel(CSEPreTrainedModel):
     shards_under = ("FSDP", "ZeRO-2")
     why_no_sharding = "its hook-conditioned discriminator trained another curve under ZeRO-3 from the first step"
     training_only_parts = ("projection head", "RTD discriminator", "generator")
+    needs_collator = DiffCSECollator  # the edited copies (mlm_input_ids) the RTD loss reads
 
     config_class = DiffCSEConfig
     fp32_modules = (*CSEPreTrainedModel.fp32_modules, "rtd_head")
