@@ -115,8 +115,22 @@ def check_own_collator(collator, dataset, model=None) -> bool:
     return True
 
 
+#: the columns a tokenizer writes beside the token ids: a row with one of them but no input_ids was tokenized, and
+#: its ids are under another name
+TOKEN_COMPANIONS = ("attention_mask", "token_type_ids")
+
+
 def _not_tokenized(columns) -> DataError:
     pairs = "positive" in columns
+    companions = [c for c in TOKEN_COMPANIONS if c in columns]
+    if companions and "text" not in columns:
+        others = [c for c in columns if c not in TOKEN_COMPANIONS and not c.startswith(PAIR_VIEWS[1:])
+                  and c not in PAIR_COLUMNS]
+        rename = (f" (dataset.rename_column({others[0]!r}, 'input_ids'))" if len(others) == 1
+                  else " (dataset.rename_column)")  # the one other column is the ids' (a label's, among several)
+        return DataError(f"the training set looks tokenized ({' and '.join(companions)} present) but has no input_ids "
+                         f"(its columns: {', '.join(map(str, columns))}): name its token ids' column input_ids"
+                         f"{rename}.")
     if "text" in columns:  # a collator of one's own without processing_class: the trainer had no tokenizer
         return DataError(f"the training set's text column is not tokenized (no input_ids): pass processing_class="
                          f"tokenizer for the trainer to tokenize it, or tokenize it first with "

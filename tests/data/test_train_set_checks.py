@@ -289,6 +289,20 @@ def test_untokenized_text_in_another_column_is_refused_naming_the_fix(tiny_bert_
     assert "hf_cse.data.tokenize_pair_dataset(dataset, tokenizer)" in refusal(tiny_bert_dir, pairs, tmp_path)
 
 
+def test_a_tokenized_set_whose_ids_column_has_another_name_is_told_to_name_it_input_ids(tiny_bert_dir, tmp_path):
+    """Seen before: "it is not tokenized. Name its sentence column 'text'", for a set with attention_mask and
+    token_type_ids and no text column."""
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    tokenized = text_set(random_sentences(16)).map(lambda b: tok(b["text"]), batched=True).remove_columns("text")
+    assert refusal(tiny_bert_dir, tokenized.rename_column("input_ids", "ids"), tmp_path) == (
+        "the training set looks tokenized (attention_mask and token_type_ids present) but has no input_ids (its "
+        "columns: ids, token_type_ids, attention_mask): name its token ids' column input_ids "
+        "(dataset.rename_column('ids', 'input_ids')).")
+    several = tokenized.rename_column("input_ids", "ids").add_column("label", [0] * 16)
+    assert refusal(tiny_bert_dir, several, tmp_path).endswith(
+        "name its token ids' column input_ids (dataset.rename_column).")
+
+
 def test_a_list_of_rows_of_text_is_refused_naming_the_data_set_the_trainer_tokenizes(tiny_bert_dir, tmp_path):
     """It was told to name its sentence column 'text', which it had."""
     rows = [{"text": sentence} for sentence in random_sentences(16)]
