@@ -80,7 +80,9 @@ class RunSaving(Trainer):
         the model with its tokenizer (the best on the dev data, see :meth:`train`), a sentence-transformers export
         with its model card, and ``training_info.json``, the run's record, written last (it marks the run as
         finished). ``data``: the training data's facts for the record and the card (``hf-cse-train`` gives them; by
-        default what the trainer knows: :func:`hf_cse.trainer_dataset.data_facts`);
+        default what the trainer knows: :func:`hf_cse.trainer_dataset.data_facts`); ``preset``: the preset the run's
+        settings came from, for the record and the card (default: the one :func:`hf_cse.presets.from_preset` made the
+        arguments of);
         ``hub_repo``: push the export there (default: the arguments' ``push_to_hub`` repo, taken over from the
         Trainer when it was built: :func:`hf_cse.export.take_over_hub_push`). The last log line is the dev score
         before and after training and which model was saved. Refused in one line, before anything is written:
@@ -115,6 +117,8 @@ class RunSaving(Trainer):
                 logger.info("training curves: %s", curves)
         self.save_model(str(output_dir))  # with the tokenizer (processing_class)
         logger.info("saved %s model to %s", model.config.method, output_dir)
+
+        preset = preset or getattr(self.args, "preset_name", None) or None  # from_preset's arguments: their preset
 
         def export() -> None:
             info = self._options.recorded(training_info_from_run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -66,6 +67,7 @@ def test_a_preset_in_python_is_the_commands_preset(name, tiny_bert_dir, senteval
 @pytest.mark.slow
 def test_a_preset_trains_in_python_and_its_values_give_way_to_the_callers(tiny_bert_dir, senteval_dir, tmp_path,
                                                                           caplog):
+    caplog.set_level(logging.INFO, logger="hf_cse")  # the preset's INFO line, whatever ran before (it was set by one)
     model, args = from_preset("focal_infonce_bert", str(tiny_bert_dir), str(tmp_path / "out"), loss="infonce",
                               senteval_data_dir=str(senteval_dir), max_steps=2, eval_steps=2, save_steps=2,
                               per_device_train_batch_size=8, report_to=[])
@@ -78,6 +80,8 @@ def test_a_preset_trains_in_python_and_its_values_give_way_to_the_callers(tiny_b
     trainer = ContrastiveTrainer(model=model, args=args, processing_class=AutoTokenizer.from_pretrained(tiny_bert_dir),
                                  train_dataset=Dataset.from_dict({"text": random_sentences(32)}))
     assert trainer.train().global_step == 2
+    trainer.save_run()  # the record says the preset its settings came from, as the command's does
+    assert json.loads((tmp_path / "out" / "training_info.json").read_text())["preset"] == "focal_infonce_bert"
 
 
 def test_an_unknown_preset_or_setting_is_refused_with_the_closest_name(tiny_bert_dir, tmp_path):
