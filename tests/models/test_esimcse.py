@@ -195,6 +195,24 @@ def test_esimcse_trains_at_max_seq_length_equal_to_the_encoders_limit(tiny_bert_
     assert trainer.state.global_step == 2 and model.queue.count() == 8
 
 
+def test_a_collator_without_word_repetition_is_refused_and_dup_rate_0_is_the_ablation(tiny_bert_dir, tmp_path):
+    """Seen before: ESimCSE given SimCSE's TwoViewCollator trained SimCSE plus a queue (no repeated tokens in view 2)
+    without a word. The ablation without repetition is the method's own collator at dup_rate 0."""
+    from hf_cse.data import TwoViewCollator
+    from hf_cse.files import DataError
+    from hf_cse.trainer import ContrastiveTrainer
+
+    tok = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    data = Dataset.from_dict({"text": random_sentences(16)})
+    model = ESimCSEModel.from_encoder(str(tiny_bert_dir), queue_size=8, dup_rate=0.0)
+    with pytest.raises(DataError, match=r"^data_collator is TwoViewCollator, and esimcse trains on the batches of its "
+                                        r"own collator, WordRepetitionCollator: leave data_collator out"):
+        ContrastiveTrainer(model=model, args=tiny_args(tmp_path / "out"), train_dataset=data, processing_class=tok,
+                           data_collator=TwoViewCollator(tok))
+    batch = ESimCSEModel.collator(tok, model.config)([{"input_ids": [101, 7, 8, 9, 102]}] * 2)
+    assert torch.equal(batch["input_ids"][:, 0], batch["input_ids"][:, 1])  # dup_rate 0: the two views alike
+
+
 # ------------------------------------------------------------------ momentum update, queue and loss
 @pytest.mark.parametrize("objective", ["infonce", "gs_infonce"])
 def test_steps_match_the_authors_momentum_queue_and_loss_in_float64(objective, tiny_bert_dir):

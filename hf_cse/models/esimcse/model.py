@@ -149,6 +149,9 @@ class ESimCSEModel(CSEPreTrainedModel):
     references = (ESIMCSE,)  # its own paper; SimCSE, the pipeline it extends, is cited last (builds_on)
     takes_pair_rows = False
     why_no_pair_rows = "its second view is the same sentence with repeated tokens"
+    # another collator's views lack the repetition that makes the method (SimCSE plus a queue, without a word); the
+    # ablation without it is dup_rate=0
+    needs_collator = WordRepetitionCollator
     splits_into_minibatches = False
     why_no_minibatch_split = ("its momentum encoder and queue advance at every forward, which the cached mode runs "
                               "twice per mini-batch")
