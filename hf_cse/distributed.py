@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
-import sys
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -14,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 from .errors import CSEError, raised_on_every_process
+from .process_exit import exit_now
 
 T = TypeVar("T")
 
@@ -67,7 +67,6 @@ def check_not_data_parallel(training_args) -> None:
 def sharding_engine(training_args) -> str | None:
     """``"FSDP"`` / ``"DeepSpeed"`` when the run asks for one (TrainingArguments or ``accelerate launch``'s config),
     else None."""
-    import os
 
     if getattr(training_args, "fsdp", None) or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true":
         return "FSDP"
@@ -156,9 +155,4 @@ def leave_process_group_process(code: int) -> None:
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join()
     atexit._run_exitfuncs()  # logging, trackers, loader workers: what a normal exit runs
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed or broken stream: nothing more can reach it
-            pass
-    os._exit(code)
+    exit_now(code)

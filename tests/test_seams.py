@@ -29,7 +29,7 @@ OUTSIDE_SEAMS = {
     ("cli/parser_cache.py", "_expand_help"),  # in), so that a rebuilt parser shows the same
     ("cli/__init__.py", "_instances"),  # tqdm: the open progress bars, closed before an error line is printed
     ("distributed.py", "_run_exitfuncs"),  # atexit: a process of a launch runs the exit handlers, then ends
-    ("distributed.py", "_exit"),  # os._exit (public, despite its name): ends it without the interpreter's finalization
+    ("process_exit.py", "_exit"),  # os._exit (public, despite its name): ends it without the interpreter's finalization
     ("cached_graphs.py", "_foreach_zero_"),  # torch's multi-tensor ops (torch._foreach_*): one launch for all grads
     ("models/esimcse/momentum.py", "_foreach_add_"),  # torch's multi-tensor ops: the momentum update
     ("models/esimcse/momentum.py", "_foreach_mul_"),

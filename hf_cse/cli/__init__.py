@@ -201,8 +201,9 @@ def run_cli(main: Callable[[], int | None], prog: str) -> int:
     line too. A process of a launch (in a process group) ends in here, with the exit code, rather than returning it
     (:func:`hf_cse.distributed.leave_process_group_process`).
     """
-    with stop_signals_as_interrupt():  # a launcher's SIGTERM right after Ctrl-C must not cut the line short
+    with stop_signals_as_interrupt() as ending:  # a launcher's SIGTERM right after Ctrl-C must not cut the line short
         code = _run_cli(main, prog)
+        ending(code)  # the line is said: a stop from now on ends the process quietly (.stop_signals)
         if "torch.distributed" in sys.modules:  # a process of a launch ends here (why: leave_process_group_process)
             from ..distributed import leave_process_group_process
 

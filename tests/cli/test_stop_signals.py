@@ -12,6 +12,7 @@ import pytest
 from helpers import answer_ctrl_c_as_in_a_terminal, hang_timeout
 
 from hf_cse.cli.stop_signals import stop_signals_as_interrupt
+from hf_cse.errors import CSEError
 
 #: a command whose work waits, and whose clean-up after an interrupt takes a while (a real run's closes files)
 STOPPABLE = """
@@ -79,3 +80,52 @@ def test_a_signal_ignored_from_the_start_stays_ignored_and_handlers_are_put_back
     finally:
         signal.signal(signal.SIGINT, before[0])
         signal.signal(signal.SIGTERM, before[1])
+
+
+@pytest.mark.parametrize(("first", "late", "code"), [(None, signal.SIGTERM, 1), (signal.SIGINT, signal.SIGINT, 130)],
+                         ids=["launchers_sigterm_after_an_error", "second_ctrl_c"])
+def test_a_stop_signal_while_a_launched_process_runs_its_exit_handlers_ends_it_quietly(first, late, code,
+                                                                                        monkeypatch, capsys):
+    """A 2-process run, one worker killed: the survivor said its line, then the launcher's SIGTERM reached it while
+    it ran its exit handlers (hf_cse.distributed.leave_process_group_process), and the handler raised Terminated
+    there: "Exception ignored in atexit callback ... Terminated" and a traceback after the run's line (a user's
+    second Ctrl-C while they run raised KeyboardInterrupt there alike)."""
+    import hf_cse.cli as cli
+    import hf_cse.cli.stop_signals as stop_signals
+    import hf_cse.distributed as distributed
+
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setitem(sys.modules, "torch.distributed", sys.modules.get("torch.distributed", object()))
+    ended = []
+
+    def end_now(exit_code):  # os._exit: stands for the end of the process here
+        ended.append(exit_code)
+        raise SystemExit(exit_code)
+
+    def exit_handlers(exit_code):  # the launcher stops this process while its exit handlers run
+        os.kill(os.getpid(), late)
+        pytest.fail("the signal did not end the process")
+
+    monkeypatch.setattr(os, "_exit", end_now)
+    monkeypatch.setattr(distributed, "leave_process_group_process", exit_handlers)
+    def command():
+        if first is None:
+            raise CSEError("the run's own error")
+        os.kill(os.getpid(), first)
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        if first is not None:  # the launcher's forward of the first Ctrl-C is past (ignored: the test above)
+            monkeypatch.setattr(stop_signals, "REPEAT_GRACE_S", 0.0)
+        with pytest.raises(SystemExit) as exited:
+            try:
+                cli.run_cli(command, "prog")
+            except KeyboardInterrupt as raised:  # as it was (and here it would end pytest)
+                pytest.fail(f"{type(raised).__name__} raised in the exit handlers")
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
+    assert exited.value.code == code and ended == [code]
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1  # the run's line, and nothing after it
