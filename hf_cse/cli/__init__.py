@@ -285,8 +285,8 @@ def _run_cli(main: Callable[[], int | None], prog: str) -> int:
             raise
         if isinstance(err, RuntimeError) and another_process_ended(err):
             _close_progress_bars()
-            say_line(f"{prog}: error: another process of this run ended (killed, or its own error above); what was "
-                     "saved so far is kept, and the same command resumes from the last complete checkpoint.")
+            say_line(f"{prog}: error: another process of this run ended (killed, or its own error above); "
+                     f"{_kept_line()}")
             return 1
         full = disk_full(err)
         if full is not None:

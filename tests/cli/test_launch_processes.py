@@ -132,7 +132,26 @@ def test_a_collective_failing_as_another_process_ended_is_one_line(world_size, o
     assert run_cli(step, "hf-cse-train") == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == ["hf-cse-train: error: another process of this run ended (killed, or its own error above); what "
-                     "was saved so far is kept, and the same command resumes from the last complete checkpoint."]
+                     "was saved so far is kept."]
+
+
+@pytest.mark.parametrize("kept", ["out/checkpoint-4 is kept: the same command resumes from it.",
+                                  "no checkpoint was complete yet in out: the same command starts the run again."])
+def test_another_process_ended_names_what_the_run_keeps(kept, monkeypatch, capsys):
+    """It said "the same command resumes from the last complete checkpoint" whether or not one was saved (with none,
+    the same command starts over), and named none, where the SIGTERM line names the checkpoint kept."""
+    from hf_cse.cli import run_cli, say_when_stopped
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("HF_CSE_DEBUG", raising=False)
+
+    def step():
+        say_when_stopped(lambda: kept)
+        raise RuntimeError(GLOO_PEER_GONE)
+
+    assert run_cli(step, "hf-cse-train") == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"hf-cse-train: error: another process of this run ended (killed, or its own error above); {kept}"]
 
 
 def test_an_error_every_process_raises_is_printed_by_the_main_process(monkeypatch, capsys):
