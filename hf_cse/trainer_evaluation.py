@@ -110,12 +110,13 @@ class DevScoring(Trainer):
     def _keep_the_best_on_dev(self, untrained: UntrainedCandidate | None) -> DevChange | None:
         """Score the model held now (the best checkpoint with ``load_best_model_at_end``, else the last step) and
         put the untrained weights back when the untrained encoder scored better before the first step, said at once:
-        ``trainer.model`` then holds them, and ``save_model`` would save them."""
+        ``trainer.model`` then holds them, and ``save_model`` would save them. The scores are said once, by
+        ``save_run``'s last line (:func:`~hf_cse.evaluation.before_after.log_dev_change`)."""
         dev = self._best_on_dev(untrained)
         if dev is not None and dev.kept_step == 0:
-            logger.warning("%s: training did not beat the untrained encoder on dev, so the model (trainer.model) holds "
-                           "the untrained weights again, and save_run / save_model save those; try a lower "
-                           "learning_rate or fewer steps", dev.line())
+            logger.warning("dev: training did not beat the untrained encoder (%s; trainer.dev holds both scores), so "
+                           "the model (trainer.model) holds the untrained weights again, and save_run / save_model "
+                           "save those", dev.metric)
         return dev
 
     def _best_on_dev(self, untrained: UntrainedCandidate | None) -> DevChange | None:

@@ -244,6 +244,26 @@ def test_untrained_weights_put_back_after_train_are_said_at_once_and_by_evaluate
         trainer.evaluate()
     assert "dev: scoring the untrained encoder (held again after step 2)" in caplog.text
 
+
+@pytest.mark.slow
+def test_the_dev_before_and_after_line_is_said_once_when_the_untrained_encoder_is_kept(tiny_bert_dir, sentences,
+                                                                                      tmp_path, caplog):
+    """train() said "dev: before X -> after Y ..." where it put the untrained weights back, and save_run's last line
+    said it again (a 1- or 2-process hf-cse-train run printed it twice, 0.6 s apart)."""
+    import itertools
+    import logging
+
+    scores = itertools.chain([0.8, 0.5], itertools.repeat(0.5))  # before the first step, after the last (step 2)
+    trainer = _trainer(tiny_bert_dir, sentences, tmp_path, evaluator=lambda encoder: {"x": next(scores)},
+                       max_steps=2, metric_for_best_model="x")
+    with caplog.at_level(logging.INFO, logger="hf_cse"):
+        trainer.train()
+        trainer.save_run()
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("hf_cse")]
+    assert trainer.dev.kept_step == 0
+    assert [m for m in said if "dev: before" in m] == said[-1:]  # the run's last line, once
+    assert any("holds the untrained weights again" in m for m in said[:-1])  # said at once by train() too
+
 #: the forms eval_pairs takes, as its refusal names them
 EVAL_PAIRS_FORMS = ("pass hf_cse.evaluation.data.STSPairs (e.g. hf_cse.evaluation.custom_dev.read_pair_file(path)) "
                     "or a list of (sentence1, sentence2, score) tuples; or give the pairs as eval_file= (a CSV/TSV "
