@@ -9,6 +9,7 @@ it decides the training set given to the trainer.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -36,6 +37,58 @@ def global_batch_size(per_device_train_batch_size: int, world_size: int = 1) -> 
     """Rows every loss sees in one step: the per-device batch gathered over the processes (the in-batch negatives come
     from all of them), before gradient accumulation. The one place this is computed."""
     return int(per_device_train_batch_size) * int(world_size or 1)
+
+
+#: lr_scheduler_kwargs that make a schedule transformers refuses without keywords buildable, as the fix says
+SCHEDULE_KWARGS_EXAMPLES = {"cosine_with_min_lr": {"min_lr_rate": 0.1},
+                            "cosine_warmup_with_min_lr": {"min_lr_rate": 0.1}}
+
+
+def _said(err: Exception) -> str:
+    return " ".join(str(err).split()).rstrip(".")
+
+
+def check_schedule_builds(args) -> None:
+    """The learning-rate schedule is built once, as the Trainer builds it (``transformers.get_scheduler``), on a
+    one-parameter optimizer: what it refuses (``cosine_with_min_lr`` without ``min_lr`` or ``min_lr_rate``) is
+    refused now, in one line, not with a traceback once the encoder is loaded and the data tokenized."""
+    import torch
+    from transformers import get_scheduler
+
+    kind = str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
+    steps = args.max_steps if args.max_steps > 0 else 1000  # the epochs' steps are not known yet: any count builds
+    # lr 1: the schedule only scales the optimizer's rate (learning_rate is checked on its own)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    try:
+        get_scheduler(kind, optimizer=optimizer, num_warmup_steps=args.get_warmup_steps(steps),
+                      num_training_steps=steps, scheduler_specific_kwargs=args.lr_scheduler_kwargs)
+    except (ValueError, TypeError) as err:
+        example = SCHEDULE_KWARGS_EXAMPLES.get(kind)
+        fix = (f"give lr_scheduler_kwargs='{json.dumps(example)}'" if example and not args.lr_scheduler_kwargs
+               else "set lr_scheduler_kwargs as it says")
+        given = (f"with lr_scheduler_kwargs='{json.dumps(args.lr_scheduler_kwargs)}'" if args.lr_scheduler_kwargs
+                 else "without lr_scheduler_kwargs")
+        raise InputError(f"lr_scheduler_type={kind!r} {given}: transformers cannot build this schedule "
+                         f"({_said(err)}): {fix}, or choose another lr_scheduler_type.",
+                         fields=("lr_scheduler_type", "lr_scheduler_kwargs")) from None
+
+
+def check_optimizer_builds(args) -> None:
+    """The optimizer's class is found as the Trainer finds it (``Trainer.get_optimizer_cls_and_kwargs``): an
+    ``optim`` whose package is not installed here (``adamw_bnb_8bit`` without bitsandbytes) or whose own arguments
+    are missing is refused now, in one line, not with a traceback once the encoder is loaded. Optimizers that also
+    need the model (GaLore, LOMO) are checked up to that point: transformers checks their packages first."""
+    from transformers import Trainer
+
+    try:
+        Trainer.get_optimizer_cls_and_kwargs(args)
+    except (ImportError, ValueError, TypeError, NotImplementedError) as err:
+        if isinstance(err, ValueError) and "model" in str(err):
+            return  # "You need to pass a model": all that the arguments alone decide was accepted
+        optim = str(getattr(args.optim, "value", args.optim))
+        fix = "install what it names" if isinstance(err, ImportError) or "install" in str(err) else "give what it asks"
+        raise InputError(f"optim={optim!r}: transformers cannot build this optimizer here ({_said(err)}): {fix}, or "
+                         "choose another optim (adamw_torch, the default).", fields=("optim",)) from None
 
 
 def _trainer_field(name: str) -> dict:
@@ -181,4 +234,6 @@ class ContrastiveTrainingArguments(EvalDataArguments, TrainingArguments):
         self.filled_in = {name: FILLED_IN for name in unset if getattr(self, name) is not None}
         check_best_metric_direction(self)
         check_loader_and_schedule(self)  # (lr_scheduler_kwargs read from JSON) else a traceback as training starts
+        check_schedule_builds(self)  # a keyword the schedule needs (cosine_with_min_lr's min_lr_rate): the same
+        check_optimizer_builds(self)  # an optimizer whose package is missing (bitsandbytes): the same
         load_in_fp32_under_deepspeed(getattr(self, "deepspeed_plugin", None), self.precision)

@@ -7,6 +7,7 @@ console scripts), through subprocesses and in-process through each command's mai
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -379,6 +380,12 @@ TRAIN_CASES = {
                        "--fp16_full_eval does nothing here: the dev data is scored in the training precision"),
     "shuffle-without-stream": (("--stream_shuffle_buffer", "5"), None,
                                "--stream_shuffle_buffer shuffles a stream, and the training set is not streamed"),
+    # transformers refused both with a traceback (once per process) after the encoder was loaded
+    "schedule-without-its-keyword": (("--lr_scheduler_type", "cosine_with_min_lr"), None,
+                                     "^hf-cse-train: error: --lr_scheduler_type 'cosine_with_min_lr' without "
+                                     "--lr_scheduler_kwargs: transformers cannot build this schedule \\(One of "
+                                     "min_lr or min_lr_rate .*\\): give --lr_scheduler_kwargs "
+                                     "'\\{\"min_lr_rate\": 0.1\\}', or choose another --lr_scheduler_type\\."),
     "negative-is-the-positive": (("--train_file", "PAIRS", "--pair_column", "sentence2", "--negative_column",
                                   "sentence2", "--text_column", "sentence1"), None,
                                  "--pair_column and --negative_column name the same column \\('sentence2'\\)"),
@@ -397,6 +404,29 @@ def test_odd_training_input_is_one_line_before_the_model_is_loaded(case, tiny_be
     line = _error_line(capsys, code, "hf-cse-train")
     assert re.search(message, line), line
     assert not (tmp_path / LONG / "out").exists()  # refused before the output folder was claimed
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is not None, reason="bitsandbytes is installed here")
+def test_an_optimizer_whose_package_is_missing_is_one_line_before_the_model_is_loaded(tiny_bert_dir, tmp_path, capsys,
+                                                                                      no_model_load):
+    """Was transformers' ImportError (You need to install `bitsandbytes` ...) as a traceback, once per process, after
+    the encoder was loaded."""
+    code = train_cli.main(_args(tiny_bert_dir, tmp_path, "--optim", "adamw_bnb_8bit"))
+    line = _error_line(capsys, code, "hf-cse-train")
+    assert line.startswith("hf-cse-train: error: --optim 'adamw_bnb_8bit': transformers cannot build this optimizer "
+                           "here (You need to install `bitsandbytes`") and "or choose another --optim" in line, line
+    assert not (tmp_path / LONG / "out").exists()
+
+
+@pytest.mark.slow
+def test_run_unsup_says_a_schedule_transformers_cannot_build_in_one_line(tiny_bert_dir, tmp_path):
+    """Was a full traceback ending in transformers' ValueError (One of min_lr or min_lr_rate should be set ...), after
+    the encoder was loaded, once per process."""
+    proc = run_command(["run_unsup.py", *_args(tiny_bert_dir, tmp_path, "--lr_scheduler_type", "cosine_with_min_lr")])
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "pooling:" not in proc.stderr, proc.stderr
+    assert lines[-1].startswith("run_unsup.py: error: --lr_scheduler_type 'cosine_with_min_lr' without "
+                                "--lr_scheduler_kwargs: ") and "'{\"min_lr_rate\": 0.1}'" in lines[-1], lines[-1]
 
 
 def test_an_output_dir_that_is_a_dangling_link_is_one_line(tiny_bert_dir, tmp_path, capsys, no_model_load):

@@ -3,6 +3,7 @@ tests/trainer/test_python_api.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -252,3 +253,33 @@ def test_loader_workers_and_schedule_keywords_torch_or_transformers_would_refuse
     with pytest.raises(InputError, match=r"^lr_scheduler_kwargs 'foo': the linear schedule takes last_epoch "):
         _args(tmp_path, lr_scheduler_kwargs={"foo": 1})
     assert _args(tmp_path, lr_scheduler_type="cosine", lr_scheduler_kwargs={"num_cycles": 0.5}).lr_scheduler_kwargs
+
+
+def test_a_schedule_transformers_cannot_build_is_refused_as_the_arguments_are_made(tmp_path):
+    """cosine_with_min_lr without min_lr / min_lr_rate was transformers' ValueError (One of min_lr or min_lr_rate
+    should be set through the `lr_scheduler_kwargs`) as a traceback once the encoder was loaded."""
+    from hf_cse.checks import InputError
+
+    with pytest.raises(InputError, match=r"^lr_scheduler_type='cosine_with_min_lr' without lr_scheduler_kwargs: "
+                                         r"transformers cannot build this schedule \(One of min_lr or min_lr_rate "
+                                         r".*\): give lr_scheduler_kwargs='\{\"min_lr_rate\": 0.1\}', or") as refused:
+        _args(tmp_path, lr_scheduler_type="cosine_with_min_lr")
+    assert refused.value.fields == ("lr_scheduler_type", "lr_scheduler_kwargs")
+    with pytest.raises(InputError, match=r"^lr_scheduler_type='warmup_stable_decay' without lr_scheduler_kwargs: "
+                                         r".*'num_decay_steps'\): set lr_scheduler_kwargs as it says"):
+        _args(tmp_path, lr_scheduler_type="warmup_stable_decay")
+    assert _args(tmp_path, lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs='{"min_lr_rate": 0.1}')
+
+
+@pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is not None, reason="bitsandbytes is installed here")
+def test_an_optimizer_whose_package_is_missing_is_refused_as_the_arguments_are_made(tmp_path):
+    """optim='adamw_bnb_8bit' without bitsandbytes was transformers' ImportError as a traceback once the encoder was
+    loaded."""
+    from hf_cse.checks import InputError
+
+    with pytest.raises(InputError, match=r"^optim='adamw_bnb_8bit': transformers cannot build this optimizer here "
+                                         r"\(You need to install `bitsandbytes`.*\): install what it names, or "
+                                         r"choose another optim \(adamw_torch, the default\)\.$") as refused:
+        _args(tmp_path, optim="adamw_bnb_8bit")
+    assert refused.value.fields == ("optim",)
+    assert _args(tmp_path, optim="adafactor").optim == "adafactor"
