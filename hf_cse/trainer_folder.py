@@ -16,11 +16,11 @@ a run of the same method, refuse in one line what transformers would stop on wit
   run whose last checkpoint is its final step is finished as it is rather than trained one step further;
 * a named checkpoint must exist, be complete and be of the trainer's method;
 * ``resume_from_checkpoint=True`` ("continue the interrupted run") is refused when the settings that define the run
-  (:mod:`hf_cse.run_settings`: the method's config, the learning rate, batch, seed, ..., the training set) differ from
-  those the checkpoint was saved with, as the command line refuses them; a checkpoint named by its path goes on with
-  the new settings, and one log line lists what changed -- except the learning rate and weight decay, which the
-  checkpoint's optimizer and scheduler state bring back (transformers restores them): a change is refused, not
-  silently dropped;
+  (:mod:`hf_cse.run_settings`: the method's config, the learning rate, batch, seed, ..., the training set, the number
+  of processes) differ from those the checkpoint was saved with, as the command line refuses them; a checkpoint
+  named by its path goes on with the new settings, and one log line lists what changed -- except the learning rate
+  and weight decay, which the checkpoint's optimizer and scheduler state bring back (transformers restores them): a
+  change is refused, not silently dropped;
 * a named checkpoint resumed with other settings is refused where the output folder holds later checkpoints: going on
   from it there would overwrite them one by one, and the folder would hold two runs' checkpoints;
 * the output folder may not be, hold or lie inside the folder of the encoder the model was built from (its save would
@@ -346,6 +346,10 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
     checkpoint was ``named`` by its path: then the run goes on with them (not where ``output_dir`` holds later
     checkpoints, nor with another learning rate or weight decay), and one log line says what changed."""
     changed = settings_changed_since(checkpoint, trainer)
+    if not named:  # named, it goes on with them: trainer_resume.warn_other_world_size says what that changes
+        from .trainer_resume import processes_change  # transformers' Trainer: only where a run resumes
+
+        changed += processes_change(checkpoint, trainer.args)
     restored = [c for c in changed if c.split(":", 1)[0] in RESTORED_WITH_THE_OPTIMIZER]
     if restored and named:
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: {'; '.join(restored)} cannot change when "

@@ -5,8 +5,10 @@ at a time; and the input mistakes a Python caller can make are refused in one li
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -20,6 +22,7 @@ from hf_cse.folder_lock import FolderBusyError
 from hf_cse.models import ImSimCSEModel, SimCSEModel
 from hf_cse.output_folder import OutputFolderError
 from hf_cse.trainer import ContrastiveTrainer
+from hf_cse.trainer_folder import OtherRunsCheckpointError
 
 
 def _trainer(encoder, sentences, tmp_path, out, model_class=SimCSEModel, **args) -> ContrastiveTrainer:
@@ -374,6 +377,26 @@ def test_a_resumed_run_keeps_the_untrained_encoder_when_training_made_it_worse(t
         torch.testing.assert_close(weight, untrained[name], rtol=0, atol=0, msg=name)
 
 
+def test_another_number_of_processes_than_saved_a_checkpoint_is_a_changed_setting(tmp_path):
+    """A checkpoint saved by 2 processes resumed by 1 with resume_from_checkpoint=True (the contrastive batch 16 rows
+    then, 8 now: another run) was only warned, though the docs said it was refused."""
+    from hf_cse.trainer_resume import processes_change
+
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"train_batch_size": 8}))
+    for rank in (0, 1):
+        (checkpoint / f"rng_state_{rank}.pth").write_bytes(b"")
+    one = SimpleNamespace(world_size=1, per_device_train_batch_size=8)
+    assert processes_change(checkpoint, one) == [
+        "processes: 2 then, 1 now (launch 2 to resume the run as it was: the contrastive batch 16 rows then, 8 now)"]
+    # the same contrastive batch from one process: still other data and dropout masks after the checkpoint
+    assert processes_change(checkpoint, SimpleNamespace(world_size=1, per_device_train_batch_size=16)) == [
+        "processes: 2 then, 1 now (launch 2 to resume the run as it was)"]
+    assert processes_change(checkpoint, SimpleNamespace(world_size=2, per_device_train_batch_size=8)) == []
+    assert processes_change(tmp_path, one) == []  # no RNG states (an older checkpoint): not known, not compared
+
+
 @pytest.mark.slow
 def test_a_checkpoint_resumed_by_another_number_of_processes_says_so(tiny_bert_dir, sentences, tmp_path, caplog):
     from hf_cse.trainer_resume import saved_world_size
@@ -398,11 +421,19 @@ def test_a_checkpoint_resumed_by_another_number_of_processes_says_so(tiny_bert_d
         resumed = _trainer(tiny_bert_dir, sentences, tmp_path, out, **common)
         resumed.train(resume_from_checkpoint=str(checkpoint))
     assert (f"resuming {checkpoint}, saved by 2 processes, with 1: the contrastive batch has another size (16 rows "
-            "then, 8 now), the data after") in caplog.text
+            "then, 8 now), the data after the checkpoint is not what the run would have trained on (the batches "
+            "skipped as already trained are counted in this run's batches, not in the checkpoint's run's)"
+            ) in caplog.text
     assert resumed.state.global_step == 4
     caplog.clear()  # twice the per-device batch on one process: the same contrastive batch, not said to differ
     other = tmp_path / "other"
     shutil.copytree(checkpoint, other / checkpoint.name)
+    # continuing "the run" (True) with another number of processes is another run: refused, naming the ways on
+    with pytest.raises(OtherRunsCheckpointError, match=r"^resume_from_checkpoint=True: .*checkpoint-2 is a checkpoint "
+                       r"of a run with other settings \(processes: 2 then, 1 now \(launch 2 to resume the run as it "
+                       r"was: the contrastive batch 16 rows then, 8 now\)\): resume it with its run's settings, pass "
+                       r"resume_from_checkpoint='.*checkpoint-2' to go on"):
+        _trainer(tiny_bert_dir, sentences, tmp_path, other, **common).train(resume_from_checkpoint=True)
     with caplog.at_level("WARNING", logger="hf_cse.trainer_resume"):
         _trainer(tiny_bert_dir, sentences, tmp_path, other, **common, per_device_train_batch_size=16).train(
             resume_from_checkpoint=str(other / checkpoint.name))
