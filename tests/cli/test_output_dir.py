@@ -19,6 +19,7 @@ from hf_cse.cli.output_dir import RUN_FILES, RUN_RECORD_FILE, prepare_output_dir
 from hf_cse.evaluation.report import report_files
 from hf_cse.files import weights_fingerprint
 from hf_cse.folder_lock import FolderBusyError, lock_file, releases_folder_locks
+from hf_cse.output_folder import OutputFolderError
 from hf_cse.run_files import RUN_LOADER_FILES, TRAINING_INFO_FILE
 from hf_cse.trainer import ContrastiveTrainer
 
@@ -585,6 +586,33 @@ def test_relaunching_an_interrupted_run_resumes_it_and_keeps_its_checkpoints(tin
     assert steps == [2, 3]  # only the two missing steps ran
     assert f"from {out / 'checkpoint-2'}" in caplog.text
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
+
+
+@pytest.mark.slow
+def test_relaunching_with_another_number_of_processes_is_refused_unless_the_checkpoint_is_named(tiny_bert_dir,
+                                                                                               tmp_path, monkeypatch,
+                                                                                               caplog):
+    """A run interrupted under 2 processes and relaunched by the same command in 1 went on with half the contrastive
+    batch (16 rows then, 8 now), only warned."""
+    out = tmp_path / "out"
+    args = train_args(tiny_bert_dir, tmp_path, out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2")
+    steps, interrupt = _counted_steps(monkeypatch)
+    interrupt["at"] = 2  # after checkpoint-2 is saved
+    with pytest.raises(Interrupted):
+        train_cli.train_from_args(args)
+    checkpoint = out / "checkpoint-2"
+    (checkpoint / "rng_state.pth").rename(checkpoint / "rng_state_0.pth")  # as 2 processes save it
+    (checkpoint / "rng_state_1.pth").write_bytes((checkpoint / "rng_state_0.pth").read_bytes())
+    steps.clear()
+    interrupt["at"] = None
+    with pytest.raises(OutputFolderError, match=r"holds checkpoints of a run with other settings \(processes: 2 then, "
+                       r"1 now \(launch 2 to resume the run as it was: the contrastive batch \d+ rows then, \d+ "
+                       rf"now\)\): rerun with its settings to resume it, --resume_from_checkpoint {checkpoint} to go"):
+        train_cli.train_from_args(args)
+    assert steps == []
+    with caplog.at_level(logging.WARNING, logger="hf_cse.trainer_resume"):
+        train_cli.train_from_args([*args, "--resume_from_checkpoint", str(checkpoint)])
+    assert steps == [2, 3] and f"resuming {checkpoint}, saved by 2 processes, with 1: the contrastive" in caplog.text
 
 
 @pytest.mark.slow
