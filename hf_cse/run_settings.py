@@ -21,8 +21,8 @@ compared: what a user changes to go on (``max_steps``, ``num_train_epochs``), to
 saving, evaluation, ``output_dir``, ``report_to``, ``run_name``), how fast it goes (workers, but a stream's, which
 order its rows: :data:`WORKERS_SETTING`; precision, CUDA graphs, :data:`SPEED_ONLY_CONFIG_FIELDS`). The number of
 processes is compared from the checkpoint's RNG states, where the trainer resumes it
-(:func:`hf_cse.trainer_resume.processes_change`; a checkpoint named by its path goes on with another, said by
-:func:`hf_cse.trainer_resume.warn_other_world_size`).
+(:func:`hf_cse.resume_processes.processes_change`; a checkpoint named by its path goes on with another, said by
+:func:`hf_cse.resume_processes.warn_other_world_size`).
 
 This module imports nothing heavy: the command line's checks that run before torch is loaded import it.
 """

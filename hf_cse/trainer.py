@@ -26,6 +26,7 @@ from .losses.base import QUEUE_INPUT
 from .losses.inputs import finite_checks_deferred
 from .metrics import MetricAccumulator
 from .objectives import build_objectives, compute_objectives
+from .resume_processes import warn_other_world_size
 from .run_settings import save_run_settings, training_data_description
 from .sampler import NoDuplicatesBatchSampler, check_distinct_texts
 from .start_over import start_over
@@ -52,7 +53,7 @@ from .trainer_options import (
     prepare_run,
     set_batch_copying,
 )
-from .trainer_resume import ResumedRun, warn_other_world_size
+from .trainer_resume import ResumedRun
 from .trainer_saving import RunSaving
 from .trainer_steps import StepPaths
 from .training_args import global_batch_size

@@ -346,8 +346,8 @@ def check_same_run(checkpoint: Path, trainer, named: bool, output_dir=None) -> N
     checkpoint was ``named`` by its path: then the run goes on with them (not where ``output_dir`` holds later
     checkpoints, nor with another learning rate or weight decay), and one log line says what changed."""
     changed = settings_changed_since(checkpoint, trainer)
-    if not named:  # named, it goes on with them: trainer_resume.warn_other_world_size says what that changes
-        from .trainer_resume import processes_change  # transformers' Trainer: only where a run resumes
+    if not named:  # named, it goes on with them: resume_processes.warn_other_world_size says what that changes
+        from .resume_processes import processes_change  # transformers' arguments: only where a run resumes
 
         changed += processes_change(checkpoint, trainer.args)
     restored = [c for c in changed if c.split(":", 1)[0] in RESTORED_WITH_THE_OPTIMIZER]

@@ -188,7 +188,9 @@ def check_training_values(args) -> None:
     """The training arguments' types, optimizer values and counts (:mod:`hf_cse.training_values`), for any
     ``TrainingArguments`` a caller hands the trainer, before transformers reads them."""
     from .best_metric import fill_in_best_metric
+    from .training_args import check_optimizer_builds, check_schedule_builds
     from .training_values import check_field_types, check_optimizer_values, check_step_counts, check_step_intervals
+
     check_field_types(args)
     check_step_counts(args, args.world_size)
     check_optimizer_values(args)
@@ -197,6 +199,8 @@ def check_training_values(args) -> None:
                        "wreck the pretrained encoder without a NaN, so nothing would say so without dev data. Check "
                        "the value (e.g. 3e-5, not 3e5).", args.learning_rate, args.learning_rate / 5e-5)
     check_step_intervals(args)  # plain TrainingArguments too (ContrastiveTrainingArguments check it when made)
+    check_schedule_builds(args)  # and the schedule and optimizer transformers builds from them at the first step
+    check_optimizer_builds(args)
     fill_in_best_metric(args)  # the trainer's copy: save_strategy="best" without a metric, as in theirs
 
 

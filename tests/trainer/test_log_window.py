@@ -40,7 +40,7 @@ def test_a_window_is_taken_up_by_every_process_or_by_none(tmp_path, monkeypatch,
     the metrics reduced over a restored window and an empty one were NaN, and the run stopped as diverged at every
     resume. Each process's finding is decided on together (stood in for here: the other process has no file)."""
     import hf_cse.log_window as log_window
-    from hf_cse.trainer_resume import saved_world_size
+    from hf_cse.resume_processes import saved_world_size
 
     _save(tmp_path, 0, 2, 4.0)
     (tmp_path / "rng_state_0.pth").write_bytes(b"")

@@ -380,7 +380,7 @@ def test_a_resumed_run_keeps_the_untrained_encoder_when_training_made_it_worse(t
 def test_another_number_of_processes_than_saved_a_checkpoint_is_a_changed_setting(tmp_path):
     """A checkpoint saved by 2 processes resumed by 1 with resume_from_checkpoint=True (the contrastive batch 16 rows
     then, 8 now: another run) was only warned, though the docs said it was refused."""
-    from hf_cse.trainer_resume import processes_change
+    from hf_cse.resume_processes import processes_change
 
     checkpoint = tmp_path / "checkpoint-2"
     checkpoint.mkdir()
@@ -399,7 +399,7 @@ def test_another_number_of_processes_than_saved_a_checkpoint_is_a_changed_settin
 
 @pytest.mark.slow
 def test_a_checkpoint_resumed_by_another_number_of_processes_says_so(tiny_bert_dir, sentences, tmp_path, caplog):
-    from hf_cse.trainer_resume import saved_world_size
+    from hf_cse.resume_processes import saved_world_size
 
     out = tmp_path / "out"
     common = dict(max_steps=4, save_strategy="steps", save_steps=2)

@@ -271,6 +271,22 @@ def test_a_schedule_transformers_cannot_build_is_refused_as_the_arguments_are_ma
     assert _args(tmp_path, lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs='{"min_lr_rate": 0.1}')
 
 
+def test_plain_training_arguments_with_a_schedule_transformers_cannot_build_are_refused_by_the_trainer(
+        tiny_bert_dir, sentences, tmp_path):
+    """transformers' own TrainingArguments are not checked when made: the trainer refuses the same, as it is built."""
+    from transformers import TrainingArguments
+
+    from hf_cse.checks import InputError
+
+    ds, tok = tiny_train_dataset(tiny_bert_dir, sentences, tmp_path / "data", repeat=2)
+    args = TrainingArguments(str(tmp_path / "out"), use_cpu=True, max_steps=2, per_device_train_batch_size=8,
+                             report_to=[], lr_scheduler_type="cosine_with_min_lr")
+    with pytest.raises(InputError, match=r"^lr_scheduler_type='cosine_with_min_lr' without lr_scheduler_kwargs"):
+        ContrastiveTrainer(model=SimCSEModel.from_encoder(str(tiny_bert_dir)), args=args, train_dataset=ds,
+                           processing_class=tok)
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is not None, reason="bitsandbytes is installed here")
 def test_an_optimizer_whose_package_is_missing_is_refused_as_the_arguments_are_made(tmp_path):
     """optim='adamw_bnb_8bit' without bitsandbytes was transformers' ImportError as a traceback once the encoder was
