@@ -17,9 +17,10 @@ logger = logging.getLogger("hf_cse.trainer_folder")  # said as the folder checks
 def check_no_later_checkpoints(checkpoint: Path, output_dir) -> None:
     """``output_dir`` holds no checkpoint past the step of ``checkpoint``, the one to resume with other settings:
     the run would overwrite them one by one (and leave the rest beside its own: two runs in one folder), and a
-    relaunch would resume the wrong one."""
+    relaunch would resume the wrong one. Incomplete ones (a save cut short) hold nothing to resume and are not
+    counted: the fix named was to resume from one of them."""
     step = checkpoint_step(checkpoint)
-    later = later_checkpoints(checkpoint, output_dir)
+    later = [p for p in later_checkpoints(checkpoint, output_dir) if checkpoint_problem(p) is None]
     if later:
         raise OutputFolderError(f"resume_from_checkpoint {checkpoint}: output_dir {output_dir} holds later "
                                 f"checkpoints ({listing([p.name for p in later])}), which going on from step {step} "

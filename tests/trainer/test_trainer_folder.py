@@ -6,6 +6,7 @@ at a time; and the input mistakes a Python caller can make are refused in one li
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from eval_helpers import write_toy_senteval
-from helpers import collator, tiny_args, tiny_train_dataset
+from helpers import collator, fake_checkpoint, tiny_args, tiny_train_dataset
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
@@ -486,3 +487,19 @@ def test_a_refused_trainer_leaves_no_folder_it_made(tiny_bert_dir, sentences, tm
     with pytest.raises(OutputFolderError, match="holds no complete checkpoint"):
         _trainer(tiny_bert_dir, sentences, tmp_path, mine).train(resume_from_checkpoint=True)
     assert mine.is_dir()
+
+
+def test_a_later_checkpoint_whose_save_was_cut_short_is_neither_counted_nor_offered(tmp_path):
+    """A run killed while saving checkpoint-920 left it without trainer_state.json; going on from checkpoint-915 with
+    other settings was refused for it, advising to resume from checkpoint-920, which holds nothing to resume."""
+    from hf_cse.later_checkpoints import check_no_later_checkpoints
+
+    out = tmp_path / "out"
+    named = fake_checkpoint(out / "checkpoint-915")
+    (out / "checkpoint-920").mkdir()
+    (out / "checkpoint-920" / "model.safetensors").write_bytes(b"")  # the save cut short before its state
+    check_no_later_checkpoints(named, out)
+    fake_checkpoint(out / "checkpoint-925")
+    with pytest.raises(OutputFolderError, match=r"holds later checkpoints \(checkpoint-925\), .* Resume from "
+                                                rf"{re.escape(str(out / 'checkpoint-925'))}, or go on"):
+        check_no_later_checkpoints(named, out)
