@@ -26,6 +26,7 @@ from .stream_order import DEFAULT_STREAM_SHUFFLE_BUFFER, check_shuffle_buffer
 from .training_values import (
     check_field_types,
     check_loader_and_schedule,
+    check_optimizer_values,
     check_step_intervals,
     check_supervised_only,
     filled_in_interval,
@@ -55,6 +56,7 @@ def check_schedule_builds(args) -> None:
     import torch
     from transformers import get_scheduler
 
+    check_optimizer_values(args)  # the warmup and rates it reads: their own refusal first (a NaN warmup_steps)
     kind = str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
     steps = args.max_steps if args.max_steps > 0 else 1000  # the epochs' steps are not known yet: any count builds
     # lr 1: the schedule only scales the optimizer's rate (learning_rate is checked on its own)
