@@ -80,9 +80,8 @@ class CSEPreTrainedModel(PreTrainedModelHooks, PreTrainedModel):
     shards_under: tuple[str, ...] = ENGINES
     #: why not under the others: a clause of the one-line refusal
     why_no_sharding: str = ""
-    #: the collator class (one of hf_cse's, :class:`hf_cse.data.TwoViewCollator`'s kind) whose batches the training
-    #: forward cannot do without (DiffCSE's edited copies); None: any of hf_cse's. Another of hf_cse's given as
-    #: ``data_collator`` is refused when the trainer is built (:func:`hf_cse.data_checks.check_own_collator`)
+    #: the collator class whose batches the training forward needs (DiffCSE's edited copies; None: any of hf_cse's);
+    #: another of hf_cse's as ``data_collator`` is refused (:func:`hf_cse.data_checks.check_own_collator`)
     needs_collator: type | None = None
     #: how the views of a plain sentence are made, in words, for the model card ("... are encoded in one forward
     #: pass; the other sentences of the batch are the negatives")
